@@ -1,0 +1,60 @@
+/*
+ * The `libra` command-line tool: shared plumbing for the subcommands.
+ *
+ * Each subcommand lives in cmd_<name>.c and exposes one entry point listed in commands.c
+ * (git's builtin/ layout). Subcommands parse their own flags with getopt_long, print
+ * human output to stdout (or one JSON document with --json), diagnostics to stderr, and
+ * return an exit code from the table in include/libra/libra.h (docs/cli.md).
+ */
+#ifndef CLI_CLI_H
+#define CLI_CLI_H
+
+#include <getopt.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "libra/libra.h"
+
+struct cli_command {
+    const char *name;                  /* as typed: "plan", "presets" */
+    const char *summary;               /* one line for `libra --help` */
+    const char *usage;                 /* one line, e.g. "libra plan [CONFIG] [flags]" */
+    int (*run)(int argc, char **argv); /* argv[0] is the command name; returns an exit code */
+};
+
+/* The command table, terminated by an entry whose name is NULL (commands.c). */
+extern const struct cli_command cli_commands[];
+
+/* Prints "libra: MSG" to stderr (lower case, no full stop). */
+void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/*
+ * Reports a usage error for cmd: "libra: CMD: MSG" and the command's one-line usage on
+ * stderr. Returns LIBRA_EXIT_USAGE.
+ */
+int cli_usage_error(const struct cli_command *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Prints a parser error as "libra: FILE:LINE:COL: MSG". Returns LIBRA_EXIT_USAGE. */
+int cli_report_error(const struct libra_error *err);
+
+/* Finds a command by name; NULL when unknown. */
+const struct cli_command *cli_find(const char *name);
+
+/*
+ * Runs getopt_long over argv with opterr off, translating an unknown flag or a missing
+ * argument into a usage error. Returns the option character, -1 at the end of the flags, or
+ * '?' after it has printed the usage error (the caller returns LIBRA_EXIT_USAGE).
+ */
+int cli_getopt(const struct cli_command *cmd, int argc, char **argv, const char *shortopts,
+               const struct option *longopts);
+
+/* Reads a whole file into a malloc'd NUL-terminated buffer. Returns 0, or LIBRA_EXIT_IO after
+ * printing "libra: cannot read 'PATH': REASON". */
+int cli_read_file(const char *path, char **text, size_t *len);
+
+/* Writes text to path ("-" or NULL: stdout). Returns 0 or LIBRA_EXIT_IO after printing why. */
+int cli_write_output(const char *path, const char *text);
+
+#endif

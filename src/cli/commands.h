@@ -1,0 +1,7 @@
+/* Entry points of the subcommands, one per cmd_<name>.c; see cli.h for the contract. */
+#ifndef CLI_COMMANDS_H
+#define CLI_COMMANDS_H
+
+#include "cli/cli.h"
+
+#endif

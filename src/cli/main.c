@@ -1,0 +1,163 @@
+/*
+ * libra — entry point: dispatches `libra <command>` through the command table and handles the
+ * tool-wide flags (--help, --version).
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <event2/event.h>
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "util/alloc.h"
+#include "util/error.h"
+#include "util/version.h"
+
+void cli_errorf(const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("libra: ", stderr);
+    vfprintf(stderr, fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
+}
+
+int cli_usage_error(const struct cli_command *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "libra: %s: ", cmd->name);
+    vfprintf(stderr, fmt, ap);
+    fprintf(stderr, "\nusage: %s (see libra %s --help)\n", cmd->usage, cmd->name);
+    va_end(ap);
+    return LIBRA_EXIT_USAGE;
+}
+
+int cli_report_error(const struct libra_error *err)
+{
+    char buf[1024];
+    cli_errorf("%s", error_format(err, buf, sizeof buf));
+    return LIBRA_EXIT_USAGE;
+}
+
+const struct cli_command *cli_find(const char *name)
+{
+    for (const struct cli_command *c = cli_commands; c->name; c++)
+        if (strcmp(c->name, name) == 0)
+            return c;
+    return NULL;
+}
+
+int cli_getopt(const struct cli_command *cmd, int argc, char **argv, const char *shortopts,
+               const struct option *longopts)
+{
+    opterr = 0;
+    int c = getopt_long(argc, argv, shortopts, longopts, NULL);
+    if (c == '?' || c == ':') {
+        const char *arg = argv[optind - 1];
+        if (optopt && optopt != '?' && c == ':')
+            cli_usage_error(cmd, "flag '-%c' needs a value", optopt);
+        else if (strchr(arg, '=') || !optopt)
+            cli_usage_error(cmd, "unknown or malformed flag '%s'", arg);
+        else
+            cli_usage_error(cmd, "flag '%s' is unknown or needs a value", arg);
+        return '?';
+    }
+    return c;
+}
+
+int cli_read_file(const char *path, char **text, size_t *len)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        cli_errorf("cannot read '%s': %s", path, strerror(errno));
+        return LIBRA_EXIT_IO;
+    }
+    size_t cap = 1 << 16, n = 0;
+    char *buf = xmalloc(cap);
+    size_t got;
+    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+        n += got;
+        if (cap - n - 1 == 0)
+            buf = xrealloc(buf, cap *= 2);
+    }
+    int failed = ferror(f);
+    if (f != stdin)
+        fclose(f);
+    if (failed) {
+        cli_errorf("cannot read '%s': read error", path);
+        free(buf);
+        return LIBRA_EXIT_IO;
+    }
+    buf[n] = '\0';
+    *text = buf;
+    *len = n;
+    return 0;
+}
+
+int cli_write_output(const char *path, const char *text)
+{
+    bool to_stdout = !path || strcmp(path, "-") == 0;
+    FILE *f = to_stdout ? stdout : fopen(path, "wb");
+    if (!f) {
+        cli_errorf("cannot write '%s': %s", path, strerror(errno));
+        return LIBRA_EXIT_IO;
+    }
+    size_t n = strlen(text);
+    bool ok = fwrite(text, 1, n, f) == n;
+    ok = (to_stdout ? fflush(f) : fclose(f)) == 0 && ok;
+    if (!ok) {
+        cli_errorf("cannot write '%s': %s", to_stdout ? "<stdout>" : path, strerror(errno));
+        return LIBRA_EXIT_IO;
+    }
+    return 0;
+}
+
+static void print_help(FILE *out)
+{
+    fprintf(out, "usage: libra <command> [input] [flags]\n"
+                 "       libra --version | --help\n\n"
+                 "libra plans, routes and simulates agentic RL post-training on GPU clusters.\n\n"
+                 "commands:\n");
+    for (const struct cli_command *c = cli_commands; c->name; c++)
+        fprintf(out, "  %-10s %s\n", c->name, c->summary);
+    fprintf(out, "\n'libra <command> --help' describes a command; docs/cli.md lists exit codes.\n");
+}
+
+static void print_version(void)
+{
+    curl_version_info_data *curl = curl_version_info(CURLVERSION_NOW);
+    printf("libra %s\n", libra_version_string);
+    printf("git: %s\nbuild: %s\ncompiler: %s\n", libra_git_describe, libra_build_type,
+           libra_compiler);
+    printf("jansson: %s\nlibevent: %s\ncurl: %s\n", jansson_version_str(), event_get_version(),
+           curl->version);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        print_help(stderr);
+        return LIBRA_EXIT_USAGE;
+    }
+    const char *name = argv[1];
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
+        print_help(stdout);
+        return LIBRA_EXIT_OK;
+    }
+    if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
+        print_version();
+        return LIBRA_EXIT_OK;
+    }
+    const struct cli_command *cmd = cli_find(name);
+    if (!cmd) {
+        cli_errorf("unknown command '%s'", name);
+        fprintf(stderr, "usage: libra <command> [input] [flags] (see libra --help)\n");
+        return LIBRA_EXIT_USAGE;
+    }
+    return cmd->run(argc - 1, argv + 1);
+}

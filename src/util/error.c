@@ -1,0 +1,42 @@
+/* struct libra_error helpers; see error.h. */
+#include "util/error.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+int error_set(struct libra_error *err, const char *file, int line, int col, const char *fmt, ...)
+{
+    if (!err)
+        return LIBRA_EINVAL;
+    snprintf(err->file, sizeof err->file, "%s", file ? file : "");
+    err->line = line;
+    err->col = col;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err->msg, sizeof err->msg, fmt, ap);
+    va_end(ap);
+    return LIBRA_EINVAL;
+}
+
+void error_prefix(struct libra_error *err, const char *prefix)
+{
+    if (!err || !prefix || !*prefix)
+        return;
+    char old[sizeof err->msg];
+    memcpy(old, err->msg, sizeof old);
+    snprintf(err->msg, sizeof err->msg, "%s: %s", prefix, old);
+}
+
+const char *error_format(const struct libra_error *err, char *buf, size_t size)
+{
+    if (size == 0)
+        return buf;
+    if (err->file[0] && err->line > 0)
+        snprintf(buf, size, "%s:%d:%d: %s", err->file, err->line, err->col, err->msg);
+    else if (err->file[0])
+        snprintf(buf, size, "%s: %s", err->file, err->msg);
+    else
+        snprintf(buf, size, "%s", err->msg);
+    return buf;
+}

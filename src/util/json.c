@@ -1,0 +1,369 @@
+/*
+ * Positional JSON documents and a deterministic printer; see json.h.
+ *
+ * ujson_locate re-scans the source text rather than recording positions during parsing:
+ * errors are rare, documents small (configs, presets), and the common path stays jansson's.
+ */
+#include "util/json.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/alloc.h"
+#include "util/error.h"
+
+int ujson_doc_parse(struct ujson_doc *doc, const char *name, const char *text, size_t len,
+                    struct libra_error *err)
+{
+    memset(doc, 0, sizeof *doc);
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    if (!root) {
+        /* jansson reports line/column 1-based; column -1 when it has none. */
+        return error_set(err, name, jerr.line > 0 ? jerr.line : 1,
+                         jerr.column > 0 ? jerr.column : 1, "%s", jerr.text);
+    }
+    doc->root = root;
+    doc->name = xstrdup(name ? name : "");
+    doc->text = xstrndup(text, len);
+    doc->len = strlen(doc->text);
+    return 0;
+}
+
+void ujson_doc_free(struct ujson_doc *doc)
+{
+    if (!doc)
+        return;
+    json_decref(doc->root);
+    free(doc->name);
+    free(doc->text);
+    memset(doc, 0, sizeof *doc);
+}
+
+/* ---- locating a path in valid JSON text ----------------------------------------------------- */
+
+struct scan {
+    const char *s;
+    const char *end;
+};
+
+static void skip_ws(struct scan *sc)
+{
+    while (sc->s < sc->end && strchr(" \t\r\n", *sc->s))
+        sc->s++;
+}
+
+/* Skips a string starting at its opening quote. */
+static void skip_string(struct scan *sc)
+{
+    for (sc->s++; sc->s < sc->end && *sc->s != '"'; sc->s++)
+        if (*sc->s == '\\')
+            sc->s++;
+    sc->s++;
+}
+
+static void skip_value(struct scan *sc)
+{
+    skip_ws(sc);
+    if (sc->s >= sc->end)
+        return;
+    if (*sc->s == '"') {
+        skip_string(sc);
+        return;
+    }
+    if (*sc->s != '{' && *sc->s != '[') {
+        while (sc->s < sc->end && !strchr(",}] \t\r\n", *sc->s))
+            sc->s++;
+        return;
+    }
+    int depth = 0;
+    do {
+        if (*sc->s == '"') {
+            skip_string(sc);
+            continue;
+        }
+        if (*sc->s == '{' || *sc->s == '[')
+            depth++;
+        else if (*sc->s == '}' || *sc->s == ']')
+            depth--;
+        sc->s++;
+    } while (depth > 0 && sc->s < sc->end);
+}
+
+/* Decodes the key at sc->s (its opening quote) with jansson, so escapes compare exactly. */
+static char *read_key(struct scan *sc)
+{
+    const char *start = sc->s;
+    skip_string(sc);
+    json_t *k = json_loadb(start, (size_t)(sc->s - start), JSON_DECODE_ANY, NULL);
+    char *out = xstrdup(k && json_is_string(k) ? json_string_value(k) : "");
+    json_decref(k);
+    return out;
+}
+
+/* Copies the first path component into out (unescaping ~1 and ~0); returns the rest. */
+static const char *next_component(const char *path, char *out, size_t size)
+{
+    size_t n = 0;
+    for (; *path && *path != '/'; path++) {
+        char c = *path;
+        if (c == '~' && (path[1] == '0' || path[1] == '1'))
+            c = *++path == '1' ? '/' : '~';
+        if (n + 1 < size)
+            out[n++] = c;
+    }
+    out[n] = '\0';
+    return *path == '/' ? path + 1 : path;
+}
+
+static const char *locate_in(struct scan *sc, const char *path)
+{
+    skip_ws(sc);
+    if (!*path)
+        return sc->s;
+    char head[256];
+    const char *rest = next_component(path, head, sizeof head);
+    if (sc->s >= sc->end || (*sc->s != '{' && *sc->s != '['))
+        return NULL;
+    bool object = *sc->s == '{';
+    long want = object ? -1 : strtol(head, NULL, 10);
+    sc->s++;
+    for (long index = 0;; index++) {
+        skip_ws(sc);
+        if (sc->s >= sc->end || *sc->s == '}' || *sc->s == ']')
+            return NULL;
+        if (object) {
+            const char *key_pos = sc->s;
+            char *key = read_key(sc);
+            bool match = strcmp(key, head) == 0;
+            free(key);
+            skip_ws(sc);
+            sc->s++; /* ':' */
+            if (match)
+                return *rest ? locate_in(sc, rest) : key_pos;
+        } else if (index == want) {
+            return locate_in(sc, rest);
+        }
+        skip_value(sc);
+        skip_ws(sc);
+        if (sc->s < sc->end && *sc->s == ',')
+            sc->s++;
+    }
+}
+
+int ujson_locate(const struct ujson_doc *doc, const char *path, int *line, int *col)
+{
+    if (!doc || !doc->text)
+        return -1;
+    struct scan sc = {doc->text, doc->text + doc->len};
+    const char *at = locate_in(&sc, path ? path : "");
+    if (!at || at >= sc.end)
+        return -1;
+    int l = 1, c = 1;
+    for (const char *p = doc->text; p < at; p++) {
+        if (*p == '\n') {
+            l++;
+            c = 1;
+        } else if (((unsigned char)*p & 0xC0) != 0x80) {
+            c++;
+        }
+    }
+    *line = l;
+    *col = c;
+    return 0;
+}
+
+int ujson_errorf(struct libra_error *err, const struct ujson_doc *doc, const char *path,
+                 const char *fmt, ...)
+{
+    if (!err)
+        return LIBRA_EINVAL;
+    int line = 0, col = 0;
+    if (ujson_locate(doc, path, &line, &col) != 0)
+        line = col = 0;
+    char msg[sizeof err->msg];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    char dotted[256];
+    size_t n = 0;
+    for (const char *p = path ? path : ""; *p && n + 1 < sizeof dotted;) {
+        char comp[128];
+        p = next_component(p, comp, sizeof comp);
+        n += (size_t)snprintf(dotted + n, sizeof dotted - n, "%s%s", n ? "." : "", comp);
+    }
+    dotted[n < sizeof dotted ? n : sizeof dotted - 1] = '\0';
+    if (n)
+        return error_set(err, doc ? doc->name : NULL, line, col, "%s: %s", dotted, msg);
+    return error_set(err, doc ? doc->name : NULL, line, col, "%s", msg);
+}
+
+bool ujson_as_int64(const json_t *v, int64_t *out)
+{
+    if (json_is_integer(v)) {
+        *out = (int64_t)json_integer_value(v);
+        return true;
+    }
+    if (json_is_real(v)) {
+        double d = json_real_value(v);
+        if (d == floor(d) && fabs(d) < 9.0e15) {
+            *out = (int64_t)d;
+            return true;
+        }
+    }
+    return false;
+}
+
+bool ujson_as_double(const json_t *v, double *out)
+{
+    if (!json_is_number(v))
+        return false;
+    *out = json_number_value(v);
+    return true;
+}
+
+/* ---- deterministic printing -------------------------------------------------------------- */
+
+struct buf {
+    char *p;
+    size_t len, cap;
+};
+
+static void put(struct buf *b, const char *s, size_t n)
+{
+    if (b->len + n + 1 > b->cap) {
+        b->cap = (b->len + n + 1) * 2;
+        b->p = xrealloc(b->p, b->cap);
+    }
+    memcpy(b->p + b->len, s, n);
+    b->len += n;
+    b->p[b->len] = '\0';
+}
+
+static void puts_(struct buf *b, const char *s)
+{
+    put(b, s, strlen(s));
+}
+
+/*
+ * The project's float rule: the shortest of %.15g, %.16g, %.17g that reads back exactly, so
+ * 0.1 prints as 0.1 and every double round-trips. Non-finite values have no JSON form and
+ * print as null. Integral values keep a ".0" so they stay reals on reading.
+ */
+static void put_real(struct buf *b, double d)
+{
+    char tmp[40];
+    if (!isfinite(d)) {
+        puts_(b, "null");
+        return;
+    }
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(tmp, sizeof tmp, "%.*g", prec, d);
+        if (strtod(tmp, NULL) == d)
+            break;
+    }
+    if (!strpbrk(tmp, ".eEn"))
+        strcat(tmp, ".0");
+    puts_(b, tmp);
+}
+
+static void indent(struct buf *b, bool pretty, int depth)
+{
+    if (!pretty)
+        return;
+    puts_(b, "\n");
+    for (int i = 0; i < depth; i++)
+        puts_(b, "  ");
+}
+
+static int cmp_keys(const void *a, const void *b)
+{
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+static void dump(struct buf *b, const json_t *v, bool pretty, int depth)
+{
+    char tmp[32];
+    switch (json_typeof(v)) {
+    case JSON_OBJECT: {
+        size_t n = json_object_size(v), i = 0;
+        if (!n) {
+            puts_(b, "{}");
+            return;
+        }
+        const char **keys = xmallocarray(n, sizeof *keys);
+        const char *k;
+        json_t *val;
+        json_object_foreach((json_t *)v, k, val) keys[i++] = k;
+        qsort(keys, n, sizeof *keys, cmp_keys);
+        puts_(b, "{");
+        for (i = 0; i < n; i++) {
+            if (i)
+                puts_(b, ",");
+            indent(b, pretty, depth + 1);
+            json_t *s = json_string(keys[i]);
+            char *ks = json_dumps(s, JSON_ENCODE_ANY);
+            puts_(b, ks);
+            free(ks);
+            json_decref(s);
+            puts_(b, pretty ? ": " : ":");
+            dump(b, json_object_get(v, keys[i]), pretty, depth + 1);
+        }
+        free(keys);
+        indent(b, pretty, depth);
+        puts_(b, "}");
+        return;
+    }
+    case JSON_ARRAY: {
+        size_t n = json_array_size(v);
+        if (!n) {
+            puts_(b, "[]");
+            return;
+        }
+        puts_(b, "[");
+        for (size_t i = 0; i < n; i++) {
+            if (i)
+                puts_(b, ",");
+            indent(b, pretty, depth + 1);
+            dump(b, json_array_get(v, i), pretty, depth + 1);
+        }
+        indent(b, pretty, depth);
+        puts_(b, "]");
+        return;
+    }
+    case JSON_STRING: {
+        char *s = json_dumps(v, JSON_ENCODE_ANY);
+        puts_(b, s);
+        free(s);
+        return;
+    }
+    case JSON_INTEGER:
+        snprintf(tmp, sizeof tmp, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
+        puts_(b, tmp);
+        return;
+    case JSON_REAL:
+        put_real(b, json_real_value(v));
+        return;
+    case JSON_TRUE:
+        puts_(b, "true");
+        return;
+    case JSON_FALSE:
+        puts_(b, "false");
+        return;
+    case JSON_NULL:
+        puts_(b, "null");
+        return;
+    }
+}
+
+char *ujson_dump(const json_t *v, bool pretty)
+{
+    struct buf b = {0};
+    puts_(&b, "");
+    dump(&b, v, pretty, 0);
+    return b.p;
+}

@@ -1,0 +1,72 @@
+/*
+ * JSON documents that remember where things are.
+ *
+ * jansson parses strictly (duplicate keys rejected) but keeps no source positions once a
+ * document is built, and users need "file:line:col" for a typo'd key or a wrong type, not just
+ * for a syntax error. A ujson_doc keeps the source text next to the tree; ujson_locate walks
+ * the text (already known to be valid JSON) along a path to find the position of a member's
+ * key or an array element. Errors are therefore positional without a second, position-aware
+ * parser on the hot path: lookup cost is paid only when an error is reported.
+ *
+ * Paths are JSON Pointers without the leading '/': "cluster/gpus", "models/3/heads"; "" is the
+ * root; '~1' stands for '/' and '~0' for '~' inside a key.
+ */
+#ifndef UTIL_JSON_H
+#define UTIL_JSON_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "libra/libra.h"
+
+struct ujson_doc {
+    json_t *root; /* owned */
+    char *name;   /* owned; file name used in messages */
+    char *text;   /* owned copy of the source, NUL-terminated */
+    size_t len;   /* bytes of text */
+};
+
+/*
+ * Parses len bytes of text (a copy is kept) as one JSON value, rejecting duplicate keys.
+ * name labels error messages (a file name, "<flags>", "<embedded:hardware.json>").
+ * Returns 0, or LIBRA_EINVAL with err set to name:line:col of the syntax error; doc is then
+ * left empty (safe to free).
+ */
+int ujson_doc_parse(struct ujson_doc *doc, const char *name, const char *text, size_t len,
+                    struct libra_error *err);
+
+/* Releases everything doc owns; a zeroed doc is fine. */
+void ujson_doc_free(struct ujson_doc *doc);
+
+/*
+ * Finds path in doc's source text: for an object member, the position of its key's opening
+ * quote; for an array element or the root, the first character of the value. line and col
+ * are 1-based (col counts characters, not bytes). Returns 0, or -1 when the path is absent.
+ */
+int ujson_locate(const struct ujson_doc *doc, const char *path, int *line, int *col);
+
+/*
+ * Fills err with doc's name, the position of path (0:0 when doc is NULL or the path is absent)
+ * and a message "PATH: MSG" (path shown with '.' separators, e.g. "cluster.gpus"). Returns
+ * LIBRA_EINVAL.
+ */
+int ujson_errorf(struct libra_error *err, const struct ujson_doc *doc, const char *path,
+                 const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+
+/* Reads an integer-valued JSON number (a real with no fractional part is accepted) into *out.
+ * Returns false when v is not a number or not an exact integer. */
+bool ujson_as_int64(const json_t *v, int64_t *out);
+
+/* Reads any JSON number into *out. Returns false when v is not a number. */
+bool ujson_as_double(const json_t *v, double *out);
+
+/*
+ * Serialises v deterministically: sorted keys, 2-space indent when pretty, reals printed with
+ * 17 significant digits trimmed of trailing zeros (the project's fixed float rule). Returns a
+ * malloc'd NUL-terminated string the caller frees.
+ */
+char *ujson_dump(const json_t *v, bool pretty);
+
+#endif

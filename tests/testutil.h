@@ -1,0 +1,26 @@
+/*
+ * Helpers shared by the cmocka tests: fixture paths and assertions that print operands
+ * (libuv test/task.h style). Include after <cmocka.h>'s prerequisites.
+ */
+#ifndef TESTS_TESTUTIL_H
+#define TESTS_TESTUTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <cmocka.h>
+
+/* Absolute path of a file under the source tree; static buffer, valid until the next call. */
+const char *test_source_path(const char *relative);
+
+/* Reads a whole file (fails the test if it cannot); caller frees. */
+char *test_read_file(const char *path, size_t *len);
+
+/* Asserts |a - b| <= rel * max(|a|, |b|), printing both values on failure. */
+#define assert_close(a, b, rel) test_assert_close((a), (b), (rel), #a, #b, __FILE__, __LINE__)
+void test_assert_close(double a, double b, double rel, const char *ea, const char *eb,
+                       const char *file, int line);
+
+#endif
