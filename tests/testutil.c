@@ -1,9 +1,12 @@
 /* Test helpers; see testutil.h. */
 #include "testutil.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 const char *test_source_path(const char *relative)
 {
@@ -41,4 +44,24 @@ void test_assert_close(double a, double b, double rel, const char *ea, const cha
     print_error("%s:%d: %s = %.17g vs %s = %.17g (relative difference %.3g > %.3g)\n", file, line,
                 ea, a, eb, b, fabs(a - b) / scale, rel);
     fail();
+}
+
+void test_assert_dies(void (*fn)(void))
+{
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        if (devnull >= 0)
+            dup2(devnull, STDERR_FILENO);
+        fn();
+        _exit(0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        print_error("expected the child to die, but it returned normally\n");
+        fail();
+    }
 }

@@ -23,4 +23,10 @@ char *test_read_file(const char *path, size_t *len);
 void test_assert_close(double a, double b, double rel, const char *ea, const char *eb,
                        const char *file, int line);
 
+/*
+ * Runs fn in a child process (stderr silenced) and fails the test unless the child dies
+ * instead of returning: for alloc-or-die paths that must abort.
+ */
+void test_assert_dies(void (*fn)(void));
+
 #endif
