@@ -99,7 +99,7 @@ static char *read_key(struct scan *sc)
     const char *start = sc->s;
     skip_string(sc);
     json_t *k = json_loadb(start, (size_t)(sc->s - start), JSON_DECODE_ANY, NULL);
-    char *out = xstrdup(k && json_is_string(k) ? json_string_value(k) : "");
+    char *out = xstrdup(json_is_string(k) ? json_string_value(k) : "");
     json_decref(k);
     return out;
 }
