@@ -6,19 +6,28 @@
  * lives in spec/ because plan/ produces it and sched/ consumes it, and neither may include the
  * other. Text form: "tp1:4000,tp2:12000,tp4:30000"; a bucket served by several TP sizes is
  * written "tp1+tp2:5000"; instance counts may follow as "tp2x3:12000" (3 TP2 instances).
- * JSON form: {"buckets":[{"max_tokens":4000,"tp":[1],"instances":[2]}, ...]}.
+ * JSON form: {"buckets":[{"max_tokens":4000,"tp":[1],"instances":[2]}, ...]} ("instances"
+ * optional), or the text form as a JSON string.
+ *
+ * The same TP size may serve several buckets ("tp2:3000,tp2:6000,tp4:32768" for the 4B runs):
+ * instances belong to a bucket, not to a TP size.
  */
 #ifndef SPEC_BUCKET_H
 #define SPEC_BUCKET_H
 
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "libra/libra.h"
+#include "util/json.h"
 
 #define SPEC_BUCKETS_MAX 8
 #define SPEC_BUCKET_TPS_MAX 4
+#define SPEC_BUCKET_TOKENS_MAX 100000000 /* largest max_tokens accepted, tokens */
+#define SPEC_BUCKET_INSTANCES_MAX 4096   /* largest instance count of one TP size */
+#define SPEC_BUCKET_TEXT_MAX 512         /* enough for the text form of any valid layout */
 
 struct spec_bucket {
     int64_t max_tokens;                 /* upper bound on remaining generated tokens */
@@ -28,8 +37,59 @@ struct spec_bucket {
 };
 
 struct spec_bucket_layout {
-    int n;                                      /* buckets, 1..SPEC_BUCKETS_MAX */
+    int n;                                       /* buckets, 1..SPEC_BUCKETS_MAX */
     struct spec_bucket bucket[SPEC_BUCKETS_MAX]; /* strictly ascending max_tokens */
 };
+
+/*
+ * Checks every invariant of a layout: 1..SPEC_BUCKETS_MAX buckets, max_tokens in
+ * 1..SPEC_BUCKET_TOKENS_MAX and strictly ascending, 1..SPEC_BUCKET_TPS_MAX TP sizes per bucket,
+ * each in {1, 2, 4, 8}, strictly ascending within a bucket, instance counts in
+ * 0..SPEC_BUCKET_INSTANCES_MAX. Returns 0, or LIBRA_EINVAL with err naming the bucket (1-based)
+ * and the rule broken.
+ */
+int spec_bucket_validate(const struct spec_bucket_layout *l, struct libra_error *err);
+
+/*
+ * Parses the text form (NUL-terminated; spaces around tokens allowed, "TP" in either case).
+ * TP sizes listed out of order within a bucket are sorted. name labels messages (a file, or
+ * "--buckets"); err gets name:1:COL with COL the 1-based byte column of the fault. Returns 0
+ * with *out valid, or LIBRA_EINVAL (*out unspecified).
+ */
+int spec_bucket_parse(struct spec_bucket_layout *out, const char *text, const char *name,
+                      struct libra_error *err);
+
+/*
+ * Writes the text form of l into buf (size bytes, NUL-terminated, truncated when short;
+ * SPEC_BUCKET_TEXT_MAX always suffices). Instance counts appear only when non-zero, so
+ * spec_bucket_parse(spec_bucket_format(l)) == l for a valid l. Returns the length the full text
+ * needs, excluding the NUL (snprintf's contract).
+ */
+size_t spec_bucket_format(const struct spec_bucket_layout *l, char *buf, size_t size);
+
+/*
+ * Reads a layout from the JSON value at path in doc (either form in the header comment).
+ * Unknown keys, wrong types and invalid layouts fail with err at doc's file:line:col of the
+ * offending member. Returns 0 or LIBRA_EINVAL.
+ */
+int spec_bucket_from_json(struct spec_bucket_layout *out, const struct ujson_doc *doc,
+                          const char *path, struct libra_error *err);
+
+/* Returns a new reference to l's JSON object form ("instances" only when some are non-zero). */
+json_t *spec_bucket_to_json(const struct spec_bucket_layout *l);
+
+/*
+ * Fills *out with the reference layout of a workload on a model (spec §4): "r2e-gym" and
+ * "search-r1" on "qwen3-14b", "dapo-math" and "r2e-gym" on "qwen3-4b". Names are matched
+ * case-insensitively; model may be NULL, meaning the workload's first listed model. Returns 0,
+ * or LIBRA_ENOENT when there is no reference layout for the pair.
+ */
+int spec_bucket_default(struct spec_bucket_layout *out, const char *workload, const char *model);
+
+/* Index of the first bucket whose max_tokens >= tokens, else of the last bucket (spec §4). */
+int spec_bucket_index(const struct spec_bucket_layout *l, int64_t tokens);
+
+/* Whether bucket b of l is served by TP size tp. */
+bool spec_bucket_has_tp(const struct spec_bucket *b, int tp);
 
 #endif
