@@ -1,0 +1,83 @@
+/*
+ * Engine lifecycle costs: what it takes to start, wake, refill or reshape an inference
+ * instance, and to move a trajectory's KV between instances.
+ *
+ * The planner prices a reconfiguration with these (stop/start of changed instances, lost KV,
+ * weight-group rebuild) instead of a constant, and the simulator charges them at every weight
+ * sync and role change (libra-spec.md §3, §5). Every constant here is an assumption anchored on
+ * the published ranges of calibration.md §3.7; docs/calibration.md compares the resulting
+ * figures with those points.
+ */
+#ifndef COST_LIFECYCLE_H
+#define COST_LIFECYCLE_H
+
+#include <stdbool.h>
+
+#include "cost/rollout.h"
+#include "cost/shape.h"
+#include "spec/preset.h"
+
+struct cost_lifecycle_params {
+    double engine_init_s;       /* engine start without weight loading: process, memory profile,
+                                 * CUDA-graph capture (assumed) */
+    double disk_bw_bytes_per_s; /* reading a checkpoint from local disk, per instance (assumed) */
+    double h2d_bw_bytes_per_s;  /* pinned host→GPU copy, per GPU (assumed) */
+    double wake_fixed_s;        /* re-allocating KV and resuming the scheduler (assumed) */
+    double bucket_bytes;        /* weight-update bucket of a bucketed NCCL broadcast */
+    double bucket_overhead_s;   /* per bucket: pack on the trainer, load into the engine
+                                 * (assumed) */
+    double switch_fixed_s;      /* in-place train↔rollout switch besides moving weights:
+                                 * offload/onload of optimizer state, freeing memory (assumed) */
+    double weight_dtype_bytes;  /* bytes per weight element moved (2: bf16) */
+};
+
+/* Fills lp with the defaults documented in docs/calibration.md (all assumed). */
+void cost_lifecycle_params_default(struct cost_lifecycle_params *lp);
+
+/* Seconds for a cold engine start that loads the weights from disk (a full restart; the
+ * reference's disk_restart weight sync). */
+double cost_cold_start_s(const struct cost_lifecycle_params *lp, const struct cost_shape *s);
+
+/* Seconds to wake a sleeping engine whose weights wait in host memory (vLLM sleep level 1):
+ * each GPU copies its 1/tp share. */
+double cost_wake_s(const struct cost_lifecycle_params *lp, const struct cost_shape *s, int tp);
+
+/* Seconds to reload new weights from disk into a running or level-2-sleeping engine without a
+ * restart (disk_reload). */
+double cost_disk_reload_s(const struct cost_lifecycle_params *lp, const struct cost_shape *s);
+
+/*
+ * Seconds of a bucketed NCCL broadcast of the full weights from the trainer to rollout
+ * engines: pipelined, so the time is the bytes over the slowest link plus a per-bucket cost.
+ * cross_node selects the per-GPU inter-node bandwidth, else the intra-node bus bandwidth.
+ */
+double cost_broadcast_s(const struct cost_lifecycle_params *lp, const struct cost_shape *s,
+                        const struct spec_hardware *hw, bool cross_node);
+
+/*
+ * Seconds to turn training weights sharded over train_shard_gpus GPUs into a rollout layout of
+ * TP rollout_tp on the same GPUs (verl's hybrid engine): every GPU gathers the share of its
+ * rollout shard it does not hold, over NVLink or, when the training shards span nodes
+ * (cross_node), the inter-node network, plus the switch's fixed cost. The way back (rollout →
+ * training) costs only the fixed part: training shards never left the GPUs or host memory.
+ */
+double cost_reshard_s(const struct cost_lifecycle_params *lp, const struct cost_shape *s,
+                      const struct spec_hardware *hw, int train_shard_gpus, int rollout_tp,
+                      bool cross_node);
+
+/* Moving a sequence's KV to another instance versus recomputing it there. */
+struct cost_kv_move {
+    double migrate_s;   /* copy the KV shards, each GPU in parallel */
+    double recompute_s; /* prefill the context again on the destination */
+    bool migrate;       /* migration is the cheaper */
+};
+
+/*
+ * Costs moving ctx_tokens of context from instance src to instance dst (recompute in chunks of
+ * chunk_tokens on dst). cross_node selects the inter-node bandwidth for the copy.
+ */
+void cost_kv_move(const struct cost_rollout_pre *src, const struct cost_rollout_pre *dst,
+                  const struct spec_hardware *hw, double ctx_tokens, double chunk_tokens,
+                  bool cross_node, struct cost_kv_move *out);
+
+#endif
