@@ -1,0 +1,148 @@
+"""End-to-end contract of the `libra` command line (docs/cli.md), whatever commands exist.
+
+The command list is read from `libra --help`, so a new command is covered by the --help and
+unknown-flag checks, and must be documented in docs/cli.md and man/libra.1, without editing
+this file. Needs LIBRA_BIN (the built binary), LIBRA_SOURCE_DIR, and for the install test
+LIBRA_BINARY_DIR and LIBRA_CMAKE (set by tests/CMakeLists.txt).
+"""
+
+import os
+import re
+import subprocess
+
+import pytest
+
+LIBRA = os.environ["LIBRA_BIN"]
+SOURCE_DIR = os.environ["LIBRA_SOURCE_DIR"]
+
+EXIT_USAGE = 2
+
+
+def run(*args, binary=LIBRA):
+    return subprocess.run([binary, *args], capture_output=True, text=True, timeout=60)
+
+
+def listed_commands():
+    """Names of the indented lines that follow "commands:" in `libra --help`."""
+    lines = run("--help").stdout.splitlines()
+    names = []
+    for line in lines[lines.index("commands:") + 1:]:
+        if not line.startswith("  "):
+            break
+        names.append(line.split()[0])
+    return names
+
+
+def project_version():
+    with open(os.path.join(SOURCE_DIR, "CMakeLists.txt"), encoding="utf-8") as f:
+        return re.search(r"project\(libra VERSION ([0-9.]+)", f.read()).group(1)
+
+
+def usage_lines(text):
+    return [line for line in text.splitlines() if line.startswith("usage:")]
+
+
+def test_version_names_build_and_libraries():
+    r = run("--version")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == f"libra {project_version()}"
+    fields = dict(line.split(": ", 1) for line in lines[1:])
+    assert set(fields) == {"git", "build", "compiler", "jansson", "libevent", "curl"}
+    assert all(v.strip() for v in fields.values()), fields
+    for lib in ("jansson", "libevent", "curl"):
+        assert re.match(r"[0-9]+\.[0-9]+", fields[lib]), (lib, fields[lib])
+
+
+def test_help_lists_commands_and_exits_0():
+    r = run("--help")
+    assert r.returncode == 0
+    assert r.stdout.startswith("usage: libra <command>")
+    assert "\ncommands:\n" in r.stdout
+    assert r.stderr == ""
+
+
+def test_no_arguments_is_a_usage_error():
+    r = run()
+    assert r.returncode == EXIT_USAGE
+    assert r.stdout == ""
+    assert "usage: libra" in r.stderr
+
+
+def test_unknown_command_is_a_usage_error():
+    r = run("no-such-command")
+    assert r.returncode == EXIT_USAGE
+    assert r.stdout == ""
+    assert r.stderr.startswith("libra: unknown command 'no-such-command'\n")
+    assert len(usage_lines(r.stderr)) == 1
+
+
+@pytest.mark.parametrize("cmd", listed_commands())
+def test_command_help(cmd):
+    r = run(cmd, "--help")
+    assert r.returncode == 0, r.stderr
+    assert re.search(rf"^usage: libra {re.escape(cmd)}\b", r.stdout, re.M), r.stdout
+
+
+@pytest.mark.parametrize("cmd", listed_commands())
+def test_command_unknown_flag(cmd):
+    r = run(cmd, "--no-such-flag")
+    assert r.returncode == EXIT_USAGE, (r.stdout, r.stderr)
+    assert r.stdout == ""
+    assert r.stderr.startswith("libra: ")
+    assert "--no-such-flag" in r.stderr
+    assert len(usage_lines(r.stderr)) == 1, r.stderr
+
+
+@pytest.mark.parametrize("cmd", listed_commands())
+def test_command_is_documented(cmd):
+    with open(os.path.join(SOURCE_DIR, "docs", "cli.md"), encoding="utf-8") as f:
+        assert re.search(rf"^### `libra {re.escape(cmd)}\b", f.read(), re.M), (
+            f"docs/cli.md lacks a '### `libra {cmd}`' section"
+        )
+    with open(os.path.join(SOURCE_DIR, "man", "libra.1"), encoding="utf-8") as f:
+        assert re.search(rf"^\.SS {re.escape(cmd)}\b", f.read(), re.M), (
+            f"man/libra.1 lacks a '.SS {cmd}' paragraph under COMMANDS"
+        )
+
+
+def test_docs_exit_code_table_matches_the_header():
+    """docs/cli.md and the man page list every exit code include/libra/libra.h defines."""
+    with open(os.path.join(SOURCE_DIR, "include", "libra", "libra.h"), encoding="utf-8") as f:
+        codes = {int(v) for v in re.findall(r"LIBRA_EXIT_\w+ = ([0-9]+)", f.read())}
+    with open(os.path.join(SOURCE_DIR, "docs", "cli.md"), encoding="utf-8") as f:
+        section = f.read().split("\n## Exit status\n", 1)[1].split("\n## ", 1)[0]
+    documented = {int(v) for v in re.findall(r"^\| ([0-9]+) \|", section, re.M)}
+    assert documented == codes
+    with open(os.path.join(SOURCE_DIR, "man", "libra.1"), encoding="utf-8") as f:
+        man = f.read()
+    exit_status = man.split(".SH EXIT STATUS", 1)[1].split("\n.SH ", 1)[0]
+    in_man = {int(v) for v in re.findall(r"^\.IP ([0-9]+)\b", exit_status, re.M)}
+    assert in_man == codes
+
+
+def test_man_page_renders_without_warnings():
+    r = subprocess.run(
+        ["groff", "-man", "-ww", "-z", os.path.join(SOURCE_DIR, "man", "libra.1")],
+        capture_output=True, text=True, timeout=60,
+    )
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+
+
+def test_install(tmp_path):
+    prefix = tmp_path / "prefix"
+    r = subprocess.run(
+        [os.environ["LIBRA_CMAKE"], "--install", os.environ["LIBRA_BINARY_DIR"],
+         "--prefix", str(prefix)],
+        capture_output=True, text=True, timeout=120,
+    )
+    assert r.returncode == 0, r.stderr
+    binary = prefix / "bin" / "libra"
+    assert os.access(binary, os.X_OK)
+    assert (prefix / "share" / "man" / "man1" / "libra.1").stat().st_size > 0
+    docs = prefix / "share" / "doc" / "libra"
+    assert (docs / "cli.md").is_file()
+    assert (docs / "README.md").is_file()
+    r = run("--version", binary=str(binary))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith(f"libra {project_version()}\n")
