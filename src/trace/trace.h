@@ -7,6 +7,10 @@
  * (the full context, of which cached_tokens may hit the prefix cache), generates tokens, and
  * — unless it is the last — makes one or more tool calls whose returns are appended to the
  * context of the next turn. Token counts are integers; times are integer microseconds.
+ *
+ * This header also holds the pure codec of the trace format: parsing one line from a buffer
+ * into a record and formatting one record into a buffer. It does no file I/O; trace/file.h
+ * streams whole files through it.
  */
 #ifndef TRACE_TRACE_H
 #define TRACE_TRACE_H
@@ -16,12 +20,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "libra/libra.h"
+
+/* The schema version this code reads and writes (the header's "libra_trace"). */
+#define TRACE_SCHEMA_VERSION 1
+
+/* Longest line the parser accepts, bytes (a bound on per-record memory). */
+#define TRACE_MAX_LINE_BYTES ((size_t)64 << 20)
+
 enum trace_tool_status {
     TRACE_TOOL_SUCCESS,
     TRACE_TOOL_FAILURE,
     TRACE_TOOL_TIMEOUT,
     TRACE_TOOL_OTHER,
 };
+#define TRACE_TOOL_STATUS_COUNT 4
 
 enum trace_finish {
     TRACE_FINISH_COMPLETED, /* the agent answered */
@@ -29,14 +42,15 @@ enum trace_finish {
     TRACE_FINISH_ABORTED,   /* stopped by the system (timeout, staleness, failure) */
     TRACE_FINISH_FILTERED,  /* completed but dropped by dynamic sampling */
 };
+#define TRACE_FINISH_COUNT 4
 
 /* One tool call made at the end of a turn and its return. */
 struct trace_tool_call {
-    char *tool; /* tool name, e.g. "search", "bash", "validator" */
+    char *tool; /* tool name, e.g. "search", "bash", "validator"; never NULL or empty */
     enum trace_tool_status status;
     int64_t payload_tokens; /* tokens of the return appended to the context */
-    int64_t queue_us;       /* waiting for a tool worker, microseconds */
-    int64_t exec_us;        /* execution, microseconds */
+    int64_t queue_us;       /* waiting for a tool worker, microseconds; -1 when unknown */
+    int64_t exec_us;        /* execution, microseconds; -1 when unknown */
 };
 
 /* One LLM call of a trajectory. */
@@ -44,7 +58,7 @@ struct trace_turn {
     int64_t prompt_tokens;         /* tokens sent (the whole context) */
     int64_t cached_tokens;         /* of which served from the prefix cache; -1 when unknown */
     int64_t generated_tokens;      /* tokens generated in this turn */
-    struct trace_tool_call *calls; /* tool calls after this turn; none after the last turn */
+    struct trace_tool_call *calls; /* tool calls after this turn (see trace_check_traj) */
     size_t n_calls;
 };
 
@@ -63,5 +77,90 @@ struct trace_traj {
     double reward;
     json_t *extra; /* arbitrary user data kept verbatim on round trip; may be NULL */
 };
+
+/* Line 1 of a trace file: what the trajectories are. */
+struct trace_header {
+    int64_t version;    /* TRACE_SCHEMA_VERSION */
+    char *workload;     /* e.g. "r2e-gym" or "unknown"; never NULL */
+    char *model;        /* e.g. "qwen3-14b"; NULL when unknown */
+    int64_t group_size; /* samples per prompt (GRPO n); 0 when unknown */
+    bool lossy;         /* some fields were estimated by an importer */
+    json_t *generator;  /* synthetic traces: the generator and its parameters, verbatim */
+    json_t *import;     /* imported traces: what was imported and estimated; may be NULL */
+    json_t *extra;      /* arbitrary user data kept verbatim; may be NULL */
+};
+
+/* Lower-case names used in the format ("success", "completed"); static storage. */
+const char *trace_tool_status_name(enum trace_tool_status s);
+const char *trace_finish_name(enum trace_finish f);
+
+/*
+ * Checks a header built in memory: version TRACE_SCHEMA_VERSION, a non-empty workload,
+ * group_size >= 0, generator/import/extra NULL or objects. Returns 0, or LIBRA_EINVAL with
+ * err (optional) holding "FIELD: REASON".
+ */
+int trace_check_header(const struct trace_header *h, struct libra_error *err);
+
+/*
+ * Checks the rules a well-formed record obeys beyond its types (docs/trace-format.md,
+ * "Semantic rules"): counts non-negative, cached <= prompt, at least one turn, tool calls
+ * between turns (and after the last only when truncated or aborted), version_end >=
+ * version_start when known, sample < group_size when group_size > 0, non-empty tool names.
+ * Returns 0, or LIBRA_EINVAL with err (optional) holding "FIELD: REASON" (e.g.
+ * "turns.2.cached_tokens: 900 exceeds prompt_tokens 800") and no position.
+ */
+int trace_check_traj(const struct trace_traj *t, int64_t group_size, struct libra_error *err);
+
+/* ---- parsing ----------------------------------------------------------------------------- */
+
+/*
+ * A parser turns lines of a trace into records, reusing its buffers so that parsing a file
+ * allocates per line only what jansson does. Records it returns are owned by the parser and
+ * valid until its next call or its free. Not thread-safe; use one per thread.
+ */
+struct trace_parser;
+
+/* Creates a parser; name labels error messages (a file name). Never returns NULL. */
+struct trace_parser *trace_parser_new(const char *name);
+
+/* Releases the parser and the last record it returned; NULL is a no-op. */
+void trace_parser_free(struct trace_parser *p);
+
+/*
+ * Parses a header line of len bytes (no newline needed) reported as line lineno. On success
+ * *out points at the parsed header (owned by the parser, valid until trace_parser_free) and
+ * later trajectories are checked against its group_size. Returns 0, or LIBRA_EINVAL with err
+ * set to name:lineno:col and "FIELD: REASON".
+ */
+int trace_parser_header(struct trace_parser *p, const char *line, size_t len, int64_t lineno,
+                        const struct trace_header **out, struct libra_error *err);
+
+/*
+ * Parses one trajectory line (type checks, unknown keys, then trace_check_traj). On success
+ * *out points at a record valid until the next call on p. Returns 0, or LIBRA_EINVAL with err
+ * set to name:lineno:col and "FIELD: REASON"; p stays usable for the next line.
+ */
+int trace_parser_traj(struct trace_parser *p, const char *line, size_t len, int64_t lineno,
+                      const struct trace_traj **out, struct libra_error *err);
+
+/* ---- formatting -------------------------------------------------------------------------- */
+
+/* A growable output buffer; zero-initialise, reuse across records, release with _free. */
+struct trace_text {
+    char *data; /* NUL-terminated when len > 0 */
+    size_t len; /* bytes */
+    size_t cap; /* bytes allocated */
+};
+
+void trace_text_free(struct trace_text *b);
+
+/*
+ * Appends the header / one trajectory as one line, newline included, in the format's fixed
+ * key order: the same record always gives the same bytes, and what trace_parser_* read from
+ * a line formatted here formats back to the same bytes. Records are not checked here
+ * (trace_check_traj; the trace writer in trace/file.h does).
+ */
+void trace_format_header(struct trace_text *b, const struct trace_header *h);
+void trace_format_traj(struct trace_text *b, const struct trace_traj *t);
 
 #endif

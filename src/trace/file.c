@@ -1,0 +1,290 @@
+/*
+ * Trace files (file.h): a line reader with a bounded, reused buffer feeding the parser, and a
+ * writer that formats into a reused buffer and publishes the file by rename.
+ *
+ * The reader reads fixed chunks and splits them at newlines itself rather than calling
+ * getline, so that the longest line it will hold is a limit it enforces (TRACE_MAX_LINE_BYTES)
+ * and a bad line can be skipped to its end without buffering it.
+ */
+#include "trace/file.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "util/alloc.h"
+#include "util/error.h"
+
+#define CHUNK_BYTES ((size_t)1 << 20) /* read size and initial buffer, bytes */
+
+struct trace_reader {
+    FILE *f;
+    char *name;
+    struct trace_parser *parser;
+    char *buf;
+    size_t cap;   /* bytes allocated */
+    size_t start; /* first unconsumed byte */
+    size_t end;   /* one past the last byte read */
+    int64_t lineno;
+    bool eof;
+    bool io_error;
+};
+
+int trace_reader_open(struct trace_reader **out, const char *path, struct libra_error *err)
+{
+    *out = NULL;
+    bool std = strcmp(path, "-") == 0;
+    FILE *f = std ? stdin : fopen(path, "rb");
+    if (!f) {
+        error_set(err, path, 0, 0, "cannot open: %s", strerror(errno));
+        return LIBRA_EIO;
+    }
+    struct trace_reader *r = xcalloc(1, sizeof *r);
+    r->f = f;
+    r->name = xstrdup(std ? "<stdin>" : path);
+    r->parser = trace_parser_new(r->name);
+    r->cap = CHUNK_BYTES;
+    r->buf = xmalloc(r->cap);
+    *out = r;
+    return 0;
+}
+
+void trace_reader_close(struct trace_reader *r)
+{
+    if (!r)
+        return;
+    if (r->f != stdin)
+        fclose(r->f);
+    trace_parser_free(r->parser);
+    free(r->buf);
+    free(r->name);
+    free(r);
+}
+
+int64_t trace_reader_line(const struct trace_reader *r)
+{
+    return r->lineno;
+}
+
+/* Reads more bytes after the unconsumed ones, moving them to the front or growing the buffer
+ * first. Returns false at end of file or on error (r->io_error). */
+static bool fill(struct trace_reader *r)
+{
+    if (r->eof)
+        return false;
+    if (r->start > 0) {
+        memmove(r->buf, r->buf + r->start, r->end - r->start);
+        r->end -= r->start;
+        r->start = 0;
+    }
+    if (r->end == r->cap) {
+        r->cap *= 2;
+        r->buf = xrealloc(r->buf, r->cap);
+    }
+    size_t got = fread(r->buf + r->end, 1, r->cap - r->end, r->f);
+    r->end += got;
+    if (got == 0) {
+        r->eof = true;
+        r->io_error = ferror(r->f) != 0;
+        return false;
+    }
+    return true;
+}
+
+enum line_result { LINE_OK, LINE_EOF, LINE_TRUNCATED, LINE_TOO_LONG, LINE_IO };
+
+/* Finds the next line: [*line, *line + *len), its newline consumed. */
+static enum line_result next_line(struct trace_reader *r, const char **line, size_t *len)
+{
+    size_t scanned = 0; /* bytes after start known to hold no newline */
+    for (;;) {
+        char *nl = memchr(r->buf + r->start + scanned, '\n', r->end - r->start - scanned);
+        if (nl) {
+            *line = r->buf + r->start;
+            *len = (size_t)(nl - *line);
+            r->start += *len + 1;
+            return *len > TRACE_MAX_LINE_BYTES ? LINE_TOO_LONG : LINE_OK;
+        }
+        scanned = r->end - r->start;
+        if (scanned > TRACE_MAX_LINE_BYTES) {
+            /* drop what we hold of the overlong line and skip to its end */
+            r->start = r->end;
+            while (fill(r)) {
+                nl = memchr(r->buf, '\n', r->end);
+                if (nl) {
+                    r->start = (size_t)(nl - r->buf) + 1;
+                    return LINE_TOO_LONG;
+                }
+                r->start = r->end;
+            }
+            return r->io_error ? LINE_IO : LINE_TOO_LONG;
+        }
+        if (!fill(r)) {
+            if (r->io_error)
+                return LINE_IO;
+            if (r->end == r->start)
+                return LINE_EOF;
+            r->start = r->end; /* the truncated line is consumed */
+            return LINE_TRUNCATED;
+        }
+        /* fill moved the unconsumed bytes to the front: scanned still counts from start */
+    }
+}
+
+/* Reads one line; returns 1 with it, 0 at EOF, or a negative code with err set. */
+static int read_line(struct trace_reader *r, const char **line, size_t *len,
+                     struct libra_error *err)
+{
+    enum line_result lr = next_line(r, line, len);
+    if (lr == LINE_EOF)
+        return 0;
+    r->lineno++;
+    switch (lr) {
+    case LINE_OK:
+        return 1;
+    case LINE_TRUNCATED:
+        return error_set(err, r->name, (int)r->lineno, 1,
+                         "truncated line: no newline at end of file");
+    case LINE_TOO_LONG:
+        return error_set(err, r->name, (int)r->lineno, 1, "line longer than %zu bytes",
+                         TRACE_MAX_LINE_BYTES);
+    default:
+        error_set(err, r->name, (int)r->lineno, 1, "read error");
+        return LIBRA_EIO;
+    }
+}
+
+int trace_reader_header(struct trace_reader *r, const struct trace_header **hdr,
+                        struct libra_error *err)
+{
+    const char *line;
+    size_t len;
+    int rc = read_line(r, &line, &len, err);
+    if (rc == 0)
+        return error_set(err, r->name, 1, 1,
+                         "empty file: line 1 must be the trace header {\"libra_trace\": %d, ...}",
+                         TRACE_SCHEMA_VERSION);
+    if (rc < 0)
+        return rc;
+    return trace_parser_header(r->parser, line, len, r->lineno, hdr, err);
+}
+
+int trace_reader_next(struct trace_reader *r, const struct trace_traj **traj,
+                      struct libra_error *err)
+{
+    const char *line;
+    size_t len;
+    int rc = read_line(r, &line, &len, err);
+    if (rc <= 0)
+        return rc;
+    rc = trace_parser_traj(r->parser, line, len, r->lineno, traj, err);
+    return rc ? rc : 1;
+}
+
+/* ---- writing ----------------------------------------------------------------------------- */
+
+struct trace_writer {
+    FILE *f;    /* NULL when writing to standard output */
+    char *path; /* final name */
+    char *tmp;  /* temporary name; NULL for standard output */
+    int64_t group_size;
+    struct trace_text text; /* pending output */
+};
+
+static int flush(struct trace_writer *w, struct libra_error *err)
+{
+    if (!w->f || w->text.len == 0)
+        return 0;
+    if (fwrite(w->text.data, 1, w->text.len, w->f) != w->text.len) {
+        error_set(err, w->path, 0, 0, "cannot write: %s", strerror(errno));
+        return LIBRA_EIO;
+    }
+    w->text.len = 0;
+    return 0;
+}
+
+int trace_writer_open(struct trace_writer **out, const char *path, const struct trace_header *h,
+                      struct libra_error *err)
+{
+    *out = NULL;
+    int rc = trace_check_header(h, err);
+    if (rc)
+        return rc;
+    struct trace_writer *w = xcalloc(1, sizeof *w);
+    w->path = xstrdup(path);
+    w->group_size = h->group_size;
+    if (strcmp(path, "-") != 0) {
+        size_t n = strlen(path) + 32;
+        w->tmp = xmalloc(n);
+        snprintf(w->tmp, n, "%s.tmp%ld", path, (long)getpid());
+        if (!(w->f = fopen(w->tmp, "wbx"))) {
+            error_set(err, path, 0, 0, "cannot create '%s': %s", w->tmp, strerror(errno));
+            free(w->tmp);
+            free(w->path);
+            free(w);
+            return LIBRA_EIO;
+        }
+    }
+    trace_format_header(&w->text, h);
+    *out = w;
+    return 0;
+}
+
+int trace_writer_put(struct trace_writer *w, const struct trace_traj *t, struct libra_error *err)
+{
+    int rc = trace_check_traj(t, w->group_size, err);
+    if (rc)
+        return rc;
+    trace_format_traj(&w->text, t);
+    return w->text.len >= CHUNK_BYTES ? flush(w, err) : 0;
+}
+
+static void writer_free(struct trace_writer *w)
+{
+    trace_text_free(&w->text);
+    free(w->tmp);
+    free(w->path);
+    free(w);
+}
+
+void trace_writer_abort(struct trace_writer *w)
+{
+    if (!w)
+        return;
+    if (w->f) {
+        fclose(w->f);
+        remove(w->tmp);
+    }
+    writer_free(w);
+}
+
+int trace_writer_close(struct trace_writer *w, struct libra_error *err)
+{
+    if (!w)
+        return 0;
+    if (!w->f) {
+        bool ok = fwrite(w->text.data, 1, w->text.len, stdout) == w->text.len;
+        ok = fflush(stdout) == 0 && ok;
+        if (!ok)
+            error_set(err, "<stdout>", 0, 0, "cannot write: %s", strerror(errno));
+        writer_free(w);
+        return ok ? 0 : LIBRA_EIO;
+    }
+    int rc = flush(w, err);
+    FILE *f = w->f;
+    w->f = NULL;
+    if (fclose(f) != 0 && !rc) {
+        error_set(err, w->path, 0, 0, "cannot write: %s", strerror(errno));
+        rc = LIBRA_EIO;
+    }
+    if (!rc && rename(w->tmp, w->path) != 0) {
+        error_set(err, w->path, 0, 0, "cannot rename '%s' into place: %s", w->tmp, strerror(errno));
+        rc = LIBRA_EIO;
+    }
+    if (rc)
+        remove(w->tmp);
+    writer_free(w);
+    return rc;
+}

@@ -1,0 +1,400 @@
+/* Tests of the trace codec (src/trace/parse.c, format.c): byte-exact round trips of canonical
+ * lines and of random records, determinism, and one test per class of bad input with its exact
+ * line, column and field. */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "trace/trace.h"
+#include "util/error.h"
+
+#define HEADER                                                                                     \
+    "{\"libra_trace\":1,\"workload\":\"r2e-gym\",\"model\":\"qwen3-14b\",\"group_size\":4,"        \
+    "\"lossy\":false,\"generator\":{\"name\":\"r2e-gym\",\"params\":{\"turns\":12},\"seed\":1}}\n"
+
+/* Every field present, two calls in one turn, an escaped tool name. */
+#define FULL                                                                                       \
+    "{\"step\":3,\"prompt_id\":17,\"epoch\":1,\"sample\":2,\"version_start\":2,"                   \
+    "\"version_end\":3,\"finish\":\"completed\",\"reward\":0.25,\"turns\":[{\"prompt_tokens\":"    \
+    "812,\"cached_tokens\":0,\"generated_tokens\":412,\"calls\":[{\"tool\":\"bash\",\"status\":"   \
+    "\"success\",\"payload_tokens\":230,\"queue_us\":1200,\"exec_us\":850000},{\"tool\":"          \
+    "\"say \\\"hi\\\"\\n\",\"status\":\"timeout\",\"payload_tokens\":0,\"queue_us\":0,"            \
+    "\"exec_us\":30000000}]},{\"prompt_tokens\":1454,\"cached_tokens\":1224,"                      \
+    "\"generated_tokens\":96}],\"extra\":{\"a\":[1,2.5,\"é\"],\"b\":null}}\n"
+
+/* Only the required fields; a truncated trajectory whose last turn made a call. */
+#define MINIMAL                                                                                    \
+    "{\"step\":0,\"prompt_id\":0,\"epoch\":0,\"sample\":0,\"version_start\":0,"                    \
+    "\"finish\":\"truncated\",\"turns\":[{\"prompt_tokens\":10,\"generated_tokens\":5,"            \
+    "\"calls\":[{\"tool\":\"search\",\"status\":\"other\",\"payload_tokens\":7}]}]}\n"
+
+/* Parses header then one trajectory line and formats them back. */
+static void round_trip(const char *traj_line)
+{
+    struct trace_parser *p = trace_parser_new("t.jsonl");
+    struct libra_error err = {0};
+    const struct trace_header *h;
+    const struct trace_traj *t;
+    assert_int_equal(trace_parser_header(p, HEADER, strlen(HEADER) - 1, 1, &h, &err), 0);
+    int rc = trace_parser_traj(p, traj_line, strlen(traj_line) - 1, 2, &t, &err);
+    if (rc)
+        print_error("%s\n", err.msg);
+    assert_int_equal(rc, 0);
+    struct trace_text out = {0};
+    trace_format_header(&out, h);
+    assert_string_equal(out.data, HEADER);
+    out.len = 0;
+    trace_format_traj(&out, t);
+    assert_string_equal(out.data, traj_line);
+    trace_text_free(&out);
+    trace_parser_free(p);
+}
+
+static void test_round_trip_full(void **state)
+{
+    round_trip(FULL);
+}
+
+static void test_round_trip_minimal(void **state)
+{
+    round_trip(MINIMAL);
+}
+
+static void test_fields_parsed(void **state)
+{
+    struct trace_parser *p = trace_parser_new("t.jsonl");
+    const struct trace_traj *t;
+    assert_int_equal(trace_parser_traj(p, FULL, strlen(FULL) - 1, 2, &t, NULL), 0);
+    assert_int_equal(t->step, 3);
+    assert_int_equal(t->prompt_id, 17);
+    assert_int_equal(t->sample, 2);
+    assert_int_equal(t->version_end, 3);
+    assert_int_equal(t->n_turns, 2);
+    assert_int_equal(t->turns[0].n_calls, 2);
+    assert_string_equal(t->turns[0].calls[1].tool, "say \"hi\"\n");
+    assert_int_equal(t->turns[0].calls[1].status, TRACE_TOOL_TIMEOUT);
+    assert_int_equal(t->turns[0].calls[1].exec_us, 30000000);
+    assert_int_equal(t->turns[1].n_calls, 0);
+    assert_int_equal(t->turns[1].cached_tokens, 1224);
+    assert_true(t->has_reward);
+    assert_true(t->reward == 0.25);
+    assert_non_null(t->extra);
+
+    /* unknown optional fields read as -1 */
+    assert_int_equal(trace_parser_traj(p, MINIMAL, strlen(MINIMAL) - 1, 3, &t, NULL), 0);
+    assert_int_equal(t->version_end, -1);
+    assert_int_equal(t->turns[0].cached_tokens, -1);
+    assert_int_equal(t->turns[0].calls[0].queue_us, -1);
+    assert_false(t->has_reward);
+    assert_null(t->extra);
+    trace_parser_free(p);
+}
+
+/* ---- random records: format -> parse -> format is the identity --------------------------- */
+
+static uint64_t next_rand(uint64_t *s)
+{
+    *s ^= *s << 13;
+    *s ^= *s >> 7;
+    *s ^= *s << 17;
+    return *s;
+}
+
+static int64_t pick(uint64_t *s, int64_t n)
+{
+    return (int64_t)(next_rand(s) % (uint64_t)n);
+}
+
+/* Fills t (storage in turns/calls, each of 8 slots) with a random valid trajectory. */
+static void random_traj(uint64_t *s, struct trace_traj *t, struct trace_turn *turns,
+                        struct trace_tool_call *calls)
+{
+    static char *const tools[] = {"bash", "search", "validator", "édit"};
+    memset(t, 0, sizeof *t);
+    t->step = pick(s, 1000);
+    t->prompt_id = pick(s, 200000);
+    t->epoch = pick(s, 4);
+    t->sample = pick(s, 16);
+    t->version_start = pick(s, 100);
+    t->version_end = pick(s, 2) ? t->version_start + pick(s, 3) : -1;
+    t->finish = (enum trace_finish)pick(s, TRACE_FINISH_COUNT);
+    t->has_reward = pick(s, 2);
+    t->reward = (double)pick(s, 1000) / 7.0 - 50.0;
+    t->n_turns = 1 + (size_t)pick(s, 8);
+    t->turns = turns;
+    bool may_end_on_call = t->finish == TRACE_FINISH_TRUNCATED || t->finish == TRACE_FINISH_ABORTED;
+    for (size_t i = 0; i < t->n_turns; i++) {
+        struct trace_turn *u = &turns[i];
+        u->prompt_tokens = pick(s, 40000);
+        u->cached_tokens = pick(s, 3) ? pick(s, u->prompt_tokens + 1) : -1;
+        u->generated_tokens = pick(s, 30000);
+        bool last = i + 1 == t->n_turns;
+        u->n_calls = last && !(may_end_on_call && pick(s, 2)) ? 0 : 1 + (size_t)pick(s, 2);
+        u->calls = calls + 2 * i;
+        for (size_t c = 0; c < u->n_calls; c++) {
+            u->calls[c] = (struct trace_tool_call){
+                .tool = tools[pick(s, 4)],
+                .status = (enum trace_tool_status)pick(s, TRACE_TOOL_STATUS_COUNT),
+                .payload_tokens = pick(s, 5000),
+                .queue_us = pick(s, 4) ? pick(s, 1000000) : -1,
+                .exec_us = pick(s, 4) ? pick(s, 100000000) : -1,
+            };
+        }
+    }
+}
+
+static void assert_same_traj(const struct trace_traj *a, const struct trace_traj *b)
+{
+    assert_int_equal(a->step, b->step);
+    assert_int_equal(a->prompt_id, b->prompt_id);
+    assert_int_equal(a->epoch, b->epoch);
+    assert_int_equal(a->sample, b->sample);
+    assert_int_equal(a->version_start, b->version_start);
+    assert_int_equal(a->version_end, b->version_end);
+    assert_int_equal(a->finish, b->finish);
+    assert_int_equal(a->has_reward, b->has_reward);
+    if (a->has_reward)
+        assert_true(a->reward == b->reward);
+    assert_int_equal(a->n_turns, b->n_turns);
+    for (size_t i = 0; i < a->n_turns; i++) {
+        const struct trace_turn *u = &a->turns[i], *v = &b->turns[i];
+        assert_int_equal(u->prompt_tokens, v->prompt_tokens);
+        assert_int_equal(u->cached_tokens, v->cached_tokens);
+        assert_int_equal(u->generated_tokens, v->generated_tokens);
+        assert_int_equal(u->n_calls, v->n_calls);
+        for (size_t c = 0; c < u->n_calls; c++) {
+            assert_string_equal(u->calls[c].tool, v->calls[c].tool);
+            assert_int_equal(u->calls[c].status, v->calls[c].status);
+            assert_int_equal(u->calls[c].payload_tokens, v->calls[c].payload_tokens);
+            assert_int_equal(u->calls[c].queue_us, v->calls[c].queue_us);
+            assert_int_equal(u->calls[c].exec_us, v->calls[c].exec_us);
+        }
+    }
+}
+
+static void test_random_round_trip(void **state)
+{
+    uint64_t seed = 0x9e3779b97f4a7c15ull;
+    struct trace_parser *p = trace_parser_new("random");
+    struct trace_text first = {0}, second = {0};
+    for (int i = 0; i < 2000; i++) {
+        struct trace_traj t;
+        struct trace_turn turns[8];
+        struct trace_tool_call calls[16];
+        random_traj(&seed, &t, turns, calls);
+        struct libra_error err = {0};
+        assert_int_equal(trace_check_traj(&t, 16, &err), 0);
+        first.len = second.len = 0;
+        trace_format_traj(&first, &t);
+        const struct trace_traj *back;
+        int rc = trace_parser_traj(p, first.data, first.len - 1, 2, &back, &err);
+        if (rc)
+            print_error("%s\n%s", err.msg, first.data);
+        assert_int_equal(rc, 0);
+        assert_same_traj(&t, back);
+        trace_format_traj(&second, back);
+        assert_int_equal(first.len, second.len);
+        assert_memory_equal(first.data, second.data, first.len);
+    }
+    trace_text_free(&first);
+    trace_text_free(&second);
+    trace_parser_free(p);
+}
+
+/* Formatting the same record twice, and from two parsers, gives the same bytes. */
+static void test_deterministic(void **state)
+{
+    struct trace_parser *p1 = trace_parser_new("a"), *p2 = trace_parser_new("b");
+    const struct trace_traj *a, *b;
+    assert_int_equal(trace_parser_traj(p1, FULL, strlen(FULL) - 1, 2, &a, NULL), 0);
+    assert_int_equal(trace_parser_traj(p2, FULL, strlen(FULL) - 1, 7, &b, NULL), 0);
+    struct trace_text x = {0}, y = {0};
+    trace_format_traj(&x, a);
+    trace_format_traj(&x, a);
+    trace_format_traj(&y, b);
+    trace_format_traj(&y, b);
+    assert_string_equal(x.data, y.data);
+    trace_text_free(&x);
+    trace_text_free(&y);
+    trace_parser_free(p1);
+    trace_parser_free(p2);
+}
+
+/* ---- bad input: one test per class, exact position and field ---------------------------- */
+
+/* The 1-based column of the first occurrence of needle in line. */
+static int col_of(const char *line, const char *needle)
+{
+    const char *at = strstr(line, needle);
+    assert_non_null(at);
+    return (int)(at - line) + 1;
+}
+
+/*
+ * Parses line as line 5 of "t.jsonl" (after the group_size 4 header) and checks the whole
+ * message: the column is that of the first occurrence of at (the offending key, or the
+ * object that lacks one).
+ */
+static void traj_fails(const char *line, const char *at, const char *msg)
+{
+    struct trace_parser *p = trace_parser_new("t.jsonl");
+    const struct trace_header *h;
+    const struct trace_traj *t;
+    struct libra_error err = {0};
+    assert_int_equal(trace_parser_header(p, HEADER, strlen(HEADER) - 1, 1, &h, NULL), 0);
+    assert_int_equal(trace_parser_traj(p, line, strlen(line), 5, &t, &err), LIBRA_EINVAL);
+    char buf[1024], want[1024];
+    snprintf(want, sizeof want, "t.jsonl:5:%d: %s", col_of(line, at), msg);
+    assert_string_equal(error_format(&err, buf, sizeof buf), want);
+    trace_parser_free(p);
+}
+
+#define PREFIX "{\"step\":0,\"prompt_id\":1,\"epoch\":0,\"sample\":0,\"version_start\":0,"
+#define LAST_TURN "{\"prompt_tokens\":10,\"generated_tokens\":5}"
+#define CALL(payload)                                                                              \
+    "{\"prompt_tokens\":10,\"generated_tokens\":5,\"calls\":[{\"tool\":\"bash\",\"status\":"       \
+    "\"success\",\"payload_tokens\":" payload "}]}"
+
+static void test_bad_json(void **state)
+{
+    struct trace_parser *p = trace_parser_new("t.jsonl");
+    const struct trace_traj *t;
+    struct libra_error err = {0};
+    const char *line = "{\"step\":0,";
+    assert_int_equal(trace_parser_traj(p, line, strlen(line), 5, &t, &err), LIBRA_EINVAL);
+    assert_string_equal(err.file, "t.jsonl");
+    assert_int_equal(err.line, 5);
+    assert_true(strncmp(err.msg, "invalid JSON: ", 14) == 0);
+    trace_parser_free(p);
+}
+
+static void test_unknown_key(void **state)
+{
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[" LAST_TURN "],\"stepp\":1}",
+               "\"stepp\"", "stepp: unknown key");
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[{\"prompt_tokens\":10,"
+                      "\"generated_tokens\":5,\"gen\":1}]}",
+               "\"gen\"", "turns.0.gen: unknown key");
+    /* of several, the smallest key is named */
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[" LAST_TURN "],\"zz\":1,\"b/c\":2}",
+               "\"b/c\"", "b/c: unknown key");
+}
+
+static void test_wrong_type(void **state)
+{
+    traj_fails("{\"step\":\"0\"}", "\"step\"", "step: expected an integer, got a string");
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[{\"prompt_tokens\":10.5,"
+                      "\"generated_tokens\":5}]}",
+               "\"prompt_tokens\"", "turns.0.prompt_tokens: expected an integer, got a number");
+    traj_fails(PREFIX "\"finish\":\"done\",\"turns\":[" LAST_TURN "]}", "\"finish\"",
+               "finish: unknown value 'done' (expected completed, truncated, aborted, filtered)");
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[" LAST_TURN "],\"extra\":[]}",
+               "\"extra\"", "extra: expected an object, got an array");
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[7]}", "7",
+               "turns.0: expected an object, got an integer");
+    traj_fails("[1,2]", "[", "expected a trajectory object, got an array");
+}
+
+static void test_negative_tokens(void **state)
+{
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[" CALL("-3") "," LAST_TURN "]}",
+               "\"payload_tokens\"", "turns.0.calls.0.payload_tokens: must be >= 0, got -3");
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[{\"prompt_tokens\":10,"
+                      "\"cached_tokens\":-1,\"generated_tokens\":5}]}",
+               "\"cached_tokens\"", "turns.0.cached_tokens: must be >= 0, got -1");
+    traj_fails("{\"step\":-2,\"prompt_id\":1,\"epoch\":0,\"sample\":0,\"version_start\":0,"
+               "\"finish\":\"completed\",\"turns\":[" LAST_TURN "]}",
+               "\"step\"", "step: must be >= 0, got -2");
+}
+
+static void test_missing_field(void **state)
+{
+    traj_fails("{\"step\":0,\"epoch\":0}", "{", "prompt_id: missing");
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[{\"prompt_tokens\":10}]}",
+               "{\"prompt_tokens\"", "turns.0.generated_tokens: missing");
+}
+
+static void test_semantic_rules(void **state)
+{
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[]}", "\"turns\"",
+               "turns: must hold at least one turn");
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[{\"prompt_tokens\":10,"
+                      "\"cached_tokens\":11,\"generated_tokens\":5}]}",
+               "\"cached_tokens\"", "turns.0.cached_tokens: 11 exceeds prompt_tokens 10");
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[" LAST_TURN "," LAST_TURN "]}",
+               "{\"prompt_tokens\"",
+               "turns.0.calls: missing: every turn but the last ends in a tool call");
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[" CALL("3") "]}", "\"calls\"",
+               "turns.0.calls: the last turn of a completed trajectory makes no tool call (only "
+               "a truncated or aborted one may end after a call)");
+    traj_fails("{\"step\":0,\"prompt_id\":1,\"epoch\":0,\"sample\":4,\"version_start\":0,"
+               "\"finish\":\"completed\",\"turns\":[" LAST_TURN "]}",
+               "\"sample\"", "sample: 4 is not below the header's group_size 4");
+    traj_fails("{\"step\":0,\"prompt_id\":1,\"epoch\":0,\"sample\":0,\"version_start\":3,"
+               "\"version_end\":2,\"finish\":\"completed\",\"turns\":[" LAST_TURN "]}",
+               "\"version_end\"", "version_end: 2 is before version_start 3");
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[{\"prompt_tokens\":10,"
+                      "\"generated_tokens\":5,\"calls\":[{\"tool\":\"\",\"status\":"
+                      "\"success\",\"payload_tokens\":3}]}," LAST_TURN "]}",
+               "\"tool\"", "turns.0.calls.0.tool: must be a non-empty string");
+}
+
+static void test_empty_and_header_lines(void **state)
+{
+    traj_fails("  ", " ", "empty line");
+    traj_fails("{\"libra_trace\":1,\"workload\":\"x\"}", "\"libra_trace\"",
+               "libra_trace: a header is allowed only on line 1 (concatenated traces?)");
+}
+
+/* Parses line as a header and checks the whole message (column as in traj_fails). */
+static void header_fails(const char *line, const char *at, const char *msg)
+{
+    struct trace_parser *p = trace_parser_new("t.jsonl");
+    const struct trace_header *h;
+    struct libra_error err = {0};
+    assert_int_equal(trace_parser_header(p, line, strlen(line), 1, &h, &err), LIBRA_EINVAL);
+    char buf[1024], want[1024];
+    snprintf(want, sizeof want, "t.jsonl:1:%d: %s", col_of(line, at), msg);
+    assert_string_equal(error_format(&err, buf, sizeof buf), want);
+    trace_parser_free(p);
+}
+
+static void test_bad_header(void **state)
+{
+    header_fails(PREFIX "\"finish\":\"completed\",\"turns\":[" LAST_TURN "]}", "{",
+                 "libra_trace: missing: line 1 must be the trace header {\"libra_trace\": 1, ...}");
+    header_fails("{\"libra_trace\":2,\"workload\":\"x\"}", "\"libra_trace\"",
+                 "libra_trace: unsupported schema version 2 (this libra reads 1)");
+    header_fails("{\"libra_trace\":1}", "{", "workload: missing");
+    header_fails("{\"libra_trace\":1,\"workload\":\"x\",\"group_size\":0}", "\"group_size\"",
+                 "group_size: must be >= 1, got 0");
+    header_fails("{\"libra_trace\":1,\"workload\":\"x\",\"lossy\":1}", "\"lossy\"",
+                 "lossy: expected a boolean, got an integer");
+    header_fails("{\"libra_trace\":1,\"workload\":\"x\",\"seed\":1}", "\"seed\"",
+                 "seed: unknown key");
+}
+
+static void test_check_header(void **state)
+{
+    struct trace_header h = {.version = 1, .workload = "w"};
+    assert_int_equal(trace_check_header(&h, NULL), 0);
+    struct libra_error err = {0};
+    h.workload = "";
+    assert_int_equal(trace_check_header(&h, &err), LIBRA_EINVAL);
+    assert_string_equal(err.msg, "workload: must be a non-empty string");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_round_trip_full), cmocka_unit_test(test_round_trip_minimal),
+        cmocka_unit_test(test_fields_parsed),   cmocka_unit_test(test_random_round_trip),
+        cmocka_unit_test(test_deterministic),   cmocka_unit_test(test_bad_json),
+        cmocka_unit_test(test_unknown_key),     cmocka_unit_test(test_wrong_type),
+        cmocka_unit_test(test_negative_tokens), cmocka_unit_test(test_missing_field),
+        cmocka_unit_test(test_semantic_rules),  cmocka_unit_test(test_empty_and_header_lines),
+        cmocka_unit_test(test_bad_header),      cmocka_unit_test(test_check_header),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
