@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "util/alloc.h"
+#include "util/stats.h"
 #include "util/vec.h"
 
 /* One trajectory, reduced to what the statistics use. */
@@ -76,20 +77,6 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/*
- * The q-quantile of sorted[0..n) (n > 0), interpolating linearly between order statistics
- * (Hyndman and Fan's type 7, numpy's default). To be replaced by util/stats.h's once it
- * exists.
- */
-static double quantile_sorted(const double *sorted, size_t n, double q)
-{
-    double h = (double)(n - 1) * q;
-    size_t lo = (size_t)h;
-    if (lo + 1 >= n)
-        return sorted[n - 1];
-    return sorted[lo] + (h - (double)lo) * (sorted[lo + 1] - sorted[lo]);
-}
-
 /* Sorts v[0..n) and returns {"n", "mean", "p50", "p90", "p99", "max"}, or {"n": 0}. */
 static json_t *distribution(double *v, size_t n)
 {
@@ -101,9 +88,9 @@ static json_t *distribution(double *v, size_t n)
     for (size_t i = 0; i < n; i++)
         sum += v[i];
     json_object_set_new(d, "mean", json_real(sum / (double)n));
-    json_object_set_new(d, "p50", json_real(quantile_sorted(v, n, 0.50)));
-    json_object_set_new(d, "p90", json_real(quantile_sorted(v, n, 0.90)));
-    json_object_set_new(d, "p99", json_real(quantile_sorted(v, n, 0.99)));
+    json_object_set_new(d, "p50", json_real(stats_quantile_sorted(v, n, 0.50)));
+    json_object_set_new(d, "p90", json_real(stats_quantile_sorted(v, n, 0.90)));
+    json_object_set_new(d, "p99", json_real(stats_quantile_sorted(v, n, 0.99)));
     json_object_set_new(d, "max", json_integer((json_int_t)v[n - 1])); /* from int64 */
     return d;
 }
