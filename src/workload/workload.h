@@ -1,0 +1,98 @@
+/*
+ * Synthetic agentic trajectories: the generative process of docs/workloads.md.
+ *
+ * A trajectory is a pure function of (seed, prompt, sample, policy version): every random
+ * value is drawn from util/rng.h streams named by those keys (one stream per prompt, one per
+ * trajectory, one per turn), so a simulator gets the same trajectory for the same keys in
+ * every mode it compares (common random numbers) and in any order it asks. Nothing here
+ * depends on what was generated before.
+ *
+ * The process, in short (the doc gives every parameter and its source): each prompt has a
+ * latent difficulty z ~ N(0, 1) and a prompt length, shared by its samples and kept across
+ * epochs; each trajectory has a verbosity v ~ N(0, 1). Turn by turn the agent generates
+ * log-normal tokens, then finishes with a hazard that falls with z and v, or calls a tool
+ * (chosen by weight). The tool's outcome is bad with a probability that rises with z and v in
+ * proportion to the causal strength k, its status and payload follow from the outcome and its
+ * latency from the tool's pool (tooltime.h). Each outcome moves a running deficit D, which
+ * slows finishing and lengthens later turns, again in proportion to k. At k = 0 the tool
+ * returns are independent of everything that decides the remaining work.
+ */
+#ifndef WORKLOAD_WORKLOAD_H
+#define WORKLOAD_WORKLOAD_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "trace/trace.h"
+#include "util/arena.h"
+#include "workload/preset.h"
+#include "workload/tooltime.h"
+
+/* A generator: a preset, a seed and what follows from them. Plain data; reentrant. */
+struct workload_gen {
+    const struct workload_preset *preset; /* not owned; must outlive the generator */
+    uint64_t seed;
+    uint64_t prompt_key; /* stream keys derived from the seed, one per purpose */
+    uint64_t traj_key;
+    uint64_t perm_key;
+    unsigned perm_half_bits; /* the permutation acts on 4^perm_half_bits >= prompts ids */
+    double tool_cum_weight[WORKLOAD_MAX_TOOLS]; /* cumulative weights, normalised to 1 */
+    double tool_bad0[WORKLOAD_MAX_TOOLS];       /* P(bad outcome) at causal strength 0 */
+    struct workload_pool_model pools[WORKLOAD_MAX_TOOLS];
+};
+
+/* The latent facts of one prompt. */
+struct workload_prompt {
+    double difficulty;     /* z ~ N(0, 1); higher is harder */
+    int64_t prompt_tokens; /* tokens of the initial prompt */
+};
+
+/* Prepares g for preset w (validated by the preset parser) and seed. */
+void workload_gen_init(struct workload_gen *g, const struct workload_preset *w, uint64_t seed);
+
+/*
+ * The prompt drawn index-th (0 <= index < prompts) in the given epoch (>= 0): a keyed
+ * permutation of the pool per (seed, epoch), so every prompt is drawn exactly once per epoch,
+ * in an order that differs between epochs. O(1) memory, a pure function.
+ */
+int64_t workload_prompt_for(const struct workload_gen *g, int64_t epoch, int64_t index);
+
+/* The latent facts of prompt_id (0 <= prompt_id < prompts): a function of (seed, prompt_id)
+ * only, the same for every sample, version and epoch. */
+void workload_prompt(const struct workload_gen *g, int64_t prompt_id, struct workload_prompt *out);
+
+/*
+ * Generates the trajectory of (prompt_id, sample, version): turns with their context, cached
+ * (-1: left to the engine), generated tokens and tool calls (queue_us from the pool
+ * approximation, exec_us the execution time), the finish status and the reward. Sets step to
+ * version and epoch to 0 (callers that know better overwrite them); version_start and
+ * version_end are version. Turn and call arrays come from arena a; tool names point into the
+ * preset. The record is never passed to a free function of trace/.
+ */
+void workload_gen_traj(const struct workload_gen *g, int64_t prompt_id, int64_t sample,
+                       int64_t version, struct trace_traj *out, struct arena *a);
+
+/*
+ * Dynamic sampling (DAPO): when the preset asks for it and the n trajectories of one group
+ * all have the same reward, marks the completed ones filtered (truncated ones keep their
+ * status; they are dropped with the group). Returns true when the group was filtered.
+ */
+bool workload_filter_group(const struct workload_preset *w, struct trace_traj *group, size_t n);
+
+/* Per-trajectory lengths: what the planner needs from a workload. */
+struct workload_length {
+    int64_t prompt_tokens;    /* initial prompt */
+    int64_t generated_tokens; /* all turns */
+    int64_t tool_tokens;      /* all tool returns */
+    int64_t turns;
+};
+
+/*
+ * Lengths of the first n trajectories that `libra trace gen` would draw for preset w and
+ * seed at policy version 0: groups of w->samples, prompts in the order workload_prompt_for
+ * gives. A pure function of (w, seed, n); out has n elements.
+ */
+void workload_lengths(const struct workload_preset *w, uint64_t seed, size_t n,
+                      struct workload_length *out);
+
+#endif
