@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "trace/internal.h"
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/json.h"
@@ -233,18 +234,25 @@ void trace_parser_free(struct trace_parser *p)
 
 /* Reports a fault at w in the current line: name:line:col (col of w, else of its nearest
  * enclosing object) and "FIELD: MSG". */
+int trace_line_col(const char *line, size_t len, const char *ptr)
+{
+    struct ujson_doc doc = {.text = (char *)line, .len = len};
+    char path[256];
+    int l = 0, col = 1;
+    snprintf(path, sizeof path, "%s", ptr);
+    while (ujson_locate(&doc, path, &l, &col) != 0 && *path) {
+        char *slash = strrchr(path, '/');
+        *(slash ? slash : path) = '\0';
+    }
+    return col;
+}
+
 static int report(const struct trace_parser *p, const struct where *w, const char *msg,
                   struct libra_error *err)
 {
-    struct ujson_doc doc = {.name = p->name, .text = (char *)p->line, .len = p->len};
-    struct where at = *w;
     char ptr[256], field[256];
-    int line = 0, col = 1;
-    where_pointer(&at, ptr, sizeof ptr);
-    while (ujson_locate(&doc, ptr, &line, &col) != 0 && *ptr) {
-        char *slash = strrchr(ptr, '/');
-        *(slash ? slash : ptr) = '\0';
-    }
+    where_pointer(w, ptr, sizeof ptr);
+    int col = trace_line_col(p->line, p->len, ptr);
     where_dotted(w, field, sizeof field);
     if (*field)
         return error_set(err, p->name, (int)p->lineno, col, "%s: %s", field, msg);

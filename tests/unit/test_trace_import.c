@@ -1,0 +1,311 @@
+/* Tests of the importers (src/trace/import.c, import_verl.c): the per-turn table read from JSON
+ * Lines and from CSV gives the same trajectories, each class of bad row is reported at its
+ * line, column and field, and verl dumps are split into turns and estimated as documented. */
+#include "testutil.h"
+
+#include <string.h>
+
+#include "trace/import.h"
+#include "util/error.h"
+
+/*
+ * Imports text (lines separated by '\n') as file "in" and appends every trajectory, formatted,
+ * to out. Returns 0 or the first error (err filled).
+ */
+static int import_text(enum trace_import_format fmt, const char *text, struct trace_text *out,
+                       struct libra_error *err)
+{
+    struct trace_import_options o = {.format = fmt, .group_size = 4};
+    struct trace_importer *im;
+    assert_int_equal(trace_importer_new(&im, &o, NULL), 0);
+    trace_importer_begin(im, "in");
+    const struct trace_traj *t;
+    int rc = 0;
+    for (const char *s = text; *s && rc >= 0;) {
+        const char *nl = strchr(s, '\n');
+        size_t len = nl ? (size_t)(nl - s) : strlen(s);
+        rc = trace_importer_line(im, s, len, &t, err);
+        if (rc == 1)
+            trace_format_traj(out, t);
+        s += len + (nl != NULL);
+    }
+    if (rc >= 0 && (rc = trace_importer_end(im, &t, err)) == 1)
+        trace_format_traj(out, t);
+    trace_importer_free(im);
+    return rc < 0 ? rc : 0;
+}
+
+/* Two trajectories: "a" (turn 0 with two calls, then the answer), and 7 (one turn). */
+static const char *const table_jsonl =
+    "{\"traj_id\":\"a\",\"step\":3,\"prompt_id\":9,\"turn\":0,\"prompt_tokens\":100,"
+    "\"generated_tokens\":20,\"tool\":\"search\",\"status\":\"success\",\"payload_tokens\":400,"
+    "\"exec_us\":1500}\n"
+    "{\"traj_id\":\"a\",\"turn\":0,\"tool\":\"search\",\"status\":\"timeout\","
+    "\"payload_tokens\":0,\"queue_us\":5,\"exec_us\":30000000,\"reward\":null}\n"
+    "\n"
+    "{\"traj_id\":\"a\",\"turn\":1,\"prompt_tokens\":520,\"cached_tokens\":120,"
+    "\"generated_tokens\":30,\"finish\":\"completed\",\"reward\":1}\n"
+    "{\"traj_id\":7,\"step\":3,\"prompt_id\":9,\"turn\":0,\"prompt_tokens\":100,"
+    "\"generated_tokens\":50,\"finish\":\"truncated\",\"version_end\":4}\n";
+
+static const char *const table_csv =
+    "traj_id,step,prompt_id,turn,prompt_tokens,cached_tokens,generated_tokens,tool,status,"
+    "payload_tokens,queue_us,exec_us,finish,reward,version_end\r\n"
+    "a,3,9,0,100,,20,search,success,400,,1500,,,\r\n"
+    "\"a\",,,0,,,,\"search\",timeout,0,5,30000000,,,\r\n"
+    "a,,,1,520,120,30,,,,,,completed,1.0,\r\n"
+    "7,3,9,0,100,,50,,,,,,truncated,,4\r\n";
+
+static const char *const table_expected =
+    "{\"step\":3,\"prompt_id\":9,\"epoch\":0,\"sample\":0,\"version_start\":3,\"finish\":"
+    "\"completed\",\"reward\":1.0,\"turns\":[{\"prompt_tokens\":100,\"generated_tokens\":20,"
+    "\"calls\":[{\"tool\":\"search\",\"status\":\"success\",\"payload_tokens\":400,\"exec_us\":"
+    "1500},{\"tool\":\"search\",\"status\":\"timeout\",\"payload_tokens\":0,\"queue_us\":5,"
+    "\"exec_us\":30000000}]},{\"prompt_tokens\":520,\"cached_tokens\":120,\"generated_tokens\":"
+    "30}]}\n"
+    "{\"step\":3,\"prompt_id\":9,\"epoch\":0,\"sample\":1,\"version_start\":3,\"version_end\":4,"
+    "\"finish\":\"truncated\",\"turns\":[{\"prompt_tokens\":100,\"generated_tokens\":50}]}\n";
+
+static void test_table_jsonl(void **state)
+{
+    struct trace_text out = {0};
+    struct libra_error err = {0};
+    int rc = import_text(TRACE_IMPORT_JSONL, table_jsonl, &out, &err);
+    if (rc)
+        print_error("%s:%d:%d: %s\n", err.file, err.line, err.col, err.msg);
+    assert_int_equal(rc, 0);
+    assert_string_equal(out.data, table_expected);
+    trace_text_free(&out);
+}
+
+static void test_table_csv_matches_jsonl(void **state)
+{
+    struct trace_text out = {0};
+    struct libra_error err = {0};
+    int rc = import_text(TRACE_IMPORT_CSV, table_csv, &out, &err);
+    if (rc)
+        print_error("%s:%d:%d: %s\n", err.file, err.line, err.col, err.msg);
+    assert_int_equal(rc, 0);
+    assert_string_equal(out.data, table_expected);
+    trace_text_free(&out);
+}
+
+/*
+ * Imports text expecting the error "in:LINE:COL: MSG", COL being where needle first occurs in
+ * that line (1 when needle is NULL).
+ */
+static void import_fails(enum trace_import_format fmt, const char *text, int line,
+                         const char *needle, const char *msg)
+{
+    struct trace_text out = {0};
+    struct libra_error err = {0};
+    assert_int_equal(import_text(fmt, text, &out, &err), LIBRA_EINVAL);
+    const char *at = text;
+    for (int i = 1; i < line; i++)
+        at = strchr(at, '\n') + 1;
+    int col = 1;
+    if (needle) {
+        const char *hit = strstr(at, needle);
+        assert_non_null(hit);
+        col = (int)(hit - at) + 1;
+    }
+    char buf[1024], want[1024];
+    snprintf(want, sizeof want, "in:%d:%d: %s", line, col, msg);
+    assert_string_equal(error_format(&err, buf, sizeof buf), want);
+    trace_text_free(&out);
+}
+
+#define ROW0 "{\"traj_id\":\"a\",\"step\":0,\"prompt_id\":1,\"turn\":0,\"prompt_tokens\":5,"
+#define ANSWER "\"generated_tokens\":5}\n"
+#define CALL "\"generated_tokens\":5,\"tool\":\"t\",\"status\":\"success\",\"payload_tokens\":1}\n"
+
+static void test_table_errors_jsonl(void **state)
+{
+    import_fails(TRACE_IMPORT_JSONL, ROW0 "\"generated_tokens\":5,\"gen\":1}", 1, "\"gen\"",
+                 "gen: unknown column (docs/trace-format.md lists them)");
+    import_fails(TRACE_IMPORT_JSONL, ROW0 "\"generated_tokens\":\"5\"}", 1, "\"generated",
+                 "generated_tokens: expected an integer");
+    import_fails(TRACE_IMPORT_JSONL, ROW0 "\"generated_tokens\":-5}", 1, "\"generated",
+                 "generated_tokens: must be >= 0, got -5");
+    import_fails(TRACE_IMPORT_JSONL, ROW0 "\"generated_tokens\":5,\"status\":\"success\"}", 1,
+                 "\"status\"", "status: given without a tool");
+    /* an absent column is reported at the start of its row */
+    import_fails(TRACE_IMPORT_JSONL, ROW0 "\"generated_tokens\":5,\"tool\":\"t\"}", 1, NULL,
+                 "status: missing (a row with a tool needs it)");
+    import_fails(TRACE_IMPORT_JSONL,
+                 ROW0 CALL "{\"traj_id\":\"a\",\"turn\":2,\"prompt_tokens\":1,"
+                           "\"generated_tokens\":1}\n",
+                 2, "\"turn\"", "turn: 2 follows turn 0 (expected 1)");
+    import_fails(TRACE_IMPORT_JSONL,
+                 ROW0 CALL "{\"traj_id\":\"a\",\"step\":1,\"turn\":1,\"prompt_tokens\":1,"
+                           "\"generated_tokens\":1}\n",
+                 2, "\"step\"", "step: differs from the value an earlier row gave trajectory 'a'");
+    /* rows of a trajectory must be contiguous */
+    import_fails(TRACE_IMPORT_JSONL,
+                 ROW0 ANSWER "{\"traj_id\":\"b\",\"step\":0,\"prompt_id\":1,\"turn\":0,"
+                             "\"prompt_tokens\":5,\"generated_tokens\":5}\n" ROW0 ANSWER,
+                 3, "\"traj_id\"",
+                 "traj_id: rows of 'a' are not contiguous (it ended before line 2)");
+    /* trajectory-level faults are reported at the trajectory's first row */
+    import_fails(TRACE_IMPORT_JSONL,
+                 "{\"traj_id\":\"a\",\"turn\":0,\"prompt_tokens\":5,\"generated_tokens\":5}\n", 1,
+                 NULL, "trajectory 'a': step: missing (give it on at least one of its rows)");
+    import_fails(TRACE_IMPORT_JSONL,
+                 ROW0 CALL "{\"traj_id\":\"b\",\"step\":0,\"prompt_id\":1,\"turn\":0,"
+                           "\"prompt_tokens\":5,\"generated_tokens\":5}\n",
+                 1, NULL,
+                 "trajectory 'a': turns.0.calls: the last turn of a completed trajectory makes no "
+                 "tool call (only a truncated or aborted one may end after a call)");
+    import_fails(TRACE_IMPORT_JSONL,
+                 "{\"traj_id\":\"a\",\"step\":0,\"prompt_id\":1,\"sample\":4,\"turn\":0,"
+                 "\"prompt_tokens\":5,\"generated_tokens\":5}\n",
+                 1, NULL, "trajectory 'a': sample: 4 is not below the header's group_size 4");
+    import_fails(TRACE_IMPORT_JSONL, "[1]\n", 1, NULL, "expected a JSON object per row");
+}
+
+static void test_table_errors_csv(void **state)
+{
+    import_fails(TRACE_IMPORT_CSV, "traj_id,step,prompt_id,turn,prompt_tokens,gen\n", 1, "gen",
+                 "gen: unknown column (docs/trace-format.md lists them)");
+    import_fails(TRACE_IMPORT_CSV, "traj_id,step,prompt_id,turn,prompt_tokens,step\n", 1, "step\n",
+                 "step: duplicate column");
+    import_fails(TRACE_IMPORT_CSV, "traj_id,step,prompt_id,turn,prompt_tokens\n", 1, NULL,
+                 "missing column 'generated_tokens'");
+    const char *head = "traj_id,step,prompt_id,turn,prompt_tokens,generated_tokens\n";
+    char text[512];
+    snprintf(text, sizeof text, "%sa,0,1,0,5\n", head);
+    import_fails(TRACE_IMPORT_CSV, text, 2, NULL, "5 fields, the header has 6");
+    snprintf(text, sizeof text, "%sa,0,1,0,5,5x\n", head);
+    import_fails(TRACE_IMPORT_CSV, text, 2, "5x",
+                 "generated_tokens: expected an integer, got '5x'");
+    snprintf(text, sizeof text, "%s\"a,0,1,0,5,5\n", head);
+    import_fails(TRACE_IMPORT_CSV, text, 2, "\"",
+                 "unterminated quoted field (a field may not span lines)");
+    snprintf(text, sizeof text, "%s\"a\"b,0,1,0,5,5\n", head);
+    import_fails(TRACE_IMPORT_CSV, text, 2, "b,", "unexpected character after a quoted field");
+}
+
+/* ---- verl dumps --------------------------------------------------------------------------- */
+
+static void test_verl_search_r1(void **state)
+{
+    /* at 4 characters a token, rounded up: input 40 chars -> 10 tokens; each search turn
+     * generates 19 chars -> 5; observations 38 -> 10 and 30 -> 8; the answer 18 -> 5. Each
+     * turn's context is the previous one's plus what it generated and got back. */
+    const char *line =
+        "{\"input\":\"0123456789012345678901234567890123456789\",\"output\":\""
+        "<search>q1</search>"                                          /* 19 chars -> 5 tokens */
+        "<information>abcdefghijk</information>"                       /* 38 chars -> 10 */
+        "<search>q2</search>"                                          /* 5 */
+        "<information>abc</information>"                               /* 30 chars -> 8 */
+        "<answer>x</answer>\",\"step\":2,\"score\":1.0,\"acc\":true}"; /* 18 chars -> 5 */
+    struct trace_text out = {0};
+    struct libra_error err = {0};
+    int rc = import_text(TRACE_IMPORT_VERL, line, &out, &err);
+    if (rc)
+        print_error("%s:%d:%d: %s\n", err.file, err.line, err.col, err.msg);
+    assert_int_equal(rc, 0);
+    assert_string_equal(
+        out.data,
+        "{\"step\":2,\"prompt_id\":0,\"epoch\":0,\"sample\":0,\"version_start\":1,\"version_end\":"
+        "1,"
+        "\"finish\":\"completed\",\"reward\":1.0,\"turns\":[{\"prompt_tokens\":10,"
+        "\"generated_tokens\":5,\"calls\":[{\"tool\":\"search\",\"status\":\"other\","
+        "\"payload_tokens\":10}]},{\"prompt_tokens\":25,\"generated_tokens\":5,\"calls\":[{"
+        "\"tool\":\"search\",\"status\":\"other\",\"payload_tokens\":8}]},{\"prompt_tokens\":38,"
+        "\"generated_tokens\":5}],\"extra\":{\"acc\":true}}\n");
+    trace_text_free(&out);
+}
+
+static void test_verl_tool_calls_and_truncation(void **state)
+{
+    /* two <tool_call>s answered by two <tool_response> blocks (one turn, two calls named from
+     * the calls; "<tool_response>ok</tool_response>" is 33 chars -> 9 tokens), then an
+     * observation at the very end: the trajectory was cut after a call */
+    const char *line =
+        "{\"input\":\"p\",\"output\":\"<tool_call>{\\\"name\\\": \\\"bash\\\"}</tool_call>"
+        "<tool_call>{\\\"name\\\":\\\"edit\\\"}</tool_call>\\nuser\\n<tool_response>ok"
+        "</tool_response>\\n<tool_response>done</tool_response>\\nassistant\\nnext"
+        "<tool_call>{}</tool_call><tool_response>x</tool_response>\\nassistant\\n\","
+        "\"step\":1,\"reward\":0.5}";
+    struct trace_text out = {0};
+    assert_int_equal(import_text(TRACE_IMPORT_VERL, line, &out, NULL), 0);
+    assert_non_null(strstr(out.data, "\"finish\":\"truncated\""));
+    assert_non_null(strstr(out.data, "\"calls\":[{\"tool\":\"bash\",\"status\":\"other\","
+                                     "\"payload_tokens\":9},{\"tool\":\"edit\""));
+    assert_non_null(strstr(out.data, "{\"tool\":\"tool\",\"status\":\"other\""));
+    assert_non_null(strstr(out.data, "\"reward\":0.5"));
+    assert_null(strstr(out.data, "extra"));
+    trace_text_free(&out);
+}
+
+static void test_verl_prompt_identity(void **state)
+{
+    /* prompts by identical input: A twice in step 1 (samples 0, 1), B, then A in step 2
+     * (epoch 1, sample 0) */
+    const char *text = "{\"input\":\"A\",\"output\":\"\",\"step\":1}\n"
+                       "{\"input\":\"A\",\"output\":\"\",\"step\":1}\n"
+                       "{\"input\":\"B\",\"output\":\"\",\"step\":1}\n"
+                       "{\"input\":\"A\",\"output\":\"\",\"step\":2}\n";
+    struct trace_text out = {0};
+    assert_int_equal(import_text(TRACE_IMPORT_VERL, text, &out, NULL), 0);
+    const char *want[] = {
+        "\"prompt_id\":0,\"epoch\":0,\"sample\":0", "\"prompt_id\":0,\"epoch\":0,\"sample\":1",
+        "\"prompt_id\":1,\"epoch\":0,\"sample\":0", "\"prompt_id\":0,\"epoch\":1,\"sample\":0"};
+    const char *s = out.data;
+    for (int i = 0; i < 4; i++) {
+        const char *nl = strchr(s, '\n');
+        const char *at = strstr(s, want[i]);
+        assert_true(at && at < nl);
+        s = nl + 1;
+    }
+    trace_text_free(&out);
+}
+
+static void test_verl_errors(void **state)
+{
+    import_fails(TRACE_IMPORT_VERL, "{\"output\":\"\",\"step\":1}", 1, NULL, "input: missing");
+    import_fails(TRACE_IMPORT_VERL, "{\"input\":\"a\",\"output\":3,\"step\":1}", 1, "\"output\"",
+                 "output: expected a string");
+    import_fails(TRACE_IMPORT_VERL, "{\"input\":\"a\",\"output\":\"\",\"step\":1,\"score\":\"x\"}",
+                 1, "\"score\"", "score: expected a number");
+    import_fails(TRACE_IMPORT_VERL,
+                 "{\"input\":\"a\",\"output\":\"\",\"step\":2}\n"
+                 "{\"input\":\"a\",\"output\":\"\",\"step\":1}",
+                 2, "\"step\"", "step: 1 after step 2 (give dump files in step order)");
+}
+
+static void test_options(void **state)
+{
+    struct trace_importer *im;
+    struct libra_error err = {0};
+    struct trace_import_options o = {.format = TRACE_IMPORT_VERL, .chars_per_token = -1};
+    assert_int_equal(trace_importer_new(&im, &o, &err), LIBRA_EINVAL);
+    o.chars_per_token = 0;
+    o.workload = "search-r1";
+    assert_int_equal(trace_importer_new(&im, &o, NULL), 0);
+    const struct trace_header *h = trace_importer_header(im);
+    assert_true(h->lossy);
+    assert_string_equal(h->workload, "search-r1");
+    struct trace_text text = {0};
+    trace_format_header(&text, h);
+    assert_non_null(strstr(text.data, "\"chars_per_token\":4.0"));
+    trace_text_free(&text);
+    trace_importer_free(im);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_table_jsonl),
+        cmocka_unit_test(test_table_csv_matches_jsonl),
+        cmocka_unit_test(test_table_errors_jsonl),
+        cmocka_unit_test(test_table_errors_csv),
+        cmocka_unit_test(test_verl_search_r1),
+        cmocka_unit_test(test_verl_tool_calls_and_truncation),
+        cmocka_unit_test(test_verl_prompt_identity),
+        cmocka_unit_test(test_verl_errors),
+        cmocka_unit_test(test_options),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
