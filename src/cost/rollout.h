@@ -9,8 +9,8 @@
  *
  * The formula is calibration.md §3.4/§5.1 with each kernel class its own roofline (kernels run
  * one after another, so their times add):
- *   linear  = L · max(W_layer/(BW·η(W_layer)), 2·P_layer·tokens/(TP·F·μ(W_layer)))
- *   head    = max(W_head/(BW·η(W_head)), 2·P_head·sampled/(TP·F·μ(W_head)))
+ *   linear  = L · ‖W_layer/(BW·η(W_layer)), 2·P_layer·tokens/(TP·F·μ(W_layer))‖₂
+ *   head    = ‖W_head/(BW·η(W_head)), 2·P_head·sampled/(TP·F·μ(W_head))‖₂
  *   attn    = max(KV bytes read and written/(BW·η_kv), 4·q_dim·L·pairs/(TP·F·mfu_attn))
  *   allred  = 2·L·(α + 2(TP−1)/TP · tokens·hidden·2 B / busBW)          (TP > 1)
  *   t       = linear + head + attn + allred + t_fix + running_seqs·t_seq
@@ -18,7 +18,10 @@
  * weight-streaming and GEMM efficiencies interpolated over the bytes of one layer per GPU; the
  * table is Vidur's A100 per-layer profiles (calibration.md §3.3b) re-indexed by bytes per GPU
  * so that it applies to any shape and TP: for the two profiled shapes it reproduces η(TP) of
- * §3.3b exactly. t_fix is fitted (cost_fit_t_fix); t_seq is an assumption.
+ * §3.3b exactly. GEMMs combine streaming and compute as a 2-norm rather than a max: near the
+ * knee neither hides the other, and Vidur's 64- and 256-token rows (not used by the fit) sit on
+ * the 2-norm, 10–15 % above the max (docs/calibration.md). t_fix is fitted (cost_fit_t_fix);
+ * t_seq is an assumption.
  */
 #ifndef COST_ROLLOUT_H
 #define COST_ROLLOUT_H
@@ -99,6 +102,10 @@ struct cost_rollout_pre {
 int cost_rollout_pre_init(struct cost_rollout_pre *pre, const struct cost_shape *s,
                           const struct spec_hardware *hw, const struct cost_rollout_params *p,
                           int tp);
+
+/* Seconds of one layer's linear operators (projections and MLP, what Vidur's mlp profiles
+ * time) for `tokens` tokens on one GPU: weight streaming and GEMM compute, 2-norm combined. */
+double cost_linear_layer_time(const struct cost_rollout_pre *pre, double tokens);
 
 /*
  * The work of one engine iteration. Decode sequences each generate one token; prefill chunks

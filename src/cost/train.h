@@ -28,7 +28,8 @@
 
 /* Constants of the training model; provenance in docs/calibration.md. */
 struct cost_train_params {
-    double mfu;              /* FLOPs achieved / bf16 peak on training work (fitted) */
+    double mfu;              /* FLOPs achieved / bf16 peak on training work (assumed: the
+                              * sheet's central trainer MFU; the verl runs fix only work/MFU) */
     double dp_overlap;       /* share of the DP gradient reduction hidden behind backward
                               * (assumed) */
     double t_microbatch_s;   /* fixed cost per micro-batch: launches, packing, loss
@@ -44,7 +45,7 @@ struct cost_train_params {
     double margin_frac;      /* share of HBM kept free (assumed) */
 };
 
-/* Fills p with the calibrated defaults (mfu from cost_fit_train, the rest in the doc). */
+/* Fills p with the defaults documented in docs/calibration.md. */
 void cost_train_params_default(struct cost_train_params *p);
 
 /* A training layout. GPUs = tp·pp·cp·dp. */
@@ -86,16 +87,24 @@ int cost_train_seqs_init(struct cost_train_seqs *seqs, const struct cost_shape *
 /* Releases seqs' arrays; a zeroed seqs is fine. */
 void cost_train_seqs_free(struct cost_train_seqs *seqs);
 
+/* What one DP rank holds in one mini-batch. */
+struct cost_train_cell {
+    double tokens;
+    double work; /* forward FLOPs */
+    double attn; /* the attention part of work */
+    double seqs;
+    double big; /* sequences longer than half a micro-batch: each needs its own */
+};
+
 /* Reusable scratch of cost_train_deal; zero-initialise, free with cost_train_scratch_free. */
 struct cost_train_scratch {
-    double *load;    /* per rank */
-    double *tokens;  /* per rank */
-    double *maxseq;  /* per rank: largest sequence in the current mini-batch */
-    double *halfbig; /* per rank: sequences longer than half the budget */
-    uint32_t *rank;  /* per sequence */
-    uint32_t *heap;  /* rank indices ordered by load */
-    size_t cap_ranks;
+    struct cost_train_cell *cell; /* mini-batches × ranks */
+    uint32_t *rank;               /* per sequence: its DP rank */
+    uint32_t *heap;               /* per rank */
+    uint32_t *count;              /* per rank: sequences in the step */
+    size_t cap_cells;
     size_t cap_seqs;
+    size_t cap_ranks;
 };
 
 void cost_train_scratch_free(struct cost_train_scratch *sc);
@@ -107,6 +116,7 @@ struct cost_train_load {
     double micro_batch_tokens;
     double tokens;         /* all tokens of the step */
     double work;           /* forward FLOPs of the step (all ranks) */
+    double attn_work;      /* the attention part of work */
     double work_max;       /* Σ over mini-batches of the most loaded rank's forward FLOPs */
     double tokens_max;     /* Σ over mini-batches of that rank's tokens */
     double attn_work_max;  /* the attention part of work_max */

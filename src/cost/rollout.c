@@ -1,0 +1,166 @@
+/*
+ * Rollout iteration time and KV capacity (formulas in rollout.h). The per-(model, hardware, TP)
+ * terms are folded into cost_rollout_pre so that cost_iter_time, which the engine model calls
+ * at every batch change and the planner for every candidate, is a few multiply-adds.
+ */
+#include "cost/rollout.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "cost/calib.h"
+
+void cost_rollout_params_default(struct cost_rollout_params *p, const struct spec_hardware *hw)
+{
+    memset(p, 0, sizeof *p);
+    cost_vidur_curves(&p->eta, &p->mu);
+    p->eta_kv = 0.8;
+    p->mfu_attn = 0.5;
+    p->t_seq_s = 30e-6;
+    p->ar_latency_s = hw->allreduce_latency_s;
+    p->ar_bus_bw_bytes_per_s = hw->allreduce_bus_bw_bytes_per_s;
+    p->weight_dtype_bytes = 2.0;
+    p->kv_dtype_bytes = 2.0;
+    p->act_dtype_bytes = 2.0;
+    p->mem_util = 0.9;
+    p->workspace_bytes = 2.0 * 1024 * 1024 * 1024;
+    p->t_fix_s = cost_fit_t_fix(p);
+}
+
+double cost_curve_eval(const struct cost_curve *c, double bytes)
+{
+    if (bytes <= c->bytes[0])
+        return c->eff[0];
+    for (int i = 1; i < c->n; i++) {
+        if (bytes <= c->bytes[i]) {
+            double f = log(bytes / c->bytes[i - 1]) / log(c->bytes[i] / c->bytes[i - 1]);
+            return c->eff[i - 1] + f * (c->eff[i] - c->eff[i - 1]);
+        }
+    }
+    return c->eff[c->n - 1];
+}
+
+int cost_rollout_pre_init(struct cost_rollout_pre *pre, const struct cost_shape *s,
+                          const struct spec_hardware *hw, const struct cost_rollout_params *p,
+                          int tp)
+{
+    if (tp < 1 || fmod(s->heads, tp) != 0.0)
+        return LIBRA_EINVAL;
+    double bw = hw->hbm_bw_bytes_per_s, peak = hw->bf16_flops_per_s;
+    double layer_bytes = s->layer_params * p->weight_dtype_bytes / tp;
+    double head_bytes = s->head_params * p->weight_dtype_bytes / tp;
+
+    memset(pre, 0, sizeof *pre);
+    pre->tp = tp;
+    pre->moe = s->moe;
+    pre->layers = s->layers;
+    pre->t_layer_weights_s = layer_bytes / (bw * cost_curve_eval(&p->eta, layer_bytes));
+    pre->s_per_layer_token =
+        2.0 * s->layer_params / tp / (peak * cost_curve_eval(&p->mu, layer_bytes));
+    pre->t_head_weights_s = head_bytes / (bw * cost_curve_eval(&p->eta, head_bytes));
+    pre->s_per_head_token =
+        2.0 * s->head_params / tp / (peak * cost_curve_eval(&p->mu, head_bytes));
+    pre->kv_bytes_per_token = cost_kv_bytes_per_token(s, tp, p->kv_dtype_bytes);
+    pre->s_per_kv_byte = 1.0 / (bw * p->eta_kv);
+    pre->s_per_attn_pair = 4.0 * s->q_dim * s->layers / tp / (peak * p->mfu_attn);
+    if (tp > 1) {
+        pre->t_allreduce_fixed_s = 2.0 * s->layers * p->ar_latency_s;
+        pre->s_allreduce_per_token = 2.0 * s->layers * 2.0 * (tp - 1) / tp * s->hidden *
+                                     p->act_dtype_bytes / p->ar_bus_bw_bytes_per_s;
+    }
+    pre->t_fix_s = p->t_fix_s;
+    pre->t_seq_s = p->t_seq_s;
+    pre->weight_bytes_per_gpu = s->params_total * p->weight_dtype_bytes / tp;
+    double free_bytes =
+        hw->hbm_bytes * p->mem_util - pre->weight_bytes_per_gpu - p->workspace_bytes;
+    pre->kv_capacity_tokens = free_bytes > 0.0 ? floor(free_bytes / pre->kv_bytes_per_token) : 0.0;
+    return 0;
+}
+
+double cost_linear_layer_time(const struct cost_rollout_pre *pre, double tokens)
+{
+    return hypot(pre->t_layer_weights_s, tokens * pre->s_per_layer_token);
+}
+
+void cost_batch_add_decode(struct cost_batch *b, double ctx_tokens)
+{
+    b->decode_seqs += 1.0;
+    b->decode_ctx_tokens += ctx_tokens;
+}
+
+void cost_batch_add_prefill(struct cost_batch *b, double cached_tokens, double new_tokens,
+                            bool done)
+{
+    b->prefill_seqs += 1.0;
+    b->prefill_tokens += new_tokens;
+    b->prefill_ctx_tokens += cached_tokens;
+    b->prefill_pairs += new_tokens * cached_tokens + new_tokens * (new_tokens + 1.0) / 2.0;
+    b->prefill_done_seqs += done ? 1.0 : 0.0;
+}
+
+void cost_iter_parts(const struct cost_rollout_pre *pre, const struct cost_batch *b,
+                     struct cost_iter_parts *out)
+{
+    memset(out, 0, sizeof *out);
+    double tokens = b->decode_seqs + b->prefill_tokens;
+    if (tokens <= 0.0)
+        return;
+    double lin_compute = tokens * pre->s_per_layer_token;
+    out->linear_compute_bound = lin_compute > pre->t_layer_weights_s;
+    out->linear_s = pre->layers * cost_linear_layer_time(pre, tokens);
+
+    double sampled = b->decode_seqs + b->prefill_done_seqs;
+    if (sampled > 0.0)
+        out->head_s = hypot(pre->t_head_weights_s, sampled * pre->s_per_head_token);
+
+    /* KV read for every query (decode context, cached prefixes) and written for new tokens */
+    double kv_s = (b->decode_ctx_tokens + b->prefill_ctx_tokens + tokens) *
+                  pre->kv_bytes_per_token * pre->s_per_kv_byte;
+    double pairs = b->decode_ctx_tokens + b->decode_seqs + b->prefill_pairs;
+    double attn_compute = pairs * pre->s_per_attn_pair;
+    out->attn_compute_bound = attn_compute > kv_s;
+    out->attn_s = fmax(kv_s, attn_compute);
+
+    out->allreduce_s = pre->t_allreduce_fixed_s + tokens * pre->s_allreduce_per_token;
+    out->fixed_s = pre->t_fix_s;
+    out->seq_s = (b->decode_seqs + b->prefill_seqs) * pre->t_seq_s;
+    out->total_s =
+        out->linear_s + out->head_s + out->attn_s + out->allreduce_s + out->fixed_s + out->seq_s;
+}
+
+double cost_iter_time(const struct cost_rollout_pre *pre, const struct cost_batch *b)
+{
+    struct cost_iter_parts parts;
+    cost_iter_parts(pre, b, &parts);
+    return parts.total_s;
+}
+
+double cost_decode_time(const struct cost_rollout_pre *pre, double seqs, double ctx_tokens)
+{
+    struct cost_batch b = {.decode_seqs = seqs, .decode_ctx_tokens = ctx_tokens};
+    return cost_iter_time(pre, &b);
+}
+
+double cost_prefill_time(const struct cost_rollout_pre *pre, double cached_tokens,
+                         double new_tokens, double chunk_tokens)
+{
+    if (chunk_tokens <= 0.0)
+        chunk_tokens = new_tokens;
+    double t = 0.0;
+    for (double done = 0.0; done < new_tokens; done += chunk_tokens) {
+        double n = fmin(chunk_tokens, new_tokens - done);
+        struct cost_batch b = {0};
+        cost_batch_add_prefill(&b, cached_tokens + done, n, done + n >= new_tokens);
+        t += cost_iter_time(pre, &b);
+    }
+    return t;
+}
+
+double cost_single_request_s_per_token(const struct cost_rollout_pre *pre, double prompt_tokens,
+                                       double gen_tokens)
+{
+    double t = cost_prefill_time(pre, 0.0, prompt_tokens, prompt_tokens);
+    for (double j = 1.0; j < gen_tokens; j += 1.0)
+        t += cost_decode_time(pre, 1.0, prompt_tokens + j - 1.0);
+    return t / gen_tokens;
+}
