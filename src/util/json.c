@@ -15,10 +15,33 @@
 #include "util/alloc.h"
 #include "util/error.h"
 
+/* 1-based line and column (in characters: UTF-8 continuation bytes do not count) of at. */
+static void position(const char *text, const char *at, int *line, int *col)
+{
+    int l = 1, c = 1;
+    for (const char *p = text; p < at; p++) {
+        if (*p == '\n') {
+            l++;
+            c = 1;
+        } else if (((unsigned char)*p & 0xC0) != 0x80) {
+            c++;
+        }
+    }
+    *line = l;
+    *col = c;
+}
+
 int ujson_doc_parse(struct ujson_doc *doc, const char *name, const char *text, size_t len,
                     struct libra_error *err)
 {
     memset(doc, 0, sizeof *doc);
+    /* jansson stops at a NUL byte as if the text ended there; the rest would go unread. */
+    const char *nul = memchr(text, '\0', len);
+    if (nul) {
+        int line, col;
+        position(text, nul, &line, &col);
+        return error_set(err, name, line, col, "NUL byte in the text");
+    }
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
     if (!root) {
@@ -104,32 +127,67 @@ static char *read_key(struct scan *sc)
     return out;
 }
 
-/* Copies the first path component into out (unescaping ~1 and ~0); returns the rest. */
-static const char *next_component(const char *path, char *out, size_t size)
+/* One path component: the bytes up to the next '/', still ~-escaped. */
+struct component {
+    const char *s;
+    size_t len;
+};
+
+/* Splits off path's first component; returns the rest, or NULL when there is no '/'. */
+static const char *split_path(const char *path, struct component *head)
 {
-    size_t n = 0;
-    for (; *path && *path != '/'; path++) {
-        char c = *path;
-        if (c == '~' && (path[1] == '0' || path[1] == '1'))
-            c = *++path == '1' ? '/' : '~';
-        if (n + 1 < size)
-            out[n++] = c;
-    }
-    out[n] = '\0';
-    return *path == '/' ? path + 1 : path;
+    const char *slash = strchr(path, '/');
+    head->s = path;
+    head->len = slash ? (size_t)(slash - path) : strlen(path);
+    return slash ? slash + 1 : NULL;
 }
 
+/* The unescaped character at c.s[*i], advancing *i past it ('~1' is '/', '~0' is '~'). */
+static char next_char(struct component c, size_t *i)
+{
+    char ch = c.s[(*i)++];
+    if (ch == '~' && *i < c.len && (c.s[*i] == '0' || c.s[*i] == '1'))
+        ch = c.s[(*i)++] == '1' ? '/' : '~';
+    return ch;
+}
+
+/* Whether the unescaped component equals key. */
+static bool component_is(struct component c, const char *key)
+{
+    for (size_t i = 0; i < c.len;)
+        if (*key++ != next_char(c, &i))
+            return false;
+    return *key == '\0';
+}
+
+/* The array index c names (decimal digits, no leading zero), or -1. */
+static long component_index(struct component c)
+{
+    if (c.len == 0 || c.len > 15 || (c.s[0] == '0' && c.len > 1))
+        return -1;
+    long index = 0;
+    for (size_t i = 0; i < c.len; i++) {
+        if (c.s[i] < '0' || c.s[i] > '9')
+            return -1;
+        index = index * 10 + (c.s[i] - '0');
+    }
+    return index;
+}
+
+/* Finds path (NULL: the value at sc->s itself) in the value at sc->s. */
 static const char *locate_in(struct scan *sc, const char *path)
 {
     skip_ws(sc);
-    if (!*path)
+    if (!path)
         return sc->s;
-    char head[256];
-    const char *rest = next_component(path, head, sizeof head);
+    struct component head;
+    const char *rest = split_path(path, &head);
     if (sc->s >= sc->end || (*sc->s != '{' && *sc->s != '['))
         return NULL;
     bool object = *sc->s == '{';
-    long want = object ? -1 : strtol(head, NULL, 10);
+    long want = object ? -1 : component_index(head);
+    if (!object && want < 0)
+        return NULL;
     sc->s++;
     for (long index = 0;; index++) {
         skip_ws(sc);
@@ -138,12 +196,12 @@ static const char *locate_in(struct scan *sc, const char *path)
         if (object) {
             const char *key_pos = sc->s;
             char *key = read_key(sc);
-            bool match = strcmp(key, head) == 0;
+            bool match = component_is(head, key);
             free(key);
             skip_ws(sc);
             sc->s++; /* ':' */
             if (match)
-                return *rest ? locate_in(sc, rest) : key_pos;
+                return rest ? locate_in(sc, rest) : key_pos;
         } else if (index == want) {
             return locate_in(sc, rest);
         }
@@ -159,21 +217,29 @@ int ujson_locate(const struct ujson_doc *doc, const char *path, int *line, int *
     if (!doc || !doc->text)
         return -1;
     struct scan sc = {doc->text, doc->text + doc->len};
-    const char *at = locate_in(&sc, path ? path : "");
+    const char *at = locate_in(&sc, path && *path ? path : NULL);
     if (!at || at >= sc.end)
         return -1;
-    int l = 1, c = 1;
-    for (const char *p = doc->text; p < at; p++) {
-        if (*p == '\n') {
-            l++;
-            c = 1;
-        } else if (((unsigned char)*p & 0xC0) != 0x80) {
-            c++;
-        }
-    }
-    *line = l;
-    *col = c;
+    position(doc->text, at, line, col);
     return 0;
+}
+
+/* Writes path with '.' between its unescaped components into out (truncating). */
+static void dotted_path(const char *path, char *out, size_t size)
+{
+    size_t n = 0;
+    for (const char *p = path && *path ? path : NULL; p;) {
+        struct component c;
+        p = split_path(p, &c);
+        for (size_t i = 0; i < c.len;) {
+            char ch = next_char(c, &i);
+            if (n + 1 < size)
+                out[n++] = ch;
+        }
+        if (p && n + 1 < size)
+            out[n++] = '.';
+    }
+    out[n] = '\0';
 }
 
 int ujson_errorf(struct libra_error *err, const struct ujson_doc *doc, const char *path,
@@ -190,14 +256,8 @@ int ujson_errorf(struct libra_error *err, const struct ujson_doc *doc, const cha
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     char dotted[256];
-    size_t n = 0;
-    for (const char *p = path ? path : ""; *p && n + 1 < sizeof dotted;) {
-        char comp[128];
-        p = next_component(p, comp, sizeof comp);
-        n += (size_t)snprintf(dotted + n, sizeof dotted - n, "%s%s", n ? "." : "", comp);
-    }
-    dotted[n < sizeof dotted ? n : sizeof dotted - 1] = '\0';
-    if (n)
+    dotted_path(path, dotted, sizeof dotted);
+    if (dotted[0])
         return error_set(err, doc ? doc->name : NULL, line, col, "%s: %s", dotted, msg);
     return error_set(err, doc ? doc->name : NULL, line, col, "%s", msg);
 }
@@ -251,22 +311,18 @@ static void puts_(struct buf *b, const char *s)
 
 /*
  * The project's float rule: the shortest of %.15g, %.16g, %.17g that reads back exactly, so
- * 0.1 prints as 0.1 and every double round-trips. Non-finite values have no JSON form and
- * print as null. Integral values keep a ".0" so they stay reals on reading.
+ * 0.1 prints as 0.1 and every double round-trips. Integral values keep a ".0" so they stay
+ * reals on reading. jansson holds no NaN or infinity (ujson_real turns them into null).
  */
 static void put_real(struct buf *b, double d)
 {
     char tmp[40];
-    if (!isfinite(d)) {
-        puts_(b, "null");
-        return;
-    }
     for (int prec = 15; prec <= 17; prec++) {
         snprintf(tmp, sizeof tmp, "%.*g", prec, d);
         if (strtod(tmp, NULL) == d)
             break;
     }
-    if (!strpbrk(tmp, ".eEn"))
+    if (!strpbrk(tmp, ".e"))
         strcat(tmp, ".0");
     puts_(b, tmp);
 }
@@ -366,4 +422,9 @@ char *ujson_dump(const json_t *v, bool pretty)
     puts_(&b, "");
     dump(&b, v, pretty, 0);
     return b.p;
+}
+
+json_t *ujson_real(double d)
+{
+    return isfinite(d) ? json_real(d) : json_null();
 }

@@ -9,7 +9,9 @@
  * parser on the hot path: lookup cost is paid only when an error is reported.
  *
  * Paths are JSON Pointers without the leading '/': "cluster/gpus", "models/3/heads"; "" is the
- * root; '~1' stands for '/' and '~0' for '~' inside a key.
+ * root; '~1' stands for '/' and '~0' for '~' inside a key; array indices are decimal without
+ * leading zeros. A path P names what the pointer "/P" names, except that "" is the root, so a
+ * top-level member with the empty key has no path of its own (its children do: "/x").
  */
 #ifndef UTIL_JSON_H
 #define UTIL_JSON_H
@@ -29,7 +31,8 @@ struct ujson_doc {
 };
 
 /*
- * Parses len bytes of text (a copy is kept) as one JSON value, rejecting duplicate keys.
+ * Parses len bytes of text (a copy is kept) as one JSON value, rejecting duplicate keys and
+ * NUL bytes.
  * name labels error messages (a file name, "<flags>", "<embedded:hardware.json>").
  * Returns 0, or LIBRA_EINVAL with err set to name:line:col of the syntax error; doc is then
  * left empty (safe to free).
@@ -63,10 +66,19 @@ bool ujson_as_int64(const json_t *v, int64_t *out);
 bool ujson_as_double(const json_t *v, double *out);
 
 /*
- * Serialises v deterministically: sorted keys, 2-space indent when pretty, reals printed with
- * 17 significant digits trimmed of trailing zeros (the project's fixed float rule). Returns a
- * malloc'd NUL-terminated string the caller frees.
+ * Serialises v deterministically: sorted keys, 2-space indent when pretty, compact otherwise;
+ * reals printed by the project's fixed float rule: the shortest of %.15g, %.16g and %.17g
+ * that reads back as the same double (0.1 prints as 0.1, every value round-trips), with ".0"
+ * appended to integral values (2.0, not 2) so they stay reals. Returns a malloc'd
+ * NUL-terminated string the caller frees.
  */
 char *ujson_dump(const json_t *v, bool pretty);
+
+/*
+ * A new JSON real, or JSON null when d is NaN or infinite (jansson refuses non-finite reals
+ * and json_real returns NULL for them, which json_object_set_new would silently drop).
+ * Returns a new reference.
+ */
+json_t *ujson_real(double d);
 
 #endif
