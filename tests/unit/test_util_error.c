@@ -1,0 +1,69 @@
+/* util/error: filling, prefixing and formatting struct libra_error, truncation included. */
+#include "testutil.h"
+
+#include <string.h>
+
+#include "util/error.h"
+
+static void test_set_and_format(void **state)
+{
+    struct libra_error err;
+    char buf[700];
+    assert_int_equal(error_set(&err, "x.json", 3, 14, "unknown key '%s'", "gpu"), LIBRA_EINVAL);
+    assert_string_equal(err.file, "x.json");
+    assert_int_equal(err.line, 3);
+    assert_int_equal(err.col, 14);
+    assert_string_equal(error_format(&err, buf, sizeof buf), "x.json:3:14: unknown key 'gpu'");
+
+    error_set(&err, "x.json", 0, 0, "missing section");
+    assert_string_equal(error_format(&err, buf, sizeof buf), "x.json: missing section");
+    error_set(&err, NULL, 5, 1, "bad flag");
+    assert_string_equal(err.file, "");
+    assert_string_equal(error_format(&err, buf, sizeof buf), "bad flag");
+    assert_int_equal(error_set(NULL, "x", 1, 1, "ignored"), LIBRA_EINVAL);
+}
+
+static void test_prefix(void **state)
+{
+    struct libra_error err;
+    char buf[700];
+    error_set(&err, "c.json", 2, 5, "must be positive");
+    error_prefix(&err, "cluster.gpus");
+    assert_string_equal(error_format(&err, buf, sizeof buf),
+                        "c.json:2:5: cluster.gpus: must be positive");
+    error_prefix(&err, "");
+    error_prefix(&err, NULL);
+    error_prefix(NULL, "ignored");
+    assert_string_equal(err.msg, "cluster.gpus: must be positive");
+}
+
+/* Over-long parts are cut to their buffers, always NUL-terminated. */
+static void test_truncation(void **state)
+{
+    struct libra_error err;
+    char long_text[2000];
+    memset(long_text, 'm', sizeof long_text - 1);
+    long_text[sizeof long_text - 1] = '\0';
+    error_set(&err, long_text, 1, 1, "%s", long_text);
+    assert_int_equal(strlen(err.file), sizeof err.file - 1);
+    assert_int_equal(strlen(err.msg), sizeof err.msg - 1);
+    error_prefix(&err, "prefix");
+    assert_int_equal(strlen(err.msg), sizeof err.msg - 1);
+    assert_memory_equal(err.msg, "prefix: mmm", 11);
+
+    char small[8];
+    assert_string_equal(error_format(&err, small, sizeof small), "mmmmmmm");
+    small[0] = 'x';
+    assert_ptr_equal(error_format(&err, small, 0), small);
+    assert_int_equal(small[0], 'x'); /* size 0: nothing written */
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_set_and_format),
+        cmocka_unit_test(test_prefix),
+        cmocka_unit_test(test_truncation),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
