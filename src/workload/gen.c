@@ -295,11 +295,12 @@ void workload_lengths(const struct workload_preset *w, uint64_t seed, size_t n,
     workload_gen_init(&g, w, seed);
     struct arena a;
     arena_init(&a, 0);
+    int64_t groups_per_step = w->batch_trajectories / w->samples;
     for (size_t i = 0; i < n; i++) {
         int64_t group = (int64_t)i / w->samples;
         int64_t prompt = workload_prompt_for(&g, group / w->prompts, group % w->prompts);
         struct trace_traj t;
-        workload_gen_traj(&g, prompt, (int64_t)i % w->samples, 0, &t, &a);
+        workload_gen_traj(&g, prompt, (int64_t)i % w->samples, group / groups_per_step, &t, &a);
         struct workload_length *l = &out[i];
         memset(l, 0, sizeof *l);
         l->prompt_tokens = t.turns[0].prompt_tokens;

@@ -265,7 +265,13 @@ static int read_fields(const struct ctx *c, const json_t *obj, const struct fiel
         if (!v) {
             if (partial || t[i].optional)
                 continue;
-            return fail(c, "", "missing field '%s'", t[i].path);
+            {
+                char dotted[64];
+                snprintf(dotted, sizeof dotted, "%s", t[i].path);
+                for (char *q = strchr(dotted, '/'); q; q = strchr(q, '/'))
+                    *q = '.';
+                return fail(c, "", "missing field '%s'", dotted);
+            }
         }
         int rc = read_field(c, &t[i], v, (char *)dst + t[i].offset);
         if (rc)

@@ -88,9 +88,10 @@ struct workload_length {
 };
 
 /*
- * Lengths of the first n trajectories that `libra trace gen` would draw for preset w and
- * seed at policy version 0: groups of w->samples, prompts in the order workload_prompt_for
- * gives. A pure function of (w, seed, n); out has n elements.
+ * Lengths of the first n trajectories that `libra trace gen` draws for preset w and seed with
+ * the preset's batch and samples: groups of w->samples, prompts in the order
+ * workload_prompt_for gives, policy version = step. A pure function of (w, seed, n); out has
+ * n elements.
  */
 void workload_lengths(const struct workload_preset *w, uint64_t seed, size_t n,
                       struct workload_length *out);

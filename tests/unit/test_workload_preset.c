@@ -1,0 +1,212 @@
+/*
+ * workload/preset: the built-in presets load and keep their pinned caps, a preset printed to
+ * JSON reads back identically, "base" overrides only what it names, and every kind of bad
+ * input in a user preset file fails with file:line:col and the field, leaving the registry
+ * unchanged.
+ */
+#include "testutil.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/json.h"
+#include "workload/preset.h"
+
+static struct workload_presets builtins(void)
+{
+    struct workload_presets p;
+    struct libra_error err = {0};
+    if (workload_presets_init(&p, &err) != 0) {
+        print_error("%s:%d:%d: %s\n", err.file, err.line, err.col, err.msg);
+        fail();
+    }
+    return p;
+}
+
+static void test_builtins_and_caps(void **state)
+{
+    (void)state;
+    struct workload_presets p = builtins();
+    assert_int_equal(p.n, 4);
+    const struct workload_preset *s = workload_preset_find(&p, "Search-R1");
+    assert_non_null(s);
+    assert_string_equal(s->origin, "builtin");
+    assert_int_equal(s->prompts, 169615);
+    assert_int_equal(s->max_turns, 4);
+    assert_int_equal(s->max_turn_generated_tokens, 500);
+    assert_true(s->tools[0].payload_tokens.max <= 500);
+    const struct workload_preset *d = workload_preset_find(&p, "dapo-math");
+    assert_int_equal(d->prompts, 17900);
+    assert_int_equal(d->max_turns, 2);
+    assert_int_equal(d->max_generated_tokens, 32768);
+    const struct workload_preset *v = workload_preset_find(&p, "dapo-math-verl");
+    assert_int_equal(v->samples, 16);
+    assert_int_equal(v->max_turns, 1);
+    assert_int_equal(v->max_generated_tokens, 20480);
+    assert_true(v->dynamic_sampling);
+    const struct workload_preset *r = workload_preset_find(&p, "r2e-gym");
+    assert_int_equal(r->prompts, 4578);
+    assert_int_equal(r->max_turns, 12);
+    assert_int_equal(r->max_generated_tokens, 30000);
+    assert_int_equal(r->context_tokens, 32768);
+    assert_null(workload_preset_find(&p, "nope"));
+    workload_presets_free(&p);
+}
+
+static char *dump_preset(const struct workload_preset *w)
+{
+    json_t *j = workload_preset_to_json(w);
+    char *s = ujson_dump(j, false);
+    json_decref(j);
+    return s;
+}
+
+static void test_json_round_trip(void **state)
+{
+    (void)state;
+    struct workload_presets p = builtins();
+    for (size_t i = 0; i < p.n; i++) {
+        char *one = dump_preset(&p.items[i]);
+        char file[70000];
+        snprintf(file, sizeof file, "{\"workloads\": [%s]}", one);
+        struct workload_presets q = {0};
+        struct libra_error err = {0};
+        assert_int_equal(workload_presets_add_text(&q, "rt.json", file, strlen(file), &err), 0);
+        assert_int_equal(q.n, 1);
+        char *two = dump_preset(&q.items[0]);
+        assert_string_equal(one, two);
+        assert_string_equal(q.items[0].origin, "rt.json");
+        free(one);
+        free(two);
+        workload_presets_free(&q);
+    }
+    workload_presets_free(&p);
+}
+
+static void test_base_overrides_only_named_fields(void **state)
+{
+    (void)state;
+    struct workload_presets p = builtins();
+    const char *text = "{\"hardware\": [], \"workloads\": [\n"
+                       "  {\"name\": \"r2e-drift\", \"base\": \"r2e-gym\",\n"
+                       "   \"drift\": {\"enabled\": true}, \"causal\": {\"strength\": 0}}]}";
+    struct libra_error err = {0};
+    assert_int_equal(workload_presets_add_text(&p, "mine.json", text, strlen(text), &err), 0);
+    assert_int_equal(p.n, 5);
+    const struct workload_preset *base = workload_preset_find(&p, "r2e-gym");
+    const struct workload_preset *w = workload_preset_find(&p, "r2e-drift");
+    assert_true(w->drift.enabled);
+    assert_int_equal(w->drift.versions, base->drift.versions);
+    assert_true(w->causal.strength == 0);
+    assert_true(w->causal.finish_logit == base->causal.finish_logit);
+    assert_int_equal(w->n_tools, base->n_tools);
+    assert_string_equal(w->origin, "mine.json");
+
+    /* Redefining a name replaces the preset in place. */
+    text = "{\"workloads\": [{\"name\": \"R2E-GYM\", \"base\": \"r2e-gym\", \"prompts\": 10}]}";
+    assert_int_equal(workload_presets_add_text(&p, "again.json", text, strlen(text), &err), 0);
+    assert_int_equal(p.n, 5);
+    assert_int_equal(workload_preset_find(&p, "r2e-gym")->prompts, 10);
+    workload_presets_free(&p);
+}
+
+/* A user file that must fail: where, and what the message must contain. */
+struct bad_case {
+    const char *text;
+    int line, col;
+    const char *msg;
+};
+
+static const struct bad_case bad_cases[] = {
+    {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\",\n \"promts\": 3}]}", 2, 2,
+     "promts: unknown key"},
+    {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\",\n \"finish\": {\"logitt\": 1}}]}",
+     2, 13, "finish.logitt: unknown key"},
+    {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\",\n \"prompts\": \"many\"}]}", 2, 2,
+     "prompts: expected an integer"},
+    {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\",\n \"max_turns\": 0}]}", 2, 2,
+     "max_turns: out of range"},
+    {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\",\n \"causal\": {\"strength\": 2}}]}",
+     2, 13, "causal.strength: out of range"},
+    {"{\"workloads\": [{\"name\": \"x\", \"base\": \"nope\"}]}", 1, 30, "base: no such workload"},
+    {"{\"workloads\": [\n {\"name\": \"x\", \"prompts\": 5}]}", 2, 2, "missing field 'samples'"},
+    {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\",\n \"samples\": 5}]}", 1, 16,
+     "batch_trajectories: must be a multiple of samples"},
+    {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\",\n"
+     " \"prompt_tokens\": {\"median\": 5000}}]}",
+     2, 2, "prompt_tokens: needs min <= median <= max"},
+    {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\", \"tools\": [\n"
+     "  {\"name\": \"t\", \"weight\": 1}]}]}",
+     2, 3, "tools.0: missing field 'bad.logit'"},
+    {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\",\n"
+     " \"finish\": {\"means\": \"maybe\"}}]}",
+     2, 13, "finish.means: expected one of answer, correct"},
+    {"{\"workloads\": [{\"name\": \"bad name!\"}]}", 1, 17, "name: expected a name"},
+    {"{\"workload\": []}", 1, 2, "workload: unknown key"},
+    {"{\"workloads\": {}}", 1, 2, "workloads: expected an array"},
+    {"{\"workloads\": [{\"name\": \"x\",, }]}", 1, 29, "expected"},
+};
+
+static void test_bad_files_report_position(void **state)
+{
+    (void)state;
+    for (size_t i = 0; i < sizeof bad_cases / sizeof bad_cases[0]; i++) {
+        struct workload_presets p = builtins();
+        const struct bad_case *c = &bad_cases[i];
+        struct libra_error err = {0};
+        int rc = workload_presets_add_text(&p, "user.json", c->text, strlen(c->text), &err);
+        if (rc != LIBRA_EINVAL || strcmp(err.file, "user.json") != 0 || err.line != c->line ||
+            err.col != c->col || !strstr(err.msg, c->msg)) {
+            print_error("case %zu: rc %d, %s:%d:%d: %s (want %d:%d: %s)\n", i, rc, err.file,
+                        err.line, err.col, err.msg, c->line, c->col, c->msg);
+            fail();
+        }
+        assert_int_equal(p.n, 4); /* unchanged */
+        assert_int_equal(workload_preset_find(&p, "r2e-gym")->prompts, 4578);
+        workload_presets_free(&p);
+    }
+}
+
+static void test_failed_file_changes_nothing(void **state)
+{
+    (void)state;
+    struct workload_presets p = builtins();
+    /* The first preset is fine, the second is not: neither may be added. */
+    const char *text = "{\"workloads\": [{\"name\": \"ok\", \"base\": \"search-r1\"},\n"
+                       " {\"name\": \"r2e-gym\", \"base\": \"ok\", \"prompts\": -1}]}";
+    struct libra_error err = {0};
+    assert_int_equal(workload_presets_add_text(&p, "u.json", text, strlen(text), &err),
+                     LIBRA_EINVAL);
+    assert_int_equal(err.line, 2);
+    assert_null(workload_preset_find(&p, "ok"));
+    assert_int_equal(workload_preset_find(&p, "r2e-gym")->prompts, 4578);
+    workload_presets_free(&p);
+}
+
+static void test_summary_lists_caps(void **state)
+{
+    (void)state;
+    struct workload_presets p = builtins();
+    json_t *j = workload_preset_summary(workload_preset_find(&p, "r2e-gym"));
+    char *s = ujson_dump(j, false);
+    assert_string_equal(s, "{\"context_tokens\":32768,\"max_generated_tokens\":30000,"
+                           "\"max_turns\":12,\"name\":\"r2e-gym\",\"origin\":\"builtin\","
+                           "\"prompts\":4578,\"samples\":4,\"tools\":[\"execute_bash\","
+                           "\"file_editor\",\"search\",\"validator\"]}");
+    free(s);
+    json_decref(j);
+    workload_presets_free(&p);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_builtins_and_caps),
+        cmocka_unit_test(test_json_round_trip),
+        cmocka_unit_test(test_base_overrides_only_named_fields),
+        cmocka_unit_test(test_bad_files_report_position),
+        cmocka_unit_test(test_failed_file_changes_nothing),
+        cmocka_unit_test(test_summary_lists_caps),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
