@@ -1,0 +1,335 @@
+/* Tests of the training cost model (src/cost/train.c): the dealing against a naive reference,
+ * hand-computed step times and memory thresholds, and the FLOP terms. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost/calib.h"
+#include "cost/train.h"
+#include "util/rng.h"
+
+static struct cost_shape qwen7b(void)
+{
+    struct cost_shape s;
+    assert_int_equal(cost_shape_init(&s, cost_ref_model(COST_REF_QWEN25_7B)), 0);
+    return s;
+}
+
+/* ---- the dealing against a naive O(n·dp) reference ------------------------------------------ */
+
+struct naive {
+    double work_max, tokens_max, attn_max, micro;
+};
+
+static void naive_deal(const struct cost_train_seqs *q, const struct cost_shape *s, int dp, int mb,
+                       double budget, bool each, struct naive *out)
+{
+    size_t n = q->n;
+    int *rank = calloc(n, sizeof *rank);
+    double *cell = calloc((size_t)mb * dp * 5, sizeof *cell); /* work, tokens, attn, big, cnt */
+    int groups = each ? mb : 1;
+    for (int g = 0; g < groups; g++) {
+        size_t lo = each ? (size_t)g * n / mb : 0, hi = each ? (size_t)(g + 1) * n / mb : n;
+        size_t cap = (hi - lo + dp - 1) / dp;
+        double *load = calloc(dp, sizeof *load);
+        size_t *count = calloc(dp, sizeof *count);
+        for (size_t k = 0; k < n; k++) { /* q->order is by decreasing work */
+            size_t i = q->order[k];
+            if (i < lo || i >= hi)
+                continue;
+            int best = -1;
+            for (int r = 0; r < dp; r++)
+                if (count[r] < cap && (best < 0 || load[r] < load[best]))
+                    best = r;
+            rank[i] = best;
+            load[best] += q->work[i];
+            count[best]++;
+        }
+        free(load);
+        free(count);
+    }
+    size_t *total = calloc(dp, sizeof *total), *seen = calloc(dp, sizeof *seen);
+    for (size_t i = 0; i < n; i++)
+        total[rank[i]]++;
+    for (size_t i = 0; i < n; i++) {
+        int r = rank[i];
+        size_t m = each ? i * mb / n : seen[r]++ * mb / total[r];
+        double *c = &cell[(m * dp + r) * 5];
+        c[0] += q->work[i];
+        c[1] += q->tokens[i];
+        c[2] += q->work[i] - 2.0 * s->params_active * q->tokens[i];
+        c[3] += q->tokens[i] > budget / 2 ? 1.0 : 0.0;
+    }
+    memset(out, 0, sizeof *out);
+    for (int m = 0; m < mb; m++) {
+        int worst = 0;
+        double micro = 0.0;
+        for (int r = 0; r < dp; r++) {
+            double *c = &cell[(m * dp + r) * 5];
+            if (c[0] > cell[(m * dp + worst) * 5])
+                worst = r;
+            micro = fmax(micro, fmax(ceil(c[1] / budget), c[3]));
+        }
+        double *w = &cell[(m * dp + worst) * 5];
+        out->work_max += w[0];
+        out->tokens_max += w[1];
+        out->attn_max += w[2];
+        out->micro += micro;
+    }
+    free(rank);
+    free(cell);
+    free(total);
+    free(seen);
+}
+
+static void test_deal_matches_naive_reference(void **state)
+{
+    struct cost_shape s = qwen7b();
+    struct rng rng = rng_keyed(11, 0, 0, 0);
+    struct cost_train_scratch sc = {0};
+    for (int trial = 0; trial < 60; trial++) {
+        size_t n = 8 + rng_uniform_int(&rng, 400);
+        uint32_t *len = malloc(n * sizeof *len);
+        for (size_t i = 0; i < n; i++)
+            len[i] = 1 + (uint32_t)rng_lognormal(&rng, 7.0, 1.0) % 30000;
+        struct cost_train_seqs q;
+        assert_int_equal(cost_train_seqs_init(&q, &s, len, n), 0);
+        int dp = 1 + (int)rng_uniform_int(&rng, 8);
+        int mb = 1 + (int)rng_uniform_int(&rng, 4);
+        bool each = rng_uniform_int(&rng, 2);
+        double budget = 30000.0 + (double)rng_uniform_int(&rng, 60000);
+        struct cost_train_load load;
+        int rc = cost_train_deal(&q, &s, dp, mb, budget, each, &sc, &load);
+        if (n < (size_t)dp * mb) {
+            assert_int_equal(rc, LIBRA_EINFEAS);
+        } else {
+            assert_int_equal(rc, 0);
+            struct naive ref;
+            naive_deal(&q, &s, dp, mb, budget, each, &ref);
+            assert_close(load.work_max, ref.work_max, 1e-12);
+            assert_close(load.tokens_max, ref.tokens_max, 1e-12);
+            assert_close(load.attn_work_max, ref.attn_max, 1e-12);
+            assert_close(load.microbatches, ref.micro, 0.0);
+            assert_close(load.work, q.total_work, 0.0);
+            /* the most loaded rank is at least the mean */
+            assert_true(load.work_max * dp >= load.work * (1.0 - 1e-12));
+        }
+        cost_train_seqs_free(&q);
+        free(len);
+    }
+    cost_train_scratch_free(&sc);
+}
+
+static void test_deal_rejects_what_cannot_run(void **state)
+{
+    struct cost_shape s = qwen7b();
+    uint32_t len[4] = {100, 200, 9000, 300};
+    struct cost_train_seqs q;
+    struct cost_train_scratch sc = {0};
+    struct cost_train_load load;
+    assert_int_equal(cost_train_seqs_init(&q, &s, len, 4), 0);
+    /* the 9000-token sequence does not fit an 8192-token micro-batch */
+    assert_int_equal(cost_train_deal(&q, &s, 1, 1, 8192, false, &sc, &load), LIBRA_EINFEAS);
+    /* 4 sequences cannot give 2 ranks 3 mini-batches each */
+    assert_int_equal(cost_train_deal(&q, &s, 2, 3, 16384, false, &sc, &load), LIBRA_EINFEAS);
+    assert_int_equal(cost_train_deal(&q, &s, 0, 1, 16384, false, &sc, &load), LIBRA_EINVAL);
+    assert_int_equal(cost_train_deal(&q, &s, 2, 2, 16384, false, &sc, &load), 0);
+    cost_train_seqs_free(&q);
+    cost_train_scratch_free(&sc);
+    uint32_t zero[2] = {10, 0};
+    assert_int_equal(cost_train_seqs_init(&q, &s, zero, 2), LIBRA_EINVAL);
+}
+
+/* ---- step time ----------------------------------------------------------------------------- */
+
+static void deal(const struct cost_shape *s, const uint32_t *len, size_t n,
+                 const struct cost_train_config *c, struct cost_train_load *load)
+{
+    struct cost_train_seqs q;
+    struct cost_train_scratch sc = {0};
+    assert_int_equal(cost_train_seqs_init(&q, s, len, n), 0);
+    assert_int_equal(cost_train_deal(&q, s, c->dp, c->minibatches, c->micro_batch_tokens,
+                                     c->balance_each_minibatch, &sc, load),
+                     0);
+    cost_train_seqs_free(&q);
+    cost_train_scratch_free(&sc);
+}
+
+static void test_single_gpu_step_by_hand(void **state)
+{
+    struct cost_shape s = qwen7b();
+    const struct spec_hardware *hw = cost_ref_hardware(COST_REF_A800);
+    struct cost_train_params p;
+    cost_train_params_default(&p);
+    uint32_t len[3] = {1000, 3000, 2000};
+    struct cost_train_config c = {
+        .tp = 1, .pp = 1, .cp = 1, .dp = 1, .micro_batch_tokens = 4096, .minibatches = 1};
+    struct cost_train_load load;
+    struct cost_train_step st;
+    deal(&s, len, 3, &c, &load);
+    assert_int_equal(cost_train_step_time(&s, hw, &p, &c, &load, &st), 0);
+
+    double fwd = 0.0;
+    for (int i = 0; i < 3; i++) /* 2·N per token plus 2·L·q_dim·len·(len+1) */
+        fwd += 2.0 * s.params_active * len[i] + 2.0 * 28 * 3584 * len[i] * (len[i] + 1.0);
+    assert_close(st.compute_s, 3.0 * fwd / (312e12 * p.mfu), 1e-12);
+    /* 6000 tokens in 4096-token micro-batches: 2; the 3000-token one needs its own */
+    assert_close(st.microbatch_s, 2.0 * p.t_microbatch_s, 1e-12);
+    double opt_bytes = s.params_total * (2.0 * 12.0 + 4.0 + 2.0);
+    assert_close(st.optimizer_s, opt_bytes / (2.039e12 * p.optimizer_bw_eff), 1e-12);
+    assert_true(st.tp_comm_s == 0.0 && st.dp_comm_s == 0.0 && st.pp_bubble_s == 0.0 &&
+                st.cp_comm_s == 0.0 && st.pp_p2p_s == 0.0);
+    assert_close(st.step_s, st.compute_s + st.microbatch_s + st.optimizer_s, 1e-12);
+    assert_close(st.imbalance, 1.0, 1e-12);
+}
+
+static void test_flop_terms_switch(void **state)
+{
+    struct cost_shape s = qwen7b();
+    const struct spec_hardware *hw = cost_ref_hardware(COST_REF_A800);
+    struct cost_train_params p;
+    cost_train_params_default(&p);
+    uint32_t len[8] = {800, 1200, 4000, 700, 2500, 3000, 100, 9000};
+    struct cost_train_config c = {
+        .tp = 2, .pp = 2, .cp = 1, .dp = 2, .micro_batch_tokens = 16384, .minibatches = 2};
+    struct cost_train_load load;
+    struct cost_train_step base, more;
+    deal(&s, len, 8, &c, &load);
+    assert_int_equal(cost_train_step_time(&s, hw, &p, &c, &load, &base), 0);
+    assert_true(base.k_update == 6.0 && base.k_recompute == 0.0 && base.k_old_logprob == 0.0 &&
+                base.k_reference == 0.0);
+    c.full_recompute = c.old_logprob = c.reference = true;
+    assert_int_equal(cost_train_step_time(&s, hw, &p, &c, &load, &more), 0);
+    assert_true(more.k_recompute == 2.0 && more.k_old_logprob == 2.0 && more.k_reference == 2.0);
+    assert_close(more.flops, base.flops * 12.0 / 6.0, 1e-12);
+    assert_close(more.compute_s, base.compute_s * 2.0, 1e-12);
+    assert_true(more.tp_comm_s > base.tp_comm_s && more.pp_p2p_s > base.pp_p2p_s);
+    assert_true(base.pp_bubble_s > 0.0 && base.dp_comm_s > 0.0);
+    /* a load dealt for another DP size is refused */
+    c.dp = 4;
+    assert_int_equal(cost_train_step_time(&s, hw, &p, &c, &load, &more), LIBRA_EINVAL);
+}
+
+static void test_more_gpus_less_compute(void **state)
+{
+    struct cost_shape s = qwen7b();
+    const struct spec_hardware *hw = cost_ref_hardware(COST_REF_A800);
+    struct cost_train_params p;
+    cost_train_params_default(&p);
+    uint32_t len[64];
+    for (int i = 0; i < 64; i++)
+        len[i] = 2048; /* equal lengths: the dealing is exact */
+    double prev = INFINITY;
+    for (int dp = 1; dp <= 16; dp *= 2) {
+        struct cost_train_config c = {.tp = 1,
+                                      .pp = 1,
+                                      .cp = 1,
+                                      .dp = dp,
+                                      .micro_batch_tokens = 8192,
+                                      .minibatches = 4,
+                                      .balance_each_minibatch = true};
+        struct cost_train_load load;
+        struct cost_train_step st;
+        deal(&s, len, 64, &c, &load);
+        assert_int_equal(cost_train_step_time(&s, hw, &p, &c, &load, &st), 0);
+        if (dp > 1)
+            assert_close(st.compute_s, prev / 2.0, 1e-12);
+        assert_close(st.imbalance, 1.0, 1e-12);
+        prev = st.compute_s;
+    }
+}
+
+/* ---- memory -------------------------------------------------------------------------------- */
+
+static struct cost_train_memory memory(const struct cost_train_config *c)
+{
+    struct cost_shape s = qwen7b();
+    struct cost_train_params p;
+    struct cost_train_memory m;
+    cost_train_params_default(&p);
+    assert_int_equal(cost_train_memory(&s, cost_ref_hardware(COST_REF_A800), &p, c, &m), 0);
+    assert_true(m.fits == (m.headroom_bytes >= 0.0));
+    return m;
+}
+
+/*
+ * Qwen2.5-7B (7.615 B parameters) on an 80 GB A800 with 5 % margin (76 GB) and 4 GB workspace,
+ * full recompute. Per token: layer inputs 28·3584·2 B, one layer's activations
+ * (4·3584 + 2·3584 + 2·512 + 4·18944)·2 B and logits 152064·4·1.5 B: ≈ 1.31 MB.
+ * ZeRO-1 over 8 ranks keeps 2 + 4 + 12/8 = 7.5 B per parameter (57.1 GB): room for ≈ 11.4 K
+ * tokens. ZeRO-2 keeps 2 + 4/8 + 12/8 = 4 B (30.5 GB): ≈ 31.7 K tokens.
+ */
+static void test_memory_fits_flips_where_computed(void **state)
+{
+    struct cost_train_config c = {.tp = 1,
+                                  .pp = 1,
+                                  .cp = 1,
+                                  .dp = 8,
+                                  .minibatches = 1,
+                                  .zero_stage = 1,
+                                  .full_recompute = true};
+    c.micro_batch_tokens = 11000;
+    assert_true(memory(&c).fits);
+    c.micro_batch_tokens = 12000;
+    assert_false(memory(&c).fits);
+    c.zero_stage = 2;
+    c.micro_batch_tokens = 31000;
+    assert_true(memory(&c).fits);
+    c.micro_batch_tokens = 32500;
+    assert_false(memory(&c).fits);
+    /* without recompute every layer's activations stay: far less fits */
+    c.full_recompute = false;
+    c.micro_batch_tokens = 8192;
+    assert_false(memory(&c).fits);
+    c.zero_stage = 0; /* 16 B per parameter: 122 GB, never fits on one 80 GB GPU */
+    c.full_recompute = true;
+    c.micro_batch_tokens = 1;
+    assert_false(memory(&c).fits);
+}
+
+static void test_memory_shrinks_with_sharding(void **state)
+{
+    struct cost_train_config c = {
+        .tp = 1, .pp = 1, .cp = 1, .dp = 8, .minibatches = 1, .micro_batch_tokens = 8192};
+    double prev = INFINITY;
+    for (int z = 0; z <= 3; z++) {
+        c.zero_stage = z;
+        struct cost_train_memory m = memory(&c);
+        assert_true(m.total_bytes < prev);
+        prev = m.total_bytes;
+    }
+    c.zero_stage = 0;
+    c.distributed_optimizer = true; /* = ZeRO-1 */
+    struct cost_train_memory d = memory(&c);
+    c.distributed_optimizer = false;
+    c.zero_stage = 1;
+    assert_close(d.total_bytes, memory(&c).total_bytes, 1e-12);
+    struct cost_train_memory t1 = memory(&c);
+    c.tp = 4;
+    struct cost_train_memory t4 = memory(&c);
+    assert_true(t4.weights_bytes < t1.weights_bytes &&
+                t4.activations_bytes < t1.activations_bytes && t4.logits_bytes < t1.logits_bytes);
+    c.tp = 3; /* does not divide 28 heads */
+    struct cost_shape s = qwen7b();
+    struct cost_train_params p;
+    struct cost_train_memory m;
+    cost_train_params_default(&p);
+    assert_int_equal(cost_train_memory(&s, cost_ref_hardware(COST_REF_A800), &p, &c, &m),
+                     LIBRA_EINVAL);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_deal_matches_naive_reference),
+        cmocka_unit_test(test_deal_rejects_what_cannot_run),
+        cmocka_unit_test(test_single_gpu_step_by_hand),
+        cmocka_unit_test(test_flop_terms_switch),
+        cmocka_unit_test(test_more_gpus_less_compute),
+        cmocka_unit_test(test_memory_fits_flips_where_computed),
+        cmocka_unit_test(test_memory_shrinks_with_sharding),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
