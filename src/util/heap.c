@@ -46,21 +46,22 @@ static void sift_up(struct heap *h, size_t i)
     memcpy(at(h, i), scratch(h), h->elem_bytes);
 }
 
-/* Places the scratch element in the hole at i, moving smaller descendants up. */
-static void sift_down(struct heap *h, size_t i)
+/*
+ * Fills the hole at the root after a pop: the hole sinks to a leaf along the smaller children
+ * (one comparison per level), then the scratch element (the old last one) rises from there.
+ * The old last element usually belongs near the bottom, so this needs about half the
+ * comparisons of sifting it down from the root (Floyd; libstdc++'s __adjust_heap).
+ */
+static void refill_root(struct heap *h)
 {
-    for (;;) {
-        size_t child = 2 * i + 1;
-        if (child >= h->n)
-            break;
+    size_t i = 0;
+    for (size_t child = 1; child < h->n; child = 2 * i + 1) {
         if (child + 1 < h->n && h->cmp(at(h, child + 1), at(h, child), h->ctx) < 0)
             child++;
-        if (h->cmp(at(h, child), scratch(h), h->ctx) >= 0)
-            break;
         memcpy(at(h, i), at(h, child), h->elem_bytes);
         i = child;
     }
-    memcpy(at(h, i), scratch(h), h->elem_bytes);
+    sift_up(h, i);
 }
 
 void heap_push(struct heap *h, const void *elem)
@@ -82,7 +83,7 @@ bool heap_pop(struct heap *h, void *out)
     h->n--;
     if (h->n > 0) {
         memcpy(scratch(h), at(h, h->n), h->elem_bytes);
-        sift_down(h, 0);
+        refill_root(h);
     }
     return true;
 }
