@@ -1,0 +1,427 @@
+/*
+ * The learnt state of the router: trees, state interning, LRU caps, history and rebuilds;
+ * see model.h (the estimator) and tree.h (the layout).
+ *
+ * A prompt tree's memory is charged to the model when it is created and as it grows, and
+ * PROMPT_ENTRY_BYTES more for its map entry and key; the cap is enforced before anything
+ * grows, never by failing an insert.
+ */
+#include "sched/model.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/obs.h"
+#include "sched/tree.h"
+#include "util/alloc.h"
+
+#define PROMPT_ENTRY_BYTES 96 /* map entry, index slot and key of one prompt tree, about */
+
+void sched_model_config_default(struct sched_model_config *c)
+{
+    c->max_bytes = (size_t)256 << 20;
+    c->history = 5000;
+    c->max_states = 65536;
+}
+
+static int hist_cmp(const void *a, const void *b, void *ctx)
+{
+    const struct sched_hist *x = a, *y = b;
+    if (x->start != y->start)
+        return x->start < y->start ? -1 : 1;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+struct sched_model *sched_model_new(const struct sched_model_config *c)
+{
+    struct sched_model *m = xcalloc(1, sizeof *m);
+    if (c)
+        m->cfg = *c;
+    else
+        sched_model_config_default(&m->cfg);
+    m->bytes = sched_tree_init(&m->global, 0);
+    map_init(&m->prompts);
+    map_init(&m->state_ids);
+    heap_init(&m->history, sizeof(struct sched_hist), hist_cmp, NULL);
+    sched_pred_reset(&m->pred);
+    return m;
+}
+
+void sched_hex_key(uint64_t v, char out[17])
+{
+    static const char hex[] = "0123456789abcdef";
+    for (int i = 15; i >= 0; i--, v >>= 4)
+        out[i] = hex[v & 15];
+    out[16] = '\0';
+}
+
+static void lru_unlink(struct sched_model *m, struct sched_tree *t)
+{
+    if (t->lru_prev)
+        t->lru_prev->lru_next = t->lru_next;
+    else
+        m->lru_head = t->lru_next;
+    if (t->lru_next)
+        t->lru_next->lru_prev = t->lru_prev;
+    else
+        m->lru_tail = t->lru_prev;
+    t->lru_prev = t->lru_next = NULL;
+}
+
+static void lru_push_front(struct sched_model *m, struct sched_tree *t)
+{
+    t->lru_next = m->lru_head;
+    t->lru_prev = NULL;
+    if (m->lru_head)
+        m->lru_head->lru_prev = t;
+    m->lru_head = t;
+    if (!m->lru_tail)
+        m->lru_tail = t;
+}
+
+static void drop_prompt_tree(struct sched_model *m, struct sched_tree *t)
+{
+    char key[17];
+    sched_hex_key(t->prompt, key);
+    map_del(&m->prompts, key, NULL);
+    lru_unlink(m, t);
+    m->bytes -= t->bytes + PROMPT_ENTRY_BYTES;
+    sched_tree_free(t);
+    free(t);
+}
+
+static void clear_trees(struct sched_model *m)
+{
+    while (m->lru_head)
+        drop_prompt_tree(m, m->lru_head);
+    m->bytes -= m->global.bytes;
+    sched_tree_free(&m->global);
+    m->bytes += sched_tree_init(&m->global, 0);
+}
+
+static void free_history(struct sched_model *m)
+{
+    struct sched_hist h;
+    while (heap_pop(&m->history, &h))
+        free(h.s);
+}
+
+void sched_model_free(struct sched_model *m)
+{
+    if (!m)
+        return;
+    clear_trees(m);
+    sched_tree_free(&m->global);
+    map_free(&m->prompts);
+    map_free(&m->state_ids);
+    for (size_t i = 0; i < m->states.n; i++)
+        free(m->states.v[i].key);
+    vec_free(&m->states);
+    free_history(m);
+    heap_free(&m->history);
+    free(m);
+}
+
+/* ---- states --------------------------------------------------------------------------------- */
+
+/* Counts statuses and sizes in a key "tool:size:status|tool:size:status". */
+static void parse_key_counts(const char *key, struct sched_state_info *info)
+{
+    for (const char *part = key; part && *part;) {
+        const char *end = strchr(part, '|');
+        size_t len = end ? (size_t)(end - part) : strlen(part);
+        const char *status = NULL, *size = NULL;
+        for (const char *p = part + len; p > part; p--)
+            if (p[-1] == ':') {
+                if (!status)
+                    status = p;
+                else if (!size) {
+                    size = p;
+                    break;
+                }
+            }
+        for (int k = 0; status && k < SCHED_STATUS_COUNT; k++) {
+            const char *name = sched_status_name((enum sched_status)k);
+            if (strncmp(status, name, strlen(name)) == 0 && info->status_count[k] < UINT8_MAX)
+                info->status_count[k]++;
+        }
+        for (int k = 0; size && k < SCHED_SIZE_COUNT; k++) {
+            const char *name = sched_size_name((enum sched_size)k);
+            if (strncmp(size, name, strlen(name)) == 0 && size[strlen(name)] == ':' &&
+                info->size_count[k] < UINT8_MAX)
+                info->size_count[k]++;
+        }
+        part = end ? end + 1 : NULL;
+    }
+}
+
+uint32_t sched_model_state(struct sched_model *m, const char *key)
+{
+    union map_value v;
+    if (map_get(&m->state_ids, key, &v))
+        return (uint32_t)v.i64;
+    if (m->states.n >= m->cfg.max_states)
+        return SCHED_STATE_NONE;
+    struct sched_state_info info = {.key = xstrdup(key)};
+    parse_key_counts(key, &info);
+    uint32_t id = (uint32_t)m->states.n;
+    vec_push(&m->states, info);
+    map_put(&m->state_ids, key, (union map_value){.i64 = id});
+    return id;
+}
+
+const char *sched_model_state_key(const struct sched_model *m, uint32_t id)
+{
+    return id < m->states.n ? m->states.v[id].key : NULL;
+}
+
+/* ---- trees and caps ------------------------------------------------------------------------- */
+
+bool sched_model_reserve(struct sched_model *m, size_t need, const struct sched_tree *keep)
+{
+    while (m->bytes + need > m->cfg.max_bytes && m->lru_tail &&
+           !(m->lru_tail == keep && !keep->lru_prev)) {
+        struct sched_tree *victim = m->lru_tail == keep ? keep->lru_prev : m->lru_tail;
+        drop_prompt_tree(m, victim);
+        m->evictions++;
+    }
+    return m->bytes + need <= m->cfg.max_bytes;
+}
+
+struct sched_tree *sched_model_prompt_tree(struct sched_model *m, uint64_t prompt, bool create)
+{
+    char key[17];
+    sched_hex_key(prompt, key);
+    union map_value v;
+    if (map_get(&m->prompts, key, &v)) {
+        lru_unlink(m, v.ptr);
+        lru_push_front(m, v.ptr);
+        return v.ptr;
+    }
+    if (!create)
+        return NULL;
+    struct sched_tree probe;
+    size_t cost = sched_tree_init(&probe, prompt) + PROMPT_ENTRY_BYTES;
+    if (!sched_model_reserve(m, cost, NULL)) {
+        sched_tree_free(&probe);
+        return NULL;
+    }
+    struct sched_tree *t = xmalloc(sizeof *t);
+    *t = probe;
+    map_put(&m->prompts, key, (union map_value){.ptr = t});
+    lru_push_front(m, t);
+    m->bytes += cost;
+    return t;
+}
+
+static void learn_node(struct sched_model *m, struct sched_tree *t, uint32_t node, int64_t tokens,
+                       bool censored)
+{
+    const struct sched_tree *keep = t == &m->global ? NULL : t;
+    bool grow_ok = sched_model_reserve(m, sched_node_grow_cost(&t->nodes.v[node]), keep);
+    size_t before = t->bytes;
+    sched_node_add(t, node, (uint32_t)(tokens < SCHED_SAMPLE_MAX ? tokens : SCHED_SAMPLE_MAX),
+                   censored, grow_ok);
+    m->bytes += t->bytes - before;
+}
+
+static void tree_learn(struct sched_model *m, struct sched_tree *t,
+                       const struct sched_traj_summary *s)
+{
+    const struct sched_tree *keep = t == &m->global ? NULL : t;
+    uint32_t node = 0;
+    learn_node(m, t, 0, s->total_tokens, s->censored);
+    for (size_t i = 0; i < s->n; i++) {
+        uint32_t c = sched_tree_child(t, node, s->states[i]);
+        if (!c) {
+            if (s->states[i] == SCHED_STATE_NONE ||
+                !sched_model_reserve(m, sched_tree_child_cost(t), keep))
+                return;
+            size_t before = t->bytes;
+            c = sched_tree_add_child(t, node, s->states[i]);
+            m->bytes += t->bytes - before;
+        }
+        node = c;
+        learn_node(m, t, node, s->total_tokens - s->gen_before[i], s->censored);
+    }
+}
+
+static void pred_learn(struct sched_model *m, const struct sched_traj_summary *s)
+{
+    double x[SCHED_PRED_DIM];
+    for (size_t i = 0; i <= s->n; i++) {
+        int64_t gen = i ? s->gen_before[i - 1] : 0;
+        double sib = s->sibling_mean_tokens ? s->sibling_mean_tokens[i] : NAN;
+        sched_pred_features(m->states.v, s->states, i, gen, sib, x);
+        sched_pred_add(&m->pred, x, (double)(s->total_tokens - gen));
+    }
+}
+
+static void learn(struct sched_model *m, const struct sched_traj_summary *s)
+{
+    struct sched_tree *pt = sched_model_prompt_tree(m, s->prompt, true);
+    if (pt)
+        tree_learn(m, pt, s);
+    tree_learn(m, &m->global, s);
+    pred_learn(m, s);
+}
+
+/* ---- history -------------------------------------------------------------------------------- */
+
+static struct sched_traj_summary *summary_copy(const struct sched_traj_summary *s)
+{
+    size_t n_sib = s->sibling_mean_tokens ? s->n + 1 : 0;
+    size_t bytes = sizeof *s + s->n * (sizeof(int64_t) + sizeof(uint32_t)) + n_sib * sizeof(double);
+    struct sched_traj_summary *c = xmalloc(bytes);
+    *c = *s;
+    int64_t *gen = (int64_t *)(c + 1);
+    double *sib = (double *)(gen + s->n);
+    uint32_t *states = (uint32_t *)(sib + n_sib);
+    if (s->n) {
+        memcpy(gen, s->gen_before, s->n * sizeof *gen);
+        memcpy(states, s->states, s->n * sizeof *states);
+    }
+    if (n_sib)
+        memcpy(sib, s->sibling_mean_tokens, n_sib * sizeof *sib);
+    c->gen_before = gen;
+    c->sibling_mean_tokens = n_sib ? sib : NULL;
+    c->states = states;
+    return c;
+}
+
+static void remember(struct sched_model *m, const struct sched_traj_summary *s)
+{
+    if (m->cfg.history == 0)
+        return;
+    struct sched_hist h = {.start = s->start, .seq = m->history_seq++};
+    if (heap_size(&m->history) >= m->cfg.history) {
+        if (hist_cmp(heap_peek(&m->history), &h, NULL) > 0)
+            return; /* older than everything kept */
+        struct sched_hist old;
+        heap_pop(&m->history, &old);
+        free(old.s);
+    }
+    h.s = summary_copy(s);
+    heap_push(&m->history, &h);
+}
+
+static int check_summary(const struct sched_model *m, const struct sched_traj_summary *s)
+{
+    if (s->total_tokens < 0 || (s->n && (!s->states || !s->gen_before)))
+        return LIBRA_EINVAL;
+    int64_t prev = 0;
+    for (size_t i = 0; i < s->n; i++) {
+        if (s->gen_before[i] < prev || s->gen_before[i] > s->total_tokens)
+            return LIBRA_EINVAL;
+        if (s->states[i] != SCHED_STATE_NONE && s->states[i] >= m->states.n)
+            return LIBRA_EINVAL;
+        prev = s->gen_before[i];
+    }
+    return 0;
+}
+
+int sched_model_insert(struct sched_model *m, const struct sched_traj_summary *s)
+{
+    int rc = check_summary(m, s);
+    if (rc)
+        return rc;
+    learn(m, s);
+    remember(m, s);
+    return 0;
+}
+
+static int hist_qsort_cmp(const void *a, const void *b)
+{
+    return hist_cmp(a, b, NULL);
+}
+
+void sched_model_rebuild(struct sched_model *m)
+{
+    size_t n = heap_size(&m->history);
+    struct sched_hist *order = xmallocarray(n ? n : 1, sizeof *order);
+    if (n)
+        memcpy(order, m->history.data, n * sizeof *order);
+    qsort(order, n, sizeof *order, hist_qsort_cmp);
+    clear_trees(m);
+    sched_pred_reset(&m->pred);
+    for (size_t i = 0; i < n; i++)
+        learn(m, order[i].s);
+    free(order);
+}
+
+/* ---- look-ups ------------------------------------------------------------------------------- */
+
+/* Walks states from t's root; returns the depth matched and the node reached. */
+static size_t walk(const struct sched_tree *t, const uint32_t *states, size_t n, uint32_t *node)
+{
+    uint32_t at = 0;
+    size_t d = 0;
+    for (; d < n; d++) {
+        uint32_t c = sched_tree_child(t, at, states[d]);
+        if (!c)
+            break;
+        at = c;
+    }
+    *node = at;
+    return d;
+}
+
+static void fill(struct sched_estimate *out, struct sched_tree *t, uint32_t node, size_t depth,
+                 size_t n, bool from_prompt)
+{
+    struct sched_node *nd = &t->nodes.v[node];
+    out->found = nd->visits > 0;
+    out->exact = out->found && depth == n;
+    out->from_prompt = from_prompt;
+    out->depth = (int)depth;
+    out->visits = nd->visits;
+    out->mean_tokens = nd->mean_tokens;
+    out->p90_tokens = sched_node_p90(nd);
+}
+
+void sched_model_lookup(struct sched_model *m, uint64_t prompt, const uint32_t *states, size_t n,
+                        struct sched_estimate *out)
+{
+    memset(out, 0, sizeof *out);
+    out->mean_tokens = out->p90_tokens = NAN;
+    struct sched_tree *pt = sched_model_prompt_tree(m, prompt, false);
+    uint32_t pnode = 0, gnode = 0;
+    size_t pd = pt ? walk(pt, states, n, &pnode) : 0;
+    size_t gd = walk(&m->global, states, n, &gnode);
+    if (pt && pd == n && pt->nodes.v[pnode].visits)
+        fill(out, pt, pnode, pd, n, true);
+    else if (gd == n || !pt || gd > pd)
+        fill(out, &m->global, gnode, gd, n, false);
+    else
+        fill(out, pt, pnode, pd, n, true);
+}
+
+void sched_model_predict(struct sched_model *m, const struct sched_pred_features *f,
+                         struct sched_estimate *out)
+{
+    memset(out, 0, sizeof *out);
+    out->mean_tokens = out->p90_tokens = NAN;
+    double x[SCHED_PRED_DIM];
+    sched_pred_features(m->states.v, f->states, f->n, f->generated_tokens, f->sibling_mean_tokens,
+                        x);
+    if (!sched_pred_estimate(&m->pred, x, &out->mean_tokens, &out->p90_tokens))
+        return;
+    out->found = out->exact = true;
+    out->depth = (int)f->n;
+    out->visits = m->pred.n > UINT32_MAX ? UINT32_MAX : (uint32_t)m->pred.n;
+}
+
+void sched_model_stats(const struct sched_model *m, struct sched_model_stats *out)
+{
+    memset(out, 0, sizeof *out);
+    out->trees = map_size(&m->prompts);
+    out->nodes = m->global.nodes.n;
+    for (const struct sched_tree *t = m->lru_head; t; t = t->lru_next)
+        out->nodes += t->nodes.n;
+    out->tree_bytes = m->bytes;
+    out->history = heap_size(&m->history);
+    out->states = m->states.n;
+    out->evictions = m->evictions;
+}

@@ -1,0 +1,191 @@
+/*
+ * Prefix tree nodes and the Kaplan-Meier estimator over their windows; see tree.h and the
+ * estimator's rationale in model.h.
+ *
+ * The estimator sorts at most SCHED_TREE_WINDOW samples. The p90 is cached per node and
+ * recomputed only after the window changes, so look-ups (the routing hot path) read a field;
+ * the sort is paid when a trajectory is learnt, and for the running mean only when the sample
+ * is censored.
+ */
+#include "sched/tree.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/alloc.h"
+
+size_t sched_tree_init(struct sched_tree *t, uint64_t prompt)
+{
+    memset(t, 0, sizeof *t);
+    t->prompt = prompt;
+    vec_reserve(&t->nodes, 1);
+    memset(&t->nodes.v[0], 0, sizeof t->nodes.v[0]);
+    t->nodes.n = 1;
+    t->bytes = sizeof *t + t->nodes.cap * sizeof(struct sched_node);
+    return t->bytes;
+}
+
+void sched_tree_free(struct sched_tree *t)
+{
+    for (size_t i = 0; i < t->nodes.n; i++)
+        free(t->nodes.v[i].window);
+    vec_free(&t->nodes);
+    t->bytes = 0;
+}
+
+uint32_t sched_tree_child(const struct sched_tree *t, uint32_t node, uint32_t state)
+{
+    for (uint32_t c = t->nodes.v[node].first_child; c; c = t->nodes.v[c].next_sibling)
+        if (t->nodes.v[c].state == state)
+            return c;
+    return 0;
+}
+
+size_t sched_tree_child_cost(const struct sched_tree *t)
+{
+    if (t->nodes.n < t->nodes.cap)
+        return 0;
+    size_t grown = t->nodes.cap * 2 > 8 ? t->nodes.cap * 2 : 8;
+    return (grown - t->nodes.cap) * sizeof(struct sched_node);
+}
+
+uint32_t sched_tree_add_child(struct sched_tree *t, uint32_t node, uint32_t state)
+{
+    size_t old_cap = t->nodes.cap;
+    vec_reserve(&t->nodes, t->nodes.n + 1);
+    t->bytes += (t->nodes.cap - old_cap) * sizeof(struct sched_node);
+    uint32_t c = (uint32_t)t->nodes.n++;
+    struct sched_node *n = &t->nodes.v[c];
+    memset(n, 0, sizeof *n);
+    n->state = state;
+    n->next_sibling = t->nodes.v[node].first_child;
+    t->nodes.v[node].first_child = c;
+    return c;
+}
+
+uint32_t sched_node_window_at(const struct sched_node *n, unsigned i)
+{
+    return n->window[(n->win_head + i) % n->win_cap];
+}
+
+size_t sched_node_grow_cost(const struct sched_node *n)
+{
+    if (n->win_n < n->win_cap || n->win_cap >= SCHED_TREE_WINDOW)
+        return 0;
+    unsigned grown = n->win_cap ? n->win_cap * 2u : 4u;
+    if (grown > SCHED_TREE_WINDOW)
+        grown = SCHED_TREE_WINDOW;
+    return (grown - n->win_cap) * sizeof(uint32_t);
+}
+
+void sched_node_window_push(struct sched_tree *t, uint32_t node, uint32_t sample, bool grow_ok)
+{
+    struct sched_node *n = &t->nodes.v[node];
+    size_t grow = sched_node_grow_cost(n);
+    if (grow && grow_ok) {
+        if (n->win_head) { /* a ring wrapped while memory was short: straighten it first */
+            uint32_t tmp[SCHED_TREE_WINDOW];
+            for (unsigned i = 0; i < n->win_n; i++)
+                tmp[i] = sched_node_window_at(n, i);
+            memcpy(n->window, tmp, n->win_n * sizeof tmp[0]);
+            n->win_head = 0;
+        }
+        n->window =
+            xreallocarray(n->window, n->win_cap + grow / sizeof(uint32_t), sizeof(uint32_t));
+        n->win_cap = (uint8_t)(n->win_cap + grow / sizeof(uint32_t));
+        t->bytes += grow;
+    }
+    if (n->win_n < n->win_cap) {
+        /* Not full yet: the window is contiguous from index 0 (head stays 0). */
+        n->window[n->win_n++] = sample;
+    } else if (n->win_cap > 0) {
+        /* Full (at SCHED_TREE_WINDOW, or capped by memory): overwrite the oldest. */
+        n->window[n->win_head] = sample;
+        n->win_head = (uint8_t)((n->win_head + 1) % n->win_cap);
+    }
+    n->p90_stale = true;
+}
+
+static int cmp_sample(const void *a, const void *b)
+{
+    /* Ascending value; at a tie, exact before censored (a censored x means "> x"). */
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    uint32_t vx = x & SCHED_SAMPLE_MAX, vy = y & SCHED_SAMPLE_MAX;
+    if (vx != vy)
+        return vx < vy ? -1 : 1;
+    return (x > y) - (x < y);
+}
+
+/*
+ * Sorts n's window into s[] and fills mass[] with the Kaplan-Meier probability mass of each
+ * sample (Efron's redistribute-to-the-right). Returns the number of samples.
+ */
+static unsigned km_masses(const struct sched_node *n, uint32_t *s, double *mass)
+{
+    unsigned k = n->win_n;
+    if (k == 0)
+        return 0;
+    memcpy(s, n->window, k * sizeof *s); /* the window's order does not matter here */
+    qsort(s, k, sizeof *s, cmp_sample);
+    double cur = 1.0 / k; /* mass each not-yet-visited sample holds */
+    for (unsigned i = 0; i < k; i++) {
+        bool censored = s[i] & SCHED_SAMPLE_CENSORED;
+        if (censored && i + 1 < k) {
+            cur += cur / (double)(k - 1 - i);
+            mass[i] = 0.0;
+        } else {
+            mass[i] = cur;
+        }
+    }
+    return k;
+}
+
+/* E[X | X > c] under the window's Kaplan-Meier distribution; c when no mass lies above c. */
+static double km_mean_above(const struct sched_node *n, uint32_t c)
+{
+    uint32_t s[SCHED_TREE_WINDOW];
+    double mass[SCHED_TREE_WINDOW];
+    unsigned k = km_masses(n, s, mass);
+    double num = 0, den = 0;
+    for (unsigned i = 0; i < k; i++) {
+        uint32_t v = s[i] & SCHED_SAMPLE_MAX;
+        if (v > c) {
+            num += mass[i] * v;
+            den += mass[i];
+        }
+    }
+    return den > 0 ? num / den : (double)c;
+}
+
+uint32_t sched_node_p90(struct sched_node *n)
+{
+    if (!n->p90_stale)
+        return n->p90_tokens;
+    uint32_t s[SCHED_TREE_WINDOW];
+    double mass[SCHED_TREE_WINDOW];
+    unsigned k = km_masses(n, s, mass);
+    double cum = 0;
+    uint32_t p90 = k ? s[k - 1] & SCHED_SAMPLE_MAX : 0;
+    for (unsigned i = 0; i < k; i++) {
+        cum += mass[i];
+        if (cum >= 0.9 - 1e-12) {
+            p90 = s[i] & SCHED_SAMPLE_MAX;
+            break;
+        }
+    }
+    n->p90_tokens = p90;
+    n->p90_stale = false;
+    return p90;
+}
+
+void sched_node_add(struct sched_tree *t, uint32_t node, uint32_t tokens, bool censored,
+                    bool grow_ok)
+{
+    struct sched_node *n = &t->nodes.v[node];
+    if (tokens > SCHED_SAMPLE_MAX)
+        tokens = SCHED_SAMPLE_MAX;
+    double value = censored ? km_mean_above(n, tokens) : (double)tokens;
+    n->visits++;
+    n->mean_tokens += (value - n->mean_tokens) / n->visits;
+    sched_node_window_push(t, node, tokens | (censored ? SCHED_SAMPLE_CENSORED : 0), grow_ok);
+}

@@ -1,0 +1,118 @@
+/*
+ * Internals of the prefix trees shared by model.c (learning, look-up, caps) and tree_json.c
+ * (export, import, merge). Not an API: other modules use sched/model.h.
+ *
+ * Memory: a node is 40 bytes plus its window, 4 bytes per sample (grown geometrically to at
+ * most SCHED_TREE_WINDOW), so a full node stays under 1 KiB. Nodes of one tree live in one
+ * array and link by index (first child, next sibling): no per-node allocation, and a tree is
+ * freed in two calls.
+ */
+#ifndef SCHED_TREE_H
+#define SCHED_TREE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "sched/model.h"
+#include "sched/pred.h"
+#include "util/heap.h"
+#include "util/map.h"
+#include "util/vec.h"
+
+#define SCHED_SAMPLE_CENSORED 0x80000000u /* window entry flag: a lower bound */
+#define SCHED_SAMPLE_MAX 0x7fffffffu      /* largest sample, tokens */
+
+struct sched_node {
+    uint32_t state;        /* id of the state on the edge into this node; unused on roots */
+    uint32_t first_child;  /* node index, 0 for none (the root is 0, never a child) */
+    uint32_t next_sibling; /* node index, 0 for none */
+    uint32_t visits;
+    double mean_tokens;  /* running mean of remaining tokens (censored samples imputed) */
+    uint32_t *window;    /* ring of samples | SCHED_SAMPLE_CENSORED, oldest at head */
+    uint8_t win_n;       /* samples held */
+    uint8_t win_head;    /* index of the oldest once full */
+    uint8_t win_cap;     /* allocated entries */
+    bool p90_stale;      /* window changed since p90_tokens was computed */
+    uint32_t p90_tokens; /* cached Kaplan-Meier p90 */
+};
+
+struct sched_tree {
+    uint64_t prompt;              /* the prompt key; unused for the global tree */
+    VEC(struct sched_node) nodes; /* nodes[0] is the root */
+    size_t bytes;                 /* memory counted against the cap */
+    struct sched_tree *lru_prev;  /* more recently used */
+    struct sched_tree *lru_next;  /* less recently used */
+};
+
+/* Per interned state: its key and the counts the predictor uses. */
+struct sched_state_info {
+    char *key;
+    uint8_t status_count[4]; /* returns by enum sched_status */
+    uint8_t size_count[3];   /* returns by enum sched_size */
+};
+
+struct sched_model {
+    struct sched_model_config cfg;
+    struct sched_tree global;
+    struct map prompts;          /* "%016llx" prompt key -> struct sched_tree * */
+    struct sched_tree *lru_head; /* most recently used prompt tree */
+    struct sched_tree *lru_tail; /* least recently used */
+    size_t bytes;                /* all trees' bytes */
+    size_t evictions;
+    struct map state_ids;                /* key -> id */
+    VEC(struct sched_state_info) states; /* by id */
+    struct heap history;                 /* struct sched_hist, earliest start on top */
+    uint64_t history_seq;                /* ties of start broken by insertion order */
+    struct sched_pred pred;
+};
+
+/* A trajectory kept for rebuilds: the summary with its arrays owned. */
+struct sched_hist {
+    double start;
+    uint64_t seq;
+    struct sched_traj_summary *s; /* owned; arrays in the same allocation */
+};
+
+/* Initialises an empty tree holding just a root; returns the bytes it uses. */
+size_t sched_tree_init(struct sched_tree *t, uint64_t prompt);
+
+/* Frees a tree's storage. */
+void sched_tree_free(struct sched_tree *t);
+
+/* The child of node along state, or 0. */
+uint32_t sched_tree_child(const struct sched_tree *t, uint32_t node, uint32_t state);
+
+/* Adds a child of node along state (not present yet); returns its index. Updates t->bytes. */
+uint32_t sched_tree_add_child(struct sched_tree *t, uint32_t node, uint32_t state);
+
+/* Bytes a new child would add to t (the node array may have to grow). */
+size_t sched_tree_child_cost(const struct sched_tree *t);
+
+/*
+ * Adds one sample (tokens, censored) to node: visits, running mean (censored imputed) and the
+ * window, which grows only when grow_ok (the memory cap). Updates t->bytes.
+ */
+void sched_node_add(struct sched_tree *t, uint32_t node, uint32_t tokens, bool censored,
+                    bool grow_ok);
+
+/* Bytes node's window would add if it grew now (0 when it need not grow). */
+size_t sched_node_grow_cost(const struct sched_node *n);
+
+/* The node's Kaplan-Meier p90 (cached). */
+uint32_t sched_node_p90(struct sched_node *n);
+
+/* Appends a sample to the window only (no visit, no mean), growing it when grow_ok. */
+void sched_node_window_push(struct sched_tree *t, uint32_t node, uint32_t sample, bool grow_ok);
+
+/* The i-th oldest window entry of n (i < win_n), flag included. */
+uint32_t sched_node_window_at(const struct sched_node *n, unsigned i);
+
+/* The prompt tree of key, created (and counted) when create and absent; NULL otherwise. */
+struct sched_tree *sched_model_prompt_tree(struct sched_model *m, uint64_t prompt, bool create);
+
+/* Makes room for need bytes by evicting prompt trees other than keep, LRU first. Returns
+ * whether bytes + need fits the cap afterwards. */
+bool sched_model_reserve(struct sched_model *m, size_t need, const struct sched_tree *keep);
+
+#endif

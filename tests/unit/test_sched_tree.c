@@ -1,0 +1,532 @@
+/*
+ * Tests of the prefix trees (src/sched/model.c, tree.c, tree_json.c): node statistics, the
+ * censored estimator, look-up order, rebuilds, memory caps, persistence, and a differential
+ * test against a naive list of every sample with a product-limit Kaplan-Meier.
+ */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/model.h"
+#include "util/rng.h"
+
+/* Inserts a trajectory: path of state keys, tokens generated before each, total. */
+static void put(struct sched_model *m, uint64_t prompt, double start, const char *const *keys,
+                const int64_t *gen, size_t n, int64_t total, bool censored)
+{
+    uint32_t ids[16];
+    for (size_t i = 0; i < n; i++)
+        ids[i] = sched_model_state(m, keys[i]);
+    struct sched_traj_summary s = {.prompt = prompt,
+                                   .start = start,
+                                   .censored = censored,
+                                   .total_tokens = total,
+                                   .n = n,
+                                   .states = ids,
+                                   .gen_before = gen};
+    assert_int_equal(sched_model_insert(m, &s), 0);
+}
+
+static void look(struct sched_model *m, uint64_t prompt, const char *const *keys, size_t n,
+                 struct sched_estimate *e)
+{
+    uint32_t ids[16];
+    for (size_t i = 0; i < n; i++)
+        ids[i] = sched_model_state(m, keys[i]);
+    sched_model_lookup(m, prompt, ids, n, e);
+}
+
+static void test_node_statistics_exact(void **state)
+{
+    struct sched_model *m = sched_model_new(NULL);
+    const char *path[] = {"s:small:success"};
+    for (int64_t v = 1; v <= 10; v++) {
+        int64_t gen[] = {100};
+        put(m, 7, (double)v, path, gen, 1, 100 + v * 100, false);
+    }
+    struct sched_estimate e;
+    look(m, 7, NULL, 0, &e); /* the root holds the totals: 200..1100 */
+    assert_true(e.found && e.exact && e.from_prompt);
+    assert_int_equal(e.visits, 10);
+    assert_close(e.mean_tokens, 650.0, 1e-12);
+    assert_close(e.p90_tokens, 1000.0, 0); /* nearest rank: 9th of 10 */
+    look(m, 7, path, 1, &e);               /* the node holds the remaining tokens: 100..1000 */
+    assert_int_equal(e.depth, 1);
+    assert_close(e.mean_tokens, 550.0, 1e-12);
+    assert_close(e.p90_tokens, 900.0, 0);
+    sched_model_free(m);
+}
+
+static void test_censored_samples_raise_mean_and_p90(void **state)
+{
+    struct sched_model *m = sched_model_new(NULL);
+    for (int64_t v = 100; v <= 1000; v += 100)
+        put(m, 1, 0, NULL, NULL, 0, v, false);
+    struct sched_estimate e;
+    look(m, 1, NULL, 0, &e);
+    assert_close(e.p90_tokens, 900.0, 0);
+    /* A trajectory cut at 950: at least 950. Kaplan-Meier moves its mass to 1000, so the p90
+     * becomes 1000; the mean takes E[X | X > 950] = 1000 for it. */
+    put(m, 1, 0, NULL, NULL, 0, 950, true);
+    look(m, 1, NULL, 0, &e);
+    assert_close(e.p90_tokens, 1000.0, 0);
+    assert_close(e.mean_tokens, (5500.0 + 1000.0) / 11.0, 1e-12);
+    /* Cut above everything seen: the lower bound itself, never less. */
+    put(m, 1, 0, NULL, NULL, 0, 5000, true);
+    look(m, 1, NULL, 0, &e);
+    assert_close(e.mean_tokens, (6500.0 + 5000.0) / 12.0, 1e-12);
+    assert_close(e.p90_tokens, 5000.0, 0);
+    /* Cut below the mean: imputed above it, so the mean still rises. */
+    double before = e.mean_tokens;
+    put(m, 1, 0, NULL, NULL, 0, 150, true);
+    look(m, 1, NULL, 0, &e);
+    assert_true(e.mean_tokens > before);
+    sched_model_free(m);
+}
+
+static void test_lookup_order(void **state)
+{
+    struct sched_model *m = sched_model_new(NULL);
+    const char *a[] = {"t:small:success", "t:large:failure"};
+    const char *b[] = {"t:small:success", "t:small:success"};
+    int64_t gen[] = {10, 20};
+    put(m, 1, 0, a, gen, 2, 1000, false); /* prompt 1 knows path a */
+    put(m, 2, 1, b, gen, 2, 5000, false); /* prompt 2 knows path b */
+    struct sched_estimate e;
+    look(m, 1, a, 2, &e);
+    assert_true(e.exact && e.from_prompt);
+    assert_close(e.mean_tokens, 980.0, 0);
+    look(m, 1, b, 2, &e); /* not in prompt 1's tree: the global tree */
+    assert_true(e.exact && !e.from_prompt);
+    assert_close(e.mean_tokens, 4980.0, 0);
+    look(m, 3, a, 2, &e); /* unseen prompt: global */
+    assert_true(e.exact && !e.from_prompt);
+    const char *c[] = {"t:small:success", "u:small:timeout"};
+    look(m, 1, c, 2, &e); /* nowhere: the deepest partial match, flagged inexact */
+    assert_true(e.found && !e.exact);
+    assert_int_equal(e.depth, 1);
+    sched_model_free(m);
+
+    m = sched_model_new(NULL);
+    look(m, 1, NULL, 0, &e); /* an empty model finds nothing */
+    assert_false(e.found);
+    sched_model_free(m);
+}
+
+static void test_rebuild_keeps_most_recent_by_start(void **state)
+{
+    struct sched_model_config cfg;
+    sched_model_config_default(&cfg);
+    cfg.history = 5;
+    struct sched_model *m = sched_model_new(&cfg);
+    /* Inserted out of start order: starts 9, 0, 8, 1, ... ; totals equal 100 * start. */
+    double starts[] = {9, 0, 8, 1, 7, 2, 6, 3, 5, 4};
+    for (int i = 0; i < 10; i++)
+        put(m, (uint64_t)i, starts[i], NULL, NULL, 0, (int64_t)(100 * starts[i]), false);
+    struct sched_estimate e;
+    look(m, 99, NULL, 0, &e);
+    assert_int_equal(e.visits, 10);
+    struct sched_model_stats st;
+    sched_model_stats(m, &st);
+    assert_int_equal(st.history, 5);
+    sched_model_rebuild(m);
+    look(m, 99, NULL, 0, &e);
+    assert_int_equal(e.visits, 5);
+    assert_close(e.mean_tokens, 700.0, 1e-12); /* starts 5..9 */
+    sched_model_stats(m, &st);
+    assert_int_equal(st.trees, 5);
+    sched_model_free(m);
+}
+
+static void test_memory_cap_evicts_lru(void **state)
+{
+    struct sched_model_config cfg;
+    sched_model_config_default(&cfg);
+    cfg.max_bytes = 16 << 10;
+    struct sched_model *m = sched_model_new(&cfg);
+    const char *p[] = {"x:small:success", "y:medium:failure", "z:large:timeout"};
+    int64_t gen[] = {1, 2, 3};
+    for (uint64_t prompt = 0; prompt < 200; prompt++) {
+        put(m, prompt, (double)prompt, p, gen, 3, 100, false);
+        struct sched_estimate e;
+        look(m, 0, p, 3, &e); /* keeps prompt 0 recently used */
+        struct sched_model_stats st;
+        sched_model_stats(m, &st);
+        assert_true(st.tree_bytes <= cfg.max_bytes);
+    }
+    struct sched_model_stats st;
+    sched_model_stats(m, &st);
+    assert_true(st.evictions > 0);
+    assert_true(st.trees < 200);
+    struct sched_estimate e;
+    look(m, 0, p, 3, &e);
+    assert_true(e.from_prompt); /* the recently used tree survived */
+    look(m, 1, p, 3, &e);
+    assert_false(e.from_prompt); /* an old one was evicted; global still answers */
+    assert_true(e.exact);
+    sched_model_free(m);
+}
+
+static void test_state_cap_and_bad_summaries(void **state)
+{
+    struct sched_model_config cfg;
+    sched_model_config_default(&cfg);
+    cfg.max_states = 2;
+    struct sched_model *m = sched_model_new(&cfg);
+    assert_int_equal(sched_model_state(m, "a"), 0);
+    assert_int_equal(sched_model_state(m, "b"), 1);
+    assert_int_equal(sched_model_state(m, "a"), 0);
+    assert_int_equal(sched_model_state(m, "c"), SCHED_STATE_NONE);
+    assert_string_equal(sched_model_state_key(m, 1), "b");
+    assert_null(sched_model_state_key(m, 2));
+    uint32_t ids[] = {0, 1};
+    int64_t gen[] = {50, 40};
+    struct sched_traj_summary s = {.total_tokens = 100, .n = 2, .states = ids, .gen_before = gen};
+    assert_int_equal(sched_model_insert(m, &s), LIBRA_EINVAL); /* decreasing */
+    gen[1] = 150;
+    assert_int_equal(sched_model_insert(m, &s), LIBRA_EINVAL); /* above the total */
+    gen[1] = 60;
+    ids[1] = 7;
+    assert_int_equal(sched_model_insert(m, &s), LIBRA_EINVAL); /* unknown id */
+    ids[1] = SCHED_STATE_NONE; /* a state past the cap: learnt up to it */
+    assert_int_equal(sched_model_insert(m, &s), 0);
+    struct sched_model_stats st;
+    sched_model_stats(m, &st);
+    assert_int_equal(st.nodes, 4); /* two roots and one child each */
+    sched_model_free(m);
+}
+
+/* ---- differential test against a naive list ------------------------------------------------- */
+
+struct sample {
+    uint64_t prompt;
+    uint32_t path[4];
+    size_t depth; /* the node the sample belongs to */
+    int64_t value;
+    bool censored;
+};
+
+/* Product-limit Kaplan-Meier over samples v (value, censored); tail mass on the largest. */
+static void naive_km(const int64_t *v, const bool *c, size_t n, double q, double above,
+                     double *quantile, double *mean_above)
+{
+    int64_t times[512];
+    size_t nt = 0;
+    for (size_t i = 0; i < n; i++) {
+        bool seen = false;
+        for (size_t j = 0; j < nt; j++)
+            seen |= times[j] == v[i];
+        if (!seen)
+            times[nt++] = v[i];
+    }
+    for (size_t i = 1; i < nt; i++) /* insertion sort */
+        for (size_t j = i; j > 0 && times[j - 1] > times[j]; j--) {
+            int64_t t = times[j];
+            times[j] = times[j - 1];
+            times[j - 1] = t;
+        }
+    double surv = 1.0, cum = 0, num = 0, den = 0;
+    int64_t max = 0;
+    *quantile = NAN;
+    for (size_t j = 0; j < nt; j++) {
+        double at_risk = 0, deaths = 0;
+        for (size_t i = 0; i < n; i++) {
+            at_risk += v[i] >= times[j];
+            deaths += v[i] == times[j] && !c[i];
+            max = v[i] > max ? v[i] : max;
+        }
+        double mass = surv * deaths / at_risk;
+        surv -= mass;
+        cum += mass;
+        if (isnan(*quantile) && deaths > 0 && cum >= q - 1e-12)
+            *quantile = (double)times[j];
+        if ((double)times[j] > above) {
+            num += mass * (double)times[j];
+            den += mass;
+        }
+    }
+    if (surv > 1e-12 && (double)max > above) { /* mass left past the last death */
+        num += surv * (double)max;
+        den += surv;
+    }
+    if (isnan(*quantile))
+        *quantile = (double)max;
+    *mean_above = den > 0 ? num / den : above;
+}
+
+/* Visits, mean and p90 of the node at path[0..depth) of a tree (prompt, or all if global). */
+static void naive_node(const struct sample *all, size_t n, bool global, uint64_t prompt,
+                       const uint32_t *path, size_t depth, uint32_t *visits, double *mean,
+                       double *p90)
+{
+    int64_t win_v[SCHED_TREE_WINDOW];
+    bool win_c[SCHED_TREE_WINDOW];
+    size_t wn = 0, head = 0;
+    double mu = 0;
+    uint32_t k = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct sample *s = &all[i];
+        if ((!global && s->prompt != prompt) || s->depth != depth ||
+            memcmp(s->path, path, depth * sizeof *path) != 0)
+            continue;
+        double value = (double)s->value, q, above;
+        if (s->censored) {
+            int64_t v[SCHED_TREE_WINDOW];
+            bool c[SCHED_TREE_WINDOW];
+            for (size_t j = 0; j < wn; j++) {
+                v[j] = win_v[(head + j) % SCHED_TREE_WINDOW];
+                c[j] = win_c[(head + j) % SCHED_TREE_WINDOW];
+            }
+            naive_km(v, c, wn, 0.9, value, &q, &above);
+            value = above;
+        }
+        k++;
+        mu += (value - mu) / k;
+        if (wn < SCHED_TREE_WINDOW) {
+            win_v[wn] = s->value;
+            win_c[wn++] = s->censored;
+        } else {
+            win_v[head] = s->value;
+            win_c[head] = s->censored;
+            head = (head + 1) % SCHED_TREE_WINDOW;
+        }
+    }
+    int64_t v[SCHED_TREE_WINDOW];
+    bool c[SCHED_TREE_WINDOW];
+    for (size_t j = 0; j < wn; j++) {
+        v[j] = win_v[(head + j) % SCHED_TREE_WINDOW];
+        c[j] = win_c[(head + j) % SCHED_TREE_WINDOW];
+    }
+    double unused;
+    naive_km(v, c, wn, 0.9, 0, p90, &unused);
+    *visits = k;
+    *mean = mu;
+}
+
+static void test_differential_against_naive_list(void **state)
+{
+    struct rng r = rng_keyed(42, 6, 0, 0);
+    enum { TRAJ = 700, STATES = 3, PROMPTS = 4 };
+    struct sample *all = calloc(TRAJ * 5, sizeof *all);
+    size_t n_all = 0;
+    struct sched_model *m = sched_model_new(NULL);
+    uint32_t ids[STATES];
+    char key[16];
+    for (int s = 0; s < STATES; s++) {
+        snprintf(key, sizeof key, "k%d:small:success", s);
+        ids[s] = sched_model_state(m, key);
+    }
+    for (int t = 0; t < TRAJ; t++) {
+        uint64_t prompt = rng_u64(&r) % PROMPTS;
+        size_t depth = (size_t)(rng_u64(&r) % 4);
+        uint32_t path[4];
+        int64_t gen[4], g = 0;
+        for (size_t d = 0; d < depth; d++) {
+            path[d] = ids[rng_u64(&r) % STATES];
+            g += (int64_t)(rng_u64(&r) % 50);
+            gen[d] = g;
+        }
+        int64_t total = g + (int64_t)(rng_u64(&r) % 40) * 10; /* ties on purpose */
+        bool censored = rng_uniform(&r) < 0.3;
+        struct sched_traj_summary s = {.prompt = prompt,
+                                       .start = t,
+                                       .censored = censored,
+                                       .total_tokens = total,
+                                       .n = depth,
+                                       .states = path,
+                                       .gen_before = gen};
+        assert_int_equal(sched_model_insert(m, &s), 0);
+        for (size_t d = 0; d <= depth; d++) {
+            struct sample *x = &all[n_all++];
+            x->prompt = prompt;
+            memcpy(x->path, path, sizeof path);
+            x->depth = d;
+            x->value = total - (d ? gen[d - 1] : 0);
+            x->censored = censored;
+        }
+    }
+    /* Every node of every tree: all paths of length <= 3 over the states. */
+    int checked = 0;
+    for (uint64_t prompt = 0; prompt <= PROMPTS; prompt++) {
+        bool global = prompt == PROMPTS;
+        for (int code = 0; code < 1 + 3 + 9 + 27; code++) {
+            uint32_t path[4];
+            size_t depth = code == 0 ? 0 : code < 4 ? 1 : code < 13 ? 2 : 3;
+            int rest = code - (depth == 0 ? 0 : depth == 1 ? 1 : depth == 2 ? 4 : 13);
+            for (size_t d = 0; d < depth; d++, rest /= 3)
+                path[d] = ids[rest % 3];
+            uint32_t visits;
+            double mean, p90;
+            naive_node(all, n_all, global, prompt, path, depth, &visits, &mean, &p90);
+            struct sched_estimate e;
+            sched_model_lookup(m, global ? 1000 : prompt, path, depth, &e);
+            if (visits == 0) {
+                assert_false(e.exact && e.from_prompt == !global);
+                continue;
+            }
+            assert_true(e.exact);
+            assert_int_equal(e.from_prompt, !global);
+            assert_int_equal(e.visits, visits);
+            assert_close(e.mean_tokens, mean, 1e-9);
+            assert_close(e.p90_tokens, p90, 0);
+            checked++;
+        }
+    }
+    assert_true(checked > 100);
+    sched_model_free(m);
+    free(all);
+}
+
+/* ---- persistence ---------------------------------------------------------------------------- */
+
+static struct sched_model *sample_model(int from, int to)
+{
+    struct sched_model *m = sched_model_new(NULL);
+    const char *keys[] = {"search:small:success", "search:large:failure", "answer:small:other"};
+    for (int t = from; t < to; t++) {
+        const char *path[] = {keys[t % 3], keys[(t / 3) % 3]};
+        int64_t gen[] = {t * 10, t * 10 + 5};
+        put(m, (uint64_t)(t % 4) * 0x1000000001ull, t, path, gen, 2, t * 10 + 500 + t % 7,
+            t % 5 == 0);
+    }
+    return m;
+}
+
+static char *export_text(const struct sched_model *m)
+{
+    json_t *j = sched_model_to_json(m);
+    char *text = ujson_dump(j, false);
+    json_decref(j);
+    return text;
+}
+
+static int import_text(struct sched_model *m, const char *text, struct libra_error *err)
+{
+    struct ujson_doc doc;
+    int rc = ujson_doc_parse(&doc, "trees.json", text, strlen(text), err);
+    if (rc == 0)
+        rc = sched_model_merge_json(m, &doc, "", err);
+    ujson_doc_free(&doc);
+    return rc;
+}
+
+static void test_persistence_round_trip(void **state)
+{
+    struct sched_model *m = sample_model(0, 60);
+    char *text = export_text(m);
+    struct sched_model *back = sched_model_new(NULL);
+    struct libra_error err = {0};
+    assert_int_equal(import_text(back, text, &err), 0);
+    char *again = export_text(back);
+    assert_string_equal(text, again);
+    assert_non_null(strstr(text, "\"schema\":\"libra.tree/1\""));
+    free(again);
+    free(text);
+    sched_model_free(back);
+    sched_model_free(m);
+}
+
+static void test_merge_of_parts_matches_whole(void **state)
+{
+    struct sched_model *whole = sample_model(0, 40);
+    struct sched_model *a = sample_model(0, 20), *b = sample_model(20, 40);
+    struct sched_model *merged = sched_model_new(NULL);
+    sched_model_merge(merged, a);
+    sched_model_merge(merged, b);
+    const char *path[] = {"search:small:success"};
+    for (uint64_t prompt = 0; prompt < 5; prompt++) {
+        struct sched_estimate x, y;
+        look(whole, prompt * 0x1000000001ull, path, 1, &x);
+        look(merged, prompt * 0x1000000001ull, path, 1, &y);
+        assert_int_equal(x.visits, y.visits);
+        assert_int_equal(x.from_prompt, y.from_prompt);
+        /* Equal without censoring; censored samples are imputed from different windows. */
+        assert_close(x.mean_tokens, y.mean_tokens, 0.05);
+    }
+    sched_model_free(whole);
+    sched_model_free(a);
+    sched_model_free(b);
+    sched_model_free(merged);
+}
+
+static void import_fails(const char *text, const char *needle, int line, int col)
+{
+    struct sched_model *m = sample_model(0, 10);
+    char *before = export_text(m);
+    struct libra_error err = {0};
+    assert_int_equal(import_text(m, text, &err), LIBRA_EINVAL);
+    if (!strstr(err.msg, needle) || (line && (err.line != line || err.col != col)))
+        print_error("got %d:%d '%s', want %d:%d '%s'\n", err.line, err.col, err.msg, line, col,
+                    needle);
+    assert_non_null(strstr(err.msg, needle));
+    if (line) {
+        assert_int_equal(err.line, line);
+        assert_int_equal(err.col, col);
+    }
+    char *after = export_text(m);
+    assert_string_equal(before, after); /* untouched on error */
+    free(before);
+    free(after);
+    sched_model_free(m);
+}
+
+static void test_import_errors(void **state)
+{
+    const char *node = "{\"visits\":2,\"mean_tokens\":5,\"window\":[4,6],\"censored\":[1]}";
+    char buf[512];
+    import_fails("[]", "expected a tree export object", 0, 0);
+    import_fails("{\"schema\":\"libra.tree/2\",\"global\":{}}", "schema", 0, 0);
+    snprintf(buf, sizeof buf, "{\"schema\":\"libra.tree/1\",\"global\":%s,\"extra\":1}", node);
+    import_fails(buf, "unknown key", 0, 0);
+    import_fails("{\"schema\":\"libra.tree/1\",\n\"global\":{\"visits\":1,\"mean_tokens\":1,"
+                 "\"window\":[1,2]}}",
+                 "more samples than", 2, 38);
+    import_fails("{\"schema\":\"libra.tree/1\",\"global\":{\"visits\":2,\"mean_tokens\":1,"
+                 "\"window\":[1,2],\"censored\":[2]}}",
+                 "ascending indices", 0, 0);
+    import_fails("{\"schema\":\"libra.tree/1\",\"global\":{\"visits\":2,\"mean_tokens\":-1}}",
+                 "mean_tokens", 0, 0);
+    import_fails("{\"schema\":\"libra.tree/1\",\"global\":{\"visits\":1,\"mean_tokens\":1,"
+                 "\"children\":[{\"state\":\"a\",\"visits\":1,\"mean_tokens\":1},"
+                 "{\"state\":\"a\",\"visits\":1,\"mean_tokens\":1}]}}",
+                 "same state", 0, 0);
+    import_fails("{\"schema\":\"libra.tree/1\",\"global\":{\"visits\":1,\"mean_tokens\":1,"
+                 "\"children\":[{\"visits\":0,\"mean_tokens\":1,\"state\":\"a\"}]}}",
+                 "visits", 0, 0);
+    import_fails("{\"schema\":\"libra.tree/1\",\"global\":{\"visits\":0,\"mean_tokens\":0},"
+                 "\"prompts\":[{\"prompt\":\"xyz\",\"root\":{}}]}",
+                 "hex digits", 0, 0);
+    /* Too deep: 300 nested single children. */
+    size_t cap = 300 * 80 + 200, len = 0;
+    char *deep = malloc(cap);
+    len += (size_t)snprintf(deep + len, cap - len,
+                            "{\"schema\":\"libra.tree/1\",\"global\":{\"visits\":1,"
+                            "\"mean_tokens\":1,\"children\":[");
+    for (int i = 0; i < 300; i++)
+        len += (size_t)snprintf(deep + len, cap - len,
+                                "{\"state\":\"s\",\"visits\":1,\"mean_tokens\":1,\"children\":[");
+    for (int i = 0; i < 300; i++)
+        len += (size_t)snprintf(deep + len, cap - len, "]}");
+    snprintf(deep + len, cap - len, "]}}");
+    import_fails(deep, "deeper than 256", 0, 0);
+    free(deep);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_node_statistics_exact),
+        cmocka_unit_test(test_censored_samples_raise_mean_and_p90),
+        cmocka_unit_test(test_lookup_order),
+        cmocka_unit_test(test_rebuild_keeps_most_recent_by_start),
+        cmocka_unit_test(test_memory_cap_evicts_lru),
+        cmocka_unit_test(test_state_cap_and_bad_summaries),
+        cmocka_unit_test(test_differential_against_naive_list),
+        cmocka_unit_test(test_persistence_round_trip),
+        cmocka_unit_test(test_merge_of_parts_matches_whole),
+        cmocka_unit_test(test_import_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
