@@ -1,0 +1,170 @@
+/* Tests of the calibration (src/cost/calib.c): the evidence points land in their bands, the
+ * fitted constants reproduce their fit points, and docs/calibration.md shows exactly the table
+ * the code computes. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost/calib.h"
+
+/* Rows known to miss their band, explained in docs/calibration.md. When the model changes so
+ * that one lands, this list and the document change with it. */
+static const char *const known_misses[] = {"train.verl.ratio64", "train.verl.ratio128"};
+
+static bool known_miss(const char *id)
+{
+    for (size_t i = 0; i < sizeof known_misses / sizeof known_misses[0]; i++)
+        if (strcmp(id, known_misses[i]) == 0)
+            return true;
+    return false;
+}
+
+static void test_evidence_lands_in_its_bands(void **state)
+{
+    size_t n = cost_calibration_rows(NULL, 0);
+    struct cost_calib_row *rows = calloc(n, sizeof *rows);
+    assert_int_equal(cost_calibration_rows(rows, n), n);
+    size_t banded = 0, fitted = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct cost_calib_row *r = &rows[i];
+        if (r->status == COST_CALIB_FITTED) {
+            fitted++;
+            if (fabs(r->error) > 0.01)
+                print_error("%s: fit off by %.2f %%\n", r->id, r->error * 100.0);
+            assert_true(fabs(r->error) <= 0.01);
+        } else if (r->tolerance > 0.0) {
+            banded++;
+            enum cost_calib_status want = known_miss(r->id) ? COST_CALIB_MISS : COST_CALIB_IN_BAND;
+            if (r->status != want)
+                print_error("%s: error %+.1f %% against ±%.0f %%\n", r->id, r->error * 100.0,
+                            r->tolerance * 100.0);
+            assert_int_equal(r->status, want);
+        }
+    }
+    /* 3 decode rows, 8 Vidur H100 rows, 2 training ratios; 2 fit points */
+    assert_int_equal(banded, 13);
+    assert_int_equal(fitted, 2);
+    free(rows);
+}
+
+static const struct cost_calib_row *find(const struct cost_calib_row *rows, size_t n,
+                                         const char *id)
+{
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(rows[i].id, id) == 0)
+            return &rows[i];
+    fail_msg("no row %s", id);
+    return NULL;
+}
+
+/* The brief's evidence points by name, with their published values. */
+static void test_named_evidence_points(void **state)
+{
+    struct cost_calib_row rows[64];
+    size_t n = cost_calibration_rows(rows, 64);
+    assert_true(n <= 64);
+    const struct cost_calib_row *r = find(rows, n, "decode.qwen2.5-7b");
+    assert_close(r->modelled, 11.9, 1e-9);
+    r = find(rows, n, "decode.qwen2.5-14b");
+    assert_true(r->published == 21.6 && fabs(r->error) <= 0.10);
+    r = find(rows, n, "decode.qwen2.5-32b");
+    assert_true(r->published == 45.2 && fabs(r->error) <= 0.10);
+    static const char *h100[] = {"vidur.h100.34b.1.tp1", "vidur.h100.34b.1.tp8",
+                                 "vidur.h100.34b.4096.tp1", "vidur.h100.34b.4096.tp8"};
+    static const double published[] = {0.508, 0.091, 8.818, 1.306};
+    for (int i = 0; i < 4; i++) {
+        r = find(rows, n, h100[i]);
+        assert_true(r->published == published[i] && fabs(r->error) <= 0.15);
+    }
+    r = find(rows, n, "train.verl.32");
+    assert_close(r->published, 269.80, 1e-12);
+}
+
+/* Re-indexed by layer bytes per GPU, the curves give back calibration.md §3.3b's η(TP). */
+static void test_curves_reproduce_eta_table(void **state)
+{
+    struct cost_curve eta, mu;
+    cost_vidur_curves(&eta, &mu);
+    assert_int_equal(eta.n, 8);
+    assert_int_equal(mu.n, 8);
+    struct cost_shape s8, s34;
+    cost_shape_init(&s8, cost_ref_model(COST_REF_LLAMA3_8B));
+    cost_shape_init(&s34, cost_ref_model(COST_REF_CODELLAMA_34B));
+    static const double want8[] = {0.71, 0.60, 0.50, 0.41}, want34[] = {0.74, 0.73, 0.67, 0.56};
+    for (int i = 0, tp = 1; i < 4; i++, tp *= 2) {
+        assert_close(cost_curve_eval(&eta, 2.0 * s8.layer_params / tp), want8[i], 0.015);
+        assert_close(cost_curve_eval(&eta, 2.0 * s34.layer_params / tp), want34[i], 0.015);
+    }
+    for (int i = 0; i < mu.n; i++) /* GEMM efficiency: 53-73 % of peak (§3.3b) */
+        assert_true(mu.eff[i] > 0.5 && mu.eff[i] < 0.75);
+}
+
+static void test_t_fix_fit(void **state)
+{
+    struct cost_rollout_params p;
+    cost_rollout_params_default(&p, cost_ref_hardware(COST_REF_A800));
+    /* calibration.md §3.4: t_fix = 2.06 ms with a coarser η; the range is 1-4 ms */
+    assert_true(p.t_fix_s > 1e-3 && p.t_fix_s < 4e-3);
+    /* the fit is exact: refitting with the fitted value changes nothing */
+    assert_close(cost_fit_t_fix(&p), p.t_fix_s, 1e-12);
+}
+
+static void test_training_fit(void **state)
+{
+    struct cost_train_params p;
+    struct cost_train_fit f;
+    cost_train_params_default(&p);
+    cost_fit_train(&p, &f);
+    assert_close(f.t_s[0], 269.80, 0.01);
+    assert_true(f.mfu == p.mfu);
+    assert_true(f.mean_response_tokens > 100.0 && f.mean_response_tokens < 28672.0);
+    assert_true(f.t_s[2] < f.t_s[1] && f.t_s[1] < f.t_s[0]);
+    /* the other direction: at a given mean response, the fitted MFU reproduces 32 GPUs */
+    cost_fit_train_mfu(&p, 800.0, &f);
+    assert_close(f.t_s[0], 269.80, 1e-6);
+    assert_true(f.mfu > 0.2 && f.mfu < 0.9);
+
+    uint32_t len[COST_DAPO_SEQS];
+    cost_dapo_lengths(len, 2000.0);
+    double sum = 0.0;
+    for (size_t i = 0; i < COST_DAPO_SEQS; i++) {
+        assert_true(len[i] > 200 && len[i] <= 200 + 28672);
+        sum += len[i] - 200.0;
+    }
+    assert_close(sum / COST_DAPO_SEQS, 2000.0, 0.01);
+}
+
+static void test_document_matches_the_code(void **state)
+{
+    static const char begin[] = "<!-- BEGIN cost calibration -->\n";
+    static const char end[] = "<!-- END cost calibration -->";
+    size_t len;
+    char *doc = test_read_file(test_source_path("docs/calibration.md"), &len);
+    char *from = strstr(doc, begin), *to = strstr(doc, end);
+    assert_non_null(from);
+    assert_non_null(to);
+    from += strlen(begin);
+    *to = '\0';
+    char *want = cost_calibration_markdown();
+    if (strcmp(from, want) != 0)
+        print_error("docs/calibration.md is stale: regenerate its section with "
+                    "`libra cost calibration`\n");
+    assert_string_equal(from, want);
+    free(want);
+    free(doc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_evidence_lands_in_its_bands),
+        cmocka_unit_test(test_named_evidence_points),
+        cmocka_unit_test(test_curves_reproduce_eta_table),
+        cmocka_unit_test(test_t_fix_fit),
+        cmocka_unit_test(test_training_fit),
+        cmocka_unit_test(test_document_matches_the_code),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
