@@ -251,7 +251,9 @@ static void tree_learn(struct sched_model *m, struct sched_tree *t,
 static void pred_learn(struct sched_model *m, const struct sched_traj_summary *s)
 {
     double x[SCHED_PRED_DIM];
-    for (size_t i = 0; i <= s->n; i++) {
+    /* Tool returns only: the start is always routed short, and its spread (it cannot tell
+     * long trajectories from short ones) would swamp the residual the p90 comes from. */
+    for (size_t i = 1; i <= s->n; i++) {
         int64_t gen = i ? s->gen_before[i - 1] : 0;
         double sib = s->sibling_mean_tokens ? s->sibling_mean_tokens[i] : NAN;
         sched_pred_features(m->states.v, s->states, i, gen, sib, x);

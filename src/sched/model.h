@@ -124,7 +124,8 @@ void sched_model_lookup(struct sched_model *m, uint64_t prompt, const uint32_t *
 /*
  * The predictor's estimate for the features: a ridge regression of log(1 + remaining tokens)
  * on the path's status and size counts, its last state (hashed), the turn index, log tokens so
- * far and sibling progress, fitted on the same trajectories as the trees. out->found is false
+ * far and sibling progress, fitted on the tool returns of the same trajectories as the trees
+ * (one homoscedastic log-normal residual). out->found is false
  * until it has seen data; mean and p90 come from the log-normal residual.
  */
 void sched_model_predict(struct sched_model *m, const struct sched_pred_features *f,

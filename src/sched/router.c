@@ -1,0 +1,435 @@
+/*
+ * The router: live trajectory states, the shared placement rules and the events; see
+ * router.h. Policies (policy.c) choose buckets; everything about instances is here, so every
+ * policy gets the same stickiness, fallback order and never-refuse guarantee.
+ */
+#include "sched/router.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sched/policy.h"
+#include "util/alloc.h"
+#include "util/error.h"
+
+#define TRAJ_ALLOC_OVERHEAD 16 /* malloc's bookkeeping per block, about (glibc: 8-16) */
+
+void sched_router_config_default(struct sched_router_config *c, enum sched_policy policy,
+                                 const struct spec_bucket_layout *layout)
+{
+    memset(c, 0, sizeof *c);
+    c->policy = policy;
+    c->layout = *layout;
+    c->max_live = (size_t)1 << 20;
+    c->min_visits = 1;
+    c->la_quantum_tokens = 3000;
+    c->la_ttl_epochs = 5;
+    c->length_thresholds_tokens[0] = 5000;
+    c->length_thresholds_tokens[1] = 10000;
+    c->length_thresholds_tokens[2] = 15000;
+}
+
+int sched_router_new(struct sched_router **out, const struct sched_router_config *c,
+                     struct sched_model *model, struct libra_error *err)
+{
+    *out = NULL;
+    if ((unsigned)c->policy >= SCHED_POLICY_COUNT)
+        return error_set(err, NULL, 0, 0, "unknown policy %d", (int)c->policy);
+    int rc = spec_bucket_validate(&c->layout, err);
+    if (rc)
+        return rc;
+    if (sched_policies[c->policy].learns && !model)
+        return error_set(err, NULL, 0, 0, "policy %s needs a model", sched_policy_name(c->policy));
+    if (c->max_live < 1 || c->quantum_tokens < 0 || c->la_quantum_tokens < 1 ||
+        c->la_ttl_epochs < 0)
+        return error_set(err, NULL, 0, 0,
+                         "max_live and la_quantum_tokens must be >= 1, quantum_tokens and "
+                         "la_ttl_epochs >= 0");
+    const int64_t *th = c->length_thresholds_tokens;
+    if (th[0] < 0 || th[1] < th[0] || th[2] < th[1])
+        return error_set(err, NULL, 0, 0, "length thresholds must be ascending and >= 0");
+    struct sched_router *r = xcalloc(1, sizeof *r);
+    r->cfg = *c;
+    r->model = model;
+    map_init(&r->live);
+    map_init(&r->last_bucket);
+    *out = r;
+    return 0;
+}
+
+/* ---- live trajectory states ----------------------------------------------------------------- */
+
+static void lru_unlink(struct sched_router *r, struct sched_traj *t)
+{
+    if (t->lru_prev)
+        t->lru_prev->lru_next = t->lru_next;
+    else
+        r->lru_head = t->lru_next;
+    if (t->lru_next)
+        t->lru_next->lru_prev = t->lru_prev;
+    else
+        r->lru_tail = t->lru_prev;
+}
+
+static void lru_push_front(struct sched_router *r, struct sched_traj *t)
+{
+    t->lru_prev = NULL;
+    t->lru_next = r->lru_head;
+    if (r->lru_head)
+        r->lru_head->lru_prev = t;
+    r->lru_head = t;
+    if (!r->lru_tail)
+        r->lru_tail = t;
+}
+
+static void traj_drop(struct sched_router *r, struct sched_traj *t)
+{
+    char key[17];
+    sched_hex_key(t->id, key);
+    map_del(&r->live, key, NULL);
+    lru_unlink(r, t);
+    r->path_bytes -= t->cap * (sizeof *t->states + sizeof *t->gen_before);
+    free(t->states);
+    free(t->gen_before);
+    free(t);
+}
+
+void sched_router_free(struct sched_router *r)
+{
+    if (!r)
+        return;
+    while (r->lru_head)
+        traj_drop(r, r->lru_head);
+    map_free(&r->live);
+    map_free(&r->last_bucket);
+    free(r);
+}
+
+static struct sched_traj *traj_find(struct sched_router *r, uint64_t id)
+{
+    char key[17];
+    union map_value v;
+    sched_hex_key(id, key);
+    if (!map_get(&r->live, key, &v))
+        return NULL;
+    lru_unlink(r, v.ptr);
+    lru_push_front(r, v.ptr);
+    return v.ptr;
+}
+
+static void traj_push_return(struct sched_router *r, struct sched_traj *t, uint32_t state)
+{
+    if (t->n == t->cap) {
+        uint32_t cap = t->cap ? t->cap * 2 : 4;
+        t->states = xreallocarray(t->states, cap, sizeof *t->states);
+        t->gen_before = xreallocarray(t->gen_before, cap, sizeof *t->gen_before);
+        r->path_bytes += (cap - t->cap) * (sizeof *t->states + sizeof *t->gen_before);
+        t->cap = cap;
+    }
+    t->states[t->n] = state;
+    t->gen_before[t->n++] = t->generated_tokens;
+}
+
+size_t sched_router_live(const struct sched_router *r)
+{
+    return map_size(&r->live);
+}
+
+size_t sched_router_bytes(const struct sched_router *r)
+{
+    size_t live = map_size(&r->live);
+    size_t map_bytes = r->live.entries.cap * sizeof(struct map_entry) +
+                       (r->live.index ? (r->live.mask + 1) * sizeof(size_t) : 0);
+    size_t per_traj = sizeof(struct sched_traj) + 17 + 2 * TRAJ_ALLOC_OVERHEAD;
+    return sizeof *r + map_bytes + live * per_traj + r->path_bytes;
+}
+
+/* ---- placement ------------------------------------------------------------------------------ */
+
+static bool under_cap(const struct sched_instance *in)
+{
+    return in->ready && in->queued < in->cap;
+}
+
+static long load(const struct sched_instance *in)
+{
+    return (long)in->running + in->queued;
+}
+
+/* The least-loaded instance of bucket (-1: any) passing ok; ties go to the lowest index.
+ * Returns its index, or -1. */
+static long least_loaded(const struct sched_registry *reg, int bucket,
+                         bool (*ok)(const struct sched_instance *))
+{
+    long best = -1;
+    for (size_t i = 0; i < reg->n; i++) {
+        const struct sched_instance *in = &reg->inst[i];
+        if ((bucket >= 0 && in->bucket != bucket) || (ok && !ok(in)))
+            continue;
+        if (best < 0 || load(in) < load(&reg->inst[best]))
+            best = (long)i;
+    }
+    return best;
+}
+
+static bool is_ready(const struct sched_instance *in)
+{
+    return in->ready;
+}
+
+/* The registry index of t's instance, or -1 when it is gone. */
+static long current_instance(const struct sched_registry *reg, const struct sched_traj *t)
+{
+    if (t->instance_id < 0)
+        return -1;
+    if (t->instance < reg->n && reg->inst[t->instance].id == t->instance_id)
+        return (long)t->instance;
+    for (size_t i = 0; i < reg->n; i++)
+        if (reg->inst[i].id == t->instance_id)
+            return (long)i;
+    return -1;
+}
+
+static long place(const struct sched_router *r, const struct sched_registry *reg,
+                  const struct sched_traj *t, int target, bool moved, enum sched_place *how)
+{
+    long cur = current_instance(reg, t);
+    if (!moved && cur >= 0 && under_cap(&reg->inst[cur])) {
+        *how = SCHED_PLACE_STICKY;
+        return cur;
+    }
+    if (target < 0) {
+        long any = least_loaded(reg, -1, under_cap);
+        *how = any >= 0 ? SCHED_PLACE_BUCKET : SCHED_PLACE_OVERFLOW;
+        if (any >= 0)
+            return any;
+    }
+    for (int d = 0; target >= 0 && d < r->cfg.layout.n; d++) {
+        int cand[2] = {target + d, target - d};
+        for (int k = 0; k < (d ? 2 : 1); k++) {
+            if (cand[k] < 0 || cand[k] >= r->cfg.layout.n)
+                continue;
+            long i = least_loaded(reg, cand[k], under_cap);
+            if (i >= 0) {
+                *how = d ? SCHED_PLACE_FALLBACK : SCHED_PLACE_BUCKET;
+                return i;
+            }
+        }
+    }
+    *how = SCHED_PLACE_OVERFLOW;
+    long i = least_loaded(reg, -1, is_ready);
+    return i >= 0 ? i : least_loaded(reg, -1, NULL);
+}
+
+/* ---- decisions ------------------------------------------------------------------------------ */
+
+static bool has_costs(const struct sched_router *r)
+{
+    return r->cfg.costs.decode_s && r->cfg.costs.move_s;
+}
+
+/* Whether a move of t to bucket `to` is worth losing its cache (router.h). */
+static bool move_pays(const struct sched_router *r, const struct sched_registry *reg,
+                      const struct sched_traj *t, int to, const struct sched_choice *c,
+                      int64_t context_tokens)
+{
+    long cur = current_instance(reg, t);
+    if (cur < 0 || !c->est.found || isnan(c->est.mean_tokens))
+        return true;
+    const struct sched_move_costs *k = &r->cfg.costs;
+    const struct sched_instance *from = &reg->inst[cur];
+    int to_tp = r->cfg.layout.bucket[to].tp[0];
+    double rem = c->est.mean_tokens;
+    double d_from = k->decode_s(k->ctx, from->tp, context_tokens, rem);
+    double d_to = k->decode_s(k->ctx, to_tp, context_tokens, rem);
+    double move = k->move_s(k->ctx, from, to_tp, context_tokens);
+    if (to > t->bucket)
+        return d_from - d_to > move;
+    return from->tp * d_from - to_tp * d_to > to_tp * move;
+}
+
+static int decide(struct sched_router *r, const struct sched_registry *reg, struct sched_traj *t,
+                  struct sched_choice *c, int64_t context_tokens, struct sched_decision *d)
+{
+    if (reg->n == 0)
+        return LIBRA_ENOENT;
+    bool moving = c->bucket != t->bucket && t->bucket >= 0 && c->bucket >= 0;
+    if (moving && has_costs(r) && c->reason != SCHED_REASON_QUANTUM &&
+        !move_pays(r, reg, t, c->bucket, c, context_tokens)) {
+        c->bucket = t->bucket;
+        c->reason = SCHED_REASON_COST_VETO;
+        moving = false;
+    }
+    memset(d, 0, sizeof *d);
+    d->traj = t->id;
+    d->from_bucket = t->bucket;
+    d->to_bucket = c->bucket;
+    d->reason = c->reason;
+    d->est = c->est;
+    d->prev_instance_id = t->instance_id;
+    long i = place(r, reg, t, c->bucket, moving, &d->place);
+    d->instance = (size_t)i;
+    d->instance_id = reg->inst[i].id;
+    d->placed_bucket = reg->inst[i].bucket;
+    t->bucket = c->bucket;
+    t->instance = (size_t)i;
+    t->instance_id = d->instance_id;
+    return 0;
+}
+
+static void choice_init(struct sched_choice *c, const struct sched_traj *t)
+{
+    memset(c, 0, sizeof *c);
+    c->bucket = t->bucket;
+    c->reason = SCHED_REASON_STAY;
+    c->est.mean_tokens = c->est.p90_tokens = NAN;
+}
+
+int sched_router_start(struct sched_router *r, const struct sched_registry *reg,
+                       const struct sched_start *ev, struct sched_decision *out)
+{
+    char key[17];
+    sched_hex_key(ev->traj, key);
+    if (map_get(&r->live, key, NULL))
+        return LIBRA_EINVAL;
+    if (reg->n == 0)
+        return LIBRA_ENOENT;
+    if (map_size(&r->live) >= r->cfg.max_live)
+        traj_drop(r, r->lru_tail);
+    struct sched_traj *t = xcalloc(1, sizeof *t);
+    *t = (struct sched_traj){.id = ev->traj,
+                             .prompt = ev->prompt,
+                             .epoch = ev->epoch,
+                             .start_s = ev->now_s,
+                             .bucket = -1,
+                             .instance_id = -1};
+    map_put(&r->live, key, (union map_value){.ptr = t});
+    lru_push_front(r, t);
+    struct sched_event e = {ev->prompt_tokens, ev->true_remaining_tokens, NAN};
+    struct sched_choice c;
+    choice_init(&c, t);
+    sched_policies[r->cfg.policy].start(r, t, &e, &c);
+    return decide(r, reg, t, &c, ev->prompt_tokens, out);
+}
+
+int sched_router_turn_done(struct sched_router *r, uint64_t traj, int64_t generated_tokens)
+{
+    struct sched_traj *t = traj_find(r, traj);
+    if (!t)
+        return LIBRA_ENOENT;
+    t->generated_tokens += generated_tokens > 0 ? generated_tokens : 0;
+    t->turn_tokens = t->quantum_mark = 0;
+    return 0;
+}
+
+int sched_router_tool_return(struct sched_router *r, const struct sched_registry *reg,
+                             const struct sched_return *ev, struct sched_decision *out)
+{
+    struct sched_traj *t = traj_find(r, ev->traj);
+    if (!t)
+        return LIBRA_ENOENT;
+    if (reg->n == 0 || ev->n_obs == 0)
+        return reg->n == 0 ? LIBRA_ENOENT : LIBRA_EINVAL;
+    char key[SCHED_STATE_KEY_MAX];
+    struct sched_obs_config oc = {.depth_only = r->cfg.depth_only};
+    sched_state_key(&oc, ev->obs, ev->n_obs, key, sizeof key);
+    uint32_t state = r->model ? sched_model_state(r->model, key) : SCHED_STATE_NONE;
+    traj_push_return(r, t, state);
+    struct sched_event e = {ev->context_tokens, ev->true_remaining_tokens, ev->sibling_mean_tokens};
+    struct sched_choice c;
+    choice_init(&c, t);
+    sched_policies[r->cfg.policy].tool_return(r, t, &e, &c);
+    int rc = decide(r, reg, t, &c, ev->context_tokens, out);
+    for (size_t i = 0; i < ev->n_obs; i++)
+        out->status_classified |= ev->obs[i].status_from >= SCHED_FROM_TEXT;
+    return rc;
+}
+
+int sched_router_progress(struct sched_router *r, const struct sched_registry *reg, uint64_t traj,
+                          int64_t turn_tokens, struct sched_decision *out)
+{
+    struct sched_traj *t = traj_find(r, traj);
+    if (!t)
+        return LIBRA_ENOENT;
+    t->turn_tokens = turn_tokens > 0 ? turn_tokens : 0;
+    struct sched_choice c;
+    choice_init(&c, t);
+    const struct sched_policy_ops *p = &sched_policies[r->cfg.policy];
+    if (p->progress)
+        p->progress(r, t, &c);
+    if (c.reason == SCHED_REASON_QUANTUM)
+        t->quantum_mark = t->turn_tokens;
+    return decide(r, reg, t, &c, 0, out);
+}
+
+static void remember_bucket(struct sched_router *r, const struct sched_traj *t)
+{
+    char key[17];
+    sched_hex_key(t->prompt, key);
+    bool known = map_get(&r->last_bucket, key, NULL);
+    if (t->bucket < 0 || (!known && map_size(&r->last_bucket) >= r->cfg.max_live))
+        return;
+    int64_t epoch = t->epoch > 0 ? t->epoch : 0;
+    map_put(&r->last_bucket, key, (union map_value){.i64 = epoch * 256 + t->bucket});
+}
+
+int sched_router_finish(struct sched_router *r, uint64_t traj, enum sched_finish finish, bool learn)
+{
+    struct sched_traj *t = traj_find(r, traj);
+    if (!t)
+        return LIBRA_ENOENT;
+    int rc = 0;
+    if (learn && r->model) {
+        struct sched_traj_summary s = {
+            .prompt = t->prompt,
+            .start = t->start_s,
+            .censored = finish != SCHED_FINISH_COMPLETED,
+            .total_tokens = t->generated_tokens + t->turn_tokens,
+            .n = t->n,
+            .states = t->states,
+            .gen_before = t->gen_before,
+        };
+        rc = sched_model_insert(r->model, &s);
+    }
+    if (learn && r->cfg.policy == SCHED_LA_MLFQ)
+        remember_bucket(r, t);
+    traj_drop(r, t);
+    return rc;
+}
+
+/* ---- names ---------------------------------------------------------------------------------- */
+
+const char *sched_policy_name(enum sched_policy p)
+{
+    return (unsigned)p < SCHED_POLICY_COUNT ? sched_policies[p].name : "unknown";
+}
+
+int sched_policy_parse(const char *name, enum sched_policy *out)
+{
+    for (int p = 0; p < SCHED_POLICY_COUNT; p++)
+        if (strcmp(name, sched_policies[p].name) == 0) {
+            *out = (enum sched_policy)p;
+            return 0;
+        }
+    return LIBRA_ENOENT;
+}
+
+bool sched_policy_bucketless(enum sched_policy p)
+{
+    return p == SCHED_LOAD_BALANCE;
+}
+
+const char *sched_reason_name(enum sched_reason r)
+{
+    static const char *const names[] = {"first",  "stay",      "no_node", "disagree", "promote",
+                                        "demote", "cost_veto", "quantum", "any"};
+    return (unsigned)r < sizeof names / sizeof names[0] ? names[r] : "unknown";
+}
+
+const char *sched_place_name(enum sched_place p)
+{
+    static const char *const names[] = {"sticky", "bucket", "fallback", "overflow"};
+    return (unsigned)p < sizeof names / sizeof names[0] ? names[p] : "unknown";
+}

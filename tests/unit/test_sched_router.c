@@ -1,0 +1,509 @@
+/*
+ * Tests of the router (src/sched/router.c, policy.c): every rule of spec §4 — start short,
+ * missing node → stay, agreement of mean and p90, promotion and demotion, stickiness, the
+ * fallback order, caps and never-refuse — the options (cache-aware moves, token quantum) and
+ * each baseline policy.
+ */
+#include "testutil.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "sched/router.h"
+
+struct fixture {
+    struct spec_bucket_layout layout;
+    struct sched_instance inst[8];
+    struct sched_registry reg;
+    struct sched_model *model;
+    struct sched_router *r;
+    struct sched_obs_config obs;
+};
+
+/* Two instances per bucket of "tp1:4000,tp2:12000,tp4:30000,tp8:60000", ids 10*bucket+k. */
+static void setup(struct fixture *f, enum sched_policy policy,
+                  void (*tweak)(struct sched_router_config *))
+{
+    memset(f, 0, sizeof *f);
+    assert_int_equal(
+        spec_bucket_parse(&f->layout, "tp1:4000,tp2:12000,tp4:30000,tp8:60000", "test", NULL), 0);
+    for (int i = 0; i < 8; i++)
+        f->inst[i] = (struct sched_instance){.id = 10 * (i / 2) + i % 2,
+                                             .tp = 1 << (i / 2),
+                                             .bucket = i / 2,
+                                             .cap = 3,
+                                             .ready = true};
+    f->reg = (struct sched_registry){f->inst, 8};
+    f->model = sched_model_new(NULL);
+    sched_obs_defaults(&f->obs, NULL, NULL);
+    struct sched_router_config c;
+    sched_router_config_default(&c, policy, &f->layout);
+    if (tweak)
+        tweak(&c);
+    assert_int_equal(sched_router_new(&f->r, &c, f->model, NULL), 0);
+}
+
+static void teardown(struct fixture *f)
+{
+    sched_router_free(f->r);
+    sched_model_free(f->model);
+}
+
+static struct sched_obs obs_of(const char *tool, int64_t tokens, enum sched_status st)
+{
+    struct sched_obs_config c;
+    sched_obs_defaults(&c, NULL, NULL);
+    struct sched_tool_return r = {.tool = tool,
+                                  .payload_tokens = tokens,
+                                  .payload_chars = -1,
+                                  .status = (int)st,
+                                  .reward = NAN,
+                                  .correct = -1};
+    struct sched_obs o;
+    sched_obs_classify(&c, &r, &o);
+    return o;
+}
+
+/* Teaches the model: trajectories of prompt whose first return is o, `remaining` after it. */
+static void teach(struct fixture *f, uint64_t prompt, const struct sched_obs *o,
+                  const int64_t *remaining, size_t n)
+{
+    char key[SCHED_STATE_KEY_MAX];
+    sched_state_key(&f->obs, o, 1, key, sizeof key);
+    uint32_t id = sched_model_state(f->model, key);
+    for (size_t i = 0; i < n; i++) {
+        int64_t gen[] = {100};
+        struct sched_traj_summary s = {.prompt = prompt,
+                                       .total_tokens = 100 + remaining[i],
+                                       .n = 1,
+                                       .states = &id,
+                                       .gen_before = gen};
+        assert_int_equal(sched_model_insert(f->model, &s), 0);
+    }
+}
+
+static struct sched_decision start(struct fixture *f, uint64_t traj, uint64_t prompt)
+{
+    struct sched_start ev = {
+        .traj = traj, .prompt = prompt, .prompt_tokens = 300, .true_remaining_tokens = -1};
+    struct sched_decision d;
+    assert_int_equal(sched_router_start(f->r, &f->reg, &ev, &d), 0);
+    return d;
+}
+
+static struct sched_decision tool_return(struct fixture *f, uint64_t traj,
+                                         const struct sched_obs *o, int64_t generated)
+{
+    assert_int_equal(sched_router_turn_done(f->r, traj, generated), 0);
+    struct sched_return ev = {.traj = traj,
+                              .obs = o,
+                              .n_obs = 1,
+                              .context_tokens = 1000,
+                              .true_remaining_tokens = -1,
+                              .sibling_mean_tokens = NAN};
+    struct sched_decision d;
+    assert_int_equal(sched_router_tool_return(f->r, &f->reg, &ev, &d), 0);
+    return d;
+}
+
+static void test_start_short_and_missing_node_stays(void **state)
+{
+    struct fixture f;
+    setup(&f, SCHED_CMLFQ, NULL);
+    struct sched_decision d = start(&f, 1, 5);
+    assert_int_equal(d.from_bucket, -1);
+    assert_int_equal(d.to_bucket, 0);
+    assert_int_equal(d.reason, SCHED_REASON_FIRST);
+    assert_int_equal(d.place, SCHED_PLACE_BUCKET);
+    assert_int_equal(d.instance_id, 0);
+    struct sched_obs o = obs_of("bash", 100, SCHED_FAILURE);
+    d = tool_return(&f, 1, &o, 200);
+    assert_int_equal(d.reason, SCHED_REASON_NO_NODE);
+    assert_int_equal(d.to_bucket, 0);
+    assert_false(d.est.found);
+    teardown(&f);
+}
+
+static void test_agreement_promotion_and_demotion(void **state)
+{
+    struct fixture f;
+    setup(&f, SCHED_CMLFQ, NULL);
+    struct sched_obs bad = obs_of("bash", 8000, SCHED_FAILURE);
+    struct sched_obs good = obs_of("bash", 10, SCHED_SUCCESS);
+    struct sched_obs mixed = obs_of("edit", 10, SCHED_SUCCESS);
+    int64_t long_rem[] = {20000, 21000, 22000, 25000};     /* mean and p90 in bucket 2 */
+    int64_t short_rem[] = {100, 200, 300, 400};            /* both in bucket 0 */
+    int64_t split_rem[] = {1000, 1000, 1000, 1000, 50000}; /* mean 1 (10800), p90 3 */
+    teach(&f, 5, &bad, long_rem, 4);
+    teach(&f, 5, &good, short_rem, 4);
+    teach(&f, 5, &mixed, split_rem, 5);
+
+    start(&f, 1, 5);
+    struct sched_decision d = tool_return(&f, 1, &bad, 100);
+    assert_int_equal(d.reason, SCHED_REASON_PROMOTE);
+    assert_int_equal(d.from_bucket, 0);
+    assert_int_equal(d.to_bucket, 2);
+    assert_true(d.est.exact && d.est.from_prompt);
+    assert_close(d.est.mean_tokens, 22000.0, 1e-12);
+
+    start(&f, 2, 5);
+    d = tool_return(&f, 2, &mixed, 100);
+    assert_int_equal(d.reason, SCHED_REASON_DISAGREE);
+    assert_int_equal(d.to_bucket, 0);
+
+    teardown(&f);
+
+    /* Demotion: prompt 7's trajectories are long after a bad return and short after a good
+     * one that follows it (20200 in all: 20100 left after the first return, 200 after the
+     * second). */
+    setup(&f, SCHED_CMLFQ, NULL);
+    char k1[SCHED_STATE_KEY_MAX], k2[SCHED_STATE_KEY_MAX];
+    sched_state_key(&f.obs, &bad, 1, k1, sizeof k1);
+    sched_state_key(&f.obs, &good, 1, k2, sizeof k2);
+    uint32_t ids[] = {sched_model_state(f.model, k1), sched_model_state(f.model, k2)};
+    int64_t gen[] = {100, 20000};
+    for (int i = 0; i < 3; i++) {
+        struct sched_traj_summary s = {
+            .prompt = 7, .total_tokens = 20200, .n = 2, .states = ids, .gen_before = gen};
+        assert_int_equal(sched_model_insert(f.model, &s), 0);
+    }
+    start(&f, 3, 7);
+    d = tool_return(&f, 3, &bad, 100);
+    assert_int_equal(d.reason, SCHED_REASON_PROMOTE);
+    assert_int_equal(d.to_bucket, 2);
+    d = tool_return(&f, 3, &good, 19900);
+    assert_int_equal(d.reason, SCHED_REASON_DEMOTE);
+    assert_int_equal(d.from_bucket, 2);
+    assert_int_equal(d.to_bucket, 0);
+    assert_int_equal(d.place, SCHED_PLACE_BUCKET);
+    teardown(&f);
+}
+
+static void min_visits_3(struct sched_router_config *c)
+{
+    c->min_visits = 3;
+}
+
+static void test_min_visits(void **state)
+{
+    struct fixture f;
+    setup(&f, SCHED_CMLFQ, min_visits_3);
+    struct sched_obs bad = obs_of("bash", 8000, SCHED_FAILURE);
+    int64_t rem[] = {20000, 20000};
+    teach(&f, 5, &bad, rem, 2);
+    start(&f, 1, 5);
+    assert_int_equal(tool_return(&f, 1, &bad, 100).reason, SCHED_REASON_NO_NODE);
+    teach(&f, 5, &bad, rem, 1);
+    start(&f, 2, 5);
+    assert_int_equal(tool_return(&f, 2, &bad, 100).reason, SCHED_REASON_PROMOTE);
+    teardown(&f);
+}
+
+static void test_stickiness(void **state)
+{
+    struct fixture f;
+    setup(&f, SCHED_CMLFQ, NULL);
+    struct sched_obs o = obs_of("bash", 100, SCHED_SUCCESS);
+    struct sched_decision d = start(&f, 1, 5);
+    assert_int_equal(d.instance_id, 0);
+    f.inst[0].running = 2; /* instance 1 is now less loaded, but the trajectory stays */
+    d = tool_return(&f, 1, &o, 10);
+    assert_int_equal(d.place, SCHED_PLACE_STICKY);
+    assert_int_equal(d.instance_id, 0);
+    assert_int_equal(d.prev_instance_id, 0);
+    f.inst[0].ready = false; /* not ready: least loaded of the bucket */
+    d = tool_return(&f, 1, &o, 10);
+    assert_int_equal(d.place, SCHED_PLACE_BUCKET);
+    assert_int_equal(d.instance_id, 1);
+    f.inst[0].ready = true;
+    f.inst[1].queued = 3; /* at its cap (3): moves off it */
+    d = tool_return(&f, 1, &o, 10);
+    assert_int_equal(d.instance_id, 0);
+    /* the registry may be reordered between calls: stickiness follows the id */
+    struct sched_instance tmp = f.inst[0];
+    f.inst[0] = f.inst[5];
+    f.inst[5] = tmp;
+    d = tool_return(&f, 1, &o, 10);
+    assert_int_equal(d.place, SCHED_PLACE_STICKY);
+    assert_int_equal(d.instance, 5);
+    assert_int_equal(d.instance_id, 0);
+    teardown(&f);
+}
+
+static void test_fallback_order_and_never_refuse(void **state)
+{
+    struct fixture f;
+    setup(&f, SCHED_ORACLE, NULL);
+    struct sched_start ev = {.traj = 1, .true_remaining_tokens = 10000}; /* bucket 1 */
+    struct sched_decision d;
+    for (int i = 0; i < 8; i++)
+        f.inst[i].queued = f.inst[i].bucket == 1 ? 3 : 0; /* bucket 1 full */
+    f.inst[4].running = 5;
+    f.inst[5].running = 5;
+    assert_int_equal(sched_router_start(f.r, &f.reg, &ev, &d), 0);
+    assert_int_equal(d.to_bucket, 1);
+    assert_int_equal(d.place, SCHED_PLACE_FALLBACK);
+    assert_int_equal(d.placed_bucket, 2); /* larger first, however loaded */
+    assert_int_equal(sched_router_finish(f.r, 1, SCHED_FINISH_COMPLETED, false), 0);
+
+    for (int i = 4; i < 6; i++)
+        f.inst[i].queued = 3; /* bucket 2 full too: then the smaller one */
+    ev.traj = 2;
+    assert_int_equal(sched_router_start(f.r, &f.reg, &ev, &d), 0);
+    assert_int_equal(d.placed_bucket, 0);
+    for (int i = 0; i < 2; i++)
+        f.inst[i].queued = 3; /* 0, 1, 2 full: then 3, two steps outward */
+    ev.traj = 3;
+    assert_int_equal(sched_router_start(f.r, &f.reg, &ev, &d), 0);
+    assert_int_equal(d.placed_bucket, 3);
+    assert_int_equal(d.place, SCHED_PLACE_FALLBACK);
+
+    for (int i = 0; i < 8; i++) /* everything full: least loaded overall, above its cap */
+        f.inst[i].queued = 3 + (i != 6);
+    ev.traj = 4;
+    assert_int_equal(sched_router_start(f.r, &f.reg, &ev, &d), 0);
+    assert_int_equal(d.place, SCHED_PLACE_OVERFLOW);
+    assert_int_equal(d.instance, 6);
+    for (int i = 0; i < 8; i++) /* nothing ready at all: still an answer */
+        f.inst[i].ready = false;
+    ev.traj = 5;
+    assert_int_equal(sched_router_start(f.r, &f.reg, &ev, &d), 0);
+    assert_int_equal(d.place, SCHED_PLACE_OVERFLOW);
+    assert_int_equal(d.instance, 6);
+    struct sched_registry empty = {f.inst, 0};
+    ev.traj = 6;
+    assert_int_equal(sched_router_start(f.r, &empty, &ev, &d), LIBRA_ENOENT);
+    teardown(&f);
+}
+
+static double decode_s(void *ctx, int tp, int64_t context_tokens, double tokens)
+{
+    return tokens * 0.02 / tp; /* 20 ms per token at TP1, perfectly parallel */
+}
+
+static double move_s(void *ctx, const struct sched_instance *from, int to_tp,
+                     int64_t context_tokens)
+{
+    return *(double *)ctx;
+}
+
+static double move_cost = 1e6;
+
+static void cache_aware(struct sched_router_config *c)
+{
+    c->costs = (struct sched_move_costs){decode_s, move_s, &move_cost};
+}
+
+static void test_cache_aware_moves(void **state)
+{
+    struct fixture f;
+    setup(&f, SCHED_CMLFQ, cache_aware);
+    struct sched_obs bad = obs_of("bash", 8000, SCHED_FAILURE);
+    int64_t rem[] = {20000, 20000};
+    teach(&f, 5, &bad, rem, 2);
+    start(&f, 1, 5);
+    struct sched_decision d = tool_return(&f, 1, &bad, 100);
+    assert_int_equal(d.reason, SCHED_REASON_COST_VETO); /* 1e6 s to move: never pays */
+    assert_int_equal(d.to_bucket, 0);
+    assert_int_equal(d.place, SCHED_PLACE_STICKY);
+    move_cost = 10; /* 20000 tokens: 400 s at TP1, 100 s at TP4; 300 s saved > 10 s */
+    start(&f, 2, 5);
+    d = tool_return(&f, 2, &bad, 100);
+    assert_int_equal(d.reason, SCHED_REASON_PROMOTE);
+    teardown(&f);
+}
+
+static void quantum_1000(struct sched_router_config *c)
+{
+    c->quantum_tokens = 1000;
+}
+
+static void test_token_quantum(void **state)
+{
+    struct fixture f;
+    setup(&f, SCHED_CMLFQ, quantum_1000);
+    start(&f, 1, 5);
+    struct sched_decision d;
+    assert_int_equal(sched_router_progress(f.r, &f.reg, 1, 999, &d), 0);
+    assert_int_equal(d.to_bucket, 0);
+    assert_int_equal(d.place, SCHED_PLACE_STICKY);
+    assert_int_equal(sched_router_progress(f.r, &f.reg, 1, 1000, &d), 0);
+    assert_int_equal(d.reason, SCHED_REASON_QUANTUM);
+    assert_int_equal(d.to_bucket, 1);
+    assert_int_equal(sched_router_progress(f.r, &f.reg, 1, 1999, &d), 0);
+    assert_int_equal(d.to_bucket, 1); /* the quantum counts from the last promotion */
+    assert_int_equal(sched_router_progress(f.r, &f.reg, 1, 2000, &d), 0);
+    assert_int_equal(d.to_bucket, 2);
+    teardown(&f);
+
+    setup(&f, SCHED_CMLFQ, NULL); /* off by default */
+    start(&f, 1, 5);
+    assert_int_equal(sched_router_progress(f.r, &f.reg, 1, 100000, &d), 0);
+    assert_int_equal(d.to_bucket, 0);
+    teardown(&f);
+}
+
+static void test_baselines(void **state)
+{
+    struct fixture f;
+    struct sched_decision d;
+    struct sched_obs o = obs_of("bash", 10, SCHED_SUCCESS);
+
+    setup(&f, SCHED_LOAD_BALANCE, NULL);
+    f.inst[0].running = 1;
+    d = start(&f, 1, 5);
+    assert_int_equal(d.to_bucket, -1);
+    assert_int_equal(d.instance, 1); /* least connections over all buckets */
+    f.inst[1].running = 9;
+    d = tool_return(&f, 1, &o, 10);
+    assert_int_equal(d.place, SCHED_PLACE_STICKY);
+    assert_true(sched_policy_bucketless(SCHED_LOAD_BALANCE));
+    teardown(&f);
+
+    setup(&f, SCHED_LENGTH_AWARE, NULL);
+    struct sched_start ev = {.traj = 1, .prompt_tokens = 12000, .true_remaining_tokens = -1};
+    assert_int_equal(sched_router_start(f.r, &f.reg, &ev, &d), 0);
+    assert_int_equal(d.to_bucket, 2); /* > 10000: long */
+    struct sched_return rv = {.traj = 1,
+                              .obs = &o,
+                              .n_obs = 1,
+                              .context_tokens = 20000,
+                              .true_remaining_tokens = -1,
+                              .sibling_mean_tokens = NAN};
+    assert_int_equal(sched_router_tool_return(f.r, &f.reg, &rv, &d), 0);
+    assert_int_equal(d.to_bucket, 3);
+    assert_int_equal(d.reason, SCHED_REASON_PROMOTE);
+    teardown(&f);
+
+    setup(&f, SCHED_LA_MLFQ, NULL);
+    d = start(&f, 1, 5);
+    assert_int_equal(d.to_bucket, 0);
+    assert_int_equal(tool_return(&f, 1, &o, 2999).to_bucket, 0);
+    assert_int_equal(tool_return(&f, 1, &o, 1).to_bucket, 1); /* 3000 generated */
+    assert_int_equal(sched_router_progress(f.r, &f.reg, 1, 3000, &d), 0);
+    assert_int_equal(d.to_bucket, 2); /* mid-turn, 6000 */
+    assert_int_equal(sched_router_finish(f.r, 1, SCHED_FINISH_COMPLETED, true), 0);
+    struct sched_start sib = {.traj = 2, .prompt = 5, .epoch = 5, .true_remaining_tokens = -1};
+    assert_int_equal(sched_router_start(f.r, &f.reg, &sib, &d), 0);
+    assert_int_equal(d.to_bucket, 2); /* follows the prompt's last trajectory (TTL 5) */
+    sib = (struct sched_start){.traj = 3, .prompt = 5, .epoch = 6, .true_remaining_tokens = -1};
+    assert_int_equal(sched_router_start(f.r, &f.reg, &sib, &d), 0);
+    assert_int_equal(d.to_bucket, 0); /* expired */
+    teardown(&f);
+
+    setup(&f, SCHED_PLAS, NULL);
+    start(&f, 1, 5);
+    assert_int_equal(tool_return(&f, 1, &o, 4000).to_bucket, 0);
+    assert_int_equal(tool_return(&f, 1, &o, 1).to_bucket, 1); /* attained 4001 > 4000 */
+    assert_int_equal(tool_return(&f, 1, &o, 30000).to_bucket, 3);
+    teardown(&f);
+
+    setup(&f, SCHED_ORACLE, NULL);
+    ev = (struct sched_start){.traj = 1, .true_remaining_tokens = 4001};
+    assert_int_equal(sched_router_start(f.r, &f.reg, &ev, &d), 0);
+    assert_int_equal(d.to_bucket, 1);
+    assert_int_equal(d.reason, SCHED_REASON_FIRST);
+    rv.true_remaining_tokens = 10;
+    assert_int_equal(sched_router_tool_return(f.r, &f.reg, &rv, &d), 0);
+    assert_int_equal(d.reason, SCHED_REASON_DEMOTE);
+    assert_int_equal(d.to_bucket, 0);
+    teardown(&f);
+}
+
+static void test_predictor_learns_the_same_signal(void **state)
+{
+    struct fixture f;
+    setup(&f, SCHED_PREDICTOR, NULL);
+    struct sched_obs bad = obs_of("bash", 8000, SCHED_FAILURE);
+    struct sched_obs good = obs_of("bash", 10, SCHED_SUCCESS);
+    int64_t long_rem[] = {20000, 20500, 21000, 21500, 22000, 22500};
+    int64_t short_rem[] = {100, 120, 140, 160, 180, 200};
+    for (uint64_t p = 0; p < 20; p++) {
+        teach(&f, p, &bad, long_rem, 6);
+        teach(&f, p, &good, short_rem, 6);
+    }
+    start(&f, 1, 99);
+    struct sched_decision d = tool_return(&f, 1, &bad, 100);
+    assert_true(d.est.found);
+    assert_int_equal(d.to_bucket, 2);
+    start(&f, 2, 99);
+    d = tool_return(&f, 2, &good, 100);
+    assert_int_equal(d.to_bucket, 0);
+    teardown(&f);
+}
+
+static void max_live_2(struct sched_router_config *c)
+{
+    c->max_live = 2;
+}
+
+static void test_live_states_and_learning(void **state)
+{
+    struct fixture f;
+    setup(&f, SCHED_CMLFQ, max_live_2);
+    struct sched_obs o = obs_of("bash", 10, SCHED_SUCCESS);
+    start(&f, 1, 5);
+    start(&f, 2, 5);
+    struct sched_start dup = {.traj = 2};
+    struct sched_decision d;
+    assert_int_equal(sched_router_start(f.r, &f.reg, &dup, &d), LIBRA_EINVAL);
+    tool_return(&f, 1, &o, 10); /* 1 is now the most recently active */
+    start(&f, 3, 5);            /* evicts 2 */
+    assert_int_equal(sched_router_live(f.r), 2);
+    assert_int_equal(sched_router_turn_done(f.r, 2, 1), LIBRA_ENOENT);
+    assert_int_equal(sched_router_finish(f.r, 2, SCHED_FINISH_COMPLETED, true), LIBRA_ENOENT);
+    assert_int_equal(sched_router_turn_done(f.r, 1, 500), 0);
+    assert_int_equal(sched_router_finish(f.r, 1, SCHED_FINISH_TRUNCATED, true), 0);
+    struct sched_estimate e;
+    sched_model_lookup(f.model, 5, NULL, 0, &e);
+    assert_int_equal(e.visits, 1);
+    assert_close(e.mean_tokens, 510.0, 0); /* censored, nothing above it: the bound itself */
+    assert_int_equal(sched_router_live(f.r), 1);
+    assert_true(sched_router_bytes(f.r) > 0);
+    teardown(&f);
+}
+
+static void test_config_errors_and_names(void **state)
+{
+    struct spec_bucket_layout l;
+    assert_int_equal(spec_bucket_parse(&l, "tp1:100", "t", NULL), 0);
+    struct sched_router_config c;
+    struct sched_router *r;
+    struct libra_error err;
+    sched_router_config_default(&c, SCHED_CMLFQ, &l);
+    assert_int_equal(sched_router_new(&r, &c, NULL, &err), LIBRA_EINVAL);
+    assert_non_null(strstr(err.msg, "needs a model"));
+    sched_router_config_default(&c, SCHED_PLAS, &l);
+    c.layout.n = 0;
+    assert_int_equal(sched_router_new(&r, &c, NULL, &err), LIBRA_EINVAL);
+    sched_router_config_default(&c, SCHED_PLAS, &l);
+    c.length_thresholds_tokens[1] = 1;
+    assert_int_equal(sched_router_new(&r, &c, NULL, &err), LIBRA_EINVAL);
+    for (int p = 0; p < SCHED_POLICY_COUNT; p++) {
+        enum sched_policy back;
+        assert_int_equal(sched_policy_parse(sched_policy_name((enum sched_policy)p), &back), 0);
+        assert_int_equal(back, p);
+    }
+    enum sched_policy back;
+    assert_int_equal(sched_policy_parse("random", &back), LIBRA_ENOENT);
+    assert_string_equal(sched_reason_name(SCHED_REASON_COST_VETO), "cost_veto");
+    assert_string_equal(sched_place_name(SCHED_PLACE_OVERFLOW), "overflow");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_start_short_and_missing_node_stays),
+        cmocka_unit_test(test_agreement_promotion_and_demotion),
+        cmocka_unit_test(test_min_visits),
+        cmocka_unit_test(test_stickiness),
+        cmocka_unit_test(test_fallback_order_and_never_refuse),
+        cmocka_unit_test(test_cache_aware_moves),
+        cmocka_unit_test(test_token_quantum),
+        cmocka_unit_test(test_baselines),
+        cmocka_unit_test(test_predictor_learns_the_same_signal),
+        cmocka_unit_test(test_live_states_and_learning),
+        cmocka_unit_test(test_config_errors_and_names),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
