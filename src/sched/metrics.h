@@ -1,0 +1,68 @@
+/*
+ * Routing accuracy, defined (spec §4; docs/routing.md "Metrics").
+ *
+ * The paper reports one number (91.1 % on Search-R1) without defining it, and "always stay
+ * short" can score 85 % on a long-tailed workload. So libra counts one decision per tool
+ * return, takes the bucket the policy chose before any capacity fallback, and calls it correct
+ * when it equals the bucket of the trajectory's true remaining generated tokens at that moment
+ * (the first bucket whose max_tokens covers them, else the last). Beside it, always: first
+ * placements apart, the majority-class baseline, per-bucket recall (the long bucket above
+ * all), token-weighted accuracy (each decision weighted by its true remaining tokens), the
+ * Spearman correlation of predicted vs true remaining tokens (over decisions with an
+ * estimate), moves per trajectory, and all of it split by whether the trajectory's prompt was
+ * seen in an earlier step, never, or only through siblings running at the same time.
+ */
+#ifndef SCHED_METRICS_H
+#define SCHED_METRICS_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spec/bucket.h"
+
+enum sched_split {
+    SCHED_SPLIT_SEEN,     /* the prompt appeared in an earlier step */
+    SCHED_SPLIT_NEVER,    /* never before */
+    SCHED_SPLIT_SIBLINGS, /* only through siblings of the same group (the simulator) */
+};
+#define SCHED_SPLIT_COUNT 3
+
+/* One evaluated decision. */
+struct sched_metric_point {
+    enum sched_split split;
+    bool first;                    /* the first placement of a trajectory (reported apart) */
+    int from_bucket;               /* the policy's bucket before it; -1 at the first */
+    int chosen_bucket;             /* the policy's choice before any fallback */
+    int64_t true_remaining_tokens; /* generated tokens still to come */
+    double predicted_tokens;       /* the policy's estimate of them, or NAN */
+};
+
+struct sched_metrics;
+
+/* Creates an empty accumulator for decisions over layout. Never returns NULL. */
+struct sched_metrics *sched_metrics_new(const struct spec_bucket_layout *layout);
+
+/* Frees m; NULL is a no-op. */
+void sched_metrics_free(struct sched_metrics *m);
+
+/* Counts one trajectory of a split (the denominator of moves per trajectory). */
+void sched_metrics_add_traj(struct sched_metrics *m, enum sched_split split);
+
+/* Adds one decision. */
+void sched_metrics_add(struct sched_metrics *m, const struct sched_metric_point *p);
+
+/* The accuracy of tool-return decisions over every split; NAN when there are none. */
+double sched_metrics_accuracy(const struct sched_metrics *m);
+
+/*
+ * The metrics as JSON: {"all": S, "seen": S, "never": S[, "siblings": S]} (siblings only when
+ * it has trajectories), each S = {trajectories, decisions, accuracy, majority_class {bucket,
+ * accuracy}, per_bucket_recall [..], token_weighted_accuracy, spearman, spearman_points,
+ * moves_per_trajectory, first_placements {n, accuracy}}. Undefined values (no data, or
+ * bucket accuracy of a bucketless policy when bucketless) are null. Returns a new reference.
+ */
+json_t *sched_metrics_to_json(const struct sched_metrics *m, bool bucketless);
+
+#endif

@@ -1,0 +1,75 @@
+/* Tests of the routing metrics (src/sched/metrics.c) on hand-counted decisions. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+
+#include "sched/metrics.h"
+
+static double num(const json_t *o, const char *path)
+{
+    json_t *v = json_object_get(o, path);
+    assert_true(json_is_number(v));
+    return json_number_value(v);
+}
+
+static void add(struct sched_metrics *m, enum sched_split split, bool first, int from, int chosen,
+                int64_t truth, double predicted)
+{
+    struct sched_metric_point p = {split, first, from, chosen, truth, predicted};
+    sched_metrics_add(m, &p);
+}
+
+static void test_hand_counted(void **state)
+{
+    struct spec_bucket_layout l;
+    assert_int_equal(spec_bucket_parse(&l, "tp1:1000,tp4:10000", "t", NULL), 0);
+    struct sched_metrics *m = sched_metrics_new(&l);
+    assert_true(isnan(sched_metrics_accuracy(m)));
+    sched_metrics_add_traj(m, SCHED_SPLIT_SEEN);
+    sched_metrics_add_traj(m, SCHED_SPLIT_NEVER);
+    add(m, SCHED_SPLIT_SEEN, true, -1, 0, 5000, NAN);  /* first placement: wrong */
+    add(m, SCHED_SPLIT_SEEN, false, 0, 1, 5000, 4000); /* move, right, 5000 tokens */
+    add(m, SCHED_SPLIT_SEEN, false, 1, 1, 100, 3000);  /* stay, wrong (truth 0), 100 tokens */
+    add(m, SCHED_SPLIT_NEVER, true, -1, 0, 50, NAN);   /* first placement: right */
+    add(m, SCHED_SPLIT_NEVER, false, 0, 0, 40, 5000);  /* right */
+    add(m, SCHED_SPLIT_NEVER, false, 0, 0, 30, NAN);   /* right, no estimate */
+    assert_close(sched_metrics_accuracy(m), 0.75, 1e-12);
+    json_t *j = sched_metrics_to_json(m, false);
+    json_t *all = json_object_get(j, "all");
+    assert_int_equal(num(all, "decisions"), 4);
+    assert_close(num(all, "accuracy"), 0.75, 1e-12);
+    json_t *maj = json_object_get(all, "majority_class");
+    assert_int_equal(num(maj, "bucket"), 0); /* true buckets 1, 0, 0, 0 */
+    assert_close(num(maj, "accuracy"), 0.75, 1e-12);
+    json_t *recall = json_object_get(all, "per_bucket_recall");
+    assert_close(json_number_value(json_array_get(recall, 0)), 2.0 / 3.0, 1e-12);
+    assert_close(json_number_value(json_array_get(recall, 1)), 1.0, 1e-12);
+    assert_close(num(all, "token_weighted_accuracy"), 5070.0 / 5170.0, 1e-12);
+    assert_int_equal(num(all, "spearman_points"), 3);
+    /* predicted ranks (2, 1, 3) against true ranks (3, 2, 1): 1 - 6 * 6 / (3 * 8) */
+    assert_close(num(all, "spearman"), -0.5, 1e-12);
+    assert_close(num(all, "moves_per_trajectory"), 0.5, 1e-12);
+    json_t *first = json_object_get(all, "first_placements");
+    assert_int_equal(num(first, "n"), 2);
+    assert_close(num(first, "accuracy"), 0.5, 1e-12);
+    json_t *seen = json_object_get(j, "seen");
+    assert_close(num(seen, "accuracy"), 0.5, 1e-12);
+    assert_null(json_object_get(j, "siblings")); /* no trajectories there */
+    json_decref(j);
+
+    j = sched_metrics_to_json(m, true); /* bucketless: accuracies undefined */
+    all = json_object_get(j, "all");
+    assert_true(json_is_null(json_object_get(all, "accuracy")));
+    assert_true(json_is_null(json_object_get(all, "token_weighted_accuracy")));
+    assert_true(
+        json_is_number(json_object_get(json_object_get(all, "majority_class"), "accuracy")));
+    json_decref(j);
+    sched_metrics_free(m);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_hand_counted)};
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
