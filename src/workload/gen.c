@@ -29,6 +29,12 @@ static int64_t clamp_round(double x, double lo, double hi)
     return (int64_t)llround(fmin(fmax(x, lo), hi));
 }
 
+/* Seconds to integer microseconds, saturating far beyond any real wait (about 31 years). */
+static int64_t to_us(double s)
+{
+    return (int64_t)llround(fmin(s * 1e6, 1e15));
+}
+
 static int64_t draw_lognormal(const struct workload_lognormal *l, double z, double shift_log)
 {
     return clamp_round(l->median * exp(l->sigma * z + shift_log), l->min, l->max);
@@ -156,9 +162,8 @@ static void call_tool(const struct workload_gen *g, struct agent *s, const struc
     bool bad = d->bad < p_bad, timed_out;
     double exec_s = workload_pool_exec_s(&t->pool, d->exec, &timed_out);
     call->tool = (char *)t->name;
-    call->exec_us = (int64_t)llround(exec_s * 1e6);
-    call->queue_us =
-        (int64_t)llround(workload_pool_wait_s(&g->pools[i], d->wait, d->wait_len) * 1e6);
+    call->exec_us = to_us(exec_s);
+    call->queue_us = to_us(workload_pool_wait_s(&g->pools[i], d->wait, d->wait_len));
     if (timed_out) {
         call->status = TRACE_TOOL_TIMEOUT;
         call->payload_tokens = t->timeout_payload_tokens;

@@ -104,9 +104,9 @@ static const struct field tool_fields[] = {
     NUM("timeout_payload_tokens", F_INT, TF(timeout_payload_tokens), 0, 1e8),
     NUM("pool/workers", F_INT, TF(pool.workers), 0, 1e5),
     NUM("pool/utilisation", F_REAL, TF(pool.utilisation), 0, 0.99),
-    NUM("pool/service_median_s", F_REAL, TF(pool.service_median_s), 1e-6, 1e6),
-    NUM("pool/service_sigma", F_REAL, TF(pool.service_sigma), 0, 5),
-    NUM("pool/timeout_s", F_REAL, TF(pool.timeout_s), 1e-6, 1e7),
+    NUM("pool/service_median_s", F_REAL, TF(pool.service_median_s), 1e-6, 86400),
+    NUM("pool/service_sigma", F_REAL, TF(pool.service_sigma), 0, 3),
+    NUM("pool/timeout_s", F_REAL, TF(pool.timeout_s), 1e-6, 604800),
 };
 
 #define N_PRESET_FIELDS (sizeof preset_fields / sizeof preset_fields[0])
@@ -465,7 +465,8 @@ int workload_presets_add_text(struct workload_presets *p, const char *name, cons
     if (rc)
         return rc;
     struct workload_presets tmp = {xmallocarray(p->n + 1, sizeof *p->items), p->n};
-    memcpy(tmp.items, p->items, p->n * sizeof *p->items);
+    if (p->n)
+        memcpy(tmp.items, p->items, p->n * sizeof *p->items);
     rc = add_doc(&tmp, &doc, name, err);
     ujson_doc_free(&doc);
     if (rc) {
