@@ -31,14 +31,19 @@ static void require(bool ok, const char *what, const char *path)
 }
 
 /* The byte at 1-based line:col, col counting characters as ujson_locate does. */
-static const char *text_at(const char *text, int line, int col)
+static const char *text_at(const char *text, int line, int col, const char *path)
 {
     const char *p = text;
-    for (int l = 1; l < line; l++)
-        p = strchr(p, '\n') + 1;
-    for (int c = 1; c < col; c++)
+    for (int l = 1; l < line; l++) {
+        p = strchr(p, '\n');
+        require(p != NULL, "line past the end of the text", path);
+        p++;
+    }
+    for (int c = 1; c < col; c++) {
+        require(*p && *p != '\n', "column past the end of the line", path);
         for (p++; ((unsigned char)*p & 0xC0) == 0x80; p++)
             ;
+    }
     return p;
 }
 
@@ -50,7 +55,7 @@ static const char *locate(const struct ujson_doc *doc, const char *path)
     struct libra_error err;
     ujson_errorf(&err, doc, path, "probe");
     require(err.line == line && err.col == col, "ujson_errorf position differs", path);
-    return text_at(doc->text, line, col);
+    return text_at(doc->text, line, col, path);
 }
 
 /* Parses the JSON value that starts at *at, advancing *at past it; NULL when there is none. */
