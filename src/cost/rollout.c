@@ -144,13 +144,17 @@ double cost_decode_time(const struct cost_rollout_pre *pre, double seqs, double 
 double cost_prefill_time(const struct cost_rollout_pre *pre, double cached_tokens,
                          double new_tokens, double chunk_tokens)
 {
+    if (new_tokens <= 0.0)
+        return 0.0;
     if (chunk_tokens <= 0.0)
         chunk_tokens = new_tokens;
+    long chunks = (long)ceil(new_tokens / chunk_tokens);
     double t = 0.0;
-    for (double done = 0.0; done < new_tokens; done += chunk_tokens) {
-        double n = fmin(chunk_tokens, new_tokens - done);
+    for (long k = 0; k < chunks; k++) {
+        double done = (double)k * chunk_tokens;
         struct cost_batch b = {0};
-        cost_batch_add_prefill(&b, cached_tokens + done, n, done + n >= new_tokens);
+        cost_batch_add_prefill(&b, cached_tokens + done, fmin(chunk_tokens, new_tokens - done),
+                               k == chunks - 1);
         t += cost_iter_time(pre, &b);
     }
     return t;
@@ -160,7 +164,7 @@ double cost_single_request_s_per_token(const struct cost_rollout_pre *pre, doubl
                                        double gen_tokens)
 {
     double t = cost_prefill_time(pre, 0.0, prompt_tokens, prompt_tokens);
-    for (double j = 1.0; j < gen_tokens; j += 1.0)
-        t += cost_decode_time(pre, 1.0, prompt_tokens + j - 1.0);
+    for (long j = 1; j < (long)gen_tokens; j++)
+        t += cost_decode_time(pre, 1.0, prompt_tokens + (double)j - 1.0);
     return t / gen_tokens;
 }
