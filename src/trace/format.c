@@ -9,6 +9,7 @@
  */
 #include "trace/trace.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -33,10 +34,8 @@ static void put(struct trace_text *b, const char *s, size_t n)
     b->data[b->len] = '\0';
 }
 
-static void puts_(struct trace_text *b, const char *s)
-{
-    put(b, s, strlen(s));
-}
+/* Appends a string literal (its length known at compile time). */
+#define LIT(b, lit) put((b), (lit), sizeof(lit) - 1)
 
 static void put_int(struct trace_text *b, int64_t v)
 {
@@ -55,12 +54,19 @@ static void put_int(struct trace_text *b, int64_t v)
 static void put_json(struct trace_text *b, const json_t *v)
 {
     char *s = ujson_dump(v, false);
-    puts_(b, s);
+    put(b, s, strlen(s));
     free(s);
 }
 
+/* A real by the project's rule. Integral values (rewards are mostly 0 or 1) take a short cut
+ * that gives the rule's bytes: %.15g prints an integer below 1e15 exactly, and ".0" follows. */
 static void put_real(struct trace_text *b, double d)
 {
+    if (d == floor(d) && fabs(d) < 1e15 && !(d == 0 && signbit(d))) {
+        put_int(b, (int64_t)d);
+        LIT(b, ".0");
+        return;
+    }
     json_t *r = json_real(d);
     put_json(b, r);
     json_decref(r);
@@ -78,109 +84,100 @@ static void put_str(struct trace_text *b, const char *s)
         json_decref(js);
         return;
     }
-    put(b, "\"", 1);
+    LIT(b, "\"");
     put(b, s, (size_t)(c - (const unsigned char *)s));
-    put(b, "\"", 1);
+    LIT(b, "\"");
 }
 
-/* ,"key": — keys are fixed identifiers that need no escaping. */
-static void key(struct trace_text *b, const char *k, bool first)
-{
-    put(b, first ? "\"" : ",\"", first ? 1 : 2);
-    puts_(b, k);
-    put(b, "\":", 2);
-}
-
-static void field_int(struct trace_text *b, const char *k, int64_t v, bool first)
-{
-    key(b, k, first);
-    put_int(b, v);
-}
+/* An integer member (key is the literal `,"name":`). */
+#define FIELD(b, key, v) (LIT((b), key), put_int((b), (v)))
 
 /* An optional count: omitted when unknown (-1). */
-static void field_known(struct trace_text *b, const char *k, int64_t v)
-{
-    if (v >= 0)
-        field_int(b, k, v, false);
-}
+#define KNOWN(b, key, v)                                                                           \
+    do {                                                                                           \
+        if ((v) >= 0)                                                                              \
+            FIELD((b), key, (v));                                                                  \
+    } while (0)
 
 static void format_call(struct trace_text *b, const struct trace_tool_call *c)
 {
-    key(b, "tool", true);
+    LIT(b, "{\"tool\":");
     put_str(b, c->tool);
-    key(b, "status", false);
+    LIT(b, ",\"status\":");
     put_str(b, trace_tool_status_name(c->status));
-    field_int(b, "payload_tokens", c->payload_tokens, false);
-    field_known(b, "queue_us", c->queue_us);
-    field_known(b, "exec_us", c->exec_us);
+    FIELD(b, ",\"payload_tokens\":", c->payload_tokens);
+    KNOWN(b, ",\"queue_us\":", c->queue_us);
+    KNOWN(b, ",\"exec_us\":", c->exec_us);
+    LIT(b, "}");
 }
 
 static void format_turn(struct trace_text *b, const struct trace_turn *u)
 {
-    field_int(b, "prompt_tokens", u->prompt_tokens, true);
-    field_known(b, "cached_tokens", u->cached_tokens);
-    field_int(b, "generated_tokens", u->generated_tokens, false);
-    if (!u->n_calls)
-        return;
-    key(b, "calls", false);
-    for (size_t i = 0; i < u->n_calls; i++) {
-        put(b, i ? ",{" : "[{", 2);
-        format_call(b, &u->calls[i]);
-        put(b, "}", 1);
+    FIELD(b, "{\"prompt_tokens\":", u->prompt_tokens);
+    KNOWN(b, ",\"cached_tokens\":", u->cached_tokens);
+    FIELD(b, ",\"generated_tokens\":", u->generated_tokens);
+    if (u->n_calls) {
+        LIT(b, ",\"calls\":[");
+        for (size_t i = 0; i < u->n_calls; i++) {
+            if (i)
+                LIT(b, ",");
+            format_call(b, &u->calls[i]);
+        }
+        LIT(b, "]");
     }
-    put(b, "]", 1);
+    LIT(b, "}");
 }
 
 void trace_format_traj(struct trace_text *b, const struct trace_traj *t)
 {
-    put(b, "{", 1);
-    field_int(b, "step", t->step, true);
-    field_int(b, "prompt_id", t->prompt_id, false);
-    field_int(b, "epoch", t->epoch, false);
-    field_int(b, "sample", t->sample, false);
-    field_int(b, "version_start", t->version_start, false);
-    field_known(b, "version_end", t->version_end);
-    key(b, "finish", false);
+    FIELD(b, "{\"step\":", t->step);
+    FIELD(b, ",\"prompt_id\":", t->prompt_id);
+    FIELD(b, ",\"epoch\":", t->epoch);
+    FIELD(b, ",\"sample\":", t->sample);
+    FIELD(b, ",\"version_start\":", t->version_start);
+    KNOWN(b, ",\"version_end\":", t->version_end);
+    LIT(b, ",\"finish\":");
     put_str(b, trace_finish_name(t->finish));
     if (t->has_reward) {
-        key(b, "reward", false);
+        LIT(b, ",\"reward\":");
         put_real(b, t->reward);
     }
-    key(b, "turns", false);
+    LIT(b, ",\"turns\":[");
     for (size_t i = 0; i < t->n_turns; i++) {
-        put(b, i ? ",{" : "[{", 2);
+        if (i)
+            LIT(b, ",");
         format_turn(b, &t->turns[i]);
-        put(b, "}", 1);
     }
-    put(b, t->n_turns ? "]" : "[]", t->n_turns ? 1 : 2);
+    LIT(b, "]");
     if (t->extra) {
-        key(b, "extra", false);
+        LIT(b, ",\"extra\":");
         put_json(b, t->extra);
     }
-    put(b, "}\n", 2);
+    LIT(b, "}\n");
 }
 
 void trace_format_header(struct trace_text *b, const struct trace_header *h)
 {
-    put(b, "{", 1);
-    field_int(b, "libra_trace", h->version, true);
-    key(b, "workload", false);
+    FIELD(b, "{\"libra_trace\":", h->version);
+    LIT(b, ",\"workload\":");
     put_str(b, h->workload ? h->workload : "");
     if (h->model) {
-        key(b, "model", false);
+        LIT(b, ",\"model\":");
         put_str(b, h->model);
     }
     if (h->group_size > 0)
-        field_int(b, "group_size", h->group_size, false);
-    key(b, "lossy", false);
-    puts_(b, h->lossy ? "true" : "false");
+        FIELD(b, ",\"group_size\":", h->group_size);
+    if (h->lossy)
+        LIT(b, ",\"lossy\":true");
+    else
+        LIT(b, ",\"lossy\":false");
     const json_t *objs[] = {h->generator, h->import, h->extra};
-    const char *names[] = {"generator", "import", "extra"};
+    const char *keys[] = {",\"generator\":", ",\"import\":", ",\"extra\":"};
     for (int i = 0; i < 3; i++) {
         if (objs[i]) {
-            key(b, names[i], false);
+            put(b, keys[i], strlen(keys[i]));
             put_json(b, objs[i]);
         }
     }
-    put(b, "}\n", 2);
+    LIT(b, "}\n");
 }

@@ -8,6 +8,7 @@
 
 #include "trace/trace.h"
 #include "util/error.h"
+#include "util/json.h"
 
 #define HEADER                                                                                     \
     "{\"libra_trace\":1,\"workload\":\"r2e-gym\",\"model\":\"qwen3-14b\",\"group_size\":4,"        \
@@ -202,6 +203,30 @@ static void test_random_round_trip(void **state)
     trace_parser_free(p);
 }
 
+/* Rewards print exactly as ujson_dump prints the same real, short cut or not. */
+static void test_reward_matches_ujson(void **state)
+{
+    const double values[] = {0.0,  -0.0,  1.0, -1.0,        0.5,  1e14,  -1e14,
+                             1e15, 1e300, 0.1, 123456789.0, -3.0, 2.5e-8};
+    struct trace_turn turn = {.prompt_tokens = 1, .cached_tokens = -1, .generated_tokens = 1};
+    struct trace_traj t = {.version_end = -1, .has_reward = true, .turns = &turn, .n_turns = 1};
+    struct trace_text out = {0};
+    for (size_t i = 0; i < sizeof values / sizeof values[0]; i++) {
+        t.reward = values[i];
+        out.len = 0;
+        trace_format_traj(&out, &t);
+        json_t *r = json_real(values[i]);
+        char *want = ujson_dump(r, false), field[64];
+        snprintf(field, sizeof field, "\"reward\":%s,", want);
+        if (!strstr(out.data, field))
+            print_error("%.17g: want %s in %s", values[i], field, out.data);
+        assert_non_null(strstr(out.data, field));
+        free(want);
+        json_decref(r);
+    }
+    trace_text_free(&out);
+}
+
 /* Formatting the same record twice, and from two parsers, gives the same bytes. */
 static void test_deterministic(void **state)
 {
@@ -388,13 +413,21 @@ static void test_check_header(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_round_trip_full), cmocka_unit_test(test_round_trip_minimal),
-        cmocka_unit_test(test_fields_parsed),   cmocka_unit_test(test_random_round_trip),
-        cmocka_unit_test(test_deterministic),   cmocka_unit_test(test_bad_json),
-        cmocka_unit_test(test_unknown_key),     cmocka_unit_test(test_wrong_type),
-        cmocka_unit_test(test_negative_tokens), cmocka_unit_test(test_missing_field),
-        cmocka_unit_test(test_semantic_rules),  cmocka_unit_test(test_empty_and_header_lines),
-        cmocka_unit_test(test_bad_header),      cmocka_unit_test(test_check_header),
+        cmocka_unit_test(test_round_trip_full),
+        cmocka_unit_test(test_round_trip_minimal),
+        cmocka_unit_test(test_fields_parsed),
+        cmocka_unit_test(test_random_round_trip),
+        cmocka_unit_test(test_reward_matches_ujson),
+        cmocka_unit_test(test_deterministic),
+        cmocka_unit_test(test_bad_json),
+        cmocka_unit_test(test_unknown_key),
+        cmocka_unit_test(test_wrong_type),
+        cmocka_unit_test(test_negative_tokens),
+        cmocka_unit_test(test_missing_field),
+        cmocka_unit_test(test_semantic_rules),
+        cmocka_unit_test(test_empty_and_header_lines),
+        cmocka_unit_test(test_bad_header),
+        cmocka_unit_test(test_check_header),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
