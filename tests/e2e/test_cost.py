@@ -1,0 +1,68 @@
+"""End-to-end tests of `libra cost`: the JSON contract, the MoE label, the calibration tables
+that docs/calibration.md embeds, and clear errors for layouts that cannot run."""
+
+import json
+import os
+import subprocess
+
+LIBRA = os.environ["LIBRA_BIN"]
+SOURCE_DIR = os.environ["LIBRA_SOURCE_DIR"]
+
+
+def run(*args):
+    return subprocess.run([LIBRA, "cost", *args], capture_output=True, text=True, timeout=120)
+
+
+def cost_json(*args):
+    r = run("--json", *args)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_json_envelope_and_answers():
+    doc = cost_json("--hardware", "a800-80g", "--model", "qwen3-14b", "--gpus", "48")
+    assert doc["schema"] == "libra.cost/1"
+    for key in ("libra_version", "seed", "config_digest"):
+        assert key in doc
+    assert doc["model"] == "qwen3-14b" and not doc["moe_dense_approximation"]
+    tps = [row["tp"] for row in doc["rollout"]["tp"]]
+    assert tps == [1, 2, 4, 8]
+    for row in doc["rollout"]["tp"]:
+        times = [d["iteration_s"] for d in row["decode"]]
+        assert times == sorted(times), "a bigger batch never decodes faster"
+    capacity = [row["kv_capacity_tokens"] for row in doc["rollout"]["tp"]]
+    assert capacity == sorted(capacity)
+    train = doc["training"]
+    assert train["config"]["tp"] * train["config"]["dp"] <= 48
+    assert train["step"]["step_s"] > train["step"]["compute_s"] > 0
+    assert isinstance(train["memory"]["fits"], bool)
+
+
+def test_same_input_same_bytes():
+    assert run("--json").stdout == run("--json").stdout
+
+
+def test_moe_is_labelled():
+    assert cost_json("--model", "qwen3-30b-a3b")["moe_dense_approximation"]
+    r = run("--model", "qwen3-30b-a3b")
+    assert r.returncode == 0 and "MoE" in r.stdout
+
+
+def test_calibration_matches_the_document():
+    r = run("calibration")
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(SOURCE_DIR, "docs", "calibration.md"), encoding="utf-8") as f:
+        doc = f.read()
+    section = doc.split("<!-- BEGIN cost calibration -->\n")[1].split("<!-- END cost")[0]
+    assert r.stdout == section
+
+
+def test_layouts_that_cannot_run_are_usage_errors():
+    for args, needle in ((("--tp", "3"), "tp must divide"),
+                         (("--dp", "100"), "needs 400 GPUs"),
+                         (("--seq-tokens", "40000"), "do not fit"),
+                         (("--zero", "4"), "--zero")):
+        r = run(*args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stdout == ""
+        assert r.stderr.startswith("libra: cost: ") and needle in r.stderr, r.stderr
