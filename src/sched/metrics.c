@@ -102,13 +102,19 @@ static void sum_splits(const struct sched_metrics *m, unsigned mask, struct spli
     }
 }
 
+uint64_t sched_metrics_decisions(const struct sched_metrics *m)
+{
+    uint64_t n = 0;
+    for (int s = 0; s < SCHED_SPLIT_COUNT; s++)
+        n += m->split[s].decisions;
+    return n;
+}
+
 double sched_metrics_accuracy(const struct sched_metrics *m)
 {
-    uint64_t n = 0, right = 0;
-    for (int s = 0; s < SCHED_SPLIT_COUNT; s++) {
-        n += m->split[s].decisions;
+    uint64_t n = sched_metrics_decisions(m), right = 0;
+    for (int s = 0; s < SCHED_SPLIT_COUNT; s++)
         right += m->split[s].correct;
-    }
     return n ? (double)right / (double)n : NAN;
 }
 

@@ -56,6 +56,9 @@ void sched_metrics_add(struct sched_metrics *m, const struct sched_metric_point 
 /* The accuracy of tool-return decisions over every split; NAN when there are none. */
 double sched_metrics_accuracy(const struct sched_metrics *m);
 
+/* The number of tool-return decisions over every split. */
+uint64_t sched_metrics_decisions(const struct sched_metrics *m);
+
 /*
  * The metrics as JSON: {"all": S, "seen": S, "never": S[, "siblings": S]} (siblings only when
  * it has trajectories), each S = {trajectories, decisions, accuracy, majority_class {bucket,

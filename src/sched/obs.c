@@ -30,10 +30,12 @@ void sched_obs_defaults(struct sched_obs_config *c, const char *workload, const 
     c->large_above_tokens = 5000;
     c->chars_per_token = 4.0;
     bool r2e = workload && strncasecmp(workload, "r2e-gym", 7) == 0;
-    if (model && strcasecmp(model, "qwen3-4b") == 0) {
+    bool dapo = workload && strncasecmp(workload, "dapo-math", 9) == 0;
+    /* Without a model, the workload's reference run: DAPO on 4B, R2E-Gym on 14B. */
+    if ((model && strcasecmp(model, "qwen3-4b") == 0) || (!model && dapo)) {
         c->small_max_tokens = 400;
         c->large_above_tokens = 1600;
-    } else if (r2e && model && strcasecmp(model, "qwen3-14b") == 0) {
+    } else if (r2e && (!model || strcasecmp(model, "qwen3-14b") == 0)) {
         c->small_max_tokens = 1000;
         c->large_above_tokens = 12000;
     }

@@ -88,7 +88,8 @@ struct sched_obs {
  * Fills c with the spec's observation settings for a workload on a model (NULL: generic):
  * thresholds 500/5000 tokens (R2E-Gym on qwen3-14b 1000/12000; qwen3-4b runs 400/1600), 4
  * characters per token, and the workload's status rules (search-r1: "search" RAISED; r2e-gym:
- * "validator" REWARD; dapo-math*: "validator" CORRECT). Never fails.
+ * "validator" REWARD; dapo-math*: "validator" CORRECT). model NULL means the workload's
+ * reference run (dapo-math on qwen3-4b, r2e-gym on qwen3-14b). Never fails.
  */
 void sched_obs_defaults(struct sched_obs_config *c, const char *workload, const char *model);
 

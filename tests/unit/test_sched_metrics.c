@@ -35,6 +35,7 @@ static void test_hand_counted(void **state)
     add(m, SCHED_SPLIT_NEVER, false, 0, 0, 40, 5000);  /* right */
     add(m, SCHED_SPLIT_NEVER, false, 0, 0, 30, NAN);   /* right, no estimate */
     assert_close(sched_metrics_accuracy(m), 0.75, 1e-12);
+    assert_int_equal(sched_metrics_decisions(m), 4);
     json_t *j = sched_metrics_to_json(m, false);
     json_t *all = json_object_get(j, "all");
     assert_int_equal(num(all, "decisions"), 4);

@@ -33,6 +33,10 @@ static void test_defaults_per_workload(void **state)
     assert_int_equal(c.small_max_tokens, 400);
     assert_int_equal(c.large_above_tokens, 1600);
     assert_int_equal(c.rules[0].rule, SCHED_RULE_CORRECT);
+    sched_obs_defaults(&c, "dapo-math", NULL); /* the reference run: 4B */
+    assert_int_equal(c.large_above_tokens, 1600);
+    sched_obs_defaults(&c, "r2e-gym", NULL); /* the reference run: 14B */
+    assert_int_equal(c.large_above_tokens, 12000);
     sched_obs_defaults(&c, "search-r1", "qwen3-14b");
     assert_int_equal(c.small_max_tokens, 500);
     assert_int_equal(c.rules[0].rule, SCHED_RULE_RAISED);
