@@ -74,7 +74,7 @@ int cli_read_file(const char *path, char **text, size_t *len)
 {
     FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
     if (!f) {
-        cli_errorf("cannot read '%s': %s", path, strerror(errno));
+        cli_errorf("cannot read '%s': %s", path, error_strerror(errno));
         return LIBRA_EXIT_IO;
     }
     size_t cap = 1 << 16, n = 0;
@@ -104,14 +104,14 @@ int cli_write_output(const char *path, const char *text)
     bool to_stdout = !path || strcmp(path, "-") == 0;
     FILE *f = to_stdout ? stdout : fopen(path, "wb");
     if (!f) {
-        cli_errorf("cannot write '%s': %s", path, strerror(errno));
+        cli_errorf("cannot write '%s': %s", path, error_strerror(errno));
         return LIBRA_EXIT_IO;
     }
     size_t n = strlen(text);
     bool ok = fwrite(text, 1, n, f) == n;
     ok = (to_stdout ? fflush(f) : fclose(f)) == 0 && ok;
     if (!ok) {
-        cli_errorf("cannot write '%s': %s", to_stdout ? "<stdout>" : path, strerror(errno));
+        cli_errorf("cannot write '%s': %s", to_stdout ? "<stdout>" : path, error_strerror(errno));
         return LIBRA_EXIT_IO;
     }
     return 0;

@@ -1,6 +1,7 @@
 /* struct libra_error helpers; see error.h. */
 #include "util/error.h"
 
+#include <ctype.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -38,5 +39,13 @@ const char *error_format(const struct libra_error *err, char *buf, size_t size)
         snprintf(buf, size, "%s: %s", err->file, err->msg);
     else
         snprintf(buf, size, "%s", err->msg);
+    return buf;
+}
+
+const char *error_strerror(int errnum)
+{
+    static char buf[128];
+    snprintf(buf, sizeof buf, "%s", strerror(errnum));
+    buf[0] = (char)tolower((unsigned char)buf[0]);
     return buf;
 }

@@ -20,6 +20,10 @@ int error_set(struct libra_error *err, const char *file, int line, int col, cons
 /* Prefixes err->msg with "prefix: " (e.g. a field path), keeping the position. */
 void error_prefix(struct libra_error *err, const char *prefix);
 
+/* strerror(errnum) with its first letter in lower case, as messages are (DESIGN.md "Errors").
+ * Returns a static buffer: not reentrant; use from the process layer. */
+const char *error_strerror(int errnum);
+
 /*
  * Writes "file:line:col: msg" (or "file: msg", or "msg") into buf of size bytes and returns
  * buf. Always NUL-terminates when size > 0.
