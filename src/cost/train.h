@@ -5,7 +5,8 @@
  * Work is counted in FLOPs, k·N per token plus attention, where k sums switchable terms: 6 for
  * forward+backward, +2 for full activation recompute, +2 for an old-log-prob forward, +2 for a
  * reference-model forward (attention scales by the same k/2 forwards). Sequences are dealt to
- * DP ranks balanced by work, and inside a rank packed by tokens into micro-batches; the step is
+ * DP ranks longest first to the least loaded rank, each rank taking an equal share of them
+ * (verl's balance_batch), and inside a rank packed by tokens into micro-batches; the step is
  * as slow as the most loaded rank of every mini-batch (optimizer step), because ranks meet at
  * the gradient reduction. Communication: TP all-reduces (exposed), CP KV exchange (exposed
  * beyond the attention it overlaps), PP 1F1B bubble and point-to-point sends, DP gradient
@@ -14,7 +15,8 @@
  *
  * Speed: the sequence-dependent part (dealing, O(n log DP)) is cost_train_deal, which the
  * planner runs once per (DP, mini-batches, micro-batch budget); cost_train_step_time is then
- * O(1) per (TP, PP, CP) candidate. Neither allocates once the scratch has grown.
+ * O(1) per (TP, PP, CP) candidate. Neither allocates once the scratch has grown. Pure and
+ * reentrant: no globals; threads need their own scratch.
  */
 #ifndef COST_TRAIN_H
 #define COST_TRAIN_H
