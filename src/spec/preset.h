@@ -1,36 +1,50 @@
 /*
  * Hardware and model presets: the physical facts every cost model starts from.
  *
- * Built-in presets come from data/presets/*.json (embedded at build time); values and their
- * confidence are taken from ../shared/reference/calibration.md and each preset names its
+ * Built-in presets come from the JSON files in data/presets/ (embedded at build time); values and
+ * their confidence are taken from ../shared/reference/calibration.md and each preset names its
  * source. User preset files of the same schema add or override presets (`--presets FILE`,
  * LIBRA_PRESETS). Names are lower case ("a800-80g", "qwen3-14b") and looked up
  * case-insensitively.
+ *
+ * A preset file is one JSON object: {"schema": "libra.presets/1", "hardware": [...],
+ * "models": [...], "workloads": [...]}. Each hardware or model entry is an object whose keys
+ * are the rows of spec_hardware_fields() / spec_model_fields() (docs/config.md lists them).
+ * Capacities use decimal units: "80 GB" is 80e9 bytes, as in the vendor sheets. The
+ * "workloads" section belongs to workload/preset.h, which reads the same files; spec/ only
+ * skips it. "schema" is any string (documentation).
  */
 #ifndef SPEC_PRESET_H
 #define SPEC_PRESET_H
 
+#include <jansson.h>
 #include <stdbool.h>
 #include <stddef.h>
 
 #include "libra/libra.h"
+#include "spec/schema.h"
 
 #define SPEC_NAME_MAX 48
+
+/* calibration.md's confidence scale: H primary and unambiguous, M indirect, L weak. */
+enum spec_confidence { SPEC_CONF_HIGH, SPEC_CONF_MEDIUM, SPEC_CONF_LOW };
 
 /* One GPU type and the node it sits in. */
 struct spec_hardware {
     char name[SPEC_NAME_MAX];
     double bf16_flops_per_s;             /* dense bf16 tensor peak, FLOP/s */
-    double hbm_bytes;                    /* memory capacity per GPU, bytes */
+    double hbm_bytes;                    /* memory capacity per GPU, bytes (decimal GB) */
     double hbm_bw_bytes_per_s;           /* memory bandwidth per GPU, bytes/s */
     double nvlink_bw_bytes_per_s;        /* NVLink per GPU, bidirectional, bytes/s */
     double allreduce_bus_bw_bytes_per_s; /* 8-GPU intra-node all-reduce bus bandwidth */
     double allreduce_latency_s;          /* small-message all-reduce latency, s */
     double inter_node_bw_bytes_per_s;    /* inter-node bandwidth per GPU, bytes/s */
     int gpus_per_node;
-    char origin[128];  /* "builtin" or the user file that defined it */
-    char source[256];  /* where the numbers come from (calibration.md section) */
-    char assumed[256]; /* comma-separated fields whose values are assumptions, or "" */
+    enum spec_confidence confidence; /* of the values not listed in assumed */
+    char origin[128];                /* "builtin" or the user file that defined it */
+    char source[256];                /* where the numbers come from (calibration.md section) */
+    char assumed[256];               /* comma-separated fields whose values are assumptions */
+    char note[512];                  /* derivations and caveats, or "" */
 };
 
 /* One transformer model shape. MoE models set experts > 0. */
@@ -48,11 +62,13 @@ struct spec_model {
     int experts;          /* routed experts, 0 for dense */
     int top_k;            /* experts per token */
     int expert_ffn;       /* intermediate size of one expert */
-    double params_total;  /* parameters, count (memory) */
-    double params_active; /* parameters touched per token, count (compute) */
+    double params_total;  /* parameters, count (memory); derived from the shape unless given */
+    double params_active; /* parameters touched per token, count (compute); ditto */
+    enum spec_confidence confidence;
     char origin[128];
     char source[256];
     char assumed[256];
+    char note[512]; /* for MoE: compute uses params_active, memory params_total */
 };
 
 /* The loaded preset registry. */
@@ -71,8 +87,8 @@ int spec_presets_init(struct spec_presets *p, struct libra_error *err);
  * Adds the presets in a user preset file (text of len bytes, name used in messages); a preset
  * with an existing name replaces it and records name as its origin. Validates every field:
  * unknown keys, wrong types and impossible values (zero heads, kv_heads not dividing heads,
- * negative bandwidth) fail with err naming file:line:col and the field. On error p is
- * unchanged.
+ * negative bandwidth) fail with err naming file:line:col and the field. A name defined twice
+ * in one file is an error. On error p is unchanged.
  */
 int spec_presets_add_text(struct spec_presets *p, const char *name, const char *text, size_t len,
                           struct libra_error *err);
@@ -84,5 +100,23 @@ void spec_presets_free(struct spec_presets *p);
  * add or free. */
 const struct spec_hardware *spec_hardware_find(const struct spec_presets *p, const char *name);
 const struct spec_model *spec_model_find(const struct spec_presets *p, const char *name);
+
+/*
+ * Parameter counts derived from a model's shape (SwiGLU MLP, RMSNorm, QK-norm ignored — it is
+ * 2·head_dim per layer): attention (+ QKV bias when set), MLP or routed experts plus router,
+ * norms, embeddings (once when tied). total counts every expert, active only top_k of them.
+ */
+void spec_model_params(const struct spec_model *m, double *total, double *active);
+
+/* New JSON objects describing one preset: every row plus "origin" ("assumed" as an array). */
+json_t *spec_hardware_to_json(const struct spec_hardware *h);
+json_t *spec_model_to_json(const struct spec_model *m);
+
+/* The field tables of the two kinds (for docs and help). */
+const struct spec_field *spec_hardware_fields(size_t *n);
+const struct spec_field *spec_model_fields(size_t *n);
+
+/* Names of the confidence levels: "H", "M", "L". */
+const char *spec_confidence_name(enum spec_confidence c);
 
 #endif

@@ -1,0 +1,419 @@
+/*
+ * The preset registry; see preset.h.
+ *
+ * A preset file is read completely into a scratch registry and checked before anything is
+ * merged, so a bad user file never leaves a half-applied set of presets behind. Field checks
+ * come from the row tables below; what a single row cannot say (kv_heads divides heads, the
+ * MoE fields go together, "assumed" names real fields) is checked after the row pass.
+ */
+#include "spec/preset.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util/alloc.h"
+#include "util/embed.h"
+#include "util/error.h"
+
+/* The top-level keys of a preset file; "workloads" is read by workload/preset.h. */
+static const char *const sections[] = {"schema", "hardware", "models", "workloads", NULL};
+
+static const char *const confidence_names[] = {
+    [SPEC_CONF_HIGH] = "H",
+    [SPEC_CONF_MEDIUM] = "M",
+    [SPEC_CONF_LOW] = "L",
+    NULL,
+};
+
+/* Rows every preset kind shares: its name and where its numbers come from. */
+#define NAME_ROW(T)                                                                                \
+    SPEC_STRING_ROW(T, name, SPEC_REQUIRED, "", NULL,                                              \
+                    "preset name: lower-case letters, digits, '.', '-', '_'")
+#define PROVENANCE_ROWS(T)                                                                         \
+    SPEC_ENUM_ROW(T, confidence, 0, confidence_names, SPEC_CONF_LOW, NULL,                         \
+                  "H, M or L as in calibration.md, for the values not listed in assumed"),         \
+        SPEC_STRING_ROW(T, source, 0, "", NULL, "where the values come from"),                     \
+        SPEC_LIST_ROW(T, assumed, 0, "", NULL, "fields whose values are assumptions"),             \
+        SPEC_STRING_ROW(T, note, 0, "", NULL, "derivations and caveats")
+
+#define HW_BW(m, unit, doc)                                                                        \
+    SPEC_DOUBLE_ROW(struct spec_hardware, m, SPEC_REQUIRED | SPEC_ABOVE_MIN, unit, 0, 0, INFINITY, \
+                    NULL, doc)
+
+static const struct spec_field hardware_fields[] = {
+    NAME_ROW(struct spec_hardware),
+    HW_BW(bf16_flops_per_s, "FLOP/s", "dense bf16 tensor peak per GPU (not the sparse figure)"),
+    HW_BW(hbm_bytes, "bytes", "memory capacity per GPU, decimal (80 GB = 80e9 bytes)"),
+    HW_BW(hbm_bw_bytes_per_s, "bytes/s", "memory bandwidth per GPU"),
+    HW_BW(nvlink_bw_bytes_per_s, "bytes/s", "NVLink bandwidth per GPU, bidirectional"),
+    HW_BW(allreduce_bus_bw_bytes_per_s, "bytes/s",
+          "all-reduce bus bandwidth across the GPUs of one node, large messages"),
+    HW_BW(allreduce_latency_s, "s", "small-message all-reduce latency inside a node"),
+    HW_BW(inter_node_bw_bytes_per_s, "bytes/s",
+          "inter-node bandwidth per GPU (a node's NICs divided by its GPUs)"),
+    SPEC_INT_ROW(struct spec_hardware, gpus_per_node, SPEC_REQUIRED, "GPUs", 0, 1, 64, NULL,
+                 "GPUs in one node (one NVLink domain)"),
+    PROVENANCE_ROWS(struct spec_hardware),
+};
+
+#define MODEL_INT(m, fl, lo, hi, doc)                                                              \
+    SPEC_INT_ROW(struct spec_model, m, fl, "", 0, lo, hi, NULL, doc)
+#define MODEL_PARAMS(m, doc)                                                                       \
+    SPEC_DOUBLE_ROW(struct spec_model, m, 0, "parameters", 0, 0, INFINITY, NULL, doc)
+
+static const struct spec_field model_fields[] = {
+    NAME_ROW(struct spec_model),
+    MODEL_INT(layers, SPEC_REQUIRED, 1, 1024, "transformer layers"),
+    MODEL_INT(hidden, SPEC_REQUIRED, 1, 1 << 20, "hidden size"),
+    MODEL_INT(heads, SPEC_REQUIRED, 1, 1024, "query heads"),
+    MODEL_INT(kv_heads, SPEC_REQUIRED, 1, 1024, "key/value heads; must divide heads"),
+    MODEL_INT(head_dim, SPEC_REQUIRED, 1, 4096, "dimension of one head"),
+    MODEL_INT(ffn, 0, 0, 1 << 24, "dense MLP intermediate size; 0 for MoE models"),
+    MODEL_INT(vocab, SPEC_REQUIRED, 1, 1 << 24, "vocabulary size"),
+    SPEC_BOOL_ROW(struct spec_model, tied_embeddings, 0, 0, NULL,
+                  "input embedding and LM head share weights"),
+    SPEC_BOOL_ROW(struct spec_model, qkv_bias, 0, 0, NULL, "Q, K and V projections have biases"),
+    MODEL_INT(experts, 0, 0, 4096, "routed experts; 0 for dense models"),
+    MODEL_INT(top_k, 0, 0, 4096, "experts per token (MoE only)"),
+    MODEL_INT(expert_ffn, 0, 0, 1 << 24, "intermediate size of one expert (MoE only)"),
+    MODEL_PARAMS(params_total, "all parameters (memory); 0 derives them from the shape"),
+    MODEL_PARAMS(params_active,
+                 "parameters used per token (compute); 0 derives them from the shape"),
+    PROVENANCE_ROWS(struct spec_model),
+};
+
+#define N_HARDWARE_FIELDS (sizeof hardware_fields / sizeof *hardware_fields)
+#define N_MODEL_FIELDS (sizeof model_fields / sizeof *model_fields)
+
+const struct spec_field *spec_hardware_fields(size_t *n)
+{
+    *n = N_HARDWARE_FIELDS;
+    return hardware_fields;
+}
+
+const struct spec_field *spec_model_fields(size_t *n)
+{
+    *n = N_MODEL_FIELDS;
+    return model_fields;
+}
+
+const char *spec_confidence_name(enum spec_confidence c)
+{
+    return c >= SPEC_CONF_HIGH && c <= SPEC_CONF_LOW ? confidence_names[c] : "?";
+}
+
+void spec_model_params(const struct spec_model *m, double *total, double *active)
+{
+    double h = m->hidden, q = (double)m->heads * m->head_dim,
+           kv = (double)m->kv_heads * m->head_dim;
+    double attn = h * q + 2 * h * kv + q * h + (m->qkv_bias ? q + 2 * kv : 0);
+    double norms = 2 * h;
+    double mlp = 3 * h * m->ffn, mlp_active = mlp;
+    if (m->experts > 0) {
+        double expert = 3 * h * m->expert_ffn, router = h * m->experts;
+        mlp = m->experts * expert + router;
+        mlp_active = m->top_k * expert + router;
+    }
+    double embed = (double)m->vocab * h * (m->tied_embeddings ? 1 : 2) + h; /* + final norm */
+    *total = m->layers * (attn + norms + mlp) + embed;
+    *active = m->layers * (attn + norms + mlp_active) + embed;
+}
+
+/* ---- checks a row cannot express --------------------------------------------------------- */
+
+/* Reports a problem with member key of the entry obj at path: at the member when present,
+ * else at the entry. */
+static int member_error(struct libra_error *err, const struct ujson_doc *doc, const char *path,
+                        const json_t *obj, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+
+static int member_error(struct libra_error *err, const struct ujson_doc *doc, const char *path,
+                        const json_t *obj, const char *key, const char *fmt, ...)
+{
+    char msg[256], member[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!json_object_get(obj, key))
+        return ujson_errorf(err, doc, path, "%s: %s", key, msg);
+    snprintf(member, sizeof member, "%s/%s", path, key);
+    return ujson_errorf(err, doc, member, "%s", msg);
+}
+
+static bool valid_name(const char *s)
+{
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')))
+        return false;
+    for (; *s; s++)
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || strchr(".-_", *s)))
+            return false;
+    return true;
+}
+
+static int check_name(const char *name, const struct ujson_doc *doc, const char *path,
+                      const json_t *obj, struct libra_error *err)
+{
+    if (valid_name(name))
+        return 0;
+    return member_error(err, doc, path, obj, "name",
+                        "'%s' must be lower-case letters, digits, '.', '-', '_', starting with "
+                        "a letter or digit",
+                        name);
+}
+
+/* Every member of "assumed" must name a value row of the kind (not name or provenance). */
+static int check_assumed(const struct spec_field *fields, size_t n, const char *assumed,
+                         const struct ujson_doc *doc, const char *path, const json_t *obj,
+                         struct libra_error *err)
+{
+    char copy[256];
+    snprintf(copy, sizeof copy, "%s", assumed);
+    for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok;
+         tok = strtok_r(NULL, ",", &save)) {
+        const struct spec_field *f = spec_field_find(fields, n, tok);
+        if (!f || f == fields || f->type == SPEC_ENUM || f->type == SPEC_STRING ||
+            f->type == SPEC_LIST)
+            return member_error(err, doc, path, obj, "assumed", "'%s' is not a value field", tok);
+    }
+    return 0;
+}
+
+static int check_model(struct spec_model *m, const struct ujson_doc *doc, const char *path,
+                       const json_t *obj, struct libra_error *err)
+{
+    if (m->heads % m->kv_heads != 0)
+        return member_error(err, doc, path, obj, "kv_heads", "%d does not divide heads (%d)",
+                            m->kv_heads, m->heads);
+    if (m->experts == 0) {
+        if (m->ffn < 1)
+            return member_error(err, doc, path, obj, "ffn",
+                                "must be >= 1 for a dense model (experts 0)");
+        if (m->top_k || m->expert_ffn)
+            return member_error(err, doc, path, obj, m->top_k ? "top_k" : "expert_ffn",
+                                "only MoE models (experts > 0) set it");
+    } else {
+        if (m->top_k < 1 || m->top_k > m->experts)
+            return member_error(err, doc, path, obj, "top_k", "must be in 1..experts (%d)",
+                                m->experts);
+        if (m->expert_ffn < 1)
+            return member_error(err, doc, path, obj, "expert_ffn", "must be >= 1 for an MoE model");
+    }
+    double total, active;
+    spec_model_params(m, &total, &active);
+    if (m->params_total == 0)
+        m->params_total = total;
+    if (m->params_active == 0)
+        m->params_active = active;
+    if (m->params_active > m->params_total)
+        return member_error(err, doc, path, obj, "params_active", "exceeds params_total (%.6g)",
+                            m->params_total);
+    return 0;
+}
+
+/* ---- reading one file ---------------------------------------------------------------------- */
+
+struct reading {
+    const struct ujson_doc *doc;
+    const char *origin;
+    struct spec_presets *out; /* the scratch registry of this file */
+};
+
+static int read_hardware(struct reading *r, const char *path, const json_t *obj,
+                         struct libra_error *err)
+{
+    struct spec_hardware h;
+    memset(&h, 0, sizeof h);
+    spec_fields_defaults(hardware_fields, N_HARDWARE_FIELDS, &h);
+    int rc = spec_fields_read(hardware_fields, N_HARDWARE_FIELDS, "", r->doc, path, obj, &h, err);
+    if (!rc)
+        rc = check_name(h.name, r->doc, path, obj, err);
+    if (!rc)
+        rc = check_assumed(hardware_fields, N_HARDWARE_FIELDS, h.assumed, r->doc, path, obj, err);
+    if (!rc && spec_hardware_find(r->out, h.name))
+        rc = member_error(err, r->doc, path, obj, "name", "'%s' is defined twice in this file",
+                          h.name);
+    if (rc)
+        return rc;
+    snprintf(h.origin, sizeof h.origin, "%s", r->origin);
+    r->out->hardware = xreallocarray(r->out->hardware, r->out->n_hardware + 1, sizeof h);
+    r->out->hardware[r->out->n_hardware++] = h;
+    return 0;
+}
+
+static int read_model(struct reading *r, const char *path, const json_t *obj,
+                      struct libra_error *err)
+{
+    struct spec_model m;
+    memset(&m, 0, sizeof m);
+    spec_fields_defaults(model_fields, N_MODEL_FIELDS, &m);
+    int rc = spec_fields_read(model_fields, N_MODEL_FIELDS, "", r->doc, path, obj, &m, err);
+    if (!rc)
+        rc = check_name(m.name, r->doc, path, obj, err);
+    if (!rc)
+        rc = check_assumed(model_fields, N_MODEL_FIELDS, m.assumed, r->doc, path, obj, err);
+    if (!rc)
+        rc = check_model(&m, r->doc, path, obj, err);
+    if (!rc && spec_model_find(r->out, m.name))
+        rc = member_error(err, r->doc, path, obj, "name", "'%s' is defined twice in this file",
+                          m.name);
+    if (rc)
+        return rc;
+    snprintf(m.origin, sizeof m.origin, "%s", r->origin);
+    r->out->models = xreallocarray(r->out->models, r->out->n_models + 1, sizeof m);
+    r->out->models[r->out->n_models++] = m;
+    return 0;
+}
+
+static int read_section(struct reading *r, const char *key, const json_t *list,
+                        struct libra_error *err)
+{
+    if (!json_is_array(list))
+        return ujson_errorf(err, r->doc, key, "must be an array of presets");
+    size_t i;
+    json_t *obj;
+    json_array_foreach(list, i, obj)
+    {
+        char path[64];
+        snprintf(path, sizeof path, "%s/%zu", key, i);
+        int rc;
+        if (strcmp(key, "hardware") == 0)
+            rc = read_hardware(r, path, obj, err);
+        else
+            rc = read_model(r, path, obj, err);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+static int read_file(struct reading *r, struct libra_error *err)
+{
+    const json_t *root = r->doc->root;
+    if (!json_is_object(root))
+        return ujson_errorf(err, r->doc, "", "a preset file must be a JSON object");
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)root, key, v)
+    {
+        int rc = 0;
+        if (strcmp(key, "schema") == 0 && !json_is_string(v)) {
+            rc = ujson_errorf(err, r->doc, key, "must be a string");
+        } else if (strcmp(key, "hardware") == 0 || strcmp(key, "models") == 0) {
+            rc = read_section(r, key, v, err);
+        } else if (strcmp(key, "schema") != 0 && strcmp(key, "workloads") != 0) {
+            char hint[96];
+            spec_suggest(sections, key, hint, sizeof hint);
+            rc = ujson_errorf(err, r->doc, key, "unknown preset section%s", hint);
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* ---- merging a checked file into the registry ----------------------------------------- */
+
+static void merge(struct spec_presets *p, const struct spec_presets *add)
+{
+    for (size_t i = 0; i < add->n_hardware; i++) {
+        struct spec_hardware *old =
+            (struct spec_hardware *)spec_hardware_find(p, add->hardware[i].name);
+        if (!old) {
+            p->hardware = xreallocarray(p->hardware, p->n_hardware + 1, sizeof *p->hardware);
+            old = &p->hardware[p->n_hardware++];
+        }
+        *old = add->hardware[i];
+    }
+    for (size_t i = 0; i < add->n_models; i++) {
+        struct spec_model *old = (struct spec_model *)spec_model_find(p, add->models[i].name);
+        if (!old) {
+            p->models = xreallocarray(p->models, p->n_models + 1, sizeof *p->models);
+            old = &p->models[p->n_models++];
+        }
+        *old = add->models[i];
+    }
+}
+
+static int add_text(struct spec_presets *p, const char *name, const char *origin, const char *text,
+                    size_t len, struct libra_error *err)
+{
+    struct ujson_doc doc;
+    int rc = ujson_doc_parse(&doc, name, text, len, err);
+    if (rc)
+        return rc;
+    struct spec_presets scratch;
+    memset(&scratch, 0, sizeof scratch);
+    struct reading r = {&doc, origin, &scratch};
+    rc = read_file(&r, err);
+    if (rc == 0)
+        merge(p, &scratch);
+    spec_presets_free(&scratch);
+    ujson_doc_free(&doc);
+    return rc;
+}
+
+int spec_presets_init(struct spec_presets *p, struct libra_error *err)
+{
+    memset(p, 0, sizeof *p);
+    for (const struct embedded_file *f = embedded_files; f->name; f++) {
+        char name[256];
+        snprintf(name, sizeof name, "data/presets/%s", f->name);
+        int rc = add_text(p, name, "builtin", f->data, f->len, err);
+        if (rc) {
+            spec_presets_free(p);
+            return rc;
+        }
+    }
+    return 0;
+}
+
+int spec_presets_add_text(struct spec_presets *p, const char *name, const char *text, size_t len,
+                          struct libra_error *err)
+{
+    return add_text(p, name, name, text, len, err);
+}
+
+void spec_presets_free(struct spec_presets *p)
+{
+    if (!p)
+        return;
+    free(p->hardware);
+    free(p->models);
+    memset(p, 0, sizeof *p);
+}
+
+const struct spec_hardware *spec_hardware_find(const struct spec_presets *p, const char *name)
+{
+    for (size_t i = 0; i < p->n_hardware; i++)
+        if (strcasecmp(p->hardware[i].name, name) == 0)
+            return &p->hardware[i];
+    return NULL;
+}
+
+const struct spec_model *spec_model_find(const struct spec_presets *p, const char *name)
+{
+    for (size_t i = 0; i < p->n_models; i++)
+        if (strcasecmp(p->models[i].name, name) == 0)
+            return &p->models[i];
+    return NULL;
+}
+
+static json_t *with_origin(json_t *o, const char *origin)
+{
+    json_object_set_new(o, "origin", json_string(origin));
+    return o;
+}
+
+json_t *spec_hardware_to_json(const struct spec_hardware *h)
+{
+    return with_origin(spec_fields_to_json(hardware_fields, N_HARDWARE_FIELDS, "", h), h->origin);
+}
+
+json_t *spec_model_to_json(const struct spec_model *m)
+{
+    return with_origin(spec_fields_to_json(model_fields, N_MODEL_FIELDS, "", m), m->origin);
+}
