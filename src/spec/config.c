@@ -1,0 +1,508 @@
+/*
+ * The experiment config; see config.h. The table below is the only description of the keys:
+ * the reader, the JSON writer, `--help` and docs/config.md all walk it.
+ *
+ * Precedence is implemented literally: the file and the flags are applied once to learn which
+ * presets they name (spec_config_peek), then the effective config is built as defaults, then
+ * the presets' values, then the file, then the flags. Both passes run the same code on the same
+ * input, so an error is found by the first.
+ */
+#include "spec/config.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "spec/bucket.h"
+#include "util/alloc.h"
+#include "util/error.h"
+#include "util/version.h"
+
+static const char *const sync_mode_names[] = {
+    [SPEC_SYNC_DRAIN] = "drain",
+    [SPEC_SYNC_ABORT_RESUME] = "abort_resume",
+    [SPEC_SYNC_KEEP] = "keep",
+    NULL,
+};
+static const char *const transport_names[] = {
+    [SPEC_TRANSPORT_NCCL] = "nccl",
+    [SPEC_TRANSPORT_DISK_RELOAD] = "disk_reload",
+    [SPEC_TRANSPORT_DISK_RESTART] = "disk_restart",
+    [SPEC_TRANSPORT_RESHARD] = "reshard",
+    NULL,
+};
+static const char *const plan_mode_names[] = {
+    [SPEC_PLAN_COLOCATED] = "colocated",
+    [SPEC_PLAN_ASYNC] = "async",
+    NULL,
+};
+static const char *const policy_names[] = {
+    [SPEC_SCHED_CMLFQ] = "cmlfq",
+    [SPEC_SCHED_LOAD_BALANCE] = "load_balance",
+    [SPEC_SCHED_LENGTH_AWARE] = "length_aware",
+    [SPEC_SCHED_LA_MLFQ] = "la_mlfq",
+    NULL,
+};
+/* Bit i of sim.modes is sim_mode_names[i] (the SPEC_SIM_* values). */
+static const char *const sim_mode_names[] = {"colocated", "static", "libra", NULL};
+
+#define CFG struct libra_config
+#define INT(m, unit, def, lo, hi, flag, doc) SPEC_INT_ROW(CFG, m, 0, unit, def, lo, hi, flag, doc)
+#define STR(m, def, flag, doc) SPEC_STRING_ROW(CFG, m, 0, def, flag, doc)
+#define BOOL(m, def, doc) SPEC_BOOL_ROW(CFG, m, 0, def, NULL, doc)
+#define ENUM(m, names, def, doc) SPEC_ENUM_ROW(CFG, m, 0, names, def, NULL, doc)
+#define GPUS 65536 /* the largest cluster a config may describe */
+
+/* The sections in file order, each with the sentence docs/config.md gives it. */
+static const struct {
+    const char *name, *doc;
+} sections[] = {
+    {"cluster", "The GPUs: their type (a hardware preset), how many, and how they form nodes."},
+    {"model", "The policy model being trained (a model preset)."},
+    {"workload", "The agentic workload: a workload preset, or a trace to replay."},
+    {"rl", "The RL job: batch, group size, steps, staleness and weight synchronisation."},
+    {"plan", "The Global Resource Planner: mode, search budget and constraints."},
+    {"sched", "Turn routing (C-MLFQ and the baselines)."},
+    {"sim", "The discrete-event simulator."},
+    {"ehp", "The Elastic Hybrid Pool."},
+};
+#define N_SECTIONS (sizeof sections / sizeof *sections)
+
+static const struct spec_field fields[] = {
+    STR(cluster.hardware, "a800-80g", "hardware", "hardware preset name (`libra presets`)"),
+    INT(cluster.gpus, "GPUs", 48, 1, GPUS, "gpus", "GPUs in the cluster"),
+    INT(cluster.gpus_per_node, "GPUs", 0, 0, 64, NULL,
+        "GPUs per node; 0 takes the hardware preset's value"),
+    STR(model.name, "qwen3-14b", "model", "model preset name (`libra presets`)"),
+    STR(workload.name, "r2e-gym", "workload", "workload preset name"),
+    SPEC_STRING_ROW(CFG, workload.trace, 0, "", NULL,
+                    "trace file to replay instead of generating the workload; \"\" generates"),
+    INT(rl.batch_trajectories, "trajectories", 32, 1, 1 << 20, "batch",
+        "trajectories per training step; a multiple of rl.samples"),
+    INT(rl.samples, "trajectories", 4, 1, 1024, "samples",
+        "trajectories per prompt (GRPO group size)"),
+    INT(rl.steps, "steps", 100, 1, 10000000, "steps", "training steps"),
+    INT(rl.max_staleness, "steps", 4, 0, 1000, NULL,
+        "policy versions a trajectory may lag behind training and still be accepted"),
+    INT(rl.sync_interval, "steps", 5, 1, 100000, NULL, "training steps between weight updates"),
+    ENUM(rl.sync_mode, sync_mode_names, SPEC_SYNC_DRAIN,
+         "in-flight rollouts at a weight update: wait for them, abort and resume, or keep "
+         "generating"),
+    ENUM(rl.transport, transport_names, SPEC_TRANSPORT_DISK_RESTART,
+         "how weights reach rollout: NCCL broadcast, disk reload, disk and engine restart, or "
+         "resharding"),
+    ENUM(plan.mode, plan_mode_names, SPEC_PLAN_ASYNC,
+         "colocated (stages take turns on all GPUs) or disaggregated async"),
+    SPEC_DOUBLE_ROW(CFG, plan.time_limit_s, SPEC_ABOVE_MIN, "s", 10, 0, 86400, NULL,
+                    "planner search budget"),
+    INT(plan.min_train_gpus, "GPUs", 8, 1, GPUS, NULL, "fewest GPUs training may get"),
+    INT(plan.min_rollout_gpus, "GPUs", 8, 1, GPUS, NULL, "fewest GPUs rollout may get"),
+    INT(plan.granularity_gpus, "GPUs", 8, 1, GPUS, NULL,
+        "training GPUs are a multiple of this (a node in production)"),
+    INT(plan.cp_min_seq_tokens, "tokens", 16384, 1, 100000000, NULL,
+        "search context parallelism once the longest sequence exceeds this length"),
+    BOOL(plan.group_integrity, 0,
+         "keep GRPO groups whole per DP replica (needed only for rank-local advantages)"),
+    BOOL(plan.homogeneous_rollout, 0, "use one TP size for every rollout instance"),
+    INT(plan.min_tp_sizes, "", 1, 1, 4, NULL, "fewest distinct rollout TP sizes in a plan"),
+    ENUM(sched.policy, policy_names, SPEC_SCHED_CMLFQ,
+         "turn router: C-MLFQ or a baseline of the reference"),
+    SPEC_STRING_ROW(CFG, sched.buckets, 0, "", NULL,
+                    "bucket layout in text form (\"tp1:4000,tp2:12000,tp4:30000\"); \"\" takes "
+                    "the plan's"),
+    INT(sched.rebuild_interval, "steps", 50, 1, 1000000, NULL,
+        "training steps between prefix-tree rebuilds"),
+    SPEC_SET_ROW(CFG, sim.modes, 0, sim_mode_names,
+                 SPEC_SIM_COLOCATED | SPEC_SIM_STATIC | SPEC_SIM_LIBRA, 1, NULL,
+                 "resource managers to simulate"),
+    SPEC_INT_ROW(CFG, sim.seed, 0, "", 1, 0, 9007199254740991.0, "seed",
+                 "seed of every random draw (0..2^53-1)"),
+    BOOL(ehp.enabled, 0, "lend whole training replicas to rollout and take them back"),
+};
+#define N_FIELDS (sizeof fields / sizeof *fields)
+
+const struct spec_field *spec_config_fields(size_t *n)
+{
+    *n = N_FIELDS;
+    return fields;
+}
+
+void spec_config_defaults(struct libra_config *cfg)
+{
+    memset(cfg, 0, sizeof *cfg);
+    spec_fields_defaults(fields, N_FIELDS, cfg);
+}
+
+/* ---- applying layers ------------------------------------------------------------------- */
+
+static bool is_section(const char *name)
+{
+    for (size_t i = 0; i < N_SECTIONS; i++)
+        if (strcmp(sections[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+static void unknown_key_hint(const char *key, char *hint, size_t size)
+{
+    const char *names[N_SECTIONS + 5];
+    size_t n = 0;
+    for (size_t i = 0; i < N_SECTIONS; i++)
+        names[n++] = sections[i].name;
+    names[n++] = "schema";
+    names[n++] = "seed";
+    names[n] = NULL;
+    spec_suggest(names, key, hint, size);
+}
+
+/* The envelope keys of `config show` output (see config.h). */
+static int read_envelope(const struct ujson_doc *doc, const char *key, const json_t *v,
+                         struct libra_error *err)
+{
+    if (strcmp(key, "seed") == 0)
+        return json_is_integer(v) ? 0 : ujson_errorf(err, doc, key, "must be an integer");
+    if (!json_is_string(v))
+        return ujson_errorf(err, doc, key, "must be a string");
+    if (strcmp(key, "schema") == 0 && strcmp(json_string_value(v), SPEC_CONFIG_SCHEMA) != 0)
+        return ujson_errorf(err, doc, key, "must be \"%s\"", SPEC_CONFIG_SCHEMA);
+    return 0;
+}
+
+static int apply_doc(struct libra_config *cfg, const struct ujson_doc *doc, struct libra_error *err)
+{
+    const json_t *root = doc->root;
+    if (!json_is_object(root))
+        return ujson_errorf(err, doc, "", "a config file must be a JSON object");
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)root, key, v)
+    {
+        int rc;
+        if (is_section(key)) {
+            char prefix[64];
+            snprintf(prefix, sizeof prefix, "%s.", key);
+            rc = spec_fields_read(fields, N_FIELDS, prefix, doc, key, v, cfg, err);
+        } else if (strcmp(key, "schema") == 0 || strcmp(key, "libra_version") == 0 ||
+                   strcmp(key, "config_digest") == 0 || strcmp(key, "seed") == 0) {
+            rc = read_envelope(doc, key, v, err);
+        } else {
+            char hint[96];
+            unknown_key_hint(key, hint, sizeof hint);
+            rc = ujson_errorf(err, doc, key, "unknown section%s", hint);
+        }
+        if (rc)
+            return rc;
+    }
+    const json_t *seed = json_object_get(root, "seed");
+    if (seed && json_integer_value(seed) != cfg->sim.seed)
+        return ujson_errorf(err, doc, "seed",
+                            "differs from sim.seed (%lld); the top-level seed is the output "
+                            "envelope's copy, set sim.seed",
+                            (long long)cfg->sim.seed);
+    return 0;
+}
+
+static int apply_override(struct libra_config *cfg, const struct spec_config_override *o,
+                          struct libra_error *err)
+{
+    char why[256];
+    const struct spec_field *f = spec_field_find(fields, N_FIELDS, o->key);
+    if (!f) {
+        spec_fields_suggest(fields, N_FIELDS, "", o->key, why, sizeof why);
+        return error_set(err, NULL, 0, 0, "%s: unknown key '%s'%s", o->label, o->key, why);
+    }
+    json_t *v = spec_field_parse_text(f, o->value, why, sizeof why);
+    int rc = v ? spec_field_set(f, cfg, v, why, sizeof why) : LIBRA_EINVAL;
+    json_decref(v);
+    if (rc)
+        return error_set(err, NULL, 0, 0, "%s: %s", o->label, why);
+    return 0;
+}
+
+static int apply_overrides(struct libra_config *cfg, const struct spec_config_override *o, size_t n,
+                           struct libra_error *err)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = apply_override(cfg, &o[i], err);
+    return rc;
+}
+
+/* The file, then the flags in order. */
+static int apply_layers(struct libra_config *cfg, const struct spec_config_sources *src,
+                        struct libra_error *err)
+{
+    int rc = src->doc ? apply_doc(cfg, src->doc, err) : 0;
+    return rc ? rc : apply_overrides(cfg, src->flags, src->n_flags, err);
+}
+
+/* The label of the last override in o[0..n) that sets key, or NULL. */
+static const char *set_by(const struct spec_config_override *o, size_t n, const char *key)
+{
+    for (size_t i = n; i-- > 0;)
+        if (strcmp(o[i].key, key) == 0)
+            return o[i].label;
+    return NULL;
+}
+
+int spec_config_key_error(struct libra_error *err, const struct spec_config_sources *src,
+                          const char *key, const char *fmt, ...)
+{
+    char msg[400], path[128];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    const char *label = set_by(src->flags, src->n_flags, key);
+    if (label)
+        return error_set(err, NULL, 0, 0, "%s: %s", label, msg);
+    snprintf(path, sizeof path, "%s", key);
+    for (char *s = path; *s; s++)
+        if (*s == '.')
+            *s = '/';
+    int line, col;
+    if (src->doc && ujson_locate(src->doc, path, &line, &col) == 0)
+        return ujson_errorf(err, src->doc, path, "%s", msg);
+    label = set_by(src->preset_values, src->n_preset_values, key);
+    return error_set(err, NULL, 0, 0, "%s: %s%s%s", key, msg, label ? ", from " : "",
+                     label ? label : "");
+}
+
+/* "a, b, c": the names of n presets of stride bytes, the first at first (names lead each
+ * preset struct). */
+static void preset_names(const char *first, size_t n, size_t stride, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < n && used < size; i++)
+        used +=
+            (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", first + i * stride);
+}
+
+static int check(const struct libra_config *cfg, const struct spec_config_sources *src,
+                 struct libra_error *err)
+{
+    const struct spec_rl_config *rl = &cfg->rl;
+    if (rl->batch_trajectories % rl->samples != 0)
+        return spec_config_key_error(
+            err, src, "rl.batch_trajectories",
+            "%d is not a multiple of rl.samples (%d): training takes whole groups",
+            rl->batch_trajectories, rl->samples);
+    struct spec_bucket_layout layout;
+    struct libra_error why = {0};
+    if (cfg->sched.buckets[0] && spec_bucket_parse(&layout, cfg->sched.buckets, NULL, &why) != 0)
+        return spec_config_key_error(err, src, "sched.buckets", "column %d: %s", why.col, why.msg);
+    return 0;
+}
+
+int spec_config_peek(struct libra_config *cfg, const struct spec_config_sources *src,
+                     struct libra_error *err)
+{
+    spec_config_defaults(cfg);
+    return apply_layers(cfg, src, err);
+}
+
+int spec_config_resolve(struct libra_config *cfg, const struct spec_presets *p,
+                        const struct spec_config_sources *src, struct libra_error *err)
+{
+    struct libra_config named;
+    int rc = spec_config_peek(&named, src, err);
+    if (rc)
+        return rc;
+    char known[512];
+    const struct spec_hardware *hw = spec_hardware_find(p, named.cluster.hardware);
+    if (!hw) {
+        preset_names(p->n_hardware ? p->hardware[0].name : "", p->n_hardware, sizeof *p->hardware,
+                     known, sizeof known);
+        return spec_config_key_error(err, src, "cluster.hardware",
+                                     "unknown hardware preset '%s' (known: %s)",
+                                     named.cluster.hardware, known);
+    }
+    const struct spec_model *model = spec_model_find(p, named.model.name);
+    if (!model) {
+        preset_names(p->n_models ? p->models[0].name : "", p->n_models, sizeof *p->models, known,
+                     sizeof known);
+        return spec_config_key_error(err, src, "model.name",
+                                     "unknown model preset '%s' (known: %s)", named.model.name,
+                                     known);
+    }
+
+    spec_config_defaults(cfg);
+    cfg->cluster.gpus_per_node = hw->gpus_per_node; /* the hardware preset's layer */
+    rc = apply_overrides(cfg, src->preset_values, src->n_preset_values, err);
+    if (rc == 0)
+        rc = apply_layers(cfg, src, err);
+    if (rc)
+        return rc;
+    snprintf(cfg->cluster.hardware, sizeof cfg->cluster.hardware, "%s", hw->name);
+    snprintf(cfg->model.name, sizeof cfg->model.name, "%s", model->name);
+    if (cfg->cluster.gpus_per_node == 0)
+        cfg->cluster.gpus_per_node = hw->gpus_per_node;
+    return check(cfg, src, err);
+}
+
+/* ---- output ------------------------------------------------------------------------------ */
+
+json_t *spec_config_to_json(const struct libra_config *cfg)
+{
+    json_t *o = json_object();
+    for (size_t i = 0; i < N_SECTIONS; i++) {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "%s.", sections[i].name);
+        json_object_set_new(o, sections[i].name,
+                            spec_fields_to_json(fields, N_FIELDS, prefix, cfg));
+    }
+    return o;
+}
+
+uint64_t spec_config_digest(const struct libra_config *cfg)
+{
+    json_t *o = spec_config_to_json(cfg);
+    char *text = ujson_dump(o, false);
+    json_decref(o);
+    uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 offset basis */
+    for (const unsigned char *s = (const unsigned char *)text; *s; s++) {
+        h ^= *s;
+        h *= 0x100000001b3ull; /* FNV-1a 64 prime */
+    }
+    free(text);
+    return h;
+}
+
+void spec_config_digest_hex(const struct libra_config *cfg, char out[17])
+{
+    snprintf(out, 17, "%016llx", (unsigned long long)spec_config_digest(cfg));
+}
+
+json_t *spec_config_envelope(const char *schema, const struct libra_config *cfg)
+{
+    char digest[17];
+    spec_config_digest_hex(cfg, digest);
+    json_t *o = json_object();
+    json_object_set_new(o, "schema", json_string(schema));
+    json_object_set_new(o, "libra_version", json_string(libra_version_string));
+    json_object_set_new(o, "seed", json_integer(cfg->sim.seed));
+    json_object_set_new(o, "config_digest", json_string(digest));
+    return o;
+}
+
+/* A memory stream for building text; failing to create one means memory ran out, which is
+ * fatal as in util/alloc.h. */
+static FILE *text_stream(char **text, size_t *len)
+{
+    FILE *out = open_memstream(text, len);
+    if (!out)
+        abort();
+    return out;
+}
+
+/* The default of row f as compact JSON; caller frees. */
+static char *default_text(const struct spec_field *f, const struct libra_config *defaults)
+{
+    json_t *v = spec_field_get(f, defaults);
+    char *s = ujson_dump(v, false);
+    json_decref(v);
+    return s;
+}
+
+char *spec_config_keys_text(void)
+{
+    struct libra_config defaults;
+    spec_config_defaults(&defaults);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = text_stream(&text, &len);
+    for (size_t i = 0; i < N_FIELDS; i++) {
+        const struct spec_field *f = &fields[i];
+        char type[300], range[96], *def = default_text(f, &defaults);
+        spec_field_type_text(f, type, sizeof type);
+        spec_field_range_text(f, range, sizeof range);
+        fprintf(out, "  %-26s %s%s%s%s%s, default %s%s%s\n      %s\n", f->key, type,
+                *f->unit ? ", " : "", f->unit, *range ? ", " : "", range, def,
+                f->flag ? ", --" : "", f->flag ? f->flag : "", f->doc);
+        free(def);
+    }
+    fclose(out);
+    return text;
+}
+
+static void doc_intro(FILE *out)
+{
+    fprintf(out,
+            "# Configuration reference\n\n"
+            "<!-- Generated by `libra config doc` from the tables in src/spec/config.c and "
+            "src/spec/preset.c; do not edit by hand. -->\n\n"
+            "Every command reads one experiment file: a JSON object with the sections below "
+            "(all optional; unknown sections and keys are errors that name file:line:col). "
+            "`libra config show [FILE]` prints the effective config, `libra config check FILE` "
+            "validates a file, and `examples/default.json` spells out the built-in default.\n\n"
+            "Settings are layered, each layer overriding the ones before:\n\n"
+            "1. the defaults below (the built-in experiment: 48 A800 GPUs, Qwen3-14B, "
+            "R2E-Gym);\n"
+            "2. the presets the config names: `cluster.gpus_per_node` from the hardware "
+            "preset, `rl.samples` and `rl.batch_trajectories` from the workload preset;\n"
+            "3. the config file;\n"
+            "4. command-line flags: the common flags listed in the *flag* column and "
+            "`--set KEY=VALUE` for any key (lists as `a,b`).\n\n"
+            "The output of `libra config show` is itself a valid config: its envelope keys "
+            "(`schema` = `\"%s\"`, `libra_version`, `config_digest`, and `seed`, which must "
+            "equal `sim.seed`) are accepted at the top level.\n\n",
+            SPEC_CONFIG_SCHEMA);
+}
+
+static void doc_presets(FILE *out)
+{
+    struct spec_hardware hw;
+    struct spec_model model;
+    size_t n;
+    const struct spec_field *f;
+    fprintf(out, "## Preset files\n\n"
+                 "`--presets FILE` (repeatable) and the `LIBRA_PRESETS` environment variable (a "
+                 "colon-separated list of files) add presets to the built-in ones "
+                 "(`libra presets` lists them); a preset with an existing name replaces it. A "
+                 "preset file is a JSON object `{\"schema\": \"libra.presets/1\", "
+                 "\"hardware\": [...], \"models\": [...], \"workloads\": [...]}`, every "
+                 "section optional; the workloads section is described in docs/workloads.md. "
+                 "Values are checked: unknown keys, wrong types and impossible values (zero "
+                 "heads, `kv_heads` not dividing `heads`, a bandwidth <= 0) are errors naming "
+                 "file:line:col.\n\n"
+                 "Capacities are decimal, as in the vendor sheets: 80 GB is 80e9 bytes (an "
+                 "80 GB GPU reports 81920 MiB, so memory-bound figures are about 7%% "
+                 "conservative). `confidence` rates the values not listed in `assumed`, on "
+                 "calibration.md's scale: H primary and unambiguous, M indirect, L weak.\n\n"
+                 "### hardware\n\n");
+    memset(&hw, 0, sizeof hw);
+    f = spec_hardware_fields(&n);
+    spec_fields_defaults(f, n, &hw);
+    spec_fields_doc(out, f, n, "", &hw);
+    fprintf(out, "\n### models\n\n"
+                 "Parameter counts are derived from the shape unless given. MoE presets "
+                 "(`experts` > 0) are costed as dense models with their active parameters for "
+                 "compute and their total parameters for memory.\n\n");
+    memset(&model, 0, sizeof model);
+    f = spec_model_fields(&n);
+    spec_fields_defaults(f, n, &model);
+    spec_fields_doc(out, f, n, "", &model);
+}
+
+char *spec_config_doc_markdown(void)
+{
+    struct libra_config defaults;
+    spec_config_defaults(&defaults);
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = text_stream(&text, &len);
+    doc_intro(out);
+    for (size_t i = 0; i < N_SECTIONS; i++) {
+        char prefix[64];
+        snprintf(prefix, sizeof prefix, "%s.", sections[i].name);
+        fprintf(out, "## %s\n\n%s\n\n", sections[i].name, sections[i].doc);
+        spec_fields_doc(out, fields, N_FIELDS, prefix, &defaults);
+        fprintf(out, "\n");
+    }
+    doc_presets(out);
+    fclose(out);
+    return text;
+}

@@ -1,0 +1,205 @@
+/*
+ * The experiment config: one file format read by every command (DESIGN.md "Config").
+ *
+ * A config file is a JSON object with sections cluster, model, workload, rl, plan, sched, sim
+ * and ehp; every key is a row of one table in config.c (key, type, unit, default, range, doc),
+ * which drives the parser, `libra config --help` and docs/config.md. Settings are layered:
+ * schema defaults < the referenced presets (cluster.gpus_per_node from the hardware preset;
+ * rl.samples and rl.batch_trajectories from the workload preset, supplied by cli/ because
+ * spec/ may not include workload/) < the file < command-line flags.
+ *
+ * To add a setting: add a field to the section's struct below and one row to the table in
+ * config.c (the row macro checks the field's type), then regenerate docs/config.md with
+ * `libra config doc -o docs/config.md` (a test fails while it is stale).
+ *
+ * The top level may also carry the output envelope of `libra config show` ("schema",
+ * "libra_version", "config_digest", "seed"), so that output is itself a valid config file:
+ * "schema" must be "libra.config/1", "seed" must equal sim.seed, the rest is ignored.
+ */
+#ifndef SPEC_CONFIG_H
+#define SPEC_CONFIG_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "libra/libra.h"
+#include "spec/preset.h"
+#include "spec/schema.h"
+#include "util/json.h"
+
+#define SPEC_CONFIG_SCHEMA "libra.config/1"
+#define SPEC_PATH_MAX 512 /* bytes of a file path setting, NUL included */
+
+/* What happens to in-flight rollouts at a weight update (libra-spec §5). */
+enum spec_sync_mode { SPEC_SYNC_DRAIN, SPEC_SYNC_ABORT_RESUME, SPEC_SYNC_KEEP };
+
+/* How new weights reach the rollout engines. */
+enum spec_transport {
+    SPEC_TRANSPORT_NCCL,
+    SPEC_TRANSPORT_DISK_RELOAD,
+    SPEC_TRANSPORT_DISK_RESTART,
+    SPEC_TRANSPORT_RESHARD
+};
+
+/* Colocated (train and rollout take turns on every GPU) or disaggregated async. */
+enum spec_plan_mode { SPEC_PLAN_COLOCATED, SPEC_PLAN_ASYNC };
+
+/* Turn routers (libra-spec §4). */
+enum spec_sched_policy {
+    SPEC_SCHED_CMLFQ,
+    SPEC_SCHED_LOAD_BALANCE,
+    SPEC_SCHED_LENGTH_AWARE,
+    SPEC_SCHED_LA_MLFQ
+};
+
+/* Resource managers `libra sim` compares (bits of spec_sim_config.modes). */
+enum {
+    SPEC_SIM_COLOCATED = 1u << 0, /* verl-style: both stages on every GPU */
+    SPEC_SIM_STATIC = 1u << 1,    /* disaggregated async, fixed homogeneous split */
+    SPEC_SIM_LIBRA = 1u << 2      /* planner + C-MLFQ + elastic pool */
+};
+
+struct spec_cluster_config {
+    char hardware[SPEC_NAME_MAX]; /* hardware preset name */
+    int gpus;
+    int gpus_per_node; /* 0 in the file: take the hardware preset's */
+};
+
+struct spec_model_config {
+    char name[SPEC_NAME_MAX]; /* model preset name */
+};
+
+struct spec_workload_config {
+    char name[SPEC_NAME_MAX];  /* workload preset name */
+    char trace[SPEC_PATH_MAX]; /* trace file to replay instead of generating; "" = generate */
+};
+
+struct spec_rl_config {
+    int batch_trajectories; /* trajectories per training step, a multiple of samples */
+    int samples;            /* trajectories per prompt (GRPO group size) */
+    int steps;              /* training steps */
+    int max_staleness;      /* policy versions a trajectory may lag, steps */
+    int sync_interval;      /* steps between weight pushes to rollout */
+    enum spec_sync_mode sync_mode;
+    enum spec_transport transport;
+};
+
+struct spec_plan_config {
+    enum spec_plan_mode mode;
+    double time_limit_s;      /* planner search budget, s */
+    int min_train_gpus;       /* GPUs */
+    int min_rollout_gpus;     /* GPUs */
+    int granularity_gpus;     /* training GPUs are a multiple of this */
+    int cp_min_seq_tokens;    /* search context parallelism from this sequence length, tokens */
+    bool group_integrity;     /* keep GRPO groups whole per DP replica */
+    bool homogeneous_rollout; /* one TP size for every rollout instance */
+    int min_tp_sizes;         /* at least this many distinct rollout TP sizes */
+};
+
+struct spec_sched_config {
+    enum spec_sched_policy policy;
+    char buckets[256];    /* text form of spec/bucket.h; "" = from the plan */
+    int rebuild_interval; /* steps between prefix-tree rebuilds */
+};
+
+struct spec_sim_config {
+    unsigned modes; /* SPEC_SIM_* bits */
+    int64_t seed;   /* keys every random draw */
+};
+
+struct spec_ehp_config {
+    bool enabled; /* lend training replicas to rollout (elastic hybrid pool) */
+};
+
+struct libra_config {
+    struct spec_cluster_config cluster;
+    struct spec_model_config model;
+    struct spec_workload_config workload;
+    struct spec_rl_config rl;
+    struct spec_plan_config plan;
+    struct spec_sched_config sched;
+    struct spec_sim_config sim;
+    struct spec_ehp_config ehp;
+};
+
+/* One setting given as text: key "cluster.gpus", its value, and the label errors name
+ * ("--gpus", "--set cluster.gpus", "workload preset 'r2e-gym'"). */
+struct spec_config_override {
+    const char *key;
+    const char *value;
+    const char *label;
+};
+
+/* Where the layers above the defaults come from. */
+struct spec_config_sources {
+    /* Values of presets spec/ does not read (workload presets, turned into settings by cli/),
+     * applied after the hardware preset's. */
+    const struct spec_config_override *preset_values;
+    size_t n_preset_values;
+    const struct ujson_doc *doc;              /* the config file, or NULL */
+    const struct spec_config_override *flags; /* command-line settings, in order */
+    size_t n_flags;
+};
+
+/* The schema table (for help, docs, and the CLI's flag list). */
+const struct spec_field *spec_config_fields(size_t *n);
+
+/* Fills cfg with the schema defaults (the built-in default experiment). */
+void spec_config_defaults(struct libra_config *cfg);
+
+/*
+ * Applies the file and the flags of src to the defaults, without presets or cross-checks:
+ * tells the caller which presets they name (cfg->workload.name for the workload presets).
+ * Fails like spec_config_resolve on a bad section, key, type or range.
+ */
+int spec_config_peek(struct libra_config *cfg, const struct spec_config_sources *src,
+                     struct libra_error *err);
+
+/*
+ * Computes the effective config into cfg: defaults < the hardware preset named by the result
+ * (p) < src->preset_values < src->doc < src->flags, in order. Preset names are replaced by the
+ * presets' canonical (lower-case) names. Fails with err on an unknown section or key, a wrong
+ * type, a value out of range, an unknown hardware or model preset, or an inconsistent
+ * combination (rl.batch_trajectories not a multiple of rl.samples) or an invalid
+ * sched.buckets layout, reported where the
+ * offending value came from (spec_config_key_error). Returns 0 or LIBRA_EINVAL.
+ */
+int spec_config_resolve(struct libra_config *cfg, const struct spec_presets *p,
+                        const struct spec_config_sources *src, struct libra_error *err);
+
+/*
+ * Reports a problem with the effective value of key ("rl.steps") where that value came from:
+ * the last flag that set it ("--steps: MSG"), else its position in the file
+ * ("FILE:LINE:COL: rl.steps: MSG"), else the preset value that set it, else the key alone (a
+ * default). For commands that check values against each other after resolving. Returns
+ * LIBRA_EINVAL.
+ */
+int spec_config_key_error(struct libra_error *err, const struct spec_config_sources *src,
+                          const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
+/* The config as a new JSON object {"cluster": {...}, ...} with every key. */
+json_t *spec_config_to_json(const struct libra_config *cfg);
+
+/* FNV-1a 64 of the compact canonical JSON (ujson_dump) of spec_config_to_json(cfg). */
+uint64_t spec_config_digest(const struct libra_config *cfg);
+
+/* The digest as 16 lower-case hex digits into out. */
+void spec_config_digest_hex(const struct libra_config *cfg, char out[17]);
+
+/*
+ * The envelope every JSON output starts from: a new object {"schema": schema,
+ * "libra_version", "seed": sim.seed, "config_digest"}. The caller adds its payload.
+ */
+json_t *spec_config_envelope(const char *schema, const struct libra_config *cfg);
+
+/* The reference of every key as text for `--help` (one line each). Caller frees. */
+char *spec_config_keys_text(void);
+
+/* docs/config.md: the config and preset-file reference generated from the tables. Caller
+ * frees. */
+char *spec_config_doc_markdown(void);
+
+#endif
