@@ -2,6 +2,10 @@
 #include "cli/commands.h"
 
 const struct cli_command cli_commands[] = {
+    {"presets", "list hardware, model and workload presets",
+     "libra presets [--json] [--presets FILE]", cmd_presets},
+    {"config", "show, check or document the experiment config",
+     "libra config show [FILE] | check FILE | doc [flags]", cmd_config},
     {"cost", "print the cost model's answers for a hardware and model",
      "libra cost [CONFIG] [flags] | libra cost calibration", cmd_cost},
     {0},

@@ -4,6 +4,9 @@
 
 #include "cli/cli.h"
 
+int cmd_presets(int argc, char **argv); /* cmd_presets.c */
+int cmd_config(int argc, char **argv);  /* cmd_config.c */
+
 int cmd_cost(int argc, char **argv); /* cmd_cost.c */
 
 #endif

@@ -1,0 +1,311 @@
+/*
+ * Common flags and config loading for every command; see cli_config.h.
+ *
+ * The experiment flags are generated from the schema rows that name one, so adding a common
+ * flag is setting the row's flag column in spec/config.c; help text and validation follow.
+ */
+#include "cli/cli_config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/alloc.h"
+#include "util/error.h"
+#include "util/json.h"
+
+enum {
+    OPT_SET = CLI_OPT_BASE,
+    OPT_PRESETS,
+    OPT_JSON,
+    OPT_JSONL,
+    OPT_FIELD = CLI_OPT_BASE + 0x100 /* + index of a schema row with a flag */
+};
+
+static void add_option(struct cli_common *cc, size_t *n, const char *name, int has_arg, int val)
+{
+    cc->options[(*n)++] = (struct option){name, has_arg, NULL, val};
+}
+
+void cli_common_init(struct cli_common *cc, const struct cli_command *cmd, unsigned groups,
+                     const char *shortopts, const struct option *own)
+{
+    memset(cc, 0, sizeof *cc);
+    cc->cmd = cmd;
+    cc->groups = groups;
+    size_t n_fields, n_own = 0, n = 0;
+    const struct spec_field *fields = spec_config_fields(&n_fields);
+    while (own && own[n_own].name)
+        n_own++;
+    cc->options = xcalloc(n_own + n_fields + 8, sizeof *cc->options);
+    for (size_t i = 0; i < n_own; i++)
+        cc->options[n++] = own[i];
+    add_option(cc, &n, "help", no_argument, 'h');
+    if (groups & CLI_FLAGS_CONFIG) {
+        add_option(cc, &n, "set", required_argument, OPT_SET);
+        for (size_t i = 0; i < n_fields; i++)
+            if (fields[i].flag)
+                add_option(cc, &n, fields[i].flag, required_argument, OPT_FIELD + (int)i);
+    }
+    if (groups & CLI_FLAGS_PRESETS)
+        add_option(cc, &n, "presets", required_argument, OPT_PRESETS);
+    if (groups & CLI_FLAGS_JSON)
+        add_option(cc, &n, "json", no_argument, OPT_JSON);
+    if (groups & CLI_FLAGS_JSONL)
+        add_option(cc, &n, "jsonl", no_argument, OPT_JSONL);
+    if (groups & CLI_FLAGS_OUTPUT)
+        add_option(cc, &n, "output", required_argument, 'o');
+    snprintf(cc->shortopts, sizeof cc->shortopts, "%sh%s", shortopts ? shortopts : "",
+             groups & CLI_FLAGS_OUTPUT ? "o:" : "");
+    optind = 0; /* GNU getopt: full reinitialisation */
+}
+
+/* Records KEY=VALUE; label names the flag in error messages ("--gpus", "--set rl.steps"). */
+static void add_override(struct cli_common *cc, const char *key, size_t key_len, const char *value,
+                         const char *label)
+{
+    cc->overrides = xreallocarray(cc->overrides, cc->n_overrides + 1, sizeof *cc->overrides);
+    struct spec_config_override *o = &cc->overrides[cc->n_overrides++];
+    o->key = xstrndup(key, key_len);
+    o->value = xstrdup(value);
+    o->label = xstrdup(label);
+}
+
+/* Consumes one common flag; returns 0, or '?' after a usage error. */
+static int common_option(struct cli_common *cc, int c, const char *arg)
+{
+    if (c >= OPT_FIELD) {
+        size_t n;
+        const struct spec_field *f = &spec_config_fields(&n)[c - OPT_FIELD];
+        char label[80];
+        snprintf(label, sizeof label, "--%s", f->flag);
+        add_override(cc, f->key, strlen(f->key), arg, label);
+        return 0;
+    }
+    switch (c) {
+    case OPT_SET: {
+        const char *eq = strchr(arg, '=');
+        if (!eq || eq == arg) {
+            cli_usage_error(cc->cmd, "--set needs KEY=VALUE, not '%s'", arg);
+            return '?';
+        }
+        char label[160];
+        snprintf(label, sizeof label, "--set %.*s", (int)(eq - arg), arg);
+        add_override(cc, arg, (size_t)(eq - arg), eq + 1, label);
+        return 0;
+    }
+    case OPT_PRESETS:
+        cc->preset_files =
+            xreallocarray(cc->preset_files, cc->n_preset_files + 1, sizeof *cc->preset_files);
+        cc->preset_files[cc->n_preset_files++] = arg;
+        return 0;
+    case OPT_JSON:
+        cc->json = true;
+        break;
+    case OPT_JSONL:
+        cc->jsonl = true;
+        break;
+    }
+    if (cc->json && cc->jsonl) {
+        cli_usage_error(cc->cmd, "--json and --jsonl exclude each other");
+        return '?';
+    }
+    return 0;
+}
+
+int cli_common_getopt(struct cli_common *cc, int argc, char **argv)
+{
+    for (;;) {
+        int c = cli_getopt(cc->cmd, argc, argv, cc->shortopts, cc->options);
+        if (c == 'o' && (cc->groups & CLI_FLAGS_OUTPUT)) {
+            cc->output = optarg;
+            continue;
+        }
+        if (c < CLI_OPT_BASE)
+            return c;
+        if (common_option(cc, c, optarg) != 0)
+            return '?';
+    }
+}
+
+/* The placeholder of a flag's value in help text. */
+static const char *metavar(const struct spec_field *f)
+{
+    switch (f->type) {
+    case SPEC_INT:
+        return "N";
+    case SPEC_DOUBLE:
+        return "X";
+    case SPEC_SET:
+    case SPEC_LIST:
+        return "A,B";
+    default:
+        return "NAME";
+    }
+}
+
+void cli_common_help(const struct cli_common *cc, FILE *out)
+{
+    size_t n;
+    const struct spec_field *fields = spec_config_fields(&n);
+    fprintf(out, "\ncommon flags:\n");
+    if (cc->groups & CLI_FLAGS_CONFIG) {
+        for (size_t i = 0; i < n; i++) {
+            if (!fields[i].flag)
+                continue;
+            char flag[64];
+            snprintf(flag, sizeof flag, "--%s %s", fields[i].flag, metavar(&fields[i]));
+            fprintf(out, "  %-20s %s: %s\n", flag, fields[i].key, fields[i].doc);
+        }
+        fprintf(out, "  %-20s set any config key (libra config --help lists them)\n",
+                "--set KEY=VALUE");
+    }
+    if (cc->groups & CLI_FLAGS_PRESETS)
+        fprintf(out, "  %-20s add presets from FILE (repeatable; also LIBRA_PRESETS=F1:F2)\n",
+                "--presets FILE");
+    if (cc->groups & CLI_FLAGS_JSON)
+        fprintf(out, "  %-20s print one JSON document\n", "--json");
+    if (cc->groups & CLI_FLAGS_JSONL)
+        fprintf(out, "  %-20s print JSON Lines; the first line is a header\n", "--jsonl");
+    if (cc->groups & CLI_FLAGS_OUTPUT)
+        fprintf(out, "  %-20s write to FILE instead of stdout\n", "-o, --output FILE");
+    fprintf(out, "  %-20s print this help\n", "-h, --help");
+}
+
+void cli_common_free(struct cli_common *cc)
+{
+    for (size_t i = 0; i < cc->n_overrides; i++) {
+        free((char *)cc->overrides[i].key);
+        free((char *)cc->overrides[i].value);
+        free((char *)cc->overrides[i].label);
+    }
+    free(cc->overrides);
+    free(cc->preset_files);
+    free(cc->options);
+    memset(cc, 0, sizeof *cc);
+}
+
+void cli_presets_free(struct cli_presets *p)
+{
+    spec_presets_free(&p->spec);
+    workload_presets_free(&p->workloads);
+}
+
+/* Adds one user preset file to every registry. */
+static int add_preset_file(struct cli_presets *p, const char *path)
+{
+    char *text;
+    size_t len;
+    int rc = cli_read_file(path, &text, &len);
+    if (rc)
+        return rc;
+    struct libra_error err = {0};
+    rc = spec_presets_add_text(&p->spec, path, text, len, &err);
+    if (rc == 0)
+        rc = workload_presets_add_text(&p->workloads, path, text, len, &err);
+    free(text);
+    return rc ? cli_report_error(&err) : 0;
+}
+
+static int load_presets(const struct cli_common *cc, struct cli_presets *p)
+{
+    struct libra_error err = {0};
+    if (spec_presets_init(&p->spec, &err) != 0 || workload_presets_init(&p->workloads, &err) != 0) {
+        cli_report_error(&err);
+        return LIBRA_EXIT_INTERNAL;
+    }
+    int rc = 0;
+    const char *env = getenv("LIBRA_PRESETS");
+    char *list = xstrdup(env ? env : "");
+    for (char *save = NULL, *path = strtok_r(list, ":", &save); path && !rc;
+         path = strtok_r(NULL, ":", &save))
+        rc = add_preset_file(p, path);
+    free(list);
+    for (size_t i = 0; i < cc->n_preset_files && !rc; i++)
+        rc = add_preset_file(p, cc->preset_files[i]);
+    return rc;
+}
+
+/* "a, b, c": the names of the workload presets. */
+static void workload_names(const struct workload_presets *w, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < w->n && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", w->items[i].name);
+}
+
+/*
+ * Resolves cfg with the workload preset the file and flags name as a preset layer (its
+ * default group size and batch), checking that it exists.
+ */
+static int resolve(const struct cli_presets *p, struct spec_config_sources *src,
+                   struct libra_config *cfg, struct libra_error *err)
+{
+    int rc = spec_config_peek(cfg, src, err);
+    if (rc)
+        return rc;
+    const struct workload_preset *w = workload_preset_find(&p->workloads, cfg->workload.name);
+    if (!w) {
+        char known[512];
+        workload_names(&p->workloads, known, sizeof known);
+        return spec_config_key_error(err, src, "workload.name",
+                                     "unknown workload preset '%s' (known: %s)", cfg->workload.name,
+                                     known);
+    }
+    char label[96], samples[32], batch[32];
+    snprintf(label, sizeof label, "workload preset '%s'", w->name);
+    snprintf(samples, sizeof samples, "%lld", (long long)w->samples);
+    snprintf(batch, sizeof batch, "%lld", (long long)w->batch_trajectories);
+    const struct spec_config_override values[] = {
+        {"rl.samples", samples, label},
+        {"rl.batch_trajectories", batch, label},
+    };
+    src->preset_values = values;
+    src->n_preset_values = sizeof values / sizeof *values;
+    rc = spec_config_resolve(cfg, &p->spec, src, err);
+    src->preset_values = NULL;
+    src->n_preset_values = 0;
+    if (rc == 0)
+        snprintf(cfg->workload.name, sizeof cfg->workload.name, "%s", w->name);
+    return rc;
+}
+
+int cli_common_load(const struct cli_common *cc, const char *config_file, struct cli_presets *p,
+                    struct libra_config *cfg)
+{
+    int rc = load_presets(cc, p);
+    if (rc)
+        return rc;
+    struct ujson_doc doc = {0};
+    struct libra_error err = {0};
+    if (config_file) {
+        char *text;
+        size_t len;
+        rc = cli_read_file(config_file, &text, &len);
+        if (rc)
+            return rc;
+        rc = ujson_doc_parse(&doc, config_file, text, len, &err);
+        free(text);
+        if (rc)
+            return cli_report_error(&err);
+    }
+    struct spec_config_sources src = {
+        .doc = config_file ? &doc : NULL,
+        .flags = cc->overrides,
+        .n_flags = cc->n_overrides,
+    };
+    rc = resolve(p, &src, cfg, &err);
+    ujson_doc_free(&doc);
+    return rc ? cli_report_error(&err) : 0;
+}
+
+int cli_emit_json(const struct cli_common *cc, const json_t *doc)
+{
+    char *text = ujson_dump(doc, true);
+    size_t n = strlen(text);
+    text = xrealloc(text, n + 2);
+    memcpy(text + n, "\n", 2);
+    int rc = cli_write_output(cc->output, text);
+    free(text);
+    return rc;
+}

@@ -1,0 +1,107 @@
+/*
+ * The common flags (DESIGN.md "Common flags") and the effective config every command starts
+ * from, in one place so that `--gpus` or `--presets` means the same thing in every command.
+ *
+ * A command names the groups of common flags it accepts, adds its own options, and loops on
+ * cli_common_getopt, which consumes the common flags and returns the command's own ones:
+ *
+ *     struct cli_common cc;
+ *     cli_common_init(&cc, cmd, CLI_FLAGS_CONFIG | CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT, "", own);
+ *     while ((c = cli_common_getopt(&cc, argc, argv)) != -1)
+ *         switch (c) { case 'h': ...help...; case '?': ...exit 2...; own flags... }
+ *     rc = cli_common_load(&cc, argv[optind], &presets, &cfg);
+ *
+ * The experiment flags (--hardware, --model, --gpus, --workload, --batch, --samples, --steps,
+ * --seed) are the schema rows of spec/config.c that name a flag; `--set KEY=VALUE` reaches any
+ * row. They form the top layer of the config, checked by the same schema as the file.
+ * The environment (LIBRA_PRESETS) is read here and nowhere below cli/.
+ */
+#ifndef CLI_CLI_CONFIG_H
+#define CLI_CLI_CONFIG_H
+
+#include <getopt.h>
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+
+#include "cli/cli.h"
+#include "spec/config.h"
+#include "spec/preset.h"
+#include "workload/preset.h"
+
+/* Groups of common flags a command accepts. --help/-h is always accepted. */
+enum {
+    CLI_FLAGS_CONFIG = 1u << 0,  /* experiment flags and --set KEY=VALUE */
+    CLI_FLAGS_PRESETS = 1u << 1, /* --presets FILE (repeatable) */
+    CLI_FLAGS_JSON = 1u << 2,    /* --json: one JSON document */
+    CLI_FLAGS_JSONL = 1u << 3,   /* --jsonl: JSON Lines, header line first */
+    CLI_FLAGS_OUTPUT = 1u << 4   /* -o/--output FILE */
+};
+
+/* Option values cli_common_getopt keeps for itself; a command's own long options use values
+ * below CLI_OPT_BASE (a short option character, or 0x100 and up). */
+#define CLI_OPT_BASE 0x1000
+
+struct cli_common {
+    const struct cli_command *cmd;
+    unsigned groups;
+    struct spec_config_override *overrides; /* flags in command-line order; strings owned */
+    size_t n_overrides;
+    const char **preset_files; /* --presets values (argv strings) */
+    size_t n_preset_files;
+    bool json, jsonl;
+    const char *output;     /* -o value, or NULL for stdout */
+    struct option *options; /* the command's options plus the common ones; owned */
+    char shortopts[64];
+};
+
+/*
+ * Prepares cc for a command accepting the given groups of common flags, its own short options
+ * (getopt syntax, without 'h' or 'o' when it takes CLI_FLAGS_OUTPUT) and its own long options
+ * (terminated by a zeroed entry; NULL when none). Resets getopt's state.
+ */
+void cli_common_init(struct cli_common *cc, const struct cli_command *cmd, unsigned groups,
+                     const char *shortopts, const struct option *own);
+
+/*
+ * Like cli_getopt, consuming the common flags: returns the command's own option characters,
+ * 'h' for --help/-h, -1 at the end, or '?' after printing a usage error (unknown flag,
+ * --set without '=', --json with --jsonl).
+ */
+int cli_common_getopt(struct cli_common *cc, int argc, char **argv);
+
+/* Prints the accepted common flags, one per line under "common flags:", for --help. */
+void cli_common_help(const struct cli_common *cc, FILE *out);
+
+/* Releases what cc owns. */
+void cli_common_free(struct cli_common *cc);
+
+/*
+ * Every kind of preset. A preset file may hold several kinds; each registry reads its own
+ * sections of it. A new kind is one more member here, loaded in cli_config.c's load_presets.
+ */
+struct cli_presets {
+    struct spec_presets spec;          /* hardware and models */
+    struct workload_presets workloads; /* workload/preset.h */
+};
+
+/* Releases p; a zeroed p is fine. */
+void cli_presets_free(struct cli_presets *p);
+
+/*
+ * Loads the presets (built-in, then each file of LIBRA_PRESETS — colon-separated — then each
+ * --presets file) into p and resolves the effective config into cfg from config_file (NULL for
+ * none) and the flags: defaults < hardware preset < workload preset (rl.samples,
+ * rl.batch_trajectories) < file < flags. Prints the error on failure. Returns 0,
+ * LIBRA_EXIT_USAGE (invalid preset file, config or flag value, unknown preset),
+ * LIBRA_EXIT_IO (unreadable file) or LIBRA_EXIT_INTERNAL (a broken built-in preset). p must
+ * be zeroed; the caller frees it (cli_presets_free) in every case.
+ */
+int cli_common_load(const struct cli_common *cc, const char *config_file, struct cli_presets *p,
+                    struct libra_config *cfg);
+
+/* Writes doc as pretty JSON plus a newline to cc's output. Returns 0 or LIBRA_EXIT_IO. */
+int cli_emit_json(const struct cli_common *cc, const json_t *doc);
+
+#endif

@@ -1,0 +1,168 @@
+/*
+ * `libra presets`: lists the hardware, model and workload presets a config can name, with their key
+ * numbers, where each came from (built in, or which --presets file) and how sure the values are,
+ * so a user can see what the cost model will assume before running anything.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_config.h"
+#include "cli/commands.h"
+#include "util/alloc.h"
+
+#define SCHEMA "libra.presets/1"
+
+static const char help[] =
+    "usage: libra presets [--json] [--presets FILE] [-o FILE]\n"
+    "\n"
+    "Lists the hardware, model and workload presets a config can name: the built-in ones\n"
+    "(data/presets/, values from calibration.md) and those added or replaced by preset files\n"
+    "(--presets, LIBRA_PRESETS). Each row shows the key numbers, the confidence of the values\n"
+    "(H, M, L) and its origin. A '*' marks a value the calibration sheet says to assume. MoE\n"
+    "models are costed as dense with their active parameters for compute and their total\n"
+    "parameters for memory. --json prints one document (schema libra.presets/1).\n";
+
+/* A number scaled to the table's unit, with '*' when field is listed in assumed. */
+static void cell(char *out, size_t size, double v, double scale, const char *assumed,
+                 const char *field)
+{
+    size_t n = strlen(field);
+    bool marked = false;
+    for (const char *s = assumed; (s = strstr(s, field)); s += n)
+        marked |= (s == assumed || s[-1] == ',') && (s[n] == ',' || s[n] == '\0');
+    snprintf(out, size, "%.4g%s", v / scale, marked ? "*" : "");
+}
+
+static void hardware_table(FILE *out, const struct spec_presets *p)
+{
+    fprintf(out, "%-14s %8s %6s %7s %7s %9s %8s %9s %5s %4s  %s\n", "hardware", "bf16", "HBM",
+            "HBM BW", "NVLink", "allreduce", "AR lat", "internode", "GPUs", "conf", "origin");
+    fprintf(out, "%-14s %8s %6s %7s %7s %9s %8s %9s %5s %4s\n", "", "TFLOP/s", "GB", "TB/s", "GB/s",
+            "GB/s", "us", "GB/s/GPU", "/node", "");
+    for (size_t i = 0; i < p->n_hardware; i++) {
+        const struct spec_hardware *h = &p->hardware[i];
+        char c[7][24];
+        cell(c[0], 24, h->bf16_flops_per_s, 1e12, h->assumed, "bf16_flops_per_s");
+        cell(c[1], 24, h->hbm_bytes, 1e9, h->assumed, "hbm_bytes");
+        cell(c[2], 24, h->hbm_bw_bytes_per_s, 1e12, h->assumed, "hbm_bw_bytes_per_s");
+        cell(c[3], 24, h->nvlink_bw_bytes_per_s, 1e9, h->assumed, "nvlink_bw_bytes_per_s");
+        cell(c[4], 24, h->allreduce_bus_bw_bytes_per_s, 1e9, h->assumed,
+             "allreduce_bus_bw_bytes_per_s");
+        cell(c[5], 24, h->allreduce_latency_s, 1e-6, h->assumed, "allreduce_latency_s");
+        cell(c[6], 24, h->inter_node_bw_bytes_per_s, 1e9, h->assumed, "inter_node_bw_bytes_per_s");
+        fprintf(out, "%-14s %8s %6s %7s %7s %9s %8s %9s %5d %4s  %s\n", h->name, c[0], c[1], c[2],
+                c[3], c[4], c[5], c[6], h->gpus_per_node, spec_confidence_name(h->confidence),
+                h->origin);
+    }
+}
+
+static void model_table(FILE *out, const struct spec_presets *p)
+{
+    fprintf(out, "%-14s %6s %6s %5s %3s %4s %6s %6s %4s %4s %9s %8s %8s %4s  %s\n", "model",
+            "layers", "hidden", "heads", "kv", "hdim", "ffn", "vocab", "tied", "bias", "experts",
+            "params", "active", "conf", "origin");
+    fprintf(out, "%-14s %6s %6s %5s %3s %4s %6s %6s %4s %4s %9s %8s %8s\n", "", "", "", "", "", "",
+            "", "", "", "qkv", "top-k", "B", "B");
+    for (size_t i = 0; i < p->n_models; i++) {
+        const struct spec_model *m = &p->models[i];
+        char experts[24], total[24], active[24];
+        if (m->experts)
+            snprintf(experts, sizeof experts, "%d/%d", m->experts, m->top_k);
+        else
+            snprintf(experts, sizeof experts, "-");
+        cell(total, sizeof total, m->params_total, 1e9, m->assumed, "params_total");
+        cell(active, sizeof active, m->params_active, 1e9, m->assumed, "params_active");
+        fprintf(out, "%-14s %6d %6d %5d %3d %4d %6d %6d %4s %4s %9s %8s %8s %4s  %s\n", m->name,
+                m->layers, m->hidden, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab,
+                m->tied_embeddings ? "yes" : "no", m->qkv_bias ? "yes" : "no", experts, total,
+                active, spec_confidence_name(m->confidence), m->origin);
+    }
+}
+
+static void workload_table(FILE *out, const struct workload_presets *w)
+{
+    fprintf(out, "%-16s %7s %7s %6s %5s %9s %8s  %-8s %s\n", "workload", "prompts", "samples",
+            "batch", "turns", "max gen", "context", "origin", "tools");
+    for (size_t i = 0; i < w->n; i++) {
+        const struct workload_preset *x = &w->items[i];
+        char tools[128] = "-";
+        size_t used = 0;
+        for (size_t t = 0; t < x->n_tools && used < sizeof tools; t++)
+            used += (size_t)snprintf(tools + used, sizeof tools - used, "%s%s", t ? "," : "",
+                                     x->tools[t].name);
+        fprintf(out, "%-16s %7lld %7lld %6lld %5lld %9lld %8lld  %-8s %s\n", x->name,
+                (long long)x->prompts, (long long)x->samples, (long long)x->batch_trajectories,
+                (long long)x->max_turns, (long long)x->max_generated_tokens,
+                (long long)x->context_tokens, x->origin, tools);
+    }
+}
+
+static char *table_text(const struct cli_presets *p)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out)
+        abort(); /* only when memory ran out, fatal as in util/alloc.h */
+    hardware_table(out, &p->spec);
+    fprintf(out, "\n");
+    model_table(out, &p->spec);
+    fprintf(out, "\n");
+    workload_table(out, &p->workloads);
+    fprintf(out, "\n* assumed (calibration.md says to assume it); conf rates the other values.\n"
+                 "MoE: compute uses active parameters, memory the total (no expert parallelism "
+                 "modelled).\n");
+    fclose(out);
+    return text;
+}
+
+static json_t *presets_json(const struct cli_presets *p, const struct libra_config *cfg)
+{
+    json_t *doc = spec_config_envelope(SCHEMA, cfg);
+    json_t *hw = json_array(), *models = json_array(), *workloads = json_array();
+    for (size_t i = 0; i < p->spec.n_hardware; i++)
+        json_array_append_new(hw, spec_hardware_to_json(&p->spec.hardware[i]));
+    for (size_t i = 0; i < p->spec.n_models; i++)
+        json_array_append_new(models, spec_model_to_json(&p->spec.models[i]));
+    for (size_t i = 0; i < p->workloads.n; i++)
+        json_array_append_new(workloads, workload_preset_summary(&p->workloads.items[i]));
+    json_object_set_new(doc, "hardware", hw);
+    json_object_set_new(doc, "models", models);
+    json_object_set_new(doc, "workloads", workloads);
+    return doc;
+}
+
+int cmd_presets(int argc, char **argv)
+{
+    struct cli_common cc;
+    cli_common_init(&cc, cli_find("presets"), CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT,
+                    "", NULL);
+    struct cli_presets p = {0};
+    struct libra_config cfg;
+    int c, rc = 0;
+    while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
+        if (c == 'h') {
+            fputs(help, stdout);
+            cli_common_help(&cc, stdout);
+            goto out;
+        }
+        rc = LIBRA_EXIT_USAGE; /* '?': the usage error is printed */
+    }
+    if (rc == 0 && optind < argc)
+        rc = cli_usage_error(cc.cmd, "unexpected argument '%s'", argv[optind]);
+    if (rc == 0)
+        rc = cli_common_load(&cc, NULL, &p, &cfg);
+    if (rc == 0 && cc.json) {
+        json_t *doc = presets_json(&p, &cfg);
+        rc = cli_emit_json(&cc, doc);
+        json_decref(doc);
+    } else if (rc == 0) {
+        char *text = table_text(&p);
+        rc = cli_write_output(cc.output, text);
+        free(text);
+    }
+out:
+    cli_presets_free(&p);
+    cli_common_free(&cc);
+    return rc;
+}
