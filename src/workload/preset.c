@@ -49,10 +49,10 @@ static const char *const cap_names[] = {"completed", "truncated", NULL};
         path, type, off, lo, hi, NULL, false                                                       \
     }
 #define LOGNORMAL(path, off, lo, hi)                                                               \
-    NUM(path "/median", F_REAL, off + offsetof(struct workload_lognormal, median), lo, hi),        \
-        NUM(path "/sigma", F_REAL, off + offsetof(struct workload_lognormal, sigma), 0, 5),        \
-        NUM(path "/min", F_REAL, off + offsetof(struct workload_lognormal, min), lo, hi),          \
-        NUM(path "/max", F_REAL, off + offsetof(struct workload_lognormal, max), lo, hi)
+    NUM(path "/median", F_REAL, (off) + offsetof(struct workload_lognormal, median), lo, hi),      \
+        NUM(path "/sigma", F_REAL, (off) + offsetof(struct workload_lognormal, sigma), 0, 5),      \
+        NUM(path "/min", F_REAL, (off) + offsetof(struct workload_lognormal, min), lo, hi),        \
+        NUM(path "/max", F_REAL, (off) + offsetof(struct workload_lognormal, max), lo, hi)
 
 static const struct field preset_fields[] = {
     {"source", F_TEXT, PF(source), 0, sizeof((struct workload_preset *)0)->source, NULL, true},

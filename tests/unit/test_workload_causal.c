@@ -170,8 +170,8 @@ static void check_knob(const char *name, int64_t n)
         fail();
     }
 
-    print_message("%s: strength %.2f, largest gap %.3f (coverage %.3f)\n", name,
-                  w.causal.strength, gap, coverage);
+    print_message("%s: strength %.2f, largest gap %.3f (coverage %.3f)\n", name, w.causal.strength,
+                  gap, coverage);
 
     w.causal.strength = 0;
     collect(&w, n);

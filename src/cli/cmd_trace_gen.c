@@ -1,0 +1,184 @@
+/*
+ * `libra trace gen WORKLOAD`: writes a synthetic trace from a workload preset
+ * (docs/workloads.md), for users who have no trace of their own and for the planner, the
+ * router evaluation and the simulator to share one workload.
+ *
+ * Step s draws batch/samples prompts from the pool without replacement (the epoch advances
+ * when the pool is exhausted) and generates `samples` trajectories for each at policy
+ * version s. Every trajectory is a pure function of (seed, prompt, sample, version), so the
+ * same flags always give the same bytes.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_config.h"
+#include "cli/commands.h"
+#include "trace/file.h"
+#include "util/alloc.h"
+#include "workload/workload.h"
+
+#define DEFAULT_STEPS 10
+
+static const char help[] =
+    "usage: libra trace gen WORKLOAD [--steps N] [--batch B] [--samples n] [--seed S]\n"
+    "                       [-o FILE] [--presets FILE]\n"
+    "\n"
+    "Writes a synthetic trace (docs/trace-format.md) of the workload preset WORKLOAD\n"
+    "(search-r1, dapo-math, dapo-math-verl, r2e-gym, or one from a preset file; see\n"
+    "docs/workloads.md). Each of the N steps draws B/n prompts from the prompt pool without\n"
+    "replacement (a new epoch, in a new order, when the pool is exhausted) and n trajectories\n"
+    "(a GRPO group) for each, at policy version = step. The same flags give the same bytes.\n"
+    "\n"
+    "flags:\n"
+    "  --steps N          training steps (default 10)\n"
+    "  --batch B          trajectories per step, a multiple of n (default: the preset's\n"
+    "                     prompts per step times n)\n"
+    "  --samples n        trajectories per prompt (default: the preset's)\n"
+    "  --seed S           keys every random draw (default 1)\n";
+
+struct gen_flags {
+    int64_t steps, batch, samples;
+    uint64_t seed;
+};
+
+/* Parses a decimal integer in [lo, hi] for flag; prints a usage error otherwise. */
+static int parse_int(const struct cli_command *cmd, const char *flag, const char *arg, int64_t lo,
+                     int64_t hi, int64_t *out)
+{
+    char *end;
+    long long v = strtoll(arg, &end, 10);
+    if (end == arg || *end || v < lo || v > hi)
+        return cli_usage_error(cmd, "%s: expected an integer in [%lld, %lld], not '%s'", flag,
+                               (long long)lo, (long long)hi, arg);
+    *out = v;
+    return 0;
+}
+
+static int gen_flag(const struct cli_command *cmd, struct gen_flags *f, int c, const char *arg)
+{
+    int64_t seed;
+    int rc;
+    switch (c) {
+    case 'n':
+        return parse_int(cmd, "--steps", arg, 1, INT32_MAX, &f->steps);
+    case 'b':
+        return parse_int(cmd, "--batch", arg, 1, INT32_MAX, &f->batch);
+    case 's':
+        return parse_int(cmd, "--samples", arg, 1, 1000000, &f->samples);
+    default: /* 'S' */
+        rc = parse_int(cmd, "--seed", arg, 0, INT64_MAX, &seed);
+        f->seed = (uint64_t)seed;
+        return rc;
+    }
+}
+
+/* The header's generator object: what produced the trace, with every parameter. */
+static json_t *generator_json(const struct workload_preset *w, const struct gen_flags *f)
+{
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:s, s:o}", "name", "libra trace gen",
+                     "preset", w->name, "seed", (json_int_t)f->seed, "steps", (json_int_t)f->steps,
+                     "batch_trajectories", (json_int_t)f->batch, "samples", (json_int_t)f->samples,
+                     "version", "policy version = step", "params", workload_preset_to_json(w));
+}
+
+/* Generates and writes every step's groups. */
+static int write_steps(struct trace_writer *wr, const struct workload_preset *w,
+                       const struct gen_flags *f, struct libra_error *err)
+{
+    struct workload_gen g;
+    workload_gen_init(&g, w, f->seed);
+    struct arena a;
+    arena_init(&a, 0);
+    struct trace_traj *group = xcalloc((size_t)f->samples, sizeof *group);
+    int64_t per_step = f->batch / f->samples;
+    int rc = 0;
+    for (int64_t step = 0; step < f->steps && rc == 0; step++) {
+        for (int64_t j = 0; j < per_step && rc == 0; j++) {
+            int64_t k = step * per_step + j, epoch = k / w->prompts;
+            int64_t prompt = workload_prompt_for(&g, epoch, k % w->prompts);
+            for (int64_t s = 0; s < f->samples; s++) {
+                workload_gen_traj(&g, prompt, s, step, &group[s], &a);
+                group[s].epoch = epoch;
+            }
+            workload_filter_group(w, group, (size_t)f->samples);
+            for (int64_t s = 0; s < f->samples && rc == 0; s++)
+                rc = trace_writer_put(wr, &group[s], err);
+            arena_reset(&a);
+        }
+    }
+    free(group);
+    arena_free(&a);
+    return rc;
+}
+
+static int run(const struct cli_common *cc, const char *name, struct gen_flags *f)
+{
+    struct cli_presets p = {0};
+    struct libra_config cfg;
+    int rc = cli_common_load(cc, NULL, &p, &cfg);
+    const struct workload_preset *w = rc ? NULL : workload_preset_find(&p.workloads, name);
+    if (!w) {
+        cli_presets_free(&p);
+        return rc ? rc
+                  : cli_usage_error(
+                        cc->cmd, "unknown workload preset '%s' (libra presets lists them)", name);
+    }
+    if (!f->samples)
+        f->samples = w->samples;
+    if (!f->batch) /* the preset's prompts per step, each with f->samples trajectories */
+        f->batch = w->batch_trajectories / w->samples * f->samples;
+    if (f->batch % f->samples) {
+        cli_presets_free(&p);
+        return cli_usage_error(cc->cmd, "--batch %lld is not a multiple of --samples %lld",
+                               (long long)f->batch, (long long)f->samples);
+    }
+    struct trace_header h = {.version = TRACE_SCHEMA_VERSION,
+                             .workload = (char *)w->name,
+                             .group_size = f->samples,
+                             .generator = generator_json(w, f)};
+    struct libra_error err = {0};
+    struct trace_writer *wr = NULL;
+    rc = trace_writer_open(&wr, cc->output ? cc->output : "-", &h, &err);
+    if (rc == 0)
+        rc = write_steps(wr, w, f, &err);
+    if (rc == 0)
+        rc = trace_writer_close(wr, &err);
+    else
+        trace_writer_abort(wr);
+    json_decref(h.generator);
+    cli_presets_free(&p);
+    if (rc == 0)
+        return LIBRA_EXIT_OK;
+    cli_report_error(&err);
+    return rc == LIBRA_EIO ? LIBRA_EXIT_IO : LIBRA_EXIT_INTERNAL;
+}
+
+int cmd_trace_gen(int argc, char **argv)
+{
+    static const struct option own[] = {
+        {"steps", required_argument, NULL, 'n'},
+        {"batch", required_argument, NULL, 'b'},
+        {"samples", required_argument, NULL, 's'},
+        {"seed", required_argument, NULL, 'S'},
+        {0},
+    };
+    struct cli_common cc;
+    struct gen_flags f = {.steps = DEFAULT_STEPS, .seed = 1};
+    cli_common_init(&cc, cli_find("trace"), CLI_FLAGS_PRESETS | CLI_FLAGS_OUTPUT, "", own);
+    int c, rc = 0;
+    while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
+        if (c == 'h') {
+            fputs(help, stdout);
+            cli_common_help(&cc, stdout);
+            goto out;
+        }
+        rc = c == '?' ? LIBRA_EXIT_USAGE : gen_flag(cc.cmd, &f, c, optarg);
+    }
+    if (rc == 0 && argc - optind != 1)
+        rc = cli_usage_error(cc.cmd, "gen needs one WORKLOAD (e.g. r2e-gym)");
+    if (rc == 0)
+        rc = run(&cc, argv[optind], &f);
+out:
+    cli_common_free(&cc);
+    return rc;
+}
