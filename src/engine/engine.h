@@ -99,6 +99,7 @@ struct engine_done {
 struct engine_stats {
     double busy_s;            /* time spent in iterations */
     int64_t iterations;       /* iterations run */
+    int64_t runs;             /* runs of identical iterations composed: the events it cost */
     int64_t sampled_tokens;   /* tokens sampled, including those of aborted requests */
     int64_t prefill_tokens;   /* tokens computed by prefill chunks, recomputation included */
     int64_t cached_tokens;    /* prompt tokens served by the prefix cache (all admissions) */
