@@ -52,8 +52,10 @@ struct sched_model *sched_model_new(const struct sched_model_config *c)
 void sched_hex_key(uint64_t v, char out[17])
 {
     static const char hex[] = "0123456789abcdef";
-    for (int i = 15; i >= 0; i--, v >>= 4)
-        out[i] = hex[v & 15];
+    for (int i = 14; i >= 0; i -= 2, v >>= 8) { /* a byte at a time: on every routing call */
+        out[i] = hex[(v >> 4) & 15];
+        out[i + 1] = hex[v & 15];
+    }
     out[16] = '\0';
 }
 

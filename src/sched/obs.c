@@ -147,30 +147,57 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
+/* Appends src to buf (size bytes) at *len, as far as it fits; *len counts what fits. */
+static void append(char *buf, size_t size, size_t *len, const char *src)
+{
+    size_t n = strlen(src);
+    if (*len + n >= size)
+        n = size - 1 - *len;
+    memcpy(buf + *len, src, n);
+    *len += n;
+}
+
+/* Writes "tool:size:status" of o into part (SCHED_TOOL_NAME_MAX + 24 bytes). The hot path of
+ * every routing decision: string pieces, no formatted printing. */
+static void part_key(const struct sched_obs *o, char *part, size_t size)
+{
+    size_t len = 0;
+    append(part, size, &len, o->tool);
+    append(part, size, &len, ":");
+    append(part, size, &len, sched_size_name(o->size));
+    append(part, size, &len, ":");
+    append(part, size, &len, sched_status_name(o->status));
+    part[len] = '\0';
+}
+
 size_t sched_state_key(const struct sched_obs_config *c, const struct sched_obs *obs, size_t n,
                        char *buf, size_t size)
 {
-    if (c->depth_only)
-        return (size_t)snprintf(buf, size, "*");
+    if (size == 0)
+        return 0;
+    size_t len = 0;
+    if (c->depth_only) {
+        append(buf, size, &len, "*");
+        buf[len] = '\0';
+        return len;
+    }
     enum { MAX_PARTS = 16 };
     char parts[MAX_PARTS][SCHED_TOOL_NAME_MAX + 24];
     const char *sorted[MAX_PARTS];
     size_t k = n < MAX_PARTS ? n : MAX_PARTS; /* more returns than this in one turn: truncated */
     for (size_t i = 0; i < k; i++) {
-        snprintf(parts[i], sizeof parts[i], "%s:%s:%s", obs[i].tool, sched_size_name(obs[i].size),
-                 sched_status_name(obs[i].status));
+        part_key(&obs[i], parts[i], sizeof parts[i]);
         sorted[i] = parts[i];
     }
-    qsort(sorted, k, sizeof sorted[0], cmp_str);
-    size_t len = 0;
+    if (k > 1)
+        qsort(sorted, k, sizeof sorted[0], cmp_str);
     for (size_t i = 0; i < k; i++) {
-        int w = snprintf(buf + (len < size ? len : size), len < size ? size - len : 0, "%s%s",
-                         i ? "|" : "", sorted[i]);
-        len += (size_t)w;
+        if (i)
+            append(buf, size, &len, "|");
+        append(buf, size, &len, sorted[i]);
     }
-    if (size > 0 && len >= size)
-        buf[size - 1] = '\0';
-    return len < size ? len : (size ? size - 1 : 0);
+    buf[len] = '\0';
+    return len;
 }
 
 const char *sched_status_name(enum sched_status s)

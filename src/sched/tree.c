@@ -13,6 +13,7 @@
 #include <string.h>
 
 #include "util/alloc.h"
+#include "util/rng.h"
 
 size_t sched_tree_init(struct sched_tree *t, uint64_t prompt)
 {
@@ -30,27 +31,72 @@ void sched_tree_free(struct sched_tree *t)
     for (size_t i = 0; i < t->nodes.n; i++)
         free(t->nodes.v[i].window);
     vec_free(&t->nodes);
+    free(t->edges);
+    t->edges = NULL;
+    t->edge_slots = 0;
     t->bytes = 0;
+}
+
+static size_t edge_home(uint32_t parent, uint32_t state, size_t slots)
+{
+    return (size_t)rng_mix64(((uint64_t)parent << 32) | state) & (slots - 1);
 }
 
 uint32_t sched_tree_child(const struct sched_tree *t, uint32_t node, uint32_t state)
 {
-    for (uint32_t c = t->nodes.v[node].first_child; c; c = t->nodes.v[c].next_sibling)
-        if (t->nodes.v[c].state == state)
-            return c;
-    return 0;
+    if (!t->edges)
+        return 0;
+    for (size_t i = edge_home(node, state, t->edge_slots);; i = (i + 1) & (t->edge_slots - 1)) {
+        const struct sched_edge *e = &t->edges[i];
+        if (e->child == 0 || (e->parent == node && e->state == state))
+            return e->child;
+    }
+}
+
+static void edge_put(struct sched_edge *edges, size_t slots, struct sched_edge e)
+{
+    size_t i = edge_home(e.parent, e.state, slots);
+    while (edges[i].child)
+        i = (i + 1) & (slots - 1);
+    edges[i] = e;
+}
+
+/* Slots the edge index needs to hold one more edge at load <= 1/2. */
+static size_t edge_slots_for_next(const struct sched_tree *t)
+{
+    size_t slots = t->edge_slots ? t->edge_slots : 8;
+    while (2 * t->nodes.n > slots) /* edges after the addition: nodes.n (the root has none) */
+        slots *= 2;
+    return slots;
 }
 
 size_t sched_tree_child_cost(const struct sched_tree *t)
 {
+    size_t cost = (edge_slots_for_next(t) - t->edge_slots) * sizeof(struct sched_edge);
     if (t->nodes.n < t->nodes.cap)
-        return 0;
+        return cost;
     size_t grown = t->nodes.cap * 2 > 8 ? t->nodes.cap * 2 : 8;
-    return (grown - t->nodes.cap) * sizeof(struct sched_node);
+    return cost + (grown - t->nodes.cap) * sizeof(struct sched_node);
+}
+
+static void edges_grow(struct sched_tree *t)
+{
+    size_t slots = edge_slots_for_next(t);
+    if (slots == t->edge_slots)
+        return;
+    struct sched_edge *edges = xcalloc(slots, sizeof *edges);
+    for (size_t i = 0; i < t->edge_slots; i++)
+        if (t->edges[i].child)
+            edge_put(edges, slots, t->edges[i]);
+    free(t->edges);
+    t->bytes += (slots - t->edge_slots) * sizeof *edges;
+    t->edges = edges;
+    t->edge_slots = slots;
 }
 
 uint32_t sched_tree_add_child(struct sched_tree *t, uint32_t node, uint32_t state)
 {
+    edges_grow(t);
     size_t old_cap = t->nodes.cap;
     vec_reserve(&t->nodes, t->nodes.n + 1);
     t->bytes += (t->nodes.cap - old_cap) * sizeof(struct sched_node);
@@ -60,6 +106,7 @@ uint32_t sched_tree_add_child(struct sched_tree *t, uint32_t node, uint32_t stat
     n->state = state;
     n->next_sibling = t->nodes.v[node].first_child;
     t->nodes.v[node].first_child = c;
+    edge_put(t->edges, t->edge_slots, (struct sched_edge){node, state, c});
     return c;
 }
 

@@ -3,9 +3,11 @@
  * (export, import, merge). Not an API: other modules use sched/model.h.
  *
  * Memory: a node is 40 bytes plus its window, 4 bytes per sample (grown geometrically to at
- * most SCHED_TREE_WINDOW), so a full node stays under 1 KiB. Nodes of one tree live in one
- * array and link by index (first child, next sibling): no per-node allocation, and a tree is
- * freed in two calls.
+ * most SCHED_TREE_WINDOW), plus 24 to 48 bytes of edge index, so a full node stays under
+ * 1 KiB. Nodes of one tree live in one array and link by index (first child, next sibling):
+ * no per-node allocation, and a tree is freed in a few calls. Finding a child goes through a
+ * hashed edge index rather than the sibling list: the global tree's nodes have dozens of
+ * children scattered over megabytes, and a look-up that misses would otherwise touch them all.
  */
 #ifndef SCHED_TREE_H
 #define SCHED_TREE_H
@@ -37,9 +39,16 @@ struct sched_node {
     uint32_t p90_tokens; /* cached Kaplan-Meier p90 */
 };
 
+/* One slot of a tree's edge index: (parent, state) -> child; child 0 marks an empty slot. */
+struct sched_edge {
+    uint32_t parent, state, child;
+};
+
 struct sched_tree {
     uint64_t prompt;              /* the prompt key; unused for the global tree */
     VEC(struct sched_node) nodes; /* nodes[0] is the root */
+    struct sched_edge *edges;     /* open addressing, load <= 1/2; NULL before a child */
+    size_t edge_slots;            /* a power of two, or 0 */
     size_t bytes;                 /* memory counted against the cap */
     struct sched_tree *lru_prev;  /* more recently used */
     struct sched_tree *lru_next;  /* less recently used */
