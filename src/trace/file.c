@@ -159,8 +159,8 @@ static int read_line(struct trace_reader *r, const char **line, size_t *len,
 int trace_reader_header(struct trace_reader *r, const struct trace_header **hdr,
                         struct libra_error *err)
 {
-    const char *line;
-    size_t len;
+    const char *line = NULL;
+    size_t len = 0;
     int rc = read_line(r, &line, &len, err);
     if (rc == 0)
         return error_set(err, r->name, 1, 1,
@@ -174,8 +174,8 @@ int trace_reader_header(struct trace_reader *r, const struct trace_header **hdr,
 int trace_reader_next(struct trace_reader *r, const struct trace_traj **traj,
                       struct libra_error *err)
 {
-    const char *line;
-    size_t len;
+    const char *line = NULL;
+    size_t len = 0;
     int rc = read_line(r, &line, &len, err);
     if (rc <= 0)
         return rc;

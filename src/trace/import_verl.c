@@ -259,7 +259,7 @@ static json_t *extra_of(const json_t *root, const char *reward_key)
     json_t *val;
     json_object_foreach((json_t *)root, k, val)
     {
-        if (strcmp(k, "input") && strcmp(k, "output") && strcmp(k, "step") &&
+        if (strcmp(k, "input") != 0 && strcmp(k, "output") != 0 && strcmp(k, "step") != 0 &&
             !(reward_key && strcmp(k, reward_key) == 0))
             json_object_set(extra, k, val);
     }

@@ -346,12 +346,15 @@ static int get_str(const struct trace_parser *p, struct obj *ob, const char *key
                    struct libra_error *err)
 {
     const json_t *v = member(ob, key);
+    if (json_is_string(v)) {
+        *out = json_string_value(v);
+        return 0;
+    }
     if (!v)
-        return missing(p, ob, key, err);
-    if (!json_is_string(v))
-        return wrong_type(p, ob, key, "a string", v, err);
-    *out = json_string_value(v);
-    return 0;
+        missing(p, ob, key, err);
+    else
+        wrong_type(p, ob, key, "a string", v, err);
+    return LIBRA_EINVAL;
 }
 
 /* Reads an optional member that must be an object (kept by reference) into *out. */
