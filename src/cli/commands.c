@@ -6,6 +6,8 @@ const struct cli_command cli_commands[] = {
      "libra presets [--json] [--presets FILE]", cmd_presets},
     {"config", "show, check or document the experiment config",
      "libra config show [FILE] | check FILE | doc [flags]", cmd_config},
+    {"trace", "validate, summarise, import or generate trajectory traces",
+     "libra trace validate|stats|import|gen [FILE...] [flags]", cmd_trace},
     {"cost", "print the cost model's answers for a hardware and model",
      "libra cost [CONFIG] [flags] | libra cost calibration", cmd_cost},
     {0},

@@ -7,6 +7,10 @@
 int cmd_presets(int argc, char **argv); /* cmd_presets.c */
 int cmd_config(int argc, char **argv);  /* cmd_config.c */
 
+/* cmd_trace.c; `libra trace gen` is cmd_trace_gen.c (argv[0] is "gen") */
+int cmd_trace(int argc, char **argv);
+int cmd_trace_gen(int argc, char **argv);
+
 int cmd_cost(int argc, char **argv); /* cmd_cost.c */
 
 #endif

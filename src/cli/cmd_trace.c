@@ -1,0 +1,516 @@
+/*
+ * `libra trace validate|stats|import|gen`: trace files (docs/trace-format.md). validate is for
+ * scripts and editors (exit 1 when the file is invalid); stats summarises a trace's shape
+ * (what the planner and the router depend on); import turns logs users already have into a
+ * trace; gen (cmd_trace_gen.c) writes a synthetic one from a workload preset.
+ */
+#include <dirent.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include "cli/cli_config.h"
+#include "cli/commands.h"
+#include "trace/file.h"
+#include "trace/import.h"
+#include "trace/stats.h"
+#include "util/alloc.h"
+#include "util/error.h"
+#include "util/vec.h"
+
+#define STATS_SCHEMA "libra.trace-stats/1"
+
+static const char help[] =
+    "usage: libra trace validate FILE [--all]\n"
+    "       libra trace stats FILE [--json] [-o FILE]\n"
+    "       libra trace import --from verl|jsonl|csv IN... [-o FILE] [flags]\n"
+    "       libra trace gen WORKLOAD [flags] (libra trace gen --help)\n"
+    "\n"
+    "validate checks every line of a trace (docs/trace-format.md) and prints \"FILE: valid, N\n"
+    "trajectories\" (exit 0), or the first error as FILE:LINE:COL: FIELD: REASON (exit 1);\n"
+    "--all reports every bad line. stats prints, per step and overall, turns, tool calls and\n"
+    "generated / prompt / tool tokens per trajectory (mean, p50, p90, p99, max), tool latencies,\n"
+    "the finish and tool-status mix, how often prompts recur, the share of generated tokens\n"
+    "held by the longest 5 % and 10 % of trajectories, and the drift of mean generated tokens\n"
+    "per step; --json prints one document (schema libra.trace-stats/1). import converts a\n"
+    "per-turn table (jsonl, csv) or verl rollout_data_dir dumps (verl; IN may be the\n"
+    "directory) into a trace; verl dumps hold text only, so tokens and turns are estimated and\n"
+    "the trace is marked lossy. A trace that fails to read makes stats and import exit 2.\n"
+    "\n"
+    "flags:\n"
+    "  --all                  validate: report every bad line, not only the first\n"
+    "  --json                 stats: print one JSON document\n"
+    "  -o, --output FILE      stats, import: write to FILE instead of standard output\n"
+    "  --from FORMAT          import: verl, jsonl or csv (required)\n"
+    "  --workload NAME        import: workload named in the header (default unknown)\n"
+    "  --model NAME           import: model named in the header\n"
+    "  --samples N            import: GRPO group size for the header; samples must be below it\n"
+    "  --chars-per-token X    import --from verl: characters per estimated token (default 4)\n";
+
+/* Reports a trace error as "libra: FILE:LINE:COL: MSG"; returns the exit code for rc. */
+static int report(int rc, const struct libra_error *err)
+{
+    cli_report_error(err);
+    return rc == LIBRA_EIO ? LIBRA_EXIT_IO : LIBRA_EXIT_USAGE;
+}
+
+/* ---- validate ---------------------------------------------------------------------------- */
+
+static int validate(const char *path, bool all)
+{
+    struct trace_reader *r;
+    struct libra_error err = {0};
+    if (trace_reader_open(&r, path, &err))
+        return report(LIBRA_EIO, &err);
+    const struct trace_header *h;
+    const struct trace_traj *t;
+    int64_t errors = 0, records = 0;
+    int rc = trace_reader_header(r, &h, &err);
+    if (rc == LIBRA_EINVAL) {
+        cli_report_error(&err);
+        errors++;
+    }
+    while (rc != LIBRA_EIO && (all || errors == 0) && (rc = trace_reader_next(r, &t, &err))) {
+        records += rc == 1;
+        if (rc == LIBRA_EINVAL) {
+            cli_report_error(&err);
+            errors++;
+        }
+    }
+    trace_reader_close(r);
+    if (rc == LIBRA_EIO)
+        return report(rc, &err);
+    if (errors) {
+        if (all)
+            cli_errorf("%s: %lld invalid line%s", path, (long long)errors, errors > 1 ? "s" : "");
+        return LIBRA_EXIT_NEGATIVE;
+    }
+    char line[512];
+    snprintf(line, sizeof line, "%s: valid, %lld trajector%s\n", path, (long long)records,
+             records == 1 ? "y" : "ies");
+    return cli_write_output(NULL, line);
+}
+
+/* ---- stats ------------------------------------------------------------------------------- */
+
+/* Reads every record of path into s; *hdr_json gets the header's summary. */
+static int read_stats(const char *path, struct trace_stats *s, json_t **hdr_json)
+{
+    struct trace_reader *r;
+    struct libra_error err = {0};
+    if (trace_reader_open(&r, path, &err))
+        return report(LIBRA_EIO, &err);
+    const struct trace_header *h;
+    const struct trace_traj *t;
+    int rc = trace_reader_header(r, &h, &err);
+    if (rc == 0) {
+        const json_t *seed = json_object_get(h->generator, "seed");
+        *hdr_json =
+            json_pack("{s:s,s:s?,s:b,s:I,s:O?}", "workload", h->workload, "model", h->model,
+                      "lossy", h->lossy, "group_size", (json_int_t)h->group_size, "seed", seed);
+        while ((rc = trace_reader_next(r, &t, &err)) == 1)
+            trace_stats_add(s, t);
+    }
+    trace_reader_close(r);
+    return rc ? report(rc, &err) : 0;
+}
+
+static void dist_row(FILE *out, const char *label, const json_t *d)
+{
+    if (json_integer_value(json_object_get(d, "n")) == 0) {
+        fprintf(out, "  %-18s %10s\n", label, "-");
+        return;
+    }
+    fprintf(out, "  %-18s", label);
+    static const char *const keys[] = {"mean", "p50", "p90", "p99", "max"};
+    for (int i = 0; i < 5; i++)
+        fprintf(out, " %10.1f", json_number_value(json_object_get(d, keys[i])));
+    fprintf(out, "\n");
+}
+
+static void mix_row(FILE *out, const char *label, const json_t *counts)
+{
+    double total = 0;
+    const char *k;
+    json_t *v;
+    json_object_foreach((json_t *)counts, k, v) total += (double)json_integer_value(v);
+    fprintf(out, "%s:", label);
+    json_object_foreach((json_t *)counts, k, v)
+    {
+        double n = (double)json_integer_value(v);
+        fprintf(out, " %s %.1f%%", k, total > 0 ? 100.0 * n / total : 0.0);
+    }
+    fprintf(out, "\n");
+}
+
+static double share(const json_t *block, const char *key)
+{
+    const json_t *v = json_object_get(block, key);
+    return json_is_number(v) ? 100.0 * json_number_value(v) : 0.0;
+}
+
+static char *stats_text(const char *path, const json_t *doc)
+{
+    const json_t *all = json_object_get(doc, "overall"), *trace = json_object_get(doc, "trace");
+    const json_t *prompts = json_object_get(doc, "prompts"), *drift = json_object_get(doc, "drift");
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out)
+        abort(); /* only when memory ran out, fatal as in util/alloc.h */
+    fprintf(out, "trace %s: workload %s, %lld trajectories in %lld steps%s\n", path,
+            json_string_value(json_object_get(trace, "workload")),
+            (long long)json_integer_value(json_object_get(all, "trajectories")),
+            (long long)json_integer_value(json_object_get(drift, "steps")),
+            json_is_true(json_object_get(trace, "lossy")) ? " (lossy import: estimates)" : "");
+    fprintf(out, "\nper trajectory             mean        p50        p90        p99        max\n");
+    static const char *const metrics[] = {"turns", "tool_calls", "generated_tokens",
+                                          "prompt_tokens", "tool_tokens"};
+    for (int i = 0; i < 5; i++)
+        dist_row(out, metrics[i], json_object_get(all, metrics[i]));
+    fprintf(out, "per tool call\n");
+    dist_row(out, "queue_us", json_object_get(all, "queue_us"));
+    dist_row(out, "exec_us", json_object_get(all, "exec_us"));
+    fprintf(out, "\n");
+    mix_row(out, "finish", json_object_get(all, "finish"));
+    mix_row(out, "tool status", json_object_get(all, "tool_status"));
+    fprintf(out,
+            "tail: the longest 5%% of trajectories hold %.1f%% of generated tokens, the "
+            "longest 10%% %.1f%%\n",
+            share(all, "longest_5pct_token_share"), share(all, "longest_10pct_token_share"));
+    fprintf(out,
+            "prompts: %lld distinct, %lld seen in more than one step, %lld in more than one "
+            "epoch\n",
+            (long long)json_integer_value(json_object_get(prompts, "distinct")),
+            (long long)json_integer_value(json_object_get(prompts, "in_multiple_steps")),
+            (long long)json_integer_value(json_object_get(prompts, "in_multiple_epochs")));
+    const json_t *slope = json_object_get(drift, "generated_tokens_per_step");
+    if (json_is_number(slope))
+        fprintf(out, "drift: %+.2f mean generated tokens per trajectory per step\n",
+                json_number_value(slope));
+    else
+        fprintf(out, "drift: - (fewer than two steps)\n");
+    fprintf(out, "\n%8s %12s %10s %14s %14s %10s\n", "step", "trajectories", "turns", "generated",
+            "generated p90", "tool calls");
+    size_t i;
+    const json_t *b;
+    json_array_foreach(json_object_get(doc, "steps"), i, b)
+    {
+        const json_t *gen = json_object_get(b, "generated_tokens");
+        fprintf(out, "%8lld %12lld %10.2f %14.1f %14.1f %10.2f\n",
+                (long long)json_integer_value(json_object_get(b, "step")),
+                (long long)json_integer_value(json_object_get(b, "trajectories")),
+                json_number_value(json_object_get(json_object_get(b, "turns"), "mean")),
+                json_number_value(json_object_get(gen, "mean")),
+                json_number_value(json_object_get(gen, "p90")),
+                json_number_value(json_object_get(json_object_get(b, "tool_calls"), "mean")));
+    }
+    fclose(out);
+    return text;
+}
+
+static int stats(struct cli_common *cc, const char *path)
+{
+    struct cli_presets p = {0};
+    struct libra_config cfg;
+    struct trace_stats *s = trace_stats_new();
+    json_t *hdr = NULL;
+    int rc = read_stats(path, s, &hdr);
+    if (rc == 0)
+        rc = cli_common_load(cc, NULL, &p, &cfg);
+    if (rc == 0) {
+        json_t *doc = spec_config_envelope(STATS_SCHEMA, &cfg);
+        /* no randomness is involved: the seed reported is the generator's, if any */
+        json_object_set(doc, "seed",
+                        json_object_get(hdr, "seed") ? json_object_get(hdr, "seed") : json_null());
+        json_object_del(hdr, "seed");
+        json_object_set(doc, "trace", hdr);
+        json_object_update_missing(doc, trace_stats_json(s));
+        if (cc->json) {
+            rc = cli_emit_json(cc, doc);
+        } else {
+            char *text = stats_text(path, doc);
+            rc = cli_write_output(cc->output, text);
+            free(text);
+        }
+        json_decref(doc);
+    }
+    json_decref(hdr);
+    trace_stats_free(s);
+    cli_presets_free(&p);
+    return rc;
+}
+
+/* ---- import ------------------------------------------------------------------------------ */
+
+struct import_flags {
+    struct trace_import_options o;
+    bool have_format;
+};
+
+typedef VEC(char *) path_vec;
+
+/* scandir filter: a verl dump file, named {step}.jsonl. */
+static int is_step_file(const struct dirent *e)
+{
+    size_t digits = strspn(e->d_name, "0123456789");
+    return digits > 0 && strcmp(e->d_name + digits, ".jsonl") == 0;
+}
+
+/* scandir order: by step number. */
+static int by_step(const struct dirent **a, const struct dirent **b)
+{
+    long x = strtol((*a)->d_name, NULL, 10), y = strtol((*b)->d_name, NULL, 10);
+    return (x > y) - (x < y);
+}
+
+/* Adds the verl dump files of directory dir ({step}.jsonl) in step order. */
+static int add_dump_dir(path_vec *paths, const char *dir)
+{
+    struct dirent **names;
+    int n = scandir(dir, &names, is_step_file, by_step);
+    if (n < 0) {
+        cli_errorf("cannot read '%s': %s", dir, strerror(errno));
+        return LIBRA_EXIT_IO;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t len = strlen(dir) + strlen(names[i]->d_name) + 2;
+        char *path = xmalloc(len);
+        snprintf(path, len, "%s/%s", dir, names[i]->d_name);
+        vec_push(paths, path);
+        free(names[i]);
+    }
+    free(names);
+    if (n == 0) {
+        cli_errorf("%s: no verl dump files ({step}.jsonl) in the directory", dir);
+        return LIBRA_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* The input files: the arguments, a verl dump directory expanded. */
+static int input_paths(const struct import_flags *f, int argc, char **argv, path_vec *paths)
+{
+    for (int i = 0; i < argc; i++) {
+        struct stat st;
+        if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) {
+            if (f->o.format != TRACE_IMPORT_VERL) {
+                cli_errorf("%s: is a directory (only --from verl reads a dump directory)", argv[i]);
+                return LIBRA_EXIT_USAGE;
+            }
+            int rc = add_dump_dir(paths, argv[i]);
+            if (rc)
+                return rc;
+        } else {
+            vec_push(paths, xstrdup(argv[i]));
+        }
+    }
+    return 0;
+}
+
+/* Feeds one input file through the importer into the writer. */
+static int import_file(struct trace_importer *im, struct trace_writer *w, const char *path,
+                       struct libra_error *err)
+{
+    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
+    if (!f) {
+        error_set(err, path, 0, 0, "cannot open: %s", strerror(errno));
+        return LIBRA_EIO;
+    }
+    trace_importer_begin(im, path);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int rc = 0;
+    const struct trace_traj *t;
+    while (rc >= 0 && (n = getline(&line, &cap, f)) > 0) {
+        size_t len = (size_t)n - (line[n - 1] == '\n');
+        rc = trace_importer_line(im, line, len, &t, err);
+        if (rc == 1)
+            rc = trace_writer_put(w, t, err);
+    }
+    if (rc >= 0 && ferror(f)) {
+        error_set(err, path, 0, 0, "read error");
+        rc = LIBRA_EIO;
+    }
+    if (rc >= 0 && (rc = trace_importer_end(im, &t, err)) == 1)
+        rc = trace_writer_put(w, t, err);
+    free(line);
+    if (f != stdin)
+        fclose(f);
+    return rc < 0 ? rc : 0;
+}
+
+static int run_import(struct cli_common *cc, const struct import_flags *f, path_vec *paths)
+{
+    struct trace_importer *im;
+    struct trace_writer *w = NULL;
+    struct libra_error err = {0};
+    int rc = trace_importer_new(&im, &f->o, &err);
+    if (rc)
+        return cli_usage_error(cc->cmd, "%s", err.msg);
+    const char *out = cc->output ? cc->output : "-";
+    rc = trace_writer_open(&w, out, trace_importer_header(im), &err);
+    for (size_t i = 0; rc == 0 && i < paths->n; i++)
+        rc = import_file(im, w, paths->v[i], &err);
+    if (rc == 0)
+        rc = trace_writer_close(w, &err);
+    else
+        trace_writer_abort(w);
+    trace_importer_free(im);
+    return rc ? report(rc, &err) : 0;
+}
+
+/* --from and friends (cli_common_getopt has already handled -o and --help). */
+static int import_flag(struct cli_common *cc, struct import_flags *f, int c, const char *arg)
+{
+    static const char *const formats[] = {"jsonl", "csv", "verl"};
+    char *end;
+    switch (c) {
+    case 'f':
+        for (int i = 0; i < 3; i++) {
+            if (strcmp(arg, formats[i]) == 0) {
+                f->o.format = (enum trace_import_format)i;
+                f->have_format = true;
+                return 0;
+            }
+        }
+        return cli_usage_error(cc->cmd, "--from: expected verl, jsonl or csv, not '%s'", arg);
+    case 'w':
+        f->o.workload = arg;
+        return 0;
+    case 'm':
+        f->o.model = arg;
+        return 0;
+    case 's':
+        f->o.group_size = strtoll(arg, &end, 10);
+        return *end || end == arg || f->o.group_size < 1
+                   ? cli_usage_error(cc->cmd, "--samples: expected an integer >= 1, not '%s'", arg)
+                   : 0;
+    default: /* 'c' */
+        f->o.chars_per_token = strtod(arg, &end);
+        return *end || end == arg || !(f->o.chars_per_token > 0)
+                   ? cli_usage_error(cc->cmd,
+                                     "--chars-per-token: expected a number > 0, not "
+                                     "'%s'",
+                                     arg)
+                   : 0;
+    }
+}
+
+static int import(const struct cli_command *cmd, int argc, char **argv)
+{
+    static const struct option own[] = {
+        {"from", required_argument, NULL, 'f'},
+        {"workload", required_argument, NULL, 'w'},
+        {"model", required_argument, NULL, 'm'},
+        {"samples", required_argument, NULL, 's'},
+        {"chars-per-token", required_argument, NULL, 'c'},
+        {0},
+    };
+    struct cli_common cc;
+    struct import_flags f = {0};
+    path_vec paths = {0};
+    cli_common_init(&cc, cmd, CLI_FLAGS_OUTPUT, "", own);
+    int c, rc = 0;
+    while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
+        if (c == 'h') {
+            fputs(help, stdout);
+            goto out;
+        }
+        rc = c == '?' ? LIBRA_EXIT_USAGE : import_flag(&cc, &f, c, optarg);
+    }
+    if (rc == 0 && !f.have_format)
+        rc = cli_usage_error(cmd, "import needs --from verl, jsonl or csv");
+    if (rc == 0 && optind >= argc)
+        rc = cli_usage_error(cmd, "import needs at least one input file");
+    if (rc == 0)
+        rc = input_paths(&f, argc - optind, argv + optind, &paths);
+    if (rc == 0)
+        rc = run_import(&cc, &f, &paths);
+out:
+    for (size_t i = 0; i < paths.n; i++)
+        free(paths.v[i]);
+    vec_free(&paths);
+    cli_common_free(&cc);
+    return rc;
+}
+
+/* ---- dispatch ---------------------------------------------------------------------------- */
+
+/*
+ * The flag loop of validate and stats: --help, --all (validate), the common flags of groups,
+ * then exactly one FILE. Returns -1 to go on, else the exit code.
+ */
+static int one_file_flags(struct cli_common *cc, int argc, char **argv, bool *all)
+{
+    int c;
+    while ((c = cli_common_getopt(cc, argc, argv)) != -1) {
+        if (c == 'h') {
+            fputs(help, stdout);
+            return LIBRA_EXIT_OK;
+        }
+        if (c != 'a')
+            return LIBRA_EXIT_USAGE; /* '?': the usage error is printed */
+        *all = true;
+    }
+    if (argc - optind != 1)
+        return cli_usage_error(cc->cmd, "%s needs one trace FILE", argv[0]);
+    return -1;
+}
+
+static int validate_cmd(const struct cli_command *cmd, int argc, char **argv)
+{
+    static const struct option own[] = {{"all", no_argument, NULL, 'a'}, {0}};
+    struct cli_common cc;
+    bool all = false;
+    cli_common_init(&cc, cmd, 0, "", own);
+    int rc = one_file_flags(&cc, argc, argv, &all);
+    if (rc < 0)
+        rc = validate(argv[optind], all);
+    cli_common_free(&cc);
+    return rc;
+}
+
+static int stats_cmd(const struct cli_command *cmd, int argc, char **argv)
+{
+    struct cli_common cc;
+    bool all = false;
+    cli_common_init(&cc, cmd, CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT, "", NULL);
+    int rc = one_file_flags(&cc, argc, argv, &all);
+    if (rc < 0)
+        rc = stats(&cc, argv[optind]);
+    cli_common_free(&cc);
+    return rc;
+}
+
+static int gen_cmd(const struct cli_command *cmd, int argc, char **argv)
+{
+    return cmd_trace_gen(argc, argv);
+}
+
+static const struct {
+    const char *name;
+    int (*run)(const struct cli_command *cmd, int argc, char **argv);
+} subcommands[] = {
+    {"validate", validate_cmd},
+    {"stats", stats_cmd},
+    {"import", import},
+    {"gen", gen_cmd},
+};
+
+int cmd_trace(int argc, char **argv)
+{
+    const struct cli_command *cmd = cli_find("trace");
+    const char *name = argc > 1 ? argv[1] : "";
+    for (size_t i = 0; i < sizeof subcommands / sizeof *subcommands; i++)
+        if (strcmp(subcommands[i].name, name) == 0)
+            return subcommands[i].run(cmd, argc - 1, argv + 1);
+    if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
+        fputs(help, stdout);
+        return LIBRA_EXIT_OK;
+    }
+    return cli_usage_error(cmd, "expected validate, stats, import or gen, not '%s'", name);
+}

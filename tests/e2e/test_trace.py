@@ -1,0 +1,259 @@
+"""End-to-end tests of `libra trace validate|stats|import` (docs/trace-format.md).
+
+Inputs are the small committed examples under tests/data/trace/: small.jsonl (a valid trace),
+bad.jsonl (one bad line of each kind), turns.csv and turns.jsonl (the same per-turn table in
+both syntaxes) and verl/ (two rollout_data_dir dump files). The statistics are checked against
+an independent computation in Python over the same file.
+"""
+
+import json
+import math
+import os
+import subprocess
+
+import pytest
+
+LIBRA = os.environ["LIBRA_BIN"]
+DATA = os.path.join(os.environ["LIBRA_SOURCE_DIR"], "tests", "data", "trace")
+
+
+def run(*args, stdin=None):
+    return subprocess.run([LIBRA, "trace", *args], capture_output=True, text=True, timeout=60,
+                          input=stdin)
+
+
+def data(name):
+    return os.path.join(DATA, name)
+
+
+def records(path):
+    with open(path, encoding="utf-8") as f:
+        lines = f.read().splitlines()
+    return json.loads(lines[0]), [json.loads(line) for line in lines[1:]]
+
+
+# ---- validate ---------------------------------------------------------------------------------
+
+
+def test_validate_valid_trace():
+    r = run("validate", data("small.jsonl"))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"{data('small.jsonl')}: valid, 12 trajectories\n"
+    assert r.stderr == ""
+
+
+def test_validate_reports_first_error_and_exits_1():
+    r = run("validate", data("bad.jsonl"))
+    assert r.returncode == 1
+    assert r.stdout == ""
+    assert r.stderr == (f"libra: {data('bad.jsonl')}:3:115: turns.0.generated_tokens: "
+                        "must be >= 0, got -7\n")
+
+
+def test_validate_all_reports_every_bad_line():
+    r = run("validate", "--all", data("bad.jsonl"))
+    assert r.returncode == 1
+    lines = r.stderr.splitlines()
+    where = [line.split(": ", 2)[1] for line in lines[:-1]]
+    prefix = data("bad.jsonl")
+    assert where == [f"{prefix}:3:115", f"{prefix}:4:139", f"{prefix}:5:136",
+                     f"{prefix}:6:115", f"{prefix}:7:1", f"{prefix}:8:2"]
+    assert "note: unknown key" in lines[1]
+    assert "invalid JSON" in lines[2]
+    assert "cached_tokens: 500 exceeds prompt_tokens 410" in lines[3]
+    assert lines[4].endswith("sample: missing")
+    assert lines[5].endswith("step: expected an integer, got a string")
+    assert lines[-1] == f"libra: {prefix}: 6 invalid lines"
+
+
+def test_validate_header_and_truncation(tmp_path):
+    small = open(data("small.jsonl"), encoding="utf-8").read()
+    headless = tmp_path / "headless.jsonl"
+    headless.write_text(small.split("\n", 1)[1])
+    r = run("validate", str(headless))
+    assert r.returncode == 1
+    assert r.stderr == (f"libra: {headless}:1:1: libra_trace: missing: line 1 must be the trace "
+                        'header {"libra_trace": 1, ...}\n')
+    cut = tmp_path / "cut.jsonl"
+    cut.write_text(small[:-40])
+    r = run("validate", str(cut))
+    assert r.returncode == 1
+    assert r.stderr == f"libra: {cut}:13:1: truncated line: no newline at end of file\n"
+    newer = tmp_path / "v2.jsonl"
+    newer.write_text(small.replace('"libra_trace":1', '"libra_trace":2', 1))
+    r = run("validate", str(newer))
+    assert r.returncode == 1
+    assert "libra_trace: unsupported schema version 2 (this libra reads 1)" in r.stderr
+
+
+def test_validate_reads_stdin():
+    with open(data("small.jsonl"), encoding="utf-8") as f:
+        r = run("validate", "-", stdin=f.read())
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == "-: valid, 12 trajectories\n"
+
+
+def test_missing_file_is_an_io_error():
+    r = run("validate", data("no-such-file.jsonl"))
+    assert r.returncode == 3
+    assert "cannot open" in r.stderr
+
+
+def test_usage_errors():
+    for args in ([], ["frobnicate"], ["validate"], ["stats", "a", "b"], ["import", "x.csv"],
+                 ["import", "--from", "xml", "x"], ["validate", "--json", "x"]):
+        r = run(*args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stdout == ""
+        assert r.stderr.startswith("libra: trace: ")
+
+
+# ---- stats ------------------------------------------------------------------------------------
+
+
+def quantile(values, q):
+    """Hyndman and Fan type 7, as docs/trace-format.md specifies."""
+    v = sorted(values)
+    h = (len(v) - 1) * q
+    lo = math.floor(h)
+    return v[lo] if lo + 1 >= len(v) else v[lo] + (h - lo) * (v[lo + 1] - v[lo])
+
+
+def test_stats_json_matches_an_independent_computation():
+    r = run("stats", data("small.jsonl"), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["schema"] == "libra.trace-stats/1"
+    assert set(doc) >= {"libra_version", "seed", "config_digest", "trace", "overall", "steps",
+                        "prompts", "drift"}
+    assert doc["seed"] is None  # not a synthetic trace
+    assert doc["trace"] == {"workload": "r2e-gym", "model": "qwen3-14b", "lossy": False,
+                            "group_size": 2}
+
+    _, trajs = records(data("small.jsonl"))
+    gen = [sum(t["generated_tokens"] for t in x["turns"]) for x in trajs]
+    overall = doc["overall"]
+    assert overall["trajectories"] == len(trajs)
+    assert overall["generated_tokens"]["max"] == max(gen)
+    for q, key in ((0.5, "p50"), (0.9, "p90"), (0.99, "p99")):
+        assert overall["generated_tokens"][key] == pytest.approx(quantile(gen, q), rel=1e-12)
+    assert overall["generated_tokens"]["mean"] == pytest.approx(sum(gen) / len(gen), rel=1e-12)
+    top = sorted(gen, reverse=True)
+    assert overall["longest_5pct_token_share"] == pytest.approx(top[0] / sum(gen))
+    assert overall["longest_10pct_token_share"] == pytest.approx(sum(top[:2]) / sum(gen))
+    calls = [c for x in trajs for t in x["turns"] for c in t.get("calls", [])]
+    assert sum(overall["tool_status"].values()) == len(calls)
+    assert overall["tool_status"]["timeout"] == sum(c["status"] == "timeout" for c in calls)
+    assert overall["exec_us"]["n"] == len(calls)
+
+    steps = sorted({x["step"] for x in trajs})
+    assert [s["step"] for s in doc["steps"]] == steps
+    means = [sum(g for g, x in zip(gen, trajs) if x["step"] == s) /
+             sum(x["step"] == s for x in trajs) for s in steps]
+    mx, my = sum(steps) / len(steps), sum(means) / len(means)
+    slope = (sum((x - mx) * (y - my) for x, y in zip(steps, means)) /
+             sum((x - mx) ** 2 for x in steps))
+    assert doc["drift"]["generated_tokens_per_step"] == pytest.approx(slope, rel=1e-12)
+
+    by_prompt = {}
+    for x in trajs:
+        by_prompt.setdefault(x["prompt_id"], set()).add((x["step"], x["epoch"]))
+    assert doc["prompts"] == {
+        "distinct": len(by_prompt),
+        "in_multiple_steps": sum(len({s for s, _ in v}) > 1 for v in by_prompt.values()),
+        "in_multiple_epochs": sum(len({e for _, e in v}) > 1 for v in by_prompt.values()),
+    }
+
+
+def test_stats_is_deterministic_and_text_mode_works(tmp_path):
+    a = run("stats", data("small.jsonl"), "--json")
+    b = run("stats", data("small.jsonl"), "--json", "-o", str(tmp_path / "s.json"))
+    assert a.returncode == b.returncode == 0
+    assert (tmp_path / "s.json").read_text() == a.stdout
+    t = run("stats", data("small.jsonl"))
+    assert t.returncode == 0, t.stderr
+    assert t.stdout.startswith(f"trace {data('small.jsonl')}: workload r2e-gym, 12 trajectories"
+                               " in 3 steps\n")
+    assert "generated_tokens" in t.stdout
+
+
+def test_stats_on_a_bad_trace_exits_2():
+    r = run("stats", data("bad.jsonl"))
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert r.stderr.startswith(f"libra: {data('bad.jsonl')}:3:115: ")
+
+
+# ---- import -----------------------------------------------------------------------------------
+
+
+def test_import_csv_and_jsonl_tables_agree(tmp_path):
+    out_csv, out_jsonl = tmp_path / "csv.jsonl", tmp_path / "jsonl.jsonl"
+    r = run("import", "--from", "csv", data("turns.csv"), "--workload", "r2e-gym", "--samples",
+            "2", "-o", str(out_csv))
+    assert r.returncode == 0, r.stderr
+    r = run("import", "--from", "jsonl", data("turns.jsonl"), "--workload", "r2e-gym",
+            "--samples", "2", "-o", str(out_jsonl))
+    assert r.returncode == 0, r.stderr
+    h_csv, t_csv = records(out_csv)
+    h_jsonl, t_jsonl = records(out_jsonl)
+    assert t_csv == t_jsonl
+    assert h_csv["import"] == {"from": "csv"} and h_jsonl["import"] == {"from": "jsonl"}
+    assert h_csv["lossy"] is False and h_csv["group_size"] == 2
+    assert len(t_csv) == 3
+    r0, r1, r2 = t_csv
+    assert [len(t.get("calls", [])) for t in r0["turns"]] == [1, 1, 0]
+    assert [c["tool"] for c in r1["turns"][0]["calls"]] == ["bash", "editor"]
+    assert r2["finish"] == "truncated" and r2["version_start"] == 1
+    assert "cached_tokens" not in r2["turns"][0]
+    assert run("validate", str(out_csv)).returncode == 0
+
+
+def test_import_verl_dump_directory():
+    r = run("import", "--from", "verl", data("verl"), "--workload", "search-r1")
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    header, trajs = json.loads(lines[0]), [json.loads(line) for line in lines[1:]]
+    assert header["lossy"] is True
+    assert header["import"]["from"] == "verl"
+    assert header["import"]["chars_per_token"] == 4.0
+    assert "generated_tokens" in header["import"]["estimated"]
+    assert [t["step"] for t in trajs] == [1, 1, 1, 1, 2, 2, 2]
+    assert [(t["prompt_id"], t["epoch"], t["sample"]) for t in trajs] == [
+        (0, 0, 0), (0, 0, 1), (1, 0, 0), (1, 0, 1), (2, 0, 0), (2, 0, 1), (0, 1, 0)]
+    assert [len(t["turns"]) for t in trajs] == [2, 3, 1, 2, 3, 1, 2]
+    assert trajs[0]["turns"][0]["calls"][0]["tool"] == "search"
+    assert trajs[4]["turns"][0]["calls"][0]["tool"] == "code_interpreter"
+    assert trajs[5]["finish"] == "truncated"
+    assert trajs[0]["extra"] == {"acc": True, "gts": "Umberto Eco"}
+    assert trajs[0]["reward"] == 1.0
+
+    # the input text of the first sample, at 4 characters a token, rounded up
+    with open(data("verl/1.jsonl"), encoding="utf-8") as f:
+        first = json.loads(f.readline())
+    assert trajs[0]["turns"][0]["prompt_tokens"] == math.ceil(len(first["input"]) / 4)
+    coarse = run("import", "--from", "verl", data("verl/1.jsonl"), "--chars-per-token", "8")
+    assert coarse.returncode == 0, coarse.stderr
+    assert json.loads(coarse.stdout.splitlines()[1])["turns"][0]["prompt_tokens"] == \
+        math.ceil(len(first["input"]) / 8)
+
+
+def test_import_verl_files_out_of_step_order_fail():
+    r = run("import", "--from", "verl", data("verl/2.jsonl"), data("verl/1.jsonl"))
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert "step: 1 after step 2 (give dump files in step order)" in r.stderr
+
+
+def test_failed_import_writes_nothing(tmp_path):
+    bad = tmp_path / "bad.csv"
+    with open(data("turns.csv"), encoding="utf-8") as f:
+        bad.write_text(f.read() + "r3,2,9,0,0,655,,x,,,,,,,\n")
+    out = tmp_path / "out.jsonl"
+    r = run("import", "--from", "csv", str(bad), "-o", str(out))
+    assert r.returncode == 2
+    assert r.stderr == (f"libra: {bad}:9:17: generated_tokens: expected an integer, got 'x'\n")
+    assert not out.exists()
+    assert os.listdir(tmp_path) == ["bad.csv"]
+    r = run("import", "--from", "csv", str(bad))
+    assert r.returncode == 2 and r.stdout == ""
