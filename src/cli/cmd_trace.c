@@ -223,11 +223,13 @@ static int stats(struct cli_common *cc, const char *path)
     if (rc == 0) {
         json_t *doc = spec_config_envelope(STATS_SCHEMA, &cfg);
         /* no randomness is involved: the seed reported is the generator's, if any */
-        json_object_set(doc, "seed",
-                        json_object_get(hdr, "seed") ? json_object_get(hdr, "seed") : json_null());
+        json_t *seed = json_object_get(hdr, "seed");
+        json_object_set(doc, "seed", seed ? seed : json_null());
         json_object_del(hdr, "seed");
         json_object_set(doc, "trace", hdr);
-        json_object_update_missing(doc, trace_stats_json(s));
+        json_t *body = trace_stats_json(s);
+        json_object_update_missing(doc, body);
+        json_decref(body);
         if (cc->json) {
             rc = cli_emit_json(cc, doc);
         } else {
