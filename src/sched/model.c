@@ -183,13 +183,16 @@ const char *sched_model_state_key(const struct sched_model *m, uint32_t id)
 
 bool sched_model_reserve(struct sched_model *m, size_t need, const struct sched_tree *keep)
 {
-    while (m->bytes + need > m->cfg.max_bytes && m->lru_tail &&
-           !(m->lru_tail == keep && !keep->lru_prev)) {
-        struct sched_tree *victim = m->lru_tail == keep ? keep->lru_prev : m->lru_tail;
+    while (m->bytes + need > m->cfg.max_bytes) {
+        struct sched_tree *victim = m->lru_tail;
+        if (victim && victim == keep)
+            victim = victim->lru_prev;
+        if (!victim)
+            return false;
         drop_prompt_tree(m, victim);
         m->evictions++;
     }
-    return m->bytes + need <= m->cfg.max_bytes;
+    return true;
 }
 
 struct sched_tree *sched_model_prompt_tree(struct sched_model *m, uint64_t prompt, bool create)
@@ -280,9 +283,10 @@ static struct sched_traj_summary *summary_copy(const struct sched_traj_summary *
     size_t bytes = sizeof *s + s->n * (sizeof(int64_t) + sizeof(uint32_t)) + n_sib * sizeof(double);
     struct sched_traj_summary *c = xmalloc(bytes);
     *c = *s;
-    int64_t *gen = (int64_t *)(c + 1);
-    double *sib = (double *)(gen + s->n);
-    uint32_t *states = (uint32_t *)(sib + n_sib);
+    char *p = (char *)(c + 1); /* 8-byte aligned: the 8-byte arrays first */
+    int64_t *gen = (void *)p;
+    double *sib = (void *)(p + s->n * sizeof *gen);
+    uint32_t *states = (void *)(p + s->n * sizeof *gen + n_sib * sizeof *sib);
     if (s->n) {
         memcpy(gen, s->gen_before, s->n * sizeof *gen);
         memcpy(states, s->states, s->n * sizeof *states);
@@ -394,12 +398,13 @@ void sched_model_lookup(struct sched_model *m, uint64_t prompt, const uint32_t *
     uint32_t pnode = 0, gnode = 0;
     size_t pd = pt ? walk(pt, states, n, &pnode) : 0;
     size_t gd = walk(&m->global, states, n, &gnode);
-    if (pt && pd == n && pt->nodes.v[pnode].visits)
+    /* The prompt tree's node when it matches the whole path; else the global tree's when it
+     * does; else the deeper partial match, the prompt tree's on a tie. */
+    bool use_prompt = pt && ((pd == n && pt->nodes.v[pnode].visits) || (gd < n && pd >= gd));
+    if (use_prompt)
         fill(out, pt, pnode, pd, n, true);
-    else if (gd == n || !pt || gd > pd)
-        fill(out, &m->global, gnode, gd, n, false);
     else
-        fill(out, pt, pnode, pd, n, true);
+        fill(out, &m->global, gnode, gd, n, false);
 }
 
 void sched_model_predict(struct sched_model *m, const struct sched_pred_features *f,

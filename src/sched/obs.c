@@ -48,10 +48,16 @@ void sched_obs_defaults(struct sched_obs_config *c, const char *workload, const 
     }
 }
 
-/* Whether text[0..len) starts with the lower-case word w, in any case. */
+/* Whether text[0..len) starts with the lower-case ASCII word w, in any case. (Not
+ * strncasecmp: that one consults the locale on every byte.) */
 static bool has_word(const char *text, size_t len, const char *w, size_t wlen)
 {
-    return len >= wlen && strncasecmp(text, w, wlen) == 0;
+    if (len < wlen)
+        return false;
+    for (size_t i = 0; i < wlen; i++)
+        if (w[i] == ' ' ? text[i] != ' ' : (text[i] | 0x20) != w[i])
+            return false;
+    return true;
 }
 
 enum sched_status sched_status_from_text(const char *text, size_t len, bool raised_only)
@@ -147,7 +153,8 @@ static int cmp_str(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-/* Appends src to buf (size bytes) at *len, as far as it fits; *len counts what fits. */
+/* Appends src to buf (size bytes) at *len, as far as it fits, and terminates it; *len counts
+ * what fits. */
 static void append(char *buf, size_t size, size_t *len, const char *src)
 {
     size_t n = strlen(src);
@@ -155,6 +162,7 @@ static void append(char *buf, size_t size, size_t *len, const char *src)
         n = size - 1 - *len;
     memcpy(buf + *len, src, n);
     *len += n;
+    buf[*len] = '\0';
 }
 
 /* Writes "tool:size:status" of o into part (SCHED_TOOL_NAME_MAX + 24 bytes). The hot path of
@@ -167,7 +175,6 @@ static void part_key(const struct sched_obs *o, char *part, size_t size)
     append(part, size, &len, sched_size_name(o->size));
     append(part, size, &len, ":");
     append(part, size, &len, sched_status_name(o->status));
-    part[len] = '\0';
 }
 
 size_t sched_state_key(const struct sched_obs_config *c, const struct sched_obs *obs, size_t n,
@@ -176,9 +183,9 @@ size_t sched_state_key(const struct sched_obs_config *c, const struct sched_obs 
     if (size == 0)
         return 0;
     size_t len = 0;
+    buf[0] = '\0';
     if (c->depth_only) {
         append(buf, size, &len, "*");
-        buf[len] = '\0';
         return len;
     }
     enum { MAX_PARTS = 16 };
@@ -196,7 +203,6 @@ size_t sched_state_key(const struct sched_obs_config *c, const struct sched_obs 
             append(buf, size, &len, "|");
         append(buf, size, &len, sorted[i]);
     }
-    buf[len] = '\0';
     return len;
 }
 

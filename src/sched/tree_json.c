@@ -350,7 +350,7 @@ int sched_model_merge_json(struct sched_model *m, const struct ujson_doc *doc, c
         rc = fail(&ld, NULL, "expected a tree export object");
     else if (!check_keys(&ld, o, keys))
         rc = LIBRA_EINVAL;
-    else if (!json_is_string(schema) || strcmp(json_string_value(schema), SCHED_TREE_SCHEMA))
+    else if (!json_is_string(schema) || strcmp(json_string_value(schema), SCHED_TREE_SCHEMA) != 0)
         rc = fail(&ld, schema ? "schema" : NULL, "schema: expected \"" SCHED_TREE_SCHEMA "\"");
     else if (!json_object_get(o, "global"))
         rc = fail(&ld, NULL, "missing global (the global tree)");

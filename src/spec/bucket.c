@@ -260,7 +260,8 @@ static int bucket_from_json(struct spec_bucket *b, const struct ujson_doc *doc, 
         return ujson_errorf(err, doc, path, "expected an object {max_tokens, tp, instances}");
     json_object_foreach((json_t *)v, key, m)
     {
-        if (strcmp(key, "max_tokens") && strcmp(key, "tp") && strcmp(key, "instances")) {
+        if (strcmp(key, "max_tokens") != 0 && strcmp(key, "tp") != 0 &&
+            strcmp(key, "instances") != 0) {
             snprintf(sub, sizeof sub, "%s/%s", path, key);
             return ujson_errorf(err, doc, sub, "unknown key (expected max_tokens, tp, instances)");
         }
@@ -293,7 +294,7 @@ static int layout_from_json_object(struct spec_bucket_layout *out, const struct 
     const json_t *m;
     json_object_foreach((json_t *)v, key, m)
     {
-        if (strcmp(key, "buckets")) {
+        if (strcmp(key, "buckets") != 0) {
             snprintf(sub, sizeof sub, "%s%s%s", path, *path ? "/" : "", key);
             return ujson_errorf(err, doc, sub, "unknown key (expected buckets)");
         }
