@@ -11,6 +11,7 @@ int cmd_config(int argc, char **argv);  /* cmd_config.c */
 int cmd_trace(int argc, char **argv);
 int cmd_trace_gen(int argc, char **argv);
 
-int cmd_cost(int argc, char **argv); /* cmd_cost.c */
+int cmd_cost(int argc, char **argv);  /* cmd_cost.c */
+int cmd_route(int argc, char **argv); /* cmd_route.c */
 
 #endif

@@ -1,0 +1,656 @@
+/*
+ * `libra route eval TRACE`: how well each router would have placed the turns of a trace.
+ *
+ * Evaluation is prequential, so no policy is scored on what it has already learnt from: steps
+ * 1..K only train; while step s > K is evaluated the models hold every trajectory of earlier
+ * steps (rebuilt every sched.rebuild_interval steps) and none of step s, and step s is learnt
+ * once it is scored. Every turn is replayed through the same router calls the simulator and
+ * the gateway make, against a registry of idle instances (one per bucket and TP size), so the
+ * numbers are the policies' bucket choices before any capacity fallback; what depends on load
+ * or time (load_balance's choices, la_mlfq's 30 s scout wait, makespan) is the simulator's to
+ * measure and is marked N/A here. --placebo shuffles the tool returns among trajectories at
+ * the same turn depth and checks that C-MLFQ then does no better than a tree of turn counts.
+ */
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_config.h"
+#include "cli/commands.h"
+#include "sched/metrics.h"
+#include "sched/router.h"
+#include "spec/bucket.h"
+#include "trace/file.h"
+#include "util/alloc.h"
+#include "util/map.h"
+#include "util/rng.h"
+#include "util/vec.h"
+
+#define ROUTE_EVAL_SCHEMA "libra.route-eval/1"
+#define PLACEBO_TOLERANCE 0.01 /* accuracy, as a fraction: one point */
+
+static const char help[] =
+    "usage: libra route eval TRACE [--policy NAME|all] [--buckets SPEC] [--train-steps K]\n"
+    "                              [--placebo] [--json] [-o FILE] [flags]\n"
+    "\n"
+    "Replays every turn of TRACE (docs/trace-format.md) through the routers and scores their\n"
+    "bucket choices (docs/routing.md). Steps 1..K only train the prefix trees and the\n"
+    "predictor; from step K+1 on, evaluation is prequential: step s is routed with models\n"
+    "that hold every earlier step (rebuilt every sched.rebuild_interval steps) and none of\n"
+    "step s. A decision is correct when its bucket (before any capacity fallback) is the\n"
+    "bucket of the trajectory's true remaining generated tokens. Reported per policy:\n"
+    "accuracy of the decisions at tool returns, the majority-class baseline, recall per\n"
+    "bucket, token-weighted accuracy, Spearman of predicted vs true remaining tokens, moves\n"
+    "per trajectory and first placements apart, all split by whether the prompt was seen in\n"
+    "an earlier step. Load- and time-dependent behaviour is N/A here (libra sim measures it).\n"
+    "\n"
+    "flags:\n"
+    "  --policy NAME      cmlfq, load_balance, length_aware, la_mlfq, oracle, plas,\n"
+    "                     predictor, or all (default all)\n"
+    "  --buckets SPEC     bucket layout, e.g. tp1:4000,tp2:12000,tp4:30000 (default:\n"
+    "                     sched.buckets, else the reference layout of the trace's workload)\n"
+    "  --train-steps K    steps that only train (default 1)\n"
+    "  --placebo          also run C-MLFQ on the trace with tool returns shuffled among\n"
+    "                     trajectories of the same turn depth, and a tree that sees only the\n"
+    "                     turn count; exit 1 unless the two are within 1 point of accuracy\n";
+
+struct route_flags {
+    const char *policy;
+    const char *buckets;
+    int64_t train_steps;
+    bool placebo;
+};
+
+/* ---- the trace in memory -------------------------------------------------------------------- */
+
+struct ev_turn {
+    int64_t generated; /* tokens generated in the turn */
+    int64_t context;   /* prompt tokens of its request */
+    uint32_t obs;      /* first observation of the returns after it */
+    uint32_t n_obs;    /* 0: no return leads to another turn */
+};
+
+struct ev_traj {
+    int64_t step, prompt, epoch;
+    size_t order; /* position in the file (ties of step) */
+    bool censored, seen;
+    int64_t total; /* generated tokens */
+    size_t turn, n_turns;
+};
+
+struct ev_trace {
+    char *workload, *model;
+    VEC(struct ev_traj) trajs;
+    VEC(struct ev_turn) turns;
+    VEC(struct ev_turn) shuffled; /* turns with returns exchanged (--placebo) */
+    VEC(struct sched_obs) obs;
+    VEC(size_t) step_start; /* first trajectory of each distinct step, then trajs.n */
+};
+
+static void ev_trace_free(struct ev_trace *t)
+{
+    free(t->workload);
+    free(t->model);
+    vec_free(&t->trajs);
+    vec_free(&t->turns);
+    vec_free(&t->shuffled);
+    vec_free(&t->obs);
+    vec_free(&t->step_start);
+}
+
+static int sched_status_of(enum trace_tool_status s)
+{
+    switch (s) {
+    case TRACE_TOOL_SUCCESS:
+        return SCHED_SUCCESS;
+    case TRACE_TOOL_FAILURE:
+        return SCHED_FAILURE;
+    case TRACE_TOOL_TIMEOUT:
+        return SCHED_TIMEOUT;
+    default:
+        return SCHED_OTHER;
+    }
+}
+
+/* Converts one record: a gateway sees the tool name, the payload size and the status. */
+static void add_traj(struct ev_trace *ev, const struct sched_obs_config *oc,
+                     const struct trace_traj *t)
+{
+    struct ev_traj x = {.step = t->step,
+                        .prompt = t->prompt_id,
+                        .epoch = t->epoch,
+                        .order = ev->trajs.n,
+                        .censored = t->finish == TRACE_FINISH_TRUNCATED ||
+                                    t->finish == TRACE_FINISH_ABORTED,
+                        .turn = ev->turns.n,
+                        .n_turns = t->n_turns};
+    for (size_t i = 0; i < t->n_turns; i++) {
+        const struct trace_turn *tu = &t->turns[i];
+        struct ev_turn e = {tu->generated_tokens, tu->prompt_tokens, (uint32_t)ev->obs.n, 0};
+        for (size_t k = 0; i + 1 < t->n_turns && k < tu->n_calls; k++) {
+            struct sched_tool_return r = {.tool = tu->calls[k].tool,
+                                          .payload_tokens = tu->calls[k].payload_tokens,
+                                          .payload_chars = -1,
+                                          .status = sched_status_of(tu->calls[k].status),
+                                          .reward = NAN,
+                                          .correct = -1};
+            struct sched_obs o;
+            sched_obs_classify(oc, &r, &o);
+            vec_push(&ev->obs, o);
+            e.n_obs++;
+        }
+        x.total += tu->generated_tokens;
+        vec_push(&ev->turns, e);
+    }
+    vec_push(&ev->trajs, x);
+}
+
+static int cmp_traj(const void *a, const void *b)
+{
+    const struct ev_traj *x = a, *y = b;
+    if (x->step != y->step)
+        return x->step < y->step ? -1 : 1;
+    return (x->order > y->order) - (x->order < y->order);
+}
+
+/* Sorts by step, finds the step boundaries and marks prompts seen in an earlier step. */
+static void index_steps(struct ev_trace *ev)
+{
+    qsort(ev->trajs.v, ev->trajs.n, sizeof *ev->trajs.v, cmp_traj);
+    struct map first_step; /* prompt -> index of the first step it appeared in */
+    map_init(&first_step);
+    for (size_t i = 0; i < ev->trajs.n; i++) {
+        struct ev_traj *t = &ev->trajs.v[i];
+        if (i == 0 || t->step != ev->trajs.v[i - 1].step)
+            vec_push(&ev->step_start, i);
+        char key[17];
+        sched_hex_key((uint64_t)t->prompt, key);
+        bool fresh;
+        union map_value *v = map_slot(&first_step, key, &fresh);
+        if (fresh)
+            v->i64 = (int64_t)ev->step_start.n;
+        t->seen = v->i64 < (int64_t)ev->step_start.n;
+    }
+    vec_push(&ev->step_start, ev->trajs.n);
+    map_free(&first_step);
+}
+
+static int load_trace(const char *path, struct ev_trace *ev)
+{
+    struct trace_reader *r;
+    struct libra_error err = {0};
+    const struct trace_header *h;
+    const struct trace_traj *t;
+    int rc = trace_reader_open(&r, path, &err);
+    if (rc == 0)
+        rc = trace_reader_header(r, &h, &err);
+    if (rc == 0) {
+        ev->workload = xstrdup(h->workload);
+        ev->model = h->model ? xstrdup(h->model) : NULL;
+        struct sched_obs_config oc;
+        sched_obs_defaults(&oc, h->workload, h->model);
+        while ((rc = trace_reader_next(r, &t, &err)) == 1)
+            add_traj(ev, &oc, t);
+    }
+    trace_reader_close(r);
+    if (rc < 0) {
+        cli_report_error(&err);
+        return rc == LIBRA_EIO ? LIBRA_EXIT_IO : LIBRA_EXIT_USAGE;
+    }
+    index_steps(ev);
+    return 0;
+}
+
+/* Exchanges the returns among trajectories at the same turn depth (a seeded permutation). */
+static void shuffle_returns(struct ev_trace *ev, uint64_t seed)
+{
+    ev->shuffled.n = 0;
+    for (size_t i = 0; i < ev->turns.n; i++)
+        vec_push(&ev->shuffled, ev->turns.v[i]);
+    VEC(size_t) at = {0};
+    for (size_t depth = 0;; depth++) {
+        at.n = 0;
+        for (size_t i = 0; i < ev->trajs.n; i++) {
+            const struct ev_traj *t = &ev->trajs.v[i];
+            if (depth < t->n_turns && ev->turns.v[t->turn + depth].n_obs)
+                vec_push(&at, t->turn + depth);
+        }
+        if (at.n == 0)
+            break;
+        struct rng r = rng_keyed(seed, 0x706c616365626fULL /* "placebo" */, depth, 0);
+        for (size_t i = at.n - 1; i > 0; i--) { /* Fisher-Yates over the returns */
+            size_t j = (size_t)(rng_u64(&r) % (i + 1));
+            struct ev_turn *a = &ev->shuffled.v[at.v[i]], *b = &ev->shuffled.v[at.v[j]];
+            uint32_t obs = a->obs, n = a->n_obs;
+            a->obs = b->obs;
+            a->n_obs = b->n_obs;
+            b->obs = obs;
+            b->n_obs = n;
+        }
+    }
+    vec_free(&at);
+}
+
+/* ---- arms: one router (and model) per policy evaluated ------------------------------------ */
+
+struct arm {
+    char name[32];
+    enum sched_policy policy;
+    bool depth_only; /* the tree sees turn counts only */
+    bool shuffled;   /* routes and learns on the shuffled returns */
+    struct sched_model *model;
+    struct sched_router *router;
+    struct sched_metrics *metrics;
+    uint64_t reasons[SCHED_REASON_ANY + 1]; /* tool-return decisions by reason */
+};
+
+static int arm_init(struct arm *a, const char *name, enum sched_policy p,
+                    const struct spec_bucket_layout *l)
+{
+    struct sched_router_config c;
+    sched_router_config_default(&c, p, l);
+    c.depth_only = a->depth_only;
+    snprintf(a->name, sizeof a->name, "%s", name);
+    a->policy = p;
+    a->model = p == SCHED_CMLFQ || p == SCHED_PREDICTOR ? sched_model_new(NULL) : NULL;
+    a->metrics = sched_metrics_new(l);
+    struct libra_error err = {0};
+    if (sched_router_new(&a->router, &c, a->model, &err) == 0)
+        return 0;
+    cli_errorf("route eval: %s", err.msg);
+    return LIBRA_EXIT_INTERNAL;
+}
+
+static void arm_free(struct arm *a)
+{
+    sched_router_free(a->router);
+    sched_model_free(a->model);
+    sched_metrics_free(a->metrics);
+}
+
+static const struct ev_turn *arm_turns(const struct arm *a, const struct ev_trace *ev)
+{
+    return a->shuffled ? ev->shuffled.v : ev->turns.v;
+}
+
+static void score(struct arm *a, const struct ev_traj *t, bool first,
+                  const struct sched_decision *d, int64_t remaining)
+{
+    struct sched_metric_point p = {
+        .split = t->seen ? SCHED_SPLIT_SEEN : SCHED_SPLIT_NEVER,
+        .first = first,
+        .from_bucket = d->from_bucket,
+        .chosen_bucket = d->to_bucket,
+        .true_remaining_tokens = remaining,
+        .predicted_tokens = d->est.found && d->est.exact ? d->est.mean_tokens : NAN,
+    };
+    sched_metrics_add(a->metrics, &p);
+}
+
+/* Routes every turn of trajectory i as the gateway would see it, scoring each decision. */
+static int replay(struct arm *a, const struct ev_trace *ev, size_t i,
+                  const struct sched_registry *reg)
+{
+    const struct ev_traj *t = &ev->trajs.v[i];
+    const struct ev_turn *turns = arm_turns(a, ev) + t->turn;
+    struct sched_start s = {.traj = i,
+                            .prompt = (uint64_t)t->prompt,
+                            .epoch = t->epoch,
+                            .prompt_tokens = turns[0].context,
+                            .true_remaining_tokens = t->total,
+                            .now_s = (double)i};
+    struct sched_decision d;
+    int rc = sched_router_start(a->router, reg, &s, &d);
+    sched_metrics_add_traj(a->metrics, t->seen ? SCHED_SPLIT_SEEN : SCHED_SPLIT_NEVER);
+    if (rc == 0)
+        score(a, t, true, &d, t->total);
+    int64_t gen = 0;
+    for (size_t k = 0; rc == 0 && k < t->n_turns; k++) {
+        gen += turns[k].generated;
+        rc = sched_router_turn_done(a->router, i, turns[k].generated);
+        if (rc || !turns[k].n_obs)
+            continue;
+        struct sched_return r = {.traj = i,
+                                 .obs = ev->obs.v + turns[k].obs,
+                                 .n_obs = turns[k].n_obs,
+                                 .context_tokens = turns[k + 1].context,
+                                 .true_remaining_tokens = t->total - gen,
+                                 .sibling_mean_tokens = NAN};
+        rc = sched_router_tool_return(a->router, reg, &r, &d);
+        if (rc == 0) {
+            score(a, t, false, &d, t->total - gen);
+            a->reasons[d.reason]++;
+        }
+    }
+    /* la_mlfq's siblings follow their scout's last bucket: as if every scout finished within
+     * the 30 s wait (an upper bound for la_mlfq; the wait itself is the simulator's). */
+    if (rc == 0)
+        rc = sched_router_finish(a->router, i,
+                                 t->censored ? SCHED_FINISH_TRUNCATED : SCHED_FINISH_COMPLETED,
+                                 a->policy == SCHED_LA_MLFQ);
+    return rc;
+}
+
+/* Teaches a's model trajectory i (after its step was scored). */
+static int learn(struct arm *a, const struct ev_trace *ev, size_t i)
+{
+    const struct ev_traj *t = &ev->trajs.v[i];
+    const struct ev_turn *turns = arm_turns(a, ev) + t->turn;
+    VEC(uint32_t) states = {0};
+    VEC(int64_t) gen_before = {0};
+    struct sched_obs_config oc = {.depth_only = a->depth_only};
+    int64_t gen = 0;
+    for (size_t k = 0; k < t->n_turns; k++) {
+        gen += turns[k].generated;
+        if (!turns[k].n_obs)
+            continue;
+        char key[SCHED_STATE_KEY_MAX];
+        sched_state_key(&oc, ev->obs.v + turns[k].obs, turns[k].n_obs, key, sizeof key);
+        vec_push(&states, sched_model_state(a->model, key));
+        vec_push(&gen_before, gen);
+    }
+    struct sched_traj_summary s = {.prompt = (uint64_t)t->prompt,
+                                   .start = (double)i,
+                                   .censored = t->censored,
+                                   .total_tokens = t->total,
+                                   .n = states.n,
+                                   .states = states.v,
+                                   .gen_before = gen_before.v};
+    int rc = sched_model_insert(a->model, &s);
+    vec_free(&states);
+    vec_free(&gen_before);
+    return rc;
+}
+
+/* Runs every arm over the trace, prequentially. */
+static int evaluate(struct arm *arms, size_t n_arms, const struct ev_trace *ev,
+                    const struct spec_bucket_layout *l, int64_t train_steps,
+                    int64_t rebuild_interval)
+{
+    struct sched_instance inst[SPEC_BUCKETS_MAX * SPEC_BUCKET_TPS_MAX];
+    size_t n_inst = 0;
+    for (int b = 0; b < l->n; b++)
+        for (int k = 0; k < l->bucket[b].n_tp; k++, n_inst++)
+            inst[n_inst] = (struct sched_instance){.id = (int64_t)n_inst,
+                                                   .tp = l->bucket[b].tp[k],
+                                                   .bucket = b,
+                                                   .cap = INT_MAX,
+                                                   .ready = true};
+    struct sched_registry reg = {inst, n_inst};
+    size_t steps = ev->step_start.n - 1;
+    for (size_t s = 0; s < steps; s++) {
+        size_t from = ev->step_start.v[s], to = ev->step_start.v[s + 1];
+        for (size_t a = 0; a < n_arms; a++) {
+            for (size_t i = from; (int64_t)s >= train_steps && i < to; i++)
+                if (replay(&arms[a], ev, i, &reg))
+                    return LIBRA_EXIT_INTERNAL;
+            for (size_t i = from; arms[a].model && i < to; i++)
+                if (learn(&arms[a], ev, i))
+                    return LIBRA_EXIT_INTERNAL;
+            if (arms[a].model && (s + 1) % (size_t)rebuild_interval == 0)
+                sched_model_rebuild(arms[a].model);
+        }
+    }
+    return 0;
+}
+
+/* ---- output --------------------------------------------------------------------------------- */
+
+static json_t *arm_json(const struct arm *a)
+{
+    json_t *o = sched_metrics_to_json(a->metrics, sched_policy_bucketless(a->policy));
+    json_t *reasons = json_object();
+    for (int r = 0; r <= SCHED_REASON_ANY; r++)
+        if (a->reasons[r])
+            json_object_set_new(reasons, sched_reason_name((enum sched_reason)r),
+                                json_integer((json_int_t)a->reasons[r]));
+    json_object_set_new(o, "reasons", reasons);
+    return o;
+}
+
+static json_t *placebo_json(const struct arm *shuffled, const struct arm *depth, bool *within)
+{
+    double x = sched_metrics_accuracy(shuffled->metrics);
+    double y = sched_metrics_accuracy(depth->metrics);
+    double n = (double)sched_metrics_decisions(shuffled->metrics);
+    double diff = fabs(x - y);
+    /* binomial standard error of the difference of two accuracies over n decisions each */
+    double se = sqrt((x * (1 - x) + y * (1 - y)) / n);
+    *within = !(diff > PLACEBO_TOLERANCE); /* no decisions at all: nothing to refute */
+    return json_pack("{s:o,s:o,s:o,s:o,s:f,s:b}", "cmlfq_shuffled_accuracy",
+                     isnan(x) ? json_null() : json_real(x), "depth_only_accuracy",
+                     isnan(y) ? json_null() : json_real(y), "difference_points",
+                     isnan(diff) ? json_null() : json_real(100.0 * diff), "standard_error_points",
+                     isnan(se) ? json_null() : json_real(100.0 * se), "tolerance_points",
+                     100.0 * PLACEBO_TOLERANCE, "within_tolerance", *within);
+}
+
+/* A metric as text: "  -  " when null. */
+static void cell(FILE *out, const json_t *v, double scale)
+{
+    if (json_is_number(v))
+        fprintf(out, " %9.1f", json_number_value(v) * scale);
+    else
+        fprintf(out, " %9s", "N/A");
+}
+
+static char *text_report(const json_t *doc)
+{
+    char *text;
+    size_t len;
+    FILE *out = open_memstream(&text, &len);
+    const json_t *tr = json_object_get(doc, "trace");
+    fprintf(out, "trace: %s (workload %s)\nbuckets: %s\n",
+            json_string_value(json_object_get(tr, "path")),
+            json_string_value(json_object_get(tr, "workload")),
+            json_string_value(json_object_get(doc, "buckets")));
+    fprintf(out, "steps: %lld train, %lld evaluated; rebuild every %lld\n\n",
+            (long long)json_integer_value(json_object_get(doc, "train_steps")),
+            (long long)json_integer_value(json_object_get(doc, "eval_steps")),
+            (long long)json_integer_value(json_object_get(doc, "rebuild_interval")));
+    fprintf(out, "%-15s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "policy", "decisions",
+            "accuracy", "majority", "long rec", "tok-wtd", "spearman", "moves/tr", "first", "seen",
+            "never");
+    const char *name;
+    const json_t *m;
+    json_object_foreach((json_t *)json_object_get(doc, "policies"), name, m)
+    {
+        const json_t *all = json_object_get(m, "all");
+        const json_t *recall = json_object_get(all, "per_bucket_recall");
+        fprintf(out, "%-15s %9lld", name,
+                (long long)json_integer_value(json_object_get(all, "decisions")));
+        cell(out, json_object_get(all, "accuracy"), 100);
+        cell(out, json_object_get(json_object_get(all, "majority_class"), "accuracy"), 100);
+        cell(out, json_array_get(recall, json_array_size(recall) - 1), 100);
+        cell(out, json_object_get(all, "token_weighted_accuracy"), 100);
+        cell(out, json_object_get(all, "spearman"), 1);
+        cell(out, json_object_get(all, "moves_per_trajectory"), 1);
+        cell(out, json_object_get(json_object_get(all, "first_placements"), "accuracy"), 100);
+        cell(out, json_object_get(json_object_get(m, "seen"), "accuracy"), 100);
+        cell(out, json_object_get(json_object_get(m, "never"), "accuracy"), 100);
+        fputc('\n', out);
+    }
+    fprintf(out, "\naccuracy, majority, long-bucket recall, token-weighted and first-placement "
+                 "accuracy in %%;\nN/A: undefined here (load-dependent policy or no data).\n");
+    const json_t *pl = json_object_get(doc, "placebo");
+    if (pl)
+        fprintf(out,
+                "placebo: C-MLFQ on shuffled returns %.1f%%, depth-only tree %.1f%% (standard "
+                "error of the difference %.1f points): %s\n",
+                100 * json_number_value(json_object_get(pl, "cmlfq_shuffled_accuracy")),
+                100 * json_number_value(json_object_get(pl, "depth_only_accuracy")),
+                json_number_value(json_object_get(pl, "standard_error_points")),
+                json_is_true(json_object_get(pl, "within_tolerance"))
+                    ? "within 1 point (the signal comes from tool returns)"
+                    : "more than 1 point apart (FAILED)");
+    fclose(out);
+    return text;
+}
+
+/* ---- the command ---------------------------------------------------------------------------- */
+
+static int resolve_layout(const struct route_flags *f, const struct libra_config *cfg,
+                          const struct ev_trace *ev, struct spec_bucket_layout *l)
+{
+    struct libra_error err = {0};
+    const char *spec = f->buckets ? f->buckets : cfg->sched.buckets[0] ? cfg->sched.buckets : NULL;
+    if (spec && spec_bucket_parse(l, spec, f->buckets ? "--buckets" : "sched.buckets", &err))
+        return cli_report_error(&err);
+    if (!spec && spec_bucket_default(l, ev->workload, ev->model)) {
+        cli_errorf("route eval: no reference bucket layout for workload '%s'%s%s: give "
+                   "--buckets",
+                   ev->workload, ev->model ? " on " : "", ev->model ? ev->model : "");
+        return LIBRA_EXIT_USAGE;
+    }
+    return 0;
+}
+
+/* Sets up the arms the flags ask for. Returns the count, or -1 after an error. */
+static int make_arms(const struct route_flags *f, const struct spec_bucket_layout *l,
+                     struct arm *arms)
+{
+    int n = 0;
+    enum sched_policy one = SCHED_CMLFQ;
+    bool all = strcmp(f->policy, "all") == 0;
+    if (!all && sched_policy_parse(f->policy, &one)) {
+        cli_errorf("route eval: unknown policy '%s' (cmlfq, load_balance, length_aware, "
+                   "la_mlfq, oracle, plas, predictor, all)",
+                   f->policy);
+        return -1;
+    }
+    for (int p = 0; p < SCHED_POLICY_COUNT; p++)
+        if ((all || (int)one == p) && arm_init(&arms[n++], sched_policy_name(p), p, l))
+            return -1;
+    if (f->placebo) {
+        arms[n].shuffled = true;
+        if (arm_init(&arms[n++], "cmlfq_shuffled", SCHED_CMLFQ, l))
+            return -1;
+        arms[n].depth_only = true;
+        if (arm_init(&arms[n++], "depth_only", SCHED_CMLFQ, l))
+            return -1;
+    }
+    return n;
+}
+
+static int run(const struct cli_common *cc, const struct route_flags *f, const char *path)
+{
+    struct cli_presets p = {0};
+    struct libra_config cfg;
+    struct ev_trace ev = {0};
+    struct arm arms[SCHED_POLICY_COUNT + 2] = {0};
+    struct spec_bucket_layout l;
+    int n_arms = 0, rc = cli_common_load(cc, NULL, &p, &cfg);
+    if (rc == 0)
+        rc = load_trace(path, &ev);
+    if (rc == 0)
+        rc = resolve_layout(f, &cfg, &ev, &l);
+    int64_t steps = (int64_t)ev.step_start.n - 1;
+    if (rc == 0 && f->train_steps >= steps)
+        rc = cli_usage_error(cc->cmd,
+                             "--train-steps %lld leaves nothing to evaluate (the trace "
+                             "has %lld steps)",
+                             (long long)f->train_steps, (long long)(steps > 0 ? steps : 0));
+    if (rc == 0 && (n_arms = make_arms(f, &l, arms)) < 0)
+        rc = LIBRA_EXIT_USAGE;
+    if (rc == 0 && f->placebo)
+        shuffle_returns(&ev, (uint64_t)cfg.sim.seed);
+    if (rc == 0)
+        rc = evaluate(arms, (size_t)n_arms, &ev, &l, f->train_steps, cfg.sched.rebuild_interval);
+    if (rc == 0) {
+        char layout[SPEC_BUCKET_TEXT_MAX];
+        spec_bucket_format(&l, layout, sizeof layout);
+        json_t *doc = spec_config_envelope(ROUTE_EVAL_SCHEMA, &cfg);
+        json_t *pol = json_object();
+        for (int a = 0; a < n_arms; a++)
+            json_object_set_new(pol, arms[a].name, arm_json(&arms[a]));
+        json_object_set_new(doc, "trace",
+                            json_pack("{s:s,s:s,s:o,s:I}", "path", path, "workload", ev.workload,
+                                      "model", ev.model ? json_string(ev.model) : json_null(),
+                                      "trajectories", (json_int_t)ev.trajs.n));
+        json_object_set_new(doc, "buckets", json_string(layout));
+        json_object_set_new(doc, "train_steps", json_integer(f->train_steps));
+        json_object_set_new(doc, "eval_steps", json_integer(steps - f->train_steps));
+        json_object_set_new(doc, "rebuild_interval", json_integer(cfg.sched.rebuild_interval));
+        json_object_set_new(doc, "policies", pol);
+        json_object_set_new(doc, "not_measured",
+                            json_string("load- and time-dependent behaviour (load_balance's "
+                                        "choices, la_mlfq's scout wait, makespan): libra sim"));
+        bool within = true;
+        if (f->placebo)
+            json_object_set_new(doc, "placebo",
+                                placebo_json(&arms[n_arms - 2], &arms[n_arms - 1], &within));
+        if (cc->json) {
+            rc = cli_emit_json(cc, doc);
+        } else {
+            char *text = text_report(doc);
+            rc = cli_write_output(cc->output, text);
+            free(text);
+        }
+        json_decref(doc);
+        if (rc == 0 && !within)
+            rc = LIBRA_EXIT_NEGATIVE;
+    }
+    for (int a = 0; a < n_arms; a++)
+        arm_free(&arms[a]);
+    ev_trace_free(&ev);
+    cli_presets_free(&p);
+    return rc;
+}
+
+static int parse_steps(const struct cli_command *cmd, const char *arg, int64_t *out)
+{
+    char *end;
+    long long v = strtoll(arg, &end, 10);
+    if (end == arg || *end || v < 0 || v > INT32_MAX)
+        return cli_usage_error(cmd, "--train-steps: expected an integer >= 0, not '%s'", arg);
+    *out = v;
+    return 0;
+}
+
+int cmd_route(int argc, char **argv)
+{
+    enum { OPT_POLICY = 0x100, OPT_BUCKETS, OPT_TRAIN, OPT_PLACEBO };
+    static const struct option own[] = {
+        {"policy", required_argument, NULL, OPT_POLICY},
+        {"buckets", required_argument, NULL, OPT_BUCKETS},
+        {"train-steps", required_argument, NULL, OPT_TRAIN},
+        {"placebo", no_argument, NULL, OPT_PLACEBO},
+        {0},
+    };
+    struct route_flags f = {.policy = "all", .train_steps = 1};
+    struct cli_common cc;
+    cli_common_init(&cc, cli_find("route"),
+                    CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT, "",
+                    own);
+    int c, rc = 0;
+    while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
+        switch (c) {
+        case 'h':
+            fputs(help, stdout);
+            cli_common_help(&cc, stdout);
+            cli_common_free(&cc);
+            return LIBRA_EXIT_OK;
+        case OPT_POLICY:
+            f.policy = optarg;
+            break;
+        case OPT_BUCKETS:
+            f.buckets = optarg;
+            break;
+        case OPT_TRAIN:
+            rc = parse_steps(cc.cmd, optarg, &f.train_steps);
+            break;
+        case OPT_PLACEBO:
+            f.placebo = true;
+            break;
+        default:
+            rc = LIBRA_EXIT_USAGE;
+        }
+    }
+    if (rc == 0 && (argc - optind != 2 || strcmp(argv[optind], "eval") != 0))
+        rc = cli_usage_error(cc.cmd, "expected 'eval TRACE'");
+    if (rc == 0)
+        rc = run(&cc, &f, argv[optind + 1]);
+    cli_common_free(&cc);
+    return rc;
+}
