@@ -1,0 +1,54 @@
+/*
+ * The replan acceptance rule (libra-spec.md §2 "Acceptance"): a candidate plan replaces the
+ * running one only if it differs, if its per-step gain over the horizon repays the cost of
+ * reconfiguring, and if the gain is a large enough share of the step.
+ *
+ * The reconfiguration cost is computed from the cost model, not a constant: the rollout
+ * capacity lost while changed instances stop and cold-start, the re-prefill of the contexts
+ * the stopped instances held, and the rebuild of the weight-update group, whose world (trainer
+ * rank 0 plus every rollout GPU) changes whenever the fleet does. A change of the training
+ * topology needs a restart and is never applied online (the caller reports it as advice).
+ *
+ * Pure; the caller supplies what it observed (per-instance resident context).
+ */
+#ifndef PLAN_REPLAN_H
+#define PLAN_REPLAN_H
+
+#include <stdbool.h>
+
+#include "cost/shape.h"
+#include "plan/plan.h"
+
+struct plan_replan_input {
+    double cur_step_s;                /* predicted T_step of the running plan */
+    double cand_step_s;               /* predicted T_step of the candidate */
+    int cur_counts[PLAN_NTP];         /* running rollout instances by log2(TP) */
+    int cand_counts[PLAN_NTP];        /* candidate's */
+    double resident_tokens[PLAN_NTP]; /* mean context held by a running instance of each TP,
+                                       * tokens (lost when it stops) */
+    double min_gain_frac;             /* plan.replan_min_gain_frac */
+    int horizon_steps;                /* plan.replan_horizon_steps */
+};
+
+struct plan_replan_decision {
+    bool accept;
+    bool differs;     /* the rollout multisets differ */
+    double gain_s;    /* cur_step_s − cand_step_s, per step */
+    double cost_s;    /* start_s + lost_kv_s + group_rebuild_s */
+    double start_s;   /* rollout capacity lost to stopping and cold-starting, step-equivalent s */
+    double lost_kv_s; /* re-prefilling the stopped instances' contexts, step-equivalent s */
+    double group_rebuild_s;
+    const char *why; /* the rule that decided: "no change", "gain below plan.replan_min_gain_frac",
+                      * "gain does not repay the reconfiguration", "accepted" */
+};
+
+/*
+ * Decides in for model shape sh on hardware hw with settings st (cost constants and the
+ * group rebuild time). Costs are expressed as seconds of the whole rollout fleet: an instance
+ * of TP t that is down for d seconds costs t·d / (rollout GPUs of the candidate).
+ */
+void plan_replan_decide(const struct cost_shape *sh, const struct spec_hardware *hw,
+                        const struct plan_settings *st, const struct plan_replan_input *in,
+                        struct plan_replan_decision *out);
+
+#endif

@@ -1,0 +1,158 @@
+/*
+ * The planner's rollout model: what a multiset of instances does with the length sample.
+ *
+ * Everything that depends only on (trajectory, TP size) is computed once from cost/rollout.h:
+ * each trajectory's instance-seconds at the instance's concurrency limit (its work) and its
+ * latency there. The sample is sorted by generated tokens (the router's key), and a multiset
+ * is scored by dealing contiguous bands of that order to its TP sizes in ascending order. A
+ * band's load is its work over its instances; the banding is the one with the least largest
+ * load Z (exact, over integer boundaries), each boundary as low as Z allows so that every
+ * trajectory runs on the largest TP it can. docs/planner.md derives the formulas.
+ *
+ * The search prunes with plan_band_cover, an O(K log M) test of whether some banding keeps
+ * every band's load under a threshold; Z itself costs a few dozen such tests.
+ */
+#ifndef PLAN_ROLL_H
+#define PLAN_ROLL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cost/rollout.h"
+#include "cost/shape.h"
+#include "plan/plan.h"
+
+/* A run of trajectories in rank order with per-TP prefix sums of work: the whole sample or
+ * one batch of it. */
+struct plan_view {
+    size_t m;
+    double *prefix[PLAN_NTP];     /* m + 1 prefix sums of work, instance-seconds */
+    uint32_t *next_bad[PLAN_NTP]; /* m + 1: first position >= i whose context does not fit
+                                   * TP's KV (m when none) */
+    double wmin[1 << PLAN_NTP];   /* by TP subset: Σ min over its TPs of TP·work (GPU-s) */
+};
+
+/* When a band's load v passes: (mul·v)/div <= thr, or < thr when strict. */
+struct plan_pred {
+    double mul, div, thr;
+    bool strict;
+};
+
+/* The tables of one problem, built by plan_roll_init. Scoring writes only the scratch arrays
+ * and the lazily built lam_min: one solve owns its tables. */
+struct plan_roll {
+    size_t m;                /* trajectories in the sample */
+    int batch;               /* trajectories per step (B) */
+    size_t batches;          /* whole batches in the sample */
+    double k1;               /* staleness window in steps: rl.max_staleness + 1 */
+    uint32_t *idx;           /* rank → sample index (sorted by generated tokens, ties by index) */
+    double *gen;             /* generated tokens by rank */
+    double *cbar;            /* mean resident context by rank, tokens */
+    double ctx_max;          /* longest context of the sample, tokens */
+    bool usable[PLAN_NTP];   /* TP divides the heads, weights fit, fits a node */
+    bool fits_all[PLAN_NTP]; /* usable and the longest context fits its KV */
+    struct cost_rollout_pre pre[PLAN_NTP];
+    double *work[PLAN_NTP];         /* by rank: instance-seconds at the concurrency limit */
+    double *lat[PLAN_NTP];          /* by rank: latency at the concurrency limit, s */
+    double *prefill[PLAN_NTP];      /* by rank: prefill seconds */
+    double *bcap[PLAN_NTP];         /* by rank: concurrency limit, sequences */
+    uint32_t *lat_order[PLAN_NTP];  /* ranks by ascending latency on each TP */
+    double *lam_min[1 << PLAN_NTP]; /* by TP subset: ascending min latency / k1 (lazy: NULL
+                                     * until plan_roll_lam_min) */
+    struct plan_view all;
+    struct plan_view *bview;    /* per batch */
+    uint32_t *branks;           /* per batch: member ranks ascending, batches × batch */
+    double *top_lat1[PLAN_NTP]; /* per batch: latency of its longest generation alone */
+    double *scratch;            /* 2·m doubles for the async fixed point */
+    struct plan_count *count;   /* threshold counts, see plan_roll_accepted */
+};
+
+/* Prefix counts over ranks of the ranks whose latency / k1 on a TP (exact) or its least over a
+ * TP class up to that TP (bound) is <= theta (< when strict); rebuilt when theta changes. */
+struct plan_count {
+    bool valid, strict;
+    double theta;
+    double *lam; /* m: the latencies / k1 counted (built on first use) */
+    uint32_t *c; /* m + 1 */
+};
+
+/*
+ * Builds the tables for sample s (validated by the caller: at least one batch, positive
+ * lengths) on model shape sh and hardware hw with settings st, batch B, staleness window
+ * k1 = max_staleness + 1 and node size gpn. A TP size the shape or the node cannot take is
+ * marked unusable. Free with plan_roll_free.
+ */
+void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const struct cost_shape *sh,
+                    const struct spec_hardware *hw, const struct plan_settings *st, int batch,
+                    int k1, int gpn);
+
+void plan_roll_free(struct plan_roll *r);
+
+/* The ascending min-latency/k1 array for TP subset mask (built on first use). */
+const double *plan_roll_lam_min(struct plan_roll *r, unsigned mask);
+
+/* Whether load v passes p. */
+bool plan_pred_pass(const struct plan_pred *p, double v);
+
+/*
+ * Whether some banding of view v over the TP sizes with counts c > 0 (ascending) keeps every
+ * band's load (its work over c) passing p, each band's contexts fitting its TP. Counts are
+ * doubles so that bounds may use super-multisets. O(K log m).
+ */
+bool plan_band_cover(const struct plan_view *v, const double c[PLAN_NTP],
+                     const struct plan_pred *p);
+
+/* The least largest band load Z over every banding (exact; +inf when none is feasible). */
+double plan_band_z(const struct plan_view *v, const double c[PLAN_NTP], unsigned mask);
+
+/* The banding at load z with every boundary as low as possible: band t is [lo[t], hi[t]);
+ * absent TP sizes get empty bands. z must be >= plan_band_z. */
+void plan_band_right(const struct plan_view *v, const double c[PLAN_NTP], double z,
+                     uint32_t lo[PLAN_NTP], uint32_t hi[PLAN_NTP]);
+
+/* Async lower bound: the least T with T·A(T) >= B·z, A(T) the count of lam (ascending, m
+ * entries) at most T. */
+double plan_fixed_point(const double *lam, size_t m, double bz);
+
+/* A scored multiset. */
+struct plan_roll_score {
+    double t_s;     /* async: T_r; colocated: mean batch makespan */
+    double z_s;     /* least largest band load over the whole sample */
+    double f_stale; /* async: stale share at t_s */
+    uint32_t lo[PLAN_NTP], hi[PLAN_NTP];
+};
+
+/* Scores counts c (a packable multiset with every TP usable) in mode colocated or async;
+ * z is plan_band_z of c over the whole sample when the caller has it, else NAN. t_s is +inf
+ * when no banding fits the KV. */
+void plan_roll_score(struct plan_roll *r, const int c[PLAN_NTP], bool colocated, double z,
+                     struct plan_roll_score *out);
+
+/*
+ * Async: how many ranks of the bands [lo[t], hi[t]) have latency / k1 <= theta (< when strict)
+ * on their band's TP. With the accepted count A at theta, a multiset of least band load z has
+ * T_r <= theta iff A >= 1 and (B·z)/A <= theta (the fixed point's own expression).
+ */
+size_t plan_roll_accepted(struct plan_roll *r, const uint32_t lo[PLAN_NTP],
+                          const uint32_t hi[PLAN_NTP], double theta, bool strict);
+
+/* The same count with each rank's latency replaced by its least over the TP sizes of class cls
+ * up to its band's: an upper bound of the accepted count of any banding whose boundaries are
+ * at least lo (every rank then runs on a TP no larger than here). */
+size_t plan_roll_accepted_bound(struct plan_roll *r, unsigned cls, const uint32_t lo[PLAN_NTP],
+                                const uint32_t hi[PLAN_NTP], double theta, bool strict);
+
+/* Async: the share of the sample whose latency on its band's TP exceeds k1·t_s. */
+double plan_roll_stale(const struct plan_roll *r, const struct plan_roll_score *s, double t_s);
+
+/* The reference's estimate for the same multiset: per batch, trajectories longest first to
+ * the instance (of a TP whose KV fits them) that finishes earliest, by work; mean over batches
+ * of the largest instance total. */
+double plan_roll_greedy(const struct plan_roll *r, const int c[PLAN_NTP]);
+
+/* The banded counterpart of plan_roll_greedy: mean over batches of the largest band load. */
+double plan_roll_banded(const struct plan_roll *r, const int c[PLAN_NTP],
+                        const struct plan_roll_score *s);
+
+#endif

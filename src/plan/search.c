@@ -1,0 +1,817 @@
+/*
+ * The exact search (docs/planner.md "Search"). Two levels:
+ *
+ *   splits — how many GPUs train (async) — are taken best-first by a lower bound, the larger
+ *     of a training bound (the cheapest admissible layout bound) and a rollout bound (the
+ *     GPU-seconds relaxation of the band loads through the staleness fixed point); a split is
+ *     solved only while its bound can still beat the incumbent.
+ *   rollout multisets of one split are searched by best-first branch and bound over boxes of
+ *     instance counts, one root per set of TP sizes present (a "class"): the smallest size's
+ *     count follows from the others. A box is judged by its super-multiset (every count at its
+ *     upper end), whose band loads no member can undercut because loads only fall as instances
+ *     are added; in async mode box_may_reach turns that into a proof that no member reaches
+ *     the incumbent, and leaf_may_reach decides a leaf exactly before its O(K·M) scoring.
+ *
+ * In async mode T_step = max(T_train, T_r), and T_r of a multiset does not depend on the
+ * training layout, so a split's objective is max(min T_train, min T_r) and the rollout search
+ * may stop at the first multiset with T_r <= min T_train. The tie-break order is applied
+ * afterwards on the winning split: the first layout in (TP, PP, CP, budget) order whose
+ * T_train is at most the objective, then the fewest rollout instances whose T_r is. Colocated
+ * mode has one split (every GPU does both) and an objective T_roll + (T_train + T_switch)
+ * whose switch term depends on the TP sizes present, so each class is searched with its own
+ * best training term.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/search.h"
+#include "util/alloc.h"
+#include "util/heap.h"
+
+#define CLASSES (1u << PLAN_NTP)
+#define POLL_EVERY 32 /* heap pops between budget checks */
+
+static int size_of(int t)
+{
+    return 1 << t;
+}
+
+static int lowest(unsigned cls)
+{
+    return __builtin_ctz(cls);
+}
+
+static int highest(unsigned cls)
+{
+    return 31 - __builtin_clz(cls);
+}
+
+static bool beats(double x, double cutoff, bool eq)
+{
+    return x < cutoff || (eq && x == cutoff);
+}
+
+static bool budget_gone(struct plan_solver *s)
+{
+    if (s->stats.stopped)
+        return true;
+    if (!s->p->should_stop || ++s->polls % POLL_EVERY != 0)
+        return false;
+    s->stats.stopped = s->p->should_stop(s->p->stop_arg);
+    return s->stats.stopped;
+}
+
+/* ---- scored multisets ----------------------------------------------------------------------- */
+
+static size_t memo_slot(const struct plan_memo *m, size_t cap, int n, const int c[PLAN_NTP])
+{
+    uint64_t h = (uint64_t)n * 0x9e3779b97f4a7c15ull;
+    for (int t = 0; t < PLAN_NTP; t++)
+        h = (h ^ (uint64_t)c[t]) * 0x100000001b3ull;
+    size_t i = (size_t)(h >> 11) & (cap - 1);
+    while (m[i].used && (m[i].n_roll != n || memcmp(m[i].c, c, sizeof m[i].c) != 0))
+        i = (i + 1) & (cap - 1);
+    return i;
+}
+
+static void memo_grow(struct plan_solver *s)
+{
+    size_t cap = s->memo_cap ? 2 * s->memo_cap : 256;
+    struct plan_memo *m = xcalloc(cap, sizeof *m);
+    for (size_t i = 0; i < s->memo_cap; i++)
+        if (s->memo[i].used)
+            m[memo_slot(m, cap, s->memo[i].n_roll, s->memo[i].c)] = s->memo[i];
+    free(s->memo);
+    s->memo = m;
+    s->memo_cap = cap;
+}
+
+const struct plan_roll_score *plan_memo_score(struct plan_solver *s, const struct plan_split *sp,
+                                              const int c[PLAN_NTP], double z)
+{
+    if (2 * (s->memo_n + 1) > s->memo_cap)
+        memo_grow(s);
+    struct plan_memo *e = &s->memo[memo_slot(s->memo, s->memo_cap, sp->n_roll, c)];
+    if (!e->used) {
+        e->used = true;
+        e->n_roll = sp->n_roll;
+        memcpy(e->c, c, sizeof e->c);
+        plan_roll_score(&s->roll, c, s->colocated, z, &e->score);
+        s->memo_n++;
+        s->stats.rollout_scored++;
+    }
+    return &e->score;
+}
+
+/* ---- classes: the set of TP sizes a multiset uses -------------------------------------------- */
+
+static enum plan_why class_why(const struct plan_solver *s, const struct plan_split *sp,
+                               unsigned cls)
+{
+    int sizes = __builtin_popcount(cls);
+    if (sizes < s->cfg->plan.min_tp_sizes)
+        return PLAN_WHY_TP_SIZES;
+    if (s->cfg->plan.homogeneous_rollout && sizes != 1)
+        return PLAN_WHY_HOMOGENEOUS;
+    if (!s->roll.fits_all[highest(cls)])
+        return PLAN_WHY_KV;
+    if (s->pattern_gpus) {
+        unsigned want = 0;
+        for (int t = 0; t < PLAN_NTP; t++)
+            want |= s->pattern[t] ? 1u << t : 0;
+        if (cls != want || !sp->whole_nodes)
+            return PLAN_WHY_PATTERN;
+    }
+    int d = lowest(cls);
+    if (sp->n_roll % size_of(d) != 0 || sp->n_roll > sp->cap[d])
+        return PLAN_WHY_PACKING;
+    return PLAN_WHY_NONE;
+}
+
+/* ---- boxes of instance counts --------------------------------------------------------------- */
+
+/* Counts of every size in cls but the smallest (dims) range over [lo, hi]; the smallest
+ * size's count is what the remaining GPUs make. */
+struct box {
+    double lb; /* bound on the value of every member (NAN until bound() sets it) */
+    int min_inst;
+    unsigned cls;
+    int lo[PLAN_NTP], hi[PLAN_NTP];
+};
+
+/* Shrinks b to the counts that can pack (docs/planner.md: instances of power-of-two sizes
+ * pack into the rollout nodes iff, for every size s, the instances of size >= s take at most
+ * cap[s] GPUs). Returns false when no member is left. */
+static bool tighten(const struct plan_split *sp, struct box *b)
+{
+    int d = lowest(b->cls), n = sp->n_roll, lo_sum = 0;
+    for (int t = d + 1; t < PLAN_NTP; t++)
+        lo_sum += b->cls >> t & 1 ? size_of(t) * b->lo[t] : 0;
+    int above = 0;
+    for (int t = PLAN_NTP - 1; t > d; t--) {
+        if (!(b->cls >> t & 1))
+            continue;
+        int by_cap = (sp->cap[t] - above) / size_of(t);
+        int by_rest = (n - size_of(d) - (lo_sum - size_of(t) * b->lo[t])) / size_of(t);
+        b->hi[t] = b->hi[t] < by_cap ? b->hi[t] : by_cap;
+        b->hi[t] = b->hi[t] < by_rest ? b->hi[t] : by_rest;
+        if (b->hi[t] < b->lo[t])
+            return false;
+        above += size_of(t) * b->lo[t];
+    }
+    return true;
+}
+
+static bool is_leaf(const struct box *b)
+{
+    for (int t = 0; t < PLAN_NTP; t++)
+        if (b->lo[t] != b->hi[t])
+            return false;
+    return true;
+}
+
+/* Counts at one corner of b: dims at lo or hi, the smallest size with the GPUs left. */
+static void corner(const struct plan_split *sp, const struct box *b, bool high, double c[PLAN_NTP])
+{
+    int d = lowest(b->cls), used = 0;
+    for (int t = 0; t < PLAN_NTP; t++) {
+        c[t] = 0.0;
+        if (t != d && b->cls >> t & 1) {
+            int v = high ? b->hi[t] : b->lo[t];
+            c[t] = v;
+            used += size_of(t) * v;
+        }
+    }
+    int whole = (sp->n_roll - used) / size_of(d); /* instances of the smallest size */
+    c[d] = whole;
+}
+
+/* Fills b's super-multiset sup (dims at hi, the smallest size as if dims were at lo), its
+ * fewest instances (dims at hi) and its bound: colocated, the batch makespans' bound at sup;
+ * async, at the root the fixed point of sup's least band load over the class's least
+ * latencies, inherited by the children (the heap's order; box_may_reach prunes). */
+static void bound(struct plan_solver *s, const struct plan_split *sp, struct box *b,
+                  double sup[PLAN_NTP])
+{
+    double low[PLAN_NTP], fewest[PLAN_NTP];
+    corner(sp, b, true, fewest);
+    corner(sp, b, false, low);
+    memcpy(sup, fewest, PLAN_NTP * sizeof *sup);
+    sup[lowest(b->cls)] = low[lowest(b->cls)];
+    b->min_inst = 0;
+    for (int t = 0; t < PLAN_NTP; t++)
+        b->min_inst += (int)fewest[t];
+    if (!s->colocated) {
+        /* a child keeps its parent's bound (a lower bound of a superset); the filter of
+         * push_box does the pruning */
+        if (isnan(b->lb)) {
+            double z = plan_band_z(&s->roll.all, sup, b->cls);
+            b->lb = plan_fixed_point(plan_roll_lam_min(&s->roll, b->cls), s->roll.m, s->B * z);
+        }
+        return;
+    }
+    double sum = 0.0;
+    for (size_t k = 0; k < s->roll.batches; k++) {
+        double lat = INFINITY;
+        for (int t = 0; t < PLAN_NTP; t++)
+            if (b->cls >> t & 1)
+                lat = fmin(lat, s->roll.top_lat1[t][k]);
+        sum += fmax(plan_band_z(&s->roll.bview[k], sup, b->cls), lat);
+    }
+    /* the per-batch terms bound the makespans in real arithmetic; shave below rounding */
+    b->lb = sum / (double)s->roll.batches * (1.0 - 1e-12);
+}
+
+/* ---- one rollout search --------------------------------------------------------------------- */
+
+/* Best found: ordered by (value, instances, counts) or, when fewest, (instances, value,
+ * counts); counts prefer more large instances. */
+struct cand {
+    double v;
+    int inst;
+    int c[PLAN_NTP];
+};
+
+struct query {
+    bool fewest;   /* fewest instances with v + offset <= limit; else least v */
+    double cutoff; /* least v: only v + offset below cutoff (or equal when cutoff_eq) */
+    bool cutoff_eq;
+    double early;     /* least v: stop at the first v <= early */
+    double limit;     /* fewest */
+    unsigned classes; /* bit cls set: class cls is searched */
+    double offset[CLASSES];
+    bool found, early_hit;
+    struct cand best;
+    double open_lb; /* when stopped: least bound + offset left in the heap */
+};
+
+static int lex_cmp(const int a[PLAN_NTP], const int b[PLAN_NTP])
+{
+    for (int t = PLAN_NTP - 1; t > 0; t--)
+        if (a[t] != b[t])
+            return a[t] > b[t] ? -1 : 1;
+    return 0;
+}
+
+static bool cand_better(const struct query *q, const struct cand *a, const struct cand *b)
+{
+    if (q->fewest && a->inst != b->inst)
+        return a->inst < b->inst;
+    if (a->v != b->v)
+        return a->v < b->v;
+    if (a->inst != b->inst)
+        return a->inst < b->inst;
+    return lex_cmp(a->c, b->c) < 0;
+}
+
+static bool box_dead(const struct query *q, const struct box *b)
+{
+    double x = b->lb + q->offset[b->cls];
+    if (q->fewest) {
+        if (x > q->limit)
+            return true;
+        return q->found &&
+               (b->min_inst > q->best.inst || (b->min_inst == q->best.inst && b->lb > q->best.v));
+    }
+    if (!beats(x, q->cutoff, q->cutoff_eq))
+        return true;
+    return q->found && (b->lb > q->best.v || (b->lb == q->best.v && b->min_inst > q->best.inst));
+}
+
+static int box_cmp_least(const void *a, const void *b, void *ctx)
+{
+    const struct box *x = a, *y = b;
+    (void)ctx;
+    if (x->lb != y->lb)
+        return x->lb < y->lb ? -1 : 1;
+    if (x->min_inst != y->min_inst)
+        return x->min_inst < y->min_inst ? -1 : 1;
+    return memcmp(x->lo, y->lo, sizeof x->lo);
+}
+
+static int box_cmp_fewest(const void *a, const void *b, void *ctx)
+{
+    const struct box *x = a, *y = b;
+    if (x->min_inst != y->min_inst)
+        return x->min_inst < y->min_inst ? -1 : 1;
+    return box_cmp_least(a, b, ctx);
+}
+
+/* Async: the value a member must reach to matter to q (+inf: any). */
+static double relevance(const struct query *q)
+{
+    if (q->fewest)
+        return q->limit;
+    return q->found ? fmin(q->cutoff, q->best.v) : q->cutoff;
+}
+
+/*
+ * Async: whether some member of box b (super-multiset sup) may have T_r <= theta. A member c
+ * that does has z_c <= theta·A_c/B <= theta·m/B =: u; its banding then keeps sup's loads under
+ * u too, so its boundaries are at or above the lowest such banding of sup, each rank runs on a
+ * TP no larger than there, and A_c is at most the count of plan_roll_accepted_bound; u shrinks
+ * to theta·that/B and the argument repeats. No member qualifies once no banding keeps sup's
+ * loads under u, since every member's least load is at least sup's (docs/planner.md).
+ */
+static bool box_may_reach(struct plan_solver *s, const struct box *b, const double sup[PLAN_NTP],
+                          double theta)
+{
+    const double margin = 1.0 + 1e-9; /* the argument is in real arithmetic */
+    double u = theta * (double)s->roll.m / s->B * margin;
+    uint32_t lo[PLAN_NTP], hi[PLAN_NTP];
+    for (int round = 0; round < 8; round++) {
+        struct plan_pred under_u = {1.0, 1.0, u, false};
+        if (!plan_band_cover(&s->roll.all, sup, &under_u))
+            return false; /* u < Z(sup) <= every member's z */
+        plan_band_right(&s->roll.all, sup, u, lo, hi);
+        size_t a = plan_roll_accepted_bound(&s->roll, b->cls, lo, hi, theta, false);
+        double next = theta * (double)a / s->B * margin;
+        if (next >= u)
+            return true;
+        u = next;
+    }
+    return true;
+}
+
+static void push_box(struct plan_solver *s, const struct plan_split *sp, const struct query *q,
+                     struct heap *h, struct box *b)
+{
+    double sup[PLAN_NTP];
+    if (!tighten(sp, b))
+        return;
+    bound(s, sp, b, sup);
+    if (box_dead(q, b))
+        return;
+    double theta = relevance(q);
+    if (!s->colocated && !isinf(theta) && !box_may_reach(s, b, sup, theta))
+        return;
+    heap_push(h, b);
+}
+
+/* Async: whether leaf c (least band load z) may have T_r <= theta, decided exactly from its
+ * banding's accepted count (plan_roll_accepted) without the O(K·M) fixed point. */
+static bool leaf_may_reach(struct plan_solver *s, const int c[PLAN_NTP], double z, double theta)
+{
+    double cd[PLAN_NTP];
+    uint32_t lo[PLAN_NTP], hi[PLAN_NTP];
+    for (int t = 0; t < PLAN_NTP; t++)
+        cd[t] = c[t];
+    plan_band_right(&s->roll.all, cd, z, lo, hi);
+    size_t a = plan_roll_accepted(&s->roll, lo, hi, theta, false);
+    return a > 0 && (double)s->B * z / (double)a <= theta;
+}
+
+static void consider_leaf(struct plan_solver *s, const struct plan_split *sp, struct query *q,
+                          const struct box *b)
+{
+    struct cand c = {0};
+    double cd[PLAN_NTP];
+    corner(sp, b, true, cd);
+    for (int t = 0; t < PLAN_NTP; t++) {
+        c.c[t] = (int)cd[t];
+        c.inst += c.c[t];
+    }
+    double z = NAN, theta = relevance(q);
+    if (!s->colocated) {
+        z = plan_band_z(&s->roll.all, cd, b->cls);
+        if (!isinf(theta) && !leaf_may_reach(s, c.c, z, theta))
+            return;
+    }
+    c.v = plan_memo_score(s, sp, c.c, z)->t_s;
+    double x = c.v + q->offset[b->cls];
+    bool ok = q->fewest ? x <= q->limit : beats(x, q->cutoff, q->cutoff_eq);
+    if (ok && (!q->found || cand_better(q, &c, &q->best))) {
+        q->best = c;
+        q->found = true;
+    }
+    if (ok && !q->fewest && c.v <= q->early)
+        q->early_hit = true;
+}
+
+static void split_box(struct plan_solver *s, const struct plan_split *sp, const struct query *q,
+                      struct heap *h, const struct box *b)
+{
+    int dim = 0, widest = -1;
+    for (int t = 0; t < PLAN_NTP; t++) {
+        int w = size_of(t) * (b->hi[t] - b->lo[t]);
+        if (w > widest) {
+            widest = w;
+            dim = t;
+        }
+    }
+    int mid = b->lo[dim] + (b->hi[dim] - b->lo[dim]) / 2;
+    struct box lo = *b, hi = *b;
+    lo.hi[dim] = mid;
+    hi.lo[dim] = mid + 1;
+    push_box(s, sp, q, h, &lo);
+    push_box(s, sp, q, h, &hi);
+}
+
+static void root_box(const struct plan_split *sp, unsigned cls, struct box *b)
+{
+    memset(b, 0, sizeof *b);
+    b->cls = cls;
+    b->lb = NAN;
+    for (int t = lowest(cls) + 1; t < PLAN_NTP; t++)
+        if (cls >> t & 1) {
+            b->lo[t] = 1;
+            b->hi[t] = sp->n_roll / size_of(t);
+        }
+}
+
+/* Runs query q over split sp. Returns false when the budget stopped it (q->open_lb then holds
+ * the least bound left). */
+static bool roll_search(struct plan_solver *s, const struct plan_split *sp, struct query *q)
+{
+    struct heap h;
+    heap_init(&h, sizeof(struct box), q->fewest ? box_cmp_fewest : box_cmp_least, NULL);
+    for (unsigned cls = 1; cls < CLASSES; cls++) {
+        if (!(q->classes >> cls & 1))
+            continue;
+        struct box b;
+        root_box(sp, cls, &b);
+        push_box(s, sp, q, &h, &b);
+    }
+    struct box b;
+    bool done = true;
+    q->open_lb = INFINITY;
+    while (heap_pop(&h, &b)) {
+        if (budget_gone(s)) {
+            done = false;
+            q->open_lb = fmin(b.lb + q->offset[b.cls], q->open_lb);
+            while (heap_pop(&h, &b))
+                q->open_lb = fmin(b.lb + q->offset[b.cls], q->open_lb);
+            break;
+        }
+        if (box_dead(q, &b))
+            continue;
+        if (!is_leaf(&b)) {
+            split_box(s, sp, q, &h, &b);
+            continue;
+        }
+        consider_leaf(s, sp, q, &b);
+        if (q->early_hit)
+            break;
+    }
+    heap_free(&h);
+    return done;
+}
+
+/* The classes of split sp that satisfy every constraint; records the furthest constraint the
+ * others reached. A class with a TP size that cannot serve the model at all (heads, node size,
+ * weights) is no choice the user constrained: it is blamed, as KV capacity, only when no other
+ * class was rejected. */
+static unsigned valid_classes(struct plan_solver *s, const struct plan_split *sp)
+{
+    unsigned set = 0;
+    enum plan_why why = PLAN_WHY_NONE;
+    bool unusable = false;
+    for (unsigned cls = 1; cls < CLASSES; cls++) {
+        bool usable = true;
+        for (int t = 0; t < PLAN_NTP; t++)
+            usable = usable && (!(cls >> t & 1) || s->roll.usable[t]);
+        enum plan_why w = usable ? class_why(s, sp, cls) : PLAN_WHY_NONE;
+        unusable = unusable || !usable;
+        if (usable && w == PLAN_WHY_NONE)
+            set |= 1u << cls;
+        why = w > why ? w : why;
+    }
+    if (why == PLAN_WHY_NONE && unusable)
+        why = PLAN_WHY_KV;
+    s->why_roll = why > s->why_roll ? why : s->why_roll;
+    return set;
+}
+
+/* Pattern mode: the one multiset the pattern makes on sp's rollout nodes. */
+static bool pattern_counts(const struct plan_solver *s, const struct plan_split *sp,
+                           int c[PLAN_NTP])
+{
+    int nodes = sp->n_roll / s->pattern_gpus;
+    for (int t = 0; t < PLAN_NTP; t++)
+        c[t] = nodes * s->pattern[t];
+    return sp->whole_nodes && nodes * s->pattern_gpus == sp->n_roll;
+}
+
+/* ---- splits --------------------------------------------------------------------------------- */
+
+/* Rollout GPUs of each node when training takes the first n_train GPUs, folded into the nested
+ * capacities. */
+static void split_caps(const struct plan_solver *s, struct plan_split *sp)
+{
+    memset(sp->cap, 0, sizeof sp->cap);
+    sp->whole_nodes = true;
+    for (int node = 0; node * s->G < s->N; node++) {
+        int first = node * s->G, size = s->N - first < s->G ? s->N - first : s->G;
+        int taken = sp->n_train - first;
+        taken = taken < 0 ? 0 : taken > size ? size : taken;
+        int free_gpus = s->colocated ? size : size - taken;
+        if (free_gpus > 0 && free_gpus != s->G)
+            sp->whole_nodes = false;
+        for (int t = 0; t < PLAN_NTP; t++)
+            sp->cap[t] += size_of(t) * (free_gpus / size_of(t));
+    }
+}
+
+/* Multisets over {1, 2, 4, 8} summing to n that pack (closed form over the count of 4s). */
+static double count_multisets(const struct plan_split *sp)
+{
+    int n = sp->n_roll;
+    double total = 0.0;
+    for (int c8 = 0; 8 * c8 <= sp->cap[3]; c8++) {
+        int x = (sp->cap[1] < n ? sp->cap[1] : n) - 8 * c8;
+        int k = (sp->cap[2] - 8 * c8) / 4;
+        if (x < 0 || k < 0)
+            continue;
+        k = k < x / 4 ? k : x / 4;
+        /* Σ_{c4=0..k} (floor((x − 4·c4)/2) + 1), the number of c2 (c1 takes the rest) */
+        int c2_max = x / 2; /* at c4 = 0 */
+        total += (double)(k + 1) * (c2_max + 1) - (double)k * (k + 1);
+    }
+    return total;
+}
+
+static void split_prepare(struct plan_solver *s, struct plan_split *sp)
+{
+    split_caps(s, sp);
+    sp->multisets = count_multisets(sp);
+    sp->n_layouts = plan_train_layouts(&s->train, sp->n_train, sp->layouts);
+    sp->lb_train = INFINITY;
+    for (size_t i = 0; i < sp->n_layouts; i++) {
+        sp->exact[i] = NAN;
+        sp->lwhy[i] = plan_train_check(&s->train, &sp->layouts[i], NULL);
+        if (sp->lwhy[i] != PLAN_WHY_NONE) {
+            s->why_train = sp->lwhy[i] > s->why_train ? sp->lwhy[i] : s->why_train;
+            continue;
+        }
+        sp->lbound[i] = plan_train_lb(&s->train, &sp->layouts[i]);
+        sp->lb_train = fmin(sp->lb_train, sp->lbound[i]);
+    }
+    s->stats.train_space += (double)sp->n_layouts;
+    s->stats.rollout_space += sp->multisets;
+    s->stats.space += (double)sp->n_layouts * sp->multisets;
+}
+
+static double layout_time(struct plan_solver *s, struct plan_split *sp, size_t i)
+{
+    if (isnan(sp->exact[i])) {
+        sp->exact[i] = plan_train_time(&s->train, &sp->layouts[i], NULL);
+        s->stats.train_scored++;
+    }
+    return sp->exact[i];
+}
+
+/* Async rollout bound of a split: for every valid class, Z >= wmin / n_roll (docs/planner.md),
+ * through the staleness fixed point on the class's least latencies. */
+static double split_roll_lb(struct plan_solver *s, const struct plan_split *sp, unsigned classes)
+{
+    double lb = INFINITY;
+    for (unsigned cls = 1; cls < CLASSES; cls++)
+        if (classes >> cls & 1) {
+            double z = s->roll.all.wmin[cls] / sp->n_roll * (1.0 - 1e-9);
+            lb = fmin(lb, plan_fixed_point(plan_roll_lam_min(&s->roll, cls), s->roll.m, s->B * z));
+        }
+    return lb;
+}
+
+static void make_splits(struct plan_solver *s)
+{
+    const struct spec_plan_config *pc = &s->cfg->plan;
+    s->splits = xcalloc((size_t)s->N + 1, sizeof *s->splits);
+    if (s->colocated) {
+        if (s->N % pc->granularity_gpus == 0 && s->N >= pc->min_train_gpus &&
+            s->N >= pc->min_rollout_gpus)
+            s->splits[s->n_splits++] = (struct plan_split){.n_train = s->N, .n_roll = s->N};
+    } else {
+        for (int n = pc->granularity_gpus; n < s->N; n += pc->granularity_gpus)
+            if (n >= pc->min_train_gpus && s->N - n >= pc->min_rollout_gpus)
+                s->splits[s->n_splits++] = (struct plan_split){.n_train = n, .n_roll = s->N - n};
+    }
+    for (size_t i = 0; i < s->n_splits; i++)
+        split_prepare(s, &s->splits[i]);
+    s->stats.splits = (double)s->n_splits;
+}
+
+/* ---- async ---------------------------------------------------------------------------------- */
+
+/* The least T_train of split sp if it can beat (cutoff, eq), else +inf. */
+static double train_min(struct plan_solver *s, struct plan_split *sp, double cutoff, bool eq)
+{
+    size_t order[PLAN_LAYOUTS_MAX], n = 0;
+    for (size_t i = 0; i < sp->n_layouts; i++)
+        if (sp->lwhy[i] == PLAN_WHY_NONE)
+            order[n++] = i;
+    for (size_t a = 1; a < n; a++) /* insertion sort by bound: n <= 144 */
+        for (size_t b = a; b > 0 && sp->lbound[order[b]] < sp->lbound[order[b - 1]]; b--) {
+            size_t tmp = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = tmp;
+        }
+    double best = INFINITY;
+    for (size_t k = 0;
+         k < n && sp->lbound[order[k]] < best && beats(sp->lbound[order[k]], cutoff, eq); k++)
+        best = fmin(best, layout_time(s, sp, order[k]));
+    return beats(best, cutoff, eq) ? best : INFINITY;
+}
+
+struct incumbent {
+    double obj;
+    struct plan_split *sp;
+    int witness[PLAN_NTP]; /* a multiset attaining the objective */
+};
+
+static bool inc_beaten(const struct incumbent *inc, double obj, const struct plan_split *sp)
+{
+    return obj < inc->obj || (obj == inc->obj && (!inc->sp || sp->n_train < inc->sp->n_train));
+}
+
+/* Solves split sp against the incumbent. Returns false when the budget stopped it. */
+static bool solve_split(struct plan_solver *s, struct plan_split *sp, unsigned classes,
+                        struct incumbent *inc)
+{
+    bool eq = !inc->sp || sp->n_train < inc->sp->n_train;
+    double tt = train_min(s, sp, inc->obj, eq);
+    if (isinf(tt))
+        return true;
+    struct query q = {.cutoff = inc->obj, .cutoff_eq = eq, .early = tt, .classes = classes};
+    if (s->pattern_gpus) {
+        int c[PLAN_NTP];
+        if (!pattern_counts(s, sp, c))
+            return true;
+        q.best.v = plan_memo_score(s, sp, c, NAN)->t_s;
+        memcpy(q.best.c, c, sizeof c);
+        q.found = beats(fmax(tt, q.best.v), inc->obj, eq);
+    } else if (!roll_search(s, sp, &q)) {
+        s->open_lb = fmin(s->open_lb, fmax(tt, q.open_lb));
+        return false;
+    }
+    if (q.found && inc_beaten(inc, fmax(tt, q.best.v), sp)) {
+        inc->obj = fmax(tt, q.best.v);
+        inc->sp = sp;
+        memcpy(inc->witness, q.best.c, sizeof q.best.c);
+    }
+    return true;
+}
+
+static int split_cmp(const void *a, const void *b)
+{
+    const struct plan_split *x = *(struct plan_split *const *)a,
+                            *y = *(struct plan_split *const *)b;
+    if (x->lb != y->lb)
+        return x->lb < y->lb ? -1 : 1;
+    return x->n_train - y->n_train;
+}
+
+/* The tie-break on the winning split: the first layout with T_train <= obj, then the fewest
+ * instances with T_r <= obj. */
+static void async_tiebreak(struct plan_solver *s, const struct incumbent *inc, unsigned classes,
+                           size_t *layout, int counts[PLAN_NTP])
+{
+    struct plan_split *sp = inc->sp;
+    for (size_t i = 0; i < sp->n_layouts; i++)
+        if (sp->lwhy[i] == PLAN_WHY_NONE && sp->lbound[i] <= inc->obj &&
+            layout_time(s, sp, i) <= inc->obj) {
+            *layout = i;
+            break;
+        }
+    memcpy(counts, inc->witness, sizeof inc->witness);
+    if (s->pattern_gpus)
+        return;
+    struct query q = {.fewest = true, .limit = inc->obj, .classes = classes};
+    if (roll_search(s, sp, &q) && q.found)
+        memcpy(counts, q.best.c, sizeof q.best.c);
+}
+
+static bool search_async(struct plan_solver *s, const struct plan_split **split, size_t *layout,
+                         int counts[PLAN_NTP])
+{
+    struct plan_split **order = xmallocarray(s->n_splits, sizeof *order);
+    unsigned *classes = xmallocarray(s->n_splits, sizeof *classes);
+    for (size_t i = 0; i < s->n_splits; i++) {
+        struct plan_split *sp = &s->splits[i];
+        classes[i] = valid_classes(s, sp);
+        sp->lb_roll = classes[i] ? split_roll_lb(s, sp, classes[i]) : INFINITY;
+        sp->lb = fmax(sp->lb_train, sp->lb_roll);
+        order[i] = sp;
+    }
+    qsort(order, s->n_splits, sizeof *order, split_cmp);
+    struct incumbent inc = {.obj = INFINITY};
+    s->open_lb = INFINITY;
+    size_t k = 0;
+    for (; k < s->n_splits && !isinf(order[k]->lb); k++) {
+        struct plan_split *sp = order[k];
+        if (!inc_beaten(&inc, sp->lb, sp))
+            break;
+        if (!solve_split(s, sp, classes[sp - s->splits], &inc))
+            break;
+    }
+    for (size_t j = k + (s->stats.stopped ? 1 : 0); s->stats.stopped && j < s->n_splits; j++)
+        s->open_lb = fmin(s->open_lb, order[j]->lb);
+    bool found = inc.sp != NULL;
+    if (found) {
+        *split = inc.sp;
+        async_tiebreak(s, &inc, classes[inc.sp - s->splits], layout, counts);
+        s->stats.gap = s->stats.stopped ? fmax(0.0, (inc.obj - s->open_lb) / inc.obj) : 0.0;
+    }
+    free(order);
+    free(classes);
+    return found;
+}
+
+/* ---- colocated ------------------------------------------------------------------------------ */
+
+/* y(layout, class) = T_train + T_switch, the switch to the slowest-to-reach TP of the class. */
+static double coloc_y(struct plan_solver *s, struct plan_split *sp, size_t i, unsigned cls)
+{
+    double sw = 0.0;
+    for (int t = 0; t < PLAN_NTP; t++)
+        if (cls >> t & 1)
+            sw = fmax(sw, plan_train_switch_s(&s->train, &sp->layouts[i], size_of(t)));
+    return layout_time(s, sp, i) + sw;
+}
+
+static bool search_colocated(struct plan_solver *s, const struct plan_split **split, size_t *layout,
+                             int counts[PLAN_NTP])
+{
+    if (s->n_splits == 0)
+        return false;
+    struct plan_split *sp = &s->splits[0];
+    unsigned classes = valid_classes(s, sp);
+    double best_y[CLASSES], roll_min[CLASSES];
+    bool any_layout = false;
+    for (unsigned cls = 0; cls < CLASSES; cls++) {
+        best_y[cls] = roll_min[cls] = INFINITY;
+        for (size_t i = 0; cls && i < sp->n_layouts; i++)
+            if (sp->lwhy[i] == PLAN_WHY_NONE) {
+                best_y[cls] = fmin(best_y[cls], coloc_y(s, sp, i, cls));
+                any_layout = true;
+            }
+    }
+    if (!any_layout)
+        return false;
+    /* phase 1: the least rollout time of every class that can reach the optimum */
+    int witness[CLASSES][PLAN_NTP];
+    double obj = INFINITY;
+    s->open_lb = INFINITY;
+    for (unsigned cls = 1; cls < CLASSES; cls++) {
+        if (!(classes >> cls & 1))
+            continue;
+        struct query q = {
+            .cutoff = obj, .cutoff_eq = true, .early = -INFINITY, .classes = 1u << cls};
+        q.offset[cls] = best_y[cls];
+        if (s->pattern_gpus) {
+            int c[PLAN_NTP];
+            if (pattern_counts(s, sp, c)) {
+                q.best.v = plan_memo_score(s, sp, c, NAN)->t_s;
+                memcpy(q.best.c, c, sizeof c);
+                q.found = true;
+            }
+        } else if (!roll_search(s, sp, &q)) {
+            s->open_lb = fmin(s->open_lb, q.open_lb);
+        }
+        if (q.found) {
+            roll_min[cls] = q.best.v;
+            memcpy(witness[cls], q.best.c, sizeof q.best.c);
+            obj = fmin(obj, q.best.v + best_y[cls]);
+        }
+    }
+    if (isinf(obj))
+        return false;
+    s->stats.gap = s->stats.stopped ? fmax(0.0, (obj - s->open_lb) / obj) : 0.0;
+    /* phase 2: the first layout that attains obj with some class */
+    *split = sp;
+    for (size_t i = 0; i < sp->n_layouts; i++) {
+        if (sp->lwhy[i] != PLAN_WHY_NONE)
+            continue;
+        bool hit = false;
+        for (unsigned cls = 1; cls < CLASSES && !hit; cls++)
+            hit = !isinf(roll_min[cls]) && roll_min[cls] + coloc_y(s, sp, i, cls) == obj;
+        if (hit) {
+            *layout = i;
+            break;
+        }
+    }
+    /* phase 3: the fewest instances attaining obj with that layout (a witness of phase 1 when
+     * the budget stops it) */
+    struct query q = {.fewest = true, .limit = obj};
+    for (unsigned cls = CLASSES; cls-- > 1;)
+        if (!isinf(roll_min[cls]) && roll_min[cls] + coloc_y(s, sp, *layout, cls) == obj) {
+            q.classes |= 1u << cls;
+            q.offset[cls] = coloc_y(s, sp, *layout, cls);
+            memcpy(counts, witness[cls], sizeof witness[cls]);
+        }
+    if (!s->pattern_gpus && roll_search(s, sp, &q) && q.found)
+        memcpy(counts, q.best.c, sizeof q.best.c);
+    return true;
+}
+
+bool plan_search(struct plan_solver *s, const struct plan_split **split, size_t *layout,
+                 int counts[PLAN_NTP])
+{
+    make_splits(s);
+    bool found = s->colocated ? search_colocated(s, split, layout, counts)
+                              : search_async(s, split, layout, counts);
+    s->stats.train_pruned = s->stats.train_space - s->stats.train_scored;
+    s->stats.rollout_pruned = s->stats.rollout_space - s->stats.rollout_scored;
+    return found;
+}

@@ -1,0 +1,269 @@
+/*
+ * Training layouts for the planner (see train.h): enumeration in tie-break order,
+ * feasibility, the admissible lower bound and the exact step time with a dealing cache.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/train.h"
+#include "util/alloc.h"
+
+const int plan_budgets[PLAN_BUDGETS] = {8192, 16384, 32768};
+
+/* Loads of every batch for one (DP, micro-batch tokens). */
+struct plan_deal {
+    uint64_t key; /* 0: empty slot */
+    int status;   /* 0, or the cost_train_deal error */
+    struct cost_train_load *load;
+};
+
+static int64_t at_or(const int64_t *a, size_t i, int64_t dflt)
+{
+    return a ? a[i] : dflt;
+}
+
+void plan_train_init(struct plan_train *t, const struct plan_sample *s, const struct cost_shape *sh,
+                     const struct spec_hardware *hw, const struct plan_settings *st,
+                     const struct libra_config *cfg)
+{
+    memset(t, 0, sizeof *t);
+    t->sh = sh;
+    t->hw = hw;
+    t->st = st;
+    t->gpn = cfg->cluster.gpus_per_node;
+    t->batch = cfg->rl.batch_trajectories;
+    t->samples = cfg->rl.samples;
+    t->cp_min_seq_tokens = cfg->plan.cp_min_seq_tokens;
+    t->group_integrity = cfg->plan.group_integrity;
+    t->ehp = cfg->ehp.enabled;
+    t->batches = s->n / (size_t)t->batch;
+    t->seqs = xcalloc(t->batches, sizeof *t->seqs);
+    t->bwork_max = xmallocarray(t->batches, sizeof *t->bwork_max);
+    t->battn = xmallocarray(t->batches, sizeof *t->battn);
+    uint32_t *tokens = xmallocarray((size_t)t->batch, sizeof *tokens);
+    for (size_t b = 0; b < t->batches; b++) {
+        for (size_t k = 0; k < (size_t)t->batch; k++) {
+            size_t i = b * (size_t)t->batch + k;
+            tokens[k] = (uint32_t)(s->prompt_tokens[i] + s->generated_tokens[i] +
+                                   at_or(s->tool_tokens, i, 0));
+        }
+        struct cost_train_seqs *q = &t->seqs[b];
+        cost_train_seqs_init(q, sh, tokens, (size_t)t->batch);
+        t->longest = fmax(t->longest, q->longest_tokens);
+        t->bwork_max[b] = q->work[q->order[0]];
+        t->battn[b] = q->total_work - 2.0 * sh->params_active * q->total_tokens;
+    }
+    free(tokens);
+}
+
+void plan_train_free(struct plan_train *t)
+{
+    for (size_t b = 0; b < t->batches && t->seqs; b++)
+        cost_train_seqs_free(&t->seqs[b]);
+    for (size_t i = 0; i < t->deal_cap; i++)
+        free(t->deal[i].load);
+    free(t->deal);
+    free(t->seqs);
+    free(t->bwork_max);
+    free(t->battn);
+    cost_train_scratch_free(&t->sc);
+    memset(t, 0, sizeof *t);
+}
+
+size_t plan_train_layouts(const struct plan_train *t, int n, struct plan_train_layout *out)
+{
+    int cps = t->longest > t->cp_min_seq_tokens ? 3 : 1;
+    size_t k = 0;
+    for (int tp = 1; tp <= 8; tp *= 2)
+        for (int pp = 1; pp <= 8; pp *= 2)
+            for (int ci = 0, cp = 1; ci < cps; ci++, cp *= 2)
+                for (int bi = 0; bi < PLAN_BUDGETS; bi++)
+                    if (n % (tp * pp * cp) == 0)
+                        out[k++] = (struct plan_train_layout){tp, pp, cp, n / (tp * pp * cp),
+                                                              plan_budgets[bi]};
+    return k;
+}
+
+static void to_config(const struct plan_train *t, const struct plan_train_layout *l,
+                      struct cost_train_config *c)
+{
+    memset(c, 0, sizeof *c);
+    c->tp = l->tp;
+    c->pp = l->pp;
+    c->cp = l->cp;
+    c->dp = l->dp;
+    c->micro_batch_tokens = (double)l->budget_tokens * l->cp;
+    c->minibatches = t->st->minibatches;
+    c->zero_stage = 0;
+    c->distributed_optimizer = true;
+    c->full_recompute = t->st->full_recompute;
+    c->old_logprob = t->st->old_logprob;
+    c->reference = t->st->reference;
+    c->balance_each_minibatch = true;
+}
+
+enum plan_why plan_train_check(const struct plan_train *t, const struct plan_train_layout *l,
+                               struct cost_train_memory *mem)
+{
+    int replica = l->tp * l->pp * l->cp;
+    if (fmod(t->sh->heads, l->tp) != 0.0 || l->tp > t->gpn || t->gpn % l->tp != 0 ||
+        l->pp > t->sh->layers)
+        return PLAN_WHY_TP;
+    if (t->ehp && replica > t->gpn)
+        return PLAN_WHY_EHP;
+    if ((int64_t)l->dp * t->st->minibatches > t->batch)
+        return PLAN_WHY_DP;
+    if (t->group_integrity && t->batch % (l->dp * t->samples) != 0)
+        return PLAN_WHY_GROUPS;
+    if ((double)l->budget_tokens * l->cp < t->longest)
+        return PLAN_WHY_BUDGET;
+    struct cost_train_config c;
+    struct cost_train_memory m;
+    to_config(t, l, &c);
+    if (cost_train_memory(t->sh, t->hw, &t->st->train, &c, &m) != 0 || !m.fits)
+        return PLAN_WHY_MEMORY;
+    if (mem)
+        *mem = m;
+    return PLAN_WHY_NONE;
+}
+
+/*
+ * Batch b's bound (docs/planner.md): a load whose every field is on the safe side of the one
+ * cost_train_deal would produce — the most loaded rank's work at least the mean and the
+ * largest sequence, its tokens at least the longest sequence, attention at most the batch's,
+ * micro-batches at least what the tokens need — gives, term by term, compute, TP, CP, DP,
+ * optimizer and micro-batch costs no larger than the exact ones; the pipeline bubble is
+ * bounded on the same load with the most micro-batches a rank can have.
+ */
+static double batch_lb(const struct plan_train *t, size_t b, const struct cost_train_config *c)
+{
+    const struct cost_train_seqs *q = &t->seqs[b];
+    int mb = c->minibatches;
+    struct cost_train_load ld = {
+        .dp = c->dp,
+        .minibatches = mb,
+        .micro_batch_tokens = c->micro_batch_tokens,
+        .tokens = q->total_tokens,
+        .work = q->total_work,
+        .work_max = fmax(q->total_work / c->dp, t->bwork_max[b]),
+        .tokens_max = q->longest_tokens,
+        .attn_work_max = t->battn[b],
+        .microbatches = fmax(mb, ceil(q->total_tokens / (c->dp * c->micro_batch_tokens))),
+        .longest_tokens = q->longest_tokens,
+    };
+    struct cost_train_step lo, hi;
+    if (cost_train_step_time(t->sh, t->hw, &t->st->train, c, &ld, &lo) != 0)
+        return INFINITY;
+    double per_mb = ceil(ceil((double)q->n / mb) / c->dp);
+    ld.microbatches = fmax(ld.microbatches, mb * per_mb);
+    cost_train_step_time(t->sh, t->hw, &t->st->train, c, &ld, &hi);
+    return lo.compute_s + lo.tp_comm_s + lo.cp_comm_s + lo.dp_comm_s + lo.optimizer_s +
+           lo.microbatch_s + hi.pp_bubble_s;
+}
+
+double plan_train_lb(const struct plan_train *t, const struct plan_train_layout *l)
+{
+    struct cost_train_config c;
+    to_config(t, l, &c);
+    double sum = 0.0;
+    for (size_t b = 0; b < t->batches; b++)
+        sum += batch_lb(t, b, &c);
+    /* the bound holds in real arithmetic; shave it below the rounding of the exact sum */
+    return sum / (double)t->batches * (1.0 - 1e-12);
+}
+
+/* ---- dealing cache -------------------------------------------------------------------------- */
+
+static uint64_t deal_key(int dp, double micro_batch_tokens)
+{
+    return ((uint64_t)dp << 32 | (uint64_t)micro_batch_tokens) + 1;
+}
+
+static size_t slot_of(const struct plan_deal *d, size_t cap, uint64_t key)
+{
+    size_t i = (size_t)(key * 0x9e3779b97f4a7c15ull >> 7) & (cap - 1);
+    while (d[i].key && d[i].key != key)
+        i = (i + 1) & (cap - 1);
+    return i;
+}
+
+static void deal_grow(struct plan_train *t)
+{
+    size_t cap = t->deal_cap ? 2 * t->deal_cap : 64;
+    struct plan_deal *d = xcalloc(cap, sizeof *d);
+    for (size_t i = 0; i < t->deal_cap; i++)
+        if (t->deal[i].key)
+            d[slot_of(d, cap, t->deal[i].key)] = t->deal[i];
+    free(t->deal);
+    t->deal = d;
+    t->deal_cap = cap;
+}
+
+static const struct plan_deal *dealt(struct plan_train *t, const struct cost_train_config *c)
+{
+    if (2 * (t->deal_n + 1) > t->deal_cap)
+        deal_grow(t);
+    uint64_t key = deal_key(c->dp, c->micro_batch_tokens);
+    struct plan_deal *e = &t->deal[slot_of(t->deal, t->deal_cap, key)];
+    if (e->key)
+        return e;
+    e->key = key;
+    e->load = xmallocarray(t->batches, sizeof *e->load);
+    for (size_t b = 0; b < t->batches && e->status == 0; b++)
+        e->status =
+            cost_train_deal(&t->seqs[b], t->sh, c->dp, c->minibatches, c->micro_batch_tokens,
+                            c->balance_each_minibatch, &t->sc, &e->load[b]);
+    t->deal_n++;
+    return e;
+}
+
+static void add_step(struct cost_train_step *sum, const struct cost_train_step *s, double w)
+{
+    sum->step_s += w * s->step_s;
+    sum->compute_s += w * s->compute_s;
+    sum->pp_bubble_s += w * s->pp_bubble_s;
+    sum->pp_p2p_s += w * s->pp_p2p_s;
+    sum->tp_comm_s += w * s->tp_comm_s;
+    sum->cp_comm_s += w * s->cp_comm_s;
+    sum->dp_comm_s += w * s->dp_comm_s;
+    sum->zero3_gather_s += w * s->zero3_gather_s;
+    sum->optimizer_s += w * s->optimizer_s;
+    sum->microbatch_s += w * s->microbatch_s;
+    sum->flops += w * s->flops;
+    sum->flops_attn += w * s->flops_attn;
+    sum->imbalance += w * s->imbalance;
+    sum->mfu_effective += w * s->mfu_effective;
+    sum->k_update = s->k_update;
+    sum->k_recompute = s->k_recompute;
+    sum->k_old_logprob = s->k_old_logprob;
+    sum->k_reference = s->k_reference;
+}
+
+double plan_train_time(struct plan_train *t, const struct plan_train_layout *l,
+                       struct cost_train_step *mean)
+{
+    struct cost_train_config c;
+    to_config(t, l, &c);
+    const struct plan_deal *d = dealt(t, &c);
+    if (d->status != 0)
+        return INFINITY;
+    struct cost_train_step sum = {0}, s;
+    double w = 1.0 / (double)t->batches, total = 0.0;
+    for (size_t b = 0; b < t->batches; b++) {
+        if (cost_train_step_time(t->sh, t->hw, &t->st->train, &c, &d->load[b], &s) != 0)
+            return INFINITY;
+        total += s.step_s;
+        add_step(&sum, &s, w);
+    }
+    if (mean)
+        *mean = sum;
+    return total / (double)t->batches;
+}
+
+double plan_train_switch_s(const struct plan_train *t, const struct plan_train_layout *l, int tp)
+{
+    int shard = l->tp * l->pp;
+    const struct cost_lifecycle_params *lp = &t->st->lifecycle;
+    return cost_reshard_s(lp, t->sh, t->hw, shard, tp, shard > t->gpn) + lp->switch_fixed_s;
+}

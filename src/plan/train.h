@@ -1,0 +1,76 @@
+/*
+ * The planner's training side: which layouts of n GPUs exist, which are feasible, a cheap
+ * admissible lower bound on their step time, and the exact step time (cost/train.h averaged
+ * over the whole batches of the length sample).
+ *
+ * The exact time needs cost_train_deal, O(B log DP) per batch; its result depends only on
+ * (DP, micro-batch tokens), so it is cached and shared by every (TP, PP, CP) with the same DP.
+ * The lower bound costs two cost_train_step_time calls per batch on a load built from the
+ * batch's totals (docs/planner.md proves it never exceeds the exact time).
+ */
+#ifndef PLAN_TRAIN_H
+#define PLAN_TRAIN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "cost/shape.h"
+#include "cost/train.h"
+#include "plan/plan.h"
+
+#define PLAN_LAYOUTS_MAX (4 * 4 * 3 * PLAN_BUDGETS) /* TP × PP × CP × budget */
+
+/* The micro-batch token budgets searched, per GPU, ascending. */
+extern const int plan_budgets[PLAN_BUDGETS];
+
+struct plan_deal; /* cache entry, train.c */
+
+struct plan_train {
+    const struct cost_shape *sh;
+    const struct spec_hardware *hw;
+    const struct plan_settings *st;
+    int gpn, batch, samples, cp_min_seq_tokens;
+    bool group_integrity, ehp;
+    size_t batches;
+    struct cost_train_seqs *seqs; /* per batch */
+    double longest;               /* longest training sequence, tokens */
+    double *bwork_max;            /* per batch: forward FLOPs of its largest sequence */
+    double *battn;                /* per batch: attention FLOPs of all its sequences */
+    struct plan_deal *deal;       /* open-addressing cache keyed by (DP, micro-batch tokens) */
+    size_t deal_cap, deal_n;
+    struct cost_train_scratch sc;
+};
+
+/*
+ * Prepares t for sample s (validated: at least one batch, positive lengths below 2^32 when
+ * summed) with the cluster, rl, plan and ehp settings of cfg. The training sequence of a
+ * trajectory is its whole context: prompt, generated and tool tokens.
+ */
+void plan_train_init(struct plan_train *t, const struct plan_sample *s, const struct cost_shape *sh,
+                     const struct spec_hardware *hw, const struct plan_settings *st,
+                     const struct libra_config *cfg);
+
+void plan_train_free(struct plan_train *t);
+
+/* The layouts of n GPUs (TP, PP in {1, 2, 4, 8}, CP in {1, 2, 4} when the longest sequence
+ * exceeds plan.cp_min_seq_tokens else {1}, every budget, TP·PP·CP dividing n) in tie-break
+ * order: TP, PP, CP, budget ascending. Returns the count (<= PLAN_LAYOUTS_MAX). */
+size_t plan_train_layouts(const struct plan_train *t, int n, struct plan_train_layout *out);
+
+/* PLAN_WHY_NONE when layout l is feasible (filling *mem when mem is not NULL), else the
+ * constraint that rejects it. */
+enum plan_why plan_train_check(const struct plan_train *t, const struct plan_train_layout *l,
+                               struct cost_train_memory *mem);
+
+/* A lower bound of plan_train_time for a feasible l, without dealing. */
+double plan_train_lb(const struct plan_train *t, const struct plan_train_layout *l);
+
+/* The step time of a feasible l: the mean over the sample's batches; *mean (may be NULL)
+ * gets the mean of every component. */
+double plan_train_time(struct plan_train *t, const struct plan_train_layout *l,
+                       struct cost_train_step *mean);
+
+/* Colocated mode: seconds to switch l's GPUs to rollout instances of TP tp and back. */
+double plan_train_switch_s(const struct plan_train *t, const struct plan_train_layout *l, int tp);
+
+#endif

@@ -1,0 +1,265 @@
+/*
+ * The planner's reference for the differential tests (test_plan_search*.c): random problems
+ * and a brute force that scores every (training layout, rollout multiset) pair of every split
+ * and keeps the least under the documented tie-break order.
+ *
+ * It shares with the planner only the per-candidate model (plan_train_check/time,
+ * plan_roll_score, plan_train_switch_s, the usable TP sizes): the enumeration of splits,
+ * layouts and multisets, the packing test (first-fit decreasing into the actual nodes), the
+ * constraints and the tie-break are written again here, naively.
+ */
+#ifndef TESTS_PLAN_BRUTE_H
+#define TESTS_PLAN_BRUTE_H
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost/shape.h"
+#include "plan/pattern.h"
+#include "plan/plan.h"
+#include "plan/roll.h"
+#include "plan/train.h"
+#include "util/rng.h"
+
+/* A random problem and everything it borrows. */
+struct brute_case {
+    struct libra_config cfg;
+    const struct spec_hardware *hw;
+    const struct spec_model *model;
+    int64_t *prompt, *gen, *tool, *turns;
+    struct plan_problem p;
+};
+
+static inline int64_t brute_pick(struct rng *r, int64_t lo, int64_t hi)
+{
+    return lo + (int64_t)rng_uniform_int(r, (uint64_t)(hi - lo + 1));
+}
+
+/* Fills c with problem number seed on at most max_gpus GPUs; settings st are shared. */
+static inline void brute_case_make(struct brute_case *c, const struct spec_presets *ps,
+                                   const struct plan_settings *st, uint64_t seed, int max_gpus)
+{
+    static const char *const models[] = {"qwen3-14b", "qwen3-14b", "qwen3-4b", "qwen3-4b",
+                                         "qwen3-32b"};
+    static const char *const pat8[] = {"1,1,2,4", "8", "4,4", "2,2,2,2"};
+    static const char *const pat4[] = {"1,1,2", "4", "2,2"};
+    struct rng r = rng_keyed(seed, 0x706c616e, 0, 0);
+    memset(c, 0, sizeof *c);
+    spec_config_defaults(&c->cfg);
+    struct libra_config *cfg = &c->cfg;
+    cfg->cluster.gpus_per_node = rng_uniform(&r) < 0.7 ? 8 : 4;
+    cfg->cluster.gpus = (int)brute_pick(&r, max_gpus / 4, max_gpus);
+    c->hw = spec_hardware_find(ps, "a800-80g");
+    c->model = spec_model_find(ps, models[rng_uniform_int(&r, 5)]);
+    cfg->rl.samples = (int)(1 << rng_uniform_int(&r, 3));
+    cfg->rl.batch_trajectories = cfg->rl.samples * (int)brute_pick(&r, 1, 24 / cfg->rl.samples);
+    cfg->rl.max_staleness = (int)brute_pick(&r, 0, 4);
+    cfg->plan.mode = rng_uniform(&r) < 0.25 ? SPEC_PLAN_COLOCATED : SPEC_PLAN_ASYNC;
+    cfg->plan.granularity_gpus = (int)(1 << rng_uniform_int(&r, cfg->cluster.gpus >= 16 ? 4 : 2));
+    int quarter = cfg->cluster.gpus / 4 > 1 ? cfg->cluster.gpus / 4 : 1;
+    cfg->plan.min_train_gpus = (int)brute_pick(&r, 1, quarter < 8 ? quarter : 8);
+    cfg->plan.min_rollout_gpus = (int)brute_pick(&r, 1, quarter < 8 ? quarter : 8);
+    cfg->plan.group_integrity = rng_uniform(&r) < 0.25;
+    cfg->plan.homogeneous_rollout = rng_uniform(&r) < 0.15;
+    cfg->plan.min_tp_sizes = rng_uniform(&r) < 0.2 ? 2 : 1;
+    cfg->plan.cp_min_seq_tokens = rng_uniform(&r) < 0.5 ? 16384 : 4096;
+    cfg->ehp.enabled = rng_uniform(&r) < 0.2;
+    if (rng_uniform(&r) < 0.1) {
+        const char *pat = cfg->cluster.gpus_per_node == 8 ? pat8[rng_uniform_int(&r, 4)]
+                                                          : pat4[rng_uniform_int(&r, 3)];
+        snprintf(cfg->plan.tp_pattern, sizeof cfg->plan.tp_pattern, "%s", pat);
+    }
+    int B = cfg->rl.batch_trajectories;
+    size_t n = (size_t)B * (size_t)brute_pick(&r, 1, 3) + (size_t)brute_pick(&r, 0, B - 1);
+    c->prompt = calloc(n, sizeof *c->prompt);
+    c->gen = calloc(n, sizeof *c->gen);
+    c->tool = calloc(n, sizeof *c->tool);
+    c->turns = calloc(n, sizeof *c->turns);
+    for (size_t i = 0; i < n; i++) {
+        c->prompt[i] = brute_pick(&r, 100, 2000);
+        c->gen[i] = (int64_t)fmin(16000.0, fmax(16.0, rng_lognormal(&r, log(800.0), 1.0)));
+        c->turns[i] = brute_pick(&r, 1, 12);
+        c->tool[i] = c->turns[i] > 1 ? brute_pick(&r, 0, 3000) : 0;
+    }
+    c->p = (struct plan_problem){.cfg = cfg, .hw = c->hw, .model = c->model, .settings = st};
+    c->p.sample = (struct plan_sample){n, c->prompt, c->gen, c->tool, c->turns};
+}
+
+static inline void brute_case_free(struct brute_case *c)
+{
+    free(c->prompt);
+    free(c->gen);
+    free(c->tool);
+    free(c->turns);
+}
+
+/* The best pair found, with the fields of the tie-break order. */
+struct brute_best {
+    bool found;
+    double obj;
+    int n_train;
+    struct plan_train_layout l;
+    int inst;
+    double roll_s;
+    int c[PLAN_NTP];
+    double space; /* pairs of structural layouts and packable multisets */
+};
+
+/* -1, 0, 1 as (obj, n_train, tp, pp, cp, budget, instances, rollout time, then more large
+ * instances) of a orders before, with or after b's. */
+static inline int brute_cmp(const struct brute_best *a, const struct brute_best *b)
+{
+#define BRUTE_CMP(x, y)                                                                            \
+    if ((x) != (y))                                                                                \
+        return (x) < (y) ? -1 : 1;
+    BRUTE_CMP(a->obj, b->obj)
+    BRUTE_CMP(a->n_train, b->n_train)
+    BRUTE_CMP(a->l.tp, b->l.tp)
+    BRUTE_CMP(a->l.pp, b->l.pp)
+    BRUTE_CMP(a->l.cp, b->l.cp)
+    BRUTE_CMP(a->l.budget_tokens, b->l.budget_tokens)
+    BRUTE_CMP(a->inst, b->inst)
+    BRUTE_CMP(a->roll_s, b->roll_s)
+    for (int t = PLAN_NTP - 1; t > 0; t--)
+        BRUTE_CMP(b->c[t], a->c[t])
+#undef BRUTE_CMP
+    return 0;
+}
+
+/* First-fit decreasing of the multiset into nodes with free[] GPUs. */
+static inline bool brute_packs(const int *free_gpus, int nodes, const int c[PLAN_NTP])
+{
+    int room[256];
+    memcpy(room, free_gpus, (size_t)nodes * sizeof *room);
+    for (int t = PLAN_NTP - 1; t >= 0; t--)
+        for (int k = 0; k < c[t]; k++) {
+            int node = 0;
+            while (node < nodes && room[node] < 1 << t)
+                node++;
+            if (node == nodes)
+                return false;
+            room[node] -= 1 << t;
+        }
+    return true;
+}
+
+/* Whether multiset c (class cls) meets the rollout constraints on these nodes. */
+static inline bool brute_rollout_ok(const struct brute_case *bc, const struct plan_roll *roll,
+                                    const int *free_gpus, int nodes, const int c[PLAN_NTP])
+{
+    const struct spec_plan_config *pc = &bc->cfg.plan;
+    int sizes = 0, top = -1;
+    for (int t = 0; t < PLAN_NTP; t++)
+        if (c[t] > 0) {
+            if (!roll->usable[t])
+                return false;
+            sizes++;
+            top = t;
+        }
+    if (!roll->fits_all[top] || sizes < pc->min_tp_sizes || (pc->homogeneous_rollout && sizes != 1))
+        return false;
+    int pat[PLAN_NTP], pat_gpus;
+    plan_pattern_parse(pc->tp_pattern, "test", pat, &pat_gpus, NULL);
+    if (!pat_gpus)
+        return true;
+    int rollout_nodes = 0;
+    for (int i = 0; i < nodes; i++) {
+        if (free_gpus[i] != 0 && free_gpus[i] != bc->cfg.cluster.gpus_per_node)
+            return false;
+        rollout_nodes += free_gpus[i] != 0;
+    }
+    for (int t = 0; t < PLAN_NTP; t++)
+        if (c[t] != rollout_nodes * pat[t])
+            return false;
+    return true;
+}
+
+/* Scores every pair of one split, updating best. */
+static inline void brute_split(const struct brute_case *bc, struct plan_roll *roll,
+                               struct plan_train *train, int n_train, bool colocated,
+                               struct brute_best *best)
+{
+    int N = bc->cfg.cluster.gpus, G = bc->cfg.cluster.gpus_per_node, nodes = (N + G - 1) / G;
+    int n_roll = colocated ? N : N - n_train, free_gpus[256];
+    for (int i = 0; i < nodes; i++) {
+        int size = N - i * G < G ? N - i * G : G, taken = colocated ? 0 : n_train - i * G;
+        taken = taken < 0 ? 0 : taken > size ? size : taken;
+        free_gpus[i] = size - taken;
+    }
+    int cps = train->longest > bc->cfg.plan.cp_min_seq_tokens ? 4 : 1;
+    struct plan_train_layout ls[PLAN_LAYOUTS_MAX];
+    double tt[PLAN_LAYOUTS_MAX];
+    int nl = 0, structural = 0;
+    for (int tp = 1; tp <= 8; tp *= 2)
+        for (int pp = 1; pp <= 8; pp *= 2)
+            for (int cp = 1; cp <= cps; cp *= 2)
+                for (int bi = 0; bi < PLAN_BUDGETS; bi++) {
+                    if (n_train % (tp * pp * cp) != 0)
+                        continue;
+                    structural++;
+                    struct plan_train_layout l = {tp, pp, cp, n_train / (tp * pp * cp),
+                                                  plan_budgets[bi]};
+                    if (plan_train_check(train, &l, NULL) == PLAN_WHY_NONE) {
+                        ls[nl] = l;
+                        tt[nl++] = plan_train_time(train, &l, NULL);
+                    }
+                }
+    for (int c8 = 0; 8 * c8 <= n_roll; c8++)
+        for (int c4 = 0; 8 * c8 + 4 * c4 <= n_roll; c4++)
+            for (int c2 = 0; 8 * c8 + 4 * c4 + 2 * c2 <= n_roll; c2++) {
+                int c[PLAN_NTP] = {n_roll - 8 * c8 - 4 * c4 - 2 * c2, c2, c4, c8};
+                if (!brute_packs(free_gpus, nodes, c))
+                    continue;
+                best->space += structural;
+                if (!brute_rollout_ok(bc, roll, free_gpus, nodes, c))
+                    continue;
+                struct plan_roll_score sc;
+                plan_roll_score(roll, c, colocated, NAN, &sc);
+                for (int i = 0; i < nl; i++) {
+                    struct brute_best cand = {
+                        .found = true, .n_train = n_train, .l = ls[i], .roll_s = sc.t_s};
+                    double sw = 0.0;
+                    for (int t = 0; t < PLAN_NTP; t++) {
+                        cand.c[t] = c[t];
+                        cand.inst += c[t];
+                        if (colocated && c[t] > 0)
+                            sw = fmax(sw, plan_train_switch_s(train, &ls[i], 1 << t));
+                    }
+                    cand.obj = colocated ? sc.t_s + (tt[i] + sw) : fmax(tt[i], sc.t_s);
+                    if (!isinf(cand.obj) && (!best->found || brute_cmp(&cand, best) < 0)) {
+                        cand.space = best->space;
+                        *best = cand;
+                    }
+                }
+            }
+}
+
+/* The brute-force optimum of bc. */
+static inline void brute_solve(const struct brute_case *bc, struct brute_best *best)
+{
+    const struct libra_config *cfg = &bc->cfg;
+    struct cost_shape sh;
+    cost_shape_init(&sh, bc->model);
+    struct plan_roll roll;
+    struct plan_train train;
+    plan_roll_init(&roll, &bc->p.sample, &sh, bc->hw, bc->p.settings, cfg->rl.batch_trajectories,
+                   cfg->rl.max_staleness + 1, cfg->cluster.gpus_per_node);
+    plan_train_init(&train, &bc->p.sample, &sh, bc->hw, bc->p.settings, cfg);
+    memset(best, 0, sizeof *best);
+    int N = cfg->cluster.gpus;
+    const struct spec_plan_config *pc = &cfg->plan;
+    if (cfg->plan.mode == SPEC_PLAN_COLOCATED) {
+        if (N % pc->granularity_gpus == 0 && N >= pc->min_train_gpus && N >= pc->min_rollout_gpus)
+            brute_split(bc, &roll, &train, N, true, best);
+    } else {
+        for (int n = 1; n < N; n++)
+            if (n % pc->granularity_gpus == 0 && n >= pc->min_train_gpus &&
+                N - n >= pc->min_rollout_gpus)
+                brute_split(bc, &roll, &train, n, false, best);
+    }
+    plan_roll_free(&roll);
+    plan_train_free(&train);
+}
+
+#endif

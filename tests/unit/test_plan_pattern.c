@@ -1,0 +1,64 @@
+/* Tests of the plan.tp_pattern parser (src/plan/pattern.c). */
+#include "testutil.h"
+
+#include <string.h>
+
+#include "plan/pattern.h"
+
+static void parses(const char *text, int c1, int c2, int c4, int c8, int gpus)
+{
+    int c[PLAN_NTP], g;
+    struct libra_error err = {0};
+    int rc = plan_pattern_parse(text, "plan.tp_pattern", c, &g, &err);
+    if (rc)
+        print_error("'%s': %s\n", text, err.msg);
+    assert_int_equal(rc, 0);
+    assert_int_equal(c[0], c1);
+    assert_int_equal(c[1], c2);
+    assert_int_equal(c[2], c4);
+    assert_int_equal(c[3], c8);
+    assert_int_equal(g, gpus);
+}
+
+static void fails(const char *text, int col, const char *needle)
+{
+    int c[PLAN_NTP], g;
+    struct libra_error err = {0};
+    assert_int_equal(plan_pattern_parse(text, "plan.tp_pattern", c, &g, &err), LIBRA_EINVAL);
+    if (err.col != col || !strstr(err.msg, needle))
+        print_error("'%s': col %d '%s', want col %d '%s'\n", text, err.col, err.msg, col, needle);
+    assert_int_equal(err.col, col);
+    assert_non_null(strstr(err.msg, needle));
+    assert_string_equal(err.file, "plan.tp_pattern");
+}
+
+static void test_valid(void **state)
+{
+    parses("", 0, 0, 0, 0, 0);
+    parses("   ", 0, 0, 0, 0, 0);
+    parses("1,1,2,4", 2, 1, 1, 0, 8);
+    parses(" tp8 ", 0, 0, 0, 1, 8);
+    parses("TP2 , tp2,2 ,2", 0, 4, 0, 0, 8);
+    parses("1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1", 16, 0, 0, 0, 16);
+}
+
+static void test_invalid(void **state)
+{
+    fails("3", 1, "expected a TP size");
+    fails("1,16", 3, "expected a TP size");
+    fails("1,,2", 3, "expected a TP size");
+    fails("1,2,", 5, "expected a TP size");
+    fails("1 2", 3, "expected ','");
+    fails("tp", 1, "expected a TP size");
+    fails("-1", 1, "expected a TP size");
+    fails("1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1", 33, "more than 16");
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_valid),
+        cmocka_unit_test(test_invalid),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,310 @@
+/*
+ * Tests of the planner's search (src/plan/search.c and plan.c): the plan equals a brute force
+ * over every feasible configuration on random small clusters, invariants hold on random
+ * larger ones, bad input is refused and infeasible problems name their constraint.
+ */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/plan.h"
+#include "plan_brute.h"
+#include "spec/bucket.h"
+
+static struct spec_presets presets;
+static struct plan_settings settings;
+
+static int setup(void **state)
+{
+    struct libra_error err;
+    if (spec_presets_init(&presets, &err) != 0)
+        return -1;
+    plan_settings_default(&settings, spec_hardware_find(&presets, "a800-80g"));
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    spec_presets_free(&presets);
+    return 0;
+}
+
+static void solve_ok(const struct plan_problem *p, struct plan_result *r)
+{
+    struct libra_error err = {0};
+    int rc = plan_solve(p, r, &err);
+    if (rc)
+        print_error("plan_solve: %s\n", err.msg);
+    assert_int_equal(rc, 0);
+}
+
+static void describe(uint64_t seed, const struct brute_case *bc, const struct plan_result *r,
+                     const struct brute_best *b)
+{
+    const struct libra_config *c = &bc->cfg;
+    print_error("seed %llu: %d GPUs (%d/node) %s B=%d n=%d k=%d gran=%d min %d/%d groups=%d "
+                "homog=%d min_tp=%d ehp=%d pattern='%s' sample=%zu\n",
+                (unsigned long long)seed, c->cluster.gpus, c->cluster.gpus_per_node,
+                bc->model->name, c->rl.batch_trajectories, c->rl.samples, c->rl.max_staleness,
+                c->plan.granularity_gpus, c->plan.min_train_gpus, c->plan.min_rollout_gpus,
+                c->plan.group_integrity, c->plan.homogeneous_rollout, c->plan.min_tp_sizes,
+                c->ehp.enabled, c->plan.tp_pattern, bc->p.sample.n);
+    print_error("  plan : feasible %d obj %.17g n_train %d tp%d pp%d cp%d b%d counts %d %d %d %d\n",
+                r->feasible, r->step_s, r->n_train, r->train.tp, r->train.pp, r->train.cp,
+                r->train.budget_tokens, r->counts[0], r->counts[1], r->counts[2], r->counts[3]);
+    print_error("  brute: feasible %d obj %.17g n_train %d tp%d pp%d cp%d b%d counts %d %d %d %d\n",
+                b->found, b->obj, b->n_train, b->l.tp, b->l.pp, b->l.cp, b->l.budget_tokens,
+                b->c[0], b->c[1], b->c[2], b->c[3]);
+}
+
+/* The plan of case seed equals the brute force's, objective and tie-break both. */
+static void check_differential(uint64_t seed, int max_gpus)
+{
+    struct brute_case bc;
+    brute_case_make(&bc, &presets, &settings, seed, max_gpus);
+    struct plan_result r;
+    solve_ok(&bc.p, &r);
+    struct brute_best b;
+    brute_solve(&bc, &b);
+    bool same = r.feasible == b.found && r.stats.space == b.space;
+    if (same && b.found) {
+        same = fabs(r.step_s - b.obj) <= 1e-9 * b.obj && r.n_train == b.n_train &&
+               r.train.tp == b.l.tp && r.train.pp == b.l.pp && r.train.cp == b.l.cp &&
+               r.train.budget_tokens == b.l.budget_tokens && memcmp(r.counts, b.c, sizeof b.c) == 0;
+    }
+    if (!same) {
+        describe(seed, &bc, &r, &b);
+        print_error("  space: plan %.0f brute %.0f\n", r.stats.space, b.space);
+    }
+    assert_true(same);
+    assert_false(r.stats.stopped);
+    assert_true(r.stats.gap == 0.0);
+    plan_result_free(&r);
+    brute_case_free(&bc);
+}
+
+static void test_differential_small_clusters(void **state)
+{
+    for (uint64_t seed = 1; seed <= 160; seed++)
+        check_differential(seed, 32);
+}
+
+/* ---- invariants ----------------------------------------------------------------------------- */
+
+static void check_placement(const struct plan_result *r)
+{
+    int train = 0, instances = 0, gpus_of[PLAN_NTP] = {0};
+    for (int g = 0; g < r->gpus; g++) {
+        const struct plan_gpu *u = &r->gpu[g];
+        assert_int_equal(u->node, g / r->gpus_per_node);
+        train += u->role == PLAN_ROLE_TRAIN;
+        if (u->instance < 0) {
+            assert_true(u->role == PLAN_ROLE_TRAIN && !r->colocated);
+            continue;
+        }
+        int t = __builtin_ctz((unsigned)u->instance_tp);
+        gpus_of[t]++;
+        /* an instance's GPUs are contiguous and inside one node */
+        bool first = g == 0 || r->gpu[g - 1].instance != u->instance;
+        if (first) {
+            instances++;
+            for (int k = 1; k < u->instance_tp; k++) {
+                assert_int_equal(r->gpu[g + k].instance, u->instance);
+                assert_int_equal(r->gpu[g + k].node, u->node);
+            }
+        }
+    }
+    assert_int_equal(train, r->colocated ? r->gpus : r->n_train);
+    assert_int_equal(instances, r->instances);
+    for (int t = 0; t < PLAN_NTP; t++)
+        assert_int_equal(gpus_of[t], r->counts[t] << t);
+}
+
+static void check_invariants(const struct brute_case *bc, const struct plan_result *r)
+{
+    const struct libra_config *c = &bc->cfg;
+    if (!r->feasible) {
+        assert_int_not_equal(r->why, PLAN_WHY_NONE);
+        return;
+    }
+    int rollout = 0, sizes = 0;
+    for (int t = 0; t < PLAN_NTP; t++) {
+        rollout += r->counts[t] << t;
+        sizes += r->counts[t] > 0;
+    }
+    assert_int_equal(rollout, r->n_rollout);
+    assert_int_equal(r->train.tp * r->train.pp * r->train.cp * r->train.dp, r->n_train);
+    if (r->colocated) {
+        assert_int_equal(r->n_train, c->cluster.gpus);
+        assert_int_equal(r->n_rollout, c->cluster.gpus);
+        assert_true(r->step_s == r->rollout_s + (r->train_s + r->switch_s));
+    } else {
+        assert_int_equal(r->n_train + r->n_rollout, c->cluster.gpus);
+        assert_true(r->n_rollout >= c->plan.min_rollout_gpus);
+        assert_true(r->step_s == fmax(r->train_s, r->rollout_s));
+        assert_true(r->f_stale >= 0.0 && r->f_stale <= 1.0);
+    }
+    assert_int_equal(r->n_train % c->plan.granularity_gpus, 0);
+    assert_true(r->n_train >= c->plan.min_train_gpus);
+    assert_true(sizes >= c->plan.min_tp_sizes);
+    if (c->plan.homogeneous_rollout)
+        assert_int_equal(sizes, 1);
+    if (c->ehp.enabled)
+        assert_true(r->train.tp * r->train.pp * r->train.cp <= c->cluster.gpus_per_node);
+    if (c->plan.group_integrity)
+        assert_int_equal(c->rl.batch_trajectories % (r->train.dp * c->rl.samples), 0);
+    assert_true(r->train_mem.fits);
+    assert_int_equal(spec_bucket_validate(&r->layout, NULL), 0);
+    int in_buckets = 0;
+    for (int i = 0; i < r->layout.n; i++)
+        for (int k = 0; k < r->layout.bucket[i].n_tp; k++)
+            in_buckets += r->layout.bucket[i].instances[k];
+    assert_int_equal(in_buckets, r->instances);
+    size_t covered = 0;
+    for (int i = 0; i < r->n_bands; i++)
+        covered += r->band[i].last - r->band[i].first;
+    assert_int_equal(covered, bc->p.sample.n);
+    check_placement(r);
+}
+
+static void check_stats(const struct plan_result *r)
+{
+    const struct plan_stats *s = &r->stats;
+    assert_true(s->train_scored + s->train_pruned == s->train_space);
+    assert_true(s->rollout_scored + s->rollout_pruned == s->rollout_space);
+    assert_true(s->train_scored <= s->train_space && s->rollout_scored <= s->rollout_space);
+    assert_true(s->space >= s->rollout_space || s->train_space == 0);
+}
+
+static void test_invariants_random(void **state)
+{
+    for (uint64_t seed = 1000; seed < 1060; seed++) {
+        struct brute_case bc;
+        brute_case_make(&bc, &presets, &settings, seed, 128);
+        struct plan_result r;
+        solve_ok(&bc.p, &r);
+        check_invariants(&bc, &r);
+        check_stats(&r);
+        plan_result_free(&r);
+        brute_case_free(&bc);
+    }
+}
+
+/* ---- bad input and infeasible problems ------------------------------------------------------ */
+
+/* A fixed, feasible case to vary. */
+static void base_case(struct brute_case *bc)
+{
+    brute_case_make(bc, &presets, &settings, 7, 32);
+    struct libra_config *c = &bc->cfg;
+    c->cluster.gpus = 32;
+    c->cluster.gpus_per_node = 8;
+    c->plan = (struct spec_plan_config){.mode = SPEC_PLAN_ASYNC,
+                                        .time_limit_s = 10,
+                                        .min_train_gpus = 8,
+                                        .min_rollout_gpus = 8,
+                                        .granularity_gpus = 8,
+                                        .cp_min_seq_tokens = 16384,
+                                        .min_tp_sizes = 1};
+    c->ehp.enabled = false;
+}
+
+static void expect_einval(struct brute_case *bc, const char *needle)
+{
+    struct plan_result r;
+    struct libra_error err = {0};
+    assert_int_equal(plan_solve(&bc->p, &r, &err), LIBRA_EINVAL);
+    if (!strstr(err.msg, needle))
+        print_error("message '%s' lacks '%s'\n", err.msg, needle);
+    assert_non_null(strstr(err.msg, needle));
+    plan_result_free(&r);
+}
+
+static void test_bad_input(void **state)
+{
+    struct brute_case bc;
+    base_case(&bc);
+    bc.p.sample.n = (size_t)bc.cfg.rl.batch_trajectories - 1;
+    expect_einval(&bc, "fewer than one batch");
+    bc.p.sample.n = (size_t)bc.cfg.rl.batch_trajectories;
+    bc.gen[3] = 0;
+    expect_einval(&bc, "trajectory 3");
+    bc.gen[3] = 100;
+    bc.tool[2] = -1;
+    expect_einval(&bc, "trajectory 2");
+    bc.tool[2] = 0;
+    snprintf(bc.cfg.plan.tp_pattern, sizeof bc.cfg.plan.tp_pattern, "1,3");
+    expect_einval(&bc, "plan.tp_pattern");
+    snprintf(bc.cfg.plan.tp_pattern, sizeof bc.cfg.plan.tp_pattern, "4,2");
+    expect_einval(&bc, "a node has 8");
+    brute_case_free(&bc);
+}
+
+static void expect_infeasible(struct brute_case *bc, enum plan_why why)
+{
+    struct plan_result r;
+    solve_ok(&bc->p, &r);
+    assert_false(r.feasible);
+    if (r.why != why)
+        print_error("why: %s\n", plan_why_text(r.why));
+    assert_int_equal(r.why, why);
+    plan_result_free(&r);
+}
+
+static void test_infeasible_names_constraint(void **state)
+{
+    struct brute_case bc;
+    base_case(&bc);
+    bc.cfg.plan.min_train_gpus = 28;
+    expect_infeasible(&bc, PLAN_WHY_SPLIT);
+    bc.cfg.plan.min_train_gpus = 8;
+    bc.cfg.plan.min_tp_sizes = 2;
+    bc.cfg.plan.homogeneous_rollout = true;
+    expect_infeasible(&bc, PLAN_WHY_HOMOGENEOUS);
+    bc.cfg.plan.homogeneous_rollout = false;
+    bc.cfg.plan.min_tp_sizes = 4;
+    bc.cfg.cluster.gpus_per_node = 2;
+    bc.cfg.plan.granularity_gpus = 2;
+    expect_infeasible(&bc, PLAN_WHY_TP_SIZES);
+    brute_case_free(&bc);
+}
+
+/* A budget that stops at once returns the best so far with a proven gap, or no plan. */
+static bool stop_now(void *arg)
+{
+    (void)arg;
+    return true;
+}
+
+static void test_budget_stop(void **state)
+{
+    struct brute_case bc;
+    base_case(&bc);
+    bc.cfg.cluster.gpus = 96;
+    bc.p.should_stop = stop_now;
+    struct plan_result r;
+    solve_ok(&bc.p, &r);
+    if (r.feasible) {
+        assert_true(r.stats.stopped);
+        assert_true(r.stats.gap >= 0.0);
+    } else {
+        assert_int_equal(r.why, PLAN_WHY_BUDGET_STOP);
+    }
+    plan_result_free(&r);
+    brute_case_free(&bc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_differential_small_clusters),
+        cmocka_unit_test(test_invariants_random),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_infeasible_names_constraint),
+        cmocka_unit_test(test_budget_stop),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
