@@ -10,6 +10,8 @@ const struct cli_command cli_commands[] = {
      "libra trace validate|stats|import|gen [FILE...] [flags]", cmd_trace},
     {"cost", "print the cost model's answers for a hardware and model",
      "libra cost [CONFIG] [flags] | libra cost calibration", cmd_cost},
+    {"plan", "plan the training/rollout split, layouts and rollout instances",
+     "libra plan [CONFIG] [--gpus N] [--mode colocated|async] [--json] [flags]", cmd_plan},
     {"route", "evaluate turn routers (C-MLFQ and baselines) on a trace",
      "libra route eval TRACE [--policy NAME|all] [--buckets SPEC] [--train-steps K] [flags]",
      cmd_route},

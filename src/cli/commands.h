@@ -12,6 +12,7 @@ int cmd_trace(int argc, char **argv);
 int cmd_trace_gen(int argc, char **argv);
 
 int cmd_cost(int argc, char **argv);  /* cmd_cost.c */
+int cmd_plan(int argc, char **argv);  /* cmd_plan.c */
 int cmd_route(int argc, char **argv); /* cmd_route.c */
 
 #endif

@@ -1,0 +1,114 @@
+"""End-to-end tests of `libra plan` (docs/cli.md, docs/planner.md): the default plan, its JSON
+document, infeasible and bad input, a trace as the length sample, determinism.
+
+Needs LIBRA_BIN (the built binary) and LIBRA_SOURCE_DIR.
+"""
+
+import json
+import os
+import re
+import subprocess
+
+LIBRA = os.environ["LIBRA_BIN"]
+
+
+def run(*args):
+    return subprocess.run([LIBRA, *args], capture_output=True, text=True, timeout=120)
+
+
+def plan_json(*args):
+    r = run("plan", "--json", *args)
+    assert r.returncode in (0, 1), r.stderr
+    return r, json.loads(r.stdout)
+
+
+def test_default_plan_is_feasible_and_printed():
+    r = run("plan")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert out.startswith("48 × a800-80g (8 per node), qwen3-14b, async, batch 32")
+    for needle in ("step time", "training ", "rollout ", "buckets ", "nodes (GPU: role)",
+                   "optimality gap 0 % (proven optimal)"):
+        assert needle in out, needle
+    assert re.search(r"libra: plan: searched in [0-9.]+ ms", r.stderr)
+
+
+def test_json_document_is_consistent():
+    r, doc = plan_json()
+    assert r.returncode == 0
+    assert doc["schema"] == "libra.plan/1"
+    assert re.fullmatch(r"[0-9a-f]{16}", doc["config_digest"])
+    assert doc["seed"] == 1 and doc["libra_version"]
+    assert doc["feasible"] and doc["mode"] == "async"
+    obj, train, roll = doc["objective"], doc["train"], doc["rollout"]
+    assert obj["step_s"] == max(obj["train_s"], obj["rollout_s"])
+    assert train["gpus"] + roll["gpus"] == doc["gpus"] == 48
+    assert train["gpus"] == train["tp"] * train["pp"] * train["cp"] * train["dp"]
+    tp_gpus = sum(int(k[2:]) * v for k, v in roll["instances"].items())
+    assert tp_gpus == roll["gpus"]
+    search = doc["search"]
+    assert search["gap"] == 0 and not search["stopped"]
+    assert search["train_scored"] + search["train_pruned"] == search["train_space"]
+    assert search["rollout_scored"] + search["rollout_pruned"] == search["rollout_space"]
+    roles = [g["role"] for node in doc["placement"] for g in node["gpus"]]
+    assert roles.count("train") == train["gpus"] and roles.count("rollout") == roll["gpus"]
+    # the buckets' text form parses back to the JSON form's instances
+    counts = {}
+    for part in roll["buckets_text"].split(","):
+        for tp in part.split(":")[0].split("+"):
+            size, n = re.fullmatch(r"tp(\d)x(\d+)", tp).groups()
+            counts[size] = counts.get(size, 0) + int(n)
+    assert sum(counts.values()) == roll["instance_count"]
+
+
+def test_same_input_same_output():
+    a, b = run("plan", "--json", "--gpus", "64"), run("plan", "--json", "--gpus", "64")
+    assert a.returncode == 0 and a.stdout == b.stdout
+
+
+def test_colocated_uses_every_gpu_for_both():
+    r, doc = plan_json("--mode", "colocated", "--gpus", "16")
+    assert r.returncode == 0, r.stderr
+    assert doc["mode"] == "colocated"
+    assert doc["train"]["gpus"] == doc["rollout"]["gpus"] == 16
+    obj = doc["objective"]
+    assert abs(obj["step_s"] - (obj["rollout_s"] + obj["train_s"] + obj["switch_s"])) < 1e-9 * obj["step_s"]
+
+
+def test_homogeneous_reports_the_heterogeneous_gain():
+    r = run("plan", "--set", "plan.homogeneous_rollout=true")
+    assert r.returncode == 0, r.stderr
+    assert "a heterogeneous fleet would take" in r.stdout
+    _, doc = plan_json("--set", "plan.homogeneous_rollout=true")
+    assert len([n for n in doc["rollout"]["instances"].values() if n]) == 1
+    assert doc["heterogeneous"]["gain"] >= 0
+
+
+def test_infeasible_names_the_constraint_and_exits_1():
+    r = run("plan", "--gpus", "8")
+    assert r.returncode == 1
+    assert "libra: plan: no feasible plan: plan.min_train_gpus" in r.stderr
+    r, doc = plan_json("--gpus", "8")
+    assert r.returncode == 1 and doc["feasible"] is False and "min_train_gpus" in doc["why"]
+
+
+def test_bad_input_exits_2():
+    for args, needle in ((["--mode", "sideways"], "--mode"),
+                         (["--set", "plan.tp_pattern=1,3"], "plan.tp_pattern:1:3"),
+                         (["--set", "plan.tp_pattern=4,2"], "a node has 8"),
+                         (["--gpus", "0"], "--gpus")):
+        r = run("plan", *args)
+        assert r.returncode == 2, (args, r.stderr)
+        assert needle in r.stderr, (args, r.stderr)
+        assert r.stdout == ""
+
+
+def test_trace_as_length_sample(tmp_path):
+    trace = tmp_path / "r2e.jsonl"
+    r = run("trace", "gen", "r2e-gym", "--steps", "4", "--batch", "32", "-o", str(trace))
+    assert r.returncode == 0, r.stderr
+    r = run("plan", "--trace", str(trace))
+    assert r.returncode == 0, r.stderr
+    assert f"length sample: trace {trace}, 128 trajectories (4 batches)" in r.stdout
+    r = run("plan", "--trace", str(tmp_path / "missing.jsonl"))
+    assert r.returncode == 3
