@@ -32,7 +32,8 @@
 
 static const char help[] =
     "usage: libra route eval TRACE [--policy NAME|all] [--buckets SPEC] [--train-steps K]\n"
-    "                              [--placebo] [--json] [-o FILE] [flags]\n"
+    "                              [--min-visits N] [--truncated censored|exact] [--placebo]\n"
+    "                              [--json] [-o FILE] [flags]\n"
     "\n"
     "Replays every turn of TRACE (docs/trace-format.md) through the routers and scores their\n"
     "bucket choices (docs/routing.md). Steps 1..K only train the prefix trees and the\n"
@@ -51,6 +52,9 @@ static const char help[] =
     "  --buckets SPEC     bucket layout, e.g. tp1:4000,tp2:12000,tp4:30000 (default:\n"
     "                     sched.buckets, else the reference layout of the trace's workload)\n"
     "  --train-steps K    steps that only train (default 1)\n"
+    "  --min-visits N     visits a tree node needs before C-MLFQ acts on it (default 1)\n"
+    "  --truncated HOW    censored (default: truncated trajectories are lower bounds, spec\n"
+    "                     §5) or exact (their remaining tokens taken as they are)\n"
     "  --placebo          also run C-MLFQ on the trace with tool returns shuffled among\n"
     "                     trajectories of the same turn depth, and a tree that sees only the\n"
     "                     turn count; exit 1 unless the two are within 1 point of accuracy\n";
@@ -59,6 +63,8 @@ struct route_flags {
     const char *policy;
     const char *buckets;
     int64_t train_steps;
+    int64_t min_visits;
+    bool truncated_exact; /* learn truncated trajectories as exact, not censored */
     bool placebo;
 };
 
@@ -115,13 +121,13 @@ static int sched_status_of(enum trace_tool_status s)
 
 /* Converts one record: a gateway sees the tool name, the payload size and the status. */
 static void add_traj(struct ev_trace *ev, const struct sched_obs_config *oc,
-                     const struct trace_traj *t)
+                     const struct trace_traj *t, bool truncated_exact)
 {
     struct ev_traj x = {.step = t->step,
                         .prompt = t->prompt_id,
                         .epoch = t->epoch,
                         .order = ev->trajs.n,
-                        .censored = t->finish == TRACE_FINISH_TRUNCATED ||
+                        .censored = (t->finish == TRACE_FINISH_TRUNCATED && !truncated_exact) ||
                                     t->finish == TRACE_FINISH_ABORTED,
                         .turn = ev->turns.n,
                         .n_turns = t->n_turns};
@@ -176,7 +182,7 @@ static void index_steps(struct ev_trace *ev)
     map_free(&first_step);
 }
 
-static int load_trace(const char *path, struct ev_trace *ev)
+static int load_trace(const char *path, bool truncated_exact, struct ev_trace *ev)
 {
     struct trace_reader *r;
     struct libra_error err = {0};
@@ -191,7 +197,7 @@ static int load_trace(const char *path, struct ev_trace *ev)
         struct sched_obs_config oc;
         sched_obs_defaults(&oc, h->workload, h->model);
         while ((rc = trace_reader_next(r, &t, &err)) == 1)
-            add_traj(ev, &oc, t);
+            add_traj(ev, &oc, t, truncated_exact);
     }
     trace_reader_close(r);
     if (rc < 0) {
@@ -246,11 +252,12 @@ struct arm {
 };
 
 static int arm_init(struct arm *a, const char *name, enum sched_policy p,
-                    const struct spec_bucket_layout *l)
+                    const struct spec_bucket_layout *l, uint32_t min_visits)
 {
     struct sched_router_config c;
     sched_router_config_default(&c, p, l);
     c.depth_only = a->depth_only;
+    c.min_visits = min_visits;
     snprintf(a->name, sizeof a->name, "%s", name);
     a->policy = p;
     a->model = p == SCHED_CMLFQ || p == SCHED_PREDICTOR ? sched_model_new(NULL) : NULL;
@@ -409,21 +416,31 @@ static json_t *arm_json(const struct arm *a)
     return o;
 }
 
-static json_t *placebo_json(const struct arm *shuffled, const struct arm *depth, bool *within)
+static json_t *accuracy_json(double x)
 {
-    double x = sched_metrics_accuracy(shuffled->metrics);
-    double y = sched_metrics_accuracy(depth->metrics);
-    double n = (double)sched_metrics_decisions(shuffled->metrics);
+    return isnan(x) ? json_null() : json_real(x);
+}
+
+/* The placebo verdict from the last three arms: cmlfq, cmlfq_shuffled, depth_only. */
+static json_t *placebo_json(const struct arm *three, bool *within)
+{
+    double real = sched_metrics_accuracy(three[0].metrics);
+    double x = sched_metrics_accuracy(three[1].metrics);
+    double y = sched_metrics_accuracy(three[2].metrics);
+    double n = (double)sched_metrics_decisions(three[1].metrics);
     double diff = fabs(x - y);
     /* binomial standard error of the difference of two accuracies over n decisions each */
     double se = sqrt((x * (1 - x) + y * (1 - y)) / n);
     *within = !(diff > PLACEBO_TOLERANCE); /* no decisions at all: nothing to refute */
-    return json_pack("{s:o,s:o,s:o,s:o,s:f,s:b}", "cmlfq_shuffled_accuracy",
-                     isnan(x) ? json_null() : json_real(x), "depth_only_accuracy",
-                     isnan(y) ? json_null() : json_real(y), "difference_points",
-                     isnan(diff) ? json_null() : json_real(100.0 * diff), "standard_error_points",
-                     isnan(se) ? json_null() : json_real(100.0 * se), "tolerance_points",
-                     100.0 * PLACEBO_TOLERANCE, "within_tolerance", *within);
+    json_t *o = json_object();
+    json_object_set_new(o, "cmlfq_accuracy", accuracy_json(real));
+    json_object_set_new(o, "cmlfq_shuffled_accuracy", accuracy_json(x));
+    json_object_set_new(o, "depth_only_accuracy", accuracy_json(y));
+    json_object_set_new(o, "difference_points", accuracy_json(100.0 * diff));
+    json_object_set_new(o, "standard_error_points", accuracy_json(100.0 * se));
+    json_object_set_new(o, "tolerance_points", json_real(100.0 * PLACEBO_TOLERANCE));
+    json_object_set_new(o, "within_tolerance", json_boolean(*within));
+    return o;
 }
 
 /* A metric as text: "  -  " when null. */
@@ -476,14 +493,17 @@ static char *text_report(const json_t *doc)
     const json_t *pl = json_object_get(doc, "placebo");
     if (pl)
         fprintf(out,
-                "placebo: C-MLFQ on shuffled returns %.1f%%, depth-only tree %.1f%% (standard "
-                "error of the difference %.1f points): %s\n",
+                "placebo: C-MLFQ %.1f%% on the real returns, %.1f%% on shuffled ones, depth-only "
+                "tree %.1f%%;\nshuffled vs depth-only: %.1f points apart (standard error %.1f): "
+                "%s\n",
+                100 * json_number_value(json_object_get(pl, "cmlfq_accuracy")),
                 100 * json_number_value(json_object_get(pl, "cmlfq_shuffled_accuracy")),
                 100 * json_number_value(json_object_get(pl, "depth_only_accuracy")),
+                json_number_value(json_object_get(pl, "difference_points")),
                 json_number_value(json_object_get(pl, "standard_error_points")),
                 json_is_true(json_object_get(pl, "within_tolerance"))
-                    ? "within 1 point (the signal comes from tool returns)"
-                    : "more than 1 point apart (FAILED)");
+                    ? "within 1 point"
+                    : "more than 1 point (FAILED)");
     fclose(out);
     return text;
 }
@@ -506,7 +526,8 @@ static int resolve_layout(const struct route_flags *f, const struct libra_config
     return 0;
 }
 
-/* Sets up the arms the flags ask for. Returns the count, or -1 after an error. */
+/* Sets up the arms the flags ask for (--placebo: cmlfq, cmlfq_shuffled and depth_only last).
+ * Returns the count, or -1 after an error. */
 static int make_arms(const struct route_flags *f, const struct spec_bucket_layout *l,
                      struct arm *arms)
 {
@@ -519,15 +540,21 @@ static int make_arms(const struct route_flags *f, const struct spec_bucket_layou
                    f->policy);
         return -1;
     }
-    for (int p = 0; p < SCHED_POLICY_COUNT; p++)
-        if ((all || (int)one == p) && arm_init(&arms[n++], sched_policy_name(p), p, l))
+    uint32_t mv = (uint32_t)f->min_visits;
+    for (int p = 0; p < SCHED_POLICY_COUNT; p++) {
+        bool placebo_cmlfq = f->placebo && p == SCHED_CMLFQ; /* placed with its controls */
+        if ((all || (int)one == p) && !placebo_cmlfq &&
+            arm_init(&arms[n++], sched_policy_name(p), p, l, mv))
             return -1;
+    }
     if (f->placebo) {
+        if (arm_init(&arms[n++], "cmlfq", SCHED_CMLFQ, l, mv))
+            return -1;
         arms[n].shuffled = true;
-        if (arm_init(&arms[n++], "cmlfq_shuffled", SCHED_CMLFQ, l))
+        if (arm_init(&arms[n++], "cmlfq_shuffled", SCHED_CMLFQ, l, mv))
             return -1;
         arms[n].depth_only = true;
-        if (arm_init(&arms[n++], "depth_only", SCHED_CMLFQ, l))
+        if (arm_init(&arms[n++], "depth_only", SCHED_CMLFQ, l, mv))
             return -1;
     }
     return n;
@@ -542,7 +569,7 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     struct spec_bucket_layout l;
     int n_arms = 0, rc = cli_common_load(cc, NULL, &p, &cfg);
     if (rc == 0)
-        rc = load_trace(path, &ev);
+        rc = load_trace(path, f->truncated_exact, &ev);
     if (rc == 0)
         rc = resolve_layout(f, &cfg, &ev, &l);
     int64_t steps = (int64_t)ev.step_start.n - 1;
@@ -572,14 +599,16 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
         json_object_set_new(doc, "train_steps", json_integer(f->train_steps));
         json_object_set_new(doc, "eval_steps", json_integer(steps - f->train_steps));
         json_object_set_new(doc, "rebuild_interval", json_integer(cfg.sched.rebuild_interval));
+        json_object_set_new(doc, "min_visits", json_integer(f->min_visits));
+        json_object_set_new(doc, "truncated",
+                            json_string(f->truncated_exact ? "exact" : "censored"));
         json_object_set_new(doc, "policies", pol);
         json_object_set_new(doc, "not_measured",
                             json_string("load- and time-dependent behaviour (load_balance's "
                                         "choices, la_mlfq's scout wait, makespan): libra sim"));
         bool within = true;
         if (f->placebo)
-            json_object_set_new(doc, "placebo",
-                                placebo_json(&arms[n_arms - 2], &arms[n_arms - 1], &within));
+            json_object_set_new(doc, "placebo", placebo_json(&arms[n_arms - 3], &within));
         if (cc->json) {
             rc = cli_emit_json(cc, doc);
         } else {
@@ -598,27 +627,39 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     return rc;
 }
 
-static int parse_steps(const struct cli_command *cmd, const char *arg, int64_t *out)
+static int parse_count(const struct cli_command *cmd, const char *flag, const char *arg, int64_t lo,
+                       int64_t *out)
 {
     char *end;
     long long v = strtoll(arg, &end, 10);
-    if (end == arg || *end || v < 0 || v > INT32_MAX)
-        return cli_usage_error(cmd, "--train-steps: expected an integer >= 0, not '%s'", arg);
+    if (end == arg || *end || v < lo || v > INT32_MAX)
+        return cli_usage_error(cmd, "%s: expected an integer >= %lld, not '%s'", flag,
+                               (long long)lo, arg);
     *out = v;
+    return 0;
+}
+
+static int parse_truncated(const struct cli_command *cmd, const char *arg, bool *exact)
+{
+    if (strcmp(arg, "censored") != 0 && strcmp(arg, "exact") != 0)
+        return cli_usage_error(cmd, "--truncated: expected censored or exact, not '%s'", arg);
+    *exact = strcmp(arg, "exact") == 0;
     return 0;
 }
 
 int cmd_route(int argc, char **argv)
 {
-    enum { OPT_POLICY = 0x100, OPT_BUCKETS, OPT_TRAIN, OPT_PLACEBO };
+    enum { OPT_POLICY = 0x100, OPT_BUCKETS, OPT_TRAIN, OPT_VISITS, OPT_TRUNCATED, OPT_PLACEBO };
     static const struct option own[] = {
         {"policy", required_argument, NULL, OPT_POLICY},
         {"buckets", required_argument, NULL, OPT_BUCKETS},
         {"train-steps", required_argument, NULL, OPT_TRAIN},
+        {"min-visits", required_argument, NULL, OPT_VISITS},
+        {"truncated", required_argument, NULL, OPT_TRUNCATED},
         {"placebo", no_argument, NULL, OPT_PLACEBO},
         {0},
     };
-    struct route_flags f = {.policy = "all", .train_steps = 1};
+    struct route_flags f = {.policy = "all", .train_steps = 1, .min_visits = 1};
     struct cli_common cc;
     cli_common_init(&cc, cli_find("route"),
                     CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT, "",
@@ -638,7 +679,13 @@ int cmd_route(int argc, char **argv)
             f.buckets = optarg;
             break;
         case OPT_TRAIN:
-            rc = parse_steps(cc.cmd, optarg, &f.train_steps);
+            rc = parse_count(cc.cmd, "--train-steps", optarg, 0, &f.train_steps);
+            break;
+        case OPT_VISITS:
+            rc = parse_count(cc.cmd, "--min-visits", optarg, 1, &f.min_visits);
+            break;
+        case OPT_TRUNCATED:
+            rc = parse_truncated(cc.cmd, optarg, &f.truncated_exact);
             break;
         case OPT_PLACEBO:
             f.placebo = true;

@@ -115,6 +115,7 @@ def test_placebo_falls_to_depth_only(tmp_path):
     real = doc["policies"]["cmlfq"]["all"]["accuracy"]
     assert real - p["cmlfq_shuffled_accuracy"] > 0.1  # the signal is in the returns
     assert set(doc["policies"]) == {"cmlfq", "cmlfq_shuffled", "depth_only"}
+    assert p["cmlfq_accuracy"] == real
 
 
 def test_output_is_deterministic_and_text_mode_works(tmp_path):
@@ -142,6 +143,10 @@ def test_bad_input(tmp_path):
     assert r.returncode == 2 and "no reference bucket layout for workload 'toy'" in r.stderr
     r = route("eval", str(tmp_path / "missing.jsonl"), "--buckets", BUCKETS)
     assert r.returncode == 3
+    r = route("eval", trace, "--buckets", BUCKETS, "--truncated", "maybe")
+    assert r.returncode == 2 and "--truncated: expected censored or exact" in r.stderr
+    r = route("eval", trace, "--buckets", BUCKETS, "--min-visits", "0")
+    assert r.returncode == 2 and "--min-visits: expected an integer >= 1" in r.stderr
     r = route("frobnicate")
     assert r.returncode == 2
     assert route("--help").returncode == 0
