@@ -3,19 +3,9 @@
 
 #include <string.h>
 
-const char *engine_key_str(uint64_t key, char buf[17])
-{
-    static const char hex[] = "0123456789abcdef";
-    for (int i = 15; i >= 0; i--, key >>= 4)
-        buf[i] = hex[key & 15];
-    buf[16] = '\0';
-    return buf;
-}
-
 void engine_cache_init(struct engine_cache *c)
 {
     memset(c, 0, sizeof *c);
-    map_init(&c->serial);
 }
 
 void engine_cache_free(struct engine_cache *c)
@@ -23,16 +13,15 @@ void engine_cache_free(struct engine_cache *c)
     if (!c)
         return;
     vec_free(&c->q);
-    map_free(&c->serial);
+    engine_table_free(&c->serial);
 }
 
 static struct engine_cache_entry *find(const struct engine_cache *c, uint64_t key)
 {
-    char buf[17];
-    union map_value v;
-    if (!map_get(&c->serial, engine_key_str(key, buf), &v))
+    uint64_t serial;
+    if (!engine_table_get(&c->serial, key, &serial))
         return NULL;
-    return &c->q.v[(uint64_t)v.i64 - c->base];
+    return &c->q.v[serial - c->base];
 }
 
 int64_t engine_cache_tokens(const struct engine_cache *c, uint64_t key)
@@ -46,10 +35,9 @@ void engine_cache_take(struct engine_cache *c, uint64_t key)
     struct engine_cache_entry *en = find(c, key);
     if (!en)
         return;
-    char buf[17];
     c->tokens -= en->tokens;
     en->tokens = 0;
-    map_del(&c->serial, engine_key_str(key, buf), NULL);
+    engine_table_del(&c->serial, key);
 }
 
 /* Drops the holes at the head, and moves the live entries to the front of the array once the
@@ -72,9 +60,7 @@ static void trim(struct engine_cache *c)
 void engine_cache_put(struct engine_cache *c, uint64_t key, int64_t tokens)
 {
     engine_cache_take(c, key);
-    char buf[17];
-    union map_value v = {.i64 = (int64_t)(c->base + c->q.n)};
-    map_put(&c->serial, engine_key_str(key, buf), v);
+    engine_table_put(&c->serial, key, c->base + c->q.n);
     vec_push(&c->q, ((struct engine_cache_entry){.key = key, .tokens = tokens}));
     c->tokens += tokens;
     trim(c);
@@ -100,7 +86,7 @@ void engine_cache_fit(struct engine_cache *c, int64_t limit)
 
 void engine_cache_flush(struct engine_cache *c)
 {
-    map_free(&c->serial);
+    engine_table_free(&c->serial);
     c->base += c->q.n;
     c->q.n = c->head = 0;
     c->tokens = 0;

@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "util/map.h"
+#include "engine/table.h"
 #include "util/vec.h"
 
 struct engine_cache_entry {
@@ -27,12 +27,9 @@ struct engine_cache {
     VEC(struct engine_cache_entry) q; /* oldest first; q.v[head] is the next to evict */
     size_t head;                      /* entries before it are gone */
     uint64_t base;                    /* serial number of q.v[0] */
-    struct map serial;                /* key (hex) -> serial number of its live entry */
+    struct engine_table serial;       /* key -> serial number of its live entry */
     int64_t tokens;                   /* Σ tokens of live entries */
 };
-
-/* Spells a 64-bit key as 16 hex digits in buf (util/map.h is keyed by strings); returns buf. */
-const char *engine_key_str(uint64_t key, char buf[17]);
 
 /* Makes c empty. */
 void engine_cache_init(struct engine_cache *c);

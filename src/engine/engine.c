@@ -12,12 +12,13 @@
 #include "engine/engine.h"
 
 #include <math.h>
-#include <string.h>
+#include <stdlib.h>
 
 #include "engine/cache.h"
 #include "engine/series.h"
+#include "engine/table.h"
 #include "libra/libra.h"
-#include "util/map.h"
+#include "util/alloc.h"
 #include "util/vec.h"
 
 #define NO_SLOT UINT32_MAX
@@ -57,6 +58,14 @@ struct chunk {
     int64_t tokens;
 };
 
+/* A heap element: the slot with its ordering key (k1, then k2, ascending), copied in so that
+ * sifting never touches the request table. */
+struct hent {
+    double k1;
+    int64_t k2;
+    uint32_t slot;
+};
+
 /* The iterations composed at start time t0: k identical ones (steady), or one of any shape. */
 struct run {
     double t0;
@@ -64,6 +73,8 @@ struct run {
     int64_t done;      /* of which completed */
     int64_t allocated; /* of which KV slots were allocated (one ahead of done) */
     int64_t slots;     /* KV slots each iteration after the first allocates */
+    double done_rel_s; /* S(done): from t0 to the end of the completed iterations */
+    double end_rel_s;  /* S(k): from t0 to the end of the run */
     struct engine_series s;
 };
 
@@ -71,8 +82,8 @@ struct engine {
     struct engine_config c;
     VEC(struct req) reqs;
     VEC(uint32_t) free_slots;
-    struct map ids; /* live id (hex) -> slot */
-    VEC(uint32_t) heap[H_COUNT];
+    struct engine_table ids; /* live id -> slot */
+    VEC(struct hent) heap[H_COUNT];
     struct engine_cache cache;
 
     int64_t running;  /* admitted sequences, aborted ones included until they leave */
@@ -107,43 +118,45 @@ static struct req *req_at(struct engine *e, uint32_t slot)
 
 /* ---- indexed heaps of slots ------------------------------------------------------------- */
 
-/* Whether slot x goes before slot y in heap h. */
-static bool before(const struct engine *e, int h, uint32_t x, uint32_t y)
+static struct hent heap_entry(const struct engine *e, int h, uint32_t slot)
 {
-    const struct req *a = &e->reqs.v[x], *b = &e->reqs.v[y];
-    bool prio = e->c.priority && a->r.attained_service != b->r.attained_service;
+    const struct req *q = &e->reqs.v[slot];
+    bool prio = e->c.priority;
     switch (h) {
     case H_WAIT: /* least attained service, then queue order */
-        return prio ? a->r.attained_service < b->r.attained_service : a->wait_seq < b->wait_seq;
+        return (struct hent){prio ? q->r.attained_service : 0.0, q->wait_seq, slot};
     case H_VICTIM: /* most attained service, then latest arrival; FIFO: latest admission */
-        if (prio)
-            return a->r.attained_service > b->r.attained_service;
-        return e->c.priority ? a->arrival > b->arrival : a->admitted > b->admitted;
+        return (struct hent){prio ? -q->r.attained_service : 0.0, prio ? -q->arrival : -q->admitted,
+                             slot};
     default: /* H_FINISH: earliest finish, then admission order */
-        return a->finish_iter != b->finish_iter ? a->finish_iter < b->finish_iter
-                                                : a->admitted < b->admitted;
+        return (struct hent){(double)q->finish_iter, q->admitted, slot};
     }
 }
 
-static void heap_place(struct engine *e, int h, size_t i, uint32_t slot)
+static bool before(const struct hent *a, const struct hent *b)
 {
-    e->heap[h].v[i] = slot;
-    e->reqs.v[slot].pos[h] = i;
+    return a->k1 != b->k1 ? a->k1 < b->k1 : a->k2 < b->k2;
 }
 
-/* Moves the slot at index i up or down to its place. */
+static void heap_place(struct engine *e, int h, size_t i, struct hent x)
+{
+    e->heap[h].v[i] = x;
+    e->reqs.v[x.slot].pos[h] = i;
+}
+
+/* Moves the element at index i up or down to its place. */
 static void heap_fix(struct engine *e, int h, size_t i)
 {
-    uint32_t *v = e->heap[h].v, x = v[i];
+    struct hent *v = e->heap[h].v, x = v[i];
     size_t n = e->heap[h].n;
-    while (i > 0 && before(e, h, x, v[(i - 1) / 2])) {
+    while (i > 0 && before(&x, &v[(i - 1) / 2])) {
         heap_place(e, h, i, v[(i - 1) / 2]);
         i = (i - 1) / 2;
     }
     for (size_t c; (c = 2 * i + 1) < n; i = c) {
-        if (c + 1 < n && before(e, h, v[c + 1], v[c]))
+        if (c + 1 < n && before(&v[c + 1], &v[c]))
             c++;
-        if (!before(e, h, v[c], x))
+        if (!before(&v[c], &x))
             break;
         heap_place(e, h, i, v[c]);
     }
@@ -152,14 +165,14 @@ static void heap_fix(struct engine *e, int h, size_t i)
 
 static void heap_add(struct engine *e, int h, uint32_t slot)
 {
-    vec_push(&e->heap[h], slot);
+    vec_push(&e->heap[h], heap_entry(e, h, slot));
     heap_fix(e, h, e->heap[h].n - 1);
 }
 
 static void heap_remove(struct engine *e, int h, uint32_t slot)
 {
     size_t i = e->reqs.v[slot].pos[h];
-    uint32_t last = e->heap[h].v[--e->heap[h].n];
+    struct hent last = e->heap[h].v[--e->heap[h].n];
     if (i < e->heap[h].n) {
         heap_place(e, h, i, last);
         heap_fix(e, h, i);
@@ -168,7 +181,7 @@ static void heap_remove(struct engine *e, int h, uint32_t slot)
 
 static uint32_t heap_top(const struct engine *e, int h)
 {
-    return e->heap[h].v[0];
+    return e->heap[h].v[0].slot;
 }
 
 /* ---- requests --------------------------------------------------------------------------- */
@@ -211,18 +224,16 @@ static struct engine_done req_record(const struct req *q, enum engine_end end, d
 
 static bool lookup(const struct engine *e, uint64_t id, uint32_t *slot)
 {
-    char buf[17];
-    union map_value v;
-    if (!map_get(&e->ids, engine_key_str(id, buf), &v))
+    uint64_t v;
+    if (!engine_table_get(&e->ids, id, &v))
         return false;
-    *slot = (uint32_t)v.i64;
+    *slot = (uint32_t)v;
     return true;
 }
 
 static void forget_id(struct engine *e, const struct req *q)
 {
-    char buf[17];
-    map_del(&e->ids, engine_key_str(q->r.id, buf), NULL);
+    engine_table_del(&e->ids, q->r.id);
 }
 
 static void slot_release(struct engine *e, uint32_t slot)
@@ -420,6 +431,7 @@ static void compose(struct engine *e)
     } else {
         engine_series_single(&r->s, batch_time(e));
     }
+    r->end_rel_s = engine_series_sum(&r->s, r->k);
     e->composed = true;
     e->st.runs++;
 }
@@ -459,31 +471,31 @@ static void apply_chunk(struct engine *e, uint32_t slot, int64_t tokens, bool ru
     heap_add(e, H_FINISH, slot);
 }
 
-/* Completes the run's iterations up to d (done < d <= k). */
-static void commit(struct engine *e, int64_t d)
+/* Completes the run's iterations up to d (done < d <= k), which end d_rel_s after t0. */
+static void commit(struct engine *e, int64_t d, double d_rel_s)
 {
     struct run *r = &e->run;
     int64_t j = d - r->done;
-    double before_s = engine_series_sum(&r->s, r->done), after_s = engine_series_sum(&r->s, d);
-    e->st.busy_s += after_s - before_s;
+    e->st.busy_s += d_rel_s - r->done_rel_s;
     e->st.iterations += j;
     e->st.sampled_tokens += e->n_dec * j;
     e->iter += j;
     e->dec_ctx += e->n_dec * j;
     r->done = d;
+    r->done_rel_s = d_rel_s;
     int64_t alloc = min64(d + 1, r->k);
     e->used += r->slots * (alloc - r->allocated);
     r->allocated = alloc;
     note_peak(e);
     cache_fit(e);
     for (size_t i = 0; i < e->chunks.n; i++)
-        apply_chunk(e, e->chunks.v[i].slot, e->chunks.v[i].tokens * j, d == r->k, r->t0 + after_s);
+        apply_chunk(e, e->chunks.v[i].slot, e->chunks.v[i].tokens * j, d == r->k, r->t0 + d_rel_s);
 }
 
 /* After the run's last iteration: report the finished sequences, let the aborted ones go. */
 static void end_run(struct engine *e)
 {
-    double end_s = e->run.t0 + engine_series_sum(&e->run.s, e->run.k);
+    double end_s = e->run.t0 + e->run.end_rel_s;
     while (e->heap[H_FINISH].n > 0 && req_at(e, heap_top(e, H_FINISH))->finish_iter <= e->iter)
         finish(e, heap_top(e, H_FINISH), end_s);
     for (size_t i = 0; i < e->aborted.n; i++) {
@@ -493,6 +505,13 @@ static void end_run(struct engine *e)
     e->aborted.n = 0;
     e->composed = false;
     e->start_s = end_s;
+}
+
+/* Ends run r after its first k iterations. */
+static void run_cut(struct run *r, int64_t k)
+{
+    r->k = k;
+    r->end_rel_s = engine_series_sum(&r->s, k);
 }
 
 static bool has_work(const struct engine *e)
@@ -510,12 +529,17 @@ static void catch_up(struct engine *e, double until_s)
             compose(e);
         }
         struct run *r = &e->run;
-        int64_t d = engine_series_count(&r->s, r->done, r->k, r->t0, until_s);
-        /* an iteration that starts exactly at until_s is not composed yet: the run stops */
-        if (d > r->done && d < r->k && r->t0 + engine_series_sum(&r->s, d) == until_s)
-            r->k = d;
+        int64_t d = r->k;
+        double d_rel_s = r->end_rel_s;
+        if (r->t0 + d_rel_s > until_s) {
+            d = engine_series_count(&r->s, r->done, r->k - 1, r->t0, until_s);
+            d_rel_s = engine_series_sum(&r->s, d);
+            /* an iteration that starts exactly at until_s is not composed yet: the run stops */
+            if (d > r->done && r->t0 + d_rel_s == until_s)
+                run_cut(r, d);
+        }
         if (d > r->done)
-            commit(e, d);
+            commit(e, d, d_rel_s);
         if (r->done < r->k)
             break;
         end_run(e);
@@ -533,7 +557,7 @@ static int touch(struct engine *e, double now_s)
         return LIBRA_EINVAL;
     catch_up(e, now_s);
     if (e->composed)
-        e->run.k = e->run.done + 1;
+        run_cut(&e->run, e->run.done + 1);
     return 0;
 }
 
@@ -560,7 +584,6 @@ int engine_new(struct engine **out, const struct engine_config *c)
         return LIBRA_EINVAL;
     struct engine *e = xcalloc(1, sizeof *e);
     e->c = *c;
-    map_init(&e->ids);
     engine_cache_init(&e->cache);
     e->partial = NO_SLOT;
     e->ready = true;
@@ -575,7 +598,7 @@ void engine_free(struct engine *e)
         return;
     vec_free(&e->reqs);
     vec_free(&e->free_slots);
-    map_free(&e->ids);
+    engine_table_free(&e->ids);
     for (int h = 0; h < H_COUNT; h++)
         vec_free(&e->heap[h]);
     engine_cache_free(&e->cache);
@@ -606,7 +629,7 @@ double engine_next_event_s(struct engine *e)
             return INFINITY;
         compose(e);
     }
-    return e->run.t0 + engine_series_sum(&e->run.s, e->run.k);
+    return e->run.t0 + e->run.end_rel_s;
 }
 
 static bool request_ok(const struct engine *e, const struct engine_request *r)
@@ -646,8 +669,7 @@ int engine_submit(struct engine *e, double now_s, const struct engine_request *r
         .first_token_s = -1.0,
     };
     e->next_arrival++;
-    char buf[17];
-    map_put(&e->ids, engine_key_str(r->id, buf), (union map_value){.i64 = slot});
+    engine_table_put(&e->ids, r->id, slot);
     heap_add(e, H_WAIT, slot);
     e->st.submitted++;
     return 0;

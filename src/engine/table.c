@@ -1,0 +1,83 @@
+/* Integer-keyed hash table of the engine; see table.h for why it is not util/map.h. */
+#include "engine/table.h"
+
+#include <stdlib.h>
+
+#include "util/alloc.h"
+#include "util/rng.h"
+
+static size_t home(const struct engine_table *t, uint64_t key)
+{
+    return (size_t)rng_mix64(key) & t->mask;
+}
+
+/* The slot holding key, or the empty slot where it would go. The table must have slots. */
+static size_t probe(const struct engine_table *t, uint64_t key)
+{
+    size_t i = home(t, key);
+    while (t->slots[i].used && t->slots[i].key != key)
+        i = (i + 1) & t->mask;
+    return i;
+}
+
+void engine_table_free(struct engine_table *t)
+{
+    if (!t)
+        return;
+    free(t->slots);
+    *t = (struct engine_table){0};
+}
+
+bool engine_table_get(const struct engine_table *t, uint64_t key, uint64_t *val)
+{
+    if (!t->slots)
+        return false;
+    const struct engine_table_slot *s = &t->slots[probe(t, key)];
+    if (!s->used)
+        return false;
+    *val = s->val;
+    return true;
+}
+
+/* Doubles the slots (16 at first) and reinserts every key. */
+static void grow(struct engine_table *t)
+{
+    struct engine_table old = *t;
+    size_t count = old.slots ? 2 * (old.mask + 1) : 16;
+    t->slots = xcalloc(count, sizeof *t->slots);
+    t->mask = count - 1;
+    for (size_t i = 0; old.slots && i <= old.mask; i++)
+        if (old.slots[i].used)
+            t->slots[probe(t, old.slots[i].key)] = old.slots[i];
+    free(old.slots);
+}
+
+void engine_table_put(struct engine_table *t, uint64_t key, uint64_t val)
+{
+    if (!t->slots || 2 * (t->n + 1) > t->mask + 1)
+        grow(t);
+    struct engine_table_slot *s = &t->slots[probe(t, key)];
+    if (!s->used)
+        t->n++;
+    *s = (struct engine_table_slot){.key = key, .val = val, .used = true};
+}
+
+bool engine_table_del(struct engine_table *t, uint64_t key)
+{
+    if (!t->slots)
+        return false;
+    size_t hole = probe(t, key);
+    if (!t->slots[hole].used)
+        return false;
+    /* shift back each later member of the chain whose home is not between hole and it */
+    for (size_t j = (hole + 1) & t->mask; t->slots[j].used; j = (j + 1) & t->mask) {
+        size_t h = home(t, t->slots[j].key);
+        if (((j - h) & t->mask) >= ((j - hole) & t->mask)) {
+            t->slots[hole] = t->slots[j];
+            hole = j;
+        }
+    }
+    t->slots[hole].used = false;
+    t->n--;
+    return true;
+}
