@@ -256,10 +256,10 @@ static void latency_and_memory(uint64_t live)
                  st.nodes, INPUT_ROUTE ", all trees (tree_bytes / nodes)");
     route_teardown(s);
 
-    /* The same trees under a 16 MiB cap: prompt trees are evicted, bytes stay under it. */
+    /* The same trees under a 32 MiB cap: prompt trees are evicted, bytes stay under it. */
     struct sched_model_config cfg;
     sched_model_config_default(&cfg);
-    cfg.max_bytes = (size_t)16 << 20;
+    cfg.max_bytes = (size_t)32 << 20;
     struct route_state capped = {.model = sched_model_new(&cfg)};
     for (unsigned k = 0; k < 36; k++)
         capped.obs[k] = obs_of(k);
@@ -268,7 +268,7 @@ static void latency_and_memory(uint64_t live)
     sched_model_stats(capped.model, &st);
     char input[256];
     snprintf(input, sizeof input,
-             "%s; cap 16 MiB: %zu bytes held, %zu prompt trees kept, %zu evicted", INPUT_ROUTE,
+             "%s; cap 32 MiB: %zu bytes held, %zu prompt trees kept, %zu evicted", INPUT_ROUTE,
              st.tree_bytes, st.trees, st.evictions);
     print_figure("tree_bytes_per_node_capped", "bytes", (double)st.tree_bytes / st.nodes, st.nodes,
                  input);
