@@ -144,9 +144,9 @@ void sched_model_stats(const struct sched_model *m, struct sched_model_stats *ou
 
 /*
  * Exports the trees (not the history or the predictor) as {"schema": SCHED_TREE_SCHEMA,
- * "global": NODE, "prompts": [{"prompt": "HEX", "root": NODE}]} with NODE = {"state": KEY (not
- * on roots), "visits", "mean_tokens", "window": [tokens, oldest first], "censored": [indices
- * into window], "children": [NODE...]}. Returns a new reference.
+ * "libra_version", "global": NODE, "prompts": [{"prompt": "HEX", "root": NODE}]} with NODE =
+ * {"state": KEY (not on roots), "visits", "mean_tokens", "window": [tokens, oldest first],
+ * "censored": [indices into window], "children": [NODE...]}. Returns a new reference.
  */
 json_t *sched_model_to_json(const struct sched_model *m);
 

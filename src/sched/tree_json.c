@@ -85,8 +85,8 @@ json_t *sched_model_to_json(const struct sched_model *m)
             prompts, json_pack("{s:s,s:o}", "prompt", hex, "root", node_to_json(m, trees[i], 0)));
     }
     free(trees);
-    return json_pack("{s:s,s:o,s:o}", "schema", SCHED_TREE_SCHEMA, "global",
-                     node_to_json(m, &m->global, 0), "prompts", prompts);
+    return json_pack("{s:s,s:s,s:o,s:o}", "schema", SCHED_TREE_SCHEMA, "libra_version",
+                     libra_version(), "global", node_to_json(m, &m->global, 0), "prompts", prompts);
 }
 
 /* ---- merge ---------------------------------------------------------------------------------- */
