@@ -46,7 +46,12 @@ static const char *const policy_names[] = {
     NULL,
 };
 /* Bit i of sim.modes is sim_mode_names[i] (the SPEC_SIM_* values). */
-static const char *const sim_mode_names[] = {"colocated", "static", "libra", NULL};
+static const char *const sim_mode_names[] = {"colocated", "async", "libra", "rollout", NULL};
+static const char *const context_mode_names[] = {
+    [SPEC_CONTEXT_TOKEN] = "token",
+    [SPEC_CONTEXT_CHAT] = "chat",
+    NULL,
+};
 
 #define CFG struct libra_config
 #define INT(m, unit, def, lo, hi, flag, doc) SPEC_INT_ROW(CFG, m, 0, unit, def, lo, hi, flag, doc)
@@ -93,6 +98,14 @@ static const struct spec_field fields[] = {
     ENUM(rl.transport, transport_names, SPEC_TRANSPORT_DISK_RESTART,
          "how weights reach rollout: NCCL broadcast, disk reload, disk and engine restart, or "
          "resharding"),
+    SPEC_DOUBLE_ROW(CFG, rl.overprovision_frac, 0, "", 0, 0, 4, NULL,
+                    "extra share of each batch launched; the slowest are aborted once the batch "
+                    "is full (colocated) or kept in flight (async)"),
+    INT(rl.max_gen_batches, "", 10, 1, 1000, NULL,
+        "generation rounds per step while dynamic sampling leaves the batch short (colocated)"),
+    INT(rl.minibatches, "", 1, 1, 4096, NULL, "optimizer steps per training step"),
+    BOOL(rl.old_logprob, 1, "the trainer recomputes old log-probs (a forward pass per step)"),
+    BOOL(rl.reference, 0, "a reference-model forward per step (KL term)"),
     SPEC_ENUM_ROW(CFG, plan.mode, 0, plan_mode_names, SPEC_PLAN_ASYNC, "mode",
                   "colocated (stages take turns on all GPUs) or disaggregated async"),
     SPEC_DOUBLE_ROW(CFG, plan.time_limit_s, SPEC_ABOVE_MIN, "s", 10, 0, 86400, "time-limit-s",
@@ -121,10 +134,34 @@ static const struct spec_field fields[] = {
     INT(sched.rebuild_interval, "steps", 50, 1, 1000000, NULL,
         "training steps between prefix-tree rebuilds"),
     SPEC_SET_ROW(CFG, sim.modes, 0, sim_mode_names,
-                 SPEC_SIM_COLOCATED | SPEC_SIM_STATIC | SPEC_SIM_LIBRA, 1, NULL,
+                 SPEC_SIM_COLOCATED | SPEC_SIM_ASYNC | SPEC_SIM_LIBRA, 1, NULL,
                  "resource managers to simulate"),
     SPEC_INT_ROW(CFG, sim.seed, 0, "", 1, 0, 9007199254740991.0, "seed",
                  "seed of every random draw (0..2^53-1)"),
+    INT(sim.warmup_steps, "steps", 2, 0, 1000000, NULL, "steps excluded from the rates"),
+    INT(sim.tune_steps, "steps", 10, 1, 1000000, NULL,
+        "steps each candidate of a tuning sweep is simulated for"),
+    INT(sim.colocated_tp, "", 0, 0, 8, NULL, "colocated rollout TP; 0 tunes it"),
+    INT(sim.async_train_gpus, "GPUs", 0, 0, GPUS, NULL, "async training GPUs; 0 tunes them"),
+    INT(sim.async_tp, "", 0, 0, 8, NULL, "async rollout TP; 0 tunes it"),
+    BOOL(sim.planner, 1,
+         "libra's split and instances come from the planner (else the fleet of sched.buckets' "
+         "instance counts, the rest training)"),
+    ENUM(sim.context_mode, context_mode_names, SPEC_CONTEXT_TOKEN,
+         "how clients send a turn's context: token ids appended, or chat messages whose "
+         "template strips earlier reasoning"),
+    BOOL(sim.prefix_cache, 1, "engines keep freed KV to serve a trajectory's next turn"),
+    INT(sim.max_seqs, "sequences", 256, 1, 65536, NULL, "running sequences per engine"),
+    INT(sim.max_batched_tokens, "tokens", 8192, 1, 1 << 24, NULL,
+        "tokens computed per engine iteration (chunked prefill budget)"),
+    INT(sim.queue_cap, "turns", 100, 1, 1 << 20, NULL,
+        "queued turns at which the router skips an instance (max_queue_length)"),
+    SPEC_DOUBLE_ROW(CFG, sim.fail_time_s, 0, "s", -1, -1, 1e12, NULL,
+                    "failure injection: when a rollout instance dies; -1 never"),
+    INT(sim.fail_instance, "", 0, 0, 1 << 20, NULL,
+        "failure injection: the instance that dies (index, modulo the fleet)"),
+    INT(sim.trace_step, "", -1, -1, 10000000, NULL,
+        "step that --perfetto records; -1 the first after the warm-up"),
     BOOL(ehp.enabled, 0, "lend whole training replicas to rollout and take them back"),
 };
 #define N_FIELDS (sizeof fields / sizeof *fields)
@@ -159,6 +196,7 @@ static void unknown_key_hint(const char *key, char *hint, size_t size)
         names[n++] = sections[i].name;
     names[n++] = "schema";
     names[n++] = "seed";
+    names[n++] = "description";
     names[n] = NULL;
     spec_suggest(names, key, hint, size);
 }
@@ -191,7 +229,8 @@ static int apply_doc(struct libra_config *cfg, const struct ujson_doc *doc, stru
             snprintf(prefix, sizeof prefix, "%s.", key);
             rc = spec_fields_read(fields, N_FIELDS, prefix, doc, key, v, cfg, err);
         } else if (strcmp(key, "schema") == 0 || strcmp(key, "libra_version") == 0 ||
-                   strcmp(key, "config_digest") == 0 || strcmp(key, "seed") == 0) {
+                   strcmp(key, "config_digest") == 0 || strcmp(key, "seed") == 0 ||
+                   strcmp(key, "description") == 0) {
             rc = read_envelope(doc, key, v, err);
         } else {
             char hint[96];

@@ -14,7 +14,9 @@
  *
  * The top level may also carry the output envelope of `libra config show` ("schema",
  * "libra_version", "config_digest", "seed"), so that output is itself a valid config file:
- * "schema" must be "libra.config/1", "seed" must equal sim.seed, the rest is ignored.
+ * "schema" must be "libra.config/1", "seed" must equal sim.seed, the rest is ignored. A
+ * top-level "description" (a string for people: what the experiment is and where its values
+ * come from) is ignored too.
  */
 #ifndef SPEC_CONFIG_H
 #define SPEC_CONFIG_H
@@ -57,9 +59,15 @@ enum spec_sched_policy {
 /* Resource managers `libra sim` compares (bits of spec_sim_config.modes). */
 enum {
     SPEC_SIM_COLOCATED = 1u << 0, /* verl-style: both stages on every GPU */
-    SPEC_SIM_STATIC = 1u << 1,    /* disaggregated async, fixed homogeneous split */
-    SPEC_SIM_LIBRA = 1u << 2      /* planner + C-MLFQ + elastic pool */
+    SPEC_SIM_ASYNC = 1u << 1,     /* disaggregated async, fixed homogeneous split */
+    SPEC_SIM_LIBRA = 1u << 2,     /* planner + C-MLFQ (+ elastic pool) */
+    SPEC_SIM_ROLLOUT = 1u << 3    /* a fixed rollout fleet, no trainer */
 };
+
+/* How a client sends a turn's context: token ids appended (verl, slime, AReaL), or chat
+ * messages through a template that strips earlier reasoning (the prefix cache then reaches
+ * only to the previous prompt). */
+enum spec_context_mode { SPEC_CONTEXT_TOKEN, SPEC_CONTEXT_CHAT };
 
 struct spec_cluster_config {
     char hardware[SPEC_NAME_MAX]; /* hardware preset name */
@@ -84,6 +92,11 @@ struct spec_rl_config {
     int sync_interval;      /* steps between weight pushes to rollout */
     enum spec_sync_mode sync_mode;
     enum spec_transport transport;
+    double overprovision_frac; /* extra share of a batch launched (APRIL-style) */
+    int max_gen_batches;       /* generation rounds per step under dynamic sampling */
+    int minibatches;           /* optimizer steps per training step */
+    bool old_logprob;          /* the trainer recomputes old log-probs (+2N per token) */
+    bool reference;            /* reference-model forward for a KL term (+2N per token) */
 };
 
 struct spec_plan_config {
@@ -108,8 +121,22 @@ struct spec_sched_config {
 };
 
 struct spec_sim_config {
-    unsigned modes; /* SPEC_SIM_* bits */
-    int64_t seed;   /* keys every random draw */
+    unsigned modes;       /* SPEC_SIM_* bits */
+    int64_t seed;         /* keys every random draw */
+    int warmup_steps;     /* steps excluded from the rates */
+    int tune_steps;       /* steps each tuning candidate is simulated for */
+    int colocated_tp;     /* colocated rollout TP; 0: tuned */
+    int async_train_gpus; /* async training GPUs; 0: tuned */
+    int async_tp;         /* async rollout TP; 0: tuned */
+    bool planner;         /* libra's layout from the planner (else sched.buckets' fleet) */
+    enum spec_context_mode context_mode;
+    bool prefix_cache;      /* engines keep freed KV for a trajectory's next turn */
+    int max_seqs;           /* running sequences per engine */
+    int max_batched_tokens; /* tokens per engine iteration, tokens */
+    int queue_cap;          /* turns queued on an instance before the router skips it */
+    double fail_time_s;     /* failure injection: when an instance dies, s; < 0 off */
+    int fail_instance;      /* which instance dies (index, modulo the fleet) */
+    int trace_step;         /* step recorded by --perfetto; -1: the first after warm-up */
 };
 
 struct spec_ehp_config {

@@ -83,7 +83,7 @@ static void test_defaults_are_the_default_experiment(void **state)
     assert_false(c.plan.group_integrity);
     assert_false(c.ehp.enabled);
     assert_int_equal(c.sim.seed, 1);
-    assert_int_equal(c.sim.modes, SPEC_SIM_COLOCATED | SPEC_SIM_STATIC | SPEC_SIM_LIBRA);
+    assert_int_equal(c.sim.modes, SPEC_SIM_COLOCATED | SPEC_SIM_ASYNC | SPEC_SIM_LIBRA);
 }
 
 /* spec_config_defaults writes exactly each row's default, and every row is in the JSON. */
@@ -222,7 +222,7 @@ static void test_file_errors(void **state)
     expect_error("{\"sim\": {\"modes\": []}}", NULL, 0, 1, 10,
                  "sim.modes: must have at least 1 member");
     expect_error("{\"sim\": {\"modes\": [\"verl\"]}}", NULL, 0, 1, 10,
-                 "sim.modes: members must be among colocated, static, libra, not 'verl'");
+                 "sim.modes: members must be among colocated, async, libra, rollout, not 'verl'");
     expect_error("{\"ehp\": {\"enabled\": 1}}", NULL, 0, 1, 10,
                  "ehp.enabled: must be true or false");
     expect_error("{\"ehp\": []}", NULL, 0, 1, 2, "ehp: must be an object");
@@ -281,7 +281,7 @@ static void test_flag_types(void **state)
     struct spec_config_override flags[] = {
         {"ehp.enabled", "true", "--set ehp.enabled"},
         {"plan.time_limit_s", "2.5", "--set plan.time_limit_s"},
-        {"sim.modes", "libra,static", "--set sim.modes"},
+        {"sim.modes", "libra,async", "--set sim.modes"},
         {"rl.transport", "nccl", "--set rl.transport"},
         {"sim.seed", "9007199254740991", "--seed"},
         {"model.name", "QWEN3-8B", "--model"},
@@ -289,7 +289,7 @@ static void test_flag_types(void **state)
     struct libra_config c = ok(NULL, flags, sizeof flags / sizeof *flags);
     assert_true(c.ehp.enabled);
     assert_true(c.plan.time_limit_s == 2.5);
-    assert_int_equal(c.sim.modes, SPEC_SIM_LIBRA | SPEC_SIM_STATIC);
+    assert_int_equal(c.sim.modes, SPEC_SIM_LIBRA | SPEC_SIM_ASYNC);
     assert_int_equal(c.rl.transport, SPEC_TRANSPORT_NCCL);
     assert_int_equal(c.sim.seed, 9007199254740991LL);
     assert_string_equal(c.model.name, "qwen3-8b"); /* canonical name */
