@@ -1,0 +1,490 @@
+/*
+ * The simulator's core: one run's setup, the event loop, the instances and their requests.
+ *
+ * Each instance is an engine (engine/engine.h) advanced by the simulated clock. An engine
+ * answers "when do you next have something to do"; that answer changes whenever a request is
+ * sent to it or taken from it, so an instance that changed is marked dirty and asked again
+ * only once the clock is about to move past the current instant: every request sent at one
+ * instant is in the engine before it composes the iteration that starts then (engine.h), and
+ * stale events of an instance are recognised by a generation counter instead of being
+ * removed from the heap. Events at one time run in the order they were scheduled (the heap
+ * compares (time, sequence number)), so a run is a deterministic function of its inputs.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/internal.h"
+#include "util/alloc.h"
+#include "util/error.h"
+
+static int event_cmp(const void *a, const void *b, void *ctx)
+{
+    const struct sim_event *x = a, *y = b;
+    (void)ctx;
+    if (x->t_s != y->t_s)
+        return x->t_s < y->t_s ? -1 : 1;
+    return (x->seq > y->seq) - (x->seq < y->seq);
+}
+
+void sim_schedule(struct sim *s, double t_s, enum sim_ev_kind kind, uint32_t gen, uint64_t arg)
+{
+    struct sim_event e = {t_s < s->now ? s->now : t_s, s->seq++, (uint32_t)kind, gen, arg};
+    heap_push(&s->events, &e);
+}
+
+int sim_fail(struct sim *s, int rc, const char *fmt, ...)
+{
+    if (s->rc)
+        return s->rc;
+    s->rc = rc;
+    if (s->err) {
+        va_list ap;
+        va_start(ap, fmt);
+        memset(s->err, 0, sizeof *s->err);
+        vsnprintf(s->err->msg, sizeof s->err->msg, fmt, ap);
+        va_end(ap);
+    }
+    return rc;
+}
+
+static void mark_dirty(struct sim *s, int i)
+{
+    if (!s->inst[i].dirty) {
+        s->inst[i].dirty = true;
+        vec_push(&s->dirty, i);
+    }
+}
+
+/* ---- requests ------------------------------------------------------------------------- */
+
+/*
+ * The leading tokens of t's current prompt that the previous request's context shares (what
+ * the engine may serve from its cache), and in *in_kv how many of them that request left in
+ * KV: all but its last sampled token, which was never fed back. Tokens beyond *in_kv are new
+ * work, not a re-prefill.
+ */
+static int64_t reusable_prefix(const struct sim *s, const struct sim_traj *t, int64_t prompt,
+                               int64_t *in_kv)
+{
+    int64_t r = 0, ctx = 0;
+    if (t->turn_base) { /* a resumed turn: its own prompt and partial output */
+        r = ctx = prompt;
+    } else if (t->turn > 0) {
+        const struct sim_turn *p = &t->turns[t->turn - 1];
+        ctx = p->prompt_tokens + p->gen_tokens;
+        r = s->chat ? p->prompt_tokens : ctx;
+    }
+    r = r < prompt ? r : prompt;
+    *in_kv = r < ctx - 1 ? r : ctx > 0 ? ctx - 1 : 0;
+    return r;
+}
+
+void sim_submit(struct sim *s, struct sim_traj *t)
+{
+    uint64_t id = (uint64_t)(t - s->traj.v);
+    if (s->hold) {
+        t->state = SIM_T_HELD;
+        vec_push(&s->held, id);
+        return;
+    }
+    struct sim_inst *in = &s->inst[t->inst];
+    if (!in->eng) {
+        sim_fail(s, LIBRA_EINVAL,
+                 "every rollout instance has failed: no instance left for "
+                 "the remaining turns");
+        return;
+    }
+    const struct sim_turn *u = &t->turns[t->turn];
+    int64_t prompt = u->prompt_tokens + t->turn_base, in_kv;
+    struct engine_request r = {.id = ++s->next_req,
+                               .tag = id,
+                               .prefix_key = id + 1,
+                               .prompt_tokens = prompt,
+                               .reusable_prefix_tokens = reusable_prefix(s, t, prompt, &in_kv),
+                               .gen_tokens = u->gen_tokens - t->turn_base,
+                               .attained_service = (double)t->generated};
+    if (engine_submit(in->eng, s->now, &r) != 0) {
+        sim_fail(s, LIBRA_EINVAL,
+                 "a turn of %lld prompt and %lld generated tokens does not fit rollout instance "
+                 "%d (TP%d holds %lld tokens of KV): the workload's context is too long for it",
+                 (long long)r.prompt_tokens, (long long)r.gen_tokens, t->inst, in->tp,
+                 (long long)s->pre[sim_tp_index(in->tp)].kv_capacity_tokens);
+        return;
+    }
+    t->state = SIM_T_GEN;
+    t->req = r.id;
+    t->reusable = in_kv;
+    t->submit_version = in->version;
+    t->split_tokens = -1;
+    t->turn_start_s = s->now;
+    in->live++;
+    s->live_requests++;
+    s->reg[t->inst].queued++;
+    s->out->requests++;
+    mark_dirty(s, t->inst);
+}
+
+/* Counts a request's prefill work as waste (prompt, re-prefill, preemption recompute). */
+static void account_prefill(struct sim *s, const struct sim_traj *t, const struct engine_done *d)
+{
+    int64_t computed = d->prefill_tokens - d->recompute_tokens;
+    int64_t fresh = d->prompt_tokens - t->reusable;
+    int64_t prompt = computed < fresh ? computed : fresh;
+    s->out->waste[SIM_WASTE_PROMPT] += prompt;
+    s->out->waste[SIM_WASTE_REPREFILL] += computed - prompt;
+    s->out->waste[SIM_WASTE_PREEMPT] += d->recompute_tokens;
+    s->out->cached_tokens += d->cached_tokens;
+    s->out->preemptions += d->preemptions;
+    s->out->generated_tokens += d->gen_tokens;
+}
+
+/* A request left instance i (finished or aborted). */
+static void request_gone(struct sim *s, int i)
+{
+    s->inst[i].live--;
+    s->live_requests--;
+    mark_dirty(s, i);
+}
+
+int64_t sim_abort_request(struct sim *s, struct sim_traj *t)
+{
+    if (t->state != SIM_T_GEN)
+        return 0;
+    struct sim_inst *in = &s->inst[t->inst];
+    struct engine_done d;
+    if (engine_abort(in->eng, s->now, t->req, &d) != 0) {
+        sim_fail(s, LIBRA_EINTERNAL, "internal: request %llu of trajectory %td is not live",
+                 (unsigned long long)t->req, t - s->traj.v);
+        return 0;
+    }
+    account_prefill(s, t, &d);
+    request_gone(s, t->inst);
+    t->state = SIM_T_HELD; /* the caller decides what follows */
+    return d.gen_tokens;
+}
+
+/* ---- the fleet ------------------------------------------------------------------------ */
+
+void sim_fleet_update(struct sim *s, int64_t version)
+{
+    for (int i = 0; i < s->n_inst; i++) {
+        struct sim_inst *in = &s->inst[i];
+        if (!in->eng)
+            continue;
+        engine_flush_cache(in->eng, s->now);
+        in->version = version;
+        s->out->cache_flushes++;
+        mark_dirty(s, i);
+    }
+    s->rollout_version = version;
+}
+
+void sim_fleet_ready(struct sim *s, bool ready)
+{
+    for (int i = 0; i < s->n_inst; i++)
+        if (s->inst[i].eng) {
+            engine_set_ready(s->inst[i].eng, s->now, ready);
+            mark_dirty(s, i);
+        }
+}
+
+void sim_measure_begin(struct sim *s)
+{
+    s->measure_from_s = s->now;
+    s->train_busy_s = 0;
+    for (int i = 0; i < s->n_inst; i++) {
+        struct engine_stats st;
+        s->inst[i].busy_dead_s = 0;
+        if (s->inst[i].eng) {
+            engine_stats(s->inst[i].eng, &st);
+            s->inst[i].busy_mark_s = st.busy_s;
+        }
+    }
+}
+
+/* ---- events --------------------------------------------------------------------------- */
+
+static void collect_done(void *ctx, const struct engine_done *d)
+{
+    struct sim *s = ctx;
+    vec_push(&s->done, *d);
+}
+
+static void on_engine(struct sim *s, int i)
+{
+    struct sim_inst *in = &s->inst[i];
+    s->done.n = 0;
+    engine_advance(in->eng, s->now, collect_done, s);
+    mark_dirty(s, i);
+    for (size_t k = 0; k < s->done.n && !s->rc; k++) {
+        const struct engine_done *d = &s->done.v[k];
+        struct sim_traj *t = &s->traj.v[d->tag];
+        account_prefill(s, t, d);
+        request_gone(s, i);
+        sim_turn_done(s, t, d);
+    }
+    if (s->done.n)
+        sim_sync_poll(s);
+}
+
+/* Asks every changed instance for its next event and refreshes the router's view. */
+static void flush_dirty(struct sim *s)
+{
+    for (size_t k = 0; k < s->dirty.n; k++) {
+        int i = s->dirty.v[k];
+        struct sim_inst *in = &s->inst[i];
+        in->dirty = false;
+        if (!in->eng)
+            continue;
+        double t = engine_next_event_s(in->eng);
+        struct engine_stats st;
+        engine_stats(in->eng, &st);
+        s->reg[i].queued = (int)st.waiting;
+        s->reg[i].running = (int)st.running;
+        int64_t held = st.running + st.waiting;
+        if (held < in->live) /* aborted ones stay until their iteration ends */
+            sim_fail(s, LIBRA_EINTERNAL,
+                     "internal: instance %d holds %lld requests, the simulator sent %d", i,
+                     (long long)held, in->live);
+        in->gen++;
+        if (isfinite(t))
+            sim_schedule(s, t, SIM_EV_ENGINE, in->gen, (uint64_t)i);
+        sim_trace_counter(s, i);
+    }
+    s->dirty.n = 0;
+}
+
+/* Failure injection: instance i dies; its turns are sent again elsewhere. */
+static void on_fail(struct sim *s, int i)
+{
+    struct sim_inst *in = &s->inst[i];
+    if (!in->eng)
+        return;
+    VEC(uint64_t) hit = {0};
+    for (size_t k = 0; k < s->traj.n; k++) {
+        struct sim_traj *t = &s->traj.v[k];
+        if (t->state == SIM_T_GEN && t->inst == i) {
+            int64_t lost = sim_abort_request(s, t);
+            s->out->waste[SIM_WASTE_FAILURE] += lost;
+            s->out->failed_turns++;
+            vec_push(&hit, (uint64_t)k);
+        }
+    }
+    struct engine_stats st;
+    engine_stats(in->eng, &st);
+    in->busy_dead_s = st.busy_s - in->busy_mark_s;
+    engine_free(in->eng);
+    in->eng = NULL;
+    s->reg[i].ready = false;
+    sim_trace_instant(s, SIM_PID_INSTANCES, (uint64_t)i, "instance failed", NULL);
+    for (size_t k = 0; k < hit.n && !s->rc; k++)
+        sim_reroute(s, &s->traj.v[hit.v[k]]);
+    vec_free(&hit);
+}
+
+static void dispatch(struct sim *s, const struct sim_event *e)
+{
+    switch ((enum sim_ev_kind)e->kind) {
+    case SIM_EV_ENGINE:
+        on_engine(s, (int)e->arg);
+        break;
+    case SIM_EV_TOOL:
+        sim_tool_done(s, e->arg, e->gen);
+        break;
+    case SIM_EV_MODE:
+        s->ops->timer(s, e->arg);
+        break;
+    case SIM_EV_SYNC:
+        sim_sync_event(s, e->arg);
+        break;
+    case SIM_EV_FAIL:
+        on_fail(s, (int)e->arg);
+        break;
+    }
+}
+
+static void loop(struct sim *s)
+{
+    while (!s->finished && !s->rc) {
+        const struct sim_event *top = heap_peek(&s->events);
+        if (s->dirty.n && (!top || top->t_s > s->now)) {
+            flush_dirty(s);
+            continue;
+        }
+        if (!top)
+            break;
+        struct sim_event e;
+        heap_pop(&s->events, &e);
+        if (e.kind == SIM_EV_ENGINE && (!s->inst[e.arg].eng || e.gen != s->inst[e.arg].gen))
+            continue;
+        s->now = e.t_s;
+        dispatch(s, &e);
+    }
+    if (!s->finished && !s->rc)
+        sim_fail(s, LIBRA_EINTERNAL,
+                 "internal: the run stalled at %.3f s after %d of %d steps with nothing to do",
+                 s->now, (int)s->version, s->opts->steps);
+}
+
+/* ---- setup ---------------------------------------------------------------------------- */
+
+static int check_settings(struct sim *s)
+{
+    const struct spec_rl_config *rl = &s->cfg->rl;
+    bool stream = s->lay->mode == SIM_ASYNC || s->lay->mode == SIM_LIBRA;
+    if (stream && rl->transport == SPEC_TRANSPORT_RESHARD)
+        return sim_fail(s, LIBRA_EINVAL,
+                        "rl.transport: reshard moves weights in place on the same GPUs, which "
+                        "only the colocated mode does; the %s mode needs nccl, disk_reload or "
+                        "disk_restart",
+                        sim_mode_name(s->lay->mode));
+    if (stream && rl->sync_mode == SPEC_SYNC_KEEP && rl->transport == SPEC_TRANSPORT_DISK_RESTART)
+        return sim_fail(s, LIBRA_EINVAL,
+                        "rl.sync_mode: keep generates through the update, but disk_restart "
+                        "restarts the engines; use nccl or disk_reload, or sync_mode drain or "
+                        "abort_resume");
+    if (stream && rl->max_staleness < rl->sync_interval - 1)
+        return sim_fail(s, LIBRA_EINVAL,
+                        "rl.max_staleness: %d is below rl.sync_interval - 1 = %d: the batches "
+                        "trained between two weight updates start on the weights of the first, "
+                        "so the %s mode would wait forever",
+                        rl->max_staleness, rl->sync_interval - 1, sim_mode_name(s->lay->mode));
+    if (s->lay->n_inst < 1)
+        return sim_fail(s, LIBRA_EINVAL, "the %s layout has no rollout instance",
+                        sim_mode_name(s->lay->mode));
+    return 0;
+}
+
+static int setup_instances(struct sim *s)
+{
+    const struct libra_config *cfg = s->cfg;
+    s->n_inst = s->lay->n_inst;
+    s->inst = xcalloc((size_t)s->n_inst, sizeof *s->inst);
+    s->reg = xcalloc((size_t)s->n_inst, sizeof *s->reg);
+    for (int k = 0; k < PLAN_NTP; k++)
+        cost_rollout_pre_init(&s->pre[k], &s->shape, s->in->hw, &s->st.rollout, 1 << k);
+    for (int i = 0; i < s->n_inst; i++) {
+        const struct sim_instance_spec *sp = &s->lay->inst[i];
+        const struct cost_rollout_pre *pre = &s->pre[sim_tp_index(sp->tp)];
+        struct engine_config c;
+        engine_config_default(&c, pre);
+        c.max_seqs = s->st.max_seqs;
+        c.max_batched_tokens = (int64_t)s->st.chunk_tokens;
+        c.prefix_cache = cfg->sim.prefix_cache;
+        if (c.max_batched_tokens < c.max_seqs)
+            c.max_batched_tokens = c.max_seqs;
+        if (pre->kv_capacity_tokens < 1 || engine_new(&s->inst[i].eng, &c) != 0)
+            return sim_fail(s, LIBRA_EINVAL,
+                            "model %s does not fit a TP%d rollout instance on %s (no KV left "
+                            "after the weights)",
+                            s->in->model->name, sp->tp, s->in->hw->name);
+        s->inst[i].tp = sp->tp;
+        s->inst[i].bucket = sp->bucket;
+        s->inst[i].gpu = sp->gpu;
+        s->inst[i].last_count = -1;
+        s->reg[i] = (struct sched_instance){
+            .id = i, .tp = sp->tp, .bucket = sp->bucket, .cap = cfg->sim.queue_cap, .ready = true};
+    }
+    return 0;
+}
+
+static int setup_router(struct sim *s)
+{
+    struct sched_router_config rc;
+    sched_router_config_default(&rc, s->lay->policy, &s->lay->buckets);
+    if (s->lay->policy == SCHED_CMLFQ || s->lay->policy == SCHED_PREDICTOR)
+        s->model = sched_model_new(NULL);
+    s->rmetrics = sched_metrics_new(&s->lay->buckets);
+    struct libra_error e = {0};
+    if (sched_router_new(&s->router, &rc, s->model, &e) != 0)
+        return sim_fail(s, LIBRA_EINVAL, "router: %s", e.msg);
+    return 0;
+}
+
+static int setup(struct sim *s)
+{
+    const struct libra_config *cfg = s->cfg;
+    s->batch = cfg->rl.batch_trajectories;
+    s->samples = cfg->rl.samples;
+    s->groups_per_batch = s->batch / s->samples;
+    s->staleness = cfg->rl.max_staleness;
+    s->chat = cfg->sim.context_mode == SPEC_CONTEXT_CHAT;
+    heap_init(&s->events, sizeof(struct sim_event), event_cmp, NULL);
+    if (check_settings(s))
+        return s->rc;
+    if (cost_shape_init(&s->shape, s->in->model) != 0)
+        return sim_fail(s, LIBRA_EINVAL, "model %s: the cost model rejects its shape",
+                        s->in->model->name);
+    plan_settings_default(&s->st, s->in->hw);
+    s->st.max_seqs = cfg->sim.max_seqs;
+    s->st.chunk_tokens = cfg->sim.max_batched_tokens;
+    s->st.minibatches = cfg->rl.minibatches;
+    s->st.old_logprob = cfg->rl.old_logprob;
+    s->st.reference = cfg->rl.reference;
+    s->out->staleness_n = s->staleness + 2;
+    s->out->staleness = xcalloc((size_t)s->out->staleness_n, sizeof *s->out->staleness);
+    if (setup_instances(s) || setup_router(s))
+        return s->rc;
+    sim_source_init(s);
+    if (s->rc)
+        return s->rc;
+    s->ops = s->lay->mode == SIM_ASYNC || s->lay->mode == SIM_LIBRA ? &sim_mode_async_ops
+                                                                    : &sim_mode_sync_ops;
+    if (cfg->sim.fail_time_s >= 0)
+        sim_schedule(s, cfg->sim.fail_time_s, SIM_EV_FAIL, 0,
+                     (uint64_t)(cfg->sim.fail_instance % s->n_inst));
+    if (s->opts->perfetto_step >= 0) {
+        s->trace.events = json_array();
+        s->trace.step = s->opts->perfetto_step;
+    }
+    return 0;
+}
+
+static void teardown(struct sim *s)
+{
+    for (int i = 0; i < s->n_inst; i++)
+        engine_free(s->inst[i].eng);
+    free(s->inst);
+    free(s->reg);
+    heap_free(&s->events);
+    vec_free(&s->dirty);
+    vec_free(&s->done);
+    vec_free(&s->held);
+    sim_source_free(s);
+    sched_router_free(s->router);
+    sched_model_free(s->model);
+    sched_metrics_free(s->rmetrics);
+    cost_train_seqs_free(&s->seqs);
+    cost_train_scratch_free(&s->scratch);
+    vec_free(&s->lens);
+    vec_free(&s->ends);
+    vec_free(&s->steps);
+    if (s->ops)
+        s->ops->release(s);
+    free(s->mode);
+    json_decref(s->trace.events);
+}
+
+int sim_run(const struct sim_input *in, const struct sim_layout *l, const struct sim_run_opts *opts,
+            struct sim_result *out, struct libra_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->mode = l->mode;
+    struct sim s = {.in = in, .cfg = in->cfg, .lay = l, .opts = opts, .out = out, .err = err};
+    if (setup(&s) == 0) {
+        if (s.trace.events && s.trace.step == 0)
+            sim_trace_begin_step(&s, 0);
+        if (opts->warmup == 0)
+            sim_measure_begin(&s);
+        s.ops->begin(&s);
+        loop(&s);
+    }
+    if (s.rc == 0)
+        sim_metrics_finish(&s);
+    int rc = s.rc;
+    teardown(&s);
+    return rc;
+}

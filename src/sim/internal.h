@@ -1,0 +1,400 @@
+/*
+ * Internals shared by the simulator's files: the state of one run and the calls between its
+ * parts. Not an API: use sim/sim.h.
+ *
+ *   core.c      event queue, instances (one engine each), requests, failure injection
+ *   traj.c      trajectory source, lifecycle (start, turns, tools, routing, finish), groups
+ *   pool.c      tool CPU pools (FIFO queues of calls)
+ *   trainer.c   step cost on the actual sequences, staleness, step records
+ *   sync.c      weight updates: sync mode × transport
+ *   mode_sync.c colocated and rollout modes (one batch at a time)
+ *   mode_async.c async and libra modes (a stream with bounded staleness)
+ *   metrics.c   the run's summary; perfetto.c the trace-event recording
+ *
+ * A mode is a small set of callbacks over the shared parts (struct sim_mode_ops).
+ */
+#ifndef SIM_INTERNAL_H
+#define SIM_INTERNAL_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cost/lifecycle.h"
+#include "cost/rollout.h"
+#include "cost/shape.h"
+#include "cost/train.h"
+#include "engine/engine.h"
+#include "plan/plan.h"
+#include "sched/metrics.h"
+#include "sched/router.h"
+#include "sim/sim.h"
+#include "util/arena.h"
+#include "util/heap.h"
+#include "util/map.h"
+#include "util/vec.h"
+#include "workload/workload.h"
+
+/* ---- events --------------------------------------------------------------------------- */
+
+enum sim_ev_kind {
+    SIM_EV_ENGINE, /* an instance's engine has something to do (arg: instance, gen: its gen) */
+    SIM_EV_TOOL,   /* a tool call finished (arg: trajectory, gen: call index in its turn) */
+    SIM_EV_MODE,   /* a mode's timer (arg: what, defined by the mode) */
+    SIM_EV_SYNC,   /* a weight-update phase ended (arg: phase) */
+    SIM_EV_FAIL,   /* failure injection (arg: instance) */
+};
+
+struct sim_event {
+    double t_s;
+    uint64_t seq;
+    uint32_t kind;
+    uint32_t gen;
+    uint64_t arg;
+};
+
+/* ---- instances ------------------------------------------------------------------------ */
+
+struct sim_inst {
+    struct engine *eng; /* NULL once failed */
+    int tp, bucket, gpu;
+    int live;           /* requests on it */
+    int64_t version;    /* policy version of its weights */
+    uint32_t gen;       /* generation of its pending engine event */
+    bool dirty;         /* changed since its next event was computed */
+    double busy_mark_s; /* engine busy time when the measured window began */
+    double busy_dead_s; /* failed: its busy time inside the measured window */
+    int64_t last_count; /* running + queued last reported to the perfetto recording */
+};
+
+/* ---- trajectories --------------------------------------------------------------------- */
+
+struct sim_call {
+    uint32_t pool;
+    enum trace_tool_status status;
+    int64_t payload_tokens;
+    double exec_s;
+};
+
+struct sim_turn {
+    int64_t prompt_tokens;  /* the whole context sent */
+    int64_t gen_tokens;     /* >= 1 */
+    uint32_t call, n_calls; /* tool calls after it, into the trajectory's calls */
+};
+
+enum sim_traj_state {
+    SIM_T_GEN,     /* a turn is on an engine */
+    SIM_T_HELD,    /* a turn waits for the fleet to come back (weight update) */
+    SIM_T_TOOL,    /* waiting on tool calls */
+    SIM_T_DONE,    /* finished (completed or truncated) */
+    SIM_T_ABORTED, /* aborted and never resumed */
+};
+
+struct sim_traj {
+    uint32_t group, sample;
+    int64_t prompt, epoch;
+    int64_t version_start;  /* policy version when its first turn started */
+    int64_t version_end;    /* version of its last token */
+    struct sim_turn *turns; /* one block with calls; freed when the trajectory ends */
+    struct sim_call *calls;
+    uint32_t n_turns, turn; /* turns, and the current one */
+    enum sim_traj_state state;
+    int inst;               /* instance of the current or last turn; -1 before the first */
+    uint64_t req;           /* live request id */
+    int64_t submit_version; /* version of the instance when the live request was sent */
+    int64_t split_tokens;   /* tokens of the live request generated before an in-place update
+                             * (keep mode); -1 none */
+    int64_t turn_base;      /* tokens of the current turn kept from an abort (resumed) */
+    int64_t reusable;       /* prefix the live request claimed reusable */
+    int64_t generated;      /* tokens generated so far (all turns) */
+    int64_t total_tokens;   /* generated tokens of the whole record */
+    int64_t final_context;  /* training sequence: last prompt + last generation */
+    uint32_t pending;       /* tool calls outstanding */
+    double start_s, end_s, turn_start_s, tool_start_s;
+    enum trace_finish finish;
+    double reward;
+    bool has_reward;
+    bool mixed;     /* tokens of more than one version */
+    bool accounted; /* its tokens were trained or counted as waste */
+};
+
+struct sim_group {
+    int64_t index;  /* in launch order: the source's group number */
+    uint64_t first; /* first trajectory id; members are consecutive */
+    uint32_t n, done;
+    int64_t version; /* at launch */
+    int round;       /* mode-defined (the colocated round) */
+    bool filtered;
+    bool aborted;
+    double done_s;
+};
+
+/* ---- tool pools ----------------------------------------------------------------------- */
+
+/* A call waiting for a worker. */
+struct sim_waiting {
+    uint64_t traj;
+    double exec_s;
+    double queued_s;
+};
+
+struct sim_pool {
+    char name[WORKLOAD_TOOL_NAME_MAX];
+    int64_t workers; /* 0: a worker per call (no queueing) */
+    int64_t busy;
+    VEC(struct sim_waiting) queue; /* FIFO from head */
+    size_t head;
+    int64_t calls;
+    double wait_s; /* total queueing delay */
+};
+
+/* ---- modes ---------------------------------------------------------------------------- */
+
+struct sim;
+
+struct sim_mode_ops {
+    void (*begin)(struct sim *s);
+    void (*group_done)(struct sim *s, struct sim_group *g);
+    void (*timer)(struct sim *s, uint64_t arg);
+    /* Something the mode may wait for changed: the trainer was freed or the fleet updated. */
+    void (*resume)(struct sim *s);
+    void (*release)(struct sim *s); /* frees what begin allocated */
+};
+
+extern const struct sim_mode_ops sim_mode_sync_ops;  /* colocated and rollout */
+extern const struct sim_mode_ops sim_mode_async_ops; /* async and libra */
+
+/* ---- perfetto recording --------------------------------------------------------------- */
+
+struct sim_trace_rec {
+    json_t *events; /* the traceEvents array, or NULL when not recording */
+    bool on;        /* inside the recorded step */
+    int64_t step;   /* the step to record */
+};
+
+/* ---- the run -------------------------------------------------------------------------- */
+
+struct sim {
+    const struct sim_input *in;
+    const struct libra_config *cfg;
+    const struct sim_layout *lay;
+    const struct sim_run_opts *opts;
+    struct sim_result *out;
+    struct libra_error *err;
+    int rc;        /* first error; the loop stops */
+    bool finished; /* the mode has run every step */
+
+    /* settings resolved from the config */
+    int batch, samples, groups_per_batch, staleness;
+    bool chat, dynamic_sampling;
+
+    /* the models */
+    struct cost_shape shape;
+    struct plan_settings st;
+    struct cost_rollout_pre pre[PLAN_NTP]; /* by log2(TP) */
+
+    /* clock and events */
+    double now;
+    uint64_t seq;
+    struct heap events;
+
+    /* instances and the router's view of them */
+    struct sim_inst *inst;
+    struct sched_instance *reg;
+    int n_inst;
+    VEC(int) dirty;
+    VEC(struct engine_done) done; /* completions collected by the engine callback */
+    uint64_t next_req;
+    int64_t live_requests;
+
+    /* trajectories and groups */
+    struct workload_gen gen;
+    struct arena arena; /* generator scratch, reset per group */
+    VEC(struct sim_traj) traj;
+    VEC(struct sim_group) groups;
+    struct sim_pool *pools;
+    size_t n_pools;
+    struct map pool_index;   /* tool name -> pool */
+    struct map prompt_seen;  /* prompt (hex) -> group index of its first finished trajectory */
+    int64_t rollout_version; /* the fleet's weights */
+    bool hold;               /* a weight update holds new turns */
+    VEC(uint64_t) held;      /* trajectories whose turn waits for the update */
+
+    /* routing */
+    struct sched_obs_config oc;
+    struct sched_model *model;
+    struct sched_router *router;
+    struct sched_metrics *rmetrics;
+
+    /* training */
+    int64_t version; /* trainer's policy version: steps completed */
+    bool train_busy; /* a step (or the trainer's share of a sync) is running */
+    double train_start_s;
+    double last_step_end_s;
+    double last_batch_ready_s;
+    double wait_since_s; /* async: trainer idle since */
+    struct cost_train_seqs seqs;
+    struct cost_train_scratch scratch;
+    VEC(uint32_t) lens;
+    VEC(double) ends;    /* finish times of the step's trajectories (tail share) */
+    double train_busy_s; /* training compute in the measured window */
+    struct sim_step cur; /* the step being trained */
+    VEC(struct sim_step) steps;
+    double measure_from_s;
+
+    /* weight updates */
+    int sync_phase;       /* SIM_SYNC_* */
+    bool sync_pending;    /* another update waits for the current one */
+    int64_t sync_version; /* version being pushed */
+    double sync_start_s;
+    double trainer_sync_s; /* trainer time in the current update */
+
+    /* mode */
+    const struct sim_mode_ops *ops;
+    void *mode;
+
+    struct sim_trace_rec trace;
+};
+
+/* Index of TP size tp (1, 2, 4, 8) in arrays by log2(TP). */
+static inline int sim_tp_index(int tp)
+{
+    int k = 0;
+    while ((1 << k) < tp)
+        k++;
+    return k;
+}
+
+/* The router's view of the fleet. */
+static inline struct sched_registry sim_registry(const struct sim *s)
+{
+    return (struct sched_registry){s->reg, (size_t)s->n_inst};
+}
+
+/* ---- core.c --------------------------------------------------------------------------- */
+
+/* Schedules an event at t_s (>= now). */
+void sim_schedule(struct sim *s, double t_s, enum sim_ev_kind kind, uint32_t gen, uint64_t arg);
+
+/* Records the first error (the run stops at the next event). Returns LIBRA_EINVAL. */
+int sim_fail(struct sim *s, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* Sends trajectory t's current turn to instance t->inst (held while s->hold). */
+void sim_submit(struct sim *s, struct sim_traj *t);
+
+/* Aborts t's live request; returns the tokens it had generated (0 when none live). */
+int64_t sim_abort_request(struct sim *s, struct sim_traj *t);
+
+/* Flushes every live instance's prefix cache and sets its version (a weight update). */
+void sim_fleet_update(struct sim *s, int64_t version);
+
+/* Pauses (false) or resumes every live instance's engine (keep mode). */
+void sim_fleet_ready(struct sim *s, bool ready);
+
+/* Ends the measured window's start: snapshots engine counters. */
+void sim_measure_begin(struct sim *s);
+
+/* ---- traj.c --------------------------------------------------------------------------- */
+
+/* Launches the next group of the source (its trajectories start now at the fleet's version).
+ * Returns its index into s->groups. */
+uint32_t sim_launch_group(struct sim *s, int round);
+
+/* A turn of t ended on its engine (d its record): accounts it and moves t on. */
+void sim_turn_done(struct sim *s, struct sim_traj *t, const struct engine_done *d);
+
+/* All tool calls of t's last turn returned: routes and sends its next turn. */
+void sim_tools_returned(struct sim *s, struct sim_traj *t);
+
+/* Aborts t for good (never resumed): its generated tokens are wasted as `why`. */
+void sim_traj_abort(struct sim *s, struct sim_traj *t, enum sim_waste why);
+
+/* Aborts group g for good: its finished members' tokens and its live members' are waste. */
+void sim_group_abort(struct sim *s, struct sim_group *g, enum sim_waste why);
+
+/* Counts the tokens of a live request that ended (kept_tokens of them) by policy version. */
+void sim_account_versions(struct sim *s, struct sim_traj *t, int64_t kept_tokens);
+
+/* Re-routes and resends t's current turn after its instance failed or it was aborted. */
+void sim_reroute(struct sim *s, struct sim_traj *t);
+
+/* Sets up the trajectory source, pools and observation rules; frees them. */
+void sim_source_init(struct sim *s);
+void sim_source_free(struct sim *s);
+
+/* ---- pool.c --------------------------------------------------------------------------- */
+
+/* Queues or starts every tool call after t's finished turn. */
+void sim_tools_start(struct sim *s, struct sim_traj *t);
+
+/* A call of trajectory id finished. */
+void sim_tool_done(struct sim *s, uint64_t id, uint32_t call);
+
+/* ---- trainer.c ------------------------------------------------------------------------ */
+
+/* Starts a training step on the trajectories of groups g[0..n) at the trainer's version;
+ * returns its duration (the caller schedules the end). ready_s is when its batch was ready. */
+double sim_train_begin(struct sim *s, const uint32_t *g, size_t n);
+
+/* Fills st's trajectories, trained tokens, mean staleness and tail share from groups g[0..n)
+ * (marking their trajectories trained) and leaves their sequence lengths in s->lens. The
+ * rollout span starts at first_start_s, or at the earliest start when it is NAN. */
+void sim_batch_stats(struct sim *s, const uint32_t *g, size_t n, double first_start_s,
+                     struct sim_step *st);
+
+/* Appends the record of the step that just ended (the trainer's version is its index). */
+void sim_step_record(struct sim *s, const struct sim_step *st);
+
+/* Whether group g is too stale for the trainer's version (rejected and counted). */
+bool sim_group_stale(struct sim *s, struct sim_group *g);
+
+/* Counts a group's generated tokens as waste of cause why. */
+void sim_group_waste(struct sim *s, const struct sim_group *g, enum sim_waste why);
+
+/* ---- sync.c --------------------------------------------------------------------------- */
+
+enum { SIM_SYNC_NONE, SIM_SYNC_SAVE, SIM_SYNC_QUIESCE, SIM_SYNC_TRANSFER };
+
+/* Starts pushing the trainer's version to the fleet (async and libra). The trainer is busy
+ * for its share; ops->resume runs when it is free and when the fleet has the new weights. */
+void sim_sync_begin(struct sim *s);
+
+/* An update phase event. */
+void sim_sync_event(struct sim *s, uint64_t phase);
+
+/* A request ended or was aborted: a drain may be complete. */
+void sim_sync_poll(struct sim *s);
+
+/* Seconds of transport for the fleet (nccl, disk reload or restart). */
+double sim_transport_s(const struct sim *s);
+
+/* Trainer's share of an update before the fleet's part can start (a checkpoint save). */
+double sim_save_s(const struct sim *s);
+
+/* ---- perfetto.c ----------------------------------------------------------------------- */
+
+void sim_trace_begin_step(struct sim *s, int64_t step);
+void sim_trace_end_step(struct sim *s);
+void sim_trace_slice(struct sim *s, int pid, uint64_t tid, const char *name, double from_s,
+                     double to_s, json_t *args);
+void sim_trace_instant(struct sim *s, int pid, uint64_t tid, const char *name, json_t *args);
+void sim_trace_counter(struct sim *s, int inst);
+char *sim_trace_finish(struct sim *s);
+
+#define SIM_PID_INSTANCES 1
+#define SIM_PID_TRAJECTORIES 2
+#define SIM_PID_TRAINER 3
+
+/* ---- metrics.c ------------------------------------------------------------------------ */
+
+void sim_metrics_finish(struct sim *s);
+
+/* ---- text buffers ----------------------------------------------------------------------- */
+
+struct sim_buf {
+    char *data;
+    size_t len, cap;
+};
+void sim_buf_printf(struct sim_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+#endif

@@ -1,0 +1,414 @@
+/*
+ * Layouts: which GPUs train, with which parallel layout, and which rollout instances serve.
+ *
+ * libra's comes from the planner (plan_solve in async mode on a length sample of the
+ * workload: its split, training layout, heterogeneous instances, their placement and the
+ * bucket layout C-MLFQ routes over). The baselines get the fastest training layout the
+ * planner's training model finds for their GPUs (plan/train.h: every feasible (TP, PP, CP,
+ * micro-batch budget), timed on the sample), so that a baseline is never slowed by a poor
+ * training layout; their rollout side is the one TP the caller pins or the tuner sweeps.
+ * Instances never span nodes: they are packed into the nodes after the training GPUs, larger
+ * ones first.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan/train.h"
+#include "sim/internal.h"
+#include "util/alloc.h"
+#include "util/error.h"
+
+/* The planner sees a short length profile (libra-spec §2: 64 prompts at startup): the fewest
+ * whole batches holding SAMPLE_MIN trajectories, at most SAMPLE_BATCHES_MAX. */
+#define SAMPLE_MIN 256
+#define SAMPLE_BATCHES_MAX 8
+
+void sim_layout_free(struct sim_layout *l)
+{
+    free(l->inst);
+    l->inst = NULL;
+}
+
+/* ---- the length sample ---------------------------------------------------------------- */
+
+struct sample {
+    VEC(int64_t) prompt, gen, tool, turns;
+};
+
+static void sample_add(struct sample *sm, const struct trace_traj *t)
+{
+    int64_t gen = 0, tool = 0;
+    for (size_t i = 0; i < t->n_turns; i++) {
+        gen += t->turns[i].generated_tokens > 0 ? t->turns[i].generated_tokens : 1;
+        for (size_t k = 0; i + 1 < t->n_turns && k < t->turns[i].n_calls; k++)
+            tool += t->turns[i].calls[k].payload_tokens;
+    }
+    vec_push(&sm->prompt, t->turns[0].prompt_tokens > 0 ? t->turns[0].prompt_tokens : 1);
+    vec_push(&sm->gen, gen);
+    vec_push(&sm->tool, tool);
+    vec_push(&sm->turns, (int64_t)t->n_turns);
+}
+
+/* The profile's batches of the source in launch order, batch b at policy version b. */
+static void sample_build(const struct sim_input *in, struct sample *sm)
+{
+    const struct libra_config *cfg = in->cfg;
+    size_t batch = (size_t)cfg->rl.batch_trajectories;
+    size_t batches = (SAMPLE_MIN + batch - 1) / batch;
+    batches = batches > SAMPLE_BATCHES_MAX ? SAMPLE_BATCHES_MAX : batches;
+    size_t n = batches * batch;
+    size_t samples = (size_t)cfg->rl.samples, per_batch = batch / samples;
+    if (in->trace) {
+        size_t usable = in->trace->n / samples * samples;
+        for (size_t i = 0; i < n; i++)
+            sample_add(sm, &in->trace->trajs[i % usable]);
+        return;
+    }
+    struct workload_gen g;
+    workload_gen_init(&g, in->workload, (uint64_t)cfg->sim.seed);
+    struct arena a;
+    arena_init(&a, 0);
+    for (size_t i = 0; i < n; i++) {
+        int64_t group = (int64_t)(i / samples);
+        int64_t prompt =
+            workload_prompt_for(&g, group / in->workload->prompts, group % in->workload->prompts);
+        struct trace_traj t;
+        workload_gen_traj(&g, prompt, (int64_t)(i % samples), group / (int64_t)per_batch, &t, &a);
+        sample_add(sm, &t);
+        arena_reset(&a);
+    }
+    arena_free(&a);
+}
+
+static void sample_free(struct sample *sm)
+{
+    vec_free(&sm->prompt);
+    vec_free(&sm->gen);
+    vec_free(&sm->tool);
+    vec_free(&sm->turns);
+}
+
+static struct plan_sample sample_view(const struct sample *sm)
+{
+    return (struct plan_sample){sm->prompt.n, sm->prompt.v, sm->gen.v, sm->tool.v, sm->turns.v};
+}
+
+/* The simulator's engine and trainer settings, as the planner needs them. */
+static void settings(const struct sim_input *in, struct plan_settings *st)
+{
+    const struct libra_config *cfg = in->cfg;
+    plan_settings_default(st, in->hw);
+    st->max_seqs = cfg->sim.max_seqs;
+    st->chunk_tokens = cfg->sim.max_batched_tokens;
+    st->minibatches = cfg->rl.minibatches;
+    st->old_logprob = cfg->rl.old_logprob;
+    st->reference = cfg->rl.reference;
+}
+
+/* ---- training layouts ----------------------------------------------------------------- */
+
+/* The fastest feasible training layout of n GPUs on the sample. */
+static int best_train(const struct sim_input *in, const struct sample *sm, int n,
+                      struct plan_train_layout *out, double *train_s, struct libra_error *err)
+{
+    struct cost_shape sh;
+    struct plan_settings st;
+    if (cost_shape_init(&sh, in->model) != 0)
+        return error_set(err, NULL, 0, 0, "model %s: the cost model rejects its shape",
+                         in->model->name);
+    settings(in, &st);
+    struct plan_sample view = sample_view(sm);
+    struct plan_train t;
+    plan_train_init(&t, &view, &sh, in->hw, &st, in->cfg);
+    struct plan_train_layout cand[PLAN_LAYOUTS_MAX];
+    size_t k = plan_train_layouts(&t, n, cand);
+    double best = INFINITY;
+    enum plan_why why = PLAN_WHY_TP;
+    for (size_t i = 0; i < k; i++) {
+        enum plan_why w = plan_train_check(&t, &cand[i], NULL);
+        if (w != PLAN_WHY_NONE) {
+            why = w > why ? w : why;
+            continue;
+        }
+        double ts = plan_train_time(&t, &cand[i], NULL);
+        if (ts < best) {
+            best = ts;
+            *out = cand[i];
+        }
+    }
+    plan_train_free(&t);
+    if (isinf(best)) {
+        error_set(err, NULL, 0, 0, "no training layout of %d GPUs: %s", n, plan_why_text(why));
+        return LIBRA_EINFEAS;
+    }
+    *train_s = best;
+    return 0;
+}
+
+/* ---- fleets --------------------------------------------------------------------------- */
+
+static int cmp_tp_desc(const void *a, const void *b)
+{
+    const struct sim_instance_spec *x = a, *y = b;
+    return y->tp - x->tp;
+}
+
+/* Places l->inst (TP sizes set) on GPUs [first_gpu, gpus), larger first, first fit per node. */
+static int pack(const struct sim_input *in, struct sim_layout *l, int first_gpu,
+                struct libra_error *err)
+{
+    int gpn = in->cfg->cluster.gpus_per_node, gpus = in->cfg->cluster.gpus;
+    int nodes = (gpus + gpn - 1) / gpn;
+    int *used = xcalloc((size_t)nodes, sizeof *used);
+    for (int g = 0; g < first_gpu; g++)
+        used[g / gpn]++;
+    qsort(l->inst, (size_t)l->n_inst, sizeof *l->inst, cmp_tp_desc);
+    int rc = 0;
+    for (int i = 0; i < l->n_inst && !rc; i++) {
+        int node = 0, tp = l->inst[i].tp;
+        while (node < nodes && (node == nodes - 1 ? gpus - node * gpn : gpn) - used[node] < tp)
+            node++;
+        if (node == nodes || tp > gpn)
+            rc = error_set(err, NULL, 0, 0,
+                           "the rollout instances do not fit the %d GPUs left for rollout "
+                           "(instances stay inside one node of %d GPUs)",
+                           gpus - first_gpu, gpn);
+        else
+            l->inst[i].gpu = node * gpn + used[node];
+        if (!rc)
+            used[node] += tp;
+    }
+    free(used);
+    return rc;
+}
+
+/* A fleet of instances of one TP over GPUs [first_gpu, gpus), one bucket. */
+static int homogeneous(const struct sim_input *in, struct sim_layout *l, int first_gpu, int tp,
+                       struct libra_error *err)
+{
+    int gpus = in->cfg->cluster.gpus;
+    if (tp < 1 || tp > 8 || (tp & (tp - 1)) || tp > in->cfg->cluster.gpus_per_node)
+        return error_set(err, NULL, 0, 0, "rollout TP %d: must be 1, 2, 4 or 8 and fit a node", tp);
+    l->n_inst = (gpus - first_gpu) / tp;
+    l->inst = xcalloc((size_t)(l->n_inst ? l->n_inst : 1), sizeof *l->inst);
+    for (int i = 0; i < l->n_inst; i++)
+        l->inst[i].tp = tp;
+    l->buckets.n = 1;
+    l->buckets.bucket[0] = (struct spec_bucket){
+        .max_tokens = SPEC_BUCKET_TOKENS_MAX, .n_tp = 1, .tp = {tp}, .instances = {l->n_inst}};
+    l->policy = SCHED_LOAD_BALANCE;
+    return pack(in, l, first_gpu, err);
+}
+
+/* Assigns each instance of l (TP set) a bucket serving its TP: a bucket's listed instance
+ * counts first, the rest round-robin over the buckets that list the TP. */
+static int assign_buckets(struct sim_layout *l, struct libra_error *err)
+{
+    int left[SPEC_BUCKETS_MAX][SPEC_BUCKET_TPS_MAX], rr[PLAN_NTP] = {0};
+    for (int b = 0; b < l->buckets.n; b++)
+        for (int k = 0; k < l->buckets.bucket[b].n_tp; k++)
+            left[b][k] = l->buckets.bucket[b].instances[k];
+    for (int i = 0; i < l->n_inst; i++) {
+        int tp = l->inst[i].tp, found = -1;
+        for (int b = 0; b < l->buckets.n && found < 0; b++)
+            for (int k = 0; k < l->buckets.bucket[b].n_tp; k++)
+                if (l->buckets.bucket[b].tp[k] == tp && left[b][k] > 0) {
+                    left[b][k]--;
+                    found = b;
+                    break;
+                }
+        int serving[SPEC_BUCKETS_MAX], ns = 0;
+        for (int b = 0; b < l->buckets.n; b++)
+            if (spec_bucket_has_tp(&l->buckets.bucket[b], tp))
+                serving[ns++] = b;
+        if (found < 0 && ns == 0)
+            return error_set(err, NULL, 0, 0,
+                             "sched.buckets: no bucket is served by TP%d, but the fleet has "
+                             "TP%d instances",
+                             tp, tp);
+        l->inst[i].bucket = found >= 0 ? found : serving[rr[sim_tp_index(tp)]++ % ns];
+    }
+    return 0;
+}
+
+/* The fleet that sched.buckets' instance counts describe. */
+static int fleet_from_buckets(const struct sim_input *in, struct sim_layout *l,
+                              struct libra_error *err)
+{
+    const char *text = in->cfg->sched.buckets;
+    if (!text[0])
+        return error_set(err, NULL, 0, 0,
+                         "sched.buckets: the %s layout needs a fleet: give instance counts, "
+                         "e.g. \"tp1x4:4000,tp2x2:12000,tp4x1:30000\"",
+                         sim_mode_name(l->mode));
+    if (spec_bucket_parse(&l->buckets, text, "sched.buckets", err) != 0)
+        return LIBRA_EINVAL;
+    int n = 0;
+    for (int b = 0; b < l->buckets.n; b++)
+        for (int k = 0; k < l->buckets.bucket[b].n_tp; k++)
+            n += l->buckets.bucket[b].instances[k];
+    if (n == 0)
+        return error_set(err, NULL, 0, 0,
+                         "sched.buckets: \"%s\" gives no instance counts (write tp2x3:12000 for "
+                         "three TP2 instances)",
+                         text);
+    l->n_inst = n;
+    l->inst = xcalloc((size_t)n, sizeof *l->inst);
+    int i = 0;
+    for (int b = 0; b < l->buckets.n; b++)
+        for (int k = 0; k < l->buckets.bucket[b].n_tp; k++)
+            for (int c = 0; c < l->buckets.bucket[b].instances[k]; c++)
+                l->inst[i++] = (struct sim_instance_spec){l->buckets.bucket[b].tp[k], b, 0};
+    return 0;
+}
+
+static int fleet_gpus(const struct sim_layout *l)
+{
+    int g = 0;
+    for (int i = 0; i < l->n_inst; i++)
+        g += l->inst[i].tp;
+    return g;
+}
+
+static int router_policy(const struct sim_input *in, struct sim_layout *l, struct libra_error *err)
+{
+    static const char *const names[] = {"cmlfq", "load_balance", "length_aware", "la_mlfq"};
+    const char *name = names[in->cfg->sched.policy];
+    if (sched_policy_parse(name, &l->policy) != 0)
+        return error_set(err, NULL, 0, 0, "sched.policy: unknown policy '%s'", name);
+    return 0;
+}
+
+/* ---- the modes ------------------------------------------------------------------------ */
+
+static int make_colocated(const struct sim_input *in, const struct sample *sm, int tp,
+                          struct sim_layout *l, struct libra_error *err)
+{
+    double train_s;
+    l->n_train = in->cfg->cluster.gpus;
+    int rc = best_train(in, sm, l->n_train, &l->train, &train_s, err);
+    return rc ? rc : homogeneous(in, l, 0, tp, err);
+}
+
+static int make_async(const struct sim_input *in, const struct sample *sm, int n_train, int tp,
+                      struct sim_layout *l, struct libra_error *err)
+{
+    int gpus = in->cfg->cluster.gpus;
+    if (n_train < 1 || n_train >= gpus)
+        return error_set(err, NULL, 0, 0, "async: %d training GPUs leave no split of %d GPUs",
+                         n_train, gpus);
+    double train_s;
+    l->n_train = n_train;
+    int rc = best_train(in, sm, n_train, &l->train, &train_s, err);
+    return rc ? rc : homogeneous(in, l, n_train, tp, err);
+}
+
+/* The planner's instances, from its GPU placement. */
+static void plan_instances(const struct plan_result *r, struct sim_layout *l)
+{
+    l->n_inst = r->instances;
+    l->inst = xcalloc((size_t)(r->instances ? r->instances : 1), sizeof *l->inst);
+    for (int g = 0; g < r->gpus; g++) {
+        const struct plan_gpu *u = &r->gpu[g];
+        if (u->instance < 0 || u->instance >= r->instances)
+            continue;
+        struct sim_instance_spec *sp = &l->inst[u->instance];
+        if (sp->tp == 0)
+            *sp = (struct sim_instance_spec){u->instance_tp, 0,
+                                             u->node * r->gpus_per_node + u->local};
+    }
+}
+
+static int make_libra_planned(const struct sim_input *in, const struct sample *sm,
+                              struct sim_layout *l, struct libra_error *err)
+{
+    struct libra_config cfg = *in->cfg;
+    cfg.plan.mode = SPEC_PLAN_ASYNC;
+    struct plan_settings st;
+    settings(in, &st);
+    struct plan_problem p = {
+        .cfg = &cfg, .hw = in->hw, .model = in->model, .settings = &st, .sample = sample_view(sm)};
+    struct plan_result r;
+    int rc = plan_solve(&p, &r, err);
+    if (rc == 0 && !r.feasible) {
+        error_set(err, NULL, 0, 0, "the planner finds no feasible plan: %s", plan_why_text(r.why));
+        rc = LIBRA_EINFEAS;
+    }
+    if (rc == 0) {
+        l->n_train = r.n_train;
+        l->train = r.train;
+        l->buckets = r.layout;
+        plan_instances(&r, l);
+        l->planned = true;
+        l->pred_step_s = r.step_s;
+        l->pred_train_s = r.train_s;
+        l->pred_rollout_s = r.rollout_s;
+        l->pred_switch_s = r.switch_s;
+        snprintf(l->origin, sizeof l->origin, "planner");
+    }
+    plan_result_free(&r);
+    if (rc == 0 && in->cfg->sched.buckets[0] &&
+        spec_bucket_parse(&l->buckets, in->cfg->sched.buckets, "sched.buckets", err) != 0)
+        rc = LIBRA_EINVAL;
+    return rc ? rc : assign_buckets(l, err);
+}
+
+static int make_libra_fleet(const struct sim_input *in, const struct sample *sm,
+                            struct sim_layout *l, struct libra_error *err)
+{
+    int rc = fleet_from_buckets(in, l, err);
+    if (rc)
+        return rc;
+    int gpus = in->cfg->cluster.gpus, roll = fleet_gpus(l);
+    l->n_train = gpus - roll;
+    if (l->n_train < 1)
+        return error_set(err, NULL, 0, 0,
+                         "sched.buckets: the fleet takes %d of %d GPUs and leaves none to train",
+                         roll, gpus);
+    double train_s;
+    rc = best_train(in, sm, l->n_train, &l->train, &train_s, err);
+    snprintf(l->origin, sizeof l->origin, "fleet");
+    return rc ? rc : pack(in, l, l->n_train, err);
+}
+
+static int make_rollout(const struct sim_input *in, struct sim_layout *l, struct libra_error *err)
+{
+    int rc = fleet_from_buckets(in, l, err);
+    if (rc)
+        return rc;
+    snprintf(l->origin, sizeof l->origin, "fleet");
+    return pack(in, l, 0, err);
+}
+
+int sim_layout_make(const struct sim_input *in, enum sim_mode m, int n_train, int tp,
+                    struct sim_layout *out, struct libra_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->mode = m;
+    snprintf(out->origin, sizeof out->origin, "pinned");
+    if (m == SIM_ROLLOUT) {
+        int rc = make_rollout(in, out, err);
+        return rc ? rc : router_policy(in, out, err);
+    }
+    struct sample sm = {0};
+    sample_build(in, &sm);
+    int rc;
+    switch (m) {
+    case SIM_COLOCATED:
+        rc = make_colocated(in, &sm, tp, out, err);
+        break;
+    case SIM_ASYNC:
+        rc = make_async(in, &sm, n_train, tp, out, err);
+        break;
+    default:
+        rc = in->cfg->sim.planner ? make_libra_planned(in, &sm, out, err)
+                                  : make_libra_fleet(in, &sm, out, err);
+        if (rc == 0)
+            rc = router_policy(in, out, err);
+        break;
+    }
+    sample_free(&sm);
+    return rc;
+}

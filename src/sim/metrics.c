@@ -1,0 +1,77 @@
+/*
+ * The run's summary, from the step records and the counters kept during the run.
+ *
+ * Rates follow libra-spec §5: trained tokens are the generated tokens of trajectories in
+ * trained groups, over the steps after the warm-up, divided by the simulated time from the
+ * end of the warm-up to the end of the last step; everything else (prompt and tool tokens,
+ * re-prefills, filtered, stale and aborted work) is waste, counted by cause. Utilisation is
+ * busy GPU-seconds over available GPU-seconds in the same window: an instance is busy while
+ * its engine runs iterations, the trainer while it computes a step.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/internal.h"
+#include "util/alloc.h"
+
+static double rollout_util(struct sim *s, double window_s)
+{
+    double busy = 0, gpus = 0;
+    for (int i = 0; i < s->n_inst; i++) {
+        const struct sim_inst *in = &s->inst[i];
+        double b = in->busy_dead_s;
+        if (in->eng) {
+            struct engine_stats st;
+            engine_stats(in->eng, &st);
+            b = st.busy_s - in->busy_mark_s;
+        }
+        busy += b * in->tp;
+        gpus += in->tp;
+    }
+    return window_s > 0 && gpus > 0 ? busy / (gpus * window_s) : 0;
+}
+
+void sim_metrics_finish(struct sim *s)
+{
+    struct sim_result *o = s->out;
+    o->steps_run = (int)s->steps.n;
+    o->steps = xcalloc(s->steps.n ? s->steps.n : 1, sizeof *o->steps);
+    if (s->steps.n)
+        memcpy(o->steps, s->steps.v, s->steps.n * sizeof *o->steps);
+    o->end_s = s->now;
+    o->warmup = s->opts->warmup;
+    double n = 0, step = 0, train = 0, roll = 0, tail = 0;
+    for (size_t i = 0; i < s->steps.n; i++) {
+        const struct sim_step *st = &s->steps.v[i];
+        o->trained_tokens_all += st->trained_tokens;
+        if (st->step < o->warmup)
+            continue;
+        o->trained_tokens += st->trained_tokens;
+        o->trajectories += st->trajectories;
+        step += st->step_s;
+        train += st->train_s;
+        roll += st->rollout_s;
+        tail += st->tail_share;
+        n++;
+    }
+    o->measured_s = s->now - s->measure_from_s;
+    if (o->measured_s > 0) {
+        o->tokens_per_s = (double)o->trained_tokens / o->measured_s;
+        o->trajectories_per_s = (double)o->trajectories / o->measured_s;
+    }
+    if (n > 0) {
+        o->mean_step_s = step / n;
+        o->mean_train_s = train / n;
+        o->mean_rollout_s = roll / n;
+        o->tail_share = tail / n;
+    }
+    o->generated_tokens_per_s = s->now > 0 ? (double)o->generated_tokens / s->now : 0;
+    o->rollout_util = rollout_util(s, o->measured_s);
+    o->train_util = o->measured_s > 0 ? s->train_busy_s / o->measured_s : 0;
+    for (size_t i = 0; i < s->traj.n; i++)
+        if (!s->traj.v[i].accounted)
+            o->unconsumed_tokens += s->traj.v[i].generated;
+    o->routing = sched_metrics_to_json(s->rmetrics, sched_policy_bucketless(s->lay->policy));
+    o->perfetto = sim_trace_finish(s);
+}

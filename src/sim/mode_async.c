@@ -1,0 +1,151 @@
+/*
+ * The async and libra modes: rollout is a stream, training consumes it with bounded staleness
+ * (AReaL, verl fully async; libra-spec §1).
+ *
+ * Admission: groups are launched in order, and the group that will complete batch b may start
+ * only while b <= R + k (R the fleet's policy version, k = rl.max_staleness), so a batch
+ * trained in order is never too stale; groups dropped by dynamic sampling or staleness are
+ * replaced, and rl.overprovision_frac keeps that share of a batch more in flight. Training:
+ * whenever the trainer is free and the buffer of completed groups holds a batch, it takes the
+ * oldest groups, after dropping those that are now too stale (counted at each trajectory's
+ * start). Every rl.sync_interval steps the weights go to the fleet (sync.c). The two modes
+ * differ only in their layout: async is a static split at one TP with least-connections
+ * routing; libra is the planner's split with heterogeneous instances and C-MLFQ.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/internal.h"
+#include "util/alloc.h"
+
+enum { TIMER_TRAINED = 1 };
+
+struct async_mode {
+    int64_t launched;     /* groups */
+    int64_t lost;         /* groups filtered or rejected as stale (replaced) */
+    int64_t extra;        /* over-provisioned groups in flight */
+    VEC(uint32_t) buffer; /* completed groups, oldest first */
+    double prev_ready_s;  /* when the previous batch was complete */
+    double ready_s;       /* when the batch being trained was complete */
+    double wait_s;        /* the trainer's idle time before it */
+};
+
+static struct async_mode *state(struct sim *s)
+{
+    return s->mode;
+}
+
+static void admit(struct sim *s)
+{
+    struct async_mode *m = state(s);
+    if (s->sync_phase != SIM_SYNC_NONE || s->finished)
+        return;
+    int64_t limit =
+        (s->rollout_version + s->staleness + 1) * s->groups_per_batch + m->lost + m->extra;
+    while (m->launched < limit && !s->rc) {
+        sim_launch_group(s, 0);
+        m->launched++;
+    }
+}
+
+/* Drops buffered groups that are too stale for the trainer's version. */
+static void drop_stale(struct sim *s)
+{
+    struct async_mode *m = state(s);
+    size_t w = 0;
+    for (size_t r = 0; r < m->buffer.n; r++) {
+        struct sim_group *g = &s->groups.v[m->buffer.v[r]];
+        if (sim_group_stale(s, g))
+            m->lost++;
+        else
+            m->buffer.v[w++] = m->buffer.v[r];
+    }
+    m->buffer.n = w;
+}
+
+static void try_train(struct sim *s)
+{
+    struct async_mode *m = state(s);
+    if (s->train_busy || s->finished)
+        return;
+    drop_stale(s);
+    size_t need = (size_t)s->groups_per_batch;
+    if (m->buffer.n >= need) {
+        m->ready_s = 0;
+        for (size_t i = 0; i < need; i++)
+            m->ready_s = fmax(m->ready_s, s->groups.v[m->buffer.v[i]].done_s);
+        m->wait_s = s->now - s->wait_since_s;
+        double d = sim_train_begin(s, m->buffer.v, need);
+        m->buffer.n -= need;
+        memmove(m->buffer.v, m->buffer.v + need, m->buffer.n * sizeof *m->buffer.v);
+        s->train_busy = true;
+        sim_schedule(s, s->now + d, SIM_EV_MODE, 0, TIMER_TRAINED);
+    }
+    admit(s); /* stale groups were replaced */
+}
+
+static void begin(struct sim *s)
+{
+    struct async_mode *m = xcalloc(1, sizeof *m);
+    s->mode = m;
+    m->extra = (int64_t)ceil(s->cfg->rl.overprovision_frac * s->groups_per_batch);
+    admit(s);
+}
+
+static void group_done(struct sim *s, struct sim_group *g)
+{
+    struct async_mode *m = state(s);
+    if (g->filtered) {
+        m->lost++;
+        sim_group_waste(s, g, SIM_WASTE_FILTERED);
+        admit(s);
+        return;
+    }
+    vec_push(&m->buffer, (uint32_t)g->index);
+    try_train(s);
+}
+
+static void trained(struct sim *s)
+{
+    struct async_mode *m = state(s);
+    struct sim_step st = s->cur;
+    st.end_s = s->now;
+    st.step_s = s->now - s->last_step_end_s;
+    st.wait_s = m->wait_s;
+    st.rollout_s = m->ready_s - m->prev_ready_s;
+    m->prev_ready_s = m->ready_s;
+    s->last_step_end_s = s->now;
+    s->version++;
+    sim_step_record(s, &st);
+    if (s->finished)
+        return;
+    if (s->version % s->cfg->rl.sync_interval == 0) {
+        sim_sync_begin(s);
+        return;
+    }
+    s->train_busy = false;
+    s->wait_since_s = s->now;
+    try_train(s);
+}
+
+static void timer(struct sim *s, uint64_t what)
+{
+    if (what == TIMER_TRAINED)
+        trained(s);
+}
+
+static void resume(struct sim *s)
+{
+    admit(s);
+    try_train(s);
+}
+
+static void release(struct sim *s)
+{
+    struct async_mode *m = state(s);
+    if (m)
+        vec_free(&m->buffer);
+}
+
+const struct sim_mode_ops sim_mode_async_ops = {begin, group_done, timer, resume, release};

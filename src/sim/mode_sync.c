@@ -1,0 +1,189 @@
+/*
+ * The colocated and rollout modes: one batch at a time.
+ *
+ * colocated is verl's synchronous hybrid engine: every GPU serves rollout instances of one TP;
+ * a step launches the batch's groups at the current policy version and waits for the last of
+ * them; then the GPUs switch to training (freeing rollout memory: the lifecycle's fixed switch
+ * cost), train the step on every GPU, and switch back, resharding the new weights into the
+ * rollout layout in place (cost_reshard_s), which is also the weight update: prefix caches are
+ * flushed and every trajectory is on-policy. With dynamic sampling, filtered groups are
+ * replaced by further generation rounds (DAPO) until the batch is full or rl.max_gen_batches
+ * rounds ran; rl.overprovision_frac launches that share more groups per round and aborts the
+ * slowest once the batch is full (APRIL / slime). rollout runs the same rounds on a fixed
+ * fleet with no trainer: its steps are batches.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/internal.h"
+#include "util/alloc.h"
+
+enum { TIMER_TO_TRAIN = 1, TIMER_TRAINED, TIMER_TO_ROLLOUT };
+
+struct sync_mode {
+    int rounds;                 /* generation rounds of the step so far */
+    int live;                   /* groups of the round not yet complete */
+    VEC(uint32_t) accepted;     /* groups for the batch */
+    VEC(uint32_t) round_groups; /* groups of the current round */
+    double phase_start_s;       /* start of the step's rollout */
+    double rollout_s;           /* rollout phase of the step */
+    double switch_s;            /* both switches */
+    int64_t step;               /* steps done (the rollout mode has no trainer version) */
+};
+
+static struct sync_mode *state(struct sim *s)
+{
+    return s->mode;
+}
+
+static bool trains(const struct sim *s)
+{
+    return s->lay->mode == SIM_COLOCATED;
+}
+
+static void launch_round(struct sim *s)
+{
+    struct sync_mode *m = state(s);
+    m->rounds++;
+    size_t need = (size_t)s->groups_per_batch - m->accepted.n;
+    size_t n = (size_t)ceil((double)need * (1.0 + s->cfg->rl.overprovision_frac));
+    m->round_groups.n = 0;
+    m->live = (int)n;
+    for (size_t i = 0; i < n && !s->rc; i++)
+        vec_push(&m->round_groups, sim_launch_group(s, m->rounds));
+}
+
+static void start_step(struct sim *s)
+{
+    struct sync_mode *m = state(s);
+    m->rounds = 0;
+    m->accepted.n = 0;
+    m->phase_start_s = s->now;
+    m->switch_s = 0;
+    launch_round(s);
+}
+
+static void record(struct sim *s, struct sim_step *st)
+{
+    struct sync_mode *m = state(s);
+    st->step = m->step++;
+    st->end_s = s->now;
+    st->step_s = s->now - s->last_step_end_s;
+    st->rollout_s = m->rollout_s;
+    st->switch_s = m->switch_s;
+    s->last_step_end_s = s->now;
+    sim_step_record(s, st);
+    if (!s->finished)
+        start_step(s);
+}
+
+static void rollout_done(struct sim *s)
+{
+    struct sync_mode *m = state(s);
+    m->rollout_s = s->now - m->phase_start_s;
+    if (!trains(s)) {
+        struct sim_step st = {0};
+        sim_batch_stats(s, m->accepted.v, m->accepted.n, m->phase_start_s, &st);
+        record(s, &st);
+        return;
+    }
+    m->switch_s = s->st.lifecycle.switch_fixed_s;
+    sim_schedule(s, s->now + m->switch_s, SIM_EV_MODE, 0, TIMER_TO_TRAIN);
+}
+
+static void round_end(struct sim *s)
+{
+    struct sync_mode *m = state(s);
+    if (m->accepted.n < (size_t)s->groups_per_batch && s->dynamic_sampling &&
+        m->rounds < s->cfg->rl.max_gen_batches)
+        launch_round(s);
+    else
+        rollout_done(s);
+}
+
+/* Aborts the groups of the round still running: the batch is full. */
+static void abort_rest(struct sim *s)
+{
+    struct sync_mode *m = state(s);
+    for (size_t i = 0; i < m->round_groups.n && !s->rc; i++) {
+        struct sim_group *g = &s->groups.v[m->round_groups.v[i]];
+        if (g->done < g->n && !g->aborted)
+            sim_group_abort(s, g, SIM_WASTE_ABORTED);
+    }
+    m->live = 0;
+}
+
+static void group_done(struct sim *s, struct sim_group *g)
+{
+    struct sync_mode *m = state(s);
+    m->live--;
+    if (g->filtered)
+        sim_group_waste(s, g, SIM_WASTE_FILTERED);
+    else if (m->accepted.n < (size_t)s->groups_per_batch)
+        vec_push(&m->accepted, (uint32_t)g->index);
+    else
+        sim_group_waste(s, g, SIM_WASTE_SURPLUS);
+    if (m->accepted.n == (size_t)s->groups_per_batch && m->live > 0)
+        abort_rest(s);
+    if (m->live == 0)
+        round_end(s);
+}
+
+/* The way back to rollout: the new weights resharded into the rollout layout in place. */
+static double reshard_s(const struct sim *s)
+{
+    const struct plan_train_layout *l = &s->lay->train;
+    int shard = l->tp * l->pp;
+    return cost_reshard_s(&s->st.lifecycle, &s->shape, s->in->hw, shard, s->lay->inst[0].tp,
+                          shard > s->cfg->cluster.gpus_per_node);
+}
+
+static void timer(struct sim *s, uint64_t what)
+{
+    struct sync_mode *m = state(s);
+    switch (what) {
+    case TIMER_TO_TRAIN: {
+        double d = m->accepted.n ? sim_train_begin(s, m->accepted.v, m->accepted.n) : 0;
+        if (!m->accepted.n)
+            memset(&s->cur, 0, sizeof s->cur);
+        sim_schedule(s, s->now + d, SIM_EV_MODE, 0, TIMER_TRAINED);
+        break;
+    }
+    case TIMER_TRAINED: {
+        double r = reshard_s(s);
+        m->switch_s += r;
+        sim_schedule(s, s->now + r, SIM_EV_MODE, 0, TIMER_TO_ROLLOUT);
+        break;
+    }
+    case TIMER_TO_ROLLOUT: {
+        s->version++;
+        sim_fleet_update(s, s->version);
+        struct sim_step st = s->cur;
+        record(s, &st);
+        break;
+    }
+    }
+}
+
+static void begin(struct sim *s)
+{
+    s->mode = xcalloc(1, sizeof(struct sync_mode));
+    start_step(s);
+}
+
+static void resume(struct sim *s)
+{
+    (void)s;
+}
+
+static void release(struct sim *s)
+{
+    struct sync_mode *m = state(s);
+    if (m) {
+        vec_free(&m->accepted);
+        vec_free(&m->round_groups);
+    }
+}
+
+const struct sim_mode_ops sim_mode_sync_ops = {begin, group_done, timer, resume, release};

@@ -1,0 +1,303 @@
+/*
+ * The experiment's results as JSON (one document, or JSON Lines) and as a table for people.
+ *
+ * Everything here formats memory: the CLI writes it. The JSON carries every figure the table
+ * shows and more (per-step records, tuning sweeps, routing metrics, waste by cause); the
+ * table is the compact view the README shows for `libra sim`.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/internal.h"
+#include "util/alloc.h"
+#include "util/json.h"
+
+void sim_buf_printf(struct sim_buf *b, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0)
+        return;
+    if (b->len + (size_t)n + 1 > b->cap) {
+        b->cap = (b->len + (size_t)n + 1) * 2;
+        b->data = xrealloc(b->data, b->cap);
+    }
+    va_start(ap, fmt);
+    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    b->len += (size_t)n;
+}
+
+/* ---- JSON ----------------------------------------------------------------------------- */
+
+/* "tp1x4,tp2x2,tp4x2": the fleet by TP size. */
+static void fleet_text(const struct sim_layout *l, char *out, size_t size)
+{
+    int counts[PLAN_NTP] = {0};
+    for (int i = 0; i < l->n_inst; i++)
+        counts[sim_tp_index(l->inst[i].tp)]++;
+    size_t used = 0;
+    out[0] = '\0';
+    for (int k = 0; k < PLAN_NTP && used < size; k++)
+        if (counts[k])
+            used += (size_t)snprintf(out + used, size - used, "%stp%dx%d", used ? "," : "", 1 << k,
+                                     counts[k]);
+}
+
+static json_t *layout_json(const struct sim_layout *l, int gpus)
+{
+    char fleet[64], buckets[SPEC_BUCKET_TEXT_MAX];
+    fleet_text(l, fleet, sizeof fleet);
+    spec_bucket_format(&l->buckets, buckets, sizeof buckets);
+    int roll = 0;
+    for (int i = 0; i < l->n_inst; i++)
+        roll += l->inst[i].tp;
+    json_t *o = json_pack("{s:s,s:i,s:i,s:s,s:s,s:s,s:i}", "origin", l->origin, "train_gpus",
+                          l->n_train, "rollout_gpus", l->mode == SIM_COLOCATED ? gpus : roll,
+                          "instances", fleet, "buckets", buckets, "router",
+                          sched_policy_name(l->policy), "instance_count", l->n_inst);
+    if (l->n_train > 0)
+        json_object_set_new(o, "train",
+                            json_pack("{s:i,s:i,s:i,s:i,s:i}", "tp", l->train.tp, "pp", l->train.pp,
+                                      "cp", l->train.cp, "dp", l->train.dp,
+                                      "micro_batch_tokens_per_gpu", l->train.budget_tokens));
+    return o;
+}
+
+static json_t *step_json(const struct sim_step *st)
+{
+    return json_pack(
+        "{s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o}", "step", (json_int_t)st->step, "end_s",
+        ujson_real(st->end_s), "step_s", ujson_real(st->step_s), "train_s", ujson_real(st->train_s),
+        "rollout_s", ujson_real(st->rollout_s), "wait_s", ujson_real(st->wait_s), "switch_s",
+        ujson_real(st->switch_s), "sync_s", ujson_real(st->sync_s), "trajectories",
+        (json_int_t)st->trajectories, "trained_tokens", (json_int_t)st->trained_tokens,
+        "tail_share", ujson_real(st->tail_share), "mean_staleness", ujson_real(st->mean_staleness));
+}
+
+static json_t *waste_json(const struct sim_result *r)
+{
+    json_t *o = json_object();
+    for (int w = 0; w < SIM_WASTES; w++)
+        json_object_set_new(o, sim_waste_name((enum sim_waste)w),
+                            json_integer((json_int_t)r->waste[w]));
+    return o;
+}
+
+static json_t *run_json(const struct sim_result *r)
+{
+    json_t *stale = json_array();
+    for (int k = 0; k < r->staleness_n; k++)
+        json_array_append_new(stale, json_integer((json_int_t)r->staleness[k]));
+    json_t *o = json_pack(
+        "{s:i,s:i,s:o,s:o,s:I,s:I,s:o,s:o,s:o,s:I,s:I,s:I,s:o,s:o,s:o}", "steps", r->steps_run,
+        "warmup_steps", r->warmup, "simulated_s", ujson_real(r->end_s), "measured_s",
+        ujson_real(r->measured_s), "trained_tokens", (json_int_t)r->trained_tokens, "trajectories",
+        (json_int_t)r->trajectories, "trained_tokens_per_s", ujson_real(r->tokens_per_s),
+        "trajectories_per_s", ujson_real(r->trajectories_per_s), "generated_tokens_per_s",
+        ujson_real(r->generated_tokens_per_s), "generated_tokens", (json_int_t)r->generated_tokens,
+        "trained_tokens_all", (json_int_t)r->trained_tokens_all, "unconsumed_tokens",
+        (json_int_t)r->unconsumed_tokens, "rollout_utilisation", ujson_real(r->rollout_util),
+        "train_utilisation", ujson_real(r->train_util), "tail_share", ujson_real(r->tail_share));
+    json_object_set_new(o, "mean_step_s", ujson_real(r->mean_step_s));
+    json_object_set_new(o, "mean_train_s", ujson_real(r->mean_train_s));
+    json_object_set_new(o, "mean_rollout_s", ujson_real(r->mean_rollout_s));
+    json_object_set_new(o, "wasted_tokens", waste_json(r));
+    json_object_set_new(o, "staleness_histogram", stale);
+    json_object_set_new(
+        o, "counts",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "started",
+                  (json_int_t)r->started, "finished", (json_int_t)r->finished, "aborted",
+                  (json_int_t)r->aborted, "resumed", (json_int_t)r->resumed, "failed_turns",
+                  (json_int_t)r->failed_turns, "requests", (json_int_t)r->requests, "preemptions",
+                  (json_int_t)r->preemptions, "cached_tokens", (json_int_t)r->cached_tokens,
+                  "weight_updates", (json_int_t)r->syncs, "cache_flushes",
+                  (json_int_t)r->cache_flushes, "moves", (json_int_t)r->moves, "offpolicy_tokens",
+                  (json_int_t)r->offpolicy_tokens, "mixed_trajectories",
+                  (json_int_t)r->mixed_trajectories));
+    return o;
+}
+
+static json_t *planner_json(const struct sim_mode_result *mr)
+{
+    const struct sim_layout *l = &mr->layout;
+    if (!l->planned)
+        return json_null();
+    return json_pack("{s:{s:o,s:o,s:o},s:{s:o,s:o,s:o}}", "predicted", "step_s",
+                     ujson_real(l->pred_step_s), "train_s", ujson_real(l->pred_train_s),
+                     "rollout_s", ujson_real(l->pred_rollout_s), "simulated", "step_s",
+                     ujson_real(mr->run.mean_step_s), "train_s", ujson_real(mr->run.mean_train_s),
+                     "rollout_s", ujson_real(mr->run.mean_rollout_s));
+}
+
+static json_t *tuning_json(const struct sim_mode_result *mr)
+{
+    if (!mr->n_candidates)
+        return json_null();
+    json_t *c = json_array();
+    for (int i = 0; i < mr->n_candidates; i++)
+        json_array_append_new(c, json_pack("{s:i,s:i,s:o}", "train_gpus", mr->candidates[i].n_train,
+                                           "tp", mr->candidates[i].tp, "trained_tokens_per_s",
+                                           ujson_real(mr->candidates[i].tokens_per_s)));
+    return json_pack("{s:i,s:o}", "steps", mr->tune_steps, "candidates", c);
+}
+
+static const struct sim_mode_result *find(const struct sim_experiment *e, enum sim_mode m)
+{
+    for (int i = 0; i < e->n; i++)
+        if (e->mode[i].mode == m)
+            return &e->mode[i];
+    return NULL;
+}
+
+/* libra's rate over mode m's; NAN when either is missing or m's is 0. */
+static double ratio(const struct sim_experiment *e, enum sim_mode m, bool trajectories)
+{
+    const struct sim_mode_result *a = find(e, SIM_LIBRA), *b = find(e, m);
+    if (!a || !b)
+        return NAN;
+    double x = trajectories ? a->run.trajectories_per_s : a->run.tokens_per_s;
+    double y = trajectories ? b->run.trajectories_per_s : b->run.tokens_per_s;
+    return y > 0 ? x / y : NAN;
+}
+
+json_t *sim_experiment_to_json(const struct sim_experiment *e, const struct libra_config *cfg)
+{
+    json_t *doc = spec_config_envelope(SIM_SCHEMA, cfg);
+    json_t *modes = json_object();
+    for (int i = 0; i < e->n; i++) {
+        const struct sim_mode_result *mr = &e->mode[i];
+        json_t *steps = json_array();
+        for (int k = 0; k < mr->run.steps_run; k++)
+            json_array_append_new(steps, step_json(&mr->run.steps[k]));
+        json_t *m = json_pack("{s:o,s:o,s:o,s:o,s:O}", "layout",
+                              layout_json(&mr->layout, cfg->cluster.gpus), "tuning",
+                              tuning_json(mr), "run", run_json(&mr->run), "steps", steps, "routing",
+                              mr->run.routing ? mr->run.routing : json_null());
+        json_object_set_new(m, "planner", planner_json(mr));
+        json_object_set_new(modes, sim_mode_name(mr->mode), m);
+    }
+    json_object_set_new(doc, "modes", modes);
+    json_object_set_new(
+        doc, "ratios",
+        json_pack("{s:o,s:o,s:o,s:o}", "libra_over_colocated_tokens",
+                  ujson_real(ratio(e, SIM_COLOCATED, false)), "libra_over_async_tokens",
+                  ujson_real(ratio(e, SIM_ASYNC, false)), "libra_over_colocated_trajectories",
+                  ujson_real(ratio(e, SIM_COLOCATED, true)), "libra_over_async_trajectories",
+                  ujson_real(ratio(e, SIM_ASYNC, true))));
+    return doc;
+}
+
+static void append_line(struct sim_buf *b, const json_t *v)
+{
+    char *line = ujson_dump(v, false);
+    sim_buf_printf(b, "%s\n", line);
+    free(line);
+}
+
+char *sim_experiment_jsonl(const struct sim_experiment *e, const struct libra_config *cfg)
+{
+    struct sim_buf b = {0};
+    json_t *head = spec_config_envelope(SIM_SCHEMA, cfg);
+    json_t *modes = json_object();
+    for (int i = 0; i < e->n; i++) {
+        const struct sim_mode_result *mr = &e->mode[i];
+        json_t *m =
+            json_pack("{s:o,s:o,s:o}", "layout", layout_json(&mr->layout, cfg->cluster.gpus),
+                      "tuning", tuning_json(mr), "run", run_json(&mr->run));
+        json_object_set_new(m, "planner", planner_json(mr));
+        json_object_set_new(modes, sim_mode_name(mr->mode), m);
+    }
+    json_object_set_new(head, "modes", modes);
+    append_line(&b, head);
+    json_decref(head);
+    for (int i = 0; i < e->n; i++)
+        for (int k = 0; k < e->mode[i].run.steps_run; k++) {
+            json_t *st = step_json(&e->mode[i].run.steps[k]);
+            json_object_set_new(st, "mode", json_string(sim_mode_name(e->mode[i].mode)));
+            append_line(&b, st);
+            json_decref(st);
+        }
+    return b.data ? b.data : xstrdup("");
+}
+
+/* ---- the table ------------------------------------------------------------------------ */
+
+static void layout_text(const struct sim_mode_result *mr, char *out, size_t size)
+{
+    const struct sim_layout *l = &mr->layout;
+    char fleet[64];
+    fleet_text(l, fleet, sizeof fleet);
+    if (l->mode == SIM_COLOCATED)
+        snprintf(out, size, "all GPUs, rollout TP%d (%s)", l->inst[0].tp, l->origin);
+    else if (l->mode == SIM_ROLLOUT)
+        snprintf(out, size, "%s (%s)", fleet, l->origin);
+    else
+        snprintf(out, size, "%d train + %s (%s)", l->n_train, fleet, l->origin);
+}
+
+static double discarded_share(const struct sim_result *r)
+{
+    int64_t d = r->waste[SIM_WASTE_FILTERED] + r->waste[SIM_WASTE_STALE] +
+                r->waste[SIM_WASTE_ABORTED] + r->waste[SIM_WASTE_FAILURE] +
+                r->waste[SIM_WASTE_SURPLUS];
+    return r->generated_tokens ? (double)d / (double)r->generated_tokens : 0;
+}
+
+static const char *const sync_names[] = {"drain", "abort_resume", "keep"};
+static const char *const transport_names[] = {"nccl", "disk_reload", "disk_restart", "reshard"};
+
+char *sim_experiment_text(const struct sim_experiment *e, const struct libra_config *cfg)
+{
+    struct sim_buf b = {0};
+    const struct spec_rl_config *rl = &cfg->rl;
+    sim_buf_printf(&b,
+                   "libra sim: %s on %s, %d x %s; batch %d (%d x %d), %d steps (%d warm-up), "
+                   "staleness %d, weights every %d steps by %s + %s; seed %lld\n\n",
+                   cfg->workload.trace[0] ? cfg->workload.trace : cfg->workload.name,
+                   cfg->model.name, cfg->cluster.gpus, cfg->cluster.hardware,
+                   rl->batch_trajectories, rl->batch_trajectories / rl->samples, rl->samples,
+                   rl->steps, cfg->sim.warmup_steps < rl->steps ? cfg->sim.warmup_steps : 0,
+                   rl->max_staleness, rl->sync_interval, sync_names[rl->sync_mode],
+                   transport_names[rl->transport], (long long)cfg->sim.seed);
+    sim_buf_printf(&b, "%-10s %-36s %10s %8s %8s %7s %7s %7s %7s\n", "mode", "layout", "tokens/s",
+                   "traj/s", "step s", "roll %", "train %", "tail %", "disc %");
+    for (int i = 0; i < e->n; i++) {
+        const struct sim_mode_result *mr = &e->mode[i];
+        const struct sim_result *r = &mr->run;
+        char lay[96];
+        layout_text(mr, lay, sizeof lay);
+        sim_buf_printf(&b, "%-10s %-36s %10.0f %8.3f %8.1f %7.1f %7.1f %7.1f %7.1f\n",
+                       sim_mode_name(mr->mode), lay, r->tokens_per_s, r->trajectories_per_s,
+                       r->mean_step_s, 100 * r->rollout_util, 100 * r->train_util,
+                       100 * r->tail_share, 100 * discarded_share(r));
+    }
+    double rc = ratio(e, SIM_COLOCATED, false), ra = ratio(e, SIM_ASYNC, false);
+    if (!isnan(rc) || !isnan(ra)) {
+        sim_buf_printf(&b, "\nlibra trained tokens/s:");
+        if (!isnan(rc))
+            sim_buf_printf(&b, " %.2fx colocated", rc);
+        if (!isnan(ra))
+            sim_buf_printf(&b, "%s %.2fx async", isnan(rc) ? "" : ",", ra);
+        sim_buf_printf(&b, "\n");
+    }
+    const struct sim_mode_result *lm = find(e, SIM_LIBRA);
+    if (lm && lm->layout.planned)
+        sim_buf_printf(&b,
+                       "planner fidelity (libra): predicted step %.1f s (train %.1f, rollout "
+                       "%.1f), simulated %.1f s (train %.1f, rollout %.1f)\n",
+                       lm->layout.pred_step_s, lm->layout.pred_train_s, lm->layout.pred_rollout_s,
+                       lm->run.mean_step_s, lm->run.mean_train_s, lm->run.mean_rollout_s);
+    sim_buf_printf(&b,
+                   "\ntokens/s: generated tokens of trained trajectories per simulated second "
+                   "after the warm-up;\nroll %%, train %%: GPU utilisation; tail %%: share of a "
+                   "batch's rollout span taken by its\nlast 10%% of trajectories; disc %%: "
+                   "generated tokens discarded (filtered, stale, aborted,\nlost to failures, "
+                   "surplus). --json has waste by cause, staleness, routing and every step.\n");
+    return b.data;
+}

@@ -1,0 +1,243 @@
+/*
+ * The discrete-event simulator of agentic RL jobs (`libra sim`).
+ *
+ * Libra's claim is about whole jobs, so the simulator runs whole jobs: trajectories (from a
+ * workload generator or a trace) whose turns are served by inference instances (engine/),
+ * routed turn by turn by the same router calls the gateway makes (sched/), waiting between
+ * turns on tool CPU pools that queue, and a trainer that consumes whole GRPO groups, costs
+ * each step on the actual sequence lengths (cost/train.h) and pushes weights back with an
+ * explicit sync mode and transport. Four resource managers run over these shared parts:
+ *
+ *   colocated  verl's hybrid engine: every GPU rolls out one batch at one TP, waits for its
+ *              last trajectory, reshards, trains, and switches back;
+ *   async      a static split at one rollout TP with bounded staleness (AReaL / verl fully
+ *              async); the split and TP are tuned by sweeping them in the simulator;
+ *   libra      the planner's split and heterogeneous instances, routed by C-MLFQ;
+ *   rollout    a fixed fleet and no trainer (one batch after another).
+ *
+ * Everything is a pure function of the inputs and the seed: time is simulated (seconds as
+ * double, events ordered by (time, sequence number)), randomness comes from keyed streams (the
+ * trajectory of (prompt, sample, policy version) is the same in every mode), and nothing here
+ * reads a clock or a file. The CLI writes what the report functions format in memory.
+ * docs/sim.md gives the model; docs/reproduction.md the paper setups.
+ */
+#ifndef SIM_SIM_H
+#define SIM_SIM_H
+
+#include <jansson.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "libra/libra.h"
+#include "plan/plan.h"
+#include "sched/router.h"
+#include "spec/bucket.h"
+#include "spec/config.h"
+#include "spec/preset.h"
+#include "trace/trace.h"
+#include "workload/preset.h"
+
+#define SIM_SCHEMA "libra.sim/1"
+
+enum sim_mode { SIM_COLOCATED, SIM_ASYNC, SIM_LIBRA, SIM_ROLLOUT };
+#define SIM_MODES 4
+
+/* "colocated", "async", "libra", "rollout"; static storage. */
+const char *sim_mode_name(enum sim_mode m);
+
+/* Trajectories to replay instead of generating: consecutive runs of `samples` records form a
+ * GRPO group, groups are launched in file order (wrapping around). Borrowed. */
+struct sim_trace {
+    const struct trace_traj *trajs;
+    size_t n;
+    const char *workload; /* the header's workload (observation rules) */
+    const char *model;    /* the header's model, or NULL */
+};
+
+/* What every run of an experiment shares. Everything is borrowed. */
+struct sim_input {
+    const struct libra_config *cfg;
+    const struct spec_hardware *hw;
+    const struct spec_model *model;
+    /* The workload preset named by cfg: the generator's parameters and the tool pools. With a
+     * trace it supplies only the pools (tools it does not name never queue) and may be NULL. */
+    const struct workload_preset *workload;
+    const struct sim_trace *trace; /* NULL: generate from workload */
+    bool perfetto;                 /* record one step of the last mode (sim_result.perfetto) */
+};
+
+/* One rollout instance: TP GPUs starting at global GPU index gpu, inside one node. */
+struct sim_instance_spec {
+    int tp;
+    int bucket; /* index into the layout's buckets */
+    int gpu;
+};
+
+/* What a mode runs on: the split, the training layout, the rollout fleet and its router. */
+struct sim_layout {
+    enum sim_mode mode;
+    int n_train;                    /* GPUs training (colocated: every GPU; rollout: 0) */
+    struct plan_train_layout train; /* zeroed when nothing trains */
+    int n_inst;
+    struct sim_instance_spec *inst; /* n_inst, owned (sim_layout_free) */
+    struct spec_bucket_layout buckets;
+    enum sched_policy policy;
+    char origin[24]; /* how it was chosen: "planner", "tuned", "pinned", "fleet" */
+    /* The planner's prediction for this layout (planned false: no plan was solved). */
+    bool planned;
+    double pred_step_s, pred_train_s, pred_rollout_s, pred_switch_s;
+};
+
+/* Releases what l owns; a zeroed l is fine. */
+void sim_layout_free(struct sim_layout *l);
+
+/* Wasted work by cause (tokens): never counted as throughput (spec §5). */
+enum sim_waste {
+    SIM_WASTE_PROMPT,    /* prompt and tool tokens prefilled the first time */
+    SIM_WASTE_REPREFILL, /* context prefilled again: lost prefix cache, moves, resumes */
+    SIM_WASTE_PREEMPT,   /* recomputed after KV preemption */
+    SIM_WASTE_FILTERED,  /* generated tokens of groups dropped by dynamic sampling */
+    SIM_WASTE_STALE,     /* generated tokens of groups rejected as too stale */
+    SIM_WASTE_ABORTED,   /* generated tokens of trajectories aborted and never resumed */
+    SIM_WASTE_FAILURE,   /* generated tokens lost with a failed instance */
+    SIM_WASTE_SURPLUS,   /* generated tokens of accepted groups beyond a colocated batch */
+};
+#define SIM_WASTES 8
+
+/* "prompt", "reprefill", ...; static storage. */
+const char *sim_waste_name(enum sim_waste w);
+
+/* One training step (rollout mode: one batch). Times in seconds of simulated time. */
+struct sim_step {
+    int64_t step;
+    double end_s;           /* when the step's training finished (rollout mode: its batch) */
+    double step_s;          /* since the previous step ended */
+    double train_s;         /* training compute of the step */
+    double rollout_s;       /* colocated/rollout: the rollout phase; async: since the previous
+                             * batch was ready (the stream's interval) */
+    double wait_s;          /* async: the trainer idle waiting for the batch */
+    double switch_s;        /* colocated: both switches of the hybrid engine */
+    double sync_s;          /* trainer time spent in the weight update that followed the step */
+    int64_t trajectories;   /* trained */
+    int64_t trained_tokens; /* generated tokens of the trained trajectories */
+    double tail_share;      /* share of the batch's rollout span taken by its last 10 % */
+    double mean_staleness;  /* of the trained trajectories, versions */
+};
+
+/* The result of one run. */
+struct sim_result {
+    enum sim_mode mode;
+    int steps_run;
+    struct sim_step *steps;               /* steps_run, owned */
+    double end_s;                         /* simulated time at the end */
+    int warmup;                           /* steps excluded from the rates */
+    double measured_s;                    /* simulated time the rates are over */
+    int64_t trained_tokens, trajectories; /* over the measured steps */
+    double tokens_per_s, trajectories_per_s;
+    double generated_tokens_per_s; /* every generated token, wasted or not, over the run */
+    int64_t generated_tokens;      /* kept by the engines over the run (every request's
+                                    * output, whatever became of it) */
+    int64_t trained_tokens_all;    /* trained over every step, warm-up included */
+    int64_t unconsumed_tokens;     /* of trajectories neither trained nor wasted at the end
+                                    * (in flight, or buffered) */
+    int64_t waste[SIM_WASTES];
+    double rollout_util; /* busy GPU-seconds of rollout instances / their GPU-seconds */
+    double train_util;   /* training GPU-seconds / training GPUs' GPU-seconds */
+    double tail_share;   /* mean over measured steps */
+    double mean_step_s, mean_train_s, mean_rollout_s;
+    int64_t *staleness; /* max_staleness + 2 counters: trained trajectories by staleness
+                         * 0..k, then the rejected ones (> k); owned */
+    int staleness_n;
+    int64_t started, finished, aborted, resumed, failed_turns;
+    int64_t offpolicy_tokens;   /* generated under a version other than the trajectory's first */
+    int64_t mixed_trajectories; /* trajectories with tokens of more than one version */
+    int64_t requests, preemptions, cached_tokens, syncs, cache_flushes;
+    int64_t moves;   /* turns sent to another instance than the previous one */
+    json_t *routing; /* sched_metrics_to_json of the run; owned */
+    char *perfetto;  /* Chrome trace-event JSON of one step, or NULL; owned */
+};
+
+/* Releases what r owns; a zeroed r is fine. */
+void sim_result_free(struct sim_result *r);
+
+/* Options of one run. */
+struct sim_run_opts {
+    int steps;         /* training steps (batches in rollout mode) */
+    int warmup;        /* steps excluded from the rates */
+    int perfetto_step; /* record this step as a trace-event document; -1 none */
+};
+
+/*
+ * Simulates layout l on in for opts->steps steps into *out (zeroed first; free it with
+ * sim_result_free in every case). Returns 0; LIBRA_EINVAL with err when the layout or the
+ * workload cannot run (a turn longer than an instance's context, every instance failed, a
+ * sync mode the transport cannot do); LIBRA_EINTERNAL when an invariant broke (a bug).
+ */
+int sim_run(const struct sim_input *in, const struct sim_layout *l, const struct sim_run_opts *opts,
+            struct sim_result *out, struct libra_error *err);
+
+/* ---- layouts -------------------------------------------------------------------------- */
+
+/*
+ * The layout of mode m with pinned choices: colocated at rollout TP tp; async with n_train
+ * training GPUs and rollout TP tp; libra from the planner (or, with sim.planner off, the fleet
+ * of sched.buckets' instance counts and the rest training); rollout from sched.buckets'
+ * instance counts. Training layouts come from the planner restricted to the split. Returns 0,
+ * LIBRA_EINFEAS with err when the choice cannot run (the model does not fit, the planner
+ * finds no layout), or LIBRA_EINVAL with err for a bad setting. *out is zeroed first and
+ * owns memory in every case.
+ */
+int sim_layout_make(const struct sim_input *in, enum sim_mode m, int n_train, int tp,
+                    struct sim_layout *out, struct libra_error *err);
+
+/* ---- experiments ---------------------------------------------------------------------- */
+
+/* One candidate of a tuning sweep. */
+struct sim_candidate {
+    int n_train, tp;
+    double tokens_per_s; /* NAN when it could not run */
+};
+
+/* One mode of an experiment: how its layout was chosen and what it did. */
+struct sim_mode_result {
+    enum sim_mode mode;
+    struct sim_layout layout;
+    struct sim_candidate *candidates; /* the sweep, owned; n_candidates 0 when pinned */
+    int n_candidates;
+    int tune_steps;
+    struct sim_result run;
+};
+
+struct sim_experiment {
+    int n;
+    struct sim_mode_result mode[SIM_MODES];
+};
+
+/*
+ * Runs every mode of in->cfg->sim.modes: tunes colocated's rollout TP and async's split and TP
+ * unless pinned (sim.colocated_tp, sim.async_train_gpus, sim.async_tp), plans libra, and
+ * simulates each for rl.steps steps. The perfetto document of step sim.trace_step is recorded
+ * for the last mode run. Returns 0, or an error of sim_layout_make or sim_run with err. *out is
+ * zeroed first; free it with sim_experiment_free in every case.
+ */
+int sim_experiment_run(const struct sim_input *in, struct sim_experiment *out,
+                       struct libra_error *err);
+
+void sim_experiment_free(struct sim_experiment *e);
+
+/* ---- reports -------------------------------------------------------------------------- */
+
+/* The experiment as one JSON document: the envelope (schema SIM_SCHEMA, version, seed,
+ * config digest) and per mode its layout, tuning, run summary, steps and routing metrics,
+ * plus the libra/colocated and libra/async ratios. Returns a new reference. */
+json_t *sim_experiment_to_json(const struct sim_experiment *e, const struct libra_config *cfg);
+
+/* JSON Lines: a header line (envelope and modes), then one line per step of every mode.
+ * Returns a malloc'd string. */
+char *sim_experiment_jsonl(const struct sim_experiment *e, const struct libra_config *cfg);
+
+/* The table for people. Returns a malloc'd string. */
+char *sim_experiment_text(const struct sim_experiment *e, const struct libra_config *cfg);
+
+#endif

@@ -1,0 +1,155 @@
+/*
+ * The trainer: what a step costs on the trajectories it actually got, and the step records.
+ *
+ * A step takes whole GRPO groups. Its time is cost/train.h's on the step's real sequences
+ * (each trajectory's whole context: prompt, generated and tool tokens), dealt to DP ranks and
+ * packed by tokens into micro-batches, so the most loaded rank sets the pace, with the
+ * old-log-prob and reference forwards the config asks for. Staleness is counted at a
+ * trajectory's start (libra-spec §5): the trainer at version V accepts a group started at
+ * version v while V - v <= rl.max_staleness.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/internal.h"
+
+void sim_group_waste(struct sim *s, const struct sim_group *g, enum sim_waste why)
+{
+    for (uint32_t k = 0; k < g->n; k++) {
+        struct sim_traj *t = &s->traj.v[g->first + k];
+        if (!t->accounted) {
+            s->out->waste[why] += t->generated;
+            t->accounted = true;
+        }
+    }
+}
+
+bool sim_group_stale(struct sim *s, struct sim_group *g)
+{
+    if (s->version - g->version <= s->staleness)
+        return false;
+    s->out->staleness[s->staleness + 1] += g->n;
+    sim_group_waste(s, g, SIM_WASTE_STALE);
+    return true;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* Share of [first_start, last end] after the end of the trajectory that precedes the last
+ * 10 % (at least one) to finish. */
+static double tail_share(double *ends, size_t n, double first_start)
+{
+    if (n == 0)
+        return 0;
+    qsort(ends, n, sizeof *ends, cmp_double);
+    size_t tail = (size_t)ceil(0.1 * (double)n);
+    double last = ends[n - 1];
+    double t90 = n > tail ? ends[n - tail - 1] : first_start;
+    double span = last - first_start;
+    return span > 0 ? (last - t90) / span : 0;
+}
+
+void sim_batch_stats(struct sim *s, const uint32_t *g, size_t n, double first_start_s,
+                     struct sim_step *st)
+{
+    s->lens.n = 0;
+    s->ends.n = 0;
+    double first = first_start_s, stale = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct sim_group *gr = &s->groups.v[g[i]];
+        for (uint32_t k = 0; k < gr->n; k++) {
+            struct sim_traj *t = &s->traj.v[gr->first + k];
+            int64_t ctx = t->final_context;
+            vec_push(&s->lens, ctx > UINT32_MAX ? UINT32_MAX : (uint32_t)ctx);
+            vec_push(&s->ends, t->end_s);
+            if (isnan(first_start_s) && (isnan(first) || t->start_s < first))
+                first = t->start_s;
+            st->trained_tokens += t->generated;
+            stale += (double)(s->version - t->version_start);
+            t->accounted = true;
+        }
+    }
+    st->trajectories = (int64_t)s->lens.n;
+    st->mean_staleness = s->lens.n ? stale / (double)s->lens.n : 0;
+    st->tail_share = tail_share(s->ends.v, s->ends.n, first);
+}
+
+/* Seconds of one step of the layout on the sequences in s->lens. */
+static double step_time(struct sim *s)
+{
+    const struct plan_train_layout *l = &s->lay->train;
+    size_t n = s->lens.n;
+    cost_train_seqs_free(&s->seqs);
+    if (cost_train_seqs_init(&s->seqs, &s->shape, s->lens.v, n) != 0) {
+        sim_fail(s, LIBRA_EINTERNAL, "internal: a training step without sequences");
+        return 0;
+    }
+    int dp = (size_t)l->dp < n ? l->dp : (int)n;
+    int mb = s->st.minibatches;
+    if ((size_t)dp * (size_t)mb > n)
+        mb = (int)(n / (size_t)dp);
+    double budget = (double)l->budget_tokens * l->cp;
+    struct cost_train_config c = {.tp = l->tp,
+                                  .pp = l->pp,
+                                  .cp = l->cp,
+                                  .dp = dp,
+                                  .micro_batch_tokens = fmax(budget, s->seqs.longest_tokens),
+                                  .minibatches = mb,
+                                  .distributed_optimizer = true,
+                                  .full_recompute = s->st.full_recompute,
+                                  .old_logprob = s->st.old_logprob,
+                                  .reference = s->st.reference,
+                                  .balance_each_minibatch = true};
+    struct cost_train_load load;
+    struct cost_train_step out;
+    if (cost_train_deal(&s->seqs, &s->shape, c.dp, c.minibatches, c.micro_batch_tokens, true,
+                        &s->scratch, &load) != 0 ||
+        cost_train_step_time(&s->shape, s->in->hw, &s->st.train, &c, &load, &out) != 0) {
+        sim_fail(s, LIBRA_EINTERNAL, "internal: training layout tp%d pp%d cp%d dp%d rejected", c.tp,
+                 c.pp, c.cp, c.dp);
+        return 0;
+    }
+    return out.step_s;
+}
+
+double sim_train_begin(struct sim *s, const uint32_t *g, size_t n)
+{
+    struct sim_step *st = &s->cur;
+    memset(st, 0, sizeof *st);
+    st->step = s->version;
+    sim_batch_stats(s, g, n, NAN, st);
+    for (size_t i = 0; i < n; i++) {
+        const struct sim_group *gr = &s->groups.v[g[i]];
+        int64_t k = s->version - gr->version;
+        s->out->staleness[k < 0 ? 0 : k > s->staleness ? s->staleness : k] += gr->n;
+    }
+    st->train_s = s->lens.n ? step_time(s) : 0;
+    s->train_start_s = s->now;
+    return st->train_s;
+}
+
+void sim_step_record(struct sim *s, const struct sim_step *st)
+{
+    if (st->step >= s->opts->warmup)
+        s->train_busy_s += st->train_s;
+    if (st->train_s > 0)
+        sim_trace_slice(s, SIM_PID_TRAINER, 0, "train", s->train_start_s,
+                        s->train_start_s + st->train_s,
+                        json_pack("{s:I,s:I,s:I}", "step", (json_int_t)st->step, "trajectories",
+                                  (json_int_t)st->trajectories, "trained_tokens",
+                                  (json_int_t)st->trained_tokens));
+    vec_push(&s->steps, *st);
+    if (s->trace.events && st->step == s->trace.step)
+        sim_trace_end_step(s);
+    else if (s->trace.events && st->step + 1 == s->trace.step)
+        sim_trace_begin_step(s, st->step + 1);
+    if (st->step + 1 == s->opts->warmup)
+        sim_measure_begin(s);
+    if (st->step + 1 >= s->opts->steps)
+        s->finished = true;
+}
