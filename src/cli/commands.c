@@ -15,5 +15,7 @@ const struct cli_command cli_commands[] = {
     {"route", "evaluate turn routers (C-MLFQ and baselines) on a trace",
      "libra route eval TRACE [--policy NAME|all] [--buckets SPEC] [--train-steps K] [flags]",
      cmd_route},
+    {"sim", "simulate an RL job under colocated, async and libra resource managers",
+     "libra sim [EXPERIMENT] [--json|--jsonl] [--steps N] [--seed S] [--perfetto FILE]", cmd_sim},
     {0},
 };

@@ -1,0 +1,174 @@
+"""End-to-end tests of `libra sim` (docs/sim.md).
+
+The simulator's arithmetic is tested in tests/unit/test_sim_*.c; here the command's contract:
+the table, the JSON document and the JSON Lines (envelope, modes, steps), byte-identical output
+for the same seed, the Chrome trace-event file of --perfetto, replaying a trace, the examples,
+and clear errors (and exit codes) for bad experiment files.
+"""
+
+import json
+import os
+import subprocess
+
+LIBRA = os.environ["LIBRA_BIN"]
+SOURCE_DIR = os.environ["LIBRA_SOURCE_DIR"]
+QUICK = ["--steps", "4", "--set", "sim.tune_steps=2", "--set", "sim.warmup_steps=1"]
+
+
+def sim(*args, check=True):
+    p = subprocess.run([LIBRA, "sim", *args], capture_output=True, text=True, timeout=240)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def write(tmp_path, name, obj):
+    path = tmp_path / name
+    path.write_text(obj if isinstance(obj, str) else json.dumps(obj), encoding="utf-8")
+    return str(path)
+
+
+def test_table_lists_every_default_mode():
+    out = sim(*QUICK).stdout
+    lines = out.splitlines()
+    assert lines[0].startswith("libra sim: r2e-gym on qwen3-14b, 48 x a800-80g; batch 32")
+    head = next(i for i, line in enumerate(lines) if line.startswith("mode "))
+    rows = [line.split()[0] for line in lines[head + 1:head + 4]]
+    assert rows == ["colocated", "async", "libra"] and lines[head + 4] == ""
+    assert "(tuned)" in out and "(planner)" in out
+    assert "libra trained tokens/s:" in out
+    assert "planner fidelity (libra)" in out
+
+
+def test_json_document():
+    doc = json.loads(sim("--json", *QUICK).stdout)
+    assert doc["schema"] == "libra.sim/1"
+    assert {"libra_version", "seed", "config_digest"} <= set(doc)
+    assert set(doc["modes"]) == {"colocated", "async", "libra"}
+    for name, m in doc["modes"].items():
+        run = m["run"]
+        assert run["steps"] == 4 and len(m["steps"]) == 4
+        assert run["trained_tokens_per_s"] > 0
+        assert 0 <= run["rollout_utilisation"] <= 1 and 0 <= run["train_utilisation"] <= 1
+        waste = run["wasted_tokens"]
+        assert set(waste) == {"prompt", "reprefill", "preempt", "filtered", "stale", "aborted",
+                              "failure", "surplus"}
+        discarded = sum(waste[k] for k in ("filtered", "stale", "aborted", "failure", "surplus"))
+        assert run["generated_tokens"] == (run["trained_tokens_all"] + discarded
+                                           + run["unconsumed_tokens"])
+        assert len(run["staleness_histogram"]) == 4 + 2  # rl.max_staleness 4, then rejected
+    assert doc["modes"]["colocated"]["tuning"]["candidates"]
+    assert len(doc["modes"]["async"]["tuning"]["candidates"]) == 20  # 5 splits x 4 TPs
+    assert doc["modes"]["libra"]["tuning"] is None
+    assert doc["modes"]["libra"]["planner"]["predicted"]["step_s"] > 0
+    assert doc["modes"]["libra"]["routing"]["all"]["trajectories"] > 0
+    assert doc["ratios"]["libra_over_colocated_tokens"] > 0
+
+
+def test_same_seed_same_bytes_and_seed_matters():
+    a = sim("--json", "--seed", "7", *QUICK).stdout
+    b = sim("--json", "--seed", "7", *QUICK).stdout
+    assert a == b
+    c = sim("--json", "--seed", "8", *QUICK).stdout
+    assert json.loads(c)["seed"] == 8 and c != a
+
+
+def test_jsonl_header_and_steps():
+    lines = sim("--jsonl", *QUICK).stdout.splitlines()
+    head = json.loads(lines[0])
+    assert head["schema"] == "libra.sim/1" and set(head["modes"]) == {"colocated", "async",
+                                                                       "libra"}
+    steps = [json.loads(line) for line in lines[1:]]
+    assert len(steps) == 3 * 4
+    assert [s["mode"] for s in steps[:4]] == ["colocated"] * 4
+    assert [s["step"] for s in steps[:4]] == [0, 1, 2, 3]
+
+
+def test_perfetto_file_is_a_trace_event_document(tmp_path):
+    path = str(tmp_path / "step.json")
+    sim("--perfetto", path, *QUICK)
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    events = doc["traceEvents"]
+    assert doc["otherData"]["mode"] == "libra" and doc["otherData"]["step"] == 1
+    phases = {e["ph"] for e in events}
+    assert {"X", "C", "M"} <= phases
+    names = {e["args"]["name"] for e in events if e["ph"] == "M"}
+    assert {"rollout instances", "trajectories", "trainer"} <= names
+    for e in events:
+        assert isinstance(e["pid"], int) and isinstance(e["tid"], int)
+        if e["ph"] != "M":
+            assert e["ts"] >= 0
+        if e["ph"] == "X":
+            assert e["dur"] >= 0
+    turns = [e for e in events if e["ph"] == "X" and e["name"].startswith("turn ")]
+    assert turns and all("instance" in e["args"] for e in turns)
+    assert any(e["name"] == "tools" for e in events)
+    assert any(e["name"] == "train" and e["pid"] == 3 for e in events)
+
+
+def test_rollout_mode_with_a_fleet_and_failure():
+    doc = json.loads(sim("--json", "--steps", "3", "--set", "sim.modes=rollout", "--set",
+                         "sched.buckets=tp1x4:4000,tp2x2:12000,tp4x2:30000", "--set",
+                         "sim.fail_time_s=30", "--set", "sim.fail_instance=4", "--set",
+                         "sim.warmup_steps=0").stdout)
+    run = doc["modes"]["rollout"]["run"]
+    assert doc["modes"]["rollout"]["layout"]["instances"] == "tp1x4,tp2x2,tp4x2"
+    assert run["counts"]["failed_turns"] >= 1
+    assert run["counts"]["finished"] == run["counts"]["started"]
+    assert run["trained_tokens_all"] == run["generated_tokens"] - run["wasted_tokens"]["failure"]
+
+
+def test_trace_replay(tmp_path):
+    trace = str(tmp_path / "t.jsonl")
+    subprocess.run([LIBRA, "trace", "gen", "search-r1", "--steps", "2", "--batch", "20", "-o",
+                    trace], check=True, capture_output=True)
+    doc = json.loads(sim("--json", "--trace", trace, "--workload", "search-r1", "--batch", "20",
+                         "--samples", "5", "--steps", "3", "--set", "sim.modes=colocated",
+                         "--set", "sim.colocated_tp=2", "--set", "sim.warmup_steps=0").stdout)
+    run = doc["modes"]["colocated"]["run"]
+    assert doc["modes"]["colocated"]["layout"]["origin"] == "pinned"
+    assert run["trajectories"] == 60
+
+
+def test_examples_run():
+    examples = os.path.join(SOURCE_DIR, "examples")
+    for name in sorted(os.listdir(examples)):
+        if not name.startswith("sim-"):
+            continue
+        out = sim(os.path.join(examples, name), "--steps", "2", "--set", "sim.tune_steps=1",
+                  "--set", "sim.warmup_steps=0").stdout
+        assert "trained tokens/s" in out or "tokens/s" in out, name
+
+
+def test_bad_experiment_files(tmp_path):
+    cases = [
+        ({"sim": {"modes": ["verl"]}}, 2, "sim.modes: members must be among colocated, async"),
+        ({"rl": {"sync_mode": "pause"}}, 2, "rl.sync_mode: must be one of"),
+        ({"sim": {"warmup": 3}}, 2, "unknown key"),
+        ({"rl": {"transport": "reshard"}, "sim": {"modes": ["async"], "async_tp": 2,
+                                                  "async_train_gpus": 32}},
+         2, "rl.transport: reshard"),
+        ({"rl": {"sync_mode": "keep"}, "sim": {"modes": ["libra"]}}, 2,
+         "rl.sync_mode: keep generates through the update"),
+        ({"rl": {"max_staleness": 1}, "sim": {"modes": ["libra"]}}, 2,
+         "rl.max_staleness: 1 is below rl.sync_interval - 1"),
+        ({"sim": {"modes": ["rollout"]}}, 2, "sched.buckets: the rollout layout needs a fleet"),
+        ({"sim": {"modes": ["rollout"]}, "sched": {"buckets": "tp8x9:1000"}}, 2,
+         "do not fit"),
+    ]
+    for i, (cfg, code, msg) in enumerate(cases):
+        path = write(tmp_path, f"bad{i}.json", cfg)
+        p = sim(path, "--steps", "2", check=False)
+        assert p.returncode == code, (cfg, p.returncode, p.stderr)
+        assert msg in p.stderr, (cfg, p.stderr)
+        assert p.stderr.startswith("libra: "), p.stderr
+        assert p.stdout == "", p.stdout
+    p = sim(write(tmp_path, "syntax.json", "{\"rl\": {"), check=False)
+    assert p.returncode == 2 and "syntax.json:1:" in p.stderr
+    p = sim(str(tmp_path / "missing.json"), check=False)
+    assert p.returncode == 3 and "cannot read" in p.stderr
+    p = sim("--trace", str(tmp_path / "missing.jsonl"), check=False)
+    assert p.returncode == 3
+    p = sim("a.json", "b.json", check=False)
+    assert p.returncode == 2 and "at most one experiment file" in p.stderr
