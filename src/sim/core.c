@@ -149,13 +149,26 @@ static void request_gone(struct sim *s, int i)
     mark_dirty(s, i);
 }
 
+/* A finished request whose report is still waiting in s->done (its engine is being
+ * advanced): takes the report (id 0 marks it taken). */
+static bool take_pending(struct sim *s, uint64_t req, struct engine_done *out)
+{
+    for (size_t k = 0; k < s->done.n; k++)
+        if (s->done.v[k].id == req) {
+            *out = s->done.v[k];
+            s->done.v[k].id = 0;
+            return true;
+        }
+    return false;
+}
+
 int64_t sim_abort_request(struct sim *s, struct sim_traj *t)
 {
     if (t->state != SIM_T_GEN)
         return 0;
     struct sim_inst *in = &s->inst[t->inst];
     struct engine_done d;
-    if (engine_abort(in->eng, s->now, t->req, &d) != 0) {
+    if (engine_abort(in->eng, s->now, t->req, &d) != 0 && !take_pending(s, t->req, &d)) {
         sim_fail(s, LIBRA_EINTERNAL, "internal: request %llu of trajectory %td is not live",
                  (unsigned long long)t->req, t - s->traj.v);
         return 0;
@@ -219,14 +232,18 @@ static void on_engine(struct sim *s, int i)
     s->done.n = 0;
     engine_advance(in->eng, s->now, collect_done, s);
     mark_dirty(s, i);
+    size_t n = s->done.n;
     for (size_t k = 0; k < s->done.n && !s->rc; k++) {
-        const struct engine_done *d = &s->done.v[k];
-        struct sim_traj *t = &s->traj.v[d->tag];
-        account_prefill(s, t, d);
+        struct engine_done d = s->done.v[k];
+        if (d.id == 0) /* taken by an abort while an earlier report was handled */
+            continue;
+        struct sim_traj *t = &s->traj.v[d.tag];
+        account_prefill(s, t, &d);
         request_gone(s, i);
-        sim_turn_done(s, t, d);
+        sim_turn_done(s, t, &d);
     }
-    if (s->done.n)
+    s->done.n = 0;
+    if (n)
         sim_sync_poll(s);
 }
 

@@ -291,6 +291,28 @@ static void test_failure(void **state)
     sim_result_free(&r);
 }
 
+/* Over-provisioning: two groups for a batch of one; both finish in one engine iteration, and
+ * the one reported second is aborted although its request has already left the engine. */
+static void test_overprovision_same_iteration(void **state)
+{
+    struct fixture *f = *state;
+    const int64_t turns[][2] = {{600, 80}};
+    traj(f, 0, 1, turns, 0, 0);
+    traj(f, 1, 1, turns, 0, 0);
+    f->cfg.rl.overprovision_frac = 1.0;
+    struct sim_layout l;
+    struct sim_instance_spec inst[1];
+    fleet(&l, SIM_ROLLOUT, 1, inst);
+    struct sim_result r;
+    run(f, &l, &r);
+    assert_int_equal(r.finished, 1);
+    assert_int_equal(r.aborted, 1);
+    assert_int_equal(r.trained_tokens, 80);
+    assert_int_equal(r.waste[SIM_WASTE_ABORTED], 80);
+    assert_int_equal(r.generated_tokens, 160);
+    sim_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -299,6 +321,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_tool_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_colocated_step, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_overprovision_same_iteration, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
