@@ -28,7 +28,7 @@
 static const char help[] =
     "usage: libra plan [CONFIG] [--gpus N] [--hardware H] [--model M] [--batch B]\n"
     "                  [--samples n] [--mode colocated|async] [--time-limit-s T] [--seed S]\n"
-    "                  [--trace FILE] [--json]\n"
+    "                  [--trace FILE] [--homogeneous-rollout] [--json]\n"
     "\n"
     "Plans the cluster of the experiment config: how many GPUs train and with which layout\n"
     "(TP, PP, CP, DP, micro-batch budget), which rollout instances run (counts of TP 1, 2, 4,\n"
@@ -40,13 +40,23 @@ static const char help[] =
     "constraint; --json prints one document (schema libra.plan/1).\n"
     "\n"
     "flags:\n"
-    "  --trace FILE       take the length sample from a trace (docs/trace-format.md)\n";
+    "  --trace FILE           take the length sample from a trace (docs/trace-format.md)\n"
+    "  --homogeneous-rollout  one TP size for every rollout instance\n"
+    "                         (plan.homogeneous_rollout), and what a heterogeneous fleet\n"
+    "                         would gain\n";
 
-enum { OPT_TRACE = 0x100 };
+enum { OPT_TRACE = 0x100, OPT_HOMOGENEOUS };
 
 static const struct option own_options[] = {
     {"trace", required_argument, NULL, OPT_TRACE},
+    {"homogeneous-rollout", no_argument, NULL, OPT_HOMOGENEOUS},
     {0},
+};
+
+/* The command's own flags: they set config keys on top of every other layer. */
+struct plan_flags {
+    const char *trace;
+    bool homogeneous;
 };
 
 /* The length sample and where it came from. */
@@ -230,17 +240,19 @@ static void print_nodes(FILE *out, const struct plan_result *r)
     }
 }
 
-static void print_stats(FILE *out, const struct plan_stats *s)
+static void print_stats(FILE *out, const struct plan_result *r)
 {
+    const struct plan_stats *s = &r->stats;
     fprintf(out,
-            "\nsearch: %.6g candidates (%.6g training layouts × rollout multisets over %.0f "
-            "splits; %.6g multisets)\n"
+            "\nsearch space: %.6g (training layout, rollout multiset) pairs over %.0f splits "
+            "(%.6g layouts, %.6g multisets)\n"
             "  scored %.0f layouts and %.0f multisets; pruned %.6g layouts and %.6g multisets "
-            "by bounds and constraints\n"
-            "  optimality gap %.4g %%%s\n",
-            s->space, s->train_space, s->splits, s->rollout_space, s->train_scored,
-            s->rollout_scored, s->train_pruned, s->rollout_pruned, 100.0 * s->gap,
-            s->stopped ? " (stopped by plan.time_limit_s)" : " (proven optimal)");
+            "by bounds and constraints\n",
+            s->space, s->splits, s->train_space, s->rollout_space, s->train_scored,
+            s->rollout_scored, s->train_pruned, s->rollout_pruned);
+    if (r->feasible)
+        fprintf(out, "  optimality gap %.4g %%%s\n", 100.0 * s->gap,
+                s->stopped ? " (stopped by plan.time_limit_s)" : " (proven optimal)");
 }
 
 static char *text_output(const struct libra_config *cfg, const struct lengths *l,
@@ -273,7 +285,7 @@ static char *text_output(const struct libra_config *cfg, const struct lengths *l
                     het->step_s, 100.0 * (r->step_s - het->step_s) / r->step_s);
         print_nodes(out, r);
     }
-    print_stats(out, &r->stats);
+    print_stats(out, r);
     fclose(out);
     return text;
 }
@@ -317,15 +329,17 @@ static int solve(const struct libra_config *cfg, const struct cli_presets *p,
     return 0;
 }
 
-static int run(const struct cli_common *cc, const char *trace, const char *input)
+static int run(const struct cli_common *cc, const struct plan_flags *f, const char *input)
 {
     struct cli_presets p = {0};
     struct libra_config cfg;
     struct lengths l = {0};
     struct plan_result r = {0}, het = {0};
     int rc = cli_common_load(cc, input, &p, &cfg);
-    if (rc == 0 && trace)
-        snprintf(cfg.workload.trace, sizeof cfg.workload.trace, "%s", trace);
+    if (rc == 0 && f->trace)
+        snprintf(cfg.workload.trace, sizeof cfg.workload.trace, "%s", f->trace);
+    if (rc == 0 && f->homogeneous)
+        cfg.plan.homogeneous_rollout = true;
     if (rc == 0)
         rc = cfg.workload.trace[0] ? lengths_from_trace(cfg.workload.trace, &l)
                                    : lengths_from_workload(&p, &cfg, &l);
@@ -367,7 +381,7 @@ int cmd_plan(int argc, char **argv)
     cli_common_init(&cc, cli_find("plan"),
                     CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT, "",
                     own_options);
-    const char *trace = NULL;
+    struct plan_flags f = {0};
     int c, rc = 0;
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
         if (c == 'h') {
@@ -377,14 +391,16 @@ int cmd_plan(int argc, char **argv)
             return 0;
         }
         if (c == OPT_TRACE)
-            trace = optarg;
+            f.trace = optarg;
+        else if (c == OPT_HOMOGENEOUS)
+            f.homogeneous = true;
         else
             rc = LIBRA_EXIT_USAGE; /* '?': the usage error is printed */
     }
     if (rc == 0 && argc - optind > 1)
         rc = cli_usage_error(cc.cmd, "unexpected argument '%s'", argv[optind + 1]);
     if (rc == 0)
-        rc = run(&cc, trace, optind < argc ? argv[optind] : NULL);
+        rc = run(&cc, &f, optind < argc ? argv[optind] : NULL);
     cli_common_free(&cc);
     return rc;
 }

@@ -653,6 +653,39 @@ static bool solve_split(struct plan_solver *s, struct plan_split *sp, unsigned c
     return true;
 }
 
+/*
+ * A first incumbent, so that a search the budget stops early still has a plan: on split sp
+ * (the one with the least bound), every valid class's multiset with the most large instances
+ * (each size from the largest down at the most that packs).
+ */
+static void seed(struct plan_solver *s, struct plan_split *sp, unsigned classes,
+                 struct incumbent *inc)
+{
+    double tt = train_min(s, sp, INFINITY, true);
+    for (unsigned cls = 1; !isinf(tt) && !s->pattern_gpus && cls < CLASSES; cls++) {
+        struct box b;
+        root_box(sp, cls, &b);
+        bool ok = classes >> cls & 1 && tighten(sp, &b);
+        for (int t = PLAN_NTP - 1; ok && t > lowest(cls); t--) {
+            b.lo[t] = b.hi[t];
+            ok = tighten(sp, &b);
+        }
+        if (!ok)
+            continue;
+        double cd[PLAN_NTP];
+        int c[PLAN_NTP];
+        corner(sp, &b, true, cd);
+        for (int t = 0; t < PLAN_NTP; t++)
+            c[t] = (int)cd[t];
+        double obj = fmax(tt, plan_memo_score(s, sp, c, NAN)->t_s);
+        if (inc_beaten(inc, obj, sp)) {
+            inc->obj = obj;
+            inc->sp = sp;
+            memcpy(inc->witness, c, sizeof c);
+        }
+    }
+}
+
 static int split_cmp(const void *a, const void *b)
 {
     const struct plan_split *x = *(struct plan_split *const *)a,
@@ -697,6 +730,8 @@ static bool search_async(struct plan_solver *s, const struct plan_split **split,
     qsort(order, s->n_splits, sizeof *order, split_cmp);
     struct incumbent inc = {.obj = INFINITY};
     s->open_lb = INFINITY;
+    if (s->n_splits > 0 && !isinf(order[0]->lb))
+        seed(s, order[0], classes[order[0] - s->splits], &inc);
     size_t k = 0;
     for (; k < s->n_splits && !isinf(order[k]->lb); k++) {
         struct plan_split *sp = order[k];

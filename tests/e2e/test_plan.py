@@ -76,7 +76,7 @@ def test_colocated_uses_every_gpu_for_both():
 
 
 def test_homogeneous_reports_the_heterogeneous_gain():
-    r = run("plan", "--set", "plan.homogeneous_rollout=true")
+    r = run("plan", "--homogeneous-rollout")
     assert r.returncode == 0, r.stderr
     assert "a heterogeneous fleet would take" in r.stdout
     _, doc = plan_json("--set", "plan.homogeneous_rollout=true")
