@@ -577,7 +577,8 @@ static double split_roll_lb(struct plan_solver *s, const struct plan_split *sp, 
 static void make_splits(struct plan_solver *s)
 {
     const struct spec_plan_config *pc = &s->cfg->plan;
-    s->splits = xcalloc((size_t)s->N + 1, sizeof *s->splits);
+    /* at most one split per granularity step (plus the colocated one) */
+    s->splits = xcalloc((size_t)(s->N / pc->granularity_gpus) + 1, sizeof *s->splits);
     if (s->colocated) {
         if (s->N % pc->granularity_gpus == 0 && s->N >= pc->min_train_gpus &&
             s->N >= pc->min_rollout_gpus)
