@@ -13,13 +13,13 @@ void engine_cache_free(struct engine_cache *c)
     if (!c)
         return;
     vec_free(&c->q);
-    engine_table_free(&c->serial);
+    intmap_free(&c->serial);
 }
 
 static struct engine_cache_entry *find(const struct engine_cache *c, uint64_t key)
 {
     uint64_t serial;
-    if (!engine_table_get(&c->serial, key, &serial))
+    if (!intmap_get(&c->serial, key, &serial))
         return NULL;
     return &c->q.v[serial - c->base];
 }
@@ -37,7 +37,7 @@ void engine_cache_take(struct engine_cache *c, uint64_t key)
         return;
     c->tokens -= en->tokens;
     en->tokens = 0;
-    engine_table_del(&c->serial, key);
+    intmap_del(&c->serial, key);
 }
 
 /* Drops the holes at the head, and moves the live entries to the front of the array once the
@@ -60,7 +60,7 @@ static void trim(struct engine_cache *c)
 void engine_cache_put(struct engine_cache *c, uint64_t key, int64_t tokens)
 {
     engine_cache_take(c, key);
-    engine_table_put(&c->serial, key, c->base + c->q.n);
+    intmap_put(&c->serial, key, c->base + c->q.n);
     vec_push(&c->q, ((struct engine_cache_entry){.key = key, .tokens = tokens}));
     c->tokens += tokens;
     trim(c);
@@ -86,7 +86,7 @@ void engine_cache_fit(struct engine_cache *c, int64_t limit)
 
 void engine_cache_flush(struct engine_cache *c)
 {
-    engine_table_free(&c->serial);
+    intmap_free(&c->serial);
     c->base += c->q.n;
     c->q.n = c->head = 0;
     c->tokens = 0;

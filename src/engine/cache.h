@@ -15,7 +15,7 @@
 
 #include <stdint.h>
 
-#include "engine/table.h"
+#include "util/intmap.h"
 #include "util/vec.h"
 
 struct engine_cache_entry {
@@ -27,7 +27,7 @@ struct engine_cache {
     VEC(struct engine_cache_entry) q; /* oldest first; q.v[head] is the next to evict */
     size_t head;                      /* entries before it are gone */
     uint64_t base;                    /* serial number of q.v[0] */
-    struct engine_table serial;       /* key -> serial number of its live entry */
+    struct intmap serial;             /* key -> serial number of its live entry */
     int64_t tokens;                   /* Σ tokens of live entries */
 };
 

@@ -16,7 +16,7 @@
 
 #include "engine/cache.h"
 #include "engine/series.h"
-#include "engine/table.h"
+#include "util/intmap.h"
 #include "libra/libra.h"
 #include "util/alloc.h"
 #include "util/vec.h"
@@ -82,7 +82,7 @@ struct engine {
     struct engine_config c;
     VEC(struct req) reqs;
     VEC(uint32_t) free_slots;
-    struct engine_table ids; /* live id -> slot */
+    struct intmap ids; /* live id -> slot */
     VEC(struct hent) heap[H_COUNT];
     struct engine_cache cache;
 
@@ -225,7 +225,7 @@ static struct engine_done req_record(const struct req *q, enum engine_end end, d
 static bool lookup(const struct engine *e, uint64_t id, uint32_t *slot)
 {
     uint64_t v;
-    if (!engine_table_get(&e->ids, id, &v))
+    if (!intmap_get(&e->ids, id, &v))
         return false;
     *slot = (uint32_t)v;
     return true;
@@ -233,7 +233,7 @@ static bool lookup(const struct engine *e, uint64_t id, uint32_t *slot)
 
 static void forget_id(struct engine *e, const struct req *q)
 {
-    engine_table_del(&e->ids, q->r.id);
+    intmap_del(&e->ids, q->r.id);
 }
 
 static void slot_release(struct engine *e, uint32_t slot)
@@ -598,7 +598,7 @@ void engine_free(struct engine *e)
         return;
     vec_free(&e->reqs);
     vec_free(&e->free_slots);
-    engine_table_free(&e->ids);
+    intmap_free(&e->ids);
     for (int h = 0; h < H_COUNT; h++)
         vec_free(&e->heap[h]);
     engine_cache_free(&e->cache);
@@ -669,7 +669,7 @@ int engine_submit(struct engine *e, double now_s, const struct engine_request *r
         .first_token_s = -1.0,
     };
     e->next_arrival++;
-    engine_table_put(&e->ids, r->id, slot);
+    intmap_put(&e->ids, r->id, slot);
     heap_add(e, H_WAIT, slot);
     e->st.submitted++;
     return 0;

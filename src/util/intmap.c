@@ -1,18 +1,18 @@
-/* Integer-keyed hash table of the engine; see table.h for why it is not util/map.h. */
-#include "engine/table.h"
+/* Integer-keyed hash table; see intmap.h for why it is not util/map.h. */
+#include "util/intmap.h"
 
 #include <stdlib.h>
 
 #include "util/alloc.h"
 #include "util/rng.h"
 
-static size_t home(const struct engine_table *t, uint64_t key)
+static size_t home(const struct intmap *t, uint64_t key)
 {
     return (size_t)rng_mix64(key) & t->mask;
 }
 
 /* The slot holding key, or the empty slot where it would go. The table must have slots. */
-static size_t probe(const struct engine_table *t, uint64_t key)
+static size_t probe(const struct intmap *t, uint64_t key)
 {
     size_t i = home(t, key);
     while (t->slots[i].used && t->slots[i].key != key)
@@ -20,19 +20,19 @@ static size_t probe(const struct engine_table *t, uint64_t key)
     return i;
 }
 
-void engine_table_free(struct engine_table *t)
+void intmap_free(struct intmap *t)
 {
     if (!t)
         return;
     free(t->slots);
-    *t = (struct engine_table){0};
+    *t = (struct intmap){0};
 }
 
-bool engine_table_get(const struct engine_table *t, uint64_t key, uint64_t *val)
+bool intmap_get(const struct intmap *t, uint64_t key, uint64_t *val)
 {
     if (!t->slots)
         return false;
-    const struct engine_table_slot *s = &t->slots[probe(t, key)];
+    const struct intmap_slot *s = &t->slots[probe(t, key)];
     if (!s->used)
         return false;
     *val = s->val;
@@ -40,9 +40,9 @@ bool engine_table_get(const struct engine_table *t, uint64_t key, uint64_t *val)
 }
 
 /* Doubles the slots (16 at first) and reinserts every key. */
-static void grow(struct engine_table *t)
+static void grow(struct intmap *t)
 {
-    struct engine_table old = *t;
+    struct intmap old = *t;
     size_t count = old.slots ? 2 * (old.mask + 1) : 16;
     t->slots = xcalloc(count, sizeof *t->slots);
     t->mask = count - 1;
@@ -52,17 +52,17 @@ static void grow(struct engine_table *t)
     free(old.slots);
 }
 
-void engine_table_put(struct engine_table *t, uint64_t key, uint64_t val)
+void intmap_put(struct intmap *t, uint64_t key, uint64_t val)
 {
     if (!t->slots || 2 * (t->n + 1) > t->mask + 1)
         grow(t);
-    struct engine_table_slot *s = &t->slots[probe(t, key)];
+    struct intmap_slot *s = &t->slots[probe(t, key)];
     if (!s->used)
         t->n++;
-    *s = (struct engine_table_slot){.key = key, .val = val, .used = true};
+    *s = (struct intmap_slot){.key = key, .val = val, .used = true};
 }
 
-bool engine_table_del(struct engine_table *t, uint64_t key)
+bool intmap_del(struct intmap *t, uint64_t key)
 {
     if (!t->slots)
         return false;
