@@ -345,7 +345,7 @@ static int run(const struct cli_common *cc, const struct plan_flags *f, const ch
                                    : lengths_from_workload(&p, &cfg, &l);
     struct plan_settings st;
     if (rc == 0) {
-        plan_settings_default(&st, spec_hardware_find(&p.spec, cfg.cluster.hardware));
+        plan_settings_from_config(&st, spec_hardware_find(&p.spec, cfg.cluster.hardware), &cfg);
         rc = solve(&cfg, &p, &st, &l, &r);
     }
     if (rc == 0 && r.feasible && cfg.plan.homogeneous_rollout) {

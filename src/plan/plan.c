@@ -27,6 +27,17 @@ void plan_settings_default(struct plan_settings *s, const struct spec_hardware *
     s->group_rebuild_s = 5.0;
 }
 
+void plan_settings_from_config(struct plan_settings *s, const struct spec_hardware *hw,
+                               const struct libra_config *cfg)
+{
+    plan_settings_default(s, hw);
+    s->max_seqs = cfg->sim.max_seqs;
+    s->chunk_tokens = cfg->sim.max_batched_tokens;
+    s->minibatches = cfg->rl.minibatches;
+    s->old_logprob = cfg->rl.old_logprob;
+    s->reference = cfg->rl.reference;
+}
+
 const char *plan_why_text(enum plan_why why)
 {
     switch (why) {

@@ -74,6 +74,12 @@ struct plan_settings {
  * model's fits (milliseconds): call once per hardware. */
 void plan_settings_default(struct plan_settings *s, const struct spec_hardware *hw);
 
+/* The defaults with the engine limits and trainer passes the config sets for the simulator
+ * too (sim.max_seqs, sim.max_batched_tokens, rl.minibatches, rl.old_logprob, rl.reference),
+ * so that the planner and the simulator model the same job. */
+void plan_settings_from_config(struct plan_settings *s, const struct spec_hardware *hw,
+                               const struct libra_config *cfg);
+
 /* What one solve needs. Everything is borrowed. */
 struct plan_problem {
     const struct libra_config *cfg; /* cluster, rl, plan and ehp sections */
