@@ -293,6 +293,24 @@ bool workload_filter_group(const struct workload_preset *w, struct trace_traj *g
     return true;
 }
 
+void workload_traj_length(const struct trace_traj *t, struct workload_length *out)
+{
+    int64_t tool_us = 0;
+    memset(out, 0, sizeof *out);
+    out->prompt_tokens = t->n_turns ? t->turns[0].prompt_tokens : 0;
+    out->turns = (int64_t)t->n_turns;
+    for (size_t k = 0; k < t->n_turns; k++) {
+        out->generated_tokens += t->turns[k].generated_tokens;
+        for (size_t c = 0; c < t->turns[k].n_calls; c++) {
+            const struct trace_tool_call *call = &t->turns[k].calls[c];
+            out->tool_tokens += call->payload_tokens;
+            tool_us +=
+                (call->queue_us > 0 ? call->queue_us : 0) + (call->exec_us > 0 ? call->exec_us : 0);
+        }
+    }
+    out->tool_s = (double)tool_us * 1e-6;
+}
+
 void workload_lengths(const struct workload_preset *w, uint64_t seed, size_t n,
                       struct workload_length *out)
 {
@@ -306,15 +324,7 @@ void workload_lengths(const struct workload_preset *w, uint64_t seed, size_t n,
         int64_t prompt = workload_prompt_for(&g, group / w->prompts, group % w->prompts);
         struct trace_traj t;
         workload_gen_traj(&g, prompt, (int64_t)i % w->samples, group / groups_per_step, &t, &a);
-        struct workload_length *l = &out[i];
-        memset(l, 0, sizeof *l);
-        l->prompt_tokens = t.turns[0].prompt_tokens;
-        l->turns = (int64_t)t.n_turns;
-        for (size_t k = 0; k < t.n_turns; k++) {
-            l->generated_tokens += t.turns[k].generated_tokens;
-            for (size_t c = 0; c < t.turns[k].n_calls; c++)
-                l->tool_tokens += t.turns[k].calls[c].payload_tokens;
-        }
+        workload_traj_length(&t, &out[i]);
         arena_reset(&a);
     }
     arena_free(&a);

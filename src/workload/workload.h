@@ -79,13 +79,18 @@ void workload_gen_traj(const struct workload_gen *g, int64_t prompt_id, int64_t 
  */
 bool workload_filter_group(const struct workload_preset *w, struct trace_traj *group, size_t n);
 
-/* Per-trajectory lengths: what the planner needs from a workload. */
+/* Per-trajectory lengths and tool time: what the planner needs from a workload. */
 struct workload_length {
     int64_t prompt_tokens;    /* initial prompt */
     int64_t generated_tokens; /* all turns */
     int64_t tool_tokens;      /* all tool returns */
     int64_t turns;
+    double tool_s; /* over its calls: queue + execution, seconds (a part recorded as unknown,
+                    * -1, counts 0) */
 };
+
+/* The lengths and tool time of one trajectory record (generated or read from a trace). */
+void workload_traj_length(const struct trace_traj *t, struct workload_length *out);
 
 /*
  * Lengths of the first n trajectories that `libra trace gen` draws for preset w and seed with

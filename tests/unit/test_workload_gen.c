@@ -360,6 +360,7 @@ static void test_lengths_match_generator(void **state)
     const struct workload_preset *w = preset("r2e-gym");
     enum { N = 64 };
     struct workload_length l[N], again[N];
+    int with_tools = 0;
     workload_lengths(w, 1, N, l);
     workload_lengths(w, 1, N, again);
     assert_memory_equal(l, again, sizeof l);
@@ -373,19 +374,44 @@ static void test_lengths_match_generator(void **state)
         struct trace_traj t;
         workload_gen_traj(&g, prompt, i % w->samples, group / (w->batch_trajectories / w->samples),
                           &t, &a);
-        int64_t gen = 0, tool = 0;
+        int64_t gen = 0, tool = 0, tool_us = 0;
         for (size_t k = 0; k < t.n_turns; k++) {
             gen += t.turns[k].generated_tokens;
-            for (size_t c = 0; c < t.turns[k].n_calls; c++)
+            for (size_t c = 0; c < t.turns[k].n_calls; c++) {
                 tool += t.turns[k].calls[c].payload_tokens;
+                tool_us += t.turns[k].calls[c].queue_us + t.turns[k].calls[c].exec_us;
+            }
         }
         assert_int_equal(l[i].prompt_tokens, t.turns[0].prompt_tokens);
         assert_int_equal(l[i].generated_tokens, gen);
         assert_int_equal(l[i].tool_tokens, tool);
         assert_int_equal(l[i].turns, (int64_t)t.n_turns);
+        assert_true(l[i].tool_s == (double)tool_us * 1e-6);
+        with_tools += l[i].tool_s > 0;
         arena_reset(&a);
     }
+    assert_true(with_tools > 0);
     arena_free(&a);
+}
+
+/* A trace may not know a call's queue or execution time (-1): that part counts 0. */
+static void test_length_unknown_tool_time(void **state)
+{
+    (void)state;
+    struct trace_tool_call calls[2] = {{.payload_tokens = 10, .queue_us = -1, .exec_us = 2500000},
+                                       {.payload_tokens = 5, .queue_us = 500000, .exec_us = -1}};
+    struct trace_turn turns[3] = {
+        {.prompt_tokens = 100, .generated_tokens = 7, .calls = &calls[0], .n_calls = 1},
+        {.generated_tokens = 8, .calls = &calls[1], .n_calls = 1},
+        {.generated_tokens = 9}};
+    struct trace_traj t = {.turns = turns, .n_turns = 3};
+    struct workload_length l;
+    workload_traj_length(&t, &l);
+    assert_int_equal(l.prompt_tokens, 100);
+    assert_int_equal(l.generated_tokens, 24);
+    assert_int_equal(l.tool_tokens, 15);
+    assert_int_equal(l.turns, 3);
+    assert_true(l.tool_s == 3.0);
 }
 
 int main(void)
@@ -399,6 +425,7 @@ int main(void)
         cmocka_unit_test(test_filter_group),
         cmocka_unit_test(test_tool_time_model),
         cmocka_unit_test(test_lengths_match_generator),
+        cmocka_unit_test(test_length_unknown_tool_time),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
