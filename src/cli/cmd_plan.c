@@ -63,11 +63,12 @@ struct plan_flags {
 struct lengths {
     size_t n, cap;
     int64_t *prompt, *gen, *tool, *turns;
+    double *tool_s;     /* per trajectory: tool queue + execution, seconds */
+    double tool_s_mean; /* over the sample, seconds */
     char source[SPEC_PATH_MAX + 64];
 };
 
-static void lengths_push(struct lengths *l, int64_t prompt, int64_t gen, int64_t tool,
-                         int64_t turns)
+static void lengths_push(struct lengths *l, const struct workload_length *w)
 {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 1024;
@@ -75,11 +76,14 @@ static void lengths_push(struct lengths *l, int64_t prompt, int64_t gen, int64_t
         l->gen = xreallocarray(l->gen, l->cap, sizeof *l->gen);
         l->tool = xreallocarray(l->tool, l->cap, sizeof *l->tool);
         l->turns = xreallocarray(l->turns, l->cap, sizeof *l->turns);
+        l->tool_s = xreallocarray(l->tool_s, l->cap, sizeof *l->tool_s);
     }
-    l->prompt[l->n] = prompt;
-    l->gen[l->n] = gen;
-    l->tool[l->n] = tool;
-    l->turns[l->n++] = turns;
+    l->prompt[l->n] = w->prompt_tokens;
+    l->gen[l->n] = w->generated_tokens;
+    l->tool[l->n] = w->tool_tokens;
+    l->turns[l->n] = w->turns;
+    l->tool_s[l->n++] = w->tool_s;
+    l->tool_s_mean += (w->tool_s - l->tool_s_mean) / (double)l->n;
 }
 
 static void lengths_free(struct lengths *l)
@@ -88,6 +92,7 @@ static void lengths_free(struct lengths *l)
     free(l->gen);
     free(l->tool);
     free(l->turns);
+    free(l->tool_s);
 }
 
 static int lengths_from_workload(const struct cli_presets *p, const struct libra_config *cfg,
@@ -102,8 +107,7 @@ static int lengths_from_workload(const struct cli_presets *p, const struct libra
     struct workload_length *wl = xmallocarray(n, sizeof *wl);
     workload_lengths(w, (uint64_t)cfg->sim.seed, n, wl);
     for (size_t i = 0; i < n; i++)
-        lengths_push(l, wl[i].prompt_tokens, wl[i].generated_tokens, wl[i].tool_tokens,
-                     wl[i].turns);
+        lengths_push(l, &wl[i]);
     free(wl);
     snprintf(l->source, sizeof l->source, "workload %s, seed %lld", w->name,
              (long long)cfg->sim.seed);
@@ -120,13 +124,9 @@ static int lengths_from_trace(const char *path, struct lengths *l)
     if (rc == 0)
         rc = trace_reader_header(r, &hdr, &err);
     while (rc == 0 && (rc = trace_reader_next(r, &t, &err)) == 1) {
-        int64_t gen = 0, tool = 0;
-        for (size_t k = 0; k < t->n_turns; k++) {
-            gen += t->turns[k].generated_tokens;
-            for (size_t c = 0; c < t->turns[k].n_calls; c++)
-                tool += t->turns[k].calls[c].payload_tokens;
-        }
-        lengths_push(l, t->turns[0].prompt_tokens, gen, tool, (int64_t)t->n_turns);
+        struct workload_length w;
+        workload_traj_length(t, &w);
+        lengths_push(l, &w);
         rc = 0;
     }
     trace_reader_close(r);
@@ -267,8 +267,10 @@ static char *text_output(const struct libra_config *cfg, const struct lengths *l
             cfg->cluster.gpus, cfg->cluster.hardware, cfg->cluster.gpus_per_node, cfg->model.name,
             r->colocated ? "colocated" : "async", cfg->rl.batch_trajectories, cfg->rl.samples,
             cfg->rl.max_staleness);
-    fprintf(out, "length sample: %s, %zu trajectories (%d batches)\n\n", l->source, r->sample_n,
-            r->batches);
+    fprintf(out,
+            "length sample: %s, %zu trajectories (%d batches), %.1f s of tool time per "
+            "trajectory on average\n\n",
+            l->source, r->sample_n, r->batches, l->tool_s_mean);
     if (!r->feasible) {
         fprintf(out, "no feasible plan: %s\n", plan_why_text(r->why));
     } else {
@@ -295,7 +297,9 @@ static json_t *json_output(const struct libra_config *cfg, const struct lengths 
 {
     json_t *doc = spec_config_envelope(SCHEMA, cfg);
     json_object_update_new(doc, plan_result_to_json(r));
-    json_object_set_new(json_object_get(doc, "sample"), "source", json_string(l->source));
+    json_t *sample = json_object_get(doc, "sample");
+    json_object_set_new(sample, "source", json_string(l->source));
+    json_object_set_new(sample, "tool_s_mean", json_real(l->tool_s_mean));
     if (het && het->feasible && r->feasible)
         json_object_set_new(doc, "heterogeneous",
                             json_pack("{s:f, s:f}", "step_s", het->step_s, "gain",
@@ -316,6 +320,7 @@ static int solve(const struct libra_config *cfg, const struct cli_presets *p,
         .model = spec_model_find(&p->spec, cfg->model.name),
         .settings = st,
         .sample = {l->n, l->prompt, l->gen, l->tool, l->turns},
+        .tool_s = l->tool_s,
         .should_stop = past_deadline,
         .stop_arg = &deadline,
     };

@@ -80,7 +80,8 @@ const char *plan_why_text(enum plan_why why)
 
 /* ---- input checks ---------------------------------------------------------------------------- */
 
-static int check_sample(const struct plan_sample *s, int batch, struct libra_error *err)
+static int check_sample(const struct plan_sample *s, const double *tool_s, int batch,
+                        struct libra_error *err)
 {
     if (s->n < (size_t)batch)
         return error_set(err, NULL, 0, 0,
@@ -94,6 +95,11 @@ static int check_sample(const struct plan_sample *s, int batch, struct libra_err
                              "trajectory %zu of the length sample has impossible lengths (prompt "
                              "%lld, generated %lld, tool %lld, turns %lld)",
                              i, (long long)p, (long long)g, (long long)u, (long long)turns);
+        if (tool_s && !(tool_s[i] >= 0.0 && tool_s[i] < INFINITY))
+            return error_set(err, NULL, 0, 0,
+                             "trajectory %zu of the length sample has an impossible tool time "
+                             "(%g s)",
+                             i, tool_s[i]);
     }
     return 0;
 }
@@ -110,7 +116,7 @@ static int solver_init(struct plan_solver *s, const struct plan_problem *p, stru
     s->colocated = cfg->plan.mode == SPEC_PLAN_COLOCATED;
     if (s->G < 1)
         return error_set(err, NULL, 0, 0, "cluster.gpus_per_node must be at least 1");
-    int rc = check_sample(&p->sample, s->B, err);
+    int rc = check_sample(&p->sample, p->tool_s, s->B, err);
     if (rc)
         return rc;
     if (cost_shape_init(&s->sh, p->model) != 0)
@@ -124,7 +130,7 @@ static int solver_init(struct plan_solver *s, const struct plan_problem *p, stru
         return error_set(err, NULL, 0, 0,
                          "plan.tp_pattern: its instances take %d GPUs, a node has %d",
                          s->pattern_gpus, s->G);
-    plan_roll_init(&s->roll, &p->sample, &s->sh, p->hw, p->settings, s->B,
+    plan_roll_init(&s->roll, &p->sample, p->tool_s, &s->sh, p->hw, p->settings, s->B,
                    cfg->rl.max_staleness + 1, s->G);
     plan_train_init(&s->train, &p->sample, &s->sh, p->hw, p->settings, cfg);
     return 0;

@@ -87,6 +87,11 @@ struct plan_problem {
     const struct spec_model *model; /* cfg's model preset */
     const struct plan_settings *settings;
     struct plan_sample sample;
+    /* Per trajectory of sample: seconds it waits on tools (queue + execution, summed over its
+     * calls), >= 0; NULL means none. A trajectory holds its concurrency slot while it waits
+     * (docs/planner.md §2.2). Beside the sample rather than in it so that positional
+     * initialisers of struct plan_sample stay valid. */
+    const double *tool_s;
     /* Search budget: polled between candidates; returning true stops the search, which then
      * reports the best plan so far and its proven gap. NULL: no budget. */
     bool (*should_stop)(void *arg);

@@ -64,7 +64,17 @@ static double prefill_s(const struct cost_rollout_pre *pre, double prompt, doubl
     return t;
 }
 
-/* Fills work, latency, prefill and the concurrency limit of every rank on TP slot t. */
+/* The latency of a trajectory that generates gen tokens at iteration time tau, prefills for
+ * prefill seconds and waits tool seconds on tools: the one formula of every latency here. */
+static double latency_s(double gen, double tau, double prefill, double tool)
+{
+    return gen * tau + prefill + tool;
+}
+
+/* Fills work, latency, prefill and the concurrency limit of every rank on TP slot t. A
+ * trajectory holds one of the instance's b slots for its whole latency, tool waits included:
+ * 1/b of each decode iteration and of each second it waits, and the whole engine while it
+ * prefills. */
 static void fill_tp(struct plan_roll *r, int t, const struct plan_sample *s,
                     const struct plan_settings *st)
 {
@@ -86,8 +96,8 @@ static void fill_tp(struct plan_roll *r, int t, const struct plan_sample *s,
             prefill_s(pre, p, u, (double)at_or(s->turns, i, 1), r->cbar[k], st->chunk_tokens);
         r->bcap[t][k] = b;
         r->prefill[t][k] = pf;
-        r->work[t][k] = g * tau / b + pf;
-        r->lat[t][k] = g * tau + pf;
+        r->work[t][k] = (g * tau + r->tool_s[k]) / b + pf;
+        r->lat[t][k] = latency_s(g, tau, pf, r->tool_s[k]);
     }
 }
 
@@ -154,15 +164,15 @@ static void build_batches(struct plan_roll *r)
             r->top_lat1[t][b] =
                 isinf(r->lat[t][top])
                     ? INFINITY
-                    : r->gen[top] * cost_decode_time(&r->pre[t], 1.0, r->cbar[top]) +
-                          r->prefill[t][top];
+                    : latency_s(r->gen[top], cost_decode_time(&r->pre[t], 1.0, r->cbar[top]),
+                                r->prefill[t][top], r->tool_s[top]);
     }
     free(rank_of);
 }
 
-void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const struct cost_shape *sh,
-                    const struct spec_hardware *hw, const struct plan_settings *st, int batch,
-                    int k1, int gpn)
+void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const double *tool_s,
+                    const struct cost_shape *sh, const struct spec_hardware *hw,
+                    const struct plan_settings *st, int batch, int k1, int gpn)
 {
     memset(r, 0, sizeof *r);
     r->m = s->n;
@@ -176,6 +186,7 @@ void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const stru
     r->idx = xmallocarray(r->m, sizeof *r->idx);
     r->gen = xmallocarray(r->m, sizeof *r->gen);
     r->cbar = xmallocarray(r->m, sizeof *r->cbar);
+    r->tool_s = xmallocarray(r->m, sizeof *r->tool_s);
     for (size_t k = 0; k < r->m; k++) {
         size_t i = keys[k].idx;
         double p = (double)s->prompt_tokens[i], g = (double)s->generated_tokens[i];
@@ -183,6 +194,7 @@ void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const stru
         r->idx[k] = (uint32_t)i;
         r->gen[k] = g;
         r->cbar[k] = p + (g + u) / 2.0;
+        r->tool_s[k] = tool_s ? tool_s[i] : 0.0;
         r->ctx_max = fmax(r->ctx_max, p + g + u);
     }
     free(keys);
@@ -236,6 +248,7 @@ void plan_roll_free(struct plan_roll *r)
     free(r->idx);
     free(r->gen);
     free(r->cbar);
+    free(r->tool_s);
     free(r->scratch);
     for (size_t i = 0; r->count && i < PLAN_NTP * (1 + (1u << PLAN_NTP)); i++) {
         free(r->count[i].c);
@@ -350,7 +363,7 @@ static double batch_makespan(const struct plan_roll *r, size_t b, const int c[PL
         uint32_t last = ranks[pb - 1];
         double conc = fmin(ceil((double)(pb - pa) / c[t]), r->bcap[t][last]);
         double tau = cost_decode_time(&r->pre[t], conc, conc * r->cbar[last]);
-        span = fmax(span, r->gen[last] * tau + r->prefill[t][last]);
+        span = fmax(span, latency_s(r->gen[last], tau, r->prefill[t][last], r->tool_s[last]));
     }
     return span;
 }

@@ -3,11 +3,12 @@
  *
  * Everything that depends only on (trajectory, TP size) is computed once from cost/rollout.h:
  * each trajectory's instance-seconds at the instance's concurrency limit (its work) and its
- * latency there. The sample is sorted by generated tokens (the router's key), and a multiset
- * is scored by dealing contiguous bands of that order to its TP sizes in ascending order. A
- * band's load is its work over its instances; the banding is the one with the least largest
- * load Z (exact, over integer boundaries), each boundary as low as Z allows so that every
- * trajectory runs on the largest TP it can. docs/planner.md derives the formulas.
+ * latency there, tool time included (the trajectory holds its slot while it waits). The sample is
+ * sorted by generated tokens (the router's key), and a multiset is scored by dealing contiguous
+ * bands of that order to its TP sizes in ascending order. A band's load is its work over its
+ * instances; the banding is the one with the least largest load Z (exact, over integer boundaries),
+ * each boundary as low as Z allows so that every trajectory runs on the largest TP it can.
+ * docs/planner.md derives the formulas.
  *
  * The search prunes with plan_band_cover, an O(K log M) test of whether some banding keeps
  * every band's load under a threshold; Z itself costs a few dozen such tests.
@@ -49,6 +50,7 @@ struct plan_roll {
     uint32_t *idx;           /* rank → sample index (sorted by generated tokens, ties by index) */
     double *gen;             /* generated tokens by rank */
     double *cbar;            /* mean resident context by rank, tokens */
+    double *tool_s;          /* tool time by rank, seconds */
     double ctx_max;          /* longest context of the sample, tokens */
     bool usable[PLAN_NTP];   /* TP divides the heads, weights fit, fits a node */
     bool fits_all[PLAN_NTP]; /* usable and the longest context fits its KV */
@@ -78,14 +80,15 @@ struct plan_count {
 };
 
 /*
- * Builds the tables for sample s (validated by the caller: at least one batch, positive
- * lengths) on model shape sh and hardware hw with settings st, batch B, staleness window
+ * Builds the tables for sample s with per-trajectory tool seconds tool_s (NULL: none;
+ * validated by the caller: at least one batch, positive lengths, tool time finite and >= 0)
+ * on model shape sh and hardware hw with settings st, batch B, staleness window
  * k1 = max_staleness + 1 and node size gpn. A TP size the shape or the node cannot take is
  * marked unusable. Free with plan_roll_free.
  */
-void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const struct cost_shape *sh,
-                    const struct spec_hardware *hw, const struct plan_settings *st, int batch,
-                    int k1, int gpn);
+void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const double *tool_s,
+                    const struct cost_shape *sh, const struct spec_hardware *hw,
+                    const struct plan_settings *st, int batch, int k1, int gpn);
 
 void plan_roll_free(struct plan_roll *r);
 

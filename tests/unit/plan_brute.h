@@ -28,6 +28,7 @@ struct brute_case {
     const struct spec_hardware *hw;
     const struct spec_model *model;
     int64_t *prompt, *gen, *tool, *turns;
+    double *tool_s;
     struct plan_problem p;
 };
 
@@ -76,14 +77,17 @@ static inline void brute_case_make(struct brute_case *c, const struct spec_prese
     c->gen = calloc(n, sizeof *c->gen);
     c->tool = calloc(n, sizeof *c->tool);
     c->turns = calloc(n, sizeof *c->turns);
+    c->tool_s = calloc(n, sizeof *c->tool_s);
     for (size_t i = 0; i < n; i++) {
         c->prompt[i] = brute_pick(&r, 100, 2000);
         c->gen[i] = (int64_t)fmin(16000.0, fmax(16.0, rng_lognormal(&r, log(800.0), 1.0)));
         c->turns[i] = brute_pick(&r, 1, 12);
         c->tool[i] = c->turns[i] > 1 ? brute_pick(&r, 0, 3000) : 0;
+        c->tool_s[i] = (double)(c->turns[i] - 1) * rng_lognormal(&r, log(10.0), 1.5);
     }
     c->p = (struct plan_problem){.cfg = cfg, .hw = c->hw, .model = c->model, .settings = st};
     c->p.sample = (struct plan_sample){n, c->prompt, c->gen, c->tool, c->turns};
+    c->p.tool_s = rng_uniform(&r) < 0.75 ? c->tool_s : NULL;
 }
 
 static inline void brute_case_free(struct brute_case *c)
@@ -92,6 +96,7 @@ static inline void brute_case_free(struct brute_case *c)
     free(c->gen);
     free(c->tool);
     free(c->turns);
+    free(c->tool_s);
 }
 
 /* The best pair found, with the fields of the tie-break order. */
@@ -243,8 +248,9 @@ static inline void brute_solve(const struct brute_case *bc, struct brute_best *b
     cost_shape_init(&sh, bc->model);
     struct plan_roll roll;
     struct plan_train train;
-    plan_roll_init(&roll, &bc->p.sample, &sh, bc->hw, bc->p.settings, cfg->rl.batch_trajectories,
-                   cfg->rl.max_staleness + 1, cfg->cluster.gpus_per_node);
+    plan_roll_init(&roll, &bc->p.sample, bc->p.tool_s, &sh, bc->hw, bc->p.settings,
+                   cfg->rl.batch_trajectories, cfg->rl.max_staleness + 1,
+                   cfg->cluster.gpus_per_node);
     plan_train_init(&train, &bc->p.sample, &sh, bc->hw, bc->p.settings, cfg);
     memset(best, 0, sizeof *best);
     int N = cfg->cluster.gpus;

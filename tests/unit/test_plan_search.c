@@ -236,6 +236,12 @@ static void test_bad_input(void **state)
     bc.tool[2] = -1;
     expect_einval(&bc, "trajectory 2");
     bc.tool[2] = 0;
+    bc.p.tool_s = bc.tool_s;
+    bc.tool_s[4] = -1.0;
+    expect_einval(&bc, "trajectory 4 of the length sample has an impossible tool time");
+    bc.tool_s[4] = NAN;
+    expect_einval(&bc, "trajectory 4");
+    bc.tool_s[4] = 0.0;
     snprintf(bc.cfg.plan.tp_pattern, sizeof bc.cfg.plan.tp_pattern, "1,3");
     expect_einval(&bc, "plan.tp_pattern");
     snprintf(bc.cfg.plan.tp_pattern, sizeof bc.cfg.plan.tp_pattern, "4,2");
