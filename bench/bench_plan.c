@@ -41,6 +41,7 @@ struct plan_state {
     struct libra_config cfg;
     struct plan_settings settings;
     int64_t *prompt, *gen, *tool, *turns;
+    double *tool_s; /* per trajectory, seconds */
     struct plan_problem problem;
 };
 
@@ -71,11 +72,13 @@ static struct plan_state *setup_case(const struct bench_case *bc)
     s->gen = xmallocarray(bc->sample, sizeof *s->gen);
     s->tool = xmallocarray(bc->sample, sizeof *s->tool);
     s->turns = xmallocarray(bc->sample, sizeof *s->turns);
+    s->tool_s = xmallocarray(bc->sample, sizeof *s->tool_s);
     for (size_t i = 0; i < bc->sample; i++) {
         s->prompt[i] = l[i].prompt_tokens;
         s->gen[i] = l[i].generated_tokens;
         s->tool[i] = l[i].tool_tokens;
         s->turns[i] = l[i].turns;
+        s->tool_s[i] = l[i].tool_s;
     }
     free(l);
     workload_presets_free(&wp);
@@ -85,6 +88,7 @@ static struct plan_state *setup_case(const struct bench_case *bc)
         .model = spec_model_find(&s->presets, "qwen3-14b"),
         .settings = &s->settings,
         .sample = {bc->sample, s->prompt, s->gen, s->tool, s->turns},
+        .tool_s = s->tool_s,
     };
     return s;
 }
@@ -141,6 +145,7 @@ static void plan_teardown(void *state)
     free(s->gen);
     free(s->tool);
     free(s->turns);
+    free(s->tool_s);
     free(s);
 }
 
