@@ -408,10 +408,29 @@ static int setup_instances(struct sim *s)
     return 0;
 }
 
+/* Cache-aware moves (sched/router.h): a turn's decode time at batch 1 on TP tp ... */
+static double move_decode_s(void *ctx, int tp, int64_t context_tokens, double tokens)
+{
+    const struct sim *s = ctx;
+    double mid = (double)context_tokens + tokens / 2;
+    return tokens * cost_decode_time(&s->pre[sim_tp_index(tp)], 1.0, mid);
+}
+
+/* ... against re-prefilling the context on the destination (what a move costs here). */
+static double move_cost_s(void *ctx, const struct sched_instance *from, int to_tp,
+                          int64_t context_tokens)
+{
+    const struct sim *s = ctx;
+    (void)from;
+    return cost_prefill_time(&s->pre[sim_tp_index(to_tp)], 0.0, (double)context_tokens,
+                             s->st.chunk_tokens);
+}
+
 static int setup_router(struct sim *s)
 {
     struct sched_router_config rc;
     sched_router_config_default(&rc, s->lay->policy, &s->lay->buckets);
+    rc.costs = (struct sched_move_costs){move_decode_s, move_cost_s, s};
     if (s->lay->policy == SCHED_CMLFQ || s->lay->policy == SCHED_PREDICTOR)
         s->model = sched_model_new(NULL);
     s->rmetrics = sched_metrics_new(&s->lay->buckets);

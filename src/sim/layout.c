@@ -272,10 +272,13 @@ static int fleet_gpus(const struct sim_layout *l)
     return g;
 }
 
+/* sched.policy, by its name in the config schema (the router's names). */
 static int router_policy(const struct sim_input *in, struct sim_layout *l, struct libra_error *err)
 {
-    static const char *const names[] = {"cmlfq", "load_balance", "length_aware", "la_mlfq"};
-    const char *name = names[in->cfg->sched.policy];
+    size_t n;
+    const struct spec_field *fields = spec_config_fields(&n);
+    const struct spec_field *f = spec_field_find(fields, n, "sched.policy");
+    const char *name = f->names[in->cfg->sched.policy];
     if (sched_policy_parse(name, &l->policy) != 0)
         return error_set(err, NULL, 0, 0, "sched.policy: unknown policy '%s'", name);
     return 0;

@@ -43,6 +43,9 @@ static const char *const policy_names[] = {
     [SPEC_SCHED_LOAD_BALANCE] = "load_balance",
     [SPEC_SCHED_LENGTH_AWARE] = "length_aware",
     [SPEC_SCHED_LA_MLFQ] = "la_mlfq",
+    [SPEC_SCHED_ORACLE] = "oracle",
+    [SPEC_SCHED_PLAS] = "plas",
+    [SPEC_SCHED_PREDICTOR] = "predictor",
     NULL,
 };
 /* Bit i of sim.modes is sim_mode_names[i] (the SPEC_SIM_* values). */
@@ -127,7 +130,8 @@ static const struct spec_field fields[] = {
     INT(plan.replan_horizon_steps, "steps", 10, 1, 1000000, NULL,
         "steps over which a replan's gain must repay its reconfiguration cost"),
     ENUM(sched.policy, policy_names, SPEC_SCHED_CMLFQ,
-         "turn router: C-MLFQ or a baseline of the reference"),
+         "turn router: C-MLFQ or a baseline of the reference (oracle, plas and predictor are "
+         "libra's own comparisons)"),
     SPEC_STRING_ROW(CFG, sched.buckets, 0, "", NULL,
                     "bucket layout in text form (\"tp1:4000,tp2:12000,tp4:30000\"); \"\" takes "
                     "the plan's"),

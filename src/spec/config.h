@@ -48,12 +48,15 @@ enum spec_transport {
 /* Colocated (train and rollout take turns on every GPU) or disaggregated async. */
 enum spec_plan_mode { SPEC_PLAN_COLOCATED, SPEC_PLAN_ASYNC };
 
-/* Turn routers (libra-spec §4). */
+/* Turn routers (libra-spec §4; named as sched/router.h names them). */
 enum spec_sched_policy {
     SPEC_SCHED_CMLFQ,
     SPEC_SCHED_LOAD_BALANCE,
     SPEC_SCHED_LENGTH_AWARE,
-    SPEC_SCHED_LA_MLFQ
+    SPEC_SCHED_LA_MLFQ,
+    SPEC_SCHED_ORACLE,   /* the bucket of the true remaining tokens (simulator only) */
+    SPEC_SCHED_PLAS,     /* program-level least attained service */
+    SPEC_SCHED_PREDICTOR /* C-MLFQ's rule over a regression instead of the trees */
 };
 
 /* Resource managers `libra sim` compares (bits of spec_sim_config.modes). */
