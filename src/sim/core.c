@@ -204,18 +204,22 @@ void sim_fleet_ready(struct sim *s, bool ready)
         }
 }
 
+double sim_inst_busy_s(const struct sim *s, int i)
+{
+    const struct sim_inst *in = &s->inst[i];
+    if (!in->eng)
+        return in->busy_final_s;
+    struct engine_stats st;
+    engine_stats(in->eng, &st);
+    return st.busy_s;
+}
+
 void sim_measure_begin(struct sim *s)
 {
     s->measure_from_s = s->now;
     s->train_busy_s = 0;
-    for (int i = 0; i < s->n_inst; i++) {
-        struct engine_stats st;
-        s->inst[i].busy_dead_s = 0;
-        if (s->inst[i].eng) {
-            engine_stats(s->inst[i].eng, &st);
-            s->inst[i].busy_mark_s = st.busy_s;
-        }
-    }
+    for (int i = 0; i < s->n_inst; i++)
+        s->inst[i].busy_mark_s = sim_inst_busy_s(s, i);
 }
 
 /* ---- events --------------------------------------------------------------------------- */
@@ -290,9 +294,7 @@ static void on_fail(struct sim *s, int i)
             vec_push(&hit, (uint64_t)k);
         }
     }
-    struct engine_stats st;
-    engine_stats(in->eng, &st);
-    in->busy_dead_s = st.busy_s - in->busy_mark_s;
+    in->busy_final_s = sim_inst_busy_s(s, i);
     engine_free(in->eng);
     in->eng = NULL;
     s->reg[i].ready = false;

@@ -58,13 +58,13 @@ struct sim_event {
 struct sim_inst {
     struct engine *eng; /* NULL once failed */
     int tp, bucket, gpu;
-    int live;           /* requests on it */
-    int64_t version;    /* policy version of its weights */
-    uint32_t gen;       /* generation of its pending engine event */
-    bool dirty;         /* changed since its next event was computed */
-    double busy_mark_s; /* engine busy time when the measured window began */
-    double busy_dead_s; /* failed: its busy time inside the measured window */
-    int64_t last_count; /* running + queued last reported to the perfetto recording */
+    int live;            /* requests on it */
+    int64_t version;     /* policy version of its weights */
+    uint32_t gen;        /* generation of its pending engine event */
+    bool dirty;          /* changed since its next event was computed */
+    double busy_mark_s;  /* busy time when the measured window began */
+    double busy_final_s; /* failed: its engine's busy time when it died */
+    int64_t last_count;  /* running + queued last reported to the perfetto recording */
 };
 
 /* ---- trajectories --------------------------------------------------------------------- */
@@ -236,9 +236,10 @@ struct sim {
     struct cost_train_seqs seqs;
     struct cost_train_scratch scratch;
     VEC(uint32_t) lens;
-    VEC(double) ends;    /* finish times of the step's trajectories (tail share) */
-    double train_busy_s; /* training compute in the measured window */
-    struct sim_step cur; /* the step being trained */
+    VEC(double) ends;               /* finish times of the step's trajectories (tail share) */
+    double train_busy_s;            /* training compute in the measured window */
+    struct sim_step cur;            /* the step being trained */
+    int64_t step_waste[SIM_WASTES]; /* waste counters at the last step's end */
     VEC(struct sim_step) steps;
     double measure_from_s;
 
@@ -294,6 +295,9 @@ void sim_fleet_ready(struct sim *s, bool ready);
 /* Ends the measured window's start: snapshots engine counters. */
 void sim_measure_begin(struct sim *s);
 
+/* Seconds instance i has been busy since the start (frozen when it failed). */
+double sim_inst_busy_s(const struct sim *s, int i);
+
 /* ---- traj.c --------------------------------------------------------------------------- */
 
 /* Launches the next group of the source (its trajectories start now at the fleet's version).
@@ -343,7 +347,7 @@ void sim_batch_stats(struct sim *s, const uint32_t *g, size_t n, double first_st
                      struct sim_step *st);
 
 /* Appends the record of the step that just ended (the trainer's version is its index). */
-void sim_step_record(struct sim *s, const struct sim_step *st);
+void sim_step_record(struct sim *s, struct sim_step *st);
 
 /* Whether group g is too stale for the trainer's version (rejected and counted). */
 bool sim_group_stale(struct sim *s, struct sim_group *g);

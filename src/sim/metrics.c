@@ -6,7 +6,9 @@
  * end of the warm-up to the end of the last step; everything else (prompt and tool tokens,
  * re-prefills, filtered, stale and aborted work) is waste, counted by cause. Utilisation is
  * busy GPU-seconds over available GPU-seconds in the same window: an instance is busy while
- * its engine runs iterations, the trainer while it computes a step.
+ * its engine runs iterations, the trainer while it computes a step. An engine counts busy time
+ * when it is advanced past a run of identical iterations, so a run still going at either end
+ * of the window is counted where it ends: over many steps the error is a run per instance.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -20,13 +22,7 @@ static double rollout_util(struct sim *s, double window_s)
     double busy = 0, gpus = 0;
     for (int i = 0; i < s->n_inst; i++) {
         const struct sim_inst *in = &s->inst[i];
-        double b = in->busy_dead_s;
-        if (in->eng) {
-            struct engine_stats st;
-            engine_stats(in->eng, &st);
-            b = st.busy_s - in->busy_mark_s;
-        }
-        busy += b * in->tp;
+        busy += (sim_inst_busy_s(s, i) - in->busy_mark_s) * in->tp;
         gpus += in->tp;
     }
     return window_s > 0 && gpus > 0 ? busy / (gpus * window_s) : 0;

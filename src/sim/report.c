@@ -69,23 +69,30 @@ static json_t *layout_json(const struct sim_layout *l, int gpus)
     return o;
 }
 
+static json_t *waste_object(const int64_t *waste)
+{
+    json_t *o = json_object();
+    for (int w = 0; w < SIM_WASTES; w++)
+        json_object_set_new(o, sim_waste_name((enum sim_waste)w),
+                            json_integer((json_int_t)waste[w]));
+    return o;
+}
+
 static json_t *step_json(const struct sim_step *st)
 {
-    return json_pack(
+    json_t *o = json_pack(
         "{s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o}", "step", (json_int_t)st->step, "end_s",
         ujson_real(st->end_s), "step_s", ujson_real(st->step_s), "train_s", ujson_real(st->train_s),
         "rollout_s", ujson_real(st->rollout_s), "wait_s", ujson_real(st->wait_s), "switch_s",
         ujson_real(st->switch_s), "sync_s", ujson_real(st->sync_s), "trajectories",
         (json_int_t)st->trajectories, "trained_tokens", (json_int_t)st->trained_tokens,
         "tail_share", ujson_real(st->tail_share), "mean_staleness", ujson_real(st->mean_staleness));
-}
-
-static json_t *waste_json(const struct sim_result *r)
-{
-    json_t *o = json_object();
-    for (int w = 0; w < SIM_WASTES; w++)
-        json_object_set_new(o, sim_waste_name((enum sim_waste)w),
-                            json_integer((json_int_t)r->waste[w]));
+    json_object_set_new(o, "train_utilisation", ujson_real(st->train_util));
+    json_object_set_new(o, "trained_tokens_per_s",
+                        ujson_real(st->step_s > 0 ? (double)st->trained_tokens / st->step_s : 0));
+    json_object_set_new(o, "trajectories_per_s",
+                        ujson_real(st->step_s > 0 ? (double)st->trajectories / st->step_s : 0));
+    json_object_set_new(o, "wasted_tokens", waste_object(st->waste));
     return o;
 }
 
@@ -107,7 +114,7 @@ static json_t *run_json(const struct sim_result *r)
     json_object_set_new(o, "mean_step_s", ujson_real(r->mean_step_s));
     json_object_set_new(o, "mean_train_s", ujson_real(r->mean_train_s));
     json_object_set_new(o, "mean_rollout_s", ujson_real(r->mean_rollout_s));
-    json_object_set_new(o, "wasted_tokens", waste_json(r));
+    json_object_set_new(o, "wasted_tokens", waste_object(r->waste));
     json_object_set_new(o, "staleness_histogram", stale);
     json_object_set_new(
         o, "counts",

@@ -111,18 +111,20 @@ const char *sim_waste_name(enum sim_waste w);
 /* One training step (rollout mode: one batch). Times in seconds of simulated time. */
 struct sim_step {
     int64_t step;
-    double end_s;           /* when the step's training finished (rollout mode: its batch) */
-    double step_s;          /* since the previous step ended */
-    double train_s;         /* training compute of the step */
-    double rollout_s;       /* colocated/rollout: the rollout phase; async: since the previous
-                             * batch was ready (the stream's interval) */
-    double wait_s;          /* async: the trainer idle waiting for the batch */
-    double switch_s;        /* colocated: both switches of the hybrid engine */
-    double sync_s;          /* trainer time spent in the weight update that followed the step */
-    int64_t trajectories;   /* trained */
-    int64_t trained_tokens; /* generated tokens of the trained trajectories */
-    double tail_share;      /* share of the batch's rollout span taken by its last 10 % */
-    double mean_staleness;  /* of the trained trajectories, versions */
+    double end_s;              /* when the step's training finished (rollout mode: its batch) */
+    double step_s;             /* since the previous step ended */
+    double train_s;            /* training compute of the step */
+    double rollout_s;          /* colocated/rollout: the rollout phase; async: since the previous
+                                * batch was ready (the stream's interval) */
+    double wait_s;             /* async: the trainer idle waiting for the batch */
+    double switch_s;           /* colocated: both switches of the hybrid engine */
+    double sync_s;             /* trainer time spent in the weight update that followed the step */
+    int64_t trajectories;      /* trained */
+    int64_t trained_tokens;    /* generated tokens of the trained trajectories */
+    double tail_share;         /* share of the batch's rollout span taken by its last 10 % */
+    double mean_staleness;     /* of the trained trajectories, versions */
+    double train_util;         /* train_s / step_s */
+    int64_t waste[SIM_WASTES]; /* tokens wasted since the previous step ended, by cause */
 };
 
 /* The result of one run. */

@@ -133,8 +133,22 @@ double sim_train_begin(struct sim *s, const uint32_t *g, size_t n)
     return st->train_s;
 }
 
-void sim_step_record(struct sim *s, const struct sim_step *st)
+/* The step's training share and waste: the counters' change since the previous step ended.
+ * (Rollout utilisation is a run figure: an engine counts busy time when it is advanced past a
+ * run of iterations, which can span steps.) */
+static void step_deltas(struct sim *s, struct sim_step *st)
 {
+    if (st->step_s > 0)
+        st->train_util = st->train_s / st->step_s;
+    for (int w = 0; w < SIM_WASTES; w++) {
+        st->waste[w] = s->out->waste[w] - s->step_waste[w];
+        s->step_waste[w] = s->out->waste[w];
+    }
+}
+
+void sim_step_record(struct sim *s, struct sim_step *st)
+{
+    step_deltas(s, st);
     if (st->step >= s->opts->warmup)
         s->train_busy_s += st->train_s;
     if (st->train_s > 0)

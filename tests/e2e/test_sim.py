@@ -12,6 +12,7 @@ import subprocess
 
 LIBRA = os.environ["LIBRA_BIN"]
 SOURCE_DIR = os.environ["LIBRA_SOURCE_DIR"]
+WASTES = {"prompt", "reprefill", "preempt", "filtered", "stale", "aborted", "failure", "surplus"}
 QUICK = ["--steps", "4", "--set", "sim.tune_steps=2", "--set", "sim.warmup_steps=1"]
 
 
@@ -51,8 +52,7 @@ def test_json_document():
         assert run["trained_tokens_per_s"] > 0
         assert 0 <= run["rollout_utilisation"] <= 1 and 0 <= run["train_utilisation"] <= 1
         waste = run["wasted_tokens"]
-        assert set(waste) == {"prompt", "reprefill", "preempt", "filtered", "stale", "aborted",
-                              "failure", "surplus"}
+        assert set(waste) == WASTES
         discarded = sum(waste[k] for k in ("filtered", "stale", "aborted", "failure", "surplus"))
         assert run["generated_tokens"] == (run["trained_tokens_all"] + discarded
                                            + run["unconsumed_tokens"])
@@ -82,6 +82,7 @@ def test_jsonl_header_and_steps():
     assert len(steps) == 3 * 4
     assert [s["mode"] for s in steps[:4]] == ["colocated"] * 4
     assert [s["step"] for s in steps[:4]] == [0, 1, 2, 3]
+    assert all(set(s["wasted_tokens"]) == WASTES and s["trained_tokens_per_s"] > 0 for s in steps)
 
 
 def test_perfetto_file_is_a_trace_event_document(tmp_path):

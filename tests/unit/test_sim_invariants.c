@@ -83,12 +83,17 @@ static void check_books(const struct sim_result *r, const struct libra_config *c
         discarded += r->waste[w];
     assert_int_equal(r->generated_tokens, r->trained_tokens_all + discarded + r->unconsumed_tokens);
     int64_t trained = 0, hist = 0;
+    int64_t waste[SIM_WASTES] = {0};
     for (int s = 0; s < r->steps_run; s++) {
+        for (int w = 0; w < SIM_WASTES; w++)
+            waste[w] += r->steps[s].waste[w];
+        assert_true(r->steps[s].train_util >= 0 && r->steps[s].train_util <= 1 + 1e-9);
         trained += r->steps[s].trajectories;
         assert_true(r->steps[s].mean_staleness <= c->rl.max_staleness);
         assert_true(r->steps[s].step_s > 0);
         assert_true(s == 0 || r->steps[s].end_s > r->steps[s - 1].end_s);
     }
+    assert_memory_equal(waste, r->waste, sizeof waste);
     for (int k = 0; k <= c->rl.max_staleness; k++)
         hist += r->staleness[k];
     if (l->mode != SIM_ROLLOUT)
