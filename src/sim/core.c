@@ -456,12 +456,7 @@ static int setup(struct sim *s)
     if (cost_shape_init(&s->shape, s->in->model) != 0)
         return sim_fail(s, LIBRA_EINVAL, "model %s: the cost model rejects its shape",
                         s->in->model->name);
-    plan_settings_default(&s->st, s->in->hw);
-    s->st.max_seqs = cfg->sim.max_seqs;
-    s->st.chunk_tokens = cfg->sim.max_batched_tokens;
-    s->st.minibatches = cfg->rl.minibatches;
-    s->st.old_logprob = cfg->rl.old_logprob;
-    s->st.reference = cfg->rl.reference;
+    plan_settings_from_config(&s->st, s->in->hw, cfg);
     s->out->staleness_n = s->staleness + 2;
     s->out->staleness = xcalloc((size_t)s->out->staleness_n, sizeof *s->out->staleness);
     if (setup_instances(s) || setup_router(s))

@@ -35,20 +35,19 @@ void sim_layout_free(struct sim_layout *l)
 
 struct sample {
     VEC(int64_t) prompt, gen, tool, turns;
+    VEC(double) tool_s;
 };
 
+/* One trajectory's lengths and tool time, as `libra plan` reads them (workload/workload.h). */
 static void sample_add(struct sample *sm, const struct trace_traj *t)
 {
-    int64_t gen = 0, tool = 0;
-    for (size_t i = 0; i < t->n_turns; i++) {
-        gen += t->turns[i].generated_tokens > 0 ? t->turns[i].generated_tokens : 1;
-        for (size_t k = 0; i + 1 < t->n_turns && k < t->turns[i].n_calls; k++)
-            tool += t->turns[i].calls[k].payload_tokens;
-    }
-    vec_push(&sm->prompt, t->turns[0].prompt_tokens > 0 ? t->turns[0].prompt_tokens : 1);
-    vec_push(&sm->gen, gen);
-    vec_push(&sm->tool, tool);
-    vec_push(&sm->turns, (int64_t)t->n_turns);
+    struct workload_length w;
+    workload_traj_length(t, &w);
+    vec_push(&sm->prompt, w.prompt_tokens > 0 ? w.prompt_tokens : 1);
+    vec_push(&sm->gen, w.generated_tokens > 0 ? w.generated_tokens : 1);
+    vec_push(&sm->tool, w.tool_tokens);
+    vec_push(&sm->turns, w.turns);
+    vec_push(&sm->tool_s, w.tool_s);
 }
 
 /* The profile's batches of the source in launch order, batch b at policy version b. */
@@ -88,23 +87,12 @@ static void sample_free(struct sample *sm)
     vec_free(&sm->gen);
     vec_free(&sm->tool);
     vec_free(&sm->turns);
+    vec_free(&sm->tool_s);
 }
 
 static struct plan_sample sample_view(const struct sample *sm)
 {
     return (struct plan_sample){sm->prompt.n, sm->prompt.v, sm->gen.v, sm->tool.v, sm->turns.v};
-}
-
-/* The simulator's engine and trainer settings, as the planner needs them. */
-static void settings(const struct sim_input *in, struct plan_settings *st)
-{
-    const struct libra_config *cfg = in->cfg;
-    plan_settings_default(st, in->hw);
-    st->max_seqs = cfg->sim.max_seqs;
-    st->chunk_tokens = cfg->sim.max_batched_tokens;
-    st->minibatches = cfg->rl.minibatches;
-    st->old_logprob = cfg->rl.old_logprob;
-    st->reference = cfg->rl.reference;
 }
 
 /* ---- training layouts ----------------------------------------------------------------- */
@@ -118,7 +106,7 @@ static int best_train(const struct sim_input *in, const struct sample *sm, int n
     if (cost_shape_init(&sh, in->model) != 0)
         return error_set(err, NULL, 0, 0, "model %s: the cost model rejects its shape",
                          in->model->name);
-    settings(in, &st);
+    plan_settings_from_config(&st, in->hw, in->cfg);
     struct plan_sample view = sample_view(sm);
     struct plan_train t;
     plan_train_init(&t, &view, &sh, in->hw, &st, in->cfg);
@@ -330,9 +318,13 @@ static int make_libra_planned(const struct sim_input *in, const struct sample *s
     struct libra_config cfg = *in->cfg;
     cfg.plan.mode = SPEC_PLAN_ASYNC;
     struct plan_settings st;
-    settings(in, &st);
-    struct plan_problem p = {
-        .cfg = &cfg, .hw = in->hw, .model = in->model, .settings = &st, .sample = sample_view(sm)};
+    plan_settings_from_config(&st, in->hw, in->cfg);
+    struct plan_problem p = {.cfg = &cfg,
+                             .hw = in->hw,
+                             .model = in->model,
+                             .settings = &st,
+                             .sample = sample_view(sm),
+                             .tool_s = sm->tool_s.v};
     struct plan_result r;
     int rc = plan_solve(&p, &r, err);
     if (rc == 0 && !r.feasible) {
