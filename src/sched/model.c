@@ -46,6 +46,7 @@ struct sched_model *sched_model_new(const struct sched_model_config *c)
     map_init(&m->state_ids);
     heap_init(&m->history, sizeof(struct sched_hist), hist_cmp, NULL);
     sched_pred_reset(&m->pred);
+    m->depth_state = SCHED_STATE_NONE; /* interned when a depth path is first learnt */
     return m;
 }
 
@@ -159,19 +160,27 @@ static void parse_key_counts(const char *key, struct sched_state_info *info)
     }
 }
 
-uint32_t sched_model_state(struct sched_model *m, const char *key)
+/* Interns key; past max_states only when !capped (the depth key, which every tree needs). */
+static uint32_t intern(struct sched_model *m, const char *key, bool capped)
 {
     union map_value v;
     if (map_get(&m->state_ids, key, &v))
         return (uint32_t)v.i64;
-    if (m->states.n >= m->cfg.max_states)
+    if (capped && m->states.n >= m->cfg.max_states)
         return SCHED_STATE_NONE;
     struct sched_state_info info = {.key = xstrdup(key)};
     parse_key_counts(key, &info);
     uint32_t id = (uint32_t)m->states.n;
     vec_push(&m->states, info);
     map_put(&m->state_ids, key, (union map_value){.i64 = id});
+    if (strcmp(key, SCHED_DEPTH_KEY) == 0)
+        m->depth_state = id;
     return id;
+}
+
+uint32_t sched_model_state(struct sched_model *m, const char *key)
+{
+    return intern(m, key, true);
 }
 
 const char *sched_model_state_key(const struct sched_model *m, uint32_t id)
@@ -232,25 +241,45 @@ static void learn_node(struct sched_model *m, struct sched_tree *t, uint32_t nod
     m->bytes += t->bytes - before;
 }
 
-static void tree_learn(struct sched_model *m, struct sched_tree *t,
-                       const struct sched_traj_summary *s)
+/* Learns the nodes below the root along s's path, or along the depth path when depth. */
+static void path_learn(struct sched_model *m, struct sched_tree *t,
+                       const struct sched_traj_summary *s, bool depth)
 {
     const struct sched_tree *keep = t == &m->global ? NULL : t;
     uint32_t node = 0;
-    learn_node(m, t, 0, s->total_tokens, s->censored);
+    if (depth && m->depth_state == SCHED_STATE_NONE)
+        intern(m, SCHED_DEPTH_KEY, false);
     for (size_t i = 0; i < s->n; i++) {
-        uint32_t c = sched_tree_child(t, node, s->states[i]);
+        uint32_t state = depth ? m->depth_state : s->states[i];
+        uint32_t c = sched_tree_child(t, node, state);
         if (!c) {
-            if (s->states[i] == SCHED_STATE_NONE ||
+            if (state == SCHED_STATE_NONE ||
                 !sched_model_reserve(m, sched_tree_child_cost(t), keep))
                 return;
             size_t before = t->bytes;
-            c = sched_tree_add_child(t, node, s->states[i]);
+            c = sched_tree_add_child(t, node, state);
             m->bytes += t->bytes - before;
         }
         node = c;
         learn_node(m, t, node, s->total_tokens - s->gen_before[i], s->censored);
     }
+}
+
+static bool is_depth_path(const struct sched_model *m, const struct sched_traj_summary *s)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (s->states[i] != m->depth_state)
+            return false;
+    return true;
+}
+
+static void tree_learn(struct sched_model *m, struct sched_tree *t,
+                       const struct sched_traj_summary *s)
+{
+    learn_node(m, t, 0, s->total_tokens, s->censored);
+    path_learn(m, t, s, false);
+    if (!is_depth_path(m, s))
+        path_learn(m, t, s, true);
 }
 
 static void pred_learn(struct sched_model *m, const struct sched_traj_summary *s)
@@ -405,6 +434,34 @@ void sched_model_lookup(struct sched_model *m, uint64_t prompt, const uint32_t *
         fill(out, pt, pnode, pd, n, true);
     else
         fill(out, &m->global, gnode, gd, n, false);
+}
+
+/* Fills out from t's node at the end of the path (the depth path when depth) and returns
+ * true when it exists with at least min_visits visits. */
+static bool trusted(struct sched_model *m, struct sched_tree *t, const uint32_t *states, size_t n,
+                    bool depth, uint32_t min_visits, struct sched_estimate *out)
+{
+    uint32_t node = 0;
+    for (size_t d = 0; d < n && (node || d == 0); d++)
+        node = sched_tree_child(t, node, depth ? m->depth_state : states[d]);
+    if ((n && !node) || t->nodes.v[node].visits < (min_visits ? min_visits : 1))
+        return false;
+    fill(out, t, node, n, n, t != &m->global);
+    out->by_depth = depth;
+    return true;
+}
+
+void sched_model_estimate(struct sched_model *m, uint64_t prompt, const uint32_t *states, size_t n,
+                          uint32_t min_visits, struct sched_estimate *out)
+{
+    memset(out, 0, sizeof *out);
+    out->mean_tokens = out->p90_tokens = NAN;
+    struct sched_tree *pt = sched_model_prompt_tree(m, prompt, false);
+    struct sched_tree *trees[2] = {pt, &m->global};
+    for (int depth = 0; depth < 2; depth++) /* the path in either tree before any depth node */
+        for (int k = 0; k < 2; k++)
+            if (trees[k] && trusted(m, trees[k], states, n, depth, min_visits, out))
+                return;
 }
 
 void sched_model_predict(struct sched_model *m, const struct sched_pred_features *f,

@@ -82,6 +82,7 @@ struct sched_estimate {
     uint32_t visits;
     double mean_tokens; /* running mean of remaining generated tokens */
     double p90_tokens;  /* Kaplan-Meier p90 of the window */
+    bool by_depth;      /* sched_model_estimate: the tree's depth node answered */
 };
 
 /* Prediction of the baseline regression (the `predictor` policy). */
@@ -120,6 +121,19 @@ void sched_model_rebuild(struct sched_model *m);
 /* Looks the path up (see the header comment). Touches the prompt tree for LRU. */
 void sched_model_lookup(struct sched_model *m, uint64_t prompt, const uint32_t *states, size_t n,
                         struct sched_estimate *out);
+
+/*
+ * C-MLFQ's look-up (docs/routing.md "Look-up"): the node on the whole path in the prompt's
+ * tree, else in the global tree, counting only nodes with at least min_visits visits (0
+ * counts as 1); where neither has one, the prompt's tree's depth node — every trajectory of
+ * that tree that saw n returns, whatever they were —, else the global tree's. out->exact is
+ * then true and out->by_depth says a depth node answered; out->found false: nothing trusted.
+ * A depth-only model (every state SCHED_DEPTH_KEY) therefore answers, always, as any model
+ * answers on a path it does not know: the placebo check compares like with like.
+ * Touches the prompt tree for LRU.
+ */
+void sched_model_estimate(struct sched_model *m, uint64_t prompt, const uint32_t *states, size_t n,
+                          uint32_t min_visits, struct sched_estimate *out);
 
 /*
  * The predictor's estimate for the features: a ridge regression of log(1 + remaining tokens)

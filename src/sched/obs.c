@@ -185,7 +185,7 @@ size_t sched_state_key(const struct sched_obs_config *c, const struct sched_obs 
     size_t len = 0;
     buf[0] = '\0';
     if (c->depth_only) {
-        append(buf, size, &len, "*");
+        append(buf, size, &len, SCHED_DEPTH_KEY);
         return len;
     }
     enum { MAX_PARTS = 16 };

@@ -23,6 +23,7 @@
 #define SCHED_STATE_KEY_MAX 256 /* bytes of a state key, NUL included (longer: truncated) */
 #define SCHED_TOOL_RULES_MAX 8  /* per-tool status rules in one config */
 #define SCHED_STATUS_UNSET (-1) /* sched_tool_return.status when the client sent none */
+#define SCHED_DEPTH_KEY "*"     /* the one state of every return under depth_only */
 
 enum sched_status {
     SCHED_SUCCESS,

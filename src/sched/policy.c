@@ -73,13 +73,13 @@ static void cmlfq_start(struct sched_router *r, const struct sched_traj *t,
                         const struct sched_event *ev, struct sched_choice *c)
 {
     start_shortest(r, t, ev, c);
-    sched_model_lookup(r->model, t->prompt, NULL, 0, &c->est);
+    sched_model_estimate(r->model, t->prompt, NULL, 0, r->cfg.min_visits, &c->est);
 }
 
 static void cmlfq_return(struct sched_router *r, const struct sched_traj *t,
                          const struct sched_event *ev, struct sched_choice *c)
 {
-    sched_model_lookup(r->model, t->prompt, t->states, t->n, &c->est);
+    sched_model_estimate(r->model, t->prompt, t->states, t->n, r->cfg.min_visits, &c->est);
     agree_rule(r, t, c);
 }
 

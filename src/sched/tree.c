@@ -174,10 +174,14 @@ static unsigned km_masses(const struct sched_node *n, uint32_t *s, double *mass)
         return 0;
     memcpy(s, n->window, k * sizeof *s); /* the window's order does not matter here */
     qsort(s, k, sizeof *s, cmp_sample);
+    unsigned last_exact = 0; /* one past the largest exact sample */
+    for (unsigned i = 0; i < k; i++)
+        if (!(s[i] & SCHED_SAMPLE_CENSORED))
+            last_exact = i + 1;
     double cur = 1.0 / k; /* mass each not-yet-visited sample holds */
     for (unsigned i = 0; i < k; i++) {
         bool censored = s[i] & SCHED_SAMPLE_CENSORED;
-        if (censored && i + 1 < k) {
+        if (censored && i + 1 < last_exact) {
             cur += cur / (double)(k - 1 - i);
             mass[i] = 0.0;
         } else {
@@ -187,21 +191,24 @@ static unsigned km_masses(const struct sched_node *n, uint32_t *s, double *mass)
     return k;
 }
 
-/* E[X | X > c] under the window's Kaplan-Meier distribution; c when no mass lies above c. */
+/* E[X | X > c] under the window's Kaplan-Meier distribution; c when no exact sample lies
+ * above c (the data then say nothing beyond the bound). */
 static double km_mean_above(const struct sched_node *n, uint32_t c)
 {
     uint32_t s[SCHED_TREE_WINDOW];
     double mass[SCHED_TREE_WINDOW];
     unsigned k = km_masses(n, s, mass);
     double num = 0, den = 0;
+    bool exact_above = false;
     for (unsigned i = 0; i < k; i++) {
         uint32_t v = s[i] & SCHED_SAMPLE_MAX;
         if (v > c) {
             num += mass[i] * v;
             den += mass[i];
+            exact_above |= !(s[i] & SCHED_SAMPLE_CENSORED);
         }
     }
-    return den > 0 ? num / den : (double)c;
+    return exact_above ? num / den : (double)c;
 }
 
 uint32_t sched_node_p90(struct sched_node *n)

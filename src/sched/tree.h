@@ -74,6 +74,7 @@ struct sched_model {
     struct heap history;                 /* struct sched_hist, earliest start on top */
     uint64_t history_seq;                /* ties of start broken by insertion order */
     struct sched_pred pred;
+    uint32_t depth_state; /* id of SCHED_DEPTH_KEY: the depth path's edges */
 };
 
 /* A trajectory kept for rebuilds: the summary with its arrays owned. */

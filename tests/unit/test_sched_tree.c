@@ -84,6 +84,19 @@ static void test_censored_samples_raise_mean_and_p90(void **state)
     look(m, 1, NULL, 0, &e);
     assert_true(e.mean_tokens > before);
     sched_model_free(m);
+
+    /* Past the largest exact sample the data say only "more than c": a cut there raises
+     * nothing beyond its own bound, and no mass is carried up to a larger bound (which would
+     * let one outlier set the estimate). */
+    m = sched_model_new(NULL);
+    put(m, 2, 0, NULL, NULL, 0, 100, false);
+    put(m, 2, 0, NULL, NULL, 0, 200, true);
+    put(m, 2, 0, NULL, NULL, 0, 10000, true);
+    put(m, 2, 0, NULL, NULL, 0, 150, true);
+    look(m, 2, NULL, 0, &e);
+    assert_close(e.mean_tokens, (100.0 + 200.0 + 10000.0 + 150.0) / 4.0, 1e-12);
+    assert_close(e.p90_tokens, 10000.0, 0);
+    sched_model_free(m);
 }
 
 static void test_lookup_order(void **state)
@@ -112,6 +125,62 @@ static void test_lookup_order(void **state)
     m = sched_model_new(NULL);
     look(m, 1, NULL, 0, &e); /* an empty model finds nothing */
     assert_false(e.found);
+    sched_model_free(m);
+}
+
+static void estimate(struct sched_model *m, uint64_t prompt, const char *const *keys, size_t n,
+                     uint32_t min_visits, struct sched_estimate *e)
+{
+    uint32_t ids[16];
+    for (size_t i = 0; i < n; i++)
+        ids[i] = sched_model_state(m, keys[i]);
+    sched_model_estimate(m, prompt, ids, n, min_visits, e);
+}
+
+static void test_estimate_backs_off_to_depth(void **state)
+{
+    struct sched_model *m = sched_model_new(NULL);
+    const char *a[] = {"t:small:success"}, *b[] = {"t:large:failure"}, *c[] = {"u:small:timeout"};
+    const char *star[] = {"*"};
+    int64_t gen[] = {0};
+    put(m, 1, 0, a, gen, 1, 1000, false);
+    put(m, 1, 1, a, gen, 1, 3000, false);
+    put(m, 1, 2, b, gen, 1, 8000, false);
+    put(m, 2, 3, b, gen, 1, 20000, false);
+    struct sched_estimate e;
+    estimate(m, 1, a, 1, 2, &e); /* the prompt's path node, trusted */
+    assert_true(e.found && e.exact && e.from_prompt && !e.by_depth);
+    assert_close(e.mean_tokens, 2000.0, 0);
+    estimate(m, 1, b, 1, 2, &e); /* one visit in the prompt's tree: the global path node */
+    assert_true(e.found && !e.from_prompt && !e.by_depth);
+    assert_int_equal(e.visits, 2);
+    assert_close(e.mean_tokens, 14000.0, 0);
+    estimate(m, 1, c, 1, 2, &e); /* a path nobody saw: the prompt's depth node */
+    assert_true(e.found && e.exact && e.from_prompt && e.by_depth);
+    assert_int_equal(e.visits, 3);
+    assert_close(e.mean_tokens, 4000.0, 0);
+    estimate(m, 1, c, 1, 4, &e); /* the prompt's depth node too small: the global tree's */
+    assert_true(e.found && !e.from_prompt && e.by_depth);
+    assert_close(e.mean_tokens, 8000.0, 0);
+    estimate(m, 1, c, 1, 5, &e); /* nothing trusted anywhere */
+    assert_false(e.found);
+    /* A depth-only model (every key "*") answers as the model does on an unknown path. */
+    struct sched_model *d = sched_model_new(NULL);
+    put(d, 1, 0, star, gen, 1, 1000, false);
+    put(d, 1, 1, star, gen, 1, 3000, false);
+    put(d, 1, 2, star, gen, 1, 8000, false);
+    put(d, 2, 3, star, gen, 1, 20000, false);
+    struct sched_estimate f;
+    estimate(m, 1, c, 1, 2, &e);
+    estimate(d, 1, star, 1, 2, &f);
+    assert_true(e.by_depth && f.found && f.from_prompt == e.from_prompt);
+    assert_int_equal(e.visits, f.visits);
+    assert_close(e.mean_tokens, f.mean_tokens, 0);
+    assert_close(e.p90_tokens, f.p90_tokens, 0);
+    struct sched_model_stats st;
+    sched_model_stats(d, &st);
+    assert_int_equal(st.nodes, 6); /* three roots, one child each: the depth path, learnt once */
+    sched_model_free(d);
     sched_model_free(m);
 }
 
@@ -194,7 +263,9 @@ static void test_state_cap_and_bad_summaries(void **state)
     assert_int_equal(sched_model_insert(m, &s), 0);
     struct sched_model_stats st;
     sched_model_stats(m, &st);
-    assert_int_equal(st.nodes, 4); /* two roots and one child each */
+    /* two roots, each with one node on the path (cut at the unknown state) and two on the
+     * depth path */
+    assert_int_equal(st.nodes, 8);
     sched_model_free(m);
 }
 
@@ -208,7 +279,8 @@ struct sample {
     bool censored;
 };
 
-/* Product-limit Kaplan-Meier over samples v (value, censored); tail mass on the largest. */
+/* Product-limit Kaplan-Meier over samples v (value, censored); mean_above is E[X | X > above],
+ * or above when no death lies above it. */
 static void naive_km(const int64_t *v, const bool *c, size_t n, double q, double above,
                      double *quantile, double *mean_above)
 {
@@ -247,13 +319,38 @@ static void naive_km(const int64_t *v, const bool *c, size_t n, double q, double
             den += mass;
         }
     }
-    if (surv > 1e-12 && (double)max > above) { /* mass left past the last death */
-        num += surv * (double)max;
-        den += surv;
+    /* Mass left past the last death: the data say only "more than v" there, so it is shared
+     * equally by the censored samples at or past the last death, each at its bound. */
+    int64_t last_death = INT64_MIN, tail[512];
+    bool death_above = false;
+    for (size_t i = 0; i < n; i++)
+        if (!c[i]) {
+            last_death = v[i] > last_death ? v[i] : last_death;
+            death_above |= (double)v[i] > above;
+        }
+    size_t nt_tail = 0;
+    for (size_t i = 0; i < n; i++)
+        if (c[i] && v[i] >= last_death)
+            tail[nt_tail++] = v[i];
+    for (size_t i = 1; i < nt_tail; i++) /* insertion sort */
+        for (size_t j = i; j > 0 && tail[j - 1] > tail[j]; j--) {
+            int64_t t = tail[j];
+            tail[j] = tail[j - 1];
+            tail[j - 1] = t;
+        }
+    for (size_t j = 0; surv > 1e-12 && j < nt_tail; j++) {
+        double mass = surv / (double)nt_tail;
+        cum += mass;
+        if (isnan(*quantile) && cum >= q - 1e-12)
+            *quantile = (double)tail[j];
+        if ((double)tail[j] > above) {
+            num += mass * (double)tail[j];
+            den += mass;
+        }
     }
     if (isnan(*quantile))
         *quantile = (double)max;
-    *mean_above = den > 0 ? num / den : above;
+    *mean_above = death_above && den > 0 ? num / den : above;
 }
 
 /* Visits, mean and p90 of the node at path[0..depth) of a tree (prompt, or all if global). */
@@ -520,6 +617,7 @@ int main(void)
         cmocka_unit_test(test_node_statistics_exact),
         cmocka_unit_test(test_censored_samples_raise_mean_and_p90),
         cmocka_unit_test(test_lookup_order),
+        cmocka_unit_test(test_estimate_backs_off_to_depth),
         cmocka_unit_test(test_rebuild_keeps_most_recent_by_start),
         cmocka_unit_test(test_memory_cap_evicts_lru),
         cmocka_unit_test(test_state_cap_and_bad_summaries),
