@@ -212,6 +212,32 @@ static void base_case(struct brute_case *bc)
     c->ehp.enabled = false;
 }
 
+/* Tool time only lengthens trajectories and holds slots longer: the optimum cannot get faster,
+ * and when every trajectory waits tool_s on tools, T_r is at least tool_s / (k + 1) (the
+ * fixed point is at least the least latency over k + 1). */
+static void test_tool_time_slows_rollout(void **state)
+{
+    (void)state;
+    struct brute_case bc;
+    base_case(&bc);
+    bc.p.tool_s = NULL;
+    struct plan_result without, with;
+    struct libra_error err = {0};
+    assert_int_equal(plan_solve(&bc.p, &without, &err), 0);
+    const double tool_s = 600.0;
+    for (size_t i = 0; i < bc.p.sample.n; i++)
+        bc.tool_s[i] = tool_s;
+    bc.p.tool_s = bc.tool_s;
+    assert_int_equal(plan_solve(&bc.p, &with, &err), 0);
+    assert_true(without.feasible && with.feasible);
+    assert_true(with.step_s >= without.step_s);
+    assert_true(with.rollout_s >= tool_s / (bc.cfg.rl.max_staleness + 1));
+    assert_false(with.train_bound);
+    plan_result_free(&without);
+    plan_result_free(&with);
+    brute_case_free(&bc);
+}
+
 static void expect_einval(struct brute_case *bc, const char *needle)
 {
     struct plan_result r;
@@ -309,6 +335,7 @@ int main(void)
         cmocka_unit_test(test_differential_small_clusters),
         cmocka_unit_test(test_invariants_random),
         cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_tool_time_slows_rollout),
         cmocka_unit_test(test_infeasible_names_constraint),
         cmocka_unit_test(test_budget_stop),
     };
