@@ -17,15 +17,17 @@
  * shared equally among the samples above it; the p90 is the smallest sample whose cumulative
  * mass reaches 0.9 (a lower bound when the mass runs out on a censored sample). The running
  * mean covers every visit, so a censored sample c enters it as E[X | X > c] under the node's
- * current Kaplan-Meier distribution (c itself when nothing in the window exceeds it): a
- * censored sample can only raise the mean, and raises it by what the node knows of its tail.
+ * current Kaplan-Meier distribution (c itself when no exact sample in the window exceeds it):
+ * a censored sample can only raise the mean, and raises it by what the node knows of its tail.
+ * Past the largest exact sample the data say only "more than c": censored samples there keep
+ * their mass at their own bound rather than passing it up to the largest one.
  * Why this estimator: it is unbiased under independent censoring, needs nothing beyond the
  * window the spec already keeps, and degrades to the plain mean and nearest-rank p90 when
  * nothing is censored.
  *
  * Look-up walks the path in the prompt's tree and in the global tree: the prompt tree's node
  * if it matches the whole path, else the global tree's, else the deeper partial match
- * (flagged inexact; the router treats inexact as "no node" and stays).
+ * (flagged inexact). The router uses sched_model_estimate, which backs off to depth nodes.
  *
  * Rebuild (every rebuild_interval steps, by the caller) clears the trees and re-inserts the
  * most recent <= history trajectories ordered by their start. Memory is capped: prompt trees

@@ -17,7 +17,8 @@
  *
  * Policies (docs/routing.md):
  *   cmlfq        start in the shortest bucket; at each tool return look the path up in the
- *                prefix trees; no exact node: stay; move only when the node's mean and p90 map
+ *                prefix trees (sched_model_estimate: the path's node, else the depth node);
+ *                none: stay; move only when the node's mean and p90 map
  *                to the same bucket and it differs (promotion or demotion)
  *   load_balance least connections + sticky over all instances, bucket-agnostic
  *   length_aware bucket by the context length of the next request (5000/10000/15000 tokens)
