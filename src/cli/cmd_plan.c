@@ -226,7 +226,7 @@ static void print_nodes(FILE *out, const struct plan_result *r)
         else
             while (end < r->gpus && r->gpu[end].node == u->node && r->gpu[end].instance < 0 &&
                    r->gpu[end].role == u->role && r->gpu[end].dp_rank == u->dp_rank &&
-                   r->gpu[end].pp_rank == u->pp_rank)
+                   r->gpu[end].cp_rank == u->cp_rank && r->gpu[end].pp_rank == u->pp_rank)
                 end++;
         fprintf(out, " %d", u->local);
         if (end - g > 1)
@@ -234,7 +234,7 @@ static void print_nodes(FILE *out, const struct plan_result *r)
         if (u->instance >= 0)
             fprintf(out, " TP%d#%d%s", u->instance_tp, u->instance, r->colocated ? "+train" : "");
         else
-            fprintf(out, " train dp%d pp%d", u->dp_rank, u->pp_rank);
+            fprintf(out, " train dp%d cp%d pp%d", u->dp_rank, u->cp_rank, u->pp_rank);
         g = end;
         fputs(g == r->gpus || r->gpu[g].local == 0 ? "\n" : ",", out);
     }
