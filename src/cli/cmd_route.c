@@ -437,6 +437,8 @@ static json_t *placebo_json(const struct arm *three, bool *within)
     json_object_set_new(o, "cmlfq_shuffled_accuracy", accuracy_json(x));
     json_object_set_new(o, "depth_only_accuracy", accuracy_json(y));
     json_object_set_new(o, "difference_points", accuracy_json(100.0 * diff));
+    /* what the returns themselves are worth: real minus shuffled */
+    json_object_set_new(o, "signal_points", accuracy_json(100.0 * (real - x)));
     json_object_set_new(o, "standard_error_points", accuracy_json(100.0 * se));
     json_object_set_new(o, "tolerance_points", json_real(100.0 * PLACEBO_TOLERANCE));
     json_object_set_new(o, "within_tolerance", json_boolean(*within));
@@ -493,11 +495,12 @@ static char *text_report(const json_t *doc)
     const json_t *pl = json_object_get(doc, "placebo");
     if (pl)
         fprintf(out,
-                "placebo: C-MLFQ %.1f%% on the real returns, %.1f%% on shuffled ones, depth-only "
-                "tree %.1f%%;\nshuffled vs depth-only: %.1f points apart (standard error %.1f): "
-                "%s\n",
+                "placebo: C-MLFQ %.1f%% on the real returns, %.1f%% on shuffled ones (signal "
+                "%+.1f points), depth-only tree %.1f%%;\nshuffled vs depth-only: %.1f points "
+                "apart (standard error %.1f): %s\n",
                 100 * json_number_value(json_object_get(pl, "cmlfq_accuracy")),
                 100 * json_number_value(json_object_get(pl, "cmlfq_shuffled_accuracy")),
+                json_number_value(json_object_get(pl, "signal_points")),
                 100 * json_number_value(json_object_get(pl, "depth_only_accuracy")),
                 json_number_value(json_object_get(pl, "difference_points")),
                 json_number_value(json_object_get(pl, "standard_error_points")),

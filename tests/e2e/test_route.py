@@ -116,6 +116,7 @@ def test_placebo_falls_to_depth_only(tmp_path):
     assert real - p["cmlfq_shuffled_accuracy"] > 0.1  # the signal is in the returns
     assert set(doc["policies"]) == {"cmlfq", "cmlfq_shuffled", "depth_only"}
     assert p["cmlfq_accuracy"] == real
+    assert abs(p["signal_points"] - 100 * (real - p["cmlfq_shuffled_accuracy"])) < 1e-9
 
 
 def test_output_is_deterministic_and_text_mode_works(tmp_path):
