@@ -736,6 +736,26 @@ int engine_generated_tokens(const struct engine *e, uint64_t id, int64_t *gen_to
     return 0;
 }
 
+int engine_busy_at(const struct engine *e, double now_s, double *busy_s)
+{
+    if (!(now_s >= e->now) || isinf(now_s))
+        return LIBRA_EINVAL;
+    double busy = e->st.busy_s;
+    if (e->composed) {
+        const struct run *r = &e->run;
+        double end_s = r->t0 + r->end_rel_s;
+        if (now_s > end_s && e->ready) /* the next run is not composed yet */
+            return LIBRA_EINVAL;
+        double rel = now_s >= end_s ? r->end_rel_s : now_s - r->t0;
+        if (rel > r->done_rel_s)
+            busy += rel - r->done_rel_s;
+    } else if (now_s > e->now && e->ready && has_work(e)) {
+        return LIBRA_EINVAL; /* the iteration starting at the clock is not composed yet */
+    }
+    *busy_s = busy;
+    return 0;
+}
+
 void engine_stats(const struct engine *e, struct engine_stats *out)
 {
     *out = e->st;

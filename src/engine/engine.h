@@ -183,6 +183,21 @@ int engine_set_ready(struct engine *e, double now_s, bool ready);
  */
 int engine_generated_tokens(const struct engine *e, uint64_t id, int64_t *gen_tokens);
 
+/*
+ * Busy seconds as of now_s without advancing: the time of the iterations completed by then
+ * plus the elapsed part of the one running at now_s (iterations of a run follow each other
+ * without gaps, so this is exact inside a fast-forwarded run too). engine_stats' busy_s counts
+ * only iterations the engine has been advanced past; this is what a caller measuring
+ * utilisation over windows that cut runs needs. O(1).
+ *
+ * Valid from the engine's clock up to the end of the iterations it has composed: after
+ * engine_next_event_s, any now_s up to its answer (without limit when it is INFINITY). Returns
+ * 0 and sets *busy_s, or LIBRA_EINVAL when now_s is before the clock, not finite, or past
+ * what is composed (the engine is ready with work but has not composed the iteration that
+ * starts at its clock, or now_s is past the end of the composed run of a ready engine).
+ */
+int engine_busy_at(const struct engine *e, double now_s, double *busy_s);
+
 /* Fills *out with the counters and the state at the engine's clock. */
 void engine_stats(const struct engine *e, struct engine_stats *out);
 

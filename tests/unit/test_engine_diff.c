@@ -5,7 +5,8 @@
  * runs of identical iterations in closed form (src/engine/series.c) with aggregate state and
  * heaps. Both get the same random calls — arrivals with shared prefix keys, aborts, cache
  * flushes, pauses, KV small enough to force preemption — and must produce the same records:
- * equal token counts, times within 1e-9 relative.
+ * equal token counts, times within 1e-9 relative; between calls, the real engine's busy time
+ * at any instant (asked without advancing) must match the naive one's stepped there.
  *
  * The naive engine implements the rules of docs/engine.md directly:
  *  - an iteration is composed when time passes its start (or the next event is asked for);
@@ -62,6 +63,7 @@ struct naive {
     int na;
     int64_t used;
     double now, start_s, end_s;
+    double iter_s, done_busy_s; /* the composed iteration's time; Σ of the completed ones' */
     bool ready, composed;
     int64_t next_front, next_admitted;
     struct engine_done out[MAXR];
@@ -277,6 +279,7 @@ static void ncompose(struct naive *v)
     }
     double t = cost_iter_time(&v->c.pre, &b);
     v->end_s = v->start_s + t;
+    v->iter_s = t;
     v->st.busy_s += t;
     v->composed = true;
 }
@@ -284,6 +287,7 @@ static void ncompose(struct naive *v)
 static void nfinish_iteration(struct naive *v)
 {
     v->st.iterations++;
+    v->done_busy_s += v->iter_s;
     for (int i = 0; i < v->n; i++) {
         struct nreq *q = &v->q[i];
         if (q->state != N_RUNNING && q->state != N_ABORTED)
@@ -407,6 +411,14 @@ static bool nabort(struct naive *v, double now, uint64_t id, struct engine_done 
     return false;
 }
 
+/* Busy seconds at q (not before the clock, not past the composed iteration): the completed
+ * iterations and the part of the composed one before q. */
+static double nbusy_at(const struct naive *v, double q)
+{
+    double part = v->composed ? q - v->start_s : 0;
+    return v->done_busy_s + (part < 0 ? 0 : part > v->iter_s ? v->iter_s : part);
+}
+
 /* ---- the comparison ---- */
 
 struct fast_out {
@@ -483,6 +495,26 @@ static int load_qwen(void **state)
     return 0;
 }
 
+/*
+ * Busy time at query times between the last call (now) and the next one (next): the real
+ * engine answers without advancing, up to the end of what it has composed (asked for here, as
+ * a caller would); the naive engine steps to each query time (which only composes iterations
+ * that the next call would compose anyway) and counts the elapsed part of the running one.
+ */
+static void same_busy(struct naive *v, struct engine *e, double now, double next, struct rng *g)
+{
+    double tn = nnext_event(v), tf = engine_next_event_s(e);
+    assert_int_equal(isinf(tn), isinf(tf));
+    double hi = tf < next ? tf : next, mid = now + rng_uniform(g) * (hi - now);
+    double q[3] = {now, mid, hi};
+    for (int i = 0; i < 3; i++) {
+        double bf;
+        assert_int_equal(engine_busy_at(e, q[i], &bf), 0);
+        ncatch_up(v, q[i]);
+        assert_close(bf, nbusy_at(v, q[i]), 1e-9);
+    }
+}
+
 /* The instance of scenario g: Qwen3-14B TP2 on A800 with its KV cut down, or a toy whose
  * attention bounds cross within a few hundred tokens of context. */
 static struct engine_config scenario_config(struct rng *g)
@@ -517,7 +549,7 @@ static struct engine_config scenario_config(struct rng *g)
 /* One random scenario on both engines. Returns the real engine's (runs, iterations). */
 static void scenario(uint64_t seed, int64_t *runs, int64_t *iterations)
 {
-    struct rng g = rng_keyed(seed, 0xe9, 0, 0);
+    struct rng g = rng_keyed(seed, 0xe9, 0, 0), gq = rng_keyed(seed, 0xb5, 0, 0);
     static struct naive v;
     memset(&v, 0, sizeof v);
     v.c = scenario_config(&g);
@@ -526,10 +558,10 @@ static void scenario(uint64_t seed, int64_t *runs, int64_t *iterations)
     assert_int_equal(engine_new(&e, &v.c), 0);
     struct fast_out o = {.n = 0};
     double iter_s = cost_decode_time(&v.c.pre, 1.0, 100.0);
-    double now = 0.0;
+    double now = 0.0, next = rng_exponential(&g, 1.0 / (iter_s * (1.0 + 10.0 * rng_uniform(&g))));
     uint64_t next_id = 1;
     for (int op = 0; op < 80 && v.n < MAXR - 1; op++) {
-        now += rng_exponential(&g, 1.0 / (iter_s * (1.0 + 10.0 * rng_uniform(&g))));
+        now = next;
         double u = rng_uniform(&g);
         if (u < 0.5) {
             int64_t cap = v.c.max_model_tokens;
@@ -573,7 +605,10 @@ static void scenario(uint64_t seed, int64_t *runs, int64_t *iterations)
             assert_true(engine_advance(e, now, fast_collect, &o) >= 0);
             same_outputs(&v, &o);
         }
+        next = now + rng_exponential(&g, 1.0 / (iter_s * (1.0 + 10.0 * rng_uniform(&g))));
+        same_busy(&v, e, now, next, &gq);
     }
+    now = next; /* past the last busy query */
     ncatch_up(&v, now);
     v.ready = true;
     assert_int_equal(engine_set_ready(e, now, true), 0);

@@ -361,6 +361,37 @@ static void test_generated_tokens_follow_a_fast_forwarded_run(void **state)
     engine_free(e);
 }
 
+/* Busy time at any instant of a composed run, without advancing (the scenario above). */
+static void test_busy_time_inside_a_run_without_advancing(void **state)
+{
+    struct engine *e = toy_engine(1000);
+    struct engine_request a = req(1, 100, 10);
+    double b;
+    assert_int_equal(engine_submit(e, 0.0, &a), 0);
+    assert_int_equal(engine_busy_at(e, 0.0, &b), 0);
+    assert_true(b == 0.0);
+    assert_int_equal(engine_busy_at(e, 0.01, &b), LIBRA_EINVAL); /* prefill not composed */
+    engine_next_event_s(e);
+    assert_int_equal(engine_busy_at(e, 0.01, &b), 0);
+    assert_close(b, 0.01, 1e-12);
+    assert_int_equal(engine_busy_at(e, 0.03, &b), LIBRA_EINVAL); /* past the prefill */
+    run_to(e, 0.0261);
+    assert_close(engine_next_event_s(e), 0.261045, 1e-12);
+    assert_int_equal(engine_busy_at(e, 0.2, &b), 0);
+    assert_close(b, 0.2, 1e-12); /* inside the nine-decode run: busy throughout */
+    assert_int_equal(engine_busy_at(e, 0.261045, &b), 0);
+    assert_close(b, 0.261045, 1e-12);
+    assert_int_equal(engine_busy_at(e, 0.3, &b), LIBRA_EINVAL); /* past the run */
+    struct engine_stats st;
+    engine_stats(e, &st);
+    assert_close(st.busy_s, 0.0261, 1e-12); /* nothing was advanced */
+    run_to(e, 1.0);
+    assert_int_equal(engine_busy_at(e, 0.5, &b), LIBRA_EINVAL); /* before the clock */
+    assert_int_equal(engine_busy_at(e, 50.0, &b), 0);           /* idle: flat */
+    assert_close(b, 0.261045, 1e-12);
+    engine_free(e);
+}
+
 static void test_bad_calls_are_rejected(void **state)
 {
     struct cost_rollout_pre pre = toy_pre();
@@ -483,6 +514,7 @@ int main(void)
         cmocka_unit_test(test_abort_reports_partial_output_and_frees_the_id),
         cmocka_unit_test(test_paused_engine_keeps_its_requests),
         cmocka_unit_test(test_generated_tokens_follow_a_fast_forwarded_run),
+        cmocka_unit_test(test_busy_time_inside_a_run_without_advancing),
         cmocka_unit_test(test_bad_calls_are_rejected),
         cmocka_unit_test(test_random_runs_keep_the_invariants),
     };
