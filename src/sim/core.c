@@ -204,22 +204,33 @@ void sim_fleet_ready(struct sim *s, bool ready)
         }
 }
 
-double sim_inst_busy_s(const struct sim *s, int i)
+/* Every engine has composed what runs up to now: an instance changed at now has its clock at
+ * now, and any other was asked for its next event, which is not before now. */
+double sim_inst_busy_s(struct sim *s, int i)
 {
     const struct sim_inst *in = &s->inst[i];
+    double busy = 0;
     if (!in->eng)
         return in->busy_final_s;
-    struct engine_stats st;
-    engine_stats(in->eng, &st);
-    return st.busy_s;
+    if (engine_busy_at(in->eng, s->now, &busy) != 0)
+        sim_fail(s, LIBRA_EINTERNAL, "internal: instance %d cannot say its busy time at %.6f s", i,
+                 s->now);
+    return busy;
+}
+
+double sim_fleet_busy_gpu_s(struct sim *s)
+{
+    double busy = 0;
+    for (int i = 0; i < s->n_inst; i++)
+        busy += sim_inst_busy_s(s, i) * s->inst[i].tp;
+    return busy;
 }
 
 void sim_measure_begin(struct sim *s)
 {
     s->measure_from_s = s->now;
     s->train_busy_s = 0;
-    for (int i = 0; i < s->n_inst; i++)
-        s->inst[i].busy_mark_s = sim_inst_busy_s(s, i);
+    s->measure_busy_gpu_s = sim_fleet_busy_gpu_s(s);
 }
 
 /* ---- events --------------------------------------------------------------------------- */
@@ -401,6 +412,7 @@ static int setup_instances(struct sim *s)
                             "after the weights)",
                             s->in->model->name, sp->tp, s->in->hw->name);
         s->inst[i].tp = sp->tp;
+        s->rollout_gpus += sp->tp;
         s->inst[i].bucket = sp->bucket;
         s->inst[i].gpu = sp->gpu;
         s->inst[i].last_count = -1;

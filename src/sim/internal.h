@@ -62,7 +62,6 @@ struct sim_inst {
     int64_t version;     /* policy version of its weights */
     uint32_t gen;        /* generation of its pending engine event */
     bool dirty;          /* changed since its next event was computed */
-    double busy_mark_s;  /* busy time when the measured window began */
     double busy_final_s; /* failed: its engine's busy time when it died */
     int64_t last_count;  /* running + queued last reported to the perfetto recording */
 };
@@ -202,6 +201,9 @@ struct sim {
     struct sim_inst *inst;
     struct sched_instance *reg;
     int n_inst;
+    int rollout_gpus;          /* Σ TP of the instances, failed ones included */
+    double step_busy_gpu_s;    /* the fleet's busy GPU-seconds when the last step ended */
+    double measure_busy_gpu_s; /* ... when the measured window began */
     VEC(int) dirty;
     VEC(struct engine_done) done; /* completions collected by the engine callback */
     uint64_t next_req;
@@ -257,6 +259,14 @@ struct sim {
     struct sim_trace_rec trace;
 };
 
+/* A utilisation: busy over available (GPU-)seconds, 0 when nothing was available. Busy time
+ * never exceeds the time available, so an excess within rounding (1e-9) is cut to 1. */
+static inline double sim_util(double busy, double avail)
+{
+    double u = avail > 0 ? busy / avail : 0;
+    return u > 1 && u <= 1 + 1e-9 ? 1 : u;
+}
+
 /* Index of TP size tp (1, 2, 4, 8) in arrays by log2(TP). */
 static inline int sim_tp_index(int tp)
 {
@@ -295,8 +305,12 @@ void sim_fleet_ready(struct sim *s, bool ready);
 /* Ends the measured window's start: snapshots engine counters. */
 void sim_measure_begin(struct sim *s);
 
-/* Seconds instance i has been busy since the start (frozen when it failed). */
-double sim_inst_busy_s(const struct sim *s, int i);
+/* Seconds instance i has been busy from the start to now, the elapsed part of a running
+ * iteration included (frozen when it failed). */
+double sim_inst_busy_s(struct sim *s, int i);
+
+/* Busy GPU-seconds of the rollout fleet from the start to now: Σ TP × sim_inst_busy_s. */
+double sim_fleet_busy_gpu_s(struct sim *s);
 
 /* ---- traj.c --------------------------------------------------------------------------- */
 

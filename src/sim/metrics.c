@@ -6,9 +6,9 @@
  * end of the warm-up to the end of the last step; everything else (prompt and tool tokens,
  * re-prefills, filtered, stale and aborted work) is waste, counted by cause. Utilisation is
  * busy GPU-seconds over available GPU-seconds in the same window: an instance is busy while
- * its engine runs iterations, the trainer while it computes a step. An engine counts busy time
- * when it is advanced past a run of identical iterations, so a run still going at either end
- * of the window is counted where it ends: over many steps the error is a run per instance.
+ * its engine runs iterations (counted exactly up to the window's ends, engine_busy_at), the
+ * trainer while it computes a step. The window is the union of the measured steps' windows, so
+ * the run's rollout utilisation is the steps' weighted by their durations.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -16,17 +16,6 @@
 
 #include "sim/internal.h"
 #include "util/alloc.h"
-
-static double rollout_util(struct sim *s, double window_s)
-{
-    double busy = 0, gpus = 0;
-    for (int i = 0; i < s->n_inst; i++) {
-        const struct sim_inst *in = &s->inst[i];
-        busy += (sim_inst_busy_s(s, i) - in->busy_mark_s) * in->tp;
-        gpus += in->tp;
-    }
-    return window_s > 0 && gpus > 0 ? busy / (gpus * window_s) : 0;
-}
 
 void sim_metrics_finish(struct sim *s)
 {
@@ -63,8 +52,9 @@ void sim_metrics_finish(struct sim *s)
         o->tail_share = tail / n;
     }
     o->generated_tokens_per_s = s->now > 0 ? (double)o->generated_tokens / s->now : 0;
-    o->rollout_util = rollout_util(s, o->measured_s);
-    o->train_util = o->measured_s > 0 ? s->train_busy_s / o->measured_s : 0;
+    o->rollout_util =
+        sim_util(sim_fleet_busy_gpu_s(s) - s->measure_busy_gpu_s, s->rollout_gpus * o->measured_s);
+    o->train_util = sim_util(s->train_busy_s, o->measured_s);
     for (size_t i = 0; i < s->traj.n; i++)
         if (!s->traj.v[i].accounted)
             o->unconsumed_tokens += s->traj.v[i].generated;

@@ -88,6 +88,7 @@ static json_t *step_json(const struct sim_step *st)
         (json_int_t)st->trajectories, "trained_tokens", (json_int_t)st->trained_tokens,
         "tail_share", ujson_real(st->tail_share), "mean_staleness", ujson_real(st->mean_staleness));
     json_object_set_new(o, "train_utilisation", ujson_real(st->train_util));
+    json_object_set_new(o, "rollout_utilisation", ujson_real(st->rollout_util));
     json_object_set_new(o, "trained_tokens_per_s",
                         ujson_real(st->step_s > 0 ? (double)st->trained_tokens / st->step_s : 0));
     json_object_set_new(o, "trajectories_per_s",

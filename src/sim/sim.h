@@ -124,6 +124,8 @@ struct sim_step {
     double tail_share;         /* share of the batch's rollout span taken by its last 10 % */
     double mean_staleness;     /* of the trained trajectories, versions */
     double train_util;         /* train_s / step_s */
+    double rollout_util;       /* busy GPU-seconds of the rollout instances during the step /
+                                * their GPU-seconds (Σ TP × step_s; failed ones count idle) */
     int64_t waste[SIM_WASTES]; /* tokens wasted since the previous step ended, by cause */
 };
 

@@ -133,13 +133,14 @@ double sim_train_begin(struct sim *s, const uint32_t *g, size_t n)
     return st->train_s;
 }
 
-/* The step's training share and waste: the counters' change since the previous step ended.
- * (Rollout utilisation is a run figure: an engine counts busy time when it is advanced past a
- * run of iterations, which can span steps.) */
+/* The step's training and rollout shares and its waste: the counters' change since the
+ * previous step ended. */
 static void step_deltas(struct sim *s, struct sim_step *st)
 {
-    if (st->step_s > 0)
-        st->train_util = st->train_s / st->step_s;
+    double busy = sim_fleet_busy_gpu_s(s);
+    st->train_util = sim_util(st->train_s, st->step_s);
+    st->rollout_util = sim_util(busy - s->step_busy_gpu_s, s->rollout_gpus * st->step_s);
+    s->step_busy_gpu_s = busy;
     for (int w = 0; w < SIM_WASTES; w++) {
         st->waste[w] = s->out->waste[w] - s->step_waste[w];
         s->step_waste[w] = s->out->waste[w];

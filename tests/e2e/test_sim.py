@@ -51,6 +51,7 @@ def test_json_document():
         assert run["steps"] == 4 and len(m["steps"]) == 4
         assert run["trained_tokens_per_s"] > 0
         assert 0 <= run["rollout_utilisation"] <= 1 and 0 <= run["train_utilisation"] <= 1
+        assert all(0 <= st["rollout_utilisation"] <= 1 for st in m["steps"])
         waste = run["wasted_tokens"]
         assert set(waste) == WASTES
         discarded = sum(waste[k] for k in ("filtered", "stale", "aborted", "failure", "surplus"))

@@ -3,7 +3,8 @@
  * every mode, sync mode and transport, with failure injection, over-provisioning and dynamic
  * sampling drawn at random (fixed seeds). Every run must keep its books: each trajectory ends
  * once (the simulator stops with LIBRA_EINTERNAL otherwise), every generated token is trained,
- * wasted or still in flight, trained trajectories respect the staleness bound, each weight
+ * wasted or still in flight, per-step utilisations lie in [0, 1] and add up to the run's,
+ * trained trajectories respect the staleness bound, each weight
  * update flushes every live instance's cache, no GPU serves two roles, and the same inputs
  * give the same results.
  */
@@ -84,16 +85,22 @@ static void check_books(const struct sim_result *r, const struct libra_config *c
     assert_int_equal(r->generated_tokens, r->trained_tokens_all + discarded + r->unconsumed_tokens);
     int64_t trained = 0, hist = 0;
     int64_t waste[SIM_WASTES] = {0};
+    double roll_gpu_s = 0; /* Σ over measured steps of rollout utilisation × step time */
     for (int s = 0; s < r->steps_run; s++) {
         for (int w = 0; w < SIM_WASTES; w++)
             waste[w] += r->steps[s].waste[w];
         assert_true(r->steps[s].train_util >= 0 && r->steps[s].train_util <= 1 + 1e-9);
+        assert_true(r->steps[s].rollout_util >= 0 && r->steps[s].rollout_util <= 1 + 1e-9);
+        if (s >= r->warmup)
+            roll_gpu_s += r->steps[s].rollout_util * r->steps[s].step_s;
         trained += r->steps[s].trajectories;
         assert_true(r->steps[s].mean_staleness <= c->rl.max_staleness);
         assert_true(r->steps[s].step_s > 0);
         assert_true(s == 0 || r->steps[s].end_s > r->steps[s - 1].end_s);
     }
     assert_memory_equal(waste, r->waste, sizeof waste);
+    /* the run's rollout utilisation is its measured steps' weighted by their durations */
+    assert_close(roll_gpu_s, r->rollout_util * r->measured_s, 1e-9);
     for (int k = 0; k <= c->rl.max_staleness; k++)
         hist += r->staleness[k];
     if (l->mode != SIM_ROLLOUT)
