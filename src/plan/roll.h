@@ -10,7 +10,7 @@
  * each boundary as low as Z allows so that every trajectory runs on the largest TP it can.
  * docs/planner.md derives the formulas.
  *
- * The search prunes with plan_band_cover, an O(K log M) test of whether some banding keeps
+ * The search prunes with plan_band_fit, an O(K log M) test of whether some banding keeps
  * every band's load under a threshold; Z itself costs a few dozen such tests.
  */
 #ifndef PLAN_ROLL_H
@@ -32,12 +32,6 @@ struct plan_view {
     uint32_t *next_bad[PLAN_NTP]; /* m + 1: first position >= i whose context does not fit
                                    * TP's KV (m when none) */
     double wmin[1 << PLAN_NTP];   /* by TP subset: Σ min over its TPs of TP·work (GPU-s) */
-};
-
-/* When a band's load v passes: (mul·v)/div <= thr, or < thr when strict. */
-struct plan_pred {
-    double mul, div, thr;
-    bool strict;
 };
 
 /* The tables of one problem, built by plan_roll_init. Scoring writes only the scratch arrays
@@ -95,17 +89,6 @@ void plan_roll_free(struct plan_roll *r);
 /* The ascending min-latency/k1 array for TP subset mask (built on first use). */
 const double *plan_roll_lam_min(struct plan_roll *r, unsigned mask);
 
-/* Whether load v passes p. */
-bool plan_pred_pass(const struct plan_pred *p, double v);
-
-/*
- * Whether some banding of view v over the TP sizes with counts c > 0 (ascending) keeps every
- * band's load (its work over c) passing p, each band's contexts fitting its TP. Counts are
- * doubles so that bounds may use super-multisets. O(K log m).
- */
-bool plan_band_cover(const struct plan_view *v, const double c[PLAN_NTP],
-                     const struct plan_pred *p);
-
 /* The least largest band load Z over every banding (exact; +inf when none is feasible). */
 double plan_band_z(const struct plan_view *v, const double c[PLAN_NTP], unsigned mask);
 
@@ -113,6 +96,15 @@ double plan_band_z(const struct plan_view *v, const double c[PLAN_NTP], unsigned
  * absent TP sizes get empty bands. z must be >= plan_band_z. */
 void plan_band_right(const struct plan_view *v, const double c[PLAN_NTP], double z,
                      uint32_t lo[PLAN_NTP], uint32_t hi[PLAN_NTP]);
+
+/*
+ * Whether some banding keeps every band's load (its work over c) <= z, each band's contexts
+ * fitting its TP; when it does, lo and hi hold the banding of plan_band_right at z. On entry lo
+ * holds lower bounds of the starts: zeros, or the lo of an earlier plan_band_fit of the same view
+ * that fit at a z' >= z with counts c' >= c (componentwise, same sizes present). O(K log m).
+ */
+bool plan_band_fit(const struct plan_view *v, const double c[PLAN_NTP], double z,
+                   uint32_t lo[PLAN_NTP], uint32_t hi[PLAN_NTP]);
 
 /* Async lower bound: the least T with T·A(T) >= B·z, A(T) the count of lam (ascending, m
  * entries) at most T. */

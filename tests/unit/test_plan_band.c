@@ -90,6 +90,37 @@ static size_t all_bandings(const struct plan_view *v, const double c[PLAN_NTP], 
     return n;
 }
 
+static int by_load_descending(const void *a, const void *b)
+{
+    double x = ((const struct banding *)a)->max_load, y = ((const struct banding *)b)->max_load;
+    return x > y ? -1 : x < y;
+}
+
+/* plan_band_fit at every banding's largest load, descending, each call starting from the
+ * previous fitting call's starts: fits iff the least largest load best is at most the threshold,
+ * and then with plan_band_right's banding. */
+static void check_fit_descending(const struct plan_view *v, const double c[PLAN_NTP],
+                                 struct banding *bands, size_t n, double best)
+{
+    qsort(bands, n, sizeof *bands, by_load_descending);
+    uint32_t from[PLAN_NTP] = {0};
+    for (size_t i = 0; i < n; i++) {
+        double thr = bands[i].max_load;
+        if (isinf(thr))
+            continue;
+        uint32_t lo[PLAN_NTP], hi[PLAN_NTP], rlo[PLAN_NTP], rhi[PLAN_NTP];
+        memcpy(lo, from, sizeof lo);
+        bool fit = plan_band_fit(v, c, thr, lo, hi);
+        assert_int_equal(fit, best <= thr);
+        if (!fit)
+            continue;
+        plan_band_right(v, c, thr, rlo, rhi);
+        assert_memory_equal(lo, rlo, sizeof lo);
+        assert_memory_equal(hi, rhi, sizeof hi);
+        memcpy(from, lo, sizeof from);
+    }
+}
+
 static void test_z_cover_right_exhaustive(void **state)
 {
     static struct banding bands[(M_MAX + 1) * (M_MAX + 1) * (M_MAX + 1)];
@@ -112,12 +143,14 @@ static void test_z_cover_right_exhaustive(void **state)
         double z = plan_band_z(&s.v, c, mask);
         assert_true(z == best);
         for (size_t i = 0; i < n; i++) {
-            double thr = bands[i].max_load;
-            struct plan_pred at = {1.0, 1.0, thr, false}, below = {1.0, 1.0, thr, true};
-            /* an infeasible banding (a context over its TP's KV) covers at no threshold */
-            assert_int_equal(plan_band_cover(&s.v, c, &at), !isinf(best) && best <= thr);
-            assert_int_equal(plan_band_cover(&s.v, c, &below), !isinf(best) && best < thr);
+            /* an infeasible banding (a context over its TP's KV) fits at no threshold */
+            uint32_t lo[PLAN_NTP] = {0}, hi[PLAN_NTP];
+            double thr = bands[i].max_load, below = nextafter(thr, 0.0);
+            assert_int_equal(plan_band_fit(&s.v, c, thr, lo, hi), !isinf(best) && best <= thr);
+            memset(lo, 0, sizeof lo);
+            assert_int_equal(plan_band_fit(&s.v, c, below, lo, hi), !isinf(best) && best <= below);
         }
+        check_fit_descending(&s.v, c, bands, n, best);
         if (isinf(z))
             continue;
         uint32_t lo[PLAN_NTP], hi[PLAN_NTP];
