@@ -138,7 +138,8 @@ struct box {
     int min_inst;
     unsigned cls;
     int lo[PLAN_NTP], hi[PLAN_NTP];
-    uint32_t from[PLAN_NTP]; /* async: lower bounds of the band starts in box_may_reach */
+    double u_from;           /* async: every member reaching the query's value has z <= this */
+    uint32_t from[PLAN_NTP]; /* async: the super-multiset's band starts at u_from (or lower) */
 };
 
 /* Shrinks b to the counts that can pack (docs/planner.md: instances of power-of-two sizes
@@ -313,22 +314,23 @@ static double relevance(const struct query *q)
  * u too, so its boundaries are at or above the lowest such banding of sup, each rank runs on a
  * TP no larger than there, and A_c is at most the count of plan_roll_accepted_bound; u shrinks
  * to theta·that/B and the argument repeats. No member qualifies once no banding keeps sup's
- * loads under u, since every member's least load is at least sup's (docs/planner.md). Each
- * pass's band searches start from the previous pass's starts, the first from b->from (the
- * parent's first pass), where it leaves its own for b's children (docs/planner.md §3.3).
+ * loads under u, since every member's least load is at least sup's (docs/planner.md). The
+ * first u is at most b->u_from, what the parent proved of its members (b's among them); each
+ * pass's band searches start from the previous pass's starts, the first from b->from; the last
+ * u that fitted and its starts are left in b for its children (docs/planner.md §3.3).
  */
 static bool box_may_reach(struct plan_solver *s, struct box *b, const double sup[PLAN_NTP],
                           double theta)
 {
     const double margin = 1.0 + 1e-9; /* the argument is in real arithmetic */
-    double u = theta * (double)s->roll.m / s->B * margin;
+    double u = fmin(theta * (double)s->roll.m / s->B * margin, b->u_from);
     uint32_t lo[PLAN_NTP], hi[PLAN_NTP];
     memcpy(lo, b->from, sizeof lo);
     for (int round = 0; round < 8; round++) {
         if (!plan_band_fit(&s->roll.all, sup, u, lo, hi))
             return false; /* u < Z(sup) <= every member's z */
-        if (round == 0)   /* the children's first u and counts are no larger */
-            memcpy(b->from, lo, sizeof lo);
+        b->u_from = u;
+        memcpy(b->from, lo, sizeof lo);
         size_t a = plan_roll_accepted_bound(&s->roll, b->cls, lo, hi, theta, false);
         double next = theta * (double)a / s->B * margin;
         if (next >= u)
@@ -417,6 +419,7 @@ static void root_box(const struct plan_split *sp, unsigned cls, struct box *b)
     memset(b, 0, sizeof *b);
     b->cls = cls;
     b->lb = NAN;
+    b->u_from = INFINITY;
     for (int t = lowest(cls) + 1; t < PLAN_NTP; t++)
         if (cls >> t & 1) {
             b->lo[t] = 1;
