@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "sched/metrics.h"
 #include "sched/router.h"
+#include "sim/sim.h"
 #include "spec/bucket.h"
 #include "trace/file.h"
 #include "util/alloc.h"
@@ -105,20 +106,6 @@ static void ev_trace_free(struct ev_trace *t)
     vec_free(&t->step_start);
 }
 
-static int sched_status_of(enum trace_tool_status s)
-{
-    switch (s) {
-    case TRACE_TOOL_SUCCESS:
-        return SCHED_SUCCESS;
-    case TRACE_TOOL_FAILURE:
-        return SCHED_FAILURE;
-    case TRACE_TOOL_TIMEOUT:
-        return SCHED_TIMEOUT;
-    default:
-        return SCHED_OTHER;
-    }
-}
-
 /* Converts one record: a gateway sees the tool name, the payload size and the status. */
 static void add_traj(struct ev_trace *ev, const struct sched_obs_config *oc,
                      const struct trace_traj *t, bool truncated_exact)
@@ -135,14 +122,9 @@ static void add_traj(struct ev_trace *ev, const struct sched_obs_config *oc,
         const struct trace_turn *tu = &t->turns[i];
         struct ev_turn e = {tu->generated_tokens, tu->prompt_tokens, (uint32_t)ev->obs.n, 0};
         for (size_t k = 0; i + 1 < t->n_turns && k < tu->n_calls; k++) {
-            struct sched_tool_return r = {.tool = tu->calls[k].tool,
-                                          .payload_tokens = tu->calls[k].payload_tokens,
-                                          .payload_chars = -1,
-                                          .status = sched_status_of(tu->calls[k].status),
-                                          .reward = NAN,
-                                          .correct = -1};
+            const struct trace_tool_call *call = &tu->calls[k];
             struct sched_obs o;
-            sched_obs_classify(oc, &r, &o);
+            sim_observe_call(oc, call->tool, call->payload_tokens, call->status, &o);
             vec_push(&ev->obs, o);
             e.n_obs++;
         }

@@ -230,6 +230,16 @@ int sim_experiment_run(const struct sim_input *in, struct sim_experiment *out,
 
 void sim_experiment_free(struct sim_experiment *e);
 
+/* ---- observations ------------------------------------------------------------------- */
+
+/*
+ * What a gateway would observe of one tool call of a trajectory record: its tool name, payload
+ * tokens and status, classified by sched's observation rules (DESIGN.md "Observation parity").
+ * The simulator and `libra route eval` both observe trace records through this one function.
+ */
+void sim_observe_call(const struct sched_obs_config *oc, const char *tool, int64_t payload_tokens,
+                      enum trace_tool_status status, struct sched_obs *out);
+
 /* ---- reports -------------------------------------------------------------------------- */
 
 /* The experiment as one JSON document: the envelope (schema SIM_SCHEMA, version, seed,

@@ -327,18 +327,22 @@ void sim_turn_done(struct sim *s, struct sim_traj *t, const struct engine_done *
                                                  : SCHED_FINISH_COMPLETED);
 }
 
-static int status_of(enum trace_tool_status st)
+void sim_observe_call(const struct sched_obs_config *oc, const char *tool, int64_t payload_tokens,
+                      enum trace_tool_status status, struct sched_obs *out)
 {
-    switch (st) {
-    case TRACE_TOOL_SUCCESS:
-        return SCHED_SUCCESS;
-    case TRACE_TOOL_FAILURE:
-        return SCHED_FAILURE;
-    case TRACE_TOOL_TIMEOUT:
-        return SCHED_TIMEOUT;
-    default:
-        return SCHED_OTHER;
-    }
+    static const int sched_status[] = {
+        [TRACE_TOOL_SUCCESS] = SCHED_SUCCESS,
+        [TRACE_TOOL_FAILURE] = SCHED_FAILURE,
+        [TRACE_TOOL_TIMEOUT] = SCHED_TIMEOUT,
+        [TRACE_TOOL_OTHER] = SCHED_OTHER,
+    };
+    struct sched_tool_return r = {.tool = tool,
+                                  .payload_tokens = payload_tokens,
+                                  .payload_chars = -1,
+                                  .status = sched_status[status],
+                                  .reward = NAN,
+                                  .correct = -1};
+    sched_obs_classify(oc, &r, out);
 }
 
 void sim_tools_returned(struct sim *s, struct sim_traj *t)
@@ -357,13 +361,7 @@ void sim_tools_returned(struct sim *s, struct sim_traj *t)
         *obs = prev->n_calls <= 8 ? obs_buf : xcalloc(prev->n_calls, sizeof *obs);
     for (uint32_t k = 0; k < prev->n_calls; k++) {
         const struct sim_call *c = &t->calls[prev->call + k];
-        struct sched_tool_return r = {.tool = s->pools[c->pool].name,
-                                      .payload_tokens = c->payload_tokens,
-                                      .payload_chars = -1,
-                                      .status = status_of(c->status),
-                                      .reward = NAN,
-                                      .correct = -1};
-        sched_obs_classify(&s->oc, &r, &obs[k]);
+        sim_observe_call(&s->oc, s->pools[c->pool].name, c->payload_tokens, c->status, &obs[k]);
     }
     struct sched_registry reg = sim_registry(s);
     struct sched_return ev = {.traj = id,
