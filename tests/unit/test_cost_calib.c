@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "cost/calib.h"
+#include "spec/preset.h"
 
 /* Rows known to miss their band, explained in docs/calibration.md. When the model changes so
  * that one lands, this list and the document change with it. */
@@ -156,6 +157,43 @@ static void test_document_matches_the_code(void **state)
     free(doc);
 }
 
+/* The calibration's reference GPUs and Qwen shapes are copies kept in cost/ (pure, no preset
+ * registry to hand); they must equal the built-in presets, or evidence and users' runs drift. */
+static void test_references_equal_the_builtin_presets(void **state)
+{
+    struct spec_presets p;
+    struct libra_error err;
+    assert_int_equal(spec_presets_init(&p, &err), 0);
+    for (int h = COST_REF_A100; h <= COST_REF_H20; h++) {
+        const struct spec_hardware *r = cost_ref_hardware(h);
+        const struct spec_hardware *b = spec_hardware_find(&p, r->name);
+        assert_non_null(b);
+        assert_true(r->bf16_flops_per_s == b->bf16_flops_per_s);
+        assert_true(r->hbm_bytes == b->hbm_bytes);
+        assert_true(r->hbm_bw_bytes_per_s == b->hbm_bw_bytes_per_s);
+        assert_true(r->nvlink_bw_bytes_per_s == b->nvlink_bw_bytes_per_s);
+        assert_true(r->allreduce_bus_bw_bytes_per_s == b->allreduce_bus_bw_bytes_per_s);
+        assert_true(r->allreduce_latency_s == b->allreduce_latency_s);
+        assert_true(r->inter_node_bw_bytes_per_s == b->inter_node_bw_bytes_per_s);
+        assert_int_equal(r->gpus_per_node, b->gpus_per_node);
+    }
+    for (int m = COST_REF_QWEN25_7B; m <= COST_REF_QWEN25_32B; m++) {
+        const struct spec_model *r = cost_ref_model(m);
+        const struct spec_model *b = spec_model_find(&p, r->name);
+        assert_non_null(b);
+        assert_int_equal(r->layers, b->layers);
+        assert_int_equal(r->hidden, b->hidden);
+        assert_int_equal(r->heads, b->heads);
+        assert_int_equal(r->kv_heads, b->kv_heads);
+        assert_int_equal(r->head_dim, b->head_dim);
+        assert_int_equal(r->ffn, b->ffn);
+        assert_int_equal(r->vocab, b->vocab);
+        assert_int_equal(r->tied_embeddings, b->tied_embeddings);
+        assert_int_equal(r->qkv_bias, b->qkv_bias);
+    }
+    spec_presets_free(&p);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -165,6 +203,7 @@ int main(void)
         cmocka_unit_test(test_t_fix_fit),
         cmocka_unit_test(test_training_fit),
         cmocka_unit_test(test_document_matches_the_code),
+        cmocka_unit_test(test_references_equal_the_builtin_presets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
