@@ -53,7 +53,9 @@ static const char help[] =
     "  --buckets SPEC     bucket layout, e.g. tp1:4000,tp2:12000,tp4:30000 (default:\n"
     "                     sched.buckets, else the reference layout of the trace's workload)\n"
     "  --train-steps K    steps that only train (default 1)\n"
-    "  --min-visits N     visits a tree node needs before C-MLFQ acts on it (default 1)\n"
+    "  --min-visits N     visits a tree node needs before C-MLFQ acts on it (default 1);\n"
+    "                     thin nodes are also shrunk toward the general ones by\n"
+    "                     sched.shrink_visits (default 50; --set sched.shrink_visits=0: off)\n"
     "  --truncated HOW    censored (default: truncated trajectories are lower bounds, spec\n"
     "                     §5) or exact (their remaining tokens taken as they are)\n"
     "  --placebo          also run C-MLFQ on the trace with tool returns shuffled among\n"
@@ -234,12 +236,12 @@ struct arm {
 };
 
 static int arm_init(struct arm *a, const char *name, enum sched_policy p,
-                    const struct spec_bucket_layout *l, uint32_t min_visits)
+                    const struct spec_bucket_layout *l, const struct sched_lookup *lookup)
 {
     struct sched_router_config c;
     sched_router_config_default(&c, p, l);
     c.depth_only = a->depth_only;
-    c.min_visits = min_visits;
+    c.lookup = *lookup;
     snprintf(a->name, sizeof a->name, "%s", name);
     a->policy = p;
     a->model = p == SCHED_CMLFQ || p == SCHED_PREDICTOR ? sched_model_new(NULL) : NULL;
@@ -513,8 +515,8 @@ static int resolve_layout(const struct route_flags *f, const struct libra_config
 
 /* Sets up the arms the flags ask for (--placebo: cmlfq, cmlfq_shuffled and depth_only last).
  * Returns the count, or -1 after an error. */
-static int make_arms(const struct route_flags *f, const struct spec_bucket_layout *l,
-                     struct arm *arms)
+static int make_arms(const struct route_flags *f, const struct libra_config *cfg,
+                     const struct spec_bucket_layout *l, struct arm *arms)
 {
     int n = 0;
     enum sched_policy one = SCHED_CMLFQ;
@@ -525,21 +527,21 @@ static int make_arms(const struct route_flags *f, const struct spec_bucket_layou
                    f->policy);
         return -1;
     }
-    uint32_t mv = (uint32_t)f->min_visits;
+    struct sched_lookup mv = {(uint32_t)f->min_visits, (uint32_t)cfg->sched.shrink_visits};
     for (int p = 0; p < SCHED_POLICY_COUNT; p++) {
         bool placebo_cmlfq = f->placebo && p == SCHED_CMLFQ; /* placed with its controls */
         if ((all || (int)one == p) && !placebo_cmlfq &&
-            arm_init(&arms[n++], sched_policy_name(p), p, l, mv))
+            arm_init(&arms[n++], sched_policy_name(p), p, l, &mv))
             return -1;
     }
     if (f->placebo) {
-        if (arm_init(&arms[n++], "cmlfq", SCHED_CMLFQ, l, mv))
+        if (arm_init(&arms[n++], "cmlfq", SCHED_CMLFQ, l, &mv))
             return -1;
         arms[n].shuffled = true;
-        if (arm_init(&arms[n++], "cmlfq_shuffled", SCHED_CMLFQ, l, mv))
+        if (arm_init(&arms[n++], "cmlfq_shuffled", SCHED_CMLFQ, l, &mv))
             return -1;
         arms[n].depth_only = true;
-        if (arm_init(&arms[n++], "depth_only", SCHED_CMLFQ, l, mv))
+        if (arm_init(&arms[n++], "depth_only", SCHED_CMLFQ, l, &mv))
             return -1;
     }
     return n;
@@ -563,7 +565,7 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
                              "--train-steps %lld leaves nothing to evaluate (the trace "
                              "has %lld steps)",
                              (long long)f->train_steps, (long long)(steps > 0 ? steps : 0));
-    if (rc == 0 && (n_arms = make_arms(f, &l, arms)) < 0)
+    if (rc == 0 && (n_arms = make_arms(f, &cfg, &l, arms)) < 0)
         rc = LIBRA_EXIT_USAGE;
     if (rc == 0 && f->placebo)
         shuffle_returns(&ev, (uint64_t)cfg.sim.seed);
@@ -585,6 +587,7 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
         json_object_set_new(doc, "eval_steps", json_integer(steps - f->train_steps));
         json_object_set_new(doc, "rebuild_interval", json_integer(cfg.sched.rebuild_interval));
         json_object_set_new(doc, "min_visits", json_integer(f->min_visits));
+        json_object_set_new(doc, "shrink_visits", json_integer(cfg.sched.shrink_visits));
         json_object_set_new(doc, "truncated",
                             json_string(f->truncated_exact ? "exact" : "censored"));
         json_object_set_new(doc, "policies", pol);

@@ -230,20 +230,63 @@ struct sched_tree *sched_model_prompt_tree(struct sched_model *m, uint64_t promp
     return t;
 }
 
-static void learn_node(struct sched_model *m, struct sched_tree *t, uint32_t node, int64_t tokens,
-                       bool censored)
+/* t's node at the end of the path (the depth path when depth): its index, or -1 when it does
+ * not exist. */
+static int64_t node_at(const struct sched_model *m, const struct sched_tree *t,
+                       const uint32_t *states, size_t n, bool depth)
+{
+    uint32_t node = 0;
+    for (size_t d = 0; d < n; d++) {
+        uint32_t state = depth ? m->depth_state : states[d];
+        if (state == SCHED_STATE_NONE || !(node = sched_tree_child(t, node, state)))
+            return -1;
+    }
+    return node;
+}
+
+/* The node of t at the end of the depth path of length n, or NULL. */
+static struct sched_node *depth_node(const struct sched_model *m, const struct sched_tree *t,
+                                     size_t n)
+{
+    int64_t node = node_at(m, t, NULL, n, true);
+    return node < 0 ? NULL : &t->nodes.v[node];
+}
+
+/* The remaining tokens of s after its d-th tool return (d = 0: the whole trajectory). */
+static uint32_t remaining(const struct sched_traj_summary *s, size_t d)
+{
+    int64_t v = s->total_tokens - (d ? s->gen_before[d - 1] : 0);
+    return (uint32_t)(v < SCHED_SAMPLE_MAX ? v : SCHED_SAMPLE_MAX);
+}
+
+/*
+ * What a censored s enters the running means with after its d-th return, for d = 0..s->n:
+ * E[X | X > c] under the global tree's depth node at depth d as it stands before s is learnt
+ * (c when that node does not exist). Every node at a depth, in every tree and whatever its
+ * size, imputes alike: a path node is then an unbiased subset of its depth node when the path
+ * carries nothing, which the placebo check relies on (docs/routing.md).
+ */
+static void impute(const struct sched_model *m, const struct sched_traj_summary *s, double *out)
+{
+    for (size_t d = 0; d <= s->n; d++) {
+        const struct sched_node *ref = depth_node(m, &m->global, d);
+        out[d] = ref ? sched_node_mean_above(ref, remaining(s, d)) : (double)remaining(s, d);
+    }
+}
+
+static void learn_node(struct sched_model *m, struct sched_tree *t, uint32_t node,
+                       const struct sched_traj_summary *s, size_t d, const double *imputed)
 {
     const struct sched_tree *keep = t == &m->global ? NULL : t;
     bool grow_ok = sched_model_reserve(m, sched_node_grow_cost(&t->nodes.v[node]), keep);
     size_t before = t->bytes;
-    sched_node_add(t, node, (uint32_t)(tokens < SCHED_SAMPLE_MAX ? tokens : SCHED_SAMPLE_MAX),
-                   censored, grow_ok);
+    sched_node_add(t, node, remaining(s, d), s->censored, s->censored ? imputed[d] : 0, grow_ok);
     m->bytes += t->bytes - before;
 }
 
 /* Learns the nodes below the root along s's path, or along the depth path when depth. */
 static void path_learn(struct sched_model *m, struct sched_tree *t,
-                       const struct sched_traj_summary *s, bool depth)
+                       const struct sched_traj_summary *s, bool depth, const double *imputed)
 {
     const struct sched_tree *keep = t == &m->global ? NULL : t;
     uint32_t node = 0;
@@ -261,7 +304,7 @@ static void path_learn(struct sched_model *m, struct sched_tree *t,
             m->bytes += t->bytes - before;
         }
         node = c;
-        learn_node(m, t, node, s->total_tokens - s->gen_before[i], s->censored);
+        learn_node(m, t, node, s, i + 1, imputed);
     }
 }
 
@@ -274,12 +317,12 @@ static bool is_depth_path(const struct sched_model *m, const struct sched_traj_s
 }
 
 static void tree_learn(struct sched_model *m, struct sched_tree *t,
-                       const struct sched_traj_summary *s)
+                       const struct sched_traj_summary *s, const double *imputed)
 {
-    learn_node(m, t, 0, s->total_tokens, s->censored);
-    path_learn(m, t, s, false);
+    learn_node(m, t, 0, s, 0, imputed);
+    path_learn(m, t, s, false, imputed);
     if (!is_depth_path(m, s))
-        path_learn(m, t, s, true);
+        path_learn(m, t, s, true, imputed);
 }
 
 static void pred_learn(struct sched_model *m, const struct sched_traj_summary *s)
@@ -297,11 +340,17 @@ static void pred_learn(struct sched_model *m, const struct sched_traj_summary *s
 
 static void learn(struct sched_model *m, const struct sched_traj_summary *s)
 {
+    double *imputed = NULL;
+    if (s->censored) {
+        imputed = xmallocarray(s->n + 1, sizeof *imputed);
+        impute(m, s, imputed);
+    }
     struct sched_tree *pt = sched_model_prompt_tree(m, s->prompt, true);
     if (pt)
-        tree_learn(m, pt, s);
-    tree_learn(m, &m->global, s);
+        tree_learn(m, pt, s, imputed);
+    tree_learn(m, &m->global, s, imputed);
     pred_learn(m, s);
+    free(imputed);
 }
 
 /* ---- history -------------------------------------------------------------------------------- */
@@ -436,23 +485,30 @@ void sched_model_lookup(struct sched_model *m, uint64_t prompt, const uint32_t *
         fill(out, &m->global, gnode, gd, n, false);
 }
 
-/* Fills out from t's node at the end of the path (the depth path when depth) and returns
- * true when it exists with at least min_visits visits. */
+/*
+ * Fills out from t's node at the end of the path (the depth path when depth) and returns true
+ * when it exists with at least min_visits visits: sched_node_estimate with the global tree's
+ * node on the same path as the parent of a prompt tree's node.
+ */
 static bool trusted(struct sched_model *m, struct sched_tree *t, const uint32_t *states, size_t n,
-                    bool depth, uint32_t min_visits, struct sched_estimate *out)
+                    bool depth, const struct sched_lookup *opt, struct sched_estimate *out)
 {
-    uint32_t node = 0;
-    for (size_t d = 0; d < n && (node || d == 0); d++)
-        node = sched_tree_child(t, node, depth ? m->depth_state : states[d]);
-    if ((n && !node) || t->nodes.v[node].visits < (min_visits ? min_visits : 1))
+    int64_t at = node_at(m, t, states, n, depth);
+    if (at < 0 || t->nodes.v[at].visits < (opt->min_visits ? opt->min_visits : 1))
         return false;
-    fill(out, t, node, n, n, t != &m->global);
+    int64_t g = t == &m->global ? -1 : node_at(m, &m->global, states, n, depth);
+    struct sched_node *parent = g < 0 ? NULL : &m->global.nodes.v[g];
+    struct sched_node *ref = depth_node(m, &m->global, n);
+    fill(out, t, (uint32_t)at, n, n, t != &m->global);
     out->by_depth = depth;
+    uint32_t p90;
+    sched_node_estimate(&t->nodes.v[at], parent, ref, opt->shrink_visits, &out->mean_tokens, &p90);
+    out->p90_tokens = p90;
     return true;
 }
 
 void sched_model_estimate(struct sched_model *m, uint64_t prompt, const uint32_t *states, size_t n,
-                          uint32_t min_visits, struct sched_estimate *out)
+                          const struct sched_lookup *opt, struct sched_estimate *out)
 {
     memset(out, 0, sizeof *out);
     out->mean_tokens = out->p90_tokens = NAN;
@@ -460,7 +516,7 @@ void sched_model_estimate(struct sched_model *m, uint64_t prompt, const uint32_t
     struct sched_tree *trees[2] = {pt, &m->global};
     for (int depth = 0; depth < 2; depth++) /* the path in either tree before any depth node */
         for (int k = 0; k < 2; k++)
-            if (trees[k] && trusted(m, trees[k], states, n, depth, min_visits, out))
+            if (trees[k] && trusted(m, trees[k], states, n, depth, opt, out))
                 return;
 }
 

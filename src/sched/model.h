@@ -12,15 +12,18 @@
  * Censoring. Trees fed only by finished trajectories are biased short: the long ones are the
  * ones cut by caps, aborts and staleness. A truncated or aborted trajectory therefore enters
  * as a censored sample at each node: its remaining tokens are a lower bound. The estimator is
- * Kaplan-Meier on the node's window, computed by Efron's redistribute-to-the-right (equivalent
- * to the product-limit estimator): samples sorted ascending, each censored sample's mass is
- * shared equally among the samples above it; the p90 is the smallest sample whose cumulative
- * mass reaches 0.9 (a lower bound when the mass runs out on a censored sample). The running
- * mean covers every visit, so a censored sample c enters it as E[X | X > c] under the node's
- * current Kaplan-Meier distribution (c itself when no exact sample in the window exceeds it):
- * a censored sample can only raise the mean, and raises it by what the node knows of its tail.
- * Past the largest exact sample the data say only "more than c": censored samples there keep
- * their mass at their own bound rather than passing it up to the largest one.
+ * Kaplan-Meier, computed by Efron's redistribute-to-the-right (equivalent to the product-limit
+ * estimator): samples sorted ascending, each censored sample's mass passed to the samples
+ * above it; past the largest exact sample the data say only "more than c", so censored
+ * samples there keep their mass at their own bound. A node's running mean covers every visit,
+ * so a censored sample c enters it as E[X | X > c] — under the global tree's depth node at
+ * that depth (every trajectory that saw as many returns), as it stands before the trajectory
+ * is learnt, and c itself when no exact sample there exceeds c. The tail a censored sample is
+ * given is thus the same in every node at a depth, whatever the node's size (a node's own
+ * window would give a small node a thinner tail than a large one). The raw node p90
+ * (sched_model_lookup) is the Kaplan-Meier p90 of its window; C-MLFQ's estimate
+ * (sched_model_estimate) gives censored samples the depth node's tail in the p90 too, and
+ * shrinks thin nodes toward the more general ones (docs/routing.md "The estimator").
  * Why this estimator: it is unbiased under independent censoring, needs nothing beyond the
  * window the spec already keeps, and degrades to the plain mean and nearest-rank p90 when
  * nothing is censored.
@@ -51,6 +54,7 @@
 #define SCHED_TREE_WINDOW 200       /* samples per node kept for its p90 */
 #define SCHED_STATE_NONE UINT32_MAX /* the id of a state that could not be interned */
 #define SCHED_TREE_SCHEMA "libra.tree/1"
+#define SCHED_SHRINK_VISITS 50 /* default shrink_visits; sched.shrink_visits in spec/config.c */
 
 struct sched_model_config {
     size_t max_bytes;    /* cap on the memory of all trees, bytes (default 256 MiB) */
@@ -131,11 +135,19 @@ void sched_model_lookup(struct sched_model *m, uint64_t prompt, const uint32_t *
  * that tree that saw n returns, whatever they were —, else the global tree's. out->exact is
  * then true and out->by_depth says a depth node answered; out->found false: nothing trusted.
  * A depth-only model (every state SCHED_DEPTH_KEY) therefore answers, always, as any model
- * answers on a path it does not know: the placebo check compares like with like.
- * Touches the prompt tree for LRU.
+ * answers on a path it does not know: the placebo check compares like with like. The mean and
+ * p90 are the node's shrunk estimate (struct sched_lookup; tree.h sched_node_estimate); a
+ * global depth node is never shrunk. Touches the prompt tree for LRU.
  */
+struct sched_lookup {
+    uint32_t min_visits;    /* visits a node needs to answer (0 counts as 1) */
+    uint32_t shrink_visits; /* k: a node's estimate weighs its own data visits / (visits + k),
+                               the rest the more general node's (the global tree's on the same
+                               path for a prompt tree's node, then the global depth node); 0:
+                               the node's own (default SCHED_SHRINK_VISITS) */
+};
 void sched_model_estimate(struct sched_model *m, uint64_t prompt, const uint32_t *states, size_t n,
-                          uint32_t min_visits, struct sched_estimate *out);
+                          const struct sched_lookup *opt, struct sched_estimate *out);
 
 /*
  * The predictor's estimate for the features: a ridge regression of log(1 + remaining tokens)

@@ -44,7 +44,7 @@ static void agree_rule(const struct sched_router *r, const struct sched_traj *t,
 {
     const struct sched_estimate *e = &c->est;
     c->bucket = t->bucket;
-    if (!e->found || !e->exact || e->visits < r->cfg.min_visits) {
+    if (!e->found || !e->exact || e->visits < r->cfg.lookup.min_visits) {
         c->reason = SCHED_REASON_NO_NODE;
         return;
     }
@@ -73,13 +73,13 @@ static void cmlfq_start(struct sched_router *r, const struct sched_traj *t,
                         const struct sched_event *ev, struct sched_choice *c)
 {
     start_shortest(r, t, ev, c);
-    sched_model_estimate(r->model, t->prompt, NULL, 0, r->cfg.min_visits, &c->est);
+    sched_model_estimate(r->model, t->prompt, NULL, 0, &r->cfg.lookup, &c->est);
 }
 
 static void cmlfq_return(struct sched_router *r, const struct sched_traj *t,
                          const struct sched_event *ev, struct sched_choice *c)
 {
-    sched_model_estimate(r->model, t->prompt, t->states, t->n, r->cfg.min_visits, &c->est);
+    sched_model_estimate(r->model, t->prompt, t->states, t->n, &r->cfg.lookup, &c->est);
     agree_rule(r, t, c);
 }
 

@@ -23,7 +23,8 @@ void sched_router_config_default(struct sched_router_config *c, enum sched_polic
     c->policy = policy;
     c->layout = *layout;
     c->max_live = (size_t)1 << 20;
-    c->min_visits = 1;
+    c->lookup.min_visits = 1;
+    c->lookup.shrink_visits = SCHED_SHRINK_VISITS;
     c->la_quantum_tokens = 3000;
     c->la_ttl_epochs = 5;
     c->length_thresholds_tokens[0] = 5000;

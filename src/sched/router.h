@@ -92,7 +92,8 @@ struct sched_router_config {
     enum sched_policy policy;
     struct spec_bucket_layout layout;    /* valid (spec_bucket_validate) */
     size_t max_live;                     /* live trajectory states kept (default 1 << 20) */
-    uint32_t min_visits;                 /* a tree node needs this many visits (default 1) */
+    struct sched_lookup lookup;          /* cmlfq's look-up: min_visits (default 1) and
+                                            shrink_visits (default SCHED_SHRINK_VISITS) */
     int64_t quantum_tokens;              /* cmlfq/predictor: promote after this many tokens of
                                             one turn without a tool return; 0 off (default) */
     int64_t la_quantum_tokens;           /* la_mlfq: tokens per level (3000) */

@@ -9,6 +9,7 @@
  */
 #include "sched/tree.h"
 
+#include <assert.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -151,6 +152,7 @@ void sched_node_window_push(struct sched_tree *t, uint32_t node, uint32_t sample
         n->win_head = (uint8_t)((n->win_head + 1) % n->win_cap);
     }
     n->p90_stale = true;
+    n->mix_stale = true;
 }
 
 static int cmp_sample(const void *a, const void *b)
@@ -191,9 +193,7 @@ static unsigned km_masses(const struct sched_node *n, uint32_t *s, double *mass)
     return k;
 }
 
-/* E[X | X > c] under the window's Kaplan-Meier distribution; c when no exact sample lies
- * above c (the data then say nothing beyond the bound). */
-static double km_mean_above(const struct sched_node *n, uint32_t c)
+double sched_node_mean_above(const struct sched_node *n, uint32_t c)
 {
     uint32_t s[SCHED_TREE_WINDOW];
     double mass[SCHED_TREE_WINDOW];
@@ -232,13 +232,163 @@ uint32_t sched_node_p90(struct sched_node *n)
     return p90;
 }
 
+/* A node's Kaplan-Meier distribution: sorted samples, their masses, and the mass above each. */
+struct km {
+    unsigned k, last_exact; /* samples; one past the largest exact one */
+    uint32_t s[SCHED_TREE_WINDOW];
+    double mass[SCHED_TREE_WINDOW];
+    double above[SCHED_TREE_WINDOW + 1]; /* above[i]: mass of s[i..k) */
+};
+
+static void km_of(const struct sched_node *n, struct km *km)
+{
+    km->k = km_masses(n, km->s, km->mass);
+    km->last_exact = 0;
+    km->above[km->k] = 0;
+    for (unsigned i = km->k; i-- > 0;) {
+        km->above[i] = km->above[i + 1] + km->mass[i];
+        if (!km->last_exact && !(km->s[i] & SCHED_SAMPLE_CENSORED))
+            km->last_exact = i + 1;
+    }
+}
+
+struct atom {
+    uint32_t tokens;
+    double mass;
+};
+
+/* Index of the first sample of km above c (value strictly greater). */
+static unsigned km_first_above(const struct km *km, uint32_t c)
+{
+    unsigned lo = 0, hi = km->k;
+    while (lo < hi) {
+        unsigned mid = (lo + hi) / 2;
+        if ((km->s[mid] & SCHED_SAMPLE_MAX) > c)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return lo;
+}
+
+/* Appends km's distribution at weight w to a; returns the atoms appended. */
+static unsigned km_atoms(const struct km *km, double w, struct atom *a)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < km->k; i++)
+        if (km->mass[i] > 0)
+            a[k++] = (struct atom){km->s[i] & SCHED_SAMPLE_MAX, w * km->mass[i]};
+    return k;
+}
+
+/*
+ * Appends n's distribution at weight w to a: each exact sample of its window at w / win_n, and
+ * each censored sample c's share spread over ref's distribution above c (kept at c when no
+ * exact sample of ref lies above c). Returns the atoms appended.
+ */
+static unsigned window_atoms(const struct sched_node *n, const struct km *ref, double w,
+                             struct atom *a)
+{
+    double coef[SCHED_TREE_WINDOW + 1] = {0}; /* share per unit of ref mass, from index i on */
+    double share = w / n->win_n;
+    unsigned k = 0;
+    for (unsigned i = 0; i < n->win_n; i++) {
+        uint32_t x = n->window[i], c = x & SCHED_SAMPLE_MAX;
+        unsigned j = x & SCHED_SAMPLE_CENSORED ? km_first_above(ref, c) : ref->k;
+        if (j < ref->last_exact && ref->above[j] > 0)
+            coef[j] += share / ref->above[j];
+        else
+            a[k++] = (struct atom){c, share};
+    }
+    double run = 0;
+    for (unsigned j = 0; j < ref->k; j++)
+        if ((run += coef[j]) > 0 && ref->mass[j] > 0)
+            a[k++] = (struct atom){ref->s[j] & SCHED_SAMPLE_MAX, run * ref->mass[j]};
+    return k;
+}
+
+static int cmp_atom(const void *a, const void *b)
+{
+    uint32_t x = ((const struct atom *)a)->tokens, y = ((const struct atom *)b)->tokens;
+    return (x > y) - (x < y);
+}
+
+/* The smallest atom at which the cumulative mass reaches 0.9 of the total. */
+static uint32_t atoms_p90(struct atom *a, unsigned k)
+{
+    qsort(a, k, sizeof *a, cmp_atom);
+    double total = 0, cum = 0;
+    for (unsigned i = 0; i < k; i++)
+        total += a[i].mass;
+    for (unsigned i = 0; i < k; i++)
+        if ((cum += a[i].mass) >= 0.9 * total - 1e-12)
+            return a[i].tokens;
+    return k ? a[k - 1].tokens : 0;
+}
+
+/* The weights of n, parent and ref in n's shrunk estimate (see sched_node_estimate). */
+static void shrink_weights(const struct sched_node *n, const struct sched_node *parent,
+                           uint32_t shrink_visits, double w[3])
+{
+    double k = shrink_visits;
+    w[0] = n->visits / (n->visits + k);
+    w[1] = parent ? (1 - w[0]) * parent->visits / (parent->visits + k) : 0;
+    w[2] = 1 - w[0] - w[1];
+}
+
+/* The p90 of n's shrunk distribution; ref is not n and shrink_visits is 0 unless ref. */
+static uint32_t shrunk_p90(struct sched_node *n, const struct sched_node *parent,
+                           const struct sched_node *ref, uint32_t shrink_visits, const double w[3])
+{
+    uint32_t parent_visits = parent ? parent->visits : 0;
+    if (!n->mix_stale && n->mix_ref_visits == ref->visits &&
+        n->mix_parent_visits == parent_visits && n->mix_shrink_visits == shrink_visits)
+        return n->mix_p90_tokens;
+    static_assert(SCHED_TREE_WINDOW <= 255, "window counts are bytes");
+    struct atom a[4 * SCHED_TREE_WINDOW];
+    struct km rk;
+    km_of(ref, &rk);
+    unsigned k = window_atoms(n, &rk, w[0], a);
+    if (parent)
+        k += window_atoms(parent, &rk, w[1], a + k);
+    if (shrink_visits)
+        k += km_atoms(&rk, w[2], a + k);
+    n->mix_p90_tokens = atoms_p90(a, k);
+    n->mix_stale = false;
+    n->mix_ref_visits = ref->visits;
+    n->mix_parent_visits = parent_visits;
+    n->mix_shrink_visits = shrink_visits;
+    return n->mix_p90_tokens;
+}
+
+void sched_node_estimate(struct sched_node *n, struct sched_node *parent,
+                         const struct sched_node *ref, uint32_t shrink_visits, double *mean,
+                         uint32_t *p90)
+{
+    if (n == ref || !ref) {
+        *mean = n->mean_tokens;
+        *p90 = sched_node_p90(n);
+        return;
+    }
+    if (parent == ref || !shrink_visits)
+        parent = NULL;
+    if (!ref->visits)
+        shrink_visits = 0;
+    double w[3] = {1, 0, 0};
+    if (shrink_visits)
+        shrink_weights(n, parent, shrink_visits, w);
+    *mean =
+        w[0] * n->mean_tokens + (parent ? w[1] * parent->mean_tokens : 0) + w[2] * ref->mean_tokens;
+    *p90 = shrunk_p90(n, parent, ref, shrink_visits, w);
+}
+
 void sched_node_add(struct sched_tree *t, uint32_t node, uint32_t tokens, bool censored,
-                    bool grow_ok)
+                    double imputed, bool grow_ok)
 {
     struct sched_node *n = &t->nodes.v[node];
     if (tokens > SCHED_SAMPLE_MAX)
         tokens = SCHED_SAMPLE_MAX;
-    double value = censored ? km_mean_above(n, tokens) : (double)tokens;
+    double value = censored ? imputed : (double)tokens;
     n->visits++;
     n->mean_tokens += (value - n->mean_tokens) / n->visits;
     sched_node_window_push(t, node, tokens | (censored ? SCHED_SAMPLE_CENSORED : 0), grow_ok);

@@ -2,7 +2,7 @@
  * Internals of the prefix trees shared by model.c (learning, look-up, caps) and tree_json.c
  * (export, import, merge). Not an API: other modules use sched/model.h.
  *
- * Memory: a node is 40 bytes plus its window, 4 bytes per sample (grown geometrically to at
+ * Memory: a node is 56 bytes plus its window, 4 bytes per sample (grown geometrically to at
  * most SCHED_TREE_WINDOW), plus 24 to 48 bytes of edge index, so a full node stays under
  * 1 KiB. Nodes of one tree live in one array and link by index (first child, next sibling):
  * no per-node allocation, and a tree is freed in a few calls. Finding a child goes through a
@@ -35,8 +35,15 @@ struct sched_node {
     uint8_t win_n;       /* samples held */
     uint8_t win_head;    /* index of the oldest once full */
     uint8_t win_cap;     /* allocated entries */
-    bool p90_stale;      /* window changed since p90_tokens was computed */
+    bool p90_stale : 1;  /* window changed since p90_tokens was computed */
+    bool mix_stale : 1;  /* window changed since mix_p90_tokens was computed */
     uint32_t p90_tokens; /* cached Kaplan-Meier p90 */
+    /* sched_node_estimate's p90, valid while !mix_stale and the parent and reference nodes
+     * (by their visits) and shrink_visits are those it used */
+    uint32_t mix_p90_tokens;
+    uint32_t mix_ref_visits;
+    uint32_t mix_parent_visits; /* 0 without a parent */
+    uint32_t mix_shrink_visits;
 };
 
 /* One slot of a tree's edge index: (parent, state) -> child; child 0 marks an empty slot. */
@@ -100,17 +107,36 @@ uint32_t sched_tree_add_child(struct sched_tree *t, uint32_t node, uint32_t stat
 size_t sched_tree_child_cost(const struct sched_tree *t);
 
 /*
- * Adds one sample (tokens, censored) to node: visits, running mean (censored imputed) and the
- * window, which grows only when grow_ok (the memory cap). Updates t->bytes.
+ * Adds one sample (tokens, censored) to node: visits, running mean (a censored sample enters
+ * it as imputed, the caller's E[X | X > tokens]) and the window, which grows only when grow_ok
+ * (the memory cap). Updates t->bytes.
  */
 void sched_node_add(struct sched_tree *t, uint32_t node, uint32_t tokens, bool censored,
-                    bool grow_ok);
+                    double imputed, bool grow_ok);
+
+/* E[X | X > c] under the Kaplan-Meier distribution of n's window; c when no exact sample lies
+ * above c (the data then say nothing beyond the bound). */
+double sched_node_mean_above(const struct sched_node *n, uint32_t c);
 
 /* Bytes node's window would add if it grew now (0 when it need not grow). */
 size_t sched_node_grow_cost(const struct sched_node *n);
 
 /* The node's Kaplan-Meier p90 (cached). */
 uint32_t sched_node_p90(struct sched_node *n);
+
+/*
+ * C-MLFQ's estimate of node n at depth d (docs/routing.md "The estimator"). ref is the global
+ * tree's depth node at d; parent, for a node of a prompt tree, the global tree's node on the
+ * same path (else NULL). n's distribution: each exact sample of its window weighs 1 / win_n,
+ * each censored sample c spreads its weight over ref's Kaplan-Meier distribution above c (or
+ * keeps it at c when no exact sample of ref lies above c). With shrink_visits k > 0 it is
+ * mixed with parent's (by the same rule) and ref's: n weighs visits / (visits + k), parent
+ * that share of the rest, ref what is left; the mean is the same mix of running means. n ==
+ * ref or ref NULL: n's own running mean and Kaplan-Meier p90. The p90 is cached on n.
+ */
+void sched_node_estimate(struct sched_node *n, struct sched_node *parent,
+                         const struct sched_node *ref, uint32_t shrink_visits, double *mean,
+                         uint32_t *p90);
 
 /* Appends a sample to the window only (no visit, no mean), growing it when grow_ok. */
 void sched_node_window_push(struct sched_tree *t, uint32_t node, uint32_t sample, bool grow_ok);

@@ -137,6 +137,10 @@ static const struct spec_field fields[] = {
                     "the plan's"),
     INT(sched.rebuild_interval, "steps", 50, 1, 1000000, NULL,
         "training steps between prefix-tree rebuilds"),
+    INT(sched.shrink_visits, "visits", 50, 0, 1000000, NULL,
+        "C-MLFQ weighs a tree node's own mean and p90 by visits / (visits + this) and the more "
+        "general node's by the rest (a prompt tree's: the global tree's on the same path; the "
+        "global tree's: its depth node; docs/routing.md); 0: the node's own"),
     SPEC_SET_ROW(CFG, sim.modes, 0, sim_mode_names,
                  SPEC_SIM_COLOCATED | SPEC_SIM_ASYNC | SPEC_SIM_LIBRA, 1, NULL,
                  "resource managers to simulate"),

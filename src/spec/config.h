@@ -121,6 +121,7 @@ struct spec_sched_config {
     enum spec_sched_policy policy;
     char buckets[256];    /* text form of spec/bucket.h; "" = from the plan */
     int rebuild_interval; /* steps between prefix-tree rebuilds */
+    int shrink_visits;    /* C-MLFQ: pseudo-visits of a node's more general node, visits */
 };
 
 struct spec_sim_config {

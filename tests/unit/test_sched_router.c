@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "sched/router.h"
+#include "spec/config.h"
 
 struct fixture {
     struct spec_bucket_layout layout;
@@ -124,10 +125,16 @@ static void test_start_short_and_missing_node_stays(void **state)
     teardown(&f);
 }
 
+/* The rule on a node's own estimate: no shrinkage toward its depth node. */
+static void no_shrink(struct sched_router_config *c)
+{
+    c->lookup.shrink_visits = 0;
+}
+
 static void test_agreement_promotion_and_demotion(void **state)
 {
     struct fixture f;
-    setup(&f, SCHED_CMLFQ, NULL);
+    setup(&f, SCHED_CMLFQ, no_shrink);
     struct sched_obs bad = obs_of("bash", 8000, SCHED_FAILURE);
     struct sched_obs good = obs_of("bash", 10, SCHED_SUCCESS);
     struct sched_obs mixed = obs_of("edit", 10, SCHED_SUCCESS);
@@ -156,7 +163,7 @@ static void test_agreement_promotion_and_demotion(void **state)
     /* Demotion: prompt 7's trajectories are long after a bad return and short after a good
      * one that follows it (20200 in all: 20100 left after the first return, 200 after the
      * second). */
-    setup(&f, SCHED_CMLFQ, NULL);
+    setup(&f, SCHED_CMLFQ, no_shrink);
     char k1[SCHED_STATE_KEY_MAX], k2[SCHED_STATE_KEY_MAX];
     sched_state_key(&f.obs, &bad, 1, k1, sizeof k1);
     sched_state_key(&f.obs, &good, 1, k2, sizeof k2);
@@ -181,7 +188,7 @@ static void test_agreement_promotion_and_demotion(void **state)
 
 static void min_visits_3(struct sched_router_config *c)
 {
-    c->min_visits = 3;
+    c->lookup.min_visits = 3;
 }
 
 static void test_min_visits(void **state)
@@ -488,6 +495,12 @@ static void test_config_errors_and_names(void **state)
     assert_int_equal(sched_policy_parse("random", &back), LIBRA_ENOENT);
     assert_string_equal(sched_reason_name(SCHED_REASON_COST_VETO), "cost_veto");
     assert_string_equal(sched_place_name(SCHED_PLACE_OVERFLOW), "overflow");
+    /* The router's default shrinkage is sched.shrink_visits' default (a copy across layers). */
+    struct libra_config cfg;
+    spec_config_defaults(&cfg);
+    sched_router_config_default(&c, SCHED_CMLFQ, &l);
+    assert_int_equal(c.lookup.shrink_visits, cfg.sched.shrink_visits);
+    assert_int_equal(c.lookup.min_visits, 1);
 }
 
 int main(void)

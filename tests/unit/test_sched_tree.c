@@ -128,13 +128,22 @@ static void test_lookup_order(void **state)
     sched_model_free(m);
 }
 
-static void estimate(struct sched_model *m, uint64_t prompt, const char *const *keys, size_t n,
-                     uint32_t min_visits, struct sched_estimate *e)
+/* sched_model_estimate without shrinkage (shrink_estimate: with it). */
+static void shrink_estimate(struct sched_model *m, uint64_t prompt, const char *const *keys,
+                            size_t n, uint32_t min_visits, uint32_t shrink_visits,
+                            struct sched_estimate *e)
 {
     uint32_t ids[16];
     for (size_t i = 0; i < n; i++)
         ids[i] = sched_model_state(m, keys[i]);
-    sched_model_estimate(m, prompt, ids, n, min_visits, e);
+    struct sched_lookup opt = {min_visits, shrink_visits};
+    sched_model_estimate(m, prompt, ids, n, &opt, e);
+}
+
+static void estimate(struct sched_model *m, uint64_t prompt, const char *const *keys, size_t n,
+                     uint32_t min_visits, struct sched_estimate *e)
+{
+    shrink_estimate(m, prompt, keys, n, min_visits, 0, e);
 }
 
 static void test_estimate_backs_off_to_depth(void **state)
@@ -181,6 +190,97 @@ static void test_estimate_backs_off_to_depth(void **state)
     sched_model_stats(d, &st);
     assert_int_equal(st.nodes, 6); /* three roots, one child each: the depth path, learnt once */
     sched_model_free(d);
+    sched_model_free(m);
+}
+
+/* Ten trajectories with 100..1000 remaining after return "a", two with 100 and 200 after "b"
+ * (all exact), all of prompt 1. */
+static struct sched_model *two_sizes(void)
+{
+    struct sched_model *m = sched_model_new(NULL);
+    const char *a[] = {"a"}, *b[] = {"b"};
+    int64_t gen[] = {0};
+    for (int64_t v = 100; v <= 1000; v += 100)
+        put(m, 1, 0, a, gen, 1, v, false);
+    put(m, 1, 0, b, gen, 1, 100, false);
+    put(m, 1, 0, b, gen, 1, 200, false);
+    return m;
+}
+
+static void test_censored_sample_imputed_from_depth_node(void **state)
+{
+    /* A censored sample enters a node's mean as E[X | X > c] under the global tree's depth
+     * node, whatever the node's size: a cut at 150 is imputed 560, the mean of the twelve
+     * samples at depth 1 above 150 (200, 200, 300..1000), on the big path and the small one
+     * alike. (From the small node's own window it would be 200.) */
+    const char *a[] = {"a"}, *b[] = {"b"};
+    int64_t gen[] = {0};
+    struct sched_model *big = two_sizes(), *small = two_sizes();
+    put(big, 1, 0, a, gen, 1, 150, true);
+    put(small, 1, 0, b, gen, 1, 150, true);
+    struct sched_estimate e;
+    look(big, 1, a, 1, &e);
+    assert_close(e.mean_tokens, (5500.0 + 560.0) / 11.0, 1e-9);
+    look(small, 1, b, 1, &e);
+    assert_close(e.mean_tokens, (300.0 + 560.0) / 3.0, 1e-9);
+    /* The censored sample's tail in the p90 is the depth node's too: 100 and 200 weigh 1/3
+     * each and the cut's 1/3 spreads evenly over the ten samples above 150 (the depth node's
+     * own cut passed its mass up evenly), so 0.9 is reached at 700. The raw node (its own
+     * window only) says 200. */
+    estimate(small, 1, b, 1, 1, &e);
+    assert_close(e.p90_tokens, 700.0, 0);
+    look(small, 1, b, 1, &e);
+    assert_close(e.p90_tokens, 200.0, 0);
+    sched_model_free(big);
+    sched_model_free(small);
+}
+
+static void test_shrinkage_toward_depth_node(void **state)
+{
+    /* Depth 1 holds 100..1000 (path a) and 5000 (path b, one visit): mean 10500 / 11, p90
+     * 1000 (the 10th of 11). */
+    struct sched_model *m = sched_model_new(NULL);
+    const char *a[] = {"a"}, *b[] = {"b"};
+    int64_t gen[] = {0};
+    for (int64_t v = 100; v <= 1000; v += 100)
+        put(m, 1, 0, a, gen, 1, v, false);
+    put(m, 1, 0, b, gen, 1, 5000, false);
+    struct sched_estimate e, raw;
+    double depth_mean = 10500.0 / 11.0;
+    /* k = 0: the node's own estimate, as the spec's deepest node gives it. */
+    shrink_estimate(m, 2, b, 1, 1, 0, &e);
+    look(m, 2, b, 1, &raw);
+    assert_close(e.mean_tokens, raw.mean_tokens, 0);
+    assert_close(e.p90_tokens, raw.p90_tokens, 0);
+    assert_close(e.mean_tokens, 5000.0, 0);
+    /* k = 10: mean (5000 + 10 depth_mean) / 11; p90 of 1/11 at 5000 and 10/11 of the depth
+     * node's: 100/121 < 0.9 by 1000, so still 5000. */
+    shrink_estimate(m, 2, b, 1, 1, 10, &e);
+    assert_false(e.by_depth);
+    assert_int_equal(e.visits, 1);
+    assert_close(e.mean_tokens, (5000.0 + 10 * depth_mean) / 11.0, 1e-9);
+    assert_close(e.p90_tokens, 5000.0, 0);
+    /* k = 100: the depth node's 100/101 reaches 0.9 by 1000: the 1-visit node answers
+     * nearly as its depth node. */
+    shrink_estimate(m, 2, b, 1, 1, 100, &e);
+    assert_close(e.mean_tokens, (5000.0 + 100 * depth_mean) / 101.0, 1e-9);
+    assert_close(e.p90_tokens, 1000.0, 0);
+    /* In prompt 1's tree the node leans on the global node on its path first (one visit,
+     * 5000) and on the depth node with what is left, (100 / 101)^2: 0.89 by 1000, so 5000. */
+    shrink_estimate(m, 1, b, 1, 1, 100, &e);
+    assert_true(e.from_prompt);
+    double w_depth = (100.0 / 101) * (100.0 / 101);
+    assert_close(e.mean_tokens, (1 - w_depth) * 5000.0 + w_depth * depth_mean, 1e-9);
+    assert_close(e.p90_tokens, 5000.0, 0);
+    /* A depth node is never shrunk (toward itself): a depth-only tree is unaffected. */
+    const char *star[] = {"*"};
+    struct sched_estimate d0, d1;
+    shrink_estimate(m, 2, star, 1, 1, 0, &d0);
+    shrink_estimate(m, 2, star, 1, 1, 100, &d1);
+    assert_close(d0.mean_tokens, depth_mean, 1e-9);
+    assert_close(d1.mean_tokens, d0.mean_tokens, 0);
+    assert_close(d1.p90_tokens, d0.p90_tokens, 0);
+    assert_close(d1.p90_tokens, 1000.0, 0);
     sched_model_free(m);
 }
 
@@ -279,133 +379,232 @@ struct sample {
     bool censored;
 };
 
-/* Product-limit Kaplan-Meier over samples v (value, censored); mean_above is E[X | X > above],
- * or above when no death lies above it. */
-static void naive_km(const int64_t *v, const bool *c, size_t n, double q, double above,
-                     double *quantile, double *mean_above)
+/* A distribution: values ascending with their probability masses. */
+struct dist {
+    size_t n;
+    int64_t v[1024];
+    double mass[1024];
+};
+
+static void sort_values(int64_t *x, size_t n)
 {
-    int64_t times[512];
-    size_t nt = 0;
+    for (size_t i = 1; i < n; i++) /* insertion sort */
+        for (size_t j = i; j > 0 && x[j - 1] > x[j]; j--) {
+            int64_t t = x[j];
+            x[j] = x[j - 1];
+            x[j - 1] = t;
+        }
+}
+
+/* Product-limit Kaplan-Meier over samples v (value, censored), as atoms. Mass left past the
+ * last death is shared equally by the censored samples at or past it, each at its bound (the
+ * data say only "more than v" there). */
+static void naive_km(const int64_t *v, const bool *c, size_t n, struct dist *out)
+{
+    int64_t times[512], tail[512], last_death = INT64_MIN;
+    size_t nt = 0, nt_tail = 0;
     for (size_t i = 0; i < n; i++) {
         bool seen = false;
         for (size_t j = 0; j < nt; j++)
             seen |= times[j] == v[i];
         if (!seen)
             times[nt++] = v[i];
+        if (!c[i])
+            last_death = v[i] > last_death ? v[i] : last_death;
     }
-    for (size_t i = 1; i < nt; i++) /* insertion sort */
-        for (size_t j = i; j > 0 && times[j - 1] > times[j]; j--) {
-            int64_t t = times[j];
-            times[j] = times[j - 1];
-            times[j - 1] = t;
-        }
-    double surv = 1.0, cum = 0, num = 0, den = 0;
-    int64_t max = 0;
-    *quantile = NAN;
+    sort_values(times, nt);
+    double surv = 1.0;
+    out->n = 0;
     for (size_t j = 0; j < nt; j++) {
         double at_risk = 0, deaths = 0;
         for (size_t i = 0; i < n; i++) {
             at_risk += v[i] >= times[j];
             deaths += v[i] == times[j] && !c[i];
-            max = v[i] > max ? v[i] : max;
         }
+        if (deaths == 0)
+            continue;
         double mass = surv * deaths / at_risk;
         surv -= mass;
-        cum += mass;
-        if (isnan(*quantile) && deaths > 0 && cum >= q - 1e-12)
-            *quantile = (double)times[j];
-        if ((double)times[j] > above) {
-            num += mass * (double)times[j];
-            den += mass;
-        }
+        out->v[out->n] = times[j];
+        out->mass[out->n++] = mass;
     }
-    /* Mass left past the last death: the data say only "more than v" there, so it is shared
-     * equally by the censored samples at or past the last death, each at its bound. */
-    int64_t last_death = INT64_MIN, tail[512];
-    bool death_above = false;
-    for (size_t i = 0; i < n; i++)
-        if (!c[i]) {
-            last_death = v[i] > last_death ? v[i] : last_death;
-            death_above |= (double)v[i] > above;
-        }
-    size_t nt_tail = 0;
     for (size_t i = 0; i < n; i++)
         if (c[i] && v[i] >= last_death)
             tail[nt_tail++] = v[i];
-    for (size_t i = 1; i < nt_tail; i++) /* insertion sort */
-        for (size_t j = i; j > 0 && tail[j - 1] > tail[j]; j--) {
-            int64_t t = tail[j];
-            tail[j] = tail[j - 1];
-            tail[j - 1] = t;
-        }
+    sort_values(tail, nt_tail);
     for (size_t j = 0; surv > 1e-12 && j < nt_tail; j++) {
-        double mass = surv / (double)nt_tail;
-        cum += mass;
-        if (isnan(*quantile) && cum >= q - 1e-12)
-            *quantile = (double)tail[j];
-        if ((double)tail[j] > above) {
-            num += mass * (double)tail[j];
-            den += mass;
-        }
+        out->v[out->n] = tail[j];
+        out->mass[out->n++] = surv / (double)nt_tail;
     }
-    if (isnan(*quantile))
-        *quantile = (double)max;
-    *mean_above = death_above && den > 0 ? num / den : above;
 }
 
-/* Visits, mean and p90 of the node at path[0..depth) of a tree (prompt, or all if global). */
+/* The smallest value whose cumulative mass reaches q of the total (atoms in any order). */
+static double dist_quantile(const struct dist *d, double q)
+{
+    double total = 0, best = NAN;
+    for (size_t i = 0; i < d->n; i++)
+        total += d->mass[i];
+    for (size_t i = 0; i < d->n; i++) {
+        double cum = 0; /* mass at or below d->v[i] */
+        for (size_t j = 0; j < d->n; j++)
+            cum += d->v[j] <= d->v[i] ? d->mass[j] : 0;
+        if (cum >= q * total - 1e-12 && (isnan(best) || (double)d->v[i] < best))
+            best = (double)d->v[i];
+    }
+    return best;
+}
+
+/* E[X | X > above] under ref's Kaplan-Meier distribution, or above when no exact sample of
+ * samples (v, c) lies above it. */
+static double mean_above(const int64_t *v, const bool *c, size_t n, const struct dist *ref,
+                         double above)
+{
+    bool death_above = false;
+    for (size_t i = 0; i < n; i++)
+        death_above |= !c[i] && (double)v[i] > above;
+    double num = 0, den = 0;
+    for (size_t i = 0; i < ref->n; i++)
+        if ((double)ref->v[i] > above) {
+            num += ref->mass[i] * (double)ref->v[i];
+            den += ref->mass[i];
+        }
+    return death_above && den > 0 ? num / den : above;
+}
+
+/* The samples of a node as a window (the last SCHED_TREE_WINDOW of all[0..limit) that belong
+ * to it): a path node of a tree (prompt, or every prompt if global), or its depth node when
+ * path is NULL. Returns the count. */
+static size_t naive_window(const struct sample *all, size_t limit, bool global, uint64_t prompt,
+                           const uint32_t *path, size_t depth, int64_t *v, bool *c)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < limit; i++) {
+        const struct sample *s = &all[i];
+        if ((!global && s->prompt != prompt) || s->depth != depth ||
+            (path && memcmp(s->path, path, depth * sizeof *path) != 0))
+            continue;
+        if (k == SCHED_TREE_WINDOW) {
+            memmove(v, v + 1, (k - 1) * sizeof *v);
+            memmove(c, c + 1, (k - 1) * sizeof *c);
+            k--;
+        }
+        v[k] = s->value;
+        c[k++] = s->censored;
+    }
+    return k;
+}
+
+/* Adds to out the distribution of window (v, c) at weight w: exact samples at w / n, and each
+ * censored sample's share spread over ref's distribution above it (kept at its bound when no
+ * exact sample of ref_v lies above). */
+static void naive_add_window(const int64_t *v, const bool *c, size_t n, const int64_t *ref_v,
+                             const bool *ref_c, size_t ref_n, const struct dist *ref, double w,
+                             struct dist *out)
+{
+    double spread[1024] = {0}; /* mass each atom of ref receives */
+    for (size_t i = 0; i < n; i++) {
+        double share = w / (double)n, den = 0;
+        bool death_above = false;
+        for (size_t j = 0; c[i] && j < ref_n; j++)
+            death_above |= !ref_c[j] && ref_v[j] > v[i];
+        for (size_t j = 0; death_above && j < ref->n; j++)
+            den += ref->v[j] > v[i] ? ref->mass[j] : 0;
+        if (!c[i] || !death_above || den <= 0) {
+            out->v[out->n] = v[i];
+            out->mass[out->n++] = share;
+            continue;
+        }
+        for (size_t j = 0; j < ref->n; j++)
+            spread[j] += ref->v[j] > v[i] ? share * ref->mass[j] / den : 0;
+    }
+    for (size_t j = 0; j < ref->n; j++)
+        if (spread[j] > 0) {
+            out->v[out->n] = ref->v[j];
+            out->mass[out->n++] = spread[j];
+        }
+}
+
+/* The running mean of a node's samples, censored ones imputed from the global depth node
+ * before them: a path node of a tree, or its depth node when path is NULL. */
+static double naive_mean(const struct sample *all, size_t n, bool global, uint64_t prompt,
+                         const uint32_t *path, size_t depth, uint32_t *visits)
+{
+    double mu = 0;
+    *visits = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct sample *s = &all[i];
+        if ((!global && s->prompt != prompt) || s->depth != depth ||
+            (path && memcmp(s->path, path, depth * sizeof *path) != 0))
+            continue;
+        double x = (double)s->value;
+        if (s->censored) {
+            int64_t v[SCHED_TREE_WINDOW];
+            bool c[SCHED_TREE_WINDOW];
+            struct dist before;
+            size_t wn = naive_window(all, i, true, 0, NULL, depth, v, c);
+            naive_km(v, c, wn, &before);
+            x = mean_above(v, c, wn, &before, x);
+        }
+        ++*visits;
+        mu += (x - mu) / *visits;
+    }
+    return mu;
+}
+
+/* Visits, mean (naive_mean) and Kaplan-Meier p90 of its own window, of the node at
+ * path[0..depth) of a tree: what sched_model_lookup reports. */
 static void naive_node(const struct sample *all, size_t n, bool global, uint64_t prompt,
                        const uint32_t *path, size_t depth, uint32_t *visits, double *mean,
                        double *p90)
 {
-    int64_t win_v[SCHED_TREE_WINDOW];
-    bool win_c[SCHED_TREE_WINDOW];
-    size_t wn = 0, head = 0;
-    double mu = 0;
-    uint32_t k = 0;
-    for (size_t i = 0; i < n; i++) {
-        const struct sample *s = &all[i];
-        if ((!global && s->prompt != prompt) || s->depth != depth ||
-            memcmp(s->path, path, depth * sizeof *path) != 0)
-            continue;
-        double value = (double)s->value, q, above;
-        if (s->censored) {
-            int64_t v[SCHED_TREE_WINDOW];
-            bool c[SCHED_TREE_WINDOW];
-            for (size_t j = 0; j < wn; j++) {
-                v[j] = win_v[(head + j) % SCHED_TREE_WINDOW];
-                c[j] = win_c[(head + j) % SCHED_TREE_WINDOW];
-            }
-            naive_km(v, c, wn, 0.9, value, &q, &above);
-            value = above;
-        }
-        k++;
-        mu += (value - mu) / k;
-        if (wn < SCHED_TREE_WINDOW) {
-            win_v[wn] = s->value;
-            win_c[wn++] = s->censored;
-        } else {
-            win_v[head] = s->value;
-            win_c[head] = s->censored;
-            head = (head + 1) % SCHED_TREE_WINDOW;
-        }
-    }
     int64_t v[SCHED_TREE_WINDOW];
     bool c[SCHED_TREE_WINDOW];
-    for (size_t j = 0; j < wn; j++) {
-        v[j] = win_v[(head + j) % SCHED_TREE_WINDOW];
-        c[j] = win_c[(head + j) % SCHED_TREE_WINDOW];
+    struct dist own;
+    size_t wn = naive_window(all, n, global, prompt, path, depth, v, c);
+    naive_km(v, c, wn, &own);
+    *p90 = wn ? dist_quantile(&own, 0.9) : 0;
+    *mean = naive_mean(all, n, global, prompt, path, depth, visits);
+}
+
+/* What sched_model_estimate gives for a path node (depth >= 1) shrunk with k pseudo-visits:
+ * a prompt tree's node toward the global tree's node on its path, that toward the global
+ * depth node; censored tails taken from the global depth node. */
+static void naive_estimate(const struct sample *all, size_t n, bool global, uint64_t prompt,
+                           const uint32_t *path, size_t depth, uint32_t k, double *mean,
+                           double *p90)
+{
+    uint32_t visits, g_visits, d_visits;
+    double node_mean = naive_mean(all, n, global, prompt, path, depth, &visits);
+    double g_mean = naive_mean(all, n, true, 0, path, depth, &g_visits);
+    double d_mean = naive_mean(all, n, true, 0, NULL, depth, &d_visits);
+    int64_t rv[SCHED_TREE_WINDOW], v[SCHED_TREE_WINDOW];
+    bool rc[SCHED_TREE_WINDOW], c[SCHED_TREE_WINDOW];
+    struct dist ref;
+    static struct dist mix;
+    size_t rn = naive_window(all, n, true, 0, NULL, depth, rv, rc);
+    naive_km(rv, rc, rn, &ref);
+    double w = visits / (visits + (double)k);
+    double wg = global ? 0 : (1 - w) * g_visits / (g_visits + (double)k);
+    double wd = 1 - w - wg;
+    *mean = w * node_mean + wg * g_mean + wd * d_mean;
+    mix.n = 0;
+    size_t wn = naive_window(all, n, global, prompt, path, depth, v, c);
+    naive_add_window(v, c, wn, rv, rc, rn, &ref, w, &mix);
+    if (!global) {
+        wn = naive_window(all, n, true, 0, path, depth, v, c);
+        naive_add_window(v, c, wn, rv, rc, rn, &ref, wg, &mix);
     }
-    double unused;
-    naive_km(v, c, wn, 0.9, 0, p90, &unused);
-    *visits = k;
-    *mean = mu;
+    for (size_t j = 0; j < ref.n; j++) {
+        mix.v[mix.n] = ref.v[j];
+        mix.mass[mix.n++] = wd * ref.mass[j];
+    }
+    *p90 = dist_quantile(&mix, 0.9);
 }
 
 static void test_differential_against_naive_list(void **state)
 {
     struct rng r = rng_keyed(42, 6, 0, 0);
-    enum { TRAJ = 700, STATES = 3, PROMPTS = 4 };
+    enum { TRAJ = 700, STATES = 3, PROMPTS = 4, SHRINK = 3 };
     struct sample *all = calloc(TRAJ * 5, sizeof *all);
     size_t n_all = 0;
     struct sched_model *m = sched_model_new(NULL);
@@ -468,6 +667,14 @@ static void test_differential_against_naive_list(void **state)
             assert_int_equal(e.visits, visits);
             assert_close(e.mean_tokens, mean, 1e-9);
             assert_close(e.p90_tokens, p90, 0);
+            if (depth > 0) { /* C-MLFQ's estimate: shrunk, censored tails from depth */
+                struct sched_lookup opt = {1, SHRINK};
+                naive_estimate(all, n_all, global, prompt, path, depth, SHRINK, &mean, &p90);
+                sched_model_estimate(m, global ? 1000 : prompt, path, depth, &opt, &e);
+                assert_true(e.found && !e.by_depth);
+                assert_close(e.mean_tokens, mean, 1e-9);
+                assert_close(e.p90_tokens, p90, 0);
+            }
             checked++;
         }
     }
@@ -618,6 +825,8 @@ int main(void)
         cmocka_unit_test(test_censored_samples_raise_mean_and_p90),
         cmocka_unit_test(test_lookup_order),
         cmocka_unit_test(test_estimate_backs_off_to_depth),
+        cmocka_unit_test(test_censored_sample_imputed_from_depth_node),
+        cmocka_unit_test(test_shrinkage_toward_depth_node),
         cmocka_unit_test(test_rebuild_keeps_most_recent_by_start),
         cmocka_unit_test(test_memory_cap_evicts_lru),
         cmocka_unit_test(test_state_cap_and_bad_summaries),
