@@ -26,13 +26,13 @@
 struct bench_case {
     int gpus, batch;
     size_t sample;
+    double gap_tolerance; /* plan.gap_tolerance: 0 exact */
 };
 
 static const struct bench_case cases[] = {
-    {48, 32, 256},
-    {128, 84, 680},
-    {512, 340, 2728},
-    {4096, 2728, 21840},
+    {48, 32, 256, 0},       {128, 84, 680, 0},          {512, 340, 2728, 0},
+    {4096, 2728, 21840, 0}, {4096, 2728, 21840, 0.005}, /* the issue allows a 0.5 % gap at 4096 GPUs
+                                                         */
 };
 #define N_CASES (sizeof cases / sizeof cases[0])
 
@@ -64,6 +64,7 @@ static struct plan_state *setup_case(const struct bench_case *bc)
     s->cfg.rl.batch_trajectories = bc->batch;
     s->cfg.rl.samples = 4;
     s->cfg.plan.mode = SPEC_PLAN_ASYNC;
+    s->cfg.plan.gap_tolerance = bc->gap_tolerance;
     const struct spec_hardware *hw = spec_hardware_find(&s->presets, "a800-80g");
     plan_settings_default(&s->settings, hw);
     struct workload_length *l = xmallocarray(bc->sample, sizeof *l);
@@ -115,6 +116,12 @@ static void *setup_4096(uint64_t n)
 {
     (void)n;
     return setup_case(&cases[3]);
+}
+
+static void *setup_4096_tol(uint64_t n)
+{
+    (void)n;
+    return setup_case(&cases[4]);
 }
 
 /* Solves once into r; exits on an error (the inputs are fixed, so one is a bug). */
@@ -169,16 +176,17 @@ static void print_stats(size_t k)
     solve(s, &r);
     char input[256], name[64];
     snprintf(input, sizeof input,
-             "%d x A800, Qwen3-14B, r2e-gym seed 1, %zu trajectories, batch %d of 4, async: "
-             "T_step %.4g s, %d train GPUs, %d instances",
-             bc->gpus, bc->sample, bc->batch, r.step_s, r.n_train, r.instances);
+             "%d x A800, Qwen3-14B, r2e-gym seed 1, %zu trajectories, batch %d of 4, async, gap "
+             "tolerance %g: T_step %.6g s, %d train GPUs, %d instances",
+             bc->gpus, bc->sample, bc->batch, bc->gap_tolerance, r.step_s, r.n_train, r.instances);
     const struct plan_stats *st = &r.stats;
     static const char *const what[] = {"space", "candidates", "pruned", "gap"};
     static const char *const unit[] = {"pairs", "scored", "pruned", "fraction"};
     double value[] = {st->space, st->train_scored + st->rollout_scored,
                       st->train_pruned + st->rollout_pruned, st->gap};
     for (size_t i = 0; i < 4; i++) {
-        snprintf(name, sizeof name, "plan_%d_%s", bc->gpus, what[i]);
+        snprintf(name, sizeof name, "plan_%d%s_%s", bc->gpus, bc->gap_tolerance > 0 ? "_tol" : "",
+                 what[i]);
         print_stat(name, unit[i], value[i], input);
     }
     plan_result_free(&r);
@@ -187,7 +195,7 @@ static void print_stats(size_t k)
 
 #define INPUT(g, n, b)                                                                             \
 #g " x A800 (8/node), Qwen3-14B, r2e-gym length sample seed 1 of " #n                          \
-       " trajectories, batch " #b " of 4, async; op = one exact plan_solve"
+       " trajectories, batch " #b " of 4, async; op = one plan_solve"
 
 int main(int argc, char **argv)
 {
@@ -199,6 +207,8 @@ int main(int argc, char **argv)
          plan_teardown},
         {"plan_4096", INPUT(4096, 21840, 2728), BENCH_NS_PER_OP, 1, 1, setup_4096, plan_run,
          plan_teardown},
+        {"plan_4096_tol", INPUT(4096, 21840, 2728) " with plan.gap_tolerance 0.005 (exact: 0)",
+         BENCH_NS_PER_OP, 1, 1, setup_4096_tol, plan_run, plan_teardown},
     };
     int rc = bench_main(argc, argv, figures, sizeof figures / sizeof figures[0]);
     bool stats = rc == 0, smoke = false;

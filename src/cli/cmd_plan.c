@@ -252,7 +252,9 @@ static void print_stats(FILE *out, const struct plan_result *r)
             s->rollout_scored, s->train_pruned, s->rollout_pruned);
     if (r->feasible)
         fprintf(out, "  optimality gap %.4g %%%s\n", 100.0 * s->gap,
-                s->stopped ? " (stopped by plan.time_limit_s)" : " (proven optimal)");
+                s->stopped     ? " (stopped by plan.time_limit_s)"
+                : s->gap > 0.0 ? " (at most; plan.gap_tolerance)"
+                               : " (proven optimal)");
 }
 
 static char *text_output(const struct libra_config *cfg, const struct lengths *l,

@@ -374,7 +374,7 @@ void plan_roll_score(struct plan_roll *r, const int c[PLAN_NTP], bool colocated,
     double cd[PLAN_NTP];
     unsigned mask = mask_of(c, cd);
     memset(out, 0, sizeof *out);
-    out->z_s = isnan(z) ? plan_band_z(&r->all, cd, mask) : z;
+    out->z_s = isnan(z) ? plan_band_z(&r->all, cd, mask, INFINITY) : z;
     if (isinf(out->z_s)) {
         out->t_s = INFINITY;
         return;

@@ -89,8 +89,11 @@ void plan_roll_free(struct plan_roll *r);
 /* The ascending min-latency/k1 array for TP subset mask (built on first use). */
 const double *plan_roll_lam_min(struct plan_roll *r, unsigned mask);
 
-/* The least largest band load Z over every banding (exact; +inf when none is feasible). */
-double plan_band_z(const struct plan_view *v, const double c[PLAN_NTP], unsigned mask);
+/* The least largest band load Z over every banding (exact; +inf when none is feasible).
+ * covers: a load the caller knows some banding keeps under (a bracket to start from), or
+ * INFINITY; a wrong hint costs time, not exactness. */
+double plan_band_z(const struct plan_view *v, const double c[PLAN_NTP], unsigned mask,
+                   double covers);
 
 /* The banding at load z with every boundary as low as possible: band t is [lo[t], hi[t]);
  * absent TP sizes get empty bands. z must be >= plan_band_z. */

@@ -52,6 +52,13 @@ static bool beats(double x, double cutoff, bool eq)
     return x < cutoff || (eq && x == cutoff);
 }
 
+/* What a candidate must beat to matter against an incumbent of value v: v itself when exact,
+ * else v / (1 + plan.gap_tolerance) (docs/planner.md §3.6). */
+static double target(const struct plan_solver *s, double v)
+{
+    return v / (1.0 + s->cfg->plan.gap_tolerance);
+}
+
 static bool budget_gone(struct plan_solver *s)
 {
     if (s->stats.stopped)
@@ -208,7 +215,7 @@ static void bound(struct plan_solver *s, const struct plan_split *sp, struct box
         /* a child keeps its parent's bound (a lower bound of a superset); the filter of
          * push_box does the pruning */
         if (isnan(b->lb)) {
-            double z = plan_band_z(&s->roll.all, sup, b->cls);
+            double z = plan_band_z(&s->roll.all, sup, b->cls, INFINITY);
             b->lb = plan_fixed_point(plan_roll_lam_min(&s->roll, b->cls), s->roll.m, s->B * z);
         }
         return;
@@ -219,7 +226,7 @@ static void bound(struct plan_solver *s, const struct plan_split *sp, struct box
         for (int t = 0; t < PLAN_NTP; t++)
             if (b->cls >> t & 1)
                 lat = fmin(lat, s->roll.top_lat1[t][k]);
-        sum += fmax(plan_band_z(&s->roll.bview[k], sup, b->cls), lat);
+        sum += fmax(plan_band_z(&s->roll.bview[k], sup, b->cls, INFINITY), lat);
     }
     /* the per-batch terms bound the makespans in real arithmetic; shave below rounding */
     b->lb = sum / (double)s->roll.batches * (1.0 - 1e-12);
@@ -240,6 +247,7 @@ struct query {
     double cutoff; /* least v: only v + offset below cutoff (or equal when cutoff_eq) */
     bool cutoff_eq;
     double early;     /* least v: stop at the first v <= early */
+    double shrink;    /* least v: once found, only v below best.v / shrink matters (>= 1) */
     double limit;     /* fewest */
     unsigned classes; /* bit cls set: class cls is searched */
     double offset[CLASSES];
@@ -278,7 +286,8 @@ static bool box_dead(const struct query *q, const struct box *b)
     }
     if (!beats(x, q->cutoff, q->cutoff_eq))
         return true;
-    return q->found && (b->lb > q->best.v || (b->lb == q->best.v && b->min_inst > q->best.inst));
+    double bar = q->best.v / q->shrink;
+    return q->found && (b->lb > bar || (b->lb == bar && b->min_inst > q->best.inst));
 }
 
 static int box_cmp_least(const void *a, const void *b, void *ctx)
@@ -305,7 +314,7 @@ static double relevance(const struct query *q)
 {
     if (q->fewest)
         return q->limit;
-    return q->found ? fmin(q->cutoff, q->best.v) : q->cutoff;
+    return q->found ? fmin(q->cutoff, q->best.v / q->shrink) : q->cutoff;
 }
 
 /*
@@ -340,19 +349,18 @@ static bool box_may_reach(struct plan_solver *s, struct box *b, const double sup
     return true;
 }
 
-static void push_box(struct plan_solver *s, const struct plan_split *sp, const struct query *q,
-                     struct heap *h, struct box *b)
+/* Whether box b (tightened and bounded here) may hold a member that matters to q. */
+static bool admit(struct plan_solver *s, const struct plan_split *sp, const struct query *q,
+                  struct box *b)
 {
     double sup[PLAN_NTP];
     if (!tighten(sp, b))
-        return;
+        return false;
     bound(s, sp, b, sup);
     if (box_dead(q, b))
-        return;
+        return false;
     double theta = relevance(q);
-    if (!s->colocated && !isinf(theta) && !box_may_reach(s, b, sup, theta))
-        return;
-    heap_push(h, b);
+    return s->colocated || isinf(theta) || box_may_reach(s, b, sup, theta);
 }
 
 /* Async: whether leaf c (least band load z) may have T_r <= theta, decided exactly from its
@@ -380,7 +388,7 @@ static void consider_leaf(struct plan_solver *s, const struct plan_split *sp, st
     }
     double z = NAN, theta = relevance(q);
     if (!s->colocated) {
-        z = plan_band_z(&s->roll.all, cd, b->cls);
+        z = plan_band_z(&s->roll.all, cd, b->cls, b->u_from);
         if (!isinf(theta) && !leaf_may_reach(s, c.c, z, theta))
             return;
     }
@@ -395,8 +403,13 @@ static void consider_leaf(struct plan_solver *s, const struct plan_split *sp, st
         q->early_hit = true;
 }
 
-static void split_box(struct plan_solver *s, const struct plan_split *sp, const struct query *q,
-                      struct heap *h, const struct box *b)
+/*
+ * Splits b in two along its widest dimension and keeps the children q may need. The one the
+ * heap would pop next is returned in *next (true) instead of being pushed: a dive skips a push
+ * and a pop per level and visits the boxes in the heap's order all the same.
+ */
+static bool split_box(struct plan_solver *s, const struct plan_split *sp, const struct query *q,
+                      struct heap *h, const struct box *b, struct box *next)
 {
     int dim = 0, widest = -1;
     for (int t = 0; t < PLAN_NTP; t++) {
@@ -407,11 +420,26 @@ static void split_box(struct plan_solver *s, const struct plan_split *sp, const 
         }
     }
     int mid = b->lo[dim] + (b->hi[dim] - b->lo[dim]) / 2;
-    struct box lo = *b, hi = *b;
-    lo.hi[dim] = mid;
-    hi.lo[dim] = mid + 1;
-    push_box(s, sp, q, h, &lo);
-    push_box(s, sp, q, h, &hi);
+    struct box kid[2] = {*b, *b};
+    kid[0].hi[dim] = mid;
+    kid[1].lo[dim] = mid + 1;
+    bool keep[2] = {admit(s, sp, q, &kid[0]), admit(s, sp, q, &kid[1])};
+    if (keep[0] && keep[1] && h->cmp(&kid[1], &kid[0], h->ctx) < 0) {
+        heap_push(h, &kid[0]);
+        keep[0] = false;
+    } else if (keep[0] && keep[1]) {
+        heap_push(h, &kid[1]);
+        keep[1] = false;
+    }
+    if (!keep[0] && !keep[1])
+        return false;
+    *next = kid[keep[0] ? 0 : 1];
+    const struct box *top = heap_peek(h);
+    if (top && h->cmp(top, next, h->ctx) < 0) {
+        heap_push(h, next);
+        return false;
+    }
+    return true;
 }
 
 static void root_box(const struct plan_split *sp, unsigned cls, struct box *b)
@@ -438,12 +466,14 @@ static bool roll_search(struct plan_solver *s, const struct plan_split *sp, stru
             continue;
         struct box b;
         root_box(sp, cls, &b);
-        push_box(s, sp, q, &h, &b);
+        if (admit(s, sp, q, &b))
+            heap_push(&h, &b);
     }
     struct box b;
-    bool done = true;
+    bool done = true, dive = false;
     q->open_lb = INFINITY;
-    while (heap_pop(&h, &b)) {
+    while (dive || heap_pop(&h, &b)) {
+        dive = false;
         if (budget_gone(s)) {
             done = false;
             q->open_lb = fmin(b.lb + q->offset[b.cls], q->open_lb);
@@ -454,7 +484,8 @@ static bool roll_search(struct plan_solver *s, const struct plan_split *sp, stru
         if (box_dead(q, &b))
             continue;
         if (!is_leaf(&b)) {
-            split_box(s, sp, q, &h, &b);
+            struct box parent = b;
+            dive = split_box(s, sp, q, &h, &parent, &b);
             continue;
         }
         consider_leaf(s, sp, q, &b);
@@ -622,6 +653,16 @@ static double train_min(struct plan_solver *s, struct plan_split *sp, double cut
     return beats(best, cutoff, eq) ? best : INFINITY;
 }
 
+/* The proven relative gap of objective obj: what the budget left open, and at most
+ * 1 − 1/(1 + plan.gap_tolerance) when a tolerance let the search discard candidates that were
+ * not proven worse than obj, only than obj / (1 + tolerance). */
+static double proven_gap(const struct plan_solver *s, double obj)
+{
+    double tol = s->cfg->plan.gap_tolerance;
+    double gap = s->stats.stopped ? fmax(0.0, (obj - s->open_lb) / obj) : 0.0;
+    return fmax(gap, tol / (1.0 + tol));
+}
+
 struct incumbent {
     double obj;
     struct plan_split *sp;
@@ -638,10 +679,15 @@ static bool solve_split(struct plan_solver *s, struct plan_split *sp, unsigned c
                         struct incumbent *inc)
 {
     bool eq = !inc->sp || sp->n_train < inc->sp->n_train;
-    double tt = train_min(s, sp, inc->obj, eq);
+    double tt = train_min(s, sp, target(s, inc->obj), eq);
     if (isinf(tt))
         return true;
-    struct query q = {.cutoff = inc->obj, .cutoff_eq = eq, .early = tt, .classes = classes};
+    double shrink = 1.0 + s->cfg->plan.gap_tolerance;
+    struct query q = {.cutoff = target(s, inc->obj),
+                      .cutoff_eq = eq,
+                      .early = tt * shrink,
+                      .shrink = shrink,
+                      .classes = classes};
     if (s->pattern_gpus) {
         int c[PLAN_NTP];
         if (!pattern_counts(s, sp, c))
@@ -718,7 +764,7 @@ static void async_tiebreak(struct plan_solver *s, const struct incumbent *inc, u
     memcpy(counts, inc->witness, sizeof inc->witness);
     if (s->pattern_gpus)
         return;
-    struct query q = {.fewest = true, .limit = inc->obj, .classes = classes};
+    struct query q = {.fewest = true, .limit = inc->obj, .shrink = 1.0, .classes = classes};
     if (roll_search(s, sp, &q) && q.found)
         memcpy(counts, q.best.c, sizeof q.best.c);
 }
@@ -743,7 +789,7 @@ static bool search_async(struct plan_solver *s, const struct plan_split **split,
     size_t k = 0;
     for (; k < s->n_splits && !isinf(order[k]->lb); k++) {
         struct plan_split *sp = order[k];
-        if (!inc_beaten(&inc, sp->lb, sp))
+        if (sp->lb > target(s, inc.obj) || !inc_beaten(&inc, sp->lb, sp))
             break;
         if (!solve_split(s, sp, classes[sp - s->splits], &inc))
             break;
@@ -754,7 +800,7 @@ static bool search_async(struct plan_solver *s, const struct plan_split **split,
     if (found) {
         *split = inc.sp;
         async_tiebreak(s, &inc, classes[inc.sp - s->splits], layout, counts);
-        s->stats.gap = s->stats.stopped ? fmax(0.0, (inc.obj - s->open_lb) / inc.obj) : 0.0;
+        s->stats.gap = proven_gap(s, inc.obj);
     }
     free(order);
     free(classes);
@@ -799,8 +845,11 @@ static bool search_colocated(struct plan_solver *s, const struct plan_split **sp
     for (unsigned cls = 1; cls < CLASSES; cls++) {
         if (!(classes >> cls & 1))
             continue;
-        struct query q = {
-            .cutoff = obj, .cutoff_eq = true, .early = -INFINITY, .classes = 1u << cls};
+        struct query q = {.cutoff = target(s, obj),
+                          .cutoff_eq = true,
+                          .early = -INFINITY,
+                          .shrink = 1.0 + s->cfg->plan.gap_tolerance,
+                          .classes = 1u << cls};
         q.offset[cls] = best_y[cls];
         if (s->pattern_gpus) {
             int c[PLAN_NTP];
@@ -820,7 +869,7 @@ static bool search_colocated(struct plan_solver *s, const struct plan_split **sp
     }
     if (isinf(obj))
         return false;
-    s->stats.gap = s->stats.stopped ? fmax(0.0, (obj - s->open_lb) / obj) : 0.0;
+    s->stats.gap = proven_gap(s, obj);
     /* phase 2: the first layout that attains obj with some class */
     *split = sp;
     for (size_t i = 0; i < sp->n_layouts; i++) {
@@ -836,7 +885,7 @@ static bool search_colocated(struct plan_solver *s, const struct plan_split **sp
     }
     /* phase 3: the fewest instances attaining obj with that layout (a witness of phase 1 when
      * the budget stops it) */
-    struct query q = {.fewest = true, .limit = obj};
+    struct query q = {.fewest = true, .limit = obj, .shrink = 1.0};
     for (unsigned cls = CLASSES; cls-- > 1;)
         if (!isinf(roll_min[cls]) && roll_min[cls] + coloc_y(s, sp, *layout, cls) == obj) {
             q.classes |= 1u << cls;

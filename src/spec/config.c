@@ -113,6 +113,8 @@ static const struct spec_field fields[] = {
                   "colocated (stages take turns on all GPUs) or disaggregated async"),
     SPEC_DOUBLE_ROW(CFG, plan.time_limit_s, SPEC_ABOVE_MIN, "s", 10, 0, 86400, "time-limit-s",
                     "planner search budget"),
+    SPEC_DOUBLE_ROW(CFG, plan.gap_tolerance, 0, "", 0, 0, 0.1, "gap-tolerance",
+                    "relative optimality gap the planner may leave to finish sooner (0: exact)"),
     INT(plan.min_train_gpus, "GPUs", 8, 1, GPUS, NULL, "fewest GPUs training may get"),
     INT(plan.min_rollout_gpus, "GPUs", 8, 1, GPUS, NULL, "fewest GPUs rollout may get"),
     INT(plan.granularity_gpus, "GPUs", 8, 1, GPUS, NULL,

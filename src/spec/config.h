@@ -105,6 +105,7 @@ struct spec_rl_config {
 struct spec_plan_config {
     enum spec_plan_mode mode;
     double time_limit_s;         /* planner search budget, s */
+    double gap_tolerance;        /* relative optimality gap the search may leave, 0 = exact */
     int min_train_gpus;          /* GPUs */
     int min_rollout_gpus;        /* GPUs */
     int granularity_gpus;        /* training GPUs are a multiple of this */

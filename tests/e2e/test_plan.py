@@ -33,6 +33,19 @@ def test_default_plan_is_feasible_and_printed():
     assert re.search(r"libra: plan: searched in [0-9.]+ ms", r.stderr)
 
 
+def test_gap_tolerance_states_its_bound():
+    _, exact = plan_json("--gpus", "128")
+    r, tol = plan_json("--gpus", "128", "--gap-tolerance", "0.02")
+    assert r.returncode == 0
+    bound = 1 - 1 / 1.02
+    assert abs(tol["search"]["gap"] - bound) < 1e-12 and not tol["search"]["stopped"]
+    assert exact["objective"]["step_s"] <= tol["objective"]["step_s"] <= \
+        exact["objective"]["step_s"] * 1.02
+    assert "(at most; plan.gap_tolerance)" in run("plan", "--gap-tolerance", "0.02").stdout
+    bad = run("plan", "--gap-tolerance", "0.5")
+    assert bad.returncode == 2 and "--gap-tolerance: must be in 0..0.1" in bad.stderr
+
+
 def test_json_document_is_consistent():
     r, doc = plan_json()
     assert r.returncode == 0

@@ -140,8 +140,14 @@ static void test_z_cover_right_exhaustive(void **state)
         double best = INFINITY;
         for (size_t i = 0; i < n; i++)
             best = fmin(best, bands[i].max_load);
-        double z = plan_band_z(&s.v, c, mask);
+        double z = plan_band_z(&s.v, c, mask, INFINITY);
         assert_true(z == best);
+        /* a hint that covers, one that is exact and one that is wrong change nothing */
+        if (!isinf(best)) {
+            assert_true(plan_band_z(&s.v, c, mask, best * 1.5) == best);
+            assert_true(plan_band_z(&s.v, c, mask, best) == best);
+            assert_true(plan_band_z(&s.v, c, mask, nextafter(best, 0.0)) == best);
+        }
         for (size_t i = 0; i < n; i++) {
             /* an infeasible banding (a context over its TP's KV) fits at no threshold */
             uint32_t lo[PLAN_NTP] = {0}, hi[PLAN_NTP];

@@ -179,6 +179,36 @@ static void check_stats(const struct plan_result *r)
     assert_true(s->space >= s->rollout_space || s->train_space == 0);
 }
 
+/* With plan.gap_tolerance, the plan is within the tolerance of the brute force's optimum and
+ * its stated gap covers the real one. */
+static void test_gap_tolerance_bounds_the_plan(void **state)
+{
+    (void)state;
+    const double tol = 0.05;
+    int looser = 0;
+    for (uint64_t seed = 1; seed <= 80; seed++) {
+        struct brute_case bc;
+        brute_case_make(&bc, &presets, &settings, seed, 32);
+        bc.cfg.plan.gap_tolerance = tol;
+        struct plan_result r;
+        solve_ok(&bc.p, &r);
+        struct brute_best b;
+        brute_solve(&bc, &b);
+        assert_int_equal(r.feasible, b.found);
+        if (b.found) {
+            assert_true(r.step_s >= b.obj * (1.0 - 1e-12));
+            assert_true(r.step_s <= b.obj * (1.0 + tol) * (1.0 + 1e-12));
+            assert_true(r.stats.gap >= (r.step_s - b.obj) / r.step_s - 1e-12);
+            assert_true(r.stats.gap <= tol / (1.0 + tol) + 1e-15);
+            looser += r.step_s > b.obj * (1.0 + 1e-9);
+        }
+        check_stats(&r);
+        plan_result_free(&r);
+        brute_case_free(&bc);
+    }
+    print_message("tolerance %.2f: %d of 80 plans above the optimum\n", tol, looser);
+}
+
 static void test_invariants_random(void **state)
 {
     for (uint64_t seed = 1000; seed < 1060; seed++) {
@@ -333,6 +363,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_differential_small_clusters),
+        cmocka_unit_test(test_gap_tolerance_bounds_the_plan),
         cmocka_unit_test(test_invariants_random),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_tool_time_slows_rollout),
