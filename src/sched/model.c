@@ -47,6 +47,7 @@ struct sched_model *sched_model_new(const struct sched_model_config *c)
     heap_init(&m->history, sizeof(struct sched_hist), hist_cmp, NULL);
     sched_pred_reset(&m->pred);
     m->depth_state = SCHED_STATE_NONE; /* interned when a depth path is first learnt */
+    m->version = 1;                    /* cached distributions start at 0: stale */
     return m;
 }
 
@@ -97,6 +98,7 @@ static void drop_prompt_tree(struct sched_model *m, struct sched_tree *t)
 
 static void clear_trees(struct sched_model *m)
 {
+    m->version++;
     while (m->lru_head)
         drop_prompt_tree(m, m->lru_head);
     m->bytes -= m->global.bytes;
@@ -122,6 +124,7 @@ void sched_model_free(struct sched_model *m)
     for (size_t i = 0; i < m->states.n; i++)
         free(m->states.v[i].key);
     vec_free(&m->states);
+    vec_free(&m->depth_km);
     free_history(m);
     heap_free(&m->history);
     free(m);
@@ -340,6 +343,7 @@ static void pred_learn(struct sched_model *m, const struct sched_traj_summary *s
 
 static void learn(struct sched_model *m, const struct sched_traj_summary *s)
 {
+    m->version++;
     double *imputed = NULL;
     if (s->censored) {
         imputed = xmallocarray(s->n + 1, sizeof *imputed);
@@ -485,6 +489,23 @@ void sched_model_lookup(struct sched_model *m, uint64_t prompt, const uint32_t *
         fill(out, &m->global, gnode, gd, n, false);
 }
 
+/* The Kaplan-Meier distribution of ref, the global tree's depth node at depth d, computed once
+ * per change of the global tree. */
+static const struct sched_km *depth_km(struct sched_model *m, size_t d,
+                                       const struct sched_node *ref)
+{
+    while (m->depth_km.n <= d) {
+        vec_reserve(&m->depth_km, m->depth_km.n + 1);
+        m->depth_km.v[m->depth_km.n++].version = 0;
+    }
+    struct sched_depth_km *c = &m->depth_km.v[d];
+    if (c->version != m->version) {
+        sched_km_of(ref, &c->km);
+        c->version = m->version;
+    }
+    return &c->km;
+}
+
 /*
  * Fills out from t's node at the end of the path (the depth path when depth) and returns true
  * when it exists with at least min_visits visits: sched_node_estimate with the global tree's
@@ -502,7 +523,9 @@ static bool trusted(struct sched_model *m, struct sched_tree *t, const uint32_t 
     fill(out, t, (uint32_t)at, n, n, t != &m->global);
     out->by_depth = depth;
     uint32_t p90;
-    sched_node_estimate(&t->nodes.v[at], parent, ref, opt->shrink_visits, &out->mean_tokens, &p90);
+    const struct sched_km *km = ref && ref != &t->nodes.v[at] ? depth_km(m, n, ref) : NULL;
+    sched_node_estimate(&t->nodes.v[at], parent, ref, km, opt->shrink_visits, &out->mean_tokens,
+                        &p90);
     out->p90_tokens = p90;
     return true;
 }

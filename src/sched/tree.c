@@ -232,15 +232,7 @@ uint32_t sched_node_p90(struct sched_node *n)
     return p90;
 }
 
-/* A node's Kaplan-Meier distribution: sorted samples, their masses, and the mass above each. */
-struct km {
-    unsigned k, last_exact; /* samples; one past the largest exact one */
-    uint32_t s[SCHED_TREE_WINDOW];
-    double mass[SCHED_TREE_WINDOW];
-    double above[SCHED_TREE_WINDOW + 1]; /* above[i]: mass of s[i..k) */
-};
-
-static void km_of(const struct sched_node *n, struct km *km)
+void sched_km_of(const struct sched_node *n, struct sched_km *km)
 {
     km->k = km_masses(n, km->s, km->mass);
     km->last_exact = 0;
@@ -258,7 +250,7 @@ struct atom {
 };
 
 /* Index of the first sample of km above c (value strictly greater). */
-static unsigned km_first_above(const struct km *km, uint32_t c)
+static unsigned km_first_above(const struct sched_km *km, uint32_t c)
 {
     unsigned lo = 0, hi = km->k;
     while (lo < hi) {
@@ -271,23 +263,13 @@ static unsigned km_first_above(const struct km *km, uint32_t c)
     return lo;
 }
 
-/* Appends km's distribution at weight w to a; returns the atoms appended. */
-static unsigned km_atoms(const struct km *km, double w, struct atom *a)
-{
-    unsigned k = 0;
-    for (unsigned i = 0; i < km->k; i++)
-        if (km->mass[i] > 0)
-            a[k++] = (struct atom){km->s[i] & SCHED_SAMPLE_MAX, w * km->mass[i]};
-    return k;
-}
-
 /*
- * Appends n's distribution at weight w to a: each exact sample of its window at w / win_n, and
- * each censored sample c's share spread over ref's distribution above c (kept at c when no
- * exact sample of ref lies above c). Returns the atoms appended.
+ * Adds n's distribution at weight w: each exact sample of its window at w / win_n to a (as
+ * is a censored sample c when no exact sample of ref lies above c), and each other censored
+ * sample's share to on_ref, spread over ref's samples above c. Returns the atoms appended.
  */
-static unsigned window_atoms(const struct sched_node *n, const struct km *ref, double w,
-                             struct atom *a)
+static unsigned window_atoms(const struct sched_node *n, const struct sched_km *ref, double w,
+                             struct atom *a, double *on_ref)
 {
     double coef[SCHED_TREE_WINDOW + 1] = {0}; /* share per unit of ref mass, from index i on */
     double share = w / n->win_n;
@@ -302,8 +284,7 @@ static unsigned window_atoms(const struct sched_node *n, const struct km *ref, d
     }
     double run = 0;
     for (unsigned j = 0; j < ref->k; j++)
-        if ((run += coef[j]) > 0 && ref->mass[j] > 0)
-            a[k++] = (struct atom){ref->s[j] & SCHED_SAMPLE_MAX, run * ref->mass[j]};
+        on_ref[j] += (run += coef[j]) * ref->mass[j];
     return k;
 }
 
@@ -313,17 +294,26 @@ static int cmp_atom(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The smallest atom at which the cumulative mass reaches 0.9 of the total. */
-static uint32_t atoms_p90(struct atom *a, unsigned k)
+/* The smallest value at which the cumulative mass of atoms a[0..k) (any order) and on_ref
+ * (the masses of ref's sorted samples) reaches 0.9 of their total. */
+static uint32_t mixture_p90(struct atom *a, unsigned k, const struct sched_km *ref,
+                            const double *on_ref)
 {
     qsort(a, k, sizeof *a, cmp_atom);
     double total = 0, cum = 0;
     for (unsigned i = 0; i < k; i++)
         total += a[i].mass;
-    for (unsigned i = 0; i < k; i++)
-        if ((cum += a[i].mass) >= 0.9 * total - 1e-12)
-            return a[i].tokens;
-    return k ? a[k - 1].tokens : 0;
+    for (unsigned j = 0; j < ref->k; j++)
+        total += on_ref[j];
+    uint32_t last = 0;
+    for (unsigned i = 0, j = 0; i < k || j < ref->k;) { /* merge the two ascending runs */
+        bool from_a = j == ref->k || (i < k && a[i].tokens <= (ref->s[j] & SCHED_SAMPLE_MAX));
+        last = from_a ? a[i].tokens : ref->s[j] & SCHED_SAMPLE_MAX;
+        cum += from_a ? a[i++].mass : on_ref[j++];
+        if (cum >= 0.9 * total - 1e-12)
+            return last;
+    }
+    return last;
 }
 
 /* The weights of n, parent and ref in n's shrunk estimate (see sched_node_estimate). */
@@ -338,22 +328,22 @@ static void shrink_weights(const struct sched_node *n, const struct sched_node *
 
 /* The p90 of n's shrunk distribution; ref is not n and shrink_visits is 0 unless ref. */
 static uint32_t shrunk_p90(struct sched_node *n, const struct sched_node *parent,
-                           const struct sched_node *ref, uint32_t shrink_visits, const double w[3])
+                           const struct sched_node *ref, const struct sched_km *ref_km,
+                           uint32_t shrink_visits, const double w[3])
 {
     uint32_t parent_visits = parent ? parent->visits : 0;
     if (!n->mix_stale && n->mix_ref_visits == ref->visits &&
         n->mix_parent_visits == parent_visits && n->mix_shrink_visits == shrink_visits)
         return n->mix_p90_tokens;
     static_assert(SCHED_TREE_WINDOW <= 255, "window counts are bytes");
-    struct atom a[4 * SCHED_TREE_WINDOW];
-    struct km rk;
-    km_of(ref, &rk);
-    unsigned k = window_atoms(n, &rk, w[0], a);
+    struct atom a[2 * SCHED_TREE_WINDOW];
+    double on_ref[SCHED_TREE_WINDOW] = {0};
+    unsigned k = window_atoms(n, ref_km, w[0], a, on_ref);
     if (parent)
-        k += window_atoms(parent, &rk, w[1], a + k);
-    if (shrink_visits)
-        k += km_atoms(&rk, w[2], a + k);
-    n->mix_p90_tokens = atoms_p90(a, k);
+        k += window_atoms(parent, ref_km, w[1], a + k, on_ref);
+    for (unsigned j = 0; shrink_visits && j < ref_km->k; j++)
+        on_ref[j] += w[2] * ref_km->mass[j];
+    n->mix_p90_tokens = mixture_p90(a, k, ref_km, on_ref);
     n->mix_stale = false;
     n->mix_ref_visits = ref->visits;
     n->mix_parent_visits = parent_visits;
@@ -362,8 +352,8 @@ static uint32_t shrunk_p90(struct sched_node *n, const struct sched_node *parent
 }
 
 void sched_node_estimate(struct sched_node *n, struct sched_node *parent,
-                         const struct sched_node *ref, uint32_t shrink_visits, double *mean,
-                         uint32_t *p90)
+                         const struct sched_node *ref, const struct sched_km *ref_km,
+                         uint32_t shrink_visits, double *mean, uint32_t *p90)
 {
     if (n == ref || !ref) {
         *mean = n->mean_tokens;
@@ -379,7 +369,7 @@ void sched_node_estimate(struct sched_node *n, struct sched_node *parent,
         shrink_weights(n, parent, shrink_visits, w);
     *mean =
         w[0] * n->mean_tokens + (parent ? w[1] * parent->mean_tokens : 0) + w[2] * ref->mean_tokens;
-    *p90 = shrunk_p90(n, parent, ref, shrink_visits, w);
+    *p90 = shrunk_p90(n, parent, ref, ref_km, shrink_visits, w);
 }
 
 void sched_node_add(struct sched_tree *t, uint32_t node, uint32_t tokens, bool censored,

@@ -68,6 +68,21 @@ struct sched_state_info {
     uint8_t size_count[3];   /* returns by enum sched_size */
 };
 
+/* A node's Kaplan-Meier distribution: its window sorted, each sample's mass, the mass from
+ * each sample on. The model keeps the global depth nodes' (sched_model_depth_km). */
+struct sched_km {
+    unsigned k, last_exact; /* samples; one past the largest exact one */
+    uint32_t s[SCHED_TREE_WINDOW];
+    double mass[SCHED_TREE_WINDOW];
+    double above[SCHED_TREE_WINDOW + 1]; /* above[i]: mass of s[i..k) */
+};
+
+/* A cached struct sched_km of the global tree's depth node at one depth. */
+struct sched_depth_km {
+    uint64_t version; /* the model's version it was computed at; 0: never */
+    struct sched_km km;
+};
+
 struct sched_model {
     struct sched_model_config cfg;
     struct sched_tree global;
@@ -82,6 +97,9 @@ struct sched_model {
     uint64_t history_seq;                /* ties of start broken by insertion order */
     struct sched_pred pred;
     uint32_t depth_state; /* id of SCHED_DEPTH_KEY: the depth path's edges */
+    uint64_t version;     /* bumped whenever the global tree may change */
+    /* per depth: the global depth node's Kaplan-Meier distribution at version */
+    VEC(struct sched_depth_km) depth_km;
 };
 
 /* A trajectory kept for rebuilds: the summary with its arrays owned. */
@@ -124,19 +142,23 @@ size_t sched_node_grow_cost(const struct sched_node *n);
 /* The node's Kaplan-Meier p90 (cached). */
 uint32_t sched_node_p90(struct sched_node *n);
 
+/* Fills km with n's Kaplan-Meier distribution. */
+void sched_km_of(const struct sched_node *n, struct sched_km *km);
+
 /*
- * C-MLFQ's estimate of node n at depth d (docs/routing.md "The estimator"). ref is the global
- * tree's depth node at d; parent, for a node of a prompt tree, the global tree's node on the
- * same path (else NULL). n's distribution: each exact sample of its window weighs 1 / win_n,
- * each censored sample c spreads its weight over ref's Kaplan-Meier distribution above c (or
- * keeps it at c when no exact sample of ref lies above c). With shrink_visits k > 0 it is
- * mixed with parent's (by the same rule) and ref's: n weighs visits / (visits + k), parent
- * that share of the rest, ref what is left; the mean is the same mix of running means. n ==
- * ref or ref NULL: n's own running mean and Kaplan-Meier p90. The p90 is cached on n.
+ * C-MLFQ's estimate of node n at depth d (docs/routing.md "Censoring and the estimator"). ref
+ * is the global tree's depth node at d and ref_km its distribution (sched_km_of); parent, for a
+ * node of a prompt tree, the global tree's node on the same path (else NULL). n's
+ * distribution: each exact sample of its window weighs 1 / win_n, each censored sample c
+ * spreads its weight over ref's distribution above c (or keeps it at c when no exact sample of
+ * ref lies above c). With shrink_visits k > 0 it is mixed with parent's (by the same rule) and
+ * ref's: n weighs visits / (visits + k), parent that share of the rest, ref what is left; the
+ * mean is the same mix of running means. n == ref or ref NULL: n's own running mean and
+ * Kaplan-Meier p90. The p90 is cached on n.
  */
 void sched_node_estimate(struct sched_node *n, struct sched_node *parent,
-                         const struct sched_node *ref, uint32_t shrink_visits, double *mean,
-                         uint32_t *p90);
+                         const struct sched_node *ref, const struct sched_km *ref_km,
+                         uint32_t shrink_visits, double *mean, uint32_t *p90);
 
 /* Appends a sample to the window only (no visit, no mean), growing it when grow_ok. */
 void sched_node_window_push(struct sched_tree *t, uint32_t node, uint32_t sample, bool grow_ok);

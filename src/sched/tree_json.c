@@ -127,6 +127,7 @@ static void merge_node(struct sched_model *dm, struct sched_tree *dt, uint32_t d
 
 void sched_model_merge(struct sched_model *dst, const struct sched_model *src)
 {
+    dst->version++; /* the global tree changes: cached depth distributions are stale */
     merge_node(dst, &dst->global, 0, src, &src->global, 0);
     for (const struct sched_tree *t = src->lru_tail; t; t = t->lru_prev) {
         struct sched_tree *dt = sched_model_prompt_tree(dst, t->prompt, true);

@@ -284,6 +284,49 @@ static void test_shrinkage_toward_depth_node(void **state)
     sched_model_free(m);
 }
 
+static void test_cached_estimate_follows_learning(void **state)
+{
+    /* Looked up (and cached) between inserts, or only at the end: the same estimate. */
+    struct sched_model *x = two_sizes(), *y = two_sizes();
+    const char *a[] = {"a"}, *b[] = {"b"};
+    int64_t gen[] = {0};
+    struct sched_estimate ex, ey;
+    for (int64_t v = 150; v <= 3000; v += 950) {
+        shrink_estimate(x, 1, b, 1, 1, 5, &ex);
+        shrink_estimate(x, 2, b, 1, 1, 5, &ex);
+        put(x, 1, 0, a, gen, 1, v, true);
+        put(y, 1, 0, a, gen, 1, v, true);
+    }
+    for (uint64_t prompt = 1; prompt <= 2; prompt++) {
+        shrink_estimate(x, prompt, b, 1, 1, 5, &ex);
+        shrink_estimate(y, prompt, b, 1, 1, 5, &ey);
+        assert_close(ex.mean_tokens, ey.mean_tokens, 0);
+        assert_close(ex.p90_tokens, ey.p90_tokens, 0);
+    }
+    /* A merge changes the global tree too: looked up before it (x) or not (z), the same. */
+    struct sched_model *more = sched_model_new(NULL), *z = two_sizes();
+    for (int i = 0; i < 20; i++) /* moves the depth node's p90 from 1000 to 9000 */
+        put(more, 3, 0, a, gen, 1, 9000, false);
+    for (int64_t v = 150; v <= 3000; v += 950)
+        put(z, 1, 0, a, gen, 1, v, true);
+    sched_model_merge(x, more);
+    sched_model_merge(z, more);
+    shrink_estimate(x, 2, b, 1, 1, 5, &ex);
+    shrink_estimate(z, 2, b, 1, 1, 5, &ey);
+    assert_close(ex.p90_tokens, ey.p90_tokens, 0);
+    assert_close(ey.p90_tokens, 9000.0, 0);
+    sched_model_free(z);
+    sched_model_merge(y, more);
+    sched_model_rebuild(x);
+    sched_model_rebuild(y);
+    shrink_estimate(x, 1, b, 1, 1, 5, &ex);
+    shrink_estimate(y, 1, b, 1, 1, 5, &ey);
+    assert_close(ex.p90_tokens, ey.p90_tokens, 0);
+    sched_model_free(more);
+    sched_model_free(x);
+    sched_model_free(y);
+}
+
 static void test_rebuild_keeps_most_recent_by_start(void **state)
 {
     struct sched_model_config cfg;
@@ -827,6 +870,7 @@ int main(void)
         cmocka_unit_test(test_estimate_backs_off_to_depth),
         cmocka_unit_test(test_censored_sample_imputed_from_depth_node),
         cmocka_unit_test(test_shrinkage_toward_depth_node),
+        cmocka_unit_test(test_cached_estimate_follows_learning),
         cmocka_unit_test(test_rebuild_keeps_most_recent_by_start),
         cmocka_unit_test(test_memory_cap_evicts_lru),
         cmocka_unit_test(test_state_cap_and_bad_summaries),
