@@ -629,6 +629,11 @@ size_t cost_assumptions(struct cost_assumption *out, size_t cap)
          "calibration.md 3.7: bucketed 16 s vs per-tensor 200 s for a 30B MoE"},
         {"lifecycle switch_fixed", lp.switch_fixed_s, "s", "1-10",
          "calibration.md 3.7: slime colocated sync 7 s (30B-A3B) after optimisation"},
+        {"lifecycle group_fixed", lp.group_fixed_s, "s", "0.5-5",
+         "weight-update group rebuild: old communicator torn down, store rendezvous; no "
+         "published figure"},
+        {"lifecycle group_per_rank", lp.group_per_rank_s * 1e3, "ms per rank", "2-50",
+         "NCCL bootstrap all-gather and ring/tree setup per rank; no published figure"},
         {"dapo prompt", DAPO_PROMPT_TOKENS, "tokens", "100-2048", "DAPO-Math prompts (max 2048)"},
         {"dapo sigma_prompt", DAPO_SIGMA_PROMPT, "log-normal", "0.5-1.0",
          "total sigma 1.0 from calibration.md 1.4 (p99/median ~ 10)"},

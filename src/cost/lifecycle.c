@@ -18,6 +18,8 @@ void cost_lifecycle_params_default(struct cost_lifecycle_params *lp)
         .bucket_overhead_s = 5e-3,
         .switch_fixed_s = 2.0,
         .weight_dtype_bytes = 2.0,
+        .group_fixed_s = 1.0,
+        .group_per_rank_s = 0.01,
     };
 }
 
@@ -39,6 +41,11 @@ double cost_wake_s(const struct cost_lifecycle_params *lp, const struct cost_sha
 double cost_disk_reload_s(const struct cost_lifecycle_params *lp, const struct cost_shape *s)
 {
     return lp->wake_fixed_s + weight_bytes(lp, s) / lp->disk_bw_bytes_per_s;
+}
+
+double cost_group_rebuild_s(const struct cost_lifecycle_params *lp, int world_size)
+{
+    return lp->group_fixed_s + lp->group_per_rank_s * world_size;
 }
 
 double cost_broadcast_s(const struct cost_lifecycle_params *lp, const struct cost_shape *s,

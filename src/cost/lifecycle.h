@@ -29,6 +29,10 @@ struct cost_lifecycle_params {
     double switch_fixed_s;      /* in-place train↔rollout switch besides moving weights:
                                  * offload/onload of optimizer state, freeing memory (assumed) */
     double weight_dtype_bytes;  /* bytes per weight element moved (2: bf16) */
+    double group_fixed_s;       /* weight-update group rebuild besides its ranks: destroying
+                                 * the old communicator, the store rendezvous (assumed) */
+    double group_per_rank_s;    /* per rank of the new group: NCCL's bootstrap all-gather and
+                                 * topology setup grow with the ranks (assumed) */
 };
 
 /* Fills lp with the defaults documented in docs/calibration.md (all assumed). */
@@ -45,6 +49,10 @@ double cost_wake_s(const struct cost_lifecycle_params *lp, const struct cost_sha
 /* Seconds to reload new weights from disk into a running or level-2-sleeping engine without a
  * restart (disk_reload). */
 double cost_disk_reload_s(const struct cost_lifecycle_params *lp, const struct cost_shape *s);
+
+/* Seconds to rebuild the NCCL weight-update group for world_size ranks (trainer rank 0 plus
+ * every rollout GPU, 1 + Σ TP): needed whenever the rollout fleet changes (libra-spec.md §5). */
+double cost_group_rebuild_s(const struct cost_lifecycle_params *lp, int world_size);
 
 /*
  * Seconds of a bucketed NCCL broadcast of the full weights from the trainer to rollout

@@ -24,7 +24,6 @@ void plan_settings_default(struct plan_settings *s, const struct spec_hardware *
     s->old_logprob = true; /* async GRPO recomputes the behaviour policy's log-probs */
     s->reference = false;
     s->full_recompute = false;
-    s->group_rebuild_s = 5.0;
 }
 
 void plan_settings_from_config(struct plan_settings *s, const struct spec_hardware *hw,

@@ -60,14 +60,12 @@ struct plan_settings {
     struct cost_rollout_params rollout;
     struct cost_train_params train;
     struct cost_lifecycle_params lifecycle;
-    int max_seqs;           /* concurrent sequences per rollout instance (vLLM max_num_seqs) */
-    double chunk_tokens;    /* prefill chunk, tokens (max_num_batched_tokens) */
-    int minibatches;        /* optimizer steps per training step */
-    bool old_logprob;       /* the trainer recomputes old log-probs (+2N per token) */
-    bool reference;         /* reference-model forward for a KL term (+2N) */
-    bool full_recompute;    /* activation recompute in backward */
-    double group_rebuild_s; /* rebuilding the weight-update group after a fleet change
-                             * (assumed; see docs/planner.md) */
+    int max_seqs;        /* concurrent sequences per rollout instance (vLLM max_num_seqs) */
+    double chunk_tokens; /* prefill chunk, tokens (max_num_batched_tokens) */
+    int minibatches;     /* optimizer steps per training step */
+    bool old_logprob;    /* the trainer recomputes old log-probs (+2N per token) */
+    bool reference;      /* reference-model forward for a KL term (+2N) */
+    bool full_recompute; /* activation recompute in backward */
 };
 
 /* Fills s with the defaults for hardware hw (docs/planner.md lists them). Costs the cost

@@ -34,7 +34,7 @@ void plan_replan_decide(const struct cost_shape *sh, const struct spec_hardware 
     }
     out->start_s = gpus > 0.0 ? started / gpus : INFINITY;
     out->lost_kv_s = gpus > 0.0 ? lost / gpus : INFINITY;
-    out->group_rebuild_s = st->group_rebuild_s;
+    out->group_rebuild_s = cost_group_rebuild_s(&st->lifecycle, 1 + (int)gpus);
     out->cost_s = out->start_s + out->lost_kv_s + out->group_rebuild_s;
     if (!(out->gain_s > 0.0) || out->gain_s / in->cur_step_s < in->min_gain_frac)
         out->why = "gain below plan.replan_min_gain_frac";

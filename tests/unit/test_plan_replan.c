@@ -3,6 +3,7 @@
 
 #include <string.h>
 
+#include "cost/lifecycle.h"
 #include "plan/replan.h"
 
 static struct spec_presets presets;
@@ -55,7 +56,12 @@ static void test_costs_come_from_the_model(void **state)
     plan_replan_decide(&shape, hw, &settings, &in, &d);
     assert_true(d.differs);
     assert_true(d.start_s > 0.0 && d.lost_kv_s > 0.0);
-    assert_true(d.group_rebuild_s == settings.group_rebuild_s);
+    /* the new group: trainer rank 0 plus every rollout GPU of the candidate fleet */
+    int world = 1;
+    for (int t = 0; t < PLAN_NTP; t++)
+        world += (1 << t) * in.cand_counts[t];
+    assert_true(d.group_rebuild_s == cost_group_rebuild_s(&settings.lifecycle, world));
+    assert_true(d.group_rebuild_s > settings.lifecycle.group_fixed_s);
     assert_true(d.cost_s == d.start_s + d.lost_kv_s + d.group_rebuild_s);
     /* more resident context on the stopped TP1 instances costs more */
     in.resident_tokens[0] *= 2;
