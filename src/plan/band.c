@@ -57,7 +57,8 @@ static double greedy_max(const struct plan_view *v, const double c[PLAN_NTP], do
     for (int t = 0; t < PLAN_NTP; t++) {
         if (c[t] > 0.0 && i < v->m) {
             size_t j = reach(v, t, c[t], i, thr, e->below[t], e->above[t]);
-            most = fmax(most, load(v, t, c[t], i, j));
+            double l = load(v, t, c[t], i, j);
+            most = l > most ? l : most;
             i = j;
         }
         out[t] = i;

@@ -41,12 +41,6 @@ static int by_key(const void *a, const void *b)
     return x->rank < y->rank ? -1 : x->rank > y->rank;
 }
 
-static int by_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 static int64_t at_or(const int64_t *a, size_t i, int64_t dflt)
 {
     return a ? a[i] : dflt;
@@ -258,19 +252,34 @@ void plan_roll_free(struct plan_roll *r)
     memset(r, 0, sizeof *r);
 }
 
+/* Each rank's least latency / k1 over the sizes in mask, ascending: the sizes' latency orders
+ * merged, every rank taken at its first appearance, which is its least (O(m·|mask|), where
+ * sorting the least values took a sort per mask). */
 const double *plan_roll_lam_min(struct plan_roll *r, unsigned mask)
 {
     if (r->lam_min[mask])
         return r->lam_min[mask];
     double *lam = xmallocarray(r->m + 1, sizeof *lam);
-    for (size_t k = 0; k < r->m; k++) {
-        double best = INFINITY;
-        for (int t = 0; t < PLAN_NTP; t++)
-            if (mask >> t & 1)
-                best = fmin(best, r->lat[t][k] / r->k1);
-        lam[k] = best;
+    bool *taken = xcalloc(r->m, sizeof *taken);
+    size_t pos[PLAN_NTP] = {0};
+    for (size_t n = 0; n < r->m; n++) {
+        int pick = -1;
+        double least = INFINITY;
+        for (int t = 0; t < PLAN_NTP; t++) {
+            if (!(mask >> t & 1))
+                continue;
+            while (taken[r->lat_order[t][pos[t]]]) /* stops below m: a rank is left */
+                pos[t]++;
+            double v = r->lat[t][r->lat_order[t][pos[t]]] / r->k1;
+            if (pick < 0 || v < least) {
+                pick = t;
+                least = v;
+            }
+        }
+        taken[r->lat_order[pick][pos[pick]++]] = true;
+        lam[n] = least;
     }
-    qsort(lam, r->m, sizeof *lam, by_double);
+    free(taken);
     r->lam_min[mask] = lam;
     return lam;
 }

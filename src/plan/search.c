@@ -203,14 +203,16 @@ static void corner(const struct plan_split *sp, const struct box *b, bool high, 
 static void bound(struct plan_solver *s, const struct plan_split *sp, struct box *b,
                   double sup[PLAN_NTP])
 {
-    double low[PLAN_NTP], fewest[PLAN_NTP];
-    corner(sp, b, true, fewest);
-    corner(sp, b, false, low);
-    memcpy(sup, fewest, PLAN_NTP * sizeof *sup);
-    sup[lowest(b->cls)] = low[lowest(b->cls)];
-    b->min_inst = 0;
-    for (int t = 0; t < PLAN_NTP; t++)
-        b->min_inst += (int)fewest[t];
+    int d = lowest(b->cls), used_hi = 0, used_lo = 0, dims_hi = 0;
+    for (int t = 0; t < PLAN_NTP; t++) {
+        bool dim = t != d && b->cls >> t & 1;
+        sup[t] = dim ? b->hi[t] : 0.0;
+        used_hi += dim ? size_of(t) * b->hi[t] : 0;
+        used_lo += dim ? size_of(t) * b->lo[t] : 0;
+        dims_hi += dim ? b->hi[t] : 0;
+    }
+    sup[d] = (sp->n_roll - used_lo) / size_of(d);
+    b->min_inst = dims_hi + (sp->n_roll - used_hi) / size_of(d); /* every dim at hi */
     if (!s->colocated) {
         /* a child keeps its parent's bound (a lower bound of a superset); the filter of
          * push_box does the pruning */
@@ -298,7 +300,10 @@ static int box_cmp_least(const void *a, const void *b, void *ctx)
         return x->lb < y->lb ? -1 : 1;
     if (x->min_inst != y->min_inst)
         return x->min_inst < y->min_inst ? -1 : 1;
-    return memcmp(x->lo, y->lo, sizeof x->lo);
+    for (int t = 0; t < PLAN_NTP; t++)
+        if (x->lo[t] != y->lo[t])
+            return x->lo[t] < y->lo[t] ? -1 : 1;
+    return 0;
 }
 
 static int box_cmp_fewest(const void *a, const void *b, void *ctx)
@@ -405,11 +410,11 @@ static void consider_leaf(struct plan_solver *s, const struct plan_split *sp, st
 
 /*
  * Splits b in two along its widest dimension and keeps the children q may need. The one the
- * heap would pop next is returned in *next (true) instead of being pushed: a dive skips a push
+ * heap would pop next replaces b (true) instead of being pushed: a dive skips a push
  * and a pop per level and visits the boxes in the heap's order all the same.
  */
 static bool split_box(struct plan_solver *s, const struct plan_split *sp, const struct query *q,
-                      struct heap *h, const struct box *b, struct box *next)
+                      struct heap *h, struct box *b)
 {
     int dim = 0, widest = -1;
     for (int t = 0; t < PLAN_NTP; t++) {
@@ -433,12 +438,12 @@ static bool split_box(struct plan_solver *s, const struct plan_split *sp, const 
     }
     if (!keep[0] && !keep[1])
         return false;
-    *next = kid[keep[0] ? 0 : 1];
-    const struct box *top = heap_peek(h);
+    const struct box *next = &kid[keep[0] ? 0 : 1], *top = heap_peek(h);
     if (top && h->cmp(top, next, h->ctx) < 0) {
         heap_push(h, next);
         return false;
     }
+    *b = *next;
     return true;
 }
 
@@ -484,8 +489,7 @@ static bool roll_search(struct plan_solver *s, const struct plan_split *sp, stru
         if (box_dead(q, &b))
             continue;
         if (!is_leaf(&b)) {
-            struct box parent = b;
-            dive = split_box(s, sp, q, &h, &parent, &b);
+            dive = split_box(s, sp, q, &h, &b);
             continue;
         }
         consider_leaf(s, sp, q, &b);
