@@ -263,15 +263,15 @@ const double *plan_roll_lam_min(struct plan_roll *r, unsigned mask)
     bool *taken = xcalloc(r->m, sizeof *taken);
     size_t pos[PLAN_NTP] = {0};
     for (size_t n = 0; n < r->m; n++) {
-        int pick = -1;
+        int pick = __builtin_ctz(mask); /* mask is not empty */
         double least = INFINITY;
-        for (int t = 0; t < PLAN_NTP; t++) {
+        for (int t = pick; t < PLAN_NTP; t++) {
             if (!(mask >> t & 1))
                 continue;
             while (taken[r->lat_order[t][pos[t]]]) /* stops below m: a rank is left */
                 pos[t]++;
             double v = r->lat[t][r->lat_order[t][pos[t]]] / r->k1;
-            if (pick < 0 || v < least) {
+            if (v < least) {
                 pick = t;
                 least = v;
             }

@@ -180,16 +180,16 @@ static bool is_leaf(const struct box *b)
     return true;
 }
 
-/* Counts at one corner of b: dims at lo or hi, the smallest size with the GPUs left. */
-static void corner(const struct plan_split *sp, const struct box *b, bool high, double c[PLAN_NTP])
+/* Counts at b's top corner: dims at hi, the smallest size with the GPUs left (a leaf's
+ * multiset, or the fewest instances of b). */
+static void corner(const struct plan_split *sp, const struct box *b, double c[PLAN_NTP])
 {
     int d = lowest(b->cls), used = 0;
     for (int t = 0; t < PLAN_NTP; t++) {
         c[t] = 0.0;
         if (t != d && b->cls >> t & 1) {
-            int v = high ? b->hi[t] : b->lo[t];
-            c[t] = v;
-            used += size_of(t) * v;
+            c[t] = b->hi[t];
+            used += size_of(t) * b->hi[t];
         }
     }
     int whole = (sp->n_roll - used) / size_of(d); /* instances of the smallest size */
@@ -211,7 +211,8 @@ static void bound(struct plan_solver *s, const struct plan_split *sp, struct box
         used_lo += dim ? size_of(t) * b->lo[t] : 0;
         dims_hi += dim ? b->hi[t] : 0;
     }
-    sup[d] = (sp->n_roll - used_lo) / size_of(d);
+    int whole = (sp->n_roll - used_lo) / size_of(d); /* instances of the smallest size */
+    sup[d] = whole;
     b->min_inst = dims_hi + (sp->n_roll - used_hi) / size_of(d); /* every dim at hi */
     if (!s->colocated) {
         /* a child keeps its parent's bound (a lower bound of a superset); the filter of
@@ -386,7 +387,7 @@ static void consider_leaf(struct plan_solver *s, const struct plan_split *sp, st
 {
     struct cand c = {0};
     double cd[PLAN_NTP];
-    corner(sp, b, true, cd);
+    corner(sp, b, cd);
     for (int t = 0; t < PLAN_NTP; t++) {
         c.c[t] = (int)cd[t];
         c.inst += c.c[t];
@@ -732,7 +733,7 @@ static void seed(struct plan_solver *s, struct plan_split *sp, unsigned classes,
             continue;
         double cd[PLAN_NTP];
         int c[PLAN_NTP];
-        corner(sp, &b, true, cd);
+        corner(sp, &b, cd);
         for (int t = 0; t < PLAN_NTP; t++)
             c[t] = (int)cd[t];
         double obj = fmax(tt, plan_memo_score(s, sp, c, NAN)->t_s);
