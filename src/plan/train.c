@@ -11,13 +11,6 @@
 
 const int plan_budgets[PLAN_BUDGETS] = {8192, 16384, 32768};
 
-/* Loads of every batch for one (DP, micro-batch tokens). */
-struct plan_deal {
-    uint64_t key; /* 0: empty slot */
-    int status;   /* 0, or the cost_train_deal error */
-    struct cost_train_load *load;
-};
-
 static int64_t at_or(const int64_t *a, size_t i, int64_t dflt)
 {
     return a ? a[i] : dflt;
@@ -61,9 +54,10 @@ void plan_train_free(struct plan_train *t)
 {
     for (size_t b = 0; b < t->batches && t->seqs; b++)
         cost_train_seqs_free(&t->seqs[b]);
-    for (size_t i = 0; i < t->deal_cap; i++)
-        free(t->deal[i].load);
-    free(t->deal);
+    for (size_t i = 0; i < t->deals.n; i++)
+        free(t->deals.v[i].load);
+    vec_free(&t->deals);
+    intmap_free(&t->deal_index);
     free(t->seqs);
     free(t->bwork_max);
     free(t->battn);
@@ -175,47 +169,18 @@ double plan_train_lb(const struct plan_train *t, const struct plan_train_layout 
 
 /* ---- dealing cache -------------------------------------------------------------------------- */
 
-static uint64_t deal_key(int dp, double micro_batch_tokens)
-{
-    return ((uint64_t)dp << 32 | (uint64_t)micro_batch_tokens) + 1;
-}
-
-static size_t slot_of(const struct plan_deal *d, size_t cap, uint64_t key)
-{
-    size_t i = (size_t)(key * 0x9e3779b97f4a7c15ull >> 7) & (cap - 1);
-    while (d[i].key && d[i].key != key)
-        i = (i + 1) & (cap - 1);
-    return i;
-}
-
-static void deal_grow(struct plan_train *t)
-{
-    size_t cap = t->deal_cap ? 2 * t->deal_cap : 64;
-    struct plan_deal *d = xcalloc(cap, sizeof *d);
-    for (size_t i = 0; i < t->deal_cap; i++)
-        if (t->deal[i].key)
-            d[slot_of(d, cap, t->deal[i].key)] = t->deal[i];
-    free(t->deal);
-    t->deal = d;
-    t->deal_cap = cap;
-}
-
 static const struct plan_deal *dealt(struct plan_train *t, const struct cost_train_config *c)
 {
-    if (2 * (t->deal_n + 1) > t->deal_cap)
-        deal_grow(t);
-    uint64_t key = deal_key(c->dp, c->micro_batch_tokens);
-    struct plan_deal *e = &t->deal[slot_of(t->deal, t->deal_cap, key)];
-    if (e->key)
-        return e;
-    e->key = key;
-    e->load = xmallocarray(t->batches, sizeof *e->load);
-    for (size_t b = 0; b < t->batches && e->status == 0; b++)
-        e->status =
-            cost_train_deal(&t->seqs[b], t->sh, c->dp, c->minibatches, c->micro_batch_tokens,
-                            c->balance_each_minibatch, &t->sc, &e->load[b]);
-    t->deal_n++;
-    return e;
+    uint64_t key = (uint64_t)c->dp << 32 | (uint64_t)c->micro_batch_tokens, at;
+    if (intmap_get(&t->deal_index, key, &at))
+        return &t->deals.v[at];
+    struct plan_deal e = {0, xmallocarray(t->batches, sizeof *e.load)};
+    for (size_t b = 0; b < t->batches && e.status == 0; b++)
+        e.status = cost_train_deal(&t->seqs[b], t->sh, c->dp, c->minibatches, c->micro_batch_tokens,
+                                   c->balance_each_minibatch, &t->sc, &e.load[b]);
+    intmap_put(&t->deal_index, key, t->deals.n);
+    vec_push(&t->deals, e);
+    return &t->deals.v[t->deals.n - 1];
 }
 
 static void add_step(struct cost_train_step *sum, const struct cost_train_step *s, double w)

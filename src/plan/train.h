@@ -17,13 +17,19 @@
 #include "cost/shape.h"
 #include "cost/train.h"
 #include "plan/plan.h"
+#include "util/intmap.h"
+#include "util/vec.h"
 
 #define PLAN_LAYOUTS_MAX (4 * 4 * 3 * PLAN_BUDGETS) /* TP × PP × CP × budget */
 
 /* The micro-batch token budgets searched, per GPU, ascending. */
 extern const int plan_budgets[PLAN_BUDGETS];
 
-struct plan_deal; /* cache entry, train.c */
+/* Loads of every batch for one (DP, micro-batch tokens). */
+struct plan_deal {
+    int status; /* 0, or the cost_train_deal error */
+    struct cost_train_load *load;
+};
 
 struct plan_train {
     const struct cost_shape *sh;
@@ -36,8 +42,8 @@ struct plan_train {
     double longest;               /* longest training sequence, tokens */
     double *bwork_max;            /* per batch: forward FLOPs of its largest sequence */
     double *battn;                /* per batch: attention FLOPs of all its sequences */
-    struct plan_deal *deal;       /* open-addressing cache keyed by (DP, micro-batch tokens) */
-    size_t deal_cap, deal_n;
+    VEC(struct plan_deal) deals;  /* the dealing cache, in order of first use */
+    struct intmap deal_index;     /* (DP << 32 | micro-batch tokens) -> index into deals */
     struct cost_train_scratch sc;
 };
 
