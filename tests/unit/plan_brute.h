@@ -268,4 +268,16 @@ static inline void brute_solve(const struct brute_case *bc, struct brute_best *b
     plan_train_free(&train);
 }
 
+/* Whether plan r is the brute force's b: feasibility, search space, objective (relative
+ * 1e-9) and, under the tie-break order, the same training layout and multiset. */
+static inline bool brute_same(const struct plan_result *r, const struct brute_best *b)
+{
+    if (r->feasible != b->found || r->stats.space != b->space)
+        return false;
+    return !b->found || (fabs(r->step_s - b->obj) <= 1e-9 * b->obj && r->n_train == b->n_train &&
+                         r->train.tp == b->l.tp && r->train.pp == b->l.pp &&
+                         r->train.cp == b->l.cp && r->train.budget_tokens == b->l.budget_tokens &&
+                         memcmp(r->counts, b->c, sizeof b->c) == 0);
+}
+
 #endif

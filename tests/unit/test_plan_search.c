@@ -69,12 +69,7 @@ static void check_differential(uint64_t seed, int max_gpus)
     solve_ok(&bc.p, &r);
     struct brute_best b;
     brute_solve(&bc, &b);
-    bool same = r.feasible == b.found && r.stats.space == b.space;
-    if (same && b.found) {
-        same = fabs(r.step_s - b.obj) <= 1e-9 * b.obj && r.n_train == b.n_train &&
-               r.train.tp == b.l.tp && r.train.pp == b.l.pp && r.train.cp == b.l.cp &&
-               r.train.budget_tokens == b.l.budget_tokens && memcmp(r.counts, b.c, sizeof b.c) == 0;
-    }
+    bool same = brute_same(&r, &b);
     if (!same) {
         describe(seed, &bc, &r, &b);
         print_error("  space: plan %.0f brute %.0f\n", r.stats.space, b.space);

@@ -5,8 +5,6 @@
  */
 #include "testutil.h"
 
-#include <math.h>
-#include <string.h>
 
 #include "plan/plan.h"
 #include "plan_brute.h"
@@ -39,11 +37,7 @@ static void check(uint64_t seed, int gpus)
     assert_int_equal(plan_solve(&bc.p, &r, &err), 0);
     struct brute_best b;
     brute_solve(&bc, &b);
-    bool same = r.feasible == b.found && r.stats.space == b.space;
-    if (same && b.found)
-        same = fabs(r.step_s - b.obj) <= 1e-9 * b.obj && r.n_train == b.n_train &&
-               r.train.tp == b.l.tp && r.train.pp == b.l.pp && r.train.cp == b.l.cp &&
-               r.train.budget_tokens == b.l.budget_tokens && memcmp(r.counts, b.c, sizeof b.c) == 0;
+    bool same = brute_same(&r, &b);
     if (!same)
         print_error("seed %llu at %d GPUs: plan %d %.17g n_train %d counts %d %d %d %d; brute %d "
                     "%.17g n_train %d counts %d %d %d %d\n",
