@@ -5,7 +5,6 @@
  */
 #include "testutil.h"
 
-
 #include "plan/plan.h"
 #include "plan_brute.h"
 
