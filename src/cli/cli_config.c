@@ -143,8 +143,9 @@ static const char *metavar(const struct spec_field *f)
     }
 }
 
-void cli_common_help(const struct cli_common *cc, FILE *out)
+void cli_common_help(const struct cli_common *cc, const char *text, FILE *out)
 {
+    fputs(text, out);
     size_t n;
     const struct spec_field *fields = spec_config_fields(&n);
     fprintf(out, "\ncommon flags:\n");

@@ -71,8 +71,9 @@ void cli_common_init(struct cli_common *cc, const struct cli_command *cmd, unsig
  */
 int cli_common_getopt(struct cli_common *cc, int argc, char **argv);
 
-/* Prints the accepted common flags, one per line under "common flags:", for --help. */
-void cli_common_help(const struct cli_common *cc, FILE *out);
+/* Prints a command's --help: its own text, then the accepted common flags, one per line under
+ * "common flags:". */
+void cli_common_help(const struct cli_common *cc, const char *text, FILE *out);
 
 /* Releases what cc owns. */
 void cli_common_free(struct cli_common *cc);

@@ -28,9 +28,8 @@ static void print_help(const struct cli_common *cc)
 {
     char *keys = spec_config_keys_text();
     fputs(help, stdout);
-    fputs(keys, stdout);
+    cli_common_help(cc, keys, stdout);
     free(keys);
-    cli_common_help(cc, stdout);
 }
 
 /* Runs the flag loop; returns -1 to go on, else the exit code (--help or a usage error). */

@@ -416,8 +416,7 @@ int cmd_cost(int argc, char **argv)
     int c, rc = 0;
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
         if (c == 'h') {
-            fputs(help, stdout);
-            cli_common_help(&cc, stdout);
+            cli_common_help(&cc, help, stdout);
             goto out;
         }
         rc = own_flag(&cc, c, &o);

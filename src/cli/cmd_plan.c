@@ -392,8 +392,7 @@ int cmd_plan(int argc, char **argv)
     int c, rc = 0;
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
         if (c == 'h') {
-            fputs(help, stdout);
-            cli_common_help(&cc, stdout);
+            cli_common_help(&cc, help, stdout);
             cli_common_free(&cc);
             return 0;
         }

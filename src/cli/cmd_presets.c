@@ -142,8 +142,7 @@ int cmd_presets(int argc, char **argv)
     int c, rc = 0;
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
         if (c == 'h') {
-            fputs(help, stdout);
-            cli_common_help(&cc, stdout);
+            cli_common_help(&cc, help, stdout);
             goto out;
         }
         rc = LIBRA_EXIT_USAGE; /* '?': the usage error is printed */

@@ -656,8 +656,7 @@ int cmd_route(int argc, char **argv)
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
         switch (c) {
         case 'h':
-            fputs(help, stdout);
-            cli_common_help(&cc, stdout);
+            cli_common_help(&cc, help, stdout);
             cli_common_free(&cc);
             return LIBRA_EXIT_OK;
         case OPT_POLICY:

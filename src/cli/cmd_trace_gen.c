@@ -168,8 +168,7 @@ int cmd_trace_gen(int argc, char **argv)
     int c, rc = 0;
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
         if (c == 'h') {
-            fputs(help, stdout);
-            cli_common_help(&cc, stdout);
+            cli_common_help(&cc, help, stdout);
             goto out;
         }
         rc = c == '?' ? LIBRA_EXIT_USAGE : gen_flag(cc.cmd, &f, c, optarg);
