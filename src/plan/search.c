@@ -215,8 +215,8 @@ static void bound(struct plan_solver *s, const struct plan_split *sp, struct box
     sup[d] = whole;
     b->min_inst = dims_hi + (sp->n_roll - used_hi) / size_of(d); /* every dim at hi */
     if (!s->colocated) {
-        /* a child keeps its parent's bound (a lower bound of a superset); the filter of
-         * push_box does the pruning */
+        /* a child keeps its parent's bound (a lower bound of a superset); admit's
+         * box_may_reach does the pruning */
         if (isnan(b->lb)) {
             double z = plan_band_z(&s->roll.all, sup, b->cls, INFINITY);
             b->lb = plan_fixed_point(plan_roll_lam_min(&s->roll, b->cls), s->roll.m, s->B * z);
@@ -250,7 +250,6 @@ struct query {
     double cutoff; /* least v: only v + offset below cutoff (or equal when cutoff_eq) */
     bool cutoff_eq;
     double early;     /* least v: stop at the first v <= early */
-    double shrink;    /* least v: once found, only v below best.v / shrink matters (>= 1) */
     double limit;     /* fewest */
     unsigned classes; /* bit cls set: class cls is searched */
     double offset[CLASSES];
@@ -278,7 +277,7 @@ static bool cand_better(const struct query *q, const struct cand *a, const struc
     return lex_cmp(a->c, b->c) < 0;
 }
 
-static bool box_dead(const struct query *q, const struct box *b)
+static bool box_dead(const struct plan_solver *s, const struct query *q, const struct box *b)
 {
     double x = b->lb + q->offset[b->cls];
     if (q->fewest) {
@@ -289,7 +288,7 @@ static bool box_dead(const struct query *q, const struct box *b)
     }
     if (!beats(x, q->cutoff, q->cutoff_eq))
         return true;
-    double bar = q->best.v / q->shrink;
+    double bar = target(s, q->best.v); /* the query's own best, less the tolerance */
     return q->found && (b->lb > bar || (b->lb == bar && b->min_inst > q->best.inst));
 }
 
@@ -316,11 +315,11 @@ static int box_cmp_fewest(const void *a, const void *b, void *ctx)
 }
 
 /* Async: the value a member must reach to matter to q (+inf: any). */
-static double relevance(const struct query *q)
+static double relevance(const struct plan_solver *s, const struct query *q)
 {
     if (q->fewest)
         return q->limit;
-    return q->found ? fmin(q->cutoff, q->best.v / q->shrink) : q->cutoff;
+    return q->found ? fmin(q->cutoff, target(s, q->best.v)) : q->cutoff;
 }
 
 /*
@@ -363,9 +362,9 @@ static bool admit(struct plan_solver *s, const struct plan_split *sp, const stru
     if (!tighten(sp, b))
         return false;
     bound(s, sp, b, sup);
-    if (box_dead(q, b))
+    if (box_dead(s, q, b))
         return false;
-    double theta = relevance(q);
+    double theta = relevance(s, q);
     return s->colocated || isinf(theta) || box_may_reach(s, b, sup, theta);
 }
 
@@ -392,7 +391,7 @@ static void consider_leaf(struct plan_solver *s, const struct plan_split *sp, st
         c.c[t] = (int)cd[t];
         c.inst += c.c[t];
     }
-    double z = NAN, theta = relevance(q);
+    double z = NAN, theta = relevance(s, q);
     if (!s->colocated) {
         z = plan_band_z(&s->roll.all, cd, b->cls, b->u_from);
         if (!isinf(theta) && !leaf_may_reach(s, c.c, z, theta))
@@ -430,21 +429,17 @@ static bool split_box(struct plan_solver *s, const struct plan_split *sp, const 
     kid[0].hi[dim] = mid;
     kid[1].lo[dim] = mid + 1;
     bool keep[2] = {admit(s, sp, q, &kid[0]), admit(s, sp, q, &kid[1])};
-    if (keep[0] && keep[1] && h->cmp(&kid[1], &kid[0], h->ctx) < 0) {
-        heap_push(h, &kid[0]);
-        keep[0] = false;
-    } else if (keep[0] && keep[1]) {
-        heap_push(h, &kid[1]);
-        keep[1] = false;
-    }
     if (!keep[0] && !keep[1])
         return false;
-    const struct box *next = &kid[keep[0] ? 0 : 1], *top = heap_peek(h);
-    if (top && h->cmp(top, next, h->ctx) < 0) {
-        heap_push(h, next);
+    int first = !keep[0] || (keep[1] && h->cmp(&kid[1], &kid[0], h->ctx) < 0);
+    if (keep[0] && keep[1])
+        heap_push(h, &kid[1 - first]);
+    const struct box *top = heap_peek(h);
+    if (top && h->cmp(top, &kid[first], h->ctx) < 0) {
+        heap_push(h, &kid[first]);
         return false;
     }
-    *b = *next;
+    *b = kid[first];
     return true;
 }
 
@@ -487,7 +482,7 @@ static bool roll_search(struct plan_solver *s, const struct plan_split *sp, stru
                 q->open_lb = fmin(b.lb + q->offset[b.cls], q->open_lb);
             break;
         }
-        if (box_dead(q, &b))
+        if (box_dead(s, q, &b))
             continue;
         if (!is_leaf(&b)) {
             dive = split_box(s, sp, q, &h, &b);
@@ -687,11 +682,9 @@ static bool solve_split(struct plan_solver *s, struct plan_split *sp, unsigned c
     double tt = train_min(s, sp, target(s, inc->obj), eq);
     if (isinf(tt))
         return true;
-    double shrink = 1.0 + s->cfg->plan.gap_tolerance;
     struct query q = {.cutoff = target(s, inc->obj),
                       .cutoff_eq = eq,
-                      .early = tt * shrink,
-                      .shrink = shrink,
+                      .early = tt * (1.0 + s->cfg->plan.gap_tolerance),
                       .classes = classes};
     if (s->pattern_gpus) {
         int c[PLAN_NTP];
@@ -769,7 +762,7 @@ static void async_tiebreak(struct plan_solver *s, const struct incumbent *inc, u
     memcpy(counts, inc->witness, sizeof inc->witness);
     if (s->pattern_gpus)
         return;
-    struct query q = {.fewest = true, .limit = inc->obj, .shrink = 1.0, .classes = classes};
+    struct query q = {.fewest = true, .limit = inc->obj, .classes = classes};
     if (roll_search(s, sp, &q) && q.found)
         memcpy(counts, q.best.c, sizeof q.best.c);
 }
@@ -850,11 +843,8 @@ static bool search_colocated(struct plan_solver *s, const struct plan_split **sp
     for (unsigned cls = 1; cls < CLASSES; cls++) {
         if (!(classes >> cls & 1))
             continue;
-        struct query q = {.cutoff = target(s, obj),
-                          .cutoff_eq = true,
-                          .early = -INFINITY,
-                          .shrink = 1.0 + s->cfg->plan.gap_tolerance,
-                          .classes = 1u << cls};
+        struct query q = {
+            .cutoff = target(s, obj), .cutoff_eq = true, .early = -INFINITY, .classes = 1u << cls};
         q.offset[cls] = best_y[cls];
         if (s->pattern_gpus) {
             int c[PLAN_NTP];
@@ -890,7 +880,7 @@ static bool search_colocated(struct plan_solver *s, const struct plan_split **sp
     }
     /* phase 3: the fewest instances attaining obj with that layout (a witness of phase 1 when
      * the budget stops it) */
-    struct query q = {.fewest = true, .limit = obj, .shrink = 1.0};
+    struct query q = {.fewest = true, .limit = obj};
     for (unsigned cls = CLASSES; cls-- > 1;)
         if (!isinf(roll_min[cls]) && roll_min[cls] + coloc_y(s, sp, *layout, cls) == obj) {
             q.classes |= 1u << cls;
