@@ -174,6 +174,44 @@ static void check_stats(const struct plan_result *r)
     assert_true(s->space >= s->rollout_space || s->train_space == 0);
 }
 
+static int by_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* plan_roll_lam_min merges the per-TP latency orders; it must equal the plain definition:
+ * every rank's least latency / k1 over the mask's sizes, sorted. */
+static void test_lam_min_is_the_sorted_least_latencies(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 20; seed++) {
+        struct brute_case bc;
+        brute_case_make(&bc, &presets, &settings, seed, 32);
+        const struct libra_config *cfg = &bc.cfg;
+        struct cost_shape sh;
+        cost_shape_init(&sh, bc.model);
+        struct plan_roll roll;
+        plan_roll_init(&roll, &bc.p.sample, bc.p.tool_s, &sh, bc.hw, bc.p.settings,
+                       cfg->rl.batch_trajectories, cfg->rl.max_staleness + 1,
+                       cfg->cluster.gpus_per_node);
+        double *want = malloc(roll.m * sizeof *want);
+        for (unsigned mask = 1; mask < 1u << PLAN_NTP; mask++) {
+            for (size_t k = 0; k < roll.m; k++) {
+                want[k] = INFINITY;
+                for (int t = 0; t < PLAN_NTP; t++)
+                    if (mask >> t & 1)
+                        want[k] = fmin(want[k], roll.lat[t][k] / roll.k1);
+            }
+            qsort(want, roll.m, sizeof *want, by_double);
+            assert_memory_equal(plan_roll_lam_min(&roll, mask), want, roll.m * sizeof *want);
+        }
+        free(want);
+        plan_roll_free(&roll);
+        brute_case_free(&bc);
+    }
+}
+
 /* With plan.gap_tolerance, the plan is within the tolerance of the brute force's optimum and
  * its stated gap covers the real one. */
 static void test_gap_tolerance_bounds_the_plan(void **state)
@@ -359,6 +397,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_differential_small_clusters),
         cmocka_unit_test(test_gap_tolerance_bounds_the_plan),
+        cmocka_unit_test(test_lam_min_is_the_sorted_least_latencies),
         cmocka_unit_test(test_invariants_random),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_tool_time_slows_rollout),
