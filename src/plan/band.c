@@ -88,8 +88,8 @@ static void probe(const struct plan_view *v, const double c[PLAN_NTP], double th
  * covering greedy actually used at the caller's hint (or at +inf); bisection until the bracket is
  * within 1e-4 of hi, then stepping hi down to the next double below the load in use until the cover
  * fails. Each covering probe snaps hi to an attained load, so the answer is a load some banding
- * attains, and the steps walk only the attained loads inside the bracket: about one on the bench's
- * samples, where bisecting on to 1e-12 cost some twenty more probes (docs/planner.md §2.3).
+ * attains, and the steps walk only the attained loads inside the bracket, which a 1e-4 bracket
+ * holds few of on samples of thousands (docs/planner.md §2.3).
  */
 double plan_band_z(const struct plan_view *v, const double c[PLAN_NTP], unsigned mask,
                    double covers)
