@@ -244,7 +244,7 @@ static int arm_init(struct arm *a, const char *name, enum sched_policy p,
     c.lookup = *lookup;
     snprintf(a->name, sizeof a->name, "%s", name);
     a->policy = p;
-    a->model = p == SCHED_CMLFQ || p == SCHED_PREDICTOR ? sched_model_new(NULL) : NULL;
+    a->model = sched_policy_model_new(p);
     a->metrics = sched_metrics_new(l);
     struct libra_error err = {0};
     if (sched_router_new(&a->router, &c, a->model, &err) == 0)

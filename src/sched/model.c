@@ -3,7 +3,7 @@
  * see model.h (the estimator) and tree.h (the layout).
  *
  * A prompt tree's memory is charged to the model when it is created and as it grows, and
- * PROMPT_ENTRY_BYTES more for its map entry and key; the cap is enforced before anything
+ * PROMPT_ENTRY_BYTES more for its index slots; the cap is enforced before anything
  * grows, never by failing an insert.
  */
 #include "sched/model.h"
@@ -17,13 +17,14 @@
 #include "sched/tree.h"
 #include "util/alloc.h"
 
-#define PROMPT_ENTRY_BYTES 96 /* map entry, index slot and key of one prompt tree, about */
+#define PROMPT_ENTRY_BYTES 48 /* index slots of one prompt tree at load <= 1/2 */
 
 void sched_model_config_default(struct sched_model_config *c)
 {
     c->max_bytes = (size_t)256 << 20;
     c->history = 5000;
     c->max_states = 65536;
+    c->learn_predictor = true;
 }
 
 static int hist_cmp(const void *a, const void *b, void *ctx)
@@ -42,7 +43,6 @@ struct sched_model *sched_model_new(const struct sched_model_config *c)
     else
         sched_model_config_default(&m->cfg);
     m->bytes = sched_tree_init(&m->global, 0);
-    map_init(&m->prompts);
     map_init(&m->state_ids);
     heap_init(&m->history, sizeof(struct sched_hist), hist_cmp, NULL);
     sched_pred_reset(&m->pred);
@@ -87,9 +87,7 @@ static void lru_push_front(struct sched_model *m, struct sched_tree *t)
 
 static void drop_prompt_tree(struct sched_model *m, struct sched_tree *t)
 {
-    char key[17];
-    sched_hex_key(t->prompt, key);
-    map_del(&m->prompts, key, NULL);
+    intmap_del(&m->prompts, t->prompt);
     lru_unlink(m, t);
     m->bytes -= t->bytes + PROMPT_ENTRY_BYTES;
     sched_tree_free(t);
@@ -119,7 +117,7 @@ void sched_model_free(struct sched_model *m)
         return;
     clear_trees(m);
     sched_tree_free(&m->global);
-    map_free(&m->prompts);
+    intmap_free(&m->prompts);
     map_free(&m->state_ids);
     for (size_t i = 0; i < m->states.n; i++)
         free(m->states.v[i].key);
@@ -209,13 +207,12 @@ bool sched_model_reserve(struct sched_model *m, size_t need, const struct sched_
 
 struct sched_tree *sched_model_prompt_tree(struct sched_model *m, uint64_t prompt, bool create)
 {
-    char key[17];
-    sched_hex_key(prompt, key);
-    union map_value v;
-    if (map_get(&m->prompts, key, &v)) {
-        lru_unlink(m, v.ptr);
-        lru_push_front(m, v.ptr);
-        return v.ptr;
+    uint64_t v;
+    if (intmap_get(&m->prompts, prompt, &v)) {
+        struct sched_tree *t = (struct sched_tree *)(uintptr_t)v;
+        lru_unlink(m, t);
+        lru_push_front(m, t);
+        return t;
     }
     if (!create)
         return NULL;
@@ -227,7 +224,7 @@ struct sched_tree *sched_model_prompt_tree(struct sched_model *m, uint64_t promp
     }
     struct sched_tree *t = xmalloc(sizeof *t);
     *t = probe;
-    map_put(&m->prompts, key, (union map_value){.ptr = t});
+    intmap_put(&m->prompts, prompt, (uint64_t)(uintptr_t)t);
     lru_push_front(m, t);
     m->bytes += cost;
     return t;
@@ -353,7 +350,8 @@ static void learn(struct sched_model *m, const struct sched_traj_summary *s)
     if (pt)
         tree_learn(m, pt, s, imputed);
     tree_learn(m, &m->global, s, imputed);
-    pred_learn(m, s);
+    if (m->cfg.learn_predictor)
+        pred_learn(m, s);
     free(imputed);
 }
 
@@ -561,7 +559,7 @@ void sched_model_predict(struct sched_model *m, const struct sched_pred_features
 void sched_model_stats(const struct sched_model *m, struct sched_model_stats *out)
 {
     memset(out, 0, sizeof *out);
-    out->trees = map_size(&m->prompts);
+    out->trees = m->prompts.n;
     out->nodes = m->global.nodes.n;
     for (const struct sched_tree *t = m->lru_head; t; t = t->lru_next)
         out->nodes += t->nodes.n;

@@ -57,9 +57,12 @@
 #define SCHED_SHRINK_VISITS 50 /* default shrink_visits; sched.shrink_visits in spec/config.c */
 
 struct sched_model_config {
-    size_t max_bytes;    /* cap on the memory of all trees, bytes (default 256 MiB) */
-    size_t history;      /* trajectories kept for rebuilds (spec: 5000) */
-    uint32_t max_states; /* distinct state keys interned (default 65536) */
+    size_t max_bytes;     /* cap on the memory of all trees, bytes (default 256 MiB) */
+    size_t history;       /* trajectories kept for rebuilds (spec: 5000) */
+    uint32_t max_states;  /* distinct state keys interned (default 65536) */
+    bool learn_predictor; /* fit the baseline regression too (default true); only the
+                             predictor policy reads it, and it costs a 44 x 44 update per
+                             tool return learnt */
 };
 
 /* Fills c with the defaults above. */

@@ -145,13 +145,11 @@ static void length_choose(struct sched_router *r, const struct sched_traj *t,
 static void la_start(struct sched_router *r, const struct sched_traj *t,
                      const struct sched_event *ev, struct sched_choice *c)
 {
-    char key[17];
-    union map_value v;
-    sched_hex_key(t->prompt, key);
+    uint64_t v;
     start_shortest(r, t, ev, c);
-    if (map_get(&r->last_bucket, key, &v) && t->epoch - v.i64 / 256 <= r->cfg.la_ttl_epochs &&
-        v.i64 % 256 <= last_bucket(r))
-        c->bucket = (int)(v.i64 % 256);
+    if (intmap_get(&r->last_bucket, t->prompt, &v) &&
+        t->epoch - (int64_t)(v / 256) <= r->cfg.la_ttl_epochs && (int)(v % 256) <= last_bucket(r))
+        c->bucket = (int)(v % 256);
 }
 
 static void la_level(struct sched_router *r, const struct sched_traj *t, int64_t generated,

@@ -10,7 +10,7 @@
 #include <stdint.h>
 
 #include "sched/router.h"
-#include "util/map.h"
+#include "util/intmap.h"
 
 /* Routing state of one live trajectory. */
 struct sched_traj {
@@ -47,11 +47,11 @@ struct sched_choice {
 struct sched_router {
     struct sched_router_config cfg;
     struct sched_model *model;   /* borrowed */
-    struct map live;             /* "%016llx" trajectory id -> struct sched_traj * */
+    struct intmap live;          /* trajectory id -> struct sched_traj * */
     struct sched_traj *lru_head; /* most recently active */
     struct sched_traj *lru_tail;
-    size_t path_bytes;      /* bytes of all trajectories' arrays */
-    struct map last_bucket; /* la_mlfq: prompt -> epoch * 256 + final bucket */
+    size_t path_bytes;         /* bytes of all trajectories' arrays */
+    struct intmap last_bucket; /* la_mlfq: prompt -> epoch * 256 + final bucket */
 };
 
 /* One policy: a choice at the start, after tool returns, and on progress within a turn. */

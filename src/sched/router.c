@@ -32,6 +32,16 @@ void sched_router_config_default(struct sched_router_config *c, enum sched_polic
     c->length_thresholds_tokens[2] = 15000;
 }
 
+struct sched_model *sched_policy_model_new(enum sched_policy p)
+{
+    if ((unsigned)p >= SCHED_POLICY_COUNT || !sched_policies[p].learns)
+        return NULL;
+    struct sched_model_config c;
+    sched_model_config_default(&c);
+    c.learn_predictor = p == SCHED_PREDICTOR;
+    return sched_model_new(&c);
+}
+
 int sched_router_new(struct sched_router **out, const struct sched_router_config *c,
                      struct sched_model *model, struct libra_error *err)
 {
@@ -54,8 +64,6 @@ int sched_router_new(struct sched_router **out, const struct sched_router_config
     struct sched_router *r = xcalloc(1, sizeof *r);
     r->cfg = *c;
     r->model = model;
-    map_init(&r->live);
-    map_init(&r->last_bucket);
     *out = r;
     return 0;
 }
@@ -87,9 +95,7 @@ static void lru_push_front(struct sched_router *r, struct sched_traj *t)
 
 static void traj_drop(struct sched_router *r, struct sched_traj *t)
 {
-    char key[17];
-    sched_hex_key(t->id, key);
-    map_del(&r->live, key, NULL);
+    intmap_del(&r->live, t->id);
     lru_unlink(r, t);
     r->path_bytes -= t->cap * (sizeof *t->states + sizeof *t->gen_before);
     free(t->states);
@@ -103,21 +109,20 @@ void sched_router_free(struct sched_router *r)
         return;
     while (r->lru_head)
         traj_drop(r, r->lru_head);
-    map_free(&r->live);
-    map_free(&r->last_bucket);
+    intmap_free(&r->live);
+    intmap_free(&r->last_bucket);
     free(r);
 }
 
 static struct sched_traj *traj_find(struct sched_router *r, uint64_t id)
 {
-    char key[17];
-    union map_value v;
-    sched_hex_key(id, key);
-    if (!map_get(&r->live, key, &v))
+    uint64_t v;
+    if (!intmap_get(&r->live, id, &v))
         return NULL;
-    lru_unlink(r, v.ptr);
-    lru_push_front(r, v.ptr);
-    return v.ptr;
+    struct sched_traj *t = (struct sched_traj *)(uintptr_t)v;
+    lru_unlink(r, t);
+    lru_push_front(r, t);
+    return t;
 }
 
 static void traj_push_return(struct sched_router *r, struct sched_traj *t, uint32_t state)
@@ -135,15 +140,14 @@ static void traj_push_return(struct sched_router *r, struct sched_traj *t, uint3
 
 size_t sched_router_live(const struct sched_router *r)
 {
-    return map_size(&r->live);
+    return r->live.n;
 }
 
 size_t sched_router_bytes(const struct sched_router *r)
 {
-    size_t live = map_size(&r->live);
-    size_t map_bytes = r->live.entries.cap * sizeof(struct map_entry) +
-                       (r->live.index ? (r->live.mask + 1) * sizeof(size_t) : 0);
-    size_t per_traj = sizeof(struct sched_traj) + 17 + 2 * TRAJ_ALLOC_OVERHEAD;
+    size_t live = r->live.n;
+    size_t map_bytes = r->live.slots ? (r->live.mask + 1) * sizeof(struct intmap_slot) : 0;
+    size_t per_traj = sizeof(struct sched_traj) + 2 * TRAJ_ALLOC_OVERHEAD;
     return sizeof *r + map_bytes + live * per_traj + r->path_bytes;
 }
 
@@ -291,13 +295,11 @@ static void choice_init(struct sched_choice *c, const struct sched_traj *t)
 int sched_router_start(struct sched_router *r, const struct sched_registry *reg,
                        const struct sched_start *ev, struct sched_decision *out)
 {
-    char key[17];
-    sched_hex_key(ev->traj, key);
-    if (map_get(&r->live, key, NULL))
+    if (intmap_get(&r->live, ev->traj, NULL))
         return LIBRA_EINVAL;
     if (reg->n == 0)
         return LIBRA_ENOENT;
-    if (map_size(&r->live) >= r->cfg.max_live)
+    if (r->live.n >= r->cfg.max_live)
         traj_drop(r, r->lru_tail);
     struct sched_traj *t = xcalloc(1, sizeof *t);
     *t = (struct sched_traj){.id = ev->traj,
@@ -306,7 +308,7 @@ int sched_router_start(struct sched_router *r, const struct sched_registry *reg,
                              .start_s = ev->now_s,
                              .bucket = -1,
                              .instance_id = -1};
-    map_put(&r->live, key, (union map_value){.ptr = t});
+    intmap_put(&r->live, ev->traj, (uint64_t)(uintptr_t)t);
     lru_push_front(r, t);
     struct sched_event e = {ev->prompt_tokens, ev->true_remaining_tokens, NAN};
     struct sched_choice c;
@@ -367,13 +369,11 @@ int sched_router_progress(struct sched_router *r, const struct sched_registry *r
 
 static void remember_bucket(struct sched_router *r, const struct sched_traj *t)
 {
-    char key[17];
-    sched_hex_key(t->prompt, key);
-    bool known = map_get(&r->last_bucket, key, NULL);
-    if (t->bucket < 0 || (!known && map_size(&r->last_bucket) >= r->cfg.max_live))
+    bool known = intmap_get(&r->last_bucket, t->prompt, NULL);
+    if (t->bucket < 0 || (!known && r->last_bucket.n >= r->cfg.max_live))
         return;
-    int64_t epoch = t->epoch > 0 ? t->epoch : 0;
-    map_put(&r->last_bucket, key, (union map_value){.i64 = epoch * 256 + t->bucket});
+    uint64_t epoch = t->epoch > 0 ? (uint64_t)t->epoch : 0;
+    intmap_put(&r->last_bucket, t->prompt, epoch * 256 + (uint64_t)t->bucket);
 }
 
 int sched_router_finish(struct sched_router *r, uint64_t traj, enum sched_finish finish, bool learn)

@@ -180,6 +180,10 @@ struct sched_router;
 int sched_router_new(struct sched_router **out, const struct sched_router_config *c,
                      struct sched_model *model, struct libra_error *err);
 
+/* A new model for policy p to learn in (the trees for cmlfq, the regression for predictor),
+ * or NULL when p learns nothing. Free it with sched_model_free after its routers. */
+struct sched_model *sched_policy_model_new(enum sched_policy p);
+
 /* Frees r and its trajectory states (not the model); NULL is a no-op. */
 void sched_router_free(struct sched_router *r);
 

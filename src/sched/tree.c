@@ -2,10 +2,12 @@
  * Prefix tree nodes and the Kaplan-Meier estimator over their windows; see tree.h and the
  * estimator's rationale in model.h.
  *
- * The estimator sorts at most SCHED_TREE_WINDOW samples. The p90 is cached per node and
- * recomputed only after the window changes, so look-ups (the routing hot path) read a field;
- * the sort is paid when a trajectory is learnt, and for the running mean only when the sample
- * is censored.
+ * A window is kept twice in one allocation: as a ring in arrival order (which sample to drop,
+ * and the export's order) and sorted in the estimator's order, updated by one binary search and
+ * one memmove per sample. The estimator therefore never sorts: the global depth nodes change
+ * with every trajectory learnt and are read at every routing decision, and sorting their 200
+ * samples there was most of a C-MLFQ run's time. The p90 is cached per node and recomputed
+ * only after the window changes, so look-ups (the routing hot path) read a field.
  */
 #include "sched/tree.h"
 
@@ -116,6 +118,47 @@ uint32_t sched_node_window_at(const struct sched_node *n, unsigned i)
     return n->window[(n->win_head + i) % n->win_cap];
 }
 
+/* The window sorted: ascending value, and at a tie exact before censored (a censored x means
+ * "> x"), which is the order of the sample rotated left by one bit. */
+static const uint32_t *sorted_of(const struct sched_node *n)
+{
+    return n->window + n->win_cap;
+}
+
+static uint32_t order_key(uint32_t x)
+{
+    return x << 1 | x >> 31;
+}
+
+/* Index of the first sorted entry whose key is not below x's (below: strictly). */
+static unsigned sorted_bound(const uint32_t *v, unsigned n, uint32_t x, bool after_equal)
+{
+    uint32_t key = order_key(x);
+    unsigned lo = 0, hi = n;
+    while (lo < hi) {
+        unsigned mid = (lo + hi) / 2;
+        uint32_t k = order_key(v[mid]);
+        if (k < key || (after_equal && k == key))
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Replaces old (present; ignored when drop is false) by x in the sorted copy of n samples. */
+static void sorted_replace(uint32_t *v, unsigned n, bool drop, uint32_t old, uint32_t x)
+{
+    if (drop) {
+        unsigned i = sorted_bound(v, n, old, false);
+        memmove(v + i, v + i + 1, (n - i - 1) * sizeof *v);
+        n--;
+    }
+    unsigned j = sorted_bound(v, n, x, true);
+    memmove(v + j + 1, v + j, (n - j) * sizeof *v);
+    v[j] = x;
+}
+
 size_t sched_node_grow_cost(const struct sched_node *n)
 {
     if (n->win_n < n->win_cap || n->win_cap >= SCHED_TREE_WINDOW)
@@ -123,7 +166,21 @@ size_t sched_node_grow_cost(const struct sched_node *n)
     unsigned grown = n->win_cap ? n->win_cap * 2u : 4u;
     if (grown > SCHED_TREE_WINDOW)
         grown = SCHED_TREE_WINDOW;
-    return (grown - n->win_cap) * sizeof(uint32_t);
+    return (grown - n->win_cap) * 2 * sizeof(uint32_t); /* ring and sorted copy */
+}
+
+/* Grows n's storage to cap entries per copy, keeping the ring's order from index 0. */
+static void window_grow(struct sched_node *n, unsigned cap)
+{
+    uint32_t *w = xmallocarray(2 * (size_t)cap, sizeof *w);
+    for (unsigned i = 0; i < n->win_n; i++)
+        w[i] = sched_node_window_at(n, i);
+    if (n->win_n)
+        memcpy(w + cap, sorted_of(n), n->win_n * sizeof *w);
+    free(n->window);
+    n->window = w;
+    n->win_cap = (uint8_t)cap;
+    n->win_head = 0;
 }
 
 void sched_node_window_push(struct sched_tree *t, uint32_t node, uint32_t sample, bool grow_ok)
@@ -131,23 +188,17 @@ void sched_node_window_push(struct sched_tree *t, uint32_t node, uint32_t sample
     struct sched_node *n = &t->nodes.v[node];
     size_t grow = sched_node_grow_cost(n);
     if (grow && grow_ok) {
-        if (n->win_head) { /* a ring wrapped while memory was short: straighten it first */
-            uint32_t tmp[SCHED_TREE_WINDOW];
-            for (unsigned i = 0; i < n->win_n; i++)
-                tmp[i] = sched_node_window_at(n, i);
-            memcpy(n->window, tmp, n->win_n * sizeof tmp[0]);
-            n->win_head = 0;
-        }
-        n->window =
-            xreallocarray(n->window, n->win_cap + grow / sizeof(uint32_t), sizeof(uint32_t));
-        n->win_cap = (uint8_t)(n->win_cap + grow / sizeof(uint32_t));
+        window_grow(n, n->win_cap + (unsigned)(grow / (2 * sizeof(uint32_t))));
         t->bytes += grow;
     }
+    uint32_t *sorted = n->window + n->win_cap;
     if (n->win_n < n->win_cap) {
-        /* Not full yet: the window is contiguous from index 0 (head stays 0). */
+        /* Not full yet: the ring is contiguous from index 0 (head stays 0). */
+        sorted_replace(sorted, n->win_n, false, 0, sample);
         n->window[n->win_n++] = sample;
     } else if (n->win_cap > 0) {
         /* Full (at SCHED_TREE_WINDOW, or capped by memory): overwrite the oldest. */
+        sorted_replace(sorted, n->win_n, true, n->window[n->win_head], sample);
         n->window[n->win_head] = sample;
         n->win_head = (uint8_t)((n->win_head + 1) % n->win_cap);
     }
@@ -155,27 +206,16 @@ void sched_node_window_push(struct sched_tree *t, uint32_t node, uint32_t sample
     n->mix_stale = true;
 }
 
-static int cmp_sample(const void *a, const void *b)
-{
-    /* Ascending value; at a tie, exact before censored (a censored x means "> x"). */
-    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
-    uint32_t vx = x & SCHED_SAMPLE_MAX, vy = y & SCHED_SAMPLE_MAX;
-    if (vx != vy)
-        return vx < vy ? -1 : 1;
-    return (x > y) - (x < y);
-}
-
 /*
- * Sorts n's window into s[] and fills mass[] with the Kaplan-Meier probability mass of each
- * sample (Efron's redistribute-to-the-right). Returns the number of samples.
+ * Copies n's sorted window into s[] and fills mass[] with the Kaplan-Meier probability mass of
+ * each sample (Efron's redistribute-to-the-right). Returns the number of samples.
  */
 static unsigned km_masses(const struct sched_node *n, uint32_t *s, double *mass)
 {
     unsigned k = n->win_n;
     if (k == 0)
         return 0;
-    memcpy(s, n->window, k * sizeof *s); /* the window's order does not matter here */
-    qsort(s, k, sizeof *s, cmp_sample);
+    memcpy(s, sorted_of(n), k * sizeof *s);
     unsigned last_exact = 0; /* one past the largest exact sample */
     for (unsigned i = 0; i < k; i++)
         if (!(s[i] & SCHED_SAMPLE_CENSORED))
@@ -266,7 +306,8 @@ static unsigned km_first_above(const struct sched_km *km, uint32_t c)
 /*
  * Adds n's distribution at weight w: each exact sample of its window at w / win_n to a (as
  * is a censored sample c when no exact sample of ref lies above c), and each other censored
- * sample's share to on_ref, spread over ref's samples above c. Returns the atoms appended.
+ * sample's share to on_ref, spread over ref's samples above c. Returns the atoms appended,
+ * in ascending order of tokens.
  */
 static unsigned window_atoms(const struct sched_node *n, const struct sched_km *ref, double w,
                              struct atom *a, double *on_ref)
@@ -274,8 +315,9 @@ static unsigned window_atoms(const struct sched_node *n, const struct sched_km *
     double coef[SCHED_TREE_WINDOW + 1] = {0}; /* share per unit of ref mass, from index i on */
     double share = w / n->win_n;
     unsigned k = 0;
+    const uint32_t *sorted = sorted_of(n);
     for (unsigned i = 0; i < n->win_n; i++) {
-        uint32_t x = n->window[i], c = x & SCHED_SAMPLE_MAX;
+        uint32_t x = sorted[i], c = x & SCHED_SAMPLE_MAX;
         unsigned j = x & SCHED_SAMPLE_CENSORED ? km_first_above(ref, c) : ref->k;
         if (j < ref->last_exact && ref->above[j] > 0)
             coef[j] += share / ref->above[j];
@@ -288,18 +330,21 @@ static unsigned window_atoms(const struct sched_node *n, const struct sched_km *
     return k;
 }
 
-static int cmp_atom(const void *a, const void *b)
+/* Merges the ascending runs a[0..k) and b[0..l) into out, a's atoms first at a tie. */
+static unsigned merge_atoms(const struct atom *a, unsigned k, const struct atom *b, unsigned l,
+                            struct atom *out)
 {
-    uint32_t x = ((const struct atom *)a)->tokens, y = ((const struct atom *)b)->tokens;
-    return (x > y) - (x < y);
+    unsigned i = 0, j = 0, o = 0;
+    while (i < k || j < l)
+        out[o++] = j == l || (i < k && a[i].tokens <= b[j].tokens) ? a[i++] : b[j++];
+    return o;
 }
 
-/* The smallest value at which the cumulative mass of atoms a[0..k) (any order) and on_ref
+/* The smallest value at which the cumulative mass of atoms a[0..k) (ascending) and on_ref
  * (the masses of ref's sorted samples) reaches 0.9 of their total. */
-static uint32_t mixture_p90(struct atom *a, unsigned k, const struct sched_km *ref,
+static uint32_t mixture_p90(const struct atom *a, unsigned k, const struct sched_km *ref,
                             const double *on_ref)
 {
-    qsort(a, k, sizeof *a, cmp_atom);
     double total = 0, cum = 0;
     for (unsigned i = 0; i < k; i++)
         total += a[i].mass;
@@ -336,14 +381,13 @@ static uint32_t shrunk_p90(struct sched_node *n, const struct sched_node *parent
         n->mix_parent_visits == parent_visits && n->mix_shrink_visits == shrink_visits)
         return n->mix_p90_tokens;
     static_assert(SCHED_TREE_WINDOW <= 255, "window counts are bytes");
-    struct atom a[2 * SCHED_TREE_WINDOW];
+    struct atom own[SCHED_TREE_WINDOW], up[SCHED_TREE_WINDOW], all[2 * SCHED_TREE_WINDOW];
     double on_ref[SCHED_TREE_WINDOW] = {0};
-    unsigned k = window_atoms(n, ref_km, w[0], a, on_ref);
-    if (parent)
-        k += window_atoms(parent, ref_km, w[1], a + k, on_ref);
+    unsigned k = window_atoms(n, ref_km, w[0], own, on_ref);
+    unsigned l = parent ? window_atoms(parent, ref_km, w[1], up, on_ref) : 0;
     for (unsigned j = 0; shrink_visits && j < ref_km->k; j++)
         on_ref[j] += w[2] * ref_km->mass[j];
-    n->mix_p90_tokens = mixture_p90(a, k, ref_km, on_ref);
+    n->mix_p90_tokens = mixture_p90(all, merge_atoms(own, k, up, l, all), ref_km, on_ref);
     n->mix_stale = false;
     n->mix_ref_visits = ref->visits;
     n->mix_parent_visits = parent_visits;

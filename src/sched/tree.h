@@ -2,12 +2,13 @@
  * Internals of the prefix trees shared by model.c (learning, look-up, caps) and tree_json.c
  * (export, import, merge). Not an API: other modules use sched/model.h.
  *
- * Memory: a node is 56 bytes plus its window, 4 bytes per sample (grown geometrically to at
- * most SCHED_TREE_WINDOW), plus 24 to 48 bytes of edge index, so a full node stays under
- * 1 KiB. Nodes of one tree live in one array and link by index (first child, next sibling):
- * no per-node allocation, and a tree is freed in a few calls. Finding a child goes through a
- * hashed edge index rather than the sibling list: the global tree's nodes have dozens of
- * children scattered over megabytes, and a look-up that misses would otherwise touch them all.
+ * Memory: a node is 56 bytes plus its window, 8 bytes per sample (the ring and its sorted
+ * copy, grown geometrically to at most SCHED_TREE_WINDOW), plus 24 to 48 bytes of edge index,
+ * so a full node stays under 1.7 KiB. Nodes of one tree live in one array and link by index
+ * (first child, next sibling): no per-node allocation, and a tree is freed in a few calls.
+ * Finding a child goes through a hashed edge index rather than the sibling list: the global
+ * tree's nodes have dozens of children scattered over megabytes, and a look-up that misses
+ * would otherwise touch them all.
  */
 #ifndef SCHED_TREE_H
 #define SCHED_TREE_H
@@ -19,6 +20,7 @@
 #include "sched/model.h"
 #include "sched/pred.h"
 #include "util/heap.h"
+#include "util/intmap.h"
 #include "util/map.h"
 #include "util/vec.h"
 
@@ -31,7 +33,8 @@ struct sched_node {
     uint32_t next_sibling; /* node index, 0 for none */
     uint32_t visits;
     double mean_tokens;  /* running mean of remaining tokens (censored samples imputed) */
-    uint32_t *window;    /* ring of samples | SCHED_SAMPLE_CENSORED, oldest at head */
+    uint32_t *window;    /* win_cap entries: ring of samples | SCHED_SAMPLE_CENSORED, oldest
+                          * at head; then win_cap more: the same samples in ascending order */
     uint8_t win_n;       /* samples held */
     uint8_t win_head;    /* index of the oldest once full */
     uint8_t win_cap;     /* allocated entries */
@@ -86,7 +89,7 @@ struct sched_depth_km {
 struct sched_model {
     struct sched_model_config cfg;
     struct sched_tree global;
-    struct map prompts;          /* "%016llx" prompt key -> struct sched_tree * */
+    struct intmap prompts;       /* prompt key -> struct sched_tree * */
     struct sched_tree *lru_head; /* most recently used prompt tree */
     struct sched_tree *lru_tail; /* least recently used */
     size_t bytes;                /* all trees' bytes */

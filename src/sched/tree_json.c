@@ -72,7 +72,7 @@ static int cmp_tree(const void *a, const void *b)
 
 json_t *sched_model_to_json(const struct sched_model *m)
 {
-    size_t n = map_size(&m->prompts), k = 0;
+    size_t n = m->prompts.n, k = 0;
     const struct sched_tree **trees = xmallocarray(n ? n : 1, sizeof *trees);
     for (const struct sched_tree *t = m->lru_head; t; t = t->lru_next)
         trees[k++] = t;

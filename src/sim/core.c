@@ -446,8 +446,7 @@ static int setup_router(struct sim *s)
     sched_router_config_default(&rc, s->lay->policy, &s->lay->buckets);
     rc.costs = (struct sched_move_costs){move_decode_s, move_cost_s, s};
     rc.lookup.shrink_visits = (uint32_t)s->cfg->sched.shrink_visits;
-    if (s->lay->policy == SCHED_CMLFQ || s->lay->policy == SCHED_PREDICTOR)
-        s->model = sched_model_new(NULL);
+    s->model = sched_policy_model_new(s->lay->policy);
     s->rmetrics = sched_metrics_new(&s->lay->buckets);
     struct libra_error e = {0};
     if (sched_router_new(&s->router, &rc, s->model, &e) != 0)

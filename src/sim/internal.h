@@ -31,7 +31,7 @@
 #include "sim/sim.h"
 #include "util/arena.h"
 #include "util/heap.h"
-#include "util/map.h"
+#include "util/intmap.h"
 #include "util/vec.h"
 #include "workload/workload.h"
 
@@ -216,11 +216,11 @@ struct sim {
     VEC(struct sim_group) groups;
     struct sim_pool *pools;
     size_t n_pools;
-    struct map pool_index;   /* tool name -> pool */
-    struct map prompt_seen;  /* prompt (hex) -> group index of its first finished trajectory */
-    int64_t rollout_version; /* the fleet's weights */
-    bool hold;               /* a weight update holds new turns */
-    VEC(uint64_t) held;      /* trajectories whose turn waits for the update */
+    struct intmap prompt_seen; /* prompt -> group index << 1 of its first finished trajectory,
+                                * | 1 once one of another group finished */
+    int64_t rollout_version;   /* the fleet's weights */
+    bool hold;                 /* a weight update holds new turns */
+    VEC(uint64_t) held;        /* trajectories whose turn waits for the update */
 
     /* routing */
     struct sched_obs_config oc;

@@ -26,26 +26,23 @@ static uint32_t pool_add(struct sim *s, const char *name, int64_t workers)
     memset(p, 0, sizeof *p);
     snprintf(p->name, sizeof p->name, "%s", name);
     p->workers = workers;
-    map_put(&s->pool_index, p->name, (union map_value){.i64 = (int64_t)s->n_pools});
     return (uint32_t)s->n_pools++;
 }
 
-/* The pool of a tool; a tool the preset does not name gets a worker per call. */
+/* The pool of a tool (names compared as stored: cut to WORKLOAD_TOOL_NAME_MAX - 1 bytes); a
+ * tool the preset does not name gets a worker per call. A run has a handful of tools, so a
+ * scan beats hashing the name. */
 static uint32_t pool_of(struct sim *s, const char *tool)
 {
-    char name[WORKLOAD_TOOL_NAME_MAX];
-    snprintf(name, sizeof name, "%s", tool);
-    union map_value v;
-    if (map_get(&s->pool_index, name, &v))
-        return (uint32_t)v.i64;
-    return pool_add(s, name, 0);
+    for (size_t i = 0; i < s->n_pools; i++)
+        if (strncmp(s->pools[i].name, tool, WORKLOAD_TOOL_NAME_MAX - 1) == 0)
+            return (uint32_t)i;
+    return pool_add(s, tool, 0);
 }
 
 void sim_source_init(struct sim *s)
 {
     const struct sim_input *in = s->in;
-    map_init(&s->pool_index);
-    map_init(&s->prompt_seen);
     arena_init(&s->arena, 0);
     for (size_t i = 0; in->workload && i < in->workload->n_tools; i++)
         pool_add(s, in->workload->tools[i].name, in->workload->tools[i].pool.workers);
@@ -71,8 +68,7 @@ void sim_source_free(struct sim *s)
     for (size_t i = 0; i < s->n_pools; i++)
         vec_free(&s->pools[i].queue);
     free(s->pools);
-    map_free(&s->pool_index);
-    map_free(&s->prompt_seen);
+    intmap_free(&s->prompt_seen);
     arena_free(&s->arena);
 }
 
@@ -134,26 +130,21 @@ static const struct trace_traj *draw(struct sim *s, int64_t gi, int64_t k, int64
 /* Whether t's prompt was seen finished in another group, only by its siblings, or never. */
 static enum sched_split split_of(const struct sim *s, const struct sim_traj *t)
 {
-    char key[17];
-    sched_hex_key((uint64_t)t->prompt, key);
-    union map_value v;
-    if (!map_get(&s->prompt_seen, key, &v))
+    uint64_t v;
+    if (!intmap_get(&s->prompt_seen, (uint64_t)t->prompt, &v))
         return SCHED_SPLIT_NEVER;
-    bool other = (v.i64 & 1) || (v.i64 >> 1) != (int64_t)t->group;
+    bool other = (v & 1) || (v >> 1) != t->group;
     return other ? SCHED_SPLIT_SEEN : SCHED_SPLIT_SIBLINGS;
 }
 
 /* Remembers that a trajectory of t's prompt finished (group index << 1 | seen in several). */
 static void note_finished(struct sim *s, const struct sim_traj *t)
 {
-    char key[17];
-    sched_hex_key((uint64_t)t->prompt, key);
-    bool fresh;
-    union map_value *v = map_slot(&s->prompt_seen, key, &fresh);
-    if (fresh)
-        v->i64 = (int64_t)t->group << 1;
-    else if ((v->i64 >> 1) != (int64_t)t->group)
-        v->i64 = (int64_t)t->group << 1 | 1;
+    uint64_t v, group = t->group;
+    if (!intmap_get(&s->prompt_seen, (uint64_t)t->prompt, &v))
+        intmap_put(&s->prompt_seen, (uint64_t)t->prompt, group << 1);
+    else if ((v >> 1) != group)
+        intmap_put(&s->prompt_seen, (uint64_t)t->prompt, group << 1 | 1);
 }
 
 static void score(struct sim *s, const struct sim_traj *t, bool first,
@@ -181,9 +172,10 @@ static void place(struct sim *s, struct sim_traj *t, const struct sched_decision
     int to = (int)d->instance;
     if (t->inst >= 0 && to != t->inst) {
         s->out->moves++;
-        sim_trace_instant(s, SIM_PID_TRAJECTORIES, (uint64_t)(t - s->traj.v), "move",
-                          json_pack("{s:i,s:i,s:s}", "from", t->inst, "to", to, "reason",
-                                    sched_reason_name(d->reason)));
+        if (s->trace.on) /* the event's arguments cost more than the move */
+            sim_trace_instant(s, SIM_PID_TRAJECTORIES, (uint64_t)(t - s->traj.v), "move",
+                              json_pack("{s:i,s:i,s:s}", "from", t->inst, "to", to, "reason",
+                                        sched_reason_name(d->reason)));
     }
     t->inst = to;
     sim_submit(s, t);

@@ -35,7 +35,8 @@ bool intmap_get(const struct intmap *t, uint64_t key, uint64_t *val)
     const struct intmap_slot *s = &t->slots[probe(t, key)];
     if (!s->used)
         return false;
-    *val = s->val;
+    if (val)
+        *val = s->val;
     return true;
 }
 

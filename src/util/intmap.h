@@ -31,7 +31,8 @@ struct intmap {
 /* Frees the slots and leaves an empty table; t may be NULL. */
 void intmap_free(struct intmap *t);
 
-/* Copies key's value to *val and returns true, or returns false when key is absent. */
+/* Copies key's value to *val (val may be NULL) and returns true, or returns false when key is
+ * absent. */
 bool intmap_get(const struct intmap *t, uint64_t key, uint64_t *val);
 
 /* Sets key to val, inserting it when absent. Amortised O(1); aborts on OOM. */

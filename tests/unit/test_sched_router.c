@@ -417,6 +417,38 @@ static void test_baselines(void **state)
     teardown(&f);
 }
 
+/* Each policy's model learns what the policy reads: nothing for the load-only ones, the trees
+ * without the regression for cmlfq, the regression for predictor. */
+static void test_policy_models(void **state)
+{
+    (void)state;
+    for (int p = 0; p < SCHED_POLICY_COUNT; p++) {
+        struct sched_model *m = sched_policy_model_new((enum sched_policy)p);
+        if (p != SCHED_CMLFQ && p != SCHED_PREDICTOR) {
+            assert_null(m);
+            continue;
+        }
+        uint32_t id = sched_model_state(m, "bash:small:success");
+        int64_t gen[] = {100};
+        for (uint64_t k = 0; k < 50; k++) {
+            struct sched_traj_summary s = {.prompt = k % 5,
+                                           .start = (double)k,
+                                           .total_tokens = 300 + 10 * (int64_t)k,
+                                           .n = 1,
+                                           .states = &id,
+                                           .gen_before = gen};
+            assert_int_equal(sched_model_insert(m, &s), 0);
+        }
+        struct sched_estimate tree, reg;
+        sched_model_lookup(m, 0, &id, 1, &tree);
+        struct sched_pred_features f = {&id, 1, 100, NAN};
+        sched_model_predict(m, &f, &reg);
+        assert_true(tree.found);
+        assert_int_equal(reg.found, p == SCHED_PREDICTOR);
+        sched_model_free(m);
+    }
+}
+
 static void test_predictor_learns_the_same_signal(void **state)
 {
     struct fixture f;
@@ -514,6 +546,7 @@ int main(void)
         cmocka_unit_test(test_cache_aware_moves),
         cmocka_unit_test(test_token_quantum),
         cmocka_unit_test(test_baselines),
+        cmocka_unit_test(test_policy_models),
         cmocka_unit_test(test_predictor_learns_the_same_signal),
         cmocka_unit_test(test_live_states_and_learning),
         cmocka_unit_test(test_config_errors_and_names),

@@ -41,6 +41,7 @@ static void test_matches_a_plain_array(void **state)
         if (op % 97 == 0)
             for (uint64_t k = 0; k < KEYS; k++) {
                 assert_int_equal(intmap_get(&t, key_of(k), &v), present[k]);
+                assert_int_equal(intmap_get(&t, key_of(k), NULL), present[k]);
                 if (present[k])
                     assert_int_equal(v, val[k]);
             }
