@@ -12,6 +12,7 @@
 #include <getopt.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "libra/libra.h"
@@ -35,6 +36,11 @@ void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
  */
 int cli_usage_error(const struct cli_command *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
+
+/* Parses a flag's value (flag as typed, "--steps") as a decimal integer in [lo, hi] into *out.
+ * Returns 0, or LIBRA_EXIT_USAGE after printing "FLAG: expected an integer in [LO, HI]". */
+int cli_parse_int(const struct cli_command *cmd, const char *flag, const char *arg, int64_t lo,
+                  int64_t hi, int64_t *out);
 
 /* Prints a parser error as "libra: FILE:LINE:COL: MSG". Returns LIBRA_EXIT_USAGE. */
 int cli_report_error(const struct libra_error *err);

@@ -4,7 +4,6 @@
  * layout — so a user can sanity-check the numbers the planner and simulator will use.
  * `libra cost calibration` prints the evidence table that docs/calibration.md embeds.
  */
-#include <errno.h>
 #include <limits.h>
 #include <math.h>
 #include <stdlib.h>
@@ -90,18 +89,16 @@ struct opts {
     long context_tokens;
 };
 
-/* Parses a flag value as an integer in [lo, hi]; prints the usage error otherwise. */
+/* Parses --flag's value as an integer in [lo, hi]; prints the usage error otherwise. */
 static int int_flag(const struct cli_common *cc, const char *flag, const char *arg, long lo,
                     long hi, long *out)
 {
-    char *end;
-    errno = 0;
-    long v = strtol(arg, &end, 10);
-    if (errno || end == arg || *end || v < lo || v > hi)
-        return cli_usage_error(cc->cmd, "--%s: '%s' is not an integer in [%ld, %ld]", flag, arg, lo,
-                               hi);
-    *out = v;
-    return 0;
+    char name[64];
+    int64_t v = 0;
+    snprintf(name, sizeof name, "--%s", flag);
+    int rc = cli_parse_int(cc->cmd, name, arg, lo, hi, &v);
+    *out = (long)v;
+    return rc;
 }
 
 static int own_flag(const struct cli_common *cc, int c, struct opts *o)

@@ -615,18 +615,6 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     return rc;
 }
 
-static int parse_count(const struct cli_command *cmd, const char *flag, const char *arg, int64_t lo,
-                       int64_t *out)
-{
-    char *end;
-    long long v = strtoll(arg, &end, 10);
-    if (end == arg || *end || v < lo || v > INT32_MAX)
-        return cli_usage_error(cmd, "%s: expected an integer >= %lld, not '%s'", flag,
-                               (long long)lo, arg);
-    *out = v;
-    return 0;
-}
-
 static int parse_truncated(const struct cli_command *cmd, const char *arg, bool *exact)
 {
     if (strcmp(arg, "censored") != 0 && strcmp(arg, "exact") != 0)
@@ -666,10 +654,10 @@ int cmd_route(int argc, char **argv)
             f.buckets = optarg;
             break;
         case OPT_TRAIN:
-            rc = parse_count(cc.cmd, "--train-steps", optarg, 0, &f.train_steps);
+            rc = cli_parse_int(cc.cmd, "--train-steps", optarg, 0, INT32_MAX, &f.train_steps);
             break;
         case OPT_VISITS:
-            rc = parse_count(cc.cmd, "--min-visits", optarg, 1, &f.min_visits);
+            rc = cli_parse_int(cc.cmd, "--min-visits", optarg, 1, INT32_MAX, &f.min_visits);
             break;
         case OPT_TRUNCATED:
             rc = parse_truncated(cc.cmd, optarg, &f.truncated_exact);

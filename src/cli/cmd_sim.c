@@ -16,6 +16,7 @@
 #include "util/alloc.h"
 #include "util/arena.h"
 #include "util/vec.h"
+#include "util/workers.h"
 
 static const char help[] =
     "usage: libra sim [EXPERIMENT] [--json|--jsonl] [--steps N] [--seed S] [--perfetto FILE]\n"
@@ -126,7 +127,7 @@ static int write_perfetto(const struct sim_experiment *e, const char *path)
 }
 
 static int run(const struct cli_common *cc, const char *file, const char *trace,
-               const char *perfetto)
+               const char *perfetto, int jobs)
 {
     struct cli_presets p = {0};
     struct libra_config cfg;
@@ -144,9 +145,11 @@ static int run(const struct cli_common *cc, const char *file, const char *trace,
                                .model = spec_model_find(&p.spec, cfg.model.name),
                                .workload = workload_preset_find(&p.workloads, cfg.workload.name),
                                .trace = cfg.workload.trace[0] ? &st : NULL,
-                               .perfetto = perfetto != NULL};
+                               .perfetto = perfetto != NULL,
+                               .workers = workers_new(jobs)};
         struct libra_error err = {0};
         int src = sim_experiment_run(&in, &e, &err);
+        workers_free(in.workers);
         if (src) {
             cli_errorf("sim: %s", err.msg);
             rc = exit_code(src);
@@ -164,13 +167,15 @@ static int run(const struct cli_common *cc, const char *file, const char *trace,
 
 int cmd_sim(int argc, char **argv)
 {
-    enum { OPT_PERFETTO = 0x100, OPT_TRACE };
+    enum { OPT_PERFETTO = 0x100, OPT_TRACE, OPT_JOBS };
     static const struct option own[] = {
         {"perfetto", required_argument, NULL, OPT_PERFETTO},
         {"trace", required_argument, NULL, OPT_TRACE},
+        {"jobs", required_argument, NULL, OPT_JOBS},
         {0},
     };
     const char *perfetto = NULL, *trace = NULL;
+    int64_t jobs = workers_cpus();
     struct cli_common cc;
     cli_common_init(&cc, cli_find("sim"),
                     CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_JSONL |
@@ -189,6 +194,9 @@ int cmd_sim(int argc, char **argv)
         case OPT_TRACE:
             trace = optarg;
             break;
+        case OPT_JOBS:
+            rc = cli_parse_int(cc.cmd, "--jobs", optarg, 1, 1024, &jobs);
+            break;
         default:
             rc = LIBRA_EXIT_USAGE;
         }
@@ -196,7 +204,7 @@ int cmd_sim(int argc, char **argv)
     if (rc == 0 && argc - optind > 1)
         rc = cli_usage_error(cc.cmd, "expected at most one experiment file");
     if (rc == 0)
-        rc = run(&cc, optind < argc ? argv[optind] : NULL, trace, perfetto);
+        rc = run(&cc, optind < argc ? argv[optind] : NULL, trace, perfetto, (int)jobs);
     cli_common_free(&cc);
     return rc;
 }

@@ -41,32 +41,19 @@ struct gen_flags {
     uint64_t seed;
 };
 
-/* Parses a decimal integer in [lo, hi] for flag; prints a usage error otherwise. */
-static int parse_int(const struct cli_command *cmd, const char *flag, const char *arg, int64_t lo,
-                     int64_t hi, int64_t *out)
-{
-    char *end;
-    long long v = strtoll(arg, &end, 10);
-    if (end == arg || *end || v < lo || v > hi)
-        return cli_usage_error(cmd, "%s: expected an integer in [%lld, %lld], not '%s'", flag,
-                               (long long)lo, (long long)hi, arg);
-    *out = v;
-    return 0;
-}
-
 static int gen_flag(const struct cli_command *cmd, struct gen_flags *f, int c, const char *arg)
 {
     int64_t seed;
     int rc;
     switch (c) {
     case 'n':
-        return parse_int(cmd, "--steps", arg, 1, INT32_MAX, &f->steps);
+        return cli_parse_int(cmd, "--steps", arg, 1, INT32_MAX, &f->steps);
     case 'b':
-        return parse_int(cmd, "--batch", arg, 1, INT32_MAX, &f->batch);
+        return cli_parse_int(cmd, "--batch", arg, 1, INT32_MAX, &f->batch);
     case 's':
-        return parse_int(cmd, "--samples", arg, 1, 1000000, &f->samples);
+        return cli_parse_int(cmd, "--samples", arg, 1, 1000000, &f->samples);
     default: /* 'S' */
-        rc = parse_int(cmd, "--seed", arg, 0, INT64_MAX, &seed);
+        rc = cli_parse_int(cmd, "--seed", arg, 0, INT64_MAX, &seed);
         f->seed = (uint64_t)seed;
         return rc;
     }

@@ -37,6 +37,19 @@ int cli_usage_error(const struct cli_command *cmd, const char *fmt, ...)
     return LIBRA_EXIT_USAGE;
 }
 
+int cli_parse_int(const struct cli_command *cmd, const char *flag, const char *arg, int64_t lo,
+                  int64_t hi, int64_t *out)
+{
+    char *end;
+    errno = 0;
+    long long v = strtoll(arg, &end, 10);
+    if (errno || end == arg || *end || v < lo || v > hi)
+        return cli_usage_error(cmd, "%s: expected an integer in [%lld, %lld], not '%s'", flag,
+                               (long long)lo, (long long)hi, arg);
+    *out = v;
+    return 0;
+}
+
 int cli_report_error(const struct libra_error *err)
 {
     char buf[1024];

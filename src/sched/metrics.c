@@ -1,6 +1,10 @@
 /*
  * Routing metrics accumulator; see metrics.h for the definitions. Counts are kept per split
- * and summed for "all" at output, so a decision is added once.
+ * and summed for "all" at output, so a decision is added once. The (estimate, truth) pairs
+ * the Spearman correlation needs are the one thing that would grow with the run: each split,
+ * and "all", keeps at most SAMPLE_MAX of them, a uniform sample (reservoir sampling, keyed by
+ * the pair's index) once there are more. "all" is the splits' pairs put together while they
+ * fit, so short runs are exact.
  */
 #include "sched/metrics.h"
 
@@ -9,10 +13,20 @@
 #include <string.h>
 
 #include "util/alloc.h"
+#include "util/rng.h"
 #include "util/stats.h"
 #include "util/vec.h"
 
+#define SAMPLE_MAX 65536           /* (estimate, truth) pairs kept per split */
+#define SAMPLE_KEY 0x5350454152ull /* keys the reservoir's draws */
+
 typedef VEC(double) double_vec;
+
+/* Decisions with an estimate: how many there were, and a sample of them. */
+struct pairs {
+    uint64_t seen;
+    double_vec predicted, truth;
+};
 
 struct split_acc {
     uint64_t trajectories;
@@ -21,13 +35,36 @@ struct split_acc {
     uint64_t true_count[SPEC_BUCKETS_MAX];    /* decisions by true bucket */
     uint64_t correct_count[SPEC_BUCKETS_MAX]; /* of which chosen right */
     uint64_t first, first_correct;
-    double_vec predicted, truth; /* decisions with an estimate */
+    struct pairs pairs; /* decisions with an estimate */
 };
 
 struct sched_metrics {
     struct spec_bucket_layout layout;
     struct split_acc split[SCHED_SPLIT_COUNT];
+    struct pairs all; /* every split's, for when they do not fit together */
 };
+
+static void pairs_free(struct pairs *p)
+{
+    vec_free(&p->predicted);
+    vec_free(&p->truth);
+}
+
+/* Adds a pair to p's sample (algorithm R; stream tells p's draws from other samples'). */
+static void pairs_add(struct pairs *p, uint64_t stream, double predicted, double truth)
+{
+    uint64_t i = p->seen++;
+    if (i < SAMPLE_MAX) {
+        vec_push(&p->predicted, predicted);
+        vec_push(&p->truth, truth);
+        return;
+    }
+    uint64_t j = rng_hash(SAMPLE_KEY, (const uint64_t[]){stream, i}, 2) % (i + 1);
+    if (j < SAMPLE_MAX) {
+        p->predicted.v[j] = predicted;
+        p->truth.v[j] = truth;
+    }
+}
 
 struct sched_metrics *sched_metrics_new(const struct spec_bucket_layout *layout)
 {
@@ -40,10 +77,9 @@ void sched_metrics_free(struct sched_metrics *m)
 {
     if (!m)
         return;
-    for (int s = 0; s < SCHED_SPLIT_COUNT; s++) {
-        vec_free(&m->split[s].predicted);
-        vec_free(&m->split[s].truth);
-    }
+    for (int s = 0; s < SCHED_SPLIT_COUNT; s++)
+        pairs_free(&m->split[s].pairs);
+    pairs_free(&m->all);
     free(m);
 }
 
@@ -70,18 +106,26 @@ void sched_metrics_add(struct sched_metrics *m, const struct sched_metric_point 
     a->true_count[truth]++;
     a->correct_count[truth] += right;
     if (!isnan(p->predicted_tokens)) {
-        vec_push(&a->predicted, p->predicted_tokens);
-        vec_push(&a->truth, (double)p->true_remaining_tokens);
+        double truth_tokens = (double)p->true_remaining_tokens;
+        pairs_add(&a->pairs, (uint64_t)p->split, p->predicted_tokens, truth_tokens);
+        pairs_add(&m->all, SCHED_SPLIT_COUNT, p->predicted_tokens, truth_tokens);
     }
 }
 
-/* Sums the splits whose bit is set in mask into out (vectors concatenated; free them). */
-static void sum_splits(const struct sched_metrics *m, unsigned mask, struct split_acc *out)
+static void pairs_append(struct pairs *to, const struct pairs *from)
+{
+    for (size_t i = 0; i < from->predicted.n; i++) {
+        vec_push(&to->predicted, from->predicted.v[i]);
+        vec_push(&to->truth, from->truth.v[i]);
+    }
+}
+
+/* Sums every split into out, the pairs concatenated while they fit (free them). */
+static void sum_splits(const struct sched_metrics *m, struct split_acc *out)
 {
     memset(out, 0, sizeof *out);
+    bool fit = m->all.seen <= SAMPLE_MAX;
     for (int s = 0; s < SCHED_SPLIT_COUNT; s++) {
-        if (!(mask & (1u << s)))
-            continue;
         const struct split_acc *a = &m->split[s];
         out->trajectories += a->trajectories;
         out->decisions += a->decisions;
@@ -95,11 +139,12 @@ static void sum_splits(const struct sched_metrics *m, unsigned mask, struct spli
             out->true_count[b] += a->true_count[b];
             out->correct_count[b] += a->correct_count[b];
         }
-        for (size_t i = 0; i < a->predicted.n; i++) {
-            vec_push(&out->predicted, a->predicted.v[i]);
-            vec_push(&out->truth, a->truth.v[i]);
-        }
+        if (fit)
+            pairs_append(&out->pairs, &a->pairs);
     }
+    if (!fit)
+        pairs_append(&out->pairs, &m->all);
+    out->pairs.seen = m->all.seen;
 }
 
 uint64_t sched_metrics_decisions(const struct sched_metrics *m)
@@ -135,8 +180,9 @@ static json_t *split_json(const struct sched_metrics *m, const struct split_acc 
         json_array_append_new(recall,
                               ratio((double)a->correct_count[b], (double)a->true_count[b], acc));
     }
+    const struct pairs *p = &a->pairs;
     double rho =
-        a->predicted.n >= 2 ? stats_spearman(a->predicted.v, a->truth.v, a->predicted.n) : NAN;
+        p->predicted.n >= 2 ? stats_spearman(p->predicted.v, p->truth.v, p->predicted.n) : NAN;
     json_t *o = json_object();
     json_object_set_new(o, "trajectories", json_integer((json_int_t)a->trajectories));
     json_object_set_new(o, "decisions", json_integer((json_int_t)a->decisions));
@@ -147,7 +193,7 @@ static json_t *split_json(const struct sched_metrics *m, const struct split_acc 
     json_object_set_new(o, "per_bucket_recall", recall);
     json_object_set_new(o, "token_weighted_accuracy", ratio(a->tokens_correct, a->tokens, acc));
     json_object_set_new(o, "spearman", isnan(rho) ? json_null() : json_real(rho));
-    json_object_set_new(o, "spearman_points", json_integer((json_int_t)a->predicted.n));
+    json_object_set_new(o, "spearman_points", json_integer((json_int_t)p->seen));
     json_object_set_new(o, "moves_per_trajectory",
                         ratio((double)a->moves, (double)a->trajectories, acc));
     json_object_set_new(o, "first_placements",
@@ -161,10 +207,9 @@ json_t *sched_metrics_to_json(const struct sched_metrics *m, bool bucketless)
     static const char *const names[SCHED_SPLIT_COUNT] = {"seen", "never", "siblings"};
     json_t *o = json_object();
     struct split_acc sum;
-    sum_splits(m, (1u << SCHED_SPLIT_COUNT) - 1, &sum);
+    sum_splits(m, &sum);
     json_object_set_new(o, "all", split_json(m, &sum, bucketless));
-    vec_free(&sum.predicted);
-    vec_free(&sum.truth);
+    pairs_free(&sum.pairs);
     for (int s = 0; s < SCHED_SPLIT_COUNT; s++) {
         if (s == SCHED_SPLIT_SIBLINGS && m->split[s].trajectories == 0)
             continue;

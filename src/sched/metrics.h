@@ -9,8 +9,10 @@
  * placements apart, the majority-class baseline, per-bucket recall (the long bucket above
  * all), token-weighted accuracy (each decision weighted by its true remaining tokens), the
  * Spearman correlation of predicted vs true remaining tokens (over decisions with an
- * estimate), moves per trajectory, and all of it split by whether the trajectory's prompt was
- * seen in an earlier step, never, or only through siblings running at the same time.
+ * estimate; over a uniform sample of 65,536 of them when there are more, so that memory does
+ * not grow with the run), moves per trajectory, and all of it split by whether the
+ * trajectory's prompt was seen in an earlier step, never, or only through siblings running at
+ * the same time.
  */
 #ifndef SCHED_METRICS_H
 #define SCHED_METRICS_H

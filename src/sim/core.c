@@ -84,10 +84,9 @@ static int64_t reusable_prefix(const struct sim *s, const struct sim_traj *t, in
 
 void sim_submit(struct sim *s, struct sim_traj *t)
 {
-    uint64_t id = (uint64_t)(t - s->traj.v);
     if (s->hold) {
         t->state = SIM_T_HELD;
-        vec_push(&s->held, id);
+        vec_push(&s->held, sim_traj_ref(s, t));
         return;
     }
     struct sim_inst *in = &s->inst[t->inst];
@@ -100,8 +99,8 @@ void sim_submit(struct sim *s, struct sim_traj *t)
     const struct sim_turn *u = &t->turns[t->turn];
     int64_t prompt = u->prompt_tokens + t->turn_base, in_kv;
     struct engine_request r = {.id = ++s->next_req,
-                               .tag = id,
-                               .prefix_key = id + 1,
+                               .tag = (uint64_t)(t - s->traj.v),
+                               .prefix_key = t->uid + 1,
                                .prompt_tokens = prompt,
                                .reusable_prefix_tokens = reusable_prefix(s, t, prompt, &in_kv),
                                .gen_tokens = u->gen_tokens - t->turn_base,
@@ -169,8 +168,8 @@ int64_t sim_abort_request(struct sim *s, struct sim_traj *t)
     struct sim_inst *in = &s->inst[t->inst];
     struct engine_done d;
     if (engine_abort(in->eng, s->now, t->req, &d) != 0 && !take_pending(s, t->req, &d)) {
-        sim_fail(s, LIBRA_EINTERNAL, "internal: request %llu of trajectory %td is not live",
-                 (unsigned long long)t->req, t - s->traj.v);
+        sim_fail(s, LIBRA_EINTERNAL, "internal: request %llu of trajectory %llu is not live",
+                 (unsigned long long)t->req, (unsigned long long)t->uid);
         return 0;
     }
     account_prefill(s, t, &d);
@@ -295,24 +294,21 @@ static void on_fail(struct sim *s, int i)
     struct sim_inst *in = &s->inst[i];
     if (!in->eng)
         return;
-    VEC(uint64_t) hit = {0};
-    for (size_t k = 0; k < s->traj.n; k++) {
-        struct sim_traj *t = &s->traj.v[k];
-        if (t->state == SIM_T_GEN && t->inst == i) {
-            int64_t lost = sim_abort_request(s, t);
-            s->out->waste[SIM_WASTE_FAILURE] += lost;
-            s->out->failed_turns++;
-            vec_push(&hit, (uint64_t)k);
-        }
+    uint32_t *hit;
+    size_t n = sim_trajs_in(s, SIM_T_GEN, i, &hit);
+    for (size_t k = 0; k < n; k++) {
+        int64_t lost = sim_abort_request(s, &s->traj.v[hit[k]]);
+        s->out->waste[SIM_WASTE_FAILURE] += lost;
+        s->out->failed_turns++;
     }
     in->busy_final_s = sim_inst_busy_s(s, i);
     engine_free(in->eng);
     in->eng = NULL;
     s->reg[i].ready = false;
     sim_trace_instant(s, SIM_PID_INSTANCES, (uint64_t)i, "instance failed", NULL);
-    for (size_t k = 0; k < hit.n && !s->rc; k++)
-        sim_reroute(s, &s->traj.v[hit.v[k]]);
-    vec_free(&hit);
+    for (size_t k = 0; k < n && !s->rc; k++)
+        sim_reroute(s, &s->traj.v[hit[k]]);
+    free(hit);
 }
 
 static void dispatch(struct sim *s, const struct sim_event *e)

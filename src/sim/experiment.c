@@ -7,6 +7,11 @@
  * training GPUs and the smallest TP). The candidates and their rates are part of the result.
  * libra's layout is the planner's (it is not tuned in the simulator: the point is to judge
  * the planner).
+ *
+ * Every run is a pure function of its layout and the config, so the modes, and the candidates
+ * of each sweep, run as nested loops on in->workers (util/workers.h): the result is the same
+ * whatever the thread count. Modes that run once (libra, rollout, pinned baselines) go first,
+ * as the longest single runs.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -15,6 +20,7 @@
 #include "sim/internal.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/workers.h"
 
 const char *sim_mode_name(enum sim_mode m)
 {
@@ -54,22 +60,10 @@ static struct sim_run_opts run_opts(const struct libra_config *cfg, int steps)
     return (struct sim_run_opts){.steps = steps, .warmup = warmup, .perfetto_step = -1};
 }
 
-/* Trained tokens per second of one candidate over a short run; NAN when it cannot run. */
-static double try_candidate(const struct sim_input *in, enum sim_mode m, int n_train, int tp,
-                            int steps)
+static void plan_steps(const struct sim_input *in, long long steps)
 {
-    struct sim_layout l;
-    struct sim_result r;
-    struct libra_error err = {0};
-    struct sim_run_opts o = run_opts(in->cfg, steps);
-    double rate = NAN;
-    if (sim_layout_make(in, m, n_train, tp, &l, &err) == 0 && sim_run(in, &l, &o, &r, &err) == 0)
-        rate = r.tokens_per_s;
-    else
-        memset(&r, 0, sizeof r);
-    sim_result_free(&r);
-    sim_layout_free(&l);
-    return rate;
+    if (in->progress)
+        atomic_fetch_add(&in->progress->steps_planned, steps);
 }
 
 /* Candidate values of one choice: the pinned one, or the sweep. */
@@ -101,7 +95,35 @@ static int split_values(const struct sim_input *in, int pinned, int **out)
     return n;
 }
 
-/* Tunes mode m (colocated or async) into mr->layout. */
+/* ---- tuning ------------------------------------------------------------------------------- */
+
+struct sweep {
+    const struct sim_input *in;
+    enum sim_mode mode;
+    int steps;
+    struct sim_candidate *c;
+};
+
+/* Trained tokens per second of candidate i over a short run; NAN when it cannot run. */
+static void try_candidate(void *arg, size_t i)
+{
+    struct sweep *sw = arg;
+    struct sim_candidate *c = &sw->c[i];
+    struct sim_layout l;
+    struct sim_result r;
+    struct libra_error err = {0};
+    struct sim_run_opts o = run_opts(sw->in->cfg, sw->steps);
+    c->tokens_per_s = NAN;
+    if (sim_layout_make(sw->in, sw->mode, c->n_train, c->tp, &l, &err) == 0 &&
+        sim_run(sw->in, &l, &o, &r, &err) == 0)
+        c->tokens_per_s = r.tokens_per_s;
+    else
+        memset(&r, 0, sizeof r);
+    sim_result_free(&r);
+    sim_layout_free(&l);
+}
+
+/* Tunes mode mr->mode (colocated or async) into mr->layout. */
 static int tune(const struct sim_input *in, struct sim_mode_result *mr, struct libra_error *err)
 {
     const struct spec_sim_config *sc = &in->cfg->sim;
@@ -120,13 +142,14 @@ static int tune(const struct sim_input *in, struct sim_mode_result *mr, struct l
         mr->candidates =
             xcalloc((size_t)(mr->n_candidates ? mr->n_candidates : 1), sizeof *mr->candidates);
         mr->tune_steps = steps;
+        for (int i = 0; i < mr->n_candidates; i++)
+            mr->candidates[i] = (struct sim_candidate){splits[i / n_tp], tps[i % n_tp], NAN};
+        plan_steps(in, (long long)mr->n_candidates * steps);
+        struct sweep sw = {in, mr->mode, steps, mr->candidates};
+        workers_for(in->workers, (size_t)mr->n_candidates, try_candidate, &sw);
         for (int i = 0; i < mr->n_candidates; i++) {
-            struct sim_candidate *c = &mr->candidates[i];
-            c->n_train = splits[i / n_tp];
-            c->tp = tps[i % n_tp];
-            c->tokens_per_s = try_candidate(in, mr->mode, c->n_train, c->tp, steps);
-            if (!isnan(c->tokens_per_s) &&
-                (best < 0 || c->tokens_per_s > mr->candidates[best].tokens_per_s))
+            double r = mr->candidates[i].tokens_per_s;
+            if (!isnan(r) && (best < 0 || r > mr->candidates[best].tokens_per_s))
                 best = i;
         }
     }
@@ -144,6 +167,45 @@ static int tune(const struct sim_input *in, struct sim_mode_result *mr, struct l
     return rc;
 }
 
+/* ---- the experiment ----------------------------------------------------------------------- */
+
+struct modes {
+    const struct sim_input *in;
+    struct sim_experiment *out;
+    int order[SIM_MODES]; /* out->mode indices in the order they are started */
+    int last;             /* out->mode index of the last mode (perfetto) */
+    int rc[SIM_MODES];
+    struct libra_error err[SIM_MODES];
+};
+
+/* Chooses the layout of mode k of out (tuning it when it is a baseline) and runs it. */
+static void run_mode(void *arg, size_t i)
+{
+    struct modes *ms = arg;
+    int k = ms->order[i];
+    const struct libra_config *cfg = ms->in->cfg;
+    struct sim_mode_result *mr = &ms->out->mode[k];
+    struct libra_error *err = &ms->err[k];
+    int rc = mr->mode == SIM_COLOCATED || mr->mode == SIM_ASYNC
+                 ? tune(ms->in, mr, err)
+                 : sim_layout_make(ms->in, mr->mode, 0, 0, &mr->layout, err);
+    struct sim_run_opts o = run_opts(cfg, cfg->rl.steps);
+    if (ms->in->perfetto && k == ms->last)
+        o.perfetto_step = cfg->sim.trace_step >= 0 && cfg->sim.trace_step < o.steps
+                              ? cfg->sim.trace_step
+                              : o.warmup;
+    if (rc == 0)
+        rc = sim_run(ms->in, &mr->layout, &o, &mr->run, err);
+    ms->rc[k] = rc;
+}
+
+/* Whether mode m runs once, without a tuning sweep before it. */
+static bool runs_once(const struct spec_sim_config *sc, enum sim_mode m)
+{
+    return m == SIM_LIBRA || m == SIM_ROLLOUT || (m == SIM_COLOCATED && sc->colocated_tp) ||
+           (m == SIM_ASYNC && sc->async_tp && sc->async_train_gpus);
+}
+
 int sim_experiment_run(const struct sim_input *in, struct sim_experiment *out,
                        struct libra_error *err)
 {
@@ -151,29 +213,26 @@ int sim_experiment_run(const struct sim_input *in, struct sim_experiment *out,
     const struct libra_config *cfg = in->cfg;
     static const unsigned bits[SIM_MODES] = {SPEC_SIM_COLOCATED, SPEC_SIM_ASYNC, SPEC_SIM_LIBRA,
                                              SPEC_SIM_ROLLOUT};
-    int last = -1;
+    struct modes *ms = xcalloc(1, sizeof *ms);
+    ms->in = in;
+    ms->out = out;
     for (int m = 0; m < SIM_MODES; m++)
         if (cfg->sim.modes & bits[m])
-            last = m;
-    for (int m = 0; m < SIM_MODES; m++) {
-        if (!(cfg->sim.modes & bits[m]))
-            continue;
-        struct sim_mode_result *mr = &out->mode[out->n++];
-        mr->mode = (enum sim_mode)m;
-        int rc = m == SIM_COLOCATED || m == SIM_ASYNC
-                     ? tune(in, mr, err)
-                     : sim_layout_make(in, mr->mode, 0, 0, &mr->layout, err);
-        struct sim_run_opts o = run_opts(cfg, cfg->rl.steps);
-        if (in->perfetto && m == last)
-            o.perfetto_step = cfg->sim.trace_step >= 0 && cfg->sim.trace_step < o.steps
-                                  ? cfg->sim.trace_step
-                                  : o.warmup;
-        if (rc == 0)
-            rc = sim_run(in, &mr->layout, &o, &mr->run, err);
-        if (rc) {
-            error_prefix(err, sim_mode_name(mr->mode));
-            return rc;
+            out->mode[out->n++].mode = (enum sim_mode)m;
+    int n = 0;
+    for (int pass = 0; pass < 2; pass++)
+        for (int k = 0; k < out->n; k++)
+            if (runs_once(&cfg->sim, out->mode[k].mode) == (pass == 0))
+                ms->order[n++] = k;
+    ms->last = out->n - 1;
+    plan_steps(in, (long long)out->n * cfg->rl.steps);
+    workers_for(in->workers, (size_t)out->n, run_mode, ms);
+    int rc = 0;
+    for (int k = 0; k < out->n && !rc; k++)
+        if ((rc = ms->rc[k]) != 0 && err) {
+            *err = ms->err[k];
+            error_prefix(err, sim_mode_name(out->mode[k].mode));
         }
-    }
-    return 0;
+    free(ms);
+    return rc;
 }

@@ -39,7 +39,7 @@
 
 enum sim_ev_kind {
     SIM_EV_ENGINE, /* an instance's engine has something to do (arg: instance, gen: its gen) */
-    SIM_EV_TOOL,   /* a tool call finished (arg: trajectory, gen: call index in its turn) */
+    SIM_EV_TOOL,   /* a tool call finished (arg: sim_traj_ref, gen: its pool) */
     SIM_EV_MODE,   /* a mode's timer (arg: what, defined by the mode) */
     SIM_EV_SYNC,   /* a weight-update phase ended (arg: phase) */
     SIM_EV_FAIL,   /* failure injection (arg: instance) */
@@ -89,8 +89,21 @@ enum sim_traj_state {
     SIM_T_ABORTED, /* aborted and never resumed */
 };
 
+/*
+ * A trajectory lives in a slot of s->traj from its launch until its group is released (its
+ * tokens trained or counted as waste): memory follows the trajectories in flight, not the
+ * run's length. Group slot g owns trajectory slots [g * samples, (g + 1) * samples).
+ * Everything seen outside the simulator (the router, the engines' prefix caches, the perfetto
+ * trace, every order of iteration that can change a result) uses uid, the launch order, so a
+ * run does not depend on which slots were free. Whatever may outlive the trajectory (a tool
+ * call's event, a queued call, a held turn) holds a reference (sim_traj_ref): the slot and its
+ * use count, which tells a stale reference from a live one.
+ */
 struct sim_traj {
-    uint32_t group, sample;
+    uint64_t uid;   /* launch order over the run */
+    uint32_t use;   /* times the slot has been taken */
+    uint32_t group; /* slot of its group */
+    uint32_t sample;
     int64_t prompt, epoch;
     int64_t version_start;  /* policy version when its first turn started */
     int64_t version_end;    /* version of its last token */
@@ -119,7 +132,7 @@ struct sim_traj {
 
 struct sim_group {
     int64_t index;  /* in launch order: the source's group number */
-    uint64_t first; /* first trajectory id; members are consecutive */
+    uint32_t first; /* slot of its first trajectory; members are consecutive */
     uint32_t n, done;
     int64_t version; /* at launch */
     int round;       /* mode-defined (the colocated round) */
@@ -132,7 +145,7 @@ struct sim_group {
 
 /* A call waiting for a worker. */
 struct sim_waiting {
-    uint64_t traj;
+    uint64_t traj; /* sim_traj_ref */
     double exec_s;
     double queued_s;
 };
@@ -211,16 +224,18 @@ struct sim {
 
     /* trajectories and groups */
     struct workload_gen gen;
-    struct arena arena; /* generator scratch, reset per group */
-    VEC(struct sim_traj) traj;
-    VEC(struct sim_group) groups;
+    struct arena arena;           /* generator scratch, reset per group */
+    VEC(struct sim_traj) traj;    /* slots */
+    VEC(struct sim_group) groups; /* slots */
+    VEC(uint32_t) free_groups;    /* released group slots, reused last in first out */
+    int64_t launched;             /* groups launched: the next group's index */
     struct sim_pool *pools;
     size_t n_pools;
     struct intmap prompt_seen; /* prompt -> group index << 1 of its first finished trajectory,
                                 * | 1 once one of another group finished */
     int64_t rollout_version;   /* the fleet's weights */
     bool hold;                 /* a weight update holds new turns */
-    VEC(uint64_t) held;        /* trajectories whose turn waits for the update */
+    VEC(uint64_t) held;        /* sim_traj_refs of turns waiting for the update */
 
     /* routing */
     struct sched_obs_config oc;
@@ -276,6 +291,19 @@ static inline int sim_tp_index(int tp)
     return k;
 }
 
+/* A reference to t that stays safe after t's slot is reused (see struct sim_traj). */
+static inline uint64_t sim_traj_ref(const struct sim *s, const struct sim_traj *t)
+{
+    return (uint64_t)t->use << 32 | (uint64_t)(t - s->traj.v);
+}
+
+/* The trajectory ref names, or NULL when its slot has been taken again since. */
+static inline struct sim_traj *sim_traj_deref(struct sim *s, uint64_t ref)
+{
+    struct sim_traj *t = &s->traj.v[(uint32_t)ref];
+    return t->use == (uint32_t)(ref >> 32) ? t : NULL;
+}
+
 /* The router's view of the fleet. */
 static inline struct sched_registry sim_registry(const struct sim *s)
 {
@@ -315,8 +343,16 @@ double sim_fleet_busy_gpu_s(struct sim *s);
 /* ---- traj.c --------------------------------------------------------------------------- */
 
 /* Launches the next group of the source (its trajectories start now at the fleet's version).
- * Returns its index into s->groups. */
+ * Returns its slot in s->groups. */
 uint32_t sim_launch_group(struct sim *s, int round);
+
+/* Gives group g's slot, and its trajectories', back for reuse: every member has ended and its
+ * tokens are accounted. g must not be used afterwards. */
+void sim_group_release(struct sim *s, struct sim_group *g);
+
+/* The slots of the trajectories in state (on instance inst, or any when inst < 0) in launch
+ * order, as a malloc'd array in *slots. Returns their count. */
+size_t sim_trajs_in(struct sim *s, enum sim_traj_state state, int inst, uint32_t **slots);
 
 /* A turn of t ended on its engine (d its record): accounts it and moves t on. */
 void sim_turn_done(struct sim *s, struct sim_traj *t, const struct engine_done *d);
@@ -327,7 +363,8 @@ void sim_tools_returned(struct sim *s, struct sim_traj *t);
 /* Aborts t for good (never resumed): its generated tokens are wasted as `why`. */
 void sim_traj_abort(struct sim *s, struct sim_traj *t, enum sim_waste why);
 
-/* Aborts group g for good: its finished members' tokens and its live members' are waste. */
+/* Aborts group g for good: its finished members' tokens and its live members' are waste, and
+ * it is released. */
 void sim_group_abort(struct sim *s, struct sim_group *g, enum sim_waste why);
 
 /* Counts the tokens of a live request that ended (kept_tokens of them) by policy version. */
@@ -345,29 +382,31 @@ void sim_source_free(struct sim *s);
 /* Queues or starts every tool call after t's finished turn. */
 void sim_tools_start(struct sim *s, struct sim_traj *t);
 
-/* A call of trajectory id finished. */
-void sim_tool_done(struct sim *s, uint64_t id, uint32_t call);
+/* A call of the trajectory ref names (sim_traj_ref) finished on a worker of pool. */
+void sim_tool_done(struct sim *s, uint64_t ref, uint32_t pool);
 
 /* ---- trainer.c ------------------------------------------------------------------------ */
 
-/* Starts a training step on the trajectories of groups g[0..n) at the trainer's version;
- * returns its duration (the caller schedules the end). ready_s is when its batch was ready. */
+/* Starts a training step on the trajectories of groups g[0..n) at the trainer's version and
+ * releases the groups; returns its duration (the caller schedules the end). */
 double sim_train_begin(struct sim *s, const uint32_t *g, size_t n);
 
 /* Fills st's trajectories, trained tokens, mean staleness and tail share from groups g[0..n)
- * (marking their trajectories trained) and leaves their sequence lengths in s->lens. The
- * rollout span starts at first_start_s, or at the earliest start when it is NAN. */
+ * (marking their trajectories trained, then releasing the groups) and leaves their sequence
+ * lengths in s->lens. The rollout span starts at first_start_s, or at the earliest start when
+ * it is NAN. */
 void sim_batch_stats(struct sim *s, const uint32_t *g, size_t n, double first_start_s,
                      struct sim_step *st);
 
 /* Appends the record of the step that just ended (the trainer's version is its index). */
 void sim_step_record(struct sim *s, struct sim_step *st);
 
-/* Whether group g is too stale for the trainer's version (rejected and counted). */
+/* Whether group g is too stale for the trainer's version (then rejected, counted and
+ * released). */
 bool sim_group_stale(struct sim *s, struct sim_group *g);
 
-/* Counts a group's generated tokens as waste of cause why. */
-void sim_group_waste(struct sim *s, const struct sim_group *g, enum sim_waste why);
+/* Counts a group's generated tokens as waste of cause why and releases it. */
+void sim_group_waste(struct sim *s, struct sim_group *g, enum sim_waste why);
 
 /* ---- sync.c --------------------------------------------------------------------------- */
 

@@ -55,7 +55,7 @@ void sim_metrics_finish(struct sim *s)
     o->rollout_util =
         sim_util(sim_fleet_busy_gpu_s(s) - s->measure_busy_gpu_s, s->rollout_gpus * o->measured_s);
     o->train_util = sim_util(s->train_busy_s, o->measured_s);
-    for (size_t i = 0; i < s->traj.n; i++)
+    for (size_t i = 0; i < s->traj.n; i++) /* a released slot is accounted */
         if (!s->traj.v[i].accounted)
             o->unconsumed_tokens += s->traj.v[i].generated;
     o->routing = sched_metrics_to_json(s->rmetrics, sched_policy_bucketless(s->lay->policy));

@@ -102,7 +102,7 @@ static void group_done(struct sim *s, struct sim_group *g)
         admit(s);
         return;
     }
-    vec_push(&m->buffer, (uint32_t)g->index);
+    vec_push(&m->buffer, (uint32_t)(g - s->groups.v));
     try_train(s);
 }
 

@@ -121,7 +121,7 @@ static void group_done(struct sim *s, struct sim_group *g)
     if (g->filtered)
         sim_group_waste(s, g, SIM_WASTE_FILTERED);
     else if (m->accepted.n < (size_t)s->groups_per_batch)
-        vec_push(&m->accepted, (uint32_t)g->index);
+        vec_push(&m->accepted, (uint32_t)(g - s->groups.v));
     else
         sim_group_waste(s, g, SIM_WASTE_SURPLUS);
     if (m->accepted.n == (size_t)s->groups_per_batch && m->live > 0)

@@ -11,16 +11,17 @@
  */
 #include "sim/internal.h"
 
-static void run_call(struct sim *s, uint32_t pool, uint64_t traj, double exec_s)
+/* Runs a call of the trajectory ref names on a worker of pool. */
+static void run_call(struct sim *s, uint32_t pool, uint64_t ref, double exec_s)
 {
     s->pools[pool].busy++;
-    sim_schedule(s, s->now + exec_s, SIM_EV_TOOL, pool, traj);
+    sim_schedule(s, s->now + exec_s, SIM_EV_TOOL, pool, ref);
 }
 
 void sim_tools_start(struct sim *s, struct sim_traj *t)
 {
     const struct sim_turn *u = &t->turns[t->turn - 1];
-    uint64_t id = (uint64_t)(t - s->traj.v);
+    uint64_t id = sim_traj_ref(s, t);
     t->state = SIM_T_TOOL;
     t->pending = u->n_calls;
     t->tool_start_s = s->now;
@@ -49,7 +50,8 @@ static void next_call(struct sim *s, uint32_t pool)
         struct sim_waiting w = p->queue.v[p->head++];
         if (p->head == p->queue.n)
             p->head = p->queue.n = 0;
-        if (s->traj.v[w.traj].state != SIM_T_TOOL)
+        const struct sim_traj *t = sim_traj_deref(s, w.traj);
+        if (!t || t->state != SIM_T_TOOL)
             continue;
         p->wait_s += s->now - w.queued_s;
         run_call(s, pool, w.traj, w.exec_s);
@@ -57,12 +59,12 @@ static void next_call(struct sim *s, uint32_t pool)
     }
 }
 
-void sim_tool_done(struct sim *s, uint64_t id, uint32_t pool)
+void sim_tool_done(struct sim *s, uint64_t ref, uint32_t pool)
 {
     s->pools[pool].busy--;
     next_call(s, pool);
-    struct sim_traj *t = &s->traj.v[id];
-    if (t->state != SIM_T_TOOL)
+    struct sim_traj *t = sim_traj_deref(s, ref);
+    if (!t || t->state != SIM_T_TOOL)
         return;
     if (--t->pending == 0)
         sim_tools_returned(s, t);

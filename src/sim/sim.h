@@ -25,6 +25,7 @@
 #define SIM_SIM_H
 
 #include <jansson.h>
+#include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -36,6 +37,7 @@
 #include "spec/config.h"
 #include "spec/preset.h"
 #include "trace/trace.h"
+#include "util/workers.h"
 #include "workload/preset.h"
 
 #define SIM_SCHEMA "libra.sim/1"
@@ -55,6 +57,13 @@ struct sim_trace {
     const char *model;    /* the header's model, or NULL */
 };
 
+/* Steps simulated so far and planned in all, for a progress display: runs add to them from any
+ * thread, anyone may read them. Planned steps grow when a tuning search plans another round. */
+struct sim_progress {
+    atomic_llong steps_done;
+    atomic_llong steps_planned;
+};
+
 /* What every run of an experiment shares. Everything is borrowed. */
 struct sim_input {
     const struct libra_config *cfg;
@@ -65,6 +74,8 @@ struct sim_input {
     const struct workload_preset *workload;
     const struct sim_trace *trace; /* NULL: generate from workload */
     bool perfetto;                 /* record one step of the last mode (sim_result.perfetto) */
+    struct workers *workers;       /* threads for independent runs; NULL: the caller's only */
+    struct sim_progress *progress; /* counted here when not NULL */
 };
 
 /* One rollout instance: TP GPUs starting at global GPU index gpu, inside one node. */

@@ -71,17 +71,18 @@ static void transfer(struct sim *s)
 /* Aborts every live request, keeping its output for the resubmission after the update. */
 static void abort_live(struct sim *s)
 {
-    for (size_t k = 0; k < s->traj.n; k++) {
-        struct sim_traj *t = &s->traj.v[k];
-        if (t->state != SIM_T_GEN)
-            continue;
+    uint32_t *live;
+    size_t n = sim_trajs_in(s, SIM_T_GEN, -1, &live);
+    for (size_t k = 0; k < n; k++) {
+        struct sim_traj *t = &s->traj.v[live[k]];
         int64_t kept = sim_abort_request(s, t);
         sim_account_versions(s, t, kept);
         t->generated += kept;
         t->turn_base += kept;
         s->out->resumed++;
-        vec_push(&s->held, (uint64_t)k);
+        vec_push(&s->held, sim_traj_ref(s, t));
     }
+    free(live);
 }
 
 static void quiesce(struct sim *s)
@@ -137,9 +138,10 @@ static void mark_splits(struct sim *s)
 {
     for (size_t k = 0; k < s->traj.n; k++) {
         struct sim_traj *t = &s->traj.v[k];
-        if (t->state == SIM_T_GEN &&
+        if (t->use && t->state == SIM_T_GEN &&
             engine_generated_tokens(s->inst[t->inst].eng, t->req, &t->split_tokens) != 0)
-            sim_fail(s, LIBRA_EINTERNAL, "internal: live request of trajectory %zu unknown", k);
+            sim_fail(s, LIBRA_EINTERNAL, "internal: live request of trajectory %llu unknown",
+                     (unsigned long long)t->uid);
     }
 }
 
@@ -151,8 +153,8 @@ static void release_held(struct sim *s)
     s->held.v = NULL;
     s->held.n = s->held.cap = 0;
     for (size_t k = 0; k < n && !s->rc; k++) {
-        struct sim_traj *t = &s->traj.v[held[k]];
-        if (t->state != SIM_T_HELD)
+        struct sim_traj *t = sim_traj_deref(s, held[k]);
+        if (!t || t->state != SIM_T_HELD)
             continue;
         if (s->inst[t->inst].eng)
             sim_submit(s, t);

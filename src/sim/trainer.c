@@ -14,7 +14,7 @@
 
 #include "sim/internal.h"
 
-void sim_group_waste(struct sim *s, const struct sim_group *g, enum sim_waste why)
+void sim_group_waste(struct sim *s, struct sim_group *g, enum sim_waste why)
 {
     for (uint32_t k = 0; k < g->n; k++) {
         struct sim_traj *t = &s->traj.v[g->first + k];
@@ -23,6 +23,7 @@ void sim_group_waste(struct sim *s, const struct sim_group *g, enum sim_waste wh
             t->accounted = true;
         }
     }
+    sim_group_release(s, g);
 }
 
 bool sim_group_stale(struct sim *s, struct sim_group *g)
@@ -74,6 +75,8 @@ void sim_batch_stats(struct sim *s, const uint32_t *g, size_t n, double first_st
             t->accounted = true;
         }
     }
+    for (size_t i = 0; i < n; i++)
+        sim_group_release(s, &s->groups.v[g[i]]);
     st->trajectories = (int64_t)s->lens.n;
     st->mean_staleness = s->lens.n ? stale / (double)s->lens.n : 0;
     st->tail_share = tail_share(s->ends.v, s->ends.n, first);
@@ -122,12 +125,12 @@ double sim_train_begin(struct sim *s, const uint32_t *g, size_t n)
     struct sim_step *st = &s->cur;
     memset(st, 0, sizeof *st);
     st->step = s->version;
-    sim_batch_stats(s, g, n, NAN, st);
     for (size_t i = 0; i < n; i++) {
         const struct sim_group *gr = &s->groups.v[g[i]];
         int64_t k = s->version - gr->version;
         s->out->staleness[k < 0 ? 0 : k > s->staleness ? s->staleness : k] += gr->n;
     }
+    sim_batch_stats(s, g, n, NAN, st);
     st->train_s = s->lens.n ? step_time(s) : 0;
     s->train_start_s = s->now;
     return st->train_s;
@@ -159,6 +162,10 @@ void sim_step_record(struct sim *s, struct sim_step *st)
                                   (json_int_t)st->trajectories, "trained_tokens",
                                   (json_int_t)st->trained_tokens));
     vec_push(&s->steps, *st);
+    if (s->in->progress)
+        atomic_fetch_add(&s->in->progress->steps_done, 1);
+    if (s->model && (st->step + 1) % s->cfg->sched.rebuild_interval == 0)
+        sched_model_rebuild(s->model); /* follow drift; prompt trees of old prompts go */
     if (s->trace.events && st->step == s->trace.step)
         sim_trace_end_step(s);
     else if (s->trace.events && st->step + 1 == s->trace.step)

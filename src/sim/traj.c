@@ -65,6 +65,7 @@ void sim_source_free(struct sim *s)
         free(s->traj.v[i].turns);
     vec_free(&s->traj);
     vec_free(&s->groups);
+    vec_free(&s->free_groups);
     for (size_t i = 0; i < s->n_pools; i++)
         vec_free(&s->pools[i].queue);
     free(s->pools);
@@ -130,17 +131,17 @@ static const struct trace_traj *draw(struct sim *s, int64_t gi, int64_t k, int64
 /* Whether t's prompt was seen finished in another group, only by its siblings, or never. */
 static enum sched_split split_of(const struct sim *s, const struct sim_traj *t)
 {
-    uint64_t v;
+    uint64_t v, group = (uint64_t)s->groups.v[t->group].index;
     if (!intmap_get(&s->prompt_seen, (uint64_t)t->prompt, &v))
         return SCHED_SPLIT_NEVER;
-    bool other = (v & 1) || (v >> 1) != t->group;
+    bool other = (v & 1) || (v >> 1) != group;
     return other ? SCHED_SPLIT_SEEN : SCHED_SPLIT_SIBLINGS;
 }
 
 /* Remembers that a trajectory of t's prompt finished (group index << 1 | seen in several). */
 static void note_finished(struct sim *s, const struct sim_traj *t)
 {
-    uint64_t v, group = t->group;
+    uint64_t v, group = (uint64_t)s->groups.v[t->group].index;
     if (!intmap_get(&s->prompt_seen, (uint64_t)t->prompt, &v))
         intmap_put(&s->prompt_seen, (uint64_t)t->prompt, group << 1);
     else if ((v >> 1) != group)
@@ -173,7 +174,7 @@ static void place(struct sim *s, struct sim_traj *t, const struct sched_decision
     if (t->inst >= 0 && to != t->inst) {
         s->out->moves++;
         if (s->trace.on) /* the event's arguments cost more than the move */
-            sim_trace_instant(s, SIM_PID_TRAJECTORIES, (uint64_t)(t - s->traj.v), "move",
+            sim_trace_instant(s, SIM_PID_TRAJECTORIES, t->uid, "move",
                               json_pack("{s:i,s:i,s:s}", "from", t->inst, "to", to, "reason",
                                         sched_reason_name(d->reason)));
     }
@@ -183,7 +184,7 @@ static void place(struct sim *s, struct sim_traj *t, const struct sched_decision
 
 static void traj_start(struct sim *s, struct sim_traj *t)
 {
-    uint64_t id = (uint64_t)(t - s->traj.v);
+    uint64_t id = t->uid;
     t->start_s = s->now;
     t->inst = -1;
     t->split_tokens = -1;
@@ -207,26 +208,77 @@ static void traj_start(struct sim *s, struct sim_traj *t)
     place(s, t, &d);
 }
 
+/* A free group slot with its trajectory slots, the array grown when none is free. */
+static uint32_t take_group_slot(struct sim *s)
+{
+    if (s->free_groups.n)
+        return s->free_groups.v[--s->free_groups.n];
+    uint32_t gi = (uint32_t)s->groups.n;
+    vec_push(&s->groups, (struct sim_group){0});
+    for (int k = 0; k < s->samples; k++)
+        vec_push(&s->traj, (struct sim_traj){0});
+    return gi;
+}
+
 uint32_t sim_launch_group(struct sim *s, int round)
 {
-    uint32_t gi = (uint32_t)s->groups.n;
-    struct sim_group g = {.index = gi,
-                          .first = s->traj.n,
-                          .n = (uint32_t)s->samples,
-                          .version = s->rollout_version,
-                          .round = round};
-    vec_push(&s->groups, g);
+    uint32_t gi = take_group_slot(s);
+    int64_t index = s->launched++;
+    struct sim_group *g = &s->groups.v[gi];
+    *g = (struct sim_group){.index = index,
+                            .first = gi * (uint32_t)s->samples,
+                            .n = (uint32_t)s->samples,
+                            .version = s->rollout_version,
+                            .round = round};
     for (int k = 0; k < s->samples; k++) {
         struct trace_traj buf;
-        const struct trace_traj *r = draw(s, gi, k, s->rollout_version, &buf);
-        struct sim_traj t = {.group = gi, .sample = (uint32_t)k};
-        copy_record(s, &t, r);
-        vec_push(&s->traj, t);
+        const struct trace_traj *r = draw(s, index, k, s->rollout_version, &buf);
+        struct sim_traj *t = &s->traj.v[g->first + (uint32_t)k];
+        *t = (struct sim_traj){.uid = (uint64_t)(index * s->samples + k),
+                               .use = t->use + 1,
+                               .group = gi,
+                               .sample = (uint32_t)k};
+        copy_record(s, t, r);
     }
     arena_reset(&s->arena);
+    uint32_t first = g->first;
     for (int k = 0; k < s->samples && !s->rc; k++)
-        traj_start(s, &s->traj.v[g.first + (size_t)k]);
+        traj_start(s, &s->traj.v[first + (uint32_t)k]);
     return gi;
+}
+
+void sim_group_release(struct sim *s, struct sim_group *g)
+{
+    vec_push(&s->free_groups, (uint32_t)(g - s->groups.v));
+}
+
+struct uid_slot {
+    uint64_t uid;
+    uint32_t slot;
+};
+
+static int by_uid(const void *a, const void *b)
+{
+    uint64_t x = ((const struct uid_slot *)a)->uid, y = ((const struct uid_slot *)b)->uid;
+    return (x > y) - (x < y);
+}
+
+size_t sim_trajs_in(struct sim *s, enum sim_traj_state state, int inst, uint32_t **slots)
+{
+    VEC(struct uid_slot) found = {0};
+    for (size_t k = 0; k < s->traj.n; k++) {
+        const struct sim_traj *t = &s->traj.v[k];
+        if (t->use && t->state == state && (inst < 0 || t->inst == inst))
+            vec_push(&found, ((struct uid_slot){t->uid, (uint32_t)k}));
+    }
+    if (found.n)
+        qsort(found.v, found.n, sizeof *found.v, by_uid);
+    *slots = xmallocarray(found.n ? found.n : 1, sizeof **slots);
+    for (size_t k = 0; k < found.n; k++)
+        (*slots)[k] = found.v[k].slot;
+    size_t n = found.n;
+    vec_free(&found);
+    return n;
 }
 
 /* ---- turns ---------------------------------------------------------------------------- */
@@ -264,7 +316,7 @@ static void group_complete(struct sim *s, struct sim_group *g)
 
 static void traj_end(struct sim *s, struct sim_traj *t, enum sched_finish how)
 {
-    uint64_t id = (uint64_t)(t - s->traj.v);
+    uint64_t id = t->uid;
     if (!t->turns) {
         sim_fail(s, LIBRA_EINTERNAL, "internal: trajectory %llu ended twice",
                  (unsigned long long)id);
@@ -285,7 +337,7 @@ static void traj_end(struct sim *s, struct sim_traj *t, enum sched_finish how)
 
 void sim_turn_done(struct sim *s, struct sim_traj *t, const struct engine_done *d)
 {
-    uint64_t id = (uint64_t)(t - s->traj.v);
+    uint64_t id = t->uid;
     const struct sim_turn *u = &t->turns[t->turn];
     sim_account_versions(s, t, d->gen_tokens);
     t->generated += d->gen_tokens;
@@ -339,7 +391,7 @@ void sim_observe_call(const struct sched_obs_config *oc, const char *tool, int64
 
 void sim_tools_returned(struct sim *s, struct sim_traj *t)
 {
-    uint64_t id = (uint64_t)(t - s->traj.v);
+    uint64_t id = t->uid;
     const struct sim_turn *prev = &t->turns[t->turn - 1];
     if (s->trace.on)
         sim_trace_slice(s, SIM_PID_TRAJECTORIES, id, "tools", t->tool_start_s, s->now,
@@ -377,7 +429,7 @@ void sim_tools_returned(struct sim *s, struct sim_traj *t)
 
 void sim_reroute(struct sim *s, struct sim_traj *t)
 {
-    uint64_t id = (uint64_t)(t - s->traj.v);
+    uint64_t id = t->uid;
     struct sched_registry reg = sim_registry(s);
     struct sched_decision d;
     if (sched_router_progress(s->router, &reg, id, t->turn_base, &d) != 0) {
@@ -416,4 +468,5 @@ void sim_group_abort(struct sim *s, struct sim_group *g, enum sim_waste why)
             sim_traj_abort(s, t, why);
         }
     }
+    sim_group_release(s, g);
 }

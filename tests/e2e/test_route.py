@@ -147,7 +147,7 @@ def test_bad_input(tmp_path):
     r = route("eval", trace, "--buckets", BUCKETS, "--truncated", "maybe")
     assert r.returncode == 2 and "--truncated: expected censored or exact" in r.stderr
     r = route("eval", trace, "--buckets", BUCKETS, "--min-visits", "0")
-    assert r.returncode == 2 and "--min-visits: expected an integer >= 1" in r.stderr
+    assert r.returncode == 2 and "--min-visits: expected an integer in [1, " in r.stderr
     r = route("frobnicate")
     assert r.returncode == 2
     assert route("--help").returncode == 0

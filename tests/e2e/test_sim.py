@@ -84,6 +84,17 @@ def test_router_takes_the_sched_config():
     assert on and on != off  # the config digest differs anyway: compare the results
 
 
+def test_simulator_rebuilds_the_trees():
+    """C-MLFQ's trees are rebuilt every sched.rebuild_interval steps from the most recent 5000
+    trajectories: over 14 steps of 512 a rebuild at every step forgets the oldest, which
+    learning them all (an interval past the run) does not."""
+    example = os.path.join(SOURCE_DIR, "examples", "sim-dapo-math-qwen3-4b.json")
+    args = [example, "--json", "--set", "sim.modes=libra", "--steps", "14"]
+    every = json.loads(sim(*args, "--set", "sched.rebuild_interval=1").stdout)["modes"]
+    never = json.loads(sim(*args, "--set", "sched.rebuild_interval=1000").stdout)["modes"]
+    assert every["libra"]["routing"] != never["libra"]["routing"]
+
+
 def test_jsonl_header_and_steps():
     lines = sim("--jsonl", *QUICK).stdout.splitlines()
     head = json.loads(lines[0])
