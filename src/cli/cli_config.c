@@ -70,6 +70,11 @@ static void add_override(struct cli_common *cc, const char *key, size_t key_len,
     o->label = xstrdup(label);
 }
 
+void cli_common_set(struct cli_common *cc, const char *key, const char *value, const char *label)
+{
+    add_override(cc, key, strlen(key), value, label);
+}
+
 /* Consumes one common flag; returns 0, or '?' after a usage error. */
 static int common_option(struct cli_common *cc, int c, const char *arg)
 {
@@ -275,8 +280,14 @@ int cli_common_load(const struct cli_common *cc, const char *config_file, struct
                     struct libra_config *cfg)
 {
     int rc = load_presets(cc, p);
-    if (rc)
-        return rc;
+    return rc ? rc : cli_common_resolve(cc, config_file, p, NULL, 0, cfg);
+}
+
+int cli_common_resolve(const struct cli_common *cc, const char *config_file,
+                       const struct cli_presets *p, const struct spec_config_override *extra,
+                       size_t n_extra, struct libra_config *cfg)
+{
+    int rc;
     struct ujson_doc doc = {0};
     struct libra_error err = {0};
     if (config_file) {
@@ -290,13 +301,19 @@ int cli_common_load(const struct cli_common *cc, const char *config_file, struct
         if (rc)
             return cli_report_error(&err);
     }
+    struct spec_config_override *flags = xmallocarray(cc->n_overrides + n_extra + 1, sizeof *flags);
+    for (size_t i = 0; i < cc->n_overrides; i++)
+        flags[i] = cc->overrides[i];
+    for (size_t i = 0; i < n_extra; i++)
+        flags[cc->n_overrides + i] = extra[i];
     struct spec_config_sources src = {
         .doc = config_file ? &doc : NULL,
-        .flags = cc->overrides,
-        .n_flags = cc->n_overrides,
+        .flags = flags,
+        .n_flags = cc->n_overrides + n_extra,
     };
     rc = resolve(p, &src, cfg, &err);
     ujson_doc_free(&doc);
+    free(flags);
     return rc ? cli_report_error(&err) : 0;
 }
 

@@ -71,6 +71,10 @@ void cli_common_init(struct cli_common *cc, const struct cli_command *cmd, unsig
  */
 int cli_common_getopt(struct cli_common *cc, int argc, char **argv);
 
+/* Adds KEY=VALUE after the flags seen so far, as --set would (a command's flag that stands for
+ * a config key); label names it in errors. */
+void cli_common_set(struct cli_common *cc, const char *key, const char *value, const char *label);
+
 /* Prints a command's --help: its own text, then the accepted common flags, one per line under
  * "common flags:". */
 void cli_common_help(const struct cli_common *cc, const char *text, FILE *out);
@@ -101,6 +105,15 @@ void cli_presets_free(struct cli_presets *p);
  */
 int cli_common_load(const struct cli_common *cc, const char *config_file, struct cli_presets *p,
                     struct libra_config *cfg);
+
+/*
+ * Resolves another config from cli_common_load's sources (p as it loaded them), with extra
+ * settings after the flags, which they override (a sweep cell's; label names each in errors).
+ * Returns and prints as cli_common_load.
+ */
+int cli_common_resolve(const struct cli_common *cc, const char *config_file,
+                       const struct cli_presets *p, const struct spec_config_override *extra,
+                       size_t n_extra, struct libra_config *cfg);
 
 /* Writes doc as pretty JSON plus a newline to cc's output. Returns 0 or LIBRA_EXIT_IO. */
 int cli_emit_json(const struct cli_common *cc, const json_t *doc);

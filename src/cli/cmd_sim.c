@@ -1,16 +1,19 @@
 /*
- * `libra sim [EXPERIMENT]`: simulate an RL job under several resource managers.
+ * `libra sim [EXPERIMENT]`: simulate an RL job under several resource managers, once or over a
+ * sweep of settings and seeds.
  *
  * The simulator itself (src/sim/) is pure; this file resolves the experiment (built-in
- * defaults < presets < the file < flags), reads a trace into memory when the experiment
- * replays one, and writes what the simulator formats: the table, one JSON document, JSON
- * Lines, and with --perfetto a Chrome trace-event file of one step.
+ * defaults < presets < the file < flags; a sweep cell's settings last), reads traces into
+ * memory, starts the worker threads and the progress line, and writes what the simulator
+ * formats: the table, one JSON document, JSON Lines, and with --perfetto a Chrome trace-event
+ * file of one step.
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "sim/sim.h"
 #include "trace/file.h"
 #include "util/alloc.h"
@@ -20,7 +23,8 @@
 
 static const char help[] =
     "usage: libra sim [EXPERIMENT] [--json|--jsonl] [--steps N] [--seed S] [--perfetto FILE]\n"
-    "                 [--trace FILE] [flags]\n"
+    "                 [--trace FILE] [--sweep KEY=V1,V2,...]... [--seeds N|--seed-list S,...]\n"
+    "                 [--jobs J] [--progress] [flags]\n"
     "\n"
     "Simulates the RL job of EXPERIMENT (a config file, docs/config.md; without one the\n"
     "built-in default: 48 x A800, Qwen3-14B, r2e-gym, batch 32 = 8 x 4, 100 steps) under each\n"
@@ -32,17 +36,32 @@ static const char help[] =
     "the tail's share of rollout time, staleness, routing metrics and the planner's predicted\n"
     "times beside the simulated ones (docs/sim.md).\n"
     "\n"
+    "With --sweep or --seeds it runs every cell of a grid (each --sweep key times the others)\n"
+    "under each seed and reports, per grid point, the median and interquartile range across\n"
+    "seeds; --json holds every cell's full result, equal to the single run's.\n"
+    "\n"
     "flags:\n"
     "  --perfetto FILE    write one step of the last mode as a Chrome trace-event file\n"
     "                     (open it in ui.perfetto.dev); the step is sim.trace_step\n"
-    "  --trace FILE       replay the trajectories of a trace (workload.trace)\n";
+    "  --trace FILE       replay the trajectories of a trace (workload.trace)\n"
+    "  --sweep KEY=V1,V2  run the experiment with KEY set to each value (any config key;\n"
+    "                     repeatable: the grid of every combination, the first key slowest;\n"
+    "                     write a comma inside a value as \\,)\n"
+    "  --seeds N          run every cell under N seeds: sim.seed, sim.seed + 1, ...\n"
+    "  --seed-list S,...  run every cell under these seeds\n"
+    "  --jobs J           threads for the independent runs (default: the machine's cores);\n"
+    "                     results do not depend on it\n"
+    "  --progress         show progress on stderr even when it is not a terminal (on a\n"
+    "                     terminal it is always shown)\n";
 
-/* ---- the trace in memory ---------------------------------------------------------------- */
+/* ---- traces in memory ------------------------------------------------------------------- */
 
 struct loaded_trace {
+    char *path;
     struct arena arena;
     VEC(struct trace_traj) trajs;
     char *workload, *model;
+    struct sim_trace view;
 };
 
 static void copy_traj(struct loaded_trace *lt, const struct trace_traj *t)
@@ -67,6 +86,7 @@ static int load_trace(const char *path, struct loaded_trace *lt)
     struct libra_error err = {0};
     const struct trace_header *h;
     const struct trace_traj *t;
+    lt->path = xstrdup(path);
     arena_init(&lt->arena, 0);
     int rc = trace_reader_open(&r, path, &err);
     if (rc == 0)
@@ -82,18 +102,145 @@ static int load_trace(const char *path, struct loaded_trace *lt)
         cli_report_error(&err);
         return rc == LIBRA_EIO ? LIBRA_EXIT_IO : LIBRA_EXIT_USAGE;
     }
+    lt->view = (struct sim_trace){lt->trajs.v, lt->trajs.n, lt->workload, lt->model};
     return 0;
 }
 
 static void loaded_trace_free(struct loaded_trace *lt)
 {
+    free(lt->path);
     arena_free(&lt->arena);
     vec_free(&lt->trajs);
     free(lt->workload);
     free(lt->model);
 }
 
-/* ---- the command ------------------------------------------------------------------------ */
+/* The traces the runs replay, each read once. */
+struct traces {
+    struct loaded_trace *v;
+    size_t n;
+};
+
+/* The trace at path, read on first use. */
+static int trace_for(struct traces *ts, const char *path, const struct sim_trace **out)
+{
+    for (size_t i = 0; i < ts->n; i++)
+        if (strcmp(ts->v[i].path, path) == 0) {
+            *out = &ts->v[i].view;
+            return 0;
+        }
+    ts->v = xreallocarray(ts->v, ts->n + 1, sizeof *ts->v);
+    struct loaded_trace *lt = &ts->v[ts->n++];
+    memset(lt, 0, sizeof *lt);
+    int rc = load_trace(path, lt);
+    *out = &lt->view;
+    return rc;
+}
+
+static void traces_free(struct traces *ts)
+{
+    for (size_t i = 0; i < ts->n; i++)
+        loaded_trace_free(&ts->v[i]);
+    free(ts->v);
+}
+
+/* The simulator's input for cfg, with the presets and trace it names. */
+static int input_for(const struct cli_presets *p, struct traces *ts, const struct libra_config *cfg,
+                     bool perfetto, struct sim_input *in)
+{
+    *in = (struct sim_input){.cfg = cfg,
+                             .hw = spec_hardware_find(&p->spec, cfg->cluster.hardware),
+                             .model = spec_model_find(&p->spec, cfg->model.name),
+                             .workload = workload_preset_find(&p->workloads, cfg->workload.name),
+                             .perfetto = perfetto};
+    return cfg->workload.trace[0] ? trace_for(ts, cfg->workload.trace, &in->trace) : 0;
+}
+
+/* ---- flags ------------------------------------------------------------------------------ */
+
+struct sim_flags {
+    const char *perfetto;
+    int64_t jobs;
+    bool progress;
+    VEC(struct sim_sweep_key) keys; /* key and values owned */
+    int64_t n_seeds;                /* --seeds; 0 none */
+    VEC(int64_t) seed_list;         /* --seed-list */
+};
+
+static void flags_free(struct sim_flags *f)
+{
+    for (size_t k = 0; k < f->keys.n; k++) {
+        for (size_t i = 0; i < f->keys.v[k].n; i++)
+            free((char *)f->keys.v[k].values[i]);
+        free((char **)f->keys.v[k].values);
+        free((char *)f->keys.v[k].key);
+    }
+    vec_free(&f->keys);
+    vec_free(&f->seed_list);
+}
+
+/* Splits s at commas not escaped as "\,"; returns the malloc'd pieces (unescaped) in *out. */
+static size_t split_values(const char *s, char ***out)
+{
+    VEC(char *) v = {0};
+    size_t len = strlen(s);
+    char *cur = xcalloc(len + 1, 1);
+    size_t n = 0;
+    for (const char *c = s;; c++) {
+        if (*c == '\\' && c[1] == ',') {
+            cur[n++] = *++c;
+        } else if (*c == ',' || *c == '\0') {
+            cur[n] = '\0';
+            vec_push(&v, xstrdup(cur));
+            n = 0;
+            if (*c == '\0')
+                break;
+        } else {
+            cur[n++] = *c;
+        }
+    }
+    free(cur);
+    *out = v.v;
+    return v.n;
+}
+
+static int add_sweep(const struct cli_command *cmd, struct sim_flags *f, const char *arg)
+{
+    const char *eq = strchr(arg, '=');
+    if (!eq || eq == arg || !eq[1])
+        return cli_usage_error(cmd, "--sweep needs KEY=V1,V2,..., not '%s'", arg);
+    char *key = xstrndup(arg, (size_t)(eq - arg));
+    for (size_t k = 0; k < f->keys.n; k++)
+        if (strcmp(f->keys.v[k].key, key) == 0) {
+            free(key);
+            return cli_usage_error(cmd, "--sweep: %.*s is swept twice", (int)(eq - arg), arg);
+        }
+    char **values;
+    size_t n = split_values(eq + 1, &values);
+    vec_push(&f->keys, ((struct sim_sweep_key){key, (const char *const *)values, n}));
+    for (size_t i = 0; i < n; i++)
+        if (!values[i][0])
+            return cli_usage_error(cmd, "--sweep %s: an empty value in '%s'", key, eq + 1);
+    return 0;
+}
+
+static int add_seed_list(const struct cli_command *cmd, struct sim_flags *f, const char *arg)
+{
+    char **items;
+    size_t n = split_values(arg, &items);
+    int rc = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t seed;
+        if (rc == 0 &&
+            (rc = cli_parse_int(cmd, "--seed-list", items[i], 0, 9007199254740991LL, &seed)) == 0)
+            vec_push(&f->seed_list, seed);
+        free(items[i]);
+    }
+    free(items);
+    return rc;
+}
+
+/* ---- output ----------------------------------------------------------------------------- */
 
 static int exit_code(int rc)
 {
@@ -102,18 +249,16 @@ static int exit_code(int rc)
                                    : LIBRA_EXIT_USAGE;
 }
 
-static int emit(const struct cli_common *cc, const struct sim_experiment *e,
-                const struct libra_config *cfg)
+static int emit(const struct cli_common *cc, json_t *doc, char *text)
 {
-    if (cc->json) {
-        json_t *doc = sim_experiment_to_json(e, cfg);
-        int rc = cli_emit_json(cc, doc);
+    int rc;
+    if (doc) {
+        rc = cli_emit_json(cc, doc);
         json_decref(doc);
-        return rc;
+    } else {
+        rc = cli_write_output(cc->output, text);
+        free(text);
     }
-    char *text = cc->jsonl ? sim_experiment_jsonl(e, cfg) : sim_experiment_text(e, cfg);
-    int rc = cli_write_output(cc->output, text);
-    free(text);
     return rc;
 }
 
@@ -126,29 +271,45 @@ static int write_perfetto(const struct sim_experiment *e, const char *path)
     return LIBRA_EXIT_USAGE;
 }
 
-static int run(const struct cli_common *cc, const char *file, const char *trace,
-               const char *perfetto, int jobs)
+/* ---- progress --------------------------------------------------------------------------- */
+
+struct watched {
+    struct sim_progress counts;
+    long long cells; /* a sweep's; 0 for one run */
+};
+
+/* Steps done of those planned; in a sweep, planned steps scaled from the cells started to all
+ * of them (cells plan their runs when they start). */
+static void read_progress(void *ctx, struct cli_progress_state *out)
 {
-    struct cli_presets p = {0};
-    struct libra_config cfg;
-    struct loaded_trace lt = {0};
+    struct watched *w = ctx;
+    long long started = atomic_load(&w->counts.cells_started);
+    out->done = atomic_load(&w->counts.steps_done);
+    out->total = atomic_load(&w->counts.steps_planned);
+    if (w->cells && started > 0)
+        out->total = out->total * w->cells / started;
+    out->cells_done = atomic_load(&w->counts.cells_done);
+    out->cells_total = w->cells;
+}
+
+/* ---- one run ------------------------------------------------------------------------------ */
+
+static int run_one(const struct cli_common *cc, const struct sim_flags *f,
+                   const struct cli_presets *p, const struct libra_config *cfg)
+{
+    struct traces ts = {0};
+    struct sim_input in;
     struct sim_experiment e = {0};
-    int rc = cli_common_load(cc, file, &p, &cfg);
-    if (rc == 0 && trace)
-        snprintf(cfg.workload.trace, sizeof cfg.workload.trace, "%s", trace);
-    if (rc == 0 && cfg.workload.trace[0])
-        rc = load_trace(cfg.workload.trace, &lt);
+    int rc = input_for(p, &ts, cfg, f->perfetto != NULL, &in);
     if (rc == 0) {
-        struct sim_trace st = {lt.trajs.v, lt.trajs.n, lt.workload, lt.model};
-        struct sim_input in = {.cfg = &cfg,
-                               .hw = spec_hardware_find(&p.spec, cfg.cluster.hardware),
-                               .model = spec_model_find(&p.spec, cfg.model.name),
-                               .workload = workload_preset_find(&p.workloads, cfg.workload.name),
-                               .trace = cfg.workload.trace[0] ? &st : NULL,
-                               .perfetto = perfetto != NULL,
-                               .workers = workers_new(jobs)};
+        struct watched w = {0};
+        in.workers = workers_new((int)f->jobs);
+        in.progress = &w.counts;
+        struct cli_progress *line =
+            cli_progress_start("sim", "steps", read_progress, &w, f->progress);
         struct libra_error err = {0};
         int src = sim_experiment_run(&in, &e, &err);
+        cli_progress_stop(line);
         workers_free(in.workers);
         if (src) {
             cli_errorf("sim: %s", err.msg);
@@ -156,26 +317,162 @@ static int run(const struct cli_common *cc, const char *file, const char *trace,
         }
     }
     if (rc == 0)
-        rc = emit(cc, &e, &cfg);
-    if (rc == 0 && perfetto)
-        rc = write_perfetto(&e, perfetto);
+        rc = emit(cc, cc->json ? sim_experiment_to_json(&e, cfg) : NULL,
+                  cc->json    ? NULL
+                  : cc->jsonl ? sim_experiment_jsonl(&e, cfg)
+                              : sim_experiment_text(&e, cfg));
+    if (rc == 0 && f->perfetto)
+        rc = write_perfetto(&e, f->perfetto);
     sim_experiment_free(&e);
-    loaded_trace_free(&lt);
+    traces_free(&ts);
+    return rc;
+}
+
+/* ---- sweeps ------------------------------------------------------------------------------- */
+
+/* Resolves every cell's config and input (all before any runs, so a bad value stops the sweep
+ * at once). */
+static int build_cells(const struct cli_common *cc, const char *file, const struct cli_presets *p,
+                       struct traces *ts, struct sim_sweep *sw, struct libra_config *cfgs)
+{
+    struct spec_config_override *extra = xcalloc(sw->n_keys + 1, sizeof *extra);
+    char(*labels)[160] = xcalloc(sw->n_keys + 1, sizeof *labels);
+    int rc = 0;
+    for (size_t i = 0; i < sw->n_cells && rc == 0; i++) {
+        struct sim_cell *c = &sw->cells[i];
+        c->point = i / sw->n_seeds;
+        c->seed = sw->seeds[i % sw->n_seeds];
+        for (size_t k = 0; k < sw->n_keys; k++) {
+            snprintf(labels[k], sizeof labels[k], "--sweep %s", sw->keys[k].key);
+            extra[k] = (struct spec_config_override){sw->keys[k].key,
+                                                     sim_sweep_value(sw, c->point, k), labels[k]};
+        }
+        char seed[32];
+        snprintf(seed, sizeof seed, "%lld", (long long)c->seed);
+        extra[sw->n_keys] = (struct spec_config_override){"sim.seed", seed, "--seeds"};
+        rc = cli_common_resolve(cc, file, p, extra, sw->n_keys + 1, &cfgs[i]);
+        if (rc == 0)
+            rc = input_for(p, ts, &cfgs[i], false, &c->in);
+    }
+    free(labels);
+    free(extra);
+    return rc;
+}
+
+static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, const char *file,
+                     const struct cli_presets *p, const struct libra_config *base)
+{
+    if (f->perfetto)
+        return cli_usage_error(cc->cmd, "--perfetto records one run, not a sweep");
+    for (size_t k = 0; k < f->keys.n; k++)
+        if (strcmp(f->keys.v[k].key, "sim.seed") == 0 && (f->n_seeds || f->seed_list.n))
+            return cli_usage_error(cc->cmd, "--sweep sim.seed and --seeds/--seed-list both "
+                                            "set the seeds");
+    size_t n_seeds = f->seed_list.n ? f->seed_list.n : f->n_seeds ? (size_t)f->n_seeds : 1;
+    int64_t *seeds = xcalloc(n_seeds, sizeof *seeds);
+    for (size_t s = 0; s < n_seeds; s++)
+        seeds[s] = f->seed_list.n ? f->seed_list.v[s] : base->sim.seed + (int64_t)s;
+    struct sim_sweep sw = {
+        .keys = f->keys.v, .n_keys = f->keys.n, .seeds = seeds, .n_seeds = n_seeds};
+    sw.n_cells = sim_sweep_points(&sw) * n_seeds;
+    sw.cells = xcalloc(sw.n_cells, sizeof *sw.cells);
+    struct libra_config *cfgs = xcalloc(sw.n_cells, sizeof *cfgs);
+    struct traces ts = {0};
+    int rc = build_cells(cc, file, p, &ts, &sw, cfgs);
+    if (rc == 0) {
+        struct watched w = {.cells = (long long)sw.n_cells};
+        struct workers *workers = workers_new((int)f->jobs);
+        struct cli_progress *line =
+            cli_progress_start("sim", "steps", read_progress, &w, f->progress);
+        size_t failed = sim_sweep_run(&sw, workers, &w.counts);
+        cli_progress_stop(line);
+        workers_free(workers);
+        rc = emit(cc, cc->json ? sim_sweep_to_json(&sw, base) : NULL,
+                  cc->json    ? NULL
+                  : cc->jsonl ? sim_sweep_jsonl(&sw, base)
+                              : sim_sweep_text(&sw, base));
+        for (size_t i = 0; i < sw.n_cells && failed && rc == 0; i++)
+            if (sw.cells[i].rc) {
+                cli_errorf("sim: %zu of %zu runs failed, the first: seed %lld: %s", failed,
+                           sw.n_cells, (long long)sw.cells[i].seed, sw.cells[i].err.msg);
+                rc = exit_code(sw.cells[i].rc);
+            }
+    }
+    sim_sweep_free(&sw);
+    traces_free(&ts);
+    free(cfgs);
+    free(sw.cells);
+    free(seeds);
+    return rc;
+}
+
+/* ---- the command ------------------------------------------------------------------------ */
+
+static int run(const struct cli_common *cc, const char *file, const struct sim_flags *f)
+{
+    struct cli_presets p = {0};
+    struct libra_config cfg;
+    int rc = cli_common_load(cc, file, &p, &cfg);
+    if (rc == 0)
+        rc = f->keys.n || f->n_seeds || f->seed_list.n ? run_sweep(cc, f, file, &p, &cfg)
+                                                       : run_one(cc, f, &p, &cfg);
     cli_presets_free(&p);
     return rc;
 }
 
+enum {
+    OPT_PERFETTO = 0x100,
+    OPT_TRACE,
+    OPT_JOBS,
+    OPT_SWEEP,
+    OPT_SEEDS,
+    OPT_SEED_LIST,
+    OPT_PROGRESS
+};
+
+static int own_flag(struct cli_common *cc, struct sim_flags *f, int c, const char *arg)
+{
+    const struct cli_command *cmd = cc->cmd;
+    switch (c) {
+    case OPT_PERFETTO:
+        f->perfetto = arg;
+        return 0;
+    case OPT_TRACE: /* the same as --set workload.trace=FILE, so that sweep cells have it */
+        cli_common_set(cc, "workload.trace", arg, "--trace");
+        return 0;
+    case OPT_JOBS:
+        return cli_parse_int(cmd, "--jobs", arg, 1, 1024, &f->jobs);
+    case OPT_SWEEP:
+        return add_sweep(cmd, f, arg);
+    case OPT_SEEDS:
+        if (f->seed_list.n)
+            return cli_usage_error(cmd, "--seeds and --seed-list exclude each other");
+        return cli_parse_int(cmd, "--seeds", arg, 1, 100000, &f->n_seeds);
+    case OPT_SEED_LIST:
+        if (f->n_seeds)
+            return cli_usage_error(cmd, "--seeds and --seed-list exclude each other");
+        return add_seed_list(cmd, f, arg);
+    case OPT_PROGRESS:
+        f->progress = true;
+        return 0;
+    default:
+        return LIBRA_EXIT_USAGE;
+    }
+}
+
 int cmd_sim(int argc, char **argv)
 {
-    enum { OPT_PERFETTO = 0x100, OPT_TRACE, OPT_JOBS };
     static const struct option own[] = {
         {"perfetto", required_argument, NULL, OPT_PERFETTO},
         {"trace", required_argument, NULL, OPT_TRACE},
         {"jobs", required_argument, NULL, OPT_JOBS},
+        {"sweep", required_argument, NULL, OPT_SWEEP},
+        {"seeds", required_argument, NULL, OPT_SEEDS},
+        {"seed-list", required_argument, NULL, OPT_SEED_LIST},
+        {"progress", no_argument, NULL, OPT_PROGRESS},
         {0},
     };
-    const char *perfetto = NULL, *trace = NULL;
-    int64_t jobs = workers_cpus();
+    struct sim_flags f = {.jobs = workers_cpus()};
     struct cli_common cc;
     cli_common_init(&cc, cli_find("sim"),
                     CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_JSONL |
@@ -183,28 +480,19 @@ int cmd_sim(int argc, char **argv)
                     "", own);
     int c, rc = 0;
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
-        switch (c) {
-        case 'h':
+        if (c == 'h') {
             cli_common_help(&cc, help, stdout);
+            flags_free(&f);
             cli_common_free(&cc);
             return LIBRA_EXIT_OK;
-        case OPT_PERFETTO:
-            perfetto = optarg;
-            break;
-        case OPT_TRACE:
-            trace = optarg;
-            break;
-        case OPT_JOBS:
-            rc = cli_parse_int(cc.cmd, "--jobs", optarg, 1, 1024, &jobs);
-            break;
-        default:
-            rc = LIBRA_EXIT_USAGE;
         }
+        rc = c == '?' ? LIBRA_EXIT_USAGE : own_flag(&cc, &f, c, optarg);
     }
     if (rc == 0 && argc - optind > 1)
         rc = cli_usage_error(cc.cmd, "expected at most one experiment file");
     if (rc == 0)
-        rc = run(&cc, optind < argc ? argv[optind] : NULL, trace, perfetto, (int)jobs);
+        rc = run(&cc, optind < argc ? argv[optind] : NULL, &f);
+    flags_free(&f);
     cli_common_free(&cc);
     return rc;
 }

@@ -525,6 +525,8 @@ int sim_run(const struct sim_input *in, const struct sim_layout *l, const struct
     }
     if (s.rc == 0)
         sim_metrics_finish(&s);
+    if (in->progress) /* a run cut short by an error is done all the same */
+        atomic_fetch_add(&in->progress->steps_done, opts->steps - (long long)s.steps.n);
     int rc = s.rc;
     teardown(&s);
     return rc;

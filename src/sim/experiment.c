@@ -66,6 +66,13 @@ static void plan_steps(const struct sim_input *in, long long steps)
         atomic_fetch_add(&in->progress->steps_planned, steps);
 }
 
+/* Steps planned for a run that never started (its layout failed): done all the same. */
+static void skip_steps(const struct sim_input *in, long long steps)
+{
+    if (in->progress)
+        atomic_fetch_add(&in->progress->steps_done, steps);
+}
+
 /* Candidate values of one choice: the pinned one, or the sweep. */
 static int tp_values(const struct sim_input *in, int pinned, int *out)
 {
@@ -114,11 +121,11 @@ static void try_candidate(void *arg, size_t i)
     struct libra_error err = {0};
     struct sim_run_opts o = run_opts(sw->in->cfg, sw->steps);
     c->tokens_per_s = NAN;
-    if (sim_layout_make(sw->in, sw->mode, c->n_train, c->tp, &l, &err) == 0 &&
-        sim_run(sw->in, &l, &o, &r, &err) == 0)
+    memset(&r, 0, sizeof r);
+    if (sim_layout_make(sw->in, sw->mode, c->n_train, c->tp, &l, &err) != 0)
+        skip_steps(sw->in, sw->steps);
+    else if (sim_run(sw->in, &l, &o, &r, &err) == 0)
         c->tokens_per_s = r.tokens_per_s;
-    else
-        memset(&r, 0, sizeof r);
     sim_result_free(&r);
     sim_layout_free(&l);
 }
@@ -196,6 +203,8 @@ static void run_mode(void *arg, size_t i)
                               : o.warmup;
     if (rc == 0)
         rc = sim_run(ms->in, &mr->layout, &o, &mr->run, err);
+    else
+        skip_steps(ms->in, o.steps);
     ms->rc[k] = rc;
 }
 

@@ -446,6 +446,12 @@ char *sim_trace_finish(struct sim *s);
 
 void sim_metrics_finish(struct sim *s);
 
+/* ---- report.c ------------------------------------------------------------------------- */
+
+/* libra's trained tokens/s (trajectories/s) over mode m's; NAN when either is missing or m's
+ * is 0. */
+double sim_libra_ratio(const struct sim_experiment *e, enum sim_mode m, bool trajectories);
+
 /* ---- text buffers ----------------------------------------------------------------------- */
 
 struct sim_buf {

@@ -163,8 +163,7 @@ static const struct sim_mode_result *find(const struct sim_experiment *e, enum s
     return NULL;
 }
 
-/* libra's rate over mode m's; NAN when either is missing or m's is 0. */
-static double ratio(const struct sim_experiment *e, enum sim_mode m, bool trajectories)
+double sim_libra_ratio(const struct sim_experiment *e, enum sim_mode m, bool trajectories)
 {
     const struct sim_mode_result *a = find(e, SIM_LIBRA), *b = find(e, m);
     if (!a || !b)
@@ -193,11 +192,12 @@ json_t *sim_experiment_to_json(const struct sim_experiment *e, const struct libr
     json_object_set_new(doc, "modes", modes);
     json_object_set_new(
         doc, "ratios",
-        json_pack("{s:o,s:o,s:o,s:o}", "libra_over_colocated_tokens",
-                  ujson_real(ratio(e, SIM_COLOCATED, false)), "libra_over_async_tokens",
-                  ujson_real(ratio(e, SIM_ASYNC, false)), "libra_over_colocated_trajectories",
-                  ujson_real(ratio(e, SIM_COLOCATED, true)), "libra_over_async_trajectories",
-                  ujson_real(ratio(e, SIM_ASYNC, true))));
+        json_pack(
+            "{s:o,s:o,s:o,s:o}", "libra_over_colocated_tokens",
+            ujson_real(sim_libra_ratio(e, SIM_COLOCATED, false)), "libra_over_async_tokens",
+            ujson_real(sim_libra_ratio(e, SIM_ASYNC, false)), "libra_over_colocated_trajectories",
+            ujson_real(sim_libra_ratio(e, SIM_COLOCATED, true)), "libra_over_async_trajectories",
+            ujson_real(sim_libra_ratio(e, SIM_ASYNC, true))));
     return doc;
 }
 
@@ -285,7 +285,7 @@ char *sim_experiment_text(const struct sim_experiment *e, const struct libra_con
                        r->mean_step_s, 100 * r->rollout_util, 100 * r->train_util,
                        100 * r->tail_share, 100 * discarded_share(r));
     }
-    double rc = ratio(e, SIM_COLOCATED, false), ra = ratio(e, SIM_ASYNC, false);
+    double rc = sim_libra_ratio(e, SIM_COLOCATED, false), ra = sim_libra_ratio(e, SIM_ASYNC, false);
     if (!isnan(rc) || !isnan(ra)) {
         sim_buf_printf(&b, "\nlibra trained tokens/s:");
         if (!isnan(rc))

@@ -57,11 +57,14 @@ struct sim_trace {
     const char *model;    /* the header's model, or NULL */
 };
 
-/* Steps simulated so far and planned in all, for a progress display: runs add to them from any
- * thread, anyone may read them. Planned steps grow when a tuning search plans another round. */
+/* Steps simulated so far and planned in all, and a sweep's cells started and done, for a
+ * progress display: runs add to them from any thread, anyone may read them. Planned steps
+ * grow as experiments start and tuning searches plan another round. */
 struct sim_progress {
     atomic_llong steps_done;
     atomic_llong steps_planned;
+    atomic_llong cells_started;
+    atomic_llong cells_done;
 };
 
 /* What every run of an experiment shares. Everything is borrowed. */
@@ -240,6 +243,69 @@ int sim_experiment_run(const struct sim_input *in, struct sim_experiment *out,
                        struct libra_error *err);
 
 void sim_experiment_free(struct sim_experiment *e);
+
+/* ---- sweeps ----------------------------------------------------------------------------- */
+
+#define SIM_SWEEP_SCHEMA "libra.sim-sweep/1"
+
+/* A key of a sweep's grid and the values it takes, as given (KEY=V1,V2). Borrowed. */
+struct sim_sweep_key {
+    const char *key;
+    const char *const *values;
+    size_t n;
+};
+
+/* One run of a sweep: a grid point under one seed. */
+struct sim_cell {
+    size_t point;                /* grid point (sim_sweep_value) */
+    int64_t seed;                /* its sim.seed */
+    struct sim_input in;         /* its own config (in.cfg, the caller's) and the shared inputs */
+    int rc;                      /* sim_experiment_run's */
+    struct libra_error err;      /* its error when rc != 0 */
+    struct sim_experiment exp;   /* its result when rc == 0 */
+};
+
+/*
+ * A grid of settings times a list of seeds. The first key varies slowest; cells are
+ * point-major (point p, seed s at p * n_seeds + s). Every cell is a whole experiment, a pure
+ * function of its config, so a cell's result is the single run's with that config and seed.
+ */
+struct sim_sweep {
+    const struct sim_sweep_key *keys;
+    size_t n_keys;
+    const int64_t *seeds;
+    size_t n_seeds;
+    struct sim_cell *cells; /* owned by the caller; sim_sweep_free releases their results */
+    size_t n_cells;
+};
+
+/* Grid points: the product of the keys' value counts (1 without keys). */
+size_t sim_sweep_points(const struct sim_sweep *sw);
+
+/* The value key k takes at grid point p. */
+const char *sim_sweep_value(const struct sim_sweep *sw, size_t p, size_t k);
+
+/* Runs every cell on workers (cells and their modes nested), counting on progress (either may
+ * be NULL). A cell that fails keeps its error; the others complete. Returns the cells failed. */
+size_t sim_sweep_run(struct sim_sweep *sw, struct workers *workers, struct sim_progress *progress);
+
+/* Frees the cells' results (not the cells, nor their configs). */
+void sim_sweep_free(struct sim_sweep *sw);
+
+/*
+ * The sweep as one JSON document (schema SIM_SWEEP_SCHEMA, the envelope of base): the grid,
+ * the seeds, every cell ({point, set, seed, config_digest, result} with the single run's
+ * document, or error {message, kind} instead of result) and per grid point the median and
+ * interquartile range across seeds of each mode's trained tokens/s and of libra's ratios.
+ */
+json_t *sim_sweep_to_json(const struct sim_sweep *sw, const struct libra_config *base);
+
+/* JSON Lines: a header (envelope, grid, seeds), then one line per cell as in the document. */
+char *sim_sweep_jsonl(const struct sim_sweep *sw, const struct libra_config *base);
+
+/* The table for people: per grid point, each mode's median trained tokens/s and its IQR across
+ * seeds, libra's median ratios, then the failed cells with their errors. */
+char *sim_sweep_text(const struct sim_sweep *sw, const struct libra_config *base);
 
 /* ---- observations ------------------------------------------------------------------- */
 

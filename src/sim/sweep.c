@@ -1,0 +1,300 @@
+/*
+ * Sweeps: a grid of settings times a list of seeds, each cell a whole experiment.
+ *
+ * One run answers for one batch size and one seed; a claim needs the spread across seeds and
+ * its trend across a knob. The cells are independent pure runs, so they go on the worker pool
+ * as one loop (each cell's modes and tuning candidates nest inside it), and a cell's result is
+ * exactly the single run's with its config. Across the seeds of a grid point the report gives
+ * the median and the interquartile range (R-7 quartiles): the middle of what a user should
+ * expect, and how far one seed may land from it.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/internal.h"
+#include "spec/config.h"
+#include "util/alloc.h"
+#include "util/json.h"
+#include "util/stats.h"
+
+size_t sim_sweep_points(const struct sim_sweep *sw)
+{
+    size_t n = 1;
+    for (size_t k = 0; k < sw->n_keys; k++)
+        n *= sw->keys[k].n;
+    return n;
+}
+
+const char *sim_sweep_value(const struct sim_sweep *sw, size_t p, size_t k)
+{
+    size_t stride = 1;
+    for (size_t j = k + 1; j < sw->n_keys; j++)
+        stride *= sw->keys[j].n;
+    return sw->keys[k].values[p / stride % sw->keys[k].n];
+}
+
+/* ---- running ------------------------------------------------------------------------------ */
+
+struct sweep_run {
+    struct sim_sweep *sw;
+    struct sim_progress *progress;
+};
+
+static void run_cell(void *arg, size_t i)
+{
+    struct sweep_run *r = arg;
+    struct sim_cell *c = &r->sw->cells[i];
+    if (r->progress)
+        atomic_fetch_add(&r->progress->cells_started, 1);
+    c->rc = sim_experiment_run(&c->in, &c->exp, &c->err);
+    if (c->rc)
+        sim_experiment_free(&c->exp);
+    if (r->progress)
+        atomic_fetch_add(&r->progress->cells_done, 1);
+}
+
+size_t sim_sweep_run(struct sim_sweep *sw, struct workers *workers, struct sim_progress *progress)
+{
+    struct sweep_run r = {sw, progress};
+    for (size_t i = 0; i < sw->n_cells; i++) {
+        sw->cells[i].in.workers = workers;
+        sw->cells[i].in.progress = progress;
+    }
+    workers_for(workers, sw->n_cells, run_cell, &r);
+    size_t failed = 0;
+    for (size_t i = 0; i < sw->n_cells; i++)
+        failed += sw->cells[i].rc != 0;
+    return failed;
+}
+
+void sim_sweep_free(struct sim_sweep *sw)
+{
+    for (size_t i = 0; i < sw->n_cells; i++)
+        sim_experiment_free(&sw->cells[i].exp);
+}
+
+/* ---- summaries ---------------------------------------------------------------------------- */
+
+/* What a grid point's seeds give for one figure. */
+struct spread {
+    size_t n; /* seeds with a value */
+    double median, q1, q3;
+};
+
+/* The figures a summary reports: each mode's trained tokens/s, then libra's two ratios. */
+enum { FIG_RATIO_COLOCATED = SIM_MODES, FIG_RATIO_ASYNC, FIGS };
+
+static double figure(const struct sim_experiment *e, int fig)
+{
+    if (fig == FIG_RATIO_COLOCATED || fig == FIG_RATIO_ASYNC)
+        return sim_libra_ratio(e, fig == FIG_RATIO_ASYNC ? SIM_ASYNC : SIM_COLOCATED, false);
+    for (int i = 0; i < e->n; i++)
+        if ((int)e->mode[i].mode == fig)
+            return e->mode[i].run.tokens_per_s;
+    return NAN;
+}
+
+/* The spread of figure fig across the successful seeds of grid point p. */
+static struct spread spread_of(const struct sim_sweep *sw, size_t p, int fig)
+{
+    double *v = xcalloc(sw->n_seeds, sizeof *v);
+    size_t n = 0;
+    for (size_t s = 0; s < sw->n_seeds; s++) {
+        const struct sim_cell *c = &sw->cells[p * sw->n_seeds + s];
+        double x = c->rc ? NAN : figure(&c->exp, fig);
+        if (!isnan(x))
+            v[n++] = x;
+    }
+    struct spread out = {n, NAN, NAN, NAN};
+    if (n) {
+        out.median = stats_quantile(v, n, 0.5);
+        out.q1 = stats_quantile(v, n, 0.25);
+        out.q3 = stats_quantile(v, n, 0.75);
+    }
+    free(v);
+    return out;
+}
+
+static size_t failed_at(const struct sim_sweep *sw, size_t p)
+{
+    size_t n = 0;
+    for (size_t s = 0; s < sw->n_seeds; s++)
+        n += sw->cells[p * sw->n_seeds + s].rc != 0;
+    return n;
+}
+
+/* ---- JSON --------------------------------------------------------------------------------- */
+
+static const char *error_kind(int rc)
+{
+    return rc == LIBRA_EINFEAS ? "infeasible" : rc == LIBRA_EINTERNAL ? "internal" : "invalid";
+}
+
+static json_t *settings_json(const struct sim_sweep *sw, size_t p)
+{
+    json_t *o = json_object();
+    for (size_t k = 0; k < sw->n_keys; k++)
+        json_object_set_new(o, sw->keys[k].key, json_string(sim_sweep_value(sw, p, k)));
+    return o;
+}
+
+static json_t *cell_json(const struct sim_sweep *sw, const struct sim_cell *c)
+{
+    char digest[17];
+    spec_config_digest_hex(c->in.cfg, digest);
+    json_t *o = json_pack("{s:I,s:o,s:I,s:s}", "point", (json_int_t)c->point, "set",
+                          settings_json(sw, c->point), "seed", (json_int_t)c->seed, "config_digest",
+                          digest);
+    if (c->rc)
+        json_object_set_new(
+            o, "error", json_pack("{s:s,s:s}", "message", c->err.msg, "kind", error_kind(c->rc)));
+    else
+        json_object_set_new(o, "result", sim_experiment_to_json(&c->exp, c->in.cfg));
+    return o;
+}
+
+static json_t *spread_json(struct spread s)
+{
+    return json_pack("{s:I,s:o,s:o,s:o}", "seeds", (json_int_t)s.n, "median", ujson_real(s.median),
+                     "q1", ujson_real(s.q1), "q3", ujson_real(s.q3));
+}
+
+static json_t *summary_json(const struct sim_sweep *sw, size_t p)
+{
+    json_t *modes = json_object();
+    for (int m = 0; m < SIM_MODES; m++) {
+        struct spread s = spread_of(sw, p, m);
+        if (s.n)
+            json_object_set_new(modes, sim_mode_name((enum sim_mode)m),
+                                json_pack("{s:o}", "trained_tokens_per_s", spread_json(s)));
+    }
+    return json_pack("{s:I,s:o,s:I,s:o,s:o,s:o}", "point", (json_int_t)p, "set",
+                     settings_json(sw, p), "failed", (json_int_t)failed_at(sw, p), "modes", modes,
+                     "libra_over_colocated_tokens",
+                     spread_json(spread_of(sw, p, FIG_RATIO_COLOCATED)), "libra_over_async_tokens",
+                     spread_json(spread_of(sw, p, FIG_RATIO_ASYNC)));
+}
+
+/* The envelope with the grid and the seeds. */
+static json_t *header_json(const struct sim_sweep *sw, const struct libra_config *base)
+{
+    json_t *doc = spec_config_envelope(SIM_SWEEP_SCHEMA, base);
+    json_t *grid = json_array(), *seeds = json_array();
+    for (size_t k = 0; k < sw->n_keys; k++) {
+        json_t *values = json_array();
+        for (size_t i = 0; i < sw->keys[k].n; i++)
+            json_array_append_new(values, json_string(sw->keys[k].values[i]));
+        json_array_append_new(grid,
+                              json_pack("{s:s,s:o}", "key", sw->keys[k].key, "values", values));
+    }
+    for (size_t s = 0; s < sw->n_seeds; s++)
+        json_array_append_new(seeds, json_integer((json_int_t)sw->seeds[s]));
+    json_object_set_new(doc, "grid", grid);
+    json_object_set_new(doc, "seeds", seeds);
+    return doc;
+}
+
+json_t *sim_sweep_to_json(const struct sim_sweep *sw, const struct libra_config *base)
+{
+    json_t *doc = header_json(sw, base);
+    json_t *cells = json_array(), *summary = json_array();
+    for (size_t i = 0; i < sw->n_cells; i++)
+        json_array_append_new(cells, cell_json(sw, &sw->cells[i]));
+    for (size_t p = 0; p < sim_sweep_points(sw); p++)
+        json_array_append_new(summary, summary_json(sw, p));
+    json_object_set_new(doc, "cells", cells);
+    json_object_set_new(doc, "summary", summary);
+    return doc;
+}
+
+char *sim_sweep_jsonl(const struct sim_sweep *sw, const struct libra_config *base)
+{
+    struct sim_buf b = {0};
+    json_t *head = header_json(sw, base);
+    char *line = ujson_dump(head, false);
+    sim_buf_printf(&b, "%s\n", line);
+    free(line);
+    json_decref(head);
+    for (size_t i = 0; i < sw->n_cells; i++) {
+        json_t *c = cell_json(sw, &sw->cells[i]);
+        line = ujson_dump(c, false);
+        sim_buf_printf(&b, "%s\n", line);
+        free(line);
+        json_decref(c);
+    }
+    return b.data;
+}
+
+/* ---- text --------------------------------------------------------------------------------- */
+
+/* Ends a table row: drops the padding after its last column. */
+static void row_end(struct sim_buf *b)
+{
+    while (b->len && b->data[b->len - 1] == ' ')
+        b->data[--b->len] = '\0';
+    sim_buf_printf(b, "\n");
+}
+
+/* "median [q1, q3]" of a figure, or "-" without a value; digits after the point. */
+static void spread_text(struct spread s, int digits, char *out, size_t size)
+{
+    if (!s.n)
+        snprintf(out, size, "-");
+    else
+        snprintf(out, size, "%.*f [%.*f, %.*f]", digits, s.median, digits, s.q1, digits, s.q3);
+}
+
+char *sim_sweep_text(const struct sim_sweep *sw, const struct libra_config *base)
+{
+    struct sim_buf b = {0};
+    size_t points = sim_sweep_points(sw), failed = 0;
+    for (size_t i = 0; i < sw->n_cells; i++)
+        failed += sw->cells[i].rc != 0;
+    sim_buf_printf(&b, "libra sim: sweep of %zu grid point%s x %zu seed%s = %zu runs (%zu failed)",
+                   points, points == 1 ? "" : "s", sw->n_seeds, sw->n_seeds == 1 ? "" : "s",
+                   sw->n_cells, failed);
+    sim_buf_printf(&b, "; %s on %s, %d x %s\n\n",
+                   base->workload.trace[0] ? base->workload.trace : base->workload.name,
+                   base->model.name, base->cluster.gpus, base->cluster.hardware);
+    bool shown[FIGS] = {false};
+    for (int f = 0; f < FIGS; f++)
+        for (size_t p = 0; p < points && !shown[f]; p++)
+            shown[f] = spread_of(sw, p, f).n > 0;
+    for (size_t k = 0; k < sw->n_keys; k++)
+        sim_buf_printf(&b, "%-22s ", sw->keys[k].key);
+    for (int f = 0; f < SIM_MODES; f++)
+        if (shown[f])
+            sim_buf_printf(&b, "%-24s ", sim_mode_name((enum sim_mode)f));
+    sim_buf_printf(&b, "%-20s %-20s", shown[FIG_RATIO_COLOCATED] ? "libra/colocated" : "",
+                   shown[FIG_RATIO_ASYNC] ? "libra/async" : "");
+    row_end(&b);
+    for (size_t p = 0; p < points; p++) {
+        char cell[64];
+        for (size_t k = 0; k < sw->n_keys; k++)
+            sim_buf_printf(&b, "%-22s ", sim_sweep_value(sw, p, k));
+        for (int f = 0; f < SIM_MODES; f++) {
+            if (!shown[f])
+                continue;
+            spread_text(spread_of(sw, p, f), 0, cell, sizeof cell);
+            sim_buf_printf(&b, "%-24s ", cell);
+        }
+        for (int f = FIG_RATIO_COLOCATED; f < FIGS; f++) {
+            spread_text(spread_of(sw, p, f), 2, cell, sizeof cell);
+            sim_buf_printf(&b, "%-20s ", shown[f] ? cell : "");
+        }
+        row_end(&b);
+    }
+    sim_buf_printf(&b, "\ntrained tokens/s (and libra's ratios) across seeds: median [first "
+                       "quartile, third quartile]; --json has every run.\n");
+    for (size_t i = 0; i < sw->n_cells; i++) {
+        const struct sim_cell *c = &sw->cells[i];
+        if (!c->rc)
+            continue;
+        sim_buf_printf(&b, "failed:");
+        for (size_t k = 0; k < sw->n_keys; k++)
+            sim_buf_printf(&b, " %s=%s", sw->keys[k].key, sim_sweep_value(sw, c->point, k));
+        sim_buf_printf(&b, " seed %lld: %s\n", (long long)c->seed, c->err.msg);
+    }
+    return b.data;
+}

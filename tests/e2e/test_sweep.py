@@ -1,0 +1,120 @@
+"""End-to-end tests of `libra sim --sweep/--seeds/--jobs/--progress` (docs/sim.md "Sweeps").
+
+A sweep's cell is a whole experiment and a pure function of its config: each cell must equal
+the single run with the same settings and seed, whatever the number of threads; a cell that
+fails must not stop the others; the summary's median and quartiles must be those of the cells.
+"""
+
+import json
+import os
+import statistics
+import subprocess
+
+import pytest
+
+LIBRA = os.environ["LIBRA_BIN"]
+QUICK = ["--steps", "4", "--set", "sim.tune_steps=2", "--set", "sim.warmup_steps=1"]
+GRID = ["--sweep", "rl.batch_trajectories=16,32", "--sweep", "sched.shrink_visits=0,50"]
+
+
+def sim(*args, check=True):
+    p = subprocess.run([LIBRA, "sim", *args], capture_output=True, text=True, timeout=240)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+def sweep_doc(*args):
+    return json.loads(sim("--json", *QUICK, *GRID, "--seeds", "3", *args).stdout)
+
+
+def quantile(values, q):
+    """R-7, as libra's stats_quantile."""
+    v = sorted(values)
+    h = (len(v) - 1) * q
+    lo = int(h)
+    return v[lo] + (h - lo) * (v[min(lo + 1, len(v) - 1)] - v[lo])
+
+
+def test_each_cell_is_the_single_run_whatever_the_jobs():
+    docs = [sweep_doc("--jobs", str(j)) for j in (1, 2, 3)]
+    assert docs[0] == docs[1] == docs[2]
+    doc = docs[0]
+    assert doc["schema"] == "libra.sim-sweep/1"
+    assert [g["key"] for g in doc["grid"]] == ["rl.batch_trajectories", "sched.shrink_visits"]
+    assert doc["seeds"] == [1, 2, 3] and len(doc["cells"]) == 2 * 2 * 3
+    for cell in doc["cells"]:
+        sets = [f"{k}={v}" for k, v in cell["set"].items()]
+        single = sim("--json", *QUICK, *sum((["--set", s] for s in sets), []),
+                     "--seed", str(cell["seed"]), "--jobs", "1").stdout
+        assert cell["result"] == json.loads(single), (cell["set"], cell["seed"])
+        assert cell["config_digest"] == cell["result"]["config_digest"]
+
+
+def test_summary_is_median_and_quartiles_of_the_cells():
+    doc = sweep_doc()
+    for point in doc["summary"]:
+        cells = [c for c in doc["cells"] if c["point"] == point["point"]]
+        assert all(c["set"] == point["set"] for c in cells) and len(cells) == 3
+        for mode, figs in point["modes"].items():
+            rates = [c["result"]["modes"][mode]["run"]["trained_tokens_per_s"] for c in cells]
+            got = figs["trained_tokens_per_s"]
+            assert got["seeds"] == 3
+            assert got["median"] == pytest.approx(statistics.median(rates), rel=1e-12)
+            assert got["q1"] == pytest.approx(quantile(rates, 0.25), rel=1e-12)
+            assert got["q3"] == pytest.approx(quantile(rates, 0.75), rel=1e-12)
+
+
+def test_text_table_and_jsonl():
+    out = sim(*QUICK, *GRID, "--seed-list", "4,9").stdout.splitlines()
+    assert out[0].startswith("libra sim: sweep of 4 grid points x 2 seeds = 8 runs (0 failed)")
+    head = next(i for i, line in enumerate(out) if line.startswith("rl.batch_trajectories"))
+    rows = out[head + 1:head + 5]
+    assert [r.split()[:2] for r in rows] == [["16", "0"], ["16", "50"], ["32", "0"], ["32", "50"]]
+    assert all("[" in r and "]" in r for r in rows)
+    lines = sim("--jsonl", *QUICK, *GRID, "--seed-list", "4,9").stdout.splitlines()
+    head = json.loads(lines[0])
+    assert head["schema"] == "libra.sim-sweep/1" and head["seeds"] == [4, 9]
+    cells = [json.loads(line) for line in lines[1:]]
+    assert len(cells) == 8 and [c["seed"] for c in cells[:2]] == [4, 9]
+
+
+def test_a_failed_cell_does_not_stop_the_others():
+    p = sim("--json", *QUICK, "--sweep", "cluster.gpus=2,48", "--seeds", "2", check=False)
+    assert p.returncode == 1  # the failed cells' exit: no layout can run (a negative result)
+    assert "2 of 4 runs failed" in p.stderr
+    doc = json.loads(p.stdout)
+    failed = [c for c in doc["cells"] if "error" in c]
+    assert len(failed) == 2 and all(c["set"]["cluster.gpus"] == "2" for c in failed)
+    assert all(c["error"]["kind"] == "infeasible" and c["error"]["message"] for c in failed)
+    ok = [c for c in doc["cells"] if "result" in c]
+    assert len(ok) == 2 and all(c["result"]["modes"] for c in ok)
+    assert doc["summary"][0]["failed"] == 2 and doc["summary"][1]["failed"] == 0
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--sweep", "rl.steps=x,4"], "--sweep rl.steps"),
+    (["--sweep", "nope.key=1"], "unknown key 'nope.key'"),
+    (["--sweep", "rl.steps"], "--sweep needs KEY=V1,V2"),
+    (["--sweep", "rl.steps=4,,5"], "an empty value"),
+    (["--sweep", "rl.steps=4", "--sweep", "rl.steps=5"], "swept twice"),
+    (["--seeds", "2", "--seed-list", "1,2"], "exclude each other"),
+    (["--seeds", "0"], "--seeds: expected an integer in [1, "),
+    (["--seed-list", "1,x"], "--seed-list: expected an integer"),
+    (["--jobs", "0"], "--jobs: expected an integer in [1, "),
+    (["--seeds", "2", "--perfetto", "x.json"], "--perfetto records one run"),
+    (["--seeds", "2", "--sweep", "sim.seed=1,2"], "both set the seeds"),
+])
+def test_bad_sweeps(args, message):
+    p = sim(*QUICK, *args, check=False)
+    assert p.returncode == 2 and message in p.stderr and p.stdout == ""
+
+
+def test_progress_only_when_asked_off_a_terminal():
+    quiet = sim(*QUICK, "--seeds", "2")
+    assert quiet.stderr == ""
+    loud = sim(*QUICK, "--seeds", "2", "--progress")
+    last = loud.stderr.splitlines()[-1]
+    assert last.startswith("libra sim: cells 2/2, ") and " steps (100%)" in last
+    one = sim(*QUICK, "--progress").stderr.splitlines()[-1]
+    assert one.startswith("libra sim: ") and "steps (100%)" in one and "cells" not in one
