@@ -257,12 +257,12 @@ struct sim_sweep_key {
 
 /* One run of a sweep: a grid point under one seed. */
 struct sim_cell {
-    size_t point;                /* grid point (sim_sweep_value) */
-    int64_t seed;                /* its sim.seed */
-    struct sim_input in;         /* its own config (in.cfg, the caller's) and the shared inputs */
-    int rc;                      /* sim_experiment_run's */
-    struct libra_error err;      /* its error when rc != 0 */
-    struct sim_experiment exp;   /* its result when rc == 0 */
+    size_t point;              /* grid point (sim_sweep_value) */
+    int64_t seed;              /* its sim.seed */
+    struct sim_input in;       /* its own config (in.cfg, the caller's) and the shared inputs */
+    int rc;                    /* sim_experiment_run's */
+    struct libra_error err;    /* its error when rc != 0 */
+    struct sim_experiment exp; /* its result when rc == 0 */
 };
 
 /*
