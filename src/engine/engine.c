@@ -6,8 +6,8 @@
  * every decoding sequence's progress is implied by the engine's iteration counter, so running k
  * identical iterations is O(1) plus O(log k) to find where a caller's time falls in the run.
  * Per-request work happens only at changes: an admission, a prefill completing, a finish, a
- * preemption, an abort. Requests live in a slot table; three indexed binary heaps of slots give
- * the next to admit, the next to preempt and the next to finish, each with O(log n) removal.
+ * preemption, an abort. Requests live in a slot table; three queues of slots give the next to
+ * admit, the next to preempt and the next to finish (see "queues of slots" below).
  */
 #include "engine/engine.h"
 
@@ -31,6 +31,7 @@ enum req_state {
 };
 
 enum { H_WAIT, H_VICTIM, H_FINISH, H_COUNT };
+#define H_LISTS 2 /* H_WAIT and H_VICTIM: the orders that are lists in FIFO mode */
 
 struct req {
     struct engine_request r;
@@ -49,7 +50,9 @@ struct req {
     double submit_s;
     double first_token_s;
     int64_t cached_first, prefill, recompute, preemptions;
-    size_t pos[H_COUNT]; /* index in each heap it is in */
+    size_t pos[H_COUNT];    /* index in each heap it is in */
+    uint32_t prev[H_LISTS]; /* neighbours in each list it is in (FIFO mode), NO_SLOT at an end */
+    uint32_t next[H_LISTS];
 };
 
 /* A prefill chunk of a composed run: tokens per iteration of the run. */
@@ -84,6 +87,10 @@ struct engine {
     VEC(uint32_t) free_slots;
     struct intmap ids; /* live id -> slot */
     VEC(struct hent) heap[H_COUNT];
+    struct {
+        uint32_t head, tail;
+        size_t n;
+    } list[H_LISTS];
     struct engine_cache cache;
 
     int64_t running;  /* admitted sequences, aborted ones included until they leave */
@@ -184,6 +191,85 @@ static uint32_t heap_top(const struct engine *e, int h)
     return e->heap[h].v[0].slot;
 }
 
+/* ---- queues of slots -------------------------------------------------------------------- */
+
+/*
+ * H_FINISH is always a heap (finish iterations come in any order). With priorities H_WAIT and
+ * H_VICTIM are heaps too; in FIFO mode (vLLM's default) they are orders of arrival: the queue
+ * is served from its front and a preempted request goes back to its front, and the victim is
+ * the latest admitted. So there each is a doubly linked list, O(1) per admission, preemption
+ * and finish where a heap pays O(log n) for each.
+ */
+static bool is_list(const struct engine *e, int h)
+{
+    return h < H_LISTS && !e->c.priority;
+}
+
+static void list_unlink(struct engine *e, int h, uint32_t slot)
+{
+    struct req *q = req_at(e, slot);
+    if (q->prev[h] != NO_SLOT)
+        req_at(e, q->prev[h])->next[h] = q->next[h];
+    else
+        e->list[h].head = q->next[h];
+    if (q->next[h] != NO_SLOT)
+        req_at(e, q->next[h])->prev[h] = q->prev[h];
+    else
+        e->list[h].tail = q->prev[h];
+    e->list[h].n--;
+}
+
+static void list_insert(struct engine *e, int h, uint32_t slot, bool front)
+{
+    struct req *q = req_at(e, slot);
+    uint32_t *head = &e->list[h].head, *tail = &e->list[h].tail;
+    if (front) {
+        q->prev[h] = NO_SLOT;
+        q->next[h] = *head;
+        if (*head != NO_SLOT)
+            req_at(e, *head)->prev[h] = slot;
+        else
+            *tail = slot;
+        *head = slot;
+    } else {
+        q->next[h] = NO_SLOT;
+        q->prev[h] = *tail;
+        if (*tail != NO_SLOT)
+            req_at(e, *tail)->next[h] = slot;
+        else
+            *head = slot;
+        *tail = slot;
+    }
+    e->list[h].n++;
+}
+
+/* Adds slot to queue h; in a list, at its front (where it is taken next) or at its back. */
+static void queue_add(struct engine *e, int h, uint32_t slot, bool front)
+{
+    if (is_list(e, h))
+        list_insert(e, h, slot, front);
+    else
+        heap_add(e, h, slot);
+}
+
+static void queue_remove(struct engine *e, int h, uint32_t slot)
+{
+    if (is_list(e, h))
+        list_unlink(e, h, slot);
+    else
+        heap_remove(e, h, slot);
+}
+
+static uint32_t queue_top(const struct engine *e, int h)
+{
+    return is_list(e, h) ? e->list[h].head : heap_top(e, h);
+}
+
+static size_t queue_len(const struct engine *e, int h)
+{
+    return is_list(e, h) ? e->list[h].n : e->heap[h].n;
+}
+
 /* ---- requests --------------------------------------------------------------------------- */
 
 /* Brings a decoding request's counters up to the engine's iteration count. */
@@ -270,9 +356,9 @@ static void unbatch(struct engine *e, uint32_t slot)
 static void preempt(struct engine *e, uint32_t slot)
 {
     struct req *q = req_at(e, slot);
-    heap_remove(e, H_VICTIM, slot);
+    queue_remove(e, H_VICTIM, slot);
     if (q->decoding)
-        heap_remove(e, H_FINISH, slot);
+        queue_remove(e, H_FINISH, slot);
     unbatch(e, slot);
     q->reuse = q->computed;
     q->computed = 0;
@@ -282,13 +368,13 @@ static void preempt(struct engine *e, uint32_t slot)
     e->st.preemptions++;
     if (!e->c.priority)
         q->wait_seq = --e->next_front;
-    heap_add(e, H_WAIT, slot);
+    queue_add(e, H_WAIT, slot, true);
 }
 
 static void finish(struct engine *e, uint32_t slot, double end_s)
 {
-    heap_remove(e, H_FINISH, slot);
-    heap_remove(e, H_VICTIM, slot);
+    queue_remove(e, H_FINISH, slot);
+    queue_remove(e, H_VICTIM, slot);
     unbatch(e, slot);
     struct req *q = req_at(e, slot);
     vec_push(&e->out, req_record(q, ENGINE_FINISHED, end_s));
@@ -320,13 +406,13 @@ static int64_t cache_hit(const struct engine *e, const struct req *q)
  * and chunk fit in the KV the batch leaves free. Returns whether it did. */
 static bool admit_head(struct engine *e, int64_t *budget)
 {
-    uint32_t slot = heap_top(e, H_WAIT);
+    uint32_t slot = queue_top(e, H_WAIT);
     struct req *q = req_at(e, slot);
     int64_t hit = cache_hit(e, q);
     int64_t chunk = min64(req_tokens(q) - hit, *budget);
     if (e->used + hit + chunk > e->c.kv_capacity_tokens)
         return false;
-    heap_remove(e, H_WAIT, slot);
+    queue_remove(e, H_WAIT, slot);
     if (e->c.prefix_cache && q->r.prefix_key != 0)
         engine_cache_take(&e->cache, q->r.prefix_key);
     q->state = R_RUNNING;
@@ -344,7 +430,7 @@ static bool admit_head(struct engine *e, int64_t *budget)
     *budget -= chunk;
     if (chunk < req_tokens(q) - hit)
         e->partial = slot;
-    heap_add(e, H_VICTIM, slot);
+    queue_add(e, H_VICTIM, slot, true);
     vec_push(&e->chunks, ((struct chunk){slot, chunk}));
     cache_fit(e);
     return true;
@@ -356,7 +442,7 @@ static bool make_room(struct engine *e)
 {
     bool any = false;
     while (e->used + e->n_dec + partial_chunk(e) > e->c.kv_capacity_tokens) {
-        preempt(e, heap_top(e, H_VICTIM));
+        preempt(e, queue_top(e, H_VICTIM));
         any = true;
     }
     return any;
@@ -416,7 +502,7 @@ static void compose(struct engine *e)
     cache_fit(e);
     int64_t budget = e->c.max_batched_tokens - e->n_dec - m;
     size_t first_new = e->chunks.n;
-    while (!preempted && e->heap[H_WAIT].n > 0 && budget > 0 && e->running < e->c.max_seqs &&
+    while (!preempted && queue_len(e, H_WAIT) > 0 && budget > 0 && e->running < e->c.max_seqs &&
            admit_head(e, &budget))
         ;
     note_peak(e);
@@ -468,7 +554,7 @@ static void apply_chunk(struct engine *e, uint32_t slot, int64_t tokens, bool ru
     q->finish_iter = e->iter + q->r.gen_tokens - q->gen;
     e->n_dec++;
     e->dec_ctx += q->computed;
-    heap_add(e, H_FINISH, slot);
+    queue_add(e, H_FINISH, slot, false);
 }
 
 /* Completes the run's iterations up to d (done < d <= k), which end d_rel_s after t0. */
@@ -516,7 +602,7 @@ static void run_cut(struct run *r, int64_t k)
 
 static bool has_work(const struct engine *e)
 {
-    return e->running > 0 || e->heap[H_WAIT].n > 0;
+    return e->running > 0 || queue_len(e, H_WAIT) > 0;
 }
 
 /* Runs every iteration that ends by until_s, composing those that start before it. */
@@ -586,6 +672,8 @@ int engine_new(struct engine **out, const struct engine_config *c)
     e->c = *c;
     engine_cache_init(&e->cache);
     e->partial = NO_SLOT;
+    for (int h = 0; h < H_LISTS; h++)
+        e->list[h].head = e->list[h].tail = NO_SLOT;
     e->ready = true;
     e->st.kv_capacity_tokens = c->kv_capacity_tokens;
     *out = e;
@@ -670,7 +758,7 @@ int engine_submit(struct engine *e, double now_s, const struct engine_request *r
     };
     e->next_arrival++;
     intmap_put(&e->ids, r->id, slot);
-    heap_add(e, H_WAIT, slot);
+    queue_add(e, H_WAIT, slot, false);
     e->st.submitted++;
     return 0;
 }
@@ -690,13 +778,13 @@ int engine_abort(struct engine *e, double now_s, uint64_t id, struct engine_done
     forget_id(e, q);
     e->st.aborted++;
     if (q->state == R_WAITING) {
-        heap_remove(e, H_WAIT, slot);
+        queue_remove(e, H_WAIT, slot);
         slot_release(e, slot);
         return 0;
     }
-    heap_remove(e, H_VICTIM, slot);
+    queue_remove(e, H_VICTIM, slot);
     if (q->decoding)
-        heap_remove(e, H_FINISH, slot);
+        queue_remove(e, H_FINISH, slot);
     if (e->composed) { /* part of the running iteration: leaves when it ends */
         q->state = R_ABORTED;
         vec_push(&e->aborted, slot);
@@ -760,7 +848,7 @@ void engine_stats(const struct engine *e, struct engine_stats *out)
 {
     *out = e->st;
     out->running = e->running;
-    out->waiting = (int64_t)e->heap[H_WAIT].n;
+    out->waiting = (int64_t)queue_len(e, H_WAIT);
     out->kv_used_tokens = e->used;
     out->cache_tokens = e->cache.tokens;
 }
