@@ -2,9 +2,12 @@
  * An experiment: every mode the config asks for, each on its best layout, for rl.steps steps.
  *
  * Baselines are tuned, not strawmen: unless the config pins them, colocated's rollout TP and
- * async's split and TP are chosen by simulating every candidate for sim.tune_steps steps and
+ * async's split and TP are chosen by simulating candidates for sim.tune_steps steps and
  * keeping the one with the most trained tokens per second (ties: the first, i.e. the fewest
- * training GPUs and the smallest TP). The candidates and their rates are part of the result.
+ * training GPUs and the smallest TP). Every candidate is tried while there are at most
+ * sim.tune_grid splits; a larger cluster's splits are searched coarse to fine per TP (what a
+ * person sweeping 127 splits of 1024 GPUs by hand would do). The candidates tried and their
+ * rates are part of the result.
  * libra's layout is the planner's (it is not tuned in the simulator: the point is to judge
  * the planner).
  *
@@ -104,7 +107,7 @@ static int split_values(const struct sim_input *in, int pinned, int **out)
 
 /* ---- tuning ------------------------------------------------------------------------------- */
 
-struct sweep {
+struct candidates {
     const struct sim_input *in;
     enum sim_mode mode;
     int steps;
@@ -114,7 +117,7 @@ struct sweep {
 /* Trained tokens per second of candidate i over a short run; NAN when it cannot run. */
 static void try_candidate(void *arg, size_t i)
 {
-    struct sweep *sw = arg;
+    struct candidates *sw = arg;
     struct sim_candidate *c = &sw->c[i];
     struct sim_layout l;
     struct sim_result r;
@@ -128,6 +131,111 @@ static void try_candidate(void *arg, size_t i)
         c->tokens_per_s = r.tokens_per_s;
     sim_result_free(&r);
     sim_layout_free(&l);
+}
+
+/*
+ * The search over a grid of n_split splits (ascending) times n_tp TP sizes: which (split, TP)
+ * pairs have been tried (rate[], NAN for untried or failed), in rounds run on the workers.
+ */
+struct grid {
+    const struct sim_input *in;
+    enum sim_mode mode;
+    int steps;
+    const int *splits, *tps;
+    int n_split, n_tp;
+    bool *tried;   /* [split * n_tp + tp] */
+    double *rate;  /* trained tokens/s of each tried pair; NAN when it could not run */
+    VEC(int) next; /* pairs of the coming round */
+};
+
+static void mark(struct grid *g, int split, int tp)
+{
+    int k = split * g->n_tp + tp;
+    if (!g->tried[k]) {
+        g->tried[k] = true;
+        vec_push(&g->next, k);
+    }
+}
+
+/* Marks for trying, for TP tp, up to g splits evenly spaced over indices lo..hi. */
+static void mark_spaced(struct grid *g, int tp, int lo, int hi, int count)
+{
+    int span = hi - lo;
+    if (span + 1 <= count) {
+        for (int i = lo; i <= hi; i++)
+            mark(g, i, tp);
+        return;
+    }
+    for (int j = 0; j < count; j++)
+        mark(g, lo + (int)lround((double)j * span / (count - 1)), tp);
+}
+
+/* Tries the pairs of the coming round. */
+static void run_round(struct grid *g)
+{
+    struct sim_candidate *c = xcalloc(g->next.n ? g->next.n : 1, sizeof *c);
+    for (size_t i = 0; i < g->next.n; i++)
+        c[i] = (struct sim_candidate){g->splits[g->next.v[i] / g->n_tp],
+                                      g->tps[g->next.v[i] % g->n_tp], NAN};
+    plan_steps(g->in, (long long)g->next.n * g->steps);
+    struct candidates sw = {g->in, g->mode, g->steps, c};
+    workers_for(g->in->workers, g->next.n, try_candidate, &sw);
+    for (size_t i = 0; i < g->next.n; i++)
+        g->rate[g->next.v[i]] = c[i].tokens_per_s;
+    g->next.n = 0;
+    free(c);
+}
+
+/* For TP tp, marks the untried splits between the best tried one's tried neighbours (spaced
+ * when there are more than count). */
+static void refine(struct grid *g, int tp, int count)
+{
+    int best = -1;
+    for (int i = 0; i < g->n_split; i++) {
+        double r = g->rate[i * g->n_tp + tp];
+        if (!isnan(r) && (best < 0 || r > g->rate[best * g->n_tp + tp]))
+            best = i;
+    }
+    if (best < 0)
+        return;
+    int lo = best, hi = best;
+    while (lo > 0 && !g->tried[(lo - 1) * g->n_tp + tp])
+        lo--;
+    while (hi + 1 < g->n_split && !g->tried[(hi + 1) * g->n_tp + tp])
+        hi++;
+    if (lo < best)
+        mark_spaced(g, tp, lo, best - 1, count);
+    if (hi > best)
+        mark_spaced(g, tp, best + 1, hi, count);
+}
+
+/*
+ * Fills mr's candidates with the pairs tried, ascending by split then TP: every pair when
+ * there are at most count splits, else coarse to fine per TP (count evenly spaced splits,
+ * then the untried ones around the best so far, until none is left beside it).
+ */
+static void search(struct grid *g, struct sim_mode_result *mr, int count)
+{
+    size_t pairs = (size_t)g->n_split * (size_t)g->n_tp;
+    g->tried = xcalloc(pairs, sizeof *g->tried);
+    g->rate = xcalloc(pairs, sizeof *g->rate);
+    for (size_t k = 0; k < pairs; k++)
+        g->rate[k] = NAN;
+    for (int tp = 0; tp < g->n_tp; tp++)
+        mark_spaced(g, tp, 0, g->n_split - 1, count);
+    while (g->next.n) {
+        run_round(g);
+        for (int tp = 0; tp < g->n_tp; tp++)
+            refine(g, tp, count);
+    }
+    mr->candidates = xcalloc(pairs, sizeof *mr->candidates);
+    for (size_t k = 0; k < pairs; k++)
+        if (g->tried[k])
+            mr->candidates[mr->n_candidates++] = (struct sim_candidate){
+                g->splits[k / (size_t)g->n_tp], g->tps[k % (size_t)g->n_tp], g->rate[k]};
+    free(g->tried);
+    free(g->rate);
+    vec_free(&g->next);
 }
 
 /* Tunes mode mr->mode (colocated or async) into mr->layout. */
@@ -145,15 +253,15 @@ static int tune(const struct sim_input *in, struct sim_mode_result *mr, struct l
     bool pinned = n_tp == 1 && (!async || n_split == 1);
     int best = -1, steps = sc->tune_steps < in->cfg->rl.steps ? sc->tune_steps : in->cfg->rl.steps;
     if (!pinned) {
-        mr->n_candidates = n_tp * n_split;
-        mr->candidates =
-            xcalloc((size_t)(mr->n_candidates ? mr->n_candidates : 1), sizeof *mr->candidates);
         mr->tune_steps = steps;
-        for (int i = 0; i < mr->n_candidates; i++)
-            mr->candidates[i] = (struct sim_candidate){splits[i / n_tp], tps[i % n_tp], NAN};
-        plan_steps(in, (long long)mr->n_candidates * steps);
-        struct sweep sw = {in, mr->mode, steps, mr->candidates};
-        workers_for(in->workers, (size_t)mr->n_candidates, try_candidate, &sw);
+        struct grid g = {.in = in,
+                         .mode = mr->mode,
+                         .steps = steps,
+                         .splits = splits,
+                         .tps = tps,
+                         .n_split = n_split,
+                         .n_tp = n_tp};
+        search(&g, mr, sc->tune_grid);
         for (int i = 0; i < mr->n_candidates; i++) {
             double r = mr->candidates[i].tokens_per_s;
             if (!isnan(r) && (best < 0 || r > mr->candidates[best].tokens_per_s))

@@ -151,6 +151,9 @@ static const struct spec_field fields[] = {
     INT(sim.warmup_steps, "steps", 2, 0, 1000000, NULL, "steps excluded from the rates"),
     INT(sim.tune_steps, "steps", 10, 1, 1000000, NULL,
         "steps each candidate of a tuning sweep is simulated for"),
+    INT(sim.tune_grid, "", 16, 3, 1000000, NULL,
+        "async splits a tuning round tries per rollout TP: with more, evenly spaced ones first, "
+        "then every split between the best one's neighbours (coarse to fine)"),
     INT(sim.colocated_tp, "", 0, 0, 8, NULL, "colocated rollout TP; 0 tunes it"),
     INT(sim.async_train_gpus, "GPUs", 0, 0, GPUS, NULL, "async training GPUs; 0 tunes them"),
     INT(sim.async_tp, "", 0, 0, 8, NULL, "async rollout TP; 0 tunes it"),

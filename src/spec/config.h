@@ -130,6 +130,7 @@ struct spec_sim_config {
     int64_t seed;         /* keys every random draw */
     int warmup_steps;     /* steps excluded from the rates */
     int tune_steps;       /* steps each tuning candidate is simulated for */
+    int tune_grid;        /* async splits per TP a tuning round tries (coarse to fine beyond) */
     int colocated_tp;     /* colocated rollout TP; 0: tuned */
     int async_train_gpus; /* async training GPUs; 0: tuned */
     int async_tp;         /* async rollout TP; 0: tuned */
