@@ -187,7 +187,7 @@ static void run_round(struct grid *g)
 }
 
 /* For TP tp, marks the untried splits between the best tried one's tried neighbours (spaced
- * when there are more than count). */
+ * when there are more than count); while none has run, those of every untried gap. */
 static void refine(struct grid *g, int tp, int count)
 {
     int best = -1;
@@ -196,8 +196,15 @@ static void refine(struct grid *g, int tp, int count)
         if (!isnan(r) && (best < 0 || r > g->rate[best * g->n_tp + tp]))
             best = i;
     }
-    if (best < 0)
+    if (best < 0) {
+        for (int a = 0, b; a < g->n_split; a = b + 1) {
+            for (b = a; b < g->n_split && !g->tried[b * g->n_tp + tp]; b++)
+                ;
+            if (b > a)
+                mark_spaced(g, tp, a, b - 1, count);
+        }
         return;
+    }
     int lo = best, hi = best;
     while (lo > 0 && !g->tried[(lo - 1) * g->n_tp + tp])
         lo--;

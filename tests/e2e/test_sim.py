@@ -84,6 +84,29 @@ def test_router_takes_the_sched_config():
     assert on and on != off  # the config digest differs anyway: compare the results
 
 
+def test_tuning_searches_many_splits_coarse_to_fine():
+    """With more splits than sim.tune_grid, async's tuning tries evenly spaced splits per TP,
+    then the untried ones around the best, until the best one's neighbours are tried."""
+    args = ["--json", "--gpus", "96", "--set", "sim.modes=async", "--steps", "3", "--set",
+            "sim.tune_steps=2"]
+    splits = list(range(8, 96, 8))  # 11 splits of 96 GPUs, TP 1..8
+    full = json.loads(sim(*args).stdout)["modes"]["async"]
+    assert len(full["tuning"]["candidates"]) == len(splits) * 4
+    coarse = json.loads(sim(*args, "--set", "sim.tune_grid=4").stdout)["modes"]["async"]
+    tried = coarse["tuning"]["candidates"]
+    assert 4 * 4 <= len(tried) < len(splits) * 4
+    for tp in (1, 2, 4, 8):
+        rates = {c["train_gpus"]: c["trained_tokens_per_s"] for c in tried if c["tp"] == tp}
+        assert {8, 32, 64, 88} <= set(rates)  # the first round: 4 evenly spaced
+        ok = {s: r for s, r in rates.items() if r is not None}
+        best = splits.index(max(ok, key=lambda s: (ok[s], -s)))
+        for n in (best - 1, best + 1):
+            assert n < 0 or n >= len(splits) or splits[n] in rates
+    best = max((c for c in tried if c["trained_tokens_per_s"] is not None),
+               key=lambda c: c["trained_tokens_per_s"])
+    assert coarse["layout"]["train_gpus"] == best["train_gpus"]
+
+
 def test_simulator_rebuilds_the_trees():
     """C-MLFQ's trees are rebuilt every sched.rebuild_interval steps from the most recent 5000
     trajectories: over 14 steps of 512 a rebuild at every step forgets the oldest, which
