@@ -15,6 +15,10 @@
  * live trajectory in turn. status_from_text classifies tool output without any of the
  * keywords (the whole text is scanned; one op = one byte, so op/s is bytes/s).
  *
+ * route_eval_100mb is the whole `libra route eval` command on a 100 MB trace (R2E-Gym, 3200
+ * steps of 32 trajectories, seed 1, written to TMPDIR first; smoke: 20 steps); the target is
+ * at most 10 s.
+ *
  * After the harness's figures the program prints, in the same line format, the per-decision
  * latency percentiles (each decision timed alone; the clock's own cost, about 20-30 ns, is
  * included), and the memory figures (unit "bytes").
@@ -283,7 +287,24 @@ int main(int argc, char **argv)
         {"status_from_text", INPUT_TEXT, BENCH_OPS_PER_S, (uint64_t)64 << 20, 4096, text_setup,
          text_run, text_teardown},
     };
-    int rc = bench_main(argc, argv, figures, sizeof figures / sizeof figures[0]);
+    static char trace[4200];
+    const char *tmpdir = getenv("TMPDIR");
+    snprintf(trace, sizeof trace, "%s/libra-bench-route-r2e.jsonl",
+             tmpdir && *tmpdir ? tmpdir : "/tmp");
+    const char *const eval[] = {LIBRA_BIN, "route", "eval", trace, NULL};
+    const char *const gen[] = {LIBRA_BIN, "trace", "gen", "r2e-gym", "--steps", "3200",
+                               "--seed",  "1",     "-o",  trace,     NULL};
+    const char *const gen_small[] = {LIBRA_BIN, "trace", "gen", "r2e-gym", "--steps", "20",
+                                     "--seed",  "1",     "-o",  trace,     NULL};
+    const struct bench_command commands[] = {
+        {"route_eval_100mb",
+         "libra route eval on a 100 MB R2E-Gym trace (libra trace gen r2e-gym --steps 3200 "
+         "--seed 1); op = the whole command",
+         eval, eval, gen, gen_small},
+    };
+    int rc = bench_main_commands(argc, argv, figures, sizeof figures / sizeof figures[0], commands,
+                                 sizeof commands / sizeof commands[0]);
+    remove(trace);
     bool extras = rc == 0;
     bool smoke = false;
     for (int i = 1; i < argc; i++) {

@@ -2,16 +2,20 @@
  * Figures for sim/: what a simulated RL job costs to run. `libra sim` with no argument is the
  * README's main job, so it must answer in seconds; a planner or a tuner calls the simulator
  * for many candidates, so one step must be cheap; and a large cluster must stay within
- * reach. The issue's targets: the default experiment (three modes, the baselines' tuning
- * sweeps included) at most 10 s and 25 G instructions; one step of 512 trajectories on 48
- * GPUs at most 50 ms; 4096 GPUs with 16 k trajectories per step for 10 steps at most 30 s.
+ * reach. Targets: every file in examples/ at most 3 s and 100 MB (command figures: the whole
+ * `libra sim FILE` process on all cores, its peak resident memory, its instructions); 1024
+ * GPUs x Search-R1 x 5 steps at most 10 s; one step of 512 trajectories on 48 GPUs at most
+ * 50 ms; 4096 GPUs with 16 k trajectories per step for 10 steps at most 30 s.
  *
- * Inputs (r2e-gym, seed 1, Qwen3-14B on A800): the built-in default experiment; libra's
+ * Inputs (r2e-gym, seed 1, Qwen3-14B on A800 unless named): each example file; `libra sim
+ * --gpus 1024 --workload search-r1 --steps 5`; the built-in default experiment; libra's
  * planned layout for batch 512 on 48 GPUs (planned in setup, not measured); a static split
  * of 4096 GPUs (2048 training, 1024 TP2 rollout instances) with batch 16384. Smoke runs use
- * 2 default steps, one 512 step and 256 GPUs with batch 1024. After the harness's figures the
- * program prints simulated generated tokens per wall-clock second on the large input.
+ * 2 default steps, one 512 step, 256 GPUs with batch 1024, each example for one step and 64
+ * GPUs for the cluster command. After the harness's figures the program prints simulated
+ * generated tokens per wall-clock second on the large input.
  */
+#include <dirent.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -169,6 +173,57 @@ static void tokens_per_wall_second(bool smoke)
     json_decref(line);
 }
 
+/* ---- whole commands ---------------------------------------------------------------------- */
+
+#define MAX_EXAMPLES 64
+
+/* The example figures' storage: names, inputs, paths and argv arrays. */
+struct examples {
+    char name[MAX_EXAMPLES][96], input[MAX_EXAMPLES][160], path[MAX_EXAMPLES][4096];
+    const char *argv[MAX_EXAMPLES][4], *smoke[MAX_EXAMPLES][10];
+    struct bench_command cmd[MAX_EXAMPLES + 1];
+    size_t n;
+};
+
+static int cmp_name(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+/* A figure per .json file of examples/, in name order: `libra sim FILE` (smoke: one step). */
+static void add_examples(struct examples *x)
+{
+    DIR *d = opendir(LIBRA_SOURCE_DIR "/examples");
+    char *names[MAX_EXAMPLES];
+    size_t n = 0;
+    for (struct dirent *e; d && (e = readdir(d)) && n < MAX_EXAMPLES;) {
+        size_t len = strlen(e->d_name);
+        if (len > 5 && strcmp(e->d_name + len - 5, ".json") == 0)
+            names[n++] = xstrdup(e->d_name);
+    }
+    if (d)
+        closedir(d);
+    qsort(names, n, sizeof *names, cmp_name);
+    for (size_t i = 0; i < n; i++) {
+        size_t k = x->n++;
+        snprintf(x->name[k], sizeof x->name[k], "example_%.*s", (int)(strlen(names[i]) - 5),
+                 names[i]);
+        snprintf(x->path[k], sizeof x->path[k], "%s/examples/%s", LIBRA_SOURCE_DIR, names[i]);
+        snprintf(x->input[k], sizeof x->input[k],
+                 "libra sim examples/%s (default --jobs: every core); op = the whole command",
+                 names[i]);
+        const char *run[] = {LIBRA_BIN, "sim", x->path[k], NULL};
+        const char *smoke[] = {
+            LIBRA_BIN,          "sim",   x->path[k],           "--steps", "1", "--set",
+            "sim.tune_steps=1", "--set", "sim.warmup_steps=0", NULL};
+        memcpy(x->argv[k], run, sizeof run);
+        memcpy(x->smoke[k], smoke, sizeof smoke);
+        x->cmd[k] =
+            (struct bench_command){x->name[k], x->input[k], x->argv[k], x->smoke[k], NULL, NULL};
+        free(names[i]);
+    }
+}
+
 int main(int argc, char **argv)
 {
     static const struct bench_figure figures[] = {
@@ -179,7 +234,22 @@ int main(int argc, char **argv)
         {"sim_step_4096_gpus", INPUT_LARGE, BENCH_NS_PER_OP, 10, 1, large_setup, layout_run,
          sim_teardown},
     };
-    int rc = bench_main(argc, argv, figures, sizeof figures / sizeof figures[0]);
+    static const char *const cluster[] = {LIBRA_BIN,   "sim",     "--gpus", "1024", "--workload",
+                                          "search-r1", "--steps", "5",      NULL};
+    static const char *const cluster_smoke[] = {
+        LIBRA_BIN, "sim", "--gpus", "64", "--workload", "search-r1", "--steps", "1", NULL};
+    static struct examples x;
+    add_examples(&x);
+    x.cmd[x.n] = (struct bench_command){
+        "sim_1024_gpus_search_r1",
+        "libra sim --gpus 1024 --workload search-r1 --steps 5 (default --jobs: every core); op = "
+        "the whole command",
+        cluster,
+        cluster_smoke,
+        NULL,
+        NULL};
+    int rc = bench_main_commands(argc, argv, figures, sizeof figures / sizeof figures[0], x.cmd,
+                                 x.n + 1);
     bool extras = rc == 0, smoke = false;
     for (int i = 1; i < argc; i++) {
         extras = extras && strcmp(argv[i], "--callgrind-child") != 0 &&

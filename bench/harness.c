@@ -2,6 +2,7 @@
  * Benchmark driver: timing, callgrind re-execution and the JSON line format; see harness.h for
  * why and bench/README.md for how to read the figures.
  */
+#define _DEFAULT_SOURCE /* wait4: a child's own peak memory */
 #include "harness.h"
 
 #include <errno.h>
@@ -12,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -130,51 +132,121 @@ static double parse_callgrind_total(const char *path)
     return total;
 }
 
-/*
- * Re-executes this program under callgrind for figure f and returns its instructions per
- * operation, or -1 (with a note on stderr). *no_valgrind is set when valgrind cannot be run,
- * so later figures do not try again.
- */
-static double callgrind_per_op(const struct bench_figure *f, bool *no_valgrind)
+/* Runs argv with its output discarded; returns its wait status (-1 when it could not be
+ * spawned: *spawn_err says why) and fills *ru with its resource use. */
+static int spawn_wait(char *const argv[], struct rusage *ru, int *spawn_err)
 {
-    char exe[4096];
-    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
-    const char *tmpdir = getenv("TMPDIR");
-    char out[4200], out_flag[4300];
-    snprintf(out, sizeof out, "%s/libra-bench-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
-    int fd = len > 0 ? mkstemp(out) : -1;
-    if (fd < 0) {
-        fprintf(stderr, "%s: %s: cannot prepare the callgrind run: %s\n", prog, f->name,
-                strerror(errno));
-        return -1.0;
-    }
-    close(fd);
-    exe[len] = '\0';
-    snprintf(out_flag, sizeof out_flag, "--callgrind-out-file=%s", out);
-    char *argv[] = {"valgrind", "--tool=callgrind", "--instr-atstart=no", out_flag,
-                    exe,        CHILD_FLAG,         (char *)f->name,      NULL};
     posix_spawn_file_actions_t fa;
     posix_spawn_file_actions_init(&fa);
     posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
     posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, "/dev/null", O_WRONLY, 0);
     pid_t pid;
-    int rc = posix_spawnp(&pid, "valgrind", &fa, NULL, argv, environ);
+    *spawn_err = posix_spawnp(&pid, argv[0], &fa, NULL, argv, environ);
     posix_spawn_file_actions_destroy(&fa);
-    int status = 0;
-    if (rc == 0 && waitpid(pid, &status, 0) != pid)
+    int status = -1;
+    memset(ru, 0, sizeof *ru);
+    if (*spawn_err == 0 && wait4(pid, &status, 0, ru) != pid)
         status = -1;
+    return status;
+}
+
+/*
+ * Runs argv (whose first elements are filled in here: valgrind and its flags, up to
+ * CALLGRIND_ARGS of them) under callgrind and returns the total instructions it counted, or
+ * -1 (with a note on stderr). *no_valgrind is set when valgrind cannot be run, so later
+ * figures do not try again.
+ */
+#define CALLGRIND_ARGS 4
+static double callgrind_total(const char *name, char **argv, bool instr_at_start, bool *no_valgrind)
+{
+    const char *tmpdir = getenv("TMPDIR");
+    char out[4200], out_flag[4300];
+    snprintf(out, sizeof out, "%s/libra-bench-XXXXXX", tmpdir && *tmpdir ? tmpdir : "/tmp");
+    int fd = mkstemp(out);
+    if (fd < 0) {
+        fprintf(stderr, "%s: %s: cannot prepare the callgrind run: %s\n", prog, name,
+                strerror(errno));
+        return -1.0;
+    }
+    close(fd);
+    snprintf(out_flag, sizeof out_flag, "--callgrind-out-file=%s", out);
+    argv[0] = "valgrind";
+    argv[1] = "--tool=callgrind";
+    argv[2] = instr_at_start ? "--instr-atstart=yes" : "--instr-atstart=no";
+    argv[3] = out_flag;
+    struct rusage ru;
+    int err, status = spawn_wait(argv, &ru, &err);
     double total = -1.0;
-    if (rc != 0 || (WIFEXITED(status) && WEXITSTATUS(status) == 127)) {
+    if (err != 0 || (WIFEXITED(status) && WEXITSTATUS(status) == 127)) {
         fprintf(stderr, "%s: valgrind not runnable (%s); instructions are null\n", prog,
-                rc ? strerror(rc) : "exit 127");
+                err ? strerror(err) : "exit 127");
         *no_valgrind = true;
     } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-        fprintf(stderr, "%s: %s: callgrind run failed (status %d)\n", prog, f->name, status);
+        fprintf(stderr, "%s: %s: callgrind run failed (status %d)\n", prog, name, status);
     } else if ((total = parse_callgrind_total(out)) < 0) {
-        fprintf(stderr, "%s: %s: no totals in %s\n", prog, f->name, out);
+        fprintf(stderr, "%s: %s: no totals in %s\n", prog, name, out);
     }
     unlink(out);
+    return total;
+}
+
+/* Re-executes this program under callgrind for figure f; instructions per operation or -1. */
+static double callgrind_per_op(const struct bench_figure *f, bool *no_valgrind)
+{
+    char exe[4096];
+    ssize_t len = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (len <= 0) {
+        fprintf(stderr, "%s: %s: cannot find this program: %s\n", prog, f->name, strerror(errno));
+        return -1.0;
+    }
+    exe[len] = '\0';
+    char *argv[CALLGRIND_ARGS + 4] = {[CALLGRIND_ARGS] = exe, CHILD_FLAG, (char *)f->name, NULL};
+    double total = callgrind_total(f->name, argv, false, no_valgrind);
     return total < 0 ? -1.0 : total / (double)f->n;
+}
+
+/* A command figure: wall seconds (median), peak resident megabytes (max) and instructions. */
+static void measure_command(const struct bench_command *f, const struct options *o,
+                            bool *no_valgrind, double *wall_s, double *peak_mb, double *instr)
+{
+    const char *const *cmd = o->smoke ? f->smoke_argv : f->argv;
+    const char *const *prep = o->smoke ? f->smoke_prepare : f->prepare;
+    struct rusage ru;
+    int err;
+    if (prep && spawn_wait((char *const *)prep, &ru, &err) != 0) {
+        fprintf(stderr, "%s: %s: preparing with %s failed\n", prog, f->name, prep[0]);
+        *wall_s = *peak_mb = *instr = -1.0;
+        return;
+    }
+    size_t n = 0;
+    while (cmd[n])
+        n++;
+    char **argv = calloc(n + CALLGRIND_ARGS + 1, sizeof *argv);
+    memcpy(argv + CALLGRIND_ARGS, cmd, n * sizeof *argv);
+    double t[MAX_REPS];
+    int reps = o->smoke ? 1 : o->reps;
+    *peak_mb = 0;
+    for (int i = -(o->smoke ? 0 : 1); i < reps; i++) { /* i < 0: the warm-up */
+        double t0 = now_ns();
+        int status = spawn_wait(argv + CALLGRIND_ARGS, &ru, &err);
+        double dt = (now_ns() - t0) * 1e-9;
+        if (err || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+            fprintf(stderr, "%s: %s: %s failed (%s)\n", prog, f->name, cmd[0],
+                    err ? strerror(err) : "non-zero status");
+            *wall_s = *peak_mb = *instr = -1.0;
+            free(argv);
+            return;
+        }
+        if (i >= 0) {
+            t[i] = dt;
+            if ((double)ru.ru_maxrss / 1024.0 > *peak_mb)
+                *peak_mb = (double)ru.ru_maxrss / 1024.0;
+        }
+    }
+    qsort(t, (size_t)reps, sizeof t[0], cmp_double);
+    *wall_s = reps % 2 ? t[reps / 2] : (t[reps / 2 - 1] + t[reps / 2]) / 2.0;
+    *instr = *no_valgrind ? -1.0 : callgrind_total(f->name, argv, true, no_valgrind);
+    free(argv);
 }
 
 static const char *unit_name(enum bench_unit unit)
@@ -182,19 +254,35 @@ static const char *unit_name(enum bench_unit unit)
     return unit == BENCH_OPS_PER_S ? "op/s" : "ns/op";
 }
 
-static void print_line(const struct bench_figure *f, uint64_t n, double ns, double instr)
+static void emit(json_t *line)
 {
-    double per_op = ns / (double)n;
-    double value = f->unit == BENCH_OPS_PER_S ? 1e9 / per_op : per_op;
-    json_t *line =
-        json_pack("{s:s, s:s, s:o, s:I, s:s, s:o}", "name", f->name, "unit", unit_name(f->unit),
-                  "value", ujson_real(round_sig(value, 4)), "n", (json_int_t)n, "input", f->input,
-                  "instructions", instr < 0 ? json_null() : ujson_real(round_sig(instr, 6)));
     char *text = ujson_dump(line, false);
     printf("%s\n", text);
     fflush(stdout);
     free(text);
     json_decref(line);
+}
+
+static json_t *number_or_null(double x, int digits)
+{
+    return x < 0 ? json_null() : ujson_real(round_sig(x, digits));
+}
+
+static void print_line(const struct bench_figure *f, uint64_t n, double ns, double instr)
+{
+    double per_op = ns / (double)n;
+    double value = f->unit == BENCH_OPS_PER_S ? 1e9 / per_op : per_op;
+    emit(json_pack("{s:s, s:s, s:o, s:I, s:s, s:o}", "name", f->name, "unit", unit_name(f->unit),
+                   "value", ujson_real(round_sig(value, 4)), "n", (json_int_t)n, "input", f->input,
+                   "instructions", number_or_null(instr, 6)));
+}
+
+static void print_command_line(const struct bench_command *f, double wall_s, double peak_mb,
+                               double instr)
+{
+    emit(json_pack("{s:s, s:s, s:o, s:I, s:s, s:o, s:o}", "name", f->name, "unit", "s", "value",
+                   number_or_null(wall_s, 4), "n", (json_int_t)1, "input", f->input, "instructions",
+                   number_or_null(instr, 6), "peak_rss_mb", number_or_null(peak_mb, 4)));
 }
 
 /* Reports "what 'arg'" and the usage line; returns the usage exit code. */
@@ -239,6 +327,12 @@ static int parse_args(int argc, char **argv, struct options *o)
 
 int bench_main(int argc, char **argv, const struct bench_figure *figures, size_t count)
 {
+    return bench_main_commands(argc, argv, figures, count, NULL, 0);
+}
+
+int bench_main_commands(int argc, char **argv, const struct bench_figure *figures, size_t count,
+                        const struct bench_command *commands, size_t n_commands)
+{
     if (argc > 0) {
         const char *slash = strrchr(argv[0], '/');
         prog = slash ? slash + 1 : argv[0];
@@ -255,7 +349,7 @@ int bench_main(int argc, char **argv, const struct bench_figure *figures, size_t
             }
         return usage("no figure named", o.child);
     }
-    bool matched = false, no_valgrind = !o.instructions || o.smoke;
+    bool matched = false, failed = false, no_valgrind = !o.instructions || o.smoke;
     for (size_t i = 0; i < count; i++) {
         const struct bench_figure *f = &figures[i];
         if (o.filter && !strstr(f->name, o.filter))
@@ -266,7 +360,17 @@ int bench_main(int argc, char **argv, const struct bench_figure *figures, size_t
         double instr = no_valgrind ? -1.0 : callgrind_per_op(f, &no_valgrind);
         print_line(f, n, ns, instr);
     }
+    for (size_t i = 0; i < n_commands; i++) {
+        const struct bench_command *c = &commands[i];
+        if (o.filter && !strstr(c->name, o.filter))
+            continue;
+        matched = true;
+        double wall_s, peak_mb, instr;
+        measure_command(c, &o, &no_valgrind, &wall_s, &peak_mb, &instr);
+        print_command_line(c, wall_s, peak_mb, instr);
+        failed |= wall_s < 0;
+    }
     if (!matched)
         return usage("no figure matches", o.filter ? o.filter : "");
-    return 0;
+    return failed ? 4 : 0;
 }

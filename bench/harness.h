@@ -5,7 +5,8 @@
  *   {"input":..., "instructions":..., "n":..., "name":..., "unit":..., "value":...}
  *
  * value is wall-clock time on this machine (noisy on shared hosts); instructions is the
- * callgrind count of the measured region per operation, repeatable across runs and machines of
+ * callgrind count of the measured region per operation (of the whole process for a command
+ * figure, which also reports its peak resident memory), repeatable across runs and machines of
  * one architecture, so it is what a change is judged by. Nothing is asserted; ctest only
  * smoke-runs each program (--smoke) so that benchmarks keep building and running.
  *
@@ -43,13 +44,34 @@ struct bench_figure {
 };
 
 /*
+ * A whole program as a figure: its value is the median wall-clock seconds from spawn to exit
+ * (unit "s", n 1), its line adds peak_rss_mb (the largest resident set of the timed runs, from
+ * wait4), and its instructions are the whole process's under callgrind. The command must exit
+ * 0; its output is discarded. A prepare command (building an input file, say) runs once before,
+ * unmeasured.
+ */
+struct bench_command {
+    const char *name;
+    const char *input;
+    const char *const *argv;       /* NULL-terminated */
+    const char *const *smoke_argv; /* what --smoke runs instead */
+    const char *const *prepare;    /* NULL: none */
+    const char *const *smoke_prepare;
+};
+
+/*
  * Runs the figures selected by argv and prints their lines on stdout (diagnostics on stderr):
  *   --smoke             every figure once with smoke_n, no callgrind
  *   --filter SUBSTR     only figures whose name contains SUBSTR
  *   --reps N            timed runs per figure (default 5)
  *   --no-instructions   skip callgrind (instructions: null)
- * Returns the process exit code: 0, or 2 on a usage error.
+ * Returns the process exit code: 0, 2 on a usage error, or 4 when a command figure's command
+ * failed.
  */
 int bench_main(int argc, char **argv, const struct bench_figure *figures, size_t count);
+
+/* bench_main with command figures after the others (the same flags select and size them). */
+int bench_main_commands(int argc, char **argv, const struct bench_figure *figures, size_t count,
+                        const struct bench_command *commands, size_t n_commands);
 
 #endif
