@@ -12,12 +12,15 @@
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "util/workers.h"
 
 enum {
     OPT_SET = CLI_OPT_BASE,
     OPT_PRESETS,
     OPT_JSON,
     OPT_JSONL,
+    OPT_JOBS,
+    OPT_PROGRESS,
     OPT_FIELD = CLI_OPT_BASE + 0x100 /* + index of a schema row with a flag */
 };
 
@@ -32,6 +35,7 @@ void cli_common_init(struct cli_common *cc, const struct cli_command *cmd, unsig
     memset(cc, 0, sizeof *cc);
     cc->cmd = cmd;
     cc->groups = groups;
+    cc->jobs = workers_cpus();
     size_t n_fields, n_own = 0, n = 0;
     const struct spec_field *fields = spec_config_fields(&n_fields);
     while (own && own[n_own].name)
@@ -54,6 +58,10 @@ void cli_common_init(struct cli_common *cc, const struct cli_command *cmd, unsig
         add_option(cc, &n, "jsonl", no_argument, OPT_JSONL);
     if (groups & CLI_FLAGS_OUTPUT)
         add_option(cc, &n, "output", required_argument, 'o');
+    if (groups & CLI_FLAGS_JOBS)
+        add_option(cc, &n, "jobs", required_argument, OPT_JOBS);
+    if (groups & CLI_FLAGS_PROGRESS)
+        add_option(cc, &n, "progress", no_argument, OPT_PROGRESS);
     snprintf(cc->shortopts, sizeof cc->shortopts, "%sh%s", shortopts ? shortopts : "",
              groups & CLI_FLAGS_OUTPUT ? "o:" : "");
     optind = 0; /* GNU getopt: full reinitialisation */
@@ -109,6 +117,16 @@ static int common_option(struct cli_common *cc, int c, const char *arg)
     case OPT_JSONL:
         cc->jsonl = true;
         break;
+    case OPT_JOBS: {
+        int64_t jobs;
+        if (cli_parse_int(cc->cmd, "--jobs", arg, 1, 1024, &jobs) != 0)
+            return '?';
+        cc->jobs = (int)jobs;
+        return 0;
+    }
+    case OPT_PROGRESS:
+        cc->progress = true;
+        return 0;
     }
     if (cc->json && cc->jsonl) {
         cli_usage_error(cc->cmd, "--json and --jsonl exclude each other");
@@ -174,6 +192,16 @@ void cli_common_help(const struct cli_common *cc, const char *text, FILE *out)
         fprintf(out, "  %-20s print JSON Lines; the first line is a header\n", "--jsonl");
     if (cc->groups & CLI_FLAGS_OUTPUT)
         fprintf(out, "  %-20s write to FILE instead of stdout\n", "-o, --output FILE");
+    if (cc->groups & CLI_FLAGS_JOBS)
+        fprintf(out,
+                "  %-20s threads for independent runs (default: the machine's cores, %d);\n"
+                "  %-20s results do not depend on it\n",
+                "--jobs J", workers_cpus(), "");
+    if (cc->groups & CLI_FLAGS_PROGRESS)
+        fprintf(out,
+                "  %-20s progress on stderr even when it is not a terminal (on a\n"
+                "  %-20s terminal it is always shown)\n",
+                "--progress", "");
     fprintf(out, "  %-20s print this help\n", "-h, --help");
 }
 

@@ -36,7 +36,9 @@ enum {
     CLI_FLAGS_PRESETS = 1u << 1, /* --presets FILE (repeatable) */
     CLI_FLAGS_JSON = 1u << 2,    /* --json: one JSON document */
     CLI_FLAGS_JSONL = 1u << 3,   /* --jsonl: JSON Lines, header line first */
-    CLI_FLAGS_OUTPUT = 1u << 4   /* -o/--output FILE */
+    CLI_FLAGS_OUTPUT = 1u << 4,  /* -o/--output FILE */
+    CLI_FLAGS_JOBS = 1u << 5,    /* --jobs J: threads for independent work */
+    CLI_FLAGS_PROGRESS = 1u << 6 /* --progress: the progress line even off a terminal */
 };
 
 /* Option values cli_common_getopt keeps for itself; a command's own long options use values
@@ -52,6 +54,8 @@ struct cli_common {
     size_t n_preset_files;
     bool json, jsonl;
     const char *output;     /* -o value, or NULL for stdout */
+    int jobs;               /* --jobs; default: the machine's cores */
+    bool progress;          /* --progress */
     struct option *options; /* the command's options plus the common ones; owned */
     char shortopts[64];
 };

@@ -12,21 +12,24 @@
  * the same turn depth and checks that C-MLFQ then does no better than a tree of turn counts.
  */
 #include <limits.h>
+#include <stdatomic.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "sched/metrics.h"
 #include "sched/router.h"
 #include "sim/sim.h"
 #include "spec/bucket.h"
 #include "trace/file.h"
 #include "util/alloc.h"
-#include "util/map.h"
+#include "util/intmap.h"
 #include "util/rng.h"
 #include "util/vec.h"
+#include "util/workers.h"
 
 #define ROUTE_EVAL_SCHEMA "libra.route-eval/1"
 #define PLACEBO_TOLERANCE 0.01 /* accuracy, as a fraction: one point */
@@ -148,25 +151,24 @@ static int cmp_traj(const void *a, const void *b)
 static void index_steps(struct ev_trace *ev)
 {
     qsort(ev->trajs.v, ev->trajs.n, sizeof *ev->trajs.v, cmp_traj);
-    struct map first_step; /* prompt -> index of the first step it appeared in */
-    map_init(&first_step);
+    struct intmap first_step = {0}; /* prompt -> index of the first step it appeared in */
     for (size_t i = 0; i < ev->trajs.n; i++) {
         struct ev_traj *t = &ev->trajs.v[i];
         if (i == 0 || t->step != ev->trajs.v[i - 1].step)
             vec_push(&ev->step_start, i);
-        char key[17];
-        sched_hex_key((uint64_t)t->prompt, key);
-        bool fresh;
-        union map_value *v = map_slot(&first_step, key, &fresh);
-        if (fresh)
-            v->i64 = (int64_t)ev->step_start.n;
-        t->seen = v->i64 < (int64_t)ev->step_start.n;
+        uint64_t first;
+        if (!intmap_get(&first_step, (uint64_t)t->prompt, &first)) {
+            first = ev->step_start.n;
+            intmap_put(&first_step, (uint64_t)t->prompt, first);
+        }
+        t->seen = first < ev->step_start.n;
     }
     vec_push(&ev->step_start, ev->trajs.n);
-    map_free(&first_step);
+    intmap_free(&first_step);
 }
 
-static int load_trace(const char *path, bool truncated_exact, struct ev_trace *ev)
+static int load_trace(const char *path, bool truncated_exact, struct ev_trace *ev,
+                      atomic_llong *read)
 {
     struct trace_reader *r;
     struct libra_error err = {0};
@@ -180,8 +182,10 @@ static int load_trace(const char *path, bool truncated_exact, struct ev_trace *e
         ev->model = h->model ? xstrdup(h->model) : NULL;
         struct sched_obs_config oc;
         sched_obs_defaults(&oc, h->workload, h->model);
-        while ((rc = trace_reader_next(r, &t, &err)) == 1)
+        while ((rc = trace_reader_next(r, &t, &err)) == 1) {
             add_traj(ev, &oc, t, truncated_exact);
+            atomic_fetch_add(read, 1);
+        }
     }
     trace_reader_close(r);
     if (rc < 0) {
@@ -354,10 +358,53 @@ static int learn(struct arm *a, const struct ev_trace *ev, size_t i)
     return rc;
 }
 
-/* Runs every arm over the trace, prequentially. */
+/* What evaluation has done and has to do, for the progress line. */
+struct route_progress {
+    atomic_llong trajs_read;        /* while the trace is read */
+    atomic_llong steps_done, steps; /* arm-steps of evaluation; steps is 0 while reading */
+};
+
+static void read_progress(void *ctx, struct cli_progress_state *out)
+{
+    struct route_progress *p = ctx;
+    long long steps = atomic_load(&p->steps);
+    out->unit = steps ? "policy-steps" : "trajectories read";
+    out->done = steps ? atomic_load(&p->steps_done) : atomic_load(&p->trajs_read);
+    out->total = steps;
+}
+
+/* One arm's prequential pass over the trace: a task of the worker pool. */
+struct eval_task {
+    struct arm *arms;
+    int *rc;
+    const struct ev_trace *ev;
+    const struct sched_registry *reg;
+    int64_t train_steps, rebuild_interval;
+    struct route_progress *progress;
+};
+
+static void evaluate_arm(void *arg, size_t a)
+{
+    struct eval_task *e = arg;
+    struct arm *arm = &e->arms[a];
+    const struct ev_trace *ev = e->ev;
+    size_t steps = ev->step_start.n - 1;
+    for (size_t s = 0; s < steps && !e->rc[a]; s++) {
+        size_t from = ev->step_start.v[s], to = ev->step_start.v[s + 1];
+        for (size_t i = from; (int64_t)s >= e->train_steps && i < to && !e->rc[a]; i++)
+            e->rc[a] = replay(arm, ev, i, e->reg);
+        for (size_t i = from; arm->model && i < to && !e->rc[a]; i++)
+            e->rc[a] = learn(arm, ev, i);
+        if (arm->model && (s + 1) % (size_t)e->rebuild_interval == 0)
+            sched_model_rebuild(arm->model);
+        atomic_fetch_add(&e->progress->steps_done, 1);
+    }
+}
+
+/* Runs every arm over the trace, prequentially; arms are independent, so on every thread. */
 static int evaluate(struct arm *arms, size_t n_arms, const struct ev_trace *ev,
                     const struct spec_bucket_layout *l, int64_t train_steps,
-                    int64_t rebuild_interval)
+                    int64_t rebuild_interval, int jobs, struct route_progress *progress)
 {
     struct sched_instance inst[SPEC_BUCKETS_MAX * SPEC_BUCKET_TPS_MAX];
     size_t n_inst = 0;
@@ -369,20 +416,15 @@ static int evaluate(struct arm *arms, size_t n_arms, const struct ev_trace *ev,
                                                    .cap = INT_MAX,
                                                    .ready = true};
     struct sched_registry reg = {inst, n_inst};
-    size_t steps = ev->step_start.n - 1;
-    for (size_t s = 0; s < steps; s++) {
-        size_t from = ev->step_start.v[s], to = ev->step_start.v[s + 1];
-        for (size_t a = 0; a < n_arms; a++) {
-            for (size_t i = from; (int64_t)s >= train_steps && i < to; i++)
-                if (replay(&arms[a], ev, i, &reg))
-                    return LIBRA_EXIT_INTERNAL;
-            for (size_t i = from; arms[a].model && i < to; i++)
-                if (learn(&arms[a], ev, i))
-                    return LIBRA_EXIT_INTERNAL;
-            if (arms[a].model && (s + 1) % (size_t)rebuild_interval == 0)
-                sched_model_rebuild(arms[a].model);
-        }
-    }
+    int rc[SCHED_POLICY_COUNT + 2] = {0};
+    struct eval_task task = {arms, rc, ev, &reg, train_steps, rebuild_interval, progress};
+    atomic_store(&progress->steps, (long long)((ev->step_start.n - 1) * n_arms));
+    struct workers *w = workers_new(jobs);
+    workers_for(w, n_arms, evaluate_arm, &task);
+    workers_free(w);
+    for (size_t a = 0; a < n_arms; a++)
+        if (rc[a])
+            return LIBRA_EXIT_INTERNAL;
     return 0;
 }
 
@@ -554,9 +596,12 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     struct ev_trace ev = {0};
     struct arm arms[SCHED_POLICY_COUNT + 2] = {0};
     struct spec_bucket_layout l;
+    struct route_progress progress = {0};
     int n_arms = 0, rc = cli_common_load(cc, NULL, &p, &cfg);
+    struct cli_progress *line =
+        rc ? NULL : cli_progress_start("route eval", read_progress, &progress, cc->progress);
     if (rc == 0)
-        rc = load_trace(path, f->truncated_exact, &ev);
+        rc = load_trace(path, f->truncated_exact, &ev, &progress.trajs_read);
     if (rc == 0)
         rc = resolve_layout(f, &cfg, &ev, &l);
     int64_t steps = (int64_t)ev.step_start.n - 1;
@@ -570,7 +615,9 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     if (rc == 0 && f->placebo)
         shuffle_returns(&ev, (uint64_t)cfg.sim.seed);
     if (rc == 0)
-        rc = evaluate(arms, (size_t)n_arms, &ev, &l, f->train_steps, cfg.sched.rebuild_interval);
+        rc = evaluate(arms, (size_t)n_arms, &ev, &l, f->train_steps, cfg.sched.rebuild_interval,
+                      cc->jobs, &progress);
+    cli_progress_stop(line);
     if (rc == 0) {
         char layout[SPEC_BUCKET_TEXT_MAX];
         spec_bucket_format(&l, layout, sizeof layout);
@@ -638,8 +685,9 @@ int cmd_route(int argc, char **argv)
     struct route_flags f = {.policy = "all", .train_steps = 1, .min_visits = 1};
     struct cli_common cc;
     cli_common_init(&cc, cli_find("route"),
-                    CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT, "",
-                    own);
+                    CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT |
+                        CLI_FLAGS_JOBS | CLI_FLAGS_PROGRESS,
+                    "", own);
     int c, rc = 0;
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
         switch (c) {

@@ -48,11 +48,7 @@ static const char help[] =
     "                     repeatable: the grid of every combination, the first key slowest;\n"
     "                     write a comma inside a value as \\,)\n"
     "  --seeds N          run every cell under N seeds: sim.seed, sim.seed + 1, ...\n"
-    "  --seed-list S,...  run every cell under these seeds\n"
-    "  --jobs J           threads for the independent runs (default: the machine's cores);\n"
-    "                     results do not depend on it\n"
-    "  --progress         show progress on stderr even when it is not a terminal (on a\n"
-    "                     terminal it is always shown)\n";
+    "  --seed-list S,...  run every cell under these seeds\n";
 
 /* ---- traces in memory ------------------------------------------------------------------- */
 
@@ -160,8 +156,6 @@ static int input_for(const struct cli_presets *p, struct traces *ts, const struc
 
 struct sim_flags {
     const char *perfetto;
-    int64_t jobs;
-    bool progress;
     VEC(struct sim_sweep_key) keys; /* key and values owned */
     int64_t n_seeds;                /* --seeds; 0 none */
     VEC(int64_t) seed_list;         /* --seed-list */
@@ -283,6 +277,7 @@ struct watched {
 static void read_progress(void *ctx, struct cli_progress_state *out)
 {
     struct watched *w = ctx;
+    out->unit = "steps";
     long long started = atomic_load(&w->counts.cells_started);
     out->done = atomic_load(&w->counts.steps_done);
     out->total = atomic_load(&w->counts.steps_planned);
@@ -303,10 +298,9 @@ static int run_one(const struct cli_common *cc, const struct sim_flags *f,
     int rc = input_for(p, &ts, cfg, f->perfetto != NULL, &in);
     if (rc == 0) {
         struct watched w = {0};
-        in.workers = workers_new((int)f->jobs);
+        in.workers = workers_new(cc->jobs);
         in.progress = &w.counts;
-        struct cli_progress *line =
-            cli_progress_start("sim", "steps", read_progress, &w, f->progress);
+        struct cli_progress *line = cli_progress_start("sim", read_progress, &w, cc->progress);
         struct libra_error err = {0};
         int src = sim_experiment_run(&in, &e, &err);
         cli_progress_stop(line);
@@ -381,9 +375,8 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, con
     int rc = build_cells(cc, file, p, &ts, &sw, cfgs);
     if (rc == 0) {
         struct watched w = {.cells = (long long)sw.n_cells};
-        struct workers *workers = workers_new((int)f->jobs);
-        struct cli_progress *line =
-            cli_progress_start("sim", "steps", read_progress, &w, f->progress);
+        struct workers *workers = workers_new(cc->jobs);
+        struct cli_progress *line = cli_progress_start("sim", read_progress, &w, cc->progress);
         size_t failed = sim_sweep_run(&sw, workers, &w.counts);
         cli_progress_stop(line);
         workers_free(workers);
@@ -440,8 +433,6 @@ static int own_flag(struct cli_common *cc, struct sim_flags *f, int c, const cha
     case OPT_TRACE: /* the same as --set workload.trace=FILE, so that sweep cells have it */
         cli_common_set(cc, "workload.trace", arg, "--trace");
         return 0;
-    case OPT_JOBS:
-        return cli_parse_int(cmd, "--jobs", arg, 1, 1024, &f->jobs);
     case OPT_SWEEP:
         return add_sweep(cmd, f, arg);
     case OPT_SEEDS:
@@ -452,9 +443,6 @@ static int own_flag(struct cli_common *cc, struct sim_flags *f, int c, const cha
         if (f->n_seeds)
             return cli_usage_error(cmd, "--seeds and --seed-list exclude each other");
         return add_seed_list(cmd, f, arg);
-    case OPT_PROGRESS:
-        f->progress = true;
-        return 0;
     default:
         return LIBRA_EXIT_USAGE;
     }
@@ -465,18 +453,16 @@ int cmd_sim(int argc, char **argv)
     static const struct option own[] = {
         {"perfetto", required_argument, NULL, OPT_PERFETTO},
         {"trace", required_argument, NULL, OPT_TRACE},
-        {"jobs", required_argument, NULL, OPT_JOBS},
         {"sweep", required_argument, NULL, OPT_SWEEP},
         {"seeds", required_argument, NULL, OPT_SEEDS},
         {"seed-list", required_argument, NULL, OPT_SEED_LIST},
-        {"progress", no_argument, NULL, OPT_PROGRESS},
         {0},
     };
-    struct sim_flags f = {.jobs = workers_cpus()};
+    struct sim_flags f = {0};
     struct cli_common cc;
     cli_common_init(&cc, cli_find("sim"),
                     CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_JSONL |
-                        CLI_FLAGS_OUTPUT,
+                        CLI_FLAGS_OUTPUT | CLI_FLAGS_JOBS | CLI_FLAGS_PROGRESS,
                     "", own);
     int c, rc = 0;
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {

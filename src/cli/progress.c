@@ -16,7 +16,7 @@
 #define LOG_EVERY_S 5.0 /* --progress into a file or pipe */
 
 struct cli_progress {
-    const char *what, *unit;
+    const char *what;
     cli_progress_read_fn read;
     void *ctx;
     bool tty;
@@ -57,10 +57,11 @@ static void draw(const struct cli_progress *p)
         n += snprintf(line + n, sizeof line - (size_t)n, "cells %lld/%lld, ", st.cells_done,
                       st.cells_total);
     duration_text(elapsed, took, sizeof took);
-    n += snprintf(line + n, sizeof line - (size_t)n, "%lld/%lld %s", st.done, st.total, p->unit);
     if (st.total > 0)
-        n += snprintf(line + n, sizeof line - (size_t)n, " (%.0f%%)",
-                      100.0 * (double)st.done / (double)st.total);
+        n += snprintf(line + n, sizeof line - (size_t)n, "%lld/%lld %s (%.0f%%)", st.done, st.total,
+                      st.unit, 100.0 * (double)st.done / (double)st.total);
+    else
+        n += snprintf(line + n, sizeof line - (size_t)n, "%lld %s", st.done, st.unit);
     n += snprintf(line + n, sizeof line - (size_t)n, ", %s", took);
     if (st.done > 0 && st.total > st.done) {
         duration_text(elapsed * (double)(st.total - st.done) / (double)st.done, left, sizeof left);
@@ -89,14 +90,14 @@ static void *loop(void *arg)
     return NULL;
 }
 
-struct cli_progress *cli_progress_start(const char *what, const char *unit,
-                                        cli_progress_read_fn read, void *ctx, bool force)
+struct cli_progress *cli_progress_start(const char *what, cli_progress_read_fn read, void *ctx,
+                                        bool force)
 {
     bool tty = isatty(STDERR_FILENO);
     if (!tty && !force)
         return NULL;
     struct cli_progress *p = xcalloc(1, sizeof *p);
-    *p = (struct cli_progress){.what = what, .unit = unit, .read = read, .ctx = ctx, .tty = tty};
+    *p = (struct cli_progress){.what = what, .read = read, .ctx = ctx, .tty = tty};
     p->start_s = now_s();
     pthread_mutex_init(&p->mu, NULL);
     pthread_condattr_t attr;

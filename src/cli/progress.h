@@ -12,9 +12,11 @@
 
 #include <stdbool.h>
 
-/* What the line shows: done of total units ("steps"), and, when cells_total > 0, a sweep's
- * cells done of cells_total. A total may still grow; the estimate follows it. */
+/* What the line shows: done of total units ("steps"; just done while total is 0, with no
+ * estimate), and, when cells_total > 0, a sweep's cells done of cells_total. A total may still
+ * grow; the estimate follows it. */
 struct cli_progress_state {
+    const char *unit; /* static storage */
     long long done, total;
     long long cells_done, cells_total;
 };
@@ -24,12 +26,11 @@ typedef void (*cli_progress_read_fn)(void *ctx, struct cli_progress_state *out);
 struct cli_progress;
 
 /*
- * Starts the display for command `what` counting `unit`s (static strings) when stderr is a
- * terminal or force is set; returns NULL (and shows nothing) otherwise. read is called from
- * the display's thread.
+ * Starts the display for command `what` (static storage) when stderr is a terminal or force
+ * is set; returns NULL (and shows nothing) otherwise. read is called from the display's thread.
  */
-struct cli_progress *cli_progress_start(const char *what, const char *unit,
-                                        cli_progress_read_fn read, void *ctx, bool force);
+struct cli_progress *cli_progress_start(const char *what, cli_progress_read_fn read, void *ctx,
+                                        bool force);
 
 /* Stops the display (erasing the line on a terminal); p may be NULL. */
 void cli_progress_stop(struct cli_progress *p);

@@ -130,6 +130,19 @@ def test_output_is_deterministic_and_text_mode_works(tmp_path):
     assert "oracle" in t.stdout and "100.0" in t.stdout
 
 
+def test_policies_on_any_number_of_threads_and_progress(tmp_path):
+    """The policies are evaluated in parallel (--jobs); the result does not depend on it. The
+    progress line goes to stderr only when asked for off a terminal."""
+    trace = str(tmp_path / "toy.jsonl")
+    toy_trace(trace)
+    args = ["eval", trace, "--buckets", BUCKETS, "--json", "--placebo"]
+    one, three = route(*args, "--jobs", "1"), route(*args, "--jobs", "3")
+    assert one.returncode == 0 and one.stdout == three.stdout and one.stderr == ""
+    loud = route(*args, "--progress")
+    last = loud.stderr.splitlines()[-1]
+    assert last.startswith("libra route eval: ") and "policy-steps (100%)" in last
+
+
 def test_bad_input(tmp_path):
     trace = str(tmp_path / "toy.jsonl")
     toy_trace(trace, steps=2)
