@@ -6,6 +6,7 @@
  */
 #include <dirent.h>
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -13,6 +14,7 @@
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "trace/file.h"
 #include "trace/import.h"
 #include "trace/stats.h"
@@ -23,8 +25,8 @@
 #define STATS_SCHEMA "libra.trace-stats/1"
 
 static const char help[] =
-    "usage: libra trace validate FILE [--all]\n"
-    "       libra trace stats FILE [--json] [-o FILE]\n"
+    "usage: libra trace validate FILE [--all] [--progress]\n"
+    "       libra trace stats FILE [--json] [-o FILE] [--progress]\n"
     "       libra trace import --from verl|jsonl|csv IN... [-o FILE] [flags]\n"
     "       libra trace gen WORKLOAD [flags] (libra trace gen --help)\n"
     "\n"
@@ -47,7 +49,16 @@ static const char help[] =
     "  --workload NAME        import: workload named in the header (default unknown)\n"
     "  --model NAME           import: model named in the header\n"
     "  --samples N            import: GRPO group size for the header; samples must be below it\n"
-    "  --chars-per-token X    import --from verl: characters per estimated token (default 4)\n";
+    "  --chars-per-token X    import --from verl: characters per estimated token (default 4)\n"
+    "  --progress             validate, stats: trajectories read so far on stderr even when\n"
+    "                         it is not a terminal (on a terminal it is always shown)\n";
+
+/* Trajectories read so far, for the progress line of a long file. */
+static void read_progress(void *ctx, struct cli_progress_state *out)
+{
+    out->unit = "trajectories read";
+    out->done = atomic_load((atomic_llong *)ctx);
+}
 
 /* Reports a trace error as "libra: FILE:LINE:COL: MSG"; returns the exit code for rc. */
 static int report(int rc, const struct libra_error *err)
@@ -58,7 +69,7 @@ static int report(int rc, const struct libra_error *err)
 
 /* ---- validate ---------------------------------------------------------------------------- */
 
-static int validate(const char *path, bool all)
+static int validate(const char *path, bool all, atomic_llong *read)
 {
     struct trace_reader *r;
     struct libra_error err = {0};
@@ -74,6 +85,7 @@ static int validate(const char *path, bool all)
     }
     while (rc != LIBRA_EIO && (all || errors == 0) && (rc = trace_reader_next(r, &t, &err))) {
         records += rc == 1;
+        atomic_fetch_add(read, 1);
         if (rc == LIBRA_EINVAL) {
             cli_report_error(&err);
             errors++;
@@ -96,7 +108,8 @@ static int validate(const char *path, bool all)
 /* ---- stats ------------------------------------------------------------------------------- */
 
 /* Reads every record of path into s; *hdr_json gets the header's summary. */
-static int read_stats(const char *path, struct trace_stats *s, json_t **hdr_json)
+static int read_stats(const char *path, struct trace_stats *s, json_t **hdr_json,
+                      atomic_llong *read)
 {
     struct trace_reader *r;
     struct libra_error err = {0};
@@ -110,8 +123,10 @@ static int read_stats(const char *path, struct trace_stats *s, json_t **hdr_json
         *hdr_json =
             json_pack("{s:s,s:s?,s:b,s:I,s:O?}", "workload", h->workload, "model", h->model,
                       "lossy", h->lossy, "group_size", (json_int_t)h->group_size, "seed", seed);
-        while ((rc = trace_reader_next(r, &t, &err)) == 1)
+        while ((rc = trace_reader_next(r, &t, &err)) == 1) {
             trace_stats_add(s, t);
+            atomic_fetch_add(read, 1);
+        }
     }
     trace_reader_close(r);
     return rc ? report(rc, &err) : 0;
@@ -217,7 +232,11 @@ static int stats(struct cli_common *cc, const char *path)
     struct libra_config cfg;
     struct trace_stats *s = trace_stats_new();
     json_t *hdr = NULL;
-    int rc = read_stats(path, s, &hdr);
+    atomic_llong read = 0;
+    struct cli_progress *line =
+        cli_progress_start("trace stats", read_progress, &read, cc->progress);
+    int rc = read_stats(path, s, &hdr, &read);
+    cli_progress_stop(line);
     if (rc == 0)
         rc = cli_common_load(cc, NULL, &p, &cfg);
     if (rc == 0) {
@@ -468,10 +487,15 @@ static int validate_cmd(const struct cli_command *cmd, int argc, char **argv)
     static const struct option own[] = {{"all", no_argument, NULL, 'a'}, {0}};
     struct cli_common cc;
     bool all = false;
-    cli_common_init(&cc, cmd, 0, "", own);
+    cli_common_init(&cc, cmd, CLI_FLAGS_PROGRESS, "", own);
     int rc = one_file_flags(&cc, argc, argv, &all);
-    if (rc < 0)
-        rc = validate(argv[optind], all);
+    if (rc < 0) {
+        atomic_llong read = 0;
+        struct cli_progress *line =
+            cli_progress_start("trace validate", read_progress, &read, cc.progress);
+        rc = validate(argv[optind], all, &read);
+        cli_progress_stop(line);
+    }
     cli_common_free(&cc);
     return rc;
 }
@@ -480,7 +504,7 @@ static int stats_cmd(const struct cli_command *cmd, int argc, char **argv)
 {
     struct cli_common cc;
     bool all = false;
-    cli_common_init(&cc, cmd, CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT, "", NULL);
+    cli_common_init(&cc, cmd, CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT | CLI_FLAGS_PROGRESS, "", NULL);
     int rc = one_file_flags(&cc, argc, argv, &all);
     if (rc < 0)
         rc = stats(&cc, argv[optind]);

@@ -42,6 +42,13 @@ def test_validate_valid_trace():
     assert r.stderr == ""
 
 
+def test_progress_when_asked():
+    for cmd in ("validate", "stats"):
+        r = run(cmd, data("small.jsonl"), "--progress")
+        assert r.returncode == 0, r.stderr
+        assert r.stderr.splitlines()[-1].startswith(f"libra trace {cmd}: 12 trajectories read, ")
+
+
 def test_validate_reports_first_error_and_exits_1():
     r = run("validate", data("bad.jsonl"))
     assert r.returncode == 1
