@@ -357,6 +357,20 @@ static void loop(struct sim *s)
 
 /* ---- setup ---------------------------------------------------------------------------- */
 
+int sim_input_check(const struct sim_input *in, struct libra_error *err)
+{
+    size_t samples = (size_t)in->cfg->rl.samples;
+    if (in->trace && in->trace->n < samples)
+        return error_set(err, NULL, 0, 0,
+                         "the trace holds %zu trajector%s, fewer than one group of rl.samples = "
+                         "%zu",
+                         in->trace->n, in->trace->n == 1 ? "y" : "ies", samples);
+    if (!in->trace && !in->workload)
+        return error_set(err, NULL, 0, 0, "workload.name: no workload preset '%s' to generate from",
+                         in->cfg->workload.name);
+    return 0;
+}
+
 static int check_settings(struct sim *s)
 {
     const struct spec_rl_config *rl = &s->cfg->rl;
@@ -453,6 +467,8 @@ static int setup_router(struct sim *s)
 static int setup(struct sim *s)
 {
     const struct libra_config *cfg = s->cfg;
+    if (sim_input_check(s->in, s->err) != 0)
+        return s->rc = LIBRA_EINVAL;
     s->batch = cfg->rl.batch_trajectories;
     s->samples = cfg->rl.samples;
     s->groups_per_batch = s->batch / s->samples;

@@ -335,6 +335,9 @@ int sim_experiment_run(const struct sim_input *in, struct sim_experiment *out,
 {
     memset(out, 0, sizeof *out);
     const struct libra_config *cfg = in->cfg;
+    int rc = sim_input_check(in, err);
+    if (rc)
+        return rc;
     static const unsigned bits[SIM_MODES] = {SPEC_SIM_COLOCATED, SPEC_SIM_ASYNC, SPEC_SIM_LIBRA,
                                              SPEC_SIM_ROLLOUT};
     struct modes *ms = xcalloc(1, sizeof *ms);
@@ -351,7 +354,6 @@ int sim_experiment_run(const struct sim_input *in, struct sim_experiment *out,
     ms->last = out->n - 1;
     plan_steps(in, (long long)out->n * cfg->rl.steps);
     workers_for(in->workers, (size_t)out->n, run_mode, ms);
-    int rc = 0;
     for (int k = 0; k < out->n && !rc; k++)
         if ((rc = ms->rc[k]) != 0 && err) {
             *err = ms->err[k];

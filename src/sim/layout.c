@@ -383,6 +383,8 @@ int sim_layout_make(const struct sim_input *in, enum sim_mode m, int n_train, in
     memset(out, 0, sizeof *out);
     out->mode = m;
     snprintf(out->origin, sizeof out->origin, "pinned");
+    if (sim_input_check(in, err) != 0)
+        return LIBRA_EINVAL;
     if (m == SIM_ROLLOUT) {
         int rc = make_rollout(in, out, err);
         return rc ? rc : router_policy(in, out, err);

@@ -106,6 +106,13 @@ struct sim_layout {
 /* Releases what l owns; a zeroed l is fine. */
 void sim_layout_free(struct sim_layout *l);
 
+/*
+ * Checks what every layout and run of in relies on: a workload preset to generate from, or a
+ * trace holding at least one GRPO group of rl.samples trajectories. Returns 0, or LIBRA_EINVAL
+ * with err. sim_layout_make, sim_run and sim_experiment_run check it first.
+ */
+int sim_input_check(const struct sim_input *in, struct libra_error *err);
+
 /* Wasted work by cause (tokens): never counted as throughput (spec §5). */
 enum sim_waste {
     SIM_WASTE_PROMPT,    /* prompt and tool tokens prefilled the first time */

@@ -49,10 +49,6 @@ void sim_source_init(struct sim *s)
     s->dynamic_sampling = in->workload && in->workload->dynamic_sampling;
     if (in->trace) {
         sched_obs_defaults(&s->oc, in->trace->workload, in->trace->model);
-        if (in->trace->n < (size_t)s->samples)
-            sim_fail(s, LIBRA_EINVAL,
-                     "the trace holds %zu trajectories, fewer than one group of rl.samples = %d",
-                     in->trace->n, s->samples);
     } else {
         sched_obs_defaults(&s->oc, s->cfg->workload.name, s->cfg->model.name);
         workload_gen_init(&s->gen, in->workload, (uint64_t)s->cfg->sim.seed);

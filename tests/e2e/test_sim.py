@@ -177,6 +177,23 @@ def test_trace_replay(tmp_path):
     assert run["trajectories"] == 60
 
 
+def test_trace_smaller_than_a_group_is_an_error(tmp_path):
+    """A trace of fewer trajectories than one GRPO group (none, or one of four) is refused before
+    any layout is made (it once divided by zero building the planner's sample)."""
+    source = os.path.join(SOURCE_DIR, "tests", "data", "trace", "small.jsonl")
+    with open(source, encoding="utf-8") as f:
+        lines = f.read().splitlines(keepends=True)
+    for n, words in ((0, "0 trajectories"), (1, "1 trajectory")):
+        trace = tmp_path / f"t{n}.jsonl"
+        trace.write_text("".join(lines[:1 + n]), encoding="utf-8")
+        for mode in ("colocated", "libra"):
+            p = sim("--trace", str(trace), "--steps", "2", "--set", f"sim.modes={mode}",
+                    check=False)
+            assert p.returncode == 2 and p.stdout == ""
+            assert p.stderr == (f"libra: sim: the trace holds {words}, fewer than one group of "
+                                "rl.samples = 4\n")
+
+
 def test_examples_run():
     examples = os.path.join(SOURCE_DIR, "examples")
     for name in sorted(os.listdir(examples)):
