@@ -65,11 +65,30 @@ const struct cli_command *cli_find(const char *name)
     return NULL;
 }
 
+/* The element of argv that held the long option getopt_long just returned. */
+static const char *long_option_text(char **argv)
+{
+    bool separate = optarg && optind >= 2 && argv[optind - 1] == optarg;
+    return argv[optind - (separate ? 2 : 1)];
+}
+
 int cli_getopt(const struct cli_command *cmd, int argc, char **argv, const char *shortopts,
                const struct option *longopts)
 {
     opterr = 0;
-    int c = getopt_long(argc, argv, shortopts, longopts, NULL);
+    int index = -1;
+    int c = getopt_long(argc, argv, shortopts, longopts, &index);
+    if (index >= 0) {
+        /* getopt_long takes any unambiguous prefix ("--gpu" for "--gpus"); a flag is spelled
+         * whole, so that a typo or a future flag sharing the prefix cannot change a run */
+        const char *typed = long_option_text(argv) + 2, *name = longopts[index].name;
+        size_t len = strcspn(typed, "=");
+        if (len != strlen(name) || strncmp(typed, name, len) != 0) {
+            cli_usage_error(cmd, "unknown flag '--%.*s' (did you mean --%s?)", (int)len, typed,
+                            name);
+            return '?';
+        }
+    }
     if (c == '?' || c == ':') {
         const char *arg = argv[optind - 1];
         if (optopt && optopt != '?' && c == ':')

@@ -94,6 +94,20 @@ def test_command_unknown_flag(cmd):
     assert len(usage_lines(r.stderr)) == 1, r.stderr
 
 
+@pytest.mark.parametrize("args,whole", [
+    (["plan", "--gpu=8"], "--gpus"),
+    (["plan", "--gpu", "8"], "--gpus"),
+    (["sim", "--step", "2"], "--steps"),
+    (["route", "eval", "x.jsonl", "--polic", "cmlfq"], "--policy"),
+    (["cost", "--presets=x.json", "--jso"], "--json"),
+])
+def test_a_long_flag_is_spelled_whole(args, whole):
+    """getopt_long would take an unambiguous prefix; libra refuses it and names the flag."""
+    r = run(*args)
+    assert r.returncode == EXIT_USAGE and r.stdout == ""
+    assert f"(did you mean {whole}?)" in r.stderr
+
+
 @pytest.mark.parametrize("cmd", listed_commands())
 def test_command_is_documented(cmd):
     with open(os.path.join(SOURCE_DIR, "docs", "cli.md"), encoding="utf-8") as f:
