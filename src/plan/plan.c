@@ -7,7 +7,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/pattern.h"
 #include "plan/search.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -121,10 +120,11 @@ static int solver_init(struct plan_solver *s, const struct plan_problem *p, stru
     if (cost_shape_init(&s->sh, p->model) != 0)
         return error_set(err, NULL, 0, 0, "model '%s': the cost model rejects its shape",
                          p->model->name);
-    rc = plan_pattern_parse(cfg->plan.tp_pattern, "plan.tp_pattern", s->pattern, &s->pattern_gpus,
-                            err);
-    if (rc)
+    rc = spec_tp_pattern_parse(cfg->plan.tp_pattern, NULL, s->pattern, &s->pattern_gpus, err);
+    if (rc) {
+        error_prefix(err, "plan.tp_pattern");
         return rc;
+    }
     if (s->pattern_gpus && s->pattern_gpus != s->G)
         return error_set(err, NULL, 0, 0,
                          "plan.tp_pattern: its instances take %d GPUs, a node has %d",

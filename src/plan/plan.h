@@ -37,9 +37,8 @@
 #include "spec/config.h"
 #include "spec/preset.h"
 
-#define PLAN_NTP 4          /* rollout TP sizes 1, 2, 4, 8; arrays are indexed by log2(TP) */
-#define PLAN_BUDGETS 3      /* micro-batch token budgets searched: 8192, 16384, 32768 */
-#define PLAN_PATTERN_MAX 16 /* instances in one node's TP pattern */
+#define PLAN_NTP SPEC_TP_SIZES /* rollout TP sizes 1, 2, 4, 8; arrays are indexed by log2(TP) */
+#define PLAN_BUDGETS 3         /* micro-batch token budgets searched: 8192, 16384, 32768 */
 
 /*
  * The length sample: one entry per trajectory, in batch order (consecutive runs of

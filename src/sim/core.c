@@ -413,9 +413,7 @@ static int setup_instances(struct sim *s)
         engine_config_default(&c, pre);
         c.max_seqs = s->st.max_seqs;
         c.max_batched_tokens = (int64_t)s->st.chunk_tokens;
-        c.prefix_cache = cfg->sim.prefix_cache;
-        if (c.max_batched_tokens < c.max_seqs)
-            c.max_batched_tokens = c.max_seqs;
+        c.prefix_cache = cfg->sim.prefix_cache; /* max_batched_tokens >= max_seqs: config */
         if (pre->kv_capacity_tokens < 1 || engine_new(&s->inst[i].eng, &c) != 0)
             return sim_fail(s, LIBRA_EINVAL,
                             "model %s does not fit a TP%d rollout instance on %s (no KV left "

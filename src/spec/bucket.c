@@ -425,3 +425,41 @@ bool spec_bucket_has_tp(const struct spec_bucket *b, int tp)
             return true;
     return false;
 }
+
+/* ---- per-node TP patterns ----------------------------------------------------------------- */
+
+int spec_tp_pattern_parse(const char *text, const char *name, int counts[SPEC_TP_SIZES], int *gpus,
+                          struct libra_error *err)
+{
+    struct cursor c = {.start = text, .s = text, .name = name, .err = err};
+    memset(counts, 0, SPEC_TP_SIZES * sizeof *counts);
+    *gpus = 0;
+    skip_spaces(&c);
+    if (!*c.s)
+        return 0;
+    for (int n = 0;; n++) {
+        if (n == SPEC_PATTERN_MAX)
+            return fail_at(&c, "more than %d instances on one node", SPEC_PATTERN_MAX);
+        const char *tok = c.s;
+        if (strncasecmp(c.s, "tp", 2) == 0)
+            c.s += 2;
+        int t = -1;
+        for (int k = 0; k < SPEC_TP_SIZES && !isdigit((unsigned char)c.s[1]); k++)
+            if (*c.s - '0' == 1 << k)
+                t = k;
+        if (t < 0) {
+            c.s = tok;
+            return fail_at(&c, "expected a TP size: 1, 2, 4 or 8");
+        }
+        counts[t]++;
+        *gpus += 1 << t;
+        c.s++;
+        skip_spaces(&c);
+        if (!*c.s)
+            return 0;
+        if (*c.s != ',')
+            return fail_at(&c, "expected ',' between TP sizes");
+        c.s++;
+        skip_spaces(&c);
+    }
+}

@@ -78,6 +78,25 @@ int spec_bucket_from_json(struct spec_bucket_layout *out, const struct ujson_doc
 /* Returns a new reference to l's JSON object form ("instances" only when some are non-zero). */
 json_t *spec_bucket_to_json(const struct spec_bucket_layout *l);
 
+/* ---- per-node TP patterns ------------------------------------------------------------------- */
+
+#define SPEC_TP_SIZES 4     /* TP sizes 1, 2, 4, 8: arrays indexed by log2(TP) */
+#define SPEC_PATTERN_MAX 16 /* instances in one node's TP pattern */
+
+/*
+ * plan.tp_pattern: the TP sizes of the instances on every rollout node ("1,1,2,4" is the
+ * reference's R2E-Gym layout: two TP1, one TP2 and one TP4 per 8-GPU node). Frameworks that
+ * start engines from a fixed per-node recipe can only run such plans; the planner then only
+ * chooses the split and the training layout.
+ *
+ * Parses text (NUL-terminated): TP sizes in {1, 2, 4, 8}, optionally written "tp4", separated
+ * by commas, spaces allowed around them, at most SPEC_PATTERN_MAX. Fills counts (instances by
+ * log2(TP)) and *gpus (their sum); "" (or only spaces) is no pattern: zero counts and gpus.
+ * Returns 0, or LIBRA_EINVAL with err at name:1:COL (COL the 1-based byte column of the fault).
+ */
+int spec_tp_pattern_parse(const char *text, const char *name, int counts[SPEC_TP_SIZES], int *gpus,
+                          struct libra_error *err);
+
 /*
  * Fills *out with the reference layout of a workload on a model (spec §4): "r2e-gym" and
  * "search-r1" on "qwen3-14b", "dapo-math" and "r2e-gym" on "qwen3-4b". Names are matched

@@ -352,6 +352,21 @@ static int check(const struct libra_config *cfg, const struct spec_config_source
     struct libra_error why = {0};
     if (cfg->sched.buckets[0] && spec_bucket_parse(&layout, cfg->sched.buckets, NULL, &why) != 0)
         return spec_config_key_error(err, src, "sched.buckets", "column %d: %s", why.col, why.msg);
+    int counts[SPEC_TP_SIZES], pattern_gpus;
+    if (spec_tp_pattern_parse(cfg->plan.tp_pattern, NULL, counts, &pattern_gpus, &why) != 0)
+        return spec_config_key_error(err, src, "plan.tp_pattern", "column %d: %s", why.col,
+                                     why.msg);
+    if (pattern_gpus && pattern_gpus != cfg->cluster.gpus_per_node)
+        return spec_config_key_error(err, src, "plan.tp_pattern",
+                                     "its instances take %d GPUs, a node has %d "
+                                     "(cluster.gpus_per_node)",
+                                     pattern_gpus, cfg->cluster.gpus_per_node);
+    if (cfg->sim.max_batched_tokens < cfg->sim.max_seqs)
+        return spec_config_key_error(
+            err, src, "sim.max_batched_tokens",
+            "%d is below sim.max_seqs (%d): an iteration computes at least one token for every "
+            "running sequence",
+            cfg->sim.max_batched_tokens, cfg->sim.max_seqs);
     return 0;
 }
 

@@ -107,7 +107,7 @@ def test_infeasible_names_the_constraint_and_exits_1():
 
 def test_bad_input_exits_2():
     for args, needle in ((["--mode", "sideways"], "--mode"),
-                         (["--set", "plan.tp_pattern=1,3"], "plan.tp_pattern:1:3"),
+                         (["--set", "plan.tp_pattern=1,3"], "plan.tp_pattern: column 3"),
                          (["--set", "plan.tp_pattern=4,2"], "a node has 8"),
                          (["--gpus", "0"], "--gpus")):
         r = run("plan", *args)

@@ -16,7 +16,6 @@
 #include <string.h>
 
 #include "cost/shape.h"
-#include "plan/pattern.h"
 #include "plan/plan.h"
 #include "plan/roll.h"
 #include "plan/train.h"
@@ -165,7 +164,7 @@ static inline bool brute_rollout_ok(const struct brute_case *bc, const struct pl
     if (!roll->fits_all[top] || sizes < pc->min_tp_sizes || (pc->homogeneous_rollout && sizes != 1))
         return false;
     int pat[PLAN_NTP], pat_gpus;
-    plan_pattern_parse(pc->tp_pattern, "test", pat, &pat_gpus, NULL);
+    spec_tp_pattern_parse(pc->tp_pattern, "test", pat, &pat_gpus, NULL);
     if (!pat_gpus)
         return true;
     int rollout_nodes = 0;

@@ -238,6 +238,16 @@ static void test_file_errors(void **state)
                  "whole groups");
     expect_error("{\"sched\": {\"buckets\": \"tp3:100\"}}", NULL, 0, 1, 12,
                  "sched.buckets: column 3: tp size 3 is not one of 1, 2, 4, 8");
+    /* whatever the config check accepts, the commands accept: the planner's and the engine's
+     * own rules are checked here too */
+    expect_error("{\"plan\": {\"tp_pattern\": \"1,16\"}}", NULL, 0, 1, 11,
+                 "plan.tp_pattern: column 3: expected a TP size: 1, 2, 4 or 8");
+    expect_error("{\"plan\": {\"tp_pattern\": \"1,1,2\"}}", NULL, 0, 1, 11,
+                 "plan.tp_pattern: its instances take 4 GPUs, a node has 8 "
+                 "(cluster.gpus_per_node)");
+    expect_error("{\"sim\": {\"max_batched_tokens\": 255}}", NULL, 0, 1, 10,
+                 "sim.max_batched_tokens: 255 is below sim.max_seqs (256): an iteration computes "
+                 "at least one token for every running sequence");
     expect_error("{\"schema\": \"libra.plan/1\"}", NULL, 0, 1, 2,
                  "schema: must be \"libra.config/1\"");
     expect_error("{\"seed\": 7}", NULL, 0, 1, 2,

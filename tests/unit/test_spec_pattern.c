@@ -1,15 +1,15 @@
-/* Tests of the plan.tp_pattern parser (src/plan/pattern.c). */
+/* Tests of the plan.tp_pattern parser (src/spec/bucket.c). */
 #include "testutil.h"
 
 #include <string.h>
 
-#include "plan/pattern.h"
+#include "spec/bucket.h"
 
 static void parses(const char *text, int c1, int c2, int c4, int c8, int gpus)
 {
-    int c[PLAN_NTP], g;
+    int c[SPEC_TP_SIZES], g;
     struct libra_error err = {0};
-    int rc = plan_pattern_parse(text, "plan.tp_pattern", c, &g, &err);
+    int rc = spec_tp_pattern_parse(text, "plan.tp_pattern", c, &g, &err);
     if (rc)
         print_error("'%s': %s\n", text, err.msg);
     assert_int_equal(rc, 0);
@@ -22,9 +22,9 @@ static void parses(const char *text, int c1, int c2, int c4, int c8, int gpus)
 
 static void fails(const char *text, int col, const char *needle)
 {
-    int c[PLAN_NTP], g;
+    int c[SPEC_TP_SIZES], g;
     struct libra_error err = {0};
-    assert_int_equal(plan_pattern_parse(text, "plan.tp_pattern", c, &g, &err), LIBRA_EINVAL);
+    assert_int_equal(spec_tp_pattern_parse(text, "plan.tp_pattern", c, &g, &err), LIBRA_EINVAL);
     if (err.col != col || !strstr(err.msg, needle))
         print_error("'%s': col %d '%s', want col %d '%s'\n", text, err.col, err.msg, col, needle);
     assert_int_equal(err.col, col);

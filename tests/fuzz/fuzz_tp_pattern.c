@@ -1,13 +1,13 @@
 /*
- * Fuzz harness for the plan.tp_pattern parser (src/plan/pattern.c). Besides not crashing: an
- * accepted pattern has at most PLAN_PATTERN_MAX instances whose sizes add up to the GPUs it
+ * Fuzz harness for the plan.tp_pattern parser (src/spec/bucket.c). Besides not crashing: an
+ * accepted pattern has at most SPEC_PATTERN_MAX instances whose sizes add up to the GPUs it
  * reports, and a refusal points inside the text (or just past its end).
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/pattern.h"
+#include "spec/bucket.h"
 #include "util/alloc.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -15,15 +15,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     char *text = xstrndup((const char *)data, size);
-    int counts[PLAN_NTP], gpus;
+    int counts[SPEC_TP_SIZES], gpus;
     struct libra_error err;
-    if (plan_pattern_parse(text, "fuzz", counts, &gpus, &err) == 0) {
+    if (spec_tp_pattern_parse(text, "fuzz", counts, &gpus, &err) == 0) {
         int n = 0, sum = 0;
-        for (int t = 0; t < PLAN_NTP; t++) {
+        for (int t = 0; t < SPEC_TP_SIZES; t++) {
             n += counts[t];
             sum += counts[t] << t;
         }
-        if (n > PLAN_PATTERN_MAX || sum != gpus || (n == 0) != (gpus == 0))
+        if (n > SPEC_PATTERN_MAX || sum != gpus || (n == 0) != (gpus == 0))
             abort();
     } else if (err.col < 1 || (size_t)err.col > strlen(text) + 1) {
         abort();
