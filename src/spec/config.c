@@ -126,7 +126,8 @@ static const struct spec_field fields[] = {
     BOOL(plan.homogeneous_rollout, 0, "use one TP size for every rollout instance"),
     INT(plan.min_tp_sizes, "", 1, 1, 4, NULL, "fewest distinct rollout TP sizes in a plan"),
     STR(plan.tp_pattern, "", NULL,
-        "TP sizes of the instances on every rollout node, e.g. \"1,1,2,4\"; \"\" leaves them free"),
+        "TP sizes of the instances on every rollout node, e.g. \"1,1,2,4\", summing to "
+        "cluster.gpus_per_node; \"\" leaves them free"),
     SPEC_DOUBLE_ROW(CFG, plan.replan_min_gain_frac, 0, "", 0.05, 0, 1, NULL,
                     "a replan is applied only if it shortens the step by at least this share"),
     INT(plan.replan_horizon_steps, "steps", 10, 1, 1000000, NULL,
@@ -166,7 +167,7 @@ static const struct spec_field fields[] = {
     BOOL(sim.prefix_cache, 1, "engines keep freed KV to serve a trajectory's next turn"),
     INT(sim.max_seqs, "sequences", 256, 1, 65536, NULL, "running sequences per engine"),
     INT(sim.max_batched_tokens, "tokens", 8192, 1, 1 << 24, NULL,
-        "tokens computed per engine iteration (chunked prefill budget)"),
+        "tokens computed per engine iteration (chunked prefill budget); at least sim.max_seqs"),
     INT(sim.queue_cap, "turns", 100, 1, 1 << 20, NULL,
         "queued turns at which the router skips an instance (max_queue_length)"),
     SPEC_DOUBLE_ROW(CFG, sim.fail_time_s, 0, "s", -1, -1, 1e12, NULL,
