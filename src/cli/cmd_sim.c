@@ -287,6 +287,26 @@ static void read_progress(void *ctx, struct cli_progress_state *out)
     out->cells_total = w->cells;
 }
 
+/* Fewer measured steps than this and the rates mostly say how the pipeline starts. */
+#define MEASURED_STEPS_MIN 10
+
+static int measured_steps(const struct libra_config *cfg)
+{
+    int steps = cfg->rl.steps;
+    return steps - (cfg->sim.warmup_steps < steps ? cfg->sim.warmup_steps : steps - 1);
+}
+
+/* Says on stderr when cfg's rates rest on too few steps after the warm-up (once per command). */
+static void warn_if_short(const struct libra_config *cfg)
+{
+    int steps = cfg->rl.steps, warmup = steps - measured_steps(cfg);
+    if (steps - warmup < MEASURED_STEPS_MIN)
+        cli_errorf("sim: note: the rates cover %d step%s after %d of warm-up, so they mostly "
+                   "show how the pipeline starts; run %d steps or more for steady-state rates",
+                   steps - warmup, steps - warmup == 1 ? "" : "s", warmup,
+                   warmup + MEASURED_STEPS_MIN);
+}
+
 /* ---- one run ------------------------------------------------------------------------------ */
 
 static int run_one(const struct cli_common *cc, const struct sim_flags *f,
@@ -310,6 +330,8 @@ static int run_one(const struct cli_common *cc, const struct sim_flags *f,
             rc = exit_code(src);
         }
     }
+    if (rc == 0)
+        warn_if_short(cfg);
     if (rc == 0)
         rc = emit(cc, cc->json ? sim_experiment_to_json(&e, cfg) : NULL,
                   cc->json    ? NULL
@@ -380,6 +402,11 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, con
         size_t failed = sim_sweep_run(&sw, workers, &w.counts);
         cli_progress_stop(line);
         workers_free(workers);
+        size_t shortest = 0; /* speaks for all */
+        for (size_t i = 1; i < sw.n_cells; i++)
+            if (measured_steps(&cfgs[i]) < measured_steps(&cfgs[shortest]))
+                shortest = i;
+        warn_if_short(&cfgs[shortest]);
         rc = emit(cc, cc->json ? sim_sweep_to_json(&sw, base) : NULL,
                   cc->json    ? NULL
                   : cc->jsonl ? sim_sweep_jsonl(&sw, base)

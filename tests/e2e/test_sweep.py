@@ -112,9 +112,21 @@ def test_bad_sweeps(args, message):
 
 def test_progress_only_when_asked_off_a_terminal():
     quiet = sim(*QUICK, "--seeds", "2")
-    assert quiet.stderr == ""
-    loud = sim(*QUICK, "--seeds", "2", "--progress")
-    last = loud.stderr.splitlines()[-1]
+    assert "libra sim:" not in quiet.stderr  # only the note that 3 measured steps are few
+    def progress(p):
+        return [line for line in p.stderr.splitlines() if line.startswith("libra sim: ")]
+
+    last = progress(sim(*QUICK, "--seeds", "2", "--progress"))[-1]
     assert last.startswith("libra sim: cells 2/2, ") and " steps (100%)" in last
-    one = sim(*QUICK, "--progress").stderr.splitlines()[-1]
-    assert one.startswith("libra sim: ") and "steps (100%)" in one and "cells" not in one
+    one = progress(sim(*QUICK, "--progress"))[-1]
+    assert "steps (100%)" in one and "cells" not in one
+
+
+def test_short_runs_are_flagged():
+    """Rates over a few steps after the warm-up mostly show the pipeline starting: said on
+    stderr (the output itself is unchanged)."""
+    short = sim(*QUICK)
+    assert short.stderr == ("libra: sim: note: the rates cover 3 steps after 1 of warm-up, so "
+                            "they mostly show how the pipeline starts; run 11 steps or more for "
+                            "steady-state rates\n")
+    assert sim("--steps", "12", "--set", "sim.tune_steps=2").stderr == ""
