@@ -107,14 +107,21 @@ static int split_values(const struct sim_input *in, int pinned, int **out)
 
 /* ---- tuning ------------------------------------------------------------------------------- */
 
+/* Why a candidate could not run. */
+struct failure {
+    int rc; /* 0: it ran */
+    char msg[sizeof((struct libra_error *)0)->msg];
+};
+
 struct candidates {
     const struct sim_input *in;
     enum sim_mode mode;
     int steps;
     struct sim_candidate *c;
+    struct failure *why; /* per candidate */
 };
 
-/* Trained tokens per second of candidate i over a short run; NAN when it cannot run. */
+/* Trained tokens per second of candidate i over a short run; NAN (and why) when it cannot run. */
 static void try_candidate(void *arg, size_t i)
 {
     struct candidates *sw = arg;
@@ -125,10 +132,13 @@ static void try_candidate(void *arg, size_t i)
     struct sim_run_opts o = run_opts(sw->in->cfg, sw->steps);
     c->tokens_per_s = NAN;
     memset(&r, 0, sizeof r);
-    if (sim_layout_make(sw->in, sw->mode, c->n_train, c->tp, &l, &err) != 0)
+    int rc = sim_layout_make(sw->in, sw->mode, c->n_train, c->tp, &l, &err);
+    if (rc)
         skip_steps(sw->in, sw->steps);
-    else if (sim_run(sw->in, &l, &o, &r, &err) == 0)
+    else if ((rc = sim_run(sw->in, &l, &o, &r, &err)) == 0)
         c->tokens_per_s = r.tokens_per_s;
+    sw->why[i].rc = rc;
+    snprintf(sw->why[i].msg, sizeof sw->why[i].msg, "%s", rc ? err.msg : "");
     sim_result_free(&r);
     sim_layout_free(&l);
 }
@@ -143,9 +153,10 @@ struct grid {
     int steps;
     const int *splits, *tps;
     int n_split, n_tp;
-    bool *tried;   /* [split * n_tp + tp] */
-    double *rate;  /* trained tokens/s of each tried pair; NAN when it could not run */
-    VEC(int) next; /* pairs of the coming round */
+    bool *tried;         /* [split * n_tp + tp] */
+    double *rate;        /* trained tokens/s of each tried pair; NAN when it could not run */
+    struct failure *why; /* of each tried pair */
+    VEC(int) next;       /* pairs of the coming round */
 };
 
 static void mark(struct grid *g, int split, int tp)
@@ -174,15 +185,19 @@ static void mark_spaced(struct grid *g, int tp, int lo, int hi, int count)
 static void run_round(struct grid *g)
 {
     struct sim_candidate *c = xcalloc(g->next.n ? g->next.n : 1, sizeof *c);
+    struct failure *why = xcalloc(g->next.n ? g->next.n : 1, sizeof *why);
     for (size_t i = 0; i < g->next.n; i++)
         c[i] = (struct sim_candidate){g->splits[g->next.v[i] / g->n_tp],
                                       g->tps[g->next.v[i] % g->n_tp], NAN};
     plan_steps(g->in, (long long)g->next.n * g->steps);
-    struct candidates sw = {g->in, g->mode, g->steps, c};
+    struct candidates sw = {g->in, g->mode, g->steps, c, why};
     workers_for(g->in->workers, g->next.n, try_candidate, &sw);
-    for (size_t i = 0; i < g->next.n; i++)
+    for (size_t i = 0; i < g->next.n; i++) {
         g->rate[g->next.v[i]] = c[i].tokens_per_s;
+        g->why[g->next.v[i]] = why[i];
+    }
     g->next.n = 0;
+    free(why);
     free(c);
 }
 
@@ -219,13 +234,15 @@ static void refine(struct grid *g, int tp, int count)
 /*
  * Fills mr's candidates with the pairs tried, ascending by split then TP: every pair when
  * there are at most count splits, else coarse to fine per TP (count evenly spaced splits,
- * then the untried ones around the best so far, until none is left beside it).
+ * then the untried ones around the best so far, until none is left beside it). Leaves g's
+ * arrays for the caller (grid_free).
  */
 static void search(struct grid *g, struct sim_mode_result *mr, int count)
 {
     size_t pairs = (size_t)g->n_split * (size_t)g->n_tp;
     g->tried = xcalloc(pairs, sizeof *g->tried);
     g->rate = xcalloc(pairs, sizeof *g->rate);
+    g->why = xcalloc(pairs, sizeof *g->why);
     for (size_t k = 0; k < pairs; k++)
         g->rate[k] = NAN;
     for (int tp = 0; tp < g->n_tp; tp++)
@@ -240,9 +257,61 @@ static void search(struct grid *g, struct sim_mode_result *mr, int count)
         if (g->tried[k])
             mr->candidates[mr->n_candidates++] = (struct sim_candidate){
                 g->splits[k / (size_t)g->n_tp], g->tps[k % (size_t)g->n_tp], g->rate[k]};
+}
+
+static void grid_free(struct grid *g)
+{
     free(g->tried);
     free(g->rate);
+    free(g->why);
     vec_free(&g->next);
+}
+
+/*
+ * When every tried pair failed: err names the causes, most frequent first, with their counts
+ * (at most three, then how many others), and the return is LIBRA_EINVAL when some pair failed
+ * on a setting the mode cannot simulate (the input's fault), else LIBRA_EINFEAS (nothing fits).
+ */
+static int all_failed(const struct grid *g, enum sim_mode mode, struct libra_error *err)
+{
+    size_t pairs = (size_t)g->n_split * (size_t)g->n_tp, n = 0, distinct = 0;
+    size_t *first = xcalloc(pairs, sizeof *first), *count = xcalloc(pairs, sizeof *count);
+    int rc = LIBRA_EINFEAS;
+    for (size_t k = 0; k < pairs; k++) {
+        if (!g->tried[k])
+            continue;
+        n++;
+        if (g->why[k].rc != LIBRA_EINFEAS)
+            rc = LIBRA_EINVAL;
+        size_t d = 0;
+        while (d < distinct && strcmp(g->why[first[d]].msg, g->why[k].msg) != 0)
+            d++;
+        if (d == distinct)
+            first[distinct++] = k;
+        count[d]++;
+    }
+    struct sim_buf b = {0};
+    sim_buf_printf(&b, "no %s layout can run: all %zu candidates tried failed", sim_mode_name(mode), n);
+    for (size_t shown = 0; shown < 3 && shown < distinct; shown++) {
+        size_t best = shown; /* selection: the most frequent cause left */
+        for (size_t d = shown + 1; d < distinct; d++)
+            if (count[d] > count[best])
+                best = d;
+        size_t f = first[shown], c = count[shown];
+        first[shown] = first[best];
+        count[shown] = count[best];
+        first[best] = f;
+        count[best] = c;
+        sim_buf_printf(&b, "%s %zu x %s", shown ? ";" : ":", count[shown],
+                       g->why[first[shown]].msg);
+    }
+    if (distinct > 3)
+        sim_buf_printf(&b, "; and %zu other causes", distinct - 3);
+    error_set(err, NULL, 0, 0, "%s", b.data);
+    free(b.data);
+    free(first);
+    free(count);
+    return rc;
 }
 
 /* Tunes mode mr->mode (colocated or async) into mr->layout. */
@@ -274,15 +343,16 @@ static int tune(const struct sim_input *in, struct sim_mode_result *mr, struct l
             if (!isnan(r) && (best < 0 || r > mr->candidates[best].tokens_per_s))
                 best = i;
         }
+        int rc = best < 0 ? all_failed(&g, mr->mode, err) : 0;
+        grid_free(&g);
+        if (rc) {
+            free(splits);
+            return rc;
+        }
     }
-    int n_train = pinned ? splits[0] : best >= 0 ? mr->candidates[best].n_train : 0;
-    int tp = pinned ? tps[0] : best >= 0 ? mr->candidates[best].tp : 0;
+    int n_train = pinned ? splits[0] : mr->candidates[best].n_train;
+    int tp = pinned ? tps[0] : mr->candidates[best].tp;
     free(splits);
-    if (!pinned && best < 0) {
-        error_set(err, NULL, 0, 0, "no %s layout can run: every candidate failed",
-                  sim_mode_name(mr->mode));
-        return LIBRA_EINFEAS;
-    }
     int rc = sim_layout_make(in, mr->mode, n_train, tp, &mr->layout, err);
     if (rc == 0)
         snprintf(mr->layout.origin, sizeof mr->layout.origin, "%s", pinned ? "pinned" : "tuned");

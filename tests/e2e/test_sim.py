@@ -194,6 +194,16 @@ def test_trace_smaller_than_a_group_is_an_error(tmp_path):
                                 "rl.samples = 4\n")
 
 
+def test_tuning_failures_name_their_causes():
+    """When no candidate of a tuning sweep can run, the error counts the causes (here every TP
+    of a 2-GPU colocated job: the model's training state does not fit) and exits 1."""
+    p = sim("--steps", "3", "--gpus", "2", "--set", "sim.modes=colocated", check=False)
+    assert p.returncode == 1 and p.stdout == ""
+    assert p.stderr == ("libra: sim: colocated: no colocated layout can run: all 4 candidates "
+                        "tried failed: 4 x no training layout of 2 GPUs: training memory: no "
+                        "layout fits the GPUs\n")
+
+
 def test_examples_run():
     examples = os.path.join(SOURCE_DIR, "examples")
     for name in sorted(os.listdir(examples)):
