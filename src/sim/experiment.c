@@ -291,7 +291,8 @@ static int all_failed(const struct grid *g, enum sim_mode mode, struct libra_err
         count[d]++;
     }
     struct sim_buf b = {0};
-    sim_buf_printf(&b, "no %s layout can run: all %zu candidates tried failed", sim_mode_name(mode), n);
+    sim_buf_printf(&b, "no %s layout can run: all %zu candidates tried failed", sim_mode_name(mode),
+                   n);
     for (size_t shown = 0; shown < 3 && shown < distinct; shown++) {
         size_t best = shown; /* selection: the most frequent cause left */
         for (size_t d = shown + 1; d < distinct; d++)
