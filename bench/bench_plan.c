@@ -68,7 +68,8 @@ static struct plan_state *setup_case(const struct bench_case *bc)
     const struct spec_hardware *hw = spec_hardware_find(&s->presets, "a800-80g");
     plan_settings_default(&s->settings, hw);
     struct workload_length *l = xmallocarray(bc->sample, sizeof *l);
-    workload_lengths(workload_preset_find(&wp, "r2e-gym"), 1, bc->sample, l);
+    const struct workload_preset *r2e = workload_preset_find(&wp, "r2e-gym");
+    workload_lengths(r2e, 1, (size_t)r2e->batch_trajectories, (size_t)r2e->samples, bc->sample, l);
     s->prompt = xmallocarray(bc->sample, sizeof *s->prompt);
     s->gen = xmallocarray(bc->sample, sizeof *s->gen);
     s->tool = xmallocarray(bc->sample, sizeof *s->tool);

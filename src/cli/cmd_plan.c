@@ -23,7 +23,6 @@
 #include "workload/workload.h"
 
 #define SCHEMA "libra.plan/1"
-#define PROFILE_BATCHES 8 /* batches in a generated length sample */
 
 static const char help[] =
     "usage: libra plan [CONFIG] [--gpus N] [--hardware H] [--model M] [--batch B]\n"
@@ -33,8 +32,9 @@ static const char help[] =
     "Plans the cluster of the experiment config: how many GPUs train and with which layout\n"
     "(TP, PP, CP, DP, micro-batch budget), which rollout instances run (counts of TP 1, 2, 4,\n"
     "8, each inside one node) and the buckets C-MLFQ routes over, minimising the step time\n"
-    "(docs/planner.md). The length sample is 8 batches drawn from the workload preset\n"
-    "(workload.name, seed sim.seed), or every trajectory of --trace FILE (workload.trace).\n"
+    "(docs/planner.md). The length sample is the fewest whole batches holding 256\n"
+    "trajectories (at most 8) drawn from the workload preset (workload.name, seed sim.seed)\n"
+    "as libra sim draws it, or every trajectory of --trace FILE (workload.trace).\n"
     "The search is exact; --time-limit-s (plan.time_limit_s) bounds it and the output then\n"
     "states the proven optimality gap. Exit 1 when no plan is feasible, naming the\n"
     "constraint; --json prints one document (schema libra.plan/1).\n"
@@ -103,9 +103,10 @@ static int lengths_from_workload(const struct cli_presets *p, const struct libra
         cli_errorf("plan: unknown workload preset '%s'", cfg->workload.name);
         return LIBRA_EXIT_USAGE;
     }
-    size_t n = (size_t)cfg->rl.batch_trajectories * PROFILE_BATCHES;
+    size_t n = workload_sample_size((size_t)cfg->rl.batch_trajectories);
     struct workload_length *wl = xmallocarray(n, sizeof *wl);
-    workload_lengths(w, (uint64_t)cfg->sim.seed, n, wl);
+    workload_lengths(w, (uint64_t)cfg->sim.seed, (size_t)cfg->rl.batch_trajectories,
+                     (size_t)cfg->rl.samples, n, wl);
     for (size_t i = 0; i < n; i++)
         lengths_push(l, &wl[i]);
     free(wl);

@@ -20,11 +20,6 @@
 #include "util/alloc.h"
 #include "util/error.h"
 
-/* The planner sees a short length profile (libra-spec §2: 64 prompts at startup): the fewest
- * whole batches holding SAMPLE_MIN trajectories, at most SAMPLE_BATCHES_MAX. */
-#define SAMPLE_MIN 256
-#define SAMPLE_BATCHES_MAX 8
-
 void sim_layout_free(struct sim_layout *l)
 {
     free(l->inst);
@@ -39,46 +34,32 @@ struct sample {
 };
 
 /* One trajectory's lengths and tool time, as `libra plan` reads them (workload/workload.h). */
-static void sample_add(struct sample *sm, const struct trace_traj *t)
+static void sample_add(struct sample *sm, const struct workload_length *w)
 {
-    struct workload_length w;
-    workload_traj_length(t, &w);
-    vec_push(&sm->prompt, w.prompt_tokens > 0 ? w.prompt_tokens : 1);
-    vec_push(&sm->gen, w.generated_tokens > 0 ? w.generated_tokens : 1);
-    vec_push(&sm->tool, w.tool_tokens);
-    vec_push(&sm->turns, w.turns);
-    vec_push(&sm->tool_s, w.tool_s);
+    vec_push(&sm->prompt, w->prompt_tokens > 0 ? w->prompt_tokens : 1);
+    vec_push(&sm->gen, w->generated_tokens > 0 ? w->generated_tokens : 1);
+    vec_push(&sm->tool, w->tool_tokens);
+    vec_push(&sm->turns, w->turns);
+    vec_push(&sm->tool_s, w->tool_s);
 }
 
-/* The profile's batches of the source in launch order, batch b at policy version b. */
+/* The planner's length sample (workload_sample_size) of the source in launch order. */
 static void sample_build(const struct sim_input *in, struct sample *sm)
 {
     const struct libra_config *cfg = in->cfg;
-    size_t batch = (size_t)cfg->rl.batch_trajectories;
-    size_t batches = (SAMPLE_MIN + batch - 1) / batch;
-    batches = batches > SAMPLE_BATCHES_MAX ? SAMPLE_BATCHES_MAX : batches;
-    size_t n = batches * batch;
-    size_t samples = (size_t)cfg->rl.samples, per_batch = batch / samples;
+    size_t batch = (size_t)cfg->rl.batch_trajectories, samples = (size_t)cfg->rl.samples;
+    size_t n = workload_sample_size(batch);
+    struct workload_length *w = xmallocarray(n, sizeof *w);
     if (in->trace) {
-        size_t usable = in->trace->n / samples * samples;
+        size_t usable = in->trace->n / samples * samples; /* > 0: sim_input_check */
         for (size_t i = 0; i < n; i++)
-            sample_add(sm, &in->trace->trajs[i % usable]);
-        return;
+            workload_traj_length(&in->trace->trajs[i % usable], &w[i]);
+    } else {
+        workload_lengths(in->workload, (uint64_t)cfg->sim.seed, batch, samples, n, w);
     }
-    struct workload_gen g;
-    workload_gen_init(&g, in->workload, (uint64_t)cfg->sim.seed);
-    struct arena a;
-    arena_init(&a, 0);
-    for (size_t i = 0; i < n; i++) {
-        int64_t group = (int64_t)(i / samples);
-        int64_t prompt =
-            workload_prompt_for(&g, group / in->workload->prompts, group % in->workload->prompts);
-        struct trace_traj t;
-        workload_gen_traj(&g, prompt, (int64_t)(i % samples), group / (int64_t)per_batch, &t, &a);
-        sample_add(sm, &t);
-        arena_reset(&a);
-    }
-    arena_free(&a);
+    for (size_t i = 0; i < n; i++)
+        sample_add(sm, &w[i]);
+    free(w);
 }
 
 static void sample_free(struct sample *sm)

@@ -311,21 +311,27 @@ void workload_traj_length(const struct trace_traj *t, struct workload_length *ou
     out->tool_s = (double)tool_us * 1e-6;
 }
 
-void workload_lengths(const struct workload_preset *w, uint64_t seed, size_t n,
-                      struct workload_length *out)
+void workload_lengths(const struct workload_preset *w, uint64_t seed, size_t batch, size_t samples,
+                      size_t n, struct workload_length *out)
 {
     struct workload_gen g;
     workload_gen_init(&g, w, seed);
     struct arena a;
     arena_init(&a, 0);
-    int64_t groups_per_step = w->batch_trajectories / w->samples;
+    int64_t groups_per_step = (int64_t)(batch / samples);
     for (size_t i = 0; i < n; i++) {
-        int64_t group = (int64_t)i / w->samples;
+        int64_t group = (int64_t)(i / samples);
         int64_t prompt = workload_prompt_for(&g, group / w->prompts, group % w->prompts);
         struct trace_traj t;
-        workload_gen_traj(&g, prompt, (int64_t)i % w->samples, group / groups_per_step, &t, &a);
+        workload_gen_traj(&g, prompt, (int64_t)(i % samples), group / groups_per_step, &t, &a);
         workload_traj_length(&t, &out[i]);
         arena_reset(&a);
     }
     arena_free(&a);
+}
+
+size_t workload_sample_size(size_t batch)
+{
+    size_t batches = (WORKLOAD_SAMPLE_MIN + batch - 1) / batch;
+    return (batches < WORKLOAD_SAMPLE_BATCHES_MAX ? batches : WORKLOAD_SAMPLE_BATCHES_MAX) * batch;
 }

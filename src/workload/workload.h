@@ -93,12 +93,22 @@ struct workload_length {
 void workload_traj_length(const struct trace_traj *t, struct workload_length *out);
 
 /*
- * Lengths of the first n trajectories that `libra trace gen` draws for preset w and seed with
- * the preset's batch and samples: groups of w->samples, prompts in the order
- * workload_prompt_for gives, policy version = step. A pure function of (w, seed, n); out has
- * n elements.
+ * Lengths of the first n trajectories of a job on preset w with seed, batch trajectories per
+ * step in groups of samples: prompts in the order workload_prompt_for gives, policy version =
+ * step, exactly as the simulator launches them at the start of a run (and `libra trace gen`
+ * with that batch writes them). A pure function of its arguments; out has n elements.
  */
-void workload_lengths(const struct workload_preset *w, uint64_t seed, size_t n,
-                      struct workload_length *out);
+void workload_lengths(const struct workload_preset *w, uint64_t seed, size_t batch, size_t samples,
+                      size_t n, struct workload_length *out);
+
+/*
+ * Trajectories in the planner's length sample of a job of batch trajectories per step: the
+ * fewest whole batches holding WORKLOAD_SAMPLE_MIN (the spec's profile at startup, 64 prompts
+ * of 4), at most WORKLOAD_SAMPLE_BATCHES_MAX batches. `libra plan` and the simulator's libra
+ * mode plan on the same sample.
+ */
+#define WORKLOAD_SAMPLE_MIN 256
+#define WORKLOAD_SAMPLE_BATCHES_MAX 8
+size_t workload_sample_size(size_t batch);
 
 #endif

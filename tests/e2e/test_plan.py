@@ -74,6 +74,18 @@ def test_json_document_is_consistent():
     assert sum(counts.values()) == roll["instance_count"]
 
 
+def test_plan_and_sim_plan_on_one_sample():
+    """libra plan and libra sim's libra mode plan on the same length sample (the fewest whole
+    batches holding 256 trajectories, at most 8), so they predict the same step."""
+    for batch, batches in (("16", 8), ("64", 4), ("512", 1)):
+        _, doc = plan_json("--batch", batch)
+        assert doc["sample"]["batches"] == batches
+        sim = run("sim", "--batch", batch, "--set", "sim.modes=libra", "--steps", "1", "--json")
+        assert sim.returncode == 0, sim.stderr
+        predicted = json.loads(sim.stdout)["modes"]["libra"]["planner"]["predicted"]
+        assert predicted["step_s"] == doc["objective"]["step_s"]
+
+
 def test_same_input_same_output():
     a, b = run("plan", "--json", "--gpus", "64"), run("plan", "--json", "--gpus", "64")
     assert a.returncode == 0 and a.stdout == b.stdout

@@ -361,8 +361,9 @@ static void test_lengths_match_generator(void **state)
     enum { N = 64 };
     struct workload_length l[N], again[N];
     int with_tools = 0;
-    workload_lengths(w, 1, N, l);
-    workload_lengths(w, 1, N, again);
+    size_t batch = (size_t)w->batch_trajectories, samples = (size_t)w->samples;
+    workload_lengths(w, 1, batch, samples, N, l);
+    workload_lengths(w, 1, batch, samples, N, again);
     assert_memory_equal(l, again, sizeof l);
     struct workload_gen g;
     workload_gen_init(&g, w, 1);
