@@ -22,7 +22,6 @@ void plan_settings_default(struct plan_settings *s, const struct spec_hardware *
     s->minibatches = 1;
     s->old_logprob = true; /* async GRPO recomputes the behaviour policy's log-probs */
     s->reference = false;
-    s->full_recompute = false;
 }
 
 void plan_settings_from_config(struct plan_settings *s, const struct spec_hardware *hw,
@@ -214,10 +213,10 @@ static json_t *train_json(const struct plan_result *r)
                             m->optimizer_bytes, "activations_bytes", m->activations_bytes,
                             "logits_bytes", m->logits_bytes, "workspace_bytes", m->workspace_bytes,
                             "total_bytes", m->total_bytes, "capacity_bytes", m->capacity_bytes);
-    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:o, s:o}", "gpus", r->n_train, "tp",
+    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:o, s:o}", "gpus", r->n_train, "tp",
                      r->train.tp, "pp", r->train.pp, "cp", r->train.cp, "dp", r->train.dp,
-                     "micro_batch_tokens_per_gpu", r->train.budget_tokens, "step", step,
-                     "memory_per_gpu", mem);
+                     "micro_batch_tokens_per_gpu", r->train.budget_tokens, "recompute",
+                     r->train.recompute, "step", step, "memory_per_gpu", mem);
 }
 
 static json_t *rollout_json(const struct plan_result *r)

@@ -64,7 +64,6 @@ struct plan_settings {
     int minibatches;     /* optimizer steps per training step */
     bool old_logprob;    /* the trainer recomputes old log-probs (+2N per token) */
     bool reference;      /* reference-model forward for a KL term (+2N) */
-    bool full_recompute; /* activation recompute in backward */
 };
 
 /* Fills s with the defaults for hardware hw (docs/planner.md lists them). Costs the cost
@@ -100,6 +99,8 @@ struct plan_train_layout {
     int tp, pp, cp, dp;
     int budget_tokens; /* micro-batch token budget per GPU; a replica's micro-batch holds
                         * budget_tokens·cp tokens */
+    bool recompute;    /* full activation recompute in backward: +2N per token, activations
+                        * kept only at layer boundaries */
 };
 
 /* A GPU's role in the placement. */

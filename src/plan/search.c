@@ -612,10 +612,11 @@ static double split_roll_lb(struct plan_solver *s, const struct plan_split *sp, 
     return lb;
 }
 
-static void make_splits(struct plan_solver *s)
+static void build_splits(struct plan_solver *s)
 {
     const struct spec_plan_config *pc = &s->cfg->plan;
     /* at most one split per granularity step (plus the colocated one) */
+    s->n_splits = 0;
     s->splits = xcalloc((size_t)(s->N / pc->granularity_gpus) + 1, sizeof *s->splits);
     if (s->colocated) {
         if (s->N % pc->granularity_gpus == 0 && s->N >= pc->min_train_gpus &&
@@ -629,6 +630,30 @@ static void make_splits(struct plan_solver *s)
     for (size_t i = 0; i < s->n_splits; i++)
         split_prepare(s, &s->splits[i]);
     s->stats.splits = (double)s->n_splits;
+}
+
+static bool any_layout_fits(const struct plan_solver *s)
+{
+    for (size_t i = 0; i < s->n_splits; i++)
+        for (size_t k = 0; k < s->splits[i].n_layouts; k++)
+            if (s->splits[i].lwhy[k] == PLAN_WHY_NONE)
+                return true;
+    return false;
+}
+
+/* The splits and their training layouts; with plan.recompute fallback, the layouts with full
+ * activation recompute join when no layout of any split fits without it. */
+static void make_splits(struct plan_solver *s)
+{
+    build_splits(s);
+    if (s->cfg->plan.recompute != SPEC_RECOMPUTE_FALLBACK || s->train.recompute ||
+        any_layout_fits(s))
+        return;
+    free(s->splits);
+    s->train.recompute = true;
+    s->why_train = PLAN_WHY_NONE;
+    s->stats.train_space = s->stats.rollout_space = s->stats.space = 0;
+    build_splits(s);
 }
 
 /* ---- async ---------------------------------------------------------------------------------- */

@@ -30,6 +30,7 @@ void plan_train_init(struct plan_train *t, const struct plan_sample *s, const st
     t->cp_min_seq_tokens = cfg->plan.cp_min_seq_tokens;
     t->group_integrity = cfg->plan.group_integrity;
     t->ehp = cfg->ehp.enabled;
+    t->recompute = cfg->plan.recompute == SPEC_RECOMPUTE_SEARCH;
     t->batches = s->n / (size_t)t->batch;
     t->seqs = xcalloc(t->batches, sizeof *t->seqs);
     t->bwork_max = xmallocarray(t->batches, sizeof *t->bwork_max);
@@ -73,9 +74,9 @@ size_t plan_train_layouts(const struct plan_train *t, int n, struct plan_train_l
         for (int pp = 1; pp <= 8; pp *= 2)
             for (int ci = 0, cp = 1; ci < cps; ci++, cp *= 2)
                 for (int bi = 0; bi < PLAN_BUDGETS; bi++)
-                    if (n % (tp * pp * cp) == 0)
-                        out[k++] = (struct plan_train_layout){tp, pp, cp, n / (tp * pp * cp),
-                                                              plan_budgets[bi]};
+                    for (int rc = 0; rc < (t->recompute ? 2 : 1) && n % (tp * pp * cp) == 0; rc++)
+                        out[k++] = (struct plan_train_layout){
+                            tp, pp, cp, n / (tp * pp * cp), plan_budgets[bi], rc == 1};
     return k;
 }
 
@@ -91,7 +92,7 @@ static void to_config(const struct plan_train *t, const struct plan_train_layout
     c->minibatches = t->st->minibatches;
     c->zero_stage = 0;
     c->distributed_optimizer = true;
-    c->full_recompute = t->st->full_recompute;
+    c->full_recompute = l->recompute;
     c->old_logprob = t->st->old_logprob;
     c->reference = t->st->reference;
     c->balance_each_minibatch = true;

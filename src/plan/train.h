@@ -20,7 +20,7 @@
 #include "util/intmap.h"
 #include "util/vec.h"
 
-#define PLAN_LAYOUTS_MAX (4 * 4 * 3 * PLAN_BUDGETS) /* TP × PP × CP × budget */
+#define PLAN_LAYOUTS_MAX (4 * 4 * 3 * PLAN_BUDGETS * 2) /* TP × PP × CP × budget × recompute */
 
 /* The micro-batch token budgets searched, per GPU, ascending. */
 extern const int plan_budgets[PLAN_BUDGETS];
@@ -37,6 +37,7 @@ struct plan_train {
     const struct plan_settings *st;
     int gpn, batch, samples, cp_min_seq_tokens;
     bool group_integrity, ehp;
+    bool recompute; /* layouts with full activation recompute are in the space */
     size_t batches;
     struct cost_train_seqs *seqs; /* per batch */
     double longest;               /* longest training sequence, tokens */
@@ -59,8 +60,9 @@ void plan_train_init(struct plan_train *t, const struct plan_sample *s, const st
 void plan_train_free(struct plan_train *t);
 
 /* The layouts of n GPUs (TP, PP in {1, 2, 4, 8}, CP in {1, 2, 4} when the longest sequence
- * exceeds plan.cp_min_seq_tokens else {1}, every budget, TP·PP·CP dividing n) in tie-break
- * order: TP, PP, CP, budget ascending. Returns the count (<= PLAN_LAYOUTS_MAX). */
+ * exceeds plan.cp_min_seq_tokens else {1}, every budget, without and (when t->recompute) with
+ * full activation recompute, TP·PP·CP dividing n) in tie-break order: TP, PP, CP, budget
+ * ascending, then without recompute first. Returns the count (<= PLAN_LAYOUTS_MAX). */
 size_t plan_train_layouts(const struct plan_train *t, int n, struct plan_train_layout *out);
 
 /* PLAN_WHY_NONE when layout l is feasible (filling *mem when mem is not NULL), else the

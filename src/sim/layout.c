@@ -78,7 +78,31 @@ static struct plan_sample sample_view(const struct sample *sm)
 
 /* ---- training layouts ----------------------------------------------------------------- */
 
-/* The fastest feasible training layout of n GPUs on the sample. */
+/* The fastest feasible training layout of n GPUs among t's; *why gets the furthest constraint
+ * when none is feasible (then the result is INFINITY). */
+static double fastest(struct plan_train *t, int n, struct plan_train_layout *out,
+                      enum plan_why *why)
+{
+    struct plan_train_layout cand[PLAN_LAYOUTS_MAX];
+    size_t k = plan_train_layouts(t, n, cand);
+    double best = INFINITY;
+    for (size_t i = 0; i < k; i++) {
+        enum plan_why w = plan_train_check(t, &cand[i], NULL);
+        if (w != PLAN_WHY_NONE) {
+            *why = w > *why ? w : *why;
+            continue;
+        }
+        double ts = plan_train_time(t, &cand[i], NULL);
+        if (ts < best) {
+            best = ts;
+            *out = cand[i];
+        }
+    }
+    return best;
+}
+
+/* The fastest feasible training layout of n GPUs on the sample (with plan.recompute fallback,
+ * layouts with full activation recompute when none fits without). */
 static int best_train(const struct sim_input *in, const struct sample *sm, int n,
                       struct plan_train_layout *out, double *train_s, struct libra_error *err)
 {
@@ -91,21 +115,11 @@ static int best_train(const struct sim_input *in, const struct sample *sm, int n
     struct plan_sample view = sample_view(sm);
     struct plan_train t;
     plan_train_init(&t, &view, &sh, in->hw, &st, in->cfg);
-    struct plan_train_layout cand[PLAN_LAYOUTS_MAX];
-    size_t k = plan_train_layouts(&t, n, cand);
-    double best = INFINITY;
     enum plan_why why = PLAN_WHY_TP;
-    for (size_t i = 0; i < k; i++) {
-        enum plan_why w = plan_train_check(&t, &cand[i], NULL);
-        if (w != PLAN_WHY_NONE) {
-            why = w > why ? w : why;
-            continue;
-        }
-        double ts = plan_train_time(&t, &cand[i], NULL);
-        if (ts < best) {
-            best = ts;
-            *out = cand[i];
-        }
+    double best = fastest(&t, n, out, &why);
+    if (isinf(best) && in->cfg->plan.recompute == SPEC_RECOMPUTE_FALLBACK) {
+        t.recompute = true;
+        best = fastest(&t, n, out, &why);
     }
     plan_train_free(&t);
     if (isinf(best)) {

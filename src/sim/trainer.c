@@ -104,7 +104,7 @@ static double step_time(struct sim *s)
                                   .micro_batch_tokens = fmax(budget, s->seqs.longest_tokens),
                                   .minibatches = mb,
                                   .distributed_optimizer = true,
-                                  .full_recompute = s->st.full_recompute,
+                                  .full_recompute = l->recompute,
                                   .old_logprob = s->st.old_logprob,
                                   .reference = s->st.reference,
                                   .balance_each_minibatch = true};

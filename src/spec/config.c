@@ -50,6 +50,12 @@ static const char *const policy_names[] = {
 };
 /* Bit i of sim.modes is sim_mode_names[i] (the SPEC_SIM_* values). */
 static const char *const sim_mode_names[] = {"colocated", "async", "libra", "rollout", NULL};
+static const char *const recompute_names[] = {
+    [SPEC_RECOMPUTE_OFF] = "off",
+    [SPEC_RECOMPUTE_FALLBACK] = "fallback",
+    [SPEC_RECOMPUTE_SEARCH] = "search",
+    NULL,
+};
 static const char *const context_mode_names[] = {
     [SPEC_CONTEXT_TOKEN] = "token",
     [SPEC_CONTEXT_CHAT] = "chat",
@@ -124,6 +130,9 @@ static const struct spec_field fields[] = {
     BOOL(plan.group_integrity, 0,
          "keep GRPO groups whole per DP replica (needed only for rank-local advantages)"),
     BOOL(plan.homogeneous_rollout, 0, "use one TP size for every rollout instance"),
+    ENUM(plan.recompute, recompute_names, SPEC_RECOMPUTE_FALLBACK,
+         "full activation recompute in training layouts: off, fallback (only where no layout "
+         "fits the GPUs without it) or search (always a candidate)"),
     INT(plan.min_tp_sizes, "", 1, 1, 4, NULL, "fewest distinct rollout TP sizes in a plan"),
     STR(plan.tp_pattern, "", NULL,
         "TP sizes of the instances on every rollout node, e.g. \"1,1,2,4\", summing to "

@@ -72,6 +72,13 @@ enum {
  * only to the previous prompt). */
 enum spec_context_mode { SPEC_CONTEXT_TOKEN, SPEC_CONTEXT_CHAT };
 
+/* Full activation recompute in the training layouts searched (plan.recompute). */
+enum spec_recompute {
+    SPEC_RECOMPUTE_OFF,      /* never */
+    SPEC_RECOMPUTE_FALLBACK, /* only where no layout fits the GPUs without it */
+    SPEC_RECOMPUTE_SEARCH,   /* always: a layout with it is one more candidate */
+};
+
 struct spec_cluster_config {
     char hardware[SPEC_NAME_MAX]; /* hardware preset name */
     int gpus;
@@ -104,18 +111,19 @@ struct spec_rl_config {
 
 struct spec_plan_config {
     enum spec_plan_mode mode;
-    double time_limit_s;         /* planner search budget, s */
-    double gap_tolerance;        /* relative optimality gap the search may leave, 0 = exact */
-    int min_train_gpus;          /* GPUs */
-    int min_rollout_gpus;        /* GPUs */
-    int granularity_gpus;        /* training GPUs are a multiple of this */
-    int cp_min_seq_tokens;       /* search context parallelism from this sequence length, tokens */
-    bool group_integrity;        /* keep GRPO groups whole per DP replica */
-    bool homogeneous_rollout;    /* one TP size for every rollout instance */
-    int min_tp_sizes;            /* at least this many distinct rollout TP sizes */
-    char tp_pattern[64];         /* TP sizes of every rollout node, "1,1,2,4"; "" = free */
-    double replan_min_gain_frac; /* a replan must shorten the step by this share */
-    int replan_horizon_steps;    /* steps a replan's gain is counted over against its cost */
+    double time_limit_s;      /* planner search budget, s */
+    double gap_tolerance;     /* relative optimality gap the search may leave, 0 = exact */
+    int min_train_gpus;       /* GPUs */
+    int min_rollout_gpus;     /* GPUs */
+    int granularity_gpus;     /* training GPUs are a multiple of this */
+    int cp_min_seq_tokens;    /* search context parallelism from this sequence length, tokens */
+    bool group_integrity;     /* keep GRPO groups whole per DP replica */
+    bool homogeneous_rollout; /* one TP size for every rollout instance */
+    enum spec_recompute recompute; /* full activation recompute in the training layouts */
+    int min_tp_sizes;              /* at least this many distinct rollout TP sizes */
+    char tp_pattern[64];           /* TP sizes of every rollout node, "1,1,2,4"; "" = free */
+    double replan_min_gain_frac;   /* a replan must shorten the step by this share */
+    int replan_horizon_steps;      /* steps a replan's gain is counted over against its cost */
 };
 
 struct spec_sched_config {

@@ -86,6 +86,30 @@ def test_plan_and_sim_plan_on_one_sample():
         assert predicted["step_s"] == doc["objective"]["step_s"]
 
 
+def test_activation_recompute_when_nothing_fits_without():
+    """Qwen3-32B with R2E-Gym's 32 K sequences fits 64 H100 only with full activation recompute:
+    plan.recompute fallback (the default) searches it then and says so; off refuses the job;
+    libra cost gives the chosen layout the same memory."""
+    args = ["--gpus", "64", "--hardware", "h100-sxm", "--model", "qwen3-32b"]
+    r, doc = plan_json(*args)
+    assert r.returncode == 0 and doc["feasible"]
+    train = doc["train"]
+    assert train["recompute"] is True
+    text = run("plan", *args).stdout
+    assert ", full activation recompute" in text
+    off, _ = plan_json(*args, "--set", "plan.recompute=off")
+    assert off.returncode == 1
+    cost = run("cost", *args, "--gpus", str(train["gpus"]), "--tp", str(train["tp"]), "--pp",
+               str(train["pp"]), "--cp", str(train["cp"]), "--dp", str(train["dp"]),
+               "--micro-batch-tokens", str(train["micro_batch_tokens_per_gpu"] * train["cp"]),
+               "--json")
+    assert cost.returncode == 0, cost.stderr
+    memory = json.loads(cost.stdout)["training"]["memory"]["total_bytes"]
+    assert memory == train["memory_per_gpu"]["total_bytes"]
+    _, default = plan_json()
+    assert default["train"]["recompute"] is False  # nothing forces it on the default job
+
+
 def test_same_input_same_output():
     a, b = run("plan", "--json", "--gpus", "64"), run("plan", "--json", "--gpus", "64")
     assert a.returncode == 0 and a.stdout == b.stdout

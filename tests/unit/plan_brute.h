@@ -123,6 +123,7 @@ static inline int brute_cmp(const struct brute_best *a, const struct brute_best 
     BRUTE_CMP(a->l.pp, b->l.pp)
     BRUTE_CMP(a->l.cp, b->l.cp)
     BRUTE_CMP(a->l.budget_tokens, b->l.budget_tokens)
+    BRUTE_CMP(a->l.recompute, b->l.recompute)
     BRUTE_CMP(a->inst, b->inst)
     BRUTE_CMP(a->roll_s, b->roll_s)
     for (int t = PLAN_NTP - 1; t > 0; t--)
@@ -198,12 +199,12 @@ static inline void brute_split(const struct brute_case *bc, struct plan_roll *ro
     for (int tp = 1; tp <= 8; tp *= 2)
         for (int pp = 1; pp <= 8; pp *= 2)
             for (int cp = 1; cp <= cps; cp *= 2)
-                for (int bi = 0; bi < PLAN_BUDGETS; bi++) {
-                    if (n_train % (tp * pp * cp) != 0)
+                for (int bi = 0; bi < PLAN_BUDGETS * 2; bi++) {
+                    if (n_train % (tp * pp * cp) != 0 || (bi % 2 == 1 && !train->recompute))
                         continue;
                     structural++;
-                    struct plan_train_layout l = {tp, pp, cp, n_train / (tp * pp * cp),
-                                                  plan_budgets[bi]};
+                    struct plan_train_layout l = {
+                        tp, pp, cp, n_train / (tp * pp * cp), plan_budgets[bi / 2], bi % 2 == 1};
                     if (plan_train_check(train, &l, NULL) == PLAN_WHY_NONE) {
                         ls[nl] = l;
                         tt[nl++] = plan_train_time(train, &l, NULL);
@@ -254,15 +255,29 @@ static inline void brute_solve(const struct brute_case *bc, struct brute_best *b
     memset(best, 0, sizeof *best);
     int N = cfg->cluster.gpus;
     const struct spec_plan_config *pc = &cfg->plan;
-    if (cfg->plan.mode == SPEC_PLAN_COLOCATED) {
+    bool colocated = cfg->plan.mode == SPEC_PLAN_COLOCATED;
+    int splits[1024], n_splits = 0;
+    if (colocated) {
         if (N % pc->granularity_gpus == 0 && N >= pc->min_train_gpus && N >= pc->min_rollout_gpus)
-            brute_split(bc, &roll, &train, N, true, best);
+            splits[n_splits++] = N;
     } else {
         for (int n = 1; n < N; n++)
             if (n % pc->granularity_gpus == 0 && n >= pc->min_train_gpus &&
                 N - n >= pc->min_rollout_gpus)
-                brute_split(bc, &roll, &train, n, false, best);
+                splits[n_splits++] = n;
     }
+    /* plan.recompute fallback: recompute joins when no layout of any split fits without it */
+    bool fits = false;
+    for (int i = 0; i < n_splits && !fits && pc->recompute == SPEC_RECOMPUTE_FALLBACK; i++) {
+        struct plan_train_layout ls[PLAN_LAYOUTS_MAX];
+        size_t k = plan_train_layouts(&train, splits[i], ls);
+        for (size_t j = 0; j < k && !fits; j++)
+            fits = plan_train_check(&train, &ls[j], NULL) == PLAN_WHY_NONE;
+    }
+    if (pc->recompute == SPEC_RECOMPUTE_FALLBACK && !fits)
+        train.recompute = true;
+    for (int i = 0; i < n_splits; i++)
+        brute_split(bc, &roll, &train, splits[i], colocated, best);
     plan_roll_free(&roll);
     plan_train_free(&train);
 }
@@ -273,10 +288,11 @@ static inline bool brute_same(const struct plan_result *r, const struct brute_be
 {
     if (r->feasible != b->found || r->stats.space != b->space)
         return false;
-    return !b->found || (fabs(r->step_s - b->obj) <= 1e-9 * b->obj && r->n_train == b->n_train &&
-                         r->train.tp == b->l.tp && r->train.pp == b->l.pp &&
-                         r->train.cp == b->l.cp && r->train.budget_tokens == b->l.budget_tokens &&
-                         memcmp(r->counts, b->c, sizeof b->c) == 0);
+    return !b->found ||
+           (fabs(r->step_s - b->obj) <= 1e-9 * b->obj && r->n_train == b->n_train &&
+            r->train.tp == b->l.tp && r->train.pp == b->l.pp && r->train.cp == b->l.cp &&
+            r->train.budget_tokens == b->l.budget_tokens && r->train.recompute == b->l.recompute &&
+            memcmp(r->counts, b->c, sizeof b->c) == 0);
 }
 
 #endif
