@@ -52,6 +52,7 @@ void sim_experiment_free(struct sim_experiment *e)
     for (int i = 0; i < e->n; i++) {
         sim_layout_free(&e->mode[i].layout);
         free(e->mode[i].candidates);
+        free(e->mode[i].verified);
         sim_result_free(&e->mode[i].run);
     }
     memset(e, 0, sizeof *e);
@@ -379,9 +380,10 @@ static void run_mode(void *arg, size_t i)
     const struct libra_config *cfg = ms->in->cfg;
     struct sim_mode_result *mr = &ms->out->mode[k];
     struct libra_error *err = &ms->err[k];
-    int rc = mr->mode == SIM_COLOCATED || mr->mode == SIM_ASYNC
-                 ? tune(ms->in, mr, err)
-                 : sim_layout_make(ms->in, mr->mode, 0, 0, &mr->layout, err);
+    bool verify = mr->mode == SIM_LIBRA && cfg->sim.planner && cfg->plan.verify_candidates > 0;
+    int rc = mr->mode == SIM_COLOCATED || mr->mode == SIM_ASYNC ? tune(ms->in, mr, err)
+             : verify                                           ? sim_verify_libra(ms->in, mr, err)
+                      : sim_layout_make(ms->in, mr->mode, 0, 0, &mr->layout, err);
     struct sim_run_opts o = run_opts(cfg, cfg->rl.steps);
     if (ms->in->perfetto && k == ms->last)
         o.perfetto_step = cfg->sim.trace_step >= 0 && cfg->sim.trace_step < o.steps

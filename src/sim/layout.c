@@ -307,10 +307,12 @@ static void plan_instances(const struct plan_result *r, struct sim_layout *l)
     }
 }
 
-static int make_libra_planned(const struct sim_input *in, const struct sample *sm,
-                              struct sim_layout *l, struct libra_error *err)
+/* libra's layout as the planner plans it under plan_cfg's plan section. */
+static int make_libra_planned(const struct sim_input *in, const struct libra_config *plan_cfg,
+                              const struct sample *sm, struct sim_layout *l,
+                              struct libra_error *err)
 {
-    struct libra_config cfg = *in->cfg;
+    struct libra_config cfg = *plan_cfg;
     cfg.plan.mode = SPEC_PLAN_ASYNC;
     struct plan_settings st;
     plan_settings_from_config(&st, in->hw, in->cfg);
@@ -395,12 +397,28 @@ int sim_layout_make(const struct sim_input *in, enum sim_mode m, int n_train, in
         rc = make_async(in, &sm, n_train, tp, out, err);
         break;
     default:
-        rc = in->cfg->sim.planner ? make_libra_planned(in, &sm, out, err)
+        rc = in->cfg->sim.planner ? make_libra_planned(in, in->cfg, &sm, out, err)
                                   : make_libra_fleet(in, &sm, out, err);
         if (rc == 0)
             rc = router_policy(in, out, err);
         break;
     }
+    sample_free(&sm);
+    return rc;
+}
+
+int sim_layout_plan(const struct sim_input *in, const struct libra_config *plan_cfg,
+                    struct sim_layout *out, struct libra_error *err)
+{
+    memset(out, 0, sizeof *out);
+    out->mode = SIM_LIBRA;
+    if (sim_input_check(in, err) != 0)
+        return LIBRA_EINVAL;
+    struct sample sm = {0};
+    sample_build(in, &sm);
+    int rc = make_libra_planned(in, plan_cfg, &sm, out, err);
+    if (rc == 0)
+        rc = router_policy(in, out, err);
     sample_free(&sm);
     return rc;
 }

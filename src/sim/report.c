@@ -36,7 +36,7 @@ void sim_buf_printf(struct sim_buf *b, const char *fmt, ...)
 /* ---- JSON ----------------------------------------------------------------------------- */
 
 /* "tp1x4,tp2x2,tp4x2": the fleet by TP size. */
-static void fleet_text(const struct sim_layout *l, char *out, size_t size)
+void sim_fleet_text(const struct sim_layout *l, char *out, size_t size)
 {
     int counts[PLAN_NTP] = {0};
     for (int i = 0; i < l->n_inst; i++)
@@ -52,7 +52,7 @@ static void fleet_text(const struct sim_layout *l, char *out, size_t size)
 static json_t *layout_json(const struct sim_layout *l, int gpus)
 {
     char fleet[64], buckets[SPEC_BUCKET_TEXT_MAX];
-    fleet_text(l, fleet, sizeof fleet);
+    sim_fleet_text(l, fleet, sizeof fleet);
     spec_bucket_format(&l->buckets, buckets, sizeof buckets);
     int roll = 0;
     for (int i = 0; i < l->n_inst; i++)
@@ -132,16 +132,33 @@ static json_t *run_json(const struct sim_result *r)
     return o;
 }
 
+static json_t *verification_json(const struct sim_mode_result *mr)
+{
+    json_t *c = json_array();
+    for (int i = 0; i < mr->n_verified; i++) {
+        const struct sim_verified *v = &mr->verified[i];
+        json_array_append_new(
+            c, json_pack("{s:s,s:i,s:s,s:o,s:o,s:b}", "origin", v->origin, "train_gpus", v->n_train,
+                         "instances", v->instances, "predicted_step_s", ujson_real(v->pred_step_s),
+                         "trained_tokens_per_s", ujson_real(v->tokens_per_s), "chosen", v->chosen));
+    }
+    return json_pack("{s:i,s:I,s:o}", "steps", mr->verify_steps, "seed",
+                     (json_int_t)mr->verify_seed, "candidates", c);
+}
+
 static json_t *planner_json(const struct sim_mode_result *mr)
 {
     const struct sim_layout *l = &mr->layout;
     if (!l->planned)
         return json_null();
-    return json_pack("{s:{s:o,s:o,s:o},s:{s:o,s:o,s:o}}", "predicted", "step_s",
-                     ujson_real(l->pred_step_s), "train_s", ujson_real(l->pred_train_s),
-                     "rollout_s", ujson_real(l->pred_rollout_s), "simulated", "step_s",
-                     ujson_real(mr->run.mean_step_s), "train_s", ujson_real(mr->run.mean_train_s),
-                     "rollout_s", ujson_real(mr->run.mean_rollout_s));
+    json_t *o = json_pack(
+        "{s:{s:o,s:o,s:o},s:{s:o,s:o,s:o}}", "predicted", "step_s", ujson_real(l->pred_step_s),
+        "train_s", ujson_real(l->pred_train_s), "rollout_s", ujson_real(l->pred_rollout_s),
+        "simulated", "step_s", ujson_real(mr->run.mean_step_s), "train_s",
+        ujson_real(mr->run.mean_train_s), "rollout_s", ujson_real(mr->run.mean_rollout_s));
+    if (mr->n_verified)
+        json_object_set_new(o, "verification", verification_json(mr));
+    return o;
 }
 
 static json_t *tuning_json(const struct sim_mode_result *mr)
@@ -241,7 +258,7 @@ static void layout_text(const struct sim_mode_result *mr, char *out, size_t size
 {
     const struct sim_layout *l = &mr->layout;
     char fleet[64];
-    fleet_text(l, fleet, sizeof fleet);
+    sim_fleet_text(l, fleet, sizeof fleet);
     if (l->mode == SIM_COLOCATED)
         snprintf(out, size, "all GPUs, rollout TP%d (%s)", l->inst[0].tp, l->origin);
     else if (l->mode == SIM_ROLLOUT)
@@ -302,6 +319,13 @@ char *sim_experiment_text(const struct sim_experiment *e, const struct libra_con
                        "%.1f), simulated %.1f s (train %.1f, rollout %.1f)\n",
                        lm->layout.pred_step_s, lm->layout.pred_train_s, lm->layout.pred_rollout_s,
                        lm->run.mean_step_s, lm->run.mean_train_s, lm->run.mean_rollout_s);
+    for (int i = 0; lm && i < lm->n_verified; i++)
+        if (lm->verified[i].chosen)
+            sim_buf_printf(&b,
+                           "planner verification (libra): %d of the planner's candidates "
+                           "simulated for %d steps on another seed; chose its %s plan (analytic "
+                           "rank %d)\n",
+                           lm->n_verified, lm->verify_steps, lm->verified[i].origin, i + 1);
     sim_buf_printf(&b,
                    "\ntokens/s: generated tokens of trained trajectories per simulated second "
                    "after the warm-up;\nroll %%, train %%: GPU utilisation; tail %%: share of a "

@@ -225,12 +225,26 @@ struct sim_candidate {
 };
 
 /* One mode of an experiment: how its layout was chosen and what it did. */
+/* One of the planner's candidates that libra's verification simulated. */
+struct sim_verified {
+    char origin[32];     /* which search proposed it: "optimum", "homogeneous", "split 24", ... */
+    int n_train;         /* GPUs training */
+    char instances[64];  /* the fleet, "tp1x4,tp8x2" */
+    double pred_step_s;  /* the planner's analytic step */
+    double tokens_per_s; /* the short simulation's trained tokens/s; NAN when it failed */
+    bool chosen;
+};
+
 struct sim_mode_result {
     enum sim_mode mode;
     struct sim_layout layout;
     struct sim_candidate *candidates; /* the sweep, owned; n_candidates 0 when pinned */
     int n_candidates;
     int tune_steps;
+    struct sim_verified *verified; /* libra: the candidates simulated, by analytic rank; owned */
+    int n_verified;
+    int verify_steps;
+    int64_t verify_seed;
     struct sim_result run;
 };
 

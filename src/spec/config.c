@@ -130,6 +130,13 @@ static const struct spec_field fields[] = {
     BOOL(plan.group_integrity, 0,
          "keep GRPO groups whole per DP replica (needed only for rank-local advantages)"),
     BOOL(plan.homogeneous_rollout, 0, "use one TP size for every rollout instance"),
+    INT(plan.verify_candidates, "", 16, 0, 64, NULL,
+        "libra sim: the planner's candidates (its best plans at the splits nearest its optimum, "
+        "heterogeneous and of each single TP size) simulated before libra's layout is chosen, "
+        "the best analytic ones; 0: the analytic plan alone"),
+    INT(plan.verify_steps, "steps", 10, 1, 1000, NULL,
+        "steps each verified candidate is simulated for (on a seed other than the length "
+        "sample's)"),
     ENUM(plan.recompute, recompute_names, SPEC_RECOMPUTE_FALLBACK,
          "full activation recompute in training layouts: off, fallback (only where no layout "
          "fits the GPUs without it) or search (always a candidate)"),

@@ -120,6 +120,8 @@ struct spec_plan_config {
     bool group_integrity;     /* keep GRPO groups whole per DP replica */
     bool homogeneous_rollout; /* one TP size for every rollout instance */
     enum spec_recompute recompute; /* full activation recompute in the training layouts */
+    int verify_candidates;         /* planner candidates simulated before choosing; 0: none */
+    int verify_steps;              /* steps each verified candidate is simulated for */
     int min_tp_sizes;              /* at least this many distinct rollout TP sizes */
     char tp_pattern[64];           /* TP sizes of every rollout node, "1,1,2,4"; "" = free */
     double replan_min_gain_frac;   /* a replan must shorten the step by this share */

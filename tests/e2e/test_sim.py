@@ -36,7 +36,7 @@ def test_table_lists_every_default_mode():
     head = next(i for i, line in enumerate(lines) if line.startswith("mode "))
     rows = [line.split()[0] for line in lines[head + 1:head + 4]]
     assert rows == ["colocated", "async", "libra"] and lines[head + 4] == ""
-    assert "(tuned)" in out and "(planner)" in out
+    assert "(tuned)" in out and "(verified)" in out
     assert "libra trained tokens/s:" in out
     assert "planner fidelity (libra)" in out
 
@@ -105,6 +105,33 @@ def test_tuning_searches_many_splits_coarse_to_fine():
     best = max((c for c in tried if c["trained_tokens_per_s"] is not None),
                key=lambda c: c["trained_tokens_per_s"])
     assert coarse["layout"]["train_gpus"] == best["train_gpus"]
+
+
+def test_libra_layout_is_verified_by_simulation():
+    """libra's layout is the planner's candidate that simulates best (plan.verify_candidates of
+    them, plan.verify_steps each, on a seed other than the length sample's); 0 keeps the
+    analytic optimum."""
+    args = ["--json", "--set", "sim.modes=libra", "--steps", "3"]
+    doc = json.loads(sim(*args).stdout)
+    libra = doc["modes"]["libra"]
+    v = libra["planner"]["verification"]
+    assert v["steps"] == 10 and v["seed"] != doc["seed"]
+    cands = v["candidates"]
+    assert 1 < len(cands) <= 16 and cands[0]["predicted_step_s"] <= cands[-1]["predicted_step_s"]
+    assert any(c["origin"] == "optimum" for c in cands)
+    assert any(c["origin"].startswith("all TP") for c in cands)  # single-TP fleets proposed too
+    chosen = [c for c in cands if c["chosen"]]
+    assert len(chosen) == 1
+    assert chosen[0]["trained_tokens_per_s"] == max(c["trained_tokens_per_s"] for c in cands
+                                                    if c["trained_tokens_per_s"] is not None)
+    assert libra["layout"]["origin"] == "verified"
+    assert libra["layout"]["train_gpus"] == chosen[0]["train_gpus"]
+    assert libra["layout"]["instances"] == chosen[0]["instances"]
+    analytic = json.loads(sim(*args, "--set", "plan.verify_candidates=0").stdout)["modes"]["libra"]
+    assert analytic["layout"]["origin"] == "planner"
+    assert "verification" not in analytic["planner"]
+    optimum = next(c for c in cands if c["origin"] == "optimum")
+    assert analytic["layout"]["instances"] == optimum["instances"]
 
 
 def test_simulator_rebuilds_the_trees():

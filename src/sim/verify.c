@@ -1,0 +1,206 @@
+/*
+ * Simulation in the loop: libra's layout chosen among the planner's candidates by a short
+ * simulation of the job, not by the analytic objective alone.
+ *
+ * The planner's step model ranks layouts well on training and badly on rollout (it misses the
+ * staleness window's batch span and the weight-update stall, docs/planner.md §6), so its
+ * optimum can lose to a plain sweep. The exact search stays as it is and proposes; the
+ * simulator disposes. Candidates are the planner's own optima under narrower constraints —
+ * its unconstrained optimum, and at its optimum's split and the splits nearest it, its best
+ * heterogeneous fleet and its best fleet of each single TP size (the async baseline's grid
+ * there, proposed by the planner with its own training layouts) — never a baseline's winner.
+ * The plan.verify_candidates best by analytic objective run for plan.verify_steps steps on a seed
+ * other than the length sample's, so that the choice is not fitted to the trajectories the planner
+ * saw; the highest trained tokens/s wins (ties: the better analytic rank). The analytic optimality
+ * gap the planner proves still holds for the analytic objective only.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim/internal.h"
+#include "util/alloc.h"
+#include "util/error.h"
+#include "util/rng.h"
+#include "util/workers.h"
+
+#define VERIFY_SEED_KEY 0x766572696679ull /* "verify": derives the verification's seed */
+#define NEAREST_SPLITS 6                  /* splits beside the optimum's that propose plans */
+
+struct candidate {
+    struct sim_layout layout;
+    char origin[32];
+    size_t proposed; /* order of proposal: breaks ties of the analytic objective */
+    double tokens_per_s;
+};
+
+struct verification {
+    const struct sim_input *in; /* with the verification's seed */
+    int steps;
+    struct candidate *c;
+    size_t n;
+};
+
+static bool same_training(const struct plan_train_layout *a, const struct plan_train_layout *b)
+{
+    return a->tp == b->tp && a->pp == b->pp && a->cp == b->cp && a->dp == b->dp &&
+           a->budget_tokens == b->budget_tokens && a->recompute == b->recompute;
+}
+
+/* Adds the planner's plan under plan_cfg unless it fails or repeats one already there. */
+static void propose(const struct sim_input *in, const struct libra_config *plan_cfg,
+                    const char *origin, struct candidate *c, size_t *n)
+{
+    struct candidate x = {.tokens_per_s = NAN};
+    if (sim_layout_plan(in, plan_cfg, &x.layout, NULL) != 0) {
+        sim_layout_free(&x.layout);
+        return;
+    }
+    char fleet[64], other[64];
+    sim_fleet_text(&x.layout, fleet, sizeof fleet);
+    for (size_t i = 0; i < *n; i++) {
+        sim_fleet_text(&c[i].layout, other, sizeof other);
+        if (c[i].layout.n_train == x.layout.n_train && strcmp(fleet, other) == 0 &&
+            same_training(&c[i].layout.train, &x.layout.train)) {
+            sim_layout_free(&x.layout);
+            return;
+        }
+    }
+    snprintf(x.origin, sizeof x.origin, "%s", origin);
+    x.proposed = *n;
+    c[(*n)++] = x;
+}
+
+/* The splits of in's cluster the planner may use, nearest to n_train first (at most max). */
+static int nearest_splits(const struct libra_config *cfg, int n_train, int *out, int max)
+{
+    const struct spec_plan_config *pc = &cfg->plan;
+    int gpus = cfg->cluster.gpus, k = 0;
+    for (int d = pc->granularity_gpus; k < max && d < gpus; d += pc->granularity_gpus)
+        for (int sign = -1; sign <= 1 && k < max; sign += 2) {
+            int n = n_train + sign * d;
+            if (n > 0 && n < gpus && n % pc->granularity_gpus == 0 && n >= pc->min_train_gpus &&
+                gpus - n >= pc->min_rollout_gpus)
+                out[k++] = n;
+        }
+    return k;
+}
+
+static int by_prediction(const void *a, const void *b)
+{
+    const struct candidate *x = a, *y = b;
+    if (x->layout.pred_step_s != y->layout.pred_step_s)
+        return x->layout.pred_step_s < y->layout.pred_step_s ? -1 : 1;
+    return (x->proposed > y->proposed) - (x->proposed < y->proposed);
+}
+
+/* Proposes, at training split n (0: the planner's choice), the best heterogeneous plan and,
+ * when the fleet is free, the best of one TP size for each size that fits a node. */
+static void propose_at(const struct sim_input *in, int n, struct candidate *c, size_t *k)
+{
+    struct libra_config cfg = *in->cfg;
+    char where[24] = "", origin[32];
+    if (n > 0) {
+        cfg.plan.min_train_gpus = n;
+        cfg.plan.min_rollout_gpus = in->cfg->cluster.gpus - n;
+        snprintf(where, sizeof where, " at %d", n);
+    }
+    snprintf(origin, sizeof origin, "%s%s", n ? "best" : "optimum", where);
+    propose(in, &cfg, origin, c, k);
+    if (in->cfg->plan.tp_pattern[0])
+        return; /* the fleet is pinned */
+    int gpn = in->cfg->cluster.gpus_per_node;
+    for (int tp = 1; tp <= 8 && tp <= gpn; tp *= 2) {
+        if (gpn % tp)
+            continue;
+        size_t used = 0;
+        for (int i = 0; i < gpn / tp; i++) /* every node: gpn/tp instances of TP tp */
+            used += (size_t)snprintf(cfg.plan.tp_pattern + used, sizeof cfg.plan.tp_pattern - used,
+                                     "%s%d", i ? "," : "", tp);
+        snprintf(origin, sizeof origin, "all TP%d%s", tp, where);
+        propose(in, &cfg, origin, c, k);
+    }
+}
+
+/* The planner's candidates, best analytic objective first (ties: the order proposed). */
+static size_t candidates(const struct sim_input *in, struct candidate *c, size_t max)
+{
+    size_t n = 0;
+    propose_at(in, 0, c, &n);
+    if (n == 0)
+        return 0;
+    int splits[NEAREST_SPLITS];
+    int k = nearest_splits(in->cfg, c[0].layout.n_train, splits, NEAREST_SPLITS);
+    propose_at(in, c[0].layout.n_train, c, &n);
+    for (int i = 0; i < k; i++)
+        propose_at(in, splits[i], c, &n);
+    qsort(c, n, sizeof *c, by_prediction);
+    size_t keep = n < max ? n : max;
+    for (size_t i = keep; i < n; i++)
+        sim_layout_free(&c[i].layout);
+    return keep;
+}
+
+static void simulate(void *arg, size_t i)
+{
+    struct verification *v = arg;
+    struct candidate *c = &v->c[i];
+    struct sim_run_opts o = {.steps = v->steps,
+                             .warmup = v->in->cfg->sim.warmup_steps < v->steps
+                                           ? v->in->cfg->sim.warmup_steps
+                                           : v->steps - 1,
+                             .perfetto_step = -1};
+    struct sim_result r;
+    if (sim_run(v->in, &c->layout, &o, &r, NULL) == 0)
+        c->tokens_per_s = r.tokens_per_s;
+    sim_result_free(&r);
+}
+
+int sim_verify_libra(const struct sim_input *in, struct sim_mode_result *mr,
+                     struct libra_error *err)
+{
+    const struct libra_config *cfg = in->cfg;
+    size_t max = (size_t)cfg->plan.verify_candidates;
+    /* every proposal: at the optimum and each near split, a heterogeneous plan and one per TP */
+    struct candidate *c = xcalloc((size_t)(2 + NEAREST_SPLITS) * (1 + PLAN_NTP), sizeof *c);
+    size_t n = candidates(in, c, max);
+    if (n == 0) {
+        free(c);
+        return sim_layout_make(in, SIM_LIBRA, 0, 0, &mr->layout, err); /* the planner's error */
+    }
+    struct libra_config vcfg = *cfg;
+    vcfg.sim.seed =
+        (int64_t)(rng_hash((uint64_t)cfg->sim.seed, (const uint64_t[]){VERIFY_SEED_KEY}, 1) >>
+                  11); /* below 2^53, as sim.seed */
+    struct sim_input vin = *in;
+    vin.cfg = &vcfg;
+    vin.perfetto = false;
+    struct verification v = {&vin, cfg->plan.verify_steps, c, n};
+    if (in->progress)
+        atomic_fetch_add(&in->progress->steps_planned, (long long)n * v.steps);
+    workers_for(in->workers, n, simulate, &v);
+    size_t best = 0;
+    for (size_t i = 1; i < n; i++)
+        if (!isnan(c[i].tokens_per_s) &&
+            (isnan(c[best].tokens_per_s) || c[i].tokens_per_s > c[best].tokens_per_s))
+            best = i;
+    mr->verified = xcalloc(n, sizeof *mr->verified);
+    mr->n_verified = (int)n;
+    mr->verify_steps = v.steps;
+    mr->verify_seed = vcfg.sim.seed;
+    for (size_t i = 0; i < n; i++) {
+        struct sim_verified *out = &mr->verified[i];
+        snprintf(out->origin, sizeof out->origin, "%s", c[i].origin);
+        out->n_train = c[i].layout.n_train;
+        sim_fleet_text(&c[i].layout, out->instances, sizeof out->instances);
+        out->pred_step_s = c[i].layout.pred_step_s;
+        out->tokens_per_s = c[i].tokens_per_s;
+        out->chosen = i == best;
+        if (i != best)
+            sim_layout_free(&c[i].layout);
+    }
+    mr->layout = c[best].layout;
+    snprintf(mr->layout.origin, sizeof mr->layout.origin, "verified");
+    free(c);
+    return 0;
+}
