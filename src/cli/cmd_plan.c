@@ -1,12 +1,14 @@
 /*
  * `libra plan`: the Global Resource Planner on the command line. Reads the experiment config
  * (defaults: 48 × A800, Qwen3-14B, R2E-Gym, batch 32 of 4 samples, async), draws the length
- * sample (the workload preset's generator, or a trace with --trace), plans, and prints the
- * training layout, the rollout instances and buckets, the predicted times, the node layout and
- * the search statistics — or one JSON document with --json. Exit 1 when no plan is feasible.
+ * sample libra sim's libra mode plans on (the workload preset's generator, or a trace with
+ * --trace), plans, verifies the planner's best candidates by a short simulation
+ * (plan.verify_candidates, async), and prints the chosen plan's training layout, rollout
+ * instances and buckets, predicted times, node layout, the verification's candidates and the
+ * search statistics — or one JSON document with --json. Exit 1 when no plan is feasible.
  *
- * The planner is pure; its time limit is a callback here that reads the monotonic clock.
- * Wall-clock figures go to stderr only.
+ * The planner and the simulator are pure; the time limit is a callback here that reads the
+ * monotonic clock. Wall-clock figures go to stderr only.
  */
 #include <math.h>
 #include <stdio.h>
@@ -16,128 +18,69 @@
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
+#include "cli/sim_input.h"
 #include "plan/plan.h"
-#include "trace/file.h"
+#include "sim/sim.h"
 #include "util/alloc.h"
 #include "util/error.h"
-#include "workload/workload.h"
+#include "util/workers.h"
 
 #define SCHEMA "libra.plan/1"
 
 static const char help[] =
     "usage: libra plan [CONFIG] [--gpus N] [--hardware H] [--model M] [--batch B]\n"
     "                  [--samples n] [--mode colocated|async] [--time-limit-s T] [--seed S]\n"
-    "                  [--trace FILE] [--homogeneous-rollout] [--json]\n"
+    "                  [--trace FILE] [--homogeneous-rollout] [--verify K] [--verify-steps N]\n"
+    "                  [--jobs J] [--json]\n"
     "\n"
     "Plans the cluster of the experiment config: how many GPUs train and with which layout\n"
-    "(TP, PP, CP, DP, micro-batch budget), which rollout instances run (counts of TP 1, 2, 4,\n"
-    "8, each inside one node) and the buckets C-MLFQ routes over, minimising the step time\n"
-    "(docs/planner.md). The length sample is the fewest whole batches holding 256\n"
-    "trajectories (at most 8) drawn from the workload preset (workload.name, seed sim.seed)\n"
-    "as libra sim draws it, or every trajectory of --trace FILE (workload.trace).\n"
-    "The search is exact; --time-limit-s (plan.time_limit_s) bounds it and the output then\n"
-    "states the proven optimality gap. Exit 1 when no plan is feasible, naming the\n"
-    "constraint; --json prints one document (schema libra.plan/1).\n"
+    "(TP, PP, CP, DP, micro-batch budget, activation recompute), which rollout instances run\n"
+    "(counts of TP 1, 2, 4, 8, each inside one node) and the buckets C-MLFQ routes over,\n"
+    "minimising the step time (docs/planner.md). The length sample is the one libra sim's\n"
+    "libra mode plans on: the fewest whole batches holding 256 trajectories (at most 8), from\n"
+    "the workload preset (workload.name, seed sim.seed) or the first whole batches of --trace\n"
+    "FILE (workload.trace). The search is exact for its analytic step; --time-limit-s\n"
+    "(plan.time_limit_s) bounds it and the output then states the proven optimality gap.\n"
+    "An async plan is then verified: the K best of the planner's candidates by analytic step\n"
+    "(its optimum, its best heterogeneous and single-TP fleets at and near the optimum's split)\n"
+    "run N steps of libra sim on another seed, and the fastest is the plan. Exit 1 when no plan\n"
+    "is feasible, naming the constraint; --json prints one document (schema libra.plan/1).\n"
     "\n"
     "flags:\n"
     "  --trace FILE           take the length sample from a trace (docs/trace-format.md)\n"
     "  --homogeneous-rollout  one TP size for every rollout instance\n"
     "                         (plan.homogeneous_rollout), and what a heterogeneous fleet\n"
-    "                         would gain\n";
+    "                         would gain\n"
+    "  --verify K             simulate the K best candidates (plan.verify_candidates;\n"
+    "                         0: the analytic optimum, unverified)\n"
+    "  --verify-steps N       steps each candidate runs (plan.verify_steps)\n";
 
-enum { OPT_TRACE = 0x100, OPT_HOMOGENEOUS };
+enum { OPT_TRACE = 0x100, OPT_HOMOGENEOUS, OPT_VERIFY, OPT_VERIFY_STEPS };
 
 static const struct option own_options[] = {
     {"trace", required_argument, NULL, OPT_TRACE},
     {"homogeneous-rollout", no_argument, NULL, OPT_HOMOGENEOUS},
+    {"verify", required_argument, NULL, OPT_VERIFY},
+    {"verify-steps", required_argument, NULL, OPT_VERIFY_STEPS},
     {0},
 };
 
-/* The command's own flags: they set config keys on top of every other layer. */
-struct plan_flags {
-    const char *trace;
-    bool homogeneous;
+/* What the command computed: the plan it prints and how it was chosen. */
+struct planned {
+    struct plan_result plan;             /* the chosen plan (the verified one when verified) */
+    struct plan_result analytic;         /* the analytic optimum, when verification chose another */
+    struct plan_result het;              /* plan.homogeneous_rollout: the free fleet's optimum */
+    struct sim_mode_result verification; /* n_verified 0: not verified */
+    const char *unverified_why;          /* why not, when not; NULL when verified */
+    char source[SPEC_PATH_MAX + 64];     /* the length sample's origin */
 };
 
-/* The length sample and where it came from. */
-struct lengths {
-    size_t n, cap;
-    int64_t *prompt, *gen, *tool, *turns;
-    double *tool_s;     /* per trajectory: tool queue + execution, seconds */
-    double tool_s_mean; /* over the sample, seconds */
-    char source[SPEC_PATH_MAX + 64];
-};
-
-static void lengths_push(struct lengths *l, const struct workload_length *w)
+static void planned_free(struct planned *pl)
 {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 1024;
-        l->prompt = xreallocarray(l->prompt, l->cap, sizeof *l->prompt);
-        l->gen = xreallocarray(l->gen, l->cap, sizeof *l->gen);
-        l->tool = xreallocarray(l->tool, l->cap, sizeof *l->tool);
-        l->turns = xreallocarray(l->turns, l->cap, sizeof *l->turns);
-        l->tool_s = xreallocarray(l->tool_s, l->cap, sizeof *l->tool_s);
-    }
-    l->prompt[l->n] = w->prompt_tokens;
-    l->gen[l->n] = w->generated_tokens;
-    l->tool[l->n] = w->tool_tokens;
-    l->turns[l->n] = w->turns;
-    l->tool_s[l->n++] = w->tool_s;
-    l->tool_s_mean += (w->tool_s - l->tool_s_mean) / (double)l->n;
-}
-
-static void lengths_free(struct lengths *l)
-{
-    free(l->prompt);
-    free(l->gen);
-    free(l->tool);
-    free(l->turns);
-    free(l->tool_s);
-}
-
-static int lengths_from_workload(const struct cli_presets *p, const struct libra_config *cfg,
-                                 struct lengths *l)
-{
-    const struct workload_preset *w = workload_preset_find(&p->workloads, cfg->workload.name);
-    if (!w) {
-        cli_errorf("plan: unknown workload preset '%s'", cfg->workload.name);
-        return LIBRA_EXIT_USAGE;
-    }
-    size_t n = workload_sample_size((size_t)cfg->rl.batch_trajectories);
-    struct workload_length *wl = xmallocarray(n, sizeof *wl);
-    workload_lengths(w, (uint64_t)cfg->sim.seed, (size_t)cfg->rl.batch_trajectories,
-                     (size_t)cfg->rl.samples, n, wl);
-    for (size_t i = 0; i < n; i++)
-        lengths_push(l, &wl[i]);
-    free(wl);
-    snprintf(l->source, sizeof l->source, "workload %s, seed %lld", w->name,
-             (long long)cfg->sim.seed);
-    return 0;
-}
-
-static int lengths_from_trace(const char *path, struct lengths *l)
-{
-    struct trace_reader *r;
-    struct libra_error err = {0};
-    const struct trace_header *hdr;
-    const struct trace_traj *t;
-    int rc = trace_reader_open(&r, path, &err);
-    if (rc == 0)
-        rc = trace_reader_header(r, &hdr, &err);
-    while (rc == 0 && (rc = trace_reader_next(r, &t, &err)) == 1) {
-        struct workload_length w;
-        workload_traj_length(t, &w);
-        lengths_push(l, &w);
-        rc = 0;
-    }
-    trace_reader_close(r);
-    if (rc < 0) {
-        char buf[1024];
-        cli_errorf("plan: %s", error_format(&err, buf, sizeof buf));
-        return rc == LIBRA_EIO ? LIBRA_EXIT_IO : LIBRA_EXIT_USAGE;
-    }
-    snprintf(l->source, sizeof l->source, "trace %s", path);
-    return 0;
+    plan_result_free(&pl->plan);
+    plan_result_free(&pl->analytic);
+    plan_result_free(&pl->het);
+    sim_mode_result_free(&pl->verification);
 }
 
 /* ---- the time limit ------------------------------------------------------------------------- */
@@ -246,22 +189,62 @@ static void print_stats(FILE *out, const struct plan_result *r)
 {
     const struct plan_stats *s = &r->stats;
     fprintf(out,
-            "\nsearch space: %.6g (training layout, rollout multiset) pairs over %.0f splits "
+            "\nanalytic search: %.6g (training layout, rollout multiset) pairs over %.0f splits "
             "(%.6g layouts, %.6g multisets)\n"
             "  scored %.0f layouts and %.0f multisets; pruned %.6g layouts and %.6g multisets "
             "by bounds and constraints\n",
             s->space, s->splits, s->train_space, s->rollout_space, s->train_scored,
             s->rollout_scored, s->train_pruned, s->rollout_pruned);
     if (r->feasible)
-        fprintf(out, "  optimality gap %.4g %%%s\n", 100.0 * s->gap,
+        fprintf(out, "  optimality gap %.4g %% of the analytic step%s\n", 100.0 * s->gap,
                 s->stopped     ? " (stopped by plan.time_limit_s)"
                 : s->gap > 0.0 ? " (at most; plan.gap_tolerance)"
                                : " (proven optimal)");
 }
 
-static char *text_output(const struct libra_config *cfg, const struct lengths *l,
-                         const struct plan_result *r, const struct plan_result *het)
+static void print_verification(FILE *out, const struct planned *pl)
 {
+    const struct sim_mode_result *v = &pl->verification;
+    if (!v->n_verified) {
+        fprintf(out, "\nverification: none (%s)\n", pl->unverified_why);
+        return;
+    }
+    fprintf(out,
+            "\nverification: the %d best candidates by analytic step, each simulated for %d "
+            "steps on seed %lld\n  %-20s %6s %-28s %12s %14s\n",
+            v->n_verified, v->verify_steps, (long long)v->verify_seed, "candidate", "train",
+            "instances", "predicted s", "sim tokens/s");
+    const struct sim_verified *chosen = NULL, *opt = NULL;
+    for (int i = 0; i < v->n_verified; i++) {
+        const struct sim_verified *c = &v->verified[i];
+        if (c->split == 0 && c->tp == 0)
+            opt = c;
+        char sim[32] = "failed";
+        if (!isnan(c->tokens_per_s))
+            snprintf(sim, sizeof sim, "%.1f", c->tokens_per_s);
+        fprintf(out, "%s %-20s %6d %-28s %12.2f %14s\n", c->chosen ? "*" : " ", c->origin,
+                c->n_train, c->instances, c->pred_step_s, sim);
+        if (c->chosen)
+            chosen = c;
+    }
+    if (chosen && isnan(chosen->tokens_per_s))
+        fprintf(out, "every candidate failed to simulate (libra sim names why); the plan is the "
+                     "analytic optimum\n");
+    else if (chosen == opt)
+        fprintf(out, "the analytic optimum simulated fastest and is the plan\n");
+    else if (chosen && opt && !isnan(opt->tokens_per_s))
+        fprintf(out,
+                "the plan: %s, %.1f %% more trained tokens/s in simulation than the "
+                "analytic optimum\n",
+                chosen->origin, 100.0 * (chosen->tokens_per_s / opt->tokens_per_s - 1.0));
+    else if (chosen)
+        fprintf(out, "the plan: %s (the analytic optimum failed to simulate)\n", chosen->origin);
+}
+
+static char *text_output(const struct libra_config *cfg, const struct planned *pl)
+{
+    const struct plan_result *r = &pl->plan, *het = &pl->het;
+    const struct plan_result *searched = pl->analytic.gpus ? &pl->analytic : r;
     char *text = NULL;
     size_t len = 0;
     FILE *out = open_memstream(&text, &len);
@@ -274,62 +257,63 @@ static char *text_output(const struct libra_config *cfg, const struct lengths *l
     fprintf(out,
             "length sample: %s, %zu trajectories (%d batches), %.1f s of tool time per "
             "trajectory on average\n\n",
-            l->source, r->sample_n, r->batches, l->tool_s_mean);
+            pl->source, r->sample_n, r->batches, r->tool_s_mean);
     if (!r->feasible) {
         fprintf(out, "no feasible plan: %s\n", plan_why_text(r->why));
     } else {
-        fprintf(out, "step time %.2f s (%s)\n", r->step_s,
+        fprintf(out, "step time %.2f s predicted (%s)\n", r->step_s,
                 r->colocated     ? "rollout + training + switch"
                 : r->train_bound ? "training-bound"
                                  : "rollout-bound");
         print_train(out, r);
         print_rollout(out, r);
-        if (het && het->feasible)
+        if (het->feasible)
             fprintf(out,
                     "\nplan.homogeneous_rollout: a heterogeneous fleet would take %.2f s per "
-                    "step (%.1f %% less)\n",
-                    het->step_s, 100.0 * (r->step_s - het->step_s) / r->step_s);
+                    "step analytically, %.1f %% less than the homogeneous optimum's %.2f s\n",
+                    het->step_s, 100.0 * (searched->step_s - het->step_s) / searched->step_s,
+                    searched->step_s);
+        print_verification(out, pl);
         print_nodes(out, r);
     }
-    print_stats(out, r);
+    print_stats(out, searched);
     fclose(out);
     return text;
 }
 
-static json_t *json_output(const struct libra_config *cfg, const struct lengths *l,
-                           const struct plan_result *r, const struct plan_result *het)
+static json_t *json_output(const struct libra_config *cfg, const struct planned *pl)
 {
+    const struct plan_result *r = &pl->plan, *het = &pl->het;
     json_t *doc = spec_config_envelope(SCHEMA, cfg);
     json_object_update_new(doc, plan_result_to_json(r));
-    json_t *sample = json_object_get(doc, "sample");
-    json_object_set_new(sample, "source", json_string(l->source));
-    json_object_set_new(sample, "tool_s_mean", json_real(l->tool_s_mean));
-    if (het && het->feasible && r->feasible)
+    json_object_set_new(json_object_get(doc, "sample"), "source", json_string(pl->source));
+    if (pl->analytic.gpus) { /* the search's own figures, not the chosen candidate's re-solve */
+        json_t *a = plan_result_to_json(&pl->analytic);
+        json_object_set(doc, "search", json_object_get(a, "search"));
+        json_decref(a);
+    }
+    const struct plan_result *searched = pl->analytic.gpus ? &pl->analytic : r;
+    if (het->feasible && r->feasible)
         json_object_set_new(doc, "heterogeneous",
                             json_pack("{s:f, s:f}", "step_s", het->step_s, "gain",
-                                      (r->step_s - het->step_s) / r->step_s));
+                                      (searched->step_s - het->step_s) / searched->step_s));
+    if (r->feasible) {
+        json_t *v = pl->verification.n_verified ? sim_verification_to_json(&pl->verification)
+                                                : json_pack("{s:s}", "none", pl->unverified_why);
+        json_object_set_new(doc, "verification", v);
+    }
     return doc;
 }
 
 /* ---- the command ---------------------------------------------------------------------------- */
 
-/* Solves cfg; prints why and returns an exit code on bad input. */
-static int solve(const struct libra_config *cfg, const struct cli_presets *p,
-                 const struct plan_settings *st, const struct lengths *l, struct plan_result *r)
+/* Plans in's sample under plan_cfg into *r; prints why and returns an exit code on bad input. */
+static int solve(const struct sim_input *in, const struct libra_config *plan_cfg,
+                 struct plan_result *r)
 {
-    double deadline = now_s() + cfg->plan.time_limit_s, start = now_s();
-    struct plan_problem prob = {
-        .cfg = cfg,
-        .hw = spec_hardware_find(&p->spec, cfg->cluster.hardware),
-        .model = spec_model_find(&p->spec, cfg->model.name),
-        .settings = st,
-        .sample = {l->n, l->prompt, l->gen, l->tool, l->turns},
-        .tool_s = l->tool_s,
-        .should_stop = past_deadline,
-        .stop_arg = &deadline,
-    };
+    double deadline = now_s() + plan_cfg->plan.time_limit_s, start = now_s();
     struct libra_error err = {0};
-    if (plan_solve(&prob, r, &err) != 0) {
+    if (sim_plan(in, plan_cfg, past_deadline, &deadline, r, &err) != 0) {
         char buf[1024];
         cli_errorf("plan: %s", error_format(&err, buf, sizeof buf));
         return LIBRA_EXIT_USAGE;
@@ -338,48 +322,84 @@ static int solve(const struct libra_config *cfg, const struct cli_presets *p,
     return 0;
 }
 
-static int run(const struct cli_common *cc, const struct plan_flags *f, const char *input)
+/* Chooses among the planner's candidates by simulation (plan.verify_candidates > 0, async):
+ * the chosen one's plan replaces pl->plan, which is kept as pl->analytic when they differ. */
+static int verify(const struct cli_common *cc, struct sim_input *in, struct planned *pl)
+{
+    const struct libra_config *cfg = in->cfg;
+    if (cfg->plan.verify_candidates == 0) {
+        pl->unverified_why = "plan.verify_candidates 0: the analytic optimum";
+        return 0;
+    }
+    if (pl->plan.colocated) {
+        pl->unverified_why = "plan.mode colocated: the simulator verifies async plans only";
+        return 0;
+    }
+    double start = now_s();
+    struct libra_error err = {0};
+    in->workers = workers_new(cc->jobs);
+    int rc = sim_verify(in, &pl->verification, &err);
+    workers_free(in->workers);
+    in->workers = NULL;
+    if (rc != 0) {
+        cli_errorf("plan: verification: %s", err.msg);
+        return rc == LIBRA_EINTERNAL ? LIBRA_EXIT_INTERNAL : LIBRA_EXIT_USAGE;
+    }
+    fprintf(stderr, "libra: plan: verified in %.1f ms\n", 1e3 * (now_s() - start));
+    const struct sim_verified *chosen = NULL;
+    for (int i = 0; i < pl->verification.n_verified; i++)
+        if (pl->verification.verified[i].chosen)
+            chosen = &pl->verification.verified[i];
+    if (!chosen || (chosen->split == 0 && chosen->tp == 0))
+        return 0; /* the analytic optimum */
+    struct libra_config vc;
+    sim_verified_config(cfg, chosen, &vc);
+    pl->analytic = pl->plan;
+    return solve(in, &vc, &pl->plan);
+}
+
+static int run(const struct cli_common *cc, const char *input)
 {
     struct cli_presets p = {0};
     struct libra_config cfg;
-    struct lengths l = {0};
-    struct plan_result r = {0}, het = {0};
+    struct cli_traces ts = {0};
+    struct sim_input in;
+    struct planned pl = {0};
     int rc = cli_common_load(cc, input, &p, &cfg);
-    if (rc == 0 && f->trace)
-        snprintf(cfg.workload.trace, sizeof cfg.workload.trace, "%s", f->trace);
-    if (rc == 0 && f->homogeneous)
-        cfg.plan.homogeneous_rollout = true;
     if (rc == 0)
-        rc = cfg.workload.trace[0] ? lengths_from_trace(cfg.workload.trace, &l)
-                                   : lengths_from_workload(&p, &cfg, &l);
-    struct plan_settings st;
+        rc = cli_sim_input(&p, &ts, &cfg, false, &in);
     if (rc == 0) {
-        plan_settings_from_config(&st, spec_hardware_find(&p.spec, cfg.cluster.hardware), &cfg);
-        rc = solve(&cfg, &p, &st, &l, &r);
+        if (cfg.workload.trace[0])
+            snprintf(pl.source, sizeof pl.source, "trace %s", cfg.workload.trace);
+        else
+            snprintf(pl.source, sizeof pl.source, "workload %s, seed %lld", cfg.workload.name,
+                     (long long)cfg.sim.seed);
+        rc = solve(&in, &cfg, &pl.plan);
     }
-    if (rc == 0 && r.feasible && cfg.plan.homogeneous_rollout) {
+    if (rc == 0 && pl.plan.feasible)
+        rc = verify(cc, &in, &pl);
+    if (rc == 0 && pl.plan.feasible && cfg.plan.homogeneous_rollout) {
         struct libra_config free_cfg = cfg;
         free_cfg.plan.homogeneous_rollout = false;
-        rc = solve(&free_cfg, &p, &st, &l, &het);
+        rc = solve(&in, &free_cfg, &pl.het);
     }
     if (rc == 0) {
         if (cc->json) {
-            json_t *doc = json_output(&cfg, &l, &r, &het);
+            json_t *doc = json_output(&cfg, &pl);
             rc = cli_emit_json(cc, doc);
             json_decref(doc);
         } else {
-            char *text = text_output(&cfg, &l, &r, &het);
+            char *text = text_output(&cfg, &pl);
             rc = cli_write_output(cc->output, text);
             free(text);
         }
     }
-    if (rc == 0 && !r.feasible) {
-        cli_errorf("plan: no feasible plan: %s", plan_why_text(r.why));
+    if (rc == 0 && !pl.plan.feasible) {
+        cli_errorf("plan: no feasible plan: %s", plan_why_text(pl.plan.why));
         rc = LIBRA_EXIT_NEGATIVE;
     }
-    plan_result_free(&r);
-    plan_result_free(&het);
-    lengths_free(&l);
+    planned_free(&pl);
+    cli_traces_free(&ts);
     cli_presets_free(&p);
     return rc;
 }
@@ -388,9 +408,9 @@ int cmd_plan(int argc, char **argv)
 {
     struct cli_common cc;
     cli_common_init(&cc, cli_find("plan"),
-                    CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT, "",
-                    own_options);
-    struct plan_flags f = {0};
+                    CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT |
+                        CLI_FLAGS_JOBS,
+                    "", own_options);
     int c, rc = 0;
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
         if (c == 'h') {
@@ -399,16 +419,20 @@ int cmd_plan(int argc, char **argv)
             return 0;
         }
         if (c == OPT_TRACE)
-            f.trace = optarg;
+            cli_common_set(&cc, "workload.trace", optarg, "--trace");
         else if (c == OPT_HOMOGENEOUS)
-            f.homogeneous = true;
+            cli_common_set(&cc, "plan.homogeneous_rollout", "true", "--homogeneous-rollout");
+        else if (c == OPT_VERIFY)
+            cli_common_set(&cc, "plan.verify_candidates", optarg, "--verify");
+        else if (c == OPT_VERIFY_STEPS)
+            cli_common_set(&cc, "plan.verify_steps", optarg, "--verify-steps");
         else
             rc = LIBRA_EXIT_USAGE; /* '?': the usage error is printed */
     }
     if (rc == 0 && argc - optind > 1)
         rc = cli_usage_error(cc.cmd, "unexpected argument '%s'", argv[optind + 1]);
     if (rc == 0)
-        rc = run(&cc, &f, optind < argc ? argv[optind] : NULL);
+        rc = run(&cc, optind < argc ? argv[optind] : NULL);
     cli_common_free(&cc);
     return rc;
 }

@@ -14,10 +14,9 @@
 #include "cli/cli_config.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "cli/sim_input.h"
 #include "sim/sim.h"
-#include "trace/file.h"
 #include "util/alloc.h"
-#include "util/arena.h"
 #include "util/vec.h"
 #include "util/workers.h"
 
@@ -49,108 +48,6 @@ static const char help[] =
     "                     write a comma inside a value as \\,)\n"
     "  --seeds N          run every cell under N seeds: sim.seed, sim.seed + 1, ...\n"
     "  --seed-list S,...  run every cell under these seeds\n";
-
-/* ---- traces in memory ------------------------------------------------------------------- */
-
-struct loaded_trace {
-    char *path;
-    struct arena arena;
-    VEC(struct trace_traj) trajs;
-    char *workload, *model;
-    struct sim_trace view;
-};
-
-static void copy_traj(struct loaded_trace *lt, const struct trace_traj *t)
-{
-    struct trace_traj c = *t;
-    c.extra = NULL;
-    c.turns = arena_calloc(&lt->arena, t->n_turns, sizeof *c.turns);
-    for (size_t i = 0; i < t->n_turns; i++) {
-        c.turns[i] = t->turns[i];
-        c.turns[i].calls = arena_calloc(&lt->arena, t->turns[i].n_calls, sizeof(*c.turns[i].calls));
-        for (size_t k = 0; k < t->turns[i].n_calls; k++) {
-            c.turns[i].calls[k] = t->turns[i].calls[k];
-            c.turns[i].calls[k].tool = arena_strdup(&lt->arena, t->turns[i].calls[k].tool);
-        }
-    }
-    vec_push(&lt->trajs, c);
-}
-
-static int load_trace(const char *path, struct loaded_trace *lt)
-{
-    struct trace_reader *r;
-    struct libra_error err = {0};
-    const struct trace_header *h;
-    const struct trace_traj *t;
-    lt->path = xstrdup(path);
-    arena_init(&lt->arena, 0);
-    int rc = trace_reader_open(&r, path, &err);
-    if (rc == 0)
-        rc = trace_reader_header(r, &h, &err);
-    if (rc == 0) {
-        lt->workload = xstrdup(h->workload);
-        lt->model = h->model ? xstrdup(h->model) : NULL;
-        while ((rc = trace_reader_next(r, &t, &err)) == 1)
-            copy_traj(lt, t);
-    }
-    trace_reader_close(r);
-    if (rc < 0) {
-        cli_report_error(&err);
-        return rc == LIBRA_EIO ? LIBRA_EXIT_IO : LIBRA_EXIT_USAGE;
-    }
-    lt->view = (struct sim_trace){lt->trajs.v, lt->trajs.n, lt->workload, lt->model};
-    return 0;
-}
-
-static void loaded_trace_free(struct loaded_trace *lt)
-{
-    free(lt->path);
-    arena_free(&lt->arena);
-    vec_free(&lt->trajs);
-    free(lt->workload);
-    free(lt->model);
-}
-
-/* The traces the runs replay, each read once. */
-struct traces {
-    struct loaded_trace *v;
-    size_t n;
-};
-
-/* The trace at path, read on first use. */
-static int trace_for(struct traces *ts, const char *path, const struct sim_trace **out)
-{
-    for (size_t i = 0; i < ts->n; i++)
-        if (strcmp(ts->v[i].path, path) == 0) {
-            *out = &ts->v[i].view;
-            return 0;
-        }
-    ts->v = xreallocarray(ts->v, ts->n + 1, sizeof *ts->v);
-    struct loaded_trace *lt = &ts->v[ts->n++];
-    memset(lt, 0, sizeof *lt);
-    int rc = load_trace(path, lt);
-    *out = &lt->view;
-    return rc;
-}
-
-static void traces_free(struct traces *ts)
-{
-    for (size_t i = 0; i < ts->n; i++)
-        loaded_trace_free(&ts->v[i]);
-    free(ts->v);
-}
-
-/* The simulator's input for cfg, with the presets and trace it names. */
-static int input_for(const struct cli_presets *p, struct traces *ts, const struct libra_config *cfg,
-                     bool perfetto, struct sim_input *in)
-{
-    *in = (struct sim_input){.cfg = cfg,
-                             .hw = spec_hardware_find(&p->spec, cfg->cluster.hardware),
-                             .model = spec_model_find(&p->spec, cfg->model.name),
-                             .workload = workload_preset_find(&p->workloads, cfg->workload.name),
-                             .perfetto = perfetto};
-    return cfg->workload.trace[0] ? trace_for(ts, cfg->workload.trace, &in->trace) : 0;
-}
 
 /* ---- flags ------------------------------------------------------------------------------ */
 
@@ -312,10 +209,10 @@ static void warn_if_short(const struct libra_config *cfg)
 static int run_one(const struct cli_common *cc, const struct sim_flags *f,
                    const struct cli_presets *p, const struct libra_config *cfg)
 {
-    struct traces ts = {0};
+    struct cli_traces ts = {0};
     struct sim_input in;
     struct sim_experiment e = {0};
-    int rc = input_for(p, &ts, cfg, f->perfetto != NULL, &in);
+    int rc = cli_sim_input(p, &ts, cfg, f->perfetto != NULL, &in);
     if (rc == 0) {
         struct watched w = {0};
         in.workers = workers_new(cc->jobs);
@@ -340,7 +237,7 @@ static int run_one(const struct cli_common *cc, const struct sim_flags *f,
     if (rc == 0 && f->perfetto)
         rc = write_perfetto(&e, f->perfetto);
     sim_experiment_free(&e);
-    traces_free(&ts);
+    cli_traces_free(&ts);
     return rc;
 }
 
@@ -349,7 +246,7 @@ static int run_one(const struct cli_common *cc, const struct sim_flags *f,
 /* Resolves every cell's config and input (all before any runs, so a bad value stops the sweep
  * at once). */
 static int build_cells(const struct cli_common *cc, const char *file, const struct cli_presets *p,
-                       struct traces *ts, struct sim_sweep *sw, struct libra_config *cfgs)
+                       struct cli_traces *ts, struct sim_sweep *sw, struct libra_config *cfgs)
 {
     struct spec_config_override *extra = xcalloc(sw->n_keys + 1, sizeof *extra);
     char(*labels)[160] = xcalloc(sw->n_keys + 1, sizeof *labels);
@@ -368,7 +265,7 @@ static int build_cells(const struct cli_common *cc, const char *file, const stru
         extra[sw->n_keys] = (struct spec_config_override){"sim.seed", seed, "--seeds"};
         rc = cli_common_resolve(cc, file, p, extra, sw->n_keys + 1, &cfgs[i]);
         if (rc == 0)
-            rc = input_for(p, ts, &cfgs[i], false, &c->in);
+            rc = cli_sim_input(p, ts, &cfgs[i], false, &c->in);
     }
     free(labels);
     free(extra);
@@ -393,7 +290,7 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, con
     sw.n_cells = sim_sweep_points(&sw) * n_seeds;
     sw.cells = xcalloc(sw.n_cells, sizeof *sw.cells);
     struct libra_config *cfgs = xcalloc(sw.n_cells, sizeof *cfgs);
-    struct traces ts = {0};
+    struct cli_traces ts = {0};
     int rc = build_cells(cc, file, p, &ts, &sw, cfgs);
     if (rc == 0) {
         struct watched w = {.cells = (long long)sw.n_cells};
@@ -419,7 +316,7 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, con
             }
     }
     sim_sweep_free(&sw);
-    traces_free(&ts);
+    cli_traces_free(&ts);
     free(cfgs);
     free(sw.cells);
     free(seeds);

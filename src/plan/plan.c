@@ -164,6 +164,8 @@ int plan_solve(const struct plan_problem *p, struct plan_result *out, struct lib
     out->gpus = p->cfg->cluster.gpus;
     out->gpus_per_node = p->cfg->cluster.gpus_per_node;
     out->sample_n = p->sample.n;
+    for (size_t i = 0; p->tool_s && i < p->sample.n; i++)
+        out->tool_s_mean += (p->tool_s[i] - out->tool_s_mean) / (double)(i + 1);
     struct plan_solver s;
     int rc = solver_init(&s, p, err);
     if (rc == 0) {
@@ -280,10 +282,10 @@ static json_t *placement_json(const struct plan_result *r)
 json_t *plan_result_to_json(const struct plan_result *r)
 {
     json_t *o =
-        json_pack("{s:b, s:s, s:i, s:i, s:{s:I, s:i}, s:o}", "feasible", r->feasible, "mode",
+        json_pack("{s:b, s:s, s:i, s:i, s:{s:I, s:i, s:f}, s:o}", "feasible", r->feasible, "mode",
                   r->colocated ? "colocated" : "async", "gpus", r->gpus, "gpus_per_node",
                   r->gpus_per_node, "sample", "trajectories", (json_int_t)r->sample_n, "batches",
-                  r->batches, "search", stats_json(&r->stats));
+                  r->batches, "tool_s_mean", r->tool_s_mean, "search", stats_json(&r->stats));
     if (!r->feasible) {
         json_object_set_new(o, "why", json_string(plan_why_text(r->why)));
         return o;

@@ -193,7 +193,8 @@ struct plan_result {
     struct plan_gpu *gpu; /* gpus entries, owned; free with plan_result_free */
     struct plan_stats stats;
     size_t sample_n;
-    int batches; /* whole batches in the sample */
+    int batches;        /* whole batches in the sample */
+    double tool_s_mean; /* the sample's tool time per trajectory, seconds (0 without tool_s) */
 };
 
 /*

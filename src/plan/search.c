@@ -569,10 +569,9 @@ static double count_multisets(const struct plan_split *sp)
     return total;
 }
 
-static void split_prepare(struct plan_solver *s, struct plan_split *sp)
+/* Split sp's training layouts under s->train's space: each checked, bounded when it fits. */
+static void split_layouts(struct plan_solver *s, struct plan_split *sp)
 {
-    split_caps(s, sp);
-    sp->multisets = count_multisets(sp);
     sp->n_layouts = plan_train_layouts(&s->train, sp->n_train, sp->layouts);
     sp->lb_train = INFINITY;
     for (size_t i = 0; i < sp->n_layouts; i++) {
@@ -584,6 +583,19 @@ static void split_prepare(struct plan_solver *s, struct plan_split *sp)
         }
         sp->lbound[i] = plan_train_lb(&s->train, &sp->layouts[i]);
         sp->lb_train = fmin(sp->lb_train, sp->lbound[i]);
+    }
+}
+
+static void split_prepare(struct plan_solver *s, struct plan_split *sp)
+{
+    split_caps(s, sp);
+    sp->multisets = count_multisets(sp);
+    split_layouts(s, sp);
+    if (isinf(sp->lb_train) && s->cfg->plan.recompute == SPEC_RECOMPUTE_FALLBACK) {
+        /* plan.recompute fallback: this split's layouts with full activation recompute too */
+        s->train.recompute = true;
+        split_layouts(s, sp);
+        s->train.recompute = false;
     }
     s->stats.train_space += (double)sp->n_layouts;
     s->stats.rollout_space += sp->multisets;
@@ -630,30 +642,6 @@ static void build_splits(struct plan_solver *s)
     for (size_t i = 0; i < s->n_splits; i++)
         split_prepare(s, &s->splits[i]);
     s->stats.splits = (double)s->n_splits;
-}
-
-static bool any_layout_fits(const struct plan_solver *s)
-{
-    for (size_t i = 0; i < s->n_splits; i++)
-        for (size_t k = 0; k < s->splits[i].n_layouts; k++)
-            if (s->splits[i].lwhy[k] == PLAN_WHY_NONE)
-                return true;
-    return false;
-}
-
-/* The splits and their training layouts; with plan.recompute fallback, the layouts with full
- * activation recompute join when no layout of any split fits without it. */
-static void make_splits(struct plan_solver *s)
-{
-    build_splits(s);
-    if (s->cfg->plan.recompute != SPEC_RECOMPUTE_FALLBACK || s->train.recompute ||
-        any_layout_fits(s))
-        return;
-    free(s->splits);
-    s->train.recompute = true;
-    s->why_train = PLAN_WHY_NONE;
-    s->stats.train_space = s->stats.rollout_space = s->stats.space = 0;
-    build_splits(s);
 }
 
 /* ---- async ---------------------------------------------------------------------------------- */
@@ -920,7 +908,7 @@ static bool search_colocated(struct plan_solver *s, const struct plan_split **sp
 bool plan_search(struct plan_solver *s, const struct plan_split **split, size_t *layout,
                  int counts[PLAN_NTP])
 {
-    make_splits(s);
+    build_splits(s);
     bool found = s->colocated ? search_colocated(s, split, layout, counts)
                               : search_async(s, split, layout, counts);
     s->stats.train_pruned = s->stats.train_space - s->stats.train_scored;

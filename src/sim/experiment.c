@@ -47,14 +47,19 @@ void sim_result_free(struct sim_result *r)
     memset(r, 0, sizeof *r);
 }
 
+void sim_mode_result_free(struct sim_mode_result *mr)
+{
+    sim_layout_free(&mr->layout);
+    free(mr->candidates);
+    free(mr->verified);
+    sim_result_free(&mr->run);
+    memset(mr, 0, sizeof *mr);
+}
+
 void sim_experiment_free(struct sim_experiment *e)
 {
-    for (int i = 0; i < e->n; i++) {
-        sim_layout_free(&e->mode[i].layout);
-        free(e->mode[i].candidates);
-        free(e->mode[i].verified);
-        sim_result_free(&e->mode[i].run);
-    }
+    for (int i = 0; i < e->n; i++)
+        sim_mode_result_free(&e->mode[i]);
     memset(e, 0, sizeof *e);
 }
 
@@ -382,7 +387,7 @@ static void run_mode(void *arg, size_t i)
     struct libra_error *err = &ms->err[k];
     bool verify = mr->mode == SIM_LIBRA && cfg->sim.planner && cfg->plan.verify_candidates > 0;
     int rc = mr->mode == SIM_COLOCATED || mr->mode == SIM_ASYNC ? tune(ms->in, mr, err)
-             : verify                                           ? sim_verify_libra(ms->in, mr, err)
+             : verify                                           ? sim_verify(ms->in, mr, err)
                       : sim_layout_make(ms->in, mr->mode, 0, 0, &mr->layout, err);
     struct sim_run_opts o = run_opts(cfg, cfg->rl.steps);
     if (ms->in->perfetto && k == ms->last)

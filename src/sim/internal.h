@@ -453,16 +453,6 @@ void sim_metrics_finish(struct sim *s);
 int sim_layout_plan(const struct sim_input *in, const struct libra_config *plan_cfg,
                     struct sim_layout *out, struct libra_error *err);
 
-/* ---- verify.c ------------------------------------------------------------------------- */
-
-/*
- * libra's layout chosen by simulation (plan.verify_candidates > 0): the planner's candidates
- * simulated for plan.verify_steps on another seed, the best kept in mr->layout, every one in
- * mr->verified. Returns as sim_layout_make (the planner's error when it finds no plan).
- */
-int sim_verify_libra(const struct sim_input *in, struct sim_mode_result *mr,
-                     struct libra_error *err);
-
 /* ---- report.c ------------------------------------------------------------------------- */
 
 /* The fleet of l as "tp1x4,tp8x2" (truncated to size). */

@@ -43,15 +43,18 @@ static void sample_add(struct sample *sm, const struct workload_length *w)
     vec_push(&sm->tool_s, w->tool_s);
 }
 
-/* The planner's length sample (workload_sample_size) of the source in launch order. */
+/* The planner's length sample (workload_sample_size; a trace's first whole batches when it
+ * holds fewer) of the source in launch order. */
 static void sample_build(const struct sim_input *in, struct sample *sm)
 {
     const struct libra_config *cfg = in->cfg;
     size_t batch = (size_t)cfg->rl.batch_trajectories, samples = (size_t)cfg->rl.samples;
     size_t n = workload_sample_size(batch);
+    size_t usable = in->trace ? in->trace->n / samples * samples : 0; /* > 0: sim_input_check */
+    if (in->trace && usable < n) /* whole batches of the trace; one, cycled, when it holds less */
+        n = usable < batch ? batch : usable / batch * batch;
     struct workload_length *w = xmallocarray(n, sizeof *w);
     if (in->trace) {
-        size_t usable = in->trace->n / samples * samples; /* > 0: sim_input_check */
         for (size_t i = 0; i < n; i++)
             workload_traj_length(&in->trace->trajs[i % usable], &w[i]);
     } else {
@@ -307,23 +310,33 @@ static void plan_instances(const struct plan_result *r, struct sim_layout *l)
     }
 }
 
-/* libra's layout as the planner plans it under plan_cfg's plan section. */
+/* The planner on sample sm under plan_cfg's plan section, in its plan.mode. */
+static int solve(const struct sim_input *in, const struct libra_config *plan_cfg,
+                 const struct sample *sm, bool (*should_stop)(void *), void *stop_arg,
+                 struct plan_result *r, struct libra_error *err)
+{
+    struct plan_settings st;
+    plan_settings_from_config(&st, in->hw, in->cfg);
+    struct plan_problem p = {.cfg = plan_cfg,
+                             .hw = in->hw,
+                             .model = in->model,
+                             .settings = &st,
+                             .sample = sample_view(sm),
+                             .tool_s = sm->tool_s.v,
+                             .should_stop = should_stop,
+                             .stop_arg = stop_arg};
+    return plan_solve(&p, r, err);
+}
+
+/* libra's layout as the planner plans it (async) under plan_cfg's plan section. */
 static int make_libra_planned(const struct sim_input *in, const struct libra_config *plan_cfg,
                               const struct sample *sm, struct sim_layout *l,
                               struct libra_error *err)
 {
     struct libra_config cfg = *plan_cfg;
     cfg.plan.mode = SPEC_PLAN_ASYNC;
-    struct plan_settings st;
-    plan_settings_from_config(&st, in->hw, in->cfg);
-    struct plan_problem p = {.cfg = &cfg,
-                             .hw = in->hw,
-                             .model = in->model,
-                             .settings = &st,
-                             .sample = sample_view(sm),
-                             .tool_s = sm->tool_s.v};
     struct plan_result r;
-    int rc = plan_solve(&p, &r, err);
+    int rc = solve(in, &cfg, sm, NULL, NULL, &r, err);
     if (rc == 0 && !r.feasible) {
         error_set(err, NULL, 0, 0, "the planner finds no feasible plan: %s", plan_why_text(r.why));
         rc = LIBRA_EINFEAS;
@@ -419,6 +432,20 @@ int sim_layout_plan(const struct sim_input *in, const struct libra_config *plan_
     int rc = make_libra_planned(in, plan_cfg, &sm, out, err);
     if (rc == 0)
         rc = router_policy(in, out, err);
+    sample_free(&sm);
+    return rc;
+}
+
+int sim_plan(const struct sim_input *in, const struct libra_config *plan_cfg,
+             bool (*should_stop)(void *), void *stop_arg, struct plan_result *r,
+             struct libra_error *err)
+{
+    memset(r, 0, sizeof *r);
+    if (sim_input_check(in, err) != 0)
+        return LIBRA_EINVAL;
+    struct sample sm = {0};
+    sample_build(in, &sm);
+    int rc = solve(in, plan_cfg, &sm, should_stop, stop_arg, r, err);
     sample_free(&sm);
     return rc;
 }

@@ -132,15 +132,16 @@ static json_t *run_json(const struct sim_result *r)
     return o;
 }
 
-static json_t *verification_json(const struct sim_mode_result *mr)
+json_t *sim_verification_to_json(const struct sim_mode_result *mr)
 {
     json_t *c = json_array();
     for (int i = 0; i < mr->n_verified; i++) {
         const struct sim_verified *v = &mr->verified[i];
-        json_array_append_new(
-            c, json_pack("{s:s,s:i,s:s,s:o,s:o,s:b}", "origin", v->origin, "train_gpus", v->n_train,
-                         "instances", v->instances, "predicted_step_s", ujson_real(v->pred_step_s),
-                         "trained_tokens_per_s", ujson_real(v->tokens_per_s), "chosen", v->chosen));
+        json_array_append_new(c, json_pack("{s:s,s:i,s:i,s:i,s:s,s:o,s:o,s:b}", "origin", v->origin,
+                                           "split", v->split, "tp", v->tp, "train_gpus", v->n_train,
+                                           "instances", v->instances, "predicted_step_s",
+                                           ujson_real(v->pred_step_s), "trained_tokens_per_s",
+                                           ujson_real(v->tokens_per_s), "chosen", v->chosen));
     }
     return json_pack("{s:i,s:I,s:o}", "steps", mr->verify_steps, "seed",
                      (json_int_t)mr->verify_seed, "candidates", c);
@@ -157,7 +158,7 @@ static json_t *planner_json(const struct sim_mode_result *mr)
         "simulated", "step_s", ujson_real(mr->run.mean_step_s), "train_s",
         ujson_real(mr->run.mean_train_s), "rollout_s", ujson_real(mr->run.mean_rollout_s));
     if (mr->n_verified)
-        json_object_set_new(o, "verification", verification_json(mr));
+        json_object_set_new(o, "verification", sim_verification_to_json(mr));
     return o;
 }
 

@@ -216,6 +216,18 @@ int sim_run(const struct sim_input *in, const struct sim_layout *l, const struct
 int sim_layout_make(const struct sim_input *in, enum sim_mode m, int n_train, int tp,
                     struct sim_layout *out, struct libra_error *err);
 
+/*
+ * The planner on in's length sample — the one libra's mode plans on: workload_sample_size
+ * trajectories from the preset's generator at sim.seed, or the trace's first ones in file
+ * order (as many whole batches as it holds up to that size; one batch, cycled, when it holds
+ * less) — under the plan section of plan_cfg (in->cfg otherwise),
+ * in its plan.mode. should_stop and stop_arg as plan_problem's (may be NULL). Returns 0 with *r
+ * as plan_solve gives it (free it with plan_result_free), or LIBRA_EINVAL with err.
+ */
+int sim_plan(const struct sim_input *in, const struct libra_config *plan_cfg,
+             bool (*should_stop)(void *), void *stop_arg, struct plan_result *r,
+             struct libra_error *err);
+
 /* ---- experiments ---------------------------------------------------------------------- */
 
 /* One candidate of a tuning sweep. */
@@ -224,10 +236,11 @@ struct sim_candidate {
     double tokens_per_s; /* NAN when it could not run */
 };
 
-/* One mode of an experiment: how its layout was chosen and what it did. */
 /* One of the planner's candidates that libra's verification simulated. */
 struct sim_verified {
-    char origin[32];     /* which search proposed it: "optimum", "homogeneous", "split 24", ... */
+    char origin[32];     /* which search proposed it: "optimum", "best at 16", "all TP2 at 16" */
+    int split;           /* the training GPUs it was pinned to; 0: the planner's choice */
+    int tp;              /* the TP size of every instance it was pinned to; 0: free */
     int n_train;         /* GPUs training */
     char instances[64];  /* the fleet, "tp1x4,tp8x2" */
     double pred_step_s;  /* the planner's analytic step */
@@ -235,6 +248,7 @@ struct sim_verified {
     bool chosen;
 };
 
+/* One mode of an experiment: how its layout was chosen and what it did. */
 struct sim_mode_result {
     enum sim_mode mode;
     struct sim_layout layout;
@@ -264,6 +278,28 @@ int sim_experiment_run(const struct sim_input *in, struct sim_experiment *out,
                        struct libra_error *err);
 
 void sim_experiment_free(struct sim_experiment *e);
+
+/* Releases what mr owns; a zeroed mr is fine. */
+void sim_mode_result_free(struct sim_mode_result *mr);
+
+/*
+ * libra's layout chosen by simulation (plan.verify_candidates > 0, async): the planner
+ * proposes — its optimum, and at the optimum's split and the nearest splits its best
+ * heterogeneous fleet and its best fleet of each single TP size — and the
+ * plan.verify_candidates best by analytic step run plan.verify_steps steps on a seed derived
+ * from sim.seed; the highest trained tokens/s wins. Fills mr->layout (origin "verified") and
+ * mr->verified (every candidate, by analytic rank). Returns as sim_layout_make (the planner's
+ * error when it finds no plan).
+ */
+int sim_verify(const struct sim_input *in, struct sim_mode_result *mr, struct libra_error *err);
+
+/* mr's verification: {steps, seed, candidates: [{origin, split, tp, train_gpus, instances,
+ * predicted_step_s, trained_tokens_per_s, chosen}]} by analytic rank. */
+json_t *sim_verification_to_json(const struct sim_mode_result *mr);
+
+/* The config under which the planner proposed v: cfg with v's split and fleet pinned. */
+void sim_verified_config(const struct libra_config *cfg, const struct sim_verified *v,
+                         struct libra_config *out);
 
 /* ---- sweeps ----------------------------------------------------------------------------- */
 

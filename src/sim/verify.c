@@ -30,6 +30,7 @@
 struct candidate {
     struct sim_layout layout;
     char origin[32];
+    int split, tp;   /* what it was pinned to (struct sim_verified) */
     size_t proposed; /* order of proposal: breaks ties of the analytic objective */
     double tokens_per_s;
 };
@@ -47,12 +48,14 @@ static bool same_training(const struct plan_train_layout *a, const struct plan_t
            a->budget_tokens == b->budget_tokens && a->recompute == b->recompute;
 }
 
-/* Adds the planner's plan under plan_cfg unless it fails or repeats one already there. */
-static void propose(const struct sim_input *in, const struct libra_config *plan_cfg,
-                    const char *origin, struct candidate *c, size_t *n)
+/* Adds the planner's plan at split (0: free) with every instance of TP tp (0: free) unless it
+ * fails or repeats one already there. */
+static void propose(const struct sim_input *in, int split, int tp, struct candidate *c, size_t *n)
 {
-    struct candidate x = {.tokens_per_s = NAN};
-    if (sim_layout_plan(in, plan_cfg, &x.layout, NULL) != 0) {
+    struct candidate x = {.split = split, .tp = tp, .tokens_per_s = NAN};
+    struct libra_config cfg;
+    sim_verified_config(in->cfg, &(struct sim_verified){.split = split, .tp = tp}, &cfg);
+    if (sim_layout_plan(in, &cfg, &x.layout, NULL) != 0) {
         sim_layout_free(&x.layout);
         return;
     }
@@ -66,7 +69,13 @@ static void propose(const struct sim_input *in, const struct libra_config *plan_
             return;
         }
     }
-    snprintf(x.origin, sizeof x.origin, "%s", origin);
+    char where[24] = "";
+    if (split)
+        snprintf(where, sizeof where, " at %d", split);
+    if (tp)
+        snprintf(x.origin, sizeof x.origin, "all TP%d%s", tp, where);
+    else
+        snprintf(x.origin, sizeof x.origin, "%s%s", split ? "best" : "optimum", where);
     x.proposed = *n;
     c[(*n)++] = x;
 }
@@ -98,28 +107,13 @@ static int by_prediction(const void *a, const void *b)
  * when the fleet is free, the best of one TP size for each size that fits a node. */
 static void propose_at(const struct sim_input *in, int n, struct candidate *c, size_t *k)
 {
-    struct libra_config cfg = *in->cfg;
-    char where[24] = "", origin[32];
-    if (n > 0) {
-        cfg.plan.min_train_gpus = n;
-        cfg.plan.min_rollout_gpus = in->cfg->cluster.gpus - n;
-        snprintf(where, sizeof where, " at %d", n);
-    }
-    snprintf(origin, sizeof origin, "%s%s", n ? "best" : "optimum", where);
-    propose(in, &cfg, origin, c, k);
+    propose(in, n, 0, c, k);
     if (in->cfg->plan.tp_pattern[0])
         return; /* the fleet is pinned */
     int gpn = in->cfg->cluster.gpus_per_node;
-    for (int tp = 1; tp <= 8 && tp <= gpn; tp *= 2) {
-        if (gpn % tp)
-            continue;
-        size_t used = 0;
-        for (int i = 0; i < gpn / tp; i++) /* every node: gpn/tp instances of TP tp */
-            used += (size_t)snprintf(cfg.plan.tp_pattern + used, sizeof cfg.plan.tp_pattern - used,
-                                     "%s%d", i ? "," : "", tp);
-        snprintf(origin, sizeof origin, "all TP%d%s", tp, where);
-        propose(in, &cfg, origin, c, k);
-    }
+    for (int tp = 1; tp <= 8 && tp <= gpn; tp *= 2)
+        if (gpn % tp == 0)
+            propose(in, n, tp, c, k);
 }
 
 /* The planner's candidates, best analytic objective first (ties: the order proposed). */
@@ -156,8 +150,25 @@ static void simulate(void *arg, size_t i)
     sim_result_free(&r);
 }
 
-int sim_verify_libra(const struct sim_input *in, struct sim_mode_result *mr,
-                     struct libra_error *err)
+void sim_verified_config(const struct libra_config *cfg, const struct sim_verified *v,
+                         struct libra_config *out)
+{
+    *out = *cfg;
+    if (v->split > 0) {
+        out->plan.min_train_gpus = v->split;
+        out->plan.min_rollout_gpus = cfg->cluster.gpus - v->split;
+    }
+    if (v->tp > 0) {
+        int gpn = cfg->cluster.gpus_per_node;
+        size_t used = 0;
+        for (int i = 0; i < gpn / v->tp; i++) /* every node: gpn/tp instances of TP tp */
+            used +=
+                (size_t)snprintf(out->plan.tp_pattern + used, sizeof out->plan.tp_pattern - used,
+                                 "%s%d", i ? "," : "", v->tp);
+    }
+}
+
+int sim_verify(const struct sim_input *in, struct sim_mode_result *mr, struct libra_error *err)
 {
     const struct libra_config *cfg = in->cfg;
     size_t max = (size_t)cfg->plan.verify_candidates;
@@ -191,6 +202,8 @@ int sim_verify_libra(const struct sim_input *in, struct sim_mode_result *mr,
     for (size_t i = 0; i < n; i++) {
         struct sim_verified *out = &mr->verified[i];
         snprintf(out->origin, sizeof out->origin, "%s", c[i].origin);
+        out->split = c[i].split;
+        out->tp = c[i].tp;
         out->n_train = c[i].layout.n_train;
         sim_fleet_text(&c[i].layout, out->instances, sizeof out->instances);
         out->pred_step_s = c[i].layout.pred_step_s;

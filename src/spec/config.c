@@ -131,15 +131,16 @@ static const struct spec_field fields[] = {
          "keep GRPO groups whole per DP replica (needed only for rank-local advantages)"),
     BOOL(plan.homogeneous_rollout, 0, "use one TP size for every rollout instance"),
     INT(plan.verify_candidates, "", 16, 0, 64, NULL,
-        "libra sim: the planner's candidates (its best plans at the splits nearest its optimum, "
-        "heterogeneous and of each single TP size) simulated before libra's layout is chosen, "
-        "the best analytic ones; 0: the analytic plan alone"),
+        "async plans (libra plan, libra sim's libra mode): the planner's candidates (its best "
+        "plans at and near its optimum's split, heterogeneous and of each single TP size) "
+        "simulated to choose the plan, the best analytic ones (libra plan --verify); 0: the "
+        "analytic optimum alone"),
     INT(plan.verify_steps, "steps", 10, 1, 1000, NULL,
-        "steps each verified candidate is simulated for (on a seed other than the length "
-        "sample's)"),
+        "steps each verified candidate is simulated for, on a seed other than the length "
+        "sample's (libra plan --verify-steps)"),
     ENUM(plan.recompute, recompute_names, SPEC_RECOMPUTE_FALLBACK,
-         "full activation recompute in training layouts: off, fallback (only where no layout "
-         "fits the GPUs without it) or search (always a candidate)"),
+         "full activation recompute in training layouts: off, fallback (for each split, only "
+         "when no layout of its GPUs fits without it) or search (always a candidate)"),
     INT(plan.min_tp_sizes, "", 1, 1, 4, NULL, "fewest distinct rollout TP sizes in a plan"),
     STR(plan.tp_pattern, "", NULL,
         "TP sizes of the instances on every rollout node, e.g. \"1,1,2,4\", summing to "

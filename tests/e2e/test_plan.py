@@ -28,14 +28,16 @@ def test_default_plan_is_feasible_and_printed():
     out = r.stdout
     assert out.startswith("48 × a800-80g (8 per node), qwen3-14b, async, batch 32")
     for needle in ("step time", "training ", "rollout ", "buckets ", "nodes (GPU: role)",
-                   "optimality gap 0 % (proven optimal)"):
+                   "verification: the 16 best candidates by analytic step, each simulated for 10",
+                   "optimality gap 0 % of the analytic step (proven optimal)"):
         assert needle in out, needle
     assert re.search(r"libra: plan: searched in [0-9.]+ ms", r.stderr)
+    assert re.search(r"libra: plan: verified in [0-9.]+ ms", r.stderr)
 
 
 def test_gap_tolerance_states_its_bound():
-    _, exact = plan_json("--gpus", "128")
-    r, tol = plan_json("--gpus", "128", "--gap-tolerance", "0.02")
+    _, exact = plan_json("--gpus", "128", "--verify", "0")
+    r, tol = plan_json("--gpus", "128", "--gap-tolerance", "0.02", "--verify", "0")
     assert r.returncode == 0
     bound = 1 - 1 / 1.02
     assert abs(tol["search"]["gap"] - bound) < 1e-12 and not tol["search"]["stopped"]
@@ -78,7 +80,7 @@ def test_plan_and_sim_plan_on_one_sample():
     """libra plan and libra sim's libra mode plan on the same length sample (the fewest whole
     batches holding 256 trajectories, at most 8), so they predict the same step."""
     for batch, batches in (("16", 8), ("64", 4), ("512", 1)):
-        _, doc = plan_json("--batch", batch)
+        _, doc = plan_json("--batch", batch, "--verify", "0")
         assert doc["sample"]["batches"] == batches
         sim = run("sim", "--batch", batch, "--set", "sim.modes=libra", "--steps", "1", "--json",
                   "--set", "plan.verify_candidates=0")
@@ -89,8 +91,8 @@ def test_plan_and_sim_plan_on_one_sample():
 
 def test_activation_recompute_when_nothing_fits_without():
     """Qwen3-32B with R2E-Gym's 32 K sequences fits 64 H100 only with full activation recompute:
-    plan.recompute fallback (the default) searches it then and says so; off refuses the job;
-    libra cost gives the chosen layout the same memory."""
+    plan.recompute fallback (the default) searches it for each split where nothing fits without
+    it and says so; off refuses the job; libra cost gives the chosen layout the same memory."""
     args = ["--gpus", "64", "--hardware", "h100-sxm", "--model", "qwen3-32b"]
     r, doc = plan_json(*args)
     assert r.returncode == 0 and doc["feasible"]
@@ -107,8 +109,15 @@ def test_activation_recompute_when_nothing_fits_without():
     assert cost.returncode == 0, cost.stderr
     memory = json.loads(cost.stdout)["training"]["memory"]["total_bytes"]
     assert memory == train["memory_per_gpu"]["total_bytes"]
-    _, default = plan_json()
-    assert default["train"]["recompute"] is False  # nothing forces it on the default job
+    # each split decides alone: on the default job 16 GPUs fit without recompute, 24 do not
+    for split, recompute in ((16, False), (24, True)):
+        _, pinned = plan_json("--verify", "0", "--set", f"plan.min_train_gpus={split}",
+                              "--set", f"plan.min_rollout_gpus={48 - split}")
+        assert pinned["train"]["gpus"] == split and pinned["train"]["recompute"] is recompute
+        off, _ = plan_json("--verify", "0", "--set", f"plan.min_train_gpus={split}",
+                           "--set", f"plan.min_rollout_gpus={48 - split}",
+                           "--set", "plan.recompute=off")
+        assert off.returncode == (0 if split == 16 else 1)
 
 
 def test_same_input_same_output():
@@ -160,5 +169,53 @@ def test_trace_as_length_sample(tmp_path):
     r = run("plan", "--trace", str(trace))
     assert r.returncode == 0, r.stderr
     assert f"length sample: trace {trace}, 128 trajectories (4 batches)" in r.stdout
+    r = run("trace", "gen", "r2e-gym", "--steps", "12", "--batch", "32", "-o", str(trace))
+    assert r.returncode == 0, r.stderr
+    r = run("plan", "--trace", str(trace))
+    assert f"length sample: trace {trace}, 256 trajectories (8 batches)" in r.stdout
     r = run("plan", "--trace", str(tmp_path / "missing.jsonl"))
     assert r.returncode == 3
+
+
+def fleet_text(instances):
+    return ",".join(f"{k}x{v}" for k, v in sorted(instances.items(), key=lambda kv: int(kv[0][2:]))
+                    if v)
+
+
+def test_verification_chooses_as_libra_sim_does():
+    """libra plan verifies the planner's candidates exactly as libra sim's libra mode does (the
+    same candidates, figures and choice), prints both figures for each, and plans the winner."""
+    r, doc = plan_json("--verify", "6", "--verify-steps", "4")
+    assert r.returncode == 0, r.stderr
+    v = doc["verification"]
+    assert v["steps"] == 4 and len(v["candidates"]) == 6
+    sim = run("sim", "--set", "sim.modes=libra", "--steps", "1", "--json",
+              "--set", "plan.verify_candidates=6", "--set", "plan.verify_steps=4")
+    assert sim.returncode == 0, sim.stderr
+    assert json.loads(sim.stdout)["modes"]["libra"]["planner"]["verification"] == v
+    chosen = [c for c in v["candidates"] if c["chosen"]]
+    assert len(chosen) == 1
+    best = max(c["trained_tokens_per_s"] for c in v["candidates"])
+    assert chosen[0]["trained_tokens_per_s"] == best
+    assert doc["train"]["gpus"] == chosen[0]["train_gpus"]
+    assert fleet_text(doc["rollout"]["instances"]) == chosen[0]["instances"]
+    assert abs(doc["objective"]["step_s"] - chosen[0]["predicted_step_s"]) < 1e-9
+    text = run("plan", "--verify", "6", "--verify-steps", "4").stdout
+    assert "verification: the 6 best candidates by analytic step, each simulated for 4 steps" in text
+    assert text.count("\n* ") == 1
+
+
+def test_verify_0_is_the_analytic_optimum():
+    r, doc = plan_json("--verify", "0")
+    assert r.returncode == 0
+    assert doc["verification"] == {"none": "plan.verify_candidates 0: the analytic optimum"}
+    _, verified = plan_json()
+    optimum = [c for c in verified["verification"]["candidates"] if c["origin"] == "optimum"][0]
+    assert doc["objective"]["step_s"] == optimum["predicted_step_s"]
+    assert doc["train"]["gpus"] == optimum["train_gpus"]
+    assert "verification: none (plan.verify_candidates 0" in run("plan", "--verify", "0").stdout
+    colocated = run("plan", "--mode", "colocated", "--gpus", "16").stdout
+    assert "verification: none (plan.mode colocated: the simulator verifies async plans" in colocated
+    for flag, value in (("--verify", "-1"), ("--verify-steps", "0"), ("--verify", "x")):
+        bad = run("plan", flag, value)
+        assert bad.returncode == 2 and flag in bad.stderr and bad.stdout == "", (flag, bad.stderr)

@@ -266,18 +266,17 @@ static inline void brute_solve(const struct brute_case *bc, struct brute_best *b
                 N - n >= pc->min_rollout_gpus)
                 splits[n_splits++] = n;
     }
-    /* plan.recompute fallback: recompute joins when no layout of any split fits without it */
-    bool fits = false;
-    for (int i = 0; i < n_splits && !fits && pc->recompute == SPEC_RECOMPUTE_FALLBACK; i++) {
+    for (int i = 0; i < n_splits; i++) {
+        /* plan.recompute fallback: a split's layouts with recompute when none fits without */
+        bool fits = pc->recompute != SPEC_RECOMPUTE_FALLBACK;
+        train.recompute = false;
         struct plan_train_layout ls[PLAN_LAYOUTS_MAX];
-        size_t k = plan_train_layouts(&train, splits[i], ls);
+        size_t k = fits ? 0 : plan_train_layouts(&train, splits[i], ls);
         for (size_t j = 0; j < k && !fits; j++)
             fits = plan_train_check(&train, &ls[j], NULL) == PLAN_WHY_NONE;
-    }
-    if (pc->recompute == SPEC_RECOMPUTE_FALLBACK && !fits)
-        train.recompute = true;
-    for (int i = 0; i < n_splits; i++)
+        train.recompute = !fits || pc->recompute == SPEC_RECOMPUTE_SEARCH;
         brute_split(bc, &roll, &train, splits[i], colocated, best);
+    }
     plan_roll_free(&roll);
     plan_train_free(&train);
 }
