@@ -9,7 +9,8 @@
  * One operation is one plan_solve (tables, search and result; the settings' cost-model fits
  * and the sample are built in setup). After the timed figures the program prints, for each
  * size, the search statistics of that plan as figures of their own (space, candidates
- * scored, pruned, gap), with no timing.
+ * scored, pruned, gap), with no timing. Command figures time the whole `libra plan` process on
+ * the built-in default, with the verification by simulation (target: at most 1 s) and without.
  */
 #include <math.h>
 #include <stdio.h>
@@ -69,7 +70,8 @@ static struct plan_state *setup_case(const struct bench_case *bc)
     plan_settings_default(&s->settings, hw);
     struct workload_length *l = xmallocarray(bc->sample, sizeof *l);
     const struct workload_preset *r2e = workload_preset_find(&wp, "r2e-gym");
-    workload_lengths(r2e, 1, (size_t)r2e->batch_trajectories, (size_t)r2e->samples, bc->sample, l);
+    size_t b = (size_t)r2e->batch_trajectories; /* one step per batch: the run's first batches */
+    workload_lengths(r2e, 1, b, (size_t)r2e->samples, (bc->sample + b - 1) / b, bc->sample, l);
     s->prompt = xmallocarray(bc->sample, sizeof *s->prompt);
     s->gen = xmallocarray(bc->sample, sizeof *s->gen);
     s->tool = xmallocarray(bc->sample, sizeof *s->tool);
@@ -211,7 +213,23 @@ int main(int argc, char **argv)
         {"plan_4096_tol", INPUT(4096, 21840, 2728) " with plan.gap_tolerance 0.005 (exact: 0)",
          BENCH_NS_PER_OP, 1, 1, setup_4096_tol, plan_run, plan_teardown},
     };
-    int rc = bench_main(argc, argv, figures, sizeof figures / sizeof figures[0]);
+    static const char *const verified[] = {LIBRA_BIN, "plan", NULL};
+    static const char *const analytic[] = {LIBRA_BIN, "plan", "--verify", "0", NULL};
+    static const char *const verified_smoke[] = {LIBRA_BIN,        "plan", "--verify", "2",
+                                                 "--verify-steps", "2",    NULL};
+    static const struct bench_command commands[] = {
+        {"plan_command_verified",
+         "libra plan (the built-in default: 48 x A800, Qwen3-14B, r2e-gym seed 1, batch 32; 16 "
+         "candidates verified for 10 steps each, default --jobs: every core); op = the whole "
+         "command",
+         verified, verified_smoke, NULL, NULL},
+        {"plan_command_analytic",
+         "libra plan --verify 0 (the built-in default, the analytic optimum alone); op = the "
+         "whole command",
+         analytic, analytic, NULL, NULL},
+    };
+    int rc = bench_main_commands(argc, argv, figures, sizeof figures / sizeof figures[0], commands,
+                                 sizeof commands / sizeof commands[0]);
     bool stats = rc == 0, smoke = false;
     for (int i = 1; i < argc; i++) {
         stats = stats && strcmp(argv[i], "--callgrind-child") != 0 &&

@@ -124,6 +124,23 @@ static void print_train(FILE *out, const struct plan_result *r)
             r->train_mem.capacity_bytes / 1e9);
 }
 
+/* The async step's terms (docs/planner.md §2.4). */
+static void print_async(FILE *out, const struct plan_result *r)
+{
+    const struct plan_async_parts *a = &r->async;
+    fprintf(out,
+            "  terms     train side %.2f s (T_train + %.2f s of weight updates); fixed point "
+            "%.2f s\n"
+            "            fleet %.2f s (work %.2f s at the concurrency limit, Little %.2f s, and "
+            "the update every %d steps)\n"
+            "            span %.2f s (an admission of %d batches through the trainer, and the "
+            "update, over a window of %d steps; its slowest trajectory %.2f s)\n"
+            "            update %.2f s (save and transfer %.2f, drain %.2f, re-prefill %.2f)\n",
+            r->train_s + a->update_train_s, a->update_train_s, a->fixed_point_s, a->fleet_s,
+            a->work_s, a->little_s, a->interval, a->span_s, a->interval, a->window, a->tail_s,
+            a->update_s, a->update_s - a->drain_s - a->reprefill_s, a->drain_s, a->reprefill_s);
+}
+
 static void print_rollout(FILE *out, const struct plan_result *r)
 {
     fprintf(out, "  rollout   %4d GPUs  ", r->n_rollout);
@@ -134,9 +151,9 @@ static void print_rollout(FILE *out, const struct plan_result *r)
                 r->switch_s);
     else
         fprintf(out,
-                "            T_rollout %.2f s (B / R_eff), %.3f trajectories/s at the "
-                "concurrency limit, %.1f %% predicted stale\n",
-                r->rollout_s, r->rate_traj_per_s, 100.0 * r->f_stale);
+                "            rollout side %.2f s per step, %.3f trajectories/s at the "
+                "concurrency limit\n",
+                r->rollout_s, r->rate_traj_per_s);
     char text[SPEC_BUCKET_TEXT_MAX];
     spec_bucket_format(&r->layout, text, sizeof text);
     fprintf(out, "  buckets   %s\n", text);
@@ -261,10 +278,13 @@ static char *text_output(const struct libra_config *cfg, const struct planned *p
     if (!r->feasible) {
         fprintf(out, "no feasible plan: %s\n", plan_why_text(r->why));
     } else {
-        fprintf(out, "step time %.2f s predicted (%s)\n", r->step_s,
-                r->colocated     ? "rollout + training + switch"
-                : r->train_bound ? "training-bound"
-                                 : "rollout-bound");
+        if (r->colocated) {
+            fprintf(out, "step time %.2f s predicted (rollout + training + switch)\n", r->step_s);
+        } else {
+            fprintf(out, "step time %.2f s predicted, bound by the %s\n", r->step_s,
+                    plan_async_bound(r));
+            print_async(out, r);
+        }
         print_train(out, r);
         print_rollout(out, r);
         if (het->feasible)
@@ -373,7 +393,7 @@ static int run(const struct cli_common *cc, const char *input)
             snprintf(pl.source, sizeof pl.source, "trace %s", cfg.workload.trace);
         else
             snprintf(pl.source, sizeof pl.source, "workload %s, seed %lld", cfg.workload.name,
-                     (long long)cfg.sim.seed);
+                     (long long)sim_sample_seed(&cfg));
         rc = solve(&in, &cfg, &pl.plan);
     }
     if (rc == 0 && pl.plan.feasible)

@@ -56,6 +56,29 @@ double cost_broadcast_s(const struct cost_lifecycle_params *lp, const struct cos
     return ceil(bytes / lp->bucket_bytes) * lp->bucket_overhead_s + bytes / bw;
 }
 
+void cost_weight_update(const struct cost_lifecycle_params *lp, const struct cost_shape *s,
+                        const struct spec_hardware *hw, enum spec_transport tr, bool cross_node,
+                        struct cost_weight_update *out)
+{
+    *out = (struct cost_weight_update){0};
+    switch (tr) {
+    case SPEC_TRANSPORT_NCCL:
+        out->transfer_s = cost_broadcast_s(lp, s, hw, cross_node);
+        out->trainer_transfers = true;
+        break;
+    case SPEC_TRANSPORT_DISK_RELOAD:
+        out->save_s = weight_bytes(lp, s) / lp->disk_bw_bytes_per_s;
+        out->transfer_s = cost_disk_reload_s(lp, s);
+        break;
+    case SPEC_TRANSPORT_DISK_RESTART:
+        out->save_s = weight_bytes(lp, s) / lp->disk_bw_bytes_per_s;
+        out->transfer_s = cost_cold_start_s(lp, s);
+        break;
+    case SPEC_TRANSPORT_RESHARD:
+        break;
+    }
+}
+
 double cost_reshard_s(const struct cost_lifecycle_params *lp, const struct cost_shape *s,
                       const struct spec_hardware *hw, int train_shard_gpus, int rollout_tp,
                       bool cross_node)

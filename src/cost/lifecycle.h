@@ -15,6 +15,7 @@
 
 #include "cost/rollout.h"
 #include "cost/shape.h"
+#include "spec/config.h"
 #include "spec/preset.h"
 
 struct cost_lifecycle_params {
@@ -61,6 +62,19 @@ double cost_group_rebuild_s(const struct cost_lifecycle_params *lp, int world_si
  */
 double cost_broadcast_s(const struct cost_lifecycle_params *lp, const struct cost_shape *s,
                         const struct spec_hardware *hw, bool cross_node);
+
+/* One weight update of a disaggregated job, by rl.transport (sim/sync.c runs it in this order). */
+struct cost_weight_update {
+    double save_s;          /* the trainer writes a checkpoint (disk transports), busy */
+    double transfer_s;      /* the weights reach the fleet: broadcast, reload or restart */
+    bool trainer_transfers; /* the trainer takes part in the transfer (NCCL broadcast) */
+};
+
+/* The update by transport tr (NCCL, disk reload, disk restart; reshard is colocated-only and
+ * costs nothing here); cross_node as cost_broadcast_s. */
+void cost_weight_update(const struct cost_lifecycle_params *lp, const struct cost_shape *s,
+                        const struct spec_hardware *hw, enum spec_transport tr, bool cross_node,
+                        struct cost_weight_update *out);
 
 /*
  * Seconds to turn training weights sharded over train_shard_gpus GPUs into a rollout layout of

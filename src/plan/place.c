@@ -113,6 +113,28 @@ static void place(const struct plan_solver *s, const struct plan_split *sp,
     free(start);
 }
 
+/* The async terms of score sc (its span charges the split's least train side, as the search
+ * scored it). */
+static void async_parts(const struct plan_solver *s, const struct plan_roll_score *sc,
+                        struct plan_async_parts *a)
+{
+    const struct plan_roll_job *j = &s->roll.job;
+    *a = (struct plan_async_parts){
+        .update_train_s = j->train_add_s,
+        .fixed_point_s = sc->fixed_s,
+        .work_s = sc->work_s,
+        .little_s = sc->little_s,
+        .tail_s = sc->tail_s,
+        .update_s = sc->update_s,
+        .drain_s = sc->drain_s,
+        .reprefill_s = sc->reprefill_s,
+        .fleet_s = sc->fleet_s,
+        .span_s = sc->span_s,
+        .interval = j->interval,
+        .window = j->k1,
+    };
+}
+
 void plan_build_result(struct plan_solver *s, const struct plan_split *sp, size_t layout,
                        const int counts[PLAN_NTP], struct plan_result *out)
 {
@@ -124,6 +146,8 @@ void plan_build_result(struct plan_solver *s, const struct plan_split *sp, size_
     out->train_s = plan_train_time(&s->train, l, &out->train_step);
     plan_train_check(&s->train, l, &out->train_mem);
     const struct plan_roll_score *sc = plan_memo_score(s, sp, counts, NAN);
+    if (!s->colocated)
+        async_parts(s, sc, &out->async);
     out->rollout_s = sc->t_s;
     memcpy(out->counts, counts, sizeof out->counts);
     for (int t = 0; t < PLAN_NTP; t++) {
@@ -134,8 +158,9 @@ void plan_build_result(struct plan_solver *s, const struct plan_split *sp, size_
     if (s->colocated) {
         out->step_s = out->rollout_s + (out->train_s + out->switch_s);
     } else {
-        out->step_s = fmax(out->train_s, out->rollout_s);
-        out->train_bound = out->train_s >= out->rollout_s;
+        double train_side = out->train_s + out->async.update_train_s;
+        out->step_s = fmax(train_side, out->rollout_s);
+        out->train_bound = train_side >= out->rollout_s;
         out->rate_traj_per_s = (double)s->roll.m / sc->z_s;
         out->f_stale = plan_roll_stale(&s->roll, sc, out->step_s);
     }

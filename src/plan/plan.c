@@ -58,6 +58,9 @@ const char *plan_why_text(enum plan_why why)
                "GPU, times CP)";
     case PLAN_WHY_MEMORY:
         return "training memory: no layout fits the GPUs";
+    case PLAN_WHY_BUCKETS:
+        return "sched.buckets: no fleet of the TP sizes its buckets serve meets the other "
+               "constraints";
     case PLAN_WHY_KV:
         return "KV capacity: the longest request fits no rollout instance";
     case PLAN_WHY_PACKING:
@@ -77,13 +80,18 @@ const char *plan_why_text(enum plan_why why)
 
 /* ---- input checks ---------------------------------------------------------------------------- */
 
-static int check_sample(const struct plan_sample *s, const double *tool_s, int batch,
-                        struct libra_error *err)
+static int check_sample(const struct plan_sample *s, const double *tool_s, const bool *filtered,
+                        int batch, struct libra_error *err)
 {
     if (s->n < (size_t)batch)
         return error_set(err, NULL, 0, 0,
                          "the length sample has %zu trajectories, fewer than one batch (%d)", s->n,
                          batch);
+    if (plan_kept_share(s, filtered) == 0.0)
+        return error_set(err, NULL, 0, 0,
+                         "dynamic sampling drops every group of the length sample (%zu "
+                         "trajectories): nothing would train",
+                         s->n);
     for (size_t i = 0; i < s->n; i++) {
         int64_t p = s->prompt_tokens[i], g = s->generated_tokens[i];
         int64_t u = s->tool_tokens ? s->tool_tokens[i] : 0, turns = s->turns ? s->turns[i] : 1;
@@ -101,6 +109,27 @@ static int check_sample(const struct plan_sample *s, const double *tool_s, int b
     return 0;
 }
 
+/* The TP classes (bit sets of sizes) a pinned sched.buckets allows: those of the sizes its
+ * buckets serve; every class when it is not set. */
+static int bucket_sizes(const struct libra_config *cfg, unsigned *mask, struct libra_error *err)
+{
+    *mask = ~0u;
+    if (!cfg->sched.buckets[0])
+        return 0;
+    struct spec_bucket_layout l;
+    if (spec_bucket_parse(&l, cfg->sched.buckets, "sched.buckets", err) != 0)
+        return LIBRA_EINVAL;
+    unsigned sizes = 0;
+    for (int b = 0; b < l.n; b++)
+        for (int i = 0; i < l.bucket[b].n_tp; i++)
+            sizes |= 1u << __builtin_ctz((unsigned)l.bucket[b].tp[i]);
+    *mask = 0;
+    for (unsigned cls = 1; cls < 1u << PLAN_NTP; cls++)
+        if ((cls & ~sizes) == 0)
+            *mask |= 1u << cls;
+    return 0;
+}
+
 static int solver_init(struct plan_solver *s, const struct plan_problem *p, struct libra_error *err)
 {
     const struct libra_config *cfg = p->cfg;
@@ -113,12 +142,17 @@ static int solver_init(struct plan_solver *s, const struct plan_problem *p, stru
     s->colocated = cfg->plan.mode == SPEC_PLAN_COLOCATED;
     if (s->G < 1)
         return error_set(err, NULL, 0, 0, "cluster.gpus_per_node must be at least 1");
-    int rc = check_sample(&p->sample, p->tool_s, s->B, err);
+    int rc = check_sample(&p->sample, p->tool_s, p->filtered, s->B, err);
+    if (rc == 0 && !s->colocated)
+        rc = spec_rl_async_check(&cfg->rl, "async", err);
     if (rc)
         return rc;
     if (cost_shape_init(&s->sh, p->model) != 0)
         return error_set(err, NULL, 0, 0, "model '%s': the cost model rejects its shape",
                          p->model->name);
+    rc = bucket_sizes(cfg, &s->bucket_classes, err);
+    if (rc)
+        return rc;
     rc = spec_tp_pattern_parse(cfg->plan.tp_pattern, NULL, s->pattern, &s->pattern_gpus, err);
     if (rc) {
         error_prefix(err, "plan.tp_pattern");
@@ -128,9 +162,10 @@ static int solver_init(struct plan_solver *s, const struct plan_problem *p, stru
         return error_set(err, NULL, 0, 0,
                          "plan.tp_pattern: its instances take %d GPUs, a node has %d",
                          s->pattern_gpus, s->G);
-    plan_roll_init(&s->roll, &p->sample, p->tool_s, &s->sh, p->hw, p->settings, s->B,
-                   cfg->rl.max_staleness + 1, s->G);
-    plan_train_init(&s->train, &p->sample, &s->sh, p->hw, p->settings, cfg);
+    struct plan_roll_job job;
+    plan_roll_job_init(&job, cfg, &s->sh, p->hw, p->settings, &p->sample, p->filtered);
+    plan_roll_init(&s->roll, &p->sample, p->tool_s, &s->sh, p->hw, p->settings, &job);
+    plan_train_init(&s->train, &p->sample, p->filtered, &s->sh, p->hw, p->settings, cfg);
     return 0;
 }
 
@@ -279,6 +314,16 @@ static json_t *placement_json(const struct plan_result *r)
     return nodes;
 }
 
+const char *plan_async_bound(const struct plan_result *r)
+{
+    const struct plan_async_parts *a = &r->async;
+    if (r->train_bound)
+        return "training";
+    if (r->rollout_s == a->span_s)
+        return "span";
+    return r->rollout_s == a->fleet_s ? "fleet" : "fixed point";
+}
+
 json_t *plan_result_to_json(const struct plan_result *r)
 {
     json_t *o =
@@ -292,11 +337,20 @@ json_t *plan_result_to_json(const struct plan_result *r)
     }
     json_t *objective = json_pack("{s:f, s:f, s:f}", "step_s", r->step_s, "train_s", r->train_s,
                                   "rollout_s", r->rollout_s);
-    if (r->colocated)
+    if (r->colocated) {
         json_object_set_new(objective, "switch_s", json_real(r->switch_s));
-    else
-        json_object_set_new(objective, "bound_by",
-                            json_string(r->train_bound ? "training" : "rollout"));
+    } else {
+        const struct plan_async_parts *a = &r->async;
+        json_object_set_new(objective, "bound_by", json_string(plan_async_bound(r)));
+        json_object_set_new(
+            objective, "parts",
+            json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i}",
+                      "update_train_s", a->update_train_s, "fixed_point_s", a->fixed_point_s,
+                      "work_s", a->work_s, "little_s", a->little_s, "fleet_s", a->fleet_s, "tail_s",
+                      a->tail_s, "span_s", a->span_s, "update_s", a->update_s, "drain_s",
+                      a->drain_s, "reprefill_s", a->reprefill_s, "interval", a->interval, "window",
+                      a->window));
+    }
     json_object_set_new(o, "objective", objective);
     json_object_set_new(o, "train", train_json(r));
     json_object_set_new(o, "rollout", rollout_json(r));

@@ -88,6 +88,9 @@ struct plan_problem {
      * (docs/planner.md §2.2). Beside the sample rather than in it so that positional
      * initialisers of struct plan_sample stay valid. */
     const double *tool_s;
+    /* Per trajectory of sample: dropped by dynamic sampling (its group's rewards are all
+     * equal), so generated but never trained; NULL means none. At least one is not. */
+    const bool *filtered;
     /* Search budget: polled between candidates; returning true stops the search, which then
      * reports the best plan so far and its proven gap. NULL: no budget. */
     bool (*should_stop)(void *arg);
@@ -142,6 +145,7 @@ enum plan_why {
     PLAN_WHY_MEMORY,      /* training memory */
     PLAN_WHY_TP_SIZES,    /* plan.min_tp_sizes */
     PLAN_WHY_HOMOGENEOUS, /* plan.homogeneous_rollout */
+    PLAN_WHY_BUCKETS,     /* sched.buckets: the fleet uses only the TP sizes they serve */
     PLAN_WHY_KV,          /* the longest request fits no rollout instance */
     PLAN_WHY_PATTERN,     /* plan.tp_pattern */
     PLAN_WHY_PACKING,     /* rollout instances cannot be packed into the rollout nodes */
@@ -161,6 +165,24 @@ struct plan_band {
     double load_s;         /* work_s / instances */
 };
 
+/* An async step's parts (docs/planner.md §2.4), seconds per step unless named: the step is
+ * the largest of the train side (T_train + update_train_s), fixed_point_s, fleet_s and
+ * span_s. */
+struct plan_async_parts {
+    double update_train_s; /* the trainer's share of the weight updates */
+    double fixed_point_s;  /* the staleness fixed point, B·Z/A(T) */
+    double work_s;         /* B·Z/M: the fleet's work at the concurrency limit */
+    double little_s;       /* mean latency in the window over the window (Little's law) */
+    double tail_s;         /* one admission's expected slowest trajectory (not per step) */
+    double update_s;       /* per update: the fleet stopped (save, transfer, drain, re-prefill) */
+    double drain_s;        /* per update: the longest live turn when updates drain */
+    double reprefill_s;    /* per update: carried-over contexts prefilled again */
+    double fleet_s;        /* the fleet: max(work_s, little_s) + update_s / interval */
+    double span_s;         /* the span: (one admission's queue + the trainer's chain through
+                            * it, the slowest trajectory last + update_s) / window */
+    int interval, window;  /* steps between updates; rl.max_staleness + 1 */
+};
+
 struct plan_result {
     bool feasible;
     enum plan_why why; /* when infeasible: the constraint that rejected the last candidates */
@@ -171,14 +193,15 @@ struct plan_result {
 
     double step_s;          /* the objective T_step */
     double train_s;         /* T_train: mean over the sample's batches */
-    double rollout_s;       /* async: the rollout fixed point T_r (B / R_eff); colocated: mean batch
-                             * makespan */
+    double rollout_s;       /* async: the rollout side, the largest of the terms below;
+                             * colocated: mean batch makespan */
     double switch_s;        /* colocated: training → rollout → training switch; 0 in async */
     double rate_traj_per_s; /* async: fleet rate at the concurrency limit (M / Z) */
     double f_stale;         /* async: share of the sample predicted stale at step_s */
     double banded_batch_s;  /* makespan of one batch under the banded assignment */
     double greedy_batch_s;  /* the reference's greedy longest-first estimate of the same */
-    bool train_bound;       /* async: T_train >= T_r */
+    bool train_bound;       /* async: the train side >= the rollout side */
+    struct plan_async_parts async; /* async: what the step is made of */
 
     struct plan_train_layout train;
     struct cost_train_step train_step;  /* mean over batches of the chosen layout */
@@ -211,5 +234,9 @@ void plan_result_free(struct plan_result *r);
 
 /* The plan as a JSON object (no envelope: the caller adds schema, version, seed, digest). */
 json_t *plan_result_to_json(const struct plan_result *r);
+
+/* Which side bounds a feasible async plan's step: "training", "span", "fleet" or
+ * "fixed point" (the first that attains it in that order). */
+const char *plan_async_bound(const struct plan_result *r);
 
 #endif

@@ -79,7 +79,7 @@ static void fill_tp(struct plan_roll *r, int t, const struct plan_sample *s,
         double u = (double)at_or(s->tool_tokens, i, 0), ctx = p + g + u;
         if (!r->usable[t] || ctx > pre->kv_capacity_tokens) {
             r->work[t][k] = 0.0;
-            r->lat[t][k] = r->prefill[t][k] = INFINITY;
+            r->lat[t][k] = r->prefill[t][k] = r->reprefill[t][k] = r->lat1[t][k] = INFINITY;
             r->bcap[t][k] = 0.0;
             continue;
         }
@@ -90,6 +90,8 @@ static void fill_tp(struct plan_roll *r, int t, const struct plan_sample *s,
             prefill_s(pre, p, u, (double)at_or(s->turns, i, 1), r->cbar[k], st->chunk_tokens);
         r->bcap[t][k] = b;
         r->prefill[t][k] = pf;
+        r->reprefill[t][k] = cost_prefill_time(pre, 0.0, r->cbar[k], st->chunk_tokens);
+        r->lat1[t][k] = latency_s(g, cost_decode_time(pre, 1.0, r->cbar[k]), pf, r->tool_s[k]);
         r->work[t][k] = (g * tau + r->tool_s[k]) / b + pf;
         r->lat[t][k] = latency_s(g, tau, pf, r->tool_s[k]);
     }
@@ -164,15 +166,50 @@ static void build_batches(struct plan_roll *r)
     free(rank_of);
 }
 
+double plan_kept_share(const struct plan_sample *s, const bool *filtered)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < s->n; i++)
+        kept += !filtered || !filtered[i];
+    return (double)kept / (double)s->n;
+}
+
+void plan_roll_job_init(struct plan_roll_job *j, const struct libra_config *cfg,
+                        const struct cost_shape *sh, const struct spec_hardware *hw,
+                        const struct plan_settings *st, const struct plan_sample *s,
+                        const bool *filtered)
+{
+    const struct spec_rl_config *rl = &cfg->rl;
+    struct cost_weight_update u;
+    /* the fleet sits off the node of the trainer's rank 0 unless the cluster is one node */
+    cost_weight_update(&st->lifecycle, sh, hw, rl->transport,
+                       cfg->cluster.gpus > cfg->cluster.gpus_per_node, &u);
+    *j = (struct plan_roll_job){
+        .batch = rl->batch_trajectories,
+        .k1 = rl->max_staleness + 1,
+        .gpn = cfg->cluster.gpus_per_node,
+        .samples = rl->samples,
+        .interval = rl->sync_interval,
+        .drain = rl->sync_mode == SPEC_SYNC_DRAIN,
+        .kept_share = plan_kept_share(s, filtered),
+        .save_s = u.save_s,
+        .transfer_s = u.transfer_s,
+        .train_add_s = (u.save_s + (u.trainer_transfers ? u.transfer_s : 0.0)) / rl->sync_interval,
+    };
+}
+
 void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const double *tool_s,
                     const struct cost_shape *sh, const struct spec_hardware *hw,
-                    const struct plan_settings *st, int batch, int k1, int gpn)
+                    const struct plan_settings *st, const struct plan_roll_job *j)
 {
     memset(r, 0, sizeof *r);
     r->m = s->n;
-    r->batch = batch;
-    r->batches = s->n / (size_t)batch;
-    r->k1 = k1;
+    r->job = *j;
+    r->batch = j->batch;
+    r->per_step = (double)j->batch / j->kept_share;
+    r->batches = s->n / (size_t)j->batch;
+    r->k1 = j->k1;
+    int gpn = j->gpn;
     struct rank_key *keys = xmallocarray(r->m, sizeof *keys);
     for (size_t i = 0; i < r->m; i++)
         keys[i] = (struct rank_key){s->generated_tokens[i], (uint32_t)i};
@@ -181,6 +218,7 @@ void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const doub
     r->gen = xmallocarray(r->m, sizeof *r->gen);
     r->cbar = xmallocarray(r->m, sizeof *r->cbar);
     r->tool_s = xmallocarray(r->m, sizeof *r->tool_s);
+    r->turns = xmallocarray(r->m, sizeof *r->turns);
     for (size_t k = 0; k < r->m; k++) {
         size_t i = keys[k].idx;
         double p = (double)s->prompt_tokens[i], g = (double)s->generated_tokens[i];
@@ -189,6 +227,7 @@ void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const doub
         r->gen[k] = g;
         r->cbar[k] = p + (g + u) / 2.0;
         r->tool_s[k] = tool_s ? tool_s[i] : 0.0;
+        r->turns[k] = (double)at_or(s->turns, i, 1);
         r->ctx_max = fmax(r->ctx_max, p + g + u);
     }
     free(keys);
@@ -202,6 +241,8 @@ void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const doub
         r->lat[t] = xmallocarray(r->m, sizeof **r->lat);
         r->prefill[t] = xmallocarray(r->m, sizeof **r->prefill);
         r->bcap[t] = xmallocarray(r->m, sizeof **r->bcap);
+        r->reprefill[t] = xmallocarray(r->m, sizeof **r->reprefill);
+        r->lat1[t] = xmallocarray(r->m, sizeof **r->lat1);
         fill_tp(r, t, s, st);
         struct keyed_rank *kr = xmallocarray(r->m, sizeof *kr);
         for (size_t k = 0; k < r->m; k++)
@@ -218,7 +259,9 @@ void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const doub
     view_build(&r->all, r, all, r->m);
     free(all);
     build_batches(r);
-    r->scratch = xmallocarray(2 * r->m + 1, sizeof *r->scratch);
+    r->scratch = xmallocarray(3 * r->m + 1, sizeof *r->scratch);
+    for (unsigned cls = 0; cls < 1u << PLAN_NTP; cls++)
+        r->tail_lb[cls] = NAN;
     r->count = xcalloc(PLAN_NTP * (1 + (1u << PLAN_NTP)), sizeof *r->count);
 }
 
@@ -229,6 +272,8 @@ void plan_roll_free(struct plan_roll *r)
         free(r->lat[t]);
         free(r->prefill[t]);
         free(r->bcap[t]);
+        free(r->reprefill[t]);
+        free(r->lat1[t]);
         free(r->lat_order[t]);
         free(r->top_lat1[t]);
     }
@@ -243,6 +288,7 @@ void plan_roll_free(struct plan_roll *r)
     free(r->gen);
     free(r->cbar);
     free(r->tool_s);
+    free(r->turns);
     free(r->scratch);
     for (size_t i = 0; r->count && i < PLAN_NTP * (1 + (1u << PLAN_NTP)); i++) {
         free(r->count[i].c);
@@ -325,16 +371,216 @@ static void band_latencies(const struct plan_roll *r, const uint32_t lo[PLAN_NTP
     }
 }
 
-static void score_async(struct plan_roll *r, struct plan_roll_score *out)
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* The expected largest of n draws (with replacement) from the m ascending values x. */
+static double expected_max_sorted(const double *x, size_t m, double n)
+{
+    double e = 0.0, below = 0.0;
+    for (size_t i = 0; i < m; i++) {
+        double cdf = pow((double)(i + 1) / (double)m, n);
+        e += x[i] * (cdf - below);
+        below = cdf;
+    }
+    return e;
+}
+
+/* The same of the m values x, sorted here. */
+static double expected_max(double *x, size_t m, double n)
+{
+    qsort(x, m, sizeof *x, cmp_double);
+    return expected_max_sorted(x, m, n);
+}
+
+/* The expected most generations one of n groups needs when each is kept with probability
+ * keep and a dropped one is replaced: E[max of n geometric counts] = Σ_g P(max > g). */
+static double max_generations(double n, double keep)
+{
+    if (keep >= 1.0)
+        return 1.0;
+    double e = 0.0;
+    for (int g = 0; g < 10000; g++) {
+        double over = 1.0 - pow(1.0 - pow(1.0 - keep, g), n); /* P(max > g) */
+        e += over;
+        if (over < 1e-9)
+            break;
+    }
+    return e;
+}
+
+/* How band t's instances run in the window: each starts an admission with b0 sequences (the
+ * window's trajectories in the band's share, at most the KV limit) that finish over the life
+ * of the band's longest generation, so the decode batch it sees averages b0 · decay. */
+struct band_run {
+    double b0, decay;
+    double prefill_s; /* the band's mean prefill per trajectory on its TP */
+};
+
+static void band_runs(const struct plan_roll *r, const double c[PLAN_NTP],
+                      const uint32_t lo[PLAN_NTP], const uint32_t hi[PLAN_NTP],
+                      struct band_run run[PLAN_NTP])
+{
+    double window = (double)r->job.k1 * r->per_step;
+    for (int t = 0; t < PLAN_NTP; t++) {
+        run[t] = (struct band_run){.decay = 1.0}; /* an empty band's instances run alone */
+        if (c[t] == 0 || lo[t] == hi[t])
+            continue;
+        double gsum = 0.0, gmax = 0.0, pf = 0.0, n = hi[t] - lo[t];
+        for (uint32_t k = lo[t]; k < hi[t]; k++) {
+            gsum += r->gen[k];
+            gmax = fmax(gmax, r->gen[k]);
+            pf += r->prefill[t][k];
+        }
+        run[t] = (struct band_run){window * n / (double)r->m / c[t], gsum / (n * gmax), pf / n};
+    }
+}
+
+/* Rank k's decode iteration on TP t in band run u. */
+static double run_tau(const struct plan_roll *r, const struct band_run *u, int t, size_t k)
+{
+    double b = fmax(1.0, fmin(u->b0, r->bcap[t][k]) * u->decay);
+    return cost_decode_time(&r->pre[t], b, b * r->cbar[k]);
+}
+
+/* What one pass over a multiset's ranks gives the async terms. */
+struct window_pass {
+    double lat_sum;   /* running latencies on their own band's TP, s */
+    double cap;       /* sequences the fleet holds at its KV and scheduler limits */
+    double load;      /* the larger of the banded load Z and the routed one, s */
+    double reprefill; /* per update: the band slowest to prefill its carried-over
+                       * contexts again, s */
+    double *tail;     /* by rank: latency where C-MLFQ starts it, s (scratch) */
+    double *turn;     /* by rank: one turn's decode, s (scratch) */
+};
+
+/*
+ * Runs each rank at its band's running batch: its latency there (Little's law), one turn's
+ * decode (the drain) and its re-prefill (carried trajectories after an update); and, on the
+ * smallest TP of the fleet that holds its context, where C-MLFQ starts trajectories
+ * (docs/routing.md) and, measured, keeps most long ones, its tail latency and its work.
+ */
+static void pass_ranks(const struct plan_roll *r, const double c[PLAN_NTP],
+                       const struct plan_roll_score *out, double carried, struct window_pass *w)
+{
+    struct band_run run[PLAN_NTP];
+    band_runs(r, c, out->lo, out->hi, run);
+    double routed[PLAN_NTP] = {0}; /* instance-seconds */
+    int lowest = 0;
+    while (c[lowest] == 0) /* c has an instance */
+        lowest++;
+    for (int t = lowest; t < PLAN_NTP; t++) {
+        double rp = 0.0, n = out->hi[t] - out->lo[t];
+        for (uint32_t k = out->lo[t]; k < out->hi[t]; k++) {
+            w->cap += r->bcap[t][k] * c[t] / n;
+            double tau = run_tau(r, &run[t], t, k);
+            w->lat_sum += latency_s(r->gen[k], tau, r->prefill[t][k], r->tool_s[k]);
+            w->turn[k] = r->gen[k] / r->turns[k] * tau;
+            rp += r->reprefill[t][k];
+            int u = lowest;
+            while (isinf(r->lat[u][k]) || c[u] == 0) /* stops at t at the latest */
+                u++;
+            /* it waits too while the trajectories beside it prefill */
+            double beside = fmax(0.0, fmin(run[u].b0, r->bcap[u][k]) - 1.0) * run[u].prefill_s;
+            w->tail[k] = latency_s(r->gen[k], run_tau(r, &run[u], u, k), r->prefill[u][k] + beside,
+                                   r->tool_s[k]);
+            routed[u] += r->work[u][k];
+        }
+        if (n > 0)
+            w->reprefill = fmax(w->reprefill, carried * rp / (double)r->m / c[t]);
+    }
+    w->load = out->z_s;
+    for (int t = lowest; t < PLAN_NTP; t++)
+        w->load = c[t] > 0 ? fmax(w->load, routed[t] / c[t]) : w->load;
+}
+
+/*
+ * The trainer's chain through one admission of interval batches: batch i trains once i/interval
+ * of the admission is done (that quantile of the tail latencies, sorted, and no sooner than the
+ * fleet's work for i batches; the last batch after its slowest trajectory and the queue) and
+ * the batch before has trained. Dynamic sampling launches a dropped group's replacement only
+ * once the group is done, its slowest trajectory: a typical place takes 1 / kept_share such
+ * generations, the worst of the admission's groups the expected most (max_generations).
+ */
+static double trainer_chain(const struct plan_roll *r, const struct window_pass *w,
+                            const struct plan_roll_score *out, double slowest, double train_s)
+{
+    const struct plan_roll_job *j = &r->job;
+    double group_s = expected_max_sorted(w->tail, r->m, j->samples); /* a group's slowest */
+    double extra = (1.0 / j->kept_share - 1.0) * group_s;
+    double groups = (double)j->interval * j->batch / j->samples;
+    double worst = (max_generations(groups, j->kept_share) - 1.0) * group_s;
+    double chain = 0.0;
+    for (int i = 1; i <= j->interval; i++) {
+        double done =
+            i == j->interval
+                ? fmax(out->tail_s, slowest + worst)
+                : w->tail[(size_t)ceil((double)i / j->interval * (double)r->m) - 1] + extra;
+        done = fmax(done, i * out->work_s);
+        chain = fmax(chain, done + (double)(j->interval - i + 1) * train_s);
+    }
+    return chain;
+}
+
+/*
+ * The async step's terms besides the fixed point (docs/planner.md §2.4). Admissions come with
+ * the weight updates: every interval steps interval·B trajectories (more under dynamic
+ * sampling) start at once, queueing beyond the fleet's places, each to be trained within the
+ * window of k1 steps; an update stops the fleet for its save and transfer, and, when
+ * trajectories carry over it, for the drain and their re-prefill.
+ */
+static void score_updates(struct plan_roll *r, const double c[PLAN_NTP], double train_s,
+                          struct plan_roll_score *out)
+{
+    const struct plan_roll_job *j = &r->job;
+    double carried = (double)(j->k1 - j->interval) * r->per_step;
+    double admitted = (double)j->interval * r->per_step;
+    struct window_pass w = {.tail = r->scratch, .turn = r->scratch + r->m};
+    pass_ranks(r, c, out, carried, &w);
+    out->work_s = r->per_step * w.load / (double)r->m;
+    out->little_s = w.lat_sum / (double)r->m / j->k1;
+    out->queue_s = fmax(0.0, admitted - w.cap) * w.load / (double)r->m; /* at M / load */
+    double slowest = expected_max(w.tail, r->m, admitted);              /* sorts w.tail */
+    out->tail_s = out->queue_s + slowest;
+    out->drain_s = j->drain && carried > 0 ? expected_max(w.turn, r->m, carried) : 0.0;
+    out->reprefill_s = carried > 0 ? w.reprefill : 0.0;
+    out->update_s = j->save_s + j->transfer_s + out->drain_s + out->reprefill_s;
+    out->fleet_s = fmax(out->work_s, out->little_s) + out->update_s / j->interval;
+    out->span_s = (trainer_chain(r, &w, out, slowest, train_s) + out->update_s) / j->k1;
+    out->t_s = fmax(out->fixed_s, fmax(out->fleet_s, out->span_s));
+}
+
+double plan_roll_tail_lb(struct plan_roll *r, unsigned cls)
+{
+    if (!isnan(r->tail_lb[cls]))
+        return r->tail_lb[cls];
+    double *x = xmallocarray(r->m, sizeof *x);
+    for (size_t k = 0; k < r->m; k++) {
+        x[k] = INFINITY;
+        for (int t = 0; t < PLAN_NTP && isinf(x[k]); t++)
+            if (cls >> t & 1)
+                x[k] = r->lat1[t][k];
+    }
+    r->tail_lb[cls] = expected_max(x, r->m, (double)r->job.interval * r->per_step);
+    free(x);
+    return r->tail_lb[cls];
+}
+
+static void score_async(struct plan_roll *r, const double c[PLAN_NTP], double train_s,
+                        struct plan_roll_score *out)
 {
     double *merged = r->scratch + r->m;
     band_latencies(r, out->lo, out->hi, r->scratch, merged);
-    double bz = (double)r->batch * out->z_s;
-    out->t_s = plan_fixed_point(merged, r->m, bz);
+    double bz = r->per_step * out->z_s;
+    out->fixed_s = plan_fixed_point(merged, r->m, bz);
     size_t accepted = 0;
-    while (accepted < r->m && merged[accepted] <= out->t_s)
+    while (accepted < r->m && merged[accepted] <= out->fixed_s)
         accepted++;
     out->f_stale = 1.0 - (double)accepted / (double)r->m;
+    score_updates(r, c, train_s, out);
 }
 
 /* First position in ranks[0..n) whose rank is >= key. */
@@ -378,7 +624,7 @@ static double batch_makespan(const struct plan_roll *r, size_t b, const int c[PL
 }
 
 void plan_roll_score(struct plan_roll *r, const int c[PLAN_NTP], bool colocated, double z,
-                     struct plan_roll_score *out)
+                     double train_s, struct plan_roll_score *out)
 {
     double cd[PLAN_NTP];
     unsigned mask = mask_of(c, cd);
@@ -390,7 +636,7 @@ void plan_roll_score(struct plan_roll *r, const int c[PLAN_NTP], bool colocated,
     }
     plan_band_right(&r->all, cd, out->z_s, out->lo, out->hi);
     if (!colocated) {
-        score_async(r, out);
+        score_async(r, cd, train_s, out);
         return;
     }
     double sum = 0.0;

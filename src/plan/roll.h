@@ -20,6 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cost/lifecycle.h"
 #include "cost/rollout.h"
 #include "cost/shape.h"
 #include "plan/plan.h"
@@ -34,11 +35,40 @@ struct plan_view {
     double wmin[1 << PLAN_NTP];   /* by TP subset: Σ min over its TPs of TP·work (GPU-s) */
 };
 
+/* The job's side of the rollout model: batches, the staleness window, the node and, in async
+ * mode, the weight updates as the simulator runs them (sim/sync.c, cost/lifecycle.h). */
+struct plan_roll_job {
+    int batch;          /* trajectories per step (B) */
+    int k1;             /* staleness window in steps: rl.max_staleness + 1 */
+    int gpn;            /* GPUs per node */
+    int samples;        /* trajectories per group (rl.samples) */
+    int interval;       /* rl.sync_interval: steps between weight updates (<= k1) */
+    bool drain;         /* rl.sync_mode drain: live requests finish before the transfer */
+    double save_s;      /* per update: the trainer's checkpoint write (disk transports) */
+    double transfer_s;  /* per update: the weights reach the fleet (the fleet is stopped) */
+    double kept_share;  /* the share of trajectories that train (dynamic sampling drops the
+                         * rest, which the fleet generates all the same); 1 by default */
+    double train_add_s; /* per step: the trainer's share of the updates, save (+ an NCCL
+                         * broadcast it takes part in) over the interval */
+};
+
+/* The share of sample s that trains: the trajectories not filtered (NULL: every one). */
+double plan_kept_share(const struct plan_sample *s, const bool *filtered);
+
+/* The job of cfg for model shape sh on hardware hw with settings st, on sample s whose
+ * trajectories filtered (NULL: none) dynamic sampling drops. */
+void plan_roll_job_init(struct plan_roll_job *j, const struct libra_config *cfg,
+                        const struct cost_shape *sh, const struct spec_hardware *hw,
+                        const struct plan_settings *st, const struct plan_sample *s,
+                        const bool *filtered);
+
 /* The tables of one problem, built by plan_roll_init. Scoring writes only the scratch arrays
  * and the lazily built lam_min: one solve owns its tables. */
 struct plan_roll {
-    size_t m;                /* trajectories in the sample */
+    size_t m; /* trajectories in the sample */
+    struct plan_roll_job job;
     int batch;               /* trajectories per step (B) */
+    double per_step;         /* trajectories rolled out per step: B / job.kept_share */
     size_t batches;          /* whole batches in the sample */
     double k1;               /* staleness window in steps: rl.max_staleness + 1 */
     uint32_t *idx;           /* rank → sample index (sorted by generated tokens, ties by index) */
@@ -53,6 +83,10 @@ struct plan_roll {
     double *lat[PLAN_NTP];          /* by rank: latency at the concurrency limit, s */
     double *prefill[PLAN_NTP];      /* by rank: prefill seconds */
     double *bcap[PLAN_NTP];         /* by rank: concurrency limit, sequences */
+    double *reprefill[PLAN_NTP];    /* by rank: its mean context prefilled afresh, s */
+    double *lat1[PLAN_NTP];         /* by rank: latency alone on the instance, s */
+    double tail_lb[1 << PLAN_NTP];  /* by TP class: plan_roll_tail_lb (NAN until built) */
+    double *turns;                  /* by rank: turns */
     uint32_t *lat_order[PLAN_NTP];  /* ranks by ascending latency on each TP */
     double *lam_min[1 << PLAN_NTP]; /* by TP subset: ascending min latency / k1 (lazy: NULL
                                      * until plan_roll_lam_min) */
@@ -60,7 +94,7 @@ struct plan_roll {
     struct plan_view *bview;    /* per batch */
     uint32_t *branks;           /* per batch: member ranks ascending, batches × batch */
     double *top_lat1[PLAN_NTP]; /* per batch: latency of its longest generation alone */
-    double *scratch;            /* 2·m doubles for the async fixed point */
+    double *scratch;            /* 3·m + 1 doubles for the async scores */
     struct plan_count *count;   /* threshold counts, see plan_roll_accepted */
 };
 
@@ -76,13 +110,12 @@ struct plan_count {
 /*
  * Builds the tables for sample s with per-trajectory tool seconds tool_s (NULL: none;
  * validated by the caller: at least one batch, positive lengths, tool time finite and >= 0)
- * on model shape sh and hardware hw with settings st, batch B, staleness window
- * k1 = max_staleness + 1 and node size gpn. A TP size the shape or the node cannot take is
- * marked unusable. Free with plan_roll_free.
+ * on model shape sh and hardware hw with settings st for job j. A TP size the shape or the
+ * node cannot take is marked unusable. Free with plan_roll_free.
  */
 void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const double *tool_s,
                     const struct cost_shape *sh, const struct spec_hardware *hw,
-                    const struct plan_settings *st, int batch, int k1, int gpn);
+                    const struct plan_settings *st, const struct plan_roll_job *j);
 
 void plan_roll_free(struct plan_roll *r);
 
@@ -113,19 +146,37 @@ bool plan_band_fit(const struct plan_view *v, const double c[PLAN_NTP], double z
  * entries) at most T. */
 double plan_fixed_point(const double *lam, size_t m, double bz);
 
-/* A scored multiset. */
+/* Async: a lower bound of tail_s (below) for every multiset of TP class cls — each rank alone
+ * on the class's smallest TP that holds it, no queue (built on first use). */
+double plan_roll_tail_lb(struct plan_roll *r, unsigned cls);
+
+/* A scored multiset. Async parts are per step unless named (docs/planner.md §2.4). */
 struct plan_roll_score {
-    double t_s;     /* async: T_r; colocated: mean batch makespan */
-    double z_s;     /* least largest band load over the whole sample */
-    double f_stale; /* async: stale share at t_s */
+    double t_s;         /* async: the rollout side of the step; colocated: mean batch makespan */
+    double z_s;         /* least largest band load over the whole sample */
+    double f_stale;     /* async: share of the sample slower than k1 · the fixed point */
+    double fixed_s;     /* async: the staleness fixed point T_r */
+    double work_s;      /* async: B·Z/M, the fleet's work at the concurrency limit */
+    double little_s;    /* async: mean latency in the window / k1 (Little's law) */
+    double queue_s;     /* async: how long an admission's last trajectory waits for a place */
+    double tail_s;      /* async: queue_s + the expected slowest latency of one admission
+                         * (interval·B trajectories) */
+    double drain_s;     /* async, per update: the longest live turn, when updates drain */
+    double reprefill_s; /* async, per update: carried-over contexts prefilled again */
+    double update_s;    /* async, per update: the fleet stopped (save, transfer, drain,
+                         * re-prefill) */
+    double fleet_s;     /* async: max(work_s, little_s) + update_s / interval */
+    double span_s;      /* async: (queue + the trainer's chain through one admission +
+                         * update_s) / k1 */
     uint32_t lo[PLAN_NTP], hi[PLAN_NTP];
 };
 
 /* Scores counts c (a packable multiset with every TP usable) in mode colocated or async;
- * z is plan_band_z of c over the whole sample when the caller has it, else NAN. t_s is +inf
- * when no banding fits the KV. */
+ * z is plan_band_z of c over the whole sample when the caller has it, else NAN; train_s is
+ * the training time of the step (its train side, which the async span charges once per
+ * admission; unused when colocated). t_s is +inf when no banding fits the KV. */
 void plan_roll_score(struct plan_roll *r, const int c[PLAN_NTP], bool colocated, double z,
-                     struct plan_roll_score *out);
+                     double train_s, struct plan_roll_score *out);
 
 /*
  * Async: how many ranks of the bands [lo[t], hi[t]) have latency / k1 <= theta (< when strict)

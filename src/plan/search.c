@@ -30,7 +30,7 @@
 #include "util/heap.h"
 
 #define CLASSES (1u << PLAN_NTP)
-#define POLL_EVERY 32 /* heap pops between budget checks */
+#define POLL_EVERY 32 /* heap pops and splits between budget checks */
 
 static int size_of(int t)
 {
@@ -104,7 +104,7 @@ const struct plan_roll_score *plan_memo_score(struct plan_solver *s, const struc
         e->used = true;
         e->n_roll = sp->n_roll;
         memcpy(e->c, c, sizeof e->c);
-        plan_roll_score(&s->roll, c, s->colocated, z, &e->score);
+        plan_roll_score(&s->roll, c, s->colocated, z, sp->train_s, &e->score);
         s->memo_n++;
         s->stats.rollout_scored++;
     }
@@ -121,6 +121,8 @@ static enum plan_why class_why(const struct plan_solver *s, const struct plan_sp
         return PLAN_WHY_TP_SIZES;
     if (s->cfg->plan.homogeneous_rollout && sizes != 1)
         return PLAN_WHY_HOMOGENEOUS;
+    if (!(s->bucket_classes >> cls & 1))
+        return PLAN_WHY_BUCKETS;
     if (!s->roll.fits_all[highest(cls)])
         return PLAN_WHY_KV;
     if (s->pattern_gpus) {
@@ -196,10 +198,24 @@ static void corner(const struct plan_split *sp, const struct box *b, double c[PL
     c[d] = whole;
 }
 
+/* The async rollout side's bound for class cls at least band load z when the train side is
+ * at least train_s: the fixed point on the class's least latencies, the fleet's work and the
+ * span of its tail bound, each with the least update (no drain, no re-prefill). */
+static double class_roll_lb(struct plan_solver *s, unsigned cls, double z, double train_s)
+{
+    const struct plan_roll_job *j = &s->roll.job;
+    double fixed =
+        plan_fixed_point(plan_roll_lam_min(&s->roll, cls), s->roll.m, s->roll.per_step * z);
+    double update = j->save_s + j->transfer_s;
+    double fleet = s->roll.per_step * z / (double)s->roll.m + update / j->interval;
+    double span = (plan_roll_tail_lb(&s->roll, cls) + train_s + update) / j->k1;
+    return fmax(fixed, fmax(fleet, span));
+}
+
 /* Fills b's super-multiset sup (dims at hi, the smallest size as if dims were at lo), its
  * fewest instances (dims at hi) and its bound: colocated, the batch makespans' bound at sup;
- * async, at the root the fixed point of sup's least band load over the class's least
- * latencies, inherited by the children (the heap's order; box_may_reach prunes). */
+ * async, at the root class_roll_lb at sup's least band load and the split's train side,
+ * inherited by the children (the heap's order; box_may_reach prunes). */
 static void bound(struct plan_solver *s, const struct plan_split *sp, struct box *b,
                   double sup[PLAN_NTP])
 {
@@ -217,10 +233,9 @@ static void bound(struct plan_solver *s, const struct plan_split *sp, struct box
     if (!s->colocated) {
         /* a child keeps its parent's bound (a lower bound of a superset); admit's
          * box_may_reach does the pruning */
-        if (isnan(b->lb)) {
-            double z = plan_band_z(&s->roll.all, sup, b->cls, INFINITY);
-            b->lb = plan_fixed_point(plan_roll_lam_min(&s->roll, b->cls), s->roll.m, s->B * z);
-        }
+        if (isnan(b->lb))
+            b->lb = class_roll_lb(s, b->cls, plan_band_z(&s->roll.all, sup, b->cls, INFINITY),
+                                  sp->train_s);
         return;
     }
     double sum = 0.0;
@@ -337,7 +352,7 @@ static bool box_may_reach(struct plan_solver *s, struct box *b, const double sup
                           double theta)
 {
     const double margin = 1.0 + 1e-9; /* the argument is in real arithmetic */
-    double u = fmin(theta * (double)s->roll.m / s->B * margin, b->u_from);
+    double u = fmin(theta * (double)s->roll.m / s->roll.per_step * margin, b->u_from);
     uint32_t lo[PLAN_NTP], hi[PLAN_NTP];
     memcpy(lo, b->from, sizeof lo);
     for (int round = 0; round < 8; round++) {
@@ -346,7 +361,7 @@ static bool box_may_reach(struct plan_solver *s, struct box *b, const double sup
         b->u_from = u;
         memcpy(b->from, lo, sizeof lo);
         size_t a = plan_roll_accepted_bound(&s->roll, b->cls, lo, hi, theta, false);
-        double next = theta * (double)a / s->B * margin;
+        double next = theta * (double)a / s->roll.per_step * margin;
         if (next >= u)
             return true;
         u = next;
@@ -378,7 +393,7 @@ static bool leaf_may_reach(struct plan_solver *s, const int c[PLAN_NTP], double 
         cd[t] = c[t];
     plan_band_right(&s->roll.all, cd, z, lo, hi);
     size_t a = plan_roll_accepted(&s->roll, lo, hi, theta, false);
-    return a > 0 && (double)s->B * z / (double)a <= theta;
+    return a > 0 && s->roll.per_step * z / (double)a <= theta;
 }
 
 static void consider_leaf(struct plan_solver *s, const struct plan_split *sp, struct query *q,
@@ -569,6 +584,12 @@ static double count_multisets(const struct plan_split *sp)
     return total;
 }
 
+/* What the train side adds to T_train: async, the trainer's share of the weight updates. */
+static double train_add(const struct plan_solver *s)
+{
+    return s->colocated ? 0.0 : s->roll.job.train_add_s;
+}
+
 /* Split sp's training layouts under s->train's space: each checked, bounded when it fits. */
 static void split_layouts(struct plan_solver *s, struct plan_split *sp)
 {
@@ -581,13 +602,14 @@ static void split_layouts(struct plan_solver *s, struct plan_split *sp)
             s->why_train = sp->lwhy[i] > s->why_train ? sp->lwhy[i] : s->why_train;
             continue;
         }
-        sp->lbound[i] = plan_train_lb(&s->train, &sp->layouts[i]);
+        sp->lbound[i] = plan_train_lb(&s->train, &sp->layouts[i]) + train_add(s);
         sp->lb_train = fmin(sp->lb_train, sp->lbound[i]);
     }
 }
 
 static void split_prepare(struct plan_solver *s, struct plan_split *sp)
 {
+    sp->train_s = NAN;
     split_caps(s, sp);
     sp->multisets = count_multisets(sp);
     split_layouts(s, sp);
@@ -605,21 +627,21 @@ static void split_prepare(struct plan_solver *s, struct plan_split *sp)
 static double layout_time(struct plan_solver *s, struct plan_split *sp, size_t i)
 {
     if (isnan(sp->exact[i])) {
-        sp->exact[i] = plan_train_time(&s->train, &sp->layouts[i], NULL);
+        sp->exact[i] = plan_train_time(&s->train, &sp->layouts[i], NULL) + train_add(s);
         s->stats.train_scored++;
     }
     return sp->exact[i];
 }
 
-/* Async rollout bound of a split: for every valid class, Z >= wmin / n_roll (docs/planner.md),
- * through the staleness fixed point on the class's least latencies. */
+/* Async rollout bound of a split: for every valid class, Z >= wmin / n_roll (docs/planner.md)
+ * and the train side at least the split's bound. */
 static double split_roll_lb(struct plan_solver *s, const struct plan_split *sp, unsigned classes)
 {
     double lb = INFINITY;
     for (unsigned cls = 1; cls < CLASSES; cls++)
         if (classes >> cls & 1) {
             double z = s->roll.all.wmin[cls] / sp->n_roll * (1.0 - 1e-9);
-            lb = fmin(lb, plan_fixed_point(plan_roll_lam_min(&s->roll, cls), s->roll.m, s->B * z));
+            lb = fmin(lb, class_roll_lb(s, cls, z, sp->lb_train));
         }
     return lb;
 }
@@ -695,6 +717,7 @@ static bool solve_split(struct plan_solver *s, struct plan_split *sp, unsigned c
     double tt = train_min(s, sp, target(s, inc->obj), eq);
     if (isinf(tt))
         return true;
+    sp->train_s = tt; /* finite: the split's least (train_min) */
     struct query q = {.cutoff = target(s, inc->obj),
                       .cutoff_eq = eq,
                       .early = tt * (1.0 + s->cfg->plan.gap_tolerance),
@@ -727,6 +750,7 @@ static void seed(struct plan_solver *s, struct plan_split *sp, unsigned classes,
                  struct incumbent *inc)
 {
     double tt = train_min(s, sp, INFINITY, true);
+    sp->train_s = tt;
     for (unsigned cls = 1; !isinf(tt) && !s->pattern_gpus && cls < CLASSES; cls++) {
         struct box b;
         root_box(sp, cls, &b);
@@ -760,15 +784,16 @@ static int split_cmp(const void *a, const void *b)
     return x->n_train - y->n_train;
 }
 
-/* The tie-break on the winning split: the first layout with T_train <= obj, then the fewest
- * instances with T_r <= obj. */
+/* The tie-break on the winning split: the fastest layout (the first in order among equals:
+ * the rollout side's span charges the split's least train side), then the fewest instances
+ * with a rollout side <= obj. */
 static void async_tiebreak(struct plan_solver *s, const struct incumbent *inc, unsigned classes,
                            size_t *layout, int counts[PLAN_NTP])
 {
     struct plan_split *sp = inc->sp;
     for (size_t i = 0; i < sp->n_layouts; i++)
-        if (sp->lwhy[i] == PLAN_WHY_NONE && sp->lbound[i] <= inc->obj &&
-            layout_time(s, sp, i) <= inc->obj) {
+        if (sp->lwhy[i] == PLAN_WHY_NONE && sp->lbound[i] <= sp->train_s &&
+            layout_time(s, sp, i) == sp->train_s) {
             *layout = i;
             break;
         }
@@ -802,6 +827,10 @@ static bool search_async(struct plan_solver *s, const struct plan_split **split,
         struct plan_split *sp = order[k];
         if (sp->lb > target(s, inc.obj) || !inc_beaten(&inc, sp->lb, sp))
             break;
+        if (budget_gone(s)) { /* between splits too: a split's search may pop little */
+            s->open_lb = fmin(s->open_lb, sp->lb);
+            break;
+        }
         if (!solve_split(s, sp, classes[sp - s->splits], &inc))
             break;
     }

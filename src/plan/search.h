@@ -24,6 +24,8 @@ struct plan_split {
     double lbound[PLAN_LAYOUTS_MAX];                    /* plan_train_lb of feasible ones */
     double exact[PLAN_LAYOUTS_MAX];                     /* plan_train_time, NAN until known */
     double lb_train, lb_roll, lb;
+    double train_s;   /* async: its least train side, T_train plus the trainer's share of the
+                       * weight updates (NAN until computed), which the rollout span charges */
     double multisets; /* rollout multisets of this split (space) */
 };
 
@@ -45,6 +47,7 @@ struct plan_solver {
     bool colocated;
     int pattern[PLAN_NTP]; /* plan.tp_pattern counts; pattern_gpus 0 when free */
     int pattern_gpus;
+    unsigned bucket_classes; /* bit cls: class cls uses only sizes a pinned sched.buckets serves */
     struct plan_split *splits;
     size_t n_splits;
     struct plan_memo *memo; /* open addressing by (n_roll, counts) */

@@ -16,9 +16,9 @@ static int64_t at_or(const int64_t *a, size_t i, int64_t dflt)
     return a ? a[i] : dflt;
 }
 
-void plan_train_init(struct plan_train *t, const struct plan_sample *s, const struct cost_shape *sh,
-                     const struct spec_hardware *hw, const struct plan_settings *st,
-                     const struct libra_config *cfg)
+void plan_train_init(struct plan_train *t, const struct plan_sample *s, const bool *filtered,
+                     const struct cost_shape *sh, const struct spec_hardware *hw,
+                     const struct plan_settings *st, const struct libra_config *cfg)
 {
     memset(t, 0, sizeof *t);
     t->sh = sh;
@@ -31,14 +31,25 @@ void plan_train_init(struct plan_train *t, const struct plan_sample *s, const st
     t->group_integrity = cfg->plan.group_integrity;
     t->ehp = cfg->ehp.enabled;
     t->recompute = cfg->plan.recompute == SPEC_RECOMPUTE_SEARCH;
-    t->batches = s->n / (size_t)t->batch;
+    size_t *kept = xmallocarray(s->n, sizeof *kept), n = 0;
+    for (size_t i = 0; i < s->n; i++)
+        if (!filtered || !filtered[i])
+            kept[n++] = i;
+    if (n == 0) /* none kept (callers refuse such a sample): every one */
+        for (; n < s->n; n++)
+            kept[n] = n;
+    if (n == 0) { /* an empty sample (callers refuse it too): nothing to cost */
+        free(kept);
+        return;
+    }
+    t->batches = n >= (size_t)t->batch ? n / (size_t)t->batch : 1;
     t->seqs = xcalloc(t->batches, sizeof *t->seqs);
     t->bwork_max = xmallocarray(t->batches, sizeof *t->bwork_max);
     t->battn = xmallocarray(t->batches, sizeof *t->battn);
     uint32_t *tokens = xmallocarray((size_t)t->batch, sizeof *tokens);
     for (size_t b = 0; b < t->batches; b++) {
         for (size_t k = 0; k < (size_t)t->batch; k++) {
-            size_t i = b * (size_t)t->batch + k;
+            size_t i = kept[(b * (size_t)t->batch + k) % n];
             tokens[k] = (uint32_t)(s->prompt_tokens[i] + s->generated_tokens[i] +
                                    at_or(s->tool_tokens, i, 0));
         }
@@ -49,6 +60,7 @@ void plan_train_init(struct plan_train *t, const struct plan_sample *s, const st
         t->battn[b] = q->total_work - 2.0 * sh->params_active * q->total_tokens;
     }
     free(tokens);
+    free(kept);
 }
 
 void plan_train_free(struct plan_train *t)

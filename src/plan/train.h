@@ -51,11 +51,13 @@ struct plan_train {
 /*
  * Prepares t for sample s (validated: at least one batch, positive lengths below 2^32 when
  * summed) with the cluster, rl, plan and ehp settings of cfg. The training sequence of a
- * trajectory is its whole context: prompt, generated and tool tokens.
+ * trajectory is its whole context: prompt, generated and tool tokens. Only the trajectories
+ * that train do: those filtered (NULL: none; at least one is not) are left out, and the rest
+ * form whole batches in order, cycled to one when fewer.
  */
-void plan_train_init(struct plan_train *t, const struct plan_sample *s, const struct cost_shape *sh,
-                     const struct spec_hardware *hw, const struct plan_settings *st,
-                     const struct libra_config *cfg);
+void plan_train_init(struct plan_train *t, const struct plan_sample *s, const bool *filtered,
+                     const struct cost_shape *sh, const struct spec_hardware *hw,
+                     const struct plan_settings *st, const struct libra_config *cfg);
 
 void plan_train_free(struct plan_train *t);
 

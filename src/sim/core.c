@@ -375,23 +375,9 @@ static int check_settings(struct sim *s)
 {
     const struct spec_rl_config *rl = &s->cfg->rl;
     bool stream = s->lay->mode == SIM_ASYNC || s->lay->mode == SIM_LIBRA;
-    if (stream && rl->transport == SPEC_TRANSPORT_RESHARD)
-        return sim_fail(s, LIBRA_EINVAL,
-                        "rl.transport: reshard moves weights in place on the same GPUs, which "
-                        "only the colocated mode does; the %s mode needs nccl, disk_reload or "
-                        "disk_restart",
-                        sim_mode_name(s->lay->mode));
-    if (stream && rl->sync_mode == SPEC_SYNC_KEEP && rl->transport == SPEC_TRANSPORT_DISK_RESTART)
-        return sim_fail(s, LIBRA_EINVAL,
-                        "rl.sync_mode: keep generates through the update, but disk_restart "
-                        "restarts the engines; use nccl or disk_reload, or sync_mode drain or "
-                        "abort_resume");
-    if (stream && rl->max_staleness < rl->sync_interval - 1)
-        return sim_fail(s, LIBRA_EINVAL,
-                        "rl.max_staleness: %d is below rl.sync_interval - 1 = %d: the batches "
-                        "trained between two weight updates start on the weights of the first, "
-                        "so the %s mode would wait forever",
-                        rl->max_staleness, rl->sync_interval - 1, sim_mode_name(s->lay->mode));
+    struct libra_error e = {0};
+    if (stream && spec_rl_async_check(rl, sim_mode_name(s->lay->mode), &e) != 0)
+        return sim_fail(s, LIBRA_EINVAL, "%s", e.msg);
     if (s->lay->n_inst < 1)
         return sim_fail(s, LIBRA_EINVAL, "the %s layout has no rollout instance",
                         sim_mode_name(s->lay->mode));

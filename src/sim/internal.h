@@ -422,11 +422,8 @@ void sim_sync_event(struct sim *s, uint64_t phase);
 /* A request ended or was aborted: a drain may be complete. */
 void sim_sync_poll(struct sim *s);
 
-/* Seconds of transport for the fleet (nccl, disk reload or restart). */
-double sim_transport_s(const struct sim *s);
-
-/* Trainer's share of an update before the fleet's part can start (a checkpoint save). */
-double sim_save_s(const struct sim *s);
+/* One weight update of s's layout (cost_weight_update with where its fleet sits). */
+void sim_weight_update(const struct sim *s, struct cost_weight_update *out);
 
 /* ---- perfetto.c ----------------------------------------------------------------------- */
 

@@ -31,6 +31,7 @@ void sim_layout_free(struct sim_layout *l)
 struct sample {
     VEC(int64_t) prompt, gen, tool, turns;
     VEC(double) tool_s;
+    VEC(bool) filtered;
 };
 
 /* One trajectory's lengths and tool time, as `libra plan` reads them (workload/workload.h). */
@@ -41,24 +42,49 @@ static void sample_add(struct sample *sm, const struct workload_length *w)
     vec_push(&sm->tool, w->tool_tokens);
     vec_push(&sm->turns, w->turns);
     vec_push(&sm->tool_s, w->tool_s);
+    vec_push(&sm->filtered, w->filtered);
 }
 
-/* The planner's length sample (workload_sample_size; a trace's first whole batches when it
- * holds fewer) of the source in launch order. */
+/* A trace's batch b (of its whole batches, cycled when it holds less than one) into w, each
+ * group judged by dynamic sampling as the simulator judges it. */
+static void trace_batch(const struct sim_input *in, size_t b, struct workload_length *w)
+{
+    size_t batch = (size_t)in->cfg->rl.batch_trajectories, samples = (size_t)in->cfg->rl.samples;
+    size_t usable = in->trace->n / samples * samples; /* > 0: sim_input_check */
+    struct trace_traj *group = xmallocarray(samples, sizeof *group);
+    for (size_t i = 0; i < batch; i += samples) {
+        for (size_t k = 0; k < samples; k++) {
+            const struct trace_traj *t = &in->trace->trajs[(b * batch + i + k) % usable];
+            workload_traj_length(t, &w[i + k]);
+            group[k] = (struct trace_traj){.finish = t->finish, .reward = t->reward};
+        }
+        bool filtered = in->workload && in->workload->dynamic_sampling &&
+                        workload_filter_group(in->workload, group, samples);
+        for (size_t k = 0; k < samples; k++)
+            w[i + k].filtered = filtered;
+    }
+    free(group);
+}
+
+/* The planner's length sample: workload_sample_size trajectories in whole batches spread
+ * evenly over the run (workload_lengths; a trace's whole batches spread over the trace, or its
+ * first batch cycled when it holds less than one). */
 static void sample_build(const struct sim_input *in, struct sample *sm)
 {
     const struct libra_config *cfg = in->cfg;
     size_t batch = (size_t)cfg->rl.batch_trajectories, samples = (size_t)cfg->rl.samples;
-    size_t n = workload_sample_size(batch);
-    size_t usable = in->trace ? in->trace->n / samples * samples : 0; /* > 0: sim_input_check */
-    if (in->trace && usable < n) /* whole batches of the trace; one, cycled, when it holds less */
-        n = usable < batch ? batch : usable / batch * batch;
+    size_t n = workload_sample_size(batch), nb = n / batch;
     struct workload_length *w = xmallocarray(n, sizeof *w);
     if (in->trace) {
-        for (size_t i = 0; i < n; i++)
-            workload_traj_length(&in->trace->trajs[i % usable], &w[i]);
+        size_t have = in->trace->n / batch; /* the trace's whole batches */
+        if (have < nb)
+            nb = have ? have : 1;
+        n = nb * batch;
+        for (size_t j = 0; j < nb; j++)
+            trace_batch(in, have ? j * have / nb : 0, &w[j * batch]);
     } else {
-        workload_lengths(in->workload, (uint64_t)cfg->sim.seed, batch, samples, n, w);
+        workload_lengths(in->workload, (uint64_t)sim_sample_seed(cfg), batch, samples,
+                         (size_t)cfg->rl.steps, n, w);
     }
     for (size_t i = 0; i < n; i++)
         sample_add(sm, &w[i]);
@@ -72,6 +98,7 @@ static void sample_free(struct sample *sm)
     vec_free(&sm->tool);
     vec_free(&sm->turns);
     vec_free(&sm->tool_s);
+    vec_free(&sm->filtered);
 }
 
 static struct plan_sample sample_view(const struct sample *sm)
@@ -117,7 +144,7 @@ static int best_train(const struct sim_input *in, const struct sample *sm, int n
     plan_settings_from_config(&st, in->hw, in->cfg);
     struct plan_sample view = sample_view(sm);
     struct plan_train t;
-    plan_train_init(&t, &view, &sh, in->hw, &st, in->cfg);
+    plan_train_init(&t, &view, sm->filtered.v, &sh, in->hw, &st, in->cfg);
     enum plan_why why = PLAN_WHY_TP;
     double best = fastest(&t, n, out, &why);
     if (isinf(best) && in->cfg->plan.recompute == SPEC_RECOMPUTE_FALLBACK) {
@@ -323,6 +350,7 @@ static int solve(const struct sim_input *in, const struct libra_config *plan_cfg
                              .settings = &st,
                              .sample = sample_view(sm),
                              .tool_s = sm->tool_s.v,
+                             .filtered = sm->filtered.v,
                              .should_stop = should_stop,
                              .stop_arg = stop_arg};
     return plan_solve(&p, r, err);
@@ -434,6 +462,11 @@ int sim_layout_plan(const struct sim_input *in, const struct libra_config *plan_
         rc = router_policy(in, out, err);
     sample_free(&sm);
     return rc;
+}
+
+int64_t sim_sample_seed(const struct libra_config *cfg)
+{
+    return cfg->plan.sample_seed ? cfg->plan.sample_seed : cfg->sim.seed;
 }
 
 int sim_plan(const struct sim_input *in, const struct libra_config *plan_cfg,

@@ -216,13 +216,17 @@ int sim_run(const struct sim_input *in, const struct sim_layout *l, const struct
 int sim_layout_make(const struct sim_input *in, enum sim_mode m, int n_train, int tp,
                     struct sim_layout *out, struct libra_error *err);
 
+/* The seed of the length sample: plan.sample_seed, or sim.seed when it is 0. */
+int64_t sim_sample_seed(const struct libra_config *cfg);
+
 /*
  * The planner on in's length sample — the one libra's mode plans on: workload_sample_size
- * trajectories from the preset's generator at sim.seed, or the trace's first ones in file
- * order (as many whole batches as it holds up to that size; one batch, cycled, when it holds
- * less) — under the plan section of plan_cfg (in->cfg otherwise),
- * in its plan.mode. should_stop and stop_arg as plan_problem's (may be NULL). Returns 0 with *r
- * as plan_solve gives it (free it with plan_result_free), or LIBRA_EINVAL with err.
+ * trajectories in whole batches at evenly spaced steps of the run (workload_lengths, seed
+ * sim_sample_seed), or a trace's whole batches spread over it (its first batch, cycled, when it
+ * holds less than one), each group judged by dynamic sampling — under the plan section of
+ * plan_cfg (in->cfg otherwise), in its plan.mode. should_stop and stop_arg as plan_problem's
+ * (may be NULL). Returns 0 with *r as plan_solve gives it (free it with plan_result_free), or
+ * LIBRA_EINVAL with err.
  */
 int sim_plan(const struct sim_input *in, const struct libra_config *plan_cfg,
              bool (*should_stop)(void *), void *stop_arg, struct plan_result *r,

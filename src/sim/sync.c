@@ -18,15 +18,6 @@
 
 #include "sim/internal.h"
 
-double sim_save_s(const struct sim *s)
-{
-    const struct cost_lifecycle_params *lp = &s->st.lifecycle;
-    enum spec_transport tr = s->cfg->rl.transport;
-    if (tr != SPEC_TRANSPORT_DISK_RELOAD && tr != SPEC_TRANSPORT_DISK_RESTART)
-        return 0;
-    return s->shape.params_total * lp->weight_dtype_bytes / lp->disk_bw_bytes_per_s;
-}
-
 /* Whether some rollout instance sits outside the node of the trainer's rank 0 (GPU 0). */
 static bool fleet_cross_node(const struct sim *s)
 {
@@ -37,20 +28,10 @@ static bool fleet_cross_node(const struct sim *s)
     return false;
 }
 
-double sim_transport_s(const struct sim *s)
+void sim_weight_update(const struct sim *s, struct cost_weight_update *out)
 {
-    const struct cost_lifecycle_params *lp = &s->st.lifecycle;
-    switch (s->cfg->rl.transport) {
-    case SPEC_TRANSPORT_NCCL:
-        return cost_broadcast_s(lp, &s->shape, s->in->hw, fleet_cross_node(s));
-    case SPEC_TRANSPORT_DISK_RELOAD:
-        return cost_disk_reload_s(lp, &s->shape);
-    case SPEC_TRANSPORT_DISK_RESTART:
-        return cost_cold_start_s(lp, &s->shape);
-    case SPEC_TRANSPORT_RESHARD:
-        break;
-    }
-    return 0; /* rejected by check_settings */
+    cost_weight_update(&s->st.lifecycle, &s->shape, s->in->hw, s->cfg->rl.transport,
+                       fleet_cross_node(s), out);
 }
 
 static void trainer_free(struct sim *s)
@@ -65,7 +46,9 @@ static void trainer_free(struct sim *s)
 static void transfer(struct sim *s)
 {
     s->sync_phase = SIM_SYNC_TRANSFER;
-    sim_schedule(s, s->now + sim_transport_s(s), SIM_EV_SYNC, 0, SIM_SYNC_TRANSFER);
+    struct cost_weight_update u;
+    sim_weight_update(s, &u);
+    sim_schedule(s, s->now + u.transfer_s, SIM_EV_SYNC, 0, SIM_SYNC_TRANSFER);
 }
 
 /* Aborts every live request, keeping its output for the resubmission after the update. */
@@ -108,7 +91,9 @@ static void start(struct sim *s)
 {
     s->sync_version = s->version;
     s->sync_start_s = s->now;
-    double save = sim_save_s(s);
+    struct cost_weight_update u;
+    sim_weight_update(s, &u);
+    double save = u.save_s;
     if (save > 0) {
         s->sync_phase = SIM_SYNC_SAVE;
         sim_schedule(s, s->now + save, SIM_EV_SYNC, 0, SIM_SYNC_SAVE);

@@ -138,6 +138,10 @@ static const struct spec_field fields[] = {
     INT(plan.verify_steps, "steps", 10, 1, 1000, NULL,
         "steps each verified candidate is simulated for, on a seed other than the length "
         "sample's (libra plan --verify-steps)"),
+    SPEC_INT_ROW(CFG, plan.sample_seed, 0, "", 0, 0, 9007199254740991.0, NULL,
+                 "seed of the planner's length sample drawn from a workload preset (libra plan, "
+                 "libra sim's libra mode; a trace's sample is its own batches); 0: sim.seed, the "
+                 "run's own trajectories"),
     ENUM(plan.recompute, recompute_names, SPEC_RECOMPUTE_FALLBACK,
          "full activation recompute in training layouts: off, fallback (for each split, only "
          "when no layout of its GPUs fits without it) or search (always a candidate)"),
@@ -596,4 +600,26 @@ char *spec_config_doc_markdown(void)
     doc_presets(out);
     fclose(out);
     return text;
+}
+
+int spec_rl_async_check(const struct spec_rl_config *rl, const char *mode, struct libra_error *err)
+{
+    if (rl->transport == SPEC_TRANSPORT_RESHARD)
+        return error_set(err, NULL, 0, 0,
+                         "rl.transport: reshard moves weights in place on the same GPUs, which "
+                         "only the colocated mode does; the %s mode needs nccl, disk_reload or "
+                         "disk_restart",
+                         mode);
+    if (rl->sync_mode == SPEC_SYNC_KEEP && rl->transport == SPEC_TRANSPORT_DISK_RESTART)
+        return error_set(err, NULL, 0, 0,
+                         "rl.sync_mode: keep generates through the update, but disk_restart "
+                         "restarts the engines; use nccl or disk_reload, or sync_mode drain or "
+                         "abort_resume");
+    if (rl->max_staleness < rl->sync_interval - 1)
+        return error_set(err, NULL, 0, 0,
+                         "rl.max_staleness: %d is below rl.sync_interval - 1 = %d: the batches "
+                         "trained between two weight updates start on the weights of the first, "
+                         "so the %s mode would wait forever",
+                         rl->max_staleness, rl->sync_interval - 1, mode);
+    return 0;
 }

@@ -122,6 +122,7 @@ struct spec_plan_config {
     enum spec_recompute recompute; /* full activation recompute in the training layouts */
     int verify_candidates;         /* planner candidates simulated before choosing; 0: none */
     int verify_steps;              /* steps each verified candidate is simulated for */
+    int64_t sample_seed;           /* seed of the length sample; 0: sim.seed */
     int min_tp_sizes;              /* at least this many distinct rollout TP sizes */
     char tp_pattern[64];           /* TP sizes of every rollout node, "1,1,2,4"; "" = free */
     double replan_min_gain_frac;   /* a replan must shorten the step by this share */
@@ -225,6 +226,15 @@ int spec_config_resolve(struct libra_config *cfg, const struct spec_presets *p,
 int spec_config_key_error(struct libra_error *err, const struct spec_config_sources *src,
                           const char *key, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
+
+/*
+ * The rules a disaggregated job's weight updates follow (the async and libra modes, the
+ * planner's async mode; colocated jobs need not): a transport that moves weights to other GPUs,
+ * a sync mode the transport can do, and rl.max_staleness >= rl.sync_interval - 1 (else the
+ * batches between two updates wait for one that never comes). mode names the job in the
+ * message. Returns 0, or LIBRA_EINVAL with err naming the key.
+ */
+int spec_rl_async_check(const struct spec_rl_config *rl, const char *mode, struct libra_error *err);
 
 /* The config as a new JSON object {"cluster": {...}, ...} with every key. */
 json_t *spec_config_to_json(const struct libra_config *cfg);

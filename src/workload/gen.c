@@ -12,6 +12,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "util/alloc.h"
 #include "util/rng.h"
 
 /* Domains of the derived keys (arbitrary distinct constants). */
@@ -312,21 +313,28 @@ void workload_traj_length(const struct trace_traj *t, struct workload_length *ou
 }
 
 void workload_lengths(const struct workload_preset *w, uint64_t seed, size_t batch, size_t samples,
-                      size_t n, struct workload_length *out)
+                      size_t steps, size_t n, struct workload_length *out)
 {
     struct workload_gen g;
     workload_gen_init(&g, w, seed);
     struct arena a;
     arena_init(&a, 0);
-    int64_t groups_per_step = (int64_t)(batch / samples);
-    for (size_t i = 0; i < n; i++) {
-        int64_t group = (int64_t)(i / samples);
-        int64_t prompt = workload_prompt_for(&g, group / w->prompts, group % w->prompts);
-        struct trace_traj t;
-        workload_gen_traj(&g, prompt, (int64_t)(i % samples), group / groups_per_step, &t, &a);
-        workload_traj_length(&t, &out[i]);
+    struct trace_traj *group = xmallocarray(samples, sizeof *group);
+    size_t groups_per_step = batch / samples, nb = (n + batch - 1) / batch;
+    for (size_t i = 0; i < n; i += samples) {
+        size_t j = i / batch, step = j * (steps > nb ? steps : nb) / nb; /* the run's step */
+        int64_t run_group = (int64_t)(step * groups_per_step + i % batch / samples);
+        int64_t prompt = workload_prompt_for(&g, run_group / w->prompts, run_group % w->prompts);
+        for (size_t k = 0; k < samples; k++)
+            workload_gen_traj(&g, prompt, (int64_t)k, (int64_t)step, &group[k], &a);
+        bool filtered = workload_filter_group(w, group, samples);
+        for (size_t k = 0; k < samples; k++) {
+            workload_traj_length(&group[k], &out[i + k]);
+            out[i + k].filtered = filtered;
+        }
         arena_reset(&a);
     }
+    free(group);
     arena_free(&a);
 }
 

@@ -20,6 +20,7 @@
 #ifndef WORKLOAD_WORKLOAD_H
 #define WORKLOAD_WORKLOAD_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -87,19 +88,23 @@ struct workload_length {
     int64_t turns;
     double tool_s; /* over its calls: queue + execution, seconds (a part recorded as unknown,
                     * -1, counts 0) */
+    bool filtered; /* its group is dropped by dynamic sampling (workload_filter_group) */
 };
 
 /* The lengths and tool time of one trajectory record (generated or read from a trace). */
 void workload_traj_length(const struct trace_traj *t, struct workload_length *out);
 
 /*
- * Lengths of the first n trajectories of a job on preset w with seed, batch trajectories per
- * step in groups of samples: prompts in the order workload_prompt_for gives, policy version =
- * step, exactly as the simulator launches them at the start of a run (and `libra trace gen`
- * with that batch writes them). A pure function of its arguments; out has n elements.
+ * Lengths of n trajectories (whole batches) of a job of steps steps on preset w with seed, batch
+ * trajectories per step in groups of samples: the sample's batches are the run's batches at
+ * evenly spaced steps (batch j of nb at step floor(j·steps/nb); consecutive from 0 when the
+ * run has fewer steps than the sample batches), so that the sample spans a drifting workload
+ * as the run does; each holds the groups a run launches first for that step (prompts in the order
+ * workload_prompt_for gives, policy version = step; `libra trace gen` writes the same), each group
+ * judged by workload_filter_group. A pure function of its arguments; out has n elements.
  */
 void workload_lengths(const struct workload_preset *w, uint64_t seed, size_t batch, size_t samples,
-                      size_t n, struct workload_length *out);
+                      size_t steps, size_t n, struct workload_length *out);
 
 /*
  * Trajectories in the planner's length sample of a job of batch trajectories per step: the

@@ -56,7 +56,14 @@ def test_json_document_is_consistent():
     assert doc["seed"] == 1 and doc["libra_version"]
     assert doc["feasible"] and doc["mode"] == "async"
     obj, train, roll = doc["objective"], doc["train"], doc["rollout"]
-    assert obj["step_s"] == max(obj["train_s"], obj["rollout_s"])
+    parts = obj["parts"]  # docs/planner.md §2.4: the step is its largest term
+    assert obj["step_s"] == max(obj["train_s"] + parts["update_train_s"], obj["rollout_s"])
+    assert obj["rollout_s"] == max(parts["fixed_point_s"], parts["fleet_s"], parts["span_s"])
+    assert parts["fleet_s"] == max(parts["work_s"], parts["little_s"]) + \
+        parts["update_s"] / parts["interval"]
+    assert parts["window"] == 5 and parts["interval"] == 5  # staleness 4, updates every 5
+    assert parts["drain_s"] == parts["reprefill_s"] == 0  # nothing carries over an update
+    assert obj["bound_by"] in ("training", "span", "fleet", "fixed point")
     assert train["gpus"] + roll["gpus"] == doc["gpus"] == 48
     assert train["gpus"] == train["tp"] * train["pp"] * train["cp"] * train["dp"]
     tp_gpus = sum(int(k[2:]) * v for k, v in roll["instances"].items())
@@ -78,9 +85,10 @@ def test_json_document_is_consistent():
 
 def test_plan_and_sim_plan_on_one_sample():
     """libra plan and libra sim's libra mode plan on the same length sample (the fewest whole
-    batches holding 256 trajectories, at most 8), so they predict the same step."""
+    batches holding 256 trajectories, at most 8, spread over the run's steps), so they predict
+    the same step."""
     for batch, batches in (("16", 8), ("64", 4), ("512", 1)):
-        _, doc = plan_json("--batch", batch, "--verify", "0")
+        _, doc = plan_json("--batch", batch, "--verify", "0", "--steps", "1")
         assert doc["sample"]["batches"] == batches
         sim = run("sim", "--batch", batch, "--set", "sim.modes=libra", "--steps", "1", "--json",
                   "--set", "plan.verify_candidates=0")
@@ -109,14 +117,14 @@ def test_activation_recompute_when_nothing_fits_without():
     assert cost.returncode == 0, cost.stderr
     memory = json.loads(cost.stdout)["training"]["memory"]["total_bytes"]
     assert memory == train["memory_per_gpu"]["total_bytes"]
-    # each split decides alone: on the default job 16 GPUs fit without recompute, 24 do not
+    # each split decides alone: on the first batches of the default job (a one-step run's
+    # sample) 16 GPUs fit without recompute, 24 do not
     for split, recompute in ((16, False), (24, True)):
-        _, pinned = plan_json("--verify", "0", "--set", f"plan.min_train_gpus={split}",
-                              "--set", f"plan.min_rollout_gpus={48 - split}")
+        pin = ["--verify", "0", "--steps", "1", "--set", f"plan.min_train_gpus={split}",
+               "--set", f"plan.min_rollout_gpus={48 - split}"]
+        _, pinned = plan_json(*pin)
         assert pinned["train"]["gpus"] == split and pinned["train"]["recompute"] is recompute
-        off, _ = plan_json("--verify", "0", "--set", f"plan.min_train_gpus={split}",
-                           "--set", f"plan.min_rollout_gpus={48 - split}",
-                           "--set", "plan.recompute=off")
+        off, _ = plan_json(*pin, "--set", "plan.recompute=off")
         assert off.returncode == (0 if split == 16 else 1)
 
 
@@ -185,7 +193,7 @@ def fleet_text(instances):
 def test_verification_chooses_as_libra_sim_does():
     """libra plan verifies the planner's candidates exactly as libra sim's libra mode does (the
     same candidates, figures and choice), prints both figures for each, and plans the winner."""
-    r, doc = plan_json("--verify", "6", "--verify-steps", "4")
+    r, doc = plan_json("--verify", "6", "--verify-steps", "4", "--steps", "1")
     assert r.returncode == 0, r.stderr
     v = doc["verification"]
     assert v["steps"] == 4 and len(v["candidates"]) == 6

@@ -28,6 +28,7 @@ struct brute_case {
     const struct spec_model *model;
     int64_t *prompt, *gen, *tool, *turns;
     double *tool_s;
+    bool *filtered;
     struct plan_problem p;
 };
 
@@ -55,6 +56,12 @@ static inline void brute_case_make(struct brute_case *c, const struct spec_prese
     cfg->rl.samples = (int)(1 << rng_uniform_int(&r, 3));
     cfg->rl.batch_trajectories = cfg->rl.samples * (int)brute_pick(&r, 1, 24 / cfg->rl.samples);
     cfg->rl.max_staleness = (int)brute_pick(&r, 0, 4);
+    /* weight updates the async rules allow (spec_rl_async_check) */
+    cfg->rl.sync_interval = (int)brute_pick(&r, 1, cfg->rl.max_staleness + 1);
+    cfg->rl.transport = (enum spec_transport)rng_uniform_int(&r, 3); /* nccl, reload, restart */
+    cfg->rl.sync_mode = (enum spec_sync_mode)rng_uniform_int(&r, 3);
+    if (cfg->rl.sync_mode == SPEC_SYNC_KEEP && cfg->rl.transport == SPEC_TRANSPORT_DISK_RESTART)
+        cfg->rl.sync_mode = SPEC_SYNC_DRAIN;
     cfg->plan.mode = rng_uniform(&r) < 0.25 ? SPEC_PLAN_COLOCATED : SPEC_PLAN_ASYNC;
     cfg->plan.granularity_gpus = (int)(1 << rng_uniform_int(&r, cfg->cluster.gpus >= 16 ? 4 : 2));
     int quarter = cfg->cluster.gpus / 4 > 1 ? cfg->cluster.gpus / 4 : 1;
@@ -87,6 +94,15 @@ static inline void brute_case_make(struct brute_case *c, const struct spec_prese
     c->p = (struct plan_problem){.cfg = cfg, .hw = c->hw, .model = c->model, .settings = st};
     c->p.sample = (struct plan_sample){n, c->prompt, c->gen, c->tool, c->turns};
     c->p.tool_s = rng_uniform(&r) < 0.75 ? c->tool_s : NULL;
+    /* dynamic sampling in a third of the cases: whole groups dropped, the first one kept */
+    c->filtered = calloc(n, sizeof *c->filtered);
+    bool dynamic = rng_uniform(&r) < 0.3;
+    for (size_t i = cfg->rl.samples; dynamic && i < n; i += (size_t)cfg->rl.samples) {
+        bool drop = rng_uniform(&r) < 0.4;
+        for (size_t k = i; k < i + (size_t)cfg->rl.samples && k < n; k++)
+            c->filtered[k] = drop;
+    }
+    c->p.filtered = dynamic ? c->filtered : NULL;
 }
 
 static inline void brute_case_free(struct brute_case *c)
@@ -96,6 +112,7 @@ static inline void brute_case_free(struct brute_case *c)
     free(c->tool);
     free(c->turns);
     free(c->tool_s);
+    free(c->filtered);
 }
 
 /* The best pair found, with the fields of the tie-break order. */
@@ -104,14 +121,15 @@ struct brute_best {
     double obj;
     int n_train;
     struct plan_train_layout l;
+    double train_s; /* async: its train side */
     int inst;
     double roll_s;
     int c[PLAN_NTP];
     double space; /* pairs of structural layouts and packable multisets */
 };
 
-/* -1, 0, 1 as (obj, n_train, tp, pp, cp, budget, instances, rollout time, then more large
- * instances) of a orders before, with or after b's. */
+/* -1, 0, 1 as (obj, n_train, async train side, tp, pp, cp, budget, instances, rollout time,
+ * then more large instances) of a orders before, with or after b's. */
 static inline int brute_cmp(const struct brute_best *a, const struct brute_best *b)
 {
 #define BRUTE_CMP(x, y)                                                                            \
@@ -119,6 +137,7 @@ static inline int brute_cmp(const struct brute_best *a, const struct brute_best 
         return (x) < (y) ? -1 : 1;
     BRUTE_CMP(a->obj, b->obj)
     BRUTE_CMP(a->n_train, b->n_train)
+    BRUTE_CMP(a->train_s, b->train_s) /* async: the fastest layout; colocated: 0 */
     BRUTE_CMP(a->l.tp, b->l.tp)
     BRUTE_CMP(a->l.pp, b->l.pp)
     BRUTE_CMP(a->l.cp, b->l.cp)
@@ -207,9 +226,14 @@ static inline void brute_split(const struct brute_case *bc, struct plan_roll *ro
                         tp, pp, cp, n_train / (tp * pp * cp), plan_budgets[bi / 2], bi % 2 == 1};
                     if (plan_train_check(train, &l, NULL) == PLAN_WHY_NONE) {
                         ls[nl] = l;
-                        tt[nl++] = plan_train_time(train, &l, NULL);
+                        /* async: the train side adds the trainer's share of the updates */
+                        tt[nl++] = plan_train_time(train, &l, NULL) +
+                                   (colocated ? 0.0 : roll->job.train_add_s);
                     }
                 }
+    double train_min = INFINITY; /* the split's least train side, which the span charges */
+    for (int i = 0; i < nl; i++)
+        train_min = fmin(train_min, tt[i]);
     for (int c8 = 0; 8 * c8 <= n_roll; c8++)
         for (int c4 = 0; 8 * c8 + 4 * c4 <= n_roll; c4++)
             for (int c2 = 0; 8 * c8 + 4 * c4 + 2 * c2 <= n_roll; c2++) {
@@ -220,10 +244,13 @@ static inline void brute_split(const struct brute_case *bc, struct plan_roll *ro
                 if (!brute_rollout_ok(bc, roll, free_gpus, nodes, c))
                     continue;
                 struct plan_roll_score sc;
-                plan_roll_score(roll, c, colocated, NAN, &sc);
+                plan_roll_score(roll, c, colocated, NAN, train_min, &sc);
                 for (int i = 0; i < nl; i++) {
-                    struct brute_best cand = {
-                        .found = true, .n_train = n_train, .l = ls[i], .roll_s = sc.t_s};
+                    struct brute_best cand = {.found = true,
+                                              .n_train = n_train,
+                                              .l = ls[i],
+                                              .train_s = colocated ? 0.0 : tt[i],
+                                              .roll_s = sc.t_s};
                     double sw = 0.0;
                     for (int t = 0; t < PLAN_NTP; t++) {
                         cand.c[t] = c[t];
@@ -248,10 +275,10 @@ static inline void brute_solve(const struct brute_case *bc, struct brute_best *b
     cost_shape_init(&sh, bc->model);
     struct plan_roll roll;
     struct plan_train train;
-    plan_roll_init(&roll, &bc->p.sample, bc->p.tool_s, &sh, bc->hw, bc->p.settings,
-                   cfg->rl.batch_trajectories, cfg->rl.max_staleness + 1,
-                   cfg->cluster.gpus_per_node);
-    plan_train_init(&train, &bc->p.sample, &sh, bc->hw, bc->p.settings, cfg);
+    struct plan_roll_job job;
+    plan_roll_job_init(&job, cfg, &sh, bc->hw, bc->p.settings, &bc->p.sample, bc->p.filtered);
+    plan_roll_init(&roll, &bc->p.sample, bc->p.tool_s, &sh, bc->hw, bc->p.settings, &job);
+    plan_train_init(&train, &bc->p.sample, bc->p.filtered, &sh, bc->hw, bc->p.settings, cfg);
     memset(best, 0, sizeof *best);
     int N = cfg->cluster.gpus;
     const struct spec_plan_config *pc = &cfg->plan;

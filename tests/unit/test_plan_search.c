@@ -192,9 +192,9 @@ static void test_lam_min_is_the_sorted_least_latencies(void **state)
         struct cost_shape sh;
         cost_shape_init(&sh, bc.model);
         struct plan_roll roll;
-        plan_roll_init(&roll, &bc.p.sample, bc.p.tool_s, &sh, bc.hw, bc.p.settings,
-                       cfg->rl.batch_trajectories, cfg->rl.max_staleness + 1,
-                       cfg->cluster.gpus_per_node);
+        struct plan_roll_job job;
+        plan_roll_job_init(&job, cfg, &sh, bc.hw, bc.p.settings, &bc.p.sample, bc.p.filtered);
+        plan_roll_init(&roll, &bc.p.sample, bc.p.tool_s, &sh, bc.hw, bc.p.settings, &job);
         double *want = malloc(roll.m * sizeof *want);
         for (unsigned mask = 1; mask < 1u << PLAN_NTP; mask++) {
             for (size_t k = 0; k < roll.m; k++) {
@@ -378,7 +378,7 @@ static void test_budget_stop(void **state)
 {
     struct brute_case bc;
     base_case(&bc);
-    bc.cfg.cluster.gpus = 96;
+    bc.cfg.cluster.gpus = 1024;
     bc.p.should_stop = stop_now;
     struct plan_result r;
     solve_ok(&bc.p, &r);

@@ -362,8 +362,8 @@ static void test_lengths_match_generator(void **state)
     struct workload_length l[N], again[N];
     int with_tools = 0;
     size_t batch = (size_t)w->batch_trajectories, samples = (size_t)w->samples;
-    workload_lengths(w, 1, batch, samples, N, l);
-    workload_lengths(w, 1, batch, samples, N, again);
+    workload_lengths(w, 1, batch, samples, N / batch, N, l); /* one step per batch: in order */
+    workload_lengths(w, 1, batch, samples, N / batch, N, again);
     assert_memory_equal(l, again, sizeof l);
     struct workload_gen g;
     workload_gen_init(&g, w, 1);
