@@ -209,7 +209,9 @@ static double class_roll_lb(struct plan_solver *s, unsigned cls, double z, doubl
     double update = j->save_s + j->transfer_s;
     double fleet = s->roll.per_step * z / (double)s->roll.m + update / j->interval;
     double span = (plan_roll_tail_lb(&s->roll, cls) + train_s + update) / j->k1;
-    return fmax(fixed, fmax(fleet, span));
+    /* the sums bound the terms in real arithmetic, summed in another order: shave below the
+     * rounding (§3.4) */
+    return fmax(fixed, fmax(fleet, span) * (1.0 - 1e-12));
 }
 
 /* Fills b's super-multiset sup (dims at hi, the smallest size as if dims were at lo), its

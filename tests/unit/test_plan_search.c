@@ -212,6 +212,77 @@ static void test_lam_min_is_the_sorted_least_latencies(void **state)
     }
 }
 
+/* The async terms (docs/planner.md §2.4) compose as documented, every term stays above the
+ * bounds the search prunes with, and dynamic sampling scales the fleet's work by 1 / kept. */
+static void test_async_terms(void **state)
+{
+    (void)state;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        struct brute_case bc;
+        brute_case_make(&bc, &presets, &settings, seed, 32);
+        const struct libra_config *cfg = &bc.cfg;
+        struct cost_shape sh;
+        cost_shape_init(&sh, bc.model);
+        struct plan_roll roll;
+        struct plan_roll_job job;
+        plan_roll_job_init(&job, cfg, &sh, bc.hw, bc.p.settings, &bc.p.sample, bc.p.filtered);
+        plan_roll_init(&roll, &bc.p.sample, bc.p.tool_s, &sh, bc.hw, bc.p.settings, &job);
+        assert_true(roll.per_step >= cfg->rl.batch_trajectories);
+        for (int t = 0; t < PLAN_NTP; t++) {
+            if (!roll.fits_all[t])
+                continue;
+            int c[PLAN_NTP] = {0};
+            c[t] = 1 + (int)(seed % 3);
+            struct plan_roll_score sc;
+            plan_roll_score(&roll, c, false, NAN, 5.0, &sc);
+            double update = job.save_s + job.transfer_s + sc.drain_s + sc.reprefill_s;
+            assert_true(sc.update_s == update);
+            assert_true(sc.fleet_s == fmax(sc.work_s, sc.little_s) + update / job.interval);
+            assert_true(sc.t_s == fmax(sc.fixed_s, fmax(sc.fleet_s, sc.span_s)));
+            assert_true(sc.work_s >= roll.per_step * sc.z_s / (double)roll.m);
+            if (job.k1 == job.interval)
+                assert_true(sc.drain_s == 0.0 && sc.reprefill_s == 0.0);
+            /* the span's bound: each rank alone on the class's smallest TP, no queue */
+            double lb = (plan_roll_tail_lb(&roll, 1u << t) + 5.0 + job.save_s + job.transfer_s) /
+                        job.k1 * (1.0 - 1e-12); /* summed in another order: as the search */
+            assert_true(sc.tail_s >= plan_roll_tail_lb(&roll, 1u << t));
+            assert_true(sc.span_s >= lb);
+        }
+        plan_roll_free(&roll);
+        brute_case_free(&bc);
+    }
+}
+
+static void test_dynamic_sampling_rolls_out_more(void **state)
+{
+    (void)state;
+    struct brute_case bc;
+    brute_case_make(&bc, &presets, &settings, 7, 32);
+    const struct libra_config *cfg = &bc.cfg;
+    bool *half = calloc(bc.p.sample.n, sizeof *half);
+    for (size_t i = 0; i < bc.p.sample.n; i++) /* every other group dropped */
+        half[i] = i / (size_t)cfg->rl.samples % 2 == 1;
+    struct cost_shape sh;
+    cost_shape_init(&sh, bc.model);
+    double work[2];
+    for (int with = 0; with < 2; with++) {
+        struct plan_roll roll;
+        struct plan_roll_job job;
+        const bool *filtered = with ? half : NULL;
+        plan_roll_job_init(&job, cfg, &sh, bc.hw, bc.p.settings, &bc.p.sample, filtered);
+        assert_true(job.kept_share == (with ? plan_kept_share(&bc.p.sample, half) : 1.0));
+        plan_roll_init(&roll, &bc.p.sample, bc.p.tool_s, &sh, bc.hw, bc.p.settings, &job);
+        int c[PLAN_NTP] = {0, 0, 0, 1};
+        struct plan_roll_score sc;
+        plan_roll_score(&roll, c, false, NAN, 1.0, &sc);
+        work[with] = sc.work_s;
+        plan_roll_free(&roll);
+    }
+    assert_float_equal(work[1], work[0] / plan_kept_share(&bc.p.sample, half), 1e-9 * work[0]);
+    free(half);
+    brute_case_free(&bc);
+}
+
 /* With plan.gap_tolerance, the plan is within the tolerance of the brute force's optimum and
  * its stated gap covers the real one. */
 static void test_gap_tolerance_bounds_the_plan(void **state)
@@ -398,6 +469,8 @@ int main(void)
         cmocka_unit_test(test_differential_small_clusters),
         cmocka_unit_test(test_gap_tolerance_bounds_the_plan),
         cmocka_unit_test(test_lam_min_is_the_sorted_least_latencies),
+        cmocka_unit_test(test_async_terms),
+        cmocka_unit_test(test_dynamic_sampling_rolls_out_more),
         cmocka_unit_test(test_invariants_random),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_tool_time_slows_rollout),
