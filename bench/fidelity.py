@@ -138,7 +138,8 @@ def main():
     ap.add_argument("--seed", type=int, default=1, help="the generator's seed")
     ap.add_argument("--libra", default=os.path.join(SOURCE, "build", "release", "libra"))
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
-    ap.add_argument("--no-examples", action="store_true", help="random experiments only")
+    ap.add_argument("--no-examples", action="store_true",
+                    help="the default and the random experiments, not examples/")
     args = ap.parse_args()
     args.random_draws = 10 * args.random + 10
     measure = fidelity if args.what == "fidelity" else wins
@@ -148,7 +149,7 @@ def main():
             is_random = name.startswith("random")
             if is_random and kept_random == args.random:
                 break
-            if not is_random and args.no_examples:
+            if name != "default" and not is_random and args.no_examples:
                 continue
             path = exp
             if isinstance(exp, dict):
