@@ -34,13 +34,15 @@ static const char help[] =
     "                  [--jobs J] [--json]\n"
     "\n"
     "Plans the cluster of the experiment config: how many GPUs train and with which layout\n"
-    "(TP, PP, CP, DP, micro-batch budget, activation recompute), which rollout instances run\n"
-    "(counts of TP 1, 2, 4, 8, each inside one node) and the buckets C-MLFQ routes over,\n"
-    "minimising the step time (docs/planner.md). The length sample is the one libra sim's\n"
-    "libra mode plans on: the fewest whole batches holding 256 trajectories (at most 8), from\n"
-    "the workload preset (workload.name, seed sim.seed) or the first whole batches of --trace\n"
-    "FILE (workload.trace). The search is exact for its analytic step; --time-limit-s\n"
-    "(plan.time_limit_s) bounds it and the output then states the proven optimality gap.\n"
+    "(TP, PP, CP, DP, micro-batch budget, activation recompute, FSDP or Megatron's\n"
+    "distributed optimizer), which rollout instances run (counts of TP 1, 2, 4, 8, each\n"
+    "inside one node) and the buckets C-MLFQ routes over, minimising the step time\n"
+    "(docs/planner.md). The length sample is the one libra sim's libra mode plans on: the\n"
+    "fewest whole batches holding 256 trajectories (at most 8) at evenly spaced steps of the\n"
+    "run, from the workload preset (workload.name, seed plan.sample_seed or sim.seed) or\n"
+    "spread over --trace FILE (workload.trace). The search is exact for its analytic step;\n"
+    "--time-limit-s (plan.time_limit_s) bounds it and the output then states the proven\n"
+    "optimality gap.\n"
     "An async plan is then verified: the K best of the planner's candidates by analytic step\n"
     "(its optimum, its best heterogeneous and single-TP fleets at and near the optimum's split)\n"
     "run N steps of libra sim on another seed, and the fastest is the plan. Exit 1 when no plan\n"
@@ -113,11 +115,12 @@ static void print_train(FILE *out, const struct plan_result *r)
 {
     const struct cost_train_step *s = &r->train_step;
     fprintf(out,
-            "  training  %4d GPUs  TP%d PP%d CP%d DP%d, micro-batch %d tokens per GPU%s\n"
+            "  training  %4d GPUs  TP%d PP%d CP%d DP%d, micro-batch %d tokens per GPU, %s%s\n"
             "            T_train %.2f s (compute %.2f, pipeline bubble %.2f, TP %.2f, CP %.2f, "
             "DP %.2f, optimizer %.2f, micro-batches %.2f; imbalance %.2f)\n"
             "            memory %.1f of %.1f GB per GPU\n",
             r->n_train, r->train.tp, r->train.pp, r->train.cp, r->train.dp, r->train.budget_tokens,
+            r->train.fsdp ? "FSDP (ZeRO-3)" : "distributed optimizer",
             r->train.recompute ? ", full activation recompute" : "", r->train_s, s->compute_s,
             s->pp_bubble_s, s->tp_comm_s, s->cp_comm_s, s->dp_comm_s, s->optimizer_s,
             s->microbatch_s, s->imbalance, r->train_mem.total_bytes / 1e9,

@@ -250,10 +250,11 @@ static json_t *train_json(const struct plan_result *r)
                             m->optimizer_bytes, "activations_bytes", m->activations_bytes,
                             "logits_bytes", m->logits_bytes, "workspace_bytes", m->workspace_bytes,
                             "total_bytes", m->total_bytes, "capacity_bytes", m->capacity_bytes);
-    return json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:o, s:o}", "gpus", r->n_train, "tp",
-                     r->train.tp, "pp", r->train.pp, "cp", r->train.cp, "dp", r->train.dp,
-                     "micro_batch_tokens_per_gpu", r->train.budget_tokens, "recompute",
-                     r->train.recompute, "step", step, "memory_per_gpu", mem);
+    return json_pack(
+        "{s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:o, s:o}", "gpus", r->n_train, "tp", r->train.tp,
+        "pp", r->train.pp, "cp", r->train.cp, "dp", r->train.dp, "micro_batch_tokens_per_gpu",
+        r->train.budget_tokens, "recompute", r->train.recompute, "sharding",
+        r->train.fsdp ? "fsdp" : "distributed_optimizer", "step", step, "memory_per_gpu", mem);
 }
 
 static json_t *rollout_json(const struct plan_result *r)

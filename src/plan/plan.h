@@ -104,6 +104,9 @@ struct plan_train_layout {
                         * budget_tokens·cp tokens */
     bool recompute;    /* full activation recompute in backward: +2N per token, activations
                         * kept only at layer boundaries */
+    bool fsdp;         /* FSDP (ZeRO-3): weights, gradients and optimizer state sharded over
+                        * DP, parameters gathered each pass; else Megatron's distributed
+                        * optimizer (optimizer state sharded) */
 };
 
 /* A GPU's role in the placement. */

@@ -615,11 +615,10 @@ static void split_prepare(struct plan_solver *s, struct plan_split *sp)
     split_caps(s, sp);
     sp->multisets = count_multisets(sp);
     split_layouts(s, sp);
-    if (isinf(sp->lb_train) && s->cfg->plan.recompute == SPEC_RECOMPUTE_FALLBACK) {
-        /* plan.recompute fallback: this split's layouts with full activation recompute too */
-        s->train.recompute = true;
+    if (isinf(sp->lb_train) && plan_train_fallback(&s->train, true)) {
+        /* plan.recompute / plan.fsdp fallback: this split's layouts with them too */
         split_layouts(s, sp);
-        s->train.recompute = false;
+        plan_train_fallback(&s->train, false);
     }
     s->stats.train_space += (double)sp->n_layouts;
     s->stats.rollout_space += sp->multisets;

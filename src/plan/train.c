@@ -30,7 +30,10 @@ void plan_train_init(struct plan_train *t, const struct plan_sample *s, const bo
     t->cp_min_seq_tokens = cfg->plan.cp_min_seq_tokens;
     t->group_integrity = cfg->plan.group_integrity;
     t->ehp = cfg->ehp.enabled;
-    t->recompute = cfg->plan.recompute == SPEC_RECOMPUTE_SEARCH;
+    t->recompute = cfg->plan.recompute == SPEC_OPTION_SEARCH;
+    t->fsdp = cfg->plan.fsdp == SPEC_OPTION_SEARCH;
+    t->fallback_recompute = cfg->plan.recompute == SPEC_OPTION_FALLBACK;
+    t->fallback_fsdp = cfg->plan.fsdp == SPEC_OPTION_FALLBACK;
     size_t *kept = xmallocarray(s->n, sizeof *kept), n = 0;
     for (size_t i = 0; i < s->n; i++)
         if (!filtered || !filtered[i])
@@ -85,15 +88,25 @@ size_t plan_train_layouts(const struct plan_train *t, int n, struct plan_train_l
     for (int tp = 1; tp <= 8; tp *= 2)
         for (int pp = 1; pp <= 8; pp *= 2)
             for (int ci = 0, cp = 1; ci < cps; ci++, cp *= 2)
-                for (int bi = 0; bi < PLAN_BUDGETS; bi++)
-                    for (int rc = 0; rc < (t->recompute ? 2 : 1) && n % (tp * pp * cp) == 0; rc++)
-                        out[k++] = (struct plan_train_layout){
-                            tp, pp, cp, n / (tp * pp * cp), plan_budgets[bi], rc == 1};
+                for (int bi = 0; bi < PLAN_BUDGETS && n % (tp * pp * cp) == 0; bi++)
+                    for (int rc = 0; rc < (t->recompute ? 2 : 1); rc++)
+                        for (int fs = 0; fs < (t->fsdp && tp == 1 && pp == 1 ? 2 : 1); fs++)
+                            out[k++] = (struct plan_train_layout){
+                                tp, pp, cp, n / (tp * pp * cp), plan_budgets[bi], rc == 1, fs == 1};
     return k;
 }
 
-static void to_config(const struct plan_train *t, const struct plan_train_layout *l,
-                      struct cost_train_config *c)
+bool plan_train_fallback(struct plan_train *t, bool on)
+{
+    if (t->fallback_recompute)
+        t->recompute = on;
+    if (t->fallback_fsdp)
+        t->fsdp = on;
+    return t->fallback_recompute || t->fallback_fsdp;
+}
+
+void plan_train_config(const struct plan_train_layout *l, const struct plan_settings *st,
+                       struct cost_train_config *c)
 {
     memset(c, 0, sizeof *c);
     c->tp = l->tp;
@@ -101,12 +114,12 @@ static void to_config(const struct plan_train *t, const struct plan_train_layout
     c->cp = l->cp;
     c->dp = l->dp;
     c->micro_batch_tokens = (double)l->budget_tokens * l->cp;
-    c->minibatches = t->st->minibatches;
-    c->zero_stage = 0;
-    c->distributed_optimizer = true;
+    c->minibatches = st->minibatches;
+    c->zero_stage = l->fsdp ? 3 : 0;
+    c->distributed_optimizer = !l->fsdp;
     c->full_recompute = l->recompute;
-    c->old_logprob = t->st->old_logprob;
-    c->reference = t->st->reference;
+    c->old_logprob = st->old_logprob;
+    c->reference = st->reference;
     c->balance_each_minibatch = true;
 }
 
@@ -127,7 +140,7 @@ enum plan_why plan_train_check(const struct plan_train *t, const struct plan_tra
         return PLAN_WHY_BUDGET;
     struct cost_train_config c;
     struct cost_train_memory m;
-    to_config(t, l, &c);
+    plan_train_config(l, t->st, &c);
     if (cost_train_memory(t->sh, t->hw, &t->st->train, &c, &m) != 0 || !m.fits)
         return PLAN_WHY_MEMORY;
     if (mem)
@@ -172,7 +185,7 @@ static double batch_lb(const struct plan_train *t, size_t b, const struct cost_t
 double plan_train_lb(const struct plan_train *t, const struct plan_train_layout *l)
 {
     struct cost_train_config c;
-    to_config(t, l, &c);
+    plan_train_config(l, t->st, &c);
     double sum = 0.0;
     for (size_t b = 0; b < t->batches; b++)
         sum += batch_lb(t, b, &c);
@@ -222,7 +235,7 @@ double plan_train_time(struct plan_train *t, const struct plan_train_layout *l,
                        struct cost_train_step *mean)
 {
     struct cost_train_config c;
-    to_config(t, l, &c);
+    plan_train_config(l, t->st, &c);
     const struct plan_deal *d = dealt(t, &c);
     if (d->status != 0)
         return INFINITY;

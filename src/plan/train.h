@@ -20,7 +20,8 @@
 #include "util/intmap.h"
 #include "util/vec.h"
 
-#define PLAN_LAYOUTS_MAX (4 * 4 * 3 * PLAN_BUDGETS * 2) /* TP × PP × CP × budget × recompute */
+/* TP × PP × CP, and CP alone for FSDP (TP = PP = 1), × budget × recompute */
+#define PLAN_LAYOUTS_MAX ((4 * 4 * 3 + 3) * PLAN_BUDGETS * 2)
 
 /* The micro-batch token budgets searched, per GPU, ascending. */
 extern const int plan_budgets[PLAN_BUDGETS];
@@ -38,6 +39,8 @@ struct plan_train {
     int gpn, batch, samples, cp_min_seq_tokens;
     bool group_integrity, ehp;
     bool recompute; /* layouts with full activation recompute are in the space */
+    bool fsdp;      /* FSDP layouts (TP and PP 1) are in the space */
+    bool fallback_recompute, fallback_fsdp; /* plan.recompute, plan.fsdp: fallback */
     size_t batches;
     struct cost_train_seqs *seqs; /* per batch */
     double longest;               /* longest training sequence, tokens */
@@ -63,9 +66,21 @@ void plan_train_free(struct plan_train *t);
 
 /* The layouts of n GPUs (TP, PP in {1, 2, 4, 8}, CP in {1, 2, 4} when the longest sequence
  * exceeds plan.cp_min_seq_tokens else {1}, every budget, without and (when t->recompute) with
- * full activation recompute, TP·PP·CP dividing n) in tie-break order: TP, PP, CP, budget
- * ascending, then without recompute first. Returns the count (<= PLAN_LAYOUTS_MAX). */
+ * full activation recompute, with Megatron's distributed optimizer and (when t->fsdp and TP =
+ * PP = 1) with FSDP, TP·PP·CP dividing n) in tie-break order: TP, PP, CP, budget ascending,
+ * then without recompute first, then without FSDP first. Returns the count (<=
+ * PLAN_LAYOUTS_MAX). */
 size_t plan_train_layouts(const struct plan_train *t, int n, struct plan_train_layout *out);
+
+/* Widens t's space with the options plan.recompute and plan.fsdp leave to fallback (on: for a
+ * split where no layout fits without them), or restores it (off). Returns whether any option
+ * is on fallback. */
+bool plan_train_fallback(struct plan_train *t, bool on);
+
+/* The cost model's config of layout l with settings st (the trainer's passes, mini-batches):
+ * what the planner costs and the simulator's trainer runs. */
+void plan_train_config(const struct plan_train_layout *l, const struct plan_settings *st,
+                       struct cost_train_config *c);
 
 /* PLAN_WHY_NONE when layout l is feasible (filling *mem when mem is not NULL), else the
  * constraint that rejects it. */

@@ -131,8 +131,8 @@ static double fastest(struct plan_train *t, int n, struct plan_train_layout *out
     return best;
 }
 
-/* The fastest feasible training layout of n GPUs on the sample (with plan.recompute fallback,
- * layouts with full activation recompute when none fits without). */
+/* The fastest feasible training layout of n GPUs on the sample (with plan.recompute or
+ * plan.fsdp fallback, layouts with them when none fits without). */
 static int best_train(const struct sim_input *in, const struct sample *sm, int n,
                       struct plan_train_layout *out, double *train_s, struct libra_error *err)
 {
@@ -147,10 +147,8 @@ static int best_train(const struct sim_input *in, const struct sample *sm, int n
     plan_train_init(&t, &view, sm->filtered.v, &sh, in->hw, &st, in->cfg);
     enum plan_why why = PLAN_WHY_TP;
     double best = fastest(&t, n, out, &why);
-    if (isinf(best) && in->cfg->plan.recompute == SPEC_RECOMPUTE_FALLBACK) {
-        t.recompute = true;
+    if (isinf(best) && plan_train_fallback(&t, true))
         best = fastest(&t, n, out, &why);
-    }
     plan_train_free(&t);
     if (isinf(best)) {
         error_set(err, NULL, 0, 0, "no training layout of %d GPUs: %s", n, plan_why_text(why));

@@ -63,10 +63,10 @@ static json_t *layout_json(const struct sim_layout *l, int gpus)
                           sched_policy_name(l->policy), "instance_count", l->n_inst);
     if (l->n_train > 0)
         json_object_set_new(o, "train",
-                            json_pack("{s:i,s:i,s:i,s:i,s:i,s:b}", "tp", l->train.tp, "pp",
+                            json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:b}", "tp", l->train.tp, "pp",
                                       l->train.pp, "cp", l->train.cp, "dp", l->train.dp,
                                       "micro_batch_tokens_per_gpu", l->train.budget_tokens,
-                                      "recompute", l->train.recompute));
+                                      "recompute", l->train.recompute, "fsdp", l->train.fsdp));
     return o;
 }
 

@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/train.h"
 #include "sim/internal.h"
 
 void sim_group_waste(struct sim *s, struct sim_group *g, enum sim_waste why)
@@ -96,18 +97,11 @@ static double step_time(struct sim *s)
     int mb = s->st.minibatches;
     if ((size_t)dp * (size_t)mb > n)
         mb = (int)(n / (size_t)dp);
-    double budget = (double)l->budget_tokens * l->cp;
-    struct cost_train_config c = {.tp = l->tp,
-                                  .pp = l->pp,
-                                  .cp = l->cp,
-                                  .dp = dp,
-                                  .micro_batch_tokens = fmax(budget, s->seqs.longest_tokens),
-                                  .minibatches = mb,
-                                  .distributed_optimizer = true,
-                                  .full_recompute = l->recompute,
-                                  .old_logprob = s->st.old_logprob,
-                                  .reference = s->st.reference,
-                                  .balance_each_minibatch = true};
+    struct cost_train_config c;
+    plan_train_config(l, &s->st, &c); /* as the planner costs it, on the batch at hand: */
+    c.dp = dp;
+    c.minibatches = mb;
+    c.micro_batch_tokens = fmax(c.micro_batch_tokens, s->seqs.longest_tokens);
     struct cost_train_load load;
     struct cost_train_step out;
     if (cost_train_deal(&s->seqs, &s->shape, c.dp, c.minibatches, c.micro_batch_tokens, true,

@@ -50,10 +50,10 @@ static const char *const policy_names[] = {
 };
 /* Bit i of sim.modes is sim_mode_names[i] (the SPEC_SIM_* values). */
 static const char *const sim_mode_names[] = {"colocated", "async", "libra", "rollout", NULL};
-static const char *const recompute_names[] = {
-    [SPEC_RECOMPUTE_OFF] = "off",
-    [SPEC_RECOMPUTE_FALLBACK] = "fallback",
-    [SPEC_RECOMPUTE_SEARCH] = "search",
+static const char *const option_names[] = {
+    [SPEC_OPTION_OFF] = "off",
+    [SPEC_OPTION_FALLBACK] = "fallback",
+    [SPEC_OPTION_SEARCH] = "search",
     NULL,
 };
 static const char *const context_mode_names[] = {
@@ -142,9 +142,15 @@ static const struct spec_field fields[] = {
                  "seed of the planner's length sample drawn from a workload preset (libra plan, "
                  "libra sim's libra mode; a trace's sample is its own batches); 0: sim.seed, the "
                  "run's own trajectories"),
-    ENUM(plan.recompute, recompute_names, SPEC_RECOMPUTE_FALLBACK,
+    ENUM(plan.recompute, option_names, SPEC_OPTION_FALLBACK,
          "full activation recompute in training layouts: off, fallback (for each split, only "
-         "when no layout of its GPUs fits without it) or search (always a candidate)"),
+         "when no layout of its GPUs fits without the fallback options) or search (always a "
+         "candidate)"),
+    ENUM(plan.fsdp, option_names, SPEC_OPTION_FALLBACK,
+         "FSDP (ZeRO-3: weights, gradients and optimizer state sharded over data parallel, TP "
+         "and PP 1) in training layouts, instead of Megatron's distributed optimizer: off, "
+         "fallback (for each split, only when no layout of its GPUs fits without the fallback "
+         "options) or search (always a candidate)"),
     INT(plan.min_tp_sizes, "", 1, 1, 4, NULL, "fewest distinct rollout TP sizes in a plan"),
     STR(plan.tp_pattern, "", NULL,
         "TP sizes of the instances on every rollout node, e.g. \"1,1,2,4\", summing to "

@@ -72,11 +72,11 @@ enum {
  * only to the previous prompt). */
 enum spec_context_mode { SPEC_CONTEXT_TOKEN, SPEC_CONTEXT_CHAT };
 
-/* Full activation recompute in the training layouts searched (plan.recompute). */
-enum spec_recompute {
-    SPEC_RECOMPUTE_OFF,      /* never */
-    SPEC_RECOMPUTE_FALLBACK, /* only where no layout fits the GPUs without it */
-    SPEC_RECOMPUTE_SEARCH,   /* always: a layout with it is one more candidate */
+/* A memory-saving option of the training layouts searched (plan.recompute, plan.fsdp). */
+enum spec_layout_option {
+    SPEC_OPTION_OFF,      /* never */
+    SPEC_OPTION_FALLBACK, /* only on a split where no layout fits the GPUs without the options */
+    SPEC_OPTION_SEARCH,   /* always: a layout with it is one more candidate */
 };
 
 struct spec_cluster_config {
@@ -119,14 +119,15 @@ struct spec_plan_config {
     int cp_min_seq_tokens;    /* search context parallelism from this sequence length, tokens */
     bool group_integrity;     /* keep GRPO groups whole per DP replica */
     bool homogeneous_rollout; /* one TP size for every rollout instance */
-    enum spec_recompute recompute; /* full activation recompute in the training layouts */
-    int verify_candidates;         /* planner candidates simulated before choosing; 0: none */
-    int verify_steps;              /* steps each verified candidate is simulated for */
-    int64_t sample_seed;           /* seed of the length sample; 0: sim.seed */
-    int min_tp_sizes;              /* at least this many distinct rollout TP sizes */
-    char tp_pattern[64];           /* TP sizes of every rollout node, "1,1,2,4"; "" = free */
-    double replan_min_gain_frac;   /* a replan must shorten the step by this share */
-    int replan_horizon_steps;      /* steps a replan's gain is counted over against its cost */
+    enum spec_layout_option recompute; /* full activation recompute in the training layouts */
+    enum spec_layout_option fsdp;      /* FSDP (ZeRO-3) sharding in the training layouts */
+    int verify_candidates;             /* planner candidates simulated before choosing; 0: none */
+    int verify_steps;                  /* steps each verified candidate is simulated for */
+    int64_t sample_seed;               /* seed of the length sample; 0: sim.seed */
+    int min_tp_sizes;                  /* at least this many distinct rollout TP sizes */
+    char tp_pattern[64];               /* TP sizes of every rollout node, "1,1,2,4"; "" = free */
+    double replan_min_gain_frac;       /* a replan must shorten the step by this share */
+    int replan_horizon_steps;          /* steps a replan's gain is counted over against its cost */
 };
 
 struct spec_sched_config {

@@ -71,6 +71,11 @@ static inline void brute_case_make(struct brute_case *c, const struct spec_prese
     cfg->plan.homogeneous_rollout = rng_uniform(&r) < 0.15;
     cfg->plan.min_tp_sizes = rng_uniform(&r) < 0.2 ? 2 : 1;
     cfg->plan.cp_min_seq_tokens = rng_uniform(&r) < 0.5 ? 16384 : 4096;
+    /* the memory options: mostly fallback (the default), sometimes off or always searched */
+    static const enum spec_layout_option options[] = {SPEC_OPTION_FALLBACK, SPEC_OPTION_FALLBACK,
+                                                      SPEC_OPTION_OFF, SPEC_OPTION_SEARCH};
+    cfg->plan.recompute = options[rng_uniform_int(&r, 4)];
+    cfg->plan.fsdp = options[rng_uniform_int(&r, 4)];
     cfg->ehp.enabled = rng_uniform(&r) < 0.2;
     if (rng_uniform(&r) < 0.1) {
         const char *pat = cfg->cluster.gpus_per_node == 8 ? pat8[rng_uniform_int(&r, 4)]
@@ -143,6 +148,7 @@ static inline int brute_cmp(const struct brute_best *a, const struct brute_best 
     BRUTE_CMP(a->l.cp, b->l.cp)
     BRUTE_CMP(a->l.budget_tokens, b->l.budget_tokens)
     BRUTE_CMP(a->l.recompute, b->l.recompute)
+    BRUTE_CMP(a->l.fsdp, b->l.fsdp)
     BRUTE_CMP(a->inst, b->inst)
     BRUTE_CMP(a->roll_s, b->roll_s)
     for (int t = PLAN_NTP - 1; t > 0; t--)
@@ -218,12 +224,14 @@ static inline void brute_split(const struct brute_case *bc, struct plan_roll *ro
     for (int tp = 1; tp <= 8; tp *= 2)
         for (int pp = 1; pp <= 8; pp *= 2)
             for (int cp = 1; cp <= cps; cp *= 2)
-                for (int bi = 0; bi < PLAN_BUDGETS * 2; bi++) {
-                    if (n_train % (tp * pp * cp) != 0 || (bi % 2 == 1 && !train->recompute))
+                for (int bi = 0; bi < PLAN_BUDGETS * 4; bi++) { /* budget × recompute × FSDP */
+                    bool rc = bi / 2 % 2 == 1, fs = bi % 2 == 1;
+                    if (n_train % (tp * pp * cp) != 0 || (rc && !train->recompute) ||
+                        (fs && !(train->fsdp && tp == 1 && pp == 1)))
                         continue;
                     structural++;
                     struct plan_train_layout l = {
-                        tp, pp, cp, n_train / (tp * pp * cp), plan_budgets[bi / 2], bi % 2 == 1};
+                        tp, pp, cp, n_train / (tp * pp * cp), plan_budgets[bi / 4], rc, fs};
                     if (plan_train_check(train, &l, NULL) == PLAN_WHY_NONE) {
                         ls[nl] = l;
                         /* async: the train side adds the trainer's share of the updates */
@@ -294,14 +302,18 @@ static inline void brute_solve(const struct brute_case *bc, struct brute_best *b
                 splits[n_splits++] = n;
     }
     for (int i = 0; i < n_splits; i++) {
-        /* plan.recompute fallback: a split's layouts with recompute when none fits without */
-        bool fits = pc->recompute != SPEC_RECOMPUTE_FALLBACK;
-        train.recompute = false;
+        /* plan.recompute / plan.fsdp fallback: a split's layouts with the options on fallback
+         * when none fits without them */
+        bool fits = pc->recompute != SPEC_OPTION_FALLBACK && pc->fsdp != SPEC_OPTION_FALLBACK;
+        train.recompute = pc->recompute == SPEC_OPTION_SEARCH;
+        train.fsdp = pc->fsdp == SPEC_OPTION_SEARCH;
         struct plan_train_layout ls[PLAN_LAYOUTS_MAX];
         size_t k = fits ? 0 : plan_train_layouts(&train, splits[i], ls);
         for (size_t j = 0; j < k && !fits; j++)
             fits = plan_train_check(&train, &ls[j], NULL) == PLAN_WHY_NONE;
-        train.recompute = !fits || pc->recompute == SPEC_RECOMPUTE_SEARCH;
+        train.recompute =
+            pc->recompute == SPEC_OPTION_SEARCH || (!fits && pc->recompute == SPEC_OPTION_FALLBACK);
+        train.fsdp = pc->fsdp == SPEC_OPTION_SEARCH || (!fits && pc->fsdp == SPEC_OPTION_FALLBACK);
         brute_split(bc, &roll, &train, splits[i], colocated, best);
     }
     plan_roll_free(&roll);
@@ -318,7 +330,7 @@ static inline bool brute_same(const struct plan_result *r, const struct brute_be
            (fabs(r->step_s - b->obj) <= 1e-9 * b->obj && r->n_train == b->n_train &&
             r->train.tp == b->l.tp && r->train.pp == b->l.pp && r->train.cp == b->l.cp &&
             r->train.budget_tokens == b->l.budget_tokens && r->train.recompute == b->l.recompute &&
-            memcmp(r->counts, b->c, sizeof b->c) == 0);
+            r->train.fsdp == b->l.fsdp && memcmp(r->counts, b->c, sizeof b->c) == 0);
 }
 
 #endif
