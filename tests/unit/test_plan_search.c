@@ -180,6 +180,17 @@ static int by_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The rollout tables of case bc with its sample's groups filtered as given (bc's own by
+ * default); sh must outlive roll. */
+static void roll_of(const struct brute_case *bc, const bool *filtered, struct cost_shape *sh,
+                    struct plan_roll *roll)
+{
+    cost_shape_init(sh, bc->model);
+    struct plan_roll_job job;
+    plan_roll_job_init(&job, &bc->cfg, sh, bc->hw, bc->p.settings, &bc->p.sample, filtered);
+    plan_roll_init(roll, &bc->p.sample, bc->p.tool_s, sh, bc->hw, bc->p.settings, &job);
+}
+
 /* plan_roll_lam_min merges the per-TP latency orders; it must equal the plain definition:
  * every rank's least latency / k1 over the mask's sizes, sorted. */
 static void test_lam_min_is_the_sorted_least_latencies(void **state)
@@ -188,13 +199,9 @@ static void test_lam_min_is_the_sorted_least_latencies(void **state)
     for (uint64_t seed = 1; seed <= 20; seed++) {
         struct brute_case bc;
         brute_case_make(&bc, &presets, &settings, seed, 32);
-        const struct libra_config *cfg = &bc.cfg;
         struct cost_shape sh;
-        cost_shape_init(&sh, bc.model);
         struct plan_roll roll;
-        struct plan_roll_job job;
-        plan_roll_job_init(&job, cfg, &sh, bc.hw, bc.p.settings, &bc.p.sample, bc.p.filtered);
-        plan_roll_init(&roll, &bc.p.sample, bc.p.tool_s, &sh, bc.hw, bc.p.settings, &job);
+        roll_of(&bc, bc.p.filtered, &sh, &roll);
         double *want = malloc(roll.m * sizeof *want);
         for (unsigned mask = 1; mask < 1u << PLAN_NTP; mask++) {
             for (size_t k = 0; k < roll.m; k++) {
@@ -220,14 +227,11 @@ static void test_async_terms(void **state)
     for (uint64_t seed = 1; seed <= 40; seed++) {
         struct brute_case bc;
         brute_case_make(&bc, &presets, &settings, seed, 32);
-        const struct libra_config *cfg = &bc.cfg;
         struct cost_shape sh;
-        cost_shape_init(&sh, bc.model);
         struct plan_roll roll;
-        struct plan_roll_job job;
-        plan_roll_job_init(&job, cfg, &sh, bc.hw, bc.p.settings, &bc.p.sample, bc.p.filtered);
-        plan_roll_init(&roll, &bc.p.sample, bc.p.tool_s, &sh, bc.hw, bc.p.settings, &job);
-        assert_true(roll.per_step >= cfg->rl.batch_trajectories);
+        roll_of(&bc, bc.p.filtered, &sh, &roll);
+        const struct plan_roll_job job = roll.job;
+        assert_true(roll.per_step >= bc.cfg.rl.batch_trajectories);
         for (int t = 0; t < PLAN_NTP; t++) {
             if (!roll.fits_all[t])
                 continue;
@@ -262,16 +266,12 @@ static void test_dynamic_sampling_rolls_out_more(void **state)
     bool *half = calloc(bc.p.sample.n, sizeof *half);
     for (size_t i = 0; i < bc.p.sample.n; i++) /* every other group dropped */
         half[i] = i / (size_t)cfg->rl.samples % 2 == 1;
-    struct cost_shape sh;
-    cost_shape_init(&sh, bc.model);
     double work[2];
     for (int with = 0; with < 2; with++) {
+        struct cost_shape sh;
         struct plan_roll roll;
-        struct plan_roll_job job;
-        const bool *filtered = with ? half : NULL;
-        plan_roll_job_init(&job, cfg, &sh, bc.hw, bc.p.settings, &bc.p.sample, filtered);
-        assert_true(job.kept_share == (with ? plan_kept_share(&bc.p.sample, half) : 1.0));
-        plan_roll_init(&roll, &bc.p.sample, bc.p.tool_s, &sh, bc.hw, bc.p.settings, &job);
+        roll_of(&bc, with ? half : NULL, &sh, &roll);
+        assert_true(roll.job.kept_share == (with ? plan_kept_share(&bc.p.sample, half) : 1.0));
         int c[PLAN_NTP] = {0, 0, 0, 1};
         struct plan_roll_score sc;
         plan_roll_score(&roll, c, false, NAN, 1.0, &sc);
