@@ -141,6 +141,14 @@ double cost_decode_time(const struct cost_rollout_pre *pre, double seqs, double 
     return cost_iter_time(pre, &b);
 }
 
+void cost_decode_line(const struct cost_rollout_pre *pre, double seqs, double *base_s,
+                      double *per_ctx_token_s)
+{
+    /* attention reads KV and computes pairs for (context + seqs) tokens: the larger rate */
+    *per_ctx_token_s = fmax(pre->kv_bytes_per_token * pre->s_per_kv_byte, pre->s_per_attn_pair);
+    *base_s = cost_decode_time(pre, seqs, 0.0);
+}
+
 double cost_prefill_time(const struct cost_rollout_pre *pre, double cached_tokens,
                          double new_tokens, double chunk_tokens)
 {

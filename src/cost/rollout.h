@@ -154,6 +154,12 @@ double cost_iter_time(const struct cost_rollout_pre *pre, const struct cost_batc
 /* Seconds per decode iteration of `seqs` sequences holding ctx_tokens of context in total. */
 double cost_decode_time(const struct cost_rollout_pre *pre, double seqs, double ctx_tokens);
 
+/* cost_decode_time as a line in the context for a fixed seqs: base_s + per_ctx_token_s ·
+ * ctx_tokens (every term of a decode iteration is constant in the context or proportional to
+ * it plus seqs), equal to it up to rounding; for callers that cost many contexts at one batch. */
+void cost_decode_line(const struct cost_rollout_pre *pre, double seqs, double *base_s,
+                      double *per_ctx_token_s);
+
 /*
  * Seconds to prefill new_tokens after cached_tokens on an otherwise idle instance, in chunks
  * of at most chunk_tokens (the engine's max batched tokens), the last one sampling a token.

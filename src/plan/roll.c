@@ -377,23 +377,66 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The expected largest of n draws (with replacement) from the m ascending values x. */
-static double expected_max_sorted(const double *x, size_t m, double n)
+static void swap_d(double *a, double *b)
 {
-    double e = 0.0, below = 0.0;
-    for (size_t i = 0; i < m; i++) {
+    double t = *a;
+    *a = *b;
+    *b = t;
+}
+
+static double median3(double a, double b, double c)
+{
+    return fmax(fmin(a, b), fmin(fmax(a, b), c));
+}
+
+/* Rearranges x[a..m) so that x[k] holds the value of rank k and none before it is larger nor
+ * after it smaller (quickselect with a three-way partition around the median of three). */
+static void select_rank(double *x, size_t a, size_t m, size_t k)
+{
+    size_t lo = a, hi = m; /* [lo, hi) holds rank k */
+    while (hi - lo > 1) {
+        double pivot = median3(x[lo], x[lo + (hi - lo) / 2], x[hi - 1]);
+        size_t lt = lo, i = lo, gt = hi; /* [lo, lt) <, [lt, i) ==, [gt, hi) > pivot */
+        while (i < gt) {
+            if (x[i] < pivot)
+                swap_d(&x[lt++], &x[i++]);
+            else if (x[i] > pivot)
+                swap_d(&x[i], &x[--gt]);
+            else
+                i++;
+        }
+        if (k < lt)
+            hi = lt;
+        else if (k >= gt)
+            lo = gt;
+        else
+            return;
+    }
+}
+
+/* The value of rank k (0-based) of x[0..m) (rearranged). */
+static double rank_value(double *x, size_t m, size_t k)
+{
+    select_rank(x, 0, m, k);
+    return x[k];
+}
+
+/* The expected largest of n draws (with replacement) from the m values x (rearranged): only
+ * the values above rank m·e^(−40/n) weigh (the rest together less than e^−40), so only they
+ * are sorted. */
+static double expected_max(double *x, size_t m, double n)
+{
+    size_t lo = (size_t)floor((double)m * exp(-40.0 / n));
+    lo = lo < m ? lo : m - 1;
+    select_rank(x, 0, m, lo);
+    qsort(x + lo, m - lo, sizeof *x, cmp_double);
+    double e = 0.0, below = pow((double)lo / (double)m, n);
+    for (size_t i = lo; i < m; i++) {
         double cdf = pow((double)(i + 1) / (double)m, n);
         e += x[i] * (cdf - below);
         below = cdf;
     }
     return e;
-}
-
-/* The same of the m values x, sorted here. */
-static double expected_max(double *x, size_t m, double n)
-{
-    qsort(x, m, sizeof *x, cmp_double);
-    return expected_max_sorted(x, m, n);
 }
 
 /* The expected most generations one of n groups needs when each is kept with probability
@@ -417,7 +460,9 @@ static double max_generations(double n, double keep)
  * of the band's longest generation, so the decode batch it sees averages b0 · decay. */
 struct band_run {
     double b0, decay;
-    double prefill_s; /* the band's mean prefill per trajectory on its TP */
+    double prefill_s;   /* the band's mean prefill per trajectory on its TP */
+    double batch;       /* max(1, b0 · decay): the batch of every rank whose KV limit >= b0 */
+    double tau0, tau_c; /* the decode iteration there: tau0 + tau_c · context tokens */
 };
 
 static void band_runs(const struct plan_roll *r, const double c[PLAN_NTP],
@@ -435,14 +480,24 @@ static void band_runs(const struct plan_roll *r, const double c[PLAN_NTP],
             gmax = fmax(gmax, r->gen[k]);
             pf += r->prefill[t][k];
         }
-        run[t] = (struct band_run){window * n / (double)r->m / c[t], gsum / (n * gmax), pf / n};
+        run[t] = (struct band_run){.b0 = window * n / (double)r->m / c[t],
+                                   .decay = gsum / (n * gmax),
+                                   .prefill_s = pf / n};
     }
+    for (int t = 0; t < PLAN_NTP; t++)
+        if (c[t] > 0) {
+            run[t].batch = fmax(1.0, run[t].b0 * run[t].decay);
+            cost_decode_line(&r->pre[t], run[t].batch, &run[t].tau0, &run[t].tau_c);
+        }
 }
 
-/* Rank k's decode iteration on TP t in band run u. */
+/* Rank k's decode iteration on TP t in band run u: on the band's line unless its KV limit
+ * holds fewer than the band's batch. */
 static double run_tau(const struct plan_roll *r, const struct band_run *u, int t, size_t k)
 {
-    double b = fmax(1.0, fmin(u->b0, r->bcap[t][k]) * u->decay);
+    if (r->bcap[t][k] >= u->b0)
+        return u->tau0 + u->tau_c * (u->batch * r->cbar[k]);
+    double b = fmax(1.0, r->bcap[t][k] * u->decay);
     return cost_decode_time(&r->pre[t], b, b * r->cbar[k]);
 }
 
@@ -485,8 +540,8 @@ static void pass_ranks(const struct plan_roll *r, const double c[PLAN_NTP],
                 u++;
             /* it waits too while the trajectories beside it prefill */
             double beside = fmax(0.0, fmin(run[u].b0, r->bcap[u][k]) - 1.0) * run[u].prefill_s;
-            w->tail[k] = latency_s(r->gen[k], run_tau(r, &run[u], u, k), r->prefill[u][k] + beside,
-                                   r->tool_s[k]);
+            w->tail[k] = latency_s(r->gen[k], u == t ? tau : run_tau(r, &run[u], u, k),
+                                   r->prefill[u][k] + beside, r->tool_s[k]);
             routed[u] += r->work[u][k];
         }
         if (n > 0)
@@ -499,7 +554,7 @@ static void pass_ranks(const struct plan_roll *r, const double c[PLAN_NTP],
 
 /*
  * The trainer's chain through one admission of interval batches: batch i trains once i/interval
- * of the admission is done (that quantile of the tail latencies, sorted, and no sooner than the
+ * of the admission is done (that quantile of the tail latencies, and no sooner than the
  * fleet's work for i batches; the last batch after its slowest trajectory and the queue) and
  * the batch before has trained. Dynamic sampling launches a dropped group's replacement only
  * once the group is done, its slowest trajectory: a typical place takes 1 / kept_share such
@@ -509,16 +564,18 @@ static double trainer_chain(const struct plan_roll *r, const struct window_pass 
                             const struct plan_roll_score *out, double slowest, double train_s)
 {
     const struct plan_roll_job *j = &r->job;
-    double group_s = expected_max_sorted(w->tail, r->m, j->samples); /* a group's slowest */
-    double extra = (1.0 / j->kept_share - 1.0) * group_s;
-    double groups = (double)j->interval * j->batch / j->samples;
-    double worst = (max_generations(groups, j->kept_share) - 1.0) * group_s;
+    double extra = 0.0, worst = 0.0;
+    if (j->kept_share < 1.0) {
+        double group_s = expected_max(w->tail, r->m, j->samples); /* a group's slowest */
+        double groups = (double)j->interval * j->batch / j->samples;
+        extra = (1.0 / j->kept_share - 1.0) * group_s;
+        worst = (max_generations(groups, j->kept_share) - 1.0) * group_s;
+    }
     double chain = 0.0;
     for (int i = 1; i <= j->interval; i++) {
-        double done =
-            i == j->interval
-                ? fmax(out->tail_s, slowest + worst)
-                : w->tail[(size_t)ceil((double)i / j->interval * (double)r->m) - 1] + extra;
+        size_t q = (size_t)ceil((double)i / j->interval * (double)r->m) - 1;
+        double done = i == j->interval ? fmax(out->tail_s, slowest + worst)
+                                       : rank_value(w->tail, r->m, q) + extra;
         done = fmax(done, i * out->work_s);
         chain = fmax(chain, done + (double)(j->interval - i + 1) * train_s);
     }
@@ -543,7 +600,7 @@ static void score_updates(struct plan_roll *r, const double c[PLAN_NTP], double 
     out->work_s = r->per_step * w.load / (double)r->m;
     out->little_s = w.lat_sum / (double)r->m / j->k1;
     out->queue_s = fmax(0.0, admitted - w.cap) * w.load / (double)r->m; /* at M / load */
-    double slowest = expected_max(w.tail, r->m, admitted);              /* sorts w.tail */
+    double slowest = expected_max(w.tail, r->m, admitted);
     out->tail_s = out->queue_s + slowest;
     out->drain_s = j->drain && carried > 0 ? expected_max(w.turn, r->m, carried) : 0.0;
     out->reprefill_s = carried > 0 ? w.reprefill : 0.0;

@@ -236,6 +236,32 @@ static void test_kv_capacity(void **state)
     assert_true(pre.kv_capacity_tokens == 0.0);
 }
 
+/* The decode line equals the decode time at every batch and context, both attention regimes
+ * (memory-bound KV reads on A800, and a GPU whose attention compute binds). */
+static void test_decode_line(void **state)
+{
+    const struct spec_hardware *hw = cost_ref_hardware(COST_REF_A800);
+    struct spec_hardware slow = *hw;
+    slow.bf16_flops_per_s = hw->bf16_flops_per_s / 500.0;
+    const struct spec_hardware *gpus[] = {hw, &slow};
+    struct cost_shape s = shape_of(COST_REF_QWEN25_7B);
+    for (int g = 0; g < 2; g++)
+        for (int tp = 1; tp <= 4; tp *= 2) {
+            struct cost_rollout_params p;
+            cost_rollout_params_default(&p, gpus[g]);
+            struct cost_rollout_pre pre;
+            assert_int_equal(cost_rollout_pre_init(&pre, &s, gpus[g], &p, tp), 0);
+            for (double seqs = 1; seqs <= 256; seqs *= 4) {
+                double base, per;
+                cost_decode_line(&pre, seqs, &base, &per);
+                for (double ctx = 0; ctx <= 2e6; ctx += 250000) {
+                    double want = cost_decode_time(&pre, seqs, ctx);
+                    assert_close(base + per * ctx, want, 1e-12);
+                }
+            }
+        }
+}
+
 static void test_prefill_chunks_and_cached_prefix(void **state)
 {
     const struct spec_hardware *hw = cost_ref_hardware(COST_REF_A800);
@@ -267,6 +293,7 @@ int main(void)
         cmocka_unit_test(test_more_work_never_takes_less_time),
         cmocka_unit_test(test_more_tp_streams_less_per_gpu),
         cmocka_unit_test(test_kv_capacity),
+        cmocka_unit_test(test_decode_line),
         cmocka_unit_test(test_prefill_chunks_and_cached_prefix),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
