@@ -137,11 +137,11 @@ json_t *sim_verification_to_json(const struct sim_mode_result *mr)
     json_t *c = json_array();
     for (int i = 0; i < mr->n_verified; i++) {
         const struct sim_verified *v = &mr->verified[i];
-        json_array_append_new(c, json_pack("{s:s,s:i,s:i,s:i,s:s,s:o,s:o,s:b}", "origin", v->origin,
-                                           "split", v->split, "tp", v->tp, "train_gpus", v->n_train,
-                                           "instances", v->instances, "predicted_step_s",
-                                           ujson_real(v->pred_step_s), "trained_tokens_per_s",
-                                           ujson_real(v->tokens_per_s), "chosen", v->chosen));
+        json_array_append_new(
+            c, json_pack("{s:s,s:i,s:i,s:b,s:i,s:s,s:o,s:o,s:b}", "origin", v->origin, "split",
+                         v->split, "tp", v->tp, "colocated", v->colocated, "train_gpus", v->n_train,
+                         "instances", v->instances, "predicted_step_s", ujson_real(v->pred_step_s),
+                         "trained_tokens_per_s", ujson_real(v->tokens_per_s), "chosen", v->chosen));
     }
     return json_pack("{s:i,s:I,s:o}", "steps", mr->verify_steps, "seed",
                      (json_int_t)mr->verify_seed, "candidates", c);

@@ -245,6 +245,7 @@ struct sim_verified {
     char origin[32];     /* which search proposed it: "optimum", "best at 16", "all TP2 at 16" */
     int split;           /* the training GPUs it was pinned to; 0: the planner's choice */
     int tp;              /* the TP size of every instance it was pinned to; 0: free */
+    bool colocated;      /* a colocated plan: every GPU trains, then rolls out */
     int n_train;         /* GPUs training */
     char instances[64];  /* the fleet, "tp1x4,tp8x2" */
     double pred_step_s;  /* the planner's analytic step */

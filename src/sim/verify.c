@@ -31,6 +31,7 @@ struct candidate {
     struct sim_layout layout;
     char origin[32];
     int split, tp;   /* what it was pinned to (struct sim_verified) */
+    bool colocated;  /* a colocated plan (struct sim_verified) */
     size_t proposed; /* order of proposal: breaks ties of the analytic objective */
     double tokens_per_s;
 };
@@ -117,6 +118,31 @@ static void propose_at(const struct sim_input *in, int n, struct candidate *c, s
             propose(in, n, tp, c, k);
 }
 
+/* Adds the planner's colocated plan with every instance of TP tp: every GPU trains, then rolls
+ * out, the simulator's colocated mode on the planner's training layout and prediction. */
+static void propose_colocated(const struct sim_input *in, int tp, struct candidate *c, size_t *n)
+{
+    struct candidate x = {.tp = tp, .colocated = true, .tokens_per_s = NAN};
+    struct libra_config cfg;
+    sim_verified_config(in->cfg, &(struct sim_verified){.tp = tp, .colocated = true}, &cfg);
+    struct plan_result r;
+    if (sim_plan(in, &cfg, NULL, NULL, &r, NULL) == 0 && r.feasible &&
+        sim_layout_make(in, SIM_COLOCATED, 0, tp, &x.layout, NULL) == 0) {
+        x.layout.train = r.train;
+        x.layout.planned = true;
+        x.layout.pred_step_s = r.step_s;
+        x.layout.pred_train_s = r.train_s;
+        x.layout.pred_rollout_s = r.rollout_s;
+        x.layout.pred_switch_s = r.switch_s;
+        snprintf(x.origin, sizeof x.origin, "colocated TP%d", tp);
+        x.proposed = *n;
+        c[(*n)++] = x;
+    } else {
+        sim_layout_free(&x.layout);
+    }
+    plan_result_free(&r);
+}
+
 /* The planner's candidates, best analytic objective first (ties: the order proposed). */
 static size_t candidates(const struct sim_input *in, struct candidate *c, size_t max)
 {
@@ -124,6 +150,10 @@ static size_t candidates(const struct sim_input *in, struct candidate *c, size_t
     propose_at(in, 0, c, &n);
     if (n == 0)
         return 0;
+    int gpn = in->cfg->cluster.gpus_per_node;
+    for (int tp = 1; tp <= 8 && tp <= gpn && !in->cfg->plan.tp_pattern[0]; tp *= 2)
+        if (gpn % tp == 0)
+            propose_colocated(in, tp, c, &n);
     int splits[NEAREST_SPLITS];
     int k = nearest_splits(in->cfg, c[0].layout.n_train, splits, NEAREST_SPLITS);
     propose_at(in, c[0].layout.n_train, c, &n);
@@ -155,6 +185,8 @@ void sim_verified_config(const struct libra_config *cfg, const struct sim_verifi
                          struct libra_config *out)
 {
     *out = *cfg;
+    if (v->colocated)
+        out->plan.mode = SPEC_PLAN_COLOCATED;
     if (v->split > 0) {
         out->plan.min_train_gpus = v->split;
         out->plan.min_rollout_gpus = cfg->cluster.gpus - v->split;
@@ -174,7 +206,8 @@ int sim_verify(const struct sim_input *in, struct sim_mode_result *mr, struct li
     const struct libra_config *cfg = in->cfg;
     size_t max = (size_t)cfg->plan.verify_candidates;
     /* every proposal: at the optimum and each near split, a heterogeneous plan and one per TP */
-    struct candidate *c = xcalloc((size_t)(2 + NEAREST_SPLITS) * (1 + PLAN_NTP), sizeof *c);
+    struct candidate *c =
+        xcalloc((size_t)(2 + NEAREST_SPLITS) * (1 + PLAN_NTP) + PLAN_NTP, sizeof *c);
     size_t n = candidates(in, c, max);
     if (n == 0) {
         free(c);
@@ -205,6 +238,7 @@ int sim_verify(const struct sim_input *in, struct sim_mode_result *mr, struct li
         snprintf(out->origin, sizeof out->origin, "%s", c[i].origin);
         out->split = c[i].split;
         out->tp = c[i].tp;
+        out->colocated = c[i].colocated;
         out->n_train = c[i].layout.n_train;
         sim_fleet_text(&c[i].layout, out->instances, sizeof out->instances);
         out->pred_step_s = c[i].layout.pred_step_s;
