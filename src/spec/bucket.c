@@ -443,10 +443,11 @@ int spec_tp_pattern_parse(const char *text, const char *name, int counts[SPEC_TP
         const char *tok = c.s;
         if (strncasecmp(c.s, "tp", 2) == 0)
             c.s += 2;
-        int t = -1;
-        for (int k = 0; k < SPEC_TP_SIZES && !isdigit((unsigned char)c.s[1]); k++)
-            if (*c.s - '0' == 1 << k)
-                t = k;
+        int t = -1; /* one digit: c.s[1] is read only after a digit, so within the string */
+        if (isdigit((unsigned char)c.s[0]) && !isdigit((unsigned char)c.s[1]))
+            for (int k = 0; k < SPEC_TP_SIZES; k++)
+                if (*c.s - '0' == 1 << k)
+                    t = k;
         if (t < 0) {
             c.s = tok;
             return fail_at(&c, "expected a TP size: 1, 2, 4 or 8");
