@@ -9,7 +9,8 @@
  * its unconstrained optimum, and at its optimum's split and the splits nearest it, its best
  * heterogeneous fleet and its best fleet of each single TP size (the async baseline's grid
  * there, proposed by the planner with its own training layouts) — never a baseline's winner.
- * The plan.verify_candidates best by analytic objective run for plan.verify_steps steps on a seed
+ * The plan.verify_candidates best by analytic objective run for plan.verify_steps steps (the
+ * measured ones rounded up to whole weight-update intervals, and at most rl.steps) on a seed
  * other than the length sample's, so that the choice is not fitted to the trajectories the planner
  * saw; the highest trained tokens/s wins (ties: the better analytic rank). The analytic optimality
  * gap the planner proves still holds for the analytic objective only.
@@ -38,7 +39,7 @@ struct candidate {
 
 struct verification {
     const struct sim_input *in; /* with the verification's seed */
-    int steps;
+    int steps, warmup;
     struct candidate *c;
     size_t n;
 };
@@ -170,11 +171,7 @@ static void simulate(void *arg, size_t i)
 {
     struct verification *v = arg;
     struct candidate *c = &v->c[i];
-    struct sim_run_opts o = {.steps = v->steps,
-                             .warmup = v->in->cfg->sim.warmup_steps < v->steps
-                                           ? v->in->cfg->sim.warmup_steps
-                                           : v->steps - 1,
-                             .perfetto_step = -1};
+    struct sim_run_opts o = {.steps = v->steps, .warmup = v->warmup, .perfetto_step = -1};
     struct sim_result r;
     if (sim_run(v->in, &c->layout, &o, &r, NULL) == 0)
         c->tokens_per_s = r.tokens_per_s;
@@ -220,7 +217,18 @@ int sim_verify(const struct sim_input *in, struct sim_mode_result *mr, struct li
     struct sim_input vin = *in;
     vin.cfg = &vcfg;
     vin.perfetto = false;
-    struct verification v = {&vin, cfg->plan.verify_steps, c, n};
+    /* the measured steps, after the warm-up, are whole weight-update intervals (an async
+     * step's length depends on where it falls in its interval), and no more than the
+     * experiment runs */
+    int warmup = cfg->sim.warmup_steps < cfg->plan.verify_steps ? cfg->sim.warmup_steps
+                                                                : cfg->plan.verify_steps - 1;
+    int s = cfg->rl.sync_interval, measured = cfg->plan.verify_steps - warmup;
+    int steps = warmup + (measured + s - 1) / s * s;
+    if (steps > cfg->rl.steps) {
+        steps = cfg->rl.steps;
+        warmup = cfg->sim.warmup_steps < steps ? cfg->sim.warmup_steps : steps - 1;
+    }
+    struct verification v = {&vin, steps, warmup, c, n};
     if (in->progress)
         atomic_fetch_add(&in->progress->steps_planned, (long long)n * v.steps);
     workers_for(in->workers, n, simulate, &v);

@@ -135,9 +135,10 @@ static const struct spec_field fields[] = {
         "plans at and near its optimum's split, heterogeneous and of each single TP size) "
         "simulated to choose the plan, the best analytic ones (libra plan --verify); 0: the "
         "analytic optimum alone"),
-    INT(plan.verify_steps, "steps", 10, 1, 1000, NULL,
+    INT(plan.verify_steps, "steps", 15, 1, 1000, NULL,
         "steps each verified candidate is simulated for, on a seed other than the length "
-        "sample's (libra plan --verify-steps)"),
+        "sample's, the measured ones after sim.warmup_steps rounded up to whole "
+        "rl.sync_interval, at most rl.steps (libra plan --verify-steps)"),
     SPEC_INT_ROW(CFG, plan.sample_seed, 0, "", 0, 0, 9007199254740991.0, NULL,
                  "seed of the planner's length sample drawn from a workload preset (libra plan, "
                  "libra sim's libra mode; a trace's sample is its own batches); 0: sim.seed, the "

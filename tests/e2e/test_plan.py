@@ -28,7 +28,7 @@ def test_default_plan_is_feasible_and_printed():
     out = r.stdout
     assert out.startswith("48 × a800-80g (8 per node), qwen3-14b, async, batch 32")
     for needle in ("step time", "training ", "rollout ", "buckets ", "nodes (GPU: role)",
-                   "verification: the 16 best candidates by analytic step, each simulated for 10",
+                   "verification: the 16 best candidates by analytic step, each simulated for 17",
                    "optimality gap 0 % of the analytic step (proven optimal)"):
         assert needle in out, needle
     assert re.search(r"libra: plan: searched in [0-9.]+ ms", r.stderr)
@@ -194,11 +194,12 @@ def fleet_text(instances):
 def test_verification_chooses_as_libra_sim_does():
     """libra plan verifies the planner's candidates exactly as libra sim's libra mode does (the
     same candidates, figures and choice), prints both figures for each, and plans the winner."""
-    r, doc = plan_json("--verify", "6", "--verify-steps", "4", "--steps", "1")
+    r, doc = plan_json("--verify", "6", "--verify-steps", "4", "--steps", "20")
     assert r.returncode == 0, r.stderr
     v = doc["verification"]
-    assert v["steps"] == 4 and len(v["candidates"]) == 6
-    sim = run("sim", "--set", "sim.modes=libra", "--steps", "1", "--json",
+    # 4 steps: 2 of warm-up, then whole weight-update intervals (5): 2 + 5
+    assert v["steps"] == 7 and len(v["candidates"]) == 6
+    sim = run("sim", "--set", "sim.modes=libra", "--steps", "20", "--json",
               "--set", "plan.verify_candidates=6", "--set", "plan.verify_steps=4")
     assert sim.returncode == 0, sim.stderr
     assert json.loads(sim.stdout)["modes"]["libra"]["planner"]["verification"] == v
@@ -209,8 +210,8 @@ def test_verification_chooses_as_libra_sim_does():
     assert doc["train"]["gpus"] == chosen[0]["train_gpus"]
     assert fleet_text(doc["rollout"]["instances"]) == chosen[0]["instances"]
     assert abs(doc["objective"]["step_s"] - chosen[0]["predicted_step_s"]) < 1e-9
-    text = run("plan", "--verify", "6", "--verify-steps", "4").stdout
-    assert "verification: the 6 best candidates by analytic step, each simulated for 4 steps" in text
+    text = run("plan", "--verify", "6", "--verify-steps", "4", "--steps", "20").stdout
+    assert "verification: the 6 best candidates by analytic step, each simulated for 7 steps" in text
     assert text.count("\n* ") == 1
 
 
