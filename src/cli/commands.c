@@ -17,5 +17,7 @@ const struct cli_command cli_commands[] = {
      cmd_route},
     {"sim", "simulate an RL job under colocated, async and libra resource managers",
      "libra sim [EXPERIMENT] [--json|--jsonl] [--steps N] [--seed S] [--perfetto FILE]", cmd_sim},
+    {"emu", "run emulated SGLang/vLLM engines timed by the engine model",
+     "libra emu [EXPERIMENT] [--instances tp1x4,tp2x2,...] [--time-scale F] [flags]", cmd_emu},
     {0},
 };

@@ -464,3 +464,36 @@ int spec_tp_pattern_parse(const char *text, const char *name, int counts[SPEC_TP
         skip_spaces(&c);
     }
 }
+
+/* ---- fleets --------------------------------------------------------------------------------- */
+
+int spec_fleet_parse(const char *text, const char *name, int *tp, int max, int *n,
+                     struct libra_error *err)
+{
+    struct cursor c = {.start = text, .s = text, .name = name, .err = err};
+    *n = 0;
+    for (;;) {
+        struct spec_bucket one = {0};
+        const char *tok = c.s;
+        int rc = read_tp(&c, &one);
+        if (rc)
+            return rc;
+        bool counted =
+            memchr(tok, 'x', (size_t)(c.s - tok)) || memchr(tok, 'X', (size_t)(c.s - tok));
+        if (counted && one.instances[0] == 0) {
+            c.s = tok;
+            return fail_at(&c, "an instance count is at least 1");
+        }
+        int count = counted ? one.instances[0] : 1;
+        if (*n + count > max)
+            return fail_at(&c, "more than %d instances", max);
+        for (int i = 0; i < count; i++)
+            tp[(*n)++] = one.tp[0];
+        skip_spaces(&c);
+        if (!*c.s)
+            return 0;
+        if (*c.s != ',')
+            return fail_at(&c, "expected ',' between instances");
+        c.s++;
+    }
+}

@@ -98,6 +98,15 @@ int spec_tp_pattern_parse(const char *text, const char *name, int counts[SPEC_TP
                           struct libra_error *err);
 
 /*
+ * A fleet of rollout instances in order ("tp1x4,tp2x2,tp4": four TP1, two TP2, one TP4), as
+ * `libra emu --instances` takes it. Parses text (NUL-terminated) into tp[0..*n) (at most max
+ * instances); a count of 0 ("tp2x0") is refused. Returns 0, or LIBRA_EINVAL with err at
+ * name:1:COL.
+ */
+int spec_fleet_parse(const char *text, const char *name, int *tp, int max, int *n,
+                     struct libra_error *err);
+
+/*
  * Fills *out with the reference layout of a workload on a model (spec §4): "r2e-gym" and
  * "search-r1" on "qwen3-14b", "dapo-math" and "r2e-gym" on "qwen3-4b". Names are matched
  * case-insensitively; model may be NULL, meaning the workload's first listed model. Returns 0,

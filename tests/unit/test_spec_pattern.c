@@ -1,4 +1,4 @@
-/* Tests of the plan.tp_pattern parser (src/spec/bucket.c). */
+/* Tests of the plan.tp_pattern and fleet parsers (src/spec/bucket.c). */
 #include "testutil.h"
 
 #include <string.h>
@@ -54,11 +54,32 @@ static void test_invalid(void **state)
     fails("1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1,1", 33, "more than 16");
 }
 
+static void test_fleet(void **state)
+{
+    int tp[8], n = 0;
+    struct libra_error err = {0};
+    assert_int_equal(spec_fleet_parse("tp1x2, TP4,tp2x1", "--instances", tp, 8, &n, &err), 0);
+    assert_int_equal(n, 4);
+    int want[] = {1, 1, 4, 2};
+    assert_memory_equal(tp, want, sizeof want);
+    const char *bad[][2] = {{"tp3", "not one of"},       {"tp2x0", "at least 1"},
+                            {"tp1x9", "more than 8"},    {"tp1,", "expected 'tp'"},
+                            {"tp1 tp2", "expected ','"}, {"", "expected 'tp'"}};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        assert_int_equal(spec_fleet_parse(bad[i][0], "--instances", tp, 8, &n, &err), LIBRA_EINVAL);
+        if (!strstr(err.msg, bad[i][1]))
+            print_error("'%s': '%s', want '%s'\n", bad[i][0], err.msg, bad[i][1]);
+        assert_non_null(strstr(err.msg, bad[i][1]));
+        assert_string_equal(err.file, "--instances");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_valid),
         cmocka_unit_test(test_invalid),
+        cmocka_unit_test(test_fleet),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

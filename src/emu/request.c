@@ -1,0 +1,269 @@
+/* Generation request bodies of both engines' APIs (emu/request.h). */
+#include "emu/request.h"
+
+#include <jansson.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/alloc.h"
+#include "util/json.h"
+#include "util/rng.h"
+
+#define TOKEN_BYTES 4
+
+uint32_t *emu_tokenize(const char *text, size_t len, uint32_t vocab, size_t *n)
+{
+    size_t count = len ? (len + TOKEN_BYTES - 1) / TOKEN_BYTES : 1;
+    uint32_t *ids = xmallocarray(count, sizeof *ids);
+    for (size_t i = 0; i < count; i++) {
+        uint64_t word = 0;
+        for (size_t b = 0; b < TOKEN_BYTES && i * TOKEN_BYTES + b < len; b++)
+            word |= (uint64_t)(unsigned char)text[i * TOKEN_BYTES + b] << (8 * b);
+        ids[i] = (uint32_t)(rng_mix64(word + 1) % vocab);
+    }
+    *n = count;
+    return ids;
+}
+
+void emu_request_free(struct emu_gen_request *r)
+{
+    free(r->ids);
+    free(r->rid);
+    memset(r, 0, sizeof *r);
+}
+
+__attribute__((format(printf, 3, 4))) static int fail(char *err, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, size, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* Reads an optional non-negative integer member; -1 when absent or null. */
+static int opt_count(const json_t *obj, const char *key, const char *label, int64_t *out, char *err,
+                     size_t size)
+{
+    const json_t *v = obj ? json_object_get(obj, key) : NULL;
+    *out = -1;
+    if (!v || json_is_null(v))
+        return 0;
+    int64_t x;
+    if (!json_is_integer(v) || !ujson_as_int64(v, &x) || x < 0 || x > INT32_MAX)
+        return fail(err, size, "%s: expected an integer in [0, %d]", label, INT32_MAX);
+    *out = x;
+    return 0;
+}
+
+static int opt_bool(const json_t *obj, const char *key, bool *out, char *err, size_t size)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_boolean(v))
+        return fail(err, size, "%s: expected true or false", key);
+    *out = json_is_true(v);
+    return 0;
+}
+
+/* A request id: a string, or an integer written in decimal. */
+static int opt_id(const json_t *obj, const char *key, char **out, char *err, size_t size)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v))
+        return 0;
+    if (json_is_string(v)) {
+        *out = xstrdup(json_string_value(v));
+        return 0;
+    }
+    if (json_is_integer(v)) {
+        char buf[32];
+        snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
+        *out = xstrdup(buf);
+        return 0;
+    }
+    return fail(err, size, "%s: expected a string or an integer", key);
+}
+
+static int token_array(const json_t *a, const char *label, uint32_t vocab,
+                       struct emu_gen_request *r, char *err, size_t size)
+{
+    size_t n = json_array_size(a);
+    if (n == 0)
+        return fail(err, size, "%s: expected a non-empty array of token ids", label);
+    r->ids = xmallocarray(n, sizeof *r->ids);
+    r->n_ids = n;
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_array_get(a, i);
+        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
+            json_integer_value(v) >= (json_int_t)vocab)
+            return fail(err, size, "%s[%zu]: expected a token id in [0, %u)", label, i, vocab);
+        r->ids[i] = (uint32_t)json_integer_value(v);
+    }
+    return 0;
+}
+
+static void text_tokens(const char *s, size_t len, uint32_t vocab, struct emu_gen_request *r)
+{
+    r->ids = emu_tokenize(s, len, vocab, &r->n_ids);
+}
+
+/* A prompt: token ids or text (vLLM's prompt and SGLang's input_ids / text). */
+static int prompt(const json_t *v, const char *label, uint32_t vocab, struct emu_gen_request *r,
+                  char *err, size_t size)
+{
+    if (json_is_array(v))
+        return token_array(v, label, vocab, r, err, size);
+    if (json_is_string(v)) {
+        text_tokens(json_string_value(v), json_string_length(v), vocab, r);
+        return 0;
+    }
+    return fail(err, size,
+                "%s: expected one prompt (a string or an array of token ids); "
+                "batches are not emulated",
+                label);
+}
+
+/* Chat messages: their contents concatenated, each after its role. */
+static int chat_prompt(const json_t *msgs, uint32_t vocab, struct emu_gen_request *r, char *err,
+                       size_t size)
+{
+    if (!json_is_array(msgs) || json_array_size(msgs) == 0)
+        return fail(err, size, "messages: expected a non-empty array");
+    size_t cap = 64, n = 0;
+    char *text = xmalloc(cap);
+    for (size_t i = 0; i < json_array_size(msgs); i++) {
+        const json_t *m = json_array_get(msgs, i);
+        const json_t *role = json_object_get(m, "role"), *content = json_object_get(m, "content");
+        if (!json_is_string(role) || !(json_is_string(content) || json_is_null(content))) {
+            free(text);
+            return fail(err, size, "messages[%zu]: expected a role and a string content", i);
+        }
+        const char *parts[2] = {json_string_value(role),
+                                content ? json_string_value(content) : NULL};
+        for (int p = 0; p < 2; p++) {
+            size_t len = parts[p] ? strlen(parts[p]) : 0;
+            while (n + len + 2 > cap)
+                text = xrealloc(text, cap *= 2);
+            memcpy(text + n, parts[p] ? parts[p] : "", len);
+            n += len;
+            text[n++] = '\n';
+        }
+    }
+    text_tokens(text, n, vocab, r);
+    free(text);
+    return 0;
+}
+
+/* libra's request object: only emu.gen_tokens matters to an engine. */
+static int libra_object(const json_t *root, struct emu_gen_request *r, char *err, size_t size)
+{
+    const json_t *lo = json_object_get(root, "libra");
+    if (!lo || json_is_null(lo))
+        return 0;
+    if (!json_is_object(lo))
+        return fail(err, size, "libra: expected an object");
+    const json_t *emu = json_object_get(lo, "emu");
+    if (emu && !json_is_object(emu))
+        return fail(err, size, "libra.emu: expected an object");
+    if (opt_count(emu, "gen_tokens", "libra.emu.gen_tokens", &r->gen_tokens, err, size))
+        return -1;
+    if (r->gen_tokens == 0)
+        return fail(err, size, "libra.emu.gen_tokens: expected at least 1");
+    const json_t *events = json_object_get(lo, "events");
+    if (events && !json_is_array(events))
+        return fail(err, size, "libra.events: expected an array");
+    return 0;
+}
+
+static int sglang(const json_t *root, uint32_t vocab, struct emu_gen_request *r, char *err,
+                  size_t size)
+{
+    const json_t *ids = json_object_get(root, "input_ids"), *text = json_object_get(root, "text");
+    if ((ids && !json_is_null(ids)) == (text && !json_is_null(text)))
+        return fail(err, size, "expected exactly one of input_ids and text");
+    if (ids && !json_is_null(ids) ? token_array(ids, "input_ids", vocab, r, err, size)
+                                  : prompt(text, "text", vocab, r, err, size))
+        return -1;
+    const json_t *sp = json_object_get(root, "sampling_params");
+    if (sp && !json_is_null(sp) && !json_is_object(sp))
+        return fail(err, size, "sampling_params: expected an object");
+    if (opt_count(sp, "max_new_tokens", "sampling_params.max_new_tokens", &r->max_new_tokens, err,
+                  size))
+        return -1;
+    r->token_ids = true;
+    return opt_id(root, "rid", &r->rid, err, size) ||
+                   opt_bool(root, "return_logprob", &r->logprobs, err, size)
+               ? -1
+               : 0;
+}
+
+static int vllm(enum emu_api api, const json_t *root, uint32_t vocab, struct emu_gen_request *r,
+                char *err, size_t size)
+{
+    int rc = 0;
+    if (api == EMU_VLLM_CHAT)
+        rc = chat_prompt(json_object_get(root, "messages"), vocab, r, err, size);
+    else if (api == EMU_VLLM_GENERATE)
+        rc = token_array(json_object_get(root, "token_ids"), "token_ids", vocab, r, err, size);
+    else
+        rc = prompt(json_object_get(root, "prompt"), "prompt", vocab, r, err, size);
+    if (rc)
+        return -1;
+    const json_t *sp = api == EMU_VLLM_GENERATE ? json_object_get(root, "sampling_params") : root;
+    if (sp && !json_is_null(sp) && !json_is_object(sp))
+        return fail(err, size, "sampling_params: expected an object");
+    const char *cap = api == EMU_VLLM_CHAT && json_object_get(root, "max_completion_tokens")
+                          ? "max_completion_tokens"
+                          : "max_tokens";
+    if (opt_count(sp, cap, cap, &r->max_new_tokens, err, size))
+        return -1;
+    const json_t *model = json_object_get(root, "model");
+    if (model && !json_is_null(model)) {
+        if (!json_is_string(model))
+            return fail(err, size, "model: expected a string");
+        snprintf(r->model, sizeof r->model, "%s", json_string_value(model));
+    }
+    r->token_ids = api == EMU_VLLM_GENERATE;
+    const json_t *lp = json_object_get(root, "logprobs");
+    r->logprobs = lp && !json_is_null(lp) && !json_is_false(lp);
+    return opt_id(root, "request_id", &r->rid, err, size) ||
+                   opt_bool(root, "stream", &r->stream, err, size) ||
+                   (api != EMU_VLLM_GENERATE &&
+                    opt_bool(root, "return_token_ids", &r->token_ids, err, size))
+               ? -1
+               : 0;
+}
+
+int emu_request_parse(enum emu_api api, const char *body, size_t len, uint32_t vocab,
+                      struct emu_gen_request *out, char *err, size_t err_size)
+{
+    memset(out, 0, sizeof *out);
+    out->api = api;
+    out->max_new_tokens = out->gen_tokens = -1;
+    json_error_t je;
+    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    int rc;
+    if (!root)
+        rc = fail(err, err_size, "invalid JSON at line %d column %d: %s", je.line, je.column,
+                  je.text);
+    else if (!json_is_object(root))
+        rc = fail(err, err_size, "expected a JSON object");
+    else if (api == EMU_SGLANG_GENERATE)
+        rc = sglang(root, vocab, out, err, err_size) ||
+             opt_bool(root, "stream", &out->stream, err, err_size);
+    else
+        rc = vllm(api, root, vocab, out, err, err_size);
+    if (!rc)
+        rc = libra_object(root, out, err, err_size);
+    json_decref(root);
+    if (rc) {
+        emu_request_free(out);
+        out->api = api;
+        return -1;
+    }
+    return 0;
+}

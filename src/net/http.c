@@ -1,0 +1,414 @@
+/*
+ * The evhttp server (net/http.h). Each client connection gets a record (found by the
+ * connection's address) that counts it against the limit and holds the call it is serving, so
+ * that whichever comes first — the answer, the client leaving, the cap, the server's end —
+ * finishes the call exactly once.
+ */
+#include "net/http.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <event2/buffer.h>
+#include <event2/bufferevent.h>
+#include <event2/http.h>
+#include <event2/keyvalq_struct.h>
+#include <netinet/in.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include "net/query.h"
+#include "util/alloc.h"
+#include "util/intmap.h"
+#include "util/json.h"
+
+struct net_conn {
+    struct net_server *server;
+    struct evhttp_connection *evcon;
+    struct net_call *call;        /* the call being served, NULL between requests */
+    struct net_conn *prev, *next; /* the server's list */
+};
+
+struct net_server {
+    struct event_base *base;
+    struct evhttp *http;
+    int port;
+    struct net_limits limits;
+    const struct net_route *routes;
+    void *ctx;
+    struct intmap conns;    /* evhttp_connection address -> struct net_conn * */
+    struct net_conn *first; /* every connection, for the server's end */
+    int n_conns;
+};
+
+struct net_call {
+    struct net_server *server;
+    struct net_conn *conn;
+    struct evhttp_request *req;
+    char *path;
+    struct net_kv *query;
+    size_t n_query;
+    char *body;
+    size_t body_len;
+    bool deferred, streaming;
+    net_cancel_fn cancel;
+    void *cancel_arg;
+    struct event *cap_timer;    /* while deferred */
+    struct event *client_watch; /* while deferred: readable socket = the client left or sent more */
+};
+
+void net_limits_default(struct net_limits *l)
+{
+    *l = (struct net_limits){.max_body_bytes = 64 << 20,
+                             .max_header_bytes = 64 << 10,
+                             .max_connections = 4096,
+                             .request_cap_s = 3600};
+}
+
+/* ---- calls ---------------------------------------------------------------------------------- */
+
+static void call_free(struct net_call *c)
+{
+    if (c->conn && c->conn->call == c)
+        c->conn->call = NULL;
+    if (c->cap_timer)
+        event_free(c->cap_timer);
+    if (c->client_watch)
+        event_free(c->client_watch);
+    net_kv_free(c->query, c->n_query);
+    free(c->path);
+    free(c->body);
+    free(c);
+}
+
+/* Ends a kept call without an answer: its owner hears why, then it is gone. */
+static void call_cancel(struct net_call *c, enum net_cancel why)
+{
+    if (c->cancel)
+        c->cancel(c->cancel_arg, c, why);
+    call_free(c);
+}
+
+const char *net_call_path(const struct net_call *c)
+{
+    return c->path;
+}
+
+enum net_method net_call_method(const struct net_call *c)
+{
+    switch (evhttp_request_get_command(c->req)) {
+    case EVHTTP_REQ_GET:
+        return NET_GET;
+    case EVHTTP_REQ_POST:
+        return NET_POST;
+    case EVHTTP_REQ_PUT:
+        return NET_PUT;
+    case EVHTTP_REQ_DELETE:
+        return NET_DELETE;
+    default:
+        return 0;
+    }
+}
+
+const char *net_call_body(struct net_call *c, size_t *len)
+{
+    *len = c->body_len;
+    return c->body;
+}
+
+const char *net_call_query(const struct net_call *c, const char *key)
+{
+    for (size_t i = 0; i < c->n_query; i++)
+        if (strcmp(c->query[i].key, key) == 0)
+            return c->query[i].value;
+    return NULL;
+}
+
+const char *net_call_header(const struct net_call *c, const char *name)
+{
+    return evhttp_find_header(evhttp_request_get_input_headers(c->req), name);
+}
+
+/* The cap passed: tell the owner, then answer 504 ourselves. */
+static void cap_passed(evutil_socket_t fd, short what, void *arg)
+{
+    struct net_call *c = arg;
+    if (c->cancel)
+        c->cancel(c->cancel_arg, c, NET_CANCEL_CAP);
+    c->cancel = NULL;
+    if (c->streaming) { /* the status is sent: all that is left is to stop */
+        net_stream_end(c);
+        return;
+    }
+    net_reply_error(c, 504, "timeout", "the request ran past the server's cap of %g s",
+                    c->server->limits.request_cap_s);
+}
+
+/*
+ * The socket of a kept call turned readable: the client closed it (recv returns 0 or fails) or
+ * sent its next request early (pipelining: nothing to learn, stop watching). Freeing the
+ * connection makes evhttp call conn_closed, which cancels the call.
+ */
+static void client_readable(evutil_socket_t fd, short what, void *arg)
+{
+    struct net_call *c = arg;
+    char byte;
+    ssize_t r = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    event_free(c->client_watch);
+    c->client_watch = NULL;
+    if (r > 0)
+        return;
+    evhttp_connection_free(c->conn->evcon);
+}
+
+void net_call_defer(struct net_call *c, net_cancel_fn cancel, void *arg)
+{
+    struct net_server *s = c->server;
+    c->cancel = cancel;
+    c->cancel_arg = arg;
+    if (c->deferred) /* kept already: a new owner, the same cap */
+        return;
+    c->deferred = true;
+    double cap = s->limits.request_cap_s;
+    struct timeval tv = {(time_t)cap, (suseconds_t)((cap - (double)(time_t)cap) * 1e6)};
+    c->cap_timer = evtimer_new(s->base, cap_passed, c);
+    evtimer_add(c->cap_timer, &tv);
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(c->conn->evcon);
+    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
+    if (fd >= 0) {
+        c->client_watch = event_new(s->base, fd, EV_READ | EV_PERSIST, client_readable, c);
+        event_add(c->client_watch, NULL);
+    }
+}
+
+/* ---- answers -------------------------------------------------------------------------------- */
+
+/* Detaches c from its connection before evhttp writes: a write that fails frees the
+ * connection at once (conn_closed), which must find no call to cancel. */
+static struct evhttp_request *take_request(struct net_call *c)
+{
+    if (c->conn)
+        c->conn->call = NULL;
+    c->conn = NULL;
+    if (c->client_watch) {
+        event_free(c->client_watch);
+        c->client_watch = NULL;
+    }
+    return c->req;
+}
+
+void net_reply_raw(struct net_call *c, int status, const char *content_type, const char *data,
+                   size_t len)
+{
+    struct evhttp_request *req = take_request(c);
+    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", content_type);
+    struct evbuffer *buf = evbuffer_new();
+    evbuffer_add(buf, data, len);
+    evhttp_send_reply(req, status, NULL, buf);
+    evbuffer_free(buf);
+    call_free(c);
+}
+
+void net_reply_json(struct net_call *c, int status, json_t *body)
+{
+    char *text = ujson_dump(body, false);
+    json_decref(body);
+    net_reply_raw(c, status, "application/json", text, strlen(text));
+    free(text);
+}
+
+void net_reply_error(struct net_call *c, int status, const char *type, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    json_t *err = json_pack("{s:{s:s, s:s, s:n, s:i}}", "error", "message", msg, "type", type,
+                            "param", "code", status);
+    net_reply_json(c, status, err);
+}
+
+void net_stream_start(struct net_call *c, const char *content_type)
+{
+    c->streaming = true;
+    struct evkeyvalq *h = evhttp_request_get_output_headers(c->req);
+    evhttp_add_header(h, "Content-Type", content_type);
+    evhttp_add_header(h, "Cache-Control", "no-cache");
+    evhttp_send_reply_start(c->req, 200, "OK");
+}
+
+void net_stream_write(struct net_call *c, const char *data, size_t len)
+{
+    struct evbuffer *buf = evbuffer_new();
+    evbuffer_add(buf, data, len);
+    evhttp_send_reply_chunk(c->req, buf);
+    evbuffer_free(buf);
+}
+
+void net_stream_end(struct net_call *c)
+{
+    evhttp_send_reply_end(take_request(c));
+    call_free(c);
+}
+
+/* ---- connections ---------------------------------------------------------------------------- */
+
+static void conn_closed(struct evhttp_connection *evcon, void *arg)
+{
+    struct net_conn *conn = arg;
+    struct net_server *s = conn->server;
+    intmap_del(&s->conns, (uint64_t)(uintptr_t)evcon);
+    s->n_conns--;
+    if (conn->prev)
+        conn->prev->next = conn->next;
+    else
+        s->first = conn->next;
+    if (conn->next)
+        conn->next->prev = conn->prev;
+    if (conn->call) {
+        conn->call->conn = NULL;
+        call_cancel(conn->call, NET_CANCEL_CLIENT_GONE);
+    }
+    free(conn);
+}
+
+/* The record of req's connection, made on its first request. */
+static struct net_conn *conn_of(struct net_server *s, struct evhttp_request *req)
+{
+    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
+    uint64_t v;
+    if (intmap_get(&s->conns, (uint64_t)(uintptr_t)evcon, &v))
+        return (struct net_conn *)(uintptr_t)v;
+    struct net_conn *conn = xcalloc(1, sizeof *conn);
+    *conn = (struct net_conn){.server = s, .evcon = evcon, .next = s->first};
+    if (s->first)
+        s->first->prev = conn;
+    s->first = conn;
+    intmap_put(&s->conns, (uint64_t)(uintptr_t)evcon, (uint64_t)(uintptr_t)conn);
+    s->n_conns++;
+    evhttp_connection_set_closecb(evcon, conn_closed, conn);
+    return conn;
+}
+
+static const struct net_route *route_of(const struct net_server *s, const char *path)
+{
+    for (const struct net_route *r = s->routes; r->path; r++)
+        if (strcmp(r->path, path) == 0)
+            return r;
+    return NULL;
+}
+
+/* Builds the call; answers 400 itself (and returns NULL) for a malformed URI or query. */
+static struct net_call *call_new(struct net_server *s, struct evhttp_request *req)
+{
+    struct net_call *c = xcalloc(1, sizeof *c);
+    c->server = s;
+    c->req = req;
+    c->conn = conn_of(s, req);
+    c->conn->call = c;
+    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
+    const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
+    c->path = evhttp_uridecode(path && *path ? path : "/", 0, NULL);
+    struct evbuffer *in = evhttp_request_get_input_buffer(req);
+    c->body_len = evbuffer_get_length(in);
+    c->body = xmalloc(c->body_len + 1);
+    evbuffer_remove(in, c->body, c->body_len);
+    c->body[c->body_len] = '\0';
+    if (!c->path || (query && net_query_parse(query, strlen(query), &c->query, &c->n_query))) {
+        net_reply_error(c, 400, "invalid_request_error", "malformed URI or query string");
+        return NULL;
+    }
+    return c;
+}
+
+static void handle(struct evhttp_request *req, void *arg)
+{
+    struct net_server *s = arg;
+    struct net_call *c = call_new(s, req);
+    if (!c)
+        return;
+    if (s->n_conns > s->limits.max_connections) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        net_reply_error(c, 503, "server_error", "too many connections (at most %d)",
+                        s->limits.max_connections);
+        return;
+    }
+    const struct net_route *r = route_of(s, c->path);
+    if (!r) {
+        net_reply_error(c, 404, "not_found_error", "no such path: %s", c->path);
+        return;
+    }
+    if (!(net_call_method(c) & r->methods)) {
+        net_reply_error(c, 405, "invalid_request_error", "method not allowed on %s", c->path);
+        return;
+    }
+    r->fn(s->ctx, c);
+}
+
+int net_server_new(struct net_server **out, struct event_base *base, const char *host, int port,
+                   const struct net_limits *limits, const struct net_route *routes, void *ctx,
+                   char *err, size_t err_size)
+{
+    struct net_server *s = xcalloc(1, sizeof *s);
+    *s = (struct net_server){.base = base, .limits = *limits, .routes = routes, .ctx = ctx};
+    s->http = evhttp_new(base);
+    evhttp_set_max_body_size(s->http, limits->max_body_bytes);
+    evhttp_set_max_headers_size(s->http, limits->max_header_bytes);
+    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
+                                            EVHTTP_REQ_DELETE);
+    evhttp_set_gencb(s->http, handle, s);
+    struct evhttp_bound_socket *bound = evhttp_bind_socket_with_handle(s->http, host, port);
+    if (!bound) {
+        snprintf(err, err_size, "cannot listen on %s:%d: %s", host, port, strerror(errno));
+        net_server_free(s);
+        *out = NULL;
+        return -1;
+    }
+    union {
+        struct sockaddr sa;
+        struct sockaddr_in in4;
+        struct sockaddr_in6 in6;
+    } addr;
+    memset(&addr, 0, sizeof addr);
+    socklen_t len = sizeof addr;
+    getsockname(evhttp_bound_socket_get_fd(bound), &addr.sa, &len);
+    s->port = ntohs(addr.sa.sa_family == AF_INET6 ? addr.in6.sin6_port : addr.in4.sin_port);
+    *out = s;
+    return 0;
+}
+
+int net_server_port(const struct net_server *s)
+{
+    return s->port;
+}
+
+/* Cancels every kept call (their connections go with the evhttp object). */
+static void cancel_calls(struct net_server *s)
+{
+    for (struct net_conn *conn = s->first; conn; conn = conn->next) {
+        struct net_call *c = conn->call;
+        if (!c)
+            continue;
+        conn->call = NULL;
+        c->conn = NULL;
+        call_cancel(c, NET_CANCEL_SHUTDOWN);
+    }
+}
+
+void net_server_free(struct net_server *s)
+{
+    if (!s)
+        return;
+    cancel_calls(s);
+    if (s->http)
+        evhttp_free(s->http); /* frees the connections: conn_closed frees their records */
+    intmap_free(&s->conns);
+    free(s);
+}

@@ -1,0 +1,110 @@
+"""Starting `libra emu` and talking HTTP to it, for the e2e tests (standard library only)."""
+
+import http.client
+import json
+import os
+import signal
+import subprocess
+import threading
+
+LIBRA = os.environ["LIBRA_BIN"]
+
+
+class Emu:
+    """A running `libra emu`; instances are dicts of its ready lines."""
+
+    def __init__(self, *args, scale="0.01"):
+        self.proc = subprocess.Popen(
+            [LIBRA, "emu", "--time-scale", scale, *args],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.instances = []
+        line = self.proc.stdout.readline()
+        while line:
+            self.instances.append(json.loads(line))
+            if len(self.instances) == self.expected(args):
+                break
+            line = self.proc.stdout.readline()
+        assert self.instances, self.proc.stderr.read()
+
+    @staticmethod
+    def expected(args):
+        spec = args[args.index("--instances") + 1] if "--instances" in args else "tp1"
+        return sum(int(item.split("x")[1]) if "x" in item else 1 for item in spec.split(","))
+
+    def port(self, i=0):
+        return self.instances[i]["port"]
+
+    def stop(self):
+        """Stops it with SIGTERM; returns (exit status, standard error)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=20)
+        err = self.proc.stderr.read()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        return rc, err
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *rest):
+        rc, err = self.stop()
+        # A clean exit on SIGTERM with nothing on stderr: under the sanitizer build, a leak or
+        # a memory error in any test's emulator fails that test.
+        if exc_type is None:
+            assert rc == 0 and err == "", (rc, err)
+
+
+def request(port, method, path, body=None, raw=None, timeout=60, headers=None):
+    """Returns (status, parsed JSON or text or None)."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    data = raw if raw is not None else (json.dumps(body) if body is not None else None)
+    conn.request(method, path, body=data, headers=headers or {})
+    resp = conn.getresponse()
+    text = resp.read().decode("utf-8", "replace")
+    conn.close()
+    try:
+        return resp.status, json.loads(text) if text else None
+    except ValueError:
+        return resp.status, text
+
+
+def post(port, path, body=None, **kw):
+    return request(port, "POST", path, body, **kw)
+
+
+def get(port, path, **kw):
+    return request(port, "GET", path, **kw)
+
+
+def generate(port, ids, gen, cap=None, timeout=60, **extra):
+    """SGLang /generate of ids that generates gen tokens (libra's script), capped at cap;
+    extra members join the body."""
+    body = {"input_ids": ids, "sampling_params": {"max_new_tokens": cap or gen},
+            "libra": {"emu": {"gen_tokens": gen}}}
+    body.update(extra)
+    return post(port, "/generate", body, timeout=timeout)
+
+
+class Background:
+    """Runs fn(*args) on a thread; .result() joins and returns what it returned."""
+
+    def __init__(self, fn, *args, **kw):
+        self.value = None
+        self.thread = threading.Thread(target=self.run, args=(fn, args, kw), daemon=True)
+        self.thread.start()
+
+    def run(self, fn, args, kw):
+        self.value = fn(*args, **kw)
+
+    def result(self, timeout=60):
+        self.thread.join(timeout)
+        assert not self.thread.is_alive(), "request did not finish"
+        return self.value
+
+
+def running(port):
+    """(running, waiting) of an instance's /v1/loads."""
+    _, doc = get(port, "/v1/loads")
+    load = doc["loads"][0]
+    return load["num_running_reqs"], load["num_waiting_reqs"]

@@ -1,0 +1,338 @@
+"""End-to-end tests of `libra emu` (docs/emu.md): real processes on loopback, ports chosen by the
+OS. The emulator runs 100x faster than real time (--time-scale 0.01): a TP1 Qwen3-14B decode
+step of about 21 ms takes about 0.2 ms, so LONG tokens take about 4 s of wall time and are still
+running a moment after they start.
+"""
+
+import signal
+import socket
+import time
+
+from emu_util import Background, Emu, generate, get, post, request, running
+
+PROMPT = list(range(100, 140))  # 40 tokens: two whole blocks of 16 and a partial one
+LONG = 20000
+
+
+def test_ready_lines_name_every_instance_and_its_tp():
+    with Emu("--instances", "tp1x2,tp2,tp4") as emu:
+        assert [i["tp"] for i in emu.instances] == [1, 1, 2, 4]
+        assert len({i["port"] for i in emu.instances}) == 4
+        for inst in emu.instances:
+            assert inst["url"] == "http://127.0.0.1:%d" % inst["port"]
+            assert get(inst["port"], "/health")[0] == 200
+            status, info = get(inst["port"], "/get_server_info")
+            assert status == 200 and info["tp_size"] == inst["tp"]
+            assert info["model_path"] == "qwen3-14b" and info["weight_version"] == "default"
+
+
+def test_sglang_generate_answers_as_sglang_does():
+    with Emu() as emu:
+        status, out = generate(emu.port(), PROMPT, 5, cap=8, return_logprob=True, rid="r1")
+        assert status == 200
+        meta = out["meta_info"]
+        assert meta["id"] == "r1" and meta["prompt_tokens"] == 40
+        assert meta["completion_tokens"] == 5 == len(out["output_ids"])
+        assert meta["finish_reason"]["type"] == "stop"  # the script ended before the cap
+        assert [lp[1] for lp in meta["output_token_logprobs"]] == out["output_ids"]
+        assert all(-3 <= lp[0] <= 0 for lp in meta["output_token_logprobs"])
+        assert len(out["text"]) == 4 * 5
+        _, capped = generate(emu.port(), PROMPT, 50, cap=8, rid="r1")
+        assert capped["meta_info"]["finish_reason"] == {"type": "length", "length": 8}
+        assert capped["output_ids"][:5] == out["output_ids"]  # deterministic per request
+        _, plain = post(emu.port(), "/generate", {"text": "hello world"})
+        assert plain["meta_info"]["completion_tokens"] == 128  # SGLang's default cap
+
+
+def test_vllm_endpoints_answer_as_vllm_does():
+    with Emu() as emu:
+        p = emu.port()
+        status, out = post(p, "/v1/completions",
+                           {"model": "qwen3-14b", "prompt": PROMPT, "max_tokens": 6,
+                            "return_token_ids": True, "logprobs": 1})
+        assert status == 200 and out["object"] == "text_completion"
+        choice = out["choices"][0]
+        assert choice["finish_reason"] == "length" and len(choice["token_ids"]) == 6
+        assert choice["prompt_token_ids"] == PROMPT
+        assert len(choice["logprobs"]["token_logprobs"]) == 6
+        assert out["usage"] == {"prompt_tokens": 40, "completion_tokens": 6, "total_tokens": 46,
+                                "prompt_tokens_details": {"cached_tokens": 0}}
+        _, chat = post(p, "/v1/chat/completions",
+                       {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3})
+        assert chat["object"] == "chat.completion"
+        assert chat["choices"][0]["message"]["role"] == "assistant"
+        _, gen = post(p, "/inference/v1/generate",
+                      {"token_ids": PROMPT, "sampling_params": {"max_tokens": 4}})
+        assert len(gen["choices"][0]["token_ids"]) == 4
+        status, err = post(p, "/v1/completions", {"model": "other", "prompt": "x"})
+        assert status == 404 and err["error"]["type"] == "NotFoundError"
+        _, models = get(p, "/v1/models")
+        assert models["data"][0]["id"] == "qwen3-14b"
+
+
+def test_streams_end_with_done():
+    with Emu() as emu:
+        status, text = post(emu.port(), "/generate",
+                            {"input_ids": PROMPT, "stream": True,
+                             "sampling_params": {"max_new_tokens": 300}})
+        events = [line[6:] for line in text.split("\n") if line.startswith("data: ")]
+        assert status == 200 and events[-1] == "[DONE]"
+        import json
+        chunks = [json.loads(e) for e in events[:-1]]
+        assert len(chunks[-1]["output_ids"]) == 300  # SGLang: every chunk is cumulative
+        assert chunks[-1]["meta_info"]["finish_reason"]["type"] == "length"
+        status, text = post(emu.port(), "/v1/completions",
+                            {"prompt": "abc", "max_tokens": 300, "stream": True})
+        events = [line[6:] for line in text.split("\n") if line.startswith("data: ")]
+        deltas = [json.loads(e)["choices"][0]["text"] for e in events[:-1]]
+        assert events[-1] == "[DONE]" and len("".join(deltas)) == 4 * 300  # vLLM: deltas
+
+
+def test_prefix_cache_by_token_content():
+    with Emu() as emu:
+        p = emu.port()
+        _, first = generate(p, PROMPT, 30)
+        # The next turn of the same trajectory: the whole context plus a tool's output.
+        turn2 = PROMPT + first["output_ids"] + list(range(500, 520))
+        _, second = generate(p, turn2, 10)
+        assert second["meta_info"]["cached_tokens"] == (40 + 30) // 16 * 16
+        # A GRPO sibling shares only the prompt.
+        _, sibling = generate(p, PROMPT, 10, rid="sibling")
+        assert sibling["meta_info"]["cached_tokens"] == 40 // 16 * 16
+        # After a flush nothing is cached.
+        assert post(p, "/flush_cache")[0] == 200
+        _, again = generate(p, turn2, 10)
+        assert again["meta_info"]["cached_tokens"] == 0
+
+
+def test_abort_returns_partial_tokens():
+    with Emu() as emu:
+        p = emu.port()
+        bg = Background(generate, p, PROMPT, LONG, rid="traj-7-turn-1")
+        time.sleep(0.5)
+        assert post(p, "/abort_request", {"rid": "traj-7"}) == (200, None)  # prefix match
+        status, out = bg.result()
+        meta = out["meta_info"]
+        assert status == 200 and meta["finish_reason"]["type"] == "abort"
+        assert 0 < meta["completion_tokens"] < LONG
+        assert len(out["output_ids"]) == meta["completion_tokens"]
+
+
+def test_pause_abort_holds_new_requests_until_continue():
+    with Emu() as emu:
+        p = emu.port()
+        bg = Background(generate, p, PROMPT, LONG)
+        time.sleep(0.3)
+        assert post(p, "/pause_generation", {"mode": "abort"})[1]["status"] == "ok"
+        assert bg.result()[1]["meta_info"]["finish_reason"]["type"] == "abort"
+        waiting = Background(generate, p, PROMPT, 10)
+        time.sleep(0.3)
+        assert waiting.thread.is_alive() and running(p) == (0, 1)
+        post(p, "/continue_generation", {})
+        assert waiting.result()[1]["meta_info"]["completion_tokens"] == 10
+
+
+def test_pause_retract_recomputes_and_finishes_the_request():
+    with Emu() as emu:
+        p = emu.port()
+        bg = Background(generate, p, PROMPT, 3000)
+        time.sleep(0.2)
+        post(p, "/pause_generation", {"mode": "retract"})
+        time.sleep(0.2)
+        assert bg.thread.is_alive() and running(p) == (0, 1)
+        post(p, "/continue_generation")
+        status, out = bg.result()
+        assert status == 200 and out["meta_info"]["completion_tokens"] == 3000
+        assert out["meta_info"]["finish_reason"]["type"] == "length"  # gen == its cap
+
+
+def test_pause_in_place_freezes_and_keeps_the_batch():
+    with Emu() as emu:
+        p = emu.port()
+        bg = Background(generate, p, PROMPT, 3000)
+        time.sleep(0.2)
+        post(p, "/pause_generation", {"mode": "in_place"})
+        time.sleep(0.8)  # longer than the request would take
+        assert bg.thread.is_alive() and running(p) == (1, 0)
+        post(p, "/continue_generation")
+        assert bg.result()[1]["meta_info"]["completion_tokens"] == 3000
+
+
+def test_weight_update_waits_for_the_drain_then_sets_the_version():
+    with Emu() as emu:
+        p = emu.port()
+        bg = Background(generate, p, PROMPT, 2000)
+        time.sleep(0.1)
+        status, out = post(p, "/update_weights_from_disk",
+                           {"model_path": "/ckpt/step-5", "weight_version": "5"})
+        assert status == 200 and out["success"] is True
+        first = bg.result()[1]["meta_info"]
+        assert first["completion_tokens"] == 2000 and first["weight_version"] == "default"
+        assert generate(p, PROMPT, 2)[1]["meta_info"]["weight_version"] == "5"
+        # abort_all_requests cuts what runs; unknown members are ignored (AReaL's typo).
+        bg = Background(generate, p, PROMPT, LONG)
+        time.sleep(0.2)
+        status, out = post(p, "/update_weights_from_disk",
+                           {"model_path": "x", "weight_version": "6",
+                            "abort_all_requests": True, "abort_all_request": True})
+        assert status == 200
+        assert bg.result()[1]["meta_info"]["finish_reason"]["type"] == "abort"
+        assert post(p, "/update_weights_from_disk", {})[0] == 400  # model_path is required
+
+
+def test_distributed_update_and_memory_release():
+    with Emu() as emu:
+        p = emu.port()
+        status, out = post(p, "/init_weights_update_group",
+                           {"master_address": "127.0.0.1", "master_port": 29500,
+                            "rank_offset": 1, "world_size": 2})
+        assert status == 200 and out["success"]
+        status, out = post(p, "/update_weights_from_distributed",
+                           {"names": ["w"], "dtypes": ["bfloat16"], "shapes": [[1]],
+                            "weight_version": "9"})
+        assert status == 200 and get(p, "/get_weight_version")[1] == {"weight_version": "9"}
+        bg = Background(generate, p, PROMPT, LONG)
+        time.sleep(0.2)
+        assert post(p, "/release_memory_occupation", {})[0] == 400  # not idle
+        post(p, "/abort_request", {"abort_all": True})
+        bg.result()
+        assert post(p, "/release_memory_occupation", {}) == (200, None)
+        held = Background(generate, p, PROMPT, 5)
+        time.sleep(0.2)
+        assert held.thread.is_alive()
+        assert get(p, "/health")[0] == 200  # released is not dead
+        assert post(p, "/resume_memory_occupation", {}) == (200, None)
+        assert held.result()[1]["meta_info"]["completion_tokens"] == 5
+
+
+def test_vllm_development_endpoints_need_dev_mode():
+    with Emu() as emu:
+        assert post(emu.port(), "/pause")[0] == 404
+        assert post(emu.port(), "/sleep")[0] == 404
+    with Emu("--dev-mode") as emu:
+        p = emu.port()
+        bg = Background(post, p, "/v1/completions",
+                        {"prompt": PROMPT, "max_tokens": 2000})
+        time.sleep(0.1)
+        status, out = post(p, "/pause?mode=wait")  # answers once the request drained
+        assert status == 200 and out == {"status": "paused"}
+        assert bg.result()[1]["choices"][0]["finish_reason"] == "length"
+        assert get(p, "/is_paused")[1] == {"is_paused": True}
+        assert post(p, "/resume")[1] == {"status": "resumed"}
+        bg = Background(post, p, "/v1/completions", {"prompt": PROMPT, "max_tokens": LONG})
+        time.sleep(0.2)
+        post(p, "/pause?mode=abort")
+        assert bg.result()[1]["choices"][0]["finish_reason"] == "abort"
+        post(p, "/resume")
+        assert post(p, "/sleep?level=1")[0] == 200
+        assert get(p, "/is_sleeping")[1] == {"is_sleeping": True}
+        assert post(p, "/wake_up")[0] == 200
+        assert post(p, "/update_weights", {"update_info": {}})[1] == {"message": "Weights updated"}
+        assert post(p, "/pause?mode=sideways")[0] == 400
+
+
+MALFORMED = [
+    b'{"input_ids": [1, 2', b'{"input_ids": "abc"}', b'{"input_ids": []}',
+    b'{"input_ids": [1.5]}', b'{"input_ids": [-1]}', b'{"input_ids": [99999999999]}',
+    b'{"input_ids": [1], "text": "x"}', b'{}', b'[]', b'null', b'"str"', b'12',
+    b'{"input_ids": [1], "sampling_params": 3}',
+    b'{"input_ids": [1], "sampling_params": {"max_new_tokens": -4}}',
+    b'{"input_ids": [1], "sampling_params": {"max_new_tokens": 1e400}}',
+    b'{"input_ids": [1], "sampling_params": {"max_new_tokens": 99999999999999999999}}',
+    b'{"input_ids": [1], "rid": {}}', b'{"input_ids": [1], "stream": "yes"}',
+    b'{"input_ids": [1], "libra": []}', b'{"input_ids": [1], "libra": {"emu": {"gen_tokens": 0}}}',
+    b'{"input_ids": [1], "libra": {"events": 5}}', b'\x00\x01\x02\xff\xfe',
+    b'{"input_ids": [1], "input_ids": [2]}', b'{"text": "' + b'\xff' * 10 + b'"}',
+    b'{"input_ids": [1], "sampling_params": {"max_new_tokens": 999999999}}',
+    b'\xef\xbb\xbf{"input_ids": [1]}', b'{"input_ids": [[1, 2], [3]]}', b'{' * 5000,
+    b'{"input_ids": [1]} trailing', b'{"text": null, "input_ids": null}',
+]
+
+
+def test_malformed_requests_get_4xx_and_the_server_keeps_serving():
+    assert len(MALFORMED) == 30
+    with Emu() as emu:
+        p = emu.port()
+        for body in MALFORMED:
+            status, out = post(p, "/generate", raw=body)
+            assert 400 <= status < 500, (body, status, out)
+            assert "message" in out["error"], body
+        assert post(p, "/v1/completions", raw=b'{"prompt": 5}')[0] == 400
+        assert post(p, "/pause_generation", raw=b'not json')[0] == 400
+        assert get(p, "/is_paused?x=%zz")[0] == 400  # a malformed query
+        assert generate(p, PROMPT, 3)[0] == 200
+
+
+def test_body_limit_is_64_mib():
+    with Emu() as emu:
+        p = emu.port()
+        head = b'{"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 2}, "pad": "'
+        tail = b'"}'
+        limit = 64 << 20
+        body = head + b"x" * (limit - len(head) - len(tail)) + tail
+        assert len(body) == limit
+        assert post(p, "/generate", raw=body)[0] == 200
+        # One byte more is refused from its Content-Length, before the body is read.
+        conn = socket.create_connection(("127.0.0.1", p))
+        conn.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n"
+                     % (limit + 1))
+        assert conn.recv(4096).startswith(b"HTTP/1.1 413")
+        conn.close()
+        assert get(p, "/health")[0] == 200
+
+
+def test_failed_instance_closes_its_port_and_cuts_its_requests():
+    with Emu("--instances", "tp1x2", "--fail", "instance=1,after_s=20") as emu:
+        dead, alive = emu.port(1), emu.port(0)
+        bg = Background(_try_generate, dead)
+        assert bg.result() == "cut"
+        time.sleep(0.1)
+        try:
+            socket.create_connection(("127.0.0.1", dead), timeout=2).close()
+            refused = False
+        except OSError:
+            refused = True
+        assert refused
+        assert generate(alive, PROMPT, 5)[0] == 200
+
+
+def _try_generate(port):
+    try:
+        generate(port, PROMPT, LONG)
+        return "answered"
+    except (ConnectionError, OSError, Exception):  # http.client raises RemoteDisconnected
+        return "cut"
+
+
+def test_stalled_instance_answers_after_the_stall():
+    with Emu("--stall", "instance=0,after_s=0,for_s=100") as emu:  # 1 s of wall time
+        t0 = time.monotonic()
+        assert get(emu.port(), "/health", timeout=10)[0] == 200
+        assert time.monotonic() - t0 > 0.5
+        assert generate(emu.port(), PROMPT, 5)[0] == 200
+
+
+def test_client_that_leaves_frees_its_request():
+    with Emu() as emu:
+        p = emu.port()
+        conn = socket.create_connection(("127.0.0.1", p))
+        body = b'{"input_ids": [1, 2, 3], "libra": {"emu": {"gen_tokens": 20000}}, ' \
+               b'"sampling_params": {"max_new_tokens": 20000}}'
+        conn.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                     % (len(body), body))
+        time.sleep(0.2)
+        assert running(p) == (1, 0)
+        conn.close()
+        time.sleep(0.2)
+        assert running(p) == (0, 0)
+
+
+def test_bad_flags_are_refused():
+    import subprocess
+    from emu_util import LIBRA
+    for args in (["--instances", "tp3"], ["--instances", "tp2x0"], ["--time-scale", "0"],
+                 ["--fail", "instance=0"], ["--stall", "instance=0,after_s=1"],
+                 ["--fail", "instance=5,after_s=1"], ["--instances", "tp8", "--model", "nope"]):
+        p = subprocess.run([LIBRA, "emu", *args], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2, (args, p.stderr)
+        assert p.stderr.startswith("libra: "), p.stderr
