@@ -105,6 +105,7 @@ static void metrics(void *ctx, struct net_call *c)
     if (emu_hold_if_stalled(in, c, metrics))
         return;
     struct engine_stats st;
+    emu_sync(in);
     engine_stats(in->eng, &st);
     int held = emu_live(in) - (int)(st.running + st.waiting);
     char *buf = NULL;
@@ -135,6 +136,9 @@ static void metrics(void *ctx, struct net_call *c)
          (double)st.preemptions},
         {"libra_emu_busy_seconds_total", "Emulated seconds spent in iterations.", "counter",
          st.busy_s},
+        {"libra_emu_engine_events_total",
+         "Changes of the running batch the engine model computed (its cost driver).", "counter",
+         (double)st.runs},
     };
     for (size_t i = 0; i < sizeof rows / sizeof rows[0]; i++)
         metric(&buf, &len, &cap, rows[i].name, rows[i].help, rows[i].type, rows[i].value);

@@ -238,11 +238,15 @@ static void advance(struct emu_instance *in)
     ops_check(in);
 }
 
-static void on_tick(evutil_socket_t fd, short what, void *arg)
+void emu_sync(struct emu_instance *in)
 {
-    struct emu_instance *in = arg;
     advance(in);
     schedule(in);
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    emu_sync(arg);
 }
 
 static void schedule(struct emu_instance *in)
@@ -366,6 +370,7 @@ void emu_generate(struct emu_instance *in, struct net_call *call, struct emu_gen
     r->serial = ++in->requests_total;
     in->prompt_tokens_total += (int64_t)r->g.n_ids;
     net_call_defer(call, req_cancelled, r);
+    net_call_drop_body(call); /* parsed: a held turn keeps its token ids, not its JSON */
     if (r->g.stream) {
         in->n_streaming++;
         net_stream_start(call, "text/event-stream");

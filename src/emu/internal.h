@@ -125,6 +125,9 @@ void emu_retract(struct emu_instance *in);
 void emu_pause(struct emu_instance *in, bool in_place);
 void emu_resume(struct emu_instance *in);
 
+/* Brings the engine model up to now: call before reading its state (engine_stats). */
+void emu_sync(struct emu_instance *in);
+
 /* Requests in the engine or at the gate. */
 int emu_live(const struct emu_instance *in);
 

@@ -305,6 +305,7 @@ void emu_sglang_loads(void *ctx, struct net_call *c)
     if (emu_hold_if_stalled(in, c, emu_sglang_loads))
         return;
     struct engine_stats st;
+    emu_sync(in);
     engine_stats(in->eng, &st);
     int held = emu_live(in) - (int)(st.running + st.waiting);
     char stamp[32];

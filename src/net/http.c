@@ -119,6 +119,13 @@ const char *net_call_body(struct net_call *c, size_t *len)
     return c->body;
 }
 
+void net_call_drop_body(struct net_call *c)
+{
+    free(c->body);
+    c->body = xstrdup("");
+    c->body_len = 0;
+}
+
 const char *net_call_query(const struct net_call *c, const char *key)
 {
     for (size_t i = 0; i < c->n_query; i++)

@@ -85,6 +85,9 @@ enum net_method net_call_method(const struct net_call *c);
 /* The body, NUL-terminated (the terminator is not counted in *len). */
 const char *net_call_body(struct net_call *c, size_t *len);
 
+/* Frees the body of a call kept long after it was read (net_call_body then gives ""). */
+void net_call_drop_body(struct net_call *c);
+
 /* A query parameter's decoded value, NULL when absent. */
 const char *net_call_query(const struct net_call *c, const char *key);
 

@@ -336,3 +336,29 @@ def test_bad_flags_are_refused():
         p = subprocess.run([LIBRA, "emu", *args], capture_output=True, text=True, timeout=30)
         assert p.returncode == 2, (args, p.stderr)
         assert p.stderr.startswith("libra: "), p.stderr
+
+
+def test_request_cap_answers_504_and_frees_the_request():
+    with Emu("--request-cap-s", "0.5") as emu:
+        p = emu.port()
+        t0 = time.monotonic()
+        status, out = generate(p, PROMPT, LONG)
+        assert status == 504 and out["error"]["type"] == "timeout"
+        assert 0.4 < time.monotonic() - t0 < 5
+        assert running(p) == (0, 0)
+        assert generate(p, PROMPT, 5)[0] == 200
+
+
+def test_connection_limit_answers_503():
+    with Emu("--max-connections", "2") as emu:
+        p = emu.port()
+        held = [socket.create_connection(("127.0.0.1", p)) for _ in range(2)]
+        for conn in held:  # two connections the server knows of (each sent a request)
+            conn.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+            assert conn.recv(4096).startswith(b"HTTP/1.1 200")
+        status, out = get(p, "/health")
+        assert status == 503 and "too many connections" in out["error"]["message"]
+        for conn in held:
+            conn.close()
+        time.sleep(0.1)
+        assert get(p, "/health")[0] == 200
