@@ -42,6 +42,11 @@ int cli_usage_error(const struct cli_command *cmd, const char *fmt, ...)
 int cli_parse_int(const struct cli_command *cmd, const char *flag, const char *arg, int64_t lo,
                   int64_t hi, int64_t *out);
 
+/* Parses a flag's value as a decimal number in [lo, hi] into *out. Returns 0, or
+ * LIBRA_EXIT_USAGE after printing "FLAG: expected a number in [LO, HI]". */
+int cli_parse_double(const struct cli_command *cmd, const char *flag, const char *arg, double lo,
+                     double hi, double *out);
+
 /* Prints a parser error as "libra: FILE:LINE:COL: MSG". Returns LIBRA_EXIT_USAGE. */
 int cli_report_error(const struct libra_error *err);
 

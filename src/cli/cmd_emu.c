@@ -87,20 +87,6 @@ struct opts {
     int n_faults;
 };
 
-/* Parses a positive number (flag named in errors). */
-static int parse_double(const struct cli_command *cmd, const char *flag, const char *arg, double lo,
-                        double hi, double *out)
-{
-    char *end;
-    errno = 0;
-    double v = strtod(arg, &end);
-    if (errno || end == arg || *end || !(v >= lo && v <= hi))
-        return cli_usage_error(cmd, "%s: expected a number in [%g, %g], got '%s'", flag, lo, hi,
-                               arg);
-    *out = v;
-    return 0;
-}
-
 /* "instance=I,after_s=T[,for_s=D]" */
 static int parse_fault(const struct cli_command *cmd, const char *arg, bool stall,
                        struct fault_flag *f)
@@ -114,7 +100,7 @@ static int parse_fault(const struct cli_command *cmd, const char *arg, bool stal
         if (eq)
             *eq++ = '\0';
         double v = 0;
-        if (!eq || parse_double(cmd, flag, eq, 0, 1e9, &v))
+        if (!eq || cli_parse_double(cmd, flag, eq, 0, 1e9, &v))
             rc = eq ? LIBRA_EXIT_USAGE
                     : cli_usage_error(cmd, "%s: expected KEY=VALUE items, got '%s'", flag, item);
         else if (strcmp(item, "instance") == 0 && v == (int)v)
@@ -142,7 +128,7 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
         o->instances = optarg;
         return 0;
     case OPT_TIME_SCALE:
-        return parse_double(cmd, "--time-scale", optarg, 1e-6, 1e6, &o->time_scale);
+        return cli_parse_double(cmd, "--time-scale", optarg, 1e-6, 1e6, &o->time_scale);
     case OPT_HOST:
         o->host = optarg;
         return 0;
@@ -164,7 +150,8 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
         o->limits.max_body_bytes = v;
         return rc;
     case OPT_CAP:
-        return parse_double(cmd, "--request-cap-s", optarg, 0.001, 1e9, &o->limits.request_cap_s);
+        return cli_parse_double(cmd, "--request-cap-s", optarg, 0.001, 1e9,
+                                &o->limits.request_cap_s);
     case OPT_MAX_CONN:
         rc = cli_parse_int(cmd, "--max-connections", optarg, 1, 1000000, &v);
         o->limits.max_connections = (int)v;

@@ -19,5 +19,7 @@ const struct cli_command cli_commands[] = {
      "libra sim [EXPERIMENT] [--json|--jsonl] [--steps N] [--seed S] [--perfetto FILE]", cmd_sim},
     {"emu", "run emulated SGLang/vLLM engines timed by the engine model",
      "libra emu [EXPERIMENT] [--instances tp1x4,tp2x2,...] [--time-scale F] [flags]", cmd_emu},
+    {"load", "play an RL job's rollout side against engines over HTTP",
+     "libra load [EXPERIMENT] --engines URL[,URL...] [--time-scale F] [--json] [flags]", cmd_load},
     {0},
 };

@@ -50,6 +50,19 @@ int cli_parse_int(const struct cli_command *cmd, const char *flag, const char *a
     return 0;
 }
 
+int cli_parse_double(const struct cli_command *cmd, const char *flag, const char *arg, double lo,
+                     double hi, double *out)
+{
+    char *end;
+    errno = 0;
+    double v = strtod(arg, &end);
+    if (errno || end == arg || *end || !(v >= lo && v <= hi))
+        return cli_usage_error(cmd, "%s: expected a number in [%g, %g], not '%s'", flag, lo, hi,
+                               arg);
+    *out = v;
+    return 0;
+}
+
 int cli_report_error(const struct libra_error *err)
 {
     char buf[1024];

@@ -1,0 +1,234 @@
+/*
+ * `libra load`: the rollout side of the experiment's RL job, played against engines over HTTP
+ * (load/load.h). This file resolves the experiment, builds the trajectory records (a trace's,
+ * or the workload generator's for every step), runs the client on an event loop and prints
+ * the per-step table or one JSON document.
+ */
+#include <curl/curl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_config.h"
+#include "cli/commands.h"
+#include "cli/sim_input.h"
+#include "load/load.h"
+#include "util/alloc.h"
+#include "util/arena.h"
+#include "workload/workload.h"
+
+#define SCHEMA "libra.load/1"
+#define MAX_ENGINES 256
+
+static const char help[] =
+    "usage: libra load [EXPERIMENT] --engines URL[,URL...] [--time-scale F] [--json] [flags]\n"
+    "\n"
+    "Plays the rollout side of the experiment's RL job against engines over HTTP: batches of\n"
+    "GRPO groups (rl.batch_trajectories of rl.samples), one after another for rl.steps\n"
+    "steps, each trajectory's turns sent to SGLang's /generate with the whole context as token\n"
+    "ids and libra's request object, tool time waited between turns, and a weight update on\n"
+    "every engine (pause, update from disk, continue) every rl.sync_interval steps. The\n"
+    "trajectories are the workload generator's, or a trace's with --trace. docs/load.md.\n"
+    "\n"
+    "  --engines URLS    engine base URLs, comma-separated (e.g. the lines of `libra emu`)\n"
+    "  --time-scale F    wall seconds per emulated second of tool time (default 1; match the\n"
+    "                    emulator's)\n"
+    "  --trace FILE      replay a trace's trajectories (workload.trace)\n";
+
+enum { OPT_ENGINES = 0x100, OPT_TIME_SCALE, OPT_TRACE };
+
+static const struct option own_options[] = {
+    {"engines", required_argument, NULL, OPT_ENGINES},
+    {"time-scale", required_argument, NULL, OPT_TIME_SCALE},
+    {"trace", required_argument, NULL, OPT_TRACE},
+    {0},
+};
+
+struct opts {
+    char *engines; /* owned copy, split in place */
+    const char *urls[MAX_ENGINES];
+    int n_urls;
+    double time_scale;
+};
+
+static int parse_engines(const struct cli_command *cmd, const char *arg, struct opts *o)
+{
+    free(o->engines);
+    o->engines = xstrdup(arg);
+    o->n_urls = 0;
+    char *save = NULL;
+    for (char *u = strtok_r(o->engines, ",", &save); u; u = strtok_r(NULL, ",", &save)) {
+        if (strncmp(u, "http://", 7) != 0 || !u[7])
+            return cli_usage_error(cmd, "--engines: '%s' is not an http:// URL", u);
+        if (o->n_urls == MAX_ENGINES)
+            return cli_usage_error(cmd, "--engines: more than %d engines", MAX_ENGINES);
+        size_t n = strlen(u);
+        while (n > 7 && u[n - 1] == '/')
+            u[--n] = '\0';
+        o->urls[o->n_urls++] = u;
+    }
+    return o->n_urls ? 0 : cli_usage_error(cmd, "--engines: expected at least one URL");
+}
+
+/* The generator's records for every step: group g is prompt g of epoch g / prompts. */
+static struct trace_traj *generate(const struct workload_preset *w, const struct libra_config *cfg,
+                                   size_t n_groups, struct arena *a)
+{
+    struct workload_gen gen;
+    workload_gen_init(&gen, w, (uint64_t)cfg->sim.seed);
+    int samples = cfg->rl.samples;
+    struct trace_traj *out = xcalloc(n_groups * (size_t)samples, sizeof *out);
+    for (size_t g = 0; g < n_groups; g++) {
+        int64_t prompt = workload_prompt_for(&gen, (int64_t)(g / (size_t)w->prompts),
+                                             (int64_t)(g % (size_t)w->prompts));
+        for (int k = 0; k < samples; k++)
+            workload_gen_traj(&gen, prompt, k, 0, &out[g * (size_t)samples + (size_t)k], a);
+    }
+    return out;
+}
+
+static void print_table(const struct load_config *c, const struct load_result *r)
+{
+    printf("libra load: %d engines, %d steps of %d trajectories (%d x %d), tool time x %g\n\n",
+           c->n_urls, c->steps, c->groups_per_batch * c->group_size, c->groups_per_batch,
+           c->group_size, c->time_scale);
+    printf("step  traj  turns  prompt tok  cached tok   gen tok  resent   wall s\n");
+    for (int i = 0; i < r->n_steps; i++) {
+        const struct load_step *s = &r->steps[i];
+        printf("%4lld %5lld %6lld %11lld %11lld %9lld %7lld %8.2f\n", (long long)s->step,
+               (long long)s->trajectories, (long long)s->turns, (long long)s->prompt_tokens,
+               (long long)s->cached_tokens, (long long)s->generated_tokens,
+               (long long)s->resubmitted, s->wall_s);
+    }
+    printf("\nturns served by engine:");
+    for (int i = 0; i < c->n_urls; i++)
+        printf(" %lld%s", (long long)r->served[i], r->dead[i] ? " (dead)" : "");
+    printf("\nweight updates: %d\n", r->weight_updates);
+}
+
+static json_t *result_json(const struct libra_config *cfg, const struct load_config *c,
+                           const struct load_result *r)
+{
+    json_t *doc = spec_config_envelope(SCHEMA, cfg);
+    json_t *steps = json_array(), *engines = json_array();
+    for (int i = 0; i < r->n_steps; i++) {
+        const struct load_step *s = &r->steps[i];
+        json_array_append_new(steps, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "step",
+                                               (json_int_t)s->step, "trajectories",
+                                               (json_int_t)s->trajectories, "turns",
+                                               (json_int_t)s->turns, "prompt_tokens",
+                                               (json_int_t)s->prompt_tokens, "cached_tokens",
+                                               (json_int_t)s->cached_tokens, "generated_tokens",
+                                               (json_int_t)s->generated_tokens, "resubmitted",
+                                               (json_int_t)s->resubmitted, "wall_s", s->wall_s));
+    }
+    for (int i = 0; i < c->n_urls; i++)
+        json_array_append_new(engines, json_pack("{s:s, s:I, s:b}", "url", c->urls[i], "turns",
+                                                 (json_int_t)r->served[i], "dead", r->dead[i]));
+    json_object_set_new(doc, "steps", steps);
+    json_object_set_new(doc, "engines", engines);
+    json_object_set_new(doc, "weight_updates", json_integer(r->weight_updates));
+    if (r->error[0])
+        json_object_set_new(doc, "error", json_string(r->error));
+    return doc;
+}
+
+/* Runs the job; returns an exit code. */
+static int run(const struct cli_common *cc, const struct libra_config *cfg, struct load_config *lc)
+{
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    struct event_base *base = event_base_new();
+    struct net_client *client = net_client_new(base);
+    struct load_result r;
+    int rc = client ? load_run(lc, base, client, &r) : -1;
+    if (!client) {
+        cli_errorf("load: cannot start an HTTP client");
+        rc = LIBRA_EXIT_INTERNAL;
+    } else {
+        if (cc->json) {
+            json_t *doc = result_json(cfg, lc, &r);
+            cli_emit_json(cc, doc);
+            json_decref(doc);
+        } else {
+            print_table(lc, &r);
+        }
+        if (rc) {
+            cli_errorf("load: %s", r.error);
+            rc = 1;
+        }
+        load_result_free(&r);
+    }
+    net_client_free(client);
+    event_base_free(base);
+    curl_global_cleanup();
+    return rc;
+}
+
+int cmd_load(int argc, char **argv)
+{
+    struct cli_common cc;
+    cli_common_init(&cc, cli_find("load"), CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON,
+                    "", own_options);
+    struct opts o = {.time_scale = 1};
+    struct cli_presets p = {0};
+    struct cli_traces ts = {0};
+    struct libra_config cfg;
+    struct sim_input in = {0};
+    struct arena arena;
+    arena_init(&arena, 0);
+    struct trace_traj *made = NULL;
+    int c, rc = 0;
+    while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
+        if (c == 'h') {
+            cli_common_help(&cc, help, stdout);
+            goto out;
+        }
+        if (c == OPT_ENGINES)
+            rc = parse_engines(cc.cmd, optarg, &o);
+        else if (c == OPT_TIME_SCALE)
+            rc = cli_parse_double(cc.cmd, "--time-scale", optarg, 1e-6, 1e6, &o.time_scale);
+        else if (c == OPT_TRACE)
+            cli_common_set(&cc, "workload.trace", optarg, "--trace");
+        else
+            rc = LIBRA_EXIT_USAGE;
+    }
+    if (rc == 0 && argc - optind > 1)
+        rc = cli_usage_error(cc.cmd, "unexpected argument '%s'", argv[optind + 1]);
+    if (rc == 0 && o.n_urls == 0)
+        rc = cli_usage_error(cc.cmd, "--engines is required");
+    if (rc == 0)
+        rc = cli_common_load(&cc, optind < argc ? argv[optind] : NULL, &p, &cfg);
+    if (rc == 0)
+        rc = cli_sim_input(&p, &ts, &cfg, false, &in);
+    if (rc == 0) {
+        int groups = cfg.rl.batch_trajectories / cfg.rl.samples;
+        struct load_config lc = {.urls = o.urls,
+                                 .n_urls = o.n_urls,
+                                 .group_size = cfg.rl.samples,
+                                 .groups_per_batch = groups,
+                                 .steps = cfg.rl.steps,
+                                 .sync_interval = cfg.rl.sync_interval,
+                                 .time_scale = o.time_scale,
+                                 .vocab = in.model->vocab > 1 ? (uint32_t)in.model->vocab : 32000,
+                                 .seed = (uint64_t)cfg.sim.seed};
+        if (in.trace) {
+            lc.trajs = in.trace->trajs;
+            lc.n_trajs = in.trace->n;
+        } else {
+            made = generate(in.workload, &cfg, (size_t)groups * (size_t)cfg.rl.steps, &arena);
+            lc.trajs = made;
+            lc.n_trajs = (size_t)groups * (size_t)cfg.rl.steps * (size_t)cfg.rl.samples;
+        }
+        rc = run(&cc, &cfg, &lc);
+    }
+out:
+    free(made);
+    arena_free(&arena);
+    cli_traces_free(&ts);
+    free(o.engines);
+    cli_presets_free(&p);
+    cli_common_free(&cc);
+    return rc;
+}
