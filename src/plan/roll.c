@@ -414,22 +414,61 @@ static void select_rank(double *x, size_t a, size_t m, size_t k)
     }
 }
 
-/* The value of rank k (0-based) of x[0..m) (rearranged). */
-static double rank_value(double *x, size_t m, size_t k)
+/*
+ * What earlier selections left known of an array x[0..m) that several order statistics are read
+ * from: a split (every value before a at most every value from a on) and a sorted top (x[b..m)
+ * ascending, every value before b at most x[b]). Each read selects only within what is not yet
+ * known; the values read are the order statistics themselves, whatever the arrangement.
+ */
+struct ordered {
+    double *x;
+    size_t m, a, b;
+};
+
+static void ord_init(struct ordered *o, double *x, size_t m)
 {
-    select_rank(x, 0, m, k);
-    return x[k];
+    *o = (struct ordered){.x = x, .m = m, .a = 0, .b = m};
 }
 
-/* The expected largest of n draws (with replacement) from the m values x (rearranged): only
- * the values above rank m·e^(−40/n) weigh (the rest together less than e^−40), so only they
- * are sorted. */
-static double expected_max(double *x, size_t m, double n)
+/* Makes x[lo..m) ascending (it then holds ranks lo..m − 1). */
+static void ord_sort_from(struct ordered *o, size_t lo)
 {
+    if (lo >= o->b)
+        return;
+    if (lo >= o->a) {
+        select_rank(o->x, o->a, o->b, lo);
+        qsort(o->x + lo, o->b - lo, sizeof *o->x, cmp_double);
+    } else {
+        select_rank(o->x, 0, o->a, lo);
+        qsort(o->x + lo, o->a - lo, sizeof *o->x, cmp_double);
+        qsort(o->x + o->a, o->b - o->a, sizeof *o->x, cmp_double);
+    }
+    o->a = o->b = lo;
+}
+
+/* The value of rank k (0-based). */
+static double ord_value(struct ordered *o, size_t k)
+{
+    if (k >= o->b)
+        return o->x[k];
+    if (k >= o->a) {
+        select_rank(o->x, o->a, o->b, k);
+        o->a = k;
+    } else {
+        select_rank(o->x, 0, o->a, k);
+    }
+    return o->x[k];
+}
+
+/* The expected largest of n draws (with replacement) from the m values of o: only the values
+ * above rank m·e^(−40/n) weigh (the rest together less than e^−40), so only they are sorted. */
+static double ord_expected_max(struct ordered *o, double n)
+{
+    size_t m = o->m;
     size_t lo = (size_t)floor((double)m * exp(-40.0 / n));
     lo = lo < m ? lo : m - 1;
-    select_rank(x, 0, m, lo);
-    qsort(x + lo, m - lo, sizeof *x, cmp_double);
+    ord_sort_from(o, lo);
+    const double *x = o->x;
     double e = 0.0, below = pow((double)lo / (double)m, n);
     for (size_t i = lo; i < m; i++) {
         double cdf = pow((double)(i + 1) / (double)m, n);
@@ -437,6 +476,14 @@ static double expected_max(double *x, size_t m, double n)
         below = cdf;
     }
     return e;
+}
+
+/* The expected largest of n draws from the m values x (rearranged). */
+static double expected_max(double *x, size_t m, double n)
+{
+    struct ordered o;
+    ord_init(&o, x, m);
+    return ord_expected_max(&o, n);
 }
 
 /* The expected most generations one of n groups needs when each is kept with probability
@@ -560,13 +607,13 @@ static void pass_ranks(const struct plan_roll *r, const double c[PLAN_NTP],
  * once the group is done, its slowest trajectory: a typical place takes 1 / kept_share such
  * generations, the worst of the admission's groups the expected most (max_generations).
  */
-static double trainer_chain(const struct plan_roll *r, const struct window_pass *w,
+static double trainer_chain(const struct plan_roll *r, struct ordered *tail,
                             const struct plan_roll_score *out, double slowest, double train_s)
 {
     const struct plan_roll_job *j = &r->job;
     double extra = 0.0, worst = 0.0;
     if (j->kept_share < 1.0) {
-        double group_s = expected_max(w->tail, r->m, j->samples); /* a group's slowest */
+        double group_s = ord_expected_max(tail, j->samples); /* a group's slowest */
         double groups = (double)j->interval * j->batch / j->samples;
         extra = (1.0 / j->kept_share - 1.0) * group_s;
         worst = (max_generations(groups, j->kept_share) - 1.0) * group_s;
@@ -574,8 +621,8 @@ static double trainer_chain(const struct plan_roll *r, const struct window_pass 
     double chain = 0.0;
     for (int i = 1; i <= j->interval; i++) {
         size_t q = (size_t)ceil((double)i / j->interval * (double)r->m) - 1;
-        double done = i == j->interval ? fmax(out->tail_s, slowest + worst)
-                                       : rank_value(w->tail, r->m, q) + extra;
+        double done =
+            i == j->interval ? fmax(out->tail_s, slowest + worst) : ord_value(tail, q) + extra;
         done = fmax(done, i * out->work_s);
         chain = fmax(chain, done + (double)(j->interval - i + 1) * train_s);
     }
@@ -600,13 +647,15 @@ static void score_updates(struct plan_roll *r, const double c[PLAN_NTP], double 
     out->work_s = r->per_step * w.load / (double)r->m;
     out->little_s = w.lat_sum / (double)r->m / j->k1;
     out->queue_s = fmax(0.0, admitted - w.cap) * w.load / (double)r->m; /* at M / load */
-    double slowest = expected_max(w.tail, r->m, admitted);
+    struct ordered tail; /* w.tail, read for several order statistics */
+    ord_init(&tail, w.tail, r->m);
+    double slowest = ord_expected_max(&tail, admitted);
     out->tail_s = out->queue_s + slowest;
     out->drain_s = j->drain && carried > 0 ? expected_max(w.turn, r->m, carried) : 0.0;
     out->reprefill_s = carried > 0 ? w.reprefill : 0.0;
     out->update_s = j->save_s + j->transfer_s + out->drain_s + out->reprefill_s;
     out->fleet_s = fmax(out->work_s, out->little_s) + out->update_s / j->interval;
-    out->span_s = (trainer_chain(r, &w, out, slowest, train_s) + out->update_s) / j->k1;
+    out->span_s = (trainer_chain(r, &tail, out, slowest, train_s) + out->update_s) / j->k1;
     out->t_s = fmax(out->fixed_s, fmax(out->fleet_s, out->span_s));
 }
 
@@ -624,6 +673,26 @@ double plan_roll_tail_lb(struct plan_roll *r, unsigned cls)
     r->tail_lb[cls] = expected_max(x, r->m, (double)r->job.interval * r->per_step);
     free(x);
     return r->tail_lb[cls];
+}
+
+const double *plan_roll_routed(struct plan_roll *r, unsigned cls)
+{
+    double *routed = r->routed[cls];
+    if (r->routed_ok[cls])
+        return routed;
+    for (int t = 0; t < PLAN_NTP; t++)
+        routed[t] = 0.0;
+    int lowest = __builtin_ctz(cls); /* cls is not empty */
+    /* pass_ranks's sum: every rank in ascending order (the bands are contiguous from 0) */
+    for (size_t k = 0; k < r->m; k++) {
+        int u = lowest;
+        while (u < PLAN_NTP && (isinf(r->lat[u][k]) || !(cls >> u & 1)))
+            u++;
+        if (u < PLAN_NTP)
+            routed[u] += r->work[u][k];
+    }
+    r->routed_ok[cls] = true;
+    return routed;
 }
 
 static void score_async(struct plan_roll *r, const double c[PLAN_NTP], double train_s,

@@ -79,13 +79,15 @@ struct plan_roll {
     bool usable[PLAN_NTP];   /* TP divides the heads, weights fit, fits a node */
     bool fits_all[PLAN_NTP]; /* usable and the longest context fits its KV */
     struct cost_rollout_pre pre[PLAN_NTP];
-    double *work[PLAN_NTP];         /* by rank: instance-seconds at the concurrency limit */
-    double *lat[PLAN_NTP];          /* by rank: latency at the concurrency limit, s */
-    double *prefill[PLAN_NTP];      /* by rank: prefill seconds */
-    double *bcap[PLAN_NTP];         /* by rank: concurrency limit, sequences */
-    double *reprefill[PLAN_NTP];    /* by rank: its mean context prefilled afresh, s */
-    double *lat1[PLAN_NTP];         /* by rank: latency alone on the instance, s */
-    double tail_lb[1 << PLAN_NTP];  /* by TP class: plan_roll_tail_lb (NAN until built) */
+    double *work[PLAN_NTP];                 /* by rank: instance-seconds at the concurrency limit */
+    double *lat[PLAN_NTP];                  /* by rank: latency at the concurrency limit, s */
+    double *prefill[PLAN_NTP];              /* by rank: prefill seconds */
+    double *bcap[PLAN_NTP];                 /* by rank: concurrency limit, sequences */
+    double *reprefill[PLAN_NTP];            /* by rank: its mean context prefilled afresh, s */
+    double *lat1[PLAN_NTP];                 /* by rank: latency alone on the instance, s */
+    double tail_lb[1 << PLAN_NTP];          /* by TP class: plan_roll_tail_lb (NAN until built) */
+    double routed[1 << PLAN_NTP][PLAN_NTP]; /* by TP class: plan_roll_routed (routed_ok) */
+    bool routed_ok[1 << PLAN_NTP];
     double *turns;                  /* by rank: turns */
     uint32_t *lat_order[PLAN_NTP];  /* ranks by ascending latency on each TP */
     double *lam_min[1 << PLAN_NTP]; /* by TP subset: ascending min latency / k1 (lazy: NULL
@@ -149,6 +151,12 @@ double plan_fixed_point(const double *lam, size_t m, double bz);
 /* Async: a lower bound of tail_s (below) for every multiset of TP class cls — each rank alone
  * on the class's smallest TP that holds it, no queue (built on first use). */
 double plan_roll_tail_lb(struct plan_roll *r, unsigned cls);
+
+/* Async: by TP size of class cls, the work (instance-seconds) of the ranks whose smallest TP of
+ * the class that holds them is that size, summed as the score sums it, so that a multiset of
+ * class cls with c[t] instances of TP t has a load of at least routed[t] / c[t] (its routed
+ * load, the fleet's work basis besides Z); built on first use. */
+const double *plan_roll_routed(struct plan_roll *r, unsigned cls);
 
 /* A scored multiset. Async parts are per step unless named (docs/planner.md §2.4). */
 struct plan_roll_score {

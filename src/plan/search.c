@@ -339,6 +339,57 @@ static double relevance(const struct plan_solver *s, const struct query *q)
     return q->found ? fmin(q->cutoff, target(s, q->best.v)) : q->cutoff;
 }
 
+/* Async: the value above which a scored member cannot change q (+inf: any): its own best
+ * without the tolerance, so that a member this rules out is one that consider_leaf would
+ * score and then leave q as it was (relevance() <= this). */
+static double no_change(const struct query *q)
+{
+    if (q->fewest)
+        return q->limit;
+    return q->found ? fmin(q->cutoff, q->best.v) : q->cutoff;
+}
+
+/*
+ * Async: the largest load (the fleet's work basis: the least band load z, and every routed
+ * load, plan_roll_routed) of a member of split sp whose rollout side can be <= theta, from the
+ * terms that grow with it (docs/planner.md §2.4): the fleet's work_s + update_s / interval with
+ * work_s = B'·load/M and update_s >= save + transfer, and the span's (chain + update_s) / k1
+ * with the chain at least the last batch's interval·work_s + T_train and the first batch's
+ * work_s + interval·T_train (train_s the split's least train side, which the score charges).
+ * A member with a load above the result has a rollout side above theta. The sums are taken in
+ * another order than the terms, so the inversion is widened by 1e-9 relative on each side
+ * (§3.4); a negative result: no member.
+ */
+static double z_cap(const struct plan_solver *s, const struct plan_split *sp, double theta)
+{
+    if (isinf(theta))
+        return INFINITY;
+    const struct plan_roll_job *j = &s->roll.job;
+    const double up = 1.0 + 1e-9, down = 1.0 - 1e-9;
+    double per_z = s->roll.per_step / (double)s->roll.m; /* work_s per unit of z */
+    double update = j->save_s + j->transfer_s, iv = (double)j->interval;
+    double fleet = (theta * up - update / iv * down) / per_z * up;
+    if (isnan(sp->train_s))
+        return fleet;
+    double k1t = theta * (double)j->k1 * up;
+    double last = (k1t - (sp->train_s + update) * down) / (iv * per_z) * up;
+    double first = (k1t - (iv * sp->train_s + update) * down) / per_z * up;
+    return fmin(fleet, fmin(last, first));
+}
+
+/* Async: whether counts c (at least those of every member, class cls) leave some routed load
+ * above cap: then every member's load, the fleet's work basis, is (plan_roll_routed). */
+static bool routed_over(struct plan_solver *s, unsigned cls, const double c[PLAN_NTP], double cap)
+{
+    if (isinf(cap))
+        return false;
+    const double *routed = plan_roll_routed(&s->roll, cls);
+    for (int t = 0; t < PLAN_NTP; t++)
+        if (cls >> t & 1 && c[t] > 0.0 && !(routed[t] / c[t] <= cap))
+            return true;
+    return false;
+}
+
 /*
  * Async: whether some member of box b (super-multiset sup) may have T_r <= theta. A member c
  * that does has z_c <= theta·A_c/B <= theta·m/B =: u; its banding then keeps sup's loads under
@@ -351,10 +402,15 @@ static double relevance(const struct plan_solver *s, const struct query *q)
  * u that fitted and its starts are left in b for its children (docs/planner.md §3.3).
  */
 static bool box_may_reach(struct plan_solver *s, struct box *b, const double sup[PLAN_NTP],
-                          double theta)
+                          double theta, double cap)
 {
     const double margin = 1.0 + 1e-9; /* the argument is in real arithmetic */
     double u = fmin(theta * (double)s->roll.m / s->roll.per_step * margin, b->u_from);
+    u = fmin(u, cap);
+    if (!(u >= 0.0))
+        return false; /* every member's z is >= 0 > u */
+    if (routed_over(s, b->cls, sup, cap))
+        return false;
     uint32_t lo[PLAN_NTP], hi[PLAN_NTP];
     memcpy(lo, b->from, sizeof lo);
     for (int round = 0; round < 8; round++) {
@@ -362,6 +418,8 @@ static bool box_may_reach(struct plan_solver *s, struct box *b, const double sup
             return false; /* u < Z(sup) <= every member's z */
         b->u_from = u;
         memcpy(b->from, lo, sizeof lo);
+        if (isinf(theta))
+            return true; /* no fixed-point argument: the cap alone */
         size_t a = plan_roll_accepted_bound(&s->roll, b->cls, lo, hi, theta, false);
         double next = theta * (double)a / s->roll.per_step * margin;
         if (next >= u)
@@ -381,8 +439,10 @@ static bool admit(struct plan_solver *s, const struct plan_split *sp, const stru
     bound(s, sp, b, sup);
     if (box_dead(s, q, b))
         return false;
-    double theta = relevance(s, q);
-    return s->colocated || isinf(theta) || box_may_reach(s, b, sup, theta);
+    if (s->colocated)
+        return true;
+    double theta = relevance(s, q), cap = z_cap(s, sp, no_change(q));
+    return (isinf(theta) && isinf(cap)) || box_may_reach(s, b, sup, theta, cap);
 }
 
 /* Async: whether leaf c (least band load z) may have T_r <= theta, decided exactly from its
@@ -411,6 +471,9 @@ static void consider_leaf(struct plan_solver *s, const struct plan_split *sp, st
     double z = NAN, theta = relevance(s, q);
     if (!s->colocated) {
         z = plan_band_z(&s->roll.all, cd, b->cls, b->u_from);
+        double cap = z_cap(s, sp, no_change(q));
+        if (!(z <= cap) || routed_over(s, b->cls, cd, cap))
+            return; /* its fleet or span is above what could change q */
         if (!isinf(theta) && !leaf_may_reach(s, c.c, z, theta))
             return;
     }
