@@ -123,6 +123,7 @@ void sim_submit(struct sim *s, struct sim_traj *t)
     s->live_requests++;
     s->reg[t->inst].queued++;
     s->out->requests++;
+    s->out->requests_by_instance[t->inst]++;
     mark_dirty(s, t->inst);
 }
 
@@ -140,11 +141,18 @@ static void account_prefill(struct sim *s, const struct sim_traj *t, const struc
     s->out->generated_tokens += d->gen_tokens;
 }
 
-/* A request left instance i (finished or aborted). */
+/* A request left instance i (finished or aborted). The router's view loses it at once, as a
+ * gateway's does when the answer arrives; the engine's exact counts replace the view when the
+ * event is done (flush_dirty). */
 static void request_gone(struct sim *s, int i)
 {
     s->inst[i].live--;
     s->live_requests--;
+    struct sched_instance *r = &s->reg[i];
+    if (r->running > 0)
+        r->running--;
+    else if (r->queued > 0)
+        r->queued--;
     mark_dirty(s, i);
 }
 
@@ -389,6 +397,8 @@ static int setup_instances(struct sim *s)
     const struct libra_config *cfg = s->cfg;
     s->n_inst = s->lay->n_inst;
     s->inst = xcalloc((size_t)s->n_inst, sizeof *s->inst);
+    s->out->requests_by_instance = xcalloc((size_t)s->n_inst, sizeof *s->out->requests_by_instance);
+    s->out->n_instances = s->n_inst;
     s->reg = xcalloc((size_t)s->n_inst, sizeof *s->reg);
     for (int k = 0; k < PLAN_NTP; k++)
         cost_rollout_pre_init(&s->pre[k], &s->shape, s->in->hw, &s->st.rollout, 1 << k);

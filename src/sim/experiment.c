@@ -42,6 +42,7 @@ void sim_result_free(struct sim_result *r)
 {
     free(r->steps);
     free(r->staleness);
+    free(r->requests_by_instance);
     json_decref(r->routing);
     free(r->perfetto);
     memset(r, 0, sizeof *r);

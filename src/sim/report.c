@@ -118,6 +118,10 @@ static json_t *run_json(const struct sim_result *r)
     json_object_set_new(o, "mean_rollout_s", ujson_real(r->mean_rollout_s));
     json_object_set_new(o, "wasted_tokens", waste_object(r->waste));
     json_object_set_new(o, "staleness_histogram", stale);
+    json_t *by_inst = json_array();
+    for (int i = 0; i < r->n_instances; i++)
+        json_array_append_new(by_inst, json_integer((json_int_t)r->requests_by_instance[i]));
+    json_object_set_new(o, "requests_by_instance", by_inst);
     json_object_set_new(
         o, "counts",
         json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "started",

@@ -178,7 +178,9 @@ struct sim_result {
     int64_t offpolicy_tokens;   /* generated under a version other than the trajectory's first */
     int64_t mixed_trajectories; /* trajectories with tokens of more than one version */
     int64_t requests, preemptions, cached_tokens, syncs, cache_flushes;
-    int64_t moves;   /* turns sent to another instance than the previous one */
+    int64_t moves;                 /* turns sent to another instance than the previous one */
+    int64_t *requests_by_instance; /* n_instances counters, in the layout's order; owned */
+    int n_instances;
     json_t *routing; /* sched_metrics_to_json of the run; owned */
     char *perfetto;  /* Chrome trace-event JSON of one step, or NULL; owned */
 };
