@@ -28,7 +28,9 @@ static const char help[] =
     "GRPO groups (rl.batch_trajectories of rl.samples), one after another for rl.steps\n"
     "steps, each trajectory's turns sent to SGLang's /generate with the whole context as token\n"
     "ids and libra's request object, tool time waited between turns, and a weight update on\n"
-    "every engine (pause, update from disk, continue) every rl.sync_interval steps. The\n"
+    "every engine every rl.sync_interval steps in rl.sync_mode (drain, abort_resume, keep)\n"
+    "over rl.transport (nccl: a broadcast; else a reload from disk), meeting the next step's\n"
+    "turns in flight when rl.max_staleness >= 1. The\n"
     "trajectories are the workload generator's, or a trace's with --trace. docs/load.md.\n"
     "\n"
     "  --engines URLS    engine base URLs, comma-separated (e.g. the lines of `libra emu`)\n"
@@ -210,6 +212,9 @@ int cmd_load(int argc, char **argv)
                                  .groups_per_batch = groups,
                                  .steps = cfg.rl.steps,
                                  .sync_interval = cfg.rl.sync_interval,
+                                 .sync_mode = cfg.rl.sync_mode,
+                                 .nccl = cfg.rl.transport == SPEC_TRANSPORT_NCCL,
+                                 .overlap = cfg.rl.max_staleness >= 1,
                                  .time_scale = o.time_scale,
                                  .vocab = in.model->vocab > 1 ? (uint32_t)in.model->vocab : 32000,
                                  .seed = (uint64_t)cfg.sim.seed};

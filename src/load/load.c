@@ -42,6 +42,7 @@ struct run {
     int step;
     double step_t0;
     int updates_left; /* engines whose weight update has not finished */
+    bool update_due;  /* an overlapping update waits for the step's first answer */
     bool failed;
 };
 
@@ -102,6 +103,7 @@ static int least_loaded(const struct run *r)
 /* ---- a turn --------------------------------------------------------------------------------- */
 
 static void send_turn(struct traj *t);
+static void update_weights(struct run *r);
 
 /* The body of the current turn: the context as ids, the script, the tool returns since the
  * previous turn. Written by hand: a 30 K-token context is a 200 KB array. */
@@ -148,9 +150,9 @@ static void finish_traj(struct traj *t)
     cur_step(r)->trajectories++;
     r->live--;
     if (r->live == 0) {
-        struct load_step *st = cur_step(r);
-        st->wall_s = wall_s() - r->step_t0;
-        event_base_loopbreak(r->base); /* the step loop takes over */
+        cur_step(r)->wall_s = wall_s() - r->step_t0;
+        if (r->updates_left == 0)
+            event_base_loopbreak(r->base); /* the step loop takes over */
     }
 }
 
@@ -214,6 +216,11 @@ static void on_turn(void *arg, int status, const char *body, size_t len, const c
     }
     struct load_step *st = cur_step(r);
     st->turns++;
+    if (r->update_due) { /* no trainer yet: the update starts with the step's first answer and
+                          * meets the rest of the step in flight */
+        r->update_due = false;
+        update_weights(r);
+    }
     st->prompt_tokens += (int64_t)t->n_ctx;
     st->cached_tokens += json_integer_value(json_object_get(meta, "cached_tokens"));
     r->res->served[t->engine]++;
@@ -291,11 +298,13 @@ static void end_step(struct run *r)
     r->first += r->n_trajs;
 }
 
-/* A weight update on one engine: pause (abort), update from disk, continue — in order. */
+/* A weight update on one engine: the calls of the sync mode and transport, in order. */
 struct update {
     struct run *run;
     int engine;
-    int phase;
+    int phase, n_phases;
+    char path[4][64];
+    char body[4][192];
 };
 
 static void update_next(struct update *u);
@@ -306,55 +315,80 @@ static void on_update(void *arg, int status, const char *body, size_t len, const
     struct run *r = u->run;
     if (status == 0) { /* a dead engine gets no update */
         r->res->dead[u->engine] = 1;
-        u->phase = 3;
+        u->phase = u->n_phases;
     } else if (status != 200) {
-        stop(r, "a weight update failed with status %d: %.160s", status, body);
-        free(u);
-        return;
+        stop(r, "a weight update failed on %s%s with status %d: %.160s", r->c->urls[u->engine],
+             u->path[u->phase], status, body);
+        u->phase = u->n_phases;
+    } else {
+        u->phase++;
     }
-    u->phase++;
     update_next(u);
 }
 
 static void update_next(struct update *u)
 {
     struct run *r = u->run;
-    static const char *const paths[] = {"/pause_generation", "/update_weights_from_disk",
-                                        "/continue_generation"};
-    if (u->phase >= 3 || r->failed) {
+    if (u->phase >= u->n_phases || r->failed) {
         free(u);
-        if (--r->updates_left == 0)
+        if (--r->updates_left == 0 && (r->live == 0 || r->failed))
             event_base_loopbreak(r->base);
         return;
     }
-    char url[512], body[160];
-    snprintf(url, sizeof url, "%s%s", r->c->urls[u->engine], paths[u->phase]);
-    if (u->phase == 0)
-        snprintf(body, sizeof body, "{\"mode\": \"abort\"}");
-    else if (u->phase == 1)
-        snprintf(body, sizeof body, "{\"model_path\": \"libra-load\", \"weight_version\": \"%d\"}",
-                 r->res->weight_updates);
-    else
-        snprintf(body, sizeof body, "{}");
-    net_client_request(r->client, "POST", url, body, strlen(body), on_update, u);
+    char url[512];
+    snprintf(url, sizeof url, "%s%s", r->c->urls[u->engine], u->path[u->phase]);
+    net_client_request(r->client, "POST", url, u->body[u->phase], strlen(u->body[u->phase]),
+                       on_update, u);
 }
 
+static void add_call(struct update *u, const char *path, const char *body)
+{
+    snprintf(u->path[u->n_phases], sizeof u->path[0], "%s", path);
+    snprintf(u->body[u->n_phases], sizeof u->body[0], "%s", body);
+    u->n_phases++;
+}
+
+/* The calls of one update (SGLang's API): the sync mode's pause around the transport's load. */
+static void plan_update(const struct run *r, struct update *u)
+{
+    const struct load_config *c = r->c;
+    static const char *const pause[] = {[SPEC_SYNC_ABORT_RESUME] = "{\"mode\": \"abort\"}",
+                                        [SPEC_SYNC_KEEP] = "{\"mode\": \"in_place\"}"};
+    char body[192];
+    if (c->sync_mode != SPEC_SYNC_DRAIN) /* drain: the update itself waits for the drain */
+        add_call(u, "/pause_generation", pause[c->sync_mode]);
+    if (c->nccl) {
+        if (r->res->weight_updates == 1)
+            add_call(u, "/init_weights_update_group",
+                     "{\"master_address\": \"127.0.0.1\", \"master_port\": 29500, "
+                     "\"rank_offset\": 1, \"world_size\": 2}");
+        snprintf(body, sizeof body,
+                 "{\"names\": [\"all\"], \"dtypes\": [\"bfloat16\"], \"shapes\": [[1]], "
+                 "\"weight_version\": \"%d\"}",
+                 r->res->weight_updates);
+        add_call(u, "/update_weights_from_distributed", body);
+    } else {
+        snprintf(body, sizeof body, "{\"model_path\": \"libra-load\", \"weight_version\": \"%d\"}",
+                 r->res->weight_updates);
+        add_call(u, "/update_weights_from_disk", body);
+    }
+    if (c->sync_mode != SPEC_SYNC_DRAIN)
+        add_call(u, "/continue_generation", "{}");
+}
+
+/* Starts a weight update on every live engine; the run's loop waits for it with the step. */
 static void update_weights(struct run *r)
 {
     r->res->weight_updates++;
-    r->updates_left = 0;
-    for (int i = 0; i < r->c->n_urls; i++)
-        if (!r->res->dead[i])
-            r->updates_left++;
     for (int i = 0; i < r->c->n_urls; i++) {
         if (r->res->dead[i])
             continue;
         struct update *u = xcalloc(1, sizeof *u);
         *u = (struct update){.run = r, .engine = i};
+        plan_update(r, u);
+        r->updates_left++;
         update_next(u);
     }
-    if (r->updates_left > 0)
-        event_base_dispatch(r->base);
 }
 
 int load_run(const struct load_config *c, struct event_base *base, struct net_client *client,
@@ -374,13 +408,17 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
             r.failed = true;
             break;
         }
+        bool due = r.step > 0 && c->sync_interval > 0 && r.step % c->sync_interval == 0;
+        if (due && !c->overlap) { /* the update first, then this step */
+            update_weights(&r);
+            if (r.updates_left > 0)
+                event_base_dispatch(base);
+        }
+        r.update_due = due && c->overlap;
         start_step(&r);
-        if (!r.failed)
+        if (!r.failed && (r.live > 0 || r.updates_left > 0))
             event_base_dispatch(base);
         end_step(&r);
-        if (!r.failed && c->sync_interval > 0 && (r.step + 1) % c->sync_interval == 0 &&
-            r.step + 1 < c->steps)
-            update_weights(&r);
     }
     free(r.in_flight);
     return r.failed ? -1 : 0;

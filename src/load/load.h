@@ -9,7 +9,8 @@
  * (docs/emu.md "libra's request object"); between turns it waits the record's tool time,
  * scaled like the emulator's clock. Batches of GRPO groups run one after another (the
  * simulator's rollout mode: no trainer); every sync_interval batches the engines' weights are
- * updated through their own calls (pause, update from disk, continue).
+ * updated through their own calls, in the job's sync mode and transport, while the next batch
+ * starts (overlap) or before it.
  *
  * A trajectory stays on the engine of its first turn (sticky, for the prefix cache), which is
  * the one with the fewest requests in flight. A turn whose engine cannot be reached (connection
@@ -28,6 +29,7 @@
 #include <stdint.h>
 
 #include "net/client.h"
+#include "spec/config.h"
 #include "trace/trace.h"
 
 struct load_config {
@@ -35,13 +37,20 @@ struct load_config {
     int n_urls;
     const struct trace_traj *trajs; /* whole groups in launch order; borrowed */
     size_t n_trajs;
-    int group_size;       /* trajectories per group (GRPO n) */
-    int groups_per_batch; /* groups per step */
-    int steps;            /* batches; n_trajs must hold them */
-    int sync_interval;    /* a weight update after every this many steps; 0: none */
-    double time_scale;    /* wall seconds per emulated second of tool time */
-    uint32_t vocab;       /* token ids are drawn below it */
-    uint64_t seed;        /* of the prompt and tool-payload token ids */
+    int group_size;                /* trajectories per group (GRPO n) */
+    int groups_per_batch;          /* groups per step */
+    int steps;                     /* batches; n_trajs must hold them */
+    int sync_interval;             /* a weight update after every this many steps; 0: none */
+    enum spec_sync_mode sync_mode; /* drain: the update waits for the turns in flight;
+                                    * abort_resume: pause with abort (turns come back partial
+                                    * and are resubmitted), update, continue; keep: pause in
+                                    * place, update, continue */
+    bool nccl;         /* the transport: a weight-update group and broadcasts, else disk */
+    bool overlap;      /* the next step's trajectories start without waiting for the update
+                        * (rl.max_staleness >= 1): the update meets turns in flight */
+    double time_scale; /* wall seconds per emulated second of tool time */
+    uint32_t vocab;    /* token ids are drawn below it */
+    uint64_t seed;     /* of the prompt and tool-payload token ids */
 };
 
 /* One batch, as the client saw it. */

@@ -3,6 +3,8 @@ loopback, ports chosen by the OS, 100x faster than real time."""
 
 import json
 import subprocess
+
+import pytest
 import threading
 import time
 
@@ -32,6 +34,23 @@ def test_a_job_runs_every_trajectory_and_updates_the_weights():
         assert doc["weight_updates"] == 1
         for inst in emu.instances:  # every engine got the update, in order
             assert get(inst["port"], "/get_weight_version")[1] == {"weight_version": "1"}
+
+
+@pytest.mark.parametrize("mode,transport", [("drain", "disk_reload"),
+                                            ("abort_resume", "nccl"), ("keep", "nccl")])
+def test_every_sync_mode_updates_with_turns_in_flight(mode, transport):
+    with Emu("--instances", "tp1x4") as emu:
+        p = load(emu, "--json", "--set", f"rl.sync_mode={mode}", "--set",
+                 f"rl.transport={transport}", "--set", "rl.max_staleness=1")
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert [s["trajectories"] for s in doc["steps"]] == [8, 8, 8]
+        assert doc["weight_updates"] == 1
+        for inst in emu.instances:
+            assert get(inst["port"], "/get_weight_version")[1] == {"weight_version": "1"}
+        resent = doc["steps"][2]["resubmitted"]
+        # Only abort_resume sends turns back: the update met step 2's first turns in flight.
+        assert (resent > 0) == (mode == "abort_resume"), resent
 
 
 def test_the_table_names_the_steps_and_engines():

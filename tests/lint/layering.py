@@ -48,7 +48,7 @@ MAY_INCLUDE = {
     "report": {"sim", "util"},
     "server": {"net", "plan", "sched", "ehp", "trace", "cost", "spec", "util"},
     "emu": {"net", "engine", "cost", "spec", "util"},
-    "load": {"net", "trace", "util"},
+    "load": {"net", "job", "workload", "trace", "cost", "spec", "util"},
     "cli": None,  # anything
 }
 
