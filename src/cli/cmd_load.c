@@ -36,12 +36,16 @@ static const char help[] =
     "  --engines URLS    engine base URLs, comma-separated (e.g. the lines of `libra emu`)\n"
     "  --time-scale F    wall seconds per emulated second of tool time (default 1; match the\n"
     "                    emulator's)\n"
-    "  --trace FILE      replay a trace's trajectories (workload.trace)\n";
+    "  --trace FILE      replay a trace's trajectories (workload.trace)\n"
+    "  --style NAME      the RL framework's client: plain (default: libra's request object,\n"
+    "                    rl.sync_mode), areal, slime, skyrl (vLLM; needs its development-mode\n"
+    "                    endpoints) — docs/load.md \"Client styles\"\n";
 
-enum { OPT_ENGINES = 0x100, OPT_TIME_SCALE, OPT_TRACE };
+enum { OPT_ENGINES = 0x100, OPT_TIME_SCALE, OPT_TRACE, OPT_STYLE };
 
 static const struct option own_options[] = {
     {"engines", required_argument, NULL, OPT_ENGINES},
+    {"style", required_argument, NULL, OPT_STYLE},
     {"time-scale", required_argument, NULL, OPT_TIME_SCALE},
     {"trace", required_argument, NULL, OPT_TRACE},
     {0},
@@ -52,6 +56,7 @@ struct opts {
     const char *urls[MAX_ENGINES];
     int n_urls;
     double time_scale;
+    enum load_style style;
 };
 
 static int parse_engines(const struct cli_command *cmd, const char *arg, struct opts *o)
@@ -73,6 +78,26 @@ static int parse_engines(const struct cli_command *cmd, const char *arg, struct 
     return o->n_urls ? 0 : cli_usage_error(cmd, "--engines: expected at least one URL");
 }
 
+static int own_flag(struct cli_common *cc, int c, struct opts *o)
+{
+    switch (c) {
+    case OPT_ENGINES:
+        return parse_engines(cc->cmd, optarg, o);
+    case OPT_TIME_SCALE:
+        return cli_parse_double(cc->cmd, "--time-scale", optarg, 1e-6, 1e6, &o->time_scale);
+    case OPT_TRACE: /* the same as --set workload.trace=FILE */
+        cli_common_set(cc, "workload.trace", optarg, "--trace");
+        return 0;
+    case OPT_STYLE:
+        if (load_style_parse(optarg, &o->style) == 0)
+            return 0;
+        return cli_usage_error(cc->cmd, "--style: expected plain, areal, slime or skyrl, not '%s'",
+                               optarg);
+    default:
+        return LIBRA_EXIT_USAGE; /* '?': the usage error is printed */
+    }
+}
+
 /* The generator's records for every step: group g is prompt g of epoch g / prompts. */
 static struct trace_traj *generate(const struct workload_preset *w, const struct libra_config *cfg,
                                    size_t n_groups, struct arena *a)
@@ -92,9 +117,10 @@ static struct trace_traj *generate(const struct workload_preset *w, const struct
 
 static void print_table(const struct load_config *c, const struct load_result *r)
 {
-    printf("libra load: %d engines, %d steps of %d trajectories (%d x %d), tool time x %g\n\n",
-           c->n_urls, c->steps, c->groups_per_batch * c->group_size, c->groups_per_batch,
-           c->group_size, c->time_scale);
+    printf("libra load: %s client, %d engines, %d steps of %d trajectories (%d x %d), tool time "
+           "x %g\n\n",
+           load_style_name(c->style), c->n_urls, c->steps, c->groups_per_batch * c->group_size,
+           c->groups_per_batch, c->group_size, c->time_scale);
     printf("step  traj  turns  prompt tok  cached tok   gen tok  resent   wall s\n");
     for (int i = 0; i < r->n_steps; i++) {
         const struct load_step *s = &r->steps[i];
@@ -131,6 +157,7 @@ static json_t *result_json(const struct libra_config *cfg, const struct load_con
     json_object_set_new(doc, "steps", steps);
     json_object_set_new(doc, "engines", engines);
     json_object_set_new(doc, "weight_updates", json_integer(r->weight_updates));
+    json_object_set_new(doc, "style", json_string(load_style_name(c->style)));
     if (r->error[0])
         json_object_set_new(doc, "error", json_string(r->error));
     return doc;
@@ -187,14 +214,7 @@ int cmd_load(int argc, char **argv)
             cli_common_help(&cc, help, stdout);
             goto out;
         }
-        if (c == OPT_ENGINES)
-            rc = parse_engines(cc.cmd, optarg, &o);
-        else if (c == OPT_TIME_SCALE)
-            rc = cli_parse_double(cc.cmd, "--time-scale", optarg, 1e-6, 1e6, &o.time_scale);
-        else if (c == OPT_TRACE)
-            cli_common_set(&cc, "workload.trace", optarg, "--trace");
-        else
-            rc = LIBRA_EXIT_USAGE;
+        rc = own_flag(&cc, c, &o);
     }
     if (rc == 0 && argc - optind > 1)
         rc = cli_usage_error(cc.cmd, "unexpected argument '%s'", argv[optind + 1]);
@@ -206,7 +226,9 @@ int cmd_load(int argc, char **argv)
         rc = cli_sim_input(&p, &ts, &cfg, false, &in);
     if (rc == 0) {
         int groups = cfg.rl.batch_trajectories / cfg.rl.samples;
-        struct load_config lc = {.urls = o.urls,
+        struct load_config lc = {.style = o.style,
+                                 .model = cfg.model.name,
+                                 .urls = o.urls,
                                  .n_urls = o.n_urls,
                                  .group_size = cfg.rl.samples,
                                  .groups_per_batch = groups,

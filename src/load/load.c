@@ -12,6 +12,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "load/style.h"
 #include "util/alloc.h"
 #include "util/rng.h"
 
@@ -105,45 +106,6 @@ static int least_loaded(const struct run *r)
 static void send_turn(struct traj *t);
 static void update_weights(struct run *r);
 
-/* The body of the current turn: the context as ids, the script, the tool returns since the
- * previous turn. Written by hand: a 30 K-token context is a 200 KB array. */
-static char *turn_body(const struct traj *t, size_t *len)
-{
-    size_t cap = 256 + 12 * t->n_ctx, n = 0;
-    char *s = xmalloc(cap);
-    n += (size_t)snprintf(s + n, cap - n, "{\"input_ids\": [");
-    for (size_t i = 0; i < t->n_ctx; i++)
-        n += (size_t)snprintf(s + n, cap - n, i ? ",%u" : "%u", t->ctx[i]);
-    char rid[64];
-    snprintf(rid, sizeof rid, "t%zu-%zu", t->index, t->turn);
-    json_t *events = json_array();
-    json_t *rest = json_pack("{s:{s:I}, s:s, s:{s:I, s:I, s:I, s:O, s:{s:I}}}", "sampling_params",
-                             "max_new_tokens", (json_int_t)t->left, "rid", rid, "libra",
-                             "trajectory", (json_int_t)t->index, "prompt",
-                             (json_int_t)t->rec->prompt_id, "sample", (json_int_t)t->rec->sample,
-                             "events", events, "emu", "gen_tokens", (json_int_t)t->left);
-    if (t->turn > 0) {
-        const struct trace_turn *prev = &t->rec->turns[t->turn - 1];
-        for (size_t k = 0; k < prev->n_calls; k++) {
-            const struct trace_tool_call *call = &prev->calls[k];
-            json_array_append_new(
-                events, json_pack("{s:s, s:s, s:s, s:I, s:f}", "kind", "tool_return", "tool",
-                                  call->tool, "status", trace_tool_status_name(call->status),
-                                  "payload_tokens", (json_int_t)call->payload_tokens, "exec_s",
-                                  call->exec_us > 0 ? (double)call->exec_us * 1e-6 : 0.0));
-        }
-    }
-    char *tail = json_dumps(rest, JSON_COMPACT);
-    json_decref(rest);
-    json_decref(events);
-    size_t tail_n = strlen(tail);
-    s = xrealloc(s, n + tail_n + 4);
-    n += (size_t)sprintf(s + n, "], %s", tail + 1); /* tail without its '{' */
-    free(tail);
-    *len = n;
-    return s;
-}
-
 static void finish_traj(struct traj *t)
 {
     struct run *r = t->run;
@@ -206,11 +168,8 @@ static void on_turn(void *arg, int status, const char *body, size_t len, const c
         send_turn(t);
         return;
     }
-    json_error_t je;
-    json_t *doc = status == 200 ? json_loadb(body, len, 0, &je) : NULL;
-    json_t *ids = json_object_get(doc, "output_ids"), *meta = json_object_get(doc, "meta_info");
-    if (!json_is_array(ids) || !json_is_object(meta)) {
-        json_decref(doc);
+    struct load_answer a;
+    if (status != 200 || load_turn_answer(r->c->style, body, len, &a) != 0) {
         stop(r, "an engine answered a turn with status %d: %.160s", status, body);
         return;
     }
@@ -222,18 +181,14 @@ static void on_turn(void *arg, int status, const char *body, size_t len, const c
         update_weights(r);
     }
     st->prompt_tokens += (int64_t)t->n_ctx;
-    st->cached_tokens += json_integer_value(json_object_get(meta, "cached_tokens"));
+    st->cached_tokens += a.cached_tokens;
     r->res->served[t->engine]++;
-    size_t n = json_array_size(ids);
-    for (size_t i = 0; i < n; i++)
-        ctx_push(t, (uint32_t)json_integer_value(json_array_get(ids, i)));
-    st->generated_tokens += (int64_t)n;
-    t->left -= (int64_t)n;
-    const char *reason =
-        json_string_value(json_object_get(json_object_get(meta, "finish_reason"), "type"));
-    bool aborted = reason && strcmp(reason, "abort") == 0;
-    json_decref(doc);
-    if (aborted && t->left > 0) { /* resubmit what is left, the partial output in context */
+    for (size_t i = 0; i < a.n; i++)
+        ctx_push(t, a.ids[i]);
+    free(a.ids);
+    st->generated_tokens += (int64_t)a.n;
+    t->left -= (int64_t)a.n;
+    if (a.aborted && t->left > 0) { /* resubmit what is left, the partial output in context */
         st->resubmitted++;
         send_turn(t);
         return;
@@ -250,13 +205,20 @@ static void send_turn(struct traj *t)
         stop(r, "every engine stopped answering");
         return;
     }
-    size_t len;
-    char *body = turn_body(t, &len);
+    struct load_turn turn = {.ctx = t->ctx,
+                             .n_ctx = t->n_ctx,
+                             .gen_tokens = t->left,
+                             .trajectory = t->index,
+                             .turn = t->turn,
+                             .rec = t->rec,
+                             .model = r->c->model};
+    struct load_request q;
+    load_turn_request(r->c->style, &turn, &q);
     char url[512];
-    snprintf(url, sizeof url, "%s/generate", r->c->urls[t->engine]);
+    snprintf(url, sizeof url, "%s%s", r->c->urls[t->engine], q.path);
     r->in_flight[t->engine]++;
-    net_client_request(r->client, "POST", url, body, len, on_turn, t);
-    free(body);
+    net_client_request(r->client, "POST", url, q.header, q.body, q.len, on_turn, t);
+    free(q.body);
 }
 
 /* ---- steps ---------------------------------------------------------------------------------- */
@@ -298,13 +260,13 @@ static void end_step(struct run *r)
     r->first += r->n_trajs;
 }
 
-/* A weight update on one engine: the calls of the sync mode and transport, in order. */
+/* A weight update on one engine: the style's calls, in order. */
 struct update {
     struct run *run;
     int engine;
     int phase, n_phases;
-    char path[4][64];
-    char body[4][192];
+    struct load_call calls[LOAD_UPDATE_CALLS];
+    struct event *poll; /* a repeated call (until idle) waits on it */
 };
 
 static void update_next(struct update *u);
@@ -313,67 +275,45 @@ static void on_update(void *arg, int status, const char *body, size_t len, const
 {
     struct update *u = arg;
     struct run *r = u->run;
+    const struct load_call *c = &u->calls[u->phase];
     if (status == 0) { /* a dead engine gets no update */
         r->res->dead[u->engine] = 1;
         u->phase = u->n_phases;
     } else if (status != 200) {
         stop(r, "a weight update failed on %s%s with status %d: %.160s", r->c->urls[u->engine],
-             u->path[u->phase], status, body);
+             c->path, status, body);
         u->phase = u->n_phases;
+    } else if (c->until_idle && !load_loads_idle(body, len)) {
+        struct timeval tv = {0, 20000}; /* ask again in 20 ms */
+        evtimer_add(u->poll, &tv);
+        return;
     } else {
         u->phase++;
     }
     update_next(u);
 }
 
+static void on_poll(evutil_socket_t fd, short what, void *arg)
+{
+    update_next(arg);
+}
+
 static void update_next(struct update *u)
 {
     struct run *r = u->run;
     if (u->phase >= u->n_phases || r->failed) {
+        event_free(u->poll);
         free(u);
         if (--r->updates_left == 0 && (r->live == 0 || r->failed))
             event_base_loopbreak(r->base);
         return;
     }
+    const struct load_call *c = &u->calls[u->phase];
     char url[512];
-    snprintf(url, sizeof url, "%s%s", r->c->urls[u->engine], u->path[u->phase]);
-    net_client_request(r->client, "POST", url, u->body[u->phase], strlen(u->body[u->phase]),
+    snprintf(url, sizeof url, "%s%s", r->c->urls[u->engine], c->path);
+    bool post = strcmp(c->method, "POST") == 0;
+    net_client_request(r->client, c->method, url, NULL, post ? c->body : NULL, strlen(c->body),
                        on_update, u);
-}
-
-static void add_call(struct update *u, const char *path, const char *body)
-{
-    snprintf(u->path[u->n_phases], sizeof u->path[0], "%s", path);
-    snprintf(u->body[u->n_phases], sizeof u->body[0], "%s", body);
-    u->n_phases++;
-}
-
-/* The calls of one update (SGLang's API): the sync mode's pause around the transport's load. */
-static void plan_update(const struct run *r, struct update *u)
-{
-    const struct load_config *c = r->c;
-    static const char *const pause[] = {[SPEC_SYNC_ABORT_RESUME] = "{\"mode\": \"abort\"}",
-                                        [SPEC_SYNC_KEEP] = "{\"mode\": \"in_place\"}"};
-    char body[192];
-    if (c->sync_mode != SPEC_SYNC_DRAIN) /* drain: the update itself waits for the drain */
-        add_call(u, "/pause_generation", pause[c->sync_mode]);
-    if (c->nccl) {
-        if (r->res->weight_updates == 1)
-            add_call(u, "/init_weights_update_group",
-                     "{\"master_address\": \"127.0.0.1\", \"master_port\": 29500, "
-                     "\"rank_offset\": 1, \"world_size\": 2}");
-        snprintf(body, sizeof body,
-                 "{\"names\": [\"all\"], \"dtypes\": [\"bfloat16\"], \"shapes\": [[1]], "
-                 "\"weight_version\": \"%d\"}",
-                 r->res->weight_updates);
-        add_call(u, "/update_weights_from_distributed", body);
-    } else {
-        snprintf(body, sizeof body, "{\"model_path\": \"libra-load\", \"weight_version\": \"%d\"}",
-                 r->res->weight_updates);
-        add_call(u, "/update_weights_from_disk", body);
-    }
-    if (c->sync_mode != SPEC_SYNC_DRAIN)
-        add_call(u, "/continue_generation", "{}");
 }
 
 /* Starts a weight update on every live engine; the run's loop waits for it with the step. */
@@ -385,7 +325,9 @@ static void update_weights(struct run *r)
             continue;
         struct update *u = xcalloc(1, sizeof *u);
         *u = (struct update){.run = r, .engine = i};
-        plan_update(r, u);
+        u->n_phases = load_update_calls(r->c->style, r->c->sync_mode, r->c->nccl,
+                                        r->res->weight_updates, u->calls);
+        u->poll = evtimer_new(r->base, on_poll, u);
         r->updates_left++;
         update_next(u);
     }
@@ -400,6 +342,7 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
     struct run r = {.c = c, .base = base, .client = client, .res = res};
     r.in_flight = xcalloc((size_t)c->n_urls, sizeof *r.in_flight);
     size_t per_step = (size_t)c->groups_per_batch * (size_t)c->group_size;
+    bool overlap = c->overlap && load_style_overlaps(c->style);
     for (r.step = 0; r.step < c->steps && !r.failed; r.step++) {
         if ((size_t)(r.step + 1) * per_step > c->n_trajs) {
             snprintf(res->error, sizeof res->error,
@@ -409,12 +352,12 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
             break;
         }
         bool due = r.step > 0 && c->sync_interval > 0 && r.step % c->sync_interval == 0;
-        if (due && !c->overlap) { /* the update first, then this step */
+        if (due && !overlap) { /* the update first, then this step */
             update_weights(&r);
             if (r.updates_left > 0)
                 event_base_dispatch(base);
         }
-        r.update_due = due && c->overlap;
+        r.update_due = due && overlap;
         start_step(&r);
         if (!r.failed && (r.live > 0 || r.updates_left > 0))
             event_base_dispatch(base);

@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "load/style.h"
 #include "net/client.h"
 #include "spec/config.h"
 #include "trace/trace.h"
@@ -35,6 +36,8 @@
 struct load_config {
     const char *const *urls; /* engine (or gateway) base URLs, e.g. http://127.0.0.1:30000 */
     int n_urls;
+    enum load_style style;          /* the RL framework's client (load/style.h) */
+    const char *model;              /* served model name (vLLM requests name it) */
     const struct trace_traj *trajs; /* whole groups in launch order; borrowed */
     size_t n_trajs;
     int group_size;                /* trajectories per group (GRPO n) */

@@ -186,8 +186,9 @@ struct net_client *net_client_new(struct event_base *base)
     return c;
 }
 
-void net_client_request(struct net_client *c, const char *method, const char *url, const char *body,
-                        size_t len, net_response_fn fn, void *arg)
+void net_client_request(struct net_client *c, const char *method, const char *url,
+                        const char *header, const char *body, size_t len, net_response_fn fn,
+                        void *arg)
 {
     struct transfer *t = xcalloc(1, sizeof *t);
     t->client = c;
@@ -204,6 +205,8 @@ void net_client_request(struct net_client *c, const char *method, const char *ur
     curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
     t->headers = curl_slist_append(NULL, "Content-Type: application/json");
     t->headers = curl_slist_append(t->headers, "Expect:"); /* no 100-continue round trip */
+    if (header && *header)
+        t->headers = curl_slist_append(t->headers, header);
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
     if (body) {
         t->body = xmalloc(len + 1);

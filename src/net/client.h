@@ -35,11 +35,12 @@ void net_client_free(struct net_client *c);
 
 /*
  * Sends method (GET, POST) to url with len bytes of body (copied; NULL for none) as
- * application/json, and calls fn(arg, ...) exactly once when it completes or fails — never
- * from inside this call.
+ * application/json, plus one header line ("Name: value"; NULL or "" for none), and calls
+ * fn(arg, ...) exactly once when it completes or fails — never from inside this call.
  */
-void net_client_request(struct net_client *c, const char *method, const char *url, const char *body,
-                        size_t len, net_response_fn fn, void *arg);
+void net_client_request(struct net_client *c, const char *method, const char *url,
+                        const char *header, const char *body, size_t len, net_response_fn fn,
+                        void *arg);
 
 /* Requests in flight. */
 int net_client_pending(const struct net_client *c);

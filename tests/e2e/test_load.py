@@ -53,12 +53,33 @@ def test_every_sync_mode_updates_with_turns_in_flight(mode, transport):
         assert (resent > 0) == (mode == "abort_resume"), resent
 
 
+@pytest.mark.parametrize("style", ["areal", "slime", "skyrl"])
+def test_every_client_style_runs_a_job_with_a_weight_update(style):
+    # skyrl speaks vLLM: its pause and weight endpoints are the development-mode ones.
+    with Emu("--instances", "tp1x4", "--dev-mode") as emu:
+        p = load(emu, "--json", "--style", style, "--set", "rl.max_staleness=1",
+                 "--set", "rl.sync_mode=abort_resume", "--set", "rl.transport=nccl")
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert doc["style"] == style
+        assert [s["trajectories"] for s in doc["steps"]] == [8, 8, 8]
+        assert doc["weight_updates"] == 1
+        assert sum(e["turns"] for e in doc["engines"]) == sum(s["turns"] for s in doc["steps"])
+        resent = doc["steps"][2]["resubmitted"]
+        if style == "slime":  # it waits for idle engines: the update meets nothing in flight
+            assert resent == 0
+            for inst in emu.instances:
+                assert get(inst["port"], "/get_weight_version")[1] == {"weight_version": "1"}
+        else:  # AReaL pauses with abort, SkyRL with mode=abort: partial turns come back
+            assert resent > 0
+
+
 def test_the_table_names_the_steps_and_engines():
     with Emu("--instances", "tp1x2") as emu:
         p = load(emu)
         assert p.returncode == 0, p.stderr
         lines = p.stdout.splitlines()
-        assert lines[0].startswith("libra load: 2 engines, 3 steps of 8 trajectories")
+        assert lines[0].startswith("libra load: plain client, 2 engines, 3 steps of 8 trajectories")
         assert lines[2].split()[:3] == ["step", "traj", "turns"]
         assert [line.split()[1] for line in lines[3:6]] == ["8", "8", "8"]
         assert lines[-1] == "weight updates: 1"
@@ -96,6 +117,9 @@ def test_errors():
     p = subprocess.run([LIBRA, "load", "--engines", "ftp://x"], capture_output=True, text=True,
                        timeout=30)
     assert p.returncode == 2 and "not an http:// URL" in p.stderr
+    p = subprocess.run([LIBRA, "load", "--engines", "http://x", "--style", "verl"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "--style: expected plain, areal, slime or skyrl" in p.stderr
     # Nothing listens there: the run stops with the reason, exit 1.
     p = subprocess.run([LIBRA, "load", "--engines", "http://127.0.0.1:9", *QUICK],
                        capture_output=True, text=True, timeout=60)
