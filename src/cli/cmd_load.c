@@ -16,6 +16,7 @@
 #include "load/load.h"
 #include "util/alloc.h"
 #include "util/arena.h"
+#include "util/json.h"
 #include "workload/workload.h"
 
 #define SCHEMA "libra.load/1"
@@ -37,6 +38,9 @@ static const char help[] =
     "  --time-scale F    wall seconds per emulated second of tool time (default 1; match the\n"
     "                    emulator's)\n"
     "  --trace FILE      replay a trace's trajectories (workload.trace)\n"
+    "  -o FILE           write the finished trajectories as a trace (docs/trace-format.md):\n"
+    "                    the turns as the client saw them (the table or --json stays on\n"
+    "                    standard output)\n"
     "  --style NAME      the RL framework's client: plain (default: libra's request object,\n"
     "                    rl.sync_mode), areal, slime, skyrl (vLLM; needs its development-mode\n"
     "                    endpoints) — docs/load.md \"Client styles\"\n";
@@ -163,8 +167,34 @@ static json_t *result_json(const struct libra_config *cfg, const struct load_con
     return doc;
 }
 
+/* Writes the header and the recorded trajectories to path. Returns 0 or an exit code. */
+static int write_trace(const char *path, const struct libra_config *cfg, const char *workload,
+                       const struct load_config *lc, const struct load_result *r)
+{
+    json_t *how =
+        json_pack("{s:s, s:s, s:i, s:f}", "source", "libra load", "style",
+                  load_style_name(lc->style), "engines", lc->n_urls, "time_scale", lc->time_scale);
+    struct trace_header h = {.version = TRACE_SCHEMA_VERSION,
+                             .workload = (char *)workload,
+                             .model = (char *)cfg->model.name,
+                             .group_size = lc->group_size,
+                             .import = how};
+    struct trace_text text = {0};
+    trace_format_header(&text, &h);
+    json_decref(how);
+    char *all = xmalloc(text.len + r->trace.len + 1);
+    memcpy(all, text.data, text.len);
+    memcpy(all + text.len, r->trace.data ? r->trace.data : "", r->trace.len);
+    all[text.len + r->trace.len] = '\0';
+    trace_text_free(&text);
+    int rc = cli_write_output(path, all);
+    free(all);
+    return rc;
+}
+
 /* Runs the job; returns an exit code. */
-static int run(const struct cli_common *cc, const struct libra_config *cfg, struct load_config *lc)
+static int run(const struct cli_common *cc, const struct libra_config *cfg, const char *workload,
+               struct load_config *lc)
 {
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
@@ -178,15 +208,19 @@ static int run(const struct cli_common *cc, const struct libra_config *cfg, stru
     } else {
         if (cc->json) {
             json_t *doc = result_json(cfg, lc, &r);
-            cli_emit_json(cc, doc);
+            char *text = ujson_dump(doc, true);
+            printf("%s\n", text);
+            free(text);
             json_decref(doc);
         } else {
             print_table(lc, &r);
         }
+        int wrc = cc->output ? write_trace(cc->output, cfg, workload, lc, &r) : 0;
         if (rc) {
             cli_errorf("load: %s", r.error);
             rc = 1;
         }
+        rc = rc ? rc : wrc;
         load_result_free(&r);
     }
     net_client_free(client);
@@ -198,8 +232,9 @@ static int run(const struct cli_common *cc, const struct libra_config *cfg, stru
 int cmd_load(int argc, char **argv)
 {
     struct cli_common cc;
-    cli_common_init(&cc, cli_find("load"), CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON,
-                    "", own_options);
+    cli_common_init(&cc, cli_find("load"),
+                    CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT, "",
+                    own_options);
     struct opts o = {.time_scale = 1};
     struct cli_presets p = {0};
     struct cli_traces ts = {0};
@@ -239,7 +274,8 @@ int cmd_load(int argc, char **argv)
                                  .overlap = cfg.rl.max_staleness >= 1,
                                  .time_scale = o.time_scale,
                                  .vocab = in.model->vocab > 1 ? (uint32_t)in.model->vocab : 32000,
-                                 .seed = (uint64_t)cfg.sim.seed};
+                                 .seed = (uint64_t)cfg.sim.seed,
+                                 .record = cc.output != NULL};
         if (in.trace) {
             lc.trajs = in.trace->trajs;
             lc.n_trajs = in.trace->n;
@@ -248,7 +284,7 @@ int cmd_load(int argc, char **argv)
             lc.trajs = made;
             lc.n_trajs = (size_t)groups * (size_t)cfg.rl.steps * (size_t)cfg.rl.samples;
         }
-        rc = run(&cc, &cfg, &lc);
+        rc = run(&cc, &cfg, in.trace ? in.trace->workload : cfg.workload.name, &lc);
     }
 out:
     free(made);

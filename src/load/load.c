@@ -29,6 +29,7 @@ struct traj {
     int64_t left; /* tokens the current turn still generates (after an abort: the rest) */
     int engine;   /* sticky; -1 before the first turn */
     struct event *tool_timer;
+    struct trace_turn *seen; /* per turn, what the client saw (record: the finished trace) */
 };
 
 struct run {
@@ -180,6 +181,11 @@ static void on_turn(void *arg, int status, const char *body, size_t len, const c
         r->update_due = false;
         update_weights(r);
     }
+    struct trace_turn *seen = &t->seen[t->turn];
+    if (seen->prompt_tokens == 0) /* a resubmission adds to the turn, it is not another */
+        seen->prompt_tokens = (int64_t)t->n_ctx;
+    seen->cached_tokens += a.cached_tokens;
+    seen->generated_tokens += (int64_t)a.n;
     st->prompt_tokens += (int64_t)t->n_ctx;
     st->cached_tokens += a.cached_tokens;
     r->res->served[t->engine]++;
@@ -242,6 +248,7 @@ static void start_step(struct run *r)
         t->engine = -1;
         t->left = t->rec->turns[0].generated_tokens;
         t->tool_timer = evtimer_new(r->base, on_tool_done, t);
+        t->seen = xcalloc(t->rec->n_turns, sizeof *t->seen);
         /* Every sample of a group gets the same prompt: the engines' prefix cache shares it. */
         ctx_fill(t, t->rec->turns[0].prompt_tokens, 1, (uint64_t)t->rec->prompt_id, 0);
     }
@@ -249,11 +256,32 @@ static void start_step(struct run *r)
         send_turn(&r->trajs[i]);
 }
 
+/* Appends t as the client saw it to the result's trace: its record with the turns' prompt,
+ * cached and generated tokens measured, and the step it ran in. */
+static void record_traj(struct run *r, const struct traj *t)
+{
+    struct trace_traj out = *t->rec;
+    struct trace_turn *turns = xmallocarray(out.n_turns, sizeof *turns);
+    for (size_t k = 0; k < out.n_turns; k++) {
+        turns[k] = t->rec->turns[k];
+        turns[k].prompt_tokens = t->seen[k].prompt_tokens;
+        turns[k].cached_tokens = t->seen[k].cached_tokens;
+        turns[k].generated_tokens = t->seen[k].generated_tokens;
+    }
+    out.turns = turns;
+    out.step = r->step;
+    trace_format_traj(&r->res->trace, &out);
+    free(turns);
+}
+
 static void end_step(struct run *r)
 {
     for (size_t i = 0; i < r->n_trajs; i++) {
+        if (r->c->record && !r->failed)
+            record_traj(r, &r->trajs[i]);
         event_free(r->trajs[i].tool_timer);
         free(r->trajs[i].ctx);
+        free(r->trajs[i].seen);
     }
     free(r->trajs);
     r->trajs = NULL;
@@ -369,6 +397,7 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
 
 void load_result_free(struct load_result *r)
 {
+    trace_text_free(&r->trace);
     free(r->steps);
     free(r->served);
     free(r->dead);

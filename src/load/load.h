@@ -54,6 +54,7 @@ struct load_config {
     double time_scale; /* wall seconds per emulated second of tool time */
     uint32_t vocab;    /* token ids are drawn below it */
     uint64_t seed;     /* of the prompt and tool-payload token ids */
+    bool record;       /* keep the finished trajectories as trace lines (result.trace) */
 };
 
 /* One batch, as the client saw it. */
@@ -74,7 +75,9 @@ struct load_result {
     int64_t *served; /* per URL: turns answered there (owned) */
     int *dead;       /* per URL: 1 when it stopped answering (owned) */
     int weight_updates;
-    char error[256]; /* why the run stopped early ("" when it did not) */
+    struct trace_text trace; /* with config.record: one line per trajectory of the finished
+                              * steps, the turns as the client saw them (no header) */
+    char error[256];         /* why the run stopped early ("" when it did not) */
 };
 
 /*

@@ -111,6 +111,21 @@ def test_aborted_turns_are_resubmitted_and_no_trajectory_is_lost():
         assert sum(s["resubmitted"] for s in doc["steps"]) > 0
 
 
+def test_the_finished_trajectories_are_written_as_a_trace(tmp_path):
+    out = str(tmp_path / "seen.jsonl")
+    with Emu("--instances", "tp1x2") as emu:
+        p = load(emu, "-o", out)
+    assert p.returncode == 0, p.stderr
+    lines = open(out, encoding="utf-8").read().splitlines()
+    header = json.loads(lines[0])
+    assert header["workload"] == "r2e-gym" and header["import"]["source"] == "libra load"
+    trajs = [json.loads(line) for line in lines[1:]]
+    assert len(trajs) == 3 * 8 and sorted({t["step"] for t in trajs}) == [0, 1, 2]
+    assert any(turn["cached_tokens"] > 0 for t in trajs for turn in t["turns"])
+    v = subprocess.run([LIBRA, "trace", "validate", out], capture_output=True, text=True)
+    assert v.returncode == 0, v.stdout + v.stderr
+
+
 def test_errors():
     p = subprocess.run([LIBRA, "load"], capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "--engines is required" in p.stderr
