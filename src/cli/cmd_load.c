@@ -123,8 +123,9 @@ static void print_table(const struct load_config *c, const struct load_result *r
 {
     printf("libra load: %s client, %d engines, %d steps of %d trajectories (%d x %d), tool time "
            "x %g\n\n",
-           load_style_name(c->style), c->n_urls, c->steps, c->groups_per_batch * c->group_size,
-           c->groups_per_batch, c->group_size, c->time_scale);
+           load_style_name(c->style), c->n_urls, c->steps,
+           (int)c->job.groups_per_batch * c->group_size, (int)c->job.groups_per_batch,
+           c->group_size, c->time_scale);
     printf("step  traj  turns  prompt tok  cached tok   gen tok  resent   wall s\n");
     for (int i = 0; i < r->n_steps; i++) {
         const struct load_step *s = &r->steps[i];
@@ -266,9 +267,7 @@ int cmd_load(int argc, char **argv)
                                  .urls = o.urls,
                                  .n_urls = o.n_urls,
                                  .group_size = cfg.rl.samples,
-                                 .groups_per_batch = groups,
                                  .steps = cfg.rl.steps,
-                                 .sync_interval = cfg.rl.sync_interval,
                                  .sync_mode = cfg.rl.sync_mode,
                                  .nccl = cfg.rl.transport == SPEC_TRANSPORT_NCCL,
                                  .overlap = cfg.rl.max_staleness >= 1,
@@ -276,6 +275,7 @@ int cmd_load(int argc, char **argv)
                                  .vocab = in.model->vocab > 1 ? (uint32_t)in.model->vocab : 32000,
                                  .seed = (uint64_t)cfg.sim.seed,
                                  .record = cc.output != NULL};
+        job_rules_from_config(&lc.job, &cfg);
         if (in.trace) {
             lc.trajs = in.trace->trajs;
             lc.n_trajs = in.trace->n;

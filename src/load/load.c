@@ -232,7 +232,7 @@ static void send_turn(struct traj *t)
 static void start_step(struct run *r)
 {
     const struct load_config *c = r->c;
-    size_t n = (size_t)c->groups_per_batch * (size_t)c->group_size;
+    size_t n = (size_t)c->job.groups_per_batch * (size_t)c->group_size;
     r->res->steps =
         xreallocarray(r->res->steps, (size_t)r->res->n_steps + 1, sizeof *r->res->steps);
     r->res->steps[r->res->n_steps++] = (struct load_step){.step = r->step};
@@ -369,7 +369,7 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
     res->dead = xcalloc((size_t)c->n_urls, sizeof *res->dead);
     struct run r = {.c = c, .base = base, .client = client, .res = res};
     r.in_flight = xcalloc((size_t)c->n_urls, sizeof *r.in_flight);
-    size_t per_step = (size_t)c->groups_per_batch * (size_t)c->group_size;
+    size_t per_step = (size_t)c->job.groups_per_batch * (size_t)c->group_size;
     bool overlap = c->overlap && load_style_overlaps(c->style);
     for (r.step = 0; r.step < c->steps && !r.failed; r.step++) {
         if ((size_t)(r.step + 1) * per_step > c->n_trajs) {
@@ -379,7 +379,7 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
             r.failed = true;
             break;
         }
-        bool due = r.step > 0 && c->sync_interval > 0 && r.step % c->sync_interval == 0;
+        bool due = r.step > 0 && job_sync_due(&c->job, r.step); /* after `step` versions */
         if (due && !overlap) { /* the update first, then this step */
             update_weights(&r);
             if (r.updates_left > 0)

@@ -28,6 +28,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "job/job.h"
 #include "load/style.h"
 #include "net/client.h"
 #include "spec/config.h"
@@ -41,9 +42,8 @@ struct load_config {
     const struct trace_traj *trajs; /* whole groups in launch order; borrowed */
     size_t n_trajs;
     int group_size;                /* trajectories per group (GRPO n) */
-    int groups_per_batch;          /* groups per step */
     int steps;                     /* batches; n_trajs must hold them */
-    int sync_interval;             /* a weight update after every this many steps; 0: none */
+    struct job_rules job;          /* groups per step, the sync schedule (job/job.h) */
     enum spec_sync_mode sync_mode; /* drain: the update waits for the turns in flight;
                                     * abort_resume: pause with abort (turns come back partial
                                     * and are resubmitted), update, continue; keep: pause in

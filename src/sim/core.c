@@ -467,6 +467,7 @@ static int setup(struct sim *s)
     s->samples = cfg->rl.samples;
     s->groups_per_batch = s->batch / s->samples;
     s->staleness = cfg->rl.max_staleness;
+    job_rules_from_config(&s->job, cfg);
     s->chat = cfg->sim.context_mode == SPEC_CONTEXT_CHAT;
     heap_init(&s->events, sizeof(struct sim_event), event_cmp, NULL);
     if (check_settings(s))

@@ -25,6 +25,7 @@
 #include "cost/shape.h"
 #include "cost/train.h"
 #include "engine/engine.h"
+#include "job/job.h"
 #include "plan/plan.h"
 #include "sched/metrics.h"
 #include "sched/router.h"
@@ -198,6 +199,7 @@ struct sim {
 
     /* settings resolved from the config */
     int batch, samples, groups_per_batch, staleness;
+    struct job_rules job; /* admission, staleness, sync schedule (job/job.h) */
     bool chat, dynamic_sampling;
 
     /* the models */

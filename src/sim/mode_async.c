@@ -2,10 +2,11 @@
  * The async and libra modes: rollout is a stream, training consumes it with bounded staleness
  * (AReaL, verl fully async; libra-spec §1).
  *
- * Admission: groups are launched in order, and the group that will complete batch b may start
- * only while b <= R + k (R the fleet's policy version, k = rl.max_staleness), so a batch
- * trained in order is never too stale; groups dropped by dynamic sampling or staleness are
- * replaced, and rl.overprovision_frac keeps that share of a batch more in flight. Training:
+ * Admission (job/job.h, the rules load/ follows too): groups are launched in order, and the
+ * group that will complete batch b may start only while b <= R + k (R the fleet's policy
+ * version, k = rl.max_staleness), so a batch trained in order is never too stale; groups
+ * dropped by dynamic sampling or staleness are replaced, and rl.overprovision_frac keeps that
+ * share of a batch more in flight. Training:
  * whenever the trainer is free and the buffer of completed groups holds a batch, it takes the
  * oldest groups, after dropping those that are now too stale (counted at each trajectory's
  * start). Every rl.sync_interval steps the weights go to the fleet (sync.c). The two modes
@@ -24,7 +25,6 @@ enum { TIMER_TRAINED = 1 };
 struct async_mode {
     int64_t launched;     /* groups */
     int64_t lost;         /* groups filtered or rejected as stale (replaced) */
-    int64_t extra;        /* over-provisioned groups in flight */
     VEC(uint32_t) buffer; /* completed groups, oldest first */
     double prev_ready_s;  /* when the previous batch was complete */
     double ready_s;       /* when the batch being trained was complete */
@@ -41,8 +41,7 @@ static void admit(struct sim *s)
     struct async_mode *m = state(s);
     if (s->sync_phase != SIM_SYNC_NONE || s->finished)
         return;
-    int64_t limit =
-        (s->rollout_version + s->staleness + 1) * s->groups_per_batch + m->lost + m->extra;
+    int64_t limit = job_admit_limit(&s->job, s->rollout_version, m->lost);
     while (m->launched < limit && !s->rc) {
         sim_launch_group(s, 0);
         m->launched++;
@@ -89,7 +88,6 @@ static void begin(struct sim *s)
 {
     struct async_mode *m = xcalloc(1, sizeof *m);
     s->mode = m;
-    m->extra = (int64_t)ceil(s->cfg->rl.overprovision_frac * s->groups_per_batch);
     admit(s);
 }
 
@@ -120,7 +118,7 @@ static void trained(struct sim *s)
     sim_step_record(s, &st);
     if (s->finished)
         return;
-    if (s->version % s->cfg->rl.sync_interval == 0) {
+    if (job_sync_due(&s->job, s->version)) {
         sim_sync_begin(s);
         return;
     }

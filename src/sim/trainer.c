@@ -29,7 +29,7 @@ void sim_group_waste(struct sim *s, struct sim_group *g, enum sim_waste why)
 
 bool sim_group_stale(struct sim *s, struct sim_group *g)
 {
-    if (s->version - g->version <= s->staleness)
+    if (job_fresh(&s->job, s->version, g->version))
         return false;
     s->out->staleness[s->staleness + 1] += g->n;
     sim_group_waste(s, g, SIM_WASTE_STALE);

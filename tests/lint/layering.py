@@ -43,16 +43,17 @@ MAY_INCLUDE = {
     "engine": {"cost", "spec", "util"},
     "plan": {"cost", "spec", "util"},
     "sched": {"cost", "spec", "util"},
+    "job": {"cost", "spec", "util"},
     "ehp": {"plan", "cost", "spec", "util"},
-    "sim": {"engine", "plan", "sched", "ehp", "workload", "trace", "cost", "spec", "util"},
+    "sim": {"engine", "plan", "sched", "ehp", "job", "workload", "trace", "cost", "spec", "util"},
     "report": {"sim", "util"},
-    "server": {"net", "plan", "sched", "ehp", "trace", "cost", "spec", "util"},
+    "server": {"net", "plan", "sched", "ehp", "job", "trace", "cost", "spec", "util"},
     "emu": {"net", "engine", "cost", "spec", "util"},
     "load": {"net", "job", "workload", "trace", "cost", "spec", "util"},
     "cli": None,  # anything
 }
 
-PURE = {"cost", "engine", "workload", "plan", "sched", "ehp"}
+PURE = {"cost", "engine", "workload", "plan", "sched", "ehp", "job"}
 PUBLIC_HEADER = "libra/libra.h"
 
 PURE_BANNED_HEADERS = re.compile(
