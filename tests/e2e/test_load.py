@@ -53,12 +53,14 @@ def test_every_sync_mode_updates_with_turns_in_flight(mode, transport):
         assert (resent > 0) == (mode == "abort_resume"), resent
 
 
-@pytest.mark.parametrize("style", ["areal", "slime", "skyrl"])
-def test_every_client_style_runs_a_job_with_a_weight_update(style):
+@pytest.mark.parametrize("style,mode", [("areal", "abort_resume"), ("slime", "abort_resume"),
+                                        ("skyrl", "abort_resume"), ("skyrl", "drain"),
+                                        ("skyrl", "keep")])
+def test_every_client_style_runs_a_job_with_a_weight_update(style, mode):
     # skyrl speaks vLLM: its pause and weight endpoints are the development-mode ones.
     with Emu("--instances", "tp1x4", "--dev-mode") as emu:
         p = load(emu, "--json", "--style", style, "--set", "rl.max_staleness=1",
-                 "--set", "rl.sync_mode=abort_resume", "--set", "rl.transport=nccl")
+                 "--set", f"rl.sync_mode={mode}", "--set", "rl.transport=nccl")
         assert p.returncode == 0, p.stderr
         doc = json.loads(p.stdout)
         assert doc["style"] == style
@@ -70,8 +72,8 @@ def test_every_client_style_runs_a_job_with_a_weight_update(style):
             assert resent == 0
             for inst in emu.instances:
                 assert get(inst["port"], "/get_weight_version")[1] == {"weight_version": "1"}
-        else:  # AReaL pauses with abort, SkyRL with mode=abort: partial turns come back
-            assert resent > 0
+        else:  # AReaL pauses with abort, SkyRL with its mode: only abort sends turns back
+            assert (resent > 0) == (style == "areal" or mode == "abort_resume"), resent
 
 
 def test_the_table_names_the_steps_and_engines():
