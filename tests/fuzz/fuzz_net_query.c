@@ -21,14 +21,14 @@ static void check_frame(const char *data, size_t size)
         framed[len - 2] != '\n')
         abort();
     char *back = xmalloc(len + 1);
-    size_t n = 0;
-    for (size_t i = 0; i + 1 < len;) { /* each line: "data: " payload '\n' */
+    size_t n = 0, lines = 0;
+    for (size_t i = 0; i + 1 < len; lines++) { /* each line: "data: " payload '\n' */
         if (strncmp(framed + i, "data: ", 6) != 0)
             abort();
         i += 6;
         const char *nl = memchr(framed + i, '\n', len - i);
         size_t line = (size_t)(nl - (framed + i));
-        if (n > 0)
+        if (lines > 0) /* the newline the framer split at */
             back[n++] = '\n';
         memcpy(back + n, framed + i, line);
         n += line;
