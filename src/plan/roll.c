@@ -10,6 +10,7 @@
 
 #include "plan/roll.h"
 #include "util/alloc.h"
+#include "util/stats.h"
 #include "util/heap.h"
 
 /* ---- building ------------------------------------------------------------------------------ */
@@ -377,41 +378,11 @@ static int cmp_double(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-static void swap_d(double *a, double *b)
-{
-    double t = *a;
-    *a = *b;
-    *b = t;
-}
-
-static double median3(double a, double b, double c)
-{
-    return fmax(fmin(a, b), fmin(fmax(a, b), c));
-}
-
 /* Rearranges x[a..m) so that x[k] holds the value of rank k and none before it is larger nor
- * after it smaller (quickselect with a three-way partition around the median of three). */
+ * after it smaller (util/stats.h's quickselect on the range). */
 static void select_rank(double *x, size_t a, size_t m, size_t k)
 {
-    size_t lo = a, hi = m; /* [lo, hi) holds rank k */
-    while (hi - lo > 1) {
-        double pivot = median3(x[lo], x[lo + (hi - lo) / 2], x[hi - 1]);
-        size_t lt = lo, i = lo, gt = hi; /* [lo, lt) <, [lt, i) ==, [gt, hi) > pivot */
-        while (i < gt) {
-            if (x[i] < pivot)
-                swap_d(&x[lt++], &x[i++]);
-            else if (x[i] > pivot)
-                swap_d(&x[i], &x[--gt]);
-            else
-                i++;
-        }
-        if (k < lt)
-            hi = lt;
-        else if (k >= gt)
-            lo = gt;
-        else
-            return;
-    }
+    stats_select(x + a, m - a, k - a);
 }
 
 /*
