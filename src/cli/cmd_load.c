@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/sim_input.h"
 #include "load/load.h"
+#include "plan/plan.h"
 #include "util/alloc.h"
 #include "util/arena.h"
 #include "util/json.h"
@@ -25,18 +26,18 @@
 static const char help[] =
     "usage: libra load [EXPERIMENT] --engines URL[,URL...] [--time-scale F] [--json] [flags]\n"
     "\n"
-    "Plays the rollout side of the experiment's RL job against engines over HTTP: batches of\n"
-    "GRPO groups (rl.batch_trajectories of rl.samples), one after another for rl.steps\n"
-    "steps, each trajectory's turns sent to SGLang's /generate with the whole context as token\n"
-    "ids and libra's request object, tool time waited between turns, and a weight update on\n"
-    "every engine every rl.sync_interval steps in rl.sync_mode (drain, abort_resume, keep)\n"
-    "over rl.transport (nccl: a broadcast; else a reload from disk), meeting the next step's\n"
-    "turns in flight when rl.max_staleness >= 1. The\n"
-    "trajectories are the workload generator's, or a trace's with --trace. docs/load.md.\n"
+    "Plays the RL job of the experiment against engines over HTTP: batches of GRPO groups\n"
+    "(rl.batch_trajectories of rl.samples) one after another for rl.steps steps, each\n"
+    "trajectory's turns sent with the whole context as token ids, tool time waited between\n"
+    "turns; a trainer that takes each batch for the planner's T_train, then, every\n"
+    "rl.sync_interval steps, a weight update on every engine in rl.sync_mode (drain,\n"
+    "abort_resume, keep) over rl.transport (nccl: a broadcast; else a reload from disk). With\n"
+    "rl.max_staleness >= 1 the next batch rolls out meanwhile and meets the update in flight.\n"
+    "The trajectories are the workload generator's, or a trace's with --trace. docs/load.md.\n"
     "\n"
     "  --engines URLS    engine base URLs, comma-separated (e.g. the lines of `libra emu`)\n"
-    "  --time-scale F    wall seconds per emulated second of tool time (default 1; match the\n"
-    "                    emulator's)\n"
+    "  --time-scale F    wall seconds per emulated second of tool and training time (default\n"
+    "                    1; match the emulator's)\n"
     "  --trace FILE      replay a trace's trajectories (workload.trace)\n"
     "  -o FILE           write the finished trajectories as a trace (docs/trace-format.md):\n"
     "                    the turns as the client saw them (the table or --json stays on\n"
@@ -102,6 +103,16 @@ static int own_flag(struct cli_common *cc, int c, struct opts *o)
     }
 }
 
+/* The trainer's step: T_train of the planner's plan for the experiment (libra plan's train
+ * term; 0 when the planner finds no plan, and then the update follows the batch at once). */
+static double planned_train_s(const struct sim_input *in, const struct libra_config *cfg)
+{
+    struct plan_result pr;
+    double t = sim_plan(in, cfg, NULL, NULL, &pr, NULL) == 0 && pr.feasible ? pr.train_s : 0;
+    plan_result_free(&pr);
+    return t;
+}
+
 /* The generator's records for every step: group g is prompt g of epoch g / prompts. */
 static struct trace_traj *generate(const struct workload_preset *w, const struct libra_config *cfg,
                                    size_t n_groups, struct arena *a)
@@ -121,11 +132,11 @@ static struct trace_traj *generate(const struct workload_preset *w, const struct
 
 static void print_table(const struct load_config *c, const struct load_result *r)
 {
-    printf("libra load: %s client, %d engines, %d steps of %d trajectories (%d x %d), tool time "
-           "x %g\n\n",
+    printf("libra load: %s client, %d engines, %d steps of %d trajectories (%d x %d), trainer "
+           "step %.1f s, time x %g\n\n",
            load_style_name(c->style), c->n_urls, c->steps,
            (int)c->job.groups_per_batch * c->group_size, (int)c->job.groups_per_batch,
-           c->group_size, c->time_scale);
+           c->group_size, c->train_s, c->time_scale);
     printf("step  traj  turns  prompt tok  cached tok   gen tok  resent   wall s\n");
     for (int i = 0; i < r->n_steps; i++) {
         const struct load_step *s = &r->steps[i];
@@ -163,6 +174,7 @@ static json_t *result_json(const struct libra_config *cfg, const struct load_con
     json_object_set_new(doc, "engines", engines);
     json_object_set_new(doc, "weight_updates", json_integer(r->weight_updates));
     json_object_set_new(doc, "style", json_string(load_style_name(c->style)));
+    json_object_set_new(doc, "train_s", json_real(c->train_s));
     if (r->error[0])
         json_object_set_new(doc, "error", json_string(r->error));
     return doc;
@@ -276,6 +288,7 @@ int cmd_load(int argc, char **argv)
                                  .seed = (uint64_t)cfg.sim.seed,
                                  .record = cc.output != NULL};
         job_rules_from_config(&lc.job, &cfg);
+        lc.train_s = planned_train_s(&in, &cfg);
         if (in.trace) {
             lc.trajs = in.trace->trajs;
             lc.n_trajs = in.trace->n;

@@ -43,8 +43,10 @@ struct run {
     int *in_flight; /* per engine */
     int step;
     double step_t0;
-    int updates_left; /* engines whose weight update has not finished */
-    bool update_due;  /* an overlapping update waits for the step's first answer */
+    int updates_left;          /* engines whose weight update has not finished */
+    struct event *train_timer; /* the trainer's step on the last batch */
+    bool training;             /* ... is running */
+    bool update_after;         /* the weights go out when it ends */
     bool failed;
 };
 
@@ -107,6 +109,13 @@ static int least_loaded(const struct run *r)
 static void send_turn(struct traj *t);
 static void update_weights(struct run *r);
 
+/* The step loop takes over once the step's trajectories, the trainer and the update are done. */
+static void break_when_idle(struct run *r)
+{
+    if (r->failed || (r->live == 0 && r->updates_left == 0 && !r->training))
+        event_base_loopbreak(r->base);
+}
+
 static void finish_traj(struct traj *t)
 {
     struct run *r = t->run;
@@ -114,8 +123,7 @@ static void finish_traj(struct traj *t)
     r->live--;
     if (r->live == 0) {
         cur_step(r)->wall_s = wall_s() - r->step_t0;
-        if (r->updates_left == 0)
-            event_base_loopbreak(r->base); /* the step loop takes over */
+        break_when_idle(r);
     }
 }
 
@@ -176,11 +184,6 @@ static void on_turn(void *arg, int status, const char *body, size_t len, const c
     }
     struct load_step *st = cur_step(r);
     st->turns++;
-    if (r->update_due) { /* no trainer yet: the update starts with the step's first answer and
-                          * meets the rest of the step in flight */
-        r->update_due = false;
-        update_weights(r);
-    }
     struct trace_turn *seen = &t->seen[t->turn];
     if (seen->prompt_tokens == 0) /* a resubmission adds to the turn, it is not another */
         seen->prompt_tokens = (int64_t)t->n_ctx;
@@ -332,8 +335,8 @@ static void update_next(struct update *u)
     if (u->phase >= u->n_phases || r->failed) {
         event_free(u->poll);
         free(u);
-        if (--r->updates_left == 0 && (r->live == 0 || r->failed))
-            event_base_loopbreak(r->base);
+        r->updates_left--;
+        break_when_idle(r);
         return;
     }
     const struct load_call *c = &u->calls[u->phase];
@@ -361,6 +364,40 @@ static void update_weights(struct run *r)
     }
 }
 
+static void on_trained(evutil_socket_t fd, short what, void *arg)
+{
+    struct run *r = arg;
+    r->training = false;
+    if (r->update_after && !r->failed) {
+        r->update_after = false;
+        update_weights(r);
+    }
+    break_when_idle(r);
+}
+
+/* The trainer takes the batch just finished: train_s of emulated time, then (when due) the
+ * weight update. With overlap the next batch rolls out meanwhile and meets the update. */
+static void start_training(struct run *r, bool update)
+{
+    if (r->c->train_s <= 0) {
+        if (update)
+            update_weights(r);
+        return;
+    }
+    r->training = true;
+    r->update_after = update;
+    double wall = r->c->train_s * r->c->time_scale;
+    struct timeval tv = {(time_t)wall, (suseconds_t)((wall - floor(wall)) * 1e6)};
+    evtimer_add(r->train_timer, &tv);
+}
+
+/* Runs the loop until the step, the trainer and the update are done. */
+static void wait_idle(struct run *r)
+{
+    if (!r->failed && (r->live > 0 || r->updates_left > 0 || r->training))
+        event_base_dispatch(r->base);
+}
+
 int load_run(const struct load_config *c, struct event_base *base, struct net_client *client,
              struct load_result *res)
 {
@@ -369,6 +406,7 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
     res->dead = xcalloc((size_t)c->n_urls, sizeof *res->dead);
     struct run r = {.c = c, .base = base, .client = client, .res = res};
     r.in_flight = xcalloc((size_t)c->n_urls, sizeof *r.in_flight);
+    r.train_timer = evtimer_new(base, on_trained, &r);
     size_t per_step = (size_t)c->job.groups_per_batch * (size_t)c->group_size;
     bool overlap = c->overlap && load_style_overlaps(c->style);
     for (r.step = 0; r.step < c->steps && !r.failed; r.step++) {
@@ -379,18 +417,17 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
             r.failed = true;
             break;
         }
-        bool due = r.step > 0 && job_sync_due(&c->job, r.step); /* after `step` versions */
-        if (due && !overlap) { /* the update first, then this step */
-            update_weights(&r);
-            if (r.updates_left > 0)
-                event_base_dispatch(base);
-        }
-        r.update_due = due && overlap;
         start_step(&r);
-        if (!r.failed && (r.live > 0 || r.updates_left > 0))
-            event_base_dispatch(base);
+        wait_idle(&r); /* with overlap, the trainer's last step and update end in here too */
         end_step(&r);
+        bool last = r.step + 1 == c->steps;
+        if (!last && !r.failed) { /* train this batch: version step + 1 */
+            start_training(&r, job_sync_due(&c->job, r.step + 1));
+            if (!overlap)
+                wait_idle(&r);
+        }
     }
+    event_free(r.train_timer);
     free(r.in_flight);
     return r.failed ? -1 : 0;
 }

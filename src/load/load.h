@@ -7,10 +7,11 @@
  * the tokens the engine generated, the tool's payload — with libra's request object carrying
  * the trajectory's identity, the tool returns since the previous turn and the turn's script
  * (docs/emu.md "libra's request object"); between turns it waits the record's tool time,
- * scaled like the emulator's clock. Batches of GRPO groups run one after another (the
- * simulator's rollout mode: no trainer); every sync_interval batches the engines' weights are
- * updated through their own calls, in the job's sync mode and transport, while the next batch
- * starts (overlap) or before it.
+ * scaled like the emulator's clock. Batches of GRPO groups run one after another; the trainer
+ * takes each finished batch for train_s of emulated time, and when the job's schedule says so
+ * the engines' weights are then updated through their own calls, in the job's sync mode and
+ * transport. With overlap (one step of staleness) the next batch rolls out while the trainer
+ * works and meets the update in flight; without, it waits for both.
  *
  * A trajectory stays on the engine of its first turn (sticky, for the prefix cache), which is
  * the one with the fewest requests in flight. A turn whose engine cannot be reached (connection
@@ -51,7 +52,9 @@ struct load_config {
     bool nccl;         /* the transport: a weight-update group and broadcasts, else disk */
     bool overlap;      /* the next step's trajectories start without waiting for the update
                         * (rl.max_staleness >= 1): the update meets turns in flight */
-    double time_scale; /* wall seconds per emulated second of tool time */
+    double time_scale; /* wall seconds per emulated second (tool and training time) */
+    double train_s;    /* the trainer's step on a batch, emulated seconds (0: none); the
+                        * weight update follows it */
     uint32_t vocab;    /* token ids are drawn below it */
     uint64_t seed;     /* of the prompt and tool-payload token ids */
     bool record;       /* keep the finished trajectories as trace lines (result.trace) */
