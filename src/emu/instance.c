@@ -302,11 +302,18 @@ static void submit(struct emu_instance *in, struct emu_req *r, double now)
 }
 
 /* Takes r out of the engine now (if it is there): its partial tokens count as done. */
-static void take_out(struct emu_instance *in, struct emu_req *r)
+/* Takes r out of the engine now, if it is there; its partial tokens count as done. Returns
+ * false when r finished in the engine just before (between the last report and now): its
+ * report is pending and the next advance completes it, so r must stay. */
+static bool take_out(struct emu_instance *in, struct emu_req *r)
 {
     struct engine_done d;
-    if (r->submitted && engine_abort(in->eng, emu_now(in->emu), r->id, &d) == 0)
-        left_engine(in, r, &d);
+    if (!r->submitted)
+        return true;
+    if (engine_abort(in->eng, emu_now(in->emu), r->id, &d) != 0)
+        return false;
+    left_engine(in, r, &d);
+    return true;
 }
 
 /* The client of r went away (or the cap passed, or the server stops): drop r. */
@@ -317,9 +324,8 @@ static void req_cancelled(void *arg, struct net_call *c, enum net_cancel why)
     if (r->g.stream)
         in->n_streaming--;
     r->call = NULL;
-    if (!in->dead)
-        take_out(in, r);
-    free_req(in, r);
+    if (in->dead || take_out(in, r)) /* else the pending report frees it, unanswered */
+        free_req(in, r);
     if (!in->dead) {
         ops_check(in);
         schedule(in);
@@ -388,9 +394,10 @@ int emu_abort(struct emu_instance *in, const char *rid_prefix)
     while (r) {
         struct emu_req *next = r->next;
         if (!rid_prefix || (r->g.rid && strncmp(r->g.rid, rid_prefix, strlen(rid_prefix)) == 0)) {
-            take_out(in, r);
-            complete(in, r, ENGINE_ABORTED, emu_now(in->emu));
-            n++;
+            if (take_out(in, r)) { /* else it finished: the next advance answers it */
+                complete(in, r, ENGINE_ABORTED, emu_now(in->emu));
+                n++;
+            }
         }
         r = next;
     }

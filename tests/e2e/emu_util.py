@@ -4,6 +4,7 @@ import http.client
 import json
 import os
 import signal
+import sys
 import subprocess
 import threading
 
@@ -50,9 +51,12 @@ class Emu:
     def __exit__(self, exc_type, *rest):
         rc, err = self.stop()
         # A clean exit on SIGTERM with nothing on stderr: under the sanitizer build, a leak or
-        # a memory error in any test's emulator fails that test.
+        # a memory error in any test's emulator fails that test. When the test failed first,
+        # the emulator's stderr (a sanitizer report, say) goes with the failure's output.
         if exc_type is None:
             assert rc == 0 and err == "", (rc, err)
+        elif err:
+            sys.stderr.write("libra emu exited %s; its stderr:\n%s" % (rc, err))
 
 
 def request(port, method, path, body=None, raw=None, timeout=60, headers=None):
