@@ -67,6 +67,7 @@ static struct plan_state *setup_case(const struct bench_case *bc)
     s->cfg.rl.samples = 4;
     s->cfg.plan.mode = SPEC_PLAN_ASYNC;
     s->cfg.plan.gap_tolerance = bc->gap_tolerance;
+    s->cfg.plan.max_scored = 0; /* the exact search (or the stated tolerance), never cut short */
     const struct spec_hardware *hw = spec_hardware_find(&s->presets, "a800-80g");
     plan_settings_default(&s->settings, hw);
     struct workload_length *l = xmallocarray(bc->sample, sizeof *l);

@@ -217,9 +217,10 @@ static void print_stats(FILE *out, const struct plan_result *r)
             s->rollout_scored, s->train_pruned, s->rollout_pruned);
     if (r->feasible)
         fprintf(out, "  optimality gap %.4g %% of the analytic step%s\n", 100.0 * s->gap,
-                s->stopped     ? " (stopped by plan.time_limit_s)"
-                : s->gap > 0.0 ? " (at most; plan.gap_tolerance)"
-                               : " (proven optimal)");
+                s->stopped_by_count ? " (stopped by plan.max_scored)"
+                : s->stopped        ? " (stopped by plan.time_limit_s)"
+                : s->gap > 0.0      ? " (at most; plan.gap_tolerance)"
+                                    : " (proven optimal)");
 }
 
 static void print_verification(FILE *out, const struct planned *pl)

@@ -228,11 +228,15 @@ void plan_result_free(struct plan_result *r)
 
 static json_t *stats_json(const struct plan_stats *st)
 {
-    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b}", "space", st->space,
+    const char *by = !st->stopped           ? NULL
+                     : st->stopped_by_count ? "plan.max_scored"
+                                            : "plan.time_limit_s";
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b, s:s?}", "space", st->space,
                      "train_space", st->train_space, "rollout_space", st->rollout_space,
                      "train_scored", st->train_scored, "rollout_scored", st->rollout_scored,
                      "train_pruned", st->train_pruned, "rollout_pruned", st->rollout_pruned,
-                     "splits", st->splits, "gap", st->gap, "stopped", st->stopped);
+                     "splits", st->splits, "gap", st->gap, "stopped", st->stopped, "stopped_by",
+                     by);
 }
 
 static json_t *train_json(const struct plan_result *r)

@@ -132,6 +132,7 @@ struct plan_stats {
     double splits;         /* training/rollout GPU splits in the space */
     double gap;            /* proven relative optimality gap, 0 when the search completed */
     bool stopped;          /* the budget stopped the search */
+    bool stopped_by_count; /* ... the count of plan.max_scored, not the caller's */
 };
 
 /* Constraints that can make a problem infeasible; plan_why_text names them. Each side's

@@ -63,6 +63,11 @@ static bool budget_gone(struct plan_solver *s)
 {
     if (s->stats.stopped)
         return true;
+    int cap = s->cfg->plan.max_scored;
+    if (cap > 0 && s->stats.rollout_scored >= cap) {
+        s->stats.stopped = s->stats.stopped_by_count = true;
+        return true;
+    }
     if (!s->p->should_stop || ++s->polls % POLL_EVERY != 0)
         return false;
     s->stats.stopped = s->p->should_stop(s->p->stop_arg);

@@ -121,6 +121,9 @@ static const struct spec_field fields[] = {
                     "planner search budget"),
     SPEC_DOUBLE_ROW(CFG, plan.gap_tolerance, 0, "", 0, 0, 0.1, "gap-tolerance",
                     "relative optimality gap the planner may leave to finish sooner (0: exact)"),
+    INT(plan.max_scored, "multisets", 20000, 0, 1000000000, NULL,
+        "rollout multisets the planner scores at most before it stops with its proven gap: a "
+        "budget the same on every machine, unlike plan.time_limit_s (0: no limit)"),
     INT(plan.min_train_gpus, "GPUs", 8, 1, GPUS, NULL, "fewest GPUs training may get"),
     INT(plan.min_rollout_gpus, "GPUs", 8, 1, GPUS, NULL, "fewest GPUs rollout may get"),
     INT(plan.granularity_gpus, "GPUs", 8, 1, GPUS, NULL,

@@ -113,6 +113,8 @@ struct spec_plan_config {
     enum spec_plan_mode mode;
     double time_limit_s;      /* planner search budget, s */
     double gap_tolerance;     /* relative optimality gap the search may leave, 0 = exact */
+    int max_scored;           /* rollout multisets the search scores at most (a budget that does
+                               * not depend on the machine); 0: no limit */
     int min_train_gpus;       /* GPUs */
     int min_rollout_gpus;     /* GPUs */
     int granularity_gpus;     /* training GPUs are a multiple of this */

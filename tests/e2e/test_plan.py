@@ -48,6 +48,21 @@ def test_gap_tolerance_states_its_bound():
     assert bad.returncode == 2 and "--gap-tolerance: must be in 0..0.1" in bad.stderr
 
 
+def test_the_scoring_budget_stops_the_search_the_same_on_every_machine():
+    args = ("--gpus", "512", "--verify", "0", "--set", "plan.max_scored=10")
+    r, a = plan_json(*args)
+    assert r.returncode == 0
+    search = a["search"]
+    assert search["stopped"] and search["stopped_by"] == "plan.max_scored"
+    assert 10 <= search["rollout_scored"] < 20 and search["gap"] > 0
+    _, b = plan_json(*args)  # a count, not a clock: the same plan every time
+    assert b["objective"] == a["objective"] and b["search"] == a["search"]
+    assert "(stopped by plan.max_scored)" in run("plan", *args).stdout
+    _, exact = plan_json("--gpus", "512", "--verify", "0", "--set", "plan.max_scored=0")
+    assert not exact["search"]["stopped"] and exact["search"]["stopped_by"] is None
+    assert exact["objective"]["step_s"] <= a["objective"]["step_s"]
+
+
 def test_json_document_is_consistent():
     r, doc = plan_json()
     assert r.returncode == 0
