@@ -10,7 +10,6 @@
 
 #include "emu/internal.h"
 #include "util/alloc.h"
-#include "util/version.h"
 
 /* ---- shared pieces of answers -----------------------------------------------------------------
  */

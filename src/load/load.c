@@ -4,7 +4,6 @@
  */
 #include "load/load.h"
 
-#include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -12,7 +11,6 @@
 #include <string.h>
 #include <time.h>
 
-#include "load/style.h"
 #include "util/alloc.h"
 #include "util/rng.h"
 
