@@ -585,8 +585,9 @@ static void held_cancelled(void *arg, struct net_call *c, enum net_cancel why)
             in->held[i].call = NULL;
 }
 
-bool emu_hold_if_stalled(struct emu_instance *in, struct net_call *call, net_handler_fn fn)
+bool emu_hold_if_stalled(void *ctx, struct net_call *call, net_handler_fn fn)
 {
+    struct emu_instance *in = ctx;
     if (!stalled(in))
         return false;
     if (in->n_held == in->cap_held) {
@@ -683,7 +684,7 @@ int emu_instance_init(struct emu_instance *in, struct emu *e, int index, char *e
     in->fault = evtimer_new(e->base, on_fault, in);
     char why[256];
     if (net_server_new(&in->server, e->base, e->cfg.host, in->cfg.port, &e->cfg.limits, emu_routes,
-                       in, why, sizeof why)) {
+                       emu_hold_if_stalled, in, why, sizeof why)) {
         snprintf(err, n, "instance %d: %s", index, why);
         return -1;
     }

@@ -140,8 +140,9 @@ void emu_release(struct emu_instance *in);
 /* Drops every prefix-cache entry (engine and content table). */
 void emu_flush(struct emu_instance *in);
 
-/* Holds call while the instance is stalled; returns true when held (the handler returns). */
-bool emu_hold_if_stalled(struct emu_instance *in, struct net_call *call, net_handler_fn fn);
+/* The servers' gate (net_gate_fn; ctx the instance): holds every call while the instance is
+ * stalled, to run fn when the stall ends; returns true when held. */
+bool emu_hold_if_stalled(void *ctx, struct net_call *call, net_handler_fn fn);
 
 /* The id of generated token i of a request whose prompt hashed to content. */
 uint32_t emu_token(const struct emu_instance *in, uint64_t content, int64_t i);

@@ -63,8 +63,6 @@ json_t *emu_sglang_stream_chunk(const struct emu_req *r, int64_t to, const struc
 void emu_sglang_generate(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (emu_hold_if_stalled(in, c, emu_sglang_generate))
-        return;
     size_t len;
     const char *body = net_call_body(c, &len);
     struct emu_gen_request g;
@@ -92,8 +90,6 @@ static bool opt_flag(const json_t *o, const char *key, bool dflt)
 void emu_sglang_abort(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (emu_hold_if_stalled(in, c, emu_sglang_abort))
-        return;
     json_t *b = emu_body(c);
     if (!b)
         return;
@@ -114,8 +110,6 @@ static json_t *status(const char *message)
 void emu_sglang_pause(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (emu_hold_if_stalled(in, c, emu_sglang_pause))
-        return;
     json_t *b = emu_body(c);
     if (!b)
         return;
@@ -141,8 +135,6 @@ void emu_sglang_pause(void *ctx, struct net_call *c)
 void emu_sglang_continue(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (emu_hold_if_stalled(in, c, emu_sglang_continue))
-        return;
     emu_resume(in);
     net_reply_json(c, 200, status("Generation continued successfully."));
 }
@@ -150,8 +142,6 @@ void emu_sglang_continue(void *ctx, struct net_call *c)
 void emu_sglang_flush(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (emu_hold_if_stalled(in, c, emu_sglang_flush))
-        return;
     static const char text[] = "Cache flushed.\nPlease check backend logs for more details. "
                                "(When there are running or waiting requests, the operation "
                                "will not be performed.)\n";
@@ -205,8 +195,6 @@ static void weight_call(struct emu_instance *in, struct net_call *c, enum emu_op
 void emu_sglang_update_disk(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (emu_hold_if_stalled(in, c, emu_sglang_update_disk))
-        return;
     static const char *const keys[] = {"model_path", NULL};
     static const json_type types[] = {JSON_STRING};
     weight_call(in, c, EMU_OP_UPDATE_DISK, keys, types);
@@ -215,8 +203,6 @@ void emu_sglang_update_disk(void *ctx, struct net_call *c)
 void emu_sglang_init_group(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (emu_hold_if_stalled(in, c, emu_sglang_init_group))
-        return;
     static const char *const keys[] = {"master_address", "master_port", "rank_offset", "world_size",
                                        NULL};
     static const json_type types[] = {JSON_STRING, JSON_INTEGER, JSON_INTEGER, JSON_INTEGER};
@@ -226,8 +212,6 @@ void emu_sglang_init_group(void *ctx, struct net_call *c)
 void emu_sglang_update_distributed(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (emu_hold_if_stalled(in, c, emu_sglang_update_distributed))
-        return;
     static const char *const keys[] = {"names", "dtypes", "shapes", NULL};
     static const json_type types[] = {JSON_ARRAY, JSON_ARRAY, JSON_ARRAY};
     weight_call(in, c, EMU_OP_UPDATE_BROADCAST, keys, types);
@@ -236,8 +220,6 @@ void emu_sglang_update_distributed(void *ctx, struct net_call *c)
 void emu_sglang_release(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (emu_hold_if_stalled(in, c, emu_sglang_release))
-        return;
     if (emu_live(in) > 0) {
         net_reply_error(c, 400, "BadRequestError",
                         "release_memory_occupation should be called only when server is idle.");
@@ -250,8 +232,6 @@ void emu_sglang_release(void *ctx, struct net_call *c)
 void emu_sglang_resume(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (emu_hold_if_stalled(in, c, emu_sglang_resume))
-        return;
     if (!in->released) {
         net_reply_json(c, 200, json_null());
         return;
@@ -264,8 +244,6 @@ void emu_sglang_resume(void *ctx, struct net_call *c)
 void emu_sglang_server_info(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (emu_hold_if_stalled(in, c, emu_sglang_server_info))
-        return;
     const struct engine_config *e = &in->cfg.engine;
     char version[64];
     snprintf(version, sizeof version, "libra-emu %s", libra_version_string);
@@ -283,8 +261,6 @@ void emu_sglang_server_info(void *ctx, struct net_call *c)
 void emu_sglang_model_info(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (emu_hold_if_stalled(in, c, emu_sglang_model_info))
-        return;
     net_reply_json(c, 200,
                    json_pack("{s:s, s:s, s:b, s:s}", "model_path", in->emu->cfg.model,
                              "tokenizer_path", in->emu->cfg.model, "is_generation", 1,
@@ -294,16 +270,12 @@ void emu_sglang_model_info(void *ctx, struct net_call *c)
 void emu_sglang_weight_version(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (emu_hold_if_stalled(in, c, emu_sglang_weight_version))
-        return;
     net_reply_json(c, 200, json_pack("{s:s}", "weight_version", in->weight_version));
 }
 
 void emu_sglang_loads(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (emu_hold_if_stalled(in, c, emu_sglang_loads))
-        return;
     struct engine_stats st;
     emu_sync(in);
     engine_stats(in->eng, &st);

@@ -141,33 +141,29 @@ static void generate(struct emu_instance *in, struct net_call *c, enum emu_api a
 
 void emu_vllm_completions(void *ctx, struct net_call *c)
 {
-    if (!emu_hold_if_stalled(ctx, c, emu_vllm_completions))
-        generate(ctx, c, EMU_VLLM_COMPLETIONS);
+    generate(ctx, c, EMU_VLLM_COMPLETIONS);
 }
 
 void emu_vllm_chat(void *ctx, struct net_call *c)
 {
-    if (!emu_hold_if_stalled(ctx, c, emu_vllm_chat))
-        generate(ctx, c, EMU_VLLM_CHAT);
+    generate(ctx, c, EMU_VLLM_CHAT);
 }
 
 void emu_vllm_generate(void *ctx, struct net_call *c)
 {
-    if (!emu_hold_if_stalled(ctx, c, emu_vllm_generate))
-        generate(ctx, c, EMU_VLLM_GENERATE);
+    generate(ctx, c, EMU_VLLM_GENERATE);
 }
 
 /* ---- development-mode endpoints ---------------------------------------------------------------
  */
 
-/* True when the call may go on: dev mode is on and the instance is not stalled. */
-static bool dev_call(struct emu_instance *in, struct net_call *c, net_handler_fn self)
+/* True when the call may go on: the development-mode endpoints are exposed (else 404). */
+static bool dev_call(struct emu_instance *in, struct net_call *c)
 {
-    if (!in->emu->cfg.dev_mode) {
-        emu_not_found(c);
-        return false;
-    }
-    return !emu_hold_if_stalled(in, c, self);
+    if (in->emu->cfg.dev_mode)
+        return true;
+    emu_not_found(c);
+    return false;
 }
 
 static void empty_ok(struct net_call *c)
@@ -184,7 +180,7 @@ static bool query_flag(struct net_call *c, const char *key)
 void emu_vllm_pause(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (!dev_call(in, c, emu_vllm_pause))
+    if (!dev_call(in, c))
         return;
     const char *mode = net_call_query(c, "mode");
     bool clear = query_flag(c, "clear_cache");
@@ -211,7 +207,7 @@ void emu_vllm_pause(void *ctx, struct net_call *c)
 void emu_vllm_resume(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (!dev_call(in, c, emu_vllm_resume))
+    if (!dev_call(in, c))
         return;
     emu_resume(in);
     net_reply_json(c, 200, json_pack("{s:s}", "status", "resumed"));
@@ -220,14 +216,14 @@ void emu_vllm_resume(void *ctx, struct net_call *c)
 void emu_vllm_is_paused(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (dev_call(in, c, emu_vllm_is_paused))
+    if (dev_call(in, c))
         net_reply_json(c, 200, json_pack("{s:b}", "is_paused", in->paused));
 }
 
 void emu_vllm_sleep(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (!dev_call(in, c, emu_vllm_sleep))
+    if (!dev_call(in, c))
         return;
     const char *mode = net_call_query(c, "mode"), *level = net_call_query(c, "level");
     if ((mode && strcmp(mode, "abort") != 0) ||
@@ -244,7 +240,7 @@ void emu_vllm_sleep(void *ctx, struct net_call *c)
 void emu_vllm_wake_up(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (!dev_call(in, c, emu_vllm_wake_up))
+    if (!dev_call(in, c))
         return;
     if (!in->released) {
         empty_ok(c);
@@ -258,14 +254,14 @@ void emu_vllm_wake_up(void *ctx, struct net_call *c)
 void emu_vllm_is_sleeping(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (dev_call(in, c, emu_vllm_is_sleeping))
+    if (dev_call(in, c))
         net_reply_json(c, 200, json_pack("{s:b}", "is_sleeping", in->released));
 }
 
 void emu_vllm_reset_prefix_cache(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    if (!dev_call(in, c, emu_vllm_reset_prefix_cache))
+    if (!dev_call(in, c))
         return;
     emu_flush(in);
     empty_ok(c);
@@ -291,12 +287,12 @@ static void transfer(struct emu_instance *in, struct net_call *c, const char *ke
 
 void emu_vllm_init_transfer(void *ctx, struct net_call *c)
 {
-    if (dev_call(ctx, c, emu_vllm_init_transfer))
+    if (dev_call(ctx, c))
         transfer(ctx, c, "init_info", EMU_OP_GROUP_INIT);
 }
 
 void emu_vllm_update_weights(void *ctx, struct net_call *c)
 {
-    if (dev_call(ctx, c, emu_vllm_update_weights))
+    if (dev_call(ctx, c))
         transfer(ctx, c, "update_info", EMU_OP_UPDATE_BROADCAST);
 }

@@ -38,6 +38,7 @@ struct net_server {
     int port;
     struct net_limits limits;
     const struct net_route *routes;
+    net_gate_fn gate;
     void *ctx;
     struct intmap conns;    /* evhttp_connection address -> struct net_conn * */
     struct net_conn *first; /* every connection, for the server's end */
@@ -356,15 +357,17 @@ static void handle(struct evhttp_request *req, void *arg)
         net_reply_error(c, 405, "invalid_request_error", "method not allowed on %s", c->path);
         return;
     }
-    r->fn(s->ctx, c);
+    if (!s->gate || !s->gate(s->ctx, c, r->fn))
+        r->fn(s->ctx, c);
 }
 
 int net_server_new(struct net_server **out, struct event_base *base, const char *host, int port,
-                   const struct net_limits *limits, const struct net_route *routes, void *ctx,
-                   char *err, size_t err_size)
+                   const struct net_limits *limits, const struct net_route *routes,
+                   net_gate_fn gate, void *ctx, char *err, size_t err_size)
 {
     struct net_server *s = xcalloc(1, sizeof *s);
-    *s = (struct net_server){.base = base, .limits = *limits, .routes = routes, .ctx = ctx};
+    *s = (struct net_server){
+        .base = base, .limits = *limits, .routes = routes, .gate = gate, .ctx = ctx};
     s->http = evhttp_new(base);
     evhttp_set_max_body_size(s->http, limits->max_body_bytes);
     evhttp_set_max_headers_size(s->http, limits->max_header_bytes);

@@ -26,6 +26,7 @@
 
 #include <event2/event.h>
 #include <jansson.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -62,13 +63,18 @@ struct net_route {
     net_handler_fn fn; /* called with the server's ctx */
 };
 
+/* Called before a route's handler fn with the call: returns true when it took the call itself
+ * (kept it to run fn later, say), false to let fn run now. */
+typedef bool (*net_gate_fn)(void *ctx, struct net_call *c, net_handler_fn fn);
+
 /*
  * Listens on host:port (port 0: the OS chooses; net_server_port tells) and answers the routes
- * with ctx. routes must outlive the server. Returns 0, or -1 with the reason in err.
+ * with ctx, each through gate first when gate is not NULL. routes must outlive the server.
+ * Returns 0, or -1 with the reason in err.
  */
 int net_server_new(struct net_server **out, struct event_base *base, const char *host, int port,
-                   const struct net_limits *limits, const struct net_route *routes, void *ctx,
-                   char *err, size_t err_size);
+                   const struct net_limits *limits, const struct net_route *routes,
+                   net_gate_fn gate, void *ctx, char *err, size_t err_size);
 
 /* The port the server listens on. */
 int net_server_port(const struct net_server *s);

@@ -344,7 +344,7 @@ def test_request_cap_answers_504_and_frees_the_request():
         t0 = time.monotonic()
         status, out = generate(p, PROMPT, LONG)
         assert status == 504 and out["error"]["type"] == "timeout"
-        assert 0.4 < time.monotonic() - t0 < 5
+        assert time.monotonic() - t0 > 0.4  # held until the cap, not refused at once
         assert running(p) == (0, 0)
         assert generate(p, PROMPT, 5)[0] == 200
 
