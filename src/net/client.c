@@ -18,7 +18,6 @@ struct net_client {
     struct event_base *base;
     CURLM *multi;
     struct event *timer;
-    int pending;
     struct transfer *transfers; /* in flight (curl 7.88 cannot list its handles) */
     struct watch *watches;      /* sockets watched */
 };
@@ -101,7 +100,6 @@ static void collect(struct net_client *c)
         if (rc == CURLE_OK)
             curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
         curl_multi_remove_handle(c->multi, t->easy);
-        c->pending--;
         if (!t->out)
             t->out = xstrdup("");
         t->out[t->out_n] = '\0';
@@ -215,13 +213,7 @@ void net_client_request(struct net_client *c, const char *method, const char *ur
         curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)len);
     }
     LIST_LINK(c->transfers, t);
-    c->pending++;
     curl_multi_add_handle(c->multi, e); /* arms the timer: curl starts it from the loop */
-}
-
-int net_client_pending(const struct net_client *c)
-{
-    return c->pending;
 }
 
 void net_client_free(struct net_client *c)

@@ -42,7 +42,4 @@ void net_client_request(struct net_client *c, const char *method, const char *ur
                         const char *header, const char *body, size_t len, net_response_fn fn,
                         void *arg);
 
-/* Requests in flight. */
-int net_client_pending(const struct net_client *c);
-
 #endif

@@ -135,11 +135,6 @@ const char *net_call_query(const struct net_call *c, const char *key)
     return NULL;
 }
 
-const char *net_call_header(const struct net_call *c, const char *name)
-{
-    return evhttp_find_header(evhttp_request_get_input_headers(c->req), name);
-}
-
 /* The cap passed: tell the owner, then answer 504 ourselves. */
 static void cap_passed(evutil_socket_t fd, short what, void *arg)
 {

@@ -97,9 +97,6 @@ void net_call_drop_body(struct net_call *c);
 /* A query parameter's decoded value, NULL when absent. */
 const char *net_call_query(const struct net_call *c, const char *key);
 
-/* A request header's value, NULL when absent. */
-const char *net_call_header(const struct net_call *c, const char *name);
-
 /* Keeps c past the handler's return; cancel (may be NULL) runs if it ends unanswered. On a
  * kept call it only changes the owner (cancel and arg); the cap still counts from the first. */
 void net_call_defer(struct net_call *c, net_cancel_fn cancel, void *arg);
