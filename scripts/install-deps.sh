@@ -9,5 +9,14 @@ sudo=""
 [ "$(id -u)" -ne 0 ] && sudo="sudo"
 export DEBIAN_FRONTEND=noninteractive
 $sudo apt-get update
-# shellcheck disable=SC2046
-$sudo apt-get install -y --no-install-recommends $(grep -hv '^#' $lists)
+# $lists and $packages are word lists: split on purpose.
+# shellcheck disable=SC2086
+packages=$(grep -hv '^#' $lists)
+# Images that carry NodeSource's nodejs have its bundled npm, and that nodejs package conflicts
+# with Debian's npm: where an npm is already on PATH, leave npm out of the list.
+if command -v npm >/dev/null 2>&1; then
+    # shellcheck disable=SC2086
+    packages=$(printf '%s\n' $packages | grep -vx npm)
+fi
+# shellcheck disable=SC2086
+$sudo apt-get install -y --no-install-recommends $packages
