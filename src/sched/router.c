@@ -70,33 +70,16 @@ int sched_router_new(struct sched_router **out, const struct sched_router_config
 
 /* ---- live trajectory states ----------------------------------------------------------------- */
 
-static void lru_unlink(struct sched_router *r, struct sched_traj *t)
+/* The trajectory whose LRU node n is; NULL when n is NULL. */
+static struct sched_traj *traj_of(struct list_node *n)
 {
-    if (t->lru_prev)
-        t->lru_prev->lru_next = t->lru_next;
-    else
-        r->lru_head = t->lru_next;
-    if (t->lru_next)
-        t->lru_next->lru_prev = t->lru_prev;
-    else
-        r->lru_tail = t->lru_prev;
-}
-
-static void lru_push_front(struct sched_router *r, struct sched_traj *t)
-{
-    t->lru_prev = NULL;
-    t->lru_next = r->lru_head;
-    if (r->lru_head)
-        r->lru_head->lru_prev = t;
-    r->lru_head = t;
-    if (!r->lru_tail)
-        r->lru_tail = t;
+    return n ? list_entry(n, struct sched_traj, lru) : NULL;
 }
 
 static void traj_drop(struct sched_router *r, struct sched_traj *t)
 {
     intmap_del(&r->live, t->id);
-    lru_unlink(r, t);
+    list_unlink(&r->lru, &t->lru);
     r->path_bytes -= t->cap * (sizeof *t->states + sizeof *t->gen_before);
     free(t->states);
     free(t->gen_before);
@@ -107,8 +90,8 @@ void sched_router_free(struct sched_router *r)
 {
     if (!r)
         return;
-    while (r->lru_head)
-        traj_drop(r, r->lru_head);
+    while (r->lru.front)
+        traj_drop(r, traj_of(r->lru.front));
     intmap_free(&r->live);
     intmap_free(&r->last_bucket);
     free(r);
@@ -120,8 +103,7 @@ static struct sched_traj *traj_find(struct sched_router *r, uint64_t id)
     if (!intmap_get(&r->live, id, &v))
         return NULL;
     struct sched_traj *t = (struct sched_traj *)(uintptr_t)v;
-    lru_unlink(r, t);
-    lru_push_front(r, t);
+    list_move_front(&r->lru, &t->lru);
     return t;
 }
 
@@ -300,7 +282,7 @@ int sched_router_start(struct sched_router *r, const struct sched_registry *reg,
     if (reg->n == 0)
         return LIBRA_ENOENT;
     if (r->live.n >= r->cfg.max_live)
-        traj_drop(r, r->lru_tail);
+        traj_drop(r, traj_of(r->lru.back));
     struct sched_traj *t = xcalloc(1, sizeof *t);
     *t = (struct sched_traj){.id = ev->traj,
                              .prompt = ev->prompt,
@@ -309,7 +291,7 @@ int sched_router_start(struct sched_router *r, const struct sched_registry *reg,
                              .bucket = -1,
                              .instance_id = -1};
     intmap_put(&r->live, ev->traj, (uint64_t)(uintptr_t)t);
-    lru_push_front(r, t);
+    list_push_front(&r->lru, &t->lru);
     struct sched_event e = {ev->prompt_tokens, ev->true_remaining_tokens, NAN};
     struct sched_choice c;
     choice_init(&c, t);
