@@ -56,7 +56,6 @@ struct sched_router {
 
 /* One policy: a choice at the start, after tool returns, and on progress within a turn. */
 struct sched_policy_ops {
-    const char *name;
     bool learns; /* needs the model */
     void (*start)(struct sched_router *r, const struct sched_traj *t, const struct sched_event *ev,
                   struct sched_choice *c);

@@ -386,13 +386,13 @@ int sched_router_finish(struct sched_router *r, uint64_t traj, enum sched_finish
 
 const char *sched_policy_name(enum sched_policy p)
 {
-    return (unsigned)p < SCHED_POLICY_COUNT ? sched_policies[p].name : "unknown";
+    return (unsigned)p < SCHED_POLICY_COUNT ? spec_policy_names[p] : "unknown";
 }
 
 int sched_policy_parse(const char *name, enum sched_policy *out)
 {
     for (int p = 0; p < SCHED_POLICY_COUNT; p++)
-        if (strcmp(name, sched_policies[p].name) == 0) {
+        if (strcmp(name, spec_policy_names[p]) == 0) {
             *out = (enum sched_policy)p;
             return 0;
         }

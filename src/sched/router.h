@@ -44,17 +44,7 @@
 #include "sched/model.h"
 #include "sched/obs.h"
 #include "spec/bucket.h"
-
-enum sched_policy {
-    SCHED_CMLFQ,
-    SCHED_LOAD_BALANCE,
-    SCHED_LENGTH_AWARE,
-    SCHED_LA_MLFQ,
-    SCHED_ORACLE,
-    SCHED_PLAS,
-    SCHED_PREDICTOR,
-};
-#define SCHED_POLICY_COUNT 7
+#include "spec/policy.h"
 
 /* One serving instance, as the caller's registry holds it. */
 struct sched_instance {
