@@ -47,7 +47,9 @@ struct sched_choice {
 
 struct sched_router {
     struct sched_router_config cfg;
-    struct sched_model *model; /* borrowed */
+    struct sched_model *model; /* borrowed, or owned when owns_model */
+    bool owns_model;           /* built by sched_router_from_config: freed with the router */
+    int64_t ticks;             /* sched_router_tick calls so far */
     struct intmap live;        /* trajectory id -> struct sched_traj * */
     struct list lru;           /* live trajectories, the most recently active at the front */
     size_t path_bytes;         /* bytes of all trajectories' arrays */
