@@ -169,8 +169,8 @@ struct sched_router;
  * Creates a router from a config assembled by the caller (tests, benchmarks; the commands use
  * sched_router_from_config). model is borrowed (it must outlive the router; it may be shared by
  * several routers) and may be NULL only for policies that learn nothing (load_balance,
- * length_aware, la_mlfq, oracle, plas). obs is the observation config the caller classifies with.
- * Returns 0, or LIBRA_EINVAL with err saying which setting is wrong.
+ * length_aware, la_mlfq, oracle, plas). Returns 0, or LIBRA_EINVAL with err saying which
+ * setting is wrong.
  */
 int sched_router_new(struct sched_router **out, const struct sched_router_config *c,
                      struct sched_model *model, struct libra_error *err);
