@@ -1,17 +1,15 @@
 /*
  * `libra route eval TRACE`: how well each router would have placed the turns of a trace.
  *
- * Evaluation is prequential, so no policy is scored on what it has already learnt from: steps
- * 1..K only train; while step s > K is evaluated the models hold every trajectory of earlier
- * steps (rebuilt every sched.rebuild_interval steps) and none of step s, and step s is learnt
- * once it is scored. Every turn is replayed through the same router calls the simulator and
- * the gateway make, against a registry of idle instances (one per bucket and TP size), so the
- * numbers are the policies' bucket choices before any capacity fallback; what depends on load
- * or time (load_balance's choices, la_mlfq's 30 s scout wait, makespan) is the simulator's to
- * measure and is marked N/A here. --placebo shuffles the tool returns among trajectories at
- * the same turn depth and checks that C-MLFQ then does no better than a tree of turn counts.
+ * The evaluation itself is sched/eval.h's (prequential: steps 1..K only train, step s > K is
+ * routed by models that hold every earlier step and none of step s, then learnt; the placebo
+ * shuffle); this file reads the trace into it, turning each tool call into the observation a
+ * gateway would make (sim_observe_call), sets up one arm per policy asked for, runs the arms
+ * on the worker threads and prints the report. Load- and time-dependent behaviour
+ * (load_balance's choices, la_mlfq's 30 s scout wait, makespan) is the simulator's to measure
+ * and is marked N/A here. --placebo checks that C-MLFQ on returns shuffled among trajectories
+ * at the same turn depth does no better than a tree of turn counts.
  */
-#include <limits.h>
 #include <stdatomic.h>
 #include <math.h>
 #include <stdlib.h>
@@ -20,14 +18,13 @@
 #include "cli/cli_config.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "sched/eval.h"
 #include "sched/metrics.h"
 #include "sched/router.h"
 #include "sim/sim.h"
 #include "spec/bucket.h"
 #include "trace/file.h"
 #include "util/alloc.h"
-#include "util/intmap.h"
-#include "util/rng.h"
 #include "util/vec.h"
 #include "util/workers.h"
 
@@ -76,95 +73,39 @@ struct route_flags {
 
 /* ---- the trace in memory -------------------------------------------------------------------- */
 
-struct ev_turn {
-    int64_t generated; /* tokens generated in the turn */
-    int64_t context;   /* prompt tokens of its request */
-    uint32_t obs;      /* first observation of the returns after it */
-    uint32_t n_obs;    /* 0: no return leads to another turn */
-};
-
-struct ev_traj {
-    int64_t step, prompt, epoch;
-    size_t order; /* position in the file (ties of step) */
-    bool censored, seen;
-    int64_t total; /* generated tokens */
-    size_t turn, n_turns;
-};
-
+/* The trace as the evaluator takes it, and what the report says of it. */
 struct ev_trace {
     char *workload, *model;
-    VEC(struct ev_traj) trajs;
-    VEC(struct ev_turn) turns;
-    VEC(struct ev_turn) shuffled; /* turns with returns exchanged (--placebo) */
-    VEC(struct sched_obs) obs;
-    VEC(size_t) step_start; /* first trajectory of each distinct step, then trajs.n */
+    struct sched_eval_trace ev;
 };
 
 static void ev_trace_free(struct ev_trace *t)
 {
     free(t->workload);
     free(t->model);
-    vec_free(&t->trajs);
-    vec_free(&t->turns);
-    vec_free(&t->shuffled);
-    vec_free(&t->obs);
-    vec_free(&t->step_start);
+    sched_eval_trace_free(&t->ev);
 }
 
 /* Converts one record: a gateway sees the tool name, the payload size and the status. */
-static void add_traj(struct ev_trace *ev, const struct sched_obs_config *oc,
+static void add_traj(struct sched_eval_trace *ev, const struct sched_obs_config *oc,
                      const struct trace_traj *t, bool truncated_exact)
 {
-    struct ev_traj x = {.step = t->step,
-                        .prompt = t->prompt_id,
-                        .epoch = t->epoch,
-                        .order = ev->trajs.n,
-                        .censored = (t->finish == TRACE_FINISH_TRUNCATED && !truncated_exact) ||
-                                    t->finish == TRACE_FINISH_ABORTED,
-                        .turn = ev->turns.n,
-                        .n_turns = t->n_turns};
+    bool censored = (t->finish == TRACE_FINISH_TRUNCATED && !truncated_exact) ||
+                    t->finish == TRACE_FINISH_ABORTED;
+    sched_eval_traj_add(ev, t->step, (uint64_t)t->prompt_id, t->epoch, censored);
+    VEC(struct sched_obs) obs = {0};
     for (size_t i = 0; i < t->n_turns; i++) {
         const struct trace_turn *tu = &t->turns[i];
-        struct ev_turn e = {tu->generated_tokens, tu->prompt_tokens, (uint32_t)ev->obs.n, 0};
+        obs.n = 0;
         for (size_t k = 0; i + 1 < t->n_turns && k < tu->n_calls; k++) {
             const struct trace_tool_call *call = &tu->calls[k];
             struct sched_obs o;
             sim_observe_call(oc, call->tool, call->payload_tokens, call->status, &o);
-            vec_push(&ev->obs, o);
-            e.n_obs++;
+            vec_push(&obs, o);
         }
-        x.total += tu->generated_tokens;
-        vec_push(&ev->turns, e);
+        sched_eval_turn_add(ev, tu->generated_tokens, tu->prompt_tokens, obs.v, obs.n);
     }
-    vec_push(&ev->trajs, x);
-}
-
-static int cmp_traj(const void *a, const void *b)
-{
-    const struct ev_traj *x = a, *y = b;
-    if (x->step != y->step)
-        return x->step < y->step ? -1 : 1;
-    return (x->order > y->order) - (x->order < y->order);
-}
-
-/* Sorts by step, finds the step boundaries and marks prompts seen in an earlier step. */
-static void index_steps(struct ev_trace *ev)
-{
-    qsort(ev->trajs.v, ev->trajs.n, sizeof *ev->trajs.v, cmp_traj);
-    struct intmap first_step = {0}; /* prompt -> index of the first step it appeared in */
-    for (size_t i = 0; i < ev->trajs.n; i++) {
-        struct ev_traj *t = &ev->trajs.v[i];
-        if (i == 0 || t->step != ev->trajs.v[i - 1].step)
-            vec_push(&ev->step_start, i);
-        uint64_t first;
-        if (!intmap_get(&first_step, (uint64_t)t->prompt, &first)) {
-            first = ev->step_start.n;
-            intmap_put(&first_step, (uint64_t)t->prompt, first);
-        }
-        t->seen = first < ev->step_start.n;
-    }
-    vec_push(&ev->step_start, ev->trajs.n);
-    intmap_free(&first_step);
+    vec_free(&obs);
 }
 
 static int load_trace(const char *path, bool truncated_exact, struct ev_trace *ev,
@@ -183,7 +124,7 @@ static int load_trace(const char *path, bool truncated_exact, struct ev_trace *e
         struct sched_obs_config oc;
         sched_obs_defaults(&oc, h->workload, h->model);
         while ((rc = trace_reader_next(r, &t, &err)) == 1) {
-            add_traj(ev, &oc, t, truncated_exact);
+            add_traj(&ev->ev, &oc, t, truncated_exact);
             atomic_fetch_add(read, 1);
         }
     }
@@ -192,170 +133,23 @@ static int load_trace(const char *path, bool truncated_exact, struct ev_trace *e
         cli_report_error(&err);
         return rc == LIBRA_EIO ? LIBRA_EXIT_IO : LIBRA_EXIT_USAGE;
     }
-    index_steps(ev);
+    sched_eval_trace_index(&ev->ev);
     return 0;
-}
-
-/* Exchanges the returns among trajectories at the same turn depth (a seeded permutation). */
-static void shuffle_returns(struct ev_trace *ev, uint64_t seed)
-{
-    ev->shuffled.n = 0;
-    for (size_t i = 0; i < ev->turns.n; i++)
-        vec_push(&ev->shuffled, ev->turns.v[i]);
-    VEC(size_t) at = {0};
-    for (size_t depth = 0;; depth++) {
-        at.n = 0;
-        for (size_t i = 0; i < ev->trajs.n; i++) {
-            const struct ev_traj *t = &ev->trajs.v[i];
-            if (depth < t->n_turns && ev->turns.v[t->turn + depth].n_obs)
-                vec_push(&at, t->turn + depth);
-        }
-        if (at.n == 0)
-            break;
-        struct rng r = rng_keyed(seed, 0x706c616365626fULL /* "placebo" */, depth, 0);
-        for (size_t i = at.n - 1; i > 0; i--) { /* Fisher-Yates over the returns */
-            size_t j = (size_t)(rng_u64(&r) % (i + 1));
-            struct ev_turn *a = &ev->shuffled.v[at.v[i]], *b = &ev->shuffled.v[at.v[j]];
-            uint32_t obs = a->obs, n = a->n_obs;
-            a->obs = b->obs;
-            a->n_obs = b->n_obs;
-            b->obs = obs;
-            b->n_obs = n;
-        }
-    }
-    vec_free(&at);
 }
 
 /* ---- arms: one router (and model) per policy evaluated ------------------------------------ */
 
-struct arm {
-    char name[32];
-    enum sched_policy policy;
-    bool depth_only; /* the tree sees turn counts only */
-    bool shuffled;   /* routes and learns on the shuffled returns */
-    struct sched_model *model;
-    struct sched_router *router;
-    struct sched_metrics *metrics;
-    uint64_t reasons[SCHED_REASON_ANY + 1]; /* tool-return decisions by reason */
-};
-
-static int arm_init(struct arm *a, const char *name, enum sched_policy p,
-                    const struct spec_bucket_layout *l, const struct sched_lookup *lookup)
+static int arm_init(struct sched_eval_arm *a, const char *name, enum sched_policy p,
+                    const struct libra_config *cfg, const struct spec_bucket_layout *l,
+                    const struct sched_router_options *opt, bool shuffled)
 {
-    struct sched_router_config c;
-    sched_router_config_default(&c, p, l);
-    c.depth_only = a->depth_only;
-    c.lookup = *lookup;
-    snprintf(a->name, sizeof a->name, "%s", name);
-    a->policy = p;
-    a->model = sched_policy_model_new(p);
-    a->metrics = sched_metrics_new(l);
+    struct spec_sched_config sc = cfg->sched;
+    sc.policy = p;
     struct libra_error err = {0};
-    if (sched_router_new(&a->router, &c, a->model, &err) == 0)
+    if (sched_eval_arm_init(a, name, &sc, l, opt, shuffled, &err) == 0)
         return 0;
     cli_errorf("route eval: %s", err.msg);
     return LIBRA_EXIT_INTERNAL;
-}
-
-static void arm_free(struct arm *a)
-{
-    sched_router_free(a->router);
-    sched_model_free(a->model);
-    sched_metrics_free(a->metrics);
-}
-
-static const struct ev_turn *arm_turns(const struct arm *a, const struct ev_trace *ev)
-{
-    return a->shuffled ? ev->shuffled.v : ev->turns.v;
-}
-
-static void score(struct arm *a, const struct ev_traj *t, bool first,
-                  const struct sched_decision *d, int64_t remaining)
-{
-    struct sched_metric_point p = {
-        .split = t->seen ? SCHED_SPLIT_SEEN : SCHED_SPLIT_NEVER,
-        .first = first,
-        .from_bucket = d->from_bucket,
-        .chosen_bucket = d->to_bucket,
-        .true_remaining_tokens = remaining,
-        .predicted_tokens = d->est.found && d->est.exact ? d->est.mean_tokens : NAN,
-    };
-    sched_metrics_add(a->metrics, &p);
-}
-
-/* Routes every turn of trajectory i as the gateway would see it, scoring each decision. */
-static int replay(struct arm *a, const struct ev_trace *ev, size_t i,
-                  const struct sched_registry *reg)
-{
-    const struct ev_traj *t = &ev->trajs.v[i];
-    const struct ev_turn *turns = arm_turns(a, ev) + t->turn;
-    struct sched_start s = {.traj = i,
-                            .prompt = (uint64_t)t->prompt,
-                            .epoch = t->epoch,
-                            .prompt_tokens = turns[0].context,
-                            .true_remaining_tokens = t->total,
-                            .now_s = (double)i};
-    struct sched_decision d;
-    int rc = sched_router_start(a->router, reg, &s, &d);
-    sched_metrics_add_traj(a->metrics, t->seen ? SCHED_SPLIT_SEEN : SCHED_SPLIT_NEVER);
-    if (rc == 0)
-        score(a, t, true, &d, t->total);
-    int64_t gen = 0;
-    for (size_t k = 0; rc == 0 && k < t->n_turns; k++) {
-        gen += turns[k].generated;
-        rc = sched_router_turn_done(a->router, i, turns[k].generated);
-        if (rc || !turns[k].n_obs)
-            continue;
-        struct sched_return r = {.traj = i,
-                                 .obs = ev->obs.v + turns[k].obs,
-                                 .n_obs = turns[k].n_obs,
-                                 .context_tokens = turns[k + 1].context,
-                                 .true_remaining_tokens = t->total - gen,
-                                 .sibling_mean_tokens = NAN};
-        rc = sched_router_tool_return(a->router, reg, &r, &d);
-        if (rc == 0) {
-            score(a, t, false, &d, t->total - gen);
-            a->reasons[d.reason]++;
-        }
-    }
-    /* la_mlfq's siblings follow their scout's last bucket: as if every scout finished within
-     * the 30 s wait (an upper bound for la_mlfq; the wait itself is the simulator's). */
-    if (rc == 0)
-        rc = sched_router_finish(a->router, i,
-                                 t->censored ? SCHED_FINISH_TRUNCATED : SCHED_FINISH_COMPLETED,
-                                 a->policy == SCHED_LA_MLFQ);
-    return rc;
-}
-
-/* Teaches a's model trajectory i (after its step was scored). */
-static int learn(struct arm *a, const struct ev_trace *ev, size_t i)
-{
-    const struct ev_traj *t = &ev->trajs.v[i];
-    const struct ev_turn *turns = arm_turns(a, ev) + t->turn;
-    VEC(uint32_t) states = {0};
-    VEC(int64_t) gen_before = {0};
-    struct sched_obs_config oc = {.depth_only = a->depth_only};
-    int64_t gen = 0;
-    for (size_t k = 0; k < t->n_turns; k++) {
-        gen += turns[k].generated;
-        if (!turns[k].n_obs)
-            continue;
-        char key[SCHED_STATE_KEY_MAX];
-        sched_state_key(&oc, ev->obs.v + turns[k].obs, turns[k].n_obs, key, sizeof key);
-        vec_push(&states, sched_model_state(a->model, key));
-        vec_push(&gen_before, gen);
-    }
-    struct sched_traj_summary s = {.prompt = (uint64_t)t->prompt,
-                                   .start = (double)i,
-                                   .censored = t->censored,
-                                   .total_tokens = t->total,
-                                   .n = states.n,
-                                   .states = states.v,
-                                   .gen_before = gen_before.v};
-    int rc = sched_model_insert(a->model, &s);
-    vec_free(&states);
-    vec_free(&gen_before);
-    return rc;
 }
 
 /* What evaluation has done and has to do, for the progress line. */
@@ -375,50 +169,32 @@ static void read_progress(void *ctx, struct cli_progress_state *out)
 
 /* One arm's prequential pass over the trace: a task of the worker pool. */
 struct eval_task {
-    struct arm *arms;
+    struct sched_eval_arm *arms;
     int *rc;
-    const struct ev_trace *ev;
-    const struct sched_registry *reg;
-    int64_t train_steps, rebuild_interval;
+    const struct sched_eval_trace *ev;
+    int64_t train_steps;
     struct route_progress *progress;
 };
+
+static void step_done(void *ctx)
+{
+    struct route_progress *p = ctx;
+    atomic_fetch_add(&p->steps_done, 1);
+}
 
 static void evaluate_arm(void *arg, size_t a)
 {
     struct eval_task *e = arg;
-    struct arm *arm = &e->arms[a];
-    const struct ev_trace *ev = e->ev;
-    size_t steps = ev->step_start.n - 1;
-    for (size_t s = 0; s < steps && !e->rc[a]; s++) {
-        size_t from = ev->step_start.v[s], to = ev->step_start.v[s + 1];
-        for (size_t i = from; (int64_t)s >= e->train_steps && i < to && !e->rc[a]; i++)
-            e->rc[a] = replay(arm, ev, i, e->reg);
-        for (size_t i = from; arm->model && i < to && !e->rc[a]; i++)
-            e->rc[a] = learn(arm, ev, i);
-        if (arm->model && (s + 1) % (size_t)e->rebuild_interval == 0)
-            sched_model_rebuild(arm->model);
-        atomic_fetch_add(&e->progress->steps_done, 1);
-    }
+    e->rc[a] = sched_eval_arm_run(&e->arms[a], e->ev, e->train_steps, step_done, e->progress);
 }
 
 /* Runs every arm over the trace, prequentially; arms are independent, so on every thread. */
-static int evaluate(struct arm *arms, size_t n_arms, const struct ev_trace *ev,
-                    const struct spec_bucket_layout *l, int64_t train_steps,
-                    int64_t rebuild_interval, int jobs, struct route_progress *progress)
+static int evaluate(struct sched_eval_arm *arms, size_t n_arms, const struct sched_eval_trace *ev,
+                    int64_t train_steps, int jobs, struct route_progress *progress)
 {
-    struct sched_instance inst[SPEC_BUCKETS_MAX * SPEC_BUCKET_TPS_MAX];
-    size_t n_inst = 0;
-    for (int b = 0; b < l->n; b++)
-        for (int k = 0; k < l->bucket[b].n_tp; k++, n_inst++)
-            inst[n_inst] = (struct sched_instance){.id = (int64_t)n_inst,
-                                                   .tp = l->bucket[b].tp[k],
-                                                   .bucket = b,
-                                                   .cap = INT_MAX,
-                                                   .ready = true};
-    struct sched_registry reg = {inst, n_inst};
     int rc[SCHED_POLICY_COUNT + 2] = {0};
-    struct eval_task task = {arms, rc, ev, &reg, train_steps, rebuild_interval, progress};
-    atomic_store(&progress->steps, (long long)((ev->step_start.n - 1) * n_arms));
+    struct eval_task task = {arms, rc, ev, train_steps, progress};
+    atomic_store(&progress->steps, (long long)(sched_eval_steps(ev) * n_arms));
     struct workers *w = workers_new(jobs);
     workers_for(w, n_arms, evaluate_arm, &task);
     workers_free(w);
@@ -430,7 +206,7 @@ static int evaluate(struct arm *arms, size_t n_arms, const struct ev_trace *ev,
 
 /* ---- output --------------------------------------------------------------------------------- */
 
-static json_t *arm_json(const struct arm *a)
+static json_t *arm_json(const struct sched_eval_arm *a)
 {
     json_t *o = sched_metrics_to_json(a->metrics, sched_policy_bucketless(a->policy));
     json_t *reasons = json_object();
@@ -448,7 +224,7 @@ static json_t *accuracy_json(double x)
 }
 
 /* The placebo verdict from the last three arms: cmlfq, cmlfq_shuffled, depth_only. */
-static json_t *placebo_json(const struct arm *three, bool *within)
+static json_t *placebo_json(const struct sched_eval_arm *three, bool *within)
 {
     double real = sched_metrics_accuracy(three[0].metrics);
     double x = sched_metrics_accuracy(three[1].metrics);
@@ -558,7 +334,7 @@ static int resolve_layout(const struct route_flags *f, const struct libra_config
 /* Sets up the arms the flags ask for (--placebo: cmlfq, cmlfq_shuffled and depth_only last).
  * Returns the count, or -1 after an error. */
 static int make_arms(const struct route_flags *f, const struct libra_config *cfg,
-                     const struct spec_bucket_layout *l, struct arm *arms)
+                     const struct spec_bucket_layout *l, struct sched_eval_arm *arms)
 {
     int n = 0;
     enum sched_policy one = SCHED_CMLFQ;
@@ -569,21 +345,18 @@ static int make_arms(const struct route_flags *f, const struct libra_config *cfg
                    f->policy);
         return -1;
     }
-    struct sched_lookup mv = {(uint32_t)f->min_visits, (uint32_t)cfg->sched.shrink_visits};
+    struct sched_router_options opt = {.min_visits = (uint32_t)f->min_visits};
     for (int p = 0; p < SCHED_POLICY_COUNT; p++) {
         bool placebo_cmlfq = f->placebo && p == SCHED_CMLFQ; /* placed with its controls */
         if ((all || (int)one == p) && !placebo_cmlfq &&
-            arm_init(&arms[n++], sched_policy_name(p), p, l, &mv))
+            arm_init(&arms[n++], sched_policy_name(p), p, cfg, l, &opt, false))
             return -1;
     }
     if (f->placebo) {
-        if (arm_init(&arms[n++], "cmlfq", SCHED_CMLFQ, l, &mv))
-            return -1;
-        arms[n].shuffled = true;
-        if (arm_init(&arms[n++], "cmlfq_shuffled", SCHED_CMLFQ, l, &mv))
-            return -1;
-        arms[n].depth_only = true;
-        if (arm_init(&arms[n++], "depth_only", SCHED_CMLFQ, l, &mv))
+        struct sched_router_options depth = {.min_visits = opt.min_visits, .depth_only = true};
+        if (arm_init(&arms[n++], "cmlfq", SCHED_CMLFQ, cfg, l, &opt, false) ||
+            arm_init(&arms[n++], "cmlfq_shuffled", SCHED_CMLFQ, cfg, l, &opt, true) ||
+            arm_init(&arms[n++], "depth_only", SCHED_CMLFQ, cfg, l, &depth, false))
             return -1;
     }
     return n;
@@ -594,7 +367,7 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     struct cli_presets p = {0};
     struct libra_config cfg;
     struct ev_trace ev = {0};
-    struct arm arms[SCHED_POLICY_COUNT + 2] = {0};
+    struct sched_eval_arm arms[SCHED_POLICY_COUNT + 2] = {0};
     struct spec_bucket_layout l;
     struct route_progress progress = {0};
     int n_arms = 0, rc = cli_common_load(cc, NULL, &p, &cfg);
@@ -604,7 +377,7 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
         rc = load_trace(path, f->truncated_exact, &ev, &progress.trajs_read);
     if (rc == 0)
         rc = resolve_layout(f, &cfg, &ev, &l);
-    int64_t steps = (int64_t)ev.step_start.n - 1;
+    int64_t steps = (int64_t)sched_eval_steps(&ev.ev);
     if (rc == 0 && f->train_steps >= steps)
         rc = cli_usage_error(cc->cmd,
                              "--train-steps %lld leaves nothing to evaluate (the trace "
@@ -613,10 +386,9 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     if (rc == 0 && (n_arms = make_arms(f, &cfg, &l, arms)) < 0)
         rc = LIBRA_EXIT_USAGE;
     if (rc == 0 && f->placebo)
-        shuffle_returns(&ev, (uint64_t)cfg.sim.seed);
+        sched_eval_shuffle(&ev.ev, (uint64_t)cfg.sim.seed);
     if (rc == 0)
-        rc = evaluate(arms, (size_t)n_arms, &ev, &l, f->train_steps, cfg.sched.rebuild_interval,
-                      cc->jobs, &progress);
+        rc = evaluate(arms, (size_t)n_arms, &ev.ev, f->train_steps, cc->jobs, &progress);
     cli_progress_stop(line);
     if (rc == 0) {
         char layout[SPEC_BUCKET_TEXT_MAX];
@@ -628,7 +400,7 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
         json_object_set_new(doc, "trace",
                             json_pack("{s:s,s:s,s:o,s:I}", "path", path, "workload", ev.workload,
                                       "model", ev.model ? json_string(ev.model) : json_null(),
-                                      "trajectories", (json_int_t)ev.trajs.n));
+                                      "trajectories", (json_int_t)ev.ev.trajs.n));
         json_object_set_new(doc, "buckets", json_string(layout));
         json_object_set_new(doc, "train_steps", json_integer(f->train_steps));
         json_object_set_new(doc, "eval_steps", json_integer(steps - f->train_steps));
@@ -655,8 +427,8 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
         if (rc == 0 && !within)
             rc = LIBRA_EXIT_NEGATIVE;
     }
-    for (int a = 0; a < n_arms; a++)
-        arm_free(&arms[a]);
+    for (size_t a = 0; a < sizeof arms / sizeof arms[0]; a++) /* zeroed ones too */
+        sched_eval_arm_free(&arms[a]);
     ev_trace_free(&ev);
     cli_presets_free(&p);
     return rc;

@@ -54,41 +54,17 @@ struct sched_model *sched_model_new(const struct sched_model_config *c)
 void sched_hex_key(uint64_t v, char out[17])
 {
     static const char hex[] = "0123456789abcdef";
-    for (int i = 14; i >= 0; i -= 2, v >>= 8) { /* a byte at a time: on every routing call */
+    for (int i = 14; i >= 0; i -= 2, v >>= 8) { /* a byte at a time (exports only) */
         out[i] = hex[(v >> 4) & 15];
         out[i + 1] = hex[v & 15];
     }
     out[16] = '\0';
 }
 
-static void lru_unlink(struct sched_model *m, struct sched_tree *t)
-{
-    if (t->lru_prev)
-        t->lru_prev->lru_next = t->lru_next;
-    else
-        m->lru_head = t->lru_next;
-    if (t->lru_next)
-        t->lru_next->lru_prev = t->lru_prev;
-    else
-        m->lru_tail = t->lru_prev;
-    t->lru_prev = t->lru_next = NULL;
-}
-
-static void lru_push_front(struct sched_model *m, struct sched_tree *t)
-{
-    t->lru_next = m->lru_head;
-    t->lru_prev = NULL;
-    if (m->lru_head)
-        m->lru_head->lru_prev = t;
-    m->lru_head = t;
-    if (!m->lru_tail)
-        m->lru_tail = t;
-}
-
 static void drop_prompt_tree(struct sched_model *m, struct sched_tree *t)
 {
     intmap_del(&m->prompts, t->prompt);
-    lru_unlink(m, t);
+    list_unlink(&m->lru, &t->lru);
     m->bytes -= t->bytes + PROMPT_ENTRY_BYTES;
     sched_tree_free(t);
     free(t);
@@ -97,8 +73,8 @@ static void drop_prompt_tree(struct sched_model *m, struct sched_tree *t)
 static void clear_trees(struct sched_model *m)
 {
     m->version++;
-    while (m->lru_head)
-        drop_prompt_tree(m, m->lru_head);
+    while (m->lru.front)
+        drop_prompt_tree(m, sched_tree_of(m->lru.front));
     m->bytes -= m->global.bytes;
     sched_tree_free(&m->global);
     m->bytes += sched_tree_init(&m->global, 0);
@@ -194,9 +170,9 @@ const char *sched_model_state_key(const struct sched_model *m, uint32_t id)
 bool sched_model_reserve(struct sched_model *m, size_t need, const struct sched_tree *keep)
 {
     while (m->bytes + need > m->cfg.max_bytes) {
-        struct sched_tree *victim = m->lru_tail;
+        struct sched_tree *victim = sched_tree_of(m->lru.back);
         if (victim && victim == keep)
-            victim = victim->lru_prev;
+            victim = sched_tree_of(victim->lru.prev);
         if (!victim)
             return false;
         drop_prompt_tree(m, victim);
@@ -210,8 +186,7 @@ struct sched_tree *sched_model_prompt_tree(struct sched_model *m, uint64_t promp
     uint64_t v;
     if (intmap_get(&m->prompts, prompt, &v)) {
         struct sched_tree *t = (struct sched_tree *)(uintptr_t)v;
-        lru_unlink(m, t);
-        lru_push_front(m, t);
+        list_move_front(&m->lru, &t->lru);
         return t;
     }
     if (!create)
@@ -225,7 +200,7 @@ struct sched_tree *sched_model_prompt_tree(struct sched_model *m, uint64_t promp
     struct sched_tree *t = xmalloc(sizeof *t);
     *t = probe;
     intmap_put(&m->prompts, prompt, (uint64_t)(uintptr_t)t);
-    lru_push_front(m, t);
+    list_push_front(&m->lru, &t->lru);
     m->bytes += cost;
     return t;
 }
@@ -561,8 +536,8 @@ void sched_model_stats(const struct sched_model *m, struct sched_model_stats *ou
     memset(out, 0, sizeof *out);
     out->trees = m->prompts.n;
     out->nodes = m->global.nodes.n;
-    for (const struct sched_tree *t = m->lru_head; t; t = t->lru_next)
-        out->nodes += t->nodes.n;
+    for (struct list_node *n = m->lru.front; n; n = n->next)
+        out->nodes += sched_tree_of(n)->nodes.n;
     out->tree_bytes = m->bytes;
     out->history = heap_size(&m->history);
     out->states = m->states.n;

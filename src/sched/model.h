@@ -32,8 +32,9 @@
  * if it matches the whole path, else the global tree's, else the deeper partial match
  * (flagged inexact). The router uses sched_model_estimate, which backs off to depth nodes.
  *
- * Rebuild (every rebuild_interval steps, by the caller) clears the trees and re-inserts the
- * most recent <= history trajectories ordered by their start. Memory is capped: prompt trees
+ * Rebuild (every sched.rebuild_interval steps: sched_router_tick of the router that owns the
+ * model) clears the trees and re-inserts the most recent <= history trajectories ordered by
+ * their start. Memory is capped: prompt trees
  * are evicted least recently used first; when only the global tree is left, new nodes are not
  * created (existing ones still learn). State keys are interned to 32-bit ids (capped too; a
  * key past the cap gets SCHED_STATE_NONE, which matches no node).

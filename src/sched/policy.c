@@ -203,11 +203,11 @@ static void any_bucket(struct sched_router *r, const struct sched_traj *t,
 }
 
 const struct sched_policy_ops sched_policies[SCHED_POLICY_COUNT] = {
-    [SCHED_CMLFQ] = {"cmlfq", true, cmlfq_start, cmlfq_return, quantum},
-    [SCHED_LOAD_BALANCE] = {"load_balance", false, any_bucket, any_bucket, NULL},
-    [SCHED_LENGTH_AWARE] = {"length_aware", false, length_choose, length_choose, NULL},
-    [SCHED_LA_MLFQ] = {"la_mlfq", false, la_start, la_return, la_progress},
-    [SCHED_ORACLE] = {"oracle", false, oracle_choose, oracle_choose, NULL},
-    [SCHED_PLAS] = {"plas", false, start_shortest, plas_return, plas_progress},
-    [SCHED_PREDICTOR] = {"predictor", true, predictor_start, predictor_return, quantum},
+    [SCHED_CMLFQ] = {true, cmlfq_start, cmlfq_return, quantum},
+    [SCHED_LOAD_BALANCE] = {false, any_bucket, any_bucket, NULL},
+    [SCHED_LENGTH_AWARE] = {false, length_choose, length_choose, NULL},
+    [SCHED_LA_MLFQ] = {false, la_start, la_return, la_progress},
+    [SCHED_ORACLE] = {false, oracle_choose, oracle_choose, NULL},
+    [SCHED_PLAS] = {false, start_shortest, plas_return, plas_progress},
+    [SCHED_PREDICTOR] = {true, predictor_start, predictor_return, quantum},
 };

@@ -11,6 +11,7 @@
 
 #include "sched/router.h"
 #include "util/intmap.h"
+#include "util/list.h"
 
 /* Routing state of one live trajectory. */
 struct sched_traj {
@@ -27,7 +28,7 @@ struct sched_traj {
     uint32_t n, cap;          /* tool returns seen; capacity of the arrays */
     uint32_t *states;         /* state id of each tool return */
     int64_t *gen_before;      /* generated_tokens at each tool return */
-    struct sched_traj *lru_prev, *lru_next;
+    struct list_node lru;     /* its place in sched_router.lru */
 };
 
 /* What an event tells a policy beyond the trajectory's state. */
@@ -46,17 +47,17 @@ struct sched_choice {
 
 struct sched_router {
     struct sched_router_config cfg;
-    struct sched_model *model;   /* borrowed */
-    struct intmap live;          /* trajectory id -> struct sched_traj * */
-    struct sched_traj *lru_head; /* most recently active */
-    struct sched_traj *lru_tail;
+    struct sched_model *model; /* borrowed, or owned when owns_model */
+    bool owns_model;           /* built by sched_router_from_config: freed with the router */
+    int64_t ticks;             /* sched_router_tick calls so far */
+    struct intmap live;        /* trajectory id -> struct sched_traj * */
+    struct list lru;           /* live trajectories, the most recently active at the front */
     size_t path_bytes;         /* bytes of all trajectories' arrays */
     struct intmap last_bucket; /* la_mlfq: prompt -> epoch * 256 + final bucket */
 };
 
 /* One policy: a choice at the start, after tool returns, and on progress within a turn. */
 struct sched_policy_ops {
-    const char *name;
     bool learns; /* needs the model */
     void (*start)(struct sched_router *r, const struct sched_traj *t, const struct sched_event *ev,
                   struct sched_choice *c);

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "sched/policy.h"
+#include "spec/config.h"
 #include "util/alloc.h"
 #include "util/error.h"
 
@@ -32,9 +33,14 @@ void sched_router_config_default(struct sched_router_config *c, enum sched_polic
     c->length_thresholds_tokens[2] = 15000;
 }
 
+bool sched_policy_learns(enum sched_policy p)
+{
+    return (unsigned)p < SCHED_POLICY_COUNT && sched_policies[p].learns;
+}
+
 struct sched_model *sched_policy_model_new(enum sched_policy p)
 {
-    if ((unsigned)p >= SCHED_POLICY_COUNT || !sched_policies[p].learns)
+    if (!sched_policy_learns(p))
         return NULL;
     struct sched_model_config c;
     sched_model_config_default(&c);
@@ -54,10 +60,10 @@ int sched_router_new(struct sched_router **out, const struct sched_router_config
     if (sched_policies[c->policy].learns && !model)
         return error_set(err, NULL, 0, 0, "policy %s needs a model", sched_policy_name(c->policy));
     if (c->max_live < 1 || c->quantum_tokens < 0 || c->la_quantum_tokens < 1 ||
-        c->la_ttl_epochs < 0)
+        c->la_ttl_epochs < 0 || c->rebuild_interval < 0)
         return error_set(err, NULL, 0, 0,
-                         "max_live and la_quantum_tokens must be >= 1, quantum_tokens and "
-                         "la_ttl_epochs >= 0");
+                         "max_live and la_quantum_tokens must be >= 1, quantum_tokens, "
+                         "la_ttl_epochs and rebuild_interval >= 0");
     const int64_t *th = c->length_thresholds_tokens;
     if (th[0] < 0 || th[1] < th[0] || th[2] < th[1])
         return error_set(err, NULL, 0, 0, "length thresholds must be ascending and >= 0");
@@ -68,35 +74,65 @@ int sched_router_new(struct sched_router **out, const struct sched_router_config
     return 0;
 }
 
-/* ---- live trajectory states ----------------------------------------------------------------- */
-
-static void lru_unlink(struct sched_router *r, struct sched_traj *t)
+int sched_router_from_config_opts(struct sched_router **out, const struct spec_sched_config *sc,
+                                  const struct spec_bucket_layout *layout,
+                                  const struct sched_move_costs *costs,
+                                  const struct sched_router_options *opt, struct libra_error *err)
 {
-    if (t->lru_prev)
-        t->lru_prev->lru_next = t->lru_next;
-    else
-        r->lru_head = t->lru_next;
-    if (t->lru_next)
-        t->lru_next->lru_prev = t->lru_prev;
-    else
-        r->lru_tail = t->lru_prev;
+    *out = NULL;
+    if (sc->shrink_visits < 0)
+        return error_set(err, NULL, 0, 0, "sched.shrink_visits must be >= 0");
+    struct sched_router_config c;
+    sched_router_config_default(&c, sc->policy, layout);
+    c.lookup.shrink_visits = (uint32_t)sc->shrink_visits;
+    c.rebuild_interval = sc->rebuild_interval;
+    if (costs)
+        c.costs = *costs;
+    if (opt && opt->min_visits)
+        c.lookup.min_visits = opt->min_visits;
+    if (opt)
+        c.depth_only = opt->depth_only;
+    struct sched_model *model = sched_policy_model_new(sc->policy);
+    int rc = sched_router_new(out, &c, model, err);
+    if (rc) {
+        sched_model_free(model);
+        return rc;
+    }
+    (*out)->owns_model = true;
+    return 0;
 }
 
-static void lru_push_front(struct sched_router *r, struct sched_traj *t)
+int sched_router_from_config(struct sched_router **out, const struct spec_sched_config *sc,
+                             const struct spec_bucket_layout *layout,
+                             const struct sched_move_costs *costs, struct libra_error *err)
 {
-    t->lru_prev = NULL;
-    t->lru_next = r->lru_head;
-    if (r->lru_head)
-        r->lru_head->lru_prev = t;
-    r->lru_head = t;
-    if (!r->lru_tail)
-        r->lru_tail = t;
+    return sched_router_from_config_opts(out, sc, layout, costs, NULL, err);
+}
+
+void sched_router_tick(struct sched_router *r)
+{
+    r->ticks++;
+    if (r->model && r->cfg.rebuild_interval > 0 && r->ticks % r->cfg.rebuild_interval == 0)
+        sched_model_rebuild(r->model);
+}
+
+struct sched_model *sched_router_model(struct sched_router *r)
+{
+    return r->model;
+}
+
+/* ---- live trajectory states ----------------------------------------------------------------- */
+
+/* The trajectory whose LRU node n is; NULL when n is NULL. */
+static struct sched_traj *traj_of(struct list_node *n)
+{
+    return n ? list_entry(n, struct sched_traj, lru) : NULL;
 }
 
 static void traj_drop(struct sched_router *r, struct sched_traj *t)
 {
     intmap_del(&r->live, t->id);
-    lru_unlink(r, t);
+    list_unlink(&r->lru, &t->lru);
     r->path_bytes -= t->cap * (sizeof *t->states + sizeof *t->gen_before);
     free(t->states);
     free(t->gen_before);
@@ -107,10 +143,12 @@ void sched_router_free(struct sched_router *r)
 {
     if (!r)
         return;
-    while (r->lru_head)
-        traj_drop(r, r->lru_head);
+    while (r->lru.front)
+        traj_drop(r, traj_of(r->lru.front));
     intmap_free(&r->live);
     intmap_free(&r->last_bucket);
+    if (r->owns_model)
+        sched_model_free(r->model);
     free(r);
 }
 
@@ -120,8 +158,7 @@ static struct sched_traj *traj_find(struct sched_router *r, uint64_t id)
     if (!intmap_get(&r->live, id, &v))
         return NULL;
     struct sched_traj *t = (struct sched_traj *)(uintptr_t)v;
-    lru_unlink(r, t);
-    lru_push_front(r, t);
+    list_move_front(&r->lru, &t->lru);
     return t;
 }
 
@@ -249,7 +286,7 @@ static bool move_pays(const struct sched_router *r, const struct sched_registry 
     double rem = c->est.mean_tokens;
     double d_from = k->decode_s(k->ctx, from->tp, context_tokens, rem);
     double d_to = k->decode_s(k->ctx, to_tp, context_tokens, rem);
-    double move = k->move_s(k->ctx, from, to_tp, context_tokens);
+    double move = k->move_s(k->ctx, from->tp, to_tp, context_tokens);
     if (to > t->bucket)
         return d_from - d_to > move;
     return from->tp * d_from - to_tp * d_to > to_tp * move;
@@ -300,7 +337,7 @@ int sched_router_start(struct sched_router *r, const struct sched_registry *reg,
     if (reg->n == 0)
         return LIBRA_ENOENT;
     if (r->live.n >= r->cfg.max_live)
-        traj_drop(r, r->lru_tail);
+        traj_drop(r, traj_of(r->lru.back));
     struct sched_traj *t = xcalloc(1, sizeof *t);
     *t = (struct sched_traj){.id = ev->traj,
                              .prompt = ev->prompt,
@@ -309,7 +346,7 @@ int sched_router_start(struct sched_router *r, const struct sched_registry *reg,
                              .bucket = -1,
                              .instance_id = -1};
     intmap_put(&r->live, ev->traj, (uint64_t)(uintptr_t)t);
-    lru_push_front(r, t);
+    list_push_front(&r->lru, &t->lru);
     struct sched_event e = {ev->prompt_tokens, ev->true_remaining_tokens, NAN};
     struct sched_choice c;
     choice_init(&c, t);
@@ -404,13 +441,13 @@ int sched_router_finish(struct sched_router *r, uint64_t traj, enum sched_finish
 
 const char *sched_policy_name(enum sched_policy p)
 {
-    return (unsigned)p < SCHED_POLICY_COUNT ? sched_policies[p].name : "unknown";
+    return (unsigned)p < SCHED_POLICY_COUNT ? spec_policy_names[p] : "unknown";
 }
 
 int sched_policy_parse(const char *name, enum sched_policy *out)
 {
     for (int p = 0; p < SCHED_POLICY_COUNT; p++)
-        if (strcmp(name, sched_policies[p].name) == 0) {
+        if (strcmp(name, spec_policy_names[p]) == 0) {
             *out = (enum sched_policy)p;
             return 0;
         }

@@ -44,17 +44,9 @@
 #include "sched/model.h"
 #include "sched/obs.h"
 #include "spec/bucket.h"
+#include "spec/policy.h"
 
-enum sched_policy {
-    SCHED_CMLFQ,
-    SCHED_LOAD_BALANCE,
-    SCHED_LENGTH_AWARE,
-    SCHED_LA_MLFQ,
-    SCHED_ORACLE,
-    SCHED_PLAS,
-    SCHED_PREDICTOR,
-};
-#define SCHED_POLICY_COUNT 7
+struct spec_sched_config; /* spec/config.h */
 
 /* One serving instance, as the caller's registry holds it. */
 struct sched_instance {
@@ -82,10 +74,10 @@ struct sched_registry {
 struct sched_move_costs {
     /* Seconds to generate tokens more at TP tp with context_tokens of context. */
     double (*decode_s)(void *ctx, int tp, int64_t context_tokens, double tokens);
-    /* Seconds to re-prefill (or migrate) context_tokens from instance from to TP to_tp. */
-    double (*move_s)(void *ctx, const struct sched_instance *from, int to_tp,
-                     int64_t context_tokens);
-    void *ctx;
+    /* Seconds to re-prefill (or migrate) context_tokens from an instance of TP from_tp to one of
+     * TP to_tp. */
+    double (*move_s)(void *ctx, int from_tp, int to_tp, int64_t context_tokens);
+    void *ctx; /* passed to both; borrowed, it must outlive the router */
 };
 
 struct sched_router_config {
@@ -100,8 +92,10 @@ struct sched_router_config {
     int64_t la_ttl_epochs;               /* la_mlfq: a prompt's last bucket is kept this long (5) */
     int64_t length_thresholds_tokens[3]; /* length_aware: 5000, 10000, 15000 */
     struct sched_move_costs costs;       /* cache-aware moves when both functions are set */
-    bool depth_only; /* state keys ignore the returns: a tree of turn counts (the placebo's
-                        control); the caller's sched_obs_config.depth_only, for the same */
+    bool depth_only;      /* state keys ignore the returns: a tree of turn counts (the placebo's
+                             control); the caller's sched_obs_config.depth_only, for the same */
+    int rebuild_interval; /* sched_router_tick rebuilds the model every this many ticks; 0:
+                             never (default) */
 };
 
 /* Fills c with the defaults for policy over layout. */
@@ -172,19 +166,68 @@ enum sched_finish {
 struct sched_router;
 
 /*
- * Creates a router. model is borrowed (it must outlive the router; it may be shared by several
- * routers) and may be NULL only for policies that learn nothing (load_balance, length_aware,
- * la_mlfq, oracle, plas). obs is the observation config the caller classifies with. Returns
- * 0, or LIBRA_EINVAL with err saying which setting is wrong.
+ * Creates a router from a config assembled by the caller (tests, benchmarks; the commands use
+ * sched_router_from_config). model is borrowed (it must outlive the router; it may be shared by
+ * several routers) and may be NULL only for policies that learn nothing (load_balance,
+ * length_aware, la_mlfq, oracle, plas). Returns 0, or LIBRA_EINVAL with err saying which
+ * setting is wrong.
  */
 int sched_router_new(struct sched_router **out, const struct sched_router_config *c,
                      struct sched_model *model, struct libra_error *err);
+
+/*
+ * What a router built from the config may be told beyond it; a zeroed struct (or NULL) adds
+ * nothing. For `libra route eval`'s arms (--min-visits, the placebo's depth-only control);
+ * the simulator and the gateway route by the config alone.
+ */
+struct sched_router_options {
+    uint32_t min_visits; /* cmlfq: visits a tree node needs to answer; 0: the default (1) */
+    bool depth_only;     /* state keys ignore the returns (sched_router_config.depth_only) */
+};
+
+/*
+ * Builds a router (and, for policies that learn, the model it owns) from the sched section of a
+ * config over layout; costs may be NULL (no cache-aware moves). Returns 0 or LIBRA_EINVAL with err.
+ *
+ * The one way the simulator, `libra route eval` and the gateway make a router: sc->policy,
+ * sc->shrink_visits and sc->rebuild_interval (for sched_router_tick) are taken from sc, every
+ * other setting is sched_router_config_default's; sc->buckets is not read (the caller resolves
+ * the layout: from the plan, a flag or sc->buckets). A caller routing another policy than the
+ * config's (a homogeneous fleet's load_balance, route eval's arms) passes a copy of sc with
+ * policy set. costs->ctx, when given, must outlive the router. Free with sched_router_free.
+ */
+int sched_router_from_config(struct sched_router **out, const struct spec_sched_config *sc,
+                             const struct spec_bucket_layout *layout,
+                             const struct sched_move_costs *costs, struct libra_error *err);
+
+/* sched_router_from_config with opt (NULL: none) applied on top of the config. */
+int sched_router_from_config_opts(struct sched_router **out, const struct spec_sched_config *sc,
+                                  const struct spec_bucket_layout *layout,
+                                  const struct sched_move_costs *costs,
+                                  const struct sched_router_options *opt, struct libra_error *err);
+
+/*
+ * One training step (weight version) ended: rebuilds the model every sched.rebuild_interval ticks
+ * (sched_router_config.rebuild_interval; the n-th tick rebuilds when n is a multiple of it), so
+ * that the trees follow the policy's drift and prompt trees of old prompts go
+ * (sched_model_rebuild). A no-op for a policy that learns nothing. A model shared by several
+ * routers is rebuilt by each one that ticks.
+ */
+void sched_router_tick(struct sched_router *r);
+
+/* The model the router learns in (owned by it when built by sched_router_from_config); NULL when
+ * its policy learns nothing. Valid while r lives. */
+struct sched_model *sched_router_model(struct sched_router *r);
+
+/* Whether policy p learns (needs a model). */
+bool sched_policy_learns(enum sched_policy p);
 
 /* A new model for policy p to learn in (the trees for cmlfq, the regression for predictor),
  * or NULL when p learns nothing. Free it with sched_model_free after its routers. */
 struct sched_model *sched_policy_model_new(enum sched_policy p);
 
-/* Frees r and its trajectory states (not the model); NULL is a no-op. */
+/* Frees r, its trajectory states and the model when it owns it (not a borrowed one); NULL is a
+ * no-op. */
 void sched_router_free(struct sched_router *r);
 
 /*

@@ -21,6 +21,7 @@
 #include "sched/pred.h"
 #include "util/heap.h"
 #include "util/intmap.h"
+#include "util/list.h"
 #include "util/map.h"
 #include "util/vec.h"
 
@@ -60,9 +61,14 @@ struct sched_tree {
     struct sched_edge *edges;     /* open addressing, load <= 1/2; NULL before a child */
     size_t edge_slots;            /* a power of two, or 0 */
     size_t bytes;                 /* memory counted against the cap */
-    struct sched_tree *lru_prev;  /* more recently used */
-    struct sched_tree *lru_next;  /* less recently used */
+    struct list_node lru;         /* a prompt tree's place in sched_model.lru (not the global) */
 };
+
+/* The prompt tree whose LRU node n is; NULL when n is NULL (past either end). */
+static inline struct sched_tree *sched_tree_of(struct list_node *n)
+{
+    return n ? list_entry(n, struct sched_tree, lru) : NULL;
+}
 
 /* Per interned state: its key and the counts the predictor uses. */
 struct sched_state_info {
@@ -89,10 +95,9 @@ struct sched_depth_km {
 struct sched_model {
     struct sched_model_config cfg;
     struct sched_tree global;
-    struct intmap prompts;       /* prompt key -> struct sched_tree * */
-    struct sched_tree *lru_head; /* most recently used prompt tree */
-    struct sched_tree *lru_tail; /* least recently used */
-    size_t bytes;                /* all trees' bytes */
+    struct intmap prompts; /* prompt key -> struct sched_tree * */
+    struct list lru;       /* prompt trees, the most recently used at the front */
+    size_t bytes;          /* all trees' bytes */
     size_t evictions;
     struct map state_ids;                /* key -> id */
     VEC(struct sched_state_info) states; /* by id */

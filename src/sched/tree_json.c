@@ -74,8 +74,8 @@ json_t *sched_model_to_json(const struct sched_model *m)
 {
     size_t n = m->prompts.n, k = 0;
     const struct sched_tree **trees = xmallocarray(n ? n : 1, sizeof *trees);
-    for (const struct sched_tree *t = m->lru_head; t; t = t->lru_next)
-        trees[k++] = t;
+    for (struct list_node *t = m->lru.front; t; t = t->next)
+        trees[k++] = sched_tree_of(t);
     qsort(trees, k, sizeof *trees, cmp_tree);
     json_t *prompts = json_array();
     for (size_t i = 0; i < k; i++) {
@@ -129,7 +129,8 @@ void sched_model_merge(struct sched_model *dst, const struct sched_model *src)
 {
     dst->version++; /* the global tree changes: cached depth distributions are stale */
     merge_node(dst, &dst->global, 0, src, &src->global, 0);
-    for (const struct sched_tree *t = src->lru_tail; t; t = t->lru_prev) {
+    for (const struct sched_tree *t = sched_tree_of(src->lru.back); t;
+         t = sched_tree_of(t->lru.prev)) {
         struct sched_tree *dt = sched_model_prompt_tree(dst, t->prompt, true);
         if (dt)
             merge_node(dst, dt, 0, src, t, 0);

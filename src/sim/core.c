@@ -426,34 +426,18 @@ static int setup_instances(struct sim *s)
     return 0;
 }
 
-/* Cache-aware moves (sched/router.h): a turn's decode time at batch 1 on TP tp ... */
-static double move_decode_s(void *ctx, int tp, int64_t context_tokens, double tokens)
-{
-    const struct sim *s = ctx;
-    double mid = (double)context_tokens + tokens / 2;
-    return tokens * cost_decode_time(&s->pre[sim_tp_index(tp)], 1.0, mid);
-}
-
-/* ... against re-prefilling the context on the destination (what a move costs here). */
-static double move_cost_s(void *ctx, const struct sched_instance *from, int to_tp,
-                          int64_t context_tokens)
-{
-    const struct sim *s = ctx;
-    (void)from;
-    return cost_prefill_time(&s->pre[sim_tp_index(to_tp)], 0.0, (double)context_tokens,
-                             s->st.chunk_tokens);
-}
-
+/* The router of the layout's policy over its buckets, with cache-aware moves costed on the
+ * fleet's own rollout model (cost/move.h). */
 static int setup_router(struct sim *s)
 {
-    struct sched_router_config rc;
-    sched_router_config_default(&rc, s->lay->policy, &s->lay->buckets);
-    rc.costs = (struct sched_move_costs){move_decode_s, move_cost_s, s};
-    rc.lookup.shrink_visits = (uint32_t)s->cfg->sched.shrink_visits;
-    s->model = sched_policy_model_new(s->lay->policy);
+    memcpy(s->move.pre, s->pre, sizeof s->move.pre);
+    s->move.chunk_tokens = s->st.chunk_tokens;
+    struct sched_move_costs costs = {cost_move_decode_s, cost_move_s, &s->move};
+    struct spec_sched_config sc = s->cfg->sched;
+    sc.policy = s->lay->policy; /* a homogeneous fleet's load_balance */
     s->rmetrics = sched_metrics_new(&s->lay->buckets);
     struct libra_error e = {0};
-    if (sched_router_new(&s->router, &rc, s->model, &e) != 0)
+    if (sched_router_from_config(&s->router, &sc, &s->lay->buckets, &costs, &e) != 0)
         return sim_fail(s, LIBRA_EINVAL, "router: %s", e.msg);
     return 0;
 }
@@ -507,7 +491,6 @@ static void teardown(struct sim *s)
     vec_free(&s->held);
     sim_source_free(s);
     sched_router_free(s->router);
-    sched_model_free(s->model);
     sched_metrics_free(s->rmetrics);
     cost_train_seqs_free(&s->seqs);
     cost_train_scratch_free(&s->scratch);

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "cost/lifecycle.h"
+#include "cost/move.h"
 #include "cost/rollout.h"
 #include "cost/shape.h"
 #include "cost/train.h"
@@ -206,6 +207,7 @@ struct sim {
     struct cost_shape shape;
     struct plan_settings st;
     struct cost_rollout_pre pre[PLAN_NTP]; /* by log2(TP) */
+    struct cost_move_model move;           /* the router's move costs: pre and the chunk */
 
     /* clock and events */
     double now;
@@ -241,8 +243,7 @@ struct sim {
 
     /* routing */
     struct sched_obs_config oc;
-    struct sched_model *model;
-    struct sched_router *router;
+    struct sched_router *router; /* owns its model (sched_router_model) */
     struct sched_metrics *rmetrics;
 
     /* training */

@@ -283,18 +283,6 @@ static int fleet_gpus(const struct sim_layout *l)
     return g;
 }
 
-/* sched.policy, by its name in the config schema (the router's names). */
-static int router_policy(const struct sim_input *in, struct sim_layout *l, struct libra_error *err)
-{
-    size_t n;
-    const struct spec_field *fields = spec_config_fields(&n);
-    const struct spec_field *f = spec_field_find(fields, n, "sched.policy");
-    const char *name = f->names[in->cfg->sched.policy];
-    if (sched_policy_parse(name, &l->policy) != 0)
-        return error_set(err, NULL, 0, 0, "sched.policy: unknown policy '%s'", name);
-    return 0;
-}
-
 /* ---- the modes ------------------------------------------------------------------------ */
 
 static int make_colocated(const struct sim_input *in, const struct sample *sm, int tp,
@@ -423,7 +411,8 @@ int sim_layout_make(const struct sim_input *in, enum sim_mode m, int n_train, in
         return LIBRA_EINVAL;
     if (m == SIM_ROLLOUT) {
         int rc = make_rollout(in, out, err);
-        return rc ? rc : router_policy(in, out, err);
+        out->policy = in->cfg->sched.policy; /* the libra and rollout fleets route by it */
+        return rc;
     }
     struct sample sm = {0};
     sample_build(in, &sm);
@@ -438,8 +427,7 @@ int sim_layout_make(const struct sim_input *in, enum sim_mode m, int n_train, in
     default:
         rc = in->cfg->sim.planner ? make_libra_planned(in, in->cfg, &sm, out, err)
                                   : make_libra_fleet(in, &sm, out, err);
-        if (rc == 0)
-            rc = router_policy(in, out, err);
+        out->policy = in->cfg->sched.policy;
         break;
     }
     sample_free(&sm);
@@ -456,8 +444,7 @@ int sim_layout_plan(const struct sim_input *in, const struct libra_config *plan_
     struct sample sm = {0};
     sample_build(in, &sm);
     int rc = make_libra_planned(in, plan_cfg, &sm, out, err);
-    if (rc == 0)
-        rc = router_policy(in, out, err);
+    out->policy = in->cfg->sched.policy;
     sample_free(&sm);
     return rc;
 }

@@ -158,8 +158,7 @@ void sim_step_record(struct sim *s, struct sim_step *st)
     vec_push(&s->steps, *st);
     if (s->in->progress)
         atomic_fetch_add(&s->in->progress->steps_done, 1);
-    if (s->model && (st->step + 1) % s->cfg->sched.rebuild_interval == 0)
-        sched_model_rebuild(s->model); /* follow drift; prompt trees of old prompts go */
+    sched_router_tick(s->router); /* every sched.rebuild_interval steps: follow drift */
     if (s->trace.events && st->step == s->trace.step)
         sim_trace_end_step(s);
     else if (s->trace.events && st->step + 1 == s->trace.step)

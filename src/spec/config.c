@@ -38,16 +38,6 @@ static const char *const plan_mode_names[] = {
     [SPEC_PLAN_ASYNC] = "async",
     NULL,
 };
-static const char *const policy_names[] = {
-    [SPEC_SCHED_CMLFQ] = "cmlfq",
-    [SPEC_SCHED_LOAD_BALANCE] = "load_balance",
-    [SPEC_SCHED_LENGTH_AWARE] = "length_aware",
-    [SPEC_SCHED_LA_MLFQ] = "la_mlfq",
-    [SPEC_SCHED_ORACLE] = "oracle",
-    [SPEC_SCHED_PLAS] = "plas",
-    [SPEC_SCHED_PREDICTOR] = "predictor",
-    NULL,
-};
 /* Bit i of sim.modes is sim_mode_names[i] (the SPEC_SIM_* values). */
 static const char *const sim_mode_names[] = {"colocated", "async", "libra", "rollout", NULL};
 static const char *const option_names[] = {
@@ -163,7 +153,7 @@ static const struct spec_field fields[] = {
                     "a replan is applied only if it shortens the step by at least this share"),
     INT(plan.replan_horizon_steps, "steps", 10, 1, 1000000, NULL,
         "steps over which a replan's gain must repay its reconfiguration cost"),
-    ENUM(sched.policy, policy_names, SPEC_SCHED_CMLFQ,
+    ENUM(sched.policy, spec_policy_names, SCHED_CMLFQ,
          "turn router: C-MLFQ or a baseline of the reference (oracle, plas and predictor are "
          "libra's own comparisons)"),
     SPEC_STRING_ROW(CFG, sched.buckets, 0, "", NULL,

@@ -27,6 +27,7 @@
 #include <stdint.h>
 
 #include "libra/libra.h"
+#include "spec/policy.h"
 #include "spec/preset.h"
 #include "spec/schema.h"
 #include "util/json.h"
@@ -47,17 +48,6 @@ enum spec_transport {
 
 /* Colocated (train and rollout take turns on every GPU) or disaggregated async. */
 enum spec_plan_mode { SPEC_PLAN_COLOCATED, SPEC_PLAN_ASYNC };
-
-/* Turn routers (libra-spec §4; named as sched/router.h names them). */
-enum spec_sched_policy {
-    SPEC_SCHED_CMLFQ,
-    SPEC_SCHED_LOAD_BALANCE,
-    SPEC_SCHED_LENGTH_AWARE,
-    SPEC_SCHED_LA_MLFQ,
-    SPEC_SCHED_ORACLE,   /* the bucket of the true remaining tokens (simulator only) */
-    SPEC_SCHED_PLAS,     /* program-level least attained service */
-    SPEC_SCHED_PREDICTOR /* C-MLFQ's rule over a regression instead of the trees */
-};
 
 /* Resource managers `libra sim` compares (bits of spec_sim_config.modes). */
 enum {
@@ -133,10 +123,10 @@ struct spec_plan_config {
 };
 
 struct spec_sched_config {
-    enum spec_sched_policy policy;
-    char buckets[256];    /* text form of spec/bucket.h; "" = from the plan */
-    int rebuild_interval; /* steps between prefix-tree rebuilds */
-    int shrink_visits;    /* C-MLFQ: pseudo-visits of a node's more general node, visits */
+    enum sched_policy policy; /* spec/policy.h */
+    char buckets[256];        /* text form of spec/bucket.h; "" = from the plan */
+    int rebuild_interval;     /* steps between prefix-tree rebuilds */
+    int shrink_visits;        /* C-MLFQ: pseudo-visits of a node's more general node, visits */
 };
 
 struct spec_sim_config {

@@ -288,8 +288,7 @@ static double decode_s(void *ctx, int tp, int64_t context_tokens, double tokens)
     return tokens * 0.02 / tp; /* 20 ms per token at TP1, perfectly parallel */
 }
 
-static double move_s(void *ctx, const struct sched_instance *from, int to_tp,
-                     int64_t context_tokens)
+static double move_s(void *ctx, int from_tp, int to_tp, int64_t context_tokens)
 {
     return *(double *)ctx;
 }
@@ -535,6 +534,97 @@ static void test_config_errors_and_names(void **state)
     assert_int_equal(c.lookup.min_visits, 1);
 }
 
+/* The entry point the commands use: a model owned by the router for the policies that learn,
+ * none for the others; errors leave no router. */
+static void test_router_from_config(void **state)
+{
+    struct spec_bucket_layout l;
+    assert_int_equal(spec_bucket_parse(&l, "tp1:4000,tp2:12000,tp4:30000", "t", NULL), 0);
+    struct libra_config cfg;
+    spec_config_defaults(&cfg);
+    struct sched_router *r;
+    for (int p = 0; p < SCHED_POLICY_COUNT; p++) {
+        struct spec_sched_config sc = cfg.sched;
+        sc.policy = (enum sched_policy)p;
+        assert_int_equal(sched_router_from_config(&r, &sc, &l, NULL, NULL), 0);
+        bool learns = p == SCHED_CMLFQ || p == SCHED_PREDICTOR;
+        assert_int_equal(sched_policy_learns(sc.policy), learns);
+        assert_int_equal(sched_router_model(r) != NULL, learns);
+        sched_router_tick(r);
+        sched_router_free(r); /* and the model it owns: ASan finds a leak or a double free */
+    }
+    assert_false(sched_policy_learns((enum sched_policy)SCHED_POLICY_COUNT));
+    struct spec_bucket_layout none = l;
+    none.n = 0;
+    struct libra_error err = {0};
+    assert_int_equal(sched_router_from_config(&r, &cfg.sched, &none, NULL, &err), LIBRA_EINVAL);
+    assert_null(r);
+    assert_true(err.msg[0] != '\0');
+}
+
+/* sched.rebuild_interval = 3: the third and sixth ticks rebuild the model from its history.
+ * Trees merged in from another model are not in the history, so a rebuild drops them. */
+static void test_tick_rebuilds_every_interval(void **state)
+{
+    struct spec_bucket_layout l;
+    assert_int_equal(spec_bucket_parse(&l, "tp1:4000,tp2:12000", "t", NULL), 0);
+    struct libra_config cfg;
+    spec_config_defaults(&cfg);
+    cfg.sched.rebuild_interval = 3;
+    struct sched_router *r;
+    assert_int_equal(sched_router_from_config(&r, &cfg.sched, &l, NULL, NULL), 0);
+    struct sched_model *m = sched_router_model(r);
+    struct sched_model *other = sched_model_new(NULL);
+    uint32_t id = sched_model_state(other, "bash:small:success");
+    int64_t gen[] = {100};
+    struct sched_traj_summary s = {
+        .prompt = 9, .total_tokens = 500, .n = 1, .states = &id, .gen_before = gen};
+    assert_int_equal(sched_model_insert(other, &s), 0);
+    struct sched_model_stats empty, st;
+    sched_model_stats(m, &empty);
+    for (int tick = 1; tick <= 7; tick++) {
+        sched_model_merge(m, other);
+        sched_router_tick(r);
+        sched_model_stats(m, &st);
+        assert_int_equal(st.nodes == empty.nodes, tick % 3 == 0);
+    }
+    sched_model_free(other);
+    sched_router_free(r);
+}
+
+/* The options route eval's arms take: min_visits, and depth-only states ("*"). */
+static void test_router_options(void **state)
+{
+    struct fixture f;
+    setup(&f, SCHED_CMLFQ, NULL);
+    sched_router_free(f.r);
+    struct libra_config cfg;
+    spec_config_defaults(&cfg);
+    struct sched_router_options opt = {.min_visits = 3};
+    assert_int_equal(sched_router_from_config_opts(&f.r, &cfg.sched, &f.layout, NULL, &opt, NULL),
+                     0);
+    sched_model_free(f.model);
+    f.model = sched_router_model(f.r); /* owned by the router now */
+    struct sched_obs bad = obs_of("bash", 8000, SCHED_FAILURE);
+    int64_t rem[] = {20000, 20000};
+    teach(&f, 5, &bad, rem, 2);
+    start(&f, 1, 5);
+    assert_int_equal(tool_return(&f, 1, &bad, 100).reason, SCHED_REASON_NO_NODE);
+    sched_router_free(f.r);
+
+    opt = (struct sched_router_options){.depth_only = true};
+    assert_int_equal(sched_router_from_config_opts(&f.r, &cfg.sched, &f.layout, NULL, &opt, NULL),
+                     0);
+    f.model = sched_router_model(f.r);
+    start(&f, 1, 5);
+    tool_return(&f, 1, &bad, 100);
+    struct sched_model_stats st;
+    sched_model_stats(f.model, &st);
+    assert_int_equal(st.states, 1);
+    assert_string_equal(sched_model_state_key(f.model, 0), SCHED_DEPTH_KEY);
+    sched_router_free(f.r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -550,6 +640,9 @@ int main(void)
         cmocka_unit_test(test_predictor_learns_the_same_signal),
         cmocka_unit_test(test_live_states_and_learning),
         cmocka_unit_test(test_config_errors_and_names),
+        cmocka_unit_test(test_router_from_config),
+        cmocka_unit_test(test_tick_rebuilds_every_interval),
+        cmocka_unit_test(test_router_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

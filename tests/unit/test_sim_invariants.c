@@ -152,7 +152,7 @@ static void draw(struct rng *g, struct libra_config *c, enum sim_mode *mode)
         snprintf(c->sched.buckets, sizeof c->sched.buckets, "%s",
                  *mode == SIM_ROLLOUT ? "tp1x4:3000,tp2x2:8000,tp4x1:40000"
                                       : "tp1x2:3000,tp2x1:8000,tp4x1:40000");
-        c->sched.policy = (enum spec_sched_policy)rng_uniform_int(g, 4);
+        c->sched.policy = (enum sched_policy)rng_uniform_int(g, 4);
     }
 }
 
