@@ -379,7 +379,7 @@ void emu_generate(struct emu_instance *in, struct net_call *call, struct emu_gen
     net_call_drop_body(call); /* parsed: a held turn keeps its token ids, not its JSON */
     if (r->g.stream) {
         in->n_streaming++;
-        net_stream_start(call, "text/event-stream");
+        net_stream_start(call, 200, "text/event-stream");
     }
     if (gate_open(in))
         submit(in, r, r->arrival_s);

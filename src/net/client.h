@@ -3,10 +3,17 @@
  * event_base the process serves on (curl's "hiperfifo" pattern), so a client process or the
  * gateway issues thousands of concurrent requests from one thread.
  *
+ * One transfer engine, two ways to use it: net_client_send streams a response to callbacks as
+ * it arrives and returns a handle to pause or abort it (a proxy forwards an engine's answer to
+ * its client byte for byte, stops reading while that client is slow, and aborts the upstream
+ * transfer when the client goes away); net_client_request buffers the whole answer (the
+ * emulator's and the load generator's control calls and turns).
+ *
  * Requests have no timeout by default (an RL turn may take half an hour without a byte);
- * connections to the same host are kept alive and reused; signals are never used (NOSIGNAL).
- * The process must call curl_global_init once before the first net_client_new and ignore
- * SIGPIPE.
+ * connections to the same host are kept alive and reused; signals are never used (NOSIGNAL);
+ * curl never sends `Expect: 100-continue` (for bodies over 1 MiB it would wait a round trip
+ * for the server's go-ahead). The process must call curl_global_init once before the first
+ * net_client_new and ignore SIGPIPE.
  *
  * Threading: one event loop; nothing here is thread-safe.
  */
@@ -14,29 +21,99 @@
 #define NET_CLIENT_H
 
 #include <event2/event.h>
+#include <stdbool.h>
 #include <stddef.h>
 
-struct net_client;
+#include "net/iov.h"
 
-/*
- * The outcome of one request: status is the HTTP status (0 when the transfer failed: then
- * error says why, e.g. "Couldn't connect to server", and body is empty); body is the response
- * body, NUL-terminated, valid only during the call.
- */
-typedef void (*net_response_fn)(void *arg, int status, const char *body, size_t len,
-                                const char *error);
+struct net_client;
+struct net_transfer;
 
 /* A client on base. Returns NULL when curl cannot make a multi handle. */
 struct net_client *net_client_new(struct event_base *base);
 
-/* Cancels every request in flight (their callbacks are not called) and frees c; c may be
- * NULL. */
+/* Cancels every transfer in flight (their callbacks are not called) and frees c; c may be
+ * NULL. Not from inside one of c's callbacks. */
 void net_client_free(struct net_client *c);
+
+/* ---- streaming transfers -------------------------------------------------------------------- */
+
+/*
+ * What a transfer tells its owner, in this order: head once, data zero or more times, done
+ * once. None of them is ever called from inside net_client_send, net_transfer_cancel or
+ * net_transfer_pause. From inside head or data, the owner may pause or resume any transfer,
+ * cancel any other transfer and start new ones; to stop the transfer being reported, return
+ * false (net_transfer_cancel on it works too, but false says it where it happens). Any of the
+ * three may be NULL (head and data then count as returning true).
+ */
+struct net_stream_ops {
+    /* Once, when the final response's headers are complete (1xx interim answers are skipped):
+     * its status and Content-Type (NULL when it has none; valid during the call). Return false
+     * to cancel the transfer (done is then not called). */
+    bool (*head)(void *arg, int status, const char *content_type);
+    /* Zero or more times, with the response body's bytes in order as they arrive (chunked
+     * framing removed, content encodings left as sent). buf is valid during the call. Return
+     * false to cancel (done is then not called). */
+    bool (*data)(void *arg, const char *buf, size_t len);
+    /* Exactly once unless cancelled, after the last data: error NULL when the whole response
+     * arrived (whatever its status), else curl's reason, e.g. "Failed to connect to 127.0.0.1
+     * port 9 after 0 ms: Couldn't connect to server" (head may or may not have come before). The
+     * transfer is freed when done returns. */
+    void (*done)(void *arg, const char *error);
+};
+
+/*
+ * Sends method (GET, POST, ...) to url with n_headers header lines ("Name: value") and a body
+ * made of n_body pieces sent back to back (n_body 0: no body; else a Content-Length of their
+ * total length, 0 allowed). The body is borrowed, not copied: the pieces' bytes (not the
+ * array, which is copied) must stay valid and unchanged until done runs or the transfer is
+ * cancelled — a proxy sends an incoming 200 KB request body with one JSON member cut out as
+ * the bytes before it and the bytes after it. Header lines are copied. A request with a body
+ * is sent as `Content-Type: application/json` unless a header line names Content-Type (an
+ * empty value, "Content-Type:", sends none). ops must outlive the transfer; arg is passed to
+ * each of them.
+ *
+ * Returns the transfer's handle, valid until its done returns or it is cancelled. Failures
+ * (bad URL, refused connection, ...) are reported through done from the loop, never here.
+ */
+struct net_transfer *net_client_send(struct net_client *c, const char *method, const char *url,
+                                     const char *const *headers, size_t n_headers,
+                                     const struct net_iov *body, size_t n_body,
+                                     const struct net_stream_ops *ops, void *arg);
+
+/*
+ * Aborts t: none of its callbacks runs afterwards, and its connection is closed (the server
+ * sees its client leave). t is invalid after this call. Inside t's own head or data, prefer
+ * returning false; calling this there works too and has the same effect.
+ */
+void net_transfer_cancel(struct net_transfer *t);
+
+/*
+ * Pauses (true) or resumes (false) the delivery of t's response body, for backpressure: while
+ * paused no data callback runs and curl stops reading t's socket, so the sender's TCP window
+ * fills and it slows down. Pausing takes effect at once, also from inside t's data (nothing
+ * after that call is delivered until resumed). Resuming takes effect from the loop: data
+ * buffered meanwhile arrives in later callbacks, never inside this call. Pausing a paused
+ * transfer or resuming a running one does nothing. done may still run while paused: when the
+ * response ended with the bytes already delivered, or the transfer failed.
+ */
+void net_transfer_pause(struct net_transfer *t, bool paused);
+
+/* ---- buffered requests ---------------------------------------------------------------------- */
+
+/*
+ * The outcome of one buffered request: status is the HTTP status (0 when the transfer failed:
+ * then error says why, e.g. "Couldn't connect to server", and body is empty); body is the
+ * response body, NUL-terminated, valid only during the call.
+ */
+typedef void (*net_response_fn)(void *arg, int status, const char *body, size_t len,
+                                const char *error);
 
 /*
  * Sends method (GET, POST) to url with len bytes of body (copied; NULL for none) as
- * application/json, plus one header line ("Name: value"; NULL or "" for none), and calls
- * fn(arg, ...) exactly once when it completes or fails — never from inside this call.
+ * application/json, plus one header line ("Name: value"; NULL or "" for none), buffers the
+ * whole response and calls fn(arg, ...) exactly once when it completes or fails — never from
+ * inside this call. A net_client_send underneath.
  */
 void net_client_request(struct net_client *c, const char *method, const char *url,
                         const char *header, const char *body, size_t len, net_response_fn fn,

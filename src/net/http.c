@@ -3,6 +3,10 @@
  * connection's address) that counts it against the limit and holds the call it is serving, so
  * that whichever comes first — the answer, the client leaving, the cap, the server's end —
  * finishes the call exactly once.
+ *
+ * Backpressure reads the connection's bufferevent output buffer: its length is what the client
+ * has not taken yet, and a callback on that buffer notices when it drained far enough. That
+ * callback runs inside libevent's write path, so it only schedules the owner's (drain_ev).
  */
 #include "net/http.h"
 
@@ -52,13 +56,21 @@ struct net_call {
     char *path;
     struct net_kv *query;
     size_t n_query;
-    char *body;
+    const char *body; /* in the request's input buffer (or ""), NUL-terminated */
     size_t body_len;
     bool deferred, streaming;
     net_cancel_fn cancel;
     void *cancel_arg;
     struct event *cap_timer;    /* while deferred */
     struct event *client_watch; /* while deferred: readable socket = the client left or sent more */
+    /* net_stream_on_drain: drain_cb watches the connection's output buffer (drain_buf) and,
+     * once it is at most drain_low bytes, makes drain_ev run drain_fn from the loop. */
+    void (*drain_fn)(void *arg, struct net_call *c);
+    void *drain_arg;
+    size_t drain_low;
+    struct event *drain_ev;
+    struct evbuffer *drain_buf;
+    struct evbuffer_cb_entry *drain_cb;
 };
 
 void net_limits_default(struct net_limits *l)
@@ -71,17 +83,33 @@ void net_limits_default(struct net_limits *l)
 
 /* ---- calls ---------------------------------------------------------------------------------- */
 
+/* Forgets a drain registration; the watch leaves the output buffer, which may go with the
+ * connection as soon as the call lets go of it. */
+static void drain_clear(struct net_call *c)
+{
+    c->drain_fn = NULL;
+    if (c->drain_cb) {
+        evbuffer_remove_cb_entry(c->drain_buf, c->drain_cb);
+        c->drain_cb = NULL;
+        c->drain_buf = NULL;
+    }
+    if (c->drain_ev)
+        event_del(c->drain_ev);
+}
+
 static void call_free(struct net_call *c)
 {
     if (c->conn && c->conn->call == c)
         c->conn->call = NULL;
+    drain_clear(c);
+    if (c->drain_ev)
+        event_free(c->drain_ev);
     if (c->cap_timer)
         event_free(c->cap_timer);
     if (c->client_watch)
         event_free(c->client_watch);
     net_kv_free(c->query, c->n_query);
     free(c->path);
-    free(c->body);
     free(c);
 }
 
@@ -122,9 +150,20 @@ const char *net_call_body(struct net_call *c, size_t *len)
 
 void net_call_drop_body(struct net_call *c)
 {
-    free(c->body);
-    c->body = xstrdup("");
+    struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
+    evbuffer_drain(in, evbuffer_get_length(in));
+    c->body = "";
     c->body_len = 0;
+}
+
+const char *net_call_header(const struct net_call *c, const char *name)
+{
+    return evhttp_find_header(evhttp_request_get_input_headers(c->req), name);
+}
+
+void net_call_add_header(struct net_call *c, const char *name, const char *value)
+{
+    evhttp_add_header(evhttp_request_get_output_headers(c->req), name, value);
 }
 
 const char *net_call_query(const struct net_call *c, const char *key)
@@ -195,6 +234,7 @@ void net_call_defer(struct net_call *c, net_cancel_fn cancel, void *arg)
  * connection at once (conn_closed), which must find no call to cancel. */
 static struct evhttp_request *take_request(struct net_call *c)
 {
+    drain_clear(c);
     if (c->conn)
         c->conn->call = NULL;
     c->conn = NULL;
@@ -205,11 +245,21 @@ static struct evhttp_request *take_request(struct net_call *c)
     return c->req;
 }
 
+/* Sets the answer's Content-Type, replacing one added with net_call_add_header. */
+static void set_content_type(struct evhttp_request *req, const char *content_type)
+{
+    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
+    if (!content_type)
+        return;
+    evhttp_remove_header(h, "Content-Type");
+    evhttp_add_header(h, "Content-Type", content_type);
+}
+
 void net_reply_raw(struct net_call *c, int status, const char *content_type, const char *data,
                    size_t len)
 {
     struct evhttp_request *req = take_request(c);
-    evhttp_add_header(evhttp_request_get_output_headers(req), "Content-Type", content_type);
+    set_content_type(req, content_type);
     struct evbuffer *buf = evbuffer_new();
     evbuffer_add(buf, data, len);
     evhttp_send_reply(req, status, NULL, buf);
@@ -237,13 +287,14 @@ void net_reply_error(struct net_call *c, int status, const char *type, const cha
     net_reply_json(c, status, err);
 }
 
-void net_stream_start(struct net_call *c, const char *content_type)
+void net_stream_start(struct net_call *c, int status, const char *content_type)
 {
     c->streaming = true;
     struct evkeyvalq *h = evhttp_request_get_output_headers(c->req);
-    evhttp_add_header(h, "Content-Type", content_type);
-    evhttp_add_header(h, "Cache-Control", "no-cache");
-    evhttp_send_reply_start(c->req, 200, "OK");
+    set_content_type(c->req, content_type);
+    if (!evhttp_find_header(h, "Cache-Control"))
+        evhttp_add_header(h, "Cache-Control", "no-cache");
+    evhttp_send_reply_start(c->req, status, NULL); /* NULL: the status's standard phrase */
 }
 
 void net_stream_write(struct net_call *c, const char *data, size_t len)
@@ -258,6 +309,60 @@ void net_stream_end(struct net_call *c)
 {
     evhttp_send_reply_end(take_request(c));
     call_free(c);
+}
+
+/* The output buffer of c's connection, NULL once c let go of it. */
+static struct evbuffer *output_of(const struct net_call *c)
+{
+    struct bufferevent *bev = c->conn ? evhttp_connection_get_bufferevent(c->conn->evcon) : NULL;
+    return bev ? bufferevent_get_output(bev) : NULL;
+}
+
+size_t net_stream_pending(const struct net_call *c)
+{
+    struct evbuffer *out = output_of(c);
+    return out ? evbuffer_get_length(out) : 0;
+}
+
+/* drain_ev: the output drained to drain_low at some point since the registration. */
+static void drain_fire(evutil_socket_t fd, short what, void *arg)
+{
+    struct net_call *c = arg;
+    void (*fn)(void *, struct net_call *) = c->drain_fn;
+    c->drain_fn = NULL;
+    if (fn)
+        fn(c->drain_arg, c); /* may end c */
+}
+
+/* The output buffer changed (runs inside libevent's write path: only look, then leave the
+ * owner's callback to the loop). */
+static void drain_check(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
+{
+    struct net_call *c = arg;
+    if (!c->drain_fn || evbuffer_get_length(buf) > c->drain_low)
+        return;
+    evbuffer_cb_clear_flags(buf, c->drain_cb, EVBUFFER_CB_ENABLED);
+    event_active(c->drain_ev, EV_TIMEOUT, 0);
+}
+
+void net_stream_on_drain(struct net_call *c, size_t low_water,
+                         void (*fn)(void *arg, struct net_call *c), void *arg)
+{
+    drain_clear(c);
+    if (!fn)
+        return;
+    c->drain_fn = fn;
+    c->drain_arg = arg;
+    c->drain_low = low_water;
+    if (!c->drain_ev)
+        c->drain_ev = event_new(c->server->base, -1, 0, drain_fire, c);
+    struct evbuffer *out = output_of(c);
+    if (!out || evbuffer_get_length(out) <= low_water) {
+        event_active(c->drain_ev, EV_TIMEOUT, 0);
+        return;
+    }
+    c->drain_buf = out;
+    c->drain_cb = evbuffer_add_cb(out, drain_check, c);
 }
 
 /* ---- connections ---------------------------------------------------------------------------- */
@@ -275,8 +380,15 @@ static void conn_closed(struct evhttp_connection *evcon, void *arg)
     if (conn->next)
         conn->next->prev = conn->prev;
     if (conn->call) {
-        conn->call->conn = NULL;
-        call_cancel(conn->call, NET_CANCEL_CLIENT_GONE);
+        struct net_call *c = conn->call;
+        struct evhttp_request *req = c->req;
+        /* A write that failed mid-stream makes evhttp let go of the request before it frees
+         * the connection (it waits for the owner's evhttp_send_reply_end): free it here. */
+        bool orphan = evhttp_request_get_connection(req) == NULL;
+        c->conn = NULL;
+        call_cancel(c, NET_CANCEL_CLIENT_GONE);
+        if (orphan)
+            evhttp_request_free(req);
     }
     free(conn);
 }
@@ -319,11 +431,12 @@ static struct net_call *call_new(struct net_server *s, struct evhttp_request *re
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
     c->path = evhttp_uridecode(path && *path ? path : "/", 0, NULL);
+    /* The body stays where evhttp read it: one contiguous piece with a NUL after it (pullup
+     * copies only a body that arrived in more than one read). */
     struct evbuffer *in = evhttp_request_get_input_buffer(req);
     c->body_len = evbuffer_get_length(in);
-    c->body = xmalloc(c->body_len + 1);
-    evbuffer_remove(in, c->body, c->body_len);
-    c->body[c->body_len] = '\0';
+    evbuffer_add(in, "", 1);
+    c->body = (const char *)evbuffer_pullup(in, -1);
     if (!c->path || (query && net_query_parse(query, strlen(query), &c->query, &c->n_query))) {
         net_reply_error(c, 400, "invalid_request_error", "malformed URI or query string");
         return NULL;

@@ -13,11 +13,19 @@
  *    a handler runs (a bad request line, headers or body over the limits: 400, 413) keep
  *    evhttp's own short HTML body.
  *
+ *
+ * What a proxy (`libra serve`) needs besides: the request's headers and body as they arrived
+ * (the body is read where evhttp put it, not copied again), headers of its own on the answer,
+ * a streamed answer with any status, and backpressure — how many bytes of the answer the
+ * client has not taken yet, and a call back once it has taken enough (net_stream_on_drain), so
+ * an upstream transfer can be paused meanwhile instead of buffering an engine's whole answer.
+ *
  * A handler receives a struct net_call and must, before it returns, either answer it
  * (net_reply_*, or net_stream_start ... net_stream_end) or keep it with net_call_defer and
  * answer it later. After the answer is complete the call is freed. A kept call's cancel
  * function runs when the client went away, the cap passed or the server is freed; the call is
- * freed right after it returns and must not be answered.
+ * freed right after it returns and must not be answered. A stream that outlives its handler
+ * must be kept the same way.
  *
  * Threading: one event loop; nothing here is thread-safe.
  */
@@ -88,7 +96,10 @@ void net_server_free(struct net_server *s);
 const char *net_call_path(const struct net_call *c);
 enum net_method net_call_method(const struct net_call *c);
 
-/* The body, NUL-terminated (the terminator is not counted in *len). */
+/* The body as it arrived, NUL-terminated (the terminator is not counted in *len). It lives in
+ * evhttp's input buffer, not in a copy (a body that came in several reads was made contiguous
+ * once, when the call began); valid until the call is answered, cancelled or its body
+ * dropped. */
 const char *net_call_body(struct net_call *c, size_t *len);
 
 /* Frees the body of a call kept long after it was read (net_call_body then gives ""). */
@@ -96,6 +107,16 @@ void net_call_drop_body(struct net_call *c);
 
 /* A query parameter's decoded value, NULL when absent. */
 const char *net_call_query(const struct net_call *c, const char *key);
+
+/* A request header's value (the first of that name), NULL when absent; name is matched
+ * case-insensitively. Valid as long as the call. */
+const char *net_call_header(const struct net_call *c, const char *name);
+
+/* Adds a response header (copied) to the answer, before it is sent: before net_reply_* or
+ * net_stream_start (later ones are not sent). A Content-Type added here is replaced by the
+ * content type the answer is given. A name or value evhttp finds malformed (a CR or LF
+ * in it) is not added. */
+void net_call_add_header(struct net_call *c, const char *name, const char *value);
 
 /* Keeps c past the handler's return; cancel (may be NULL) runs if it ends unanswered. On a
  * kept call it only changes the owner (cancel and arg); the cap still counts from the first. */
@@ -110,17 +131,35 @@ void net_reply_json(struct net_call *c, int status, json_t *body);
 void net_reply_error(struct net_call *c, int status, const char *type, const char *fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-/* Answers status with len bytes of data of the given content type. */
+/* Answers status with len bytes of data of the given content type (NULL: the one added with
+ * net_call_add_header, if any). */
 void net_reply_raw(struct net_call *c, int status, const char *content_type, const char *data,
                    size_t len);
 
-/* Starts a chunked 200 answer (the status cannot change afterwards). */
-void net_stream_start(struct net_call *c, const char *content_type);
+/* Starts a chunked answer with status and content type (NULL: the one added with
+ * net_call_add_header, if any) and `Cache-Control: no-cache` unless a Cache-Control was added.
+ * The status line and headers are sent now: the status cannot change afterwards. */
+void net_stream_start(struct net_call *c, int status, const char *content_type);
 
-/* Sends len bytes of a started stream. */
+/* Sends len bytes (copied) of a started stream; len 0 sends nothing. The bytes are queued on
+ * the connection at once and written as the client takes them: see net_stream_pending. */
 void net_stream_write(struct net_call *c, const char *data, size_t len);
 
-/* Ends a started stream and frees c. */
+/* Ends a started stream and frees c (a drain registration goes with it). */
 void net_stream_end(struct net_call *c);
+
+/* Bytes of c's answer queued on the client's connection and not yet sent (framing included):
+ * what the client has not taken yet, for backpressure. 0 once c no longer holds a connection. */
+size_t net_stream_pending(const struct net_call *c);
+
+/*
+ * Calls fn(arg, c) once, from the loop, when c's pending output (net_stream_pending) has
+ * drained to at most low_water bytes — on the loop's next turn when it already has; never
+ * from inside this call or net_stream_write. One registration at a time: a new one replaces
+ * the last, fn NULL just clears it. It is cleared when fn runs and when the call ends or is
+ * cancelled (fn then never runs). fn may write, end the stream or register again.
+ */
+void net_stream_on_drain(struct net_call *c, size_t low_water,
+                         void (*fn)(void *arg, struct net_call *c), void *arg);
 
 #endif
