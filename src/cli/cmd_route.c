@@ -10,6 +10,7 @@
  * and is marked N/A here. --placebo checks that C-MLFQ on returns shuffled among trajectories
  * at the same turn depth does no better than a tree of turn counts.
  */
+#include <errno.h>
 #include <stdatomic.h>
 #include <math.h>
 #include <stdlib.h>
@@ -34,7 +35,7 @@
 static const char help[] =
     "usage: libra route eval TRACE [--policy NAME|all] [--buckets SPEC] [--train-steps K]\n"
     "                              [--min-visits N] [--truncated censored|exact] [--placebo]\n"
-    "                              [--json] [-o FILE] [flags]\n"
+    "                              [--decisions FILE] [--json] [-o FILE] [flags]\n"
     "\n"
     "Replays every turn of TRACE (docs/trace-format.md) through the routers and scores their\n"
     "bucket choices (docs/routing.md). Steps 1..K only train the prefix trees and the\n"
@@ -60,7 +61,11 @@ static const char help[] =
     "                     §5) or exact (their remaining tokens taken as they are)\n"
     "  --placebo          also run C-MLFQ on the trace with tool returns shuffled among\n"
     "                     trajectories of the same turn depth, and a tree that sees only the\n"
-    "                     turn count; exit 1 unless the two are within 1 point of accuracy\n";
+    "                     turn count; exit 1 unless the two are within 1 point of accuracy\n"
+    "  --decisions FILE   one JSON line per decision scored (one --policy only): the\n"
+    "                     trajectory's line in TRACE (0: the first after the header), the turn\n"
+    "                     routed, the policy's bucket and reason (`libra serve --decisions`\n"
+    "                     logs the live ones alike)\n";
 
 struct route_flags {
     const char *policy;
@@ -69,6 +74,7 @@ struct route_flags {
     int64_t min_visits;
     bool truncated_exact; /* learn truncated trajectories as exact, not censored */
     bool placebo;
+    const char *decisions; /* --decisions FILE */
 };
 
 /* ---- the trace in memory -------------------------------------------------------------------- */
@@ -362,8 +368,36 @@ static int make_arms(const struct route_flags *f, const struct libra_config *cfg
     return n;
 }
 
+static void write_decision(void *ctx, const struct sched_eval_arm *a, size_t order, size_t turn,
+                           const struct sched_decision *d)
+{
+    fprintf(ctx,
+            "{\"trajectory\": %zu, \"turn\": %zu, \"policy\": \"%s\", \"bucket\": %d, "
+            "\"reason\": \"%s\"}\n",
+            order, turn, a->name, d->to_bucket, sched_reason_name(d->reason));
+}
+
+/* --decisions: a file for the one arm's decisions, or NULL. */
+static int open_decisions(const struct cli_common *cc, const struct route_flags *f,
+                          struct sched_eval_arm *arms, int n_arms, FILE **out)
+{
+    *out = NULL;
+    if (!f->decisions)
+        return 0;
+    if (n_arms != 1)
+        return cli_usage_error(cc->cmd, "--decisions needs one --policy (and no --placebo)");
+    if (!(*out = fopen(f->decisions, "w"))) {
+        cli_errorf("route eval: cannot open '%s': %s", f->decisions, strerror(errno));
+        return LIBRA_EXIT_IO;
+    }
+    arms[0].on_decision = write_decision;
+    arms[0].decision_ctx = *out;
+    return 0;
+}
+
 static int run(const struct cli_common *cc, const struct route_flags *f, const char *path)
 {
+    FILE *decisions = NULL;
     struct cli_presets p = {0};
     struct libra_config cfg;
     struct ev_trace ev = {0};
@@ -388,7 +422,13 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     if (rc == 0 && f->placebo)
         sched_eval_shuffle(&ev.ev, (uint64_t)cfg.sim.seed);
     if (rc == 0)
+        rc = open_decisions(cc, f, arms, n_arms, &decisions);
+    if (rc == 0)
         rc = evaluate(arms, (size_t)n_arms, &ev.ev, f->train_steps, cc->jobs, &progress);
+    if (decisions && fclose(decisions) != 0 && rc == 0) {
+        cli_errorf("route eval: cannot write '%s': %s", f->decisions, strerror(errno));
+        rc = LIBRA_EXIT_IO;
+    }
     cli_progress_stop(line);
     if (rc == 0) {
         char layout[SPEC_BUCKET_TEXT_MAX];
@@ -444,7 +484,15 @@ static int parse_truncated(const struct cli_command *cmd, const char *arg, bool 
 
 int cmd_route(int argc, char **argv)
 {
-    enum { OPT_POLICY = 0x100, OPT_BUCKETS, OPT_TRAIN, OPT_VISITS, OPT_TRUNCATED, OPT_PLACEBO };
+    enum {
+        OPT_POLICY = 0x100,
+        OPT_BUCKETS,
+        OPT_TRAIN,
+        OPT_VISITS,
+        OPT_TRUNCATED,
+        OPT_PLACEBO,
+        OPT_DECISIONS
+    };
     static const struct option own[] = {
         {"policy", required_argument, NULL, OPT_POLICY},
         {"buckets", required_argument, NULL, OPT_BUCKETS},
@@ -452,6 +500,7 @@ int cmd_route(int argc, char **argv)
         {"min-visits", required_argument, NULL, OPT_VISITS},
         {"truncated", required_argument, NULL, OPT_TRUNCATED},
         {"placebo", no_argument, NULL, OPT_PLACEBO},
+        {"decisions", required_argument, NULL, OPT_DECISIONS},
         {0},
     };
     struct route_flags f = {.policy = "all", .train_steps = 1, .min_visits = 1};
@@ -484,6 +533,9 @@ int cmd_route(int argc, char **argv)
             break;
         case OPT_PLACEBO:
             f.placebo = true;
+            break;
+        case OPT_DECISIONS:
+            f.decisions = optarg;
             break;
         default:
             rc = LIBRA_EXIT_USAGE;

@@ -21,5 +21,7 @@ const struct cli_command cli_commands[] = {
      "libra emu [EXPERIMENT] [--instances tp1x4,tp2x2,...] [--time-scale F] [flags]", cmd_emu},
     {"load", "play an RL job's rollout side against engines over HTTP",
      "libra load [EXPERIMENT] --engines URL[,URL...] [--time-scale F] [--json] [flags]", cmd_load},
+    {"serve", "run the C-MLFQ gateway in front of vLLM/SGLang engines",
+     "libra serve [EXPERIMENT] --engine URL[,tp=N] ... [--listen HOST:PORT] [flags]", cmd_serve},
     {0},
 };

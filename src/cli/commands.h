@@ -17,5 +17,6 @@ int cmd_route(int argc, char **argv); /* cmd_route.c */
 int cmd_sim(int argc, char **argv);   /* cmd_sim.c */
 int cmd_emu(int argc, char **argv);   /* cmd_emu.c */
 int cmd_load(int argc, char **argv);  /* cmd_load.c */
+int cmd_serve(int argc, char **argv); /* cmd_serve.c */
 
 #endif

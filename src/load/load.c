@@ -17,6 +17,9 @@
 struct run;
 
 /* One trajectory in flight. */
+#define LOAD_RETRIES_MAX 50       /* 502/503 answers to one turn before the run stops */
+#define LOAD_RETRY_WAIT_US 100000 /* wall wait before sending such a turn again */
+
 struct traj {
     struct run *run;
     const struct trace_traj *rec;
@@ -26,6 +29,7 @@ struct traj {
     size_t n_ctx, cap_ctx;
     int64_t left; /* tokens the current turn still generates (after an abort: the rest) */
     int engine;   /* sticky; -1 before the first turn */
+    int retries;  /* the current turn's answers 502/503 in a row (a gateway without engine) */
     struct event *tool_timer;
     struct trace_turn *seen; /* per turn, what the client saw (record: the finished trace) */
 };
@@ -45,6 +49,7 @@ struct run {
     struct event *train_timer; /* the trainer's step on the last batch */
     bool training;             /* ... is running */
     bool update_after;         /* the weights go out when it ends */
+    int finishing;             /* trajectory-end events on their way to a gateway */
     bool failed;
 };
 
@@ -110,13 +115,35 @@ static void update_weights(struct run *r);
 /* The step loop takes over once the step's trajectories, the trainer and the update are done. */
 static void break_when_idle(struct run *r)
 {
-    if (r->failed || (r->live == 0 && r->updates_left == 0 && !r->training))
+    if (r->failed || (r->live == 0 && r->updates_left == 0 && !r->training && r->finishing == 0))
         event_base_loopbreak(r->base);
+}
+
+static void on_finish_event(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct run *r = arg;
+    r->finishing--; /* an engine answers 404, a gateway 200: either way it is told */
+    break_when_idle(r);
+}
+
+/* Tells the trajectory's engine (a gateway) that it ended, in the styles that do. */
+static void send_finish(struct traj *t)
+{
+    struct run *r = t->run;
+    struct load_request q;
+    if (!load_finish_request(r->c->style, t->index, t->rec, &q))
+        return;
+    char url[512];
+    snprintf(url, sizeof url, "%s%s", r->c->urls[t->engine], q.path);
+    r->finishing++;
+    net_client_request(r->client, "POST", url, NULL, q.body, q.len, on_finish_event, r);
+    free(q.body);
 }
 
 static void finish_traj(struct traj *t)
 {
     struct run *r = t->run;
+    send_finish(t);
     cur_step(r)->trajectories++;
     r->live--;
     if (r->live == 0) {
@@ -175,6 +202,17 @@ static void on_turn(void *arg, int status, const char *body, size_t len, const c
         send_turn(t);
         return;
     }
+    if (status == 502 || status == 503) { /* a gateway lost the turn's engine: again, soon */
+        if (++t->retries > LOAD_RETRIES_MAX) {
+            stop(r, "a turn was answered %d %d times in a row: %.160s", status, t->retries, body);
+            return;
+        }
+        cur_step(r)->resubmitted++;
+        struct timeval tv = {0, LOAD_RETRY_WAIT_US};
+        evtimer_add(t->tool_timer, &tv);
+        return;
+    }
+    t->retries = 0;
     struct load_answer a;
     if (status != 200 || load_turn_answer(r->c->style, body, len, &a) != 0) {
         stop(r, "an engine answered a turn with status %d: %.160s", status, body);

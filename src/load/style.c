@@ -67,9 +67,9 @@ static json_t *libra_object(const struct load_turn *t)
                                   c->exec_us > 0 ? (double)c->exec_us * 1e-6 : 0.0));
         }
     }
-    return json_pack("{s:I, s:I, s:I, s:o, s:{s:I}}", "trajectory", (json_int_t)t->trajectory,
+    return json_pack("{s:I, s:I, s:I, s:o, s:b, s:{s:I}}", "trajectory", (json_int_t)t->trajectory,
                      "prompt", (json_int_t)t->rec->prompt_id, "sample", (json_int_t)t->rec->sample,
-                     "events", events, "emu", "gen_tokens", (json_int_t)t->gen_tokens);
+                     "events", events, "resume", 1, "emu", "gen_tokens", (json_int_t)t->gen_tokens);
 }
 
 void load_turn_request(enum load_style s, const struct load_turn *t, struct load_request *out)
@@ -102,12 +102,29 @@ void load_turn_request(enum load_style s, const struct load_turn *t, struct load
         rest = json_pack("{s:s, s:I, s:b, s:s, s:f}", "model", t->model, "max_tokens",
                          (json_int_t)t->gen_tokens, "return_token_ids", 1, "trajectory_id", rid,
                          "temperature", 1.0);
-        out->path = "/v1/completions";
+        snprintf(out->path, sizeof out->path, "/v1/completions");
         out->body = with_ids("prompt", t->ctx, t->n_ctx, rest, &out->len);
         return;
     }
-    out->path = "/generate";
+    snprintf(out->path, sizeof out->path, "/generate");
     out->body = with_ids("input_ids", t->ctx, t->n_ctx, rest, &out->len);
+}
+
+bool load_finish_request(enum load_style s, size_t trajectory, const struct trace_traj *rec,
+                         struct load_request *out)
+{
+    memset(out, 0, sizeof *out);
+    if (s != LOAD_PLAIN)
+        return false;
+    snprintf(out->path, sizeof out->path, "/libra/v1/trajectories/%zu/events", trajectory);
+    json_t *ev =
+        json_pack("{s:s, s:s}", "kind", "finish", "status", trace_finish_name(rec->finish));
+    if (rec->has_reward)
+        json_object_set_new(ev, "reward", json_real(rec->reward));
+    out->body = json_dumps(ev, JSON_COMPACT);
+    out->len = strlen(out->body);
+    json_decref(ev);
+    return true;
 }
 
 /* Copies a JSON array of token ids; false when it is not one. */

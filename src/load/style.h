@@ -47,7 +47,7 @@ struct load_turn {
 
 /* A request to send: path, body (malloc'd) and one optional header line ("Name: value"). */
 struct load_request {
-    const char *path;
+    char path[64];
     char *body;
     size_t len;
     char header[128]; /* "" for none */
@@ -55,6 +55,14 @@ struct load_request {
 
 /* The request of a turn in style s. */
 void load_turn_request(enum load_style s, const struct load_turn *t, struct load_request *out);
+
+/*
+ * The call that tells a gateway trajectory index has ended as rec says (libra's events call,
+ * docs/serve.md): only the plain style makes one; the others return false (their frameworks
+ * send no such event; a gateway learns them when they go idle).
+ */
+bool load_finish_request(enum load_style s, size_t trajectory, const struct trace_traj *rec,
+                         struct load_request *out);
 
 /* What a turn's answer says. */
 struct load_answer {

@@ -126,6 +126,11 @@ const char *net_call_path(const struct net_call *c)
     return c->path;
 }
 
+const char *net_call_uri(const struct net_call *c)
+{
+    return evhttp_request_get_uri(c->req);
+}
+
 enum net_method net_call_method(const struct net_call *c)
 {
     switch (evhttp_request_get_command(c->req)) {
@@ -413,9 +418,12 @@ static struct net_conn *conn_of(struct net_server *s, struct evhttp_request *req
 
 static const struct net_route *route_of(const struct net_server *s, const char *path)
 {
-    for (const struct net_route *r = s->routes; r->path; r++)
-        if (strcmp(r->path, path) == 0)
+    for (const struct net_route *r = s->routes; r->path; r++) {
+        size_t n = strlen(r->path);
+        bool prefix = n && r->path[n - 1] == '*';
+        if (prefix ? strncmp(r->path, path, n - 1) == 0 : strcmp(r->path, path) == 0)
             return r;
+    }
     return NULL;
 }
 

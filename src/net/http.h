@@ -66,7 +66,7 @@ typedef void (*net_cancel_fn)(void *arg, struct net_call *c, enum net_cancel why
 
 /* One path the server answers; the table ends with a NULL path. */
 struct net_route {
-    const char *path;  /* exact, without the query */
+    const char *path;  /* exact, without the query; ending in '*': every path it begins */
     unsigned methods;  /* NET_GET | NET_POST ... */
     net_handler_fn fn; /* called with the server's ctx */
 };
@@ -94,6 +94,9 @@ void net_server_free(struct net_server *s);
 /* ---- a request ------------------------------------------------------------------------------ */
 
 const char *net_call_path(const struct net_call *c);
+
+/* The request's URI as it arrived: path and query, not decoded ("/pause?mode=keep"). */
+const char *net_call_uri(const struct net_call *c);
 enum net_method net_call_method(const struct net_call *c);
 
 /* The body as it arrived, NUL-terminated (the terminator is not counted in *len). It lives in

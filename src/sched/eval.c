@@ -147,9 +147,12 @@ static const struct sched_eval_turn *arm_turns(const struct sched_eval_arm *a,
     return a->shuffled ? ev->shuffled.v : ev->turns.v;
 }
 
-static void score(struct sched_eval_arm *a, const struct sched_eval_traj *t, bool first,
+static void score(struct sched_eval_arm *a, const struct sched_eval_traj *t, size_t turn,
                   const struct sched_decision *d, int64_t remaining)
 {
+    bool first = turn == 0;
+    if (a->on_decision)
+        a->on_decision(a->decision_ctx, a, t->order, turn, d);
     struct sched_metric_point p = {
         .split = t->seen ? SCHED_SPLIT_SEEN : SCHED_SPLIT_NEVER,
         .first = first,
@@ -177,7 +180,7 @@ static int replay(struct sched_eval_arm *a, const struct sched_eval_trace *ev, s
     int rc = sched_router_start(a->router, reg, &s, &d);
     sched_metrics_add_traj(a->metrics, t->seen ? SCHED_SPLIT_SEEN : SCHED_SPLIT_NEVER);
     if (rc == 0)
-        score(a, t, true, &d, t->total_tokens);
+        score(a, t, 0, &d, t->total_tokens);
     int64_t gen = 0;
     for (size_t k = 0; rc == 0 && k < t->n_turns; k++) {
         gen += turns[k].generated_tokens;
@@ -192,7 +195,7 @@ static int replay(struct sched_eval_arm *a, const struct sched_eval_trace *ev, s
                                  .sibling_mean_tokens = NAN};
         rc = sched_router_tool_return(a->router, reg, &r, &d);
         if (rc == 0) {
-            score(a, t, false, &d, t->total_tokens - gen);
+            score(a, t, k + 1, &d, t->total_tokens - gen);
             a->reasons[d.reason]++;
         }
     }
@@ -205,15 +208,16 @@ static int replay(struct sched_eval_arm *a, const struct sched_eval_trace *ev, s
     return rc;
 }
 
-/* Teaches the arm's model trajectory i (after its step was scored). */
-static int learn(struct sched_eval_arm *a, struct sched_model *m, const struct sched_eval_trace *ev,
-                 size_t i)
+/* Teaches m trajectory i of ev, its returns those of turns (ev->turns or ev->shuffled). */
+static int learn_one(struct sched_model *m, const struct sched_eval_trace *ev,
+                     const struct sched_eval_turn *all_turns, size_t i, double start,
+                     bool depth_only)
 {
     const struct sched_eval_traj *t = &ev->trajs.v[i];
-    const struct sched_eval_turn *turns = arm_turns(a, ev) + t->turn;
+    const struct sched_eval_turn *turns = all_turns + t->turn;
     VEC(uint32_t) states = {0};
     VEC(int64_t) gen_before = {0};
-    struct sched_obs_config oc = {.depth_only = a->depth_only};
+    struct sched_obs_config oc = {.depth_only = depth_only};
     int64_t gen = 0;
     for (size_t k = 0; k < t->n_turns; k++) {
         gen += turns[k].generated_tokens;
@@ -225,7 +229,7 @@ static int learn(struct sched_eval_arm *a, struct sched_model *m, const struct s
         vec_push(&gen_before, gen);
     }
     struct sched_traj_summary s = {.prompt = t->prompt,
-                                   .start = (double)i,
+                                   .start = start,
                                    .censored = t->censored,
                                    .total_tokens = t->total_tokens,
                                    .n = states.n,
@@ -234,6 +238,16 @@ static int learn(struct sched_eval_arm *a, struct sched_model *m, const struct s
     int rc = sched_model_insert(m, &s);
     vec_free(&states);
     vec_free(&gen_before);
+    return rc;
+}
+
+int sched_eval_learn(struct sched_model *m, const struct sched_eval_trace *ev,
+                     const struct sched_eval_turn *turns, size_t from, size_t to, double base,
+                     bool depth_only)
+{
+    int rc = 0;
+    for (size_t i = from; i < to && !rc; i++)
+        rc = learn_one(m, ev, turns ? turns : ev->turns.v, i, base + (double)i, depth_only);
     return rc;
 }
 
@@ -258,8 +272,8 @@ int sched_eval_arm_run(struct sched_eval_arm *a, const struct sched_eval_trace *
         size_t from = ev->step_start.v[s], to = ev->step_start.v[s + 1];
         for (size_t i = from; (int64_t)s >= train_steps && i < to && !rc; i++)
             rc = replay(a, ev, i, &reg);
-        for (size_t i = from; m && i < to && !rc; i++)
-            rc = learn(a, m, ev, i);
+        if (m && !rc)
+            rc = sched_eval_learn(m, ev, arm_turns(a, ev), from, to, 0, a->depth_only);
         sched_router_tick(a->router);
         if (on_step)
             on_step(ctx);

@@ -98,6 +98,18 @@ void sched_eval_shuffle(struct sched_eval_trace *ev, uint64_t seed);
 /* Frees what ev holds and leaves it empty. */
 void sched_eval_trace_free(struct sched_eval_trace *ev);
 
+/*
+ * Teaches m trajectories [from, to) of ev in order, as the evaluator does once their step is
+ * scored: each with the states of its returns (from turns: ev->turns, or ev->shuffled; NULL
+ * reads ev->turns; depth_only: states ignore the returns), the tokens generated before each,
+ * censored or not; trajectory i as learnt at base + i, the order rebuilds keep. A gateway that
+ * learns what it routed at the end of each step calls this too, so that a replay of its
+ * capture learns the same. Returns 0, or the first error of sched_model_insert.
+ */
+int sched_eval_learn(struct sched_model *m, const struct sched_eval_trace *ev,
+                     const struct sched_eval_turn *turns, size_t from, size_t to, double base,
+                     bool depth_only);
+
 /* One router evaluated over a trace (an "arm"), with the metrics it earned. */
 struct sched_eval_arm {
     char name[32];                          /* the name reports give it */
@@ -108,6 +120,11 @@ struct sched_eval_arm {
     struct sched_router *router;            /* owns its model */
     struct sched_metrics *metrics;          /* its decisions, scored */
     uint64_t reasons[SCHED_REASON_ANY + 1]; /* tool-return decisions by reason */
+    /* Called with every decision scored, when set: the trajectory's position in the order it
+     * was added (its line in a trace), the turn the decision routes (0: the first). */
+    void (*on_decision)(void *ctx, const struct sched_eval_arm *a, size_t order, size_t turn,
+                        const struct sched_decision *d);
+    void *decision_ctx;
 };
 
 /*

@@ -112,3 +112,40 @@ def running(port):
     _, doc = get(port, "/v1/loads")
     load = doc["loads"][0]
     return load["num_running_reqs"], load["num_waiting_reqs"]
+
+
+class Serve:
+    """A running `libra serve` in front of engine URLs; .info is its ready line."""
+
+    def __init__(self, *urls, args=(), env=None):
+        cmd = [LIBRA, "serve", "--listen", "127.0.0.1:0"]
+        for u in urls:
+            cmd += ["--engine", u]
+        self.proc = subprocess.Popen([*cmd, *args], stdout=subprocess.PIPE,
+                                     stderr=subprocess.PIPE, text=True,
+                                     env={**os.environ, **(env or {})})
+        line = self.proc.stdout.readline()
+        assert line, self.proc.stderr.read()
+        self.info = json.loads(line)
+        self.port = self.info["port"]
+        self.url = self.info["url"]
+
+    def stop(self):
+        """Stops it with SIGTERM; returns (exit status, standard error)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=20)
+        err = self.proc.stderr.read()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        return rc, err
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *rest):
+        rc, err = self.stop()
+        if exc_type is None:
+            assert rc == 0, (rc, err)
+        elif err:
+            sys.stderr.write("libra serve exited %s; its stderr:\n%s" % (rc, err))

@@ -1,0 +1,313 @@
+/*
+ * `libra serve`: runs the gateway (server/gateway.h) in front of the engines named on the
+ * command line until SIGINT or SIGTERM, printing one JSON line with its URL once it listens.
+ */
+#include <curl/curl.h>
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_config.h"
+#include "cli/commands.h"
+#include "sched/router.h"
+#include "server/gateway.h"
+#include "util/alloc.h"
+
+static const char help[] =
+    "usage: libra serve [EXPERIMENT] --engine URL[,tp=N] [--engine ...] [--listen HOST:PORT]\n"
+    "                   [--mode shadow|POLICY] [--capture FILE] [flags]\n"
+    "\n"
+    "Runs the C-MLFQ gateway in front of vLLM/SGLang engines (docs/serve.md): every turn of\n"
+    "every trajectory is routed by the experiment's sched section (the simulator's calls) and\n"
+    "proxied byte for byte; control calls (pause, weight updates, loads) go to every engine.\n"
+    "Prints one JSON line with its URL when it listens; stops on SIGINT or SIGTERM.\n"
+    "\n"
+    "  --engine URL[,tp=N]    an engine (repeatable); TP from SGLang's /get_server_info,\n"
+    "                         else tp=N (vLLM)\n"
+    "  --listen HOST:PORT     address (default 127.0.0.1:0: a port chosen by the OS)\n"
+    "  --mode MODE            shadow (sticky least-requests routes; the policy's decision is\n"
+    "                         logged beside it) or sched.policy's name (default: route by it)\n"
+    "  --admin-token-file F   bearer token of the admin calls (else LIBRA_ADMIN_TOKEN; without\n"
+    "                         either, admin calls answer 401)\n"
+    "  --capture FILE         append every finished trajectory to FILE as a trace\n"
+    "  --decisions FILE       one JSON line per routing decision\n"
+    "  --rid-identity         AReaL's rid names the trajectory (off: rid is per request "
+    "elsewhere)\n"
+    "  --prompt-tokens N      first prompt tokens hashed into the prompt key (default 64)\n"
+    "  --idle-s S             a trajectory idle S seconds is learnt as censored (default 7200)\n"
+    "  --poll-s S             engines' weight version and health polled every S s (default 2)\n"
+    "  --max-body-bytes N     largest request body (default 67108864; 413 above)\n"
+    "  --request-cap-s S      a request still open after S seconds gets 504 (default 3600)\n"
+    "  --max-connections N    open client connections (default 4096)\n";
+
+enum {
+    OPT_ENGINE = 0x100,
+    OPT_LISTEN,
+    OPT_MODE,
+    OPT_TOKEN_FILE,
+    OPT_CAPTURE,
+    OPT_DECISIONS,
+    OPT_RID,
+    OPT_PROMPT_TOKENS,
+    OPT_IDLE,
+    OPT_POLL,
+    OPT_MAX_BODY,
+    OPT_CAP,
+    OPT_MAX_CONN,
+};
+
+static const struct option own_options[] = {
+    {"engine", required_argument, NULL, OPT_ENGINE},
+    {"listen", required_argument, NULL, OPT_LISTEN},
+    {"mode", required_argument, NULL, OPT_MODE},
+    {"admin-token-file", required_argument, NULL, OPT_TOKEN_FILE},
+    {"capture", required_argument, NULL, OPT_CAPTURE},
+    {"decisions", required_argument, NULL, OPT_DECISIONS},
+    {"rid-identity", no_argument, NULL, OPT_RID},
+    {"prompt-tokens", required_argument, NULL, OPT_PROMPT_TOKENS},
+    {"idle-s", required_argument, NULL, OPT_IDLE},
+    {"poll-s", required_argument, NULL, OPT_POLL},
+    {"max-body-bytes", required_argument, NULL, OPT_MAX_BODY},
+    {"request-cap-s", required_argument, NULL, OPT_CAP},
+    {"max-connections", required_argument, NULL, OPT_MAX_CONN},
+    {0},
+};
+
+struct opts {
+    struct gw_options gw;
+    struct gw_engine_spec engines[GW_ENGINES_MAX];
+    char *urls[GW_ENGINES_MAX]; /* owned */
+    char host[256];
+    const char *mode, *token_file;
+    char *token; /* owned */
+};
+
+/* "URL[,tp=N]" */
+static int parse_engine(const struct cli_command *cmd, const char *arg, struct opts *o)
+{
+    size_t n = o->gw.n_engines;
+    if (n == GW_ENGINES_MAX)
+        return cli_usage_error(cmd, "--engine: more than %d engines", GW_ENGINES_MAX);
+    char *url = xstrdup(arg), *comma = strchr(url, ',');
+    o->urls[n] = url;
+    o->engines[n] = (struct gw_engine_spec){url, 0};
+    o->gw.n_engines++;
+    if (comma) {
+        *comma++ = '\0';
+        int64_t tp;
+        if (strncmp(comma, "tp=", 3) != 0)
+            return cli_usage_error(cmd, "--engine: expected URL[,tp=N], got '%s'", arg);
+        if (cli_parse_int(cmd, "--engine tp", comma + 3, 1, 8, &tp))
+            return LIBRA_EXIT_USAGE;
+        if (tp & (tp - 1))
+            return cli_usage_error(cmd, "--engine: tp=%lld is not 1, 2, 4 or 8", (long long)tp);
+        o->engines[n].tp = (int)tp;
+    }
+    size_t len = strlen(url);
+    while (len > 7 && url[len - 1] == '/')
+        url[--len] = '\0';
+    if (strncmp(url, "http://", 7) != 0 || !url[7] || len >= 256)
+        return cli_usage_error(cmd, "--engine: '%s' is not an http:// URL", url);
+    return 0;
+}
+
+/* "HOST:PORT" */
+static int parse_listen(const struct cli_command *cmd, const char *arg, struct opts *o)
+{
+    const char *colon = strrchr(arg, ':');
+    int64_t port;
+    if (!colon || colon == arg || (size_t)(colon - arg) >= sizeof o->host)
+        return cli_usage_error(cmd, "--listen: expected HOST:PORT, got '%s'", arg);
+    if (cli_parse_int(cmd, "--listen port", colon + 1, 0, 65535, &port))
+        return LIBRA_EXIT_USAGE;
+    snprintf(o->host, sizeof o->host, "%.*s", (int)(colon - arg), arg);
+    o->gw.host = o->host;
+    o->gw.port = (int)port;
+    return 0;
+}
+
+static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
+{
+    int64_t v = 0;
+    int rc;
+    switch (c) {
+    case OPT_ENGINE:
+        return parse_engine(cmd, optarg, o);
+    case OPT_LISTEN:
+        return parse_listen(cmd, optarg, o);
+    case OPT_MODE:
+        o->mode = optarg;
+        return 0;
+    case OPT_TOKEN_FILE:
+        o->token_file = optarg;
+        return 0;
+    case OPT_CAPTURE:
+        o->gw.capture_path = optarg;
+        return 0;
+    case OPT_DECISIONS:
+        o->gw.decisions_path = optarg;
+        return 0;
+    case OPT_RID:
+        o->gw.rid_identity = true;
+        return 0;
+    case OPT_PROMPT_TOKENS:
+        rc = cli_parse_int(cmd, "--prompt-tokens", optarg, 1, 1 << 20, &v);
+        o->gw.prompt_tokens = (int)v;
+        return rc;
+    case OPT_IDLE:
+        return cli_parse_double(cmd, "--idle-s", optarg, 0.001, 1e9, &o->gw.idle_s);
+    case OPT_POLL:
+        return cli_parse_double(cmd, "--poll-s", optarg, 0.001, 1e6, &o->gw.poll_s);
+    case OPT_MAX_BODY:
+        rc = cli_parse_int(cmd, "--max-body-bytes", optarg, 1, INT64_C(1) << 40, &v);
+        o->gw.limits.max_body_bytes = v;
+        return rc;
+    case OPT_CAP:
+        return cli_parse_double(cmd, "--request-cap-s", optarg, 0.001, 1e9,
+                                &o->gw.limits.request_cap_s);
+    case OPT_MAX_CONN:
+        rc = cli_parse_int(cmd, "--max-connections", optarg, 1, 1000000, &v);
+        o->gw.limits.max_connections = (int)v;
+        return rc;
+    default:
+        return LIBRA_EXIT_USAGE;
+    }
+}
+
+/* The admin token: the file's first line, else LIBRA_ADMIN_TOKEN; never argv. */
+static int read_token(struct opts *o)
+{
+    const char *env = getenv("LIBRA_ADMIN_TOKEN");
+    if (!o->token_file) {
+        o->token = env && *env ? xstrdup(env) : NULL;
+        return 0;
+    }
+    FILE *f = fopen(o->token_file, "r");
+    char line[1024];
+    if (!f || !fgets(line, sizeof line, f)) {
+        cli_errorf("serve: cannot read '%s': %s", o->token_file,
+                   f ? "empty file" : strerror(errno));
+        if (f)
+            fclose(f);
+        return LIBRA_EXIT_IO;
+    }
+    fclose(f);
+    line[strcspn(line, "\r\n")] = '\0';
+    if (strlen(line) < 16) {
+        cli_errorf("serve: %s: the admin token must be at least 16 characters", o->token_file);
+        return LIBRA_EXIT_USAGE;
+    }
+    o->token = xstrdup(line);
+    return 0;
+}
+
+static int resolve_mode(const struct cli_command *cmd, const struct libra_config *cfg,
+                        struct opts *o)
+{
+    const char *policy = sched_policy_name(cfg->sched.policy);
+    if (!o->mode || strcmp(o->mode, policy) == 0)
+        return 0;
+    if (strcmp(o->mode, "shadow") != 0)
+        return cli_usage_error(cmd, "--mode: expected shadow or %s (sched.policy), not '%s'",
+                               policy, o->mode);
+    o->gw.shadow = true;
+    return 0;
+}
+
+/* ---- the event loop ------------------------------------------------------------------------- */
+
+struct run {
+    struct event_base *base;
+    struct gw *gw;
+    int rc;
+};
+
+static void on_ready(void *arg, bool ok, const char *msg)
+{
+    struct run *r = arg;
+    if (!ok) {
+        cli_errorf("serve: %s", msg);
+        r->rc = LIBRA_EXIT_IO;
+        event_base_loopbreak(r->base);
+        return;
+    }
+    char *line = gw_ready_line(r->gw);
+    printf("%s\n", line);
+    fflush(stdout);
+    free(line);
+}
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    event_base_loopbreak(arg);
+}
+
+static int serve(const struct libra_config *cfg, struct opts *o)
+{
+    signal(SIGPIPE, SIG_IGN);
+    curl_global_init(CURL_GLOBAL_DEFAULT);
+    struct run r = {.base = event_base_new()};
+    char err[512];
+    if (gw_new(&r.gw, r.base, cfg, &o->gw, on_ready, &r, err, sizeof err) != 0) {
+        cli_errorf("serve: %s", err);
+        event_base_free(r.base);
+        curl_global_cleanup();
+        return LIBRA_EXIT_USAGE;
+    }
+    struct event *sigint = evsignal_new(r.base, SIGINT, on_signal, r.base);
+    struct event *sigterm = evsignal_new(r.base, SIGTERM, on_signal, r.base);
+    event_add(sigint, NULL);
+    event_add(sigterm, NULL);
+    event_base_dispatch(r.base);
+    event_free(sigint);
+    event_free(sigterm);
+    if (gw_free(r.gw, err, sizeof err) != 0 && r.rc == 0) {
+        cli_errorf("serve: %s", err);
+        r.rc = LIBRA_EXIT_IO;
+    }
+    event_base_free(r.base);
+    curl_global_cleanup();
+    return r.rc;
+}
+
+int cmd_serve(int argc, char **argv)
+{
+    struct cli_common cc;
+    cli_common_init(&cc, cli_find("serve"), CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS, "", own_options);
+    struct opts *o = xcalloc(1, sizeof *o);
+    gw_options_default(&o->gw);
+    o->gw.engines = o->engines;
+    struct cli_presets p = {0};
+    struct libra_config cfg;
+    int c, rc = 0;
+    while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
+        if (c == 'h') {
+            cli_common_help(&cc, help, stdout);
+            goto out;
+        }
+        rc = own_flag(cc.cmd, c, o);
+    }
+    if (rc == 0 && argc - optind > 1)
+        rc = cli_usage_error(cc.cmd, "unexpected argument '%s'", argv[optind + 1]);
+    if (rc == 0 && o->gw.n_engines == 0)
+        rc = cli_usage_error(cc.cmd, "give at least one --engine URL[,tp=N]");
+    if (rc == 0)
+        rc = cli_common_load(&cc, optind < argc ? argv[optind] : NULL, &p, &cfg);
+    if (rc == 0)
+        rc = resolve_mode(cc.cmd, &cfg, o);
+    if (rc == 0)
+        rc = read_token(o);
+    o->gw.admin_token = o->token;
+    if (rc == 0)
+        rc = serve(&cfg, o);
+out:
+    for (size_t i = 0; i < o->gw.n_engines; i++)
+        free(o->urls[i]);
+    free(o->token);
+    free(o);
+    cli_presets_free(&p);
+    cli_common_free(&cc);
+    return rc;
+}

@@ -1,0 +1,383 @@
+/*
+ * The gateway's set-up and its fleet: asking every engine what it is, the bucket layout and the
+ * routers, the routes, the weight versions that make the gateway's steps, and the periodic
+ * tick (engine polls, idle trajectories).
+ */
+#include "server/gateway.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "server/internal.h"
+#include "util/alloc.h"
+
+void gw_options_default(struct gw_options *o)
+{
+    memset(o, 0, sizeof *o);
+    o->host = "127.0.0.1";
+    o->prompt_tokens = GW_PROMPT_TOKENS;
+    o->idle_s = 7200;
+    o->poll_s = 2;
+    net_limits_default(&o->limits);
+}
+
+double gw_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+/* ---- weight versions and the step ------------------------------------------------------------ */
+
+/* The step a version string belongs to; -1 when the fleet has not seen it. */
+static int64_t version_step(const struct gw *g, const char *v)
+{
+    for (size_t i = g->versions.n; i-- > 0;)
+        if (strcmp(g->versions.v[i], v) == 0)
+            return g->version_steps.v[i];
+    return -1;
+}
+
+void gw_engine_version(struct gw *g, struct gw_engine *e, const char *v)
+{
+    if (strcmp(e->version, v) == 0)
+        return;
+    snprintf(e->version, sizeof e->version, "%s", v);
+    int64_t step = version_step(g, v);
+    if (step < 0) { /* new to the fleet: the next step (at start-up, the first) */
+        if (g->server) {
+            g->step++;
+            gw_learn_step(g);
+        }
+        step = g->step;
+        vec_push(&g->versions, xstrdup(v));
+        vec_push(&g->version_steps, step);
+    }
+    e->generation = step;
+}
+
+void gw_registry(const struct gw *g, const struct gw_traj *t, struct sched_instance *inst,
+                 struct sched_registry *reg)
+{
+    for (size_t i = 0; i < g->n_engines; i++) {
+        const struct gw_engine *e = &g->engines[i];
+        inst[i] = (struct sched_instance){.id = e->id,
+                                          .tp = e->tp,
+                                          .bucket = e->bucket,
+                                          .running = e->in_flight,
+                                          .cap = INT_MAX,
+                                          .ready = e->up && (!t || e->generation >= t->generation)};
+    }
+    reg->inst = inst;
+    reg->n = g->n_engines;
+}
+
+/* ---- routes --------------------------------------------------------------------------------- */
+
+static const struct net_route routes[] = {
+    {"/generate", NET_POST | NET_PUT, gw_generate_sglang},
+    {"/inference/v1/generate", NET_POST, gw_generate_vllm},
+    {"/v1/completions", NET_POST, gw_completions},
+    {"/v1/chat/completions", NET_POST, gw_chat},
+    {"/libra/v1/trajectories/*", NET_POST, gw_events_call},
+    {"/libra/v1/admin/mode", NET_GET | NET_POST, gw_admin_mode},
+    {"/libra/v1/status", NET_GET, gw_status},
+    {"/metrics", NET_GET, gw_metrics},
+    {"/healthz", NET_GET, gw_healthz},
+    {"/health", NET_GET, gw_healthz},
+    /* control calls a trainer makes on "the engine": every engine gets them */
+    {"/v1/models", NET_GET, gw_fan_out},
+    {"/get_model_info", NET_GET, gw_fan_out},
+    {"/get_server_info", NET_GET, gw_fan_out},
+    {"/get_weight_version", NET_GET, gw_fan_out},
+    {"/v1/loads", NET_GET, gw_fan_out},
+    {"/abort_request", NET_POST, gw_fan_out},
+    {"/pause_generation", NET_POST, gw_fan_out},
+    {"/continue_generation", NET_POST, gw_fan_out},
+    {"/flush_cache", NET_GET | NET_POST, gw_fan_out},
+    {"/update_weights_from_disk", NET_POST, gw_fan_out},
+    {"/init_weights_update_group", NET_POST, gw_fan_out},
+    {"/update_weights_from_distributed", NET_POST, gw_fan_out},
+    {"/update_weights_from_tensor", NET_POST, gw_fan_out},
+    {"/release_memory_occupation", NET_GET | NET_POST, gw_fan_out},
+    {"/resume_memory_occupation", NET_GET | NET_POST, gw_fan_out},
+    {"/pause", NET_POST, gw_fan_out},
+    {"/resume", NET_POST, gw_fan_out},
+    {"/is_paused", NET_GET, gw_fan_out},
+    {"/sleep", NET_POST, gw_fan_out},
+    {"/wake_up", NET_POST, gw_fan_out},
+    {"/is_sleeping", NET_GET, gw_fan_out},
+    {"/reset_prefix_cache", NET_POST, gw_fan_out},
+    {"/init_weight_transfer_engine", NET_POST, gw_fan_out},
+    {"/update_weights", NET_POST, gw_fan_out},
+    {NULL, 0, NULL},
+};
+
+/* ---- the periodic tick ------------------------------------------------------------------------
+ */
+
+static void on_poll(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct gw_engine *e = arg;
+    struct gw *g = e->g;
+    (void)error;
+    e->polling = false;
+    e->up = status == 200;
+    if (status != 200 || !e->sglang)
+        return;
+    json_t *doc = json_loadb(body, len, 0, NULL);
+    const char *v = json_string_value(json_object_get(doc, "weight_version"));
+    if (v)
+        gw_engine_version(g, e, v);
+    json_decref(doc);
+}
+
+void gw_poll_engine(struct gw *g, struct gw_engine *e)
+{
+    if (e->polling)
+        return;
+    char url[320];
+    snprintf(url, sizeof url, "%s%s", e->url, e->sglang ? "/get_weight_version" : "/health");
+    e->polling = true;
+    net_client_request(g->client, "GET", url, NULL, NULL, 0, on_poll, e);
+}
+
+static void on_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct gw *g = arg;
+    (void)fd;
+    (void)what;
+    for (size_t i = 0; i < g->n_engines; i++)
+        gw_poll_engine(g, &g->engines[i]);
+    gw_traj_expire(g, gw_now());
+}
+
+/* ---- start-up ------------------------------------------------------------------------------- */
+
+static int fail(struct gw *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static int fail(struct gw *g, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(g->start_error, sizeof g->start_error, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+/* The layout: sched.buckets, else the workload's reference; every engine's TP must be in it. */
+static int place_engines(struct gw *g)
+{
+    struct libra_error err = {0};
+    const struct libra_config *cfg = g->cfg;
+    if (cfg->sched.buckets[0]) {
+        if (spec_bucket_parse(&g->layout, cfg->sched.buckets, "sched.buckets", &err))
+            return fail(g, "%s", err.msg);
+    } else if (spec_bucket_default(&g->layout, cfg->workload.name, cfg->model.name)) {
+        return fail(g, "no reference bucket layout for workload '%s': give --set sched.buckets",
+                    cfg->workload.name);
+    }
+    char text[SPEC_BUCKET_TEXT_MAX];
+    spec_bucket_format(&g->layout, text, sizeof text);
+    for (size_t i = 0; i < g->n_engines; i++) {
+        struct gw_engine *e = &g->engines[i];
+        e->bucket = -1;
+        for (int b = 0; b < g->layout.n && e->bucket < 0; b++)
+            if (spec_bucket_has_tp(&g->layout.bucket[b], e->tp))
+                e->bucket = b;
+        if (e->bucket < 0)
+            return fail(g,
+                        "engine %s is TP%d, which no bucket of %s serves (--set "
+                        "sched.buckets=...)",
+                        e->url, e->tp, text);
+    }
+    return 0;
+}
+
+static int make_routers(struct gw *g)
+{
+    struct libra_error err = {0};
+    const struct libra_config *cfg = g->cfg;
+    /* no move costs: route eval replays without them, and the two must decide alike */
+    if (sched_router_from_config(&g->router, &cfg->sched, &g->layout, NULL, &err) != 0)
+        return fail(g, "router: %s", err.msg);
+    struct spec_sched_config sticky = cfg->sched;
+    sticky.policy = SCHED_LOAD_BALANCE;
+    if (sched_router_from_config(&g->sticky, &sticky, &g->layout, NULL, &err) != 0)
+        return fail(g, "router: %s", err.msg);
+    sched_obs_defaults(&g->obs_config, cfg->workload.name, cfg->model.name);
+    return 0;
+}
+
+static int open_outputs(struct gw *g)
+{
+    struct libra_error err = {0};
+    const struct libra_config *cfg = g->cfg;
+    if (g->opt.capture_path) {
+        struct trace_header h = {.version = TRACE_SCHEMA_VERSION,
+                                 .workload = (char *)cfg->workload.name,
+                                 .model = (char *)cfg->model.name,
+                                 .group_size = 0};
+        if (trace_writer_open(&g->capture, g->opt.capture_path, &h, &err) != 0)
+            return fail(g, "--capture: %s", err.msg);
+    }
+    if (g->opt.decisions_path && !(g->decisions = fopen(g->opt.decisions_path, "w")))
+        return fail(g, "--decisions: cannot open '%s': %s", g->opt.decisions_path, strerror(errno));
+    return 0;
+}
+
+static void started(struct gw *g)
+{
+    for (size_t i = 0; i < g->n_engines; i++)
+        if (g->engines[i].tp < 1) {
+            fail(g,
+                 "engine %s: TP unknown (it does not answer SGLang's /get_server_info): give "
+                 "--engine %s,tp=N",
+                 g->engines[i].url, g->engines[i].url);
+            g->ready(g->ready_arg, false, g->start_error);
+            return;
+        }
+    char err[256] = "";
+    if (place_engines(g) || make_routers(g) || open_outputs(g) ||
+        net_server_new(&g->server, g->base, g->opt.host, g->opt.port, &g->opt.limits, routes, NULL,
+                       g, err, sizeof err) != 0) {
+        if (err[0])
+            fail(g, "cannot listen on %s:%d: %s", g->opt.host, g->opt.port, err);
+        g->ready(g->ready_arg, false, g->start_error);
+        return;
+    }
+    g->tick = event_new(g->base, -1, EV_PERSIST, on_tick, g);
+    struct timeval tv = {(time_t)g->opt.poll_s,
+                         (suseconds_t)((g->opt.poll_s - (double)(time_t)g->opt.poll_s) * 1e6)};
+    event_add(g->tick, &tv);
+    g->ready(g->ready_arg, true, NULL);
+}
+
+/* What an engine said about itself at start-up (SGLang's /get_server_info; others 404). */
+static void on_info(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct gw_engine *e = arg;
+    struct gw *g = e->g;
+    if (status == 0 && !g->start_error[0])
+        fail(g, "engine %s: %s", e->url, error ? error : "no answer");
+    e->up = status != 0;
+    if (status == 200) {
+        json_t *doc = json_loadb(body, len, 0, NULL);
+        json_int_t tp = json_integer_value(json_object_get(doc, "tp_size"));
+        const char *v = json_string_value(json_object_get(doc, "weight_version"));
+        e->sglang = true;
+        if (tp >= 1 && e->tp >= 1 && tp != e->tp && !g->start_error[0])
+            fail(g, "engine %s says it is TP%lld, not TP%d as --engine says", e->url, (long long)tp,
+                 e->tp);
+        if (tp >= 1)
+            e->tp = (int)tp;
+        gw_engine_version(g, e, v ? v : "");
+        json_decref(doc);
+    }
+    if (--g->asking > 0)
+        return;
+    if (g->start_error[0])
+        g->ready(g->ready_arg, false, g->start_error);
+    else
+        started(g);
+}
+
+int gw_new(struct gw **out, struct event_base *base, const struct libra_config *cfg,
+           const struct gw_options *o, gw_ready_fn ready, void *arg, char *err, size_t err_size)
+{
+    *out = NULL;
+    if (o->n_engines == 0 || o->n_engines > GW_ENGINES_MAX) {
+        snprintf(err, err_size, "give 1 to %d engines (--engine URL[,tp=N])", GW_ENGINES_MAX);
+        return -1;
+    }
+    if (o->prompt_tokens < 1 || !(o->idle_s > 0) || !(o->poll_s > 0)) {
+        snprintf(err, err_size, "prompt tokens, idle and poll times must be positive");
+        return -1;
+    }
+    struct gw *g = xcalloc(1, sizeof *g);
+    g->base = base;
+    g->cfg = cfg;
+    g->opt = *o;
+    g->ready = ready;
+    g->ready_arg = arg;
+    g->shadow = o->shadow;
+    map_init(&g->trajs);
+    g->client = net_client_new(base);
+    if (!g->client) {
+        snprintf(err, err_size, "cannot make a curl multi handle");
+        free(g);
+        return -1;
+    }
+    g->n_engines = o->n_engines;
+    g->asking = (int)o->n_engines;
+    for (size_t i = 0; i < o->n_engines; i++) {
+        struct gw_engine *e = &g->engines[i];
+        e->g = g;
+        e->id = (int64_t)i;
+        snprintf(e->url, sizeof e->url, "%s", o->engines[i].url);
+        e->tp = o->engines[i].tp;
+        char url[320];
+        snprintf(url, sizeof url, "%s/get_server_info", e->url);
+        net_client_request(g->client, "GET", url, NULL, NULL, 0, on_info, e);
+    }
+    *out = g;
+    return 0;
+}
+
+int gw_port(const struct gw *g)
+{
+    return net_server_port(g->server);
+}
+
+char *gw_ready_line(const struct gw *g)
+{
+    json_t *engines = json_array();
+    for (size_t i = 0; i < g->n_engines; i++) {
+        const struct gw_engine *e = &g->engines[i];
+        json_array_append_new(engines, json_pack("{s:I, s:s, s:i, s:i}", "id", (json_int_t)e->id,
+                                                 "url", e->url, "tp", e->tp, "bucket", e->bucket));
+    }
+    char url[128];
+    snprintf(url, sizeof url, "http://%s:%d", g->opt.host, gw_port(g));
+    json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:o}", "url", url, "port", gw_port(g), "mode",
+                          g->shadow ? "shadow" : "route", "policy",
+                          sched_policy_name(g->cfg->sched.policy), "engines", engines);
+    char *s = json_dumps(o, JSON_COMPACT);
+    json_decref(o);
+    return s;
+}
+
+int gw_free(struct gw *g, char *err, size_t err_size)
+{
+    if (!g)
+        return 0;
+    int rc = 0;
+    net_server_free(g->server); /* cancels the calls held: their turns end */
+    if (g->tick)
+        event_free(g->tick);
+    gw_traj_free_all(g);
+    net_client_free(g->client);
+    map_free(&g->trajs);
+    sched_router_free(g->router);
+    sched_router_free(g->sticky);
+    for (size_t i = 0; i < g->versions.n; i++)
+        free(g->versions.v[i]);
+    vec_free(&g->versions);
+    vec_free(&g->version_steps);
+    struct libra_error e = {0};
+    if (g->capture && trace_writer_close(g->capture, &e) != 0) {
+        snprintf(err, err_size, "--capture: %s", e.msg);
+        rc = -1;
+    }
+    if (g->decisions && fclose(g->decisions) != 0 && rc == 0) {
+        snprintf(err, err_size, "--decisions: %s", strerror(errno));
+        rc = -1;
+    }
+    free(g);
+    return rc;
+}

@@ -1,0 +1,76 @@
+/*
+ * `libra serve`: the C-MLFQ gateway in front of vLLM/SGLang engines (docs/serve.md).
+ *
+ * An RL framework points its rollout client at the gateway instead of an engine. Every turn of
+ * every trajectory is routed with the same sched/ calls the simulator makes (one router built
+ * from the experiment's sched section), then proxied byte for byte: the body as it arrived,
+ * minus libra's request object, and the answer as it comes, SSE included. Control calls a
+ * trainer makes on "the engine" (pause, weight updates, loads) go to every engine.
+ *
+ * The gateway's step is a change of the fleet's weight version: finished trajectories are learnt
+ * then, in the order they finished, and the router's rebuild tick runs — the order a replay of
+ * the capture (`libra route eval`) learns in.
+ *
+ * Threading: one event loop owns everything; nothing here is thread-safe.
+ */
+#ifndef SERVER_GATEWAY_H
+#define SERVER_GATEWAY_H
+
+#include <event2/event.h>
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "net/http.h"
+#include "spec/config.h"
+
+#define GW_ENGINES_MAX 256
+
+/* An engine as the command line names it. */
+struct gw_engine_spec {
+    const char *url; /* http://host:port, no trailing slash */
+    int tp;          /* tensor-parallel size; 0: ask the engine (SGLang /get_server_info) */
+};
+
+struct gw_options {
+    const char *host; /* listen address (default 127.0.0.1) */
+    int port;         /* 0: chosen by the OS */
+    const struct gw_engine_spec *engines;
+    size_t n_engines;
+    const char *admin_token;    /* bearer token of the admin calls; NULL: they answer 401 */
+    const char *capture_path;   /* finished trajectories appended here as a trace; NULL: none */
+    const char *decisions_path; /* one JSON line per decision; NULL: none */
+    bool shadow;                /* start in shadow mode (else route by sched.policy) */
+    bool rid_identity;          /* AReaL's rid names the trajectory */
+    int prompt_tokens;          /* first prompt tokens hashed into the prompt key */
+    double idle_s;              /* a trajectory idle this long is learnt as censored */
+    double poll_s;              /* engines' weight version and health polled this often */
+    struct net_limits limits;
+};
+
+/* The defaults above: 127.0.0.1:0, C-MLFQ mode, 64 prompt tokens, 7200 s idle, 2 s polls. */
+void gw_options_default(struct gw_options *o);
+
+struct gw;
+
+/* Called once when the gateway listens (ok) or failed to start (!ok, msg says why). */
+typedef void (*gw_ready_fn)(void *arg, bool ok, const char *msg);
+
+/*
+ * Starts a gateway on base for the experiment cfg (borrowed; must outlive it): asks every engine
+ * what it is (TP, kind, weight version), then listens and calls ready. Returns 0, or -1 with err
+ * when the options are wrong before anything is asked (ready is then not called).
+ */
+int gw_new(struct gw **out, struct event_base *base, const struct libra_config *cfg,
+           const struct gw_options *o, gw_ready_fn ready, void *arg, char *err, size_t err_size);
+
+/* The port listened on (after ready). */
+int gw_port(const struct gw *g);
+
+/* A JSON line describing the gateway (url, port, engines), malloc'd (after ready). */
+char *gw_ready_line(const struct gw *g);
+
+/* Writes the capture out and frees everything; g may be NULL. Returns 0, or -1 when the
+ * capture could not be written (err says why). */
+int gw_free(struct gw *g, char *err, size_t err_size);
+
+#endif

@@ -1,0 +1,168 @@
+/*
+ * Internals of the gateway shared by its files: gateway.c (set-up, engines, versions, routes),
+ * proxy.c (a generation request from arrival to answer), traj.c (trajectories, their events,
+ * learning at the step, the capture) and control.c (fan-out of control calls, admin, metrics).
+ * Not an API: use server/gateway.h.
+ */
+#ifndef SERVER_INTERNAL_H
+#define SERVER_INTERNAL_H
+
+#include <stdio.h>
+
+#include "net/client.h"
+#include "sched/eval.h"
+#include "sched/router.h"
+#include "server/gateway.h"
+#include "server/request.h"
+#include "trace/file.h"
+#include "util/map.h"
+#include "util/vec.h"
+
+#define GW_VERSION_MAX 64     /* bytes of a weight version string */
+#define GW_LATENCY_BUCKETS 12 /* upstream latency histogram buckets */
+
+/* One engine behind the gateway. */
+struct gw_engine {
+    struct gw *g;
+    int64_t id; /* its index; the router's instance id */
+    char url[256];
+    int tp;
+    int bucket;  /* in the router's layout */
+    bool sglang; /* answers SGLang's calls (get_server_info, get_weight_version) */
+    bool up;     /* answered its last call (a transfer error or a failed poll: down) */
+    char version[GW_VERSION_MAX]; /* weight version as the engine names it */
+    int64_t generation;           /* the gateway step its weights belong to */
+    int in_flight;                /* turns being proxied to it */
+    bool polling;                 /* a poll is in flight */
+    uint64_t requests, errors;
+    uint64_t latency[GW_LATENCY_BUCKETS + 1]; /* upstream seconds, cumulative buckets + count */
+    double latency_sum_s;
+};
+
+/* A live trajectory. */
+struct gw_traj {
+    uint64_t rid;       /* the router's id: a sequence number */
+    char id[GW_ID_MAX]; /* the identity it is known by */
+    uint64_t prompt;
+    int64_t generation;         /* its next turn goes to engines of this step or later */
+    int64_t last_prompt_tokens; /* of its last turn */
+    int64_t last_generated;     /* tokens its last turn generated */
+    int64_t instance;           /* engine of its last turn, -1 none */
+    int64_t version_start;      /* the gateway step of its first turn */
+    bool in_flight;
+    bool failed; /* its last turn got no answer: the next request sends that turn again */
+    double last_active_s;
+    VEC(struct trace_turn) turns;        /* what the capture records */
+    VEC(struct sched_obs) obs;           /* every return, in order */
+    VEC(size_t) returns_at;              /* obs index where each turn's returns start */
+    VEC(struct trace_tool_call) pending; /* returns announced by the events call */
+};
+
+struct gw {
+    struct event_base *base;
+    const struct libra_config *cfg;
+    struct gw_options opt;
+    struct gw_engine_spec *specs; /* copies of the options' engines */
+    gw_ready_fn ready;
+    void *ready_arg;
+    struct net_server *server;
+    struct net_client *client;
+    struct event *tick; /* polls engines, ends idle trajectories */
+    int asking;         /* start-up calls still in flight */
+    char start_error[256];
+
+    size_t n_engines;
+    struct gw_engine engines[GW_ENGINES_MAX];
+    struct spec_bucket_layout layout;
+    struct sched_obs_config obs_config;
+    struct sched_router *router; /* sched.policy's */
+    struct sched_router *sticky; /* load_balance: shadow mode's */
+    bool shadow;
+
+    struct map trajs; /* identity -> struct gw_traj * */
+    uint64_t next_rid;
+    int64_t step;                     /* fleet weight-version changes seen */
+    VEC(char *) versions;             /* every version string seen, in order */
+    VEC(int64_t) version_steps;       /* the step each began */
+    struct sched_eval_trace finished; /* ended this step: learnt at its end, in this order */
+    double learnt;                    /* trajectories learnt at earlier steps */
+
+    struct trace_writer *capture;
+    FILE *decisions;
+
+    /* counters for /metrics */
+    uint64_t requests[4]; /* by enum gw_api */
+    uint64_t single_turn; /* requests without an identity */
+    uint64_t decisions_by_bucket[SPEC_BUCKETS_MAX], moves_by_bucket[SPEC_BUCKETS_MAX];
+    uint64_t errors_bad_request, errors_upstream, errors_client_gone, trajectories_finished;
+    uint64_t resumed;
+    uint64_t updates; /* weight updates passed through without a version of their own */
+};
+
+/* ---- gateway.c ---------------------------------------------------------------------------- */
+
+/* Monotonic seconds. */
+double gw_now(void);
+
+/* An engine reported weight version v (from a response, a poll or an update that passed
+ * through): a version new to the fleet is the next step (learns, ticks). */
+void gw_engine_version(struct gw *g, struct gw_engine *e, const char *v);
+
+/* Asks e for its weight version (SGLang) or health (others), unless a poll is in flight. */
+void gw_poll_engine(struct gw *g, struct gw_engine *e);
+
+/* The registry the router sees for traj t (NULL: a single turn): engines older than its last
+ * one, or down, are not ready. inst holds n_engines. */
+void gw_registry(const struct gw *g, const struct gw_traj *t, struct sched_instance *inst,
+                 struct sched_registry *reg);
+
+/* ---- proxy.c ------------------------------------------------------------------------------ */
+
+/* Handlers of the generation routes (ctx is the gateway). */
+void gw_generate_sglang(void *ctx, struct net_call *c);
+void gw_generate_vllm(void *ctx, struct net_call *c);
+void gw_completions(void *ctx, struct net_call *c);
+void gw_chat(void *ctx, struct net_call *c);
+
+/* ---- traj.c ------------------------------------------------------------------------------- */
+
+/*
+ * Routes one turn of the request r: starts its trajectory or continues it after its returns.
+ * Returns the engine index, or -1 when no engine is registered. *traj is the trajectory (for a
+ * request without identity, a single-turn one that gw_turn_end ends); *applied the decision
+ * carried out.
+ */
+long gw_route_turn(struct gw *g, const struct gw_request *r, struct gw_traj **traj,
+                   struct sched_decision *applied);
+
+/* The turn of t (NULL: a single turn) on engine e ended: generated tokens (-1: failed). */
+void gw_turn_end(struct gw *g, struct gw_traj *t, const struct gw_request *r, long e,
+                 int64_t generated, int64_t cached);
+
+/* Applies events from the events call to the trajectory named id. Returns 0, or -1 when no
+ * live trajectory has that name. */
+int gw_traj_events(struct gw *g, const char *id, const struct gw_event *ev, size_t n);
+
+/* Ends trajectories idle past idle_s (censored). */
+void gw_traj_expire(struct gw *g, double now_s);
+
+/* Learns the finished trajectories and ticks the router: the gateway's step ended. */
+void gw_learn_step(struct gw *g);
+
+/* Frees every trajectory (at shutdown; each is captured as aborted). */
+void gw_traj_free_all(struct gw *g);
+
+/* ---- control.c ---------------------------------------------------------------------------- */
+
+/* The routes of control calls that go to every engine, admin, status and metrics. */
+void gw_fan_out(void *ctx, struct net_call *c);
+void gw_events_call(void *ctx, struct net_call *c);
+void gw_admin_mode(void *ctx, struct net_call *c);
+void gw_status(void *ctx, struct net_call *c);
+void gw_metrics(void *ctx, struct net_call *c);
+void gw_healthz(void *ctx, struct net_call *c);
+
+/* Counts one upstream answer of seconds on e. */
+void gw_observe_latency(struct gw_engine *e, double seconds);
+
+#endif

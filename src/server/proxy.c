@@ -1,0 +1,326 @@
+/*
+ * One generation request, from arrival to answer: read the routing fields (request.h), route
+ * the turn (traj.c), forward the body as bytes without libra's object, and answer with the
+ * engine's bytes. A streamed answer (SSE) passes through as it arrives, paused while the
+ * client's connection holds more than PROXY_HIGH_WATER bytes; any other answer is held until
+ * complete, so that a turn whose engine dies before answering can go, whole, to another engine
+ * when the request opted in (libra.resume), and the gateway can read the token counts it
+ * learns from. The client going away aborts the engine's transfer.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/internal.h"
+#include "util/alloc.h"
+
+#define PROXY_HIGH_WATER ((size_t)4 << 20)   /* bytes queued to a client before pausing */
+#define PROXY_LOW_WATER ((size_t)1 << 20)    /* ... and resuming */
+#define PROXY_SSE_LINE_MAX ((size_t)4 << 20) /* an SSE line longer than this is not read */
+#define PROXY_RESUBMITS_MAX 3                /* engines tried for one turn */
+
+struct proxy {
+    struct gw *g;
+    struct net_call *call;
+    struct net_transfer *xfer;
+    struct gw_request req;
+    struct gw_traj *traj;
+    struct sched_decision decision;
+    long engine;
+    int tries;
+    double start_s;
+    int status;
+    char content_type[128];
+    bool started;   /* streaming answer started */
+    VEC(char) body; /* a held answer; or the SSE line being read */
+    int64_t generated, cached;
+    int64_t sse_chunks;
+    char version[GW_VERSION_MAX];
+};
+
+static const char *header_of(void *ctx, const char *name)
+{
+    return net_call_header(ctx, name);
+}
+
+/* ---- what an answer says -------------------------------------------------------------------- */
+
+/* The first element of an array member, or nothing. */
+static bool first_of(struct jscan_value obj, const char *key, struct jscan_value *out)
+{
+    struct jscan_value a;
+    struct jscan_iter it = {0};
+    return jscan_get(obj, key, &a) && a.type == 'a' && jscan_next(a, &it, out);
+}
+
+/* Reads the counts of one answer object (or one SSE chunk): later chunks overwrite. */
+static void read_counts(struct proxy *p, struct jscan_value o)
+{
+    struct jscan_value v, choice;
+    int64_t n;
+    if (jscan_path(o, "meta_info.completion_tokens", &v) && jscan_int(v, &n))
+        p->generated = n;
+    if (jscan_path(o, "meta_info.cached_tokens", &v) && jscan_int(v, &n))
+        p->cached = n;
+    if (jscan_path(o, "meta_info.weight_version", &v))
+        jscan_string(v, p->version, sizeof p->version);
+    if (jscan_path(o, "usage.completion_tokens", &v) && jscan_int(v, &n))
+        p->generated = n;
+    if (jscan_path(o, "usage.prompt_tokens_details.cached_tokens", &v) && jscan_int(v, &n))
+        p->cached = n;
+    if (first_of(o, "choices", &choice)) {
+        p->sse_chunks++;
+        long ids = jscan_get(choice, "token_ids", &v) ? jscan_count(v) : -1;
+        if (ids >= 0 && p->req.api == GW_VLLM_GENERATE)
+            p->generated = ids;
+    }
+}
+
+static void read_answer(struct proxy *p, const char *buf, size_t len)
+{
+    size_t off;
+    const char *msg;
+    if (jscan_check(buf, len, &off, &msg) == 0)
+        read_counts(p, jscan_root(buf, len));
+}
+
+/* Reads the complete lines of an SSE stream as they pass ("data: {...}"). */
+static void read_sse(struct proxy *p, const char *buf, size_t len)
+{
+    for (size_t i = 0; i < len; i++) {
+        if (buf[i] != '\n') {
+            if (p->body.n < PROXY_SSE_LINE_MAX)
+                vec_push(&p->body, buf[i]);
+            continue;
+        }
+        const char *line = p->body.v;
+        size_t n = p->body.n;
+        if (n > 6 && memcmp(line, "data: ", 6) == 0 && n < PROXY_SSE_LINE_MAX)
+            read_answer(p, line + 6, n - 6);
+        p->body.n = 0;
+    }
+}
+
+/* ---- the end of a request ------------------------------------------------------------------- */
+
+static void engine_done(struct proxy *p)
+{
+    if (p->engine < 0)
+        return;
+    struct gw_engine *e = &p->g->engines[p->engine];
+    e->in_flight--;
+    gw_observe_latency(e, gw_now() - p->start_s);
+}
+
+static void proxy_free(struct proxy *p)
+{
+    vec_free(&p->body);
+    free(p);
+}
+
+/* The turn ended (generated -1: it failed); the call is answered or gone. */
+static void end_turn(struct proxy *p, int64_t generated)
+{
+    struct gw *g = p->g;
+    if (generated >= 0 && p->version[0] && p->engine >= 0)
+        gw_engine_version(g, &g->engines[p->engine], p->version);
+    gw_turn_end(g, p->traj, &p->req, p->engine, generated, p->cached);
+    proxy_free(p);
+}
+
+static void on_cancel(void *arg, struct net_call *c, enum net_cancel why)
+{
+    struct proxy *p = arg;
+    (void)c;
+    if (p->xfer) {
+        net_transfer_cancel(p->xfer);
+        engine_done(p);
+    }
+    p->g->errors_client_gone += why == NET_CANCEL_CLIENT_GONE;
+    end_turn(p, -1);
+}
+
+static void add_headers(struct proxy *p)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%lld", (long long)p->decision.instance_id);
+    net_call_add_header(p->call, "X-Libra-Instance", v);
+    snprintf(v, sizeof v, "%d", p->decision.placed_bucket);
+    net_call_add_header(p->call, "X-Libra-Bucket", v);
+    net_call_add_header(p->call, "X-Libra-Decision", sched_reason_name(p->decision.reason));
+}
+
+/* ---- the engine's transfer --------------------------------------------------------------------
+ */
+
+static bool on_head(void *arg, int status, const char *content_type)
+{
+    struct proxy *p = arg;
+    p->status = status;
+    snprintf(p->content_type, sizeof p->content_type, "%s",
+             content_type ? content_type : "application/json");
+    if (!p->req.stream || status != 200)
+        return true;
+    add_headers(p);
+    net_stream_start(p->call, status, p->content_type);
+    p->started = true;
+    return true;
+}
+
+static void on_drain(void *arg, struct net_call *c)
+{
+    struct proxy *p = arg;
+    (void)c;
+    if (p->xfer)
+        net_transfer_pause(p->xfer, false);
+}
+
+static bool on_data(void *arg, const char *buf, size_t len)
+{
+    struct proxy *p = arg;
+    if (!p->started) {
+        vec_reserve(&p->body, p->body.n + len);
+        memcpy(p->body.v + p->body.n, buf, len);
+        p->body.n += len;
+        return true;
+    }
+    read_sse(p, buf, len);
+    net_stream_write(p->call, buf, len);
+    if (net_stream_pending(p->call) > PROXY_HIGH_WATER) {
+        net_transfer_pause(p->xfer, true);
+        net_stream_on_drain(p->call, PROXY_LOW_WATER, on_drain, p);
+    }
+    return true;
+}
+
+static void send_turn(struct proxy *p);
+
+/* The engine could not be reached or cut the answer before any byte reached the client. */
+static bool resubmit(struct proxy *p, const char *error)
+{
+    struct gw *g = p->g;
+    struct gw_engine *e = &g->engines[p->engine];
+    e->up = false;
+    e->errors++;
+    g->errors_upstream++;
+    if (!p->req.resume || p->started || ++p->tries >= PROXY_RESUBMITS_MAX)
+        return false;
+    struct gw_traj *t = p->traj;
+    long next = -1;
+    for (size_t i = 0; i < g->n_engines && next < 0; i++) /* least loaded engine that is up */
+        if (g->engines[i].up && (next < 0 || g->engines[i].in_flight < g->engines[next].in_flight))
+            next = (long)i;
+    if (next < 0)
+        return false;
+    fprintf(stderr, "libra: serve: %s failed (%s); the turn goes to %s\n", e->url, error,
+            g->engines[next].url);
+    g->resumed++;
+    p->engine = next;
+    p->decision.instance_id = next;
+    p->decision.placed_bucket = g->engines[next].bucket;
+    if (t)
+        t->instance = next;
+    p->body.n = 0;
+    send_turn(p);
+    return true;
+}
+
+static void on_done(void *arg, const char *error)
+{
+    struct proxy *p = arg;
+    p->xfer = NULL;
+    engine_done(p);
+    if (error && resubmit(p, error))
+        return;
+    if (p->started) {
+        net_stream_end(p->call);
+        end_turn(p, error ? -1 : p->generated >= 0 ? p->generated : p->sse_chunks);
+        return;
+    }
+    if (error) {
+        net_reply_error(p->call, 502, "upstream_error", "engine %s: %s",
+                        p->g->engines[p->engine].url, error);
+        end_turn(p, -1);
+        return;
+    }
+    if (p->status == 200)
+        read_answer(p, p->body.v ? p->body.v : "", p->body.n);
+    add_headers(p);
+    net_reply_raw(p->call, p->status, p->content_type, p->body.v ? p->body.v : "", p->body.n);
+    end_turn(p, p->status == 200 ? (p->generated >= 0 ? p->generated : 0) : -1);
+}
+
+static void send_turn(struct proxy *p)
+{
+    struct gw *g = p->g;
+    struct gw_engine *e = &g->engines[p->engine];
+    static const struct net_stream_ops ops = {on_head, on_data, on_done};
+    size_t len;
+    const char *body = net_call_body(p->call, &len);
+    struct net_iov iov[2] = {{body, len}, {NULL, 0}};
+    size_t n_iov = 1;
+    if (p->req.has_libra) { /* the bytes before libra's member and after it */
+        iov[0].len = p->req.cut.head_len;
+        iov[1] = (struct net_iov){body + p->req.cut.tail_off, len - p->req.cut.tail_off};
+        n_iov = 2;
+    }
+    char url[320];
+    snprintf(url, sizeof url, "%s%s", e->url, gw_api_path(p->req.api));
+    const char *auth = net_call_header(p->call, "Authorization");
+    char auth_line[512];
+    const char *headers[2] = {"Content-Type: application/json", auth_line};
+    snprintf(auth_line, sizeof auth_line, "Authorization: %s", auth ? auth : "");
+    e->in_flight++;
+    e->requests++;
+    p->start_s = gw_now();
+    p->generated = p->cached = -1;
+    p->sse_chunks = 0;
+    p->xfer = net_client_send(g->client, "POST", url, headers, auth ? 2 : 1, iov, n_iov, &ops, p);
+}
+
+static void generate(struct gw *g, struct net_call *c, enum gw_api api)
+{
+    struct proxy *p = xcalloc(1, sizeof *p);
+    p->g = g;
+    p->call = c;
+    p->engine = -1;
+    size_t len;
+    const char *body = net_call_body(c, &len);
+    struct gw_parse_config pc = {g->opt.rid_identity, g->opt.prompt_tokens};
+    char err[256];
+    g->requests[api]++;
+    if (gw_request_parse(api, body, len, header_of, c, &pc, &p->req, err, sizeof err) != 0) {
+        g->errors_bad_request++;
+        net_reply_error(c, 400, "invalid_request_error", "%s", err);
+        proxy_free(p);
+        return;
+    }
+    p->engine = gw_route_turn(g, &p->req, &p->traj, &p->decision);
+    if (p->engine < 0) {
+        net_reply_error(c, 503, "service_unavailable", "no engine is registered");
+        proxy_free(p);
+        return;
+    }
+    net_call_defer(c, on_cancel, p);
+    send_turn(p);
+}
+
+void gw_generate_sglang(void *ctx, struct net_call *c)
+{
+    generate(ctx, c, GW_SGLANG_GENERATE);
+}
+
+void gw_generate_vllm(void *ctx, struct net_call *c)
+{
+    generate(ctx, c, GW_VLLM_GENERATE);
+}
+
+void gw_completions(void *ctx, struct net_call *c)
+{
+    generate(ctx, c, GW_COMPLETIONS);
+}
+
+void gw_chat(void *ctx, struct net_call *c)
+{
+    generate(ctx, c, GW_CHAT);
+}

@@ -1,0 +1,315 @@
+/*
+ * Reading a generation request without a DOM of it (request.h). Only libra's own object,
+ * small by construction, is parsed field by field; the body itself is scanned.
+ */
+#include "server/request.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+
+#define BYTES_PER_TOKEN 4 /* text without a tokenizer: the emulator's and the docs' rule */
+
+static int fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(char *err, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(err, size, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
+uint64_t gw_hash(uint64_t h, const void *p, size_t len)
+{
+    const unsigned char *b = p;
+    for (size_t i = 0; i < len; i++) {
+        h ^= b[i];
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+const char *gw_api_path(enum gw_api api)
+{
+    static const char *const paths[] = {"/generate", "/inference/v1/generate", "/v1/completions",
+                                        "/v1/chat/completions"};
+    return (unsigned)api < sizeof paths / sizeof paths[0] ? paths[api] : "?";
+}
+
+/* ---- events ----------------------------------------------------------------------------- */
+
+static int parse_status(struct jscan_value v, const char *where, int *out, char *err, size_t size)
+{
+    static const char *const names[] = {"success", "failure", "timeout", "other"};
+    char s[16];
+    if (!jscan_string(v, s, sizeof s))
+        return fail(err, size, "%s.status: expected success, failure, timeout or other", where);
+    for (int i = 0; i < SCHED_STATUS_COUNT; i++)
+        if (strcmp(s, names[i]) == 0) {
+            *out = i;
+            return 0;
+        }
+    return fail(err, size, "%s.status: expected success, failure, timeout or other, not '%s'",
+                where, s);
+}
+
+static int parse_finish(struct jscan_value v, const char *where, enum trace_finish *out, char *err,
+                        size_t size)
+{
+    char s[16];
+    if (jscan_string(v, s, sizeof s))
+        for (int i = 0; i < TRACE_FINISH_COUNT; i++)
+            if (strcmp(s, trace_finish_name((enum trace_finish)i)) == 0) {
+                *out = (enum trace_finish)i;
+                return 0;
+            }
+    return fail(err, size, "%s.status: expected completed, truncated, aborted or filtered", where);
+}
+
+static int parse_tool_return(struct jscan_value o, const char *where, struct gw_event *e, char *err,
+                             size_t size)
+{
+    struct jscan_value v;
+    if (jscan_get(o, "tool", &v) && !jscan_string(v, e->tool, sizeof e->tool))
+        return fail(err, size, "%s.tool: expected a string of at most %d bytes", where,
+                    SCHED_TOOL_NAME_MAX - 1);
+    if (jscan_get(o, "status", &v) && v.type != 'z' &&
+        parse_status(v, where, &e->status, err, size))
+        return -1;
+    if (jscan_get(o, "payload_tokens", &v) && v.type != 'z' &&
+        (!jscan_int(v, &e->payload_tokens) || e->payload_tokens < 0))
+        return fail(err, size, "%s.payload_tokens: expected an integer >= 0", where);
+    if (jscan_get(o, "exec_s", &v) && v.type != 'z' &&
+        (!jscan_number(v, &e->exec_s) || !(e->exec_s >= 0) || !isfinite(e->exec_s)))
+        return fail(err, size, "%s.exec_s: expected a number >= 0", where);
+    return 0;
+}
+
+static int parse_event(struct jscan_value o, const char *where, struct gw_event *e, char *err,
+                       size_t size)
+{
+    *e = (struct gw_event){.status = SCHED_STATUS_UNSET, .payload_tokens = -1, .exec_s = -1};
+    struct jscan_value v;
+    char kind[16];
+    if (o.type != 'o')
+        return fail(err, size, "%s: expected an object", where);
+    if (!jscan_get(o, "kind", &v) || !jscan_string(v, kind, sizeof kind))
+        return fail(err, size, "%s.kind: expected tool_return or finish", where);
+    if (strcmp(kind, "tool_return") == 0)
+        return parse_tool_return(o, where, e, err, size);
+    if (strcmp(kind, "finish") != 0)
+        return fail(err, size, "%s.kind: expected tool_return or finish, not '%s'", where, kind);
+    e->kind = GW_EVENT_FINISH;
+    e->finish = TRACE_FINISH_COMPLETED;
+    if (jscan_get(o, "status", &v) && parse_finish(v, where, &e->finish, err, size))
+        return -1;
+    if (jscan_get(o, "reward", &v) && v.type != 'z') {
+        if (!jscan_number(v, &e->reward) || !isfinite(e->reward))
+            return fail(err, size, "%s.reward: expected a number", where);
+        e->has_reward = true;
+    }
+    return 0;
+}
+
+static int parse_event_array(struct jscan_value a, const char *where, struct gw_event *out,
+                             size_t *n, char *err, size_t size)
+{
+    if (a.type != 'a')
+        return fail(err, size, "%s: expected an array", where);
+    struct jscan_iter it = {0};
+    struct jscan_value e;
+    for (*n = 0; jscan_next(a, &it, &e); (*n)++) {
+        char at[64];
+        snprintf(at, sizeof at, "%s.%zu", where, *n);
+        if (*n == GW_EVENTS_MAX)
+            return fail(err, size, "%s: more than %d events", where, GW_EVENTS_MAX);
+        if (parse_event(e, at, &out[*n], err, size))
+            return -1;
+    }
+    return 0;
+}
+
+static int check_body(const char *body, size_t len, char *err, size_t size)
+{
+    size_t off = 0;
+    const char *msg = NULL;
+    if (jscan_check(body, len, &off, &msg) == 0)
+        return 0;
+    return fail(err, size, "body:%zu: %s", off, msg ? msg : "invalid JSON");
+}
+
+int gw_events_parse(const char *body, size_t len, struct gw_event *out, size_t *n, char *err,
+                    size_t err_size)
+{
+    *n = 0;
+    if (check_body(body, len, err, err_size))
+        return -1;
+    struct jscan_value root = jscan_root(body, len), a;
+    if (jscan_get(root, "events", &a))
+        return parse_event_array(a, "events", out, n, err, err_size);
+    *n = 1;
+    return parse_event(root, "event", out, err, err_size);
+}
+
+/* ---- identity ----------------------------------------------------------------------------- */
+
+/* Sets the identity from a value's bytes: strings unescaped, anything else as written. */
+static void set_id(struct gw_request *r, enum gw_id_source src, const char *tag,
+                   struct jscan_value v)
+{
+    char s[GW_ID_MAX];
+    r->id_source = src;
+    if (v.type == 's' && jscan_string(v, s, sizeof s)) {
+        snprintf(r->id, sizeof r->id, "%s:%s", tag, s);
+        return;
+    }
+    size_t room = sizeof r->id - strlen(tag) - 2;
+    if (v.len <= room) {
+        snprintf(r->id, sizeof r->id, "%s:%.*s", tag, (int)v.len, v.p);
+        return;
+    }
+    /* an identity too long to keep: its hash names it */
+    snprintf(r->id, sizeof r->id, "%s#%016llx", tag,
+             (unsigned long long)gw_hash(GW_HASH_SEED, v.p, v.len));
+}
+
+static bool set_header_id(struct gw_request *r, enum gw_id_source src, const char *tag,
+                          gw_header_fn header, void *ctx, const char *name)
+{
+    const char *h = header ? header(ctx, name) : NULL;
+    if (!h || !*h)
+        return false;
+    struct jscan_value v = {h, strlen(h), 'h'};
+    set_id(r, src, tag, v);
+    return true;
+}
+
+/* Sets the identity from member key of obj, when present. */
+static bool set_body_id(struct gw_request *r, enum gw_id_source src, const char *tag,
+                        struct jscan_value obj, const char *key)
+{
+    struct jscan_value v;
+    if (obj.type != 'o' || !jscan_get(obj, key, &v) || v.type == 'z')
+        return false;
+    set_id(r, src, tag, v);
+    return true;
+}
+
+/* The first present source, in the order of precedence (request.h). */
+static void find_identity(struct jscan_value root, struct jscan_value libra, gw_header_fn header,
+                          void *hctx, const struct gw_parse_config *c, struct gw_request *r)
+{
+    (void)(set_body_id(r, GW_ID_LIBRA, "libra", libra, "trajectory") ||
+           set_body_id(r, GW_ID_TRAJECTORY, "trajectory_id", root, "trajectory_id") ||
+           set_header_id(r, GW_ID_ROUTING_KEY, "routing_key", header, hctx, "X-SMG-Routing-Key") ||
+           set_body_id(r, GW_ID_PROGRAM, "program_id", root, "program_id") ||
+           set_header_id(r, GW_ID_SESSION, "session", header, hctx, "X-Session-ID") ||
+           (c->rid_identity && set_body_id(r, GW_ID_RID, "rid", root, "rid")));
+}
+
+/* ---- the prompt ----------------------------------------------------------------------------- */
+
+/* The prompt's value and whether it is token ids. */
+static bool prompt_value(enum gw_api api, struct jscan_value root, struct jscan_value *out,
+                         bool *ids)
+{
+    static const char *const keys[] = {"input_ids", "token_ids", "prompt", "messages"};
+    *ids = api != GW_CHAT;
+    if (jscan_get(root, keys[api], out) && out->type != 'z') {
+        *ids = *ids && out->type == 'a';
+        return true;
+    }
+    *ids = false;
+    return api == GW_SGLANG_GENERATE && jscan_get(root, "text", out) && out->type != 'z';
+}
+
+static int read_prompt(enum gw_api api, struct jscan_value root, const struct gw_parse_config *c,
+                       struct gw_request *r, char *err, size_t size)
+{
+    struct jscan_value p;
+    bool ids;
+    if (!prompt_value(api, root, &p, &ids))
+        return fail(err, size, "%s: missing",
+                    api == GW_CHAT              ? "messages"
+                    : api == GW_SGLANG_GENERATE ? "input_ids"
+                                                : "prompt");
+    uint64_t h = GW_HASH_SEED;
+    if (ids) {
+        r->prompt_tokens = jscan_count(p);
+        struct jscan_iter it = {0};
+        struct jscan_value e;
+        for (int i = 0; i < c->prompt_tokens && jscan_next(p, &it, &e); i++)
+            h = gw_hash(h, e.p, e.len + 1); /* the separator after it too: "1,2" is not "12" */
+    } else {
+        size_t n = p.len / BYTES_PER_TOKEN;
+        r->prompt_tokens = (int64_t)(n ? n : 1);
+        size_t take = (size_t)c->prompt_tokens * BYTES_PER_TOKEN;
+        h = gw_hash(h, p.p, p.len < take ? p.len : take);
+    }
+    if (!r->has_prompt)
+        r->prompt = h;
+    return 0;
+}
+
+static void read_budget(enum gw_api api, struct jscan_value root, struct gw_request *r)
+{
+    static const char *const paths[] = {"sampling_params.max_new_tokens",
+                                        "sampling_params.max_tokens", "max_tokens", "max_tokens"};
+    struct jscan_value v;
+    int64_t n;
+    r->max_new_tokens = -1;
+    if ((jscan_path(root, paths[api], &v) && jscan_int(v, &n)) ||
+        (api == GW_CHAT && jscan_get(root, "max_completion_tokens", &v) && jscan_int(v, &n)))
+        r->max_new_tokens = n >= 0 ? n : -1;
+}
+
+/* ---- libra's object ------------------------------------------------------------------------- */
+
+static int read_libra(struct jscan_value lo, struct gw_request *r, char *err, size_t size)
+{
+    struct jscan_value v;
+    if (lo.type != 'o')
+        return fail(err, size, "libra: expected an object");
+    if (jscan_get(lo, "prompt", &v) && v.type != 'z') {
+        int64_t id;
+        if (jscan_int(v, &id))
+            r->prompt = (uint64_t)id;
+        else if (v.type == 's')
+            r->prompt = gw_hash(GW_HASH_SEED, v.p, v.len);
+        else
+            return fail(err, size, "libra.prompt: expected an integer or a string");
+        r->has_prompt = true;
+    }
+    if (jscan_get(lo, "resume", &v) && v.type != 'z' && !jscan_bool(v, &r->resume))
+        return fail(err, size, "libra.resume: expected true or false");
+    if (jscan_get(lo, "events", &v) && v.type != 'z')
+        return parse_event_array(v, "libra.events", r->events, &r->n_events, err, size);
+    return 0;
+}
+
+int gw_request_parse(enum gw_api api, const char *body, size_t len, gw_header_fn header,
+                     void *header_ctx, const struct gw_parse_config *c, struct gw_request *out,
+                     char *err, size_t err_size)
+{
+    memset(out, 0, sizeof *out);
+    out->api = api;
+    if (check_body(body, len, err, err_size))
+        return -1;
+    struct jscan_value root = jscan_root(body, len), lo = {0}, v;
+    if (jscan_get(root, "libra", &lo) && lo.type != 'z' && read_libra(lo, out, err, err_size))
+        return -1;
+    if (lo.type && (out->has_libra = jscan_cut(root, "libra", &out->cut))) {
+        size_t lead = (size_t)(root.p - body); /* whitespace before the object */
+        out->cut.head_len += lead;
+        out->cut.tail_off += lead;
+    }
+    find_identity(root, lo, header, header_ctx, c, out);
+    if (read_prompt(api, root, c, out, err, err_size))
+        return -1;
+    read_budget(api, root, out);
+    if (jscan_get(root, "stream", &v) && v.type != 'z' && !jscan_bool(v, &out->stream))
+        return fail(err, err_size, "stream: expected true or false");
+    return 0;
+}

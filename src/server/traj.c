@@ -1,0 +1,383 @@
+/*
+ * Trajectories as the gateway sees them: a turn starts one or continues it after its tool
+ * returns (explicit events, else one return derived from the prompt-length delta), the answer
+ * ends the turn, a finish event (or idleness) ends the trajectory. Ended trajectories are
+ * captured at once and learnt at the next step, in the order they ended.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/internal.h"
+#include "util/alloc.h"
+
+/* ---- the decision log ----------------------------------------------------------------------- */
+
+static void log_decision(struct gw *g, const struct gw_traj *t, size_t turn,
+                         const struct sched_decision *routed, const struct sched_decision *other)
+{
+    if (!g->decisions)
+        return;
+    const struct sched_decision *p = g->shadow ? other : routed;
+    fprintf(g->decisions,
+            "{\"trajectory\": \"%s\", \"turn\": %zu, \"mode\": \"%s\", \"instance\": %lld, "
+            "\"bucket\": %d, \"policy\": {\"name\": \"%s\", \"bucket\": %d, \"reason\": \"%s\"}",
+            t ? t->id : "", turn, g->shadow ? "shadow" : "route", (long long)routed->instance_id,
+            routed->placed_bucket, sched_policy_name(g->cfg->sched.policy), p->to_bucket,
+            sched_reason_name(p->reason));
+    if (g->shadow)
+        fprintf(g->decisions, ", \"sticky\": {\"instance\": %lld, \"reason\": \"%s\"}",
+                (long long)routed->instance_id, sched_place_name(routed->place));
+    fputs("}\n", g->decisions);
+    fflush(g->decisions);
+}
+
+/* Carries out a pair of decisions: the mode's applies, the other is logged beside it. */
+static long apply(struct gw *g, struct gw_traj *t, size_t turn, const struct sched_decision *pol,
+                  const struct sched_decision *sticky, struct sched_decision *applied)
+{
+    const struct sched_decision *d = g->shadow ? sticky : pol;
+    *applied = *d;
+    log_decision(g, t, turn, d, g->shadow ? pol : sticky);
+    if (d->placed_bucket >= 0 && d->placed_bucket < SPEC_BUCKETS_MAX) {
+        g->decisions_by_bucket[d->placed_bucket]++;
+        if (d->prev_instance_id >= 0 && d->prev_instance_id != d->instance_id)
+            g->moves_by_bucket[d->placed_bucket]++;
+    }
+    return (long)d->instance;
+}
+
+/* ---- trajectories --------------------------------------------------------------------------- */
+
+static struct gw_traj *traj_new(struct gw *g, const struct gw_request *r)
+{
+    struct gw_traj *t = xcalloc(1, sizeof *t);
+    t->rid = g->next_rid++;
+    snprintf(t->id, sizeof t->id, "%s", r->id);
+    t->prompt = r->prompt;
+    t->instance = -1;
+    t->version_start = g->step;
+    return t;
+}
+
+static void traj_free(struct gw_traj *t)
+{
+    for (size_t i = 0; i < t->turns.n; i++) {
+        for (size_t k = 0; k < t->turns.v[i].n_calls; k++)
+            free(t->turns.v[i].calls[k].tool);
+        free(t->turns.v[i].calls);
+    }
+    for (size_t k = 0; k < t->pending.n; k++)
+        free(t->pending.v[k].tool);
+    vec_free(&t->turns);
+    vec_free(&t->obs);
+    vec_free(&t->returns_at);
+    vec_free(&t->pending);
+    free(t);
+}
+
+static enum trace_tool_status trace_status(enum sched_status s)
+{
+    static const enum trace_tool_status map[] = {TRACE_TOOL_SUCCESS, TRACE_TOOL_FAILURE,
+                                                 TRACE_TOOL_TIMEOUT, TRACE_TOOL_OTHER};
+    return map[s];
+}
+
+/* Classifies one announced return and records it as a call of t's last turn. */
+static void add_return(struct gw *g, struct gw_traj *t, const char *tool, int status,
+                       int64_t payload_tokens, double exec_s)
+{
+    struct sched_tool_return in = {.tool = tool,
+                                   .payload_tokens = payload_tokens,
+                                   .payload_chars = -1,
+                                   .status = status,
+                                   .reward = NAN,
+                                   .correct = -1};
+    struct sched_obs o;
+    sched_obs_classify(&g->obs_config, &in, &o);
+    vec_push(&t->obs, o);
+    struct trace_tool_call call = {
+        .tool = xstrdup(o.tool),
+        .status = trace_status(o.status),
+        .payload_tokens = payload_tokens > 0 ? payload_tokens : 0,
+        .queue_us = -1,
+        .exec_us = exec_s >= 0 ? (int64_t)llround(exec_s * 1e6) : -1,
+    };
+    vec_push(&t->pending, call);
+}
+
+/* The returns before this turn: the events, else one derived from the prompt-length delta. */
+static void gather_returns(struct gw *g, struct gw_traj *t, const struct gw_request *r)
+{
+    for (size_t i = 0; i < r->n_events; i++) {
+        const struct gw_event *e = &r->events[i];
+        if (e->kind == GW_EVENT_TOOL_RETURN)
+            add_return(g, t, e->tool, e->status, e->payload_tokens, e->exec_s);
+    }
+    if (t->pending.n == 0) {
+        int64_t delta = r->prompt_tokens - t->last_prompt_tokens - t->last_generated;
+        add_return(g, t, "", SCHED_STATUS_UNSET, delta >= 0 ? delta : -1, -1);
+    }
+    struct trace_turn *last = &t->turns.v[t->turns.n - 1];
+    last->calls = t->pending.v;
+    last->n_calls = t->pending.n;
+    t->pending.v = NULL;
+    t->pending.n = t->pending.cap = 0;
+}
+
+/* Starts t: the first turn. */
+static long route_start(struct gw *g, struct gw_traj *t, const struct gw_request *r,
+                        struct sched_decision *applied)
+{
+    struct sched_instance inst[GW_ENGINES_MAX];
+    struct sched_registry reg;
+    gw_registry(g, t, inst, &reg);
+    struct sched_start s = {.traj = t->rid,
+                            .prompt = t->prompt,
+                            .prompt_tokens = r->prompt_tokens,
+                            .true_remaining_tokens = -1,
+                            .now_s = gw_now()};
+    struct sched_decision pol, sticky;
+    if (sched_router_start(g->router, &reg, &s, &pol) ||
+        sched_router_start(g->sticky, &reg, &s, &sticky))
+        return -1;
+    return apply(g, t, 0, &pol, &sticky, applied);
+}
+
+/* Continues t after the returns of its last turn. */
+static long route_next(struct gw *g, struct gw_traj *t, const struct gw_request *r,
+                       struct sched_decision *applied)
+{
+    size_t first = t->obs.n - t->pending.n; /* returns announced by the events call count */
+    gather_returns(g, t, r);
+    vec_push(&t->returns_at, first);
+    struct sched_instance inst[GW_ENGINES_MAX];
+    struct sched_registry reg;
+    gw_registry(g, t, inst, &reg);
+    struct sched_return ev = {.traj = t->rid,
+                              .obs = t->obs.v + first,
+                              .n_obs = t->obs.n - first,
+                              .context_tokens = r->prompt_tokens,
+                              .true_remaining_tokens = -1,
+                              .sibling_mean_tokens = NAN};
+    struct sched_decision pol, sticky;
+    if (sched_router_tool_return(g->router, &reg, &ev, &pol) ||
+        sched_router_tool_return(g->sticky, &reg, &ev, &sticky))
+        return -1;
+    return apply(g, t, t->turns.n, &pol, &sticky, applied);
+}
+
+/* Sends t's failed turn again: where the policy keeps it (another engine when its own is
+ * down), with no new returns — the client resends the same turn. */
+static long route_again(struct gw *g, struct gw_traj *t, struct sched_decision *applied)
+{
+    struct sched_instance inst[GW_ENGINES_MAX];
+    struct sched_registry reg;
+    gw_registry(g, t, inst, &reg);
+    struct sched_decision pol, sticky;
+    if (sched_router_progress(g->router, &reg, t->rid, 0, &pol) ||
+        sched_router_progress(g->sticky, &reg, t->rid, 0, &sticky))
+        return -1;
+    return apply(g, t, t->turns.n, &pol, &sticky, applied);
+}
+
+static void finish(struct gw *g, struct gw_traj *t, enum trace_finish how, bool has_reward,
+                   double reward);
+
+long gw_route_turn(struct gw *g, const struct gw_request *r, struct gw_traj **out,
+                   struct sched_decision *applied)
+{
+    *out = NULL;
+    if (g->n_engines == 0)
+        return -1;
+    union map_value v;
+    struct gw_traj *t = NULL;
+    if (r->id_source != GW_ID_NONE && map_get(&g->trajs, r->id, &v))
+        t = v.ptr;
+    for (size_t i = 0; t && i < r->n_events; i++)
+        if (r->events[i].kind == GW_EVENT_FINISH) { /* the id is reused: the old one ended */
+            finish(g, t, r->events[i].finish, r->events[i].has_reward, r->events[i].reward);
+            t = NULL;
+        }
+    if (t && t->in_flight) { /* a second turn at once (parallel sampling): where the first runs */
+        memset(applied, 0, sizeof *applied);
+        applied->instance_id = t->instance;
+        applied->placed_bucket = g->engines[t->instance].bucket;
+        applied->reason = SCHED_REASON_STAY;
+        return (long)t->instance;
+    }
+    long e;
+    if (!t) {
+        t = traj_new(g, r);
+        if (r->id_source == GW_ID_NONE)
+            g->single_turn++;
+        else
+            map_put(&g->trajs, t->id, (union map_value){.ptr = t});
+        e = route_start(g, t, r, applied);
+    } else {
+        e = t->failed ? route_again(g, t, applied) : route_next(g, t, r, applied);
+    }
+    if (e < 0) {
+        if (r->id_source == GW_ID_NONE)
+            traj_free(t);
+        return -1;
+    }
+    t->in_flight = true;
+    t->instance = e;
+    t->last_active_s = gw_now();
+    *out = t;
+    return e;
+}
+
+void gw_turn_end(struct gw *g, struct gw_traj *t, const struct gw_request *r, long e,
+                 int64_t generated, int64_t cached)
+{
+    if (!t)
+        return;
+    t->in_flight = false;
+    t->last_active_s = gw_now();
+    t->failed = generated < 0;
+    if (generated >= 0) {
+        struct trace_turn turn = {.prompt_tokens = r->prompt_tokens,
+                                  .cached_tokens =
+                                      cached >= 0 && cached <= r->prompt_tokens ? cached : -1,
+                                  .generated_tokens = generated};
+        vec_push(&t->turns, turn);
+        t->last_prompt_tokens = r->prompt_tokens;
+        t->last_generated = generated;
+        if (e >= 0 && g->engines[e].generation > t->generation)
+            t->generation = g->engines[e].generation;
+        sched_router_turn_done(g->router, t->rid, generated);
+        sched_router_turn_done(g->sticky, t->rid, generated);
+    }
+    if (r->id_source == GW_ID_NONE) /* one turn is the whole trajectory */
+        finish(g, t, generated >= 0 ? TRACE_FINISH_COMPLETED : TRACE_FINISH_ABORTED, false, 0);
+}
+
+/* ---- the end of a trajectory ---------------------------------------------------------------- */
+
+/* Adds t to the step's finished trajectories, as a replay of the capture reads it. */
+static void queue_learning(struct gw *g, const struct gw_traj *t, bool censored)
+{
+    if (!sched_router_model(g->router) || t->turns.n == 0)
+        return;
+    sched_eval_traj_add(&g->finished, g->step, t->prompt, 0, censored);
+    for (size_t k = 0; k < t->turns.n; k++) {
+        bool returns = k + 1 < t->turns.n; /* returns after the last turn lead nowhere */
+        const struct trace_turn *tu = &t->turns.v[k];
+        sched_eval_turn_add(&g->finished, tu->generated_tokens, tu->prompt_tokens,
+                            returns ? t->obs.v + t->returns_at.v[k] : NULL,
+                            returns ? tu->n_calls : 0);
+    }
+}
+
+static void capture(struct gw *g, struct gw_traj *t, enum trace_finish how, bool has_reward,
+                    double reward)
+{
+    if (!g->capture || t->turns.n == 0)
+        return;
+    json_t *extra = json_pack("{s:s}", "id", t->id);
+    struct trace_traj rec = {.step = g->step,
+                             .prompt_id = (int64_t)t->prompt,
+                             .version_start = t->version_start,
+                             .version_end = g->step,
+                             .turns = t->turns.v,
+                             .n_turns = t->turns.n,
+                             .finish = how,
+                             .has_reward = has_reward,
+                             .reward = reward,
+                             .extra = extra};
+    struct libra_error err = {0};
+    if (trace_writer_put(g->capture, &rec, &err) != 0) {
+        fprintf(stderr, "libra: serve: capture: %s; capture stopped\n", err.msg);
+        trace_writer_abort(g->capture);
+        g->capture = NULL;
+    }
+    json_decref(extra);
+}
+
+static void finish(struct gw *g, struct gw_traj *t, enum trace_finish how, bool has_reward,
+                   double reward)
+{
+    if (t->pending.n && t->turns.n) { /* returns after the last turn: it was cut */
+        struct trace_turn *last = &t->turns.v[t->turns.n - 1];
+        last->calls = t->pending.v;
+        last->n_calls = t->pending.n;
+        t->pending.v = NULL;
+        t->pending.n = t->pending.cap = 0;
+        if (how == TRACE_FINISH_COMPLETED || how == TRACE_FINISH_FILTERED)
+            how = TRACE_FINISH_TRUNCATED;
+    }
+    enum sched_finish sf = how == TRACE_FINISH_COMPLETED || how == TRACE_FINISH_FILTERED
+                               ? SCHED_FINISH_COMPLETED
+                           : how == TRACE_FINISH_TRUNCATED ? SCHED_FINISH_TRUNCATED
+                                                           : SCHED_FINISH_ABORTED;
+    sched_router_finish(g->router, t->rid, sf, false);
+    sched_router_finish(g->sticky, t->rid, sf, false);
+    queue_learning(g, t, how == TRACE_FINISH_TRUNCATED || how == TRACE_FINISH_ABORTED);
+    capture(g, t, how, has_reward, reward);
+    g->trajectories_finished++;
+    if (t->id[0])
+        map_del(&g->trajs, t->id, NULL);
+    traj_free(t);
+}
+
+int gw_traj_events(struct gw *g, const char *id, const struct gw_event *ev, size_t n)
+{
+    union map_value v;
+    if (!map_get(&g->trajs, id, &v))
+        return -1;
+    struct gw_traj *t = v.ptr;
+    for (size_t i = 0; i < n; i++) {
+        const struct gw_event *e = &ev[i];
+        if (e->kind == GW_EVENT_TOOL_RETURN) {
+            add_return(g, t, e->tool, e->status, e->payload_tokens, e->exec_s);
+            continue;
+        }
+        finish(g, t, e->finish, e->has_reward, e->reward);
+        return 0;
+    }
+    t->last_active_s = gw_now();
+    return 0;
+}
+
+void gw_traj_expire(struct gw *g, double now_s)
+{
+    size_t pos = 0;
+    const char *key;
+    union map_value v;
+    VEC(struct gw_traj *) idle = {0};
+    while (map_next(&g->trajs, &pos, &key, &v)) {
+        struct gw_traj *t = v.ptr;
+        if (!t->in_flight && now_s - t->last_active_s > g->opt.idle_s)
+            vec_push(&idle, t);
+    }
+    for (size_t i = 0; i < idle.n; i++)
+        finish(g, idle.v[i], TRACE_FINISH_ABORTED, false, 0);
+    vec_free(&idle);
+}
+
+void gw_learn_step(struct gw *g)
+{
+    struct sched_model *m = sched_router_model(g->router);
+    size_t n = g->finished.trajs.n;
+    if (m && sched_eval_learn(m, &g->finished, NULL, 0, n, g->learnt, false) != 0)
+        fprintf(stderr, "libra: serve: internal: a trajectory could not be learnt\n");
+    g->learnt += (double)n;
+    sched_eval_trace_free(&g->finished);
+    sched_router_tick(g->router);
+}
+
+void gw_traj_free_all(struct gw *g)
+{
+    size_t pos = 0;
+    const char *key;
+    union map_value v;
+    VEC(struct gw_traj *) all = {0};
+    while (map_next(&g->trajs, &pos, &key, &v))
+        vec_push(&all, (struct gw_traj *)v.ptr);
+    for (size_t i = 0; i < all.n; i++)
+        finish(g, all.v[i], TRACE_FINISH_ABORTED, false, 0);
+    vec_free(&all);
+    sched_eval_trace_free(&g->finished);
+}

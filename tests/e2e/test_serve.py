@@ -1,0 +1,311 @@
+"""End-to-end tests of `libra serve` (docs/serve.md): the gateway between `libra load` (or a
+plain HTTP client) and `libra emu` or a scripted engine, real processes on loopback."""
+
+import http.client
+import http.server
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+
+import pytest
+
+from emu_util import LIBRA, Emu, Serve, get, post
+
+SCALE = "0.005"
+QUICK = ["--time-scale", SCALE, "--steps", "3", "--batch", "8", "--set", "rl.sync_interval=1"]
+BUCKETS = ["--set", "sched.buckets=tp1:2000,tp2:6000,tp4:40960"]
+
+
+def load(url, *args, timeout=240):
+    return subprocess.run([LIBRA, "load", "--engines", url, *QUICK, *BUCKETS, *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def urls(emu):
+    return [i["url"] for i in emu.instances]
+
+
+# ---- a scripted engine --------------------------------------------------------------------------
+
+class Engine(http.server.ThreadingHTTPServer):
+    """An engine that records what it receives and answers as the test says: reply(handler,
+    path, body) writes the answer."""
+
+    daemon_threads = True
+
+    def __init__(self, reply):
+        self.bodies = []
+        self.reply = reply
+        self.gone = threading.Event()
+        super().__init__(("127.0.0.1", 0), Handler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.server_address[1]
+
+
+class Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self):
+        n = int(self.headers.get("Content-Length", "0"))
+        body = self.rfile.read(n)
+        self.server.bodies.append((self.path, body))
+        self.server.reply(self, self.path, body)
+
+
+def answer(handler, body, ctype="application/json"):
+    handler.send_response(200)
+    handler.send_header("Content-Type", ctype)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
+
+
+# ---- client styles -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("style,extra", [("plain", []), ("areal", ["--rid-identity"]),
+                                         ("slime", []), ("skyrl", [])])
+def test_every_client_style_completes_a_job_through_the_gateway(style, extra):
+    with Emu("--instances", "tp1x2,tp2,tp4", "--dev-mode", scale=SCALE) as emu, \
+            Serve(*urls(emu), args=[*BUCKETS, *extra]) as gw:
+        assert [e["tp"] for e in gw.info["engines"]] == [1, 1, 2, 4]  # asked, not told
+        p = load(gw.url, "--json", "--style", style, "--set", "rl.transport=nccl")
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert [s["trajectories"] for s in doc["steps"]] == [8, 8, 8]
+        assert doc["weight_updates"] == 2
+        for inst in emu.instances:  # the update reached every engine through the gateway
+            version = get(inst["port"], "/get_weight_version")[1]["weight_version"]
+            assert version == ("default" if style == "skyrl" else "2")  # vLLM's names none
+        status = get(gw.port, "/libra/v1/status")[1]
+        assert status["step"] == 2  # each new weight version is a step
+        served = sum(e["requests"] for e in status["engines"])
+        assert served == sum(s["turns"] for s in doc["steps"])  # each answer, partial ones too
+        metrics = get(gw.port, "/metrics")[1]
+        single = [l for l in metrics.splitlines() if l.startswith("libra_single_turn")]
+        # every style but AReaL without its opt-in names its trajectories
+        assert single == ["libra_single_turn_requests_total 0"], single
+
+
+# ---- bytes ---------------------------------------------------------------------------------------
+
+def test_bodies_pass_byte_for_byte_without_libras_object():
+    big = json.dumps({"text": "x" * (1 << 20), "meta_info": {"completion_tokens": 7}}).encode()
+    engine = Engine(lambda h, path, body: answer(h, big))
+    ids = ",".join(str(i % 50000) for i in range(40000))  # about 200 KB
+    head = '{"input_ids": [%s], "sampling_params": {"max_new_tokens": 7},' % ids
+    tail = ' "rid": "r1", "unknown": {"kept": [1, 2.50, "\\u00e9"]}}'
+    body = head + ' "libra": {"trajectory": 1, "events": []},' + tail
+    assert len(body) > 200_000
+    with Serve(engine.url + ",tp=1", args=BUCKETS) as gw:
+        conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=60)
+        conn.request("POST", "/generate", body=body,
+                     headers={"Content-Type": "application/json"})
+        resp = conn.getresponse()
+        got = resp.read()
+        assert resp.status == 200
+        assert got == big
+        assert resp.getheader("X-Libra-Instance") == "0"
+        assert resp.getheader("X-Libra-Decision") == "first"
+        conn.close()
+    path, sent = engine.bodies[-1]
+    assert path == "/generate"
+    assert sent == (head + tail).encode()  # libra's member cut out, nothing else touched
+    engine.shutdown()
+
+
+def test_sse_chunks_arrive_in_order_and_unchanged():
+    events = [b'data: {"choices": [{"delta": {"content": "%d"}}]}\n\n' % i for i in range(5)]
+    events.append(b"data: [DONE]\n\n")
+    first_seen = threading.Event()
+
+    def reply(h, path, body):
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        for i, ev in enumerate(events):
+            h.wfile.write(b"%x\r\n%s\r\n" % (len(ev), ev))
+            h.wfile.flush()
+            if i == 0:  # the rest only once the client has the first: it streams
+                assert first_seen.wait(30)
+        h.wfile.write(b"0\r\n\r\n")
+
+    engine = Engine(reply)
+    with Serve(engine.url + ",tp=1", args=BUCKETS) as gw:
+        conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=60)
+        body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True,
+                "trajectory_id": "t1"}
+        conn.request("POST", "/v1/chat/completions", body=json.dumps(body))
+        resp = conn.getresponse()
+        assert resp.status == 200
+        assert resp.getheader("Content-Type") == "text/event-stream"
+        got = resp.read1(len(events[0]))
+        while len(got) < len(events[0]):
+            got += resp.read1(len(events[0]) - len(got))
+        assert got == events[0]
+        first_seen.set()
+        rest = resp.read()
+        assert got + rest == b"".join(events)
+        conn.close()
+    engine.shutdown()
+
+
+# ---- clients and engines that go away -------------------------------------------------------------
+
+def test_a_client_that_disconnects_aborts_the_engine_request():
+    with Emu("--instances", "tp1", scale="1") as emu, \
+            Serve(*urls(emu), args=BUCKETS) as gw:
+        s = socket.create_connection(("127.0.0.1", gw.port))
+        body = json.dumps({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 100000},
+                           "libra": {"trajectory": "gone"}}).encode()
+        s.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                  b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+        port = emu.port(0)
+        for _ in range(200):
+            if get(port, "/v1/loads")[1]["loads"][0]["num_running_reqs"] == 1:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the request never reached the engine")
+        s.close()
+        for _ in range(200):
+            if get(port, "/v1/loads")[1]["loads"][0]["num_running_reqs"] == 0:
+                break
+            time.sleep(0.05)
+        else:
+            pytest.fail("the engine still runs the request of a client that left")
+        metrics = get(gw.port, "/metrics")[1]
+        assert 'libra_errors_total{cause="client_gone"} 1' in metrics
+
+
+@pytest.mark.parametrize("style", ["plain", "slime"])
+def test_an_engine_killed_mid_run_loses_no_trajectory(style):
+    # plain opts in (libra.resume): the gateway sends the turn elsewhere; slime does not: the
+    # gateway answers 502 and the client sends the turn again.
+    with Emu("--instances", "tp1x3", "--fail", "instance=1,after_s=300", scale=SCALE) as emu, \
+            Serve(*urls(emu), args=[*BUCKETS, "--set", "sched.buckets=tp1:40960"]) as gw:
+        p = load(gw.url, "--json", "--style", style, "--set", "rl.transport=nccl")
+        assert p.returncode == 0, p.stderr
+        doc = json.loads(p.stdout)
+        assert [s["trajectories"] for s in doc["steps"]] == [8, 8, 8]
+        status = get(gw.port, "/libra/v1/status")[1]
+        assert [e["state"] for e in status["engines"]] == ["active", "down", "active"]
+        metrics = get(gw.port, "/metrics")[1]
+        resumed = [l for l in metrics.splitlines() if l.startswith("libra_turns_resubmitted")]
+        if style == "plain":
+            assert resumed != ["libra_turns_resubmitted_total 0"], resumed
+        else:
+            assert sum(s["resubmitted"] for s in doc["steps"]) > 0
+
+
+# ---- errors --------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("raw,where", [
+    ('{"input_ids": [1, 2', "body:"),
+    ('{"input_ids": [1], "libra": {"events": [{"kind": "tool_return", "status": "meh"}]}}',
+     "libra.events.0.status"),
+    ('{"sampling_params": {}}', "input_ids"),
+    ('[1, 2]', "body:"),
+    ('{"input_ids": [1], "libra": 7}', "libra"),
+])
+def test_malformed_bodies_get_400_with_a_json_error(raw, where):
+    engine = Engine(lambda h, path, body: answer(h, b"{}"))
+    with Serve(engine.url + ",tp=1", args=BUCKETS) as gw:
+        status, doc = post(gw.port, "/generate", raw=raw)
+        assert status == 400
+        assert where in doc["error"]["message"], doc
+        assert doc["error"]["type"] == "invalid_request_error"
+    assert engine.bodies == []  # nothing reached the engine
+    engine.shutdown()
+
+
+def test_an_engine_without_a_tp_is_refused_with_the_reason():
+    engine = Engine(lambda h, path, body: answer(h, b"{}"))
+    p = subprocess.run([LIBRA, "serve", "--engine", engine.url, *BUCKETS], capture_output=True,
+                       text=True, timeout=30)
+    assert p.returncode != 0
+    assert "TP unknown" in p.stderr and engine.url + ",tp=N" in p.stderr, p.stderr
+    engine.shutdown()
+
+
+# ---- modes ---------------------------------------------------------------------------------------
+
+def test_shadow_mode_routes_sticky_and_logs_both_decisions():
+    with tempfile.TemporaryDirectory() as tmp, \
+            Emu("--instances", "tp1x2,tp2,tp4", scale=SCALE) as emu:
+        log = os.path.join(tmp, "decisions.jsonl")
+        with Serve(*urls(emu), args=[*BUCKETS, "--mode", "shadow", "--decisions", log]) as gw:
+            assert gw.info["mode"] == "shadow"
+            p = load(gw.url, "--json")
+            assert p.returncode == 0, p.stderr
+        lines = [json.loads(l) for l in open(log)]
+        assert lines and all(l["mode"] == "shadow" for l in lines)
+        assert all("sticky" in l and l["policy"]["name"] == "cmlfq" for l in lines)
+        # sticky least-requests: a trajectory's turns stay on its first engine
+        first = {}
+        for l in lines:
+            assert first.setdefault(l["trajectory"], l["instance"]) == l["instance"]
+
+
+def test_the_mode_changes_only_with_the_admin_token():
+    token = "s3cret-token-of-the-test-0123456789"
+    engine = Engine(lambda h, path, body: answer(h, b"{}"))
+    with Serve(engine.url + ",tp=1", args=BUCKETS, env={"LIBRA_ADMIN_TOKEN": token}) as gw:
+        for auth in (None, "Bearer wrong", "Basic " + token, "Bearer " + token + "x"):
+            headers = {"Authorization": auth} if auth else {}
+            status, doc = post(gw.port, "/libra/v1/admin/mode", {"mode": "shadow"},
+                               headers=headers)
+            assert status == 401, auth
+        status, doc = post(gw.port, "/libra/v1/admin/mode", {"mode": "shadow"},
+                           headers={"Authorization": "Bearer " + token})
+        assert status == 200 and doc["mode"] == "shadow"
+        status, doc = post(gw.port, "/libra/v1/admin/mode", {"mode": "plas"},
+                           headers={"Authorization": "Bearer " + token})
+        assert status == 400 and "cmlfq" in doc["error"]["message"]
+    engine.shutdown()
+
+
+# ---- parity with the evaluator ---------------------------------------------------------------------
+
+def test_a_captured_trace_replays_to_the_same_decisions():
+    with tempfile.TemporaryDirectory() as tmp, \
+            Emu("--instances", "tp1x2,tp2,tp4", scale=SCALE) as emu:
+        capture, log = os.path.join(tmp, "capture.jsonl"), os.path.join(tmp, "live.jsonl")
+        with Serve(*urls(emu), args=[*BUCKETS, "--capture", capture, "--decisions", log]) as gw:
+            # synchronous RL (no staleness): no trajectory spans a weight-version change, so
+            # each was routed under one model, the one its step's replay holds
+            p = load(gw.url, "--json", "--steps", "4", "--set", "rl.max_staleness=0")
+            assert p.returncode == 0, p.stderr
+        replay = os.path.join(tmp, "replay.jsonl")
+        p = subprocess.run([LIBRA, "route", "eval", capture, "--policy", "cmlfq",
+                            "--train-steps", "0", "--decisions", replay, *BUCKETS],
+                           capture_output=True, text=True, timeout=120)
+        assert p.returncode == 0, p.stderr
+        ids = [json.loads(l).get("extra", {}).get("id") for l in open(capture)][1:]
+        live = {}
+        for l in map(json.loads, open(log)):
+            live.setdefault(l["trajectory"], []).append(
+                (l["turn"], l["policy"]["bucket"], l["policy"]["reason"]))
+        replayed = {}
+        for l in map(json.loads, open(replay)):
+            replayed.setdefault(ids[l["trajectory"]], []).append(
+                (l["turn"], l["bucket"], l["reason"]))
+        assert len(replayed) == 32
+        assert {k: live[k] for k in replayed} == replayed
+        moved = sum(1 for seq in replayed.values() for t, b, r in seq if r in ("promote", "demote"))
+        assert moved > 0  # the trees learnt something that moved trajectories

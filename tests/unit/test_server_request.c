@@ -1,0 +1,206 @@
+/* Tests of what the gateway reads of a request (src/server/request.c). */
+#include "testutil.h"
+
+#include <string.h>
+
+#include "server/request.h"
+
+static const struct gw_parse_config config = {.rid_identity = false, .prompt_tokens = 4};
+
+struct headers {
+    const char *routing_key, *session;
+};
+
+static const char *header(void *ctx, const char *name)
+{
+    const struct headers *h = ctx;
+    if (strcmp(name, "X-SMG-Routing-Key") == 0)
+        return h->routing_key;
+    return strcmp(name, "X-Session-ID") == 0 ? h->session : NULL;
+}
+
+static int parse(enum gw_api api, const char *body, const struct headers *h,
+                 const struct gw_parse_config *c, struct gw_request *r, char *err)
+{
+    return gw_request_parse(api, body, strlen(body), header, (void *)h, c, r, err, 256);
+}
+
+static void test_identity_follows_the_order_of_precedence(void **state)
+{
+    struct gw_request r;
+    char err[256];
+    struct headers h = {"slime-7", "sess-1"};
+    struct gw_parse_config rid = {.rid_identity = true, .prompt_tokens = 4};
+    const char *all = "{\"input_ids\": [1], \"rid\": \"r\", \"program_id\": \"p\", "
+                      "\"trajectory_id\": {\"a\": 1}, \"libra\": {\"trajectory\": 42}}";
+    assert_int_equal(parse(GW_SGLANG_GENERATE, all, &h, &rid, &r, err), 0);
+    assert_int_equal(r.id_source, GW_ID_LIBRA);
+    assert_string_equal(r.id, "libra:42");
+    const char *no_libra = "{\"input_ids\": [1], \"rid\": \"r\", \"program_id\": \"p\", "
+                           "\"trajectory_id\": {\"a\": 1}}";
+    assert_int_equal(parse(GW_SGLANG_GENERATE, no_libra, &h, &rid, &r, err), 0);
+    assert_string_equal(r.id, "trajectory_id:{\"a\": 1}");
+    const char *program = "{\"input_ids\": [1], \"rid\": \"r\", \"program_id\": \"p\"}";
+    assert_int_equal(parse(GW_SGLANG_GENERATE, program, &h, &rid, &r, err), 0);
+    assert_string_equal(r.id, "routing_key:slime-7"); /* the header outranks program_id */
+    struct headers none = {NULL, NULL}, session = {NULL, "sess-1"};
+    assert_int_equal(parse(GW_SGLANG_GENERATE, program, &none, &rid, &r, err), 0);
+    assert_string_equal(r.id, "program_id:p");
+    const char *rid_only = "{\"input_ids\": [1], \"rid\": \"r\"}";
+    assert_int_equal(parse(GW_SGLANG_GENERATE, rid_only, &session, &rid, &r, err), 0);
+    assert_string_equal(r.id, "session:sess-1");
+    assert_int_equal(parse(GW_SGLANG_GENERATE, rid_only, &none, &rid, &r, err), 0);
+    assert_string_equal(r.id, "rid:r");
+    assert_int_equal(parse(GW_SGLANG_GENERATE, rid_only, &none, &config, &r, err), 0);
+    assert_int_equal(r.id_source, GW_ID_NONE); /* rid names a trajectory only when asked */
+    assert_string_equal(r.id, "");
+}
+
+static void test_counts_budget_and_stream(void **state)
+{
+    struct gw_request r;
+    char err[256];
+    struct headers h = {0};
+    assert_int_equal(parse(GW_SGLANG_GENERATE,
+                           "{\"input_ids\": [5, 6, 7], \"sampling_params\": "
+                           "{\"max_new_tokens\": 9}, \"stream\": true}",
+                           &h, &config, &r, err),
+                     0);
+    assert_int_equal(r.prompt_tokens, 3);
+    assert_int_equal(r.max_new_tokens, 9);
+    assert_true(r.stream);
+    assert_false(r.has_libra);
+    assert_int_equal(parse(GW_VLLM_GENERATE,
+                           "{\"token_ids\": [1, 2], \"sampling_params\": {\"max_tokens\": 4}}", &h,
+                           &config, &r, err),
+                     0);
+    assert_int_equal(r.prompt_tokens, 2);
+    assert_int_equal(r.max_new_tokens, 4);
+    assert_int_equal(parse(GW_COMPLETIONS, "{\"prompt\": [1, 2, 3, 4, 5], \"max_tokens\": 1}", &h,
+                           &config, &r, err),
+                     0);
+    assert_int_equal(r.prompt_tokens, 5);
+    /* chat: four bytes of the messages' JSON per token */
+    const char *chat = "{\"messages\": [{\"role\": \"user\", \"content\": \"0123456789abcdef\"}],"
+                       " \"max_completion_tokens\": 3}";
+    assert_int_equal(parse(GW_CHAT, chat, &h, &config, &r, err), 0);
+    assert_int_equal(r.prompt_tokens, (int64_t)strlen("[{\"role\": \"user\", \"content\": "
+                                                      "\"0123456789abcdef\"}]") /
+                                          4);
+    assert_int_equal(r.max_new_tokens, 3);
+}
+
+static void test_the_prompt_key_is_the_first_tokens_or_libras(void **state)
+{
+    struct gw_request a, b, c;
+    char err[256];
+    struct headers h = {0};
+    /* config.prompt_tokens is 4: siblings agree on those, later tokens do not matter */
+    assert_int_equal(
+        parse(GW_SGLANG_GENERATE, "{\"input_ids\": [1, 2, 3, 4, 5]}", &h, &config, &a, err), 0);
+    assert_int_equal(
+        parse(GW_SGLANG_GENERATE, "{\"input_ids\": [1,2,3,4,99,98]}", &h, &config, &b, err), 0);
+    assert_int_equal(
+        parse(GW_SGLANG_GENERATE, "{\"input_ids\": [1, 2, 34, 5]}", &h, &config, &c, err), 0);
+    assert_true(a.prompt == b.prompt);
+    assert_true(a.prompt != c.prompt); /* "3, 4" is not "34" */
+    assert_false(a.has_prompt);
+    assert_int_equal(parse(GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"libra\": {\"prompt\": 77}}",
+                           &h, &config, &a, err),
+                     0);
+    assert_true(a.has_prompt);
+    assert_true(a.prompt == 77);
+}
+
+static void test_libras_member_is_cut_and_its_events_read(void **state)
+{
+    struct gw_request r;
+    char err[256];
+    struct headers h = {0};
+    const char *body =
+        "  {\"input_ids\": [1, 2], \"libra\": {\"trajectory\": \"t\", \"resume\": true, "
+        "\"events\": [{\"kind\": \"tool_return\", \"tool\": \"bash\", \"status\": "
+        "\"timeout\", \"payload_tokens\": 812, \"exec_s\": 3.5}, {\"kind\": \"finish\", "
+        "\"status\": \"aborted\", \"reward\": -1}]}, \"rid\": \"x\"} ";
+    assert_int_equal(parse(GW_SGLANG_GENERATE, body, &h, &config, &r, err), 0);
+    assert_true(r.has_libra && r.resume);
+    char out[512];
+    size_t n = r.cut.head_len, len = strlen(body);
+    memcpy(out, body, n);
+    memcpy(out + n, body + r.cut.tail_off, len - r.cut.tail_off);
+    out[n + len - r.cut.tail_off] = '\0';
+    assert_string_equal(out, "  {\"input_ids\": [1, 2], \"rid\": \"x\"} ");
+    assert_int_equal(r.n_events, 2);
+    assert_int_equal(r.events[0].kind, GW_EVENT_TOOL_RETURN);
+    assert_string_equal(r.events[0].tool, "bash");
+    assert_int_equal(r.events[0].status, SCHED_TIMEOUT);
+    assert_int_equal(r.events[0].payload_tokens, 812);
+    assert_true(r.events[0].exec_s == 3.5);
+    assert_int_equal(r.events[1].kind, GW_EVENT_FINISH);
+    assert_int_equal(r.events[1].finish, TRACE_FINISH_ABORTED);
+    assert_true(r.events[1].has_reward && r.events[1].reward == -1);
+}
+
+static void test_errors_name_the_field(void **state)
+{
+    struct gw_request r;
+    char err[256];
+    struct headers h = {0};
+    const struct {
+        enum gw_api api;
+        const char *body, *want;
+    } cases[] = {
+        {GW_SGLANG_GENERATE, "{\"input_ids\": [1,", "body:17"},
+        {GW_SGLANG_GENERATE, "[1]", "body:"},
+        {GW_SGLANG_GENERATE, "{\"sampling_params\": {}}", "input_ids: missing"},
+        {GW_CHAT, "{\"model\": \"m\"}", "messages: missing"},
+        {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"libra\": []}", "libra: expected an object"},
+        {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"libra\": {\"events\": [{\"kind\": 1}]}}",
+         "libra.events.0.kind"},
+        {GW_SGLANG_GENERATE,
+         "{\"input_ids\": [1], \"libra\": {\"events\": [{\"kind\": \"tool_return\", "
+         "\"payload_tokens\": -3}]}}",
+         "libra.events.0.payload_tokens"},
+        {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"libra\": {\"resume\": 1}}", "libra.resume"},
+        {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"stream\": \"yes\"}", "stream"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        err[0] = '\0';
+        assert_int_equal(parse(cases[i].api, cases[i].body, &h, &config, &r, err), -1);
+        if (!strstr(err, cases[i].want))
+            fail_msg("case %zu: '%s' does not say '%s'", i, err, cases[i].want);
+    }
+}
+
+static void test_the_events_call_takes_a_list_or_one(void **state)
+{
+    struct gw_event ev[GW_EVENTS_MAX];
+    size_t n;
+    char err[256];
+    const char *list = "{\"events\": [{\"kind\": \"tool_return\"}, {\"kind\": \"finish\"}]}";
+    assert_int_equal(gw_events_parse(list, strlen(list), ev, &n, err, sizeof err), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(ev[0].status, SCHED_STATUS_UNSET);
+    assert_int_equal(ev[0].payload_tokens, -1);
+    assert_int_equal(ev[1].finish, TRACE_FINISH_COMPLETED);
+    const char *one = "{\"kind\": \"finish\", \"status\": \"filtered\"}";
+    assert_int_equal(gw_events_parse(one, strlen(one), ev, &n, err, sizeof err), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(ev[0].finish, TRACE_FINISH_FILTERED);
+    const char *bad = "{\"kind\": \"finish\", \"status\": \"done\"}";
+    assert_int_equal(gw_events_parse(bad, strlen(bad), ev, &n, err, sizeof err), -1);
+    assert_non_null(strstr(err, "event.status"));
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_identity_follows_the_order_of_precedence),
+        cmocka_unit_test(test_counts_budget_and_stream),
+        cmocka_unit_test(test_the_prompt_key_is_the_first_tokens_or_libras),
+        cmocka_unit_test(test_libras_member_is_cut_and_its_events_read),
+        cmocka_unit_test(test_errors_name_the_field),
+        cmocka_unit_test(test_the_events_call_takes_a_list_or_one),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
