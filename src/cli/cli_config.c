@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/plan.h"
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/json.h"
@@ -354,4 +355,25 @@ int cli_emit_json(const struct cli_common *cc, const json_t *doc)
     int rc = cli_write_output(cc->output, text);
     free(text);
     return rc;
+}
+
+int cli_move_costs(const struct cli_presets *p, const struct libra_config *cfg,
+                   struct cost_move_model *m, struct sched_move_costs *out)
+{
+    const struct spec_hardware *hw = spec_hardware_find(&p->spec, cfg->cluster.hardware);
+    const struct spec_model *model = spec_model_find(&p->spec, cfg->model.name);
+    struct cost_shape shape;
+    struct plan_settings st;
+    if (!hw || !model || cost_shape_init(&shape, model)) {
+        cli_errorf("internal: resolved presets '%s', '%s' are unusable", cfg->cluster.hardware,
+                   cfg->model.name);
+        return LIBRA_EXIT_INTERNAL;
+    }
+    plan_settings_from_config(&st, hw, cfg);
+    if (cost_move_model_init(m, &shape, hw, &st.rollout, st.chunk_tokens) != 0) {
+        cli_errorf("model %s fits no rollout instance on %s", model->name, hw->name);
+        return LIBRA_EXIT_USAGE;
+    }
+    *out = (struct sched_move_costs){cost_move_decode_s, cost_move_s, m};
+    return 0;
 }

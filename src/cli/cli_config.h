@@ -26,6 +26,8 @@
 #include <stdio.h>
 
 #include "cli/cli.h"
+#include "cost/move.h"
+#include "sched/router.h"
 #include "spec/config.h"
 #include "spec/preset.h"
 #include "workload/preset.h"
@@ -118,6 +120,14 @@ int cli_common_load(const struct cli_common *cc, const char *config_file, struct
 int cli_common_resolve(const struct cli_common *cc, const char *config_file,
                        const struct cli_presets *p, const struct spec_config_override *extra,
                        size_t n_extra, struct libra_config *cfg);
+
+/*
+ * The move costs of the experiment's rollout engines (cost/move.h over its hardware, model and
+ * prefill chunk), for routers: *m holds the model, *out points its callbacks at it. Returns 0,
+ * or LIBRA_EXIT_USAGE after saying why (a model no TP size can serve).
+ */
+int cli_move_costs(const struct cli_presets *p, const struct libra_config *cfg,
+                   struct cost_move_model *m, struct sched_move_costs *out);
 
 /* Writes doc as pretty JSON plus a newline to cc's output. Returns 0 or LIBRA_EXIT_IO. */
 int cli_emit_json(const struct cli_common *cc, const json_t *doc);

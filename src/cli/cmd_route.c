@@ -145,14 +145,21 @@ static int load_trace(const char *path, bool truncated_exact, struct ev_trace *e
 
 /* ---- arms: one router (and model) per policy evaluated ------------------------------------ */
 
+/* What the arms need besides the flags: the config and its fleet's move costs. */
+struct arm_setup {
+    const struct libra_config *cfg;
+    const struct spec_bucket_layout *layout;
+    const struct sched_move_costs *costs;
+};
+
 static int arm_init(struct sched_eval_arm *a, const char *name, enum sched_policy p,
-                    const struct libra_config *cfg, const struct spec_bucket_layout *l,
-                    const struct sched_router_options *opt, bool shuffled)
+                    const struct arm_setup *setup, const struct sched_router_options *opt,
+                    bool shuffled)
 {
-    struct spec_sched_config sc = cfg->sched;
+    struct spec_sched_config sc = setup->cfg->sched;
     sc.policy = p;
     struct libra_error err = {0};
-    if (sched_eval_arm_init(a, name, &sc, l, opt, shuffled, &err) == 0)
+    if (sched_eval_arm_init(a, name, &sc, setup->layout, opt, setup->costs, shuffled, &err) == 0)
         return 0;
     cli_errorf("route eval: %s", err.msg);
     return LIBRA_EXIT_INTERNAL;
@@ -339,8 +346,8 @@ static int resolve_layout(const struct route_flags *f, const struct libra_config
 
 /* Sets up the arms the flags ask for (--placebo: cmlfq, cmlfq_shuffled and depth_only last).
  * Returns the count, or -1 after an error. */
-static int make_arms(const struct route_flags *f, const struct libra_config *cfg,
-                     const struct spec_bucket_layout *l, struct sched_eval_arm *arms)
+static int make_arms(const struct route_flags *f, const struct arm_setup *setup,
+                     struct sched_eval_arm *arms)
 {
     int n = 0;
     enum sched_policy one = SCHED_CMLFQ;
@@ -355,14 +362,14 @@ static int make_arms(const struct route_flags *f, const struct libra_config *cfg
     for (int p = 0; p < SCHED_POLICY_COUNT; p++) {
         bool placebo_cmlfq = f->placebo && p == SCHED_CMLFQ; /* placed with its controls */
         if ((all || (int)one == p) && !placebo_cmlfq &&
-            arm_init(&arms[n++], sched_policy_name(p), p, cfg, l, &opt, false))
+            arm_init(&arms[n++], sched_policy_name(p), p, setup, &opt, false))
             return -1;
     }
     if (f->placebo) {
         struct sched_router_options depth = {.min_visits = opt.min_visits, .depth_only = true};
-        if (arm_init(&arms[n++], "cmlfq", SCHED_CMLFQ, cfg, l, &opt, false) ||
-            arm_init(&arms[n++], "cmlfq_shuffled", SCHED_CMLFQ, cfg, l, &opt, true) ||
-            arm_init(&arms[n++], "depth_only", SCHED_CMLFQ, cfg, l, &depth, false))
+        if (arm_init(&arms[n++], "cmlfq", SCHED_CMLFQ, setup, &opt, false) ||
+            arm_init(&arms[n++], "cmlfq_shuffled", SCHED_CMLFQ, setup, &opt, true) ||
+            arm_init(&arms[n++], "depth_only", SCHED_CMLFQ, setup, &depth, false))
             return -1;
     }
     return n;
@@ -417,7 +424,12 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
                              "--train-steps %lld leaves nothing to evaluate (the trace "
                              "has %lld steps)",
                              (long long)f->train_steps, (long long)(steps > 0 ? steps : 0));
-    if (rc == 0 && (n_arms = make_arms(f, &cfg, &l, arms)) < 0)
+    struct cost_move_model move;
+    struct sched_move_costs costs;
+    if (rc == 0)
+        rc = cli_move_costs(&p, &cfg, &move, &costs);
+    struct arm_setup setup = {&cfg, &l, &costs};
+    if (rc == 0 && (n_arms = make_arms(f, &setup, arms)) < 0)
         rc = LIBRA_EXIT_USAGE;
     if (rc == 0 && f->placebo)
         sched_eval_shuffle(&ev.ev, (uint64_t)cfg.sim.seed);

@@ -299,6 +299,9 @@ int cmd_serve(int argc, char **argv)
         rc = resolve_mode(cc.cmd, &cfg, o);
     if (rc == 0)
         rc = read_token(o);
+    struct cost_move_model move;
+    if (rc == 0)
+        rc = cli_move_costs(&p, &cfg, &move, &o->gw.costs);
     o->gw.admin_token = o->token;
     if (rc == 0)
         rc = serve(&cfg, o);

@@ -120,7 +120,8 @@ void sched_eval_trace_free(struct sched_eval_trace *ev)
 
 int sched_eval_arm_init(struct sched_eval_arm *a, const char *name,
                         const struct spec_sched_config *sc, const struct spec_bucket_layout *layout,
-                        const struct sched_router_options *opt, bool shuffled,
+                        const struct sched_router_options *opt,
+                        const struct sched_move_costs *costs, bool shuffled,
                         struct libra_error *err)
 {
     memset(a, 0, sizeof *a);
@@ -130,7 +131,7 @@ int sched_eval_arm_init(struct sched_eval_arm *a, const char *name,
     a->depth_only = opt && opt->depth_only;
     a->layout = *layout;
     a->metrics = sched_metrics_new(layout);
-    return sched_router_from_config_opts(&a->router, sc, layout, NULL, opt, err);
+    return sched_router_from_config_opts(&a->router, sc, layout, costs, opt, err);
 }
 
 void sched_eval_arm_free(struct sched_eval_arm *a)

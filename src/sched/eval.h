@@ -129,13 +129,14 @@ struct sched_eval_arm {
 
 /*
  * Sets up arm a named name: a router from sc (sched_router_from_config_opts: sc->policy with
- * sc's shrink_visits and rebuild_interval, opt on top, no move costs) over layout, and empty
- * metrics. shuffled: it routes and learns on the shuffled returns. Returns 0, or LIBRA_EINVAL
- * with err (a is then safe to free).
+ * sc's shrink_visits and rebuild_interval, opt on top) over layout, with the move costs of the
+ * experiment's fleet (costs; NULL: moves are free), and empty metrics. shuffled: it routes and
+ * learns on the shuffled returns. Returns 0, or LIBRA_EINVAL with err (a is then safe to free).
  */
 int sched_eval_arm_init(struct sched_eval_arm *a, const char *name,
                         const struct spec_sched_config *sc, const struct spec_bucket_layout *layout,
-                        const struct sched_router_options *opt, bool shuffled,
+                        const struct sched_router_options *opt,
+                        const struct sched_move_costs *costs, bool shuffled,
                         struct libra_error *err);
 
 /* Frees what a holds; a zeroed arm is fine. */

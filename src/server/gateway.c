@@ -203,8 +203,8 @@ static int make_routers(struct gw *g)
 {
     struct libra_error err = {0};
     const struct libra_config *cfg = g->cfg;
-    /* no move costs: route eval replays without them, and the two must decide alike */
-    if (sched_router_from_config(&g->router, &cfg->sched, &g->layout, NULL, &err) != 0)
+    const struct sched_move_costs *costs = g->opt.costs.decode_s ? &g->opt.costs : NULL;
+    if (sched_router_from_config(&g->router, &cfg->sched, &g->layout, costs, &err) != 0)
         return fail(g, "router: %s", err.msg);
     struct spec_sched_config sticky = cfg->sched;
     sticky.policy = SCHED_LOAD_BALANCE;

@@ -21,6 +21,7 @@
 #include <stddef.h>
 
 #include "net/http.h"
+#include "sched/router.h"
 #include "spec/config.h"
 
 #define GW_ENGINES_MAX 256
@@ -45,6 +46,8 @@ struct gw_options {
     double idle_s;              /* a trajectory idle this long is learnt as censored */
     double poll_s;              /* engines' weight version and health polled this often */
     struct net_limits limits;
+    struct sched_move_costs costs; /* what moving a trajectory costs (cost/move.h), as the
+                                      simulator and route eval weigh it; zeroed: free */
 };
 
 /* The defaults above: 127.0.0.1:0, C-MLFQ mode, 64 prompt tokens, 7200 s idle, 2 s polls. */

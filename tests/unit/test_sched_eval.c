@@ -65,7 +65,8 @@ static void arm(struct sched_eval_arm *a, enum sched_policy p,
     struct spec_sched_config sc = cfg.sched;
     sc.policy = p;
     sc.shrink_visits = 0;
-    assert_int_equal(sched_eval_arm_init(a, sched_policy_name(p), &sc, &l, opt, false, NULL), 0);
+    assert_int_equal(sched_eval_arm_init(a, sched_policy_name(p), &sc, &l, opt, NULL, false, NULL),
+                     0);
 }
 
 /* Accuracy of policy p over ev with train_steps, checking the number of tool-return
