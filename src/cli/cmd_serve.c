@@ -224,12 +224,12 @@ struct run {
     int rc;
 };
 
-static void on_ready(void *arg, bool ok, const char *msg)
+static void on_ready(void *arg, int rc, const char *msg)
 {
     struct run *r = arg;
-    if (!ok) {
+    if (rc != 0) {
         cli_errorf("serve: %s", msg);
-        r->rc = LIBRA_EXIT_IO;
+        r->rc = rc == LIBRA_EIO ? LIBRA_EXIT_IO : LIBRA_EXIT_USAGE;
         event_base_loopbreak(r->base);
         return;
     }

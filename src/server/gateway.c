@@ -160,13 +160,18 @@ static void on_tick(evutil_socket_t fd, short what, void *arg)
 
 /* ---- start-up ------------------------------------------------------------------------------- */
 
-static int fail(struct gw *g, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(struct gw *g, const char *fmt, ...)
+/* Records why the start failed (the first reason only): rc LIBRA_EINVAL for what the
+ * command line or the engines' own answers got wrong, LIBRA_EIO for sockets and files. */
+static int fail(struct gw *g, int rc, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static int fail(struct gw *g, int rc, const char *fmt, ...)
 {
+    if (g->start_error[0])
+        return -1;
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(g->start_error, sizeof g->start_error, fmt, ap);
     va_end(ap);
+    g->start_rc = rc;
     return -1;
 }
 
@@ -177,9 +182,10 @@ static int place_engines(struct gw *g)
     const struct libra_config *cfg = g->cfg;
     if (cfg->sched.buckets[0]) {
         if (spec_bucket_parse(&g->layout, cfg->sched.buckets, "sched.buckets", &err))
-            return fail(g, "%s", err.msg);
+            return fail(g, LIBRA_EINVAL, "%s", err.msg);
     } else if (spec_bucket_default(&g->layout, cfg->workload.name, cfg->model.name)) {
-        return fail(g, "no reference bucket layout for workload '%s': give --set sched.buckets",
+        return fail(g, LIBRA_EINVAL,
+                    "no reference bucket layout for workload '%s': give --set sched.buckets",
                     cfg->workload.name);
     }
     char text[SPEC_BUCKET_TEXT_MAX];
@@ -191,7 +197,7 @@ static int place_engines(struct gw *g)
             if (spec_bucket_has_tp(&g->layout.bucket[b], e->tp))
                 e->bucket = b;
         if (e->bucket < 0)
-            return fail(g,
+            return fail(g, LIBRA_EINVAL,
                         "engine %s is TP%d, which no bucket of %s serves (--set "
                         "sched.buckets=...)",
                         e->url, e->tp, text);
@@ -205,11 +211,11 @@ static int make_routers(struct gw *g)
     const struct libra_config *cfg = g->cfg;
     const struct sched_move_costs *costs = g->opt.costs.decode_s ? &g->opt.costs : NULL;
     if (sched_router_from_config(&g->router, &cfg->sched, &g->layout, costs, &err) != 0)
-        return fail(g, "router: %s", err.msg);
+        return fail(g, LIBRA_EINVAL, "router: %s", err.msg);
     struct spec_sched_config sticky = cfg->sched;
     sticky.policy = SCHED_LOAD_BALANCE;
     if (sched_router_from_config(&g->sticky, &sticky, &g->layout, NULL, &err) != 0)
-        return fail(g, "router: %s", err.msg);
+        return fail(g, LIBRA_EINVAL, "router: %s", err.msg);
     sched_obs_defaults(&g->obs_config, cfg->workload.name, cfg->model.name);
     return 0;
 }
@@ -224,10 +230,11 @@ static int open_outputs(struct gw *g)
                                  .model = (char *)cfg->model.name,
                                  .group_size = 0};
         if (trace_writer_open(&g->capture, g->opt.capture_path, &h, &err) != 0)
-            return fail(g, "--capture: %s", err.msg);
+            return fail(g, LIBRA_EIO, "--capture: %s", err.msg);
     }
     if (g->opt.decisions_path && !(g->decisions = fopen(g->opt.decisions_path, "w")))
-        return fail(g, "--decisions: cannot open '%s': %s", g->opt.decisions_path, strerror(errno));
+        return fail(g, LIBRA_EIO, "--decisions: cannot open '%s': %s", g->opt.decisions_path,
+                    strerror(errno));
     return 0;
 }
 
@@ -235,11 +242,11 @@ static void started(struct gw *g)
 {
     for (size_t i = 0; i < g->n_engines; i++)
         if (g->engines[i].tp < 1) {
-            fail(g,
+            fail(g, LIBRA_EINVAL,
                  "engine %s: TP unknown (it does not answer SGLang's /get_server_info): give "
                  "--engine %s,tp=N",
                  g->engines[i].url, g->engines[i].url);
-            g->ready(g->ready_arg, false, g->start_error);
+            g->ready(g->ready_arg, g->start_rc, g->start_error);
             return;
         }
     char err[256] = "";
@@ -247,15 +254,15 @@ static void started(struct gw *g)
         net_server_new(&g->server, g->base, g->opt.host, g->opt.port, &g->opt.limits, routes, NULL,
                        g, err, sizeof err) != 0) {
         if (err[0])
-            fail(g, "cannot listen on %s:%d: %s", g->opt.host, g->opt.port, err);
-        g->ready(g->ready_arg, false, g->start_error);
+            fail(g, LIBRA_EIO, "cannot listen on %s:%d: %s", g->opt.host, g->opt.port, err);
+        g->ready(g->ready_arg, g->start_rc, g->start_error);
         return;
     }
     g->tick = event_new(g->base, -1, EV_PERSIST, on_tick, g);
     struct timeval tv = {(time_t)g->opt.poll_s,
                          (suseconds_t)((g->opt.poll_s - (double)(time_t)g->opt.poll_s) * 1e6)};
     event_add(g->tick, &tv);
-    g->ready(g->ready_arg, true, NULL);
+    g->ready(g->ready_arg, 0, NULL);
 }
 
 /* What an engine said about itself at start-up (SGLang's /get_server_info; others 404). */
@@ -263,17 +270,17 @@ static void on_info(void *arg, int status, const char *body, size_t len, const c
 {
     struct gw_engine *e = arg;
     struct gw *g = e->g;
-    if (status == 0 && !g->start_error[0])
-        fail(g, "engine %s: %s", e->url, error ? error : "no answer");
+    if (status == 0)
+        fail(g, LIBRA_EIO, "engine %s: %s", e->url, error ? error : "no answer");
     e->up = status != 0;
     if (status == 200) {
         json_t *doc = json_loadb(body, len, 0, NULL);
         json_int_t tp = json_integer_value(json_object_get(doc, "tp_size"));
         const char *v = json_string_value(json_object_get(doc, "weight_version"));
         e->sglang = true;
-        if (tp >= 1 && e->tp >= 1 && tp != e->tp && !g->start_error[0])
-            fail(g, "engine %s says it is TP%lld, not TP%d as --engine says", e->url, (long long)tp,
-                 e->tp);
+        if (tp >= 1 && e->tp >= 1 && tp != e->tp)
+            fail(g, LIBRA_EINVAL, "engine %s says it is TP%lld, not TP%d as --engine says", e->url,
+                 (long long)tp, e->tp);
         if (tp >= 1)
             e->tp = (int)tp;
         gw_engine_version(g, e, v ? v : "");
@@ -282,7 +289,7 @@ static void on_info(void *arg, int status, const char *body, size_t len, const c
     if (--g->asking > 0)
         return;
     if (g->start_error[0])
-        g->ready(g->ready_arg, false, g->start_error);
+        g->ready(g->ready_arg, g->start_rc, g->start_error);
     else
         started(g);
 }

@@ -55,8 +55,10 @@ void gw_options_default(struct gw_options *o);
 
 struct gw;
 
-/* Called once when the gateway listens (ok) or failed to start (!ok, msg says why). */
-typedef void (*gw_ready_fn)(void *arg, bool ok, const char *msg);
+/* Called once when the gateway listens (rc 0) or failed to start: rc LIBRA_EINVAL (an engine
+ * without a known TP, a TP no bucket serves, a bad layout) or LIBRA_EIO (an engine that cannot
+ * be reached, the port, the output files), msg says why. */
+typedef void (*gw_ready_fn)(void *arg, int rc, const char *msg);
 
 /*
  * Starts a gateway on base for the experiment cfg (borrowed; must outlive it): asks every engine

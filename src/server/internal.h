@@ -67,9 +67,10 @@ struct gw {
     void *ready_arg;
     struct net_server *server;
     struct net_client *client;
-    struct event *tick; /* polls engines, ends idle trajectories */
-    int asking;         /* start-up calls still in flight */
-    char start_error[256];
+    struct event *tick;    /* polls engines, ends idle trajectories */
+    int asking;            /* start-up calls still in flight */
+    char start_error[256]; /* why the start failed; "" while it has not */
+    int start_rc;          /* ... LIBRA_EINVAL or LIBRA_EIO */
 
     size_t n_engines;
     struct gw_engine engines[GW_ENGINES_MAX];
