@@ -368,6 +368,9 @@ void gw_metrics(void *ctx, struct net_call *c)
             "# HELP libra_turns_resubmitted_total Turns sent again after their engine failed.\n"
             "# TYPE libra_turns_resubmitted_total counter\n"
             "libra_turns_resubmitted_total %llu\n"
+            "# HELP libra_turns_resumed_total Turns continued after their engine aborted them.\n"
+            "# TYPE libra_turns_resumed_total counter\n"
+            "libra_turns_resumed_total %llu\n"
             "# HELP libra_trajectories_live Trajectories the gateway is following.\n"
             "# TYPE libra_trajectories_live gauge\n"
             "libra_trajectories_live %zu\n"
@@ -379,7 +382,8 @@ void gw_metrics(void *ctx, struct net_call *c)
             "libra_step %lld\n",
             (unsigned long long)g->errors_bad_request, (unsigned long long)g->errors_upstream,
             (unsigned long long)g->errors_client_gone, (unsigned long long)g->resumed,
-            map_size(&g->trajs), (unsigned long long)g->trajectories_finished, (long long)g->step);
+            (unsigned long long)g->resumed_aborts, map_size(&g->trajs),
+            (unsigned long long)g->trajectories_finished, (long long)g->step);
     fclose(out);
     net_reply_raw(c, 200, "text/plain; version=0.0.4", text, len);
     free(text);

@@ -7,6 +7,7 @@
 #ifndef SERVER_INTERNAL_H
 #define SERVER_INTERNAL_H
 
+#include <jansson.h>
 #include <stdio.h>
 
 #include "net/client.h"
@@ -96,8 +97,9 @@ struct gw {
     uint64_t single_turn; /* requests without an identity */
     uint64_t decisions_by_bucket[SPEC_BUCKETS_MAX], moves_by_bucket[SPEC_BUCKETS_MAX];
     uint64_t errors_bad_request, errors_upstream, errors_client_gone, trajectories_finished;
-    uint64_t resumed;
-    uint64_t updates; /* weight updates passed through without a version of their own */
+    uint64_t resumed;        /* turns sent again after an engine failed */
+    uint64_t resumed_aborts; /* turns continued after an abort (abort-and-resume) */
+    uint64_t updates;        /* weight updates passed through without a version of their own */
 };
 
 /* ---- gateway.c ---------------------------------------------------------------------------- */
@@ -152,6 +154,31 @@ void gw_learn_step(struct gw *g);
 
 /* Frees every trajectory (at shutdown; each is captured as aborted). */
 void gw_traj_free_all(struct gw *g);
+
+/* ---- resume.c ----------------------------------------------------------------------------- */
+
+/* A turn resumed after its engine aborted it: the segments so far. A zeroed one is empty. */
+struct gw_resume {
+    json_t *merged; /* the answer so far (the first segment's, grown) */
+    VEC(char) ids;  /* the output ids so far, as text: "5,6,7" */
+    int64_t tokens; /* generated so far */
+    int segments;
+};
+
+/*
+ * When answer (a 200 to SGLang turn r, sent as body) is an abort with budget left and r opted
+ * in: folds it into s and returns the body that asks for the rest (malloc'd, *out_len bytes);
+ * else NULL.
+ */
+char *gw_resume_next(struct gw_resume *s, const struct gw_request *r, const char *body, size_t len,
+                     const char *answer, size_t answer_len, int64_t instance, size_t *out_len);
+
+/* Folds the last segment's answer into s; returns the merged answer (malloc'd) and the turn's
+ * generated tokens in *total, or NULL when the answer is not JSON. */
+char *gw_resume_finish(struct gw_resume *s, const char *answer, size_t len, int64_t instance,
+                       size_t *out_len, int64_t *total);
+
+void gw_resume_free(struct gw_resume *s);
 
 /* ---- control.c ---------------------------------------------------------------------------- */
 

@@ -36,6 +36,9 @@ struct proxy {
     int64_t generated, cached;
     int64_t sse_chunks;
     char version[GW_VERSION_MAX];
+    struct gw_resume resume; /* segments before an abort (abort-and-resume) */
+    char *resend;            /* the body asking for the rest, owned */
+    size_t resend_len;
 };
 
 static const char *header_of(void *ctx, const char *name)
@@ -115,6 +118,8 @@ static void engine_done(struct proxy *p)
 static void proxy_free(struct proxy *p)
 {
     vec_free(&p->body);
+    gw_resume_free(&p->resume);
+    free(p->resend);
     free(p);
 }
 
@@ -194,6 +199,8 @@ static bool on_data(void *arg, const char *buf, size_t len)
 }
 
 static void send_turn(struct proxy *p);
+static bool resume(struct proxy *p);
+static void reply_held(struct proxy *p);
 
 /* The engine could not be reached or cut the answer before any byte reached the client. */
 static bool resubmit(struct proxy *p, const char *error)
@@ -225,6 +232,43 @@ static bool resubmit(struct proxy *p, const char *error)
     return true;
 }
 
+/* Answers the held answer (merged with earlier segments when the turn was resumed). */
+static void reply_held(struct proxy *p)
+{
+    const char *body = p->body.v ? p->body.v : "";
+    size_t len = p->body.n;
+    if (p->status == 200)
+        read_answer(p, body, len);
+    int64_t generated = p->status == 200 ? (p->generated >= 0 ? p->generated : 0) : -1;
+    char *merged = NULL;
+    if (p->resume.segments && p->status == 200 &&
+        (merged =
+             gw_resume_finish(&p->resume, body, len, p->decision.instance_id, &len, &generated)))
+        body = merged;
+    add_headers(p);
+    net_reply_raw(p->call, p->status, p->content_type, body, len);
+    free(merged);
+    end_turn(p, generated);
+}
+
+/* An abort with budget left, on a turn that opted in: asks the engine for the rest. */
+static bool resume(struct proxy *p)
+{
+    size_t len, n;
+    const char *body = net_call_body(p->call, &len);
+    char *next = gw_resume_next(&p->resume, &p->req, body, len, p->body.v ? p->body.v : "",
+                                p->body.n, p->decision.instance_id, &n);
+    if (!next)
+        return false;
+    free(p->resend);
+    p->resend = next;
+    p->resend_len = n;
+    p->g->resumed_aborts++;
+    p->body.n = 0;
+    send_turn(p); /* the same engine: paused, it holds the rest until it continues */
+    return true;
+}
+
 static void on_done(void *arg, const char *error)
 {
     struct proxy *p = arg;
@@ -243,11 +287,9 @@ static void on_done(void *arg, const char *error)
         end_turn(p, -1);
         return;
     }
-    if (p->status == 200)
-        read_answer(p, p->body.v ? p->body.v : "", p->body.n);
-    add_headers(p);
-    net_reply_raw(p->call, p->status, p->content_type, p->body.v ? p->body.v : "", p->body.n);
-    end_turn(p, p->status == 200 ? (p->generated >= 0 ? p->generated : 0) : -1);
+    if (p->status == 200 && resume(p))
+        return;
+    reply_held(p);
 }
 
 static void send_turn(struct proxy *p)
@@ -259,7 +301,9 @@ static void send_turn(struct proxy *p)
     const char *body = net_call_body(p->call, &len);
     struct net_iov iov[2] = {{body, len}, {NULL, 0}};
     size_t n_iov = 1;
-    if (p->req.has_libra) { /* the bytes before libra's member and after it */
+    if (p->resend) { /* the rest of a turn its engine aborted */
+        iov[0] = (struct net_iov){p->resend, p->resend_len};
+    } else if (p->req.has_libra) { /* the bytes before libra's member and after it */
         iov[0].len = p->req.cut.head_len;
         iov[1] = (struct net_iov){body + p->req.cut.tail_off, len - p->req.cut.tail_off};
         n_iov = 2;

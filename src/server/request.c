@@ -7,7 +7,10 @@
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+
+#include "util/alloc.h"
 
 #define BYTES_PER_TOKEN 4 /* text without a tokenizer: the emulator's and the docs' rule */
 
@@ -312,4 +315,60 @@ int gw_request_parse(enum gw_api api, const char *body, size_t len, gw_header_fn
     if (jscan_get(root, "stream", &v) && v.type != 'z' && !jscan_bool(v, &out->stream))
         return fail(err, err_size, "stream: expected true or false");
     return 0;
+}
+
+/* ---- resubmission ------------------------------------------------------------------------- */
+
+/* One change to a body: bytes [off, off + len) become text. */
+struct edit {
+    size_t off, len;
+    const char *text;
+    size_t text_len;
+};
+
+static int cmp_edit(const void *a, const void *b)
+{
+    const struct edit *x = a, *y = b;
+    return (x->off > y->off) - (x->off < y->off);
+}
+
+char *gw_resume_body(const char *body, size_t len, const struct gw_request *r, const char *ids,
+                     size_t ids_len, int64_t n_more, size_t *out_len)
+{
+    struct jscan_value root = jscan_root(body, len), in, budget;
+    if (r->api != GW_SGLANG_GENERATE || r->max_new_tokens < 0 ||
+        !jscan_get(root, "input_ids", &in) || in.type != 'a' ||
+        !jscan_path(root, "sampling_params.max_new_tokens", &budget))
+        return NULL;
+    char number[24];
+    int64_t left = r->max_new_tokens - n_more;
+    snprintf(number, sizeof number, "%lld", (long long)(left > 0 ? left : 0));
+    char *more = xmalloc(ids_len + 2); /* ",5, 6, 7": the ids after those sent */
+    size_t more_len = 0;
+    if (ids_len && jscan_count(in) > 0)
+        more[more_len++] = ',';
+    memcpy(more + more_len, ids, ids_len);
+    more_len += ids_len;
+    size_t close = (size_t)(in.p - body) + in.len - 1; /* the array's ']' */
+    struct edit e[3] = {
+        {close, 0, more, more_len},
+        {(size_t)(budget.p - body), budget.len, number, strlen(number)},
+    };
+    size_t n = 2;
+    if (r->has_libra)
+        e[n++] = (struct edit){r->cut.head_len, r->cut.tail_off - r->cut.head_len, "", 0};
+    qsort(e, n, sizeof *e, cmp_edit); /* the edits never overlap */
+    char *out = xmalloc(len + more_len + sizeof number);
+    size_t at = 0, o = 0;
+    for (size_t i = 0; i < n; i++) {
+        memcpy(out + o, body + at, e[i].off - at);
+        o += e[i].off - at;
+        memcpy(out + o, e[i].text, e[i].text_len);
+        o += e[i].text_len;
+        at = e[i].off + e[i].len;
+    }
+    memcpy(out + o, body + at, len - at);
+    *out_len = o + len - at;
+    free(more);
+    return out;
 }

@@ -309,3 +309,35 @@ def test_a_captured_trace_replays_to_the_same_decisions():
         assert {k: live[k] for k in replayed} == replayed
         moved = sum(1 for seq in replayed.values() for t, b, r in seq if r in ("promote", "demote"))
         assert moved > 0  # the trees learnt something that moved trajectories
+
+
+# ---- abort-and-resume ----------------------------------------------------------------------------
+
+def test_an_aborted_turn_that_opted_in_is_resumed_and_merged():
+    from emu_util import Background, generate
+    with Emu("--instances", "tp1", scale="0.2") as emu, \
+            Serve(*urls(emu), args=["--set", "sched.buckets=tp1:40960"]) as gw:
+        ids = list(range(1, 65))
+        turn = Background(generate, gw.port, ids, 400, timeout=120,
+                          libra={"trajectory": 5, "resume": True}, return_logprob=True)
+        for _ in range(400):  # wait until the engine runs it
+            if get(emu.port(0), "/v1/loads")[1]["loads"][0]["num_running_reqs"] == 1:
+                break
+            time.sleep(0.01)
+        time.sleep(0.3)  # some tokens first
+        assert post(gw.port, "/pause_generation", {"mode": "abort"})[0] == 200
+        assert post(gw.port, "/update_weights_from_disk",
+                    {"model_path": "m", "weight_version": "7"})[0] == 200
+        assert post(gw.port, "/continue_generation", {})[0] == 200
+        status, out = turn.result(timeout=120)
+        assert status == 200, out
+        meta = out["meta_info"]
+        assert meta["completion_tokens"] == 400 == len(out["output_ids"])
+        assert len(meta["output_token_logprobs"]) == 400
+        segments = meta["libra_segments"]
+        assert [s["weight_version"] for s in segments] == ["default", "7"], segments
+        assert sum(s["completion_tokens"] for s in segments) == 400
+        assert 0 < segments[0]["completion_tokens"] < 400
+        assert meta["finish_reason"]["type"] == "length"
+        metrics = get(gw.port, "/metrics")[1]
+        assert "libra_turns_resumed_total 1" in metrics

@@ -1,6 +1,7 @@
 /* Tests of what the gateway reads of a request (src/server/request.c). */
 #include "testutil.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "server/request.h"
@@ -192,6 +193,30 @@ static void test_the_events_call_takes_a_list_or_one(void **state)
     assert_non_null(strstr(err, "event.status"));
 }
 
+static void test_a_resumed_turn_asks_for_the_rest(void **state)
+{
+    struct gw_request r;
+    char err[256];
+    struct headers h = {0};
+    const char *body = "{\"libra\": {\"resume\": true}, \"input_ids\": [1, 2 ], "
+                       "\"sampling_params\": {\"max_new_tokens\": 10, \"temperature\": 1.0}}";
+    assert_int_equal(parse(GW_SGLANG_GENERATE, body, &h, &config, &r, err), 0);
+    size_t n;
+    char *next = gw_resume_body(body, strlen(body), &r, "7, 8", 4, 2, &n);
+    assert_non_null(next);
+    assert_int_equal(n, strlen(next));
+    assert_string_equal(next, "{\"input_ids\": [1, 2 ,7, 8], \"sampling_params\": "
+                              "{\"max_new_tokens\": 8, \"temperature\": 1.0}}");
+    free(next);
+    /* no budget, or not SGLang's token ids: nothing to ask */
+    const char *text = "{\"text\": \"hi\", \"sampling_params\": {\"max_new_tokens\": 4}}";
+    assert_int_equal(parse(GW_SGLANG_GENERATE, text, &h, &config, &r, err), 0);
+    assert_null(gw_resume_body(text, strlen(text), &r, "7", 1, 1, &n));
+    const char *open = "{\"input_ids\": [1]}";
+    assert_int_equal(parse(GW_SGLANG_GENERATE, open, &h, &config, &r, err), 0);
+    assert_null(gw_resume_body(open, strlen(open), &r, "7", 1, 1, &n));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -201,6 +226,7 @@ int main(void)
         cmocka_unit_test(test_libras_member_is_cut_and_its_events_read),
         cmocka_unit_test(test_errors_name_the_field),
         cmocka_unit_test(test_the_events_call_takes_a_list_or_one),
+        cmocka_unit_test(test_a_resumed_turn_asks_for_the_rest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
