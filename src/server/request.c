@@ -358,7 +358,7 @@ char *gw_resume_body(const char *body, size_t len, const struct gw_request *r, c
     if (r->has_libra)
         e[n++] = (struct edit){r->cut.head_len, r->cut.tail_off - r->cut.head_len, "", 0};
     qsort(e, n, sizeof *e, cmp_edit); /* the edits never overlap */
-    char *out = xmalloc(len + more_len + sizeof number);
+    char *out = xmalloc(len + more_len + sizeof number + 1);
     size_t at = 0, o = 0;
     for (size_t i = 0; i < n; i++) {
         memcpy(out + o, body + at, e[i].off - at);
@@ -369,6 +369,7 @@ char *gw_resume_body(const char *body, size_t len, const struct gw_request *r, c
     }
     memcpy(out + o, body + at, len - at);
     *out_len = o + len - at;
+    out[*out_len] = '\0';
     free(more);
     return out;
 }
