@@ -323,6 +323,15 @@ static void metrics_engines(const struct gw *g, FILE *out)
     }
 }
 
+/* One counter with a bucket label. */
+static void per_bucket(const struct gw *g, FILE *out, const char *name, const char *help,
+                       const uint64_t *by_bucket)
+{
+    fprintf(out, "# HELP %s %s\n# TYPE %s counter\n", name, help, name);
+    for (int b = 0; b < g->layout.n; b++)
+        fprintf(out, "%s{bucket=\"%d\"} %llu\n", name, b, (unsigned long long)by_bucket[b]);
+}
+
 static void metrics_routing(const struct gw *g, FILE *out)
 {
     static const char *const apis[] = {"sglang_generate", "vllm_generate", "completions", "chat"};
@@ -337,18 +346,10 @@ static void metrics_routing(const struct gw *g, FILE *out)
             "# TYPE libra_single_turn_requests_total counter\n"
             "libra_single_turn_requests_total %llu\n",
             (unsigned long long)g->single_turn);
-    fputs("# HELP libra_decisions_total Turns routed, by the bucket of the engine chosen.\n"
-          "# TYPE libra_decisions_total counter\n",
-          out);
-    for (int b = 0; b < g->layout.n; b++)
-        fprintf(out, "libra_decisions_total{bucket=\"%d\"} %llu\n", b,
-                (unsigned long long)g->decisions_by_bucket[b]);
-    fputs("# HELP libra_moves_total Turns sent to another engine than the previous turn's.\n"
-          "# TYPE libra_moves_total counter\n",
-          out);
-    for (int b = 0; b < g->layout.n; b++)
-        fprintf(out, "libra_moves_total{bucket=\"%d\"} %llu\n", b,
-                (unsigned long long)g->moves_by_bucket[b]);
+    per_bucket(g, out, "libra_decisions_total", "Turns routed, by the bucket of the engine chosen.",
+               g->decisions_by_bucket);
+    per_bucket(g, out, "libra_moves_total",
+               "Turns sent to another engine than the previous turn's.", g->moves_by_bucket);
 }
 
 void gw_metrics(void *ctx, struct net_call *c)

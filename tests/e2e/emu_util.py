@@ -11,8 +11,39 @@ import threading
 LIBRA = os.environ["LIBRA_BIN"]
 
 
-class Emu:
+class Process:
+    """A libra process run for a test: stopped with SIGTERM on leaving the with block, which
+    then wants exit status 0 and, when quiet, nothing on standard error — under the sanitizer
+    build a leak or a memory error fails the test. When the test failed first, the process's
+    stderr (a sanitizer report, say) goes with the failure's output."""
+
+    name, quiet = "libra", True
+
+    def stop(self):
+        """Stops it with SIGTERM; returns (exit status, standard error)."""
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+        rc = self.proc.wait(timeout=20)
+        err = self.proc.stderr.read()
+        self.proc.stdout.close()
+        self.proc.stderr.close()
+        return rc, err
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *rest):
+        rc, err = self.stop()
+        if exc_type is None:
+            assert rc == 0 and (err == "" or not self.quiet), (rc, err)
+        elif err:
+            sys.stderr.write("%s exited %s; its stderr:\n%s" % (self.name, rc, err))
+
+
+class Emu(Process):
     """A running `libra emu`; instances are dicts of its ready lines."""
+
+    name = "libra emu"
 
     def __init__(self, *args, scale="0.01"):
         self.proc = subprocess.Popen(
@@ -34,30 +65,6 @@ class Emu:
 
     def port(self, i=0):
         return self.instances[i]["port"]
-
-    def stop(self):
-        """Stops it with SIGTERM; returns (exit status, standard error)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        rc = self.proc.wait(timeout=20)
-        err = self.proc.stderr.read()
-        self.proc.stdout.close()
-        self.proc.stderr.close()
-        return rc, err
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, *rest):
-        rc, err = self.stop()
-        # A clean exit on SIGTERM with nothing on stderr: under the sanitizer build, a leak or
-        # a memory error in any test's emulator fails that test. When the test failed first,
-        # the emulator's stderr (a sanitizer report, say) goes with the failure's output.
-        if exc_type is None:
-            assert rc == 0 and err == "", (rc, err)
-        elif err:
-            sys.stderr.write("libra emu exited %s; its stderr:\n%s" % (rc, err))
-
 
 def request(port, method, path, body=None, raw=None, timeout=60, headers=None):
     """Returns (status, parsed JSON or text or None)."""
@@ -114,8 +121,11 @@ def running(port):
     return load["num_running_reqs"], load["num_waiting_reqs"]
 
 
-class Serve:
-    """A running `libra serve` in front of engine URLs; .info is its ready line."""
+class Serve(Process):
+    """A running `libra serve` in front of engine URLs; .info is its ready line. Its notes on
+    standard error (mode switches, turns sent elsewhere) are allowed."""
+
+    name, quiet = "libra serve", False
 
     def __init__(self, *urls, args=(), env=None):
         cmd = [LIBRA, "serve", "--listen", "127.0.0.1:0"]
@@ -129,23 +139,3 @@ class Serve:
         self.info = json.loads(line)
         self.port = self.info["port"]
         self.url = self.info["url"]
-
-    def stop(self):
-        """Stops it with SIGTERM; returns (exit status, standard error)."""
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-        rc = self.proc.wait(timeout=20)
-        err = self.proc.stderr.read()
-        self.proc.stdout.close()
-        self.proc.stderr.close()
-        return rc, err
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, exc_type, *rest):
-        rc, err = self.stop()
-        if exc_type is None:
-            assert rc == 0, (rc, err)
-        elif err:
-            sys.stderr.write("libra serve exited %s; its stderr:\n%s" % (rc, err))
