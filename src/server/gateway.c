@@ -377,7 +377,10 @@ int gw_free(struct gw *g, char *err, size_t err_size)
     vec_free(&g->versions);
     vec_free(&g->version_steps);
     struct libra_error e = {0};
-    if (g->capture && trace_writer_close(g->capture, &e) != 0) {
+    if (g->capture_error[0]) {
+        snprintf(err, err_size, "--capture: stopped early: %s", g->capture_error);
+        rc = -1;
+    } else if (g->capture && trace_writer_close(g->capture, &e) != 0) {
         snprintf(err, err_size, "--capture: %s", e.msg);
         rc = -1;
     }

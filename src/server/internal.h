@@ -90,6 +90,7 @@ struct gw {
     double learnt;                    /* trajectories learnt at earlier steps */
 
     struct trace_writer *capture;
+    char capture_error[256]; /* why the capture stopped; "" while it has not */
     FILE *decisions;
 
     /* counters for /metrics */

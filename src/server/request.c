@@ -252,7 +252,7 @@ static int read_prompt(enum gw_api api, struct jscan_value root, const struct gw
         h = gw_hash(h, p.p, p.len < take ? p.len : take);
     }
     if (!r->has_prompt)
-        r->prompt = h;
+        r->prompt = h & GW_PROMPT_MASK;
     return 0;
 }
 
@@ -268,6 +268,58 @@ static void read_budget(enum gw_api api, struct jscan_value root, struct gw_requ
         r->max_new_tokens = n >= 0 ? n : -1;
 }
 
+/* ---- chat messages ------------------------------------------------------------------------ */
+
+/* Whether member key of o is the string want. */
+static bool member_is(struct jscan_value o, const char *key, const char *want)
+{
+    struct jscan_value v;
+    char s[32];
+    return jscan_get(o, key, &v) && jscan_string(v, s, sizeof s) && strcmp(s, want) == 0;
+}
+
+/* The function name of the call with id in an assistant message's tool_calls. */
+static void call_name(struct jscan_value calls, struct jscan_value id, char *out, size_t size)
+{
+    struct jscan_iter it = {0};
+    struct jscan_value call, v;
+    while (jscan_next(calls, &it, &call)) {
+        if (call.type == 'o' && jscan_get(call, "id", &v) && v.len == id.len &&
+            memcmp(v.p, id.p, id.len) == 0 && jscan_path(call, "function.name", &v) &&
+            jscan_string(v, out, size))
+            return;
+    }
+    out[0] = '\0';
+}
+
+/* The tool messages after the last assistant message, named through that message's calls. */
+static void read_chat_returns(struct jscan_value messages, struct gw_request *r)
+{
+    struct jscan_iter it = {0};
+    struct jscan_value m, calls = {0}, v;
+    struct jscan_value ids[GW_EVENTS_MAX];
+    r->n_chat = 0;
+    while (jscan_next(messages, &it, &m)) {
+        if (m.type != 'o')
+            continue;
+        if (member_is(m, "role", "assistant")) {
+            r->n_chat = 0;
+            calls = (struct jscan_value){0};
+            jscan_get(m, "tool_calls", &calls);
+        } else if (member_is(m, "role", "tool") && r->n_chat < GW_EVENTS_MAX) {
+            struct gw_chat_return *ret = &r->chat[r->n_chat];
+            ids[r->n_chat] = jscan_get(m, "tool_call_id", &v) ? v : (struct jscan_value){0};
+            *ret = (struct gw_chat_return){0};
+            if (jscan_get(m, "content", &v))
+                *ret = (struct gw_chat_return){.text = v.p, .text_len = v.len};
+            r->n_chat++;
+        }
+    }
+    for (size_t i = 0; i < r->n_chat; i++)
+        if (calls.type == 'a' && ids[i].type)
+            call_name(calls, ids[i], r->chat[i].tool, sizeof r->chat[i].tool);
+}
+
 /* ---- libra's object ------------------------------------------------------------------------- */
 
 static int read_libra(struct jscan_value lo, struct gw_request *r, char *err, size_t size)
@@ -277,12 +329,12 @@ static int read_libra(struct jscan_value lo, struct gw_request *r, char *err, si
         return fail(err, size, "libra: expected an object");
     if (jscan_get(lo, "prompt", &v) && v.type != 'z') {
         int64_t id;
-        if (jscan_int(v, &id))
+        if (jscan_int(v, &id) && id >= 0)
             r->prompt = (uint64_t)id;
         else if (v.type == 's')
-            r->prompt = gw_hash(GW_HASH_SEED, v.p, v.len);
+            r->prompt = gw_hash(GW_HASH_SEED, v.p, v.len) & GW_PROMPT_MASK;
         else
-            return fail(err, size, "libra.prompt: expected an integer or a string");
+            return fail(err, size, "libra.prompt: expected an integer >= 0 or a string");
         r->has_prompt = true;
     }
     if (jscan_get(lo, "resume", &v) && v.type != 'z' && !jscan_bool(v, &r->resume))
@@ -312,6 +364,8 @@ int gw_request_parse(enum gw_api api, const char *body, size_t len, gw_header_fn
     if (read_prompt(api, root, c, out, err, err_size))
         return -1;
     read_budget(api, root, out);
+    if (api == GW_CHAT && jscan_get(root, "messages", &v) && v.type == 'a')
+        read_chat_returns(v, out);
     if (jscan_get(root, "stream", &v) && v.type != 'z' && !jscan_bool(v, &out->stream))
         return fail(err, err_size, "stream: expected true or false");
     return 0;

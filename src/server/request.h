@@ -9,7 +9,9 @@
  * first prompt tokens: GRPO siblings share their prompt); the prompt length in tokens (token
  * ids counted; chat messages at four bytes per token); the generation budget; whether the
  * answer streams; and libra's events (tool returns, the end of a trajectory), which may also
- * arrive alone at POST /libra/v1/trajectories/{id}/events (gw_events_parse).
+ * arrive alone at POST /libra/v1/trajectories/{id}/events (gw_events_parse); for chat requests,
+ * the tool messages after the last assistant message, named through their tool_call_id (the
+ * fallback for chat clients that send no events).
  *
  * Pure: memory in, memory out (tests/fuzz/fuzz_serve_request.c).
  */
@@ -27,6 +29,7 @@
 #define GW_ID_MAX 256       /* bytes of an identity kept, NUL included (longer: hashed whole) */
 #define GW_EVENTS_MAX 64    /* events in one request or one events call */
 #define GW_PROMPT_TOKENS 64 /* default: first prompt tokens hashed into the prompt key */
+#define GW_PROMPT_MASK INT64_MAX /* prompt keys are 63-bit: a trace's prompt_id is >= 0 */
 
 /* The generation APIs the gateway proxies. */
 enum gw_api {
@@ -61,6 +64,14 @@ struct gw_event {
     double reward;
 };
 
+/* A tool return read from chat messages (the fallback for chat clients that send no events):
+ * a "tool" message after the last assistant message, named through its tool_call_id. */
+struct gw_chat_return {
+    char tool[SCHED_TOOL_NAME_MAX]; /* "" when the call is not found */
+    const char *text;               /* its content as written in the body (escapes and all) */
+    size_t text_len;                /* bytes of it: the size the classifier counts */
+};
+
 struct gw_parse_config {
     bool rid_identity; /* rid names the trajectory (AReaL) */
     int prompt_tokens; /* first prompt tokens hashed into the prompt key (GW_PROMPT_TOKENS) */
@@ -84,6 +95,8 @@ struct gw_request {
     struct jscan_cut cut; /* forward body[0, head_len) then body[tail_off, len) */
     size_t n_events;
     struct gw_event events[GW_EVENTS_MAX];
+    size_t n_chat; /* chat only: the returns its messages end with (at most GW_EVENTS_MAX) */
+    struct gw_chat_return chat[GW_EVENTS_MAX];
 };
 
 /*

@@ -83,7 +83,24 @@ static enum trace_tool_status trace_status(enum sched_status s)
     return map[s];
 }
 
-/* Classifies one announced return and records it as a call of t's last turn. */
+/* Classifies one return and records it as a call of t's last turn. */
+static void add_observed(struct gw *g, struct gw_traj *t, const struct sched_tool_return *in,
+                         double exec_s)
+{
+    struct sched_obs o;
+    sched_obs_classify(&g->obs_config, in, &o);
+    vec_push(&t->obs, o);
+    struct trace_tool_call call = {
+        .tool = xstrdup(o.tool),
+        .status = trace_status(o.status),
+        .payload_tokens = o.payload_tokens > 0 ? o.payload_tokens : 0,
+        .queue_us = -1,
+        .exec_us = exec_s >= 0 ? (int64_t)llround(exec_s * 1e6) : -1,
+    };
+    vec_push(&t->pending, call);
+}
+
+/* A return the client announced (an event, or nothing but the prompt's growth). */
 static void add_return(struct gw *g, struct gw_traj *t, const char *tool, int status,
                        int64_t payload_tokens, double exec_s)
 {
@@ -93,17 +110,7 @@ static void add_return(struct gw *g, struct gw_traj *t, const char *tool, int st
                                    .status = status,
                                    .reward = NAN,
                                    .correct = -1};
-    struct sched_obs o;
-    sched_obs_classify(&g->obs_config, &in, &o);
-    vec_push(&t->obs, o);
-    struct trace_tool_call call = {
-        .tool = xstrdup(o.tool),
-        .status = trace_status(o.status),
-        .payload_tokens = payload_tokens > 0 ? payload_tokens : 0,
-        .queue_us = -1,
-        .exec_us = exec_s >= 0 ? (int64_t)llround(exec_s * 1e6) : -1,
-    };
-    vec_push(&t->pending, call);
+    add_observed(g, t, &in, exec_s);
 }
 
 /* The returns before this turn: the events, else one derived from the prompt-length delta. */
@@ -113,6 +120,19 @@ static void gather_returns(struct gw *g, struct gw_traj *t, const struct gw_requ
         const struct gw_event *e = &r->events[i];
         if (e->kind == GW_EVENT_TOOL_RETURN)
             add_return(g, t, e->tool, e->status, e->payload_tokens, e->exec_s);
+    }
+    bool from_chat = t->pending.n == 0; /* chat without events: its messages say */
+    for (size_t i = 0; from_chat && i < r->n_chat; i++) {
+        const struct gw_chat_return *c = &r->chat[i];
+        struct sched_tool_return in = {.tool = c->tool,
+                                       .payload_tokens = -1,
+                                       .payload_chars = (int64_t)c->text_len,
+                                       .text = c->text,
+                                       .text_len = c->text_len,
+                                       .status = SCHED_STATUS_UNSET,
+                                       .reward = NAN,
+                                       .correct = -1};
+        add_observed(g, t, &in, -1);
     }
     if (t->pending.n == 0) {
         int64_t delta = r->prompt_tokens - t->last_prompt_tokens - t->last_generated;
@@ -290,6 +310,7 @@ static void capture(struct gw *g, struct gw_traj *t, enum trace_finish how, bool
     struct libra_error err = {0};
     if (trace_writer_put(g->capture, &rec, &err) != 0) {
         fprintf(stderr, "libra: serve: capture: %s; capture stopped\n", err.msg);
+        snprintf(g->capture_error, sizeof g->capture_error, "%s", err.msg);
         trace_writer_abort(g->capture);
         g->capture = NULL;
     }

@@ -341,3 +341,28 @@ def test_an_aborted_turn_that_opted_in_is_resumed_and_merged():
         assert meta["finish_reason"]["type"] == "length"
         metrics = get(gw.port, "/metrics")[1]
         assert "libra_turns_resumed_total 1" in metrics
+
+
+def test_a_chat_client_without_events_is_learnt_from_its_messages():
+    with tempfile.TemporaryDirectory() as tmp, Emu("--instances", "tp1", scale=SCALE) as emu:
+        capture = os.path.join(tmp, "capture.jsonl")
+        with Serve(*urls(emu), args=["--set", "sched.buckets=tp1:40960", "--capture",
+                                     capture]) as gw:
+            msgs = [{"role": "user", "content": "fix the bug"}]
+            headers = {"X-Session-ID": "chat-1"}
+            body = {"model": "qwen3-14b", "messages": msgs, "max_tokens": 8}
+            assert post(gw.port, "/v1/chat/completions", body, headers=headers)[0] == 200
+            msgs += [{"role": "assistant", "content": "",
+                      "tool_calls": [{"id": "c1", "type": "function",
+                                      "function": {"name": "bash", "arguments": "{}"}}]},
+                     {"role": "tool", "tool_call_id": "c1",
+                      "content": "Traceback (most recent call last): " + "x" * 4000}]
+            assert post(gw.port, "/v1/chat/completions", body, headers=headers)[0] == 200
+            status, doc = post(gw.port, "/libra/v1/trajectories/chat-1/events",
+                               {"kind": "finish", "status": "completed"})
+            assert status == 200, doc
+        lines = [json.loads(l) for l in open(capture)]
+        assert len(lines) == 2 and lines[1]["extra"]["id"] == "session:chat-1"
+        call = lines[1]["turns"][0]["calls"][0]
+        assert call["tool"] == "bash" and call["status"] == "failure"  # from its text
+        assert 900 <= call["payload_tokens"] <= 1100  # about 4000 characters

@@ -104,7 +104,8 @@ static void test_the_prompt_key_is_the_first_tokens_or_libras(void **state)
     assert_int_equal(
         parse(GW_SGLANG_GENERATE, "{\"input_ids\": [1, 2, 34, 5]}", &h, &config, &c, err), 0);
     assert_true(a.prompt == b.prompt);
-    assert_true(a.prompt != c.prompt); /* "3, 4" is not "34" */
+    assert_true(a.prompt != c.prompt);                           /* "3, 4" is not "34" */
+    assert_true(a.prompt <= INT64_MAX && c.prompt <= INT64_MAX); /* a trace's prompt_id */
     assert_false(a.has_prompt);
     assert_int_equal(parse(GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"libra\": {\"prompt\": 77}}",
                            &h, &config, &a, err),
@@ -163,6 +164,7 @@ static void test_errors_name_the_field(void **state)
          "\"payload_tokens\": -3}]}}",
          "libra.events.0.payload_tokens"},
         {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"libra\": {\"resume\": 1}}", "libra.resume"},
+        {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"libra\": {\"prompt\": -2}}", "libra.prompt"},
         {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"stream\": \"yes\"}", "stream"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
@@ -217,6 +219,33 @@ static void test_a_resumed_turn_asks_for_the_rest(void **state)
     assert_null(gw_resume_body(open, strlen(open), &r, "7", 1, 1, &n));
 }
 
+static void test_chat_returns_are_named_through_their_call_ids(void **state)
+{
+    struct gw_request r;
+    char err[256];
+    struct headers h = {0};
+    const char *body =
+        "{\"messages\": [{\"role\": \"user\", \"content\": \"fix it\"},"
+        " {\"role\": \"assistant\", \"tool_calls\": [{\"id\": \"a\", \"function\": "
+        "{\"name\": \"old\"}}]}, {\"role\": \"tool\", \"tool_call_id\": \"a\", "
+        "\"content\": \"x\"},"
+        " {\"role\": \"assistant\", \"tool_calls\": [{\"id\": \"c1\", \"function\": "
+        "{\"name\": \"bash\"}}, {\"id\": \"c2\", \"function\": {\"name\": \"search\"}}]},"
+        " {\"role\": \"tool\", \"tool_call_id\": \"c2\", \"content\": \"Traceback\"},"
+        " {\"role\": \"tool\", \"tool_call_id\": \"c1\", \"content\": \"ok\"},"
+        " {\"role\": \"tool\", \"tool_call_id\": \"zz\", \"content\": \"?\"}]}";
+    assert_int_equal(parse(GW_CHAT, body, &h, &config, &r, err), 0);
+    assert_int_equal(r.n_chat, 3); /* only those after the last assistant message */
+    assert_string_equal(r.chat[0].tool, "search");
+    assert_int_equal(r.chat[0].text_len, strlen("\"Traceback\""));
+    assert_memory_equal(r.chat[0].text, "\"Traceback\"", r.chat[0].text_len);
+    assert_string_equal(r.chat[1].tool, "bash");
+    assert_string_equal(r.chat[2].tool, ""); /* no such call */
+    const char *none = "{\"messages\": [{\"role\": \"user\", \"content\": \"hi\"}]}";
+    assert_int_equal(parse(GW_CHAT, none, &h, &config, &r, err), 0);
+    assert_int_equal(r.n_chat, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -227,6 +256,7 @@ int main(void)
         cmocka_unit_test(test_errors_name_the_field),
         cmocka_unit_test(test_the_events_call_takes_a_list_or_one),
         cmocka_unit_test(test_a_resumed_turn_asks_for_the_rest),
+        cmocka_unit_test(test_chat_returns_are_named_through_their_call_ids),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
