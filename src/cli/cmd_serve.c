@@ -36,6 +36,8 @@ static const char help[] =
     "  --rid-identity         AReaL's rid names the trajectory (off: rid is per request "
     "elsewhere)\n"
     "  --prompt-tokens N      first prompt tokens hashed into the prompt key (default 64)\n"
+    "  --prompt-from-id C     the prompt is the trajectory id up to its last C (SkyRL's\n"
+    "                         \"17-3\", slime's \"s17-3\" with -: prompt 17) where it has one\n"
     "  --idle-s S             a trajectory idle S seconds is learnt as censored (default 7200)\n"
     "  --poll-s S             engines' weight version and health polled every S s (default 2)\n"
     "  --max-body-bytes N     largest request body (default 67108864; 413 above)\n"
@@ -51,6 +53,7 @@ enum {
     OPT_DECISIONS,
     OPT_RID,
     OPT_PROMPT_TOKENS,
+    OPT_PROMPT_SEP,
     OPT_IDLE,
     OPT_POLL,
     OPT_MAX_BODY,
@@ -67,6 +70,7 @@ static const struct option own_options[] = {
     {"decisions", required_argument, NULL, OPT_DECISIONS},
     {"rid-identity", no_argument, NULL, OPT_RID},
     {"prompt-tokens", required_argument, NULL, OPT_PROMPT_TOKENS},
+    {"prompt-from-id", required_argument, NULL, OPT_PROMPT_SEP},
     {"idle-s", required_argument, NULL, OPT_IDLE},
     {"poll-s", required_argument, NULL, OPT_POLL},
     {"max-body-bytes", required_argument, NULL, OPT_MAX_BODY},
@@ -150,12 +154,20 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
         o->gw.decisions_path = optarg;
         return 0;
     case OPT_RID:
-        o->gw.rid_identity = true;
+        o->gw.parse.rid_identity = true;
         return 0;
     case OPT_PROMPT_TOKENS:
         rc = cli_parse_int(cmd, "--prompt-tokens", optarg, 1, 1 << 20, &v);
-        o->gw.prompt_tokens = (int)v;
+        o->gw.parse.prompt_tokens = (int)v;
         return rc;
+    case OPT_PROMPT_SEP:
+        if (strlen(optarg) != 1)
+            return cli_usage_error(cmd,
+                                   "--prompt-from-id: expected one separator character, "
+                                   "got '%s'",
+                                   optarg);
+        o->gw.parse.prompt_sep = optarg[0];
+        return 0;
     case OPT_IDLE:
         return cli_parse_double(cmd, "--idle-s", optarg, 0.001, 1e9, &o->gw.idle_s);
     case OPT_POLL:

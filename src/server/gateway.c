@@ -20,7 +20,7 @@ void gw_options_default(struct gw_options *o)
 {
     memset(o, 0, sizeof *o);
     o->host = "127.0.0.1";
-    o->prompt_tokens = GW_PROMPT_TOKENS;
+    o->parse.prompt_tokens = GW_PROMPT_TOKENS;
     o->idle_s = 7200;
     o->poll_s = 2;
     net_limits_default(&o->limits);
@@ -302,7 +302,7 @@ int gw_new(struct gw **out, struct event_base *base, const struct libra_config *
         snprintf(err, err_size, "give 1 to %d engines (--engine URL[,tp=N])", GW_ENGINES_MAX);
         return -1;
     }
-    if (o->prompt_tokens < 1 || !(o->idle_s > 0) || !(o->poll_s > 0)) {
+    if (o->parse.prompt_tokens < 1 || !(o->idle_s > 0) || !(o->poll_s > 0)) {
         snprintf(err, err_size, "prompt tokens, idle and poll times must be positive");
         return -1;
     }

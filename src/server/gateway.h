@@ -22,6 +22,7 @@
 
 #include "net/http.h"
 #include "sched/router.h"
+#include "server/request.h"
 #include "spec/config.h"
 
 #define GW_ENGINES_MAX 256
@@ -37,14 +38,13 @@ struct gw_options {
     int port;         /* 0: chosen by the OS */
     const struct gw_engine_spec *engines;
     size_t n_engines;
-    const char *admin_token;    /* bearer token of the admin calls; NULL: they answer 401 */
-    const char *capture_path;   /* finished trajectories appended here as a trace; NULL: none */
-    const char *decisions_path; /* one JSON line per decision; NULL: none */
-    bool shadow;                /* start in shadow mode (else route by sched.policy) */
-    bool rid_identity;          /* AReaL's rid names the trajectory */
-    int prompt_tokens;          /* first prompt tokens hashed into the prompt key */
-    double idle_s;              /* a trajectory idle this long is learnt as censored */
-    double poll_s;              /* engines' weight version and health polled this often */
+    const char *admin_token;      /* bearer token of the admin calls; NULL: they answer 401 */
+    const char *capture_path;     /* finished trajectories appended here as a trace; NULL: none */
+    const char *decisions_path;   /* one JSON line per decision; NULL: none */
+    bool shadow;                  /* start in shadow mode (else route by sched.policy) */
+    struct gw_parse_config parse; /* what names trajectories and prompts (request.h) */
+    double idle_s;                /* a trajectory idle this long is learnt as censored */
+    double poll_s;                /* engines' weight version and health polled this often */
     struct net_limits limits;
     struct sched_move_costs costs; /* what moving a trajectory costs (cost/move.h), as the
                                       simulator and route eval weigh it; zeroed: free */

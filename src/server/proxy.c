@@ -330,10 +330,10 @@ static void generate(struct gw *g, struct net_call *c, enum gw_api api)
     p->engine = -1;
     size_t len;
     const char *body = net_call_body(c, &len);
-    struct gw_parse_config pc = {g->opt.rid_identity, g->opt.prompt_tokens};
     char err[256];
     g->requests[api]++;
-    if (gw_request_parse(api, body, len, header_of, c, &pc, &p->req, err, sizeof err) != 0) {
+    if (gw_request_parse(api, body, len, header_of, c, &g->opt.parse, &p->req, err, sizeof err) !=
+        0) {
         g->errors_bad_request++;
         net_reply_error(c, 400, "invalid_request_error", "%s", err);
         proxy_free(p);

@@ -214,6 +214,17 @@ static void find_identity(struct jscan_value root, struct jscan_value libra, gw_
 
 /* ---- the prompt ----------------------------------------------------------------------------- */
 
+/* The prompt key by the id rule: the identity's value up to its last separator. */
+static void prompt_from_id(const struct gw_parse_config *c, struct gw_request *r)
+{
+    const char *value = strchr(r->id, ':'), *sep;
+    if (r->has_prompt || !c->prompt_sep || !value || !(sep = strrchr(value, c->prompt_sep)))
+        return;
+    value++;
+    r->prompt = gw_hash(GW_HASH_SEED, value, (size_t)(sep - value)) & GW_PROMPT_MASK;
+    r->has_prompt = true;
+}
+
 /* The prompt's value and whether it is token ids. */
 static bool prompt_value(enum gw_api api, struct jscan_value root, struct jscan_value *out,
                          bool *ids)
@@ -361,6 +372,7 @@ int gw_request_parse(enum gw_api api, const char *body, size_t len, gw_header_fn
         out->cut.tail_off += lead;
     }
     find_identity(root, lo, header, header_ctx, c, out);
+    prompt_from_id(c, out);
     if (read_prompt(api, root, c, out, err, err_size))
         return -1;
     read_budget(api, root, out);

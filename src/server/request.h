@@ -5,8 +5,9 @@
  *
  * Read: the trajectory identity (the first present of libra.trajectory, trajectory_id (SkyRL),
  * header X-SMG-Routing-Key (slime), program_id (ThunderAgent), header X-Session-ID, and, when
- * the gateway opts in, rid (AReaL)); the prompt identity (libra.prompt, else a hash of the
- * first prompt tokens: GRPO siblings share their prompt); the prompt length in tokens (token
+ * the gateway opts in, rid (AReaL)); the prompt identity (libra.prompt, else, by a rule the
+ * gateway is given, the trajectory id up to a separator, else a hash of the first prompt
+ * tokens: GRPO siblings share their prompt); the prompt length in tokens (token
  * ids counted; chat messages at four bytes per token); the generation budget; whether the
  * answer streams; and libra's events (tool returns, the end of a trajectory), which may also
  * arrive alone at POST /libra/v1/trajectories/{id}/events (gw_events_parse); for chat requests,
@@ -75,6 +76,8 @@ struct gw_chat_return {
 struct gw_parse_config {
     bool rid_identity; /* rid names the trajectory (AReaL) */
     int prompt_tokens; /* first prompt tokens hashed into the prompt key (GW_PROMPT_TOKENS) */
+    char prompt_sep;   /* when set, the prompt key is the trajectory id up to its last
+                          prompt_sep ("17-3": prompt "17"), where it has one */
 };
 
 /* Header look-up the caller supplies: a request header's value, NULL when absent. */

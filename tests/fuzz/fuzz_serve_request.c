@@ -42,7 +42,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     enum gw_api api = (enum gw_api)(data[0] % 4);
     const char *body = (const char *)data + 1;
     size_t len = size - 1;
-    struct gw_parse_config c = {.rid_identity = data[0] & 4, .prompt_tokens = 1 + data[0] % 7};
+    struct gw_parse_config c = {.rid_identity = data[0] & 4,
+                                .prompt_tokens = 1 + data[0] % 7,
+                                .prompt_sep = data[0] & 16 ? '-' : 0};
     struct gw_request *r = xmalloc(sizeof *r);
     char err[256];
     void *key = data[0] & 8 ? "key-from-header" : NULL;

@@ -112,6 +112,22 @@ static void test_the_prompt_key_is_the_first_tokens_or_libras(void **state)
                      0);
     assert_true(a.has_prompt);
     assert_true(a.prompt == 77);
+    /* the id rule: SkyRL's "<prompt>-<sample>" */
+    struct gw_parse_config by_id = {.prompt_tokens = 4, .prompt_sep = '-'};
+    assert_int_equal(parse(GW_COMPLETIONS, "{\"prompt\": [1], \"trajectory_id\": \"17-3\"}", &h,
+                           &by_id, &a, err),
+                     0);
+    assert_int_equal(parse(GW_COMPLETIONS, "{\"prompt\": [2], \"trajectory_id\": \"17-4\"}", &h,
+                           &by_id, &b, err),
+                     0);
+    assert_int_equal(parse(GW_COMPLETIONS, "{\"prompt\": [1], \"trajectory_id\": \"18-3\"}", &h,
+                           &by_id, &c, err),
+                     0);
+    assert_true(a.has_prompt && a.prompt == b.prompt && a.prompt != c.prompt);
+    assert_int_equal(parse(GW_COMPLETIONS, "{\"prompt\": [1], \"trajectory_id\": \"nosep\"}", &h,
+                           &by_id, &a, err),
+                     0);
+    assert_false(a.has_prompt); /* no separator: the tokens' hash */
 }
 
 static void test_libras_member_is_cut_and_its_events_read(void **state)
