@@ -14,6 +14,7 @@
 
 /* One control call on its way to every engine. */
 struct fan {
+    struct list_node link; /* in gw.fans while answers are awaited */
     struct gw *g;
     struct net_call *call;
     char path[128];
@@ -48,6 +49,20 @@ static void reply_loads(struct fan *f)
     net_reply_json(f->call, 200, json_pack("{s:o}", "loads", loads));
 }
 
+static void fan_free(struct fan *f)
+{
+    list_unlink(&f->g->fans, &f->link);
+    for (size_t i = 0; i < f->n; i++)
+        free(f->answers[i].body);
+    free(f);
+}
+
+void gw_fan_free_all(struct gw *g)
+{
+    while (g->fans.front)
+        fan_free(list_entry(g->fans.front, struct fan, link));
+}
+
 static void fan_reply(struct fan *f)
 {
     struct gw *g = f->g;
@@ -74,9 +89,7 @@ static void fan_reply(struct fan *f)
         reply_loads(f);
     else
         net_reply_raw(f->call, pick->status, "application/json", pick->body, pick->len);
-    for (size_t i = 0; i < f->n; i++)
-        free(f->answers[i].body);
-    free(f);
+    fan_free(f);
 }
 
 static void on_answer(void *arg, int status, const char *body, size_t len, const char *error)
@@ -143,9 +156,10 @@ void gw_fan_out(void *ctx, struct net_call *c)
         snprintf(url, sizeof url, "%s%s", g->engines[i].url, net_call_uri(c));
         net_client_request(g->client, method, url, NULL, len ? body : NULL, len, on_answer, a);
     }
+    list_push_front(&g->fans, &f->link);
     if (f->n == 0) {
         net_reply_error(c, 503, "service_unavailable", "no engine is up");
-        free(f);
+        fan_free(f);
         return;
     }
     f->waiting = (int)f->n;

@@ -368,7 +368,8 @@ int gw_free(struct gw *g, char *err, size_t err_size)
     if (g->tick)
         event_free(g->tick);
     gw_traj_free_all(g);
-    net_client_free(g->client);
+    net_client_free(g->client); /* no answer comes back after this */
+    gw_fan_free_all(g);
     map_free(&g->trajs);
     sched_router_free(g->router);
     sched_router_free(g->sticky);

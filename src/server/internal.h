@@ -16,6 +16,7 @@
 #include "server/gateway.h"
 #include "server/request.h"
 #include "trace/file.h"
+#include "util/list.h"
 #include "util/map.h"
 #include "util/vec.h"
 
@@ -82,6 +83,7 @@ struct gw {
     bool shadow;
 
     struct map trajs; /* identity -> struct gw_traj * */
+    struct list fans; /* control calls waiting for the engines' answers (control.c) */
     uint64_t next_rid;
     int64_t step;                     /* fleet weight-version changes seen */
     VEC(char *) versions;             /* every version string seen, in order */
@@ -190,6 +192,10 @@ void gw_admin_mode(void *ctx, struct net_call *c);
 void gw_status(void *ctx, struct net_call *c);
 void gw_metrics(void *ctx, struct net_call *c);
 void gw_healthz(void *ctx, struct net_call *c);
+
+/* Frees the control calls still waiting for engines (at shutdown, once the client cannot call
+ * back: their answers never come). */
+void gw_fan_free_all(struct gw *g);
 
 /* Counts one upstream answer of seconds on e. */
 void gw_observe_latency(struct gw_engine *e, double seconds);
