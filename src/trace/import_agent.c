@@ -150,7 +150,8 @@ static enum trace_tool_status status_of(const struct trace_agentlog *a, const ch
 {
     for (size_t i = 0; out && i < a->marks.n; i++) {
         const char *m = a->marks.v[i];
-        if (m[0] == '^' ? strncmp(out, m + 1, strlen(m + 1)) == 0 : strstr(out, m) != NULL)
+        size_t n = strlen(m);
+        if (m[0] == '^' ? strncmp(out, m + 1, n - 1) == 0 : strstr(out, m) != NULL)
             return TRACE_TOOL_FAILURE;
     }
     return TRACE_TOOL_SUCCESS;
