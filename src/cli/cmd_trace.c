@@ -27,7 +27,7 @@
 static const char help[] =
     "usage: libra trace validate FILE [--all] [--progress]\n"
     "       libra trace stats FILE [--json] [-o FILE] [--progress]\n"
-    "       libra trace import --from verl|jsonl|csv IN... [-o FILE] [flags]\n"
+    "       libra trace import --from FORMAT IN... [-o FILE] [flags]\n"
     "       libra trace gen WORKLOAD [flags] (libra trace gen --help)\n"
     "\n"
     "validate checks every line of a trace (docs/trace-format.md) and prints \"FILE: valid, N\n"
@@ -37,19 +37,31 @@ static const char help[] =
     "the finish and tool-status mix, how often prompts recur, the share of generated tokens\n"
     "held by the longest 5 % and 10 % of trajectories, and the drift of mean generated tokens\n"
     "per step; --json prints one document (schema libra.trace-stats/1). import converts a\n"
-    "per-turn table (jsonl, csv) or verl rollout_data_dir dumps (verl; IN may be the\n"
-    "directory) into a trace; verl dumps hold text only, so tokens and turns are estimated and\n"
-    "the trace is marked lossy. A trace that fails to read makes stats and import exit 2.\n"
+    "per-turn table (jsonl, csv), verl rollout_data_dir dumps (verl; IN may be the\n"
+    "directory), tau-bench result files (tau-bench: a JSON array of runs, each a chat\n"
+    "transcript; one trajectory per run, prompt_id = task_id, sample = trial) or SWE-agent\n"
+    ".traj files (swe-agent: one trajectory per file, a turn per step, the tool is the\n"
+    "action's first word) into a trace. verl, tau-bench and SWE-agent logs hold text, not\n"
+    "token counts, so tokens are estimated (characters / --chars-per-token; SWE-agent's are\n"
+    "then scaled to info.model_stats totals), tool status comes from --failure-text, and the\n"
+    "trace is marked lossy (docs/trace-format.md, \"Importing\"). A trace that fails to read\n"
+    "makes stats and import exit 2.\n"
     "\n"
     "flags:\n"
     "  --all                  validate: report every bad line, not only the first\n"
     "  --json                 stats: print one JSON document\n"
     "  -o, --output FILE      stats, import: write to FILE instead of standard output\n"
-    "  --from FORMAT          import: verl, jsonl or csv (required)\n"
+    "  --from FORMAT          import: jsonl, csv, verl, tau-bench or swe-agent (required)\n"
     "  --workload NAME        import: workload named in the header (default unknown)\n"
     "  --model NAME           import: model named in the header\n"
     "  --samples N            import: GRPO group size for the header; samples must be below it\n"
-    "  --chars-per-token X    import --from verl: characters per estimated token (default 4)\n"
+    "  --chars-per-token X    import --from verl|tau-bench|swe-agent: characters per\n"
+    "                         estimated token (default 4)\n"
+    "  --failure-text LIST    import --from tau-bench|swe-agent: a tool output containing one\n"
+    "                         of these comma-separated texts is a failure, else a success; a\n"
+    "                         leading ^ anchors a text at the start; \"\" marks none (default\n"
+    "                         tau-bench: \"" TRACE_TAU_FAILURE_TEXT "\"; swe-agent:\n"
+    "                         \"" TRACE_SWE_FAILURE_TEXT "\")\n"
     "  --progress             validate, stats: trajectories read so far on stderr even when\n"
     "                         it is not a terminal (on a terminal it is always shown)\n";
 
@@ -356,7 +368,7 @@ static int import_file(struct trace_importer *im, struct trace_writer *w, const 
         error_set(err, path, 0, 0, "read error");
         rc = LIBRA_EIO;
     }
-    if (rc >= 0 && (rc = trace_importer_end(im, &t, err)) == 1)
+    while (rc >= 0 && (rc = trace_importer_end(im, &t, err)) == 1)
         rc = trace_writer_put(w, t, err);
     free(line);
     if (f != stdin)
@@ -387,18 +399,22 @@ static int run_import(struct cli_common *cc, const struct import_flags *f, path_
 /* --from and friends (cli_common_getopt has already handled -o and --help). */
 static int import_flag(struct cli_common *cc, struct import_flags *f, int c, const char *arg)
 {
-    static const char *const formats[] = {"jsonl", "csv", "verl"};
+    static const char *const formats[] = {"jsonl", "csv", "verl", "tau-bench", "swe-agent"};
     char *end;
     switch (c) {
     case 'f':
-        for (int i = 0; i < 3; i++) {
+        for (int i = 0; i < 5; i++) {
             if (strcmp(arg, formats[i]) == 0) {
                 f->o.format = (enum trace_import_format)i;
                 f->have_format = true;
                 return 0;
             }
         }
-        return cli_usage_error(cc->cmd, "--from: expected verl, jsonl or csv, not '%s'", arg);
+        return cli_usage_error(
+            cc->cmd, "--from: expected jsonl, csv, verl, tau-bench or swe-agent, not '%s'", arg);
+    case 'x':
+        f->o.failure_text = arg;
+        return 0;
     case 'w':
         f->o.workload = arg;
         return 0;
@@ -429,6 +445,7 @@ static int import(const struct cli_command *cmd, int argc, char **argv)
         {"model", required_argument, NULL, 'm'},
         {"samples", required_argument, NULL, 's'},
         {"chars-per-token", required_argument, NULL, 'c'},
+        {"failure-text", required_argument, NULL, 'x'},
         {0},
     };
     struct cli_common cc;
@@ -444,7 +461,7 @@ static int import(const struct cli_command *cmd, int argc, char **argv)
         rc = c == '?' ? LIBRA_EXIT_USAGE : import_flag(&cc, &f, c, optarg);
     }
     if (rc == 0 && !f.have_format)
-        rc = cli_usage_error(cmd, "import needs --from verl, jsonl or csv");
+        rc = cli_usage_error(cmd, "import needs --from jsonl, csv, verl, tau-bench or swe-agent");
     if (rc == 0 && optind >= argc)
         rc = cli_usage_error(cmd, "import needs at least one input file");
     if (rc == 0)

@@ -136,6 +136,8 @@ void trace_format_traj(struct trace_text *b, const struct trace_traj *t)
     FIELD(b, ",\"sample\":", t->sample);
     FIELD(b, ",\"version_start\":", t->version_start);
     KNOWN(b, ",\"version_end\":", t->version_end);
+    if (t->has_start)
+        FIELD(b, ",\"start_us\":", t->start_us);
     LIT(b, ",\"finish\":");
     put_str(b, trace_finish_name(t->finish));
     if (t->has_reward) {

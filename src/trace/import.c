@@ -1,6 +1,6 @@
 /*
  * Importers (import.h): the per-turn table mapping, read from JSON Lines or CSV, and the
- * dispatch to the verl importer (import_verl.c).
+ * dispatch to the verl importer (import_verl.c) and the agent-log importers (import_agent.c).
  *
  * A per-turn table has one row per turn (docs/trace-format.md, "Per-turn tables"). Both
  * syntaxes are read into the same row of typed columns, then one assembler groups rows into
@@ -121,6 +121,7 @@ struct trace_importer {
     struct trace_import_options opt;
     struct trace_header header;
     struct trace_verl *verl;
+    struct trace_agentlog *agentlog; /* tau-bench, swe-agent */
     /* the current file */
     char *name;
     int64_t lineno;
@@ -173,7 +174,8 @@ int trace_importer_new(struct trace_importer **out, const struct trace_import_op
         .workload = (char *)(o->workload ? o->workload : "unknown"),
         .model = (char *)o->model,
         .group_size = o->group_size,
-        .lossy = o->format == TRACE_IMPORT_VERL,
+        .lossy = o->format == TRACE_IMPORT_VERL || o->format == TRACE_IMPORT_TAU_BENCH ||
+                 o->format == TRACE_IMPORT_SWE_AGENT,
     };
     if (o->format == TRACE_IMPORT_VERL) {
         im->header.import = json_pack(
@@ -182,6 +184,32 @@ int trace_importer_new(struct trace_importer **out, const struct trace_import_op
             "payload_tokens", "finish", "derived", "prompt_id", "epoch", "sample", "version_start",
             "version_end", "unknown", "cached_tokens", "status", "queue_us", "exec_us");
         im->verl = trace_verl_new(im->opt.chars_per_token);
+    } else if (o->format == TRACE_IMPORT_TAU_BENCH) {
+        im->agentlog = trace_agentlog_new(o->format, im->opt.chars_per_token, o->failure_text);
+        im->header.import = json_pack(
+            "{s:s,s:f,s:[ssss],s:[sss],s:[ssss],s:s,s:o,s:s,s:s}", "from", "tau-bench",
+            "chars_per_token", im->opt.chars_per_token, "estimated", "prompt_tokens",
+            "generated_tokens", "payload_tokens", "status", "derived", "finish", "prompt_id",
+            "sample", "unknown", "cached_tokens", "queue_us", "exec_us", "start_us", "tokens",
+            "characters / chars_per_token, rounded up, per message; prompt_tokens: the "
+            "messages before the turn",
+            "failure_text", trace_agentlog_marks_json(im->agentlog), "user_messages",
+            "a call of tool 'user' (the simulated customer's reply), status success", "ended_by",
+            TAU_TERMINAL_TOOL_DOC);
+    } else if (o->format == TRACE_IMPORT_SWE_AGENT) {
+        im->agentlog = trace_agentlog_new(o->format, im->opt.chars_per_token, o->failure_text);
+        im->header.import =
+            json_pack("{s:s,s:f,s:[ssss],s:s,s:[sss],s:[sss],s:s,s:o}", "from", "swe-agent",
+                      "chars_per_token", im->opt.chars_per_token, "estimated", "prompt_tokens",
+                      "generated_tokens", "payload_tokens", "status", "scaled",
+                      "per trajectory, prompt_tokens and generated_tokens scaled to sum to "
+                      "info.model_stats tokens_sent and tokens_received where given (factors in "
+                      "extra.scale)",
+                      "derived", "finish", "prompt_id", "sample", "unknown", "cached_tokens",
+                      "queue_us", "start_us", "tokens",
+                      "characters / chars_per_token, rounded up; prompt_tokens: the step's query "
+                      "messages, else the history before the first response plus what came before",
+                      "failure_text", trace_agentlog_marks_json(im->agentlog));
     } else {
         im->header.import =
             json_pack("{s:s}", "from", o->format == TRACE_IMPORT_CSV ? "csv" : "jsonl");
@@ -202,6 +230,7 @@ void trace_importer_free(struct trace_importer *im)
         return;
     json_decref(im->header.import);
     trace_verl_free(im->verl);
+    trace_agentlog_free(im->agentlog);
     json_decref(im->root);
     vec_free(&im->cell_text);
     vec_free(&im->cell_off);
@@ -225,6 +254,8 @@ void trace_importer_begin(struct trace_importer *im, const char *name)
     im->name = xstrdup(name);
     im->lineno = 0;
     im->csv_cells = 0;
+    if (im->agentlog)
+        trace_agentlog_begin(im->agentlog, name);
 }
 
 /* ---- errors ------------------------------------------------------------------------------ */
@@ -662,6 +693,10 @@ int trace_importer_line(struct trace_importer *im, const char *line, size_t len,
     im->lineno++;
     im->line = line;
     im->len = len;
+    if (im->agentlog) {
+        trace_agentlog_add(im->agentlog, line, len);
+        return 0;
+    }
     size_t blank = 0;
     while (blank < len && strchr(" \t\r", line[blank]))
         blank++;
@@ -680,6 +715,8 @@ int trace_importer_line(struct trace_importer *im, const char *line, size_t len,
 int trace_importer_end(struct trace_importer *im, const struct trace_traj **out,
                        struct libra_error *err)
 {
+    if (im->agentlog)
+        return trace_agentlog_next(im->agentlog, out, err);
     if (!im->cur->active)
         return 0;
     int rc = finish(im, im->cur, err);

@@ -81,10 +81,7 @@ void trace_verl_free(struct trace_verl *v)
 /* Estimated tokens of n bytes of UTF-8 text: characters / ratio, rounded up. */
 static int64_t tokens(const struct trace_verl *v, const char *s, size_t n)
 {
-    size_t chars = 0;
-    for (size_t i = 0; i < n; i++)
-        chars += ((unsigned char)s[i] & 0xC0) != 0x80;
-    return (int64_t)ceil((double)chars / v->chars_per_token);
+    return trace_estimate_tokens(s, n, v->chars_per_token);
 }
 
 /* The earliest observation opening tag in [s, end); NULL when none. *tag gets its index. */

@@ -1,6 +1,7 @@
 /*
  * Declarations shared by the files of trace/ and nobody else: the column finder the parser
- * and the importers report positions with, and the verl importer behind trace/import.h.
+ * and the importers report positions with, the token estimate, and the verl, tau-bench and
+ * SWE-agent importers behind trace/import.h.
  */
 #ifndef TRACE_INTERNAL_H
 #define TRACE_INTERNAL_H
@@ -8,6 +9,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "trace/import.h"
 #include "trace/trace.h"
 
 /*
@@ -30,5 +32,41 @@ void trace_verl_free(struct trace_verl *v);
  */
 int trace_verl_line(struct trace_verl *v, const char *name, int64_t lineno, const char *line,
                     size_t len, const struct trace_traj **out, struct libra_error *err);
+
+/* Estimated tokens of n bytes of UTF-8 text: characters (code points) / chars_per_token,
+ * rounded up. */
+int64_t trace_estimate_tokens(const char *s, size_t n, double chars_per_token);
+
+/*
+ * The importer of whole-document agent logs (import_agent.c): format is
+ * TRACE_IMPORT_TAU_BENCH or TRACE_IMPORT_SWE_AGENT, chars_per_token > 0, failure_text as in
+ * struct trace_import_options. Never returns NULL.
+ */
+struct trace_agentlog;
+
+/* What ends a tau-bench run with the agent's answer (for the header's import object). */
+#define TAU_TERMINAL_TOOL_DOC                                                                      \
+    "a run that ends with the customer's message or a transfer_to_human_agents call is "           \
+    "completed and that last call is dropped (what came back never reaches the model); a run "     \
+    "cut after another call is truncated (the step cap)"
+struct trace_agentlog *trace_agentlog_new(enum trace_import_format format, double chars_per_token,
+                                          const char *failure_text);
+void trace_agentlog_free(struct trace_agentlog *a);
+
+/* The failure texts in use, as a new JSON array of strings (for the header). */
+json_t *trace_agentlog_marks_json(const struct trace_agentlog *a);
+
+/* Starts file name; its lines are kept (add) until next is called. */
+void trace_agentlog_begin(struct trace_agentlog *a, const char *name);
+void trace_agentlog_add(struct trace_agentlog *a, const char *line, size_t len);
+
+/*
+ * Parses the file's document on the first call and returns its trajectories one per call: 1
+ * with *out set (valid until the next call), 0 when none is left, or LIBRA_EINVAL with err at
+ * name:line:col and "PATH: REASON" (PATH the JSON path, e.g. "17.traj.4.tool_call_id"); after
+ * an error it returns 0.
+ */
+int trace_agentlog_next(struct trace_agentlog *a, const struct trace_traj **out,
+                        struct libra_error *err);
 
 #endif

@@ -172,6 +172,8 @@ static int check_traj(const struct trace_traj *t, int64_t group_size, struct fau
     if (t->version_end >= 0 && t->version_end < t->version_start)
         return fault(f, -1, -1, "version_end", "%lld is before version_start %lld",
                      (long long)t->version_end, (long long)t->version_start);
+    if (t->has_start && t->start_us < 0)
+        return fault(f, -1, -1, "start_us", "must be >= 0, got %lld", (long long)t->start_us);
     if ((unsigned)t->finish >= TRACE_FINISH_COUNT)
         return fault(f, -1, -1, "finish", "invalid finish %d", (int)t->finish);
     if (t->has_reward && !isfinite(t->reward))
@@ -420,9 +422,9 @@ static const char *const call_keys[] = {"tool",     "status",  "payload_tokens",
                                         "queue_us", "exec_us", NULL};
 static const char *const turn_keys[] = {"prompt_tokens", "cached_tokens", "generated_tokens",
                                         "calls", NULL};
-static const char *const traj_keys[] = {"step",          "prompt_id",   "epoch",  "sample",
-                                        "version_start", "version_end", "finish", "reward",
-                                        "turns",         "extra",       NULL};
+static const char *const traj_keys[] = {"step",          "prompt_id",   "epoch",    "sample",
+                                        "version_start", "version_end", "start_us", "finish",
+                                        "reward",        "turns",       "extra",    NULL};
 static const char *const header_keys[] = {"libra_trace", "workload", "model", "group_size", "lossy",
                                           "generator",   "import",   "extra", NULL};
 
@@ -546,6 +548,9 @@ static int parse_traj_fields(struct trace_parser *p, struct obj *ob, struct libr
         rc = get_int(p, ob, "version_start", true, &t->version_start, err);
     if (!rc)
         rc = get_int(p, ob, "version_end", false, &t->version_end, err);
+    if (!rc)
+        rc = get_int(p, ob, "start_us", false, &t->start_us, err);
+    t->has_start = t->start_us >= 0;
     if (!rc)
         rc = get_enum(p, ob, "finish", finish_names, TRACE_FINISH_COUNT, &finish, err);
     if (rc)

@@ -70,6 +70,9 @@ struct trace_traj {
     int64_t sample;        /* index within the GRPO group */
     int64_t version_start; /* policy version when the first turn started */
     int64_t version_end;   /* policy version when the last token was generated; -1 unknown */
+    bool has_start;        /* start_us is known */
+    int64_t start_us;      /* start of the first turn, microseconds since an arbitrary origin
+                            * shared by the trace's trajectories; >= 0 when has_start */
     struct trace_turn *turns;
     size_t n_turns;
     enum trace_finish finish;

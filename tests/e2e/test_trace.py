@@ -264,3 +264,148 @@ def test_failed_import_writes_nothing(tmp_path):
     assert os.listdir(tmp_path) == ["bad.csv"]
     r = run("import", "--from", "csv", str(bad))
     assert r.returncode == 2 and r.stdout == ""
+
+
+# ---- import: agent logs (tau-bench, SWE-agent) ------------------------------------------------
+
+
+def est(text, cpt=4):
+    """The importers' estimate: characters / chars-per-token, rounded up."""
+    return math.ceil(len(text or "") / cpt)
+
+
+def test_import_tau_bench_sample(tmp_path):
+    path = data("tau-bench/airline-sample.json")
+    out = tmp_path / "tau.jsonl"
+    r = run("import", "--from", "tau-bench", path, "--workload", "tau-airline", "--samples", "4",
+            "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert run("validate", str(out)).returncode == 0
+    header, trajs = records(out)
+    assert header["lossy"] is True and header["group_size"] == 4
+    assert header["import"]["from"] == "tau-bench"
+    assert header["import"]["failure_text"] == ["^Error:"]
+    with open(path, encoding="utf-8") as f:
+        runs = json.load(f)
+    assert [(t["prompt_id"], t["sample"], t["step"]) for t in trajs] == \
+        [(12, 3, 0), (38, 2, 0), (13, 1, 0), (9, 2, 0)]
+    assert [t["finish"] for t in trajs] == ["completed", "completed", "completed", "truncated"]
+    assert [t["reward"] for t in trajs] == [run_["reward"] for run_ in runs]
+    assert [t["extra"] for t in trajs] == [
+        {"task_id": 12, "trial": 3, "ended_by": "user"},
+        {"task_id": 38, "trial": 2, "ended_by": "transfer_to_human_agents"},
+        {"task_id": 13, "trial": 1, "ended_by": "user"},
+        {"task_id": 9, "trial": 2}]
+    # a turn per assistant message; the calls and their estimates, independently
+    for t, run_ in zip(trajs, runs):
+        msgs = run_["traj"]
+        assistants = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]
+        assert len(t["turns"]) == len(assistants)
+        context = 0
+        for turn, i in zip(t["turns"], assistants):
+            context = sum(est(m["content"]) + sum(est(c["function"]["arguments"])
+                                                  for c in m.get("tool_calls") or [])
+                          for m in msgs[:i])
+            assert turn["prompt_tokens"] == context
+            m = msgs[i]
+            assert turn["generated_tokens"] == est(m["content"]) + sum(
+                est(c["function"]["arguments"]) for c in m.get("tool_calls") or [])
+    # run 63 (task 13): one call fails with "Error: ..."; run 109 ends on 30 turns with 5
+    failures = [[c for u in t["turns"] for c in u.get("calls", []) if c["status"] == "failure"]
+                for t in trajs]
+    assert [len(f) for f in failures] == [0, 0, 1, 5]
+    assert len(trajs[3]["turns"]) == 30 and trajs[3]["turns"][-1]["calls"][0]["tool"] == \
+        "book_reservation"
+    # the first tool call of run 63 and its payload
+    first_tool = next(m for m in runs[2]["traj"] if m["role"] == "tool")
+    calls0 = [c for u in trajs[2]["turns"] for c in u.get("calls", []) if c["tool"] != "user"]
+    assert calls0[0]["tool"] == first_tool["name"]
+    assert calls0[0]["payload_tokens"] == est(first_tool["content"])
+    assert all("queue_us" not in c and "exec_us" not in c for c in calls0)
+    assert all("start_us" not in t for t in trajs)
+
+    # a custom rule: no failures at all
+    r = run("import", "--from", "tau-bench", path, "--failure-text", "")
+    assert r.returncode == 0, r.stderr
+    assert '"failure"' not in r.stdout
+
+
+def test_import_tau_bench_errors(tmp_path):
+    bad = tmp_path / "bad.json"
+    bad.write_text('[\n  {"task_id": 3, "trial": 0, "traj": [\n'
+                   '    {"role": "assistant", "content": "hi"},\n'
+                   '    {"role": "tool", "tool_call_id": "x", "content": "?"}]}]\n')
+    r = run("import", "--from", "tau-bench", str(bad))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == (f"libra: {bad}:4:22: 0.traj.1.tool_call_id: 'x' answers no open tool "
+                        "call of the last assistant message\n")
+    bad.write_text('[{"task_id": 3, "trial": 0, "traj": [}]\n')
+    r = run("import", "--from", "tau-bench", str(bad))
+    assert r.returncode == 2
+    assert r.stderr == f"libra: {bad}:1:38: invalid JSON: unexpected token near '}}'\n"
+    r = run("import", "--from", "tau-bench", data("swe-agent/sympy__sympy-20590.traj"))
+    assert r.returncode == 2
+    assert r.stderr.endswith(":1:1: expected an array of runs (tau-bench results)\n")
+
+
+def test_import_swe_agent_sample(tmp_path):
+    paths = [data("swe-agent/django__django-11099.traj"),
+             data("swe-agent/sympy__sympy-20590.traj")]
+    out = tmp_path / "swe.jsonl"
+    r = run("import", "--from", "swe-agent", *paths, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert run("validate", str(out)).returncode == 0
+    header, (django, sympy) = records(out)
+    assert header["import"]["from"] == "swe-agent" and header["lossy"] is True
+    docs = []
+    for p in paths:
+        with open(p, encoding="utf-8") as f:
+            docs.append(json.load(f))
+
+    # submitted: completed, the submit step's call dropped, estimates scaled to model_stats
+    assert django["finish"] == "completed"
+    assert [len(u.get("calls", [])) for u in django["turns"]] == [1, 1, 1, 1, 0]
+    assert [u["calls"][0]["tool"] for u in django["turns"][:4]] == \
+        ["find_file", "open", "edit", "python"]
+    assert [u["calls"][0]["status"] for u in django["turns"][:4]] == \
+        ["success", "success", "success", "failure"]
+    steps = docs[0]["trajectory"]
+    assert [u["calls"][0]["payload_tokens"] for u in django["turns"][:4]] == \
+        [est(s["observation"]) for s in steps[:4]]
+    assert [u["calls"][0]["exec_us"] for u in django["turns"][:4]] == \
+        [round(s["execution_time"] * 1e6) for s in steps[:4]]
+    stats = docs[0]["info"]["model_stats"]
+    assert sum(u["prompt_tokens"] for u in django["turns"]) == stats["tokens_sent"]
+    assert sum(u["generated_tokens"] for u in django["turns"]) == stats["tokens_received"]
+    sent = [sum(est(m["content"]) for m in s["query"]) for s in steps]
+    assert django["extra"]["scale"]["prompt_tokens"] == pytest.approx(
+        stats["tokens_sent"] / sum(sent))
+    assert django["extra"]["final_action"] == "submit"
+    assert django["extra"]["instance"] == "django__django-11099"
+
+    # exit_cost: truncated, the last call kept; no token totals, so nothing is scaled
+    assert sympy["finish"] == "truncated" and sympy["prompt_id"] == 1
+    assert [u["calls"][0]["tool"] for u in sympy["turns"]] == ["search_dir", "pytst", "pytest"]
+    assert [u["calls"][0]["status"] for u in sympy["turns"]] == ["success", "failure", "success"]
+    hist = docs[1]["history"]
+    steps = docs[1]["trajectory"]
+    context = est(hist[0]["content"]) + est(hist[1]["content"])
+    for u, s in zip(sympy["turns"], steps):
+        assert u["prompt_tokens"] == context
+        assert u["generated_tokens"] == est(s["response"])
+        context += u["generated_tokens"] + est(s["observation"])
+    assert "scale" not in sympy["extra"]
+
+    # the same instance twice: one prompt, two samples
+    r = run("import", "--from", "swe-agent", paths[0], paths[0])
+    assert r.returncode == 0, r.stderr
+    _, *again = [json.loads(line) for line in r.stdout.splitlines()]
+    assert [(t["prompt_id"], t["sample"]) for t in again] == [(0, 0), (0, 1)]
+
+
+def test_import_swe_agent_errors(tmp_path):
+    bad = tmp_path / "x.traj"
+    bad.write_text('{"trajectory": [\n  {"action": ["ls"]}]}\n')
+    r = run("import", "--from", "swe-agent", str(bad))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == f"libra: {bad}:2:4: trajectory.0.action: expected a string\n"

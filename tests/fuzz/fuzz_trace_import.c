@@ -1,7 +1,8 @@
 /*
- * Fuzz harness for the importers (src/trace/import.c, import_verl.c). The first byte picks the
- * format (jsonl, csv, verl); the rest are the lines of one input file. Besides not crashing,
- * every trajectory an importer returns must pass trace_check_traj, since the trace writer
+ * Fuzz harness for the importers (src/trace/import.c, import_verl.c, import_agent.c). The first
+ * byte picks the format (its low 7 bits modulo 5: jsonl, csv, verl, tau-bench, swe-agent) and,
+ * with its high bit, a group size of 4; the rest are the lines of one input file. Besides not
+ * crashing, every trajectory an importer returns must pass trace_check_traj, since the trace writer
  * would otherwise refuse it.
  */
 #include <stdint.h>
@@ -22,7 +23,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
         return 0;
-    struct trace_import_options o = {.format = (enum trace_import_format)(data[0] % 3),
+    struct trace_import_options o = {.format = (enum trace_import_format)((data[0] & 0x7f) % 5),
                                      .group_size = data[0] & 0x80 ? 4 : 0};
     struct trace_importer *im;
     if (trace_importer_new(&im, &o, NULL) != 0)
@@ -38,7 +39,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             check(im, t);
         s += len + 1;
     }
-    if (rc >= 0 && trace_importer_end(im, &t, NULL) == 1)
+    while (rc >= 0 && (rc = trace_importer_end(im, &t, NULL)) == 1)
         check(im, t);
     trace_importer_free(im);
     return 0;

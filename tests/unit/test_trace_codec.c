@@ -17,7 +17,8 @@
 /* Every field present, two calls in one turn, an escaped tool name. */
 #define FULL                                                                                       \
     "{\"step\":3,\"prompt_id\":17,\"epoch\":1,\"sample\":2,\"version_start\":2,"                   \
-    "\"version_end\":3,\"finish\":\"completed\",\"reward\":0.25,\"turns\":[{\"prompt_tokens\":"    \
+    "\"version_end\":3,\"start_us\":1500000,\"finish\":\"completed\",\"reward\":0.25,\"turns\":[{" \
+    "\"prompt_tokens\":"                                                                           \
     "812,\"cached_tokens\":0,\"generated_tokens\":412,\"calls\":[{\"tool\":\"bash\",\"status\":"   \
     "\"success\",\"payload_tokens\":230,\"queue_us\":1200,\"exec_us\":850000},{\"tool\":"          \
     "\"say \\\"hi\\\"\\n\",\"status\":\"timeout\",\"payload_tokens\":0,\"queue_us\":0,"            \
@@ -71,6 +72,8 @@ static void test_fields_parsed(void **state)
     assert_int_equal(t->prompt_id, 17);
     assert_int_equal(t->sample, 2);
     assert_int_equal(t->version_end, 3);
+    assert_true(t->has_start);
+    assert_int_equal(t->start_us, 1500000);
     assert_int_equal(t->n_turns, 2);
     assert_int_equal(t->turns[0].n_calls, 2);
     assert_string_equal(t->turns[0].calls[1].tool, "say \"hi\"\n");
@@ -85,6 +88,7 @@ static void test_fields_parsed(void **state)
     /* unknown optional fields read as -1 */
     assert_int_equal(trace_parser_traj(p, MINIMAL, strlen(MINIMAL) - 1, 3, &t, NULL), 0);
     assert_int_equal(t->version_end, -1);
+    assert_false(t->has_start);
     assert_int_equal(t->turns[0].cached_tokens, -1);
     assert_int_equal(t->turns[0].calls[0].queue_us, -1);
     assert_false(t->has_reward);
@@ -119,6 +123,8 @@ static void random_traj(uint64_t *s, struct trace_traj *t, struct trace_turn *tu
     t->sample = pick(s, 16);
     t->version_start = pick(s, 100);
     t->version_end = pick(s, 2) ? t->version_start + pick(s, 3) : -1;
+    t->has_start = pick(s, 2);
+    t->start_us = t->has_start ? pick(s, 4000000000) : 0;
     t->finish = (enum trace_finish)pick(s, TRACE_FINISH_COUNT);
     t->has_reward = pick(s, 2);
     t->reward = (double)pick(s, 1000) / 7.0 - 50.0;
@@ -153,6 +159,9 @@ static void assert_same_traj(const struct trace_traj *a, const struct trace_traj
     assert_int_equal(a->sample, b->sample);
     assert_int_equal(a->version_start, b->version_start);
     assert_int_equal(a->version_end, b->version_end);
+    assert_int_equal(a->has_start, b->has_start);
+    if (a->has_start)
+        assert_int_equal(a->start_us, b->start_us);
     assert_int_equal(a->finish, b->finish);
     assert_int_equal(a->has_reward, b->has_reward);
     if (a->has_reward)
@@ -331,6 +340,9 @@ static void test_negative_tokens(void **state)
     traj_fails("{\"step\":-2,\"prompt_id\":1,\"epoch\":0,\"sample\":0,\"version_start\":0,"
                "\"finish\":\"completed\",\"turns\":[" LAST_TURN "]}",
                "\"step\"", "step: must be >= 0, got -2");
+    traj_fails("{\"step\":0,\"prompt_id\":1,\"epoch\":0,\"sample\":0,\"version_start\":0,"
+               "\"start_us\":-5,\"finish\":\"completed\",\"turns\":[" LAST_TURN "]}",
+               "\"start_us\"", "start_us: must be >= 0, got -5");
 }
 
 static void test_missing_field(void **state)

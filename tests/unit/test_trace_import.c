@@ -1,6 +1,7 @@
-/* Tests of the importers (src/trace/import.c, import_verl.c): the per-turn table read from JSON
- * Lines and from CSV gives the same trajectories, each class of bad row is reported at its
- * line, column and field, and verl dumps are split into turns and estimated as documented. */
+/* Tests of the importers (src/trace/import.c, import_verl.c, import_agent.c): the per-turn
+ * table read from JSON Lines and from CSV gives the same trajectories, each class of bad row is
+ * reported at its line, column and field, verl dumps are split into turns and estimated as
+ * documented, and tau-bench runs and SWE-agent .traj files map as docs/trace-format.md says. */
 #include "testutil.h"
 
 #include <string.h>
@@ -29,7 +30,7 @@ static int import_text(enum trace_import_format fmt, const char *text, struct tr
             trace_format_traj(out, t);
         s += len + (nl != NULL);
     }
-    if (rc >= 0 && (rc = trace_importer_end(im, &t, err)) == 1)
+    while (rc >= 0 && (rc = trace_importer_end(im, &t, err)) == 1)
         trace_format_traj(out, t);
     trace_importer_free(im);
     return rc < 0 ? rc : 0;
@@ -275,6 +276,131 @@ static void test_verl_errors(void **state)
                  2, "\"step\"", "step: 1 after step 2 (give dump files in step order)");
 }
 
+/* ---- tau-bench and SWE-agent --------------------------------------------------------------- */
+
+/* Two runs: a tool call that fails, a customer reply, the customer's stop; then a transfer. At
+ * 4 characters a token: "system prompt!" 14 -> 4, "hi there" 8 -> 2, arguments 13 -> 4,
+ * "Error: no user" 14 -> 4, "Sorry, who?" 11 -> 3, "it is me" 8 -> 2, "ok" 2 -> 1. */
+static const char *const tau_runs =
+    "[{\"task_id\": 5, \"trial\": 2, \"reward\": 1.0, \"info\": {}, \"traj\": [\n"
+    " {\"role\": \"system\", \"content\": \"system prompt!\"},\n"
+    " {\"role\": \"user\", \"content\": \"hi there\"},\n"
+    " {\"role\": \"assistant\", \"content\": null, \"tool_calls\": [{\"id\": \"c1\", "
+    "\"type\": \"function\", \"function\": {\"name\": \"get_user\", \"arguments\": "
+    "\"{\\\"id\\\": \\\"abc\\\"}\"}}]},\n"
+    " {\"role\": \"tool\", \"tool_call_id\": \"c1\", \"name\": \"get_user\", \"content\": "
+    "\"Error: no user\"},\n"
+    " {\"role\": \"assistant\", \"content\": \"Sorry, who?\"},\n"
+    " {\"role\": \"user\", \"content\": \"it is me\"},\n"
+    " {\"role\": \"assistant\", \"content\": \"ok\"},\n"
+    " {\"role\": \"user\", \"content\": \"###STOP###\"}]},\n"
+    "{\"task_id\": 6, \"trial\": 0, \"reward\": 0.0, \"traj\": [\n"
+    " {\"role\": \"assistant\", \"content\": \"\", \"tool_calls\": [{\"id\": \"t\", \"function\": "
+    "{\"name\": \"transfer_to_human_agents\", \"arguments\": \"{}\"}}]},\n"
+    " {\"role\": \"tool\", \"tool_call_id\": \"t\", \"content\": \"Transfer successful\"}]}]\n";
+
+static void test_tau_bench(void **state)
+{
+    struct trace_text out = {0};
+    assert_int_equal(import_text(TRACE_IMPORT_TAU_BENCH, tau_runs, &out, NULL), 0);
+    assert_string_equal(
+        out.data,
+        "{\"step\":0,\"prompt_id\":5,\"epoch\":0,\"sample\":2,\"version_start\":0,\"finish\":"
+        "\"completed\",\"reward\":1.0,\"turns\":[{\"prompt_tokens\":6,\"generated_tokens\":4,"
+        "\"calls\":[{\"tool\":\"get_user\",\"status\":\"failure\",\"payload_tokens\":4}]},{"
+        "\"prompt_tokens\":14,\"generated_tokens\":3,\"calls\":[{\"tool\":\"user\",\"status\":"
+        "\"success\",\"payload_tokens\":2}]},{\"prompt_tokens\":19,\"generated_tokens\":1}],"
+        "\"extra\":{\"ended_by\":\"user\",\"task_id\":5,\"trial\":2}}\n"
+        "{\"step\":0,\"prompt_id\":6,\"epoch\":0,\"sample\":0,\"version_start\":0,\"finish\":"
+        "\"completed\",\"reward\":0.0,\"turns\":[{\"prompt_tokens\":0,\"generated_tokens\":1}],"
+        "\"extra\":{\"ended_by\":\"transfer_to_human_agents\",\"task_id\":6,\"trial\":0}}\n");
+    trace_text_free(&out);
+}
+
+static void test_tau_bench_errors(void **state)
+{
+    import_fails(TRACE_IMPORT_TAU_BENCH, "{\"task_id\": 1}\n", 1, NULL,
+                 "expected an array of runs (tau-bench results)");
+    import_fails(TRACE_IMPORT_TAU_BENCH, "[{\"trial\": 0,\n \"task_id\": \"x\"}]\n", 2,
+                 "\"task_id\"", "0.task_id: expected an integer >= 0");
+    import_fails(TRACE_IMPORT_TAU_BENCH, "[{\"task_id\": 1, \"trial\": 0}]\n", 1, "{",
+                 "0: traj: missing");
+    import_fails(TRACE_IMPORT_TAU_BENCH,
+                 "[{\"task_id\": 1, \"trial\": 0, \"traj\": [\n"
+                 "{\"role\": \"assistant\", \"content\": \"a\"},\n"
+                 "{\"role\": \"tool\", \"tool_call_id\": \"zz\", \"content\": \"x\"}]}]\n",
+                 3, "\"tool_call_id\"",
+                 "0.traj.1.tool_call_id: 'zz' answers no open tool call of the last assistant "
+                 "message");
+    import_fails(TRACE_IMPORT_TAU_BENCH,
+                 "[{\"task_id\": 1, \"trial\": 0, \"traj\": [\n"
+                 "{\"role\": \"critic\", \"content\": \"a\"}]}]\n",
+                 2, "\"role\"",
+                 "0.traj.0.role: unknown role 'critic' (expected system, user, assistant or tool)");
+    import_fails(TRACE_IMPORT_TAU_BENCH, "[{\"task_id\": 1, \"trial\": 0, \"traj\": []}]\n", 1, "{",
+                 "0: traj: no assistant message (nothing to import)");
+    import_fails(TRACE_IMPORT_TAU_BENCH, "[{\"task_id\": 1,\n", 2, NULL,
+                 "invalid JSON: string or '}' expected near end of file");
+}
+
+/* Three steps; model_stats totals 30 sent and 9 received; a Traceback marks a failure. */
+static const char *const swe_traj =
+    "{\"trajectory\": [\n"
+    " {\"action\": \"open a.py\", \"observation\": \"1:import os\", \"response\": \"open a.py\","
+    " \"thought\": \"\", \"execution_time\": 0.25},\n"
+    " {\"action\": \"python a.py\", \"observation\": \"Traceback (most recent)\", \"response\": "
+    "null, \"thought\": \"run it\"},\n"
+    " {\"action\": \"submit\", \"observation\": \"diff\", \"response\": \"submit\"}],\n"
+    " \"history\": [{\"role\": \"system\", \"content\": \"be good\"}, {\"role\": \"user\", "
+    "\"content\": \"fix bug\"}, {\"role\": \"assistant\", \"content\": \"ignored\"}],\n"
+    " \"info\": {\"exit_status\": \"submitted\", \"model_stats\": {\"tokens_sent\": 30, "
+    "\"tokens_received\": 9, \"api_calls\": 3}}}\n";
+
+static void test_swe_agent(void **state)
+{
+    /* estimates: history 2 + 2 = 4; turn 0 generates 3 (9 chars), payload 3 (11 chars); turn 1
+     * generates 2 + 3 = 5 ("run it", "python a.py"), payload 6 (23 chars); turn 2 generates 2.
+     * prompts 4, 10, 21 (sum 35) scale by 30/35 on the cumulative sums 4, 14, 35: 3.4, 12, 30
+     * round to 3, 12, 30 -> 3, 9, 18;
+     * generated 3, 5, 2 (sum 10) by 9/10: 2.7, 7.2, 9 -> 3, 4, 2. */
+    struct trace_text out = {0};
+    assert_int_equal(import_text(TRACE_IMPORT_SWE_AGENT, swe_traj, &out, NULL), 0);
+    assert_string_equal(
+        out.data,
+        "{\"step\":0,\"prompt_id\":0,\"epoch\":0,\"sample\":0,\"version_start\":0,\"finish\":"
+        "\"completed\",\"turns\":[{\"prompt_tokens\":3,\"generated_tokens\":3,\"calls\":[{"
+        "\"tool\":\"open\",\"status\":\"success\",\"payload_tokens\":3,\"exec_us\":250000}]},{"
+        "\"prompt_tokens\":9,\"generated_tokens\":4,\"calls\":[{\"tool\":\"python\",\"status\":"
+        "\"failure\",\"payload_tokens\":6}]},{\"prompt_tokens\":18,\"generated_tokens\":2}],"
+        "\"extra\":{\"api_calls\":3,\"exit_status\":\"submitted\",\"final_action\":\"submit\","
+        "\"instance\":\"in\",\"scale\":{\"generated_tokens\":0.9,\"prompt_tokens\":"
+        "0.8571428571428571}}}\n");
+    trace_text_free(&out);
+}
+
+static void test_swe_agent_finish_and_errors(void **state)
+{
+    struct trace_text out = {0};
+    const char *capped = "{\"trajectory\": [{\"action\": \"ls\", \"observation\": \"bash: "
+                         "lx: command not found\"}], \"info\": {\"exit_status\": "
+                         "\"submitted (exit_cost)\"}}\n";
+    assert_int_equal(import_text(TRACE_IMPORT_SWE_AGENT, capped, &out, NULL), 0);
+    assert_non_null(strstr(out.data, "\"finish\":\"truncated\""));
+    assert_non_null(strstr(out.data, "\"tool\":\"ls\",\"status\":\"failure\""));
+    out.len = 0;
+    const char *crashed = "{\"trajectory\": [{\"action\": \"ls\"}], \"info\": {\"exit_status\": "
+                          "\"early_exit\"}}\n";
+    assert_int_equal(import_text(TRACE_IMPORT_SWE_AGENT, crashed, &out, NULL), 0);
+    assert_non_null(strstr(out.data, "\"finish\":\"aborted\""));
+    trace_text_free(&out);
+
+    import_fails(TRACE_IMPORT_SWE_AGENT, "{\"info\": {}}\n", 1, NULL, "trajectory: missing");
+    import_fails(TRACE_IMPORT_SWE_AGENT, "{\"trajectory\": [\n {\"action\": 7}]}\n", 2,
+                 "\"action\"", "trajectory.0.action: expected a string");
+    import_fails(TRACE_IMPORT_SWE_AGENT, "{\"trajectory\": []}\n", 1, "\"trajectory",
+                 "trajectory: no steps (nothing to import)");
+}
+
 static void test_options(void **state)
 {
     struct trace_importer *im;
@@ -305,6 +431,10 @@ int main(void)
         cmocka_unit_test(test_verl_tool_calls_and_truncation),
         cmocka_unit_test(test_verl_prompt_identity),
         cmocka_unit_test(test_verl_errors),
+        cmocka_unit_test(test_tau_bench),
+        cmocka_unit_test(test_tau_bench_errors),
+        cmocka_unit_test(test_swe_agent),
+        cmocka_unit_test(test_swe_agent_finish_and_errors),
         cmocka_unit_test(test_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
