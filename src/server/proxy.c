@@ -56,21 +56,30 @@ static bool first_of(struct jscan_value obj, const char *key, struct jscan_value
     return jscan_get(obj, key, &a) && a.type == 'a' && jscan_next(a, &it, out);
 }
 
-/* Reads the counts of one answer object (or one SSE chunk): later chunks overwrite. */
+/* Reads the counts of one answer object (or one SSE chunk): later chunks overwrite. Each
+ * member is found once and looked into, since finding one skips every member before it (a
+ * 1 MiB answer is mostly output ids, text and log-probs). */
 static void read_counts(struct proxy *p, struct jscan_value o)
 {
-    struct jscan_value v, choice;
+    struct jscan_value meta, usage, v, choice;
     int64_t n;
-    if (jscan_path(o, "meta_info.completion_tokens", &v) && jscan_int(v, &n))
-        p->generated = n;
-    if (jscan_path(o, "meta_info.cached_tokens", &v) && jscan_int(v, &n))
-        p->cached = n;
-    if (jscan_path(o, "meta_info.weight_version", &v))
-        jscan_string(v, p->version, sizeof p->version);
-    if (jscan_path(o, "usage.completion_tokens", &v) && jscan_int(v, &n))
-        p->generated = n;
-    if (jscan_path(o, "usage.prompt_tokens_details.cached_tokens", &v) && jscan_int(v, &n))
-        p->cached = n;
+    if (p->req.api == GW_SGLANG_GENERATE) { /* SGLang: everything is in meta_info */
+        if (!jscan_get(o, "meta_info", &meta))
+            return;
+        if (jscan_get(meta, "completion_tokens", &v) && jscan_int(v, &n))
+            p->generated = n;
+        if (jscan_get(meta, "cached_tokens", &v) && jscan_int(v, &n))
+            p->cached = n;
+        if (jscan_get(meta, "weight_version", &v))
+            jscan_string(v, p->version, sizeof p->version);
+        return;
+    }
+    if (jscan_get(o, "usage", &usage) && usage.type == 'o') { /* vLLM */
+        if (jscan_get(usage, "completion_tokens", &v) && jscan_int(v, &n))
+            p->generated = n;
+        if (jscan_path(usage, "prompt_tokens_details.cached_tokens", &v) && jscan_int(v, &n))
+            p->cached = n;
+    }
     if (first_of(o, "choices", &choice)) {
         p->sse_chunks++;
         long ids = jscan_get(choice, "token_ids", &v) ? jscan_count(v) : -1;
