@@ -18,12 +18,12 @@ over the instances), through nginx, through libra — in three workloads, in thi
           `"return_logprob": true` that generates G tokens (24,160: a ~1 MiB answer). Four
           TP1 instances run about four such sequences each (their KV holds no more), the rest
           wait in their queues: a wave of ~16 answers every ~1.5 s, so requests are held from
-          seconds to ~3 minutes and about N are live in the proxy at once. Prefix caches are
+          seconds to ~2.5 minutes and about N are live in the proxy at once. Prefix caches are
           emptied before each path. The time scale is set by the emulator's own CPU: it needs
           ~40 ms per request (mostly writing the 1 MiB answer) on one thread, and when the
           engine model runs ahead of that it answers nothing until it has caught up (at
           0.0005, the first answer left after ~85 s and all 2000 within seconds); at 0.0015 it
-          keeps up after the first ~30 s of parsing bodies, so answers leave in waves.
+          keeps up after the first 20 to 30 s (parsing the bodies), so answers leave in waves.
 
 Added latency, from client-side latencies (first byte sent to last byte read): p50 = the
 median over rounds of (the proxy's request's latency − the direct request's in the same
