@@ -27,19 +27,13 @@ import sys
 import time
 import urllib.request
 
+from procutil import figure, proc_rss_kib
+
 
 def proc_cpu_s(pid):
     with open(f"/proc/{pid}/stat") as f:
         fields = f.read().rsplit(")", 1)[1].split()
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
-
-
-def proc_rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 def metric(port, name):
@@ -70,11 +64,6 @@ async def load(ports, bodies, sample):
         sample()
         await asyncio.sleep(0.02)
     return await done
-
-
-def figure(name, unit, value, n, inp):
-    print(json.dumps({"input": inp, "instructions": None, "n": n, "name": name, "unit": unit,
-                      "value": float("%.4g" % value)}, sort_keys=True))
 
 
 def main():

@@ -107,6 +107,8 @@ import tempfile
 import time
 import urllib.request
 
+from procutil import figure, proc_rss_kib
+
 
 # ---- the processes' own accounting ----------------------------------------------------------
 
@@ -138,14 +140,6 @@ def tcp_mem_mib():
     except (OSError, ValueError):
         pass
     return 0.0
-
-
-def proc_rss_kib(pid):
-    with open(f"/proc/{pid}/status") as f:
-        for line in f:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    return 0
 
 
 class Procs:
@@ -391,10 +385,6 @@ async def run_big(ports, datas, sample):
 
 
 # ---- figures --------------------------------------------------------------------------------
-
-def figure(name, unit, value, n, inp):
-    print(json.dumps({"input": inp, "instructions": None, "n": n, "name": name, "unit": unit,
-                      "value": float("%.4g" % value)}, sort_keys=True), flush=True)
 
 
 def quantile(xs, q):
