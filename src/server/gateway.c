@@ -352,7 +352,7 @@ char *gw_ready_line(const struct gw *g)
     char url[128];
     snprintf(url, sizeof url, "http://%s:%d", g->opt.host, gw_port(g));
     json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:o}", "url", url, "port", gw_port(g), "mode",
-                          g->shadow ? "shadow" : "route", "policy",
+                          g->shadow ? "shadow" : sched_policy_name(g->cfg->sched.policy), "policy",
                           sched_policy_name(g->cfg->sched.policy), "engines", engines);
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);

@@ -22,9 +22,9 @@ static void log_decision(struct gw *g, const struct gw_traj *t, size_t turn,
     fprintf(g->decisions,
             "{\"trajectory\": \"%s\", \"turn\": %zu, \"mode\": \"%s\", \"instance\": %lld, "
             "\"bucket\": %d, \"policy\": {\"name\": \"%s\", \"bucket\": %d, \"reason\": \"%s\"}",
-            t ? t->id : "", turn, g->shadow ? "shadow" : "route", (long long)routed->instance_id,
-            routed->placed_bucket, sched_policy_name(g->cfg->sched.policy), p->to_bucket,
-            sched_reason_name(p->reason));
+            t ? t->id : "", turn, g->shadow ? "shadow" : sched_policy_name(g->cfg->sched.policy),
+            (long long)routed->instance_id, routed->placed_bucket,
+            sched_policy_name(g->cfg->sched.policy), p->to_bucket, sched_reason_name(p->reason));
     if (g->shadow)
         fprintf(g->decisions, ", \"sticky\": {\"instance\": %lld, \"reason\": \"%s\"}",
                 (long long)routed->instance_id, sched_place_name(routed->place));

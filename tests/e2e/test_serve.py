@@ -83,6 +83,7 @@ def test_every_client_style_completes_a_job_through_the_gateway(style, extra):
     with Emu("--instances", "tp1x2,tp2,tp4", "--dev-mode", scale=SCALE) as emu, \
             Serve(*urls(emu), args=[*BUCKETS, *extra]) as gw:
         assert [e["tp"] for e in gw.info["engines"]] == [1, 1, 2, 4]  # asked, not told
+        assert gw.info["mode"] == "cmlfq"
         p = load(gw.url, "--json", "--style", style, "--set", "rl.transport=nccl")
         assert p.returncode == 0, p.stderr
         doc = json.loads(p.stdout)
