@@ -336,11 +336,6 @@ int gw_new(struct gw **out, struct event_base *base, const struct libra_config *
     return 0;
 }
 
-int gw_port(const struct gw *g)
-{
-    return net_server_port(g->server);
-}
-
 char *gw_ready_line(const struct gw *g)
 {
     json_t *engines = json_array();
@@ -350,8 +345,9 @@ char *gw_ready_line(const struct gw *g)
                                                  "url", e->url, "tp", e->tp, "bucket", e->bucket));
     }
     char url[128];
-    snprintf(url, sizeof url, "http://%s:%d", g->opt.host, gw_port(g));
-    json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:o}", "url", url, "port", gw_port(g), "mode",
+    int port = net_server_port(g->server);
+    snprintf(url, sizeof url, "http://%s:%d", g->opt.host, port);
+    json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:o}", "url", url, "port", port, "mode",
                           g->shadow ? "shadow" : sched_policy_name(g->cfg->sched.policy), "policy",
                           sched_policy_name(g->cfg->sched.policy), "engines", engines);
     char *s = json_dumps(o, JSON_COMPACT);

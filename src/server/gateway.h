@@ -68,9 +68,6 @@ typedef void (*gw_ready_fn)(void *arg, int rc, const char *msg);
 int gw_new(struct gw **out, struct event_base *base, const struct libra_config *cfg,
            const struct gw_options *o, gw_ready_fn ready, void *arg, char *err, size_t err_size);
 
-/* The port listened on (after ready). */
-int gw_port(const struct gw *g);
-
 /* A JSON line describing the gateway (url, port, engines), malloc'd (after ready). */
 char *gw_ready_line(const struct gw *g);
 
