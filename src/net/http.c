@@ -272,12 +272,31 @@ void net_reply_raw(struct net_call *c, int status, const char *content_type, con
     call_free(c);
 }
 
+static void free_data(const void *data, size_t len, void *arg)
+{
+    (void)len;
+    (void)arg;
+    free((void *)data);
+}
+
+void net_reply_owned(struct net_call *c, int status, const char *content_type, char *data,
+                     size_t len)
+{
+    struct evhttp_request *req = take_request(c);
+    set_content_type(req, content_type);
+    struct evbuffer *buf = evbuffer_new();
+    if (evbuffer_add_reference(buf, data, len, free_data, NULL) != 0)
+        free(data);
+    evhttp_send_reply(req, status, NULL, buf); /* moves the reference: no copy */
+    evbuffer_free(buf);
+    call_free(c);
+}
+
 void net_reply_json(struct net_call *c, int status, json_t *body)
 {
     char *text = ujson_dump(body, false);
     json_decref(body);
-    net_reply_raw(c, status, "application/json", text, strlen(text));
-    free(text);
+    net_reply_owned(c, status, "application/json", text, strlen(text));
 }
 
 void net_reply_error(struct net_call *c, int status, const char *type, const char *fmt, ...)

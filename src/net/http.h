@@ -139,6 +139,11 @@ void net_reply_error(struct net_call *c, int status, const char *type, const cha
 void net_reply_raw(struct net_call *c, int status, const char *content_type, const char *data,
                    size_t len);
 
+/* net_reply_raw with len bytes of malloc'd data, which the answer takes without copying them
+ * and frees once they are sent (or the connection is gone). */
+void net_reply_owned(struct net_call *c, int status, const char *content_type, char *data,
+                     size_t len);
+
 /* Starts a chunked answer with status and content type (NULL: the one added with
  * net_call_add_header, if any) and `Cache-Control: no-cache` unless a Cache-Control was added.
  * The status line and headers are sent now: the status cannot change afterwards. */

@@ -250,13 +250,18 @@ static void reply_held(struct proxy *p)
         read_answer(p, body, len);
     int64_t generated = p->status == 200 ? (p->generated >= 0 ? p->generated : 0) : -1;
     char *merged = NULL;
-    if (p->resume.segments && p->status == 200 &&
-        (merged =
-             gw_resume_finish(&p->resume, body, len, p->decision.instance_id, &len, &generated)))
-        body = merged;
+    if (p->resume.segments && p->status == 200)
+        merged = gw_resume_finish(&p->resume, body, len, p->decision.instance_id, &len, &generated);
     add_headers(p);
-    net_reply_raw(p->call, p->status, p->content_type, body, len);
-    free(merged);
+    if (merged) {
+        net_reply_owned(p->call, p->status, p->content_type, merged, len);
+    } else if (p->body.v) { /* the held answer goes out as it is, not copied again */
+        net_reply_owned(p->call, p->status, p->content_type, p->body.v, len);
+        p->body.v = NULL;
+        p->body.n = p->body.cap = 0;
+    } else {
+        net_reply_raw(p->call, p->status, p->content_type, "", 0);
+    }
     end_turn(p, generated);
 }
 
