@@ -3,16 +3,13 @@ of 10-30 minutes are normal). Labelled slow: it takes about 70 s of wall time.""
 
 import time
 
-from emu_util import Emu, generate
+from emu_util import Emu, generate, tokens_lasting
 
 PROMPT = list(range(64))
 
 
 def test_a_request_silent_for_70_s_is_answered():
-    with Emu(scale="0.01") as fast:  # measure the emulated time per token first
-        meta = generate(fast.port(), PROMPT, 2000)[1]["meta_info"]
-        per_token_s = meta["e2e_latency"] / 2000
-    tokens = int(70 / per_token_s)
+    tokens = tokens_lasting(70, PROMPT)
     with Emu(scale="1") as emu:
         t0 = time.monotonic()
         status, out = generate(emu.port(), PROMPT, tokens, timeout=300)

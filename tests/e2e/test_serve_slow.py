@@ -3,16 +3,13 @@
 
 import time
 
-from emu_util import Emu, Serve, generate
+from emu_util import Emu, Serve, generate, tokens_lasting
 
 PROMPT = list(range(64))
 
 
 def test_a_turn_silent_for_70_s_passes_the_gateway():
-    with Emu(scale="0.01") as fast:  # measure the emulated time per token first
-        meta = generate(fast.port(), PROMPT, 2000)[1]["meta_info"]
-        per_token_s = meta["e2e_latency"] / 2000
-    tokens = int(70 / per_token_s)
+    tokens = tokens_lasting(70, PROMPT)
     with Emu(scale="1") as emu, Serve(emu.instances[0]["url"],
                                       args=["--set", "sched.buckets=tp1:40960"]) as gw:
         t0 = time.monotonic()
