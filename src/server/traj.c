@@ -13,7 +13,7 @@
 
 /* ---- the decision log ----------------------------------------------------------------------- */
 
-static void log_decision(struct gw *g, const struct gw_traj *t, size_t turn,
+static void log_decision(struct gw *g, const struct gw_traj *t, size_t turn, bool again,
                          const struct sched_decision *routed, const struct sched_decision *other)
 {
     if (!g->decisions)
@@ -25,6 +25,8 @@ static void log_decision(struct gw *g, const struct gw_traj *t, size_t turn,
             t ? t->id : "", turn, g->shadow ? "shadow" : sched_policy_name(g->cfg->sched.policy),
             (long long)routed->instance_id, routed->placed_bucket,
             sched_policy_name(g->cfg->sched.policy), p->to_bucket, sched_reason_name(p->reason));
+    if (again) /* the turn's first decision found no engine that answered */
+        fputs(", \"again\": true", g->decisions);
     if (g->shadow)
         fprintf(g->decisions, ", \"sticky\": {\"instance\": %lld, \"reason\": \"%s\"}",
                 (long long)routed->instance_id, sched_place_name(routed->place));
@@ -33,12 +35,13 @@ static void log_decision(struct gw *g, const struct gw_traj *t, size_t turn,
 }
 
 /* Carries out a pair of decisions: the mode's applies, the other is logged beside it. */
-static long apply(struct gw *g, struct gw_traj *t, size_t turn, const struct sched_decision *pol,
-                  const struct sched_decision *sticky, struct sched_decision *applied)
+static long apply(struct gw *g, struct gw_traj *t, size_t turn, bool again,
+                  const struct sched_decision *pol, const struct sched_decision *sticky,
+                  struct sched_decision *applied)
 {
     const struct sched_decision *d = g->shadow ? sticky : pol;
     *applied = *d;
-    log_decision(g, t, turn, d, g->shadow ? pol : sticky);
+    log_decision(g, t, turn, again, d, g->shadow ? pol : sticky);
     if (d->placed_bucket >= 0 && d->placed_bucket < SPEC_BUCKETS_MAX) {
         g->decisions_by_bucket[d->placed_bucket]++;
         if (d->prev_instance_id >= 0 && d->prev_instance_id != d->instance_id)
@@ -161,7 +164,7 @@ static long route_start(struct gw *g, struct gw_traj *t, const struct gw_request
     if (sched_router_start(g->router, &reg, &s, &pol) ||
         sched_router_start(g->sticky, &reg, &s, &sticky))
         return -1;
-    return apply(g, t, 0, &pol, &sticky, applied);
+    return apply(g, t, 0, false, &pol, &sticky, applied);
 }
 
 /* Continues t after the returns of its last turn. */
@@ -184,7 +187,7 @@ static long route_next(struct gw *g, struct gw_traj *t, const struct gw_request 
     if (sched_router_tool_return(g->router, &reg, &ev, &pol) ||
         sched_router_tool_return(g->sticky, &reg, &ev, &sticky))
         return -1;
-    return apply(g, t, t->turns.n, &pol, &sticky, applied);
+    return apply(g, t, t->turns.n, false, &pol, &sticky, applied);
 }
 
 /* Sends t's failed turn again: where the policy keeps it (another engine when its own is
@@ -198,7 +201,7 @@ static long route_again(struct gw *g, struct gw_traj *t, struct sched_decision *
     if (sched_router_progress(g->router, &reg, t->rid, 0, &pol) ||
         sched_router_progress(g->sticky, &reg, t->rid, 0, &sticky))
         return -1;
-    return apply(g, t, t->turns.n, &pol, &sticky, applied);
+    return apply(g, t, t->turns.n, true, &pol, &sticky, applied);
 }
 
 static void finish(struct gw *g, struct gw_traj *t, enum trace_finish how, bool has_reward,

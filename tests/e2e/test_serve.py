@@ -198,8 +198,10 @@ def test_a_client_that_disconnects_aborts_the_engine_request():
 def test_an_engine_killed_mid_run_loses_no_trajectory(style):
     # plain opts in (libra.resume): the gateway sends the turn elsewhere; slime does not: the
     # gateway answers 502 and the client sends the turn again.
+    log = tempfile.NamedTemporaryFile(suffix=".jsonl")
     with Emu("--instances", "tp1x3", "--fail", "instance=1,after_s=300", scale=SCALE) as emu, \
-            Serve(*urls(emu), args=[*BUCKETS, "--set", "sched.buckets=tp1:40960"]) as gw:
+            Serve(*urls(emu), args=[*BUCKETS, "--set", "sched.buckets=tp1:40960",
+                                    "--decisions", log.name]) as gw:
         p = load(gw.url, "--json", "--style", style, "--set", "rl.transport=nccl")
         assert p.returncode == 0, p.stderr
         doc = json.loads(p.stdout)
@@ -212,6 +214,10 @@ def test_an_engine_killed_mid_run_loses_no_trajectory(style):
             assert resumed != ["libra_turns_resubmitted_total 0"], resumed
         else:
             assert sum(s["resubmitted"] for s in doc["steps"]) > 0
+    again = [json.loads(l) for l in open(log.name) if '"again"' in l]
+    # a turn the client resends is placed again, on an engine that is up, and logged as such
+    assert (len(again) > 0) == (style == "slime"), again
+    assert all(l["instance"] != 1 for l in again)
 
 
 # ---- errors --------------------------------------------------------------------------------------
