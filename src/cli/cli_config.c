@@ -358,7 +358,7 @@ int cli_emit_json(const struct cli_common *cc, const json_t *doc)
 }
 
 int cli_move_costs(const struct cli_presets *p, const struct libra_config *cfg,
-                   struct cost_move_model *m, struct sched_move_costs *out)
+                   struct cost_move_model *m, struct sched_costs *out)
 {
     const struct spec_hardware *hw = spec_hardware_find(&p->spec, cfg->cluster.hardware);
     const struct spec_model *model = spec_model_find(&p->spec, cfg->model.name);
@@ -370,10 +370,14 @@ int cli_move_costs(const struct cli_presets *p, const struct libra_config *cfg,
         return LIBRA_EXIT_INTERNAL;
     }
     plan_settings_from_config(&st, hw, cfg);
-    if (cost_move_model_init(m, &shape, hw, &st.rollout, st.chunk_tokens) != 0) {
+    if (cost_move_model_init(m, &shape, hw, &st.rollout, st.chunk_tokens, st.max_seqs) != 0) {
         cli_errorf("model %s fits no rollout instance on %s", model->name, hw->name);
         return LIBRA_EXIT_USAGE;
     }
-    *out = (struct sched_move_costs){cost_move_decode_s, cost_move_s, m};
+    *out = (struct sched_costs){
+        .decode_s = cost_move_decode_s,
+        .move_s = cost_move_s,
+        .ctx = m,
+        .decision = {.rate = cost_move_rate, .ctx = m, .late_gpus = cfg->cluster.gpus}};
     return 0;
 }

@@ -122,12 +122,14 @@ int cli_common_resolve(const struct cli_common *cc, const char *config_file,
                        size_t n_extra, struct libra_config *cfg);
 
 /*
- * The move costs of the experiment's rollout engines (cost/move.h over its hardware, model and
- * prefill chunk), for routers: *m holds the model, *out points its callbacks at it. Returns 0,
- * or LIBRA_EXIT_USAGE after saying why (a model no TP size can serve).
+ * The costs of the experiment's rollout engines (cost/move.h over its hardware, model, prefill
+ * chunk and sim.max_seqs), for routers: *m holds the model, *out points its callbacks at it —
+ * the moves', and the decisions' (sched/cost.h) with cluster.gpus waiting per second late and
+ * no deadline (the caller sets out->decision.deadline_s when it knows the step). Returns 0, or
+ * LIBRA_EXIT_USAGE after saying why (a model no TP size can serve).
  */
 int cli_move_costs(const struct cli_presets *p, const struct libra_config *cfg,
-                   struct cost_move_model *m, struct sched_move_costs *out);
+                   struct cost_move_model *m, struct sched_costs *out);
 
 /* Writes doc as pretty JSON plus a newline to cc's output. Returns 0 or LIBRA_EXIT_IO. */
 int cli_emit_json(const struct cli_common *cc, const json_t *doc);

@@ -19,6 +19,8 @@
 #include "cli/cli_config.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "cli/sim_input.h"
+#include "plan/plan.h"
 #include "sched/eval.h"
 #include "sched/metrics.h"
 #include "sched/router.h"
@@ -35,24 +37,29 @@
 static const char help[] =
     "usage: libra route eval TRACE [--policy NAME|all] [--buckets SPEC] [--train-steps K]\n"
     "                              [--min-visits N] [--truncated censored|exact] [--placebo]\n"
-    "                              [--decisions FILE] [--json] [-o FILE] [flags]\n"
+    "                              [--decisions FILE] [--folds K] [--json] [-o FILE] [flags]\n"
     "\n"
     "Replays every turn of TRACE (docs/trace-format.md) through the routers and scores their\n"
     "bucket choices (docs/routing.md). Steps 1..K only train the prefix trees and the\n"
     "predictor; from step K+1 on, evaluation is prequential: step s is routed with models\n"
     "that hold every earlier step (rebuilt every sched.rebuild_interval steps) and none of\n"
-    "step s. A decision is correct when its bucket (before any capacity fallback) is the\n"
-    "bucket of the trajectory's true remaining generated tokens. Reported per policy:\n"
-    "accuracy of the decisions at tool returns, the majority-class baseline, recall per\n"
-    "bucket, token-weighted accuracy, Spearman of predicted vs true remaining tokens, moves\n"
-    "per trajectory and first placements apart, all split by whether the prompt was seen in\n"
-    "an earlier step. Load- and time-dependent behaviour is N/A here (libra sim measures it).\n"
+    "step s. Each decision is charged its regret in GPU-seconds: what the remaining work\n"
+    "costs in the chosen bucket (its GPUs' share at the planned batch, a move's re-prefill,\n"
+    "and the GPUs that wait when it ends after (k + 1) planned steps) over the best bucket in\n"
+    "hindsight, on the plan the planner makes of TRACE on the experiment's cluster. A decision\n"
+    "is correct when its bucket (before any capacity fallback) is the bucket of the\n"
+    "trajectory's true remaining generated tokens. Reported per policy: regret per decision,\n"
+    "per trajectory and of its path, beside the majority class's and the best constant\n"
+    "bucket's; accuracy of the decisions at tool returns, the majority-class baseline, recall\n"
+    "per bucket, token-weighted accuracy, Spearman of predicted vs true remaining tokens,\n"
+    "moves per trajectory and first placements apart, all split by whether the prompt was seen\n"
+    "in an earlier step. Load-dependent behaviour is N/A here (libra sim measures it).\n"
     "\n"
     "flags:\n"
     "  --policy NAME      cmlfq, load_balance, length_aware, la_mlfq, oracle, plas,\n"
-    "                     predictor, or all (default all)\n"
+    "                     predictor, cmlfq_h, or all (default all)\n"
     "  --buckets SPEC     bucket layout, e.g. tp1:4000,tp2:12000,tp4:30000 (default:\n"
-    "                     sched.buckets, else the reference layout of the trace's workload)\n"
+    "                     sched.buckets, else the planner's banding of TRACE)\n"
     "  --train-steps K    steps that only train (default 1)\n"
     "  --min-visits N     visits a tree node needs before C-MLFQ acts on it (default 1);\n"
     "                     thin nodes are also shrunk toward the general ones by\n"
@@ -65,7 +72,11 @@ static const char help[] =
     "  --decisions FILE   one JSON line per decision scored (one --policy only): the\n"
     "                     trajectory's line in TRACE (0: the first after the header), the turn\n"
     "                     routed, the policy's bucket and reason (`libra serve --decisions`\n"
-    "                     logs the live ones alike)\n";
+    "                     logs the live ones alike)\n"
+    "  --folds K          leave-tasks-out cross-validation instead of steps: prompts split\n"
+    "                     into K folds; each fold is routed by models that learnt every other\n"
+    "                     fold, its own attempts in order (step, then sample), each learnt once\n"
+    "                     scored\n";
 
 struct route_flags {
     const char *policy;
@@ -75,6 +86,7 @@ struct route_flags {
     bool truncated_exact; /* learn truncated trajectories as exact, not censored */
     bool placebo;
     const char *decisions; /* --decisions FILE */
+    int64_t folds;         /* --folds K: leave-tasks-out cross-validation; 0: prequential */
 };
 
 /* ---- the trace in memory -------------------------------------------------------------------- */
@@ -98,18 +110,22 @@ static void add_traj(struct sched_eval_trace *ev, const struct sched_obs_config 
 {
     bool censored = (t->finish == TRACE_FINISH_TRUNCATED && !truncated_exact) ||
                     t->finish == TRACE_FINISH_ABORTED;
-    sched_eval_traj_add(ev, t->step, (uint64_t)t->prompt_id, t->epoch, censored);
+    sched_eval_traj_add(ev, t->step, (uint64_t)t->prompt_id, t->epoch, t->sample, censored);
     VEC(struct sched_obs) obs = {0};
     for (size_t i = 0; i < t->n_turns; i++) {
         const struct trace_turn *tu = &t->turns[i];
         obs.n = 0;
+        double tool_s = 0; /* parallel calls: the slowest; unknown parts count 0 */
         for (size_t k = 0; i + 1 < t->n_turns && k < tu->n_calls; k++) {
             const struct trace_tool_call *call = &tu->calls[k];
             struct sched_obs o;
             sim_observe_call(oc, call->tool, call->payload_tokens, call->status, &o);
             vec_push(&obs, o);
+            double us = (double)(call->queue_us > 0 ? call->queue_us : 0) +
+                        (double)(call->exec_us > 0 ? call->exec_us : 0);
+            tool_s = us / 1e6 > tool_s ? us / 1e6 : tool_s;
         }
-        sched_eval_turn_add(ev, tu->generated_tokens, tu->prompt_tokens, obs.v, obs.n);
+        sched_eval_turn_add(ev, tu->generated_tokens, tu->prompt_tokens, obs.v, obs.n, tool_s);
     }
     vec_free(&obs);
 }
@@ -149,7 +165,7 @@ static int load_trace(const char *path, bool truncated_exact, struct ev_trace *e
 struct arm_setup {
     const struct libra_config *cfg;
     const struct spec_bucket_layout *layout;
-    const struct sched_move_costs *costs;
+    const struct sched_costs *costs;
 };
 
 static int arm_init(struct sched_eval_arm *a, const char *name, enum sched_policy p,
@@ -185,7 +201,7 @@ struct eval_task {
     struct sched_eval_arm *arms;
     int *rc;
     const struct sched_eval_trace *ev;
-    int64_t train_steps;
+    const struct route_flags *f;
     struct route_progress *progress;
 };
 
@@ -198,16 +214,20 @@ static void step_done(void *ctx)
 static void evaluate_arm(void *arg, size_t a)
 {
     struct eval_task *e = arg;
-    e->rc[a] = sched_eval_arm_run(&e->arms[a], e->ev, e->train_steps, step_done, e->progress);
+    e->rc[a] = e->f->folds ? sched_eval_arm_run_folds(&e->arms[a], e->ev, (int)e->f->folds,
+                                                      step_done, e->progress)
+                           : sched_eval_arm_run(&e->arms[a], e->ev, e->f->train_steps, step_done,
+                                                e->progress);
 }
 
 /* Runs every arm over the trace, prequentially; arms are independent, so on every thread. */
 static int evaluate(struct sched_eval_arm *arms, size_t n_arms, const struct sched_eval_trace *ev,
-                    int64_t train_steps, int jobs, struct route_progress *progress)
+                    const struct route_flags *f, int jobs, struct route_progress *progress)
 {
     int rc[SCHED_POLICY_COUNT + 2] = {0};
-    struct eval_task task = {arms, rc, ev, train_steps, progress};
-    atomic_store(&progress->steps, (long long)(sched_eval_steps(ev) * n_arms));
+    struct eval_task task = {arms, rc, ev, f, progress};
+    size_t per_arm = f->folds ? (size_t)f->folds : sched_eval_steps(ev);
+    atomic_store(&progress->steps, (long long)(per_arm * n_arms));
     struct workers *w = workers_new(jobs);
     workers_for(w, n_arms, evaluate_arm, &task);
     workers_free(w);
@@ -279,21 +299,42 @@ static char *text_report(const json_t *doc)
             json_string_value(json_object_get(tr, "path")),
             json_string_value(json_object_get(tr, "workload")),
             json_string_value(json_object_get(doc, "buckets")));
-    fprintf(out, "steps: %lld train, %lld evaluated; rebuild every %lld\n\n",
-            (long long)json_integer_value(json_object_get(doc, "train_steps")),
-            (long long)json_integer_value(json_object_get(doc, "eval_steps")),
-            (long long)json_integer_value(json_object_get(doc, "rebuild_interval")));
-    fprintf(out, "%-15s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "policy", "decisions",
-            "accuracy", "majority", "long rec", "tok-wtd", "spearman", "moves/tr", "first", "seen",
-            "never");
+    long long folds = (long long)json_integer_value(json_object_get(doc, "folds"));
+    if (folds)
+        fprintf(out, "%lld-fold leave-tasks-out cross-validation; attempts in order\n", folds);
+    else
+        fprintf(out, "steps: %lld train, %lld evaluated; rebuild every %lld\n",
+                (long long)json_integer_value(json_object_get(doc, "train_steps")),
+                (long long)json_integer_value(json_object_get(doc, "eval_steps")),
+                (long long)json_integer_value(json_object_get(doc, "rebuild_interval")));
+    const json_t *rg = json_object_get(doc, "regret");
+    if (json_object_get(rg, "deadline_s"))
+        fprintf(out, "regret in GPU-s: deadline %.0f s (planned step %.1f s x %lld), %lld GPUs wait "
+                     "per second late\n\n",
+                json_number_value(json_object_get(rg, "deadline_s")),
+                json_number_value(json_object_get(rg, "planned_step_s")),
+                (long long)json_integer_value(json_object_get(rg, "max_staleness")) + 1,
+                (long long)json_integer_value(json_object_get(rg, "late_gpus")));
+    else
+        fprintf(out, "regret in GPU-s, no deadline: %s\n\n",
+                json_string_value(json_object_get(rg, "no_deadline")));
+    fprintf(out, "%-15s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s %9s\n", "policy",
+            "decisions", "regret/d", "regret/tr", "path/tr", "accuracy", "majority", "long rec",
+            "tok-wtd", "spearman", "moves/tr", "first", "seen", "never");
+    const json_t *fixed = NULL; /* the constant baselines' regrets (every policy has them) */
     const char *name;
     const json_t *m;
     json_object_foreach((json_t *)json_object_get(doc, "policies"), name, m)
     {
         const json_t *all = json_object_get(m, "all");
         const json_t *recall = json_object_get(all, "per_bucket_recall");
+        const json_t *regret = json_object_get(all, "regret");
         fprintf(out, "%-15s %9lld", name,
                 (long long)json_integer_value(json_object_get(all, "decisions")));
+        cell(out, json_object_get(regret, "per_decision_gpu_s"), 1);
+        cell(out, json_object_get(regret, "per_trajectory_gpu_s"), 1);
+        cell(out, json_object_get(regret, "path_per_trajectory_gpu_s"), 1);
+        fixed = regret ? regret : fixed;
         cell(out, json_object_get(all, "accuracy"), 100);
         cell(out, json_object_get(json_object_get(all, "majority_class"), "accuracy"), 100);
         cell(out, json_array_get(recall, json_array_size(recall) - 1), 100);
@@ -305,8 +346,20 @@ static char *text_report(const json_t *doc)
         cell(out, json_object_get(json_object_get(m, "never"), "accuracy"), 100);
         fputc('\n', out);
     }
-    fprintf(out, "\naccuracy, majority, long-bucket recall, token-weighted and first-placement "
-                 "accuracy in %%;\nN/A: undefined here (load-dependent policy or no data).\n");
+    for (int k = 0; fixed && k < 2; k++) {
+        const json_t *c = json_object_get(fixed, k ? "best_constant" : "majority_class");
+        fprintf(out, "%-15s %9s", k ? "best constant" : "majority class", "");
+        cell(out, json_object_get(c, "per_decision_gpu_s"), 1);
+        cell(out, json_object_get(c, "per_trajectory_gpu_s"), 1);
+        cell(out, json_object_get(c, "path_per_trajectory_gpu_s"), 1);
+        fprintf(out, "  (always bucket %lld)\n",
+                (long long)json_integer_value(json_object_get(c, "bucket")));
+    }
+    fprintf(out, "\nregret in GPU-s: regret/d per decision (first placements included), regret/tr "
+                 "its sum per\ntrajectory, path/tr a trajectory's path of buckets over the best "
+                 "single bucket in hindsight.\naccuracy, majority, long-bucket recall, "
+                 "token-weighted and first-placement accuracy in %%;\nN/A: undefined here "
+                 "(load-dependent policy or no data).\n");
     const json_t *pl = json_object_get(doc, "placebo");
     if (pl)
         fprintf(out,
@@ -328,19 +381,56 @@ static char *text_report(const json_t *doc)
 
 /* ---- the command ---------------------------------------------------------------------------- */
 
+/* What the planner makes of the trace on the experiment's cluster: the fleet's buckets and
+ * step, which fix the default layout and the regret's deadline. */
+struct route_plan {
+    bool planned;
+    struct spec_bucket_layout layout;
+    double step_s;
+    char why[160]; /* when not planned */
+};
+
+static void plan_trace(const struct cli_presets *p, const struct libra_config *cfg,
+                       const char *path, struct route_plan *out)
+{
+    struct libra_config pc = *cfg;
+    snprintf(pc.workload.trace, sizeof pc.workload.trace, "%s", path);
+    struct cli_traces ts = {0};
+    struct sim_input in;
+    struct plan_result r = {0};
+    struct libra_error err = {0};
+    memset(out, 0, sizeof *out);
+    if (cli_sim_input(p, &ts, &pc, false, &in) != 0)
+        snprintf(out->why, sizeof out->why, "the trace cannot be simulated on this config");
+    else if (sim_plan(&in, &pc, NULL, NULL, &r, &err) != 0)
+        snprintf(out->why, sizeof out->why, "%s", err.msg);
+    else if (!r.feasible)
+        snprintf(out->why, sizeof out->why, "no feasible plan: %s", plan_why_text(r.why));
+    else {
+        out->planned = true;
+        out->layout = r.layout;
+        out->step_s = r.step_s;
+    }
+    plan_result_free(&r);
+    cli_traces_free(&ts);
+}
+
 static int resolve_layout(const struct route_flags *f, const struct libra_config *cfg,
-                          const struct ev_trace *ev, struct spec_bucket_layout *l)
+                          const struct route_plan *plan, struct spec_bucket_layout *l)
 {
     struct libra_error err = {0};
     const char *spec = f->buckets ? f->buckets : cfg->sched.buckets[0] ? cfg->sched.buckets : NULL;
-    if (spec && spec_bucket_parse(l, spec, f->buckets ? "--buckets" : "sched.buckets", &err))
-        return cli_report_error(&err);
-    if (!spec && spec_bucket_default(l, ev->workload, ev->model)) {
-        cli_errorf("route eval: no reference bucket layout for workload '%s'%s%s: give "
+    if (spec)
+        return spec_bucket_parse(l, spec, f->buckets ? "--buckets" : "sched.buckets", &err)
+                   ? cli_report_error(&err)
+                   : 0;
+    if (!plan->planned) {
+        cli_errorf("route eval: the planner gives no bucket layout for this trace (%s): give "
                    "--buckets",
-                   ev->workload, ev->model ? " on " : "", ev->model ? ev->model : "");
+                   plan->why);
         return LIBRA_EXIT_USAGE;
     }
+    *l = plan->layout;
     return 0;
 }
 
@@ -354,7 +444,7 @@ static int make_arms(const struct route_flags *f, const struct arm_setup *setup,
     bool all = strcmp(f->policy, "all") == 0;
     if (!all && sched_policy_parse(f->policy, &one)) {
         cli_errorf("route eval: unknown policy '%s' (cmlfq, load_balance, length_aware, "
-                   "la_mlfq, oracle, plas, predictor, all)",
+                   "la_mlfq, oracle, plas, predictor, cmlfq_h, all)",
                    f->policy);
         return -1;
     }
@@ -416,18 +506,23 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
         rc ? NULL : cli_progress_start("route eval", read_progress, &progress, cc->progress);
     if (rc == 0)
         rc = load_trace(path, f->truncated_exact, &ev, &progress.trajs_read);
+    struct route_plan plan = {0};
     if (rc == 0)
-        rc = resolve_layout(f, &cfg, &ev, &l);
+        plan_trace(&p, &cfg, path, &plan);
+    if (rc == 0)
+        rc = resolve_layout(f, &cfg, &plan, &l);
     int64_t steps = (int64_t)sched_eval_steps(&ev.ev);
-    if (rc == 0 && f->train_steps >= steps)
+    if (rc == 0 && !f->folds && f->train_steps >= steps)
         rc = cli_usage_error(cc->cmd,
                              "--train-steps %lld leaves nothing to evaluate (the trace "
                              "has %lld steps)",
                              (long long)f->train_steps, (long long)(steps > 0 ? steps : 0));
     struct cost_move_model move;
-    struct sched_move_costs costs;
+    struct sched_costs costs;
     if (rc == 0)
         rc = cli_move_costs(&p, &cfg, &move, &costs);
+    if (plan.planned) /* a batch admitted at version v trains by v + k + 1 */
+        costs.decision.deadline_s = (double)(cfg.rl.max_staleness + 1) * plan.step_s;
     struct arm_setup setup = {&cfg, &l, &costs};
     if (rc == 0 && (n_arms = make_arms(f, &setup, arms)) < 0)
         rc = LIBRA_EXIT_USAGE;
@@ -436,7 +531,7 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     if (rc == 0)
         rc = open_decisions(cc, f, arms, n_arms, &decisions);
     if (rc == 0)
-        rc = evaluate(arms, (size_t)n_arms, &ev.ev, f->train_steps, cc->jobs, &progress);
+        rc = evaluate(arms, (size_t)n_arms, &ev.ev, f, cc->jobs, &progress);
     if (decisions && fclose(decisions) != 0 && rc == 0) {
         cli_errorf("route eval: cannot write '%s': %s", f->decisions, strerror(errno));
         rc = LIBRA_EXIT_IO;
@@ -454,8 +549,16 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
                                       "model", ev.model ? json_string(ev.model) : json_null(),
                                       "trajectories", (json_int_t)ev.ev.trajs.n));
         json_object_set_new(doc, "buckets", json_string(layout));
-        json_object_set_new(doc, "train_steps", json_integer(f->train_steps));
-        json_object_set_new(doc, "eval_steps", json_integer(steps - f->train_steps));
+        json_object_set_new(doc, "train_steps", json_integer(f->folds ? 0 : f->train_steps));
+        json_object_set_new(doc, "eval_steps", json_integer(f->folds ? steps : steps - f->train_steps));
+        json_object_set_new(doc, "folds", json_integer(f->folds));
+        json_object_set_new(
+            doc, "regret",
+            plan.planned ? json_pack("{s:f,s:f,s:I,s:I}", "planned_step_s", plan.step_s,
+                                     "deadline_s", costs.decision.deadline_s, "late_gpus",
+                                     (json_int_t)cfg.cluster.gpus, "max_staleness",
+                                     (json_int_t)cfg.rl.max_staleness)
+                         : json_pack("{s:s}", "no_deadline", plan.why));
         json_object_set_new(doc, "rebuild_interval", json_integer(cfg.sched.rebuild_interval));
         json_object_set_new(doc, "min_visits", json_integer(f->min_visits));
         json_object_set_new(doc, "shrink_visits", json_integer(cfg.sched.shrink_visits));
@@ -503,7 +606,8 @@ int cmd_route(int argc, char **argv)
         OPT_VISITS,
         OPT_TRUNCATED,
         OPT_PLACEBO,
-        OPT_DECISIONS
+        OPT_DECISIONS,
+        OPT_FOLDS
     };
     static const struct option own[] = {
         {"policy", required_argument, NULL, OPT_POLICY},
@@ -513,6 +617,7 @@ int cmd_route(int argc, char **argv)
         {"truncated", required_argument, NULL, OPT_TRUNCATED},
         {"placebo", no_argument, NULL, OPT_PLACEBO},
         {"decisions", required_argument, NULL, OPT_DECISIONS},
+        {"folds", required_argument, NULL, OPT_FOLDS},
         {0},
     };
     struct route_flags f = {.policy = "all", .train_steps = 1, .min_visits = 1};
@@ -548,6 +653,9 @@ int cmd_route(int argc, char **argv)
             break;
         case OPT_DECISIONS:
             f.decisions = optarg;
+            break;
+        case OPT_FOLDS:
+            rc = cli_parse_int(cc.cmd, "--folds", optarg, 2, 1000, &f.folds);
             break;
         default:
             rc = LIBRA_EXIT_USAGE;

@@ -5,6 +5,7 @@
  */
 #include "cost/move.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "libra/libra.h"
@@ -20,13 +21,14 @@ static int tp_index(int tp)
 
 int cost_move_model_init(struct cost_move_model *m, const struct cost_shape *s,
                          const struct spec_hardware *hw, const struct cost_rollout_params *p,
-                         double chunk_tokens)
+                         double chunk_tokens, int max_seqs)
 {
     memset(m, 0, sizeof *m);
     int usable = 0;
     for (int k = 0; k < SPEC_TP_SIZES; k++)
         usable += cost_rollout_pre_init(&m->pre[k], s, hw, p, 1 << k) == 0;
     m->chunk_tokens = chunk_tokens;
+    m->max_seqs = max_seqs > 0 ? max_seqs : 1;
     return usable ? 0 : LIBRA_EINVAL;
 }
 
@@ -43,4 +45,17 @@ double cost_move_s(void *ctx, int from_tp, int to_tp, int64_t context_tokens)
     (void)from_tp;
     return cost_prefill_time(&m->pre[tp_index(to_tp)], 0.0, (double)context_tokens,
                              m->chunk_tokens);
+}
+
+void cost_move_rate(void *ctx, int tp, int64_t context_tokens, struct cost_rate *out)
+{
+    const struct cost_move_model *m = ctx;
+    const struct cost_rollout_pre *pre = &m->pre[tp_index(tp)];
+    double c = context_tokens > 0 ? (double)context_tokens : 1.0;
+    double batch = fmax(1.0, fmin(m->max_seqs, floor(pre->kv_capacity_tokens / c)));
+    double iter_s = cost_decode_time(pre, batch, batch * c);
+    out->token_s = iter_s;
+    out->gpu_token_s = tp * iter_s / batch;
+    out->move_s = cost_move_s(ctx, tp, tp, context_tokens);
+    out->move_gpu_s = tp * out->move_s;
 }

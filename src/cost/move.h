@@ -2,7 +2,7 @@
  * What moving a trajectory to another instance costs, for the router's cache-aware moves.
  *
  * A move loses the trajectory's prefix cache: its next turn re-prefills the whole context on
- * the destination. The router (sched/router.h struct sched_move_costs) weighs that against the
+ * the destination. The router (sched/router.h struct sched_costs) weighs that against the
  * gain of decoding the expected remaining tokens on another TP size, through two callbacks,
  * because sched/ routes on observations and takes its costs from the caller. The simulator and
  * the gateway give it these two, over one struct cost_move_model, so that a move the simulator
@@ -26,31 +26,49 @@ struct cost_move_model {
     struct cost_rollout_pre pre[SPEC_TP_SIZES]; /* by log2(TP); zeroed (tp 0) where the TP
                                                    size does not divide the model's heads */
     double chunk_tokens; /* prefill chunk of the engines (max batched tokens), tokens */
+    double max_seqs;     /* sequences an engine runs at once (vLLM max_num_seqs) */
 };
 
 /*
  * Fills m for model shape s on hardware hw under the rollout constants p, with the engines'
- * prefill chunk chunk_tokens (<= 0: one chunk), as the simulator derives its instances
- * (cost_rollout_pre_init at TP 1, 2, 4, 8). A TP size that does not divide the query heads is
+ * prefill chunk chunk_tokens (<= 0: one chunk) and max_seqs sequences at most per engine, as
+ * the simulator derives its instances (cost_rollout_pre_init at TP 1, 2, 4, 8). A TP size that does not divide the query heads is
  * left zeroed: no instance of it exists to move to or from. Returns 0, or LIBRA_EINVAL when no
  * TP size can be derived. Pure.
  */
 int cost_move_model_init(struct cost_move_model *m, const struct cost_shape *s,
                          const struct spec_hardware *hw, const struct cost_rollout_params *p,
-                         double chunk_tokens);
+                         double chunk_tokens, int max_seqs);
 
 /*
- * The decode_s callback of struct sched_move_costs, ctx a struct cost_move_model: seconds to
+ * The decode_s callback of struct sched_costs, ctx a struct cost_move_model: seconds to
  * generate tokens more at batch 1 on TP tp (1, 2, 4 or 8) after context_tokens of context,
  * each token costed at the mid context of the stretch (context_tokens + tokens / 2).
  */
 double cost_move_decode_s(void *ctx, int tp, int64_t context_tokens, double tokens);
 
 /*
- * The move_s callback of struct sched_move_costs, ctx a struct cost_move_model: seconds to
+ * The move_s callback of struct sched_costs, ctx a struct cost_move_model: seconds to
  * re-prefill context_tokens on an idle instance of TP to_tp in chunks of chunk_tokens (the
  * cache is lost; from_tp does not change it: nothing is migrated).
  */
 double cost_move_s(void *ctx, int from_tp, int to_tp, int64_t context_tokens);
+
+/* One trajectory's rates on an instance (sched/cost.h charges decisions with them). */
+struct cost_rate {
+    double token_s;     /* seconds per generated token */
+    double gpu_token_s; /* GPU-seconds per generated token: its share of the instance */
+    double move_s;      /* seconds to re-prefill its context after a move to the instance */
+    double move_gpu_s;  /* GPU-seconds of that */
+};
+
+/*
+ * The rate callback of struct sched_cost_model (sched/cost.h), ctx a struct cost_move_model:
+ * one trajectory at context_tokens on an instance of TP tp running its planned batch — as many
+ * sequences of that context as its KV cache holds, at most max_seqs, the planner's concurrency
+ * limit (plan/roll.h): token_s is one decode iteration at that batch, gpu_token_s TP times it
+ * over the batch; the move is cost_move_s's re-prefill, on TP GPUs.
+ */
+void cost_move_rate(void *ctx, int tp, int64_t context_tokens, struct cost_rate *out);
 
 #endif

@@ -18,6 +18,15 @@
  * The placebo check (sched_eval_shuffle) exchanges tool returns among trajectories at the same
  * turn depth: what C-MLFQ then learns is what turn counts alone carry.
  *
+ * Leave-tasks-out cross-validation (sched_eval_arm_run_folds) splits the prompts, not the
+ * trajectories, into K folds: for each fold a fresh router learns every trajectory of the other
+ * folds, then routes the fold's own in attempt order (step, then sample), learning each as soon
+ * as it is scored, so an attempt sees the earlier attempts at its task and nothing later.
+ *
+ * With a decision cost model (sched/cost.h) every decision is also charged its regret: the
+ * trajectory's elapsed time is its own path's (each turn's tokens at its bucket's rate, moves,
+ * and the turn's recorded tool time), and always-bucket-b paths are followed beside it.
+ *
  * Not thread-safe per arm; arms share a trace read-only, so several run on several threads.
  */
 #ifndef SCHED_EVAL_H
@@ -32,6 +41,7 @@
 #include "sched/obs.h"
 #include "sched/router.h"
 #include "spec/bucket.h"
+#include "spec/config.h"
 #include "util/vec.h"
 
 /* One turn: a request and what it generated, then the tool returns that lead to the next. */
@@ -40,6 +50,7 @@ struct sched_eval_turn {
     int64_t context_tokens;   /* prompt tokens of its request */
     uint32_t obs;             /* index in sched_eval_trace.obs of the first return after it */
     uint32_t n_obs;           /* returns after it; 0: none (the last turn never has any) */
+    double tool_s;            /* seconds its tools took (the slowest call); 0: not recorded */
 };
 
 /* One trajectory. */
@@ -47,6 +58,7 @@ struct sched_eval_traj {
     int64_t step;         /* training step it was generated for */
     uint64_t prompt;      /* prompt key */
     int64_t epoch;        /* pass over the prompt pool (la_mlfq) */
+    int64_t sample;       /* attempt at the prompt within its step (orders folds' replay) */
     bool censored;        /* truncated or aborted: learnt as a lower bound */
     bool seen;            /* its prompt appeared in an earlier step (sched_eval_trace_index) */
     int64_t total_tokens; /* generated tokens of all its turns */
@@ -67,14 +79,16 @@ struct sched_eval_trace {
                    filled by sched_eval_trace_index */
 };
 
-/* Starts a trajectory of step for prompt; its turns follow with sched_eval_turn_add. */
+/* Starts attempt sample of step at prompt; its turns follow with sched_eval_turn_add. */
 void sched_eval_traj_add(struct sched_eval_trace *ev, int64_t step, uint64_t prompt, int64_t epoch,
-                         bool censored);
+                         int64_t sample, bool censored);
 
 /* Appends a turn to the last trajectory added: it generated generated_tokens after a request of
- * context_tokens, then its n_obs tool returns obs (copied) arrived. */
+ * context_tokens, then its n_obs tool returns obs (copied) arrived after tool_s seconds (0: not
+ * recorded). */
 void sched_eval_turn_add(struct sched_eval_trace *ev, int64_t generated_tokens,
-                         int64_t context_tokens, const struct sched_obs *obs, size_t n_obs);
+                         int64_t context_tokens, const struct sched_obs *obs, size_t n_obs,
+                         double tool_s);
 
 /*
  * Readies ev for evaluation once every trajectory is added: orders the trajectories by step
@@ -118,6 +132,10 @@ struct sched_eval_arm {
     bool depth_only;                        /* its states ignore the returns (turn counts) */
     struct spec_bucket_layout layout;       /* the buckets it routes over */
     struct sched_router *router;            /* owns its model */
+    struct spec_sched_config sc;            /* what it was built from (folds rebuild it) */
+    struct sched_router_options opt;
+    struct sched_costs costs;               /* decode_s NULL: none */
+    int64_t order_base;                     /* ids of its trajectories (folds reuse them) */
     struct sched_metrics *metrics;          /* its decisions, scored */
     uint64_t reasons[SCHED_REASON_ANY + 1]; /* tool-return decisions by reason */
     /* Called with every decision scored, when set: the trajectory's position in the order it
@@ -129,14 +147,15 @@ struct sched_eval_arm {
 
 /*
  * Sets up arm a named name: a router from sc (sched_router_from_config_opts: sc->policy with
- * sc's shrink_visits and rebuild_interval, opt on top) over layout, with the move costs of the
- * experiment's fleet (costs; NULL: moves are free), and empty metrics. shuffled: it routes and
- * learns on the shuffled returns. Returns 0, or LIBRA_EINVAL with err (a is then safe to free).
+ * sc's shrink_visits and rebuild_interval, opt on top) over layout, with the costs of the
+ * experiment's fleet (costs; NULL: moves are free, no regret is scored, cmlfq_h is refused),
+ * and empty metrics. shuffled: it routes and learns on the shuffled returns. Returns 0, or
+ * LIBRA_EINVAL with err (a is then safe to free).
  */
 int sched_eval_arm_init(struct sched_eval_arm *a, const char *name,
                         const struct spec_sched_config *sc, const struct spec_bucket_layout *layout,
                         const struct sched_router_options *opt,
-                        const struct sched_move_costs *costs, bool shuffled,
+                        const struct sched_costs *costs, bool shuffled,
                         struct libra_error *err);
 
 /* Frees what a holds; a zeroed arm is fine. */
@@ -154,5 +173,14 @@ void sched_eval_arm_free(struct sched_eval_arm *a);
  */
 int sched_eval_arm_run(struct sched_eval_arm *a, const struct sched_eval_trace *ev,
                        int64_t train_steps, void (*on_step)(void *ctx), void *ctx);
+
+/*
+ * Runs arm a's leave-tasks-out cross-validation over the indexed trace ev in folds folds (>= 2;
+ * prompt p's fold is the rank of its first appearance modulo folds), as the header describes;
+ * the metrics sum over the folds. on_step is called after each fold. Returns as
+ * sched_eval_arm_run.
+ */
+int sched_eval_arm_run_folds(struct sched_eval_arm *a, const struct sched_eval_trace *ev,
+                             int folds, void (*on_step)(void *ctx), void *ctx);
 
 #endif

@@ -36,6 +36,10 @@ struct split_acc {
     uint64_t correct_count[SPEC_BUCKETS_MAX]; /* of which chosen right */
     uint64_t first, first_correct;
     struct pairs pairs; /* decisions with an estimate */
+    struct regret_acc {
+        uint64_t n;
+        double sum, const_sum[SPEC_BUCKETS_MAX];
+    } regret, traj_regret, path_regret; /* per scored decision, trajectory (sum), path */
 };
 
 struct sched_metrics {
@@ -88,9 +92,27 @@ void sched_metrics_add_traj(struct sched_metrics *m, enum sched_split split)
     m->split[split].trajectories++;
 }
 
+static void regret_add(struct regret_acc *r, double regret, const double *const_regret, int n)
+{
+    r->n++;
+    r->sum += regret;
+    for (int b = 0; b < n; b++)
+        r->const_sum[b] += const_regret[b];
+}
+
+void sched_metrics_add_traj_regret(struct sched_metrics *m, enum sched_split split,
+                                   const struct sched_traj_regret *r)
+{
+    struct split_acc *a = &m->split[split];
+    regret_add(&a->traj_regret, r->decisions_gpu_s, r->const_decisions_gpu_s, m->layout.n);
+    regret_add(&a->path_regret, r->path_gpu_s, r->const_path_gpu_s, m->layout.n);
+}
+
 void sched_metrics_add(struct sched_metrics *m, const struct sched_metric_point *p)
 {
     struct split_acc *a = &m->split[p->split];
+    if (p->scored)
+        regret_add(&a->regret, p->regret_gpu_s, p->const_regret_gpu_s, m->layout.n);
     int truth = spec_bucket_index(&m->layout, p->true_remaining_tokens);
     bool right = p->chosen_bucket == truth;
     if (p->first) {
@@ -139,6 +161,14 @@ static void sum_splits(const struct sched_metrics *m, struct split_acc *out)
             out->true_count[b] += a->true_count[b];
             out->correct_count[b] += a->correct_count[b];
         }
+        for (int k = 0; k < 3; k++) {
+            const struct regret_acc *from = k == 2 ? &a->path_regret : k ? &a->traj_regret : &a->regret;
+            struct regret_acc *to = k == 2 ? &out->path_regret : k ? &out->traj_regret : &out->regret;
+            to->n += from->n;
+            to->sum += from->sum;
+            for (int b = 0; b < SPEC_BUCKETS_MAX; b++)
+                to->const_sum[b] += from->const_sum[b];
+        }
         if (fit)
             pairs_append(&out->pairs, &a->pairs);
     }
@@ -167,6 +197,40 @@ double sched_metrics_accuracy(const struct sched_metrics *m)
 static json_t *ratio(double num, double den, bool defined)
 {
     return defined && den > 0 ? json_real(num / den) : json_null();
+}
+
+/* The means of one row's regrets (b < 0: the policy's, else always bucket b's) into o. */
+static void regret_means(json_t *o, const struct split_acc *a, int b)
+{
+    const struct regret_acc *acc[3] = {&a->regret, &a->traj_regret, &a->path_regret};
+    static const char *const names[3] = {"per_decision_gpu_s", "per_trajectory_gpu_s",
+                                         "path_per_trajectory_gpu_s"};
+    for (int k = 0; k < 3; k++)
+        json_object_set_new(o, names[k],
+                            ratio(b < 0 ? acc[k]->sum : acc[k]->const_sum[b], (double)acc[k]->n,
+                                  true));
+}
+
+static json_t *constant_json(const struct split_acc *a, int b)
+{
+    json_t *o = json_pack("{s:i}", "bucket", b);
+    regret_means(o, a, b);
+    return o;
+}
+
+static json_t *regret_json(const struct sched_metrics *m, const struct split_acc *a, int major)
+{
+    int best = 0;
+    for (int b = 1; b < m->layout.n; b++)
+        if (a->regret.const_sum[b] < a->regret.const_sum[best])
+            best = b;
+    json_t *o = json_object();
+    json_object_set_new(o, "decisions", json_integer((json_int_t)a->regret.n));
+    json_object_set_new(o, "trajectories", json_integer((json_int_t)a->traj_regret.n));
+    regret_means(o, a, -1);
+    json_object_set_new(o, "majority_class", constant_json(a, major));
+    json_object_set_new(o, "best_constant", constant_json(a, best));
+    return o;
 }
 
 static json_t *split_json(const struct sched_metrics *m, const struct split_acc *a, bool bucketless)
@@ -199,6 +263,8 @@ static json_t *split_json(const struct sched_metrics *m, const struct split_acc 
     json_object_set_new(o, "first_placements",
                         json_pack("{s:I,s:o}", "n", (json_int_t)a->first, "accuracy",
                                   ratio((double)a->first_correct, (double)a->first, acc)));
+    if (a->regret.n)
+        json_object_set_new(o, "regret", regret_json(m, a, major));
     return o;
 }
 

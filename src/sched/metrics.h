@@ -13,6 +13,13 @@
  * not grow with the run), moves per trajectory, and all of it split by whether the
  * trajectory's prompt was seen in an earlier step, never, or only through siblings running at
  * the same time.
+ *
+ * Regret (sched/cost.h, docs/routing.md "Cost and regret"), when the caller scores it: per
+ * decision, first placements included, what the chosen bucket costs over the best bucket in
+ * hindsight, averaged over decisions and summed per trajectory; the path regret of a trajectory,
+ * what its path of buckets cost over the best single bucket in hindsight; and the same for every
+ * constant policy (always bucket b), from which the majority class's and the best constant
+ * bucket's regrets are reported beside the policy's.
  */
 #ifndef SCHED_METRICS_H
 #define SCHED_METRICS_H
@@ -39,6 +46,9 @@ struct sched_metric_point {
     int chosen_bucket;             /* the policy's choice before any fallback */
     int64_t true_remaining_tokens; /* generated tokens still to come */
     double predicted_tokens;       /* the policy's estimate of them, or NAN */
+    bool scored;                   /* the regrets below are set */
+    double regret_gpu_s;           /* this decision's */
+    double const_regret_gpu_s[SPEC_BUCKETS_MAX]; /* always bucket b's at this decision */
 };
 
 struct sched_metrics;
@@ -51,6 +61,17 @@ void sched_metrics_free(struct sched_metrics *m);
 
 /* Counts one trajectory of a split (the denominator of moves per trajectory). */
 void sched_metrics_add_traj(struct sched_metrics *m, enum sched_split split);
+
+/* One scored trajectory's regrets, GPU-s: the sum of its decisions' and its path's; const_*[b]:
+ * always bucket b's (one per bucket of the layout). */
+struct sched_traj_regret {
+    double decisions_gpu_s, path_gpu_s;
+    double const_decisions_gpu_s[SPEC_BUCKETS_MAX], const_path_gpu_s[SPEC_BUCKETS_MAX];
+};
+
+/* Adds the regrets of one trajectory of a split. */
+void sched_metrics_add_traj_regret(struct sched_metrics *m, enum sched_split split,
+                                   const struct sched_traj_regret *r);
 
 /* Adds one decision. */
 void sched_metrics_add(struct sched_metrics *m, const struct sched_metric_point *p);
@@ -65,7 +86,10 @@ uint64_t sched_metrics_decisions(const struct sched_metrics *m);
  * The metrics as JSON: {"all": S, "seen": S, "never": S[, "siblings": S]} (siblings only when
  * it has trajectories), each S = {trajectories, decisions, accuracy, majority_class {bucket,
  * accuracy}, per_bucket_recall [..], token_weighted_accuracy, spearman, spearman_points,
- * moves_per_trajectory, first_placements {n, accuracy}}. Undefined values (no data, or
+ * moves_per_trajectory, first_placements {n, accuracy}, regret}, regret only when decisions were
+ * scored: {decisions, trajectories, per_decision_gpu_s, per_trajectory_gpu_s (its decisions'
+ * sum), path_per_trajectory_gpu_s, majority_class {bucket, the same three}, best_constant
+ * {bucket, the same three}} (best_constant: the least per-decision regret). Undefined values (no data, or
  * bucket accuracy of a bucketless policy when bucketless) are null. Returns a new reference.
  */
 json_t *sched_metrics_to_json(const struct sched_metrics *m, bool bucketless);

@@ -46,6 +46,7 @@ struct sched_model *sched_model_new(const struct sched_model_config *c)
     map_init(&m->state_ids);
     heap_init(&m->history, sizeof(struct sched_hist), hist_cmp, NULL);
     sched_pred_reset(&m->pred);
+    sched_service_init(&m->service, SCHED_SERVICE_PROMPTS);
     m->depth_state = SCHED_STATE_NONE; /* interned when a depth path is first learnt */
     m->version = 1;                    /* cached distributions start at 0: stale */
     return m;
@@ -101,6 +102,7 @@ void sched_model_free(struct sched_model *m)
     vec_free(&m->depth_km);
     free_history(m);
     heap_free(&m->history);
+    sched_service_free(&m->service);
     free(m);
 }
 
@@ -392,6 +394,7 @@ int sched_model_insert(struct sched_model *m, const struct sched_traj_summary *s
         return rc;
     learn(m, s);
     remember(m, s);
+    sched_service_learn(&m->service, s->prompt, (double)s->total_tokens);
     return 0;
 }
 
@@ -529,6 +532,11 @@ void sched_model_predict(struct sched_model *m, const struct sched_pred_features
     out->found = out->exact = true;
     out->depth = (int)f->n;
     out->visits = m->pred.n > UINT32_MAX ? UINT32_MAX : (uint32_t)m->pred.n;
+}
+
+const struct sched_service *sched_model_service(const struct sched_model *m)
+{
+    return &m->service;
 }
 
 void sched_model_stats(const struct sched_model *m, struct sched_model_stats *out)

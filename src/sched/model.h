@@ -163,6 +163,11 @@ void sched_model_estimate(struct sched_model *m, uint64_t prompt, const uint32_t
 void sched_model_predict(struct sched_model *m, const struct sched_pred_features *f,
                          struct sched_estimate *out);
 
+/* What attained service and earlier attempts say (sched/service.h), learnt with every insert and
+ * left alone by rebuilds. Valid while m lives. */
+struct sched_service;
+const struct sched_service *sched_model_service(const struct sched_model *m);
+
 /* Memory statistics. */
 struct sched_model_stats {
     size_t trees;      /* prompt trees, the global one excluded */

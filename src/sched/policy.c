@@ -8,6 +8,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "sched/cost.h"
+
 #include "util/map.h"
 
 static int last_bucket(const struct sched_router *r)
@@ -193,6 +195,157 @@ static void plas_progress(struct sched_router *r, const struct sched_traj *t,
     plas_level(r, t, t->generated_tokens + t->turn_tokens, c);
 }
 
+/* ---- cmlfq_h -------------------------------------------------------------------------------- */
+
+#define H_MEMORY 1000.0 /* scored decisions over which an expert's past regret fades (by 1/e) */
+
+/* The expected cost of each bucket under d (empty: left alone). */
+static void expected_costs(const struct sched_router *r, const struct cost_rate *rate,
+                           const struct sched_dist *d, double elapsed_s, int from, double *out)
+{
+    const struct sched_cost_model *m = &r->cfg.costs.decision;
+    for (int b = 0; d->n && b < r->cfg.layout.n; b++) {
+        out[b] = 0;
+        for (int k = 0; k < d->n; k++)
+            out[b] += d->weight[k] *
+                      sched_cost(m, &rate[b], d->tokens[k], elapsed_s, from >= 0 && b != from);
+    }
+}
+
+static int argmin(const double *v, int n)
+{
+    int best = 0;
+    for (int b = 1; b < n; b++)
+        best = v[b] < v[best] ? b : best;
+    return best;
+}
+
+/* One source's expected costs per bucket and mean remaining tokens; known false: no data. */
+struct h_source {
+    bool known;
+    double mean;
+    double cost[SPEC_BUCKETS_MAX];
+};
+
+static void source_of(const struct sched_router *r, const struct cost_rate *rate,
+                      const struct sched_dist *d, double elapsed_s, int from, struct h_source *out)
+{
+    out->known = d->n > 0;
+    out->mean = sched_dist_mean(d);
+    expected_costs(r, rate, d, elapsed_s, from, out->cost);
+}
+
+/* out = the weighted sum of the known sources among src[0, n) (weights renormalised). */
+static void blend(const struct h_source *const *src, const double *w, int n, int buckets,
+                  struct h_source *out)
+{
+    double total = 0;
+    memset(out, 0, sizeof *out);
+    for (int i = 0; i < n; i++)
+        total += src[i]->known ? w[i] : 0;
+    if (!(total > 0))
+        return;
+    out->known = true;
+    for (int i = 0; i < n; i++) {
+        if (!src[i]->known)
+            continue;
+        double x = w[i] / total;
+        out->mean += x * src[i]->mean;
+        for (int b = 0; b < buckets; b++)
+            out->cost[b] += x * src[i]->cost[b];
+    }
+}
+
+/* The experts' sources at this decision: the population past the tokens attained, the
+ * prompt's attempts shrunk toward it, the trees' estimate, and the three together. */
+static void h_sources(struct sched_router *r, const struct sched_traj *t,
+                      const struct cost_rate *rate, double elapsed_s, struct sched_estimate *est,
+                      struct h_source src[H_FIXED])
+{
+    const struct sched_service *sv = sched_model_service(r->model);
+    double attained = (double)t->generated_tokens;
+    int n = r->cfg.layout.n;
+    struct sched_dist d;
+    sched_service_population(sv, attained, &d);
+    source_of(r, rate, &d, elapsed_s, t->bucket, &src[H_SERVICE]);
+    struct h_source attempts;
+    int seen = sched_service_prompt(sv, t->prompt, attained, &d);
+    source_of(r, rate, &d, elapsed_s, t->bucket, &attempts);
+    const struct h_source *pa[2] = {&attempts, &src[H_SERVICE]};
+    double k = r->cfg.attempt_shrink;
+    blend(pa, (double[]){seen, k > 0 ? k : 0}, seen ? 2 : 1, n, &src[H_PROMPT]);
+    if (!seen)
+        src[H_PROMPT] = src[H_SERVICE];
+    sched_model_estimate(r->model, t->prompt, t->states, t->n, &r->cfg.lookup, est);
+    d.n = 0;
+    if (est->found && est->exact)
+        sched_dist_lognormal(est->mean_tokens, est->p90_tokens, &d);
+    source_of(r, rate, &d, elapsed_s, t->bucket, &src[H_TREE]);
+    if (!src[H_TREE].known)
+        src[H_TREE] = src[H_SERVICE];
+    const struct h_source *all[3] = {&src[H_PROMPT], &src[H_TREE], &src[H_SERVICE]};
+    blend(all, (double[]){1, 1, 1}, 3, n, &src[H_MIX]);
+}
+
+/* Chooses by the awake expert that has beaten the router by most (ties: the lower index). */
+static void h_choose(struct sched_router *r, const struct sched_traj *t,
+                     const struct sched_event *ev, struct sched_choice *c)
+{
+    int n = r->cfg.layout.n;
+    double elapsed_s = ev->now_s - t->start_s > 0 ? ev->now_s - t->start_s : 0;
+    struct cost_rate rate[SPEC_BUCKETS_MAX];
+    sched_cost_rates(&r->cfg.costs.decision, &r->cfg.layout, ev->context_tokens, rate);
+    struct h_source src[H_FIXED];
+    h_sources(r, t, rate, elapsed_s, &c->est, src);
+    struct sched_h_record *h = &c->h;
+    *h = (struct sched_h_record){.context_tokens = ev->context_tokens,
+                                 .attained = t->generated_tokens,
+                                 .elapsed_s = elapsed_s,
+                                 .from = (int8_t)t->bucket};
+    for (int e = 0; e < SCHED_H_EXPERTS; e++)
+        h->bucket[e] = (int8_t)(e >= H_FIXED ? (e - H_FIXED < n ? e - H_FIXED : -1)
+                                : src[e].known ? argmin(src[e].cost, n)
+                                               : -1);
+    int leader = H_FIXED; /* always awake */
+    for (int e = 0; e < H_FIXED + n; e++)
+        if (h->bucket[e] >= 0 && r->h_score[e] < r->h_score[leader])
+            leader = e;
+    for (int e = 0; e < H_FIXED; e++) /* ties to the expert that knows more */
+        if (h->bucket[e] >= 0 && r->h_score[e] == r->h_score[leader]) {
+            leader = e;
+            break;
+        }
+    h->chosen = h->bucket[leader];
+    c->recorded = true;
+    target(t, h->bucket[leader], c);
+    if (t->bucket < 0)
+        c->reason = SCHED_REASON_FIRST;
+    bool known = leader < H_FIXED;
+    c->est.found = c->est.exact = known;
+    c->est.mean_tokens = known ? src[leader].mean : NAN;
+    c->est.p90_tokens = NAN;
+}
+
+void sched_h_score(struct sched_router *r, const struct sched_traj *t, int64_t total)
+{
+    const struct sched_cost_model *m = &r->cfg.costs.decision;
+    int n = r->cfg.layout.n;
+    const double keep = 1.0 - 1.0 / H_MEMORY;
+    for (uint32_t i = 0; i < t->n_rec; i++) {
+        const struct sched_h_record *h = &t->rec[i];
+        double left = (double)(total - h->attained);
+        left = left > 0 ? left : 0;
+        struct cost_rate rate[SPEC_BUCKETS_MAX];
+        double cost[SPEC_BUCKETS_MAX] = {0};
+        sched_cost_rates(m, &r->cfg.layout, h->context_tokens, rate);
+        for (int b = 0; b < n; b++)
+            cost[b] = sched_cost(m, &rate[b], left, h->elapsed_s, h->from >= 0 && b != h->from);
+        for (int e = 0; e < H_FIXED + n; e++)
+            if (h->bucket[e] >= 0)
+                r->h_score[e] = r->h_score[e] * keep + cost[h->bucket[e]] - cost[h->chosen];
+    }
+}
+
 /* ---- load_balance --------------------------------------------------------------------------- */
 
 static void any_bucket(struct sched_router *r, const struct sched_traj *t,
@@ -210,4 +363,5 @@ const struct sched_policy_ops sched_policies[SCHED_POLICY_COUNT] = {
     [SCHED_ORACLE] = {false, oracle_choose, oracle_choose, NULL},
     [SCHED_PLAS] = {false, start_shortest, plas_return, plas_progress},
     [SCHED_PREDICTOR] = {true, predictor_start, predictor_return, quantum},
+    [SCHED_CMLFQ_H] = {true, h_choose, h_choose, NULL},
 };

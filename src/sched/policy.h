@@ -10,8 +10,34 @@
 #include <stdint.h>
 
 #include "sched/router.h"
+#include "sched/service.h"
 #include "util/intmap.h"
 #include "util/list.h"
+
+/*
+ * cmlfq_h's experts: each names a bucket at a decision, the one of least expected cost under its
+ * distribution of the remaining tokens, or sleeps when it has no data (H_FIXED + b: always
+ * bucket b, never asleep). The router follows the awake expert whose choices, where it was
+ * awake, would have cost least against the router's own (docs/routing.md "cmlfq_h").
+ */
+enum sched_h_expert {
+    H_MIX,     /* the attempts, the trees and the population together */
+    H_PROMPT,  /* the prompt's earlier attempts, shrunk toward the population */
+    H_TREE,    /* C-MLFQ's tree estimate */
+    H_SERVICE, /* the population past the tokens attained */
+    H_FIXED,   /* + b: always bucket b */
+};
+#define SCHED_H_EXPERTS (H_FIXED + SPEC_BUCKETS_MAX)
+
+/* One cmlfq_h decision, kept until the trajectory ends to score the experts. */
+struct sched_h_record {
+    int64_t context_tokens; /* of the turn it routed */
+    int64_t attained;       /* tokens generated before it */
+    double elapsed_s;       /* seconds the trajectory had run */
+    int8_t from;            /* the bucket before it; -1 at the start */
+    int8_t chosen;          /* the router's choice */
+    int8_t bucket[SCHED_H_EXPERTS]; /* each expert's; -1 asleep */
+};
 
 /* Routing state of one live trajectory. */
 struct sched_traj {
@@ -28,6 +54,8 @@ struct sched_traj {
     uint32_t n, cap;          /* tool returns seen; capacity of the arrays */
     uint32_t *states;         /* state id of each tool return */
     int64_t *gen_before;      /* generated_tokens at each tool return */
+    uint32_t n_rec, cap_rec;  /* cmlfq_h: decisions recorded, capacity */
+    struct sched_h_record *rec;
     struct list_node lru;     /* its place in sched_router.lru */
 };
 
@@ -36,6 +64,7 @@ struct sched_event {
     int64_t context_tokens;        /* of the next request */
     int64_t true_remaining_tokens; /* oracle; -1 unknown */
     double sibling_mean_tokens;    /* NAN unknown */
+    double now_s;                  /* the caller's clock (sched_start.now_s's) */
 };
 
 /* A policy's answer. */
@@ -43,6 +72,8 @@ struct sched_choice {
     int bucket; /* -1: any */
     enum sched_reason reason;
     struct sched_estimate est;
+    bool recorded;             /* cmlfq_h: h is to be kept with the trajectory */
+    struct sched_h_record h;
 };
 
 struct sched_router {
@@ -54,6 +85,8 @@ struct sched_router {
     struct list lru;           /* live trajectories, the most recently active at the front */
     size_t path_bytes;         /* bytes of all trajectories' arrays */
     struct intmap last_bucket; /* la_mlfq: prompt -> epoch * 256 + final bucket */
+    double h_score[SCHED_H_EXPERTS]; /* cmlfq_h: each expert's discounted cost over the
+                                        router's own where it was awake, GPU-s */
 };
 
 /* One policy: a choice at the start, after tool returns, and on progress within a turn. */
@@ -66,6 +99,9 @@ struct sched_policy_ops {
     /* NULL: progress never moves. */
     void (*progress)(struct sched_router *r, const struct sched_traj *t, struct sched_choice *c);
 };
+
+/* cmlfq_h: scores the experts on a trajectory that ended with total tokens (policy.c). */
+void sched_h_score(struct sched_router *r, const struct sched_traj *t, int64_t total);
 
 /* The policy table, indexed by enum sched_policy. */
 extern const struct sched_policy_ops sched_policies[SCHED_POLICY_COUNT];

@@ -28,6 +28,7 @@ void sched_router_config_default(struct sched_router_config *c, enum sched_polic
     c->lookup.shrink_visits = SCHED_SHRINK_VISITS;
     c->la_quantum_tokens = 3000;
     c->la_ttl_epochs = 5;
+    c->attempt_shrink = 2;
     c->length_thresholds_tokens[0] = 5000;
     c->length_thresholds_tokens[1] = 10000;
     c->length_thresholds_tokens[2] = 15000;
@@ -59,6 +60,11 @@ int sched_router_new(struct sched_router **out, const struct sched_router_config
         return rc;
     if (sched_policies[c->policy].learns && !model)
         return error_set(err, NULL, 0, 0, "policy %s needs a model", sched_policy_name(c->policy));
+    if (c->policy == SCHED_CMLFQ_H && !c->costs.decision.rate)
+        return error_set(err, NULL, 0, 0,
+                         "policy cmlfq_h needs the fleet's decision costs (sched_costs.decision)");
+    if (!(c->attempt_shrink >= 0))
+        return error_set(err, NULL, 0, 0, "attempt_shrink must be >= 0");
     if (c->max_live < 1 || c->quantum_tokens < 0 || c->la_quantum_tokens < 1 ||
         c->la_ttl_epochs < 0 || c->rebuild_interval < 0)
         return error_set(err, NULL, 0, 0,
@@ -76,7 +82,7 @@ int sched_router_new(struct sched_router **out, const struct sched_router_config
 
 int sched_router_from_config_opts(struct sched_router **out, const struct spec_sched_config *sc,
                                   const struct spec_bucket_layout *layout,
-                                  const struct sched_move_costs *costs,
+                                  const struct sched_costs *costs,
                                   const struct sched_router_options *opt, struct libra_error *err)
 {
     *out = NULL;
@@ -86,6 +92,7 @@ int sched_router_from_config_opts(struct sched_router **out, const struct spec_s
     sched_router_config_default(&c, sc->policy, layout);
     c.lookup.shrink_visits = (uint32_t)sc->shrink_visits;
     c.rebuild_interval = sc->rebuild_interval;
+    c.attempt_shrink = sc->attempt_shrink;
     if (costs)
         c.costs = *costs;
     if (opt && opt->min_visits)
@@ -104,7 +111,7 @@ int sched_router_from_config_opts(struct sched_router **out, const struct spec_s
 
 int sched_router_from_config(struct sched_router **out, const struct spec_sched_config *sc,
                              const struct spec_bucket_layout *layout,
-                             const struct sched_move_costs *costs, struct libra_error *err)
+                             const struct sched_costs *costs, struct libra_error *err)
 {
     return sched_router_from_config_opts(out, sc, layout, costs, NULL, err);
 }
@@ -114,6 +121,11 @@ void sched_router_tick(struct sched_router *r)
     r->ticks++;
     if (r->model && r->cfg.rebuild_interval > 0 && r->ticks % r->cfg.rebuild_interval == 0)
         sched_model_rebuild(r->model);
+}
+
+void sched_router_set_deadline(struct sched_router *r, double deadline_s)
+{
+    r->cfg.costs.decision.deadline_s = deadline_s;
 }
 
 struct sched_model *sched_router_model(struct sched_router *r)
@@ -133,9 +145,11 @@ static void traj_drop(struct sched_router *r, struct sched_traj *t)
 {
     intmap_del(&r->live, t->id);
     list_unlink(&r->lru, &t->lru);
-    r->path_bytes -= t->cap * (sizeof *t->states + sizeof *t->gen_before);
+    r->path_bytes -= t->cap * (sizeof *t->states + sizeof *t->gen_before) +
+                     t->cap_rec * sizeof *t->rec;
     free(t->states);
     free(t->gen_before);
+    free(t->rec);
     free(t);
 }
 
@@ -280,7 +294,7 @@ static bool move_pays(const struct sched_router *r, const struct sched_registry 
     long cur = current_instance(reg, t);
     if (cur < 0 || !c->est.found || isnan(c->est.mean_tokens))
         return true;
-    const struct sched_move_costs *k = &r->cfg.costs;
+    const struct sched_costs *k = &r->cfg.costs;
     const struct sched_instance *from = &reg->inst[cur];
     int to_tp = r->cfg.layout.bucket[to].tp[0];
     double rem = c->est.mean_tokens;
@@ -298,7 +312,9 @@ static int decide(struct sched_router *r, const struct sched_registry *reg, stru
     if (reg->n == 0)
         return LIBRA_ENOENT;
     bool moving = c->bucket != t->bucket && t->bucket >= 0 && c->bucket >= 0;
+    /* cmlfq_h's expected cost has the move in it already */
     if (moving && has_costs(r) && c->reason != SCHED_REASON_QUANTUM &&
+        r->cfg.policy != SCHED_CMLFQ_H &&
         !move_pays(r, reg, t, c->bucket, c, context_tokens)) {
         c->bucket = t->bucket;
         c->reason = SCHED_REASON_COST_VETO;
@@ -319,6 +335,20 @@ static int decide(struct sched_router *r, const struct sched_registry *reg, stru
     t->instance = (size_t)i;
     t->instance_id = d->instance_id;
     return 0;
+}
+
+/* Keeps a cmlfq_h decision's record with its trajectory. */
+static void keep_record(struct sched_router *r, struct sched_traj *t, const struct sched_choice *c)
+{
+    if (!c->recorded)
+        return;
+    if (t->n_rec == t->cap_rec) {
+        uint32_t cap = t->cap_rec ? t->cap_rec * 2 : 4;
+        t->rec = xreallocarray(t->rec, cap, sizeof *t->rec);
+        r->path_bytes += (cap - t->cap_rec) * sizeof *t->rec;
+        t->cap_rec = cap;
+    }
+    t->rec[t->n_rec++] = c->h;
 }
 
 static void choice_init(struct sched_choice *c, const struct sched_traj *t)
@@ -347,10 +377,11 @@ int sched_router_start(struct sched_router *r, const struct sched_registry *reg,
                              .instance_id = -1};
     intmap_put(&r->live, ev->traj, (uint64_t)(uintptr_t)t);
     list_push_front(&r->lru, &t->lru);
-    struct sched_event e = {ev->prompt_tokens, ev->true_remaining_tokens, NAN};
+    struct sched_event e = {ev->prompt_tokens, ev->true_remaining_tokens, NAN, ev->now_s};
     struct sched_choice c;
     choice_init(&c, t);
     sched_policies[r->cfg.policy].start(r, t, &e, &c);
+    keep_record(r, t, &c);
     return decide(r, reg, t, &c, ev->prompt_tokens, out);
 }
 
@@ -377,10 +408,12 @@ int sched_router_tool_return(struct sched_router *r, const struct sched_registry
     sched_state_key(&oc, ev->obs, ev->n_obs, key, sizeof key);
     uint32_t state = r->model ? sched_model_state(r->model, key) : SCHED_STATE_NONE;
     traj_push_return(r, t, state);
-    struct sched_event e = {ev->context_tokens, ev->true_remaining_tokens, ev->sibling_mean_tokens};
+    struct sched_event e = {ev->context_tokens, ev->true_remaining_tokens, ev->sibling_mean_tokens,
+                            ev->now_s};
     struct sched_choice c;
     choice_init(&c, t);
     sched_policies[r->cfg.policy].tool_return(r, t, &e, &c);
+    keep_record(r, t, &c);
     int rc = decide(r, reg, t, &c, ev->context_tokens, out);
     for (size_t i = 0; i < ev->n_obs; i++)
         out->status_classified |= ev->obs[i].status_from >= SCHED_FROM_TEXT;
@@ -419,6 +452,8 @@ int sched_router_finish(struct sched_router *r, uint64_t traj, enum sched_finish
     if (!t)
         return LIBRA_ENOENT;
     int rc = 0;
+    if (r->cfg.policy == SCHED_CMLFQ_H && finish != SCHED_FINISH_ABORTED)
+        sched_h_score(r, t, t->generated_tokens + t->turn_tokens);
     if (learn && r->model) {
         struct sched_traj_summary s = {
             .prompt = t->prompt,

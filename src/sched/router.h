@@ -41,6 +41,7 @@
 #include <stdint.h>
 
 #include "libra/libra.h"
+#include "sched/cost.h"
 #include "sched/model.h"
 #include "sched/obs.h"
 #include "spec/bucket.h"
@@ -65,19 +66,23 @@ struct sched_registry {
 };
 
 /*
- * Costs for cache-aware moves, supplied by the caller (sched does not include cost/). A move
- * loses the prefix cache; it is taken only when its gain exceeds its cost. Promotion (to a
- * larger TP) is judged by latency: gain = decode_s(from) - decode_s(to) of the expected
- * remaining tokens, cost = move_s. Demotion by GPU time: gain = from_tp * decode_s(from) -
- * to_tp * decode_s(to), cost = to_tp * move_s.
+ * Costs supplied by the caller (sched takes costs only through callbacks, DESIGN.md).
+ *
+ * Cache-aware moves: a move loses the prefix cache; it is taken only when its gain exceeds its
+ * cost. Promotion (to a larger TP) is judged by latency: gain = decode_s(from) - decode_s(to)
+ * of the expected remaining tokens, cost = move_s. Demotion by GPU time: gain = from_tp *
+ * decode_s(from) - to_tp * decode_s(to), cost = to_tp * move_s.
+ *
+ * decision: what cmlfq_h minimises and `route eval` scores (sched/cost.h); cmlfq_h needs it.
  */
-struct sched_move_costs {
+struct sched_costs {
     /* Seconds to generate tokens more at TP tp with context_tokens of context. */
     double (*decode_s)(void *ctx, int tp, int64_t context_tokens, double tokens);
     /* Seconds to re-prefill (or migrate) context_tokens from an instance of TP from_tp to one of
      * TP to_tp. */
     double (*move_s)(void *ctx, int from_tp, int to_tp, int64_t context_tokens);
     void *ctx; /* passed to both; borrowed, it must outlive the router */
+    struct sched_cost_model decision; /* rate NULL: none */
 };
 
 struct sched_router_config {
@@ -91,11 +96,12 @@ struct sched_router_config {
     int64_t la_quantum_tokens;           /* la_mlfq: tokens per level (3000) */
     int64_t la_ttl_epochs;               /* la_mlfq: a prompt's last bucket is kept this long (5) */
     int64_t length_thresholds_tokens[3]; /* length_aware: 5000, 10000, 15000 */
-    struct sched_move_costs costs;       /* cache-aware moves when both functions are set */
+    struct sched_costs costs;       /* cache-aware moves when both functions are set */
     bool depth_only;      /* state keys ignore the returns: a tree of turn counts (the placebo's
                              control); the caller's sched_obs_config.depth_only, for the same */
     int rebuild_interval; /* sched_router_tick rebuilds the model every this many ticks; 0:
                              never (default) */
+    double attempt_shrink; /* cmlfq_h: pseudo-attempts of the population (sched.attempt_shrink) */
 };
 
 /* Fills c with the defaults for policy over layout. */
@@ -155,6 +161,8 @@ struct sched_return {
     int64_t context_tokens;        /* the next request's context */
     int64_t true_remaining_tokens; /* oracle only; else -1 */
     double sibling_mean_tokens;    /* predictor: mean total of finished siblings, or NAN */
+    double now_s; /* the caller's clock, as sched_start.now_s: cmlfq_h's elapsed time is
+                     now_s - the start's (clamped at 0) */
 };
 
 enum sched_finish {
@@ -198,12 +206,12 @@ struct sched_router_options {
  */
 int sched_router_from_config(struct sched_router **out, const struct spec_sched_config *sc,
                              const struct spec_bucket_layout *layout,
-                             const struct sched_move_costs *costs, struct libra_error *err);
+                             const struct sched_costs *costs, struct libra_error *err);
 
 /* sched_router_from_config with opt (NULL: none) applied on top of the config. */
 int sched_router_from_config_opts(struct sched_router **out, const struct spec_sched_config *sc,
                                   const struct spec_bucket_layout *layout,
-                                  const struct sched_move_costs *costs,
+                                  const struct sched_costs *costs,
                                   const struct sched_router_options *opt, struct libra_error *err);
 
 /*
@@ -214,6 +222,13 @@ int sched_router_from_config_opts(struct sched_router **out, const struct spec_s
  * routers is rebuilt by each one that ticks.
  */
 void sched_router_tick(struct sched_router *r);
+
+/*
+ * Sets the deadline of the decision costs (sched_costs.decision.deadline_s), which cmlfq_h
+ * weighs: a caller that measures the training step as it goes (the simulator, the gateway)
+ * keeps it at (rl.max_staleness + 1) steps.
+ */
+void sched_router_set_deadline(struct sched_router *r, double deadline_s);
 
 /* The model the router learns in (owned by it when built by sched_router_from_config); NULL when
  * its policy learns nothing. Valid while r lives. */

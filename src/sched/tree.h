@@ -19,6 +19,7 @@
 
 #include "sched/model.h"
 #include "sched/pred.h"
+#include "sched/service.h"
 #include "util/heap.h"
 #include "util/intmap.h"
 #include "util/list.h"
@@ -104,6 +105,7 @@ struct sched_model {
     struct heap history;                 /* struct sched_hist, earliest start on top */
     uint64_t history_seq;                /* ties of start broken by insertion order */
     struct sched_pred pred;
+    struct sched_service service; /* attained service and attempts (cmlfq_h) */
     uint32_t depth_state; /* id of SCHED_DEPTH_KEY: the depth path's edges */
     uint64_t version;     /* bumped whenever the global tree may change */
     /* per depth: the global depth node's Kaplan-Meier distribution at version */

@@ -209,7 +209,7 @@ static int make_routers(struct gw *g)
 {
     struct libra_error err = {0};
     const struct libra_config *cfg = g->cfg;
-    const struct sched_move_costs *costs = g->opt.costs.decode_s ? &g->opt.costs : NULL;
+    const struct sched_costs *costs = g->opt.costs.decode_s ? &g->opt.costs : NULL;
     if (sched_router_from_config(&g->router, &cfg->sched, &g->layout, costs, &err) != 0)
         return fail(g, LIBRA_EINVAL, "router: %s", err.msg);
     struct spec_sched_config sticky = cfg->sched;
@@ -313,6 +313,7 @@ int gw_new(struct gw **out, struct event_base *base, const struct libra_config *
     g->ready = ready;
     g->ready_arg = arg;
     g->shadow = o->shadow;
+    g->first_step_s = -1;
     map_init(&g->trajs);
     g->client = net_client_new(base);
     if (!g->client) {

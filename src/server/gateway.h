@@ -46,7 +46,7 @@ struct gw_options {
     double idle_s;                /* a trajectory idle this long is learnt as censored */
     double poll_s;                /* engines' weight version and health polled this often */
     struct net_limits limits;
-    struct sched_move_costs costs; /* what moving a trajectory costs (cost/move.h), as the
+    struct sched_costs costs; /* what moving a trajectory costs (cost/move.h), as the
                                       simulator and route eval weigh it; zeroed: free */
 };
 

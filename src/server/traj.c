@@ -182,7 +182,8 @@ static long route_next(struct gw *g, struct gw_traj *t, const struct gw_request 
                               .n_obs = t->obs.n - first,
                               .context_tokens = r->prompt_tokens,
                               .true_remaining_tokens = -1,
-                              .sibling_mean_tokens = NAN};
+                              .sibling_mean_tokens = NAN,
+                              .now_s = gw_now()};
     struct sched_decision pol, sticky;
     if (sched_router_tool_return(g->router, &reg, &ev, &pol) ||
         sched_router_tool_return(g->sticky, &reg, &ev, &sticky))
@@ -284,13 +285,13 @@ static void queue_learning(struct gw *g, const struct gw_traj *t, bool censored)
 {
     if (!sched_router_model(g->router) || t->turns.n == 0)
         return;
-    sched_eval_traj_add(&g->finished, g->step, t->prompt, 0, censored);
+    sched_eval_traj_add(&g->finished, g->step, t->prompt, 0, 0, censored);
     for (size_t k = 0; k < t->turns.n; k++) {
         bool returns = k + 1 < t->turns.n; /* returns after the last turn lead nowhere */
         const struct trace_turn *tu = &t->turns.v[k];
         sched_eval_turn_add(&g->finished, tu->generated_tokens, tu->prompt_tokens,
                             returns ? t->obs.v + t->returns_at.v[k] : NULL,
-                            returns ? tu->n_calls : 0);
+                            returns ? tu->n_calls : 0, 0.0);
     }
 }
 
@@ -390,6 +391,15 @@ void gw_learn_step(struct gw *g)
     g->learnt += (double)n;
     sched_eval_trace_free(&g->finished);
     sched_router_tick(g->router);
+    /* cmlfq_h's deadline: k + 1 of the steps measured so far (the first one's end starts it) */
+    double now = gw_now();
+    if (g->first_step_s < 0) {
+        g->first_step_s = now;
+        g->first_step = g->step;
+    } else if (g->step > g->first_step) {
+        double step_s = (now - g->first_step_s) / (double)(g->step - g->first_step);
+        sched_router_set_deadline(g->router, (g->cfg->rl.max_staleness + 1) * step_s);
+    }
 }
 
 void gw_traj_free_all(struct gw *g)

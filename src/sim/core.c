@@ -426,13 +426,24 @@ static int setup_instances(struct sim *s)
     return 0;
 }
 
-/* The router of the layout's policy over its buckets, with cache-aware moves costed on the
- * fleet's own rollout model (cost/move.h). */
+/* The router of the layout's policy over its buckets, with cache-aware moves and cmlfq_h's
+ * decision costs on the fleet's own rollout model (cost/move.h). The deadline starts at the
+ * planner's predicted step and follows the simulated ones (sim_trainer's step end). */
 static int setup_router(struct sim *s)
 {
     memcpy(s->move.pre, s->pre, sizeof s->move.pre);
     s->move.chunk_tokens = s->st.chunk_tokens;
-    struct sched_move_costs costs = {cost_move_decode_s, cost_move_s, &s->move};
+    s->move.max_seqs = s->st.max_seqs;
+    struct sched_costs costs = {
+        .decode_s = cost_move_decode_s,
+        .move_s = cost_move_s,
+        .ctx = &s->move,
+        .decision = {.rate = cost_move_rate,
+                     .ctx = &s->move,
+                     .deadline_s = s->lay->planned
+                                       ? (s->cfg->rl.max_staleness + 1) * s->lay->pred_step_s
+                                       : 0.0,
+                     .late_gpus = s->cfg->cluster.gpus}};
     struct spec_sched_config sc = s->cfg->sched;
     sc.policy = s->lay->policy; /* a homogeneous fleet's load_balance */
     s->rmetrics = sched_metrics_new(&s->lay->buckets);

@@ -409,7 +409,8 @@ void sim_tools_returned(struct sim *s, struct sim_traj *t)
                               .n_obs = prev->n_calls,
                               .context_tokens = t->turns[t->turn].prompt_tokens,
                               .true_remaining_tokens = oracle(s, t),
-                              .sibling_mean_tokens = NAN};
+                              .sibling_mean_tokens = NAN,
+                              .now_s = s->now};
     struct sched_decision d;
     int rc = sched_router_tool_return(s->router, &reg, &ev, &d);
     if (obs != obs_buf)

@@ -165,6 +165,10 @@ static const struct spec_field fields[] = {
         "C-MLFQ weighs a tree node's own mean and p90 by visits / (visits + this) and the more "
         "general node's by the rest (a prompt tree's: the global tree's on the same path; the "
         "global tree's: its depth node; docs/routing.md); 0: the node's own"),
+    SPEC_DOUBLE_ROW(CFG, sched.attempt_shrink, 0, "attempts", 2, 0, 1000000, NULL,
+                    "cmlfq_h weighs a prompt's earlier attempts by n / (n + this) and the "
+                    "population's by the rest (docs/routing.md \"cmlfq_h\"); 0: the attempts "
+                    "alone"),
     SPEC_SET_ROW(CFG, sim.modes, 0, sim_mode_names,
                  SPEC_SIM_COLOCATED | SPEC_SIM_ASYNC | SPEC_SIM_LIBRA, 1, NULL,
                  "resource managers to simulate"),

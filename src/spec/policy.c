@@ -14,5 +14,6 @@ const char *const spec_policy_names[SCHED_POLICY_COUNT + 1] = {
     [SCHED_ORACLE] = "oracle",
     [SCHED_PLAS] = "plas",
     [SCHED_PREDICTOR] = "predictor",
+    [SCHED_CMLFQ_H] = "cmlfq_h",
     [SCHED_POLICY_COUNT] = NULL,
 };

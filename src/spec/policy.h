@@ -18,8 +18,9 @@ enum sched_policy {
     SCHED_ORACLE,       /* the bucket of the true remaining tokens (simulator and evaluator) */
     SCHED_PLAS,         /* program-level least attained service */
     SCHED_PREDICTOR,    /* C-MLFQ's rule over a regression instead of the trees */
+    SCHED_CMLFQ_H,      /* C-MLFQ's successor: attempts, attained service and the trees, by cost */
 };
-#define SCHED_POLICY_COUNT 7
+#define SCHED_POLICY_COUNT 8
 
 /* The policies' names ("cmlfq", "load_balance", ...), indexed by enum sched_policy and
  * NULL-terminated (a names table of spec/schema.h): what the config, the CLI and JSON say. */

@@ -143,6 +143,50 @@ def test_policies_on_any_number_of_threads_and_progress(tmp_path):
     assert last.startswith("libra route eval: ") and "policy-steps (100%)" in last
 
 
+def test_regret(tmp_path):
+    """Every decision is charged what its bucket costs over the best one in hindsight (docs/routing.md
+    "Cost and regret"): never negative; load_balance, which the evaluator's idle fleet keeps on
+    bucket 0, costs exactly what always-bucket-0 does, in both accountings; the best constant is the
+    least of the constants; and cmlfq_h, which follows whichever of its experts (the constants
+    among them) has cost least, does no worse than the majority class here."""
+    trace = str(tmp_path / "toy.jsonl")
+    toy_trace(trace)
+    rc, doc = eval_json(trace)
+    planned = doc["regret"]
+    assert planned["deadline_s"] == (planned["max_staleness"] + 1) * planned["planned_step_s"]
+    pol = doc["policies"]
+    rows = {name: m["all"]["regret"] for name, m in pol.items()}
+    for name, r in rows.items():
+        assert r["decisions"] == pol[name]["all"]["decisions"] + pol[name]["all"]["first_placements"]["n"]
+        assert r["per_decision_gpu_s"] >= 0 and r["per_trajectory_gpu_s"] >= 0, name
+    zero = rows["load_balance"]
+    assert zero["majority_class"]["bucket"] == 0
+    for key in ("per_decision_gpu_s", "per_trajectory_gpu_s", "path_per_trajectory_gpu_s"):
+        assert abs(zero[key] - zero["majority_class"][key]) < 1e-6 * (1 + zero[key]), key
+    best = zero["best_constant"]
+    assert best["per_decision_gpu_s"] <= zero["majority_class"]["per_decision_gpu_s"]
+    assert rows["cmlfq_h"]["per_decision_gpu_s"] <= zero["majority_class"]["per_decision_gpu_s"]
+    assert rows["oracle"]["path_per_trajectory_gpu_s"] <= zero["path_per_trajectory_gpu_s"]
+
+
+def test_planner_layout_and_folds(tmp_path):
+    """Without --buckets the layout is the planner's banding of the trace on the experiment's
+    cluster; --folds K splits the prompts into K folds, each routed after the others are learnt,
+    so every trajectory is scored once."""
+    trace = str(tmp_path / "toy.jsonl")
+    trajs = toy_trace(trace)
+    r = route("eval", trace, "--json", "--policy", "cmlfq_h")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    plan = json.loads(subprocess.run([LIBRA, "plan", "--set", "workload.trace=" + trace, "--json"],
+                                     capture_output=True, text=True).stdout)
+    assert doc["buckets"] == plan["rollout"]["buckets_text"]
+    rc, folds = eval_json(trace, "--folds", "4", "--policy", "cmlfq")
+    assert rc == 0 and folds["folds"] == 4 and folds["train_steps"] == 0
+    assert folds["policies"]["cmlfq"]["all"]["trajectories"] == len(trajs)
+    assert "4-fold leave-tasks-out" in route("eval", trace, "--buckets", BUCKETS, "--folds", "4").stdout
+
+
 def test_bad_input(tmp_path):
     trace = str(tmp_path / "toy.jsonl")
     toy_trace(trace, steps=2)
@@ -153,8 +197,10 @@ def test_bad_input(tmp_path):
     assert r.returncode == 2 and "unknown policy 'fifo'" in r.stderr
     r = route("eval", trace, "--buckets", BUCKETS, "--train-steps", "2")
     assert r.returncode == 2 and "leaves nothing to evaluate" in r.stderr
-    r = route("eval", trace)  # workload "toy" has no reference layout
-    assert r.returncode == 2 and "no reference bucket layout for workload 'toy'" in r.stderr
+    r = route("eval", trace, "--gpus", "2")  # no split of two GPUs: no plan, no layout
+    assert r.returncode == 2 and "the planner gives no bucket layout" in r.stderr
+    r = route("eval", trace, "--buckets", BUCKETS, "--folds", "1")
+    assert r.returncode == 2 and "--folds: expected an integer in [2, " in r.stderr
     r = route("eval", str(tmp_path / "missing.jsonl"), "--buckets", BUCKETS)
     assert r.returncode == 3
     r = route("eval", trace, "--buckets", BUCKETS, "--truncated", "maybe")

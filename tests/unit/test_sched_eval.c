@@ -36,11 +36,11 @@ static struct sched_obs obs_of(const char *tool)
 static void add(struct sched_eval_trace *ev, int64_t step, uint64_t prompt, const int64_t *gen,
                 const char *const *tools, size_t n)
 {
-    sched_eval_traj_add(ev, step, prompt, 0, false);
+    sched_eval_traj_add(ev, step, prompt, 0, 0, false);
     int64_t context = 500;
     for (size_t k = 0; k < n; k++) {
         struct sched_obs o = obs_of(k + 1 < n ? tools[k] : "none");
-        sched_eval_turn_add(ev, gen[k], context, &o, k + 1 < n ? 1 : 0);
+        sched_eval_turn_add(ev, gen[k], context, &o, k + 1 < n ? 1 : 0, 0.0);
         context += gen[k] + 50;
     }
 }
@@ -188,9 +188,9 @@ static void test_index_orders_steps_and_marks_seen_prompts(void **state)
     add2(&ev, 3, 2, "c", 10);
     add2(&ev, 1, 1, "d", 10);
     add2(&ev, 1, 2, "e", 10); /* a sibling in the same step: not seen before */
-    sched_eval_traj_add(&ev, 2, 9, 0, false);
+    sched_eval_traj_add(&ev, 2, 9, 0, 0, false);
     struct sched_obs o = obs_of("late");
-    sched_eval_turn_add(&ev, 40, 500, &o, 1); /* a return after the last turn */
+    sched_eval_turn_add(&ev, 40, 500, &o, 1, 0.0); /* a return after the last turn */
     sched_eval_trace_index(&ev);
     assert_int_equal(sched_eval_steps(&ev), 3);
     size_t want_start[] = {0, 3, 4, 6};

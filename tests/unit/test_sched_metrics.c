@@ -16,7 +16,12 @@ static double num(const json_t *o, const char *path)
 static void add(struct sched_metrics *m, enum sched_split split, bool first, int from, int chosen,
                 int64_t truth, double predicted)
 {
-    struct sched_metric_point p = {split, first, from, chosen, truth, predicted};
+    struct sched_metric_point p = {.split = split,
+                                   .first = first,
+                                   .from_bucket = from,
+                                   .chosen_bucket = chosen,
+                                   .true_remaining_tokens = truth,
+                                   .predicted_tokens = predicted};
     sched_metrics_add(m, &p);
 }
 

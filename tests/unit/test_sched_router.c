@@ -9,6 +9,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "sched/policy.h"
 #include "sched/router.h"
 #include "spec/config.h"
 
@@ -42,6 +43,33 @@ static void setup(struct fixture *f, enum sched_policy policy,
     if (tweak)
         tweak(&c);
     assert_int_equal(sched_router_new(&f->r, &c, f->model, NULL), 0);
+}
+
+/* A toy fleet for cmlfq_h: TP t decodes a token in 0.04 / sqrt(t) s at a batch of 32, so a
+ * larger TP is faster and spends more GPU time per token; a move costs 1 s on TP GPUs; a
+ * trajectory later than 100 s holds 16 GPUs. */
+static void toy_rate(void *ctx, int tp, int64_t context_tokens, struct cost_rate *out)
+{
+    (void)ctx;
+    (void)context_tokens;
+    out->token_s = 0.04 / sqrt(tp);
+    out->gpu_token_s = tp * out->token_s / 32;
+    out->move_s = 1;
+    out->move_gpu_s = tp;
+}
+
+static const struct sched_costs toy_costs = {
+    .decision = {.rate = toy_rate, .deadline_s = 100, .late_gpus = 16}};
+
+static void with_toy_costs(struct sched_router_config *c)
+{
+    c->costs = toy_costs;
+}
+
+static void with_toy_costs_attempts_alone(struct sched_router_config *c)
+{
+    c->costs = toy_costs;
+    c->attempt_shrink = 0;
 }
 
 static void teardown(struct fixture *f)
@@ -297,7 +325,7 @@ static double move_cost = 1e6;
 
 static void cache_aware(struct sched_router_config *c)
 {
-    c->costs = (struct sched_move_costs){decode_s, move_s, &move_cost};
+    c->costs = (struct sched_costs){.decode_s = decode_s, .move_s = move_s, .ctx = &move_cost};
 }
 
 static void test_cache_aware_moves(void **state)
@@ -423,7 +451,7 @@ static void test_policy_models(void **state)
     (void)state;
     for (int p = 0; p < SCHED_POLICY_COUNT; p++) {
         struct sched_model *m = sched_policy_model_new((enum sched_policy)p);
-        if (p != SCHED_CMLFQ && p != SCHED_PREDICTOR) {
+        if (p != SCHED_CMLFQ && p != SCHED_PREDICTOR && p != SCHED_CMLFQ_H) {
             assert_null(m);
             continue;
         }
@@ -546,14 +574,19 @@ static void test_router_from_config(void **state)
     for (int p = 0; p < SCHED_POLICY_COUNT; p++) {
         struct spec_sched_config sc = cfg.sched;
         sc.policy = (enum sched_policy)p;
-        assert_int_equal(sched_router_from_config(&r, &sc, &l, NULL, NULL), 0);
-        bool learns = p == SCHED_CMLFQ || p == SCHED_PREDICTOR;
+        assert_int_equal(sched_router_from_config(&r, &sc, &l, &toy_costs, NULL), 0);
+        bool learns = p == SCHED_CMLFQ || p == SCHED_PREDICTOR || p == SCHED_CMLFQ_H;
         assert_int_equal(sched_policy_learns(sc.policy), learns);
         assert_int_equal(sched_router_model(r) != NULL, learns);
         sched_router_tick(r);
         sched_router_free(r); /* and the model it owns: ASan finds a leak or a double free */
     }
     assert_false(sched_policy_learns((enum sched_policy)SCHED_POLICY_COUNT));
+    struct spec_sched_config h = cfg.sched; /* cmlfq_h decides by cost: no costs, no router */
+    h.policy = SCHED_CMLFQ_H;
+    struct libra_error herr = {0};
+    assert_int_equal(sched_router_from_config(&r, &h, &l, NULL, &herr), LIBRA_EINVAL);
+    assert_non_null(strstr(herr.msg, "cmlfq_h"));
     struct spec_bucket_layout none = l;
     none.n = 0;
     struct libra_error err = {0};
@@ -625,6 +658,65 @@ static void test_router_options(void **state)
     sched_router_free(f.r);
 }
 
+/* Runs one trajectory of prompt to its end: a first turn of first tokens, a return, the rest. */
+static void run_attempt(struct fixture *f, uint64_t traj, uint64_t prompt, int64_t first,
+                        int64_t total)
+{
+    struct sched_obs o = obs_of("bash", 50, SCHED_SUCCESS);
+    start(f, traj, prompt);
+    tool_return(f, traj, &o, first);
+    assert_int_equal(sched_router_turn_done(f->r, traj, total - first), 0);
+    assert_int_equal(sched_router_finish(f->r, traj, SCHED_FINISH_COMPLETED, true), 0);
+}
+
+/* With nothing learnt, cmlfq_h starts where cmlfq does: the shortest bucket. */
+static void test_cmlfq_h_knows_nothing_starts_short(void **state)
+{
+    struct fixture f;
+    setup(&f, SCHED_CMLFQ_H, with_toy_costs);
+    struct sched_decision d = start(&f, 1, 7);
+    assert_int_equal(d.to_bucket, 0);
+    assert_int_equal(d.reason, SCHED_REASON_FIRST);
+    teardown(&f);
+}
+
+/* Earlier attempts at a task predict the next: even prompts always run 20000 tokens, odd ones
+ * 300, and their first turns look alike. Once it has seen a few attempts of each, cmlfq_h starts
+ * a long task's next attempt in a larger bucket (at TP1 it would be 700 s late) and a short one's
+ * in the shortest (a larger TP only spends more GPU time), which no look at the first turn can
+ * tell apart. The attempts are taken alone here (attempt_shrink 0): with the population beside
+ * them, a 10 % chance of a 20000-token attempt makes a larger bucket the cheaper bet for the
+ * short tasks too, as it should. */
+static void test_cmlfq_h_follows_earlier_attempts(void **state)
+{
+    struct fixture f;
+    setup(&f, SCHED_CMLFQ_H, with_toy_costs_attempts_alone);
+    uint64_t id = 1;
+    for (int round = 0; round < 300; round++) /* past the first rounds' credit */
+        for (uint64_t p = 0; p < 10; p++)
+            run_attempt(&f, id++, p, 100, p % 2 ? 300 : 20000);
+    struct sched_decision lng = start(&f, id++, 4), shrt = start(&f, id++, 5);
+    assert_true(lng.to_bucket >= 2);
+    assert_int_equal(shrt.to_bucket, 0);
+    assert_true(lng.est.found && lng.est.mean_tokens > 10000);
+    teardown(&f);
+}
+
+/* A decision's regret is charged to every expert when the trajectory ends; a router that keeps
+ * losing with one expert follows another: here every attempt is long, so the shortest bucket's
+ * constant expert and everything that starts short lose, and later attempts start large. */
+static void test_cmlfq_h_scores_its_experts(void **state)
+{
+    struct fixture f;
+    setup(&f, SCHED_CMLFQ_H, with_toy_costs);
+    for (uint64_t id = 1; id <= 40; id++)
+        run_attempt(&f, id, 1000 + id, 100, 20000); /* new prompts: no attempts to go by */
+    struct sched_decision d = start(&f, 99, 5000);
+    assert_true(d.to_bucket >= 2);
+    assert_true(f.r->h_score[H_FIXED + 0] > f.r->h_score[H_SERVICE]);
+    teardown(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -643,6 +735,9 @@ int main(void)
         cmocka_unit_test(test_router_from_config),
         cmocka_unit_test(test_tick_rebuilds_every_interval),
         cmocka_unit_test(test_router_options),
+        cmocka_unit_test(test_cmlfq_h_knows_nothing_starts_short),
+        cmocka_unit_test(test_cmlfq_h_follows_earlier_attempts),
+        cmocka_unit_test(test_cmlfq_h_scores_its_experts),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

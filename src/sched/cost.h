@@ -1,0 +1,46 @@
+/*
+ * What a routing decision costs, in GPU-seconds (docs/routing.md "Cost and regret").
+ *
+ * Accuracy calls a decision right when its bucket is the bucket of the true remaining tokens,
+ * but a user pays in time, and without load the largest TP is always fastest for one
+ * trajectory. So a decision is charged what its bucket's GPUs spend on the trajectory's
+ * remaining work, and what finishing late costs everyone else:
+ *
+ *   cost_b(R) = R·g_b + [move]·mg_b + λ·max(0, e + R·l_b + [move]·ml_b − D)
+ *
+ * for R remaining generated tokens kept in bucket b from the decision on: g_b the GPU-seconds
+ * per token there (TP × iteration time at the instance's planned batch / that batch: the
+ * trajectory's share of the instance), l_b the seconds per token (one iteration), mg_b and ml_b
+ * the GPU-seconds and seconds of re-prefilling the context after a move into b, e the seconds
+ * the trajectory has run so far, D its batch's deadline ((k + 1) × the planned step: later, it
+ * holds up a training step) and λ the GPUs that wait per second it is late. The caller supplies
+ * the rates through a callback (sched/ takes costs only so, DESIGN.md; cost_move_rate is the
+ * one the commands give), so the evaluator's regret and cmlfq_h's choice are the same sum.
+ */
+#ifndef SCHED_COST_H
+#define SCHED_COST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "cost/move.h"
+#include "spec/bucket.h"
+
+struct sched_cost_model {
+    /* Fills out (l_b, g_b, ml_b, mg_b) for an instance of TP tp at context_tokens. */
+    void (*rate)(void *ctx, int tp, int64_t context_tokens, struct cost_rate *out);
+    void *ctx;         /* borrowed: it must outlive every user */
+    double deadline_s; /* D; <= 0: no deadline */
+    double late_gpus;  /* λ, GPU-seconds per second late */
+};
+
+/* The rates of every bucket of l (at its first TP size) at context_tokens, into out[0, l->n). */
+void sched_cost_rates(const struct sched_cost_model *m, const struct spec_bucket_layout *l,
+                      int64_t context_tokens, struct cost_rate *out);
+
+/* cost_b(R) above for rates r, R = remaining_tokens, e = elapsed_s; move: the trajectory comes
+ * from another bucket (the first placement is not a move: every bucket prefills it). */
+double sched_cost(const struct sched_cost_model *m, const struct cost_rate *r,
+                  double remaining_tokens, double elapsed_s, bool move);
+
+#endif
