@@ -37,7 +37,8 @@
 static const char help[] =
     "usage: libra route eval TRACE [--policy NAME|all] [--buckets SPEC] [--train-steps K]\n"
     "                              [--min-visits N] [--truncated censored|exact] [--placebo]\n"
-    "                              [--decisions FILE] [--folds K] [--json] [-o FILE] [flags]\n"
+    "                              [--decisions FILE] [--folds K] [--config FILE] [--json]\n"
+    "                              [-o FILE] [flags]\n"
     "\n"
     "Replays every turn of TRACE (docs/trace-format.md) through the routers and scores their\n"
     "bucket choices (docs/routing.md). Steps 1..K only train the prefix trees and the\n"
@@ -73,6 +74,8 @@ static const char help[] =
     "                     trajectory's line in TRACE (0: the first after the header), the turn\n"
     "                     routed, the policy's bucket and reason (`libra serve --decisions`\n"
     "                     logs the live ones alike)\n"
+    "  --config FILE      the experiment (as `libra sim FILE`): its cluster, model, rl, plan\n"
+    "                     and sched settings, flags on top\n"
     "  --folds K          leave-tasks-out cross-validation instead of steps: prompts split\n"
     "                     into K folds; each fold is routed by models that learnt every other\n"
     "                     fold, its own attempts in order (step, then sample), each learnt once\n"
@@ -87,6 +90,7 @@ struct route_flags {
     bool placebo;
     const char *decisions; /* --decisions FILE */
     int64_t folds;         /* --folds K: leave-tasks-out cross-validation; 0: prequential */
+    const char *config;    /* --config FILE: the experiment */
 };
 
 /* ---- the trace in memory -------------------------------------------------------------------- */
@@ -501,7 +505,7 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     struct sched_eval_arm arms[SCHED_POLICY_COUNT + 2] = {0};
     struct spec_bucket_layout l;
     struct route_progress progress = {0};
-    int n_arms = 0, rc = cli_common_load(cc, NULL, &p, &cfg);
+    int n_arms = 0, rc = cli_common_load(cc, f->config, &p, &cfg);
     struct cli_progress *line =
         rc ? NULL : cli_progress_start("route eval", read_progress, &progress, cc->progress);
     if (rc == 0)
@@ -607,7 +611,8 @@ int cmd_route(int argc, char **argv)
         OPT_TRUNCATED,
         OPT_PLACEBO,
         OPT_DECISIONS,
-        OPT_FOLDS
+        OPT_FOLDS,
+        OPT_CONFIG
     };
     static const struct option own[] = {
         {"policy", required_argument, NULL, OPT_POLICY},
@@ -618,6 +623,7 @@ int cmd_route(int argc, char **argv)
         {"placebo", no_argument, NULL, OPT_PLACEBO},
         {"decisions", required_argument, NULL, OPT_DECISIONS},
         {"folds", required_argument, NULL, OPT_FOLDS},
+        {"config", required_argument, NULL, OPT_CONFIG},
         {0},
     };
     struct route_flags f = {.policy = "all", .train_steps = 1, .min_visits = 1};
@@ -653,6 +659,9 @@ int cmd_route(int argc, char **argv)
             break;
         case OPT_DECISIONS:
             f.decisions = optarg;
+            break;
+        case OPT_CONFIG:
+            f.config = optarg;
             break;
         case OPT_FOLDS:
             rc = cli_parse_int(cc.cmd, "--folds", optarg, 2, 1000, &f.folds);

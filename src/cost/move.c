@@ -47,15 +47,16 @@ double cost_move_s(void *ctx, int from_tp, int to_tp, int64_t context_tokens)
                              m->chunk_tokens);
 }
 
-void cost_move_rate(void *ctx, int tp, int64_t context_tokens, struct cost_rate *out)
+void cost_move_rate(void *ctx, int tp, int64_t context_tokens, double batch,
+                    struct cost_rate *out)
 {
     const struct cost_move_model *m = ctx;
     const struct cost_rollout_pre *pre = &m->pre[tp_index(tp)];
     double c = context_tokens > 0 ? (double)context_tokens : 1.0;
-    double batch = fmax(1.0, fmin(m->max_seqs, floor(pre->kv_capacity_tokens / c)));
-    double iter_s = cost_decode_time(pre, batch, batch * c);
-    out->token_s = iter_s;
-    out->gpu_token_s = tp * iter_s / batch;
+    double planned = fmax(1.0, fmin(m->max_seqs, floor(pre->kv_capacity_tokens / c)));
+    double iter_s = cost_decode_time(pre, planned, planned * c);
+    out->token_s = batch > 0 ? cost_decode_time(pre, batch, batch * c) : iter_s;
+    out->gpu_token_s = tp * iter_s / planned;
     out->move_s = cost_move_s(ctx, tp, tp, context_tokens);
     out->move_gpu_s = tp * out->move_s;
 }

@@ -64,11 +64,13 @@ struct cost_rate {
 
 /*
  * The rate callback of struct sched_cost_model (sched/cost.h), ctx a struct cost_move_model:
- * one trajectory at context_tokens on an instance of TP tp running its planned batch — as many
- * sequences of that context as its KV cache holds, at most max_seqs, the planner's concurrency
- * limit (plan/roll.h): token_s is one decode iteration at that batch, gpu_token_s TP times it
- * over the batch; the move is cost_move_s's re-prefill, on TP GPUs.
+ * one trajectory at context_tokens on an instance of TP tp. Its planned batch is as many
+ * sequences of that context as the KV cache holds, at most max_seqs (the planner's concurrency
+ * limit, plan/roll.h): gpu_token_s is TP times one decode iteration at that batch over the
+ * batch, what the trajectory takes from a saturated fleet. token_s is one iteration at batch
+ * sequences (<= 0: the planned batch). The move is cost_move_s's re-prefill, on TP GPUs.
  */
-void cost_move_rate(void *ctx, int tp, int64_t context_tokens, struct cost_rate *out);
+void cost_move_rate(void *ctx, int tp, int64_t context_tokens, double batch,
+                    struct cost_rate *out);
 
 #endif

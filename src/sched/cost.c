@@ -5,7 +5,7 @@ void sched_cost_rates(const struct sched_cost_model *m, const struct spec_bucket
                       int64_t context_tokens, struct cost_rate *out)
 {
     for (int b = 0; b < l->n; b++)
-        m->rate(m->ctx, l->bucket[b].tp[0], context_tokens, &out[b]);
+        m->rate(m->ctx, l->bucket[b].tp[0], context_tokens, 0.0, &out[b]);
 }
 
 double sched_cost(const struct sched_cost_model *m, const struct cost_rate *r,

@@ -27,14 +27,18 @@
 #include "spec/bucket.h"
 
 struct sched_cost_model {
-    /* Fills out (l_b, g_b, ml_b, mg_b) for an instance of TP tp at context_tokens. */
-    void (*rate)(void *ctx, int tp, int64_t context_tokens, struct cost_rate *out);
+    /* Fills out (l_b, g_b, ml_b, mg_b) for an instance of TP tp at context_tokens; l_b with
+     * batch sequences running (<= 0: the planned batch). */
+    void (*rate)(void *ctx, int tp, int64_t context_tokens, double batch, struct cost_rate *out);
     void *ctx;         /* borrowed: it must outlive every user */
+    bool live;         /* the caller's registry tells real load: cmlfq_h takes l_b at the batch
+                          of the instance it would be placed on (the simulator, the gateway) */
     double deadline_s; /* D; <= 0: no deadline */
     double late_gpus;  /* λ, GPU-seconds per second late */
 };
 
-/* The rates of every bucket of l (at its first TP size) at context_tokens, into out[0, l->n). */
+/* The rates of every bucket of l (at its first TP size) at context_tokens and the planned
+ * batch, into out[0, l->n). */
 void sched_cost_rates(const struct sched_cost_model *m, const struct spec_bucket_layout *l,
                       int64_t context_tokens, struct cost_rate *out);
 

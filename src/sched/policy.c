@@ -199,16 +199,51 @@ static void plas_progress(struct sched_router *r, const struct sched_traj *t,
 
 #define H_MEMORY 1000.0 /* scored decisions over which an expert's past regret fades (by 1/e) */
 
-/* The expected cost of each bucket under d (empty: left alone). */
+/* The expected cost of each bucket under d (empty: left alone), the trajectory having run
+ * elapsed_s[b] by the time bucket b would start it. */
 static void expected_costs(const struct sched_router *r, const struct cost_rate *rate,
-                           const struct sched_dist *d, double elapsed_s, int from, double *out)
+                           const struct sched_dist *d, const double *elapsed_s, int from,
+                           double *out)
 {
     const struct sched_cost_model *m = &r->cfg.costs.decision;
     for (int b = 0; d->n && b < r->cfg.layout.n; b++) {
         out[b] = 0;
         for (int k = 0; k < d->n; k++)
             out[b] += d->weight[k] *
-                      sched_cost(m, &rate[b], d->tokens[k], elapsed_s, from >= 0 && b != from);
+                      sched_cost(m, &rate[b], d->tokens[k], elapsed_s[b], from >= 0 && b != from);
+    }
+}
+
+/*
+ * When each bucket would start the turn: now, plus the wait behind the turns queued on the
+ * instance placement would pick (its least loaded ready one): a slot frees as one of its
+ * running turns ends, each about the average turn long, so q queued turns wait about
+ * q * turn / running (Little's law). With live load (sched_cost_model.live) the bucket's
+ * latency per token is also taken at that instance's batch, not the planned one.
+ */
+static void bucket_start(const struct sched_router *r, const struct sched_event *ev,
+                         struct cost_rate *rate, double elapsed_s, double *out)
+{
+    const struct sched_cost_model *m = &r->cfg.costs.decision;
+    for (int b = 0; b < r->cfg.layout.n; b++) {
+        const struct sched_instance *best = NULL;
+        for (size_t i = 0; ev->reg && i < ev->reg->n; i++) {
+            const struct sched_instance *in = &ev->reg->inst[i];
+            if (in->bucket == b && in->ready &&
+                (!best || in->running + in->queued < best->running + best->queued))
+                best = in;
+        }
+        if (m->live && best) { /* latency at the batch it would join */
+            struct cost_rate now;
+            m->rate(m->ctx, r->cfg.layout.bucket[b].tp[0], ev->context_tokens,
+                    best->running + 1.0, &now);
+            rate[b].token_s = now.token_s;
+        }
+        double wait = best && best->queued > 0 ? best->queued * r->turn_tokens_avg *
+                                                     rate[b].token_s /
+                                                     (best->running > 1 ? best->running : 1)
+                                               : 0.0;
+        out[b] = elapsed_s + wait;
     }
 }
 
@@ -228,7 +263,8 @@ struct h_source {
 };
 
 static void source_of(const struct sched_router *r, const struct cost_rate *rate,
-                      const struct sched_dist *d, double elapsed_s, int from, struct h_source *out)
+                      const struct sched_dist *d, const double *elapsed_s, int from,
+                      struct h_source *out)
 {
     out->known = d->n > 0;
     out->mean = sched_dist_mean(d);
@@ -259,8 +295,8 @@ static void blend(const struct h_source *const *src, const double *w, int n, int
 /* The experts' sources at this decision: the population past the tokens attained, the
  * prompt's attempts shrunk toward it, the trees' estimate, and the three together. */
 static void h_sources(struct sched_router *r, const struct sched_traj *t,
-                      const struct cost_rate *rate, double elapsed_s, struct sched_estimate *est,
-                      struct h_source src[H_FIXED])
+                      const struct cost_rate *rate, const double *elapsed_s,
+                      struct sched_estimate *est, struct h_source src[H_FIXED])
 {
     const struct sched_service *sv = sched_model_service(r->model);
     double attained = (double)t->generated_tokens;
@@ -295,13 +331,18 @@ static void h_choose(struct sched_router *r, const struct sched_traj *t,
     double elapsed_s = ev->now_s - t->start_s > 0 ? ev->now_s - t->start_s : 0;
     struct cost_rate rate[SPEC_BUCKETS_MAX];
     sched_cost_rates(&r->cfg.costs.decision, &r->cfg.layout, ev->context_tokens, rate);
+    double start_s[SPEC_BUCKETS_MAX];
+    bucket_start(r, ev, rate, elapsed_s, start_s);
     struct h_source src[H_FIXED];
-    h_sources(r, t, rate, elapsed_s, &c->est, src);
+    h_sources(r, t, rate, start_s, &c->est, src);
     struct sched_h_record *h = &c->h;
     *h = (struct sched_h_record){.context_tokens = ev->context_tokens,
                                  .attained = t->generated_tokens,
-                                 .elapsed_s = elapsed_s,
                                  .from = (int8_t)t->bucket};
+    for (int b = 0; b < n; b++) {
+        h->start_s[b] = (float)start_s[b];
+        h->token_s[b] = (float)rate[b].token_s;
+    }
     for (int e = 0; e < SCHED_H_EXPERTS; e++)
         h->bucket[e] = (int8_t)(e >= H_FIXED ? (e - H_FIXED < n ? e - H_FIXED : -1)
                                 : src[e].known ? argmin(src[e].cost, n)
@@ -338,8 +379,10 @@ void sched_h_score(struct sched_router *r, const struct sched_traj *t, int64_t t
         struct cost_rate rate[SPEC_BUCKETS_MAX];
         double cost[SPEC_BUCKETS_MAX] = {0};
         sched_cost_rates(m, &r->cfg.layout, h->context_tokens, rate);
-        for (int b = 0; b < n; b++)
-            cost[b] = sched_cost(m, &rate[b], left, h->elapsed_s, h->from >= 0 && b != h->from);
+        for (int b = 0; b < n; b++) { /* as the decision saw the buckets */
+            rate[b].token_s = h->token_s[b];
+            cost[b] = sched_cost(m, &rate[b], left, h->start_s[b], h->from >= 0 && b != h->from);
+        }
         for (int e = 0; e < H_FIXED + n; e++)
             if (h->bucket[e] >= 0)
                 r->h_score[e] = r->h_score[e] * keep + cost[h->bucket[e]] - cost[h->chosen];

@@ -33,7 +33,9 @@ enum sched_h_expert {
 struct sched_h_record {
     int64_t context_tokens; /* of the turn it routed */
     int64_t attained;       /* tokens generated before it */
-    double elapsed_s;       /* seconds the trajectory had run */
+    float start_s[SPEC_BUCKETS_MAX]; /* seconds the trajectory would have run when each bucket
+                                        started the turn (sched_router's bucket_start) */
+    float token_s[SPEC_BUCKETS_MAX]; /* each bucket's latency per token then */
     int8_t from;            /* the bucket before it; -1 at the start */
     int8_t chosen;          /* the router's choice */
     int8_t bucket[SCHED_H_EXPERTS]; /* each expert's; -1 asleep */
@@ -65,6 +67,7 @@ struct sched_event {
     int64_t true_remaining_tokens; /* oracle; -1 unknown */
     double sibling_mean_tokens;    /* NAN unknown */
     double now_s;                  /* the caller's clock (sched_start.now_s's) */
+    const struct sched_registry *reg; /* the instances as the caller sees them now */
 };
 
 /* A policy's answer. */
@@ -87,6 +90,7 @@ struct sched_router {
     struct intmap last_bucket; /* la_mlfq: prompt -> epoch * 256 + final bucket */
     double h_score[SCHED_H_EXPERTS]; /* cmlfq_h: each expert's discounted cost over the
                                         router's own where it was awake, GPU-s */
+    double turn_tokens_avg;          /* tokens per finished turn, a moving average */
 };
 
 /* One policy: a choice at the start, after tool returns, and on progress within a turn. */

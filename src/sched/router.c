@@ -377,7 +377,7 @@ int sched_router_start(struct sched_router *r, const struct sched_registry *reg,
                              .instance_id = -1};
     intmap_put(&r->live, ev->traj, (uint64_t)(uintptr_t)t);
     list_push_front(&r->lru, &t->lru);
-    struct sched_event e = {ev->prompt_tokens, ev->true_remaining_tokens, NAN, ev->now_s};
+    struct sched_event e = {ev->prompt_tokens, ev->true_remaining_tokens, NAN, ev->now_s, reg};
     struct sched_choice c;
     choice_init(&c, t);
     sched_policies[r->cfg.policy].start(r, t, &e, &c);
@@ -390,8 +390,10 @@ int sched_router_turn_done(struct sched_router *r, uint64_t traj, int64_t genera
     struct sched_traj *t = traj_find(r, traj);
     if (!t)
         return LIBRA_ENOENT;
-    t->generated_tokens += generated_tokens > 0 ? generated_tokens : 0;
+    int64_t turn = generated_tokens > 0 ? generated_tokens : 0;
+    t->generated_tokens += turn;
     t->turn_tokens = t->quantum_mark = 0;
+    r->turn_tokens_avg += (r->turn_tokens_avg > 0 ? 0.01 : 1.0) * ((double)turn - r->turn_tokens_avg);
     return 0;
 }
 
@@ -409,7 +411,7 @@ int sched_router_tool_return(struct sched_router *r, const struct sched_registry
     uint32_t state = r->model ? sched_model_state(r->model, key) : SCHED_STATE_NONE;
     traj_push_return(r, t, state);
     struct sched_event e = {ev->context_tokens, ev->true_remaining_tokens, ev->sibling_mean_tokens,
-                            ev->now_s};
+                            ev->now_s, reg};
     struct sched_choice c;
     choice_init(&c, t);
     sched_policies[r->cfg.policy].tool_return(r, t, &e, &c);

@@ -443,7 +443,8 @@ static int setup_router(struct sim *s)
                      .deadline_s = s->lay->planned
                                        ? (s->cfg->rl.max_staleness + 1) * s->lay->pred_step_s
                                        : 0.0,
-                     .late_gpus = s->cfg->cluster.gpus}};
+                     .late_gpus = s->cfg->cluster.gpus,
+                     .live = true}};
     struct spec_sched_config sc = s->cfg->sched;
     sc.policy = s->lay->policy; /* a homogeneous fleet's load_balance */
     s->rmetrics = sched_metrics_new(&s->lay->buckets);

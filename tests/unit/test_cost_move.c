@@ -102,7 +102,7 @@ static void test_rate_is_the_planned_batch_share(void **state)
     for (int k = 0; k < SPEC_TP_SIZES; k++) {
         int tp = 1 << k;
         struct cost_rate r;
-        cost_move_rate(&m, tp, 8000, &r);
+        cost_move_rate(&m, tp, 8000, 0, &r);
         double batch = floor(m.pre[k].kv_capacity_tokens / 8000);
         batch = batch > 256 ? 256 : batch < 1 ? 1 : batch;
         double iter = cost_decode_time(&m.pre[k], batch, batch * 8000);
@@ -112,9 +112,13 @@ static void test_rate_is_the_planned_batch_share(void **state)
         assert_true(r.move_gpu_s == tp * r.move_s);
     }
     struct cost_rate short_ctx, long_ctx; /* a longer context: fewer fit, each costs more */
-    cost_move_rate(&m, 2, 1000, &short_ctx);
-    cost_move_rate(&m, 2, 60000, &long_ctx);
+    cost_move_rate(&m, 2, 1000, 0, &short_ctx);
+    cost_move_rate(&m, 2, 60000, 0, &long_ctx);
     assert_true(long_ctx.gpu_token_s > short_ctx.gpu_token_s);
+    struct cost_rate alone; /* latency at the batch running; the GPU share stays the planned one */
+    cost_move_rate(&m, 2, 1000, 1, &alone);
+    assert_true(alone.token_s == cost_decode_time(&m.pre[1], 1, 1000));
+    assert_true(alone.token_s < short_ctx.token_s && alone.gpu_token_s == short_ctx.gpu_token_s);
 }
 
 static void test_ctx_round_trip(void **state)
