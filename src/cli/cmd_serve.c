@@ -314,6 +314,7 @@ int cmd_serve(int argc, char **argv)
     struct cost_move_model move;
     if (rc == 0)
         rc = cli_move_costs(&p, &cfg, &move, &o->gw.costs);
+    o->gw.costs.decision.live = true; /* engines' in-flight turns are the load cmlfq_h sees */
     o->gw.admin_token = o->token;
     if (rc == 0)
         rc = serve(&cfg, o);

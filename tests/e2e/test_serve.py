@@ -269,6 +269,22 @@ def test_shadow_mode_routes_sticky_and_logs_both_decisions():
             assert first.setdefault(l["trajectory"], l["instance"]) == l["instance"]
 
 
+def test_cmlfq_h_routes_a_live_job_by_cost():
+    """sched.policy cmlfq_h behind the gateway: its decisions take the engines' load and the
+    fleet's costs (docs/routing.md "cmlfq_h"); the job completes and every decision names it."""
+    with tempfile.TemporaryDirectory() as tmp, \
+            Emu("--instances", "tp1x2,tp2,tp4", scale=SCALE) as emu:
+        log = os.path.join(tmp, "decisions.jsonl")
+        with Serve(*urls(emu), args=[*BUCKETS, "--set", "sched.policy=cmlfq_h",
+                                     "--decisions", log]) as gw:
+            assert gw.info["mode"] == "cmlfq_h"
+            p = load(gw.url, "--json")
+            assert p.returncode == 0, p.stderr
+        lines = [json.loads(l) for l in open(log)]
+        assert lines and all(l["policy"]["name"] == "cmlfq_h" for l in lines)
+        assert {l["policy"]["bucket"] for l in lines} <= {0, 1, 2}
+
+
 def test_the_mode_changes_only_with_the_admin_token():
     token = "s3cret-token-of-the-test-0123456789"
     engine = Engine(lambda h, path, body: answer(h, b"{}"))
