@@ -12,7 +12,9 @@
  * spread over the prompts, each with 5 returns already routed; a registry of 12 instances in
  * the three buckets of R2E-Gym 14B (tp1:4000,tp2:12000,tp4:30000). One op of
  * route_tool_return is sched_router_turn_done + sched_router_tool_return (cmlfq) on the next
- * live trajectory in turn. status_from_text classifies tool output without any of the
+ * live trajectory in turn; route_tool_return_cmlfq_h is the same with cmlfq_h, its decision
+ * costs those of Qwen2.5-14B on A800 (cost/move.h at sim.max_seqs 256, chunk 8192) with a 400 s
+ * deadline and 48 GPUs waiting per second late, the registry's load live. status_from_text classifies tool output without any of the
  * keywords (the whole text is scanned; one op = one byte, so op/s is bytes/s).
  *
  * route_eval_100mb is the whole `libra route eval` command on a 100 MB trace (R2E-Gym, 3200
@@ -30,6 +32,8 @@
 #include <string.h>
 #include <time.h>
 
+#include "cost/calib.h"
+#include "cost/move.h"
 #include "harness.h"
 #include "sched/router.h"
 #include "util/alloc.h"
@@ -39,6 +43,9 @@
 #define INPUT_ROUTE                                                                                \
     "cmlfq, n live trajectories (5 returns each) over n/10 prompt trees of 4 trajectories, "       \
     "36 skewed states, 12 instances, tp1:4000,tp2:12000,tp4:30000 (bench_route.c, seed 1)"
+#define INPUT_ROUTE_H                                                                              \
+    "cmlfq_h, as route_tool_return; Qwen2.5-14B on A800 costs, deadline 400 s, 48 GPUs late "       \
+    "(bench_route.c, seed 1)"
 #define INPUT_TEXT "tool output without status keywords, 64 KiB chunks (bench_route.c, seed 1)"
 #define LIVE_FULL 100000
 
@@ -62,6 +69,7 @@ static struct sched_obs obs_of(unsigned state)
 }
 
 struct route_state {
+    struct cost_move_model move; /* cmlfq_h's costs */
     struct sched_model *model;
     struct sched_router *router;
     struct sched_instance inst[12];
@@ -114,7 +122,7 @@ static void decide(struct route_state *s, struct rng *r, struct sched_decision *
     sched_router_tool_return(s->router, &s->reg, &ev, d);
 }
 
-static void *route_setup(uint64_t n)
+static void *route_setup_policy(uint64_t n, enum sched_policy policy)
 {
     struct route_state *s = xcalloc(1, sizeof *s);
     struct rng r = rng_keyed(1, 0, 0, 0);
@@ -130,8 +138,19 @@ static void *route_setup(uint64_t n)
     s->live = n;
     teach(s, n / 10 ? n / 10 : 1, &r);
     struct sched_router_config c;
-    sched_router_config_default(&c, SCHED_CMLFQ, &l);
-    sched_router_new(&s->router, &c, s->model, NULL);
+    sched_router_config_default(&c, policy, &l);
+    if (policy == SCHED_CMLFQ_H) {
+        const struct spec_hardware *hw = cost_ref_hardware(COST_REF_A800);
+        struct cost_rollout_params p;
+        struct cost_shape shape;
+        cost_rollout_params_default(&p, hw);
+        cost_shape_init(&shape, cost_ref_model(COST_REF_QWEN25_14B));
+        cost_move_model_init(&s->move, &shape, hw, &p, 8192, 256);
+        c.costs.decision = (struct sched_cost_model){
+            .rate = cost_move_rate, .ctx = &s->move, .deadline_s = 400, .late_gpus = 48, .live = true};
+    }
+    if (sched_router_new(&s->router, &c, s->model, NULL) != 0)
+        abort();
     struct sched_decision d;
     for (uint64_t t = 0; t < n; t++) {
         struct sched_start ev = {
@@ -141,6 +160,16 @@ static void *route_setup(uint64_t n)
     for (uint64_t k = 0; k < 5 * n; k++)
         decide(s, &r, &d);
     return s;
+}
+
+static void *route_setup(uint64_t n)
+{
+    return route_setup_policy(n, SCHED_CMLFQ);
+}
+
+static void *route_setup_h(uint64_t n)
+{
+    return route_setup_policy(n, SCHED_CMLFQ_H);
 }
 
 static uint64_t route_run(void *state, uint64_t n)
@@ -284,6 +313,8 @@ int main(int argc, char **argv)
     static const struct bench_figure figures[] = {
         {"route_tool_return", INPUT_ROUTE, BENCH_NS_PER_OP, LIVE_FULL, 100, route_setup, route_run,
          route_teardown},
+        {"route_tool_return_cmlfq_h", INPUT_ROUTE_H, BENCH_NS_PER_OP, LIVE_FULL, 100,
+         route_setup_h, route_run, route_teardown},
         {"status_from_text", INPUT_TEXT, BENCH_OPS_PER_S, (uint64_t)64 << 20, 4096, text_setup,
          text_run, text_teardown},
     };

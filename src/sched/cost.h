@@ -25,6 +25,8 @@
 
 #include "cost/move.h"
 #include "spec/bucket.h"
+#include "util/intmap.h"
+#include "util/vec.h"
 
 struct sched_cost_model {
     /* Fills out (l_b, g_b, ml_b, mg_b) for an instance of TP tp at context_tokens; l_b with
@@ -44,7 +46,39 @@ void sched_cost_rates(const struct sched_cost_model *m, const struct spec_bucket
 
 /* cost_b(R) above for rates r, R = remaining_tokens, e = elapsed_s; move: the trajectory comes
  * from another bucket (the first placement is not a move: every bucket prefills it). */
-double sched_cost(const struct sched_cost_model *m, const struct cost_rate *r,
-                  double remaining_tokens, double elapsed_s, bool move);
+static inline double sched_cost(const struct sched_cost_model *m, const struct cost_rate *r,
+                                double remaining_tokens, double elapsed_s, bool move)
+{
+    double gpu_s = remaining_tokens * r->gpu_token_s + (move ? r->move_gpu_s : 0.0);
+    if (m->deadline_s <= 0)
+        return gpu_s;
+    double end_s = elapsed_s + remaining_tokens * r->token_s + (move ? r->move_s : 0.0);
+    return end_s > m->deadline_s ? gpu_s + m->late_gpus * (end_s - m->deadline_s) : gpu_s;
+}
+
+/*
+ * Rates remembered by the router that asks for them many times a second (cmlfq_h): the rate of
+ * (TP, context, batch) with the context rounded to 1/32 of an octave (2.2 %), so that a rate is
+ * a pure function of its key and a router's decisions do not depend on what it asked before.
+ * Planned-batch rates sit in a table by TP and context key (128 KiB once used); others in a
+ * map of at most SCHED_RATE_MEMO keys, which then starts afresh. A zeroed memo is empty.
+ */
+#define SCHED_RATE_MEMO 65536
+#define SCHED_RATE_CONTEXT_KEYS (32 * 64) /* contexts up to 2^64 tokens */
+struct sched_rate_memo {
+    struct cost_rate *planned; /* [log2(TP)][context key]; token_s 0: not yet computed */
+    struct intmap index;       /* (TP, context key, batch) -> index into rates */
+    VEC(struct cost_rate) rates;
+};
+
+/* The context key of context_tokens: round(32 log2(context)). */
+uint32_t sched_rate_context_key(int64_t context_tokens);
+
+/* m's rate for TP tp (1, 2, 4 or 8) at the context of key ctx_key and batch (<= 0: planned),
+ * through memo. */
+void sched_rate_memo_get(struct sched_rate_memo *memo, const struct sched_cost_model *m, int tp,
+                         uint32_t ctx_key, double batch, struct cost_rate *out);
+
+void sched_rate_memo_free(struct sched_rate_memo *memo);
 
 #endif

@@ -199,6 +199,14 @@ static void plas_progress(struct sched_router *r, const struct sched_traj *t,
 
 #define H_MEMORY 1000.0 /* scored decisions over which an expert's past regret fades (by 1/e) */
 
+/* Every bucket's rates at the planned batch at context key `key` (the router's memo). */
+static void h_rates(struct sched_router *r, uint32_t key, struct cost_rate *out)
+{
+    for (int b = 0; b < r->cfg.layout.n; b++)
+        sched_rate_memo_get(&r->rates, &r->cfg.costs.decision, r->cfg.layout.bucket[b].tp[0], key,
+                            0.0, &out[b]);
+}
+
 /* The expected cost of each bucket under d (empty: left alone), the trajectory having run
  * elapsed_s[b] by the time bucket b would start it. */
 static void expected_costs(const struct sched_router *r, const struct cost_rate *rate,
@@ -206,11 +214,19 @@ static void expected_costs(const struct sched_router *r, const struct cost_rate 
                            double *out)
 {
     const struct sched_cost_model *m = &r->cfg.costs.decision;
-    for (int b = 0; d->n && b < r->cfg.layout.n; b++) {
-        out[b] = 0;
-        for (int k = 0; k < d->n; k++)
-            out[b] += d->weight[k] *
-                      sched_cost(m, &rate[b], d->tokens[k], elapsed_s[b], from >= 0 && b != from);
+    bool deadline = m->deadline_s > 0;
+    for (int b = 0; d->n && b < r->cfg.layout.n; b++) { /* sched_cost, its terms hoisted */
+        bool move = from >= 0 && b != from;
+        double fixed_gpu = move ? rate[b].move_gpu_s : 0.0;
+        double slack = deadline ? m->deadline_s - elapsed_s[b] - (move ? rate[b].move_s : 0.0)
+                                : INFINITY;
+        double g = rate[b].gpu_token_s, l = rate[b].token_s, lam = m->late_gpus, sum = 0;
+        for (int k = 0; k < d->n; k++) {
+            double x = d->tokens[k];
+            double late = x * l - slack;
+            sum += d->weight[k] * (x * g + lam * (late > 0 ? late : 0.0));
+        }
+        out[b] = sum + fixed_gpu;
     }
 }
 
@@ -221,28 +237,30 @@ static void expected_costs(const struct sched_router *r, const struct cost_rate 
  * q * turn / running (Little's law). With live load (sched_cost_model.live) the bucket's
  * latency per token is also taken at that instance's batch, not the planned one.
  */
-static void bucket_start(const struct sched_router *r, const struct sched_event *ev,
+static void bucket_start(struct sched_router *r, const struct sched_event *ev, uint32_t key,
                          struct cost_rate *rate, double elapsed_s, double *out)
 {
     const struct sched_cost_model *m = &r->cfg.costs.decision;
+    const struct sched_instance *best[SPEC_BUCKETS_MAX] = {0};
+    for (size_t i = 0; ev->reg && i < ev->reg->n; i++) {
+        const struct sched_instance *in = &ev->reg->inst[i];
+        if (in->bucket < 0 || in->bucket >= r->cfg.layout.n || !in->ready)
+            continue;
+        const struct sched_instance **b = &best[in->bucket];
+        if (!*b || in->running + in->queued < (*b)->running + (*b)->queued)
+            *b = in;
+    }
     for (int b = 0; b < r->cfg.layout.n; b++) {
-        const struct sched_instance *best = NULL;
-        for (size_t i = 0; ev->reg && i < ev->reg->n; i++) {
-            const struct sched_instance *in = &ev->reg->inst[i];
-            if (in->bucket == b && in->ready &&
-                (!best || in->running + in->queued < best->running + best->queued))
-                best = in;
-        }
-        if (m->live && best) { /* latency at the batch it would join */
+        if (m->live && best[b]) { /* latency at the batch it would join */
             struct cost_rate now;
-            m->rate(m->ctx, r->cfg.layout.bucket[b].tp[0], ev->context_tokens,
-                    best->running + 1.0, &now);
+            sched_rate_memo_get(&r->rates, m, r->cfg.layout.bucket[b].tp[0], key,
+                                best[b]->running + 1.0, &now);
             rate[b].token_s = now.token_s;
         }
-        double wait = best && best->queued > 0 ? best->queued * r->turn_tokens_avg *
-                                                     rate[b].token_s /
-                                                     (best->running > 1 ? best->running : 1)
-                                               : 0.0;
+        double wait = best[b] && best[b]->queued > 0
+                          ? best[b]->queued * r->turn_tokens_avg * rate[b].token_s /
+                                (best[b]->running > 1 ? best[b]->running : 1)
+                          : 0.0;
         out[b] = elapsed_s + wait;
     }
 }
@@ -294,8 +312,27 @@ static void blend(const struct h_source *const *src, const double *w, int n, int
 
 /* The experts' sources at this decision: the population past the tokens attained, the
  * prompt's attempts shrunk toward it, the trees' estimate, and the three together. */
+/*
+ * How many decisions the trees' answer stands for here: a look-up costs more than every other
+ * source together, so the trees (and the mix, which holds them) are consulted on every decision
+ * only while one of them could lead — its score no worse than every other expert's — and
+ * otherwise on one decision in H_TREE_SAMPLE, their regret counted that many times over; 0:
+ * not consulted (both asleep).
+ */
+static int tree_weight(const struct sched_router *r)
+{
+    int n = r->cfg.layout.n;
+    double others = INFINITY, trees = fmin(r->h_score[H_MIX], r->h_score[H_TREE]);
+    for (int e = 0; e < H_FIXED + n; e++)
+        if (e != H_MIX && e != H_TREE)
+            others = fmin(others, r->h_score[e]);
+    if (trees <= others)
+        return 1;
+    return r->h_decisions % H_TREE_SAMPLE == 0 ? H_TREE_SAMPLE : 0;
+}
+
 static void h_sources(struct sched_router *r, const struct sched_traj *t,
-                      const struct cost_rate *rate, const double *elapsed_s,
+                      const struct cost_rate *rate, const double *elapsed_s, bool trees,
                       struct sched_estimate *est, struct h_source src[H_FIXED])
 {
     const struct sched_service *sv = sched_model_service(r->model);
@@ -312,13 +349,14 @@ static void h_sources(struct sched_router *r, const struct sched_traj *t,
     blend(pa, (double[]){seen, k > 0 ? k : 0}, seen ? 2 : 1, n, &src[H_PROMPT]);
     if (!seen)
         src[H_PROMPT] = src[H_SERVICE];
+    src[H_TREE].known = src[H_MIX].known = false;
+    if (!trees)
+        return;
     sched_model_estimate(r->model, t->prompt, t->states, t->n, &r->cfg.lookup, est);
     d.n = 0;
     if (est->found && est->exact)
         sched_dist_lognormal(est->mean_tokens, est->p90_tokens, &d);
     source_of(r, rate, &d, elapsed_s, t->bucket, &src[H_TREE]);
-    if (!src[H_TREE].known)
-        src[H_TREE] = src[H_SERVICE];
     const struct h_source *all[3] = {&src[H_PROMPT], &src[H_TREE], &src[H_SERVICE]};
     blend(all, (double[]){1, 1, 1}, 3, n, &src[H_MIX]);
 }
@@ -330,15 +368,19 @@ static void h_choose(struct sched_router *r, const struct sched_traj *t,
     int n = r->cfg.layout.n;
     double elapsed_s = ev->now_s - t->start_s > 0 ? ev->now_s - t->start_s : 0;
     struct cost_rate rate[SPEC_BUCKETS_MAX];
-    sched_cost_rates(&r->cfg.costs.decision, &r->cfg.layout, ev->context_tokens, rate);
+    uint32_t key = sched_rate_context_key(ev->context_tokens);
+    h_rates(r, key, rate);
     double start_s[SPEC_BUCKETS_MAX];
-    bucket_start(r, ev, rate, elapsed_s, start_s);
+    bucket_start(r, ev, key, rate, elapsed_s, start_s);
+    int weight = tree_weight(r);
+    r->h_decisions++;
     struct h_source src[H_FIXED];
-    h_sources(r, t, rate, start_s, &c->est, src);
+    h_sources(r, t, rate, start_s, weight > 0, &c->est, src);
     struct sched_h_record *h = &c->h;
     *h = (struct sched_h_record){.context_tokens = ev->context_tokens,
                                  .attained = t->generated_tokens,
-                                 .from = (int8_t)t->bucket};
+                                 .from = (int8_t)t->bucket,
+                                 .tree_weight = (uint8_t)weight};
     for (int b = 0; b < n; b++) {
         h->start_s[b] = (float)start_s[b];
         h->token_s[b] = (float)rate[b].token_s;
@@ -378,14 +420,18 @@ void sched_h_score(struct sched_router *r, const struct sched_traj *t, int64_t t
         left = left > 0 ? left : 0;
         struct cost_rate rate[SPEC_BUCKETS_MAX];
         double cost[SPEC_BUCKETS_MAX] = {0};
-        sched_cost_rates(m, &r->cfg.layout, h->context_tokens, rate);
+        h_rates(r, sched_rate_context_key(h->context_tokens), rate);
         for (int b = 0; b < n; b++) { /* as the decision saw the buckets */
             rate[b].token_s = h->token_s[b];
             cost[b] = sched_cost(m, &rate[b], left, h->start_s[b], h->from >= 0 && b != h->from);
         }
-        for (int e = 0; e < H_FIXED + n; e++)
-            if (h->bucket[e] >= 0)
-                r->h_score[e] = r->h_score[e] * keep + cost[h->bucket[e]] - cost[h->chosen];
+        for (int e = 0; e < H_FIXED + n; e++) {
+            if (h->bucket[e] < 0)
+                continue;
+            double times = e == H_MIX || e == H_TREE ? h->tree_weight : 1;
+            r->h_score[e] = r->h_score[e] * pow(keep, times) +
+                            times * (cost[h->bucket[e]] - cost[h->chosen]);
+        }
     }
 }
 

@@ -28,6 +28,7 @@ enum sched_h_expert {
     H_FIXED,   /* + b: always bucket b */
 };
 #define SCHED_H_EXPERTS (H_FIXED + SPEC_BUCKETS_MAX)
+#define H_TREE_SAMPLE 8 /* the trees, when they cannot lead, are consulted 1 decision in this */
 
 /* One cmlfq_h decision, kept until the trajectory ends to score the experts. */
 struct sched_h_record {
@@ -38,6 +39,8 @@ struct sched_h_record {
     float token_s[SPEC_BUCKETS_MAX]; /* each bucket's latency per token then */
     int8_t from;            /* the bucket before it; -1 at the start */
     int8_t chosen;          /* the router's choice */
+    uint8_t tree_weight;    /* how many decisions the trees' (and the mix's) answer stands for:
+                               1, H_TREE_SAMPLE when sampled, 0 when not consulted */
     int8_t bucket[SCHED_H_EXPERTS]; /* each expert's; -1 asleep */
 };
 
@@ -91,6 +94,8 @@ struct sched_router {
     double h_score[SCHED_H_EXPERTS]; /* cmlfq_h: each expert's discounted cost over the
                                         router's own where it was awake, GPU-s */
     double turn_tokens_avg;          /* tokens per finished turn, a moving average */
+    uint64_t h_decisions;            /* cmlfq_h's decisions so far (the trees' sampling) */
+    struct sched_rate_memo rates;    /* cmlfq_h: the decision costs' rates */
 };
 
 /* One policy: a choice at the start, after tool returns, and on progress within a turn. */

@@ -161,6 +161,7 @@ void sched_router_free(struct sched_router *r)
         traj_drop(r, traj_of(r->lru.front));
     intmap_free(&r->live);
     intmap_free(&r->last_bucket);
+    sched_rate_memo_free(&r->rates);
     if (r->owns_model)
         sched_model_free(r->model);
     free(r);

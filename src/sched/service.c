@@ -92,12 +92,6 @@ void sched_service_population(const struct sched_service *s, double attained,
         ranks(s->sorted + at, s->n - at, attained, out);
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int sched_service_prompt(const struct sched_service *s, uint64_t prompt, double attained,
                          struct sched_dist *out)
 {
@@ -108,10 +102,15 @@ int sched_service_prompt(const struct sched_service *s, uint64_t prompt, double 
     const struct sched_attempts *a = &s->attempts[i];
     double above[SCHED_SERVICE_ATTEMPTS];
     size_t m = 0;
-    for (uint32_t k = 0; k < a->n; k++)
-        if (a->total[k] > attained)
-            above[m++] = a->total[k];
-    qsort(above, m, sizeof *above, cmp_double);
+    for (uint32_t k = 0; k < a->n; k++) { /* insertion: at most SCHED_SERVICE_ATTEMPTS */
+        double x = a->total[k];
+        if (!(x > attained))
+            continue;
+        size_t j = m++;
+        for (; j > 0 && above[j - 1] > x; j--)
+            above[j] = above[j - 1];
+        above[j] = x;
+    }
     if (m)
         ranks(above, m, attained, out);
     return (int)m;
@@ -137,9 +136,8 @@ double sched_dist_mean(const struct sched_dist *d)
 
 void sched_dist_lognormal(double mean, double p90, struct sched_dist *out)
 {
-    /* standard normal quantiles at (j + 0.5) / 8 */
-    static const double z[SCHED_DIST_POINTS] = {-1.5341, -0.8871, -0.4888, -0.1573,
-                                                 0.1573,  0.4888,  0.8871,  1.5341};
+    /* standard normal quantiles at (j + 0.5) / 4, the upper half (the lower is their mirror) */
+    static const double z[SCHED_DIST_POINTS / 2] = {0.1573, 0.4888, 0.8871, 1.5341};
     const double z90 = 1.2816;
     out->n = 0;
     if (!(mean > 0) || !(p90 > 0))
@@ -149,9 +147,13 @@ void sched_dist_lognormal(double mean, double p90, struct sched_dist *out)
     double sigma = disc > 0 ? z90 - sqrt(disc) : z90;
     sigma = sigma > 0 ? sigma : 0;
     double mu = log(mean) - sigma * sigma / 2;
+    const int half = SCHED_DIST_POINTS / 2;
+    double median = exp(mu);
     out->n = SCHED_DIST_POINTS;
-    for (int j = 0; j < SCHED_DIST_POINTS; j++) {
-        out->tokens[j] = exp(mu + sigma * z[j]);
-        out->weight[j] = 1.0 / SCHED_DIST_POINTS;
+    for (int j = 0; j < half; j++) {
+        double up = exp(sigma * z[j]);
+        out->tokens[half + j] = median * up;
+        out->tokens[half - 1 - j] = median / up;
+        out->weight[half + j] = out->weight[half - 1 - j] = 1.0 / SCHED_DIST_POINTS;
     }
 }
