@@ -39,28 +39,45 @@ static const char help[] =
     "per step; --json prints one document (schema libra.trace-stats/1). import converts a\n"
     "per-turn table (jsonl, csv), verl rollout_data_dir dumps (verl; IN may be the\n"
     "directory), tau-bench result files (tau-bench: a JSON array of runs, each a chat\n"
-    "transcript; one trajectory per run, prompt_id = task_id, sample = trial) or SWE-agent\n"
+    "transcript; one trajectory per run, prompt_id = task_id, sample = trial), SWE-agent\n"
     ".traj files (swe-agent: one trajectory per file, a turn per step, the tool is the\n"
-    "action's first word) into a trace. verl, tau-bench and SWE-agent logs hold text, not\n"
-    "token counts, so tokens are estimated (characters / --chars-per-token; SWE-agent's are\n"
-    "then scaled to info.model_stats totals), tool status comes from --failure-text, and the\n"
-    "trace is marked lossy (docs/trace-format.md, \"Importing\"). A trace that fails to read\n"
-    "makes stats and import exit 2.\n"
+    "action's first word) or OpenAI chat transcripts (openai-chat: one JSON object per line\n"
+    "with \"messages\"; a turn per assistant message, its tool_calls (or function_call) the\n"
+    "calls, joined to tool messages by tool_call_id; the prompt from task_id, instance_id,\n"
+    "prompt_id or id, else the prompt's text; the sample from trial, sample or attempt) into\n"
+    "a trace. These logs hold text, not token counts, so tokens are estimated (characters /\n"
+    "--chars-per-token), except where a log gives provider counts: an assistant message's\n"
+    "usage is taken as is, and SWE-agent's info.model_stats or an openai-chat line's usage\n"
+    "totals scale the estimates. A tool call's status comes from its output by three rules,\n"
+    "first match wins: --timeout-text (timeout), --exit-code-pattern (a non-zero exit code is\n"
+    "a failure, 0 a success), --failure-text (failure), else success. The trace is marked\n"
+    "lossy (docs/trace-format.md, \"Importing\"). A trace that fails to read makes stats and\n"
+    "import exit 2.\n"
     "\n"
     "flags:\n"
     "  --all                  validate: report every bad line, not only the first\n"
     "  --json                 stats: print one JSON document\n"
     "  -o, --output FILE      stats, import: write to FILE instead of standard output\n"
-    "  --from FORMAT          import: jsonl, csv, verl, tau-bench or swe-agent (required)\n"
+    "  --from FORMAT          import: jsonl, csv, verl, tau-bench, swe-agent or openai-chat\n"
+    "                         (required)\n"
     "  --workload NAME        import: workload named in the header (default unknown)\n"
     "  --model NAME           import: model named in the header\n"
     "  --samples N            import: GRPO group size for the header; samples must be below it\n"
-    "  --chars-per-token X    import --from verl|tau-bench|swe-agent: characters per\n"
-    "                         estimated token (default 4)\n"
-    "  --failure-text LIST    import --from tau-bench|swe-agent: a tool output containing one\n"
-    "                         of these comma-separated texts is a failure, else a success; a\n"
-    "                         leading ^ anchors a text at the start; \"\" marks none (default\n"
-    "                         tau-bench: \"" TRACE_TAU_FAILURE_TEXT "\"; swe-agent:\n"
+    "  --chars-per-token X    import --from verl|tau-bench|swe-agent|openai-chat: characters\n"
+    "                         per estimated token (default 4)\n"
+    "The status rules (import --from tau-bench|swe-agent|openai-chat) take comma-separated\n"
+    "texts matched case-sensitively anywhere in a tool output (a leading ^: at its start);\n"
+    "\"\" gives none:\n"
+    "  --timeout-text LIST    an output containing one is a timeout (default tau-bench: none;\n"
+    "                         swe-agent, openai-chat: \"timed out,TimeoutError,was cancelled\n"
+    "                         because it took more than,has no new output after\")\n"
+    "  --exit-code-pattern LIST\n"
+    "                         a text followed by an integer (after blanks, ':' or '=') gives\n"
+    "                         the exit code; the last in the output counts (default\n"
+    "                         openai-chat: \"" TRACE_CHAT_EXIT_CODE_PATTERN "\"; tau-bench,\n"
+    "                         swe-agent: none)\n"
+    "  --failure-text LIST    an output containing one is a failure (default tau-bench:\n"
+    "                         \"" TRACE_TAU_FAILURE_TEXT "\"; swe-agent, openai-chat:\n"
     "                         \"" TRACE_SWE_FAILURE_TEXT "\")\n"
     "  --progress             validate, stats: trajectories read so far on stderr even when\n"
     "                         it is not a terminal (on a terminal it is always shown)\n";
@@ -396,24 +413,30 @@ static int run_import(struct cli_common *cc, const struct import_flags *f, path_
     return rc ? report(rc, &err) : 0;
 }
 
+#define FORMATS "jsonl, csv, verl, tau-bench, swe-agent or openai-chat"
+
 /* --from and friends (cli_common_getopt has already handled -o and --help). */
 static int import_flag(struct cli_common *cc, struct import_flags *f, int c, const char *arg)
 {
-    static const char *const formats[] = {"jsonl", "csv", "verl", "tau-bench", "swe-agent"};
     char *end;
     switch (c) {
     case 'f':
-        for (int i = 0; i < 5; i++) {
-            if (strcmp(arg, formats[i]) == 0) {
+        for (int i = 0; i <= TRACE_IMPORT_OPENAI_CHAT; i++) {
+            if (strcmp(arg, trace_import_format_name((enum trace_import_format)i)) == 0) {
                 f->o.format = (enum trace_import_format)i;
                 f->have_format = true;
                 return 0;
             }
         }
-        return cli_usage_error(
-            cc->cmd, "--from: expected jsonl, csv, verl, tau-bench or swe-agent, not '%s'", arg);
+        return cli_usage_error(cc->cmd, "--from: expected " FORMATS ", not '%s'", arg);
     case 'x':
         f->o.failure_text = arg;
+        return 0;
+    case 't':
+        f->o.timeout_text = arg;
+        return 0;
+    case 'e':
+        f->o.exit_code_pattern = arg;
         return 0;
     case 'w':
         f->o.workload = arg;
@@ -446,6 +469,8 @@ static int import(const struct cli_command *cmd, int argc, char **argv)
         {"samples", required_argument, NULL, 's'},
         {"chars-per-token", required_argument, NULL, 'c'},
         {"failure-text", required_argument, NULL, 'x'},
+        {"timeout-text", required_argument, NULL, 't'},
+        {"exit-code-pattern", required_argument, NULL, 'e'},
         {0},
     };
     struct cli_common cc;
@@ -461,7 +486,7 @@ static int import(const struct cli_command *cmd, int argc, char **argv)
         rc = c == '?' ? LIBRA_EXIT_USAGE : import_flag(&cc, &f, c, optarg);
     }
     if (rc == 0 && !f.have_format)
-        rc = cli_usage_error(cmd, "import needs --from jsonl, csv, verl, tau-bench or swe-agent");
+        rc = cli_usage_error(cmd, "import needs --from " FORMATS);
     if (rc == 0 && optind >= argc)
         rc = cli_usage_error(cmd, "import needs at least one input file");
     if (rc == 0)

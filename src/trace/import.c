@@ -1,6 +1,7 @@
 /*
  * Importers (import.h): the per-turn table mapping, read from JSON Lines or CSV, and the
- * dispatch to the verl importer (import_verl.c) and the agent-log importers (import_agent.c).
+ * dispatch to the verl importer (import_verl.c) and the agent-log importers (import_agent.c,
+ * with the tool-status rules of import_status.c).
  *
  * A per-turn table has one row per turn (docs/trace-format.md, "Per-turn tables"). Both
  * syntaxes are read into the same row of typed columns, then one assembler groups rows into
@@ -121,7 +122,8 @@ struct trace_importer {
     struct trace_import_options opt;
     struct trace_header header;
     struct trace_verl *verl;
-    struct trace_agentlog *agentlog; /* tau-bench, swe-agent */
+    struct trace_agentlog *agentlog; /* tau-bench, swe-agent, openai-chat */
+    struct trace_status_rules rules; /* theirs */
     /* the current file */
     char *name;
     int64_t lineno;
@@ -155,6 +157,69 @@ static void build_free(struct build *b)
     arena_free(&b->names);
 }
 
+const char *trace_import_format_name(enum trace_import_format f)
+{
+    static const char *const names[] = {"jsonl",     "csv",       "verl",
+                                        "tau-bench", "swe-agent", "openai-chat"};
+    return (unsigned)f < sizeof names / sizeof *names ? names[f] : "?";
+}
+
+/* The header's import object of an agent-log format (tau-bench, swe-agent, openai-chat). */
+static json_t *agentlog_import(const struct trace_importer *im)
+{
+    double cpt = im->opt.chars_per_token;
+    json_t *j;
+    switch (im->opt.format) {
+    case TRACE_IMPORT_TAU_BENCH:
+        j = json_pack("{s:s,s:f,s:[ssss],s:[sss],s:[ssss],s:s,s:s,s:s}", "from", "tau-bench",
+                      "chars_per_token", cpt, "estimated", "prompt_tokens", "generated_tokens",
+                      "payload_tokens", "status", "derived", "finish", "prompt_id", "sample",
+                      "unknown", "cached_tokens", "queue_us", "exec_us", "start_us", "tokens",
+                      "characters / chars_per_token, rounded up, per message; prompt_tokens: the "
+                      "messages before the turn",
+                      "user_messages",
+                      "a call of tool 'user' (the simulated customer's reply), status success",
+                      "ended_by", TAU_TERMINAL_TOOL_DOC);
+        break;
+    case TRACE_IMPORT_SWE_AGENT:
+        j = json_pack("{s:s,s:f,s:[ssss],s:s,s:[sss],s:[sss],s:s}", "from", "swe-agent",
+                      "chars_per_token", cpt, "estimated", "prompt_tokens", "generated_tokens",
+                      "payload_tokens", "status", "scaled",
+                      "per trajectory, prompt_tokens and generated_tokens scaled to sum to "
+                      "info.model_stats tokens_sent and tokens_received where given (factors in "
+                      "extra.scale)",
+                      "derived", "finish", "prompt_id", "sample", "unknown", "cached_tokens",
+                      "queue_us", "start_us", "tokens",
+                      "characters / chars_per_token, rounded up; prompt_tokens: the step's query "
+                      "messages, else the history before the first response plus what came "
+                      "before");
+        break;
+    default: /* openai-chat */
+        j = json_pack(
+            "{s:s,s:f,s:[ssss],s:[sss],s:[sss],s:s,s:s,s:s,s:s,s:s}", "from", "openai-chat",
+            "chars_per_token", cpt, "estimated", "prompt_tokens", "generated_tokens",
+            "payload_tokens", "status", "derived", "finish", "prompt_id", "sample", "unknown",
+            "queue_us", "exec_us", "start_us", "tokens",
+            "an assistant message's usage.prompt_tokens / completion_tokens where given, as "
+            "they are; else characters / chars_per_token, rounded up, per message (prompt_tokens: "
+            "the tool definitions and the messages before the turn)",
+            "scaled",
+            "per trajectory, the estimated prompt_tokens and generated_tokens scaled so that all "
+            "turns sum to the line's usage.prompt_tokens and completion_tokens where given "
+            "(factors in extra.scale)",
+            "cached_tokens",
+            "an assistant message's usage.prompt_tokens_details.cached_tokens where given, else "
+            "absent",
+            "user_messages",
+            "after the first assistant message, a call of tool 'user' (the environment's or "
+            "user's reply), status by the rules",
+            "ended_by", CHAT_TERMINAL_TOOL_DOC);
+        break;
+    }
+    trace_status_rules_describe(&im->rules, j);
+    return j;
+}
+
 int trace_importer_new(struct trace_importer **out, const struct trace_import_options *o,
                        struct libra_error *err)
 {
@@ -165,8 +230,13 @@ int trace_importer_new(struct trace_importer **out, const struct trace_import_op
     if (o->group_size < 0)
         return error_set(err, NULL, 0, 0, "samples: must be >= 1, got %lld",
                          (long long)o->group_size);
+    struct trace_status_rules rules;
+    int rc = trace_status_rules_init(&rules, o->format, o, err);
+    if (rc)
+        return rc;
     struct trace_importer *im = xcalloc(1, sizeof *im);
     im->opt = *o;
+    im->rules = rules;
     if (im->opt.chars_per_token == 0)
         im->opt.chars_per_token = 4.0;
     im->header = (struct trace_header){
@@ -174,8 +244,7 @@ int trace_importer_new(struct trace_importer **out, const struct trace_import_op
         .workload = (char *)(o->workload ? o->workload : "unknown"),
         .model = (char *)o->model,
         .group_size = o->group_size,
-        .lossy = o->format == TRACE_IMPORT_VERL || o->format == TRACE_IMPORT_TAU_BENCH ||
-                 o->format == TRACE_IMPORT_SWE_AGENT,
+        .lossy = o->format != TRACE_IMPORT_JSONL && o->format != TRACE_IMPORT_CSV,
     };
     if (o->format == TRACE_IMPORT_VERL) {
         im->header.import = json_pack(
@@ -184,35 +253,13 @@ int trace_importer_new(struct trace_importer **out, const struct trace_import_op
             "payload_tokens", "finish", "derived", "prompt_id", "epoch", "sample", "version_start",
             "version_end", "unknown", "cached_tokens", "status", "queue_us", "exec_us");
         im->verl = trace_verl_new(im->opt.chars_per_token);
-    } else if (o->format == TRACE_IMPORT_TAU_BENCH) {
-        im->agentlog = trace_agentlog_new(o->format, im->opt.chars_per_token, o->failure_text);
-        im->header.import = json_pack(
-            "{s:s,s:f,s:[ssss],s:[sss],s:[ssss],s:s,s:o,s:s,s:s}", "from", "tau-bench",
-            "chars_per_token", im->opt.chars_per_token, "estimated", "prompt_tokens",
-            "generated_tokens", "payload_tokens", "status", "derived", "finish", "prompt_id",
-            "sample", "unknown", "cached_tokens", "queue_us", "exec_us", "start_us", "tokens",
-            "characters / chars_per_token, rounded up, per message; prompt_tokens: the "
-            "messages before the turn",
-            "failure_text", trace_agentlog_marks_json(im->agentlog), "user_messages",
-            "a call of tool 'user' (the simulated customer's reply), status success", "ended_by",
-            TAU_TERMINAL_TOOL_DOC);
-    } else if (o->format == TRACE_IMPORT_SWE_AGENT) {
-        im->agentlog = trace_agentlog_new(o->format, im->opt.chars_per_token, o->failure_text);
-        im->header.import =
-            json_pack("{s:s,s:f,s:[ssss],s:s,s:[sss],s:[sss],s:s,s:o}", "from", "swe-agent",
-                      "chars_per_token", im->opt.chars_per_token, "estimated", "prompt_tokens",
-                      "generated_tokens", "payload_tokens", "status", "scaled",
-                      "per trajectory, prompt_tokens and generated_tokens scaled to sum to "
-                      "info.model_stats tokens_sent and tokens_received where given (factors in "
-                      "extra.scale)",
-                      "derived", "finish", "prompt_id", "sample", "unknown", "cached_tokens",
-                      "queue_us", "start_us", "tokens",
-                      "characters / chars_per_token, rounded up; prompt_tokens: the step's query "
-                      "messages, else the history before the first response plus what came before",
-                      "failure_text", trace_agentlog_marks_json(im->agentlog));
+    } else if (o->format == TRACE_IMPORT_TAU_BENCH || o->format == TRACE_IMPORT_SWE_AGENT ||
+               o->format == TRACE_IMPORT_OPENAI_CHAT) {
+        im->agentlog =
+            trace_agentlog_new(o->format, im->opt.chars_per_token, o->group_size, &im->rules);
+        im->header.import = agentlog_import(im);
     } else {
-        im->header.import =
-            json_pack("{s:s}", "from", o->format == TRACE_IMPORT_CSV ? "csv" : "jsonl");
+        im->header.import = json_pack("{s:s}", "from", trace_import_format_name(o->format));
     }
     build_init(&im->b[0]);
     build_init(&im->b[1]);
@@ -231,6 +278,7 @@ void trace_importer_free(struct trace_importer *im)
     json_decref(im->header.import);
     trace_verl_free(im->verl);
     trace_agentlog_free(im->agentlog);
+    trace_status_rules_free(&im->rules);
     json_decref(im->root);
     vec_free(&im->cell_text);
     vec_free(&im->cell_off);
@@ -693,7 +741,8 @@ int trace_importer_line(struct trace_importer *im, const char *line, size_t len,
     im->lineno++;
     im->line = line;
     im->len = len;
-    if (im->agentlog) {
+    bool chat = im->opt.format == TRACE_IMPORT_OPENAI_CHAT;
+    if (im->agentlog && !chat) {
         trace_agentlog_add(im->agentlog, line, len);
         return 0;
     }
@@ -704,6 +753,8 @@ int trace_importer_line(struct trace_importer *im, const char *line, size_t len,
         return 0;
     if (im->verl)
         return trace_verl_line(im->verl, im->name, im->lineno, line, len, out, err);
+    if (chat)
+        return trace_agentlog_line(im->agentlog, im->lineno, line, len, out, err);
     struct row r;
     memset(&r, 0, sizeof r);
     int rc = im->opt.format == TRACE_IMPORT_CSV ? csv_row(im, &r, err) : jsonl_row(im, &r, err);

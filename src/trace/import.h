@@ -5,7 +5,8 @@
  * their own agent loop (JSON Lines or CSV, one row per turn), or the rollout dumps verl writes
  * to `trainer.rollout_data_dir` (one JSON line per sample: decoded input and output text, score,
  * step), or an agent framework's own logs (tau-bench's result files, SWE-agent's .traj files:
- * whole JSON documents, read when the file ends). An importer turns such lines into trace records;
+ * whole JSON documents, read when the file ends), or OpenAI chat transcripts, one JSON line per
+ * trajectory (the shape of most agent SFT/RL datasets). An importer turns such lines into records;
  * docs/trace-format.md ("Importing") gives every column and what is estimated. verl dumps carry no
  * token counts, turns or tool latencies, so those are estimated from the text and the header is
  * marked lossy.
@@ -20,35 +21,57 @@
 #include "trace/trace.h"
 
 enum trace_import_format {
-    TRACE_IMPORT_JSONL,     /* one JSON object per turn */
-    TRACE_IMPORT_CSV,       /* one CSV row per turn, column names on each file's first line */
-    TRACE_IMPORT_VERL,      /* verl rollout_data_dir dumps, one JSON object per trajectory */
-    TRACE_IMPORT_TAU_BENCH, /* tau-bench results: one JSON array of runs per file */
-    TRACE_IMPORT_SWE_AGENT, /* SWE-agent .traj files: one run per file */
+    TRACE_IMPORT_JSONL,       /* one JSON object per turn */
+    TRACE_IMPORT_CSV,         /* one CSV row per turn, column names on each file's first line */
+    TRACE_IMPORT_VERL,        /* verl rollout_data_dir dumps, one JSON object per trajectory */
+    TRACE_IMPORT_TAU_BENCH,   /* tau-bench results: one JSON array of runs per file */
+    TRACE_IMPORT_SWE_AGENT,   /* SWE-agent .traj files: one run per file */
+    TRACE_IMPORT_OPENAI_CHAT, /* OpenAI chat messages, one JSON object per trajectory */
 };
 
-/* The default failure texts of tool outputs (comma-separated; a leading '^' anchors a text
- * at the start of the output, otherwise it may occur anywhere). */
+/*
+ * The default tool-status rules of the text importers (tau-bench, swe-agent, openai-chat):
+ * comma-separated texts, each matched case-sensitively anywhere in a tool output, or at its
+ * start when it begins with '^'. A call is a timeout when its output matches a timeout text;
+ * else, when an exit-code pattern is followed by an integer, a failure for a non-zero one and
+ * a success for 0; else a failure when it matches a failure text; else a success.
+ * docs/trace-format.md ("Tool-status rules") says where each default comes from.
+ */
 #define TRACE_TAU_FAILURE_TEXT "^Error:"
 #define TRACE_SWE_FAILURE_TEXT "Traceback,Error,command not found"
+#define TRACE_CHAT_FAILURE_TEXT TRACE_SWE_FAILURE_TEXT
+#define TRACE_TAU_TIMEOUT_TEXT ""
+#define TRACE_SWE_TIMEOUT_TEXT                                                                     \
+    "timed out,TimeoutError,was cancelled because it took more than,has no new output after"
+#define TRACE_CHAT_TIMEOUT_TEXT TRACE_SWE_TIMEOUT_TEXT
+#define TRACE_TAU_EXIT_CODE_PATTERN ""
+#define TRACE_SWE_EXIT_CODE_PATTERN ""
+#define TRACE_CHAT_EXIT_CODE_PATTERN "exit code,<returncode>"
 
 struct trace_import_options {
     enum trace_import_format format;
-    const char *workload;     /* header workload; NULL: "unknown" */
-    const char *model;        /* header model; NULL: unknown */
-    int64_t group_size;       /* header group_size (samples per prompt); 0: unknown */
-    double chars_per_token;   /* verl, tau-bench, swe-agent: characters per estimated token
-                               * (> 0); 0: 4 */
-    const char *failure_text; /* tau-bench, swe-agent: a tool output matching one of these
-                               * comma-separated texts is a failure, else a success; NULL:
-                               * TRACE_TAU_FAILURE_TEXT / TRACE_SWE_FAILURE_TEXT; "": never */
+    const char *workload;   /* header workload; NULL: "unknown" */
+    const char *model;      /* header model; NULL: unknown */
+    int64_t group_size;     /* header group_size (samples per prompt); 0: unknown */
+    double chars_per_token; /* verl, tau-bench, swe-agent, openai-chat: characters per
+                             * estimated token (> 0); 0: 4 */
+    /* The tool-status rules of tau-bench, swe-agent and openai-chat (see above); NULL: the
+     * format's default (TRACE_*_FAILURE_TEXT etc.); "": none. Other formats take none. */
+    const char *failure_text;      /* a matching output is a failure */
+    const char *timeout_text;      /* a matching output is a timeout */
+    const char *exit_code_pattern; /* a text followed by the command's exit code */
 };
+
+/* The --from name of a format ("tau-bench"); static storage. */
+const char *trace_import_format_name(enum trace_import_format f);
 
 struct trace_importer;
 
 /*
- * Creates an importer; fails with LIBRA_EINVAL (err says why) when an option is out of range.
- * Returns 0 with *out set.
+ * Creates an importer; fails with LIBRA_EINVAL (err says why) when an option is out of range
+ * or a status rule is given that the format does not use or that makes no sense (an empty
+ * text in a list, a bare '^', an exit-code pattern ending in a digit); a rule's message starts
+ * with its `libra trace import` flag ("--timeout-text: ..."). Returns 0 with *out set.
  */
 int trace_importer_new(struct trace_importer **out, const struct trace_import_options *o,
                        struct libra_error *err);

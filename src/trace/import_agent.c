@@ -1,17 +1,20 @@
 /*
- * Importing agent logs that are whole JSON documents: tau-bench's historical trajectories (one
- * array of runs per file, each run an OpenAI chat transcript with tool calls) and SWE-agent's
- * .traj files (one run per file: a list of action/observation steps and the run's info).
+ * Importing agent logs: tau-bench's historical trajectories (one array of runs per file, each
+ * run an OpenAI chat transcript with tool calls), SWE-agent's .traj files (one run per file: a
+ * list of action/observation steps and the run's info), and OpenAI chat transcripts one per
+ * JSON line (`messages` with system/user/assistant/tool roles, the shape of most agent SFT and
+ * RL datasets). tau-bench and openai-chat share the chat-message mapping.
  *
- * Neither log counts tokens per LLM call, times its tool calls (tau-bench) or says which tool
- * call failed, so the mapping estimates (docs/trace-format.md, "tau-bench" and "SWE-agent"):
- * tokens are characters divided by a fixed ratio, rounded up; the context of a turn is what
- * came before it; a tool call failed when its output matches one of a list of texts (a
- * documented heuristic the user can replace). SWE-agent's info.model_stats gives the provider's
- * token totals, so there the per-turn estimates are scaled to sum to them.
+ * These logs rarely count tokens per LLM call, time tool calls or say which call failed, so the
+ * mapping estimates (docs/trace-format.md, "Importing"): tokens are characters divided by a
+ * fixed ratio, rounded up; the context of a turn is what came before it; a call's status comes
+ * from its output by the tool-status rules (import_status.c, replaceable by the user). Where a
+ * log gives the provider's counts they win: SWE-agent's info.model_stats and a chat line's
+ * `usage` give totals the per-turn estimates are scaled to; an assistant message's own `usage`
+ * gives that turn's counts as they are.
  *
- * The importer keeps the file's lines until the file ends, parses the document once and then
- * converts one run per call, so memory is the document's tree plus one trajectory.
+ * Whole documents are kept until the file ends, parsed once and converted one run per call, so
+ * memory is the document's tree plus one trajectory; a chat line is parsed and converted alone.
  */
 #include <math.h>
 #include <stdio.h>
@@ -29,6 +32,22 @@
 /* tau-bench ends a run when the agent calls this tool: the transfer is the agent's answer. */
 #define TAU_TERMINAL_TOOL "transfer_to_human_agents"
 
+/* OpenAI-chat tools whose call is the agent's answer (OpenHands' finish, SWE-agent's submit). */
+static const char *const chat_terminal_tools[] = {"finish", "submit"};
+
+/* The fields that identify a chat line's prompt and its attempt, first present wins. */
+static const char *const chat_prompt_keys[] = {"task_id", "instance_id", "prompt_id", "id"};
+static const char *const chat_sample_keys[] = {"trial", "sample", "attempt"};
+
+/* The reward of a chat line: the first present of these (a number, or true/false). */
+static const char *const chat_reward_keys[] = {"reward", "score", "resolved"};
+
+/* Turn token counts that came from the provider (usage), not from an estimate. */
+enum { KNOWN_PROMPT = 1, KNOWN_GENERATED = 2 };
+
+/* What awaits an answer: nothing, a tool call (tool_calls) or a legacy function_call. */
+enum { CALL_CLOSED, CALL_OPEN_TOOL, CALL_OPEN_FUNCTION };
+
 /* SWE-agent exit statuses that name a cap (cost, context, format retries, time): truncated. */
 static const char *const swe_cap_statuses[] = {"exit_cost", "exit_context", "exit_format",
                                                "exit_total_execution_time"};
@@ -36,7 +55,8 @@ static const char *const swe_cap_statuses[] = {"exit_cost", "exit_context", "exi
 struct trace_agentlog {
     enum trace_import_format format;
     double chars_per_token;
-    VEC(char *) marks; /* failure texts; a leading '^' anchors one at the start */
+    int64_t group_size;              /* the header's; 0: unknown */
+    struct trace_status_rules rules; /* the caller's lists */
     /* the current file */
     char *name;
     VEC(char) text;
@@ -44,14 +64,17 @@ struct trace_agentlog {
     bool parsed;
     size_t next; /* index of the next run (tau-bench) */
     bool done;
-    struct map instances;     /* SWE-agent: instance name -> prompt id */
+    struct map instances;     /* SWE-agent instance, chat prompt identity -> prompt id */
     VEC(int64_t) next_sample; /* by prompt id */
+    VEC(char) scratch;        /* a chat message's text parts joined */
+    VEC(char) key;            /* a chat line's prompt identity */
     /* the last trajectory and what it points into */
     struct trace_traj traj;
     VEC(struct trace_turn) turns;
+    VEC(unsigned char) known; /* per turn: KNOWN_* bits */
     VEC(struct trace_tool_call) calls;
-    VEC(const char *) call_ids; /* tau-bench: the id of each call, for joining tool messages */
-    VEC(int) call_turn;         /* the turn of each call */
+    VEC(const char *) call_ids;   /* chat: the id of each call, for joining tool messages */
+    VEC(unsigned char) call_open; /* chat: CALL_* of each call */
     struct arena names;
 };
 
@@ -63,58 +86,37 @@ int64_t trace_estimate_tokens(const char *s, size_t n, double chars_per_token)
     return (int64_t)ceil((double)chars / chars_per_token);
 }
 
-static const char *default_failure_text(enum trace_import_format f)
-{
-    return f == TRACE_IMPORT_TAU_BENCH ? TRACE_TAU_FAILURE_TEXT : TRACE_SWE_FAILURE_TEXT;
-}
-
 struct trace_agentlog *trace_agentlog_new(enum trace_import_format format, double chars_per_token,
-                                          const char *failure_text)
+                                          int64_t group_size,
+                                          const struct trace_status_rules *rules)
 {
     struct trace_agentlog *a = xcalloc(1, sizeof *a);
     a->format = format;
     a->chars_per_token = chars_per_token;
-    const char *s = failure_text ? failure_text : default_failure_text(format);
-    while (*s) {
-        size_t n = strcspn(s, ",");
-        if (n > 0) {
-            char *mark = xmalloc(n + 1);
-            memcpy(mark, s, n);
-            mark[n] = '\0';
-            vec_push(&a->marks, mark);
-        }
-        s += n + (s[n] == ',');
-    }
+    a->group_size = group_size;
+    a->rules = *rules;
     map_init(&a->instances);
     arena_init(&a->names, 0);
     return a;
-}
-
-json_t *trace_agentlog_marks_json(const struct trace_agentlog *a)
-{
-    json_t *list = json_array();
-    for (size_t i = 0; i < a->marks.n; i++)
-        json_array_append_new(list, json_string(a->marks.v[i]));
-    return list;
 }
 
 void trace_agentlog_free(struct trace_agentlog *a)
 {
     if (!a)
         return;
-    for (size_t i = 0; i < a->marks.n; i++)
-        free(a->marks.v[i]);
-    vec_free(&a->marks);
     free(a->name);
     vec_free(&a->text);
     ujson_doc_free(&a->doc);
     map_free(&a->instances);
     vec_free(&a->next_sample);
+    vec_free(&a->scratch);
+    vec_free(&a->key);
     json_decref(a->traj.extra);
     vec_free(&a->turns);
+    vec_free(&a->known);
     vec_free(&a->calls);
     vec_free(&a->call_ids);
-    vec_free(&a->call_turn);
+    vec_free(&a->call_open);
     arena_free(&a->names);
     free(a);
 }
@@ -145,16 +147,10 @@ static int64_t tokens_of(const struct trace_agentlog *a, const char *s)
     return s ? trace_estimate_tokens(s, strlen(s), a->chars_per_token) : 0;
 }
 
-/* The status of a tool output by the failure texts: failure when one matches, else success. */
+/* The status of a tool output by the rules (import_status.c). */
 static enum trace_tool_status status_of(const struct trace_agentlog *a, const char *out)
 {
-    for (size_t i = 0; out && i < a->marks.n; i++) {
-        const char *m = a->marks.v[i];
-        size_t n = strlen(m);
-        if (m[0] == '^' ? strncmp(out, m + 1, n - 1) == 0 : strstr(out, m) != NULL)
-            return TRACE_TOOL_FAILURE;
-    }
-    return TRACE_TOOL_SUCCESS;
+    return trace_status_of(&a->rules, out);
 }
 
 /* Reads member key of obj at path as a string; null or absent give NULL (allowed when
@@ -176,7 +172,7 @@ static void reset_traj(struct trace_agentlog *a)
     json_decref(a->traj.extra);
     memset(&a->traj, 0, sizeof a->traj);
     a->traj.version_end = -1;
-    a->turns.n = a->calls.n = a->call_ids.n = a->call_turn.n = 0;
+    a->turns.n = a->known.n = a->calls.n = a->call_ids.n = a->call_open.n = 0;
     arena_reset(&a->names);
 }
 
@@ -185,6 +181,7 @@ static struct trace_turn *add_turn(struct trace_agentlog *a, int64_t prompt, int
     struct trace_turn u = {
         .prompt_tokens = prompt, .cached_tokens = -1, .generated_tokens = generated};
     vec_push(&a->turns, u);
+    vec_push(&a->known, 0);
     return &a->turns.v[a->turns.n - 1];
 }
 
@@ -198,7 +195,7 @@ static struct trace_tool_call *add_call(struct trace_agentlog *a, const char *to
                                 .exec_us = -1};
     vec_push(&a->calls, c);
     vec_push(&a->call_ids, id);
-    vec_push(&a->call_turn, (int)a->turns.n - 1);
+    vec_push(&a->call_open, CALL_CLOSED);
     a->turns.v[a->turns.n - 1].n_calls++;
     return &a->calls.v[a->calls.n - 1];
 }
@@ -223,28 +220,162 @@ static int finish_traj(struct trace_agentlog *a, const char *path, const struct 
     a->traj.turns = a->turns.v;
     a->traj.n_turns = a->turns.n;
     struct libra_error why = {0};
-    if (trace_check_traj(&a->traj, 0, &why))
+    if (trace_check_traj(&a->traj, a->group_size, &why))
         return ujson_errorf(err, &a->doc, path, "%s", why.msg);
     *out = &a->traj;
     return 1;
 }
 
-/* ---- tau-bench --------------------------------------------------------------------------- */
+/* ---- chat messages (tau-bench, openai-chat) ---------------------------------------------- */
 
-/* Generated text of an assistant message: its content and its tool calls' arguments. */
-static int assistant_tokens(const struct trace_agentlog *a, const json_t *m, const char *path,
-                            int64_t *out, struct libra_error *err)
+/* The tokens of a chat message's content: a string, or the "text" parts of a list. */
+static int64_t content_tokens(const struct trace_agentlog *a, const json_t *content)
 {
-    const char *content;
-    int rc = get_text(a, m, path, "content", true, &content, err);
-    if (rc)
-        return rc;
-    *out = tokens_of(a, content);
-    const json_t *calls = json_object_get(m, "tool_calls");
-    if (!calls || json_is_null(calls))
+    if (json_is_string(content))
+        return tokens_of(a, json_string_value(content));
+    int64_t n = 0;
+    size_t i;
+    const json_t *part;
+    json_array_foreach(content, i, part) n +=
+        tokens_of(a, json_string_value(json_object_get(part, "text")));
+    return n;
+}
+
+/* The text of a chat message's content (its "text" parts joined by newlines); NULL for none.
+ * Valid until the next call. */
+static const char *content_text(struct trace_agentlog *a, const json_t *content)
+{
+    if (!json_is_array(content))
+        return json_string_value(content);
+    a->scratch.n = 0;
+    size_t i;
+    const json_t *part;
+    json_array_foreach(content, i, part)
+    {
+        const char *t = json_string_value(json_object_get(part, "text"));
+        size_t n = t ? strlen(t) : 0;
+        vec_reserve(&a->scratch, a->scratch.n + n + 2);
+        if (a->scratch.n)
+            a->scratch.v[a->scratch.n++] = '\n';
+        memcpy(a->scratch.v + a->scratch.n, t ? t : "", n);
+        a->scratch.n += n;
+    }
+    vec_push(&a->scratch, '\0');
+    return a->scratch.v;
+}
+
+/* Checks member "content" of message m: a string, an array of parts, null or absent. */
+static int check_content(const struct trace_agentlog *a, const json_t *m, const char *path,
+                         const json_t **out, struct libra_error *err)
+{
+    *out = json_object_get(m, "content");
+    if (!*out || json_is_null(*out) || json_is_string(*out) || json_is_array(*out))
         return 0;
     char at[256];
-    if (!json_is_array(calls)) {
+    snprintf(at, sizeof at, "%s/content", path);
+    return ujson_errorf(err, &a->doc, at, "expected a string, an array of content parts or null");
+}
+
+/* Tokens of a JSON value: a string's text (function arguments as OpenAI sends them), else the
+ * value's compact JSON text (arguments given as an object, tool definitions). */
+static int64_t value_tokens(const struct trace_agentlog *a, const json_t *v)
+{
+    if (!v || json_is_string(v) || json_is_null(v))
+        return tokens_of(a, json_string_value(v));
+    char *text = ujson_dump(v, false);
+    int64_t n = tokens_of(a, text);
+    free(text);
+    return n;
+}
+
+/* Checks a function object {name, arguments} at path; adds its arguments' tokens to *gen. */
+static int check_function(const struct trace_agentlog *a, const json_t *fn, const char *path,
+                          int64_t *gen, struct libra_error *err)
+{
+    if (!json_is_object(fn))
+        return ujson_errorf(err, &a->doc, path, "expected an object");
+    const char *name;
+    int rc = get_text(a, fn, path, "name", false, &name, err);
+    if (rc)
+        return rc;
+    const json_t *args = json_object_get(fn, "arguments");
+    if (args && !json_is_string(args) && !json_is_object(args) && !json_is_null(args)) {
+        char at[256];
+        snprintf(at, sizeof at, "%s/arguments", path);
+        return ujson_errorf(err, &a->doc, at, "expected a string, an object or null");
+    }
+    *gen += value_tokens(a, args);
+    return 0;
+}
+
+/* Reads an integer >= 0 member key of obj at path into *out; absent or null leave it alone. */
+static int opt_count(const struct trace_agentlog *a, const json_t *obj, const char *path,
+                     const char *key, int64_t *out, struct libra_error *err)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (!v || json_is_null(v))
+        return 0;
+    char at[256];
+    snprintf(at, sizeof at, "%s/%s", path, key);
+    if (!ujson_as_int64(v, out) || *out < 0)
+        return ujson_errorf(err, &a->doc, at, "expected an integer >= 0");
+    return 0;
+}
+
+/* The provider's counts of one LLM call (an assistant message's usage); -1 where not given. */
+struct usage {
+    int64_t prompt, completion, cached;
+};
+
+static int read_usage(const struct trace_agentlog *a, const json_t *obj, const char *path,
+                      struct usage *u, struct libra_error *err)
+{
+    *u = (struct usage){-1, -1, -1};
+    const json_t *usage = json_object_get(obj, "usage");
+    if (!usage || json_is_null(usage))
+        return 0;
+    char at[256];
+    snprintf(at, sizeof at, "%s%susage", path, *path ? "/" : "");
+    if (!json_is_object(usage))
+        return ujson_errorf(err, &a->doc, at, "expected an object");
+    int rc;
+    if ((rc = opt_count(a, usage, at, "prompt_tokens", &u->prompt, err)) ||
+        (rc = opt_count(a, usage, at, "completion_tokens", &u->completion, err)))
+        return rc;
+    const json_t *details = json_object_get(usage, "prompt_tokens_details");
+    if (!json_is_object(details))
+        return 0;
+    char dat[300];
+    snprintf(dat, sizeof dat, "%s/prompt_tokens_details", at);
+    if ((rc = opt_count(a, details, dat, "cached_tokens", &u->cached, err)))
+        return rc;
+    if (u->prompt < 0)
+        u->cached = -1; /* a share of an unknown count */
+    if (u->cached > u->prompt) {
+        snprintf(dat, sizeof dat, "%s/prompt_tokens_details/cached_tokens", at);
+        return ujson_errorf(err, &a->doc, dat, "%lld exceeds prompt_tokens %lld",
+                            (long long)u->cached, (long long)u->prompt);
+    }
+    return 0;
+}
+
+/* An assistant message: checks it, then adds its turn (prompt: *context, or its usage) and one
+ * open call per tool call (or function_call). */
+static int chat_assistant(struct trace_agentlog *a, const json_t *m, const char *path,
+                          int64_t *context, struct libra_error *err)
+{
+    const json_t *content, *calls = json_object_get(m, "tool_calls");
+    const json_t *legacy = json_object_get(m, "function_call");
+    const char *reasoning;
+    char at[256];
+    int rc;
+    if ((rc = check_content(a, m, path, &content, err)) ||
+        (rc = get_text(a, m, path, "reasoning_content", true, &reasoning, err)))
+        return rc;
+    int64_t gen = content_tokens(a, content) + tokens_of(a, reasoning);
+    if (json_is_null(calls))
+        calls = NULL;
+    if (calls && !json_is_array(calls)) {
         snprintf(at, sizeof at, "%s/tool_calls", path);
         return ujson_errorf(err, &a->doc, at, "expected an array");
     }
@@ -252,93 +383,129 @@ static int assistant_tokens(const struct trace_agentlog *a, const json_t *m, con
     const json_t *c;
     json_array_foreach(calls, i, c)
     {
-        const json_t *fn = json_object_get(c, "function");
+        const char *id;
         snprintf(at, sizeof at, "%s/tool_calls/%zu", path, i);
-        if (!json_is_object(fn))
-            return ujson_errorf(err, &a->doc, at, "function: expected an object");
-        const char *args, *name, *id;
+        if (!json_is_object(c))
+            return ujson_errorf(err, &a->doc, at, "expected a tool call object");
+        if ((rc = get_text(a, c, at, "id", true, &id, err)))
+            return rc;
         snprintf(at, sizeof at, "%s/tool_calls/%zu/function", path, i);
-        if ((rc = get_text(a, fn, at, "arguments", true, &args, err)) ||
-            (rc = get_text(a, fn, at, "name", false, &name, err)))
+        if ((rc = check_function(a, json_object_get(c, "function"), at, &gen, err)))
             return rc;
-        snprintf(at, sizeof at, "%s/tool_calls/%zu", path, i);
-        if ((rc = get_text(a, c, at, "id", false, &id, err)))
-            return rc;
-        *out += tokens_of(a, args);
+    }
+    if (json_is_null(legacy))
+        legacy = NULL;
+    snprintf(at, sizeof at, "%s/function_call", path);
+    if (legacy && (rc = check_function(a, legacy, at, &gen, err)))
+        return rc;
+    struct usage use = {-1, -1, -1};
+    if (a->format == TRACE_IMPORT_OPENAI_CHAT && (rc = read_usage(a, m, path, &use, err)))
+        return rc;
+    struct trace_turn *u = add_turn(a, use.prompt >= 0 ? use.prompt : *context,
+                                    use.completion >= 0 ? use.completion : gen);
+    u->cached_tokens = use.cached;
+    a->known.v[a->known.n - 1] = (unsigned char)((use.prompt >= 0 ? KNOWN_PROMPT : 0) |
+                                                 (use.completion >= 0 ? KNOWN_GENERATED : 0));
+    *context += gen;
+    json_array_foreach(calls, i, c)
+    {
+        const json_t *fn = json_object_get(c, "function");
+        add_call(a, json_string_value(json_object_get(fn, "name")),
+                 json_string_value(json_object_get(c, "id")));
+        a->call_open.v[a->call_open.n - 1] = CALL_OPEN_TOOL;
+    }
+    if (legacy) {
+        add_call(a, json_string_value(json_object_get(legacy, "name")), NULL);
+        a->call_open.v[a->call_open.n - 1] = CALL_OPEN_FUNCTION;
     }
     return 0;
 }
 
-/* The index of the call that tool message m answers (by tool_call_id), or -1. */
-static long answered_call(const struct trace_agentlog *a, const char *id)
+/*
+ * The open call of the last turn that a tool or function message answers: by id when given,
+ * else (tool) the first open one, or (function, name when given) the first open function_call
+ * of that name. -1 when none.
+ */
+static long answered_call(const struct trace_agentlog *a, bool function, const char *id,
+                          const char *name)
 {
-    for (size_t i = a->call_ids.n; i-- > 0;)
-        if (a->call_ids.v[i] && strcmp(a->call_ids.v[i], id) == 0)
+    size_t first = a->turns.n ? a->calls.n - a->turns.v[a->turns.n - 1].n_calls : a->calls.n;
+    for (size_t i = first; i < a->calls.n; i++) {
+        bool match = a->call_open.v[i] == (function ? CALL_OPEN_FUNCTION : CALL_OPEN_TOOL);
+        if (function && name)
+            match = match && strcmp(a->calls.v[i].tool, name) == 0;
+        else if (!function && id)
+            match = match && a->call_ids.v[i] && strcmp(a->call_ids.v[i], id) == 0;
+        if (match)
             return (long)i;
+    }
     return -1;
 }
 
-/* One message of a run's transcript (path names it) into the trajectory being built. */
-static int tau_message(struct trace_agentlog *a, const json_t *m, const char *path,
-                       int64_t *context, struct libra_error *err)
+/* One message of a transcript (path names it) into the trajectory being built; *context is
+ * the estimated tokens of everything before it. */
+static int chat_message(struct trace_agentlog *a, const json_t *m, const char *path,
+                        int64_t *context, struct libra_error *err)
 {
-    const char *role, *content;
+    const char *role;
+    const json_t *content;
     int rc;
     if (!json_is_object(m))
         return ujson_errorf(err, &a->doc, path, "expected a message object");
     if ((rc = get_text(a, m, path, "role", false, &role, err)))
         return rc;
-    if (strcmp(role, "assistant") == 0) {
-        int64_t gen;
-        if ((rc = assistant_tokens(a, m, path, &gen, err)))
-            return rc;
-        add_turn(a, *context, gen);
-        *context += gen;
-        const json_t *calls = json_object_get(m, "tool_calls");
-        size_t i;
-        const json_t *c;
-        json_array_foreach(calls, i, c)
-        {
-            const json_t *fn = json_object_get(c, "function");
-            add_call(a, json_string_value(json_object_get(fn, "name")),
-                     json_string_value(json_object_get(c, "id")));
-        }
-        return 0;
-    }
-    if ((rc = get_text(a, m, path, "content", true, &content, err)))
+    if (strcmp(role, "assistant") == 0)
+        return chat_assistant(a, m, path, context, err);
+    if ((rc = check_content(a, m, path, &content, err)))
         return rc;
-    int64_t size = tokens_of(a, content);
+    int64_t size = content_tokens(a, content);
     *context += size;
-    if (strcmp(role, "system") == 0 || (strcmp(role, "user") == 0 && a->turns.n == 0))
+    bool user = strcmp(role, "user") == 0;
+    if (strcmp(role, "system") == 0 || strcmp(role, "developer") == 0 || (user && a->turns.n == 0))
         return 0;
-    if (strcmp(role, "user") == 0) {
-        /* the simulated customer answers the agent: what the next turn waits on */
+    if (user) {
+        /* the customer (tau-bench) or the environment answers the agent in a user message:
+         * what the next turn waits on */
         struct trace_tool_call *c = add_call(a, "user", NULL);
-        c->status = TRACE_TOOL_SUCCESS;
+        c->status = a->format == TRACE_IMPORT_TAU_BENCH ? TRACE_TOOL_SUCCESS
+                                                        : status_of(a, content_text(a, content));
         c->payload_tokens = size;
         return 0;
     }
-    if (strcmp(role, "tool") != 0) {
-        char at[256];
+    bool function = strcmp(role, "function") == 0;
+    char at[256];
+    if (!function && strcmp(role, "tool") != 0) {
         snprintf(at, sizeof at, "%s/role", path);
         return ujson_errorf(err, &a->doc, at,
-                            "unknown role '%s' (expected system, user, assistant or tool)", role);
+                            "unknown role '%s' (expected system, developer, user, assistant, "
+                            "tool or function)",
+                            role);
     }
-    const char *id;
-    if ((rc = get_text(a, m, path, "tool_call_id", false, &id, err)))
+    const char *id = NULL, *name = NULL;
+    if ((rc = get_text(a, m, path, function ? "name" : "tool_call_id", true, function ? &name : &id,
+                       err)))
         return rc;
-    long k = answered_call(a, id);
-    if (k < 0 || a->call_turn.v[k] != (int)a->turns.n - 1) {
-        char at[256];
-        snprintf(at, sizeof at, "%s/tool_call_id", path);
+    long k = answered_call(a, function, id, name);
+    if (k < 0) {
+        const char *key = function ? "name" : "tool_call_id", *val = function ? name : id;
+        snprintf(at, sizeof at, "%s%s%s", path, val ? "/" : "", val ? key : "");
+        if (val)
+            return ujson_errorf(err, &a->doc, at,
+                                "'%s' answers no open %s of the last assistant "
+                                "message",
+                                val, function ? "function_call" : "tool call");
         return ujson_errorf(err, &a->doc, at,
-                            "'%s' answers no open tool call of the last assistant message", id);
+                            "%s message answers no open %s of the last "
+                            "assistant message",
+                            role, function ? "function_call" : "tool call");
     }
     a->calls.v[k].payload_tokens = size;
-    a->calls.v[k].status = status_of(a, content);
-    a->call_ids.v[k] = NULL; /* answered */
+    a->calls.v[k].status = status_of(a, content_text(a, content));
+    a->call_open.v[k] = CALL_CLOSED;
     return 0;
 }
+
+/* ---- tau-bench --------------------------------------------------------------------------- */
 
 /* Reads an integer >= 0 member of run (path names the run). */
 static int run_int(const struct trace_agentlog *a, const json_t *run, const char *path,
@@ -383,7 +550,7 @@ static int tau_run(struct trace_agentlog *a, const json_t *run, size_t index,
     json_array_foreach(msgs, i, m)
     {
         snprintf(at, sizeof at, "%s/traj/%zu", path, i);
-        if ((rc = tau_message(a, m, at, &context, err)))
+        if ((rc = chat_message(a, m, at, &context, err)))
             return rc;
     }
     if (a->turns.n == 0)
@@ -408,19 +575,6 @@ static int tau_run(struct trace_agentlog *a, const json_t *run, size_t index,
 }
 
 /* ---- SWE-agent --------------------------------------------------------------------------- */
-
-/* The text of a chat message's content: a string, or the "text" parts of a list. */
-static int64_t content_tokens(const struct trace_agentlog *a, const json_t *content)
-{
-    if (json_is_string(content))
-        return tokens_of(a, json_string_value(content));
-    int64_t n = 0;
-    size_t i;
-    const json_t *part;
-    json_array_foreach(content, i, part) n +=
-        tokens_of(a, json_string_value(json_object_get(part, "text")));
-    return n;
-}
 
 /* Tokens of a list of chat messages (a step's query, or the history before the first turn). */
 static int64_t messages_tokens(const struct trace_agentlog *a, const json_t *msgs, bool until_llm)
@@ -452,22 +606,39 @@ static char *action_tool(struct trace_agentlog *a, const char *action)
     return name;
 }
 
-/* Rescales field values (one per turn, at stride) to sum to total, rounding cumulative sums so
- * that the rounded values sum exactly to it. Returns the factor, or 0 when there was nothing to
- * scale. */
-static double scale_to(struct trace_agentlog *a, size_t field, int64_t total)
+/*
+ * Rescales the estimated prompt_tokens (field 0) or generated_tokens (field 1) of the turns so
+ * that all turns sum to total: turns whose count came from usage (KNOWN_*) keep it and the
+ * others share what remains, rounding cumulative sums so that the rounded values add up to it
+ * exactly. Returns the factor, or 0 when there was nothing to scale (no estimated turn, or
+ * nothing left for them).
+ */
+static double scale_to(struct trace_agentlog *a, int field, int64_t total)
 {
-    int64_t sum = 0;
-    for (size_t i = 0; i < a->turns.n; i++)
-        sum += field ? a->turns.v[i].generated_tokens : a->turns.v[i].prompt_tokens;
-    if (sum <= 0 || total <= 0)
+    unsigned char bit = field ? KNOWN_GENERATED : KNOWN_PROMPT;
+    int64_t sum = 0, known = 0;
+    size_t last = 0, estimated = 0;
+    for (size_t i = 0; i < a->turns.n; i++) {
+        int64_t v = field ? a->turns.v[i].generated_tokens : a->turns.v[i].prompt_tokens;
+        if (a->known.v[i] & bit) {
+            known += v;
+        } else {
+            sum += v;
+            last = i;
+            estimated++;
+        }
+    }
+    total -= known;
+    if (estimated == 0 || sum <= 0 || total <= 0)
         return 0;
     double f = (double)total / (double)sum, cum = 0;
     int64_t given = 0;
     for (size_t i = 0; i < a->turns.n; i++) {
+        if (a->known.v[i] & bit)
+            continue;
         int64_t *v = field ? &a->turns.v[i].generated_tokens : &a->turns.v[i].prompt_tokens;
         cum += (double)*v;
-        int64_t upto = i + 1 == a->turns.n ? total : (int64_t)llround(cum * f);
+        int64_t upto = i == last ? total : (int64_t)llround(cum * f);
         *v = upto - given;
         given = upto;
     }
@@ -595,12 +766,216 @@ static int swe_run(struct trace_agentlog *a, const struct trace_traj **out, stru
     return finish_traj(a, "", out, err);
 }
 
+/* ---- OpenAI chat lines ------------------------------------------------------------------- */
+
+/* The first present (non-null) member of obj among keys; NULL when none. *key gets its name. */
+static const json_t *first_of(const json_t *obj, const char *const *keys, size_t n,
+                              const char **key)
+{
+    for (size_t i = 0; i < n; i++) {
+        const json_t *v = json_object_get(obj, keys[i]);
+        if (v && !json_is_null(v)) {
+            *key = keys[i];
+            return v;
+        }
+    }
+    return NULL;
+}
+
+/* Appends n bytes to the identity key being built. */
+static void key_add(struct trace_agentlog *a, const char *s, size_t n)
+{
+    vec_reserve(&a->key, a->key.n + n + 1);
+    memcpy(a->key.v + a->key.n, s, n);
+    a->key.n += n;
+    a->key.v[a->key.n] = '\0';
+}
+
+/*
+ * The prompt of a line: the value of its first identity field ("task_id" ...), else the text of
+ * the messages before the first assistant message (prompts told apart by their exact text, as
+ * verl's are). Numbered by first appearance; the sample is the attempt field when given, else
+ * the line's index among the prompt's lines. Fills prompt_id, sample and extra.
+ */
+static int chat_identity(struct trace_agentlog *a, const json_t *root, const json_t *msgs,
+                         struct libra_error *err)
+{
+    const char *id_key = NULL, *sample_key = NULL;
+    const json_t *id = first_of(root, chat_prompt_keys, 4, &id_key);
+    const json_t *sample = first_of(root, chat_sample_keys, 3, &sample_key);
+    int64_t n;
+    a->key.n = 0;
+    key_add(a, "", 0);
+    if (id) {
+        char text[32];
+        if (!json_is_string(id) && !ujson_as_int64(id, &n))
+            return ujson_errorf(err, &a->doc, id_key, "expected a string or an integer");
+        if (!json_is_string(id))
+            snprintf(text, sizeof text, "%lld", (long long)n);
+        key_add(a, "#", 1); /* never the first byte of the text form below */
+        const char *v = json_is_string(id) ? json_string_value(id) : text;
+        key_add(a, v, strlen(v));
+    } else {
+        size_t i;
+        const json_t *m;
+        json_array_foreach(msgs, i, m)
+        {
+            const char *role = json_string_value(json_object_get(m, "role"));
+            if (role && strcmp(role, "assistant") == 0)
+                break;
+            const char *t = content_text(a, json_object_get(m, "content"));
+            key_add(a, "\x1e", 1);
+            key_add(a, t ? t : "", t ? strlen(t) : 0);
+        }
+    }
+    int64_t s = 0;
+    if (sample && (!ujson_as_int64(sample, &s) || s < 0))
+        return ujson_errorf(err, &a->doc, sample_key, "expected an integer >= 0");
+    bool inserted;
+    union map_value *slot = map_slot(&a->instances, a->key.v, &inserted);
+    if (inserted) {
+        slot->i64 = (int64_t)a->next_sample.n;
+        vec_push(&a->next_sample, 0);
+    }
+    a->traj.prompt_id = slot->i64;
+    int64_t index = a->next_sample.v[slot->i64]++;
+    a->traj.sample = sample ? s : index;
+    a->traj.extra = json_object();
+    if (id)
+        json_object_set(a->traj.extra, id_key, (json_t *)id);
+    if (sample)
+        json_object_set(a->traj.extra, sample_key, (json_t *)sample);
+    return 0;
+}
+
+/* The reward: the first of chat_reward_keys, a number or a boolean (1 / 0). */
+static int chat_reward(struct trace_agentlog *a, const json_t *root, struct libra_error *err)
+{
+    const char *key;
+    const json_t *v = first_of(root, chat_reward_keys, 3, &key);
+    if (!v)
+        return 0;
+    a->traj.has_reward = true;
+    if (json_is_boolean(v))
+        a->traj.reward = json_is_true(v);
+    else if (!ujson_as_double(v, &a->traj.reward))
+        return ujson_errorf(err, &a->doc, key, "expected a number or a boolean");
+    return 0;
+}
+
+/* completed when the last turn made no call or called a terminal tool (those calls dropped),
+ * else truncated. */
+static void chat_finish(struct trace_agentlog *a)
+{
+    const struct trace_turn *last = &a->turns.v[a->turns.n - 1];
+    a->traj.finish = last->n_calls ? TRACE_FINISH_TRUNCATED : TRACE_FINISH_COMPLETED;
+    if (last->n_calls == 0)
+        return;
+    const struct trace_tool_call *calls = a->calls.v + a->calls.n - last->n_calls;
+    for (size_t i = 0; i < last->n_calls; i++) {
+        for (size_t t = 0; t < sizeof chat_terminal_tools / sizeof *chat_terminal_tools; t++) {
+            if (strcmp(calls[i].tool, chat_terminal_tools[t]) == 0) {
+                json_object_set_new(a->traj.extra, "ended_by", json_string(calls[i].tool));
+                drop_last_calls(a);
+                a->traj.finish = TRACE_FINISH_COMPLETED;
+                return;
+            }
+        }
+    }
+}
+
+/* Scales the estimates to the line's usage totals; the factors go to extra.scale. */
+static int chat_scale(struct trace_agentlog *a, const json_t *root, struct libra_error *err)
+{
+    struct usage total;
+    int rc = read_usage(a, root, "", &total, err);
+    if (rc)
+        return rc;
+    json_t *scale = json_object();
+    for (int field = 0; field < 2; field++) {
+        int64_t want = field ? total.completion : total.prompt;
+        double f = want > 0 ? scale_to(a, field, want) : 0;
+        if (f > 0)
+            json_object_set_new(scale, field ? "generated_tokens" : "prompt_tokens", ujson_real(f));
+    }
+    if (json_object_size(scale))
+        json_object_set_new(a->traj.extra, "scale", scale);
+    else
+        json_decref(scale);
+    return 0;
+}
+
+static int chat_run(struct trace_agentlog *a, const struct trace_traj **out,
+                    struct libra_error *err)
+{
+    const json_t *root = a->doc.root;
+    reset_traj(a);
+    if (!json_is_object(root))
+        return ujson_errorf(err, &a->doc, "", "expected a JSON object (one trajectory per line)");
+    const char *key = "messages";
+    const json_t *msgs = json_object_get(root, key);
+    if (!msgs || json_is_null(msgs)) {
+        key = "trajectory";
+        msgs = json_object_get(root, key);
+    }
+    if (!json_is_array(msgs))
+        return msgs && !json_is_null(msgs)
+                   ? ujson_errorf(err, &a->doc, key, "expected an array of messages")
+                   : ujson_errorf(err, &a->doc, "", "messages: missing");
+    int rc;
+    if ((rc = chat_identity(a, root, msgs, err)) || (rc = chat_reward(a, root, err)))
+        return rc;
+    const json_t *status = json_object_get(root, "exit_status");
+    if (json_is_string(status))
+        json_object_set(a->traj.extra, "exit_status", (json_t *)status);
+    /* tool definitions are sent with every request */
+    const json_t *tools = json_object_get(root, "tools");
+    int64_t context = json_is_array(tools) ? value_tokens(a, tools) : 0;
+    size_t i;
+    const json_t *m;
+    json_array_foreach(msgs, i, m)
+    {
+        char at[64];
+        snprintf(at, sizeof at, "%s/%zu", key, i);
+        if ((rc = chat_message(a, m, at, &context, err)))
+            return rc;
+    }
+    if (a->turns.n == 0)
+        return ujson_errorf(err, &a->doc, key, "no assistant message (nothing to import)");
+    chat_finish(a);
+    if ((rc = chat_scale(a, root, err)))
+        return rc;
+    if (json_object_size(a->traj.extra) == 0) {
+        json_decref(a->traj.extra);
+        a->traj.extra = NULL;
+    }
+    return finish_traj(a, "", out, err);
+}
+
+int trace_agentlog_line(struct trace_agentlog *a, int64_t lineno, const char *line, size_t len,
+                        const struct trace_traj **out, struct libra_error *err)
+{
+    ujson_doc_free(&a->doc);
+    memset(&a->doc, 0, sizeof a->doc);
+    int rc = ujson_doc_parse(&a->doc, a->name, line, len, err);
+    if (rc)
+        error_prefix(err, "invalid JSON");
+    else
+        rc = chat_run(a, out, err);
+    if (rc < 0 && err) {
+        /* the document is this one line */
+        err->line = (int)lineno;
+        err->col = err->col > 0 ? err->col : 1;
+    }
+    return rc;
+}
+
 /* ---- the next trajectory ----------------------------------------------------------------- */
 
 int trace_agentlog_next(struct trace_agentlog *a, const struct trace_traj **out,
                         struct libra_error *err)
 {
-    if (a->done)
+    if (a->done || a->format == TRACE_IMPORT_OPENAI_CHAT)
         return 0;
     if (!a->parsed) {
         int rc = ujson_doc_parse(&a->doc, a->name, a->text.v ? a->text.v : "", a->text.n, err);

@@ -1,7 +1,7 @@
 /*
  * Declarations shared by the files of trace/ and nobody else: the column finder the parser
- * and the importers report positions with, the token estimate, and the verl, tau-bench and
- * SWE-agent importers behind trace/import.h.
+ * and the importers report positions with, the token estimate, the tool-status rules, and the
+ * verl, tau-bench, SWE-agent and OpenAI-chat importers behind trace/import.h.
  */
 #ifndef TRACE_INTERNAL_H
 #define TRACE_INTERNAL_H
@@ -37,10 +37,44 @@ int trace_verl_line(struct trace_verl *v, const char *name, int64_t lineno, cons
  * rounded up. */
 int64_t trace_estimate_tokens(const char *s, size_t n, double chars_per_token);
 
+/* ---- tool-status rules (import_status.c) ------------------------------------------------ */
+
+/* A list of texts; a leading '^' anchors a text at the start of the output. */
+struct trace_text_list {
+    char **v; /* owned */
+    size_t n;
+};
+
+/* The rules of import.h ("tool-status rules"), in their order of precedence. */
+struct trace_status_rules {
+    struct trace_text_list timeout, exit_code, failure;
+};
+
 /*
- * The importer of whole-document agent logs (import_agent.c): format is
- * TRACE_IMPORT_TAU_BENCH or TRACE_IMPORT_SWE_AGENT, chars_per_token > 0, failure_text as in
- * struct trace_import_options. Never returns NULL.
+ * Reads the rules of o (the format's defaults where NULL) into r. Fails with LIBRA_EINVAL, err
+ * starting with the rule's flag, for a rule given to a format that takes none, an empty or
+ * blank text, or an exit-code pattern ending in a digit; r is then empty. Formats without
+ * rules get empty lists.
+ */
+int trace_status_rules_init(struct trace_status_rules *r, enum trace_import_format format,
+                            const struct trace_import_options *o, struct libra_error *err);
+void trace_status_rules_free(struct trace_status_rules *r);
+
+/* The status of a tool output (NUL-terminated; NULL reads as ""). */
+enum trace_tool_status trace_status_of(const struct trace_status_rules *r, const char *out);
+
+/* Sets failure_text, timeout_text, exit_code_pattern (arrays) and status_precedence in the
+ * header's import object. */
+void trace_status_rules_describe(const struct trace_status_rules *r, json_t *import);
+
+/* ---- agent logs (import_agent.c) ---------------------------------------------------------- */
+
+/*
+ * The importer of agent logs (import_agent.c): whole-document ones (TRACE_IMPORT_TAU_BENCH,
+ * TRACE_IMPORT_SWE_AGENT: lines are kept until the file ends) and chat transcripts one per line
+ * (TRACE_IMPORT_OPENAI_CHAT). chars_per_token > 0; group_size is the header's (0: unknown;
+ * a trajectory whose sample is not below it is an error); rules is copied (the lists stay owned
+ * by the caller and must outlive a). Never returns NULL.
  */
 struct trace_agentlog;
 
@@ -49,12 +83,15 @@ struct trace_agentlog;
     "a run that ends with the customer's message or a transfer_to_human_agents call is "           \
     "completed and that last call is dropped (what came back never reaches the model); a run "     \
     "cut after another call is truncated (the step cap)"
+/* What ends an OpenAI-chat trajectory with the agent's answer (for the header). */
+#define CHAT_TERMINAL_TOOL_DOC                                                                     \
+    "a trajectory whose last assistant message calls finish or submit is completed and those "     \
+    "calls are dropped (what came back never reaches the model); one that ends after another "     \
+    "call, or with a user message, is truncated"
 struct trace_agentlog *trace_agentlog_new(enum trace_import_format format, double chars_per_token,
-                                          const char *failure_text);
+                                          int64_t group_size,
+                                          const struct trace_status_rules *rules);
 void trace_agentlog_free(struct trace_agentlog *a);
-
-/* The failure texts in use, as a new JSON array of strings (for the header). */
-json_t *trace_agentlog_marks_json(const struct trace_agentlog *a);
 
 /* Starts file name; its lines are kept (add) until next is called. */
 void trace_agentlog_begin(struct trace_agentlog *a, const char *name);
@@ -68,5 +105,13 @@ void trace_agentlog_add(struct trace_agentlog *a, const char *line, size_t len);
  */
 int trace_agentlog_next(struct trace_agentlog *a, const struct trace_traj **out,
                         struct libra_error *err);
+
+/*
+ * TRACE_IMPORT_OPENAI_CHAT: converts line lineno (len bytes, not blank) of the current file
+ * into a trajectory valid until the next call. Returns 1 with *out set, or LIBRA_EINVAL with err
+ * at name:lineno:col and "PATH: REASON" (e.g. "messages.4.tool_call_id: ...").
+ */
+int trace_agentlog_line(struct trace_agentlog *a, int64_t lineno, const char *line, size_t len,
+                        const struct trace_traj **out, struct libra_error *err);
 
 #endif

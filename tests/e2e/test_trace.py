@@ -2,8 +2,10 @@
 
 Inputs are the small committed examples under tests/data/trace/: small.jsonl (a valid trace),
 bad.jsonl (one bad line of each kind), turns.csv and turns.jsonl (the same per-turn table in
-both syntaxes) and verl/ (two rollout_data_dir dump files). The statistics are checked against
-an independent computation in Python over the same file.
+both syntaxes), verl/ (two rollout_data_dir dump files), tau-bench/, swe-agent/ and
+openai-chat/ (agent logs). The statistics and the importers' estimates are checked against an
+independent computation in Python over the same file; each tool-status rule is checked to
+change the statuses it should.
 """
 
 import json
@@ -409,3 +411,261 @@ def test_import_swe_agent_errors(tmp_path):
     r = run("import", "--from", "swe-agent", str(bad))
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr == f"libra: {bad}:2:4: trajectory.0.action: expected a string\n"
+
+
+def test_import_rules_for_swe_agent_and_tau_bench():
+    """--timeout-text and --exit-code-pattern change the statuses of the other text formats too,
+    and the header reports the rules in use."""
+    django = data("swe-agent/django__django-11099.traj")
+
+    def statuses(*args):
+        r = run("import", "--from", "swe-agent", django, *args)
+        assert r.returncode == 0, r.stderr
+        header, traj = [json.loads(line) for line in r.stdout.splitlines()]
+        return header, [c["status"] for u in traj["turns"] for c in u.get("calls", [])]
+
+    header, default = statuses()
+    assert header["import"]["timeout_text"] == [
+        "timed out", "TimeoutError", "was cancelled because it took more than",
+        "has no new output after"]
+    assert header["import"]["exit_code_pattern"] == []
+    assert header["import"]["failure_text"] == ["Traceback", "Error", "command not found"]
+    assert default == ["success", "success", "success", "failure"]
+    # the python run printed a Traceback: as a timeout text it wins over the failure text
+    header, timed = statuses("--timeout-text", "Traceback")
+    assert header["import"]["timeout_text"] == ["Traceback"]
+    assert timed == ["success", "success", "success", "timeout"]
+
+    tau = data("tau-bench/airline-sample.json")
+    r = run("import", "--from", "tau-bench", tau, "--timeout-text", "^Error:")
+    assert r.returncode == 0, r.stderr
+    header, *trajs = [json.loads(line) for line in r.stdout.splitlines()]
+    assert header["import"]["timeout_text"] == ["^Error:"]
+    assert [sum(c["status"] == "timeout" for u in t["turns"] for c in u.get("calls", []))
+            for t in trajs] == [0, 0, 1, 5]
+    assert '"failure"' not in r.stdout
+
+
+# ---- import: OpenAI chat messages -------------------------------------------------------------
+
+
+CHAT = "openai-chat/sample.jsonl"
+
+
+def chat_lines():
+    with open(data(CHAT), encoding="utf-8") as f:
+        return [json.loads(line) for line in f]
+
+
+def est_content(content):
+    """Estimated tokens of a message's content: a string, or a list of text parts (each part
+    rounded up on its own)."""
+    if isinstance(content, list):
+        return sum(est(p.get("text")) for p in content)
+    return est(content)
+
+
+def est_generated(m):
+    calls = [c["function"] for c in m.get("tool_calls") or []]
+    if m.get("function_call"):
+        calls.append(m["function_call"])
+    return est_content(m.get("content")) + sum(est(c.get("arguments")) for c in calls)
+
+
+def call_statuses(traj):
+    return [[c["status"] for c in u.get("calls", [])] for u in traj["turns"]]
+
+
+def import_chat(*args):
+    r = run("import", "--from", "openai-chat", data(CHAT), *args)
+    assert r.returncode == 0, r.stderr
+    header, *trajs = [json.loads(line) for line in r.stdout.splitlines()]
+    return header, trajs
+
+
+def test_import_openai_chat_sample(tmp_path):
+    out = tmp_path / "chat.jsonl"
+    r = run("import", "--from", "openai-chat", data(CHAT), "--samples", "2", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert run("validate", str(out)).returncode == 0
+    header, trajs = records(out)
+    lines = chat_lines()
+    imp = header["import"]
+    assert header["lossy"] is True and header["group_size"] == 2
+    assert imp["from"] == "openai-chat" and imp["chars_per_token"] == 4.0
+    assert imp["failure_text"] == ["Traceback", "Error", "command not found"]
+    assert imp["timeout_text"] == ["timed out", "TimeoutError",
+                                   "was cancelled because it took more than",
+                                   "has no new output after"]
+    assert imp["exit_code_pattern"] == ["exit code", "<returncode>"]
+    assert imp["status_precedence"].startswith("timeout_text, then exit_code_pattern")
+
+    # identity: calc-1 twice (attempts 0 and 1), parse-7, and a prompt told apart by its text
+    assert [(t["prompt_id"], t["sample"]) for t in trajs] == \
+        [(0, 0), (0, 1), (1, 0), (2, 0), (2, 1)]
+    assert [t["finish"] for t in trajs] == \
+        ["completed", "truncated", "completed", "completed", "completed"]
+    assert [t["reward"] for t in trajs] == [1.0, 0.0, 0.0, 1.0, 0.0]
+    assert [t.get("extra") for t in trajs] == [
+        {"task_id": "calc-1", "attempt": 0, "ended_by": "finish"},
+        {"task_id": "calc-1", "attempt": 1, "scale": trajs[1]["extra"]["scale"]},
+        {"instance_id": "parse-7"}, None, None]
+    assert all(t["step"] == 0 and t["epoch"] == 0 for t in trajs)
+
+    # statuses by the default rules (timeout > exit code > failure text > success)
+    assert [call_statuses(t) for t in trajs] == [
+        [["success", "success"], ["failure"], ["success"], ["success"], []],
+        [["timeout"], ["failure"], ["other"]],
+        [["failure"], ["success"], ["failure"], []],
+        [["success"], []],
+        [["timeout"], []]]
+    # parallel calls keep the order of tool_calls, joined by id though answered out of order
+    assert [c["tool"] for c in trajs[0]["turns"][0]["calls"]] == ["view", "bash"]
+    msgs = lines[0]["messages"]
+    assert [c["payload_tokens"] for c in trajs[0]["turns"][0]["calls"]] == \
+        [est(msgs[4]["content"]), est(msgs[3]["content"])]
+
+    # line 1: the provider's counts of every assistant message, as they are
+    usages = [m["usage"] for m in msgs if m["role"] == "assistant"]
+    assert [(u["prompt_tokens"], u["generated_tokens"], u["cached_tokens"])
+            for u in trajs[0]["turns"]] == \
+        [(u["prompt_tokens"], u["completion_tokens"], u["prompt_tokens_details"]["cached_tokens"])
+         for u in usages]
+    assert "scale" not in trajs[0]["extra"]
+
+    # line 2: estimates scaled to the line's usage totals
+    line = lines[1]
+    msgs = line["messages"]
+    assistants = [i for i, m in enumerate(msgs) if m["role"] == "assistant"]
+    prompts = [sum(est_generated(m) if m["role"] == "assistant" else est_content(m["content"])
+                   for m in msgs[:i]) for i in assistants]
+    gens = [est_generated(msgs[i]) for i in assistants]
+    turns = trajs[1]["turns"]
+    assert sum(u["prompt_tokens"] for u in turns) == line["usage"]["prompt_tokens"]
+    assert sum(u["generated_tokens"] for u in turns) == line["usage"]["completion_tokens"]
+    assert trajs[1]["extra"]["scale"] == {
+        "prompt_tokens": pytest.approx(line["usage"]["prompt_tokens"] / sum(prompts)),
+        "generated_tokens": pytest.approx(line["usage"]["completion_tokens"] / sum(gens))}
+    assert all("cached_tokens" not in u for u in turns)
+
+    # line 3: estimates; function_call and user-message observations are calls
+    msgs = lines[2]["messages"]
+    turns = trajs[2]["turns"]
+    assert [c["tool"] for u in turns for c in u.get("calls", [])] == ["read_file", "user", "user"]
+    context = 0
+    k = 0
+    for m in msgs:
+        if m["role"] == "assistant":
+            assert turns[k]["prompt_tokens"] == context
+            assert turns[k]["generated_tokens"] == est_generated(m)
+            context += est_generated(m)
+            k += 1
+        else:
+            if k > 0:  # each observation is the one call of the turn before it
+                assert turns[k - 1]["calls"][-1]["payload_tokens"] == est(m["content"])
+            context += est(m["content"])
+    assert k == len(turns)
+
+    # lines 4 and 5: the tool definitions count toward every prompt
+    tools = json.dumps(lines[3]["tools"], sort_keys=True, separators=(",", ":"))
+    first = lines[3]["messages"][:2]
+    assert trajs[3]["turns"][0]["prompt_tokens"] == est(tools) + sum(
+        est_content(m["content"]) for m in first)
+    assert trajs[3]["turns"][0]["prompt_tokens"] == trajs[4]["turns"][0]["prompt_tokens"]
+
+
+def test_import_openai_chat_rules_each_change_the_statuses():
+    """Each rule, removed or replaced, changes statuses the default rules gave: none is idle."""
+    _, base = import_chat()
+    base = [call_statuses(t) for t in base]
+
+    # without timeout texts: the killed pip install exits -1 (failure), the TimeoutError
+    # traceback is a failure text
+    header, trajs = import_chat("--timeout-text", "")
+    assert header["import"]["timeout_text"] == []
+    got = [call_statuses(t) for t in trajs]
+    assert got[1][0] == ["failure"] and got[4][0] == ["failure"]
+    assert "timeout" not in json.dumps(got)
+
+    # without exit codes: the failing pytest run (exit 1, no failure text) passes, the passing
+    # one that mentions "Error" fails, and mini-swe-agent's <returncode>1</returncode> passes
+    header, trajs = import_chat("--exit-code-pattern", "")
+    got = [call_statuses(t) for t in trajs]
+    assert base[0][1:4] == [["failure"], ["success"], ["success"]]
+    assert got[0][1:4] == [["success"], ["success"], ["failure"]]
+    assert base[2][1:3] == [["success"], ["failure"]] and got[2][1:3] == [["success"], ["success"]]
+    # the exit code beats the failure text: "command not found" with exit 127 stays a failure,
+    # the FileNotFoundError (no exit code) no longer is one without failure texts
+    header, trajs = import_chat("--failure-text", "")
+    got = [call_statuses(t) for t in trajs]
+    assert got[1][1] == ["failure"] and base[2][0] == ["failure"] and got[2][0] == ["success"]
+
+    # replaced: an anchored timeout text, an exit-code pattern of one's own
+    header, trajs = import_chat("--timeout-text", "^bash:", "--exit-code-pattern",
+                                "finished with exit code")
+    assert header["import"]["timeout_text"] == ["^bash:"]
+    assert header["import"]["exit_code_pattern"] == ["finished with exit code"]
+    got = [call_statuses(t) for t in trajs]
+    assert got[1][:2] == [["failure"], ["timeout"]]
+    assert got[2][1:3] == [["success"], ["success"]]  # <returncode> is no longer read
+
+
+def test_import_openai_chat_help_gives_the_defaults():
+    r = run("--help")
+    assert r.returncode == 0
+    text = " ".join(r.stdout.split())
+    header, _ = import_chat()
+    for key in ("timeout_text", "exit_code_pattern", "failure_text"):
+        assert '"' + ",".join(header["import"][key]) + '"' in text, key
+    assert "openai-chat" in text
+
+
+def test_import_rule_flags_refuse_nonsense():
+    cases = [
+        (["--from", "openai-chat", "--timeout-text", "a,,b"], "--timeout-text: an empty or blank "
+         "text in 'a,,b' would match every output"),
+        (["--from", "swe-agent", "--failure-text", "^"], "--failure-text: an empty or blank text "
+         "in '^'"),
+        (["--from", "tau-bench", "--failure-text", "Error, "], "--failure-text: an empty or blank "
+         "text in 'Error, '"),
+        (["--from", "openai-chat", "--exit-code-pattern", "exit code 1"],
+         "--exit-code-pattern: 'exit code 1' ends in a digit"),
+        (["--from", "csv", "--timeout-text", "x"], "--timeout-text: --from csv does not classify "
+         "tool outputs"),
+        (["--from", "verl", "--exit-code-pattern", "rc="], "--exit-code-pattern: --from verl does "
+         "not classify tool outputs"),
+    ]
+    for args, msg in cases:
+        r = run("import", *args, data(CHAT))
+        assert r.returncode == 2, (args, r.stderr)
+        assert r.stdout == ""
+        assert r.stderr.startswith("libra: trace: " + msg), (args, r.stderr)
+
+
+def test_import_openai_chat_errors(tmp_path):
+    good = open(data(CHAT), encoding="utf-8").readline()
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(good + '{"messages": [{"role": "user", "content": "hi"}, '
+                   '{"role": "assistant", "content": "x", "tool_calls": '
+                   '[{"id": "a", "function": {"name": "f"}}]}, '
+                   '{"role": "tool", "tool_call_id": "zz", "content": "?"}]}\n')
+    r = run("import", "--from", "openai-chat", str(bad))
+    assert r.returncode == 2 and r.stdout == ""
+    col = bad.read_text().splitlines()[1].index('"tool_call_id"') + 1
+    assert r.stderr == (f"libra: {bad}:2:{col}: messages.2.tool_call_id: 'zz' answers no open "
+                        "tool call of the last assistant message\n")
+    bad.write_text("\n" + good + '{"messages": [}\n')
+    r = run("import", "--from", "openai-chat", str(bad))
+    assert r.returncode == 2
+    assert r.stderr == f"libra: {bad}:3:15: invalid JSON: unexpected token near '}}'\n"
+    bad.write_text('{"task_id": [1], "messages": []}\n')
+    r = run("import", "--from", "openai-chat", str(bad))
+    assert r.stderr == f"libra: {bad}:1:2: task_id: expected a string or an integer\n"
+    bad.write_text('{"id": 3, "messages": [{"role": "user", "content": "q"}]}\n')
+    r = run("import", "--from", "openai-chat", str(bad))
+    assert r.stderr == (f"libra: {bad}:1:11: messages: no assistant message (nothing to "
+                        "import)\n")
+    # a whole tau-bench file is not one trajectory per line
+    r = run("import", "--from", "openai-chat", data("tau-bench/airline-sample.json"))
+    assert r.returncode == 2
+    assert "invalid JSON" in r.stderr

@@ -1,9 +1,10 @@
 /*
- * Fuzz harness for the importers (src/trace/import.c, import_verl.c, import_agent.c). The first
- * byte picks the format (its low 7 bits modulo 5: jsonl, csv, verl, tau-bench, swe-agent) and,
- * with its high bit, a group size of 4; the rest are the lines of one input file. Besides not
- * crashing, every trajectory an importer returns must pass trace_check_traj, since the trace writer
- * would otherwise refuse it.
+ * Fuzz harness for the importers (src/trace/import.c, import_verl.c, import_agent.c,
+ * import_status.c). The first byte picks the format (its low 6 bits modulo 6: jsonl, csv, verl,
+ * tau-bench, swe-agent, openai-chat), with its high bit a group size of 4, and with bit 6 (text
+ * formats only) status rules of the fuzzer's own (anchored texts, several exit-code patterns);
+ * the rest are the lines of one input file. Besides not crashing, every trajectory an importer
+ * returns must pass trace_check_traj, since the trace writer would otherwise refuse it.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,8 +24,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size == 0)
         return 0;
-    struct trace_import_options o = {.format = (enum trace_import_format)((data[0] & 0x7f) % 5),
+    struct trace_import_options o = {.format = (enum trace_import_format)((data[0] & 0x3f) % 6),
                                      .group_size = data[0] & 0x80 ? 4 : 0};
+    if ((data[0] & 0x40) && o.format >= TRACE_IMPORT_TAU_BENCH) {
+        o.timeout_text = "^T,slow";
+        o.exit_code_pattern = "rc,^code:,exit code";
+        o.failure_text = "^E,fail";
+    }
     struct trace_importer *im;
     if (trace_importer_new(&im, &o, NULL) != 0)
         abort();

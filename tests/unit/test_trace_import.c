@@ -1,7 +1,8 @@
-/* Tests of the importers (src/trace/import.c, import_verl.c, import_agent.c): the per-turn
- * table read from JSON Lines and from CSV gives the same trajectories, each class of bad row is
- * reported at its line, column and field, verl dumps are split into turns and estimated as
- * documented, and tau-bench runs and SWE-agent .traj files map as docs/trace-format.md says. */
+/* Tests of the importers (src/trace/import.c, import_verl.c, import_agent.c, import_status.c):
+ * the per-turn table read from JSON Lines and from CSV gives the same trajectories, each class
+ * of bad row is reported at its line, column and field, verl dumps are split into turns and
+ * estimated as documented, tau-bench runs, SWE-agent .traj files and OpenAI chat lines map as
+ * docs/trace-format.md says, and each tool-status rule decides what it should, in its order. */
 #include "testutil.h"
 
 #include <string.h>
@@ -13,12 +14,11 @@
  * Imports text (lines separated by '\n') as file "in" and appends every trajectory, formatted,
  * to out. Returns 0 or the first error (err filled).
  */
-static int import_text(enum trace_import_format fmt, const char *text, struct trace_text *out,
-                       struct libra_error *err)
+static int import_opts(const struct trace_import_options *o, const char *text,
+                       struct trace_text *out, struct libra_error *err)
 {
-    struct trace_import_options o = {.format = fmt, .group_size = 4};
     struct trace_importer *im;
-    assert_int_equal(trace_importer_new(&im, &o, NULL), 0);
+    assert_int_equal(trace_importer_new(&im, o, NULL), 0);
     trace_importer_begin(im, "in");
     const struct trace_traj *t;
     int rc = 0;
@@ -34,6 +34,14 @@ static int import_text(enum trace_import_format fmt, const char *text, struct tr
         trace_format_traj(out, t);
     trace_importer_free(im);
     return rc < 0 ? rc : 0;
+}
+
+/* import_opts with the format's defaults and a group size of 4. */
+static int import_text(enum trace_import_format fmt, const char *text, struct trace_text *out,
+                       struct libra_error *err)
+{
+    struct trace_import_options o = {.format = fmt, .group_size = 4};
+    return import_opts(&o, text, out, err);
 }
 
 /* Two trajectories: "a" (turn 0 with two calls, then the answer), and 7 (one turn). */
@@ -336,9 +344,14 @@ static void test_tau_bench_errors(void **state)
                  "[{\"task_id\": 1, \"trial\": 0, \"traj\": [\n"
                  "{\"role\": \"critic\", \"content\": \"a\"}]}]\n",
                  2, "\"role\"",
-                 "0.traj.0.role: unknown role 'critic' (expected system, user, assistant or tool)");
+                 "0.traj.0.role: unknown role 'critic' (expected system, developer, user, "
+                 "assistant, tool or function)");
     import_fails(TRACE_IMPORT_TAU_BENCH, "[{\"task_id\": 1, \"trial\": 0, \"traj\": []}]\n", 1, "{",
                  "0: traj: no assistant message (nothing to import)");
+    /* a trial the header's group size (4) cannot hold */
+    import_fails(TRACE_IMPORT_TAU_BENCH,
+                 "[{\"task_id\": 1, \"trial\": 4, \"traj\": [{\"role\": \"assistant\"}]}]\n", 1,
+                 "{", "0: sample: 4 is not below the header's group_size 4");
     import_fails(TRACE_IMPORT_TAU_BENCH, "[{\"task_id\": 1,\n", 2, NULL,
                  "invalid JSON: string or '}' expected near end of file");
 }
@@ -401,6 +414,222 @@ static void test_swe_agent_finish_and_errors(void **state)
                  "trajectory: no steps (nothing to import)");
 }
 
+/*
+ * Two chat lines. Line 1 (task t, attempt 1): provider usage on the first assistant message, two
+ * parallel calls (the second answered first, the first by a tool message without id), then a
+ * legacy function_call and its function reply, an answer. Line 2 (the same prompt text, no id):
+ * an observation in a user message, and the line's usage totals.
+ */
+static const char *const chat_lines =
+    "{\"task_id\": \"t\", \"attempt\": 1, \"reward\": 0.5, \"messages\": ["
+    "{\"role\": \"system\", \"content\": \"sys.\"}, {\"role\": \"user\", \"content\": \"do it\"}, "
+    "{\"role\": \"assistant\", \"content\": \"ok\", \"usage\": {\"prompt_tokens\": 50, "
+    "\"completion_tokens\": 9, \"prompt_tokens_details\": {\"cached_tokens\": 40}}, "
+    "\"tool_calls\": [{\"id\": \"a\", \"function\": {\"name\": \"ls\", \"arguments\": \"{}\"}}, "
+    "{\"id\": \"b\", \"function\": {\"name\": \"cat\", \"arguments\": {\"f\": 1}}}]}, "
+    "{\"role\": \"tool\", \"tool_call_id\": \"b\", \"content\": \"exit code 2\"}, "
+    "{\"role\": \"tool\", \"content\": [{\"type\": \"text\", \"text\": \"a.py\"}]}, "
+    "{\"role\": \"assistant\", \"content\": null, \"function_call\": {\"name\": \"run\", "
+    "\"arguments\": \"a.py\"}}, "
+    "{\"role\": \"function\", \"name\": \"run\", \"content\": \"TimeoutError\"}, "
+    "{\"role\": \"assistant\", \"content\": \"done\"}]}\n"
+    "\n"
+    "{\"usage\": {\"prompt_tokens\": 40, \"completion_tokens\": 8}, \"messages\": ["
+    "{\"role\": \"system\", \"content\": \"sys.\"}, {\"role\": \"user\", \"content\": \"do it\"}, "
+    "{\"role\": \"assistant\", \"content\": \"12345678\"}, "
+    "{\"role\": \"user\", \"content\": \"<returncode>0</returncode>\"}, "
+    "{\"role\": \"assistant\", \"content\": \"1234\", \"tool_calls\": [{\"id\": \"z\", "
+    "\"function\": {\"name\": \"submit\"}}]}]}\n";
+
+static void test_openai_chat(void **state)
+{
+    /* line 1: turn 0 from usage; its calls ls (success, 1 token) and cat (exit code 2:
+     * failure, 3 tokens); estimates: context 1 + 2 = 3, turn 0 generates 1 + 1 + 2 ({"f":1}
+     * is 7 characters) = 4, so turn 1 sees 3 + 4 + 3 + 1 = 11 and generates 1 (a.py), its
+     * call times out (3 tokens); turn 2 sees 11 + 1 + 3 = 15.
+     * line 2: estimates 3 then 3 + 2 + 7 = 12 (sum 15), generated 2 and 1 (sum 3); scaled to
+     * 40 and 8 on cumulative sums 3, 15 -> 8, 40 -> 8, 32 and 2, 3 -> 5.33, 8 -> 5, 3. The
+     * submit call ends it: completed, the call dropped. */
+    struct trace_text out = {0};
+    struct libra_error err = {0};
+    int rc = import_text(TRACE_IMPORT_OPENAI_CHAT, chat_lines, &out, &err);
+    if (rc)
+        print_error("%s:%d:%d: %s\n", err.file, err.line, err.col, err.msg);
+    assert_int_equal(rc, 0);
+    assert_string_equal(
+        out.data,
+        "{\"step\":0,\"prompt_id\":0,\"epoch\":0,\"sample\":1,\"version_start\":0,\"finish\":"
+        "\"completed\",\"reward\":0.5,\"turns\":[{\"prompt_tokens\":50,\"cached_tokens\":40,"
+        "\"generated_tokens\":9,\"calls\":[{\"tool\":\"ls\",\"status\":\"success\","
+        "\"payload_tokens\":1},{\"tool\":\"cat\",\"status\":\"failure\",\"payload_tokens\":3}]},"
+        "{\"prompt_tokens\":11,\"generated_tokens\":1,\"calls\":[{\"tool\":\"run\",\"status\":"
+        "\"timeout\",\"payload_tokens\":3}]},{\"prompt_tokens\":15,\"generated_tokens\":1}],"
+        "\"extra\":{\"attempt\":1,\"task_id\":\"t\"}}\n"
+        "{\"step\":0,\"prompt_id\":1,\"epoch\":0,\"sample\":0,\"version_start\":0,\"finish\":"
+        "\"completed\",\"turns\":[{\"prompt_tokens\":8,\"generated_tokens\":5,\"calls\":[{"
+        "\"tool\":\"user\",\"status\":\"success\",\"payload_tokens\":7}]},{\"prompt_tokens\":32,"
+        "\"generated_tokens\":3}],\"extra\":{\"ended_by\":\"submit\",\"scale\":{"
+        "\"generated_tokens\":2.6666666666666665,\"prompt_tokens\":2.6666666666666665}}}\n");
+    trace_text_free(&out);
+}
+
+#define CHAT_HEAD "{\"messages\": [{\"role\": \"user\", \"content\": \"q\"}, "
+#define CHAT_CALL                                                                                  \
+    "{\"role\": \"assistant\", \"tool_calls\": [{\"id\": \"a\", \"function\": {\"name\": "         \
+    "\"f\"}}]}"
+
+static void test_openai_chat_errors(void **state)
+{
+    import_fails(TRACE_IMPORT_OPENAI_CHAT, "\n[1]\n", 2, NULL,
+                 "expected a JSON object (one trajectory per line)");
+    import_fails(TRACE_IMPORT_OPENAI_CHAT, "{\"id\": 1}\n", 1, NULL, "messages: missing");
+    import_fails(TRACE_IMPORT_OPENAI_CHAT, "{\"messages\": {}}\n", 1, "\"messages",
+                 "messages: expected an array of messages");
+    import_fails(TRACE_IMPORT_OPENAI_CHAT,
+                 CHAT_HEAD CHAT_CALL ", {\"role\": \"function\", \"name\": \"f\"}]}\n", 1,
+                 "\"name\": \"f\"}]",
+                 "messages.2.name: 'f' answers no open function_call of the "
+                 "last assistant message");
+    import_fails(TRACE_IMPORT_OPENAI_CHAT,
+                 CHAT_HEAD CHAT_CALL ", {\"role\": \"tool\", \"content\": \"x\"}, "
+                                     "{\"role\": \"tool\", \"content\": \"y\"}]}\n",
+                 1, "{\"role\": \"tool\", \"content\": \"y",
+                 "messages.3: tool message answers no open tool call of the last assistant "
+                 "message");
+    import_fails(TRACE_IMPORT_OPENAI_CHAT,
+                 CHAT_HEAD "{\"role\": \"assistant\", \"usage\": {\"prompt_tokens\": 5, "
+                           "\"prompt_tokens_details\": {\"cached_tokens\": 6}}}]}\n",
+                 1, "\"cached_tokens",
+                 "messages.1.usage.prompt_tokens_details.cached_tokens: 6 exceeds prompt_tokens 5");
+    import_fails(TRACE_IMPORT_OPENAI_CHAT,
+                 CHAT_HEAD "{\"role\": \"assistant\", \"usage\": {\"completion_tokens\": -1}}]}\n",
+                 1, "\"completion_tokens",
+                 "messages.1.usage.completion_tokens: expected an "
+                 "integer >= 0");
+    import_fails(TRACE_IMPORT_OPENAI_CHAT,
+                 CHAT_HEAD "{\"role\": \"assistant\", \"content\": 5}]}\n", 1, "\"content\": 5",
+                 "messages.1.content: expected a string, an array of content parts or null");
+    import_fails(TRACE_IMPORT_OPENAI_CHAT,
+                 "{\"attempt\": -1, \"messages\": [{\"role\": \"assistant\"}]}\n", 1, "\"attempt",
+                 "attempt: expected an integer >= 0");
+    import_fails(TRACE_IMPORT_OPENAI_CHAT,
+                 "{\"trial\": 4, \"messages\": [{\"role\": \"assistant\"}]}\n", 1, NULL,
+                 "sample: 4 is not below the header's group_size 4");
+    import_fails(TRACE_IMPORT_OPENAI_CHAT,
+                 "{\"resolved\": \"yes\", \"messages\": [{\"role\": \"assistant\"}]}\n", 1,
+                 "\"resolved", "resolved: expected a number or a boolean");
+}
+
+/* The status one openai-chat call gets for tool output out (a JSON string body) under o. */
+static const char *chat_status(struct trace_import_options *o, const char *out)
+{
+    static char status[16];
+    char line[512];
+    snprintf(line, sizeof line,
+             CHAT_HEAD CHAT_CALL ", {\"role\": \"tool\", \"tool_call_id\": \"a\", \"content\": "
+                                 "\"%s\"}, {\"role\": \"assistant\", \"content\": \"k\"}]}\n",
+             out);
+    struct trace_text text = {0};
+    o->format = TRACE_IMPORT_OPENAI_CHAT;
+    assert_int_equal(import_opts(o, line, &text, NULL), 0);
+    const char *at = strstr(text.data, "\"status\":\"");
+    assert_non_null(at);
+    at += 10;
+    snprintf(status, sizeof status, "%.*s", (int)strcspn(at, "\""), at);
+    trace_text_free(&text);
+    return status;
+}
+
+static void test_status_rules(void **state)
+{
+    struct trace_import_options o = {0};
+    /* the defaults, in their order: timeout > exit code > failure text > success */
+    assert_string_equal(chat_status(&o, "ok"), "success");
+    assert_string_equal(chat_status(&o, "Traceback"), "failure");
+    assert_string_equal(chat_status(&o, "Traceback\\n[Command finished with exit code 0]"),
+                        "success");
+    assert_string_equal(chat_status(&o, "[The command completed with exit code 3.]"), "failure");
+    assert_string_equal(chat_status(&o, "timed out\\n[Command finished with exit code 0]"),
+                        "timeout");
+    assert_string_equal(chat_status(&o, "<returncode>-1</returncode>"), "failure");
+    assert_string_equal(chat_status(&o, "exit code: 000"), "success");
+    /* the last pattern followed by an integer counts; one without an integer is no code */
+    assert_string_equal(chat_status(&o, "exit code 1, then exit code 0"), "success");
+    assert_string_equal(chat_status(&o, "exit code 0, then exit code 1"), "failure");
+    assert_string_equal(chat_status(&o, "exit code 1, exit code unknown"), "failure");
+    assert_string_equal(chat_status(&o, "exit code unknown"), "success");
+    /* each rule replaced: anchors, and "" switching a rule off */
+    o.exit_code_pattern = "^rc=";
+    assert_string_equal(chat_status(&o, "rc=2"), "failure");
+    assert_string_equal(chat_status(&o, "x rc=2"), "success");
+    assert_string_equal(chat_status(&o, "rc=0 Traceback"), "success");
+    o.exit_code_pattern = "";
+    assert_string_equal(chat_status(&o, "Traceback\\n[Command finished with exit code 0]"),
+                        "failure");
+    o.failure_text = "^E:,oops";
+    assert_string_equal(chat_status(&o, "E: no"), "failure");
+    assert_string_equal(chat_status(&o, "x E: no"), "success");
+    assert_string_equal(chat_status(&o, "an oops"), "failure");
+    o.timeout_text = "^slow";
+    assert_string_equal(chat_status(&o, "slow oops"), "timeout");
+    assert_string_equal(chat_status(&o, "timed out"), "success");
+    o.timeout_text = "";
+    assert_string_equal(chat_status(&o, "TimeoutError"), "success");
+
+    /* swe-agent reads no exit code by default; given a pattern it does */
+    const char *traj = "{\"trajectory\": [{\"action\": \"make\", \"observation\": \"Error 2\\n"
+                       "exit code 0\"}], \"info\": {\"exit_status\": \"exit_cost\"}}\n";
+    struct trace_import_options swe = {.format = TRACE_IMPORT_SWE_AGENT};
+    struct trace_text text = {0};
+    assert_int_equal(import_opts(&swe, traj, &text, NULL), 0);
+    assert_non_null(strstr(text.data, "\"status\":\"failure\""));
+    text.len = 0;
+    swe.exit_code_pattern = "exit code";
+    assert_int_equal(import_opts(&swe, traj, &text, NULL), 0);
+    assert_non_null(strstr(text.data, "\"status\":\"success\""));
+    trace_text_free(&text);
+}
+
+/* trace_importer_new refuses o with the message msg. */
+static void refuses(const struct trace_import_options *o, const char *msg)
+{
+    struct trace_importer *im = NULL;
+    struct libra_error err = {0};
+    assert_int_equal(trace_importer_new(&im, o, &err), LIBRA_EINVAL);
+    assert_null(im);
+    assert_string_equal(err.msg, msg);
+}
+
+static void test_status_rules_refused(void **state)
+{
+    struct trace_import_options o = {.format = TRACE_IMPORT_OPENAI_CHAT, .timeout_text = ","};
+    refuses(&o, "--timeout-text: an empty or blank text in ',' would match every output "
+                "(separate texts by single commas; give \"\" for none)");
+    o.timeout_text = "a,^ ";
+    refuses(&o, "--timeout-text: an empty or blank text in 'a,^ ' would match every output "
+                "(separate texts by single commas; give \"\" for none)");
+    o.timeout_text = NULL;
+    o.exit_code_pattern = "rc,code 7";
+    refuses(&o, "--exit-code-pattern: 'code 7' ends in a digit (give the text that comes before "
+                "the exit code, e.g. 'exit code')");
+    o = (struct trace_import_options){.format = TRACE_IMPORT_JSONL, .failure_text = ""};
+    refuses(&o, "--failure-text: --from jsonl does not classify tool outputs (only tau-bench, "
+                "swe-agent and openai-chat do)");
+
+    /* the header reports every rule */
+    o = (struct trace_import_options){.format = TRACE_IMPORT_TAU_BENCH, .timeout_text = "^T,x"};
+    struct trace_importer *im;
+    assert_int_equal(trace_importer_new(&im, &o, NULL), 0);
+    struct trace_text text = {0};
+    trace_format_header(&text, trace_importer_header(im));
+    assert_non_null(strstr(text.data, "\"timeout_text\":[\"^T\",\"x\"]"));
+    assert_non_null(strstr(text.data, "\"exit_code_pattern\":[]"));
+    assert_non_null(strstr(text.data, "\"failure_text\":[\"^Error:\"]"));
+    assert_non_null(strstr(text.data, "\"status_precedence\":\"timeout_text, then"));
+    trace_text_free(&text);
+    trace_importer_free(im);
+}
+
 static void test_options(void **state)
 {
     struct trace_importer *im;
@@ -435,6 +664,10 @@ int main(void)
         cmocka_unit_test(test_tau_bench_errors),
         cmocka_unit_test(test_swe_agent),
         cmocka_unit_test(test_swe_agent_finish_and_errors),
+        cmocka_unit_test(test_openai_chat),
+        cmocka_unit_test(test_openai_chat_errors),
+        cmocka_unit_test(test_status_rules),
+        cmocka_unit_test(test_status_rules_refused),
         cmocka_unit_test(test_options),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
