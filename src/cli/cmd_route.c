@@ -134,35 +134,6 @@ static void add_traj(struct sched_eval_trace *ev, const struct sched_obs_config 
     vec_free(&obs);
 }
 
-static int load_trace(const char *path, bool truncated_exact, struct ev_trace *ev,
-                      atomic_llong *read)
-{
-    struct trace_reader *r;
-    struct libra_error err = {0};
-    const struct trace_header *h;
-    const struct trace_traj *t;
-    int rc = trace_reader_open(&r, path, &err);
-    if (rc == 0)
-        rc = trace_reader_header(r, &h, &err);
-    if (rc == 0) {
-        ev->workload = xstrdup(h->workload);
-        ev->model = h->model ? xstrdup(h->model) : NULL;
-        struct sched_obs_config oc;
-        sched_obs_defaults(&oc, h->workload, h->model);
-        while ((rc = trace_reader_next(r, &t, &err)) == 1) {
-            add_traj(&ev->ev, &oc, t, truncated_exact);
-            atomic_fetch_add(read, 1);
-        }
-    }
-    trace_reader_close(r);
-    if (rc < 0) {
-        cli_report_error(&err);
-        return rc == LIBRA_EIO ? LIBRA_EXIT_IO : LIBRA_EXIT_USAGE;
-    }
-    sched_eval_trace_index(&ev->ev);
-    return 0;
-}
-
 /* ---- arms: one router (and model) per policy evaluated ------------------------------------ */
 
 /* What the arms need besides the flags: the config and its fleet's move costs. */
@@ -394,19 +365,14 @@ struct route_plan {
     char why[160]; /* when not planned */
 };
 
-static void plan_trace(const struct cli_presets *p, const struct libra_config *cfg,
-                       const char *path, struct route_plan *out)
+/* Plans the trace in `in` under cfg into out (out->planned false: why says why not). */
+static void plan_trace(const struct sim_input *in, const struct libra_config *cfg,
+                       struct route_plan *out)
 {
-    struct libra_config pc = *cfg;
-    snprintf(pc.workload.trace, sizeof pc.workload.trace, "%s", path);
-    struct cli_traces ts = {0};
-    struct sim_input in;
     struct plan_result r = {0};
     struct libra_error err = {0};
     memset(out, 0, sizeof *out);
-    if (cli_sim_input(p, &ts, &pc, false, &in) != 0)
-        snprintf(out->why, sizeof out->why, "the trace cannot be simulated on this config");
-    else if (sim_plan(&in, &pc, NULL, NULL, &r, &err) != 0)
+    if (sim_plan(in, cfg, NULL, NULL, &r, &err) != 0)
         snprintf(out->why, sizeof out->why, "%s", err.msg);
     else if (!r.feasible)
         snprintf(out->why, sizeof out->why, "no feasible plan: %s", plan_why_text(r.why));
@@ -416,7 +382,37 @@ static void plan_trace(const struct cli_presets *p, const struct libra_config *c
         out->step_s = r.step_s;
     }
     plan_result_free(&r);
+}
+
+/*
+ * Reads the trace at path once, as the simulator would replay it under cfg, plans it, and
+ * converts it into the evaluator's form; the records are freed before evaluation. Returns 0 or
+ * an exit code after the trace's error (file:line:col).
+ */
+static int load_trace(const struct cli_presets *p, const struct libra_config *cfg,
+                      const char *path, bool truncated_exact, struct ev_trace *ev,
+                      struct route_plan *plan, atomic_llong *read)
+{
+    struct libra_config pc = *cfg;
+    snprintf(pc.workload.trace, sizeof pc.workload.trace, "%s", path);
+    struct cli_traces ts = {0};
+    struct sim_input in;
+    int rc = cli_sim_input(p, &ts, &pc, false, &in);
+    if (rc == 0) {
+        const struct sim_trace *t = in.trace;
+        ev->workload = xstrdup(t->workload);
+        ev->model = t->model ? xstrdup(t->model) : NULL;
+        struct sched_obs_config oc;
+        sched_obs_defaults(&oc, t->workload, t->model);
+        for (size_t i = 0; i < t->n; i++) {
+            add_traj(&ev->ev, &oc, &t->trajs[i], truncated_exact);
+            atomic_fetch_add(read, 1);
+        }
+        sched_eval_trace_index(&ev->ev);
+        plan_trace(&in, &pc, plan);
+    }
     cli_traces_free(&ts);
+    return rc;
 }
 
 static int resolve_layout(const struct route_flags *f, const struct libra_config *cfg,
@@ -508,11 +504,9 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     int n_arms = 0, rc = cli_common_load(cc, f->config, &p, &cfg);
     struct cli_progress *line =
         rc ? NULL : cli_progress_start("route eval", read_progress, &progress, cc->progress);
-    if (rc == 0)
-        rc = load_trace(path, f->truncated_exact, &ev, &progress.trajs_read);
     struct route_plan plan = {0};
     if (rc == 0)
-        plan_trace(&p, &cfg, path, &plan);
+        rc = load_trace(&p, &cfg, path, f->truncated_exact, &ev, &plan, &progress.trajs_read);
     if (rc == 0)
         rc = resolve_layout(f, &cfg, &plan, &l);
     int64_t steps = (int64_t)sched_eval_steps(&ev.ev);

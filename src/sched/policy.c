@@ -389,15 +389,11 @@ static void h_choose(struct sched_router *r, const struct sched_traj *t,
         h->bucket[e] = (int8_t)(e >= H_FIXED ? (e - H_FIXED < n ? e - H_FIXED : -1)
                                 : src[e].known ? argmin(src[e].cost, n)
                                                : -1);
-    int leader = H_FIXED; /* always awake */
+    /* the shortest bucket (cmlfq's start) until another expert has done better than the router */
+    int leader = H_FIXED;
     for (int e = 0; e < H_FIXED + n; e++)
         if (h->bucket[e] >= 0 && r->h_score[e] < r->h_score[leader])
             leader = e;
-    for (int e = 0; e < H_FIXED; e++) /* ties to the expert that knows more */
-        if (h->bucket[e] >= 0 && r->h_score[e] == r->h_score[leader]) {
-            leader = e;
-            break;
-        }
     h->chosen = h->bucket[leader];
     c->recorded = true;
     target(t, h->bucket[leader], c);
