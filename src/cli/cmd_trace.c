@@ -36,7 +36,10 @@ static const char help[] =
     "generated / prompt / tool tokens per trajectory (mean, p50, p90, p99, max), tool latencies,\n"
     "the finish and tool-status mix, how often prompts recur, the share of generated tokens\n"
     "held by the longest 5 % and 10 % of trajectories, and the drift of mean generated tokens\n"
-    "per step; --json prints one document (schema libra.trace-stats/1). import converts a\n"
+    "per step, and whether routing by tool returns can pay: the within-depth Spearman of each\n"
+    "return's bad status and payload against the generated tokens still to come (and of depth\n"
+    "itself), and the ICC(1) of log(1 + generated tokens) by prompt; --json prints one document\n"
+    "(schema libra.trace-stats/1). import converts a\n"
     "per-turn table (jsonl, csv), verl rollout_data_dir dumps (verl; IN may be the\n"
     "directory), tau-bench result files (tau-bench: a JSON array of runs, each a chat\n"
     "transcript; one trajectory per run, prompt_id = task_id, sample = trial), SWE-agent\n"
@@ -195,6 +198,52 @@ static double share(const json_t *block, const char *key)
     return json_is_number(v) ? 100.0 * json_number_value(v) : 0.0;
 }
 
+/* One pooled correlation: "  LABEL  +0.123  (N returns, D depths WHERE)", "-" when null. */
+static void rho_row(FILE *out, const char *label, const json_t *pooled, const char *where)
+{
+    const json_t *rho = json_object_get(pooled, "rho");
+    if (json_is_number(rho))
+        fprintf(out, "  %-18s %+.3f", label, json_number_value(rho));
+    else
+        fprintf(out, "  %-18s %6s", label, "-");
+    fprintf(out, "  (%lld returns",
+            (long long)json_integer_value(json_object_get(pooled, "returns")));
+    if (json_object_get(pooled, "depths"))
+        fprintf(out, ", %lld depths",
+                (long long)json_integer_value(json_object_get(pooled, "depths")));
+    fprintf(out, "%s)\n", where);
+}
+
+/* The two figures that decide whether routing by tool returns can pay (docs/trace-format.md). */
+static void signal_text(FILE *out, const json_t *doc)
+{
+    const json_t *sig = json_object_get(doc, "return_signal");
+    const json_t *eff = json_object_get(doc, "task_effect");
+    fprintf(out,
+            "return signal: Spearman vs generated tokens still to come; %lld truncated or "
+            "aborted\ntrajectories (%lld returns) excluded as lower bounds\n",
+            (long long)json_integer_value(json_object_get(sig, "censored_trajectories")),
+            (long long)json_integer_value(json_object_get(sig, "censored_returns")));
+    fprintf(out,
+            "  within a turn depth, pooled weighted by returns (%lld depths of < %lld returns, "
+            "%lld returns, skipped):\n",
+            (long long)json_integer_value(json_object_get(sig, "skipped_depths")),
+            (long long)json_integer_value(json_object_get(sig, "min_returns_per_depth")),
+            (long long)json_integer_value(json_object_get(sig, "skipped_returns")));
+    rho_row(out, "  bad status", json_object_get(sig, "status"), " where it varies");
+    rho_row(out, "  payload tokens", json_object_get(sig, "payload"), "");
+    rho_row(out, "depth itself", json_object_get(sig, "depth"), ", all depths pooled");
+    const json_t *icc = json_object_get(eff, "icc1");
+    fprintf(out, "task effect: ICC(1) of log(1 + generated tokens) by prompt ");
+    if (json_is_number(icc))
+        fprintf(out, "%.3f", json_number_value(icc));
+    else
+        fprintf(out, "-");
+    fprintf(out, " (%lld prompts with >= 2\ntrajectories, %lld trajectories)\n",
+            (long long)json_integer_value(json_object_get(eff, "prompts")),
+            (long long)json_integer_value(json_object_get(eff, "trajectories")));
+}
+
 static char *stats_text(const char *path, const json_t *doc)
 {
     const json_t *all = json_object_get(doc, "overall"), *trace = json_object_get(doc, "trace");
@@ -236,6 +285,7 @@ static char *stats_text(const char *path, const json_t *doc)
                 json_number_value(slope));
     else
         fprintf(out, "drift: - (fewer than two steps)\n");
+    signal_text(out, doc);
     fprintf(out, "\n%8s %12s %10s %14s %14s %10s\n", "step", "trajectories", "turns", "generated",
             "generated p90", "tool calls");
     size_t i;

@@ -183,6 +183,9 @@ int64_t sim_abort_request(struct sim *s, struct sim_traj *t)
     account_prefill(s, t, &d);
     request_gone(s, t->inst);
     t->state = SIM_T_HELD; /* the caller decides what follows */
+    /* A drain may be waiting for this very request: an instance failing or a group aborted
+     * during the update can take the last live request without a completion to report it. */
+    sim_sync_poll(s);
     return d.gen_tokens;
 }
 

@@ -2,6 +2,12 @@
  * Trace statistics (stats.h). Rows are collected as records stream past; the summary sorts
  * them by step once and computes every block from contiguous runs, so per-step and overall
  * figures come from the same code.
+ *
+ * Two figures decide whether routing turns by their tool returns can pay: how much a return
+ * says about the work still to come once its depth is known (the within-depth rank
+ * correlation), and how much of the length variance belongs to the task rather than to the
+ * attempt (ICC(1) over prompts). A return row is 24 bytes, so even a trace of millions of
+ * returns costs tens of MB; the ICC needs nothing beyond the trajectory rows.
  */
 #include "trace/stats.h"
 
@@ -28,9 +34,19 @@ struct call_row {
     enum trace_tool_status status;
 };
 
+/* One tool return of an uncensored trajectory, for the routing-signal correlations. */
+struct return_row {
+    int64_t remaining; /* generated tokens of the turns after the return's turn */
+    int64_t payload;   /* payload tokens */
+    int32_t depth;     /* 1-based number of the turn that made the call */
+    int32_t bad;       /* 1 when the status is failure or timeout, else 0 */
+};
+
 struct trace_stats {
     VEC(struct traj_row) trajs;
     VEC(struct call_row) calls;
+    VEC(struct return_row) returns;
+    int64_t censored_trajs, censored_returns; /* truncated or aborted: left out of returns */
 };
 
 struct trace_stats *trace_stats_new(void)
@@ -44,6 +60,7 @@ void trace_stats_free(struct trace_stats *s)
         return;
     vec_free(&s->trajs);
     vec_free(&s->calls);
+    vec_free(&s->returns);
     free(s);
 }
 
@@ -67,6 +84,28 @@ void trace_stats_add(struct trace_stats *s, const struct trace_traj *t)
         }
     }
     vec_push(&s->trajs, r);
+
+    /* Remaining tokens of a truncated or aborted trajectory are lower bounds: count its
+     * returns, keep none. */
+    if (t->finish == TRACE_FINISH_TRUNCATED || t->finish == TRACE_FINISH_ABORTED) {
+        s->censored_trajs++;
+        s->censored_returns += r.calls;
+        return;
+    }
+    int64_t remaining = r.generated_tokens;
+    for (size_t i = 0; i < t->n_turns; i++) {
+        const struct trace_turn *u = &t->turns[i];
+        remaining -= u->generated_tokens;
+        for (size_t c = 0; c < u->n_calls; c++) {
+            bool bad = u->calls[c].status == TRACE_TOOL_FAILURE ||
+                       u->calls[c].status == TRACE_TOOL_TIMEOUT;
+            struct return_row rr = {.remaining = remaining,
+                                    .payload = u->calls[c].payload_tokens,
+                                    .depth = i + 1 < INT32_MAX ? (int32_t)(i + 1) : INT32_MAX,
+                                    .bad = bad};
+            vec_push(&s->returns, rr);
+        }
+    }
 }
 
 /* ---- summaries --------------------------------------------------------------------------- */
@@ -260,6 +299,160 @@ static json_t *prompts(struct traj_row *t, size_t n)
                      (json_int_t)multi_step, "in_multiple_epochs", (json_int_t)multi_epoch);
 }
 
+/* ---- what routing can learn: the return signal and the task effect --------------------- */
+
+static int cmp_return(const void *a, const void *b)
+{
+    const struct return_row *x = a, *y = b;
+    if (x->depth != y->depth)
+        return (x->depth > y->depth) - (x->depth < y->depth);
+    if (x->remaining != y->remaining)
+        return (x->remaining > y->remaining) - (x->remaining < y->remaining);
+    if (x->payload != y->payload)
+        return (x->payload > y->payload) - (x->payload < y->payload);
+    return (x->bad > y->bad) - (x->bad < y->bad);
+}
+
+static json_t *real_or_null(double x)
+{
+    return isnan(x) ? json_null() : json_real(x);
+}
+
+/* A return-weighted mean of per-depth correlations, with the returns it covers. */
+struct pooled {
+    double sum;     /* sum of rho * returns over depths where rho is defined */
+    int64_t n;      /* returns in those depths */
+    int64_t depths; /* depths where rho is defined */
+};
+
+static void pool_add(struct pooled *p, double rho, size_t n)
+{
+    if (isnan(rho))
+        return;
+    p->sum += rho * (double)n;
+    p->n += (int64_t)n;
+    p->depths++;
+}
+
+static json_t *pooled_json(const struct pooled *p)
+{
+    return json_pack("{s:o,s:I,s:I}", "rho", p->n ? json_real(p->sum / (double)p->n) : json_null(),
+                     "returns", (json_int_t)p->n, "depths", (json_int_t)p->depths);
+}
+
+/*
+ * Spearman's rho of each return feature (bad status, payload tokens) against the remaining
+ * generated tokens within each depth of at least TRACE_STATS_MIN_DEPTH_RETURNS returns, pooled
+ * as a return-weighted mean; and, for contrast, of depth itself over every return. Sorts r.
+ */
+static json_t *return_signal(struct return_row *r, size_t n, int64_t censored_trajs,
+                             int64_t censored_returns)
+{
+    qsort(r, n, sizeof *r, cmp_return);
+    double *x = xmallocarray(n ? n : 1, sizeof *x), *y = xmallocarray(n ? n : 1, sizeof *y);
+    struct pooled status = {0}, payload = {0};
+    int64_t skipped_depths = 0, skipped_returns = 0;
+    json_t *by_depth = json_array();
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        while (j < n && r[j].depth == r[i].depth)
+            j++;
+        size_t m = j - i;
+        if (m < TRACE_STATS_MIN_DEPTH_RETURNS) {
+            skipped_depths++;
+            skipped_returns += (int64_t)m;
+            i = j;
+            continue;
+        }
+        for (size_t k = 0; k < m; k++) {
+            x[k] = r[i + k].bad;
+            y[k] = (double)r[i + k].remaining;
+        }
+        double rho_status = stats_spearman(x, y, m);
+        for (size_t k = 0; k < m; k++)
+            x[k] = (double)r[i + k].payload;
+        double rho_payload = stats_spearman(x, y, m);
+        pool_add(&status, rho_status, m);
+        pool_add(&payload, rho_payload, m);
+        json_array_append_new(by_depth,
+                              json_pack("{s:i,s:I,s:o,s:o}", "depth", (int)r[i].depth, "returns",
+                                        (json_int_t)m, "status_rho", real_or_null(rho_status),
+                                        "payload_rho", real_or_null(rho_payload)));
+        i = j;
+    }
+    for (size_t k = 0; k < n; k++) {
+        x[k] = r[k].depth;
+        y[k] = (double)r[k].remaining;
+    }
+    double rho_depth = stats_spearman(x, y, n);
+    free(x);
+    free(y);
+    return json_pack(
+        "{s:I,s:I,s:I,s:i,s:I,s:I,s:o,s:o,s:o,s:o}", "returns", (json_int_t)n,
+        "censored_trajectories", (json_int_t)censored_trajs, "censored_returns",
+        (json_int_t)censored_returns, "min_returns_per_depth", TRACE_STATS_MIN_DEPTH_RETURNS,
+        "skipped_depths", (json_int_t)skipped_depths, "skipped_returns",
+        (json_int_t)skipped_returns, "status", pooled_json(&status), "payload",
+        pooled_json(&payload), "depth",
+        json_pack("{s:o,s:I}", "rho", real_or_null(rho_depth), "returns", (json_int_t)n),
+        "by_depth", by_depth);
+}
+
+/*
+ * ICC(1) of log(1 + generated tokens) by prompt, over prompts with at least two trajectories
+ * (t sorted by prompt): the one-way random-effects ANOVA estimate (MSB - MSW) / (MSB + (n0 -
+ * 1) MSW), n0 = (N - sum n_i^2 / N) / (k - 1) the effective group size, clamped to [0, 1];
+ * null with fewer than two such prompts, no within-prompt degrees of freedom, or no variance.
+ */
+static json_t *task_effect(const struct traj_row *t, size_t n)
+{
+    /* pass 1: the grand mean and the group sizes of the prompts kept */
+    double total = 0, sum_n2 = 0;
+    int64_t groups = 0, kept = 0;
+    for (size_t i = 0; i < n;) {
+        size_t j = i;
+        double sum = 0;
+        for (; j < n && t[j].prompt_id == t[i].prompt_id; j++)
+            sum += log1p((double)t[j].generated_tokens);
+        if (j - i >= 2) {
+            groups++;
+            kept += (int64_t)(j - i);
+            total += sum;
+            sum_n2 += (double)(j - i) * (double)(j - i);
+        }
+        i = j;
+    }
+    double icc = NAN, msb = NAN, msw = NAN;
+    if (groups >= 2 && kept > groups) {
+        double grand = total / (double)kept, ssb = 0, ssw = 0;
+        for (size_t i = 0; i < n;) {
+            size_t j = i;
+            double sum = 0;
+            for (; j < n && t[j].prompt_id == t[i].prompt_id; j++)
+                sum += log1p((double)t[j].generated_tokens);
+            if (j - i >= 2) {
+                double mean = sum / (double)(j - i);
+                ssb += (double)(j - i) * (mean - grand) * (mean - grand);
+                for (size_t k = i; k < j; k++) {
+                    double d = log1p((double)t[k].generated_tokens) - mean;
+                    ssw += d * d;
+                }
+            }
+            i = j;
+        }
+        msb = ssb / (double)(groups - 1);
+        msw = ssw / (double)(kept - groups);
+        double n0 = ((double)kept - sum_n2 / (double)kept) / (double)(groups - 1);
+        double denom = msb + (n0 - 1) * msw;
+        if (denom > 0)
+            icc = fmin(1.0, fmax(0.0, (msb - msw) / denom));
+    }
+    return json_pack("{s:s,s:o,s:I,s:I,s:o,s:o}", "metric", "log1p_generated_tokens", "icc1",
+                     real_or_null(icc), "prompts", (json_int_t)groups, "trajectories",
+                     (json_int_t)kept, "mean_square_between", real_or_null(msb),
+                     "mean_square_within", real_or_null(msw));
+}
+
 json_t *trace_stats_json(const struct trace_stats *s)
 {
     size_t n = s->trajs.n, m = s->calls.n;
@@ -276,6 +469,14 @@ json_t *trace_stats_json(const struct trace_stats *s)
     qsort(c, m, sizeof *c, cmp_call_step);
     steps(out, t, n, c, m, scratch);
     json_object_set_new(out, "prompts", prompts(t, n));
+    json_object_set_new(out, "task_effect", task_effect(t, n)); /* t is sorted by prompt */
+    size_t nr = s->returns.n;
+    struct return_row *r = xmallocarray(nr ? nr : 1, sizeof *r);
+    if (nr)
+        memcpy(r, s->returns.v, nr * sizeof *r);
+    json_object_set_new(out, "return_signal",
+                        return_signal(r, nr, s->censored_trajs, s->censored_returns));
+    free(r);
     free(t);
     free(c);
     free(scratch);

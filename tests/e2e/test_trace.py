@@ -193,6 +193,116 @@ def test_stats_on_a_bad_trace_exits_2():
     assert r.stderr.startswith(f"libra: {data('bad.jsonl')}:3:115: ")
 
 
+def avg_ranks(v):
+    """1-based ranks, ties sharing their average rank."""
+    order = sorted(range(len(v)), key=lambda i: v[i])
+    ranks = [0.0] * len(v)
+    i = 0
+    while i < len(order):
+        j = i
+        while j < len(order) and v[order[j]] == v[order[i]]:
+            j += 1
+        for k in range(i, j):
+            ranks[order[k]] = (i + 1 + j) / 2
+        i = j
+    return ranks
+
+
+def spearman(x, y):
+    """Pearson over average ranks; None when either side is constant."""
+    rx, ry = avg_ranks(x), avg_ranks(y)
+    mx, my = sum(rx) / len(rx), sum(ry) / len(ry)
+    sxy = sum((a - mx) * (b - my) for a, b in zip(rx, ry))
+    sxx = sum((a - mx) ** 2 for a in rx)
+    syy = sum((b - my) ** 2 for b in ry)
+    return None if sxx == 0 or syy == 0 else sxy / math.sqrt(sxx * syy)
+
+
+def test_stats_return_signal_and_task_effect_match_an_independent_computation(tmp_path):
+    """On a generated r2e-gym trace (hundreds of returns at each early depth, some censored
+    trajectories, prompts repeated as GRPO groups), return_signal and task_effect are what
+    docs/trace-format.md defines, recomputed here in plain Python."""
+    path = tmp_path / "r2e.jsonl"
+    g = subprocess.run([LIBRA, "trace", "gen", "r2e-gym", "--steps", "8", "--seed", "3", "-o",
+                        str(path)], capture_output=True, text=True, timeout=60)
+    assert g.returncode == 0, g.stderr
+    r = run("stats", str(path), "--json")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    _, trajs = records(str(path))
+
+    rows, censored_trajs, censored_returns = [], 0, 0
+    for x in trajs:
+        gen = [u["generated_tokens"] for u in x["turns"]]
+        if x["finish"] in ("truncated", "aborted"):
+            censored_trajs += 1
+            censored_returns += sum(len(u.get("calls", [])) for u in x["turns"])
+            continue
+        for d, u in enumerate(x["turns"], start=1):
+            for c in u.get("calls", []):
+                rows.append((d, c["status"] in ("failure", "timeout"), c["payload_tokens"],
+                             sum(gen[d:])))
+    sig = doc["return_signal"]
+    assert censored_trajs > 0  # the exclusion is exercised
+    assert (sig["censored_trajectories"], sig["censored_returns"]) == (censored_trajs,
+                                                                        censored_returns)
+    assert sig["returns"] == len(rows) and sig["min_returns_per_depth"] == 10
+    pooled = {"status": [0.0, 0, 0], "payload": [0.0, 0, 0]}
+    skipped = [0, 0]
+    by_depth = []
+    for d in sorted({row[0] for row in rows}):
+        at = [row for row in rows if row[0] == d]
+        if len(at) < 10:
+            skipped[0] += 1
+            skipped[1] += len(at)
+            continue
+        rem = [row[3] for row in at]
+        rho = {"status": spearman([float(row[1]) for row in at], rem),
+               "payload": spearman([row[2] for row in at], rem)}
+        by_depth.append((d, len(at), rho["status"], rho["payload"]))
+        for k, v in rho.items():
+            if v is not None:
+                pooled[k][0] += v * len(at)
+                pooled[k][1] += len(at)
+                pooled[k][2] += 1
+    assert [sig["skipped_depths"], sig["skipped_returns"]] == skipped
+    assert len(sig["by_depth"]) == len(by_depth)
+    for got, (d, n, rs, rp) in zip(sig["by_depth"], by_depth):
+        assert (got["depth"], got["returns"]) == (d, n)
+        for key, want in (("status_rho", rs), ("payload_rho", rp)):
+            assert got[key] == (None if want is None else pytest.approx(want, abs=1e-12))
+    for k in ("status", "payload"):
+        assert pooled[k][1] > 0
+        assert sig[k]["rho"] == pytest.approx(pooled[k][0] / pooled[k][1], abs=1e-12)
+        assert (sig[k]["returns"], sig[k]["depths"]) == (pooled[k][1], pooled[k][2])
+    assert sig["depth"]["returns"] == len(rows)
+    assert sig["depth"]["rho"] == pytest.approx(
+        spearman([row[0] for row in rows], [row[3] for row in rows]), abs=1e-12)
+
+    groups = {}
+    for x in trajs:
+        groups.setdefault(x["prompt_id"], []).append(
+            math.log1p(sum(u["generated_tokens"] for u in x["turns"])))
+    groups = [v for v in groups.values() if len(v) >= 2]
+    n, k = sum(len(v) for v in groups), len(groups)
+    grand = sum(sum(v) for v in groups) / n
+    msb = sum(len(v) * (sum(v) / len(v) - grand) ** 2 for v in groups) / (k - 1)
+    msw = sum((y - sum(v) / len(v)) ** 2 for v in groups for y in v) / (n - k)
+    n0 = (n - sum(len(v) ** 2 for v in groups) / n) / (k - 1)
+    icc = min(1.0, max(0.0, (msb - msw) / (msb + (n0 - 1) * msw)))
+    eff = doc["task_effect"]
+    assert (eff["prompts"], eff["trajectories"]) == (k, n)
+    assert eff["metric"] == "log1p_generated_tokens"
+    assert eff["icc1"] == pytest.approx(icc, abs=1e-12)
+    assert eff["mean_square_between"] == pytest.approx(msb, rel=1e-12)
+    assert eff["mean_square_within"] == pytest.approx(msw, rel=1e-12)
+
+    t = run("stats", str(path))
+    assert t.returncode == 0, t.stderr
+    assert f"{censored_trajs} truncated or aborted\ntrajectories ({censored_returns} returns)" in t.stdout
+    assert "ICC(1)" in t.stdout
+
+
 # ---- import -----------------------------------------------------------------------------------
 
 

@@ -313,6 +313,61 @@ static void test_overprovision_same_iteration(void **state)
     sim_result_free(&r);
 }
 
+/*
+ * An instance failing while a drain waits for it: the update's drain holds new turns until no
+ * request is live, and the failure takes the last live request without a completion to
+ * report it. The drain must still see the fleet empty and move the weights, and the failed
+ * turn then runs again on the other instance. (Before, the run stalled with nothing to do.)
+ */
+static void test_failure_during_drain(void **state)
+{
+    struct fixture *f = *state;
+    traj(f, 0, 1, (const int64_t[][2]){{500, 50}}, 0, 0);
+    traj(f, 1, 1, (const int64_t[][2]){{500, 6000}}, 0, 0); /* live through the update */
+    traj(f, 2, 1, (const int64_t[][2]){{500, 50}}, 0, 0);
+    f->cfg.cluster.gpus = 10;
+    f->cfg.rl.steps = 2;
+    f->cfg.rl.sync_interval = 1;
+    f->cfg.rl.max_staleness = 1;
+    f->cfg.rl.sync_mode = SPEC_SYNC_DRAIN;
+    f->cfg.rl.transport = SPEC_TRANSPORT_NCCL;
+    f->cfg.sim.modes = SPEC_SIM_ASYNC;
+    struct sim_layout l;
+    struct libra_error err = {0};
+    if (sim_layout_make(&f->in, SIM_ASYNC, 8, 1, &l, &err) != 0)
+        fail_msg("layout: %s", err.msg);
+    assert_int_equal(l.n_inst, 2);
+
+    /* Without the failure: the update after step 0 waits for trajectory 1's long turn. */
+    struct sim_result r;
+    run(f, &l, &r);
+    double update_from = r.steps[0].end_s, update_to = update_from + r.steps[0].sync_s;
+    assert_int_equal(r.failed_turns, 0);
+    assert_true(r.steps[0].sync_s > 1); /* seconds: it waits for the long turn */
+    sim_result_free(&r);
+
+    /* The instance holding the long turn fails midway through the drain. */
+    f->cfg.sim.fail_time_s = (update_from + update_to) / 2;
+    int survived = -1;
+    for (int i = 0; i < 2 && survived < 0; i++) {
+        f->cfg.sim.fail_instance = i;
+        run(f, &l, &r);
+        if (r.failed_turns == 1)
+            survived = 1 - i;
+        else
+            sim_result_free(&r);
+    }
+    assert_true(survived >= 0); /* one of the two instances held the live turn */
+    assert_int_equal(r.steps_run, 2);
+    assert_true(r.waste[SIM_WASTE_FAILURE] > 0);
+    assert_int_equal(r.generated_tokens,
+                     r.trained_tokens_all + r.unconsumed_tokens + r.waste[SIM_WASTE_FAILURE] +
+                         r.waste[SIM_WASTE_FILTERED] + r.waste[SIM_WASTE_STALE] +
+                         r.waste[SIM_WASTE_ABORTED] + r.waste[SIM_WASTE_SURPLUS]);
+    sim_result_free(&r);
+    sim_layout_free(&l);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -322,6 +377,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_colocated_step, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overprovision_same_iteration, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_failure_during_drain, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,9 +32,16 @@ static void test_builtins_and_caps(void **state)
     assert_non_null(s);
     assert_string_equal(s->origin, "builtin");
     assert_int_equal(s->prompts, 169615);
-    assert_int_equal(s->max_turns, 4);
-    assert_int_equal(s->max_turn_generated_tokens, 500);
-    assert_true(s->tools[0].payload_tokens.max <= 500);
+    assert_int_equal(s->max_turns, 5);                         /* Libra's search_r1 workflow */
+    assert_int_equal(s->max_turn_generated_tokens, 1024);      /* its max_new_tokens */
+    assert_int_equal(s->context_tokens, 40960);                /* its Qwen3-14B config */
+    assert_true(s->tools[0].payload_tokens.max > 5000);        /* some large pages */
+    assert_true(s->tools[0].bad_status == TRACE_TOOL_FAILURE); /* misses are failures */
+    /* prompt + every turn at its cap + every return at its cap fits: no mechanical
+     * truncation link from payload size to remaining work */
+    assert_true(s->prompt_tokens.max + s->max_turns * s->max_turn_generated_tokens +
+                    (s->max_turns - 1) * s->tools[0].payload_tokens.max <=
+                s->context_tokens);
     const struct workload_preset *d = workload_preset_find(&p, "dapo-math");
     assert_int_equal(d->prompts, 17900);
     assert_int_equal(d->max_turns, 2);
