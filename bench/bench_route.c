@@ -14,8 +14,9 @@
  * route_tool_return is sched_router_turn_done + sched_router_tool_return (cmlfq) on the next
  * live trajectory in turn; route_tool_return_cmlfq_h is the same with cmlfq_h, its decision
  * costs those of Qwen2.5-14B on A800 (cost/move.h at sim.max_seqs 256, chunk 8192) with a 400 s
- * deadline and 48 GPUs waiting per second late, the registry's load live. status_from_text classifies tool output without any of the
- * keywords (the whole text is scanned; one op = one byte, so op/s is bytes/s).
+ * deadline and 48 GPUs waiting per second late, the registry's load live. status_from_text
+ * classifies tool output without any of the keywords (the whole text is scanned; one op = one byte,
+ * so op/s is bytes/s).
  *
  * route_eval_100mb is the whole `libra route eval` command on a 100 MB trace (R2E-Gym, 3200
  * steps of 32 trajectories, seed 1, written to TMPDIR first; smoke: 20 steps); the target is
@@ -44,7 +45,7 @@
     "cmlfq, n live trajectories (5 returns each) over n/10 prompt trees of 4 trajectories, "       \
     "36 skewed states, 12 instances, tp1:4000,tp2:12000,tp4:30000 (bench_route.c, seed 1)"
 #define INPUT_ROUTE_H                                                                              \
-    "cmlfq_h, as route_tool_return; Qwen2.5-14B on A800 costs, deadline 400 s, 48 GPUs late "       \
+    "cmlfq_h, as route_tool_return; Qwen2.5-14B on A800 costs, deadline 400 s, 48 GPUs late "      \
     "(bench_route.c, seed 1)"
 #define INPUT_TEXT "tool output without status keywords, 64 KiB chunks (bench_route.c, seed 1)"
 #define LIVE_FULL 100000
@@ -146,8 +147,11 @@ static void *route_setup_policy(uint64_t n, enum sched_policy policy)
         cost_rollout_params_default(&p, hw);
         cost_shape_init(&shape, cost_ref_model(COST_REF_QWEN25_14B));
         cost_move_model_init(&s->move, &shape, hw, &p, 8192, 256);
-        c.costs.decision = (struct sched_cost_model){
-            .rate = cost_move_rate, .ctx = &s->move, .deadline_s = 400, .late_gpus = 48, .live = true};
+        c.costs.decision = (struct sched_cost_model){.rate = cost_move_rate,
+                                                     .ctx = &s->move,
+                                                     .deadline_s = 400,
+                                                     .late_gpus = 48,
+                                                     .live = true};
     }
     if (sched_router_new(&s->router, &c, s->model, NULL) != 0)
         abort();
@@ -313,8 +317,8 @@ int main(int argc, char **argv)
     static const struct bench_figure figures[] = {
         {"route_tool_return", INPUT_ROUTE, BENCH_NS_PER_OP, LIVE_FULL, 100, route_setup, route_run,
          route_teardown},
-        {"route_tool_return_cmlfq_h", INPUT_ROUTE_H, BENCH_NS_PER_OP, LIVE_FULL, 100,
-         route_setup_h, route_run, route_teardown},
+        {"route_tool_return_cmlfq_h", INPUT_ROUTE_H, BENCH_NS_PER_OP, LIVE_FULL, 100, route_setup_h,
+         route_run, route_teardown},
         {"status_from_text", INPUT_TEXT, BENCH_OPS_PER_S, (uint64_t)64 << 20, 4096, text_setup,
          text_run, text_teardown},
     };

@@ -189,10 +189,10 @@ static void step_done(void *ctx)
 static void evaluate_arm(void *arg, size_t a)
 {
     struct eval_task *e = arg;
-    e->rc[a] = e->f->folds ? sched_eval_arm_run_folds(&e->arms[a], e->ev, (int)e->f->folds,
-                                                      step_done, e->progress)
-                           : sched_eval_arm_run(&e->arms[a], e->ev, e->f->train_steps, step_done,
-                                                e->progress);
+    e->rc[a] =
+        e->f->folds
+            ? sched_eval_arm_run_folds(&e->arms[a], e->ev, (int)e->f->folds, step_done, e->progress)
+            : sched_eval_arm_run(&e->arms[a], e->ev, e->f->train_steps, step_done, e->progress);
 }
 
 /* Runs every arm over the trace, prequentially; arms are independent, so on every thread. */
@@ -284,8 +284,9 @@ static char *text_report(const json_t *doc)
                 (long long)json_integer_value(json_object_get(doc, "rebuild_interval")));
     const json_t *rg = json_object_get(doc, "regret");
     if (json_object_get(rg, "deadline_s"))
-        fprintf(out, "regret in GPU-s: deadline %.0f s (planned step %.1f s x %lld), %lld GPUs wait "
-                     "per second late\n\n",
+        fprintf(out,
+                "regret in GPU-s: deadline %.0f s (planned step %.1f s x %lld), %lld GPUs wait "
+                "per second late\n\n",
                 json_number_value(json_object_get(rg, "deadline_s")),
                 json_number_value(json_object_get(rg, "planned_step_s")),
                 (long long)json_integer_value(json_object_get(rg, "max_staleness")) + 1,
@@ -389,9 +390,9 @@ static void plan_trace(const struct sim_input *in, const struct libra_config *cf
  * converts it into the evaluator's form; the records are freed before evaluation. Returns 0 or
  * an exit code after the trace's error (file:line:col).
  */
-static int load_trace(const struct cli_presets *p, const struct libra_config *cfg,
-                      const char *path, bool truncated_exact, struct ev_trace *ev,
-                      struct route_plan *plan, atomic_llong *read)
+static int load_trace(const struct cli_presets *p, const struct libra_config *cfg, const char *path,
+                      bool truncated_exact, struct ev_trace *ev, struct route_plan *plan,
+                      atomic_llong *read)
 {
     struct libra_config pc = *cfg;
     snprintf(pc.workload.trace, sizeof pc.workload.trace, "%s", path);
@@ -548,15 +549,16 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
                                       "trajectories", (json_int_t)ev.ev.trajs.n));
         json_object_set_new(doc, "buckets", json_string(layout));
         json_object_set_new(doc, "train_steps", json_integer(f->folds ? 0 : f->train_steps));
-        json_object_set_new(doc, "eval_steps", json_integer(f->folds ? steps : steps - f->train_steps));
+        json_object_set_new(doc, "eval_steps",
+                            json_integer(f->folds ? steps : steps - f->train_steps));
         json_object_set_new(doc, "folds", json_integer(f->folds));
-        json_object_set_new(
-            doc, "regret",
-            plan.planned ? json_pack("{s:f,s:f,s:I,s:I}", "planned_step_s", plan.step_s,
-                                     "deadline_s", costs.decision.deadline_s, "late_gpus",
-                                     (json_int_t)cfg.cluster.gpus, "max_staleness",
-                                     (json_int_t)cfg.rl.max_staleness)
-                         : json_pack("{s:s}", "no_deadline", plan.why));
+        json_object_set_new(doc, "regret",
+                            plan.planned
+                                ? json_pack("{s:f,s:f,s:I,s:I}", "planned_step_s", plan.step_s,
+                                            "deadline_s", costs.decision.deadline_s, "late_gpus",
+                                            (json_int_t)cfg.cluster.gpus, "max_staleness",
+                                            (json_int_t)cfg.rl.max_staleness)
+                                : json_pack("{s:s}", "no_deadline", plan.why));
         json_object_set_new(doc, "rebuild_interval", json_integer(cfg.sched.rebuild_interval));
         json_object_set_new(doc, "min_visits", json_integer(f->min_visits));
         json_object_set_new(doc, "shrink_visits", json_integer(cfg.sched.shrink_visits));

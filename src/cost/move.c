@@ -47,8 +47,7 @@ double cost_move_s(void *ctx, int from_tp, int to_tp, int64_t context_tokens)
                              m->chunk_tokens);
 }
 
-void cost_move_rate(void *ctx, int tp, int64_t context_tokens, double batch,
-                    struct cost_rate *out)
+void cost_move_rate(void *ctx, int tp, int64_t context_tokens, double batch, struct cost_rate *out)
 {
     const struct cost_move_model *m = ctx;
     const struct cost_rollout_pre *pre = &m->pre[tp_index(tp)];

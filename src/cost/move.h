@@ -32,9 +32,9 @@ struct cost_move_model {
 /*
  * Fills m for model shape s on hardware hw under the rollout constants p, with the engines'
  * prefill chunk chunk_tokens (<= 0: one chunk) and max_seqs sequences at most per engine, as
- * the simulator derives its instances (cost_rollout_pre_init at TP 1, 2, 4, 8). A TP size that does not divide the query heads is
- * left zeroed: no instance of it exists to move to or from. Returns 0, or LIBRA_EINVAL when no
- * TP size can be derived. Pure.
+ * the simulator derives its instances (cost_rollout_pre_init at TP 1, 2, 4, 8). A TP size that does
+ * not divide the query heads is left zeroed: no instance of it exists to move to or from. Returns
+ * 0, or LIBRA_EINVAL when no TP size can be derived. Pure.
  */
 int cost_move_model_init(struct cost_move_model *m, const struct cost_shape *s,
                          const struct spec_hardware *hw, const struct cost_rollout_params *p,
@@ -70,7 +70,6 @@ struct cost_rate {
  * batch, what the trajectory takes from a saturated fleet. token_s is one iteration at batch
  * sequences (<= 0: the planned batch). The move is cost_move_s's re-prefill, on TP GPUs.
  */
-void cost_move_rate(void *ctx, int tp, int64_t context_tokens, double batch,
-                    struct cost_rate *out);
+void cost_move_rate(void *ctx, int tp, int64_t context_tokens, double batch, struct cost_rate *out);
 
 #endif

@@ -122,9 +122,8 @@ void sched_eval_trace_free(struct sched_eval_trace *ev)
 
 int sched_eval_arm_init(struct sched_eval_arm *a, const char *name,
                         const struct spec_sched_config *sc, const struct spec_bucket_layout *layout,
-                        const struct sched_router_options *opt,
-                        const struct sched_costs *costs, bool shuffled,
-                        struct libra_error *err)
+                        const struct sched_router_options *opt, const struct sched_costs *costs,
+                        bool shuffled, struct libra_error *err)
 {
     memset(a, 0, sizeof *a);
     snprintf(a->name, sizeof a->name, "%s", name);
@@ -205,7 +204,8 @@ static void paths_charge(struct paths *p, int from, int chosen, double remaining
 {
     double cost[SPEC_BUCKETS_MAX] = {0};
     for (int b = 0; b < p->n; b++)
-        cost[b] = sched_cost(p->m, &p->rate[b], remaining, p->policy.elapsed_s, from >= 0 && b != from);
+        cost[b] =
+            sched_cost(p->m, &p->rate[b], remaining, p->policy.elapsed_s, from >= 0 && b != from);
     pt->scored = true;
     pt->regret_gpu_s = cost[chosen] - least(cost, p->n);
     p->regret.decisions_gpu_s += pt->regret_gpu_s;
@@ -345,10 +345,9 @@ static int replay(struct sched_eval_arm *a, const struct sched_eval_trace *ev, s
  * la_mlfq; the wait itself is the simulator's). */
 static int finish(struct sched_eval_arm *a, const struct sched_eval_trace *ev, size_t i)
 {
-    return sched_router_finish(a->router, i,
-                               ev->trajs.v[i].censored ? SCHED_FINISH_TRUNCATED
-                                                       : SCHED_FINISH_COMPLETED,
-                               a->policy == SCHED_LA_MLFQ);
+    return sched_router_finish(
+        a->router, i, ev->trajs.v[i].censored ? SCHED_FINISH_TRUNCATED : SCHED_FINISH_COMPLETED,
+        a->policy == SCHED_LA_MLFQ);
 }
 
 /* Teaches m trajectory i of ev, its returns those of turns (ev->turns or ev->shuffled). */
@@ -401,8 +400,11 @@ static struct sched_registry idle_registry(const struct spec_bucket_layout *l,
     size_t n = 0;
     for (int b = 0; b < l->n; b++)
         for (int k = 0; k < l->bucket[b].n_tp; k++, n++)
-            inst[n] = (struct sched_instance){
-                .id = (int64_t)n, .tp = l->bucket[b].tp[k], .bucket = b, .cap = INT_MAX, .ready = true};
+            inst[n] = (struct sched_instance){.id = (int64_t)n,
+                                              .tp = l->bucket[b].tp[k],
+                                              .bucket = b,
+                                              .cap = INT_MAX,
+                                              .ready = true};
     return (struct sched_registry){inst, n};
 }
 
@@ -473,8 +475,8 @@ static int replay_learn(struct sched_eval_arm *a, const struct sched_eval_trace 
     return rc;
 }
 
-int sched_eval_arm_run_folds(struct sched_eval_arm *a, const struct sched_eval_trace *ev,
-                             int folds, void (*on_step)(void *ctx), void *ctx)
+int sched_eval_arm_run_folds(struct sched_eval_arm *a, const struct sched_eval_trace *ev, int folds,
+                             void (*on_step)(void *ctx), void *ctx)
 {
     struct sched_instance inst[SPEC_BUCKETS_MAX * SPEC_BUCKET_TPS_MAX];
     struct sched_registry reg = idle_registry(&a->layout, inst);

@@ -126,13 +126,13 @@ int sched_eval_learn(struct sched_model *m, const struct sched_eval_trace *ev,
 
 /* One router evaluated over a trace (an "arm"), with the metrics it earned. */
 struct sched_eval_arm {
-    char name[32];                          /* the name reports give it */
-    enum sched_policy policy;               /* its router's policy */
-    bool shuffled;                          /* routes and learns on ev->shuffled */
-    bool depth_only;                        /* its states ignore the returns (turn counts) */
-    struct spec_bucket_layout layout;       /* the buckets it routes over */
-    struct sched_router *router;            /* owns its model */
-    struct spec_sched_config sc;            /* what it was built from (folds rebuild it) */
+    char name[32];                    /* the name reports give it */
+    enum sched_policy policy;         /* its router's policy */
+    bool shuffled;                    /* routes and learns on ev->shuffled */
+    bool depth_only;                  /* its states ignore the returns (turn counts) */
+    struct spec_bucket_layout layout; /* the buckets it routes over */
+    struct sched_router *router;      /* owns its model */
+    struct spec_sched_config sc;      /* what it was built from (folds rebuild it) */
     struct sched_router_options opt;
     struct sched_costs costs;               /* decode_s NULL: none */
     int64_t order_base;                     /* ids of its trajectories (folds reuse them) */
@@ -154,9 +154,8 @@ struct sched_eval_arm {
  */
 int sched_eval_arm_init(struct sched_eval_arm *a, const char *name,
                         const struct spec_sched_config *sc, const struct spec_bucket_layout *layout,
-                        const struct sched_router_options *opt,
-                        const struct sched_costs *costs, bool shuffled,
-                        struct libra_error *err);
+                        const struct sched_router_options *opt, const struct sched_costs *costs,
+                        bool shuffled, struct libra_error *err);
 
 /* Frees what a holds; a zeroed arm is fine. */
 void sched_eval_arm_free(struct sched_eval_arm *a);
@@ -180,7 +179,7 @@ int sched_eval_arm_run(struct sched_eval_arm *a, const struct sched_eval_trace *
  * the metrics sum over the folds. on_step is called after each fold. Returns as
  * sched_eval_arm_run.
  */
-int sched_eval_arm_run_folds(struct sched_eval_arm *a, const struct sched_eval_trace *ev,
-                             int folds, void (*on_step)(void *ctx), void *ctx);
+int sched_eval_arm_run_folds(struct sched_eval_arm *a, const struct sched_eval_trace *ev, int folds,
+                             void (*on_step)(void *ctx), void *ctx);
 
 #endif

@@ -162,8 +162,12 @@ static void sum_splits(const struct sched_metrics *m, struct split_acc *out)
             out->correct_count[b] += a->correct_count[b];
         }
         for (int k = 0; k < 3; k++) {
-            const struct regret_acc *from = k == 2 ? &a->path_regret : k ? &a->traj_regret : &a->regret;
-            struct regret_acc *to = k == 2 ? &out->path_regret : k ? &out->traj_regret : &out->regret;
+            const struct regret_acc *from = k == 2 ? &a->path_regret
+                                            : k    ? &a->traj_regret
+                                                   : &a->regret;
+            struct regret_acc *to = k == 2 ? &out->path_regret
+                                    : k    ? &out->traj_regret
+                                           : &out->regret;
             to->n += from->n;
             to->sum += from->sum;
             for (int b = 0; b < SPEC_BUCKETS_MAX; b++)
@@ -206,9 +210,9 @@ static void regret_means(json_t *o, const struct split_acc *a, int b)
     static const char *const names[3] = {"per_decision_gpu_s", "per_trajectory_gpu_s",
                                          "path_per_trajectory_gpu_s"};
     for (int k = 0; k < 3; k++)
-        json_object_set_new(o, names[k],
-                            ratio(b < 0 ? acc[k]->sum : acc[k]->const_sum[b], (double)acc[k]->n,
-                                  true));
+        json_object_set_new(
+            o, names[k],
+            ratio(b < 0 ? acc[k]->sum : acc[k]->const_sum[b], (double)acc[k]->n, true));
 }
 
 static json_t *constant_json(const struct split_acc *a, int b)

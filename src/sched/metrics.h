@@ -89,8 +89,9 @@ uint64_t sched_metrics_decisions(const struct sched_metrics *m);
  * moves_per_trajectory, first_placements {n, accuracy}, regret}, regret only when decisions were
  * scored: {decisions, trajectories, per_decision_gpu_s, per_trajectory_gpu_s (its decisions'
  * sum), path_per_trajectory_gpu_s, majority_class {bucket, the same three}, best_constant
- * {bucket, the same three}} (best_constant: the least per-decision regret). Undefined values (no data, or
- * bucket accuracy of a bucketless policy when bucketless) are null. Returns a new reference.
+ * {bucket, the same three}} (best_constant: the least per-decision regret). Undefined values (no
+ * data, or bucket accuracy of a bucketless policy when bucketless) are null. Returns a new
+ * reference.
  */
 json_t *sched_metrics_to_json(const struct sched_metrics *m, bool bucketless);
 

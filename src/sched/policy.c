@@ -218,8 +218,8 @@ static void expected_costs(const struct sched_router *r, const struct cost_rate 
     for (int b = 0; d->n && b < r->cfg.layout.n; b++) { /* sched_cost, its terms hoisted */
         bool move = from >= 0 && b != from;
         double fixed_gpu = move ? rate[b].move_gpu_s : 0.0;
-        double slack = deadline ? m->deadline_s - elapsed_s[b] - (move ? rate[b].move_s : 0.0)
-                                : INFINITY;
+        double slack =
+            deadline ? m->deadline_s - elapsed_s[b] - (move ? rate[b].move_s : 0.0) : INFINITY;
         double g = rate[b].gpu_token_s, l = rate[b].token_s, lam = m->late_gpus, sum = 0;
         for (int k = 0; k < d->n; k++) {
             double x = d->tokens[k];
@@ -386,7 +386,7 @@ static void h_choose(struct sched_router *r, const struct sched_traj *t,
         h->token_s[b] = (float)rate[b].token_s;
     }
     for (int e = 0; e < SCHED_H_EXPERTS; e++)
-        h->bucket[e] = (int8_t)(e >= H_FIXED ? (e - H_FIXED < n ? e - H_FIXED : -1)
+        h->bucket[e] = (int8_t)(e >= H_FIXED   ? (e - H_FIXED < n ? e - H_FIXED : -1)
                                 : src[e].known ? argmin(src[e].cost, n)
                                                : -1);
     /* the shortest bucket (cmlfq's start) until another expert has done better than the router */
@@ -425,8 +425,8 @@ void sched_h_score(struct sched_router *r, const struct sched_traj *t, int64_t t
             if (h->bucket[e] < 0)
                 continue;
             double times = e == H_MIX || e == H_TREE ? h->tree_weight : 1;
-            r->h_score[e] = r->h_score[e] * pow(keep, times) +
-                            times * (cost[h->bucket[e]] - cost[h->chosen]);
+            r->h_score[e] =
+                r->h_score[e] * pow(keep, times) + times * (cost[h->bucket[e]] - cost[h->chosen]);
         }
     }
 }

@@ -32,15 +32,15 @@ enum sched_h_expert {
 
 /* One cmlfq_h decision, kept until the trajectory ends to score the experts. */
 struct sched_h_record {
-    int64_t context_tokens; /* of the turn it routed */
-    int64_t attained;       /* tokens generated before it */
+    int64_t context_tokens;          /* of the turn it routed */
+    int64_t attained;                /* tokens generated before it */
     float start_s[SPEC_BUCKETS_MAX]; /* seconds the trajectory would have run when each bucket
                                         started the turn (sched_router's bucket_start) */
     float token_s[SPEC_BUCKETS_MAX]; /* each bucket's latency per token then */
-    int8_t from;            /* the bucket before it; -1 at the start */
-    int8_t chosen;          /* the router's choice */
-    uint8_t tree_weight;    /* how many decisions the trees' (and the mix's) answer stands for:
-                               1, H_TREE_SAMPLE when sampled, 0 when not consulted */
+    int8_t from;                     /* the bucket before it; -1 at the start */
+    int8_t chosen;                   /* the router's choice */
+    uint8_t tree_weight; /* how many decisions the trees' (and the mix's) answer stands for:
+                            1, H_TREE_SAMPLE when sampled, 0 when not consulted */
     int8_t bucket[SCHED_H_EXPERTS]; /* each expert's; -1 asleep */
 };
 
@@ -61,15 +61,15 @@ struct sched_traj {
     int64_t *gen_before;      /* generated_tokens at each tool return */
     uint32_t n_rec, cap_rec;  /* cmlfq_h: decisions recorded, capacity */
     struct sched_h_record *rec;
-    struct list_node lru;     /* its place in sched_router.lru */
+    struct list_node lru; /* its place in sched_router.lru */
 };
 
 /* What an event tells a policy beyond the trajectory's state. */
 struct sched_event {
-    int64_t context_tokens;        /* of the next request */
-    int64_t true_remaining_tokens; /* oracle; -1 unknown */
-    double sibling_mean_tokens;    /* NAN unknown */
-    double now_s;                  /* the caller's clock (sched_start.now_s's) */
+    int64_t context_tokens;           /* of the next request */
+    int64_t true_remaining_tokens;    /* oracle; -1 unknown */
+    double sibling_mean_tokens;       /* NAN unknown */
+    double now_s;                     /* the caller's clock (sched_start.now_s's) */
     const struct sched_registry *reg; /* the instances as the caller sees them now */
 };
 
@@ -78,19 +78,19 @@ struct sched_choice {
     int bucket; /* -1: any */
     enum sched_reason reason;
     struct sched_estimate est;
-    bool recorded;             /* cmlfq_h: h is to be kept with the trajectory */
+    bool recorded; /* cmlfq_h: h is to be kept with the trajectory */
     struct sched_h_record h;
 };
 
 struct sched_router {
     struct sched_router_config cfg;
-    struct sched_model *model; /* borrowed, or owned when owns_model */
-    bool owns_model;           /* built by sched_router_from_config: freed with the router */
-    int64_t ticks;             /* sched_router_tick calls so far */
-    struct intmap live;        /* trajectory id -> struct sched_traj * */
-    struct list lru;           /* live trajectories, the most recently active at the front */
-    size_t path_bytes;         /* bytes of all trajectories' arrays */
-    struct intmap last_bucket; /* la_mlfq: prompt -> epoch * 256 + final bucket */
+    struct sched_model *model;       /* borrowed, or owned when owns_model */
+    bool owns_model;                 /* built by sched_router_from_config: freed with the router */
+    int64_t ticks;                   /* sched_router_tick calls so far */
+    struct intmap live;              /* trajectory id -> struct sched_traj * */
+    struct list lru;                 /* live trajectories, the most recently active at the front */
+    size_t path_bytes;               /* bytes of all trajectories' arrays */
+    struct intmap last_bucket;       /* la_mlfq: prompt -> epoch * 256 + final bucket */
     double h_score[SCHED_H_EXPERTS]; /* cmlfq_h: each expert's discounted cost over the
                                         router's own where it was awake, GPU-s */
     double turn_tokens_avg;          /* tokens per finished turn, a moving average */

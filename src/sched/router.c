@@ -145,8 +145,8 @@ static void traj_drop(struct sched_router *r, struct sched_traj *t)
 {
     intmap_del(&r->live, t->id);
     list_unlink(&r->lru, &t->lru);
-    r->path_bytes -= t->cap * (sizeof *t->states + sizeof *t->gen_before) +
-                     t->cap_rec * sizeof *t->rec;
+    r->path_bytes -=
+        t->cap * (sizeof *t->states + sizeof *t->gen_before) + t->cap_rec * sizeof *t->rec;
     free(t->states);
     free(t->gen_before);
     free(t->rec);
@@ -315,8 +315,7 @@ static int decide(struct sched_router *r, const struct sched_registry *reg, stru
     bool moving = c->bucket != t->bucket && t->bucket >= 0 && c->bucket >= 0;
     /* cmlfq_h's expected cost has the move in it already */
     if (moving && has_costs(r) && c->reason != SCHED_REASON_QUANTUM &&
-        r->cfg.policy != SCHED_CMLFQ_H &&
-        !move_pays(r, reg, t, c->bucket, c, context_tokens)) {
+        r->cfg.policy != SCHED_CMLFQ_H && !move_pays(r, reg, t, c->bucket, c, context_tokens)) {
         c->bucket = t->bucket;
         c->reason = SCHED_REASON_COST_VETO;
         moving = false;
@@ -394,7 +393,8 @@ int sched_router_turn_done(struct sched_router *r, uint64_t traj, int64_t genera
     int64_t turn = generated_tokens > 0 ? generated_tokens : 0;
     t->generated_tokens += turn;
     t->turn_tokens = t->quantum_mark = 0;
-    r->turn_tokens_avg += (r->turn_tokens_avg > 0 ? 0.01 : 1.0) * ((double)turn - r->turn_tokens_avg);
+    r->turn_tokens_avg +=
+        (r->turn_tokens_avg > 0 ? 0.01 : 1.0) * ((double)turn - r->turn_tokens_avg);
     return 0;
 }
 

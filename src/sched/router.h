@@ -81,7 +81,7 @@ struct sched_costs {
     /* Seconds to re-prefill (or migrate) context_tokens from an instance of TP from_tp to one of
      * TP to_tp. */
     double (*move_s)(void *ctx, int from_tp, int to_tp, int64_t context_tokens);
-    void *ctx; /* passed to both; borrowed, it must outlive the router */
+    void *ctx;                        /* passed to both; borrowed, it must outlive the router */
     struct sched_cost_model decision; /* rate NULL: none */
 };
 
@@ -96,11 +96,11 @@ struct sched_router_config {
     int64_t la_quantum_tokens;           /* la_mlfq: tokens per level (3000) */
     int64_t la_ttl_epochs;               /* la_mlfq: a prompt's last bucket is kept this long (5) */
     int64_t length_thresholds_tokens[3]; /* length_aware: 5000, 10000, 15000 */
-    struct sched_costs costs;       /* cache-aware moves when both functions are set */
-    bool depth_only;      /* state keys ignore the returns: a tree of turn counts (the placebo's
-                             control); the caller's sched_obs_config.depth_only, for the same */
-    int rebuild_interval; /* sched_router_tick rebuilds the model every this many ticks; 0:
-                             never (default) */
+    struct sched_costs costs;            /* cache-aware moves when both functions are set */
+    bool depth_only;       /* state keys ignore the returns: a tree of turn counts (the placebo's
+                              control); the caller's sched_obs_config.depth_only, for the same */
+    int rebuild_interval;  /* sched_router_tick rebuilds the model every this many ticks; 0:
+                              never (default) */
     double attempt_shrink; /* cmlfq_h: pseudo-attempts of the population (sched.attempt_shrink) */
 };
 

@@ -23,10 +23,10 @@
 
 #include "util/intmap.h"
 
-#define SCHED_SERVICE_WINDOW 2048 /* totals of the population kept */
-#define SCHED_SERVICE_ATTEMPTS 8  /* totals kept per prompt */
+#define SCHED_SERVICE_WINDOW 2048       /* totals of the population kept */
+#define SCHED_SERVICE_ATTEMPTS 8        /* totals kept per prompt */
 #define SCHED_SERVICE_PROMPTS (1 << 18) /* prompts whose attempts are kept (about 40 B each) */
-#define SCHED_DIST_POINTS 8       /* points of one source's distribution (its quartile midpoints) */
+#define SCHED_DIST_POINTS 8 /* points of one source's distribution (its quartile midpoints) */
 #define SCHED_DIST_MAX (4 * SCHED_DIST_POINTS)
 
 /* Remaining tokens as weighted points (weights sum to 1 when n > 0; n 0: nothing known). */

@@ -106,8 +106,8 @@ struct sched_model {
     uint64_t history_seq;                /* ties of start broken by insertion order */
     struct sched_pred pred;
     struct sched_service service; /* attained service and attempts (cmlfq_h) */
-    uint32_t depth_state; /* id of SCHED_DEPTH_KEY: the depth path's edges */
-    uint64_t version;     /* bumped whenever the global tree may change */
+    uint32_t depth_state;         /* id of SCHED_DEPTH_KEY: the depth path's edges */
+    uint64_t version;             /* bumped whenever the global tree may change */
     /* per depth: the global depth node's Kaplan-Meier distribution at version */
     VEC(struct sched_depth_km) depth_km;
 };

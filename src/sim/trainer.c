@@ -160,8 +160,8 @@ void sim_step_record(struct sim *s, struct sim_step *st)
         atomic_fetch_add(&s->in->progress->steps_done, 1);
     sched_router_tick(s->router); /* every sched.rebuild_interval steps: follow drift */
     /* cmlfq_h's deadline: k + 1 of the steps simulated so far (the planner's guess before) */
-    sched_router_set_deadline(s->router, (s->cfg->rl.max_staleness + 1) * st->end_s /
-                                             (double)s->steps.n);
+    sched_router_set_deadline(s->router,
+                              (s->cfg->rl.max_staleness + 1) * st->end_s / (double)s->steps.n);
     if (s->trace.events && st->step == s->trace.step)
         sim_trace_end_step(s);
     else if (s->trace.events && st->step + 1 == s->trace.step)

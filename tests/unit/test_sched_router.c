@@ -48,8 +48,7 @@ static void setup(struct fixture *f, enum sched_policy policy,
 /* A toy fleet for cmlfq_h: TP t decodes a token in 0.04 / sqrt(t) s at a batch of 32, so a
  * larger TP is faster and spends more GPU time per token; a move costs 1 s on TP GPUs; a
  * trajectory later than 100 s holds 16 GPUs. */
-static void toy_rate(void *ctx, int tp, int64_t context_tokens, double batch,
-                     struct cost_rate *out)
+static void toy_rate(void *ctx, int tp, int64_t context_tokens, double batch, struct cost_rate *out)
 {
     (void)ctx;
     (void)context_tokens;
