@@ -74,8 +74,59 @@ static void test_hand_counted(void **state)
     sched_metrics_free(m);
 }
 
+/* Regret sums per split and per row: the policy's, the majority class's (the bucket of most
+ * true labels) and the best constant's (the least per-decision regret), each a mean over
+ * scored decisions and over scored trajectories. Without scored decisions there is no key. */
+static void test_regret_rows(void **state)
+{
+    struct spec_bucket_layout l;
+    assert_int_equal(spec_bucket_parse(&l, "tp1:1000,tp4:10000", "t", NULL), 0);
+    struct sched_metrics *m = sched_metrics_new(&l);
+    json_t *j = sched_metrics_to_json(m, false);
+    assert_null(json_object_get(json_object_get(j, "all"), "regret"));
+    json_decref(j);
+    struct sched_metric_point p = {.split = SCHED_SPLIT_NEVER,
+                                   .chosen_bucket = 0,
+                                   .true_remaining_tokens = 50,
+                                   .predicted_tokens = NAN,
+                                   .scored = true,
+                                   .regret_gpu_s = 2,
+                                   .const_regret_gpu_s = {0, 6}};
+    sched_metrics_add(m, &p); /* truth bucket 0 */
+    p.true_remaining_tokens = 60;
+    p.regret_gpu_s = 4;
+    p.const_regret_gpu_s[0] = 10;
+    p.const_regret_gpu_s[1] = 0;
+    sched_metrics_add(m, &p); /* truth bucket 0 again: the majority is bucket 0 */
+    struct sched_traj_regret tr = {.decisions_gpu_s = 6,
+                                   .path_gpu_s = -1,
+                                   .const_decisions_gpu_s = {10, 6},
+                                   .const_path_gpu_s = {3, 0}};
+    sched_metrics_add_traj_regret(m, SCHED_SPLIT_NEVER, &tr);
+    j = sched_metrics_to_json(m, false);
+    json_t *r = json_object_get(json_object_get(j, "all"), "regret");
+    assert_int_equal(num(r, "decisions"), 2);
+    assert_int_equal(num(r, "trajectories"), 1);
+    assert_close(num(r, "per_decision_gpu_s"), 3, 1e-12);
+    assert_close(num(r, "per_trajectory_gpu_s"), 6, 1e-12);
+    assert_close(num(r, "path_per_trajectory_gpu_s"), -1, 1e-12);
+    json_t *maj = json_object_get(r, "majority_class");
+    assert_int_equal(num(maj, "bucket"), 0);
+    assert_close(num(maj, "per_decision_gpu_s"), 5, 1e-12);
+    assert_close(num(maj, "path_per_trajectory_gpu_s"), 3, 1e-12);
+    json_t *best = json_object_get(r, "best_constant");
+    assert_int_equal(num(best, "bucket"), 1); /* 3 per decision against bucket 0's 5 */
+    assert_close(num(best, "per_decision_gpu_s"), 3, 1e-12);
+    assert_close(num(best, "per_trajectory_gpu_s"), 6, 1e-12);
+    assert_true(json_object_get(json_object_get(j, "never"), "regret") != NULL);
+    assert_null(json_object_get(json_object_get(j, "seen"), "regret"));
+    json_decref(j);
+    sched_metrics_free(m);
+}
+
 int main(void)
 {
-    const struct CMUnitTest tests[] = {cmocka_unit_test(test_hand_counted)};
+    const struct CMUnitTest tests[] = {cmocka_unit_test(test_hand_counted),
+                                       cmocka_unit_test(test_regret_rows)};
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,91 @@
+/*
+ * Tests of what attained service and earlier attempts say (src/sched/service.c): the
+ * population's remaining tokens past a point, at evenly spaced ranks; a prompt's last attempts;
+ * the window that forgets the oldest; the log-normal through a mean and a p90.
+ */
+#include "testutil.h"
+
+#include <math.h>
+#include <string.h>
+
+#include "sched/service.h"
+
+static double mean_of(const struct sched_dist *d)
+{
+    return sched_dist_mean(d);
+}
+
+static void test_population_past_the_attained_tokens(void **state)
+{
+    struct sched_service s;
+    sched_service_init(&s, 16);
+    struct sched_dist d;
+    sched_service_population(&s, 0, &d);
+    assert_int_equal(d.n, 0); /* nothing learnt */
+    for (int k = 1; k <= 16; k++)
+        sched_service_learn(&s, 7, 100.0 * k); /* totals 100 .. 1600 */
+    sched_service_population(&s, 0, &d);
+    assert_int_equal(d.n, SCHED_DIST_POINTS);
+    for (int j = 0; j < d.n; j++) /* ranks (j + 0.5) / 8 of 16: 1, 3, 5, ... -> 200, 400, ... */
+        assert_close(d.tokens[j], 200.0 * (j + 1), 1e-9);
+    assert_close(mean_of(&d), 900, 1e-9);
+    sched_service_population(&s, 1450, &d); /* only 1500 and 1600 are above: 50 and 150 left */
+    assert_int_equal(d.n, 2);
+    assert_close(d.tokens[0], 50, 1e-9);
+    assert_close(d.tokens[1], 150, 1e-9);
+    sched_service_population(&s, 1600, &d); /* it has outlived every total */
+    assert_int_equal(d.n, 0);
+    sched_service_free(&s);
+}
+
+static void test_attempts_per_prompt_and_the_window(void **state)
+{
+    struct sched_service s;
+    sched_service_init(&s, 1); /* one prompt's attempts kept */
+    struct sched_dist d;
+    assert_int_equal(sched_service_prompt(&s, 3, 0, &d), 0);
+    for (int k = 0; k < SCHED_SERVICE_ATTEMPTS + 2; k++) /* the first two fall out */
+        sched_service_learn(&s, 3, k < 2 ? 99999 : 1000 + k);
+    sched_service_learn(&s, 4, 5); /* a second prompt: past the cap, not kept */
+    assert_int_equal(sched_service_prompt(&s, 4, 0, &d), 0);
+    assert_int_equal(sched_service_prompt(&s, 3, 0, &d), SCHED_SERVICE_ATTEMPTS);
+    for (int j = 0; j < d.n; j++)
+        assert_true(d.tokens[j] >= 1002 && d.tokens[j] <= 1009);
+    assert_int_equal(sched_service_prompt(&s, 3, 1007.5, &d), 2); /* 1008 and 1009 */
+    assert_close(d.tokens[0], 0.5, 1e-9);
+    assert_close(d.tokens[1], 1.5, 1e-9);
+    for (int k = 0; k < SCHED_SERVICE_WINDOW; k++) /* the population forgets the oldest */
+        sched_service_learn(&s, 4, 10);
+    sched_service_population(&s, 10, &d);
+    assert_int_equal(d.n, 0);
+    sched_service_free(&s);
+}
+
+static void test_lognormal_through_mean_and_p90(void **state)
+{
+    struct sched_dist d;
+    sched_dist_lognormal(0, 10, &d);
+    assert_int_equal(d.n, 0);             /* no estimate */
+    sched_dist_lognormal(1000, 1000, &d); /* no spread: every point at the mean */
+    assert_int_equal(d.n, SCHED_DIST_POINTS);
+    for (int j = 0; j < d.n; j++)
+        assert_close(d.tokens[j], 1000, 1e-6);
+    sched_dist_lognormal(1000, 2500, &d);
+    for (int j = 1; j < d.n; j++)
+        assert_true(d.tokens[j] > d.tokens[j - 1]);
+    /* the points' mean approaches the mean from below (eight points miss the far tail) */
+    assert_true(mean_of(&d) < 1000 && mean_of(&d) > 800);
+    struct sched_dist mix = {0};
+    sched_dist_add(&mix, &d, 0.5);
+    assert_close(mean_of(&mix), mean_of(&d), 1e-9);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_population_past_the_attained_tokens),
+        cmocka_unit_test(test_attempts_per_prompt_and_the_window),
+        cmocka_unit_test(test_lognormal_through_mean_and_p90),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
