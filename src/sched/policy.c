@@ -238,14 +238,17 @@ static void expected_costs(const struct sched_router *r, const struct cost_rate 
  * latency per token is also taken at that instance's batch, not the planned one.
  */
 static void bucket_start(struct sched_router *r, const struct sched_event *ev, uint32_t key,
-                         struct cost_rate *rate, double elapsed_s, double *out)
+                         struct cost_rate *rate, double elapsed_s, double *out, bool *open)
 {
     const struct sched_cost_model *m = &r->cfg.costs.decision;
     const struct sched_instance *best[SPEC_BUCKETS_MAX] = {0};
+    for (int b = 0; b < r->cfg.layout.n; b++)
+        open[b] = !ev->reg; /* no registry: nothing is known to be full */
     for (size_t i = 0; ev->reg && i < ev->reg->n; i++) {
         const struct sched_instance *in = &ev->reg->inst[i];
         if (in->bucket < 0 || in->bucket >= r->cfg.layout.n || !in->ready)
             continue;
+        open[in->bucket] |= in->queued < in->cap;
         const struct sched_instance **b = &best[in->bucket];
         if (!*b || in->running + in->queued < (*b)->running + (*b)->queued)
             *b = in;
@@ -253,8 +256,11 @@ static void bucket_start(struct sched_router *r, const struct sched_event *ev, u
     for (int b = 0; b < r->cfg.layout.n; b++) {
         if (m->live && best[b]) { /* latency at the batch it would join */
             struct cost_rate now;
-            sched_rate_memo_get(&r->rates, m, r->cfg.layout.bucket[b].tp[0], key,
-                                best[b]->running + 1.0, &now);
+            int tp = r->cfg.layout.bucket[b].tp[0];
+            sched_rate_memo_get(&r->rates, m, tp, key, best[b]->running + 1.0, &now);
+            double planned = tp * rate[b].token_s / rate[b].gpu_token_s;
+            double fill = (best[b]->running + 1.0) / planned;
+            rate[b].gpu_token_s *= fill < 1 ? fill : 1;
             rate[b].token_s = now.token_s;
         }
         double wait = best[b] && best[b]->queued > 0
@@ -263,6 +269,19 @@ static void bucket_start(struct sched_router *r, const struct sched_event *ev, u
                           : 0.0;
         out[b] = elapsed_s + wait;
     }
+}
+
+/* Where placement puts a choice of bucket b (router.c's place): b while it has an instance
+ * under its cap, else the nearest such bucket outward, larger first; b when none has. */
+static int effective_bucket(const bool *open, int n, int b)
+{
+    for (int d = 0; d < n; d++) {
+        if (b + d < n && open[b + d])
+            return b + d;
+        if (b - d >= 0 && open[b - d])
+            return b - d;
+    }
+    return b;
 }
 
 static int argmin(const double *v, int n)
@@ -371,7 +390,8 @@ static void h_choose(struct sched_router *r, const struct sched_traj *t,
     uint32_t key = sched_rate_context_key(ev->context_tokens);
     h_rates(r, key, rate);
     double start_s[SPEC_BUCKETS_MAX];
-    bucket_start(r, ev, key, rate, elapsed_s, start_s);
+    bool open[SPEC_BUCKETS_MAX];
+    bucket_start(r, ev, key, rate, elapsed_s, start_s, open);
     int weight = tree_weight(r);
     r->h_decisions++;
     struct h_source src[H_FIXED];
@@ -384,6 +404,7 @@ static void h_choose(struct sched_router *r, const struct sched_traj *t,
     for (int b = 0; b < n; b++) {
         h->start_s[b] = (float)start_s[b];
         h->token_s[b] = (float)rate[b].token_s;
+        h->gpu_token_s[b] = (float)rate[b].gpu_token_s;
     }
     for (int e = 0; e < SCHED_H_EXPERTS; e++)
         h->bucket[e] = (int8_t)(e >= H_FIXED   ? (e - H_FIXED < n ? e - H_FIXED : -1)
@@ -394,9 +415,13 @@ static void h_choose(struct sched_router *r, const struct sched_traj *t,
     for (int e = 0; e < H_FIXED + n; e++)
         if (h->bucket[e] >= 0 && r->h_score[e] < r->h_score[leader])
             leader = e;
-    h->chosen = h->bucket[leader];
     c->recorded = true;
     target(t, h->bucket[leader], c);
+    /* each expert is scored on where its choice would have run: a full bucket's fallback */
+    for (int e = 0; e < H_FIXED + n; e++)
+        if (h->bucket[e] >= 0)
+            h->bucket[e] = (int8_t)effective_bucket(open, n, h->bucket[e]);
+    h->chosen = h->bucket[leader];
     if (t->bucket < 0)
         c->reason = SCHED_REASON_FIRST;
     bool known = leader < H_FIXED;
@@ -419,6 +444,7 @@ void sched_h_score(struct sched_router *r, const struct sched_traj *t, int64_t t
         h_rates(r, sched_rate_context_key(h->context_tokens), rate);
         for (int b = 0; b < n; b++) { /* as the decision saw the buckets */
             rate[b].token_s = h->token_s[b];
+            rate[b].gpu_token_s = h->gpu_token_s[b];
             cost[b] = sched_cost(m, &rate[b], left, h->start_s[b], h->from >= 0 && b != h->from);
         }
         for (int e = 0; e < H_FIXED + n; e++) {

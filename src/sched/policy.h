@@ -32,13 +32,14 @@ enum sched_h_expert {
 
 /* One cmlfq_h decision, kept until the trajectory ends to score the experts. */
 struct sched_h_record {
-    int64_t context_tokens;          /* of the turn it routed */
-    int64_t attained;                /* tokens generated before it */
-    float start_s[SPEC_BUCKETS_MAX]; /* seconds the trajectory would have run when each bucket
-                                        started the turn (sched_router's bucket_start) */
-    float token_s[SPEC_BUCKETS_MAX]; /* each bucket's latency per token then */
-    int8_t from;                     /* the bucket before it; -1 at the start */
-    int8_t chosen;                   /* the router's choice */
+    int64_t context_tokens;              /* of the turn it routed */
+    int64_t attained;                    /* tokens generated before it */
+    float start_s[SPEC_BUCKETS_MAX];     /* seconds the trajectory would have run when each bucket
+                                            started the turn (sched_router's bucket_start) */
+    float token_s[SPEC_BUCKETS_MAX];     /* each bucket's latency per token then */
+    float gpu_token_s[SPEC_BUCKETS_MAX]; /* and its GPU-seconds per token then */
+    int8_t from;                         /* the bucket before it; -1 at the start */
+    int8_t chosen;                       /* the router's choice */
     uint8_t tree_weight; /* how many decisions the trees' (and the mix's) answer stands for:
                             1, H_TREE_SAMPLE when sampled, 0 when not consulted */
     int8_t bucket[SCHED_H_EXPERTS]; /* each expert's; -1 asleep */
