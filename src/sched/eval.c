@@ -286,7 +286,7 @@ static void score(struct sched_eval_arm *a, const struct sched_eval_traj *t, siz
 }
 
 /* Routes every turn of trajectory i as the gateway would see it, scoring each decision when
- * scoring; router ids are id_base + i. The trajectory stays live: the caller finishes it. */
+ * scoring; its router id is i. The trajectory stays live: the caller finishes it. */
 static int replay(struct sched_eval_arm *a, const struct sched_eval_trace *ev, size_t i,
                   const struct sched_registry *reg, bool scoring)
 {

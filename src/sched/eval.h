@@ -135,7 +135,6 @@ struct sched_eval_arm {
     struct spec_sched_config sc;      /* what it was built from (folds rebuild it) */
     struct sched_router_options opt;
     struct sched_costs costs;               /* decode_s NULL: none */
-    int64_t order_base;                     /* ids of its trajectories (folds reuse them) */
     struct sched_metrics *metrics;          /* its decisions, scored */
     uint64_t reasons[SCHED_REASON_ANY + 1]; /* tool-return decisions by reason */
     /* Called with every decision scored, when set: the trajectory's position in the order it

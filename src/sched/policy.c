@@ -235,7 +235,10 @@ static void expected_costs(const struct sched_router *r, const struct cost_rate 
  * instance placement would pick (its least loaded ready one): a slot frees as one of its
  * running turns ends, each about the average turn long, so q queued turns wait about
  * q * turn / running (Little's law). With live load (sched_cost_model.live) the bucket's
- * latency per token is also taken at that instance's batch, not the planned one.
+ * latency per token is also taken at that instance's batch, not the planned one, and its GPU
+ * time per token scaled by how full the instance is (running + 1 over the planned batch, at
+ * most 1): an idle instance's GPUs cost nothing to use. open[b]: bucket b has a ready instance
+ * under its cap (placement would not fall back from it).
  */
 static void bucket_start(struct sched_router *r, const struct sched_event *ev, uint32_t key,
                          struct cost_rate *rate, double elapsed_s, double *out, bool *open)

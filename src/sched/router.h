@@ -28,6 +28,11 @@
  *   plas         program-level least attained service: the bucket whose max_tokens first
  *                covers the tokens the trajectory has generated so far
  *   predictor    cmlfq's rule with the regression of sched/model.h in place of the trees
+ *   cmlfq_h      C-MLFQ's successor: the bucket of least expected cost (sched/cost.h) under
+ *                the leading expert's distribution of the remaining tokens — the population
+ *                past the tokens attained, the prompt's earlier attempts, the trees, their mix,
+ *                or a constant bucket — the leader being the expert whose choices have cost
+ *                least against the router's own (policy.h); needs sched_costs.decision
  *
  * Per live trajectory the router keeps about 150 bytes plus 12 per tool return; at most
  * max_live trajectories, the least recently active evicted beyond (its events then answer
