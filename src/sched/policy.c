@@ -334,21 +334,32 @@ static void blend(const struct h_source *const *src, const double *w, int n, int
 
 /* The experts' sources at this decision: the population past the tokens attained, the
  * prompt's attempts shrunk toward it, the trees' estimate, and the three together. */
+/* The leader among the experts awake[e] (ties: the shortest bucket's constant, then the lower
+ * index, as h_choose picks it). */
+static int h_leader(const struct sched_router *r, const bool *awake)
+{
+    int leader = H_FIXED;
+    for (int e = 0; e < H_FIXED + r->cfg.layout.n; e++)
+        if (awake[e] && r->h_score[e] < r->h_score[leader])
+            leader = e;
+    return leader;
+}
+
 /*
  * How many decisions the trees' answer stands for here: a look-up costs more than every other
  * source together, so the trees (and the mix, which holds them) are consulted on every decision
- * only while one of them could lead — its score no worse than every other expert's — and
- * otherwise on one decision in H_TREE_SAMPLE, their regret counted that many times over; 0:
- * not consulted (both asleep).
+ * only while one of them would lead were every expert awake, and otherwise on one decision in
+ * H_TREE_SAMPLE, their regret counted that many times over; 0: not consulted (both asleep).
+ * Skipping them changes a decision only when the expert that would lead sleeps (has no data)
+ * and the trees are next in line.
  */
 static int tree_weight(const struct sched_router *r)
 {
-    int n = r->cfg.layout.n;
-    double others = INFINITY, trees = fmin(r->h_score[H_MIX], r->h_score[H_TREE]);
-    for (int e = 0; e < H_FIXED + n; e++)
-        if (e != H_MIX && e != H_TREE)
-            others = fmin(others, r->h_score[e]);
-    if (trees <= others)
+    bool awake[SCHED_H_EXPERTS];
+    for (int e = 0; e < SCHED_H_EXPERTS; e++)
+        awake[e] = true;
+    int leader = h_leader(r, awake);
+    if (leader == H_MIX || leader == H_TREE)
         return 1;
     return r->h_decisions % H_TREE_SAMPLE == 0 ? H_TREE_SAMPLE : 0;
 }
@@ -414,10 +425,10 @@ static void h_choose(struct sched_router *r, const struct sched_traj *t,
                                 : src[e].known ? argmin(src[e].cost, n)
                                                : -1);
     /* the shortest bucket (cmlfq's start) until another expert has done better than the router */
-    int leader = H_FIXED;
-    for (int e = 0; e < H_FIXED + n; e++)
-        if (h->bucket[e] >= 0 && r->h_score[e] < r->h_score[leader])
-            leader = e;
+    bool awake[SCHED_H_EXPERTS];
+    for (int e = 0; e < SCHED_H_EXPERTS; e++)
+        awake[e] = h->bucket[e] >= 0;
+    int leader = h_leader(r, awake);
     c->recorded = true;
     target(t, h->bucket[leader], c);
     /* each expert is scored on where its choice would have run: a full bucket's fallback */
