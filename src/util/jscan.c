@@ -387,8 +387,10 @@ struct member {
     const char *prev;    /* byte after the previous member's value; NULL for the first member */
 };
 
-/* Finds the first member of obj named name[0..n). */
-static bool find_member(struct jscan_value obj, const char *name, size_t n, struct member *m)
+/* Finds the first member of obj named name[0..n); lazy: the value found is not skipped (its
+ * val_end is obj's end). */
+static bool find_member(struct jscan_value obj, const char *name, size_t n, bool lazy,
+                        struct member *m)
 {
     if (obj.type != 'o' || obj.len < 2 || !obj.p)
         return false;
@@ -401,6 +403,10 @@ static bool find_member(struct jscan_value obj, const char *name, size_t n, stru
         const char *val = skip_ws(name_end, end);
         if (val < end && *val == ':')
             val = skip_ws(val + 1, end);
+        if (match && lazy && val < end) {
+            *m = (struct member){p, val, obj.p + obj.len, prev};
+            return true;
+        }
         const char *val_end = skip_value(val, end);
         if (match) {
             *m = (struct member){p, val, val_end, prev};
@@ -429,12 +435,55 @@ static void set_absent(struct jscan_value *out)
 bool jscan_get(struct jscan_value obj, const char *key, struct jscan_value *out)
 {
     struct member m;
-    if (!find_member(obj, key, strlen(key), &m)) {
+    if (!find_member(obj, key, strlen(key), false, &m)) {
         set_absent(out);
         return false;
     }
     *out = member_value(&m);
     return true;
+}
+
+bool jscan_get_lazy(struct jscan_value obj, const char *key, struct jscan_value *out)
+{
+    struct member m;
+    if (!find_member(obj, key, strlen(key), true, &m)) {
+        set_absent(out);
+        return false;
+    }
+    *out = member_value(&m);
+    return true;
+}
+
+size_t jscan_get_many(struct jscan_value obj, const char *const *keys, size_t n,
+                      struct jscan_value *out)
+{
+    size_t found = 0;
+    for (size_t i = 0; i < n; i++)
+        set_absent(&out[i]);
+    if (obj.type != 'o' || obj.len < 2 || !obj.p || n == 0)
+        return 0;
+    const char *end = obj.p + obj.len - 1; /* the closing brace */
+    const char *p = skip_ws(obj.p + 1, end);
+    while (p < end && *p == '"') {
+        const char *name_end = skip_string(p, end);
+        const char *val = skip_ws(name_end, end);
+        if (val < end && *val == ':')
+            val = skip_ws(val + 1, end);
+        const char *val_end = skip_value(val, end);
+        for (size_t i = 0; i < n && name_end - p >= 2; i++)
+            if (!out[i].p && name_equals(p + 1, name_end - 1, keys[i], strlen(keys[i])) &&
+                val < end) {
+                out[i] = (struct jscan_value){val, (size_t)(val_end - val), type_of(*val)};
+                found++;
+            }
+        if (found == n)
+            break;
+        p = skip_ws(val_end, end);
+        if (p >= end || *p != ',')
+            break;
+        p = skip_ws(p + 1, end);
+    }
+    return found;
 }
 
 bool jscan_path(struct jscan_value obj, const char *path, struct jscan_value *out)
@@ -444,7 +493,7 @@ bool jscan_path(struct jscan_value obj, const char *path, struct jscan_value *ou
         const char *dot = strchr(c, '.');
         size_t n = dot ? (size_t)(dot - c) : strlen(c);
         struct member m;
-        if (!find_member(cur, c, n, &m)) {
+        if (!find_member(cur, c, n, false, &m)) {
             set_absent(out);
             return false;
         }
@@ -471,7 +520,7 @@ struct jscan_value jscan_root(const char *buf, size_t len)
 bool jscan_cut(struct jscan_value obj, const char *key, struct jscan_cut *out)
 {
     struct member m;
-    if (!find_member(obj, key, strlen(key), &m))
+    if (!find_member(obj, key, strlen(key), false, &m))
         return false;
     if (m.prev) {
         /* From the end of the previous value: drops ", name: value". */
