@@ -486,6 +486,14 @@ void net_transfer_pause(struct net_transfer *t, bool paused)
     }
 }
 
+long long net_transfer_length(const struct net_transfer *t)
+{
+    curl_off_t n = -1;
+    if (!t->head_done || curl_easy_getinfo(t->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &n))
+        return -1;
+    return n >= 0 ? (long long)n : -1;
+}
+
 void net_client_free(struct net_client *c)
 {
     if (!c)

@@ -99,6 +99,14 @@ void net_transfer_cancel(struct net_transfer *t);
  */
 void net_transfer_pause(struct net_transfer *t, bool paused);
 
+/*
+ * The body length the response's headers announced (Content-Length), or -1 when they announced
+ * none (chunked, or read to the close) or they are not complete yet. Meant for head: an owner
+ * that holds the body can size its buffer once. The length is the engine's word, not a limit:
+ * the body may end early (done then reports the error) and is not cut at it.
+ */
+long long net_transfer_length(const struct net_transfer *t);
+
 /* ---- buffered requests ---------------------------------------------------------------------- */
 
 /*

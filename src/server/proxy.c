@@ -18,6 +18,7 @@
 #define PROXY_LOW_WATER ((size_t)1 << 20)    /* ... and resuming */
 #define PROXY_SSE_LINE_MAX ((size_t)4 << 20) /* an SSE line longer than this is not read */
 #define PROXY_RESUBMITS_MAX 3                /* engines tried for one turn */
+#define PROXY_RESERVE_MAX ((size_t)64 << 20) /* most bytes reserved on an answer's word */
 
 struct proxy {
     struct gw *g;
@@ -53,18 +54,20 @@ static bool first_of(struct jscan_value obj, const char *key, struct jscan_value
 {
     struct jscan_value a;
     struct jscan_iter it = {0};
-    return jscan_get(obj, key, &a) && a.type == 'a' && jscan_next(a, &it, out);
+    return jscan_get_lazy(obj, key, &a) && a.type == 'a' && jscan_next(a, &it, out);
 }
 
 /* Reads the counts of one answer object (or one SSE chunk): later chunks overwrite. Each
  * member is found once and looked into, since finding one skips every member before it (a
- * 1 MiB answer is mostly output ids, text and log-probs). */
+ * 1 MiB answer is mostly output ids, text and log-probs); meta_info and choices are entered
+ * without skipping them (jscan_get_lazy), since the counts come before SGLang's log-probs in
+ * meta_info and the first choice is all that is read. */
 static void read_counts(struct proxy *p, struct jscan_value o)
 {
     struct jscan_value meta, usage, v, choice;
     int64_t n;
     if (p->req.api == GW_SGLANG_GENERATE) { /* SGLang: everything is in meta_info */
-        if (!jscan_get(o, "meta_info", &meta))
+        if (!jscan_get_lazy(o, "meta_info", &meta) || meta.type != 'o')
             return;
         if (jscan_get(meta, "completion_tokens", &v) && jscan_int(v, &n))
             p->generated = n;
@@ -88,12 +91,17 @@ static void read_counts(struct proxy *p, struct jscan_value o)
     }
 }
 
+/*
+ * Reads an answer's counts without validating it first: a full jscan_check of a 1 MiB answer
+ * cost more than the rest of the proxy's work on it, for the four scalars read. On text that
+ * is not JSON the scanner stays inside the buffer (util/jscan.h, fuzz_jscan); its answers are
+ * then unspecified, but each count is taken only when its value reads as an integer (a
+ * version as a string), so the worst a malformed answer does is misreport its own counts.
+ * The bytes go to the client as the engine sent them either way.
+ */
 static void read_answer(struct proxy *p, const char *buf, size_t len)
 {
-    size_t off;
-    const char *msg;
-    if (jscan_check(buf, len, &off, &msg) == 0)
-        read_counts(p, jscan_root(buf, len));
+    read_counts(p, jscan_root(buf, len));
 }
 
 /* Reads the complete lines of an SSE stream as they pass ("data: {...}"). */
@@ -173,8 +181,13 @@ static bool on_head(void *arg, int status, const char *content_type)
     p->status = status;
     snprintf(p->content_type, sizeof p->content_type, "%s",
              content_type ? content_type : "application/json");
-    if (!p->req.stream || status != 200)
+    if (!p->req.stream || status != 200) { /* held: sized once when the engine says its length */
+        long long n = net_transfer_length(p->xfer);
+        if (n > 0)
+            vec_reserve(&p->body, p->body.n + ((size_t)n < PROXY_RESERVE_MAX ? (size_t)n
+                                                                             : PROXY_RESERVE_MAX));
         return true;
+    }
     add_headers(p);
     net_stream_start(p->call, status, p->content_type);
     p->started = true;

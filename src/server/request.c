@@ -189,27 +189,45 @@ static bool set_header_id(struct gw_request *r, enum gw_id_source src, const cha
     return true;
 }
 
-/* Sets the identity from member key of obj, when present. */
+/* Sets the identity from a member's value v, when present. */
 static bool set_body_id(struct gw_request *r, enum gw_id_source src, const char *tag,
-                        struct jscan_value obj, const char *key)
+                        struct jscan_value v)
 {
-    struct jscan_value v;
-    if (obj.type != 'o' || !jscan_get(obj, key, &v) || v.type == 'z')
+    if (!v.type || v.type == 'z')
         return false;
     set_id(r, src, tag, v);
     return true;
 }
 
+/* The root members the parse reads, found in one pass (the bulk of a body is one of them,
+ * input_ids: each lookup on its own would skip it again). */
+enum root_key {
+    KEY_LIBRA,
+    KEY_TRAJECTORY_ID,
+    KEY_PROGRAM_ID,
+    KEY_RID,
+    KEY_PROMPT, /* input_ids, token_ids, prompt or messages by API */
+    KEY_TEXT,
+    KEY_SAMPLING_PARAMS,
+    KEY_MAX_TOKENS,
+    KEY_MAX_COMPLETION_TOKENS,
+    KEY_STREAM,
+    KEY_COUNT
+};
+
 /* The first present source, in the order of precedence (request.h). */
-static void find_identity(struct jscan_value root, struct jscan_value libra, gw_header_fn header,
-                          void *hctx, const struct gw_parse_config *c, struct gw_request *r)
+static void find_identity(const struct jscan_value *m, gw_header_fn header, void *hctx,
+                          const struct gw_parse_config *c, struct gw_request *r)
 {
-    (void)(set_body_id(r, GW_ID_LIBRA, "libra", libra, "trajectory") ||
-           set_body_id(r, GW_ID_TRAJECTORY, "trajectory_id", root, "trajectory_id") ||
+    struct jscan_value in_libra = {0};
+    if (m[KEY_LIBRA].type == 'o')
+        jscan_get(m[KEY_LIBRA], "trajectory", &in_libra);
+    (void)(set_body_id(r, GW_ID_LIBRA, "libra", in_libra) ||
+           set_body_id(r, GW_ID_TRAJECTORY, "trajectory_id", m[KEY_TRAJECTORY_ID]) ||
            set_header_id(r, GW_ID_ROUTING_KEY, "routing_key", header, hctx, "X-SMG-Routing-Key") ||
-           set_body_id(r, GW_ID_PROGRAM, "program_id", root, "program_id") ||
+           set_body_id(r, GW_ID_PROGRAM, "program_id", m[KEY_PROGRAM_ID]) ||
            set_header_id(r, GW_ID_SESSION, "session", header, hctx, "X-Session-ID") ||
-           (c->rid_identity && set_body_id(r, GW_ID_RID, "rid", root, "rid")));
+           (c->rid_identity && set_body_id(r, GW_ID_RID, "rid", m[KEY_RID])));
 }
 
 /* ---- the prompt ----------------------------------------------------------------------------- */
@@ -226,25 +244,27 @@ static void prompt_from_id(const struct gw_parse_config *c, struct gw_request *r
 }
 
 /* The prompt's value and whether it is token ids. */
-static bool prompt_value(enum gw_api api, struct jscan_value root, struct jscan_value *out,
+static bool prompt_value(enum gw_api api, const struct jscan_value *m, struct jscan_value *out,
                          bool *ids)
 {
-    static const char *const keys[] = {"input_ids", "token_ids", "prompt", "messages"};
     *ids = api != GW_CHAT;
-    if (jscan_get(root, keys[api], out) && out->type != 'z') {
+    *out = m[KEY_PROMPT];
+    if (out->type && out->type != 'z') {
         *ids = *ids && out->type == 'a';
         return true;
     }
     *ids = false;
-    return api == GW_SGLANG_GENERATE && jscan_get(root, "text", out) && out->type != 'z';
+    *out = m[KEY_TEXT];
+    return api == GW_SGLANG_GENERATE && out->type && out->type != 'z';
 }
 
-static int read_prompt(enum gw_api api, struct jscan_value root, const struct gw_parse_config *c,
-                       struct gw_request *r, char *err, size_t size)
+static int read_prompt(enum gw_api api, const struct jscan_value *m,
+                       const struct gw_parse_config *c, struct gw_request *r, char *err,
+                       size_t size)
 {
     struct jscan_value p;
     bool ids;
-    if (!prompt_value(api, root, &p, &ids))
+    if (!prompt_value(api, m, &p, &ids))
         return fail(err, size, "%s: missing",
                     api == GW_CHAT              ? "messages"
                     : api == GW_SGLANG_GENERATE ? "input_ids"
@@ -267,15 +287,17 @@ static int read_prompt(enum gw_api api, struct jscan_value root, const struct gw
     return 0;
 }
 
-static void read_budget(enum gw_api api, struct jscan_value root, struct gw_request *r)
+static void read_budget(enum gw_api api, const struct jscan_value *m, struct gw_request *r)
 {
-    static const char *const paths[] = {"sampling_params.max_new_tokens",
-                                        "sampling_params.max_tokens", "max_tokens", "max_tokens"};
-    struct jscan_value v;
+    /* sampling_params.max_new_tokens, sampling_params.max_tokens, max_tokens, max_tokens */
+    struct jscan_value v = m[KEY_MAX_TOKENS];
     int64_t n;
     r->max_new_tokens = -1;
-    if ((jscan_path(root, paths[api], &v) && jscan_int(v, &n)) ||
-        (api == GW_CHAT && jscan_get(root, "max_completion_tokens", &v) && jscan_int(v, &n)))
+    if (api == GW_SGLANG_GENERATE || api == GW_VLLM_GENERATE)
+        jscan_get(m[KEY_SAMPLING_PARAMS],
+                  api == GW_SGLANG_GENERATE ? "max_new_tokens" : "max_tokens", &v);
+    if ((v.type && jscan_int(v, &n)) ||
+        (api == GW_CHAT && (v = m[KEY_MAX_COMPLETION_TOKENS]).type && jscan_int(v, &n)))
         r->max_new_tokens = n >= 0 ? n : -1;
 }
 
@@ -363,22 +385,37 @@ int gw_request_parse(enum gw_api api, const char *body, size_t len, gw_header_fn
     out->api = api;
     if (check_body(body, len, err, err_size))
         return -1;
-    struct jscan_value root = jscan_root(body, len), lo = {0}, v;
-    if (jscan_get(root, "libra", &lo) && lo.type != 'z' && read_libra(lo, out, err, err_size))
+    static const char *const prompt_keys[] = {"input_ids", "token_ids", "prompt", "messages"};
+    const char *keys[KEY_COUNT] = {
+        [KEY_LIBRA] = "libra",
+        [KEY_TRAJECTORY_ID] = "trajectory_id",
+        [KEY_PROGRAM_ID] = "program_id",
+        [KEY_RID] = "rid",
+        [KEY_PROMPT] = prompt_keys[api],
+        [KEY_TEXT] = "text",
+        [KEY_SAMPLING_PARAMS] = "sampling_params",
+        [KEY_MAX_TOKENS] = "max_tokens",
+        [KEY_MAX_COMPLETION_TOKENS] = "max_completion_tokens",
+        [KEY_STREAM] = "stream",
+    };
+    struct jscan_value root = jscan_root(body, len), m[KEY_COUNT], v;
+    jscan_get_many(root, keys, KEY_COUNT, m);
+    struct jscan_value lo = m[KEY_LIBRA];
+    if (lo.type && lo.type != 'z' && read_libra(lo, out, err, err_size))
         return -1;
     if (lo.type && (out->has_libra = jscan_cut(root, "libra", &out->cut))) {
         size_t lead = (size_t)(root.p - body); /* whitespace before the object */
         out->cut.head_len += lead;
         out->cut.tail_off += lead;
     }
-    find_identity(root, lo, header, header_ctx, c, out);
+    find_identity(m, header, header_ctx, c, out);
     prompt_from_id(c, out);
-    if (read_prompt(api, root, c, out, err, err_size))
+    if (read_prompt(api, m, c, out, err, err_size))
         return -1;
-    read_budget(api, root, out);
-    if (api == GW_CHAT && jscan_get(root, "messages", &v) && v.type == 'a')
-        read_chat_returns(v, out);
-    if (jscan_get(root, "stream", &v) && v.type != 'z' && !jscan_bool(v, &out->stream))
+    read_budget(api, m, out);
+    if (api == GW_CHAT && m[KEY_PROMPT].type == 'a')
+        read_chat_returns(m[KEY_PROMPT], out);
+    if ((v = m[KEY_STREAM]).type && v.type != 'z' && !jscan_bool(v, &out->stream))
         return fail(err, err_size, "stream: expected true or false");
     return 0;
 }

@@ -68,6 +68,28 @@ int jscan_check(const char *buf, size_t len, size_t *err_off, const char **msg);
 bool jscan_get(struct jscan_value obj, const char *key, struct jscan_value *out);
 
 /*
+ * jscan_get without skipping the member's value, for a large value read only at its start
+ * (an answer's meta_info before its log-probs): *out starts at the value, is typed by its first
+ * byte, and runs to the end of obj (out->len counts the value and what follows it in obj).
+ * jscan_get and jscan_path on such an object value, and jscan_next on such an array value, read
+ * it as they would the exact value (they stop at its closing bracket) and cost only the bytes
+ * up to what they find; the other readers need the exact value. Returns as jscan_get does.
+ * Linear in the bytes of obj up to the member's value.
+ */
+bool jscan_get_lazy(struct jscan_value obj, const char *key, struct jscan_value *out);
+
+/*
+ * jscan_get for several keys in one pass over obj's members: out[i] is the first member named
+ * keys[i] (compared as jscan_get does), or absent (type 0, p NULL, len 0). Stops at the first
+ * member after which every key has been found. Returns how many keys were found (0 when obj is
+ * not an object). For a body whose bulk is one member (input_ids), n lookups cost one skip of
+ * it rather than n. Linear in the bytes of obj up to the last member found (all of obj when a
+ * key is absent), times n per member name.
+ */
+size_t jscan_get_many(struct jscan_value obj, const char *const *keys, size_t n,
+                      struct jscan_value *out);
+
+/*
  * Follows a dotted path of member names from obj: "sampling_params.max_new_tokens" is
  * jscan_get(jscan_get(obj, "sampling_params"), "max_new_tokens"). The path is split at every
  * '.', so a name that contains '.' cannot be reached (use jscan_get) and "" names the member

@@ -13,6 +13,11 @@
  *     two-step paths) and every element (jscan_count, jscan_next) is a range inside the input
  *     whose text jansson parses to the value jansson found there, and the typed readers agree
  *     with jansson's scalars;
+ *   - jscan_get_lazy finds each member where jscan_get does, and the members of an object
+ *     found lazily are those of the exact object; jscan_get_many agrees with jscan_get;
+ *   - on any input, accepted or not, the lookups the gateway makes on answers it does not
+ *     validate (lazy members, their members, the first element, the typed readers) stay
+ *     inside the input;
  *   - cutting any top-level member yields a document jscan_check accepts and jansson parses to
  *     the original minus that member (with duplicates: one member fewer, still valid).
  */
@@ -95,10 +100,31 @@ static void walk(const struct input *in, struct jscan_value v, const json_t *j)
         require(jscan_count(v) == -1, "jscan_count of an object");
         const char *key;
         json_t *member;
+        const char *many[8];
+        struct jscan_value got[8];
+        size_t n_many = 0;
         json_object_foreach((json_t *)j, key, member)
         {
-            struct jscan_value m;
+            struct jscan_value m, lazy;
             require(jscan_get(v, key, &m), "a member not found");
+            require(jscan_get_lazy(v, key, &lazy) && lazy.p == m.p && lazy.type == m.type &&
+                        lazy.p + lazy.len == v.p + v.len,
+                    "jscan_get_lazy differs from jscan_get");
+            if (n_many < 8)
+                many[n_many++] = key;
+            if (json_is_object(member)) {
+                const char *key2;
+                json_t *member2;
+                json_object_foreach(member, key2, member2)
+                {
+                    struct jscan_value x, y;
+                    require(jscan_get(m, key2, &x) && jscan_get(lazy, key2, &y) && x.p == y.p &&
+                                x.len == y.len,
+                            "a member of a lazy object differs");
+                }
+                struct jscan_value x;
+                require(!jscan_get(lazy, "\x01 absent", &x), "an absent member found lazily");
+            }
             walk(in, m, member);
             if (!json_is_object(member) || strchr(key, '.'))
                 continue;
@@ -120,6 +146,14 @@ static void walk(const struct input *in, struct jscan_value v, const json_t *j)
         }
         struct jscan_value none;
         require(!jscan_get(v, "\x01 absent", &none) && none.type == 0, "an absent member found");
+        many[n_many < 8 ? n_many++ : 7] = "\x01 absent";
+        require(jscan_get_many(v, many, n_many, got) == n_many - 1, "jscan_get_many miscounts");
+        for (size_t k = 0; k < n_many; k++) {
+            struct jscan_value one;
+            jscan_get(v, many[k], &one);
+            require(got[k].p == one.p && got[k].len == one.len && got[k].type == one.type,
+                    "jscan_get_many differs from jscan_get");
+        }
         break;
     }
     case JSON_ARRAY: {
@@ -189,12 +223,47 @@ static void check_cut(struct jscan_value root, const json_t *doc, const char *ke
     json_decref(back);
 }
 
+/* A range inside the input, perhaps empty (unchecked text can give a value of no bytes). */
+static void require_within(const struct input *in, struct jscan_value v)
+{
+    require(v.p >= in->p && v.len <= in->len && (size_t)(v.p - in->p) <= in->len - v.len,
+            "a value outside the input");
+}
+
+/* What the gateway reads from an answer it does not validate (server/proxy.c), on any text. */
+static void read_unchecked(const struct input *in)
+{
+    static const char *const keys[] = {"meta_info", "usage", "choices", "a", ""};
+    struct jscan_value root = jscan_root(in->p, in->len), v, w, got[5];
+    struct jscan_iter it = {0};
+    int64_t i;
+    char s[32];
+    jscan_get_many(root, keys, 5, got);
+    for (size_t k = 0; k < 5; k++) {
+        if (got[k].p)
+            require_within(in, got[k]);
+        if (!jscan_get_lazy(root, keys[k], &v))
+            continue;
+        require_within(in, v);
+        if (jscan_next(v, &it, &w))
+            require_within(in, w);
+        for (size_t k2 = 0; k2 < 5; k2++)
+            if (jscan_get(v, keys[k2], &w)) {
+                require_within(in, w);
+                jscan_int(w, &i);
+                jscan_string(w, s, sizeof s);
+                jscan_count(w);
+            }
+    }
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct input in = {(const char *)data, size};
     size_t off = SIZE_MAX;
     const char *msg = NULL;
     int rc = jscan_check(in.p, size, &off, &msg);
+    read_unchecked(&in);
     json_error_t err;
     json_t *loose = json_loadb(in.p, size, LOOSE, &err);
     if (rc != 0) {

@@ -264,6 +264,55 @@ static void test_get(void **state)
     assert_false(jscan_get(absent, "a", &v));
 }
 
+/* jscan_get_lazy: the value's start, running to the object's end; members read from it. */
+static void test_get_lazy(void **state)
+{
+    (void)state;
+    struct jscan_value root = doc("{\"text\":\"a]}\",\"ids\":[1,2],\"meta_info\":{\"n\":3,"
+                                  "\"lp\":[[-0.5,1,null]]},\"choices\":[{\"k\":1},{\"k\":2}]}");
+    struct jscan_value meta, v, arr;
+    struct jscan_iter it = {0};
+    int64_t i;
+    assert_true(jscan_get_lazy(root, "meta_info", &meta));
+    assert_int_equal(meta.type, 'o');
+    assert_ptr_equal(meta.p + meta.len, root.p + root.len);
+    assert_true(jscan_get(meta, "n", &v) && jscan_int(v, &i));
+    assert_int_equal(i, 3);
+    assert_true(jscan_get(meta, "lp", &v));
+    assert_int_equal(v.len, strlen("[[-0.5,1,null]]"));
+    assert_false(jscan_get(meta, "choices", &v)); /* stops at meta_info's closing brace */
+    assert_true(jscan_get_lazy(root, "choices", &arr));
+    assert_true(jscan_next(arr, &it, &v) && jscan_get(v, "k", &v) && jscan_int(v, &i));
+    assert_int_equal(i, 1);
+    assert_true(jscan_next(arr, &it, &v));
+    assert_false(jscan_next(arr, &it, &v)); /* stops at its closing bracket */
+    assert_false(jscan_get_lazy(root, "absent", &v));
+    assert_int_equal(v.type, 0);
+    assert_false(jscan_get_lazy(arr, "k", &v));
+}
+
+/* jscan_get_many: one pass, first occurrences, as jscan_get. */
+static void test_get_many(void **state)
+{
+    (void)state;
+    struct jscan_value root = doc("{\"a\":1,\"input_ids\":[1,2,3],\"b\":{\"c\":2},\"a\":9,"
+                                  "\"\\u0064\":\"x\"}");
+    const char *keys[] = {"b", "a", "d", "absent", "input_ids"};
+    struct jscan_value got[5], one;
+    assert_int_equal(jscan_get_many(root, keys, 5, got), 4);
+    for (size_t k = 0; k < 5; k++) {
+        assert_int_equal(jscan_get(root, keys[k], &one), got[k].type != 0);
+        assert_ptr_equal(got[k].p, one.p);
+        assert_int_equal(got[k].len, one.len);
+        assert_int_equal(got[k].type, one.type);
+    }
+    assert_int_equal(jscan_get_many(got[0], keys, 2, got), 0); /* b has no a or b */
+    assert_int_equal(got[1].type, 0);
+    struct jscan_value absent = {NULL, 0, 0};
+    assert_int_equal(jscan_get_many(absent, keys, 5, got), 0);
+    assert_int_equal(jscan_get_many(root, keys, 0, got), 0);
+}
+
 static void test_path(void **state)
 {
     struct jscan_value root = doc("{\"model\":\"m\",\"sampling_params\":{\"max_new_tokens\":512,"
@@ -963,6 +1012,8 @@ int main(void)
         cmocka_unit_test(test_arrays),
         cmocka_unit_test(test_token_arrays),
         cmocka_unit_test(test_cut),
+        cmocka_unit_test(test_get_lazy),
+        cmocka_unit_test(test_get_many),
         cmocka_unit_test(test_differential),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
