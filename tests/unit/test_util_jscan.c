@@ -272,7 +272,7 @@ static void test_get_lazy(void **state)
                                   "\"lp\":[[-0.5,1,null]]},\"choices\":[{\"k\":1},{\"k\":2}]}");
     struct jscan_value meta, v, arr;
     struct jscan_iter it = {0};
-    int64_t i;
+    int64_t i = 0;
     assert_true(jscan_get_lazy(root, "meta_info", &meta));
     assert_int_equal(meta.type, 'o');
     assert_ptr_equal(meta.p + meta.len, root.p + root.len);
