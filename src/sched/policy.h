@@ -28,8 +28,7 @@ enum sched_h_expert {
     H_FIXED,   /* + b: always bucket b */
 };
 #define SCHED_H_EXPERTS (H_FIXED + SPEC_BUCKETS_MAX)
-#define H_TREE_SAMPLE 8 /* the trees, when they would not lead, are consulted 1 decision in this   \
-                         */
+#define H_TREE_SAMPLE 8 /* the trees, when they would not lead: 1 decision in this */
 
 /* One cmlfq_h decision, kept until the trajectory ends to score the experts. */
 struct sched_h_record {
