@@ -10,15 +10,6 @@
 
 #include "libra/libra.h"
 
-/* Index of TP size tp (1, 2, 4, 8) in arrays by log2(TP); sizes above 8 take 8's. */
-static int tp_index(int tp)
-{
-    int k = 0;
-    while ((1 << k) < tp && k < SPEC_TP_SIZES - 1)
-        k++;
-    return k;
-}
-
 int cost_move_model_init(struct cost_move_model *m, const struct cost_shape *s,
                          const struct spec_hardware *hw, const struct cost_rollout_params *p,
                          double chunk_tokens, int max_seqs)
@@ -36,21 +27,21 @@ double cost_move_decode_s(void *ctx, int tp, int64_t context_tokens, double toke
 {
     const struct cost_move_model *m = ctx;
     double mid = (double)context_tokens + tokens / 2;
-    return tokens * cost_decode_time(&m->pre[tp_index(tp)], 1.0, mid);
+    return tokens * cost_decode_time(&m->pre[spec_tp_index(tp)], 1.0, mid);
 }
 
 double cost_move_s(void *ctx, int from_tp, int to_tp, int64_t context_tokens)
 {
     const struct cost_move_model *m = ctx;
     (void)from_tp;
-    return cost_prefill_time(&m->pre[tp_index(to_tp)], 0.0, (double)context_tokens,
+    return cost_prefill_time(&m->pre[spec_tp_index(to_tp)], 0.0, (double)context_tokens,
                              m->chunk_tokens);
 }
 
 void cost_move_rate(void *ctx, int tp, int64_t context_tokens, double batch, struct cost_rate *out)
 {
     const struct cost_move_model *m = ctx;
-    const struct cost_rollout_pre *pre = &m->pre[tp_index(tp)];
+    const struct cost_rollout_pre *pre = &m->pre[spec_tp_index(tp)];
     double c = context_tokens > 0 ? (double)context_tokens : 1.0;
     double planned = fmax(1.0, fmin(m->max_seqs, floor(pre->kv_capacity_tokens / c)));
     double iter_s = cost_decode_time(pre, planned, planned * c);

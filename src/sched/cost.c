@@ -25,21 +25,14 @@ static int64_t key_context(uint32_t ctx_key)
     return (int64_t)(exp2((double)ctx_key / 32) + 0.5);
 }
 
-static int tp_index(int tp)
-{
-    int k = 0;
-    while ((1 << k) < tp && k < SPEC_TP_SIZES - 1)
-        k++;
-    return k;
-}
-
 void sched_rate_memo_get(struct sched_rate_memo *memo, const struct sched_cost_model *m, int tp,
                          uint32_t ctx_key, double batch, struct cost_rate *out)
 {
     if (!(batch > 0)) {
         if (!memo->planned)
             memo->planned = xcalloc(SPEC_TP_SIZES * SCHED_RATE_CONTEXT_KEYS, sizeof *memo->planned);
-        struct cost_rate *slot = &memo->planned[tp_index(tp) * SCHED_RATE_CONTEXT_KEYS + ctx_key];
+        struct cost_rate *slot =
+            &memo->planned[spec_tp_index(tp) * SCHED_RATE_CONTEXT_KEYS + ctx_key];
         if (!(slot->token_s > 0))
             m->rate(m->ctx, tp, key_context(ctx_key), 0.0, slot);
         *out = *slot;

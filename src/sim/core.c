@@ -110,7 +110,7 @@ void sim_submit(struct sim *s, struct sim_traj *t)
                  "a turn of %lld prompt and %lld generated tokens does not fit rollout instance "
                  "%d (TP%d holds %lld tokens of KV): the workload's context is too long for it",
                  (long long)r.prompt_tokens, (long long)r.gen_tokens, t->inst, in->tp,
-                 (long long)s->pre[sim_tp_index(in->tp)].kv_capacity_tokens);
+                 (long long)s->pre[spec_tp_index(in->tp)].kv_capacity_tokens);
         return;
     }
     t->state = SIM_T_GEN;
@@ -407,7 +407,7 @@ static int setup_instances(struct sim *s)
         cost_rollout_pre_init(&s->pre[k], &s->shape, s->in->hw, &s->st.rollout, 1 << k);
     for (int i = 0; i < s->n_inst; i++) {
         const struct sim_instance_spec *sp = &s->lay->inst[i];
-        const struct cost_rollout_pre *pre = &s->pre[sim_tp_index(sp->tp)];
+        const struct cost_rollout_pre *pre = &s->pre[spec_tp_index(sp->tp)];
         struct engine_config c;
         engine_config_default(&c, pre);
         c.max_seqs = s->st.max_seqs;

@@ -285,15 +285,6 @@ static inline double sim_util(double busy, double avail)
     return u > 1 && u <= 1 + 1e-9 ? 1 : u;
 }
 
-/* Index of TP size tp (1, 2, 4, 8) in arrays by log2(TP). */
-static inline int sim_tp_index(int tp)
-{
-    int k = 0;
-    while ((1 << k) < tp)
-        k++;
-    return k;
-}
-
 /* A reference to t that stays safe after t's slot is reused (see struct sim_traj). */
 static inline uint64_t sim_traj_ref(const struct sim *s, const struct sim_traj *t)
 {

@@ -239,7 +239,7 @@ static int assign_buckets(struct sim_layout *l, struct libra_error *err)
                              "sched.buckets: no bucket is served by TP%d, but the fleet has "
                              "TP%d instances",
                              tp, tp);
-        l->inst[i].bucket = found >= 0 ? found : serving[rr[sim_tp_index(tp)]++ % ns];
+        l->inst[i].bucket = found >= 0 ? found : serving[rr[spec_tp_index(tp)]++ % ns];
     }
     return 0;
 }

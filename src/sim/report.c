@@ -40,7 +40,7 @@ void sim_fleet_text(const struct sim_layout *l, char *out, size_t size)
 {
     int counts[PLAN_NTP] = {0};
     for (int i = 0; i < l->n_inst; i++)
-        counts[sim_tp_index(l->inst[i].tp)]++;
+        counts[spec_tp_index(l->inst[i].tp)]++;
     size_t used = 0;
     out[0] = '\0';
     for (int k = 0; k < PLAN_NTP && used < size; k++)

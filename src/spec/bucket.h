@@ -80,7 +80,16 @@ json_t *spec_bucket_to_json(const struct spec_bucket_layout *l);
 
 /* ---- per-node TP patterns ------------------------------------------------------------------- */
 
-#define SPEC_TP_SIZES 4     /* TP sizes 1, 2, 4, 8: arrays indexed by log2(TP) */
+#define SPEC_TP_SIZES 4 /* TP sizes 1, 2, 4, 8: arrays indexed by log2(TP) */
+
+/* Index of TP size tp (1, 2, 4, 8) in arrays by log2(TP); sizes above 8 take 8's. */
+static inline int spec_tp_index(int tp)
+{
+    int k = 0;
+    while ((1 << k) < tp && k < SPEC_TP_SIZES - 1)
+        k++;
+    return k;
+}
 #define SPEC_PATTERN_MAX 16 /* instances in one node's TP pattern */
 
 /*
