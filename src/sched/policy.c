@@ -214,19 +214,11 @@ static void expected_costs(const struct sched_router *r, const struct cost_rate 
                            double *out)
 {
     const struct sched_cost_model *m = &r->cfg.costs.decision;
-    bool deadline = m->deadline_s > 0;
-    for (int b = 0; d->n && b < r->cfg.layout.n; b++) { /* sched_cost, its terms hoisted */
+    for (int b = 0; d->n && b < r->cfg.layout.n; b++) {
         bool move = from >= 0 && b != from;
-        double fixed_gpu = move ? rate[b].move_gpu_s : 0.0;
-        double slack =
-            deadline ? m->deadline_s - elapsed_s[b] - (move ? rate[b].move_s : 0.0) : INFINITY;
-        double g = rate[b].gpu_token_s, l = rate[b].token_s, lam = m->late_gpus, sum = 0;
-        for (int k = 0; k < d->n; k++) {
-            double x = d->tokens[k];
-            double late = x * l - slack;
-            sum += d->weight[k] * (x * g + lam * (late > 0 ? late : 0.0));
-        }
-        out[b] = sum + fixed_gpu;
+        out[b] = 0;
+        for (int k = 0; k < d->n; k++)
+            out[b] += d->weight[k] * sched_cost(m, &rate[b], d->tokens[k], elapsed_s[b], move);
     }
 }
 
@@ -332,8 +324,6 @@ static void blend(const struct h_source *const *src, const double *w, int n, int
     }
 }
 
-/* The experts' sources at this decision: the population past the tokens attained, the
- * prompt's attempts shrunk toward it, the trees' estimate, and the three together. */
 /* The leader among the experts awake[e] (ties: the shortest bucket's constant, then the lower
  * index, as h_choose picks it). */
 static int h_leader(const struct sched_router *r, const bool *awake)
@@ -364,6 +354,9 @@ static int tree_weight(const struct sched_router *r)
     return r->h_decisions % H_TREE_SAMPLE == 0 ? H_TREE_SAMPLE : 0;
 }
 
+/* The experts' sources at this decision: the population past the tokens attained, the
+ * prompt's attempts shrunk toward it, and, when trees, the trees' estimate and the three
+ * together (else both unknown). */
 static void h_sources(struct sched_router *r, const struct sched_traj *t,
                       const struct cost_rate *rate, const double *elapsed_s, bool trees,
                       struct sched_estimate *est, struct h_source src[H_FIXED])
@@ -394,7 +387,7 @@ static void h_sources(struct sched_router *r, const struct sched_traj *t,
     blend(all, (double[]){1, 1, 1}, 3, n, &src[H_MIX]);
 }
 
-/* Chooses by the awake expert that has beaten the router by most (ties: the lower index). */
+/* Chooses by the awake expert that has beaten the router by most (h_leader). */
 static void h_choose(struct sched_router *r, const struct sched_traj *t,
                      const struct sched_event *ev, struct sched_choice *c)
 {
