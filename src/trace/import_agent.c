@@ -36,11 +36,11 @@
 static const char *const chat_terminal_tools[] = {"finish", "submit"};
 
 /* The fields that identify a chat line's prompt and its attempt, first present wins. */
-static const char *const chat_prompt_keys[] = {"task_id", "instance_id", "prompt_id", "id"};
-static const char *const chat_sample_keys[] = {"trial", "sample", "attempt"};
+static const char *const chat_prompt_keys[] = {"task_id", "instance_id", "prompt_id", "id", NULL};
+static const char *const chat_sample_keys[] = {"trial", "sample", "attempt", NULL};
 
 /* The reward of a chat line: the first present of these (a number, or true/false). */
-static const char *const chat_reward_keys[] = {"reward", "score", "resolved"};
+static const char *const chat_reward_keys[] = {"reward", "score", "resolved", NULL};
 
 /* Turn token counts that came from the provider (usage), not from an estimate. */
 enum { KNOWN_PROMPT = 1, KNOWN_GENERATED = 2 };
@@ -224,6 +224,20 @@ static int finish_traj(struct trace_agentlog *a, const char *path, const struct 
         return ujson_errorf(err, &a->doc, path, "%s", why.msg);
     *out = &a->traj;
     return 1;
+}
+
+/* The prompt id of identity key (numbered by first appearance) and the number of trajectories
+ * of that prompt seen before this one. */
+static int64_t prompt_of(struct trace_agentlog *a, const char *key, int64_t *seen)
+{
+    bool inserted;
+    union map_value *slot = map_slot(&a->instances, key, &inserted);
+    if (inserted) {
+        slot->i64 = (int64_t)a->next_sample.n;
+        vec_push(&a->next_sample, 0);
+    }
+    *seen = a->next_sample.v[slot->i64]++;
+    return slot->i64;
 }
 
 /* ---- chat messages (tau-bench, openai-chat) ---------------------------------------------- */
@@ -727,14 +741,7 @@ static int swe_run(struct trace_agentlog *a, const struct trace_traj **out, stru
     a->traj.finish = swe_finish(status);
     char instance[256];
     instance_of(a->name, instance, sizeof instance);
-    bool inserted;
-    union map_value *slot = map_slot(&a->instances, instance, &inserted);
-    if (inserted) {
-        slot->i64 = (int64_t)a->next_sample.n;
-        vec_push(&a->next_sample, 0);
-    }
-    a->traj.prompt_id = slot->i64;
-    a->traj.sample = a->next_sample.v[slot->i64]++;
+    a->traj.prompt_id = prompt_of(a, instance, &a->traj.sample);
     json_t *extra = json_pack("{s:s}", "instance", instance);
     if (status)
         json_object_set_new(extra, "exit_status", json_string(status));
@@ -768,11 +775,11 @@ static int swe_run(struct trace_agentlog *a, const struct trace_traj **out, stru
 
 /* ---- OpenAI chat lines ------------------------------------------------------------------- */
 
-/* The first present (non-null) member of obj among keys; NULL when none. *key gets its name. */
-static const json_t *first_of(const json_t *obj, const char *const *keys, size_t n,
-                              const char **key)
+/* The first present (non-null) member of obj among keys (NULL-terminated); NULL when none.
+ * *key gets its name. */
+static const json_t *first_of(const json_t *obj, const char *const *keys, const char **key)
 {
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; keys[i]; i++) {
         const json_t *v = json_object_get(obj, keys[i]);
         if (v && !json_is_null(v)) {
             *key = keys[i];
@@ -801,8 +808,8 @@ static int chat_identity(struct trace_agentlog *a, const json_t *root, const jso
                          struct libra_error *err)
 {
     const char *id_key = NULL, *sample_key = NULL;
-    const json_t *id = first_of(root, chat_prompt_keys, 4, &id_key);
-    const json_t *sample = first_of(root, chat_sample_keys, 3, &sample_key);
+    const json_t *id = first_of(root, chat_prompt_keys, &id_key);
+    const json_t *sample = first_of(root, chat_sample_keys, &sample_key);
     int64_t n;
     a->key.n = 0;
     key_add(a, "", 0);
@@ -831,14 +838,8 @@ static int chat_identity(struct trace_agentlog *a, const json_t *root, const jso
     int64_t s = 0;
     if (sample && (!ujson_as_int64(sample, &s) || s < 0))
         return ujson_errorf(err, &a->doc, sample_key, "expected an integer >= 0");
-    bool inserted;
-    union map_value *slot = map_slot(&a->instances, a->key.v, &inserted);
-    if (inserted) {
-        slot->i64 = (int64_t)a->next_sample.n;
-        vec_push(&a->next_sample, 0);
-    }
-    a->traj.prompt_id = slot->i64;
-    int64_t index = a->next_sample.v[slot->i64]++;
+    int64_t index;
+    a->traj.prompt_id = prompt_of(a, a->key.v, &index);
     a->traj.sample = sample ? s : index;
     a->traj.extra = json_object();
     if (id)
@@ -852,7 +853,7 @@ static int chat_identity(struct trace_agentlog *a, const json_t *root, const jso
 static int chat_reward(struct trace_agentlog *a, const json_t *root, struct libra_error *err)
 {
     const char *key;
-    const json_t *v = first_of(root, chat_reward_keys, 3, &key);
+    const json_t *v = first_of(root, chat_reward_keys, &key);
     if (!v)
         return 0;
     a->traj.has_reward = true;

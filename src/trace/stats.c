@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "util/alloc.h"
+#include "util/json.h"
 #include "util/stats.h"
 #include "util/vec.h"
 
@@ -260,9 +261,8 @@ static void steps(json_t *out, const struct traj_row *t, size_t n, const struct 
     double slope = n_steps ? ls_slope(xs, ys, n_steps) : NAN;
     json_object_set_new(out, "steps", arr);
     json_object_set_new(out, "drift",
-                        json_pack("{s:o,s:I}", "generated_tokens_per_step",
-                                  isnan(slope) ? json_null() : json_real(slope), "steps",
-                                  (json_int_t)n_steps));
+                        json_pack("{s:o,s:I}", "generated_tokens_per_step", ujson_real(slope),
+                                  "steps", (json_int_t)n_steps));
     free(xs);
     free(ys);
 }
@@ -311,11 +311,6 @@ static int cmp_return(const void *a, const void *b)
     if (x->payload != y->payload)
         return (x->payload > y->payload) - (x->payload < y->payload);
     return (x->bad > y->bad) - (x->bad < y->bad);
-}
-
-static json_t *real_or_null(double x)
-{
-    return isnan(x) ? json_null() : json_real(x);
 }
 
 /* A return-weighted mean of per-depth correlations, with the returns it covers. */
@@ -376,8 +371,8 @@ static json_t *return_signal(struct return_row *r, size_t n, int64_t censored_tr
         pool_add(&payload, rho_payload, m);
         json_array_append_new(by_depth,
                               json_pack("{s:i,s:I,s:o,s:o}", "depth", (int)r[i].depth, "returns",
-                                        (json_int_t)m, "status_rho", real_or_null(rho_status),
-                                        "payload_rho", real_or_null(rho_payload)));
+                                        (json_int_t)m, "status_rho", ujson_real(rho_status),
+                                        "payload_rho", ujson_real(rho_payload)));
         i = j;
     }
     for (size_t k = 0; k < n; k++) {
@@ -387,15 +382,14 @@ static json_t *return_signal(struct return_row *r, size_t n, int64_t censored_tr
     double rho_depth = stats_spearman(x, y, n);
     free(x);
     free(y);
-    return json_pack(
-        "{s:I,s:I,s:I,s:i,s:I,s:I,s:o,s:o,s:o,s:o}", "returns", (json_int_t)n,
-        "censored_trajectories", (json_int_t)censored_trajs, "censored_returns",
-        (json_int_t)censored_returns, "min_returns_per_depth", TRACE_STATS_MIN_DEPTH_RETURNS,
-        "skipped_depths", (json_int_t)skipped_depths, "skipped_returns",
-        (json_int_t)skipped_returns, "status", pooled_json(&status), "payload",
-        pooled_json(&payload), "depth",
-        json_pack("{s:o,s:I}", "rho", real_or_null(rho_depth), "returns", (json_int_t)n),
-        "by_depth", by_depth);
+    return json_pack("{s:I,s:I,s:I,s:i,s:I,s:I,s:o,s:o,s:o,s:o}", "returns", (json_int_t)n,
+                     "censored_trajectories", (json_int_t)censored_trajs, "censored_returns",
+                     (json_int_t)censored_returns, "min_returns_per_depth",
+                     TRACE_STATS_MIN_DEPTH_RETURNS, "skipped_depths", (json_int_t)skipped_depths,
+                     "skipped_returns", (json_int_t)skipped_returns, "status", pooled_json(&status),
+                     "payload", pooled_json(&payload), "depth",
+                     json_pack("{s:o,s:I}", "rho", ujson_real(rho_depth), "returns", (json_int_t)n),
+                     "by_depth", by_depth);
 }
 
 /*
@@ -448,9 +442,9 @@ static json_t *task_effect(const struct traj_row *t, size_t n)
             icc = fmin(1.0, fmax(0.0, (msb - msw) / denom));
     }
     return json_pack("{s:s,s:o,s:I,s:I,s:o,s:o}", "metric", "log1p_generated_tokens", "icc1",
-                     real_or_null(icc), "prompts", (json_int_t)groups, "trajectories",
-                     (json_int_t)kept, "mean_square_between", real_or_null(msb),
-                     "mean_square_within", real_or_null(msw));
+                     ujson_real(icc), "prompts", (json_int_t)groups, "trajectories",
+                     (json_int_t)kept, "mean_square_between", ujson_real(msb), "mean_square_within",
+                     ujson_real(msw));
 }
 
 json_t *trace_stats_json(const struct trace_stats *s)

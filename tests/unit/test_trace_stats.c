@@ -9,13 +9,20 @@
 
 #include "trace/stats.h"
 
-static double num(const json_t *root, const char *path)
+/* The value at path ("a/b/0/c": members and array indices); NULL when absent. */
+static const json_t *at(const json_t *root, const char *path)
 {
     const json_t *v = root;
     char buf[256];
     snprintf(buf, sizeof buf, "%s", path);
     for (char *save, *tok = strtok_r(buf, "/", &save); tok; tok = strtok_r(NULL, "/", &save))
         v = json_is_array(v) ? json_array_get(v, (size_t)atoi(tok)) : json_object_get(v, tok);
+    return v;
+}
+
+static double num(const json_t *root, const char *path)
+{
+    const json_t *v = at(root, path);
     if (!json_is_number(v)) {
         print_error("%s is not a number\n", path);
         fail();
@@ -122,12 +129,6 @@ static void test_steps_prompts_and_drift(void **state)
     trace_stats_free(s);
 }
 
-static bool is_null(const json_t *root, const char *a, const char *b)
-{
-    const json_t *v = json_object_get(json_object_get(root, a), b);
-    return json_is_null(v);
-}
-
 /*
  * Adds a trajectory of prompt_id whose turns generate gen[0..n_turns) tokens; turn i < n_calls
  * ends in one call with status[i] and payload[i] (a truncated or aborted trajectory may call
@@ -217,8 +218,7 @@ static void test_return_signal_ties_depths_and_censoring(void **state)
     assert_close(num(j, "return_signal/payload/returns"), 10, 0);
     assert_close(num(j, "return_signal/depth/rho"), -sqrt(97.5 / 182), 1e-12);
     assert_close(num(j, "return_signal/depth/returns"), 13, 0);
-    assert_int_equal(
-        json_array_size(json_object_get(json_object_get(j, "return_signal"), "by_depth")), 1);
+    assert_int_equal(json_array_size(at(j, "return_signal/by_depth")), 1);
     assert_close(num(j, "return_signal/by_depth/0/depth"), 1, 0);
     assert_close(num(j, "return_signal/by_depth/0/returns"), 10, 0);
     assert_close(num(j, "return_signal/by_depth/0/status_rho"), 47.5 / sqrt(62.5 * 82.5), 1e-12);
@@ -249,9 +249,7 @@ static void test_return_signal_pools_by_returns_and_skips_constant_features(void
     assert_close(num(j, "return_signal/by_depth/1/depth"), 2, 0);
     assert_close(num(j, "return_signal/by_depth/1/returns"), 10, 0);
     assert_close(num(j, "return_signal/by_depth/1/payload_rho"), 1, 1e-12);
-    assert_true(json_is_null(json_object_get(
-        json_array_get(json_object_get(json_object_get(j, "return_signal"), "by_depth"), 1),
-        "status_rho")));
+    assert_true(json_is_null(at(j, "return_signal/by_depth/1/status_rho")));
     assert_close(num(j, "return_signal/status/rho"), status1, 1e-12);
     assert_close(num(j, "return_signal/status/returns"), 10, 0);
     assert_close(num(j, "return_signal/status/depths"), 1, 0);
@@ -325,7 +323,7 @@ static void test_task_effect_icc(void **state)
     const int *one[] = {u0, b3};
     s = groups_of(one, (const size_t[]){3, 1}, 2);
     j = trace_stats_json(s);
-    assert_true(is_null(j, "task_effect", "icc1"));
+    assert_true(json_is_null(at(j, "task_effect/icc1")));
     assert_close(num(j, "task_effect/prompts"), 1, 0);
     json_decref(j);
     trace_stats_free(s);
@@ -342,11 +340,9 @@ static void test_empty_and_single_step(void **state)
         json_is_null(json_object_get(json_object_get(j, "drift"), "generated_tokens_per_step")));
     assert_true(
         json_is_null(json_object_get(json_object_get(j, "overall"), "longest_5pct_token_share")));
-    assert_true(json_is_null(
-        json_object_get(json_object_get(json_object_get(j, "return_signal"), "status"), "rho")));
-    assert_true(json_is_null(
-        json_object_get(json_object_get(json_object_get(j, "return_signal"), "depth"), "rho")));
-    assert_true(is_null(j, "task_effect", "icc1"));
+    assert_true(json_is_null(at(j, "return_signal/status/rho")));
+    assert_true(json_is_null(at(j, "return_signal/depth/rho")));
+    assert_true(json_is_null(at(j, "task_effect/icc1")));
     json_decref(j);
     trace_stats_free(s);
 }
