@@ -119,17 +119,14 @@ static void add_traj(struct sched_eval_trace *ev, const struct sched_obs_config 
     for (size_t i = 0; i < t->n_turns; i++) {
         const struct trace_turn *tu = &t->turns[i];
         obs.n = 0;
-        double tool_s = 0; /* parallel calls: the slowest; unknown parts count 0 */
         for (size_t k = 0; i + 1 < t->n_turns && k < tu->n_calls; k++) {
             const struct trace_tool_call *call = &tu->calls[k];
             struct sched_obs o;
             sim_observe_call(oc, call->tool, call->payload_tokens, call->status, &o);
             vec_push(&obs, o);
-            double us = (double)(call->queue_us > 0 ? call->queue_us : 0) +
-                        (double)(call->exec_us > 0 ? call->exec_us : 0);
-            tool_s = us / 1e6 > tool_s ? us / 1e6 : tool_s;
         }
-        sched_eval_turn_add(ev, tu->generated_tokens, tu->prompt_tokens, obs.v, obs.n, tool_s);
+        sched_eval_turn_add(ev, tu->generated_tokens, tu->prompt_tokens, obs.v, obs.n,
+                            (double)trace_turn_tool_us(tu) * 1e-6);
     }
     vec_free(&obs);
 }

@@ -166,14 +166,10 @@ static void next_turn(struct traj *t)
         return;
     }
     const struct trace_turn *turn = &rec->turns[t->turn];
-    double tool_s = 0;
+    double tool_s = (double)trace_turn_tool_us(turn) * 1e-6;
     int64_t payload = 0;
-    for (size_t k = 0; k < turn->n_calls; k++) {
-        tool_s += (double)((turn->calls[k].queue_us > 0 ? turn->calls[k].queue_us : 0) +
-                           (turn->calls[k].exec_us > 0 ? turn->calls[k].exec_us : 0)) *
-                  1e-6;
+    for (size_t k = 0; k < turn->n_calls; k++)
         payload += turn->calls[k].payload_tokens;
-    }
     t->turn++;
     /* The next prompt is the record's: what the context grew to, the tools' returns included. */
     int64_t grow = rec->turns[t->turn].prompt_tokens - (int64_t)t->n_ctx;

@@ -50,7 +50,7 @@ struct sched_eval_turn {
     int64_t context_tokens;   /* prompt tokens of its request */
     uint32_t obs;             /* index in sched_eval_trace.obs of the first return after it */
     uint32_t n_obs;           /* returns after it; 0: none (the last turn never has any) */
-    double tool_s;            /* seconds its tools took (the slowest call); 0: not recorded */
+    double tool_s;            /* seconds its tools took (calls' queue + execution, summed) */
 };
 
 /* One trajectory. */

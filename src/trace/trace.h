@@ -62,6 +62,17 @@ struct trace_turn {
     size_t n_calls;
 };
 
+/* The microseconds a turn's tools took: every call's queue and execution, summed (unknown
+ * parts count 0). The one count the planner's lengths, the load client and `route eval` share. */
+static inline int64_t trace_turn_tool_us(const struct trace_turn *t)
+{
+    int64_t us = 0;
+    for (size_t k = 0; k < t->n_calls; k++)
+        us += (t->calls[k].queue_us > 0 ? t->calls[k].queue_us : 0) +
+              (t->calls[k].exec_us > 0 ? t->calls[k].exec_us : 0);
+    return us;
+}
+
 /* One trajectory (one GRPO sample of one prompt). */
 struct trace_traj {
     int64_t step;          /* training step that consumed (or generated) it */

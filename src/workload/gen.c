@@ -302,12 +302,9 @@ void workload_traj_length(const struct trace_traj *t, struct workload_length *ou
     out->turns = (int64_t)t->n_turns;
     for (size_t k = 0; k < t->n_turns; k++) {
         out->generated_tokens += t->turns[k].generated_tokens;
-        for (size_t c = 0; c < t->turns[k].n_calls; c++) {
-            const struct trace_tool_call *call = &t->turns[k].calls[c];
-            out->tool_tokens += call->payload_tokens;
-            tool_us +=
-                (call->queue_us > 0 ? call->queue_us : 0) + (call->exec_us > 0 ? call->exec_us : 0);
-        }
+        for (size_t c = 0; c < t->turns[k].n_calls; c++)
+            out->tool_tokens += t->turns[k].calls[c].payload_tokens;
+        tool_us += trace_turn_tool_us(&t->turns[k]);
     }
     out->tool_s = (double)tool_us * 1e-6;
 }
