@@ -243,10 +243,11 @@ static void paths_follow(struct paths *p, int bucket)
     p->bucket = bucket;
 }
 
+/* What a path cost: its GPU time, and lateness past the deadline (sched_cost of nothing left). */
 static double path_cost(const struct sched_cost_model *m, const struct path *x)
 {
-    double late = m->deadline_s > 0 ? x->elapsed_s - m->deadline_s : 0.0;
-    return x->gpu_s + (late > 0 ? m->late_gpus * late : 0.0);
+    static const struct cost_rate done = {0};
+    return x->gpu_s + sched_cost(m, &done, 0.0, x->elapsed_s, false);
 }
 
 /* The trajectory's regrets: its decisions' sums, and its path over the best constant bucket's

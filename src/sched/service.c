@@ -116,14 +116,6 @@ int sched_service_prompt(const struct sched_service *s, uint64_t prompt, double 
     return (int)m;
 }
 
-void sched_dist_add(struct sched_dist *out, const struct sched_dist *d, double w)
-{
-    for (int k = 0; k < d->n && out->n < SCHED_DIST_MAX; k++, out->n++) {
-        out->tokens[out->n] = d->tokens[k];
-        out->weight[out->n] = d->weight[k] * w;
-    }
-}
-
 double sched_dist_mean(const struct sched_dist *d)
 {
     double sum = 0, w = 0;

@@ -27,13 +27,12 @@
 #define SCHED_SERVICE_ATTEMPTS 8        /* totals kept per prompt */
 #define SCHED_SERVICE_PROMPTS (1 << 18) /* prompts whose attempts are kept (about 40 B each) */
 #define SCHED_DIST_POINTS 8 /* points of one source's distribution (its quartile midpoints) */
-#define SCHED_DIST_MAX (4 * SCHED_DIST_POINTS)
 
 /* Remaining tokens as weighted points (weights sum to 1 when n > 0; n 0: nothing known). */
 struct sched_dist {
     int n;
-    double tokens[SCHED_DIST_MAX];
-    double weight[SCHED_DIST_MAX];
+    double tokens[SCHED_DIST_POINTS];
+    double weight[SCHED_DIST_POINTS];
 };
 
 /* One prompt's last attempts. */
@@ -66,9 +65,6 @@ void sched_service_population(const struct sched_service *s, double attained,
  * exceeded it (0: out->n 0). */
 int sched_service_prompt(const struct sched_service *s, uint64_t prompt, double attained,
                          struct sched_dist *out);
-
-/* Appends d's points to out with their weights times w. */
-void sched_dist_add(struct sched_dist *out, const struct sched_dist *d, double w);
 
 /* d's mean; NAN when empty. */
 double sched_dist_mean(const struct sched_dist *d);
