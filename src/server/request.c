@@ -235,10 +235,12 @@ static void find_identity(const struct jscan_value *m, gw_header_fn header, void
 /* The prompt key by the id rule: the identity's value up to its last separator. */
 static void prompt_from_id(const struct gw_parse_config *c, struct gw_request *r)
 {
-    const char *value = strchr(r->id, ':'), *sep;
-    if (r->has_prompt || !c->prompt_sep || !value || !(sep = strrchr(value, c->prompt_sep)))
+    const char *value = strchr(r->id, ':'); /* after "<source>:" (a ':' separator too) */
+    if (r->has_prompt || !c->prompt_sep || !value)
         return;
-    value++;
+    const char *sep = strrchr(++value, c->prompt_sep);
+    if (!sep)
+        return;
     r->prompt = gw_hash(GW_HASH_SEED, value, (size_t)(sep - value)) & GW_PROMPT_MASK;
     r->has_prompt = true;
 }

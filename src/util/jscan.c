@@ -398,42 +398,78 @@ static bool name_equals(const char *raw, const char *raw_end, const char *name, 
 /* ---- members -------------------------------------------------------------------------------- */
 
 struct member {
-    const char *name;    /* the name's opening quote */
-    const char *val;     /* first byte of the value */
-    const char *val_end; /* byte after the value */
-    const char *prev;    /* byte after the previous member's value; NULL for the first member */
+    const char *name;     /* the name's opening quote */
+    const char *name_end; /* byte after its closing quote */
+    const char *val;      /* first byte of the value */
+    const char *val_end;  /* byte after the value */
+    const char *prev;     /* byte after the previous member's value; NULL for the first member */
 };
+
+/* A walk over an object's members, in order. */
+struct members {
+    const char *p;    /* the next member's opening quote, or where the walk stopped */
+    const char *end;  /* the object's closing brace */
+    const char *prev; /* byte after the last value skipped; NULL before the first */
+};
+
+/* Starts a walk over obj's members; false when obj is not an object. */
+static bool members_start(struct jscan_value obj, struct members *w)
+{
+    if (obj.type != 'o' || obj.len < 2 || !obj.p)
+        return false;
+    w->end = obj.p + obj.len - 1;
+    w->p = skip_ws(obj.p + 1, w->end);
+    w->prev = NULL;
+    return true;
+}
+
+/* Reads the next member's name and the start of its value into m (not its val_end); false
+ * when there is none. */
+static bool members_head(const struct members *w, struct member *m)
+{
+    if (w->p >= w->end || *w->p != '"')
+        return false;
+    const char *name_end = skip_string(w->p, w->end);
+    const char *val = skip_ws(name_end, w->end);
+    if (val < w->end && *val == ':')
+        val = skip_ws(val + 1, w->end);
+    *m = (struct member){w->p, name_end, val, NULL, w->prev};
+    return true;
+}
+
+/* Skips the value of m (read by members_head), setting its val_end, and steps to the next
+ * member (where the walk stops when no comma follows). */
+static void members_skip(struct members *w, struct member *m)
+{
+    m->val_end = skip_value(m->val, w->end);
+    w->prev = m->val_end;
+    const char *p = skip_ws(m->val_end, w->end);
+    w->p = p < w->end && *p == ',' ? skip_ws(p + 1, w->end) : w->end;
+}
+
+/* Whether m's name is name[0..n). */
+static bool member_named(const struct member *m, const char *name, size_t n)
+{
+    return m->name_end - m->name >= 2 && name_equals(m->name + 1, m->name_end - 1, name, n);
+}
 
 /* Finds the first member of obj named name[0..n); lazy: the value found is not skipped (its
  * val_end is obj's end). */
 static bool find_member(struct jscan_value obj, const char *name, size_t n, bool lazy,
                         struct member *m)
 {
-    if (obj.type != 'o' || obj.len < 2 || !obj.p)
+    struct members w;
+    if (!members_start(obj, &w))
         return false;
-    const char *end = obj.p + obj.len - 1; /* the closing brace */
-    const char *p = skip_ws(obj.p + 1, end);
-    const char *prev = NULL;
-    while (p < end && *p == '"') {
-        const char *name_end = skip_string(p, end);
-        bool match = name_end - p >= 2 && name_equals(p + 1, name_end - 1, name, n);
-        const char *val = skip_ws(name_end, end);
-        if (val < end && *val == ':')
-            val = skip_ws(val + 1, end);
-        if (match && lazy && val < end) {
-            *m = (struct member){p, val, obj.p + obj.len, prev};
+    while (members_head(&w, m)) {
+        bool match = member_named(m, name, n);
+        if (match && lazy && m->val < w.end) {
+            m->val_end = obj.p + obj.len;
             return true;
         }
-        const char *val_end = skip_value(val, end);
-        if (match) {
-            *m = (struct member){p, val, val_end, prev};
+        members_skip(&w, m);
+        if (match)
             return true;
-        }
-        prev = val_end;
-        p = skip_ws(val_end, end);
-        if (p >= end || *p != ',')
-            break;
-        p = skip_ws(p + 1, end);
     }
     return false;
 }
@@ -475,30 +511,19 @@ size_t jscan_get_many(struct jscan_value obj, const char *const *keys, size_t n,
                       struct jscan_value *out)
 {
     size_t found = 0;
+    struct members w;
+    struct member m;
     for (size_t i = 0; i < n; i++)
         set_absent(&out[i]);
-    if (obj.type != 'o' || obj.len < 2 || !obj.p || n == 0)
+    if (!members_start(obj, &w))
         return 0;
-    const char *end = obj.p + obj.len - 1; /* the closing brace */
-    const char *p = skip_ws(obj.p + 1, end);
-    while (p < end && *p == '"') {
-        const char *name_end = skip_string(p, end);
-        const char *val = skip_ws(name_end, end);
-        if (val < end && *val == ':')
-            val = skip_ws(val + 1, end);
-        const char *val_end = skip_value(val, end);
-        for (size_t i = 0; i < n && name_end - p >= 2; i++)
-            if (!out[i].p && name_equals(p + 1, name_end - 1, keys[i], strlen(keys[i])) &&
-                val < end) {
-                out[i] = (struct jscan_value){val, (size_t)(val_end - val), type_of(*val)};
+    while (found < n && members_head(&w, &m)) {
+        members_skip(&w, &m);
+        for (size_t i = 0; i < n && m.val < w.end; i++)
+            if (!out[i].p && member_named(&m, keys[i], strlen(keys[i]))) {
+                out[i] = member_value(&m);
                 found++;
             }
-        if (found == n)
-            break;
-        p = skip_ws(val_end, end);
-        if (p >= end || *p != ',')
-            break;
-        p = skip_ws(p + 1, end);
     }
     return found;
 }

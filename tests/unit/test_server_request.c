@@ -128,6 +128,18 @@ static void test_the_prompt_key_is_the_first_tokens_or_libras(void **state)
                            &by_id, &a, err),
                      0);
     assert_false(a.has_prompt); /* no separator: the tokens' hash */
+    by_id.prompt_sep = ':';     /* the separator of the source's tag is not the id's */
+    assert_int_equal(
+        parse(GW_COMPLETIONS, "{\"prompt\": [1], \"trajectory_id\": \"17\"}", &h, &by_id, &a, err),
+        0);
+    assert_false(a.has_prompt);
+    assert_int_equal(parse(GW_COMPLETIONS, "{\"prompt\": [1], \"trajectory_id\": \"17:3\"}", &h,
+                           &by_id, &a, err),
+                     0);
+    assert_int_equal(parse(GW_COMPLETIONS, "{\"prompt\": [2], \"trajectory_id\": \"17:4\"}", &h,
+                           &by_id, &b, err),
+                     0);
+    assert_true(a.has_prompt && a.prompt == b.prompt);
 }
 
 static void test_libras_member_is_cut_and_its_events_read(void **state)
