@@ -233,6 +233,18 @@ static bool authorised(const struct gw *g, const struct net_call *c)
     return diff == 0;
 }
 
+bool gw_admin(struct gw *g, struct net_call *c)
+{
+    if (authorised(g, c))
+        return true;
+    net_call_add_header(c, "WWW-Authenticate", "Bearer");
+    net_reply_error(c, 401, "authentication_error",
+                    g->opt.admin_token ? "admin calls need Authorization: Bearer TOKEN"
+                                       : "admin calls are off: start with "
+                                         "--admin-token-file or LIBRA_ADMIN_TOKEN");
+    return false;
+}
+
 static json_t *mode_json(const struct gw *g)
 {
     return json_pack("{s:s, s:s}", "mode",
@@ -243,14 +255,8 @@ static json_t *mode_json(const struct gw *g)
 void gw_admin_mode(void *ctx, struct net_call *c)
 {
     struct gw *g = ctx;
-    if (!authorised(g, c)) {
-        net_call_add_header(c, "WWW-Authenticate", "Bearer");
-        net_reply_error(c, 401, "authentication_error",
-                        g->opt.admin_token ? "admin calls need Authorization: Bearer TOKEN"
-                                           : "admin calls are off: start with "
-                                             "--admin-token-file or LIBRA_ADMIN_TOKEN");
+    if (!gw_admin(g, c))
         return;
-    }
     if (net_call_method(c) == NET_POST) {
         size_t len;
         const char *body = net_call_body(c, &len);

@@ -195,6 +195,10 @@ void gw_status(void *ctx, struct net_call *c);
 void gw_metrics(void *ctx, struct net_call *c);
 void gw_healthz(void *ctx, struct net_call *c);
 
+/* Whether c carries the admin token (constant-time compare); when it does not, answers c 401
+ * and returns false: the caller must then leave c alone and change nothing. */
+bool gw_admin(struct gw *g, struct net_call *c);
+
 /* Frees the control calls still waiting for engines (at shutdown, once the client cannot call
  * back: their answers never come). */
 void gw_fan_free_all(struct gw *g);
