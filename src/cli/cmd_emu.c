@@ -40,6 +40,8 @@ static const char help[] =
     "  --stall SPEC          instance=I,after_s=T,for_s=D: instance I answers nothing for D s\n"
     "  --max-body-bytes N    largest request body (default 67108864; 413 above)\n"
     "  --request-cap-s S     a request still open after S wall seconds gets 504 (default 3600)\n"
+    "  --request-read-s S    a client that has not sent its whole request S s after connecting\n"
+    "                        or its last answer is disconnected (default 60)\n"
     "  --max-connections N   open client connections per instance (default 4096)\n";
 
 enum {
@@ -53,6 +55,7 @@ enum {
     OPT_STALL,
     OPT_MAX_BODY,
     OPT_CAP,
+    OPT_READ,
     OPT_MAX_CONN,
 };
 
@@ -67,6 +70,7 @@ static const struct option own_options[] = {
     {"stall", required_argument, NULL, OPT_STALL},
     {"max-body-bytes", required_argument, NULL, OPT_MAX_BODY},
     {"request-cap-s", required_argument, NULL, OPT_CAP},
+    {"request-read-s", required_argument, NULL, OPT_READ},
     {"max-connections", required_argument, NULL, OPT_MAX_CONN},
     {0},
 };
@@ -152,6 +156,9 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
     case OPT_CAP:
         return cli_parse_double(cmd, "--request-cap-s", optarg, 0.001, 1e9,
                                 &o->limits.request_cap_s);
+    case OPT_READ:
+        return cli_parse_double(cmd, "--request-read-s", optarg, 0.001, 1e9,
+                                &o->limits.request_read_s);
     case OPT_MAX_CONN:
         rc = cli_parse_int(cmd, "--max-connections", optarg, 1, 1000000, &v);
         o->limits.max_connections = (int)v;

@@ -42,6 +42,8 @@ static const char help[] =
     "  --poll-s S             engines' weight version and health polled every S s (default 2)\n"
     "  --max-body-bytes N     largest request body (default 67108864; 413 above)\n"
     "  --request-cap-s S      a request still open after S seconds gets 504 (default 3600)\n"
+    "  --request-read-s S     a client that has not sent its whole request S s after connecting\n"
+    "                         or its last answer is disconnected (default 60)\n"
     "  --max-connections N    open client connections (default 4096)\n";
 
 enum {
@@ -58,6 +60,7 @@ enum {
     OPT_POLL,
     OPT_MAX_BODY,
     OPT_CAP,
+    OPT_READ,
     OPT_MAX_CONN,
 };
 
@@ -75,6 +78,7 @@ static const struct option own_options[] = {
     {"poll-s", required_argument, NULL, OPT_POLL},
     {"max-body-bytes", required_argument, NULL, OPT_MAX_BODY},
     {"request-cap-s", required_argument, NULL, OPT_CAP},
+    {"request-read-s", required_argument, NULL, OPT_READ},
     {"max-connections", required_argument, NULL, OPT_MAX_CONN},
     {0},
 };
@@ -179,6 +183,9 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
     case OPT_CAP:
         return cli_parse_double(cmd, "--request-cap-s", optarg, 0.001, 1e9,
                                 &o->gw.limits.request_cap_s);
+    case OPT_READ:
+        return cli_parse_double(cmd, "--request-read-s", optarg, 0.001, 1e9,
+                                &o->gw.limits.request_read_s);
     case OPT_MAX_CONN:
         rc = cli_parse_int(cmd, "--max-connections", optarg, 1, 1000000, &v);
         o->gw.limits.max_connections = (int)v;

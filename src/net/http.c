@@ -4,6 +4,10 @@
  * that whichever comes first — the answer, the client leaving, the cap, the server's end —
  * finishes the call exactly once.
  *
+ * Every accepted connection also has a link (made in evhttp's bevcb, holding a reference to
+ * its bufferevent) that a sweep checks for the reading deadline: evhttp's own timeout restarts
+ * on every byte, so a client that trickles its request would hold a connection for ever.
+ *
  * Backpressure reads the connection's bufferevent output buffer: its length is what the client
  * has not taken yet, and a callback on that buffer notices when it drained far enough. That
  * callback runs inside libevent's write path, so it only schedules the owner's (drain_ev).
@@ -23,6 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <time.h>
 
 #include "net/query.h"
 #include "util/alloc.h"
@@ -36,6 +41,15 @@ struct net_conn {
     struct net_conn *prev, *next; /* the server's list */
 };
 
+/* An accepted connection, from its accept to its end, for the reading deadline. */
+struct net_link {
+    struct bufferevent *bev; /* a reference of ours; its fd is -1 once evhttp closed it */
+    double owing_since_s;    /* monotonic: when it began owing a request */
+    bool serving;            /* a request arrived whole; until its answer, nothing is owed */
+    bool cut;                /* shut down by the sweep; evhttp frees it on the next read */
+    struct net_link *next;
+};
+
 struct net_server {
     struct event_base *base;
     struct evhttp *http;
@@ -47,6 +61,9 @@ struct net_server {
     struct intmap conns;    /* evhttp_connection address -> struct net_conn * */
     struct net_conn *first; /* every connection, for the server's end */
     int n_conns;
+    struct net_link *links; /* every accepted connection */
+    struct intmap link_of;  /* bufferevent address -> struct net_link * */
+    struct event *sweep;    /* checks the reading deadline */
 };
 
 struct net_call {
@@ -78,7 +95,15 @@ void net_limits_default(struct net_limits *l)
     *l = (struct net_limits){.max_body_bytes = 64 << 20,
                              .max_header_bytes = 64 << 10,
                              .max_connections = 4096,
-                             .request_cap_s = 3600};
+                             .request_cap_s = 3600,
+                             .request_read_s = 60};
+}
+
+static double mono_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 /* ---- calls ---------------------------------------------------------------------------------- */
@@ -233,6 +258,77 @@ void net_call_defer(struct net_call *c, net_cancel_fn cancel, void *arg)
     }
 }
 
+/* ---- links: the reading deadline ------------------------------------------------------------ */
+
+/* evhttp's bevcb: the bufferevent of a connection being accepted, with a link watching it. */
+static struct bufferevent *link_new(struct event_base *base, void *arg)
+{
+    struct net_server *s = arg;
+    struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
+    if (!bev)
+        return NULL;
+    bufferevent_incref(bev);
+    struct net_link *l = xcalloc(1, sizeof *l);
+    *l = (struct net_link){.bev = bev, .owing_since_s = mono_s(), .next = s->links};
+    s->links = l;
+    intmap_put(&s->link_of, (uint64_t)(uintptr_t)bev, (uint64_t)(uintptr_t)l);
+    return bev;
+}
+
+/* A request on evcon arrived whole (serving) or was answered (owing again from now). */
+static void link_serving(struct net_server *s, struct evhttp_connection *evcon, bool serving)
+{
+    uint64_t v;
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
+    if (!bev || !intmap_get(&s->link_of, (uint64_t)(uintptr_t)bev, &v))
+        return;
+    struct net_link *l = (struct net_link *)(uintptr_t)v;
+    l->serving = serving;
+    l->owing_since_s = mono_s();
+}
+
+/* Drops the links evhttp closed; shuts the sockets of those past the deadline (evhttp then
+ * reads their end and frees them, cancelling nothing: no call is held on them). The deadline
+ * starts once an answer has left: a slow reader of a large answer is not cut. */
+static void sweep(evutil_socket_t fd, short what, void *arg)
+{
+    struct net_server *s = arg;
+    (void)fd;
+    (void)what;
+    double now = mono_s();
+    for (struct net_link **p = &s->links; *p;) {
+        struct net_link *l = *p;
+        evutil_socket_t sock = bufferevent_getfd(l->bev);
+        if (sock < 0) {
+            *p = l->next;
+            intmap_del(&s->link_of, (uint64_t)(uintptr_t)l->bev);
+            bufferevent_decref(l->bev);
+            free(l);
+            continue;
+        }
+        if (evbuffer_get_length(bufferevent_get_output(l->bev)) > 0)
+            l->owing_since_s = now; /* an answer is still being written: nothing is owed yet */
+        else if (!l->serving && !l->cut && now - l->owing_since_s > s->limits.request_read_s) {
+            shutdown(sock, SHUT_RDWR);
+            l->cut = true;
+        }
+        p = &l->next;
+    }
+}
+
+static void links_free(struct net_server *s)
+{
+    while (s->links) {
+        struct net_link *l = s->links;
+        s->links = l->next;
+        bufferevent_decref(l->bev);
+        free(l);
+    }
+    intmap_free(&s->link_of);
+    if (s->sweep)
+        event_free(s->sweep);
+}
+
 /* ---- answers -------------------------------------------------------------------------------- */
 
 /* Detaches c from its connection before evhttp writes: a write that fails frees the
@@ -240,8 +336,10 @@ void net_call_defer(struct net_call *c, net_cancel_fn cancel, void *arg)
 static struct evhttp_request *take_request(struct net_call *c)
 {
     drain_clear(c);
-    if (c->conn)
+    if (c->conn) {
         c->conn->call = NULL;
+        link_serving(c->server, c->conn->evcon, false);
+    }
     c->conn = NULL;
     if (c->client_watch) {
         event_free(c->client_watch);
@@ -477,6 +575,7 @@ static void handle(struct evhttp_request *req, void *arg)
     struct net_call *c = call_new(s, req);
     if (!c)
         return;
+    link_serving(s, evhttp_request_get_connection(req), true);
     if (s->n_conns > s->limits.max_connections) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
         net_reply_error(c, 503, "server_error", "too many connections (at most %d)",
@@ -509,6 +608,11 @@ int net_server_new(struct net_server **out, struct event_base *base, const char 
     evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
                                             EVHTTP_REQ_DELETE);
     evhttp_set_gencb(s->http, handle, s);
+    evhttp_set_bevcb(s->http, link_new, s);
+    double every_s = limits->request_read_s / 4 < 1 ? limits->request_read_s / 4 : 1;
+    struct timeval tv = {(time_t)every_s, (suseconds_t)((every_s - (double)(time_t)every_s) * 1e6)};
+    s->sweep = event_new(base, -1, EV_PERSIST, sweep, s);
+    event_add(s->sweep, &tv);
     struct evhttp_bound_socket *bound = evhttp_bind_socket_with_handle(s->http, host, port);
     if (!bound) {
         snprintf(err, err_size, "cannot listen on %s:%d: %s", host, port, strerror(errno));
@@ -554,6 +658,7 @@ void net_server_free(struct net_server *s)
     cancel_calls(s);
     if (s->http)
         evhttp_free(s->http); /* frees the connections: conn_closed frees their records */
+    links_free(s);
     intmap_free(&s->conns);
     free(s);
 }

@@ -44,9 +44,13 @@ struct net_limits {
     int64_t max_header_bytes; /* request line and headers at most (400 above) */
     int max_connections;      /* open client connections at most (503 above) */
     double request_cap_s;     /* a held request is answered 504 after this many seconds */
+    double request_read_s;    /* a connection that owes a request (since it was accepted or
+                                 got its last answer) and has not sent it whole after this many
+                                 seconds is closed: a client trickling bytes (slow loris) does
+                                 not hold a connection, and the others are not affected */
 };
 
-/* 64 MiB bodies, 64 KiB headers, 4096 connections, a 3600 s cap. */
+/* 64 MiB bodies, 64 KiB headers, 4096 connections, a 3600 s cap, 60 s to send a request. */
 void net_limits_default(struct net_limits *l);
 
 enum net_method { NET_GET = 1u << 0, NET_POST = 1u << 1, NET_PUT = 1u << 2, NET_DELETE = 1u << 3 };
