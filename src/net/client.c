@@ -399,10 +399,12 @@ static bool names_content_type(const char *const *headers, size_t n_headers)
     return false;
 }
 
-struct net_transfer *net_client_send(struct net_client *c, const char *method, const char *url,
-                                     const char *const *headers, size_t n_headers,
-                                     const struct net_iov *body, size_t n_body,
-                                     const struct net_stream_ops *ops, void *arg)
+/* net_client_send with a limit on the whole transfer, milliseconds (0: none). */
+static struct net_transfer *send_within(struct net_client *c, const char *method, const char *url,
+                                        const char *const *headers, size_t n_headers,
+                                        const struct net_iov *body, size_t n_body,
+                                        const struct net_stream_ops *ops, void *arg,
+                                        long timeout_ms)
 {
     struct net_transfer *t = xcalloc(1, sizeof *t);
     t->client = c;
@@ -421,6 +423,7 @@ struct net_transfer *net_client_send(struct net_client *c, const char *method, c
     curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
     curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
+    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
     if (strcmp(method, "HEAD") == 0)
         curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
     if (n_body > 0 && !names_content_type(headers, n_headers))
@@ -452,6 +455,14 @@ struct net_transfer *net_client_send(struct net_client *c, const char *method, c
     LIST_LINK(c->transfers, t, prev, next);
     curl_multi_add_handle(c->multi, e); /* arms the timer: curl starts it from the loop */
     return t;
+}
+
+struct net_transfer *net_client_send(struct net_client *c, const char *method, const char *url,
+                                     const char *const *headers, size_t n_headers,
+                                     const struct net_iov *body, size_t n_body,
+                                     const struct net_stream_ops *ops, void *arg)
+{
+    return send_within(c, method, url, headers, n_headers, body, n_body, ops, arg, 0);
 }
 
 void net_transfer_cancel(struct net_transfer *t)
@@ -575,6 +586,13 @@ void net_client_request(struct net_client *c, const char *method, const char *ur
                         const char *header, const char *body, size_t len, net_response_fn fn,
                         void *arg)
 {
+    net_client_request_within(c, method, url, header, body, len, 0, fn, arg);
+}
+
+void net_client_request_within(struct net_client *c, const char *method, const char *url,
+                               const char *header, const char *body, size_t len, double limit_s,
+                               net_response_fn fn, void *arg)
+{
     struct buffered *b = xcalloc(1, sizeof *b);
     b->fn = fn;
     b->arg = arg;
@@ -586,8 +604,9 @@ void net_client_request(struct net_client *c, const char *method, const char *ur
         piece = (struct net_iov){b->body, len};
     }
     bool has_header = header && *header;
+    long limit_ms = limit_s > 0 ? (long)(limit_s * 1000 + 0.999) : 0; /* rounded up */
     struct net_transfer *t =
-        net_client_send(c, method, url, has_header ? &header : NULL, has_header ? 1 : 0, &piece,
-                        body ? 1 : 0, &buffered_ops, b);
+        send_within(c, method, url, has_header ? &header : NULL, has_header ? 1 : 0, &piece,
+                    body ? 1 : 0, &buffered_ops, b, limit_ms);
     t->release = buffered_free; /* when net_client_free cancels it */
 }

@@ -127,4 +127,14 @@ void net_client_request(struct net_client *c, const char *method, const char *ur
                         const char *header, const char *body, size_t len, net_response_fn fn,
                         void *arg);
 
+/*
+ * net_client_request with a limit: when the whole answer has not come limit_s seconds after
+ * the call (0: no limit), the transfer is abandoned and fn gets status 0 with curl's reason
+ * ("Operation timed out after 5001 milliseconds ..."). For calls that must not wait forever on
+ * a peer that accepted the connection and went silent: health checks, engine discovery.
+ */
+void net_client_request_within(struct net_client *c, const char *method, const char *url,
+                               const char *header, const char *body, size_t len, double limit_s,
+                               net_response_fn fn, void *arg);
+
 #endif
