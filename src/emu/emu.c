@@ -10,6 +10,7 @@
 
 #include "emu/internal.h"
 #include "util/alloc.h"
+#include "util/version.h"
 
 /* ---- shared pieces of answers -----------------------------------------------------------------
  */
@@ -69,6 +70,14 @@ void emu_not_found(struct net_call *c)
 static void health(void *ctx, struct net_call *c)
 {
     net_reply_raw(c, 200, "application/json", "", 0);
+}
+
+/* vLLM's GET /version: the engine software's version. */
+static void version(void *ctx, struct net_call *c)
+{
+    char v[64];
+    snprintf(v, sizeof v, "libra-emu %s", libra_version_string);
+    net_reply_json(c, 200, json_pack("{s:s}", "version", v));
 }
 
 static void models(void *ctx, struct net_call *c)
@@ -142,6 +151,7 @@ const struct net_route emu_routes[] = {
     {"/health", NET_GET, health},
     {"/health_generate", NET_GET, health},
     {"/v1/models", NET_GET, models},
+    {"/version", NET_GET, version},
     {"/metrics", NET_GET, metrics},
     /* SGLang */
     {"/generate", NET_POST | NET_PUT, emu_sglang_generate},
