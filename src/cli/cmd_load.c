@@ -44,7 +44,10 @@ static const char help[] =
     "                    standard output)\n"
     "  --style NAME      the RL framework's client: plain (default: libra's request object,\n"
     "                    rl.sync_mode), areal, slime, skyrl (vLLM; needs its development-mode\n"
-    "                    endpoints) — docs/load.md \"Client styles\"\n";
+    "                    endpoints) — docs/load.md \"Client styles\"\n"
+    "\n"
+    "Against a `libra serve` gateway the weight updates are admin calls: the bearer token is\n"
+    "read from LIBRA_ADMIN_TOKEN.\n";
 
 enum { OPT_ENGINES = 0x100, OPT_TIME_SCALE, OPT_TRACE, OPT_STYLE };
 
@@ -63,6 +66,13 @@ struct opts {
     double time_scale;
     enum load_style style;
 };
+
+/* The gateway's admin token for the weight updates: LIBRA_ADMIN_TOKEN, NULL when unset. */
+static const char *admin_token(void)
+{
+    const char *t = getenv("LIBRA_ADMIN_TOKEN");
+    return t && *t ? t : NULL;
+}
 
 static int parse_engines(const struct cli_command *cmd, const char *arg, struct opts *o)
 {
@@ -286,7 +296,8 @@ int cmd_load(int argc, char **argv)
                                  .time_scale = o.time_scale,
                                  .vocab = in.model->vocab > 1 ? (uint32_t)in.model->vocab : 32000,
                                  .seed = (uint64_t)cfg.sim.seed,
-                                 .record = cc.output != NULL};
+                                 .record = cc.output != NULL,
+                                 .admin_token = admin_token()};
         job_rules_from_config(&lc.job, &cfg);
         lc.train_s = planned_train_s(&in, &cfg);
         if (in.trace) {

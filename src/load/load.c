@@ -4,6 +4,7 @@
  */
 #include "load/load.h"
 
+#include <jansson.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -330,9 +331,64 @@ struct update {
     int phase, n_phases;
     struct load_call calls[LOAD_UPDATE_CALLS];
     struct event *poll; /* a repeated call (until idle) waits on it */
+    int members;        /* a group set-up through a gateway: its engines' answers awaited */
+    int refused;        /* ... the first status other than 200 among them (0: none) */
 };
 
 static void update_next(struct update *u);
+static void on_update(void *arg, int status, const char *body, size_t len, const char *error);
+
+/* Ends a group set-up sent to the engines behind a gateway once each has answered. */
+static void on_member(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct update *u = arg;
+    if (status != 200 && !u->refused)
+        u->refused = status ? status : -1;
+    if (--u->members > 0)
+        return;
+    if (u->refused)
+        stop(u->run, "a weight-update group set-up through %s failed on an engine (status %d)",
+             u->run->c->urls[u->engine], u->refused);
+    u->phase = u->refused ? u->n_phases : u->phase + 1;
+    update_next(u);
+}
+
+/*
+ * The answer of GET /libra/v1/engines before a group set-up: a gateway lists its engines, each
+ * of which takes the set-up itself with its rank offset (the trainer is rank 0); an engine
+ * answers 404 and takes the call as it is.
+ */
+static void on_fleet(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct update *u = arg;
+    struct run *r = u->run;
+    const struct load_call *c = &u->calls[u->phase];
+    json_t *doc = status == 200 ? json_loadb(body, len, 0, NULL) : NULL;
+    json_t *engines = json_object_get(doc, "engines");
+    json_int_t world = json_integer_value(json_object_get(doc, "world_size"));
+    char url[512];
+    if (json_array_size(engines) == 0) {
+        json_decref(doc);
+        snprintf(url, sizeof url, "%s%s", r->c->urls[u->engine], c->path);
+        net_client_request(r->client, "POST", url, NULL, c->body, strlen(c->body), on_update, u);
+        return;
+    }
+    u->members = 1; /* until every engine is sent its set-up */
+    for (size_t i = 0; i < json_array_size(engines); i++) {
+        json_t *e = json_array_get(engines, i);
+        const char *state = json_string_value(json_object_get(e, "state"));
+        if (state && strcmp(state, "dead") == 0)
+            continue; /* its ranks stay unused */
+        u->members++;
+        char member[224];
+        load_group_init_body(r->c->style, json_integer_value(json_object_get(e, "rank_offset")),
+                             world, member, sizeof member);
+        snprintf(url, sizeof url, "%s%s", json_string_value(json_object_get(e, "url")), c->path);
+        net_client_request(r->client, "POST", url, NULL, member, strlen(member), on_member, u);
+    }
+    json_decref(doc);
+    on_member(u, 200, "", 0, NULL);
+}
 
 static void on_update(void *arg, int status, const char *body, size_t len, const char *error)
 {
@@ -373,9 +429,17 @@ static void update_next(struct update *u)
     }
     const struct load_call *c = &u->calls[u->phase];
     char url[512];
+    if (c->group_init) {
+        snprintf(url, sizeof url, "%s/libra/v1/engines", r->c->urls[u->engine]);
+        net_client_request(r->client, "GET", url, NULL, NULL, 0, on_fleet, u);
+        return;
+    }
     snprintf(url, sizeof url, "%s%s", r->c->urls[u->engine], c->path);
     bool post = strcmp(c->method, "POST") == 0;
-    net_client_request(r->client, c->method, url, NULL, post ? c->body : NULL, strlen(c->body),
+    char auth[300] = "";
+    if (r->c->admin_token)
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", r->c->admin_token);
+    net_client_request(r->client, c->method, url, auth, post ? c->body : NULL, strlen(c->body),
                        on_update, u);
 }
 

@@ -10,8 +10,10 @@
  * scaled like the emulator's clock. Batches of GRPO groups run one after another; the trainer
  * takes each finished batch for train_s of emulated time, and when the job's schedule says so
  * the engines' weights are then updated through their own calls, in the job's sync mode and
- * transport. With overlap (one step of staleness) the next batch rolls out while the trainer
- * works and meets the update in flight; without, it waits for both.
+ * transport (through a gateway, the update group's set-up goes to each engine it lists, with
+ * that engine's rank offset, as a trainer sets it up). With overlap (one step of staleness) the
+ * next batch rolls out while the trainer works and meets the update in flight; without, it waits
+ * for both.
  *
  * A trajectory stays on the engine of its first turn (sticky, for the prefix cache), which is
  * the one with the fewest requests in flight. A turn whose engine cannot be reached (connection
@@ -58,6 +60,9 @@ struct load_config {
     uint32_t vocab;    /* token ids are drawn below it */
     uint64_t seed;     /* of the prompt and tool-payload token ids */
     bool record;       /* keep the finished trajectories as trace lines (result.trace) */
+    /* sent as a bearer token with the weight-update calls, which a gateway takes only from its
+     * admin; NULL: none */
+    const char *admin_token;
 };
 
 /* One batch, as the client saw it. */

@@ -180,16 +180,33 @@ static void call(struct load_call *c, const char *method, const char *path, cons
     snprintf(c->body, sizeof c->body, "%s", body);
 }
 
+void load_group_init_body(enum load_style s, int64_t rank_offset, int64_t world_size, char *out,
+                          size_t size)
+{
+    snprintf(out, size,
+             "%s\"master_address\": \"127.0.0.1\", \"master_port\": 29500, \"rank_offset\": %lld, "
+             "\"world_size\": %lld}%s",
+             s == LOAD_SKYRL ? "{\"init_info\": {" : "{", (long long)rank_offset,
+             (long long)world_size, s == LOAD_SKYRL ? "}" : "");
+}
+
+/* The update group's set-up: one engine's group (rank 1 of 2) when sent to an engine itself. */
+static void group_init(struct load_call *c, enum load_style s, const char *path)
+{
+    call(c, "POST", path, "");
+    load_group_init_body(s, 1, 2, c->body, sizeof c->body);
+    c->group_init = true;
+}
+
 /* The load itself on SGLang's endpoints; with abort_all, the update aborts what runs (AReaL
  * sends the member misspelt on the disk path, so both spellings go). */
-static int sglang_load(bool nccl, int version, bool abort_all, struct load_call *out)
+static int sglang_load(enum load_style s, bool nccl, int version, bool abort_all,
+                       struct load_call *out)
 {
     char body[224];
     int n = 0;
     if (nccl && version == 1)
-        call(&out[n++], "POST", "/init_weights_update_group",
-             "{\"master_address\": \"127.0.0.1\", \"master_port\": 29500, \"rank_offset\": 1, "
-             "\"world_size\": 2}");
+        group_init(&out[n++], s, "/init_weights_update_group");
     if (nccl)
         snprintf(body, sizeof body,
                  "{\"names\": [\"all\"], \"dtypes\": [\"bfloat16\"], \"shapes\": [[1]], "
@@ -214,20 +231,20 @@ int load_update_calls(enum load_style s, enum spec_sync_mode mode, bool nccl, in
         if (mode != SPEC_SYNC_DRAIN) /* drain: the update itself waits for the turns */
             call(&out[n++], "POST", "/pause_generation",
                  mode == SPEC_SYNC_KEEP ? "{\"mode\": \"in_place\"}" : "{\"mode\": \"abort\"}");
-        n += sglang_load(nccl, version, false, out + n);
+        n += sglang_load(s, nccl, version, false, out + n);
         if (mode != SPEC_SYNC_DRAIN)
             call(&out[n++], "POST", "/continue_generation", "{}");
         return n;
     case LOAD_AREAL:
         call(&out[n++], "POST", "/pause_generation", "{}");
-        n += sglang_load(nccl, version, true, out + n);
+        n += sglang_load(s, nccl, version, true, out + n);
         call(&out[n++], "POST", "/continue_generation", "{}");
         return n;
     case LOAD_SLIME:
         call(&out[n++], "POST", "/abort_request", "{\"abort_all\": true}");
         call(&out[n], "GET", "/v1/loads?include=core,queues", "");
         out[n++].until_idle = true;
-        return n + sglang_load(nccl, version, false, out + n);
+        return n + sglang_load(s, nccl, version, false, out + n);
     default: { /* LOAD_SKYRL: vLLM */
         static const char *const modes[] = {[SPEC_SYNC_DRAIN] = "wait",
                                             [SPEC_SYNC_ABORT_RESUME] = "abort",
@@ -236,7 +253,7 @@ int load_update_calls(enum load_style s, enum spec_sync_mode mode, bool nccl, in
         snprintf(path, sizeof path, "/pause?mode=%s", modes[mode]);
         call(&out[n++], "POST", path, "");
         if (nccl && version == 1)
-            call(&out[n++], "POST", "/init_weight_transfer_engine", "{\"init_info\": {}}");
+            group_init(&out[n++], s, "/init_weight_transfer_engine");
         snprintf(body, sizeof body, "{\"update_info\": {\"version\": %d}}", version);
         call(&out[n++], "POST", "/update_weights", body);
         call(&out[n++], "POST", "/resume", "");

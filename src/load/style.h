@@ -81,6 +81,9 @@ struct load_call {
     char path[96];
     char body[224];
     bool until_idle; /* GET /v1/loads, repeated until the engine runs and queues nothing */
+    bool group_init; /* the update group's set-up, which takes each engine's rank offset: through
+                        a gateway it goes to every engine the gateway lists, each with its own
+                        rank offset and the group's world size (load_group_init_body) */
 };
 
 #define LOAD_UPDATE_CALLS 5
@@ -92,6 +95,15 @@ struct load_call {
  */
 int load_update_calls(enum load_style s, enum spec_sync_mode mode, bool nccl, int version,
                       struct load_call *out);
+
+/*
+ * The body of style s's update-group set-up for an engine of the group at rank_offset (its
+ * first rank; the trainer is rank 0) in a group of world_size ranks: SGLang's
+ * /init_weights_update_group, or vLLM's /init_weight_transfer_engine with NCCL init_info.
+ * Writes at most size bytes to out.
+ */
+void load_group_init_body(enum load_style s, int64_t rank_offset, int64_t world_size, char *out,
+                          size_t size);
 
 /* Whether an answer of /v1/loads shows an idle engine (nothing running or waiting). */
 bool load_loads_idle(const char *body, size_t len);
