@@ -22,15 +22,18 @@ static const char help[] =
     "Runs the C-MLFQ gateway in front of vLLM/SGLang engines (docs/serve.md): every turn of\n"
     "every trajectory is routed by the experiment's sched section (the simulator's calls) and\n"
     "proxied byte for byte; control calls (pause, weight updates, loads) go to every engine.\n"
-    "Prints one JSON line with its URL when it listens; stops on SIGINT or SIGTERM.\n"
+    "Engines are added and removed at run time through SGLang's worker calls (/add_worker,\n"
+    "/workers) and listed at /libra/v1/engines. Prints one JSON line with its URL when it\n"
+    "listens; stops on SIGINT or SIGTERM.\n"
     "\n"
-    "  --engine URL[,tp=N]    an engine (repeatable); TP from SGLang's /get_server_info,\n"
-    "                         else tp=N (vLLM)\n"
-    "  --listen HOST:PORT     address (default 127.0.0.1:0: a port chosen by the OS)\n"
+    "  --engine URL[,tp=N]    an engine (repeatable); its kind, version and TP asked of it\n"
+    "                         (SGLang /get_server_info, else vLLM /version and tp=N)\n"
+    "  --listen HOST:PORT     address (default 127.0.0.1:0: a port chosen by the OS); other than\n"
+    "                         loopback (127.0.0.0/8, ::1, localhost) only with an admin token\n"
     "  --mode MODE            shadow (sticky least-requests routes; the policy's decision is\n"
     "                         logged beside it) or sched.policy's name (default: route by it)\n"
-    "  --admin-token-file F   bearer token of the admin calls (else LIBRA_ADMIN_TOKEN; without\n"
-    "                         either, admin calls answer 401)\n"
+    "  --admin-token-file F   bearer token of the admin calls: every call that changes state\n"
+    "                         (else LIBRA_ADMIN_TOKEN; without either, they answer 401)\n"
     "  --capture FILE         append every finished trajectory to FILE as a trace\n"
     "  --decisions FILE       one JSON line per routing decision\n"
     "  --rid-identity         AReaL's rid names the trajectory (off: rid is per request "
@@ -39,7 +42,8 @@ static const char help[] =
     "  --prompt-from-id C     the prompt is the trajectory id up to its last C (SkyRL's\n"
     "                         \"17-3\", slime's \"s17-3\" with -: prompt 17) where it has one\n"
     "  --idle-s S             a trajectory idle S seconds is learnt as censored (default 7200)\n"
-    "  --poll-s S             engines' weight version and health polled every S s (default 2)\n"
+    "  --poll-s S             engines' health, weight version and pause state checked every\n"
+    "                         S s (default 2)\n"
     "  --max-body-bytes N     largest request body (default 67108864; 413 above)\n"
     "  --request-cap-s S      a request still open after S seconds gets 504 (default 3600)\n"
     "  --request-read-s S     a client that has not sent its whole request S s after connecting\n"
@@ -85,8 +89,7 @@ static const struct option own_options[] = {
 
 struct opts {
     struct gw_options gw;
-    struct gw_engine_spec engines[GW_ENGINES_MAX];
-    char *urls[GW_ENGINES_MAX]; /* owned */
+    struct gw_worker_spec engines[GW_ENGINES_MAX];
     char host[256];
     const char *mode, *token_file;
     char *token; /* owned */
@@ -99,25 +102,21 @@ static int parse_engine(const struct cli_command *cmd, const char *arg, struct o
     if (n == GW_ENGINES_MAX)
         return cli_usage_error(cmd, "--engine: more than %d engines", GW_ENGINES_MAX);
     char *url = xstrdup(arg), *comma = strchr(url, ',');
-    o->urls[n] = url;
-    o->engines[n] = (struct gw_engine_spec){url, 0};
-    o->gw.n_engines++;
+    const char *tp = NULL;
     if (comma) {
         *comma++ = '\0';
-        int64_t tp;
-        if (strncmp(comma, "tp=", 3) != 0)
+        tp = comma + 3;
+        if (strncmp(comma, "tp=", 3) != 0) {
+            free(url);
             return cli_usage_error(cmd, "--engine: expected URL[,tp=N], got '%s'", arg);
-        if (cli_parse_int(cmd, "--engine tp", comma + 3, 1, 8, &tp))
-            return LIBRA_EXIT_USAGE;
-        if (tp & (tp - 1))
-            return cli_usage_error(cmd, "--engine: tp=%lld is not 1, 2, 4 or 8", (long long)tp);
-        o->engines[n].tp = (int)tp;
+        }
     }
-    size_t len = strlen(url);
-    while (len > 7 && url[len - 1] == '/')
-        url[--len] = '\0';
-    if (strncmp(url, "http://", 7) != 0 || !url[7] || len >= 256)
-        return cli_usage_error(cmd, "--engine: '%s' is not an http:// URL", url);
+    char err[256];
+    int rc = gw_worker_query_parse(url, tp, &o->engines[n], err, sizeof err);
+    free(url);
+    if (rc != 0)
+        return cli_usage_error(cmd, "--engine %s: %s", arg, err);
+    o->gw.n_engines++;
     return 0;
 }
 
@@ -326,8 +325,6 @@ int cmd_serve(int argc, char **argv)
     if (rc == 0)
         rc = serve(&cfg, o);
 out:
-    for (size_t i = 0; i < o->gw.n_engines; i++)
-        free(o->urls[i]);
     free(o->token);
     free(o);
     cli_presets_free(&p);

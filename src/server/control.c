@@ -1,7 +1,8 @@
 /*
  * Everything but generation: control calls a trainer makes on "the engine" (pause, abort,
- * weight updates, loads), sent on to every engine; trajectory events; the admin call that
- * switches the mode; status, Prometheus metrics and health.
+ * weight updates, loads), sent on to every engine and answered with every engine's result;
+ * trajectory events; the admin check and the admin call that switches the mode; status,
+ * Prometheus metrics and health.
  */
 #include <jansson.h>
 #include <stdlib.h>
@@ -12,29 +13,69 @@
 
 /* ---- fan-out -------------------------------------------------------------------------------- */
 
+/* What a control call is to the gateway, by its path. */
+enum fan_kind {
+    FAN_READ,     /* a read one engine answers, passed through as it answered */
+    FAN_LOADS,    /* /v1/loads: every engine's loads, merged */
+    FAN_PAUSE,    /* SGLang /pause_generation, vLLM /pause: turns are held meanwhile */
+    FAN_CONTINUE, /* SGLang /continue_generation, vLLM /resume: the held turns go */
+    FAN_UPDATE,   /* a weight update: engines that took it have the new version */
+    FAN_OTHER,    /* any other call that changes the engines */
+};
+
 /* One control call on its way to every engine. */
 struct fan {
     struct list_node link; /* in gw.fans while answers are awaited */
     struct gw *g;
     struct net_call *call;
     char path[128];
-    bool update;        /* a weight update: engines that took it have the new version */
+    enum fan_kind kind;
     bool sglang_update; /* SGLang's (/update_weights_from_*): the engine names the version */
     char version[GW_VERSION_MAX];
     int waiting;
     struct fan_answer {
         struct fan *f;
-        size_t engine;
-        int status;
+        struct gw_engine *engine; /* referenced */
+        int status;               /* 0: no answer (body is curl's reason) */
         char *body;
         size_t len;
     } answers[GW_ENGINES_MAX];
     size_t n;
 };
 
-static bool is_update(const char *path)
+static enum fan_kind kind_of(const char *path, enum net_method method)
 {
-    return strncmp(path, "/update_weights", 15) == 0;
+    static const char *const reads[] = {"/v1/models",       "/get_model_info",
+                                        "/get_server_info", "/get_weight_version",
+                                        "/is_paused",       "/is_sleeping"};
+    for (size_t i = 0; method == NET_GET && i < sizeof reads / sizeof reads[0]; i++)
+        if (strcmp(path, reads[i]) == 0)
+            return FAN_READ;
+    if (method == NET_GET && strcmp(path, "/v1/loads") == 0)
+        return FAN_LOADS;
+    if (strcmp(path, "/pause_generation") == 0 || strcmp(path, "/pause") == 0)
+        return FAN_PAUSE;
+    if (strcmp(path, "/continue_generation") == 0 || strcmp(path, "/resume") == 0)
+        return FAN_CONTINUE;
+    if (strncmp(path, "/update_weights", 15) == 0 && method == NET_POST)
+        return FAN_UPDATE;
+    return FAN_OTHER;
+}
+
+static void fan_free(struct fan *f)
+{
+    list_unlink(&f->g->fans, &f->link);
+    for (size_t i = 0; i < f->n; i++) {
+        free(f->answers[i].body);
+        gw_engine_unref(f->answers[i].engine);
+    }
+    free(f);
+}
+
+void gw_fan_free_all(struct gw *g)
+{
+    while (g->fans.front)
+        fan_free(list_entry(g->fans.front, struct fan, link));
 }
 
 /* The merged answer of /v1/loads: every engine's loads, in engine order. */
@@ -49,46 +90,111 @@ static void reply_loads(struct fan *f)
     net_reply_json(f->call, 200, json_pack("{s:o}", "loads", loads));
 }
 
-static void fan_free(struct fan *f)
+/* One engine's result in the merged answer: its JSON answer, else its text. */
+static json_t *answer_json(const struct fan_answer *a)
 {
-    list_unlink(&f->g->fans, &f->link);
-    for (size_t i = 0; i < f->n; i++)
-        free(f->answers[i].body);
-    free(f);
+    const struct gw_engine *e = a->engine;
+    json_t *o =
+        json_pack("{s:I, s:s, s:i}", "id", (json_int_t)e->id, "url", e->url, "status", a->status);
+    if (a->status == 0) {
+        json_object_set_new(o, "error", json_string(a->body));
+        return o;
+    }
+    json_t *body = json_loadb(a->body, a->len, JSON_DECODE_ANY, NULL);
+    if (!body)
+        body = json_stringn(a->body, a->len);
+    json_object_set_new(o, "body", body ? body : json_string("(not UTF-8 text)"));
+    return o;
 }
 
-void gw_fan_free_all(struct gw *g)
+/* How the engines answered a call: took it (2xx), refused it (any other status), or gave no
+ * answer at all (unreachable, cut: on its way to dead, it does not fail the call). */
+struct tally {
+    size_t took, refused, gone;
+    int first_refusal; /* its status; 0 when none */
+    bool all_4xx;      /* every refusal was a 4xx */
+};
+
+static struct tally tally_of(const struct fan *f)
 {
-    while (g->fans.front)
-        fan_free(list_entry(g->fans.front, struct fan, link));
+    struct tally t = {.all_4xx = true};
+    for (size_t i = 0; i < f->n; i++) {
+        int status = f->answers[i].status;
+        if (status == 0) {
+            t.gone++;
+        } else if (status / 100 == 2) {
+            t.took++;
+        } else {
+            t.refused++;
+            t.first_refusal = t.first_refusal ? t.first_refusal : status;
+            t.all_4xx &= status / 100 == 4;
+        }
+    }
+    return t;
+}
+
+/* Whether the call succeeded: no engine refused it and one took it at least. */
+static bool succeeded(const struct tally *t)
+{
+    return t->refused == 0 && t->took > 0;
+}
+
+/*
+ * The merged answer of a call to every engine: {"success", "message", "engines": [{"id", "url",
+ * "status", "body" or "error"}]}: 200 when it succeeded; when no engine took it and every refusal
+ * was a 4xx, the first refusal's status; else 502.
+ */
+static void reply_merged(struct fan *f, const struct tally *t)
+{
+    json_t *list = json_array();
+    for (size_t i = 0; i < f->n; i++)
+        json_array_append_new(list, answer_json(&f->answers[i]));
+    int status = succeeded(t)                               ? 200
+                 : t->took == 0 && t->refused && t->all_4xx ? t->first_refusal
+                                                            : 502;
+    char msg[192];
+    snprintf(msg, sizeof msg, "%s: %zu of %zu engines took it, %zu refused it, %zu did not answer",
+             f->path, t->took, f->n, t->refused, t->gone);
+    net_reply_json(
+        f->call, status,
+        json_pack("{s:b, s:s, s:o}", "success", succeeded(t), "message", msg, "engines", list));
+}
+
+/* What an engine's acceptance of the call changes in the registry. */
+static void took(struct fan *f, struct gw_engine *e)
+{
+    if (f->kind == FAN_PAUSE || f->kind == FAN_CONTINUE)
+        gw_engine_pause(e, f->kind == FAN_PAUSE);
+    else if (f->kind == FAN_UPDATE && f->sglang_update && e->kind == GW_KIND_SGLANG)
+        gw_engine_ask_version(e); /* it names its new version */
+    else if (f->kind == FAN_UPDATE)
+        gw_engine_version(f->g, e, f->version);
 }
 
 static void fan_reply(struct fan *f)
 {
-    struct gw *g = f->g;
-    const struct fan_answer *pick = NULL;
-    bool all_ok = true;
     for (size_t i = 0; i < f->n; i++) {
-        const struct fan_answer *a = &f->answers[i];
-        if (a->status == 0)
-            continue; /* an engine gone: the others answer */
-        struct gw_engine *e = &g->engines[a->engine];
-        if (a->status / 100 == 2 && f->update && f->sglang_update && e->sglang)
-            gw_poll_engine(g, e); /* it names its new version */
-        else if (a->status / 100 == 2 && f->update)
-            gw_engine_version(g, e, f->version);
-        if (!pick || (all_ok && a->status / 100 != 2))
-            pick = a;
-        all_ok &= a->status / 100 == 2;
+        struct fan_answer *a = &f->answers[i];
+        if (f->kind == FAN_UPDATE)
+            gw_engine_loading(a->engine, -1);
+        if (a->status / 100 == 2 && a->engine->listed)
+            took(f, a->engine);
     }
+    struct tally t = tally_of(f);
+    if ((f->kind == FAN_PAUSE && !succeeded(&t)) || (f->kind == FAN_CONTINUE && t.took > 0))
+        gw_release(f->g); /* a pause that did not succeed holds nothing */
+    const struct fan_answer *one = &f->answers[0];
     if (!f->call)
         ; /* the client went away */
-    else if (!pick)
-        net_reply_error(f->call, 502, "upstream_error", "no engine answered %s", f->path);
-    else if (all_ok && strcmp(f->path, "/v1/loads") == 0)
+    else if (f->kind == FAN_READ && one->status == 0)
+        net_reply_error(f->call, 502, "upstream_error", "engine %s: %s", one->engine->url,
+                        one->body);
+    else if (f->kind == FAN_READ)
+        net_reply_raw(f->call, one->status, "application/json", one->body, one->len);
+    else if (f->kind == FAN_LOADS && succeeded(&t))
         reply_loads(f);
     else
-        net_reply_raw(f->call, pick->status, "application/json", pick->body, pick->len);
+        reply_merged(f, &t);
     fan_free(f);
 }
 
@@ -96,14 +202,16 @@ static void on_answer(void *arg, int status, const char *body, size_t len, const
 {
     struct fan_answer *a = arg;
     struct fan *f = a->f;
-    (void)error;
+    if (status == 0) {
+        gw_engine_failed(a->engine);
+        body = error;
+        len = strlen(error);
+    }
     a->status = status;
     a->body = xmalloc(len + 1);
     memcpy(a->body, body, len);
     a->body[len] = '\0';
     a->len = len;
-    if (status == 0)
-        f->g->engines[a->engine].up = false;
     if (--f->waiting == 0)
         fan_reply(f);
 }
@@ -130,40 +238,78 @@ static void update_version(struct fan *f, const char *body, size_t len)
     json_decref(doc);
 }
 
+/* The engine a read goes to: the first active one, else the first that is not dead. */
+static struct gw_engine *reader(const struct gw *g)
+{
+    struct gw_engine *alive = NULL;
+    for (size_t i = 0; i < g->engines.n; i++) {
+        struct gw_engine *e = g->engines.v[i];
+        if (gw_engine_state(e) == GW_ENGINE_ACTIVE)
+            return e;
+        if (!alive && !e->dead)
+            alive = e;
+    }
+    return alive;
+}
+
+/* Sends the call to engine e. */
+static void send_to(struct fan *f, struct net_call *c, struct gw_engine *e)
+{
+    struct fan_answer *a = &f->answers[f->n++];
+    a->f = f;
+    a->engine = gw_engine_ref(e);
+    if (f->kind == FAN_UPDATE)
+        gw_engine_loading(e, +1);
+    size_t len;
+    const char *body = net_call_body(c, &len);
+    char url[GW_URL_MAX + 512];
+    snprintf(url, sizeof url, "%s%s", e->url, net_call_uri(c));
+    net_client_request(f->g->client, net_call_method(c) == NET_GET ? "GET" : "POST", url, NULL,
+                       len ? body : NULL, len, on_answer, a);
+}
+
 void gw_fan_out(void *ctx, struct net_call *c)
 {
     struct gw *g = ctx;
+    enum fan_kind kind = kind_of(net_call_path(c), net_call_method(c));
+    if (kind != FAN_READ && kind != FAN_LOADS && !gw_admin(g, c))
+        return;
     struct fan *f = xcalloc(1, sizeof *f);
     f->g = g;
     f->call = c;
+    f->kind = kind;
     snprintf(f->path, sizeof f->path, "%s", net_call_path(c));
+    f->sglang_update = strncmp(f->path, "/update_weights_from_", 21) == 0;
+    list_push_front(&g->fans, &f->link);
     size_t len;
     const char *body = net_call_body(c, &len);
-    f->update = is_update(f->path) && net_call_method(c) == NET_POST;
-    f->sglang_update = strncmp(f->path, "/update_weights_from_", 21) == 0;
-    if (f->update)
+    if (kind == FAN_UPDATE)
         update_version(f, body, len);
-    const char *method = net_call_method(c) == NET_GET ? "GET" : "POST";
-    /* a read goes to one engine (the first up); everything else to every engine */
-    bool read_one = net_call_method(c) == NET_GET && strcmp(f->path, "/v1/loads") != 0;
-    for (size_t i = 0; i < g->n_engines; i++) {
-        if (read_one && (f->n || !g->engines[i].up))
-            continue;
-        struct fan_answer *a = &f->answers[f->n++];
-        a->f = f;
-        a->engine = i;
-        char url[512];
-        snprintf(url, sizeof url, "%s%s", g->engines[i].url, net_call_uri(c));
-        net_client_request(g->client, method, url, NULL, len ? body : NULL, len, on_answer, a);
+    struct gw_engine *one = kind == FAN_READ ? reader(g) : NULL;
+    for (size_t i = 0; i < g->engines.n; i++) {
+        struct gw_engine *e = g->engines.v[i];
+        if (one ? e == one : !e->dead)
+            send_to(f, c, e);
     }
-    list_push_front(&g->fans, &f->link);
     if (f->n == 0) {
-        net_reply_error(c, 503, "service_unavailable", "no engine is up");
+        net_reply_error(c, 503, "service_unavailable", "no engine is alive");
         fan_free(f);
         return;
     }
+    if (kind == FAN_PAUSE)
+        gw_hold(g); /* from now: a turn sent now would meet a pausing engine */
     f->waiting = (int)f->n;
     net_call_defer(c, on_fan_cancel, f);
+}
+
+void gw_per_engine(void *ctx, struct net_call *c)
+{
+    (void)ctx;
+    net_reply_error(c, 400, "invalid_request_error",
+                    "%s takes a rank offset of its own on each engine, so the gateway does not "
+                    "send it on: call each engine at its URL with the rank_offset and world_size "
+                    "that GET /libra/v1/engines lists",
+                    net_call_path(c));
 }
 
 /* ---- events --------------------------------------------------------------------------------- */
@@ -283,23 +429,23 @@ void gw_admin_mode(void *ctx, struct net_call *c)
 void gw_status(void *ctx, struct net_call *c)
 {
     struct gw *g = ctx;
-    json_t *engines = json_array();
-    for (size_t i = 0; i < g->n_engines; i++) {
-        const struct gw_engine *e = &g->engines[i];
-        json_array_append_new(
-            engines,
-            json_pack("{s:I, s:s, s:i, s:i, s:s, s:s, s:I, s:i, s:I, s:I}", "id", (json_int_t)e->id,
-                      "url", e->url, "tp", e->tp, "bucket", e->bucket, "state",
-                      e->up ? "active" : "down", "weight_version", e->version, "step",
-                      (json_int_t)e->generation, "in_flight", e->in_flight, "requests",
-                      (json_int_t)e->requests, "errors", (json_int_t)e->errors));
-    }
     json_t *o = mode_json(g);
+    json_t *fleet = gw_engines_json(g);
     json_object_set_new(o, "step", json_integer(g->step));
     json_object_set_new(o, "live_trajectories", json_integer((json_int_t)map_size(&g->trajs)));
     json_object_set_new(o, "learn_pending", json_integer((json_int_t)g->finished.trajs.n));
-    json_object_set_new(o, "engines", engines);
+    json_object_set_new(o, "holding", json_boolean(g->holding));
+    json_object_set_new(o, "held", json_integer((json_int_t)g->n_held));
+    json_object_set(o, "engines", json_object_get(fleet, "engines"));
+    json_decref(fleet);
     net_reply_json(c, 200, o);
+}
+
+/* Whether e passes its health checks. */
+static bool up(const struct gw_engine *e)
+{
+    enum gw_engine_state s = gw_engine_state(e);
+    return s != GW_ENGINE_DEAD && s != GW_ENGINE_SUSPECT;
 }
 
 /* Upper bounds of the latency buckets, seconds (Prometheus' le). */
@@ -319,26 +465,29 @@ static void metrics_engines(const struct gw *g, FILE *out)
     fputs("# HELP libra_engine_in_flight Turns being proxied to an engine.\n"
           "# TYPE libra_engine_in_flight gauge\n",
           out);
-    for (size_t i = 0; i < g->n_engines; i++)
-        fprintf(out, "libra_engine_in_flight{instance=\"%zu\",tp=\"%d\"} %d\n", i, g->engines[i].tp,
-                g->engines[i].in_flight);
-    fputs("# HELP libra_engine_up Whether an engine answered its last call.\n"
+    for (size_t i = 0; i < g->engines.n; i++)
+        fprintf(out, "libra_engine_in_flight{instance=\"%lld\",tp=\"%d\"} %d\n",
+                (long long)g->engines.v[i]->id, g->engines.v[i]->tp, g->engines.v[i]->in_flight);
+    fputs("# HELP libra_engine_up Whether an engine passes its health checks (not suspect or "
+          "dead).\n"
           "# TYPE libra_engine_up gauge\n",
           out);
-    for (size_t i = 0; i < g->n_engines; i++)
-        fprintf(out, "libra_engine_up{instance=\"%zu\"} %d\n", i, g->engines[i].up);
+    for (size_t i = 0; i < g->engines.n; i++)
+        fprintf(out, "libra_engine_up{instance=\"%lld\"} %d\n", (long long)g->engines.v[i]->id,
+                up(g->engines.v[i]));
     fputs("# HELP libra_upstream_seconds Time from sending a turn to an engine to its last byte.\n"
           "# TYPE libra_upstream_seconds histogram\n",
           out);
-    for (size_t i = 0; i < g->n_engines; i++) {
-        const struct gw_engine *e = &g->engines[i];
+    for (size_t i = 0; i < g->engines.n; i++) {
+        const struct gw_engine *e = g->engines.v[i];
+        long long id = (long long)e->id;
         for (int b = 0; b < GW_LATENCY_BUCKETS; b++)
-            fprintf(out, "libra_upstream_seconds_bucket{instance=\"%zu\",le=\"%g\"} %llu\n", i,
+            fprintf(out, "libra_upstream_seconds_bucket{instance=\"%lld\",le=\"%g\"} %llu\n", id,
                     latency_le[b], (unsigned long long)e->latency[b]);
-        fprintf(out, "libra_upstream_seconds_bucket{instance=\"%zu\",le=\"+Inf\"} %llu\n", i,
+        fprintf(out, "libra_upstream_seconds_bucket{instance=\"%lld\",le=\"+Inf\"} %llu\n", id,
                 (unsigned long long)e->latency[GW_LATENCY_BUCKETS]);
-        fprintf(out, "libra_upstream_seconds_sum{instance=\"%zu\"} %.6f\n", i, e->latency_sum_s);
-        fprintf(out, "libra_upstream_seconds_count{instance=\"%zu\"} %llu\n", i,
+        fprintf(out, "libra_upstream_seconds_sum{instance=\"%lld\"} %.6f\n", id, e->latency_sum_s);
+        fprintf(out, "libra_upstream_seconds_count{instance=\"%lld\"} %llu\n", id,
                 (unsigned long long)e->latency[GW_LATENCY_BUCKETS]);
     }
 }
@@ -400,11 +549,14 @@ void gw_metrics(void *ctx, struct net_call *c)
             "libra_trajectories_finished_total %llu\n"
             "# HELP libra_step Weight-version changes of the fleet seen.\n"
             "# TYPE libra_step gauge\n"
-            "libra_step %lld\n",
+            "libra_step %lld\n"
+            "# HELP libra_requests_held Generation requests held while the fleet is paused.\n"
+            "# TYPE libra_requests_held gauge\n"
+            "libra_requests_held %zu\n",
             (unsigned long long)g->errors_bad_request, (unsigned long long)g->errors_upstream,
             (unsigned long long)g->errors_client_gone, (unsigned long long)g->resumed,
             (unsigned long long)g->resumed_aborts, map_size(&g->trajs),
-            (unsigned long long)g->trajectories_finished, (long long)g->step);
+            (unsigned long long)g->trajectories_finished, (long long)g->step, g->n_held);
     fclose(out);
     net_reply_raw(c, 200, "text/plain; version=0.0.4", text, len);
     free(text);
@@ -413,10 +565,10 @@ void gw_metrics(void *ctx, struct net_call *c)
 void gw_healthz(void *ctx, struct net_call *c)
 {
     struct gw *g = ctx;
-    size_t up = 0;
-    for (size_t i = 0; i < g->n_engines; i++)
-        up += g->engines[i].up;
-    net_reply_json(c, up ? 200 : 503,
-                   json_pack("{s:s, s:I, s:I}", "status", up ? "ok" : "no engine up", "engines",
-                             (json_int_t)g->n_engines, "up", (json_int_t)up));
+    size_t n_up = 0;
+    for (size_t i = 0; i < g->engines.n; i++)
+        n_up += up(g->engines.v[i]);
+    net_reply_json(c, n_up ? 200 : 503,
+                   json_pack("{s:s, s:I, s:I}", "status", n_up ? "ok" : "no engine up", "engines",
+                             (json_int_t)g->engines.n, "up", (json_int_t)n_up));
 }

@@ -5,6 +5,7 @@
  */
 #include "server/gateway.h"
 
+#include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
 #include <limits.h>
@@ -62,22 +63,6 @@ void gw_engine_version(struct gw *g, struct gw_engine *e, const char *v)
     e->generation = step;
 }
 
-void gw_registry(const struct gw *g, const struct gw_traj *t, struct sched_instance *inst,
-                 struct sched_registry *reg)
-{
-    for (size_t i = 0; i < g->n_engines; i++) {
-        const struct gw_engine *e = &g->engines[i];
-        inst[i] = (struct sched_instance){.id = e->id,
-                                          .tp = e->tp,
-                                          .bucket = e->bucket,
-                                          .running = e->in_flight,
-                                          .cap = INT_MAX,
-                                          .ready = e->up && (!t || e->generation >= t->generation)};
-    }
-    reg->inst = inst;
-    reg->n = g->n_engines;
-}
-
 /* ---- routes --------------------------------------------------------------------------------- */
 
 static const struct net_route routes[] = {
@@ -88,10 +73,18 @@ static const struct net_route routes[] = {
     {"/libra/v1/trajectories/*", NET_POST, gw_events_call},
     {"/libra/v1/admin/mode", NET_GET | NET_POST, gw_admin_mode},
     {"/libra/v1/status", NET_GET, gw_status},
+    {"/libra/v1/engines", NET_GET, gw_engines},
+    {"/libra/v1/engines/*", NET_POST, gw_engine_action},
     {"/metrics", NET_GET, gw_metrics},
     {"/healthz", NET_GET, gw_healthz},
     {"/health", NET_GET, gw_healthz},
-    /* control calls a trainer makes on "the engine": every engine gets them */
+    /* SGLang's model gateway: worker management */
+    {"/add_worker", NET_POST, gw_add_worker},
+    {"/remove_worker", NET_POST, gw_remove_worker},
+    {"/list_workers", NET_GET, gw_list_workers},
+    {"/workers", NET_GET | NET_POST, gw_workers},
+    {"/workers/*", NET_GET | NET_DELETE, gw_worker},
+    /* control calls a trainer makes on "the engine": reads go to one, the rest to every one */
     {"/v1/models", NET_GET, gw_fan_out},
     {"/get_model_info", NET_GET, gw_fan_out},
     {"/get_server_info", NET_GET, gw_fan_out},
@@ -102,7 +95,6 @@ static const struct net_route routes[] = {
     {"/continue_generation", NET_POST, gw_fan_out},
     {"/flush_cache", NET_GET | NET_POST, gw_fan_out},
     {"/update_weights_from_disk", NET_POST, gw_fan_out},
-    {"/init_weights_update_group", NET_POST, gw_fan_out},
     {"/update_weights_from_distributed", NET_POST, gw_fan_out},
     {"/update_weights_from_tensor", NET_POST, gw_fan_out},
     {"/release_memory_occupation", NET_GET | NET_POST, gw_fan_out},
@@ -114,47 +106,22 @@ static const struct net_route routes[] = {
     {"/wake_up", NET_POST, gw_fan_out},
     {"/is_sleeping", NET_GET, gw_fan_out},
     {"/reset_prefix_cache", NET_POST, gw_fan_out},
-    {"/init_weight_transfer_engine", NET_POST, gw_fan_out},
     {"/update_weights", NET_POST, gw_fan_out},
+    /* each engine takes its own rank offset: the trainer calls them itself */
+    {"/init_weights_update_group", NET_POST, gw_per_engine},
+    {"/init_weight_transfer_engine", NET_POST, gw_per_engine},
     {NULL, 0, NULL},
 };
 
 /* ---- the periodic tick ------------------------------------------------------------------------
  */
 
-static void on_poll(void *arg, int status, const char *body, size_t len, const char *error)
-{
-    struct gw_engine *e = arg;
-    struct gw *g = e->g;
-    (void)error;
-    e->polling = false;
-    e->up = status == 200;
-    if (status != 200 || !e->sglang)
-        return;
-    json_t *doc = json_loadb(body, len, 0, NULL);
-    const char *v = json_string_value(json_object_get(doc, "weight_version"));
-    if (v)
-        gw_engine_version(g, e, v);
-    json_decref(doc);
-}
-
-void gw_poll_engine(struct gw *g, struct gw_engine *e)
-{
-    if (e->polling)
-        return;
-    char url[320];
-    snprintf(url, sizeof url, "%s%s", e->url, e->sglang ? "/get_weight_version" : "/health");
-    e->polling = true;
-    net_client_request(g->client, "GET", url, NULL, NULL, 0, on_poll, e);
-}
-
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {
     struct gw *g = arg;
     (void)fd;
     (void)what;
-    for (size_t i = 0; i < g->n_engines; i++)
-        gw_poll_engine(g, &g->engines[i]);
+    gw_engines_tick(g);
     gw_traj_expire(g, gw_now());
 }
 
@@ -175,47 +142,38 @@ static int fail(struct gw *g, int rc, const char *fmt, ...)
     return -1;
 }
 
-/* The layout: sched.buckets, else the workload's reference; every engine's TP must be in it. */
-static int place_engines(struct gw *g)
+/* The layout: sched.buckets, else the workload's reference. Returns 0, or -1 with err. */
+static int make_layout(struct gw *g, char *err, size_t err_size)
 {
-    struct libra_error err = {0};
+    struct libra_error e = {0};
     const struct libra_config *cfg = g->cfg;
     if (cfg->sched.buckets[0]) {
-        if (spec_bucket_parse(&g->layout, cfg->sched.buckets, "sched.buckets", &err))
-            return fail(g, LIBRA_EINVAL, "%s", err.msg);
-    } else if (spec_bucket_default(&g->layout, cfg->workload.name, cfg->model.name)) {
-        return fail(g, LIBRA_EINVAL,
-                    "no reference bucket layout for workload '%s': give --set sched.buckets",
-                    cfg->workload.name);
+        if (spec_bucket_parse(&g->layout, cfg->sched.buckets, "sched.buckets", &e) == 0)
+            return 0;
+        snprintf(err, err_size, "%s", e.msg);
+        return -1;
     }
-    char text[SPEC_BUCKET_TEXT_MAX];
-    spec_bucket_format(&g->layout, text, sizeof text);
-    for (size_t i = 0; i < g->n_engines; i++) {
-        struct gw_engine *e = &g->engines[i];
-        e->bucket = -1;
-        for (int b = 0; b < g->layout.n && e->bucket < 0; b++)
-            if (spec_bucket_has_tp(&g->layout.bucket[b], e->tp))
-                e->bucket = b;
-        if (e->bucket < 0)
-            return fail(g, LIBRA_EINVAL,
-                        "engine %s is TP%d, which no bucket of %s serves (--set "
-                        "sched.buckets=...)",
-                        e->url, e->tp, text);
-    }
-    return 0;
+    if (spec_bucket_default(&g->layout, cfg->workload.name, cfg->model.name) == 0)
+        return 0;
+    snprintf(err, err_size,
+             "no reference bucket layout for workload '%s': give --set "
+             "sched.buckets",
+             cfg->workload.name);
+    return -1;
 }
 
-static int make_routers(struct gw *g)
+static int make_routers(struct gw *g, char *err, size_t err_size)
 {
-    struct libra_error err = {0};
+    struct libra_error e = {0};
     const struct libra_config *cfg = g->cfg;
     const struct sched_costs *costs = g->opt.costs.decode_s ? &g->opt.costs : NULL;
-    if (sched_router_from_config(&g->router, &cfg->sched, &g->layout, costs, &err) != 0)
-        return fail(g, LIBRA_EINVAL, "router: %s", err.msg);
     struct spec_sched_config sticky = cfg->sched;
     sticky.policy = SCHED_LOAD_BALANCE;
-    if (sched_router_from_config(&g->sticky, &sticky, &g->layout, NULL, &err) != 0)
-        return fail(g, LIBRA_EINVAL, "router: %s", err.msg);
+    if (sched_router_from_config(&g->router, &cfg->sched, &g->layout, costs, &e) != 0 ||
+        sched_router_from_config(&g->sticky, &sticky, &g->layout, NULL, &e) != 0) {
+        snprintf(err, err_size, "router: %s", e.msg);
+        return -1;
+    }
     sched_obs_defaults(&g->obs_config, cfg->workload.name, cfg->model.name);
     return 0;
 }
@@ -238,21 +196,22 @@ static int open_outputs(struct gw *g)
     return 0;
 }
 
+/* One --engine on its way to registration. */
+struct gw_start {
+    struct gw *g;
+    struct gw_engine *e; /* registered, not listed yet */
+};
+
+/* Every --engine registered: they are listed in flag order, and the gateway listens. */
 static void started(struct gw *g)
 {
-    for (size_t i = 0; i < g->n_engines; i++)
-        if (g->engines[i].tp < 1) {
-            fail(g, LIBRA_EINVAL,
-                 "engine %s: TP unknown (it does not answer SGLang's /get_server_info): give "
-                 "--engine %s,tp=N",
-                 g->engines[i].url, g->engines[i].url);
-            g->ready(g->ready_arg, g->start_rc, g->start_error);
-            return;
-        }
+    for (size_t i = 0; i < g->opt.n_engines; i++) {
+        gw_engine_list(g, g->starting[i].e);
+        g->starting[i].e = NULL;
+    }
     char err[256] = "";
-    if (place_engines(g) || make_routers(g) || open_outputs(g) ||
-        net_server_new(&g->server, g->base, g->opt.host, g->opt.port, &g->opt.limits, routes, NULL,
-                       g, err, sizeof err) != 0) {
+    if (open_outputs(g) || net_server_new(&g->server, g->base, g->opt.host, g->opt.port,
+                                          &g->opt.limits, routes, NULL, g, err, sizeof err) != 0) {
         if (err[0])
             fail(g, LIBRA_EIO, "cannot listen on %s:%d: %s", g->opt.host, g->opt.port, err);
         g->ready(g->ready_arg, g->start_rc, g->start_error);
@@ -265,27 +224,13 @@ static void started(struct gw *g)
     g->ready(g->ready_arg, 0, NULL);
 }
 
-/* What an engine said about itself at start-up (SGLang's /get_server_info; others 404). */
-static void on_info(void *arg, int status, const char *body, size_t len, const char *error)
+static void on_registered(void *arg, struct gw_engine *e, int status, const char *msg)
 {
-    struct gw_engine *e = arg;
-    struct gw *g = e->g;
-    if (status == 0)
-        fail(g, LIBRA_EIO, "engine %s: %s", e->url, error ? error : "no answer");
-    e->up = status != 0;
-    if (status == 200) {
-        json_t *doc = json_loadb(body, len, 0, NULL);
-        json_int_t tp = json_integer_value(json_object_get(doc, "tp_size"));
-        const char *v = json_string_value(json_object_get(doc, "weight_version"));
-        e->sglang = true;
-        if (tp >= 1 && e->tp >= 1 && tp != e->tp)
-            fail(g, LIBRA_EINVAL, "engine %s says it is TP%lld, not TP%d as --engine says", e->url,
-                 (long long)tp, e->tp);
-        if (tp >= 1)
-            e->tp = (int)tp;
-        gw_engine_version(g, e, v ? v : "");
-        json_decref(doc);
-    }
+    struct gw_start *s = arg;
+    struct gw *g = s->g;
+    s->e = e;
+    if (!e)
+        fail(g, status == 502 ? LIBRA_EIO : LIBRA_EINVAL, "%s", msg);
     if (--g->asking > 0)
         return;
     if (g->start_error[0])
@@ -294,10 +239,18 @@ static void on_info(void *arg, int status, const char *body, size_t len, const c
         started(g);
 }
 
-int gw_new(struct gw **out, struct event_base *base, const struct libra_config *cfg,
-           const struct gw_options *o, gw_ready_fn ready, void *arg, char *err, size_t err_size)
+/* Whether host is a loopback address: 127.0.0.0/8, ::1 or localhost. */
+static bool loopback(const char *host)
 {
-    *out = NULL;
+    struct in_addr a;
+    if (strcmp(host, "localhost") == 0 || strcmp(host, "::1") == 0)
+        return true;
+    return inet_pton(AF_INET, host, &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
+}
+
+/* The options' checks before anything is asked. Returns 0, or -1 with err. */
+static int check_options(const struct gw_options *o, char *err, size_t err_size)
+{
     if (o->n_engines == 0 || o->n_engines > GW_ENGINES_MAX) {
         snprintf(err, err_size, "give 1 to %d engines (--engine URL[,tp=N])", GW_ENGINES_MAX);
         return -1;
@@ -306,6 +259,23 @@ int gw_new(struct gw **out, struct event_base *base, const struct libra_config *
         snprintf(err, err_size, "prompt tokens, idle and poll times must be positive");
         return -1;
     }
+    if (!o->admin_token && !loopback(o->host)) {
+        snprintf(err, err_size,
+                 "--listen %s: a gateway other machines can reach needs an admin token "
+                 "(--admin-token-file or LIBRA_ADMIN_TOKEN); without one, listen on a loopback "
+                 "address (127.0.0.1, ::1, localhost)",
+                 o->host);
+        return -1;
+    }
+    return 0;
+}
+
+int gw_new(struct gw **out, struct event_base *base, const struct libra_config *cfg,
+           const struct gw_options *o, gw_ready_fn ready, void *arg, char *err, size_t err_size)
+{
+    *out = NULL;
+    if (check_options(o, err, err_size))
+        return -1;
     struct gw *g = xcalloc(1, sizeof *g);
     g->base = base;
     g->cfg = cfg;
@@ -316,22 +286,17 @@ int gw_new(struct gw **out, struct event_base *base, const struct libra_config *
     g->first_step_s = -1;
     map_init(&g->trajs);
     g->client = net_client_new(base);
-    if (!g->client) {
+    if (!g->client)
         snprintf(err, err_size, "cannot make a curl multi handle");
-        free(g);
+    if (!g->client || make_layout(g, err, err_size) || make_routers(g, err, err_size)) {
+        gw_free(g, NULL, 0);
         return -1;
     }
-    g->n_engines = o->n_engines;
     g->asking = (int)o->n_engines;
+    g->starting = xcalloc(o->n_engines, sizeof *g->starting);
     for (size_t i = 0; i < o->n_engines; i++) {
-        struct gw_engine *e = &g->engines[i];
-        e->g = g;
-        e->id = (int64_t)i;
-        snprintf(e->url, sizeof e->url, "%s", o->engines[i].url);
-        e->tp = o->engines[i].tp;
-        char url[320];
-        snprintf(url, sizeof url, "%s/get_server_info", e->url);
-        net_client_request(g->client, "GET", url, NULL, NULL, 0, on_info, e);
+        g->starting[i].g = g;
+        gw_engine_register(g, &o->engines[i], false, on_registered, &g->starting[i]);
     }
     *out = g;
     return 0;
@@ -340,10 +305,12 @@ int gw_new(struct gw **out, struct event_base *base, const struct libra_config *
 char *gw_ready_line(const struct gw *g)
 {
     json_t *engines = json_array();
-    for (size_t i = 0; i < g->n_engines; i++) {
-        const struct gw_engine *e = &g->engines[i];
-        json_array_append_new(engines, json_pack("{s:I, s:s, s:i, s:i}", "id", (json_int_t)e->id,
-                                                 "url", e->url, "tp", e->tp, "bucket", e->bucket));
+    for (size_t i = 0; i < g->engines.n; i++) {
+        const struct gw_engine *e = g->engines.v[i];
+        json_array_append_new(engines, json_pack("{s:I, s:s, s:s, s:i, s:i}", "id",
+                                                 (json_int_t)e->id, "url", e->url, "kind",
+                                                 e->kind == GW_KIND_SGLANG ? "sglang" : "vllm",
+                                                 "tp", e->tp, "bucket", e->bucket));
     }
     char url[128];
     int port = net_server_port(g->server);
@@ -367,6 +334,8 @@ int gw_free(struct gw *g, char *err, size_t err_size)
     gw_traj_free_all(g);
     net_client_free(g->client); /* no answer comes back after this */
     gw_fan_free_all(g);
+    gw_engines_free_all(g);
+    free(g->starting);
     map_free(&g->trajs);
     sched_router_free(g->router);
     sched_router_free(g->sticky);

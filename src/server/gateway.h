@@ -21,22 +21,18 @@
 #include <stddef.h>
 
 #include "net/http.h"
+#include "server/admin.h"
 #include "sched/router.h"
 #include "server/request.h"
 #include "spec/config.h"
 
 #define GW_ENGINES_MAX 256
 
-/* An engine as the command line names it. */
-struct gw_engine_spec {
-    const char *url; /* http://host:port, no trailing slash */
-    int tp;          /* tensor-parallel size; 0: ask the engine (SGLang /get_server_info) */
-};
-
 struct gw_options {
-    const char *host; /* listen address (default 127.0.0.1) */
+    const char *host; /* listen address (default 127.0.0.1); another than a loopback address
+                         needs admin_token */
     int port;         /* 0: chosen by the OS */
-    const struct gw_engine_spec *engines;
+    const struct gw_worker_spec *engines; /* registered at start, listed in this order */
     size_t n_engines;
     const char *admin_token;      /* bearer token of the admin calls; NULL: they answer 401 */
     const char *capture_path;     /* finished trajectories appended here as a trace; NULL: none */
@@ -56,14 +52,16 @@ void gw_options_default(struct gw_options *o);
 struct gw;
 
 /* Called once when the gateway listens (rc 0) or failed to start: rc LIBRA_EINVAL (an engine
- * without a known TP, a TP no bucket serves, a bad layout) or LIBRA_EIO (an engine that cannot
- * be reached, the port, the output files), msg says why. */
+ * without a known TP, a TP no bucket serves, an engine given twice) or LIBRA_EIO (an engine
+ * that cannot be reached or lacks a call the gateway relies on, the port, the output files),
+ * msg says why. */
 typedef void (*gw_ready_fn)(void *arg, int rc, const char *msg);
 
 /*
- * Starts a gateway on base for the experiment cfg (borrowed; must outlive it): asks every engine
- * what it is (TP, kind, weight version), then listens and calls ready. Returns 0, or -1 with err
- * when the options are wrong before anything is asked (ready is then not called).
+ * Starts a gateway on base for the experiment cfg (borrowed; must outlive it): registers every
+ * engine (asks it its kind, TP and weight version), then listens and calls ready. Returns 0, or
+ * -1 with err when the options are wrong before anything is asked (ready is then not called):
+ * no engine, a bad bucket layout, an address other than loopback without an admin token.
  */
 int gw_new(struct gw **out, struct event_base *base, const struct libra_config *cfg,
            const struct gw_options *o, gw_ready_fn ready, void *arg, char *err, size_t err_size);

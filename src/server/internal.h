@@ -1,8 +1,10 @@
 /*
- * Internals of the gateway shared by its files: gateway.c (set-up, engines, versions, routes),
- * proxy.c (a generation request from arrival to answer), traj.c (trajectories, their events,
- * learning at the step, the capture) and control.c (fan-out of control calls, admin, metrics).
- * Not an API: use server/gateway.h.
+ * Internals of the gateway shared by its files: gateway.c (set-up, versions, routes, tick),
+ * engines.c (the registry of engines: registration, states, health, listing), workers.c (the
+ * worker-management and engine routes), proxy.c (a generation request from arrival to answer,
+ * held while the fleet is paused), traj.c (trajectories, their events, learning at the step,
+ * the capture) and control.c (fan-out of control calls, admin, metrics). Not an API: use
+ * server/gateway.h.
  */
 #ifndef SERVER_INTERNAL_H
 #define SERVER_INTERNAL_H
@@ -13,6 +15,7 @@
 #include "net/client.h"
 #include "sched/eval.h"
 #include "sched/router.h"
+#include "server/admin.h"
 #include "server/gateway.h"
 #include "server/request.h"
 #include "trace/file.h"
@@ -23,19 +26,48 @@
 #define GW_VERSION_MAX 64     /* bytes of a weight version string */
 #define GW_LATENCY_BUCKETS 12 /* upstream latency histogram buckets */
 
-/* One engine behind the gateway. */
+#define GW_CHECK_LIMIT_S 5    /* a health check or registration call unanswered this long fails */
+#define GW_SUSPECT_CHECKS 2   /* consecutive failed health checks that make an engine suspect */
+#define GW_DEAD_CHECKS 5      /* ... that make it dead */
+#define GW_UPDATE_GRACE_S 180 /* a paused or loading engine is not dead for this long */
+
+enum gw_engine_kind { GW_KIND_SGLANG, GW_KIND_VLLM };
+
+/* An engine's state as listed: the first of these that holds (docs/serve.md "Engine states"). */
+enum gw_engine_state {
+    GW_ENGINE_DEAD,     /* failed GW_DEAD_CHECKS health checks in a row: gets nothing */
+    GW_ENGINE_DRAINING, /* to be removed once idle: no new turn */
+    GW_ENGINE_LENT,     /* lent to the elastic pool by the admin: no new turn */
+    GW_ENGINE_SUSPECT,  /* failing health checks or a transfer: new turns only when no other
+                           engine is ready */
+    GW_ENGINE_LOADING,  /* a weight update is in flight to it (it holds turns meanwhile) */
+    GW_ENGINE_PAUSED,   /* paused (a pause that passed, or its own /is_paused) */
+    GW_ENGINE_ACTIVE,
+};
+
+/* One engine behind the gateway. Allocated on its own and counted: removing it from the
+ * listing leaves it valid for the calls still pointing at it; the last of them frees it. */
 struct gw_engine {
     struct gw *g;
-    int64_t id; /* its index; the router's instance id */
-    char url[256];
+    struct list_node link; /* in gw.all (every engine allocated) */
+    int refs;              /* the listing, and every call in flight that points at it */
+    bool listed;           /* in gw.engines; false once removed */
+    int64_t id;            /* the router's instance id; never reused; -1 until listed */
+    char url[GW_URL_MAX];
+    enum gw_engine_kind kind;
+    char software[64]; /* the engine's own version ("0.5.4", "libra-emu 0.9.0") */
+    char model[128];   /* the model it serves, "" when it does not say */
     int tp;
-    int bucket;  /* in the router's layout */
-    bool sglang; /* answers SGLang's calls (get_server_info, get_weight_version) */
-    bool up;     /* answered its last call (a transfer error or a failed poll: down) */
+    int bucket;                   /* in the router's layout */
     char version[GW_VERSION_MAX]; /* weight version as the engine names it */
     int64_t generation;           /* the gateway step its weights belong to */
-    int in_flight;                /* turns being proxied to it */
-    bool polling;                 /* a poll is in flight */
+    bool dead, draining, lent, paused;
+    int loading;      /* weight updates in flight to it */
+    int fails;        /* consecutive failed health checks */
+    double held_s;    /* gw_now() when it was paused or began loading (the grace's start) */
+    bool polls_pause; /* vLLM: it answered /is_paused at registration, so it is polled */
+    bool checking;    /* its health check (and poll) is in flight */
+    int in_flight;    /* turns being proxied to it */
     uint64_t requests, errors;
     uint64_t latency[GW_LATENCY_BUCKETS + 1]; /* upstream seconds, cumulative buckets + count */
     double latency_sum_s;
@@ -49,7 +81,7 @@ struct gw_traj {
     int64_t generation;         /* its next turn goes to engines of this step or later */
     int64_t last_prompt_tokens; /* of its last turn */
     int64_t last_generated;     /* tokens its last turn generated */
-    int64_t instance;           /* engine of its last turn, -1 none */
+    int64_t instance;           /* engine id of its last turn, -1 none */
     int64_t version_start;      /* the gateway step of its first turn */
     bool in_flight;
     bool failed; /* its last turn got no answer: the next request sends that turn again */
@@ -64,18 +96,20 @@ struct gw {
     struct event_base *base;
     const struct libra_config *cfg;
     struct gw_options opt;
-    struct gw_engine_spec *specs; /* copies of the options' engines */
     gw_ready_fn ready;
     void *ready_arg;
     struct net_server *server;
     struct net_client *client;
-    struct event *tick;    /* polls engines, ends idle trajectories */
-    int asking;            /* start-up calls still in flight */
-    char start_error[256]; /* why the start failed; "" while it has not */
-    int start_rc;          /* ... LIBRA_EINVAL or LIBRA_EIO */
+    struct event *tick;        /* polls engines, ends idle trajectories */
+    int asking;                /* start-up registrations still in flight */
+    struct gw_start *starting; /* the --engine registrations, in flag order (gateway.c) */
+    char start_error[512];     /* why the start failed; "" while it has not */
+    int start_rc;              /* ... LIBRA_EINVAL or LIBRA_EIO */
 
-    size_t n_engines;
-    struct gw_engine engines[GW_ENGINES_MAX];
+    VEC(struct gw_engine *) engines; /* listed, in the order added (ids ascending) */
+    struct list all;                 /* every engine allocated, listed or not */
+    struct list probes;              /* registrations in flight (engines.c) */
+    int64_t next_engine_id;
     struct spec_bucket_layout layout;
     struct sched_obs_config obs_config;
     struct sched_router *router; /* sched.policy's */
@@ -84,6 +118,9 @@ struct gw {
 
     struct map trajs; /* identity -> struct gw_traj * */
     struct list fans; /* control calls waiting for the engines' answers (control.c) */
+    struct list held; /* generation requests held while the fleet is paused, newest first */
+    size_t n_held;
+    bool holding; /* a pause passed through: new turns wait for the continue */
     uint64_t next_rid;
     int64_t step;                     /* fleet weight-version changes seen */
     VEC(char *) versions;             /* every version string seen, in order */
@@ -116,13 +153,101 @@ double gw_now(void);
  * through): a version new to the fleet is the next step (learns, ticks). */
 void gw_engine_version(struct gw *g, struct gw_engine *e, const char *v);
 
-/* Asks e for its weight version (SGLang) or health (others), unless a poll is in flight. */
-void gw_poll_engine(struct gw *g, struct gw_engine *e);
+/* ---- engines.c ---------------------------------------------------------------------------- */
 
-/* The registry the router sees for traj t (NULL: a single turn): engines older than its last
- * one, or down, are not ready. inst holds n_engines. */
-void gw_registry(const struct gw *g, const struct gw_traj *t, struct sched_instance *inst,
-                 struct sched_registry *reg);
+/* What the router sees for one decision: the engines it may place a turn on. */
+struct gw_registry {
+    struct sched_registry reg;
+    struct sched_instance inst[GW_ENGINES_MAX];
+    struct gw_engine *engine[GW_ENGINES_MAX]; /* reg.inst[i]'s engine */
+};
+
+/*
+ * Fills r for traj t (NULL: a single turn): every listed engine that is not dead, draining or
+ * lent; ready are those not suspect whose weights are not older than those t's last turn ran
+ * on (the router places on others only when no engine is ready). A paused or loading engine is
+ * ready: it holds the turn until it carries on, as it would without the gateway.
+ */
+void gw_registry(const struct gw *g, const struct gw_traj *t, struct gw_registry *r);
+
+/* Takes a reference to e (a call that will point at it); returns e. */
+struct gw_engine *gw_engine_ref(struct gw_engine *e);
+
+/* Drops a reference; the last one (of a removed engine) frees it. e may be NULL. */
+void gw_engine_unref(struct gw_engine *e);
+
+/* The listed engine of id, or of url; NULL when none is. */
+struct gw_engine *gw_engine_by_id(const struct gw *g, int64_t id);
+struct gw_engine *gw_engine_by_url(const struct gw *g, const char *url);
+
+enum gw_engine_state gw_engine_state(const struct gw_engine *e);
+const char *gw_engine_state_name(enum gw_engine_state s);
+
+/* Whether e takes new turns at all (listed and not dead, draining or lent). */
+bool gw_engine_routable(const struct gw_engine *e);
+
+/* The least loaded routable engine other than not (NULL: any), those not suspect first; NULL
+ * when none is routable. Where a turn goes when its own engine failed it. */
+struct gw_engine *gw_engine_pick(const struct gw *g, const struct gw_engine * not );
+
+/* A transfer to e failed (no answer, or one cut): it is suspect until a health check passes. */
+void gw_engine_failed(struct gw_engine *e);
+
+/* e is paused (true) or carries on (false): a pause or continue it accepted. */
+void gw_engine_pause(struct gw_engine *e, bool paused);
+
+/* A weight update to e starts (+1) or ends (-1). */
+void gw_engine_loading(struct gw_engine *e, int delta);
+
+/* Asks SGLang engine e its weight version now (after an update it took). */
+void gw_engine_ask_version(struct gw_engine *e);
+
+/* A turn on e ended: a draining engine left idle is removed. */
+void gw_engine_turn_done(struct gw_engine *e);
+
+/*
+ * Removes e from the listing: at once when it is idle (or dead), else once its turns in flight
+ * end (it drains meanwhile). Returns true when it is gone now.
+ */
+bool gw_engine_remove(struct gw_engine *e);
+
+/* Called once an engine registered (e listed, status 0) or failed to (e NULL, status the HTTP
+ * status to answer, 400, 409 or 502, msg why). */
+typedef void (*gw_registered_fn)(void *arg, struct gw_engine *e, int status, const char *msg);
+
+/*
+ * Registers the engine spec names: asks it what it is (SGLang /get_server_info, else vLLM
+ * /version), that it answers the calls the gateway relies on (/health; SGLang
+ * /get_weight_version), its TP and a bucket that serves it; then lists it (list true: at the
+ * end, with the next id) or leaves it for the caller to gw_engine_list (start-up, in flag
+ * order). done is called once, never from inside this call.
+ */
+void gw_engine_register(struct gw *g, const struct gw_worker_spec *spec, bool list,
+                        gw_registered_fn done, void *arg);
+
+/* Lists e, registered and not listed: the next id, at the end of the listing. */
+void gw_engine_list(struct gw *g, struct gw_engine *e);
+
+/* Health checks and polls of every listed engine (the tick). */
+void gw_engines_tick(struct gw *g);
+
+/* An engine as /libra/v1/engines lists it (rank_offset given), and the whole listing. */
+json_t *gw_engine_json(const struct gw_engine *e, int64_t rank_offset);
+json_t *gw_engines_json(const struct gw *g);
+
+/* Frees every engine and registration (at shutdown, once no callback can come). */
+void gw_engines_free_all(struct gw *g);
+
+/* ---- workers.c ---------------------------------------------------------------------------- */
+
+/* SGLang model gateway's worker routes, and libra's engine routes (docs/serve.md). */
+void gw_add_worker(void *ctx, struct net_call *c);
+void gw_remove_worker(void *ctx, struct net_call *c);
+void gw_list_workers(void *ctx, struct net_call *c);
+void gw_workers(void *ctx, struct net_call *c);
+void gw_worker(void *ctx, struct net_call *c);
+void gw_engines(void *ctx, struct net_call *c);
+void gw_engine_action(void *ctx, struct net_call *c);
 
 /* ---- proxy.c ------------------------------------------------------------------------------ */
 
@@ -132,20 +257,27 @@ void gw_generate_vllm(void *ctx, struct net_call *c);
 void gw_completions(void *ctx, struct net_call *c);
 void gw_chat(void *ctx, struct net_call *c);
 
+/* A pause is on its way to the engines: generation requests wait from now on. */
+void gw_hold(struct gw *g);
+
+/* The fleet carries on: the requests held go, in the order they arrived. */
+void gw_release(struct gw *g);
+
 /* ---- traj.c ------------------------------------------------------------------------------- */
 
 /*
  * Routes one turn of the request r: starts its trajectory or continues it after its returns.
- * Returns the engine index, or -1 when no engine is registered. *traj is the trajectory (for a
- * request without identity, a single-turn one that gw_turn_end ends); *applied the decision
- * carried out.
+ * Returns the engine, or NULL when none takes turns. *traj is the trajectory (for a request
+ * without identity, a single-turn one that gw_turn_end ends); *applied the decision carried
+ * out.
  */
-long gw_route_turn(struct gw *g, const struct gw_request *r, struct gw_traj **traj,
-                   struct sched_decision *applied);
+struct gw_engine *gw_route_turn(struct gw *g, const struct gw_request *r, struct gw_traj **traj,
+                                struct sched_decision *applied);
 
-/* The turn of t (NULL: a single turn) on engine e ended: generated tokens (-1: failed). */
-void gw_turn_end(struct gw *g, struct gw_traj *t, const struct gw_request *r, long e,
-                 int64_t generated, int64_t cached);
+/* The turn of t (NULL: a single turn) on engine e (NULL: none) ended: generated tokens (-1:
+ * failed). */
+void gw_turn_end(struct gw *g, struct gw_traj *t, const struct gw_request *r,
+                 const struct gw_engine *e, int64_t generated, int64_t cached);
 
 /* Applies events from the events call to the trajectory named id. Returns 0, or -1 when no
  * live trajectory has that name. */
@@ -189,6 +321,7 @@ void gw_resume_free(struct gw_resume *s);
 
 /* The routes of control calls that go to every engine, admin, status and metrics. */
 void gw_fan_out(void *ctx, struct net_call *c);
+void gw_per_engine(void *ctx, struct net_call *c);
 void gw_events_call(void *ctx, struct net_call *c);
 void gw_admin_mode(void *ctx, struct net_call *c);
 void gw_status(void *ctx, struct net_call *c);

@@ -6,6 +6,11 @@
  * complete, so that a turn whose engine dies before answering can go, whole, to another engine
  * when the request opted in (libra.resume), and the gateway can read the token counts it
  * learns from. The client going away aborts the engine's transfer.
+ *
+ * While a pause the gateway forwarded holds (gw_hold), turns are not sent: new requests, turns
+ * sent again after an abort (abort-and-resume) and turns moving off a failed engine wait in
+ * arrival order, each still under the request cap and cancelled when its client leaves, and go
+ * when the fleet carries on (gw_release) — routed then, on the engines as they are then.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -27,7 +32,10 @@ struct proxy {
     struct gw_request req;
     struct gw_traj *traj;
     struct sched_decision decision;
-    long engine;
+    struct gw_engine *engine;   /* referenced; NULL before the turn is routed */
+    bool elsewhere;             /* the engine failed: the turn goes to another */
+    bool held;                  /* in gw.held */
+    struct list_node held_link; /* ... */
     int tries;
     double start_s;
     int status;
@@ -123,17 +131,26 @@ static void read_sse(struct proxy *p, const char *buf, size_t len)
 
 /* ---- the end of a request ------------------------------------------------------------------- */
 
+/* The engine's transfer ended. */
 static void engine_done(struct proxy *p)
 {
-    if (p->engine < 0)
+    gw_observe_latency(p->engine, gw_now() - p->start_s);
+    gw_engine_turn_done(p->engine);
+}
+
+static void unhold(struct proxy *p)
+{
+    if (!p->held)
         return;
-    struct gw_engine *e = &p->g->engines[p->engine];
-    e->in_flight--;
-    gw_observe_latency(e, gw_now() - p->start_s);
+    list_unlink(&p->g->held, &p->held_link);
+    p->g->n_held--;
+    p->held = false;
 }
 
 static void proxy_free(struct proxy *p)
 {
+    unhold(p);
+    gw_engine_unref(p->engine);
     vec_free(&p->body);
     gw_resume_free(&p->resume);
     free(p->resend);
@@ -144,8 +161,8 @@ static void proxy_free(struct proxy *p)
 static void end_turn(struct proxy *p, int64_t generated)
 {
     struct gw *g = p->g;
-    if (generated >= 0 && p->version[0] && p->engine >= 0)
-        gw_engine_version(g, &g->engines[p->engine], p->version);
+    if (generated >= 0 && p->version[0] && p->engine)
+        gw_engine_version(g, p->engine, p->version);
     gw_turn_end(g, p->traj, &p->req, p->engine, generated, p->cached);
     proxy_free(p);
 }
@@ -223,34 +240,26 @@ static bool on_data(void *arg, const char *buf, size_t len)
 static void send_turn(struct proxy *p);
 static bool resume(struct proxy *p);
 static void reply_held(struct proxy *p);
+static void go(struct proxy *p);
 
 /* The engine could not be reached or cut the answer before any byte reached the client. */
 static bool resubmit(struct proxy *p, const char *error)
 {
     struct gw *g = p->g;
-    struct gw_engine *e = &g->engines[p->engine];
-    e->up = false;
+    struct gw_engine *e = p->engine;
+    gw_engine_failed(e);
     e->errors++;
     g->errors_upstream++;
     if (!p->req.resume || p->started || ++p->tries >= PROXY_RESUBMITS_MAX)
         return false;
-    struct gw_traj *t = p->traj;
-    long next = -1;
-    for (size_t i = 0; i < g->n_engines && next < 0; i++) /* least loaded engine that is up */
-        if (g->engines[i].up && (next < 0 || g->engines[i].in_flight < g->engines[next].in_flight))
-            next = (long)i;
-    if (next < 0)
+    if (!g->holding && !gw_engine_pick(g, e))
         return false;
-    fprintf(stderr, "libra: serve: %s failed (%s); the turn goes to %s\n", e->url, error,
-            g->engines[next].url);
+    fprintf(stderr, "libra: serve: %s failed (%s); the turn goes to another engine\n", e->url,
+            error);
     g->resumed++;
-    p->engine = next;
-    p->decision.instance_id = next;
-    p->decision.placed_bucket = g->engines[next].bucket;
-    if (t)
-        t->instance = next;
+    p->elsewhere = true;
     p->body.n = 0;
-    send_turn(p);
+    go(p);
     return true;
 }
 
@@ -292,7 +301,7 @@ static bool resume(struct proxy *p)
     p->resend_len = n;
     p->g->resumed_aborts++;
     p->body.n = 0;
-    send_turn(p); /* the same engine: paused, it holds the rest until it continues */
+    go(p); /* the same engine, once the gateway no longer holds turns */
     return true;
 }
 
@@ -309,8 +318,7 @@ static void on_done(void *arg, const char *error)
         return;
     }
     if (error) {
-        net_reply_error(p->call, 502, "upstream_error", "engine %s: %s",
-                        p->g->engines[p->engine].url, error);
+        net_reply_error(p->call, 502, "upstream_error", "engine %s: %s", p->engine->url, error);
         end_turn(p, -1);
         return;
     }
@@ -322,7 +330,7 @@ static void on_done(void *arg, const char *error)
 static void send_turn(struct proxy *p)
 {
     struct gw *g = p->g;
-    struct gw_engine *e = &g->engines[p->engine];
+    struct gw_engine *e = p->engine;
     static const struct net_stream_ops ops = {on_head, on_data, on_done};
     size_t len;
     const char *body = net_call_body(p->call, &len);
@@ -349,12 +357,83 @@ static void send_turn(struct proxy *p)
     p->xfer = net_client_send(g->client, "POST", url, headers, auth ? 2 : 1, iov, n_iov, &ops, p);
 }
 
+/* ---- routing, and holding while paused -------------------------------------------------------
+ */
+
+/* Routes a new turn and sends it. */
+static void route_new(struct proxy *p)
+{
+    struct gw_engine *e = gw_route_turn(p->g, &p->req, &p->traj, &p->decision);
+    if (!e) {
+        net_reply_error(p->call, 503, "service_unavailable",
+                        "no engine takes turns (every one is dead, draining or lent)");
+        proxy_free(p);
+        return;
+    }
+    p->engine = gw_engine_ref(e);
+    send_turn(p);
+}
+
+/* Moves a routed turn to engine e. */
+static void move_to(struct proxy *p, struct gw_engine *e)
+{
+    gw_engine_unref(p->engine);
+    p->engine = gw_engine_ref(e);
+    p->decision.instance_id = e->id;
+    p->decision.placed_bucket = e->bucket;
+    if (p->traj)
+        p->traj->instance = e->id;
+}
+
+/* Sends the turn where it goes now, or holds it while the gateway holds turns. */
+static void go(struct proxy *p)
+{
+    struct gw *g = p->g;
+    if (g->holding) {
+        list_push_front(&g->held, &p->held_link);
+        g->n_held++;
+        p->held = true;
+        return;
+    }
+    if (!p->engine) {
+        route_new(p);
+        return;
+    }
+    if (p->elsewhere || !gw_engine_routable(p->engine)) {
+        struct gw_engine *next = gw_engine_pick(g, p->engine);
+        if (!next) {
+            net_reply_error(p->call, 502, "upstream_error",
+                            "engine %s cannot take the turn, and no other engine takes turns",
+                            p->engine->url);
+            end_turn(p, -1);
+            return;
+        }
+        move_to(p, next);
+        p->elsewhere = false;
+    }
+    send_turn(p);
+}
+
+void gw_hold(struct gw *g)
+{
+    g->holding = true;
+}
+
+void gw_release(struct gw *g)
+{
+    g->holding = false;
+    while (g->held.back) { /* the oldest first */
+        struct proxy *p = list_entry(g->held.back, struct proxy, held_link);
+        unhold(p);
+        go(p);
+    }
+}
+
 static void generate(struct gw *g, struct net_call *c, enum gw_api api)
 {
     struct proxy *p = xcalloc(1, sizeof *p);
     p->g = g;
     p->call = c;
-    p->engine = -1;
     size_t len;
     const char *body = net_call_body(c, &len);
     char err[256];
@@ -366,14 +445,8 @@ static void generate(struct gw *g, struct net_call *c, enum gw_api api)
         proxy_free(p);
         return;
     }
-    p->engine = gw_route_turn(g, &p->req, &p->traj, &p->decision);
-    if (p->engine < 0) {
-        net_reply_error(c, 503, "service_unavailable", "no engine is registered");
-        proxy_free(p);
-        return;
-    }
     net_call_defer(c, on_cancel, p);
-    send_turn(p);
+    go(p);
 }
 
 void gw_generate_sglang(void *ctx, struct net_call *c)

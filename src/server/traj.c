@@ -34,10 +34,11 @@ static void log_decision(struct gw *g, const struct gw_traj *t, size_t turn, boo
     fflush(g->decisions);
 }
 
-/* Carries out a pair of decisions: the mode's applies, the other is logged beside it. */
-static long apply(struct gw *g, struct gw_traj *t, size_t turn, bool again,
-                  const struct sched_decision *pol, const struct sched_decision *sticky,
-                  struct sched_decision *applied)
+/* Carries out a pair of decisions made on r: the mode's applies, the other is logged beside
+ * it. Returns the engine. */
+static struct gw_engine *apply(struct gw *g, const struct gw_registry *r, struct gw_traj *t,
+                               size_t turn, bool again, const struct sched_decision *pol,
+                               const struct sched_decision *sticky, struct sched_decision *applied)
 {
     const struct sched_decision *d = g->shadow ? sticky : pol;
     *applied = *d;
@@ -47,7 +48,7 @@ static long apply(struct gw *g, struct gw_traj *t, size_t turn, bool again,
         if (d->prev_instance_id >= 0 && d->prev_instance_id != d->instance_id)
             g->moves_by_bucket[d->placed_bucket]++;
     }
-    return (long)d->instance;
+    return r->engine[d->instance];
 }
 
 /* ---- trajectories --------------------------------------------------------------------------- */
@@ -149,34 +150,32 @@ static void gather_returns(struct gw *g, struct gw_traj *t, const struct gw_requ
 }
 
 /* Starts t: the first turn. */
-static long route_start(struct gw *g, struct gw_traj *t, const struct gw_request *r,
-                        struct sched_decision *applied)
+static struct gw_engine *route_start(struct gw *g, struct gw_traj *t, const struct gw_request *r,
+                                     struct sched_decision *applied)
 {
-    struct sched_instance inst[GW_ENGINES_MAX];
-    struct sched_registry reg;
-    gw_registry(g, t, inst, &reg);
+    struct gw_registry reg;
+    gw_registry(g, t, &reg);
     struct sched_start s = {.traj = t->rid,
                             .prompt = t->prompt,
                             .prompt_tokens = r->prompt_tokens,
                             .true_remaining_tokens = -1,
                             .now_s = gw_now()};
     struct sched_decision pol, sticky;
-    if (sched_router_start(g->router, &reg, &s, &pol) ||
-        sched_router_start(g->sticky, &reg, &s, &sticky))
-        return -1;
-    return apply(g, t, 0, false, &pol, &sticky, applied);
+    if (sched_router_start(g->router, &reg.reg, &s, &pol) ||
+        sched_router_start(g->sticky, &reg.reg, &s, &sticky))
+        return NULL;
+    return apply(g, &reg, t, 0, false, &pol, &sticky, applied);
 }
 
 /* Continues t after the returns of its last turn. */
-static long route_next(struct gw *g, struct gw_traj *t, const struct gw_request *r,
-                       struct sched_decision *applied)
+static struct gw_engine *route_next(struct gw *g, struct gw_traj *t, const struct gw_request *r,
+                                    struct sched_decision *applied)
 {
     size_t first = t->obs.n - t->pending.n; /* returns announced by the events call count */
     gather_returns(g, t, r);
     vec_push(&t->returns_at, first);
-    struct sched_instance inst[GW_ENGINES_MAX];
-    struct sched_registry reg;
-    gw_registry(g, t, inst, &reg);
+    struct gw_registry reg;
+    gw_registry(g, t, &reg);
     struct sched_return ev = {.traj = t->rid,
                               .obs = t->obs.v + first,
                               .n_obs = t->obs.n - first,
@@ -185,35 +184,50 @@ static long route_next(struct gw *g, struct gw_traj *t, const struct gw_request 
                               .sibling_mean_tokens = NAN,
                               .now_s = gw_now()};
     struct sched_decision pol, sticky;
-    if (sched_router_tool_return(g->router, &reg, &ev, &pol) ||
-        sched_router_tool_return(g->sticky, &reg, &ev, &sticky))
-        return -1;
-    return apply(g, t, t->turns.n, false, &pol, &sticky, applied);
+    if (sched_router_tool_return(g->router, &reg.reg, &ev, &pol) ||
+        sched_router_tool_return(g->sticky, &reg.reg, &ev, &sticky))
+        return NULL;
+    return apply(g, &reg, t, t->turns.n, false, &pol, &sticky, applied);
 }
 
 /* Sends t's failed turn again: where the policy keeps it (another engine when its own is
  * down), with no new returns — the client resends the same turn. */
-static long route_again(struct gw *g, struct gw_traj *t, struct sched_decision *applied)
+static struct gw_engine *route_again(struct gw *g, struct gw_traj *t,
+                                     struct sched_decision *applied)
 {
-    struct sched_instance inst[GW_ENGINES_MAX];
-    struct sched_registry reg;
-    gw_registry(g, t, inst, &reg);
+    struct gw_registry reg;
+    gw_registry(g, t, &reg);
     struct sched_decision pol, sticky;
-    if (sched_router_progress(g->router, &reg, t->rid, 0, &pol) ||
-        sched_router_progress(g->sticky, &reg, t->rid, 0, &sticky))
-        return -1;
-    return apply(g, t, t->turns.n, true, &pol, &sticky, applied);
+    if (sched_router_progress(g->router, &reg.reg, t->rid, 0, &pol) ||
+        sched_router_progress(g->sticky, &reg.reg, t->rid, 0, &sticky))
+        return NULL;
+    return apply(g, &reg, t, t->turns.n, true, &pol, &sticky, applied);
 }
 
 static void finish(struct gw *g, struct gw_traj *t, enum trace_finish how, bool has_reward,
                    double reward);
 
-long gw_route_turn(struct gw *g, const struct gw_request *r, struct gw_traj **out,
-                   struct sched_decision *applied)
+/* A second turn of t while one runs (parallel sampling): where the first runs, while that
+ * engine takes turns. */
+static struct gw_engine *route_beside(struct gw *g, const struct gw_traj *t,
+                                      struct sched_decision *applied)
+{
+    struct gw_engine *e = gw_engine_by_id(g, t->instance);
+    if (!e || !gw_engine_routable(e))
+        e = gw_engine_pick(g, NULL);
+    memset(applied, 0, sizeof *applied);
+    applied->instance_id = e ? e->id : -1;
+    applied->placed_bucket = e ? e->bucket : -1;
+    applied->reason = SCHED_REASON_STAY;
+    return e;
+}
+
+struct gw_engine *gw_route_turn(struct gw *g, const struct gw_request *r, struct gw_traj **out,
+                                struct sched_decision *applied)
 {
     *out = NULL;
-    if (g->n_engines == 0)
-        return -1;
+    if (!gw_engine_pick(g, NULL)) /* no engine takes turns: nothing of the request is read */
+        return NULL;
     union map_value v;
     struct gw_traj *t = NULL;
     if (r->id_source != GW_ID_NONE && map_get(&g->trajs, r->id, &v))
@@ -223,14 +237,9 @@ long gw_route_turn(struct gw *g, const struct gw_request *r, struct gw_traj **ou
             finish(g, t, r->events[i].finish, r->events[i].has_reward, r->events[i].reward);
             t = NULL;
         }
-    if (t && t->in_flight) { /* a second turn at once (parallel sampling): where the first runs */
-        memset(applied, 0, sizeof *applied);
-        applied->instance_id = t->instance;
-        applied->placed_bucket = g->engines[t->instance].bucket;
-        applied->reason = SCHED_REASON_STAY;
-        return (long)t->instance;
-    }
-    long e;
+    if (t && t->in_flight)
+        return route_beside(g, t, applied);
+    struct gw_engine *e;
     if (!t) {
         t = traj_new(g, r);
         if (r->id_source == GW_ID_NONE)
@@ -241,20 +250,20 @@ long gw_route_turn(struct gw *g, const struct gw_request *r, struct gw_traj **ou
     } else {
         e = t->failed ? route_again(g, t, applied) : route_next(g, t, r, applied);
     }
-    if (e < 0) {
+    if (!e) {
         if (r->id_source == GW_ID_NONE)
             traj_free(t);
-        return -1;
+        return NULL;
     }
     t->in_flight = true;
-    t->instance = e;
+    t->instance = e->id;
     t->last_active_s = gw_now();
     *out = t;
     return e;
 }
 
-void gw_turn_end(struct gw *g, struct gw_traj *t, const struct gw_request *r, long e,
-                 int64_t generated, int64_t cached)
+void gw_turn_end(struct gw *g, struct gw_traj *t, const struct gw_request *r,
+                 const struct gw_engine *e, int64_t generated, int64_t cached)
 {
     if (!t)
         return;
@@ -269,8 +278,8 @@ void gw_turn_end(struct gw *g, struct gw_traj *t, const struct gw_request *r, lo
         vec_push(&t->turns, turn);
         t->last_prompt_tokens = r->prompt_tokens;
         t->last_generated = generated;
-        if (e >= 0 && g->engines[e].generation > t->generation)
-            t->generation = g->engines[e].generation;
+        if (e && e->generation > t->generation)
+            t->generation = e->generation;
         sched_router_turn_done(g->router, t->rid, generated);
         sched_router_turn_done(g->sticky, t->rid, generated);
     }

@@ -129,19 +129,27 @@ def running(port):
     return load["num_running_reqs"], load["num_waiting_reqs"]
 
 
+TOKEN = "libra-e2e-admin-token-0123456789"  # the gateways' admin token (LIBRA_ADMIN_TOKEN)
+ADMIN = {"Authorization": "Bearer " + TOKEN}  # headers of an admin call
+
+
 class Serve(Process):
     """A running `libra serve` in front of engine URLs; .info is its ready line. Its notes on
-    standard error (mode switches, turns sent elsewhere) are allowed."""
+    standard error (mode switches, turns sent elsewhere, engines added) are allowed. Its admin
+    token is TOKEN unless token says otherwise (None: none)."""
 
     name, quiet = "libra serve", False
 
-    def __init__(self, *urls, args=(), env=None):
+    def __init__(self, *urls, args=(), env=None, token=TOKEN):
         cmd = [LIBRA, "serve", "--listen", "127.0.0.1:0"]
         for u in urls:
             cmd += ["--engine", u]
+        full = {k: v for k, v in os.environ.items() if k != "LIBRA_ADMIN_TOKEN"}
+        if token:
+            full["LIBRA_ADMIN_TOKEN"] = token
         self.proc = subprocess.Popen([*cmd, *args], stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, text=True,
-                                     env={**os.environ, **(env or {})})
+                                     env={**full, **(env or {})})
         line = self.proc.stdout.readline()
         assert line, self.proc.stderr.read()
         self.info = json.loads(line)

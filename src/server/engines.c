@@ -1,0 +1,568 @@
+/*
+ * The gateway's registry of engines: registering one (at start-up from --engine, at run time
+ * from the worker calls) by asking it what it is, listing it under an id never reused, its
+ * state, its health, and taking it out again.
+ *
+ * Why engines are allocated one by one and counted: a generation request, a control call or a
+ * health check in flight points at its engine, and the engine may be removed meanwhile (an
+ * admin call, a drain that ends). Removing only unlists it; the last call that points at it
+ * frees it. Ids come from a counter, so an id names one engine for the gateway's life.
+ *
+ * Health: every tick (--poll-s) each listed engine is asked GET /health with a limit of
+ * GW_CHECK_LIMIT_S; GW_SUSPECT_CHECKS failures in a row make it suspect (a transfer to it that
+ * fails makes it suspect at once), GW_DEAD_CHECKS make it dead — except while it is paused or
+ * loading weights, for up to GW_UPDATE_GRACE_S from the pause or the update's start: an engine
+ * busy with a 30-100 s update may not answer. A check that passes clears the count. Dead is
+ * final: an engine that comes back is registered again (its weights and TP are asked anew).
+ * After a check that passes, an SGLang engine is asked its weight version and a vLLM engine
+ * (when it has the call) whether it is paused: trainers may talk to engines directly.
+ */
+#include <jansson.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "server/internal.h"
+#include "util/alloc.h"
+
+/* ---- references and look-ups ---------------------------------------------------------------- */
+
+static struct gw_engine *engine_new(struct gw *g, const char *url)
+{
+    struct gw_engine *e = xcalloc(1, sizeof *e);
+    e->g = g;
+    e->refs = 1;
+    e->id = -1;
+    e->bucket = -1;
+    snprintf(e->url, sizeof e->url, "%s", url);
+    list_push_front(&g->all, &e->link);
+    return e;
+}
+
+static void engine_free(struct gw_engine *e)
+{
+    list_unlink(&e->g->all, &e->link);
+    free(e);
+}
+
+struct gw_engine *gw_engine_ref(struct gw_engine *e)
+{
+    e->refs++;
+    return e;
+}
+
+void gw_engine_unref(struct gw_engine *e)
+{
+    if (e && --e->refs == 0)
+        engine_free(e);
+}
+
+struct gw_engine *gw_engine_by_id(const struct gw *g, int64_t id)
+{
+    for (size_t i = 0; i < g->engines.n; i++)
+        if (g->engines.v[i]->id == id)
+            return g->engines.v[i];
+    return NULL;
+}
+
+struct gw_engine *gw_engine_by_url(const struct gw *g, const char *url)
+{
+    for (size_t i = 0; i < g->engines.n; i++)
+        if (strcmp(g->engines.v[i]->url, url) == 0)
+            return g->engines.v[i];
+    return NULL;
+}
+
+/* ---- states --------------------------------------------------------------------------------- */
+
+enum gw_engine_state gw_engine_state(const struct gw_engine *e)
+{
+    if (e->dead)
+        return GW_ENGINE_DEAD;
+    if (e->draining)
+        return GW_ENGINE_DRAINING;
+    if (e->lent)
+        return GW_ENGINE_LENT;
+    if (e->fails >= GW_SUSPECT_CHECKS)
+        return GW_ENGINE_SUSPECT;
+    if (e->loading > 0)
+        return GW_ENGINE_LOADING;
+    return e->paused ? GW_ENGINE_PAUSED : GW_ENGINE_ACTIVE;
+}
+
+const char *gw_engine_state_name(enum gw_engine_state s)
+{
+    static const char *const names[] = {
+        [GW_ENGINE_DEAD] = "dead",       [GW_ENGINE_DRAINING] = "draining",
+        [GW_ENGINE_LENT] = "lent",       [GW_ENGINE_SUSPECT] = "suspect",
+        [GW_ENGINE_LOADING] = "loading", [GW_ENGINE_PAUSED] = "paused",
+        [GW_ENGINE_ACTIVE] = "active",
+    };
+    return names[s];
+}
+
+bool gw_engine_routable(const struct gw_engine *e)
+{
+    return e->listed && !e->dead && !e->draining && !e->lent;
+}
+
+void gw_registry(const struct gw *g, const struct gw_traj *t, struct gw_registry *r)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < g->engines.n; i++) {
+        struct gw_engine *e = g->engines.v[i];
+        if (!gw_engine_routable(e))
+            continue;
+        bool fresh = !t || e->generation >= t->generation;
+        r->inst[n] = (struct sched_instance){
+            .id = e->id,
+            .tp = e->tp,
+            .bucket = e->bucket,
+            .running = e->in_flight,
+            .cap = INT_MAX,
+            .ready = fresh && e->fails < GW_SUSPECT_CHECKS,
+        };
+        r->engine[n++] = e;
+    }
+    r->reg.inst = r->inst;
+    r->reg.n = n;
+}
+
+struct gw_engine *gw_engine_pick(const struct gw *g, const struct gw_engine * not )
+{
+    struct gw_engine *best = NULL;
+    bool best_healthy = false;
+    for (size_t i = 0; i < g->engines.n; i++) {
+        struct gw_engine *e = g->engines.v[i];
+        if (e == not || !gw_engine_routable(e))
+            continue;
+        bool healthy = e->fails < GW_SUSPECT_CHECKS;
+        if (!best || healthy > best_healthy ||
+            (healthy == best_healthy && e->in_flight < best->in_flight)) {
+            best = e;
+            best_healthy = healthy;
+        }
+    }
+    return best;
+}
+
+void gw_engine_failed(struct gw_engine *e)
+{
+    if (e->fails < GW_SUSPECT_CHECKS)
+        e->fails = GW_SUSPECT_CHECKS;
+}
+
+void gw_engine_pause(struct gw_engine *e, bool paused)
+{
+    if (paused && !e->paused && e->loading == 0)
+        e->held_s = gw_now();
+    e->paused = paused;
+}
+
+void gw_engine_loading(struct gw_engine *e, int delta)
+{
+    if (delta > 0 && e->loading == 0 && !e->paused)
+        e->held_s = gw_now();
+    e->loading += delta;
+}
+
+/* ---- listing and removal -------------------------------------------------------------------- */
+
+static void unlist(struct gw_engine *e)
+{
+    struct gw *g = e->g;
+    size_t i = 0;
+    while (g->engines.v[i] != e)
+        i++;
+    memmove(g->engines.v + i, g->engines.v + i + 1, (g->engines.n - i - 1) * sizeof e);
+    g->engines.n--;
+    e->listed = false;
+    fprintf(stderr, "libra: serve: engine %lld (%s) removed\n", (long long)e->id, e->url);
+    gw_engine_unref(e);
+}
+
+bool gw_engine_remove(struct gw_engine *e)
+{
+    e->draining = true;
+    if (e->in_flight > 0 && !e->dead)
+        return false;
+    unlist(e);
+    return true;
+}
+
+void gw_engine_turn_done(struct gw_engine *e)
+{
+    e->in_flight--;
+    if (e->listed && e->draining && e->in_flight == 0)
+        unlist(e);
+}
+
+void gw_engine_list(struct gw *g, struct gw_engine *e)
+{
+    struct gw_engine *old = gw_engine_by_url(g, e->url); /* dead: place taken when registered */
+    if (old)
+        unlist(old);
+    e->id = g->next_engine_id++;
+    e->listed = true;
+    vec_push(&g->engines, e);
+    if (g->server)
+        fprintf(stderr, "libra: serve: engine %lld (%s) added: %s, TP%d, bucket %d\n",
+                (long long)e->id, e->url, e->kind == GW_KIND_SGLANG ? "sglang" : "vllm", e->tp,
+                e->bucket);
+}
+
+json_t *gw_engine_json(const struct gw_engine *e, int64_t rank_offset)
+{
+    return json_pack(
+        "{s:I, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:I, s:i, s:I, s:I, s:I}", "id",
+        (json_int_t)e->id, "url", e->url, "kind", e->kind == GW_KIND_SGLANG ? "sglang" : "vllm",
+        "version", e->software, "model", e->model, "tp", e->tp, "bucket", e->bucket, "state",
+        gw_engine_state_name(gw_engine_state(e)), "weight_version", e->version, "step",
+        (json_int_t)e->generation, "in_flight", e->in_flight, "requests", (json_int_t)e->requests,
+        "errors", (json_int_t)e->errors, "rank_offset", (json_int_t)rank_offset);
+}
+
+json_t *gw_engines_json(const struct gw *g)
+{
+    json_t *list = json_array();
+    int64_t rank = 1; /* rank 0 is the trainer */
+    for (size_t i = 0; i < g->engines.n; i++) {
+        json_array_append_new(list, gw_engine_json(g->engines.v[i], rank));
+        rank += g->engines.v[i]->tp;
+    }
+    return json_pack("{s:o, s:I, s:I}", "engines", list, "total", (json_int_t)g->engines.n,
+                     "world_size", (json_int_t)rank);
+}
+
+/* ---- registration --------------------------------------------------------------------------- */
+
+/* One engine being registered: the calls that ask it what it is, one after another. */
+struct probe {
+    struct list_node link; /* in gw.probes */
+    struct gw *g;
+    struct gw_engine *e; /* not listed yet; the probe holds its reference */
+    int given_tp;        /* 0: not given */
+    int said_tp;         /* what the engine said; 0: nothing */
+    bool list;
+    int info_status; /* /get_server_info's answer, for the message */
+    char weight_version[GW_VERSION_MAX];
+    gw_registered_fn done;
+    void *arg;
+};
+
+static void probe_free(struct probe *p)
+{
+    list_unlink(&p->g->probes, &p->link);
+    gw_engine_unref(p->e);
+    free(p);
+}
+
+/* Ends the registration: status 0 registered, else the HTTP status to answer and why. */
+static void finish(struct probe *p, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static void finish(struct probe *p, int status, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    struct gw *g = p->g;
+    struct gw_engine *e = p->e;
+    if (status != 0) {
+        p->done(p->arg, NULL, status, msg);
+        probe_free(p);
+        return;
+    }
+    if (e->kind == GW_KIND_SGLANG)
+        gw_engine_version(g, e, p->weight_version);
+    p->e = NULL; /* the reference goes to the listing, or to the caller who lists it */
+    if (p->list)
+        gw_engine_list(g, e);
+    p->done(p->arg, e, 0, NULL);
+    probe_free(p);
+}
+
+static void ask(struct probe *p, const char *path, net_response_fn fn)
+{
+    char url[GW_URL_MAX + 32];
+    snprintf(url, sizeof url, "%s%s", p->e->url, path);
+    net_client_request_within(p->g->client, "GET", url, NULL, NULL, 0, GW_CHECK_LIMIT_S, fn, p);
+}
+
+/* A JSON object answer, or NULL. */
+static json_t *object_of(int status, const char *body, size_t len)
+{
+    json_t *doc = status == 200 ? json_loadb(body, len, 0, NULL) : NULL;
+    if (json_is_object(doc))
+        return doc;
+    json_decref(doc);
+    return NULL;
+}
+
+static void copy_string(char *out, size_t size, const json_t *v)
+{
+    if (json_is_string(v))
+        snprintf(out, size, "%s", json_string_value(v));
+}
+
+/* Its TP, a bucket that serves it, a place in the listing: the last checks. */
+static void place(struct probe *p)
+{
+    struct gw *g = p->g;
+    struct gw_engine *e = p->e;
+    const struct gw_engine *same = gw_engine_by_url(g, e->url);
+    if (p->given_tp && p->said_tp && p->given_tp != p->said_tp) {
+        finish(p, 400, "engine %s says it is TP%d, not TP%d as given", e->url, p->said_tp,
+               p->given_tp);
+        return;
+    }
+    e->tp = p->said_tp ? p->said_tp : p->given_tp;
+    if (e->tp < 1) {
+        finish(p, 400,
+               "engine %s: TP unknown (it does not answer SGLang's /get_server_info): "
+               "give it (--engine %s,tp=N; /add_worker?url=...&tp=N; {\"tp\": N})",
+               e->url, e->url);
+        return;
+    }
+    for (int b = 0; b < g->layout.n && e->bucket < 0; b++)
+        if (spec_bucket_has_tp(&g->layout.bucket[b], e->tp))
+            e->bucket = b;
+    char text[SPEC_BUCKET_TEXT_MAX];
+    spec_bucket_format(&g->layout, text, sizeof text);
+    if (e->bucket < 0) {
+        finish(p, 400, "engine %s is TP%d, which no bucket of %s serves (--set sched.buckets=...)",
+               e->url, e->tp, text);
+        return;
+    }
+    if (same && !same->dead) {
+        finish(p, 409, "engine %s is registered already, as engine %lld", e->url,
+               (long long)same->id);
+        return;
+    }
+    if (g->engines.n >= GW_ENGINES_MAX) {
+        finish(p, 400, "the gateway serves at most %d engines", GW_ENGINES_MAX);
+        return;
+    }
+    finish(p, 0, "%s", "");
+}
+
+static void on_models(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct probe *p = arg;
+    json_t *doc = object_of(status, body, len);
+    json_t *first = json_array_get(json_object_get(doc, "data"), 0);
+    copy_string(p->e->model, sizeof p->e->model, json_object_get(first, "id"));
+    json_decref(doc);
+    place(p);
+}
+
+static void on_is_paused(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct probe *p = arg;
+    json_t *doc = object_of(status, body, len);
+    json_t *v = json_object_get(doc, "is_paused");
+    p->e->polls_pause = json_is_boolean(v); /* only in vLLM's development mode */
+    p->e->paused = json_is_true(v);
+    json_decref(doc);
+    ask(p, "/v1/models", on_models);
+}
+
+static void on_weight_version(void *arg, int status, const char *body, size_t len,
+                              const char *error)
+{
+    struct probe *p = arg;
+    json_t *doc = object_of(status, body, len);
+    json_t *v = json_object_get(doc, "weight_version");
+    bool ok = json_is_string(v);
+    copy_string(p->weight_version, sizeof p->weight_version, v);
+    json_decref(doc);
+    if (!ok) {
+        finish(p, 502,
+               "engine %s: /get_weight_version answered %d without a weight_version: the "
+               "gateway polls SGLang engines' weight versions with it",
+               p->e->url, status);
+        return;
+    }
+    place(p);
+}
+
+static void on_health(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct probe *p = arg;
+    if (status != 200) {
+        finish(p, 502,
+               "engine %s: /health answered %d%s%s: the gateway checks engines' health "
+               "with it",
+               p->e->url, status, error ? ": " : "", error ? error : "");
+        return;
+    }
+    if (p->e->kind == GW_KIND_SGLANG)
+        ask(p, "/get_weight_version", on_weight_version);
+    else
+        ask(p, "/is_paused", on_is_paused);
+}
+
+static void on_version(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct probe *p = arg;
+    json_t *doc = object_of(status, body, len);
+    json_t *v = json_object_get(doc, "version");
+    bool vllm = json_is_string(v);
+    copy_string(p->e->software, sizeof p->e->software, v);
+    json_decref(doc);
+    if (!vllm) {
+        finish(p, 502,
+               "engine %s answers neither SGLang's /get_server_info (%d) nor vLLM's "
+               "/version (%d%s%s): not an engine the gateway can drive",
+               p->e->url, p->info_status, status, error ? ": " : "", error ? error : "");
+        return;
+    }
+    p->e->kind = GW_KIND_VLLM;
+    ask(p, "/health", on_health);
+}
+
+static void on_info(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct probe *p = arg;
+    struct gw_engine *e = p->e;
+    if (status == 0) {
+        finish(p, 502, "engine %s cannot be reached: %s", e->url, error);
+        return;
+    }
+    json_t *doc = object_of(status, body, len);
+    p->info_status = status;
+    if (!doc) {
+        ask(p, "/version", on_version);
+        return;
+    }
+    e->kind = GW_KIND_SGLANG;
+    json_int_t tp = json_integer_value(json_object_get(doc, "tp_size"));
+    p->said_tp = tp >= 1 && tp <= INT_MAX ? (int)tp : 0;
+    copy_string(e->software, sizeof e->software, json_object_get(doc, "version"));
+    copy_string(e->model, sizeof e->model, json_object_get(doc, "model_path"));
+    json_decref(doc);
+    ask(p, "/health", on_health);
+}
+
+void gw_engine_register(struct gw *g, const struct gw_worker_spec *spec, bool list,
+                        gw_registered_fn done, void *arg)
+{
+    struct probe *p = xcalloc(1, sizeof *p);
+    *p = (struct probe){.g = g, .given_tp = spec->tp, .list = list, .done = done, .arg = arg};
+    p->e = engine_new(g, spec->url);
+    list_push_front(&g->probes, &p->link);
+    ask(p, "/get_server_info", on_info);
+}
+
+/* ---- health --------------------------------------------------------------------------------- */
+
+static void check_done(struct gw_engine *e)
+{
+    e->checking = false;
+    gw_engine_unref(e);
+}
+
+/* One more failed health check (error: why, when the engine gave no answer). */
+static void check_failed(struct gw_engine *e, const char *error)
+{
+    bool held = e->paused || e->loading > 0;
+    if (++e->fails == GW_SUSPECT_CHECKS)
+        fprintf(stderr, "libra: serve: engine %lld (%s) is suspect: /health %s\n", (long long)e->id,
+                e->url, error ? error : "did not answer 200");
+    if (e->fails < GW_DEAD_CHECKS || (held && gw_now() - e->held_s < GW_UPDATE_GRACE_S))
+        return;
+    e->dead = true;
+    fprintf(stderr, "libra: serve: engine %lld (%s) is dead: %d health checks failed in a row\n",
+            (long long)e->id, e->url, e->fails);
+    if (e->draining)
+        unlist(e);
+}
+
+/* Reads an answer of /get_weight_version. */
+static void read_version(struct gw_engine *e, int status, const char *body, size_t len)
+{
+    json_t *doc = e->listed ? object_of(status, body, len) : NULL;
+    const char *v = json_string_value(json_object_get(doc, "weight_version"));
+    if (v)
+        gw_engine_version(e->g, e, v);
+    json_decref(doc);
+}
+
+static void on_poll_version(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    read_version(arg, status, body, len);
+    check_done(arg);
+}
+
+static void on_asked_version(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    read_version(arg, status, body, len);
+    gw_engine_unref(arg);
+}
+
+static void on_poll_paused(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct gw_engine *e = arg;
+    json_t *doc = e->listed ? object_of(status, body, len) : NULL;
+    json_t *v = json_object_get(doc, "is_paused");
+    if (json_is_boolean(v))
+        gw_engine_pause(e, json_is_true(v));
+    json_decref(doc);
+    check_done(e);
+}
+
+static void poll(struct gw_engine *e, const char *path, net_response_fn fn)
+{
+    char url[GW_URL_MAX + 32];
+    snprintf(url, sizeof url, "%s%s", e->url, path);
+    net_client_request_within(e->g->client, "GET", url, NULL, NULL, 0, GW_CHECK_LIMIT_S, fn, e);
+}
+
+static void on_check(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct gw_engine *e = arg;
+    if (!e->listed || e->dead) {
+        check_done(e);
+        return;
+    }
+    if (status != 200) {
+        check_failed(e, error);
+        check_done(e);
+        return;
+    }
+    e->fails = 0;
+    if (e->kind == GW_KIND_SGLANG)
+        poll(e, "/get_weight_version", on_poll_version);
+    else if (e->polls_pause)
+        poll(e, "/is_paused", on_poll_paused);
+    else
+        check_done(e);
+}
+
+void gw_engine_ask_version(struct gw_engine *e)
+{
+    poll(gw_engine_ref(e), "/get_weight_version", on_asked_version);
+}
+
+void gw_engines_tick(struct gw *g)
+{
+    for (size_t i = 0; i < g->engines.n; i++) {
+        struct gw_engine *e = g->engines.v[i];
+        if (e->checking || e->dead)
+            continue;
+        e->checking = true;
+        poll(gw_engine_ref(e), "/health", on_check);
+    }
+}
+
+void gw_engines_free_all(struct gw *g)
+{
+    while (g->probes.front)
+        probe_free(list_entry(g->probes.front, struct probe, link));
+    while (g->all.front)
+        engine_free(list_entry(g->all.front, struct gw_engine, link));
+    vec_free(&g->engines);
+}
