@@ -381,8 +381,9 @@ static void on_fleet(void *arg, int status, const char *body, size_t len, const 
             continue; /* its ranks stay unused */
         u->members++;
         char member[224];
-        load_group_init_body(r->c->style, json_integer_value(json_object_get(e, "rank_offset")),
-                             world, member, sizeof member);
+        json_int_t before = json_integer_value(json_object_get(e, "rank_offset"));
+        load_group_init_body(r->c->style, 1 + before, world, member,
+                             sizeof member); /* trainer: 0 */
         snprintf(url, sizeof url, "%s%s", json_string_value(json_object_get(e, "url")), c->path);
         net_client_request(r->client, "POST", url, NULL, member, strlen(member), on_member, u);
     }

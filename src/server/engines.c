@@ -201,8 +201,8 @@ void gw_engine_turn_done(struct gw_engine *e)
 
 void gw_engine_list(struct gw *g, struct gw_engine *e)
 {
-    struct gw_engine *old = gw_engine_by_url(g, e->url); /* dead: place taken when registered */
-    if (old)
+    struct gw_engine *old = gw_engine_by_url(g, e->url);
+    if (old && old->dead) /* a live one made the registration fail (place) */
         unlist(old);
     e->id = g->next_engine_id++;
     e->listed = true;
@@ -227,13 +227,14 @@ json_t *gw_engine_json(const struct gw_engine *e, int64_t rank_offset)
 json_t *gw_engines_json(const struct gw *g)
 {
     json_t *list = json_array();
-    int64_t rank = 1; /* rank 0 is the trainer */
+    int64_t ranks = 0; /* of the engines listed so far */
     for (size_t i = 0; i < g->engines.n; i++) {
-        json_array_append_new(list, gw_engine_json(g->engines.v[i], rank));
-        rank += g->engines.v[i]->tp;
+        json_array_append_new(list, gw_engine_json(g->engines.v[i], ranks));
+        ranks += g->engines.v[i]->tp;
     }
+    int64_t world = 1 + ranks; /* rank 0 is the trainer */
     return json_pack("{s:o, s:I, s:I}", "engines", list, "total", (json_int_t)g->engines.n,
-                     "world_size", (json_int_t)rank);
+                     "world_size", (json_int_t)world);
 }
 
 /* ---- registration --------------------------------------------------------------------------- */
@@ -314,6 +315,11 @@ static void place(struct probe *p)
     struct gw *g = p->g;
     struct gw_engine *e = p->e;
     const struct gw_engine *same = gw_engine_by_url(g, e->url);
+    if (same && !same->dead) {
+        finish(p, 409, "engine %s is registered already, as engine %lld", e->url,
+               (long long)same->id);
+        return;
+    }
     if (p->given_tp && p->said_tp && p->given_tp != p->said_tp) {
         finish(p, 400, "engine %s says it is TP%d, not TP%d as given", e->url, p->said_tp,
                p->given_tp);
@@ -335,11 +341,6 @@ static void place(struct probe *p)
     if (e->bucket < 0) {
         finish(p, 400, "engine %s is TP%d, which no bucket of %s serves (--set sched.buckets=...)",
                e->url, e->tp, text);
-        return;
-    }
-    if (same && !same->dead) {
-        finish(p, 409, "engine %s is registered already, as engine %lld", e->url,
-               (long long)same->id);
         return;
     }
     if (g->engines.n >= GW_ENGINES_MAX) {
@@ -560,9 +561,17 @@ void gw_engines_tick(struct gw *g)
 
 void gw_engines_free_all(struct gw *g)
 {
-    while (g->probes.front)
-        probe_free(list_entry(g->probes.front, struct probe, link));
-    while (g->all.front)
-        engine_free(list_entry(g->all.front, struct gw_engine, link));
+    struct list_node *n = g->probes.front, *next;
+    for (; n; n = next) { /* abandoned: their callers free what they hold */
+        struct probe *p = list_entry(n, struct probe, link);
+        next = n->next;
+        p->done(p->arg, NULL, 0, "the gateway stopped");
+        free(p);
+    }
+    for (n = g->all.front; n; n = next) { /* the probes' engines too */
+        next = n->next;
+        free(list_entry(n, struct gw_engine, link));
+    }
+    g->probes = g->all = (struct list){0};
     vec_free(&g->engines);
 }

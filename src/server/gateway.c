@@ -228,6 +228,8 @@ static void on_registered(void *arg, struct gw_engine *e, int status, const char
 {
     struct gw_start *s = arg;
     struct gw *g = s->g;
+    if (!e && status == 0)
+        return; /* the gateway stops before it started */
     s->e = e;
     if (!e)
         fail(g, status == 502 ? LIBRA_EIO : LIBRA_EINVAL, "%s", msg);
@@ -259,6 +261,12 @@ static int check_options(const struct gw_options *o, char *err, size_t err_size)
         snprintf(err, err_size, "prompt tokens, idle and poll times must be positive");
         return -1;
     }
+    for (size_t i = 0; i < o->n_engines; i++)
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(o->engines[i].url, o->engines[k].url) == 0) {
+                snprintf(err, err_size, "--engine %s: given twice", o->engines[i].url);
+                return -1;
+            }
     if (!o->admin_token && !loopback(o->host)) {
         snprintf(err, err_size,
                  "--listen %s: a gateway other machines can reach needs an admin token "

@@ -211,8 +211,9 @@ void gw_engine_turn_done(struct gw_engine *e);
  */
 bool gw_engine_remove(struct gw_engine *e);
 
-/* Called once an engine registered (e listed, status 0) or failed to (e NULL, status the HTTP
- * status to answer, 400, 409 or 502, msg why). */
+/* Called once an engine registered (e, status 0) or failed to (e NULL, status the HTTP status
+ * to answer, 400, 409 or 502, msg why), or when the gateway stops first (e NULL, status 0:
+ * nothing to answer; the caller frees what arg holds). */
 typedef void (*gw_registered_fn)(void *arg, struct gw_engine *e, int status, const char *msg);
 
 /*
@@ -231,11 +232,14 @@ void gw_engine_list(struct gw *g, struct gw_engine *e);
 /* Health checks and polls of every listed engine (the tick). */
 void gw_engines_tick(struct gw *g);
 
-/* An engine as /libra/v1/engines lists it (rank_offset given), and the whole listing. */
+/* An engine as /libra/v1/engines lists it, rank_offset given (the TP sizes of the engines
+ * listed before it); and the whole listing, with the group's world_size (1 + every TP size:
+ * rank 0 is the trainer). */
 json_t *gw_engine_json(const struct gw_engine *e, int64_t rank_offset);
 json_t *gw_engines_json(const struct gw *g);
 
-/* Frees every engine and registration (at shutdown, once no callback can come). */
+/* Frees every engine, and every registration after telling its caller (at shutdown, once no
+ * answer can come). */
 void gw_engines_free_all(struct gw *g);
 
 /* ---- workers.c ---------------------------------------------------------------------------- */

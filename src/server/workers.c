@@ -12,10 +12,10 @@
 #include "server/internal.h"
 #include "util/alloc.h"
 
-/* The rank offset of listed engine e: 1 + the TP sizes of the engines listed before it. */
+/* The rank offset of listed engine e: the TP sizes of the engines listed before it. */
 static int64_t rank_offset(const struct gw *g, const struct gw_engine *e)
 {
-    int64_t rank = 1;
+    int64_t rank = 0;
     for (size_t i = 0; i < g->engines.n && g->engines.v[i] != e; i++)
         rank += g->engines.v[i]->tp;
     return rank;
@@ -57,7 +57,7 @@ static void on_added(void *arg, struct gw_engine *e, int status, const char *msg
         net_reply_json(a->call, 200,
                        json_pack("{s:b, s:s, s:I, s:o}", "success", 1, "message", text, "worker_id",
                                  (json_int_t)e->id, "worker", worker_json(a->g, e)));
-    } else if (a->call) {
+    } else if (a->call && status) {
         net_reply_error(a->call, status,
                         status == 502   ? "upstream_error"
                         : status == 409 ? "conflict_error"
@@ -206,8 +206,10 @@ void gw_engine_action(void *ctx, struct net_call *c)
     if (!gw_admin(g, c))
         return;
     const char *rest = net_call_path(c) + strlen("/libra/v1/engines/");
-    if (gw_engine_action_parse(rest, &id, action, err, sizeof err) != 0 ||
-        (strcmp(action, "drain") && strcmp(action, "lend") && strcmp(action, "reclaim"))) {
+    bool known = gw_engine_action_parse(rest, &id, action, err, sizeof err) == 0 &&
+                 (strcmp(action, "drain") == 0 || strcmp(action, "lend") == 0 ||
+                  strcmp(action, "reclaim") == 0);
+    if (!known) {
         net_reply_error(c, 404, "not_found_error", "%s (actions: drain, lend, reclaim)",
                         err[0] ? err : "unknown engine action");
         return;
