@@ -18,10 +18,14 @@ Usage: bench/serve_ab.py [--libra PATH] [--workload W] [--steps S] [--batch B] [
 import argparse
 import json
 import os
+import secrets
 import subprocess
 import sys
 import tempfile
 import urllib.request
+
+# The gateway takes weight updates only with its admin token; libra load sends this one.
+os.environ["LIBRA_ADMIN_TOKEN"] = secrets.token_hex(16)
 
 
 def run(cmd, **kw):
