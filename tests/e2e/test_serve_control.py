@@ -6,6 +6,7 @@ partial failure; the admin token. Real processes on loopback: `libra serve` in f
 
 import http.server
 import json
+import socket
 import subprocess
 import threading
 import time
@@ -177,6 +178,26 @@ def test_an_areal_style_update_holds_new_turns_and_loses_none():
         status = get(gw.port, "/libra/v1/status")[1]
         assert status["held"] == 0 and not status["holding"]
         assert [e["weight_version"] for e in status["engines"]] == ["v2", "v2"]
+
+
+def test_a_held_turn_obeys_the_request_cap_and_its_client_leaving():
+    with Emu("--instances", "tp1") as emu, \
+            Serve(emu.instances[0]["url"], args=[*ONE_BUCKET, "--request-cap-s", "1"]) as gw:
+        assert post(gw.port, "/pause_generation", {"mode": "in_place"}, headers=ADMIN)[0] == 200
+        t0 = time.monotonic()
+        status, doc = turn(gw.port, PROMPT, 5, {"trajectory": "capped"})
+        assert status == 504 and 0.9 < time.monotonic() - t0 < 10, (status, doc)
+        s = socket.create_connection(("127.0.0.1", gw.port))
+        body = json.dumps({"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 5}}).encode()
+        s.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                  % (len(body), body))
+        wait_for(lambda: get(gw.port, "/libra/v1/status")[1]["held"] == 1, what="a held turn")
+        s.close()
+        wait_for(lambda: get(gw.port, "/libra/v1/status")[1]["held"] == 0, what="its client gone")
+        assert 'libra_errors_total{cause="client_gone"} 1' in get(gw.port, "/metrics")[1]
+        assert post(gw.port, "/continue_generation", {}, headers=ADMIN)[0] == 200
+        assert turn(gw.port, PROMPT, 5, {"trajectory": "after"})[0] == 200
+        assert get(emu.port(), "/v1/loads")[1]["loads"][0]["num_running_reqs"] == 0
 
 
 # ---- the registry --------------------------------------------------------------------------------
