@@ -88,6 +88,8 @@ static const struct net_route routes[] = {
     {"/libra/v1/trajectories/*", NET_POST, gw_events_call},
     {"/libra/v1/admin/mode", NET_GET | NET_POST, gw_admin_mode},
     {"/libra/v1/status", NET_GET, gw_status},
+    {"/libra/v1/plan", NET_GET, gw_plan_call},
+    {"/libra/v1/buckets", NET_POST, gw_buckets_call},
     {"/metrics", NET_GET, gw_metrics},
     {"/healthz", NET_GET, gw_healthz},
     {"/health", NET_GET, gw_healthz},
@@ -175,12 +177,35 @@ static int fail(struct gw *g, int rc, const char *fmt, ...)
     return -1;
 }
 
-/* The layout: sched.buckets, else the workload's reference; every engine's TP must be in it. */
+int gw_engine_buckets(const struct gw *g, const struct spec_bucket_layout *l, int *bucket,
+                      char *err, size_t err_size)
+{
+    for (size_t i = 0; i < g->n_engines; i++) {
+        const struct gw_engine *e = &g->engines[i];
+        bucket[i] = -1;
+        for (int b = 0; b < l->n && bucket[i] < 0; b++)
+            if (spec_bucket_has_tp(&l->bucket[b], e->tp))
+                bucket[i] = b;
+        if (bucket[i] < 0) {
+            char text[SPEC_BUCKET_TEXT_MAX];
+            spec_bucket_format(l, text, sizeof text);
+            snprintf(err, err_size, "engine %s is TP%d, which no bucket of %s serves", e->url,
+                     e->tp, text);
+            return -1;
+        }
+    }
+    return 0;
+}
+
+/* The layout: --plan's, else sched.buckets, else the workload's reference; every engine's TP
+ * must be in it. */
 static int place_engines(struct gw *g)
 {
     struct libra_error err = {0};
     const struct libra_config *cfg = g->cfg;
-    if (cfg->sched.buckets[0]) {
+    if (gw_plan_layout(g, &g->layout)) {
+        /* the plan's, over sched.buckets */
+    } else if (cfg->sched.buckets[0]) {
         if (spec_bucket_parse(&g->layout, cfg->sched.buckets, "sched.buckets", &err))
             return fail(g, LIBRA_EINVAL, "%s", err.msg);
     } else if (spec_bucket_default(&g->layout, cfg->workload.name, cfg->model.name)) {
@@ -188,20 +213,13 @@ static int place_engines(struct gw *g)
                     "no reference bucket layout for workload '%s': give --set sched.buckets",
                     cfg->workload.name);
     }
-    char text[SPEC_BUCKET_TEXT_MAX];
-    spec_bucket_format(&g->layout, text, sizeof text);
-    for (size_t i = 0; i < g->n_engines; i++) {
-        struct gw_engine *e = &g->engines[i];
-        e->bucket = -1;
-        for (int b = 0; b < g->layout.n && e->bucket < 0; b++)
-            if (spec_bucket_has_tp(&g->layout.bucket[b], e->tp))
-                e->bucket = b;
-        if (e->bucket < 0)
-            return fail(g, LIBRA_EINVAL,
-                        "engine %s is TP%d, which no bucket of %s serves (--set "
-                        "sched.buckets=...)",
-                        e->url, e->tp, text);
-    }
+    int bucket[GW_ENGINES_MAX];
+    char why[512];
+    if (gw_engine_buckets(g, &g->layout, bucket, why, sizeof why) != 0)
+        return fail(g, LIBRA_EINVAL, "%s (%s)", why,
+                    g->opt.plan ? "--plan's layout" : "--set sched.buckets=...");
+    for (size_t i = 0; i < g->n_engines; i++)
+        g->engines[i].bucket = bucket[i];
     return 0;
 }
 
@@ -258,6 +276,7 @@ static void started(struct gw *g)
         g->ready(g->ready_arg, g->start_rc, g->start_error);
         return;
     }
+    gw_plan_check_fleet(g);
     g->tick = event_new(g->base, -1, EV_PERSIST, on_tick, g);
     struct timeval tv = {(time_t)g->opt.poll_s,
                          (suseconds_t)((g->opt.poll_s - (double)(time_t)g->opt.poll_s) * 1e6)};
@@ -306,6 +325,10 @@ int gw_new(struct gw **out, struct event_base *base, const struct libra_config *
         snprintf(err, err_size, "prompt tokens, idle and poll times must be positive");
         return -1;
     }
+    if (!o->hw || !o->model) {
+        snprintf(err, err_size, "the experiment's hardware and model presets are needed");
+        return -1;
+    }
     struct gw *g = xcalloc(1, sizeof *g);
     g->base = base;
     g->cfg = cfg;
@@ -321,6 +344,7 @@ int gw_new(struct gw **out, struct event_base *base, const struct libra_config *
         free(g);
         return -1;
     }
+    g->planning = gw_planning_new(g);
     g->n_engines = o->n_engines;
     g->asking = (int)o->n_engines;
     for (size_t i = 0; i < o->n_engines; i++) {
@@ -364,7 +388,8 @@ int gw_free(struct gw *g, char *err, size_t err_size)
     net_server_free(g->server); /* cancels the calls held: their turns end */
     if (g->tick)
         event_free(g->tick);
-    gw_traj_free_all(g);
+    gw_traj_free_all(g); /* each is kept in the window as it ends */
+    gw_planning_free(g->planning);
     net_client_free(g->client); /* no answer comes back after this */
     gw_fan_free_all(g);
     map_free(&g->trajs);
