@@ -80,11 +80,11 @@ static struct plan_state *setup_case(const struct bench_case *bc)
     s->turns = xmallocarray(bc->sample, sizeof *s->turns);
     s->tool_s = xmallocarray(bc->sample, sizeof *s->tool_s);
     for (size_t i = 0; i < bc->sample; i++) {
-        s->prompt[i] = l[i].prompt_tokens;
-        s->gen[i] = l[i].generated_tokens;
-        s->tool[i] = l[i].tool_tokens;
-        s->turns[i] = l[i].turns;
-        s->tool_s[i] = l[i].tool_s;
+        s->prompt[i] = l[i].len.prompt_tokens;
+        s->gen[i] = l[i].len.generated_tokens;
+        s->tool[i] = l[i].len.tool_tokens;
+        s->turns[i] = l[i].len.turns;
+        s->tool_s[i] = l[i].len.tool_s;
     }
     free(l);
     workload_presets_free(&wp);

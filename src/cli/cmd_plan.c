@@ -25,8 +25,6 @@
 #include "util/error.h"
 #include "util/workers.h"
 
-#define SCHEMA "libra.plan/1"
-
 static const char help[] =
     "usage: libra plan [CONFIG] [--gpus N] [--hardware H] [--model M] [--batch B]\n"
     "                  [--samples n] [--mode colocated|async] [--time-limit-s T] [--seed S]\n"
@@ -307,20 +305,9 @@ static char *text_output(const struct libra_config *cfg, const struct planned *p
 
 static json_t *json_output(const struct libra_config *cfg, const struct planned *pl)
 {
-    const struct plan_result *r = &pl->plan, *het = &pl->het;
-    json_t *doc = spec_config_envelope(SCHEMA, cfg);
-    json_object_update_new(doc, plan_result_to_json(r));
-    json_object_set_new(json_object_get(doc, "sample"), "source", json_string(pl->source));
-    if (pl->analytic.gpus) { /* the search's own figures, not the chosen candidate's re-solve */
-        json_t *a = plan_result_to_json(&pl->analytic);
-        json_object_set(doc, "search", json_object_get(a, "search"));
-        json_decref(a);
-    }
+    const struct plan_result *r = &pl->plan;
     const struct plan_result *searched = pl->analytic.gpus ? &pl->analytic : r;
-    if (het->feasible && r->feasible)
-        json_object_set_new(doc, "heterogeneous",
-                            json_pack("{s:f, s:f}", "step_s", het->step_s, "gain",
-                                      (searched->step_s - het->step_s) / searched->step_s));
+    json_t *doc = plan_document(cfg, r, searched, &pl->het, pl->source);
     if (r->feasible) {
         json_t *v = pl->verification.n_verified ? sim_verification_to_json(&pl->verification)
                                                 : json_pack("{s:s}", "none", pl->unverified_why);

@@ -1,9 +1,12 @@
 /*
  * `libra serve`: runs the gateway (server/gateway.h) in front of the engines named on the
  * command line until SIGINT or SIGTERM, printing one JSON line with its URL once it listens.
+ * With --plan it starts from a plan `libra plan --json` wrote (read here: files are the
+ * process layer's).
  */
 #include <curl/curl.h>
 #include <errno.h>
+#include <event2/thread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,19 +14,23 @@
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
+#include "plan/fleet.h"
 #include "sched/router.h"
 #include "server/gateway.h"
 #include "util/alloc.h"
+#include "util/json.h"
 
 static const char help[] =
     "usage: libra serve [EXPERIMENT] --engine URL[,tp=N] [--engine ...] [--listen HOST:PORT]\n"
-    "                   [--mode shadow|POLICY] [--capture FILE] [flags]\n"
+    "                   [--mode shadow|POLICY] [--plan FILE] [--capture FILE] [flags]\n"
     "\n"
     "Runs the C-MLFQ gateway in front of vLLM/SGLang engines (docs/serve.md): every turn of\n"
     "every trajectory is routed by the experiment's sched section (the simulator's calls) and\n"
     "proxied byte for byte; control calls (pause, weight updates, loads) go to every engine.\n"
     "Engines are added and removed at run time through SGLang's worker calls (/add_worker,\n"
-    "/workers) and listed at /libra/v1/engines. Prints one JSON line with its URL when it\n"
+    "/workers) and listed at /libra/v1/engines. GET /libra/v1/plan plans the experiment's\n"
+    "cluster on the trajectories seen to finish; POST /libra/v1/buckets (admin) re-buckets the\n"
+    "engines (docs/serve.md \"Plans and buckets\"). Prints one JSON line with its URL when it\n"
     "listens; stops on SIGINT or SIGTERM.\n"
     "\n"
     "  --engine URL[,tp=N]    an engine (repeatable); its kind, version and TP asked of it\n"
@@ -34,6 +41,9 @@ static const char help[] =
     "                         logged beside it) or sched.policy's name (default: route by it)\n"
     "  --admin-token-file F   bearer token of the admin calls: every call that changes state\n"
     "                         (else LIBRA_ADMIN_TOKEN; without either, they answer 401)\n"
+    "  --plan FILE            start from a plan of libra plan --json: its buckets are the\n"
+    "                         layout (over sched.buckets); engines that are not its\n"
+    "                         instances are named on stderr\n"
     "  --capture FILE         append every finished trajectory to FILE as a trace\n"
     "  --decisions FILE       one JSON line per routing decision\n"
     "  --rid-identity         the body's rid names the trajectory (for clients that send one\n"
@@ -66,6 +76,7 @@ enum {
     OPT_CAP,
     OPT_READ,
     OPT_MAX_CONN,
+    OPT_PLAN,
 };
 
 static const struct option own_options[] = {
@@ -84,6 +95,7 @@ static const struct option own_options[] = {
     {"request-cap-s", required_argument, NULL, OPT_CAP},
     {"request-read-s", required_argument, NULL, OPT_READ},
     {"max-connections", required_argument, NULL, OPT_MAX_CONN},
+    {"plan", required_argument, NULL, OPT_PLAN},
     {0},
 };
 
@@ -91,8 +103,9 @@ struct opts {
     struct gw_options gw;
     struct gw_worker_spec engines[GW_ENGINES_MAX];
     char host[256];
-    const char *mode, *token_file;
+    const char *mode, *token_file, *plan_file;
     char *token; /* owned */
+    struct plan_fleet plan;
 };
 
 /* "URL[,tp=N]" */
@@ -149,6 +162,9 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
         return 0;
     case OPT_TOKEN_FILE:
         o->token_file = optarg;
+        return 0;
+    case OPT_PLAN:
+        o->plan_file = optarg;
         return 0;
     case OPT_CAPTURE:
         o->gw.capture_path = optarg;
@@ -221,6 +237,28 @@ static int read_token(struct opts *o)
     return 0;
 }
 
+/* --plan FILE: the fleet of a plan document, errors at FILE:LINE:COL. */
+static int read_plan(struct opts *o)
+{
+    if (!o->plan_file)
+        return 0;
+    char *text;
+    size_t len;
+    int rc = cli_read_file(o->plan_file, &text, &len);
+    if (rc)
+        return rc;
+    struct ujson_doc doc = {0};
+    struct libra_error err = {0};
+    if (ujson_doc_parse(&doc, o->plan_file, text, len, &err) == 0 &&
+        plan_fleet_from_json(&o->plan, &doc, &err) == 0)
+        o->gw.plan = &o->plan;
+    else
+        rc = cli_report_error(&err);
+    ujson_doc_free(&doc);
+    free(text);
+    return rc;
+}
+
 static int resolve_mode(const struct cli_command *cmd, const struct libra_config *cfg,
                         struct opts *o)
 {
@@ -266,6 +304,7 @@ static int serve(const struct libra_config *cfg, struct opts *o)
 {
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    evthread_use_pthreads(); /* the planner's thread posts back to the loop */
     struct run r = {.base = event_base_new()};
     char err[512];
     if (gw_new(&r.gw, r.base, cfg, &o->gw, on_ready, &r, err, sizeof err) != 0) {
@@ -317,6 +356,10 @@ int cmd_serve(int argc, char **argv)
         rc = resolve_mode(cc.cmd, &cfg, o);
     if (rc == 0)
         rc = read_token(o);
+    if (rc == 0)
+        rc = read_plan(o);
+    o->gw.hw = spec_hardware_find(&p.spec, cfg.cluster.hardware);
+    o->gw.model = spec_model_find(&p.spec, cfg.model.name);
     struct cost_move_model move;
     if (rc == 0)
         rc = cli_move_costs(&p, &cfg, &move, &o->gw.costs);

@@ -362,3 +362,22 @@ json_t *plan_result_to_json(const struct plan_result *r)
     json_object_set_new(o, "placement", placement_json(r));
     return o;
 }
+
+json_t *plan_document(const struct libra_config *cfg, const struct plan_result *r,
+                      const struct plan_result *searched, const struct plan_result *het,
+                      const char *source)
+{
+    json_t *doc = spec_config_envelope(PLAN_SCHEMA, cfg);
+    json_object_update_new(doc, plan_result_to_json(r));
+    json_object_set_new(json_object_get(doc, "sample"), "source", json_string(source));
+    if (searched != r) { /* the search's own figures, not the chosen candidate's re-solve */
+        json_t *a = plan_result_to_json(searched);
+        json_object_set(doc, "search", json_object_get(a, "search"));
+        json_decref(a);
+    }
+    if (het && het->feasible && r->feasible)
+        json_object_set_new(doc, "heterogeneous",
+                            json_pack("{s:f, s:f}", "step_s", het->step_s, "gain",
+                                      (searched->step_s - het->step_s) / searched->step_s));
+    return doc;
+}

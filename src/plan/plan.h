@@ -239,6 +239,20 @@ void plan_result_free(struct plan_result *r);
 /* The plan as a JSON object (no envelope: the caller adds schema, version, seed, digest). */
 json_t *plan_result_to_json(const struct plan_result *r);
 
+#define PLAN_SCHEMA "libra.plan/1" /* the schema of `libra plan --json`'s document */
+
+/*
+ * `libra plan --json`'s document for plan r under cfg: cfg's envelope (schema PLAN_SCHEMA), r's
+ * JSON form with sample.source set to source (where the lengths came from), the search
+ * statistics of searched (the solve whose search found r: r itself, or the analytic optimum
+ * when a verification chose another candidate) and, when het is the free fleet's feasible
+ * optimum under plan.homogeneous_rollout (NULL or infeasible: none), what it would gain. The
+ * caller adds "verification" (and anything of its own). Returns a new reference.
+ */
+json_t *plan_document(const struct libra_config *cfg, const struct plan_result *r,
+                      const struct plan_result *searched, const struct plan_result *het,
+                      const char *source);
+
 /* Which side bounds a feasible async plan's step: "training", "span", "fleet" or
  * "fixed point" (the first that attains it in that order). */
 const char *plan_async_bound(const struct plan_result *r);

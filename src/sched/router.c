@@ -203,6 +203,26 @@ size_t sched_router_bytes(const struct sched_router *r)
     return sizeof *r + map_bytes + live * per_traj + r->path_bytes;
 }
 
+int sched_router_set_layout(struct sched_router *r, const struct spec_bucket_layout *l,
+                            struct libra_error *err)
+{
+    int rc = spec_bucket_validate(l, err);
+    if (rc)
+        return rc;
+    const struct spec_bucket_layout old = r->cfg.layout;
+    r->cfg.layout = *l;
+    for (struct list_node *n = r->lru.front; n; n = n->next) {
+        struct sched_traj *t = traj_of(n);
+        if (t->bucket >= 0)
+            t->bucket = spec_bucket_index(l, old.bucket[t->bucket].max_tokens);
+        t->n_rec = 0;
+    }
+    for (int e = H_FIXED; e < SCHED_H_EXPERTS; e++)
+        r->h_score[e] = 0;
+    intmap_free(&r->last_bucket);
+    return 0;
+}
+
 /* ---- placement ------------------------------------------------------------------------------ */
 
 static bool under_cap(const struct sched_instance *in)

@@ -235,6 +235,20 @@ void sched_router_tick(struct sched_router *r);
  */
 void sched_router_set_deadline(struct sched_router *r, double deadline_s);
 
+/*
+ * Routes over layout l from now on (spec_bucket_validate; the caller re-buckets its registry to
+ * match). What the router learnt is kept where it means the same under l: the model (the trees,
+ * the regression and the population answer in tokens, which l's bounds map to buckets), the
+ * live trajectories (their paths, tokens and instances: stickiness holds; each one's current
+ * bucket becomes l's bucket of its old bucket's max_tokens), cmlfq_h's scores of the experts
+ * that estimate, and the rates. What names buckets of the old layout is dropped: cmlfq_h's
+ * scores of the constant-bucket experts (they start afresh at 0) and the decisions live
+ * trajectories recorded for scoring (those trajectories score nothing), and la_mlfq's memory of
+ * each prompt's last bucket. Returns 0, or LIBRA_EINVAL with err, leaving r as it was.
+ */
+int sched_router_set_layout(struct sched_router *r, const struct spec_bucket_layout *l,
+                            struct libra_error *err);
+
 /* The model the router learns in (owned by it when built by sched_router_from_config); NULL when
  * its policy learns nothing. Valid while r lives. */
 struct sched_model *sched_router_model(struct sched_router *r);

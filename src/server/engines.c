@@ -130,13 +130,13 @@ void gw_registry(const struct gw *g, const struct gw_traj *t, struct gw_registry
     r->reg.n = n;
 }
 
-struct gw_engine *gw_engine_pick(const struct gw *g, const struct gw_engine * not )
+struct gw_engine *gw_engine_pick(const struct gw *g, const struct gw_engine *except)
 {
     struct gw_engine *best = NULL;
     bool best_healthy = false;
     for (size_t i = 0; i < g->engines.n; i++) {
         struct gw_engine *e = g->engines.v[i];
-        if (e == not || !gw_engine_routable(e))
+        if (e == except || !gw_engine_routable(e))
             continue;
         bool healthy = e->fails < GW_SUSPECT_CHECKS;
         if (!best || healthy > best_healthy ||
@@ -166,6 +166,34 @@ void gw_engine_loading(struct gw_engine *e, int delta)
     if (delta > 0 && e->loading == 0 && !e->paused)
         e->held_s = gw_now();
     e->loading += delta;
+}
+
+/* ---- buckets -------------------------------------------------------------------------------- */
+
+/* The first bucket of l that lists TP size tp; -1 when none does. */
+static int bucket_of(const struct spec_bucket_layout *l, int tp)
+{
+    for (int b = 0; b < l->n; b++)
+        if (spec_bucket_has_tp(&l->bucket[b], tp))
+            return b;
+    return -1;
+}
+
+int gw_engine_buckets(const struct gw *g, const struct spec_bucket_layout *l, int *bucket,
+                      char *err, size_t err_size)
+{
+    for (size_t i = 0; i < g->engines.n; i++) {
+        const struct gw_engine *e = g->engines.v[i];
+        bucket[i] = bucket_of(l, e->tp);
+        if (bucket[i] < 0) {
+            char text[SPEC_BUCKET_TEXT_MAX];
+            spec_bucket_format(l, text, sizeof text);
+            snprintf(err, err_size, "engine %s is TP%d, which no bucket of %s serves", e->url,
+                     e->tp, text);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 /* ---- listing and removal -------------------------------------------------------------------- */
@@ -333,14 +361,12 @@ static void place(struct probe *p)
                e->url, e->url);
         return;
     }
-    for (int b = 0; b < g->layout.n && e->bucket < 0; b++)
-        if (spec_bucket_has_tp(&g->layout.bucket[b], e->tp))
-            e->bucket = b;
+    e->bucket = bucket_of(&g->layout, e->tp);
     char text[SPEC_BUCKET_TEXT_MAX];
     spec_bucket_format(&g->layout, text, sizeof text);
     if (e->bucket < 0) {
-        finish(p, 400, "engine %s is TP%d, which no bucket of %s serves (--set sched.buckets=...)",
-               e->url, e->tp, text);
+        finish(p, 400, "engine %s is TP%d, which no bucket of %s serves (%s)", e->url, e->tp, text,
+               g->opt.plan ? "--plan's layout" : "--set sched.buckets=...");
         return;
     }
     if (g->engines.n >= GW_ENGINES_MAX) {

@@ -75,6 +75,8 @@ static const struct net_route routes[] = {
     {"/libra/v1/status", NET_GET, gw_status},
     {"/libra/v1/engines", NET_GET, gw_engines},
     {"/libra/v1/engines/*", NET_POST, gw_engine_action},
+    {"/libra/v1/plan", NET_GET, gw_plan_call},
+    {"/libra/v1/buckets", NET_POST, gw_buckets_call},
     {"/metrics", NET_GET, gw_metrics},
     {"/healthz", NET_GET, gw_healthz},
     {"/health", NET_GET, gw_healthz},
@@ -142,11 +144,14 @@ static int fail(struct gw *g, int rc, const char *fmt, ...)
     return -1;
 }
 
-/* The layout: sched.buckets, else the workload's reference. Returns 0, or -1 with err. */
+/* The layout: --plan's (over sched.buckets), else sched.buckets, else the workload's reference.
+ * Returns 0, or -1 with err. */
 static int make_layout(struct gw *g, char *err, size_t err_size)
 {
     struct libra_error e = {0};
     const struct libra_config *cfg = g->cfg;
+    if (gw_plan_layout(g, &g->layout))
+        return 0;
     if (cfg->sched.buckets[0]) {
         if (spec_bucket_parse(&g->layout, cfg->sched.buckets, "sched.buckets", &e) == 0)
             return 0;
@@ -217,6 +222,7 @@ static void started(struct gw *g)
         g->ready(g->ready_arg, g->start_rc, g->start_error);
         return;
     }
+    gw_plan_check_fleet(g);
     g->tick = event_new(g->base, -1, EV_PERSIST, on_tick, g);
     struct timeval tv = {(time_t)g->opt.poll_s,
                          (suseconds_t)((g->opt.poll_s - (double)(time_t)g->opt.poll_s) * 1e6)};
@@ -261,6 +267,10 @@ static int check_options(const struct gw_options *o, char *err, size_t err_size)
         snprintf(err, err_size, "prompt tokens, idle and poll times must be positive");
         return -1;
     }
+    if (!o->hw || !o->model) {
+        snprintf(err, err_size, "the experiment's hardware and model presets are needed");
+        return -1;
+    }
     for (size_t i = 0; i < o->n_engines; i++)
         for (size_t k = 0; k < i; k++)
             if (strcmp(o->engines[i].url, o->engines[k].url) == 0) {
@@ -294,6 +304,7 @@ int gw_new(struct gw **out, struct event_base *base, const struct libra_config *
     g->first_step_s = -1;
     map_init(&g->trajs);
     g->client = net_client_new(base);
+    g->planning = gw_planning_new(g);
     if (!g->client)
         snprintf(err, err_size, "cannot make a curl multi handle");
     if (!g->client || make_layout(g, err, err_size) || make_routers(g, err, err_size)) {
@@ -339,7 +350,8 @@ int gw_free(struct gw *g, char *err, size_t err_size)
     net_server_free(g->server); /* cancels the calls held: their turns end */
     if (g->tick)
         event_free(g->tick);
-    gw_traj_free_all(g);
+    gw_traj_free_all(g); /* each is kept in the window as it ends */
+    gw_planning_free(g->planning);
     net_client_free(g->client); /* no answer comes back after this */
     gw_fan_free_all(g);
     gw_engines_free_all(g);

@@ -21,10 +21,12 @@
 #include <stddef.h>
 
 #include "net/http.h"
-#include "server/admin.h"
+#include "plan/fleet.h"
 #include "sched/router.h"
+#include "server/admin.h"
 #include "server/request.h"
 #include "spec/config.h"
+#include "spec/preset.h"
 
 #define GW_ENGINES_MAX 256
 
@@ -40,10 +42,16 @@ struct gw_options {
     bool shadow;                  /* start in shadow mode (else route by sched.policy) */
     struct gw_parse_config parse; /* what names trajectories and prompts (request.h) */
     double idle_s;                /* a trajectory idle this long is learnt as censored */
-    double poll_s;                /* engines' weight version and health polled this often */
+    double poll_s;                /* engines' health checked, versions polled this often */
     struct net_limits limits;
-    struct sched_costs costs; /* what moving a trajectory costs (cost/move.h), as the
-                                      simulator and route eval weigh it; zeroed: free */
+    struct sched_costs costs;       /* what moving a trajectory costs (cost/move.h), as the
+                                            simulator and route eval weigh it; zeroed: free */
+    const struct spec_hardware *hw; /* the experiment's hardware and model presets, which
+                                       GET /libra/v1/plan plans for; borrowed, required */
+    const struct spec_model *model;
+    const struct plan_fleet *plan; /* --plan: its bucket layout is the gateway's (over
+                                      sched.buckets) and re-bucketing may start from it;
+                                      borrowed; NULL: none */
 };
 
 /* The defaults above: 127.0.0.1:0, C-MLFQ mode, 64 prompt tokens, 7200 s idle, 2 s polls. */
@@ -52,16 +60,18 @@ void gw_options_default(struct gw_options *o);
 struct gw;
 
 /* Called once when the gateway listens (rc 0) or failed to start: rc LIBRA_EINVAL (an engine
- * without a known TP, a TP no bucket serves, an engine given twice) or LIBRA_EIO (an engine
- * that cannot be reached or lacks a call the gateway relies on, the port, the output files),
- * msg says why. */
+ * without a known TP, a TP no bucket serves — of --plan's layout, else sched.buckets, else the
+ * reference layout) or LIBRA_EIO (an engine that cannot be reached or lacks a call the gateway
+ * relies on, the port, the output files), msg says why. */
 typedef void (*gw_ready_fn)(void *arg, int rc, const char *msg);
 
 /*
  * Starts a gateway on base for the experiment cfg (borrowed; must outlive it): registers every
  * engine (asks it its kind, TP and weight version), then listens and calls ready. Returns 0, or
  * -1 with err when the options are wrong before anything is asked (ready is then not called):
- * no engine, a bad bucket layout, an address other than loopback without an admin token.
+ * no engine, an engine given twice, a bad bucket layout, no hardware or model preset, an
+ * address other than loopback without an admin token. The planner runs on a thread of its own
+ * and posts back to base: the caller calls evthread_use_pthreads() before it makes base.
  */
 int gw_new(struct gw **out, struct event_base *base, const struct libra_config *cfg,
            const struct gw_options *o, gw_ready_fn ready, void *arg, char *err, size_t err_size);

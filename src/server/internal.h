@@ -130,6 +130,8 @@ struct gw {
     double first_step_s;              /* gw_now() at the first step change seen; < 0 before */
     int64_t first_step;               /* the step then */
 
+    struct gw_planning *planning; /* the window, the planner's job, the last plan (planning.c) */
+
     struct trace_writer *capture;
     char capture_error[256]; /* why the capture stopped; "" while it has not */
     FILE *decisions;
@@ -186,9 +188,9 @@ const char *gw_engine_state_name(enum gw_engine_state s);
 /* Whether e takes new turns at all (listed and not dead, draining or lent). */
 bool gw_engine_routable(const struct gw_engine *e);
 
-/* The least loaded routable engine other than not (NULL: any), those not suspect first; NULL
- * when none is routable. Where a turn goes when its own engine failed it. */
-struct gw_engine *gw_engine_pick(const struct gw *g, const struct gw_engine * not );
+/* The least loaded routable engine other than except (NULL: any), those not suspect first;
+ * NULL when none is routable. Where a turn goes when its own engine failed it. */
+struct gw_engine *gw_engine_pick(const struct gw *g, const struct gw_engine *except);
 
 /* A transfer to e failed (no answer, or one cut): it is suspect until a health check passes. */
 void gw_engine_failed(struct gw_engine *e);
@@ -228,6 +230,12 @@ void gw_engine_register(struct gw *g, const struct gw_worker_spec *spec, bool li
 
 /* Lists e, registered and not listed: the next id, at the end of the listing. */
 void gw_engine_list(struct gw *g, struct gw_engine *e);
+
+/* The bucket of layout l each listed engine serves, into bucket[0, engines.n) in listing
+ * order: the first that lists its TP size. Returns 0, or -1 with err naming the first engine
+ * whose TP size no bucket of l serves (and l). */
+int gw_engine_buckets(const struct gw *g, const struct spec_bucket_layout *l, int *bucket,
+                      char *err, size_t err_size);
 
 /* Health checks and polls of every listed engine (the tick). */
 void gw_engines_tick(struct gw *g);
@@ -295,6 +303,29 @@ void gw_learn_step(struct gw *g);
 
 /* Frees every trajectory (at shutdown; each is captured as aborted). */
 void gw_traj_free_all(struct gw *g);
+
+/* ---- planning.c --------------------------------------------------------------------------- */
+
+struct gw_planning;
+
+/* The window, the planner's job and the last plan of g (after g's options and base are set);
+ * freed with gw_planning_free (NULL: a no-op), which stops and joins a solve still running. */
+struct gw_planning *gw_planning_new(struct gw *g);
+void gw_planning_free(struct gw_planning *p);
+
+/* A trajectory ended with these turns (n_turns >= 1); filtered: its finish said dynamic
+ * sampling dropped it. Kept in the window the planner reads. */
+void gw_window_add(struct gw *g, const struct trace_turn *turns, size_t n_turns, bool filtered);
+
+/* GET /libra/v1/plan and POST /libra/v1/buckets (ctx is the gateway). */
+void gw_plan_call(void *ctx, struct net_call *c);
+void gw_buckets_call(void *ctx, struct net_call *c);
+
+/* The layout of --plan, without its instance counts, into *out; false without --plan. */
+bool gw_plan_layout(const struct gw *g, struct spec_bucket_layout *out);
+
+/* Warns on stderr when the engines are not --plan's instances (TP size by TP size). */
+void gw_plan_check_fleet(struct gw *g);
 
 /* ---- resume.c ----------------------------------------------------------------------------- */
 

@@ -350,6 +350,8 @@ static void finish(struct gw *g, struct gw_traj *t, enum trace_finish how, bool 
     sched_router_finish(g->sticky, t->rid, sf, false);
     queue_learning(g, t, how == TRACE_FINISH_TRUNCATED || how == TRACE_FINISH_ABORTED);
     capture(g, t, how, has_reward, reward);
+    if (t->turns.n)
+        gw_window_add(g, t->turns.v, t->turns.n, how == TRACE_FINISH_FILTERED);
     g->trajectories_finished++;
     if (t->id[0])
         map_del(&g->trajs, t->id, NULL);

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/sample.h"
 #include "plan/train.h"
 #include "sim/internal.h"
 #include "util/alloc.h"
@@ -28,21 +29,11 @@ void sim_layout_free(struct sim_layout *l)
 
 /* ---- the length sample ---------------------------------------------------------------- */
 
-struct sample {
-    VEC(int64_t) prompt, gen, tool, turns;
-    VEC(double) tool_s;
-    VEC(bool) filtered;
-};
-
 /* One trajectory's lengths and tool time, as `libra plan` reads them (workload/workload.h). */
-static void sample_add(struct sample *sm, const struct workload_length *w)
+static void sample_add(struct plan_lengths *sm, const struct workload_length *w)
 {
-    vec_push(&sm->prompt, w->prompt_tokens > 0 ? w->prompt_tokens : 1);
-    vec_push(&sm->gen, w->generated_tokens > 0 ? w->generated_tokens : 1);
-    vec_push(&sm->tool, w->tool_tokens);
-    vec_push(&sm->turns, w->turns);
-    vec_push(&sm->tool_s, w->tool_s);
-    vec_push(&sm->filtered, w->filtered);
+    plan_lengths_add(sm, w->len.prompt_tokens, w->len.generated_tokens, w->len.tool_tokens,
+                     w->len.turns, w->len.tool_s, w->filtered);
 }
 
 /* A trace's batch b (of its whole batches, cycled when it holds less than one) into w, each
@@ -55,7 +46,7 @@ static void trace_batch(const struct sim_input *in, size_t b, struct workload_le
     for (size_t i = 0; i < batch; i += samples) {
         for (size_t k = 0; k < samples; k++) {
             const struct trace_traj *t = &in->trace->trajs[(b * batch + i + k) % usable];
-            workload_traj_length(t, &w[i + k]);
+            trace_traj_lengths(t, &w[i + k].len);
             group[k] = (struct trace_traj){.finish = t->finish, .reward = t->reward};
         }
         bool filtered = in->workload && in->workload->dynamic_sampling &&
@@ -66,14 +57,14 @@ static void trace_batch(const struct sim_input *in, size_t b, struct workload_le
     free(group);
 }
 
-/* The planner's length sample: workload_sample_size trajectories in whole batches spread
+/* The planner's length sample: plan_sample_size trajectories in whole batches spread
  * evenly over the run (workload_lengths; a trace's whole batches spread over the trace, or its
  * first batch cycled when it holds less than one). */
-static void sample_build(const struct sim_input *in, struct sample *sm)
+static void sample_build(const struct sim_input *in, struct plan_lengths *sm)
 {
     const struct libra_config *cfg = in->cfg;
     size_t batch = (size_t)cfg->rl.batch_trajectories, samples = (size_t)cfg->rl.samples;
-    size_t n = workload_sample_size(batch), nb = n / batch;
+    size_t n = plan_sample_size(batch), nb = n / batch;
     struct workload_length *w = xmallocarray(n, sizeof *w);
     if (in->trace) {
         size_t have = in->trace->n / batch; /* the trace's whole batches */
@@ -89,21 +80,6 @@ static void sample_build(const struct sim_input *in, struct sample *sm)
     for (size_t i = 0; i < n; i++)
         sample_add(sm, &w[i]);
     free(w);
-}
-
-static void sample_free(struct sample *sm)
-{
-    vec_free(&sm->prompt);
-    vec_free(&sm->gen);
-    vec_free(&sm->tool);
-    vec_free(&sm->turns);
-    vec_free(&sm->tool_s);
-    vec_free(&sm->filtered);
-}
-
-static struct plan_sample sample_view(const struct sample *sm)
-{
-    return (struct plan_sample){sm->prompt.n, sm->prompt.v, sm->gen.v, sm->tool.v, sm->turns.v};
 }
 
 /* ---- training layouts ----------------------------------------------------------------- */
@@ -133,7 +109,7 @@ static double fastest(struct plan_train *t, int n, struct plan_train_layout *out
 
 /* The fastest feasible training layout of n GPUs on the sample (with plan.recompute or
  * plan.fsdp fallback, layouts with them when none fits without). */
-static int best_train(const struct sim_input *in, const struct sample *sm, int n,
+static int best_train(const struct sim_input *in, const struct plan_lengths *sm, int n,
                       struct plan_train_layout *out, double *train_s, struct libra_error *err)
 {
     struct cost_shape sh;
@@ -142,7 +118,7 @@ static int best_train(const struct sim_input *in, const struct sample *sm, int n
         return error_set(err, NULL, 0, 0, "model %s: the cost model rejects its shape",
                          in->model->name);
     plan_settings_from_config(&st, in->hw, in->cfg);
-    struct plan_sample view = sample_view(sm);
+    struct plan_sample view = plan_lengths_view(sm);
     struct plan_train t;
     plan_train_init(&t, &view, sm->filtered.v, &sh, in->hw, &st, in->cfg);
     enum plan_why why = PLAN_WHY_TP;
@@ -285,7 +261,7 @@ static int fleet_gpus(const struct sim_layout *l)
 
 /* ---- the modes ------------------------------------------------------------------------ */
 
-static int make_colocated(const struct sim_input *in, const struct sample *sm, int tp,
+static int make_colocated(const struct sim_input *in, const struct plan_lengths *sm, int tp,
                           struct sim_layout *l, struct libra_error *err)
 {
     double train_s;
@@ -294,8 +270,8 @@ static int make_colocated(const struct sim_input *in, const struct sample *sm, i
     return rc ? rc : homogeneous(in, l, 0, tp, err);
 }
 
-static int make_async(const struct sim_input *in, const struct sample *sm, int n_train, int tp,
-                      struct sim_layout *l, struct libra_error *err)
+static int make_async(const struct sim_input *in, const struct plan_lengths *sm, int n_train,
+                      int tp, struct sim_layout *l, struct libra_error *err)
 {
     int gpus = in->cfg->cluster.gpus;
     if (n_train < 1 || n_train >= gpus)
@@ -323,34 +299,15 @@ static void plan_instances(const struct plan_result *r, struct sim_layout *l)
     }
 }
 
-/* The planner on sample sm under plan_cfg's plan section, in its plan.mode. */
-static int solve(const struct sim_input *in, const struct libra_config *plan_cfg,
-                 const struct sample *sm, bool (*should_stop)(void *), void *stop_arg,
-                 struct plan_result *r, struct libra_error *err)
-{
-    struct plan_settings st;
-    plan_settings_from_config(&st, in->hw, in->cfg);
-    struct plan_problem p = {.cfg = plan_cfg,
-                             .hw = in->hw,
-                             .model = in->model,
-                             .settings = &st,
-                             .sample = sample_view(sm),
-                             .tool_s = sm->tool_s.v,
-                             .filtered = sm->filtered.v,
-                             .should_stop = should_stop,
-                             .stop_arg = stop_arg};
-    return plan_solve(&p, r, err);
-}
-
 /* libra's layout as the planner plans it (async) under plan_cfg's plan section. */
 static int make_libra_planned(const struct sim_input *in, const struct libra_config *plan_cfg,
-                              const struct sample *sm, struct sim_layout *l,
+                              const struct plan_lengths *sm, struct sim_layout *l,
                               struct libra_error *err)
 {
     struct libra_config cfg = *plan_cfg;
     cfg.plan.mode = SPEC_PLAN_ASYNC;
     struct plan_result r;
-    int rc = solve(in, &cfg, sm, NULL, NULL, &r, err);
+    int rc = plan_solve_lengths(sm, &cfg, in->hw, in->model, NULL, NULL, &r, err);
     if (rc == 0 && !r.feasible) {
         error_set(err, NULL, 0, 0, "the planner finds no feasible plan: %s", plan_why_text(r.why));
         rc = LIBRA_EINFEAS;
@@ -374,7 +331,7 @@ static int make_libra_planned(const struct sim_input *in, const struct libra_con
     return rc ? rc : assign_buckets(l, err);
 }
 
-static int make_libra_fleet(const struct sim_input *in, const struct sample *sm,
+static int make_libra_fleet(const struct sim_input *in, const struct plan_lengths *sm,
                             struct sim_layout *l, struct libra_error *err)
 {
     int rc = fleet_from_buckets(in, l, err);
@@ -414,7 +371,7 @@ int sim_layout_make(const struct sim_input *in, enum sim_mode m, int n_train, in
         out->policy = in->cfg->sched.policy; /* the libra and rollout fleets route by it */
         return rc;
     }
-    struct sample sm = {0};
+    struct plan_lengths sm = {0};
     sample_build(in, &sm);
     int rc;
     switch (m) {
@@ -430,7 +387,7 @@ int sim_layout_make(const struct sim_input *in, enum sim_mode m, int n_train, in
         out->policy = in->cfg->sched.policy;
         break;
     }
-    sample_free(&sm);
+    plan_lengths_free(&sm);
     return rc;
 }
 
@@ -441,11 +398,11 @@ int sim_layout_plan(const struct sim_input *in, const struct libra_config *plan_
     out->mode = SIM_LIBRA;
     if (sim_input_check(in, err) != 0)
         return LIBRA_EINVAL;
-    struct sample sm = {0};
+    struct plan_lengths sm = {0};
     sample_build(in, &sm);
     int rc = make_libra_planned(in, plan_cfg, &sm, out, err);
     out->policy = in->cfg->sched.policy;
-    sample_free(&sm);
+    plan_lengths_free(&sm);
     return rc;
 }
 
@@ -461,9 +418,9 @@ int sim_plan(const struct sim_input *in, const struct libra_config *plan_cfg,
     memset(r, 0, sizeof *r);
     if (sim_input_check(in, err) != 0)
         return LIBRA_EINVAL;
-    struct sample sm = {0};
+    struct plan_lengths sm = {0};
     sample_build(in, &sm);
-    int rc = solve(in, plan_cfg, &sm, should_stop, stop_arg, r, err);
-    sample_free(&sm);
+    int rc = plan_solve_lengths(&sm, plan_cfg, in->hw, in->model, should_stop, stop_arg, r, err);
+    plan_lengths_free(&sm);
     return rc;
 }

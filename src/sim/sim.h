@@ -222,7 +222,7 @@ int sim_layout_make(const struct sim_input *in, enum sim_mode m, int n_train, in
 int64_t sim_sample_seed(const struct libra_config *cfg);
 
 /*
- * The planner on in's length sample — the one libra's mode plans on: workload_sample_size
+ * The planner on in's length sample — the one libra's mode plans on: plan_sample_size
  * trajectories in whole batches at evenly spaced steps of the run (workload_lengths, seed
  * sim_sample_seed), or a trace's whole batches spread over it (its first batch, cycled, when it
  * holds less than one), each group judged by dynamic sampling — under the plan section of

@@ -92,6 +92,31 @@ struct trace_traj {
     json_t *extra; /* arbitrary user data kept verbatim on round trip; may be NULL */
 };
 
+/* What the planner reads of a trajectory: its lengths and the time it waited on tools. */
+struct trace_lengths {
+    int64_t prompt_tokens;    /* the first turn's prompt; 0 without turns */
+    int64_t generated_tokens; /* all turns */
+    int64_t tool_tokens;      /* all tool returns */
+    int64_t turns;
+    double tool_s; /* every call's queue + execution (trace_turn_tool_us), seconds */
+};
+
+/* The lengths of t, a generated record or one read from a trace or captured by the gateway:
+ * the one reading `libra plan`, the simulator and `libra serve` share. */
+static inline void trace_traj_lengths(const struct trace_traj *t, struct trace_lengths *out)
+{
+    int64_t tool_us = 0;
+    *out = (struct trace_lengths){.prompt_tokens = t->n_turns ? t->turns[0].prompt_tokens : 0,
+                                  .turns = (int64_t)t->n_turns};
+    for (size_t k = 0; k < t->n_turns; k++) {
+        out->generated_tokens += t->turns[k].generated_tokens;
+        for (size_t c = 0; c < t->turns[k].n_calls; c++)
+            out->tool_tokens += t->turns[k].calls[c].payload_tokens;
+        tool_us += trace_turn_tool_us(&t->turns[k]);
+    }
+    out->tool_s = (double)tool_us * 1e-6;
+}
+
 /* Line 1 of a trace file: what the trajectories are. */
 struct trace_header {
     int64_t version;    /* TRACE_SCHEMA_VERSION */

@@ -294,21 +294,6 @@ bool workload_filter_group(const struct workload_preset *w, struct trace_traj *g
     return true;
 }
 
-void workload_traj_length(const struct trace_traj *t, struct workload_length *out)
-{
-    int64_t tool_us = 0;
-    memset(out, 0, sizeof *out);
-    out->prompt_tokens = t->n_turns ? t->turns[0].prompt_tokens : 0;
-    out->turns = (int64_t)t->n_turns;
-    for (size_t k = 0; k < t->n_turns; k++) {
-        out->generated_tokens += t->turns[k].generated_tokens;
-        for (size_t c = 0; c < t->turns[k].n_calls; c++)
-            out->tool_tokens += t->turns[k].calls[c].payload_tokens;
-        tool_us += trace_turn_tool_us(&t->turns[k]);
-    }
-    out->tool_s = (double)tool_us * 1e-6;
-}
-
 void workload_lengths(const struct workload_preset *w, uint64_t seed, size_t batch, size_t samples,
                       size_t steps, size_t n, struct workload_length *out)
 {
@@ -326,17 +311,11 @@ void workload_lengths(const struct workload_preset *w, uint64_t seed, size_t bat
             workload_gen_traj(&g, prompt, (int64_t)k, (int64_t)step, &group[k], &a);
         bool filtered = workload_filter_group(w, group, samples);
         for (size_t k = 0; k < samples; k++) {
-            workload_traj_length(&group[k], &out[i + k]);
+            trace_traj_lengths(&group[k], &out[i + k].len);
             out[i + k].filtered = filtered;
         }
         arena_reset(&a);
     }
     free(group);
     arena_free(&a);
-}
-
-size_t workload_sample_size(size_t batch)
-{
-    size_t batches = (WORKLOAD_SAMPLE_MIN + batch - 1) / batch;
-    return (batches < WORKLOAD_SAMPLE_BATCHES_MAX ? batches : WORKLOAD_SAMPLE_BATCHES_MAX) * batch;
 }

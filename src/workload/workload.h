@@ -82,17 +82,9 @@ bool workload_filter_group(const struct workload_preset *w, struct trace_traj *g
 
 /* Per-trajectory lengths and tool time: what the planner needs from a workload. */
 struct workload_length {
-    int64_t prompt_tokens;    /* initial prompt */
-    int64_t generated_tokens; /* all turns */
-    int64_t tool_tokens;      /* all tool returns */
-    int64_t turns;
-    double tool_s; /* over its calls: queue + execution, seconds (a part recorded as unknown,
-                    * -1, counts 0) */
-    bool filtered; /* its group is dropped by dynamic sampling (workload_filter_group) */
+    struct trace_lengths len; /* trace_traj_lengths of the trajectory */
+    bool filtered;            /* its group is dropped by dynamic sampling (workload_filter_group) */
 };
-
-/* The lengths and tool time of one trajectory record (generated or read from a trace). */
-void workload_traj_length(const struct trace_traj *t, struct workload_length *out);
 
 /*
  * Lengths of n trajectories (whole batches) of a job of steps steps on preset w with seed, batch
@@ -105,15 +97,5 @@ void workload_traj_length(const struct trace_traj *t, struct workload_length *ou
  */
 void workload_lengths(const struct workload_preset *w, uint64_t seed, size_t batch, size_t samples,
                       size_t steps, size_t n, struct workload_length *out);
-
-/*
- * Trajectories in the planner's length sample of a job of batch trajectories per step: the
- * fewest whole batches holding WORKLOAD_SAMPLE_MIN (the spec's profile at startup, 64 prompts
- * of 4), at most WORKLOAD_SAMPLE_BATCHES_MAX batches. `libra plan` and the simulator's libra
- * mode plan on the same sample.
- */
-#define WORKLOAD_SAMPLE_MIN 256
-#define WORKLOAD_SAMPLE_BATCHES_MAX 8
-size_t workload_sample_size(size_t batch);
 
 #endif

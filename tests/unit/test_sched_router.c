@@ -718,6 +718,54 @@ static void test_cmlfq_h_scores_its_experts(void **state)
     teardown(&f);
 }
 
+/*
+ * sched_router_set_layout keeps what is in tokens and drops what names old buckets: a live
+ * trajectory keeps its instance (sticky) and its bucket becomes the new layout's bucket of its
+ * old bound; the trees, untouched, route the next return by the new bounds; cmlfq_h's
+ * constant-bucket experts start afresh; a bad layout changes nothing.
+ */
+static void test_set_layout_keeps_what_is_in_tokens(void **state)
+{
+    struct fixture f;
+    setup(&f, SCHED_CMLFQ, no_shrink);
+    struct sched_obs bad = obs_of("bash", 8000, SCHED_FAILURE);
+    int64_t rem[] = {20000, 21000, 22000, 25000}; /* bucket 2 of tp1:4000,...,tp4:30000 */
+    teach(&f, 5, &bad, rem, 4);
+    start(&f, 1, 5);
+    struct sched_decision d = tool_return(&f, 1, &bad, 100);
+    assert_int_equal(d.to_bucket, 2);
+    int64_t inst = d.instance_id;
+
+    struct spec_bucket_layout bad_layout = f.layout, l;
+    bad_layout.bucket[1].max_tokens = 1; /* not ascending */
+    assert_int_equal(sched_router_set_layout(f.r, &bad_layout, NULL), LIBRA_EINVAL);
+    /* two buckets: 30000 falls in the second (<= 40000); the trees' 22000 now in the first */
+    assert_int_equal(spec_bucket_parse(&l, "tp1+tp2:25000,tp4+tp8:40000", "test", NULL), 0);
+    assert_int_equal(sched_router_set_layout(f.r, &l, NULL), 0);
+    for (int i = 0; i < 8; i++)
+        f.inst[i].bucket = i < 4 ? 0 : 1;
+    assert_int_equal(sched_router_turn_done(f.r, 1, 100), 0);
+    struct sched_decision again;
+    assert_int_equal(sched_router_progress(f.r, &f.reg, 1, 0, &again), 0);
+    assert_int_equal(again.from_bucket, 1);    /* its old bucket 2 (<= 30000) is now bucket 1 */
+    assert_int_equal(again.instance_id, inst); /* sticky */
+    start(&f, 2, 5);
+    d = tool_return(&f, 2, &bad, 100);
+    assert_int_equal(d.to_bucket, 0); /* the same estimate, the new bounds */
+    assert_int_equal(d.placed_bucket, 0);
+    teardown(&f);
+
+    setup(&f, SCHED_CMLFQ_H, with_toy_costs);
+    for (uint64_t id = 1; id <= 40; id++)
+        run_attempt(&f, id, 1000 + id, 100, 20000);
+    double service = f.r->h_score[H_SERVICE];
+    assert_true(f.r->h_score[H_FIXED + 0] > 0);
+    assert_int_equal(sched_router_set_layout(f.r, &l, NULL), 0);
+    assert_true(f.r->h_score[H_FIXED + 0] == 0 && f.r->h_score[H_FIXED + 1] == 0);
+    assert_true(f.r->h_score[H_SERVICE] == service);
+    teardown(&f);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -739,6 +787,7 @@ int main(void)
         cmocka_unit_test(test_cmlfq_h_knows_nothing_starts_short),
         cmocka_unit_test(test_cmlfq_h_follows_earlier_attempts),
         cmocka_unit_test(test_cmlfq_h_scores_its_experts),
+        cmocka_unit_test(test_set_layout_keeps_what_is_in_tokens),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

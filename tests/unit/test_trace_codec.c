@@ -422,6 +422,32 @@ static void test_check_header(void **state)
     assert_string_equal(err.msg, "workload: must be a non-empty string");
 }
 
+/* trace_traj_lengths: sums over turns and calls; a call's unknown queue or execution time (-1)
+ * counts 0. */
+static void test_lengths_unknown_tool_time(void **state)
+{
+    (void)state;
+    struct trace_tool_call calls[2] = {{.payload_tokens = 10, .queue_us = -1, .exec_us = 2500000},
+                                       {.payload_tokens = 5, .queue_us = 500000, .exec_us = -1}};
+    struct trace_turn turns[3] = {
+        {.prompt_tokens = 100, .generated_tokens = 7, .calls = &calls[0], .n_calls = 1},
+        {.generated_tokens = 8, .calls = &calls[1], .n_calls = 1},
+        {.generated_tokens = 9}};
+    struct trace_traj t = {.turns = turns, .n_turns = 3};
+    struct trace_lengths l;
+    trace_traj_lengths(&t, &l);
+    assert_int_equal(l.prompt_tokens, 100);
+    assert_int_equal(l.generated_tokens, 24);
+    assert_int_equal(l.tool_tokens, 15);
+    assert_int_equal(l.turns, 3);
+    assert_true(l.tool_s == 3.0);
+    t.n_turns = 0;
+    trace_traj_lengths(&t, &l);
+    assert_int_equal(l.prompt_tokens, 0);
+    assert_int_equal(l.turns, 0);
+    assert_true(l.tool_s == 0.0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -440,6 +466,7 @@ int main(void)
         cmocka_unit_test(test_empty_and_header_lines),
         cmocka_unit_test(test_bad_header),
         cmocka_unit_test(test_check_header),
+        cmocka_unit_test(test_lengths_unknown_tool_time),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
