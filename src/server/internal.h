@@ -182,6 +182,8 @@ void gw_engine_unref(struct gw_engine *e);
 struct gw_engine *gw_engine_by_id(const struct gw *g, int64_t id);
 struct gw_engine *gw_engine_by_url(const struct gw *g, const char *url);
 
+/* e's state as listed (the first of enum gw_engine_state that holds), and its name ("dead",
+ * "draining", ...; static storage). */
 enum gw_engine_state gw_engine_state(const struct gw_engine *e);
 const char *gw_engine_state_name(enum gw_engine_state s);
 
