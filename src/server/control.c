@@ -51,6 +51,9 @@ static enum fan_kind kind_of(const char *path, enum net_method method)
     for (size_t i = 0; method == NET_GET && i < sizeof reads / sizeof reads[0]; i++)
         if (strcmp(path, reads[i]) == 0)
             return FAN_READ;
+    /* vLLM's tokenizer calls: a POST that reads (SkyRL sends them to its proxy) */
+    if (strcmp(path, "/tokenize") == 0 || strcmp(path, "/detokenize") == 0)
+        return FAN_READ;
     if (method == NET_GET && strcmp(path, "/v1/loads") == 0)
         return FAN_LOADS;
     if (strcmp(path, "/pause_generation") == 0 || strcmp(path, "/pause") == 0)

@@ -91,6 +91,8 @@ static const struct net_route routes[] = {
     {"/get_model_info", NET_GET, gw_fan_out},
     {"/get_server_info", NET_GET, gw_fan_out},
     {"/get_weight_version", NET_GET, gw_fan_out},
+    {"/tokenize", NET_POST, gw_fan_out},
+    {"/detokenize", NET_POST, gw_fan_out},
     {"/v1/loads", NET_GET, gw_fan_out},
     {"/abort_request", NET_POST, gw_fan_out},
     {"/pause_generation", NET_POST, gw_fan_out},

@@ -134,6 +134,27 @@ def test_bodies_pass_byte_for_byte_without_libras_object():
     engine.shutdown()
 
 
+def test_tokenizer_calls_reach_one_engine_without_a_token():
+    """SkyRL's newer inference layer sends vLLM's /tokenize and /detokenize to the URL it
+    generates through: a read, answered by one engine, as the other reads are."""
+    def reply(h, path, body):
+        doc = json.loads(body)
+        out = {"tokens": [1, 2, 3], "count": 3} if path == "/tokenize" else {"prompt": "abc"}
+        out["echo"] = doc
+        answer(h, json.dumps(out).encode())
+    engines = [Engine(reply), Engine(reply)]
+    with Serve(*[e.url + ",tp=1" for e in engines], args=BUCKETS) as gw:
+        status, out = post(gw.port, "/tokenize", {"prompt": "abc"})
+        assert status == 200 and out == {"tokens": [1, 2, 3], "count": 3,
+                                         "echo": {"prompt": "abc"}}
+        status, out = post(gw.port, "/detokenize", {"tokens": [1, 2, 3]})
+        assert status == 200 and out["prompt"] == "abc"
+    calls = [p for e in engines for p, _ in e.bodies if p in ("/tokenize", "/detokenize")]
+    assert sorted(calls) == ["/detokenize", "/tokenize"]  # one engine each, not every one
+    for e in engines:
+        e.shutdown()
+
+
 def test_sse_chunks_arrive_in_order_and_unchanged():
     events = [b'data: {"choices": [{"delta": {"content": "%d"}}]}\n\n' % i for i in range(5)]
     events.append(b"data: [DONE]\n\n")
