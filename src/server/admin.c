@@ -159,3 +159,33 @@ int gw_engine_action_parse(const char *text, int64_t *id, char *action, char *er
     memcpy(action, slash + 1, n + 1);
     return 0;
 }
+
+int gw_mode_body_parse(const char *body, size_t len, const char *policy, bool *shadow, char *err,
+                       size_t err_size)
+{
+    json_error_t je;
+    json_t *doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    const char *key, *mode = NULL;
+    json_t *v;
+    int rc = 0;
+    if (!doc) {
+        snprintf(err, err_size, "body:%d: %s", je.position, je.text);
+        return -1;
+    }
+    if (!json_is_object(doc))
+        rc = fail(err, err_size, "body: expected an object {\"mode\": ...}");
+    json_object_foreach(json_is_object(doc) ? doc : NULL, key, v)
+    {
+        if (strcmp(key, "mode") != 0) {
+            rc = fail(err, err_size, "body: unknown member '%.64s' (only \"mode\")", key);
+            break;
+        }
+        mode = json_string_value(v);
+    }
+    if (rc == 0 && (!mode || (strcmp(mode, "shadow") != 0 && strcmp(mode, policy) != 0)))
+        rc = fail(err, err_size, "mode: expected \"shadow\" or \"%s\" (sched.policy)", policy);
+    if (rc == 0)
+        *shadow = strcmp(mode, "shadow") == 0;
+    json_decref(doc);
+    return rc;
+}

@@ -1,14 +1,15 @@
 /*
  * What the gateway reads of its admin calls: the engine to register (POST /workers' JSON body,
  * /add_worker's query), and the engine a path names (/workers/{id}, DELETE's id or URL, and
- * /libra/v1/engines/{id}/{action}). Every input is checked here, before anything changes, so a
- * bad call gets a 400 that says what is wrong.
+ * /libra/v1/engines/{id}/{action}), and the mode to route in. Every input is checked here, before
+ * anything changes, so a bad call gets a 400 that says what is wrong.
  *
  * Pure: memory in, memory out (tests/fuzz/fuzz_serve_admin.c).
  */
 #ifndef SERVER_ADMIN_H
 #define SERVER_ADMIN_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -59,5 +60,11 @@ int gw_engine_ref_parse(const char *text, int64_t *id, char *url, char *err, siz
  * or -1 with err.
  */
 int gw_engine_action_parse(const char *text, int64_t *id, char *action, char *err, size_t err_size);
+
+/* Reads POST /libra/v1/admin/mode's body: {"mode": "shadow"} or {"mode": POLICY}, policy being
+ * sched.policy's name; any other member is refused by name. Returns 0 with *shadow set, or -1
+ * with err. */
+int gw_mode_body_parse(const char *body, size_t len, const char *policy, bool *shadow, char *err,
+                       size_t err_size);
 
 #endif

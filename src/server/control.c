@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "server/admin.h"
 #include "server/internal.h"
 #include "util/alloc.h"
 
@@ -409,17 +410,13 @@ void gw_admin_mode(void *ctx, struct net_call *c)
     if (net_call_method(c) == NET_POST) {
         size_t len;
         const char *body = net_call_body(c, &len);
-        json_t *doc = json_loadb(body, len, 0, NULL);
-        const char *mode = json_string_value(json_object_get(doc, "mode"));
         const char *policy = sched_policy_name(g->cfg->sched.policy);
-        bool shadow = mode && strcmp(mode, "shadow") == 0;
-        if (!mode || (!shadow && strcmp(mode, policy) != 0)) {
-            net_reply_error(c, 400, "invalid_request_error",
-                            "mode: expected \"shadow\" or \"%s\" (sched.policy)", policy);
-            json_decref(doc);
+        bool shadow;
+        char err[256];
+        if (gw_mode_body_parse(body, len, policy, &shadow, err, sizeof err) != 0) {
+            net_reply_error(c, 400, "invalid_request_error", "%s", err);
             return;
         }
-        json_decref(doc);
         g->shadow = shadow;
         fprintf(stderr, "libra: serve: mode %s\n", shadow ? "shadow" : policy);
     }

@@ -1,11 +1,13 @@
 /*
  * Fuzz harness for the gateway's admin inputs (src/server/admin.c): POST /workers' body, the
- * /add_worker query, the engine a path names, and /libra/v1/engines/{id}/{action}. Every parser
- * sees every input. Besides not crashing: whatever is accepted is what the gateway may act on —
- * an engine URL that starts with http://, names a host, ends without '/' and holds no byte the
- * gateway would have to escape when it appends a path; a TP of 0, 1, 2, 4 or 8; a non-negative
- * id; an action of lower-case letters — and whatever is refused says why.
+ * /add_worker query, the engine a path names, /libra/v1/engines/{id}/{action} and the mode
+ * body. Every parser sees every input. Besides not crashing: whatever is accepted is what the
+ * gateway may act on — an engine URL that starts with http://, names a host, ends without '/' and
+ * holds no byte the gateway would have to escape when it appends a path; a TP of 0, 1, 2, 4 or 8; a
+ * non-negative id; an action of lower-case letters; a mode that is shadow or names the policy — and
+ * whatever is refused says why.
  */
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,6 +39,16 @@ static void check_spec(int rc, const struct gw_worker_spec *s, const char *err)
     check_url(s->url);
     if (s->tp != 0 && s->tp != 1 && s->tp != 2 && s->tp != 4 && s->tp != 8)
         abort();
+}
+
+/* Whether the n bytes at data hold the text s. */
+static bool holds(const uint8_t *data, size_t n, const char *s)
+{
+    size_t k = strlen(s);
+    for (size_t i = 0; i + k <= n; i++)
+        if (memcmp(data + i, s, k) == 0)
+            return true;
+    return false;
 }
 
 /* The input as a C string: the bytes up to the first NUL. */
@@ -78,6 +90,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (id < 0 || n == 0 || n >= GW_ACTION_MAX ||
             strspn(action, "abcdefghijklmnopqrstuvwxyz") != n)
             abort();
+    } else if (!err[0]) {
+        abort();
+    }
+    bool shadow = false;
+    err[0] = '\0';
+    if (gw_mode_body_parse((const char *)data, size, "cmlfq", &shadow, err, sizeof err) == 0) {
+        if (!shadow && !holds(data, size, "cmlfq"))
+            abort(); /* routing by the policy needs it named */
     } else if (!err[0]) {
         abort();
     }

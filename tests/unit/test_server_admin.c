@@ -81,6 +81,28 @@ static void test_an_engine_is_named_by_id_or_url(void **state)
     assert_int_equal(gw_engine_action_parse("3/", &id, action, err, sizeof err), -1);
 }
 
+static int mode(const char *text, bool *shadow, char *err)
+{
+    return gw_mode_body_parse(text, strlen(text), "cmlfq", shadow, err, 256);
+}
+
+static void test_the_mode_is_shadow_or_the_policy(void **state)
+{
+    bool shadow = false;
+    char err[256];
+    assert_int_equal(mode("{\"mode\": \"shadow\"}", &shadow, err), 0);
+    assert_true(shadow);
+    assert_int_equal(mode("{\"mode\": \"cmlfq\"}", &shadow, err), 0);
+    assert_false(shadow);
+    assert_int_equal(mode("{\"mode\": \"oracle\"}", &shadow, err), -1);
+    assert_non_null(strstr(err, "\"shadow\" or \"cmlfq\""));
+    assert_int_equal(mode("{\"mode\": \"shadow\", \"policy\": \"x\"}", &shadow, err), -1);
+    assert_non_null(strstr(err, "unknown member 'policy'"));
+    assert_int_equal(mode("[\"shadow\"]", &shadow, err), -1);
+    assert_int_equal(mode("{\"mode\": ", &shadow, err), -1);
+    assert_non_null(strstr(err, "body:"));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -88,6 +110,7 @@ int main(void)
         cmocka_unit_test(test_a_bad_worker_body_says_what_is_wrong),
         cmocka_unit_test(test_the_query_form_and_tp_text),
         cmocka_unit_test(test_an_engine_is_named_by_id_or_url),
+        cmocka_unit_test(test_the_mode_is_shadow_or_the_policy),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
