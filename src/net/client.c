@@ -22,6 +22,10 @@
 
 struct watch;
 
+/* Easy handles kept for reuse: a new handle costs about as much as parsing a small request
+ * (allocation and defaults, ~12 k instructions), and a gateway makes one per turn. */
+#define NET_IDLE_HANDLES 64
+
 struct net_client {
     struct event_base *base;
     CURLM *multi;
@@ -32,6 +36,8 @@ struct net_client {
     struct watch *watches;          /* sockets watched */
     int depth;                      /* > 0 while inside curl: its callbacks may be running */
     bool reap;                      /* a transfer was cancelled inside curl */
+    CURL *idle[NET_IDLE_HANDLES];   /* finished handles, reset, for the next transfers */
+    int n_idle;
 };
 
 /* One transfer. */
@@ -103,7 +109,12 @@ static void transfer_free(struct net_transfer *t)
     if (t->release && !t->done_called)
         t->release(t->arg);
     curl_slist_free_all(t->headers);
-    curl_easy_cleanup(t->easy);
+    if (c->n_idle < NET_IDLE_HANDLES) {
+        curl_easy_reset(t->easy); /* options back to defaults; the multi keeps the connections */
+        c->idle[c->n_idle++] = t->easy;
+    } else {
+        curl_easy_cleanup(t->easy);
+    }
     free(t->body);
     free(t->content_type);
     free(t);
@@ -410,7 +421,7 @@ static struct net_transfer *send_within(struct net_client *c, const char *method
     t->client = c;
     t->ops = ops;
     t->arg = arg;
-    t->easy = curl_easy_init();
+    t->easy = c->n_idle ? c->idle[--c->n_idle] : curl_easy_init();
     if (!t->easy)
         curl_oom();
     CURL *e = t->easy;
@@ -521,6 +532,8 @@ void net_client_free(struct net_client *c)
         free(w);
     }
     c->watches = NULL;
+    while (c->n_idle)
+        curl_easy_cleanup(c->idle[--c->n_idle]);
     curl_multi_cleanup(c->multi);
     event_free(c->timer);
     event_free(c->resume_ev);
