@@ -47,6 +47,8 @@ struct net_server {
     struct intmap conns;    /* evhttp_connection address -> struct net_conn * */
     struct net_conn *first; /* every connection, for the server's end */
     int n_conns;
+    struct evhttp_bound_socket *bound; /* the listening socket; NULL once draining */
+    bool draining;                     /* net_server_drain: new requests answer 503 */
 };
 
 struct net_call {
@@ -477,6 +479,11 @@ static void handle(struct evhttp_request *req, void *arg)
     struct net_call *c = call_new(s, req);
     if (!c)
         return;
+    if (s->draining) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        net_reply_error(c, 503, "server_error", "the server is stopping");
+        return;
+    }
     if (s->n_conns > s->limits.max_connections) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
         net_reply_error(c, 503, "server_error", "too many connections (at most %d)",
@@ -510,6 +517,7 @@ int net_server_new(struct net_server **out, struct event_base *base, const char 
                                             EVHTTP_REQ_DELETE);
     evhttp_set_gencb(s->http, handle, s);
     struct evhttp_bound_socket *bound = evhttp_bind_socket_with_handle(s->http, host, port);
+    s->bound = bound;
     if (!bound) {
         snprintf(err, err_size, "cannot listen on %s:%d: %s", host, port, strerror(errno));
         net_server_free(s);
@@ -532,6 +540,22 @@ int net_server_new(struct net_server **out, struct event_base *base, const char 
 int net_server_port(const struct net_server *s)
 {
     return s->port;
+}
+
+void net_server_drain(struct net_server *s)
+{
+    if (s->bound)
+        evhttp_del_accept_socket(s->http, s->bound); /* closes the listening socket */
+    s->bound = NULL;
+    s->draining = true;
+}
+
+size_t net_server_held(const struct net_server *s)
+{
+    size_t n = 0;
+    for (const struct net_conn *conn = s->first; conn; conn = conn->next)
+        n += conn->call != NULL;
+    return n;
 }
 
 /* Cancels every kept call (their connections go with the evhttp object). */
