@@ -1,9 +1,11 @@
 /*
  * `libra serve`: runs the gateway (server/gateway.h) in front of the engines named on the
  * command line until SIGINT or SIGTERM, printing one JSON line with its URL once it listens.
+ * The first signal stops it gracefully (gw_stop), a second at once.
  */
 #include <curl/curl.h>
 #include <errno.h>
+#include <event2/thread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,15 +19,22 @@
 
 static const char help[] =
     "usage: libra serve [EXPERIMENT] --engine URL[,tp=N] [--engine ...] [--listen HOST:PORT]\n"
-    "                   [--mode shadow|POLICY] [--capture FILE] [flags]\n"
+    "                   [--mode shadow|POLICY] [--capture FILE] [--state-dir DIR] [flags]\n"
     "\n"
     "Runs the C-MLFQ gateway in front of vLLM/SGLang engines (docs/serve.md): every turn of\n"
     "every trajectory is routed by the experiment's sched section (the simulator's calls) and\n"
     "proxied byte for byte; control calls (pause, weight updates, loads) go to every engine.\n"
-    "Prints one JSON line with its URL when it listens; stops on SIGINT or SIGTERM.\n"
+    "Prints one JSON line with its URL when it listens. SIGTERM or SIGINT stops it gracefully:\n"
+    "no new connection, the calls being served get --grace-s to finish, the state is\n"
+    "committed; a second signal stops it at once.\n"
     "\n"
     "  --engine URL[,tp=N]    an engine (repeatable); TP from SGLang's /get_server_info,\n"
-    "                         else tp=N (vLLM)\n"
+    "                         else tp=N (vLLM); optional when the state dir has engines\n"
+    "  --state-dir DIR        keep the gateway's state in DIR (SQLite; made when absent):\n"
+    "                         what it learnt from, live trajectories, engines, mode; a\n"
+    "                         restart on DIR resumes routing where it stopped\n"
+    "  --grace-s S            on SIGTERM/SIGINT, wait up to S s for the calls being served\n"
+    "                         (default 20), then cut them\n"
     "  --listen HOST:PORT     address (default 127.0.0.1:0: a port chosen by the OS)\n"
     "  --mode MODE            shadow (sticky least-requests routes; the policy's decision is\n"
     "                         logged beside it) or sched.policy's name (default: route by it)\n"
@@ -59,6 +68,8 @@ enum {
     OPT_MAX_BODY,
     OPT_CAP,
     OPT_MAX_CONN,
+    OPT_STATE_DIR,
+    OPT_GRACE,
 };
 
 static const struct option own_options[] = {
@@ -76,6 +87,8 @@ static const struct option own_options[] = {
     {"max-body-bytes", required_argument, NULL, OPT_MAX_BODY},
     {"request-cap-s", required_argument, NULL, OPT_CAP},
     {"max-connections", required_argument, NULL, OPT_MAX_CONN},
+    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+    {"grace-s", required_argument, NULL, OPT_GRACE},
     {0},
 };
 
@@ -183,6 +196,13 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
         rc = cli_parse_int(cmd, "--max-connections", optarg, 1, 1000000, &v);
         o->gw.limits.max_connections = (int)v;
         return rc;
+    case OPT_STATE_DIR:
+        if (!*optarg)
+            return cli_usage_error(cmd, "--state-dir: expected a directory");
+        o->gw.state_dir = optarg;
+        return 0;
+    case OPT_GRACE:
+        return cli_parse_double(cmd, "--grace-s", optarg, 0, 1e6, &o->gw.grace_s);
     default:
         return LIBRA_EXIT_USAGE;
     }
@@ -234,6 +254,7 @@ struct run {
     struct event_base *base;
     struct gw *gw;
     int rc;
+    bool stopping; /* a signal came: the next one stops at once */
 };
 
 static void on_ready(void *arg, int rc, const char *msg)
@@ -251,25 +272,39 @@ static void on_ready(void *arg, int rc, const char *msg)
     free(line);
 }
 
+static void on_stopped(void *arg)
+{
+    struct run *r = arg;
+    event_base_loopbreak(r->base);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
-    event_base_loopbreak(arg);
+    struct run *r = arg;
+    if (r->stopping) {
+        event_base_loopbreak(r->base);
+        return;
+    }
+    r->stopping = true;
+    gw_stop(r->gw, on_stopped, r);
 }
 
 static int serve(const struct libra_config *cfg, struct opts *o)
 {
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
+    evthread_use_pthreads(); /* the state dir's worker posts to the loop */
     struct run r = {.base = event_base_new()};
     char err[512];
-    if (gw_new(&r.gw, r.base, cfg, &o->gw, on_ready, &r, err, sizeof err) != 0) {
+    int rc = gw_new(&r.gw, r.base, cfg, &o->gw, on_ready, &r, err, sizeof err);
+    if (rc != 0) {
         cli_errorf("serve: %s", err);
         event_base_free(r.base);
         curl_global_cleanup();
-        return LIBRA_EXIT_USAGE;
+        return rc == LIBRA_EIO ? LIBRA_EXIT_IO : LIBRA_EXIT_USAGE;
     }
-    struct event *sigint = evsignal_new(r.base, SIGINT, on_signal, r.base);
-    struct event *sigterm = evsignal_new(r.base, SIGTERM, on_signal, r.base);
+    struct event *sigint = evsignal_new(r.base, SIGINT, on_signal, &r);
+    struct event *sigterm = evsignal_new(r.base, SIGTERM, on_signal, &r);
     event_add(sigint, NULL);
     event_add(sigterm, NULL);
     event_base_dispatch(r.base);
@@ -303,8 +338,9 @@ int cmd_serve(int argc, char **argv)
     }
     if (rc == 0 && argc - optind > 1)
         rc = cli_usage_error(cc.cmd, "unexpected argument '%s'", argv[optind + 1]);
-    if (rc == 0 && o->gw.n_engines == 0)
-        rc = cli_usage_error(cc.cmd, "give at least one --engine URL[,tp=N]");
+    if (rc == 0 && o->gw.n_engines == 0 && !o->gw.state_dir)
+        rc = cli_usage_error(cc.cmd, "give at least one --engine URL[,tp=N] (or a --state-dir "
+                                     "that has engines)");
     if (rc == 0)
         rc = cli_common_load(&cc, optind < argc ? argv[optind] : NULL, &p, &cfg);
     if (rc == 0)

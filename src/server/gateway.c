@@ -23,6 +23,7 @@ void gw_options_default(struct gw_options *o)
     o->parse.prompt_tokens = GW_PROMPT_TOKENS;
     o->idle_s = 7200;
     o->poll_s = 2;
+    o->grace_s = 20;
     net_limits_default(&o->limits);
 }
 
@@ -60,6 +61,7 @@ void gw_engine_version(struct gw *g, struct gw_engine *e, const char *v)
         vec_push(&g->version_steps, step);
     }
     e->generation = step;
+    gw_persist_engines(g);
 }
 
 void gw_registry(const struct gw *g, const struct gw_traj *t, struct sched_instance *inst,
@@ -88,6 +90,7 @@ static const struct net_route routes[] = {
     {"/libra/v1/trajectories/*", NET_POST, gw_events_call},
     {"/libra/v1/admin/mode", NET_GET | NET_POST, gw_admin_mode},
     {"/libra/v1/status", NET_GET, gw_status},
+    {"/libra/v1/state", NET_GET, gw_state},
     {"/metrics", NET_GET, gw_metrics},
     {"/healthz", NET_GET, gw_healthz},
     {"/health", NET_GET, gw_healthz},
@@ -175,12 +178,15 @@ static int fail(struct gw *g, int rc, const char *fmt, ...)
     return -1;
 }
 
-/* The layout: sched.buckets, else the workload's reference; every engine's TP must be in it. */
+/* The layout: the state dir's, else sched.buckets, else the workload's reference; every
+ * engine's TP must be in it. */
 static int place_engines(struct gw *g)
 {
     struct libra_error err = {0};
     const struct libra_config *cfg = g->cfg;
-    if (cfg->sched.buckets[0]) {
+    if (g->persist && g->persist->has_layout) {
+        g->layout = g->persist->layout;
+    } else if (cfg->sched.buckets[0]) {
         if (spec_bucket_parse(&g->layout, cfg->sched.buckets, "sched.buckets", &err))
             return fail(g, LIBRA_EINVAL, "%s", err.msg);
     } else if (spec_bucket_default(&g->layout, cfg->workload.name, cfg->model.name)) {
@@ -238,6 +244,16 @@ static int open_outputs(struct gw *g)
     return 0;
 }
 
+/* The state dir's trees, trajectories and steps, once the routers are made; the registry as
+ * it starts is written. */
+static int restore(struct gw *g)
+{
+    char err[256];
+    int rc = g->persist ? gw_persist_restore(g, err, sizeof err) : 0;
+    gw_persist_engines(g);
+    return rc ? fail(g, rc, "%s", err) : 0;
+}
+
 static void started(struct gw *g)
 {
     for (size_t i = 0; i < g->n_engines; i++)
@@ -250,7 +266,7 @@ static void started(struct gw *g)
             return;
         }
     char err[256] = "";
-    if (place_engines(g) || make_routers(g) || open_outputs(g) ||
+    if (place_engines(g) || make_routers(g) || restore(g) || open_outputs(g) ||
         net_server_new(&g->server, g->base, g->opt.host, g->opt.port, &g->opt.limits, routes, NULL,
                        g, err, sizeof err) != 0) {
         if (err[0])
@@ -270,7 +286,7 @@ static void on_info(void *arg, int status, const char *body, size_t len, const c
 {
     struct gw_engine *e = arg;
     struct gw *g = e->g;
-    if (status == 0)
+    if (status == 0 && !e->restored)
         fail(g, LIBRA_EIO, "engine %s: %s", e->url, error ? error : "no answer");
     e->up = status != 0;
     if (status == 200) {
@@ -278,7 +294,7 @@ static void on_info(void *arg, int status, const char *body, size_t len, const c
         json_int_t tp = json_integer_value(json_object_get(doc, "tp_size"));
         const char *v = json_string_value(json_object_get(doc, "weight_version"));
         e->sglang = true;
-        if (tp >= 1 && e->tp >= 1 && tp != e->tp)
+        if (tp >= 1 && e->tp >= 1 && tp != e->tp && !e->restored)
             fail(g, LIBRA_EINVAL, "engine %s says it is TP%lld, not TP%d as --engine says", e->url,
                  (long long)tp, e->tp);
         if (tp >= 1)
@@ -294,17 +310,61 @@ static void on_info(void *arg, int status, const char *body, size_t len, const c
         started(g);
 }
 
+/* Adds the engine spec names, or, when the state dir has it already, makes it the command
+ * line's (its TP when given, else asked again of SGLang). */
+static int add_engine(struct gw *g, const struct gw_engine_spec *spec, char *err, size_t err_size)
+{
+    for (size_t i = 0; i < g->n_engines; i++) {
+        struct gw_engine *e = &g->engines[i];
+        if (strcmp(e->url, spec->url) == 0) {
+            e->restored = false;
+            e->tp = spec->tp ? spec->tp : e->sglang ? 0 : e->tp;
+            return 0;
+        }
+    }
+    if (g->n_engines == GW_ENGINES_MAX) {
+        snprintf(err, err_size, "more than %d engines (the state dir's and --engine's)",
+                 GW_ENGINES_MAX);
+        return LIBRA_EINVAL;
+    }
+    struct gw_engine *e = &g->engines[g->n_engines];
+    e->id = (int64_t)g->n_engines++;
+    snprintf(e->url, sizeof e->url, "%s", spec->url);
+    e->tp = spec->tp;
+    return 0;
+}
+
+/* The state dir's engines, then the command line's; each is then asked what it is. */
+static int register_engines(struct gw *g, char *err, size_t err_size)
+{
+    int rc = g->opt.state_dir ? gw_persist_open(g, err, err_size) : 0;
+    for (size_t i = 0; rc == 0 && i < g->opt.n_engines; i++)
+        rc = add_engine(g, &g->opt.engines[i], err, err_size);
+    if (rc == 0 && g->n_engines == 0) {
+        snprintf(err, err_size,
+                 "give 1 to %d engines (--engine URL[,tp=N]); the state dir has none",
+                 GW_ENGINES_MAX);
+        rc = LIBRA_EINVAL;
+    }
+    if (rc == 0 && !(g->client = net_client_new(g->base))) {
+        snprintf(err, err_size, "cannot make a curl multi handle");
+        rc = LIBRA_EIO;
+    }
+    return rc;
+}
+
 int gw_new(struct gw **out, struct event_base *base, const struct libra_config *cfg,
            const struct gw_options *o, gw_ready_fn ready, void *arg, char *err, size_t err_size)
 {
     *out = NULL;
-    if (o->n_engines == 0 || o->n_engines > GW_ENGINES_MAX) {
+    if ((o->n_engines == 0 && !o->state_dir) || o->n_engines > GW_ENGINES_MAX) {
         snprintf(err, err_size, "give 1 to %d engines (--engine URL[,tp=N])", GW_ENGINES_MAX);
-        return -1;
+        return LIBRA_EINVAL;
     }
-    if (o->parse.prompt_tokens < 1 || !(o->idle_s > 0) || !(o->poll_s > 0)) {
-        snprintf(err, err_size, "prompt tokens, idle and poll times must be positive");
-        return -1;
+    if (o->parse.prompt_tokens < 1 || !(o->idle_s > 0) || !(o->poll_s > 0) || !(o->grace_s >= 0)) {
+        snprintf(err, err_size,
+                 "prompt tokens, idle and poll times must be positive, the grace not negative");
+        return LIBRA_EINVAL;
     }
     struct gw *g = xcalloc(1, sizeof *g);
     g->base = base;
@@ -315,20 +375,16 @@ int gw_new(struct gw **out, struct event_base *base, const struct libra_config *
     g->shadow = o->shadow;
     g->first_step_s = -1;
     map_init(&g->trajs);
-    g->client = net_client_new(base);
-    if (!g->client) {
-        snprintf(err, err_size, "cannot make a curl multi handle");
-        free(g);
-        return -1;
+    int rc = register_engines(g, err, err_size);
+    if (rc != 0) {
+        char ignored[8];
+        gw_free(g, ignored, sizeof ignored);
+        return rc;
     }
-    g->n_engines = o->n_engines;
-    g->asking = (int)o->n_engines;
-    for (size_t i = 0; i < o->n_engines; i++) {
+    g->asking = (int)g->n_engines;
+    for (size_t i = 0; i < g->n_engines; i++) {
         struct gw_engine *e = &g->engines[i];
         e->g = g;
-        e->id = (int64_t)i;
-        snprintf(e->url, sizeof e->url, "%s", o->engines[i].url);
-        e->tp = o->engines[i].tp;
         char url[320];
         snprintf(url, sizeof url, "%s/get_server_info", e->url);
         net_client_request(g->client, "GET", url, NULL, NULL, 0, on_info, e);
@@ -364,6 +420,9 @@ int gw_free(struct gw *g, char *err, size_t err_size)
     net_server_free(g->server); /* cancels the calls held: their turns end */
     if (g->tick)
         event_free(g->tick);
+    gw_stop_free(g);
+    if (gw_persist_close(g, err, err_size) != 0)
+        rc = -1;
     gw_traj_free_all(g);
     net_client_free(g->client); /* no answer comes back after this */
     gw_fan_free_all(g);
@@ -375,10 +434,10 @@ int gw_free(struct gw *g, char *err, size_t err_size)
     vec_free(&g->versions);
     vec_free(&g->version_steps);
     struct libra_error e = {0};
-    if (g->capture_error[0]) {
+    if (g->capture_error[0] && rc == 0) {
         snprintf(err, err_size, "--capture: stopped early: %s", g->capture_error);
         rc = -1;
-    } else if (g->capture && trace_writer_close(g->capture, &e) != 0) {
+    } else if (g->capture && trace_writer_close(g->capture, &e) != 0 && rc == 0) {
         snprintf(err, err_size, "--capture: %s", e.msg);
         rc = -1;
     }

@@ -11,7 +11,11 @@
  * then, in the order they finished, and the router's rebuild tick runs — the order a replay of
  * the capture (`libra route eval`) learns in.
  *
- * Threading: one event loop owns everything; nothing here is thread-safe.
+ * With --state-dir the gateway's state survives a restart: what it learnt from (a journal
+ * replayed at start), the live trajectories, the engines and the mode (server/store.h).
+ *
+ * Threading: one event loop owns everything; nothing here is thread-safe. The state dir's one
+ * worker thread commits what the loop hands it and posts back (server/store.h).
  */
 #ifndef SERVER_GATEWAY_H
 #define SERVER_GATEWAY_H
@@ -48,9 +52,12 @@ struct gw_options {
     struct net_limits limits;
     struct sched_costs costs; /* what moving a trajectory costs (cost/move.h), as the
                                       simulator and route eval weigh it; zeroed: free */
+    const char *state_dir;    /* durable state here (docs/serve.md "Durable state"); NULL: none */
+    double grace_s;           /* gw_stop waits this long for the calls being served */
 };
 
-/* The defaults above: 127.0.0.1:0, C-MLFQ mode, 64 prompt tokens, 7200 s idle, 2 s polls. */
+/* The defaults above: 127.0.0.1:0, C-MLFQ mode, 64 prompt tokens, 7200 s idle, 2 s polls, no
+ * state dir, a 20 s grace. */
 void gw_options_default(struct gw_options *o);
 
 struct gw;
@@ -61,9 +68,13 @@ struct gw;
 typedef void (*gw_ready_fn)(void *arg, int rc, const char *msg);
 
 /*
- * Starts a gateway on base for the experiment cfg (borrowed; must outlive it): asks every engine
- * what it is (TP, kind, weight version), then listens and calls ready. Returns 0, or -1 with err
- * when the options are wrong before anything is asked (ready is then not called).
+ * Starts a gateway on base for the experiment cfg (borrowed; must outlive it): opens the state
+ * dir when one is given (its engines join the options' ones), asks every engine what it is
+ * (TP, kind, weight version), restores the state, then listens and calls ready. base must be
+ * made after evthread_use_pthreads() when there is a state dir (its worker posts to the loop).
+ * Returns 0; LIBRA_EINVAL when the options are wrong or the state dir has another schema
+ * version, LIBRA_EIO when the state dir cannot be used — with err, before anything is asked
+ * (ready is then not called).
  */
 int gw_new(struct gw **out, struct event_base *base, const struct libra_config *cfg,
            const struct gw_options *o, gw_ready_fn ready, void *arg, char *err, size_t err_size);
@@ -71,8 +82,17 @@ int gw_new(struct gw **out, struct event_base *base, const struct libra_config *
 /* A JSON line describing the gateway (url, port, engines), malloc'd (after ready). */
 char *gw_ready_line(const struct gw *g);
 
-/* Writes the capture out and frees everything; g may be NULL. Returns 0, or -1 when the
- * capture could not be written (err says why). */
+/*
+ * The graceful stop: stops taking connections (requests on open ones answer 503), lets the
+ * calls being served finish for up to grace_s, then calls done(arg) on the loop; gw_free then
+ * cancels what is still held (their turns end as a failed turn does: the client sends them
+ * again) and commits the state. A second call does nothing.
+ */
+void gw_stop(struct gw *g, void (*done)(void *arg), void *arg);
+
+/* Cancels the calls still held, commits the state and closes it, writes the capture out and
+ * frees everything; g may be NULL. Returns 0, or -1 when the capture could not be written or
+ * the last commit failed (err says why). */
 int gw_free(struct gw *g, char *err, size_t err_size);
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * Internals of the gateway shared by its files: gateway.c (set-up, engines, versions, routes),
  * proxy.c (a generation request from arrival to answer), traj.c (trajectories, their events,
- * learning at the step, the capture) and control.c (fan-out of control calls, admin, metrics).
+ * learning at the step, the capture), control.c (fan-out of control calls, admin, metrics),
+ * persist.c and restore.c (the durable state of --state-dir) and stop.c (the graceful stop).
  * Not an API: use server/gateway.h.
  */
 #ifndef SERVER_INTERNAL_H
@@ -14,7 +15,9 @@
 #include "sched/eval.h"
 #include "sched/router.h"
 #include "server/gateway.h"
+#include "server/record.h"
 #include "server/request.h"
+#include "server/store.h"
 #include "trace/file.h"
 #include "util/list.h"
 #include "util/map.h"
@@ -29,9 +32,10 @@ struct gw_engine {
     int64_t id; /* its index; the router's instance id */
     char url[256];
     int tp;
-    int bucket;  /* in the router's layout */
-    bool sglang; /* answers SGLang's calls (get_server_info, get_weight_version) */
-    bool up;     /* answered its last call (a transfer error or a failed poll: down) */
+    int bucket;    /* in the router's layout */
+    bool sglang;   /* answers SGLang's calls (get_server_info, get_weight_version) */
+    bool restored; /* from the state dir only: kept (down) when it does not answer at start */
+    bool up;       /* answered its last call (a transfer error or a failed poll: down) */
     char version[GW_VERSION_MAX]; /* weight version as the engine names it */
     int64_t generation;           /* the gateway step its weights belong to */
     int in_flight;                /* turns being proxied to it */
@@ -51,6 +55,9 @@ struct gw_traj {
     int64_t last_generated;     /* tokens its last turn generated */
     int64_t instance;           /* engine of its last turn, -1 none */
     int64_t version_start;      /* the gateway step of its first turn */
+    int64_t start_tokens;       /* the context of its first request */
+    size_t announced; /* of the returns its last routed turn took (turns.v[n - 1].calls while that
+                         turn is in flight or failed), how many the events call had announced */
     bool in_flight;
     bool failed; /* its last turn got no answer: the next request sends that turn again */
     double last_active_s;
@@ -105,6 +112,24 @@ struct gw {
     uint64_t resumed;        /* turns sent again after an engine failed */
     uint64_t resumed_aborts; /* turns continued after an abort (abort-and-resume) */
     uint64_t updates;        /* weight updates passed through without a version of their own */
+
+    struct gw_persist *persist; /* the durable state (--state-dir); NULL without */
+    struct gw_stop *stop;       /* the graceful stop under way (stop.c, gw_stop); NULL before */
+};
+
+/* The durable state of a gateway with --state-dir (persist.c, restore.c). */
+struct gw_persist {
+    struct gw_store *st;
+    struct map dirty;       /* ids of live trajectories changed since the last collect */
+    bool engines_dirty;     /* the registry changed since the last collect */
+    size_t versions_saved;  /* g->versions[0, versions_saved) are in the database */
+    size_t versions_loaded; /* ... of which were read at start-up */
+    bool has_layout;        /* the state holds a bucket layout: it is the gateway's */
+    struct spec_bucket_layout layout;
+    int64_t replayed_trajs; /* learnt trajectories replayed from the journal at start-up */
+    int64_t replayed_steps; /* steps replayed */
+    int64_t restored_live;  /* live trajectories restored */
+    double replay_ms;       /* how long the restore took, milliseconds */
 };
 
 /* ---- gateway.c ---------------------------------------------------------------------------- */
@@ -157,7 +182,15 @@ void gw_traj_expire(struct gw *g, double now_s);
 /* Learns the finished trajectories and ticks the router: the gateway's step ended. */
 void gw_learn_step(struct gw *g);
 
-/* Frees every trajectory (at shutdown; each is captured as aborted). */
+/* Learns the trajectories of finished in order (the first as learnt after *learnt others),
+ * empties it and ticks r: the end of a step, in the live gateway and in the journal's replay. */
+void gw_learn_finished(struct sched_router *r, struct sched_eval_trace *finished, double *learnt);
+
+/* Frees what t holds (not t). */
+void gw_traj_clear(struct gw_traj *t);
+
+/* Frees every trajectory at shutdown: each is captured as aborted, unless the state dir keeps
+ * them live for the next start. */
 void gw_traj_free_all(struct gw *g);
 
 /* ---- resume.c ----------------------------------------------------------------------------- */
@@ -205,5 +238,71 @@ void gw_fan_free_all(struct gw *g);
 
 /* Counts one upstream answer of seconds on e. */
 void gw_observe_latency(struct gw_engine *e, double seconds);
+
+/* ---- restore.c: the state dir at start-up ------------------------------------------------ */
+
+/* Opens --state-dir and reads the gateway's scalars, weight versions, layout and engines into
+ * g (the engines before those of the command line: their ids stay). Returns 0, or LIBRA_EINVAL
+ * (another schema version, a bad row) or LIBRA_EIO with err. */
+int gw_persist_open(struct gw *g, char *err, size_t err_size);
+
+/* What a replay of the journal works on: the router whose model learns, the trajectories
+ * journalled since the last step (left there for the next one), the count learnt before. */
+struct gw_replay {
+    struct sched_router *router;
+    struct sched_eval_trace *finished;
+    double *learnt;
+    int64_t trajs, steps; /* records replayed */
+};
+
+/* Replays st's journal through rp's router as the live gateway learnt it: each trajectory
+ * queued (gw_learn_rec_add), each step learnt and ticked (gw_learn_finished) and its deadline
+ * set. Returns 0, or LIBRA_EINVAL (a bad record, a step whose count disagrees) / LIBRA_EIO
+ * with err. */
+int gw_journal_replay(struct gw_store *st, struct gw_replay *rp, char *err, size_t err_size);
+
+/* Once the routers are made: replays the journal into the trees, restores the live
+ * trajectories, makes each weight version new at this start a step, and starts the store's
+ * worker. Returns 0, or LIBRA_EINVAL / LIBRA_EIO with err. */
+int gw_persist_restore(struct gw *g, char *err, size_t err_size);
+
+/* ---- persist.c: what changes, and calls answered once it is on disk ----------------------- */
+
+/* Trajectory t's routing state changed (a turn routed or ended, returns announced). */
+void gw_persist_traj(struct gw *g, const struct gw_traj *t);
+
+/* Journals r, just queued for learning at the next step. */
+void gw_persist_learnt(struct gw *g, const struct gw_learn_rec *r);
+
+/* t ended: its row goes (in the commit that journals it). */
+void gw_persist_ended(struct gw *g, const struct gw_traj *t);
+
+/* Journals a step that learnt learnt trajectories and set deadline_s (NAN: none). */
+void gw_persist_step(struct gw *g, int64_t learnt, double deadline_s);
+
+/* Writes the whole engine registry (at set-up, and whenever an engine changes). */
+void gw_persist_engines(struct gw *g);
+
+/* The store's collect step (store.h): serialises what changed since the last one. */
+void gw_persist_collect(void *g);
+
+/* When commits are failing, answers c 503 and returns true: the caller changes nothing. */
+bool gw_durable_refused(struct gw *g, struct net_call *c);
+
+/* Answers c status with body once everything changed so far is committed (at once without a
+ * state dir); 503 when the commit fails; nothing when the client went away. Takes body. */
+void gw_reply_durable(struct gw *g, struct net_call *c, int status, json_t *body);
+
+/* Commits what is left and closes the state (a no-op without one; what a start that failed
+ * queued is dropped). Returns 0, or LIBRA_EIO with err. */
+int gw_persist_close(struct gw *g, char *err, size_t err_size);
+
+/* GET /libra/v1/state. */
+void gw_state(void *ctx, struct net_call *c);
+
+/* ---- stop.c ------------------------------------------------------------------------------- */
+
+/* Frees the graceful stop's state (gw_stop), if any. */
+void gw_stop_free(struct gw *g);
 
 #endif
