@@ -78,12 +78,12 @@ char *gw_step_rec_text(const struct gw_step_rec *s)
                           (json_int_t)s->learnt, "deadline_s", ujson_real(s->deadline_s)));
 }
 
-/* Appends the returns obs[0, n) with their calls' execution times to a. */
-static void returns_json(json_t *a, const struct sched_obs *obs,
+/* Appends the returns obs[from, from + n) with their calls' execution times to a. */
+static void returns_json(json_t *a, const struct sched_obs *obs, size_t from,
                          const struct trace_tool_call *calls, size_t n)
 {
     for (size_t i = 0; i < n; i++)
-        json_array_append_new(a, return_json(&obs[i], calls[i].exec_us));
+        json_array_append_new(a, return_json(&obs[from + i], calls[i].exec_us));
 }
 
 char *gw_traj_rec_text(const struct gw_traj *t)
@@ -99,16 +99,16 @@ char *gw_traj_rec_text(const struct gw_traj *t)
         size_t calls = pos + tu->n_calls <= tail ? tu->n_calls : 0;
         json_t *ret = json_array();
         if (k + 1 < n)
-            returns_json(ret, t->obs.v + pos, tu->calls, calls);
+            returns_json(ret, t->obs.v, pos, tu->calls, calls);
         else
-            returns_json(pending, t->obs.v + pos, tu->calls,
+            returns_json(pending, t->obs.v, pos, tu->calls,
                          t->announced < calls ? t->announced : calls);
         pos += calls;
         json_array_append_new(turns, json_pack("[I, I, I, o]", (json_int_t)tu->prompt_tokens,
                                                (json_int_t)tu->cached_tokens,
                                                (json_int_t)tu->generated_tokens, ret));
     }
-    returns_json(pending, t->obs.v + tail, t->pending.v, t->pending.n);
+    returns_json(pending, t->obs.v, tail, t->pending.v, t->pending.n);
     return dump(json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "id", gw_bytes_json(t->id),
                           "prompt", (json_int_t)t->prompt, "start_tokens",
                           (json_int_t)t->start_tokens, "generation", (json_int_t)t->generation,
@@ -142,9 +142,10 @@ void gw_learn_rec_from(struct gw_learn_rec *out, const struct gw_traj *t, int64_
     for (size_t k = 0; k < t->turns.n; k++) {
         const struct trace_turn *tu = &t->turns.v[k];
         const struct sched_obs *obs = NULL;
-        if (k + 1 < t->turns.n && k < t->returns_at.n)
+        bool cut = k + 1 == t->turns.n; /* returns after the last turn: the tail of t->obs */
+        if (tu->n_calls && !cut && k < t->returns_at.n)
             obs = t->obs.v + t->returns_at.v[k];
-        else if (k + 1 == t->turns.n && tu->n_calls <= t->obs.n) /* cut: the last returns */
+        else if (tu->n_calls && cut && tu->n_calls <= t->obs.n)
             obs = t->obs.v + t->obs.n - tu->n_calls;
         out->turns[k] = (struct gw_rec_turn){tu->generated_tokens, tu->prompt_tokens, out->n_ret,
                                              obs ? tu->n_calls : 0};

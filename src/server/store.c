@@ -149,6 +149,10 @@ static void batch_free(struct batch *b)
 /* Puts the ops of first before those of then, which takes them; frees first. */
 static void batch_prepend(struct batch *then, struct batch *first)
 {
+    if (first->ops.n == 0) {
+        batch_free(first);
+        return;
+    }
     vec_reserve(&then->ops, then->ops.n + first->ops.n);
     memmove(then->ops.v + first->ops.n, then->ops.v, then->ops.n * sizeof *then->ops.v);
     memcpy(then->ops.v, first->ops.v, first->ops.n * sizeof *first->ops.v);
@@ -389,7 +393,9 @@ static void take_result(struct gw_store *st, const struct result *r, bool note)
     size_t k = 0;
     while (k < st->waiters.n && st->waiters.v[k].number <= r->number)
         k++;
-    struct waiter *done = xmallocarray(k ? k : 1, sizeof *done);
+    if (k == 0)
+        return;
+    struct waiter *done = xmallocarray(k, sizeof *done);
     memcpy(done, st->waiters.v, k * sizeof *done);
     memmove(st->waiters.v, st->waiters.v + k, (st->waiters.n - k) * sizeof *done);
     st->waiters.n -= k;
