@@ -97,6 +97,7 @@ struct gw {
     VEC(int64_t) version_steps;       /* the step each began */
     struct sched_eval_trace finished; /* ended this step: learnt at its end, in this order */
     double learnt;                    /* trajectories learnt at earlier steps */
+    int64_t learn_steps;              /* steps learnt (the router's ticks), replayed ones too */
     double first_step_s;              /* gw_now() at the first step change seen; < 0 before */
     int64_t first_step;               /* the step then */
 

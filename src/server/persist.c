@@ -189,9 +189,10 @@ static json_t *trees_json(struct gw *g, bool full)
     free(text);
     struct sched_model_stats ms;
     sched_model_stats(m, &ms);
-    json_t *o = json_pack("{s:s, s:I, s:I, s:f, s:I}", "digest", digest, "prompts",
+    json_t *o = json_pack("{s:s, s:I, s:I, s:f, s:I, s:I}", "digest", digest, "prompts",
                           (json_int_t)ms.trees, "nodes", (json_int_t)ms.nodes, "learnt", g->learnt,
-                          "learn_pending", (json_int_t)g->finished.trajs.n);
+                          "learn_pending", (json_int_t)g->finished.trajs.n, "steps",
+                          (json_int_t)g->learn_steps);
     if (full)
         json_object_set_new(o, "json", doc);
     else

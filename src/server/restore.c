@@ -284,6 +284,7 @@ int gw_persist_restore(struct gw *g, char *err, size_t err_size)
     int rc = gw_journal_replay(p->st, &rp, err, err_size);
     p->replayed_trajs = rp.trajs;
     p->replayed_steps = rp.steps;
+    g->learn_steps = rp.steps;
     if (rc == 0)
         rc = gw_store_read(p->st, GW_STORE_TRAJS, restore_traj, &rd, err, err_size);
     if (rc != 0)

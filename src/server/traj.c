@@ -395,6 +395,7 @@ void gw_learn_step(struct gw *g)
 {
     int64_t n = (int64_t)g->finished.trajs.n;
     gw_learn_finished(g->router, &g->finished, &g->learnt);
+    g->learn_steps++;
     /* cmlfq_h's deadline: k + 1 of the steps measured so far (the first one's end starts it) */
     double now = gw_now(), deadline_s = NAN;
     if (g->first_step_s < 0) {
