@@ -1,5 +1,6 @@
 /* Tests of the gateway's durable state (src/server/store.c, record.c, restore.c): rows
- * round-trip through the worker's commits and a reopening, an unknown schema version is
+ * round-trip through the worker's commits and a reopening, a failed commit is told to its
+ * waiters and retried ahead of what follows, an unknown schema version is
  * refused with both versions named, a journal replayed twice (and the live learning it
  * records) gives equal trees, a step whose count disagrees with the journal is refused, and a
  * live trajectory's row keeps what the events call announced but not a turn in flight. */
@@ -152,8 +153,6 @@ static void test_a_store_never_started_writes_nothing(void **state)
     assert_int_equal(gw_store_close(st, err, sizeof err), 0);
 }
 
-/* ---- opening -------------------------------------------------------------------------------- */
-
 static void exec_sql(const char *dir, const char *text)
 {
     char path[4200];
@@ -163,6 +162,40 @@ static void exec_sql(const char *dir, const char *text)
     assert_int_equal(sqlite3_exec(db, text, NULL, NULL, NULL), SQLITE_OK);
     sqlite3_close(db);
 }
+
+static void test_a_failed_commit_is_told_and_retried_first(void **state)
+{
+    const char *dir = fresh_dir("retry");
+    struct loop l = {event_base_new(), 0, 0};
+    struct gw_store *st = open_ok(dir);
+    char err[256], buf[4096];
+    assert_int_equal(gw_store_start(st, l.base, NULL, NULL, err, sizeof err), 0);
+    exec_sql(dir, "DROP TABLE trajectories"); /* every commit that writes one fails */
+    gw_store_journal(st, "learn", strdup("{}"));
+    gw_store_put(st, GW_STORE_TRAJS, "libra:1", 0, strdup("{}"));
+    commit_now(st, &l);
+    assert_int_equal(l.ok, 0); /* the waiter hears it failed */
+    assert_non_null(strstr(gw_store_failing(st), "no such table"));
+    exec_sql(dir, "CREATE TABLE trajectories(id TEXT PRIMARY KEY, body TEXT NOT NULL)");
+    gw_store_journal(st, "step", strdup("{}"));
+    commit_now(st, &l); /* the failed batch goes first, with this one */
+    assert_int_equal(l.ok, 1);
+    assert_null(gw_store_failing(st));
+    struct gw_store_stats s;
+    gw_store_stats(st, &s);
+    assert_int_equal(s.failures, 1);
+    assert_int_equal(s.last_seq, 2);
+    assert_int_equal(gw_store_close(st, err, sizeof err), 0);
+    st = open_ok(dir);
+    table_text(st, GW_STORE_JOURNAL, buf);
+    assert_string_equal(buf, "learn|1|{};step|2|{};"); /* in order, no hole */
+    table_text(st, GW_STORE_TRAJS, buf);
+    assert_string_equal(buf, "libra:1|0|{};");
+    assert_int_equal(gw_store_close(st, err, sizeof err), 0);
+    event_base_free(l.base);
+}
+
+/* ---- opening -------------------------------------------------------------------------------- */
 
 static void test_an_unknown_schema_version_is_refused_naming_both(void **state)
 {
@@ -294,7 +327,8 @@ static void write_journal(struct gw_store *st, struct sched_router *live, size_t
         gw_learn_rec_free(&rec);
         gw_learn_rec_free(&back);
         if (++since == 7) {
-            struct gw_step_rec s = {++step, since, step > 2 ? 100.0 * (double)step : NAN};
+            step++;
+            struct gw_step_rec s = {step, since, step > 2 ? 100.0 * (double)step : NAN};
             gw_store_journal(st, "step", gw_step_rec_text(&s));
             gw_learn_finished(live, &finished, &learnt);
             if (isfinite(s.deadline_s))
@@ -507,6 +541,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rows_round_trip_through_the_worker),
         cmocka_unit_test(test_a_store_never_started_writes_nothing),
+        cmocka_unit_test(test_a_failed_commit_is_told_and_retried_first),
         cmocka_unit_test(test_an_unknown_schema_version_is_refused_naming_both),
         cmocka_unit_test(test_a_state_dir_in_use_is_refused),
         cmocka_unit_test(test_a_journal_replayed_twice_gives_equal_trees),
