@@ -30,6 +30,7 @@
 
 #include "libra/libra.h"
 #include "util/alloc.h"
+#include "util/error.h"
 #include "util/vec.h"
 
 enum op_kind { OP_PUT, OP_DEL, OP_CLEAR };
@@ -431,7 +432,7 @@ int gw_store_start(struct gw_store *st, struct event_base *base, gw_store_collec
     st->done_ev = event_new(base, -1, 0, on_done, st);
     int rc = st->collect_ev && st->done_ev ? pthread_create(&st->thread, NULL, worker, st) : ENOMEM;
     if (rc != 0) {
-        snprintf(err, err_size, "state: cannot start its worker: %s", strerror(rc));
+        snprintf(err, err_size, "state: cannot start its worker: %s", error_strerror(rc));
         return LIBRA_EIO;
     }
     st->started = true;
@@ -524,7 +525,7 @@ static int journal_counts(struct gw_store *st, char *err, size_t size)
 static int lock_dir(struct gw_store *st, char *err, size_t size)
 {
     if (mkdir(st->dir, 0777) != 0 && errno != EEXIST) {
-        snprintf(err, size, "state dir '%s': cannot create it: %s", st->dir, strerror(errno));
+        snprintf(err, size, "state dir '%s': cannot create it: %s", st->dir, error_strerror(errno));
         return LIBRA_EIO;
     }
     char path[4096];
@@ -532,14 +533,14 @@ static int lock_dir(struct gw_store *st, char *err, size_t size)
     st->lock_fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
     if (st->lock_fd < 0) {
         snprintf(err, size, "state dir '%s': cannot open %s: %s", st->dir, GW_STORE_LOCK,
-                 strerror(errno));
+                 error_strerror(errno));
         return LIBRA_EIO;
     }
     struct flock lk = {.l_type = F_WRLCK, .l_whence = SEEK_SET};
     if (fcntl(st->lock_fd, F_SETLK, &lk) != 0) {
         bool held = errno == EACCES || errno == EAGAIN;
         snprintf(err, size, "state dir '%s': %s", st->dir,
-                 held ? "in use by another libra serve" : strerror(errno));
+                 held ? "in use by another libra serve" : error_strerror(errno));
         return LIBRA_EIO;
     }
     return 0;
