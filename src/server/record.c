@@ -63,7 +63,7 @@ char *gw_learn_rec_text(const struct gw_learn_rec *r)
         const struct gw_rec_turn *tu = &r->turns[k];
         json_t *ret = json_array();
         for (size_t i = tu->first; i < tu->first + tu->n; i++)
-            json_array_append_new(ret, return_json(&r->ret[i].obs, r->ret[i].exec_us));
+            json_array_append_new(ret, return_json(&r->obs[i], r->exec_us[i]));
         json_array_append_new(turns, json_pack("[I, I, o]", (json_int_t)tu->generated_tokens,
                                                (json_int_t)tu->context_tokens, ret));
     }
@@ -123,9 +123,11 @@ static void push_return(struct gw_learn_rec *r, size_t *cap, const struct sched_
 {
     if (r->n_ret == *cap) {
         *cap = *cap ? *cap * 2 : 8;
-        r->ret = xreallocarray(r->ret, *cap, sizeof *r->ret);
+        r->obs = xreallocarray(r->obs, *cap, sizeof *r->obs);
+        r->exec_us = xreallocarray(r->exec_us, *cap, sizeof *r->exec_us);
     }
-    r->ret[r->n_ret++] = (struct gw_rec_return){*o, exec_us};
+    r->obs[r->n_ret] = *o;
+    r->exec_us[r->n_ret++] = exec_us;
 }
 
 void gw_learn_rec_from(struct gw_learn_rec *out, const struct gw_traj *t, int64_t step,
@@ -157,24 +159,19 @@ void gw_learn_rec_from(struct gw_learn_rec *out, const struct gw_traj *t, int64_
 void gw_learn_rec_add(struct sched_eval_trace *ev, const struct gw_learn_rec *r)
 {
     sched_eval_traj_add(ev, r->step, r->prompt, 0, 0, r->censored);
-    struct sched_obs obs[64];
     for (size_t k = 0; k < r->n_turns; k++) {
         const struct gw_rec_turn *tu = &r->turns[k];
-        bool returns = k + 1 < r->n_turns; /* returns after the last turn lead nowhere */
-        size_t n = returns ? tu->n : 0;
-        struct sched_obs *o = n <= 64 ? obs : xmallocarray(n, sizeof *o);
-        for (size_t i = 0; i < n; i++)
-            o[i] = r->ret[tu->first + i].obs;
-        sched_eval_turn_add(ev, tu->generated_tokens, tu->context_tokens, n ? o : NULL, n, 0.0);
-        if (o != obs)
-            free(o);
+        bool returns = k + 1 < r->n_turns && tu->n; /* after the last turn they lead nowhere */
+        sched_eval_turn_add(ev, tu->generated_tokens, tu->context_tokens,
+                            returns ? r->obs + tu->first : NULL, returns ? tu->n : 0, 0.0);
     }
 }
 
 void gw_learn_rec_free(struct gw_learn_rec *r)
 {
     free(r->turns);
-    free(r->ret);
+    free(r->obs);
+    free(r->exec_us);
     memset(r, 0, sizeof *r);
 }
 
@@ -259,9 +256,14 @@ static bool tool_read(const json_t *v, char out[SCHED_TOOL_NAME_MAX])
     return true;
 }
 
+/* One tool return as persisted: what the router observed and how long it ran. */
+struct ret {
+    struct sched_obs obs;
+    int64_t exec_us;
+};
+
 /* [tool, payload_tokens, size, status, status_from, exec_us] at path into *out. */
-static int read_return(const json_t *v, const char *path, struct gw_rec_return *out, char *err,
-                       size_t size)
+static int read_return(const json_t *v, const char *path, struct ret *out, char *err, size_t size)
 {
     char at[96];
     if (!json_is_array(v) || json_array_size(v) != 6)
@@ -368,7 +370,7 @@ static int read_returns(const json_t *a, const char *path, struct gw_learn_rec *
     for (size_t i = 0; i < json_array_size(a); i++) {
         char at[96];
         snprintf(at, sizeof at, "%s.%zu", path, i);
-        struct gw_rec_return x;
+        struct ret x;
         if (read_return(json_array_get(a, i), at, &x, err, size))
             return -1;
         push_return(r, cap, &x.obs, x.exec_us);
@@ -451,7 +453,7 @@ static int live_returns(const json_t *a, const char *path, struct gw_traj *t,
     for (size_t i = 0; i < n; i++) {
         char at[96];
         snprintf(at, sizeof at, "%s.%zu", path, i);
-        struct gw_rec_return x;
+        struct ret x;
         if (read_return(json_array_get(a, i), at, &x, err, size))
             return -1;
         vec_push(&t->obs, x.obs);

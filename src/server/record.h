@@ -39,13 +39,7 @@
 
 struct gw_traj; /* server/internal.h */
 
-/* One tool return as persisted: what the router observed and how long it ran. */
-struct gw_rec_return {
-    struct sched_obs obs;
-    int64_t exec_us; /* execution microseconds; -1 unknown */
-};
-
-/* One turn of a learnt trajectory: its counts and the returns after it, ret[first, first + n). */
+/* One turn of a learnt trajectory: its counts and the returns after it, obs[first, first + n). */
 struct gw_rec_turn {
     int64_t generated_tokens;
     int64_t context_tokens;
@@ -61,7 +55,8 @@ struct gw_learn_rec {
     enum trace_finish finish;
     struct gw_rec_turn *turns;
     size_t n_turns;
-    struct gw_rec_return *ret; /* the last turn's returns are kept but never learnt */
+    struct sched_obs *obs; /* every turn's returns in order; the last turn's are never learnt */
+    int64_t *exec_us;      /* how long each ran, microseconds; -1 unknown */
     size_t n_ret;
 };
 

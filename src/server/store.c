@@ -88,7 +88,8 @@ struct gw_store {
     VEC(struct result) results;
 };
 
-/* The SQL of each table: put (?1 key, ?2 num, ?3 body), delete, read. */
+/* The SQL of each table: put (?1 key, ?2 num, ?3 body), delete, read. A put replaces the row
+ * of its key, so a batch committed again after a commit whose outcome was unknown is harmless. */
 static const struct {
     const char *name, *put, *del, *read;
 } sql[GW_STORE_TABLES] = {
@@ -107,8 +108,9 @@ static const struct {
                         "INSERT OR REPLACE INTO trajectories(id, body) VALUES(?1, ?3)",
                         "DELETE FROM trajectories WHERE id = ?1",
                         "SELECT id, 0, body FROM trajectories ORDER BY rowid"},
-    [GW_STORE_JOURNAL] = {"journal", "INSERT INTO journal(seq, kind, body) VALUES(?2, ?1, ?3)",
-                          "DELETE FROM journal WHERE seq = ?2",
+    [GW_STORE_JOURNAL] = {"journal",
+                          "INSERT OR REPLACE INTO journal(seq, kind, body) VALUES(?2, ?1, ?3)",
+                          NULL, /* append-only */
                           "SELECT kind, seq, body FROM journal ORDER BY seq"},
 };
 
@@ -497,7 +499,8 @@ static int prepare_all(struct gw_store *st, char *err, size_t size)
         char clear[64];
         snprintf(clear, sizeof clear, "DELETE FROM %s", sql[t].name);
         if (sqlite3_prepare_v2(st->db, sql[t].put, -1, &st->put[t], NULL) != SQLITE_OK ||
-            sqlite3_prepare_v2(st->db, sql[t].del, -1, &st->del[t], NULL) != SQLITE_OK ||
+            (sql[t].del &&
+             sqlite3_prepare_v2(st->db, sql[t].del, -1, &st->del[t], NULL) != SQLITE_OK) ||
             sqlite3_prepare_v2(st->db, clear, -1, &st->clear[t], NULL) != SQLITE_OK)
             return fail_db(st, LIBRA_EINVAL, err, size, "unexpected tables");
     }

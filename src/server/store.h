@@ -91,9 +91,10 @@ typedef void (*gw_store_collect_fn)(void *ctx);
 int gw_store_start(struct gw_store *st, struct event_base *base, gw_store_collect_fn collect,
                    void *ctx, char *err, size_t err_size);
 
-/* Queues a put of body (owned from now on; may be NULL for versions) as row key/num of t;
- * a delete of the row of t named by key (meta, versions, trajectories) or num (engines); the
- * deletion of every row of t. Committed in the order queued. */
+/* Queues a put of body (owned from now on; may be NULL for versions) as row key/num of t,
+ * replacing the row of that key; a delete of the row of t named by key (meta, versions,
+ * trajectories) or num (engines) — never of the journal; the deletion of every row of t.
+ * Committed in the order queued. */
 void gw_store_put(struct gw_store *st, enum gw_store_table t, const char *key, int64_t num,
                   char *body);
 void gw_store_del(struct gw_store *st, enum gw_store_table t, const char *key, int64_t num);

@@ -270,18 +270,19 @@ static void random_rec(struct gw_learn_rec *rec, uint64_t i)
     rec->finish = rng_uniform_int(&r, 4) == 0 ? TRACE_FINISH_TRUNCATED : TRACE_FINISH_COMPLETED;
     rec->censored = rec->finish == TRACE_FINISH_TRUNCATED;
     rec->turns = calloc(turns, sizeof *rec->turns);
-    rec->ret = calloc(2 * turns, sizeof *rec->ret);
+    rec->obs = calloc(2 * turns, sizeof *rec->obs);
+    rec->exec_us = calloc(2 * turns, sizeof *rec->exec_us);
     for (size_t k = 0; k < turns; k++, rec->n_turns++) {
         size_t n = k + 1 < turns ? 1 + rng_uniform_int(&r, 2) : 0;
         rec->turns[k] = (struct gw_rec_turn){(int64_t)(100 + rng_uniform_int(&r, 8000)),
                                              (int64_t)(500 * (k + 1)), rec->n_ret, n};
         for (size_t j = 0; j < n; j++, rec->n_ret++) {
-            struct sched_obs *o = &rec->ret[rec->n_ret].obs;
+            struct sched_obs *o = &rec->obs[rec->n_ret];
             snprintf(o->tool, sizeof o->tool, "%s", tools[rng_uniform_int(&r, 3)]);
             o->payload_tokens = (int64_t)rng_uniform_int(&r, 9000);
             o->size = o->payload_tokens > 5000 ? SCHED_LARGE : SCHED_SMALL;
             o->status = rng_uniform_int(&r, 3) ? SCHED_SUCCESS : SCHED_FAILURE;
-            rec->ret[rec->n_ret].exec_us = -1;
+            rec->exec_us[rec->n_ret] = -1;
         }
     }
 }
