@@ -550,11 +550,18 @@ void net_server_drain(struct net_server *s)
     s->draining = true;
 }
 
+/* Bytes queued on conn that the client has not taken yet. */
+static size_t conn_pending(const struct net_conn *conn)
+{
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(conn->evcon);
+    return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
+}
+
 size_t net_server_held(const struct net_server *s)
 {
     size_t n = 0;
     for (const struct net_conn *conn = s->first; conn; conn = conn->next)
-        n += conn->call != NULL;
+        n += conn->call != NULL || conn_pending(conn) > 0;
     return n;
 }
 

@@ -92,7 +92,8 @@ int net_server_port(const struct net_server *s);
  * served go on. For a graceful stop. */
 void net_server_drain(struct net_server *s);
 
-/* Calls being served: received and not yet answered (kept calls, streams). */
+/* Connections busy: serving a call received and not yet answered (a kept call, a stream), or
+ * writing an answer the client has not taken yet. A graceful stop waits for none. */
 size_t net_server_held(const struct net_server *s);
 
 /* Closes the listener and every connection; kept calls are cancelled (NET_CANCEL_SHUTDOWN)

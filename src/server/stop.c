@@ -11,7 +11,7 @@
 #include "server/internal.h"
 #include "util/alloc.h"
 
-#define STOP_POLL_S 0.02 /* how often the calls still served are counted */
+#define STOP_POLL_S 0.02 /* how often the calls still served (and answers unsent) are counted */
 
 struct gw_stop {
     struct gw *g;

@@ -22,6 +22,8 @@ import tempfile
 import threading
 import time
 import http.client
+import http.server
+import socket
 
 import pytest
 
@@ -416,6 +418,57 @@ def test_sigterm_lets_a_turn_finish_within_the_grace_and_cuts_it_after():
             assert gw.proc.wait(timeout=10) == 0
             assert time.monotonic() - t0 < 1.5  # the grace, not the turn
             assert slow.result() == "gone"
+
+
+class BigAnswer(http.server.BaseHTTPRequestHandler):
+    """An engine that answers a turn, after 0.3 s, with 32 MiB: more than the sockets hold."""
+
+    protocol_version = "HTTP/1.1"
+    body = json.dumps({"text": "x" * (32 << 20), "meta_info": {"completion_tokens": 7}}).encode()
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        self.send_response(404)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        time.sleep(0.3)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(self.body)))
+        self.end_headers()
+        self.wfile.write(self.body)
+
+
+def test_sigterm_waits_for_an_answer_to_reach_a_slow_client():
+    engine = http.server.ThreadingHTTPServer(("127.0.0.1", 0), BigAnswer)
+    threading.Thread(target=engine.serve_forever, daemon=True).start()
+    url = "http://127.0.0.1:%d,tp=1" % engine.server_address[1]
+    with Serve(url, args=[*BUCKETS, "--grace-s", "10"]) as gw:
+        s = socket.create_connection(("127.0.0.1", gw.port))
+        body = json.dumps({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 7},
+                           "libra": {"trajectory": "big"}}).encode()
+        s.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n%s"
+                  % (len(body), body))
+        time.sleep(0.1)
+        gw.proc.send_signal(signal.SIGTERM)
+        time.sleep(1.5)  # the answer is queued long before the client reads it
+        got = b""
+        while True:
+            chunk = s.recv(1 << 20)
+            if not chunk:
+                break
+            got += chunk
+            if got.endswith(BigAnswer.body):
+                break
+        s.close()
+        assert got.startswith(b"HTTP/1.1 200") and got.endswith(BigAnswer.body), len(got)
+        assert gw.proc.wait(timeout=10) == 0
+    engine.shutdown()
 
 
 def generate_or_gone(port, prompt, tokens):
