@@ -2,7 +2,7 @@
  * `libra serve`: runs the gateway (server/gateway.h) in front of the engines named on the
  * command line until SIGINT or SIGTERM, printing one JSON line with its URL once it listens.
  * With --plan it starts from a plan `libra plan --json` wrote (read here: files are the
- * process layer's).
+ * process layer's). The first signal stops it gracefully (gw_stop), a second at once.
  */
 #include <curl/curl.h>
 #include <errno.h>
@@ -22,7 +22,8 @@
 
 static const char help[] =
     "usage: libra serve [EXPERIMENT] --engine URL[,tp=N] [--engine ...] [--listen HOST:PORT]\n"
-    "                   [--mode shadow|POLICY] [--plan FILE] [--capture FILE] [flags]\n"
+    "                   [--mode shadow|POLICY] [--plan FILE] [--capture FILE] [--state-dir DIR]\n"
+    "                   [flags]\n"
     "\n"
     "Runs the C-MLFQ gateway in front of vLLM/SGLang engines (docs/serve.md): every turn of\n"
     "every trajectory is routed by the experiment's sched section (the simulator's calls) and\n"
@@ -31,10 +32,18 @@ static const char help[] =
     "/workers) and listed at /libra/v1/engines. GET /libra/v1/plan plans the experiment's\n"
     "cluster on the trajectories seen to finish; POST /libra/v1/buckets (admin) re-buckets the\n"
     "engines (docs/serve.md \"Plans and buckets\"). Prints one JSON line with its URL when it\n"
-    "listens; stops on SIGINT or SIGTERM.\n"
+    "listens. SIGTERM or SIGINT stops it gracefully: no new connection, the calls being served\n"
+    "get --grace-s to finish, the state is committed; a second signal stops it at once.\n"
     "\n"
     "  --engine URL[,tp=N]    an engine (repeatable); its kind, version and TP asked of it\n"
-    "                         (SGLang /get_server_info, else vLLM /version and tp=N)\n"
+    "                         (SGLang /get_server_info, else vLLM /version and tp=N); optional\n"
+    "                         when the state dir has engines\n"
+    "  --state-dir DIR        keep the gateway's state in DIR (SQLite; made when absent):\n"
+    "                         what it learnt from, live trajectories, engines, layout and\n"
+    "                         mode (the state's win over --plan, sched.buckets and --mode); a\n"
+    "                         restart on DIR resumes routing where it stopped\n"
+    "  --grace-s S            on SIGTERM/SIGINT, wait up to S s for the calls being served\n"
+    "                         (default 20), then cut them\n"
     "  --listen HOST:PORT     address (default 127.0.0.1:0: a port chosen by the OS); other than\n"
     "                         loopback (127.0.0.0/8, ::1, localhost) only with an admin token\n"
     "  --mode MODE            shadow (sticky least-requests routes; the policy's decision is\n"
@@ -77,6 +86,8 @@ enum {
     OPT_READ,
     OPT_MAX_CONN,
     OPT_PLAN,
+    OPT_STATE_DIR,
+    OPT_GRACE,
 };
 
 static const struct option own_options[] = {
@@ -96,6 +107,8 @@ static const struct option own_options[] = {
     {"request-read-s", required_argument, NULL, OPT_READ},
     {"max-connections", required_argument, NULL, OPT_MAX_CONN},
     {"plan", required_argument, NULL, OPT_PLAN},
+    {"state-dir", required_argument, NULL, OPT_STATE_DIR},
+    {"grace-s", required_argument, NULL, OPT_GRACE},
     {0},
 };
 
@@ -205,6 +218,13 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
         rc = cli_parse_int(cmd, "--max-connections", optarg, 1, 1000000, &v);
         o->gw.limits.max_connections = (int)v;
         return rc;
+    case OPT_STATE_DIR:
+        if (!*optarg)
+            return cli_usage_error(cmd, "--state-dir: expected a directory");
+        o->gw.state_dir = optarg;
+        return 0;
+    case OPT_GRACE:
+        return cli_parse_double(cmd, "--grace-s", optarg, 0, 1e6, &o->gw.grace_s);
     default:
         return LIBRA_EXIT_USAGE;
     }
@@ -278,6 +298,7 @@ struct run {
     struct event_base *base;
     struct gw *gw;
     int rc;
+    bool stopping; /* a signal came: the next one stops at once */
 };
 
 static void on_ready(void *arg, int rc, const char *msg)
@@ -295,26 +316,39 @@ static void on_ready(void *arg, int rc, const char *msg)
     free(line);
 }
 
+static void on_stopped(void *arg)
+{
+    struct run *r = arg;
+    event_base_loopbreak(r->base);
+}
+
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
-    event_base_loopbreak(arg);
+    struct run *r = arg;
+    if (r->stopping) {
+        event_base_loopbreak(r->base);
+        return;
+    }
+    r->stopping = true;
+    gw_stop(r->gw, on_stopped, r);
 }
 
 static int serve(const struct libra_config *cfg, struct opts *o)
 {
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    evthread_use_pthreads(); /* the planner's thread posts back to the loop */
+    evthread_use_pthreads(); /* the planner's thread and the state dir's worker post back */
     struct run r = {.base = event_base_new()};
     char err[512];
-    if (gw_new(&r.gw, r.base, cfg, &o->gw, on_ready, &r, err, sizeof err) != 0) {
+    int rc = gw_new(&r.gw, r.base, cfg, &o->gw, on_ready, &r, err, sizeof err);
+    if (rc != 0) {
         cli_errorf("serve: %s", err);
         event_base_free(r.base);
         curl_global_cleanup();
-        return LIBRA_EXIT_USAGE;
+        return rc == LIBRA_EIO ? LIBRA_EXIT_IO : LIBRA_EXIT_USAGE;
     }
-    struct event *sigint = evsignal_new(r.base, SIGINT, on_signal, r.base);
-    struct event *sigterm = evsignal_new(r.base, SIGTERM, on_signal, r.base);
+    struct event *sigint = evsignal_new(r.base, SIGINT, on_signal, &r);
+    struct event *sigterm = evsignal_new(r.base, SIGTERM, on_signal, &r);
     event_add(sigint, NULL);
     event_add(sigterm, NULL);
     event_base_dispatch(r.base);
@@ -348,8 +382,9 @@ int cmd_serve(int argc, char **argv)
     }
     if (rc == 0 && argc - optind > 1)
         rc = cli_usage_error(cc.cmd, "unexpected argument '%s'", argv[optind + 1]);
-    if (rc == 0 && o->gw.n_engines == 0)
-        rc = cli_usage_error(cc.cmd, "give at least one --engine URL[,tp=N]");
+    if (rc == 0 && o->gw.n_engines == 0 && !o->gw.state_dir)
+        rc = cli_usage_error(cc.cmd, "give at least one --engine URL[,tp=N] (or a --state-dir "
+                                     "that has engines)");
     if (rc == 0)
         rc = cli_common_load(&cc, optind < argc ? argv[optind] : NULL, &p, &cfg);
     if (rc == 0)

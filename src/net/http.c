@@ -61,9 +61,11 @@ struct net_server {
     struct intmap conns;    /* evhttp_connection address -> struct net_conn * */
     struct net_conn *first; /* every connection, for the server's end */
     int n_conns;
-    struct net_link *links; /* every accepted connection */
-    struct intmap link_of;  /* bufferevent address -> struct net_link * */
-    struct event *sweep;    /* checks the reading deadline */
+    struct net_link *links;            /* every accepted connection */
+    struct intmap link_of;             /* bufferevent address -> struct net_link * */
+    struct event *sweep;               /* checks the reading deadline */
+    struct evhttp_bound_socket *bound; /* the listening socket; NULL once draining */
+    bool draining;                     /* net_server_drain: new requests answer 503 */
 };
 
 struct net_call {
@@ -576,6 +578,11 @@ static void handle(struct evhttp_request *req, void *arg)
     if (!c)
         return;
     link_serving(s, evhttp_request_get_connection(req), true);
+    if (s->draining) {
+        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
+        net_reply_error(c, 503, "server_error", "the server is stopping");
+        return;
+    }
     if (s->n_conns > s->limits.max_connections) {
         evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
         net_reply_error(c, 503, "server_error", "too many connections (at most %d)",
@@ -614,6 +621,7 @@ int net_server_new(struct net_server **out, struct event_base *base, const char 
     s->sweep = event_new(base, -1, EV_PERSIST, sweep, s);
     event_add(s->sweep, &tv);
     struct evhttp_bound_socket *bound = evhttp_bind_socket_with_handle(s->http, host, port);
+    s->bound = bound;
     if (!bound) {
         snprintf(err, err_size, "cannot listen on %s:%d: %s", host, port, strerror(errno));
         net_server_free(s);
@@ -636,6 +644,29 @@ int net_server_new(struct net_server **out, struct event_base *base, const char 
 int net_server_port(const struct net_server *s)
 {
     return s->port;
+}
+
+void net_server_drain(struct net_server *s)
+{
+    if (s->bound)
+        evhttp_del_accept_socket(s->http, s->bound); /* closes the listening socket */
+    s->bound = NULL;
+    s->draining = true;
+}
+
+/* Bytes queued on conn that the client has not taken yet. */
+static size_t conn_pending(const struct net_conn *conn)
+{
+    struct bufferevent *bev = evhttp_connection_get_bufferevent(conn->evcon);
+    return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
+}
+
+size_t net_server_held(const struct net_server *s)
+{
+    size_t n = 0;
+    for (const struct net_conn *conn = s->first; conn; conn = conn->next)
+        n += conn->call != NULL || conn_pending(conn) > 0;
+    return n;
 }
 
 /* Cancels every kept call (their connections go with the evhttp object). */

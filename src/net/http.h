@@ -91,6 +91,15 @@ int net_server_new(struct net_server **out, struct event_base *base, const char 
 /* The port the server listens on. */
 int net_server_port(const struct net_server *s);
 
+/* Stops taking connections (the listening socket is closed) and answers every request that
+ * arrives on an open connection from now on with 503 and `Connection: close`; the calls being
+ * served go on. For a graceful stop. */
+void net_server_drain(struct net_server *s);
+
+/* Connections busy: serving a call received and not yet answered (a kept call, a stream), or
+ * writing an answer the client has not taken yet. A graceful stop waits for none. */
+size_t net_server_held(const struct net_server *s);
+
 /* Closes the listener and every connection; kept calls are cancelled (NET_CANCEL_SHUTDOWN)
  * first. s may be NULL. */
 void net_server_free(struct net_server *s);

@@ -359,11 +359,15 @@ void gw_events_call(void *ctx, struct net_call *c)
         net_reply_error(c, 400, "invalid_request_error", "%s", err);
         return;
     }
+    if (gw_durable_refused(g, c))
+        return;
     if (events_for(g, id, ev, n_ev) != 0) {
         net_reply_error(c, 404, "not_found", "no live trajectory '%s'", id);
         return;
     }
-    net_reply_json(c, 200, json_pack("{s:s, s:I}", "trajectory", id, "events", (json_int_t)n_ev));
+    gw_reply_durable(
+        g, c, 200,
+        json_pack("{s:o, s:I}", "trajectory", gw_bytes_json(id), "events", (json_int_t)n_ev));
 }
 
 /* ---- admin ---------------------------------------------------------------------------------- */
@@ -407,6 +411,8 @@ void gw_admin_mode(void *ctx, struct net_call *c)
     struct gw *g = ctx;
     if (!gw_admin(g, c))
         return;
+    if (net_call_method(c) == NET_POST && gw_durable_refused(g, c))
+        return;
     if (net_call_method(c) == NET_POST) {
         size_t len;
         const char *body = net_call_body(c, &len);
@@ -419,6 +425,8 @@ void gw_admin_mode(void *ctx, struct net_call *c)
         }
         g->shadow = shadow;
         fprintf(stderr, "libra: serve: mode %s\n", shadow ? "shadow" : policy);
+        gw_reply_durable(g, c, 200, mode_json(g));
+        return;
     }
     net_reply_json(c, 200, mode_json(g));
 }

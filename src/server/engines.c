@@ -47,6 +47,13 @@ static void engine_free(struct gw_engine *e)
     free(e);
 }
 
+struct gw_engine *gw_engine_stored(struct gw *g, int64_t id, const char *url)
+{
+    struct gw_engine *e = engine_new(g, url);
+    e->id = id;
+    return e;
+}
+
 struct gw_engine *gw_engine_ref(struct gw_engine *e)
 {
     e->refs++;
@@ -171,7 +178,7 @@ void gw_engine_loading(struct gw_engine *e, int delta)
 /* ---- buckets -------------------------------------------------------------------------------- */
 
 /* The first bucket of l that lists TP size tp; -1 when none does. */
-static int bucket_of(const struct spec_bucket_layout *l, int tp)
+int gw_bucket_of(const struct spec_bucket_layout *l, int tp)
 {
     for (int b = 0; b < l->n; b++)
         if (spec_bucket_has_tp(&l->bucket[b], tp))
@@ -184,7 +191,7 @@ int gw_engine_buckets(const struct gw *g, const struct spec_bucket_layout *l, in
 {
     for (size_t i = 0; i < g->engines.n; i++) {
         const struct gw_engine *e = g->engines.v[i];
-        bucket[i] = bucket_of(l, e->tp);
+        bucket[i] = gw_bucket_of(l, e->tp);
         if (bucket[i] < 0) {
             char text[SPEC_BUCKET_TEXT_MAX];
             spec_bucket_format(l, text, sizeof text);
@@ -208,12 +215,14 @@ static void unlist(struct gw_engine *e)
     g->engines.n--;
     e->listed = false;
     fprintf(stderr, "libra: serve: engine %lld (%s) removed\n", (long long)e->id, e->url);
+    gw_persist_engines(g);
     gw_engine_unref(e);
 }
 
 bool gw_engine_remove(struct gw_engine *e)
 {
     e->draining = true;
+    gw_persist_engines(e->g);
     if (e->in_flight > 0 && !e->dead)
         return false;
     unlist(e);
@@ -232,9 +241,13 @@ void gw_engine_list(struct gw *g, struct gw_engine *e)
     struct gw_engine *old = gw_engine_by_url(g, e->url);
     if (old && old->dead) /* a live one made the registration fail (place) */
         unlist(old);
-    e->id = g->next_engine_id++;
+    if (e->id < 0)
+        e->id = g->next_engine_id;
+    if (e->id >= g->next_engine_id)
+        g->next_engine_id = e->id + 1;
     e->listed = true;
     vec_push(&g->engines, e);
+    gw_persist_engines(g);
     if (g->server)
         fprintf(stderr, "libra: serve: engine %lld (%s) added: %s, TP%d, bucket %d\n",
                 (long long)e->id, e->url, e->kind == GW_KIND_SGLANG ? "sglang" : "vllm", e->tp,
@@ -361,7 +374,7 @@ static void place(struct probe *p)
                e->url, e->url);
         return;
     }
-    e->bucket = bucket_of(&g->layout, e->tp);
+    e->bucket = gw_bucket_of(&g->layout, e->tp);
     char text[SPEC_BUCKET_TEXT_MAX];
     spec_bucket_format(&g->layout, text, sizeof text);
     if (e->bucket < 0) {

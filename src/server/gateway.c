@@ -24,6 +24,7 @@ void gw_options_default(struct gw_options *o)
     o->parse.prompt_tokens = GW_PROMPT_TOKENS;
     o->idle_s = 7200;
     o->poll_s = 2;
+    o->grace_s = 20;
     net_limits_default(&o->limits);
 }
 
@@ -61,6 +62,7 @@ void gw_engine_version(struct gw *g, struct gw_engine *e, const char *v)
         vec_push(&g->version_steps, step);
     }
     e->generation = step;
+    gw_persist_engines(g);
 }
 
 /* ---- routes --------------------------------------------------------------------------------- */
@@ -73,6 +75,7 @@ static const struct net_route routes[] = {
     {"/libra/v1/trajectories/*", NET_POST, gw_events_call},
     {"/libra/v1/admin/mode", NET_GET | NET_POST, gw_admin_mode},
     {"/libra/v1/status", NET_GET, gw_status},
+    {"/libra/v1/state", NET_GET, gw_state},
     {"/libra/v1/engines", NET_GET, gw_engines},
     {"/libra/v1/engines/*", NET_POST, gw_engine_action},
     {"/libra/v1/plan", NET_GET, gw_plan_call},
@@ -146,12 +149,17 @@ static int fail(struct gw *g, int rc, const char *fmt, ...)
     return -1;
 }
 
-/* The layout: --plan's (over sched.buckets), else sched.buckets, else the workload's reference.
- * Returns 0, or -1 with err. */
+/* The layout: the state dir's (what the gateway ran with, re-bucketing included), else
+ * --plan's (over sched.buckets), else sched.buckets, else the workload's reference. Returns 0,
+ * or -1 with err. */
 static int make_layout(struct gw *g, char *err, size_t err_size)
 {
     struct libra_error e = {0};
     const struct libra_config *cfg = g->cfg;
+    if (g->persist && g->persist->has_layout) {
+        g->layout = g->persist->layout;
+        return 0;
+    }
     if (gw_plan_layout(g, &g->layout))
         return 0;
     if (cfg->sched.buckets[0]) {
@@ -203,22 +211,37 @@ static int open_outputs(struct gw *g)
     return 0;
 }
 
-/* One --engine on its way to registration. */
+/* One engine on its way to registration at start-up: an --engine, the state dir's, or both. */
 struct gw_start {
     struct gw *g;
-    struct gw_engine *e; /* registered, not listed yet */
+    struct gw_worker_spec spec;
+    bool flag;                /* an --engine names it: failing to register fails the start */
+    struct gw_engine *stored; /* the state dir's record of it (its id), or NULL */
+    struct gw_engine *e;      /* registered, not listed yet */
 };
 
-/* Every --engine registered: they are listed in flag order, and the gateway listens. */
+/* The state dir's trees, trajectories and steps, once the engines are listed; the registry
+ * as it starts is written. */
+static int restore(struct gw *g)
+{
+    char err[256];
+    int rc = g->persist ? gw_persist_restore(g, err, sizeof err) : 0;
+    gw_persist_engines(g);
+    return rc ? fail(g, rc, "%s", err) : 0;
+}
+
+/* Every engine registered: listed (the state dir's under their ids first), the state restored,
+ * and the gateway listens. */
 static void started(struct gw *g)
 {
-    for (size_t i = 0; i < g->opt.n_engines; i++) {
+    for (size_t i = 0; i < g->n_starting; i++) {
         gw_engine_list(g, g->starting[i].e);
         g->starting[i].e = NULL;
     }
     char err[256] = "";
-    if (open_outputs(g) || net_server_new(&g->server, g->base, g->opt.host, g->opt.port,
-                                          &g->opt.limits, routes, NULL, g, err, sizeof err) != 0) {
+    if (restore(g) || open_outputs(g) ||
+        net_server_new(&g->server, g->base, g->opt.host, g->opt.port, &g->opt.limits, routes, NULL,
+                       g, err, sizeof err) != 0) {
         if (err[0])
             fail(g, LIBRA_EIO, "cannot listen on %s:%d: %s", g->opt.host, g->opt.port, err);
         g->ready(g->ready_arg, g->start_rc, g->start_error);
@@ -237,7 +260,21 @@ static void on_registered(void *arg, struct gw_engine *e, int status, const char
     struct gw_start *s = arg;
     struct gw *g = s->g;
     if (!e && status == 0)
-        return; /* the gateway stops before it started */
+        return;           /* the gateway stops before it started */
+    if (e && s->stored) { /* the same engine: its id and the admin's settings stay */
+        e->id = s->stored->id;
+        e->lent = s->stored->lent;
+        e->draining = s->stored->draining;
+    } else if (!e && s->stored && !s->flag) { /* listed from its record, suspect */
+        fprintf(stderr, "libra: serve: engine %lld (%s) of the state dir: %s; listed as suspect\n",
+                (long long)s->stored->id, s->stored->url, msg);
+        e = gw_engine_ref(s->stored);
+        e->restored = true;
+        e->fails = GW_SUSPECT_CHECKS;
+        e->bucket = gw_bucket_of(&g->layout, e->tp);
+    }
+    gw_engine_unref(s->stored);
+    s->stored = NULL;
     s->e = e;
     if (!e)
         fail(g, status == 502 ? LIBRA_EIO : LIBRA_EINVAL, "%s", msg);
@@ -261,12 +298,13 @@ static bool loopback(const char *host)
 /* The options' checks before anything is asked. Returns 0, or -1 with err. */
 static int check_options(const struct gw_options *o, char *err, size_t err_size)
 {
-    if (o->n_engines == 0 || o->n_engines > GW_ENGINES_MAX) {
+    if ((o->n_engines == 0 && !o->state_dir) || o->n_engines > GW_ENGINES_MAX) {
         snprintf(err, err_size, "give 1 to %d engines (--engine URL[,tp=N])", GW_ENGINES_MAX);
         return -1;
     }
-    if (o->parse.prompt_tokens < 1 || !(o->idle_s > 0) || !(o->poll_s > 0)) {
-        snprintf(err, err_size, "prompt tokens, idle and poll times must be positive");
+    if (o->parse.prompt_tokens < 1 || !(o->idle_s > 0) || !(o->poll_s > 0) || !(o->grace_s >= 0)) {
+        snprintf(err, err_size,
+                 "prompt tokens, idle and poll times must be positive, the grace not negative");
         return -1;
     }
     if (!o->hw || !o->model) {
@@ -285,6 +323,44 @@ static int check_options(const struct gw_options *o, char *err, size_t err_size)
                  "(--admin-token-file or LIBRA_ADMIN_TOKEN); without one, listen on a loopback "
                  "address (127.0.0.1, ::1, localhost)",
                  o->host);
+        return -1;
+    }
+    return 0;
+}
+
+/* The start-up registrations: the state dir's engines (an --engine with the same URL gives its
+ * TP), then the other --engine flags. Returns 0, or -1 with err when there is none. */
+static int plan_start(struct gw *g, char *err, size_t err_size)
+{
+    const struct gw_options *o = &g->opt;
+    size_t n_stored = g->persist ? g->persist->engines.n : 0;
+    g->starting = xcalloc(n_stored + o->n_engines, sizeof *g->starting);
+    for (size_t i = 0; i < n_stored; i++) {
+        struct gw_start *s = &g->starting[g->n_starting++];
+        s->stored = g->persist->engines.v[i];
+        snprintf(s->spec.url, sizeof s->spec.url, "%s", s->stored->url);
+        s->spec.tp = s->stored->tp;
+    }
+    if (g->persist)
+        g->persist->engines.n = 0; /* the slots hold them now */
+    for (size_t i = 0; i < o->n_engines; i++) {
+        struct gw_start *s = NULL;
+        for (size_t k = 0; k < n_stored && !s; k++)
+            if (strcmp(g->starting[k].spec.url, o->engines[i].url) == 0)
+                s = &g->starting[k];
+        if (!s) {
+            s = &g->starting[g->n_starting++];
+            snprintf(s->spec.url, sizeof s->spec.url, "%s", o->engines[i].url);
+        }
+        s->spec.tp = o->engines[i].tp;
+        s->flag = true;
+    }
+    for (size_t i = 0; i < g->n_starting; i++)
+        g->starting[i].g = g;
+    if (g->n_starting == 0) {
+        snprintf(err, err_size,
+                 "give 1 to %d engines (--engine URL[,tp=N]); the state dir has none",
+                 GW_ENGINES_MAX);
         return -1;
     }
     return 0;
@@ -309,16 +385,15 @@ int gw_new(struct gw **out, struct event_base *base, const struct libra_config *
     g->planning = gw_planning_new(g);
     if (!g->client)
         snprintf(err, err_size, "cannot make a curl multi handle");
-    if (!g->client || make_layout(g, err, err_size) || make_routers(g, err, err_size)) {
+    if (!g->client || (o->state_dir && gw_persist_open(g, err, err_size)) ||
+        make_layout(g, err, err_size) || make_routers(g, err, err_size) ||
+        plan_start(g, err, err_size)) {
         gw_free(g, NULL, 0);
         return -1;
     }
-    g->asking = (int)o->n_engines;
-    g->starting = xcalloc(o->n_engines, sizeof *g->starting);
-    for (size_t i = 0; i < o->n_engines; i++) {
-        g->starting[i].g = g;
-        gw_engine_register(g, &o->engines[i], false, on_registered, &g->starting[i]);
-    }
+    g->asking = (int)g->n_starting;
+    for (size_t i = 0; i < g->n_starting; i++)
+        gw_engine_register(g, &g->starting[i].spec, false, on_registered, &g->starting[i]);
     *out = g;
     return 0;
 }
@@ -352,11 +427,16 @@ int gw_free(struct gw *g, char *err, size_t err_size)
     net_server_free(g->server); /* cancels the calls held: their turns end */
     if (g->tick)
         event_free(g->tick);
+    gw_stop_free(g);
+    if (gw_persist_close(g, err, err_size) != 0)
+        rc = -1;
     gw_traj_free_all(g); /* each is kept in the window as it ends */
     gw_planning_free(g->planning);
     net_client_free(g->client); /* no answer comes back after this */
     gw_fan_free_all(g);
     gw_engines_free_all(g);
+    for (size_t i = 0; i < g->n_starting; i++)
+        gw_engine_unref(g->starting[i].stored);
     free(g->starting);
     map_free(&g->trajs);
     sched_router_free(g->router);
@@ -366,10 +446,10 @@ int gw_free(struct gw *g, char *err, size_t err_size)
     vec_free(&g->versions);
     vec_free(&g->version_steps);
     struct libra_error e = {0};
-    if (g->capture_error[0]) {
+    if (g->capture_error[0] && rc == 0) {
         snprintf(err, err_size, "--capture: stopped early: %s", g->capture_error);
         rc = -1;
-    } else if (g->capture && trace_writer_close(g->capture, &e) != 0) {
+    } else if (g->capture && trace_writer_close(g->capture, &e) != 0 && rc == 0) {
         snprintf(err, err_size, "--capture: %s", e.msg);
         rc = -1;
     }

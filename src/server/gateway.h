@@ -11,7 +11,13 @@
  * then, in the order they finished, and the router's rebuild tick runs — the order a replay of
  * the capture (`libra route eval`) learns in.
  *
- * Threading: one event loop owns everything; nothing here is thread-safe.
+ * With --state-dir the gateway's state survives a restart: what it learnt from (a journal
+ * replayed at start), the live trajectories, the engines, the layout and the mode
+ * (server/store.h).
+ *
+ * Threading: one event loop owns everything; nothing here is thread-safe. The state dir's one
+ * worker thread commits what the loop hands it, and the planner's solves run on a thread of
+ * their own; both post back to the loop.
  */
 #ifndef SERVER_GATEWAY_H
 #define SERVER_GATEWAY_H
@@ -52,9 +58,12 @@ struct gw_options {
     const struct plan_fleet *plan; /* --plan: its bucket layout is the gateway's (over
                                       sched.buckets) and re-bucketing may start from it;
                                       borrowed; NULL: none */
+    const char *state_dir; /* durable state here (docs/serve.md "Durable state"); NULL: none */
+    double grace_s;        /* gw_stop waits this long for the calls being served */
 };
 
-/* The defaults above: 127.0.0.1:0, C-MLFQ mode, 64 prompt tokens, 7200 s idle, 2 s polls. */
+/* The defaults above: 127.0.0.1:0, C-MLFQ mode, 64 prompt tokens, 7200 s idle, 2 s polls, no
+ * state dir, a 20 s grace. */
 void gw_options_default(struct gw_options *o);
 
 struct gw;
@@ -66,12 +75,15 @@ struct gw;
 typedef void (*gw_ready_fn)(void *arg, int rc, const char *msg);
 
 /*
- * Starts a gateway on base for the experiment cfg (borrowed; must outlive it): registers every
- * engine (asks it its kind, TP and weight version), then listens and calls ready. Returns 0, or
- * -1 with err when the options are wrong before anything is asked (ready is then not called):
- * no engine, an engine given twice, a bad bucket layout, no hardware or model preset, an
- * address other than loopback without an admin token. The planner runs on a thread of its own
- * and posts back to base: the caller calls evthread_use_pthreads() before it makes base.
+ * Starts a gateway on base for the experiment cfg (borrowed; must outlive it): opens the state
+ * dir when one is given (its engines, with their ids, join the options' ones), registers every
+ * engine (asks it its kind, TP and weight version), restores the state, then listens and calls
+ * ready. Returns 0, or -1 with err when the options are wrong before anything is asked (ready
+ * is then not called): no engine (in the options or the state dir), an engine given twice, a
+ * bad bucket layout, no hardware or model preset, an address other than loopback without an
+ * admin token, a state dir of another schema version or that cannot be used. The planner and
+ * the state dir's worker post back to base: the caller calls evthread_use_pthreads() before it
+ * makes base.
  */
 int gw_new(struct gw **out, struct event_base *base, const struct libra_config *cfg,
            const struct gw_options *o, gw_ready_fn ready, void *arg, char *err, size_t err_size);
@@ -79,8 +91,17 @@ int gw_new(struct gw **out, struct event_base *base, const struct libra_config *
 /* A JSON line describing the gateway (url, port, engines), malloc'd (after ready). */
 char *gw_ready_line(const struct gw *g);
 
-/* Writes the capture out and frees everything; g may be NULL. Returns 0, or -1 when the
- * capture could not be written (err says why). */
+/*
+ * The graceful stop: stops taking connections (requests on open ones answer 503), lets the
+ * calls being served finish for up to grace_s, then calls done(arg) on the loop; gw_free then
+ * cancels what is still held (their turns end as a failed turn does: the client sends them
+ * again) and commits the state. A second call does nothing.
+ */
+void gw_stop(struct gw *g, void (*done)(void *arg), void *arg);
+
+/* Cancels the calls still held, commits the state and closes it, writes the capture out and
+ * frees everything; g may be NULL. Returns 0, or -1 when the capture could not be written or
+ * the last commit failed (err says why). */
 int gw_free(struct gw *g, char *err, size_t err_size);
 
 #endif

@@ -3,8 +3,9 @@
  * engines.c (the registry of engines: registration, states, health, listing), workers.c (the
  * worker-management and engine routes), proxy.c (a generation request from arrival to answer,
  * held while the fleet is paused), traj.c (trajectories, their events, learning at the step,
- * the capture) and control.c (fan-out of control calls, admin, metrics). Not an API: use
- * server/gateway.h.
+ * the capture), control.c (fan-out of control calls, admin, metrics), planning.c (plans and
+ * buckets), persist.c and restore.c (the durable state of --state-dir) and stop.c (the graceful
+ * stop). Not an API: use server/gateway.h.
  */
 #ifndef SERVER_INTERNAL_H
 #define SERVER_INTERNAL_H
@@ -17,7 +18,9 @@
 #include "sched/router.h"
 #include "server/admin.h"
 #include "server/gateway.h"
+#include "server/record.h"
 #include "server/request.h"
+#include "server/store.h"
 #include "trace/file.h"
 #include "util/list.h"
 #include "util/map.h"
@@ -59,6 +62,7 @@ struct gw_engine {
     char model[128];   /* the model it serves, "" when it does not say */
     int tp;
     int bucket;                   /* in the router's layout */
+    bool restored;                /* listed from the state dir without answering at start */
     char version[GW_VERSION_MAX]; /* weight version as the engine names it */
     int64_t generation;           /* the gateway step its weights belong to */
     bool dead, draining, lent, paused;
@@ -83,6 +87,9 @@ struct gw_traj {
     int64_t last_generated;     /* tokens its last turn generated */
     int64_t instance;           /* engine id of its last turn, -1 none */
     int64_t version_start;      /* the gateway step of its first turn */
+    int64_t start_tokens;       /* the context of its first request */
+    size_t announced; /* of the returns its last routed turn took (turns.v[n - 1].calls while that
+                         turn is in flight or failed), how many the events call had announced */
     bool in_flight;
     bool failed; /* its last turn got no answer: the next request sends that turn again */
     double last_active_s;
@@ -102,9 +109,11 @@ struct gw {
     struct net_client *client;
     struct event *tick;        /* polls engines, ends idle trajectories */
     int asking;                /* start-up registrations still in flight */
-    struct gw_start *starting; /* the --engine registrations, in flag order (gateway.c) */
-    char start_error[512];     /* why the start failed; "" while it has not */
-    int start_rc;              /* ... LIBRA_EINVAL or LIBRA_EIO */
+    struct gw_start *starting; /* the start-up registrations: the state dir's engines in id
+                                  order, then the other --engine flags in flag order */
+    size_t n_starting;
+    char start_error[512]; /* why the start failed; "" while it has not */
+    int start_rc;          /* ... LIBRA_EINVAL or LIBRA_EIO */
 
     VEC(struct gw_engine *) engines; /* listed, in the order added (ids ascending) */
     struct list all;                 /* every engine allocated, listed or not */
@@ -127,6 +136,7 @@ struct gw {
     VEC(int64_t) version_steps;       /* the step each began */
     struct sched_eval_trace finished; /* ended this step: learnt at its end, in this order */
     double learnt;                    /* trajectories learnt at earlier steps */
+    int64_t learn_steps;              /* steps learnt (the router's ticks), replayed ones too */
     double first_step_s;              /* gw_now() at the first step change seen; < 0 before */
     int64_t first_step;               /* the step then */
 
@@ -144,6 +154,27 @@ struct gw {
     uint64_t resumed;        /* turns sent again after an engine failed */
     uint64_t resumed_aborts; /* turns continued after an abort (abort-and-resume) */
     uint64_t updates;        /* weight updates passed through without a version of their own */
+
+    struct gw_persist *persist; /* the durable state (--state-dir); NULL without */
+    struct gw_stop *stop;       /* the graceful stop under way (stop.c, gw_stop); NULL before */
+};
+
+/* The durable state of a gateway with --state-dir (persist.c, restore.c). */
+struct gw_persist {
+    struct gw_store *st;
+    struct map dirty;       /* ids of live trajectories changed since the last collect */
+    bool engines_dirty;     /* the registry changed since the last collect */
+    size_t versions_saved;  /* g->versions[0, versions_saved) are in the database */
+    size_t versions_loaded; /* ... of which were read at start-up */
+    bool has_layout;        /* the state holds a bucket layout: it is the gateway's */
+    VEC(struct gw_engine *)
+    engines; /* the state's engines (gw_engine_stored), id order, until
+                the start-up registrations take them */
+    struct spec_bucket_layout layout;
+    int64_t replayed_trajs; /* learnt trajectories replayed from the journal at start-up */
+    int64_t replayed_steps; /* steps replayed */
+    int64_t restored_live;  /* live trajectories restored */
+    double replay_ms;       /* how long the restore took, milliseconds */
 };
 
 /* ---- gateway.c ---------------------------------------------------------------------------- */
@@ -230,8 +261,16 @@ typedef void (*gw_registered_fn)(void *arg, struct gw_engine *e, int status, con
 void gw_engine_register(struct gw *g, const struct gw_worker_spec *spec, bool list,
                         gw_registered_fn done, void *arg);
 
-/* Lists e, registered and not listed: the next id, at the end of the listing. */
+/* Lists e, registered and not listed, at the end of the listing: under its id when it has
+ * one (an engine of the state dir), else the next. */
 void gw_engine_list(struct gw *g, struct gw_engine *e);
+
+/* An engine as the state dir lists it, for when it does not answer at start: allocated under
+ * id and url, not listed, its other fields the caller's (the stored row's). */
+struct gw_engine *gw_engine_stored(struct gw *g, int64_t id, const char *url);
+
+/* The bucket of layout l that serves TP size tp; -1 when none does. */
+int gw_bucket_of(const struct spec_bucket_layout *l, int tp);
 
 /* The bucket of layout l each listed engine serves, into bucket[0, engines.n) in listing
  * order: the first that lists its TP size. Returns 0, or -1 with err naming the first engine
@@ -303,7 +342,15 @@ void gw_traj_expire(struct gw *g, double now_s);
 /* Learns the finished trajectories and ticks the router: the gateway's step ended. */
 void gw_learn_step(struct gw *g);
 
-/* Frees every trajectory (at shutdown; each is captured as aborted). */
+/* Learns the trajectories of finished in order (the first as learnt after *learnt others),
+ * empties it and ticks r: the end of a step, in the live gateway and in the journal's replay. */
+void gw_learn_finished(struct sched_router *r, struct sched_eval_trace *finished, double *learnt);
+
+/* Frees what t holds (not t). */
+void gw_traj_clear(struct gw_traj *t);
+
+/* Frees every trajectory at shutdown: each is captured as aborted, unless the state dir keeps
+ * them live for the next start. */
 void gw_traj_free_all(struct gw *g);
 
 /* ---- planning.c --------------------------------------------------------------------------- */
@@ -375,5 +422,71 @@ void gw_fan_free_all(struct gw *g);
 
 /* Counts one upstream answer of seconds on e. */
 void gw_observe_latency(struct gw_engine *e, double seconds);
+
+/* ---- restore.c: the state dir at start-up ------------------------------------------------ */
+
+/* Opens --state-dir and reads the gateway's scalars, weight versions, layout and engines into
+ * g (the engines before those of the command line: their ids stay). Returns 0, or LIBRA_EINVAL
+ * (another schema version, a bad row) or LIBRA_EIO with err. */
+int gw_persist_open(struct gw *g, char *err, size_t err_size);
+
+/* What a replay of the journal works on: the router whose model learns, the trajectories
+ * journalled since the last step (left there for the next one), the count learnt before. */
+struct gw_replay {
+    struct sched_router *router;
+    struct sched_eval_trace *finished;
+    double *learnt;
+    int64_t trajs, steps; /* records replayed */
+};
+
+/* Replays st's journal through rp's router as the live gateway learnt it: each trajectory
+ * queued (gw_learn_rec_add), each step learnt and ticked (gw_learn_finished) and its deadline
+ * set. Returns 0, or LIBRA_EINVAL (a bad record, a step whose count disagrees) / LIBRA_EIO
+ * with err. */
+int gw_journal_replay(struct gw_store *st, struct gw_replay *rp, char *err, size_t err_size);
+
+/* Once the routers are made: replays the journal into the trees, restores the live
+ * trajectories, makes each weight version new at this start a step, and starts the store's
+ * worker. Returns 0, or LIBRA_EINVAL / LIBRA_EIO with err. */
+int gw_persist_restore(struct gw *g, char *err, size_t err_size);
+
+/* ---- persist.c: what changes, and calls answered once it is on disk ----------------------- */
+
+/* Trajectory t's routing state changed (a turn routed or ended, returns announced). */
+void gw_persist_traj(struct gw *g, const struct gw_traj *t);
+
+/* Journals r, just queued for learning at the next step. */
+void gw_persist_learnt(struct gw *g, const struct gw_learn_rec *r);
+
+/* t ended: its row goes (in the commit that journals it). */
+void gw_persist_ended(struct gw *g, const struct gw_traj *t);
+
+/* Journals a step that learnt learnt trajectories and set deadline_s (NAN: none). */
+void gw_persist_step(struct gw *g, int64_t learnt, double deadline_s);
+
+/* Writes the whole engine registry (at set-up, and whenever an engine changes). */
+void gw_persist_engines(struct gw *g);
+
+/* The store's collect step (store.h): serialises what changed since the last one. */
+void gw_persist_collect(void *g);
+
+/* When commits are failing, answers c 503 and returns true: the caller changes nothing. */
+bool gw_durable_refused(struct gw *g, struct net_call *c);
+
+/* Answers c status with body once everything changed so far is committed (at once without a
+ * state dir); 503 when the commit fails; nothing when the client went away. Takes body. */
+void gw_reply_durable(struct gw *g, struct net_call *c, int status, json_t *body);
+
+/* Commits what is left and closes the state (a no-op without one; what a start that failed
+ * queued is dropped). Returns 0, or LIBRA_EIO with err. */
+int gw_persist_close(struct gw *g, char *err, size_t err_size);
+
+/* GET /libra/v1/state. */
+void gw_state(void *ctx, struct net_call *c);
+
+/* ---- stop.c ------------------------------------------------------------------------------- */
+
+/* Frees the graceful stop's state (gw_stop), if any. */
+void gw_stop_free(struct gw *g);
 
 #endif

@@ -396,14 +396,17 @@ void gw_buckets_call(void *ctx, struct net_call *c)
                         b.from_plan ? "from_plan" : "buckets", err);
         return;
     }
+    if (gw_durable_refused(g, c))
+        return;
     char was[SPEC_BUCKET_TEXT_MAX], now[SPEC_BUCKET_TEXT_MAX];
     spec_bucket_format(&g->layout, was, sizeof was);
     spec_bucket_format(&l, now, sizeof now);
     rebucket(g, &l, bucket);
+    gw_persist_engines(g); /* their buckets, and the layout with the next commit's meta */
     fprintf(stderr, "libra: serve: buckets %s (were %s; layout from %s)\n", now, was, from);
-    net_reply_json(c, 200,
-                   json_pack("{s:s, s:s, s:s, s:o}", "buckets", now, "previous", was, "from", from,
-                             "engines", engines_json(g)));
+    gw_reply_durable(g, c, 200,
+                     json_pack("{s:s, s:s, s:s, s:o}", "buckets", now, "previous", was, "from",
+                               from, "engines", engines_json(g)));
 }
 
 /* ---- --plan at start-up --------------------------------------------------------------------- */

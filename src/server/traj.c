@@ -61,10 +61,11 @@ static struct gw_traj *traj_new(struct gw *g, const struct gw_request *r)
     t->prompt = r->prompt;
     t->instance = -1;
     t->version_start = g->step;
+    t->start_tokens = r->prompt_tokens;
     return t;
 }
 
-static void traj_free(struct gw_traj *t)
+void gw_traj_clear(struct gw_traj *t)
 {
     for (size_t i = 0; i < t->turns.n; i++) {
         for (size_t k = 0; k < t->turns.v[i].n_calls; k++)
@@ -77,14 +78,12 @@ static void traj_free(struct gw_traj *t)
     vec_free(&t->obs);
     vec_free(&t->returns_at);
     vec_free(&t->pending);
-    free(t);
 }
 
-static enum trace_tool_status trace_status(enum sched_status s)
+static void traj_free(struct gw_traj *t)
 {
-    static const enum trace_tool_status map[] = {TRACE_TOOL_SUCCESS, TRACE_TOOL_FAILURE,
-                                                 TRACE_TOOL_TIMEOUT, TRACE_TOOL_OTHER};
-    return map[s];
+    gw_traj_clear(t);
+    free(t);
 }
 
 /* Classifies one return and records it as a call of t's last turn. */
@@ -94,14 +93,7 @@ static void add_observed(struct gw *g, struct gw_traj *t, const struct sched_too
     struct sched_obs o;
     sched_obs_classify(&g->obs_config, in, &o);
     vec_push(&t->obs, o);
-    struct trace_tool_call call = {
-        .tool = xstrdup(o.tool),
-        .status = trace_status(o.status),
-        .payload_tokens = o.payload_tokens > 0 ? o.payload_tokens : 0,
-        .queue_us = -1,
-        .exec_us = exec_s >= 0 ? (int64_t)llround(exec_s * 1e6) : -1,
-    };
-    vec_push(&t->pending, call);
+    vec_push(&t->pending, gw_call_from(&o, exec_s >= 0 ? (int64_t)llround(exec_s * 1e6) : -1));
 }
 
 /* A return the client announced (an event, or nothing but the prompt's growth). */
@@ -172,6 +164,7 @@ static struct gw_engine *route_next(struct gw *g, struct gw_traj *t, const struc
                                     struct sched_decision *applied)
 {
     size_t first = t->obs.n - t->pending.n; /* returns announced by the events call count */
+    t->announced = t->pending.n;
     gather_returns(g, t, r);
     vec_push(&t->returns_at, first);
     struct gw_registry reg;
@@ -258,6 +251,7 @@ struct gw_engine *gw_route_turn(struct gw *g, const struct gw_request *r, struct
     t->in_flight = true;
     t->instance = e->id;
     t->last_active_s = gw_now();
+    gw_persist_traj(g, t);
     *out = t;
     return e;
 }
@@ -285,23 +279,24 @@ void gw_turn_end(struct gw *g, struct gw_traj *t, const struct gw_request *r,
     }
     if (r->id_source == GW_ID_NONE) /* one turn is the whole trajectory */
         finish(g, t, generated >= 0 ? TRACE_FINISH_COMPLETED : TRACE_FINISH_ABORTED, false, 0);
+    else
+        gw_persist_traj(g, t);
 }
 
 /* ---- the end of a trajectory ---------------------------------------------------------------- */
 
-/* Adds t to the step's finished trajectories, as a replay of the capture reads it. */
-static void queue_learning(struct gw *g, const struct gw_traj *t, bool censored)
+/* Adds t to the step's finished trajectories, as a replay of the capture reads it, and to the
+ * journal, as its replay reads it. */
+static void queue_learning(struct gw *g, const struct gw_traj *t, enum trace_finish how)
 {
     if (!sched_router_model(g->router) || t->turns.n == 0)
         return;
-    sched_eval_traj_add(&g->finished, g->step, t->prompt, 0, 0, censored);
-    for (size_t k = 0; k < t->turns.n; k++) {
-        bool returns = k + 1 < t->turns.n; /* returns after the last turn lead nowhere */
-        const struct trace_turn *tu = &t->turns.v[k];
-        sched_eval_turn_add(&g->finished, tu->generated_tokens, tu->prompt_tokens,
-                            returns ? t->obs.v + t->returns_at.v[k] : NULL,
-                            returns ? tu->n_calls : 0, 0.0);
-    }
+    struct gw_learn_rec rec;
+    gw_learn_rec_from(&rec, t, g->step,
+                      how == TRACE_FINISH_TRUNCATED || how == TRACE_FINISH_ABORTED, how);
+    gw_learn_rec_add(&g->finished, &rec);
+    gw_persist_learnt(g, &rec);
+    gw_learn_rec_free(&rec);
 }
 
 static void capture(struct gw *g, struct gw_traj *t, enum trace_finish how, bool has_reward,
@@ -335,10 +330,11 @@ static void finish(struct gw *g, struct gw_traj *t, enum trace_finish how, bool 
 {
     if (t->pending.n && t->turns.n) { /* returns after the last turn: it was cut */
         struct trace_turn *last = &t->turns.v[t->turns.n - 1];
-        last->calls = t->pending.v;
-        last->n_calls = t->pending.n;
-        t->pending.v = NULL;
-        t->pending.n = t->pending.cap = 0;
+        /* after those a failed turn took, when it has any */
+        last->calls = xreallocarray(last->calls, last->n_calls + t->pending.n, sizeof *last->calls);
+        memcpy(last->calls + last->n_calls, t->pending.v, t->pending.n * sizeof *last->calls);
+        last->n_calls += t->pending.n;
+        vec_free(&t->pending);
         if (how == TRACE_FINISH_COMPLETED || how == TRACE_FINISH_FILTERED)
             how = TRACE_FINISH_TRUNCATED;
     }
@@ -348,7 +344,8 @@ static void finish(struct gw *g, struct gw_traj *t, enum trace_finish how, bool 
                                                            : SCHED_FINISH_ABORTED;
     sched_router_finish(g->router, t->rid, sf, false);
     sched_router_finish(g->sticky, t->rid, sf, false);
-    queue_learning(g, t, how == TRACE_FINISH_TRUNCATED || how == TRACE_FINISH_ABORTED);
+    queue_learning(g, t, how);
+    gw_persist_ended(g, t);
     capture(g, t, how, has_reward, reward);
     if (t->turns.n)
         gw_window_add(g, t->turns.v, t->turns.n, how == TRACE_FINISH_FILTERED);
@@ -374,6 +371,7 @@ int gw_traj_events(struct gw *g, const char *id, const struct gw_event *ev, size
         return 0;
     }
     t->last_active_s = gw_now();
+    gw_persist_traj(g, t);
     return 0;
 }
 
@@ -393,24 +391,33 @@ void gw_traj_expire(struct gw *g, double now_s)
     vec_free(&idle);
 }
 
+void gw_learn_finished(struct sched_router *r, struct sched_eval_trace *finished, double *learnt)
+{
+    struct sched_model *m = sched_router_model(r);
+    size_t n = finished->trajs.n;
+    if (m && sched_eval_learn(m, finished, NULL, 0, n, *learnt, false) != 0)
+        fprintf(stderr, "libra: serve: internal: a trajectory could not be learnt\n");
+    *learnt += (double)n;
+    sched_eval_trace_free(finished);
+    sched_router_tick(r);
+}
+
 void gw_learn_step(struct gw *g)
 {
-    struct sched_model *m = sched_router_model(g->router);
-    size_t n = g->finished.trajs.n;
-    if (m && sched_eval_learn(m, &g->finished, NULL, 0, n, g->learnt, false) != 0)
-        fprintf(stderr, "libra: serve: internal: a trajectory could not be learnt\n");
-    g->learnt += (double)n;
-    sched_eval_trace_free(&g->finished);
-    sched_router_tick(g->router);
+    int64_t n = (int64_t)g->finished.trajs.n;
+    gw_learn_finished(g->router, &g->finished, &g->learnt);
+    g->learn_steps++;
     /* cmlfq_h's deadline: k + 1 of the steps measured so far (the first one's end starts it) */
-    double now = gw_now();
+    double now = gw_now(), deadline_s = NAN;
     if (g->first_step_s < 0) {
         g->first_step_s = now;
         g->first_step = g->step;
     } else if (g->step > g->first_step) {
         double step_s = (now - g->first_step_s) / (double)(g->step - g->first_step);
-        sched_router_set_deadline(g->router, (g->cfg->rl.max_staleness + 1) * step_s);
+        deadline_s = (g->cfg->rl.max_staleness + 1) * step_s;
+        sched_router_set_deadline(g->router, deadline_s);
     }
+    gw_persist_step(g, n, deadline_s);
 }
 
 void gw_traj_free_all(struct gw *g)
@@ -421,8 +428,12 @@ void gw_traj_free_all(struct gw *g)
     VEC(struct gw_traj *) all = {0};
     while (map_next(&g->trajs, &pos, &key, &v))
         vec_push(&all, (struct gw_traj *)v.ptr);
-    for (size_t i = 0; i < all.n; i++)
-        finish(g, all.v[i], TRACE_FINISH_ABORTED, false, 0);
+    for (size_t i = 0; i < all.n; i++) {
+        if (g->opt.state_dir) /* they live on in the state dir */
+            traj_free(all.v[i]);
+        else
+            finish(g, all.v[i], TRACE_FINISH_ABORTED, false, 0);
+    }
     vec_free(&all);
     sched_eval_trace_free(&g->finished);
 }

@@ -54,9 +54,9 @@ static void on_added(void *arg, struct gw_engine *e, int status, const char *msg
     if (a->call && e) {
         char text[GW_URL_MAX + 64];
         snprintf(text, sizeof text, "added %s as engine %lld", e->url, (long long)e->id);
-        net_reply_json(a->call, 200,
-                       json_pack("{s:b, s:s, s:I, s:o}", "success", 1, "message", text, "worker_id",
-                                 (json_int_t)e->id, "worker", worker_json(a->g, e)));
+        gw_reply_durable(a->g, a->call, 200,
+                         json_pack("{s:b, s:s, s:I, s:o}", "success", 1, "message", text,
+                                   "worker_id", (json_int_t)e->id, "worker", worker_json(a->g, e)));
     } else if (a->call && status) {
         net_reply_error(a->call, status,
                         status == 502   ? "upstream_error"
@@ -69,6 +69,8 @@ static void on_added(void *arg, struct gw_engine *e, int status, const char *msg
 
 static void add(struct gw *g, struct net_call *c, const struct gw_worker_spec *spec)
 {
+    if (gw_durable_refused(g, c))
+        return;
     struct adding *a = xcalloc(1, sizeof *a);
     *a = (struct adding){.g = g, .call = c};
     net_call_defer(c, on_adding_cancel, a);
@@ -95,6 +97,8 @@ void gw_add_worker(void *ctx, struct net_call *c)
 /* Removes e (at once when idle or dead, else once its turns end) and answers c. */
 static void remove_engine(struct gw *g, struct net_call *c, struct gw_engine *e)
 {
+    if (gw_durable_refused(g, c))
+        return;
     gw_engine_ref(e);
     int in_flight = e->in_flight;
     bool gone = gw_engine_remove(e);
@@ -105,10 +109,10 @@ static void remove_engine(struct gw *g, struct net_call *c, struct gw_engine *e)
         snprintf(text, sizeof text,
                  "engine %lld (%s) drains: it is removed once its %d turns in flight end",
                  (long long)e->id, e->url, in_flight);
-    net_reply_json(c, 200,
-                   json_pack("{s:b, s:s, s:I, s:s, s:s}", "success", 1, "message", text,
-                             "worker_id", (json_int_t)e->id, "url", e->url, "state",
-                             gone ? "removed" : "draining"));
+    gw_reply_durable(g, c, 200,
+                     json_pack("{s:b, s:s, s:I, s:s, s:s}", "success", 1, "message", text,
+                               "worker_id", (json_int_t)e->id, "url", e->url, "state",
+                               gone ? "removed" : "draining"));
     gw_engine_unref(e);
 }
 
@@ -229,6 +233,9 @@ void gw_engine_action(void *ctx, struct net_call *c)
                         (long long)id, gw_engine_state_name(s));
         return;
     }
+    if (gw_durable_refused(g, c))
+        return;
     e->lent = strcmp(action, "lend") == 0;
-    net_reply_json(c, 200, worker_json(g, e));
+    gw_persist_engines(g);
+    gw_reply_durable(g, c, 200, worker_json(g, e));
 }
