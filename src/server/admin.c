@@ -182,10 +182,11 @@ int gw_mode_body_parse(const char *body, size_t len, const char *policy, bool *s
         }
         mode = json_string_value(v);
     }
-    if (rc == 0 && (!mode || (strcmp(mode, "shadow") != 0 && strcmp(mode, policy) != 0)))
+    bool is_shadow = mode && strcmp(mode, "shadow") == 0;
+    if (rc == 0 && !is_shadow && !(mode && strcmp(mode, policy) == 0))
         rc = fail(err, err_size, "mode: expected \"shadow\" or \"%s\" (sched.policy)", policy);
     if (rc == 0)
-        *shadow = strcmp(mode, "shadow") == 0;
+        *shadow = is_shadow;
     json_decref(doc);
     return rc;
 }

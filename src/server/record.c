@@ -556,9 +556,10 @@ int gw_engine_rec_parse(const char *text, size_t len, struct gw_engine *e, char 
     int64_t tp = 0;
     int rc = 0;
     const char *kind = json_string_value(json_object_get(o, "kind"));
+    bool sglang = kind && strcmp(kind, "sglang") == 0, vllm = kind && strcmp(kind, "vllm") == 0;
     if (!int_in(json_object_get(o, "tp"), 1, 8, &tp) || (tp & (tp - 1)))
         rc = bad(err, err_size, "tp", "expected 1, 2, 4 or 8");
-    else if (!kind || (strcmp(kind, "sglang") != 0 && strcmp(kind, "vllm") != 0))
+    else if (!sglang && !vllm)
         rc = bad(err, err_size, "kind", "expected \"sglang\" or \"vllm\"");
     else if (!bytes_read(json_object_get(o, "weight_version"), e->version, sizeof e->version))
         rc = bad(err, err_size, "weight_version", "expected a version of at most %d bytes",
@@ -571,7 +572,7 @@ int gw_engine_rec_parse(const char *text, size_t len, struct gw_engine *e, char 
         rc = bad(err, err_size, "draining", "expected true or false");
     if (rc == 0) {
         e->tp = (int)tp;
-        e->kind = strcmp(kind, "sglang") == 0 ? GW_KIND_SGLANG : GW_KIND_VLLM;
+        e->kind = sglang ? GW_KIND_SGLANG : GW_KIND_VLLM;
         e->lent = json_is_true(json_object_get(o, "lent"));
         e->draining = json_is_true(json_object_get(o, "draining"));
     }
