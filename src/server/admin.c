@@ -6,23 +6,12 @@
 
 #include <errno.h>
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-/* Writes the reason to err; returns -1. */
-static int fail(char *err, size_t err_size, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t err_size, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, err_size, fmt, ap);
-    va_end(ap);
-    return -1;
-}
+#include "util/error.h"
 
 int gw_engine_url(const char *in, size_t len, char *out, char *err, size_t err_size)
 {
@@ -31,15 +20,15 @@ int gw_engine_url(const char *in, size_t len, char *out, char *err, size_t err_s
     while (len > pre && in[len - 1] == '/')
         len--;
     if (len <= pre || strncmp(in, scheme, pre) != 0 || in[pre] == '/')
-        return fail(err, err_size, "url: expected http://HOST:PORT");
+        return error_text(err, err_size, "url: expected http://HOST:PORT");
     if (len >= GW_URL_MAX)
-        return fail(err, err_size, "url: longer than %d bytes", GW_URL_MAX - 1);
+        return error_text(err, err_size, "url: longer than %d bytes", GW_URL_MAX - 1);
     for (size_t i = 0; i < len; i++) {
         unsigned char ch = (unsigned char)in[i];
         if (ch <= ' ' || ch >= 0x7f || strchr("\"\\?#", ch))
-            return fail(err, err_size,
-                        "url: a space, control character, quote, backslash, '?' "
-                        "or '#' in it");
+            return error_text(err, err_size,
+                              "url: a space, control character, quote, backslash, '?' "
+                              "or '#' in it");
     }
     memcpy(out, in, len);
     out[len] = '\0';
@@ -52,7 +41,7 @@ int gw_tp_parse(const char *text, int *tp, char *err, size_t err_size)
     errno = 0;
     long v = strtol(text, &end, 10);
     if (end == text || *end || errno || (v != 1 && v != 2 && v != 4 && v != 8))
-        return fail(err, err_size, "tp: expected 1, 2, 4 or 8, not '%.32s'", text);
+        return error_text(err, err_size, "tp: expected 1, 2, 4 or 8, not '%.32s'", text);
     *tp = (int)v;
     return 0;
 }
@@ -67,27 +56,28 @@ static int worker_members(json_t *doc, struct gw_worker_spec *out, char *err, si
     {
         if (strcmp(key, "url") == 0) {
             if (!json_is_string(v))
-                return fail(err, err_size, "url: expected a string");
+                return error_text(err, err_size, "url: expected a string");
             if (gw_engine_url(json_string_value(v), json_string_length(v), out->url, err, err_size))
                 return -1;
             has_url = true;
         } else if (strcmp(key, "tp") == 0) {
             json_int_t n = json_integer_value(v);
             if (!json_is_integer(v) || (n != 1 && n != 2 && n != 4 && n != 8))
-                return fail(err, err_size, "tp: expected 1, 2, 4 or 8");
+                return error_text(err, err_size, "tp: expected 1, 2, 4 or 8");
             out->tp = (int)n;
         } else if (strcmp(key, "worker_type") == 0) {
             if (!json_is_string(v) || strcmp(json_string_value(v), "regular") != 0)
-                return fail(err, err_size,
-                            "worker_type: only \"regular\" workers are served (no prefill/decode "
-                            "split)");
+                return error_text(
+                    err, err_size,
+                    "worker_type: only \"regular\" workers are served (no prefill/decode "
+                    "split)");
         } else {
-            return fail(err, err_size, "unknown member '%.64s' (expected url, tp, worker_type)",
-                        key);
+            return error_text(err, err_size,
+                              "unknown member '%.64s' (expected url, tp, worker_type)", key);
         }
     }
     if (!has_url)
-        return fail(err, err_size, "url: missing");
+        return error_text(err, err_size, "url: missing");
     return 0;
 }
 
@@ -102,7 +92,7 @@ int gw_worker_body_parse(const char *body, size_t len, struct gw_worker_spec *ou
         snprintf(err, err_size, "body:%d: %s", je.position, je.text);
         rc = -1;
     } else if (!json_is_object(doc)) {
-        rc = fail(err, err_size, "body: expected an object {\"url\": ..., \"tp\": N}");
+        rc = error_text(err, err_size, "body: expected an object {\"url\": ..., \"tp\": N}");
     } else {
         rc = worker_members(doc, out, err, err_size);
     }
@@ -115,7 +105,7 @@ int gw_worker_query_parse(const char *url, const char *tp, struct gw_worker_spec
 {
     memset(out, 0, sizeof *out);
     if (!url)
-        return fail(err, err_size, "url: missing (?url=http://HOST:PORT)");
+        return error_text(err, err_size, "url: missing (?url=http://HOST:PORT)");
     if (gw_engine_url(url, strlen(url), out->url, err, err_size))
         return -1;
     return tp ? gw_tp_parse(tp, &out->tp, err, err_size) : 0;
@@ -144,18 +134,18 @@ int gw_engine_ref_parse(const char *text, int64_t *id, char *url, char *err, siz
         return 0;
     if (strncmp(text, "http://", 7) == 0)
         return gw_engine_url(text, strlen(text), url, err, err_size);
-    return fail(err, err_size, "expected an engine id or its http:// URL, not '%.64s'", text);
+    return error_text(err, err_size, "expected an engine id or its http:// URL, not '%.64s'", text);
 }
 
 int gw_engine_action_parse(const char *text, int64_t *id, char *action, char *err, size_t err_size)
 {
     const char *slash = strchr(text, '/');
     if (!slash || !read_id(text, (size_t)(slash - text), id))
-        return fail(err, err_size, "expected /libra/v1/engines/{id}/{action}, not '.../%.64s'",
-                    text);
+        return error_text(err, err_size,
+                          "expected /libra/v1/engines/{id}/{action}, not '.../%.64s'", text);
     size_t n = strlen(slash + 1);
     if (n == 0 || n >= GW_ACTION_MAX || strspn(slash + 1, "abcdefghijklmnopqrstuvwxyz") != n)
-        return fail(err, err_size, "unknown engine action '%.32s'", slash + 1);
+        return error_text(err, err_size, "unknown engine action '%.32s'", slash + 1);
     memcpy(action, slash + 1, n + 1);
     return 0;
 }
@@ -173,18 +163,19 @@ int gw_mode_body_parse(const char *body, size_t len, const char *policy, bool *s
         return -1;
     }
     if (!json_is_object(doc))
-        rc = fail(err, err_size, "body: expected an object {\"mode\": ...}");
+        rc = error_text(err, err_size, "body: expected an object {\"mode\": ...}");
     json_object_foreach(json_is_object(doc) ? doc : NULL, key, v)
     {
         if (strcmp(key, "mode") != 0) {
-            rc = fail(err, err_size, "body: unknown member '%.64s' (only \"mode\")", key);
+            rc = error_text(err, err_size, "body: unknown member '%.64s' (only \"mode\")", key);
             break;
         }
         mode = json_string_value(v);
     }
     bool is_shadow = mode && strcmp(mode, "shadow") == 0;
     if (rc == 0 && !is_shadow && !(mode && strcmp(mode, policy) == 0))
-        rc = fail(err, err_size, "mode: expected \"shadow\" or \"%s\" (sched.policy)", policy);
+        rc =
+            error_text(err, err_size, "mode: expected \"shadow\" or \"%s\" (sched.policy)", policy);
     if (rc == 0)
         *shadow = is_shadow;
     json_decref(doc);

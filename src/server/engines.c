@@ -517,8 +517,11 @@ static void check_failed(struct gw_engine *e, const char *error)
     e->dead = true;
     fprintf(stderr, "libra: serve: engine %lld (%s) is dead: %d health checks failed in a row\n",
             (long long)e->id, e->url, e->fails);
-    if (e->draining)
+    gw_engine_ref(e); /* its last turn ending may unlist it */
+    gw_engine_turns_fail(e);
+    if (e->draining && e->listed)
         unlist(e);
+    gw_engine_unref(e);
 }
 
 /* Reads an answer of /get_weight_version. */

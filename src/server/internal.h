@@ -66,12 +66,13 @@ struct gw_engine {
     char version[GW_VERSION_MAX]; /* weight version as the engine names it */
     int64_t generation;           /* the gateway step its weights belong to */
     bool dead, draining, lent, paused;
-    int loading;      /* weight updates in flight to it */
-    int fails;        /* consecutive failed health checks */
-    double held_s;    /* gw_now() when it was paused or began loading (the grace's start) */
-    bool polls_pause; /* vLLM: it answered /is_paused at registration, so it is polled */
-    bool checking;    /* its health check (and poll) is in flight */
-    int in_flight;    /* turns being proxied to it */
+    int loading;       /* weight updates in flight to it */
+    int fails;         /* consecutive failed health checks */
+    double held_s;     /* gw_now() when it was paused or began loading (the grace's start) */
+    bool polls_pause;  /* vLLM: it answered /is_paused at registration, so it is polled */
+    bool checking;     /* its health check (and poll) is in flight */
+    int in_flight;     /* turns being proxied to it */
+    struct list turns; /* their proxies, while a transfer to it runs (proxy.c) */
     uint64_t requests, errors;
     uint64_t latency[GW_LATENCY_BUCKETS + 1]; /* upstream seconds, cumulative buckets + count */
     double latency_sum_s;
@@ -309,6 +310,11 @@ void gw_generate_sglang(void *ctx, struct net_call *c);
 void gw_generate_vllm(void *ctx, struct net_call *c);
 void gw_completions(void *ctx, struct net_call *c);
 void gw_chat(void *ctx, struct net_call *c);
+
+/* e was declared dead: its turns in flight are cut and go to another engine as a turn whose
+ * engine failed does (or are answered 502 when they cannot), instead of waiting for
+ * --request-cap-s on an engine that no longer answers. */
+void gw_engine_turns_fail(struct gw_engine *e);
 
 /* A pause is on its way to the engines: generation requests wait from now on. */
 void gw_hold(struct gw *g);

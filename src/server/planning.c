@@ -20,7 +20,6 @@
  * with event_active (the caller of gw_new made libevent thread-aware).
  */
 #include <jansson.h>
-#include <stdarg.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,33 +31,26 @@
 #include "server/internal.h"
 #include "server/planning.h"
 #include "util/alloc.h"
+#include "util/error.h"
 
 /* ---- the body of POST /libra/v1/buckets --------------------------------------------------- */
-
-static int fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t size, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, size, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static int parse_layout(const json_t *v, struct spec_bucket_layout *out, char *err, size_t size)
 {
     struct libra_error e = {0};
     if (!json_is_string(v))
-        return fail(err, size, "buckets: expected the text form, e.g. \"tp1:4000,tp2:12000\"");
+        return error_text(err, size,
+                          "buckets: expected the text form, e.g. \"tp1:4000,tp2:12000\"");
     if (spec_bucket_parse(out, json_string_value(v), "buckets", &e) != 0)
-        return fail(err, size, "buckets: column %d: %s", e.col, e.msg);
+        return error_text(err, size, "buckets: column %d: %s", e.col, e.msg);
     for (int b = 0; b < out->n; b++)
         for (int k = 0; k < out->bucket[b].n_tp; k++)
             if (out->bucket[b].instances[k])
-                return fail(err, size,
-                            "buckets: instance counts (tp%dx%d) are not taken: the registered "
-                            "engines are the instances",
-                            out->bucket[b].tp[k], out->bucket[b].instances[k]);
+                return error_text(
+                    err, size,
+                    "buckets: instance counts (tp%dx%d) are not taken: the registered "
+                    "engines are the instances",
+                    out->bucket[b].tp[k], out->bucket[b].instances[k]);
     return 0;
 }
 
@@ -70,17 +62,17 @@ static int parse_members(const json_t *root, struct gw_buckets_body *out, char *
         (json_t *)root, key,
         v) if (strcmp(key, "buckets") != 0 &&
                strcmp(key, "from_plan") !=
-                   0) return fail(err, size, "%s: unknown member (expected buckets or from_plan)",
-                                  key);
+                   0) return error_text(err, size,
+                                        "%s: unknown member (expected buckets or from_plan)", key);
     const json_t *buckets = json_object_get(root, "buckets");
     const json_t *from_plan = json_object_get(root, "from_plan");
     if (!buckets == !from_plan)
-        return fail(err, size,
-                    "body: give one of buckets (\"tp1:4000,tp2:12000,tp4:30000\") and "
-                    "from_plan (true)%s",
-                    buckets ? ", not both" : "");
+        return error_text(err, size,
+                          "body: give one of buckets (\"tp1:4000,tp2:12000,tp4:30000\") and "
+                          "from_plan (true)%s",
+                          buckets ? ", not both" : "");
     if (from_plan && !json_is_true(from_plan))
-        return fail(err, size, "from_plan: expected true");
+        return error_text(err, size, "from_plan: expected true");
     out->from_plan = from_plan != NULL;
     return buckets ? parse_layout(buckets, &out->layout, err, size) : 0;
 }
@@ -92,9 +84,9 @@ int gw_buckets_parse(const char *body, size_t len, struct gw_buckets_body *out, 
     json_error_t je;
     json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     if (!root)
-        return fail(err, err_size, "body:%d: %s", je.position, je.text);
+        return error_text(err, err_size, "body:%d: %s", je.position, je.text);
     int rc = json_is_object(root) ? parse_members(root, out, err, err_size)
-                                  : fail(err, err_size, "body: expected a JSON object");
+                                  : error_text(err, err_size, "body: expected a JSON object");
     json_decref(root);
     return rc;
 }

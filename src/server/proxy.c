@@ -36,6 +36,7 @@ struct proxy {
     bool elsewhere;             /* the engine failed: the turn goes to another */
     bool held;                  /* in gw.held */
     struct list_node held_link; /* ... */
+    struct list_node turn_link; /* in engine->turns while xfer runs */
     int tries;
     double start_s;
     int status;
@@ -134,6 +135,7 @@ static void read_sse(struct proxy *p, const char *buf, size_t len)
 /* The engine's transfer ended. */
 static void engine_done(struct proxy *p)
 {
+    list_unlink(&p->engine->turns, &p->turn_link);
     gw_observe_latency(p->engine, gw_now() - p->start_s);
     gw_engine_turn_done(p->engine);
 }
@@ -355,6 +357,16 @@ static void send_turn(struct proxy *p)
     p->generated = p->cached = -1;
     p->sse_chunks = 0;
     p->xfer = net_client_send(g->client, "POST", url, headers, auth ? 2 : 1, iov, n_iov, &ops, p);
+    list_push_front(&e->turns, &p->turn_link);
+}
+
+void gw_engine_turns_fail(struct gw_engine *e)
+{
+    while (e->turns.front) {
+        struct proxy *p = list_entry(e->turns.front, struct proxy, turn_link);
+        net_transfer_cancel(p->xfer);
+        on_done(p, "the engine was declared dead"); /* off e->turns: engine_done */
+    }
 }
 
 /* ---- routing, and holding while paused -------------------------------------------------------

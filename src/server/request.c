@@ -5,24 +5,14 @@
 #include "server/request.h"
 
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "util/alloc.h"
+#include "util/error.h"
 
 #define BYTES_PER_TOKEN 4 /* text without a tokenizer: the emulator's and the docs' rule */
-
-static int fail(char *err, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-static int fail(char *err, size_t size, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(err, size, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 uint64_t gw_hash(uint64_t h, const void *p, size_t len)
 {
@@ -48,14 +38,15 @@ static int parse_status(struct jscan_value v, const char *where, int *out, char 
     static const char *const names[] = {"success", "failure", "timeout", "other"};
     char s[16];
     if (!jscan_string(v, s, sizeof s))
-        return fail(err, size, "%s.status: expected success, failure, timeout or other", where);
+        return error_text(err, size, "%s.status: expected success, failure, timeout or other",
+                          where);
     for (int i = 0; i < SCHED_STATUS_COUNT; i++)
         if (strcmp(s, names[i]) == 0) {
             *out = i;
             return 0;
         }
-    return fail(err, size, "%s.status: expected success, failure, timeout or other, not '%s'",
-                where, s);
+    return error_text(err, size, "%s.status: expected success, failure, timeout or other, not '%s'",
+                      where, s);
 }
 
 static int parse_finish(struct jscan_value v, const char *where, enum trace_finish *out, char *err,
@@ -68,7 +59,8 @@ static int parse_finish(struct jscan_value v, const char *where, enum trace_fini
                 *out = (enum trace_finish)i;
                 return 0;
             }
-    return fail(err, size, "%s.status: expected completed, truncated, aborted or filtered", where);
+    return error_text(err, size, "%s.status: expected completed, truncated, aborted or filtered",
+                      where);
 }
 
 static int parse_tool_return(struct jscan_value o, const char *where, struct gw_event *e, char *err,
@@ -76,17 +68,17 @@ static int parse_tool_return(struct jscan_value o, const char *where, struct gw_
 {
     struct jscan_value v;
     if (jscan_get(o, "tool", &v) && !jscan_string(v, e->tool, sizeof e->tool))
-        return fail(err, size, "%s.tool: expected a string of at most %d bytes", where,
-                    SCHED_TOOL_NAME_MAX - 1);
+        return error_text(err, size, "%s.tool: expected a string of at most %d bytes", where,
+                          SCHED_TOOL_NAME_MAX - 1);
     if (jscan_get(o, "status", &v) && v.type != 'z' &&
         parse_status(v, where, &e->status, err, size))
         return -1;
     if (jscan_get(o, "payload_tokens", &v) && v.type != 'z' &&
         (!jscan_int(v, &e->payload_tokens) || e->payload_tokens < 0))
-        return fail(err, size, "%s.payload_tokens: expected an integer >= 0", where);
+        return error_text(err, size, "%s.payload_tokens: expected an integer >= 0", where);
     if (jscan_get(o, "exec_s", &v) && v.type != 'z' &&
         (!jscan_number(v, &e->exec_s) || !(e->exec_s >= 0) || !isfinite(e->exec_s)))
-        return fail(err, size, "%s.exec_s: expected a number >= 0", where);
+        return error_text(err, size, "%s.exec_s: expected a number >= 0", where);
     return 0;
 }
 
@@ -97,20 +89,21 @@ static int parse_event(struct jscan_value o, const char *where, struct gw_event 
     struct jscan_value v;
     char kind[16];
     if (o.type != 'o')
-        return fail(err, size, "%s: expected an object", where);
+        return error_text(err, size, "%s: expected an object", where);
     if (!jscan_get(o, "kind", &v) || !jscan_string(v, kind, sizeof kind))
-        return fail(err, size, "%s.kind: expected tool_return or finish", where);
+        return error_text(err, size, "%s.kind: expected tool_return or finish", where);
     if (strcmp(kind, "tool_return") == 0)
         return parse_tool_return(o, where, e, err, size);
     if (strcmp(kind, "finish") != 0)
-        return fail(err, size, "%s.kind: expected tool_return or finish, not '%s'", where, kind);
+        return error_text(err, size, "%s.kind: expected tool_return or finish, not '%s'", where,
+                          kind);
     e->kind = GW_EVENT_FINISH;
     e->finish = TRACE_FINISH_COMPLETED;
     if (jscan_get(o, "status", &v) && parse_finish(v, where, &e->finish, err, size))
         return -1;
     if (jscan_get(o, "reward", &v) && v.type != 'z') {
         if (!jscan_number(v, &e->reward) || !isfinite(e->reward))
-            return fail(err, size, "%s.reward: expected a number", where);
+            return error_text(err, size, "%s.reward: expected a number", where);
         e->has_reward = true;
     }
     return 0;
@@ -120,14 +113,14 @@ static int parse_event_array(struct jscan_value a, const char *where, struct gw_
                              size_t *n, char *err, size_t size)
 {
     if (a.type != 'a')
-        return fail(err, size, "%s: expected an array", where);
+        return error_text(err, size, "%s: expected an array", where);
     struct jscan_iter it = {0};
     struct jscan_value e;
     for (*n = 0; jscan_next(a, &it, &e); (*n)++) {
         char at[64];
         snprintf(at, sizeof at, "%s.%zu", where, *n);
         if (*n == GW_EVENTS_MAX)
-            return fail(err, size, "%s: more than %d events", where, GW_EVENTS_MAX);
+            return error_text(err, size, "%s: more than %d events", where, GW_EVENTS_MAX);
         if (parse_event(e, at, &out[*n], err, size))
             return -1;
     }
@@ -140,7 +133,7 @@ static int check_body(const char *body, size_t len, char *err, size_t size)
     const char *msg = NULL;
     if (jscan_check(body, len, &off, &msg) == 0)
         return 0;
-    return fail(err, size, "body:%zu: %s", off, msg ? msg : "invalid JSON");
+    return error_text(err, size, "body:%zu: %s", off, msg ? msg : "invalid JSON");
 }
 
 int gw_events_parse(const char *body, size_t len, struct gw_event *out, size_t *n, char *err,
@@ -267,10 +260,10 @@ static int read_prompt(enum gw_api api, const struct jscan_value *m,
     struct jscan_value p;
     bool ids;
     if (!prompt_value(api, m, &p, &ids))
-        return fail(err, size, "%s: missing",
-                    api == GW_CHAT              ? "messages"
-                    : api == GW_SGLANG_GENERATE ? "input_ids"
-                                                : "prompt");
+        return error_text(err, size, "%s: missing",
+                          api == GW_CHAT              ? "messages"
+                          : api == GW_SGLANG_GENERATE ? "input_ids"
+                                                      : "prompt");
     uint64_t h = GW_HASH_SEED;
     if (ids) {
         r->prompt_tokens = jscan_count(p);
@@ -361,7 +354,7 @@ static int read_libra(struct jscan_value lo, struct gw_request *r, char *err, si
 {
     struct jscan_value v;
     if (lo.type != 'o')
-        return fail(err, size, "libra: expected an object");
+        return error_text(err, size, "libra: expected an object");
     if (jscan_get(lo, "prompt", &v) && v.type != 'z') {
         int64_t id;
         if (jscan_int(v, &id) && id >= 0)
@@ -369,11 +362,11 @@ static int read_libra(struct jscan_value lo, struct gw_request *r, char *err, si
         else if (v.type == 's')
             r->prompt = gw_hash(GW_HASH_SEED, v.p, v.len) & GW_PROMPT_MASK;
         else
-            return fail(err, size, "libra.prompt: expected an integer >= 0 or a string");
+            return error_text(err, size, "libra.prompt: expected an integer >= 0 or a string");
         r->has_prompt = true;
     }
     if (jscan_get(lo, "resume", &v) && v.type != 'z' && !jscan_bool(v, &r->resume))
-        return fail(err, size, "libra.resume: expected true or false");
+        return error_text(err, size, "libra.resume: expected true or false");
     if (jscan_get(lo, "events", &v) && v.type != 'z')
         return parse_event_array(v, "libra.events", r->events, &r->n_events, err, size);
     return 0;
@@ -418,7 +411,7 @@ int gw_request_parse(enum gw_api api, const char *body, size_t len, gw_header_fn
     if (api == GW_CHAT && m[KEY_PROMPT].type == 'a')
         read_chat_returns(m[KEY_PROMPT], out);
     if ((v = m[KEY_STREAM]).type && v.type != 'z' && !jscan_bool(v, &out->stream))
-        return fail(err, err_size, "stream: expected true or false");
+        return error_text(err, err_size, "stream: expected true or false");
     return 0;
 }
 

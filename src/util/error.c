@@ -20,6 +20,15 @@ int error_set(struct libra_error *err, const char *file, int line, int col, cons
     return LIBRA_EINVAL;
 }
 
+int error_text(char *buf, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, size, fmt, ap);
+    va_end(ap);
+    return -1;
+}
+
 void error_prefix(struct libra_error *err, const char *prefix)
 {
     if (!err || !prefix || !*prefix)

@@ -17,6 +17,10 @@
 int error_set(struct libra_error *err, const char *file, int line, int col, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
+/* Writes the printf-formatted reason into buf of size bytes (a plain-text error, for callers
+ * that report no position). Returns -1 so callers can `return error_text(...)`. */
+int error_text(char *buf, size_t size, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Prefixes err->msg with "prefix: " (e.g. a field path), keeping the position. */
 void error_prefix(struct libra_error *err, const char *prefix);
 

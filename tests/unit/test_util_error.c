@@ -58,12 +58,23 @@ static void test_truncation(void **state)
     assert_int_equal(small[0], 'x'); /* size 0: nothing written */
 }
 
+static void test_text(void **state)
+{
+    (void)state;
+    char buf[8];
+    assert_int_equal(error_text(buf, sizeof buf, "tp: %d", 3), -1);
+    assert_string_equal(buf, "tp: 3");
+    assert_int_equal(error_text(buf, sizeof buf, "%s", "a long reason"), -1);
+    assert_string_equal(buf, "a long "); /* cut, terminated */
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_set_and_format),
         cmocka_unit_test(test_prefix),
         cmocka_unit_test(test_truncation),
+        cmocka_unit_test(test_text),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
