@@ -235,8 +235,11 @@ static int restore(struct gw *g)
 static void started(struct gw *g)
 {
     for (size_t i = 0; i < g->n_starting; i++) {
-        gw_engine_list(g, g->starting[i].e);
+        struct gw_engine *e = g->starting[i].e;
         g->starting[i].e = NULL;
+        gw_engine_list(g, e);
+        if (e->draining) /* removed while it drained: idle now, so gone */
+            gw_engine_remove(e);
     }
     char err[256] = "";
     if (restore(g) || open_outputs(g) ||
@@ -265,11 +268,10 @@ static void on_registered(void *arg, struct gw_engine *e, int status, const char
         e->id = s->stored->id;
         e->lent = s->stored->lent;
         e->draining = s->stored->draining;
-    } else if (!e && s->stored && !s->flag) { /* listed from its record, suspect */
+    } else if (!e && s->stored && !s->flag && gw_bucket_of(&g->layout, s->stored->tp) >= 0) {
         fprintf(stderr, "libra: serve: engine %lld (%s) of the state dir: %s; listed as suspect\n",
                 (long long)s->stored->id, s->stored->url, msg);
-        e = gw_engine_ref(s->stored);
-        e->restored = true;
+        e = gw_engine_ref(s->stored); /* listed from its record, suspect */
         e->fails = GW_SUSPECT_CHECKS;
         e->bucket = gw_bucket_of(&g->layout, e->tp);
     }

@@ -62,7 +62,6 @@ struct gw_engine {
     char model[128];   /* the model it serves, "" when it does not say */
     int tp;
     int bucket;                   /* in the router's layout */
-    bool restored;                /* listed from the state dir without answering at start */
     char version[GW_VERSION_MAX]; /* weight version as the engine names it */
     int64_t generation;           /* the gateway step its weights belong to */
     bool dead, draining, lent, paused;

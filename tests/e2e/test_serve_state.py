@@ -27,7 +27,7 @@ import socket
 
 import pytest
 
-from emu_util import ADMIN, LIBRA, Background, Emu, Serve, generate, get, post, tokens_lasting
+from emu_util import ADMIN, LIBRA, TOKEN as ADMIN_TOKEN, Background, Emu, Serve, generate, get, post, tokens_lasting
 
 SCALE = "0.001"
 BUCKETS = ["--set", "sched.buckets=tp1:2000,tp2:40960", "--set", "sched.rebuild_interval=2"]
@@ -370,6 +370,44 @@ def test_engines_added_lent_and_removed_at_run_time_keep_their_ids_across_a_rest
             engines = get(gw.port, "/libra/v1/engines")[1]["engines"]
             assert [(e["id"], e["state"]) for e in engines] == \
                 [(0, "suspect"), (1, "suspect"), (2, "active")]
+
+
+def test_an_engine_draining_at_a_crash_is_gone_after_the_restart():
+    with tempfile.TemporaryDirectory() as tmp, \
+            Emu("--instances", "tp1x2", scale="0.05") as emu:
+        urls = [i["url"] for i in emu.instances]
+        state_dir = os.path.join(tmp, "state")
+        cmd = [LIBRA, "serve", "--listen", "127.0.0.1:0", "--state-dir", state_dir, *BUCKETS]
+        for u in urls:
+            cmd += ["--engine", u]
+        with open(os.path.join(tmp, "log"), "w") as log:
+            proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True,
+                                    env={**os.environ, "LIBRA_ADMIN_TOKEN": ADMIN_TOKEN})
+        port = json.loads(proc.stdout.readline())["port"]
+        def long_turn():
+            try:
+                generate(port, [1] * 64, 4000, timeout=120, libra={"trajectory": "long"})
+            except OSError:  # the gateway is killed under it
+                pass
+
+        busy = Background(long_turn)
+        deadline = time.monotonic() + 10
+        while True:  # the engine the long turn runs on
+            engines = get(port, "/libra/v1/engines")[1]["engines"]
+            held = [e for e in engines if e["in_flight"]]
+            if held:
+                break
+            assert time.monotonic() < deadline
+            time.sleep(0.02)
+        status, doc = post(port, "/remove_worker?url=" + held[0]["url"], headers=ADMIN)
+        assert status == 200 and doc["state"] == "draining"  # answered once on disk
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        busy.thread.join(10)
+        with Serve(args=[*BUCKETS, "--state-dir", state_dir]) as gw:
+            engines = get(gw.port, "/libra/v1/engines")[1]["engines"]
+            assert [e["id"] for e in engines] == [1 - held[0]["id"]]  # idle now: removed
 
 
 def test_an_unknown_schema_version_is_refused_with_exit_2():
