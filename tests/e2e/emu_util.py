@@ -80,6 +80,16 @@ def request(port, method, path, body=None, raw=None, timeout=60, headers=None):
         return resp.status, text
 
 
+def answer_as_vllm(handler):
+    """A scripted engine's GET, as the gateway's registration and health checks ask a vLLM:
+    /version and /health answer 200, anything else 404."""
+    body = {"/version": b'{"version": "scripted"}', "/health": b""}.get(handler.path)
+    handler.send_response(404 if body is None else 200)
+    handler.send_header("Content-Length", str(len(body or b"")))
+    handler.end_headers()
+    handler.wfile.write(body or b"")
+
+
 def post(port, path, body=None, **kw):
     return request(port, "POST", path, body, **kw)
 

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from emu_util import ADMIN, LIBRA, TOKEN, Emu, Serve, get, post
+from emu_util import ADMIN, LIBRA, TOKEN, Emu, Serve, answer_as_vllm, get, post
 
 SCALE = "0.005"
 QUICK = ["--time-scale", SCALE, "--steps", "3", "--batch", "8", "--set", "rl.sync_interval=1"]
@@ -58,12 +58,8 @@ class Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def do_GET(self):
-        body = {"/version": b'{"version": "scripted"}', "/health": b""}.get(self.path)
-        self.send_response(404 if body is None else 200)
-        self.send_header("Content-Length", str(len(body or b"")))
-        self.end_headers()
-        self.wfile.write(body or b"")
+    def do_GET(self):  # registers as a vLLM
+        answer_as_vllm(self)
 
     def do_POST(self):
         n = int(self.headers.get("Content-Length", "0"))

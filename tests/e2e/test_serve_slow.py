@@ -7,7 +7,7 @@ import http.server
 import threading
 import time
 
-from emu_util import ADMIN, Emu, Serve, generate, get, post, tokens_lasting
+from emu_util import ADMIN, Emu, Serve, answer_as_vllm, generate, get, post, tokens_lasting
 
 PROMPT = list(range(64))
 
@@ -34,13 +34,9 @@ class Silent(http.server.BaseHTTPRequestHandler):
         pass
 
     def do_GET(self):
-        body = {"/version": b'{"version": "silent"}', "/health": b""}.get(self.path)
         if self.gone.is_set():
             time.sleep(120)
-        self.send_response(404 if body is None else 200)
-        self.send_header("Content-Length", str(len(body or b"")))
-        self.end_headers()
-        self.wfile.write(body or b"")
+        answer_as_vllm(self)
 
     def do_POST(self):
         self.gone.set()

@@ -27,7 +27,8 @@ import socket
 
 import pytest
 
-from emu_util import ADMIN, LIBRA, TOKEN as ADMIN_TOKEN, Background, Emu, Serve, generate, get, post, tokens_lasting
+from emu_util import (ADMIN, LIBRA, TOKEN as ADMIN_TOKEN, Background, Emu, Serve, answer_as_vllm,
+                      generate, get, post, tokens_lasting)
 
 SCALE = "0.001"
 BUCKETS = ["--set", "sched.buckets=tp1:2000,tp2:40960", "--set", "sched.rebuild_interval=2"]
@@ -498,12 +499,8 @@ class BigAnswer(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
-    def do_GET(self):  # a vLLM as registration asks it: its version and health
-        body = {"/version": b'{"version": "scripted"}', "/health": b""}.get(self.path)
-        self.send_response(404 if body is None else 200)
-        self.send_header("Content-Length", str(len(body or b"")))
-        self.end_headers()
-        self.wfile.write(body or b"")
+    def do_GET(self):  # registers as a vLLM
+        answer_as_vllm(self)
 
     def do_POST(self):
         self.rfile.read(int(self.headers.get("Content-Length", "0")))
