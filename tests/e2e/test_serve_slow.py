@@ -55,20 +55,16 @@ def test_a_turn_on_an_engine_declared_dead_goes_to_another():
         def turn():
             result["answer"] = generate(gw.port, PROMPT, 8, timeout=120,
                                         libra={"trajectory": "t", "resume": True})
-            result["at"] = time.monotonic()
 
-        t0 = time.monotonic()
         client = threading.Thread(target=turn)
         client.start()
         assert Silent.gone.wait(10)  # the turn is on the silent engine
         status, _ = post(gw.port, "/add_worker?url=" + emu.instances[0]["url"], headers=ADMIN)
         assert status == 200
-        client.join(90)
+        client.join(90)  # the request cap is 3600 s: a turn still waiting is one left on it
         assert not client.is_alive(), "the turn waited on the dead engine"
         status, out = result["answer"]
         assert status == 200 and out["meta_info"]["completion_tokens"] == 8
-        # five health checks of at most 5 s each, then the turn moved: well before the cap
-        assert 15 < result["at"] - t0 < 60, result["at"] - t0
         engines = get(gw.port, "/libra/v1/engines")[1]["engines"]
         assert [(e["id"], e["state"]) for e in engines] == [(0, "dead"), (1, "active")]
     silent.shutdown()
