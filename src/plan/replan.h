@@ -10,6 +10,11 @@
  * topology needs a restart and is never applied online (the caller reports it as advice).
  *
  * Pure; the caller supplies what it observed (per-instance resident context).
+ *
+ * Not run yet: no command calls it (libra sim keeps its first plan; libra serve re-plans only
+ * when asked and does not apply this rule), so the config refuses plan.replan_* other than
+ * their defaults. It is the rule online replanning will call, tested on its own by
+ * tests/unit/test_plan_replan.c.
  */
 #ifndef PLAN_REPLAN_H
 #define PLAN_REPLAN_H

@@ -59,6 +59,11 @@ static const char *const context_mode_names[] = {
 #define ENUM(m, names, def, doc) SPEC_ENUM_ROW(CFG, m, 0, names, def, NULL, doc)
 #define GPUS 65536 /* the largest cluster a config may describe */
 
+/* Why the keys of mechanisms not built yet are refused (see `pending` below); their rows'
+ * docs give the same reason. */
+#define EHP_PENDING "the elastic hybrid pool is not simulated or run yet"
+#define REPLAN_PENDING "no command applies the replan rule yet"
+
 /* The sections in file order, each with the sentence docs/config.md gives it. */
 static const struct {
     const char *name, *doc;
@@ -70,7 +75,7 @@ static const struct {
     {"plan", "The Global Resource Planner: mode, search budget and constraints."},
     {"sched", "Turn routing (C-MLFQ and the baselines)."},
     {"sim", "The discrete-event simulator."},
-    {"ehp", "The Elastic Hybrid Pool."},
+    {"ehp", "The Elastic Hybrid Pool, which is not simulated or run yet."},
 };
 #define N_SECTIONS (sizeof sections / sizeof *sections)
 
@@ -150,9 +155,11 @@ static const struct spec_field fields[] = {
         "TP sizes of the instances on every rollout node, e.g. \"1,1,2,4\", summing to "
         "cluster.gpus_per_node; \"\" leaves them free"),
     SPEC_DOUBLE_ROW(CFG, plan.replan_min_gain_frac, 0, "", 0.05, 0, 1, NULL,
-                    "a replan is applied only if it shortens the step by at least this share"),
+                    "a replan is applied only if it shortens the step by at least this share; "
+                    "not implemented: " REPLAN_PENDING ", so only the default is accepted"),
     INT(plan.replan_horizon_steps, "steps", 10, 1, 1000000, NULL,
-        "steps over which a replan's gain must repay its reconfiguration cost"),
+        "steps over which a replan's gain must repay its reconfiguration cost; not "
+        "implemented: " REPLAN_PENDING ", so only the default is accepted"),
     ENUM(sched.policy, spec_policy_names, SCHED_CMLFQ,
          "turn router: C-MLFQ or a baseline of the reference (oracle, plas and predictor are "
          "libra's own comparisons)"),
@@ -201,9 +208,26 @@ static const struct spec_field fields[] = {
         "failure injection: the instance that dies (index, modulo the fleet)"),
     INT(sim.trace_step, "", -1, -1, 10000000, NULL,
         "step that --perfetto records; -1 the first after the warm-up"),
-    BOOL(ehp.enabled, 0, "lend whole training replicas to rollout and take them back"),
+    BOOL(ehp.enabled, 0,
+         "lend whole training replicas to rollout and take them back; not implemented: " EHP_PENDING
+         ", so only the default is accepted (true would do no more than confine every training "
+         "replica to one node, the planner's constraint for lending, docs/planner.md)"),
 };
 #define N_FIELDS (sizeof fields / sizeof *fields)
+
+/*
+ * Keys of mechanisms not built yet. They stay in the schema, with the default that is what the
+ * code does today, but any other value is refused: a setting that is accepted must do what its
+ * doc says.
+ */
+static const struct {
+    const char *key, *why;
+} pending[] = {
+    {"plan.replan_min_gain_frac", REPLAN_PENDING},
+    {"plan.replan_horizon_steps", REPLAN_PENDING},
+    {"ehp.enabled", EHP_PENDING},
+};
+#define N_PENDING (sizeof pending / sizeof *pending)
 
 const struct spec_field *spec_config_fields(size_t *n)
 {
@@ -365,6 +389,35 @@ static void preset_names(const char *first, size_t n, size_t stride, char *out, 
             (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", first + i * stride);
 }
 
+/* The value of row f in cfg as compact JSON; caller frees. */
+static char *value_text(const struct spec_field *f, const struct libra_config *cfg)
+{
+    json_t *v = spec_field_get(f, cfg);
+    char *s = ujson_dump(v, false);
+    json_decref(v);
+    return s;
+}
+
+/* Refuses a value other than the default of a key in `pending`. */
+static int check_pending(const struct libra_config *cfg, const struct spec_config_sources *src,
+                         struct libra_error *err)
+{
+    struct libra_config defaults;
+    spec_config_defaults(&defaults);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < N_PENDING; i++) {
+        const struct spec_field *f = spec_field_find(fields, N_FIELDS, pending[i].key);
+        char *set = value_text(f, cfg), *def = value_text(f, &defaults);
+        if (strcmp(set, def) != 0)
+            rc = spec_config_key_error(err, src, f->key,
+                                       "not implemented: %s; only the default, %s, is accepted",
+                                       pending[i].why, def);
+        free(set);
+        free(def);
+    }
+    return rc;
+}
+
 static int check(const struct libra_config *cfg, const struct spec_config_sources *src,
                  struct libra_error *err)
 {
@@ -393,7 +446,7 @@ static int check(const struct libra_config *cfg, const struct spec_config_source
             "%d is below sim.max_seqs (%d): an iteration computes at least one token for every "
             "running sequence",
             cfg->sim.max_batched_tokens, cfg->sim.max_seqs);
-    return 0;
+    return check_pending(cfg, src, err);
 }
 
 int spec_config_peek(struct libra_config *cfg, const struct spec_config_sources *src,
@@ -497,15 +550,6 @@ static FILE *text_stream(char **text, size_t *len)
     return out;
 }
 
-/* The default of row f as compact JSON; caller frees. */
-static char *default_text(const struct spec_field *f, const struct libra_config *defaults)
-{
-    json_t *v = spec_field_get(f, defaults);
-    char *s = ujson_dump(v, false);
-    json_decref(v);
-    return s;
-}
-
 char *spec_config_keys_text(void)
 {
     struct libra_config defaults;
@@ -515,7 +559,7 @@ char *spec_config_keys_text(void)
     FILE *out = text_stream(&text, &len);
     for (size_t i = 0; i < N_FIELDS; i++) {
         const struct spec_field *f = &fields[i];
-        char type[300], range[96], *def = default_text(f, &defaults);
+        char type[300], range[96], *def = value_text(f, &defaults);
         spec_field_type_text(f, type, sizeof type);
         spec_field_range_text(f, range, sizeof range);
         fprintf(out, "  %-26s %s%s%s%s%s, default %s%s%s\n      %s\n", f->key, type,
@@ -536,7 +580,9 @@ static void doc_intro(FILE *out)
             "Every command reads one experiment file: a JSON object with the sections below "
             "(all optional; unknown sections and keys are errors that name file:line:col). "
             "`libra config show [FILE]` prints the effective config, `libra config check FILE` "
-            "validates a file, and `examples/default.json` spells out the built-in default.\n\n"
+            "validates a file, and `examples/default.json` spells out the built-in default. "
+            "A key of a mechanism not built yet (`plan.replan_*`, `ehp.enabled`) accepts only "
+            "its default: any other value is an error naming the key.\n\n"
             "Settings are layered, each layer overriding the ones before:\n\n"
             "1. the defaults below (the built-in experiment: 48 A800 GPUs, Qwen3-14B, "
             "R2E-Gym);\n"

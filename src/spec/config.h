@@ -10,7 +10,10 @@
  *
  * To add a setting: add a field to the section's struct below and one row to the table in
  * config.c (the row macro checks the field's type), then regenerate docs/config.md with
- * `libra config doc -o docs/config.md` (a test fails while it is stale).
+ * `libra config doc -o docs/config.md` (a test fails while it is stale), and give the key a
+ * case in tests/e2e/test_config_keys.py that shows it changes a command's output. A key kept
+ * for a mechanism not built yet goes into config.c's `pending` table instead: its default,
+ * what the code does today, is accepted and any other value refused.
  *
  * The top level may also carry the output envelope of `libra config show` ("schema",
  * "libra_version", "config_digest", "seed"), so that output is itself a valid config file:
@@ -53,7 +56,7 @@ enum spec_plan_mode { SPEC_PLAN_COLOCATED, SPEC_PLAN_ASYNC };
 enum {
     SPEC_SIM_COLOCATED = 1u << 0, /* verl-style: both stages on every GPU */
     SPEC_SIM_ASYNC = 1u << 1,     /* disaggregated async, fixed homogeneous split */
-    SPEC_SIM_LIBRA = 1u << 2,     /* planner + C-MLFQ (+ elastic pool) */
+    SPEC_SIM_LIBRA = 1u << 2,     /* planner + C-MLFQ (the elastic pool is not simulated yet) */
     SPEC_SIM_ROLLOUT = 1u << 3    /* a fixed rollout fleet, no trainer */
 };
 
@@ -118,8 +121,10 @@ struct spec_plan_config {
     int64_t sample_seed;               /* seed of the length sample; 0: sim.seed */
     int min_tp_sizes;                  /* at least this many distinct rollout TP sizes */
     char tp_pattern[64];               /* TP sizes of every rollout node, "1,1,2,4"; "" = free */
-    double replan_min_gain_frac;       /* a replan must shorten the step by this share */
-    int replan_horizon_steps;          /* steps a replan's gain is counted over against its cost */
+    /* The replan rule's (plan/replan.h), which no command runs yet: only the defaults are
+     * accepted. */
+    double replan_min_gain_frac; /* a replan must shorten the step by this share */
+    int replan_horizon_steps;    /* steps a replan's gain is counted over against its cost */
 };
 
 struct spec_sched_config {
@@ -151,7 +156,9 @@ struct spec_sim_config {
 };
 
 struct spec_ehp_config {
-    bool enabled; /* lend training replicas to rollout (elastic hybrid pool) */
+    /* lend training replicas to rollout (elastic hybrid pool); the pool is not built yet, so
+     * only false is accepted, and the planner's one-node replica rule is all it would do */
+    bool enabled;
 };
 
 struct libra_config {
@@ -202,10 +209,11 @@ int spec_config_peek(struct libra_config *cfg, const struct spec_config_sources 
  * Computes the effective config into cfg: defaults < the hardware preset named by the result
  * (p) < src->preset_values < src->doc < src->flags, in order. Preset names are replaced by the
  * presets' canonical (lower-case) names. Fails with err on an unknown section or key, a wrong
- * type, a value out of range, an unknown hardware or model preset, or an inconsistent
- * combination (rl.batch_trajectories not a multiple of rl.samples) or an invalid
- * sched.buckets layout, reported where the
- * offending value came from (spec_config_key_error). Returns 0 or LIBRA_EINVAL.
+ * type, a value out of range, an unknown hardware or model preset, an inconsistent
+ * combination (rl.batch_trajectories not a multiple of rl.samples), an invalid
+ * sched.buckets layout, or a value other than the default for a key whose mechanism is not
+ * implemented yet (ehp.enabled, plan.replan_*), reported where the offending value came from
+ * (spec_config_key_error). Returns 0 or LIBRA_EINVAL.
  */
 int spec_config_resolve(struct libra_config *cfg, const struct spec_presets *p,
                         const struct spec_config_sources *src, struct libra_error *err);

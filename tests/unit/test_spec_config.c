@@ -226,6 +226,13 @@ static void test_file_errors(void **state)
     expect_error("{\"ehp\": {\"enabled\": 1}}", NULL, 0, 1, 10,
                  "ehp.enabled: must be true or false");
     expect_error("{\"ehp\": []}", NULL, 0, 1, 2, "ehp: must be an object");
+    /* keys of mechanisms not built yet take their default only */
+    expect_error("{\"ehp\": {\"enabled\": true}}", NULL, 0, 1, 10,
+                 "ehp.enabled: not implemented: the elastic hybrid pool is not simulated or run "
+                 "yet; only the default, false, is accepted");
+    expect_error("{\"plan\": {\n  \"replan_min_gain_frac\": 0.1}}", NULL, 0, 2, 3,
+                 "plan.replan_min_gain_frac: not implemented: no command applies the replan rule "
+                 "yet; only the default, 0.05, is accepted");
     expect_error("[]", NULL, 0, 1, 1, "a config file must be a JSON object");
     expect_error("{\"cluster\": {\"hardware\": \"a900\"}}", NULL, 0, 1, 14,
                  "cluster.hardware: unknown hardware preset 'a900' (known: a100-80g, a800-80g, "
@@ -270,6 +277,7 @@ static void test_flag_errors(void **state)
         {"model.name", "qwen9", "--model"},
         {"ehp.enabled", "yes", "--set ehp.enabled"},
         {"plan.time_limit_s", "inf", "--set plan.time_limit_s"},
+        {"plan.replan_horizon_steps", "3", "--set plan.replan_horizon_steps"},
     };
     static const char *const want[] = {
         "--gpus: must be in 1..65536",
@@ -279,6 +287,8 @@ static void test_flag_errors(void **state)
          "qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b, qwen3-30b-a3b)"),
         "--set ehp.enabled: must be true or false",
         "--set plan.time_limit_s: must be a finite number",
+        ("--set plan.replan_horizon_steps: not implemented: no command applies the replan rule "
+         "yet; only the default, 10, is accepted"),
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         expect_error("{\"cluster\": {\"gpus\": 8}, \"model\": {\"name\": \"qwen3-8b\"}}", &bad[i],
@@ -289,7 +299,7 @@ static void test_flag_errors(void **state)
 static void test_flag_types(void **state)
 {
     struct spec_config_override flags[] = {
-        {"ehp.enabled", "true", "--set ehp.enabled"},
+        {"plan.homogeneous_rollout", "true", "--set plan.homogeneous_rollout"},
         {"plan.time_limit_s", "2.5", "--set plan.time_limit_s"},
         {"sim.modes", "libra,async", "--set sim.modes"},
         {"rl.transport", "nccl", "--set rl.transport"},
@@ -297,7 +307,7 @@ static void test_flag_types(void **state)
         {"model.name", "QWEN3-8B", "--model"},
     };
     struct libra_config c = ok(NULL, flags, sizeof flags / sizeof *flags);
-    assert_true(c.ehp.enabled);
+    assert_true(c.plan.homogeneous_rollout);
     assert_true(c.plan.time_limit_s == 2.5);
     assert_int_equal(c.sim.modes, SPEC_SIM_LIBRA | SPEC_SIM_ASYNC);
     assert_int_equal(c.rl.transport, SPEC_TRANSPORT_NCCL);
