@@ -42,6 +42,9 @@ static json_t *layout_json(const struct sim_layout *l, int gpus)
                           l->n_train, "rollout_gpus", l->mode == SIM_COLOCATED ? gpus : roll,
                           "instances", fleet, "buckets", buckets, "router",
                           sched_policy_name(l->policy), "instance_count", l->n_inst);
+    /* time-shared GPUs (every GPU trains, then rolls out), which train_gpus and rollout_gpus
+     * alone cannot tell from a disaggregated split of equal halves */
+    json_object_set_new(o, "colocated", json_boolean(l->mode == SIM_COLOCATED));
     if (l->n_train > 0)
         json_object_set_new(o, "train",
                             json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:b}", "tp", l->train.tp, "pp",
