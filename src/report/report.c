@@ -338,7 +338,10 @@ static const char page_head[] =
     "h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ccc}\n"
     "h3{font-size:15px}figure{margin:16px 0}svg{max-width:100%;height:auto}\n"
     "code{font-family:monospace;background:#f4f4f4;padding:0 3px}\n"
-    "</style>\n</head>\n<body>\n<h1>libra report</h1>\n";
+    "</style>\n</head>\n<body>\n<h1>libra report</h1>\n"
+    "<p>One section per result, in the order given. Each figure's caption says what it shows "
+    "and the command that made its input; its elements carry the values they draw "
+    "(docs/report.md in the libra sources).</p>\n";
 
 static const char *base_name(const char *path)
 {
