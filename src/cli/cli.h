@@ -68,4 +68,9 @@ int cli_read_file(const char *path, char **text, size_t *len);
 /* Writes text to path ("-" or NULL: stdout). Returns 0 or LIBRA_EXIT_IO after printing why. */
 int cli_write_output(const char *path, const char *text);
 
+/* Writes text to path whole: into "PATH.tmp", renamed over path once complete, so that path
+ * holds either what it held before or all of text (the temporary file is removed on failure).
+ * "-" or NULL writes stdout. Returns 0 or LIBRA_EXIT_IO after printing why. */
+int cli_write_output_whole(const char *path, const char *text);
+
 #endif

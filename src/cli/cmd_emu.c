@@ -239,18 +239,6 @@ static char *ready_lines(const struct emu *e, const struct emu_config *c)
     return out;
 }
 
-static int write_ports_file(const char *path, const char *text)
-{
-    char tmp[4096];
-    snprintf(tmp, sizeof tmp, "%s.tmp", path);
-    FILE *f = fopen(tmp, "w");
-    if (!f || fputs(text, f) < 0 || fclose(f) != 0 || rename(tmp, path) != 0) {
-        cli_errorf("emu: cannot write '%s': %s", path, strerror(errno));
-        return LIBRA_EXIT_IO;
-    }
-    return 0;
-}
-
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     event_base_loopbreak(arg);
@@ -270,7 +258,7 @@ static int serve(const struct emu_config *c, const struct opts *o)
     }
     char *lines = ready_lines(e, c);
     if (o->ports_file)
-        rc = write_ports_file(o->ports_file, lines);
+        rc = cli_write_output_whole(o->ports_file, lines);
     if (rc == 0) {
         fputs(lines, stdout);
         fflush(stdout);

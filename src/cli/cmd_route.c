@@ -220,6 +220,9 @@ static json_t *arm_json(const struct sched_eval_arm *a)
             json_object_set_new(reasons, sched_reason_name((enum sched_reason)r),
                                 json_integer((json_int_t)a->reasons[r]));
     json_object_set_new(o, "reasons", reasons);
+    json_object_set_new(
+        o, "confusion",
+        sched_metrics_confusion_json(a->metrics, sched_policy_bucketless(a->policy)));
     return o;
 }
 

@@ -17,6 +17,8 @@ const struct cli_command cli_commands[] = {
      cmd_route},
     {"sim", "simulate an RL job under colocated, async and libra resource managers",
      "libra sim [EXPERIMENT] [--json|--jsonl] [--steps N] [--seed S] [--perfetto FILE]", cmd_sim},
+    {"report", "draw the results of sim, plan and route eval as an HTML page and SVG figures",
+     "libra report RESULT.json [MORE.json...] [-o FILE] [--svg DIR] [--steps A:B]", cmd_report},
     {"emu", "run emulated SGLang/vLLM engines timed by the engine model",
      "libra emu [EXPERIMENT] [--instances tp1x4,tp2x2,...] [--time-scale F] [flags]", cmd_emu},
     {"load", "play an RL job's rollout side against engines over HTTP",

@@ -162,6 +162,27 @@ int cli_write_output(const char *path, const char *text)
     return 0;
 }
 
+int cli_write_output_whole(const char *path, const char *text)
+{
+    if (!path || strcmp(path, "-") == 0)
+        return cli_write_output(path, text);
+    size_t n = strlen(path) + sizeof ".tmp";
+    char *tmp = xmalloc(n);
+    snprintf(tmp, n, "%s.tmp", path);
+    FILE *f = fopen(tmp, "wb");
+    size_t len = strlen(text);
+    bool ok = f && fwrite(text, 1, len, f) == len;
+    ok = f && fclose(f) == 0 && ok;
+    ok = ok && rename(tmp, path) == 0;
+    if (!ok) {
+        cli_errorf("cannot write '%s': %s", path, error_strerror(errno));
+        if (f)
+            remove(tmp);
+    }
+    free(tmp);
+    return ok ? 0 : LIBRA_EXIT_IO;
+}
+
 static void print_help(FILE *out)
 {
     fprintf(out, "usage: libra <command> [input] [flags]\n"

@@ -32,8 +32,9 @@ struct split_acc {
     uint64_t trajectories;
     uint64_t decisions, correct, moves;
     double tokens, tokens_correct;
-    uint64_t true_count[SPEC_BUCKETS_MAX];    /* decisions by true bucket */
-    uint64_t correct_count[SPEC_BUCKETS_MAX]; /* of which chosen right */
+    uint64_t true_count[SPEC_BUCKETS_MAX]; /* decisions by true bucket */
+    /* decisions by true bucket (row) and chosen bucket (column); the diagonal is correct */
+    uint64_t confusion[SPEC_BUCKETS_MAX][SPEC_BUCKETS_MAX];
     uint64_t first, first_correct;
     struct pairs pairs; /* decisions with an estimate */
     struct regret_acc {
@@ -126,7 +127,8 @@ void sched_metrics_add(struct sched_metrics *m, const struct sched_metric_point 
     a->tokens += (double)p->true_remaining_tokens;
     a->tokens_correct += right ? (double)p->true_remaining_tokens : 0.0;
     a->true_count[truth]++;
-    a->correct_count[truth] += right;
+    if (p->chosen_bucket >= 0 && p->chosen_bucket < m->layout.n)
+        a->confusion[truth][p->chosen_bucket]++;
     if (!isnan(p->predicted_tokens)) {
         double truth_tokens = (double)p->true_remaining_tokens;
         pairs_add(&a->pairs, (uint64_t)p->split, p->predicted_tokens, truth_tokens);
@@ -159,7 +161,8 @@ static void sum_splits(const struct sched_metrics *m, struct split_acc *out)
         out->first_correct += a->first_correct;
         for (int b = 0; b < SPEC_BUCKETS_MAX; b++) {
             out->true_count[b] += a->true_count[b];
-            out->correct_count[b] += a->correct_count[b];
+            for (int c = 0; c < SPEC_BUCKETS_MAX; c++)
+                out->confusion[b][c] += a->confusion[b][c];
         }
         for (int k = 0; k < 3; k++) {
             const struct regret_acc *from = k == 2 ? &a->path_regret
@@ -246,7 +249,7 @@ static json_t *split_json(const struct sched_metrics *m, const struct split_acc 
         if (a->true_count[b] > a->true_count[major])
             major = b;
         json_array_append_new(recall,
-                              ratio((double)a->correct_count[b], (double)a->true_count[b], acc));
+                              ratio((double)a->confusion[b][b], (double)a->true_count[b], acc));
     }
     const struct pairs *p = &a->pairs;
     double rho =
@@ -286,4 +289,21 @@ json_t *sched_metrics_to_json(const struct sched_metrics *m, bool bucketless)
         json_object_set_new(o, names[s], split_json(m, &m->split[s], bucketless));
     }
     return o;
+}
+
+json_t *sched_metrics_confusion_json(const struct sched_metrics *m, bool bucketless)
+{
+    if (bucketless)
+        return json_null();
+    struct split_acc sum;
+    sum_splits(m, &sum);
+    pairs_free(&sum.pairs);
+    json_t *rows = json_array();
+    for (int t = 0; t < m->layout.n; t++) {
+        json_t *row = json_array();
+        for (int c = 0; c < m->layout.n; c++)
+            json_array_append_new(row, json_integer((json_int_t)sum.confusion[t][c]));
+        json_array_append_new(rows, row);
+    }
+    return rows;
 }

@@ -95,4 +95,11 @@ uint64_t sched_metrics_decisions(const struct sched_metrics *m);
  */
 json_t *sched_metrics_to_json(const struct sched_metrics *m, bool bucketless);
 
+/*
+ * The confusion matrix of the tool-return decisions over every split: an array with one row
+ * per true bucket, each the count of decisions by chosen bucket (the diagonal is the correct
+ * ones; first placements are not in it). JSON null when bucketless. Returns a new reference.
+ */
+json_t *sched_metrics_confusion_json(const struct sched_metrics *m, bool bucketless);
+
 #endif

@@ -297,9 +297,9 @@ static int all_failed(const struct grid *g, enum sim_mode mode, struct libra_err
             first[distinct++] = k;
         count[d]++;
     }
-    struct sim_buf b = {0};
-    sim_buf_printf(&b, "no %s layout can run: all %zu candidates tried failed", sim_mode_name(mode),
-                   n);
+    struct strbuf b = {0};
+    strbuf_printf(&b, "no %s layout can run: all %zu candidates tried failed", sim_mode_name(mode),
+                  n);
     for (size_t shown = 0; shown < 3 && shown < distinct; shown++) {
         size_t best = shown; /* selection: the most frequent cause left */
         for (size_t d = shown + 1; d < distinct; d++)
@@ -310,13 +310,12 @@ static int all_failed(const struct grid *g, enum sim_mode mode, struct libra_err
         count[shown] = count[best];
         first[best] = f;
         count[best] = c;
-        sim_buf_printf(&b, "%s %zu x %s", shown ? ";" : ":", count[shown],
-                       g->why[first[shown]].msg);
+        strbuf_printf(&b, "%s %zu x %s", shown ? ";" : ":", count[shown], g->why[first[shown]].msg);
     }
     if (distinct > 3)
-        sim_buf_printf(&b, "; and %zu other causes", distinct - 3);
+        strbuf_printf(&b, "; and %zu other causes", distinct - 3);
     error_set(err, NULL, 0, 0, "%s", b.data);
-    free(b.data);
+    strbuf_free(&b);
     free(first);
     free(count);
     return rc;

@@ -34,6 +34,7 @@
 #include "util/arena.h"
 #include "util/heap.h"
 #include "util/intmap.h"
+#include "util/strbuf.h"
 #include "util/vec.h"
 #include "workload/workload.h"
 
@@ -452,13 +453,5 @@ void sim_fleet_text(const struct sim_layout *l, char *out, size_t size);
 /* libra's trained tokens/s (trajectories/s) over mode m's; NAN when either is missing or m's
  * is 0. */
 double sim_libra_ratio(const struct sim_experiment *e, enum sim_mode m, bool trajectories);
-
-/* ---- text buffers ----------------------------------------------------------------------- */
-
-struct sim_buf {
-    char *data;
-    size_t len, cap;
-};
-void sim_buf_printf(struct sim_buf *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 #endif

@@ -6,7 +6,6 @@
  * table is the compact view the README shows for `libra sim`.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,24 +13,6 @@
 #include "sim/internal.h"
 #include "util/alloc.h"
 #include "util/json.h"
-
-void sim_buf_printf(struct sim_buf *b, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    if (n < 0)
-        return;
-    if (b->len + (size_t)n + 1 > b->cap) {
-        b->cap = (b->len + (size_t)n + 1) * 2;
-        b->data = xrealloc(b->data, b->cap);
-    }
-    va_start(ap, fmt);
-    vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    b->len += (size_t)n;
-}
 
 /* ---- JSON ----------------------------------------------------------------------------- */
 
@@ -61,6 +42,9 @@ static json_t *layout_json(const struct sim_layout *l, int gpus)
                           l->n_train, "rollout_gpus", l->mode == SIM_COLOCATED ? gpus : roll,
                           "instances", fleet, "buckets", buckets, "router",
                           sched_policy_name(l->policy), "instance_count", l->n_inst);
+    /* time-shared GPUs (every GPU trains, then rolls out), which train_gpus and rollout_gpus
+     * alone cannot tell from a disaggregated split of equal halves */
+    json_object_set_new(o, "colocated", json_boolean(l->mode == SIM_COLOCATED));
     if (l->n_train > 0)
         json_object_set_new(o, "train",
                             json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:b}", "tp", l->train.tp, "pp",
@@ -224,16 +208,16 @@ json_t *sim_experiment_to_json(const struct sim_experiment *e, const struct libr
     return doc;
 }
 
-static void append_line(struct sim_buf *b, const json_t *v)
+static void append_line(struct strbuf *b, const json_t *v)
 {
     char *line = ujson_dump(v, false);
-    sim_buf_printf(b, "%s\n", line);
+    strbuf_printf(b, "%s\n", line);
     free(line);
 }
 
 char *sim_experiment_jsonl(const struct sim_experiment *e, const struct libra_config *cfg)
 {
-    struct sim_buf b = {0};
+    struct strbuf b = {0};
     json_t *head = spec_config_envelope(SIM_SCHEMA, cfg);
     json_t *modes = json_object();
     for (int i = 0; i < e->n; i++) {
@@ -254,7 +238,7 @@ char *sim_experiment_jsonl(const struct sim_experiment *e, const struct libra_co
             append_line(&b, st);
             json_decref(st);
         }
-    return b.data ? b.data : xstrdup("");
+    return strbuf_detach(&b);
 }
 
 /* ---- the table ------------------------------------------------------------------------ */
@@ -285,57 +269,56 @@ static const char *const transport_names[] = {"nccl", "disk_reload", "disk_resta
 
 char *sim_experiment_text(const struct sim_experiment *e, const struct libra_config *cfg)
 {
-    struct sim_buf b = {0};
+    struct strbuf b = {0};
     const struct spec_rl_config *rl = &cfg->rl;
-    sim_buf_printf(&b,
-                   "libra sim: %s on %s, %d x %s; batch %d (%d x %d), %d steps (%d warm-up), "
-                   "staleness %d, weights every %d steps by %s + %s; seed %lld\n\n",
-                   cfg->workload.trace[0] ? cfg->workload.trace : cfg->workload.name,
-                   cfg->model.name, cfg->cluster.gpus, cfg->cluster.hardware,
-                   rl->batch_trajectories, rl->batch_trajectories / rl->samples, rl->samples,
-                   rl->steps, cfg->sim.warmup_steps < rl->steps ? cfg->sim.warmup_steps : 0,
-                   rl->max_staleness, rl->sync_interval, sync_names[rl->sync_mode],
-                   transport_names[rl->transport], (long long)cfg->sim.seed);
-    sim_buf_printf(&b, "%-10s %-36s %10s %8s %8s %7s %7s %7s %7s\n", "mode", "layout", "tokens/s",
-                   "traj/s", "step s", "roll %", "train %", "tail %", "disc %");
+    strbuf_printf(&b,
+                  "libra sim: %s on %s, %d x %s; batch %d (%d x %d), %d steps (%d warm-up), "
+                  "staleness %d, weights every %d steps by %s + %s; seed %lld\n\n",
+                  cfg->workload.trace[0] ? cfg->workload.trace : cfg->workload.name,
+                  cfg->model.name, cfg->cluster.gpus, cfg->cluster.hardware, rl->batch_trajectories,
+                  rl->batch_trajectories / rl->samples, rl->samples, rl->steps,
+                  cfg->sim.warmup_steps < rl->steps ? cfg->sim.warmup_steps : 0, rl->max_staleness,
+                  rl->sync_interval, sync_names[rl->sync_mode], transport_names[rl->transport],
+                  (long long)cfg->sim.seed);
+    strbuf_printf(&b, "%-10s %-36s %10s %8s %8s %7s %7s %7s %7s\n", "mode", "layout", "tokens/s",
+                  "traj/s", "step s", "roll %", "train %", "tail %", "disc %");
     for (int i = 0; i < e->n; i++) {
         const struct sim_mode_result *mr = &e->mode[i];
         const struct sim_result *r = &mr->run;
         char lay[96];
         layout_text(mr, lay, sizeof lay);
-        sim_buf_printf(&b, "%-10s %-36s %10.0f %8.3f %8.1f %7.1f %7.1f %7.1f %7.1f\n",
-                       sim_mode_name(mr->mode), lay, r->tokens_per_s, r->trajectories_per_s,
-                       r->mean_step_s, 100 * r->rollout_util, 100 * r->train_util,
-                       100 * r->tail_share, 100 * discarded_share(r));
+        strbuf_printf(&b, "%-10s %-36s %10.0f %8.3f %8.1f %7.1f %7.1f %7.1f %7.1f\n",
+                      sim_mode_name(mr->mode), lay, r->tokens_per_s, r->trajectories_per_s,
+                      r->mean_step_s, 100 * r->rollout_util, 100 * r->train_util,
+                      100 * r->tail_share, 100 * discarded_share(r));
     }
     double rc = sim_libra_ratio(e, SIM_COLOCATED, false), ra = sim_libra_ratio(e, SIM_ASYNC, false);
     if (!isnan(rc) || !isnan(ra)) {
-        sim_buf_printf(&b, "\nlibra trained tokens/s:");
+        strbuf_printf(&b, "\nlibra trained tokens/s:");
         if (!isnan(rc))
-            sim_buf_printf(&b, " %.2fx colocated", rc);
+            strbuf_printf(&b, " %.2fx colocated", rc);
         if (!isnan(ra))
-            sim_buf_printf(&b, "%s %.2fx async", isnan(rc) ? "" : ",", ra);
-        sim_buf_printf(&b, "\n");
+            strbuf_printf(&b, "%s %.2fx async", isnan(rc) ? "" : ",", ra);
+        strbuf_printf(&b, "\n");
     }
     const struct sim_mode_result *lm = find(e, SIM_LIBRA);
     if (lm && lm->layout.planned)
-        sim_buf_printf(&b,
-                       "planner fidelity (libra): predicted step %.1f s (train %.1f, rollout "
-                       "%.1f), simulated %.1f s (train %.1f, rollout %.1f)\n",
-                       lm->layout.pred_step_s, lm->layout.pred_train_s, lm->layout.pred_rollout_s,
-                       lm->run.mean_step_s, lm->run.mean_train_s, lm->run.mean_rollout_s);
+        strbuf_printf(&b,
+                      "planner fidelity (libra): predicted step %.1f s (train %.1f, rollout "
+                      "%.1f), simulated %.1f s (train %.1f, rollout %.1f)\n",
+                      lm->layout.pred_step_s, lm->layout.pred_train_s, lm->layout.pred_rollout_s,
+                      lm->run.mean_step_s, lm->run.mean_train_s, lm->run.mean_rollout_s);
     for (int i = 0; lm && i < lm->n_verified; i++)
         if (lm->verified[i].chosen)
-            sim_buf_printf(&b,
-                           "planner verification (libra): %d of the planner's candidates "
-                           "simulated for %d steps on another seed; chose its %s plan (analytic "
-                           "rank %d)\n",
-                           lm->n_verified, lm->verify_steps, lm->verified[i].origin, i + 1);
-    sim_buf_printf(&b,
-                   "\ntokens/s: generated tokens of trained trajectories per simulated second "
-                   "after the warm-up;\nroll %%, train %%: GPU utilisation; tail %%: share of a "
-                   "batch's rollout span taken by its\nlast 10%% of trajectories; disc %%: "
-                   "generated tokens discarded (filtered, stale, aborted,\nlost to failures, "
-                   "surplus). --json has waste by cause, staleness, routing and every step.\n");
-    return b.data;
+            strbuf_printf(&b,
+                          "planner verification (libra): %d of the planner's candidates "
+                          "simulated for %d steps on another seed; chose its %s plan (analytic "
+                          "rank %d)\n",
+                          lm->n_verified, lm->verify_steps, lm->verified[i].origin, i + 1);
+    strbuf_printf(&b, "\ntokens/s: generated tokens of trained trajectories per simulated second "
+                      "after the warm-up;\nroll %%, train %%: GPU utilisation; tail %%: share of a "
+                      "batch's rollout span taken by its\nlast 10%% of trajectories; disc %%: "
+                      "generated tokens discarded (filtered, stale, aborted,\nlost to failures, "
+                      "surplus). --json has waste by cause, staleness, routing and every step.\n");
+    return strbuf_detach(&b);
 }

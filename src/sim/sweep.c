@@ -210,30 +210,30 @@ json_t *sim_sweep_to_json(const struct sim_sweep *sw, const struct libra_config 
 
 char *sim_sweep_jsonl(const struct sim_sweep *sw, const struct libra_config *base)
 {
-    struct sim_buf b = {0};
+    struct strbuf b = {0};
     json_t *head = header_json(sw, base);
     char *line = ujson_dump(head, false);
-    sim_buf_printf(&b, "%s\n", line);
+    strbuf_printf(&b, "%s\n", line);
     free(line);
     json_decref(head);
     for (size_t i = 0; i < sw->n_cells; i++) {
         json_t *c = cell_json(sw, &sw->cells[i]);
         line = ujson_dump(c, false);
-        sim_buf_printf(&b, "%s\n", line);
+        strbuf_printf(&b, "%s\n", line);
         free(line);
         json_decref(c);
     }
-    return b.data;
+    return strbuf_detach(&b);
 }
 
 /* ---- text --------------------------------------------------------------------------------- */
 
 /* Ends a table row: drops the padding after its last column. */
-static void row_end(struct sim_buf *b)
+static void row_end(struct strbuf *b)
 {
     while (b->len && b->data[b->len - 1] == ' ')
         b->data[--b->len] = '\0';
-    sim_buf_printf(b, "\n");
+    strbuf_printf(b, "\n");
 }
 
 /* "median [q1, q3]" of a figure, or "-" without a value; digits after the point. */
@@ -247,54 +247,54 @@ static void spread_text(struct spread s, int digits, char *out, size_t size)
 
 char *sim_sweep_text(const struct sim_sweep *sw, const struct libra_config *base)
 {
-    struct sim_buf b = {0};
+    struct strbuf b = {0};
     size_t points = sim_sweep_points(sw), failed = 0;
     for (size_t i = 0; i < sw->n_cells; i++)
         failed += sw->cells[i].rc != 0;
-    sim_buf_printf(&b, "libra sim: sweep of %zu grid point%s x %zu seed%s = %zu runs (%zu failed)",
-                   points, points == 1 ? "" : "s", sw->n_seeds, sw->n_seeds == 1 ? "" : "s",
-                   sw->n_cells, failed);
-    sim_buf_printf(&b, "; %s on %s, %d x %s\n\n",
-                   base->workload.trace[0] ? base->workload.trace : base->workload.name,
-                   base->model.name, base->cluster.gpus, base->cluster.hardware);
+    strbuf_printf(&b, "libra sim: sweep of %zu grid point%s x %zu seed%s = %zu runs (%zu failed)",
+                  points, points == 1 ? "" : "s", sw->n_seeds, sw->n_seeds == 1 ? "" : "s",
+                  sw->n_cells, failed);
+    strbuf_printf(&b, "; %s on %s, %d x %s\n\n",
+                  base->workload.trace[0] ? base->workload.trace : base->workload.name,
+                  base->model.name, base->cluster.gpus, base->cluster.hardware);
     bool shown[FIGS] = {false};
     for (int f = 0; f < FIGS; f++)
         for (size_t p = 0; p < points && !shown[f]; p++)
             shown[f] = spread_of(sw, p, f).n > 0;
     for (size_t k = 0; k < sw->n_keys; k++)
-        sim_buf_printf(&b, "%-22s ", sw->keys[k].key);
+        strbuf_printf(&b, "%-22s ", sw->keys[k].key);
     for (int f = 0; f < SIM_MODES; f++)
         if (shown[f])
-            sim_buf_printf(&b, "%-24s ", sim_mode_name((enum sim_mode)f));
-    sim_buf_printf(&b, "%-20s %-20s", shown[FIG_RATIO_COLOCATED] ? "libra/colocated" : "",
-                   shown[FIG_RATIO_ASYNC] ? "libra/async" : "");
+            strbuf_printf(&b, "%-24s ", sim_mode_name((enum sim_mode)f));
+    strbuf_printf(&b, "%-20s %-20s", shown[FIG_RATIO_COLOCATED] ? "libra/colocated" : "",
+                  shown[FIG_RATIO_ASYNC] ? "libra/async" : "");
     row_end(&b);
     for (size_t p = 0; p < points; p++) {
         char cell[64];
         for (size_t k = 0; k < sw->n_keys; k++)
-            sim_buf_printf(&b, "%-22s ", sim_sweep_value(sw, p, k));
+            strbuf_printf(&b, "%-22s ", sim_sweep_value(sw, p, k));
         for (int f = 0; f < SIM_MODES; f++) {
             if (!shown[f])
                 continue;
             spread_text(spread_of(sw, p, f), 0, cell, sizeof cell);
-            sim_buf_printf(&b, "%-24s ", cell);
+            strbuf_printf(&b, "%-24s ", cell);
         }
         for (int f = FIG_RATIO_COLOCATED; f < FIGS; f++) {
             spread_text(spread_of(sw, p, f), 2, cell, sizeof cell);
-            sim_buf_printf(&b, "%-20s ", shown[f] ? cell : "");
+            strbuf_printf(&b, "%-20s ", shown[f] ? cell : "");
         }
         row_end(&b);
     }
-    sim_buf_printf(&b, "\ntrained tokens/s (and libra's ratios) across seeds: median [first "
-                       "quartile, third quartile]; --json has every run.\n");
+    strbuf_printf(&b, "\ntrained tokens/s (and libra's ratios) across seeds: median [first "
+                      "quartile, third quartile]; --json has every run.\n");
     for (size_t i = 0; i < sw->n_cells; i++) {
         const struct sim_cell *c = &sw->cells[i];
         if (!c->rc)
             continue;
-        sim_buf_printf(&b, "failed:");
+        strbuf_printf(&b, "failed:");
         for (size_t k = 0; k < sw->n_keys; k++)
-            sim_buf_printf(&b, " %s=%s", sw->keys[k].key, sim_sweep_value(sw, c->point, k));
-        sim_buf_printf(&b, " seed %lld: %s\n", (long long)c->seed, c->err.msg);
+            strbuf_printf(&b, " %s=%s", sw->keys[k].key, sim_sweep_value(sw, c->point, k));
+        strbuf_printf(&b, " seed %lld: %s\n", (long long)c->seed, c->err.msg);
     }
-    return b.data;
+    return strbuf_detach(&b);
 }

@@ -14,6 +14,7 @@
 
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/strbuf.h"
 
 /* 1-based line and column (in characters: UTF-8 continuation bytes do not count) of at. */
 static void position(const char *text, const char *at, int *line, int *col)
@@ -288,33 +289,12 @@ bool ujson_as_double(const json_t *v, double *out)
 
 /* ---- deterministic printing -------------------------------------------------------------- */
 
-struct buf {
-    char *p;
-    size_t len, cap;
-};
-
-static void put(struct buf *b, const char *s, size_t n)
-{
-    if (b->len + n + 1 > b->cap) {
-        b->cap = (b->len + n + 1) * 2;
-        b->p = xrealloc(b->p, b->cap);
-    }
-    memcpy(b->p + b->len, s, n);
-    b->len += n;
-    b->p[b->len] = '\0';
-}
-
-static void puts_(struct buf *b, const char *s)
-{
-    put(b, s, strlen(s));
-}
-
 /*
  * The project's float rule: the shortest of %.15g, %.16g, %.17g that reads back exactly, so
  * 0.1 prints as 0.1 and every double round-trips. Integral values keep a ".0" so they stay
  * reals on reading. jansson holds no NaN or infinity (ujson_real turns them into null).
  */
-static void put_real(struct buf *b, double d)
+static void put_real(struct strbuf *b, double d)
 {
     char tmp[40];
     for (int prec = 15; prec <= 17; prec++) {
@@ -324,16 +304,16 @@ static void put_real(struct buf *b, double d)
     }
     if (!strpbrk(tmp, ".e"))
         strcat(tmp, ".0");
-    puts_(b, tmp);
+    strbuf_puts(b, tmp);
 }
 
-static void indent(struct buf *b, bool pretty, int depth)
+static void indent(struct strbuf *b, bool pretty, int depth)
 {
     if (!pretty)
         return;
-    puts_(b, "\n");
+    strbuf_puts(b, "\n");
     for (int i = 0; i < depth; i++)
-        puts_(b, "  ");
+        strbuf_puts(b, "  ");
 }
 
 static int cmp_keys(const void *a, const void *b)
@@ -341,14 +321,14 @@ static int cmp_keys(const void *a, const void *b)
     return strcmp(*(const char *const *)a, *(const char *const *)b);
 }
 
-static void dump(struct buf *b, const json_t *v, bool pretty, int depth)
+static void dump(struct strbuf *b, const json_t *v, bool pretty, int depth)
 {
     char tmp[32];
     switch (json_typeof(v)) {
     case JSON_OBJECT: {
         size_t n = json_object_size(v), i = 0;
         if (!n) {
-            puts_(b, "{}");
+            strbuf_puts(b, "{}");
             return;
         }
         const char **keys = xmallocarray(n, sizeof *keys);
@@ -356,72 +336,71 @@ static void dump(struct buf *b, const json_t *v, bool pretty, int depth)
         json_t *val;
         json_object_foreach((json_t *)v, k, val) keys[i++] = k;
         qsort(keys, n, sizeof *keys, cmp_keys);
-        puts_(b, "{");
+        strbuf_puts(b, "{");
         for (i = 0; i < n; i++) {
             if (i)
-                puts_(b, ",");
+                strbuf_puts(b, ",");
             indent(b, pretty, depth + 1);
             json_t *s = json_string(keys[i]);
             char *ks = json_dumps(s, JSON_ENCODE_ANY);
-            puts_(b, ks);
+            strbuf_puts(b, ks);
             free(ks);
             json_decref(s);
-            puts_(b, pretty ? ": " : ":");
+            strbuf_puts(b, pretty ? ": " : ":");
             dump(b, json_object_get(v, keys[i]), pretty, depth + 1);
         }
         free(keys);
         indent(b, pretty, depth);
-        puts_(b, "}");
+        strbuf_puts(b, "}");
         return;
     }
     case JSON_ARRAY: {
         size_t n = json_array_size(v);
         if (!n) {
-            puts_(b, "[]");
+            strbuf_puts(b, "[]");
             return;
         }
-        puts_(b, "[");
+        strbuf_puts(b, "[");
         for (size_t i = 0; i < n; i++) {
             if (i)
-                puts_(b, ",");
+                strbuf_puts(b, ",");
             indent(b, pretty, depth + 1);
             dump(b, json_array_get(v, i), pretty, depth + 1);
         }
         indent(b, pretty, depth);
-        puts_(b, "]");
+        strbuf_puts(b, "]");
         return;
     }
     case JSON_STRING: {
         char *s = json_dumps(v, JSON_ENCODE_ANY);
-        puts_(b, s);
+        strbuf_puts(b, s);
         free(s);
         return;
     }
     case JSON_INTEGER:
         snprintf(tmp, sizeof tmp, "%" JSON_INTEGER_FORMAT, json_integer_value(v));
-        puts_(b, tmp);
+        strbuf_puts(b, tmp);
         return;
     case JSON_REAL:
         put_real(b, json_real_value(v));
         return;
     case JSON_TRUE:
-        puts_(b, "true");
+        strbuf_puts(b, "true");
         return;
     case JSON_FALSE:
-        puts_(b, "false");
+        strbuf_puts(b, "false");
         return;
     case JSON_NULL:
-        puts_(b, "null");
+        strbuf_puts(b, "null");
         return;
     }
 }
 
 char *ujson_dump(const json_t *v, bool pretty)
 {
-    struct buf b = {0};
-    puts_(&b, "");
+    struct strbuf b = {0};
     dump(&b, v, pretty, 0);
-    return b.p;
+    return strbuf_detach(&b);
 }
 
 json_t *ujson_real(double d)

@@ -64,6 +64,20 @@ static void test_hand_counted(void **state)
     assert_null(json_object_get(j, "siblings")); /* no trajectories there */
     json_decref(j);
 
+    /* true bucket by row, chosen by column, first placements left out: the seen split's wrong
+     * stay (truth 0, chosen 1), its right move (1, 1) and the never split's two (0, 0) */
+    j = sched_metrics_confusion_json(m, false);
+    assert_int_equal(json_array_size(j), 2);
+    static const int want[2][2] = {{2, 1}, {0, 1}};
+    for (size_t t = 0; t < 2; t++)
+        for (size_t c = 0; c < 2; c++)
+            assert_int_equal(json_integer_value(json_array_get(json_array_get(j, t), c)),
+                             want[t][c]);
+    json_decref(j);
+    j = sched_metrics_confusion_json(m, true);
+    assert_true(json_is_null(j));
+    json_decref(j);
+
     j = sched_metrics_to_json(m, true); /* bucketless: accuracies undefined */
     all = json_object_get(j, "all");
     assert_true(json_is_null(json_object_get(all, "accuracy")));

@@ -1,0 +1,139 @@
+/*
+ * `libra report RESULT.json [MORE.json...]`: the evidence of a run as one HTML page and, with
+ * --svg, one SVG file per figure (docs/report.md).
+ *
+ * The report itself (src/report/) is pure: this file reads the inputs, hands them over by
+ * name (so that errors say FILE:LINE:COL) and writes what comes back. Nothing is written
+ * unless every input was read and the whole report rendered, and each file is written whole
+ * (a temporary file renamed into place), so a failure never leaves a partial page.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli/cli_config.h"
+#include "cli/commands.h"
+#include "report/report.h"
+#include "util/alloc.h"
+#include "util/error.h"
+
+static const char help[] =
+    "usage: libra report RESULT.json [MORE.json...] [-o FILE] [--svg DIR] [--steps A:B]\n"
+    "\n"
+    "Turns results of libra sim --json (required: one run, or a sweep with --sweep/--seeds)\n"
+    "and, beside them, of libra plan --json and libra route eval --json into one\n"
+    "self-contained HTML page (inline SVG and CSS, no script, no network reference): per run,\n"
+    "step time, GPU utilisation, GPU time by use and the tail's share per step, the\n"
+    "planner's prediction beside the simulation, the throughput of each resource manager and\n"
+    "routing accuracy; per sweep, each metric's median and interquartile range across seeds\n"
+    "at every grid point; the plan's layout; route eval's accuracy, regret and confusion\n"
+    "matrices. Inputs are told apart by their schema member; each figure's caption names the\n"
+    "command that made its input, and its elements carry the data they draw (data-*\n"
+    "attributes, the figure's data as JSON in its <desc>). The same inputs give the same\n"
+    "bytes.\n"
+    "\n"
+    "flags:\n"
+    "  --svg DIR          also write each figure alone as DIR/ID.svg (DIR is created)\n"
+    "  --steps A:B        per-step figures draw steps A to B only (the step numbers of\n"
+    "                     libra sim --json, from 0)\n";
+
+enum { OPT_SVG = 0x100, OPT_STEPS };
+
+struct report_flags {
+    const char *svg_dir;
+    struct report_options opt;
+};
+
+static int parse_steps(const struct cli_command *cmd, const char *arg, struct report_options *o)
+{
+    const char *colon = strchr(arg, ':');
+    char first[32];
+    if (!colon || (size_t)(colon - arg) >= sizeof first)
+        return cli_usage_error(cmd, "--steps: expected A:B, not '%s'", arg);
+    memcpy(first, arg, (size_t)(colon - arg));
+    first[colon - arg] = '\0';
+    int rc = cli_parse_int(cmd, "--steps", first, 0, INT64_MAX, &o->step_first);
+    if (rc == 0)
+        rc = cli_parse_int(cmd, "--steps", colon + 1, o->step_first, INT64_MAX, &o->step_last);
+    o->step_range = true;
+    return rc;
+}
+
+/* Writes each figure as DIR/ID.svg. */
+static int write_svgs(const char *dir, const struct report_output *out)
+{
+    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+        cli_errorf("report: cannot create '%s': %s", dir, error_strerror(errno));
+        return LIBRA_EXIT_IO;
+    }
+    int rc = 0;
+    for (size_t i = 0; i < out->figures.n && rc == 0; i++) {
+        size_t n = strlen(dir) + strlen(out->figures.v[i].id) + sizeof "/.svg";
+        char *path = xmalloc(n);
+        snprintf(path, n, "%s/%s.svg", dir, out->figures.v[i].id);
+        rc = cli_write_output_whole(path, out->figures.v[i].svg);
+        free(path);
+    }
+    return rc;
+}
+
+static int run(const struct cli_common *cc, const struct report_flags *f, char **files, int n)
+{
+    struct report r;
+    report_init(&r, &f->opt);
+    struct report_output out = {0};
+    struct libra_error err = {0};
+    int rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        char *text;
+        size_t len;
+        rc = cli_read_file(files[i], &text, &len);
+        if (rc == 0) {
+            if (report_add(&r, files[i], text, len, &err) != 0)
+                rc = cli_report_error(&err);
+            free(text);
+        }
+    }
+    if (rc == 0 && report_render(&r, &out, &err) != 0)
+        rc = cli_report_error(&err);
+    if (rc == 0 && f->svg_dir)
+        rc = write_svgs(f->svg_dir, &out);
+    if (rc == 0)
+        rc = cli_write_output_whole(cc->output, out.html);
+    report_output_free(&out);
+    report_free(&r);
+    return rc;
+}
+
+int cmd_report(int argc, char **argv)
+{
+    static const struct option own[] = {
+        {"svg", required_argument, NULL, OPT_SVG},
+        {"steps", required_argument, NULL, OPT_STEPS},
+        {0},
+    };
+    struct report_flags f = {0};
+    struct cli_common cc;
+    cli_common_init(&cc, cli_find("report"), CLI_FLAGS_OUTPUT, "", own);
+    int c, rc = 0;
+    while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
+        if (c == 'h') {
+            cli_common_help(&cc, help, stdout);
+            cli_common_free(&cc);
+            return LIBRA_EXIT_OK;
+        }
+        if (c == OPT_SVG)
+            f.svg_dir = optarg;
+        else if (c == OPT_STEPS)
+            rc = parse_steps(cc.cmd, optarg, &f.opt);
+        else
+            rc = LIBRA_EXIT_USAGE; /* '?': the usage error is printed */
+    }
+    if (rc == 0 && optind >= argc)
+        rc = cli_usage_error(cc.cmd, "no result to report (libra sim --json writes one)");
+    if (rc == 0)
+        rc = run(&cc, &f, argv + optind, argc - optind);
+    cli_common_free(&cc);
+    return rc;
+}

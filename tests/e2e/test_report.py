@@ -1,0 +1,246 @@
+"""End-to-end tests of `libra report` (docs/report.md).
+
+A short `libra sim --json` run (and a plan, a route evaluation and a sweep beside it) goes
+through `libra report`; the tests read the figures back as XML and map what is drawn to the
+values it stands for — a point's position and a bar's height through the axis ticks, within
+one pixel — so a figure that misdraws its data fails here, not in a reader's eyes.
+"""
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import xml.etree.ElementTree as ET
+
+import pytest
+
+LIBRA = os.environ["LIBRA_BIN"]
+SOURCE_DIR = os.environ["LIBRA_SOURCE_DIR"]
+SVG = "{http://www.w3.org/2000/svg}"
+QUICK = ["--steps", "6", "--set", "sim.tune_steps=2", "--set", "sim.warmup_steps=1"]
+
+
+def libra(*args, check=True, cwd=None):
+    p = subprocess.run([LIBRA, *args], capture_output=True, text=True, timeout=240, cwd=cwd)
+    if check:
+        assert p.returncode == 0, p.stderr
+    return p
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    d = tmp_path_factory.mktemp("inputs")
+    run = d / "run.json"
+    libra("sim", "--json", *QUICK, "-o", str(run))
+    plan = d / "plan.json"
+    libra("plan", "--gpus", "16", "--json", "-o", str(plan))
+    route = d / "route.json"
+    trace = os.path.join(SOURCE_DIR, "tests", "data", "trace", "small.jsonl")
+    libra("route", "eval", trace, "--json", "-o", str(route))
+    sweep = d / "sweep.json"
+    libra("sim", "--json", "--steps", "3", "--set", "sim.tune_steps=1", "--set",
+          "sim.warmup_steps=1", "--sweep", "rl.sync_interval=1,2", "--seeds", "2", "-o",
+          str(sweep))
+    return {"run": run, "plan": plan, "route": route, "sweep": sweep, "dir": d}
+
+
+@pytest.fixture(scope="module")
+def report(inputs, tmp_path_factory):
+    d = tmp_path_factory.mktemp("report")
+    libra("report", str(inputs["run"]), "-o", str(d / "report.html"), "--svg", str(d / "svg"))
+    return d
+
+
+def svg_root(report, name):
+    return ET.parse(report / "svg" / (name + ".svg")).getroot()
+
+
+def y_scale(root):
+    """The y axis as (pixel of 0, pixels per unit), from the ticks' data-value and position."""
+    ticks = [(float(t.get("data-value")), float(t.get("y1")))
+             for t in root.iter(SVG + "line") if t.get("class") == "tick-y"]
+    assert len(ticks) >= 2
+    (v0, y0), (v1, y1) = ticks[0], ticks[-1]
+    per_unit = (y1 - y0) / (v1 - v0)
+    return y0 - v0 * per_unit, per_unit
+
+
+def x_scale(root):
+    ticks = [(float(t.get("data-value")), float(t.get("x1")))
+             for t in root.iter(SVG + "line") if t.get("class") == "tick-x"]
+    (v0, x0), (v1, x1) = ticks[0], ticks[-1]
+    per_unit = (x1 - x0) / (v1 - v0)
+    return x0 - v0 * per_unit, per_unit
+
+
+def test_every_figure_is_xml_with_its_data(report, inputs):
+    doc = json.loads(inputs["run"].read_text())
+    names = sorted(p.stem for p in (report / "svg").iterdir())
+    modes = sorted(doc["modes"])
+    expected = ["sim-attribution", "sim-routing", "sim-step-time", "sim-tail-share",
+                "sim-utilisation"] + [f"sim-gpu-time-{m}" for m in modes] + \
+        [f"sim-planner-{m}" for m in modes if doc["modes"][m]["planner"]]
+    assert names == sorted(expected)
+    html = (report / "report.html").read_text()
+    for name in names:
+        root = svg_root(report, name)
+        assert root.tag == SVG + "svg" and root.get("id") == name
+        data = json.loads(root.find(SVG + "desc").text)
+        assert data["figure"] == name
+        assert data["source"].startswith("libra sim CONFIG --steps 6 --json (config digest "
+                                         + doc["config_digest"])
+        assert root.find(SVG + "title").text
+        captions = [t.text for t in root.iter(SVG + "text") if t.get("class") == "caption"]
+        assert "Input: libra sim CONFIG" in " ".join(captions)
+        # the page holds the very same figure inline
+        assert (report / "svg" / (name + ".svg")).read_text() in html
+
+
+def test_step_time_points_sit_on_their_values(report, inputs):
+    doc = json.loads(inputs["run"].read_text())
+    root = svg_root(report, "sim-step-time")
+    zero, per_s = y_scale(root)
+    x0, per_step = x_scale(root)
+    points = [c for c in root.iter(SVG + "circle") if c.get("class") == "point"]
+    assert len(points) == sum(len(m["steps"]) for m in doc["modes"].values())
+    for c in points:
+        step = doc["modes"][c.get("data-series")]["steps"][int(float(c.get("data-x")))]
+        value = float(c.get("data-value"))
+        assert value == pytest.approx(step["step_s"], rel=1e-9)
+        assert abs(float(c.get("cy")) - (zero + value * per_s)) <= 1
+        assert abs(float(c.get("cx")) - (x0 + step["step"] * per_step)) <= 1
+
+
+def test_attribution_bars_are_their_values(report, inputs):
+    doc = json.loads(inputs["run"].read_text())
+    root = svg_root(report, "sim-attribution")
+    zero, per_unit = y_scale(root)
+    bars = [r for r in root.iter(SVG + "rect") if r.get("class") == "bar"]
+    order = [m for m in ("colocated", "async", "libra") if m in doc["modes"]]
+    assert [b.get("data-x") for b in bars] == order
+    labels = [t.text for t in root.iter(SVG + "text") if t.get("class") == "bar-label"]
+    for i, (bar, mode) in enumerate(zip(bars, order)):
+        value = float(bar.get("data-value"))
+        assert value == pytest.approx(doc["modes"][mode]["run"]["trained_tokens_per_s"],
+                                      rel=1e-9)
+        assert abs(float(bar.get("height")) - value * -per_unit) <= 1
+        assert abs(float(bar.get("y")) - (zero + value * per_unit)) <= 1
+        assert labels[i].startswith(f"{value:.0f}")
+        if i:  # each bar's ratio to the one before
+            before = doc["modes"][order[i - 1]]["run"]["trained_tokens_per_s"]
+            assert f"({value / before:.2f}x {order[i - 1]})" in labels[i]
+
+
+def test_gpu_time_stacks_are_gpus_times_step_time(report, inputs):
+    doc = json.loads(inputs["run"].read_text())
+    for mode, m in doc["modes"].items():
+        root = svg_root(report, f"sim-gpu-time-{mode}")
+        zero, per_unit = y_scale(root)
+        gpus = m["layout"]["rollout_gpus"] if m["layout"]["colocated"] else \
+            m["layout"]["train_gpus"] + m["layout"]["rollout_gpus"]
+        tops = {}
+        for bar in root.iter(SVG + "rect"):
+            if bar.get("class") == "bar":
+                top = float(bar.get("data-base")) + float(bar.get("data-value"))
+                step = int(bar.get("data-x"))
+                tops[step] = max(tops.get(step, 0), top)
+                assert abs(float(bar.get("y")) - (zero + top * per_unit)) <= 1
+        for s in m["steps"]:
+            assert tops[s["step"]] == pytest.approx(gpus * s["step_s"], rel=1e-6)
+
+
+def test_same_json_same_bytes(inputs, tmp_path):
+    outs = []
+    for k in range(2):
+        out = tmp_path / f"r{k}.html"
+        libra("report", str(inputs["run"]), str(inputs["plan"]), str(inputs["route"]),
+              "-o", str(out), "--svg", str(tmp_path / f"svg{k}"))
+        outs.append(out.read_bytes())
+    assert outs[0] == outs[1]
+    for f in (tmp_path / "svg0").iterdir():
+        assert f.read_bytes() == (tmp_path / "svg1" / f.name).read_bytes()
+
+
+def test_no_network_reference(inputs, tmp_path):
+    out = tmp_path / "all.html"
+    libra("report", str(inputs["run"]), str(inputs["sweep"]), str(inputs["plan"]),
+          str(inputs["route"]), "-o", str(out), "--svg", str(tmp_path / "svg"))
+    for f in [out, *(tmp_path / "svg").iterdir()]:
+        text = f.read_text()
+        refs = set(re.findall(r"https?://[^\s\"'<>]*", text))
+        assert refs == {"http://www.w3.org/2000/svg"}, f
+        assert "<script" not in text and "<link" not in text and " src=" not in text
+
+
+def test_plan_route_and_sweep_figures(inputs, tmp_path):
+    libra("report", str(inputs["run"]), str(inputs["sweep"]), str(inputs["plan"]),
+          str(inputs["route"]), "-o", str(tmp_path / "all.html"), "--svg", str(tmp_path / "svg"))
+    names = {p.stem for p in (tmp_path / "svg").iterdir()}
+    assert {"plan-layout", "route-accuracy", "route-regret", "sweep-trained-tokens-per-s",
+            "sweep-ratios"} <= names
+    assert any(n.startswith("route-confusion-cmlfq") for n in names)
+    # the plan's GPUs: one cell per GPU of the placement, with its role
+    plan = json.loads(inputs["plan"].read_text())
+    root = ET.parse(tmp_path / "svg" / "plan-layout.svg").getroot()
+    cells = [(int(r.get("data-node")), int(r.get("data-gpu")), r.get("data-role"))
+             for r in root.iter(SVG + "rect") if r.get("class") == "gpu"]
+    want = [(n["node"], g["gpu"], g["role"]) for n in plan["placement"] for g in n["gpus"]]
+    assert cells == want
+    # the sweep's medians are the summary's
+    sweep = json.loads(inputs["sweep"].read_text())
+    root = ET.parse(tmp_path / "svg" / "sweep-trained-tokens-per-s.svg").getroot()
+    for c in root.iter(SVG + "circle"):
+        point = sweep["summary"][[p["set"]["rl.sync_interval"] for p in sweep["summary"]]
+                                 .index(c.get("data-x"))]
+        want = point["modes"][c.get("data-series")]["trained_tokens_per_s"]["median"]
+        assert float(c.get("data-value")) == pytest.approx(want, rel=1e-9)
+
+
+def test_step_range(inputs, tmp_path):
+    libra("report", str(inputs["run"]), "--steps", "2:4", "--svg", str(tmp_path / "svg"),
+          "-o", str(tmp_path / "r.html"))
+    root = ET.parse(tmp_path / "svg" / "sim-step-time.svg").getroot()
+    steps = {float(c.get("data-x")) for c in root.iter(SVG + "circle")}
+    assert steps == {2.0, 3.0, 4.0}
+    p = libra("report", str(inputs["run"]), "--steps", "7:9", check=False)
+    assert p.returncode == 2 and p.stdout == ""
+    assert "run.json: no step in 7:9 (the result holds steps 0 to 5)" in p.stderr
+    p = libra("report", str(inputs["run"]), "--steps", "4:2", check=False)
+    assert p.returncode == 2 and "--steps" in p.stderr
+
+
+def test_bad_input_is_refused_with_its_position(inputs, tmp_path):
+    out = tmp_path / "out.html"
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"schema": "libra.sim/1",\n  "modes": {"libra": [1, 2,]}}\n')
+    p = libra("report", str(inputs["run"]), str(bad), "-o", str(out), check=False)
+    assert p.returncode == 2
+    assert re.search(r"^libra: .*bad\.json:2:\d+: ", p.stderr, re.M), p.stderr
+    assert not out.exists() and not (tmp_path / "out.html.tmp").exists()
+    unknown = tmp_path / "other.json"
+    unknown.write_text('{\n  "schema": "libra.trace-stats/1"\n}\n')
+    p = libra("report", str(unknown), "-o", str(out), check=False)
+    assert p.returncode == 2 and not out.exists()
+    assert "other.json:2:3: schema: 'libra.trace-stats/1' is not one libra report reads" in p.stderr
+    p = libra("report", str(inputs["plan"]), check=False)
+    assert p.returncode == 2 and "no libra sim result" in p.stderr
+    p = libra("report", str(tmp_path / "missing.json"), check=False)
+    assert p.returncode == 3 and "cannot read" in p.stderr
+    # a failed write leaves the old file whole
+    out.write_text("old")
+    p = libra("report", str(inputs["run"]), "-o", str(out), "--svg", str(out), check=False)
+    assert p.returncode == 3 and out.read_text() == "old"
+
+
+@pytest.mark.skipif(not shutil.which("rsvg-convert"),
+                    reason="rsvg-convert not installed (Debian librsvg2-bin)")
+def test_rsvg_renders_every_figure(inputs, tmp_path):
+    libra("report", str(inputs["run"]), str(inputs["sweep"]), str(inputs["plan"]),
+          str(inputs["route"]), "-o", str(tmp_path / "all.html"), "--svg", str(tmp_path / "svg"))
+    for f in sorted((tmp_path / "svg").iterdir()):
+        png = tmp_path / (f.stem + ".png")
+        p = subprocess.run(["rsvg-convert", "-o", str(png), str(f)], capture_output=True,
+                           text=True, timeout=60)
+        assert p.returncode == 0 and p.stderr == "", (f.name, p.stderr)
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -1,0 +1,229 @@
+/* report/report and the figures: inputs told apart by schema, errors with positions, the GPU
+ * time derivation, determinism, and results of the wrong shape drawn around, not crashed on. */
+#include "testutil.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/report.h"
+
+/* A libra sim result cut down to what the figures read: a colocated layout of 8 GPUs, a
+ * disaggregated one of 4 + 4 with a weight update after step 1. */
+static const char sim_doc[] =
+    "{\"schema\": \"libra.sim/1\", \"config_digest\": \"0123456789abcdef\", \"seed\": 3,\n"
+    " \"libra_version\": \"0.1.0\",\n"
+    " \"modes\": {\n"
+    "  \"libra\": {\"layout\": {\"train_gpus\": 4, \"rollout_gpus\": 4, \"colocated\": false},\n"
+    "   \"planner\": {\"predicted\": {\"step_s\": 10, \"train_s\": 4, \"rollout_s\": 9},\n"
+    "                 \"simulated\": {\"step_s\": 11, \"train_s\": 5, \"rollout_s\": 10}},\n"
+    "   \"routing\": {\"all\": {\"accuracy\": 0.5, \"majority_class\": {\"accuracy\": 0.75},\n"
+    "               \"token_weighted_accuracy\": 0.6, \"first_placements\": {\"accuracy\": 1}}},\n"
+    "   \"run\": {\"steps\": 3, \"warmup_steps\": 1, \"trained_tokens_per_s\": 300},\n"
+    "   \"steps\": [\n"
+    "    {\"step\": 0, \"step_s\": 10, \"train_s\": 4, \"wait_s\": 6, \"switch_s\": 0, \"sync_s\": "
+    "0,\n"
+    "     \"rollout_utilisation\": 0.5, \"train_utilisation\": 0.4, \"tail_share\": 0.2},\n"
+    "    {\"step\": 1, \"step_s\": 8, \"train_s\": 4, \"wait_s\": 4, \"switch_s\": 0, \"sync_s\": "
+    "2,\n"
+    "     \"rollout_utilisation\": 0.75, \"train_utilisation\": 0.5, \"tail_share\": 0.1},\n"
+    "    {\"step\": 2, \"step_s\": 12, \"train_s\": 4, \"wait_s\": 6, \"switch_s\": 0, \"sync_s\": "
+    "0,\n"
+    "     \"rollout_utilisation\": 1, \"train_utilisation\": 0.33, \"tail_share\": 0.3}]},\n"
+    "  \"colocated\": {\"layout\": {\"train_gpus\": 8, \"rollout_gpus\": 8, \"colocated\": true},\n"
+    "   \"planner\": null, \"routing\": {\"all\": {\"accuracy\": null}},\n"
+    "   \"run\": {\"steps\": 3, \"warmup_steps\": 1, \"trained_tokens_per_s\": 100},\n"
+    "   \"steps\": [\n"
+    "    {\"step\": 0, \"step_s\": 20, \"train_s\": 5, \"switch_s\": 2, \"sync_s\": 0,\n"
+    "     \"rollout_utilisation\": 0.5, \"train_utilisation\": 0.25, \"tail_share\": 0.6},\n"
+    "    {\"step\": 1, \"step_s\": 20, \"train_s\": 5, \"switch_s\": 2, \"sync_s\": 0,\n"
+    "     \"rollout_utilisation\": 0.5, \"train_utilisation\": 0.25, \"tail_share\": 0.6},\n"
+    "    {\"step\": 2, \"step_s\": 20, \"train_s\": 5, \"switch_s\": 2, \"sync_s\": 0,\n"
+    "     \"rollout_utilisation\": 0.5, \"train_utilisation\": 0.25, \"tail_share\": 0.6}]}}}\n";
+
+static int render(const char *text, const struct report_options *opt, struct report_output *out,
+                  struct libra_error *err)
+{
+    struct report r;
+    report_init(&r, opt);
+    int rc = report_add(&r, "run.json", text, strlen(text), err);
+    if (rc == 0)
+        rc = report_render(&r, out, err);
+    report_free(&r);
+    return rc;
+}
+
+static const struct report_figure *figure(const struct report_output *out, const char *id)
+{
+    for (size_t i = 0; i < out->figures.n; i++)
+        if (strcmp(out->figures.v[i].id, id) == 0)
+            return &out->figures.v[i];
+    return NULL;
+}
+
+/* The figure's <desc> parsed back (the text escapes only &, < and >). */
+static json_t *figure_data(const struct report_figure *f)
+{
+    const char *from = strstr(f->svg, "<desc>") + 6, *to = strstr(f->svg, "</desc>");
+    char *text = calloc((size_t)(to - from) + 1, 1);
+    size_t n = 0;
+    for (const char *c = from; c < to; c++) {
+        static const char *const esc[] = {"&amp;", "&lt;", "&gt;"};
+        static const char plain[] = "&<>";
+        int k = 0;
+        while (k < 3 && strncmp(c, esc[k], strlen(esc[k])) != 0)
+            k++;
+        text[n++] = k < 3 ? plain[k] : *c;
+        c += k < 3 ? strlen(esc[k]) - 1 : 0;
+    }
+    json_t *doc = json_loads(text, 0, NULL);
+    free(text);
+    assert_non_null(doc);
+    return doc;
+}
+
+static double series_y(const json_t *data, size_t s, size_t i)
+{
+    return json_number_value(json_array_get(
+        json_object_get(json_array_get(json_object_get(data, "series"), s), "y"), i));
+}
+
+static void test_figures_and_order(void **state)
+{
+    struct report_output out = {0};
+    struct libra_error err = {0};
+    assert_int_equal(render(sim_doc, &(struct report_options){0}, &out, &err), 0);
+    static const char *const want[] = {
+        "sim-step-time",  "sim-utilisation",   "sim-gpu-time-colocated", "sim-gpu-time-libra",
+        "sim-tail-share", "sim-planner-libra", "sim-attribution",        "sim-routing"};
+    assert_int_equal(out.figures.n, sizeof want / sizeof want[0]);
+    for (size_t i = 0; i < out.figures.n; i++)
+        assert_string_equal(out.figures.v[i].id, want[i]);
+    /* every figure is in the page, and the page names what it could not draw */
+    for (size_t i = 0; i < out.figures.n; i++)
+        assert_non_null(strstr(out.html, out.figures.v[i].svg));
+    assert_non_null(strstr(out.html, "elastic hybrid pool"));
+    assert_non_null(strstr(out.html, "libra sim CONFIG --steps 3 --json (config digest "
+                                     "0123456789abcdef, seed 3, libra 0.1.0)"));
+    assert_null(strstr(out.html, "<script"));
+    struct report_output again = {0};
+    assert_int_equal(render(sim_doc, &(struct report_options){0}, &again, &err), 0);
+    assert_string_equal(out.html, again.html); /* same input, same bytes */
+    report_output_free(&again);
+    report_output_free(&out);
+}
+
+/* A stack is GPUs x step time: training, rollout, the update that ended in the step, idle. */
+static void test_gpu_time_adds_up(void **state)
+{
+    struct report_output out = {0};
+    struct libra_error err = {0};
+    assert_int_equal(render(sim_doc, &(struct report_options){0}, &out, &err), 0);
+    json_t *doc = figure_data(figure(&out, "sim-gpu-time-libra"));
+    const json_t *d = json_object_get(doc, "data");
+    /* step 2 of libra: 4 x 4 training, 4 x 12 x 1 rollout, 4 x 2 update, the rest idle */
+    assert_close(series_y(d, 0, 2), 16, 1e-12);
+    assert_close(series_y(d, 1, 2), 48, 1e-12);
+    assert_close(series_y(d, 2, 2), 8, 1e-12);
+    assert_close(series_y(d, 3, 2), 8 * 12 - 16 - 48 - 8, 1e-12);
+    assert_close(series_y(d, 2, 1), 0, 1e-12); /* step 1's update ends in step 2 */
+    json_decref(doc);
+    doc = figure_data(figure(&out, "sim-gpu-time-colocated"));
+    d = json_object_get(doc, "data");
+    /* colocated, every GPU: 8 x 5 training, 8 x 20 x 0.5 rollout, 8 x 2 switching */
+    assert_close(series_y(d, 0, 0), 40, 1e-12);
+    assert_close(series_y(d, 1, 0), 80, 1e-12);
+    assert_close(series_y(d, 2, 0), 16, 1e-12);
+    assert_close(series_y(d, 3, 0), 160 - 40 - 80 - 16, 1e-12);
+    json_decref(doc);
+    report_output_free(&out);
+}
+
+static void test_step_range(void **state)
+{
+    struct report_output out = {0};
+    struct libra_error err = {0};
+    struct report_options opt = {true, 1, 2};
+    assert_int_equal(render(sim_doc, &opt, &out, &err), 0);
+    json_t *d = figure_data(figure(&out, "sim-step-time"));
+    json_t *x = json_object_get(json_object_get(d, "data"), "x");
+    assert_int_equal(json_array_size(x), 2);
+    assert_close(json_number_value(json_array_get(x, 0)), 1, 0);
+    json_decref(d);
+    report_output_free(&out);
+    opt = (struct report_options){true, 5, 9};
+    assert_int_equal(render(sim_doc, &opt, &out, &err), LIBRA_EINVAL);
+    assert_non_null(strstr(err.msg, "no step in 5:9 (the result holds steps 0 to 2)"));
+    assert_string_equal(err.file, "run.json");
+    report_output_free(&out);
+}
+
+static void expect_add_error(const char *text, int line, int col, const char *msg)
+{
+    struct report r;
+    report_init(&r, &(struct report_options){0});
+    struct libra_error err = {0};
+    assert_int_equal(report_add(&r, "x.json", text, strlen(text), &err), LIBRA_EINVAL);
+    assert_string_equal(err.file, "x.json");
+    assert_int_equal(err.line, line);
+    assert_int_equal(err.col, col);
+    if (!strstr(err.msg, msg))
+        fail_msg("'%s' does not say '%s'", err.msg, msg);
+    assert_int_equal(r.inputs.n, 0);
+    report_free(&r);
+}
+
+static void test_input_errors(void **state)
+{
+    expect_add_error("{\"schema\": \"libra.sim/1\",\n  \"modes\": {,}}", 2, 13, "");
+    expect_add_error("{\"a\": 1,\n \"schema\": \"libra.nope/2\"}", 2, 2,
+                     "'libra.nope/2' is not one libra report reads");
+    expect_add_error("{\"schema\": 7}", 1, 2, "no schema string");
+    expect_add_error("{\"modes\": {}}", 1, 1, "no schema string");
+    expect_add_error("[1, 2]", 1, 1, "a JSON object");
+
+    struct report r; /* a plan alone is not a report */
+    report_init(&r, &(struct report_options){0});
+    struct libra_error err = {0};
+    const char plan[] = "{\"schema\": \"libra.plan/1\", \"feasible\": false, \"why\": \"no\"}";
+    assert_int_equal(report_add(&r, "p.json", plan, strlen(plan), &err), 0);
+    struct report_output out = {0};
+    assert_int_equal(report_render(&r, &out, &err), LIBRA_EINVAL);
+    assert_non_null(strstr(err.msg, "no libra sim result"));
+    report_output_free(&out);
+    report_free(&r);
+}
+
+/* Members of the wrong type or out of range leave figures out instead of crashing them. */
+static void test_wrong_shapes(void **state)
+{
+    static const char *const docs[] = {
+        "{\"schema\": \"libra.sim/1\"}",
+        "{\"schema\": \"libra.sim/1\", \"modes\": []}",
+        "{\"schema\": \"libra.sim/1\", \"modes\": {\"libra\": 1, \"x\": {\"steps\": [1, \"a\", "
+        "{\"step\": 1e300, \"step_s\": -1e308}, {\"step\": 2, \"step_s\": 1e308}]}}}",
+        "{\"schema\": \"libra.sim/1\", \"modes\": {\"async\": {\"layout\": {\"train_gpus\": "
+        "\"8\"}, \"steps\": [{\"step\": 0}], \"run\": {\"trained_tokens_per_s\": 0}}}}",
+        "{\"schema\": \"libra.sim-sweep/1\", \"summary\": [{\"set\": 3}], \"cells\": [{}]}",
+        "{\"schema\": \"libra.sim-sweep/1\", \"grid\": [{\"key\": \"k\"}], \"summary\": [{}, {}],"
+        " \"cells\": [{\"point\": 1, \"result\": {\"modes\": {\"libra\": {\"run\": "
+        "{\"mean_step_s\": 3}}}}}]}",
+    };
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+        struct report_output out = {0};
+        struct libra_error err = {0};
+        assert_int_equal(render(docs[i], &(struct report_options){0}, &out, &err), 0);
+        assert_non_null(strstr(out.html, "</html>"));
+        report_output_free(&out);
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_figures_and_order), cmocka_unit_test(test_gpu_time_adds_up),
+        cmocka_unit_test(test_step_range),        cmocka_unit_test(test_input_errors),
+        cmocka_unit_test(test_wrong_shapes),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
