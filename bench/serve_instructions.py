@@ -14,8 +14,13 @@ start-up and shutdown cost; the figure is the difference over R:
   serve_small_instructions_per_request   instructions of the whole gateway process per
                                          request (routing, parsing, proxying, curl, libevent)
 
-Usage: python3 bench/serve_instructions.py [--requests R] [--libra PATH] [--smoke]
-(R = 300 by default; --smoke: 10, for ctest). Standard library only.
+With --big the requests are serve_proxy.py's big ones instead — 28,000 prompt token ids
+(~200 KB body), 24,160 tokens generated with "return_logprob" (~1 MiB answer) — and the figure
+is serve_big_instructions_per_request (R = 20 by default).
+
+Usage: python3 bench/serve_instructions.py [--big] [--requests R] [--libra PATH] [--smoke]
+[--profile FILE] (FILE keeps the measured run's callgrind output for callgrind_annotate)
+(R = 300 by default; --smoke: 10, or 2 with --big, for ctest). Standard library only.
 """
 
 import argparse
@@ -31,7 +36,19 @@ import tempfile
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
-def gateway_instructions(libra, urls, requests, out):
+SMALL = {"prompt_tokens": 124, "gen_tokens": 16, "logprob": False,
+         "input": "124 token ids in, 16 tokens out"}
+BIG = {"prompt_tokens": 28000, "gen_tokens": 24160, "logprob": True,
+       "input": "28,000 token ids in (~200 KB), 24,160 tokens out with logprobs (~1 MiB)"}
+
+
+def body(w, i):
+    ids = [(i * 7919 + k * 104729) % 150000 for k in range(w["prompt_tokens"])]
+    return json.dumps({"input_ids": ids, "sampling_params": {"max_new_tokens": w["gen_tokens"]},
+                       "return_logprob": w["logprob"], "libra": {"trajectory": "t%d" % i}})
+
+
+def gateway_instructions(libra, urls, w, requests, out):
     cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, libra, "serve",
            "--listen", "127.0.0.1:0", "--poll-s", "1000", "--set", "sched.buckets=tp1:40960"]
     for u in urls:
@@ -43,10 +60,8 @@ def gateway_instructions(libra, urls, requests, out):
     port = json.loads(line)["port"]
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     for i in range(requests):
-        body = json.dumps({"input_ids": list(range(100, 224)),
-                           "sampling_params": {"max_new_tokens": 16},
-                           "libra": {"trajectory": "t%d" % i}})
-        conn.request("POST", "/generate", body=body, headers={"Content-Type": "application/json"})
+        conn.request("POST", "/generate", body=body(w, i),
+                     headers={"Content-Type": "application/json"})
         resp = conn.getresponse()
         resp.read()
         if resp.status != 200:
@@ -63,27 +78,32 @@ def gateway_instructions(libra, urls, requests, out):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--requests", type=int, default=300)
+    ap.add_argument("--requests", type=int)
+    ap.add_argument("--big", action="store_true")
+    ap.add_argument("--profile", help="keep the measured run's callgrind file here")
     ap.add_argument("--libra", default=os.path.join(HERE, "..", "build", "release", "libra"))
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
-    requests = 10 if args.smoke else args.requests
+    w = BIG if args.big else SMALL
+    default = (2 if args.smoke else 20) if args.big else (10 if args.smoke else 300)
+    requests = args.requests or default
     emu = subprocess.Popen([args.libra, "emu", "--instances", "tp1x2", "--time-scale", "0.001"],
                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
     try:
         urls = [json.loads(emu.stdout.readline())["url"] for _ in range(2)]
         with tempfile.TemporaryDirectory() as tmp:
-            base = gateway_instructions(args.libra, urls, 0, os.path.join(tmp, "base.out"))
-            full = gateway_instructions(args.libra, urls, requests, os.path.join(tmp, "full.out"))
+            base = gateway_instructions(args.libra, urls, w, 0, os.path.join(tmp, "base.out"))
+            full = gateway_instructions(args.libra, urls, w, requests,
+                                        args.profile or os.path.join(tmp, "full.out"))
     finally:
         emu.send_signal(signal.SIGTERM)
         emu.wait(timeout=30)
     per = (full - base) / requests
-    print(json.dumps({"name": "serve_small_instructions_per_request", "unit": "instructions",
-                      "value": round(per), "n": requests,
+    name = "serve_%s_instructions_per_request" % ("big" if args.big else "small")
+    print(json.dumps({"name": name, "unit": "instructions", "value": round(per), "n": requests,
                       "input": "libra serve over libra emu tp1x2 (qwen3-14b, a800-80g): "
-                               "sequential /generate, 124 token ids in, 16 tokens out, one "
-                               "keep-alive connection, each a new trajectory",
+                               "sequential /generate, %s, one keep-alive connection, each a "
+                               "new trajectory" % w["input"],
                       "instructions": round(per)}))
 
 

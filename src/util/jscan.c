@@ -9,10 +9,11 @@
  *
  * The body the gateway sees is mostly one long array of digits and commas, so the loops that
  * cross it look at eight bytes at a time (SWAR, on little-endian machines; a byte loop
- * elsewhere): skipping a container and counting elements test a word for bytes that may be a
- * quote or a bracket (a false alarm drops to the byte loop for those 8 bytes), counting adds
- * the word's commas, and validation finds the end of a run of digits or of plain string bytes
- * per word. In an array, jscan_check takes "1,22,333" one number after another without going
+ * elsewhere): skipping a container and counting elements test a word for quotes and brackets
+ * (exactly, outside strings: the letters of literals raise no alarm, so log-prob arrays of
+ * arrays are counted word by word too), counting adds the word's commas, and validation finds
+ * the end of a run of digits or of plain string bytes per word. In an array, jscan_check takes
+ * "1,22,333" and "1, 22, 333" (Python's separators) one number after another without going
  * round its state machine. bench/bench_jscan.c has the figures.
  */
 #include "util/jscan.h"
@@ -106,15 +107,20 @@ static uint64_t nonzero_bytes(uint64_t x)
 }
 
 /*
- * 0x80 in the bytes of x that may be a quote or a bracket: '"' and every byte >= 0x3A (the
- * brackets are 0x5B-0x7D). No quote or bracket goes unflagged; the letters of true, false,
- * null and exponents are false alarms that the caller's byte loop clears. Cheaper than testing
- * the five bytes exactly, and the bulk of a body (digits, commas, whitespace) flags nothing.
+ * 0x80 in the bytes of x that may be a bracket: exactly the bytes that OR 0x26 makes 0x7F —
+ * '[' ']' '{' '}' and, besides them, only 'Y' '_' 'y' and DEL, which valid JSON holds inside
+ * strings alone. So outside strings of valid text the test is exact: the letters of true,
+ * false, null and exponents, the bulk of log-prob arrays, raise no false alarm.
  */
-static uint64_t maybe_structural(uint64_t x)
+static uint64_t bracket_bytes(uint64_t x)
 {
-    uint64_t at_least_3a = ((x & LOW7) + ONES * (0x80 - 0x3A)) | x;
-    return (at_least_3a & ~LOW7) | bytes_eq(x, '"');
+    return bytes_eq(x | (ONES * 0x26), 0x7F);
+}
+
+/* 0x80 in the bytes of x that may be a quote or a bracket (see bracket_bytes). */
+static uint64_t structural_bytes(uint64_t x)
+{
+    return bracket_bytes(x) | bytes_eq(x, '"');
 }
 
 /* 0x80 in exactly the bytes of x that are not ASCII digits: a digit has high nibble 3 and low
@@ -145,10 +151,10 @@ static const char *next_structural(const char *p, const char *end)
 {
     for (;;) {
 #ifdef JSCAN_SWAR
-        while (end - p >= 8 && !maybe_structural(load8(p)))
+        while (end - p >= 8 && !structural_bytes(load8(p)))
             p += 8;
 #endif
-        /* At most 8 bytes here (a false alarm), then blocks again. */
+        /* The flagged block byte by byte (a false alarm only on unchecked text), then blocks. */
         const char *stop = end - p > 8 ? p + 8 : end;
         for (; p < stop; p++)
             if (is_structural(*p))
@@ -213,17 +219,19 @@ static const char *skip_container(const char *p, const char *end)
 #ifdef JSCAN_SWAR
         /* Blocks without a quote whose closing brackets cannot end the value are counted, not
          * walked: an array of arrays ([[-0.5,1,null],...], log-probs) costs a few operations
-         * per 8 bytes instead of a stop at every bracket and every letter. ('[' and '{' are
-         * exactly the bytes that OR 0x20 makes '{'; ']' and '}' likewise '}'.) */
+         * per 8 bytes instead of a stop at every bracket, and a block of digits fewer still.
+         * (Of the brackets, ']' and '}' are exactly those that OR 0x20 makes '}'.) */
         while (end - p >= 8) {
             uint64_t x = load8(p);
             if (bytes_eq(x, '"'))
                 break;
-            uint64_t y = x | (ONES * 0x20);
-            unsigned closes = flagged_bytes(bytes_eq(y, '}'));
-            if (closes >= depth)
-                break;
-            depth = depth + flagged_bytes(bytes_eq(y, '{')) - closes;
+            uint64_t brackets = bracket_bytes(x);
+            if (brackets) {
+                unsigned closes = flagged_bytes(bytes_eq(x | (ONES * 0x20), '}'));
+                if (closes >= depth)
+                    break;
+                depth = depth + flagged_bytes(brackets) - 2 * closes;
+            }
             p += 8;
         }
 #endif
@@ -685,10 +693,10 @@ long jscan_count(struct jscan_value v)
     long n = 1; /* one more element than top-level commas */
     while (p < end) {
 #ifdef JSCAN_SWAR
-        for (uint64_t x; end - p >= 8 && !maybe_structural(x = load8(p)); p += 8)
+        for (uint64_t x; end - p >= 8 && !structural_bytes(x = load8(p)); p += 8)
             n += flagged_bytes(bytes_eq(x, ','));
 #endif
-        /* At most 8 bytes here (a false alarm), then blocks again. */
+        /* The flagged block byte by byte, then blocks again. */
         const char *stop = end - p > 8 ? p + 8 : end;
         for (; p < stop && !is_structural(*p); p++)
             n += *p == ',';
@@ -865,6 +873,35 @@ static inline size_t check_number(struct check *c, size_t i)
     return i;
 }
 
+/*
+ * The bulk of a request body, an array of numbers — "1,22,333", or "1, 22, 333" as Python's
+ * json.dumps writes it (what verl, slime, AReaL and SkyRL send) — one number after another
+ * without a trip around the state machine. i just after a number in an array (or FAILED);
+ * returns the offset after the last number taken, at anything else (other whitespace, a
+ * closing bracket, another kind of value) for the state machine to read.
+ */
+static size_t check_numbers(struct check *c, size_t i)
+{
+    const char *s = c->s;
+    size_t len = c->len;
+    while (i != FAILED && i < len && s[i] == ',') {
+        size_t j = i + 1 + (i + 1 < len && s[i + 1] == ' ');
+        if (j >= len)
+            return i;
+        if (s[j] >= '1' && s[j] <= '9') { /* a token id: digits, then neither '.' nor 'e' */
+            size_t k = digits_from(s, len, j + 1);
+            if (k == len || (s[k] != '.' && (s[k] | 0x20) != 'e')) {
+                i = k;
+                continue;
+            }
+        } else if (s[j] != '-' && s[j] != '0') {
+            return i;
+        }
+        i = check_number(c, j);
+    }
+    return i;
+}
+
 /* i at 't', 'f' or 'n': returns the offset after true, false or null. */
 static size_t check_literal(struct check *c, size_t i)
 {
@@ -959,12 +996,8 @@ int jscan_check(const char *buf, size_t len, size_t *err_off, const char **msg)
                 want_value = false;
             } else if (ch == '-' || is_digit(ch)) {
                 i = check_number(&c, i);
-                /* The bulk of a request body: "1,22,333" in an array, one number after another
-                 * without a trip around the state machine. */
                 if (!top_is_object(objects, depth))
-                    while (i < len - 1 && buf[i] == ',' &&
-                           (is_digit(buf[i + 1]) || buf[i + 1] == '-'))
-                        i = check_number(&c, i + 1);
+                    i = check_numbers(&c, i);
                 want_value = false;
             } else if (ch == 't' || ch == 'f' || ch == 'n') {
                 i = check_literal(&c, i);

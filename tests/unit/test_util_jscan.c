@@ -91,6 +91,9 @@ static void test_check_accepts(void **state)
     OK("{\"\":\"\"}");
     OK("{\"long\":\"0123456789abcdef0123456789abcdef\\\"0123456789\\\\\"}");
     OK("{\"x\":\"\x7f\"}"); /* DEL is not a control character for JSON */
+    /* Arrays of numbers as Python's json.dumps writes them, and other spacing around commas. */
+    OK("{\"ids\": [1, 22, 333, -4, 0, 5.5, 6e7, 70, 0.25, -0, 9]}");
+    OK("{\"ids\":[1,  2,\t3 ,4 , 5,\n6]}");
 }
 
 static void test_check_rejects(void **state)
@@ -148,6 +151,14 @@ static void test_check_rejects(void **state)
     ERR("\xef\xbb\xbf{}", 0, "must be an object");   /* a BOM is not whitespace */
     ERR("{\"a\":1}\xc2\xa0", 7, "characters after"); /* nor is U+00A0 */
     ERR("\v{}", 0, "must be an object");
+    /* The same errors inside an array of numbers after ", " (the fast path's separator). */
+    ERR("{\"a\":[1, 01]}", 10, "leading zero");
+    ERR("{\"a\":[1, ]}", 9, "expected a value");
+    ERR("{\"a\":[1, 2.]}", 11, "after '.'");
+    ERR("{\"a\":[1, 2e]}", 11, "exponent");
+    ERR("{\"a\":[1, -x]}", 10, "expected a digit");
+    ERR("{\"a\":[1, x]}", 9, "expected a value");
+    ERR("{\"a\":[1, 2 3]}", 11, "expected ',' or ']'");
 }
 
 /* Every strict prefix of a valid document ends early, at its own length. */
@@ -157,6 +168,7 @@ static void test_check_truncated(void **state)
         "{\"a\":[1,-2.5e+3,true,false,null,{\"b\":\"x\\\"y\\u00e9\\ud83d\\ude00\"}],\"c\":{}}",
         "{ \"k\" : [ [ ] , { } ] , \"s\" : \"\\\\\" }",
         "{\"n\":-0.0E-0}",
+        "{\"ids\": [12, 345, 6789, -1, 0, 2.5, 1e3, 7]}",
     };
     for (size_t d = 0; d < sizeof docs / sizeof docs[0]; d++) {
         size_t len = strlen(docs[d]);
@@ -262,6 +274,16 @@ static void test_get(void **state)
     assert_false(jscan_get(v, "b", &v));
     struct jscan_value absent = {NULL, 0, 0};
     assert_false(jscan_get(absent, "a", &v));
+
+    /* Skipping counts brackets eight bytes at a time: the letters of literals and exponents
+     * are not brackets, nor are the bytes that look like them to the block test (Y _ y DEL)
+     * or brackets inside strings. */
+    expect_member("{\"lp\":[[-0.5,1,null],[-1e-3,22,null],[true,false,null]],\"k\":7}", "k", "7",
+                  'n');
+    expect_member(
+        "{\"s\":[\"Y_y\x7f\",[\"]]]]\",\"YYYYYYYY\"],[\"____\",{\"y\":\"}}}}\"}]],\"k\":8}", "k",
+        "8", 'n');
+    expect_member("{\"deep\":[[[[[[[[1]]]]]]],[[[[[[[[2]]]]]]]]],\"k\":9}", "k", "9", 'n');
 }
 
 /* jscan_get_lazy: the value's start, running to the object's end; members read from it. */
@@ -589,7 +611,8 @@ static void test_token_arrays(void **state)
             vec_push(&t, *s);
         for (long i = 0; i < n; i++) {
             char num[32];
-            int k = snprintf(num, sizeof num, "%s%" PRIu64, i ? (i % 7 ? "," : " , ") : "",
+            int k = snprintf(num, sizeof num, "%s%" PRIu64,
+                             i ? (i % 7 ? (i % 2 ? "," : ", ") : " , ") : "",
                              rng_uniform_int(&r, i % 3 ? 32000 : 10));
             for (int j = 0; j < k; j++)
                 vec_push(&t, num[j]);
