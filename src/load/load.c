@@ -342,8 +342,9 @@ static void on_update(void *arg, int status, const char *body, size_t len, const
 static void on_member(void *arg, int status, const char *body, size_t len, const char *error)
 {
     struct update *u = arg;
-    if (status != 200 && !u->refused)
-        u->refused = status ? status : -1;
+    /* One that cannot be reached (status 0) is gone: its ranks stay unused, as a dead one's. */
+    if (status != 200 && status != 0 && !u->refused)
+        u->refused = status;
     if (--u->members > 0)
         return;
     if (u->refused)
