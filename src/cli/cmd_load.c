@@ -316,7 +316,13 @@ int cmd_load(int argc, char **argv)
             lc.trace = in.trace->trajs;
             lc.n_trace = in.trace->n;
         }
-        rc = run(&cc, &cfg, in.trace ? in.trace->workload : cfg.workload.name, &lc);
+        char why[256];
+        if (load_check_source(&lc, why, sizeof why) != 0) {
+            cli_errorf("load: %s", why);
+            rc = LIBRA_EXIT_USAGE;
+        } else {
+            rc = run(&cc, &cfg, in.trace ? in.trace->workload : cfg.workload.name, &lc);
+        }
     }
 out:
     cli_traces_free(&ts);

@@ -699,13 +699,16 @@ static void group_done(struct group *g)
     break_when_done(r);
 }
 
-/* Refuses a trace every group of which dynamic sampling drops: no batch could ever fill. */
-static int check_source(const struct load_config *c, struct load_result *res)
+int load_check_source(const struct load_config *c, char *why, size_t size)
 {
     size_t n = (size_t)c->group_size, groups = c->trace ? c->n_trace / n : 1;
     if (c->trace && groups == 0) {
-        snprintf(res->error, sizeof res->error,
-                 "the trace holds %zu trajectories, fewer than one group of %zu", c->n_trace, n);
+        snprintf(why, size, "the trace holds %zu trajectories, fewer than one group of %zu",
+                 c->n_trace, n);
+        return -1;
+    }
+    if (!c->trace && !c->workload) {
+        snprintf(why, size, "neither a trace nor a workload preset to draw groups from");
         return -1;
     }
     if (!c->trace || !c->workload)
@@ -713,7 +716,7 @@ static int check_source(const struct load_config *c, struct load_result *res)
     for (size_t i = 0; i < groups; i++)
         if (!workload_group_filtered(c->workload, &c->trace[i * n], n))
             return 0;
-    snprintf(res->error, sizeof res->error,
+    snprintf(why, size,
              "dynamic sampling (workload %s) filters every group of the trace: no batch can fill",
              c->workload->name);
     return -1;
@@ -733,7 +736,7 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
     memset(res, 0, sizeof *res);
     res->served = xcalloc((size_t)c->n_urls, sizeof *res->served);
     res->dead = xcalloc((size_t)c->n_urls, sizeof *res->dead);
-    if (check_source(c, res) != 0)
+    if (load_check_source(c, res->error, sizeof res->error) != 0)
         return -1;
     struct run r = {.c = c, .base = base, .client = client, .res = res};
     if (!c->trace)

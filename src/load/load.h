@@ -108,10 +108,17 @@ struct load_result {
 };
 
 /*
+ * Checks that c has groups to draw, any of which dynamic sampling may keep: a trace holding a
+ * group whose rewards are not all equal (when the workload filters), or a workload preset to
+ * generate from. Returns 0, or -1 with why (size bytes at most) set. load_run checks it first.
+ */
+int load_check_source(const struct load_config *c, char *why, size_t size);
+
+/*
  * Runs the job on base (dispatching it until done) with client for the requests. Returns 0,
  * or -1 with result->error set (every engine dead, an engine refused a request with a 4xx, a
- * weight update failed, dynamic sampling filters every group of the trace); the steps finished
- * are in *result either way. Free with load_result_free.
+ * weight update failed, load_check_source refused c); the steps finished are in *result either
+ * way. Free with load_result_free.
  */
 int load_run(const struct load_config *c, struct event_base *base, struct net_client *client,
              struct load_result *result);

@@ -219,6 +219,26 @@ def test_dynamic_sampling_drops_filtered_groups_and_fills_the_batch_as_the_simul
     assert [s["generated_tokens"] for s in steps] == [s["trained_tokens"] for s in simulated]
 
 
+def test_a_trace_dynamic_sampling_filters_whole_is_refused(tmp_path):
+    # Every group's rewards equal: under dapo-math-verl's dynamic sampling no batch could fill.
+    trace = str(tmp_path / "t.jsonl")
+    subprocess.run([LIBRA, "trace", "gen", "dapo-math", "--steps", "1", "--batch", "8",
+                    "--samples", "4", "--seed", "1", "-o", trace], check=True, timeout=60)
+    lines = open(trace, encoding="utf-8").read().splitlines()
+    same = [lines[0]] + [json.dumps({**json.loads(l), "reward": 1.0}) for l in lines[1:]]
+    open(trace, "w", encoding="utf-8").write("\n".join(same) + "\n")
+    args = [LIBRA, "load", "--engines", "http://127.0.0.1:9", "--trace", trace, *QUICK,
+            "--samples", "4"]
+    p = subprocess.run([*args, "--workload", "dapo-math-verl"], capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 2, p.stderr
+    assert "dynamic sampling (workload dapo-math-verl) filters every group of the trace" in p.stderr
+    # Without dynamic sampling the same trace is played (and stops: nothing listens there).
+    p = subprocess.run([*args, "--workload", "dapo-math"], capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 1 and "every engine stopped answering" in p.stderr
+
+
 def test_errors():
     p = subprocess.run([LIBRA, "load"], capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "--engines is required" in p.stderr
