@@ -3,7 +3,8 @@
 
 For each workload and time scale: a trace (`libra trace gen WORKLOAD --steps 3 --batch 8
 --samples 4 --seed 1`), the simulator's rollout mode on it (fleet tp1x4, load_balance routing),
-then `libra load` on it against `libra emu --instances tp1x4` at that time scale. Prints one
+then `libra load` on it against `libra emu --instances tp1x4` at that time scale, one batch at a
+time as the rollout mode runs them (rl.max_staleness 0, weights after every step). Prints one
 JSON line per (workload, scale) in bench/README.md's format: `value` is the largest relative
 difference of a step's rollout time (load's wall time over the scale, against the simulator's
 rollout_s), and `input` lists every step's ratio. tests/e2e/test_parity.py asserts the
@@ -39,7 +40,8 @@ def one(libra, workload, scale, tmp):
     try:
         urls = ",".join(json.loads(emu.stdout.readline())["url"] for _ in range(4))
         load = run_json([libra, "load", "--engines", urls, "--trace", trace, *SHAPE,
-                         "--time-scale", str(scale), "--set", "rl.sync_interval=4", "--json"])
+                         "--time-scale", str(scale), "--set", "rl.max_staleness=0", "--set",
+                         "rl.sync_interval=1", "--json"])
     finally:
         emu.terminate()
         emu.wait(timeout=30)

@@ -16,9 +16,7 @@
 #include "load/load.h"
 #include "plan/plan.h"
 #include "util/alloc.h"
-#include "util/arena.h"
 #include "util/json.h"
-#include "workload/workload.h"
 
 #define SCHEMA "libra.load/1"
 #define MAX_ENGINES 256
@@ -26,22 +24,25 @@
 static const char help[] =
     "usage: libra load [EXPERIMENT] --engines URL[,URL...] [--time-scale F] [--json] [flags]\n"
     "\n"
-    "Plays the RL job of the experiment against engines over HTTP: batches of GRPO groups\n"
-    "(rl.batch_trajectories of rl.samples) one after another for rl.steps steps, each\n"
-    "trajectory's turns sent with the whole context as token ids, tool time waited between\n"
-    "turns; a trainer that takes each batch for the planner's T_train, then, every\n"
-    "rl.sync_interval steps, a weight update on every engine in rl.sync_mode (drain,\n"
-    "abort_resume, keep) over rl.transport (nccl: a broadcast; else a reload from disk). With\n"
-    "rl.max_staleness >= 1 the next batch rolls out meanwhile and meets the update in flight.\n"
-    "The trajectories are the workload generator's, or a trace's with --trace. docs/load.md.\n"
+    "Plays the RL job of the experiment against engines over HTTP, by the rules libra sim's\n"
+    "async modes follow: GRPO groups (rl.samples trajectories each) start while their batch\n"
+    "is within rl.max_staleness versions of the engines' weights, each trajectory's turns sent\n"
+    "with the whole context as token ids, tool time waited between turns; a trainer takes the\n"
+    "oldest complete groups as a batch of rl.batch_trajectories for the planner's T_train,\n"
+    "dropping and replacing groups too stale for its version and, under the workload's dynamic\n"
+    "sampling, groups whose rewards are all equal; every rl.sync_interval versions a weight\n"
+    "update on every engine in rl.sync_mode (drain, abort_resume, keep) over rl.transport\n"
+    "(nccl: a broadcast; else a reload from disk). The run ends when the batch of the last of\n"
+    "rl.steps is complete. The trajectories are the workload generator's, or a trace's with\n"
+    "--trace. docs/load.md.\n"
     "\n"
     "  --engines URLS    engine base URLs, comma-separated (e.g. the lines of `libra emu`)\n"
     "  --time-scale F    wall seconds per emulated second of tool and training time (default\n"
     "                    1; match the emulator's)\n"
     "  --trace FILE      replay a trace's trajectories (workload.trace)\n"
-    "  -o FILE           write the finished trajectories as a trace (docs/trace-format.md):\n"
-    "                    the turns as the client saw them (the table or --json stays on\n"
-    "                    standard output)\n"
+    "  -o FILE           write the trajectories trained or dropped as a trace\n"
+    "                    (docs/trace-format.md): the turns as the client saw them (the table or\n"
+    "                    --json stays on standard output)\n"
     "  --style NAME      the RL framework's client: plain (default: libra's request object,\n"
     "                    rl.sync_mode), areal, slime, skyrl (vLLM; needs its development-mode\n"
     "                    endpoints) — docs/load.md \"Client styles\"\n"
@@ -123,23 +124,6 @@ static double planned_train_s(const struct sim_input *in, const struct libra_con
     return t;
 }
 
-/* The generator's records for every step: group g is prompt g of epoch g / prompts. */
-static struct trace_traj *generate(const struct workload_preset *w, const struct libra_config *cfg,
-                                   size_t n_groups, struct arena *a)
-{
-    struct workload_gen gen;
-    workload_gen_init(&gen, w, (uint64_t)cfg->sim.seed);
-    int samples = cfg->rl.samples;
-    struct trace_traj *out = xcalloc(n_groups * (size_t)samples, sizeof *out);
-    for (size_t g = 0; g < n_groups; g++) {
-        int64_t prompt = workload_prompt_for(&gen, (int64_t)(g / (size_t)w->prompts),
-                                             (int64_t)(g % (size_t)w->prompts));
-        for (int k = 0; k < samples; k++)
-            workload_gen_traj(&gen, prompt, k, 0, &out[g * (size_t)samples + (size_t)k], a);
-    }
-    return out;
-}
-
 static void print_table(const struct load_config *c, const struct load_result *r)
 {
     printf("libra load: %s client, %d engines, %d steps of %d trajectories (%d x %d), trainer "
@@ -147,18 +131,45 @@ static void print_table(const struct load_config *c, const struct load_result *r
            load_style_name(c->style), c->n_urls, c->steps,
            (int)c->job.groups_per_batch * c->group_size, (int)c->job.groups_per_batch,
            c->group_size, c->train_s, c->time_scale);
-    printf("step  traj  turns  prompt tok  cached tok   gen tok  resent   wall s\n");
+    printf("step  traj  turns  prompt tok  cached tok   gen tok  resent  staleness  filtered  "
+           "stale   wall s\n");
+    int64_t filtered = 0, stale = 0, filtered_tok = 0, stale_tok = 0;
     for (int i = 0; i < r->n_steps; i++) {
         const struct load_step *s = &r->steps[i];
-        printf("%4lld %5lld %6lld %11lld %11lld %9lld %7lld %8.2f\n", (long long)s->step,
-               (long long)s->trajectories, (long long)s->turns, (long long)s->prompt_tokens,
-               (long long)s->cached_tokens, (long long)s->generated_tokens,
-               (long long)s->resubmitted, s->wall_s);
+        printf("%4lld %5lld %6lld %11lld %11lld %9lld %7lld %10.2f %9lld %6lld %8.2f\n",
+               (long long)s->step, (long long)s->trajectories, (long long)s->turns,
+               (long long)s->prompt_tokens, (long long)s->cached_tokens,
+               (long long)s->generated_tokens, (long long)s->resubmitted, s->mean_staleness,
+               (long long)s->filtered_groups, (long long)s->stale_groups, s->wall_s);
+        filtered += s->filtered_groups;
+        stale += s->stale_groups;
+        filtered_tok += s->filtered_tokens;
+        stale_tok += s->stale_tokens;
     }
     printf("\nturns served by engine:");
     for (int i = 0; i < c->n_urls; i++)
         printf(" %lld%s", (long long)r->served[i], r->dead[i] ? " (dead)" : "");
-    printf("\nweight updates: %d\n", r->weight_updates);
+    printf("\ngroups: %lld launched, %lld filtered (%lld tokens), %lld too stale (%lld tokens)\n",
+           (long long)r->groups_launched, (long long)filtered, (long long)filtered_tok,
+           (long long)stale, (long long)stale_tok);
+    printf("weight updates: %d\n", r->weight_updates);
+}
+
+static json_t *step_json(const struct load_step *s)
+{
+    json_t *o =
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "step", (json_int_t)s->step,
+                  "trajectories", (json_int_t)s->trajectories, "turns", (json_int_t)s->turns,
+                  "prompt_tokens", (json_int_t)s->prompt_tokens, "cached_tokens",
+                  (json_int_t)s->cached_tokens, "generated_tokens", (json_int_t)s->generated_tokens,
+                  "resubmitted", (json_int_t)s->resubmitted, "wall_s", s->wall_s);
+    json_object_set_new(o, "mean_staleness", json_real(s->mean_staleness));
+    json_object_set_new(o, "filtered_groups", json_integer((json_int_t)s->filtered_groups));
+    json_object_set_new(o, "stale_groups", json_integer((json_int_t)s->stale_groups));
+    json_object_set_new(o, "wasted_tokens",
+                        json_pack("{s:I, s:I}", "filtered", (json_int_t)s->filtered_tokens, "stale",
+                                  (json_int_t)s->stale_tokens));
+    return o;
 }
 
 static json_t *result_json(const struct libra_config *cfg, const struct load_config *c,
@@ -166,28 +177,31 @@ static json_t *result_json(const struct libra_config *cfg, const struct load_con
 {
     json_t *doc = spec_config_envelope(SCHEMA, cfg);
     json_t *steps = json_array(), *engines = json_array();
-    for (int i = 0; i < r->n_steps; i++) {
-        const struct load_step *s = &r->steps[i];
-        json_array_append_new(steps, json_pack("{s:I, s:I, s:I, s:I, s:I, s:I, s:I, s:f}", "step",
-                                               (json_int_t)s->step, "trajectories",
-                                               (json_int_t)s->trajectories, "turns",
-                                               (json_int_t)s->turns, "prompt_tokens",
-                                               (json_int_t)s->prompt_tokens, "cached_tokens",
-                                               (json_int_t)s->cached_tokens, "generated_tokens",
-                                               (json_int_t)s->generated_tokens, "resubmitted",
-                                               (json_int_t)s->resubmitted, "wall_s", s->wall_s));
-    }
+    for (int i = 0; i < r->n_steps; i++)
+        json_array_append_new(steps, step_json(&r->steps[i]));
     for (int i = 0; i < c->n_urls; i++)
         json_array_append_new(engines, json_pack("{s:s, s:I, s:b}", "url", c->urls[i], "turns",
                                                  (json_int_t)r->served[i], "dead", r->dead[i]));
     json_object_set_new(doc, "steps", steps);
     json_object_set_new(doc, "engines", engines);
+    json_object_set_new(doc, "groups_launched", json_integer((json_int_t)r->groups_launched));
     json_object_set_new(doc, "weight_updates", json_integer(r->weight_updates));
     json_object_set_new(doc, "style", json_string(load_style_name(c->style)));
     json_object_set_new(doc, "train_s", json_real(c->train_s));
     if (r->error[0])
         json_object_set_new(doc, "error", json_string(r->error));
     return doc;
+}
+
+/* Refuses what the job's rules cannot run (as libra sim's async modes do) and an input with
+ * nothing to draw groups from. Returns 0 or LIBRA_EXIT_USAGE. */
+static int check_job(const struct libra_config *cfg, const struct sim_input *in)
+{
+    struct libra_error err = {0};
+    if (sim_input_check(in, &err) == 0 && spec_rl_async_check(&cfg->rl, "async", &err) == 0)
+        return 0;
+    cli_errorf("load: %s", err.msg);
+    return LIBRA_EXIT_USAGE;
 }
 
 /* Writes the header and the recorded trajectories to path. Returns 0 or an exit code. */
@@ -263,9 +277,6 @@ int cmd_load(int argc, char **argv)
     struct cli_traces ts = {0};
     struct libra_config cfg;
     struct sim_input in = {0};
-    struct arena arena;
-    arena_init(&arena, 0);
-    struct trace_traj *made = NULL;
     int c, rc = 0;
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
         if (c == 'h') {
@@ -282,17 +293,18 @@ int cmd_load(int argc, char **argv)
         rc = cli_common_load(&cc, optind < argc ? argv[optind] : NULL, &p, &cfg);
     if (rc == 0)
         rc = cli_sim_input(&p, &ts, &cfg, false, &in);
+    if (rc == 0)
+        rc = check_job(&cfg, &in);
     if (rc == 0) {
-        int groups = cfg.rl.batch_trajectories / cfg.rl.samples;
         struct load_config lc = {.style = o.style,
                                  .model = cfg.model.name,
                                  .urls = o.urls,
                                  .n_urls = o.n_urls,
+                                 .workload = in.workload,
                                  .group_size = cfg.rl.samples,
                                  .steps = cfg.rl.steps,
                                  .sync_mode = cfg.rl.sync_mode,
                                  .nccl = cfg.rl.transport == SPEC_TRANSPORT_NCCL,
-                                 .overlap = cfg.rl.max_staleness >= 1,
                                  .time_scale = o.time_scale,
                                  .vocab = in.model->vocab > 1 ? (uint32_t)in.model->vocab : 32000,
                                  .seed = (uint64_t)cfg.sim.seed,
@@ -301,18 +313,18 @@ int cmd_load(int argc, char **argv)
         job_rules_from_config(&lc.job, &cfg);
         lc.train_s = planned_train_s(&in, &cfg);
         if (in.trace) {
-            lc.trajs = in.trace->trajs;
-            lc.n_trajs = in.trace->n;
-        } else {
-            made = generate(in.workload, &cfg, (size_t)groups * (size_t)cfg.rl.steps, &arena);
-            lc.trajs = made;
-            lc.n_trajs = (size_t)groups * (size_t)cfg.rl.steps * (size_t)cfg.rl.samples;
+            lc.trace = in.trace->trajs;
+            lc.n_trace = in.trace->n;
         }
-        rc = run(&cc, &cfg, in.trace ? in.trace->workload : cfg.workload.name, &lc);
+        char why[256];
+        if (load_check_source(&lc, why, sizeof why) != 0) {
+            cli_errorf("load: %s", why);
+            rc = LIBRA_EXIT_USAGE;
+        } else {
+            rc = run(&cc, &cfg, in.trace ? in.trace->workload : cfg.workload.name, &lc);
+        }
     }
 out:
-    free(made);
-    arena_free(&arena);
     cli_traces_free(&ts);
     free(o.engines);
     cli_presets_free(&p);

@@ -81,12 +81,8 @@ static int write_steps(struct trace_writer *wr, const struct workload_preset *w,
     int rc = 0;
     for (int64_t step = 0; step < f->steps && rc == 0; step++) {
         for (int64_t j = 0; j < per_step && rc == 0; j++) {
-            int64_t k = step * per_step + j, epoch = k / w->prompts;
-            int64_t prompt = workload_prompt_for(&g, epoch, k % w->prompts);
-            for (int64_t s = 0; s < f->samples; s++) {
-                workload_gen_traj(&g, prompt, s, step, &group[s], &a);
-                group[s].epoch = epoch;
-            }
+            for (int64_t s = 0; s < f->samples; s++)
+                workload_group_traj(&g, step * per_step + j, s, step, &group[s], &a);
             workload_filter_group(w, group, (size_t)f->samples);
             for (int64_t s = 0; s < f->samples && rc == 0; s++)
                 rc = trace_writer_put(wr, &group[s], err);

@@ -17,6 +17,14 @@ int64_t job_admit_limit(const struct job_rules *j, int64_t fleet_version, int64_
     return (fleet_version + j->max_staleness + 1) * j->groups_per_batch + lost + j->extra_groups;
 }
 
+int64_t job_admit_limit_run(const struct job_rules *j, int64_t fleet_version, int64_t lost,
+                            int64_t batches)
+{
+    int64_t limit = job_admit_limit(j, fleet_version, lost),
+            last = batches * j->groups_per_batch + lost;
+    return limit < last ? limit : last;
+}
+
 bool job_fresh(const struct job_rules *j, int64_t trainer_version, int64_t group_version)
 {
     return trainer_version - group_version <= j->max_staleness;

@@ -36,6 +36,14 @@ void job_rules_from_config(struct job_rules *j, const struct libra_config *cfg);
  * and lost groups were lost so far. */
 int64_t job_admit_limit(const struct job_rules *j, int64_t fleet_version, int64_t lost);
 
+/*
+ * job_admit_limit for a run that ends after batches batches: never more groups than its last
+ * batch needs (the batches' groups and one replacement per lost group; the over-provisioned
+ * share stops there), so that nothing is left running when the last batch is complete.
+ */
+int64_t job_admit_limit_run(const struct job_rules *j, int64_t fleet_version, int64_t lost,
+                            int64_t batches);
+
 /* Whether a group generated at version group_version may be trained at trainer_version. */
 bool job_fresh(const struct job_rules *j, int64_t trainer_version, int64_t group_version);
 

@@ -1,6 +1,6 @@
 /*
- * The client side of an RL job's rollout (load/load.h): trajectories turn by turn, batches one
- * after another, weight updates between them.
+ * The client side of an RL job's rollout (load/load.h): trajectories turn by turn, groups
+ * admitted and trained by the job's rules (job/job.h), weight updates between batches.
  */
 #include "load/load.h"
 
@@ -14,42 +14,65 @@
 
 #include "util/alloc.h"
 #include "util/rng.h"
+#include "util/vec.h"
+#include "workload/workload.h"
 
 struct run;
+struct group;
 
-/* One trajectory in flight. */
 #define LOAD_RETRIES_MAX 50       /* 502/503 answers to one turn before the run stops */
 #define LOAD_RETRY_WAIT_US 100000 /* wall wait before sending such a turn again */
 
+/* One trajectory in flight. */
 struct traj {
     struct run *run;
+    struct group *group;
     const struct trace_traj *rec;
-    size_t index;  /* in the config's trajs */
+    size_t index;  /* in launch order: group index x group size + sample */
     size_t turn;   /* the turn being generated or next */
     uint32_t *ctx; /* the context: prompt, outputs, tool payloads */
     size_t n_ctx, cap_ctx;
     int64_t left; /* tokens the current turn still generates (after an abort: the rest) */
     int engine;   /* sticky; -1 before the first turn */
     int retries;  /* the current turn's answers 502/503 in a row (a gateway without engine) */
+    int64_t version_end; /* the fleet's version when its last turn was answered */
     struct event *tool_timer;
     struct trace_turn *seen; /* per turn, what the client saw (record: the finished trace) */
 };
+
+/* One GRPO group, from its launch until it is trained or dropped. */
+struct group {
+    struct run *run;
+    int64_t index;   /* launch order */
+    int64_t version; /* the fleet's version at launch */
+    const struct trace_traj *recs;
+    struct arena arena;     /* generated records */
+    struct traj *trajs;     /* group_size */
+    int live;               /* trajectories not finished */
+    double first_s, last_s; /* wall clock: its first request, its last answer */
+    struct load_step tally; /* its turns and tokens (the counters only) */
+};
+
+typedef VEC(struct group *) group_vec;
 
 struct run {
     const struct load_config *c;
     struct event_base *base;
     struct net_client *client;
     struct load_result *res;
-    struct traj *trajs; /* of the current step */
-    size_t n_trajs, first;
-    int live;       /* trajectories of the step not finished */
-    int *in_flight; /* per engine */
-    int step;
-    double step_t0;
-    int updates_left;          /* engines whose weight update has not finished */
+    struct workload_gen gen;   /* without a trace */
+    int *in_flight;            /* requests per engine */
+    group_vec flying;          /* launched, not complete */
+    group_vec buffer;          /* complete, oldest first: the trainer's next batches */
+    int64_t lost;              /* groups dropped (filtered or too stale): each is replaced */
+    int64_t fleet_version;     /* the trainer's version at the last weight update */
+    int64_t version;           /* the trainer's: batches trained */
+    struct load_step dropped;  /* drops since the last batch was taken */
+    int updates_left;          /* engines whose weight update has not finished (and 1 while
+                                * they are being started) */
+    bool update_due;           /* the style's update waits for the groups in flight */
     struct event *train_timer; /* the trainer's step on the last batch */
     bool training;             /* ... is running */
-    bool update_after;         /* the weights go out when it ends */
     int finishing;             /* trajectory-end events on their way to a gateway */
     bool failed;
 };
@@ -72,11 +95,6 @@ __attribute__((format(printf, 2, 3))) static void stop(struct run *r, const char
     }
     r->failed = true;
     event_base_loopbreak(r->base);
-}
-
-static struct load_step *cur_step(struct run *r)
-{
-    return &r->res->steps[r->res->n_steps - 1];
 }
 
 static void ctx_push(struct traj *t, uint32_t id)
@@ -111,12 +129,19 @@ static int least_loaded(const struct run *r)
 /* ---- a turn --------------------------------------------------------------------------------- */
 
 static void send_turn(struct traj *t);
-static void update_weights(struct run *r);
+static void group_done(struct group *g);
 
-/* The step loop takes over once the step's trajectories, the trainer and the update are done. */
-static void break_when_idle(struct run *r)
+/* Whether every batch was taken and nothing the client started is running: the last batch
+ * leaves nothing in flight (job_admit_limit_run) and is not trained. */
+static bool run_done(const struct run *r)
 {
-    if (r->failed || (r->live == 0 && r->updates_left == 0 && !r->training && r->finishing == 0))
+    return r->res->n_steps == r->c->steps && r->flying.n == 0 && r->updates_left == 0 &&
+           !r->training && r->finishing == 0;
+}
+
+static void break_when_done(struct run *r)
+{
+    if (r->failed || run_done(r))
         event_base_loopbreak(r->base);
 }
 
@@ -124,7 +149,7 @@ static void on_finish_event(void *arg, int status, const char *body, size_t len,
 {
     struct run *r = arg;
     r->finishing--; /* an engine answers 404, a gateway 200: either way it is told */
-    break_when_idle(r);
+    break_when_done(r);
 }
 
 /* Tells the trajectory's engine (a gateway) that it ended, in the styles that do. */
@@ -143,13 +168,13 @@ static void send_finish(struct traj *t)
 
 static void finish_traj(struct traj *t)
 {
-    struct run *r = t->run;
+    struct group *g = t->group;
     send_finish(t);
-    cur_step(r)->trajectories++;
-    r->live--;
-    if (r->live == 0) {
-        cur_step(r)->wall_s = wall_s() - r->step_t0;
-        break_when_idle(r);
+    t->version_end = t->run->fleet_version;
+    g->tally.trajectories++;
+    if (--g->live == 0) {
+        g->last_s = wall_s();
+        group_done(g);
     }
 }
 
@@ -190,7 +215,7 @@ static void on_turn(void *arg, int status, const char *body, size_t len, const c
         return;
     if (status == 0) { /* the engine is gone: the turn goes elsewhere, whole */
         r->res->dead[t->engine] = 1;
-        cur_step(r)->resubmitted++;
+        t->group->tally.resubmitted++;
         t->engine = least_loaded(r);
         if (t->engine < 0) {
             stop(r, "every engine stopped answering (last: %s)", error);
@@ -204,7 +229,7 @@ static void on_turn(void *arg, int status, const char *body, size_t len, const c
             stop(r, "a turn was answered %d %d times in a row: %.160s", status, t->retries, body);
             return;
         }
-        cur_step(r)->resubmitted++;
+        t->group->tally.resubmitted++;
         struct timeval tv = {0, LOAD_RETRY_WAIT_US};
         evtimer_add(t->tool_timer, &tv);
         return;
@@ -215,7 +240,7 @@ static void on_turn(void *arg, int status, const char *body, size_t len, const c
         stop(r, "an engine answered a turn with status %d: %.160s", status, body);
         return;
     }
-    struct load_step *st = cur_step(r);
+    struct load_step *st = &t->group->tally;
     st->turns++;
     struct trace_turn *seen = &t->seen[t->turn];
     if (seen->prompt_tokens == 0) /* a resubmission adds to the turn, it is not another */
@@ -263,24 +288,46 @@ static void send_turn(struct traj *t)
     free(q.body);
 }
 
-/* ---- steps ---------------------------------------------------------------------------------- */
+/* ---- groups -------------------------------------------------------------------------------- */
 
-static void start_step(struct run *r)
+/* The records of the group launched index-th: the trace's (cycled), or generated at the fleet's
+ * version into the group's arena. */
+static void draw_group(struct run *r, struct group *g)
 {
     const struct load_config *c = r->c;
-    size_t n = (size_t)c->job.groups_per_batch * (size_t)c->group_size;
-    r->res->steps =
-        xreallocarray(r->res->steps, (size_t)r->res->n_steps + 1, sizeof *r->res->steps);
-    r->res->steps[r->res->n_steps++] = (struct load_step){.step = r->step};
-    r->trajs = xcalloc(n, sizeof *r->trajs);
-    r->n_trajs = n;
-    r->live = (int)n;
-    r->step_t0 = wall_s();
-    for (size_t i = 0; i < n; i++) {
-        struct traj *t = &r->trajs[i];
+    size_t n = (size_t)c->group_size;
+    if (c->trace) {
+        size_t groups = c->n_trace / n;
+        g->recs = &c->trace[(size_t)g->index % groups * n];
+        return;
+    }
+    arena_init(&g->arena, 0);
+    struct trace_traj *recs = arena_calloc(&g->arena, n, sizeof *recs);
+    for (size_t k = 0; k < n; k++)
+        workload_group_traj(&r->gen, g->index, (int64_t)k, g->version, &recs[k], &g->arena);
+    g->recs = recs;
+}
+
+/* Starts the next group at the fleet's version: every trajectory's first turn. */
+static void launch_group(struct run *r)
+{
+    const struct load_config *c = r->c;
+    size_t n = (size_t)c->group_size;
+    struct group *g = xcalloc(1, sizeof *g);
+    g->run = r;
+    g->index = r->res->groups_launched++;
+    g->version = r->fleet_version;
+    draw_group(r, g);
+    g->trajs = xcalloc(n, sizeof *g->trajs);
+    g->live = (int)n;
+    g->first_s = wall_s();
+    vec_push(&r->flying, g);
+    for (size_t k = 0; k < n; k++) {
+        struct traj *t = &g->trajs[k];
         t->run = r;
-        t->index = r->first + i;
-        t->rec = &c->trajs[t->index];
+        t->group = g;
+        t->index = (size_t)g->index * n + k;
+        t->rec = &g->recs[k];
         t->engine = -1;
         t->left = t->rec->turns[0].generated_tokens;
         t->tool_timer = evtimer_new(r->base, on_tool_done, t);
@@ -288,13 +335,13 @@ static void start_step(struct run *r)
         /* Every sample of a group gets the same prompt: the engines' prefix cache shares it. */
         ctx_fill(t, t->rec->turns[0].prompt_tokens, 1, (uint64_t)t->rec->prompt_id, 0);
     }
-    for (size_t i = 0; i < n; i++)
-        send_turn(&r->trajs[i]);
+    for (size_t k = 0; k < n && !r->failed; k++)
+        send_turn(&g->trajs[k]);
 }
 
 /* Appends t as the client saw it to the result's trace: its record with the turns' prompt,
- * cached and generated tokens measured, and the step it ran in. */
-static void record_traj(struct run *r, const struct traj *t)
+ * cached and generated tokens measured, its versions, the step and how it ended. */
+static void record_traj(struct run *r, const struct traj *t, int64_t step, enum trace_finish finish)
 {
     struct trace_traj out = *t->rec;
     struct trace_turn *turns = xmallocarray(out.n_turns, sizeof *turns);
@@ -305,23 +352,100 @@ static void record_traj(struct run *r, const struct traj *t)
         turns[k].generated_tokens = t->seen[k].generated_tokens;
     }
     out.turns = turns;
-    out.step = r->step;
+    out.step = step;
+    out.version_start = t->group->version;
+    out.version_end = t->version_end;
+    out.finish = finish;
     trace_format_traj(&r->res->trace, &out);
     free(turns);
 }
 
-static void end_step(struct run *r)
+/*
+ * Records the group's trajectories when asked, with step and the group's fate: completed
+ * (trained: each keeps its finish), filtered (the completed ones marked so, as
+ * workload_filter_group marks them) or aborted (dropped as too stale: every one).
+ */
+static void record_group(struct run *r, const struct group *g, int64_t step, enum trace_finish fate)
 {
-    for (size_t i = 0; i < r->n_trajs; i++) {
-        if (r->c->record && !r->failed)
-            record_traj(r, &r->trajs[i]);
-        event_free(r->trajs[i].tool_timer);
-        free(r->trajs[i].ctx);
-        free(r->trajs[i].seen);
+    for (int k = 0; r->c->record && k < r->c->group_size; k++) {
+        const struct traj *t = &g->trajs[k];
+        enum trace_finish finish = t->rec->finish;
+        if (fate == TRACE_FINISH_ABORTED ||
+            (fate == TRACE_FINISH_FILTERED && finish == TRACE_FINISH_COMPLETED))
+            finish = fate;
+        record_traj(r, t, step, finish);
     }
-    free(r->trajs);
-    r->trajs = NULL;
-    r->first += r->n_trajs;
+}
+
+static void group_free(struct group *g, int n)
+{
+    for (int k = 0; k < n; k++) {
+        event_free(g->trajs[k].tool_timer);
+        free(g->trajs[k].ctx);
+        free(g->trajs[k].seen);
+    }
+    free(g->trajs);
+    arena_free(&g->arena); /* empty with a trace */
+    free(g);
+}
+
+/* A complete group the job does not train: counted as waste, recorded, replaced (by the next
+ * admission: job_admit_limit counts it lost). */
+static void drop_group(struct run *r, struct group *g, bool filtered)
+{
+    r->lost++;
+    if (filtered) {
+        r->dropped.filtered_groups++;
+        r->dropped.filtered_tokens += g->tally.generated_tokens;
+    } else {
+        r->dropped.stale_groups++;
+        r->dropped.stale_tokens += g->tally.generated_tokens;
+    }
+    record_group(r, g, r->res->n_steps, filtered ? TRACE_FINISH_FILTERED : TRACE_FINISH_ABORTED);
+    group_free(g, r->c->group_size);
+}
+
+static int by_index(const void *a, const void *b)
+{
+    int64_t x = (*(struct group *const *)a)->index, y = (*(struct group *const *)b)->index;
+    return (x > y) - (x < y);
+}
+
+/* The trainer takes the oldest complete groups as the batch of its version: the step's record
+ * (the groups' counters, the drops since the previous batch), then the groups, in launch order,
+ * to the trace. */
+static void take_batch(struct run *r)
+{
+    size_t n = (size_t)r->c->job.groups_per_batch;
+    struct group **batch = r->buffer.v;
+    qsort(batch, n, sizeof *batch, by_index);
+    struct load_step st = r->dropped;
+    st.step = r->version;
+    double first = batch[0]->first_s, last = batch[0]->last_s, staleness = 0;
+    for (size_t i = 0; i < n; i++) {
+        const struct load_step *g = &batch[i]->tally;
+        st.trajectories += g->trajectories;
+        st.turns += g->turns;
+        st.prompt_tokens += g->prompt_tokens;
+        st.cached_tokens += g->cached_tokens;
+        st.generated_tokens += g->generated_tokens;
+        st.resubmitted += g->resubmitted;
+        staleness += (double)(g->trajectories * (r->version - batch[i]->version));
+        first = fmin(first, batch[i]->first_s);
+        last = fmax(last, batch[i]->last_s);
+    }
+    st.wall_s = last - first;
+    st.mean_staleness = st.trajectories ? staleness / (double)st.trajectories : 0;
+    r->res->steps =
+        xreallocarray(r->res->steps, (size_t)r->res->n_steps + 1, sizeof *r->res->steps);
+    r->res->steps[r->res->n_steps++] = st;
+    memset(&r->dropped, 0, sizeof r->dropped);
+    for (size_t i = 0; i < n; i++) {
+        record_group(r, batch[i], st.step, TRACE_FINISH_COMPLETED);
+        group_free(batch[i], r->c->group_size);
+    }
+    r->buffer.n -= n;
+    memmove(r->buffer.v, r->buffer.v + n, r->buffer.n * sizeof *r->buffer.v);
 }
 
 /* A weight update on one engine: the style's calls, in order. */
@@ -336,14 +460,16 @@ struct update {
 };
 
 static void update_next(struct update *u);
+static void updates_done(struct run *r);
 static void on_update(void *arg, int status, const char *body, size_t len, const char *error);
 
 /* Ends a group set-up sent to the engines behind a gateway once each has answered. */
 static void on_member(void *arg, int status, const char *body, size_t len, const char *error)
 {
     struct update *u = arg;
-    if (status != 200 && !u->refused)
-        u->refused = status ? status : -1;
+    /* One that cannot be reached (status 0) is gone: its ranks stay unused, as a dead one's. */
+    if (status != 200 && status != 0 && !u->refused)
+        u->refused = status;
     if (--u->members > 0)
         return;
     if (u->refused)
@@ -424,8 +550,8 @@ static void update_next(struct update *u)
     if (u->phase >= u->n_phases || r->failed) {
         event_free(u->poll);
         free(u);
-        r->updates_left--;
-        break_when_idle(r);
+        if (--r->updates_left == 0)
+            updates_done(r);
         return;
     }
     const struct load_call *c = &u->calls[u->phase];
@@ -444,10 +570,11 @@ static void update_next(struct update *u)
                        on_update, u);
 }
 
-/* Starts a weight update on every live engine; the run's loop waits for it with the step. */
+/* Starts a weight update on every live engine; updates_done follows the last to finish. */
 static void update_weights(struct run *r)
 {
     r->res->weight_updates++;
+    r->updates_left = 1; /* until every engine's update is started */
     for (int i = 0; i < r->c->n_urls; i++) {
         if (r->res->dead[i])
             continue;
@@ -459,40 +586,148 @@ static void update_weights(struct run *r)
         r->updates_left++;
         update_next(u);
     }
+    if (--r->updates_left == 0)
+        updates_done(r);
 }
 
+/* ---- the job -------------------------------------------------------------------------------- */
+
+/* Whether the trainer may take a batch: not training, and no weight update due or running
+ * (the trainer takes part in it). */
+static bool trainer_free(const struct run *r)
+{
+    return !r->training && !r->update_due && r->updates_left == 0;
+}
+
+/* Launches the groups the job admits at the fleet's version (job_admit_limit_run); none while
+ * a weight update is due or running: they start on the new weights. */
+static void admit(struct run *r)
+{
+    const struct load_config *c = r->c;
+    if (r->update_due || r->updates_left > 0)
+        return;
+    int64_t limit = job_admit_limit_run(&c->job, r->fleet_version, r->lost, c->steps);
+    while (r->res->groups_launched < limit && !r->failed)
+        launch_group(r);
+}
+
+/* Drops the complete groups too stale for the trainer's version. */
+static void drop_stale(struct run *r)
+{
+    size_t w = 0;
+    for (size_t i = 0; i < r->buffer.n; i++) {
+        struct group *g = r->buffer.v[i];
+        if (job_fresh(&r->c->job, r->version, g->version))
+            r->buffer.v[w++] = g;
+        else
+            drop_group(r, g, false);
+    }
+    r->buffer.n = w;
+}
+
+/* The trainer, when free, takes its next batch once enough fresh groups are complete and
+ * trains on it (the last batch only ends the run); dropped groups are replaced. */
+static void try_train(struct run *r)
+{
+    const struct load_config *c = r->c;
+    if (r->failed || !trainer_free(r) || r->res->n_steps == c->steps)
+        return;
+    drop_stale(r);
+    if (r->buffer.n >= (size_t)c->job.groups_per_batch) {
+        take_batch(r);
+        if (r->res->n_steps < c->steps) {
+            r->training = true;
+            double wall = c->train_s * c->time_scale;
+            struct timeval tv = {(time_t)wall, (suseconds_t)((wall - floor(wall)) * 1e6)};
+            evtimer_add(r->train_timer, &tv);
+        }
+    }
+    admit(r);
+}
+
+/* Starts the update a style that waits for its rollout has due, once no group is in flight. */
+static void update_when_idle(struct run *r)
+{
+    if (r->update_due && r->flying.n == 0 && !r->failed) {
+        r->update_due = false;
+        update_weights(r);
+    }
+}
+
+/* The trainer reached a new version: the weights go out when the schedule says so. */
 static void on_trained(evutil_socket_t fd, short what, void *arg)
 {
     struct run *r = arg;
     r->training = false;
-    if (r->update_after && !r->failed) {
-        r->update_after = false;
+    r->version++;
+    if (!job_sync_due(&r->c->job, r->version)) {
+        try_train(r);
+    } else if (load_style_update_waits(r->c->style)) {
+        r->update_due = true;
+        update_when_idle(r); /* or when the last group in flight is done */
+    } else {
         update_weights(r);
     }
-    break_when_idle(r);
+    break_when_done(r);
 }
 
-/* The trainer takes the batch just finished: train_s of emulated time, then (when due) the
- * weight update. With overlap the next batch rolls out meanwhile and meets the update. */
-static void start_training(struct run *r, bool update)
+static void updates_done(struct run *r)
 {
-    if (r->c->train_s <= 0) {
-        if (update)
-            update_weights(r);
-        return;
+    r->fleet_version = r->version;
+    try_train(r); /* and admit: the window moved */
+    break_when_done(r);
+}
+
+/* Every trajectory of g finished: dynamic sampling drops it (replaced), or the trainer may take
+ * it. */
+static void group_done(struct group *g)
+{
+    struct run *r = g->run;
+    size_t i = 0;
+    while (r->flying.v[i] != g)
+        i++;
+    r->flying.v[i] = r->flying.v[--r->flying.n]; /* in no order */
+    if (r->c->workload &&
+        workload_group_filtered(r->c->workload, g->recs, (size_t)r->c->group_size)) {
+        drop_group(r, g, true);
+        admit(r);
+    } else {
+        vec_push(&r->buffer, g);
+        try_train(r);
     }
-    r->training = true;
-    r->update_after = update;
-    double wall = r->c->train_s * r->c->time_scale;
-    struct timeval tv = {(time_t)wall, (suseconds_t)((wall - floor(wall)) * 1e6)};
-    evtimer_add(r->train_timer, &tv);
+    update_when_idle(r);
+    break_when_done(r);
 }
 
-/* Runs the loop until the step, the trainer and the update are done. */
-static void wait_idle(struct run *r)
+int load_check_source(const struct load_config *c, char *why, size_t size)
 {
-    if (!r->failed && (r->live > 0 || r->updates_left > 0 || r->training))
-        event_base_dispatch(r->base);
+    size_t n = (size_t)c->group_size, groups = c->trace ? c->n_trace / n : 1;
+    if (c->trace && groups == 0) {
+        snprintf(why, size, "the trace holds %zu trajectories, fewer than one group of %zu",
+                 c->n_trace, n);
+        return -1;
+    }
+    if (!c->trace && !c->workload) {
+        snprintf(why, size, "neither a trace nor a workload preset to draw groups from");
+        return -1;
+    }
+    if (!c->trace || !c->workload)
+        return 0;
+    for (size_t i = 0; i < groups; i++)
+        if (!workload_group_filtered(c->workload, &c->trace[i * n], n))
+            return 0;
+    snprintf(why, size,
+             "dynamic sampling (workload %s) filters every group of the trace: no batch can fill",
+             c->workload->name);
+    return -1;
+}
+
+/* Frees the groups a stopped run leaves (a finished one leaves none). */
+static void free_groups(struct run *r, group_vec *v)
+{
+    for (size_t i = 0; i < v->n; i++)
+        group_free(v->v[i], r->c->group_size);
+    vec_free(v);
 }
 
 int load_run(const struct load_config *c, struct event_base *base, struct net_client *client,
@@ -501,29 +736,24 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
     memset(res, 0, sizeof *res);
     res->served = xcalloc((size_t)c->n_urls, sizeof *res->served);
     res->dead = xcalloc((size_t)c->n_urls, sizeof *res->dead);
+    if (load_check_source(c, res->error, sizeof res->error) != 0)
+        return -1;
     struct run r = {.c = c, .base = base, .client = client, .res = res};
+    if (!c->trace)
+        workload_gen_init(&r.gen, c->workload, c->seed);
     r.in_flight = xcalloc((size_t)c->n_urls, sizeof *r.in_flight);
     r.train_timer = evtimer_new(base, on_trained, &r);
-    size_t per_step = (size_t)c->job.groups_per_batch * (size_t)c->group_size;
-    bool overlap = c->overlap && load_style_overlaps(c->style);
-    for (r.step = 0; r.step < c->steps && !r.failed; r.step++) {
-        if ((size_t)(r.step + 1) * per_step > c->n_trajs) {
-            snprintf(res->error, sizeof res->error,
-                     "the source holds %zu trajectories, fewer than %d steps of %zu", c->n_trajs,
-                     c->steps, per_step);
-            r.failed = true;
-            break;
-        }
-        start_step(&r);
-        wait_idle(&r); /* with overlap, the trainer's last step and update end in here too */
-        end_step(&r);
-        bool last = r.step + 1 == c->steps;
-        if (!last && !r.failed) { /* train this batch: version step + 1 */
-            start_training(&r, job_sync_due(&c->job, r.step + 1));
-            if (!overlap)
-                wait_idle(&r);
-        }
+    admit(&r);
+    if (!r.failed && !run_done(&r))
+        event_base_dispatch(base);
+    if (!r.failed && !run_done(&r)) {
+        snprintf(res->error, sizeof res->error,
+                 "internal: the run stalled after %d of %d steps with nothing in flight",
+                 res->n_steps, c->steps);
+        r.failed = true;
     }
+    free_groups(&r, &r.flying);
+    free_groups(&r, &r.buffer);
     event_free(r.train_timer);
     free(r.in_flight);
     return r.failed ? -1 : 0;

@@ -2,18 +2,24 @@
  * `libra load`: the rollout side of an RL job, played as a client against engines (or a
  * gateway) over HTTP.
  *
- * Trajectories come as trace records (a trace file, or the workload generator's records):
- * each turn sends the whole context as token ids to SGLang's /generate — the previous context,
- * the tokens the engine generated, the tool's payload — with libra's request object carrying
- * the trajectory's identity, the tool returns since the previous turn and the turn's script
- * (docs/emu.md "libra's request object"); between turns it waits the record's tool time,
- * scaled like the emulator's clock. Batches of GRPO groups run one after another; the trainer
- * takes each finished batch for train_s of emulated time, and when the job's schedule says so
- * the engines' weights are then updated through their own calls, in the job's sync mode and
- * transport (through a gateway, the update group's set-up goes to each engine it lists, with
- * that engine's rank offset, as a trainer sets it up). With overlap (one step of staleness) the
- * next batch rolls out while the trainer works and meets the update in flight; without, it waits
- * for both.
+ * Trajectories come as trace records (a trace's, or the workload generator's, drawn group by
+ * group as they are launched): each turn sends the whole context as token ids — the previous
+ * context, the tokens the engine generated, the tool's payload — with libra's request object
+ * carrying the trajectory's identity, the tool returns since the previous turn and the turn's
+ * script (docs/emu.md "libra's request object"); between turns it waits the record's tool
+ * time, scaled like the emulator's clock.
+ *
+ * The job follows the rules of job/job.h, as the simulator's async modes do: GRPO groups start
+ * while their batch is within rl.max_staleness versions of the fleet's weights (none while a
+ * weight update runs), and no more than the run's last batch needs; a complete group is judged
+ * by dynamic sampling (workload_group_filtered) and, when filtered, dropped and replaced; the
+ * trainer, when free, drops the complete groups too stale for its version (replaced too), takes
+ * the oldest complete groups as its next batch and trains on it for train_s of emulated time;
+ * when the schedule says so the engines' weights are then updated through their own calls, in
+ * the job's sync mode and transport (through a gateway, the update group's set-up goes to each
+ * engine it lists, with that engine's rank offset, as a trainer sets it up), and the fleet's
+ * version becomes the trainer's. The run ends when its last batch is complete (that batch is
+ * not trained: nothing the client plays follows it).
  *
  * A trajectory stays on the engine of its first turn (sticky, for the prefix cache), which is
  * the one with the fewest requests in flight. A turn whose engine cannot be reached (connection
@@ -36,63 +42,83 @@
 #include "net/client.h"
 #include "spec/config.h"
 #include "trace/trace.h"
+#include "workload/preset.h"
 
 struct load_config {
     const char *const *urls; /* engine (or gateway) base URLs, e.g. http://127.0.0.1:30000 */
     int n_urls;
-    enum load_style style;          /* the RL framework's client (load/style.h) */
-    const char *model;              /* served model name (vLLM requests name it) */
-    const struct trace_traj *trajs; /* whole groups in launch order; borrowed */
-    size_t n_trajs;
+    enum load_style style; /* the RL framework's client (load/style.h) */
+    const char *model;     /* served model name (vLLM requests name it) */
+    /* The groups, drawn as they are launched (the n-th one, sample k): with trace, the trace's
+     * group n modulo its whole groups (records of whole groups in order, at least one; borrowed),
+     * else workload_group_traj(workload, n, k, the fleet's version at launch) with seed. */
+    const struct trace_traj *trace;
+    size_t n_trace;
+    /* generates the groups without a trace, and judges every complete group by dynamic
+     * sampling when it asks for it; NULL only with a trace (no dynamic sampling); borrowed */
+    const struct workload_preset *workload;
     int group_size;                /* trajectories per group (GRPO n) */
-    int steps;                     /* batches; n_trajs must hold them */
-    struct job_rules job;          /* groups per step, the sync schedule (job/job.h) */
+    int steps;                     /* batches */
+    struct job_rules job;          /* admission, staleness, the sync schedule (job/job.h) */
     enum spec_sync_mode sync_mode; /* drain: the update waits for the turns in flight;
                                     * abort_resume: pause with abort (turns come back partial
                                     * and are resubmitted), update, continue; keep: pause in
                                     * place, update, continue */
     bool nccl;         /* the transport: a weight-update group and broadcasts, else disk */
-    bool overlap;      /* the next step's trajectories start without waiting for the update
-                        * (rl.max_staleness >= 1): the update meets turns in flight */
     double time_scale; /* wall seconds per emulated second (tool and training time) */
     double train_s;    /* the trainer's step on a batch, emulated seconds (0: none); the
                         * weight update follows it */
     uint32_t vocab;    /* token ids are drawn below it */
-    uint64_t seed;     /* of the prompt and tool-payload token ids */
+    uint64_t seed;     /* of the generator, the prompt and tool-payload token ids */
     bool record;       /* keep the finished trajectories as trace lines (result.trace) */
     /* sent as a bearer token with the weight-update calls, which a gateway takes only from its
      * admin; NULL: none */
     const char *admin_token;
 };
 
-/* One batch, as the client saw it. */
+/* One batch the trainer took, as the client saw it; step is the trainer's version then. */
 struct load_step {
     int64_t step;
-    double wall_s;            /* from its first request to its last answer */
-    int64_t trajectories;     /* finished */
+    double wall_s;            /* from its trajectories' first request to their last answer */
+    int64_t trajectories;     /* trained */
     int64_t turns;            /* answered turns (resubmissions included) */
     int64_t prompt_tokens;    /* sent */
     int64_t cached_tokens;    /* the engines' reported prefix-cache hits */
     int64_t generated_tokens; /* received */
     int64_t resubmitted;      /* turns sent again: aborted, or their engine died */
+    double mean_staleness;    /* versions: step - the fleet's version at each one's start */
+    /* groups dropped (and replaced) while the batch filled: by dynamic sampling, and as too
+     * stale for the step; their generated tokens are waste */
+    int64_t filtered_groups, stale_groups;
+    int64_t filtered_tokens, stale_tokens;
 };
 
 struct load_result {
     struct load_step *steps; /* n_steps, owned */
     int n_steps;
+    int64_t groups_launched;
     int64_t *served; /* per URL: turns answered there (owned) */
     int *dead;       /* per URL: 1 when it stopped answering (owned) */
     int weight_updates;
-    struct trace_text trace; /* with config.record: one line per trajectory of the finished
-                              * steps, the turns as the client saw them (no header) */
-    char error[256];         /* why the run stopped early ("" when it did not) */
+    /* with config.record: one line per trajectory of the groups trained or dropped, the turns
+     * as the client saw them, the step that took them or was filling when they were dropped
+     * (dynamic sampling: the completed ones filtered; too stale: every one aborted), no header */
+    struct trace_text trace;
+    char error[256]; /* why the run stopped early ("" when it did not) */
 };
+
+/*
+ * Checks that c has groups to draw, any of which dynamic sampling may keep: a trace holding a
+ * group whose rewards are not all equal (when the workload filters), or a workload preset to
+ * generate from. Returns 0, or -1 with why (size bytes at most) set. load_run checks it first.
+ */
+int load_check_source(const struct load_config *c, char *why, size_t size);
 
 /*
  * Runs the job on base (dispatching it until done) with client for the requests. Returns 0,
  * or -1 with result->error set (every engine dead, an engine refused a request with a 4xx, a
- * weight update failed); the steps finished are in *result either way. Free with
- * load_result_free.
+ * weight update failed, load_check_source refused c); the steps finished are in *result either
+ * way. Free with load_result_free.
  */
 int load_run(const struct load_config *c, struct event_base *base, struct net_client *client,
              struct load_result *result);

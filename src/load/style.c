@@ -25,9 +25,9 @@ int load_style_parse(const char *name, enum load_style *out)
     return -1;
 }
 
-bool load_style_overlaps(enum load_style s)
+bool load_style_update_waits(enum load_style s)
 {
-    return s != LOAD_SLIME;
+    return s == LOAD_SLIME;
 }
 
 /*

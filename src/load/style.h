@@ -108,7 +108,8 @@ void load_group_init_body(enum load_style s, int64_t rank_offset, int64_t world_
 /* Whether an answer of /v1/loads shows an idle engine (nothing running or waiting). */
 bool load_loads_idle(const char *body, size_t len);
 
-/* Whether the style lets the next step start before the update ends (slime waits). */
-bool load_style_overlaps(enum load_style s);
+/* Whether a weight update waits until no group is in flight, none starting meanwhile: slime
+ * finishes the rollout it runs before it updates; the others update with turns in flight. */
+bool load_style_update_waits(enum load_style s);
 
 #endif

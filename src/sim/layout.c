@@ -49,8 +49,7 @@ static void trace_batch(const struct sim_input *in, size_t b, struct workload_le
             trace_traj_lengths(t, &w[i + k].len);
             group[k] = (struct trace_traj){.finish = t->finish, .reward = t->reward};
         }
-        bool filtered = in->workload && in->workload->dynamic_sampling &&
-                        workload_filter_group(in->workload, group, samples);
+        bool filtered = in->workload && workload_group_filtered(in->workload, group, samples);
         for (size_t k = 0; k < samples; k++)
             w[i + k].filtered = filtered;
     }

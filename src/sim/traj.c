@@ -114,11 +114,7 @@ static const struct trace_traj *draw(struct sim *s, int64_t gi, int64_t k, int64
         size_t groups = s->in->trace->n / (size_t)s->samples;
         return &s->in->trace->trajs[(size_t)gi % groups * (size_t)s->samples + (size_t)k];
     }
-    const struct workload_preset *w = s->in->workload;
-    int64_t epoch = gi / w->prompts;
-    int64_t prompt = workload_prompt_for(&s->gen, epoch, gi % w->prompts);
-    workload_gen_traj(&s->gen, prompt, k, v, buf, &s->arena);
-    buf->epoch = epoch;
+    workload_group_traj(&s->gen, gi, k, v, buf, &s->arena);
     return buf;
 }
 
@@ -303,7 +299,7 @@ static void group_complete(struct sim *s, struct sim_group *g)
             const struct sim_traj *t = &s->traj.v[g->first + k];
             arr[k] = (struct trace_traj){.finish = t->finish, .reward = t->reward};
         }
-        g->filtered = workload_filter_group(s->in->workload, arr, g->n);
+        g->filtered = workload_group_filtered(s->in->workload, arr, g->n);
         if (arr != buf)
             free(arr);
     }

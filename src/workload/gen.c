@@ -281,13 +281,29 @@ void workload_gen_traj(const struct workload_gen *g, int64_t prompt_id, int64_t 
     out->reward = final_reward(w, &s, finished, how, u_reward);
 }
 
-bool workload_filter_group(const struct workload_preset *w, struct trace_traj *group, size_t n)
+void workload_group_traj(const struct workload_gen *g, int64_t index, int64_t sample,
+                         int64_t version, struct trace_traj *out, struct arena *a)
+{
+    int64_t prompts = g->preset->prompts, epoch = index / prompts;
+    workload_gen_traj(g, workload_prompt_for(g, epoch, index % prompts), sample, version, out, a);
+    out->epoch = epoch;
+}
+
+bool workload_group_filtered(const struct workload_preset *w, const struct trace_traj *group,
+                             size_t n)
 {
     if (!w->dynamic_sampling || n == 0)
         return false;
     for (size_t i = 1; i < n; i++)
         if (group[i].reward != group[0].reward)
             return false;
+    return true;
+}
+
+bool workload_filter_group(const struct workload_preset *w, struct trace_traj *group, size_t n)
+{
+    if (!workload_group_filtered(w, group, n))
+        return false;
     for (size_t i = 0; i < n; i++)
         if (group[i].finish == TRACE_FINISH_COMPLETED)
             group[i].finish = TRACE_FINISH_FILTERED;
@@ -306,9 +322,8 @@ void workload_lengths(const struct workload_preset *w, uint64_t seed, size_t bat
     for (size_t i = 0; i < n; i += samples) {
         size_t j = i / batch, step = j * (steps > nb ? steps : nb) / nb; /* the run's step */
         int64_t run_group = (int64_t)(step * groups_per_step + i % batch / samples);
-        int64_t prompt = workload_prompt_for(&g, run_group / w->prompts, run_group % w->prompts);
         for (size_t k = 0; k < samples; k++)
-            workload_gen_traj(&g, prompt, (int64_t)k, (int64_t)step, &group[k], &a);
+            workload_group_traj(&g, run_group, (int64_t)k, (int64_t)step, &group[k], &a);
         bool filtered = workload_filter_group(w, group, samples);
         for (size_t k = 0; k < samples; k++) {
             trace_traj_lengths(&group[k], &out[i + k].len);

@@ -74,9 +74,26 @@ void workload_gen_traj(const struct workload_gen *g, int64_t prompt_id, int64_t 
                        int64_t version, struct trace_traj *out, struct arena *a);
 
 /*
- * Dynamic sampling (DAPO): when the preset asks for it and the n trajectories of one group
- * all have the same reward, marks the completed ones filtered (truncated ones keep their
- * status; they are dropped with the group). Returns true when the group was filtered.
+ * The trajectory of sample (0 <= sample < the group size) of the group launched index-th
+ * (>= 0) in a run, generated at policy version: the prompt drawn index % prompts-th in epoch
+ * index / prompts (workload_prompt_for), and workload_gen_traj's record with epoch set. Every
+ * party that launches groups in order (the simulator, `libra trace gen`, `libra load`) draws
+ * them through this call, so they see the same workload.
+ */
+void workload_group_traj(const struct workload_gen *g, int64_t index, int64_t sample,
+                         int64_t version, struct trace_traj *out, struct arena *a);
+
+/*
+ * Dynamic sampling (DAPO): whether preset w asks for it and the n trajectories of one group
+ * (n >= 1) all have the same reward, so that the group is not trained. Reads only.
+ */
+bool workload_group_filtered(const struct workload_preset *w, const struct trace_traj *group,
+                             size_t n);
+
+/*
+ * workload_group_filtered, and when it holds marks the completed trajectories filtered
+ * (truncated ones keep their status; they are dropped with the group). Returns true when the
+ * group was filtered.
  */
 bool workload_filter_group(const struct workload_preset *w, struct trace_traj *group, size_t n);
 

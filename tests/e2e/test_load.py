@@ -37,20 +37,24 @@ def test_a_job_runs_every_trajectory_and_updates_the_weights():
             assert get(inst["port"], "/get_weight_version")[1] == {"weight_version": "1"}
 
 
+# One version of staleness, weights after every step: each update meets the next batch's turns.
+ONE_AHEAD = ["--set", "rl.max_staleness=1", "--set", "rl.sync_interval=1"]
+
+
 @pytest.mark.parametrize("mode,transport", [("drain", "disk_reload"),
                                             ("abort_resume", "nccl"), ("keep", "nccl")])
 def test_every_sync_mode_updates_with_turns_in_flight(mode, transport):
     with Emu("--instances", "tp1x4", scale=SCALE) as emu:
         p = load(emu, "--json", "--set", f"rl.sync_mode={mode}", "--set",
-                 f"rl.transport={transport}", "--set", "rl.max_staleness=1")
+                 f"rl.transport={transport}", *ONE_AHEAD)
         assert p.returncode == 0, p.stderr
         doc = json.loads(p.stdout)
         assert [s["trajectories"] for s in doc["steps"]] == [8, 8, 8]
-        assert doc["weight_updates"] == 1
+        assert doc["weight_updates"] == 2
         for inst in emu.instances:
-            assert get(inst["port"], "/get_weight_version")[1] == {"weight_version": "1"}
-        resent = doc["steps"][2]["resubmitted"]
-        # Only abort_resume sends turns back: the update met step 2's first turns in flight.
+            assert get(inst["port"], "/get_weight_version")[1] == {"weight_version": "2"}
+        resent = sum(s["resubmitted"] for s in doc["steps"])
+        # Only abort_resume sends turns back: the updates met the next batch's turns in flight.
         assert (resent > 0) == (mode == "abort_resume"), resent
 
 
@@ -60,19 +64,25 @@ def test_every_sync_mode_updates_with_turns_in_flight(mode, transport):
 def test_every_client_style_runs_a_job_with_a_weight_update(style, mode):
     # skyrl speaks vLLM: its pause and weight endpoints are the development-mode ones.
     with Emu("--instances", "tp1x4", "--dev-mode", scale=SCALE) as emu:
-        p = load(emu, "--json", "--style", style, "--set", "rl.max_staleness=1",
+        p = load(emu, "--json", "--style", style, *ONE_AHEAD,
                  "--set", f"rl.sync_mode={mode}", "--set", "rl.transport=nccl")
         assert p.returncode == 0, p.stderr
         doc = json.loads(p.stdout)
         assert doc["style"] == style
         assert [s["trajectories"] for s in doc["steps"]] == [8, 8, 8]
-        assert doc["weight_updates"] == 1
-        assert sum(e["turns"] for e in doc["engines"]) == sum(s["turns"] for s in doc["steps"])
-        resent = doc["steps"][2]["resubmitted"]
-        if style == "slime":  # it waits for idle engines: the update meets nothing in flight
+        assert doc["weight_updates"] == 2
+        # The engines answered the trained batches' turns, and those of any group dropped.
+        served, trained = (sum(e["turns"] for e in doc["engines"]),
+                           sum(s["turns"] for s in doc["steps"]))
+        dropped = sum(s["stale_groups"] + s["filtered_groups"] for s in doc["steps"])
+        assert served == trained if dropped == 0 else served > trained
+        resent = sum(s["resubmitted"] for s in doc["steps"])
+        if style == "slime":  # its update waits for the rollout in flight: it meets no turn
             assert resent == 0
+            # ... so the batch it ran ahead is complete and fresh when the trainer is free
+            assert [s["mean_staleness"] for s in doc["steps"]] == [0, 1, 1]
             for inst in emu.instances:
-                assert get(inst["port"], "/get_weight_version")[1] == {"weight_version": "1"}
+                assert get(inst["port"], "/get_weight_version")[1] == {"weight_version": "2"}
         else:  # AReaL pauses with abort, SkyRL with its mode: only abort sends turns back
             assert (resent > 0) == (style == "areal" or mode == "abort_resume"), resent
 
@@ -85,6 +95,7 @@ def test_the_table_names_the_steps_and_engines():
         assert lines[0].startswith("libra load: plain client, 2 engines, 3 steps of 8 trajectories (2 x 4), trainer step")
         assert lines[2].split()[:3] == ["step", "traj", "turns"]
         assert [line.split()[1] for line in lines[3:6]] == ["8", "8", "8"]
+        assert lines[-2] == "groups: 6 launched, 0 filtered (0 tokens), 0 too stale (0 tokens)"
         assert lines[-1] == "weight updates: 1"
 
 
@@ -129,6 +140,105 @@ def test_the_finished_trajectories_are_written_as_a_trace(tmp_path):
     assert v.returncode == 0, v.stdout + v.stderr
 
 
+def records(path):
+    """The trajectories of a trace written with -o (its header checked and left out)."""
+    lines = open(path, encoding="utf-8").read().splitlines()
+    assert json.loads(lines[0])["import"]["source"] == "libra load"
+    return [json.loads(line) for line in lines[1:]]
+
+
+@pytest.mark.parametrize("staleness", [0, 2])
+def test_batches_run_ahead_of_the_weights_as_far_as_the_staleness_allows(tmp_path, staleness):
+    # Weights after every step. With two versions of staleness every group of the three
+    # batches may start on the first weights: batch 2 rolls out while the fleet is at version
+    # 0 and is trained at version 2. With none, each batch starts on the weights of the one
+    # before it.
+    out = str(tmp_path / "seen.jsonl")
+    with Emu("--instances", "tp1x4", scale=SCALE) as emu:
+        p = load(emu, "--json", "-o", out, "--set", f"rl.max_staleness={staleness}",
+                 "--set", "rl.sync_interval=1")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert [s["trajectories"] for s in doc["steps"]] == [8, 8, 8]
+    assert doc["weight_updates"] == 2 and doc["groups_launched"] == 6
+    started = [0, 0, 0] if staleness == 2 else [0, 1, 2]  # the fleet's version at the start
+    assert [s["mean_staleness"] for s in doc["steps"]] == \
+        [step - v for step, v in enumerate(started)]
+    trajs = records(out)
+    assert len(trajs) == 24
+    for t in trajs:
+        assert t["version_start"] == started[t["step"]] and t["version_end"] >= t["version_start"]
+
+
+def test_groups_too_stale_for_the_trainer_are_dropped_and_replaced(tmp_path):
+    # No staleness, half a batch more in flight (rl.overprovision_frac): of the three groups
+    # started on the first weights two make batch 0, the third can never be trained (the
+    # trainer is past version 0 once it is complete), so it is dropped and another started.
+    out = str(tmp_path / "seen.jsonl")
+    with Emu("--instances", "tp1x4", scale=SCALE) as emu:
+        p = load(emu, "--json", "-o", out, "--set", "rl.max_staleness=0",
+                 "--set", "rl.sync_interval=1", "--set", "rl.overprovision_frac=0.5")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    steps = doc["steps"]
+    assert [s["trajectories"] for s in steps] == [8, 8, 8]  # every batch still full
+    assert [s["mean_staleness"] for s in steps] == [0, 0, 0]  # and never stale
+    stale = sum(s["stale_groups"] for s in steps)
+    assert stale >= 1 and sum(s["filtered_groups"] for s in steps) == 0
+    assert sum(s["wasted_tokens"]["stale"] for s in steps) > 0
+    assert doc["groups_launched"] == 6 + stale  # each dropped group replaced, none left over
+    trajs = records(out)
+    trained = [t for t in trajs if t["finish"] != "aborted"]
+    assert len(trajs) == 24 + 4 * stale
+    assert all(t["version_start"] == t["step"] for t in trained)
+    dropped = [t for t in trajs if t["finish"] == "aborted"]
+    assert dropped and all(t["version_start"] < t["step"] for t in dropped)
+
+
+def test_dynamic_sampling_drops_filtered_groups_and_fills_the_batch_as_the_simulator_does():
+    # DAPO's dynamic sampling (dapo-math-verl): groups whose rewards are all equal are not
+    # trained but replaced. Without staleness which groups start, at which version, is fixed,
+    # so the client meets the same filtered groups as the simulator's async mode.
+    shape = ["--workload", "dapo-math-verl", "--samples", "4", "--set", "rl.max_staleness=0",
+             "--set", "rl.sync_interval=1"]
+    sim = subprocess.run([LIBRA, "sim", "--steps", "3", "--batch", "8", *shape, "--set",
+                          "sim.modes=async", "--json"], capture_output=True, text=True,
+                         timeout=120)
+    assert sim.returncode == 0, sim.stderr
+    simulated = json.loads(sim.stdout)["modes"]["async"]["steps"]
+    with Emu("--instances", "tp1x4", scale=SCALE) as emu:
+        p = load(emu, "--json", *shape)
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    steps = doc["steps"]
+    assert [s["trajectories"] for s in steps] == [8, 8, 8]
+    filtered = sum(s["filtered_groups"] for s in steps)
+    assert filtered >= 1 and doc["groups_launched"] == 6 + filtered
+    assert [s["wasted_tokens"]["filtered"] for s in steps] == \
+        [s["wasted_tokens"]["filtered"] for s in simulated]
+    assert [s["generated_tokens"] for s in steps] == [s["trained_tokens"] for s in simulated]
+
+
+def test_a_trace_dynamic_sampling_filters_whole_is_refused(tmp_path):
+    # Every group's rewards equal: under dapo-math-verl's dynamic sampling no batch could fill.
+    trace = str(tmp_path / "t.jsonl")
+    subprocess.run([LIBRA, "trace", "gen", "dapo-math", "--steps", "1", "--batch", "8",
+                    "--samples", "4", "--seed", "1", "-o", trace], check=True, timeout=60)
+    lines = open(trace, encoding="utf-8").read().splitlines()
+    same = [lines[0]] + [json.dumps({**json.loads(l), "reward": 1.0}) for l in lines[1:]]
+    open(trace, "w", encoding="utf-8").write("\n".join(same) + "\n")
+    args = [LIBRA, "load", "--engines", "http://127.0.0.1:9", "--trace", trace, *QUICK,
+            "--samples", "4"]
+    p = subprocess.run([*args, "--workload", "dapo-math-verl"], capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 2, p.stderr
+    assert "dynamic sampling (workload dapo-math-verl) filters every group of the trace" in p.stderr
+    # Without dynamic sampling the same trace is played (and stops: nothing listens there).
+    p = subprocess.run([*args, "--workload", "dapo-math"], capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 1 and "every engine stopped answering" in p.stderr
+
+
 def test_errors():
     p = subprocess.run([LIBRA, "load"], capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "--engines is required" in p.stderr
@@ -138,6 +248,13 @@ def test_errors():
     p = subprocess.run([LIBRA, "load", "--engines", "http://x", "--style", "verl"],
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "--style: expected plain, areal, slime or skyrl" in p.stderr
+    # Rules the job cannot run are refused before anything is sent, as libra sim refuses them.
+    p = subprocess.run([LIBRA, "load", "--engines", "http://x", *QUICK, "--set",
+                        "rl.max_staleness=0"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "rl.max_staleness: 0 is below rl.sync_interval - 1" in p.stderr
+    p = subprocess.run([LIBRA, "load", "--engines", "http://x", *QUICK, "--set",
+                        "rl.transport=reshard"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "rl.transport: reshard" in p.stderr
     # Nothing listens there: the run stops with the reason, exit 1.
     p = subprocess.run([LIBRA, "load", "--engines", "http://127.0.0.1:9", *QUICK],
                        capture_output=True, text=True, timeout=60)

@@ -1,9 +1,10 @@
 """Parity of `libra load` against `libra emu` with `libra sim --set sim.modes=rollout`
 (docs/load.md "Parity"): on a fixed trace and fleet, with the same routing rule (sticky, first
-turn to the least-loaded instance: the simulator's load_balance policy), the deterministic part
-of a run is the same — the trajectories finished per step, their generated tokens, and the
-turns each instance served. The timing part is a bench figure (bench/emu_parity.py), never an
-assertion here."""
+turn to the least-loaded instance: the simulator's load_balance policy) and one batch at a time
+(no staleness: each batch starts on the weights the one before it trained), the deterministic
+part of a run is the same — the trajectories finished per step, their generated tokens, and
+the turns each instance served. The timing part is a bench figure (bench/emu_parity.py), never
+an assertion here."""
 
 import json
 import subprocess
@@ -31,7 +32,7 @@ def test_load_on_emulated_engines_reproduces_the_simulated_rollout(tmp_path, wor
         urls = ",".join(i["url"] for i in emu.instances)
         load = subprocess.run(
             [LIBRA, "load", "--engines", urls, "--trace", trace, *SHAPE, "--time-scale", "0.01",
-             "--set", f"rl.sync_interval={STEPS + 1}", "--json"],
+             "--set", "rl.max_staleness=0", "--set", "rl.sync_interval=1", "--json"],
             capture_output=True, text=True, timeout=240)
     assert load.returncode == 0, load.stderr
     got = json.loads(load.stdout)

@@ -219,9 +219,11 @@ def test_a_client_that_disconnects_aborts_the_engine_request():
 @pytest.mark.parametrize("style", ["plain", "slime"])
 def test_an_engine_killed_mid_run_loses_no_trajectory(style):
     # plain opts in (libra.resume): the gateway sends the turn elsewhere; slime does not: the
-    # gateway answers 502 and the client sends the turn again.
+    # gateway answers 502 and the client sends the turn again. The engine dies 100 emulated
+    # seconds in, when the run's groups (all started at once: three steps are within the
+    # default staleness) are mostly generating.
     log = tempfile.NamedTemporaryFile(suffix=".jsonl")
-    with Emu("--instances", "tp1x3", "--fail", "instance=1,after_s=300", scale=SCALE) as emu, \
+    with Emu("--instances", "tp1x3", "--fail", "instance=1,after_s=100", scale=SCALE) as emu, \
             Serve(*urls(emu), args=[*BUCKETS, "--set", "sched.buckets=tp1:40960",
                                     "--decisions", log.name]) as gw:
         p = load(gw.url, "--json", "--style", style, "--set", "rl.transport=nccl")

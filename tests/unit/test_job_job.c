@@ -19,6 +19,19 @@ static void test_admission_staleness_and_schedule(void **state)
     assert_true(job_sync_due(&j, 6));
 }
 
+static void test_a_run_admits_no_group_past_its_last_batch(void **state)
+{
+    struct job_rules j = {
+        .groups_per_batch = 4, .max_staleness = 2, .sync_interval = 1, .extra_groups = 2};
+    /* Three batches of a five-batch run may start, and the extra groups. */
+    assert_int_equal(job_admit_limit_run(&j, 0, 0, 5), 3 * 4 + 2);
+    /* A two-batch run needs its eight groups, and a replacement for each lost one. */
+    assert_int_equal(job_admit_limit_run(&j, 0, 0, 2), 2 * 4);
+    assert_int_equal(job_admit_limit_run(&j, 1, 3, 2), 2 * 4 + 3);
+    /* Near the end the window is wider than the run: the run's need decides. */
+    assert_int_equal(job_admit_limit_run(&j, 4, 1, 5), 5 * 4 + 1);
+}
+
 static void test_rules_from_the_config(void **state)
 {
     struct libra_config cfg = {0};
@@ -39,6 +52,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_admission_staleness_and_schedule),
+        cmocka_unit_test(test_a_run_admits_no_group_past_its_last_batch),
         cmocka_unit_test(test_rules_from_the_config),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

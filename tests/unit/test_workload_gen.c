@@ -320,6 +320,49 @@ static void test_filter_group(void **state)
     assert_int_equal(mixed[0].finish, TRACE_FINISH_COMPLETED);
 }
 
+static void test_group_filtered_reads_only(void **state)
+{
+    (void)state;
+    const struct trace_traj same[2] = {{.finish = TRACE_FINISH_COMPLETED, .reward = 1},
+                                       {.finish = TRACE_FINISH_TRUNCATED, .reward = 1}};
+    const struct trace_traj mixed[2] = {{.finish = TRACE_FINISH_COMPLETED, .reward = 1},
+                                        {.finish = TRACE_FINISH_COMPLETED, .reward = 0}};
+    const struct workload_preset *v = preset("dapo-math-verl");
+    assert_true(workload_group_filtered(v, same, 2));
+    assert_int_equal(same[0].finish, TRACE_FINISH_COMPLETED); /* judged, not marked */
+    assert_false(workload_group_filtered(v, mixed, 2));
+    assert_false(workload_group_filtered(preset("r2e-gym"), same, 2)); /* not asked for */
+    assert_true(workload_group_filtered(v, mixed, 1)); /* one sample: nothing to compare */
+}
+
+/* The n-th group launched is the prompt drawn n-th, epoch after epoch, at the version asked. */
+static void test_group_traj_draws_the_pool_in_order(void **state)
+{
+    (void)state;
+    struct workload_preset w = with_pool(5);
+    struct workload_gen g;
+    workload_gen_init(&g, &w, 9);
+    struct arena a;
+    arena_init(&a, 0);
+    for (int64_t index = 0; index < 12; index++) {
+        int64_t epoch = index / 5, prompt = workload_prompt_for(&g, epoch, index % 5);
+        struct trace_traj got, want;
+        workload_group_traj(&g, index, 1, 3, &got, &a);
+        workload_gen_traj(&g, prompt, 1, 3, &want, &a);
+        assert_int_equal(got.epoch, epoch);
+        assert_int_equal(got.prompt_id, prompt);
+        assert_int_equal(got.version_start, 3);
+        want.epoch = epoch;
+        struct trace_text x = {0}, y = {0};
+        trace_format_traj(&x, &got);
+        trace_format_traj(&y, &want);
+        assert_string_equal(x.data, y.data);
+        trace_text_free(&x);
+        trace_text_free(&y);
+    }
+    arena_free(&a);
+}
+
 static void test_tool_time_model(void **state)
 {
     (void)state;
@@ -407,6 +450,8 @@ int main(void)
         cmocka_unit_test(test_difficulty_shared_and_kept),
         cmocka_unit_test(test_drift_direction),
         cmocka_unit_test(test_filter_group),
+        cmocka_unit_test(test_group_filtered_reads_only),
+        cmocka_unit_test(test_group_traj_draws_the_pool_in_order),
         cmocka_unit_test(test_tool_time_model),
         cmocka_unit_test(test_lengths_match_generator),
     };
