@@ -6,13 +6,6 @@
 #define GOLDEN 0x9e3779b97f4a7c15u          /* 2^64 / golden ratio, odd: the SplitMix64 increment */
 #define HALF_LOG_2PI 0.91893853320467274178 /* log(2 pi) / 2 */
 
-uint64_t rng_mix64(uint64_t x)
-{
-    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
-    x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
-    return x ^ (x >> 31);
-}
-
 uint64_t rng_hash(uint64_t seed, const uint64_t *keys, size_t n)
 {
     uint64_t h = rng_mix64(seed + GOLDEN);

@@ -30,8 +30,14 @@ struct rng {
     uint64_t ctr;
 };
 
-/* The SplitMix64 finaliser: a bijective 64-bit mixer with full avalanche. */
-uint64_t rng_mix64(uint64_t x);
+/* The SplitMix64 finaliser: a bijective 64-bit mixer with full avalanche. Inline: hash tables
+ * (util/intmap) call it on every probe. */
+static inline uint64_t rng_mix64(uint64_t x)
+{
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9u;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebu;
+    return x ^ (x >> 31);
+}
 
 /* Hashes seed and the n-tuple keys (order and length matter) to a 64-bit value. */
 uint64_t rng_hash(uint64_t seed, const uint64_t *keys, size_t n);
