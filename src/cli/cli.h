@@ -22,6 +22,8 @@ struct cli_command {
     const char *summary;               /* one line for `libra --help` */
     const char *usage;                 /* one line, e.g. "libra plan [CONFIG] [flags]" */
     int (*run)(int argc, char **argv); /* argv[0] is the command name; returns an exit code */
+    unsigned reads; /* its SPEC_READ_* bit (spec/config.h): flags may set only keys it reads;
+                     * 0: any key (config), or it takes no experiment flags */
 };
 
 /* The command table, terminated by an entry whose name is NULL (commands.c). */

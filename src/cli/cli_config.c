@@ -30,6 +30,15 @@ static void add_option(struct cli_common *cc, size_t *n, const char *name, int h
     cc->options[(*n)++] = (struct option){name, has_arg, NULL, val};
 }
 
+/* Whether the command has an option of its own named name (serve's --mode is not plan.mode). */
+static bool own_option(const struct cli_common *cc, const char *name)
+{
+    for (size_t i = 0; i < cc->n_own; i++)
+        if (strcmp(cc->options[i].name, name) == 0)
+            return true;
+    return false;
+}
+
 void cli_common_init(struct cli_common *cc, const struct cli_command *cmd, unsigned groups,
                      const char *shortopts, const struct option *own)
 {
@@ -44,11 +53,12 @@ void cli_common_init(struct cli_common *cc, const struct cli_command *cmd, unsig
     cc->options = xcalloc(n_own + n_fields + 8, sizeof *cc->options);
     for (size_t i = 0; i < n_own; i++)
         cc->options[n++] = own[i];
+    cc->n_own = n_own;
     add_option(cc, &n, "help", no_argument, 'h');
     if (groups & CLI_FLAGS_CONFIG) {
         add_option(cc, &n, "set", required_argument, OPT_SET);
         for (size_t i = 0; i < n_fields; i++)
-            if (fields[i].flag)
+            if (fields[i].flag && !own_option(cc, fields[i].flag))
                 add_option(cc, &n, fields[i].flag, required_argument, OPT_FIELD + (int)i);
     }
     if (groups & CLI_FLAGS_PRESETS)
@@ -175,13 +185,15 @@ void cli_common_help(const struct cli_common *cc, const char *text, FILE *out)
     fprintf(out, "\ncommon flags:\n");
     if (cc->groups & CLI_FLAGS_CONFIG) {
         for (size_t i = 0; i < n; i++) {
-            if (!fields[i].flag)
+            if (!fields[i].flag || own_option(cc, fields[i].flag) ||
+                (cc->cmd->reads && !(fields[i].readers & cc->cmd->reads)))
                 continue;
             char flag[64];
             snprintf(flag, sizeof flag, "--%s %s", fields[i].flag, metavar(&fields[i]));
             fprintf(out, "  %-20s %s: %s\n", flag, fields[i].key, fields[i].doc);
         }
-        fprintf(out, "  %-20s set any config key (libra config --help lists them)\n",
+        fprintf(out,
+                "  %-20s set a config key this command reads (libra config --help lists them)\n",
                 "--set KEY=VALUE");
     }
     if (cc->groups & CLI_FLAGS_PRESETS)
@@ -339,6 +351,7 @@ int cli_common_resolve(const struct cli_common *cc, const char *config_file,
         .doc = config_file ? &doc : NULL,
         .flags = flags,
         .n_flags = cc->n_overrides + n_extra,
+        .reader = cc->cmd->reads,
     };
     rc = resolve(p, &src, cfg, &err);
     ujson_doc_free(&doc);

@@ -13,7 +13,9 @@
  *
  * The experiment flags (--hardware, --model, --gpus, --workload, --batch, --samples, --steps,
  * --seed) are the schema rows of spec/config.c that name a flag; `--set KEY=VALUE` reaches any
- * row. They form the top layer of the config, checked by the same schema as the file.
+ * row. They form the top layer of the config, checked by the same schema as the file, and may
+ * set only the keys the command reads (its cli_command.reads in each row's readers) to other
+ * than their defaults.
  * The environment (LIBRA_PRESETS) is read here and nowhere below cli/.
  */
 #ifndef CLI_CLI_CONFIG_H
@@ -58,7 +60,8 @@ struct cli_common {
     const char *output;     /* -o value, or NULL for stdout */
     int jobs;               /* --jobs; default: the machine's cores */
     bool progress;          /* --progress */
-    struct option *options; /* the command's options plus the common ones; owned */
+    struct option *options; /* the command's options, then the common ones; owned */
+    size_t n_own;           /* the command's options, first in options */
     char shortopts[64];
 };
 
@@ -82,7 +85,8 @@ int cli_common_getopt(struct cli_common *cc, int argc, char **argv);
 void cli_common_set(struct cli_common *cc, const char *key, const char *value, const char *label);
 
 /* Prints a command's --help: its own text, then the accepted common flags, one per line under
- * "common flags:". */
+ * "common flags:" (the experiment flags of the keys the command reads, less those its own
+ * options shadow). */
 void cli_common_help(const struct cli_common *cc, const char *text, FILE *out);
 
 /* Releases what cc owns. */

@@ -52,12 +52,36 @@ static const char *const context_mode_names[] = {
     NULL,
 };
 
+/* Rows: the commands that read the key (by, a mask of enum spec_reader) come first. */
 #define CFG struct libra_config
-#define INT(m, unit, def, lo, hi, flag, doc) SPEC_INT_ROW(CFG, m, 0, unit, def, lo, hi, flag, doc)
-#define STR(m, def, flag, doc) SPEC_STRING_ROW(CFG, m, 0, def, flag, doc)
-#define BOOL(m, def, doc) SPEC_BOOL_ROW(CFG, m, 0, def, NULL, doc)
-#define ENUM(m, names, def, doc) SPEC_ENUM_ROW(CFG, m, 0, names, def, NULL, doc)
+#define INT(by, m, unit, def, lo, hi, flag, doc)                                                   \
+    SPEC_INT_ROW(CFG, m, 0, unit, def, lo, hi, flag, by, doc)
+#define DOUBLE(by, m, fl, unit, def, lo, hi, flag, doc)                                            \
+    SPEC_DOUBLE_ROW(CFG, m, fl, unit, def, lo, hi, flag, by, doc)
+#define STR(by, m, def, flag, doc) SPEC_STRING_ROW(CFG, m, 0, def, flag, by, doc)
+#define BOOL(by, m, def, doc) SPEC_BOOL_ROW(CFG, m, 0, def, NULL, by, doc)
+#define ENUM(by, m, names, def, flag, doc) SPEC_ENUM_ROW(CFG, m, 0, names, def, flag, by, doc)
 #define GPUS 65536 /* the largest cluster a config may describe */
+
+/*
+ * Who reads a key, named by the code that reads it (the commands' call graphs). The planner's
+ * search runs in plan, in sim (libra's layout, which it always plans async and without a clock),
+ * in route eval (the buckets and the step that set the deadline), in load (the trainer's step)
+ * and in serve (GET /libra/v1/plan, against the clock). Its length sample is drawn from the
+ * workload preset in plan, sim and load; route eval's is its trace (whose groups the workload
+ * preset's dynamic sampling judges), serve's what it saw finish. The simulator runs in sim and
+ * in plan's verification. The engine model times the simulated and emulated engines, the
+ * planner's rollout and the routers' move costs. Beyond those, cost reads the batch (with the
+ * group size it must be a multiple of, and the workload whose preset gives both), emu sim.seed
+ * (its token ids), and route eval's --policy replaces sched.policy.
+ */
+#define PLANNER                                                                                    \
+    (SPEC_READ_PLAN | SPEC_READ_ROUTE | SPEC_READ_SIM | SPEC_READ_LOAD | SPEC_READ_SERVE)
+#define SAMPLED (SPEC_READ_PLAN | SPEC_READ_SIM | SPEC_READ_LOAD)
+#define SIMULATED (SPEC_READ_PLAN | SPEC_READ_SIM)
+#define ROUTED (SIMULATED | SPEC_READ_ROUTE | SPEC_READ_SERVE)
+#define ENGINE (PLANNER | SPEC_READ_EMU)
+#define EVERY (SPEC_READ_COST | ENGINE)
 
 /* Why the keys of mechanisms not built yet are refused (see `pending` below); their rows'
  * docs give the same reason. */
@@ -80,135 +104,140 @@ static const struct {
 #define N_SECTIONS (sizeof sections / sizeof *sections)
 
 static const struct spec_field fields[] = {
-    STR(cluster.hardware, "a800-80g", "hardware", "hardware preset name (`libra presets`)"),
-    INT(cluster.gpus, "GPUs", 48, 1, GPUS, "gpus", "GPUs in the cluster"),
-    INT(cluster.gpus_per_node, "GPUs", 0, 0, 64, NULL,
+    STR(EVERY, cluster.hardware, "a800-80g", "hardware", "hardware preset name (`libra presets`)"),
+    INT(SPEC_READ_COST | PLANNER, cluster.gpus, "GPUs", 48, 1, GPUS, "gpus", "GPUs in the cluster"),
+    INT(PLANNER, cluster.gpus_per_node, "GPUs", 0, 0, 64, NULL,
         "GPUs per node; 0 takes the hardware preset's value"),
-    STR(model.name, "qwen3-14b", "model", "model preset name (`libra presets`)"),
-    STR(workload.name, "r2e-gym", "workload", "workload preset name"),
-    SPEC_STRING_ROW(CFG, workload.trace, 0, "", NULL,
-                    "trace file to replay instead of generating the workload; \"\" generates"),
-    INT(rl.batch_trajectories, "trajectories", 32, 1, 1 << 20, "batch",
+    STR(EVERY, model.name, "qwen3-14b", "model", "model preset name (`libra presets`)"),
+    STR(SPEC_READ_COST | PLANNER, workload.name, "r2e-gym", "workload", "workload preset name"),
+    STR(SAMPLED, workload.trace, "", NULL,
+        "trace file to replay instead of generating the workload; \"\" generates"),
+    INT(SPEC_READ_COST | PLANNER, rl.batch_trajectories, "trajectories", 32, 1, 1 << 20, "batch",
         "trajectories per training step; a multiple of rl.samples"),
-    INT(rl.samples, "trajectories", 4, 1, 1024, "samples",
+    INT(SPEC_READ_COST | PLANNER, rl.samples, "trajectories", 4, 1, 1024, "samples",
         "trajectories per prompt (GRPO group size)"),
-    INT(rl.steps, "steps", 100, 1, 10000000, "steps", "training steps"),
-    INT(rl.max_staleness, "steps", 4, 0, 1000, NULL,
+    INT(SAMPLED, rl.steps, "steps", 100, 1, 10000000, "steps", "training steps"),
+    INT(PLANNER, rl.max_staleness, "steps", 4, 0, 1000, NULL,
         "policy versions a trajectory may lag behind training and still be accepted"),
-    INT(rl.sync_interval, "steps", 5, 1, 100000, NULL, "training steps between weight updates"),
-    ENUM(rl.sync_mode, sync_mode_names, SPEC_SYNC_DRAIN,
+    INT(PLANNER, rl.sync_interval, "steps", 5, 1, 100000, NULL,
+        "training steps between weight updates"),
+    ENUM(PLANNER, rl.sync_mode, sync_mode_names, SPEC_SYNC_DRAIN, NULL,
          "in-flight rollouts at a weight update: wait for them, abort and resume, or keep "
          "generating"),
-    ENUM(rl.transport, transport_names, SPEC_TRANSPORT_DISK_RESTART,
+    ENUM(PLANNER, rl.transport, transport_names, SPEC_TRANSPORT_DISK_RESTART, NULL,
          "how weights reach rollout: NCCL broadcast, disk reload, disk and engine restart, or "
          "resharding"),
-    SPEC_DOUBLE_ROW(CFG, rl.overprovision_frac, 0, "", 0, 0, 4, NULL,
-                    "extra share of each batch launched; the slowest are aborted once the batch "
-                    "is full (colocated) or kept in flight (async)"),
-    INT(rl.max_gen_batches, "", 10, 1, 1000, NULL,
+    DOUBLE(SIMULATED, rl.overprovision_frac, 0, "", 0, 0, 4, NULL,
+           "extra share of each batch launched; the slowest are aborted once the batch "
+           "is full (colocated) or kept in flight (async)"),
+    INT(SIMULATED, rl.max_gen_batches, "", 10, 1, 1000, NULL,
         "generation rounds per step while dynamic sampling leaves the batch short (colocated)"),
-    INT(rl.minibatches, "", 1, 1, 4096, NULL, "optimizer steps per training step"),
-    BOOL(rl.old_logprob, 1, "the trainer recomputes old log-probs (a forward pass per step)"),
-    BOOL(rl.reference, 0, "a reference-model forward per step (KL term)"),
-    SPEC_ENUM_ROW(CFG, plan.mode, 0, plan_mode_names, SPEC_PLAN_ASYNC, "mode",
-                  "colocated (stages take turns on all GPUs) or disaggregated async"),
-    SPEC_DOUBLE_ROW(CFG, plan.time_limit_s, SPEC_ABOVE_MIN, "s", 10, 0, 86400, "time-limit-s",
-                    "planner search budget"),
-    SPEC_DOUBLE_ROW(CFG, plan.gap_tolerance, 0, "", 0, 0, 0.1, "gap-tolerance",
-                    "relative optimality gap the planner may leave to finish sooner (0: exact)"),
-    INT(plan.max_scored, "multisets", 20000, 0, 1000000000, NULL,
+    INT(PLANNER, rl.minibatches, "", 1, 1, 4096, NULL, "optimizer steps per training step"),
+    BOOL(PLANNER, rl.old_logprob, 1,
+         "the trainer recomputes old log-probs (a forward pass per step)"),
+    BOOL(PLANNER, rl.reference, 0, "a reference-model forward per step (KL term)"),
+    ENUM(PLANNER & ~SPEC_READ_SIM, plan.mode, plan_mode_names, SPEC_PLAN_ASYNC, "mode",
+         "colocated (stages take turns on all GPUs) or disaggregated async"),
+    DOUBLE(SPEC_READ_PLAN | SPEC_READ_SERVE, plan.time_limit_s, SPEC_ABOVE_MIN, "s", 10, 0, 86400,
+           "time-limit-s", "planner search budget"),
+    DOUBLE(PLANNER, plan.gap_tolerance, 0, "", 0, 0, 0.1, "gap-tolerance",
+           "relative optimality gap the planner may leave to finish sooner (0: exact)"),
+    INT(PLANNER, plan.max_scored, "multisets", 20000, 0, 1000000000, NULL,
         "rollout multisets the planner scores at most before it stops with its proven gap: a "
         "budget the same on every machine, unlike plan.time_limit_s (0: no limit)"),
-    INT(plan.min_train_gpus, "GPUs", 8, 1, GPUS, NULL, "fewest GPUs training may get"),
-    INT(plan.min_rollout_gpus, "GPUs", 8, 1, GPUS, NULL, "fewest GPUs rollout may get"),
-    INT(plan.granularity_gpus, "GPUs", 8, 1, GPUS, NULL,
+    INT(PLANNER, plan.min_train_gpus, "GPUs", 8, 1, GPUS, NULL, "fewest GPUs training may get"),
+    INT(PLANNER, plan.min_rollout_gpus, "GPUs", 8, 1, GPUS, NULL, "fewest GPUs rollout may get"),
+    INT(PLANNER, plan.granularity_gpus, "GPUs", 8, 1, GPUS, NULL,
         "training GPUs are a multiple of this (a node in production)"),
-    INT(plan.cp_min_seq_tokens, "tokens", 16384, 1, 100000000, NULL,
+    INT(PLANNER, plan.cp_min_seq_tokens, "tokens", 16384, 1, 100000000, NULL,
         "search context parallelism once the longest sequence exceeds this length"),
-    BOOL(plan.group_integrity, 0,
+    BOOL(PLANNER, plan.group_integrity, 0,
          "keep GRPO groups whole per DP replica (needed only for rank-local advantages)"),
-    BOOL(plan.homogeneous_rollout, 0, "use one TP size for every rollout instance"),
-    INT(plan.verify_candidates, "", 16, 0, 64, NULL,
+    BOOL(PLANNER, plan.homogeneous_rollout, 0, "use one TP size for every rollout instance"),
+    INT(SIMULATED, plan.verify_candidates, "", 16, 0, 64, NULL,
         "async plans (libra plan, libra sim's libra mode): the planner's candidates (its best "
         "plans at and near its optimum's split, heterogeneous and of each single TP size) "
         "simulated to choose the plan, the best analytic ones (libra plan --verify); 0: the "
         "analytic optimum alone"),
-    INT(plan.verify_steps, "steps", 15, 1, 1000, NULL,
+    INT(SIMULATED, plan.verify_steps, "steps", 15, 1, 1000, NULL,
         "steps each verified candidate is simulated for, on a seed other than the length "
         "sample's, the measured ones after sim.warmup_steps rounded up to whole "
         "rl.sync_interval, at most rl.steps (libra plan --verify-steps)"),
-    SPEC_INT_ROW(CFG, plan.sample_seed, 0, "", 0, 0, 9007199254740991.0, NULL,
-                 "seed of the planner's length sample drawn from a workload preset (libra plan, "
-                 "libra sim's libra mode; a trace's sample is its own batches); 0: sim.seed, the "
-                 "run's own trajectories"),
-    ENUM(plan.recompute, option_names, SPEC_OPTION_FALLBACK,
+    INT(SAMPLED, plan.sample_seed, "", 0, 0, 9007199254740991.0, NULL,
+        "seed of the planner's length sample drawn from a workload preset (libra plan, "
+        "libra sim's libra mode; a trace's sample is its own batches); 0: sim.seed, the "
+        "run's own trajectories"),
+    ENUM(PLANNER, plan.recompute, option_names, SPEC_OPTION_FALLBACK, NULL,
          "full activation recompute in training layouts: off, fallback (for each split, only "
          "when no layout of its GPUs fits without the fallback options) or search (always a "
          "candidate)"),
-    ENUM(plan.fsdp, option_names, SPEC_OPTION_FALLBACK,
+    ENUM(PLANNER, plan.fsdp, option_names, SPEC_OPTION_FALLBACK, NULL,
          "FSDP (ZeRO-3: weights, gradients and optimizer state sharded over data parallel, TP "
          "and PP 1) in training layouts, instead of Megatron's distributed optimizer: off, "
          "fallback (for each split, only when no layout of its GPUs fits without the fallback "
          "options) or search (always a candidate)"),
-    INT(plan.min_tp_sizes, "", 1, 1, 4, NULL, "fewest distinct rollout TP sizes in a plan"),
-    STR(plan.tp_pattern, "", NULL,
+    INT(PLANNER, plan.min_tp_sizes, "", 1, 1, 4, NULL,
+        "fewest distinct rollout TP sizes in a plan"),
+    STR(PLANNER, plan.tp_pattern, "", NULL,
         "TP sizes of the instances on every rollout node, e.g. \"1,1,2,4\", summing to "
         "cluster.gpus_per_node; \"\" leaves them free"),
-    SPEC_DOUBLE_ROW(CFG, plan.replan_min_gain_frac, 0, "", 0.05, 0, 1, NULL,
-                    "a replan is applied only if it shortens the step by at least this share; "
-                    "not implemented: " REPLAN_PENDING ", so only the default is accepted"),
-    INT(plan.replan_horizon_steps, "steps", 10, 1, 1000000, NULL,
+    DOUBLE(0, plan.replan_min_gain_frac, 0, "", 0.05, 0, 1, NULL,
+           "a replan is applied only if it shortens the step by at least this share; "
+           "not implemented: " REPLAN_PENDING ", so only the default is accepted"),
+    INT(0, plan.replan_horizon_steps, "steps", 10, 1, 1000000, NULL,
         "steps over which a replan's gain must repay its reconfiguration cost; not "
         "implemented: " REPLAN_PENDING ", so only the default is accepted"),
-    ENUM(sched.policy, spec_policy_names, SCHED_CMLFQ,
+    ENUM(SIMULATED | SPEC_READ_SERVE, sched.policy, spec_policy_names, SCHED_CMLFQ, NULL,
          "turn router: C-MLFQ or a baseline of the reference (oracle, plas and predictor are "
          "libra's own comparisons)"),
-    SPEC_STRING_ROW(CFG, sched.buckets, 0, "", NULL,
-                    "bucket layout in text form (\"tp1:4000,tp2:12000,tp4:30000\"); \"\" takes "
-                    "the plan's"),
-    INT(sched.rebuild_interval, "steps", 50, 1, 1000000, NULL,
+    STR(PLANNER, sched.buckets, "", NULL,
+        "bucket layout in text form (\"tp1:4000,tp2:12000,tp4:30000\"); \"\" takes "
+        "the plan's"),
+    INT(ROUTED, sched.rebuild_interval, "steps", 50, 1, 1000000, NULL,
         "training steps between prefix-tree rebuilds"),
-    INT(sched.shrink_visits, "visits", 50, 0, 1000000, NULL,
+    INT(ROUTED, sched.shrink_visits, "visits", 50, 0, 1000000, NULL,
         "C-MLFQ weighs a tree node's own mean and p90 by visits / (visits + this) and the more "
         "general node's by the rest (a prompt tree's: the global tree's on the same path; the "
         "global tree's: its depth node; docs/routing.md); 0: the node's own"),
-    SPEC_DOUBLE_ROW(CFG, sched.attempt_shrink, 0, "attempts", 2, 0, 1000000, NULL,
-                    "cmlfq_h weighs a prompt's earlier attempts by n / (n + this) and the "
-                    "population's by the rest (docs/routing.md \"cmlfq_h\"); 0: the attempts "
-                    "alone"),
+    DOUBLE(ROUTED, sched.attempt_shrink, 0, "attempts", 2, 0, 1000000, NULL,
+           "cmlfq_h weighs a prompt's earlier attempts by n / (n + this) and the "
+           "population's by the rest (docs/routing.md \"cmlfq_h\"); 0: the attempts "
+           "alone"),
     SPEC_SET_ROW(CFG, sim.modes, 0, sim_mode_names,
-                 SPEC_SIM_COLOCATED | SPEC_SIM_ASYNC | SPEC_SIM_LIBRA, 1, NULL,
+                 SPEC_SIM_COLOCATED | SPEC_SIM_ASYNC | SPEC_SIM_LIBRA, 1, NULL, SPEC_READ_SIM,
                  "resource managers to simulate"),
-    SPEC_INT_ROW(CFG, sim.seed, 0, "", 1, 0, 9007199254740991.0, "seed",
-                 "seed of every random draw (0..2^53-1)"),
-    INT(sim.warmup_steps, "steps", 2, 0, 1000000, NULL, "steps excluded from the rates"),
-    INT(sim.tune_steps, "steps", 10, 1, 1000000, NULL,
+    INT(SAMPLED | SIMULATED | SPEC_READ_ROUTE | SPEC_READ_EMU, sim.seed, "", 1, 0,
+        9007199254740991.0, "seed", "seed of every random draw (0..2^53-1)"),
+    INT(SIMULATED, sim.warmup_steps, "steps", 2, 0, 1000000, NULL, "steps excluded from the rates"),
+    INT(SPEC_READ_SIM, sim.tune_steps, "steps", 10, 1, 1000000, NULL,
         "steps each candidate of a tuning sweep is simulated for"),
-    INT(sim.tune_grid, "", 16, 3, 1000000, NULL,
+    INT(SPEC_READ_SIM, sim.tune_grid, "", 16, 3, 1000000, NULL,
         "async splits a tuning round tries per rollout TP: with more, evenly spaced ones first, "
         "then every split between the best one's neighbours (coarse to fine)"),
-    INT(sim.colocated_tp, "", 0, 0, 8, NULL, "colocated rollout TP; 0 tunes it"),
-    INT(sim.async_train_gpus, "GPUs", 0, 0, GPUS, NULL, "async training GPUs; 0 tunes them"),
-    INT(sim.async_tp, "", 0, 0, 8, NULL, "async rollout TP; 0 tunes it"),
-    BOOL(sim.planner, 1,
+    INT(SPEC_READ_SIM, sim.colocated_tp, "", 0, 0, 8, NULL, "colocated rollout TP; 0 tunes it"),
+    INT(SPEC_READ_SIM, sim.async_train_gpus, "GPUs", 0, 0, GPUS, NULL,
+        "async training GPUs; 0 tunes them"),
+    INT(SPEC_READ_SIM, sim.async_tp, "", 0, 0, 8, NULL, "async rollout TP; 0 tunes it"),
+    BOOL(SPEC_READ_SIM, sim.planner, 1,
          "libra's split and instances come from the planner (else the fleet of sched.buckets' "
          "instance counts, the rest training)"),
-    ENUM(sim.context_mode, context_mode_names, SPEC_CONTEXT_TOKEN,
+    ENUM(SIMULATED, sim.context_mode, context_mode_names, SPEC_CONTEXT_TOKEN, NULL,
          "how clients send a turn's context: token ids appended, or chat messages whose "
          "template strips earlier reasoning"),
-    BOOL(sim.prefix_cache, 1, "engines keep freed KV to serve a trajectory's next turn"),
-    INT(sim.max_seqs, "sequences", 256, 1, 65536, NULL, "running sequences per engine"),
-    INT(sim.max_batched_tokens, "tokens", 8192, 1, 1 << 24, NULL,
+    BOOL(SIMULATED | SPEC_READ_EMU, sim.prefix_cache, 1,
+         "engines keep freed KV to serve a trajectory's next turn"),
+    INT(ENGINE, sim.max_seqs, "sequences", 256, 1, 65536, NULL, "running sequences per engine"),
+    INT(ENGINE, sim.max_batched_tokens, "tokens", 8192, 1, 1 << 24, NULL,
         "tokens computed per engine iteration (chunked prefill budget); at least sim.max_seqs"),
-    INT(sim.queue_cap, "turns", 100, 1, 1 << 20, NULL,
+    INT(SIMULATED, sim.queue_cap, "turns", 100, 1, 1 << 20, NULL,
         "queued turns at which the router skips an instance (max_queue_length)"),
-    SPEC_DOUBLE_ROW(CFG, sim.fail_time_s, 0, "s", -1, -1, 1e12, NULL,
-                    "failure injection: when a rollout instance dies; -1 never"),
-    INT(sim.fail_instance, "", 0, 0, 1 << 20, NULL,
+    DOUBLE(SIMULATED, sim.fail_time_s, 0, "s", -1, -1, 1e12, NULL,
+           "failure injection: when a rollout instance dies; -1 never"),
+    INT(SIMULATED, sim.fail_instance, "", 0, 0, 1 << 20, NULL,
         "failure injection: the instance that dies (index, modulo the fleet)"),
-    INT(sim.trace_step, "", -1, -1, 10000000, NULL,
+    INT(SPEC_READ_SIM, sim.trace_step, "", -1, -1, 10000000, NULL,
         "step that --perfetto records; -1 the first after the warm-up"),
-    BOOL(ehp.enabled, 0,
+    BOOL(PLANNER, ehp.enabled, 0,
          "lend whole training replicas to rollout and take them back; not implemented: " EHP_PENDING
          ", so only the default is accepted (true would do no more than confine every training "
          "replica to one node, the planner's constraint for lending, docs/planner.md)"),
@@ -418,6 +447,67 @@ static int check_pending(const struct libra_config *cfg, const struct spec_confi
     return rc;
 }
 
+/* ---- readers ----------------------------------------------------------------------------- */
+
+/* The command of each bit of enum spec_reader, in bit order. */
+static const char *const reader_commands[SPEC_READERS] = {
+    "cost", "plan", "route eval", "sim", "emu", "load", "serve",
+};
+
+const char *spec_reader_command(unsigned reader)
+{
+    for (int i = 0; i < SPEC_READERS; i++)
+        if (reader == 1u << i)
+            return reader_commands[i];
+    return NULL;
+}
+
+/* "libra plan, libra load and libra serve": the commands of the mask readers ("" for none). */
+static void readers_text(unsigned readers, char *out, size_t size)
+{
+    int total = 0, n = 0;
+    for (int i = 0; i < SPEC_READERS; i++)
+        total += (readers >> i) & 1;
+    size_t used = 0;
+    out[0] = '\0';
+    for (int i = 0; i < SPEC_READERS && used < size; i++) {
+        if (!(readers & 1u << i))
+            continue;
+        n++;
+        used += (size_t)snprintf(out + used, size - used, "%slibra %s",
+                                 n == 1       ? ""
+                                 : n == total ? " and "
+                                              : ", ",
+                                 reader_commands[i]);
+    }
+}
+
+/*
+ * Refuses a flag that gives a key the command does not read a value other than its default
+ * (defaults: the schema's, with the presets'): the command would ignore it.
+ */
+static int check_unread(const struct libra_config *cfg, const struct libra_config *defaults,
+                        const struct spec_config_sources *src, struct libra_error *err)
+{
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && src->reader && i < src->n_flags; i++) {
+        const struct spec_field *f = spec_field_find(fields, N_FIELDS, src->flags[i].key);
+        if (f->readers & src->reader)
+            continue;
+        char *set = value_text(f, cfg), *def = value_text(f, defaults);
+        if (strcmp(set, def) != 0) {
+            char who[160];
+            readers_text(f->readers, who, sizeof who);
+            rc = spec_config_key_error(err, src, f->key, "%s is not used by libra %s (%s%s)",
+                                       f->key, spec_reader_command(src->reader),
+                                       *who ? "it is read by " : "no command reads it", who);
+        }
+        free(set);
+        free(def);
+    }
+    return rc;
+}
+
 static int check(const struct libra_config *cfg, const struct spec_config_sources *src,
                  struct libra_error *err)
 {
@@ -484,6 +574,7 @@ int spec_config_resolve(struct libra_config *cfg, const struct spec_presets *p,
     spec_config_defaults(cfg);
     cfg->cluster.gpus_per_node = hw->gpus_per_node; /* the hardware preset's layer */
     rc = apply_overrides(cfg, src->preset_values, src->n_preset_values, err);
+    struct libra_config defaults = *cfg; /* a flag may give these to keys the command ignores */
     if (rc == 0)
         rc = apply_layers(cfg, src, err);
     if (rc)
@@ -492,7 +583,8 @@ int spec_config_resolve(struct libra_config *cfg, const struct spec_presets *p,
     snprintf(cfg->model.name, sizeof cfg->model.name, "%s", model->name);
     if (cfg->cluster.gpus_per_node == 0)
         cfg->cluster.gpus_per_node = hw->gpus_per_node;
-    return check(cfg, src, err);
+    rc = check(cfg, src, err);
+    return rc ? rc : check_unread(cfg, &defaults, src, err);
 }
 
 /* ---- output ------------------------------------------------------------------------------ */
@@ -590,7 +682,8 @@ static void doc_intro(FILE *out)
             "preset, `rl.samples` and `rl.batch_trajectories` from the workload preset;\n"
             "3. the config file;\n"
             "4. command-line flags: the common flags listed in the *flag* column and "
-            "`--set KEY=VALUE` for any key (lists as `a,b`).\n\n"
+            "`--set KEY=VALUE` for any key (lists as `a,b`), each only where the command "
+            "reads the key (below).\n\n"
             "The output of `libra config show` is itself a valid config: its envelope keys "
             "(`schema` = `\"%s\"`, `libra_version`, `config_digest`, and `seed`, which must "
             "equal `sim.seed`) are accepted at the top level.\n\n",
@@ -632,6 +725,71 @@ static void doc_presets(FILE *out)
     spec_fields_doc(out, f, n, "", &model);
 }
 
+/* Whether row i is one of the section's (prefix "rl.") that some command reads. */
+static bool read_in_section(size_t i, const char *prefix, size_t plen)
+{
+    return fields[i].readers && strncmp(fields[i].key, prefix, plen) == 0;
+}
+
+/*
+ * One cell of the readers table: the keys of the section (prefix "rl.") the command of bit
+ * reader reads: all, none, those it reads, or all but those it does not, whichever list is
+ * shorter. Keys no command reads (mechanisms not built yet) are left out.
+ */
+static void readers_cell(FILE *out, const char *prefix, unsigned reader)
+{
+    size_t plen = strlen(prefix), keys = 0, read = 0;
+    for (size_t i = 0; i < N_FIELDS; i++)
+        if (read_in_section(i, prefix, plen)) {
+            keys++;
+            read += (fields[i].readers & reader) != 0;
+        }
+    if (read == keys || read == 0) {
+        fputs(read ? " all |" : " none |", out);
+        return;
+    }
+    bool list_read = 2 * read <= keys;
+    fputs(list_read ? "" : " all but", out);
+    const char *sep = " ";
+    for (size_t i = 0; i < N_FIELDS; i++)
+        if (read_in_section(i, prefix, plen) && ((fields[i].readers & reader) != 0) == list_read) {
+            fprintf(out, "%s`%s`", sep, fields[i].key + plen);
+            sep = ", ";
+        }
+    fputs(" |", out);
+}
+
+/* A row per command, a column per section. */
+static void readers_table(FILE *out)
+{
+    fputs("| command |", out);
+    for (size_t i = 0; i < N_SECTIONS; i++)
+        fprintf(out, " `%s` |", sections[i].name);
+    fputs("\n|---|", out);
+    for (size_t i = 0; i < N_SECTIONS; i++)
+        fputs("---|", out);
+    fputs("\n", out);
+    for (int r = 0; r < SPEC_READERS; r++) {
+        fprintf(out, "| `libra %s` |", reader_commands[r]);
+        for (size_t i = 0; i < N_SECTIONS; i++) {
+            char prefix[64];
+            snprintf(prefix, sizeof prefix, "%s.", sections[i].name);
+            readers_cell(out, prefix, 1u << r);
+        }
+        fputs("\n", out);
+    }
+}
+
+char *spec_config_readers_markdown(void)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = text_stream(&text, &len);
+    readers_table(out);
+    fclose(out);
+    return text;
+}
+
 char *spec_config_doc_markdown(void)
 {
     struct libra_config defaults;
@@ -647,6 +805,16 @@ char *spec_config_doc_markdown(void)
         spec_fields_doc(out, fields, N_FIELDS, prefix, &defaults);
         fprintf(out, "\n");
     }
+    fprintf(out, "## Which keys each command reads\n\n"
+                 "A command reads a key when its value can change what the command computes or "
+                 "serves. A flag or `--set` that gives a key the command does not read a value "
+                 "other than its default is refused (exit 2, naming the key and the commands "
+                 "that read it); a config file's values are taken whichever commands read them, "
+                 "since one experiment file serves every command (docs/cli.md). `libra config` "
+                 "takes every key. Keys no command reads yet (`plan.replan_*`) are left "
+                 "out.\n\n");
+    readers_table(out);
+    fprintf(out, "\n");
     doc_presets(out);
     fclose(out);
     return text;

@@ -172,6 +172,27 @@ struct libra_config {
     struct spec_ehp_config ehp;
 };
 
+/*
+ * The commands that take an experiment config, as bits of a key's readers (its schema row)
+ * and of spec_config_sources.reader. A command reads a key when the key's value can change
+ * what it computes or serves, through any module it calls (plan's verification simulates, so
+ * it reads the simulator's keys; route eval replays the trace it is given, so it does not read
+ * workload.trace). Flags may set a key only for the commands that read it (spec_config_resolve).
+ */
+enum spec_reader {
+    SPEC_READ_COST = 1u << 0,
+    SPEC_READ_PLAN = 1u << 1,
+    SPEC_READ_ROUTE = 1u << 2, /* libra route eval */
+    SPEC_READ_SIM = 1u << 3,
+    SPEC_READ_EMU = 1u << 4,
+    SPEC_READ_LOAD = 1u << 5,
+    SPEC_READ_SERVE = 1u << 6,
+};
+#define SPEC_READERS 7 /* bits of enum spec_reader */
+
+/* The command a reader bit stands for, as typed: "plan", "route eval". */
+const char *spec_reader_command(unsigned reader);
+
 /* One setting given as text: key "cluster.gpus", its value, and the label errors name
  * ("--gpus", "--set cluster.gpus", "workload preset 'r2e-gym'"). */
 struct spec_config_override {
@@ -189,6 +210,9 @@ struct spec_config_sources {
     const struct ujson_doc *doc;              /* the config file, or NULL */
     const struct spec_config_override *flags; /* command-line settings, in order */
     size_t n_flags;
+    /* The SPEC_READ_* bit of the command resolving: a flag that sets a key it does not read to
+     * other than its default is refused. 0: any key (libra config shows and checks them all). */
+    unsigned reader;
 };
 
 /* The schema table (for help, docs, and the CLI's flag list). */
@@ -211,9 +235,11 @@ int spec_config_peek(struct libra_config *cfg, const struct spec_config_sources 
  * presets' canonical (lower-case) names. Fails with err on an unknown section or key, a wrong
  * type, a value out of range, an unknown hardware or model preset, an inconsistent
  * combination (rl.batch_trajectories not a multiple of rl.samples), an invalid
- * sched.buckets layout, or a value other than the default for a key whose mechanism is not
- * implemented yet (ehp.enabled, plan.replan_*), reported where the offending value came from
- * (spec_config_key_error). Returns 0 or LIBRA_EINVAL.
+ * sched.buckets layout, a value other than the default for a key whose mechanism is not
+ * implemented yet (ehp.enabled, plan.replan_*), or a flag giving a key src->reader does not
+ * read a value other than its default (the schema's, or its preset's), reported where the
+ * offending value came from (spec_config_key_error). The file's values of such keys are taken:
+ * one experiment file serves every command. Returns 0 or LIBRA_EINVAL.
  */
 int spec_config_resolve(struct libra_config *cfg, const struct spec_presets *p,
                         const struct spec_config_sources *src, struct libra_error *err);
@@ -259,5 +285,9 @@ char *spec_config_keys_text(void);
 /* docs/config.md: the config and preset-file reference generated from the tables. Caller
  * frees. */
 char *spec_config_doc_markdown(void);
+
+/* The markdown table of the keys each command reads, a row per section (part of
+ * spec_config_doc_markdown's text, and of docs/cli.md). Caller frees. */
+char *spec_config_readers_markdown(void);
 
 #endif

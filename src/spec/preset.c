@@ -30,18 +30,18 @@ static const char *const confidence_names[] = {
 
 /* Rows every preset kind shares: its name and where its numbers come from. */
 #define NAME_ROW(T)                                                                                \
-    SPEC_STRING_ROW(T, name, SPEC_REQUIRED, "", NULL,                                              \
+    SPEC_STRING_ROW(T, name, SPEC_REQUIRED, "", NULL, 0,                                           \
                     "preset name: lower-case letters, digits, '.', '-', '_'")
 #define PROVENANCE_ROWS(T)                                                                         \
-    SPEC_ENUM_ROW(T, confidence, 0, confidence_names, SPEC_CONF_LOW, NULL,                         \
+    SPEC_ENUM_ROW(T, confidence, 0, confidence_names, SPEC_CONF_LOW, NULL, 0,                      \
                   "H, M or L as in calibration.md, for the values not listed in assumed"),         \
-        SPEC_STRING_ROW(T, source, 0, "", NULL, "where the values come from"),                     \
-        SPEC_LIST_ROW(T, assumed, 0, "", NULL, "fields whose values are assumptions"),             \
-        SPEC_STRING_ROW(T, note, 0, "", NULL, "derivations and caveats")
+        SPEC_STRING_ROW(T, source, 0, "", NULL, 0, "where the values come from"),                  \
+        SPEC_LIST_ROW(T, assumed, 0, "", NULL, 0, "fields whose values are assumptions"),          \
+        SPEC_STRING_ROW(T, note, 0, "", NULL, 0, "derivations and caveats")
 
 #define HW_BW(m, unit, doc)                                                                        \
     SPEC_DOUBLE_ROW(struct spec_hardware, m, SPEC_REQUIRED | SPEC_ABOVE_MIN, unit, 0, 0, INFINITY, \
-                    NULL, doc)
+                    NULL, 0, doc)
 
 static const struct spec_field hardware_fields[] = {
     NAME_ROW(struct spec_hardware),
@@ -54,15 +54,15 @@ static const struct spec_field hardware_fields[] = {
     HW_BW(allreduce_latency_s, "s", "small-message all-reduce latency inside a node"),
     HW_BW(inter_node_bw_bytes_per_s, "bytes/s",
           "inter-node bandwidth per GPU (a node's NICs divided by its GPUs)"),
-    SPEC_INT_ROW(struct spec_hardware, gpus_per_node, SPEC_REQUIRED, "GPUs", 0, 1, 64, NULL,
+    SPEC_INT_ROW(struct spec_hardware, gpus_per_node, SPEC_REQUIRED, "GPUs", 0, 1, 64, NULL, 0,
                  "GPUs in one node (one NVLink domain)"),
     PROVENANCE_ROWS(struct spec_hardware),
 };
 
 #define MODEL_INT(m, fl, lo, hi, doc)                                                              \
-    SPEC_INT_ROW(struct spec_model, m, fl, "", 0, lo, hi, NULL, doc)
+    SPEC_INT_ROW(struct spec_model, m, fl, "", 0, lo, hi, NULL, 0, doc)
 #define MODEL_PARAMS(m, doc)                                                                       \
-    SPEC_DOUBLE_ROW(struct spec_model, m, 0, "parameters", 0, 0, INFINITY, NULL, doc)
+    SPEC_DOUBLE_ROW(struct spec_model, m, 0, "parameters", 0, 0, INFINITY, NULL, 0, doc)
 
 static const struct spec_field model_fields[] = {
     NAME_ROW(struct spec_model),
@@ -73,9 +73,9 @@ static const struct spec_field model_fields[] = {
     MODEL_INT(head_dim, SPEC_REQUIRED, 1, 4096, "dimension of one head"),
     MODEL_INT(ffn, 0, 0, 1 << 24, "dense MLP intermediate size; 0 for MoE models"),
     MODEL_INT(vocab, SPEC_REQUIRED, 1, 1 << 24, "vocabulary size"),
-    SPEC_BOOL_ROW(struct spec_model, tied_embeddings, 0, 0, NULL,
+    SPEC_BOOL_ROW(struct spec_model, tied_embeddings, 0, 0, NULL, 0,
                   "input embedding and LM head share weights"),
-    SPEC_BOOL_ROW(struct spec_model, qkv_bias, 0, 0, NULL, "Q, K and V projections have biases"),
+    SPEC_BOOL_ROW(struct spec_model, qkv_bias, 0, 0, NULL, 0, "Q, K and V projections have biases"),
     MODEL_INT(experts, 0, 0, 4096, "routed experts; 0 for dense models"),
     MODEL_INT(top_k, 0, 0, 4096, "experts per token (MoE only)"),
     MODEL_INT(expert_ffn, 0, 0, 1 << 24, "intermediate size of one expert (MoE only)"),

@@ -47,6 +47,8 @@ struct spec_field {
     size_t offset;            /* offsetof the value in its struct */
     size_t size;              /* sizeof the value */
     const char *flag;         /* common command-line flag ("gpus" for --gpus), or NULL */
+    unsigned readers;         /* config rows: the commands that read the key (spec/config.h
+                               * enum spec_reader); 0 in other tables */
     const char *doc;          /* one sentence, lower case, no full stop */
 };
 
@@ -57,32 +59,32 @@ struct spec_field {
  */
 #define SPEC_MEMBER_(T, m) (((T *)0)->m)
 #define SPEC_SIZE_(T, m, ok) (sizeof SPEC_MEMBER_(T, m) + 0 * sizeof(char[(ok) ? 1 : -1]))
-#define SPEC_ROW_(T, m, type, fl, unit, def, dstr, lo, hi, names, ok, flag, doc)                   \
+#define SPEC_ROW_(T, m, type, fl, unit, def, dstr, lo, hi, names, ok, flag, readers, doc)          \
     {                                                                                              \
 #m, type, fl, unit, def, dstr, lo, hi, names, offsetof(T, m), SPEC_SIZE_(T, m, ok), flag,  \
-            doc                                                                                    \
+            readers, doc                                                                           \
     }
-#define SPEC_INT_ROW(T, m, fl, unit, def, lo, hi, flag, doc)                                       \
+#define SPEC_INT_ROW(T, m, fl, unit, def, lo, hi, flag, readers, doc)                              \
     SPEC_ROW_(T, m, SPEC_INT, fl, unit, def, NULL, lo, hi, NULL,                                   \
-              _Generic(SPEC_MEMBER_(T, m), int : 1, int64_t : 1, default : 0), flag, doc)
-#define SPEC_DOUBLE_ROW(T, m, fl, unit, def, lo, hi, flag, doc)                                    \
+              _Generic(SPEC_MEMBER_(T, m), int : 1, int64_t : 1, default : 0), flag, readers, doc)
+#define SPEC_DOUBLE_ROW(T, m, fl, unit, def, lo, hi, flag, readers, doc)                           \
     SPEC_ROW_(T, m, SPEC_DOUBLE, fl, unit, def, NULL, lo, hi, NULL,                                \
-              _Generic(SPEC_MEMBER_(T, m), double : 1, default : 0), flag, doc)
-#define SPEC_BOOL_ROW(T, m, fl, def, flag, doc)                                                    \
+              _Generic(SPEC_MEMBER_(T, m), double : 1, default : 0), flag, readers, doc)
+#define SPEC_BOOL_ROW(T, m, fl, def, flag, readers, doc)                                           \
     SPEC_ROW_(T, m, SPEC_BOOL, fl, "", def, NULL, 0, 1, NULL,                                      \
-              _Generic(SPEC_MEMBER_(T, m), bool : 1, default : 0), flag, doc)
-#define SPEC_STRING_ROW(T, m, fl, def, flag, doc)                                                  \
+              _Generic(SPEC_MEMBER_(T, m), bool : 1, default : 0), flag, readers, doc)
+#define SPEC_STRING_ROW(T, m, fl, def, flag, readers, doc)                                         \
     SPEC_ROW_(T, m, SPEC_STRING, fl, "", 0, def, 0, 0, NULL,                                       \
-              _Generic(SPEC_MEMBER_(T, m), char * : 1, default : 0), flag, doc)
-#define SPEC_LIST_ROW(T, m, fl, def, flag, doc)                                                    \
+              _Generic(SPEC_MEMBER_(T, m), char * : 1, default : 0), flag, readers, doc)
+#define SPEC_LIST_ROW(T, m, fl, def, flag, readers, doc)                                           \
     SPEC_ROW_(T, m, SPEC_LIST, fl, "", 0, def, 0, 0, NULL,                                         \
-              _Generic(SPEC_MEMBER_(T, m), char * : 1, default : 0), flag, doc)
-#define SPEC_ENUM_ROW(T, m, fl, names, def, flag, doc)                                             \
+              _Generic(SPEC_MEMBER_(T, m), char * : 1, default : 0), flag, readers, doc)
+#define SPEC_ENUM_ROW(T, m, fl, names, def, flag, readers, doc)                                    \
     SPEC_ROW_(T, m, SPEC_ENUM, fl, "", def, NULL, 0, 0, names,                                     \
-              sizeof SPEC_MEMBER_(T, m) == sizeof(int), flag, doc)
-#define SPEC_SET_ROW(T, m, fl, names, def, min_members, flag, doc)                                 \
+              sizeof SPEC_MEMBER_(T, m) == sizeof(int), flag, readers, doc)
+#define SPEC_SET_ROW(T, m, fl, names, def, min_members, flag, readers, doc)                        \
     SPEC_ROW_(T, m, SPEC_SET, fl, "", def, NULL, min_members, 0, names,                            \
-              _Generic(SPEC_MEMBER_(T, m), unsigned : 1, default : 0), flag, doc)
+              _Generic(SPEC_MEMBER_(T, m), unsigned : 1, default : 0), flag, readers, doc)
 
 /* Writes every field's default into base (the struct the rows describe). */
 void spec_fields_defaults(const struct spec_field *fields, size_t n, void *base);

@@ -7,13 +7,23 @@ the command the key is for; the run with the value must differ from the run with
 what the command computed, not only in the settings it echoes (ECHOES). REFUSED gives the
 keys kept for mechanisms not built yet: setting them must exit 2 naming the key. No key is
 exempt: a key that no command's output can show has no place in the schema. A key in neither
-table fails test_every_key_is_classified, so a new key must come with its case. Needs
-LIBRA_BIN and LIBRA_SOURCE_DIR.
+table fails test_every_key_is_classified, so a new key must come with its case.
+
+A command takes a flag only for the keys it reads (docs/cli.md "Which keys each command
+reads", the table `libra config doc` generates from the schema): for every command and key,
+`--set KEY=VALUE` with CHANGES' value must be refused naming the key where the table says the
+command does not read it, and taken where it says it does; a key shown to change a command's
+output must be one the table says it reads; each command's --help lists the flags of the keys
+it reads; and every command takes every example experiment file whole. Needs LIBRA_BIN and
+LIBRA_SOURCE_DIR.
 """
 
 import functools
+import glob
 import json
 import os
+import re
+import socket
 import subprocess
 import tempfile
 
@@ -208,3 +218,135 @@ def test_key_not_implemented_is_refused(key):
     section, name = key.split(".")
     proc = libra(*SIM, "--set", f"{key}={json.dumps(default[section][name])}")
     assert proc.returncode == 0, proc.stderr
+
+
+# ---- which keys each command reads ----------------------------------------------------------
+
+COMMANDS = ("cost", "plan", "route eval", "sim", "emu", "load", "serve")
+
+
+def closed_port():
+    """A port nothing listens on (bound and released at once)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+MISSING = "/nonexistent/libra-test/trace.jsonl"
+# Arguments with which each command stops right after resolving its config, and its exit
+# status then: a trace or ports file that cannot be opened, an engine that cannot be reached
+# (3), or a whole run of `libra cost` (0). The gateway needs a bucket layout for models other
+# than the workload's reference one.
+STOP = {
+    "cost": ((), 0),
+    "plan": (("--trace", MISSING), 3),
+    "route eval": ((MISSING,), 3),
+    "sim": (("--trace", MISSING), 3),
+    "emu": (("--ports-file", "/nonexistent/libra-test/ports"), 3),
+    "load": (("--engines", f"http://127.0.0.1:{closed_port()}", "--trace", MISSING), 3),
+    "serve": (("--engine", f"http://127.0.0.1:{closed_port()}", "--set",
+               "sched.buckets=tp1:100000"), 3),
+}
+
+
+def cells(line):
+    return [c.strip() for c in line.strip().strip("|").split("|")]
+
+
+def cell_keys(cell, section, own):
+    """The keys a cell of the table names among the section's own: all, none, `a`, `b`, or all
+    but `a`, `b`."""
+    named = {f"{section}.{k}" for k in re.findall(r"`([a-z_]+)`", cell)}
+    assert named <= own, cell
+    if cell in ("all", "none"):
+        return own if cell == "all" else set()
+    return own - named if cell.startswith("all but ") else named
+
+
+@functools.lru_cache(maxsize=None)
+def reads():
+    """command -> the keys it reads, from the table of `libra config doc` (less REFUSED)."""
+    doc = libra("config", "doc").stdout
+    lines = doc[doc.index("## Which keys each command reads"):].splitlines()
+    header = next(line for line in lines if line.startswith("| command"))
+    sections = [c.strip("`") for c in cells(header)[1:]]
+    keys = schema_keys() - set(REFUSED)
+    out = {}
+    for line in (line for line in lines if line.startswith("| `libra ")):
+        row = cells(line)
+        out[row[0].strip("`")[len("libra "):]] = set().union(*(
+            cell_keys(cell, section, {k for k in keys if k.startswith(section + ".")})
+            for section, cell in zip(sections, row[1:])))
+    assert sorted(out) == sorted(COMMANDS)
+    return out
+
+
+def stop_run(command, *args):
+    """`libra COMMAND ARGS` up to where it has resolved its config: (process, exit if taken).
+    ARGS come last, so that their settings win."""
+    stop, code = STOP[command]
+    return libra(*command.split(), *stop, *args), code
+
+
+def test_outputs_changed_are_read():
+    for key, (_, run) in CHANGES.items():
+        command = "sim" if run[0] == "perfetto" else run[0]
+        assert key in reads()[command], f"{key} changes libra {command}, which does not read it"
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("key", sorted(CHANGES))
+def test_flag_only_for_a_key_the_command_reads(command, key):
+    value = MISSING if key == "workload.trace" else CHANGES[key][0]  # stop where the others do
+    proc, code = stop_run(command, "--set", f"{key}={value}")
+    if key in reads()[command]:
+        assert proc.returncode == code, proc.stderr
+        assert "is not used by" not in proc.stderr
+    else:
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stdout == ""
+        assert proc.stderr.startswith(
+            f"libra: --set {key}: {key} is not used by libra {command} (it is read by libra "), (
+            proc.stderr)
+        readers = sorted(c for c in COMMANDS if key in reads()[c])
+        named = re.findall(r"libra ([a-z ]+?)(?:,| and |\)\n)", proc.stderr.split("read by ")[1])
+        assert sorted(named) == readers, proc.stderr
+
+
+def flag_text(value):
+    """A value of `libra config show` as --set writes it."""
+    if isinstance(value, list):
+        return ",".join(value)
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_flag_giving_the_default_is_taken(command):
+    """Every key the command does not read, set to its default, asks nothing of it."""
+    default = json.loads(libra("config", "show").stdout)
+    args = []
+    for key in sorted(set(CHANGES) - reads()[command]):
+        section, name = key.split(".")
+        args += ["--set", f"{key}={flag_text(default[section][name])}"]
+    proc, code = stop_run(command, *args)
+    assert proc.returncode == code, proc.stderr
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+def test_help_lists_the_flags_of_the_keys_read(command):
+    flags = dict(re.findall(r"^  ([a-z_]+\.[a-z_]+) .*, --([a-z-]+)$",
+                            libra("config", "--help").stdout, re.M))
+    help_text = libra(*command.split(), "--help").stdout
+    common = help_text[help_text.index("\ncommon flags:\n"):]
+    listed = set(re.findall(r"^  --[a-z-]+ [A-Z,]+ +([a-z_]+\.[a-z_]+): ", common, re.M))
+    own = set(re.findall(r"^  (--[a-z-]+)", help_text[:help_text.index("\ncommon flags:\n")],
+                         re.M))
+    want = {k for k, flag in flags.items() if k in reads()[command] and f"--{flag}" not in own}
+    assert listed == want
+
+
+@pytest.mark.parametrize("command", COMMANDS)
+@pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(SOURCE_DIR, "examples", "*.json"))))
+def test_every_command_takes_an_experiment_file(command, path):
+    proc, code = stop_run(command, *(("--config", path) if command == "route eval" else (path,)))
+    assert proc.returncode == code, proc.stderr

@@ -35,19 +35,28 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Resolves text (NULL: no file) and flags; returns the rc, err filled. */
+/* Resolves text (NULL: no file) and flags for the command of bit reader (0: any key); returns
+ * the rc, err filled. */
+static int resolve_for(unsigned reader, struct libra_config *cfg, const char *text,
+                       const struct spec_config_override *flags, size_t n_flags,
+                       const struct spec_config_override *values, size_t n_values,
+                       struct libra_error *err)
+{
+    struct ujson_doc doc = {0};
+    if (text && ujson_doc_parse(&doc, "exp.json", text, strlen(text), err) != 0)
+        return LIBRA_EINVAL;
+    struct spec_config_sources src = {values, n_values, text ? &doc : NULL, flags, n_flags, reader};
+    int rc = spec_config_resolve(cfg, &presets, &src, err);
+    ujson_doc_free(&doc);
+    return rc;
+}
+
 static int resolve(struct libra_config *cfg, const char *text,
                    const struct spec_config_override *flags, size_t n_flags,
                    const struct spec_config_override *values, size_t n_values,
                    struct libra_error *err)
 {
-    struct ujson_doc doc = {0};
-    if (text && ujson_doc_parse(&doc, "exp.json", text, strlen(text), err) != 0)
-        return LIBRA_EINVAL;
-    struct spec_config_sources src = {values, n_values, text ? &doc : NULL, flags, n_flags};
-    int rc = spec_config_resolve(cfg, &presets, &src, err);
-    ujson_doc_free(&doc);
-    return rc;
+    return resolve_for(0, cfg, text, flags, n_flags, values, n_values, err);
 }
 
 static struct libra_config ok(const char *text, const struct spec_config_override *flags,
@@ -295,6 +304,85 @@ static void test_flag_errors(void **state)
                      1, 0, 0, want[i]);
 }
 
+/*
+ * A flag may give a key a value other than its default only for a command that reads it; the
+ * file's values are taken whatever the command (one experiment file serves them all).
+ */
+static void test_flags_only_for_readers(void **state)
+{
+    struct libra_config c;
+    struct libra_error err = {0};
+    struct spec_config_override colocated = {"plan.mode", "colocated", "--mode"};
+    assert_int_equal(resolve_for(SPEC_READ_SIM, &c, NULL, &colocated, 1, NULL, 0, &err),
+                     LIBRA_EINVAL);
+    assert_string_equal(err.msg, "--mode: plan.mode is not used by libra sim (it is read by libra "
+                                 "plan, libra route eval, libra load and libra serve)");
+    assert_int_equal(resolve_for(SPEC_READ_PLAN, &c, NULL, &colocated, 1, NULL, 0, &err), 0);
+    assert_int_equal(c.plan.mode, SPEC_PLAN_COLOCATED);
+    /* the file's value is taken; a flag that gives the default back asks nothing of sim */
+    const char *file = "{\"plan\": {\"mode\": \"colocated\"}}";
+    struct spec_config_override async = {"plan.mode", "async", "--set plan.mode"};
+    assert_int_equal(resolve_for(SPEC_READ_SIM, &c, file, NULL, 0, NULL, 0, &err), 0);
+    assert_int_equal(c.plan.mode, SPEC_PLAN_COLOCATED);
+    assert_int_equal(resolve_for(SPEC_READ_SIM, &c, file, &async, 1, NULL, 0, &err), 0);
+    /* a key's default includes its preset's value; the last flag setting a key is named */
+    struct spec_config_override values[] = {
+        {"rl.samples", "8", "workload preset 'w'"},
+        {"rl.batch_trajectories", "64", "workload preset 'w'"},
+    };
+    struct spec_config_override samples[] = {
+        {"rl.samples", "4", "--samples"},
+        {"rl.samples", "8", "--set rl.samples"},
+        {"sim.trace_step", "3", "--set sim.trace_step"},
+    };
+    assert_int_equal(resolve_for(SPEC_READ_EMU, &c, NULL, samples, 2, values, 2, &err), 0);
+    assert_int_equal(resolve_for(SPEC_READ_EMU, &c, NULL, samples, 1, values, 2, &err),
+                     LIBRA_EINVAL);
+    assert_string_equal(err.msg, "--samples: rl.samples is not used by libra emu (it is read by "
+                                 "libra cost, libra plan, libra route eval, libra sim, libra load "
+                                 "and libra serve)");
+    assert_int_equal(resolve_for(SPEC_READ_PLAN, &c, NULL, samples, 3, values, 2, &err),
+                     LIBRA_EINVAL);
+    assert_string_equal(err.msg, "--set sim.trace_step: sim.trace_step is not used by libra plan "
+                                 "(it is read by libra sim)");
+    /* a key of a mechanism not built yet is refused as such, before any reader's rule */
+    struct spec_config_override replan = {"plan.replan_horizon_steps", "3", "--set x"};
+    assert_int_equal(resolve_for(SPEC_READ_PLAN, &c, NULL, &replan, 1, NULL, 0, &err),
+                     LIBRA_EINVAL);
+    assert_non_null(strstr(err.msg, "not implemented"));
+}
+
+/* Every key is read by some command, except those of mechanisms not built yet; every command
+ * reads the presets; docs/cli.md carries the generated table of who reads what. */
+static void test_readers(void **state)
+{
+    size_t n;
+    const struct spec_field *f = spec_config_fields(&n);
+    for (size_t i = 0; i < n; i++) {
+        bool pending = strncmp(f[i].key, "plan.replan_", 12) == 0;
+        if ((f[i].readers == 0) != pending)
+            fail_msg("%s: readers 0x%x", f[i].key, f[i].readers);
+        assert_int_equal(f[i].readers >> SPEC_READERS, 0);
+    }
+    const struct spec_field *hw = spec_field_find(f, n, "cluster.hardware");
+    assert_int_equal(hw->readers, (1u << SPEC_READERS) - 1);
+    assert_string_equal(spec_reader_command(SPEC_READ_ROUTE), "route eval");
+    assert_null(spec_reader_command(SPEC_READ_SIM | SPEC_READ_PLAN));
+    char *table = spec_config_readers_markdown();
+    char *cli = test_read_file(test_source_path("docs/cli.md"), NULL);
+    char *doc = spec_config_doc_markdown();
+    bool stale = !strstr(cli, table);
+    assert_non_null(strstr(doc, table));
+    assert_non_null(strstr(table, "| `libra sim` | all | all | all | all | all but `mode`, "
+                                  "`time_limit_s` | all | all | all |\n"));
+    free(doc);
+    free(cli);
+    free(table);
+    if (stale)
+        fail_msg("docs/cli.md: the table of the keys each command reads is stale: copy it from "
+                 "docs/config.md");
+}
+
 /* Values of every type given as flags. */
 static void test_flag_types(void **state)
 {
@@ -423,6 +511,8 @@ int main(void)
         cmocka_unit_test(test_preset_values_layer),
         cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_flag_errors),
+        cmocka_unit_test(test_flags_only_for_readers),
+        cmocka_unit_test(test_readers),
         cmocka_unit_test(test_flag_types),
         cmocka_unit_test(test_digest),
         cmocka_unit_test(test_show_output_round_trips),

@@ -27,14 +27,14 @@ static const char *const flag_names[] = {"a", "b", "c", NULL};
 
 #define S struct sample
 static const struct spec_field fields[] = {
-    SPEC_INT_ROW(S, small, 0, "", 3, 1, 10, NULL, "an int"),
-    SPEC_INT_ROW(S, big, 0, "tokens", 0, 0, 1e15, NULL, "an int64"),
-    SPEC_DOUBLE_ROW(S, ratio, SPEC_ABOVE_MIN, "", 0.5, 0, 1, NULL, "in (0, 1]"),
-    SPEC_BOOL_ROW(S, on, 0, 1, NULL, "a bool"),
-    SPEC_STRING_ROW(S, name, SPEC_REQUIRED, "x", NULL, "a short string"),
-    SPEC_ENUM_ROW(S, color, 0, colors, 1, NULL, "an enum"),
-    SPEC_SET_ROW(S, flags, 0, flag_names, 5, 0, NULL, "a set"),
-    SPEC_LIST_ROW(S, tags, 0, "p,q", NULL, "a list"),
+    SPEC_INT_ROW(S, small, 0, "", 3, 1, 10, NULL, 0, "an int"),
+    SPEC_INT_ROW(S, big, 0, "tokens", 0, 0, 1e15, NULL, 0, "an int64"),
+    SPEC_DOUBLE_ROW(S, ratio, SPEC_ABOVE_MIN, "", 0.5, 0, 1, NULL, 0, "in (0, 1]"),
+    SPEC_BOOL_ROW(S, on, 0, 1, NULL, 0, "a bool"),
+    SPEC_STRING_ROW(S, name, SPEC_REQUIRED, "x", NULL, 0, "a short string"),
+    SPEC_ENUM_ROW(S, color, 0, colors, 1, NULL, 0, "an enum"),
+    SPEC_SET_ROW(S, flags, 0, flag_names, 5, 0, NULL, 0, "a set"),
+    SPEC_LIST_ROW(S, tags, 0, "p,q", NULL, 0, "a list"),
 };
 #define N (sizeof fields / sizeof *fields)
 
