@@ -23,9 +23,10 @@ static const char help[] =
     "usage: libra cost [CONFIG] [flags]\n"
     "       libra cost calibration [-o FILE]\n"
     "\n"
-    "Prints the cost model's answers for the config's hardware and model: the decode iteration\n"
-    "time by tensor-parallel size and batch at --context-tokens of context per sequence (and\n"
-    "the generated tokens per second per GPU), the KV capacity of an instance, and the time and\n"
+    "Prints the cost model's answers for the config's hardware and model: the memory per GPU\n"
+    "it takes (as the device reports it) and that figure's source, the decode iteration time\n"
+    "by tensor-parallel size and batch at --context-tokens of context per sequence (and the\n"
+    "generated tokens per second per GPU), the KV capacity of an instance, and the time and\n"
     "per-GPU memory of one training step of rl.batch_trajectories sequences of --seq-tokens\n"
     "tokens on the layout given by the training flags. --json prints one document (schema\n"
     "libra.cost/1). `calibration` prints the calibration table (docs/calibration.md).\n"
@@ -82,6 +83,7 @@ static const struct option own_options[] = {
 static const int batches[] = {1, 8, 32, 64, 128, 256};
 #define N_BATCHES (sizeof batches / sizeof batches[0])
 #define MAX_TP 8
+#define GIB 1073741824.0
 
 struct opts {
     struct cost_train_config train;
@@ -225,9 +227,11 @@ static bool fits_kv(const struct tp_row *r, int b, double context)
 
 static void print_rollout(FILE *out, const struct answers *a, double context)
 {
-    fprintf(out, "%s on %s%s\n\n", a->model->name, a->hw->name,
+    fprintf(out, "%s on %s%s\n", a->model->name, a->hw->name,
             a->shape.moe ? " (MoE: dense with active parameters for compute, total for memory)"
                          : "");
+    fprintf(out, "memory per GPU: %.0f bytes (%.2f GiB), source: %s\n\n", a->hw->hbm_bytes,
+            a->hw->hbm_bytes / GIB, a->hw->hbm_source);
     fprintf(out,
             "decode iteration, ms (generated tokens/s per GPU), %g tokens of context per "
             "sequence\n",
@@ -363,6 +367,9 @@ static json_t *json_output(const struct answers *a, const struct opts *o,
     json_t *doc = spec_config_envelope(SCHEMA, cfg);
     json_object_set_new(doc, "hardware", json_string(a->hw->name));
     json_object_set_new(doc, "model", json_string(a->model->name));
+    json_object_set_new(doc, "hbm",
+                        json_pack("{s:f, s:f, s:s}", "bytes", a->hw->hbm_bytes, "gib",
+                                  a->hw->hbm_bytes / GIB, "source", a->hw->hbm_source));
     json_object_set_new(doc, "moe_dense_approximation", json_boolean(a->shape.moe));
     json_object_set_new(doc, "rollout", rollout_json(a, (double)o->context_tokens));
     json_object_set_new(doc, "training", train_json(a, o));

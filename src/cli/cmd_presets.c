@@ -37,13 +37,13 @@ static void hardware_table(FILE *out, const struct spec_presets *p)
 {
     fprintf(out, "%-14s %8s %6s %7s %7s %9s %8s %9s %5s %4s  %s\n", "hardware", "bf16", "HBM",
             "HBM BW", "NVLink", "allreduce", "AR lat", "internode", "GPUs", "conf", "origin");
-    fprintf(out, "%-14s %8s %6s %7s %7s %9s %8s %9s %5s %4s\n", "", "TFLOP/s", "GB", "TB/s", "GB/s",
-            "GB/s", "us", "GB/s/GPU", "/node", "");
+    fprintf(out, "%-14s %8s %6s %7s %7s %9s %8s %9s %5s %4s\n", "", "TFLOP/s", "GiB", "TB/s",
+            "GB/s", "GB/s", "us", "GB/s/GPU", "/node", "");
     for (size_t i = 0; i < p->n_hardware; i++) {
         const struct spec_hardware *h = &p->hardware[i];
         char c[7][24];
         cell(c[0], 24, h->bf16_flops_per_s, 1e12, h->assumed, "bf16_flops_per_s");
-        cell(c[1], 24, h->hbm_bytes, 1e9, h->assumed, "hbm_bytes");
+        cell(c[1], 24, h->hbm_bytes, 1073741824.0, h->assumed, "hbm_bytes");
         cell(c[2], 24, h->hbm_bw_bytes_per_s, 1e12, h->assumed, "hbm_bw_bytes_per_s");
         cell(c[3], 24, h->nvlink_bw_bytes_per_s, 1e9, h->assumed, "nvlink_bw_bytes_per_s");
         cell(c[4], 24, h->allreduce_bus_bw_bytes_per_s, 1e9, h->assumed,
@@ -54,6 +54,10 @@ static void hardware_table(FILE *out, const struct spec_presets *p)
                 c[3], c[4], c[5], c[6], h->gpus_per_node, spec_confidence_name(h->confidence),
                 h->origin);
     }
+    fprintf(out, "\nmemory per GPU as the device reports it, bytes, and where it comes from:\n");
+    for (size_t i = 0; i < p->n_hardware; i++)
+        fprintf(out, "%-14s %13.0f  %s\n", p->hardware[i].name, p->hardware[i].hbm_bytes,
+                p->hardware[i].hbm_source);
 }
 
 static void model_table(FILE *out, const struct spec_presets *p)

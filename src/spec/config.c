@@ -706,9 +706,13 @@ static void doc_presets(FILE *out)
                  "Values are checked: unknown keys, wrong types and impossible values (zero "
                  "heads, `kv_heads` not dividing `heads`, a bandwidth <= 0) are errors naming "
                  "file:line:col.\n\n"
-                 "Capacities are decimal, as in the vendor sheets: 80 GB is 80e9 bytes (an "
-                 "80 GB GPU reports 81920 MiB, so memory-bound figures are about 7%% "
-                 "conservative). `confidence` rates the values not listed in `assumed`, on "
+                 "`hbm_bytes` is the memory capacity as the device reports it, not the "
+                 "nameplate: an \"80 GB\" part has 80 GiB of HBM, of which the CUDA runtime "
+                 "shows about 79.2 GiB as its total (`torch.cuda.get_device_properties(0)."
+                 "total_memory`, the figure an engine's memory fraction multiplies); "
+                 "`hbm_source` says which printout it was read from (`libra cost` and "
+                 "`libra presets` show both). Bandwidths and FLOP rates are decimal, as in the "
+                 "vendor sheets. `confidence` rates the values not listed in `assumed`, on "
                  "calibration.md's scale: H primary and unambiguous, M indirect, L weak.\n\n"
                  "### hardware\n\n");
     memset(&hw, 0, sizeof hw);

@@ -46,7 +46,11 @@ static const char *const confidence_names[] = {
 static const struct spec_field hardware_fields[] = {
     NAME_ROW(struct spec_hardware),
     HW_BW(bf16_flops_per_s, "FLOP/s", "dense bf16 tensor peak per GPU (not the sparse figure)"),
-    HW_BW(hbm_bytes, "bytes", "memory capacity per GPU, decimal (80 GB = 80e9 bytes)"),
+    HW_BW(hbm_bytes, "bytes",
+          "memory capacity per GPU as the device reports it: the CUDA runtime's total "
+          "(torch.cuda.get_device_properties(0).total_memory), not the nameplate's decimal GB"),
+    SPEC_STRING_ROW(struct spec_hardware, hbm_source, 0, "not given", NULL,
+                    "where hbm_bytes comes from: the printout (nvidia-smi, torch) and its URL"),
     HW_BW(hbm_bw_bytes_per_s, "bytes/s", "memory bandwidth per GPU"),
     HW_BW(nvlink_bw_bytes_per_s, "bytes/s", "NVLink bandwidth per GPU, bidirectional"),
     HW_BW(allreduce_bus_bw_bytes_per_s, "bytes/s",

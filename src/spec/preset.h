@@ -10,9 +10,11 @@
  * A preset file is one JSON object: {"schema": "libra.presets/1", "hardware": [...],
  * "models": [...], "workloads": [...]}. Each hardware or model entry is an object whose keys
  * are the rows of spec_hardware_fields() / spec_model_fields() (docs/config.md lists them).
- * Capacities use decimal units: "80 GB" is 80e9 bytes, as in the vendor sheets. The
- * "workloads" section belongs to workload/preset.h, which reads the same files; spec/ only
- * skips it. "schema" is any string (documentation).
+ * A GPU's memory capacity is what the device reports as its total (the CUDA runtime's
+ * cudaMemGetInfo total, which an engine's memory fraction multiplies), in bytes, with the
+ * printout it was taken from in hbm_source; bandwidths and FLOP rates stay in the vendor
+ * sheets' decimal units. The "workloads" section belongs to workload/preset.h, which reads the same
+ * files; spec/ only skips it. "schema" is any string (documentation).
  */
 #ifndef SPEC_PRESET_H
 #define SPEC_PRESET_H
@@ -33,7 +35,8 @@ enum spec_confidence { SPEC_CONF_HIGH, SPEC_CONF_MEDIUM, SPEC_CONF_LOW };
 struct spec_hardware {
     char name[SPEC_NAME_MAX];
     double bf16_flops_per_s;             /* dense bf16 tensor peak, FLOP/s */
-    double hbm_bytes;                    /* memory capacity per GPU, bytes (decimal GB) */
+    double hbm_bytes;                    /* memory capacity per GPU as the device reports it */
+    char hbm_source[256];                /* where hbm_bytes was read, or "not given" */
     double hbm_bw_bytes_per_s;           /* memory bandwidth per GPU, bytes/s */
     double nvlink_bw_bytes_per_s;        /* NVLink per GPU, bidirectional, bytes/s */
     double allreduce_bus_bw_bytes_per_s; /* 8-GPU intra-node all-reduce bus bandwidth */

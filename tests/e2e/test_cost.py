@@ -1,5 +1,6 @@
-"""End-to-end tests of `libra cost`: the JSON contract, the MoE label, the calibration tables
-that docs/calibration.md embeds, and clear errors for layouts that cannot run."""
+"""End-to-end tests of `libra cost`: the JSON contract, the memory capacity and its source, the
+MoE label, the calibration tables that docs/calibration.md embeds, and clear errors for layouts
+that cannot run."""
 
 import json
 import os
@@ -36,6 +37,34 @@ def test_json_envelope_and_answers():
     assert train["config"]["tp"] * train["config"]["dp"] <= 48
     assert train["step"]["step_s"] > train["step"]["compute_s"] > 0
     assert isinstance(train["memory"]["fits"], bool)
+
+
+def test_memory_capacity_and_source_are_printed():
+    """The capacity is the device's own figure (the CUDA total on an H20), not 96e9 bytes."""
+    r = run("--hardware", "h20", "--model", "qwen2.5-7b", "--gpus", "8")
+    assert r.returncode == 0, r.stderr
+    line = next(l for l in r.stdout.splitlines() if l.startswith("memory per GPU:"))
+    assert "102010716160 bytes (95.00 GiB)" in line
+    assert "source: CUDA total 97285 MiB" in line
+    doc = cost_json("--hardware", "h20", "--model", "qwen2.5-7b", "--gpus", "8")
+    assert doc["hbm"]["bytes"] == 97285 * 2**20
+    assert doc["hbm"]["source"].startswith("CUDA total 97285 MiB")
+    presets = json.loads(subprocess.run([LIBRA, "presets", "--json"], capture_output=True,
+                                        text=True, check=True).stdout)
+    h20 = next(h for h in presets["hardware"] if h["name"] == "h20")
+    assert h20["hbm_bytes"] == doc["hbm"]["bytes"] and h20["hbm_source"] == doc["hbm"]["source"]
+
+
+def test_a_preset_without_a_source_says_so(tmp_path):
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps({"hardware": [{
+        "name": "mine", "bf16_flops_per_s": 1e15, "hbm_bytes": 2**36,
+        "hbm_bw_bytes_per_s": 3e12, "nvlink_bw_bytes_per_s": 9e11,
+        "allreduce_bus_bw_bytes_per_s": 3e11, "allreduce_latency_s": 3e-5,
+        "inter_node_bw_bytes_per_s": 2.5e10, "gpus_per_node": 8}]}))
+    r = run("--presets", str(path), "--hardware", "mine", "--model", "qwen2.5-7b", "--gpus", "8")
+    assert r.returncode == 0, r.stderr
+    assert "memory per GPU: 68719476736 bytes (64.00 GiB), source: not given" in r.stdout
 
 
 def test_same_input_same_bytes():

@@ -227,7 +227,7 @@ static void test_kv_capacity(void **state)
     struct cost_shape s = shape_of(COST_REF_QWEN25_7B);
     struct cost_rollout_pre pre;
     cost_rollout_pre_init(&pre, &s, hw, &p, 1);
-    double free_bytes = 80e9 * 0.9 - s.params_total * 2.0 - 2.0 * 1024 * 1024 * 1024;
+    double free_bytes = 81234.0 * 1048576 * 0.9 - s.params_total * 2.0 - 2.0 * 1024 * 1024 * 1024;
     assert_close(pre.kv_capacity_tokens, floor(free_bytes / (56.0 * 1024)), 1e-12);
     /* weights that do not fit leave no KV (an answer, not an error) */
     struct spec_hardware small = *hw;

@@ -7,7 +7,9 @@
 #include <string.h>
 
 #include "cost/calib.h"
+#include "cost/rollout.h"
 #include "cost/train.h"
+#include "spec/preset.h"
 #include "util/rng.h"
 
 static struct cost_shape qwen7b(void)
@@ -255,11 +257,11 @@ static struct cost_train_memory memory(const struct cost_train_config *c)
 }
 
 /*
- * Qwen2.5-7B (7.615 B parameters) on an 80 GB A800 with 5 % margin (76 GB) and 4 GB workspace,
- * full recompute. Per token: layer inputs 28·3584·2 B, one layer's activations
- * (4·3584 + 2·3584 + 2·512 + 4·18944)·2 B and logits 152064·4·1.5 B: ≈ 1.31 MB.
- * ZeRO-1 over 8 ranks keeps 2 + 4 + 12/8 = 7.5 B per parameter (57.1 GB): room for ≈ 11.4 K
- * tokens. ZeRO-2 keeps 2 + 4/8 + 12/8 = 4 B (30.5 GB): ≈ 31.7 K tokens.
+ * Qwen2.5-7B (7.615 B parameters) on an A800 (85.18 GB as the device reports it) with 5 % margin
+ * (80.92 GB) and 4 GB workspace, full recompute. Per token: layer inputs 28·3584·2 B, one layer's
+ * activations (4·3584 + 2·3584 + 2·512 + 4·18944)·2 B and logits 152064·4·1.5 B: ≈ 1.31 MB.
+ * ZeRO-1 over 8 ranks keeps 2 + 4 + 12/8 = 7.5 B per parameter (57.1 GB): room for ≈ 15.1 K
+ * tokens. ZeRO-2 keeps 2 + 4/8 + 12/8 = 4 B (30.5 GB): ≈ 35.5 K tokens.
  */
 static void test_memory_fits_flips_where_computed(void **state)
 {
@@ -270,14 +272,14 @@ static void test_memory_fits_flips_where_computed(void **state)
                                   .minibatches = 1,
                                   .zero_stage = 1,
                                   .full_recompute = true};
-    c.micro_batch_tokens = 11000;
+    c.micro_batch_tokens = 14800;
     assert_true(memory(&c).fits);
-    c.micro_batch_tokens = 12000;
+    c.micro_batch_tokens = 15500;
     assert_false(memory(&c).fits);
     c.zero_stage = 2;
-    c.micro_batch_tokens = 31000;
+    c.micro_batch_tokens = 35000;
     assert_true(memory(&c).fits);
-    c.micro_batch_tokens = 32500;
+    c.micro_batch_tokens = 36000;
     assert_false(memory(&c).fits);
     /* without recompute every layer's activations stay: far less fits */
     c.full_recompute = false;
@@ -320,6 +322,34 @@ static void test_memory_shrinks_with_sharding(void **state)
                      LIBRA_EINVAL);
 }
 
+/* The capacity the cost model works with is the built-in preset's, for every GPU: the engine's
+ * KV budget is its memory fraction of it and training's fit is it less the margin. */
+static void test_capacity_is_the_presets(void **state)
+{
+    struct spec_presets presets;
+    struct libra_error err;
+    assert_int_equal(spec_presets_init(&presets, &err), 0);
+    struct cost_shape s = qwen7b();
+    struct cost_train_params tp;
+    cost_train_params_default(&tp);
+    struct cost_train_config c = {
+        .tp = 1, .pp = 1, .cp = 1, .dp = 1, .micro_batch_tokens = 4096, .minibatches = 1};
+    for (size_t i = 0; i < presets.n_hardware; i++) {
+        const struct spec_hardware *hw = &presets.hardware[i];
+        struct cost_rollout_params rp;
+        struct cost_rollout_pre pre;
+        cost_rollout_params_default(&rp, hw);
+        assert_int_equal(cost_rollout_pre_init(&pre, &s, hw, &rp, 1), 0);
+        double free_bytes =
+            hw->hbm_bytes * rp.mem_util - pre.weight_bytes_per_gpu - rp.workspace_bytes;
+        assert_true(pre.kv_capacity_tokens == floor(free_bytes / pre.kv_bytes_per_token));
+        struct cost_train_memory m;
+        assert_int_equal(cost_train_memory(&s, hw, &tp, &c, &m), 0);
+        assert_true(m.capacity_bytes == hw->hbm_bytes * (1.0 - tp.margin_frac));
+    }
+    spec_presets_free(&presets);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -330,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_more_gpus_less_compute),
         cmocka_unit_test(test_memory_fits_flips_where_computed),
         cmocka_unit_test(test_memory_shrinks_with_sharding),
+        cmocka_unit_test(test_capacity_is_the_presets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -79,7 +79,7 @@ static void test_a800_matches_the_sheet(void **state)
     struct spec_presets p = builtin();
     const struct spec_hardware *h = spec_hardware_find(&p, "a800-80g");
     assert_close(h->bf16_flops_per_s, 312e12, 0);
-    assert_close(h->hbm_bytes, 80e9, 0);
+    assert_close(h->hbm_bytes, 81234.0 * 1048576, 0); /* the CUDA total, not 80e9 */
     assert_close(h->hbm_bw_bytes_per_s, 2.039e12, 0);
     assert_close(h->nvlink_bw_bytes_per_s, 400e9, 0);
     assert_close(h->allreduce_bus_bw_bytes_per_s, 150e9, 0);
@@ -87,6 +87,31 @@ static void test_a800_matches_the_sheet(void **state)
     assert_close(h->inter_node_bw_bytes_per_s, 100e9 / 8, 0);
     assert_int_equal(h->gpus_per_node, 8);
     assert_string_equal(h->assumed, "");
+    spec_presets_free(&p);
+}
+
+/* Every built-in GPU states where its capacity comes from, and the capacity is what a device
+ * reports: below the nameplate's GiB (the runtime keeps some) or, when unverified, exactly it. */
+static void test_builtin_capacity_has_a_source(void **state)
+{
+    static const struct {
+        const char *name;
+        double nameplate_gib;
+    } gpus[] = {{"a100-80g", 80}, {"a800-80g", 80}, {"h100-sxm", 80},
+                {"h800", 80},     {"h20", 96},      {"h200", 141}};
+    struct spec_presets p = builtin();
+    for (size_t i = 0; i < sizeof gpus / sizeof gpus[0]; i++) {
+        const struct spec_hardware *h = spec_hardware_find(&p, gpus[i].name);
+        double nameplate = gpus[i].nameplate_gib * 1073741824.0;
+        assert_non_null(h);
+        assert_true(h->hbm_bytes > 0.98 * nameplate && h->hbm_bytes <= nameplate);
+        assert_true(h->hbm_bytes > gpus[i].nameplate_gib * 1e9); /* more than decimal GB */
+        assert_string_not_equal(h->hbm_source, "not given");
+        if (h->hbm_bytes == nameplate)
+            assert_non_null(strstr(h->hbm_source, "not verified"));
+        else
+            assert_non_null(strstr(h->hbm_source, "MiB"));
+    }
     spec_presets_free(&p);
 }
 
@@ -185,7 +210,8 @@ static void test_user_file_adds_and_overrides(void **state)
     const struct spec_hardware *h = spec_hardware_find(&p, "a800-80g");
     assert_int_equal(h->gpus_per_node, 4);
     assert_string_equal(h->origin, "mine.json");
-    assert_int_equal(h->confidence, SPEC_CONF_LOW); /* not stated: low */
+    assert_int_equal(h->confidence, SPEC_CONF_LOW);  /* not stated: low */
+    assert_string_equal(h->hbm_source, "not given"); /* nor is the capacity's source */
     const struct spec_model *m = spec_model_find(&p, "tiny");
     assert_string_equal(m->origin, "mine.json");
     assert_close(m->params_total, 5e5, 0); /* given: kept */
@@ -316,6 +342,7 @@ int main(void)
         cmocka_unit_test(test_builtin_names),
         cmocka_unit_test(test_builtin_files_state_provenance),
         cmocka_unit_test(test_a800_matches_the_sheet),
+        cmocka_unit_test(test_builtin_capacity_has_a_source),
         cmocka_unit_test(test_assumed_interconnect_is_marked),
         cmocka_unit_test(test_params_match_the_sheet),
         cmocka_unit_test(test_params_formula_terms),
