@@ -49,7 +49,7 @@ static const struct spec_field hardware_fields[] = {
     HW_BW(hbm_bytes, "bytes",
           "memory capacity per GPU as the device reports it: the CUDA runtime's total "
           "(torch.cuda.get_device_properties(0).total_memory), not the nameplate's decimal GB"),
-    SPEC_STRING_ROW(struct spec_hardware, hbm_source, 0, "not given", NULL,
+    SPEC_STRING_ROW(struct spec_hardware, hbm_source, 0, "not given", NULL, 0,
                     "where hbm_bytes comes from: the printout (nvidia-smi, torch) and its URL"),
     HW_BW(hbm_bw_bytes_per_s, "bytes/s", "memory bandwidth per GPU"),
     HW_BW(nvlink_bw_bytes_per_s, "bytes/s", "NVLink bandwidth per GPU, bidirectional"),
