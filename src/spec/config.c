@@ -127,7 +127,7 @@ static const struct spec_field fields[] = {
     ENUM(PLANNER, rl.transport, transport_names, SPEC_TRANSPORT_DISK_RESTART, NULL,
          "how weights reach rollout: NCCL broadcast, disk reload, disk and engine restart, or "
          "resharding"),
-    DOUBLE(SIMULATED, rl.overprovision_frac, 0, "", 0, 0, 4, NULL,
+    DOUBLE(SIMULATED | SPEC_READ_LOAD, rl.overprovision_frac, 0, "", 0, 0, 4, NULL,
            "extra share of each batch launched; the slowest are aborted once the batch "
            "is full (colocated) or kept in flight (async)"),
     INT(SIMULATED, rl.max_gen_batches, "", 10, 1, 1000, NULL,
