@@ -218,7 +218,12 @@ static void k8s_trainer(struct strbuf *b, const struct export_ctx *x,
                   "    libra-role: trainer\n",
                   rank);
     k8s_annotations(b, g);
-    strbuf_puts(b, "spec:\n  restartPolicy: Never\n");
+    strbuf_printf(b,
+                  "spec:\n"
+                  "  restartPolicy: Never\n"
+                  "  hostname: libra-trainer-%d\n"
+                  "  subdomain: libra-trainer\n",
+                  rank);
     k8s_pinned(b, g, "  ");
     strbuf_printf(b,
                   "  containers:\n"
@@ -236,7 +241,9 @@ static void k8s_trainer(struct strbuf *b, const struct export_ctx *x,
                   "        - name: LIBRA_TRAIN_NODE_RANK\n"
                   "          value: \"%d\"\n"
                   "        - name: LIBRA_TRAIN_GPUS\n"
-                  "          value: \"%d\"\n",
+                  "          value: \"%d\"\n"
+                  "        - name: MASTER_ADDR\n"
+                  "          value: \"libra-trainer-0.libra-trainer\"\n",
                   x->layout.n_train, rank, g->n_gpus);
     k8s_resources(b, g, "      ");
 }
@@ -255,8 +262,9 @@ void export_k8s(const struct export_ctx *x, struct strbuf *b)
         "# The device plugin picks the GPUs; annotation libra-gpus names the planned\n"
         "# ones. The trainer's command comes from ConfigMap libra-train (key command):\n"
         "#   kubectl create configmap libra-train --from-literal=command='...'\n"
-        "# run by sh -c with LIBRA_TRAIN_NNODES, LIBRA_TRAIN_NODE_RANK and\n"
-        "# LIBRA_TRAIN_GPUS set, in image " K8S_TRAINER_IMAGE " (tag yours so, or edit it).\n"
+        "# run by sh -c with LIBRA_TRAIN_NNODES, LIBRA_TRAIN_NODE_RANK, LIBRA_TRAIN_GPUS\n"
+        "# and MASTER_ADDR (pod libra-trainer-0 by the headless Service libra-trainer)\n"
+        "# set, in image " K8S_TRAINER_IMAGE " (tag yours so, or edit it).\n"
         "# Engines load model %s (edit --model-path for a checkpoint path); memory\n"
         "# fraction %.4g is the share of HBM the planner's KV model gives each engine.\n"
         "# The gateway, once every engine answers /health (LIBRA_ADMIN_TOKEN set):\n"
@@ -270,4 +278,14 @@ void export_k8s(const struct export_ctx *x, struct strbuf *b)
         k8s_engine(b, x, &l->group[i]);
     for (int k = 0; k < l->n_train; k++)
         k8s_trainer(b, x, &l->group[l->n_engines + k], k);
+    if (l->n_train) /* the trainer pods' DNS names: libra-trainer-K.libra-trainer */
+        strbuf_puts(b, "---\n"
+                       "apiVersion: v1\n"
+                       "kind: Service\n"
+                       "metadata:\n"
+                       "  name: libra-trainer\n"
+                       "spec:\n"
+                       "  clusterIP: None\n"
+                       "  selector:\n"
+                       "    libra-role: trainer\n");
 }

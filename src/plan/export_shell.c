@@ -53,11 +53,15 @@ static void sh_wait_for_engines(struct strbuf *b, const struct export_ctx *x, co
                   indent, indent);
 }
 
-/* Appends the gateway's command: libra serve in front of every engine (URLs in $eK). */
-static void sh_serve_command(struct strbuf *b, const struct export_ctx *x, const char *listen)
+/* Appends the gateway's command: libra serve in front of every engine (URLs in $eK), its
+ * continuation lines indented by indent. */
+static void sh_serve_command(struct strbuf *b, const struct export_ctx *x, const char *listen,
+                             const char *indent)
 {
+    char sep[32];
+    snprintf(sep, sizeof sep, " \\\n%s", indent);
     strbuf_puts(b, "\"${LIBRA:-libra}\" serve ");
-    export_serve_args(b, x, listen, " \\\n        ", true, sh_url_variable);
+    export_serve_args(b, x, listen, sep, true, sh_url_variable);
     strbuf_puts(b, "\n");
 }
 
@@ -160,7 +164,7 @@ void export_engines_sh(const struct export_ctx *x, enum export_engine e, struct 
     strbuf_puts(b, "    exec ");
     char listen[64];
     snprintf(listen, sizeof listen, "\"${LIBRA_LISTEN:-127.0.0.1:%d}\"", PLAN_EXPORT_GATEWAY_PORT);
-    sh_serve_command(b, x, listen);
+    sh_serve_command(b, x, listen, "        ");
     strbuf_puts(b, "}\n\n"
                    "case \"${1:-}\" in\n"
                    "serve) gateway ;;\n"
@@ -267,7 +271,7 @@ int export_slurm(const struct export_ctx *x, struct strbuf *b, struct libra_erro
     char listen[32];
     snprintf(listen, sizeof listen, "0.0.0.0:%d", PLAN_EXPORT_GATEWAY_PORT);
     strbuf_puts(b, "step 0 ");
-    sh_serve_command(b, x, listen);
+    sh_serve_command(b, x, listen, "    ");
     strbuf_puts(b, "wait\n");
     return 0;
 }

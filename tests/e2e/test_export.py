@@ -345,10 +345,12 @@ def test_k8s_manifests_pin_every_group(plan):
     objects = [o for o in yaml.safe_load_all(text) if o is not None]
     kinds = [o["kind"] for o in objects]
     planned, training = engines_of(doc), training_of(doc)
-    assert kinds.count("Deployment") == kinds.count("Service") == len(planned)
+    assert kinds.count("Deployment") == kinds.count("Service") - 1 == len(planned)
     assert kinds.count("Pod") == len(training)
     services = {o["metadata"]["name"]: o["spec"]["ports"][0]["port"]
-                for o in objects if o["kind"] == "Service"}
+                for o in objects if o["kind"] == "Service" and "ports" in o["spec"]}
+    (trainers,) = [o for o in objects if o["metadata"]["name"] == "libra-trainer"]
+    assert trainers["spec"] == {"clusterIP": "None", "selector": {"libra-role": "trainer"}}
     launched, used = [], {}
     for o in objects:
         if o["kind"] == "Service":
@@ -373,6 +375,9 @@ def test_k8s_manifests_pin_every_group(plan):
             assert sorted(training)[rank] == node
             assert {int(g) for g in gpus.split(",")} == training[node]
             assert container["command"] == ["sh", "-c", "$(LIBRA_TRAIN_CMD)"]
+            assert (spec["hostname"], spec["subdomain"]) == (f"libra-trainer-{rank}",
+                                                             "libra-trainer")
+            assert env["MASTER_ADDR"] == "libra-trainer-0.libra-trainer"
     check_engines(doc, launched, "sglang")
     assert all(n <= doc["gpus_per_node"] for n in used.values())
     assert "libra serve --listen 0.0.0.0:30000" in text
