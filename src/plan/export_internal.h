@@ -59,7 +59,8 @@ void export_sh_word(struct strbuf *b, const char *s);
 
 /*
  * Appends libra serve's arguments after "serve": --listen listen (written as is), the
- * cluster's hardware, model and GPUs, the plan's buckets (sched.buckets) and one
+ * cluster's hardware, model and GPUs, the plan's buckets without their instance counts
+ * (sched.buckets: the registered engines are the instances) and one
  * --engine URL,tp=N per engine in instance order, separated by sep. url writes engine g's URL
  * (a shell expression or a literal); shell says whether the words are shell words (quoted).
  */
