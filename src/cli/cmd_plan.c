@@ -19,6 +19,7 @@
 #include "cli/cli_config.h"
 #include "cli/commands.h"
 #include "cli/sim_input.h"
+#include "plan/export.h"
 #include "plan/plan.h"
 #include "sim/sim.h"
 #include "util/alloc.h"
@@ -29,7 +30,7 @@ static const char help[] =
     "usage: libra plan [CONFIG] [--gpus N] [--hardware H] [--model M] [--batch B]\n"
     "                  [--samples n] [--mode colocated|async] [--time-limit-s T] [--seed S]\n"
     "                  [--trace FILE] [--homogeneous-rollout] [--verify K] [--verify-steps N]\n"
-    "                  [--jobs J] [--json]\n"
+    "                  [--jobs J] [--json | --export FORMAT]\n"
     "\n"
     "Plans the cluster of the experiment config: how many GPUs train and with which layout\n"
     "(TP, PP, CP, DP, micro-batch budget, activation recompute, FSDP or Megatron's\n"
@@ -53,15 +54,20 @@ static const char help[] =
     "                         would gain\n"
     "  --verify K             simulate the K best candidates (plan.verify_candidates;\n"
     "                         0: the analytic optimum, unverified)\n"
-    "  --verify-steps N       steps each candidate runs (plan.verify_steps)\n";
+    "  --verify-steps N       steps each candidate runs (plan.verify_steps)\n"
+    "  --export FORMAT        write the plan as a launcher runs it (docs/export.md): sglang or\n"
+    "                         vllm (a sh script: each node's engines, then libra serve), slurm\n"
+    "                         (an sbatch script), ray (placement groups, JSON), k8s (YAML),\n"
+    "                         verl (Hydra overrides) or megatron (Megatron-LM arguments)\n";
 
-enum { OPT_TRACE = 0x100, OPT_HOMOGENEOUS, OPT_VERIFY, OPT_VERIFY_STEPS };
+enum { OPT_TRACE = 0x100, OPT_HOMOGENEOUS, OPT_VERIFY, OPT_VERIFY_STEPS, OPT_EXPORT };
 
 static const struct option own_options[] = {
     {"trace", required_argument, NULL, OPT_TRACE},
     {"homogeneous-rollout", no_argument, NULL, OPT_HOMOGENEOUS},
     {"verify", required_argument, NULL, OPT_VERIFY},
     {"verify-steps", required_argument, NULL, OPT_VERIFY_STEPS},
+    {"export", required_argument, NULL, OPT_EXPORT},
     {0},
 };
 
@@ -316,6 +322,30 @@ static json_t *json_output(const struct libra_config *cfg, const struct planned 
     return doc;
 }
 
+/* --export: the format and the command line its header names. */
+struct export_opt {
+    bool on;
+    enum plan_export_format format;
+    int argc;
+    char **argv;
+};
+
+static int export_output(const struct cli_common *cc, const struct libra_config *cfg,
+                         const struct plan_result *r, const struct export_opt *ex)
+{
+    struct plan_export_input in = {.plan = r, .cfg = cfg, .argc = ex->argc, .argv = ex->argv};
+    struct libra_error err = {0};
+    char *text = NULL;
+    int rc = plan_export(ex->format, &in, &text, &err);
+    if (rc != 0) {
+        cli_errorf("plan: --export %s: %s", plan_export_format_name(ex->format), err.msg);
+        return rc == LIBRA_EINTERNAL ? LIBRA_EXIT_INTERNAL : LIBRA_EXIT_USAGE;
+    }
+    rc = cli_write_output(cc->output, text);
+    free(text);
+    return rc;
+}
+
 /* ---- the command ---------------------------------------------------------------------------- */
 
 /* Plans in's sample under plan_cfg into *r; prints why and returns an exit code on bad input. */
@@ -369,7 +399,7 @@ static int verify(const struct cli_common *cc, struct sim_input *in, struct plan
     return solve(in, &vc, &pl->plan);
 }
 
-static int run(const struct cli_common *cc, const char *input)
+static int run(const struct cli_common *cc, const char *input, const struct export_opt *ex)
 {
     struct cli_presets p = {0};
     struct libra_config cfg;
@@ -395,7 +425,10 @@ static int run(const struct cli_common *cc, const char *input)
         rc = solve(&in, &free_cfg, &pl.het);
     }
     if (rc == 0) {
-        if (cc->json) {
+        if (ex->on) {
+            if (pl.plan.feasible) /* else nothing to export: the error below says why */
+                rc = export_output(cc, &cfg, &pl.plan, ex);
+        } else if (cc->json) {
             json_t *doc = json_output(&cfg, &pl);
             rc = cli_emit_json(cc, doc);
             json_decref(doc);
@@ -423,6 +456,7 @@ int cmd_plan(int argc, char **argv)
                         CLI_FLAGS_JOBS,
                     "", own_options);
     int c, rc = 0;
+    struct export_opt ex = {.argc = argc, .argv = argv};
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
         if (c == 'h') {
             cli_common_help(&cc, help, stdout);
@@ -437,13 +471,20 @@ int cmd_plan(int argc, char **argv)
             cli_common_set(&cc, "plan.verify_candidates", optarg, "--verify");
         else if (c == OPT_VERIFY_STEPS)
             cli_common_set(&cc, "plan.verify_steps", optarg, "--verify-steps");
+        else if (c == OPT_EXPORT && plan_export_format_parse(optarg, &ex.format) != 0)
+            rc = cli_usage_error(cc.cmd, "--export: unknown format '%s' (one of %s)", optarg,
+                                 PLAN_EXPORT_FORMAT_LIST);
+        else if (c == OPT_EXPORT)
+            ex.on = true;
         else
             rc = LIBRA_EXIT_USAGE; /* '?': the usage error is printed */
     }
     if (rc == 0 && argc - optind > 1)
         rc = cli_usage_error(cc.cmd, "unexpected argument '%s'", argv[optind + 1]);
+    if (rc == 0 && ex.on && cc.json)
+        rc = cli_usage_error(cc.cmd, "--export and --json exclude each other");
     if (rc == 0)
-        rc = run(&cc, optind < argc ? argv[optind] : NULL);
+        rc = run(&cc, optind < argc ? argv[optind] : NULL, &ex);
     cli_common_free(&cc);
     return rc;
 }

@@ -199,6 +199,7 @@ int plan_solve(const struct plan_problem *p, struct plan_result *out, struct lib
     out->gpus = p->cfg->cluster.gpus;
     out->gpus_per_node = p->cfg->cluster.gpus_per_node;
     out->sample_n = p->sample.n;
+    out->rollout_mem_util = p->settings->rollout.mem_util;
     for (size_t i = 0; p->tool_s && i < p->sample.n; i++)
         out->tool_s_mean += (p->tool_s[i] - out->tool_s_mean) / (double)(i + 1);
     struct plan_solver s;

@@ -213,6 +213,8 @@ struct plan_result {
 
     int counts[PLAN_NTP]; /* rollout instances by log2(TP) */
     int instances;
+    double rollout_mem_util; /* fraction of HBM each rollout engine holds in the KV model (the
+                              * engines' --mem-fraction-static / --gpu-memory-utilization) */
     int n_bands;
     struct plan_band band[PLAN_NTP];
     struct spec_bucket_layout layout;

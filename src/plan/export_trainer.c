@@ -1,0 +1,178 @@
+/*
+ * Plan export as a trainer's own settings: `verl` (Hydra overrides, key=value a line) and
+ * `megatron` (Megatron-LM arguments, one a line). Lines starting with '#' are comments, so
+ * $(grep -v '^#' FILE) puts the settings on a command line.
+ *
+ * The plan's micro-batch is a token budget per GPU (sequences packed up to it, times CP per
+ * replica): verl's dynamic batch size (use_dynamic_bsz, ppo_max_token_len_per_gpu) is exactly
+ * that; Megatron-LM counts micro-batches in sequences, so one packed sequence per micro-batch,
+ * and the comment names the token flags of Megatron-based RL trainers (slime).
+ *
+ * verl starts every rollout engine with one TP size and places the same GPU count on every
+ * node of a pool; where the plan differs (a heterogeneous fleet, a pool that is not whole
+ * nodes) the output says what is lost and how to get the plan anyway.
+ */
+#include "plan/export_internal.h"
+
+/* How verl lays out a pool of n GPUs on nodes of node_gpus: the same count per node, so
+ * whole nodes, one partial node, or else the largest count per node that divides n (which
+ * spreads the pool over more nodes than the plan). Returns whether that is the plan's
+ * placement. */
+static bool pool_shape(int n, int node_gpus, int *nodes, int *per_node)
+{
+    int d = n < node_gpus ? n : node_gpus;
+    while (n % d)
+        d--;
+    *per_node = d;
+    *nodes = n / d;
+    return d == node_gpus || n < node_gpus;
+}
+
+static void verl_pool(struct strbuf *b, const char *prefix, const char *what, int n, int node_gpus)
+{
+    int nodes, per_node;
+    if (!pool_shape(n, node_gpus, &nodes, &per_node))
+        strbuf_printf(b,
+                      "# the plan's %d %sGPUs are not whole nodes of %d, and verl takes the same\n"
+                      "# count on every node: %d nodes of %d\n",
+                      n, what, node_gpus, nodes, per_node);
+    strbuf_printf(b, "%s.nnodes=%d\n%s.n_gpus_per_node=%d\n", prefix, nodes, prefix, per_node);
+}
+
+static void verl_training(struct strbuf *b, const struct plan_train_layout *t)
+{
+    const char *actor = "actor_rollout_ref.actor";
+    if (t->fsdp) {
+        strbuf_printf(b,
+                      "# training: FSDP, Ulysses sequence parallel %d (the plan's CP), DP %d\n"
+                      "%s.strategy=fsdp\n"
+                      "%s.ulysses_sequence_parallel_size=%d\n"
+                      "actor_rollout_ref.model.enable_gradient_checkpointing=%s\n",
+                      t->cp, t->dp, actor, actor, t->cp, t->recompute ? "True" : "False");
+    } else {
+        const char *mc = "actor_rollout_ref.actor.megatron";
+        strbuf_printf(b,
+                      "# training: Megatron TP%d PP%d CP%d, DP %d (from the world size), "
+                      "distributed optimizer\n"
+                      "%s.strategy=megatron\n"
+                      "%s.tensor_model_parallel_size=%d\n"
+                      "%s.pipeline_model_parallel_size=%d\n"
+                      "%s.context_parallel_size=%d\n"
+                      "%s.use_distributed_optimizer=True\n",
+                      t->tp, t->pp, t->cp, t->dp, actor, mc, t->tp, mc, t->pp, mc, t->cp, mc);
+        if (t->recompute)
+            strbuf_printf(b,
+                          "%s.override_transformer_config.recompute_granularity=full\n"
+                          "%s.override_transformer_config.recompute_method=uniform\n"
+                          "%s.override_transformer_config.recompute_num_layers=1\n",
+                          mc, mc, mc);
+        else
+            strbuf_printf(b, "%s.override_transformer_config.recompute_granularity=null\n", mc);
+    }
+    strbuf_printf(b,
+                  "# micro-batches: sequences packed up to the plan's budget per GPU (times CP)\n"
+                  "%s.use_dynamic_bsz=True\n"
+                  "%s.ppo_max_token_len_per_gpu=%d\n",
+                  actor, actor, t->budget_tokens);
+}
+
+/* The largest TP size of the fleet: the one verl gets, since it holds the longest requests. */
+static int largest_tp(const struct plan_result *r)
+{
+    int tp = 1;
+    for (int t = 0; t < PLAN_NTP; t++)
+        if (r->counts[t])
+            tp = 1 << t;
+    return tp;
+}
+
+static void verl_rollout(struct strbuf *b, const struct export_ctx *x)
+{
+    const struct plan_result *r = x->plan;
+    int tp = largest_tp(r), sizes = 0;
+    for (int t = 0; t < PLAN_NTP; t++)
+        sizes += r->counts[t] > 0;
+    strbuf_puts(b, "# rollout: ");
+    export_fleet(b, r);
+    strbuf_puts(b, "\n");
+    if (sizes > 1) {
+        strbuf_printf(b,
+                      "# verl starts every rollout engine with one TP size: below, %d engines "
+                      "of TP%d,\n",
+                      r->n_rollout / tp, tp);
+        strbuf_puts(b,
+                    "# the fleet's largest (it holds the longest requests), so the small-TP\n"
+                    "# engines' throughput on short turns and the buckets C-MLFQ routes over are\n"
+                    "# lost; verl updates the weights only of engines it started, so engines\n"
+                    "# started apart do not help. Plan a fleet verl can start with\n"
+                    "# libra plan --homogeneous-rollout (which says what this fleet would gain),\n"
+                    "# or run this one with a trainer that starts several TP sizes\n"
+                    "# (docs/export.md).\n");
+    }
+    strbuf_printf(b,
+                  "actor_rollout_ref.rollout.tensor_model_parallel_size=%d\n"
+                  "actor_rollout_ref.rollout.gpu_memory_utilization=%.4g\n",
+                  tp, x->mem_fraction);
+}
+
+void export_verl(const struct export_ctx *x, struct strbuf *b)
+{
+    const struct plan_result *r = x->plan;
+    export_header(b, x);
+    strbuf_printf(b,
+                  "#\n"
+                  "# Hydra overrides for verl's trainer (docs/export.md), one key=value a line:\n"
+                  "#   python3 -m verl.trainer.main_ppo --config-name=%s \\\n"
+                  "#       $(grep -v '^#' THIS) ...\n",
+                  r->train.fsdp ? "ppo_trainer" : "ppo_megatron_trainer");
+    if (r->colocated)
+        strbuf_puts(b, "# colocated: verl's hybrid engine, every GPU trains and rolls out in "
+                       "turn; the memory\n# fraction is the planner's share of HBM for the "
+                       "engines, so lower it if the\n# training state stays on the GPUs during "
+                       "rollout\n");
+    else
+        strbuf_puts(b, "# async: training and rollout on GPUs of their own, which verl runs with "
+                       "its fully\n# async recipe (the trainer.* and rollout.* pools below); its "
+                       "standard trainer\n# colocates them\n");
+    verl_training(b, &r->train);
+    verl_pool(b, "trainer", r->colocated ? "" : "training ", r->colocated ? r->gpus : r->n_train,
+              r->gpus_per_node);
+    verl_rollout(b, x);
+    if (!r->colocated)
+        verl_pool(b, "rollout", "rollout ", r->n_rollout, r->gpus_per_node);
+}
+
+void export_megatron(const struct export_ctx *x, struct strbuf *b)
+{
+    const struct plan_result *r = x->plan;
+    const struct plan_train_layout *t = &r->train;
+    int nodes, per_node, gpus = r->colocated ? r->gpus : r->n_train;
+    pool_shape(gpus, r->gpus_per_node, &nodes, &per_node);
+    export_header(b, x);
+    strbuf_printf(b,
+                  "#\n"
+                  "# Megatron-LM arguments for the plan's training layout (docs/export.md), one "
+                  "a line:\n"
+                  "#   torchrun --nnodes %d --nproc-per-node %d ... pretrain_gpt.py \\\n"
+                  "#       $(grep -v '^#' THIS) ...\n"
+                  "# %d GPUs%s: TP%d x PP%d x CP%d x DP%d (Megatron derives DP from the world "
+                  "size)\n"
+                  "--tensor-model-parallel-size %d\n"
+                  "--pipeline-model-parallel-size %d\n"
+                  "--context-parallel-size %d\n"
+                  "%s\n"
+                  "# a micro-batch packs up to %d tokens per GPU (times CP per replica): one "
+                  "packed\n"
+                  "# sequence; Megatron-based trainers that pack by tokens (slime) take\n"
+                  "# --use-dynamic-batch-size --max-tokens-per-gpu %d instead\n"
+                  "--micro-batch-size 1\n",
+                  nodes, per_node, gpus,
+                  r->colocated ? " (colocated: shared with the engines in turn)" : "", t->tp, t->pp,
+                  t->cp, t->dp, t->tp, t->pp, t->cp,
+                  t->fsdp ? "--use-torch-fsdp2" : "--use-distributed-optimizer", t->budget_tokens,
+                  t->budget_tokens);
+    if (t->recompute)
+        strbuf_puts(b, "--recompute-granularity full\n"
+                       "--recompute-method uniform\n"
+                       "--recompute-num-layers 1\n");
+}
