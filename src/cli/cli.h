@@ -52,6 +52,10 @@ int cli_parse_double(const struct cli_command *cmd, const char *flag, const char
 /* Prints a parser error as "libra: FILE:LINE:COL: MSG". Returns LIBRA_EXIT_USAGE. */
 int cli_report_error(const struct libra_error *err);
 
+/* Prints err as cli_report_error does and returns the exit code of rc (a LIBRA_E*): 3 for
+ * LIBRA_EIO, 4 for LIBRA_EINTERNAL, 1 for LIBRA_EINFEAS, else 2. */
+int cli_report(int rc, const struct libra_error *err);
+
 /* Finds a command by name; NULL when unknown. */
 const struct cli_command *cli_find(const char *name);
 

@@ -9,7 +9,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/plan.h"
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/json.h"
@@ -231,101 +230,16 @@ void cli_common_free(struct cli_common *cc)
     memset(cc, 0, sizeof *cc);
 }
 
-void cli_presets_free(struct cli_presets *p)
-{
-    spec_presets_free(&p->spec);
-    workload_presets_free(&p->workloads);
-}
-
-/* Adds one user preset file to every registry. */
-static int add_preset_file(struct cli_presets *p, const char *path)
-{
-    char *text;
-    size_t len;
-    int rc = cli_read_file(path, &text, &len);
-    if (rc)
-        return rc;
-    struct libra_error err = {0};
-    rc = spec_presets_add_text(&p->spec, path, text, len, &err);
-    if (rc == 0)
-        rc = workload_presets_add_text(&p->workloads, path, text, len, &err);
-    free(text);
-    return rc ? cli_report_error(&err) : 0;
-}
-
-static int load_presets(const struct cli_common *cc, struct cli_presets *p)
-{
-    struct libra_error err = {0};
-    if (spec_presets_init(&p->spec, &err) != 0 || workload_presets_init(&p->workloads, &err) != 0) {
-        cli_report_error(&err);
-        return LIBRA_EXIT_INTERNAL;
-    }
-    int rc = 0;
-    const char *env = getenv("LIBRA_PRESETS");
-    char *list = xstrdup(env ? env : "");
-    for (char *save = NULL, *path = strtok_r(list, ":", &save); path && !rc;
-         path = strtok_r(NULL, ":", &save))
-        rc = add_preset_file(p, path);
-    free(list);
-    for (size_t i = 0; i < cc->n_preset_files && !rc; i++)
-        rc = add_preset_file(p, cc->preset_files[i]);
-    return rc;
-}
-
-/* "a, b, c": the names of the workload presets. */
-static void workload_names(const struct workload_presets *w, char *out, size_t size)
-{
-    size_t used = 0;
-    out[0] = '\0';
-    for (size_t i = 0; i < w->n && used < size; i++)
-        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", w->items[i].name);
-}
-
-/*
- * Resolves cfg with the workload preset the file and flags name as a preset layer (its
- * default group size and batch), checking that it exists.
- */
-static int resolve(const struct cli_presets *p, struct spec_config_sources *src,
-                   struct libra_config *cfg, struct libra_error *err)
-{
-    int rc = spec_config_peek(cfg, src, err);
-    if (rc)
-        return rc;
-    const struct workload_preset *w = workload_preset_find(&p->workloads, cfg->workload.name);
-    if (!w) {
-        char known[512];
-        workload_names(&p->workloads, known, sizeof known);
-        return spec_config_key_error(err, src, "workload.name",
-                                     "unknown workload preset '%s' (known: %s)", cfg->workload.name,
-                                     known);
-    }
-    char label[96], samples[32], batch[32];
-    snprintf(label, sizeof label, "workload preset '%s'", w->name);
-    snprintf(samples, sizeof samples, "%lld", (long long)w->samples);
-    snprintf(batch, sizeof batch, "%lld", (long long)w->batch_trajectories);
-    const struct spec_config_override values[] = {
-        {"rl.samples", samples, label},
-        {"rl.batch_trajectories", batch, label},
-    };
-    src->preset_values = values;
-    src->n_preset_values = sizeof values / sizeof *values;
-    rc = spec_config_resolve(cfg, &p->spec, src, err);
-    src->preset_values = NULL;
-    src->n_preset_values = 0;
-    if (rc == 0)
-        snprintf(cfg->workload.name, sizeof cfg->workload.name, "%s", w->name);
-    return rc;
-}
-
-int cli_common_load(const struct cli_common *cc, const char *config_file, struct cli_presets *p,
+int cli_common_load(const struct cli_common *cc, const char *config_file, struct api_presets *p,
                     struct libra_config *cfg)
 {
-    int rc = load_presets(cc, p);
-    return rc ? rc : cli_common_resolve(cc, config_file, p, NULL, 0, cfg);
+    struct libra_error err = {0};
+    int rc = api_presets_load(p, cc->preset_files, cc->n_preset_files, &err);
+    return rc ? cli_report(rc, &err) : cli_common_resolve(cc, config_file, p, NULL, 0, cfg);
 }
 
 int cli_common_resolve(const struct cli_common *cc, const char *config_file,
-                       const struct cli_presets *p, const struct spec_config_override *extra,
+                       const struct api_presets *p, const struct spec_config_override *extra,
                        size_t n_extra, struct libra_config *cfg)
 {
     int rc;
@@ -347,50 +261,33 @@ int cli_common_resolve(const struct cli_common *cc, const char *config_file,
         flags[i] = cc->overrides[i];
     for (size_t i = 0; i < n_extra; i++)
         flags[cc->n_overrides + i] = extra[i];
-    struct spec_config_sources src = {
-        .doc = config_file ? &doc : NULL,
-        .flags = flags,
-        .n_flags = cc->n_overrides + n_extra,
-        .reader = cc->cmd->reads,
-    };
-    rc = resolve(p, &src, cfg, &err);
+    rc = api_config_resolve(p, config_file ? &doc : NULL, flags, cc->n_overrides + n_extra,
+                            cc->cmd->reads, cfg, &err);
     ujson_doc_free(&doc);
     free(flags);
     return rc ? cli_report_error(&err) : 0;
 }
 
+int cli_sim_input(const struct api_presets *p, struct api_traces *ts,
+                  const struct libra_config *cfg, bool perfetto, struct sim_input *in)
+{
+    struct libra_error err = {0};
+    int rc = api_sim_input(p, ts, cfg, perfetto, in, &err);
+    return rc ? cli_report(rc, &err) : 0;
+}
+
 int cli_emit_json(const struct cli_common *cc, const json_t *doc)
 {
-    char *text = ujson_dump(doc, true);
-    size_t n = strlen(text);
-    text = xrealloc(text, n + 2);
-    memcpy(text + n, "\n", 2);
+    char *text = api_json_text(doc);
     int rc = cli_write_output(cc->output, text);
     free(text);
     return rc;
 }
 
-int cli_move_costs(const struct cli_presets *p, const struct libra_config *cfg,
+int cli_move_costs(const struct api_presets *p, const struct libra_config *cfg,
                    struct cost_move_model *m, struct sched_costs *out)
 {
-    const struct spec_hardware *hw = spec_hardware_find(&p->spec, cfg->cluster.hardware);
-    const struct spec_model *model = spec_model_find(&p->spec, cfg->model.name);
-    struct cost_shape shape;
-    struct plan_settings st;
-    if (!hw || !model || cost_shape_init(&shape, model)) {
-        cli_errorf("internal: resolved presets '%s', '%s' are unusable", cfg->cluster.hardware,
-                   cfg->model.name);
-        return LIBRA_EXIT_INTERNAL;
-    }
-    plan_settings_from_config(&st, hw, cfg);
-    if (cost_move_model_init(m, &shape, hw, &st.rollout, st.chunk_tokens, st.max_seqs) != 0) {
-        cli_errorf("model %s fits no rollout instance on %s", model->name, hw->name);
-        return LIBRA_EXIT_USAGE;
-    }
-    *out = (struct sched_costs){
-        .decode_s = cost_move_decode_s,
-        .move_s = cost_move_s,
-        .ctx = m,
-        .decision = {.rate = cost_move_rate, .ctx = m, .late_gpus = cfg->cluster.gpus}};
-    return 0;
+    struct libra_error err = {0};
+    int rc = api_move_costs(p, cfg, m, out, &err);
+    return rc ? cli_report(rc, &err) : 0;
 }

@@ -15,8 +15,8 @@
  * --seed) are the schema rows of spec/config.c that name a flag; `--set KEY=VALUE` reaches any
  * row. They form the top layer of the config, checked by the same schema as the file, and may
  * set only the keys the command reads (its cli_command.reads in each row's readers) to other
- * than their defaults.
- * The environment (LIBRA_PRESETS) is read here and nowhere below cli/.
+ * than their defaults. Presets, config resolution, traces and costs are api/experiment.h's,
+ * which the public API shares; the functions here add the flags and print what fails.
  */
 #ifndef CLI_CLI_CONFIG_H
 #define CLI_CLI_CONFIG_H
@@ -27,12 +27,11 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "api/experiment.h"
 #include "cli/cli.h"
 #include "cost/move.h"
 #include "sched/router.h"
 #include "spec/config.h"
-#include "spec/preset.h"
-#include "workload/preset.h"
 
 /* Groups of common flags a command accepts. --help/-h is always accepted. */
 enum {
@@ -93,27 +92,15 @@ void cli_common_help(const struct cli_common *cc, const char *text, FILE *out);
 void cli_common_free(struct cli_common *cc);
 
 /*
- * Every kind of preset. A preset file may hold several kinds; each registry reads its own
- * sections of it. A new kind is one more member here, loaded in cli_config.c's load_presets.
- */
-struct cli_presets {
-    struct spec_presets spec;          /* hardware and models */
-    struct workload_presets workloads; /* workload/preset.h */
-};
-
-/* Releases p; a zeroed p is fine. */
-void cli_presets_free(struct cli_presets *p);
-
-/*
- * Loads the presets (built-in, then each file of LIBRA_PRESETS — colon-separated — then each
+ * Loads the presets (api_presets_load: built-in, then each file of LIBRA_PRESETS, then each
  * --presets file) into p and resolves the effective config into cfg from config_file (NULL for
  * none) and the flags: defaults < hardware preset < workload preset (rl.samples,
  * rl.batch_trajectories) < file < flags. Prints the error on failure. Returns 0,
  * LIBRA_EXIT_USAGE (invalid preset file, config or flag value, unknown preset),
  * LIBRA_EXIT_IO (unreadable file) or LIBRA_EXIT_INTERNAL (a broken built-in preset). p must
- * be zeroed; the caller frees it (cli_presets_free) in every case.
+ * be zeroed; the caller frees it (api_presets_free) in every case.
  */
-int cli_common_load(const struct cli_common *cc, const char *config_file, struct cli_presets *p,
+int cli_common_load(const struct cli_common *cc, const char *config_file, struct api_presets *p,
                     struct libra_config *cfg);
 
 /*
@@ -122,17 +109,18 @@ int cli_common_load(const struct cli_common *cc, const char *config_file, struct
  * Returns and prints as cli_common_load.
  */
 int cli_common_resolve(const struct cli_common *cc, const char *config_file,
-                       const struct cli_presets *p, const struct spec_config_override *extra,
+                       const struct api_presets *p, const struct spec_config_override *extra,
                        size_t n_extra, struct libra_config *cfg);
 
+/* api_sim_input, printing the trace's error (FILE:LINE:COL). Returns 0 or an exit code. */
+int cli_sim_input(const struct api_presets *p, struct api_traces *ts,
+                  const struct libra_config *cfg, bool perfetto, struct sim_input *in);
+
 /*
- * The costs of the experiment's rollout engines (cost/move.h over its hardware, model, prefill
- * chunk and sim.max_seqs), for routers: *m holds the model, *out points its callbacks at it —
- * the moves', and the decisions' (sched/cost.h) with cluster.gpus waiting per second late and
- * no deadline (the caller sets out->decision.deadline_s when it knows the step). Returns 0, or
- * LIBRA_EXIT_USAGE after saying why (a model no TP size can serve).
+ * api_move_costs (the routers' costs), printing what fails. Returns 0, or LIBRA_EXIT_USAGE
+ * after saying why (a model no TP size can serve).
  */
-int cli_move_costs(const struct cli_presets *p, const struct libra_config *cfg,
+int cli_move_costs(const struct api_presets *p, const struct libra_config *cfg,
                    struct cost_move_model *m, struct sched_costs *out);
 
 /* Writes doc as pretty JSON plus a newline to cc's output. Returns 0 or LIBRA_EXIT_IO. */

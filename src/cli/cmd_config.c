@@ -49,7 +49,7 @@ static int parse_flags(struct cli_common *cc, int argc, char **argv, int max_arg
 
 static int show(struct cli_common *cc, const char *file)
 {
-    struct cli_presets p = {0};
+    struct api_presets p = {0};
     struct libra_config cfg;
     int rc = cli_common_load(cc, file, &p, &cfg);
     if (rc == 0) {
@@ -60,7 +60,7 @@ static int show(struct cli_common *cc, const char *file)
         json_decref(sections);
         json_decref(doc);
     }
-    cli_presets_free(&p);
+    api_presets_free(&p);
     return rc;
 }
 
@@ -68,10 +68,10 @@ static int check(struct cli_common *cc, const char *file)
 {
     if (!file)
         return cli_usage_error(cc->cmd, "check needs a FILE");
-    struct cli_presets p = {0};
+    struct api_presets p = {0};
     struct libra_config cfg;
     int rc = cli_common_load(cc, file, &p, &cfg);
-    cli_presets_free(&p);
+    api_presets_free(&p);
     if (rc == LIBRA_EXIT_USAGE)
         return LIBRA_EXIT_NEGATIVE; /* the input is invalid: check's negative result */
     if (rc == 0)

@@ -414,7 +414,7 @@ int cmd_cost(int argc, char **argv)
                                .old_logprob = true},
                      .seq_tokens = 8192,
                      .context_tokens = 4096};
-    struct cli_presets p = {0};
+    struct api_presets p = {0};
     struct libra_config cfg;
     struct answers a = {0};
     int c, rc = 0;
@@ -460,7 +460,7 @@ int cmd_cost(int argc, char **argv)
         free(text);
     }
 out:
-    cli_presets_free(&p);
+    api_presets_free(&p);
     cli_common_free(&cc);
     return rc;
 }

@@ -169,7 +169,7 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
 }
 
 /* Fills each instance's engine limits and lifecycle times from the config. */
-static int instance_configs(const struct cli_presets *p, const struct libra_config *cfg,
+static int instance_configs(const struct api_presets *p, const struct libra_config *cfg,
                             const struct opts *o, struct emu_instance_config *inst, int n)
 {
     const struct spec_hardware *hw = spec_hardware_find(&p->spec, cfg->cluster.hardware);
@@ -282,7 +282,7 @@ int cmd_emu(int argc, char **argv)
     cli_common_init(&cc, cli_find("emu"), CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS, "", own_options);
     struct opts o = {.instances = "tp1", .host = "127.0.0.1", .time_scale = 1};
     net_limits_default(&o.limits);
-    struct cli_presets p = {0};
+    struct api_presets p = {0};
     struct libra_config cfg;
     struct emu_instance_config *inst = xcalloc(MAX_INSTANCES, sizeof *inst);
     int tp[MAX_INSTANCES], n = 0, c, rc = 0;
@@ -319,7 +319,7 @@ int cmd_emu(int argc, char **argv)
     }
 out:
     free(inst);
-    cli_presets_free(&p);
+    api_presets_free(&p);
     cli_common_free(&cc);
     return rc;
 }

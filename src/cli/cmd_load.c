@@ -12,7 +12,6 @@
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
-#include "cli/sim_input.h"
 #include "load/load.h"
 #include "plan/plan.h"
 #include "util/alloc.h"
@@ -273,8 +272,8 @@ int cmd_load(int argc, char **argv)
                     CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT, "",
                     own_options);
     struct opts o = {.time_scale = 1};
-    struct cli_presets p = {0};
-    struct cli_traces ts = {0};
+    struct api_presets p = {0};
+    struct api_traces ts = {0};
     struct libra_config cfg;
     struct sim_input in = {0};
     int c, rc = 0;
@@ -325,9 +324,9 @@ int cmd_load(int argc, char **argv)
         }
     }
 out:
-    cli_traces_free(&ts);
+    api_traces_free(&ts);
     free(o.engines);
-    cli_presets_free(&p);
+    api_presets_free(&p);
     cli_common_free(&cc);
     return rc;
 }

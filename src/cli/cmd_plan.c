@@ -7,24 +7,19 @@
  * instances and buckets, predicted times, node layout, the verification's candidates and the
  * search statistics — or one JSON document with --json. Exit 1 when no plan is feasible.
  *
- * The planner and the simulator are pure; the time limit is a callback here that reads the
- * monotonic clock. Wall-clock figures go to stderr only.
+ * Planning itself is api/plan.h's, which libra_plan() shares; this file adds the flags, the
+ * text output and the wall-clock figures, which go to stderr only.
  */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "api/plan.h"
 #include "cli/cli_config.h"
 #include "cli/commands.h"
-#include "cli/sim_input.h"
 #include "plan/export.h"
-#include "plan/plan.h"
-#include "sim/sim.h"
-#include "util/alloc.h"
 #include "util/error.h"
-#include "util/workers.h"
 
 static const char help[] =
     "usage: libra plan [CONFIG] [--gpus N] [--hardware H] [--model M] [--batch B]\n"
@@ -70,38 +65,6 @@ static const struct option own_options[] = {
     {"export", required_argument, NULL, OPT_EXPORT},
     {0},
 };
-
-/* What the command computed: the plan it prints and how it was chosen. */
-struct planned {
-    struct plan_result plan;             /* the chosen plan (the verified one when verified) */
-    struct plan_result analytic;         /* the analytic optimum, when verification chose another */
-    struct plan_result het;              /* plan.homogeneous_rollout: the free fleet's optimum */
-    struct sim_mode_result verification; /* n_verified 0: not verified */
-    const char *unverified_why;          /* why not, when not; NULL when verified */
-    char source[SPEC_PATH_MAX + 64];     /* the length sample's origin */
-};
-
-static void planned_free(struct planned *pl)
-{
-    plan_result_free(&pl->plan);
-    plan_result_free(&pl->analytic);
-    plan_result_free(&pl->het);
-    sim_mode_result_free(&pl->verification);
-}
-
-/* ---- the time limit ------------------------------------------------------------------------- */
-
-static double now_s(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-static bool past_deadline(void *arg)
-{
-    return now_s() >= *(const double *)arg;
-}
 
 /* ---- human output --------------------------------------------------------------------------- */
 
@@ -227,7 +190,7 @@ static void print_stats(FILE *out, const struct plan_result *r)
                                     : " (proven optimal)");
 }
 
-static void print_verification(FILE *out, const struct planned *pl)
+static void print_verification(FILE *out, const struct api_planned *pl)
 {
     const struct sim_mode_result *v = &pl->verification;
     if (!v->n_verified) {
@@ -266,7 +229,7 @@ static void print_verification(FILE *out, const struct planned *pl)
         fprintf(out, "the plan: %s (the analytic optimum failed to simulate)\n", chosen->origin);
 }
 
-static char *text_output(const struct libra_config *cfg, const struct planned *pl)
+static char *text_output(const struct libra_config *cfg, const struct api_planned *pl)
 {
     const struct plan_result *r = &pl->plan, *het = &pl->het;
     const struct plan_result *searched = pl->analytic.gpus ? &pl->analytic : r;
@@ -309,19 +272,6 @@ static char *text_output(const struct libra_config *cfg, const struct planned *p
     return text;
 }
 
-static json_t *json_output(const struct libra_config *cfg, const struct planned *pl)
-{
-    const struct plan_result *r = &pl->plan;
-    const struct plan_result *searched = pl->analytic.gpus ? &pl->analytic : r;
-    json_t *doc = plan_document(cfg, r, searched, &pl->het, pl->source);
-    if (r->feasible) {
-        json_t *v = pl->verification.n_verified ? sim_verification_to_json(&pl->verification)
-                                                : json_pack("{s:s}", "none", pl->unverified_why);
-        json_object_set_new(doc, "verification", v);
-    }
-    return doc;
-}
-
 /* --export: the format and the command line its header names. */
 struct export_opt {
     bool on;
@@ -348,88 +298,40 @@ static int export_output(const struct cli_common *cc, const struct libra_config 
 
 /* ---- the command ---------------------------------------------------------------------------- */
 
-/* Plans in's sample under plan_cfg into *r; prints why and returns an exit code on bad input. */
-static int solve(const struct sim_input *in, const struct libra_config *plan_cfg,
-                 struct plan_result *r)
+/* Plans in, with the wall-clock figures on stderr. Returns 0 or an exit code after saying why. */
+static int plan(const struct cli_common *cc, const struct sim_input *in, struct api_planned *pl)
 {
-    double deadline = now_s() + plan_cfg->plan.time_limit_s, start = now_s();
     struct libra_error err = {0};
-    if (sim_plan(in, plan_cfg, past_deadline, &deadline, r, &err) != 0) {
+    int rc = api_plan_run(in, cc->jobs, pl, &err);
+    if (rc) {
         char buf[1024];
         cli_errorf("plan: %s", error_format(&err, buf, sizeof buf));
-        return LIBRA_EXIT_USAGE;
-    }
-    fprintf(stderr, "libra: plan: searched in %.1f ms\n", 1e3 * (now_s() - start));
-    return 0;
-}
-
-/* Chooses among the planner's candidates by simulation (plan.verify_candidates > 0, async):
- * the chosen one's plan replaces pl->plan, which is kept as pl->analytic when they differ. */
-static int verify(const struct cli_common *cc, struct sim_input *in, struct planned *pl)
-{
-    const struct libra_config *cfg = in->cfg;
-    if (cfg->plan.verify_candidates == 0) {
-        pl->unverified_why = "plan.verify_candidates 0: the analytic optimum";
-        return 0;
-    }
-    if (pl->plan.colocated) {
-        pl->unverified_why = "plan.mode colocated: the simulator verifies async plans only";
-        return 0;
-    }
-    double start = now_s();
-    struct libra_error err = {0};
-    in->workers = workers_new(cc->jobs);
-    int rc = sim_verify(in, &pl->verification, &err);
-    workers_free(in->workers);
-    in->workers = NULL;
-    if (rc != 0) {
-        cli_errorf("plan: verification: %s", err.msg);
         return rc == LIBRA_EINTERNAL ? LIBRA_EXIT_INTERNAL : LIBRA_EXIT_USAGE;
     }
-    fprintf(stderr, "libra: plan: verified in %.1f ms\n", 1e3 * (now_s() - start));
-    const struct sim_verified *chosen = NULL;
-    for (int i = 0; i < pl->verification.n_verified; i++)
-        if (pl->verification.verified[i].chosen)
-            chosen = &pl->verification.verified[i];
-    if (!chosen || (chosen->split == 0 && chosen->tp == 0))
-        return 0; /* the analytic optimum */
-    struct libra_config vc;
-    sim_verified_config(cfg, chosen, &vc);
-    pl->analytic = pl->plan;
-    return solve(in, &vc, &pl->plan);
+    fprintf(stderr, "libra: plan: searched in %.1f ms\n", pl->search_ms);
+    if (pl->verification.n_verified)
+        fprintf(stderr, "libra: plan: verified in %.1f ms\n", pl->verify_ms);
+    return 0;
 }
 
 static int run(const struct cli_common *cc, const char *input, const struct export_opt *ex)
 {
-    struct cli_presets p = {0};
+    struct api_presets p = {0};
     struct libra_config cfg;
-    struct cli_traces ts = {0};
+    struct api_traces ts = {0};
     struct sim_input in;
-    struct planned pl = {0};
+    struct api_planned pl = {0};
     int rc = cli_common_load(cc, input, &p, &cfg);
     if (rc == 0)
         rc = cli_sim_input(&p, &ts, &cfg, false, &in);
-    if (rc == 0) {
-        if (cfg.workload.trace[0])
-            snprintf(pl.source, sizeof pl.source, "trace %s", cfg.workload.trace);
-        else
-            snprintf(pl.source, sizeof pl.source, "workload %s, seed %lld", cfg.workload.name,
-                     (long long)sim_sample_seed(&cfg));
-        rc = solve(&in, &cfg, &pl.plan);
-    }
-    if (rc == 0 && pl.plan.feasible)
-        rc = verify(cc, &in, &pl);
-    if (rc == 0 && pl.plan.feasible && cfg.plan.homogeneous_rollout) {
-        struct libra_config free_cfg = cfg;
-        free_cfg.plan.homogeneous_rollout = false;
-        rc = solve(&in, &free_cfg, &pl.het);
-    }
+    if (rc == 0)
+        rc = plan(cc, &in, &pl);
     if (rc == 0) {
         if (ex->on) {
             if (pl.plan.feasible) /* else nothing to export: the error below says why */
                 rc = export_output(cc, &cfg, &pl.plan, ex);
         } else if (cc->json) {
-            json_t *doc = json_output(&cfg, &pl);
+            json_t *doc = api_plan_json(&cfg, &pl);
             rc = cli_emit_json(cc, doc);
             json_decref(doc);
         } else {
@@ -442,9 +344,9 @@ static int run(const struct cli_common *cc, const char *input, const struct expo
         cli_errorf("plan: no feasible plan: %s", plan_why_text(pl.plan.why));
         rc = LIBRA_EXIT_NEGATIVE;
     }
-    planned_free(&pl);
-    cli_traces_free(&ts);
-    cli_presets_free(&p);
+    api_planned_free(&pl);
+    api_traces_free(&ts);
+    api_presets_free(&p);
     return rc;
 }
 

@@ -101,7 +101,7 @@ static void workload_table(FILE *out, const struct workload_presets *w)
     }
 }
 
-static char *table_text(const struct cli_presets *p)
+static char *table_text(const struct api_presets *p)
 {
     char *text = NULL;
     size_t len = 0;
@@ -120,7 +120,7 @@ static char *table_text(const struct cli_presets *p)
     return text;
 }
 
-static json_t *presets_json(const struct cli_presets *p, const struct libra_config *cfg)
+static json_t *presets_json(const struct api_presets *p, const struct libra_config *cfg)
 {
     json_t *doc = spec_config_envelope(SCHEMA, cfg);
     json_t *hw = json_array(), *models = json_array(), *workloads = json_array();
@@ -141,7 +141,7 @@ int cmd_presets(int argc, char **argv)
     struct cli_common cc;
     cli_common_init(&cc, cli_find("presets"), CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT,
                     "", NULL);
-    struct cli_presets p = {0};
+    struct api_presets p = {0};
     struct libra_config cfg;
     int c, rc = 0;
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
@@ -165,7 +165,7 @@ int cmd_presets(int argc, char **argv)
         free(text);
     }
 out:
-    cli_presets_free(&p);
+    api_presets_free(&p);
     cli_common_free(&cc);
     return rc;
 }

@@ -19,7 +19,6 @@
 #include "cli/cli_config.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
-#include "cli/sim_input.h"
 #include "plan/plan.h"
 #include "sched/eval.h"
 #include "sched/metrics.h"
@@ -390,13 +389,13 @@ static void plan_trace(const struct sim_input *in, const struct libra_config *cf
  * converts it into the evaluator's form; the records are freed before evaluation. Returns 0 or
  * an exit code after the trace's error (file:line:col).
  */
-static int load_trace(const struct cli_presets *p, const struct libra_config *cfg, const char *path,
+static int load_trace(const struct api_presets *p, const struct libra_config *cfg, const char *path,
                       bool truncated_exact, struct ev_trace *ev, struct route_plan *plan,
                       atomic_llong *read)
 {
     struct libra_config pc = *cfg;
     snprintf(pc.workload.trace, sizeof pc.workload.trace, "%s", path);
-    struct cli_traces ts = {0};
+    struct api_traces ts = {0};
     struct sim_input in;
     int rc = cli_sim_input(p, &ts, &pc, false, &in);
     if (rc == 0) {
@@ -412,7 +411,7 @@ static int load_trace(const struct cli_presets *p, const struct libra_config *cf
         sched_eval_trace_index(&ev->ev);
         plan_trace(&in, &pc, plan);
     }
-    cli_traces_free(&ts);
+    api_traces_free(&ts);
     return rc;
 }
 
@@ -496,7 +495,7 @@ static int open_decisions(const struct cli_common *cc, const struct route_flags 
 static int run(const struct cli_common *cc, const struct route_flags *f, const char *path)
 {
     FILE *decisions = NULL;
-    struct cli_presets p = {0};
+    struct api_presets p = {0};
     struct libra_config cfg;
     struct ev_trace ev = {0};
     struct sched_eval_arm arms[SCHED_POLICY_COUNT + 2] = {0};
@@ -585,7 +584,7 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     for (size_t a = 0; a < sizeof arms / sizeof arms[0]; a++) /* zeroed ones too */
         sched_eval_arm_free(&arms[a]);
     ev_trace_free(&ev);
-    cli_presets_free(&p);
+    api_presets_free(&p);
     return rc;
 }
 

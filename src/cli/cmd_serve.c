@@ -370,7 +370,7 @@ int cmd_serve(int argc, char **argv)
     struct opts *o = xcalloc(1, sizeof *o);
     gw_options_default(&o->gw);
     o->gw.engines = o->engines;
-    struct cli_presets p = {0};
+    struct api_presets p = {0};
     struct libra_config cfg;
     int c, rc = 0;
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
@@ -405,7 +405,7 @@ int cmd_serve(int argc, char **argv)
 out:
     free(o->token);
     free(o);
-    cli_presets_free(&p);
+    api_presets_free(&p);
     cli_common_free(&cc);
     return rc;
 }

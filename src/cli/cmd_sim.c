@@ -14,7 +14,6 @@
 #include "cli/cli_config.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
-#include "cli/sim_input.h"
 #include "sim/sim.h"
 #include "util/alloc.h"
 #include "util/vec.h"
@@ -207,9 +206,9 @@ static void warn_if_short(const struct libra_config *cfg)
 /* ---- one run ------------------------------------------------------------------------------ */
 
 static int run_one(const struct cli_common *cc, const struct sim_flags *f,
-                   const struct cli_presets *p, const struct libra_config *cfg)
+                   const struct api_presets *p, const struct libra_config *cfg)
 {
-    struct cli_traces ts = {0};
+    struct api_traces ts = {0};
     struct sim_input in;
     struct sim_experiment e = {0};
     int rc = cli_sim_input(p, &ts, cfg, f->perfetto != NULL, &in);
@@ -237,7 +236,7 @@ static int run_one(const struct cli_common *cc, const struct sim_flags *f,
     if (rc == 0 && f->perfetto)
         rc = write_perfetto(&e, f->perfetto);
     sim_experiment_free(&e);
-    cli_traces_free(&ts);
+    api_traces_free(&ts);
     return rc;
 }
 
@@ -245,8 +244,8 @@ static int run_one(const struct cli_common *cc, const struct sim_flags *f,
 
 /* Resolves every cell's config and input (all before any runs, so a bad value stops the sweep
  * at once). */
-static int build_cells(const struct cli_common *cc, const char *file, const struct cli_presets *p,
-                       struct cli_traces *ts, struct sim_sweep *sw, struct libra_config *cfgs)
+static int build_cells(const struct cli_common *cc, const char *file, const struct api_presets *p,
+                       struct api_traces *ts, struct sim_sweep *sw, struct libra_config *cfgs)
 {
     struct spec_config_override *extra = xcalloc(sw->n_keys + 1, sizeof *extra);
     char(*labels)[160] = xcalloc(sw->n_keys + 1, sizeof *labels);
@@ -273,7 +272,7 @@ static int build_cells(const struct cli_common *cc, const char *file, const stru
 }
 
 static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, const char *file,
-                     const struct cli_presets *p, const struct libra_config *base)
+                     const struct api_presets *p, const struct libra_config *base)
 {
     if (f->perfetto)
         return cli_usage_error(cc->cmd, "--perfetto records one run, not a sweep");
@@ -290,7 +289,7 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, con
     sw.n_cells = sim_sweep_points(&sw) * n_seeds;
     sw.cells = xcalloc(sw.n_cells, sizeof *sw.cells);
     struct libra_config *cfgs = xcalloc(sw.n_cells, sizeof *cfgs);
-    struct cli_traces ts = {0};
+    struct api_traces ts = {0};
     int rc = build_cells(cc, file, p, &ts, &sw, cfgs);
     if (rc == 0) {
         struct watched w = {.cells = (long long)sw.n_cells};
@@ -316,7 +315,7 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, con
             }
     }
     sim_sweep_free(&sw);
-    cli_traces_free(&ts);
+    api_traces_free(&ts);
     free(cfgs);
     free(sw.cells);
     free(seeds);
@@ -327,13 +326,13 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, con
 
 static int run(const struct cli_common *cc, const char *file, const struct sim_flags *f)
 {
-    struct cli_presets p = {0};
+    struct api_presets p = {0};
     struct libra_config cfg;
     int rc = cli_common_load(cc, file, &p, &cfg);
     if (rc == 0)
         rc = f->keys.n || f->n_seeds || f->seed_list.n ? run_sweep(cc, f, file, &p, &cfg)
                                                        : run_one(cc, f, &p, &cfg);
-    cli_presets_free(&p);
+    api_presets_free(&p);
     return rc;
 }
 

@@ -307,7 +307,7 @@ static char *stats_text(const char *path, const json_t *doc)
 
 static int stats(struct cli_common *cc, const char *path)
 {
-    struct cli_presets p = {0};
+    struct api_presets p = {0};
     struct libra_config cfg;
     struct trace_stats *s = trace_stats_new();
     json_t *hdr = NULL;
@@ -339,7 +339,7 @@ static int stats(struct cli_common *cc, const char *path)
     }
     json_decref(hdr);
     trace_stats_free(s);
-    cli_presets_free(&p);
+    api_presets_free(&p);
     return rc;
 }
 

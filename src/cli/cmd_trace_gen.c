@@ -96,12 +96,12 @@ static int write_steps(struct trace_writer *wr, const struct workload_preset *w,
 
 static int run(const struct cli_common *cc, const char *name, struct gen_flags *f)
 {
-    struct cli_presets p = {0};
+    struct api_presets p = {0};
     struct libra_config cfg;
     int rc = cli_common_load(cc, NULL, &p, &cfg);
     const struct workload_preset *w = rc ? NULL : workload_preset_find(&p.workloads, name);
     if (!w) {
-        cli_presets_free(&p);
+        api_presets_free(&p);
         return rc ? rc
                   : cli_usage_error(
                         cc->cmd, "unknown workload preset '%s' (libra presets lists them)", name);
@@ -111,7 +111,7 @@ static int run(const struct cli_common *cc, const char *name, struct gen_flags *
     if (!f->batch) /* the preset's prompts per step, each with f->samples trajectories */
         f->batch = w->batch_trajectories / w->samples * f->samples;
     if (f->batch % f->samples) {
-        cli_presets_free(&p);
+        api_presets_free(&p);
         return cli_usage_error(cc->cmd, "--batch %lld is not a multiple of --samples %lld",
                                (long long)f->batch, (long long)f->samples);
     }
@@ -129,7 +129,7 @@ static int run(const struct cli_common *cc, const char *name, struct gen_flags *
     else
         trace_writer_abort(wr);
     json_decref(h.generator);
-    cli_presets_free(&p);
+    api_presets_free(&p);
     if (rc == 0)
         return LIBRA_EXIT_OK;
     cli_report_error(&err);

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "api/experiment.h"
 #include "cli/cli.h"
 #include "util/alloc.h"
 #include "util/error.h"
@@ -70,6 +71,15 @@ int cli_report_error(const struct libra_error *err)
     return LIBRA_EXIT_USAGE;
 }
 
+int cli_report(int rc, const struct libra_error *err)
+{
+    cli_report_error(err);
+    return rc == LIBRA_EIO         ? LIBRA_EXIT_IO
+           : rc == LIBRA_EINTERNAL ? LIBRA_EXIT_INTERNAL
+           : rc == LIBRA_EINFEAS   ? LIBRA_EXIT_NEGATIVE
+                                   : LIBRA_EXIT_USAGE;
+}
+
 const struct cli_command *cli_find(const char *name)
 {
     for (const struct cli_command *c = cli_commands; c->name; c++)
@@ -117,31 +127,9 @@ int cli_getopt(const struct cli_command *cmd, int argc, char **argv, const char 
 
 int cli_read_file(const char *path, char **text, size_t *len)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
-        cli_errorf("cannot read '%s': %s", path, error_strerror(errno));
-        return LIBRA_EXIT_IO;
-    }
-    size_t cap = 1 << 16, n = 0;
-    char *buf = xmalloc(cap);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
-        n += got;
-        if (cap - n - 1 == 0)
-            buf = xrealloc(buf, cap *= 2);
-    }
-    int failed = ferror(f);
-    if (f != stdin)
-        fclose(f);
-    if (failed) {
-        cli_errorf("cannot read '%s': read error", path);
-        free(buf);
-        return LIBRA_EXIT_IO;
-    }
-    buf[n] = '\0';
-    *text = buf;
-    *len = n;
-    return 0;
+    struct libra_error err = {0};
+    int rc = api_read_file(path, text, len, &err);
+    return rc ? cli_report(rc, &err) : 0;
 }
 
 int cli_write_output(const char *path, const char *text)

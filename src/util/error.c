@@ -53,8 +53,9 @@ const char *error_format(const struct libra_error *err, char *buf, size_t size)
 
 const char *error_strerror(int errnum)
 {
-    static char buf[128];
-    snprintf(buf, sizeof buf, "%s", strerror(errnum));
+    static _Thread_local char buf[128];           /* per thread: the shared library calls it too */
+    if (strerror_r(errnum, buf, sizeof buf) != 0) /* POSIX's: strerror's buffer is shared */
+        snprintf(buf, sizeof buf, "error %d", errnum);
     buf[0] = (char)tolower((unsigned char)buf[0]);
     return buf;
 }

@@ -25,7 +25,7 @@ int error_text(char *buf, size_t size, const char *fmt, ...) __attribute__((form
 void error_prefix(struct libra_error *err, const char *prefix);
 
 /* strerror(errnum) with its first letter in lower case, as messages are (DESIGN.md "Errors").
- * Returns a static buffer: not reentrant; use from the process layer. */
+ * Returns a buffer of the calling thread's, valid until its next call there. */
 const char *error_strerror(int errnum);
 
 /*

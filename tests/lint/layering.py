@@ -51,6 +51,9 @@ MAY_INCLUDE = {
     "server": {"net", "plan", "sched", "ehp", "job", "trace", "cost", "spec", "util"},
     "emu": {"net", "engine", "cost", "spec", "util"},
     "load": {"net", "job", "workload", "trace", "cost", "spec", "util"},
+    # the public API (include/libra/libra.h) and what it shares with the commands
+    "api": {"server", "emu", "load", "net", "sim", "report", "plan", "sched", "ehp", "job",
+            "engine", "cost", "workload", "trace", "spec", "util"},
     "cli": None,  # anything
 }
 

@@ -1,0 +1,255 @@
+"""libra from Python: the planner, the simulator, the C-MLFQ router and trace files.
+
+A thin ctypes layer over liblibra.so (include/libra/libra.h; docs/python.md). Configs are the
+experiment files of the command-line tool (docs/config.md) given as a dict, JSON text or a
+path; results are the documents `libra plan --json` and `libra sim --json` print, parsed.
+
+    >>> import libra
+    >>> libra.plan({"cluster": {"gpus": 32}})["rollout"]["buckets_text"]
+    'tp8x2:30000'
+"""
+
+import ctypes
+import json
+import math
+import os
+import threading
+from typing import NamedTuple
+
+from . import _lib
+from ._lib import lib
+
+__all__ = ["Error", "Decision", "Router", "plan", "sim", "prompt_key", "version", "trace"]
+
+_CODES = {-1: "EINVAL", -2: "ENOENT", -3: "EIO", -4: "ENOMEM", -5: "EINFEAS", -6: "EINTERNAL"}
+_INT64_MAX = (1 << 63) - 1
+
+
+class Error(Exception):
+    """A failure the library reported: code (a negative LIBRA_E* number), code_name
+    ("EINVAL"), message, and where: file ("" when none), line and col (0 when unknown).
+    str() reads "FILE:LINE:COL: MESSAGE" as the command-line tool prints it."""
+
+    def __init__(self, code, message, file="", line=0, col=0):
+        self.code = code
+        self.code_name = _CODES.get(code, str(code))
+        self.message = message
+        self.file = file
+        self.line = line
+        self.col = col
+        super().__init__(self.location() + message)
+
+    def location(self):
+        """"FILE:LINE:COL: " (as much as is known), or ""."""
+        if not self.file:
+            return ""
+        if self.line:
+            return f"{self.file}:{self.line}:{self.col}: " if self.col else \
+                f"{self.file}:{self.line}: "
+        return f"{self.file}: "
+
+
+def _text(raw):
+    return raw.decode("utf-8", "replace")
+
+
+def _raise(rc, err):
+    raise Error(rc, _text(err.msg), _text(err.file), err.line, err.col)
+
+
+def _check(rc, err):
+    if rc < 0:
+        _raise(rc, err)
+    return rc
+
+
+def _bytes(what, value):
+    """A C string from str or bytes (no NUL inside)."""
+    if isinstance(value, str):
+        value = value.encode("utf-8", "surrogateescape")
+    elif not isinstance(value, (bytes, bytearray)):
+        raise TypeError(f"{what}: expected str or bytes, not {type(value).__name__}")
+    if b"\0" in value:
+        raise ValueError(f"{what}: contains a NUL character")
+    return bytes(value)
+
+
+def _int(what, value, lo, hi):
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise TypeError(f"{what}: expected an int, not {type(value).__name__}")
+    if not lo <= value <= hi:
+        raise ValueError(f"{what}: expected {lo}..{hi}, not {value}")
+    return value
+
+
+def _now(now_s):
+    if now_s is None:
+        return math.nan
+    if isinstance(now_s, bool) or not isinstance(now_s, (int, float)):
+        raise TypeError(f"now_s: expected a number, not {type(now_s).__name__}")
+    return float(now_s)
+
+
+def _config(config):
+    """(JSON text, name) of a config: None (the built-in default), a dict, JSON text (str or
+    bytes) or a path (os.PathLike), whose name then labels errors."""
+    if config is None:
+        return None, None
+    if isinstance(config, dict):
+        return json.dumps(config, allow_nan=False).encode(), None
+    if isinstance(config, os.PathLike):
+        with open(config, "rb") as f:
+            return _bytes("config", f.read()), os.fsencode(config)
+    return _bytes("config", config), None
+
+
+def _document(fn, config):
+    text, name = _config(config)
+    out = ctypes.c_void_p()
+    err = _lib.CError()
+    rc = fn(text, name, ctypes.byref(out), ctypes.byref(err))
+    try:
+        doc = json.loads(ctypes.string_at(out.value)) if out.value else None
+    finally:
+        lib.libra_free(out)
+    if rc == -5 and doc is not None:  # no feasible plan: a result, not an error
+        return doc
+    _check(rc, err)
+    return doc
+
+
+def version():
+    """The library's version, e.g. "0.1.0"."""
+    return lib.libra_version().decode()
+
+
+def plan(config=None):
+    """The plan of `libra plan CONFIG --json` as a dict (schema libra.plan/1). A plan that is
+    not feasible is returned too: its "feasible" is false and "why" names the constraint."""
+    return _document(lib.libra_plan, config)
+
+
+def sim(config=None):
+    """The result of `libra sim CONFIG --json` as a dict (schema libra.sim/1)."""
+    return _document(lib.libra_sim, config)
+
+
+def prompt_key(text):
+    """The prompt key of a string, as `libra serve` derives it from "libra.prompt"."""
+    data = _bytes("prompt", text)
+    return lib.libra_prompt_key(data, len(data))
+
+
+class Decision(NamedTuple):
+    """Where a turn goes (include/libra/libra.h, struct libra_decision)."""
+    instance: int       # the instance id to send the turn to
+    bucket: int         # that instance's bucket
+    policy_bucket: int  # the policy's bucket before capacity fallback; -1: bucket-agnostic
+    from_bucket: int    # the policy's bucket before this decision; -1 on the first turn
+    prev_instance: int  # the previous turn's instance; -1 on the first
+    reason: str         # "first", "stay", "promote", "demote", ...
+    place: str          # "sticky", "bucket", "fallback", "overflow"
+
+
+class Router:
+    """C-MLFQ in process: the calls `libra serve` makes on each event, for a framework that
+    picks the engine of every turn itself. Register the engines with add_instance; then per
+    trajectory start, route each turn (send it to decision.instance), turn_done when it
+    answers, tool_return for each tool result, finish at the end; step after each training
+    step. Safe to share between threads (calls are serialised)."""
+
+    def __init__(self, config=None):
+        text, name = _config(config)
+        handle = ctypes.c_void_p()
+        err = _lib.CError()
+        _check(lib.libra_router_new(text, name, ctypes.byref(handle), ctypes.byref(err)), err)
+        self._handle = handle
+        self._lock = threading.Lock()
+
+    def close(self):
+        """Frees the router; later calls raise ValueError."""
+        with self._lock:
+            if self._handle:
+                lib.libra_router_free(self._handle)
+                self._handle = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def __del__(self):
+        if getattr(self, "_handle", None) and lib is not None:  # None late in shutdown
+            lib.libra_router_free(self._handle)
+
+    def _call(self, fn, *args):
+        err = _lib.CError()
+        with self._lock:
+            if not self._handle:
+                raise ValueError("libra.Router: closed")
+            return _check(fn(self._handle, *args, ctypes.byref(err)), err)
+
+    @property
+    def buckets(self):
+        """The bucket layout routed over, e.g. "tp1:4000,tp2:12000,tp4:30000"."""
+        with self._lock:
+            if not self._handle:
+                raise ValueError("libra.Router: closed")
+            return lib.libra_router_buckets(self._handle).decode()
+
+    def add_instance(self, instance, tp):
+        """Registers an engine: its id (int) and TP size. Returns the bucket it serves."""
+        bucket = ctypes.c_int()
+        self._call(lib.libra_router_add_instance, _int("instance", instance, -_INT64_MAX - 1,
+                                                       _INT64_MAX),
+                   _int("tp", tp, -2**31, 2**31 - 1), ctypes.byref(bucket))
+        return bucket.value
+
+    def start(self, trajectory, prompt):
+        """A trajectory starts: its id (str or bytes), and its prompt's key (an int in
+        0..2**63-1 shared by the samples of a group, or a str/bytes hashed by prompt_key)."""
+        key = prompt_key(prompt) if isinstance(prompt, (str, bytes, bytearray)) else \
+            _int("prompt", prompt, 0, _INT64_MAX)
+        self._call(lib.libra_router_start, _bytes("trajectory", trajectory), key)
+
+    def tool_return(self, trajectory, tool, status=None, payload_tokens=None):
+        """A tool return after the last turn: tool name (None: not known), status ("success",
+        "failure", "timeout", "other"; None: not known) and size in tokens (None: not
+        known)."""
+        self._call(lib.libra_router_tool_return, _bytes("trajectory", trajectory),
+                   None if tool is None else _bytes("tool", tool),
+                   None if status is None else _bytes("status", status),
+                   -1 if payload_tokens is None else
+                   _int("payload_tokens", payload_tokens, 0, _INT64_MAX))
+
+    def route(self, trajectory, context_tokens=None, now_s=None):
+        """Routes the trajectory's next turn, whose request holds context_tokens (None: not
+        known), at now_s seconds of a monotonic clock (None: the library's clock). Returns a
+        Decision."""
+        d = _lib.CDecision()
+        self._call(lib.libra_router_route, _bytes("trajectory", trajectory),
+                   -1 if context_tokens is None else
+                   _int("context_tokens", context_tokens, 0, _INT64_MAX),
+                   _now(now_s), ctypes.byref(d))
+        return Decision(d.instance, d.bucket, d.policy_bucket, d.from_bucket, d.prev_instance,
+                        d.reason.decode(), d.place.decode())
+
+    def turn_done(self, trajectory, generated_tokens):
+        """The turn in flight answered with generated_tokens; None says it failed, and the
+        next route places it again."""
+        self._call(lib.libra_router_turn_done, _bytes("trajectory", trajectory),
+                   -1 if generated_tokens is None else
+                   _int("generated_tokens", generated_tokens, 0, _INT64_MAX))
+
+    def finish(self, trajectory, status="completed"):
+        """The trajectory ended: "completed", "truncated", "aborted" or "filtered"."""
+        self._call(lib.libra_router_finish, _bytes("trajectory", trajectory),
+                   _bytes("status", status))
+
+    def step(self, now_s=None):
+        """A training step ended: learn the trajectories finished in it."""
+        self._call(lib.libra_router_step, _now(now_s))
+
+
+from . import trace  # noqa: E402  (it uses Error from here)
