@@ -294,14 +294,13 @@ static void group_complete(struct sim *s, struct sim_group *g)
 {
     g->done_s = s->now;
     if (s->dynamic_sampling && !g->aborted) {
-        struct trace_traj buf[64], *arr = g->n <= 64 ? buf : xcalloc(g->n, sizeof *arr);
+        struct trace_traj *arr = xcalloc(g->n, sizeof *arr);
         for (uint32_t k = 0; k < g->n; k++) {
             const struct sim_traj *t = &s->traj.v[g->first + k];
             arr[k] = (struct trace_traj){.finish = t->finish, .reward = t->reward};
         }
         g->filtered = workload_group_filtered(s->in->workload, arr, g->n);
-        if (arr != buf)
-            free(arr);
+        free(arr);
     }
     s->ops->group_done(s, g);
 }
