@@ -198,6 +198,15 @@ static struct traj *find(struct libra_router *r, const char *id, int *rc, struct
     return NULL;
 }
 
+/* A per-trajectory call's start: *err prepared (scratch when the caller passed NULL) and the
+ * trajectory id names, or NULL with *rc and *err set. */
+static struct traj *begin(struct libra_router *r, const char *id, struct libra_error **err,
+                          struct libra_error *scratch, int *rc)
+{
+    *err = api_error_init(*err, scratch);
+    return find(r, id, rc, *err);
+}
+
 int libra_router_start(struct libra_router *r, const char *trajectory, uint64_t prompt,
                        struct libra_error *err)
 {
@@ -262,9 +271,8 @@ int libra_router_tool_return(struct libra_router *r, const char *trajectory, con
                              const char *status, int64_t payload_tokens, struct libra_error *err)
 {
     struct libra_error scratch;
-    err = api_error_init(err, &scratch);
     int rc;
-    struct traj *t = find(r, trajectory, &rc, err);
+    struct traj *t = begin(r, trajectory, &err, &scratch, &rc);
     if (!t)
         return rc;
     int s = parse_name(status, SCHED_STATUS_COUNT, status_name, SCHED_STATUS_UNSET);
@@ -330,9 +338,8 @@ int libra_router_route(struct libra_router *r, const char *trajectory, int64_t c
                        double now_s, struct libra_decision *out, struct libra_error *err)
 {
     struct libra_error scratch;
-    err = api_error_init(err, &scratch);
     int rc;
-    struct traj *t = find(r, trajectory, &rc, err);
+    struct traj *t = begin(r, trajectory, &err, &scratch, &rc);
     if (!t)
         return rc;
     if (!out)
@@ -378,9 +385,8 @@ int libra_router_turn_done(struct libra_router *r, const char *trajectory, int64
                            struct libra_error *err)
 {
     struct libra_error scratch;
-    err = api_error_init(err, &scratch);
     int rc;
-    struct traj *t = find(r, trajectory, &rc, err);
+    struct traj *t = begin(r, trajectory, &err, &scratch, &rc);
     if (!t)
         return rc;
     if (!t->in_flight)
@@ -414,9 +420,8 @@ int libra_router_finish(struct libra_router *r, const char *trajectory, const ch
                         struct libra_error *err)
 {
     struct libra_error scratch;
-    err = api_error_init(err, &scratch);
     int rc;
-    struct traj *t = find(r, trajectory, &rc, err);
+    struct traj *t = begin(r, trajectory, &err, &scratch, &rc);
     if (!t)
         return rc;
     int how = parse_name(status, TRACE_FINISH_COUNT, finish_name, TRACE_FINISH_COMPLETED);

@@ -273,8 +273,7 @@ static struct bufferevent *link_new(struct event_base *base, void *arg)
     if (!bev)
         return NULL;
     /* An answer leaves in writes as large as the socket takes, not libevent's 16 KiB each:
-     * 64 writev calls fewer for a 1 MiB answer, about a sixth of the proxy's CPU on it
-     * (bench/README.md, serve_proxy). */
+     * 64 writev calls fewer for a 1 MiB answer. */
     bufferevent_set_max_single_write(bev, NET_MAX_SINGLE_WRITE);
     bufferevent_incref(bev);
     struct net_link *l = xcalloc(1, sizeof *l);
