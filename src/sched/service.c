@@ -34,20 +34,28 @@ static size_t upper_bound(const double *sorted, size_t n, double x)
     return lo;
 }
 
+/* The sorted copy gains total and, when full, loses the oldest: one shift of the entries between
+ * where the oldest leaves and where total enters (a third of the window on average), not two
+ * shifts of everything past each. */
 static void population_learn(struct sched_service *s, double total)
 {
-    if (s->n == SCHED_SERVICE_WINDOW) { /* the oldest leaves the sorted copy */
-        double old = s->ring[s->next];
-        size_t at = upper_bound(s->sorted, s->n, old) - 1;
-        memmove(&s->sorted[at], &s->sorted[at + 1], (s->n - at - 1) * sizeof *s->sorted);
-        s->n--;
+    size_t to = upper_bound(s->sorted, s->n, total); /* total's place among the kept */
+    if (s->n < SCHED_SERVICE_WINDOW) {
+        memmove(&s->sorted[to + 1], &s->sorted[to], (s->n - to) * sizeof *s->sorted);
+        s->sorted[to] = total;
+        s->n++;
+    } else {
+        size_t from = upper_bound(s->sorted, s->n, s->ring[s->next]) - 1; /* the oldest */
+        if (from < to) { /* those between move down; total lands just below its bound */
+            to--;
+            memmove(&s->sorted[from], &s->sorted[from + 1], (to - from) * sizeof *s->sorted);
+        } else { /* those between move up */
+            memmove(&s->sorted[to + 1], &s->sorted[to], (from - to) * sizeof *s->sorted);
+        }
+        s->sorted[to] = total;
     }
     s->ring[s->next] = total;
     s->next = (s->next + 1) % SCHED_SERVICE_WINDOW;
-    size_t at = upper_bound(s->sorted, s->n, total);
-    memmove(&s->sorted[at + 1], &s->sorted[at], (s->n - at) * sizeof *s->sorted);
-    s->sorted[at] = total;
-    s->n++;
 }
 
 void sched_service_learn(struct sched_service *s, uint64_t prompt, double total)

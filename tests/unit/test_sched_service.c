@@ -1,14 +1,17 @@
 /*
  * Tests of what attained service and earlier attempts say (src/sched/service.c): the
  * population's remaining tokens past a point, at evenly spaced ranks; a prompt's last attempts;
- * the window that forgets the oldest; the log-normal through a mean and a p90.
+ * the window that forgets the oldest (its sorted copy against a sort of the ring after every
+ * learn, ties and all); the log-normal through a mean and a p90.
  */
 #include "testutil.h"
 
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sched/service.h"
+#include "util/rng.h"
 
 static double mean_of(const struct sched_dist *d)
 {
@@ -61,6 +64,30 @@ static void test_attempts_per_prompt_and_the_window(void **state)
     sched_service_free(&s);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+static void test_sorted_window_equals_the_sorted_ring(void **state)
+{
+    static struct sched_service s;
+    static double want[SCHED_SERVICE_WINDOW];
+    sched_service_init(&s, 4);
+    struct rng r = rng_keyed(42, 0, 0, 0);
+    for (int k = 0; k < 3 * SCHED_SERVICE_WINDOW; k++) {
+        /* few distinct values, so that leaving and entering totals often tie */
+        double total = k % 7 == 0 ? 500 : floor(rng_uniform(&r) * 40) * 25;
+        sched_service_learn(&s, (uint64_t)k % 5, total);
+        memcpy(want, s.ring, s.n * sizeof *want);
+        qsort(want, s.n, sizeof *want, cmp_double);
+        assert_int_equal(s.n, k + 1 < SCHED_SERVICE_WINDOW ? k + 1 : SCHED_SERVICE_WINDOW);
+        assert_memory_equal(s.sorted, want, s.n * sizeof *want);
+    }
+    sched_service_free(&s);
+}
+
 static void test_lognormal_through_mean_and_p90(void **state)
 {
     struct sched_dist d;
@@ -82,6 +109,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_population_past_the_attained_tokens),
         cmocka_unit_test(test_attempts_per_prompt_and_the_window),
+        cmocka_unit_test(test_sorted_window_equals_the_sorted_ring),
         cmocka_unit_test(test_lognormal_through_mean_and_p90),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
