@@ -27,7 +27,16 @@ static void test_builtins_and_caps(void **state)
 {
     (void)state;
     struct workload_presets p = builtins();
-    assert_int_equal(p.n, 4);
+    assert_int_equal(p.n, 5);
+    /* the drift experiment's preset: r2e-gym but for its drift */
+    const struct workload_preset *r2e = workload_preset_find(&p, "r2e-gym");
+    const struct workload_preset *drift = workload_preset_find(&p, "r2e-gym-drift");
+    assert_non_null(drift);
+    assert_true(!r2e->drift.enabled && drift->drift.enabled);
+    assert_int_equal(drift->drift.versions, 200);
+    assert_int_equal(drift->prompts, r2e->prompts);
+    assert_int_equal(drift->n_tools, r2e->n_tools);
+    assert_close(drift->turn_tokens.median, r2e->turn_tokens.median, 0);
     const struct workload_preset *s = workload_preset_find(&p, "Search-R1");
     assert_non_null(s);
     assert_string_equal(s->origin, "builtin");
@@ -99,7 +108,7 @@ static void test_base_overrides_only_named_fields(void **state)
                        "   \"drift\": {\"enabled\": true}, \"causal\": {\"strength\": 0}}]}";
     struct libra_error err = {0};
     assert_int_equal(workload_presets_add_text(&p, "mine.json", text, strlen(text), &err), 0);
-    assert_int_equal(p.n, 5);
+    assert_int_equal(p.n, 6);
     const struct workload_preset *base = workload_preset_find(&p, "r2e-gym");
     const struct workload_preset *w = workload_preset_find(&p, "r2e-drift");
     assert_true(w->drift.enabled);
@@ -112,7 +121,7 @@ static void test_base_overrides_only_named_fields(void **state)
     /* Redefining a name replaces the preset in place. */
     text = "{\"workloads\": [{\"name\": \"R2E-GYM\", \"base\": \"r2e-gym\", \"prompts\": 10}]}";
     assert_int_equal(workload_presets_add_text(&p, "again.json", text, strlen(text), &err), 0);
-    assert_int_equal(p.n, 5);
+    assert_int_equal(p.n, 6);
     assert_int_equal(workload_preset_find(&p, "r2e-gym")->prompts, 10);
     workload_presets_free(&p);
 }
@@ -168,7 +177,7 @@ static void test_bad_files_report_position(void **state)
                         err.line, err.col, err.msg, c->line, c->col, c->msg);
             fail();
         }
-        assert_int_equal(p.n, 4); /* unchanged */
+        assert_int_equal(p.n, 5); /* unchanged */
         assert_int_equal(workload_preset_find(&p, "r2e-gym")->prompts, 4578);
         workload_presets_free(&p);
     }
