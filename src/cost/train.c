@@ -237,8 +237,9 @@ int cost_train_deal(const struct cost_train_seqs *seqs, const struct cost_shape 
 static int check_config(const struct cost_shape *s, const struct cost_train_config *c)
 {
     if (c->tp < 1 || c->pp < 1 || c->cp < 1 || c->dp < 1 || c->minibatches < 1 ||
-        c->micro_batch_tokens <= 0.0 || c->zero_stage < 0 || c->zero_stage > 3 ||
-        fmod(s->heads, c->tp) != 0.0 || c->pp > s->layers)
+        c->micro_batch_tokens <= 0.0 || c->zero_stage < 0 || c->zero_stage > 3 || c->shard_dp < 0 ||
+        (c->shard_dp && c->dp % c->shard_dp != 0) || fmod(s->heads, c->tp) != 0.0 ||
+        c->pp > s->layers)
         return LIBRA_EINVAL;
     return 0;
 }
@@ -255,6 +256,32 @@ static double group_bw(const struct spec_hardware *hw, int span)
 {
     return span <= hw->gpus_per_node ? hw->allreduce_bus_bw_bytes_per_s
                                      : hw->inter_node_bw_bytes_per_s;
+}
+
+/* DP ranks c's sharded state is split over (all of them unless hybrid sharding). */
+static int shard_ranks(const struct cost_train_config *c)
+{
+    return c->shard_dp ? c->shard_dp : c->dp;
+}
+
+/* The DP gradient synchronisation of one mini-batch: a ring all-reduce without sharding, else
+ * a reduce-scatter inside each shard group (plus an all-gather of the updated weights unless
+ * ZeRO-3 gathers them anyway) and, across groups, an all-reduce of each rank's shard. */
+static double dp_sync_s(const struct spec_hardware *hw, const struct cost_train_config *c,
+                        double replica, double grads, double weights)
+{
+    int dp = c->dp, shard = shard_ranks(c);
+    double alpha = hw->allreduce_latency_s;
+    double bw = group_bw(hw, (int)(replica * dp)), shard_bw = group_bw(hw, (int)(replica * shard));
+    if (!(c->zero_stage >= 1 || c->distributed_optimizer))
+        return ring_s(2.0 * (dp - 1.0) / dp, grads, bw, alpha);
+    double share = (shard - 1.0) / shard, groups = (double)dp / shard;
+    double t = shard > 1 ? ring_s(share, grads, shard_bw, alpha) : 0.0;
+    if (c->zero_stage != 3 && shard > 1)
+        t += ring_s(share, weights, shard_bw, alpha);
+    if (groups > 1)
+        t += ring_s(2.0 * (groups - 1.0) / groups, grads / shard, bw, alpha);
+    return t;
 }
 
 int cost_train_step_time(const struct cost_shape *s, const struct spec_hardware *hw,
@@ -311,19 +338,19 @@ int cost_train_step_time(const struct cost_shape *s, const struct spec_hardware 
     /* DP: gradients reduced once per mini-batch, part of it hidden behind backward */
     double params_gpu = s->params_total / (tp * pp);
     bool shard_opt = c->zero_stage >= 1 || c->distributed_optimizer;
+    int shard = shard_ranks(c);
     if (dp > 1) {
-        double bw = group_bw(hw, (int)gpus), share = (dp - 1.0) / dp;
         double grads = params_gpu * p->grad_bytes, weights = params_gpu * p->weight_bytes;
-        double sync = shard_opt ? ring_s(share, grads, bw, alpha) +
-                                      (c->zero_stage == 3 ? 0.0 : ring_s(share, weights, bw, alpha))
-                                : ring_s(2.0 * share, grads, bw, alpha);
-        out->dp_comm_s = c->minibatches * (1.0 - p->dp_overlap) * sync;
-        if (c->zero_stage == 3) {
-            double gather = ring_s(share, weights, bw, alpha) * (fwd_sweeps + 1.0);
+        out->dp_comm_s =
+            c->minibatches * (1.0 - p->dp_overlap) * dp_sync_s(hw, c, replica, grads, weights);
+        if (c->zero_stage == 3 && shard > 1) {
+            double gather = ring_s((shard - 1.0) / shard, weights,
+                                   group_bw(hw, (int)(replica * shard)), alpha) *
+                            (fwd_sweeps + 1.0);
             out->zero3_gather_s = micro * fmax(0.0, gather - out->compute_s / micro);
         }
     }
-    double opt_params = shard_opt ? params_gpu / dp : params_gpu;
+    double opt_params = shard_opt ? params_gpu / shard : params_gpu;
     double opt_bytes = opt_params * (2.0 * p->optimizer_bytes + p->grad_bytes + p->weight_bytes);
     out->optimizer_s = c->minibatches * opt_bytes / (hw->hbm_bw_bytes_per_s * p->optimizer_bw_eff);
     out->microbatch_s = passes * micro * p->t_microbatch_s;
@@ -344,12 +371,12 @@ int cost_train_memory(const struct cost_shape *s, const struct spec_hardware *hw
     if (check_config(s, c))
         return LIBRA_EINVAL;
     memset(out, 0, sizeof *out);
-    int tp = c->tp, pp = c->pp, dp = c->dp;
+    int tp = c->tp, pp = c->pp, shard = shard_ranks(c);
     double params_gpu = s->params_total / (tp * pp);
-    out->weights_bytes = params_gpu * p->weight_bytes / (c->zero_stage == 3 ? dp : 1);
-    out->grads_bytes = params_gpu * p->grad_bytes / (c->zero_stage >= 2 ? dp : 1);
+    out->weights_bytes = params_gpu * p->weight_bytes / (c->zero_stage == 3 ? shard : 1);
+    out->grads_bytes = params_gpu * p->grad_bytes / (c->zero_stage >= 2 ? shard : 1);
     bool shard_opt = c->zero_stage >= 1 || c->distributed_optimizer;
-    out->optimizer_bytes = params_gpu * p->optimizer_bytes / (shard_opt ? dp : 1);
+    out->optimizer_bytes = params_gpu * p->optimizer_bytes / (shard_opt ? shard : 1);
 
     /* activations kept per token per layer (bf16): residual and norm outputs, Q, K, V, the
      * attention output, and the MLP's gate, up, activation and product; TP (with sequence

@@ -11,7 +11,9 @@
  * the gradient reduction. Communication: TP all-reduces (exposed), CP KV exchange (exposed
  * beyond the attention it overlaps), PP 1F1B bubble and point-to-point sends, DP gradient
  * reduction (a fraction hidden behind backward), ZeRO-3 parameter gathers (exposed beyond the
- * micro-batch they prefetch for).
+ * micro-batch they prefetch for). Under hybrid sharding (shard_dp < dp) the gathers and the
+ * gradient reduce-scatter stay inside a shard group (NVLink when it fits a node) and only the
+ * gradient shards cross groups, at the price of a copy of the state per group.
  *
  * Speed: the sequence-dependent part (dealing, O(n log DP)) is cost_train_deal, which the
  * planner runs once per (DP, mini-batches, micro-batch budget); cost_train_step_time is then
@@ -58,6 +60,10 @@ struct cost_train_config {
     int minibatches;             /* optimizer steps per training step (PPO mini-batches), >= 1 */
     int zero_stage;              /* 0–3: what is sharded over DP (1 optimizer, 2 +gradients,
                                   * 3 +weights) */
+    int shard_dp;                /* DP ranks the sharded state is split over: 0 (or dp) all
+                                  * of them; less: hybrid sharding (FSDP's HSDP), each group of
+                                  * shard_dp ranks holds one copy, the groups all-reduce the
+                                  * gradient shards; a divisor of dp */
     bool distributed_optimizer;  /* Megatron's: optimizer state sharded over DP (as ZeRO-1) */
     bool full_recompute;         /* recompute activations in backward: +2N, activations shrink */
     bool old_logprob;            /* trainer computes old log-probs: +2N forward */

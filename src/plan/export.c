@@ -208,7 +208,10 @@ void export_header(struct strbuf *b, const struct export_ctx *x)
                   "# rollout %d GPUs: ",
                   r->colocated ? "colocated" : "async", r->gpus, cfg->cluster.hardware,
                   r->gpus_per_node, cfg->model.name, r->step_s, r->n_train, t->tp, t->pp, t->cp,
-                  t->dp, t->budget_tokens, t->fsdp ? "FSDP" : "distributed optimizer",
+                  t->dp, t->budget_tokens,
+                  t->shard_dp ? "HSDP"
+                  : t->fsdp   ? "FSDP"
+                              : "distributed optimizer",
                   t->recompute ? ", full recompute" : "", r->n_rollout);
     export_fleet(b, r);
     char buckets[SPEC_BUCKET_TEXT_MAX];

@@ -47,8 +47,12 @@ static void verl_training(struct strbuf *b, const struct plan_train_layout *t)
                       "# training: FSDP, Ulysses sequence parallel %d (the plan's CP), DP %d\n"
                       "%s.strategy=fsdp\n"
                       "%s.ulysses_sequence_parallel_size=%d\n"
-                      "actor_rollout_ref.model.enable_gradient_checkpointing=%s\n",
-                      t->cp, t->dp, actor, actor, t->cp, t->recompute ? "True" : "False");
+                      "actor_rollout_ref.model.enable_gradient_checkpointing=%s\n"
+                      "# sharding: %s\n"
+                      "%s.fsdp_config.fsdp_size=%d\n",
+                      t->cp, t->dp, actor, actor, t->cp, t->recompute ? "True" : "False",
+                      t->shard_dp ? "HSDP, one copy of the state per node" : "over every rank",
+                      actor, t->shard_dp ? t->shard_dp * t->cp : -1);
     } else {
         const char *mc = "actor_rollout_ref.actor.megatron";
         strbuf_printf(b,

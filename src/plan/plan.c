@@ -255,11 +255,14 @@ static json_t *train_json(const struct plan_result *r)
                             m->optimizer_bytes, "activations_bytes", m->activations_bytes,
                             "logits_bytes", m->logits_bytes, "workspace_bytes", m->workspace_bytes,
                             "total_bytes", m->total_bytes, "capacity_bytes", m->capacity_bytes);
-    return json_pack(
-        "{s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:o, s:o}", "gpus", r->n_train, "tp", r->train.tp,
-        "pp", r->train.pp, "cp", r->train.cp, "dp", r->train.dp, "micro_batch_tokens_per_gpu",
-        r->train.budget_tokens, "recompute", r->train.recompute, "sharding",
-        r->train.fsdp ? "fsdp" : "distributed_optimizer", "step", step, "memory_per_gpu", mem);
+    json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:i, s:b, s:s, s:o, s:o}", "gpus", r->n_train,
+                          "tp", r->train.tp, "pp", r->train.pp, "cp", r->train.cp, "dp",
+                          r->train.dp, "micro_batch_tokens_per_gpu", r->train.budget_tokens,
+                          "recompute", r->train.recompute, "sharding",
+                          plan_train_sharding(&r->train), "step", step, "memory_per_gpu", mem);
+    if (r->train.shard_dp) /* HSDP: the DP ranks of one copy of the state */
+        json_object_set_new(o, "shard_dp", json_integer(r->train.shard_dp));
+    return o;
 }
 
 static json_t *rollout_json(const struct plan_result *r)

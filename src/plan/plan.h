@@ -107,7 +107,12 @@ struct plan_train_layout {
     bool fsdp;         /* FSDP (ZeRO-3): weights, gradients and optimizer state sharded over
                         * DP, parameters gathered each pass; else Megatron's distributed
                         * optimizer (optimizer state sharded) */
+    int shard_dp;      /* FSDP only: DP ranks the state is sharded over, a node's worth (HSDP:
+                        * gathers on NVLink, a copy of the state per node); 0: all of DP */
 };
+
+/* How l shards the training state: "distributed_optimizer", "fsdp" or "hsdp". */
+const char *plan_train_sharding(const struct plan_train_layout *l);
 
 /* A GPU's role in the placement. */
 enum plan_role { PLAN_ROLE_TRAIN, PLAN_ROLE_ROLLOUT, PLAN_ROLE_IDLE };

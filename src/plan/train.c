@@ -90,10 +90,19 @@ size_t plan_train_layouts(const struct plan_train *t, int n, struct plan_train_l
             for (int ci = 0, cp = 1; ci < cps; ci++, cp *= 2)
                 for (int bi = 0; bi < PLAN_BUDGETS && n % (tp * pp * cp) == 0; bi++)
                     for (int rc = 0; rc < (t->recompute ? 2 : 1); rc++)
-                        for (int fs = 0; fs < (t->fsdp && tp == 1 && pp == 1 ? 2 : 1); fs++)
+                        for (int fs = 0; fs < (t->fsdp && tp == 1 && pp == 1 ? 3 : 1); fs++) {
+                            int dp = n / (tp * pp * cp), shard = fs == 2 ? t->gpn / cp : 0;
+                            if (fs == 2 && (shard < 2 || shard >= dp || dp % shard != 0))
+                                continue; /* HSDP only where a node's shard leaves replicas */
                             out[k++] = (struct plan_train_layout){
-                                tp, pp, cp, n / (tp * pp * cp), plan_budgets[bi], rc == 1, fs == 1};
+                                tp, pp, cp, dp, plan_budgets[bi], rc == 1, fs >= 1, shard};
+                        }
     return k;
+}
+
+const char *plan_train_sharding(const struct plan_train_layout *l)
+{
+    return !l->fsdp ? "distributed_optimizer" : l->shard_dp ? "hsdp" : "fsdp";
 }
 
 bool plan_train_fallback(struct plan_train *t, bool on)
@@ -116,6 +125,7 @@ void plan_train_config(const struct plan_train_layout *l, const struct plan_sett
     c->micro_batch_tokens = (double)l->budget_tokens * l->cp;
     c->minibatches = st->minibatches;
     c->zero_stage = l->fsdp ? 3 : 0;
+    c->shard_dp = l->shard_dp;
     c->distributed_optimizer = !l->fsdp;
     c->full_recompute = l->recompute;
     c->old_logprob = st->old_logprob;

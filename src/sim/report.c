@@ -45,12 +45,15 @@ static json_t *layout_json(const struct sim_layout *l, int gpus)
     /* time-shared GPUs (every GPU trains, then rolls out), which train_gpus and rollout_gpus
      * alone cannot tell from a disaggregated split of equal halves */
     json_object_set_new(o, "colocated", json_boolean(l->mode == SIM_COLOCATED));
-    if (l->n_train > 0)
-        json_object_set_new(o, "train",
-                            json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:b}", "tp", l->train.tp, "pp",
-                                      l->train.pp, "cp", l->train.cp, "dp", l->train.dp,
-                                      "micro_batch_tokens_per_gpu", l->train.budget_tokens,
-                                      "recompute", l->train.recompute, "fsdp", l->train.fsdp));
+    if (l->n_train > 0) {
+        json_t *t = json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:b}", "tp", l->train.tp, "pp", l->train.pp,
+                              "cp", l->train.cp, "dp", l->train.dp, "micro_batch_tokens_per_gpu",
+                              l->train.budget_tokens, "recompute", l->train.recompute, "fsdp",
+                              l->train.fsdp);
+        if (l->train.shard_dp) /* HSDP: the DP ranks of one copy of the state */
+            json_object_set_new(t, "shard_dp", json_integer(l->train.shard_dp));
+        json_object_set_new(o, "train", t);
+    }
     return o;
 }
 

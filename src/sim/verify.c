@@ -48,7 +48,7 @@ static bool same_training(const struct plan_train_layout *a, const struct plan_t
 {
     return a->tp == b->tp && a->pp == b->pp && a->cp == b->cp && a->dp == b->dp &&
            a->budget_tokens == b->budget_tokens && a->recompute == b->recompute &&
-           a->fsdp == b->fsdp;
+           a->fsdp == b->fsdp && a->shard_dp == b->shard_dp;
 }
 
 /* Adds the planner's plan at split (0: free) with every instance of TP tp (0: free) unless it

@@ -173,7 +173,8 @@ static const struct spec_field fields[] = {
          "candidate)"),
     ENUM(PLANNER, plan.fsdp, option_names, SPEC_OPTION_FALLBACK, NULL,
          "FSDP (ZeRO-3: weights, gradients and optimizer state sharded over data parallel, TP "
-         "and PP 1) in training layouts, instead of Megatron's distributed optimizer: off, "
+         "and PP 1) and HSDP (the same sharded within a node, copied across nodes) in training "
+         "layouts, instead of Megatron's distributed optimizer: off, "
          "fallback (for each split, only when no layout of its GPUs fits without the fallback "
          "options) or search (always a candidate)"),
     INT(PLANNER, plan.min_tp_sizes, "", 1, 1, 4, NULL,

@@ -149,6 +149,7 @@ static inline int brute_cmp(const struct brute_best *a, const struct brute_best 
     BRUTE_CMP(a->l.budget_tokens, b->l.budget_tokens)
     BRUTE_CMP(a->l.recompute, b->l.recompute)
     BRUTE_CMP(a->l.fsdp, b->l.fsdp)
+    BRUTE_CMP(a->l.shard_dp, b->l.shard_dp) /* FSDP before HSDP */
     BRUTE_CMP(a->inst, b->inst)
     BRUTE_CMP(a->roll_s, b->roll_s)
     for (int t = PLAN_NTP - 1; t > 0; t--)
@@ -224,14 +225,17 @@ static inline void brute_split(const struct brute_case *bc, struct plan_roll *ro
     for (int tp = 1; tp <= 8; tp *= 2)
         for (int pp = 1; pp <= 8; pp *= 2)
             for (int cp = 1; cp <= cps; cp *= 2)
-                for (int bi = 0; bi < PLAN_BUDGETS * 4; bi++) { /* budget × recompute × FSDP */
-                    bool rc = bi / 2 % 2 == 1, fs = bi % 2 == 1;
+                for (int bi = 0; bi < PLAN_BUDGETS * 6; bi++) {
+                    /* budget × recompute × sharding (distributed optimizer, FSDP, HSDP) */
+                    int sharding = bi % 3, dp = n_train / (tp * pp * cp), shard = G / cp;
+                    bool rc = bi / 3 % 2 == 1, fs = sharding > 0, hsdp = sharding == 2;
                     if (n_train % (tp * pp * cp) != 0 || (rc && !train->recompute) ||
-                        (fs && !(train->fsdp && tp == 1 && pp == 1)))
+                        (fs && !(train->fsdp && tp == 1 && pp == 1)) ||
+                        (hsdp && !(shard > 1 && shard < dp && dp % shard == 0)))
                         continue;
                     structural++;
                     struct plan_train_layout l = {
-                        tp, pp, cp, n_train / (tp * pp * cp), plan_budgets[bi / 4], rc, fs};
+                        tp, pp, cp, dp, plan_budgets[bi / 6], rc, fs, hsdp ? shard : 0};
                     if (plan_train_check(train, &l, NULL) == PLAN_WHY_NONE) {
                         ls[nl] = l;
                         /* async: the train side adds the trainer's share of the updates */

@@ -322,6 +322,60 @@ static void test_memory_shrinks_with_sharding(void **state)
                      LIBRA_EINVAL);
 }
 
+/*
+ * Hybrid sharding (HSDP) on 4 A800 nodes, DP 32, ZeRO-3: the state is split over a node's 8
+ * ranks instead of all 32 (four times the weights, gradients and optimizer state per GPU), and
+ * in exchange the parameter gathers and the gradient reduce-scatter run on NVLink (150 GB/s bus)
+ * rather than the NICs (12.5 GB/s); only each rank's gradient shard crosses nodes, all-reduced
+ * over the 4 groups. With 7.615 B parameters at 4 B per gradient and 30 µs per collective, per
+ * mini-batch: reduce-scatter 7/8·30.46 GB / 150 GB/s + 30 µs, plus the shards' all-reduce
+ * 2·3/4·3.81 GB / 12.5 GB/s + 30 µs.
+ */
+static void test_hybrid_sharding(void **state)
+{
+    struct cost_shape s = qwen7b();
+    const struct spec_hardware *hw = cost_ref_hardware(COST_REF_A800);
+    struct cost_train_params p;
+    cost_train_params_default(&p);
+    uint32_t len[64];
+    for (int i = 0; i < 64; i++)
+        len[i] = 2048;
+    struct cost_train_config full = {.tp = 1,
+                                     .pp = 1,
+                                     .cp = 1,
+                                     .dp = 32,
+                                     .micro_batch_tokens = 8192,
+                                     .minibatches = 1,
+                                     .zero_stage = 3};
+    struct cost_train_config hybrid = full;
+    hybrid.shard_dp = 8;
+    struct cost_train_memory mf = memory(&full), mh = memory(&hybrid);
+    assert_close(mh.weights_bytes, 4.0 * mf.weights_bytes, 1e-12);
+    assert_close(mh.grads_bytes, 4.0 * mf.grads_bytes, 1e-12);
+    assert_close(mh.optimizer_bytes, 4.0 * mf.optimizer_bytes, 1e-12);
+    assert_close(mh.activations_bytes, mf.activations_bytes, 1e-12);
+
+    struct cost_train_load load;
+    struct cost_train_step sf, sh;
+    deal(&s, len, 64, &full, &load);
+    assert_int_equal(cost_train_step_time(&s, hw, &p, &full, &load, &sf), 0);
+    assert_int_equal(cost_train_step_time(&s, hw, &p, &hybrid, &load, &sh), 0);
+    double grads = s.params_total * 4.0, alpha = 30e-6;
+    double sync =
+        7.0 / 8.0 * grads / 150e9 + alpha + 2.0 * 3.0 / 4.0 * (grads / 8.0) / 12.5e9 + alpha;
+    assert_close(sh.dp_comm_s, (1.0 - p.dp_overlap) * sync, 1e-9);
+    assert_true(sh.zero3_gather_s < sf.zero3_gather_s);
+    assert_close(sh.optimizer_s, 4.0 * sf.optimizer_s, 1e-12);
+    assert_close(sh.compute_s, sf.compute_s, 1e-12);
+    /* shard_dp == dp is full sharding; a shard that does not divide DP is refused */
+    hybrid.shard_dp = 32;
+    struct cost_train_step same;
+    assert_int_equal(cost_train_step_time(&s, hw, &p, &hybrid, &load, &same), 0);
+    assert_close(same.step_s, sf.step_s, 1e-12);
+    hybrid.shard_dp = 5;
+    assert_int_equal(cost_train_step_time(&s, hw, &p, &hybrid, &load, &same), LIBRA_EINVAL);
+}
+
 /* The capacity the cost model works with is the built-in preset's, for every GPU: the engine's
  * KV budget is its memory fraction of it and training's fit is it less the margin. */
 static void test_capacity_is_the_presets(void **state)
@@ -360,6 +414,7 @@ int main(void)
         cmocka_unit_test(test_more_gpus_less_compute),
         cmocka_unit_test(test_memory_fits_flips_where_computed),
         cmocka_unit_test(test_memory_shrinks_with_sharding),
+        cmocka_unit_test(test_hybrid_sharding),
         cmocka_unit_test(test_capacity_is_the_presets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
