@@ -25,18 +25,19 @@ static const char help[] =
     "and, beside them, of libra plan --json and libra route eval --json into one\n"
     "self-contained HTML page (inline SVG and CSS, no script, no network reference): per run,\n"
     "step time, GPU utilisation, GPU time by use and the tail's share per step, the\n"
-    "planner's prediction beside the simulation, the throughput of each resource manager and\n"
-    "routing accuracy; per sweep, each metric's median and interquartile range across seeds\n"
-    "at every grid point; the plan's layout; route eval's accuracy, regret and confusion\n"
-    "matrices. Inputs are told apart by their schema member; each figure's caption names the\n"
-    "command that made its input, and its elements carry the data they draw (data-*\n"
-    "attributes, the figure's data as JSON in its <desc>). The same inputs give the same\n"
-    "bytes.\n"
+    "planner's prediction beside the simulation, the throughput of each resource manager,\n"
+    "routing accuracy, and for a run made with --timeline A:B a Gantt chart of every mode's\n"
+    "GPUs and each rollout instance's load; per sweep, each metric's median and\n"
+    "interquartile range across seeds at every grid point; the plan's layout; route eval's\n"
+    "accuracy, regret and confusion matrices. Inputs are told apart by their schema member;\n"
+    "each figure's caption names the command that made its input, and its elements carry\n"
+    "the data they draw (data-* attributes, the figure's data as JSON in its <desc>). The\n"
+    "same inputs give the same bytes.\n"
     "\n"
     "flags:\n"
     "  --svg DIR          also write each figure alone as DIR/ID.svg (DIR is created)\n"
-    "  --steps A:B        per-step figures draw steps A to B only (the step numbers of\n"
-    "                     libra sim --json, from 0)\n";
+    "  --steps A:B        per-step figures and Gantt charts draw steps A to B only (the\n"
+    "                     step numbers of libra sim --json, from 0)\n";
 
 enum { OPT_SVG = 0x100, OPT_STEPS };
 

@@ -6,7 +6,7 @@
  * defaults < presets < the file < flags; a sweep cell's settings last), reads traces into
  * memory, starts the worker threads and the progress line, and writes what the simulator
  * formats: the table, one JSON document, JSON Lines, and with --perfetto a Chrome trace-event
- * file of one step.
+ * file of one step. --timeline is sim.timeline_steps, so that sweep cells record it too.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -21,8 +21,8 @@
 
 static const char help[] =
     "usage: libra sim [EXPERIMENT] [--json|--jsonl] [--steps N] [--seed S] [--perfetto FILE]\n"
-    "                 [--trace FILE] [--sweep KEY=V1,V2,...]... [--seeds N|--seed-list S,...]\n"
-    "                 [--jobs J] [--progress] [flags]\n"
+    "                 [--timeline A:B] [--trace FILE] [--sweep KEY=V1,V2,...]...\n"
+    "                 [--seeds N|--seed-list S,...] [--jobs J] [--progress] [flags]\n"
     "\n"
     "Simulates the RL job of EXPERIMENT (a config file, docs/config.md; without one the\n"
     "built-in default: 48 x A800, Qwen3-14B, r2e-gym, batch 32 = 8 x 4, 100 steps) under each\n"
@@ -41,6 +41,8 @@ static const char help[] =
     "flags:\n"
     "  --perfetto FILE    write one step of the last mode as a Chrome trace-event file\n"
     "                     (open it in ui.perfetto.dev); the step is sim.trace_step\n"
+    "  --timeline A:B     record every mode's GPU timeline of steps A to B in its JSON\n"
+    "                     (sim.timeline_steps; libra report draws it)\n"
     "  --trace FILE       replay the trajectories of a trace (workload.trace)\n"
     "  --sweep KEY=V1,V2  run the experiment with KEY set to each value (any config key;\n"
     "                     repeatable: the grid of every combination, the first key slowest;\n"
@@ -339,6 +341,7 @@ static int run(const struct cli_common *cc, const char *file, const struct sim_f
 enum {
     OPT_PERFETTO = 0x100,
     OPT_TRACE,
+    OPT_TIMELINE,
     OPT_JOBS,
     OPT_SWEEP,
     OPT_SEEDS,
@@ -355,6 +358,9 @@ static int own_flag(struct cli_common *cc, struct sim_flags *f, int c, const cha
         return 0;
     case OPT_TRACE: /* the same as --set workload.trace=FILE, so that sweep cells have it */
         cli_common_set(cc, "workload.trace", arg, "--trace");
+        return 0;
+    case OPT_TIMELINE:
+        cli_common_set(cc, "sim.timeline_steps", arg, "--timeline");
         return 0;
     case OPT_SWEEP:
         return add_sweep(cmd, f, arg);
@@ -376,6 +382,7 @@ int cmd_sim(int argc, char **argv)
     static const struct option own[] = {
         {"perfetto", required_argument, NULL, OPT_PERFETTO},
         {"trace", required_argument, NULL, OPT_TRACE},
+        {"timeline", required_argument, NULL, OPT_TIMELINE},
         {"sweep", required_argument, NULL, OPT_SWEEP},
         {"seeds", required_argument, NULL, OPT_SEEDS},
         {"seed-list", required_argument, NULL, OPT_SEED_LIST},

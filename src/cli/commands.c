@@ -19,8 +19,9 @@ const struct cli_command cli_commands[] = {
      "libra route eval TRACE [--policy NAME|all] [--buckets SPEC] [--train-steps K] [flags]",
      cmd_route, SPEC_READ_ROUTE},
     {"sim", "simulate an RL job under colocated, async and libra resource managers",
-     "libra sim [EXPERIMENT] [--json|--jsonl] [--steps N] [--seed S] [--perfetto FILE]", cmd_sim,
-     SPEC_READ_SIM},
+     "libra sim [EXPERIMENT] [--json|--jsonl] [--steps N] [--seed S] [--perfetto FILE] "
+     "[--timeline A:B]",
+     cmd_sim, SPEC_READ_SIM},
     {"report", "draw the results of sim, plan and route eval as an HTML page and SVG figures",
      "libra report RESULT.json [MORE.json...] [-o FILE] [--svg DIR] [--steps A:B]", cmd_report, 0},
     {"emu", "run emulated SGLang/vLLM engines timed by the engine model",

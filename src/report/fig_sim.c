@@ -391,6 +391,7 @@ int report_sim_figures(struct report_ctx *ctx, const json_t *doc, struct libra_e
     } else {
         report_note(ctx, "per-step figures", "the result has no step records (modes.*.steps)");
     }
+    report_timeline_figures(ctx, modes, names, n);
     planner(ctx, modes, names, n);
     attribution(ctx, modes);
     routing(ctx, modes, names, n);

@@ -148,6 +148,11 @@ void legend_draw(struct frame *f, const struct legend_item *items, size_t n);
  * for and holds no step of the result. */
 int report_sim_figures(struct report_ctx *ctx, const json_t *doc, struct libra_error *err);
 
+/* The GPU timeline of each mode of a libra.sim/1 result that has one (fig_timeline.c): modes
+ * names[0..n) of modes. */
+void report_timeline_figures(struct report_ctx *ctx, const json_t *modes, const char **names,
+                             size_t n);
+
 void report_sweep_figures(struct report_ctx *ctx, const json_t *doc); /* fig_sweep.c */
 void report_plan_figures(struct report_ctx *ctx, const json_t *doc);  /* fig_plan.c */
 void report_route_figures(struct report_ctx *ctx, const json_t *doc); /* fig_route.c */

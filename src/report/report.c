@@ -297,6 +297,19 @@ static const char *route_flags(struct report_ctx *ctx, const json_t *doc)
         truncated && strcmp(truncated, "exact") == 0 ? " --truncated exact" : "");
 }
 
+/* " --timeline A:B" when a mode of a sim result holds a timeline of steps A to B, else "". */
+static const char *timeline_flag(struct report_ctx *ctx, const json_t *modes, const char **names,
+                                 size_t n)
+{
+    for (size_t m = 0; m < n; m++) {
+        const json_t *tl = report_get(json_object_get(modes, names[m]), "timeline");
+        double a = report_num(tl, "steps/first"), b = report_num(tl, "steps/last");
+        if (isfinite(a) && isfinite(b) && fabs(a) < 1e15 && fabs(b) < 1e15)
+            return report_fmt(ctx, " --timeline %.0f:%.0f", a, b);
+    }
+    return "";
+}
+
 /* The command line that made doc, with what identifies its config. */
 static const char *source(struct report_ctx *ctx, const struct report_input *in)
 {
@@ -306,11 +319,12 @@ static const char *source(struct report_ctx *ctx, const struct report_input *in)
         const json_t *modes = json_object_get(doc, "modes");
         const char **names;
         double steps = NAN;
-        if (report_keys(ctx, modes, report_mode_order, &names))
+        size_t n = report_keys(ctx, modes, report_mode_order, &names);
+        if (n)
             steps = report_num(json_object_get(modes, names[0]), "run/steps");
-        return report_fmt(ctx, "libra sim CONFIG%s --json%s",
+        return report_fmt(ctx, "libra sim CONFIG%s%s --json%s",
                           isfinite(steps) ? report_fmt(ctx, " --steps %.0f", steps) : "",
-                          envelope(ctx, doc));
+                          timeline_flag(ctx, modes, names, n), envelope(ctx, doc));
     }
     case REPORT_SWEEP:
         return report_fmt(ctx, "libra sim CONFIG%s --json%s", sweep_flags(ctx, doc),

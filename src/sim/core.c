@@ -139,6 +139,7 @@ static void account_prefill(struct sim *s, const struct sim_traj *t, const struc
     s->out->cached_tokens += d->cached_tokens;
     s->out->preemptions += d->preemptions;
     s->out->generated_tokens += d->gen_tokens;
+    s->inst[t->inst].gen_tokens += d->gen_tokens;
 }
 
 /* A request left instance i (finished or aborted). The router's view loses it at once, as a
@@ -294,7 +295,7 @@ static void flush_dirty(struct sim *s)
         in->gen++;
         if (isfinite(t))
             sim_schedule(s, t, SIM_EV_ENGINE, in->gen, (uint64_t)i);
-        sim_trace_counter(s, i);
+        sim_trace_instance(s, i);
     }
     s->dirty.n = 0;
 }
@@ -392,6 +393,11 @@ static int check_settings(struct sim *s)
     if (s->lay->n_inst < 1)
         return sim_fail(s, LIBRA_EINVAL, "the %s layout has no rollout instance",
                         sim_mode_name(s->lay->mode));
+    const struct sim_run_opts *o = s->opts;
+    if (o->timeline && !(o->timeline_first >= 0 && o->timeline_first <= o->timeline_last &&
+                         o->timeline_last < o->steps))
+        return sim_fail(s, LIBRA_EINVAL, "timeline steps %lld:%lld are not within the %d steps run",
+                        (long long)o->timeline_first, (long long)o->timeline_last, o->steps);
     return 0;
 }
 
@@ -487,10 +493,7 @@ static int setup(struct sim *s)
     if (cfg->sim.fail_time_s >= 0)
         sim_schedule(s, cfg->sim.fail_time_s, SIM_EV_FAIL, 0,
                      (uint64_t)(cfg->sim.fail_instance % s->n_inst));
-    if (s->opts->perfetto_step >= 0) {
-        s->trace.events = json_array();
-        s->trace.step = s->opts->perfetto_step;
-    }
+    sim_trace_init(s);
     return 0;
 }
 
@@ -515,7 +518,7 @@ static void teardown(struct sim *s)
     if (s->ops)
         s->ops->release(s);
     free(s->mode);
-    json_decref(s->trace.events);
+    sim_trace_release(s);
 }
 
 int sim_run(const struct sim_input *in, const struct sim_layout *l, const struct sim_run_opts *opts,
@@ -525,8 +528,7 @@ int sim_run(const struct sim_input *in, const struct sim_layout *l, const struct
     out->mode = l->mode;
     struct sim s = {.in = in, .cfg = in->cfg, .lay = l, .opts = opts, .out = out, .err = err};
     if (setup(&s) == 0) {
-        if (s.trace.events && s.trace.step == 0)
-            sim_trace_begin_step(&s, 0);
+        sim_trace_start(&s);
         if (opts->warmup == 0)
             sim_measure_begin(&s);
         s.ops->begin(&s);

@@ -45,6 +45,7 @@ void sim_result_free(struct sim_result *r)
     free(r->requests_by_instance);
     json_decref(r->routing);
     free(r->perfetto);
+    sim_timeline_free(r->timeline);
     memset(r, 0, sizeof *r);
 }
 
@@ -394,6 +395,15 @@ static void run_mode(void *arg, size_t i)
         o.perfetto_step = cfg->sim.trace_step >= 0 && cfg->sim.trace_step < o.steps
                               ? cfg->sim.trace_step
                               : o.warmup;
+    int64_t first, last; /* checked by sim_experiment_run */
+    spec_timeline_steps_parse(cfg->sim.timeline_steps, &first, &last, NULL);
+    if (last >= 0)
+        o = (struct sim_run_opts){.steps = o.steps,
+                                  .warmup = o.warmup,
+                                  .perfetto_step = o.perfetto_step,
+                                  .timeline = true,
+                                  .timeline_first = first,
+                                  .timeline_last = last < o.steps ? last : o.steps - 1};
     if (rc == 0)
         rc = sim_run(ms->in, &mr->layout, &o, &mr->run, err);
     else
@@ -416,6 +426,16 @@ int sim_experiment_run(const struct sim_input *in, struct sim_experiment *out,
     int rc = sim_input_check(in, err);
     if (rc)
         return rc;
+    int64_t first, last;
+    if (spec_timeline_steps_parse(cfg->sim.timeline_steps, &first, &last, err) != 0) {
+        error_prefix(err, "sim.timeline_steps");
+        return LIBRA_EINVAL;
+    }
+    if (last >= 0 && first >= cfg->rl.steps)
+        return error_set(err, NULL, 0, 0,
+                         "sim.timeline_steps: step %lld is past the last step, %d (steps are "
+                         "numbered from 0)",
+                         (long long)first, cfg->rl.steps - 1);
     static const unsigned bits[SIM_MODES] = {SPEC_SIM_COLOCATED, SPEC_SIM_ASYNC, SPEC_SIM_LIBRA,
                                              SPEC_SIM_ROLLOUT};
     struct modes *ms = xcalloc(1, sizeof *ms);

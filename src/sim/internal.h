@@ -9,7 +9,9 @@
  *   sync.c      weight updates: sync mode × transport
  *   mode_sync.c colocated and rollout modes (one batch at a time)
  *   mode_async.c async and libra modes (a stream with bounded staleness)
- *   metrics.c   the run's summary; perfetto.c the trace-event recording
+ *   metrics.c   the run's summary
+ *   perfetto.c  the recording hooks and the trace-event document of one step
+ *   timeline.c  the GPU timeline of a step range (busy intervals, per-instance load)
  *
  * A mode is a small set of callbacks over the shared parts (struct sim_mode_ops).
  */
@@ -67,6 +69,7 @@ struct sim_inst {
     bool dirty;          /* changed since its next event was computed */
     double busy_final_s; /* failed: its engine's busy time when it died */
     int64_t last_count;  /* running + queued last reported to the perfetto recording */
+    int64_t gen_tokens;  /* kept by its requests that ended (finished or aborted) */
 };
 
 /* ---- trajectories --------------------------------------------------------------------- */
@@ -179,12 +182,33 @@ struct sim_mode_ops {
 extern const struct sim_mode_ops sim_mode_sync_ops;  /* colocated and rollout */
 extern const struct sim_mode_ops sim_mode_async_ops; /* async and libra */
 
-/* ---- perfetto recording --------------------------------------------------------------- */
+/* ---- recordings (perfetto.c, timeline.c) ---------------------------------------------- */
+
+/* Where an instance's busy time stands on its timeline row (timeline.c). */
+struct sim_timeline_inst {
+    double seen_s;          /* its busy time is placed on the row up to here */
+    double seen_busy_s;     /* its busy seconds at seen_s (sim_inst_busy_s) */
+    double start_busy_s;    /* ... when the window opened */
+    double busy_end_s;      /* the end of its last rollout interval */
+    int64_t start_requests; /* its counters when the window opened */
+    int64_t start_tokens;
+};
+
+/* The GPU timeline being recorded (sim_run_opts.timeline). */
+struct sim_timeline_rec {
+    struct sim_timeline *tl;        /* the result being filled; NULL when not recording */
+    VEC(struct sim_interval) * row; /* 1 + n_inst rows: the trainer, then the instances */
+    struct sim_timeline_inst *inst; /* n_inst */
+    bool on;                        /* inside the window */
+    size_t n, cap;                  /* intervals recorded, and the most allowed */
+    double cut_s;                   /* the earliest start of an interval left out (cap) */
+};
 
 struct sim_trace_rec {
     json_t *events; /* the traceEvents array, or NULL when not recording */
     bool on;        /* inside the recorded step */
     int64_t step;   /* the step to record */
+    struct sim_timeline_rec timeline;
 };
 
 /* ---- the run -------------------------------------------------------------------------- */
@@ -269,6 +293,7 @@ struct sim {
     bool sync_pending;    /* another update waits for the current one */
     int64_t sync_version; /* version being pushed */
     double sync_start_s;
+    double quiesce_s;      /* when the fleet was quiesced for it */
     double trainer_sync_s; /* trainer time in the current update */
 
     /* mode */
@@ -420,19 +445,64 @@ void sim_sync_poll(struct sim *s);
 /* One weight update of s's layout (cost_weight_update with where its fleet sits). */
 void sim_weight_update(const struct sim *s, struct cost_weight_update *out);
 
-/* ---- perfetto.c ----------------------------------------------------------------------- */
+/* ---- perfetto.c: the recording hooks ---------------------------------------------------- */
 
-void sim_trace_begin_step(struct sim *s, int64_t step);
-void sim_trace_end_step(struct sim *s);
+/* Sets up what opts asks to record (the trace-event document, the timeline). */
+void sim_trace_init(struct sim *s);
+
+/* The run starts; step `step` has just ended (its record is in s->steps). Open and close the
+ * recorded step and the timeline's window. */
+void sim_trace_start(struct sim *s);
+void sim_trace_step_done(struct sim *s, int64_t step);
+
+/* Trace-event slices and instant events (only inside the recorded step; args is consumed). */
 void sim_trace_slice(struct sim *s, int pid, uint64_t tid, const char *name, double from_s,
                      double to_s, json_t *args);
 void sim_trace_instant(struct sim *s, int pid, uint64_t tid, const char *name, json_t *args);
-void sim_trace_counter(struct sim *s, int inst);
-char *sim_trace_finish(struct sim *s);
+
+/* Instance i changed at now (its engine has composed what it runs next). */
+void sim_trace_instance(struct sim *s, int i);
+
+/* The training of step st ended now: from s->train_start_s for st->train_s. */
+void sim_trace_train(struct sim *s, const struct sim_step *st);
+
+/* Rows of sim_trace_phase. */
+enum { SIM_ROW_TRAINER = 1, SIM_ROW_FLEET = 2 };
+
+/* The trainer and/or every live instance (rows, SIM_ROW_*) spent [from_s, now] on use u. */
+void sim_trace_phase(struct sim *s, enum sim_use u, double from_s, unsigned rows);
+
+/* The run ended: moves what was recorded into s->out (perfetto, timeline). */
+void sim_trace_finish(struct sim *s);
+
+/* Frees what is being recorded (every run, finished or not). */
+void sim_trace_release(struct sim *s);
 
 #define SIM_PID_INSTANCES 1
 #define SIM_PID_TRAJECTORIES 2
 #define SIM_PID_TRAINER 3
+
+/* ---- timeline.c (through the hooks above) ---------------------------------------------- */
+
+void sim_timeline_init(struct sim *s);
+void sim_timeline_begin(struct sim *s);
+void sim_timeline_end(struct sim *s);
+
+/* Places instance i's busy time up to now on its row. */
+void sim_timeline_catch_up(struct sim *s, int i);
+
+/* Adds [from_s, to_s] of use u to row (0 the trainer, 1 + i instance i), clipped to the
+ * window; row 0 does nothing without a trainer. */
+void sim_timeline_add(struct sim *s, int row, enum sim_use u, double from_s, double to_s);
+
+/* Adds [from_s, now] of use u to every live instance's row, after its last iteration. */
+void sim_timeline_fleet(struct sim *s, enum sim_use u, double from_s);
+
+/* The finished timeline (rows sorted, touching intervals merged, the cap's cut applied), or
+ * NULL when none was asked for; the caller owns it. */
+struct sim_timeline *sim_timeline_take(struct sim *s);
+
+void sim_timeline_release(struct sim *s);
 
 /* ---- metrics.c ------------------------------------------------------------------------ */
 

@@ -59,5 +59,5 @@ void sim_metrics_finish(struct sim *s)
         if (!s->traj.v[i].accounted)
             o->unconsumed_tokens += s->traj.v[i].generated;
     o->routing = sched_metrics_to_json(s->rmetrics, sched_policy_bucketless(s->lay->policy));
-    o->perfetto = sim_trace_finish(s);
+    sim_trace_finish(s);
 }

@@ -29,6 +29,7 @@ struct sync_mode {
     double phase_start_s;       /* start of the step's rollout */
     double rollout_s;           /* rollout phase of the step */
     double switch_s;            /* both switches */
+    double phase_from_s;        /* start of the switch or training in progress */
     int64_t step;               /* steps done (the rollout mode has no trainer version) */
 };
 
@@ -89,6 +90,7 @@ static void rollout_done(struct sim *s)
         return;
     }
     m->switch_s = s->st.lifecycle.switch_fixed_s;
+    m->phase_from_s = s->now;
     sim_schedule(s, s->now + m->switch_s, SIM_EV_MODE, 0, TIMER_TO_TRAIN);
 }
 
@@ -144,6 +146,8 @@ static void timer(struct sim *s, uint64_t what)
     struct sync_mode *m = state(s);
     switch (what) {
     case TIMER_TO_TRAIN: {
+        sim_trace_phase(s, SIM_USE_SYNC, m->phase_from_s, SIM_ROW_TRAINER | SIM_ROW_FLEET);
+        m->phase_from_s = s->now;
         double d = m->accepted.n ? sim_train_begin(s, m->accepted.v, m->accepted.n) : 0;
         if (!m->accepted.n)
             memset(&s->cur, 0, sizeof s->cur);
@@ -151,12 +155,15 @@ static void timer(struct sim *s, uint64_t what)
         break;
     }
     case TIMER_TRAINED: {
+        sim_trace_phase(s, SIM_USE_TRAIN, m->phase_from_s, SIM_ROW_FLEET); /* the same GPUs */
+        m->phase_from_s = s->now;
         double r = reshard_s(s);
         m->switch_s += r;
         sim_schedule(s, s->now + r, SIM_EV_MODE, 0, TIMER_TO_ROLLOUT);
         break;
     }
     case TIMER_TO_ROLLOUT: {
+        sim_trace_phase(s, SIM_USE_SYNC, m->phase_from_s, SIM_ROW_TRAINER | SIM_ROW_FLEET);
         s->version++;
         sim_fleet_update(s, s->version);
         struct sim_step st = s->cur;

@@ -1,27 +1,53 @@
 /*
- * Recording one step as a Chrome trace-event document (the JSON that chrome://tracing and
- * ui.perfetto.dev open), so that a person can look at what the simulator did.
+ * The recordings of a run, for a person to look at what the simulator did, and the hooks the
+ * simulator calls at every change they show.
  *
- * Three processes: "rollout instances" (one counter track per instance: requests on it),
+ * Two recordings share the hooks. The trace-event document (--perfetto) holds one step as
+ * Chrome trace events (the JSON that chrome://tracing and ui.perfetto.dev open), in three
+ * processes: "rollout instances" (one counter track per instance: requests on it),
  * "trajectories" (one track per trajectory: its turns and its tool waits as slices, moves
  * between instances as instant events) and "trainer" (training steps, weight updates). The
  * step recorded runs from the end of the previous step to the end of its own; a slice is
  * recorded when it ends, so work that began earlier shows from its true start. Times are
- * microseconds of simulated time.
+ * microseconds of simulated time. The GPU timeline (timeline.c, sim.timeline_steps) holds a
+ * range of steps as busy intervals per row — the trainer, each instance — over the same kind
+ * of window, fed by the same hooks: an instance's changes, a training step, and the phases the
+ * trace-event document does not draw as slices of their own (the trainer held by a weight
+ * update, the fleet held by one, a colocated switch).
  */
 #include "sim/internal.h"
 #include "util/json.h"
 
-void sim_trace_begin_step(struct sim *s, int64_t step)
+void sim_trace_init(struct sim *s)
 {
-    (void)step;
-    if (s->trace.events)
-        s->trace.on = true;
+    if (s->opts->perfetto_step >= 0) {
+        s->trace.events = json_array();
+        s->trace.step = s->opts->perfetto_step;
+    }
+    if (s->opts->timeline)
+        sim_timeline_init(s);
 }
 
-void sim_trace_end_step(struct sim *s)
+void sim_trace_start(struct sim *s)
 {
-    s->trace.on = false;
+    if (s->trace.events && s->trace.step == 0)
+        s->trace.on = true;
+    if (s->opts->timeline && s->opts->timeline_first == 0)
+        sim_timeline_begin(s);
+}
+
+void sim_trace_step_done(struct sim *s, int64_t step)
+{
+    if (s->trace.events && step == s->trace.step)
+        s->trace.on = false;
+    else if (s->trace.events && step + 1 == s->trace.step)
+        s->trace.on = true;
+    if (!s->opts->timeline)
+        return;
+    if (step == s->opts->timeline_last)
+        sim_timeline_end(s);
+    else if (step + 1 == s->opts->timeline_first)
+        sim_timeline_begin(s);
 }
 
 static json_t *event(const char *name, const char *ph, int pid, uint64_t tid, double t_s)
@@ -57,8 +83,9 @@ void sim_trace_instant(struct sim *s, int pid, uint64_t tid, const char *name, j
     json_array_append_new(s->trace.events, e);
 }
 
-void sim_trace_counter(struct sim *s, int i)
+void sim_trace_instance(struct sim *s, int i)
 {
+    sim_timeline_catch_up(s, i);
     struct sim_inst *in = &s->inst[i];
     if (!s->trace.on || in->last_count == in->live)
         return;
@@ -68,6 +95,24 @@ void sim_trace_counter(struct sim *s, int i)
     json_t *e = event(name, "C", SIM_PID_INSTANCES, 0, s->now);
     json_object_set_new(e, "args", json_pack("{s:i}", "requests", in->live));
     json_array_append_new(s->trace.events, e);
+}
+
+void sim_trace_train(struct sim *s, const struct sim_step *st)
+{
+    double to = s->train_start_s + st->train_s;
+    sim_timeline_add(s, 0, SIM_USE_TRAIN, s->train_start_s, to);
+    sim_trace_slice(s, SIM_PID_TRAINER, 0, "train", s->train_start_s, to,
+                    json_pack("{s:I,s:I,s:I}", "step", (json_int_t)st->step, "trajectories",
+                              (json_int_t)st->trajectories, "trained_tokens",
+                              (json_int_t)st->trained_tokens));
+}
+
+void sim_trace_phase(struct sim *s, enum sim_use u, double from_s, unsigned rows)
+{
+    if (rows & SIM_ROW_TRAINER)
+        sim_timeline_add(s, 0, u, from_s, s->now);
+    if (rows & SIM_ROW_FLEET)
+        sim_timeline_fleet(s, u, from_s);
 }
 
 static void name_process(json_t *events, int pid, const char *name)
@@ -83,7 +128,8 @@ static void name_thread(json_t *events, int pid, int tid, const char *name)
                                     "pid", pid, "tid", tid, "args", "name", name));
 }
 
-char *sim_trace_finish(struct sim *s)
+/* The trace-event document, or NULL when none was recorded. */
+static char *perfetto_text(struct sim *s)
 {
     json_t *events = s->trace.events;
     if (!events)
@@ -99,4 +145,17 @@ char *sim_trace_finish(struct sim *s)
     char *text = ujson_dump(doc, false);
     json_decref(doc);
     return text;
+}
+
+void sim_trace_finish(struct sim *s)
+{
+    s->out->perfetto = perfetto_text(s);
+    s->out->timeline = sim_timeline_take(s);
+}
+
+void sim_trace_release(struct sim *s)
+{
+    json_decref(s->trace.events);
+    s->trace.events = NULL;
+    sim_timeline_release(s);
 }

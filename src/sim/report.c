@@ -183,6 +183,17 @@ double sim_libra_ratio(const struct sim_experiment *e, enum sim_mode m, bool tra
     return y > 0 ? x / y : NAN;
 }
 
+/* A mode's layout, tuning, run summary, planner and (when recorded) timeline. */
+static json_t *mode_json(const struct sim_mode_result *mr, const struct libra_config *cfg)
+{
+    json_t *m = json_pack("{s:o,s:o,s:o}", "layout", layout_json(&mr->layout, cfg->cluster.gpus),
+                          "tuning", tuning_json(mr), "run", run_json(&mr->run));
+    json_object_set_new(m, "planner", planner_json(mr));
+    if (mr->run.timeline)
+        json_object_set_new(m, "timeline", sim_timeline_to_json(mr->run.timeline, &mr->layout));
+    return m;
+}
+
 json_t *sim_experiment_to_json(const struct sim_experiment *e, const struct libra_config *cfg)
 {
     json_t *doc = spec_config_envelope(SIM_SCHEMA, cfg);
@@ -192,11 +203,10 @@ json_t *sim_experiment_to_json(const struct sim_experiment *e, const struct libr
         json_t *steps = json_array();
         for (int k = 0; k < mr->run.steps_run; k++)
             json_array_append_new(steps, step_json(&mr->run.steps[k]));
-        json_t *m = json_pack("{s:o,s:o,s:o,s:o,s:O}", "layout",
-                              layout_json(&mr->layout, cfg->cluster.gpus), "tuning",
-                              tuning_json(mr), "run", run_json(&mr->run), "steps", steps, "routing",
-                              mr->run.routing ? mr->run.routing : json_null());
-        json_object_set_new(m, "planner", planner_json(mr));
+        json_t *m = mode_json(mr, cfg);
+        json_object_set_new(m, "steps", steps);
+        json_object_set_new(m, "routing",
+                            mr->run.routing ? json_incref(mr->run.routing) : json_null());
         json_object_set_new(modes, sim_mode_name(mr->mode), m);
     }
     json_object_set_new(doc, "modes", modes);
@@ -223,14 +233,8 @@ char *sim_experiment_jsonl(const struct sim_experiment *e, const struct libra_co
     struct strbuf b = {0};
     json_t *head = spec_config_envelope(SIM_SCHEMA, cfg);
     json_t *modes = json_object();
-    for (int i = 0; i < e->n; i++) {
-        const struct sim_mode_result *mr = &e->mode[i];
-        json_t *m =
-            json_pack("{s:o,s:o,s:o}", "layout", layout_json(&mr->layout, cfg->cluster.gpus),
-                      "tuning", tuning_json(mr), "run", run_json(&mr->run));
-        json_object_set_new(m, "planner", planner_json(mr));
-        json_object_set_new(modes, sim_mode_name(mr->mode), m);
-    }
+    for (int i = 0; i < e->n; i++)
+        json_object_set_new(modes, sim_mode_name(e->mode[i].mode), mode_json(&e->mode[i], cfg));
     json_object_set_new(head, "modes", modes);
     append_line(&b, head);
     json_decref(head);

@@ -150,6 +150,63 @@ struct sim_step {
     int64_t waste[SIM_WASTES]; /* tokens wasted since the previous step ended, by cause */
 };
 
+/* ---- the GPU timeline of a step range ------------------------------------------------- */
+
+/* What a row's GPUs did during an interval; idle is the rest of the window. */
+enum sim_use {
+    SIM_USE_ROLLOUT, /* an instance's engine runs iterations */
+    SIM_USE_TRAIN,   /* training compute (colocated: on every instance's GPUs too) */
+    SIM_USE_SYNC,    /* held by a weight update (colocated: the hybrid engine's switches) */
+};
+#define SIM_USES 3
+
+/* "rollout", "train", "sync"; static storage. */
+const char *sim_use_name(enum sim_use u);
+
+struct sim_interval {
+    double from_s, to_s; /* simulated time, from_s < to_s */
+    enum sim_use use;
+};
+
+/* One row of a timeline: the trainer, or one rollout instance. */
+struct sim_timeline_row {
+    struct sim_interval *iv; /* by start, disjoint, touching ones of one use merged; owned */
+    size_t n;
+    /* Seconds of each use in the window, exact whatever the cap cut. An instance's rollout
+     * seconds are its engine's busy time (the simulator's own accounting, engine_busy_at). */
+    double use_s[SIM_USES];
+    int64_t requests;         /* instance: turns submitted to it in the window */
+    int64_t generated_tokens; /* instance: tokens kept by its requests that ended in the window */
+};
+
+/* The busy intervals of steps first..last of one run: the window runs from the end of step
+ * first - 1 (the start of the run for step 0) to the end of step last. */
+struct sim_timeline {
+    int64_t first_step, last_step;
+    double from_s, to_s;
+    size_t max_intervals; /* the cap on intervals recorded over all rows */
+    bool truncated;       /* the cap was reached: rows hold no interval past complete_to_s */
+    double complete_to_s; /* intervals are complete up to here (to_s unless truncated); the
+                           * rows' totals are exact over the whole window regardless */
+    bool has_trainer;
+    struct sim_timeline_row trainer;
+    int n_inst;
+    struct sim_timeline_row *inst; /* n_inst, in the layout's order; owned */
+};
+
+/* The cap on a timeline's intervals unless a run asks for another. */
+#define SIM_TIMELINE_MAX_INTERVALS 20000
+
+/* Releases t and what it owns; NULL is fine. */
+void sim_timeline_free(struct sim_timeline *t);
+
+/* t as {steps: {first, last}, from_s, to_s, complete_to_s, truncated, max_intervals,
+ * trainer: {gpus, train_s, sync_s, intervals} or null, instances: [{instance, tp, bucket, gpu,
+ * rollout_s, train_s, sync_s, busy_share, requests, generated_tokens, intervals}]}, each
+ * interval [from_s, to_s, use] and busy_share rollout_s over the window. l is the layout the
+ * run ran. Returns a new reference. */
+json_t *sim_timeline_to_json(const struct sim_timeline *t, const struct sim_layout *l);
+
 /* The result of one run. */
 struct sim_result {
     enum sim_mode mode;
@@ -181,8 +238,9 @@ struct sim_result {
     int64_t moves;                 /* turns sent to another instance than the previous one */
     int64_t *requests_by_instance; /* n_instances counters, in the layout's order; owned */
     int n_instances;
-    json_t *routing; /* sched_metrics_to_json of the run; owned */
-    char *perfetto;  /* Chrome trace-event JSON of one step, or NULL; owned */
+    json_t *routing;               /* sched_metrics_to_json of the run; owned */
+    char *perfetto;                /* Chrome trace-event JSON of one step, or NULL; owned */
+    struct sim_timeline *timeline; /* the steps sim_run_opts.timeline asked for, or NULL; owned */
 };
 
 /* Releases what r owns; a zeroed r is fine. */
@@ -193,13 +251,17 @@ struct sim_run_opts {
     int steps;         /* training steps (batches in rollout mode) */
     int warmup;        /* steps excluded from the rates */
     int perfetto_step; /* record this step as a trace-event document; -1 none */
+    bool timeline;     /* record the GPU timeline of steps timeline_first..timeline_last */
+    int64_t timeline_first, timeline_last; /* 0 <= first <= last < steps */
+    size_t timeline_max_intervals;         /* 0: SIM_TIMELINE_MAX_INTERVALS */
 };
 
 /*
  * Simulates layout l on in for opts->steps steps into *out (zeroed first; free it with
  * sim_result_free in every case). Returns 0; LIBRA_EINVAL with err when the layout or the
  * workload cannot run (a turn longer than an instance's context, every instance failed, a
- * sync mode the transport cannot do); LIBRA_EINTERNAL when an invariant broke (a bug).
+ * sync mode the transport cannot do) or opts' timeline range is not 0 <= first <= last <
+ * steps; LIBRA_EINTERNAL when an invariant broke (a bug).
  */
 int sim_run(const struct sim_input *in, const struct sim_layout *l, const struct sim_run_opts *opts,
             struct sim_result *out, struct libra_error *err);
@@ -278,8 +340,10 @@ struct sim_experiment {
  * Runs every mode of in->cfg->sim.modes: tunes colocated's rollout TP and async's split and TP
  * unless pinned (sim.colocated_tp, sim.async_train_gpus, sim.async_tp), plans libra, and
  * simulates each for rl.steps steps. The perfetto document of step sim.trace_step is recorded
- * for the last mode run. Returns 0, or an error of sim_layout_make or sim_run with err. *out is
- * zeroed first; free it with sim_experiment_free in every case.
+ * for the last mode run; the GPU timeline of sim.timeline_steps (cut at the last step) for
+ * every mode. Returns 0, LIBRA_EINVAL with err when sim.timeline_steps is malformed or starts
+ * past the last step, or an error of sim_layout_make or sim_run with err. *out is zeroed
+ * first; free it with sim_experiment_free in every case.
  */
 int sim_experiment_run(const struct sim_input *in, struct sim_experiment *out,
                        struct libra_error *err);

@@ -40,6 +40,7 @@ static void trainer_free(struct sim *s)
     s->wait_since_s = s->now;
     struct sim_step *last = &s->steps.v[s->steps.n - 1];
     last->sync_s = s->now - last->end_s;
+    sim_trace_phase(s, SIM_USE_SYNC, last->end_s, SIM_ROW_TRAINER);
     s->ops->resume(s);
 }
 
@@ -71,6 +72,7 @@ static void abort_live(struct sim *s)
 static void quiesce(struct sim *s)
 {
     s->sync_phase = SIM_SYNC_QUIESCE;
+    s->quiesce_s = s->now;
     switch (s->cfg->rl.sync_mode) {
     case SPEC_SYNC_DRAIN:
         s->hold = true;
@@ -161,6 +163,7 @@ static void apply(struct sim *s)
     s->out->syncs++;
     sim_trace_slice(s, SIM_PID_TRAINER, 1, "weight update", s->sync_start_s, s->now,
                     json_pack("{s:I}", "version", (json_int_t)s->sync_version));
+    sim_trace_phase(s, SIM_USE_SYNC, s->quiesce_s, SIM_ROW_FLEET);
     release_held(s);
     if (s->sync_pending) {
         s->sync_pending = false;

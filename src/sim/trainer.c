@@ -150,11 +150,7 @@ void sim_step_record(struct sim *s, struct sim_step *st)
     if (st->step >= s->opts->warmup)
         s->train_busy_s += st->train_s;
     if (st->train_s > 0)
-        sim_trace_slice(s, SIM_PID_TRAINER, 0, "train", s->train_start_s,
-                        s->train_start_s + st->train_s,
-                        json_pack("{s:I,s:I,s:I}", "step", (json_int_t)st->step, "trajectories",
-                                  (json_int_t)st->trajectories, "trained_tokens",
-                                  (json_int_t)st->trained_tokens));
+        sim_trace_train(s, st);
     vec_push(&s->steps, *st);
     if (s->in->progress)
         atomic_fetch_add(&s->in->progress->steps_done, 1);
@@ -162,10 +158,7 @@ void sim_step_record(struct sim *s, struct sim_step *st)
     /* cmlfq_h's deadline: k + 1 of the steps simulated so far (the planner's guess before) */
     sched_router_set_deadline(s->router,
                               (s->cfg->rl.max_staleness + 1) * st->end_s / (double)s->steps.n);
-    if (s->trace.events && st->step == s->trace.step)
-        sim_trace_end_step(s);
-    else if (s->trace.events && st->step + 1 == s->trace.step)
-        sim_trace_begin_step(s, st->step + 1);
+    sim_trace_step_done(s, st->step);
     if (st->step + 1 == s->opts->warmup)
         sim_measure_begin(s);
     if (st->step + 1 >= s->opts->steps)

@@ -238,6 +238,10 @@ static const struct spec_field fields[] = {
         "failure injection: the instance that dies (index, modulo the fleet)"),
     INT(SPEC_READ_SIM, sim.trace_step, "", -1, -1, 10000000, NULL,
         "step that --perfetto records; -1 the first after the warm-up"),
+    STR(SPEC_READ_SIM, sim.timeline_steps, "", NULL,
+        "steps A:B (numbered from 0) whose GPU timeline every mode records in its JSON: the "
+        "trainer's and each rollout instance's busy intervals and each instance's load "
+        "(docs/sim.md \"GPU timeline\"); \"\" records none"),
     BOOL(PLANNER, ehp.enabled, 0,
          "lend whole training replicas to rollout and take them back; not implemented: " EHP_PENDING
          ", so only the default is accepted (true would do no more than confine every training "
@@ -531,6 +535,9 @@ static int check(const struct libra_config *cfg, const struct spec_config_source
                                      "its instances take %d GPUs, a node has %d "
                                      "(cluster.gpus_per_node)",
                                      pattern_gpus, cfg->cluster.gpus_per_node);
+    int64_t first, last;
+    if (spec_timeline_steps_parse(cfg->sim.timeline_steps, &first, &last, &why) != 0)
+        return spec_config_key_error(err, src, "sim.timeline_steps", "%s", why.msg);
     if (cfg->sim.max_batched_tokens < cfg->sim.max_seqs)
         return spec_config_key_error(
             err, src, "sim.max_batched_tokens",
@@ -823,6 +830,40 @@ char *spec_config_doc_markdown(void)
     doc_presets(out);
     fclose(out);
     return text;
+}
+
+/* A step of sim.timeline_steps: digits only, at most the largest rl.steps. */
+static bool step_number(const char *s, size_t len, int64_t *out)
+{
+    int64_t v = 0;
+    if (len == 0 || len > 8)
+        return false;
+    for (size_t i = 0; i < len; i++) {
+        if (s[i] < '0' || s[i] > '9')
+            return false;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return v <= 10000000;
+}
+
+int spec_timeline_steps_parse(const char *text, int64_t *first, int64_t *last,
+                              struct libra_error *err)
+{
+    *first = 0;
+    *last = -1;
+    if (!text[0])
+        return 0;
+    const char *colon = strchr(text, ':');
+    if (!colon || !step_number(text, (size_t)(colon - text), first) ||
+        !step_number(colon + 1, strlen(colon + 1), last))
+        return error_set(err, NULL, 0, 0,
+                         "expected A:B, the first and last step (numbered from 0, at most "
+                         "10000000), not '%s'",
+                         text);
+    if (*first > *last)
+        return error_set(err, NULL, 0, 0, "'%s' ends before it starts", text);
+    return 0;
 }
 
 int spec_rl_async_check(const struct spec_rl_config *rl, const char *mode, struct libra_error *err)

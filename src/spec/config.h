@@ -146,13 +146,14 @@ struct spec_sim_config {
     int async_tp;         /* async rollout TP; 0: tuned */
     bool planner;         /* libra's layout from the planner (else sched.buckets' fleet) */
     enum spec_context_mode context_mode;
-    bool prefix_cache;      /* engines keep freed KV for a trajectory's next turn */
-    int max_seqs;           /* running sequences per engine */
-    int max_batched_tokens; /* tokens per engine iteration, tokens */
-    int queue_cap;          /* turns queued on an instance before the router skips it */
-    double fail_time_s;     /* failure injection: when an instance dies, s; < 0 off */
-    int fail_instance;      /* which instance dies (index, modulo the fleet) */
-    int trace_step;         /* step recorded by --perfetto; -1: the first after warm-up */
+    bool prefix_cache;       /* engines keep freed KV for a trajectory's next turn */
+    int max_seqs;            /* running sequences per engine */
+    int max_batched_tokens;  /* tokens per engine iteration, tokens */
+    int queue_cap;           /* turns queued on an instance before the router skips it */
+    double fail_time_s;      /* failure injection: when an instance dies, s; < 0 off */
+    int fail_instance;       /* which instance dies (index, modulo the fleet) */
+    int trace_step;          /* step recorded by --perfetto; -1: the first after warm-up */
+    char timeline_steps[32]; /* steps whose GPU timeline every mode records, "A:B"; "" none */
 };
 
 struct spec_ehp_config {
@@ -263,6 +264,14 @@ int spec_config_key_error(struct libra_error *err, const struct spec_config_sour
  * message. Returns 0, or LIBRA_EINVAL with err naming the key.
  */
 int spec_rl_async_check(const struct spec_rl_config *rl, const char *mode, struct libra_error *err);
+
+/*
+ * sim.timeline_steps: "" (none), or "A:B", decimal steps with 0 <= A <= B <= 10000000 (the
+ * most rl.steps allows). Sets *first and *last (0 and -1 for ""). Returns 0, or LIBRA_EINVAL
+ * with err (no position: the caller names the key).
+ */
+int spec_timeline_steps_parse(const char *text, int64_t *first, int64_t *last,
+                              struct libra_error *err);
 
 /* The config as a new JSON object {"cluster": {...}, ...} with every key. */
 json_t *spec_config_to_json(const struct libra_config *cfg);

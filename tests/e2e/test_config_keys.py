@@ -133,6 +133,7 @@ CHANGES = {
     "sim.fail_time_s": ("100", SIM),
     "sim.fail_instance": ("3", SIM + ("--set", "sim.fail_time_s=100")),
     "sim.trace_step": ("1", PERFETTO),
+    "sim.timeline_steps": ("1:2", LIBRA_ONLY),
 }
 
 # key -> a valid non-default value that must be refused: the mechanism is not built yet.

@@ -19,6 +19,7 @@ LIBRA = os.environ["LIBRA_BIN"]
 SOURCE_DIR = os.environ["LIBRA_SOURCE_DIR"]
 SVG = "{http://www.w3.org/2000/svg}"
 QUICK = ["--steps", "6", "--set", "sim.tune_steps=2", "--set", "sim.warmup_steps=1"]
+TIMELINE = ["--timeline", "1:4"]  # steps 1 to 4 of every mode as a GPU timeline
 
 
 def libra(*args, check=True, cwd=None):
@@ -32,7 +33,7 @@ def libra(*args, check=True, cwd=None):
 def inputs(tmp_path_factory):
     d = tmp_path_factory.mktemp("inputs")
     run = d / "run.json"
-    libra("sim", "--json", *QUICK, "-o", str(run))
+    libra("sim", "--json", *QUICK, *TIMELINE, "-o", str(run))
     plan = d / "plan.json"
     libra("plan", "--gpus", "16", "--json", "-o", str(plan))
     route = d / "route.json"
@@ -80,7 +81,8 @@ def test_every_figure_is_xml_with_its_data(report, inputs):
     modes = sorted(doc["modes"])
     expected = ["sim-attribution", "sim-routing", "sim-step-time", "sim-tail-share",
                 "sim-utilisation"] + [f"sim-gpu-time-{m}" for m in modes] + \
-        [f"sim-planner-{m}" for m in modes if doc["modes"][m]["planner"]]
+        [f"sim-planner-{m}" for m in modes if doc["modes"][m]["planner"]] + \
+        [f"sim-{kind}-{m}" for m in modes for kind in ("gantt", "load")]
     assert names == sorted(expected)
     html = (report / "report.html").read_text()
     for name in names:
@@ -88,8 +90,8 @@ def test_every_figure_is_xml_with_its_data(report, inputs):
         assert root.tag == SVG + "svg" and root.get("id") == name
         data = json.loads(root.find(SVG + "desc").text)
         assert data["figure"] == name
-        assert data["source"].startswith("libra sim CONFIG --steps 6 --json (config digest "
-                                         + doc["config_digest"])
+        assert data["source"].startswith("libra sim CONFIG --steps 6 --timeline 1:4 --json "
+                                         "(config digest " + doc["config_digest"])
         assert root.find(SVG + "title").text
         captions = [t.text for t in root.iter(SVG + "text") if t.get("class") == "caption"]
         assert "Input: libra sim CONFIG" in " ".join(captions)
@@ -150,6 +152,118 @@ def test_gpu_time_stacks_are_gpus_times_step_time(report, inputs):
             assert tops[s["step"]] == pytest.approx(gpus * s["step_s"], rel=1e-6)
 
 
+def timeline_rows(tl):
+    """The rows a Gantt chart draws, as (label, row) in order: the trainer, then instances."""
+    rows = [(f"trainer ({tl['trainer']['gpus']} GPUs)", tl["trainer"])] if tl["trainer"] else []
+    return rows + [(f"instance {i['instance']} (TP{i['tp']})", i) for i in tl["instances"]]
+
+
+def drawn_intervals(root):
+    """{row label: [(from, to, use)]} of the Gantt chart root, each rectangle checked against
+    the time axis: its left and right edges sit on its data-from and data-to within a pixel."""
+    x0, per_s = x_scale(root)
+    drawn = {}
+    for r in root.iter(SVG + "rect"):
+        if r.get("class") != "interval":
+            continue
+        a, b = float(r.get("data-from")), float(r.get("data-to"))
+        assert abs(float(r.get("x")) - (x0 + a * per_s)) <= 1
+        assert abs(float(r.get("x")) + float(r.get("width")) - (x0 + b * per_s)) <= 1
+        drawn.setdefault(r.get("data-row"), []).append((a, b, r.get("data-use")))
+    return drawn
+
+
+def assert_intervals(got, want):
+    assert len(got) == len(want)
+    for (a, b, use), (wa, wb, wuse) in zip(got, want):
+        assert use == wuse
+        assert a == pytest.approx(wa, rel=1e-9) and b == pytest.approx(wb, rel=1e-9)
+
+
+def test_gantt_intervals_sit_on_their_times(report, inputs):
+    doc = json.loads(inputs["run"].read_text())
+    for mode, m in doc["modes"].items():
+        tl = m["timeline"]
+        assert tl["steps"] == {"first": 1, "last": 4} and not tl["truncated"]
+        root = svg_root(report, f"sim-gantt-{mode}")
+        drawn = drawn_intervals(root)
+        rows = timeline_rows(tl)
+        labels = [t.text for t in root.iter(SVG + "text") if t.get("class") == "row-label"]
+        assert labels == [label for label, _ in rows]
+        for label, row in rows:
+            assert_intervals(drawn.get(label, []), [tuple(iv) for iv in row["intervals"]])
+        for label, row in rows[1 if tl["trainer"] else 0:]:  # an instance's busy time
+            busy = sum(b - a for a, b, use in row["intervals"] if use == "rollout")
+            assert busy == pytest.approx(row["rollout_s"], rel=1e-6)
+        # the desc holds what is drawn
+        data = json.loads(root.find(SVG + "desc").text)["data"]
+        assert [r["row"] for r in data["rows"]] == labels
+        assert data["view_s"] == pytest.approx([tl["from_s"], tl["to_s"]], rel=1e-12)
+        # a dashed line where each step of the window ends
+        ends = {int(float(line.get("data-step"))): float(line.get("data-value"))
+                for line in root.iter(SVG + "line") if line.get("class") == "step-end"}
+        assert sorted(ends) == [1, 2, 3, 4]
+        for s in m["steps"]:
+            if s["step"] in ends:
+                assert ends[s["step"]] == pytest.approx(s["end_s"], rel=1e-9)
+
+
+def test_load_bars_are_the_instances_shares(report, inputs):
+    doc = json.loads(inputs["run"].read_text())
+    for mode, m in doc["modes"].items():
+        inst = m["timeline"]["instances"]
+        root = svg_root(report, f"sim-load-{mode}")
+        zero, per_unit = y_scale(root)
+        totals = {k: sum(i[k] for i in inst) for k in ("requests", "generated_tokens", "tp")}
+        want = {
+            "busy share of the window": [100 * i["busy_share"] for i in inst],
+            "share of the fleet's requests": [100 * i["requests"] / totals["requests"]
+                                              for i in inst],
+            "share of the fleet's generated tokens":
+                [100 * i["generated_tokens"] / totals["generated_tokens"] for i in inst],
+            "share of the rollout GPUs": [100 * i["tp"] / totals["tp"] for i in inst],
+        }
+        categories = [f"{i['instance']} (TP{i['tp']})" for i in inst]
+        bars = [r for r in root.iter(SVG + "rect") if r.get("class") == "bar"]
+        assert len(bars) == 4 * len(inst)
+        for bar in bars:
+            value = float(bar.get("data-value"))
+            k = categories.index(bar.get("data-x"))
+            assert value == pytest.approx(want[bar.get("data-series")][k], rel=1e-9)
+            assert abs(float(bar.get("height")) - value * -per_unit) <= 1
+            assert abs(float(bar.get("y")) - (zero + value * per_unit)) <= 1
+
+
+def test_gantt_without_a_timeline_and_cut_by_the_cap(inputs, tmp_path):
+    doc = json.loads(inputs["run"].read_text())
+    bare = json.loads(inputs["run"].read_text())
+    for m in bare["modes"].values():
+        del m["timeline"]
+    (tmp_path / "bare.json").write_text(json.dumps(bare))
+    libra("report", str(tmp_path / "bare.json"), "-o", str(tmp_path / "bare.html"))
+    assert "<code>gantt</code>: the result has no GPU timeline" in \
+        (tmp_path / "bare.html").read_text()
+    # a recording cut by its cap: nothing drawn past complete_to_s, which is marked
+    mode, m = next(iter(doc["modes"].items()))
+    tl = m["timeline"]
+    cut = (tl["from_s"] + tl["to_s"]) / 2
+    tl.update(truncated=True, complete_to_s=cut)
+    for _, row in timeline_rows(tl):
+        row["intervals"] = [[a, min(b, cut), u] for a, b, u in row["intervals"] if a < cut]
+    (tmp_path / "cut.json").write_text(json.dumps(doc))
+    libra("report", str(tmp_path / "cut.json"), "--svg", str(tmp_path / "svg"), "-o",
+          str(tmp_path / "cut.html"))
+    root = ET.parse(tmp_path / "svg" / f"sim-gantt-{mode}.svg").getroot()
+    x0, per_s = x_scale(root)
+    for label, row in timeline_rows(tl):
+        assert_intervals(drawn_intervals(root).get(label, []),
+                         [tuple(iv) for iv in row["intervals"]])
+    unrecorded = [r for r in root.iter(SVG + "rect") if r.get("class") == "unrecorded"]
+    assert len(unrecorded) == len(timeline_rows(tl))
+    for r in unrecorded:
+        assert abs(float(r.get("x")) - (x0 + cut * per_s)) <= 1
+
+
 def test_same_json_same_bytes(inputs, tmp_path):
     outs = []
     for k in range(2):
@@ -203,6 +317,21 @@ def test_step_range(inputs, tmp_path):
     root = ET.parse(tmp_path / "svg" / "sim-step-time.svg").getroot()
     steps = {float(c.get("data-x")) for c in root.iter(SVG + "circle")}
     assert steps == {2.0, 3.0, 4.0}
+    # the Gantt charts show the end of step 1 to the end of step 4, the timeline clipped to it
+    doc = json.loads(inputs["run"].read_text())
+    for mode, m in doc["modes"].items():
+        ends = {s["step"]: s["end_s"] for s in m["steps"]}
+        a, b = ends[1], ends[4]
+        root = ET.parse(tmp_path / "svg" / f"sim-gantt-{mode}.svg").getroot()
+        data = json.loads(root.find(SVG + "desc").text)["data"]
+        assert data["view_s"] == pytest.approx([a, b], rel=1e-12)
+        drawn = drawn_intervals(root)
+        for label, row in timeline_rows(m["timeline"]):
+            want = [(max(x, a), min(y, b), u) for x, y, u in row["intervals"] if x < b and y > a]
+            assert_intervals(drawn.get(label, []), want)
+        ends_drawn = {int(float(line.get("data-step"))) for line in root.iter(SVG + "line")
+                      if line.get("class") == "step-end"}
+        assert ends_drawn == {2, 3, 4}
     p = libra("report", str(inputs["run"]), "--steps", "7:9", check=False)
     assert p.returncode == 2 and p.stdout == ""
     assert "run.json: no step in 7:9 (the result holds steps 0 to 5)" in p.stderr

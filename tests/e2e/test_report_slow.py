@@ -21,8 +21,9 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
                                          "not in scripts/apt-packages.txt on purpose)")
 def test_chromium_renders_the_page_without_console_errors(tmp_path):
     run = tmp_path / "run.json"
-    subprocess.run([LIBRA, "sim", "--json", "--steps", "6", "--set", "sim.tune_steps=2", "-o",
-                    str(run)], check=True, capture_output=True, timeout=240)
+    subprocess.run([LIBRA, "sim", "--json", "--steps", "6", "--set", "sim.tune_steps=2",
+                    "--timeline", "1:4", "-o", str(run)], check=True, capture_output=True,
+                   timeout=240)
     page = tmp_path / "report.html"
     subprocess.run([LIBRA, "report", str(run), "-o", str(page), "--svg", str(tmp_path / "svg")],
                    check=True, capture_output=True, timeout=120)

@@ -2,8 +2,8 @@
 
 The simulator's arithmetic is tested in tests/unit/test_sim_*.c; here the command's contract:
 the table, the JSON document and the JSON Lines (envelope, modes, steps), byte-identical output
-for the same seed, the Chrome trace-event file of --perfetto, replaying a trace, the examples,
-and clear errors (and exit codes) for bad experiment files.
+for the same seed, the Chrome trace-event file of --perfetto, the GPU timeline of --timeline,
+replaying a trace, the examples, and clear errors (and exit codes) for bad experiment files.
 """
 
 import json
@@ -178,6 +178,29 @@ def test_perfetto_file_is_a_trace_event_document(tmp_path):
     assert turns and all("instance" in e["args"] for e in turns)
     assert any(e["name"] == "tools" for e in events)
     assert any(e["name"] == "train" and e["pid"] == 3 for e in events)
+
+
+def test_timeline_of_a_step_range():
+    plain = json.loads(sim("--json", *QUICK).stdout)
+    doc = json.loads(sim("--json", *QUICK, "--timeline", "1:9").stdout)
+    for name, m in doc["modes"].items():
+        tl = m.pop("timeline")
+        assert tl["steps"] == {"first": 1, "last": 3}  # cut at the last step run
+        assert tl["from_s"] == m["steps"][0]["end_s"] and tl["to_s"] == m["steps"][3]["end_s"]
+        assert tl["trainer"]["gpus"] == m["layout"]["train_gpus"]
+        assert len(tl["instances"]) == m["layout"]["instance_count"]
+        for row in [tl["trainer"], *tl["instances"]]:
+            ends = [x for iv in row["intervals"] for x in iv[:2]]
+            assert ends == sorted(ends) and {iv[2] for iv in row["intervals"]} <= {
+                "rollout", "train", "sync"}
+        # recording changes nothing else
+        assert m == plain["modes"][name]
+    head = json.loads(sim("--jsonl", *QUICK, "--timeline", "2:2").stdout.splitlines()[0])
+    assert all(m["timeline"]["steps"] == {"first": 2, "last": 2} for m in head["modes"].values())
+    p = sim(*QUICK, "--timeline", "4:5", check=False)
+    assert p.returncode == 2 and "sim.timeline_steps: step 4 is past the last step, 3" in p.stderr
+    p = sim(*QUICK, "--timeline", "3", check=False)
+    assert p.returncode == 2 and "--timeline: expected A:B" in p.stderr
 
 
 def test_rollout_mode_with_a_fleet_and_failure():

@@ -1,5 +1,6 @@
 /* report/report and the figures: inputs told apart by schema, errors with positions, the GPU
- * time derivation, determinism, and results of the wrong shape drawn around, not crashed on. */
+ * time derivation, the GPU timeline's clipping, determinism, and results of the wrong shape
+ * drawn around, not crashed on. */
 #include "testutil.h"
 
 #include <math.h>
@@ -158,6 +159,79 @@ static void test_step_range(void **state)
     report_output_free(&out);
 }
 
+/* A timeline of steps 1 and 2 (10 s to 30 s) with intervals the Gantt chart must clip or
+ * leave out: reversed, not a number, a use the simulator does not write, outside the window. */
+static const char timeline_doc[] =
+    "{\"schema\": \"libra.sim/1\", \"modes\": {\"libra\": {\"layout\": {\"colocated\": false},\n"
+    " \"steps\": [{\"step\": 0, \"end_s\": 10}, {\"step\": 1, \"end_s\": 20},\n"
+    "            {\"step\": 2, \"end_s\": 30}],\n"
+    " \"timeline\": {\"steps\": {\"first\": 1, \"last\": 2}, \"from_s\": 10, \"to_s\": 30,\n"
+    "  \"complete_to_s\": 30, \"truncated\": false, \"max_intervals\": 20000,\n"
+    "  \"trainer\": {\"gpus\": 4, \"intervals\": [[12, 15, \"train\"], [15, 17, \"sync\"]]},\n"
+    "  \"instances\": [\n"
+    "   {\"instance\": 0, \"tp\": 2, \"busy_share\": 0.5, \"requests\": 3,\n"
+    "    \"generated_tokens\": 30, \"intervals\": [[10, 14, \"rollout\"], [14, 13, \"rollout\"],\n"
+    "    [16, \"x\", \"rollout\"], [18, 25, \"lent\"], [26, 40, \"rollout\"]]},\n"
+    "   {\"instance\": 1, \"tp\": 2, \"busy_share\": 0.1, \"requests\": 1,\n"
+    "    \"generated_tokens\": 10, \"intervals\": [[5, 12, \"rollout\"]]}]}}}}\n";
+
+/* The intervals the Gantt chart of libra drew on row r, as "from-to use" joined by ", ". */
+static char *gantt_row(const struct report_output *out, size_t r)
+{
+    json_t *doc = figure_data(figure(out, "sim-gantt-libra"));
+    const json_t *iv = json_object_get(
+        json_array_get(json_object_get(json_object_get(doc, "data"), "rows"), r), "intervals");
+    char *text = calloc(1, 256);
+    for (size_t k = 0; k < json_array_size(iv); k++) {
+        const json_t *x = json_array_get(iv, k);
+        snprintf(text + strlen(text), 256 - strlen(text), "%s%g-%g %s", k ? ", " : "",
+                 json_number_value(json_array_get(x, 0)), json_number_value(json_array_get(x, 1)),
+                 json_string_value(json_array_get(x, 2)));
+    }
+    json_decref(doc);
+    return text;
+}
+
+static void expect_row(const struct report_output *out, size_t r, const char *want)
+{
+    char *got = gantt_row(out, r);
+    if (strcmp(got, want) != 0)
+        fail_msg("row %zu: got '%s', want '%s'", r, got, want);
+    free(got);
+}
+
+static void test_gantt_clips(void **state)
+{
+    struct report_output out = {0};
+    struct libra_error err = {0};
+    assert_int_equal(render(timeline_doc, &(struct report_options){0}, &out, &err), 0);
+    expect_row(&out, 0, "12-15 train, 15-17 sync");
+    expect_row(&out, 1, "10-14 rollout, 26-30 rollout");
+    expect_row(&out, 2, "10-12 rollout");
+    assert_non_null(strstr(out.html, "--timeline 1:2 --json"));
+    json_t *doc = figure_data(figure(&out, "sim-load-libra"));
+    const json_t *d = json_object_get(doc, "data");
+    assert_close(series_y(d, 0, 0), 50, 1e-12); /* busy share */
+    assert_close(series_y(d, 1, 0), 75, 1e-12); /* 3 of 4 requests */
+    assert_close(series_y(d, 2, 1), 25, 1e-12); /* 10 of 40 tokens */
+    assert_close(series_y(d, 3, 1), 50, 1e-12); /* TP2 of 4 GPUs */
+    json_decref(doc);
+    report_output_free(&out);
+
+    /* --steps 2:2 shows 20 s to 30 s: the end of step 1 to the end of step 2 */
+    assert_int_equal(render(timeline_doc, &(struct report_options){true, 2, 2}, &out, &err), 0);
+    expect_row(&out, 0, "");
+    expect_row(&out, 1, "26-30 rollout");
+    expect_row(&out, 2, "");
+    report_output_free(&out);
+
+    /* a range outside the timeline's steps draws no Gantt chart, and says why */
+    assert_int_equal(render(timeline_doc, &(struct report_options){true, 0, 0}, &out, &err), 0);
+    assert_null(figure(&out, "sim-gantt-libra"));
+    assert_non_null(strstr(out.html, "the timeline holds steps 1 to 2, none of --steps 0:0"));
+    report_output_free(&out);
+}
+
 static void expect_add_error(const char *text, int line, int col, const char *msg)
 {
     struct report r;
@@ -204,6 +278,12 @@ static void test_wrong_shapes(void **state)
         "{\"step\": 1e300, \"step_s\": -1e308}, {\"step\": 2, \"step_s\": 1e308}]}}}",
         "{\"schema\": \"libra.sim/1\", \"modes\": {\"async\": {\"layout\": {\"train_gpus\": "
         "\"8\"}, \"steps\": [{\"step\": 0}], \"run\": {\"trained_tokens_per_s\": 0}}}}",
+        "{\"schema\": \"libra.sim/1\", \"modes\": {\"libra\": {\"timeline\": []}, \"async\": "
+        "{\"timeline\": {\"steps\": {\"first\": 0, \"last\": 1e300}, \"from_s\": 0, \"to_s\": "
+        "1e300}}, \"x\": {\"timeline\": {\"steps\": {\"first\": 0, \"last\": 1}, \"from_s\": "
+        "-5, \"to_s\": 5, \"complete_to_s\": \"x\", \"trainer\": 3, \"instances\": [1, "
+        "{\"intervals\": 5, \"busy_share\": 1e308}, {\"tp\": -1, \"requests\": -3, "
+        "\"intervals\": [[0, 1], [null, 2, \"sync\"], [-9, 9, \"sync\"]]}]}}}}",
         "{\"schema\": \"libra.sim-sweep/1\", \"summary\": [{\"set\": 3}], \"cells\": [{}]}",
         "{\"schema\": \"libra.sim-sweep/1\", \"grid\": [{\"key\": \"k\"}], \"summary\": [{}, {}],"
         " \"cells\": [{\"point\": 1, \"result\": {\"modes\": {\"libra\": {\"run\": "
@@ -223,7 +303,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_figures_and_order), cmocka_unit_test(test_gpu_time_adds_up),
         cmocka_unit_test(test_step_range),        cmocka_unit_test(test_input_errors),
-        cmocka_unit_test(test_wrong_shapes),
+        cmocka_unit_test(test_wrong_shapes),      cmocka_unit_test(test_gantt_clips),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -264,6 +264,14 @@ static void test_file_errors(void **state)
     expect_error("{\"sim\": {\"max_batched_tokens\": 255}}", NULL, 0, 1, 10,
                  "sim.max_batched_tokens: 255 is below sim.max_seqs (256): an iteration computes "
                  "at least one token for every running sequence");
+    expect_error("{\"sim\": {\"timeline_steps\": \"3\"}}", NULL, 0, 1, 10,
+                 "sim.timeline_steps: expected A:B, the first and last step (numbered from 0, at "
+                 "most 10000000), not '3'");
+    expect_error("{\"sim\": {\"timeline_steps\": \"4:2\"}}", NULL, 0, 1, 10,
+                 "sim.timeline_steps: '4:2' ends before it starts");
+    expect_error("{\"sim\": {\"timeline_steps\": \"-1:2\"}}", NULL, 0, 1, 10,
+                 "sim.timeline_steps: expected A:B, the first and last step (numbered from 0, at "
+                 "most 10000000), not '-1:2'");
     expect_error("{\"schema\": \"libra.plan/1\"}", NULL, 0, 1, 2,
                  "schema: must be \"libra.config/1\"");
     expect_error("{\"seed\": 7}", NULL, 0, 1, 2,
@@ -393,8 +401,14 @@ static void test_flag_types(void **state)
         {"rl.transport", "nccl", "--set rl.transport"},
         {"sim.seed", "9007199254740991", "--seed"},
         {"model.name", "QWEN3-8B", "--model"},
+        {"sim.timeline_steps", "0:10000000", "--timeline"},
     };
     struct libra_config c = ok(NULL, flags, sizeof flags / sizeof *flags);
+    int64_t first, last;
+    assert_int_equal(spec_timeline_steps_parse(c.sim.timeline_steps, &first, &last, NULL), 0);
+    assert_true(first == 0 && last == 10000000);
+    assert_int_equal(spec_timeline_steps_parse("", &first, &last, NULL), 0);
+    assert_true(first == 0 && last == -1); /* none */
     assert_true(c.plan.homogeneous_rollout);
     assert_true(c.plan.time_limit_s == 2.5);
     assert_int_equal(c.sim.modes, SPEC_SIM_LIBRA | SPEC_SIM_ASYNC);
