@@ -254,15 +254,29 @@ void gw_engine_list(struct gw *g, struct gw_engine *e)
                 e->bucket);
 }
 
+int gw_engine_ranks(const struct gw_engine *e)
+{
+    return e->dead ? 0 : e->tp;
+}
+
+int64_t gw_engine_rank_offset(const struct gw *g, const struct gw_engine *e)
+{
+    int64_t rank = 0;
+    for (size_t i = 0; i < g->engines.n && g->engines.v[i] != e; i++)
+        rank += gw_engine_ranks(g->engines.v[i]);
+    return rank;
+}
+
 json_t *gw_engine_json(const struct gw_engine *e, int64_t rank_offset)
 {
-    return json_pack(
-        "{s:I, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:I, s:i, s:I, s:I, s:I}", "id",
-        (json_int_t)e->id, "url", e->url, "kind", e->kind == GW_KIND_SGLANG ? "sglang" : "vllm",
-        "version", e->software, "model", e->model, "tp", e->tp, "bucket", e->bucket, "state",
-        gw_engine_state_name(gw_engine_state(e)), "weight_version", e->version, "step",
-        (json_int_t)e->generation, "in_flight", e->in_flight, "requests", (json_int_t)e->requests,
-        "errors", (json_int_t)e->errors, "rank_offset", (json_int_t)rank_offset);
+    return json_pack("{s:I, s:s, s:s, s:s, s:s, s:i, s:i, s:s, s:s, s:I, s:i, s:I, s:I, s:i, s:I}",
+                     "id", (json_int_t)e->id, "url", e->url, "kind",
+                     e->kind == GW_KIND_SGLANG ? "sglang" : "vllm", "version", e->software, "model",
+                     e->model, "tp", e->tp, "bucket", e->bucket, "state",
+                     gw_engine_state_name(gw_engine_state(e)), "weight_version", e->version, "step",
+                     (json_int_t)e->generation, "in_flight", e->in_flight, "requests",
+                     (json_int_t)e->requests, "errors", (json_int_t)e->errors, "ranks",
+                     gw_engine_ranks(e), "rank_offset", (json_int_t)rank_offset);
 }
 
 json_t *gw_engines_json(const struct gw *g)
@@ -271,7 +285,7 @@ json_t *gw_engines_json(const struct gw *g)
     int64_t ranks = 0; /* of the engines listed so far */
     for (size_t i = 0; i < g->engines.n; i++) {
         json_array_append_new(list, gw_engine_json(g->engines.v[i], ranks));
-        ranks += g->engines.v[i]->tp;
+        ranks += gw_engine_ranks(g->engines.v[i]);
     }
     int64_t world = 1 + ranks; /* rank 0 is the trainer */
     return json_pack("{s:o, s:I, s:I}", "engines", list, "total", (json_int_t)g->engines.n,

@@ -281,9 +281,18 @@ int gw_engine_buckets(const struct gw *g, const struct spec_bucket_layout *l, in
 /* Health checks and polls of every listed engine (the tick). */
 void gw_engines_tick(struct gw *g);
 
-/* An engine as /libra/v1/engines lists it, rank_offset given (the TP sizes of the engines
- * listed before it); and the whole listing, with the group's world_size (1 + every TP size:
- * rank 0 is the trainer). */
+/*
+ * The ranks engine e takes in a trainer's weight-update group: its TP size (SGLang's model
+ * runner joins at rank_offset + tp_rank), 0 once it is dead (no control call reaches it, so it
+ * cannot join).
+ */
+int gw_engine_ranks(const struct gw_engine *e);
+
+/* The rank offset of listed engine e: the ranks of the engines listed before it. */
+int64_t gw_engine_rank_offset(const struct gw *g, const struct gw_engine *e);
+
+/* An engine as /libra/v1/engines lists it, rank_offset given; and the whole listing, with the
+ * group's world_size (1 + every engine's ranks: rank 0 is the trainer). */
 json_t *gw_engine_json(const struct gw_engine *e, int64_t rank_offset);
 json_t *gw_engines_json(const struct gw *g);
 

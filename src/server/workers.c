@@ -12,19 +12,10 @@
 #include "server/internal.h"
 #include "util/alloc.h"
 
-/* The rank offset of listed engine e: the TP sizes of the engines listed before it. */
-static int64_t rank_offset(const struct gw *g, const struct gw_engine *e)
-{
-    int64_t rank = 0;
-    for (size_t i = 0; i < g->engines.n && g->engines.v[i] != e; i++)
-        rank += g->engines.v[i]->tp;
-    return rank;
-}
-
 /* An engine as SGLang's router lists a worker, with libra's fields beside. */
 static json_t *worker_json(const struct gw *g, const struct gw_engine *e)
 {
-    json_t *o = gw_engine_json(e, rank_offset(g, e));
+    json_t *o = gw_engine_json(e, gw_engine_rank_offset(g, e));
     enum gw_engine_state s = gw_engine_state(e);
     json_object_set_new(o, "model_id", json_string(e->model));
     json_object_set_new(o, "worker_type", json_string("regular"));

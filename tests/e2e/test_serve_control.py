@@ -213,6 +213,7 @@ def test_an_engine_added_at_run_time_is_discovered_and_gets_traffic():
             [(0, 1, "sglang", "active"), (1, 2, "sglang", "active")]
         assert fleet["engines"][1]["version"].startswith("libra-emu")
         assert [e["rank_offset"] for e in fleet["engines"]] == [0, 1] and fleet["world_size"] == 4
+        assert [e["ranks"] for e in fleet["engines"]] == [1, 2]  # its TP: SGLang's group ranks
         assert get(gw.port, "/list_workers")[1] == {"urls": [emu.instances[0]["url"], second]}
         # it gets traffic: two turns at once go to the two engines (least loaded)
         turns = [Background(request, gw.port, "POST", "/generate",
@@ -297,7 +298,14 @@ def test_a_lent_engine_gets_no_new_trajectory_until_reclaimed():
 def test_a_dead_engine_is_skipped_by_routing_and_control_calls():
     with Emu("--instances", "tp1x2", "--fail", "instance=1,after_s=20", scale="0.1") as emu, \
             Serve(*[i["url"] for i in emu.instances], args=[*ONE_BUCKET, "--poll-s", "0.1"]) as gw:
+        fleet = engines(gw)
+        assert [(e["ranks"], e["rank_offset"]) for e in fleet["engines"]] == [(1, 0), (1, 1)]
+        assert fleet["world_size"] == 3
         wait_for(lambda: engines(gw)["engines"][1]["state"] == "dead", what="engine 1 dead")
+        # it can no longer join a weight-update group: no ranks, none counted for it
+        fleet = engines(gw)
+        assert [(e["ranks"], e["rank_offset"]) for e in fleet["engines"]] == [(1, 0), (0, 1)]
+        assert fleet["world_size"] == 2
         for k in range(3):
             assert turn(gw.port, PROMPT, 5, {"trajectory": k})[0] == 200
         assert [e["requests"] for e in engines(gw)["engines"]] == [3, 0]
