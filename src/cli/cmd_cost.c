@@ -30,8 +30,9 @@ static const char help[] =
     "per-GPU memory of one training step of rl.batch_trajectories sequences of --seq-tokens\n"
     "tokens on the layout given by the training flags. --json prints one document (schema\n"
     "libra.cost/1). `calibration` prints the calibration table (docs/calibration.md).\n"
-    "MoE models are costed as dense with their active parameters for compute and their total\n"
-    "parameters for memory.\n"
+    "MoE models compute with their active parameters and hold their total parameters; an\n"
+    "inference iteration streams every expert its tokens select (uniform routing), training\n"
+    "is costed as dense with the active parameters.\n"
     "\n"
     "training layout:\n"
     "  --tp N, --pp N, --cp N        tensor, pipeline and context parallel sizes (4, 1, 1)\n"
@@ -228,7 +229,8 @@ static bool fits_kv(const struct tp_row *r, int b, double context)
 static void print_rollout(FILE *out, const struct answers *a, double context)
 {
     fprintf(out, "%s on %s%s\n", a->model->name, a->hw->name,
-            a->shape.moe ? " (MoE: dense with active parameters for compute, total for memory)"
+            a->shape.moe ? " (MoE: decode streams the experts its batch selects, training "
+                           "costed as dense with the active parameters)"
                          : "");
     fprintf(out, "memory per GPU: %.0f bytes (%.2f GiB), source: %s\n\n", a->hw->hbm_bytes,
             a->hw->hbm_bytes / GIB, a->hw->hbm_source);
@@ -370,7 +372,8 @@ static json_t *json_output(const struct answers *a, const struct opts *o,
     json_object_set_new(doc, "hbm",
                         json_pack("{s:f, s:f, s:s}", "bytes", a->hw->hbm_bytes, "gib",
                                   a->hw->hbm_bytes / GIB, "source", a->hw->hbm_source));
-    json_object_set_new(doc, "moe_dense_approximation", json_boolean(a->shape.moe));
+    json_object_set_new(doc, "moe", json_boolean(a->shape.moe));
+    json_object_set_new(doc, "moe_training_dense_approximation", json_boolean(a->shape.moe));
     json_object_set_new(doc, "rollout", rollout_json(a, (double)o->context_tokens));
     json_object_set_new(doc, "training", train_json(a, o));
     return doc;

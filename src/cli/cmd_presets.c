@@ -19,8 +19,9 @@ static const char help[] =
     "(data/presets/, values from calibration.md) and those added or replaced by preset files\n"
     "(--presets, LIBRA_PRESETS). Each row shows the key numbers, the confidence of the values\n"
     "(H, M, L) and its origin. A '*' marks a value the calibration sheet says to assume. MoE\n"
-    "models are costed as dense with their active parameters for compute and their total\n"
-    "parameters for memory. --json prints one document (schema libra.presets/1).\n";
+    "models compute with their active parameters and hold their total parameters; inference\n"
+    "streams every expert its batch selects, training is costed as dense with the active\n"
+    "parameters. --json prints one document (schema libra.presets/1).\n";
 
 /* A number scaled to the table's unit, with '*' when field is listed in assumed. */
 static void cell(char *out, size_t size, double v, double scale, const char *assumed,

@@ -55,6 +55,14 @@ int cost_rollout_pre_init(struct cost_rollout_pre *pre, const struct cost_shape 
     pre->moe = s->moe;
     pre->layers = s->layers;
     pre->t_layer_weights_s = layer_bytes / (bw * cost_curve_eval(&p->eta, layer_bytes));
+    if (s->moe) { /* the experts stream as the iteration's tokens touch them */
+        pre->experts = s->experts;
+        pre->top_k = s->top_k;
+        pre->expert_bytes = s->expert_params * p->weight_dtype_bytes / tp;
+        pre->dense_bytes = layer_bytes - s->top_k * pre->expert_bytes;
+        pre->bw_bytes_per_s = bw;
+        pre->eta = p->eta;
+    }
     pre->s_per_layer_token =
         2.0 * s->layer_params / tp / (peak * cost_curve_eval(&p->mu, layer_bytes));
     pre->t_head_weights_s = head_bytes / (bw * cost_curve_eval(&p->eta, head_bytes));
@@ -77,9 +85,25 @@ int cost_rollout_pre_init(struct cost_rollout_pre *pre, const struct cost_shape 
     return 0;
 }
 
+double cost_experts_touched(const struct cost_rollout_pre *pre, double tokens)
+{
+    if (!pre->moe || tokens <= 0.0)
+        return 0.0;
+    return pre->experts * -expm1(tokens * log1p(-pre->top_k / pre->experts));
+}
+
+double cost_layer_stream_time(const struct cost_rollout_pre *pre, double tokens)
+{
+    if (!pre->moe)
+        return pre->t_layer_weights_s;
+    double touched = tokens > 1.0 ? cost_experts_touched(pre, tokens) : pre->top_k;
+    double bytes = pre->dense_bytes + touched * pre->expert_bytes;
+    return bytes / (pre->bw_bytes_per_s * cost_curve_eval(&pre->eta, bytes));
+}
+
 double cost_linear_layer_time(const struct cost_rollout_pre *pre, double tokens)
 {
-    return hypot(pre->t_layer_weights_s, tokens * pre->s_per_layer_token);
+    return hypot(cost_layer_stream_time(pre, tokens), tokens * pre->s_per_layer_token);
 }
 
 void cost_batch_add_decode(struct cost_batch *b, double ctx_tokens)
@@ -106,7 +130,7 @@ void cost_iter_parts(const struct cost_rollout_pre *pre, const struct cost_batch
     if (tokens <= 0.0)
         return;
     double lin_compute = tokens * pre->s_per_layer_token;
-    out->linear_compute_bound = lin_compute > pre->t_layer_weights_s;
+    out->linear_compute_bound = lin_compute > cost_layer_stream_time(pre, tokens);
     out->linear_s = pre->layers * cost_linear_layer_time(pre, tokens);
 
     double sampled = b->decode_seqs + b->prefill_done_seqs;

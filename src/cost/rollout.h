@@ -14,7 +14,13 @@
  *   attn    = max(KV bytes read and written/(BW·η_kv), 4·q_dim·L·pairs/(TP·F·mfu_attn))
  *   allred  = 2·L·(α + 2(TP−1)/TP · tokens·hidden·2 B / busBW)          (TP > 1)
  *   t       = linear + head + attn + allred + t_fix + running_seqs·t_seq
- * W are weight bytes held by one GPU (active parameters for MoE, labelled). η and μ are
+ * W are weight bytes held by one GPU. For a mixture of experts W_layer is what the iteration's
+ * tokens touch: the attention and router weights, and every expert any token selects — with T
+ * tokens each choosing top_k of E experts uniformly, E·(1 − (1 − top_k/E)^T) of them — so a
+ * batch of 256 decoding tokens of Qwen3-30B-A3B streams all 30 B parameters while computing with
+ * 3.3 B per token; η is taken at the bytes the iteration streams, so that one token costs what
+ * a dense model of the active parameters does. Uniform routing is an assumption: skewed
+ * routing touches fewer experts. η and μ are
  * weight-streaming and GEMM efficiencies interpolated over the bytes of one layer per GPU; the
  * table is Vidur's A100 per-layer profiles (calibration.md §3.3b) re-indexed by bytes per GPU
  * so that it applies to any shape and TP: for the two profiled shapes it reproduces η(TP) of
@@ -77,9 +83,16 @@ double cost_curve_eval(const struct cost_curve *c, double bytes);
  */
 struct cost_rollout_pre {
     int tp;
-    bool moe; /* dense-with-active-parameters approximation in use */
+    bool moe; /* a mixture of experts: the weights streamed grow with the tokens */
     double layers;
-    double t_layer_weights_s;     /* streaming one layer's weights on one GPU */
+    double t_layer_weights_s; /* streaming one layer's weights on one GPU (dense only) */
+    /* MoE only (0 when dense): what an iteration streams per layer on one GPU is dense_bytes
+     * plus expert_bytes per expert touched, at bandwidth bw_bytes_per_s · η(those bytes) */
+    double experts, top_k;        /* routed experts per layer, chosen per token */
+    double dense_bytes;           /* attention and router weights of one layer, per GPU */
+    double expert_bytes;          /* one expert of one layer, per GPU */
+    double bw_bytes_per_s;        /* HBM bandwidth */
+    struct cost_curve eta;        /* weight-streaming efficiency (the constants' η) */
     double s_per_layer_token;     /* GEMM seconds per token per layer on one GPU */
     double t_head_weights_s;      /* streaming the output projection */
     double s_per_head_token;      /* output-projection seconds per sampled token */
@@ -106,6 +119,13 @@ int cost_rollout_pre_init(struct cost_rollout_pre *pre, const struct cost_shape 
 /* Seconds of one layer's linear operators (projections and MLP, what Vidur's mlp profiles
  * time) for `tokens` tokens on one GPU: weight streaming and GEMM compute, 2-norm combined. */
 double cost_linear_layer_time(const struct cost_rollout_pre *pre, double tokens);
+
+/* Experts of one layer that `tokens` tokens touch, in expectation (uniform top-k routing);
+ * 0 for a dense model. */
+double cost_experts_touched(const struct cost_rollout_pre *pre, double tokens);
+
+/* Seconds of streaming the weights of one layer that `tokens` tokens touch on one GPU. */
+double cost_layer_stream_time(const struct cost_rollout_pre *pre, double tokens);
 
 /*
  * The work of one engine iteration. Decode sequences each generate one token; prefill chunks

@@ -37,6 +37,9 @@ int cost_shape_init(struct cost_shape *s, const struct spec_model *m)
     s->params_active = s->layers * s->layer_params + s->head_params;
     s->params_total = s->layers * s->layer_params_total + s->head_params + s->embed_params;
     s->moe = moe;
+    s->experts = moe ? m->experts : 0.0;
+    s->top_k = moe ? m->top_k : 0.0;
+    s->expert_params = moe ? expert : 0.0;
     return 0;
 }
 

@@ -7,9 +7,11 @@
  * no formula re-derives them. Counts are plain doubles (parameters, not bytes) because every
  * consumer multiplies them by bytes or FLOPs.
  *
- * MoE: a mixture-of-experts model is costed as dense with its active parameters for compute
- * (and weight streaming) and its total parameters for memory, until expert parallelism is
- * modelled (libra-spec.md §5). `moe` is set so that every printer can label such figures.
+ * MoE: a mixture-of-experts model computes with its active parameters (router and top-k
+ * experts per token) and holds its total parameters in memory; what an inference iteration
+ * streams from HBM is every expert that any of its tokens selects (cost/rollout.h). Training
+ * costs it as dense with its active parameters until expert parallelism is modelled
+ * (libra-spec.md §5). `moe` is set so that every printer can label such figures.
  */
 #ifndef COST_SHAPE_H
 #define COST_SHAPE_H
@@ -33,7 +35,10 @@ struct cost_shape {
     double embed_params;       /* input embedding; 0 when tied to the head */
     double params_active;      /* layers · layer_params + head: multiplies each token (k·N) */
     double params_total;       /* every parameter held in memory (norms excluded) */
-    bool moe;                  /* costed as dense-with-active-parameters; label it */
+    bool moe;                  /* a mixture of experts; label its figures */
+    double experts;            /* routed experts per layer; 0 when dense */
+    double top_k;              /* experts each token selects; 0 when dense */
+    double expert_params;      /* parameters of one expert of one layer; 0 when dense */
 };
 
 /*

@@ -729,8 +729,9 @@ static void doc_presets(FILE *out)
     spec_fields_doc(out, f, n, "", &hw);
     fprintf(out, "\n### models\n\n"
                  "Parameter counts are derived from the shape unless given. MoE presets "
-                 "(`experts` > 0) are costed as dense models with their active parameters for "
-                 "compute and their total parameters for memory.\n\n");
+                 "(`experts` > 0) compute with their active parameters and hold their total "
+                 "parameters; inference streams every expert its batch selects, training is "
+                 "costed as dense with the active parameters.\n\n");
     memset(&model, 0, sizeof model);
     f = spec_model_fields(&n);
     spec_fields_defaults(f, n, &model);

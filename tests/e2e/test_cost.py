@@ -25,7 +25,7 @@ def test_json_envelope_and_answers():
     assert doc["schema"] == "libra.cost/1"
     for key in ("libra_version", "seed", "config_digest"):
         assert key in doc
-    assert doc["model"] == "qwen3-14b" and not doc["moe_dense_approximation"]
+    assert doc["model"] == "qwen3-14b" and not doc["moe"]
     tps = [row["tp"] for row in doc["rollout"]["tp"]]
     assert tps == [1, 2, 4, 8]
     for row in doc["rollout"]["tp"]:
@@ -72,7 +72,8 @@ def test_same_input_same_bytes():
 
 
 def test_moe_is_labelled():
-    assert cost_json("--model", "qwen3-30b-a3b")["moe_dense_approximation"]
+    doc = cost_json("--model", "qwen3-30b-a3b")
+    assert doc["moe"] and doc["moe_training_dense_approximation"]
     r = run("--model", "qwen3-30b-a3b")
     assert r.returncode == 0 and "MoE" in r.stdout
 

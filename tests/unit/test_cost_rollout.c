@@ -33,26 +33,83 @@ static void test_shapes_match_the_sheet(void **state)
     assert_close(cost_kv_bytes_per_token(&s, 1, 2.0), 192.0 * 1024, 1e-12);
 }
 
-static void test_moe_is_dense_with_active_parameters(void **state)
+/* Qwen3-30B-A3B (calibration.md §2.1): 30.5 B total, 3.3 B active */
+static const struct spec_model qwen3_30b_a3b = {.name = "qwen3-30b-a3b",
+                                                .layers = 48,
+                                                .hidden = 2048,
+                                                .heads = 32,
+                                                .kv_heads = 4,
+                                                .head_dim = 128,
+                                                .ffn = 6144,
+                                                .vocab = 151936,
+                                                .experts = 128,
+                                                .top_k = 8,
+                                                .expert_ffn = 768};
+
+static void test_moe_counts_active_and_total_parameters(void **state)
 {
-    /* Qwen3-30B-A3B (calibration.md §2.1): 30.5 B total, 3.3 B active */
-    struct spec_model m = {.name = "qwen3-30b-a3b",
-                           .layers = 48,
-                           .hidden = 2048,
-                           .heads = 32,
-                           .kv_heads = 4,
-                           .head_dim = 128,
-                           .ffn = 6144,
-                           .vocab = 151936,
-                           .experts = 128,
-                           .top_k = 8,
-                           .expert_ffn = 768};
     struct cost_shape s;
-    assert_int_equal(cost_shape_init(&s, &m), 0);
+    assert_int_equal(cost_shape_init(&s, &qwen3_30b_a3b), 0);
     assert_true(s.moe);
     assert_close(s.params_total, 30.5e9, 0.02);
     assert_close(s.params_active + s.embed_params, 3.3e9, 0.03);
     assert_true(s.layer_params < s.layer_params_total);
+    assert_close(s.layer_params_total - s.layer_params, (128 - 8) * s.expert_params, 1e-12);
+}
+
+/* The experts T tokens touch: against a Monte Carlo of T tokens each drawing 8 distinct experts
+ * of 128 uniformly (1,000 trials, within 1.5 %), and their streaming in the iteration: one token
+ * reads 8 experts, 256 read essentially all 128, so batch-256 decode reads the whole model. */
+static void test_moe_streams_the_experts_its_tokens_touch(void **state)
+{
+    struct cost_shape s;
+    assert_int_equal(cost_shape_init(&s, &qwen3_30b_a3b), 0);
+    const struct spec_hardware *hw = cost_ref_hardware(COST_REF_A800);
+    struct cost_rollout_params p;
+    cost_rollout_params_default(&p, hw);
+    struct cost_rollout_pre pre;
+    assert_int_equal(cost_rollout_pre_init(&pre, &s, hw, &p, 1), 0);
+    struct rng r = rng_keyed(7, 0, 0, 0);
+    const int tokens[] = {1, 4, 16, 64, 256};
+    for (size_t i = 0; i < sizeof tokens / sizeof tokens[0]; i++) {
+        double sum = 0;
+        for (int trial = 0; trial < 1000; trial++) {
+            bool hit[128] = {false};
+            int distinct = 0;
+            for (int t = 0; t < tokens[i]; t++) {
+                int chosen[8], k = 0;
+                while (k < 8) { /* 8 distinct experts per token */
+                    int e = (int)rng_uniform_int(&r, 128);
+                    bool dup = false;
+                    for (int j = 0; j < k; j++)
+                        dup |= chosen[j] == e;
+                    if (dup)
+                        continue;
+                    chosen[k++] = e;
+                    distinct += !hit[e];
+                    hit[e] = true;
+                }
+            }
+            sum += distinct;
+        }
+        assert_close(cost_experts_touched(&pre, tokens[i]), sum / 1000, 0.015);
+    }
+    assert_close(cost_experts_touched(&pre, 1), 8, 1e-12);
+    assert_true(cost_experts_touched(&pre, 256) > 127.99);
+    /* one token streams what a dense model of the active parameters does; 256 stream the whole
+     * layer, at the efficiency of its bytes */
+    assert_close(cost_layer_stream_time(&pre, 1), pre.t_layer_weights_s, 1e-12);
+    double all_bytes = s.layer_params_total * p.weight_dtype_bytes;
+    assert_close(cost_layer_stream_time(&pre, 256),
+                 all_bytes / (hw->hbm_bw_bytes_per_s * cost_curve_eval(&p.eta, all_bytes)), 1e-6);
+    for (double t = 1; t < 512; t *= 2)
+        assert_true(cost_decode_time(&pre, 2 * t, 0) > cost_decode_time(&pre, t, 0));
+    /* a dense model's streaming does not depend on the batch */
+    struct cost_shape d = shape_of(COST_REF_QWEN25_7B);
+    struct cost_rollout_pre dp;
+    assert_int_equal(cost_rollout_pre_init(&dp, &d, hw, &p, 1), 0);
+    assert_true(cost_experts_touched(&dp, 256) == 0.0);
+    assert_true(cost_layer_stream_time(&dp, 1) == cost_layer_stream_time(&dp, 256));
 }
 
 static void test_impossible_shapes_are_rejected(void **state)
@@ -285,7 +342,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_shapes_match_the_sheet),
-        cmocka_unit_test(test_moe_is_dense_with_active_parameters),
+        cmocka_unit_test(test_moe_counts_active_and_total_parameters),
+        cmocka_unit_test(test_moe_streams_the_experts_its_tokens_touch),
         cmocka_unit_test(test_impossible_shapes_are_rejected),
         cmocka_unit_test(test_curve_interpolates_in_log_bytes),
         cmocka_unit_test(test_hand_computed_iteration),
