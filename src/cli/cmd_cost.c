@@ -189,7 +189,7 @@ static void rollout_answers(struct answers *a, double context)
 static int train_answers(struct answers *a, const struct opts *o)
 {
     const struct cost_train_config *c = &o->train;
-    cost_train_params_default(&a->tp);
+    cost_train_params_for(&a->tp, a->hw);
     int rc = cost_train_memory(&a->shape, a->hw, &a->tp, c, &a->mem);
     if (rc) {
         cli_errorf("cost: training layout tp %d pp %d cp %d dp %d does not suit %s (tp must "
@@ -256,10 +256,14 @@ static void print_rollout(FILE *out, const struct answers *a, double context)
     }
     fprintf(out,
             "* batch × context exceeds the instance's KV capacity\n"
-            "constants: t_fix %.2f ms (fitted), t_seq %.0f us (assumed), eta_kv %.2f "
-            "(assumed), all-reduce %.0f us + %.0f GB/s; docs/calibration.md\n\n",
-            a->rp.t_fix_s * 1e3, a->rp.t_seq_s * 1e6, a->rp.eta_kv, a->rp.ar_latency_s * 1e6,
-            a->rp.ar_bus_bw_bytes_per_s / 1e9);
+            "constants: t_fix %.2f ms (%s), t_seq %.0f us (%s), eta_kv %.2f (assumed), "
+            "all-reduce %.0f us + %.0f GB/s; docs/calibration.md\n",
+            a->rp.t_fix_s * 1e3, a->hw->decode_t_fix_s > 0.0 ? "calibrated" : "fitted",
+            a->rp.t_seq_s * 1e6, a->hw->decode_t_seq_s > 0.0 ? "calibrated" : "assumed",
+            a->rp.eta_kv, a->rp.ar_latency_s * 1e6, a->rp.ar_bus_bw_bytes_per_s / 1e9);
+    if (a->hw->calibration[0])
+        fprintf(out, "calibrated: %s\n", a->hw->calibration);
+    fputc('\n', out);
 }
 
 static void print_train(FILE *out, const struct answers *a, const struct opts *o)
@@ -282,8 +286,8 @@ static void print_train(FILE *out, const struct answers *a, const struct opts *o
             "+ DP %.2f + ZeRO-3 %.2f + optimizer %.2f + micro-batches %.2f\n",
             s->step_s, s->compute_s, s->pp_bubble_s, s->pp_p2p_s, s->tp_comm_s, s->cp_comm_s,
             s->dp_comm_s, s->zero3_gather_s, s->optimizer_s, s->microbatch_s);
-    fprintf(out, "  rank imbalance %.3f, effective MFU %.3f (model MFU %.2f, assumed)\n",
-            s->imbalance, s->mfu_effective, a->tp.mfu);
+    fprintf(out, "  rank imbalance %.3f, effective MFU %.3f (model MFU %.2f, %s)\n", s->imbalance,
+            s->mfu_effective, a->tp.mfu, a->hw->train_mfu > 0.0 ? "calibrated" : "assumed");
     fprintf(out,
             "memory per GPU, GB: weights %.1f + grads %.1f + optimizer %.1f + activations "
             "%.1f + logits %.1f + workspace %.1f = %.1f of %.1f: %s by %.1f GB\n",
@@ -374,6 +378,8 @@ static json_t *json_output(const struct answers *a, const struct opts *o,
                                   a->hw->hbm_bytes / GIB, "source", a->hw->hbm_source));
     json_object_set_new(doc, "moe", json_boolean(a->shape.moe));
     json_object_set_new(doc, "moe_training_dense_approximation", json_boolean(a->shape.moe));
+    json_object_set_new(doc, "calibration",
+                        a->hw->calibration[0] ? json_string(a->hw->calibration) : json_null());
     json_object_set_new(doc, "rollout", rollout_json(a, (double)o->context_tokens));
     json_object_set_new(doc, "training", train_json(a, o));
     return doc;

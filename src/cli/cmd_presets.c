@@ -34,6 +34,28 @@ static void cell(char *out, size_t size, double v, double scale, const char *ass
     snprintf(out, size, "%.4g%s", v / scale, marked ? "*" : "");
 }
 
+/* The constants `libra calibrate` fitted, for the hardware that has them ("-": built in). */
+static void calibrated_table(FILE *out, const struct spec_presets *p)
+{
+    bool header = false;
+    for (size_t i = 0; i < p->n_hardware; i++) {
+        const struct spec_hardware *h = &p->hardware[i];
+        if (!h->calibration[0] && !h->decode_t_fix_s && !h->decode_t_seq_s && !h->train_mfu)
+            continue;
+        if (!header)
+            fprintf(out,
+                    "\ncalibrated constants (libra calibrate; -: built in):\n%-14s %9s %9s "
+                    "%9s  %s\n%-14s %9s %9s %9s\n",
+                    "hardware", "t_fix", "t_seq", "train", "fitted on", "", "ms", "us", "MFU");
+        header = true;
+        char c[3][24];
+        snprintf(c[0], 24, h->decode_t_fix_s ? "%.4g" : "-", h->decode_t_fix_s * 1e3);
+        snprintf(c[1], 24, h->decode_t_seq_s ? "%.4g" : "-", h->decode_t_seq_s * 1e6);
+        snprintf(c[2], 24, h->train_mfu ? "%.4g" : "-", h->train_mfu);
+        fprintf(out, "%-14s %9s %9s %9s  %s\n", h->name, c[0], c[1], c[2], h->calibration);
+    }
+}
+
 static void hardware_table(FILE *out, const struct spec_presets *p)
 {
     fprintf(out, "%-14s %8s %6s %7s %7s %9s %8s %9s %5s %4s  %s\n", "hardware", "bf16", "HBM",
@@ -59,6 +81,7 @@ static void hardware_table(FILE *out, const struct spec_presets *p)
     for (size_t i = 0; i < p->n_hardware; i++)
         fprintf(out, "%-14s %13.0f  %s\n", p->hardware[i].name, p->hardware[i].hbm_bytes,
                 p->hardware[i].hbm_source);
+    calibrated_table(out, p);
 }
 
 static void model_table(FILE *out, const struct spec_presets *p)

@@ -11,13 +11,14 @@ int cmd_config(int argc, char **argv);  /* cmd_config.c */
 int cmd_trace(int argc, char **argv);
 int cmd_trace_gen(int argc, char **argv);
 
-int cmd_cost(int argc, char **argv);   /* cmd_cost.c */
-int cmd_plan(int argc, char **argv);   /* cmd_plan.c */
-int cmd_route(int argc, char **argv);  /* cmd_route.c */
-int cmd_sim(int argc, char **argv);    /* cmd_sim.c */
-int cmd_report(int argc, char **argv); /* cmd_report.c */
-int cmd_emu(int argc, char **argv);    /* cmd_emu.c */
-int cmd_load(int argc, char **argv);   /* cmd_load.c */
-int cmd_serve(int argc, char **argv);  /* cmd_serve.c */
+int cmd_cost(int argc, char **argv);      /* cmd_cost.c */
+int cmd_calibrate(int argc, char **argv); /* cmd_calibrate.c */
+int cmd_plan(int argc, char **argv);      /* cmd_plan.c */
+int cmd_route(int argc, char **argv);     /* cmd_route.c */
+int cmd_sim(int argc, char **argv);       /* cmd_sim.c */
+int cmd_report(int argc, char **argv);    /* cmd_report.c */
+int cmd_emu(int argc, char **argv);       /* cmd_emu.c */
+int cmd_load(int argc, char **argv);      /* cmd_load.c */
+int cmd_serve(int argc, char **argv);     /* cmd_serve.c */
 
 #endif

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cost/fit.h"
 #include "cost/lifecycle.h"
 #include "util/alloc.h"
 #include "util/vec.h"
@@ -178,27 +179,55 @@ void cost_vidur_curves(struct cost_curve *eta, struct cost_curve *mu)
     }
 }
 
-/* ---- the decode fit: Qwen2.5-7B, batch 1, A100, vLLM 0.6.3 (calibration.md §3.3a) ---------- */
+/* ---- the decode points: Qwen's speed table, batch 1, A100, vLLM 0.6.3 (calibration.md §3.3a) */
 
 #define QWEN_SPEED_PROMPT 1.0
 #define QWEN_SPEED_GEN 2048.0
 #define QWEN7B_MS_PER_TOKEN 11.9
 
-static double qwen_speed_s_per_token(const struct cost_rollout_params *p, enum cost_ref_model m)
+#define QWEN_SPEED(id_, what_, model_, tp_, prompt_, ms_)                                          \
+    {                                                                                              \
+        .id = (id_), .what = (what_), .model = (model_), .published_ms = (ms_),                    \
+        .point = {.kind = COST_DECODE_SINGLE,                                                      \
+                  .tp = (tp_),                                                                     \
+                  .measured_s = (ms_)*1e-3,                                                        \
+                  .prompt_tokens = (prompt_),                                                      \
+                  .gen_tokens = QWEN_SPEED_GEN},                                                   \
+    }
+
+static const struct cost_sheet_decode sheet_decode[] = {
+    QWEN_SPEED("decode.qwen2.5-7b", "Qwen2.5-7B, TP1, batch 1, 1 in / 2048 out", COST_REF_QWEN25_7B,
+               1, QWEN_SPEED_PROMPT, QWEN7B_MS_PER_TOKEN),
+    QWEN_SPEED("decode.qwen2.5-14b", "Qwen2.5-14B, TP1, batch 1, 1 in / 2048 out",
+               COST_REF_QWEN25_14B, 1, QWEN_SPEED_PROMPT, 21.6),
+    QWEN_SPEED("decode.qwen2.5-32b", "Qwen2.5-32B, TP1, batch 1, 1 in / 2048 out",
+               COST_REF_QWEN25_32B, 1, QWEN_SPEED_PROMPT, 45.2),
+    QWEN_SPEED("decode.qwen2.5-32b.tp2.30k", "Qwen2.5-32B, TP2, batch 1, 30720 in / 2048 out",
+               COST_REF_QWEN25_32B, 2, 30720, 31.4),
+};
+#undef QWEN_SPEED
+
+size_t cost_sheet_decode_points(const struct cost_sheet_decode **out)
 {
-    struct cost_shape s;
-    struct cost_rollout_pre pre;
-    cost_shape_init(&s, &ref_models[m]);
-    cost_rollout_pre_init(&pre, &s, &ref_hardware[COST_REF_A100], p, 1);
-    return cost_single_request_s_per_token(&pre, QWEN_SPEED_PROMPT, QWEN_SPEED_GEN);
+    *out = sheet_decode;
+    return sizeof sheet_decode / sizeof sheet_decode[0];
 }
 
 double cost_fit_t_fix(const struct cost_rollout_params *p)
 {
-    struct cost_rollout_params q = *p;
-    q.t_fix_s = 0.0;
-    /* one iteration per output token, so t_fix adds to the mean one for one */
-    return QWEN7B_MS_PER_TOKEN * 1e-3 - qwen_speed_s_per_token(&q, COST_REF_QWEN25_7B);
+    struct cost_shape s;
+    struct cost_fit_outcome f;
+    cost_shape_init(&s, &ref_models[COST_REF_QWEN25_7B]);
+    struct cost_fit_input in = {.shape = &s,
+                                .hw = &ref_hardware[COST_REF_A100],
+                                .rollout = *p,
+                                .decode = &sheet_decode[0].point,
+                                .n_decode = 1,
+                                .fit = 1u << COST_CONST_T_FIX};
+    cost_fit_constants(&in, &f); /* one point, one constant: always determined */
+    double t_fix = f.value[COST_CONST_T_FIX];
+    cost_fit_outcome_free(&f);
+    return t_fix;
 }
 
 /* ---- the training evidence: verl DAPO 7B colocated on H20 (calibration.md §3.6, §4) --------- */
@@ -262,17 +291,21 @@ static double dapo_fill(uint32_t *lengths, double mu)
     return sum / COST_DAPO_SEQS;
 }
 
+struct dapo_target {
+    uint32_t *lengths;
+    double mean_response;
+};
+
+static bool dapo_below(void *ctx, double mu)
+{
+    struct dapo_target *t = ctx;
+    return dapo_fill(t->lengths, mu) < t->mean_response;
+}
+
 void cost_dapo_lengths(uint32_t lengths[COST_DAPO_SEQS], double mean_response)
 {
-    double lo = 0.0, hi = log(DAPO_MAX_RESPONSE);
-    for (int it = 0; it < 50; it++) {
-        double mid = (lo + hi) / 2.0;
-        if (dapo_fill(lengths, mid) < mean_response)
-            lo = mid;
-        else
-            hi = mid;
-    }
-    dapo_fill(lengths, lo);
+    struct dapo_target t = {lengths, mean_response};
+    dapo_fill(lengths, cost_fit_bisect(0.0, log(DAPO_MAX_RESPONSE), 50, dapo_below, &t));
 }
 
 void cost_verl_config(struct cost_train_config *c, int gpus)
@@ -349,21 +382,26 @@ static void verl_predict(const struct cost_train_params *p, struct verl_run *v,
     out->ratio_128_64 = out->t_s[2] / out->t_s[1];
 }
 
+/* The fit of the mean response: the step at 32 GPUs grows with the responses. */
+struct verl_target {
+    const struct cost_train_params *p;
+    struct verl_run *v;
+};
+
+static bool verl_below(void *ctx, double mu)
+{
+    struct verl_target *t = ctx;
+    struct cost_train_step st;
+    verl_run_sample(t->v, mu);
+    return verl_step(t->p, t->v, verl_gpus[0], &st) < verl_update_s[0];
+}
+
 void cost_fit_train(const struct cost_train_params *p, struct cost_train_fit *out)
 {
     struct verl_run v;
-    struct cost_train_step st;
     verl_run_init(&v);
-    double lo = 0.0, hi = log(DAPO_MAX_RESPONSE); /* the step grows with the responses */
-    for (int it = 0; it < 40; it++) {
-        double mid = (lo + hi) / 2.0;
-        verl_run_sample(&v, mid);
-        if (verl_step(p, &v, verl_gpus[0], &st) < verl_update_s[0])
-            lo = mid;
-        else
-            hi = mid;
-    }
-    verl_run_sample(&v, lo);
+    struct verl_target t = {p, &v};
+    verl_run_sample(&v, cost_fit_bisect(0.0, log(DAPO_MAX_RESPONSE), 40, verl_below, &t));
     verl_predict(p, &v, out);
     verl_run_free(&v);
 }
@@ -372,21 +410,23 @@ void cost_fit_train_mfu(const struct cost_train_params *p, double mean_response,
                         struct cost_train_fit *out)
 {
     struct verl_run v;
-    struct cost_train_step st;
-    struct cost_train_params q = *p;
+    struct cost_fit_outcome f;
     verl_run_init(&v);
     cost_dapo_lengths(v.lengths, mean_response);
     v.mean_response = mean_response;
     cost_train_seqs_init(&v.seqs, &v.shape, v.lengths, COST_DAPO_SEQS);
-    double lo = 0.01, hi = 1.0; /* the step falls as the MFU grows */
-    for (int it = 0; it < 50; it++) {
-        q.mfu = (lo + hi) / 2.0;
-        if (verl_step(&q, &v, verl_gpus[0], &st) > verl_update_s[0])
-            lo = q.mfu;
-        else
-            hi = q.mfu;
-    }
-    q.mfu = (lo + hi) / 2.0;
+    struct cost_train_point pt = {.measured_s = verl_update_s[0], .seqs = &v.seqs};
+    cost_verl_config(&pt.config, verl_gpus[0]);
+    struct cost_fit_input in = {.shape = &v.shape,
+                                .hw = &ref_hardware[COST_REF_H20],
+                                .train = *p,
+                                .train_points = &pt,
+                                .n_train = 1,
+                                .fit = 1u << COST_CONST_TRAIN_MFU};
+    cost_fit_constants(&in, &f); /* one point, one constant: always determined */
+    struct cost_train_params q = *p;
+    q.mfu = f.value[COST_CONST_TRAIN_MFU];
+    cost_fit_outcome_free(&f);
     verl_predict(&q, &v, out);
     verl_run_free(&v);
 }
@@ -434,26 +474,13 @@ static void ref_pre(struct cost_rollout_pre *pre, enum cost_ref_model m, enum co
 
 static void decode_rows(struct rows *r)
 {
-    static const struct {
-        const char *id, *what;
-        enum cost_ref_model m;
-        int tp;
-        double prompt, ms, tol;
-    } q[] = {
-        {"decode.qwen2.5-7b", "Qwen2.5-7B, TP1, batch 1, 1 in / 2048 out", COST_REF_QWEN25_7B, 1, 1,
-         QWEN7B_MS_PER_TOKEN, 0},
-        {"decode.qwen2.5-14b", "Qwen2.5-14B, TP1, batch 1, 1 in / 2048 out", COST_REF_QWEN25_14B, 1,
-         1, 21.6, 0.10},
-        {"decode.qwen2.5-32b", "Qwen2.5-32B, TP1, batch 1, 1 in / 2048 out", COST_REF_QWEN25_32B, 1,
-         1, 45.2, 0.10},
-        {"decode.qwen2.5-32b.tp2.30k", "Qwen2.5-32B, TP2, batch 1, 30720 in / 2048 out",
-         COST_REF_QWEN25_32B, 2, 30720, 31.4, 0.10},
-    };
-    for (size_t i = 0; i < sizeof q / sizeof q[0]; i++) {
+    for (size_t i = 0; i < sizeof sheet_decode / sizeof sheet_decode[0]; i++) {
+        const struct cost_sheet_decode *q = &sheet_decode[i];
         struct cost_rollout_pre pre;
-        ref_pre(&pre, q[i].m, COST_REF_A100, q[i].tp);
-        double ms = 1e3 * cost_single_request_s_per_token(&pre, q[i].prompt, QWEN_SPEED_GEN);
-        add_row(r, q[i].id, q[i].what, "ms/token", SRC_QWEN, q[i].ms, ms, q[i].tol, i == 0);
+        ref_pre(&pre, q->model, COST_REF_A100, q->point.tp);
+        double ms = 1e3 * cost_decode_point_time(&pre, &q->point);
+        add_row(r, q->id, q->what, "ms/token", SRC_QWEN, q->published_ms, ms, i == 0 ? 0.0 : 0.10,
+                i == 0);
     }
 }
 

@@ -14,6 +14,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "cost/points.h"
 #include "cost/rollout.h"
 #include "cost/train.h"
 #include "spec/preset.h"
@@ -48,10 +49,24 @@ const struct spec_hardware *cost_ref_hardware(enum cost_ref_hw h);
  */
 void cost_vidur_curves(struct cost_curve *eta, struct cost_curve *mu);
 
+/* A decode measurement of calibration.md §3.3a: Qwen's speed table (vLLM 0.6.3, A100, batch
+ * 1, 2048 tokens out), as a calibration point of its reference model. */
+struct cost_sheet_decode {
+    const char *id;   /* "decode.qwen2.5-14b" */
+    const char *what; /* the conditions, for the evidence table */
+    enum cost_ref_model model;
+    double published_ms; /* per output token */
+    struct cost_decode_point point;
+};
+
+/* The sheet's decode points (the first, Qwen2.5-7B, fixes t_fix) into *out. Returns their
+ * number. */
+size_t cost_sheet_decode_points(const struct cost_sheet_decode **out);
+
 /*
  * The fixed per-iteration overhead that makes Qwen2.5-7B at batch 1 on A100 (1 token in, 2048
  * out, vLLM 0.6.3) take the measured 11.9 ms per output token under constants p (p->t_fix_s
- * ignored). Seconds.
+ * ignored): the first sheet point fitted alone (cost/points.h). Seconds.
  */
 double cost_fit_t_fix(const struct cost_rollout_params *p);
 

@@ -24,7 +24,9 @@ void cost_rollout_params_default(struct cost_rollout_params *p, const struct spe
     p->act_dtype_bytes = 2.0;
     p->mem_util = 0.9;
     p->workspace_bytes = 2.0 * 1024 * 1024 * 1024;
-    p->t_fix_s = cost_fit_t_fix(p);
+    p->t_fix_s = hw->decode_t_fix_s > 0.0 ? hw->decode_t_fix_s : cost_fit_t_fix(p);
+    if (hw->decode_t_seq_s > 0.0)
+        p->t_seq_s = hw->decode_t_seq_s;
 }
 
 double cost_curve_eval(const struct cost_curve *c, double bytes)

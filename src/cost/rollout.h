@@ -69,7 +69,9 @@ struct cost_rollout_params {
  * Fills p with the calibrated defaults for hardware hw: the η and μ curves from Vidur's A100
  * rows, t_fix fitted on Qwen2.5-7B batch 1 on A100 (11.9 ms/token), η_kv 0.8, mfu_attn 0.5,
  * t_seq 30 µs, all-reduce latency and bandwidth from hw, memory utilisation 0.9, 2 GiB
- * workspace. Pure; costs a few thousand model evaluations (the t_fix fit), so call it once.
+ * workspace. hw's decode_t_fix_s and decode_t_seq_s (`libra calibrate`) replace t_fix and
+ * t_seq where they are set (> 0). Pure; costs a few thousand model evaluations (the t_fix fit)
+ * unless hw sets t_fix, so call it once.
  */
 void cost_rollout_params_default(struct cost_rollout_params *p, const struct spec_hardware *hw);
 

@@ -27,6 +27,13 @@ void cost_train_params_default(struct cost_train_params *p)
     p->mfu = 0.35;
 }
 
+void cost_train_params_for(struct cost_train_params *p, const struct spec_hardware *hw)
+{
+    cost_train_params_default(p);
+    if (hw->train_mfu > 0.0)
+        p->mfu = hw->train_mfu;
+}
+
 /* ---- sequences ------------------------------------------------------------------------------ */
 
 struct keyed {

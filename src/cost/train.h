@@ -52,6 +52,10 @@ struct cost_train_params {
 /* Fills p with the defaults documented in docs/calibration.md. */
 void cost_train_params_default(struct cost_train_params *p);
 
+/* The defaults for hardware hw: as cost_train_params_default, with hw's train_mfu (`libra
+ * calibrate`) where it is set (> 0). */
+void cost_train_params_for(struct cost_train_params *p, const struct spec_hardware *hw);
+
 /* A training layout. GPUs = tp·pp·cp·dp. */
 struct cost_train_config {
     int tp, pp, cp, dp;

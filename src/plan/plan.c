@@ -15,7 +15,7 @@ void plan_settings_default(struct plan_settings *s, const struct spec_hardware *
 {
     memset(s, 0, sizeof *s);
     cost_rollout_params_default(&s->rollout, hw);
-    cost_train_params_default(&s->train);
+    cost_train_params_for(&s->train, hw);
     cost_lifecycle_params_default(&s->lifecycle);
     s->max_seqs = 256;        /* vLLM's max_num_seqs default */
     s->chunk_tokens = 8192.0; /* vLLM's max_num_batched_tokens with chunked prefill */

@@ -73,7 +73,8 @@ static const char *const context_mode_names[] = {
  * in plan's verification. The engine model times the simulated and emulated engines, the
  * planner's rollout and the routers' move costs. Beyond those, cost reads the batch (with the
  * group size it must be a multiple of, and the workload whose preset gives both), emu sim.seed
- * (its token ids), and route eval's --policy replaces sched.policy.
+ * (its token ids), and route eval's --policy replaces sched.policy. calibrate reads only the
+ * hardware it fits and the model its measurements ran.
  */
 #define PLANNER                                                                                    \
     (SPEC_READ_PLAN | SPEC_READ_ROUTE | SPEC_READ_SIM | SPEC_READ_LOAD | SPEC_READ_SERVE)
@@ -81,7 +82,7 @@ static const char *const context_mode_names[] = {
 #define SIMULATED (SPEC_READ_PLAN | SPEC_READ_SIM)
 #define ROUTED (SIMULATED | SPEC_READ_ROUTE | SPEC_READ_SERVE)
 #define ENGINE (PLANNER | SPEC_READ_EMU)
-#define EVERY (SPEC_READ_COST | ENGINE)
+#define EVERY (SPEC_READ_COST | SPEC_READ_CALIBRATE | ENGINE)
 
 /* Why the keys of mechanisms not built yet are refused (see `pending` below); their rows'
  * docs give the same reason. */
@@ -456,7 +457,7 @@ static int check_pending(const struct libra_config *cfg, const struct spec_confi
 
 /* The command of each bit of enum spec_reader, in bit order. */
 static const char *const reader_commands[SPEC_READERS] = {
-    "cost", "plan", "route eval", "sim", "emu", "load", "serve",
+    "cost", "plan", "route eval", "sim", "emu", "load", "serve", "calibrate",
 };
 
 const char *spec_reader_command(unsigned reader)

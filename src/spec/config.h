@@ -188,8 +188,9 @@ enum spec_reader {
     SPEC_READ_EMU = 1u << 4,
     SPEC_READ_LOAD = 1u << 5,
     SPEC_READ_SERVE = 1u << 6,
+    SPEC_READ_CALIBRATE = 1u << 7,
 };
-#define SPEC_READERS 7 /* bits of enum spec_reader */
+#define SPEC_READERS 8 /* bits of enum spec_reader */
 
 /* The command a reader bit stands for, as typed: "plan", "route eval". */
 const char *spec_reader_command(unsigned reader);

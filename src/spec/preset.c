@@ -43,6 +43,9 @@ static const char *const confidence_names[] = {
     SPEC_DOUBLE_ROW(struct spec_hardware, m, SPEC_REQUIRED | SPEC_ABOVE_MIN, unit, 0, 0, INFINITY, \
                     NULL, 0, doc)
 
+#define HW_CONSTANT(m, unit, hi, doc)                                                              \
+    SPEC_DOUBLE_ROW(struct spec_hardware, m, 0, unit, 0, 0, hi, NULL, 0, doc)
+
 static const struct spec_field hardware_fields[] = {
     NAME_ROW(struct spec_hardware),
     HW_BW(bf16_flops_per_s, "FLOP/s", "dense bf16 tensor peak per GPU (not the sparse figure)"),
@@ -60,6 +63,17 @@ static const struct spec_field hardware_fields[] = {
           "inter-node bandwidth per GPU (a node's NICs divided by its GPUs)"),
     SPEC_INT_ROW(struct spec_hardware, gpus_per_node, SPEC_REQUIRED, "GPUs", 0, 1, 64, NULL, 0,
                  "GPUs in one node (one NVLink domain)"),
+    HW_CONSTANT(decode_t_fix_s, "s", 1,
+                "fixed overhead of one engine iteration (scheduling, launches, sampling); 0 "
+                "takes the built-in fit, `libra calibrate` fits it"),
+    HW_CONSTANT(decode_t_seq_s, "s", 0.1,
+                "engine overhead per running sequence per iteration; 0 takes the built-in "
+                "assumption, `libra calibrate` fits it"),
+    HW_CONSTANT(train_mfu, "", 1,
+                "trainer FLOPs achieved over the bf16 peak; 0 takes the built-in assumption, "
+                "`libra calibrate` fits it"),
+    SPEC_STRING_ROW(struct spec_hardware, calibration, 0, "", NULL, 0,
+                    "what `libra calibrate` fitted the constants above on; \"\" when built in"),
     PROVENANCE_ROWS(struct spec_hardware),
 };
 

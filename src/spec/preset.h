@@ -43,6 +43,12 @@ struct spec_hardware {
     double allreduce_latency_s;          /* small-message all-reduce latency, s */
     double inter_node_bw_bytes_per_s;    /* inter-node bandwidth per GPU, bytes/s */
     int gpus_per_node;
+    /* Cost-model constants fitted to this machine by `libra calibrate` (docs/calibrate.md);
+     * 0 takes the built-in value (docs/calibration.md). */
+    double decode_t_fix_s;           /* fixed overhead of one engine iteration, s */
+    double decode_t_seq_s;           /* per running sequence per iteration, s */
+    double train_mfu;                /* trainer FLOPs achieved / bf16 peak */
+    char calibration[512];           /* what they were fitted on, or "" */
     enum spec_confidence confidence; /* of the values not listed in assumed */
     char origin[128];                /* "builtin" or the user file that defined it */
     char source[256];                /* where the numbers come from (calibration.md section) */

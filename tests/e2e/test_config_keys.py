@@ -223,7 +223,7 @@ def test_key_not_implemented_is_refused(key):
 
 # ---- which keys each command reads ----------------------------------------------------------
 
-COMMANDS = ("cost", "plan", "route eval", "sim", "emu", "load", "serve")
+COMMANDS = ("cost", "plan", "route eval", "sim", "emu", "load", "serve", "calibrate")
 
 
 def closed_port():
@@ -235,9 +235,9 @@ def closed_port():
 
 MISSING = "/nonexistent/libra-test/trace.jsonl"
 # Arguments with which each command stops right after resolving its config, and its exit
-# status then: a trace or ports file that cannot be opened, an engine that cannot be reached
-# (3), or a whole run of `libra cost` (0). The gateway needs a bucket layout for models other
-# than the workload's reference one.
+# status then: a trace, ports file or calibration input that cannot be opened, an engine that
+# cannot be reached (3), or a whole run of `libra cost` (0). The gateway needs a bucket layout
+# for models other than the workload's reference one.
 STOP = {
     "cost": ((), 0),
     "plan": (("--trace", MISSING), 3),
@@ -247,6 +247,7 @@ STOP = {
     "load": (("--engines", f"http://127.0.0.1:{closed_port()}", "--trace", MISSING), 3),
     "serve": (("--engine", f"http://127.0.0.1:{closed_port()}", "--set",
                "sched.buckets=tp1:100000"), 3),
+    "calibrate": ((MISSING,), 3),
 }
 
 
@@ -349,5 +350,6 @@ def test_help_lists_the_flags_of_the_keys_read(command):
 @pytest.mark.parametrize("command", COMMANDS)
 @pytest.mark.parametrize("path", sorted(glob.glob(os.path.join(SOURCE_DIR, "examples", "*.json"))))
 def test_every_command_takes_an_experiment_file(command, path):
-    proc, code = stop_run(command, *(("--config", path) if command == "route eval" else (path,)))
+    experiment = ("--config", path) if command in ("route eval", "calibrate") else (path,)
+    proc, code = stop_run(command, *experiment)
     assert proc.returncode == code, proc.stderr

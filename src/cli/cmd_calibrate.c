@@ -1,0 +1,768 @@
+/*
+ * `libra calibrate`: fits the cost model's engine and trainer constants to a user's own
+ * measurements — serving benchmark results of vLLM or SGLang, a verl training log — and writes
+ * them as a hardware preset every command takes (--presets, LIBRA_PRESETS), so that plans and
+ * simulations run on the user's machine rather than the published one. It prints each constant
+ * with its standard error, the fit error and every point, and refuses where the points cannot
+ * determine a constant. The readers are cost/import.h, the fit cost/points.h (the same solver
+ * as the project's own calibration); docs/calibrate.md is the user's page.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli_config.h"
+#include "cli/commands.h"
+#include "cost/import.h"
+#include "cost/points.h"
+#include "util/alloc.h"
+#include "util/json.h"
+#include "util/strbuf.h"
+#include "util/vec.h"
+
+#define SCHEMA "libra.calibrate/1"
+
+static const char help[] =
+    "usage: libra calibrate INPUT[,OPTION=N...]... [-o PRESETS] [--hardware H] [--model M]\n"
+    "                       [--hold CONSTANT[,...]] [--name NAME] [--config FILE] [--json]\n"
+    "\n"
+    "Fits the cost model's constants to measurements of your engines and trainer, and writes\n"
+    "them as a hardware preset (-o PRESETS) that every command takes with --presets PRESETS or\n"
+    "LIBRA_PRESETS. Each INPUT is read by its content (docs/calibrate.md):\n"
+    "  - a vLLM serving benchmark result (benchmark_serving.py / vllm bench serve\n"
+    "    --save-result --save-detailed) or SGLang's bench_serving --output-file JSON Lines\n"
+    "    written with --output-details: each run is a decode point that fits decode_t_fix_s\n"
+    "    (per engine iteration) and decode_t_seq_s (per running sequence); option tp=N gives\n"
+    "    the engine's TP size (1);\n"
+    "  - a verl console log: each `step:N - ...` line with timing_s/update_actor is a training\n"
+    "    point that fits train_mfu; options gpus, tp, pp, cp, minibatches, micro_batch_tokens,\n"
+    "    zero, recompute give the trainer's layout (defaults: the log's GPU count, FSDP: tp,\n"
+    "    pp, cp 1, ZeRO 3, full recompute, 1 mini-batch);\n"
+    "  - a libra trace is refused: it carries no per-turn timings.\n"
+    "The measurements must be of --model on --hardware. Prints every constant with its standard\n"
+    "error, the fit error and every point; exits 1 when the points cannot determine a constant\n"
+    "(say which to --hold at its current value). --json prints one document (schema\n"
+    "libra.calibrate/1).\n"
+    "\n"
+    "  -o, --output PRESETS   write the preset file (written whole, or not at all)\n"
+    "  --hold LIST            constants to keep at their current value: decode_t_fix_s,\n"
+    "                         decode_t_seq_s, train_mfu\n"
+    "  --name NAME            name of the hardware preset written (default: --hardware's, which\n"
+    "                         it then replaces)\n"
+    "  --config FILE          the experiment whose hardware and model to use\n";
+
+enum { OPT_HOLD = 0x100, OPT_NAME, OPT_CONFIG };
+
+static const struct option own_options[] = {
+    {"output", required_argument, NULL, 'o'},
+    {"hold", required_argument, NULL, OPT_HOLD},
+    {"name", required_argument, NULL, OPT_NAME},
+    {"config", required_argument, NULL, OPT_CONFIG},
+    {0},
+};
+
+/* Where a point comes from. */
+struct origin {
+    size_t input; /* index into the inputs */
+    int line;
+    int64_t step;     /* verl */
+    char backend[32]; /* serving */
+};
+
+typedef VEC(struct cost_decode_point) decode_vec;
+typedef VEC(struct cost_train_point) train_vec;
+typedef VEC(struct origin) origin_vec;
+typedef VEC(struct cost_train_seqs *) seqs_vec;
+
+struct input {
+    const char *arg; /* as typed */
+    char *path;      /* its file part; owned */
+    struct cost_import_options opt;
+    enum cost_import_kind kind;
+    size_t points;
+};
+
+struct calibration {
+    const struct cli_common *cc;
+    const struct spec_hardware *hw;
+    const struct spec_model *model;
+    struct cost_shape shape;
+    struct input *inputs;
+    size_t n_inputs;
+    decode_vec decode;
+    origin_vec decode_from;
+    train_vec train;
+    origin_vec train_from;
+    seqs_vec seqs;      /* one per training point; owned */
+    size_t skipped;     /* verl step lines without an update */
+    unsigned hold;      /* 1u << cost_constant */
+    const char *output; /* -o: the preset file */
+    const char *name;   /* of the preset written */
+    const char *config;
+    struct cost_fit_input fit;
+    struct cost_fit_outcome out;
+};
+
+/* ---- flags and inputs --------------------------------------------------------------------- */
+
+static int parse_hold(struct calibration *c, const char *list)
+{
+    char *copy = xstrdup(list), *save = NULL;
+    int rc = 0;
+    for (char *tok = strtok_r(copy, ",", &save); tok && rc == 0; tok = strtok_r(NULL, ",", &save)) {
+        int k = cost_constant_find(tok);
+        if (k < 0)
+            rc = cli_usage_error(c->cc->cmd,
+                                 "--hold: unknown constant '%s' (decode_t_fix_s, decode_t_seq_s, "
+                                 "train_mfu)",
+                                 tok);
+        else
+            c->hold |= 1u << k;
+    }
+    free(copy);
+    return rc;
+}
+
+/* Splits "FILE,OPTION=N,..." into the input's path and options. */
+static int split_input(struct calibration *c, struct input *in)
+{
+    const char *comma = strchr(in->arg, ',');
+    char why[160];
+    in->path = comma ? xstrndup(in->arg, (size_t)(comma - in->arg)) : xstrdup(in->arg);
+    if (cost_import_options_parse(comma ? comma + 1 : "", &in->opt, why, sizeof why))
+        return cli_usage_error(c->cc->cmd, "input '%s': %s", in->arg, why);
+    return 0;
+}
+
+/* Refuses the options that do not apply to the input's kind. */
+static int check_options(struct calibration *c, const struct input *in)
+{
+    unsigned allowed = in->kind == COST_IMPORT_SERVING ? 1u << COST_OPT_TP : ~0u;
+    for (int k = 0; k < COST_N_OPTIONS; k++)
+        if ((in->opt.given & (1u << k)) && !(allowed & (1u << k)))
+            return cli_usage_error(c->cc->cmd,
+                                   "input '%s': option %s applies to verl logs, not serving "
+                                   "results",
+                                   in->arg, cost_import_option_name((enum cost_import_option)k));
+    return 0;
+}
+
+static int add_serving(struct calibration *c, size_t idx, const char *text, size_t len)
+{
+    struct input *in = &c->inputs[idx];
+    int tp = in->opt.given & (1u << COST_OPT_TP) ? (int)in->opt.value[COST_OPT_TP] : 1;
+    if (c->model->heads % tp != 0)
+        return cli_usage_error(c->cc->cmd, "input '%s': tp %d does not divide %s's %d heads",
+                               in->arg, tp, c->model->name, c->model->heads);
+    cost_serving_runs runs = {0};
+    struct libra_error err = {0};
+    int rc = cost_import_serving(in->path, text, len, &runs, &err);
+    for (size_t i = 0; rc == 0 && i < runs.n; i++) {
+        struct cost_decode_point pt;
+        struct origin o = {.input = idx, .line = runs.v[i].line};
+        snprintf(o.backend, sizeof o.backend, "%s", runs.v[i].backend[0] ? runs.v[i].backend : "-");
+        cost_serving_point(&runs.v[i], tp, &pt);
+        vec_push(&c->decode, pt);
+        vec_push(&c->decode_from, o);
+    }
+    in->points = runs.n;
+    vec_free(&runs);
+    return rc ? cli_report(rc, &err) : 0;
+}
+
+/* The layout options must suit the model before points are built on them. */
+static int check_layout(struct calibration *c, const struct input *in)
+{
+    const struct cost_import_options *o = &in->opt;
+    long tp = o->given & (1u << COST_OPT_TP) ? o->value[COST_OPT_TP] : 1;
+    long pp = o->given & (1u << COST_OPT_PP) ? o->value[COST_OPT_PP] : 1;
+    if (c->model->heads % tp != 0 || pp > c->model->layers)
+        return cli_usage_error(c->cc->cmd,
+                               "input '%s': tp %ld pp %ld does not suit %s (tp must divide its %d "
+                               "heads, pp at most its %d layers)",
+                               in->arg, tp, pp, c->model->name, c->model->heads, c->model->layers);
+    return 0;
+}
+
+static int add_verl(struct calibration *c, size_t idx, const char *text, size_t len)
+{
+    struct input *in = &c->inputs[idx];
+    cost_verl_steps steps = {0};
+    struct libra_error err = {0};
+    int rc = check_layout(c, in);
+    if (rc == 0 && cost_import_verl(in->path, text, len, &steps, &c->skipped, &err) != 0)
+        rc = cli_report(LIBRA_EINVAL, &err);
+    if (rc == 0 && steps.n == 0) {
+        cli_errorf("calibrate: %s: no training step: no `step:N - ...` line with "
+                   "timing_s/update_actor",
+                   in->path);
+        rc = LIBRA_EXIT_USAGE;
+    }
+    for (size_t i = 0; rc == 0 && i < steps.n; i++) {
+        struct cost_train_point pt;
+        char why[200];
+        struct origin o = {.input = idx, .line = steps.v[i].line, .step = steps.v[i].step};
+        struct cost_train_seqs *seqs = xcalloc(1, sizeof *seqs);
+        vec_push(&c->seqs, seqs);
+        if (cost_verl_point(&steps.v[i], &in->opt, &c->shape, seqs, &pt, why, sizeof why)) {
+            cli_errorf("%s:%d: %s", in->path, steps.v[i].line, why);
+            rc = LIBRA_EXIT_USAGE;
+            break;
+        }
+        vec_push(&c->train, pt);
+        vec_push(&c->train_from, o);
+    }
+    in->points = steps.n;
+    vec_free(&steps);
+    return rc;
+}
+
+static int read_input(struct calibration *c, size_t idx)
+{
+    struct input *in = &c->inputs[idx];
+    char *text = NULL;
+    size_t len = 0;
+    int rc = split_input(c, in);
+    if (rc == 0)
+        rc = cli_read_file(in->path, &text, &len);
+    if (rc == 0) {
+        in->kind = cost_import_detect(text, len);
+        rc = check_options(c, in);
+    }
+    if (rc == 0 && in->kind == COST_IMPORT_TRACE) {
+        cli_errorf("calibrate: %s: a libra trace records token counts per turn but no timings "
+                   "(docs/trace-format.md), so it cannot calibrate the cost model; run vLLM's or "
+                   "SGLang's serving benchmark against the engine instead (docs/calibrate.md)",
+                   in->path);
+        rc = LIBRA_EXIT_USAGE;
+    } else if (rc == 0 && in->kind == COST_IMPORT_UNKNOWN) {
+        cli_errorf("calibrate: %s: not a vLLM or SGLang serving benchmark result, a verl log "
+                   "or a libra trace (docs/calibrate.md)",
+                   in->path);
+        rc = LIBRA_EXIT_USAGE;
+    } else if (rc == 0) {
+        rc = in->kind == COST_IMPORT_SERVING ? add_serving(c, idx, text, len)
+                                             : add_verl(c, idx, text, len);
+    }
+    free(text);
+    return rc;
+}
+
+/* ---- the fit ------------------------------------------------------------------------------ */
+
+static const char *constant_unit(enum cost_constant k)
+{
+    return k == COST_CONST_TRAIN_MFU ? "of bf16 peak" : "s";
+}
+
+/* The value of constant k in its display unit ("2.080 ms"). */
+static void show(char *out, size_t size, enum cost_constant k, double v)
+{
+    if (!isfinite(v))
+        snprintf(out, size, "-");
+    else if (k == COST_CONST_T_FIX)
+        snprintf(out, size, "%.4f ms", v * 1e3);
+    else if (k == COST_CONST_T_SEQ)
+        snprintf(out, size, "%.2f us", v * 1e6);
+    else
+        snprintf(out, size, "%.4f", v);
+}
+
+static bool has_points(const struct calibration *c, enum cost_constant k)
+{
+    return k == COST_CONST_TRAIN_MFU ? c->train.n > 0 : c->decode.n > 0;
+}
+
+static void fit_input(struct calibration *c)
+{
+    struct cost_fit_input *f = &c->fit;
+    memset(f, 0, sizeof *f);
+    f->shape = &c->shape;
+    f->hw = c->hw;
+    cost_rollout_params_default(&f->rollout, c->hw);
+    cost_train_params_for(&f->train, c->hw);
+    f->decode = c->decode.v;
+    f->n_decode = c->decode.n;
+    f->train_points = c->train.v;
+    f->n_train = c->train.n;
+    for (int k = 0; k < COST_N_CONSTANTS; k++)
+        if (has_points(c, (enum cost_constant)k) && !(c->hold & (1u << k)))
+            f->fit |= 1u << k;
+}
+
+/* Says which constant the points do not determine, and what would determine it. */
+static int undetermined(const struct calibration *c)
+{
+    const struct cost_fit_outcome *o = &c->out;
+    const char *name = cost_constant_name((enum cost_constant)o->undetermined);
+    if (o->undetermined != COST_CONST_T_SEQ) {
+        cli_errorf("calibrate: %s is not determined by the points (independence %.3g of the %g "
+                   "needed)",
+                   name, o->independence, COST_FIT_MIN_INDEPENDENCE);
+        return LIBRA_EXIT_NEGATIVE;
+    }
+    double lo = INFINITY, hi = 0.0;
+    for (size_t i = 0; i < c->decode.n; i++) {
+        double terms[2];
+        cost_decode_point_terms(&c->decode.v[i], terms);
+        lo = fmin(lo, terms[1]);
+        hi = fmax(hi, terms[1]);
+    }
+    char held[32], range[64];
+    show(held, sizeof held, COST_CONST_T_SEQ, c->fit.rollout.t_seq_s);
+    if (hi - lo < 0.005)
+        snprintf(range, sizeof range, "%.2f", lo);
+    else
+        snprintf(range, sizeof range, "%.2f to %.2f", lo, hi);
+    cli_errorf("calibrate: decode_t_seq_s is not determined by the points: %s %s sequences per "
+               "iteration (independence %.3g of the %g needed), so the cost per sequence cannot "
+               "be told from decode_t_fix_s; add runs at other concurrencies, or --hold "
+               "decode_t_seq_s to keep %s",
+               c->decode.n == 1 ? "the one decode point runs" : "the decode points run", range,
+               o->independence, COST_FIT_MIN_INDEPENDENCE, held);
+    return LIBRA_EXIT_NEGATIVE;
+}
+
+/* A fitted value the model cannot take. */
+static int implausible(const struct calibration *c)
+{
+    static const double hi[COST_N_CONSTANTS] = {1.0, 0.1, 1.0};
+    for (int k = 0; k < COST_N_CONSTANTS; k++) {
+        double v = c->out.value[k];
+        if (!c->out.fitted[k] || (v > 0.0 && v <= hi[k]))
+            continue;
+        char text[32];
+        show(text, sizeof text, (enum cost_constant)k, v);
+        cli_errorf("calibrate: the fit gives %s = %s, outside (0, %g] %s: the points contradict "
+                   "the cost model (docs/calibrate.md, \"When it refuses\"); check the inputs' "
+                   "--model, --hardware and options, or --hold it",
+                   cost_constant_name((enum cost_constant)k), text, hi[k],
+                   constant_unit((enum cost_constant)k));
+        return LIBRA_EXIT_NEGATIVE;
+    }
+    return 0;
+}
+
+static int run_fit(struct calibration *c)
+{
+    fit_input(c);
+    if (c->fit.fit == 0) {
+        cli_errorf("calibrate: nothing to fit: every constant the inputs' points determine is "
+                   "held");
+        return LIBRA_EXIT_USAGE;
+    }
+    int rc = cost_fit_constants(&c->fit, &c->out);
+    if (rc == LIBRA_EINFEAS)
+        return undetermined(c);
+    if (rc) {
+        cli_errorf("calibrate: internal: a point could not be costed");
+        return LIBRA_EXIT_INTERNAL;
+    }
+    return implausible(c);
+}
+
+/* ---- the preset --------------------------------------------------------------------------- */
+
+static const char *input_name(const struct calibration *c, size_t idx)
+{
+    return c->inputs[idx].path;
+}
+
+/* Appends the files of the inputs of one kind, "a.json, b.jsonl", to b. */
+static void files_of(const struct calibration *c, enum cost_import_kind kind, struct strbuf *b)
+{
+    const char *sep = "";
+    for (size_t i = 0; i < c->n_inputs; i++) {
+        if (c->inputs[i].kind != kind)
+            continue;
+        strbuf_printf(b, "%s%s", sep, input_name(c, i));
+        sep = ", ";
+    }
+}
+
+/* What the constants were fitted on, into out (size bytes, truncated). */
+static void calibration_text(const struct calibration *c, char *out, size_t size)
+{
+    struct strbuf b = {0};
+    strbuf_printf(&b, "libra calibrate, %s:", c->model->name);
+    if (c->decode.n) {
+        strbuf_printf(&b, " decode constants from %zu serving runs of ", c->decode.n);
+        files_of(c, COST_IMPORT_SERVING, &b);
+        strbuf_printf(&b, " (rms error %.2f %%)%s", c->out.decode.rms_error * 100.0,
+                      c->train.n ? ";" : "");
+    }
+    if (c->train.n) {
+        strbuf_printf(&b, " train_mfu from %zu verl steps of ", c->train.n);
+        files_of(c, COST_IMPORT_VERL_LOG, &b);
+        strbuf_printf(&b, " (rms error %.2f %%)", c->out.train.rms_error * 100.0);
+    }
+    char *text = strbuf_detach(&b);
+    snprintf(out, size, "%s", text);
+    free(text);
+}
+
+/* The hardware preset with the constants of every kind of point given: fitted, or held at
+ * their current values so the preset is whole. */
+static void calibrated_hardware(const struct calibration *c, struct spec_hardware *h)
+{
+    *h = *c->hw;
+    snprintf(h->name, sizeof h->name, "%s", c->name ? c->name : c->hw->name);
+    if (c->decode.n) {
+        h->decode_t_fix_s = c->out.value[COST_CONST_T_FIX];
+        h->decode_t_seq_s = c->out.value[COST_CONST_T_SEQ];
+    }
+    if (c->train.n)
+        h->train_mfu = c->out.value[COST_CONST_TRAIN_MFU];
+    calibration_text(c, h->calibration, sizeof h->calibration);
+}
+
+static char *preset_text(const struct calibration *c)
+{
+    struct spec_hardware h;
+    size_t n;
+    calibrated_hardware(c, &h);
+    const struct spec_field *fields = spec_hardware_fields(&n);
+    json_t *doc = json_pack("{s:s, s:[o]}", "schema", "libra.presets/1", "hardware",
+                            spec_fields_to_json(fields, n, "", &h));
+    char *text = ujson_dump(doc, true);
+    json_decref(doc);
+    size_t len = strlen(text);
+    text = xrealloc(text, len + 2);
+    memcpy(text + len, "\n", 2);
+    return text;
+}
+
+/* Checks the preset reads back as a preset file, then writes it whole. */
+static int write_preset(const struct calibration *c)
+{
+    char *text = preset_text(c);
+    struct spec_presets check = {0};
+    struct libra_error err = {0};
+    int rc = spec_presets_add_text(&check, c->output, text, strlen(text), &err);
+    spec_presets_free(&check);
+    if (rc && c->name) {
+        rc =
+            cli_usage_error(c->cc->cmd, "--name: '%s' is not a preset name (%s)", c->name, err.msg);
+    } else if (rc) {
+        cli_errorf("calibrate: internal: the preset does not read back: %s", err.msg);
+        rc = LIBRA_EXIT_INTERNAL;
+    } else {
+        rc = cli_write_output_whole(c->output, text);
+    }
+    free(text);
+    return rc;
+}
+
+/* ---- the report --------------------------------------------------------------------------- */
+
+static double point_error(double modelled, double measured)
+{
+    return (modelled - measured) / measured;
+}
+
+static size_t points_of(const struct calibration *c, enum cost_constant k)
+{
+    return k == COST_CONST_TRAIN_MFU ? c->train.n : c->decode.n;
+}
+
+static void print_constants(FILE *out, const struct calibration *c)
+{
+    fprintf(out, "%-16s %14s %14s %14s  %s\n", "constant", "value", "sd", "before", "from");
+    for (int k = 0; k < COST_N_CONSTANTS; k++) {
+        enum cost_constant kk = (enum cost_constant)k;
+        const struct cost_fit_outcome *o = &c->out;
+        char value[32], sd[32], before[32], from[64];
+        show(value, sizeof value, kk, o->value[k]);
+        show(sd, sizeof sd, kk, o->sd[k]);
+        show(before, sizeof before, kk,
+             k == COST_CONST_TRAIN_MFU ? c->fit.train.mfu
+             : k == COST_CONST_T_FIX   ? c->fit.rollout.t_fix_s
+                                       : c->fit.rollout.t_seq_s);
+        if (o->fitted[k] && !isfinite(o->sd[k]))
+            snprintf(sd, sizeof sd, "exact");
+        if (o->fitted[k])
+            snprintf(from, sizeof from, "fitted on %zu %s points", points_of(c, kk),
+                     k == COST_CONST_TRAIN_MFU ? "training" : "decode");
+        else
+            snprintf(from, sizeof from, "%s",
+                     (c->hold & (1u << k)) && has_points(c, kk) ? "held (--hold)"
+                                                                : "kept: no point of its kind");
+        fprintf(out, "%-16s %14s %14s %14s  %s\n", cost_constant_name(kk), value, sd, before, from);
+    }
+    if (c->fit.fit & 3u)
+        fprintf(out, "fit error over the decode points: rms %.2f %%, max %.2f %%\n",
+                c->out.decode.rms_error * 100.0, c->out.decode.max_error * 100.0);
+    if (c->fit.fit & (1u << COST_CONST_TRAIN_MFU))
+        fprintf(out, "fit error over the training points: rms %.2f %%, max %.2f %%\n",
+                c->out.train.rms_error * 100.0, c->out.train.max_error * 100.0);
+}
+
+static void print_decode(FILE *out, const struct calibration *c)
+{
+    if (!c->decode.n)
+        return;
+    fprintf(out,
+            "\ndecode points: the mean iteration a decoding request saw (ms); batch and prefill "
+            "per iteration\n%-24s %5s %-8s %3s %8s %8s %9s %9s %9s %8s\n",
+            "input", "line", "backend", "TP", "batch", "context", "prefill", "measured", "modelled",
+            "error");
+    for (size_t i = 0; i < c->decode.n; i++) {
+        const struct cost_decode_point *p = &c->decode.v[i];
+        const struct origin *o = &c->decode_from.v[i];
+        double m = c->out.decode_modelled[i];
+        fprintf(out, "%-24s %5d %-8s %3d %8.2f %8.0f %9.1f %9.3f %9.3f %+7.2f%%\n",
+                input_name(c, o->input), o->line, o->backend, p->tp, p->decode_seqs, p->ctx_tokens,
+                p->prefill_tokens, p->measured_s * 1e3, m * 1e3,
+                point_error(m, p->measured_s) * 100.0);
+    }
+}
+
+static void print_train(FILE *out, const struct calibration *c)
+{
+    if (!c->train.n)
+        return;
+    fprintf(out,
+            "\ntraining points: timing_s/update_actor (s)\n%-24s %6s %6s %5s %-18s %14s %9s "
+            "%9s %8s\n",
+            "input", "line", "step", "GPUs", "layout", "seqs x tokens", "measured", "modelled",
+            "error");
+    for (size_t i = 0; i < c->train.n; i++) {
+        const struct cost_train_point *p = &c->train.v[i];
+        const struct cost_train_config *l = &p->config;
+        const struct origin *o = &c->train_from.v[i];
+        char layout[40], seqs[40];
+        snprintf(layout, sizeof layout, "tp%d pp%d cp%d dp%d z%d", l->tp, l->pp, l->cp, l->dp,
+                 l->zero_stage);
+        snprintf(seqs, sizeof seqs, "%zu x %.0f", p->seqs->n, p->seqs->tokens[0]);
+        double m = c->out.train_modelled[i];
+        fprintf(out, "%-24s %6d %6lld %5d %-18s %14s %9.2f %9.2f %+7.2f%%\n",
+                input_name(c, o->input), o->line, (long long)o->step, l->tp * l->pp * l->cp * l->dp,
+                layout, seqs, p->measured_s, m, point_error(m, p->measured_s) * 100.0);
+    }
+}
+
+static char *text_report(const struct calibration *c)
+{
+    char *text = NULL;
+    size_t len = 0;
+    FILE *out = open_memstream(&text, &len);
+    if (!out)
+        abort(); /* only when memory ran out, fatal as in util/alloc.h */
+    fprintf(out, "libra calibrate: %s on %s; %zu decode points, %zu training points",
+            c->model->name, c->hw->name, c->decode.n, c->train.n);
+    if (c->skipped)
+        fprintf(out, " (%zu verl step line%s without timing_s/update_actor skipped)", c->skipped,
+                c->skipped == 1 ? "" : "s");
+    fprintf(out, "\n\n");
+    print_constants(out, c);
+    print_decode(out, c);
+    print_train(out, c);
+    if (c->output)
+        fprintf(out,
+                "\nwrote %s: hardware preset %s with these constants; use it with --presets %s "
+                "--hardware %s, or LIBRA_PRESETS\n",
+                c->output, c->name ? c->name : c->hw->name, c->output,
+                c->name ? c->name : c->hw->name);
+    fclose(out);
+    return text;
+}
+
+static json_t *constants_json(const struct calibration *c)
+{
+    json_t *a = json_array();
+    const double before[COST_N_CONSTANTS] = {c->fit.rollout.t_fix_s, c->fit.rollout.t_seq_s,
+                                             c->fit.train.mfu};
+    for (int k = 0; k < COST_N_CONSTANTS; k++)
+        json_array_append_new(
+            a, json_pack("{s:s, s:s, s:o, s:o, s:f, s:b, s:b, s:I}", "name",
+                         cost_constant_name((enum cost_constant)k), "unit",
+                         k == COST_CONST_TRAIN_MFU ? "" : "s", "value", ujson_real(c->out.value[k]),
+                         "sd", ujson_real(c->out.sd[k]), "before", before[k], "fitted",
+                         c->out.fitted[k], "held", (c->hold & (1u << k)) != 0, "points",
+                         (json_int_t)points_of(c, (enum cost_constant)k)));
+    return a;
+}
+
+static json_t *decode_json(const struct calibration *c)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < c->decode.n; i++) {
+        const struct cost_decode_point *p = &c->decode.v[i];
+        const struct origin *o = &c->decode_from.v[i];
+        double m = c->out.decode_modelled[i];
+        json_array_append_new(
+            a,
+            json_pack("{s:s, s:i, s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:o}", "input",
+                      input_name(c, o->input), "line", o->line, "backend", o->backend, "tp", p->tp,
+                      "decode_seqs", p->decode_seqs, "ctx_tokens", p->ctx_tokens, "prefill_tokens",
+                      p->prefill_tokens, "prefill_seqs", p->prefill_seqs, "prefill_pairs",
+                      p->prefill_pairs, "measured_s", p->measured_s, "modelled_s", ujson_real(m),
+                      "error", ujson_real(point_error(m, p->measured_s))));
+    }
+    return a;
+}
+
+static json_t *train_json(const struct calibration *c)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < c->train.n; i++) {
+        const struct cost_train_point *p = &c->train.v[i];
+        const struct cost_train_config *l = &p->config;
+        const struct origin *o = &c->train_from.v[i];
+        double m = c->out.train_modelled[i];
+        json_array_append_new(
+            a, json_pack("{s:s, s:i, s:I, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:b, s:I, s:f, s:f, "
+                         "s:o, s:o}",
+                         "input", input_name(c, o->input), "line", o->line, "step",
+                         (json_int_t)o->step, "tp", l->tp, "pp", l->pp, "cp", l->cp, "dp", l->dp,
+                         "minibatches", l->minibatches, "micro_batch_tokens", l->micro_batch_tokens,
+                         "zero_stage", l->zero_stage, "full_recompute", l->full_recompute,
+                         "sequences", (json_int_t)p->seqs->n, "sequence_tokens", p->seqs->tokens[0],
+                         "measured_s", p->measured_s, "modelled_s", ujson_real(m), "error",
+                         ujson_real(point_error(m, p->measured_s))));
+    }
+    return a;
+}
+
+static json_t *fit_json(const struct cost_fit_result *r, size_t points, bool ran)
+{
+    if (!ran)
+        return json_null();
+    return json_pack("{s:I, s:f, s:f}", "points", (json_int_t)points, "rms_error", r->rms_error,
+                     "max_error", r->max_error);
+}
+
+static json_t *json_report(const struct calibration *c, const struct libra_config *cfg)
+{
+    json_t *doc = spec_config_envelope(SCHEMA, cfg);
+    const char *name = c->name ? c->name : c->hw->name;
+    json_object_set_new(doc, "hardware", json_string(c->hw->name));
+    json_object_set_new(doc, "model", json_string(c->model->name));
+    json_object_set_new(doc, "preset",
+                        json_pack("{s:s, s:o}", "name", name, "file",
+                                  c->output ? json_string(c->output) : json_null()));
+    json_object_set_new(doc, "constants", constants_json(c));
+    json_object_set_new(
+        doc, "fits",
+        json_pack("{s:o, s:o}", "decode", fit_json(&c->out.decode, c->decode.n, c->fit.fit & 3u),
+                  "train",
+                  fit_json(&c->out.train, c->train.n, c->fit.fit & (1u << COST_CONST_TRAIN_MFU))));
+    json_object_set_new(doc, "decode_points", decode_json(c));
+    json_object_set_new(doc, "train_points", train_json(c));
+    json_object_set_new(doc, "skipped_lines", json_integer((json_int_t)c->skipped));
+    return doc;
+}
+
+/* ---- the command -------------------------------------------------------------------------- */
+
+static int report(struct calibration *c, const struct libra_config *cfg)
+{
+    int rc = c->output ? write_preset(c) : 0;
+    if (rc == 0 && c->cc->json) {
+        json_t *doc = json_report(c, cfg);
+        char *text = ujson_dump(doc, true);
+        json_decref(doc);
+        printf("%s\n", text);
+        free(text);
+    } else if (rc == 0) {
+        char *text = text_report(c);
+        fputs(text, stdout);
+        free(text);
+    }
+    if (rc == 0 && fflush(stdout) != 0) {
+        cli_errorf("cannot write '<stdout>'");
+        rc = LIBRA_EXIT_IO;
+    }
+    return rc;
+}
+
+static int resolve(struct calibration *c, struct api_presets *p, struct libra_config *cfg)
+{
+    int rc = cli_common_load(c->cc, c->config, p, cfg);
+    if (rc)
+        return rc;
+    c->hw = spec_hardware_find(&p->spec, cfg->cluster.hardware);
+    c->model = spec_model_find(&p->spec, cfg->model.name);
+    if (!c->hw || !c->model || cost_shape_init(&c->shape, c->model)) {
+        cli_errorf("calibrate: internal: resolved presets '%s', '%s' are unusable",
+                   cfg->cluster.hardware, cfg->model.name);
+        return LIBRA_EXIT_INTERNAL;
+    }
+    return 0;
+}
+
+static void calibration_free(struct calibration *c)
+{
+    for (size_t i = 0; i < c->n_inputs; i++)
+        free(c->inputs[i].path);
+    free(c->inputs);
+    for (size_t i = 0; i < c->seqs.n; i++) {
+        cost_train_seqs_free(c->seqs.v[i]);
+        free(c->seqs.v[i]);
+    }
+    vec_free(&c->seqs);
+    vec_free(&c->decode);
+    vec_free(&c->decode_from);
+    vec_free(&c->train);
+    vec_free(&c->train_from);
+    cost_fit_outcome_free(&c->out);
+}
+
+static int own_flag(struct calibration *c, int opt)
+{
+    switch (opt) {
+    case OPT_HOLD:
+        return parse_hold(c, optarg);
+    case 'o':
+        c->output = optarg;
+        return 0;
+    case OPT_NAME:
+        c->name = optarg;
+        return 0;
+    case OPT_CONFIG:
+        c->config = optarg;
+        return 0;
+    default:
+        return LIBRA_EXIT_USAGE; /* '?': the usage error is printed */
+    }
+}
+
+int cmd_calibrate(int argc, char **argv)
+{
+    struct cli_common cc;
+    cli_common_init(&cc, cli_find("calibrate"),
+                    CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON, "o:", own_options);
+    struct calibration c = {.cc = &cc};
+    struct api_presets p = {0};
+    struct libra_config cfg;
+    int opt, rc = 0;
+    while (rc == 0 && (opt = cli_common_getopt(&cc, argc, argv)) != -1) {
+        if (opt == 'h') {
+            cli_common_help(&cc, help, stdout);
+            goto out;
+        }
+        rc = own_flag(&c, opt);
+    }
+    if (rc == 0 && optind >= argc)
+        rc = cli_usage_error(cc.cmd, "no INPUT: give serving benchmark results or a verl log");
+    if (rc == 0 && c.output && strcmp(c.output, "-") == 0)
+        rc = cli_usage_error(cc.cmd, "-o: the preset needs a file (the report is on standard "
+                                     "output)");
+    if (rc == 0)
+        rc = resolve(&c, &p, &cfg);
+    c.n_inputs = rc == 0 ? (size_t)(argc - optind) : 0;
+    c.inputs = xcalloc(c.n_inputs + 1, sizeof *c.inputs);
+    for (size_t i = 0; i < c.n_inputs; i++)
+        c.inputs[i].arg = argv[optind + (int)i];
+    for (size_t i = 0; rc == 0 && i < c.n_inputs; i++)
+        rc = read_input(&c, i);
+    if (rc == 0)
+        rc = run_fit(&c);
+    if (rc == 0)
+        rc = report(&c, &cfg);
+out:
+    calibration_free(&c);
+    api_presets_free(&p);
+    cli_common_free(&cc);
+    return rc;
+}

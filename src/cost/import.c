@@ -1,0 +1,742 @@
+/*
+ * Readers of serving benchmarks and trainer logs (import.h). Both formats are other projects'
+ * and change with their versions, so only the fields a point needs are read and checked;
+ * anything else in a file is left alone. docs/calibrate.md lists the fields.
+ */
+#include "cost/import.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/alloc.h"
+#include "util/error.h"
+#include "util/json.h"
+
+/* ---- detection ---------------------------------------------------------------------------- */
+
+#define TRACE_HEADER_MAX (1u << 20)
+
+/* Length of the line at text (without its newline). */
+static size_t line_len(const char *text, size_t len)
+{
+    const char *nl = memchr(text, '\n', len);
+    return nl ? (size_t)(nl - text) : len;
+}
+
+static size_t skip_blank(const char *text, size_t len, size_t at)
+{
+    while (at < len &&
+           (text[at] == ' ' || text[at] == '\t' || text[at] == '\r' || text[at] == '\n'))
+        at++;
+    return at;
+}
+
+/* Offset of "step:N" starting a verl step line's metrics in line, or -1: "step:" not inside a
+ * longer word ("global_step:"), digits, then " - " or the end. */
+static long verl_step_at(const char *line, size_t len)
+{
+    for (size_t p = 0; p + 5 < len; p++) {
+        if (memcmp(line + p, "step:", 5) != 0)
+            continue;
+        if (p > 0 && (isalnum((unsigned char)line[p - 1]) || strchr("_/-.", line[p - 1])))
+            continue;
+        size_t q = p + 5;
+        while (q < len && isdigit((unsigned char)line[q]))
+            q++;
+        if (q > p + 5 && (q == len || (q + 3 <= len && memcmp(line + q, " - ", 3) == 0)))
+            return (long)p;
+    }
+    return -1;
+}
+
+enum cost_import_kind cost_import_detect(const char *text, size_t len)
+{
+    size_t at = skip_blank(text, len, 0);
+    if (at < len && text[at] == '{') {
+        size_t n = line_len(text + at, len - at);
+        /* a trace's first line is its header, far shorter than a benchmark result */
+        json_t *first = n < TRACE_HEADER_MAX ? json_loadb(text + at, n, 0, NULL) : NULL;
+        bool trace = json_is_object(first) && json_object_get(first, "libra_trace");
+        json_decref(first);
+        return trace ? COST_IMPORT_TRACE : COST_IMPORT_SERVING;
+    }
+    for (size_t p = 0; p < len;) {
+        size_t n = line_len(text + p, len - p);
+        if (verl_step_at(text + p, n) >= 0)
+            return COST_IMPORT_VERL_LOG;
+        p += n + 1;
+    }
+    return COST_IMPORT_UNKNOWN;
+}
+
+/* ---- serving runs ------------------------------------------------------------------------- */
+
+/* One run's document and where errors point. */
+struct run_reader {
+    const struct ujson_doc *doc;
+    const json_t *obj;
+    struct cost_serving_run *run;
+    const json_t *in, *out, *ttft, *itl, *latency, *errors; /* per-request arrays */
+    size_t n;
+    struct libra_error *err;
+};
+
+static int run_error(struct run_reader *r, const char *path, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int run_error(struct run_reader *r, const char *path, const char *fmt, ...)
+{
+    char msg[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return ujson_errorf(r->err, r->doc, path, "%s", msg);
+}
+
+/* The per-request array key: required ones must be present, and every one holds n entries. */
+static int request_array(struct run_reader *r, const char *key, bool required, const json_t **out)
+{
+    *out = json_object_get(r->obj, key);
+    if (!*out && required)
+        return run_error(r, "",
+                         "%s: missing: the run has no per-request records (vLLM: "
+                         "--save-result --save-detailed; SGLang: --output-details)",
+                         key);
+    if (*out && !json_is_array(*out))
+        return run_error(r, key, "expected an array");
+    if (*out && json_array_size(*out) != r->n)
+        return run_error(r, key, "%zu entries, but input_lens has %zu", json_array_size(*out),
+                         r->n);
+    return 0;
+}
+
+static void copy_string(const json_t *obj, const char *key, char *out, size_t size)
+{
+    const json_t *v = json_object_get(obj, key);
+    if (json_is_string(v))
+        snprintf(out, size, "%s", json_string_value(v));
+}
+
+static int run_arrays(struct run_reader *r)
+{
+    const json_t *in = json_object_get(r->obj, "input_lens");
+    r->n = json_is_array(in) ? json_array_size(in) : 0;
+    int rc = request_array(r, "input_lens", true, &r->in);
+    if (!rc && r->n == 0)
+        rc = run_error(r, "input_lens", "no requests");
+    if (!rc)
+        rc = request_array(r, "output_lens", true, &r->out);
+    if (!rc)
+        rc = request_array(r, "ttfts", true, &r->ttft);
+    if (!rc)
+        rc = request_array(r, "itls", true, &r->itl);
+    if (!rc)
+        rc = request_array(r, "latencies", false, &r->latency);
+    if (!rc)
+        rc = request_array(r, "errors", false, &r->errors);
+    return rc;
+}
+
+/* A count of request i in array a (key), an integer >= 0. */
+static int request_count(struct run_reader *r, const json_t *a, const char *key, size_t i,
+                         int64_t *out)
+{
+    char path[64];
+    snprintf(path, sizeof path, "%s/%zu", key, i);
+    if (!ujson_as_int64(json_array_get(a, i), out) || *out < 0 || *out > INT32_MAX)
+        return run_error(r, path, "expected a token count (an integer >= 0)");
+    return 0;
+}
+
+/* A time v at path, seconds >= 0. */
+static int request_time(struct run_reader *r, const json_t *v, const char *path, double *out)
+{
+    if (!ujson_as_double(v, out) || !isfinite(*out) || *out < 0.0)
+        return run_error(r, path, "expected a time in seconds (a number >= 0)");
+    return 0;
+}
+
+static bool request_failed(const struct run_reader *r, size_t i, int64_t out_tokens)
+{
+    const json_t *e = r->errors ? json_array_get(r->errors, i) : NULL;
+    return out_tokens == 0 || (json_is_string(e) && json_string_length(e) > 0);
+}
+
+/* Seconds request i spent decoding after its first token: latency − TTFT when latencies are
+ * given, else the sum of its inter-token latencies. */
+static int decode_time(struct run_reader *r, size_t i, double ttft, double *out)
+{
+    char path[64];
+    if (r->latency) {
+        double latency;
+        snprintf(path, sizeof path, "latencies/%zu", i);
+        int rc = request_time(r, json_array_get(r->latency, i), path, &latency);
+        if (!rc && latency < ttft)
+            rc = run_error(r, path, "%.9g s is below its TTFT (%.9g s)", latency, ttft);
+        *out = latency - ttft;
+        return rc;
+    }
+    const json_t *itl = json_array_get(r->itl, i);
+    snprintf(path, sizeof path, "itls/%zu", i);
+    if (!json_is_array(itl))
+        return run_error(r, path, "expected an array of inter-token latencies");
+    *out = 0.0;
+    for (size_t k = 0; k < json_array_size(itl); k++) {
+        double t;
+        snprintf(path, sizeof path, "itls/%zu/%zu", i, k);
+        int rc = request_time(r, json_array_get(itl, k), path, &t);
+        if (rc)
+            return rc;
+        *out += t;
+    }
+    return 0;
+}
+
+static int add_request(struct run_reader *r, size_t i)
+{
+    struct cost_serving_run *run = r->run;
+    int64_t in = 0, out = 0;
+    double ttft, decode = 0.0;
+    int rc = request_count(r, r->in, "input_lens", i, &in);
+    if (!rc)
+        rc = request_count(r, r->out, "output_lens", i, &out);
+    if (rc || request_failed(r, i, out)) {
+        run->failed += rc ? 0 : 1;
+        return rc;
+    }
+    char path[64];
+    snprintf(path, sizeof path, "ttfts/%zu", i);
+    rc = request_time(r, json_array_get(r->ttft, i), path, &ttft);
+    if (!rc && out >= 2)
+        rc = decode_time(r, i, ttft, &decode);
+    if (!rc && out >= 2 && !(decode > 0.0)) {
+        snprintf(path, sizeof path, "%s/%zu", r->latency ? "latencies" : "itls", i);
+        rc = run_error(r, path,
+                       "the request generated %lld tokens in no time after its first: the "
+                       "benchmark did not stream tokens",
+                       (long long)out);
+    }
+    if (rc)
+        return rc;
+    run->prompts += 1.0;
+    run->prompt_tokens += (double)in;
+    run->prompt_pairs += (double)in * ((double)in + 1.0) / 2.0;
+    if (out >= 2) {
+        double steps = (double)out - 1.0;
+        run->decoded++;
+        run->decode_s += decode;
+        run->decode_tokens += steps;
+        run->ctx_sum += steps * ((double)in + (double)out / 2.0);
+    }
+    return 0;
+}
+
+/* The run's request rate (requests/s; INFINITY: all sent at once) and concurrency limit (0:
+ * none), as vLLM and SGLang record them. */
+static int traffic(struct run_reader *r, double *rate, int64_t *limit)
+{
+    const json_t *v = json_object_get(r->obj, "request_rate");
+    *rate = INFINITY;
+    *limit = 0;
+    if (json_is_number(v) && !(ujson_as_double(v, rate) && *rate > 0.0))
+        return run_error(r, "request_rate", "expected requests per second (> 0) or \"inf\"");
+    if (json_is_string(v) && strcmp(json_string_value(v), "inf") != 0)
+        return run_error(r, "request_rate", "expected requests per second (> 0) or \"inf\"");
+    v = json_object_get(r->obj, "max_concurrency");
+    if (v && !json_is_null(v) && !(ujson_as_int64(v, limit) && *limit >= 1))
+        return run_error(r, "max_concurrency", "expected an integer >= 1 or null");
+    return 0;
+}
+
+/*
+ * The share of prompts prefilled while other requests decode, so in the iterations the decode
+ * points time. Sent at once (rate "inf"), the first max_concurrency requests (all of them
+ * without a limit) are prefilled before any decodes and each later one while the others
+ * decode. At a finite rate, arrivals are Poisson and see the engine decoding as often as it is
+ * over time: with probability 1 − exp(−mean decode batch) (M/G/∞ occupancy).
+ */
+static double interleaved_share(const struct cost_serving_run *run, double rate, int64_t limit)
+{
+    if (isfinite(rate))
+        return 1.0 - exp(-run->decode_s / run->duration_s);
+    double first = limit > 0 ? fmin((double)limit, run->prompts) : run->prompts;
+    return (run->prompts - first) / run->prompts;
+}
+
+/* The checks across a run: something decoded, within what the duration allows. */
+static int run_totals(struct run_reader *r)
+{
+    struct cost_serving_run *run = r->run;
+    if (run->decoded == 0)
+        return run_error(r, "output_lens",
+                         "no successful request generated more than one token (%zu of %zu "
+                         "failed)",
+                         run->failed, run->requests);
+    double batch = run->decode_s / run->duration_s;
+    if (batch > (double)run->decoded * (1.0 + 1e-9))
+        return run_error(r, "duration",
+                         "%.6g s is too short: the requests decode for %.6g s in all, so more "
+                         "than the %zu that decoded would run at once (duration is in seconds)",
+                         run->duration_s, run->decode_s, run->decoded);
+    double rate;
+    int64_t limit;
+    int rc = traffic(r, &rate, &limit);
+    run->prefill_share = rc ? 0.0 : interleaved_share(run, rate, limit);
+    return rc;
+}
+
+static int read_run(const struct ujson_doc *doc, int line, struct cost_serving_run *run,
+                    struct libra_error *err)
+{
+    struct run_reader r = {.doc = doc, .obj = doc->root, .run = run, .err = err};
+    memset(run, 0, sizeof *run);
+    run->line = line;
+    if (!json_is_object(doc->root))
+        return run_error(&r, "", "expected a benchmark result (a JSON object)");
+    copy_string(doc->root, "backend", run->backend, sizeof run->backend);
+    copy_string(doc->root, "model_id", run->model, sizeof run->model);
+    const json_t *d = json_object_get(doc->root, "duration");
+    if (!d)
+        return run_error(&r, "", "duration: missing");
+    if (!ujson_as_double(d, &run->duration_s) || !(run->duration_s > 0.0) ||
+        !isfinite(run->duration_s))
+        return run_error(&r, "duration", "expected seconds (a number > 0)");
+    int rc = run_arrays(&r);
+    run->requests = r.n;
+    for (size_t i = 0; rc == 0 && i < r.n; i++)
+        rc = add_request(&r, i);
+    return rc ? rc : run_totals(&r);
+}
+
+/*
+ * Python's json module writes the floats JSON lacks as Infinity, -Infinity and NaN (SGLang's
+ * "request_rate" when unlimited). A copy of text with each such word outside strings replaced,
+ * in place and padded to its length so that positions stay true: the infinities by the strings
+ * "inf" and "-inf" (as vLLM writes them), NaN by an empty array (no number: a field that needs
+ * one is refused). NULL when text has none.
+ */
+static char *python_floats(const char *text, size_t len)
+{
+    static const struct {
+        const char *word, *as;
+    } words[] = {{"-Infinity", "\"-inf\"   "}, {"Infinity", "\"inf\"   "}, {"NaN", "[] "}};
+    char *copy = NULL;
+    bool in_string = false;
+    for (size_t i = 0; i < len; i++) {
+        if (in_string) {
+            if (text[i] == '\\')
+                i++; /* the escaped character, '"' included */
+            else
+                in_string = text[i] != '"';
+            continue;
+        }
+        in_string = text[i] == '"';
+        for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) {
+            size_t n = strlen(words[w].word);
+            if (n > len - i || memcmp(text + i, words[w].word, n) != 0)
+                continue;
+            if (!copy) { /* the text may hold NUL bytes (refused later): copy it all */
+                copy = xmalloc(len + 1);
+                memcpy(copy, text, len);
+                copy[len] = '\0';
+            }
+            memcpy(copy + i, words[w].as, n);
+            i += n - 1;
+            break;
+        }
+    }
+    return copy;
+}
+
+/* Parses one JSON document, a whole file (line 0) or its line `line`, and appends its run. */
+static int parse_run(const char *name, const char *text, size_t len, int line,
+                     cost_serving_runs *out, struct libra_error *err)
+{
+    struct ujson_doc doc;
+    struct cost_serving_run run;
+    char *fixed = python_floats(text, len);
+    int rc = ujson_doc_parse(&doc, name, fixed ? fixed : text, len, err);
+    free(fixed);
+    if (rc)
+        error_prefix(err, "invalid JSON");
+    else
+        rc = read_run(&doc, line > 0 ? line : 1, &run, err);
+    if (rc == 0)
+        vec_push(out, run);
+    if (rc && err && line > 0) { /* the document is this one line */
+        err->line = line;
+        err->col = err->col > 0 ? err->col : 1;
+    }
+    ujson_doc_free(&doc);
+    return rc;
+}
+
+/* JSON Lines: more than one non-blank line, the first a whole JSON object by itself. */
+static bool json_lines(const char *text, size_t len)
+{
+    size_t at = skip_blank(text, len, 0), n = line_len(text + at, len - at);
+    if (skip_blank(text, len, at + n) >= len)
+        return false;
+    char *fixed = python_floats(text + at, n);
+    json_t *first = json_loadb(fixed ? fixed : text + at, n, 0, NULL);
+    bool object = json_is_object(first);
+    json_decref(first);
+    free(fixed);
+    return object;
+}
+
+int cost_import_serving(const char *name, const char *text, size_t len, cost_serving_runs *out,
+                        struct libra_error *err)
+{
+    if (!json_lines(text, len))
+        return parse_run(name, text, len, 0, out, err);
+    int line = 1;
+    for (size_t p = 0; p < len; line++) {
+        size_t n = line_len(text + p, len - p);
+        if (skip_blank(text + p, n, 0) < n) {
+            int rc = parse_run(name, text + p, n, line, out, err);
+            if (rc)
+                return rc;
+        }
+        p += n + 1;
+    }
+    return 0;
+}
+
+void cost_serving_point(const struct cost_serving_run *r, int tp, struct cost_decode_point *out)
+{
+    /* iterations the decoding requests saw, each emitting one token per decoding request */
+    double batch = r->decode_s / r->duration_s, iterations = r->decode_tokens / batch;
+    memset(out, 0, sizeof *out);
+    out->kind = COST_DECODE_SERVING;
+    out->tp = tp;
+    out->measured_s = r->decode_s / r->decode_tokens;
+    out->decode_seqs = batch;
+    out->ctx_tokens = r->ctx_sum / r->decode_tokens;
+    out->prefill_tokens = r->prefill_share * r->prompt_tokens / iterations;
+    out->prefill_seqs = r->prefill_share * r->prompts / iterations;
+    out->prefill_pairs = r->prefill_share * r->prompt_pairs / iterations;
+}
+
+/* ---- verl logs ---------------------------------------------------------------------------- */
+
+enum verl_metric {
+    VERL_UPDATE,     /* timing_s/update_actor */
+    VERL_TOKENS,     /* perf/total_num_tokens */
+    VERL_PROMPT,     /* prompt_length/mean */
+    VERL_RESPONSE,   /* response_length/mean */
+    VERL_THROUGHPUT, /* perf/throughput */
+    VERL_STEP_TIME,  /* perf/time_per_step */
+    VERL_METRICS,
+};
+
+static const char *const verl_keys[VERL_METRICS] = {
+    "timing_s/update_actor", "perf/total_num_tokens", "prompt_length/mean",
+    "response_length/mean",  "perf/throughput",       "perf/time_per_step",
+};
+
+/* One step line being read. */
+struct verl_line {
+    const char *name, *text;
+    size_t len;
+    int line;
+    double value[VERL_METRICS];
+    size_t at[VERL_METRICS]; /* offset of each metric's value; 0: absent */
+    struct libra_error *err;
+};
+
+/* Column (1-based, in characters) of byte offset at. */
+static int col_of(const char *text, size_t at)
+{
+    int col = 1;
+    for (size_t i = 0; i < at; i++)
+        col += ((unsigned char)text[i] & 0xc0) != 0x80;
+    return col;
+}
+
+static int verl_error(const struct verl_line *v, size_t at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int verl_error(const struct verl_line *v, size_t at, const char *fmt, ...)
+{
+    char msg[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return error_set(v->err, v->name, v->line, col_of(v->text, at), "%s", msg);
+}
+
+/* A metric value as pprint prints it: a number, or a numpy scalar "np.float64(1.5)". Returns
+ * false when it is neither. */
+static bool verl_number(const char *s, size_t n, double *out)
+{
+    char buf[64];
+    const char *open = memchr(s, '(', n);
+    if (open && n > 0 && s[n - 1] == ')' && strncmp(s, "np.", 3) == 0) {
+        n = n - 1 - (size_t)(open + 1 - s);
+        s = open + 1;
+    }
+    if (n == 0 || n >= sizeof buf)
+        return false;
+    memcpy(buf, s, n);
+    buf[n] = '\0';
+    char *end;
+    errno = 0;
+    *out = strtod(buf, &end);
+    return *end == '\0' && !isspace((unsigned char)buf[0]) && errno != ERANGE;
+}
+
+/* Reads the segment [at, end) "KEY:VALUE"; keeps the metrics verl_keys names. */
+static int verl_segment(struct verl_line *v, size_t at, size_t end)
+{
+    const char *seg = v->text + at, *colon = NULL;
+    for (const char *c = seg; c < v->text + end; c++)
+        if (*c == ':')
+            colon = c;
+    if (!colon || colon == seg)
+        return verl_error(v, at, "expected KEY:VALUE");
+    size_t key_len = (size_t)(colon - seg), val_at = at + key_len + 1;
+    for (int m = 0; m < VERL_METRICS; m++) {
+        if (strlen(verl_keys[m]) != key_len || memcmp(seg, verl_keys[m], key_len) != 0)
+            continue;
+        if (v->at[m])
+            return verl_error(v, at, "%s: given twice", verl_keys[m]);
+        v->at[m] = val_at;
+        if (!verl_number(v->text + val_at, end - val_at, &v->value[m]))
+            return verl_error(v, val_at, "%s: expected a number, got '%.*s'", verl_keys[m],
+                              (int)(end - val_at < 40 ? end - val_at : 40), v->text + val_at);
+    }
+    return 0;
+}
+
+/* Splits the metrics after "step:N" at " - " into segments. */
+static int verl_segments(struct verl_line *v, size_t at)
+{
+    while (at < v->len) {
+        at += 3; /* " - " */
+        const char *next = NULL;
+        for (size_t p = at; p + 3 <= v->len && !next; p++)
+            if (memcmp(v->text + p, " - ", 3) == 0)
+                next = v->text + p;
+        size_t end = next ? (size_t)(next - v->text) : v->len;
+        int rc = verl_segment(v, at, end);
+        if (rc)
+            return rc;
+        at = end;
+    }
+    return 0;
+}
+
+/* The step's point, or an error naming the metric that is missing or not > 0. */
+static int verl_step(struct verl_line *v, int64_t step, struct cost_verl_step *out)
+{
+    for (int m = VERL_UPDATE; m <= VERL_RESPONSE; m++) {
+        if (!v->at[m])
+            return verl_error(v, 0, "%s: missing (verl prints it with every training step)",
+                              verl_keys[m]);
+        bool positive = m == VERL_PROMPT ? v->value[m] >= 0.0 : v->value[m] > 0.0;
+        if (!positive || !isfinite(v->value[m]))
+            return verl_error(v, v->at[m], "%s: expected a number > 0, got %g", verl_keys[m],
+                              v->value[m]);
+    }
+    *out = (struct cost_verl_step){.line = v->line,
+                                   .step = step,
+                                   .update_s = v->value[VERL_UPDATE],
+                                   .tokens = v->value[VERL_TOKENS],
+                                   .seq_tokens = v->value[VERL_PROMPT] + v->value[VERL_RESPONSE]};
+    double rate = v->value[VERL_THROUGHPUT] * v->value[VERL_STEP_TIME];
+    if (v->at[VERL_THROUGHPUT] && v->at[VERL_STEP_TIME] && rate > 0.0 && isfinite(rate))
+        out->gpus = v->value[VERL_TOKENS] / rate;
+    return 0;
+}
+
+/* Reads one line; *found says whether it was a training step. */
+static int verl_line(struct verl_line *v, cost_verl_steps *out, bool *found)
+{
+    *found = false;
+    long p = verl_step_at(v->text, v->len);
+    if (p < 0)
+        return 0;
+    size_t at = (size_t)p + 5;
+    char digits[24] = {0};
+    size_t nd = 0;
+    while (at < v->len && isdigit((unsigned char)v->text[at]) && nd < sizeof digits - 1)
+        digits[nd++] = v->text[at++];
+    if (at < v->len && isdigit((unsigned char)v->text[at]))
+        return verl_error(v, (size_t)p, "step: number too long");
+    int rc = verl_segments(v, at);
+    if (rc || !v->at[VERL_UPDATE])
+        return rc; /* no update: validation or another phase's line */
+    struct cost_verl_step st;
+    rc = verl_step(v, strtoll(digits, NULL, 10), &st);
+    if (rc == 0) {
+        vec_push(out, st);
+        *found = true;
+    }
+    return rc;
+}
+
+int cost_import_verl(const char *name, const char *text, size_t len, cost_verl_steps *out,
+                     size_t *skipped, struct libra_error *err)
+{
+    int line = 1;
+    for (size_t p = 0; p < len; line++) {
+        size_t n = line_len(text + p, len - p);
+        struct verl_line v = {.name = name, .text = text + p, .line = line, .err = err};
+        v.len = n > 0 && text[p + n - 1] == '\r' ? n - 1 : n;
+        bool found;
+        int rc = verl_line(&v, out, &found);
+        if (rc)
+            return rc;
+        if (!found && verl_step_at(v.text, v.len) >= 0 && skipped)
+            (*skipped)++;
+        p += n + 1;
+    }
+    return 0;
+}
+
+/* ---- options ------------------------------------------------------------------------------ */
+
+static const struct {
+    const char *name;
+    long lo, hi;
+} options[COST_N_OPTIONS] = {
+    [COST_OPT_TP] = {"tp", 1, 1024},
+    [COST_OPT_PP] = {"pp", 1, 1024},
+    [COST_OPT_CP] = {"cp", 1, 1024},
+    [COST_OPT_GPUS] = {"gpus", 1, 1L << 20},
+    [COST_OPT_MINIBATCHES] = {"minibatches", 1, 1L << 20},
+    [COST_OPT_MICRO] = {"micro_batch_tokens", 1, 1L << 31},
+    [COST_OPT_ZERO] = {"zero", 0, 3},
+    [COST_OPT_RECOMPUTE] = {"recompute", 0, 1},
+};
+
+const char *cost_import_option_name(enum cost_import_option o)
+{
+    return options[o].name;
+}
+
+static int parse_option(const char *item, size_t n, struct cost_import_options *o, char *why,
+                        size_t size)
+{
+    const char *eq = memchr(item, '=', n);
+    size_t key_len = eq ? (size_t)(eq - item) : n;
+    for (int k = 0; k < COST_N_OPTIONS; k++) {
+        if (strlen(options[k].name) != key_len || memcmp(item, options[k].name, key_len) != 0)
+            continue;
+        if (o->given & (1u << k))
+            return error_text(why, size, "%s: given twice", options[k].name);
+        char buf[24] = {0}, *end;
+        size_t vn = eq ? n - key_len - 1 : 0;
+        if (vn > 0 && vn < sizeof buf)
+            memcpy(buf, eq + 1, vn);
+        errno = 0;
+        long v = strtol(buf, &end, 10);
+        if (vn == 0 || vn >= sizeof buf || *end || errno || !isdigit((unsigned char)buf[0]) ||
+            v < options[k].lo || v > options[k].hi)
+            return error_text(why, size, "%s: expected an integer in %ld..%ld", options[k].name,
+                              options[k].lo, options[k].hi);
+        o->given |= 1u << k;
+        o->value[k] = v;
+        return 0;
+    }
+    return error_text(why, size,
+                      "unknown option '%.*s' (tp, pp, cp, gpus, minibatches, micro_batch_tokens, "
+                      "zero, recompute)",
+                      (int)(key_len < 40 ? key_len : 40), item);
+}
+
+int cost_import_options_parse(const char *text, struct cost_import_options *o, char *why,
+                              size_t size)
+{
+    memset(o, 0, sizeof *o);
+    for (const char *p = text; *p;) {
+        const char *comma = strchr(p, ',');
+        size_t n = comma ? (size_t)(comma - p) : strlen(p);
+        if (parse_option(p, n, o, why, size))
+            return -1;
+        p += n + (comma ? 1 : 0);
+        if (comma && !*p)
+            return error_text(why, size, "an option is empty (a trailing comma)");
+    }
+    return 0;
+}
+
+/* ---- verl steps as training points -------------------------------------------------------- */
+
+static long option_or(const struct cost_import_options *o, enum cost_import_option k, long def)
+{
+    return o->given & (1u << k) ? o->value[k] : def;
+}
+
+/* The layout of st under o into c; returns 0 or -1 with why. */
+static int verl_layout(const struct cost_verl_step *st, const struct cost_import_options *o,
+                       double seq, struct cost_train_config *c, char *why, size_t size)
+{
+    long gpus = option_or(o, COST_OPT_GPUS, lround(st->gpus));
+    if (gpus < 1)
+        return error_text(why, size,
+                          "step %lld: the log gives no GPU count (perf/throughput and "
+                          "perf/time_per_step); give it as FILE,gpus=N",
+                          (long long)st->step);
+    *c = (struct cost_train_config){
+        .tp = (int)option_or(o, COST_OPT_TP, 1),
+        .pp = (int)option_or(o, COST_OPT_PP, 1),
+        .cp = (int)option_or(o, COST_OPT_CP, 1),
+        .minibatches = (int)option_or(o, COST_OPT_MINIBATCHES, 1),
+        .zero_stage = (int)option_or(o, COST_OPT_ZERO, 3),
+        .full_recompute = option_or(o, COST_OPT_RECOMPUTE, 1) != 0,
+    };
+    long replica = (long)c->tp * c->pp * c->cp;
+    if (gpus % replica != 0)
+        return error_text(why, size, "step %lld: %ld GPUs are not a multiple of tp·pp·cp = %ld",
+                          (long long)st->step, gpus, replica);
+    c->dp = (int)(gpus / replica);
+    c->micro_batch_tokens = (double)option_or(o, COST_OPT_MICRO, 16384L * c->cp);
+    if (!(o->given & (1u << COST_OPT_MICRO)))
+        c->micro_batch_tokens = fmax(c->micro_batch_tokens, seq);
+    if (seq > c->micro_batch_tokens)
+        return error_text(why, size,
+                          "step %lld: sequences of %.0f tokens exceed micro_batch_tokens %.0f",
+                          (long long)st->step, seq, c->micro_batch_tokens);
+    return 0;
+}
+
+int cost_verl_point(const struct cost_verl_step *st, const struct cost_import_options *o,
+                    const struct cost_shape *shape, struct cost_train_seqs *seqs,
+                    struct cost_train_point *out, char *why, size_t size)
+{
+    memset(seqs, 0, sizeof *seqs);
+    memset(out, 0, sizeof *out);
+    double seq = fmin(fmax(1.0, round(st->seq_tokens)), (double)UINT32_MAX);
+    double n = fmax(1.0, round(st->tokens / seq));
+    if (verl_layout(st, o, seq, &out->config, why, size))
+        return -1;
+    const struct cost_train_config *c = &out->config;
+    if (n > COST_VERL_MAX_SEQS)
+        return error_text(why, size,
+                          "step %lld: %.0f tokens in sequences of %.0f make %.3g sequences, more "
+                          "than the %d a step is costed with",
+                          (long long)st->step, st->tokens, seq, n, COST_VERL_MAX_SEQS);
+    if (n < (double)c->dp * c->minibatches)
+        return error_text(why, size,
+                          "step %lld: %.0f sequences of %.0f tokens cannot fill %d DP ranks × %d "
+                          "mini-batches",
+                          (long long)st->step, n, seq, c->dp, c->minibatches);
+    uint32_t *len = xmallocarray((size_t)n, sizeof *len);
+    for (size_t i = 0; i < (size_t)n; i++)
+        len[i] = (uint32_t)seq;
+    cost_train_seqs_init(seqs, shape, len, (size_t)n);
+    free(len);
+    out->measured_s = st->update_s;
+    out->seqs = seqs;
+    return 0;
+}

@@ -1,0 +1,142 @@
+/*
+ * Measurements users already have, read into calibration points (cost/points.h) for `libra
+ * calibrate`. docs/calibrate.md lists every field read and the versions it was checked
+ * against.
+ *
+ * - Serving benchmarks: vLLM's `benchmarks/benchmark_serving.py --save-result` (and `vllm bench
+ *   serve --save-result --save-detailed`), one JSON object per file, and SGLang's
+ *   `python -m sglang.bench_serving --output-file F --output-details`, one JSON object per run
+ *   and line. Both hold per-request arrays (input_lens, output_lens, ttfts, itls, errors;
+ *   vLLM's newer ones also latencies), the run's duration and its traffic (request_rate,
+ *   max_concurrency). A run becomes one decode point: the mean iteration a decoding request
+ *   saw, at the mean decode batch the run held (Σ decode time / duration, Little's law), with
+ *   the prompts prefilled meanwhile (chunked prefill) spread over its iterations. Python's
+ *   Infinity and NaN, which SGLang's files hold, are read as "inf" and no value.
+ * - verl console logs: the `step:N - key:value - ...` lines verl's console logger prints once
+ *   per training step. A step becomes one training point: timing_s/update_actor over
+ *   perf/total_num_tokens tokens, in sequences of the mean prompt + response length, on the
+ *   GPUs perf/throughput implies or the input's options give.
+ * - libra traces are recognised to be refused: turns carry token counts, not timings.
+ *
+ * An input may carry options after its name, "FILE,tp=2" (cost_import_options_parse). Parsers
+ * are pure and read memory (cli/ reads the files); errors name FILE:LINE:COL and the field.
+ */
+#ifndef COST_IMPORT_H
+#define COST_IMPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "cost/points.h"
+#include "libra/libra.h"
+#include "util/vec.h"
+
+enum cost_import_kind {
+    COST_IMPORT_SERVING,  /* vLLM or SGLang serving benchmark result(s) */
+    COST_IMPORT_VERL_LOG, /* a verl console log */
+    COST_IMPORT_TRACE,    /* a libra trace */
+    COST_IMPORT_UNKNOWN,
+};
+
+/* What text holds, from its first line: a JSON object (a trace when it has "libra_trace", else
+ * a serving result), or lines of which one is a verl step line. */
+enum cost_import_kind cost_import_detect(const char *text, size_t len);
+
+/* One serving benchmark run, summed over its requests. */
+struct cost_serving_run {
+    int line;             /* of the run in its file: 1 for a whole-file result */
+    char backend[32];     /* "backend", when the result names it */
+    char model[128];      /* "model_id", when the result names it */
+    size_t requests;      /* in the run */
+    size_t failed;        /* with an error or no output */
+    size_t decoded;       /* successful with at least 2 output tokens */
+    double duration_s;    /* "duration" */
+    double decode_s;      /* Σ over decoded requests of latency − TTFT (or Σ ITL) */
+    double decode_tokens; /* Σ (output − 1) */
+    double ctx_sum;       /* Σ (output − 1)·(input + output/2): context of every decode step */
+    double prompts;       /* successful requests: each prefilled once */
+    double prompt_tokens; /* Σ input over them */
+    double prompt_pairs;  /* Σ input·(input + 1)/2 over them: prefill attention */
+    double prefill_share; /* of the prompts, prefilled while others decode (import.c) */
+};
+typedef VEC(struct cost_serving_run) cost_serving_runs;
+
+/*
+ * Appends the runs of one serving result file (name labels errors) to out: one for a JSON
+ * object (vLLM), one per non-blank line for JSON Lines (SGLang). Returns 0 or LIBRA_EINVAL
+ * with err at FILE:LINE:COL and the field (a missing or malformed array, a negative time, a
+ * request that decoded without a time, a run in which none decoded, a decode time that
+ * exceeds what its duration allows); out keeps the runs read before the error.
+ */
+int cost_import_serving(const char *name, const char *text, size_t len, cost_serving_runs *out,
+                        struct libra_error *err);
+
+/* The decode point of run r on an engine of TP size tp (see cost/points.h). */
+void cost_serving_point(const struct cost_serving_run *r, int tp, struct cost_decode_point *out);
+
+/* One training step of a verl log. */
+struct cost_verl_step {
+    int line;
+    int64_t step;
+    double update_s;   /* timing_s/update_actor */
+    double tokens;     /* perf/total_num_tokens: prompt and response tokens of the step */
+    double seq_tokens; /* prompt_length/mean + response_length/mean */
+    double gpus;       /* perf/total_num_tokens / (perf/throughput · perf/time_per_step);
+                        * 0 when the line lacks them */
+};
+typedef VEC(struct cost_verl_step) cost_verl_steps;
+
+/*
+ * Appends the training steps of a verl log to out: every step line with
+ * timing_s/update_actor (lines without it, such as validation, are counted in *skipped).
+ * Returns 0 or LIBRA_EINVAL with err at FILE:LINE:COL (a segment that is not KEY:VALUE, a key
+ * given twice, a needed metric missing, not a number, or not > 0).
+ */
+int cost_import_verl(const char *name, const char *text, size_t len, cost_verl_steps *out,
+                     size_t *skipped, struct libra_error *err);
+
+/* Options after an input's name. */
+enum cost_import_option {
+    COST_OPT_TP,          /* serving: the engine's TP size; verl: the trainer's */
+    COST_OPT_PP,          /* verl: pipeline stages */
+    COST_OPT_CP,          /* verl: context (Ulysses) parallel size */
+    COST_OPT_GPUS,        /* verl: GPUs of the trainer */
+    COST_OPT_MINIBATCHES, /* verl: optimizer steps per training step */
+    COST_OPT_MICRO,       /* verl: micro_batch_tokens, per DP replica */
+    COST_OPT_ZERO,        /* verl: ZeRO stage */
+    COST_OPT_RECOMPUTE,   /* verl: 1 full activation recompute, 0 none */
+    COST_N_OPTIONS,
+};
+
+struct cost_import_options {
+    unsigned given; /* 1u << cost_import_option for each option given */
+    long value[COST_N_OPTIONS];
+};
+
+/* The option's name as typed ("micro_batch_tokens"). */
+const char *cost_import_option_name(enum cost_import_option o);
+
+/*
+ * Parses "KEY=VALUE[,KEY=VALUE...]" ("" gives none) into o. Returns 0, or -1 with why (size
+ * bytes) naming the key and what is wrong (unknown, given twice, not an integer in range).
+ */
+int cost_import_options_parse(const char *text, struct cost_import_options *o, char *why,
+                              size_t size);
+
+/* Sequences a verl step may make (prompt + response tokens ÷ their mean length): a large RL
+ * step holds tens of thousands; the model deals each one. */
+#define COST_VERL_MAX_SEQS (1 << 20)
+
+/*
+ * The training point of verl step st under options o (defaults: TP, PP, CP 1; ZeRO 3; full
+ * recompute; 1 mini-batch; 16384·CP tokens per micro-batch, at least one sequence; the GPUs of
+ * the log): st->tokens / st->seq_tokens sequences of st->seq_tokens tokens each, prepared into
+ * seqs (freed by the caller with cost_train_seqs_free). Returns 0, or -1 with why (no GPU
+ * count, GPUs the layout does not divide, sequences longer than a micro-batch, fewer sequences
+ * than DP ranks × mini-batches or more than COST_VERL_MAX_SEQS).
+ */
+int cost_verl_point(const struct cost_verl_step *st, const struct cost_import_options *o,
+                    const struct cost_shape *shape, struct cost_train_seqs *seqs,
+                    struct cost_train_point *out, char *why, size_t size);
+
+#endif

@@ -1,0 +1,87 @@
+/*
+ * Fuzz harness for the verl log reader of `libra calibrate` (src/cost/import.c) and the
+ * training points it makes. Besides not crashing or leaking, aborts when:
+ *
+ *   - a refusal has no message, or a position outside the text's lines and columns;
+ *   - a step read has a time, token count or sequence length that is not finite and positive,
+ *     or a line that does not exist;
+ *   - a training point made of a step (with the defaults, the step's GPUs or 8) has other than
+ *     tokens ÷ length sequences, a layout that does not add up to its GPUs, or a refusal
+ *     without a reason.
+ *
+ * The corpus (tests/fuzz/corpus/calib_verl/) holds console lines of verl's logger.
+ */
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cost/calib.h"
+#include "cost/import.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+static void require(bool ok, const char *what)
+{
+    if (ok)
+        return;
+    fprintf(stderr, "fuzz_calib_verl: %s\n", what);
+    abort();
+}
+
+static int count_lines(const char *text, size_t size)
+{
+    int lines = 1;
+    for (size_t i = 0; i < size; i++)
+        lines += text[i] == '\n';
+    return lines;
+}
+
+/* The step as a training point, when it is small enough to cost quickly. */
+static void check_point(const struct cost_verl_step *st)
+{
+    if (st->tokens / st->seq_tokens > 4096.0)
+        return;
+    struct cost_shape shape;
+    struct cost_import_options o = {0};
+    struct cost_train_seqs seqs;
+    struct cost_train_point pt;
+    char why[200] = "";
+    cost_shape_init(&shape, cost_ref_model(COST_REF_QWEN25_7B));
+    struct cost_verl_step s = *st;
+    if (!(s.gpus >= 0.5 && s.gpus < 1e6))
+        s.gpus = 8.0;
+    if (cost_verl_point(&s, &o, &shape, &seqs, &pt, why, sizeof why) != 0) {
+        require(why[0] != '\0', "point refused without a reason");
+        return;
+    }
+    const struct cost_train_config *c = &pt.config;
+    require(seqs.n >= 1 && (double)seqs.n >= (double)c->dp * c->minibatches, "sequences");
+    require(lround(s.gpus) == (long)c->tp * c->pp * c->cp * c->dp, "layout and GPUs");
+    cost_train_seqs_free(&seqs);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    const char *text = (const char *)data;
+    cost_verl_steps steps = {0};
+    struct libra_error err = {0};
+    size_t skipped = 0;
+    int lines = count_lines(text, size);
+    if (cost_import_verl("fuzz", text, size, &steps, &skipped, &err) == 0) {
+        for (size_t i = 0; i < steps.n; i++) {
+            const struct cost_verl_step *s = &steps.v[i];
+            require(s->line >= 1 && s->line <= lines, "step on no line");
+            require(isfinite(s->update_s) && s->update_s > 0.0 && isfinite(s->tokens) &&
+                        s->tokens > 0.0 && isfinite(s->seq_tokens) && s->seq_tokens > 0.0,
+                    "step values");
+            check_point(s);
+        }
+    } else {
+        require(err.msg[0] && strcmp(err.file, "fuzz") == 0, "refused without a message");
+        require(err.line >= 1 && err.line <= lines && err.col >= 1, "refused without a position");
+    }
+    vec_free(&steps);
+    return 0;
+}
