@@ -46,6 +46,8 @@ enum sim_ev_kind {
     SIM_EV_MODE,   /* a mode's timer (arg: what, defined by the mode) */
     SIM_EV_SYNC,   /* a weight-update phase ended (arg: phase) */
     SIM_EV_FAIL,   /* failure injection (arg: instance) */
+    SIM_EV_READY,  /* a starting instance is ready (arg: instance, gen: its epoch) */
+    SIM_EV_FLEET,  /* a scripted fleet change (arg: index into sim_run_opts.fleet) */
 };
 
 struct sim_event {
@@ -58,15 +60,34 @@ struct sim_event {
 
 /* ---- instances ------------------------------------------------------------------------ */
 
+/* Where an instance is. Its GPUs count as rollout GPUs while it serves or starts (and, as
+ * before the fleet could change, after it failed: they stay in the fleet, idle). */
+enum sim_inst_state {
+    SIM_INST_SERVING,  /* its engine takes turns */
+    SIM_INST_STARTING, /* an engine is starting: turns sent to it wait until it is ready */
+    SIM_INST_LENT,     /* its GPUs left rollout (they train); no engine */
+    SIM_INST_FAILED,   /* died (failure injection); no engine, never back */
+};
+
 struct sim_inst {
-    struct engine *eng; /* NULL once failed */
+    struct engine *eng; /* NULL while lent or once failed */
+    enum sim_inst_state state;
     int tp, bucket, gpu;
-    int live;            /* requests on it */
-    int64_t version;     /* policy version of its weights */
-    uint32_t gen;        /* generation of its pending engine event */
-    bool dirty;          /* changed since its next event was computed */
-    double busy_final_s; /* failed: its engine's busy time when it died */
-    int64_t last_count;  /* running + queued last reported to the perfetto recording */
+    int live;           /* requests on it */
+    int64_t version;    /* policy version of its weights */
+    uint32_t gen;       /* generation of its pending engine event */
+    uint32_t epoch;     /* bumped at every start: a ready event of an older start is stale */
+    bool dirty;         /* changed since its next event was computed */
+    double busy_prev_s; /* busy seconds of its earlier engines (lent or failed ones) */
+    int64_t last_count; /* running + queued last reported to the perfetto recording */
+};
+
+/* Rollout GPU-seconds available over a window that the fleet may change during: the
+ * GPU-seconds of the fleet's earlier sizes since the window began, plus the current size
+ * times the time since the last change (or the window's start). */
+struct sim_gpu_window {
+    double acc_gpu_s; /* GPU-seconds before mark_s */
+    double mark_s;    /* the window's start or the last fleet change since */
 };
 
 /* ---- trajectories --------------------------------------------------------------------- */
@@ -219,9 +240,12 @@ struct sim {
     struct sim_inst *inst;
     struct sched_instance *reg;
     int n_inst;
-    int rollout_gpus;          /* Σ TP of the instances, failed ones included */
-    double step_busy_gpu_s;    /* the fleet's busy GPU-seconds when the last step ended */
-    double measure_busy_gpu_s; /* ... when the measured window began */
+    int rollout_gpus;                    /* Σ TP of the instances serving, starting or failed */
+    struct sim_gpu_window step_avail;    /* rollout GPU-seconds since the last step ended */
+    struct sim_gpu_window measure_avail; /* ... since the measured window began */
+    bool fleet_paused;                   /* keep mode: serving engines paused for an update */
+    double step_busy_gpu_s;              /* the fleet's busy GPU-seconds when the last step ended */
+    double measure_busy_gpu_s;           /* ... when the measured window began */
     VEC(int) dirty;
     VEC(struct engine_done) done; /* completions collected by the engine callback */
     uint64_t next_req;
@@ -322,14 +346,34 @@ int64_t sim_abort_request(struct sim *s, struct sim_traj *t);
 /* Flushes every live instance's prefix cache and sets its version (a weight update). */
 void sim_fleet_update(struct sim *s, int64_t version);
 
-/* Pauses (false) or resumes every live instance's engine (keep mode). */
+/* Pauses (false) or resumes every serving instance's engine (keep mode); an instance that
+ * becomes ready while the fleet is paused stays paused until it resumes. */
 void sim_fleet_ready(struct sim *s, bool ready);
+
+/*
+ * Takes serving or starting instance i out of rollout (its GPUs go to training): its live
+ * turns are aborted with their output kept and resumed elsewhere (the context prefilled
+ * again there is re-prefill waste), its engine and KV are gone and its GPUs leave the
+ * rollout GPU-seconds. Does nothing to an instance lent or failed already.
+ */
+void sim_inst_lend(struct sim *s, int i);
+
+/*
+ * Brings lent instance i back to rollout: a new engine, STARTING (turns sent to it wait)
+ * until ready_in_s from now, with the fleet's weights; its GPUs count as rollout GPUs at
+ * once. Does nothing to an instance that is not lent.
+ */
+void sim_inst_return(struct sim *s, int i, double ready_in_s);
+
+/* Rollout GPU-seconds available in window w up to now; sim_avail_restart starts w now. */
+double sim_avail_gpu_s(const struct sim *s, const struct sim_gpu_window *w);
+void sim_avail_restart(const struct sim *s, struct sim_gpu_window *w);
 
 /* Ends the measured window's start: snapshots engine counters. */
 void sim_measure_begin(struct sim *s);
 
-/* Seconds instance i has been busy from the start to now, the elapsed part of a running
- * iteration included (frozen when it failed). */
+/* Seconds instance i has been busy from the start to now, over all its engines, the elapsed
+ * part of a running iteration included (frozen while lent and once failed). */
 double sim_inst_busy_s(struct sim *s, int i);
 
 /* Busy GPU-seconds of the rollout fleet from the start to now: Σ TP × sim_inst_busy_s. */
@@ -364,6 +408,9 @@ void sim_group_abort(struct sim *s, struct sim_group *g, enum sim_waste why);
 
 /* Counts the tokens of a live request that ended (kept_tokens of them) by policy version. */
 void sim_account_versions(struct sim *s, struct sim_traj *t, int64_t kept_tokens);
+
+/* Aborts t's live request keeping its output: the turn resumes from there when resent. */
+void sim_traj_suspend(struct sim *s, struct sim_traj *t);
 
 /* Re-routes and resends t's current turn after its instance failed or it was aborted. */
 void sim_reroute(struct sim *s, struct sim_traj *t);

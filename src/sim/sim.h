@@ -146,7 +146,9 @@ struct sim_step {
     double mean_staleness;     /* of the trained trajectories, versions */
     double train_util;         /* train_s / step_s */
     double rollout_util;       /* busy GPU-seconds of the rollout instances during the step /
-                                * their GPU-seconds (Σ TP × step_s; failed ones count idle) */
+                                * the GPU-seconds they were in rollout (Σ TP × time serving or
+                                * starting; failed ones count idle, lent ones not at all) */
+    double rollout_gpu_s;      /* those GPU-seconds in rollout (the utilisation's denominator) */
     int64_t waste[SIM_WASTES]; /* tokens wasted since the previous step ended, by cause */
 };
 
@@ -167,9 +169,11 @@ struct sim_result {
     int64_t unconsumed_tokens;     /* of trajectories neither trained nor wasted at the end
                                     * (in flight, or buffered) */
     int64_t waste[SIM_WASTES];
-    double rollout_util; /* busy GPU-seconds of rollout instances / their GPU-seconds */
-    double train_util;   /* training GPU-seconds / training GPUs' GPU-seconds */
-    double tail_share;   /* mean over measured steps */
+    double rollout_util;  /* busy GPU-seconds of rollout instances / their GPU-seconds in
+                           * rollout (as sim_step's) */
+    double rollout_gpu_s; /* those GPU-seconds in rollout over the measured window */
+    double train_util;    /* training GPU-seconds / training GPUs' GPU-seconds */
+    double tail_share;    /* mean over measured steps */
     double mean_step_s, mean_train_s, mean_rollout_s;
     int64_t *staleness; /* max_staleness + 2 counters: trained trajectories by staleness
                          * 0..k, then the rejected ones (> k); owned */
@@ -188,18 +192,35 @@ struct sim_result {
 /* Releases what r owns; a zeroed r is fine. */
 void sim_result_free(struct sim_result *r);
 
+/* A change of the rollout fleet at a given time, as the elastic pool makes them: a lend
+ * takes an instance out of rollout (its live turns are aborted and resumed elsewhere with
+ * their tokens kept, and its GPUs leave the rollout fleet); a return brings a lent instance
+ * back through a cold start (cost_cold_start_s), during which turns sent to it wait. */
+enum sim_fleet_op { SIM_FLEET_LEND, SIM_FLEET_RETURN };
+
+struct sim_fleet_change {
+    double at_s;  /* simulated time */
+    int instance; /* index into the layout's instances */
+    enum sim_fleet_op op;
+};
+
 /* Options of one run. */
 struct sim_run_opts {
     int steps;         /* training steps (batches in rollout mode) */
     int warmup;        /* steps excluded from the rates */
     int perfetto_step; /* record this step as a trace-event document; -1 none */
+    /* Fleet changes played at their times (borrowed; n_fleet 0: none): the fleet mechanics
+     * the pool drives, given directly (tests, what-if runs). */
+    const struct sim_fleet_change *fleet;
+    size_t n_fleet;
 };
 
 /*
  * Simulates layout l on in for opts->steps steps into *out (zeroed first; free it with
  * sim_result_free in every case). Returns 0; LIBRA_EINVAL with err when the layout or the
- * workload cannot run (a turn longer than an instance's context, every instance failed, a
- * sync mode the transport cannot do); LIBRA_EINTERNAL when an invariant broke (a bug).
+ * workload cannot run (a turn longer than an instance's context, every instance failed or
+ * lent, a sync mode the transport cannot do, a fleet change naming no instance); LIBRA_EINTERNAL
+ * when an invariant broke (a bug).
  */
 int sim_run(const struct sim_input *in, const struct sim_layout *l, const struct sim_run_opts *opts,
             struct sim_result *out, struct libra_error *err);

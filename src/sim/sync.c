@@ -18,12 +18,13 @@
 
 #include "sim/internal.h"
 
-/* Whether some rollout instance sits outside the node of the trainer's rank 0 (GPU 0). */
+/* Whether some rollout instance sits outside the node of the trainer's rank 0 (GPU 0); a lent
+ * one gets no weights. */
 static bool fleet_cross_node(const struct sim *s)
 {
     int gpn = s->cfg->cluster.gpus_per_node;
     for (int i = 0; i < s->n_inst; i++)
-        if (s->inst[i].gpu / gpn != 0)
+        if (s->inst[i].state != SIM_INST_LENT && s->inst[i].gpu / gpn != 0)
             return true;
     return false;
 }
@@ -58,11 +59,7 @@ static void abort_live(struct sim *s)
     size_t n = sim_trajs_in(s, SIM_T_GEN, -1, &live);
     for (size_t k = 0; k < n; k++) {
         struct sim_traj *t = &s->traj.v[live[k]];
-        int64_t kept = sim_abort_request(s, t);
-        sim_account_versions(s, t, kept);
-        t->generated += kept;
-        t->turn_base += kept;
-        s->out->resumed++;
+        sim_traj_suspend(s, t);
         vec_push(&s->held, sim_traj_ref(s, t));
     }
     free(live);
