@@ -504,9 +504,9 @@ int sim_input_check(const struct sim_input *in, struct libra_error *err)
 static int check_settings(struct sim *s)
 {
     const struct spec_rl_config *rl = &s->cfg->rl;
-    bool stream = s->lay->mode == SIM_ASYNC || s->lay->mode == SIM_LIBRA;
     struct libra_error e = {0};
-    if (stream && spec_rl_async_check(rl, sim_mode_name(s->lay->mode), &e) != 0)
+    if (sim_mode_desc(s->lay->mode)->streams &&
+        spec_rl_async_check(rl, sim_mode_name(s->lay->mode), &e) != 0)
         return sim_fail(s, LIBRA_EINVAL, "%s", e.msg);
     if (s->lay->n_inst < 1)
         return sim_fail(s, LIBRA_EINVAL, "the %s layout has no rollout instance",
@@ -592,8 +592,7 @@ static int setup(struct sim *s)
     sim_source_init(s);
     if (s->rc)
         return s->rc;
-    s->ops = s->lay->mode == SIM_ASYNC || s->lay->mode == SIM_LIBRA ? &sim_mode_async_ops
-                                                                    : &sim_mode_sync_ops;
+    s->ops = sim_mode_desc(s->lay->mode)->ops;
     for (size_t k = 0; k < s->opts->n_fleet; k++) {
         const struct sim_fleet_change *c = &s->opts->fleet[k];
         if (c->instance < 0 || c->instance >= s->n_inst)

@@ -9,9 +9,11 @@
  *   sync.c      weight updates: sync mode × transport
  *   mode_sync.c colocated and rollout modes (one batch at a time)
  *   mode_async.c async and libra modes (a stream with bounded staleness)
+ *   mode.c      the modes' table: what each mode is (struct sim_mode_desc)
  *   metrics.c   the run's summary; perfetto.c the trace-event recording
  *
- * A mode is a small set of callbacks over the shared parts (struct sim_mode_ops).
+ * A mode is a row of the modes' table (struct sim_mode_desc): a small set of callbacks over
+ * the shared parts (struct sim_mode_ops), its layout function and what it is.
  */
 #ifndef SIM_INTERNAL_H
 #define SIM_INTERNAL_H
@@ -199,6 +201,33 @@ struct sim_mode_ops {
 
 extern const struct sim_mode_ops sim_mode_sync_ops;  /* colocated and rollout */
 extern const struct sim_mode_ops sim_mode_async_ops; /* async and libra */
+
+/* How a mode's layout is chosen when the config does not pin it. */
+enum sim_tune {
+    SIM_TUNE_NONE,     /* made once (the planner's, or the fleet sched.buckets gives) */
+    SIM_TUNE_TP,       /* every rollout TP simulated (sim.colocated_tp pins it) */
+    SIM_TUNE_SPLIT_TP, /* every split and TP (sim.async_train_gpus and sim.async_tp pin them) */
+};
+
+struct plan_lengths;
+
+/* A mode's identity (mode.c holds the table, by enum sim_mode). */
+struct sim_mode_desc {
+    const char *name; /* as sim.modes spells it */
+    unsigned bit;     /* its SPEC_SIM_* bit in sim.modes */
+    const struct sim_mode_ops *ops;
+    bool streams;   /* rollout is a stream with bounded staleness (the async pipeline) */
+    bool trains;    /* it has a trainer (the rollout mode has none) */
+    bool colocated; /* every GPU trains, then rolls out (time-shared) */
+    bool routed;    /* its fleet is routed by sched.policy (else least-connections) */
+    enum sim_tune tune;
+    /* Its layout with the pinned choices of sim_layout_make (n_train, tp) on the planner's
+     * length sample sm (NULL when the mode does not train); as sim_layout_make. */
+    int (*layout)(const struct sim_input *in, const struct plan_lengths *sm, int n_train, int tp,
+                  struct sim_layout *l, struct libra_error *err);
+};
+
+const struct sim_mode_desc *sim_mode_desc(enum sim_mode m);
 
 /* ---- perfetto recording --------------------------------------------------------------- */
 
@@ -486,6 +515,16 @@ char *sim_trace_finish(struct sim *s);
 void sim_metrics_finish(struct sim *s);
 
 /* ---- layout.c ------------------------------------------------------------------------- */
+
+/* The modes' layout functions (struct sim_mode_desc.layout). */
+int sim_layout_colocated(const struct sim_input *in, const struct plan_lengths *sm, int n_train,
+                         int tp, struct sim_layout *l, struct libra_error *err);
+int sim_layout_async(const struct sim_input *in, const struct plan_lengths *sm, int n_train, int tp,
+                     struct sim_layout *l, struct libra_error *err);
+int sim_layout_libra(const struct sim_input *in, const struct plan_lengths *sm, int n_train, int tp,
+                     struct sim_layout *l, struct libra_error *err);
+int sim_layout_rollout(const struct sim_input *in, const struct plan_lengths *sm, int n_train,
+                       int tp, struct sim_layout *l, struct libra_error *err);
 
 /* libra's layout as the planner plans it on in's length sample under the plan section of
  * plan_cfg (in->cfg but for that section). Returns as sim_layout_make. */

@@ -260,17 +260,18 @@ static int fleet_gpus(const struct sim_layout *l)
 
 /* ---- the modes ------------------------------------------------------------------------ */
 
-static int make_colocated(const struct sim_input *in, const struct plan_lengths *sm, int tp,
-                          struct sim_layout *l, struct libra_error *err)
+int sim_layout_colocated(const struct sim_input *in, const struct plan_lengths *sm, int n_train,
+                         int tp, struct sim_layout *l, struct libra_error *err)
 {
+    (void)n_train; /* every GPU */
     double train_s;
     l->n_train = in->cfg->cluster.gpus;
     int rc = best_train(in, sm, l->n_train, &l->train, &train_s, err);
     return rc ? rc : homogeneous(in, l, 0, tp, err);
 }
 
-static int make_async(const struct sim_input *in, const struct plan_lengths *sm, int n_train,
-                      int tp, struct sim_layout *l, struct libra_error *err)
+int sim_layout_async(const struct sim_input *in, const struct plan_lengths *sm, int n_train, int tp,
+                     struct sim_layout *l, struct libra_error *err)
 {
     int gpus = in->cfg->cluster.gpus;
     if (n_train < 1 || n_train >= gpus)
@@ -348,8 +349,19 @@ static int make_libra_fleet(const struct sim_input *in, const struct plan_length
     return rc ? rc : pack(in, l, l->n_train, err);
 }
 
-static int make_rollout(const struct sim_input *in, struct sim_layout *l, struct libra_error *err)
+/* libra: the planner's layout, or with sim.planner off the fleet of sched.buckets. */
+int sim_layout_libra(const struct sim_input *in, const struct plan_lengths *sm, int n_train, int tp,
+                     struct sim_layout *l, struct libra_error *err)
 {
+    (void)n_train, (void)tp; /* the planner's, or the fleet's */
+    return in->cfg->sim.planner ? make_libra_planned(in, in->cfg, sm, l, err)
+                                : make_libra_fleet(in, sm, l, err);
+}
+
+int sim_layout_rollout(const struct sim_input *in, const struct plan_lengths *sm, int n_train,
+                       int tp, struct sim_layout *l, struct libra_error *err)
+{
+    (void)sm, (void)n_train, (void)tp; /* no trainer; the fleet of sched.buckets */
     int rc = fleet_from_buckets(in, l, err);
     if (rc)
         return rc;
@@ -365,27 +377,13 @@ int sim_layout_make(const struct sim_input *in, enum sim_mode m, int n_train, in
     snprintf(out->origin, sizeof out->origin, "pinned");
     if (sim_input_check(in, err) != 0)
         return LIBRA_EINVAL;
-    if (m == SIM_ROLLOUT) {
-        int rc = make_rollout(in, out, err);
-        out->policy = in->cfg->sched.policy; /* the libra and rollout fleets route by it */
-        return rc;
-    }
+    const struct sim_mode_desc *d = sim_mode_desc(m);
     struct plan_lengths sm = {0};
-    sample_build(in, &sm);
-    int rc;
-    switch (m) {
-    case SIM_COLOCATED:
-        rc = make_colocated(in, &sm, tp, out, err);
-        break;
-    case SIM_ASYNC:
-        rc = make_async(in, &sm, n_train, tp, out, err);
-        break;
-    default:
-        rc = in->cfg->sim.planner ? make_libra_planned(in, in->cfg, &sm, out, err)
-                                  : make_libra_fleet(in, &sm, out, err);
+    if (d->trains)
+        sample_build(in, &sm);
+    int rc = d->layout(in, d->trains ? &sm : NULL, n_train, tp, out, err);
+    if (d->routed)
         out->policy = in->cfg->sched.policy;
-        break;
-    }
     plan_lengths_free(&sm);
     return rc;
 }

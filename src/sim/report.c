@@ -38,13 +38,14 @@ static json_t *layout_json(const struct sim_layout *l, int gpus)
     int roll = 0;
     for (int i = 0; i < l->n_inst; i++)
         roll += l->inst[i].tp;
-    json_t *o = json_pack("{s:s,s:i,s:i,s:s,s:s,s:s,s:i}", "origin", l->origin, "train_gpus",
-                          l->n_train, "rollout_gpus", l->mode == SIM_COLOCATED ? gpus : roll,
-                          "instances", fleet, "buckets", buckets, "router",
-                          sched_policy_name(l->policy), "instance_count", l->n_inst);
+    bool colocated = sim_mode_desc(l->mode)->colocated;
+    json_t *o =
+        json_pack("{s:s,s:i,s:i,s:s,s:s,s:s,s:i}", "origin", l->origin, "train_gpus", l->n_train,
+                  "rollout_gpus", colocated ? gpus : roll, "instances", fleet, "buckets", buckets,
+                  "router", sched_policy_name(l->policy), "instance_count", l->n_inst);
     /* time-shared GPUs (every GPU trains, then rolls out), which train_gpus and rollout_gpus
      * alone cannot tell from a disaggregated split of equal halves */
-    json_object_set_new(o, "colocated", json_boolean(l->mode == SIM_COLOCATED));
+    json_object_set_new(o, "colocated", json_boolean(colocated));
     if (l->n_train > 0)
         json_object_set_new(o, "train",
                             json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:b}", "tp", l->train.tp, "pp",
@@ -248,9 +249,10 @@ static void layout_text(const struct sim_mode_result *mr, char *out, size_t size
     const struct sim_layout *l = &mr->layout;
     char fleet[64];
     sim_fleet_text(l, fleet, sizeof fleet);
-    if (l->mode == SIM_COLOCATED)
+    const struct sim_mode_desc *d = sim_mode_desc(l->mode);
+    if (d->colocated)
         snprintf(out, size, "all GPUs, rollout TP%d (%s)", l->inst[0].tp, l->origin);
-    else if (l->mode == SIM_ROLLOUT)
+    else if (!d->trains)
         snprintf(out, size, "%s (%s)", fleet, l->origin);
     else
         snprintf(out, size, "%d train + %s (%s)", l->n_train, fleet, l->origin);

@@ -42,6 +42,7 @@
 
 #define SIM_SCHEMA "libra.sim/1"
 
+/* The modes, in sim.modes' bit order; what each is lives in one table (sim/mode.c). */
 enum sim_mode { SIM_COLOCATED, SIM_ASYNC, SIM_LIBRA, SIM_ROLLOUT };
 #define SIM_MODES 4
 
