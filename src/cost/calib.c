@@ -634,6 +634,12 @@ size_t cost_assumptions(struct cost_assumption *out, size_t cap)
          "published figure"},
         {"lifecycle group_per_rank", lp.group_per_rank_s * 1e3, "ms per rank", "2-50",
          "NCCL bootstrap all-gather and ring/tree setup per rank; no published figure"},
+        {"lifecycle trainer_init", lp.trainer_init_s, "s", "5-60",
+         "elastic join: engine stopped, trainer processes started without weights; no "
+         "published figure"},
+        {"lifecycle fetch_fixed", lp.fetch_fixed_s, "s", "0.5-5",
+         "elastic join: checkpoint metadata and the members' version agreement; no published "
+         "figure"},
         {"dapo prompt", DAPO_PROMPT_TOKENS, "tokens", "100-2048", "DAPO-Math prompts (max 2048)"},
         {"dapo sigma_prompt", DAPO_SIGMA_PROMPT, "log-normal", "0.5-1.0",
          "total sigma 1.0 from calibration.md 1.4 (p99/median ~ 10)"},

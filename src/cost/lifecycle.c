@@ -20,6 +20,8 @@ void cost_lifecycle_params_default(struct cost_lifecycle_params *lp)
         .weight_dtype_bytes = 2.0,
         .group_fixed_s = 1.0,
         .group_per_rank_s = 0.01,
+        .trainer_init_s = 15.0,
+        .fetch_fixed_s = 1.0,
     };
 }
 
@@ -77,6 +79,27 @@ void cost_weight_update(const struct cost_lifecycle_params *lp, const struct cos
     case SPEC_TRANSPORT_RESHARD:
         break;
     }
+}
+
+double cost_state_bytes(const struct cost_train_params *tp, const struct cost_shape *s)
+{
+    return s->params_total * (tp->weight_bytes + tp->optimizer_bytes);
+}
+
+double cost_grad_bytes(const struct cost_train_params *tp, const struct cost_shape *s)
+{
+    return s->params_total * tp->grad_bytes;
+}
+
+double cost_state_fetch_s(const struct cost_lifecycle_params *lp, const struct spec_hardware *hw,
+                          double state_bytes, int shards)
+{
+    return lp->fetch_fixed_s + state_bytes / shards / hw->inter_node_bw_bytes_per_s;
+}
+
+double cost_grad_exchange_s(const struct spec_hardware *hw, double grad_bytes, int shards)
+{
+    return 2.0 * (hw->allreduce_latency_s + grad_bytes / shards / hw->inter_node_bw_bytes_per_s);
 }
 
 double cost_reshard_s(const struct cost_lifecycle_params *lp, const struct cost_shape *s,

@@ -1,12 +1,14 @@
 /*
  * Engine lifecycle costs: what it takes to start, wake, refill or reshape an inference
- * instance, and to move a trajectory's KV between instances.
+ * instance, to move a trajectory's KV between instances, and to move a training replica's
+ * state and gradients between nodes.
  *
  * The planner prices a reconfiguration with these (stop/start of changed instances, lost KV,
- * weight-group rebuild) instead of a constant, and the simulator charges them at every weight
- * sync and role change (libra-spec.md §3, §5). Every constant here is an assumption anchored on
- * the published ranges of calibration.md §3.7; docs/calibration.md compares the resulting
- * figures with those points.
+ * weight-group rebuild) instead of a constant, the simulator charges them at every weight
+ * sync and role change, and the elastic pool (ehp/) prices a replica's join (trainer start,
+ * state fetch, group rebuild) and its per-step gradient exchange with them (libra-spec.md §3,
+ * §5). Every constant here is an assumption anchored on the published ranges of calibration.md
+ * §3.7; docs/calibration.md compares the resulting figures with those points.
  */
 #ifndef COST_LIFECYCLE_H
 #define COST_LIFECYCLE_H
@@ -15,6 +17,7 @@
 
 #include "cost/rollout.h"
 #include "cost/shape.h"
+#include "cost/train.h"
 #include "spec/config.h"
 #include "spec/preset.h"
 
@@ -34,6 +37,11 @@ struct cost_lifecycle_params {
                                  * the old communicator, the store rendezvous (assumed) */
     double group_per_rank_s;    /* per rank of the new group: NCCL's bootstrap all-gather and
                                  * topology setup grow with the ranks (assumed) */
+    double trainer_init_s;      /* a training replica's GPUs change sides: the inference engine
+                                 * stops and trainer processes start (CUDA context, model built
+                                 * without weights, communicators) (assumed) */
+    double fetch_fixed_s;       /* a state fetch besides its bytes: checkpoint metadata, the
+                                 * members' agreement on the version (assumed) */
 };
 
 /* Fills lp with the defaults documented in docs/calibration.md (all assumed). */
@@ -75,6 +83,33 @@ struct cost_weight_update {
 void cost_weight_update(const struct cost_lifecycle_params *lp, const struct cost_shape *s,
                         const struct spec_hardware *hw, enum spec_transport tr, bool cross_node,
                         struct cost_weight_update *out);
+
+/* Bytes of a training replica's whole state under train params tp: the compute copy of the
+ * weights, fp32 master weights and Adam's m and v (2 + 12 = 14 bytes per parameter by default:
+ * ~207 GB for 14.8 B parameters, libra-spec.md §5). What an elastic replica fetches to join. */
+double cost_state_bytes(const struct cost_train_params *tp, const struct cost_shape *s);
+
+/* Bytes of one full gradient (fp32 by default: ~59 GB for 14.8 B parameters): what an elastic
+ * replica sends to its core lane each step, and what it receives back reduced. */
+double cost_grad_bytes(const struct cost_train_params *tp, const struct cost_shape *s);
+
+/*
+ * Seconds for a replica whose state is split into `shards` shards (TP·PP, or an HSDP shard
+ * group; ranks that hold a copy of a shard fetch it in parallel) to fetch state_bytes
+ * (cost_state_bytes) from a sharded checkpoint on other nodes: each GPU reads its 1/shards
+ * share over its inter-node link, plus the fixed part (lp->fetch_fixed_s).
+ */
+double cost_state_fetch_s(const struct cost_lifecycle_params *lp, const struct spec_hardware *hw,
+                          double state_bytes, int shards);
+
+/*
+ * Seconds of one gradient exchange between an elastic replica of `shards` shards (as
+ * cost_state_fetch_s) and its core lane on another node: each GPU sends its 1/shards share of
+ * grad_bytes (cost_grad_bytes) and receives the reduced share back, one after the other (the
+ * core averages in between), over its inter-node link, each way paying the small-message
+ * latency.
+ */
+double cost_grad_exchange_s(const struct spec_hardware *hw, double grad_bytes, int shards);
 
 /*
  * Seconds to turn training weights sharded over train_shard_gpus GPUs into a rollout layout of

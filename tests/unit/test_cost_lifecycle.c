@@ -1,5 +1,6 @@
 /* Tests of the engine lifecycle costs (src/cost/lifecycle.c): hand-computed values under the
- * defaults and the directions every caller relies on. */
+ * defaults and the directions every caller relies on, the elastic pool's state and gradient
+ * moves included. */
 #include "testutil.h"
 
 #include <math.h>
@@ -49,6 +50,30 @@ static void test_bigger_and_farther_cost_more(void **state)
     assert_true(cost_disk_reload_s(&lp, &s7) < cost_cold_start_s(&lp, &s7));
 }
 
+/* The elastic pool's moves: ~14 bytes per parameter fetched, fp32 gradients exchanged (the
+ * spec's ~207 GB and ~59 GB for a 14.8 B model), each GPU of the replica moving its share. */
+static void test_elastic_state_and_gradients(void **state)
+{
+    struct cost_lifecycle_params lp;
+    struct cost_train_params tp;
+    cost_lifecycle_params_default(&lp);
+    cost_train_params_default(&tp);
+    struct cost_shape s = shape(COST_REF_QWEN25_14B);
+    const struct spec_hardware *a800 = cost_ref_hardware(COST_REF_A800);
+    double state_b = cost_state_bytes(&tp, &s), grad_b = cost_grad_bytes(&tp, &s);
+    assert_close(state_b, 14.0 * s.params_total, 1e-12);
+    assert_close(grad_b, 4.0 * s.params_total, 1e-12);
+    assert_true(state_b > 190e9 && state_b < 230e9);
+    assert_true(grad_b > 54e9 && grad_b < 66e9);
+    /* TP8: each GPU fetches 1/8 over its 12.5 GB/s link */
+    assert_close(cost_state_fetch_s(&lp, a800, state_b, 8), 1.0 + state_b / 8 / 12.5e9, 1e-12);
+    assert_close(cost_grad_exchange_s(a800, grad_b, 8), 2.0 * (30e-6 + grad_b / 8 / 12.5e9), 1e-12);
+    /* fewer shards move more bytes per GPU */
+    assert_true(cost_state_fetch_s(&lp, a800, state_b, 2) >
+                cost_state_fetch_s(&lp, a800, state_b, 8));
+    assert_true(cost_grad_exchange_s(a800, grad_b, 2) > cost_grad_exchange_s(a800, grad_b, 8));
+}
+
 static void test_kv_move(void **state)
 {
     const struct spec_hardware *hw = cost_ref_hardware(COST_REF_A800);
@@ -75,6 +100,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_values_by_hand),
         cmocka_unit_test(test_bigger_and_farther_cost_more),
+        cmocka_unit_test(test_elastic_state_and_gradients),
         cmocka_unit_test(test_kv_move),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,90 @@
+/*
+ * A layout's lendable replica (see lend.h). The memory of a hybrid is the cost model's memory
+ * of the same layout with DP reduced to the replica's own ranks: with nothing to shard the
+ * optimizer over, the distributed optimizer holds the whole state, which is what a replica
+ * that steps its own optimizer in lockstep with the core holds.
+ */
+#include "ehp/lend.h"
+
+#include <string.h>
+
+#include "cost/lifecycle.h"
+#include "plan/train.h"
+
+int ehp_lend_layout(const struct plan_train_layout *l, int hsdp_shard_ranks,
+                    const struct plan_settings *st, const struct cost_shape *s,
+                    const struct spec_hardware *hw, struct ehp_lend *out)
+{
+    memset(out, 0, sizeof *out);
+    if (l->tp < 1 || l->pp < 1 || l->cp < 1 || l->dp < 1 || l->budget_tokens < 1 ||
+        hsdp_shard_ranks < 0 || (hsdp_shard_ranks > 0 && !l->fsdp))
+        return LIBRA_EINVAL;
+    bool hsdp = hsdp_shard_ranks > 0;
+    struct cost_train_config core, hybrid;
+    plan_train_config(l, st, &core);
+    if (hsdp && l->dp % hsdp_shard_ranks == 0)
+        core.dp = hsdp_shard_ranks; /* memory: the core shards inside its groups too */
+    if (cost_train_memory(s, hw, &st->train, &core, &out->core_memory) != 0)
+        return LIBRA_EINVAL;
+    if (l->fsdp && !hsdp) {
+        out->why = EHP_LEND_FULL_SHARD;
+        return 0;
+    }
+    if (hsdp && l->dp % hsdp_shard_ranks != 0) {
+        out->why = EHP_LEND_SHARD_GROUP;
+        return 0;
+    }
+
+    out->dp_ranks = hsdp ? hsdp_shard_ranks : 1;
+    out->shards = hsdp ? hsdp_shard_ranks : l->tp * l->pp;
+    out->replica_gpus = out->dp_ranks * l->tp * l->pp * l->cp;
+    out->core_replicas = l->dp / out->dp_ranks;
+    hybrid = core;
+    hybrid.dp = out->dp_ranks;
+    cost_train_memory(s, hw, &st->train, &hybrid, &out->memory);
+
+    const struct cost_lifecycle_params *lp = &st->lifecycle;
+    out->state_bytes = cost_state_bytes(&st->train, s);
+    out->grad_bytes = cost_grad_bytes(&st->train, s);
+    out->exchange_s = cost_grad_exchange_s(hw, out->grad_bytes, out->shards);
+    out->times = (struct ehp_times){
+        .start_s = lp->trainer_init_s,
+        .fetch_s = cost_state_fetch_s(lp, hw, out->state_bytes, out->shards),
+        /* the link between the replica's ranks and its core lane's, then one exchange */
+        .zero_sync_s = cost_group_rebuild_s(lp, 2 * out->replica_gpus) + out->exchange_s,
+        .return_s = cost_cold_start_s(lp, s),
+    };
+    out->join_s = out->times.start_s + out->times.fetch_s + out->times.zero_sync_s;
+
+    if (out->replica_gpus > hw->gpus_per_node)
+        out->why = EHP_LEND_NODE;
+    else if (!out->memory.fits)
+        out->why = EHP_LEND_MEMORY;
+    out->can_lend = out->why == EHP_LEND_OK;
+    return 0;
+}
+
+int ehp_train_step(const struct plan_train_layout *l, const struct ehp_lend *lend,
+                   const struct plan_settings *st, const struct cost_shape *s,
+                   const struct spec_hardware *hw, const struct cost_train_seqs *seqs, int active,
+                   struct cost_train_scratch *sc, struct ehp_step_cost *out)
+{
+    memset(out, 0, sizeof *out);
+    if (active < 0 || !lend->can_lend)
+        return LIBRA_EINVAL;
+    struct cost_train_config c;
+    plan_train_config(l, st, &c);
+    c.dp = l->dp + active * lend->dp_ranks;
+    struct cost_train_load load;
+    int rc = cost_train_deal(seqs, s, c.dp, c.minibatches, c.micro_batch_tokens,
+                             c.balance_each_minibatch, sc, &load);
+    if (rc == 0)
+        rc = cost_train_step_time(s, hw, &st->train, &c, &load, &out->train);
+    if (rc != 0)
+        return rc;
+    int per_lane = (active + lend->core_replicas - 1) / lend->core_replicas;
+    out->dp_ranks = c.dp;
+    out->exchange_s = per_lane * lend->exchange_s;
+    out->step_s = out->train.step_s + out->exchange_s;
+    return 0;
+}

@@ -1,0 +1,216 @@
+/* Tests of what the elastic pool lends (src/ehp/lend.c): which layouts can lend, what a lent
+ * replica holds and costs, by hand from cost/, and the step with hybrids beside the core
+ * against the plain cost model. */
+#include "testutil.h"
+
+#include <string.h>
+
+#include "cost/lifecycle.h"
+#include "ehp/lend.h"
+#include "plan/train.h"
+
+static struct spec_presets presets;
+static struct plan_settings settings;
+static struct cost_shape shape;
+static const struct spec_hardware *hw;
+
+static int setup(void **state)
+{
+    struct libra_error err;
+    if (spec_presets_init(&presets, &err) != 0)
+        return -1;
+    hw = spec_hardware_find(&presets, "a800-80g");
+    plan_settings_default(&settings, hw);
+    return cost_shape_init(&shape, spec_model_find(&presets, "qwen3-14b"));
+}
+
+static int teardown(void **state)
+{
+    spec_presets_free(&presets);
+    return 0;
+}
+
+static struct plan_train_layout megatron(int tp, int pp, int dp)
+{
+    return (struct plan_train_layout){
+        .tp = tp, .pp = pp, .cp = 1, .dp = dp, .budget_tokens = 16384, .recompute = true};
+}
+
+/* The reference's R2E layout (TP8 × DP4): a replica is one node; it holds the whole optimizer
+ * state where a core GPU holds a quarter of it; each move costs what cost/ says. */
+static void test_megatron_replica(void **state)
+{
+    struct plan_train_layout l = megatron(8, 1, 4);
+    struct ehp_lend e;
+    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &shape, hw, &e), 0);
+    assert_true(e.can_lend);
+    assert_int_equal(e.why, EHP_LEND_OK);
+    assert_int_equal(e.replica_gpus, 8);
+    assert_int_equal(e.shards, 8);
+    assert_int_equal(e.dp_ranks, 1);
+    assert_int_equal(e.core_replicas, 4);
+    double params_gpu = shape.params_total / 8;
+    assert_close(e.memory.optimizer_bytes, params_gpu * 12.0, 1e-12);
+    assert_close(e.core_memory.optimizer_bytes, params_gpu * 12.0 / 4, 1e-12);
+    assert_close(e.memory.weights_bytes, e.core_memory.weights_bytes, 1e-12);
+    assert_true(e.memory.total_bytes > e.core_memory.total_bytes);
+    assert_true(e.memory.fits);
+
+    const struct cost_lifecycle_params *lp = &settings.lifecycle;
+    double state_b = 14.0 * shape.params_total, grad_b = 4.0 * shape.params_total;
+    assert_close(e.state_bytes, state_b, 1e-12);
+    assert_close(e.grad_bytes, grad_b, 1e-12);
+    assert_close(e.exchange_s, 2.0 * (hw->allreduce_latency_s + grad_b / 8 / 12.5e9), 1e-12);
+    assert_close(e.times.start_s, lp->trainer_init_s, 1e-12);
+    assert_close(e.times.fetch_s, lp->fetch_fixed_s + state_b / 8 / 12.5e9, 1e-12);
+    assert_close(e.times.zero_sync_s, cost_group_rebuild_s(lp, 16) + e.exchange_s, 1e-12);
+    assert_close(e.times.return_s, cost_cold_start_s(lp, &shape), 1e-12);
+    assert_close(e.join_s, e.times.start_s + e.times.fetch_s + e.times.zero_sync_s, 1e-12);
+    /* well inside the reference's 180 s join timeout */
+    assert_true(e.join_s < 60.0);
+}
+
+/* A core replica fits because its optimizer state is sharded over DP; the same replica lent
+ * holds all of it and does not. */
+static void test_full_state_may_not_fit(void **state)
+{
+    struct plan_train_layout l = megatron(2, 1, 16);
+    struct ehp_lend e;
+    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &shape, hw, &e), 0);
+    assert_true(e.core_memory.fits);
+    assert_false(e.memory.fits);
+    assert_false(e.can_lend);
+    assert_int_equal(e.why, EHP_LEND_MEMORY);
+    assert_int_equal(e.replica_gpus, 2);
+    assert_true(e.times.fetch_s > 0.0); /* what it would cost is still given */
+}
+
+/* FSDP shards over every DP rank: nothing to lend unless it runs as HSDP, whose shard group
+ * must divide DP. */
+static void test_fsdp_lends_only_as_hsdp(void **state)
+{
+    struct plan_train_layout l = {.tp = 1,
+                                  .pp = 1,
+                                  .cp = 1,
+                                  .dp = 32,
+                                  .budget_tokens = 8192,
+                                  .recompute = true,
+                                  .fsdp = true};
+    struct ehp_lend e;
+    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &shape, hw, &e), 0);
+    assert_false(e.can_lend);
+    assert_int_equal(e.why, EHP_LEND_FULL_SHARD);
+    assert_int_equal(e.replica_gpus, 0);
+    assert_true(e.core_memory.fits);
+
+    assert_int_equal(ehp_lend_layout(&l, 3, &settings, &shape, hw, &e), 0);
+    assert_int_equal(e.why, EHP_LEND_SHARD_GROUP);
+    assert_false(e.can_lend);
+
+    assert_int_equal(ehp_lend_layout(&l, 8, &settings, &shape, hw, &e), 0);
+    assert_true(e.can_lend);
+    assert_int_equal(e.replica_gpus, 8);
+    assert_int_equal(e.shards, 8);
+    assert_int_equal(e.dp_ranks, 8);
+    assert_int_equal(e.core_replicas, 4);
+    /* HSDP: the hybrid and the core both shard everything over the group of 8 */
+    assert_close(e.memory.total_bytes, e.core_memory.total_bytes, 1e-12);
+    assert_close(e.memory.optimizer_bytes, shape.params_total * 12.0 / 8, 1e-12);
+
+    /* an HSDP group on a Megatron layout, or a negative one, is an error */
+    struct plan_train_layout m = megatron(8, 1, 4);
+    assert_int_equal(ehp_lend_layout(&m, 2, &settings, &shape, hw, &e), LIBRA_EINVAL);
+    assert_int_equal(ehp_lend_layout(&l, -1, &settings, &shape, hw, &e), LIBRA_EINVAL);
+    m.dp = 0;
+    assert_int_equal(ehp_lend_layout(&m, 0, &settings, &shape, hw, &e), LIBRA_EINVAL);
+    m = megatron(3, 1, 4); /* 40 heads: TP3 does not divide them */
+    assert_int_equal(ehp_lend_layout(&m, 0, &settings, &shape, hw, &e), LIBRA_EINVAL);
+}
+
+/* A replica is the unit of elasticity and sits on one host. */
+static void test_replica_fits_a_node(void **state)
+{
+    struct plan_train_layout l = megatron(8, 2, 2);
+    struct ehp_lend e;
+    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &shape, hw, &e), 0);
+    assert_int_equal(e.replica_gpus, 16);
+    assert_int_equal(e.why, EHP_LEND_NODE);
+    assert_false(e.can_lend);
+}
+
+static void seqs_of(struct cost_train_seqs *q, size_t n)
+{
+    uint32_t *len = xmallocarray(n, sizeof *len);
+    for (size_t i = 0; i < n; i++)
+        len[i] = 2000 + (uint32_t)(i * 397 % 9000);
+    assert_int_equal(cost_train_seqs_init(q, &shape, len, n), 0);
+    free(len);
+}
+
+/* Without hybrids the step is the layout's own (the planner's costing); with them the fixed
+ * batch is dealt over more ranks and the exchanges are exposed, a core lane serving
+ * ceil(active / core replicas) of them. */
+static void test_step_with_hybrids(void **state)
+{
+    struct plan_train_layout l = megatron(8, 1, 4);
+    struct ehp_lend e;
+    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &shape, hw, &e), 0);
+    struct cost_train_seqs q;
+    struct cost_train_scratch sc = {0};
+    seqs_of(&q, 32);
+
+    struct cost_train_config c;
+    struct cost_train_load load;
+    struct cost_train_step plain;
+    plan_train_config(&l, &settings, &c);
+    assert_int_equal(cost_train_deal(&q, &shape, c.dp, c.minibatches, c.micro_batch_tokens,
+                                     c.balance_each_minibatch, &sc, &load),
+                     0);
+    assert_int_equal(cost_train_step_time(&shape, hw, &settings.train, &c, &load, &plain), 0);
+
+    struct ehp_step_cost s0, s2, s5;
+    assert_int_equal(ehp_train_step(&l, &e, &settings, &shape, hw, &q, 0, &sc, &s0), 0);
+    assert_close(s0.step_s, plain.step_s, 1e-12);
+    assert_true(s0.exchange_s == 0.0);
+    assert_int_equal(s0.dp_ranks, 4);
+
+    assert_int_equal(ehp_train_step(&l, &e, &settings, &shape, hw, &q, 2, &sc, &s2), 0);
+    assert_int_equal(s2.dp_ranks, 6);
+    assert_close(s2.exchange_s, e.exchange_s, 1e-12);
+    assert_true(s2.train.compute_s < s0.train.compute_s);
+    assert_close(s2.step_s, s2.train.step_s + s2.exchange_s, 1e-12);
+
+    assert_int_equal(ehp_train_step(&l, &e, &settings, &shape, hw, &q, 5, &sc, &s5), 0);
+    assert_close(s5.exchange_s, 2.0 * e.exchange_s, 1e-12);
+
+    /* a growing batch (the labelled option): each hybrid brings a core replica's share, so the
+     * most loaded rank does about what it did alone */
+    struct cost_train_seqs grown;
+    struct ehp_step_cost g2;
+    seqs_of(&grown, 48);
+    assert_int_equal(ehp_train_step(&l, &e, &settings, &shape, hw, &grown, 2, &sc, &g2), 0);
+    assert_true(g2.train.compute_s > s2.train.compute_s);
+
+    /* more ranks than sequences cannot be dealt; a layout that cannot lend is refused */
+    assert_int_equal(ehp_train_step(&l, &e, &settings, &shape, hw, &q, 40, &sc, &s5),
+                     LIBRA_EINFEAS);
+    assert_int_equal(ehp_train_step(&l, &e, &settings, &shape, hw, &q, -1, &sc, &s5), LIBRA_EINVAL);
+    struct ehp_lend no = e;
+    no.can_lend = false;
+    assert_int_equal(ehp_train_step(&l, &no, &settings, &shape, hw, &q, 1, &sc, &s5), LIBRA_EINVAL);
+    cost_train_seqs_free(&grown);
+    cost_train_seqs_free(&q);
+    cost_train_scratch_free(&sc);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_megatron_replica),
+        cmocka_unit_test(test_full_state_may_not_fit),
+        cmocka_unit_test(test_fsdp_lends_only_as_hsdp),
+        cmocka_unit_test(test_replica_fits_a_node),
+        cmocka_unit_test(test_step_with_hybrids),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
