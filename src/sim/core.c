@@ -415,10 +415,13 @@ static void flush_dirty(struct sim *s)
 }
 
 /* Failure injection: instance i dies; its turns are sent again elsewhere (their output is
- * lost). A lent instance has nothing to lose. */
+ * lost). On a lent instance's GPUs it is the hybrid replica's member that fails: the pool
+ * rolls the replica back to rollout (training does not wait for it). */
 static void on_fail(struct sim *s, int i)
 {
     struct sim_inst *in = &s->inst[i];
+    if (in->state == SIM_INST_LENT) /* its GPUs hold a hybrid replica's trainer */
+        sim_elastic_member_failed(s, i);
     if (!in->eng)
         return;
     uint32_t *hit;
@@ -458,6 +461,9 @@ static void dispatch(struct sim *s, const struct sim_event *e)
         break;
     case SIM_EV_FLEET:
         on_fleet(s, (size_t)e->arg);
+        break;
+    case SIM_EV_POOL:
+        sim_elastic_event(s, e->gen, e->arg);
         break;
     }
 }
@@ -532,6 +538,7 @@ static int setup_instances(struct sim *s)
         s->rollout_gpus += sp->tp;
         s->inst[i].bucket = sp->bucket;
         s->inst[i].gpu = sp->gpu;
+        s->inst[i].hybrid = sp->hybrid;
         s->inst[i].last_count = -1;
         s->reg[i] = (struct sched_instance){
             .id = i, .tp = sp->tp, .bucket = sp->bucket, .cap = cfg->sim.queue_cap, .ready = true};
@@ -587,7 +594,7 @@ static int setup(struct sim *s)
     plan_settings_from_config(&s->st, s->in->hw, cfg);
     s->out->staleness_n = s->staleness + 2;
     s->out->staleness = xcalloc((size_t)s->out->staleness_n, sizeof *s->out->staleness);
-    if (setup_instances(s) || setup_router(s))
+    if (setup_instances(s) || setup_router(s) || (s->lay->n_hybrid && sim_elastic_init(s)))
         return s->rc;
     sim_source_init(s);
     if (s->rc)
@@ -621,6 +628,7 @@ static void teardown(struct sim *s)
     vec_free(&s->done);
     vec_free(&s->held);
     sim_source_free(s);
+    sim_elastic_free(s);
     sched_router_free(s->router);
     sched_metrics_free(s->rmetrics);
     cost_train_seqs_free(&s->seqs);

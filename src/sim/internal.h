@@ -10,6 +10,7 @@
  *   mode_sync.c colocated and rollout modes (one batch at a time)
  *   mode_async.c async and libra modes (a stream with bounded staleness)
  *   mode.c      the modes' table: what each mode is (struct sim_mode_desc)
+ *   elastic.c   the elastic hybrid pool of the libra mode (ehp/pool.h driven by the run)
  *   metrics.c   the run's summary; perfetto.c the trace-event recording
  *
  * A mode is a row of the modes' table (struct sim_mode_desc): a small set of callbacks over
@@ -50,6 +51,7 @@ enum sim_ev_kind {
     SIM_EV_FAIL,   /* failure injection (arg: instance) */
     SIM_EV_READY,  /* a starting instance is ready (arg: instance, gen: its epoch) */
     SIM_EV_FLEET,  /* a scripted fleet change (arg: index into sim_run_opts.fleet) */
+    SIM_EV_POOL,   /* a hybrid replica's join phase ended (elastic.c; gen: its generation) */
 };
 
 struct sim_event {
@@ -75,6 +77,7 @@ struct sim_inst {
     struct engine *eng; /* NULL while lent or once failed */
     enum sim_inst_state state;
     int tp, bucket, gpu;
+    int hybrid;         /* 1 + the hybrid replica it serves for; 0: a core rollout instance */
     int live;           /* requests on it */
     int64_t version;    /* policy version of its weights */
     uint32_t gen;       /* generation of its pending engine event */
@@ -328,6 +331,11 @@ struct sim {
     const struct sim_mode_ops *ops;
     void *mode;
 
+    /* the elastic hybrid pool (elastic.c); NULL without hybrid replicas */
+    struct sim_elastic *elastic;
+    double rebuild_s; /* the NCCL weight-update group's rebuild that a fleet change owes the
+                       * next update, s */
+
     struct sim_trace_rec trace;
 };
 
@@ -496,6 +504,32 @@ void sim_sync_poll(struct sim *s);
 /* One weight update of s's layout (cost_weight_update with where its fleet sits). */
 void sim_weight_update(const struct sim *s, struct cost_weight_update *out);
 
+/* ---- elastic.c ------------------------------------------------------------------------ */
+
+/* Creates the pool of s's layout (its hybrid replicas serving rollout). Returns 0, or the
+ * error recorded with sim_fail. */
+int sim_elastic_init(struct sim *s);
+void sim_elastic_free(struct sim *s);
+
+/* A training step begins on the sequences in s->seqs, dealt per c (the core's layout with the
+ * step's adjustments): membership is frozen and the step costed with the active hybrids
+ * beside the core. Returns its seconds. */
+double sim_elastic_step_s(struct sim *s, const struct cost_train_config *c);
+
+/* The step that st records ended: returns the replicas leaving training and fills st->pool. */
+void sim_elastic_step_end(struct sim *s, struct sim_step *st);
+
+/* After the record of step st: the signal, from st's training and rollout times and the
+ * router's pressure, and the pool steered toward it. */
+void sim_elastic_steer(struct sim *s, const struct sim_step *st);
+
+/* A SIM_EV_POOL event: a join's phase ended, or its deadline came. */
+void sim_elastic_event(struct sim *s, uint32_t gen, uint64_t arg);
+
+/* Failure injection on lent instance i: its hybrid replica's member fails (a join rolls
+ * back). Returns whether i belongs to a hybrid replica. */
+bool sim_elastic_member_failed(struct sim *s, int i);
+
 /* ---- perfetto.c ----------------------------------------------------------------------- */
 
 void sim_trace_begin_step(struct sim *s, int64_t step);
@@ -509,6 +543,7 @@ char *sim_trace_finish(struct sim *s);
 #define SIM_PID_INSTANCES 1
 #define SIM_PID_TRAJECTORIES 2
 #define SIM_PID_TRAINER 3
+#define SIM_PID_POOL 4 /* one track per hybrid replica */
 
 /* ---- metrics.c ------------------------------------------------------------------------ */
 

@@ -46,6 +46,11 @@ static json_t *layout_json(const struct sim_layout *l, int gpus)
     /* time-shared GPUs (every GPU trains, then rolls out), which train_gpus and rollout_gpus
      * alone cannot tell from a disaggregated split of equal halves */
     json_object_set_new(o, "colocated", json_boolean(colocated));
+    if (l->pool)
+        json_object_set_new(o, "pool",
+                            json_pack("{s:i,s:i,s:i,s:s}", "core_replicas", l->train.dp,
+                                      "hybrid_replicas", l->n_hybrid, "replica_gpus",
+                                      l->replica_gpus, "note", l->pool_note));
     if (l->n_train > 0)
         json_object_set_new(o, "train",
                             json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:b}", "tp", l->train.tp, "pp",
@@ -64,7 +69,20 @@ static json_t *waste_object(const int64_t *waste)
     return o;
 }
 
-static json_t *step_json(const struct sim_step *st)
+/* The pool's split and joins in a step (or over a run). */
+static json_t *pool_json(const struct sim_pool_step *p)
+{
+    json_t *states = json_object();
+    for (int k = 0; k < SIM_JOIN_STATES; k++)
+        json_object_set_new(states, sim_join_state_name(k), json_integer(p->replicas[k]));
+    return json_pack("{s:i,s:i,s:i,s:o,s:{s:i,s:i,s:i,s:i,s:i}}", "train_gpus", p->train_gpus,
+                     "hybrid_gpus", p->hybrid_gpus, "rollout_gpus", p->rollout_gpus,
+                     "hybrid_replicas", states, "decisions", "joins", p->joins, "activated",
+                     p->activated, "cancelled", p->cancelled, "failed", p->failed, "returned",
+                     p->returned);
+}
+
+static json_t *step_json(const struct sim_step *st, bool pool)
 {
     json_t *o = json_pack(
         "{s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o}", "step", (json_int_t)st->step, "end_s",
@@ -80,10 +98,12 @@ static json_t *step_json(const struct sim_step *st)
     json_object_set_new(o, "trajectories_per_s",
                         ujson_real(st->step_s > 0 ? (double)st->trajectories / st->step_s : 0));
     json_object_set_new(o, "wasted_tokens", waste_object(st->waste));
+    if (pool)
+        json_object_set_new(o, "pool", pool_json(&st->pool));
     return o;
 }
 
-static json_t *run_json(const struct sim_result *r)
+static json_t *run_json(const struct sim_result *r, bool pool)
 {
     json_t *stale = json_array();
     for (int k = 0; k < r->staleness_n; k++)
@@ -107,6 +127,8 @@ static json_t *run_json(const struct sim_result *r)
     for (int i = 0; i < r->n_instances; i++)
         json_array_append_new(by_inst, json_integer((json_int_t)r->requests_by_instance[i]));
     json_object_set_new(o, "requests_by_instance", by_inst);
+    if (pool)
+        json_object_set_new(o, "pool", pool_json(&r->pool));
     json_object_set_new(
         o, "counts",
         json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "started",
@@ -187,13 +209,14 @@ json_t *sim_experiment_to_json(const struct sim_experiment *e, const struct libr
     json_t *modes = json_object();
     for (int i = 0; i < e->n; i++) {
         const struct sim_mode_result *mr = &e->mode[i];
+        bool pool = mr->layout.pool;
         json_t *steps = json_array();
         for (int k = 0; k < mr->run.steps_run; k++)
-            json_array_append_new(steps, step_json(&mr->run.steps[k]));
+            json_array_append_new(steps, step_json(&mr->run.steps[k], pool));
         json_t *m = json_pack("{s:o,s:o,s:o,s:o,s:O}", "layout",
                               layout_json(&mr->layout, cfg->cluster.gpus), "tuning",
-                              tuning_json(mr), "run", run_json(&mr->run), "steps", steps, "routing",
-                              mr->run.routing ? mr->run.routing : json_null());
+                              tuning_json(mr), "run", run_json(&mr->run, pool), "steps", steps,
+                              "routing", mr->run.routing ? mr->run.routing : json_null());
         json_object_set_new(m, "planner", planner_json(mr));
         json_object_set_new(modes, sim_mode_name(mr->mode), m);
     }
@@ -225,7 +248,7 @@ char *sim_experiment_jsonl(const struct sim_experiment *e, const struct libra_co
         const struct sim_mode_result *mr = &e->mode[i];
         json_t *m =
             json_pack("{s:o,s:o,s:o}", "layout", layout_json(&mr->layout, cfg->cluster.gpus),
-                      "tuning", tuning_json(mr), "run", run_json(&mr->run));
+                      "tuning", tuning_json(mr), "run", run_json(&mr->run, mr->layout.pool));
         json_object_set_new(m, "planner", planner_json(mr));
         json_object_set_new(modes, sim_mode_name(mr->mode), m);
     }
@@ -234,7 +257,7 @@ char *sim_experiment_jsonl(const struct sim_experiment *e, const struct libra_co
     json_decref(head);
     for (int i = 0; i < e->n; i++)
         for (int k = 0; k < e->mode[i].run.steps_run; k++) {
-            json_t *st = step_json(&e->mode[i].run.steps[k]);
+            json_t *st = step_json(&e->mode[i].run.steps[k], e->mode[i].layout.pool);
             json_object_set_new(st, "mode", json_string(sim_mode_name(e->mode[i].mode)));
             append_line(&b, st);
             json_decref(st);
@@ -254,8 +277,36 @@ static void layout_text(const struct sim_mode_result *mr, char *out, size_t size
         snprintf(out, size, "all GPUs, rollout TP%d (%s)", l->inst[0].tp, l->origin);
     else if (!d->trains)
         snprintf(out, size, "%s (%s)", fleet, l->origin);
+    else if (l->n_hybrid)
+        snprintf(out, size, "%d train + %dx%d hybrid + %s (%s)", l->n_train, l->n_hybrid,
+                 l->replica_gpus, fleet, l->origin);
     else
         snprintf(out, size, "%d train + %s (%s)", l->n_train, fleet, l->origin);
+}
+
+/* The pool's line: its replicas, what it did, and the mean split over the measured steps. */
+static void pool_text(struct strbuf *b, const struct sim_mode_result *mr)
+{
+    const struct sim_layout *l = &mr->layout;
+    const struct sim_result *r = &mr->run;
+    if (!l->n_hybrid) {
+        strbuf_printf(b, "elastic pool (%s): no hybrid replica: %s\n", sim_mode_name(l->mode),
+                      l->pool_note);
+        return;
+    }
+    double n = 0, train = 0, roll = 0;
+    for (int k = r->warmup; k < r->steps_run; k++) {
+        train += r->steps[k].pool.train_gpus;
+        roll += r->steps[k].rollout_gpu_s / r->steps[k].step_s;
+        n++;
+    }
+    strbuf_printf(b,
+                  "elastic pool (%s): %d hybrid replica%s of %d GPUs beside %d core; %d joins "
+                  "(%d trained, %d cancelled, %d failed), %d returns; mean GPUs training %.1f, "
+                  "in rollout %.1f\n",
+                  sim_mode_name(l->mode), l->n_hybrid, l->n_hybrid == 1 ? "" : "s", l->replica_gpus,
+                  l->train.dp, r->pool.joins, r->pool.activated, r->pool.cancelled, r->pool.failed,
+                  r->pool.returned, n ? train / n : 0, n ? roll / n : 0);
 }
 
 static double discarded_share(const struct sim_result *r)
@@ -310,6 +361,9 @@ char *sim_experiment_text(const struct sim_experiment *e, const struct libra_con
                       "%.1f), simulated %.1f s (train %.1f, rollout %.1f)\n",
                       lm->layout.pred_step_s, lm->layout.pred_train_s, lm->layout.pred_rollout_s,
                       lm->run.mean_step_s, lm->run.mean_train_s, lm->run.mean_rollout_s);
+    for (int i = 0; i < e->n; i++)
+        if (e->mode[i].layout.pool)
+            pool_text(&b, &e->mode[i]);
     for (int i = 0; lm && i < lm->n_verified; i++)
         if (lm->verified[i].chosen)
             strbuf_printf(&b,

@@ -87,6 +87,7 @@ struct sim_instance_spec {
     int tp;
     int bucket; /* index into the layout's buckets */
     int gpu;
+    int hybrid; /* 1 + the hybrid replica whose GPUs it serves on; 0: a core rollout instance */
 };
 
 /* What a mode runs on: the split, the training layout, the rollout fleet and its router. */
@@ -102,6 +103,14 @@ struct sim_layout {
     /* The planner's prediction for this layout (planned false: no plan was solved). */
     bool planned;
     double pred_step_s, pred_train_s, pred_rollout_s, pred_switch_s;
+    /* The elastic hybrid pool (libra with ehp.enabled): n_train and train.dp are then the
+     * core's, and hybrid replica h, a training replica of the same layout, sits on the GPUs
+     * [n_train + h * replica_gpus, n_train + (h + 1) * replica_gpus), serving rollout through
+     * the instances whose hybrid is h + 1 until the pool borrows it. */
+    bool pool;
+    int n_hybrid;
+    int replica_gpus;    /* TP * PP * CP */
+    char pool_note[160]; /* why the pool has no hybrid replica or another layout, or "" */
 };
 
 /* Releases what l owns; a zeroed l is fine. */
@@ -130,6 +139,24 @@ enum sim_waste {
 /* "prompt", "reprefill", ...; static storage. */
 const char *sim_waste_name(enum sim_waste w);
 
+/* Hybrid replicas by where their join is: serving rollout, then the join's phases. */
+#define SIM_JOIN_STATES 6
+
+/* "rollout", "requested", "fetching_state", "zero_sync", "activating", "active" (index i is
+ * ehp/pool.h's enum ehp_join value i); static storage. */
+const char *sim_join_state_name(int state);
+
+/* The elastic pool in a step (layouts with one): the split of the GPUs and the joins. */
+struct sim_pool_step {
+    int train_gpus;   /* GPUs that trained the step: the core's and the active hybrids' */
+    int hybrid_gpus;  /* of those, the hybrid replicas' */
+    int rollout_gpus; /* GPUs in rollout at the step's end (serving or starting) */
+    int replicas[SIM_JOIN_STATES]; /* hybrid replicas by join state at the step's end */
+    /* the pool's decisions since the previous step ended: joins requested, made active,
+     * cancelled, failed (rolled back) and returned to rollout after training */
+    int joins, activated, cancelled, failed, returned;
+};
+
 /* One training step (rollout mode: one batch). Times in seconds of simulated time. */
 struct sim_step {
     int64_t step;
@@ -151,6 +178,7 @@ struct sim_step {
                                 * starting; failed ones count idle, lent ones not at all) */
     double rollout_gpu_s;      /* those GPU-seconds in rollout (the utilisation's denominator) */
     int64_t waste[SIM_WASTES]; /* tokens wasted since the previous step ended, by cause */
+    struct sim_pool_step pool; /* zeroed without a pool */
 };
 
 /* The result of one run. */
@@ -186,8 +214,10 @@ struct sim_result {
     int64_t moves;                 /* turns sent to another instance than the previous one */
     int64_t *requests_by_instance; /* n_instances counters, in the layout's order; owned */
     int n_instances;
-    json_t *routing; /* sched_metrics_to_json of the run; owned */
-    char *perfetto;  /* Chrome trace-event JSON of one step, or NULL; owned */
+    struct sim_pool_step pool; /* the pool's decisions over the run (its split: the last
+                                * step's); zeroed without a pool */
+    json_t *routing;           /* sched_metrics_to_json of the run; owned */
+    char *perfetto;            /* Chrome trace-event JSON of one step, or NULL; owned */
 };
 
 /* Releases what r owns; a zeroed r is fine. */

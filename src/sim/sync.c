@@ -49,7 +49,10 @@ static void transfer(struct sim *s)
     s->sync_phase = SIM_SYNC_TRANSFER;
     struct cost_weight_update u;
     sim_weight_update(s, &u);
-    sim_schedule(s, s->now + u.transfer_s, SIM_EV_SYNC, 0, SIM_SYNC_TRANSFER);
+    /* a broadcast over a fleet that changed first rebuilds its group; disk needs none */
+    double rebuild = s->cfg->rl.transport == SPEC_TRANSPORT_NCCL ? s->rebuild_s : 0;
+    s->rebuild_s = 0;
+    sim_schedule(s, s->now + u.transfer_s + rebuild, SIM_EV_SYNC, 0, SIM_SYNC_TRANSFER);
 }
 
 /* Aborts every live request, keeping its output for the resubmission after the update. */

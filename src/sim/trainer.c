@@ -102,6 +102,8 @@ static double step_time(struct sim *s)
     c.dp = dp;
     c.minibatches = mb;
     c.micro_batch_tokens = fmax(c.micro_batch_tokens, s->seqs.longest_tokens);
+    if (s->elastic) /* the core and the hybrids the pool has training */
+        return sim_elastic_step_s(s, &c);
     struct cost_train_load load;
     struct cost_train_step out;
     if (cost_train_deal(&s->seqs, &s->shape, c.dp, c.minibatches, c.micro_batch_tokens, true,

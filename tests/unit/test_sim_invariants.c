@@ -1,7 +1,8 @@
 /*
  * sim/: invariants of random runs. Small clusters and batches of the built-in workloads under
  * every mode, sync mode and transport, with failure injection, over-provisioning and dynamic
- * sampling drawn at random (fixed seeds), and instances lent and returned mid-run. Every run
+ * sampling drawn at random (fixed seeds), instances lent and returned mid-run, and libra with
+ * the elastic pool. Every run
  * must keep its books: each trajectory ends
  * once (the simulator stops with LIBRA_EINTERNAL otherwise), every generated token is trained,
  * wasted or still in flight, per-step utilisations lie in [0, 1] and add up to the run's,
@@ -109,7 +110,7 @@ static void check_books(const struct sim_result *r, const struct libra_config *c
         assert_int_equal(hist, trained);
     if (l->mode == SIM_COLOCATED)
         assert_int_equal(hist, r->staleness[0]);
-    if (c->sim.fail_time_s < 0 && !fleet_changes) {
+    if (c->sim.fail_time_s < 0 && !fleet_changes && !l->n_hybrid) {
         int64_t updates = l->mode == SIM_COLOCATED ? r->steps_run
                           : l->mode == SIM_ROLLOUT ? 0
                                                    : r->syncs;
@@ -175,6 +176,8 @@ static size_t draw_fleet(int i, const struct sim_layout *l, struct sim_fleet_cha
 
 static void run_one(const struct world *w, struct libra_config *c, enum sim_mode mode, int i)
 {
+    struct rng g = rng_keyed(20260102, 0x656870, (uint64_t)i, 0); /* the pool, on its own */
+    c->ehp.enabled = mode == SIM_LIBRA && rng_bernoulli(&g, 0.6);
     struct sim_input in = input(w, c);
     struct sim_layout l;
     struct sim_result r, again;
