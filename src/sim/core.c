@@ -92,7 +92,7 @@ void sim_submit(struct sim *s, struct sim_traj *t)
     struct sim_inst *in = &s->inst[t->inst];
     if (!in->eng) {
         sim_fail(s, LIBRA_EINVAL,
-                 "every rollout instance has failed: no instance left for "
+                 "every rollout instance has failed or is lent: no instance left for "
                  "the remaining turns");
         return;
     }
@@ -208,8 +208,9 @@ void sim_fleet_update(struct sim *s, int64_t version)
 
 void sim_fleet_ready(struct sim *s, bool ready)
 {
+    s->fleet_paused = !ready;
     for (int i = 0; i < s->n_inst; i++)
-        if (s->inst[i].eng) {
+        if (s->inst[i].state == SIM_INST_SERVING) {
             engine_set_ready(s->inst[i].eng, s->now, ready);
             mark_dirty(s, i);
         }
@@ -222,11 +223,11 @@ double sim_inst_busy_s(struct sim *s, int i)
     const struct sim_inst *in = &s->inst[i];
     double busy = 0;
     if (!in->eng)
-        return in->busy_final_s;
+        return in->busy_prev_s;
     if (engine_busy_at(in->eng, s->now, &busy) != 0)
         sim_fail(s, LIBRA_EINTERNAL, "internal: instance %d cannot say its busy time at %.6f s", i,
                  s->now);
-    return busy;
+    return in->busy_prev_s + busy;
 }
 
 double sim_fleet_busy_gpu_s(struct sim *s)
@@ -242,6 +243,120 @@ void sim_measure_begin(struct sim *s)
     s->measure_from_s = s->now;
     s->train_busy_s = 0;
     s->measure_busy_gpu_s = sim_fleet_busy_gpu_s(s);
+    sim_avail_restart(s, &s->measure_avail);
+}
+
+/* ---- a fleet that grows and shrinks ----------------------------------------------------- */
+
+/* With no change in a window this is Σ TP × (now − start), the same product as before the
+ * fleet could change, so a fixed fleet's figures keep every bit. */
+double sim_avail_gpu_s(const struct sim *s, const struct sim_gpu_window *w)
+{
+    return w->acc_gpu_s + s->rollout_gpus * (s->now - w->mark_s);
+}
+
+void sim_avail_restart(const struct sim *s, struct sim_gpu_window *w)
+{
+    *w = (struct sim_gpu_window){0, s->now};
+}
+
+/* The rollout fleet gains (or loses) delta GPUs now. */
+static void rollout_gpus_change(struct sim *s, int delta)
+{
+    struct sim_gpu_window *w[] = {&s->step_avail, &s->measure_avail};
+    for (size_t k = 0; k < sizeof w / sizeof *w; k++) {
+        w[k]->acc_gpu_s = sim_avail_gpu_s(s, w[k]);
+        w[k]->mark_s = s->now;
+    }
+    s->rollout_gpus += delta;
+}
+
+/* Instance i's engine, new; it is counted busy from now on (its earlier engines' busy time
+ * stays in busy_prev_s). */
+static int inst_engine(struct sim *s, int i)
+{
+    struct sim_inst *in = &s->inst[i];
+    const struct cost_rollout_pre *pre = &s->pre[spec_tp_index(in->tp)];
+    struct engine_config c;
+    engine_config_default(&c, pre);
+    c.max_seqs = s->st.max_seqs;
+    c.max_batched_tokens = (int64_t)s->st.chunk_tokens;
+    c.prefix_cache = s->cfg->sim.prefix_cache; /* max_batched_tokens >= max_seqs: config */
+    if (pre->kv_capacity_tokens < 1 || engine_new(&in->eng, &c) != 0)
+        return sim_fail(s, LIBRA_EINVAL,
+                        "model %s does not fit a TP%d rollout instance on %s (no KV left after "
+                        "the weights)",
+                        s->in->model->name, in->tp, s->in->hw->name);
+    return 0;
+}
+
+/* Instance i's engine stops for good (failed) or until it returns (lent): its busy time is
+ * kept and the router stops sending it turns. */
+static void inst_stop(struct sim *s, int i, enum sim_inst_state to)
+{
+    struct sim_inst *in = &s->inst[i];
+    in->busy_prev_s = sim_inst_busy_s(s, i);
+    engine_free(in->eng);
+    in->eng = NULL;
+    in->state = to;
+    s->reg[i].ready = false;
+}
+
+void sim_inst_lend(struct sim *s, int i)
+{
+    struct sim_inst *in = &s->inst[i];
+    if (!in->eng)
+        return;
+    uint32_t *hit;
+    size_t n = sim_trajs_in(s, SIM_T_GEN, i, &hit);
+    for (size_t k = 0; k < n; k++)
+        sim_traj_suspend(s, &s->traj.v[hit[k]]);
+    inst_stop(s, i, SIM_INST_LENT);
+    rollout_gpus_change(s, -in->tp);
+    sim_trace_instant(s, SIM_PID_INSTANCES, (uint64_t)i, "instance lent", NULL);
+    for (size_t k = 0; k < n && !s->rc; k++)
+        sim_reroute(s, &s->traj.v[hit[k]]);
+    free(hit);
+}
+
+void sim_inst_return(struct sim *s, int i, double ready_in_s)
+{
+    struct sim_inst *in = &s->inst[i];
+    if (in->state != SIM_INST_LENT || inst_engine(s, i) != 0)
+        return;
+    engine_set_ready(in->eng, s->now, false);
+    in->state = SIM_INST_STARTING;
+    in->version = s->rollout_version; /* it loads the newest checkpoint */
+    in->epoch++;
+    rollout_gpus_change(s, in->tp);
+    mark_dirty(s, i);
+    sim_trace_instant(s, SIM_PID_INSTANCES, (uint64_t)i, "instance starting", NULL);
+    sim_schedule(s, s->now + ready_in_s, SIM_EV_READY, in->epoch, (uint64_t)i);
+}
+
+/* Instance i's start ended (epoch: which start): it serves, unless the fleet is paused for an
+ * update, whose end resumes it with the others. */
+static void on_ready(struct sim *s, int i, uint32_t epoch)
+{
+    struct sim_inst *in = &s->inst[i];
+    if (in->state != SIM_INST_STARTING || in->epoch != epoch)
+        return;
+    in->state = SIM_INST_SERVING;
+    s->reg[i].ready = true;
+    if (!s->fleet_paused)
+        engine_set_ready(in->eng, s->now, true);
+    mark_dirty(s, i);
+    sim_trace_instant(s, SIM_PID_INSTANCES, (uint64_t)i, "instance ready", NULL);
+}
+
+/* A scripted change (sim_run_opts.fleet[k]). */
+static void on_fleet(struct sim *s, size_t k)
+{
+    const struct sim_fleet_change *c = &s->opts->fleet[k];
+    if (c->op == SIM_FLEET_LEND)
+        sim_inst_lend(s, c->instance);
+    else
+        sim_inst_return(s, c->instance, cost_cold_start_s(&s->st.lifecycle, &s->shape));
 }
 
 /* ---- events --------------------------------------------------------------------------- */
@@ -300,10 +415,14 @@ static void flush_dirty(struct sim *s)
     s->dirty.n = 0;
 }
 
-/* Failure injection: instance i dies; its turns are sent again elsewhere. */
+/* Failure injection: instance i dies; its turns are sent again elsewhere (their output is
+ * lost). On a lent instance's GPUs it is the hybrid replica's member that fails: the pool
+ * rolls the replica back to rollout (training does not wait for it). */
 static void on_fail(struct sim *s, int i)
 {
     struct sim_inst *in = &s->inst[i];
+    if (in->state == SIM_INST_LENT) /* its GPUs hold a hybrid replica's trainer */
+        sim_elastic_member_failed(s, i);
     if (!in->eng)
         return;
     uint32_t *hit;
@@ -313,10 +432,7 @@ static void on_fail(struct sim *s, int i)
         s->out->waste[SIM_WASTE_FAILURE] += lost;
         s->out->failed_turns++;
     }
-    in->busy_final_s = sim_inst_busy_s(s, i);
-    engine_free(in->eng);
-    in->eng = NULL;
-    s->reg[i].ready = false;
+    inst_stop(s, i, SIM_INST_FAILED);
     sim_trace_instant(s, SIM_PID_INSTANCES, (uint64_t)i, "instance failed", NULL);
     for (size_t k = 0; k < n && !s->rc; k++)
         sim_reroute(s, &s->traj.v[hit[k]]);
@@ -340,6 +456,15 @@ static void dispatch(struct sim *s, const struct sim_event *e)
         break;
     case SIM_EV_FAIL:
         on_fail(s, (int)e->arg);
+        break;
+    case SIM_EV_READY:
+        on_ready(s, (int)e->arg, e->gen);
+        break;
+    case SIM_EV_FLEET:
+        on_fleet(s, (size_t)e->arg);
+        break;
+    case SIM_EV_POOL:
+        sim_elastic_event(s, e->gen, e->arg);
         break;
     }
 }
@@ -386,9 +511,9 @@ int sim_input_check(const struct sim_input *in, struct libra_error *err)
 static int check_settings(struct sim *s)
 {
     const struct spec_rl_config *rl = &s->cfg->rl;
-    bool stream = s->lay->mode == SIM_ASYNC || s->lay->mode == SIM_LIBRA;
     struct libra_error e = {0};
-    if (stream && spec_rl_async_check(rl, sim_mode_name(s->lay->mode), &e) != 0)
+    if (sim_mode_desc(s->lay->mode)->streams &&
+        spec_rl_async_check(rl, sim_mode_name(s->lay->mode), &e) != 0)
         return sim_fail(s, LIBRA_EINVAL, "%s", e.msg);
     if (s->lay->n_inst < 1)
         return sim_fail(s, LIBRA_EINVAL, "the %s layout has no rollout instance",
@@ -413,21 +538,13 @@ static int setup_instances(struct sim *s)
         cost_rollout_pre_init(&s->pre[k], &s->shape, s->in->hw, &s->st.rollout, 1 << k);
     for (int i = 0; i < s->n_inst; i++) {
         const struct sim_instance_spec *sp = &s->lay->inst[i];
-        const struct cost_rollout_pre *pre = &s->pre[spec_tp_index(sp->tp)];
-        struct engine_config c;
-        engine_config_default(&c, pre);
-        c.max_seqs = s->st.max_seqs;
-        c.max_batched_tokens = (int64_t)s->st.chunk_tokens;
-        c.prefix_cache = cfg->sim.prefix_cache; /* max_batched_tokens >= max_seqs: config */
-        if (pre->kv_capacity_tokens < 1 || engine_new(&s->inst[i].eng, &c) != 0)
-            return sim_fail(s, LIBRA_EINVAL,
-                            "model %s does not fit a TP%d rollout instance on %s (no KV left "
-                            "after the weights)",
-                            s->in->model->name, sp->tp, s->in->hw->name);
         s->inst[i].tp = sp->tp;
+        if (inst_engine(s, i) != 0)
+            return s->rc;
         s->rollout_gpus += sp->tp;
         s->inst[i].bucket = sp->bucket;
         s->inst[i].gpu = sp->gpu;
+        s->inst[i].hybrid = sp->hybrid;
         s->inst[i].last_count = -1;
         s->reg[i] = (struct sched_instance){
             .id = i, .tp = sp->tp, .bucket = sp->bucket, .cap = cfg->sim.queue_cap, .ready = true};
@@ -483,13 +600,19 @@ static int setup(struct sim *s)
     plan_settings_from_config(&s->st, s->in->hw, cfg);
     s->out->staleness_n = s->staleness + 2;
     s->out->staleness = xcalloc((size_t)s->out->staleness_n, sizeof *s->out->staleness);
-    if (setup_instances(s) || setup_router(s))
+    if (setup_instances(s) || setup_router(s) || (s->lay->n_hybrid && sim_elastic_init(s)))
         return s->rc;
     sim_source_init(s);
     if (s->rc)
         return s->rc;
-    s->ops = s->lay->mode == SIM_ASYNC || s->lay->mode == SIM_LIBRA ? &sim_mode_async_ops
-                                                                    : &sim_mode_sync_ops;
+    s->ops = sim_mode_desc(s->lay->mode)->ops;
+    for (size_t k = 0; k < s->opts->n_fleet; k++) {
+        const struct sim_fleet_change *c = &s->opts->fleet[k];
+        if (c->instance < 0 || c->instance >= s->n_inst)
+            return sim_fail(s, LIBRA_EINVAL, "fleet change %zu: no instance %d (the layout has %d)",
+                            k, c->instance, s->n_inst);
+        sim_schedule(s, c->at_s, SIM_EV_FLEET, 0, k);
+    }
     if (cfg->sim.fail_time_s >= 0)
         sim_schedule(s, cfg->sim.fail_time_s, SIM_EV_FAIL, 0,
                      (uint64_t)(cfg->sim.fail_instance % s->n_inst));
@@ -508,6 +631,7 @@ static void teardown(struct sim *s)
     vec_free(&s->done);
     vec_free(&s->held);
     sim_source_free(s);
+    sim_elastic_free(s);
     sched_router_free(s->router);
     sched_metrics_free(s->rmetrics);
     cost_train_seqs_free(&s->seqs);

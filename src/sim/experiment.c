@@ -25,12 +25,6 @@
 #include "util/error.h"
 #include "util/workers.h"
 
-const char *sim_mode_name(enum sim_mode m)
-{
-    static const char *const names[SIM_MODES] = {"colocated", "async", "libra", "rollout"};
-    return (unsigned)m < SIM_MODES ? names[m] : "unknown";
-}
-
 const char *sim_waste_name(enum sim_waste w)
 {
     static const char *const names[SIM_WASTES] = {"prompt", "reprefill", "preempt", "filtered",
@@ -322,19 +316,19 @@ static int all_failed(const struct grid *g, enum sim_mode mode, struct libra_err
     return rc;
 }
 
-/* Tunes mode mr->mode (colocated or async) into mr->layout. */
+/* Tunes mode mr->mode (its TP, and its split when it tunes one) into mr->layout. */
 static int tune(const struct sim_input *in, struct sim_mode_result *mr, struct libra_error *err)
 {
     const struct spec_sim_config *sc = &in->cfg->sim;
-    bool async = mr->mode == SIM_ASYNC;
+    bool split = sim_mode_desc(mr->mode)->tune == SIM_TUNE_SPLIT_TP;
     int tps[4], *splits;
-    int n_tp = tp_values(in, async ? sc->async_tp : sc->colocated_tp, tps);
-    int n_split = async ? split_values(in, sc->async_train_gpus, &splits) : 1;
-    if (!async) {
+    int n_tp = tp_values(in, split ? sc->async_tp : sc->colocated_tp, tps);
+    int n_split = split ? split_values(in, sc->async_train_gpus, &splits) : 1;
+    if (!split) {
         splits = xcalloc(1, sizeof *splits);
         splits[0] = in->cfg->cluster.gpus;
     }
-    bool pinned = n_tp == 1 && (!async || n_split == 1);
+    bool pinned = n_tp == 1 && (!split || n_split == 1);
     int best = -1, steps = sc->tune_steps < in->cfg->rl.steps ? sc->tune_steps : in->cfg->rl.steps;
     if (!pinned) {
         mr->tune_steps = steps;
@@ -387,8 +381,8 @@ static void run_mode(void *arg, size_t i)
     struct sim_mode_result *mr = &ms->out->mode[k];
     struct libra_error *err = &ms->err[k];
     bool verify = mr->mode == SIM_LIBRA && cfg->sim.planner && cfg->plan.verify_candidates > 0;
-    int rc = mr->mode == SIM_COLOCATED || mr->mode == SIM_ASYNC ? tune(ms->in, mr, err)
-             : verify                                           ? sim_verify(ms->in, mr, err)
+    int rc = sim_mode_desc(mr->mode)->tune != SIM_TUNE_NONE ? tune(ms->in, mr, err)
+             : verify                                       ? sim_verify(ms->in, mr, err)
                       : sim_layout_make(ms->in, mr->mode, 0, 0, &mr->layout, err);
     struct sim_run_opts o = run_opts(cfg, cfg->rl.steps);
     if (ms->in->perfetto && k == ms->last)
@@ -414,8 +408,14 @@ static void run_mode(void *arg, size_t i)
 /* Whether mode m runs once, without a tuning sweep before it. */
 static bool runs_once(const struct spec_sim_config *sc, enum sim_mode m)
 {
-    return m == SIM_LIBRA || m == SIM_ROLLOUT || (m == SIM_COLOCATED && sc->colocated_tp) ||
-           (m == SIM_ASYNC && sc->async_tp && sc->async_train_gpus);
+    switch (sim_mode_desc(m)->tune) {
+    case SIM_TUNE_TP:
+        return sc->colocated_tp;
+    case SIM_TUNE_SPLIT_TP:
+        return sc->async_tp && sc->async_train_gpus;
+    default:
+        return true;
+    }
 }
 
 int sim_experiment_run(const struct sim_input *in, struct sim_experiment *out,
@@ -436,13 +436,11 @@ int sim_experiment_run(const struct sim_input *in, struct sim_experiment *out,
                          "sim.timeline_steps: step %lld is past the last step, %d (steps are "
                          "numbered from 0)",
                          (long long)first, cfg->rl.steps - 1);
-    static const unsigned bits[SIM_MODES] = {SPEC_SIM_COLOCATED, SPEC_SIM_ASYNC, SPEC_SIM_LIBRA,
-                                             SPEC_SIM_ROLLOUT};
     struct modes *ms = xcalloc(1, sizeof *ms);
     ms->in = in;
     ms->out = out;
     for (int m = 0; m < SIM_MODES; m++)
-        if (cfg->sim.modes & bits[m])
+        if (cfg->sim.modes & sim_mode_desc((enum sim_mode)m)->bit)
             out->mode[out->n++].mode = (enum sim_mode)m;
     int n = 0;
     for (int pass = 0; pass < 2; pass++)

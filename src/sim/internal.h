@@ -9,11 +9,14 @@
  *   sync.c      weight updates: sync mode × transport
  *   mode_sync.c colocated and rollout modes (one batch at a time)
  *   mode_async.c async and libra modes (a stream with bounded staleness)
+ *   mode.c      the modes' table: what each mode is (struct sim_mode_desc)
+ *   elastic.c   the elastic hybrid pool of the libra mode (ehp/pool.h driven by the run)
  *   metrics.c   the run's summary
  *   perfetto.c  the recording hooks and the trace-event document of one step
  *   timeline.c  the GPU timeline of a step range (busy intervals, per-instance load)
  *
- * A mode is a small set of callbacks over the shared parts (struct sim_mode_ops).
+ * A mode is a row of the modes' table (struct sim_mode_desc): a small set of callbacks over
+ * the shared parts (struct sim_mode_ops), its layout function and what it is.
  */
 #ifndef SIM_INTERNAL_H
 #define SIM_INTERNAL_H
@@ -48,6 +51,9 @@ enum sim_ev_kind {
     SIM_EV_MODE,   /* a mode's timer (arg: what, defined by the mode) */
     SIM_EV_SYNC,   /* a weight-update phase ended (arg: phase) */
     SIM_EV_FAIL,   /* failure injection (arg: instance) */
+    SIM_EV_READY,  /* a starting instance is ready (arg: instance, gen: its epoch) */
+    SIM_EV_FLEET,  /* a scripted fleet change (arg: index into sim_run_opts.fleet) */
+    SIM_EV_POOL,   /* a hybrid replica's join phase ended (elastic.c; gen: its generation) */
 };
 
 struct sim_event {
@@ -60,16 +66,36 @@ struct sim_event {
 
 /* ---- instances ------------------------------------------------------------------------ */
 
+/* Where an instance is. Its GPUs count as rollout GPUs while it serves or starts (and, as
+ * before the fleet could change, after it failed: they stay in the fleet, idle). */
+enum sim_inst_state {
+    SIM_INST_SERVING,  /* its engine takes turns */
+    SIM_INST_STARTING, /* an engine is starting: turns sent to it wait until it is ready */
+    SIM_INST_LENT,     /* its GPUs left rollout (they train); no engine */
+    SIM_INST_FAILED,   /* died (failure injection); no engine, never back */
+};
+
 struct sim_inst {
-    struct engine *eng; /* NULL once failed */
+    struct engine *eng; /* NULL while lent or once failed */
+    enum sim_inst_state state;
     int tp, bucket, gpu;
-    int live;            /* requests on it */
-    int64_t version;     /* policy version of its weights */
-    uint32_t gen;        /* generation of its pending engine event */
-    bool dirty;          /* changed since its next event was computed */
-    double busy_final_s; /* failed: its engine's busy time when it died */
-    int64_t last_count;  /* running + queued last reported to the perfetto recording */
-    int64_t gen_tokens;  /* kept by its requests that ended (finished or aborted) */
+    int hybrid;         /* 1 + the hybrid replica it serves for; 0: a core rollout instance */
+    int live;           /* requests on it */
+    int64_t version;    /* policy version of its weights */
+    uint32_t gen;       /* generation of its pending engine event */
+    uint32_t epoch;     /* bumped at every start: a ready event of an older start is stale */
+    bool dirty;         /* changed since its next event was computed */
+    double busy_prev_s; /* busy seconds of its earlier engines (lent or failed ones) */
+    int64_t last_count; /* running + queued last reported to the perfetto recording */
+    int64_t gen_tokens; /* kept by its requests that ended (finished or aborted) */
+};
+
+/* Rollout GPU-seconds available over a window that the fleet may change during: the
+ * GPU-seconds of the fleet's earlier sizes since the window began, plus the current size
+ * times the time since the last change (or the window's start). */
+struct sim_gpu_window {
+    double acc_gpu_s; /* GPU-seconds before mark_s */
+    double mark_s;    /* the window's start or the last fleet change since */
 };
 
 /* ---- trajectories --------------------------------------------------------------------- */
@@ -182,6 +208,33 @@ struct sim_mode_ops {
 extern const struct sim_mode_ops sim_mode_sync_ops;  /* colocated and rollout */
 extern const struct sim_mode_ops sim_mode_async_ops; /* async and libra */
 
+/* How a mode's layout is chosen when the config does not pin it. */
+enum sim_tune {
+    SIM_TUNE_NONE,     /* made once (the planner's, or the fleet sched.buckets gives) */
+    SIM_TUNE_TP,       /* every rollout TP simulated (sim.colocated_tp pins it) */
+    SIM_TUNE_SPLIT_TP, /* every split and TP (sim.async_train_gpus and sim.async_tp pin them) */
+};
+
+struct plan_lengths;
+
+/* A mode's identity (mode.c holds the table, by enum sim_mode). */
+struct sim_mode_desc {
+    const char *name; /* as sim.modes spells it */
+    unsigned bit;     /* its SPEC_SIM_* bit in sim.modes */
+    const struct sim_mode_ops *ops;
+    bool streams;   /* rollout is a stream with bounded staleness (the async pipeline) */
+    bool trains;    /* it has a trainer (the rollout mode has none) */
+    bool colocated; /* every GPU trains, then rolls out (time-shared) */
+    bool routed;    /* its fleet is routed by sched.policy (else least-connections) */
+    enum sim_tune tune;
+    /* Its layout with the pinned choices of sim_layout_make (n_train, tp) on the planner's
+     * length sample sm (NULL when the mode does not train); as sim_layout_make. */
+    int (*layout)(const struct sim_input *in, const struct plan_lengths *sm, int n_train, int tp,
+                  struct sim_layout *l, struct libra_error *err);
+};
+
+const struct sim_mode_desc *sim_mode_desc(enum sim_mode m);
+
 /* ---- recordings (perfetto.c, timeline.c) ---------------------------------------------- */
 
 /* Where an instance's busy time stands on its timeline row (timeline.c). */
@@ -243,9 +296,12 @@ struct sim {
     struct sim_inst *inst;
     struct sched_instance *reg;
     int n_inst;
-    int rollout_gpus;          /* Σ TP of the instances, failed ones included */
-    double step_busy_gpu_s;    /* the fleet's busy GPU-seconds when the last step ended */
-    double measure_busy_gpu_s; /* ... when the measured window began */
+    int rollout_gpus;                    /* Σ TP of the instances serving, starting or failed */
+    struct sim_gpu_window step_avail;    /* rollout GPU-seconds since the last step ended */
+    struct sim_gpu_window measure_avail; /* ... since the measured window began */
+    bool fleet_paused;                   /* keep mode: serving engines paused for an update */
+    double step_busy_gpu_s;              /* the fleet's busy GPU-seconds when the last step ended */
+    double measure_busy_gpu_s;           /* ... when the measured window began */
     VEC(int) dirty;
     VEC(struct engine_done) done; /* completions collected by the engine callback */
     uint64_t next_req;
@@ -300,6 +356,11 @@ struct sim {
     const struct sim_mode_ops *ops;
     void *mode;
 
+    /* the elastic hybrid pool (elastic.c); NULL without hybrid replicas */
+    struct sim_elastic *elastic;
+    double rebuild_s; /* the NCCL weight-update group's rebuild that a fleet change owes the
+                       * next update, s */
+
     struct sim_trace_rec trace;
 };
 
@@ -347,14 +408,34 @@ int64_t sim_abort_request(struct sim *s, struct sim_traj *t);
 /* Flushes every live instance's prefix cache and sets its version (a weight update). */
 void sim_fleet_update(struct sim *s, int64_t version);
 
-/* Pauses (false) or resumes every live instance's engine (keep mode). */
+/* Pauses (false) or resumes every serving instance's engine (keep mode); an instance that
+ * becomes ready while the fleet is paused stays paused until it resumes. */
 void sim_fleet_ready(struct sim *s, bool ready);
+
+/*
+ * Takes serving or starting instance i out of rollout (its GPUs go to training): its live
+ * turns are aborted with their output kept and resumed elsewhere (the context prefilled
+ * again there is re-prefill waste), its engine and KV are gone and its GPUs leave the
+ * rollout GPU-seconds. Does nothing to an instance lent or failed already.
+ */
+void sim_inst_lend(struct sim *s, int i);
+
+/*
+ * Brings lent instance i back to rollout: a new engine, STARTING (turns sent to it wait)
+ * until ready_in_s from now, with the fleet's weights; its GPUs count as rollout GPUs at
+ * once. Does nothing to an instance that is not lent.
+ */
+void sim_inst_return(struct sim *s, int i, double ready_in_s);
+
+/* Rollout GPU-seconds available in window w up to now; sim_avail_restart starts w now. */
+double sim_avail_gpu_s(const struct sim *s, const struct sim_gpu_window *w);
+void sim_avail_restart(const struct sim *s, struct sim_gpu_window *w);
 
 /* Ends the measured window's start: snapshots engine counters. */
 void sim_measure_begin(struct sim *s);
 
-/* Seconds instance i has been busy from the start to now, the elapsed part of a running
- * iteration included (frozen when it failed). */
+/* Seconds instance i has been busy from the start to now, over all its engines, the elapsed
+ * part of a running iteration included (frozen while lent and once failed). */
 double sim_inst_busy_s(struct sim *s, int i);
 
 /* Busy GPU-seconds of the rollout fleet from the start to now: Σ TP × sim_inst_busy_s. */
@@ -389,6 +470,9 @@ void sim_group_abort(struct sim *s, struct sim_group *g, enum sim_waste why);
 
 /* Counts the tokens of a live request that ended (kept_tokens of them) by policy version. */
 void sim_account_versions(struct sim *s, struct sim_traj *t, int64_t kept_tokens);
+
+/* Aborts t's live request keeping its output: the turn resumes from there when resent. */
+void sim_traj_suspend(struct sim *s, struct sim_traj *t);
 
 /* Re-routes and resends t's current turn after its instance failed or it was aborted. */
 void sim_reroute(struct sim *s, struct sim_traj *t);
@@ -445,6 +529,32 @@ void sim_sync_poll(struct sim *s);
 /* One weight update of s's layout (cost_weight_update with where its fleet sits). */
 void sim_weight_update(const struct sim *s, struct cost_weight_update *out);
 
+/* ---- elastic.c ------------------------------------------------------------------------ */
+
+/* Creates the pool of s's layout (its hybrid replicas serving rollout). Returns 0, or the
+ * error recorded with sim_fail. */
+int sim_elastic_init(struct sim *s);
+void sim_elastic_free(struct sim *s);
+
+/* A training step begins on the sequences in s->seqs, dealt per c (the core's layout with the
+ * step's adjustments): membership is frozen and the step costed with the active hybrids
+ * beside the core. Returns its seconds. */
+double sim_elastic_step_s(struct sim *s, const struct cost_train_config *c);
+
+/* The step that st records ended: returns the replicas leaving training and fills st->pool. */
+void sim_elastic_step_end(struct sim *s, struct sim_step *st);
+
+/* After the record of step st: the signal, from st's training and rollout times and the
+ * router's pressure, and the pool steered toward it. */
+void sim_elastic_steer(struct sim *s, const struct sim_step *st);
+
+/* A SIM_EV_POOL event: a join's phase ended, or its deadline came. */
+void sim_elastic_event(struct sim *s, uint32_t gen, uint64_t arg);
+
+/* Failure injection on lent instance i: its hybrid replica's member fails (a join rolls
+ * back). Returns whether i belongs to a hybrid replica. */
+bool sim_elastic_member_failed(struct sim *s, int i);
+
 /* ---- perfetto.c: the recording hooks ---------------------------------------------------- */
 
 /* Sets up what opts asks to record (the trace-event document, the timeline). */
@@ -481,6 +591,7 @@ void sim_trace_release(struct sim *s);
 #define SIM_PID_INSTANCES 1
 #define SIM_PID_TRAJECTORIES 2
 #define SIM_PID_TRAINER 3
+#define SIM_PID_POOL 4 /* one track per hybrid replica */
 
 /* ---- timeline.c (through the hooks above) ---------------------------------------------- */
 
@@ -509,6 +620,16 @@ void sim_timeline_release(struct sim *s);
 void sim_metrics_finish(struct sim *s);
 
 /* ---- layout.c ------------------------------------------------------------------------- */
+
+/* The modes' layout functions (struct sim_mode_desc.layout). */
+int sim_layout_colocated(const struct sim_input *in, const struct plan_lengths *sm, int n_train,
+                         int tp, struct sim_layout *l, struct libra_error *err);
+int sim_layout_async(const struct sim_input *in, const struct plan_lengths *sm, int n_train, int tp,
+                     struct sim_layout *l, struct libra_error *err);
+int sim_layout_libra(const struct sim_input *in, const struct plan_lengths *sm, int n_train, int tp,
+                     struct sim_layout *l, struct libra_error *err);
+int sim_layout_rollout(const struct sim_input *in, const struct plan_lengths *sm, int n_train,
+                       int tp, struct sim_layout *l, struct libra_error *err);
 
 /* libra's layout as the planner plans it on in's length sample under the plan section of
  * plan_cfg (in->cfg but for that section). Returns as sim_layout_make. */

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ehp/lend.h"
 #include "plan/sample.h"
 #include "plan/train.h"
 #include "sim/internal.h"
@@ -246,7 +247,7 @@ static int fleet_from_buckets(const struct sim_input *in, struct sim_layout *l,
     for (int b = 0; b < l->buckets.n; b++)
         for (int k = 0; k < l->buckets.bucket[b].n_tp; k++)
             for (int c = 0; c < l->buckets.bucket[b].instances[k]; c++)
-                l->inst[i++] = (struct sim_instance_spec){l->buckets.bucket[b].tp[k], b, 0};
+                l->inst[i++] = (struct sim_instance_spec){l->buckets.bucket[b].tp[k], b, 0, 0};
     return 0;
 }
 
@@ -260,17 +261,18 @@ static int fleet_gpus(const struct sim_layout *l)
 
 /* ---- the modes ------------------------------------------------------------------------ */
 
-static int make_colocated(const struct sim_input *in, const struct plan_lengths *sm, int tp,
-                          struct sim_layout *l, struct libra_error *err)
+int sim_layout_colocated(const struct sim_input *in, const struct plan_lengths *sm, int n_train,
+                         int tp, struct sim_layout *l, struct libra_error *err)
 {
+    (void)n_train; /* every GPU */
     double train_s;
     l->n_train = in->cfg->cluster.gpus;
     int rc = best_train(in, sm, l->n_train, &l->train, &train_s, err);
     return rc ? rc : homogeneous(in, l, 0, tp, err);
 }
 
-static int make_async(const struct sim_input *in, const struct plan_lengths *sm, int n_train,
-                      int tp, struct sim_layout *l, struct libra_error *err)
+int sim_layout_async(const struct sim_input *in, const struct plan_lengths *sm, int n_train, int tp,
+                     struct sim_layout *l, struct libra_error *err)
 {
     int gpus = in->cfg->cluster.gpus;
     if (n_train < 1 || n_train >= gpus)
@@ -294,8 +296,165 @@ static void plan_instances(const struct plan_result *r, struct sim_layout *l)
         struct sim_instance_spec *sp = &l->inst[u->instance];
         if (sp->tp == 0)
             *sp = (struct sim_instance_spec){u->instance_tp, 0,
-                                             u->node * r->gpus_per_node + u->local};
+                                             u->node * r->gpus_per_node + u->local, 0};
     }
+}
+
+/* ---- the elastic hybrid pool ---------------------------------------------------------- */
+
+/* The fewest DP replicas of l (at least one) that hold the model state and fit memory on the
+ * sample with the batch dealt to them alone: the core, which trains every step. */
+static int core_replicas(struct plan_train *t, const struct plan_train_layout *l)
+{
+    for (int d = 1; d < l->dp; d++) {
+        struct plan_train_layout c = *l;
+        c.dp = d;
+        if (plan_train_check(t, &c, NULL) == PLAN_WHY_NONE)
+            return d;
+    }
+    return l->dp;
+}
+
+/* Whether l can lend: a core smaller than l, and a replica that holds the whole state and
+ * fits (ehp_lend_layout). Sets *core, and *why (a static text) when it cannot. */
+static bool lendable(struct plan_train *t, const struct plan_settings *st,
+                     const struct cost_shape *sh, const struct spec_hardware *hw,
+                     const struct plan_train_layout *l, int *core, const char **why)
+{
+    static const char *const whys[] = {
+        [EHP_LEND_FULL_SHARD] = "FSDP shards the whole state over every replica",
+        [EHP_LEND_SHARD_GROUP] = "the HSDP shard group does not divide DP",
+        [EHP_LEND_NODE] = "a training replica spans nodes",
+        [EHP_LEND_MEMORY] = "a replica's whole state does not fit its GPUs",
+    };
+    *core = core_replicas(t, l);
+    struct plan_train_layout cl = *l;
+    cl.dp = *core;
+    struct ehp_lend lend;
+    if (*core == l->dp) {
+        *why = "the core needs every training replica to hold the model state";
+        return false;
+    }
+    if (ehp_lend_layout(&cl, 0, st, sh, hw, &lend) != 0 || !lend.can_lend) {
+        *why = whys[lend.why == EHP_LEND_OK ? EHP_LEND_MEMORY : lend.why];
+        return false;
+    }
+    return true;
+}
+
+/* The fastest feasible layout of n GPUs that can lend (its core in *core), or none
+ * (INFINITY). */
+static double fastest_lendable(struct plan_train *t, const struct plan_settings *st,
+                               const struct cost_shape *sh, const struct spec_hardware *hw, int n,
+                               struct plan_train_layout *out, int *core)
+{
+    struct plan_train_layout cand[PLAN_LAYOUTS_MAX];
+    size_t k = plan_train_layouts(t, n, cand);
+    double best = INFINITY;
+    for (size_t i = 0; i < k; i++) {
+        int c;
+        const char *why;
+        if (plan_train_check(t, &cand[i], NULL) != PLAN_WHY_NONE ||
+            !lendable(t, st, sh, hw, &cand[i], &c, &why))
+            continue;
+        double ts = plan_train_time(t, &cand[i], NULL);
+        if (ts < best) {
+            best = ts;
+            *out = cand[i];
+            *core = c;
+        }
+    }
+    return best;
+}
+
+/* The TP of a hybrid replica's rollout instances: of the TP sizes up to the replica's GPUs
+ * that the buckets route to, the one serving the most GPUs of the fleet (the smaller on a
+ * tie); with none, the replica's GPUs as one instance, which the last bucket then serves too
+ * (the bucket of the longest work, where a large instance belongs). */
+static int hybrid_tp(struct sim_layout *l)
+{
+    int gpus[PLAN_NTP] = {0}, best = -1;
+    for (int i = 0; i < l->n_inst; i++)
+        gpus[spec_tp_index(l->inst[i].tp)] += l->inst[i].tp;
+    for (int k = 0; k < PLAN_NTP && 1 << k <= l->replica_gpus; k++) {
+        bool routed = false;
+        for (int b = 0; b < l->buckets.n; b++)
+            routed = routed || spec_bucket_has_tp(&l->buckets.bucket[b], 1 << k);
+        if (routed && (best < 0 || gpus[k] > gpus[best]))
+            best = k;
+    }
+    if (best >= 0)
+        return 1 << best;
+    struct spec_bucket *last = &l->buckets.bucket[l->buckets.n - 1];
+    /* first: the bucket's TP sizes stay ascending, as every one is larger */
+    memmove(&last->tp[1], &last->tp[0], (size_t)last->n_tp * sizeof *last->tp);
+    memmove(&last->instances[1], &last->instances[0], (size_t)last->n_tp * sizeof *last->instances);
+    last->tp[0] = l->replica_gpus;
+    last->instances[0] = 0;
+    last->n_tp++;
+    return l->replica_gpus;
+}
+
+/* Gives l n_hybrid hybrid replicas beyond its core of `core` replicas, each serving rollout
+ * as instances of hybrid_tp on its GPUs. */
+static void add_hybrids(struct sim_layout *l, int core)
+{
+    int n_hybrid = l->train.dp - core, tp = hybrid_tp(l), per = l->replica_gpus / tp;
+    int first = core * l->replica_gpus;
+    l->inst =
+        xreallocarray(l->inst, (size_t)l->n_inst + (size_t)n_hybrid * (size_t)per, sizeof *l->inst);
+    for (int h = 0; h < n_hybrid; h++)
+        for (int j = 0; j < per; j++)
+            l->inst[l->n_inst++] =
+                (struct sim_instance_spec){tp, 0, first + h * l->replica_gpus + j * tp, h + 1};
+    l->n_hybrid = n_hybrid;
+    l->n_train = first;
+    l->train.dp = core;
+}
+
+/*
+ * Splits l's training replicas into the core and hybrid replicas, which serve rollout until
+ * the pool borrows them: every replica beyond what the core needs to hold the model state is
+ * hybrid, so the pool can lend as much as the layout allows while the core's communicators
+ * never change. A layout that cannot lend (its core needs every replica, or a replica's whole
+ * state does not fit: a hybrid steps its own optimizer, so it holds what a core replica
+ * shards over DP) is replaced by the fastest layout of its GPUs that can, and pool_note says
+ * so; with none, l keeps its replicas and pool_note says why.
+ */
+static void pool_split(const struct sim_input *in, const struct plan_lengths *sm,
+                       struct sim_layout *l)
+{
+    struct cost_shape sh;
+    struct plan_settings st;
+    l->pool = true;
+    if (cost_shape_init(&sh, in->model) != 0)
+        return; /* the planner has used it: not reached */
+    plan_settings_from_config(&st, in->hw, in->cfg);
+    struct plan_sample view = plan_lengths_view(sm);
+    struct plan_train t;
+    plan_train_init(&t, &view, sm->filtered.v, &sh, in->hw, &st, in->cfg);
+    int core;
+    const char *why;
+    if (!lendable(&t, &st, &sh, in->hw, &l->train, &core, &why)) {
+        struct plan_train_layout alt;
+        if (!isinf(fastest_lendable(&t, &st, &sh, in->hw, l->n_train, &alt, &core)) ||
+            (plan_train_fallback(&t, true) &&
+             !isinf(fastest_lendable(&t, &st, &sh, in->hw, l->n_train, &alt, &core)))) {
+            snprintf(l->pool_note, sizeof l->pool_note,
+                     "the planner's training layout cannot lend (%s): the fastest that can", why);
+            l->train = alt;
+        } else {
+            snprintf(l->pool_note, sizeof l->pool_note,
+                     "%s, and no other layout of its %d GPUs "
+                     "can lend",
+                     why, l->n_train);
+            core = l->train.dp;
+        }
+    }
+    plan_train_free(&t);
+    l->replica_gpus = l->train.tp * l->train.pp * l->train.cp;
+    if (core < l->train.dp)
+        add_hybrids(l, core);
 }
 
 /* libra's layout as the planner plans it (async) under plan_cfg's plan section. */
@@ -327,6 +486,8 @@ static int make_libra_planned(const struct sim_input *in, const struct libra_con
     if (rc == 0 && in->cfg->sched.buckets[0] &&
         spec_bucket_parse(&l->buckets, in->cfg->sched.buckets, "sched.buckets", err) != 0)
         rc = LIBRA_EINVAL;
+    if (rc == 0 && in->cfg->ehp.enabled)
+        pool_split(in, sm, l);
     return rc ? rc : assign_buckets(l, err);
 }
 
@@ -345,11 +506,27 @@ static int make_libra_fleet(const struct sim_input *in, const struct plan_length
     double train_s;
     rc = best_train(in, sm, l->n_train, &l->train, &train_s, err);
     snprintf(l->origin, sizeof l->origin, "fleet");
-    return rc ? rc : pack(in, l, l->n_train, err);
+    if (rc == 0)
+        rc = pack(in, l, l->n_train, err);
+    if (rc || !in->cfg->ehp.enabled)
+        return rc;
+    pool_split(in, sm, l); /* the hybrids' instances go to buckets serving their TP */
+    return assign_buckets(l, err);
 }
 
-static int make_rollout(const struct sim_input *in, struct sim_layout *l, struct libra_error *err)
+/* libra: the planner's layout, or with sim.planner off the fleet of sched.buckets. */
+int sim_layout_libra(const struct sim_input *in, const struct plan_lengths *sm, int n_train, int tp,
+                     struct sim_layout *l, struct libra_error *err)
 {
+    (void)n_train, (void)tp; /* the planner's, or the fleet's */
+    return in->cfg->sim.planner ? make_libra_planned(in, in->cfg, sm, l, err)
+                                : make_libra_fleet(in, sm, l, err);
+}
+
+int sim_layout_rollout(const struct sim_input *in, const struct plan_lengths *sm, int n_train,
+                       int tp, struct sim_layout *l, struct libra_error *err)
+{
+    (void)sm, (void)n_train, (void)tp; /* no trainer; the fleet of sched.buckets */
     int rc = fleet_from_buckets(in, l, err);
     if (rc)
         return rc;
@@ -365,27 +542,13 @@ int sim_layout_make(const struct sim_input *in, enum sim_mode m, int n_train, in
     snprintf(out->origin, sizeof out->origin, "pinned");
     if (sim_input_check(in, err) != 0)
         return LIBRA_EINVAL;
-    if (m == SIM_ROLLOUT) {
-        int rc = make_rollout(in, out, err);
-        out->policy = in->cfg->sched.policy; /* the libra and rollout fleets route by it */
-        return rc;
-    }
+    const struct sim_mode_desc *d = sim_mode_desc(m);
     struct plan_lengths sm = {0};
-    sample_build(in, &sm);
-    int rc;
-    switch (m) {
-    case SIM_COLOCATED:
-        rc = make_colocated(in, &sm, tp, out, err);
-        break;
-    case SIM_ASYNC:
-        rc = make_async(in, &sm, n_train, tp, out, err);
-        break;
-    default:
-        rc = in->cfg->sim.planner ? make_libra_planned(in, in->cfg, &sm, out, err)
-                                  : make_libra_fleet(in, &sm, out, err);
+    if (d->trains)
+        sample_build(in, &sm);
+    int rc = d->layout(in, d->trains ? &sm : NULL, n_train, tp, out, err);
+    if (d->routed)
         out->policy = in->cfg->sched.policy;
-        break;
-    }
     plan_lengths_free(&sm);
     return rc;
 }

@@ -52,8 +52,8 @@ void sim_metrics_finish(struct sim *s)
         o->tail_share = tail / n;
     }
     o->generated_tokens_per_s = s->now > 0 ? (double)o->generated_tokens / s->now : 0;
-    o->rollout_util =
-        sim_util(sim_fleet_busy_gpu_s(s) - s->measure_busy_gpu_s, s->rollout_gpus * o->measured_s);
+    o->rollout_gpu_s = sim_avail_gpu_s(s, &s->measure_avail);
+    o->rollout_util = sim_util(sim_fleet_busy_gpu_s(s) - s->measure_busy_gpu_s, o->rollout_gpu_s);
     o->train_util = sim_util(s->train_busy_s, o->measured_s);
     for (size_t i = 0; i < s->traj.n; i++) /* a released slot is accounted */
         if (!s->traj.v[i].accounted)

@@ -115,9 +115,13 @@ static void trained(struct sim *s)
     m->prev_ready_s = m->ready_s;
     s->last_step_end_s = s->now;
     s->version++;
+    if (s->elastic)
+        sim_elastic_step_end(s, &st);
     sim_step_record(s, &st);
     if (s->finished)
         return;
+    if (s->elastic)
+        sim_elastic_steer(s, &st);
     if (job_sync_due(&s->job, s->version)) {
         sim_sync_begin(s);
         return;

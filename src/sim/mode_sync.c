@@ -38,11 +38,6 @@ static struct sync_mode *state(struct sim *s)
     return s->mode;
 }
 
-static bool trains(const struct sim *s)
-{
-    return s->lay->mode == SIM_COLOCATED;
-}
-
 static void launch_round(struct sim *s)
 {
     struct sync_mode *m = state(s);
@@ -83,7 +78,7 @@ static void rollout_done(struct sim *s)
 {
     struct sync_mode *m = state(s);
     m->rollout_s = s->now - m->phase_start_s;
-    if (!trains(s)) {
+    if (!sim_mode_desc(s->lay->mode)->trains) {
         struct sim_step st = {0};
         sim_batch_stats(s, m->accepted.v, m->accepted.n, m->phase_start_s, &st);
         record(s, &st);

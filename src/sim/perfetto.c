@@ -4,9 +4,12 @@
  *
  * Two recordings share the hooks. The trace-event document (--perfetto) holds one step as
  * Chrome trace events (the JSON that chrome://tracing and ui.perfetto.dev open), in three
- * processes: "rollout instances" (one counter track per instance: requests on it),
- * "trajectories" (one track per trajectory: its turns and its tool waits as slices, moves
- * between instances as instant events) and "trainer" (training steps, weight updates). The
+ * processes: "rollout instances" (one counter track per instance: requests on it, lends,
+ * starts and failures as instant events), "trajectories" (one track per trajectory: its turns
+ * and its tool waits as slices, moves between instances as instant events) and "trainer"
+ * (training steps, weight updates); a fourth with the elastic pool, a track per hybrid
+ * replica (its join's phases and its training as slices, its returns and rollbacks as instant
+ * events). The
  * step recorded runs from the end of the previous step to the end of its own; a slice is
  * recorded when it ends, so work that began earlier shows from its true start. Times are
  * microseconds of simulated time. The GPU timeline (timeline.c, sim.timeline_steps) holds a
@@ -139,6 +142,13 @@ static char *perfetto_text(struct sim *s)
     name_process(events, SIM_PID_TRAINER, "trainer");
     name_thread(events, SIM_PID_TRAINER, 0, "training");
     name_thread(events, SIM_PID_TRAINER, 1, "weight updates");
+    if (s->lay->n_hybrid)
+        name_process(events, SIM_PID_POOL, "elastic pool (hybrid replicas)");
+    for (int h = 0; h < s->lay->n_hybrid; h++) {
+        char name[32];
+        snprintf(name, sizeof name, "hybrid replica %d", h);
+        name_thread(events, SIM_PID_POOL, h, name);
+    }
     json_t *doc = json_pack("{s:O,s:s,s:{s:s,s:I,s:s}}", "traceEvents", events, "displayTimeUnit",
                             "ms", "otherData", "mode", sim_mode_name(s->lay->mode), "step",
                             (json_int_t)s->trace.step, "source", "libra sim (simulated time)");

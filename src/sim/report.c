@@ -38,13 +38,19 @@ static json_t *layout_json(const struct sim_layout *l, int gpus)
     int roll = 0;
     for (int i = 0; i < l->n_inst; i++)
         roll += l->inst[i].tp;
-    json_t *o = json_pack("{s:s,s:i,s:i,s:s,s:s,s:s,s:i}", "origin", l->origin, "train_gpus",
-                          l->n_train, "rollout_gpus", l->mode == SIM_COLOCATED ? gpus : roll,
-                          "instances", fleet, "buckets", buckets, "router",
-                          sched_policy_name(l->policy), "instance_count", l->n_inst);
+    bool colocated = sim_mode_desc(l->mode)->colocated;
+    json_t *o =
+        json_pack("{s:s,s:i,s:i,s:s,s:s,s:s,s:i}", "origin", l->origin, "train_gpus", l->n_train,
+                  "rollout_gpus", colocated ? gpus : roll, "instances", fleet, "buckets", buckets,
+                  "router", sched_policy_name(l->policy), "instance_count", l->n_inst);
     /* time-shared GPUs (every GPU trains, then rolls out), which train_gpus and rollout_gpus
      * alone cannot tell from a disaggregated split of equal halves */
-    json_object_set_new(o, "colocated", json_boolean(l->mode == SIM_COLOCATED));
+    json_object_set_new(o, "colocated", json_boolean(colocated));
+    if (l->pool)
+        json_object_set_new(o, "pool",
+                            json_pack("{s:i,s:i,s:i,s:s}", "core_replicas", l->train.dp,
+                                      "hybrid_replicas", l->n_hybrid, "replica_gpus",
+                                      l->replica_gpus, "note", l->pool_note));
     if (l->n_train > 0) {
         json_t *t = json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:b}", "tp", l->train.tp, "pp", l->train.pp,
                               "cp", l->train.cp, "dp", l->train.dp, "micro_batch_tokens_per_gpu",
@@ -66,7 +72,20 @@ static json_t *waste_object(const int64_t *waste)
     return o;
 }
 
-static json_t *step_json(const struct sim_step *st)
+/* The pool's split and joins in a step (or over a run). */
+static json_t *pool_json(const struct sim_pool_step *p)
+{
+    json_t *states = json_object();
+    for (int k = 0; k < SIM_JOIN_STATES; k++)
+        json_object_set_new(states, sim_join_state_name(k), json_integer(p->replicas[k]));
+    return json_pack("{s:i,s:i,s:i,s:o,s:{s:i,s:i,s:i,s:i,s:i}}", "train_gpus", p->train_gpus,
+                     "hybrid_gpus", p->hybrid_gpus, "rollout_gpus", p->rollout_gpus,
+                     "hybrid_replicas", states, "decisions", "joins", p->joins, "activated",
+                     p->activated, "cancelled", p->cancelled, "failed", p->failed, "returned",
+                     p->returned);
+}
+
+static json_t *step_json(const struct sim_step *st, bool pool)
 {
     json_t *o = json_pack(
         "{s:I,s:o,s:o,s:o,s:o,s:o,s:o,s:o,s:I,s:I,s:o,s:o}", "step", (json_int_t)st->step, "end_s",
@@ -82,10 +101,12 @@ static json_t *step_json(const struct sim_step *st)
     json_object_set_new(o, "trajectories_per_s",
                         ujson_real(st->step_s > 0 ? (double)st->trajectories / st->step_s : 0));
     json_object_set_new(o, "wasted_tokens", waste_object(st->waste));
+    if (pool)
+        json_object_set_new(o, "pool", pool_json(&st->pool));
     return o;
 }
 
-static json_t *run_json(const struct sim_result *r)
+static json_t *run_json(const struct sim_result *r, bool pool)
 {
     json_t *stale = json_array();
     for (int k = 0; k < r->staleness_n; k++)
@@ -109,6 +130,8 @@ static json_t *run_json(const struct sim_result *r)
     for (int i = 0; i < r->n_instances; i++)
         json_array_append_new(by_inst, json_integer((json_int_t)r->requests_by_instance[i]));
     json_object_set_new(o, "requests_by_instance", by_inst);
+    if (pool)
+        json_object_set_new(o, "pool", pool_json(&r->pool));
     json_object_set_new(
         o, "counts",
         json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "started",
@@ -187,7 +210,7 @@ double sim_libra_ratio(const struct sim_experiment *e, enum sim_mode m, bool tra
 static json_t *mode_json(const struct sim_mode_result *mr, const struct libra_config *cfg)
 {
     json_t *m = json_pack("{s:o,s:o,s:o}", "layout", layout_json(&mr->layout, cfg->cluster.gpus),
-                          "tuning", tuning_json(mr), "run", run_json(&mr->run));
+                          "tuning", tuning_json(mr), "run", run_json(&mr->run, mr->layout.pool));
     json_object_set_new(m, "planner", planner_json(mr));
     if (mr->run.timeline)
         json_object_set_new(m, "timeline", sim_timeline_to_json(mr->run.timeline, &mr->layout));
@@ -200,9 +223,10 @@ json_t *sim_experiment_to_json(const struct sim_experiment *e, const struct libr
     json_t *modes = json_object();
     for (int i = 0; i < e->n; i++) {
         const struct sim_mode_result *mr = &e->mode[i];
+        bool pool = mr->layout.pool;
         json_t *steps = json_array();
         for (int k = 0; k < mr->run.steps_run; k++)
-            json_array_append_new(steps, step_json(&mr->run.steps[k]));
+            json_array_append_new(steps, step_json(&mr->run.steps[k], pool));
         json_t *m = mode_json(mr, cfg);
         json_object_set_new(m, "steps", steps);
         json_object_set_new(m, "routing",
@@ -240,7 +264,7 @@ char *sim_experiment_jsonl(const struct sim_experiment *e, const struct libra_co
     json_decref(head);
     for (int i = 0; i < e->n; i++)
         for (int k = 0; k < e->mode[i].run.steps_run; k++) {
-            json_t *st = step_json(&e->mode[i].run.steps[k]);
+            json_t *st = step_json(&e->mode[i].run.steps[k], e->mode[i].layout.pool);
             json_object_set_new(st, "mode", json_string(sim_mode_name(e->mode[i].mode)));
             append_line(&b, st);
             json_decref(st);
@@ -255,12 +279,41 @@ static void layout_text(const struct sim_mode_result *mr, char *out, size_t size
     const struct sim_layout *l = &mr->layout;
     char fleet[64];
     sim_fleet_text(l, fleet, sizeof fleet);
-    if (l->mode == SIM_COLOCATED)
+    const struct sim_mode_desc *d = sim_mode_desc(l->mode);
+    if (d->colocated)
         snprintf(out, size, "all GPUs, rollout TP%d (%s)", l->inst[0].tp, l->origin);
-    else if (l->mode == SIM_ROLLOUT)
+    else if (!d->trains)
         snprintf(out, size, "%s (%s)", fleet, l->origin);
+    else if (l->n_hybrid)
+        snprintf(out, size, "%d train + %dx%d hybrid + %s (%s)", l->n_train, l->n_hybrid,
+                 l->replica_gpus, fleet, l->origin);
     else
         snprintf(out, size, "%d train + %s (%s)", l->n_train, fleet, l->origin);
+}
+
+/* The pool's line: its replicas, what it did, and the mean split over the measured steps. */
+static void pool_text(struct strbuf *b, const struct sim_mode_result *mr)
+{
+    const struct sim_layout *l = &mr->layout;
+    const struct sim_result *r = &mr->run;
+    if (!l->n_hybrid) {
+        strbuf_printf(b, "elastic pool (%s): no hybrid replica: %s\n", sim_mode_name(l->mode),
+                      l->pool_note);
+        return;
+    }
+    double n = 0, train = 0, roll = 0;
+    for (int k = r->warmup; k < r->steps_run; k++) {
+        train += r->steps[k].pool.train_gpus;
+        roll += r->steps[k].rollout_gpu_s / r->steps[k].step_s;
+        n++;
+    }
+    strbuf_printf(b,
+                  "elastic pool (%s): %d hybrid replica%s of %d GPUs beside %d core; %d joins "
+                  "(%d trained, %d cancelled, %d failed), %d returns; mean GPUs training %.1f, "
+                  "in rollout %.1f\n",
+                  sim_mode_name(l->mode), l->n_hybrid, l->n_hybrid == 1 ? "" : "s", l->replica_gpus,
+                  l->train.dp, r->pool.joins, r->pool.activated, r->pool.cancelled, r->pool.failed,
+                  r->pool.returned, n ? train / n : 0, n ? roll / n : 0);
 }
 
 static double discarded_share(const struct sim_result *r)
@@ -315,6 +368,9 @@ char *sim_experiment_text(const struct sim_experiment *e, const struct libra_con
                       "%.1f), simulated %.1f s (train %.1f, rollout %.1f)\n",
                       lm->layout.pred_step_s, lm->layout.pred_train_s, lm->layout.pred_rollout_s,
                       lm->run.mean_step_s, lm->run.mean_train_s, lm->run.mean_rollout_s);
+    for (int i = 0; i < e->n; i++)
+        if (e->mode[i].layout.pool)
+            pool_text(&b, &e->mode[i]);
     for (int i = 0; lm && i < lm->n_verified; i++)
         if (lm->verified[i].chosen)
             strbuf_printf(&b,

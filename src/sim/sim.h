@@ -42,6 +42,7 @@
 
 #define SIM_SCHEMA "libra.sim/1"
 
+/* The modes, in sim.modes' bit order; what each is lives in one table (sim/mode.c). */
 enum sim_mode { SIM_COLOCATED, SIM_ASYNC, SIM_LIBRA, SIM_ROLLOUT };
 #define SIM_MODES 4
 
@@ -86,6 +87,7 @@ struct sim_instance_spec {
     int tp;
     int bucket; /* index into the layout's buckets */
     int gpu;
+    int hybrid; /* 1 + the hybrid replica whose GPUs it serves on; 0: a core rollout instance */
 };
 
 /* What a mode runs on: the split, the training layout, the rollout fleet and its router. */
@@ -101,6 +103,14 @@ struct sim_layout {
     /* The planner's prediction for this layout (planned false: no plan was solved). */
     bool planned;
     double pred_step_s, pred_train_s, pred_rollout_s, pred_switch_s;
+    /* The elastic hybrid pool (libra with ehp.enabled): n_train and train.dp are then the
+     * core's, and hybrid replica h, a training replica of the same layout, sits on the GPUs
+     * [n_train + h * replica_gpus, n_train + (h + 1) * replica_gpus), serving rollout through
+     * the instances whose hybrid is h + 1 until the pool borrows it. */
+    bool pool;
+    int n_hybrid;
+    int replica_gpus;    /* TP * PP * CP */
+    char pool_note[160]; /* why the pool has no hybrid replica or another layout, or "" */
 };
 
 /* Releases what l owns; a zeroed l is fine. */
@@ -129,6 +139,24 @@ enum sim_waste {
 /* "prompt", "reprefill", ...; static storage. */
 const char *sim_waste_name(enum sim_waste w);
 
+/* Hybrid replicas by where their join is: serving rollout, then the join's phases. */
+#define SIM_JOIN_STATES 6
+
+/* "rollout", "requested", "fetching_state", "zero_sync", "activating", "active" (index i is
+ * ehp/pool.h's enum ehp_join value i); static storage. */
+const char *sim_join_state_name(int state);
+
+/* The elastic pool in a step (layouts with one): the split of the GPUs and the joins. */
+struct sim_pool_step {
+    int train_gpus;   /* GPUs that trained the step: the core's and the active hybrids' */
+    int hybrid_gpus;  /* of those, the hybrid replicas' */
+    int rollout_gpus; /* GPUs in rollout at the step's end (serving or starting) */
+    int replicas[SIM_JOIN_STATES]; /* hybrid replicas by join state at the step's end */
+    /* the pool's decisions since the previous step ended: joins requested, made active,
+     * cancelled, failed (rolled back) and returned to rollout after training */
+    int joins, activated, cancelled, failed, returned;
+};
+
 /* One training step (rollout mode: one batch). Times in seconds of simulated time. */
 struct sim_step {
     int64_t step;
@@ -146,8 +174,11 @@ struct sim_step {
     double mean_staleness;     /* of the trained trajectories, versions */
     double train_util;         /* train_s / step_s */
     double rollout_util;       /* busy GPU-seconds of the rollout instances during the step /
-                                * their GPU-seconds (Σ TP × step_s; failed ones count idle) */
+                                * the GPU-seconds they were in rollout (Σ TP × time serving or
+                                * starting; failed ones count idle, lent ones not at all) */
+    double rollout_gpu_s;      /* those GPU-seconds in rollout (the utilisation's denominator) */
     int64_t waste[SIM_WASTES]; /* tokens wasted since the previous step ended, by cause */
+    struct sim_pool_step pool; /* zeroed without a pool */
 };
 
 /* ---- the GPU timeline of a step range ------------------------------------------------- */
@@ -224,9 +255,11 @@ struct sim_result {
     int64_t unconsumed_tokens;     /* of trajectories neither trained nor wasted at the end
                                     * (in flight, or buffered) */
     int64_t waste[SIM_WASTES];
-    double rollout_util; /* busy GPU-seconds of rollout instances / their GPU-seconds */
-    double train_util;   /* training GPU-seconds / training GPUs' GPU-seconds */
-    double tail_share;   /* mean over measured steps */
+    double rollout_util;  /* busy GPU-seconds of rollout instances / their GPU-seconds in
+                           * rollout (as sim_step's) */
+    double rollout_gpu_s; /* those GPU-seconds in rollout over the measured window */
+    double train_util;    /* training GPU-seconds / training GPUs' GPU-seconds */
+    double tail_share;    /* mean over measured steps */
     double mean_step_s, mean_train_s, mean_rollout_s;
     int64_t *staleness; /* max_staleness + 2 counters: trained trajectories by staleness
                          * 0..k, then the rejected ones (> k); owned */
@@ -238,6 +271,8 @@ struct sim_result {
     int64_t moves;                 /* turns sent to another instance than the previous one */
     int64_t *requests_by_instance; /* n_instances counters, in the layout's order; owned */
     int n_instances;
+    struct sim_pool_step pool;     /* the pool's decisions over the run (its split: the last
+                                    * step's); zeroed without a pool */
     json_t *routing;               /* sched_metrics_to_json of the run; owned */
     char *perfetto;                /* Chrome trace-event JSON of one step, or NULL; owned */
     struct sim_timeline *timeline; /* the steps sim_run_opts.timeline asked for, or NULL; owned */
@@ -245,6 +280,18 @@ struct sim_result {
 
 /* Releases what r owns; a zeroed r is fine. */
 void sim_result_free(struct sim_result *r);
+
+/* A change of the rollout fleet at a given time, as the elastic pool makes them: a lend
+ * takes an instance out of rollout (its live turns are aborted and resumed elsewhere with
+ * their tokens kept, and its GPUs leave the rollout fleet); a return brings a lent instance
+ * back through a cold start (cost_cold_start_s), during which turns sent to it wait. */
+enum sim_fleet_op { SIM_FLEET_LEND, SIM_FLEET_RETURN };
+
+struct sim_fleet_change {
+    double at_s;  /* simulated time */
+    int instance; /* index into the layout's instances */
+    enum sim_fleet_op op;
+};
 
 /* Options of one run. */
 struct sim_run_opts {
@@ -254,14 +301,19 @@ struct sim_run_opts {
     bool timeline;     /* record the GPU timeline of steps timeline_first..timeline_last */
     int64_t timeline_first, timeline_last; /* 0 <= first <= last < steps */
     size_t timeline_max_intervals;         /* 0: SIM_TIMELINE_MAX_INTERVALS */
+    /* Fleet changes played at their times (borrowed; n_fleet 0: none): the fleet mechanics
+     * the pool drives, given directly (tests, what-if runs). */
+    const struct sim_fleet_change *fleet;
+    size_t n_fleet;
 };
 
 /*
  * Simulates layout l on in for opts->steps steps into *out (zeroed first; free it with
  * sim_result_free in every case). Returns 0; LIBRA_EINVAL with err when the layout or the
- * workload cannot run (a turn longer than an instance's context, every instance failed, a
- * sync mode the transport cannot do) or opts' timeline range is not 0 <= first <= last <
- * steps; LIBRA_EINTERNAL when an invariant broke (a bug).
+ * workload cannot run (a turn longer than an instance's context, every instance failed or
+ * lent, a sync mode the transport cannot do, a fleet change naming no instance) or opts'
+ * timeline range is not 0 <= first <= last < steps; LIBRA_EINTERNAL when an invariant broke
+ * (a bug).
  */
 int sim_run(const struct sim_input *in, const struct sim_layout *l, const struct sim_run_opts *opts,
             struct sim_result *out, struct libra_error *err);

@@ -18,12 +18,13 @@
 
 #include "sim/internal.h"
 
-/* Whether some rollout instance sits outside the node of the trainer's rank 0 (GPU 0). */
+/* Whether some rollout instance sits outside the node of the trainer's rank 0 (GPU 0); a lent
+ * one gets no weights. */
 static bool fleet_cross_node(const struct sim *s)
 {
     int gpn = s->cfg->cluster.gpus_per_node;
     for (int i = 0; i < s->n_inst; i++)
-        if (s->inst[i].gpu / gpn != 0)
+        if (s->inst[i].state != SIM_INST_LENT && s->inst[i].gpu / gpn != 0)
             return true;
     return false;
 }
@@ -49,7 +50,10 @@ static void transfer(struct sim *s)
     s->sync_phase = SIM_SYNC_TRANSFER;
     struct cost_weight_update u;
     sim_weight_update(s, &u);
-    sim_schedule(s, s->now + u.transfer_s, SIM_EV_SYNC, 0, SIM_SYNC_TRANSFER);
+    /* a broadcast over a fleet that changed first rebuilds its group; disk needs none */
+    double rebuild = s->cfg->rl.transport == SPEC_TRANSPORT_NCCL ? s->rebuild_s : 0;
+    s->rebuild_s = 0;
+    sim_schedule(s, s->now + u.transfer_s + rebuild, SIM_EV_SYNC, 0, SIM_SYNC_TRANSFER);
 }
 
 /* Aborts every live request, keeping its output for the resubmission after the update. */
@@ -59,11 +63,7 @@ static void abort_live(struct sim *s)
     size_t n = sim_trajs_in(s, SIM_T_GEN, -1, &live);
     for (size_t k = 0; k < n; k++) {
         struct sim_traj *t = &s->traj.v[live[k]];
-        int64_t kept = sim_abort_request(s, t);
-        sim_account_versions(s, t, kept);
-        t->generated += kept;
-        t->turn_base += kept;
-        s->out->resumed++;
+        sim_traj_suspend(s, t);
         vec_push(&s->held, sim_traj_ref(s, t));
     }
     free(live);

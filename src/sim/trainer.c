@@ -102,6 +102,8 @@ static double step_time(struct sim *s)
     c.dp = dp;
     c.minibatches = mb;
     c.micro_batch_tokens = fmax(c.micro_batch_tokens, s->seqs.longest_tokens);
+    if (s->elastic) /* the core and the hybrids the pool has training */
+        return sim_elastic_step_s(s, &c);
     struct cost_train_load load;
     struct cost_train_step out;
     if (cost_train_deal(&s->seqs, &s->shape, c.dp, c.minibatches, c.micro_batch_tokens, true,
@@ -136,8 +138,10 @@ static void step_deltas(struct sim *s, struct sim_step *st)
 {
     double busy = sim_fleet_busy_gpu_s(s);
     st->train_util = sim_util(st->train_s, st->step_s);
-    st->rollout_util = sim_util(busy - s->step_busy_gpu_s, s->rollout_gpus * st->step_s);
+    st->rollout_gpu_s = sim_avail_gpu_s(s, &s->step_avail);
+    st->rollout_util = sim_util(busy - s->step_busy_gpu_s, st->rollout_gpu_s);
     s->step_busy_gpu_s = busy;
+    sim_avail_restart(s, &s->step_avail);
     for (int w = 0; w < SIM_WASTES; w++) {
         st->waste[w] = s->out->waste[w] - s->step_waste[w];
         s->step_waste[w] = s->out->waste[w];

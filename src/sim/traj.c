@@ -160,9 +160,22 @@ static int64_t oracle(const struct sim *s, const struct sim_traj *t)
     return s->lay->policy == SCHED_ORACLE ? t->total_tokens - t->generated : -1;
 }
 
+/* The router's choice, or, when it has no engine (the router falls back on any instance when
+ * none is ready, and lent ones are not), the least-loaded instance that has one: a starting
+ * instance holds the turn until it is ready. */
+static int engine_for(const struct sim *s, int to)
+{
+    if (s->inst[to].eng)
+        return to;
+    for (int i = 0; i < s->n_inst; i++)
+        if (s->inst[i].eng && (!s->inst[to].eng || s->inst[i].live < s->inst[to].live))
+            to = i;
+    return to;
+}
+
 static void place(struct sim *s, struct sim_traj *t, const struct sched_decision *d)
 {
-    int to = (int)d->instance;
+    int to = engine_for(s, (int)d->instance);
     if (t->inst >= 0 && to != t->inst) {
         s->out->moves++;
         if (s->trace.on) /* the event's arguments cost more than the move */
@@ -417,6 +430,15 @@ void sim_tools_returned(struct sim *s, struct sim_traj *t)
     }
     score(s, t, false, &d);
     place(s, t, &d);
+}
+
+void sim_traj_suspend(struct sim *s, struct sim_traj *t)
+{
+    int64_t kept = sim_abort_request(s, t);
+    sim_account_versions(s, t, kept);
+    t->generated += kept;
+    t->turn_base += kept;
+    s->out->resumed++;
 }
 
 void sim_reroute(struct sim *s, struct sim_traj *t)

@@ -86,7 +86,6 @@ static const char *const context_mode_names[] = {
 
 /* Why the keys of mechanisms not built yet are refused (see `pending` below); their rows'
  * docs give the same reason. */
-#define EHP_PENDING "the elastic hybrid pool is not simulated or run yet"
 #define REPLAN_PENDING "no command applies the replan rule yet"
 
 /* The sections in file order, each with the sentence docs/config.md gives it. */
@@ -100,7 +99,7 @@ static const struct {
     {"plan", "The Global Resource Planner: mode, search budget and constraints."},
     {"sched", "Turn routing (C-MLFQ and the baselines)."},
     {"sim", "The discrete-event simulator."},
-    {"ehp", "The Elastic Hybrid Pool, which is not simulated or run yet."},
+    {"ehp", "The Elastic Hybrid Pool: whole training replicas lent to rollout and taken back."},
 };
 #define N_SECTIONS (sizeof sections / sizeof *sections)
 
@@ -244,9 +243,11 @@ static const struct spec_field fields[] = {
         "trainer's and each rollout instance's busy intervals and each instance's load "
         "(docs/sim.md \"GPU timeline\"); \"\" records none"),
     BOOL(PLANNER, ehp.enabled, 0,
-         "lend whole training replicas to rollout and take them back; not implemented: " EHP_PENDING
-         ", so only the default is accepted (true would do no more than confine every training "
-         "replica to one node, the planner's constraint for lending, docs/planner.md)"),
+         "the elastic hybrid pool: training replicas beyond what the core needs to hold the "
+         "model state serve rollout until borrowed, and train beside the core while borrowed "
+         "(libra sim's libra mode, docs/sim.md); every planner confines each training replica "
+         "to one node, the rule for lending (docs/planner.md). The gateway does not run the "
+         "pool yet"),
 };
 #define N_FIELDS (sizeof fields / sizeof *fields)
 
@@ -260,7 +261,6 @@ static const struct {
 } pending[] = {
     {"plan.replan_min_gain_frac", REPLAN_PENDING},
     {"plan.replan_horizon_steps", REPLAN_PENDING},
-    {"ehp.enabled", EHP_PENDING},
 };
 #define N_PENDING (sizeof pending / sizeof *pending)
 
@@ -682,7 +682,7 @@ static void doc_intro(FILE *out)
             "(all optional; unknown sections and keys are errors that name file:line:col). "
             "`libra config show [FILE]` prints the effective config, `libra config check FILE` "
             "validates a file, and `examples/default.json` spells out the built-in default. "
-            "A key of a mechanism not built yet (`plan.replan_*`, `ehp.enabled`) accepts only "
+            "A key of a mechanism not built yet (`plan.replan_*`) accepts only "
             "its default: any other value is an error naming the key.\n\n"
             "Settings are layered, each layer overriding the ones before:\n\n"
             "1. the defaults below (the built-in experiment: 48 A800 GPUs, Qwen3-14B, "

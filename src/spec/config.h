@@ -56,7 +56,7 @@ enum spec_plan_mode { SPEC_PLAN_COLOCATED, SPEC_PLAN_ASYNC };
 enum {
     SPEC_SIM_COLOCATED = 1u << 0, /* verl-style: both stages on every GPU */
     SPEC_SIM_ASYNC = 1u << 1,     /* disaggregated async, fixed homogeneous split */
-    SPEC_SIM_LIBRA = 1u << 2,     /* planner + C-MLFQ (the elastic pool is not simulated yet) */
+    SPEC_SIM_LIBRA = 1u << 2,     /* planner + C-MLFQ (+ the elastic pool with ehp.enabled) */
     SPEC_SIM_ROLLOUT = 1u << 3    /* a fixed rollout fleet, no trainer */
 };
 
@@ -157,8 +157,8 @@ struct spec_sim_config {
 };
 
 struct spec_ehp_config {
-    /* lend training replicas to rollout (elastic hybrid pool); the pool is not built yet, so
-     * only false is accepted, and the planner's one-node replica rule is all it would do */
+    /* lend training replicas to rollout (the elastic hybrid pool, sim/elastic.c); the
+     * planner confines each training replica to one node */
     bool enabled;
 };
 
@@ -238,7 +238,7 @@ int spec_config_peek(struct libra_config *cfg, const struct spec_config_sources 
  * type, a value out of range, an unknown hardware or model preset, an inconsistent
  * combination (rl.batch_trajectories not a multiple of rl.samples), an invalid
  * sched.buckets layout, a value other than the default for a key whose mechanism is not
- * implemented yet (ehp.enabled, plan.replan_*), or a flag giving a key src->reader does not
+ * implemented yet (plan.replan_*), or a flag giving a key src->reader does not
  * read a value other than its default (the schema's, or its preset's), reported where the
  * offending value came from (spec_config_key_error). The file's values of such keys are taken:
  * one experiment file serves every command. Returns 0 or LIBRA_EINVAL.

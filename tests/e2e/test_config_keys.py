@@ -134,13 +134,13 @@ CHANGES = {
     "sim.fail_instance": ("3", SIM + ("--set", "sim.fail_time_s=100")),
     "sim.trace_step": ("1", PERFETTO),
     "sim.timeline_steps": ("1:2", LIBRA_ONLY),
+    "ehp.enabled": ("true", LIBRA_ONLY),
 }
 
 # key -> a valid non-default value that must be refused: the mechanism is not built yet.
 REFUSED = {
     "plan.replan_min_gain_frac": "0.2",
     "plan.replan_horizon_steps": "3",
-    "ehp.enabled": "true",
 }
 
 

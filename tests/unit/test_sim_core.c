@@ -129,6 +129,20 @@ static double turn_s(const struct fixture *f, int64_t cached, int64_t prompt, in
     return t;
 }
 
+static void run_fleet(struct fixture *f, const struct sim_layout *l,
+                      const struct sim_fleet_change *fleet, size_t n_fleet, struct sim_result *r)
+{
+    struct sim_run_opts o = {.steps = f->cfg.rl.steps,
+                             .warmup = 0,
+                             .perfetto_step = -1,
+                             .fleet = fleet,
+                             .n_fleet = n_fleet};
+    struct libra_error err = {0};
+    int rc = sim_run(&f->in, l, &o, r, &err);
+    if (rc)
+        fail_msg("sim_run: %s", err.msg);
+}
+
 static void run(struct fixture *f, const struct sim_layout *l, struct sim_result *r)
 {
     struct sim_run_opts o = {.steps = f->cfg.rl.steps, .warmup = 0, .perfetto_step = -1};
@@ -368,6 +382,114 @@ static void test_failure_during_drain(void **state)
     sim_layout_free(&l);
 }
 
+/* Every generated token is trained, discarded or unconsumed. */
+static void assert_tokens_kept(const struct sim_result *r)
+{
+    int64_t discarded = 0;
+    for (int w = SIM_WASTE_FILTERED; w < SIM_WASTES; w++)
+        discarded += r->waste[w];
+    assert_int_equal(r->generated_tokens, r->trained_tokens_all + discarded + r->unconsumed_tokens);
+}
+
+/*
+ * An instance lent to training mid-turn: its turn is aborted with its output kept and resumed
+ * on the other instance, which prefills the context again (re-prefill waste) and generates
+ * only what was left; no token is lost. Utilisation is over the GPU-seconds in rollout: two
+ * GPUs until the lend, one after, both busy until then and one after.
+ */
+static void test_lend_mid_turn(void **state)
+{
+    struct fixture *f = *state;
+    traj(f, 0, 1, (const int64_t[][2]){{1000, 4000}}, 0, 0);
+    struct sim_layout l;
+    struct sim_instance_spec inst[2];
+    fleet(&l, SIM_ROLLOUT, 2, inst);
+    f->cfg.cluster.gpus = 2;
+    double lend = turn_s(f, 0, 1000, 4000) / 2;
+    struct sim_fleet_change ch[] = {{lend, 0, SIM_FLEET_LEND}};
+    struct sim_result r;
+    run_fleet(f, &l, ch, 1, &r);
+    assert_int_equal(r.resumed, 1);
+    assert_int_equal(r.finished, 1);
+    assert_int_equal(r.failed_turns, 0);
+    assert_int_equal(r.trained_tokens, 4000);
+    assert_int_equal(r.generated_tokens, 4000);
+    assert_int_equal(r.waste[SIM_WASTE_FAILURE], 0);
+    assert_int_equal(r.requests_by_instance[0], 1);
+    assert_int_equal(r.requests_by_instance[1], 1);
+    /* the resumed request: 1000 + kept tokens of context, all but its last prefilled again */
+    int64_t kept = r.waste[SIM_WASTE_REPREFILL] - 999;
+    assert_true(kept > 0 && kept < 4000);
+    assert_int_equal(r.waste[SIM_WASTE_PROMPT], 1000 + 1);
+    double end = lend + turn_s(f, 0, 1000 + kept, 4000 - kept);
+    assert_close(r.steps[0].end_s, end, REL);
+    assert_close(r.rollout_util, end / (end + lend), REL);
+    assert_close(r.steps[0].rollout_util, r.rollout_util, REL);
+    assert_tokens_kept(&r);
+    sim_result_free(&r);
+
+    /* lending an instance twice, or returning one that is not lent, changes nothing */
+    struct sim_fleet_change twice[] = {
+        {0.5, 1, SIM_FLEET_RETURN}, {lend, 0, SIM_FLEET_LEND}, {lend + 1, 0, SIM_FLEET_LEND}};
+    run_fleet(f, &l, twice, 3, &r);
+    assert_close(r.steps[0].end_s, end, REL);
+    assert_int_equal(r.resumed, 1);
+    sim_result_free(&r);
+
+    /* a change naming no instance is refused */
+    struct sim_fleet_change bad[] = {{1, 2, SIM_FLEET_LEND}};
+    struct sim_run_opts o = {.steps = 1, .perfetto_step = -1, .fleet = bad, .n_fleet = 1};
+    struct libra_error err = {0};
+    assert_int_equal(sim_run(&f->in, &l, &o, &r, &err), LIBRA_EINVAL);
+    assert_non_null(strstr(err.msg, "no instance 2"));
+    sim_result_free(&r);
+}
+
+/*
+ * A lent instance returned: it starts (a cold start, cost_cold_start_s) and takes turns only
+ * once ready. The next batch's turn, sent when the first batch ends, goes to it when its start
+ * ended before then, else to the other instance; either way nothing is lost and the
+ * utilisation counts its GPUs from the return on.
+ */
+static void test_lend_return(void **state)
+{
+    struct fixture *f = *state;
+    traj(f, 0, 1, (const int64_t[][2]){{1000, 6000}}, 0, 0);
+    traj(f, 1, 1, (const int64_t[][2]){{1000, 100}}, 0, 0);
+    f->cfg.rl.steps = 2;
+    f->cfg.cluster.gpus = 2;
+    struct sim_layout l;
+    struct sim_instance_spec inst[2];
+    fleet(&l, SIM_ROLLOUT, 2, inst);
+    double lend = turn_s(f, 0, 1000, 6000) / 2;
+    struct sim_fleet_change only[] = {{lend, 0, SIM_FLEET_LEND}};
+    struct sim_result r;
+    run_fleet(f, &l, only, 1, &r);
+    double first_end = r.steps[0].end_s;
+    sim_result_free(&r);
+    double cold = cost_cold_start_s(&f->st.lifecycle, &f->shape);
+    assert_true(first_end - lend > cold + 1); /* room to return before and after */
+
+    for (int late = 0; late < 2; late++) {
+        double back = first_end - cold + (late ? 1 : -1);
+        struct sim_fleet_change ch[] = {{lend, 0, SIM_FLEET_LEND}, {back, 0, SIM_FLEET_RETURN}};
+        run_fleet(f, &l, ch, 2, &r);
+        assert_close(r.steps[0].end_s, first_end, REL);
+        assert_int_equal(r.requests_by_instance[0], late ? 1 : 2);
+        assert_int_equal(r.requests_by_instance[1], late ? 2 : 1);
+        assert_int_equal(r.trained_tokens, 6100);
+        assert_int_equal(r.generated_tokens, 6100);
+        assert_tokens_kept(&r);
+        /* one request at a time, back to back: busy the whole run, on two GPUs but while
+         * one was lent */
+        double end = r.steps[1].end_s;
+        assert_close(r.rollout_util, end / (2 * end - (back - lend)), REL);
+        for (int k = 0; k < 2; k++)
+            assert_true(r.steps[k].rollout_util > 0 && r.steps[k].rollout_util <= 1);
+        sim_result_free(&r);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -378,6 +500,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overprovision_same_iteration, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure_during_drain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lend_mid_turn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lend_return, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,7 +1,9 @@
 /*
  * sim/: invariants of random runs. Small clusters and batches of the built-in workloads under
  * every mode, sync mode and transport, with failure injection, over-provisioning and dynamic
- * sampling drawn at random (fixed seeds). Every run must keep its books: each trajectory ends
+ * sampling drawn at random (fixed seeds), instances lent and returned mid-run, and libra with
+ * the elastic pool. Every run
+ * must keep its books: each trajectory ends
  * once (the simulator stops with LIBRA_EINTERNAL otherwise), every generated token is trained,
  * wasted or still in flight, per-step utilisations lie in [0, 1] and add up to the run's,
  * trained trajectories respect the staleness bound, each weight
@@ -75,7 +77,7 @@ static void check_roles(const struct sim_layout *l, const struct libra_config *c
 }
 
 static void check_books(const struct sim_result *r, const struct libra_config *c,
-                        const struct sim_layout *l)
+                        const struct sim_layout *l, bool fleet_changes)
 {
     assert_int_equal(r->steps_run, c->rl.steps);
     assert_true(r->finished + r->aborted <= r->started);
@@ -85,29 +87,30 @@ static void check_books(const struct sim_result *r, const struct libra_config *c
     assert_int_equal(r->generated_tokens, r->trained_tokens_all + discarded + r->unconsumed_tokens);
     int64_t trained = 0, hist = 0;
     int64_t waste[SIM_WASTES] = {0};
-    double roll_gpu_s = 0; /* Σ over measured steps of rollout utilisation × step time */
+    double roll_busy_gpu_s = 0; /* Σ over measured steps of rollout utilisation × GPU-s */
     for (int s = 0; s < r->steps_run; s++) {
         for (int w = 0; w < SIM_WASTES; w++)
             waste[w] += r->steps[s].waste[w];
         assert_true(r->steps[s].train_util >= 0 && r->steps[s].train_util <= 1 + 1e-9);
         assert_true(r->steps[s].rollout_util >= 0 && r->steps[s].rollout_util <= 1 + 1e-9);
         if (s >= r->warmup)
-            roll_gpu_s += r->steps[s].rollout_util * r->steps[s].step_s;
+            roll_busy_gpu_s += r->steps[s].rollout_util * r->steps[s].rollout_gpu_s;
         trained += r->steps[s].trajectories;
         assert_true(r->steps[s].mean_staleness <= c->rl.max_staleness);
         assert_true(r->steps[s].step_s > 0);
         assert_true(s == 0 || r->steps[s].end_s > r->steps[s - 1].end_s);
     }
     assert_memory_equal(waste, r->waste, sizeof waste);
-    /* the run's rollout utilisation is its measured steps' weighted by their durations */
-    assert_close(roll_gpu_s, r->rollout_util * r->measured_s, 1e-9);
+    /* the run's rollout utilisation is its measured steps' weighted by their GPU-seconds in
+     * rollout (by their durations while the fleet is fixed) */
+    assert_close(roll_busy_gpu_s, r->rollout_util * r->rollout_gpu_s, 1e-9);
     for (int k = 0; k <= c->rl.max_staleness; k++)
         hist += r->staleness[k];
     if (l->mode != SIM_ROLLOUT)
         assert_int_equal(hist, trained);
     if (l->mode == SIM_COLOCATED)
         assert_int_equal(hist, r->staleness[0]);
-    if (c->sim.fail_time_s < 0) {
+    if (c->sim.fail_time_s < 0 && !fleet_changes && !l->n_hybrid) {
         int64_t updates = l->mode == SIM_COLOCATED ? r->steps_run
                           : l->mode == SIM_ROLLOUT ? 0
                                                    : r->syncs;
@@ -156,8 +159,25 @@ static void draw(struct rng *g, struct libra_config *c, enum sim_mode *mode)
     }
 }
 
+/* Random lends and returns of instances other than the first (one always serves), on
+ * their own stream so that the other draws stay as they were. Returns their count. */
+static size_t draw_fleet(int i, const struct sim_layout *l, struct sim_fleet_change *out)
+{
+    struct rng g = rng_keyed(20260101, 0x666c6565, (uint64_t)i, 0);
+    if (l->n_inst < 2 || !rng_bernoulli(&g, 0.4))
+        return 0;
+    size_t n = 1 + rng_uniform_int(&g, 4);
+    for (size_t k = 0; k < n; k++)
+        out[k] = (struct sim_fleet_change){5.0 + 200.0 * rng_uniform(&g),
+                                           1 + (int)rng_uniform_int(&g, (uint64_t)l->n_inst - 1),
+                                           (enum sim_fleet_op)rng_uniform_int(&g, 2)};
+    return n;
+}
+
 static void run_one(const struct world *w, struct libra_config *c, enum sim_mode mode, int i)
 {
+    struct rng g = rng_keyed(20260102, 0x656870, (uint64_t)i, 0); /* the pool, on its own */
+    c->ehp.enabled = mode == SIM_LIBRA && rng_bernoulli(&g, 0.6);
     struct sim_input in = input(w, c);
     struct sim_layout l;
     struct sim_result r, again;
@@ -169,12 +189,16 @@ static void run_one(const struct world *w, struct libra_config *c, enum sim_mode
     check_roles(&l, c);
     if (l.n_inst < 2)
         c->sim.fail_time_s = -1; /* a lone instance's failure ends the run (test_sim_core) */
+    struct sim_fleet_change fleet[4];
     struct sim_run_opts o = {.steps = c->rl.steps, .warmup = 1, .perfetto_step = -1};
+    o.fleet = fleet;
+    o.n_fleet = draw_fleet(i, &l, fleet);
     rc = sim_run(&in, &l, &o, &r, &err);
     if (rc)
-        fail_msg("run %d (%s, %s, sync %d, transport %d): %s", i, sim_mode_name(mode),
-                 c->workload.name, c->rl.sync_mode, c->rl.transport, err.msg);
-    check_books(&r, c, &l);
+        fail_msg("run %d (%s, %s, sync %d, transport %d, %zu fleet changes): %s", i,
+                 sim_mode_name(mode), c->workload.name, c->rl.sync_mode, c->rl.transport, o.n_fleet,
+                 err.msg);
+    check_books(&r, c, &l, o.n_fleet > 0);
     assert_int_equal(sim_run(&in, &l, &o, &again, &err), 0);
     assert_int_equal(again.steps_run, r.steps_run);
     assert_memory_equal(again.steps, r.steps, sizeof *r.steps * (size_t)r.steps_run);

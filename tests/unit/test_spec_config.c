@@ -236,9 +236,6 @@ static void test_file_errors(void **state)
                  "ehp.enabled: must be true or false");
     expect_error("{\"ehp\": []}", NULL, 0, 1, 2, "ehp: must be an object");
     /* keys of mechanisms not built yet take their default only */
-    expect_error("{\"ehp\": {\"enabled\": true}}", NULL, 0, 1, 10,
-                 "ehp.enabled: not implemented: the elastic hybrid pool is not simulated or run "
-                 "yet; only the default, false, is accepted");
     expect_error("{\"plan\": {\n  \"replan_min_gain_frac\": 0.1}}", NULL, 0, 2, 3,
                  "plan.replan_min_gain_frac: not implemented: no command applies the replan rule "
                  "yet; only the default, 0.05, is accepted");
