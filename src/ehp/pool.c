@@ -38,6 +38,8 @@ struct ehp_pool {
 void ehp_params_default(struct ehp_params *p)
 {
     *p = (struct ehp_params){
+        .rule = EHP_RULE_BALANCE,
+        .min_gain_frac = 0.05,
         .pressure_guard = 0.80, /* libra-spec.md §3, the reference's defaults */
         .borrow_ratio = 1.15,
         .release_ratio = 0.90,
@@ -58,14 +60,51 @@ static bool input_ok(const struct ehp_signal_input *in)
 {
     return isfinite(in->train_s) && in->train_s > 0.0 && isfinite(in->rollout_s) &&
            in->rollout_s > 0.0 && finite_nonneg(in->queue_pressure) &&
-           finite_nonneg(in->active_pressure) && in->want_train_gpus >= 0;
+           finite_nonneg(in->active_pressure) && in->want_train_gpus >= 0 &&
+           in->train_replicas >= 0 && in->rollout_gpus >= 0;
+}
+
+/* The predicted step with k hybrids training: T_train scaled by the replicas training from
+ * those that trained the step observed, T_rollout by the GPUs left in rollout from those there
+ * now, while `holding` hybrids are out of it (joining or training). */
+static double predicted_step(const struct ehp_signal_input *in, int replica_gpus, int core,
+                             int holding, int k)
+{
+    double rollout_gpus = in->rollout_gpus + (double)(holding - k) * replica_gpus;
+    if (rollout_gpus <= 0.0)
+        return INFINITY;
+    return fmax(in->train_s * in->train_replicas / (core + k),
+                in->rollout_s * in->rollout_gpus / rollout_gpus);
+}
+
+/* The balance rule's target: the least predicted step over 0..capacity, unless it beats the
+ * step held by less than min_gain_frac. */
+static int balance_target(const struct ehp_params *p, const struct ehp_signal_input *in,
+                          int capacity, int replica_gpus, int core, int holding,
+                          enum ehp_signal_why *why)
+{
+    int best = holding;
+    double held = predicted_step(in, replica_gpus, core, holding, holding), least = held;
+    for (int k = 0; k <= capacity; k++) {
+        double t = predicted_step(in, replica_gpus, core, holding, k);
+        if (t < least) {
+            least = t;
+            best = k;
+        }
+    }
+    bool move = best != holding && least < (1.0 - p->min_gain_frac) * held;
+    *why = move ? EHP_SIGNAL_BALANCE : EHP_SIGNAL_HOLD;
+    return move ? best : holding;
 }
 
 int ehp_signal_decide(const struct ehp_params *p, const struct ehp_signal_input *in, int capacity,
-                      int replica_gpus, int holding, int64_t step, struct ehp_signal *out)
+                      int replica_gpus, int core_replicas, int holding, int64_t step,
+                      struct ehp_signal *out)
 {
-    if (!input_ok(in) || capacity < 0 || replica_gpus < 1 || holding < 0)
+    if (!input_ok(in) || capacity < 0 || replica_gpus < 1 || core_replicas < 1 || holding < 0)
         return LIBRA_EINVAL;
+    bool balance =
+        p->rule == EHP_RULE_BALANCE && in->train_replicas >= core_replicas && in->rollout_gpus > 0;
     struct ehp_signal s = {
         .live = true,
         .capacity = capacity,
@@ -80,6 +119,9 @@ int ehp_signal_decide(const struct ehp_params *p, const struct ehp_signal_input 
         int64_t want = ((int64_t)in->want_train_gpus + replica_gpus - 1) / replica_gpus;
         s.target = want < capacity ? (int)want : capacity;
         s.why = EHP_SIGNAL_PLAN;
+    } else if (balance) {
+        int held = holding < capacity ? holding : capacity;
+        s.target = balance_target(p, in, capacity, replica_gpus, core_replicas, held, &s.why);
     } else if (s.ratio >= p->borrow_ratio) {
         s.target = capacity;
         s.why = EHP_SIGNAL_BORROW;
@@ -115,7 +157,9 @@ static int check_config(const struct ehp_pool_config *c, struct libra_error *err
     if (!(p->pressure_guard > 0.0) || !(p->release_ratio > 0.0) ||
         !(p->borrow_ratio > p->release_ratio) || !isfinite(p->borrow_ratio) ||
         !isfinite(p->pressure_guard) || p->signal_ttl_steps < 1 || !(p->join_timeout_s > 0.0) ||
-        (p->batch != EHP_BATCH_FIXED && p->batch != EHP_BATCH_GROW))
+        (p->batch != EHP_BATCH_FIXED && p->batch != EHP_BATCH_GROW) ||
+        (p->rule != EHP_RULE_BALANCE && p->rule != EHP_RULE_REFERENCE) ||
+        !(p->min_gain_frac >= 0.0 && p->min_gain_frac < 1.0))
         return error_set(err, NULL, 0, 0, "ehp: a parameter is out of range");
     if (!finite_nonneg(t->start_s) || !finite_nonneg(t->fetch_s) ||
         !finite_nonneg(t->zero_sync_s) || !finite_nonneg(t->return_s))
@@ -607,8 +651,8 @@ int ehp_pool_signal(struct ehp_pool *p, double now_s, const struct ehp_signal_in
     int capacity = spare <= 0 ? 0 : (int)(spare / c->replica_gpus);
     if (capacity > c->hybrid_replicas)
         capacity = c->hybrid_replicas;
-    ehp_signal_decide(&c->params, in, capacity, c->replica_gpus, committed(p), p->last_step,
-                      &p->signal);
+    ehp_signal_decide(&c->params, in, capacity, c->replica_gpus, c->core_replicas, committed(p),
+                      p->last_step, &p->signal);
     record(p, out, EHP_DEC_SIGNAL, -1)->active = p->signal.target;
     return 0;
 }

@@ -93,9 +93,24 @@ enum ehp_batch {
                       * local_batch·(1 + n_active); it changes the optimisation: label it) */
 };
 
+/* How the signal sets its target past the guard and the plan's want. */
+enum ehp_rule {
+    EHP_RULE_BALANCE,   /* libra's: the count of training hybrids whose predicted step (the
+                         * larger of T_train and T_rollout, each scaled from the step observed
+                         * by the replicas training and the GPUs in rollout) is least, if it
+                         * beats holding by min_gain_frac; the reference's rule without the
+                         * observation's sizes */
+    EHP_RULE_REFERENCE, /* the reference's: borrow all past borrow_ratio, release all below
+                         * release_ratio, hold between */
+};
+
 /* The signal's and the joins' parameters. Defaults (ehp_params_default) are the reference's
- * (libra-spec.md §3) except `batch` (spec §5). */
+ * (libra-spec.md §3) except `batch` (spec §5) and `rule`: the reference's all-or-nothing rule
+ * swings T_train between the core's and the whole pool's and flips every few steps. */
 struct ehp_params {
+    enum ehp_rule rule;    /* EHP_RULE_BALANCE */
+    double min_gain_frac;  /* balance: the predicted step must shrink by this share for the
+                            * target to move off what is held (0.05, assumed) */
     double pressure_guard; /* pressure at or above which no hybrid trains (0.80) */
     double borrow_ratio;   /* T_train / T_rollout at or above which every hybrid that rollout
                             * can spare trains (1.15) */
@@ -182,6 +197,10 @@ struct ehp_signal_input {
     double queue_pressure;  /* waiting turns ÷ Σ per-instance queue caps, >= 0 */
     double active_pressure; /* running trajectories ÷ the concurrency limit, >= 0 */
     int want_train_gpus;    /* training GPUs the plan wants beyond the core, >= 0 */
+    int train_replicas;     /* replicas that trained the step observed (core and active
+                             * hybrids); 0: not known (the balance rule falls back) */
+    int rollout_gpus;       /* GPUs in rollout now (the hybrids joining or training out of
+                             * it), >= 0; 0: not known */
 };
 
 /* Which rule of the signal decided. */
@@ -191,6 +210,7 @@ enum ehp_signal_why {
     EHP_SIGNAL_BORROW,  /* ratio >= borrow_ratio: every replica rollout can spare */
     EHP_SIGNAL_RELEASE, /* ratio <= release_ratio: none */
     EHP_SIGNAL_HOLD,    /* in between: as many as are training or joining now */
+    EHP_SIGNAL_BALANCE, /* the balance rule moved the target off what is held */
 };
 
 struct ehp_signal {
@@ -206,13 +226,16 @@ struct ehp_signal {
 };
 
 /*
- * The signal rule alone (the reference's order): the pressure guard, the plan's want
- * (ceil(want_train_gpus / replica_gpus), at most capacity), borrow all, release all, else hold
- * `holding`, the replicas training or joining now (at most capacity). Fills out as live,
- * issued at `step`. Returns 0, or LIBRA_EINVAL when an input is out of range (out untouched).
+ * The signal rule alone: the pressure guard, the plan's want (ceil(want_train_gpus /
+ * replica_gpus), at most capacity), then p->rule — balance (EHP_SIGNAL_BALANCE when it moves,
+ * else HOLD) given the core's core_replicas, or the reference's borrow all, release all, else
+ * hold — where `holding` is the replicas training or joining now (at most capacity). Fills out
+ * as live, issued at `step`. Returns 0, or LIBRA_EINVAL when an input is out of range (out
+ * untouched).
  */
 int ehp_signal_decide(const struct ehp_params *p, const struct ehp_signal_input *in, int capacity,
-                      int replica_gpus, int holding, int64_t step, struct ehp_signal *out);
+                      int replica_gpus, int core_replicas, int holding, int64_t step,
+                      struct ehp_signal *out);
 
 /* What a decision record says. */
 enum ehp_decision_kind {

@@ -192,6 +192,8 @@ int sim_elastic_init(struct sim *s)
                                 .times = e->lend.times,
                                 .lifecycle = s->st.lifecycle};
     ehp_params_default(&c.params);
+    c.params.rule =
+        s->cfg->ehp.signal == SPEC_EHP_REFERENCE ? EHP_RULE_REFERENCE : EHP_RULE_BALANCE;
     struct libra_error err = {0};
     if (ehp_pool_new(&c, &e->pool, &err) != 0)
         return sim_fail(s, LIBRA_EINVAL, "the elastic pool: %s", err.msg);
@@ -308,7 +310,9 @@ void sim_elastic_steer(struct sim *s, const struct sim_step *st)
     struct ehp_signal_input in = {.train_s = st->train_s,
                                   .rollout_s = fmax(st->rollout_util * st->step_s, 1e-9),
                                   .queue_pressure = queue_pressure(s),
-                                  .active_pressure = active_pressure(s)};
+                                  .active_pressure = active_pressure(s),
+                                  .train_replicas = st->pool.train_gpus / s->lay->replica_gpus,
+                                  .rollout_gpus = st->pool.rollout_gpus};
     if (ehp_pool_signal(e->pool, s->now, &in, &e->dec) != 0 ||
         ehp_pool_steer(e->pool, s->now, &e->dec) != 0) {
         sim_fail(s, LIBRA_EINTERNAL, "internal: the elastic pool refused its signal at %.3f s",

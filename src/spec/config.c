@@ -46,6 +46,11 @@ static const char *const option_names[] = {
     [SPEC_OPTION_SEARCH] = "search",
     NULL,
 };
+static const char *const ehp_signal_names[] = {
+    [SPEC_EHP_BALANCE] = "balance",
+    [SPEC_EHP_REFERENCE] = "reference",
+    NULL,
+};
 static const char *const context_mode_names[] = {
     [SPEC_CONTEXT_TOKEN] = "token",
     [SPEC_CONTEXT_CHAT] = "chat",
@@ -248,6 +253,11 @@ static const struct spec_field fields[] = {
          "(libra sim's libra mode, docs/sim.md); every planner confines each training replica "
          "to one node, the rule for lending (docs/planner.md). The gateway does not run the "
          "pool yet"),
+    ENUM(SPEC_READ_SIM, ehp.signal, ehp_signal_names, SPEC_EHP_BALANCE, NULL,
+         "how many hybrid replicas the pool's signal has train (with ehp.enabled): balance, "
+         "the count whose predicted step (T_train and T_rollout scaled from the step observed) "
+         "is least when it beats holding by 5 %; reference, the reference's borrow all at "
+         "T_train / T_rollout >= 1.15, release all at <= 0.90 (docs/ehp.md)"),
 };
 #define N_FIELDS (sizeof fields / sizeof *fields)
 

@@ -65,6 +65,9 @@ enum {
  * only to the previous prompt). */
 enum spec_context_mode { SPEC_CONTEXT_TOKEN, SPEC_CONTEXT_CHAT };
 
+/* The elastic pool's signal rule (ehp.signal; ehp/pool.h enum ehp_rule). */
+enum spec_ehp_signal { SPEC_EHP_BALANCE, SPEC_EHP_REFERENCE };
+
 /* A memory-saving option of the training layouts searched (plan.recompute, plan.fsdp). */
 enum spec_layout_option {
     SPEC_OPTION_OFF,      /* never */
@@ -160,6 +163,7 @@ struct spec_ehp_config {
     /* lend training replicas to rollout (the elastic hybrid pool, sim/elastic.c); the
      * planner confines each training replica to one node */
     bool enabled;
+    enum spec_ehp_signal signal; /* how many hybrids the signal has train */
 };
 
 struct libra_config {

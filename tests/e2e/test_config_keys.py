@@ -135,6 +135,7 @@ CHANGES = {
     "sim.trace_step": ("1", PERFETTO),
     "sim.timeline_steps": ("1:2", LIBRA_ONLY),
     "ehp.enabled": ("true", LIBRA_ONLY),
+    "ehp.signal": ("reference", LIBRA_ONLY + ("--set", "ehp.enabled=true")),
 }
 
 # key -> a valid non-default value that must be refused: the mechanism is not built yet.

@@ -419,46 +419,97 @@ static void test_signal_rule(void **state)
     struct ehp_signal s;
     struct ehp_signal_input in = {.train_s = 100.0, .rollout_s = 80.0};
     /* ratio 1.25 >= 1.15: borrow everything rollout can spare */
-    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 1, 10, &s), 0);
+    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 2, 1, 10, &s), 0);
     assert_int_equal(s.why, EHP_SIGNAL_BORROW);
     assert_int_equal(s.target, 3);
     assert_true(s.live && s.issued_step == 10 && s.expires_step == 30);
     /* pressure guard first, even when the plan wants GPUs */
     in.active_pressure = 0.8;
     in.want_train_gpus = 16;
-    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 1, 10, &s), 0);
+    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 2, 1, 10, &s), 0);
     assert_int_equal(s.why, EHP_SIGNAL_GUARD);
     assert_int_equal(s.target, 0);
     assert_true(s.pressure == 0.8);
     /* the plan's want, in whole replicas, at most the capacity */
     in.active_pressure = 0.79;
     in.want_train_gpus = 9;
-    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 1, 10, &s), 0);
+    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 2, 1, 10, &s), 0);
     assert_int_equal(s.why, EHP_SIGNAL_PLAN);
     assert_int_equal(s.target, 2);
     in.want_train_gpus = 64;
-    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 1, 10, &s), 0);
+    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 2, 1, 10, &s), 0);
     assert_int_equal(s.target, 3);
     /* release at or below 0.90; hold in between */
     in.want_train_gpus = 0;
     in.rollout_s = 100.0 / 0.9;
-    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 2, 10, &s), 0);
+    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 2, 2, 10, &s), 0);
     assert_int_equal(s.why, EHP_SIGNAL_RELEASE);
     assert_int_equal(s.target, 0);
     in.rollout_s = 100.0;
-    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 2, 10, &s), 0);
+    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 2, 2, 10, &s), 0);
     assert_int_equal(s.why, EHP_SIGNAL_HOLD);
     assert_int_equal(s.target, 2);
-    assert_int_equal(ehp_signal_decide(&p, &in, 1, 8, 2, 10, &s), 0);
+    assert_int_equal(ehp_signal_decide(&p, &in, 1, 8, 2, 2, 10, &s), 0);
     assert_int_equal(s.target, 1);
     /* bad input leaves out untouched */
     struct ehp_signal before = s;
     in.rollout_s = 0.0;
-    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 2, 10, &s), LIBRA_EINVAL);
+    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 2, 2, 10, &s), LIBRA_EINVAL);
     in.rollout_s = 1.0;
     in.queue_pressure = NAN;
-    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 2, 10, &s), LIBRA_EINVAL);
+    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 2, 2, 10, &s), LIBRA_EINVAL);
     assert_memory_equal(&before, &s, sizeof s);
+}
+
+/*
+ * The balance rule, by hand: 2 core replicas of 8 GPUs and 1 hybrid training over the step
+ * observed (3 replicas), 16 GPUs in rollout now, T_train 90 s and T_rollout 60 s. Holding 1,
+ * with k hybrids training T_train(k) = 90·3/(2 + k) and T_rollout(k) = 60·16/(16 − 8(k − 1)):
+ * k = 0 gives max(135, 40) = 135, k = 1 gives 90, k = 2 gives max(67.5, 120) = 120, k = 3
+ * leaves rollout no GPU. Holding 1 is best: hold.
+ */
+static void test_signal_balance_rule(void **state)
+{
+    struct ehp_params p;
+    ehp_params_default(&p);
+    assert_int_equal(p.rule, EHP_RULE_BALANCE);
+    struct ehp_signal s;
+    struct ehp_signal_input in = {
+        .train_s = 90.0, .rollout_s = 60.0, .train_replicas = 3, .rollout_gpus = 16};
+    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 2, 1, 10, &s), 0);
+    assert_int_equal(s.why, EHP_SIGNAL_HOLD);
+    assert_int_equal(s.target, 1);
+    /* the reference's rule borrows everything at ratio 1.5 */
+    struct ehp_params r = p;
+    r.rule = EHP_RULE_REFERENCE;
+    assert_int_equal(ehp_signal_decide(&r, &in, 3, 8, 2, 1, 10, &s), 0);
+    assert_int_equal(s.why, EHP_SIGNAL_BORROW);
+    assert_int_equal(s.target, 3);
+    /* holding none (a join was undone), 16 GPUs in rollout: k = 0 gives 135, k = 1 gives
+     * max(90, 60·16/8) = 120, k = 2 leaves rollout nothing: borrow one */
+    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 2, 0, 10, &s), 0);
+    assert_int_equal(s.why, EHP_SIGNAL_BALANCE);
+    assert_int_equal(s.target, 1);
+    /* a gain of min_gain_frac or less does not move it: holding 1 with T_train 38 s, k = 0
+     * gives max(57, 40) = 57 against max(38, 60) = 60, exactly 5 % less; at 37 s, 55.5 */
+    in.train_s = 38.0;
+    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 2, 1, 10, &s), 0);
+    assert_int_equal(s.why, EHP_SIGNAL_HOLD);
+    assert_int_equal(s.target, 1);
+    in.train_s = 37.0;
+    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 2, 1, 10, &s), 0);
+    assert_int_equal(s.why, EHP_SIGNAL_BALANCE);
+    assert_int_equal(s.target, 0);
+    /* without the observation's sizes, the reference's rule decides */
+    in.train_replicas = 0;
+    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 2, 1, 10, &s), 0);
+    assert_int_equal(s.why, EHP_SIGNAL_RELEASE); /* 37 / 60 <= 0.90 */
+    /* the guard comes first */
+    in.train_replicas = 3;
+    in.queue_pressure = 0.9;
+    assert_int_equal(ehp_signal_decide(&p, &in, 3, 8, 2, 1, 10, &s), 0);
+    assert_int_equal(s.why, EHP_SIGNAL_GUARD);
+    assert_int_equal(s.target, 0);
 }
 
 /* A signal steers the pool while it lives, and the pool goes back to rollout when it
@@ -1204,6 +1255,7 @@ int main(void)
         cmocka_unit_test(test_active_failure_mid_step),
         cmocka_unit_test(test_growing_batch),
         cmocka_unit_test(test_signal_rule),
+        cmocka_unit_test(test_signal_balance_rule),
         cmocka_unit_test(test_signal_steers_and_expires),
         cmocka_unit_test(test_protocol_errors),
         cmocka_unit_test(test_invariants_under_random_calls),
