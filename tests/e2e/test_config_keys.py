@@ -57,6 +57,11 @@ FLEET_SET = "sched.buckets=tp1x4:4000,tp2x2:12000,tp4x1:30000"
 FLEET = LIBRA_ONLY + ("--set", "sim.planner=false", "--set", FLEET_SET)
 # Search-R1's batch of 2,560 outgrows the router's history of 5,000 trajectories in two steps,
 # after which a rebuild forgets the oldest.
+# libra with the elastic pool on the Search-R1 paper setup, whose three hybrids the two signal
+# rules borrow differently within six steps.
+POOL = ("sim", os.path.join(SOURCE_DIR, "examples", "sim-search-r1-qwen3-14b.json"), "--steps",
+        "6", "--set", "sim.modes=libra", "--set", "plan.verify_candidates=0", "--set",
+        "ehp.enabled=true")
 SEARCH_FLEET = SIM + ("--workload", "search-r1", "--set", "sim.modes=libra", "--set",
                       "sim.planner=false", "--set", "sched.buckets=tp1x8:2000,tp2x4:5120")
 UPDATE_EVERY_STEP = SIM + ("--set", "rl.sync_interval=1", "--set", "rl.transport=nccl")
@@ -135,7 +140,7 @@ CHANGES = {
     "sim.trace_step": ("1", PERFETTO),
     "sim.timeline_steps": ("1:2", LIBRA_ONLY),
     "ehp.enabled": ("true", LIBRA_ONLY),
-    "ehp.signal": ("reference", LIBRA_ONLY + ("--set", "ehp.enabled=true")),
+    "ehp.signal": ("reference", POOL),
 }
 
 # key -> a valid non-default value that must be refused: the mechanism is not built yet.
