@@ -209,7 +209,7 @@ static void print_verification(FILE *out, const struct api_planned *pl)
     const struct sim_verified *chosen = NULL, *opt = NULL;
     for (int i = 0; i < v->n_verified; i++) {
         const struct sim_verified *c = &v->verified[i];
-        if (c->split == 0 && c->tp == 0)
+        if (!opt && c->split == 0 && c->tp == 0) /* the first: its twin without the pool follows */
             opt = c;
         char sim[32] = "failed";
         if (!isnan(c->tokens_per_s))

@@ -144,11 +144,29 @@ static void propose_colocated(const struct sim_input *in, int tp, struct candida
     plan_result_free(&r);
 }
 
+/* With the elastic pool on, adds the planner's optimum without it: lending takes a training
+ * layout that can lend, slower than the planner's on some jobs before anything is lent, so the
+ * static plan stays a candidate and the simulator chooses (docs/reproduction.md "The elastic
+ * pool"). */
+static void propose_static(const struct sim_input *in, struct candidate *c, size_t *n)
+{
+    struct libra_config cfg = *in->cfg;
+    cfg.ehp.enabled = false;
+    struct sim_input without = *in;
+    without.cfg = &cfg;
+    size_t before = *n;
+    propose(&without, 0, 0, c, n);
+    if (*n > before)
+        snprintf(c[before].origin, sizeof c[before].origin, "optimum, no pool");
+}
+
 /* The planner's candidates, best analytic objective first (ties: the order proposed). */
 static size_t candidates(const struct sim_input *in, struct candidate *c, size_t max)
 {
     size_t n = 0;
     propose_at(in, 0, c, &n);
+    if (in->cfg->ehp.enabled)
+        propose_static(in, c, &n);
     if (n == 0)
         return 0;
     int gpn = in->cfg->cluster.gpus_per_node;
@@ -202,9 +220,10 @@ int sim_verify(const struct sim_input *in, struct sim_mode_result *mr, struct li
 {
     const struct libra_config *cfg = in->cfg;
     size_t max = (size_t)cfg->plan.verify_candidates;
-    /* every proposal: at the optimum and each near split, a heterogeneous plan and one per TP */
+    /* every proposal: at the optimum and each near split, a heterogeneous plan and one per TP,
+     * a colocated plan per TP, and the optimum without the pool */
     struct candidate *c =
-        xcalloc((size_t)(2 + NEAREST_SPLITS) * (1 + PLAN_NTP) + PLAN_NTP, sizeof *c);
+        xcalloc((size_t)(2 + NEAREST_SPLITS) * (1 + PLAN_NTP) + PLAN_NTP + 1, sizeof *c);
     size_t n = candidates(in, c, max);
     if (n == 0) {
         free(c);

@@ -244,3 +244,23 @@ def test_verify_0_is_the_analytic_optimum():
     for flag, value in (("--verify", "-1"), ("--verify-steps", "0"), ("--verify", "x")):
         bad = run("plan", flag, value)
         assert bad.returncode == 2 and flag in bad.stderr and bad.stdout == "", (flag, bad.stderr)
+
+
+def test_pool_keeps_the_static_plan_a_candidate():
+    """With the elastic pool on, lending can force a slower training layout (DAPO-Math's
+    planner layout, TP2 CP4 DP2, cannot lend: the pool runs TP4 CP2 on 8 GPUs with a hybrid);
+    the verification simulates the planner's optimum without the pool beside it and keeps the
+    faster: here the static plan, by about a fifth."""
+    example = os.path.join(os.environ["LIBRA_SOURCE_DIR"], "examples",
+                           "sim-dapo-math-qwen3-4b.json")
+    _, doc = plan_json(example, "--set", "ehp.enabled=true")
+    cands = {c["origin"]: c for c in doc["verification"]["candidates"]}
+    pooled, static = cands["optimum"], cands["optimum, no pool"]
+    assert pooled["train_gpus"] == 8 and static["train_gpus"] == 16
+    assert static["chosen"] and not pooled["chosen"]
+    assert static["trained_tokens_per_s"] > pooled["trained_tokens_per_s"]
+    assert doc["train"]["gpus"] == 16
+    r = run("plan", example, "--set", "ehp.enabled=true")
+    assert "the plan: optimum, no pool," in r.stdout
+    _, off = plan_json(example)
+    assert "optimum, no pool" not in {c["origin"] for c in off["verification"]["candidates"]}
