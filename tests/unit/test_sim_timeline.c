@@ -18,6 +18,7 @@
 #include "cost/shape.h"
 #include "plan/plan.h"
 #include "sim/sim.h"
+#include "sim_draw.h"
 #include "spec/config.h"
 #include "spec/preset.h"
 #include "util/rng.h"
@@ -308,40 +309,6 @@ static void test_range_refused(void **state)
 
 /* ---- random runs ---------------------------------------------------------------------- */
 
-static const char *const workloads[] = {"search-r1", "r2e-gym", "dapo-math", "dapo-math-verl"};
-
-/* A random small experiment (as test_sim_invariants.c draws them). */
-static void draw(struct rng *g, struct libra_config *c, enum sim_mode *mode)
-{
-    spec_config_defaults(c);
-    snprintf(c->model.name, sizeof c->model.name, "qwen3-4b");
-    snprintf(c->workload.name, sizeof c->workload.name, "%s", workloads[rng_uniform_int(g, 4)]);
-    c->cluster.gpus = 16;
-    c->cluster.gpus_per_node = 8;
-    c->rl.samples = 4;
-    c->rl.batch_trajectories = 4 * (int)(1 + rng_uniform_int(g, 3));
-    c->rl.steps = 3 + (int)rng_uniform_int(g, 4);
-    c->rl.sync_interval = 1 + (int)rng_uniform_int(g, 2);
-    c->rl.max_staleness = c->rl.sync_interval - 1 + (int)rng_uniform_int(g, 2);
-    c->rl.sync_mode = (enum spec_sync_mode)rng_uniform_int(g, 3);
-    c->rl.transport = (enum spec_transport)rng_uniform_int(g, 3);
-    if (c->rl.sync_mode == SPEC_SYNC_KEEP && c->rl.transport == SPEC_TRANSPORT_DISK_RESTART)
-        c->rl.transport = SPEC_TRANSPORT_NCCL;
-    c->rl.overprovision_frac = rng_bernoulli(g, 0.3) ? 0.5 : 0;
-    c->sim.warmup_steps = 1;
-    c->sim.seed = (int64_t)rng_uniform_int(g, 1000);
-    c->sim.fail_time_s = rng_bernoulli(g, 0.3) ? 20.0 + 100.0 * rng_uniform(g) : -1;
-    c->sim.fail_instance = (int)rng_uniform_int(g, 8);
-    c->sim.max_seqs = rng_bernoulli(g, 0.3) ? 8 : 256;
-    *mode = (enum sim_mode)rng_uniform_int(g, SIM_MODES);
-    if (*mode == SIM_ROLLOUT || (*mode == SIM_LIBRA && rng_bernoulli(g, 0.5))) {
-        c->sim.planner = false;
-        snprintf(c->sched.buckets, sizeof c->sched.buckets, "%s",
-                 *mode == SIM_ROLLOUT ? "tp1x4:3000,tp2x2:8000,tp4x1:40000"
-                                      : "tp1x2:3000,tp2x1:8000,tp4x1:40000");
-    }
-}
-
 static struct sim_input world_input(const struct world *w, const struct libra_config *c)
 {
     return (struct sim_input){.cfg = c,
@@ -386,7 +353,7 @@ static void test_random_runs(void **state)
     for (int i = 0; i < 24; i++) {
         struct libra_config c;
         enum sim_mode mode;
-        draw(&g, &c, &mode);
+        sim_draw(&g, &c, &mode);
         struct sim_input in = world_input(w, &c);
         struct sim_layout l;
         struct libra_error err = {0};
