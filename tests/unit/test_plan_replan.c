@@ -5,27 +5,7 @@
 
 #include "cost/lifecycle.h"
 #include "plan/replan.h"
-
-static struct spec_presets presets;
-static struct plan_settings settings;
-static struct cost_shape shape;
-static const struct spec_hardware *hw;
-
-static int setup(void **state)
-{
-    struct libra_error err;
-    if (spec_presets_init(&presets, &err) != 0)
-        return -1;
-    hw = spec_hardware_find(&presets, "a800-80g");
-    plan_settings_default(&settings, hw);
-    return cost_shape_init(&shape, spec_model_find(&presets, "qwen3-14b"));
-}
-
-static int teardown(void **state)
-{
-    spec_presets_free(&presets);
-    return 0;
-}
+#include "qwen14b_a800.h"
 
 static struct plan_replan_input base(void)
 {
