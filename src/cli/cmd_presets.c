@@ -8,6 +8,7 @@
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
+#include "cost/rollout.h"
 #include "util/alloc.h"
 
 #define SCHEMA "libra.presets/1"
@@ -56,6 +57,31 @@ static void calibrated_table(FILE *out, const struct spec_presets *p)
     }
 }
 
+/* The engine model's decode constants: t_fix and t_seq per hardware as the cost model uses
+ * them (a preset's calibrated values, else the built-in ones), then what each constant rests
+ * on and the serving engine behind it. */
+static void decode_table(FILE *out, const struct spec_presets *p)
+{
+    fprintf(out, "\ndecode constants per hardware (docs/calibration.md):\n%-14s %9s %9s  %s\n",
+            "hardware", "t_fix ms", "t_seq us", "from");
+    for (size_t i = 0; i < p->n_hardware; i++) {
+        const struct spec_hardware *h = &p->hardware[i];
+        struct cost_rollout_params rp;
+        cost_rollout_params_default(&rp, h);
+        bool calibrated = h->decode_t_fix_s > 0 || h->decode_t_seq_s > 0;
+        fprintf(out, "%-14s %9.3g %9.3g  %s\n", h->name, rp.t_fix_s * 1e3, rp.t_seq_s * 1e6,
+                calibrated ? "libra calibrate (below)" : "built in: t_fix, t_seq as below");
+    }
+    size_t n;
+    const struct cost_decode_source *src = cost_decode_sources(&n);
+    int width = 0;
+    for (size_t i = 0; i < n; i++)
+        width = (int)strlen(src[i].basis) > width ? (int)strlen(src[i].basis) : width;
+    fprintf(out, "\n%-9s %-*s  %s\n", "constant", width, "rests on", "engine");
+    for (size_t i = 0; i < n; i++)
+        fprintf(out, "%-9s %-*s  %s\n", src[i].constant, width, src[i].basis, src[i].engine);
+}
+
 static void hardware_table(FILE *out, const struct spec_presets *p)
 {
     fprintf(out, "%-14s %8s %6s %7s %7s %9s %8s %9s %5s %4s  %s\n", "hardware", "bf16", "HBM",
@@ -81,6 +107,7 @@ static void hardware_table(FILE *out, const struct spec_presets *p)
     for (size_t i = 0; i < p->n_hardware; i++)
         fprintf(out, "%-14s %13.0f  %s\n", p->hardware[i].name, p->hardware[i].hbm_bytes,
                 p->hardware[i].hbm_source);
+    decode_table(out, p);
     calibrated_table(out, p);
 }
 
@@ -138,7 +165,8 @@ static char *table_text(const struct api_presets *p)
     fprintf(out, "\n");
     workload_table(out, &p->workloads);
     fprintf(out, "\n* assumed (calibration.md says to assume it); conf rates the other values.\n"
-                 "MoE: compute uses active parameters, memory the total (no expert parallelism "
+                 "MoE: compute uses active parameters, memory the total; decode streams every "
+                 "expert its batch selects; training is costed as dense (no expert parallelism "
                  "modelled).\n");
     fclose(out);
     return text;
@@ -157,6 +185,13 @@ static json_t *presets_json(const struct api_presets *p, const struct libra_conf
     json_object_set_new(doc, "hardware", hw);
     json_object_set_new(doc, "models", models);
     json_object_set_new(doc, "workloads", workloads);
+    json_t *decode = json_array();
+    size_t n;
+    const struct cost_decode_source *src = cost_decode_sources(&n);
+    for (size_t i = 0; i < n; i++)
+        json_array_append_new(decode, json_pack("{s:s, s:s, s:s}", "constant", src[i].constant,
+                                                "basis", src[i].basis, "engine", src[i].engine));
+    json_object_set_new(doc, "decode_constants", decode);
     return doc;
 }
 

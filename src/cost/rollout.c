@@ -29,6 +29,25 @@ void cost_rollout_params_default(struct cost_rollout_params *p, const struct spe
         p->t_seq_s = hw->decode_t_seq_s;
 }
 
+const struct cost_decode_source *cost_decode_sources(size_t *n)
+{
+    static const struct cost_decode_source rows[] = {
+        {"t_fix",
+         "fitted: Qwen2.5-7B, batch 1, 2048 tokens at 11.9 ms/token on an A100 "
+         "(calibration.md 3.3a)",
+         "vLLM 0.6.3 (Qwen's speed benchmark)"},
+        {"eta, mu",
+         "measured: Llama-3-8B and CodeLlama-34B linear operators at 1 and 4096 tokens, "
+         "TP 1-8, A100 (calibration.md 3.3b)",
+         "none: kernels profiled by Vidur (microsoft/vidur 7d47513363)"},
+        {"t_seq", "assumed: 30 us per running sequence (calibration.md 5.1: 20-40 us)", "none"},
+        {"eta_kv", "assumed: 0.8 of HBM bandwidth for KV reads", "none"},
+        {"mfu_attn", "assumed: 0.5 of bf16 peak for attention kernels", "none"},
+    };
+    *n = sizeof rows / sizeof rows[0];
+    return rows;
+}
+
 double cost_curve_eval(const struct cost_curve *c, double bytes)
 {
     if (bytes <= c->bytes[0])

@@ -75,6 +75,17 @@ struct cost_rollout_params {
  */
 void cost_rollout_params_default(struct cost_rollout_params *p, const struct spec_hardware *hw);
 
+/* Where a decode constant of cost_rollout_params_default comes from: what it rests on and the
+ * serving engine (and version) behind those measurements, "none" where no engine ran. */
+struct cost_decode_source {
+    const char *constant; /* "t_fix", "eta, mu", ... */
+    const char *basis;
+    const char *engine;
+};
+
+/* The decode constants' sources, in a static table of *n rows. */
+const struct cost_decode_source *cost_decode_sources(size_t *n);
+
 /* Efficiency at x bytes: linear interpolation in ln(x) between the two neighbouring points,
  * the end values outside. c->n must be >= 1. */
 double cost_curve_eval(const struct cost_curve *c, double bytes);
