@@ -27,6 +27,9 @@
 
 #define VERIFY_SEED_KEY 0x766572696679ull /* "verify": derives the verification's seed */
 #define NEAREST_SPLITS 6                  /* splits beside the optimum's that propose plans */
+/* every proposal: at the optimum and each near split, a heterogeneous plan and one per TP, and
+ * a colocated plan per TP */
+#define PROPOSALS_MAX ((2 + NEAREST_SPLITS) * (1 + PLAN_NTP) + PLAN_NTP)
 
 struct candidate {
     struct sim_layout layout;
@@ -34,6 +37,7 @@ struct candidate {
     int split, tp;   /* what it was pinned to (struct sim_verified) */
     bool colocated;  /* a colocated plan (struct sim_verified) */
     size_t proposed; /* order of proposal: breaks ties of the analytic objective */
+    bool twin;       /* with the pool on, a candidate without it: ranked after a pooled tie */
     double tokens_per_s;
 };
 
@@ -103,7 +107,9 @@ static int by_prediction(const void *a, const void *b)
     const struct candidate *x = a, *y = b;
     if (x->layout.pred_step_s != y->layout.pred_step_s)
         return x->layout.pred_step_s < y->layout.pred_step_s ? -1 : 1;
-    return (x->proposed > y->proposed) - (x->proposed < y->proposed);
+    if (x->proposed != y->proposed)
+        return x->proposed < y->proposed ? -1 : 1;
+    return (int)x->twin - (int)y->twin;
 }
 
 /* Proposes, at training split n (0: the planner's choice), the best heterogeneous plan and,
@@ -144,29 +150,11 @@ static void propose_colocated(const struct sim_input *in, int tp, struct candida
     plan_result_free(&r);
 }
 
-/* With the elastic pool on, adds the planner's optimum without it: lending takes a training
- * layout that can lend, slower than the planner's on some jobs before anything is lent, so the
- * static plan stays a candidate and the simulator chooses (docs/reproduction.md "The elastic
- * pool"). */
-static void propose_static(const struct sim_input *in, struct candidate *c, size_t *n)
-{
-    struct libra_config cfg = *in->cfg;
-    cfg.ehp.enabled = false;
-    struct sim_input without = *in;
-    without.cfg = &cfg;
-    size_t before = *n;
-    propose(&without, 0, 0, c, n);
-    if (*n > before)
-        snprintf(c[before].origin, sizeof c[before].origin, "optimum, no pool");
-}
-
 /* The planner's candidates, best analytic objective first (ties: the order proposed). */
-static size_t candidates(const struct sim_input *in, struct candidate *c, size_t max)
+static size_t proposals(const struct sim_input *in, struct candidate *c, size_t max)
 {
     size_t n = 0;
     propose_at(in, 0, c, &n);
-    if (in->cfg->ehp.enabled)
-        propose_static(in, c, &n);
     if (n == 0)
         return 0;
     int gpn = in->cfg->cluster.gpus_per_node;
@@ -183,6 +171,40 @@ static size_t candidates(const struct sim_input *in, struct candidate *c, size_t
     for (size_t i = keep; i < n; i++)
         sim_layout_free(&c[i].layout);
     return keep;
+}
+
+/*
+ * The candidates, best analytic objective first. With the elastic pool on, the candidates with
+ * hybrids and, beside them, those the verification would simulate without the pool ("..., no
+ * pool"): lending takes a training layout that can lend, slower than the planner's on some
+ * jobs before anything is lent, and a pooled proposal can coincide with another one's, so the
+ * static candidates are proposed on their own and the simulator chooses among both
+ * (docs/reproduction.md "The elastic pool"). c holds 2 · PROPOSALS_MAX.
+ */
+static size_t candidates(const struct sim_input *in, struct candidate *c, size_t max)
+{
+    if (!in->cfg->ehp.enabled)
+        return proposals(in, c, max);
+    struct libra_config cfg = *in->cfg;
+    cfg.ehp.enabled = false;
+    struct sim_input without = *in;
+    without.cfg = &cfg;
+    size_t n = proposals(&without, c, max);
+    for (size_t i = 0; i < n; i++) {
+        c[i].twin = true;
+        char origin[sizeof c[i].origin];
+        snprintf(origin, sizeof origin, "%.22s, no pool", c[i].origin);
+        memcpy(c[i].origin, origin, sizeof origin);
+    }
+    size_t pooled = proposals(in, c + n, max);
+    for (size_t i = n; i < n + pooled; i++) {
+        if (c[i].layout.n_hybrid)
+            c[n++] = c[i]; /* one without hybrids repeats a static candidate */
+        else
+            sim_layout_free(&c[i].layout);
+    }
+    qsort(c, n, sizeof *c, by_prediction);
+    return n;
 }
 
 static void simulate(void *arg, size_t i)
@@ -220,10 +242,7 @@ int sim_verify(const struct sim_input *in, struct sim_mode_result *mr, struct li
 {
     const struct libra_config *cfg = in->cfg;
     size_t max = (size_t)cfg->plan.verify_candidates;
-    /* every proposal: at the optimum and each near split, a heterogeneous plan and one per TP,
-     * a colocated plan per TP, and the optimum without the pool */
-    struct candidate *c =
-        xcalloc((size_t)(2 + NEAREST_SPLITS) * (1 + PLAN_NTP) + PLAN_NTP + 1, sizeof *c);
+    struct candidate *c = xcalloc(2 * (size_t)PROPOSALS_MAX, sizeof *c);
     size_t n = candidates(in, c, max);
     if (n == 0) {
         free(c);
