@@ -264,3 +264,20 @@ def test_pool_keeps_the_static_plan_a_candidate():
     assert "the plan: optimum, no pool," in r.stdout
     _, off = plan_json(example)
     assert "optimum, no pool" not in {c["origin"] for c in off["verification"]["candidates"]}
+
+
+def test_verification_keeps_the_colocated_plans():
+    """The analytic step rates colocated plans far worse than async ones here (273.6 s and more
+    against 78.6), yet where one batch fills the cluster the simulator can find them faster, so
+    the verification keeps one per TP size and fills the rest by analytic rank; the list stays
+    in that rank's order."""
+    _, doc = plan_json("--verify", "6", "--verify-steps", "2")
+    cands = doc["verification"]["candidates"]
+    assert len(cands) == 6
+    colocated = [c for c in cands if c["colocated"]]
+    assert sorted(c["origin"] for c in colocated) == [f"colocated TP{t}" for t in (1, 2, 4, 8)]
+    assert [c["origin"] for c in cands if not c["colocated"]] == ["optimum", "best at 24"]
+    steps = [c["predicted_step_s"] for c in cands]
+    assert steps == sorted(steps)
+    _, few = plan_json("--verify", "3", "--verify-steps", "2")  # fewer places than TP sizes
+    assert [c["colocated"] for c in few["verification"]["candidates"]] == [False, False, False]
