@@ -202,7 +202,8 @@ static void print_verification(FILE *out, const struct api_planned *pl)
         return;
     }
     fprintf(out,
-            "\nverification: the %d best candidates by analytic step, each simulated for %d "
+            "\nverification: %d candidates (the best by analytic step, and every colocated plan), "
+            "each simulated for %d "
             "steps on seed %lld\n  %-20s %6s %-28s %12s %14s\n",
             v->n_verified, v->verify_steps, (long long)v->verify_seed, "candidate", "train",
             "instances", "predicted s", "sim tokens/s");

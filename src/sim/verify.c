@@ -151,28 +151,26 @@ static void propose_colocated(const struct sim_input *in, int tp, struct candida
 }
 
 /*
- * Keeps every colocated plan among the first keep of c[0, n) (sorted by prediction; there is
- * one per TP size): the analytic step rates colocated plans worse than the simulator does where
- * one batch's rollout fills the whole cluster (docs/planner.md §7.2), so ranking alone can leave
- * them all unsimulated. They take the places of the last kept plans; the kept stay sorted.
- * With no more places than colocated plans, rank alone decides.
+ * Adds to the first keep of c[0, n) (sorted by prediction) every colocated plan ranked below
+ * them (there is one per TP size), and returns how many are kept: the analytic step rates
+ * colocated plans worse than the simulator does where one batch's rollout fills the whole
+ * cluster (docs/planner.md §8), so ranking alone can leave them all unsimulated, and taking
+ * the places of ranked plans would drop the split that wins elsewhere. The kept stay sorted.
  */
-static void keep_colocated(struct candidate *c, size_t n, size_t keep)
+static size_t keep_colocated(struct candidate *c, size_t n, size_t keep)
 {
-    size_t colocated = 0;
-    for (size_t i = 0; i < n; i++)
-        colocated += c[i].colocated;
-    if (keep == n || colocated == 0 || colocated >= keep)
-        return;
-    struct candidate *sorted = xmallocarray(n, sizeof *c);
+    struct candidate *sorted = xmallocarray(n ? n : 1, sizeof *c);
     memcpy(sorted, c, n * sizeof *c);
-    size_t others = 0, kept = 0, dropped = keep;
-    for (size_t i = 0; i < n; i++) {
-        bool take = sorted[i].colocated || others < keep - colocated;
-        others += take && !sorted[i].colocated;
-        c[take ? kept++ : dropped++] = sorted[i];
-    }
+    size_t kept = 0;
+    for (size_t i = 0; i < n; i++)
+        if (i < keep || sorted[i].colocated)
+            c[kept++] = sorted[i];
+    size_t dropped = kept;
+    for (size_t i = keep; i < n; i++)
+        if (!sorted[i].colocated)
+            c[dropped++] = sorted[i];
     free(sorted);
+    return kept;
 }
 
 /* The planner's candidates, best analytic objective first (ties: the order proposed). */
@@ -193,7 +191,7 @@ static size_t proposals(const struct sim_input *in, struct candidate *c, size_t 
         propose_at(in, splits[i], c, &n);
     qsort(c, n, sizeof *c, by_prediction);
     size_t keep = n < max ? n : max;
-    keep_colocated(c, n, keep);
+    keep = keep_colocated(c, n, keep);
     for (size_t i = keep; i < n; i++)
         sim_layout_free(&c[i].layout);
     return keep;

@@ -28,7 +28,8 @@ def test_default_plan_is_feasible_and_printed():
     out = r.stdout
     assert out.startswith("48 × a800-80g (8 per node), qwen3-14b, async, batch 32")
     for needle in ("step time", "training ", "rollout ", "buckets ", "nodes (GPU: role)",
-                   "verification: the 16 best candidates by analytic step, each simulated for 17",
+                   "verification: 20 candidates (the best by analytic step, and every colocated "
+                   "plan), each simulated for 17",
                    "optimality gap 0 % of the analytic step (proven optimal)"):
         assert needle in out, needle
     assert re.search(r"libra: plan: searched in [0-9.]+ ms", r.stderr)
@@ -213,7 +214,7 @@ def test_verification_chooses_as_libra_sim_does():
     assert r.returncode == 0, r.stderr
     v = doc["verification"]
     # 4 steps: 2 of warm-up, then whole weight-update intervals (5): 2 + 5
-    assert v["steps"] == 7 and len(v["candidates"]) == 6
+    assert v["steps"] == 7 and len(v["candidates"]) == 6 + 4  # and the 4 colocated plans
     sim = run("sim", "--set", "sim.modes=libra", "--steps", "20", "--json",
               "--set", "plan.verify_candidates=6", "--set", "plan.verify_steps=4")
     assert sim.returncode == 0, sim.stderr
@@ -226,7 +227,8 @@ def test_verification_chooses_as_libra_sim_does():
     assert fleet_text(doc["rollout"]["instances"]) == chosen[0]["instances"]
     assert abs(doc["objective"]["step_s"] - chosen[0]["predicted_step_s"]) < 1e-9
     text = run("plan", "--verify", "6", "--verify-steps", "4", "--steps", "20").stdout
-    assert "verification: the 6 best candidates by analytic step, each simulated for 7 steps" in text
+    assert ("verification: 10 candidates (the best by analytic step, and every colocated plan), "
+            "each simulated for 7 steps") in text
     assert text.count("\n* ") == 1
 
 
@@ -269,15 +271,14 @@ def test_pool_keeps_the_static_plan_a_candidate():
 def test_verification_keeps_the_colocated_plans():
     """The analytic step rates colocated plans far worse than async ones here (273.6 s and more
     against 78.6), yet where one batch fills the cluster the simulator can find them faster, so
-    the verification keeps one per TP size and fills the rest by analytic rank; the list stays
-    in that rank's order."""
+    the verification simulates one per TP size beside the plans it ranks best; the list stays
+    in the analytic rank's order."""
     _, doc = plan_json("--verify", "6", "--verify-steps", "2")
     cands = doc["verification"]["candidates"]
-    assert len(cands) == 6
-    colocated = [c for c in cands if c["colocated"]]
-    assert sorted(c["origin"] for c in colocated) == [f"colocated TP{t}" for t in (1, 2, 4, 8)]
-    assert [c["origin"] for c in cands if not c["colocated"]] == ["optimum", "best at 24"]
+    assert len(cands) == 6 + 4
+    assert [c["origin"] for c in cands if c["colocated"]] == [
+        f"colocated TP{t}" for t in (8, 4, 2, 1)]
+    assert [c["origin"] for c in cands[:2]] == ["optimum", "best at 24"]
+    assert not any(c["colocated"] for c in cands[:6])
     steps = [c["predicted_step_s"] for c in cands]
     assert steps == sorted(steps)
-    _, few = plan_json("--verify", "3", "--verify-steps", "2")  # fewer places than TP sizes
-    assert [c["colocated"] for c in few["verification"]["candidates"]] == [False, False, False]
