@@ -15,21 +15,14 @@ usage: bench/pool.py [--libra build/release/libra] [--steps 40] [--seeds 1,2,3]
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
+
+from procutil import quartiles
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXPERIMENTS = ["sim-r2e-gym-qwen3-14b", "sim-search-r1-qwen3-14b", "sim-dapo-math-qwen3-4b",
                "sim-drift-r2e-gym-qwen3-14b"]
-
-
-def quartiles(xs):
-    xs = sorted(xs)
-    if len(xs) < 2:
-        return xs[0], xs[0], xs[0]
-    q = statistics.quantiles(xs, n=4, method="inclusive")
-    return q[0], statistics.median(xs), q[2]
 
 
 def cells(libra, path, steps, seeds, *extra):

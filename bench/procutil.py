@@ -3,6 +3,7 @@ bench/README.md's format (one JSON object; `instructions` null: these figures sp
 processes)."""
 
 import json
+import statistics
 
 
 def proc_rss_kib(pid):
@@ -18,3 +19,12 @@ def figure(name, unit, value, n, inp):
     """Prints one figure, four significant digits."""
     print(json.dumps({"input": inp, "instructions": None, "n": n, "name": name, "unit": unit,
                       "value": float("%.4g" % value)}, sort_keys=True), flush=True)
+
+
+def quartiles(xs):
+    """(first quartile, median, third quartile) of xs, inclusive method; xs non-empty."""
+    xs = sorted(xs)
+    if len(xs) < 2:
+        return xs[0], xs[0], xs[0]
+    q = statistics.quantiles(xs, n=4, method="inclusive")
+    return q[0], statistics.median(xs), q[2]

@@ -47,11 +47,12 @@ import json
 import os
 import re
 import shlex
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
+
+from procutil import quartiles
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SETUPS = [  # (label, example file, workload preset)
@@ -156,18 +157,10 @@ def parts(setups, names):
     }, batch
 
 
-def quartiles(xs):
-    xs = sorted(xs)
-    if len(xs) == 1:
-        return xs[0], xs[0], xs[0]
-    q = statistics.quantiles(xs, n=4, method="inclusive")
-    return statistics.median(xs), q[0], q[2]
-
-
 def fmt(xs, digits):
     if not xs:
         return "–"
-    m, lo, hi = quartiles(xs)
+    lo, m, hi = quartiles(xs)
     return f"{m:.{digits}f} [{lo:.{digits}f}, {hi:.{digits}f}]"
 
 
