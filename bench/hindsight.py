@@ -5,9 +5,11 @@ that switches between them for free, beside the modes as they ship.
 
 For each experiment and batch, one `libra sim FILE --batch B --set sim.modes=async --sweep
 sim.async_train_gpus=... --sweep sim.async_tp=... --seed-list SEEDS --json` simulates every
-static split and rollout TP for the whole run, and one `libra sim FILE --batch B --seed-list
-SEEDS --sweep ehp.enabled=false,true --json` the modes as they ship (colocated and async tuned
-on the first steps, libra planned and verified, and libra with the elastic pool). Per seed:
+static split and rollout TP for the whole run, and two `libra sim FILE --batch B --seed-list
+SEEDS --sweep ehp.enabled=false,true --json` the modes (colocated and async tuned on the first
+steps, libra planned and verified), libra with and without online replanning (off:
+plan.replan_interval_steps=0 and plan.replan_pressure=false) and with and without the elastic
+pool. Per seed:
 
 - best static in hindsight: the grid cell with the most trained tokens per second over the
   measured steps of the whole run (a sweep run after the fact: no static layout does better);
@@ -81,18 +83,28 @@ def oracle(cells, window):
     return tokens / seconds
 
 
+NO_REPLAN = ("--set", "plan.replan_interval_steps=0", "--set", "plan.replan_pressure=false")
+
+
 def shipped(libra, example, batch, seeds):
-    """{row: {seed: trained tokens/s}} of the modes as they ship, and seed 1's layouts."""
+    """{row: {seed: trained tokens/s}} of the modes as they ship, libra with and without online
+    replanning and the pool, and seed 1's layouts."""
     rows, layouts = {}, {}
-    for c in sim(libra, example, *batch, "--set", "sim.modes=colocated,async,libra",
-                 "--seed-list", seeds, "--sweep", "ehp.enabled=false,true"):
+    cells = [(c, False) for c in sim(libra, example, *batch, *NO_REPLAN, "--set",
+                                    "sim.modes=colocated,async,libra", "--seed-list", seeds,
+                                    "--sweep", "ehp.enabled=false,true")]
+    cells += [(c, True) for c in sim(libra, example, *batch, "--set", "sim.modes=libra",
+                                    "--seed-list", seeds, "--sweep", "ehp.enabled=false,true")]
+    for c, replan in cells:
         if "error" in c:
             sys.exit(f"{example} seed {c['seed']}: {c['error']['message']}")
         pool = c["set"]["ehp.enabled"] == "true"
         for name, mode in c["result"]["modes"].items():
             if pool and name != "libra":
                 continue
-            row = name + (" + pool" if pool else "")
+            row = name + (" + replanning" if replan else "") + (" + pool" if pool else "")
+            if row == "libra":
+                row = "libra (static plan)"
             rows.setdefault(row, {})[c["seed"]] = mode["run"]["trained_tokens_per_s"]
             lay = mode["layout"]
             if c["seed"] == int(seeds.split(",")[0]):
@@ -116,7 +128,7 @@ def table(args, example, batch):
         "%d train + TP%d (%d of %d seeds)" % (k[0], k[1], v, len(cells))
         for k, v in sorted(picks.items()))
     rows[f"switching oracle (every {args.window} steps)"] = switching
-    base = rows["libra"]
+    base = rows["libra (static plan)"]
     print(f"\n`{example}` {' '.join(batch)}, seeds {args.seeds}: trained tokens/s, median [IQR]\n")
     print("| row | layout | trained tokens/s | / libra (static) |")
     print("|---|---|---:|---:|")

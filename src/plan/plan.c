@@ -191,7 +191,8 @@ static enum plan_why blame(const struct plan_solver *s)
     return s->why_train;
 }
 
-int plan_solve(const struct plan_problem *p, struct plan_result *out, struct libra_error *err)
+/* out's fields that come from p rather than from the search. */
+static void result_begin(const struct plan_problem *p, struct plan_result *out)
 {
     memset(out, 0, sizeof *out);
     out->mode = p->cfg->plan.mode;
@@ -202,18 +203,53 @@ int plan_solve(const struct plan_problem *p, struct plan_result *out, struct lib
     out->rollout_mem_util = p->settings->rollout.mem_util;
     for (size_t i = 0; p->tool_s && i < p->sample.n; i++)
         out->tool_s_mean += (p->tool_s[i] - out->tool_s_mean) / (double)(i + 1);
+}
+
+/* Searches s's problem into out (result_begin'd). */
+static void search_into(struct plan_solver *s, struct plan_result *out)
+{
+    out->batches = (int)s->roll.batches;
+    const struct plan_split *sp = NULL;
+    size_t layout = 0;
+    int counts[PLAN_NTP] = {0};
+    if (plan_search(s, &sp, &layout, counts))
+        plan_build_result(s, sp, layout, counts, out);
+    else
+        out->why = blame(s);
+    out->stats = s->stats;
+}
+
+int plan_solve(const struct plan_problem *p, struct plan_result *out, struct libra_error *err)
+{
+    result_begin(p, out);
+    struct plan_solver s;
+    int rc = solver_init(&s, p, err);
+    if (rc == 0)
+        search_into(&s, out);
+    solver_free(&s);
+    return rc;
+}
+
+int plan_solve_against(const struct plan_problem *p, const int counts[PLAN_NTP],
+                       struct plan_result *out, struct plan_result *given, struct libra_error *err)
+{
+    result_begin(p, out);
+    result_begin(p, given);
     struct plan_solver s;
     int rc = solver_init(&s, p, err);
     if (rc == 0) {
-        out->batches = (int)s.roll.batches;
-        const struct plan_split *sp = NULL;
-        size_t layout = 0;
-        int counts[PLAN_NTP] = {0};
-        if (plan_search(&s, &sp, &layout, counts))
-            plan_build_result(&s, sp, layout, counts, out);
-        else
-            out->why = blame(&s);
-        out->stats = s.stats;
+        search_into(&s, out);
+        /* the same length model and memo; the splits and statistics afresh */
+        struct plan_pin pin = *p->pin;
+        pin.counts = counts;
+        struct plan_problem q = *p;
+        q.pin = &pin;
+        s.p = &q;
+        free(s.splits);
+        s.splits = NULL;
+        s.stats = (struct plan_stats){0};
+        s.why_train = s.why_roll = PLAN_WHY_NONE;
+        search_into(&s, given);
     }
     solver_free(&s);
     return rc;

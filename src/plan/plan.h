@@ -76,6 +76,21 @@ void plan_settings_default(struct plan_settings *s, const struct spec_hardware *
 void plan_settings_from_config(struct plan_settings *s, const struct spec_hardware *hw,
                                const struct libra_config *cfg);
 
+struct plan_train_layout;
+
+/*
+ * A restriction of the space to what a running job can change (online replanning,
+ * plan/replan.h): the split and the training layout as they run — a change of the training
+ * topology needs a restart — and, to predict the running fleet on a new sample, its rollout
+ * multiset too.
+ */
+struct plan_pin {
+    int n_train;                           /* GPUs training; the rest roll out */
+    const struct plan_train_layout *train; /* the training layout (n_train GPUs) */
+    const int *counts;                     /* PLAN_NTP rollout instances by log2(TP), scored as
+                                            * given; NULL: searched */
+};
+
 /* What one solve needs. Everything is borrowed. */
 struct plan_problem {
     const struct libra_config *cfg; /* cluster, rl, plan and ehp sections */
@@ -95,6 +110,9 @@ struct plan_problem {
      * reports the best plan so far and its proven gap. NULL: no budget. */
     bool (*should_stop)(void *arg);
     void *stop_arg;
+    /* NULL: the whole space; else only the pinned split and layout (plan.min_train_gpus,
+     * min_rollout_gpus and granularity_gpus are not applied: the pin is a running plan's). */
+    const struct plan_pin *pin;
 };
 
 /* One training layout: GPUs = tp·pp·cp·dp. */
@@ -239,6 +257,15 @@ struct plan_result {
  * afterwards in every case: free it with plan_result_free.
  */
 int plan_solve(const struct plan_problem *p, struct plan_result *out, struct libra_error *err);
+
+/*
+ * Plans pinned problem p (p->pin set) into *out, and scores the pinned split and layout with
+ * the rollout multiset counts into *given, from one length model: a running fleet beside the
+ * plan a replan proposes, at the cost of about one solve. Returns and owns as plan_solve (free
+ * both).
+ */
+int plan_solve_against(const struct plan_problem *p, const int counts[PLAN_NTP],
+                       struct plan_result *out, struct plan_result *given, struct libra_error *err);
 
 /* Releases what r owns; a zeroed r is fine. */
 void plan_result_free(struct plan_result *r);

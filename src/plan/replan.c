@@ -16,16 +16,17 @@ void plan_replan_decide(const struct cost_shape *sh, const struct spec_hardware 
     double gpus = 0.0, started = 0.0, lost = 0.0;
     double cold_s = cost_cold_start_s(&st->lifecycle, sh);
     for (int t = 0; t < PLAN_NTP; t++) {
-        int tp = 1 << t, added = in->cand_counts[t] - in->cur_counts[t];
-        gpus += (double)tp * in->cand_counts[t];
-        if (added != 0)
+        int tp = 1 << t, cur = in->cur_counts[t], cand = in->cand_counts[t];
+        int kept = in->kept ? in->kept[t] : cur < cand ? cur : cand;
+        int added = cand - kept, removed = cur - kept;
+        gpus += (double)tp * cand;
+        if (added != 0 || removed != 0)
             out->differs = true;
-        if (added > 0)
-            started += (double)tp * added * cold_s;
+        started += (double)tp * added * cold_s;
         struct cost_rollout_pre pre;
-        if (added < 0 && in->resident_tokens[t] > 0.0 &&
+        if (removed > 0 && in->resident_tokens[t] > 0.0 &&
             cost_rollout_pre_init(&pre, sh, hw, &st->rollout, tp) == 0)
-            lost += (double)tp * -added *
+            lost += (double)tp * removed *
                     cost_prefill_time(&pre, 0.0, in->resident_tokens[t], st->chunk_tokens);
     }
     if (!out->differs) {

@@ -11,10 +11,8 @@
  *
  * Pure; the caller supplies what it observed (per-instance resident context).
  *
- * Not run yet: no command calls it (libra sim keeps its first plan; libra serve re-plans only
- * when asked and does not apply this rule), so the config refuses plan.replan_* other than
- * their defaults. It is the rule online replanning will call, tested on its own by
- * tests/unit/test_plan_replan.c.
+ * libra sim's libra mode calls it when a trigger fires (sim/replan.c, docs/sim.md "Online
+ * replanning"); libra serve re-plans only when asked and does not apply it.
  */
 #ifndef PLAN_REPLAN_H
 #define PLAN_REPLAN_H
@@ -31,13 +29,16 @@ struct plan_replan_input {
     int cand_counts[PLAN_NTP];        /* candidate's */
     double resident_tokens[PLAN_NTP]; /* mean context held by a running instance of each TP,
                                        * tokens (lost when it stops) */
-    double min_gain_frac;             /* plan.replan_min_gain_frac */
-    int horizon_steps;                /* plan.replan_horizon_steps */
+    const int *kept;      /* instances of each TP (by log2) that run on where they are; NULL:
+                           * min(cur, cand), every instance a count keeps stays. A placement that
+                           * moves instances keeps fewer: the rest stop and start again. */
+    double min_gain_frac; /* plan.replan_min_gain_frac */
+    int horizon_steps;    /* plan.replan_horizon_steps */
 };
 
 struct plan_replan_decision {
     bool accept;
-    bool differs;     /* the rollout multisets differ */
+    bool differs;     /* an instance stops or starts */
     double gain_s;    /* cur_step_s − cand_step_s, per step */
     double cost_s;    /* start_s + lost_kv_s + group_rebuild_s */
     double start_s;   /* rollout capacity lost to stopping and cold-starting, step-equivalent s */

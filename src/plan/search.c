@@ -581,16 +581,28 @@ static bool roll_search(struct plan_solver *s, const struct plan_split *sp, stru
     return done;
 }
 
+/* The class (TP sizes used) of a pin's counts; 0 when none are pinned. A pinned multiset is
+ * judged by its own class's constraints alone. */
+static unsigned pinned_class(const struct plan_solver *s)
+{
+    unsigned cls = 0;
+    for (int t = 0; s->p->pin && s->p->pin->counts && t < PLAN_NTP; t++)
+        cls |= s->p->pin->counts[t] > 0 ? 1u << t : 0;
+    return cls;
+}
+
 /* The classes of split sp that satisfy every constraint; records the furthest constraint the
  * others reached. A class with a TP size that cannot serve the model at all (heads, node size,
  * weights) is no choice the user constrained: it is blamed, as KV capacity, only when no other
  * class was rejected. */
 static unsigned valid_classes(struct plan_solver *s, const struct plan_split *sp)
 {
-    unsigned set = 0;
+    unsigned set = 0, only = pinned_class(s);
     enum plan_why why = PLAN_WHY_NONE;
     bool unusable = false;
     for (unsigned cls = 1; cls < CLASSES; cls++) {
+        if (only && cls != only)
+            continue;
         bool usable = true;
         for (int t = 0; t < PLAN_NTP; t++)
             usable = usable && (!(cls >> t & 1) || s->roll.usable[t]);
@@ -606,10 +618,19 @@ static unsigned valid_classes(struct plan_solver *s, const struct plan_split *sp
     return set;
 }
 
-/* Pattern mode: the one multiset the pattern makes on sp's rollout nodes. */
-static bool pattern_counts(const struct plan_solver *s, const struct plan_split *sp,
-                           int c[PLAN_NTP])
+/* Whether the multiset is given rather than searched: by plan.tp_pattern or by a pin. */
+static bool counts_given(const struct plan_solver *s)
 {
+    return s->pattern_gpus || (s->p->pin && s->p->pin->counts);
+}
+
+/* The given multiset on sp: the pin's, or the one the pattern makes on sp's rollout nodes. */
+static bool given_counts(const struct plan_solver *s, const struct plan_split *sp, int c[PLAN_NTP])
+{
+    if (s->p->pin && s->p->pin->counts) {
+        memcpy(c, s->p->pin->counts, PLAN_NTP * sizeof *c);
+        return true;
+    }
     int nodes = sp->n_roll / s->pattern_gpus;
     for (int t = 0; t < PLAN_NTP; t++)
         c[t] = nodes * s->pattern[t];
@@ -663,7 +684,12 @@ static double train_add(const struct plan_solver *s)
 /* Split sp's training layouts under s->train's space: each checked, bounded when it fits. */
 static void split_layouts(struct plan_solver *s, struct plan_split *sp)
 {
-    sp->n_layouts = plan_train_layouts(&s->train, sp->n_train, sp->layouts);
+    if (s->p->pin) {
+        sp->layouts[0] = *s->p->pin->train;
+        sp->n_layouts = 1;
+    } else {
+        sp->n_layouts = plan_train_layouts(&s->train, sp->n_train, sp->layouts);
+    }
     sp->lb_train = INFINITY;
     for (size_t i = 0; i < sp->n_layouts; i++) {
         sp->exact[i] = NAN;
@@ -721,7 +747,11 @@ static void build_splits(struct plan_solver *s)
     /* at most one split per granularity step (plus the colocated one) */
     s->n_splits = 0;
     s->splits = xcalloc((size_t)(s->N / pc->granularity_gpus) + 1, sizeof *s->splits);
-    if (s->colocated) {
+    if (s->p->pin) {
+        int n = s->colocated ? s->N : s->p->pin->n_train;
+        s->splits[s->n_splits++] =
+            (struct plan_split){.n_train = n, .n_roll = s->colocated ? s->N : s->N - n};
+    } else if (s->colocated) {
         if (s->N % pc->granularity_gpus == 0 && s->N >= pc->min_train_gpus &&
             s->N >= pc->min_rollout_gpus)
             s->splits[s->n_splits++] = (struct plan_split){.n_train = s->N, .n_roll = s->N};
@@ -791,9 +821,9 @@ static bool solve_split(struct plan_solver *s, struct plan_split *sp, unsigned c
                       .cutoff_eq = eq,
                       .early = tt * (1.0 + s->cfg->plan.gap_tolerance),
                       .classes = classes};
-    if (s->pattern_gpus) {
+    if (counts_given(s)) {
         int c[PLAN_NTP];
-        if (!pattern_counts(s, sp, c))
+        if (!given_counts(s, sp, c))
             return true;
         q.best.v = plan_memo_score(s, sp, c, NAN)->t_s;
         memcpy(q.best.c, c, sizeof c);
@@ -820,7 +850,7 @@ static void seed(struct plan_solver *s, struct plan_split *sp, unsigned classes,
 {
     double tt = train_min(s, sp, INFINITY, true);
     sp->train_s = tt;
-    for (unsigned cls = 1; !isinf(tt) && !s->pattern_gpus && cls < CLASSES; cls++) {
+    for (unsigned cls = 1; !isinf(tt) && !counts_given(s) && cls < CLASSES; cls++) {
         struct box b;
         root_box(sp, cls, &b);
         bool ok = classes >> cls & 1 && tighten(sp, &b);
@@ -867,7 +897,7 @@ static void async_tiebreak(struct plan_solver *s, const struct incumbent *inc, u
             break;
         }
     memcpy(counts, inc->witness, sizeof inc->witness);
-    if (s->pattern_gpus)
+    if (counts_given(s))
         return;
     struct query q = {.fewest = true, .limit = inc->obj, .classes = classes};
     if (roll_search(s, sp, &q) && q.found)
@@ -957,9 +987,9 @@ static bool search_colocated(struct plan_solver *s, const struct plan_split **sp
         struct query q = {
             .cutoff = target(s, obj), .cutoff_eq = true, .early = -INFINITY, .classes = 1u << cls};
         q.offset[cls] = best_y[cls];
-        if (s->pattern_gpus) {
+        if (counts_given(s)) {
             int c[PLAN_NTP];
-            if (pattern_counts(s, sp, c)) {
+            if (given_counts(s, sp, c)) {
                 q.best.v = plan_memo_score(s, sp, c, NAN)->t_s;
                 memcpy(q.best.c, c, sizeof c);
                 q.found = true;
@@ -998,7 +1028,7 @@ static bool search_colocated(struct plan_solver *s, const struct plan_split **sp
             q.offset[cls] = coloc_y(s, sp, *layout, cls);
             memcpy(counts, witness[cls], sizeof witness[cls]);
         }
-    if (!s->pattern_gpus && roll_search(s, sp, &q) && q.found)
+    if (!counts_given(s) && roll_search(s, sp, &q) && q.found)
         memcpy(counts, q.best.c, sizeof q.best.c);
     return true;
 }

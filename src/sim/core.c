@@ -302,7 +302,9 @@ static void inst_stop(struct sim *s, int i, enum sim_inst_state to)
     s->reg[i].ready = false;
 }
 
-void sim_inst_lend(struct sim *s, int i)
+/* Takes instance i out of rollout into state `to`: its live turns resume elsewhere with their
+ * output kept. */
+static void take_out(struct sim *s, int i, enum sim_inst_state to, const char *why)
 {
     struct sim_inst *in = &s->inst[i];
     if (!in->eng)
@@ -311,19 +313,29 @@ void sim_inst_lend(struct sim *s, int i)
     size_t n = sim_trajs_in(s, SIM_T_GEN, i, &hit);
     for (size_t k = 0; k < n; k++)
         sim_traj_suspend(s, &s->traj.v[hit[k]]);
-    inst_stop(s, i, SIM_INST_LENT);
+    inst_stop(s, i, to);
     rollout_gpus_change(s, -in->tp);
-    sim_trace_instant(s, SIM_PID_INSTANCES, (uint64_t)i, "instance lent", NULL);
+    sim_trace_instant(s, SIM_PID_INSTANCES, (uint64_t)i, why, NULL);
     for (size_t k = 0; k < n && !s->rc; k++)
         sim_reroute(s, &s->traj.v[hit[k]]);
     free(hit);
 }
 
-void sim_inst_return(struct sim *s, int i, double ready_in_s)
+void sim_inst_lend(struct sim *s, int i)
+{
+    take_out(s, i, SIM_INST_LENT, "instance lent");
+}
+
+void sim_inst_retire(struct sim *s, int i)
+{
+    take_out(s, i, SIM_INST_RETIRED, "instance retired");
+}
+
+/* Instance i, new or lent, starts: STARTING until ready_in_s from now, with the fleet's
+ * weights; its GPUs count as rollout GPUs at once. */
+static void inst_start(struct sim *s, int i, double ready_in_s)
 {
     struct sim_inst *in = &s->inst[i];
-    if (in->state != SIM_INST_LENT || inst_engine(s, i) != 0)
-        return;
     engine_set_ready(in->eng, s->now, false);
     in->state = SIM_INST_STARTING;
     in->version = s->rollout_version; /* it loads the newest checkpoint */
@@ -332,6 +344,53 @@ void sim_inst_return(struct sim *s, int i, double ready_in_s)
     mark_dirty(s, i);
     sim_trace_instant(s, SIM_PID_INSTANCES, (uint64_t)i, "instance starting", NULL);
     sim_schedule(s, s->now + ready_in_s, SIM_EV_READY, in->epoch, (uint64_t)i);
+}
+
+int sim_inst_add(struct sim *s, int tp, int gpu, int bucket, double ready_in_s)
+{
+    int i = s->n_inst;
+    s->inst = xreallocarray(s->inst, (size_t)i + 1, sizeof *s->inst);
+    s->reg = xreallocarray(s->reg, (size_t)i + 1, sizeof *s->reg);
+    s->out->requests_by_instance = xreallocarray(s->out->requests_by_instance, (size_t)i + 1,
+                                                 sizeof *s->out->requests_by_instance);
+    s->inst[i] = (struct sim_inst){.tp = tp, .bucket = bucket, .gpu = gpu, .last_count = -1};
+    s->reg[i] = (struct sched_instance){
+        .id = i, .tp = tp, .bucket = bucket, .cap = s->cfg->sim.queue_cap, .ready = false};
+    s->out->requests_by_instance[i] = 0;
+    s->n_inst = s->out->n_instances = i + 1;
+    sim_timeline_grow(s);
+    if (inst_engine(s, i) != 0)
+        return -1;
+    inst_start(s, i, ready_in_s);
+    return i;
+}
+
+void sim_inst_return(struct sim *s, int i, double ready_in_s)
+{
+    if (s->inst[i].state != SIM_INST_LENT || inst_engine(s, i) != 0)
+        return;
+    inst_start(s, i, ready_in_s);
+}
+
+double sim_queue_pressure(const struct sim *s)
+{
+    double waiting = 0, cap = 0;
+    for (int i = 0; i < s->n_inst; i++)
+        if (s->inst[i].state == SIM_INST_SERVING) {
+            waiting += s->reg[i].queued;
+            cap += s->reg[i].cap;
+        }
+    return cap > 0 ? waiting / cap : 0;
+}
+
+double sim_active_pressure(const struct sim *s)
+{
+    double live = 0;
+    for (size_t k = 0; k < s->traj.n; k++) {
+        enum sim_traj_state t = s->traj.v[k].state;
+        live += s->traj.v[k].use && (t == SIM_T_GEN || t == SIM_T_HELD || t == SIM_T_TOOL);
+    }
+    return live / ((double)(s->staleness + 1) * s->batch);
 }
 
 /* Instance i's start ended (epoch: which start): it serves, unless the fleet is paused for an
@@ -602,6 +661,8 @@ static int setup(struct sim *s)
     s->out->staleness = xcalloc((size_t)s->out->staleness_n, sizeof *s->out->staleness);
     if (setup_instances(s) || setup_router(s) || (s->lay->n_hybrid && sim_elastic_init(s)))
         return s->rc;
+    if (sim_replans(s))
+        sim_replan_init(s);
     sim_source_init(s);
     if (s->rc)
         return s->rc;
@@ -632,6 +693,8 @@ static void teardown(struct sim *s)
     vec_free(&s->held);
     sim_source_free(s);
     sim_elastic_free(s);
+    sim_replan_free(s);
+    vec_free(&s->replans);
     sched_router_free(s->router);
     sched_metrics_free(s->rmetrics);
     cost_train_seqs_free(&s->seqs);

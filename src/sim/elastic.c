@@ -279,29 +279,6 @@ void sim_elastic_step_end(struct sim *s, struct sim_step *st)
     e->cur = (struct sim_pool_step){0};
 }
 
-/* Waiting turns over the serving instances' queue caps. */
-static double queue_pressure(const struct sim *s)
-{
-    double waiting = 0, cap = 0;
-    for (int i = 0; i < s->n_inst; i++)
-        if (s->inst[i].state == SIM_INST_SERVING) {
-            waiting += s->reg[i].queued;
-            cap += s->reg[i].cap;
-        }
-    return cap > 0 ? waiting / cap : 0;
-}
-
-/* Trajectories in flight over the (rl.max_staleness + 1) batches admission lets in. */
-static double active_pressure(const struct sim *s)
-{
-    double live = 0;
-    for (size_t k = 0; k < s->traj.n; k++) {
-        enum sim_traj_state t = s->traj.v[k].state;
-        live += s->traj.v[k].use && (t == SIM_T_GEN || t == SIM_T_HELD || t == SIM_T_TOOL);
-    }
-    return live / ((double)(s->staleness + 1) * s->batch);
-}
-
 void sim_elastic_steer(struct sim *s, const struct sim_step *st)
 {
     struct sim_elastic *e = s->elastic;
@@ -309,8 +286,8 @@ void sim_elastic_steer(struct sim *s, const struct sim_step *st)
         return;
     struct ehp_signal_input in = {.train_s = st->train_s,
                                   .rollout_s = fmax(st->rollout_util * st->step_s, 1e-9),
-                                  .queue_pressure = queue_pressure(s),
-                                  .active_pressure = active_pressure(s),
+                                  .queue_pressure = sim_queue_pressure(s),
+                                  .active_pressure = sim_active_pressure(s),
                                   .train_replicas = st->pool.train_gpus / s->lay->replica_gpus,
                                   .rollout_gpus = st->pool.rollout_gpus};
     if (ehp_pool_signal(e->pool, s->now, &in, &e->dec) != 0 ||

@@ -11,6 +11,7 @@
  *   mode_async.c async and libra modes (a stream with bounded staleness)
  *   mode.c      the modes' table: what each mode is (struct sim_mode_desc)
  *   elastic.c   the elastic hybrid pool of the libra mode (ehp/pool.h driven by the run)
+ *   replan.c    online replanning of the libra mode's rollout fleet
  *   metrics.c   the run's summary
  *   perfetto.c  the recording hooks and the trace-event document of one step
  *   timeline.c  the GPU timeline of a step range (busy intervals, per-instance load)
@@ -73,6 +74,8 @@ enum sim_inst_state {
     SIM_INST_STARTING, /* an engine is starting: turns sent to it wait until it is ready */
     SIM_INST_LENT,     /* its GPUs left rollout (they train); no engine */
     SIM_INST_FAILED,   /* died (failure injection); no engine, never back */
+    SIM_INST_RETIRED,  /* stopped by an accepted replan; its GPUs serve the replan's new
+                        * instances; no engine, never back */
 };
 
 struct sim_inst {
@@ -153,6 +156,9 @@ struct sim_traj {
     int64_t generated;      /* tokens generated so far (all turns) */
     int64_t total_tokens;   /* generated tokens of the whole record */
     int64_t final_context;  /* training sequence: last prompt + last generation */
+    int64_t first_prompt;   /* the first turn's prompt, tokens */
+    int64_t tool_tokens;    /* every tool return's payload, tokens */
+    double tool_s;          /* seconds spent waiting on tools so far (queue and execution) */
     uint32_t pending;       /* tool calls outstanding */
     double start_s, end_s, turn_start_s, tool_start_s;
     enum trace_finish finish;
@@ -356,6 +362,10 @@ struct sim {
     const struct sim_mode_ops *ops;
     void *mode;
 
+    /* online replanning (replan.c); NULL when off */
+    struct sim_replan *replan;
+    VEC(struct sim_replan_eval) replans;
+
     /* the elastic hybrid pool (elastic.c); NULL without hybrid replicas */
     struct sim_elastic *elastic;
     double rebuild_s; /* the NCCL weight-update group's rebuild that a fleet change owes the
@@ -426,6 +436,23 @@ void sim_inst_lend(struct sim *s, int i);
  * once. Does nothing to an instance that is not lent.
  */
 void sim_inst_return(struct sim *s, int i, double ready_in_s);
+
+/* Takes serving or starting instance i out of rollout for good (a replan stops it): as
+ * sim_inst_lend, but it never comes back. */
+void sim_inst_retire(struct sim *s, int i);
+
+/*
+ * Adds an instance of TP tp on GPUs [gpu, gpu + tp) serving bucket `bucket`: a new engine,
+ * STARTING until ready_in_s from now, with the fleet's weights; its GPUs count as rollout GPUs
+ * at once. Returns its index (the last), or -1 with the error recorded (sim_fail).
+ */
+int sim_inst_add(struct sim *s, int tp, int gpu, int bucket, double ready_in_s);
+
+/* Waiting turns over the serving instances' queue caps. */
+double sim_queue_pressure(const struct sim *s);
+
+/* Trajectories in flight over the (rl.max_staleness + 1) batches admission lets in. */
+double sim_active_pressure(const struct sim *s);
 
 /* Rollout GPU-seconds available in window w up to now; sim_avail_restart starts w now. */
 double sim_avail_gpu_s(const struct sim *s, const struct sim_gpu_window *w);
@@ -555,6 +582,21 @@ void sim_elastic_event(struct sim *s, uint32_t gen, uint64_t arg);
  * back). Returns whether i belongs to a hybrid replica. */
 bool sim_elastic_member_failed(struct sim *s, int i);
 
+/* ---- replan.c ------------------------------------------------------------------------- */
+
+/* Whether s's run replans: the libra mode on the planner's layout with a trigger on. */
+bool sim_replans(const struct sim *s);
+
+/* Starts replanning for s's layout (s->replan). */
+void sim_replan_init(struct sim *s);
+void sim_replan_free(struct sim *s);
+
+/* Group g completed (not aborted): its trajectories join the window. */
+void sim_replan_group(struct sim *s, const struct sim_group *g);
+
+/* After the record of step st: a trigger may fire, and a replan be decided and played. */
+void sim_replan_steer(struct sim *s, const struct sim_step *st);
+
 /* ---- perfetto.c: the recording hooks ---------------------------------------------------- */
 
 /* Sets up what opts asks to record (the trace-event document, the timeline). */
@@ -596,6 +638,8 @@ void sim_trace_release(struct sim *s);
 /* ---- timeline.c (through the hooks above) ---------------------------------------------- */
 
 void sim_timeline_init(struct sim *s);
+/* The fleet gained an instance (the last): its row. */
+void sim_timeline_grow(struct sim *s);
 void sim_timeline_begin(struct sim *s);
 void sim_timeline_end(struct sim *s);
 
@@ -630,6 +674,23 @@ int sim_layout_libra(const struct sim_input *in, const struct plan_lengths *sm, 
                      struct sim_layout *l, struct libra_error *err);
 int sim_layout_rollout(const struct sim_input *in, const struct plan_lengths *sm, int n_train,
                        int tp, struct sim_layout *l, struct libra_error *err);
+
+/* Makes the last bucket of b serve TP tp too (listing no instance of it) unless a bucket
+ * does: the bucket of the longest work, where a large instance belongs. */
+void sim_buckets_serve(struct spec_bucket_layout *b, int tp);
+
+/* The planner's length sample of in (appended to sm): plan_sample_size trajectories in whole
+ * batches spread evenly over the run (workload_lengths; a trace's whole batches spread over the
+ * trace, or its first batch cycled when it holds less than one). */
+void sim_layout_sample(const struct sim_input *in, struct plan_lengths *sm);
+
+/* l's instances (l->inst, l->n_inst; owned by l) as plan r places them. */
+void sim_layout_plan_instances(const struct plan_result *r, struct sim_layout *l);
+
+/* Assigns each instance of l (TP set) a bucket of l->buckets serving its TP: a bucket's listed
+ * instance counts first, the rest round-robin over the buckets that list the TP. Returns 0, or
+ * LIBRA_EINVAL with err when no bucket serves a TP of the fleet. */
+int sim_layout_assign_buckets(struct sim_layout *l, struct libra_error *err);
 
 /* libra's layout as the planner plans it on in's length sample under the plan section of
  * plan_cfg (in->cfg but for that section). Returns as sim_layout_make. */

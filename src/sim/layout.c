@@ -57,10 +57,7 @@ static void trace_batch(const struct sim_input *in, size_t b, struct workload_le
     free(group);
 }
 
-/* The planner's length sample: plan_sample_size trajectories in whole batches spread
- * evenly over the run (workload_lengths; a trace's whole batches spread over the trace, or its
- * first batch cycled when it holds less than one). */
-static void sample_build(const struct sim_input *in, struct plan_lengths *sm)
+void sim_layout_sample(const struct sim_input *in, struct plan_lengths *sm)
 {
     const struct libra_config *cfg = in->cfg;
     size_t batch = (size_t)cfg->rl.batch_trajectories, samples = (size_t)cfg->rl.samples;
@@ -189,9 +186,7 @@ static int homogeneous(const struct sim_input *in, struct sim_layout *l, int fir
     return pack(in, l, first_gpu, err);
 }
 
-/* Assigns each instance of l (TP set) a bucket serving its TP: a bucket's listed instance
- * counts first, the rest round-robin over the buckets that list the TP. */
-static int assign_buckets(struct sim_layout *l, struct libra_error *err)
+int sim_layout_assign_buckets(struct sim_layout *l, struct libra_error *err)
 {
     int left[SPEC_BUCKETS_MAX][SPEC_BUCKET_TPS_MAX], rr[PLAN_NTP] = {0};
     for (int b = 0; b < l->buckets.n; b++)
@@ -284,8 +279,7 @@ int sim_layout_async(const struct sim_input *in, const struct plan_lengths *sm, 
     return rc ? rc : homogeneous(in, l, n_train, tp, err);
 }
 
-/* The planner's instances, from its GPU placement. */
-static void plan_instances(const struct plan_result *r, struct sim_layout *l)
+void sim_layout_plan_instances(const struct plan_result *r, struct sim_layout *l)
 {
     l->n_inst = r->instances;
     l->inst = xcalloc((size_t)(r->instances ? r->instances : 1), sizeof *l->inst);
@@ -385,14 +379,25 @@ static int hybrid_tp(struct sim_layout *l)
     }
     if (best >= 0)
         return 1 << best;
-    struct spec_bucket *last = &l->buckets.bucket[l->buckets.n - 1];
-    /* first: the bucket's TP sizes stay ascending, as every one is larger */
-    memmove(&last->tp[1], &last->tp[0], (size_t)last->n_tp * sizeof *last->tp);
-    memmove(&last->instances[1], &last->instances[0], (size_t)last->n_tp * sizeof *last->instances);
-    last->tp[0] = l->replica_gpus;
-    last->instances[0] = 0;
-    last->n_tp++;
+    sim_buckets_serve(&l->buckets, l->replica_gpus);
     return l->replica_gpus;
+}
+
+void sim_buckets_serve(struct spec_bucket_layout *b, int tp)
+{
+    for (int k = 0; k < b->n; k++)
+        if (spec_bucket_has_tp(&b->bucket[k], tp))
+            return;
+    struct spec_bucket *last = &b->bucket[b->n - 1];
+    int at = 0;
+    while (at < last->n_tp && last->tp[at] < tp)
+        at++;
+    size_t tail = (size_t)(last->n_tp - at);
+    memmove(&last->tp[at + 1], &last->tp[at], tail * sizeof *last->tp);
+    memmove(&last->instances[at + 1], &last->instances[at], tail * sizeof *last->instances);
+    last->tp[at] = tp;
+    last->instances[at] = 0;
+    last->n_tp++;
 }
 
 /* Gives l n_hybrid hybrid replicas beyond its core of `core` replicas, each serving rollout
@@ -474,7 +479,7 @@ static int make_libra_planned(const struct sim_input *in, const struct libra_con
         l->n_train = r.n_train;
         l->train = r.train;
         l->buckets = r.layout;
-        plan_instances(&r, l);
+        sim_layout_plan_instances(&r, l);
         l->planned = true;
         l->pred_step_s = r.step_s;
         l->pred_train_s = r.train_s;
@@ -488,7 +493,7 @@ static int make_libra_planned(const struct sim_input *in, const struct libra_con
         rc = LIBRA_EINVAL;
     if (rc == 0 && in->cfg->ehp.enabled)
         pool_split(in, sm, l);
-    return rc ? rc : assign_buckets(l, err);
+    return rc ? rc : sim_layout_assign_buckets(l, err);
 }
 
 static int make_libra_fleet(const struct sim_input *in, const struct plan_lengths *sm,
@@ -511,7 +516,7 @@ static int make_libra_fleet(const struct sim_input *in, const struct plan_length
     if (rc || !in->cfg->ehp.enabled)
         return rc;
     pool_split(in, sm, l); /* the hybrids' instances go to buckets serving their TP */
-    return assign_buckets(l, err);
+    return sim_layout_assign_buckets(l, err);
 }
 
 /* libra: the planner's layout, or with sim.planner off the fleet of sched.buckets. */
@@ -545,7 +550,7 @@ int sim_layout_make(const struct sim_input *in, enum sim_mode m, int n_train, in
     const struct sim_mode_desc *d = sim_mode_desc(m);
     struct plan_lengths sm = {0};
     if (d->trains)
-        sample_build(in, &sm);
+        sim_layout_sample(in, &sm);
     int rc = d->layout(in, d->trains ? &sm : NULL, n_train, tp, out, err);
     if (d->routed)
         out->policy = in->cfg->sched.policy;
@@ -561,7 +566,7 @@ int sim_layout_plan(const struct sim_input *in, const struct libra_config *plan_
     if (sim_input_check(in, err) != 0)
         return LIBRA_EINVAL;
     struct plan_lengths sm = {0};
-    sample_build(in, &sm);
+    sim_layout_sample(in, &sm);
     int rc = make_libra_planned(in, plan_cfg, &sm, out, err);
     out->policy = in->cfg->sched.policy;
     plan_lengths_free(&sm);
@@ -581,7 +586,7 @@ int sim_plan(const struct sim_input *in, const struct libra_config *plan_cfg,
     if (sim_input_check(in, err) != 0)
         return LIBRA_EINVAL;
     struct plan_lengths sm = {0};
-    sample_build(in, &sm);
+    sim_layout_sample(in, &sm);
     int rc = plan_solve_lengths(&sm, plan_cfg, in->hw, in->model, should_stop, stop_arg, r, err);
     plan_lengths_free(&sm);
     return rc;

@@ -59,5 +59,9 @@ void sim_metrics_finish(struct sim *s)
         if (!s->traj.v[i].accounted)
             o->unconsumed_tokens += s->traj.v[i].generated;
     o->routing = sched_metrics_to_json(s->rmetrics, sched_policy_bucketless(s->lay->policy));
+    o->replans = s->replans.v;
+    o->n_replans = s->replans.n;
+    s->replans.v = NULL;
+    s->replans.n = s->replans.cap = 0;
     sim_trace_finish(s);
 }

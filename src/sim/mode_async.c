@@ -122,6 +122,8 @@ static void trained(struct sim *s)
         return;
     if (s->elastic)
         sim_elastic_steer(s, &st);
+    if (s->replan)
+        sim_replan_steer(s, &st);
     if (job_sync_due(&s->job, s->version)) {
         sim_sync_begin(s);
         return;

@@ -106,6 +106,49 @@ static json_t *step_json(const struct sim_step *st, bool pool)
     return o;
 }
 
+/* Instances by TP as "tp1x4,tp8x2". */
+static void counts_text(const int c[PLAN_NTP], char *out, size_t size)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (int t = 0; t < PLAN_NTP && n < size; t++)
+        if (c[t])
+            n += (size_t)snprintf(out + n, size - n, "%stp%dx%d", n ? "," : "", 1 << t, c[t]);
+}
+
+static json_t *replan_eval_json(const struct sim_replan_eval *ev)
+{
+    char cur[64], cand[64];
+    counts_text(ev->cur, cur, sizeof cur);
+    counts_text(ev->cand, cand, sizeof cand);
+    json_t *o =
+        json_pack("{s:I,s:s,s:s,s:b,s:s,s:s}", "step", (json_int_t)ev->step, "trigger", ev->trigger,
+                  "why", ev->why, "accepted", ev->accepted, "fleet", cur, "candidate", cand);
+    json_object_set_new(o, "predicted_step_s", ujson_real(ev->cur_step_s));
+    json_object_set_new(o, "candidate_step_s", ujson_real(ev->cand_step_s));
+    json_object_set_new(o, "correction", ujson_real(ev->correction));
+    json_object_set_new(o, "start_ratio", ujson_real(ev->start_ratio));
+    json_object_set_new(o, "gain_s", ujson_real(ev->gain_s));
+    json_object_set_new(o, "cost_s", ujson_real(ev->cost_s));
+    json_object_set_new(o, "started", json_integer(ev->started));
+    json_object_set_new(o, "stopped", json_integer(ev->stopped));
+    return o;
+}
+
+/* Online replanning over the run: its evaluations, in order. */
+static json_t *replan_json(const struct sim_result *r)
+{
+    json_t *evals = json_array();
+    size_t accepted = 0;
+    for (size_t k = 0; k < r->n_replans; k++) {
+        json_array_append_new(evals, replan_eval_json(&r->replans[k]));
+        accepted += r->replans[k].accepted;
+    }
+    return json_pack("{s:I,s:I,s:I,s:o}", "evaluations", (json_int_t)r->n_replans, "accepted",
+                     (json_int_t)accepted, "routing_since_step", (json_int_t)r->routing_since_step,
+                     "decisions", evals);
+}
+
 static json_t *run_json(const struct sim_result *r, bool pool)
 {
     json_t *stale = json_array();
@@ -132,6 +175,8 @@ static json_t *run_json(const struct sim_result *r, bool pool)
     json_object_set_new(o, "requests_by_instance", by_inst);
     if (pool)
         json_object_set_new(o, "pool", pool_json(&r->pool));
+    if (r->replanning)
+        json_object_set_new(o, "replan", replan_json(r));
     json_object_set_new(
         o, "counts",
         json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "started",
@@ -316,6 +361,43 @@ static void pool_text(struct strbuf *b, const struct sim_mode_result *mr)
                   r->pool.returned, n ? train / n : 0, n ? roll / n : 0);
 }
 
+/* Online replanning's line: evaluations by trigger, and each accepted replan. */
+static void replan_text(struct strbuf *b, const struct sim_mode_result *mr)
+{
+    static const char *const triggers[] = {"interval", "queue pressure", "active-rollout pressure",
+                                           "stale rejections", "rollout/train ratio"};
+    const struct sim_result *r = &mr->run;
+    size_t accepted = 0;
+    for (size_t k = 0; k < r->n_replans; k++)
+        accepted += r->replans[k].accepted;
+    strbuf_printf(b, "online replanning (%s): %zu evaluation%s", sim_mode_name(mr->mode),
+                  r->n_replans, r->n_replans == 1 ? "" : "s");
+    const char *sep = " (";
+    for (size_t t = 0; t < sizeof triggers / sizeof *triggers; t++) {
+        size_t n = 0;
+        for (size_t k = 0; k < r->n_replans; k++)
+            n += strcmp(r->replans[k].trigger, triggers[t]) == 0;
+        if (n) {
+            strbuf_printf(b, "%s%s %zu", sep, triggers[t], n);
+            sep = ", ";
+        }
+    }
+    strbuf_printf(b, "%s, %zu accepted\n", r->n_replans ? ")" : "", accepted);
+    for (size_t k = 0; k < r->n_replans; k++) {
+        const struct sim_replan_eval *ev = &r->replans[k];
+        if (!ev->accepted)
+            continue;
+        char cur[64], cand[64];
+        counts_text(ev->cur, cur, sizeof cur);
+        counts_text(ev->cand, cand, sizeof cand);
+        strbuf_printf(b,
+                      "  after step %lld: %s -> %s (%d stopped, %d started): predicted %.1f -> "
+                      "%.1f s per step, reconfiguration %.1f s\n",
+                      (long long)ev->step, cur, cand, ev->stopped, ev->started, ev->cur_step_s,
+                      ev->cand_step_s, ev->cost_s);
+    }
+}
+
 static double discarded_share(const struct sim_result *r)
 {
     int64_t d = r->waste[SIM_WASTE_FILTERED] + r->waste[SIM_WASTE_STALE] +
@@ -371,6 +453,9 @@ char *sim_experiment_text(const struct sim_experiment *e, const struct libra_con
     for (int i = 0; i < e->n; i++)
         if (e->mode[i].layout.pool)
             pool_text(&b, &e->mode[i]);
+    for (int i = 0; i < e->n; i++)
+        if (e->mode[i].run.replanning)
+            replan_text(&b, &e->mode[i]);
     for (int i = 0; lm && i < lm->n_verified; i++)
         if (lm->verified[i].chosen)
             strbuf_printf(&b,

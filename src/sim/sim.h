@@ -206,6 +206,7 @@ struct sim_timeline_row {
     /* Seconds of each use in the window, exact whatever the cap cut. An instance's rollout
      * seconds are its engine's busy time (the simulator's own accounting, engine_busy_at). */
     double use_s[SIM_USES];
+    int tp, bucket, gpu;      /* instance: its TP, bucket (the last) and first GPU */
     int64_t requests;         /* instance: turns submitted to it in the window */
     int64_t generated_tokens; /* instance: tokens kept by its requests that ended in the window */
 };
@@ -237,6 +238,25 @@ void sim_timeline_free(struct sim_timeline *t);
  * interval [from_s, to_s, use] and busy_share rollout_s over the window. l is the layout the
  * run ran. Returns a new reference. */
 json_t *sim_timeline_to_json(const struct sim_timeline *t, const struct sim_layout *l);
+
+/* One evaluation of online replanning (sim/replan.c): a trigger fired at the end of a step and
+ * the planner planned the window of finished trajectories. Predictions are corrected as
+ * sim/replan.c says; counts are rollout instances by log2(TP) of the core fleet. */
+struct sim_replan_eval {
+    int64_t step;        /* the step whose end triggered it */
+    const char *trigger; /* "interval", "queue pressure", "active-rollout pressure",
+                          * "stale rejections", "rollout/train ratio" (static) */
+    const char *why;     /* plan_replan_decide's rule, or why the window could not be planned
+                          * (static) */
+    bool accepted;
+    int cur[PLAN_NTP], cand[PLAN_NTP]; /* the running fleet and the candidate */
+    int started, stopped;              /* instances, when accepted */
+    double cur_step_s, cand_step_s;    /* predicted on the window, corrected */
+    double correction;                 /* simulated over predicted step of the running fleet */
+    double start_ratio;    /* the model's candidate over running fleet on the start's sample (the
+                            * candidate's prediction is divided by it when below 1) */
+    double gain_s, cost_s; /* per step, and the reconfiguration's (plan/replan.h) */
+};
 
 /* The result of one run. */
 struct sim_result {
@@ -271,9 +291,14 @@ struct sim_result {
     int64_t moves;                 /* turns sent to another instance than the previous one */
     int64_t *requests_by_instance; /* n_instances counters, in the layout's order; owned */
     int n_instances;
-    struct sim_pool_step pool;     /* the pool's decisions over the run (its split: the last
-                                    * step's); zeroed without a pool */
-    json_t *routing;               /* sched_metrics_to_json of the run; owned */
+    struct sim_pool_step pool;       /* the pool's decisions over the run (its split: the last
+                                      * step's); zeroed without a pool */
+    json_t *routing;                 /* sched_metrics_to_json of the run; owned */
+    int64_t routing_since_step;      /* the routing figures cover the decisions from the end of
+                                      * this step on (a replan changed the buckets); 0: the run */
+    bool replanning;                 /* the run replans (sim/replan.c) */
+    struct sim_replan_eval *replans; /* n_replans, in order; owned */
+    size_t n_replans;
     char *perfetto;                /* Chrome trace-event JSON of one step, or NULL; owned */
     struct sim_timeline *timeline; /* the steps sim_run_opts.timeline asked for, or NULL; owned */
 };

@@ -19,13 +19,15 @@
 #include "sim/internal.h"
 
 /* Whether some rollout instance sits outside the node of the trainer's rank 0 (GPU 0); a lent
- * one gets no weights. */
+ * or retired one gets no weights. */
 static bool fleet_cross_node(const struct sim *s)
 {
     int gpn = s->cfg->cluster.gpus_per_node;
-    for (int i = 0; i < s->n_inst; i++)
-        if (s->inst[i].state != SIM_INST_LENT && s->inst[i].gpu / gpn != 0)
+    for (int i = 0; i < s->n_inst; i++) {
+        enum sim_inst_state st = s->inst[i].state;
+        if (st != SIM_INST_LENT && st != SIM_INST_RETIRED && s->inst[i].gpu / gpn != 0)
             return true;
+    }
     return false;
 }
 

@@ -62,22 +62,45 @@ void sim_timeline_init(struct sim *s)
     r->cut_s = INFINITY;
 }
 
+/* Instance i's recording starts now. */
+static void inst_begin(struct sim *s, int i)
+{
+    double busy = sim_inst_busy_s(s, i);
+    s->trace.timeline.inst[i] = (struct sim_timeline_inst){
+        .seen_s = s->now,
+        .seen_busy_s = busy,
+        .start_busy_s = busy,
+        .busy_end_s = s->now,
+        .start_requests = s->out->requests_by_instance[i],
+        .start_tokens = s->inst[i].gen_tokens,
+    };
+}
+
 void sim_timeline_begin(struct sim *s)
 {
     struct sim_timeline_rec *r = &s->trace.timeline;
     r->on = true;
     r->tl->from_s = s->now;
-    for (int i = 0; i < s->n_inst; i++) {
-        double busy = sim_inst_busy_s(s, i);
-        r->inst[i] = (struct sim_timeline_inst){
-            .seen_s = s->now,
-            .seen_busy_s = busy,
-            .start_busy_s = busy,
-            .busy_end_s = s->now,
-            .start_requests = s->out->requests_by_instance[i],
-            .start_tokens = s->inst[i].gen_tokens,
-        };
-    }
+    for (int i = 0; i < s->n_inst; i++)
+        inst_begin(s, i);
+}
+
+void sim_timeline_grow(struct sim *s)
+{
+    struct sim_timeline_rec *r = &s->trace.timeline;
+    if (!r->tl)
+        return;
+    int i = s->n_inst - 1;
+    struct sim_timeline *t = r->tl;
+    t->inst = xreallocarray(t->inst, (size_t)s->n_inst, sizeof *t->inst);
+    r->row = xreallocarray(r->row, (size_t)s->n_inst + 1, sizeof *r->row);
+    r->inst = xreallocarray(r->inst, (size_t)s->n_inst, sizeof *r->inst);
+    memset(&t->inst[i], 0, sizeof t->inst[i]);
+    memset(&r->row[i + 1], 0, sizeof r->row[i + 1]);
+    memset(&r->inst[i], 0, sizeof r->inst[i]);
+    t->n_inst = s->n_inst;
+    if (r->on) /* no engine yet: busy 0, counters 0 */
+        r->inst[i] = (struct sim_timeline_inst){.seen_s = s->now, .busy_end_s = s->now};
 }
 
 void sim_timeline_end(struct sim *s)
@@ -195,6 +218,11 @@ struct sim_timeline *sim_timeline_take(struct sim *s)
     for (int k = 0; k <= s->n_inst; k++)
         if (!finish_row(r, k, k ? &t->inst[k - 1] : &t->trainer))
             sim_fail(s, LIBRA_EINTERNAL, "internal: intervals of timeline row %d overlap", k);
+    for (int i = 0; i < s->n_inst; i++) {
+        t->inst[i].tp = s->inst[i].tp;
+        t->inst[i].bucket = s->inst[i].bucket;
+        t->inst[i].gpu = s->inst[i].gpu;
+    }
     r->tl = NULL;
     return t;
 }
@@ -233,14 +261,13 @@ static json_t *intervals_json(const struct sim_timeline_row *row)
     return a;
 }
 
-static json_t *instance_json(const struct sim_timeline *t, const struct sim_layout *l, int i)
+static json_t *instance_json(const struct sim_timeline *t, int i)
 {
     const struct sim_timeline_row *row = &t->inst[i];
-    const struct sim_instance_spec *sp = &l->inst[i];
     double window = t->to_s - t->from_s;
     json_t *o = json_pack(
-        "{s:i,s:i,s:i,s:i,s:o,s:o,s:o}", "instance", i, "tp", sp->tp, "bucket", sp->bucket, "gpu",
-        sp->gpu, "rollout_s", ujson_real(row->use_s[SIM_USE_ROLLOUT]), "train_s",
+        "{s:i,s:i,s:i,s:i,s:o,s:o,s:o}", "instance", i, "tp", row->tp, "bucket", row->bucket, "gpu",
+        row->gpu, "rollout_s", ujson_real(row->use_s[SIM_USE_ROLLOUT]), "train_s",
         ujson_real(row->use_s[SIM_USE_TRAIN]), "sync_s", ujson_real(row->use_s[SIM_USE_SYNC]));
     json_object_set_new(o, "busy_share",
                         ujson_real(sim_util(row->use_s[SIM_USE_ROLLOUT], window > 0 ? window : 0)));
@@ -254,7 +281,7 @@ json_t *sim_timeline_to_json(const struct sim_timeline *t, const struct sim_layo
 {
     json_t *inst = json_array();
     for (int i = 0; i < t->n_inst; i++)
-        json_array_append_new(inst, instance_json(t, l, i));
+        json_array_append_new(inst, instance_json(t, i));
     json_t *trainer = t->has_trainer
                           ? json_pack("{s:i,s:o,s:o,s:o}", "gpus", l->n_train, "train_s",
                                       ujson_real(t->trainer.use_s[SIM_USE_TRAIN]), "sync_s",

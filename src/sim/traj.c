@@ -94,11 +94,13 @@ static void copy_record(struct sim *s, struct sim_traj *t, const struct trace_tr
                                   .status = x->status,
                                   .payload_tokens = x->payload_tokens,
                                   .exec_s = x->exec_us > 0 ? (double)x->exec_us / 1e6 : 0.0};
+            t->tool_tokens += x->payload_tokens;
         }
         t->total_tokens += v->gen_tokens;
     }
     const struct sim_turn *last = &t->turns[t->n_turns - 1];
     t->final_context = last->prompt_tokens + last->gen_tokens;
+    t->first_prompt = t->turns[0].prompt_tokens;
     t->finish = r->finish;
     t->reward = r->reward;
     t->has_reward = r->has_reward;
@@ -315,6 +317,8 @@ static void group_complete(struct sim *s, struct sim_group *g)
         g->filtered = workload_group_filtered(s->in->workload, arr, g->n);
         free(arr);
     }
+    if (s->replan && !g->aborted)
+        sim_replan_group(s, g);
     s->ops->group_done(s, g);
 }
 
@@ -397,6 +401,7 @@ void sim_tools_returned(struct sim *s, struct sim_traj *t)
 {
     uint64_t id = t->uid;
     const struct sim_turn *prev = &t->turns[t->turn - 1];
+    t->tool_s += s->now - t->tool_start_s;
     if (s->trace.on)
         sim_trace_slice(s, SIM_PID_TRAJECTORIES, id, "tools", t->tool_start_s, s->now,
                         json_pack("{s:s,s:i}", "tool", s->pools[t->calls[prev->call].pool].name,

@@ -273,6 +273,8 @@ int sim_verify(const struct sim_input *in, struct sim_mode_result *mr, struct li
         return sim_layout_make(in, SIM_LIBRA, 0, 0, &mr->layout, err); /* the planner's error */
     }
     struct libra_config vcfg = *cfg;
+    vcfg.plan.replan_interval_steps = 0; /* the candidates are judged as they start: static */
+    vcfg.plan.replan_pressure = false;
     vcfg.sim.seed =
         (int64_t)(rng_hash((uint64_t)cfg->sim.seed, (const uint64_t[]){VERIFY_SEED_KEY}, 1) >>
                   11); /* below 2^53, as sim.seed */

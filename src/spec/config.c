@@ -89,10 +89,6 @@ static const char *const context_mode_names[] = {
 #define ENGINE (PLANNER | SPEC_READ_EMU)
 #define EVERY (SPEC_READ_COST | SPEC_READ_CALIBRATE | ENGINE)
 
-/* Why the keys of mechanisms not built yet are refused (see `pending` below); their rows'
- * docs give the same reason. */
-#define REPLAN_PENDING "no command applies the replan rule yet"
-
 /* The sections in file order, each with the sentence docs/config.md gives it. */
 static const struct {
     const char *name, *doc;
@@ -187,12 +183,19 @@ static const struct spec_field fields[] = {
     STR(PLANNER, plan.tp_pattern, "", NULL,
         "TP sizes of the instances on every rollout node, e.g. \"1,1,2,4\", summing to "
         "cluster.gpus_per_node; \"\" leaves them free"),
-    DOUBLE(0, plan.replan_min_gain_frac, 0, "", 0.05, 0, 1, NULL,
-           "a replan is applied only if it shortens the step by at least this share; "
-           "not implemented: " REPLAN_PENDING ", so only the default is accepted"),
-    INT(0, plan.replan_horizon_steps, "steps", 10, 1, 1000000, NULL,
-        "steps over which a replan's gain must repay its reconfiguration cost; not "
-        "implemented: " REPLAN_PENDING ", so only the default is accepted"),
+    INT(SIMULATED, plan.replan_interval_steps, "steps", 10, 0, 1000000, NULL,
+        "libra sim's libra mode (the planner's layout): plan the rollout fleet again on the "
+        "trajectories that finished last every this many steps, the split and training layout "
+        "kept (docs/sim.md \"Online replanning\"); 0: not on a schedule"),
+    BOOL(SIMULATED, plan.replan_pressure, 1,
+         "libra sim's libra mode: plan again also when rollout is under pressure (queue 0.75, "
+         "active rollouts 0.85, 8 stale rejections, rollout/train 1.25), more than "
+         "max(1, plan.replan_interval_steps / 2) steps after the last time; with "
+         "plan.replan_interval_steps 0 and this off, no replanning"),
+    DOUBLE(SIMULATED, plan.replan_min_gain_frac, 0, "", 0.05, 0, 1, NULL,
+           "a replan is applied only if it shortens the predicted step by at least this share"),
+    INT(SIMULATED, plan.replan_horizon_steps, "steps", 10, 1, 1000000, NULL,
+        "steps over which a replan's gain must repay its reconfiguration cost"),
     ENUM(SIMULATED | SPEC_READ_SERVE, sched.policy, spec_policy_names, SCHED_CMLFQ, NULL,
          "turn router: C-MLFQ or a baseline of the reference (oracle, plas and predictor are "
          "libra's own comparisons)"),
@@ -260,19 +263,6 @@ static const struct spec_field fields[] = {
          "T_train / T_rollout >= 1.15, release all at <= 0.90 (docs/ehp.md)"),
 };
 #define N_FIELDS (sizeof fields / sizeof *fields)
-
-/*
- * Keys of mechanisms not built yet. They stay in the schema, with the default that is what the
- * code does today, but any other value is refused: a setting that is accepted must do what its
- * doc says.
- */
-static const struct {
-    const char *key, *why;
-} pending[] = {
-    {"plan.replan_min_gain_frac", REPLAN_PENDING},
-    {"plan.replan_horizon_steps", REPLAN_PENDING},
-};
-#define N_PENDING (sizeof pending / sizeof *pending)
 
 const struct spec_field *spec_config_fields(size_t *n)
 {
@@ -443,26 +433,6 @@ static char *value_text(const struct spec_field *f, const struct libra_config *c
     return s;
 }
 
-/* Refuses a value other than the default of a key in `pending`. */
-static int check_pending(const struct libra_config *cfg, const struct spec_config_sources *src,
-                         struct libra_error *err)
-{
-    struct libra_config defaults;
-    spec_config_defaults(&defaults);
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < N_PENDING; i++) {
-        const struct spec_field *f = spec_field_find(fields, N_FIELDS, pending[i].key);
-        char *set = value_text(f, cfg), *def = value_text(f, &defaults);
-        if (strcmp(set, def) != 0)
-            rc = spec_config_key_error(err, src, f->key,
-                                       "not implemented: %s; only the default, %s, is accepted",
-                                       pending[i].why, def);
-        free(set);
-        free(def);
-    }
-    return rc;
-}
-
 /* ---- readers ----------------------------------------------------------------------------- */
 
 /* The command of each bit of enum spec_reader, in bit order. */
@@ -555,7 +525,7 @@ static int check(const struct libra_config *cfg, const struct spec_config_source
             "%d is below sim.max_seqs (%d): an iteration computes at least one token for every "
             "running sequence",
             cfg->sim.max_batched_tokens, cfg->sim.max_seqs);
-    return check_pending(cfg, src, err);
+    return 0;
 }
 
 int spec_config_peek(struct libra_config *cfg, const struct spec_config_sources *src,
@@ -691,9 +661,7 @@ static void doc_intro(FILE *out)
             "Every command reads one experiment file: a JSON object with the sections below "
             "(all optional; unknown sections and keys are errors that name file:line:col). "
             "`libra config show [FILE]` prints the effective config, `libra config check FILE` "
-            "validates a file, and `examples/default.json` spells out the built-in default. "
-            "A key of a mechanism not built yet (`plan.replan_*`) accepts only "
-            "its default: any other value is an error naming the key.\n\n"
+            "validates a file, and `examples/default.json` spells out the built-in default.\n\n"
             "Settings are layered, each layer overriding the ones before:\n\n"
             "1. the defaults below (the built-in experiment: 48 A800 GPUs, Qwen3-14B, "
             "R2E-Gym);\n"
@@ -749,22 +717,22 @@ static void doc_presets(FILE *out)
     spec_fields_doc(out, f, n, "", &model);
 }
 
-/* Whether row i is one of the section's (prefix "rl.") that some command reads. */
-static bool read_in_section(size_t i, const char *prefix, size_t plen)
+/* Whether row i is one of the section's (prefix "rl."). */
+static bool in_section(size_t i, const char *prefix, size_t plen)
 {
-    return fields[i].readers && strncmp(fields[i].key, prefix, plen) == 0;
+    return strncmp(fields[i].key, prefix, plen) == 0;
 }
 
 /*
  * One cell of the readers table: the keys of the section (prefix "rl.") the command of bit
  * reader reads: all, none, those it reads, or all but those it does not, whichever list is
- * shorter. Keys no command reads (mechanisms not built yet) are left out.
+ * shorter.
  */
 static void readers_cell(FILE *out, const char *prefix, unsigned reader)
 {
     size_t plen = strlen(prefix), keys = 0, read = 0;
     for (size_t i = 0; i < N_FIELDS; i++)
-        if (read_in_section(i, prefix, plen)) {
+        if (in_section(i, prefix, plen)) {
             keys++;
             read += (fields[i].readers & reader) != 0;
         }
@@ -776,7 +744,7 @@ static void readers_cell(FILE *out, const char *prefix, unsigned reader)
     fputs(list_read ? "" : " all but", out);
     const char *sep = " ";
     for (size_t i = 0; i < N_FIELDS; i++)
-        if (read_in_section(i, prefix, plen) && ((fields[i].readers & reader) != 0) == list_read) {
+        if (in_section(i, prefix, plen) && ((fields[i].readers & reader) != 0) == list_read) {
             fprintf(out, "%s`%s`", sep, fields[i].key + plen);
             sep = ", ";
         }
@@ -835,8 +803,7 @@ char *spec_config_doc_markdown(void)
                  "other than its default is refused (exit 2, naming the key and the commands "
                  "that read it); a config file's values are taken whichever commands read them, "
                  "since one experiment file serves every command (docs/cli.md). `libra config` "
-                 "takes every key. Keys no command reads yet (`plan.replan_*`) are left "
-                 "out.\n\n");
+                 "takes every key.\n\n");
     readers_table(out);
     fprintf(out, "\n");
     doc_presets(out);

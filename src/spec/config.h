@@ -124,8 +124,9 @@ struct spec_plan_config {
     int64_t sample_seed;               /* seed of the length sample; 0: sim.seed */
     int min_tp_sizes;                  /* at least this many distinct rollout TP sizes */
     char tp_pattern[64];               /* TP sizes of every rollout node, "1,1,2,4"; "" = free */
-    /* The replan rule's (plan/replan.h), which no command runs yet: only the defaults are
-     * accepted. */
+    /* Online replanning (libra sim's libra mode, sim/replan.c) and its rule (plan/replan.h). */
+    int replan_interval_steps;   /* a replan is evaluated every this many steps; 0: never */
+    bool replan_pressure;        /* ... and on the reference's pressure triggers */
     double replan_min_gain_frac; /* a replan must shorten the step by this share */
     int replan_horizon_steps;    /* steps a replan's gain is counted over against its cost */
 };

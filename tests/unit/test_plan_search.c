@@ -327,6 +327,57 @@ static void test_invariants_random(void **state)
     }
 }
 
+/* ---- pins ----------------------------------------------------------------------------------- */
+
+/* Solves bc pinned to split n_train with layout l (and counts when given). */
+static void solve_pinned(struct brute_case *bc, int n_train, const struct plan_train_layout *l,
+                         const int *counts, struct plan_result *r)
+{
+    struct plan_pin pin = {n_train, l, counts};
+    bc->p.pin = &pin;
+    solve_ok(&bc->p, r);
+    bc->p.pin = NULL;
+}
+
+/* Pinned to the optimum's split and layout, the search finds the optimum again; pinned to its
+ * counts too, it scores them as the search did; pinned elsewhere, it is never better and keeps
+ * the pin. */
+static void test_pin_restricts_the_space(void **state)
+{
+    int pinned_elsewhere = 0;
+    for (uint64_t seed = 2000; seed < 2040; seed++) {
+        struct brute_case bc;
+        brute_case_make(&bc, &presets, &settings, seed, 64);
+        bc.cfg.plan.mode = SPEC_PLAN_ASYNC;
+        struct plan_result r, same, scored;
+        solve_ok(&bc.p, &r);
+        if (!r.feasible) {
+            brute_case_free(&bc);
+            continue;
+        }
+        solve_pinned(&bc, r.n_train, &r.train, NULL, &same);
+        assert_true(same.feasible);
+        assert_memory_equal(same.counts, r.counts, sizeof r.counts);
+        assert_true(same.step_s == r.step_s);
+        solve_pinned(&bc, r.n_train, &r.train, r.counts, &scored);
+        assert_true(scored.feasible && scored.step_s == r.step_s);
+        int one[PLAN_NTP] = {r.n_rollout, 0, 0, 0}; /* every rollout GPU a TP1 instance */
+        struct plan_result other;
+        solve_pinned(&bc, r.n_train, &r.train, one, &other);
+        if (other.feasible) {
+            assert_memory_equal(other.counts, one, sizeof one);
+            assert_true(other.step_s >= r.step_s);
+            pinned_elsewhere++;
+        }
+        plan_result_free(&r);
+        plan_result_free(&same);
+        plan_result_free(&scored);
+        plan_result_free(&other);
+        brute_case_free(&bc);
+    }
+    assert_true(pinned_elsewhere > 0);
+}
+
 /* ---- bad input and infeasible problems ------------------------------------------------------ */
 
 /* A fixed, feasible case to vary. */
@@ -472,6 +523,7 @@ int main(void)
         cmocka_unit_test(test_async_terms),
         cmocka_unit_test(test_dynamic_sampling_rolls_out_more),
         cmocka_unit_test(test_invariants_random),
+        cmocka_unit_test(test_pin_restricts_the_space),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_tool_time_slows_rollout),
         cmocka_unit_test(test_infeasible_names_constraint),

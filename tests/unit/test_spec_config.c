@@ -235,10 +235,8 @@ static void test_file_errors(void **state)
     expect_error("{\"ehp\": {\"enabled\": 1}}", NULL, 0, 1, 10,
                  "ehp.enabled: must be true or false");
     expect_error("{\"ehp\": []}", NULL, 0, 1, 2, "ehp: must be an object");
-    /* keys of mechanisms not built yet take their default only */
-    expect_error("{\"plan\": {\n  \"replan_min_gain_frac\": 0.1}}", NULL, 0, 2, 3,
-                 "plan.replan_min_gain_frac: not implemented: no command applies the replan rule "
-                 "yet; only the default, 0.05, is accepted");
+    expect_error("{\"plan\": {\n  \"replan_min_gain_frac\": 1.5}}", NULL, 0, 2, 3,
+                 "plan.replan_min_gain_frac: must be in 0..1");
     expect_error("[]", NULL, 0, 1, 1, "a config file must be a JSON object");
     expect_error("{\"cluster\": {\"hardware\": \"a900\"}}", NULL, 0, 1, 14,
                  "cluster.hardware: unknown hardware preset 'a900' (known: a100-80g, a800-80g, "
@@ -291,7 +289,7 @@ static void test_flag_errors(void **state)
         {"model.name", "qwen9", "--model"},
         {"ehp.enabled", "yes", "--set ehp.enabled"},
         {"plan.time_limit_s", "inf", "--set plan.time_limit_s"},
-        {"plan.replan_horizon_steps", "3", "--set plan.replan_horizon_steps"},
+        {"plan.replan_horizon_steps", "0", "--set plan.replan_horizon_steps"},
     };
     static const char *const want[] = {
         "--gpus: must be in 1..65536",
@@ -301,8 +299,7 @@ static void test_flag_errors(void **state)
          "qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b, qwen3-30b-a3b)"),
         "--set ehp.enabled: must be true or false",
         "--set plan.time_limit_s: must be a finite number",
-        ("--set plan.replan_horizon_steps: not implemented: no command applies the replan rule "
-         "yet; only the default, 10, is accepted"),
+        "--set plan.replan_horizon_steps: must be in 1..1000000",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
         expect_error("{\"cluster\": {\"gpus\": 8}, \"model\": {\"name\": \"qwen3-8b\"}}", &bad[i],
@@ -350,23 +347,17 @@ static void test_flags_only_for_readers(void **state)
                      LIBRA_EINVAL);
     assert_string_equal(err.msg, "--set sim.trace_step: sim.trace_step is not used by libra plan "
                                  "(it is read by libra sim)");
-    /* a key of a mechanism not built yet is refused as such, before any reader's rule */
-    struct spec_config_override replan = {"plan.replan_horizon_steps", "3", "--set x"};
-    assert_int_equal(resolve_for(SPEC_READ_PLAN, &c, NULL, &replan, 1, NULL, 0, &err),
-                     LIBRA_EINVAL);
-    assert_non_null(strstr(err.msg, "not implemented"));
 }
 
-/* Every key is read by some command, except those of mechanisms not built yet; every command
- * reads the presets; docs/cli.md carries the generated table of who reads what. */
+/* Every key is read by some command; every command reads the presets; docs/cli.md carries the
+ * generated table of who reads what. */
 static void test_readers(void **state)
 {
     size_t n;
     const struct spec_field *f = spec_config_fields(&n);
     for (size_t i = 0; i < n; i++) {
-        bool pending = strncmp(f[i].key, "plan.replan_", 12) == 0;
-        if ((f[i].readers == 0) != pending)
-            fail_msg("%s: readers 0x%x", f[i].key, f[i].readers);
+        if (f[i].readers == 0)
+            fail_msg("%s: read by no command", f[i].key);
         assert_int_equal(f[i].readers >> SPEC_READERS, 0);
     }
     const struct spec_field *hw = spec_field_find(f, n, "cluster.hardware");

@@ -1,0 +1,160 @@
+/*
+ * sim/: online replanning in the libra mode (sim/replan.c). DAPO-Math on Qwen3-4B, 24 GPUs,
+ * batch 64, the planner held to two TP sizes and verification off: the windows of the first
+ * steps plan other fleets than the one the run starts on (TP1 against TP4 and TP8, whose
+ * predictions are close), so a rule forced to accept any gain (plan.replan_min_gain_frac 0, an
+ * endless horizon) replans there and back, retiring instances a replan started. The run keeps
+ * its books through the replans, keeps the split's GPUs in rollout, and is a pure function of
+ * its input; evaluations that accept nothing leave every step as a run without replanning
+ * has it.
+ */
+#include "testutil.h"
+
+#include <string.h>
+
+#include "sim/sim.h"
+#include "spec/config.h"
+#include "spec/preset.h"
+#include "workload/preset.h"
+
+struct world {
+    struct spec_presets spec;
+    struct workload_presets wl;
+    struct libra_config cfg;
+    struct sim_input in;
+    struct sim_layout lay;
+};
+
+static int setup(void **state)
+{
+    struct world *w = test_calloc(1, sizeof *w);
+    struct libra_error err = {0};
+    assert_int_equal(spec_presets_init(&w->spec, &err), 0);
+    assert_int_equal(workload_presets_init(&w->wl, &err), 0);
+    struct libra_config *c = &w->cfg;
+    spec_config_defaults(c);
+    snprintf(c->model.name, sizeof c->model.name, "qwen3-4b");
+    snprintf(c->workload.name, sizeof c->workload.name, "dapo-math");
+    c->cluster.gpus = 24;
+    c->cluster.gpus_per_node = 8;
+    c->rl.batch_trajectories = 64;
+    c->rl.samples = 16;
+    c->rl.steps = 14;
+    c->sim.modes = SPEC_SIM_LIBRA;
+    c->plan.min_tp_sizes = 2;
+    c->plan.verify_candidates = 0;
+    w->in = (struct sim_input){.cfg = c,
+                               .hw = spec_hardware_find(&w->spec, c->cluster.hardware),
+                               .model = spec_model_find(&w->spec, c->model.name),
+                               .workload = workload_preset_find(&w->wl, c->workload.name)};
+    if (sim_layout_make(&w->in, SIM_LIBRA, 0, 0, &w->lay, &err) != 0)
+        fail_msg("layout: %s", err.msg);
+    *state = w;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    struct world *w = *state;
+    sim_layout_free(&w->lay);
+    spec_presets_free(&w->spec);
+    workload_presets_free(&w->wl);
+    test_free(w);
+    return 0;
+}
+
+/* Runs w's experiment, recording the timeline of steps 2..8 and the trace of step 4 when
+ * record is set (the replans fall inside them). */
+static void run(struct world *w, bool record, struct sim_result *r)
+{
+    struct libra_error err = {0};
+    struct sim_run_opts o = {.steps = w->cfg.rl.steps,
+                             .warmup = 2,
+                             .perfetto_step = record ? 4 : -1,
+                             .timeline = record,
+                             .timeline_first = 2,
+                             .timeline_last = 8};
+    if (sim_run(&w->in, &w->lay, &o, r, &err) != 0)
+        fail_msg("sim_run: %s", err.msg);
+}
+
+static int fleet_gpus(const int c[PLAN_NTP])
+{
+    int g = 0;
+    for (int t = 0; t < PLAN_NTP; t++)
+        g += c[t] << t;
+    return g;
+}
+
+static void assert_books(const struct sim_result *r, const struct world *w)
+{
+    assert_int_equal(r->steps_run, w->cfg.rl.steps);
+    int64_t discarded = 0;
+    for (int k = SIM_WASTE_FILTERED; k < SIM_WASTES; k++)
+        discarded += r->waste[k];
+    assert_int_equal(r->generated_tokens, r->trained_tokens_all + discarded + r->unconsumed_tokens);
+    assert_true(r->finished + r->aborted <= r->started);
+}
+
+static void test_forced_replans(void **state)
+{
+    struct world *w = *state;
+    w->cfg.plan.replan_min_gain_frac = 0;
+    w->cfg.plan.replan_horizon_steps = 1000000;
+    struct sim_result r, again;
+    run(w, true, &r);
+    assert_true(r.replanning);
+    assert_books(&r, w);
+    int rollout = w->cfg.cluster.gpus - w->lay.n_train, accepted = 0, started = 0;
+    for (size_t k = 0; k < r.n_replans; k++) {
+        const struct sim_replan_eval *ev = &r.replans[k];
+        assert_int_equal(fleet_gpus(ev->cur), rollout); /* the split's GPUs, always */
+        assert_true(k == 0 || ev->step > r.replans[k - 1].step);
+        if (ev->accepted) {
+            accepted++;
+            started += ev->started;
+            assert_true(ev->started + ev->stopped > 0);
+            assert_int_equal(fleet_gpus(ev->cand), rollout);
+        }
+    }
+    assert_true(accepted >= 2);
+    assert_int_equal(r.n_instances, w->lay.n_inst + started);
+    assert_true(r.routing_since_step > 0);
+    assert_non_null(r.perfetto);
+    assert_int_equal(r.timeline->n_inst, r.n_instances); /* a row for each instance started */
+    run(w, false, &again); /* a pure function of its input, recorded or not */
+    assert_int_equal(again.n_replans, r.n_replans);
+    assert_memory_equal(again.steps, r.steps, sizeof *r.steps * (size_t)r.steps_run);
+    sim_result_free(&again);
+    sim_result_free(&r);
+}
+
+static void test_evaluations_that_accept_nothing_change_nothing(void **state)
+{
+    struct world *w = *state;
+    struct sim_result on, off;
+    w->cfg.plan.replan_min_gain_frac = 1; /* no step can be cut by all of itself */
+    run(w, false, &on);
+    assert_true(on.replanning && on.n_replans > 0);
+    for (size_t k = 0; k < on.n_replans; k++)
+        assert_false(on.replans[k].accepted);
+    w->cfg.plan.replan_interval_steps = 0;
+    w->cfg.plan.replan_pressure = false;
+    run(w, false, &off);
+    assert_false(off.replanning);
+    assert_int_equal(off.n_replans, 0);
+    assert_memory_equal(on.steps, off.steps, sizeof *on.steps * (size_t)on.steps_run);
+    assert_int_equal(on.n_instances, off.n_instances);
+    sim_result_free(&on);
+    sim_result_free(&off);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_forced_replans, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_evaluations_that_accept_nothing_change_nothing, setup,
+                                        teardown),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
