@@ -6,7 +6,8 @@
  * endless horizon) replans there and back, retiring instances a replan started. The run keeps
  * its books through the replans, keeps the split's GPUs in rollout, and is a pure function of
  * its input; evaluations that accept nothing leave every step as a run without replanning
- * has it.
+ * has it. Random experiments under the forced rule (workload, GPUs, group size, TP sizes,
+ * triggers, seed) hold the same books.
  */
 #include "testutil.h"
 
@@ -15,6 +16,7 @@
 #include "sim/sim.h"
 #include "spec/config.h"
 #include "spec/preset.h"
+#include "util/rng.h"
 #include "workload/preset.h"
 
 struct world {
@@ -149,12 +151,56 @@ static void test_evaluations_that_accept_nothing_change_nothing(void **state)
     sim_result_free(&off);
 }
 
+/* Random experiments under the forced rule: every one keeps its books and its split's GPUs in
+ * rollout through whatever replans it makes, and runs the same twice. */
+static void test_random_forced_replans(void **state)
+{
+    static const char *const workloads[] = {"dapo-math", "search-r1", "r2e-gym"};
+    struct world *w = *state;
+    struct rng g = rng_keyed(20261202, 0x72706c6e, 0, 0);
+    int replans = 0;
+    for (int i = 0; i < 12; i++) {
+        struct libra_config *c = &w->cfg;
+        snprintf(c->workload.name, sizeof c->workload.name, "%s",
+                 workloads[rng_uniform_int(&g, 3)]);
+        c->cluster.gpus = 16 + 8 * (int)rng_uniform_int(&g, 3);
+        c->rl.samples = 4 << rng_uniform_int(&g, 3);
+        c->rl.batch_trajectories = 64;
+        c->rl.steps = 10 + (int)rng_uniform_int(&g, 6);
+        c->plan.min_tp_sizes = 1 + (int)rng_uniform_int(&g, 3);
+        c->plan.replan_interval_steps = 1 + (int)rng_uniform_int(&g, 4);
+        c->plan.replan_pressure = rng_bernoulli(&g, 0.5);
+        c->plan.replan_min_gain_frac = 0;
+        c->plan.replan_horizon_steps = 1000000;
+        c->sim.seed = 1 + (int64_t)rng_uniform_int(&g, 1000);
+        w->in.workload = workload_preset_find(&w->wl, c->workload.name);
+        sim_layout_free(&w->lay);
+        struct libra_error err = {0};
+        if (sim_layout_make(&w->in, SIM_LIBRA, 0, 0, &w->lay, &err) != 0)
+            continue; /* no plan meets the draw (three TP sizes on 16 GPUs, say) */
+        struct sim_result r, again;
+        run(w, false, &r);
+        assert_books(&r, w);
+        int rollout = c->cluster.gpus - w->lay.n_train;
+        for (size_t k = 0; k < r.n_replans; k++) {
+            assert_int_equal(fleet_gpus(r.replans[k].cur), rollout);
+            replans += r.replans[k].accepted;
+        }
+        run(w, false, &again);
+        assert_memory_equal(again.steps, r.steps, sizeof *r.steps * (size_t)r.steps_run);
+        sim_result_free(&again);
+        sim_result_free(&r);
+    }
+    assert_true(replans > 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_forced_replans, setup, teardown),
         cmocka_unit_test_setup_teardown(test_evaluations_that_accept_nothing_change_nothing, setup,
                                         teardown),
+        cmocka_unit_test_setup_teardown(test_random_forced_replans, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
