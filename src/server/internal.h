@@ -18,6 +18,7 @@
 #include "sched/router.h"
 #include "server/admin.h"
 #include "server/gateway.h"
+#include "server/pool_rec.h"
 #include "server/record.h"
 #include "server/request.h"
 #include "server/store.h"
@@ -156,6 +157,7 @@ struct gw {
     uint64_t updates;        /* weight updates passed through without a version of their own */
 
     struct gw_persist *persist; /* the durable state (--state-dir); NULL without */
+    struct gw_pool *pool;       /* the elastic pool (--pool-replica, pool.c); NULL without */
     struct gw_stop *stop;       /* the graceful stop under way (stop.c, gw_stop); NULL before */
 };
 
@@ -447,6 +449,7 @@ int gw_persist_open(struct gw *g, char *err, size_t err_size);
 /* What a replay of the journal works on: the router whose model learns, the trajectories
  * journalled since the last step (left there for the next one), the count learnt before. */
 struct gw_replay {
+    struct gw *g; /* whose pool takes the journal's pool records */
     struct sched_router *router;
     struct sched_eval_trace *finished;
     double *learnt;
@@ -497,6 +500,33 @@ int gw_persist_close(struct gw *g, char *err, size_t err_size);
 
 /* GET /libra/v1/state. */
 void gw_state(void *ctx, struct net_call *c);
+
+/* ---- pool.c: the elastic pool live ------------------------------------------------------- */
+
+struct gw_pool;
+
+/* Makes g's pool from --pool-replica (nothing without); before the state dir is replayed.
+ * Returns 0, or -1 with err. Freed with gw_pool_free (a no-op without one). */
+int gw_pool_new(struct gw *g, char *err, size_t err_size);
+void gw_pool_free(struct gw *g);
+
+/* Applies one journalled pool record (body, len) at start-up. Returns 0, or LIBRA_EINVAL-like
+ * -1 with err when it cannot be read or does not fit the state replayed so far. */
+int gw_pool_replay(struct gw *g, const char *body, size_t len, char *err, size_t err_size);
+
+/* Once the gateway listens: the pool's clock resumes, deadlines are watched, each replica's
+ * engine is put to sleep or woken as its role says. */
+void gw_pool_start(struct gw *g);
+
+/* GET /libra/v1/pool and POST /libra/v1/pool/{lend,reclaim,step,confirm}. */
+void gw_pool_call(void *ctx, struct net_call *c);
+void gw_pool_post(void *ctx, struct net_call *c);
+
+/* The pool replicas' URLs in order, separated by spaces, into out ("" without a pool). */
+void gw_pool_urls(const struct gw *g, char *out, size_t size);
+
+/* Whether url is the engine of a pool replica. */
+bool gw_pool_serves(const struct gw *g, const char *url);
 
 /* ---- stop.c ------------------------------------------------------------------------------- */
 
