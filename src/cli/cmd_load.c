@@ -151,9 +151,9 @@ static int pool_times(const struct sim_input *in, const struct libra_config *cfg
     struct ehp_lend lend = {0};
     int rc = sim_plan(in, cfg, NULL, NULL, &pr, NULL) == 0 && pr.feasible ? 0 : -1;
     plan_settings_from_config(&st, in->hw, cfg);
-    if (rc == 0 && (cost_shape_init(&shape, in->model) != 0 ||
-                    ehp_lend_layout(&pr.train, 0, &st, &shape, in->hw, &lend) != 0 ||
-                    lend.replica_gpus == 0))
+    if (rc == 0 &&
+        (cost_shape_init(&shape, in->model) != 0 ||
+         ehp_lend_layout(&pr.train, 0, &st, &shape, in->hw, &lend) != 0 || lend.replica_gpus == 0))
         rc = -1;
     plan_result_free(&pr);
     if (rc != 0) {
@@ -237,13 +237,12 @@ static json_t *result_json(const struct libra_config *cfg, const struct load_con
     json_object_set_new(doc, "style", json_string(load_style_name(c->style)));
     json_object_set_new(doc, "train_s", json_real(c->train_s));
     if (c->pool_trainer)
-        json_object_set_new(doc, "pool",
-                            json_pack("{s:I, s:I, s:I, s:I, s:f, s:f}", "released",
-                                      (json_int_t)r->pool.released, "retaken",
-                                      (json_int_t)r->pool.retaken, "refused",
-                                      (json_int_t)r->pool.refused, "step_reports",
-                                      (json_int_t)r->pool.steps, "release_s", c->release_s,
-                                      "retake_s", c->retake_s));
+        json_object_set_new(
+            doc, "pool",
+            json_pack("{s:I, s:I, s:I, s:I, s:f, s:f}", "released", (json_int_t)r->pool.released,
+                      "retaken", (json_int_t)r->pool.retaken, "refused",
+                      (json_int_t)r->pool.refused, "step_reports", (json_int_t)r->pool.steps,
+                      "release_s", c->release_s, "retake_s", c->retake_s));
     if (r->error[0])
         json_object_set_new(doc, "error", json_string(r->error));
     return doc;
@@ -346,8 +345,7 @@ int cmd_load(int argc, char **argv)
     if (rc == 0 && o.n_urls == 0)
         rc = cli_usage_error(cc.cmd, "--engines is required");
     if (rc == 0 && o.trainer && o.n_urls != 1)
-        rc = cli_usage_error(cc.cmd,
-                             "--trainer speaks to one gateway: give --engines its one URL");
+        rc = cli_usage_error(cc.cmd, "--trainer speaks to one gateway: give --engines its one URL");
     if (rc == 0)
         rc = cli_common_load(&cc, optind < argc ? argv[optind] : NULL, &p, &cfg);
     if (rc == 0)

@@ -136,11 +136,12 @@ struct opts {
 };
 
 /* "URL[,tp=N]" */
-static int parse_engine(const struct cli_command *cmd, const char *arg, struct opts *o)
+static int parse_engine(const struct cli_command *cmd, const char *flag, const char *arg,
+                        struct opts *o)
 {
     size_t n = o->gw.n_engines;
     if (n == GW_ENGINES_MAX)
-        return cli_usage_error(cmd, "--engine: more than %d engines", GW_ENGINES_MAX);
+        return cli_usage_error(cmd, "%s: more than %d engines", flag, GW_ENGINES_MAX);
     char *url = xstrdup(arg), *comma = strchr(url, ',');
     const char *tp = NULL;
     if (comma) {
@@ -148,14 +149,14 @@ static int parse_engine(const struct cli_command *cmd, const char *arg, struct o
         tp = comma + 3;
         if (strncmp(comma, "tp=", 3) != 0) {
             free(url);
-            return cli_usage_error(cmd, "--engine: expected URL[,tp=N], got '%s'", arg);
+            return cli_usage_error(cmd, "%s: expected URL[,tp=N], got '%s'", flag, arg);
         }
     }
     char err[256];
     int rc = gw_worker_query_parse(url, tp, &o->engines[n], err, sizeof err);
     free(url);
     if (rc != 0)
-        return cli_usage_error(cmd, "--engine %s: %s", arg, err);
+        return cli_usage_error(cmd, "%s %s: %s", flag, arg, err);
     o->gw.n_engines++;
     return 0;
 }
@@ -165,7 +166,7 @@ static int parse_pool_replica(const struct cli_command *cmd, const char *arg, st
 {
     if (o->gw.n_pool == GW_POOL_REPLICAS_MAX)
         return cli_usage_error(cmd, "--pool-replica: more than %d replicas", GW_POOL_REPLICAS_MAX);
-    int rc = parse_engine(cmd, arg, o);
+    int rc = parse_engine(cmd, "--pool-replica", arg, o);
     if (rc != 0)
         return rc;
     o->pool[o->gw.n_pool++] = o->engines[o->gw.n_engines - 1];
@@ -193,7 +194,7 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
     int rc;
     switch (c) {
     case OPT_ENGINE:
-        return parse_engine(cmd, optarg, o);
+        return parse_engine(cmd, "--engine", optarg, o);
     case OPT_LISTEN:
         return parse_listen(cmd, optarg, o);
     case OPT_MODE:

@@ -60,22 +60,22 @@ struct run {
     struct event_base *base;
     struct net_client *client;
     struct load_result *res;
-    struct workload_gen gen;   /* without a trace */
-    int *in_flight;            /* requests per engine */
-    group_vec flying;          /* launched, not complete */
-    group_vec buffer;          /* complete, oldest first: the trainer's next batches */
-    int64_t lost;              /* groups dropped (filtered or too stale): each is replaced */
-    int64_t fleet_version;     /* the trainer's version at the last weight update */
-    int64_t version;           /* the trainer's: batches trained */
-    struct load_step dropped;  /* drops since the last batch was taken */
-    int updates_left;          /* engines whose weight update has not finished (and 1 while
-                                * they are being started) */
-    bool update_due;           /* the style's update waits for the groups in flight */
-    struct event *train_timer; /* the trainer's step on the last batch */
-    bool training;             /* ... is running */
+    struct workload_gen gen;      /* without a trace */
+    int *in_flight;               /* requests per engine */
+    group_vec flying;             /* launched, not complete */
+    group_vec buffer;             /* complete, oldest first: the trainer's next batches */
+    int64_t lost;                 /* groups dropped (filtered or too stale): each is replaced */
+    int64_t fleet_version;        /* the trainer's version at the last weight update */
+    int64_t version;              /* the trainer's: batches trained */
+    struct load_step dropped;     /* drops since the last batch was taken */
+    int updates_left;             /* engines whose weight update has not finished (and 1 while
+                                   * they are being started) */
+    bool update_due;              /* the style's update waits for the groups in flight */
+    struct event *train_timer;    /* the trainer's step on the last batch */
+    bool training;                /* ... is running */
     struct load_trainer *trainer; /* config.pool_trainer's; NULL without */
     bool releasing;               /* the trainer frees lent replicas: no step starts */
-    int finishing;             /* trajectory-end events on their way to a gateway */
+    int finishing;                /* trajectory-end events on their way to a gateway */
     bool failed;
 };
 

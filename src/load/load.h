@@ -114,7 +114,7 @@ struct load_result {
      * as the client saw them, the step that took them or was filling when they were dropped
      * (dynamic sampling: the completed ones filtered; too stale: every one aborted), no header */
     struct trace_text trace;
-    char error[256]; /* why the run stopped early ("" when it did not) */
+    char error[256];                 /* why the run stopped early ("" when it did not) */
     struct load_trainer_counts pool; /* with config.pool_trainer */
 };
 

@@ -18,19 +18,19 @@
 #include "util/alloc.h"
 #include "util/vec.h"
 
-#define POLL_WAIT_S 5     /* a long poll waits at most this long */
-#define POLL_RETRY_S 0.2  /* after a failed poll */
-#define REPLICAS_MAX 64   /* the gateway's GW_POOL_REPLICAS_MAX */
+#define POLL_WAIT_S 5    /* a long poll waits at most this long */
+#define POLL_RETRY_S 0.2 /* after a failed poll */
+#define REPLICAS_MAX 64  /* the gateway's GW_POOL_REPLICAS_MAX */
 
 enum call_kind { CALL_STEP, CALL_RELEASED, CALL_RETAKEN };
 
 struct call {
     enum call_kind kind;
-    bool begin;        /* CALL_STEP */
-    int64_t step;      /* the trainer's (before the base is added), or the gateway's */
-    int64_t version;   /* likewise */
-    bool absolute;     /* step and version are the gateway's own */
-    int64_t request;   /* confirmations */
+    bool begin;      /* CALL_STEP */
+    int64_t step;    /* the trainer's (before the base is added), or the gateway's */
+    int64_t version; /* likewise */
+    bool absolute;   /* step and version are the gateway's own */
+    int64_t request; /* confirmations */
     int replica;
     int64_t generation;
 };
@@ -49,13 +49,13 @@ struct load_trainer {
     struct load_trainer_config c;
     void (*boundary_done)(void *arg);
     void *arg;
-    bool started;                     /* the first snapshot came: the bases are known */
-    int64_t step_base, version_base;  /* the gateway's next step and its version then */
-    long long changes;                /* of the last snapshot */
-    VEC(struct request) requests;     /* of the last snapshot */
-    VEC(int64_t) handled;             /* request ids acted on */
-    VEC(struct call) queue;           /* not yet sent, oldest first */
-    bool sending;                     /* the head of the queue is in flight */
+    bool started;                    /* the first snapshot came: the bases are known */
+    int64_t step_base, version_base; /* the gateway's next step and its version then */
+    long long changes;               /* of the last snapshot */
+    VEC(struct request) requests;    /* of the last snapshot */
+    VEC(int64_t) handled;            /* request ids acted on */
+    VEC(struct call) queue;          /* not yet sent, oldest first */
+    bool sending;                    /* the head of the queue is in flight */
     struct call releasing[REPLICAS_MAX];
     int n_releasing;
     double loaded_at_s[REPLICAS_MAX]; /* wall: a reclaimed replica trains again from then */
@@ -124,8 +124,7 @@ static void send_next(struct load_trainer *t)
         snprintf(body, sizeof body,
                  "{\"event\": \"retaken\", \"request\": %lld, \"replica\": %d, "
                  "\"generation\": %lld, \"version\": %lld}",
-                 (long long)c->request, c->replica, (long long)c->generation,
-                 (long long)version);
+                 (long long)c->request, c->replica, (long long)c->generation, (long long)version);
     snprintf(url, sizeof url, "%s/libra/v1/pool/%s", t->c.url, path);
     if (t->c.admin_token)
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", t->c.admin_token);
@@ -226,8 +225,8 @@ static void on_poll_timer(evutil_socket_t fd, short what, void *arg)
 
 void load_trainer_step(struct load_trainer *t, bool begin, int64_t version)
 {
-    enqueue(t, (struct call){.kind = CALL_STEP, .begin = begin, .step = version,
-                             .version = version});
+    enqueue(t,
+            (struct call){.kind = CALL_STEP, .begin = begin, .step = version, .version = version});
 }
 
 static bool handled(const struct load_trainer *t, int64_t id)
