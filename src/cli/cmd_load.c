@@ -375,10 +375,8 @@ int cmd_load(int argc, char **argv)
             lc.n_trace = in.trace->n;
         }
         char why[256];
-        if (o.trainer && pool_times(&in, &cfg, &lc, why, sizeof why) != 0) {
-            cli_errorf("load: %s", why);
-            rc = LIBRA_EXIT_USAGE;
-        } else if (load_check_source(&lc, why, sizeof why) != 0) {
+        if ((o.trainer && pool_times(&in, &cfg, &lc, why, sizeof why) != 0) ||
+            load_check_source(&lc, why, sizeof why) != 0) {
             cli_errorf("load: %s", why);
             rc = LIBRA_EXIT_USAGE;
         } else {

@@ -518,6 +518,9 @@ int gw_pool_replay(struct gw *g, const char *body, size_t len, char *err, size_t
  * engine is put to sleep or woken as its role says. */
 void gw_pool_start(struct gw *g);
 
+/* The gateway stops: long polls are answered at once (a no-op without a pool). */
+void gw_pool_stop(struct gw *g);
+
 /* GET /libra/v1/pool and POST /libra/v1/pool/{lend,reclaim,step,confirm}. */
 void gw_pool_call(void *ctx, struct net_call *c);
 void gw_pool_post(void *ctx, struct net_call *c);

@@ -68,7 +68,6 @@ struct replica {
 };
 
 struct waiter {
-    struct list_node link;
     struct gw_pool *pl;
     struct net_call *call;
     struct event *timer;
@@ -87,7 +86,7 @@ struct gw_pool {
     int64_t next_request;
     uint64_t changes; /* every change, for long polls */
     ehp_decision_vec dec;
-    struct list waiters;
+    VEC(struct waiter *) waiters; /* long polls held, in no order */
     struct event *tick;
     uint64_t counts[4]; /* lends, reclaims, expired, failed joins */
 };
@@ -150,12 +149,11 @@ void gw_pool_free(struct gw *g)
     struct gw_pool *pl = g->pool;
     if (!pl)
         return;
-    while (pl->waiters.front) { /* none is left once the server is freed; to be sure */
-        struct waiter *w = list_entry(pl->waiters.front, struct waiter, link);
-        list_unlink(&pl->waiters, &w->link);
-        event_free(w->timer);
-        free(w);
+    for (size_t i = 0; i < pl->waiters.n; i++) { /* none once the server is freed */
+        event_free(pl->waiters.v[i]->timer);
+        free(pl->waiters.v[i]);
     }
+    vec_free(&pl->waiters);
     if (pl->tick)
         event_free(pl->tick);
     /* a sleep or wake call in flight never answers now (the loop has stopped); the engine it
@@ -592,7 +590,12 @@ static json_t *pool_json(const struct gw_pool *pl)
 
 static void waiter_free(struct waiter *w)
 {
-    list_unlink(&w->pl->waiters, &w->link);
+    struct gw_pool *pl = w->pl;
+    for (size_t i = 0; i < pl->waiters.n; i++)
+        if (pl->waiters.v[i] == w) {
+            pl->waiters.v[i] = pl->waiters.v[--pl->waiters.n];
+            break;
+        }
     event_free(w->timer);
     free(w);
 }
@@ -613,15 +616,29 @@ static void on_wait_timer(evutil_socket_t fd, short what, void *arg)
     waiter_free(w);
 }
 
+/* Answers every long poll held with the pool as it is now. */
+static void answer_all(struct gw_pool *pl)
+{
+    while (pl->waiters.n > 0) {
+        struct waiter *w = pl->waiters.v[pl->waiters.n - 1];
+        pl->waiters.n--; /* before the answer: it is no longer held */
+        net_reply_json(w->call, 200, pool_json(pl));
+        event_free(w->timer);
+        free(w);
+    }
+}
+
 /* Something changed: long polls are answered. */
 static void changed(struct gw_pool *pl)
 {
     pl->changes++;
-    while (pl->waiters.front) {
-        struct waiter *w = list_entry(pl->waiters.front, struct waiter, link);
-        net_reply_json(w->call, 200, pool_json(pl));
-        waiter_free(w);
-    }
+    answer_all(pl);
+}
+
+void gw_pool_stop(struct gw *g)
+{
+    if (g->pool)
+        answer_all(g->pool);
 }
 
 static bool no_pool(struct gw *g, struct net_call *c)
@@ -653,7 +670,7 @@ void gw_pool_call(void *ctx, struct net_call *c)
                         POOL_WAIT_MAX_S);
         return;
     }
-    if (!after || (uint64_t)seen != pl->changes || wait_s == 0.0) {
+    if (!after || (uint64_t)seen != pl->changes || wait_s == 0.0 || g->stop) {
         net_reply_json(c, 200, pool_json(pl));
         return;
     }
@@ -663,7 +680,7 @@ void gw_pool_call(void *ctx, struct net_call *c)
     w->timer = evtimer_new(g->base, on_wait_timer, w);
     struct timeval tv = {(time_t)wait_s, (suseconds_t)((wait_s - floor(wait_s)) * 1e6)};
     evtimer_add(w->timer, &tv);
-    list_push_front(&pl->waiters, &w->link);
+    vec_push(&pl->waiters, w);
     net_call_defer(c, on_wait_cancel, w);
 }
 

@@ -227,6 +227,11 @@ def test_bad_calls_are_refused_and_change_nothing():
             status, doc = post(gw.port, "/libra/v1/pool/lend", raw="{\"replica\": 0,",
                                headers=ADMIN)
             assert status == 400 and doc["error"]["message"].startswith("body:")
+            engine = pool(gw)["replicas"][0]["engine_id"]
+            for action in ("lend", "reclaim"):  # only the handshake moves a replica's engine
+                status, doc = post(gw.port, "/libra/v1/engines/%d/%s" % (engine, action),
+                                   headers=ADMIN)
+                assert status == 409 and "/libra/v1/pool" in doc["error"]["message"], doc
             assert pool(gw)["changes"] == before
     for args, text in [(["--pool-timeout-s", "5"], "needs --pool-replica"),
                        (["--pool-replica", "ftp://x"], "--pool-replica ftp://x")]:
@@ -253,6 +258,15 @@ def test_a_long_poll_answers_when_the_pool_changes():
             assert not th.is_alive() and out["doc"]["changes"] > n
             status, doc = get(gw.port, "/libra/v1/pool?after=x")
             assert status == 400
+            until(lambda: pool(gw)["replicas"][0]["engine"] == "released", "the engine let go")
+            n = pool(gw)["changes"]
+            th = threading.Thread(target=lambda: out.update(doc=get(
+                gw.port, "/libra/v1/pool?after=%d&wait_s=60" % n)[1]))
+            th.start()
+            time.sleep(0.2)
+            gw.proc.send_signal(signal.SIGTERM)  # the stop answers the poll, without its grace
+            th.join(10)
+            assert not th.is_alive() and out["doc"]["changes"] == n
 
 
 # ---- durability and faults ----------------------------------------------------------------------
