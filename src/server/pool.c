@@ -394,7 +394,7 @@ static int apply(struct gw_pool *pl, const struct gw_pool_rec *rc, char *msg, si
         return snprintf(msg, size, "op: missing"), 400;
     }
     joins_ended(pl);
-    if (rc->request >= pl->next_request)
+    if (st == 0 && rc->request >= pl->next_request) /* ids of refused calls are not kept */
         pl->next_request = rc->request + 1;
     pl->last_t_s = rc->t_s;
     return st;

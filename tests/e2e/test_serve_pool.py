@@ -5,10 +5,8 @@ expiries happen, and every wait polls for a state."""
 
 import json
 import os
-import random
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 
@@ -307,84 +305,3 @@ def test_a_restart_mid_handshake_resumes_it(tmp_path):
         p = subprocess.run([LIBRA, "serve", "--engine", urls[0], "--pool-replica", urls[2],
                             *args, *BUCKETS], capture_output=True, text=True, timeout=30)
         assert p.returncode != 0 and "meta.pool" in p.stderr, p.stderr
-
-
-class Driver:
-    """Every change goes through call(), one at a time under a lock, and the answer of the last
-    one accepted is kept: killed while holding the lock, the gateway has answered every change
-    it made (a change is answered once committed), so a restart must give back exactly that."""
-
-    def __init__(self, gw):
-        self.gw, self.lock, self.last = gw, threading.Lock(), None
-
-    def call(self, path, body):
-        with self.lock:
-            status, doc = post(self.gw.port, "/libra/v1/pool/" + path, body, headers=ADMIN,
-                               timeout=10)
-            if status == 200:
-                self.last = doc
-            return status
-
-
-def scripted_trainer(d, rng, stop):
-    """A trainer by hand: steps, and at each boundary the ready requests confirmed."""
-    n, version = 0, 0
-    while not stop.is_set():
-        try:
-            d.call("step", {"step": n, "version": version, "phase": "begin"})
-            time.sleep(rng.uniform(0, 0.05))
-            d.call("step", {"step": n, "version": version, "phase": "end"})
-            n, version = n + 1, version + 1
-            for r in pool(d.gw)["requests"]:
-                if r["ready"]:
-                    body = {"event": "released" if r["kind"] == "lend" else "retaken",
-                            "request": r["request"], "replica": r["replica"],
-                            "generation": r["generation"]}
-                    if r["kind"] == "reclaim":
-                        body["version"] = version
-                    d.call("confirm", body)
-        except OSError:
-            return
-
-
-def operator(d, rng, stop):
-    while not stop.is_set():
-        try:
-            call = "lend" if rng.random() < 0.5 else "reclaim"
-            d.call(call, {"replica": rng.randrange(2)})
-        except OSError:
-            return
-        time.sleep(0.02)
-
-
-def test_kill_9_of_the_gateway_at_random_points_loses_no_acknowledged_change(tmp_path):
-    """Five runs (seeds 1-5): a scripted trainer and an operator drive the pool; the gateway is
-    killed at a random moment and restarted on its state dir: the pool after the restart is
-    the one the last acknowledged change answered (none lost, none made up), and once the
-    engines are settled no replica is in two roles."""
-    with Emu("--instances", "tp1x3", scale=SCALE) as emu:
-        urls = [i["url"] for i in emu.instances]
-        for seed in range(1, 6):
-            rng = random.Random(seed)
-            args = ["--state-dir", str(tmp_path / ("s%d" % seed)), "--pool-timeout-s", "600"]
-            gw = serve(urls, 1, *args)
-            d, stop = Driver(gw), threading.Event()
-            threads = [threading.Thread(target=operator, args=(d, random.Random(seed), stop)),
-                       threading.Thread(target=scripted_trainer,
-                                        args=(d, random.Random(-seed), stop))]
-            for t in threads:
-                t.start()
-            time.sleep(rng.uniform(0.3, 1.5))
-            with d.lock:
-                gw.proc.send_signal(signal.SIGKILL)
-                gw.proc.wait()
-            stop.set()
-            for t in threads:
-                t.join(30)
-            gw.stop()
-            assert d.last is not None
-            with serve(urls, 1, *args) as again:
-                assert stable(pool(again)) == stable(d.last), seed
-                until(lambda: all(not r["engine_call"] and r["engine"] != "unknown"
-                                  for r in pool(again)["replicas"]), "the engines settle")
-                assert two_roles(pool(again)) == []
