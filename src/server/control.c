@@ -537,6 +537,7 @@ void gw_metrics(void *ctx, struct net_call *c)
     FILE *out = open_memstream(&text, &len);
     metrics_routing(g, out);
     metrics_engines(g, out);
+    gw_pool_metrics(g, out);
     fprintf(out,
             "# HELP libra_errors_total Requests that failed, by cause.\n"
             "# TYPE libra_errors_total counter\n"

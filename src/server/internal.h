@@ -528,6 +528,9 @@ void gw_pool_post(void *ctx, struct net_call *c);
 /* The pool replicas' URLs in order, separated by spaces, into out ("" without a pool). */
 void gw_pool_urls(const struct gw *g, char *out, size_t size);
 
+/* The pool's families of GET /metrics (nothing without a pool). */
+void gw_pool_metrics(const struct gw *g, FILE *out);
+
 /* Whether url is the engine of a pool replica. */
 bool gw_pool_serves(const struct gw *g, const char *url);
 

@@ -57,7 +57,6 @@ struct replica {
     char url[GW_URL_MAX];
     enum engine_state engine;  /* as its last sleep or wake call left it */
     struct gw_engine *calling; /* the engine a sleep or wake call is in flight to (a ref) */
-    bool waking;               /* ... which one */
     double retry_at_s;         /* gw_now() before which no call is tried again */
     /* the request the trainer is to act on: GW_POOL_OP_LEND, GW_POOL_OP_RECLAIM or NONE */
     enum gw_pool_op req;
@@ -493,7 +492,6 @@ static void start_call(struct replica *r, struct gw_engine *e, bool wake)
     struct gw *g = e->g;
     char url[GW_URL_MAX + 64];
     r->calling = gw_engine_ref(e);
-    r->waking = wake;
     bool sglang = e->kind == GW_KIND_SGLANG;
     if (wake) {
         snprintf(url, sizeof url, "%s%s", e->url,
@@ -886,4 +884,34 @@ void gw_pool_urls(const struct gw *g, char *out, size_t size)
         int w = snprintf(out + n, size - n, "%s%s", h ? " " : "", g->opt.pool[h].url);
         n += w > 0 ? (size_t)w : 0;
     }
+}
+
+void gw_pool_metrics(const struct gw *g, FILE *out)
+{
+    const struct gw_pool *pl = g->pool;
+    if (!pl)
+        return;
+    int by_role[EHP_ROLES] = {0};
+    for (int h = 0; h < pl->n; h++)
+        by_role[role_of(pl, h)]++;
+    fputs("# HELP libra_pool_replicas Elastic pool replicas by role.\n"
+          "# TYPE libra_pool_replicas gauge\n",
+          out);
+    for (int r = EHP_ROLE_HYBRID_ROLLOUT; r <= EHP_ROLE_HYBRID_TRAINING; r++)
+        fprintf(out, "libra_pool_replicas{role=\"%s\"} %d\n", role_name((enum ehp_role)r),
+                by_role[r]);
+    fprintf(out,
+            "# HELP libra_pool_requests_total Lends and reclaims asked of the trainer.\n"
+            "# TYPE libra_pool_requests_total counter\n"
+            "libra_pool_requests_total{kind=\"lend\"} %llu\n"
+            "libra_pool_requests_total{kind=\"reclaim\"} %llu\n"
+            "# HELP libra_pool_cancelled_total Requests not confirmed in time: lends expired, "
+            "reclaims failed.\n"
+            "# TYPE libra_pool_cancelled_total counter\n"
+            "libra_pool_cancelled_total{kind=\"lend\"} %llu\n"
+            "libra_pool_cancelled_total{kind=\"reclaim\"} %llu\n",
+            (unsigned long long)pl->counts[COUNT_LENDS],
+            (unsigned long long)pl->counts[COUNT_RECLAIMS],
+            (unsigned long long)pl->counts[COUNT_EXPIRED],
+            (unsigned long long)pl->counts[COUNT_FAILED]);
 }

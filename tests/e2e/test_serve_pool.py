@@ -151,6 +151,9 @@ def test_a_reclaim_is_ready_once_the_engine_let_go_and_a_lend_returns_it():
             assert confirm(gw, "retaken", req, version=1)[0] == 409  # confirmed already
             assert step(gw, 1, 1, "begin")[0] == 200
             assert pool(gw)["replicas"][0]["role"] == "hybrid_training"
+            metrics = get(gw.port, "/metrics")[1]
+            assert 'libra_pool_replicas{role="hybrid_training"} 1' in metrics
+            assert 'libra_pool_requests_total{kind="reclaim"} 1' in metrics
             assert post(gw.port, "/libra/v1/pool/lend", {"replica": 0}, headers=ADMIN)[0] == 200
             lend = request_of(pool(gw), 0, "lend")
             status, doc = confirm(gw, "released", lend)
