@@ -452,6 +452,7 @@ int gw_free(struct gw *g, char *err, size_t err_size)
         event_free(g->tick);
     gw_stop_free(g);
     gw_pool_free(g);
+    free(g->update_body);
     if (gw_persist_close(g, err, err_size) != 0)
         rc = -1;
     gw_traj_free_all(g); /* each is kept in the window as it ends */

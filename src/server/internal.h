@@ -66,13 +66,15 @@ struct gw_engine {
     char version[GW_VERSION_MAX]; /* weight version as the engine names it */
     int64_t generation;           /* the gateway step its weights belong to */
     bool dead, draining, lent, paused;
-    int loading;       /* weight updates in flight to it */
-    int fails;         /* consecutive failed health checks */
-    double held_s;     /* gw_now() when it was paused or began loading (the grace's start) */
-    bool polls_pause;  /* vLLM: it answered /is_paused at registration, so it is polled */
-    bool checking;     /* its health check (and poll) is in flight */
-    int in_flight;     /* turns being proxied to it */
-    struct list turns; /* their proxies, while a transfer to it runs (proxy.c) */
+    int loading;        /* weight updates in flight to it */
+    int fails;          /* consecutive failed health checks */
+    double held_s;      /* gw_now() when it was paused or began loading (the grace's start) */
+    bool polls_pause;   /* vLLM: it answered /is_paused at registration, so it is polled */
+    bool missed_update; /* a pool replica's engine left out of a disk weight update while its
+                           GPUs were the trainer's: it loads the last one when it wakes */
+    bool checking;      /* its health check (and poll) is in flight */
+    int in_flight;      /* turns being proxied to it */
+    struct list turns;  /* their proxies, while a transfer to it runs (proxy.c) */
     uint64_t requests, errors;
     uint64_t latency[GW_LATENCY_BUCKETS + 1]; /* upstream seconds, cumulative buckets + count */
     double latency_sum_s;
@@ -155,6 +157,13 @@ struct gw {
     uint64_t resumed;        /* turns sent again after an engine failed */
     uint64_t resumed_aborts; /* turns continued after an abort (abort-and-resume) */
     uint64_t updates;        /* weight updates passed through without a version of their own */
+
+    /* the last weight update from disk that an engine took, replayed to a pool replica's engine
+     * that missed it (pool.c): path, body (owned), and the version it names */
+    char update_path[64];
+    char *update_body;
+    size_t update_len;
+    char update_version[GW_VERSION_MAX];
 
     struct gw_persist *persist; /* the durable state (--state-dir); NULL without */
     struct gw_pool *pool;       /* the elastic pool (--pool-replica, pool.c); NULL without */
@@ -530,6 +539,11 @@ void gw_pool_urls(const struct gw *g, char *out, size_t size);
 
 /* The pool's families of GET /metrics (nothing without a pool). */
 void gw_pool_metrics(const struct gw *g, FILE *out);
+
+/* Whether e is a pool replica's engine whose GPUs are not rollout's now (asleep, going to
+ * sleep, or not yet known awake): a weight update from disk leaves it out (it catches up when
+ * it wakes). */
+bool gw_pool_engine_off(const struct gw *g, const struct gw_engine *e);
 
 /* Whether url is the engine of a pool replica. */
 bool gw_pool_serves(const struct gw *g, const char *url);

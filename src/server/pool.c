@@ -453,12 +453,42 @@ static void call_ended(struct replica *r, bool ok, enum engine_state now)
     reconcile(r->pl);
 }
 
-static void on_woken(void *arg, int status, const char *body, size_t len, const char *error)
+/* The engine loaded the weight update it missed while asleep: it has the fleet's weights. */
+static void on_caught_up(void *arg, int status, const char *body, size_t len, const char *error)
 {
+    struct replica *r = arg;
+    struct gw_engine *e = r->calling;
     (void)body;
     (void)len;
     (void)error;
-    call_ended(arg, status == 200, ENGINE_AWAKE);
+    if (status == 200) {
+        e->missed_update = false;
+        if (e->kind == GW_KIND_VLLM) /* an SGLang engine names its own (asked at the end) */
+            gw_engine_version(e->g, e, e->g->update_version);
+    }
+    call_ended(r, status == 200, ENGINE_AWAKE);
+}
+
+/* Awake: an engine that missed a weight update from disk while asleep loads it first, and
+ * takes turns only then. */
+static void on_woken(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct replica *r = arg;
+    struct gw_engine *e = r->calling;
+    struct gw *g = e->g;
+    (void)body;
+    (void)len;
+    (void)error;
+    if (status != 200 || !e->missed_update || !g->update_body) {
+        call_ended(r, status == 200, ENGINE_AWAKE);
+        return;
+    }
+    char url[GW_URL_MAX + 64];
+    snprintf(url, sizeof url, "%s%s", e->url, g->update_path);
+    fprintf(stderr, "libra: serve: pool: replica %d's engine loads the weights it missed (%s)\n",
+            r->index, g->update_version);
+    net_client_request(g->client, "POST", url, NULL, g->update_body, g->update_len, on_caught_up,
+                       r);
 }
 
 static void on_released(void *arg, int status, const char *body, size_t len, const char *error)
@@ -864,6 +894,16 @@ void gw_pool_post(void *ctx, struct net_call *c)
             json_object_set_new(out, "request", json_integer(rc.request));
     }
     gw_reply_durable(g, c, failed ? 409 : 200, out);
+}
+
+bool gw_pool_engine_off(const struct gw *g, const struct gw_engine *e)
+{
+    if (!g->pool)
+        return false;
+    for (int h = 0; h < g->pool->n; h++)
+        if (strcmp(g->pool->rep[h].url, e->url) == 0)
+            return g->pool->rep[h].engine != ENGINE_AWAKE || e->lent;
+    return false;
 }
 
 bool gw_pool_serves(const struct gw *g, const char *url)

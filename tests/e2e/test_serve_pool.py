@@ -114,8 +114,17 @@ def test_lends_and_reclaims_under_load_lose_no_trajectory_and_never_go_back_in_w
             assert counts["lends"] >= 1 and counts["reclaims"] >= 2, counts
             assert overlaps == []
             assert all(s in (200, 409) for s in seen) and 200 in seen
-            final = pool(gw)
+            final = until(lambda: (lambda d: d if not any(r["engine_call"] for r in d["replicas"])
+                                   else None)(pool(gw)), "the engines settle")
             assert final["step"] == {"open": False, "step": 4, "version": 4}, final["step"]
+            serving = [r["engine_id"] for r in final["replicas"] if r["engine"] == "serving"]
+
+            def caught_up():  # a replica back in rollout loaded the weights it missed
+                engines = {e["id"]: e for e in get(gw.port, "/libra/v1/engines")[1]["engines"]}
+                return all(engines[i]["weight_version"] == engines[0]["weight_version"]
+                           for i in serving)
+
+            until(caught_up, "the replicas serving have the fleet's weights")
     steps = {}
     for line in decisions.read_text().splitlines():
         d = json.loads(line)
@@ -154,6 +163,12 @@ def test_a_reclaim_is_ready_once_the_engine_let_go_and_a_lend_returns_it():
             metrics = get(gw.port, "/metrics")[1]
             assert 'libra_pool_replicas{role="hybrid_training"} 1' in metrics
             assert 'libra_pool_requests_total{kind="reclaim"} 1' in metrics
+            # a weight update from disk while the trainer has the GPUs leaves the engine out...
+            status, doc = post(gw.port, "/update_weights_from_disk",
+                               {"model_path": "m", "weight_version": "7"}, headers=ADMIN)
+            assert status == 200 and len(doc["engines"]) == 1, doc
+            replica_port = emu.instances[1]["port"]
+            assert get(replica_port, "/get_weight_version")[1]["weight_version"] == "default"
             assert post(gw.port, "/libra/v1/pool/lend", {"replica": 0}, headers=ADMIN)[0] == 200
             lend = request_of(pool(gw), 0, "lend")
             status, doc = confirm(gw, "released", lend)
@@ -162,6 +177,10 @@ def test_a_reclaim_is_ready_once_the_engine_let_go_and_a_lend_returns_it():
             assert confirm(gw, "released", lend)[0] == 200
             until(lambda: pool(gw)["replicas"][0]["engine"] == "serving", "the engine serves")
             assert get(gw.port, "/libra/v1/engines")[1]["engines"][1]["state"] == "active"
+            # ...and it loads that update when it wakes, before it takes a turn
+            assert get(replica_port, "/get_weight_version")[1]["weight_version"] == "7"
+            until(lambda: get(gw.port, "/libra/v1/engines")[1]["engines"][1]["weight_version"]
+                  == "7", "the gateway knows its version")
 
 
 def test_unconfirmed_requests_are_cancelled_and_the_engine_serves_again():
