@@ -778,7 +778,8 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
         r.failed = true;
     }
     if (r.trainer) {
-        load_trainer_flush(r.trainer, 5.0); /* the last step's end reaches the gateway */
+        if (!r.failed) /* the last step's end reaches the gateway */
+            load_trainer_flush(r.trainer, 5.0);
         load_trainer_counts(r.trainer, &res->pool);
         load_trainer_free(r.trainer);
     }
