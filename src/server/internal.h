@@ -519,8 +519,9 @@ struct gw_pool;
 int gw_pool_new(struct gw *g, char *err, size_t err_size);
 void gw_pool_free(struct gw *g);
 
-/* Applies one journalled pool record (body, len) at start-up. Returns 0, or LIBRA_EINVAL-like
- * -1 with err when it cannot be read or does not fit the state replayed so far. */
+/* Applies one journalled pool record (body, len) at start-up, through the function the live
+ * calls use. Returns 0, or -1 with err when it cannot be read or does not fit the state
+ * replayed so far (the start then fails: journal seq N: ...). */
 int gw_pool_replay(struct gw *g, const char *body, size_t len, char *err, size_t err_size);
 
 /* Once the gateway listens: the pool's clock resumes, deadlines are watched, each replica's
