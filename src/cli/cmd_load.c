@@ -13,6 +13,8 @@
 #include "cli/cli_config.h"
 #include "cli/commands.h"
 #include "load/load.h"
+#include "cost/shape.h"
+#include "ehp/lend.h"
 #include "plan/plan.h"
 #include "util/alloc.h"
 #include "util/json.h"
@@ -46,16 +48,23 @@ static const char help[] =
     "                    rl.sync_mode), areal, slime, skyrl (vLLM; needs its development-mode\n"
     "                    endpoints) — docs/load.md \"Client styles\"\n"
     "\n"
-    "Against a `libra serve` gateway the weight updates are admin calls: the bearer token is\n"
-    "read from LIBRA_ADMIN_TOKEN.\n";
+    "  --trainer         the trainer also speaks the elastic pool's handshake with the\n"
+    "                    gateway at the one URL of --engines (libra serve --pool-replica):\n"
+    "                    reports its steps and, at each step boundary, confirms the lends\n"
+    "                    and reclaims asked of it, a release taking the cost model's time\n"
+    "                    (docs/load.md \"The trainer's side of the elastic pool\")\n"
+    "\n"
+    "Against a `libra serve` gateway the weight updates and the pool's calls are admin calls:\n"
+    "the bearer token is read from LIBRA_ADMIN_TOKEN.\n";
 
-enum { OPT_ENGINES = 0x100, OPT_TIME_SCALE, OPT_TRACE, OPT_STYLE };
+enum { OPT_ENGINES = 0x100, OPT_TIME_SCALE, OPT_TRACE, OPT_STYLE, OPT_TRAINER };
 
 static const struct option own_options[] = {
     {"engines", required_argument, NULL, OPT_ENGINES},
     {"style", required_argument, NULL, OPT_STYLE},
     {"time-scale", required_argument, NULL, OPT_TIME_SCALE},
     {"trace", required_argument, NULL, OPT_TRACE},
+    {"trainer", no_argument, NULL, OPT_TRAINER},
     {0},
 };
 
@@ -65,6 +74,7 @@ struct opts {
     int n_urls;
     double time_scale;
     enum load_style style;
+    bool trainer; /* --trainer */
 };
 
 /* The gateway's admin token for the weight updates: LIBRA_ADMIN_TOKEN, NULL when unset. */
@@ -103,6 +113,9 @@ static int own_flag(struct cli_common *cc, int c, struct opts *o)
     case OPT_TRACE: /* the same as --set workload.trace=FILE */
         cli_common_set(cc, "workload.trace", optarg, "--trace");
         return 0;
+    case OPT_TRAINER:
+        o->trainer = true;
+        return 0;
     case OPT_STYLE:
         if (load_style_parse(optarg, &o->style) == 0)
             return 0;
@@ -121,6 +134,37 @@ static double planned_train_s(const struct sim_input *in, const struct libra_con
     double t = sim_plan(in, cfg, NULL, NULL, &pr, NULL) == 0 && pr.feasible ? pr.train_s : 0;
     plan_result_free(&pr);
     return t;
+}
+
+/*
+ * The trainer's side of the pool, from the cost model (ehp/lend.h) on the planner's training
+ * layout: a lent replica's GPUs are freed in the time its trainers take to stop (taken as the
+ * time they take to start, trainer_init_s), a reclaimed one trains again after its join (start,
+ * state fetch, zero sync). Returns 0, or -1 with why when the plan has no layout that can lend.
+ */
+static int pool_times(const struct sim_input *in, const struct libra_config *cfg,
+                      struct load_config *lc, char *why, size_t size)
+{
+    struct plan_result pr;
+    struct plan_settings st;
+    struct cost_shape shape;
+    struct ehp_lend lend = {0};
+    int rc = sim_plan(in, cfg, NULL, NULL, &pr, NULL) == 0 && pr.feasible ? 0 : -1;
+    plan_settings_from_config(&st, in->hw, cfg);
+    if (rc == 0 &&
+        (cost_shape_init(&shape, in->model) != 0 ||
+         ehp_lend_layout(&pr.train, 0, &st, &shape, in->hw, &lend) != 0 || lend.replica_gpus == 0))
+        rc = -1;
+    plan_result_free(&pr);
+    if (rc != 0) {
+        snprintf(why, size,
+                 "--trainer: the planner's training layout for the experiment has no replica "
+                 "to lend (no feasible plan, or FSDP over the whole DP group)");
+        return -1;
+    }
+    lc->release_s = lend.times.start_s;
+    lc->retake_s = lend.join_s;
+    return 0;
 }
 
 static void print_table(const struct load_config *c, const struct load_result *r)
@@ -152,6 +196,11 @@ static void print_table(const struct load_config *c, const struct load_result *r
            (long long)r->groups_launched, (long long)filtered, (long long)filtered_tok,
            (long long)stale, (long long)stale_tok);
     printf("weight updates: %d\n", r->weight_updates);
+    if (c->pool_trainer)
+        printf("pool: %lld released, %lld retaken, %lld refused, %lld step reports (release "
+               "%.1f s, retake %.1f s)\n",
+               (long long)r->pool.released, (long long)r->pool.retaken, (long long)r->pool.refused,
+               (long long)r->pool.steps, c->release_s, c->retake_s);
 }
 
 static json_t *step_json(const struct load_step *s)
@@ -187,6 +236,13 @@ static json_t *result_json(const struct libra_config *cfg, const struct load_con
     json_object_set_new(doc, "weight_updates", json_integer(r->weight_updates));
     json_object_set_new(doc, "style", json_string(load_style_name(c->style)));
     json_object_set_new(doc, "train_s", json_real(c->train_s));
+    if (c->pool_trainer)
+        json_object_set_new(
+            doc, "pool",
+            json_pack("{s:I, s:I, s:I, s:I, s:f, s:f}", "released", (json_int_t)r->pool.released,
+                      "retaken", (json_int_t)r->pool.retaken, "refused",
+                      (json_int_t)r->pool.refused, "step_reports", (json_int_t)r->pool.steps,
+                      "release_s", c->release_s, "retake_s", c->retake_s));
     if (r->error[0])
         json_object_set_new(doc, "error", json_string(r->error));
     return doc;
@@ -288,6 +344,8 @@ int cmd_load(int argc, char **argv)
         rc = cli_usage_error(cc.cmd, "unexpected argument '%s'", argv[optind + 1]);
     if (rc == 0 && o.n_urls == 0)
         rc = cli_usage_error(cc.cmd, "--engines is required");
+    if (rc == 0 && o.trainer && o.n_urls != 1)
+        rc = cli_usage_error(cc.cmd, "--trainer speaks to one gateway: give --engines its one URL");
     if (rc == 0)
         rc = cli_common_load(&cc, optind < argc ? argv[optind] : NULL, &p, &cfg);
     if (rc == 0)
@@ -311,12 +369,14 @@ int cmd_load(int argc, char **argv)
                                  .admin_token = admin_token()};
         job_rules_from_config(&lc.job, &cfg);
         lc.train_s = planned_train_s(&in, &cfg);
+        lc.pool_trainer = o.trainer;
         if (in.trace) {
             lc.trace = in.trace->trajs;
             lc.n_trace = in.trace->n;
         }
         char why[256];
-        if (load_check_source(&lc, why, sizeof why) != 0) {
+        if ((o.trainer && pool_times(&in, &cfg, &lc, why, sizeof why) != 0) ||
+            load_check_source(&lc, why, sizeof why) != 0) {
             cli_errorf("load: %s", why);
             rc = LIBRA_EXIT_USAGE;
         } else {

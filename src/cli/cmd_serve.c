@@ -17,6 +17,7 @@
 #include "plan/fleet.h"
 #include "sched/router.h"
 #include "server/gateway.h"
+#include "server/pool_rec.h"
 #include "util/alloc.h"
 #include "util/json.h"
 
@@ -38,6 +39,13 @@ static const char help[] =
     "  --engine URL[,tp=N]    an engine (repeatable); its kind, version and TP asked of it\n"
     "                         (SGLang /get_server_info, else vLLM /version and tp=N); optional\n"
     "                         when the state dir has engines\n"
+    "  --pool-replica URL[,tp=N]  a hybrid training replica of the elastic pool whose engine\n"
+    "                         is at URL (repeatable; replica ids 0, 1, ... in flag order; the\n"
+    "                         engine is registered as --engine is): lent to rollout and\n"
+    "                         reclaimed with the trainer's consent through /libra/v1/pool\n"
+    "                         (docs/serve.md \"The elastic pool\")\n"
+    "  --pool-timeout-s S     a lend or reclaim the trainer has not confirmed S s after it was\n"
+    "                         asked is cancelled (default 180; needs --pool-replica)\n"
     "  --state-dir DIR        keep the gateway's state in DIR (SQLite; made when absent):\n"
     "                         what it learnt from, live trajectories, engines, layout and\n"
     "                         mode (the state's win over --plan, sched.buckets and --mode); a\n"
@@ -88,6 +96,8 @@ enum {
     OPT_PLAN,
     OPT_STATE_DIR,
     OPT_GRACE,
+    OPT_POOL_REPLICA,
+    OPT_POOL_TIMEOUT,
 };
 
 static const struct option own_options[] = {
@@ -109,12 +119,16 @@ static const struct option own_options[] = {
     {"plan", required_argument, NULL, OPT_PLAN},
     {"state-dir", required_argument, NULL, OPT_STATE_DIR},
     {"grace-s", required_argument, NULL, OPT_GRACE},
+    {"pool-replica", required_argument, NULL, OPT_POOL_REPLICA},
+    {"pool-timeout-s", required_argument, NULL, OPT_POOL_TIMEOUT},
     {0},
 };
 
 struct opts {
     struct gw_options gw;
     struct gw_worker_spec engines[GW_ENGINES_MAX];
+    struct gw_worker_spec pool[GW_POOL_REPLICAS_MAX];
+    bool pool_timeout; /* --pool-timeout-s given */
     char host[256];
     const char *mode, *token_file, *plan_file;
     char *token; /* owned */
@@ -122,11 +136,12 @@ struct opts {
 };
 
 /* "URL[,tp=N]" */
-static int parse_engine(const struct cli_command *cmd, const char *arg, struct opts *o)
+static int parse_engine(const struct cli_command *cmd, const char *flag, const char *arg,
+                        struct opts *o)
 {
     size_t n = o->gw.n_engines;
     if (n == GW_ENGINES_MAX)
-        return cli_usage_error(cmd, "--engine: more than %d engines", GW_ENGINES_MAX);
+        return cli_usage_error(cmd, "%s: more than %d engines", flag, GW_ENGINES_MAX);
     char *url = xstrdup(arg), *comma = strchr(url, ',');
     const char *tp = NULL;
     if (comma) {
@@ -134,15 +149,27 @@ static int parse_engine(const struct cli_command *cmd, const char *arg, struct o
         tp = comma + 3;
         if (strncmp(comma, "tp=", 3) != 0) {
             free(url);
-            return cli_usage_error(cmd, "--engine: expected URL[,tp=N], got '%s'", arg);
+            return cli_usage_error(cmd, "%s: expected URL[,tp=N], got '%s'", flag, arg);
         }
     }
     char err[256];
     int rc = gw_worker_query_parse(url, tp, &o->engines[n], err, sizeof err);
     free(url);
     if (rc != 0)
-        return cli_usage_error(cmd, "--engine %s: %s", arg, err);
+        return cli_usage_error(cmd, "%s %s: %s", flag, arg, err);
     o->gw.n_engines++;
+    return 0;
+}
+
+/* "URL[,tp=N]": an engine, and the pool's next replica. */
+static int parse_pool_replica(const struct cli_command *cmd, const char *arg, struct opts *o)
+{
+    if (o->gw.n_pool == GW_POOL_REPLICAS_MAX)
+        return cli_usage_error(cmd, "--pool-replica: more than %d replicas", GW_POOL_REPLICAS_MAX);
+    int rc = parse_engine(cmd, "--pool-replica", arg, o);
+    if (rc != 0)
+        return rc;
+    o->pool[o->gw.n_pool++] = o->engines[o->gw.n_engines - 1];
     return 0;
 }
 
@@ -167,7 +194,7 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
     int rc;
     switch (c) {
     case OPT_ENGINE:
-        return parse_engine(cmd, optarg, o);
+        return parse_engine(cmd, "--engine", optarg, o);
     case OPT_LISTEN:
         return parse_listen(cmd, optarg, o);
     case OPT_MODE:
@@ -225,6 +252,11 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
         return 0;
     case OPT_GRACE:
         return cli_parse_double(cmd, "--grace-s", optarg, 0, 1e6, &o->gw.grace_s);
+    case OPT_POOL_REPLICA:
+        return parse_pool_replica(cmd, optarg, o);
+    case OPT_POOL_TIMEOUT:
+        o->pool_timeout = true;
+        return cli_parse_double(cmd, "--pool-timeout-s", optarg, 0.001, 1e6, &o->gw.pool_timeout_s);
     default:
         return LIBRA_EXIT_USAGE;
     }
@@ -370,6 +402,7 @@ int cmd_serve(int argc, char **argv)
     struct opts *o = xcalloc(1, sizeof *o);
     gw_options_default(&o->gw);
     o->gw.engines = o->engines;
+    o->gw.pool = o->pool;
     struct api_presets p = {0};
     struct libra_config cfg;
     int c, rc = 0;
@@ -385,6 +418,8 @@ int cmd_serve(int argc, char **argv)
     if (rc == 0 && o->gw.n_engines == 0 && !o->gw.state_dir)
         rc = cli_usage_error(cc.cmd, "give at least one --engine URL[,tp=N] (or a --state-dir "
                                      "that has engines)");
+    if (rc == 0 && o->pool_timeout && o->gw.n_pool == 0)
+        rc = cli_usage_error(cc.cmd, "--pool-timeout-s: needs --pool-replica");
     if (rc == 0)
         rc = cli_common_load(&cc, optind < argc ? argv[optind] : NULL, &p, &cfg);
     if (rc == 0)

@@ -60,20 +60,22 @@ struct run {
     struct event_base *base;
     struct net_client *client;
     struct load_result *res;
-    struct workload_gen gen;   /* without a trace */
-    int *in_flight;            /* requests per engine */
-    group_vec flying;          /* launched, not complete */
-    group_vec buffer;          /* complete, oldest first: the trainer's next batches */
-    int64_t lost;              /* groups dropped (filtered or too stale): each is replaced */
-    int64_t fleet_version;     /* the trainer's version at the last weight update */
-    int64_t version;           /* the trainer's: batches trained */
-    struct load_step dropped;  /* drops since the last batch was taken */
-    int updates_left;          /* engines whose weight update has not finished (and 1 while
-                                * they are being started) */
-    bool update_due;           /* the style's update waits for the groups in flight */
-    struct event *train_timer; /* the trainer's step on the last batch */
-    bool training;             /* ... is running */
-    int finishing;             /* trajectory-end events on their way to a gateway */
+    struct workload_gen gen;      /* without a trace */
+    int *in_flight;               /* requests per engine */
+    group_vec flying;             /* launched, not complete */
+    group_vec buffer;             /* complete, oldest first: the trainer's next batches */
+    int64_t lost;                 /* groups dropped (filtered or too stale): each is replaced */
+    int64_t fleet_version;        /* the trainer's version at the last weight update */
+    int64_t version;              /* the trainer's: batches trained */
+    struct load_step dropped;     /* drops since the last batch was taken */
+    int updates_left;             /* engines whose weight update has not finished (and 1 while
+                                   * they are being started) */
+    bool update_due;              /* the style's update waits for the groups in flight */
+    struct event *train_timer;    /* the trainer's step on the last batch */
+    bool training;                /* ... is running */
+    struct load_trainer *trainer; /* config.pool_trainer's; NULL without */
+    bool releasing;               /* the trainer frees lent replicas: no step starts */
+    int finishing;                /* trajectory-end events on their way to a gateway */
     bool failed;
 };
 
@@ -136,7 +138,7 @@ static void group_done(struct group *g);
 static bool run_done(const struct run *r)
 {
     return r->res->n_steps == r->c->steps && r->flying.n == 0 && r->updates_left == 0 &&
-           !r->training && r->finishing == 0;
+           !r->training && !r->releasing && r->finishing == 0;
 }
 
 static void break_when_done(struct run *r)
@@ -596,7 +598,7 @@ static void update_weights(struct run *r)
  * (the trainer takes part in it). */
 static bool trainer_free(const struct run *r)
 {
-    return !r->training && !r->update_due && r->updates_left == 0;
+    return !r->training && !r->releasing && !r->update_due && r->updates_left == 0;
 }
 
 /* Launches the groups the job admits at the fleet's version (job_admit_limit_run); none while
@@ -637,6 +639,8 @@ static void try_train(struct run *r)
         take_batch(r);
         if (r->res->n_steps < c->steps) {
             r->training = true;
+            if (r->trainer)
+                load_trainer_step(r->trainer, true, r->version);
             double wall = c->train_s * c->time_scale;
             struct timeval tv = {(time_t)wall, (suseconds_t)((wall - floor(wall)) * 1e6)};
             evtimer_add(r->train_timer, &tv);
@@ -659,7 +663,11 @@ static void on_trained(evutil_socket_t fd, short what, void *arg)
 {
     struct run *r = arg;
     r->training = false;
+    if (r->trainer)
+        load_trainer_step(r->trainer, false, r->version);
     r->version++;
+    if (r->trainer)
+        r->releasing = load_trainer_boundary(r->trainer, r->version);
     if (!job_sync_due(&r->c->job, r->version)) {
         try_train(r);
     } else if (load_style_update_waits(r->c->style)) {
@@ -696,6 +704,15 @@ static void group_done(struct group *g)
         try_train(r);
     }
     update_when_idle(r);
+    break_when_done(r);
+}
+
+/* The trainer freed the replicas it lends: it may take its next batch. */
+static void on_boundary_done(void *arg)
+{
+    struct run *r = arg;
+    r->releasing = false;
+    try_train(r);
     break_when_done(r);
 }
 
@@ -743,6 +760,14 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
         workload_gen_init(&r.gen, c->workload, c->seed);
     r.in_flight = xcalloc((size_t)c->n_urls, sizeof *r.in_flight);
     r.train_timer = evtimer_new(base, on_trained, &r);
+    if (c->pool_trainer) {
+        struct load_trainer_config tc = {.url = c->urls[0],
+                                         .admin_token = c->admin_token,
+                                         .release_s = c->release_s,
+                                         .retake_s = c->retake_s,
+                                         .time_scale = c->time_scale};
+        r.trainer = load_trainer_new(base, client, &tc, on_boundary_done, &r);
+    }
     admit(&r);
     if (!r.failed && !run_done(&r))
         event_base_dispatch(base);
@@ -751,6 +776,12 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
                  "internal: the run stalled after %d of %d steps with nothing in flight",
                  res->n_steps, c->steps);
         r.failed = true;
+    }
+    if (r.trainer) {
+        if (!r.failed) /* the last step's end reaches the gateway */
+            load_trainer_flush(r.trainer, 5.0);
+        load_trainer_counts(r.trainer, &res->pool);
+        load_trainer_free(r.trainer);
     }
     free_groups(&r, &r.flying);
     free_groups(&r, &r.buffer);

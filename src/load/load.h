@@ -28,6 +28,10 @@
  * appended and the rest of its script (AReaL's interruptible generation), so no trajectory is
  * lost.
  *
+ * With pool_trainer the trainer also plays the elastic pool's handshake (load/trainer.h): it
+ * reports each step to the gateway and, at each step boundary, confirms the lends and reclaims
+ * that are ready; a lend's release holds the next step for release_s.
+ *
  * Threading: runs on the caller's event loop; not thread-safe.
  */
 #ifndef LOAD_LOAD_H
@@ -39,6 +43,7 @@
 
 #include "job/job.h"
 #include "load/style.h"
+#include "load/trainer.h"
 #include "net/client.h"
 #include "spec/config.h"
 #include "trace/trace.h"
@@ -74,6 +79,11 @@ struct load_config {
     /* sent as a bearer token with the weight-update calls, which a gateway takes only from its
      * admin; NULL: none */
     const char *admin_token;
+    /* --trainer: the trainer also speaks the elastic pool's handshake with the gateway at
+     * urls[0] (load/trainer.h), releasing a lent replica in release_s and taking a reclaimed
+     * one back in retake_s (emulated seconds, the cost model's) */
+    bool pool_trainer;
+    double release_s, retake_s;
 };
 
 /* One batch the trainer took, as the client saw it; step is the trainer's version then. */
@@ -104,7 +114,8 @@ struct load_result {
      * as the client saw them, the step that took them or was filling when they were dropped
      * (dynamic sampling: the completed ones filtered; too stale: every one aborted), no header */
     struct trace_text trace;
-    char error[256]; /* why the run stopped early ("" when it did not) */
+    char error[256];                 /* why the run stopped early ("" when it did not) */
+    struct load_trainer_counts pool; /* with config.pool_trainer */
 };
 
 /*

@@ -175,6 +175,23 @@ static void took(struct fan *f, struct gw_engine *e)
         gw_engine_version(f->g, e, f->version);
 }
 
+/* Keeps f, a weight update from disk some engine took, for the pool replicas that missed it. */
+static void keep_update(struct fan *f)
+{
+    struct gw *g = f->g;
+    size_t len;
+    const char *body = f->call ? net_call_body(f->call, &len) : NULL;
+    if (!body)
+        return; /* the client went away: its body with it */
+    free(g->update_body);
+    g->update_body = xmalloc(len + 1);
+    memcpy(g->update_body, body, len);
+    g->update_body[len] = '\0';
+    g->update_len = len;
+    snprintf(g->update_path, sizeof g->update_path, "%s", f->path);
+    snprintf(g->update_version, sizeof g->update_version, "%s", f->version);
+}
+
 static void fan_reply(struct fan *f)
 {
     for (size_t i = 0; i < f->n; i++) {
@@ -185,6 +202,8 @@ static void fan_reply(struct fan *f)
             took(f, a->engine);
     }
     struct tally t = tally_of(f);
+    if (f->kind == FAN_UPDATE && t.took > 0 && strcmp(f->path, "/update_weights_from_disk") == 0)
+        keep_update(f);
     if ((f->kind == FAN_PAUSE && !succeeded(&t)) || (f->kind == FAN_CONTINUE && t.took > 0))
         gw_release(f->g); /* a pause that did not succeed holds nothing */
     const struct fan_answer *one = &f->answers[0];
@@ -290,9 +309,12 @@ void gw_fan_out(void *ctx, struct net_call *c)
     if (kind == FAN_UPDATE)
         update_version(f, body, len);
     struct gw_engine *one = kind == FAN_READ ? reader(g) : NULL;
+    bool disk = strcmp(f->path, "/update_weights_from_disk") == 0;
     for (size_t i = 0; i < g->engines.n; i++) {
         struct gw_engine *e = g->engines.v[i];
-        if (one ? e == one : !e->dead)
+        if (disk && !e->dead && gw_pool_engine_off(g, e))
+            e->missed_update = true; /* it loads the weights when it wakes */
+        else if (one ? e == one : !e->dead)
             send_to(f, c, e);
     }
     if (f->n == 0) {
@@ -537,6 +559,7 @@ void gw_metrics(void *ctx, struct net_call *c)
     FILE *out = open_memstream(&text, &len);
     metrics_routing(g, out);
     metrics_engines(g, out);
+    gw_pool_metrics(g, out);
     fprintf(out,
             "# HELP libra_errors_total Requests that failed, by cause.\n"
             "# TYPE libra_errors_total counter\n"

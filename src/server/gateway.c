@@ -25,6 +25,7 @@ void gw_options_default(struct gw_options *o)
     o->idle_s = 7200;
     o->poll_s = 2;
     o->grace_s = 20;
+    o->pool_timeout_s = 180; /* libra-spec.md §3's join timeout */
     net_limits_default(&o->limits);
 }
 
@@ -80,6 +81,8 @@ static const struct net_route routes[] = {
     {"/libra/v1/engines/*", NET_POST, gw_engine_action},
     {"/libra/v1/plan", NET_GET, gw_plan_call},
     {"/libra/v1/buckets", NET_POST, gw_buckets_call},
+    {"/libra/v1/pool", NET_GET, gw_pool_call},
+    {"/libra/v1/pool/*", NET_POST, gw_pool_post},
     {"/metrics", NET_GET, gw_metrics},
     {"/healthz", NET_GET, gw_healthz},
     {"/health", NET_GET, gw_healthz},
@@ -251,6 +254,7 @@ static void started(struct gw *g)
         return;
     }
     gw_plan_check_fleet(g);
+    gw_pool_start(g);
     g->tick = event_new(g->base, -1, EV_PERSIST, on_tick, g);
     struct timeval tv = {(time_t)g->opt.poll_s,
                          (suseconds_t)((g->opt.poll_s - (double)(time_t)g->opt.poll_s) * 1e6)};
@@ -319,6 +323,23 @@ static int check_options(const struct gw_options *o, char *err, size_t err_size)
                 snprintf(err, err_size, "--engine %s: given twice", o->engines[i].url);
                 return -1;
             }
+    for (size_t i = 0; i < o->n_pool; i++) {
+        bool listed = false;
+        for (size_t k = 0; k < o->n_engines; k++)
+            listed |= strcmp(o->pool[i].url, o->engines[k].url) == 0;
+        for (size_t k = 0; k < i; k++)
+            if (strcmp(o->pool[i].url, o->pool[k].url) == 0)
+                listed = false;
+        if (!listed) {
+            snprintf(err, err_size, "--pool-replica %s: given twice, or not an engine",
+                     o->pool[i].url);
+            return -1;
+        }
+    }
+    if (!(o->pool_timeout_s > 0) || !(o->pool_timeout_s < 1e9)) {
+        snprintf(err, err_size, "--pool-timeout-s: expected a positive number of seconds");
+        return -1;
+    }
     if (!o->admin_token && !loopback(o->host)) {
         snprintf(err, err_size,
                  "--listen %s: a gateway other machines can reach needs an admin token "
@@ -387,9 +408,9 @@ int gw_new(struct gw **out, struct event_base *base, const struct libra_config *
     g->planning = gw_planning_new(g);
     if (!g->client)
         snprintf(err, err_size, "cannot make a curl multi handle");
-    if (!g->client || (o->state_dir && gw_persist_open(g, err, err_size)) ||
-        make_layout(g, err, err_size) || make_routers(g, err, err_size) ||
-        plan_start(g, err, err_size)) {
+    if (!g->client || gw_pool_new(g, err, err_size) ||
+        (o->state_dir && gw_persist_open(g, err, err_size)) || make_layout(g, err, err_size) ||
+        make_routers(g, err, err_size) || plan_start(g, err, err_size)) {
         gw_free(g, NULL, 0);
         return -1;
     }
@@ -430,6 +451,8 @@ int gw_free(struct gw *g, char *err, size_t err_size)
     if (g->tick)
         event_free(g->tick);
     gw_stop_free(g);
+    gw_pool_free(g);
+    free(g->update_body);
     if (gw_persist_close(g, err, err_size) != 0)
         rc = -1;
     gw_traj_free_all(g); /* each is kept in the window as it ends */

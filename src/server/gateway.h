@@ -60,10 +60,15 @@ struct gw_options {
                                       borrowed; NULL: none */
     const char *state_dir; /* durable state here (docs/serve.md "Durable state"); NULL: none */
     double grace_s;        /* gw_stop waits this long for the calls being served */
+    /* the elastic pool's hybrid replicas (--pool-replica), replica h's engine at pool[h].url
+     * (also one of engines); n_pool 0: no pool (docs/serve.md "The elastic pool") */
+    const struct gw_worker_spec *pool;
+    size_t n_pool;
+    double pool_timeout_s; /* a lend or reclaim not confirmed this long is cancelled (180) */
 };
 
 /* The defaults above: 127.0.0.1:0, C-MLFQ mode, 64 prompt tokens, 7200 s idle, 2 s polls, no
- * state dir, a 20 s grace. */
+ * state dir, a 20 s grace, no pool (a 180 s timeout). */
 void gw_options_default(struct gw_options *o);
 
 struct gw;

@@ -18,6 +18,7 @@
 #include "sched/router.h"
 #include "server/admin.h"
 #include "server/gateway.h"
+#include "server/pool_rec.h"
 #include "server/record.h"
 #include "server/request.h"
 #include "server/store.h"
@@ -65,13 +66,15 @@ struct gw_engine {
     char version[GW_VERSION_MAX]; /* weight version as the engine names it */
     int64_t generation;           /* the gateway step its weights belong to */
     bool dead, draining, lent, paused;
-    int loading;       /* weight updates in flight to it */
-    int fails;         /* consecutive failed health checks */
-    double held_s;     /* gw_now() when it was paused or began loading (the grace's start) */
-    bool polls_pause;  /* vLLM: it answered /is_paused at registration, so it is polled */
-    bool checking;     /* its health check (and poll) is in flight */
-    int in_flight;     /* turns being proxied to it */
-    struct list turns; /* their proxies, while a transfer to it runs (proxy.c) */
+    int loading;        /* weight updates in flight to it */
+    int fails;          /* consecutive failed health checks */
+    double held_s;      /* gw_now() when it was paused or began loading (the grace's start) */
+    bool polls_pause;   /* vLLM: it answered /is_paused at registration, so it is polled */
+    bool missed_update; /* a pool replica's engine left out of a disk weight update while its
+                           GPUs were the trainer's: it loads the last one when it wakes */
+    bool checking;      /* its health check (and poll) is in flight */
+    int in_flight;      /* turns being proxied to it */
+    struct list turns;  /* their proxies, while a transfer to it runs (proxy.c) */
     uint64_t requests, errors;
     uint64_t latency[GW_LATENCY_BUCKETS + 1]; /* upstream seconds, cumulative buckets + count */
     double latency_sum_s;
@@ -155,7 +158,15 @@ struct gw {
     uint64_t resumed_aborts; /* turns continued after an abort (abort-and-resume) */
     uint64_t updates;        /* weight updates passed through without a version of their own */
 
+    /* the last weight update from disk that an engine took, replayed to a pool replica's engine
+     * that missed it (pool.c): path, body (owned), and the version it names */
+    char update_path[64];
+    char *update_body;
+    size_t update_len;
+    char update_version[GW_VERSION_MAX];
+
     struct gw_persist *persist; /* the durable state (--state-dir); NULL without */
+    struct gw_pool *pool;       /* the elastic pool (--pool-replica, pool.c); NULL without */
     struct gw_stop *stop;       /* the graceful stop under way (stop.c, gw_stop); NULL before */
 };
 
@@ -447,6 +458,7 @@ int gw_persist_open(struct gw *g, char *err, size_t err_size);
 /* What a replay of the journal works on: the router whose model learns, the trajectories
  * journalled since the last step (left there for the next one), the count learnt before. */
 struct gw_replay {
+    struct gw *g; /* whose pool takes the journal's pool records */
     struct sched_router *router;
     struct sched_eval_trace *finished;
     double *learnt;
@@ -497,6 +509,45 @@ int gw_persist_close(struct gw *g, char *err, size_t err_size);
 
 /* GET /libra/v1/state. */
 void gw_state(void *ctx, struct net_call *c);
+
+/* ---- pool.c: the elastic pool live ------------------------------------------------------- */
+
+struct gw_pool;
+
+/* Makes g's pool from --pool-replica (nothing without); before the state dir is replayed.
+ * Returns 0, or -1 with err. Freed with gw_pool_free (a no-op without one). */
+int gw_pool_new(struct gw *g, char *err, size_t err_size);
+void gw_pool_free(struct gw *g);
+
+/* Applies one journalled pool record (body, len) at start-up, through the function the live
+ * calls use. Returns 0, or -1 with err when it cannot be read or does not fit the state
+ * replayed so far (the start then fails: journal seq N: ...). */
+int gw_pool_replay(struct gw *g, const char *body, size_t len, char *err, size_t err_size);
+
+/* Once the gateway listens: the pool's clock resumes, deadlines are watched, each replica's
+ * engine is put to sleep or woken as its role says. */
+void gw_pool_start(struct gw *g);
+
+/* The gateway stops: long polls are answered at once (a no-op without a pool). */
+void gw_pool_stop(struct gw *g);
+
+/* GET /libra/v1/pool and POST /libra/v1/pool/{lend,reclaim,step,confirm}. */
+void gw_pool_call(void *ctx, struct net_call *c);
+void gw_pool_post(void *ctx, struct net_call *c);
+
+/* The pool replicas' URLs in order, separated by spaces, into out ("" without a pool). */
+void gw_pool_urls(const struct gw *g, char *out, size_t size);
+
+/* The pool's families of GET /metrics (nothing without a pool). */
+void gw_pool_metrics(const struct gw *g, FILE *out);
+
+/* Whether e is a pool replica's engine whose GPUs are not rollout's now (asleep, going to
+ * sleep, or not yet known awake): a weight update from disk leaves it out (it catches up when
+ * it wakes). */
+bool gw_pool_engine_off(const struct gw *g, const struct gw_engine *e);
+
+/* Whether url is the engine of a pool replica. */
+bool gw_pool_serves(const struct gw *g, const char *url);
 
 /* ---- stop.c ------------------------------------------------------------------------------- */
 

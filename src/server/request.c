@@ -445,7 +445,8 @@ char *gw_resume_body(const char *body, size_t len, const struct gw_request *r, c
     size_t more_len = 0;
     if (ids_len && jscan_count(in) > 0)
         more[more_len++] = ',';
-    memcpy(more + more_len, ids, ids_len);
+    if (ids_len) /* a turn aborted before its first token has none (ids may be NULL) */
+        memcpy(more + more_len, ids, ids_len);
     more_len += ids_len;
     size_t close = (size_t)(in.p - body) + in.len - 1; /* the array's ']' */
     struct edit e[3] = {

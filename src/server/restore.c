@@ -73,6 +73,14 @@ static int read_meta(void *arg, const struct gw_store_row *row)
         if (!int_value(row->body, 0, &n))
             return row_error(rd, "meta.step: expected a step number");
         g->step = n;
+    } else if (strcmp(row->key, "pool") == 0) {
+        char mine[GW_POOL_REPLICAS_MAX * (GW_URL_MAX + 1)];
+        gw_pool_urls(g, mine, sizeof mine);
+        if (!row->body || strcmp(row->body, mine) != 0)
+            return row_error(rd,
+                             "meta.pool: the state's pool replicas are '%s'; give the same "
+                             "--pool-replica flags in that order (now '%s')",
+                             row->body ? row->body : "", mine);
     } else if (strcmp(row->key, "updates") == 0) {
         if (!int_value(row->body, 0, &n))
             return row_error(rd, "meta.updates: expected a count");
@@ -173,9 +181,16 @@ static int replay_row(void *arg, const struct gw_store_row *row)
         rp->trajs++;
         return 0;
     }
+    if (row->key && strcmp(row->key, "pool") == 0) {
+        if (!rp->g)
+            return 0; /* a replay of what was learnt only */
+        if (gw_pool_replay(rp->g, body, row->len, msg, sizeof msg) != 0)
+            return journal_error(r, row->num, "%s", msg);
+        return 0;
+    }
     struct gw_step_rec s;
     if (!row->key || strcmp(row->key, "step") != 0)
-        return journal_error(r, row->num, "unknown kind (expected learn or step)");
+        return journal_error(r, row->num, "unknown kind (expected learn, step or pool)");
     if (gw_step_rec_parse(body, row->len, &s, msg, sizeof msg))
         return journal_error(r, row->num, "%s", msg);
     if (learns && s.learnt != (int64_t)rp->finished->trajs.n)
@@ -278,7 +293,7 @@ int gw_persist_restore(struct gw *g, char *err, size_t err_size)
 {
     struct gw_persist *p = g->persist;
     struct reader rd = {.g = g, .err = err, .size = err_size};
-    struct gw_replay rp = {g->router, &g->finished, &g->learnt, 0, 0};
+    struct gw_replay rp = {g, g->router, &g->finished, &g->learnt, 0, 0};
     double t0 = gw_now();
     int rc = gw_journal_replay(p->st, &rp, err, err_size);
     p->replayed_trajs = rp.trajs;

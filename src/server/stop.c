@@ -49,6 +49,7 @@ void gw_stop(struct gw *g, void (*done)(void *arg), void *arg)
         (struct gw_stop){.g = g, .deadline_s = gw_now() + g->opt.grace_s, .done = done, .arg = arg};
     g->stop = s;
     net_server_drain(g->server);
+    gw_pool_stop(g); /* long polls are answered now, not held for the grace */
     size_t held = net_server_held(g->server);
     if (held)
         fprintf(stderr, "libra: serve: stopping: waiting up to %g s for %zu calls\n",

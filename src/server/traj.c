@@ -25,6 +25,9 @@ static void log_decision(struct gw *g, const struct gw_traj *t, size_t turn, boo
             t ? t->id : "", turn, g->shadow ? "shadow" : sched_policy_name(g->cfg->sched.policy),
             (long long)routed->instance_id, routed->placed_bucket,
             sched_policy_name(g->cfg->sched.policy), p->to_bucket, sched_reason_name(p->reason));
+    const struct gw_engine *e = gw_engine_by_id(g, routed->instance_id);
+    if (e) /* the gateway step of the weights it holds */
+        fprintf(g->decisions, ", \"step\": %lld", (long long)e->generation);
     if (again) /* the turn's first decision found no engine that answered */
         fputs(", \"again\": true", g->decisions);
     if (g->shadow)

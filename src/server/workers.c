@@ -218,6 +218,13 @@ void gw_engine_action(void *ctx, struct net_call *c)
         remove_engine(g, c, e);
         return;
     }
+    if (gw_pool_serves(g, e->url)) { /* its GPUs change sides only by the pool's handshake */
+        net_reply_error(c, 409, "conflict_error",
+                        "engine %lld is an elastic pool replica's: lend and reclaim it through "
+                        "/libra/v1/pool",
+                        (long long)id);
+        return;
+    }
     enum gw_engine_state s = gw_engine_state(e);
     if (strcmp(action, "lend") == 0 && (s == GW_ENGINE_DEAD || s == GW_ENGINE_DRAINING)) {
         net_reply_error(c, 409, "conflict_error", "engine %lld is %s: it cannot be lent",

@@ -238,6 +238,12 @@ static void test_a_resumed_turn_asks_for_the_rest(void **state)
     assert_string_equal(next, "{\"input_ids\": [1, 2 ,7, 8], \"sampling_params\": "
                               "{\"max_new_tokens\": 8, \"temperature\": 1.0}}");
     free(next);
+    /* aborted before its first token (a drain at once): the same ids, the whole budget */
+    next = gw_resume_body(body, strlen(body), &r, NULL, 0, 0, &n);
+    assert_non_null(next);
+    assert_string_equal(next, "{\"input_ids\": [1, 2 ], \"sampling_params\": "
+                              "{\"max_new_tokens\": 10, \"temperature\": 1.0}}");
+    free(next);
     /* no budget, or not SGLang's token ids: nothing to ask */
     const char *text = "{\"text\": \"hi\", \"sampling_params\": {\"max_new_tokens\": 4}}";
     assert_int_equal(parse(GW_SGLANG_GENERATE, text, &h, &config, &r, err), 0);

@@ -354,7 +354,7 @@ static char *replayed(struct gw_store *st, int64_t *trajs, int64_t *steps, size_
     struct sched_router *r = router();
     struct sched_eval_trace finished = {0};
     double learnt = 0;
-    struct gw_replay rp = {r, &finished, &learnt, 0, 0};
+    struct gw_replay rp = {NULL, r, &finished, &learnt, 0, 0};
     char err[512];
     if (gw_journal_replay(st, &rp, err, sizeof err) != 0)
         fail_msg("replay: %s", err);
@@ -424,7 +424,7 @@ static void test_a_step_that_disagrees_with_the_journal_is_refused(void **state)
     struct sched_router *r = router();
     struct sched_eval_trace finished = {0};
     double learnt = 0;
-    struct gw_replay rp = {r, &finished, &learnt, 0, 0};
+    struct gw_replay rp = {NULL, r, &finished, &learnt, 0, 0};
     assert_int_equal(gw_journal_replay(st, &rp, err, sizeof err), LIBRA_EINVAL);
     assert_non_null(
         strstr(err, "journal seq 2: the step learnt 2 trajectories, the journal has 1"));

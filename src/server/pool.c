@@ -1,0 +1,957 @@
+/*
+ * The elastic pool live (docs/serve.md "The elastic pool"): the gateway lends hybrid training
+ * replicas to rollout and takes them back, with the trainer's consent, carrying out what the
+ * pure pool (ehp/pool.h) decides. Every state decision is the pure pool's: this file adds only
+ * the requests the trainer is asked to act on, the engines' sleep and wake calls, and the
+ * durable record of each change.
+ *
+ * The pool's words: a hybrid replica serves rollout until it *joins* training (ehp_pool_join)
+ * and goes back when *released* (ehp_pool_release). The trainer's words are the other way
+ * round: it *lends* a replica to rollout and *reclaims* it. So:
+ *
+ *   reclaim   ehp_pool_join at once (REQUESTED, the pool's deadline); the engine is drained
+ *             (new turns go elsewhere, its turns are aborted and resumed elsewhere) and its
+ *             memory released; then the request is ready and the trainer, at a step boundary,
+ *             confirms `retaken` before it touches the GPUs: STARTED, FETCHED and SYNCED at
+ *             its version, ACTIVATING, ACTIVE from its next step. Not confirmed by the
+ *             deadline: the pool fails the join, and the engine is woken again.
+ *   lend      a request held here (the replica still trains); the trainer frees the GPUs at a
+ *             step boundary and confirms `released`: ehp_pool_release (RETURNED) and the
+ *             engine is woken and serves again. Not confirmed in --pool-timeout-s: the request
+ *             expires and the replica goes on training. A lend of a replica whose reclaim is
+ *             not yet taken cancels that reclaim (CANCELLED).
+ *
+ * The gateway is the one place both sides meet, so a race ends the same way every time: a
+ * confirmation is accepted only while its request is pending (request id, and the replica's
+ * generation for reclaims), and the trainer acts on a `retaken` only once it is accepted, so a
+ * reclaim that timed out cannot leave the GPUs to both; a `released` that comes too late is
+ * refused and the trainer takes its GPUs back.
+ *
+ * Durability: each change is one journal record (server/pool_rec.h) committed before its call
+ * is answered; a restart replays them through apply(), the same function, on the pool's clock
+ * (which does not count the time the gateway was down), so a handshake under way resumes. The
+ * engines' state is not kept: at start each is put to sleep or woken as its role says.
+ */
+#include <event2/event.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ehp/pool.h"
+#include "server/internal.h"
+#include "server/pool_rec.h"
+#include "util/alloc.h"
+#include "util/error.h"
+
+#define POOL_TICK_S 0.1     /* deadlines and retries are looked at this often */
+#define POOL_RETRY_S 0.2    /* a sleep or wake call that failed is tried again after this */
+#define POOL_WAIT_MAX_S 300 /* a long poll waits at most this long */
+
+enum engine_state { ENGINE_UNKNOWN, ENGINE_AWAKE, ENGINE_ASLEEP };
+
+struct replica {
+    struct gw_pool *pl;
+    int index;
+    char url[GW_URL_MAX];
+    enum engine_state engine;  /* as its last sleep or wake call left it */
+    struct gw_engine *calling; /* the engine a sleep or wake call is in flight to (a ref) */
+    double retry_at_s;         /* gw_now() before which no call is tried again */
+    /* the request the trainer is to act on: GW_POOL_OP_LEND, GW_POOL_OP_RECLAIM or NONE */
+    enum gw_pool_op req;
+    int64_t req_id;
+    uint64_t req_generation; /* the replica's generation when it was made */
+    double req_deadline_s;   /* the pool's clock: a lend expires then */
+    char reason[GW_POOL_REASON_MAX];
+};
+
+struct waiter {
+    struct gw_pool *pl;
+    struct net_call *call;
+    struct event *timer;
+};
+
+struct gw_pool {
+    struct gw *g;
+    struct ehp_pool *pool;
+    int n;
+    struct replica *rep;
+    double timeout_s;
+    bool live;           /* false while the journal is replayed */
+    double clock_base_s; /* the pool's clock at wall_base_s */
+    double wall_base_s;
+    double last_t_s; /* of the last record applied */
+    int64_t next_request;
+    uint64_t changes; /* every change, for long polls */
+    ehp_decision_vec dec;
+    VEC(struct waiter *) waiters; /* long polls held, in no order */
+    struct event *tick;
+    uint64_t counts[4]; /* lends, reclaims, expired, failed joins */
+};
+
+enum { COUNT_LENDS, COUNT_RECLAIMS, COUNT_EXPIRED, COUNT_FAILED };
+
+/* ---- set-up --------------------------------------------------------------------------------- */
+
+int gw_pool_new(struct gw *g, char *err, size_t err_size)
+{
+    const struct gw_options *o = &g->opt;
+    if (o->n_pool == 0)
+        return 0;
+    if (o->n_pool > GW_POOL_REPLICAS_MAX)
+        return error_text(err, err_size, "--pool-replica: more than %d replicas",
+                          GW_POOL_REPLICAS_MAX);
+    int n = (int)o->n_pool;
+    /* The gateway does not know the trainer's GPUs: each replica is one unit (GPU id 1 + h)
+     * beside one core unit (GPU 0); the pool's roles are per replica anyway. */
+    int core_gpu = 0, *hybrid_gpu = xmallocarray((size_t)n, sizeof *hybrid_gpu);
+    for (int h = 0; h < n; h++)
+        hybrid_gpu[h] = 1 + h;
+    struct ehp_pool_config c = {
+        .gpus = 1 + n,
+        .gpus_per_node = 1,
+        .replica_gpus = 1,
+        .core_replicas = 1,
+        .core_gpu = &core_gpu,
+        .hybrid_replicas = n,
+        .hybrid_gpu = hybrid_gpu,
+        .batch_trajectories = 1,
+    };
+    ehp_params_default(&c.params);
+    c.params.join_timeout_s = o->pool_timeout_s;
+    cost_lifecycle_params_default(&c.lifecycle);
+    struct gw_pool *pl = xcalloc(1, sizeof *pl);
+    struct libra_error e = {0};
+    int rc = ehp_pool_new(&c, &pl->pool, &e);
+    free(hybrid_gpu);
+    if (rc != 0) {
+        free(pl);
+        return error_text(err, err_size, "--pool-replica: %s", e.msg);
+    }
+    pl->g = g;
+    pl->n = n;
+    pl->timeout_s = o->pool_timeout_s;
+    pl->next_request = 1;
+    pl->rep = xcalloc((size_t)n, sizeof *pl->rep);
+    for (int h = 0; h < n; h++) {
+        pl->rep[h].pl = pl;
+        pl->rep[h].index = h;
+        snprintf(pl->rep[h].url, sizeof pl->rep[h].url, "%s", o->pool[h].url);
+    }
+    g->pool = pl;
+    return 0;
+}
+
+void gw_pool_free(struct gw *g)
+{
+    struct gw_pool *pl = g->pool;
+    if (!pl)
+        return;
+    for (size_t i = 0; i < pl->waiters.n; i++) { /* none once the server is freed */
+        event_free(pl->waiters.v[i]->timer);
+        free(pl->waiters.v[i]);
+    }
+    vec_free(&pl->waiters);
+    if (pl->tick)
+        event_free(pl->tick);
+    /* a sleep or wake call in flight never answers now (the loop has stopped); the engine it
+     * holds goes with every other (gw_engines_free_all) */
+    ehp_pool_free(pl->pool);
+    vec_free(&pl->dec);
+    free(pl->rep);
+    free(pl);
+    g->pool = NULL;
+}
+
+/* ---- the pool's clock ----------------------------------------------------------------------- */
+
+static double clock_now(const struct gw_pool *pl)
+{
+    double t = pl->clock_base_s + (gw_now() - pl->wall_base_s);
+    return t > pl->last_t_s ? t : pl->last_t_s;
+}
+
+/* ---- applying a change: the live gateway and the replay ------------------------------------- */
+
+static const struct ehp_hybrid *hybrid(const struct gw_pool *pl, int h)
+{
+    return ehp_pool_hybrid(pl->pool, h);
+}
+
+static int conflict(char *msg, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+static int conflict(char *msg, size_t size, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, size, fmt, ap);
+    va_end(ap);
+    return 409;
+}
+
+static const char *join_name(enum ehp_join j)
+{
+    static const char *const names[] = {"none",       "requested", "fetching_state", "zero_sync",
+                                        "activating", "active",    "cancelled",      "failed"};
+    return names[j];
+}
+
+static const char *role_name(enum ehp_role r)
+{
+    static const char *const names[] = {"core_training", "core_rollout", "hybrid_rollout",
+                                        "hybrid_joining", "hybrid_training"};
+    return names[r];
+}
+
+static enum ehp_role role_of(const struct gw_pool *pl, int h)
+{
+    return ehp_pool_role(pl->pool, hybrid(pl, h)->gpu[0]);
+}
+
+/* A join of h ended (cancelled, failed, returned): its reclaim, if pending, is no more. */
+static void joins_ended(struct gw_pool *pl)
+{
+    for (size_t i = 0; i < pl->dec.n; i++) {
+        const struct ehp_decision *d = &pl->dec.v[i];
+        if (d->replica < 0 || (d->kind != EHP_DEC_CANCELLED && d->kind != EHP_DEC_FAILED &&
+                               d->kind != EHP_DEC_RETURNED))
+            continue;
+        struct replica *r = &pl->rep[d->replica];
+        pl->counts[COUNT_FAILED] += d->kind == EHP_DEC_FAILED;
+        if (r->req == GW_POOL_OP_RECLAIM && r->req_generation == d->generation)
+            r->req = GW_POOL_OP_NONE;
+    }
+}
+
+static int apply_reclaim(struct gw_pool *pl, const struct gw_pool_rec *rc, char *msg, size_t size)
+{
+    struct replica *r = &pl->rep[rc->replica];
+    if (r->req != GW_POOL_OP_NONE)
+        return conflict(msg, size, "replica %d has a %s request (%lld) pending", r->index,
+                        gw_pool_op_name(r->req), (long long)r->req_id);
+    if (hybrid(pl, r->index)->join != EHP_JOIN_NONE)
+        return conflict(msg, size, "replica %d is not serving rollout (it is %s)", r->index,
+                        role_name(role_of(pl, r->index)));
+    struct ehp_handle hd;
+    if (ehp_pool_join(pl->pool, rc->t_s, r->index, &hd, &pl->dec) != 0)
+        return conflict(msg, size, "replica %d cannot join training now", r->index);
+    r->req = GW_POOL_OP_RECLAIM;
+    r->req_id = rc->request;
+    r->req_generation = hd.generation;
+    snprintf(r->reason, sizeof r->reason, "%s", rc->reason);
+    pl->counts[COUNT_RECLAIMS]++;
+    return 0;
+}
+
+static int apply_lend(struct gw_pool *pl, const struct gw_pool_rec *rc, char *msg, size_t size)
+{
+    struct replica *r = &pl->rep[rc->replica];
+    const struct ehp_hybrid *hy = hybrid(pl, r->index);
+    if (r->req == GW_POOL_OP_RECLAIM && hy->join == EHP_JOIN_REQUESTED) {
+        ehp_pool_release(pl->pool, rc->t_s, r->index, &pl->dec); /* CANCELLED */
+        return 0;
+    }
+    if (r->req != GW_POOL_OP_NONE)
+        return conflict(msg, size, "replica %d has a %s request (%lld) pending", r->index,
+                        gw_pool_op_name(r->req), (long long)r->req_id);
+    if (hy->join != EHP_JOIN_ACTIVE || hy->leaving)
+        return conflict(msg, size, "replica %d is not training (it is %s, join %s)", r->index,
+                        role_name(role_of(pl, r->index)), join_name(hy->join));
+    r->req = GW_POOL_OP_LEND;
+    r->req_id = rc->request;
+    r->req_generation = hy->generation;
+    r->req_deadline_s = rc->t_s + pl->timeout_s;
+    snprintf(r->reason, sizeof r->reason, "%s", rc->reason);
+    pl->counts[COUNT_LENDS]++;
+    return 0;
+}
+
+/* A confirmation must name the request pending for its replica, at its generation. */
+static int pending(const struct gw_pool *pl, const struct gw_pool_rec *rc, enum gw_pool_op want,
+                   char *msg, size_t size)
+{
+    const struct replica *r = &pl->rep[rc->replica];
+    if (r->req != want || r->req_id != rc->request ||
+        (rc->generation >= 0 && (uint64_t)rc->generation != r->req_generation))
+        return conflict(msg, size,
+                        "no %s request %lld is pending for replica %d (it was cancelled, expired "
+                        "or confirmed): do not act on it",
+                        gw_pool_op_name(want), (long long)rc->request, r->index);
+    return 0;
+}
+
+static int apply_released(struct gw_pool *pl, const struct gw_pool_rec *rc, char *msg, size_t size)
+{
+    int st = pending(pl, rc, GW_POOL_OP_LEND, msg, size);
+    if (st)
+        return st;
+    if (ehp_pool_step(pl->pool)->open)
+        return conflict(msg, size, "step %lld is open: confirm at a step boundary",
+                        (long long)ehp_pool_step(pl->pool)->step);
+    if (ehp_pool_release(pl->pool, rc->t_s, rc->replica, &pl->dec) != 0)
+        return conflict(msg, size, "replica %d cannot leave training now", rc->replica);
+    pl->rep[rc->replica].req = GW_POOL_OP_NONE;
+    return 0;
+}
+
+static int apply_retaken(struct gw_pool *pl, const struct gw_pool_rec *rc, char *msg, size_t size)
+{
+    struct replica *r = &pl->rep[rc->replica];
+    int st = pending(pl, rc, GW_POOL_OP_RECLAIM, msg, size);
+    if (st)
+        return st;
+    const struct ehp_hybrid *hy = hybrid(pl, r->index);
+    if (hy->join != EHP_JOIN_REQUESTED || hy->generation != r->req_generation)
+        return conflict(msg, size, "replica %d's join is %s: the reclaim is stale", r->index,
+                        join_name(hy->join));
+    if (pl->live && r->engine != ENGINE_ASLEEP)
+        return conflict(msg, size,
+                        "replica %d's engine still holds its GPUs: wait until the request is "
+                        "ready",
+                        r->index);
+    struct ehp_event ev = {.now_s = rc->t_s,
+                           .replica = r->index,
+                           .generation = hy->generation,
+                           .version = rc->version};
+    ev.kind = EHP_EV_STARTED;
+    ehp_pool_event(pl->pool, &ev, &pl->dec);
+    ev.kind = EHP_EV_FETCHED;
+    ehp_pool_event(pl->pool, &ev, &pl->dec);
+    ev.kind = EHP_EV_SYNCED;
+    ehp_pool_event(pl->pool, &ev, &pl->dec);
+    r->req = GW_POOL_OP_NONE;
+    return 0;
+}
+
+static int apply_step(struct gw_pool *pl, const struct gw_pool_rec *rc, char *msg, size_t size)
+{
+    struct ehp_event ev = {.kind = rc->phase == 1 ? EHP_EV_STEP_BEGIN : EHP_EV_STEP_END,
+                           .now_s = rc->t_s,
+                           .step = rc->step,
+                           .version = rc->version};
+    if (ehp_pool_event(pl->pool, &ev, &pl->dec) == 0)
+        return 0;
+    const struct ehp_step *s = ehp_pool_step(pl->pool);
+    return conflict(msg, size,
+                    "step %lld cannot %s: the last step is %lld (%s), at version %lld; a step "
+                    "begins after the last, from its version or later, and ends once begun",
+                    (long long)rc->step, rc->phase == 1 ? "begin" : "end", (long long)s->step,
+                    s->open ? "open" : "ended", (long long)ehp_pool_version(pl->pool));
+}
+
+/*
+ * Applies record rc (its time rc->t_s on the pool's clock, at or after the last) to the pool
+ * and the requests; the decisions are in pl->dec. Returns 0, 400 when rc lacks a member its op
+ * needs, or 409 when it does not fit the state (msg says why; nothing but the pool's clock
+ * changed).
+ */
+static int apply(struct gw_pool *pl, const struct gw_pool_rec *rc, char *msg, size_t size)
+{
+    pl->dec.n = 0;
+    bool needs_replica = rc->op != GW_POOL_OP_STEP && rc->op != GW_POOL_OP_TICK;
+    if (needs_replica && (rc->replica < 0 || rc->replica >= pl->n))
+        return snprintf(msg, size, "replica: expected 0 to %d", pl->n - 1), 400;
+    if ((rc->op == GW_POOL_OP_RELEASED || rc->op == GW_POOL_OP_RETAKEN ||
+         rc->op == GW_POOL_OP_EXPIRE || rc->op == GW_POOL_OP_LEND ||
+         rc->op == GW_POOL_OP_RECLAIM) &&
+        rc->request < 1)
+        return snprintf(msg, size, "request: missing"), 400;
+    if ((rc->op == GW_POOL_OP_RETAKEN || rc->op == GW_POOL_OP_STEP) && rc->version < 0)
+        return snprintf(msg, size, "version: missing"), 400;
+    if (rc->op == GW_POOL_OP_STEP && (rc->step < 0 || !rc->phase))
+        return snprintf(msg, size, "step and phase: expected both"), 400;
+    int st = 0;
+    struct ehp_event tick = {.kind = EHP_EV_TICK, .now_s = rc->t_s};
+    switch (rc->op) {
+    case GW_POOL_OP_RECLAIM:
+        st = apply_reclaim(pl, rc, msg, size);
+        break;
+    case GW_POOL_OP_LEND:
+        st = apply_lend(pl, rc, msg, size);
+        break;
+    case GW_POOL_OP_RELEASED:
+        st = apply_released(pl, rc, msg, size);
+        break;
+    case GW_POOL_OP_RETAKEN:
+        st = apply_retaken(pl, rc, msg, size);
+        break;
+    case GW_POOL_OP_STEP:
+        st = apply_step(pl, rc, msg, size);
+        break;
+    case GW_POOL_OP_EXPIRE:
+        st = pending(pl, rc, GW_POOL_OP_LEND, msg, size);
+        if (st == 0) {
+            pl->rep[rc->replica].req = GW_POOL_OP_NONE;
+            pl->counts[COUNT_EXPIRED]++;
+        }
+        break;
+    case GW_POOL_OP_TICK:
+        ehp_pool_event(pl->pool, &tick, &pl->dec);
+        break;
+    default:
+        return snprintf(msg, size, "op: missing"), 400;
+    }
+    joins_ended(pl);
+    if (st == 0 && rc->request >= pl->next_request) /* ids of refused calls are not kept */
+        pl->next_request = rc->request + 1;
+    pl->last_t_s = rc->t_s;
+    return st;
+}
+
+int gw_pool_replay(struct gw *g, const char *body, size_t len, char *err, size_t err_size)
+{
+    struct gw_pool *pl = g->pool;
+    struct gw_pool_rec rc;
+    char msg[256];
+    if (!pl)
+        return error_text(err, err_size,
+                          "a pool record, and no --pool-replica: give the state dir's replicas");
+    if (gw_pool_rec_parse(body, len, &rc, msg, sizeof msg) != 0)
+        return error_text(err, err_size, "pool: %s", msg);
+    if (rc.t_s < pl->last_t_s || rc.op == GW_POOL_OP_NONE)
+        return error_text(err, err_size, "pool: an op and a time no earlier than the last");
+    if (apply(pl, &rc, msg, sizeof msg) != 0)
+        return error_text(err, err_size, "pool: %s record refused: %s", gw_pool_op_name(rc.op),
+                          msg);
+    return 0;
+}
+
+/* ---- the engines ---------------------------------------------------------------------------- */
+
+static void reconcile(struct gw_pool *pl);
+static void changed(struct gw_pool *pl);
+
+/* Whether the replica's engine should serve: only while its GPUs are rollout's. */
+static bool should_serve(const struct gw_pool *pl, int h)
+{
+    return role_of(pl, h) == EHP_ROLE_HYBRID_ROLLOUT;
+}
+
+static void call_ended(struct replica *r, bool ok, enum engine_state now)
+{
+    struct gw_engine *e = r->calling;
+    r->calling = NULL;
+    if (ok) {
+        r->engine = now;
+        if (now == ENGINE_AWAKE) {
+            e->lent = false;
+            gw_persist_engines(e->g);
+            if (e->kind == GW_KIND_SGLANG)
+                gw_engine_ask_version(e); /* the weights it woke with */
+            fprintf(stderr, "libra: serve: pool: replica %d serves rollout (engine %lld)\n",
+                    r->index, (long long)e->id);
+        } else {
+            fprintf(stderr, "libra: serve: pool: replica %d's engine released its GPUs\n",
+                    r->index);
+        }
+    } else {
+        r->retry_at_s = gw_now() + POOL_RETRY_S;
+    }
+    gw_engine_unref(e);
+    changed(r->pl);
+    reconcile(r->pl);
+}
+
+/* The engine loaded the weight update it missed while asleep: it has the fleet's weights. */
+static void on_caught_up(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct replica *r = arg;
+    struct gw_engine *e = r->calling;
+    (void)body;
+    (void)len;
+    (void)error;
+    if (status == 200) {
+        e->missed_update = false;
+        if (e->kind == GW_KIND_VLLM) /* an SGLang engine names its own (asked at the end) */
+            gw_engine_version(e->g, e, e->g->update_version);
+    }
+    call_ended(r, status == 200, ENGINE_AWAKE);
+}
+
+/* Awake: an engine that missed a weight update from disk while asleep loads it first, and
+ * takes turns only then. */
+static void on_woken(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct replica *r = arg;
+    struct gw_engine *e = r->calling;
+    struct gw *g = e->g;
+    (void)body;
+    (void)len;
+    (void)error;
+    if (status != 200 || !e->missed_update || !g->update_body) {
+        call_ended(r, status == 200, ENGINE_AWAKE);
+        return;
+    }
+    char url[GW_URL_MAX + 64];
+    snprintf(url, sizeof url, "%s%s", e->url, g->update_path);
+    fprintf(stderr, "libra: serve: pool: replica %d's engine loads the weights it missed (%s)\n",
+            r->index, g->update_version);
+    net_client_request(g->client, "POST", url, NULL, g->update_body, g->update_len, on_caught_up,
+                       r);
+}
+
+static void on_released(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    (void)body;
+    (void)len;
+    (void)error;
+    call_ended(arg, status == 200, ENGINE_ASLEEP);
+}
+
+/* SGLang: the engine aborted what it ran (the turns resume elsewhere); now its memory. */
+static void on_aborted(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct replica *r = arg;
+    (void)body;
+    (void)len;
+    (void)error;
+    struct gw_engine *e = r->calling;
+    if (status != 200) {
+        call_ended(r, false, ENGINE_UNKNOWN);
+        return;
+    }
+    char url[GW_URL_MAX + 64];
+    snprintf(url, sizeof url, "%s/release_memory_occupation", e->url);
+    net_client_request_within(e->g->client, "POST", url, NULL, "{}", 2, GW_CHECK_LIMIT_S,
+                              on_released, r);
+}
+
+static void start_call(struct replica *r, struct gw_engine *e, bool wake)
+{
+    struct gw *g = e->g;
+    char url[GW_URL_MAX + 64];
+    r->calling = gw_engine_ref(e);
+    bool sglang = e->kind == GW_KIND_SGLANG;
+    if (wake) {
+        snprintf(url, sizeof url, "%s%s", e->url,
+                 sglang ? "/resume_memory_occupation" : "/wake_up");
+        net_client_request_within(g->client, "POST", url, NULL, sglang ? "{}" : NULL,
+                                  sglang ? 2 : 0, GW_CHECK_LIMIT_S, on_woken, r);
+        return;
+    }
+    if (!e->lent) { /* no new turn from now on */
+        e->lent = true;
+        gw_persist_engines(g);
+    }
+    if (sglang) { /* release needs an idle engine: abort first (the turns resume elsewhere) */
+        snprintf(url, sizeof url, "%s/abort_request", e->url);
+        static const char all[] = "{\"abort_all\": true}";
+        net_client_request_within(g->client, "POST", url, NULL, all, sizeof all - 1,
+                                  GW_CHECK_LIMIT_S, on_aborted, r);
+    } else {
+        snprintf(url, sizeof url, "%s/sleep?level=1&mode=abort", e->url);
+        net_client_request_within(g->client, "POST", url, NULL, NULL, 0, GW_CHECK_LIMIT_S,
+                                  on_released, r);
+    }
+}
+
+/* Puts each replica's engine to sleep or wakes it, as its role says (one call at a time). */
+static void reconcile(struct gw_pool *pl)
+{
+    double now = gw_now();
+    for (int h = 0; h < pl->n; h++) {
+        struct replica *r = &pl->rep[h];
+        struct gw_engine *e = gw_engine_by_url(pl->g, r->url);
+        if (!e || r->calling || e->dead || now < r->retry_at_s)
+            continue;
+        bool serve = should_serve(pl, h);
+        if (serve && (r->engine != ENGINE_AWAKE || e->lent))
+            start_call(r, e, true);
+        else if (!serve && r->engine != ENGINE_ASLEEP)
+            start_call(r, e, false);
+    }
+}
+
+/* ---- GET /libra/v1/pool --------------------------------------------------------------------- */
+
+static const char *engine_name(enum engine_state s)
+{
+    return s == ENGINE_AWAKE ? "serving" : s == ENGINE_ASLEEP ? "released" : "unknown";
+}
+
+static json_t *replica_json(const struct gw_pool *pl, int h)
+{
+    const struct replica *r = &pl->rep[h];
+    const struct ehp_hybrid *hy = hybrid(pl, h);
+    const struct gw_engine *e = gw_engine_by_url(pl->g, r->url);
+    return json_pack("{s:i, s:s, s:s, s:s, s:I, s:b, s:s, s:b, s:I}", "replica", h, "url", r->url,
+                     "role", role_name(role_of(pl, h)), "join", join_name(hy->join), "generation",
+                     (json_int_t)hy->generation, "leaving", hy->leaving, "engine",
+                     engine_name(r->engine), "engine_call", r->calling != NULL, "engine_id",
+                     (json_int_t)(e ? e->id : -1));
+}
+
+static json_t *request_json(const struct gw_pool *pl, int h, double now_s)
+{
+    const struct replica *r = &pl->rep[h];
+    const struct ehp_hybrid *hy = hybrid(pl, h);
+    bool lend = r->req == GW_POOL_OP_LEND;
+    double deadline = lend ? r->req_deadline_s : hy->deadline_s;
+    bool ready = lend || r->engine == ENGINE_ASLEEP;
+    return json_pack("{s:I, s:s, s:i, s:I, s:s, s:b, s:o}", "request", (json_int_t)r->req_id,
+                     "kind", gw_pool_op_name(r->req), "replica", h, "generation",
+                     (json_int_t)r->req_generation, "reason", r->reason, "ready", ready,
+                     "deadline_in_s", json_real(fmax(0.0, deadline - now_s)));
+}
+
+static json_t *pool_json(const struct gw_pool *pl)
+{
+    double now = clock_now(pl);
+    const struct ehp_step *s = ehp_pool_step(pl->pool);
+    json_t *replicas = json_array(), *requests = json_array();
+    for (int h = 0; h < pl->n; h++) {
+        json_array_append_new(replicas, replica_json(pl, h));
+        if (pl->rep[h].req != GW_POOL_OP_NONE)
+            json_array_append_new(requests, request_json(pl, h, now));
+    }
+    return json_pack(
+        "{s:s, s:I, s:o, s:f, s:{s:b, s:I, s:I}, s:I, s:o, s:o, s:{s:I, s:I, s:I, "
+        "s:I}}",
+        "schema", "libra.pool/1", "changes", (json_int_t)pl->changes, "clock_s", json_real(now),
+        "timeout_s", pl->timeout_s, "step", "open", s->open, "step", (json_int_t)s->step, "version",
+        (json_int_t)s->version, "version", (json_int_t)ehp_pool_version(pl->pool), "replicas",
+        replicas, "requests", requests, "counts", "lends", (json_int_t)pl->counts[COUNT_LENDS],
+        "reclaims", (json_int_t)pl->counts[COUNT_RECLAIMS], "expired",
+        (json_int_t)pl->counts[COUNT_EXPIRED], "failed", (json_int_t)pl->counts[COUNT_FAILED]);
+}
+
+static void waiter_free(struct waiter *w)
+{
+    struct gw_pool *pl = w->pl;
+    for (size_t i = 0; i < pl->waiters.n; i++)
+        if (pl->waiters.v[i] == w) {
+            pl->waiters.v[i] = pl->waiters.v[--pl->waiters.n];
+            break;
+        }
+    event_free(w->timer);
+    free(w);
+}
+
+static void on_wait_cancel(void *arg, struct net_call *c, enum net_cancel why)
+{
+    (void)c;
+    (void)why;
+    waiter_free(arg);
+}
+
+static void on_wait_timer(evutil_socket_t fd, short what, void *arg)
+{
+    struct waiter *w = arg;
+    (void)fd;
+    (void)what;
+    net_reply_json(w->call, 200, pool_json(w->pl));
+    waiter_free(w);
+}
+
+/* Answers every long poll held with the pool as it is now. */
+static void answer_all(struct gw_pool *pl)
+{
+    while (pl->waiters.n > 0) {
+        struct waiter *w = pl->waiters.v[pl->waiters.n - 1];
+        pl->waiters.n--; /* before the answer: it is no longer held */
+        net_reply_json(w->call, 200, pool_json(pl));
+        event_free(w->timer);
+        free(w);
+    }
+}
+
+/* Something changed: long polls are answered. */
+static void changed(struct gw_pool *pl)
+{
+    pl->changes++;
+    answer_all(pl);
+}
+
+void gw_pool_stop(struct gw *g)
+{
+    if (g->pool)
+        answer_all(g->pool);
+}
+
+static bool no_pool(struct gw *g, struct net_call *c)
+{
+    if (g->pool)
+        return false;
+    net_reply_error(c, 404, "not_found_error",
+                    "no elastic pool: start libra serve with --pool-replica URL");
+    return true;
+}
+
+/* GET /libra/v1/pool[?after=N&wait_s=S]: at once, or once `changes` passes N (a long poll). */
+void gw_pool_call(void *ctx, struct net_call *c)
+{
+    struct gw *g = ctx;
+    if (no_pool(g, c))
+        return;
+    struct gw_pool *pl = g->pool;
+    const char *after = net_call_query(c, "after"), *wait = net_call_query(c, "wait_s");
+    char *end = NULL;
+    long long seen = after ? strtoll(after, &end, 10) : -1;
+    if (after && (end == after || *end || seen < 0)) {
+        net_reply_error(c, 400, "invalid_request_error", "after: expected a count >= 0");
+        return;
+    }
+    double wait_s = wait ? strtod(wait, &end) : 0.0;
+    if (wait && (end == wait || *end || !(wait_s >= 0.0 && wait_s <= POOL_WAIT_MAX_S))) {
+        net_reply_error(c, 400, "invalid_request_error", "wait_s: expected 0 to %d seconds",
+                        POOL_WAIT_MAX_S);
+        return;
+    }
+    if (!after || (uint64_t)seen != pl->changes || wait_s == 0.0 || g->stop) {
+        net_reply_json(c, 200, pool_json(pl));
+        return;
+    }
+    struct waiter *w = xcalloc(1, sizeof *w);
+    w->pl = pl;
+    w->call = c;
+    w->timer = evtimer_new(g->base, on_wait_timer, w);
+    struct timeval tv = {(time_t)wait_s, (suseconds_t)((wait_s - floor(wait_s)) * 1e6)};
+    evtimer_add(w->timer, &tv);
+    vec_push(&pl->waiters, w);
+    net_call_defer(c, on_wait_cancel, w);
+}
+
+/* ---- changes -------------------------------------------------------------------------------- */
+
+static void journal(struct gw_pool *pl, const struct gw_pool_rec *rc)
+{
+    if (pl->g->persist)
+        gw_store_journal(pl->g->persist->st, "pool", gw_pool_rec_text(rc));
+}
+
+/* Time passes to t: joins past their deadline fail (journalled when one did). */
+static bool tick_to(struct gw_pool *pl, double t)
+{
+    struct gw_pool_rec rc = {.op = GW_POOL_OP_TICK,
+                             .t_s = t,
+                             .replica = -1,
+                             .request = -1,
+                             .generation = -1,
+                             .step = -1,
+                             .version = -1};
+    char msg[64];
+    apply(pl, &rc, msg, sizeof msg);
+    if (pl->dec.n == 0)
+        return false;
+    for (size_t i = 0; i < pl->dec.n; i++)
+        if (pl->dec.v[i].kind == EHP_DEC_FAILED)
+            fprintf(stderr,
+                    "libra: serve: pool: replica %d's reclaim timed out: back to "
+                    "rollout\n",
+                    pl->dec.v[i].replica);
+    journal(pl, &rc);
+    return true;
+}
+
+static void on_pool_tick(evutil_socket_t fd, short what, void *arg)
+{
+    struct gw_pool *pl = arg;
+    (void)fd;
+    (void)what;
+    double t = clock_now(pl);
+    bool any = tick_to(pl, t);
+    for (int h = 0; h < pl->n; h++) {
+        struct replica *r = &pl->rep[h];
+        if (r->req != GW_POOL_OP_LEND || r->req_deadline_s > t)
+            continue;
+        struct gw_pool_rec rc = {.op = GW_POOL_OP_EXPIRE,
+                                 .t_s = t,
+                                 .replica = h,
+                                 .request = r->req_id,
+                                 .generation = -1,
+                                 .step = -1,
+                                 .version = -1};
+        char msg[256];
+        if (apply(pl, &rc, msg, sizeof msg) == 0) {
+            fprintf(stderr,
+                    "libra: serve: pool: lend %lld of replica %d not confirmed in %g s: "
+                    "cancelled\n",
+                    (long long)rc.request, h, pl->timeout_s);
+            journal(pl, &rc);
+            any = true;
+        }
+    }
+    if (any)
+        changed(pl);
+    reconcile(pl);
+}
+
+void gw_pool_start(struct gw *g)
+{
+    struct gw_pool *pl = g->pool;
+    if (!pl)
+        return;
+    pl->live = true;
+    pl->clock_base_s = pl->last_t_s;
+    pl->wall_base_s = gw_now();
+    pl->tick = event_new(g->base, -1, EV_PERSIST, on_pool_tick, pl);
+    struct timeval tv = {0, (suseconds_t)(POOL_TICK_S * 1e6)};
+    event_add(pl->tick, &tv);
+    reconcile(pl);
+}
+
+/* The route's suffix as an op: lend, reclaim, step, confirm (the body's event). */
+static enum gw_pool_op route_op(const char *path, const struct gw_pool_rec *rc)
+{
+    const char *s = path + strlen("/libra/v1/pool/");
+    if (strcmp(s, "lend") == 0)
+        return GW_POOL_OP_LEND;
+    if (strcmp(s, "reclaim") == 0)
+        return GW_POOL_OP_RECLAIM;
+    if (strcmp(s, "step") == 0)
+        return GW_POOL_OP_STEP;
+    if (strcmp(s, "confirm") == 0)
+        return rc->event ? (enum gw_pool_op)rc->event : GW_POOL_OP_NONE;
+    return GW_POOL_OP_NONE;
+}
+
+/* Whether rc holds only the members the call of path takes (docs/serve.md "The elastic
+ * pool"); msg says which one it does not. */
+static bool call_members_ok(const char *path, const struct gw_pool_rec *rc, char *msg, size_t size)
+{
+    const char *s = path + strlen("/libra/v1/pool/");
+    bool bad;
+    const char *takes;
+    if (strcmp(s, "step") == 0) {
+        takes = "step, version, phase";
+        bad = rc->replica >= 0 || rc->request >= 0 || rc->generation >= 0 || rc->event ||
+              rc->reason[0];
+    } else if (strcmp(s, "confirm") == 0) {
+        takes = "event, request, replica, generation, version (retaken)";
+        bad = rc->step >= 0 || rc->phase || rc->reason[0] || !rc->event ||
+              (rc->event == GW_POOL_OP_RELEASED && rc->version >= 0);
+    } else {
+        takes = "replica, reason";
+        bad = rc->request >= 0 || rc->generation >= 0 || rc->step >= 0 || rc->version >= 0 ||
+              rc->phase || rc->event;
+    }
+    if (rc->op != GW_POOL_OP_NONE || rc->t_s >= 0)
+        bad = true;
+    if (bad)
+        snprintf(msg, size, "%s takes %s only%s", path, takes,
+                 strcmp(s, "confirm") == 0 && !rc->event ? " (event is required)" : "");
+    return !bad;
+}
+
+/* POST /libra/v1/pool/{lend,reclaim,step,confirm} (admin). */
+void gw_pool_post(void *ctx, struct net_call *c)
+{
+    struct gw *g = ctx;
+    if (!gw_admin(g, c) || no_pool(g, c))
+        return;
+    struct gw_pool *pl = g->pool;
+    const char *path = net_call_path(c), *s = path + strlen("/libra/v1/pool/");
+    if (strcmp(s, "lend") != 0 && strcmp(s, "reclaim") != 0 && strcmp(s, "step") != 0 &&
+        strcmp(s, "confirm") != 0) {
+        net_reply_error(c, 404, "not_found_error",
+                        "%s: no such pool call (lend, reclaim, step, confirm)", path);
+        return;
+    }
+    size_t len;
+    const char *body = net_call_body(c, &len);
+    struct gw_pool_rec rc;
+    char msg[512];
+    if (gw_pool_rec_parse(body ? body : "", len, &rc, msg, sizeof msg) != 0) {
+        net_reply_error(c, 400, "invalid_request_error", "%s", msg);
+        return;
+    }
+    if (!call_members_ok(path, &rc, msg, sizeof msg)) {
+        net_reply_error(c, 400, "invalid_request_error", "%s", msg);
+        return;
+    }
+    rc.op = route_op(path, &rc);
+    if (gw_durable_refused(g, c))
+        return;
+    if (rc.op == GW_POOL_OP_LEND || rc.op == GW_POOL_OP_RECLAIM)
+        rc.request = pl->next_request;
+    double t = clock_now(pl);
+    bool ticked = tick_to(pl, t);
+    rc.t_s = t;
+    int st = apply(pl, &rc, msg, sizeof msg);
+    if (ticked || st == 0)
+        changed(pl);
+    if (st != 0) {
+        reconcile(pl);
+        net_reply_error(c, st, st == 409 ? "conflict_error" : "invalid_request_error", "%s", msg);
+        return;
+    }
+    journal(pl, &rc);
+    bool failed = false;
+    for (size_t i = 0; i < pl->dec.n; i++)
+        failed |= pl->dec.v[i].kind == EHP_DEC_FAILED;
+    reconcile(pl);
+    json_t *out = pool_json(pl);
+    if (failed) { /* a retaken at another version than the core's: rolled back, journalled */
+        json_decref(out);
+        out = json_pack("{s:{s:s, s:s, s:n, s:i}}", "error", "message",
+                        "the join failed: the version retaken is not the core's (the replica "
+                        "is back in rollout; do not train on it)",
+                        "type", "conflict_error", "param", "code", 409);
+    } else {
+        json_object_set_new(out, "accepted", json_string(gw_pool_op_name(rc.op)));
+        if (rc.request >= 1)
+            json_object_set_new(out, "request", json_integer(rc.request));
+    }
+    gw_reply_durable(g, c, failed ? 409 : 200, out);
+}
+
+bool gw_pool_engine_off(const struct gw *g, const struct gw_engine *e)
+{
+    if (!g->pool)
+        return false;
+    for (int h = 0; h < g->pool->n; h++)
+        if (strcmp(g->pool->rep[h].url, e->url) == 0)
+            return g->pool->rep[h].engine != ENGINE_AWAKE || e->lent;
+    return false;
+}
+
+bool gw_pool_serves(const struct gw *g, const char *url)
+{
+    if (!g->pool)
+        return false;
+    for (int h = 0; h < g->pool->n; h++)
+        if (strcmp(g->pool->rep[h].url, url) == 0)
+            return true;
+    return false;
+}
+
+void gw_pool_urls(const struct gw *g, char *out, size_t size)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (size_t h = 0; h < g->opt.n_pool && n < size; h++) {
+        int w = snprintf(out + n, size - n, "%s%s", h ? " " : "", g->opt.pool[h].url);
+        n += w > 0 ? (size_t)w : 0;
+    }
+}
+
+void gw_pool_metrics(const struct gw *g, FILE *out)
+{
+    const struct gw_pool *pl = g->pool;
+    if (!pl)
+        return;
+    int by_role[EHP_ROLES] = {0};
+    for (int h = 0; h < pl->n; h++)
+        by_role[role_of(pl, h)]++;
+    fputs("# HELP libra_pool_replicas Elastic pool replicas by role.\n"
+          "# TYPE libra_pool_replicas gauge\n",
+          out);
+    for (int r = EHP_ROLE_HYBRID_ROLLOUT; r <= EHP_ROLE_HYBRID_TRAINING; r++)
+        fprintf(out, "libra_pool_replicas{role=\"%s\"} %d\n", role_name((enum ehp_role)r),
+                by_role[r]);
+    fprintf(out,
+            "# HELP libra_pool_requests_total Lends and reclaims asked of the trainer.\n"
+            "# TYPE libra_pool_requests_total counter\n"
+            "libra_pool_requests_total{kind=\"lend\"} %llu\n"
+            "libra_pool_requests_total{kind=\"reclaim\"} %llu\n"
+            "# HELP libra_pool_cancelled_total Requests not confirmed in time: lends expired, "
+            "reclaims failed.\n"
+            "# TYPE libra_pool_cancelled_total counter\n"
+            "libra_pool_cancelled_total{kind=\"lend\"} %llu\n"
+            "libra_pool_cancelled_total{kind=\"reclaim\"} %llu\n",
+            (unsigned long long)pl->counts[COUNT_LENDS],
+            (unsigned long long)pl->counts[COUNT_RECLAIMS],
+            (unsigned long long)pl->counts[COUNT_EXPIRED],
+            (unsigned long long)pl->counts[COUNT_FAILED]);
+}

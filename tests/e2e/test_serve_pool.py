@@ -1,0 +1,384 @@
+"""End-to-end tests of the elastic pool live (docs/serve.md "The elastic pool"): `libra emu`
+engines, `libra serve --pool-replica`, and `libra load --trainer` or a scripted trainer, real
+processes on loopback. No assertion is about time: deadlines are set short only to make
+expiries happen, and every wait polls for a state."""
+
+import http.server
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+
+from emu_util import ADMIN, LIBRA, TOKEN, Emu, Serve, answer_as_vllm, get, post
+
+SCALE = "0.005"
+BUCKETS = ["--set", "sched.buckets=tp1:40960"]
+HELD = {"fetching_state", "zero_sync", "activating", "active"}  # the trainer holds the GPUs
+
+
+def pool(gw):
+    status, doc = get(gw.port, "/libra/v1/pool")
+    assert status == 200, doc
+    return doc
+
+
+def until(fn, what, limit_s=30):
+    """Polls fn until it returns something true; returns it."""
+    end = time.monotonic() + limit_s
+    while time.monotonic() < end:
+        v = fn()
+        if v:
+            return v
+        time.sleep(0.05)
+    raise AssertionError("never: " + what)
+
+
+def two_roles(doc):
+    """Replicas whose GPUs the trainer holds while their engine serves."""
+    return [r["replica"] for r in doc["replicas"] if r["join"] in HELD and r["engine"] == "serving"]
+
+
+def serve(emu_urls, n_core, *extra):
+    core, replicas = emu_urls[:n_core], emu_urls[n_core:]
+    args = [*BUCKETS, *extra]
+    for u in replicas:
+        args += ["--pool-replica", u]
+    return Serve(*core, args=args)
+
+
+def request_of(doc, replica, kind):
+    for r in doc["requests"]:
+        if r["replica"] == replica and r["kind"] == kind:
+            return r
+    return None
+
+
+def confirm(gw, event, req, **extra):
+    body = {"event": event, "request": req["request"], "replica": req["replica"],
+            "generation": req["generation"], **extra}
+    return post(gw.port, "/libra/v1/pool/confirm", body, headers=ADMIN)
+
+
+def step(gw, n, version, phase):
+    return post(gw.port, "/libra/v1/pool/step", {"step": n, "version": version, "phase": phase},
+                headers=ADMIN)
+
+
+# ---- under load ---------------------------------------------------------------------------------
+
+def test_lends_and_reclaims_under_load_lose_no_trajectory_and_never_go_back_in_weights(tmp_path):
+    """An operator asks for a reclaim of every replica serving rollout and a lend of every one
+    training, over and over, while `libra load --trainer` runs a job through the gateway: the
+    trainer confirms at its step boundaries, every batch is whole, the pool counts lends and
+    reclaims, no trajectory's turn goes to older weights than its last, and no replica is
+    ever held by the trainer while its engine serves."""
+    decisions = tmp_path / "decisions.jsonl"
+    with Emu("--instances", "tp1x4", scale=SCALE) as emu:
+        urls = [i["url"] for i in emu.instances]
+        with serve(urls, 2, "--decisions", str(decisions)) as gw:
+            stop, seen, overlaps = threading.Event(), [], []
+
+            def operator():
+                while not stop.is_set():
+                    doc = pool(gw)
+                    overlaps.extend(two_roles(doc))
+                    for rep in doc["replicas"]:
+                        h, busy = rep["replica"], any(r["replica"] == rep["replica"]
+                                                      for r in doc["requests"])
+                        if busy:
+                            continue
+                        if rep["join"] == "none" and rep["engine"] == "serving":
+                            seen.append(post(gw.port, "/libra/v1/pool/reclaim",
+                                             {"replica": h, "reason": "test"}, headers=ADMIN)[0])
+                        elif rep["join"] == "active":
+                            seen.append(post(gw.port, "/libra/v1/pool/lend", {"replica": h},
+                                             headers=ADMIN)[0])
+                    time.sleep(0.1)
+
+            th = threading.Thread(target=operator, daemon=True)
+            th.start()
+            p = subprocess.run([LIBRA, "load", "--engines", gw.url, "--trainer", "--json",
+                                "--time-scale", SCALE, "--steps", "6", "--batch", "8", "--set",
+                                "rl.sync_interval=1", *BUCKETS], capture_output=True, text=True,
+                               timeout=240, env={**os.environ, "LIBRA_ADMIN_TOKEN": TOKEN})
+            stop.set()
+            th.join()
+            assert p.returncode == 0, p.stderr
+            doc = json.loads(p.stdout)
+            assert [s["trajectories"] for s in doc["steps"]] == [8] * 6
+            assert doc["pool"]["released"] >= 1 and doc["pool"]["retaken"] >= 1, doc["pool"]
+            assert doc["pool"]["step_reports"] == 10  # 5 steps trained: begin and end each
+            counts = pool(gw)["counts"]
+            assert counts["lends"] >= 1 and counts["reclaims"] >= 2, counts
+            assert overlaps == []
+            assert all(s in (200, 409) for s in seen) and 200 in seen
+            final = until(lambda: (lambda d: d if not any(r["engine_call"] for r in d["replicas"])
+                                   else None)(pool(gw)), "the engines settle")
+            assert final["step"] == {"open": False, "step": 4, "version": 4}, final["step"]
+            serving = [r["engine_id"] for r in final["replicas"] if r["engine"] == "serving"]
+
+            def caught_up():  # a replica back in rollout loaded the weights it missed
+                engines = {e["id"]: e for e in get(gw.port, "/libra/v1/engines")[1]["engines"]}
+                return all(engines[i]["weight_version"] == engines[0]["weight_version"]
+                           for i in serving)
+
+            until(caught_up, "the replicas serving have the fleet's weights")
+    steps = {}
+    for line in decisions.read_text().splitlines():
+        d = json.loads(line)
+        steps.setdefault(d["trajectory"], []).append(d["step"])
+    assert steps and all(v == sorted(v) for v in steps.values())
+
+
+# ---- the protocol -------------------------------------------------------------------------------
+
+def test_a_reclaim_is_ready_once_the_engine_let_go_and_a_lend_returns_it():
+    """The handshake by hand: reclaim (the engine drains and releases its memory, then the
+    request is ready), retaken at the core's version, active from the next step, lend,
+    released at a step boundary (refused mid-step), the engine serves again."""
+    with Emu("--instances", "tp1x2", scale=SCALE) as emu:
+        urls = [i["url"] for i in emu.instances]
+        with serve(urls, 1) as gw:
+            doc = pool(gw)
+            assert doc["schema"] == "libra.pool/1" and doc["requests"] == []
+            assert [r["role"] for r in doc["replicas"]] == ["hybrid_rollout"]
+            status, doc = post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0, "reason": "r"},
+                               headers=ADMIN)
+            assert status == 200 and doc["accepted"] == "reclaim", doc
+            req = until(lambda: (lambda r: r if r and r["ready"] else None)(
+                request_of(pool(gw), 0, "reclaim")), "the reclaim is ready")
+            assert req["reason"] == "r"
+            assert pool(gw)["replicas"][0]["engine"] == "released"
+            assert get(gw.port, "/libra/v1/engines")[1]["engines"][1]["state"] == "lent"
+            assert step(gw, 0, 0, "begin")[0] == 200
+            assert step(gw, 0, 0, "end")[0] == 200
+            status, doc = confirm(gw, "retaken", req, version=1)
+            assert status == 200, doc
+            assert doc["replicas"][0]["join"] == "activating"
+            assert confirm(gw, "retaken", req, version=1)[0] == 409  # confirmed already
+            assert step(gw, 1, 1, "begin")[0] == 200
+            assert pool(gw)["replicas"][0]["role"] == "hybrid_training"
+            metrics = get(gw.port, "/metrics")[1]
+            assert 'libra_pool_replicas{role="hybrid_training"} 1' in metrics
+            assert 'libra_pool_requests_total{kind="reclaim"} 1' in metrics
+            # a weight update from disk while the trainer has the GPUs leaves the engine out...
+            status, doc = post(gw.port, "/update_weights_from_disk",
+                               {"model_path": "m", "weight_version": "7"}, headers=ADMIN)
+            assert status == 200 and len(doc["engines"]) == 1, doc
+            replica_port = emu.instances[1]["port"]
+            assert get(replica_port, "/get_weight_version")[1]["weight_version"] == "default"
+            assert post(gw.port, "/libra/v1/pool/lend", {"replica": 0}, headers=ADMIN)[0] == 200
+            lend = request_of(pool(gw), 0, "lend")
+            status, doc = confirm(gw, "released", lend)
+            assert status == 409 and "step boundary" in doc["error"]["message"], doc
+            assert step(gw, 1, 1, "end")[0] == 200
+            assert confirm(gw, "released", lend)[0] == 200
+            until(lambda: pool(gw)["replicas"][0]["engine"] == "serving", "the engine serves")
+            assert get(gw.port, "/libra/v1/engines")[1]["engines"][1]["state"] == "active"
+            # ...and it loads that update when it wakes, before it takes a turn
+            assert get(replica_port, "/get_weight_version")[1]["weight_version"] == "7"
+            until(lambda: get(gw.port, "/libra/v1/engines")[1]["engines"][1]["weight_version"]
+                  == "7", "the gateway knows its version")
+
+
+def test_unconfirmed_requests_are_cancelled_and_the_engine_serves_again():
+    """A reclaim not retaken in --pool-timeout-s fails (the pool's deadline) and the engine is
+    woken; a lend not released in time expires and the replica keeps training; a confirmation
+    of either after that is refused; a lend of a replica whose reclaim is pending cancels it."""
+    with Emu("--instances", "tp1x3", scale=SCALE) as emu:
+        urls = [i["url"] for i in emu.instances]
+        with serve(urls, 1, "--pool-timeout-s", "0.5") as gw:
+            post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0}, headers=ADMIN)
+            req = request_of(pool(gw), 0, "reclaim")
+            until(lambda: pool(gw)["counts"]["failed"] == 1, "the reclaim fails")
+            until(lambda: pool(gw)["replicas"][0]["engine"] == "serving", "the engine serves")
+            assert confirm(gw, "retaken", req, version=0)[0] == 409
+            assert pool(gw)["replicas"][0]["role"] == "hybrid_rollout"
+
+            post(gw.port, "/libra/v1/pool/reclaim", {"replica": 1}, headers=ADMIN)
+            req = until(lambda: (lambda r: r if r and r["ready"] else None)(
+                request_of(pool(gw), 1, "reclaim")), "the reclaim is ready")
+            assert confirm(gw, "retaken", req, version=0)[0] == 200
+            assert step(gw, 0, 0, "begin")[0] == 200 and step(gw, 0, 0, "end")[0] == 200
+            assert post(gw.port, "/libra/v1/pool/lend", {"replica": 1}, headers=ADMIN)[0] == 200
+            lend = request_of(pool(gw), 1, "lend")
+            until(lambda: pool(gw)["counts"]["expired"] == 1, "the lend expires")
+            assert confirm(gw, "released", lend)[0] == 409
+            doc = pool(gw)
+            assert doc["replicas"][1]["role"] == "hybrid_training" and doc["requests"] == []
+
+        with serve(urls, 1) as gw:
+            post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0}, headers=ADMIN)
+            status, doc = post(gw.port, "/libra/v1/pool/lend", {"replica": 0}, headers=ADMIN)
+            assert status == 200 and doc["requests"] == [], doc
+            assert doc["replicas"][0]["join"] == "none"
+            until(lambda: pool(gw)["replicas"][0]["engine"] == "serving", "the engine serves")
+
+
+class VllmEngine(http.server.ThreadingHTTPServer):
+    """A scripted vLLM engine: registers as one (GET /version, /health), answers every POST 200
+    with an empty body and records its path."""
+
+    daemon_threads = True
+
+    def __init__(self):
+        self.posts = []
+        super().__init__(("127.0.0.1", 0), VllmHandler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.server_address[1]
+
+
+class VllmHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        answer_as_vllm(self)
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.server.posts.append(self.path)
+        self.send_response(200)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+
+def test_a_vllm_replica_sleeps_and_wakes_up():
+    """A vLLM engine is put to sleep in abort mode (which aborts what it runs) when reclaimed,
+    and woken when lent back."""
+    engine = VllmEngine()
+    with Emu("--instances", "tp1", scale=SCALE) as emu:
+        with Serve(emu.instances[0]["url"],
+                   args=[*BUCKETS, "--pool-replica", engine.url + ",tp=1"]) as gw:
+            until(lambda: pool(gw)["replicas"][0]["engine"] == "serving", "the engine serves")
+            post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0}, headers=ADMIN)
+            req = until(lambda: (lambda r: r if r and r["ready"] else None)(
+                request_of(pool(gw), 0, "reclaim")), "the reclaim is ready")
+            assert "/sleep?level=1&mode=abort" in engine.posts
+            assert confirm(gw, "retaken", req, version=0)[0] == 200
+            assert step(gw, 0, 0, "begin")[0] == 200 and step(gw, 0, 0, "end")[0] == 200
+            assert post(gw.port, "/libra/v1/pool/lend", {"replica": 0}, headers=ADMIN)[0] == 200
+            assert confirm(gw, "released", request_of(pool(gw), 0, "lend"))[0] == 200
+            until(lambda: pool(gw)["replicas"][0]["engine"] == "serving", "the engine serves")
+            assert engine.posts[-1] == "/wake_up"
+    engine.shutdown()
+
+
+def test_bad_calls_are_refused_and_change_nothing():
+    with Emu("--instances", "tp1x2", scale=SCALE) as emu:
+        urls = [i["url"] for i in emu.instances]
+        with Serve(urls[0], args=BUCKETS) as plain:
+            status, doc = get(plain.port, "/libra/v1/pool")
+            assert status == 404 and "--pool-replica" in doc["error"]["message"]
+        with serve(urls, 1) as gw:
+            until(lambda: pool(gw)["replicas"][0]["engine"] == "serving", "the engine serves")
+            before = pool(gw)["changes"]
+            assert post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0})[0] == 401
+            cases = [
+                ("reclaim", {"replica": 5}, 400, "replica: expected 0 to 0"),
+                ("reclaim", {"replica": -1}, 400, "replica: expected an integer"),
+                ("reclaim", {"replica": 0, "request": 3}, 400, "takes replica, reason only"),
+                ("reclaim", {"replica": 0, "reason": "a\nb"}, 400, "control character"),
+                ("lend", {"replica": 0}, 409, "is not training"),
+                ("step", {"step": 0, "phase": "middle", "version": 0}, 400, "begin or end"),
+                ("step", {"step": 0, "phase": "end", "version": 0}, 409, "cannot end"),
+                ("confirm", {"request": 1, "replica": 0}, 400, "event is required"),
+                ("confirm", {"event": "released", "request": 9, "replica": 0}, 409,
+                 "no lend request 9"),
+                ("confirm", {"event": "retaken", "request": 9, "replica": 0}, 400,
+                 "version: missing"),
+                ("other", {}, 404, "no such pool call"),
+            ]
+            for call, body, want, text in cases:
+                status, doc = post(gw.port, "/libra/v1/pool/" + call, body, headers=ADMIN)
+                assert status == want and text in doc["error"]["message"], (call, body, doc)
+            status, doc = post(gw.port, "/libra/v1/pool/lend", raw="{\"replica\": 0,",
+                               headers=ADMIN)
+            assert status == 400 and doc["error"]["message"].startswith("body:")
+            engine = pool(gw)["replicas"][0]["engine_id"]
+            for action in ("lend", "reclaim"):  # only the handshake moves a replica's engine
+                status, doc = post(gw.port, "/libra/v1/engines/%d/%s" % (engine, action),
+                                   headers=ADMIN)
+                assert status == 409 and "/libra/v1/pool" in doc["error"]["message"], doc
+            assert pool(gw)["changes"] == before
+    for args, text in [(["--pool-timeout-s", "5"], "needs --pool-replica"),
+                       (["--pool-replica", "ftp://x"], "--pool-replica ftp://x")]:
+        p = subprocess.run([LIBRA, "serve", "--engine", "http://127.0.0.1:9", *args],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2 and text in p.stderr, p.stderr
+    p = subprocess.run([LIBRA, "load", "--engines", "http://127.0.0.1:9,http://127.0.0.1:10",
+                        "--trainer"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2 and "one gateway" in p.stderr, p.stderr
+
+
+def test_a_long_poll_answers_when_the_pool_changes():
+    with Emu("--instances", "tp1x2", scale=SCALE) as emu:
+        urls = [i["url"] for i in emu.instances]
+        with serve(urls, 1) as gw:
+            n = pool(gw)["changes"]
+            out = {}
+            th = threading.Thread(target=lambda: out.update(doc=get(
+                gw.port, "/libra/v1/pool?after=%d&wait_s=60" % n)[1]))
+            th.start()
+            time.sleep(0.2)
+            post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0}, headers=ADMIN)
+            th.join(30)
+            assert not th.is_alive() and out["doc"]["changes"] > n
+            status, doc = get(gw.port, "/libra/v1/pool?after=x")
+            assert status == 400
+            until(lambda: pool(gw)["replicas"][0]["engine"] == "released", "the engine let go")
+            n = pool(gw)["changes"]
+            th = threading.Thread(target=lambda: out.update(doc=get(
+                gw.port, "/libra/v1/pool?after=%d&wait_s=60" % n)[1]))
+            th.start()
+            time.sleep(0.2)
+            gw.proc.send_signal(signal.SIGTERM)  # the stop answers the poll, without its grace
+            th.join(10)
+            assert not th.is_alive() and out["doc"]["changes"] == n
+
+
+# ---- durability and faults ----------------------------------------------------------------------
+
+STABLE = ("replica", "role", "join", "generation", "leaving")
+
+
+def stable(doc):
+    """What a restart must give back: the replicas' roles, joins and generations, the requests
+    pending, the step; not the engines' calls nor the deadlines' remaining seconds."""
+    return ([{k: r[k] for k in STABLE} for r in doc["replicas"]],
+            [{k: r[k] for k in ("request", "kind", "replica", "generation")}
+             for r in doc["requests"]], doc["step"], doc["version"])
+
+
+def test_a_restart_mid_handshake_resumes_it(tmp_path):
+    with Emu("--instances", "tp1x3", scale=SCALE) as emu:
+        urls = [i["url"] for i in emu.instances]
+        args = ["--state-dir", str(tmp_path / "state")]
+        gw = serve(urls, 1, *args)
+        try:
+            post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0}, headers=ADMIN)
+            req = until(lambda: (lambda r: r if r and r["ready"] else None)(
+                request_of(pool(gw), 0, "reclaim")), "the reclaim is ready")
+            assert confirm(gw, "retaken", req, version=0)[0] == 200
+            assert step(gw, 0, 0, "begin")[0] == 200
+            _, last = post(gw.port, "/libra/v1/pool/reclaim", {"replica": 1}, headers=ADMIN)
+        finally:
+            gw.proc.send_signal(signal.SIGKILL)
+            gw.stop()
+        with serve(urls, 1, *args) as again:
+            doc = pool(again)
+            assert stable(doc) == stable(last)
+            req = until(lambda: (lambda r: r if r and r["ready"] else None)(
+                request_of(pool(again), 1, "reclaim")), "the reclaim is ready again")
+            assert confirm(again, "retaken", req, version=0)[0] == 200
+            assert two_roles(pool(again)) == []
+        p = subprocess.run([LIBRA, "serve", "--engine", urls[0], "--pool-replica", urls[2],
+                            *args, *BUCKETS], capture_output=True, text=True, timeout=30)
+        assert p.returncode != 0 and "meta.pool" in p.stderr, p.stderr
