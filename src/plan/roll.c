@@ -289,9 +289,10 @@ void plan_roll_free(struct plan_roll *r)
     }
     for (unsigned mask = 0; mask < 1u << PLAN_NTP; mask++) {
         free(r->lam_min[mask]);
-        free(r->top_ranks[mask]);
+        free(r->tail_ranks[mask]);
     }
     free(r->gen_prefix);
+    free(r->turn_ranks);
     view_free(&r->all);
     for (size_t b = 0; b < r->batches && r->bview; b++)
         view_free(&r->bview[b]);
@@ -705,66 +706,123 @@ double plan_roll_tail_lb(struct plan_roll *r, unsigned cls)
     return r->tail_lb[cls];
 }
 
-/* Class cls's ranks whose tail latencies are likely the admission's slowest: as many as can
- * weigh (weighed_from) and a few more, those with the largest latency alone on their routed
- * TP, in rank order (built on first use). Which ranks these are decides how tight
- * plan_roll_span_lb is, never whether it holds. */
-static const uint32_t *tail_top(struct plan_roll *r, unsigned cls)
+/* How many of m values a bound on the expected largest of n draws computes: as many as weigh
+ * (weighed_from) and a few more. */
+static size_t bound_ranks(size_t m, double n)
 {
-    if (r->top_ranks[cls])
-        return r->top_ranks[cls];
-    size_t weigh = r->m - weighed_from(r->m, admission(r));
-    r->top_n = weigh + 16 < r->m ? weigh + 16 : r->m;
-    double *x = xmallocarray(r->m, sizeof *x), *sel = xmallocarray(r->m, sizeof *sel);
-    class_lat1(r, cls, x);
-    memcpy(sel, x, r->m * sizeof *x);
-    double least = stats_select(sel, r->m, r->m - r->top_n); /* the top_n-th largest */
+    size_t keep = m - weighed_from(m, n) + 16;
+    return keep < m ? keep : m;
+}
+
+/* The keep ranks with the largest x, in rank order (ties by rank). */
+static uint32_t *largest_ranks(const double *x, size_t m, size_t keep)
+{
+    double *sel = xmallocarray(m, sizeof *sel);
+    memcpy(sel, x, m * sizeof *x);
+    double least = stats_select(sel, m, m - keep); /* the keep-th largest */
+    free(sel);
     size_t above = 0, n = 0;
-    for (size_t k = 0; k < r->m; k++)
+    for (size_t k = 0; k < m; k++)
         above += x[k] > least;
-    uint32_t *top = xmallocarray(r->top_n, sizeof *top);
-    size_t ties = r->top_n - above; /* ranks at the threshold that are taken */
-    for (size_t k = 0; k < r->m; k++)
+    uint32_t *top = xmallocarray(keep, sizeof *top);
+    size_t ties = keep - above; /* ranks at the threshold that are taken */
+    for (size_t k = 0; k < m; k++)
         if (x[k] > least) {
             top[n++] = (uint32_t)k;
         } else if (x[k] == least && ties > 0) {
             top[n++] = (uint32_t)k;
             ties--;
         }
-    free(sel);
-    free(x);
-    r->top_ranks[cls] = top;
     return top;
+}
+
+/* Class cls's ranks whose tail latencies are likely the admission's slowest: those with the
+ * largest latency alone on their routed TP (built on first use). */
+static const uint32_t *tail_top(struct plan_roll *r, unsigned cls)
+{
+    if (!r->tail_ranks[cls]) {
+        double *x = xmallocarray(r->m, sizeof *x);
+        class_lat1(r, cls, x);
+        r->tail_n = bound_ranks(r->m, admission(r));
+        r->tail_ranks[cls] = largest_ranks(x, r->m, r->tail_n);
+        free(x);
+    }
+    return r->tail_ranks[cls];
+}
+
+/* The ranks whose turns are likely the drain's longest: those with the most generated tokens
+ * per turn (built on first use). */
+static const uint32_t *turn_top(struct plan_roll *r, double carried)
+{
+    if (!r->turn_ranks) {
+        double *x = xmallocarray(r->m, sizeof *x);
+        for (size_t k = 0; k < r->m; k++)
+            x[k] = r->gen[k] / r->turns[k];
+        r->turn_n = bound_ranks(r->m, carried);
+        r->turn_ranks = largest_ranks(x, r->m, r->turn_n);
+        free(x);
+    }
+    return r->turn_ranks;
+}
+
+/* The runs of a multiset's bands, each computed when first asked for. */
+struct lazy_runs {
+    const double *c;
+    const uint32_t *lo, *hi;
+    unsigned have; /* TP slots whose run is known */
+    struct band_run run[PLAN_NTP];
+};
+
+static const struct band_run *run_of(const struct plan_roll *r, struct lazy_runs *l, int t)
+{
+    if (!(l->have >> t & 1))
+        l->run[t] = band_run(r, l->c, l->lo[t], l->hi[t], t);
+    l->have |= 1u << t;
+    return &l->run[t];
+}
+
+/* A lower bound of the expected largest of n draws from m values of which x[0..k) are some
+ * (rearranged; k >= the values that weigh) and the others are >= 0: the others counted as 0,
+ * the largest values that weigh are the largest of x, summed as ord_expected_max sums. */
+static double expected_max_lb(double *x, size_t k, size_t m, double n)
+{
+    size_t from = weighed_from(m, n), weigh = m - from;
+    select_rank(x, 0, k, k - weigh);
+    qsort(x + k - weigh, weigh, sizeof *x, cmp_double);
+    return max_of_top(x + k - weigh, from, m, n);
 }
 
 double plan_roll_span_lb(struct plan_roll *r, const int c[PLAN_NTP], double z, double train_s)
 {
+    const struct plan_roll_job *j = &r->job;
     double cd[PLAN_NTP];
     unsigned mask = mask_of(c, cd);
     uint32_t lo[PLAN_NTP], hi[PLAN_NTP];
     plan_band_right(&r->all, cd, z, lo, hi);
+    struct lazy_runs runs = {.c = cd, .lo = lo, .hi = hi};
     const uint32_t *top = tail_top(r, mask);
-    struct band_run run[PLAN_NTP];
-    unsigned have = 0; /* TP slots whose run is known */
     int lowest = __builtin_ctz(mask);
     double *x = r->scratch;
-    for (size_t i = 0; i < r->top_n; i++) {
+    for (size_t i = 0; i < r->tail_n; i++) {
         size_t k = top[i];
         int u = routed_tp(r, cd, lowest, k);
-        if (!(have >> u & 1))
-            run[u] = band_run(r, cd, lo[u], hi[u], u);
-        have |= 1u << u;
-        x[i] = tail_latency(r, &run[u], u, k, run_tau(r, &run[u], u, k));
+        const struct band_run *run = run_of(r, &runs, u);
+        x[i] = tail_latency(r, run, u, k, run_tau(r, run, u, k));
     }
-    /* the ranks left out count as 0: the largest of the values that weigh are then the top
-     * ones computed here */
-    double n = admission(r);
-    size_t from = weighed_from(r->m, n), weigh = r->m - from;
-    select_rank(x, 0, r->top_n, r->top_n - weigh);
-    qsort(x + r->top_n - weigh, weigh, sizeof *x, cmp_double);
-    double slowest = max_of_top(x + r->top_n - weigh, from, r->m, n);
-    const struct plan_roll_job *j = &r->job;
-    return (slowest + train_s + (j->save_s + j->transfer_s)) / j->k1;
+    double slowest = expected_max_lb(x, r->tail_n, r->m, admission(r));
+    double carried = (double)(j->k1 - j->interval) * r->per_step, drain = 0.0;
+    if (j->drain && carried > 0) { /* pass_ranks's turns on each rank's own band */
+        const uint32_t *turn = turn_top(r, carried);
+        for (size_t i = 0; i < r->turn_n; i++) {
+            size_t k = turn[i];
+            int t = 0;
+            while (!(lo[t] <= k && k < hi[t])) /* the bands cover every rank */
+                t++;
+            x[i] = r->gen[k] / r->turns[k] * run_tau(r, run_of(r, &runs, t), t, k);
+        }
+        drain = expected_max_lb(x, r->turn_n, r->m, carried);
+    }
+    return (slowest + train_s + (j->save_s + j->transfer_s + drain)) / j->k1;
 }
 
 const double *plan_roll_routed(struct plan_roll *r, unsigned cls)

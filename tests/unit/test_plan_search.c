@@ -326,7 +326,7 @@ static void check_span_lb(const int c[PLAN_NTP], void *arg)
 static void test_span_bound_random(void **state)
 {
     (void)state;
-    int partial = 0, checked = 0;
+    int partial = 0, drained = 0, checked = 0;
     for (uint64_t seed = 1; seed <= 60; seed++) {
         struct brute_case bc;
         brute_case_make(&bc, &presets, &settings, seed, 32);
@@ -338,13 +338,14 @@ static void test_span_bound_random(void **state)
         struct span_check k = {&roll, 0.5 + (double)(seed % 7), 0};
         for (int n = 1; n <= 16; n++)
             each_multiset(&roll, n, check_span_lb, &k);
-        partial += roll.top_n > 0 && roll.top_n < roll.m;
+        partial += roll.tail_n > 0 && roll.tail_n < roll.m;
+        drained += roll.turn_n > 0 && roll.turn_n < roll.m;
         checked += k.checked;
         plan_roll_free(&roll);
         brute_case_free(&bc);
     }
     assert_true(checked > 1000);
-    assert_true(partial > 0);
+    assert_true(partial > 0 && drained > 0);
 }
 
 static void test_dynamic_sampling_rolls_out_more(void **state)
