@@ -232,6 +232,10 @@ void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const doub
         r->ctx_max = fmax(r->ctx_max, p + g + u);
     }
     free(keys);
+    r->gen_prefix = xmallocarray(r->m + 1, sizeof *r->gen_prefix);
+    r->gen_prefix[0] = 0.0;
+    for (size_t k = 0; k < r->m; k++)
+        r->gen_prefix[k + 1] = r->gen_prefix[k] + r->gen[k];
 
     for (int t = 0; t < PLAN_NTP; t++) {
         int tp = 1 << t;
@@ -245,6 +249,10 @@ void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const doub
         r->reprefill[t] = xmallocarray(r->m, sizeof **r->reprefill);
         r->lat1[t] = xmallocarray(r->m, sizeof **r->lat1);
         fill_tp(r, t, s, st);
+        r->prefill_prefix[t] = xmallocarray(r->m + 1, sizeof **r->prefill_prefix);
+        r->prefill_prefix[t][0] = 0.0;
+        for (size_t k = 0; k < r->m; k++)
+            r->prefill_prefix[t][k + 1] = r->prefill_prefix[t][k] + r->prefill[t][k];
         struct keyed_rank *kr = xmallocarray(r->m, sizeof *kr);
         for (size_t k = 0; k < r->m; k++)
             kr[k] = (struct keyed_rank){r->lat[t][k], (uint32_t)k};
@@ -277,9 +285,14 @@ void plan_roll_free(struct plan_roll *r)
         free(r->lat1[t]);
         free(r->lat_order[t]);
         free(r->top_lat1[t]);
+        free(r->prefill_prefix[t]);
     }
-    for (unsigned mask = 0; mask < 1u << PLAN_NTP; mask++)
+    for (unsigned mask = 0; mask < 1u << PLAN_NTP; mask++) {
         free(r->lam_min[mask]);
+        free(r->tail_ranks[mask]);
+    }
+    free(r->gen_prefix);
+    free(r->turn_ranks);
     view_free(&r->all);
     for (size_t b = 0; b < r->batches && r->bview; b++)
         view_free(&r->bview[b]);
@@ -431,22 +444,34 @@ static double ord_value(struct ordered *o, size_t k)
     return o->x[k];
 }
 
-/* The expected largest of n draws (with replacement) from the m values of o: only the values
- * above rank m·e^(−40/n) weigh (the rest together less than e^−40), so only they are sorted. */
-static double ord_expected_max(struct ordered *o, double n)
+/* The first rank of m values that weighs in the expected largest of n draws (with
+ * replacement): the values below rank m·e^(−40/n) together weigh less than e^−40. */
+static size_t weighed_from(size_t m, double n)
 {
-    size_t m = o->m;
     size_t lo = (size_t)floor((double)m * exp(-40.0 / n));
-    lo = lo < m ? lo : m - 1;
-    ord_sort_from(o, lo);
-    const double *x = o->x;
+    return lo < m ? lo : m - 1;
+}
+
+/* The expected largest of n draws from m values whose ranks lo.. m − 1 (lo = weighed_from) are
+ * top[0.. m − lo), ascending. */
+static double max_of_top(const double *top, size_t lo, size_t m, double n)
+{
     double e = 0.0, below = pow((double)lo / (double)m, n);
     for (size_t i = lo; i < m; i++) {
         double cdf = pow((double)(i + 1) / (double)m, n);
-        e += x[i] * (cdf - below);
+        e += top[i - lo] * (cdf - below);
         below = cdf;
     }
     return e;
+}
+
+/* The expected largest of n draws (with replacement) from the m values of o: only the values
+ * that weigh are sorted. */
+static double ord_expected_max(struct ordered *o, double n)
+{
+    size_t lo = weighed_from(o->m, n);
+    ord_sort_from(o, lo);
+    return max_of_top(o->x + lo, lo, o->m, n);
 }
 
 /* The expected largest of n draws from the m values x (rearranged). */
@@ -473,6 +498,12 @@ static double max_generations(double n, double keep)
     return e;
 }
 
+/* Trajectories per admission: interval·B'. */
+static double admission(const struct plan_roll *r)
+{
+    return (double)r->job.interval * r->per_step;
+}
+
 /* How band t's instances run in the window: each starts an admission with b0 sequences (the
  * window's trajectories in the band's share, at most the KV limit) that finish over the life
  * of the band's longest generation, so the decode batch it sees averages b0 · decay. */
@@ -483,30 +514,40 @@ struct band_run {
     double tau0, tau_c; /* the decode iteration there: tau0 + tau_c · context tokens */
 };
 
+/* Band [lo, hi) of TP slot t with c[t] instances. Its sums of generated tokens and prefill
+ * seconds are taken rank by rank from lo, the prefix sums' own order, so a band from rank 0
+ * reads them off the prefix sums bit for bit; its longest generation is its last (ranks are
+ * sorted by generated tokens). */
+static struct band_run band_run(const struct plan_roll *r, const double c[PLAN_NTP], uint32_t lo,
+                                uint32_t hi, int t)
+{
+    struct band_run run = {.decay = 1.0}; /* an empty band's instances run alone */
+    if (c[t] == 0)
+        return run;
+    if (lo < hi) {
+        double gsum = r->gen_prefix[hi], pf = r->prefill_prefix[t][hi], n = hi - lo;
+        if (lo > 0) {
+            gsum = pf = 0.0;
+            for (uint32_t k = lo; k < hi; k++) {
+                gsum += r->gen[k];
+                pf += r->prefill[t][k];
+            }
+        }
+        run = (struct band_run){.b0 = (double)r->job.k1 * r->per_step * n / (double)r->m / c[t],
+                                .decay = gsum / (n * r->gen[hi - 1]),
+                                .prefill_s = pf / n};
+    }
+    run.batch = fmax(1.0, run.b0 * run.decay);
+    cost_decode_line(&r->pre[t], run.batch, &run.tau0, &run.tau_c);
+    return run;
+}
+
 static void band_runs(const struct plan_roll *r, const double c[PLAN_NTP],
                       const uint32_t lo[PLAN_NTP], const uint32_t hi[PLAN_NTP],
                       struct band_run run[PLAN_NTP])
 {
-    double window = (double)r->job.k1 * r->per_step;
-    for (int t = 0; t < PLAN_NTP; t++) {
-        run[t] = (struct band_run){.decay = 1.0}; /* an empty band's instances run alone */
-        if (c[t] == 0 || lo[t] == hi[t])
-            continue;
-        double gsum = 0.0, gmax = 0.0, pf = 0.0, n = hi[t] - lo[t];
-        for (uint32_t k = lo[t]; k < hi[t]; k++) {
-            gsum += r->gen[k];
-            gmax = fmax(gmax, r->gen[k]);
-            pf += r->prefill[t][k];
-        }
-        run[t] = (struct band_run){.b0 = window * n / (double)r->m / c[t],
-                                   .decay = gsum / (n * gmax),
-                                   .prefill_s = pf / n};
-    }
     for (int t = 0; t < PLAN_NTP; t++)
-        if (c[t] > 0) {
-            run[t].batch = fmax(1.0, run[t].b0 * run[t].decay);
-            cost_decode_line(&r->pre[t], run[t].batch, &run[t].tau0, &run[t].tau_c);
-        }
+        run[t] = band_run(r, c, lo[t], hi[t], t);
 }
 
 /* Rank k's decode iteration on TP t in band run u: on the band's line unless its KV limit
@@ -517,6 +558,25 @@ static double run_tau(const struct plan_roll *r, const struct band_run *u, int t
         return u->tau0 + u->tau_c * (u->batch * r->cbar[k]);
     double b = fmax(1.0, r->bcap[t][k] * u->decay);
     return cost_decode_time(&r->pre[t], b, b * r->cbar[k]);
+}
+
+/* The smallest TP of the fleet (counts c, lowest its smallest size) that holds rank k's
+ * context: where C-MLFQ starts it (docs/routing.md), and, measured, keeps most long ones. */
+static int routed_tp(const struct plan_roll *r, const double c[PLAN_NTP], int lowest, size_t k)
+{
+    int u = lowest;
+    while (isinf(r->lat[u][k]) || c[u] == 0) /* stops at rank k's band's TP at the latest */
+        u++;
+    return u;
+}
+
+/* Rank k's tail latency on its routed TP u, whose band runs as run at decode iteration tau
+ * (run_tau): it waits too while the trajectories beside it prefill. */
+static double tail_latency(const struct plan_roll *r, const struct band_run *run, int u, size_t k,
+                           double tau)
+{
+    double beside = fmax(0.0, fmin(run->b0, r->bcap[u][k]) - 1.0) * run->prefill_s;
+    return latency_s(r->gen[k], tau, r->prefill[u][k] + beside, r->tool_s[k]);
 }
 
 /* What one pass over a multiset's ranks gives the async terms. */
@@ -532,9 +592,8 @@ struct window_pass {
 
 /*
  * Runs each rank at its band's running batch: its latency there (Little's law), one turn's
- * decode (the drain) and its re-prefill (carried trajectories after an update); and, on the
- * smallest TP of the fleet that holds its context, where C-MLFQ starts trajectories
- * (docs/routing.md) and, measured, keeps most long ones, its tail latency and its work.
+ * decode (the drain) and its re-prefill (carried trajectories after an update); and, on its
+ * routed TP (routed_tp), its tail latency and its work.
  */
 static void pass_ranks(const struct plan_roll *r, const double c[PLAN_NTP],
                        const struct plan_roll_score *out, double carried, struct window_pass *w)
@@ -553,13 +612,8 @@ static void pass_ranks(const struct plan_roll *r, const double c[PLAN_NTP],
             w->lat_sum += latency_s(r->gen[k], tau, r->prefill[t][k], r->tool_s[k]);
             w->turn[k] = r->gen[k] / r->turns[k] * tau;
             rp += r->reprefill[t][k];
-            int u = lowest;
-            while (isinf(r->lat[u][k]) || c[u] == 0) /* stops at t at the latest */
-                u++;
-            /* it waits too while the trajectories beside it prefill */
-            double beside = fmax(0.0, fmin(run[u].b0, r->bcap[u][k]) - 1.0) * run[u].prefill_s;
-            w->tail[k] = latency_s(r->gen[k], u == t ? tau : run_tau(r, &run[u], u, k),
-                                   r->prefill[u][k] + beside, r->tool_s[k]);
+            int u = routed_tp(r, c, lowest, k);
+            w->tail[k] = tail_latency(r, &run[u], u, k, u == t ? tau : run_tau(r, &run[u], u, k));
             routed[u] += r->work[u][k];
         }
         if (n > 0)
@@ -612,7 +666,7 @@ static void score_updates(struct plan_roll *r, const double c[PLAN_NTP], double 
 {
     const struct plan_roll_job *j = &r->job;
     double carried = (double)(j->k1 - j->interval) * r->per_step;
-    double admitted = (double)j->interval * r->per_step;
+    double admitted = admission(r);
     struct window_pass w = {.tail = r->scratch, .turn = r->scratch + r->m};
     pass_ranks(r, c, out, carried, &w);
     out->work_s = r->per_step * w.load / (double)r->m;
@@ -630,20 +684,145 @@ static void score_updates(struct plan_roll *r, const double c[PLAN_NTP], double 
     out->t_s = fmax(out->fixed_s, fmax(out->fleet_s, out->span_s));
 }
 
-double plan_roll_tail_lb(struct plan_roll *r, unsigned cls)
+/* By rank, its latency alone on the smallest TP of class cls that holds it, into x. */
+static void class_lat1(const struct plan_roll *r, unsigned cls, double *x)
 {
-    if (!isnan(r->tail_lb[cls]))
-        return r->tail_lb[cls];
-    double *x = xmallocarray(r->m, sizeof *x);
     for (size_t k = 0; k < r->m; k++) {
         x[k] = INFINITY;
         for (int t = 0; t < PLAN_NTP && isinf(x[k]); t++)
             if (cls >> t & 1)
                 x[k] = r->lat1[t][k];
     }
-    r->tail_lb[cls] = expected_max(x, r->m, (double)r->job.interval * r->per_step);
+}
+
+double plan_roll_tail_lb(struct plan_roll *r, unsigned cls)
+{
+    if (!isnan(r->tail_lb[cls]))
+        return r->tail_lb[cls];
+    double *x = xmallocarray(r->m, sizeof *x);
+    class_lat1(r, cls, x);
+    r->tail_lb[cls] = expected_max(x, r->m, admission(r));
     free(x);
     return r->tail_lb[cls];
+}
+
+/* How many of m values a bound on the expected largest of n draws computes: as many as weigh
+ * (weighed_from) and a few more. */
+static size_t bound_ranks(size_t m, double n)
+{
+    size_t keep = m - weighed_from(m, n) + 16;
+    return keep < m ? keep : m;
+}
+
+/* The keep ranks with the largest x, in rank order (ties by rank). */
+static uint32_t *largest_ranks(const double *x, size_t m, size_t keep)
+{
+    double *sel = xmallocarray(m, sizeof *sel);
+    memcpy(sel, x, m * sizeof *x);
+    double least = stats_select(sel, m, m - keep); /* the keep-th largest */
+    free(sel);
+    size_t above = 0, n = 0;
+    for (size_t k = 0; k < m; k++)
+        above += x[k] > least;
+    uint32_t *top = xmallocarray(keep, sizeof *top);
+    size_t ties = keep - above; /* ranks at the threshold that are taken */
+    for (size_t k = 0; k < m; k++)
+        if (x[k] > least) {
+            top[n++] = (uint32_t)k;
+        } else if (x[k] == least && ties > 0) {
+            top[n++] = (uint32_t)k;
+            ties--;
+        }
+    return top;
+}
+
+/* Class cls's ranks whose tail latencies are likely the admission's slowest: those with the
+ * largest latency alone on their routed TP (built on first use). */
+static const uint32_t *tail_top(struct plan_roll *r, unsigned cls)
+{
+    if (!r->tail_ranks[cls]) {
+        double *x = xmallocarray(r->m, sizeof *x);
+        class_lat1(r, cls, x);
+        r->tail_n = bound_ranks(r->m, admission(r));
+        r->tail_ranks[cls] = largest_ranks(x, r->m, r->tail_n);
+        free(x);
+    }
+    return r->tail_ranks[cls];
+}
+
+/* The ranks whose turns are likely the drain's longest: those with the most generated tokens
+ * per turn (built on first use). */
+static const uint32_t *turn_top(struct plan_roll *r, double carried)
+{
+    if (!r->turn_ranks) {
+        double *x = xmallocarray(r->m, sizeof *x);
+        for (size_t k = 0; k < r->m; k++)
+            x[k] = r->gen[k] / r->turns[k];
+        r->turn_n = bound_ranks(r->m, carried);
+        r->turn_ranks = largest_ranks(x, r->m, r->turn_n);
+        free(x);
+    }
+    return r->turn_ranks;
+}
+
+/* The runs of a multiset's bands, each computed when first asked for. */
+struct lazy_runs {
+    const double *c;
+    const uint32_t *lo, *hi;
+    unsigned have; /* TP slots whose run is known */
+    struct band_run run[PLAN_NTP];
+};
+
+static const struct band_run *run_of(const struct plan_roll *r, struct lazy_runs *l, int t)
+{
+    if (!(l->have >> t & 1))
+        l->run[t] = band_run(r, l->c, l->lo[t], l->hi[t], t);
+    l->have |= 1u << t;
+    return &l->run[t];
+}
+
+/* A lower bound of the expected largest of n draws from m values of which x[0..k) are some
+ * (rearranged; k >= the values that weigh) and the others are >= 0: the others counted as 0,
+ * the largest values that weigh are the largest of x, summed as ord_expected_max sums. */
+static double expected_max_lb(double *x, size_t k, size_t m, double n)
+{
+    size_t from = weighed_from(m, n), weigh = m - from;
+    select_rank(x, 0, k, k - weigh);
+    qsort(x + k - weigh, weigh, sizeof *x, cmp_double);
+    return max_of_top(x + k - weigh, from, m, n);
+}
+
+double plan_roll_span_lb(struct plan_roll *r, const int c[PLAN_NTP], double z, double train_s)
+{
+    const struct plan_roll_job *j = &r->job;
+    double cd[PLAN_NTP];
+    unsigned mask = mask_of(c, cd);
+    uint32_t lo[PLAN_NTP], hi[PLAN_NTP];
+    plan_band_right(&r->all, cd, z, lo, hi);
+    struct lazy_runs runs = {.c = cd, .lo = lo, .hi = hi};
+    const uint32_t *top = tail_top(r, mask);
+    int lowest = __builtin_ctz(mask);
+    double *x = r->scratch;
+    for (size_t i = 0; i < r->tail_n; i++) {
+        size_t k = top[i];
+        int u = routed_tp(r, cd, lowest, k);
+        const struct band_run *run = run_of(r, &runs, u);
+        x[i] = tail_latency(r, run, u, k, run_tau(r, run, u, k));
+    }
+    double slowest = expected_max_lb(x, r->tail_n, r->m, admission(r));
+    double carried = (double)(j->k1 - j->interval) * r->per_step, drain = 0.0;
+    if (j->drain && carried > 0) { /* pass_ranks's turns on each rank's own band */
+        const uint32_t *turn = turn_top(r, carried);
+        for (size_t i = 0; i < r->turn_n; i++) {
+            size_t k = turn[i];
+            int t = 0;
+            while (!(lo[t] <= k && k < hi[t])) /* the bands cover every rank */
+                t++;
+            x[i] = r->gen[k] / r->turns[k] * run_tau(r, run_of(r, &runs, t), t, k);
+        }
+        drain = expected_max_lb(x, r->turn_n, r->m, carried);
+    }
+    return (slowest + train_s + (j->save_s + j->transfer_s + drain)) / j->k1;
 }
 
 const double *plan_roll_routed(struct plan_roll *r, unsigned cls)

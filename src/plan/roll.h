@@ -73,19 +73,26 @@ struct plan_roll {
     double k1;               /* staleness window in steps: rl.max_staleness + 1 */
     uint32_t *idx;           /* rank → sample index (sorted by generated tokens, ties by index) */
     double *gen;             /* generated tokens by rank */
+    double *gen_prefix;      /* m + 1 prefix sums of gen, summed rank by rank from 0 */
     double *cbar;            /* mean resident context by rank, tokens */
     double *tool_s;          /* tool time by rank, seconds */
     double ctx_max;          /* longest context of the sample, tokens */
     bool usable[PLAN_NTP];   /* TP divides the heads, weights fit, fits a node */
     bool fits_all[PLAN_NTP]; /* usable and the longest context fits its KV */
     struct cost_rollout_pre pre[PLAN_NTP];
-    double *work[PLAN_NTP];                 /* by rank: instance-seconds at the concurrency limit */
-    double *lat[PLAN_NTP];                  /* by rank: latency at the concurrency limit, s */
-    double *prefill[PLAN_NTP];              /* by rank: prefill seconds */
-    double *bcap[PLAN_NTP];                 /* by rank: concurrency limit, sequences */
-    double *reprefill[PLAN_NTP];            /* by rank: its mean context prefilled afresh, s */
-    double *lat1[PLAN_NTP];                 /* by rank: latency alone on the instance, s */
-    double tail_lb[1 << PLAN_NTP];          /* by TP class: plan_roll_tail_lb (NAN until built) */
+    double *work[PLAN_NTP];              /* by rank: instance-seconds at the concurrency limit */
+    double *lat[PLAN_NTP];               /* by rank: latency at the concurrency limit, s */
+    double *prefill[PLAN_NTP];           /* by rank: prefill seconds */
+    double *prefill_prefix[PLAN_NTP];    /* m + 1 prefix sums of prefill, as gen_prefix */
+    double *bcap[PLAN_NTP];              /* by rank: concurrency limit, sequences */
+    double *reprefill[PLAN_NTP];         /* by rank: its mean context prefilled afresh, s */
+    double *lat1[PLAN_NTP];              /* by rank: latency alone on the instance, s */
+    double tail_lb[1 << PLAN_NTP];       /* by TP class: plan_roll_tail_lb (NAN until built) */
+    uint32_t *tail_ranks[1 << PLAN_NTP]; /* by TP class: the ranks whose tail latencies
+                                          * plan_roll_span_lb computes (NULL until built) */
+    size_t tail_n;                       /* their count */
+    uint32_t *turn_ranks; /* the ranks whose turns it computes for the drain (NULL until built) */
+    size_t turn_n;        /* their count */
     double routed[1 << PLAN_NTP][PLAN_NTP]; /* by TP class: plan_roll_routed (routed_ok) */
     bool routed_ok[1 << PLAN_NTP];
     double *turns;                  /* by rank: turns */
@@ -151,6 +158,18 @@ double plan_fixed_point(const double *lam, size_t m, double bz);
 /* Async: a lower bound of tail_s (below) for every multiset of TP class cls — each rank alone
  * on the class's smallest TP that holds it, no queue (built on first use). */
 double plan_roll_tail_lb(struct plan_roll *r, unsigned cls);
+
+/*
+ * Async: a lower bound of the span_s that plan_roll_score gives counts c (a multiset of class
+ * mask_of(c), least band load z, finite) with train side train_s, in floating point as computed:
+ * the span with no queue and no re-prefill and the trainer's chain at least the admission's
+ * slowest trajectory plus one training step, that slowest trajectory's expectation (and, when
+ * updates drain carried trajectories, the drain's longest turn) taken with only the ranks that
+ * can weigh in it at their exact values and the others at 0 (docs/planner.md §3.3, rule 5).
+ * O(K log m) plus some tens of ranks (and the sums of the bands above the lowest, when updates
+ * drain), where the score is O(m log m).
+ */
+double plan_roll_span_lb(struct plan_roll *r, const int c[PLAN_NTP], double z, double train_s);
 
 /* Async: by TP size of class cls, the work (instance-seconds) of the ranks whose smallest TP of
  * the class that holds them is that size, summed as the score sums it, so that a multiset of

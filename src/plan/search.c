@@ -10,7 +10,10 @@
  *     count follows from the others. A box is judged by its super-multiset (every count at its
  *     upper end), whose band loads no member can undercut because loads only fall as instances
  *     are added; in async mode box_may_reach turns that into a proof that no member reaches
- *     the incumbent, and leaf_may_reach decides a leaf exactly before its O(K·M) scoring.
+ *     the incumbent, and leaf_may_reach decides a leaf exactly before its O(K·M) scoring;
+ *     the load cap and the span bound (plan_roll_span_lb) rule leaves out on the terms besides
+ *     the fixed point. Before a split's layouts are timed, a probe of these rules
+ *     (split_may_beat) leaves the splits they prove cannot beat the incumbent.
  *
  * In async mode T_step = max(T_train, T_r), and T_r of a multiset does not depend on the
  * training layout, so a split's objective is max(min T_train, min T_r) and the rollout search
@@ -274,6 +277,7 @@ struct query {
     double early;     /* least v: stop at the first v <= early */
     double limit;     /* fewest */
     unsigned classes; /* bit cls set: class cls is searched */
+    bool probe;       /* async: score nothing, stop at the first leaf no rule excludes (found) */
     double offset[CLASSES];
     bool found, early_hit;
     struct cand best;
@@ -481,6 +485,12 @@ static void consider_leaf(struct plan_solver *s, const struct plan_split *sp, st
             return; /* its fleet or span is above what could change q */
         if (!isinf(theta) && !leaf_may_reach(s, c.c, z, theta))
             return;
+        if (plan_roll_span_lb(&s->roll, c.c, z, sp->train_s) > no_change(q))
+            return; /* its span is above what could change q (rule 5) */
+        if (q->probe) {
+            q->found = q->early_hit = true;
+            return;
+        }
     }
     c.v = plan_memo_score(s, sp, c.c, z)->t_s;
     double x = c.v + q->offset[b->cls];
@@ -808,11 +818,33 @@ static bool inc_beaten(const struct incumbent *inc, double obj, const struct pla
     return obj < inc->obj || (obj == inc->obj && (!inc->sp || sp->n_train < inc->sp->n_train));
 }
 
+/*
+ * Async: whether some multiset of split sp may have a rollout side that beats (cutoff, eq),
+ * decided by the rules of docs/planner.md §3.3 alone, with the train side at its bound
+ * lb_train unless it is known (the seeded split's; every rule's bound only falls with the
+ * train side): a split that cannot is left before its training layouts are timed, which costs
+ * more than the probe. Sets *stopped when the budget stopped it.
+ */
+static bool split_may_beat(struct plan_solver *s, struct plan_split *sp, unsigned classes,
+                           double cutoff, bool eq, bool *stopped)
+{
+    struct query q = {.cutoff = cutoff, .cutoff_eq = eq, .classes = classes, .probe = true};
+    double known = sp->train_s;
+    sp->train_s = isnan(known) ? sp->lb_train : known;
+    *stopped = !roll_search(s, sp, &q);
+    if (*stopped)
+        s->open_lb = fmin(s->open_lb, fmax(sp->lb_train, q.open_lb));
+    sp->train_s = known;
+    return q.found;
+}
+
 /* Solves split sp against the incumbent. Returns false when the budget stopped it. */
 static bool solve_split(struct plan_solver *s, struct plan_split *sp, unsigned classes,
                         struct incumbent *inc)
 {
-    bool eq = !inc->sp || sp->n_train < inc->sp->n_train;
+    bool eq = !inc->sp || sp->n_train < inc->sp->n_train, stopped = false;
+    if (!s->pattern_gpus && !split_may_beat(s, sp, classes, target(s, inc->obj), eq, &stopped))
+        return !stopped;
     double tt = train_min(s, sp, target(s, inc->obj), eq);
     if (isinf(tt))
         return true;

@@ -257,6 +257,97 @@ static void test_async_terms(void **state)
     }
 }
 
+/* Repeats bc's sample times over, each copy's generations a token longer than the last, so
+ * that a bound over the slowest few ranks leaves most ranks out. */
+static void stretch_sample(struct brute_case *bc, size_t times)
+{
+    size_t n = bc->p.sample.n, m = n * times;
+    int64_t **cols[] = {&bc->prompt, &bc->gen, &bc->tool, &bc->turns};
+    for (size_t a = 0; a < sizeof cols / sizeof *cols; a++) {
+        *cols[a] = realloc(*cols[a], m * sizeof **cols[a]);
+        for (size_t i = n; i < m; i++)
+            (*cols[a])[i] = (*cols[a])[i % n] + (cols[a] == &bc->gen ? (int64_t)(i / n) : 0);
+    }
+    bc->tool_s = realloc(bc->tool_s, m * sizeof *bc->tool_s);
+    bc->filtered = realloc(bc->filtered, m * sizeof *bc->filtered);
+    for (size_t i = n; i < m; i++) {
+        bc->tool_s[i] = bc->tool_s[i % n];
+        bc->filtered[i] = bc->filtered[i % n];
+    }
+    bool tools = bc->p.tool_s != NULL, dynamic = bc->p.filtered != NULL;
+    bc->p.sample = (struct plan_sample){m, bc->prompt, bc->gen, bc->tool, bc->turns};
+    bc->p.tool_s = tools ? bc->tool_s : NULL;
+    bc->p.filtered = dynamic ? bc->filtered : NULL;
+}
+
+/* Calls f(c, arg) for every multiset over {1, 2, 4, 8} of n GPUs whose sizes are usable and whose
+ * largest size holds every context (plan_roll_score's domain). */
+static void each_multiset(const struct plan_roll *roll, int n,
+                          void (*f)(const int c[PLAN_NTP], void *arg), void *arg)
+{
+    for (int c8 = 0; 8 * c8 <= n; c8++)
+        for (int c4 = 0; 8 * c8 + 4 * c4 <= n; c4++)
+            for (int c2 = 0; 8 * c8 + 4 * c4 + 2 * c2 <= n; c2++) {
+                int c[PLAN_NTP] = {n - 8 * c8 - 4 * c4 - 2 * c2, c2, c4, c8}, top = -1;
+                bool ok = true;
+                for (int t = 0; t < PLAN_NTP; t++)
+                    if (c[t] > 0) {
+                        ok = ok && roll->usable[t];
+                        top = t;
+                    }
+                if (ok && roll->fits_all[top])
+                    f(c, arg);
+            }
+}
+
+struct span_check {
+    struct plan_roll *roll;
+    double train_s;
+    int checked;
+};
+
+static void check_span_lb(const int c[PLAN_NTP], void *arg)
+{
+    struct span_check *k = arg;
+    struct plan_roll_score sc;
+    plan_roll_score(k->roll, c, false, NAN, k->train_s, &sc);
+    double lb = plan_roll_span_lb(k->roll, c, sc.z_s, k->train_s);
+    if (!(lb <= sc.span_s))
+        print_error("counts %d %d %d %d: span bound %.17g above the span %.17g\n", c[0], c[1], c[2],
+                    c[3], lb, sc.span_s);
+    assert_true(lb <= sc.span_s); /* exactly: the search compares it unshaved */
+    k->checked++;
+}
+
+/* plan_roll_span_lb (docs/planner.md §3.3 rule 5) is at most the span plan_roll_score gives,
+ * in floating point as computed, on every multiset of random problems (tool times, dynamic
+ * sampling, drains, every staleness), with samples both small (every rank computed) and large
+ * enough that most ranks are left out of it. */
+static void test_span_bound_random(void **state)
+{
+    (void)state;
+    int partial = 0, drained = 0, checked = 0;
+    for (uint64_t seed = 1; seed <= 60; seed++) {
+        struct brute_case bc;
+        brute_case_make(&bc, &presets, &settings, seed, 32);
+        if (seed % 2 == 0)
+            stretch_sample(&bc, 8);
+        struct cost_shape sh;
+        struct plan_roll roll;
+        roll_of(&bc, bc.p.filtered, &sh, &roll);
+        struct span_check k = {&roll, 0.5 + (double)(seed % 7), 0};
+        for (int n = 1; n <= 16; n++)
+            each_multiset(&roll, n, check_span_lb, &k);
+        partial += roll.tail_n > 0 && roll.tail_n < roll.m;
+        drained += roll.turn_n > 0 && roll.turn_n < roll.m;
+        checked += k.checked;
+        plan_roll_free(&roll);
+        brute_case_free(&bc);
+    }
+    assert_true(checked > 1000);
+    assert_true(partial > 0 && drained > 0);
+}
+
 static void test_dynamic_sampling_rolls_out_more(void **state)
 {
     (void)state;
@@ -521,6 +612,7 @@ int main(void)
         cmocka_unit_test(test_gap_tolerance_bounds_the_plan),
         cmocka_unit_test(test_lam_min_is_the_sorted_least_latencies),
         cmocka_unit_test(test_async_terms),
+        cmocka_unit_test(test_span_bound_random),
         cmocka_unit_test(test_dynamic_sampling_rolls_out_more),
         cmocka_unit_test(test_invariants_random),
         cmocka_unit_test(test_pin_restricts_the_space),
