@@ -843,7 +843,7 @@ static bool solve_split(struct plan_solver *s, struct plan_split *sp, unsigned c
                         struct incumbent *inc)
 {
     bool eq = !inc->sp || sp->n_train < inc->sp->n_train, stopped = false;
-    if (!s->pattern_gpus && !split_may_beat(s, sp, classes, target(s, inc->obj), eq, &stopped))
+    if (!counts_given(s) && !split_may_beat(s, sp, classes, target(s, inc->obj), eq, &stopped))
         return !stopped;
     double tt = train_min(s, sp, target(s, inc->obj), eq);
     if (isinf(tt))
