@@ -64,13 +64,13 @@ def operator(d, rng, stop):
 
 
 def test_kill_9_of_the_gateway_at_random_points_loses_no_acknowledged_change(tmp_path):
-    """Five runs (seeds 1-5): a scripted trainer and an operator drive the pool; the gateway is
+    """Ten runs (seeds 1-10): a scripted trainer and an operator drive the pool; the gateway is
     killed at a random moment and restarted on its state dir: the pool after the restart is
     the one the last acknowledged change answered (none lost, none made up), and once the
     engines are settled no replica is in two roles."""
     with Emu("--instances", "tp1x3", scale=SCALE) as emu:
         urls = [i["url"] for i in emu.instances]
-        for seed in range(1, 6):
+        for seed in range(1, 11):
             rng = random.Random(seed)
             args = ["--state-dir", str(tmp_path / ("s%d" % seed)), "--pool-timeout-s", "600"]
             gw = serve(urls, 1, *args)
@@ -97,7 +97,7 @@ def test_kill_9_of_the_gateway_at_random_points_loses_no_acknowledged_change(tmp
 
 
 def test_kill_9_of_the_trainer_at_random_points_leaves_no_replica_in_two_roles():
-    """Three runs (seeds 1-3) of `libra load --trainer` killed at a random moment while an
+    """Ten runs (seeds 1-10) of `libra load --trainer` killed at a random moment while an
     operator asks for lends and reclaims; a last trainer then runs a short job to its end: it
     carries on the gateway's step numbers (ending the step a killed one left open), every batch
     is whole, no replica was ever held by the trainer while its engine served, and the last
@@ -121,7 +121,7 @@ def test_kill_9_of_the_trainer_at_random_points_leaves_no_replica_in_two_roles()
             cmd = [LIBRA, "load", "--engines", gw.url, "--trainer", "--time-scale", SCALE,
                    "--batch", "8", "--set", "rl.sync_interval=1", *BUCKETS]
             env = {**os.environ, "LIBRA_ADMIN_TOKEN": TOKEN}
-            for seed in range(1, 4):
+            for seed in range(1, 11):
                 p = subprocess.Popen([*cmd, "--steps", "50"], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.DEVNULL, env=env)
                 time.sleep(random.Random(seed).uniform(0.5, 2.0))
