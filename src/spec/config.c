@@ -183,18 +183,18 @@ static const struct spec_field fields[] = {
     STR(PLANNER, plan.tp_pattern, "", NULL,
         "TP sizes of the instances on every rollout node, e.g. \"1,1,2,4\", summing to "
         "cluster.gpus_per_node; \"\" leaves them free"),
-    INT(SIMULATED, plan.replan_interval_steps, "steps", 10, 0, 1000000, NULL,
+    INT(SPEC_READ_SIM, plan.replan_interval_steps, "steps", 10, 0, 1000000, NULL,
         "libra sim's libra mode (the planner's layout): plan the rollout fleet again on the "
         "trajectories that finished last every this many steps, the split and training layout "
         "kept (docs/sim.md \"Online replanning\"); 0: not on a schedule"),
-    BOOL(SIMULATED, plan.replan_pressure, 1,
+    BOOL(SPEC_READ_SIM, plan.replan_pressure, 1,
          "libra sim's libra mode: plan again also when rollout is under pressure (queue 0.75, "
          "active rollouts 0.85, 8 stale rejections, rollout/train 1.25), more than "
          "max(1, plan.replan_interval_steps / 2) steps after the last time; with "
          "plan.replan_interval_steps 0 and this off, no replanning"),
-    DOUBLE(SIMULATED, plan.replan_min_gain_frac, 0, "", 0.05, 0, 1, NULL,
+    DOUBLE(SPEC_READ_SIM, plan.replan_min_gain_frac, 0, "", 0.05, 0, 1, NULL,
            "a replan is applied only if it shortens the predicted step by at least this share"),
-    INT(SIMULATED, plan.replan_horizon_steps, "steps", 10, 1, 1000000, NULL,
+    INT(SPEC_READ_SIM, plan.replan_horizon_steps, "steps", 10, 1, 1000000, NULL,
         "steps over which a replan's gain must repay its reconfiguration cost"),
     ENUM(SIMULATED | SPEC_READ_SERVE, sched.policy, spec_policy_names, SCHED_CMLFQ, NULL,
          "turn router: C-MLFQ or a baseline of the reference (oracle, plas and predictor are "
