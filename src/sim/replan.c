@@ -2,11 +2,12 @@
  * Online replanning in the libra mode (libra-spec §2 "When it runs"; docs/sim.md "Online
  * replanning").
  *
- * The length model is a window of the trajectories that finished last: at most HISTORY in
- * whole batches (the reference keeps 4,096; docs/sim.md says why fewer), at least
- * plan_sample_size(batch) (the sample `libra plan` and the gateway plan
- * on) before the first evaluation, so it follows the workload as it drifts while its tail,
- * which the planner's span charges, is not one sample's accident. At the end of a step a
+ * The length model is a window of the trajectories that finished last among launches older
+ * than every trajectory still in flight (later launches' finished ones are their short ones):
+ * at most HISTORY in whole batches (the reference keeps 4,096; docs/sim.md says why fewer), at
+ * least plan_sample_size(batch) (the sample `libra plan` and the gateway plan on) before the
+ * first evaluation, so it follows the workload as it drifts while its tail, which the
+ * planner's span charges, is not one sample's accident. At the end of a step a
  * trigger may fire: every plan.replan_interval_steps steps, or (plan.replan_pressure) on queue
  * pressure >= 0.75, active-rollout pressure >= 0.85, >= 8 trajectories rejected as stale since
  * the last accepted replan, or a rollout/train ratio >= 1.25, more than max(1, interval / 2)
@@ -49,17 +50,19 @@
 #define OBSERVED_STEPS 5 /* simulated steps the correction averages, at most */
 #define HISTORY 1024     /* finished trajectories the window holds, at most */
 
-/* A finished trajectory, as the planner's sample holds it. */
+/* A finished trajectory, as the planner's sample holds it, and its group's launch. */
 struct record {
     int64_t prompt, generated, tool, turns;
     double tool_s;
     bool filtered;
+    int64_t group; /* the group's launch index */
 };
 
 struct sim_replan {
-    struct record *ring; /* the window, oldest at head */
+    struct record *ring; /* finished trajectories, oldest at head */
     size_t cap, n, head;
-    size_t least;              /* records before the first evaluation */
+    size_t most;               /* trajectories the window holds, at most */
+    size_t least;              /* ... before the first evaluation */
     int64_t last_eval;         /* step of the last evaluation; -1: none */
     int64_t last_interval;     /* step of the last scheduled one */
     int64_t last_change;       /* step at which the fleet last changed */
@@ -83,7 +86,10 @@ void sim_replan_init(struct sim *s)
     struct sim_replan *r = xcalloc(1, sizeof *r);
     size_t batch = (size_t)s->batch;
     r->least = plan_sample_size(batch);
-    r->cap = HISTORY / batch * batch > r->least ? HISTORY / batch * batch : r->least;
+    r->most = HISTORY / batch * batch > r->least ? HISTORY / batch * batch : r->least;
+    /* and the launches still in flight (at most staleness + 1 batches' worth, and their
+     * replacements) finished early beside them */
+    r->cap = r->most + (size_t)(s->staleness + 3) * batch;
     r->ring = xcalloc(r->cap, sizeof *r->ring);
     r->last_eval = r->last_interval = -1;
     r->train = l->train;
@@ -110,8 +116,8 @@ void sim_replan_group(struct sim *s, const struct sim_group *g)
     struct sim_replan *r = s->replan;
     for (uint32_t k = 0; k < g->n; k++) {
         const struct sim_traj *t = &s->traj.v[g->first + k];
-        struct record rec = {t->first_prompt, t->total_tokens, t->tool_tokens,
-                             t->n_turns,      t->tool_s,       g->filtered};
+        struct record rec = {t->first_prompt, t->total_tokens, t->tool_tokens, t->n_turns,
+                             t->tool_s,       g->filtered,     g->index};
         if (r->n < r->cap)
             r->ring[(r->head + r->n++) % r->cap] = rec;
         else {
@@ -133,7 +139,7 @@ static const char *trigger(struct sim *s, const struct sim_step *st)
 {
     struct sim_replan *r = s->replan;
     const struct spec_plan_config *pc = &s->cfg->plan;
-    if (s->version <= s->cfg->sim.warmup_steps || r->n < r->least)
+    if (s->version <= s->cfg->sim.warmup_steps || r->n < r->least + (r->cap - r->most))
         return NULL;
     if (pc->replan_interval_steps > 0 &&
         s->version - (r->last_interval < 0 ? 0 : r->last_interval) >= pc->replan_interval_steps) {
@@ -164,14 +170,39 @@ static bool core_live(const struct sim *s, int i)
 }
 
 /* The window as the planner's sample, its newest whole batches in finishing order. */
-static void window(const struct sim *s, struct plan_lengths *out)
+/* The oldest launch a trajectory of which is still in flight (INT64_MAX: none). */
+static int64_t oldest_in_flight(const struct sim *s)
+{
+    int64_t oldest = INT64_MAX;
+    for (size_t k = 0; k < s->traj.n; k++) {
+        const struct sim_traj *t = &s->traj.v[k];
+        if (t->use && (t->state == SIM_T_GEN || t->state == SIM_T_HELD || t->state == SIM_T_TOOL) &&
+            s->groups.v[t->group].index < oldest)
+            oldest = s->groups.v[t->group].index;
+    }
+    return oldest;
+}
+
+/* The window: the finished trajectories of launches older than every one still in flight,
+ * the newest r->most of them in whole batches, in finishing order. Trajectories of later
+ * launches are left out: those that finished so far are the short ones, and a window of them
+ * would plan for a workload shorter than the run's. Returns the trajectories appended. */
+static size_t window(const struct sim *s, struct plan_lengths *out)
 {
     const struct sim_replan *r = s->replan;
-    size_t n = r->n / (size_t)s->batch * (size_t)s->batch;
-    for (size_t k = r->n - n; k < r->n; k++) {
+    int64_t frontier = oldest_in_flight(s);
+    size_t have = 0;
+    for (size_t k = 0; k < r->n; k++)
+        have += r->ring[(r->head + k) % r->cap].group < frontier;
+    size_t n = (have < r->most ? have : r->most) / (size_t)s->batch * (size_t)s->batch;
+    size_t skip = have - n;
+    for (size_t k = 0, seen = 0; k < r->n; k++) {
         const struct record *x = &r->ring[(r->head + k) % r->cap];
+        if (x->group >= frontier || seen++ < skip)
+            continue;
         plan_lengths_add(out, x->prompt, x->generated, x->tool, x->turns, x->tool_s, x->filtered);
     }
+    return n;
 }
 
 /* Plans sample w with the split and training layout pinned (and the multiset `pinned` too,
@@ -387,11 +418,12 @@ static void evaluate(struct sim *s, const char *why)
         if (core_live(s, i))
             ev.cur[spec_tp_index(s->inst[i].tp)]++;
     struct plan_lengths w = {0};
-    window(s, &w);
-    struct plan_result cur, cand;
-    int rc = solve(s, &w, NULL, ev.cur, &cand, &cur);
+    struct plan_result cur = {0}, cand = {0};
+    int rc = window(s, &w) >= r->least ? solve(s, &w, NULL, ev.cur, &cand, &cur) : -1;
     plan_lengths_free(&w);
-    if (rc != 0)
+    if (rc < 0)
+        ev.why = "too few trajectories of finished launches";
+    else if (rc != 0)
         ev.why = "the window cannot be planned";
     else if (!cur.feasible || !cand.feasible)
         ev.why = plan_why_text(cur.feasible ? cand.why : cur.why);

@@ -68,7 +68,7 @@ DYNAMIC_SAMPLING = SIM + ("--workload", "dapo-math-verl", "--batch", "64", "--se
 # libra on DAPO-Math, Qwen3-4B, 24 GPUs, held to two TP sizes: its first window of finished
 # trajectories plans another fleet than the one the run starts on (online replanning).
 REPLAN = ("sim", "--workload", "dapo-math", "--model", "qwen3-4b", "--gpus", "24", "--batch",
-          "64", "--steps", "14", "--set", "sim.modes=libra", "--set", "plan.min_tp_sizes=2",
+          "64", "--steps", "24", "--set", "sim.modes=libra", "--set", "plan.min_tp_sizes=2",
           "--set", "plan.verify_candidates=0")
 # The planner's analytic optimum, unverified by simulation (which would take longer).
 PLAN = ("plan", "--set", "plan.verify_candidates=0")

@@ -1,9 +1,8 @@
 /*
  * sim/: online replanning in the libra mode (sim/replan.c). DAPO-Math on Qwen3-4B, 24 GPUs,
- * batch 64, the planner held to two TP sizes and verification off: the windows of the first
- * steps plan other fleets than the one the run starts on (TP1 against TP4 and TP8, whose
- * predictions are close), so a rule forced to accept any gain (plan.replan_min_gain_frac 0, an
- * endless horizon) replans there and back, retiring instances a replan started. The run keeps
+ * batch 64, the planner held to two TP sizes and verification off: the first window of
+ * finished launches plans another fleet than the one the run starts on, and a rule forced to
+ * accept any gain (plan.replan_min_gain_frac 0, an endless horizon) replans. The run keeps
  * its books through the replans, keeps the split's GPUs in rollout, and is a pure function of
  * its input; evaluations that accept nothing leave every step as a run without replanning
  * has it. Random experiments under the forced rule (workload, GPUs, group size, TP sizes,
@@ -41,7 +40,7 @@ static int setup(void **state)
     c->cluster.gpus_per_node = 8;
     c->rl.batch_trajectories = 64;
     c->rl.samples = 16;
-    c->rl.steps = 14;
+    c->rl.steps = 24;
     c->sim.modes = SPEC_SIM_LIBRA;
     c->plan.min_tp_sizes = 2;
     c->plan.verify_candidates = 0;
@@ -65,17 +64,17 @@ static int teardown(void **state)
     return 0;
 }
 
-/* Runs w's experiment, recording the timeline of steps 2..8 and the trace of step 4 when
+/* Runs w's experiment, recording the timeline of steps 2..20 and the trace of step 11 when
  * record is set (the replans fall inside them). */
 static void run(struct world *w, bool record, struct sim_result *r)
 {
     struct libra_error err = {0};
     struct sim_run_opts o = {.steps = w->cfg.rl.steps,
                              .warmup = 2,
-                             .perfetto_step = record ? 4 : -1,
+                             .perfetto_step = record ? 11 : -1,
                              .timeline = record,
                              .timeline_first = 2,
-                             .timeline_last = 8};
+                             .timeline_last = 20};
     if (sim_run(&w->in, &w->lay, &o, r, &err) != 0)
         fail_msg("sim_run: %s", err.msg);
 }
@@ -119,7 +118,7 @@ static void test_forced_replans(void **state)
             assert_int_equal(fleet_gpus(ev->cand), rollout);
         }
     }
-    assert_true(accepted >= 2);
+    assert_true(accepted >= 1);
     assert_int_equal(r.n_instances, w->lay.n_inst + started);
     assert_true(r.routing_since_step > 0);
     assert_non_null(r.perfetto);
