@@ -386,10 +386,8 @@ double sim_queue_pressure(const struct sim *s)
 double sim_active_pressure(const struct sim *s)
 {
     double live = 0;
-    for (size_t k = 0; k < s->traj.n; k++) {
-        enum sim_traj_state t = s->traj.v[k].state;
-        live += s->traj.v[k].use && (t == SIM_T_GEN || t == SIM_T_HELD || t == SIM_T_TOOL);
-    }
+    for (size_t k = 0; k < s->traj.n; k++)
+        live += sim_traj_in_flight(&s->traj.v[k]);
     return live / ((double)(s->staleness + 1) * s->batch);
 }
 

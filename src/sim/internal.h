@@ -382,6 +382,12 @@ static inline double sim_util(double busy, double avail)
     return u > 1 && u <= 1 + 1e-9 ? 1 : u;
 }
 
+/* Whether trajectory t is in flight: a turn generating, held or waiting on tools. */
+static inline bool sim_traj_in_flight(const struct sim_traj *t)
+{
+    return t->use && (t->state == SIM_T_GEN || t->state == SIM_T_HELD || t->state == SIM_T_TOOL);
+}
+
 /* A reference to t that stays safe after t's slot is reused (see struct sim_traj). */
 static inline uint64_t sim_traj_ref(const struct sim *s, const struct sim_traj *t)
 {

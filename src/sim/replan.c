@@ -176,8 +176,7 @@ static int64_t oldest_in_flight(const struct sim *s)
     int64_t oldest = INT64_MAX;
     for (size_t k = 0; k < s->traj.n; k++) {
         const struct sim_traj *t = &s->traj.v[k];
-        if (t->use && (t->state == SIM_T_GEN || t->state == SIM_T_HELD || t->state == SIM_T_TOOL) &&
-            s->groups.v[t->group].index < oldest)
+        if (sim_traj_in_flight(t) && s->groups.v[t->group].index < oldest)
             oldest = s->groups.v[t->group].index;
     }
     return oldest;

@@ -16,18 +16,23 @@
 
 /* ---- JSON ----------------------------------------------------------------------------- */
 
+/* Instances by TP as "tp1x4,tp8x2". */
+static void counts_text(const int c[PLAN_NTP], char *out, size_t size)
+{
+    size_t n = 0;
+    out[0] = '\0';
+    for (int t = 0; t < PLAN_NTP && n < size; t++)
+        if (c[t])
+            n += (size_t)snprintf(out + n, size - n, "%stp%dx%d", n ? "," : "", 1 << t, c[t]);
+}
+
 /* "tp1x4,tp2x2,tp4x2": the fleet by TP size. */
 void sim_fleet_text(const struct sim_layout *l, char *out, size_t size)
 {
     int counts[PLAN_NTP] = {0};
     for (int i = 0; i < l->n_inst; i++)
         counts[spec_tp_index(l->inst[i].tp)]++;
-    size_t used = 0;
-    out[0] = '\0';
-    for (int k = 0; k < PLAN_NTP && used < size; k++)
-        if (counts[k])
-            used += (size_t)snprintf(out + used, size - used, "%stp%dx%d", used ? "," : "", 1 << k,
-                                     counts[k]);
+    counts_text(counts, out, size);
 }
 
 static json_t *layout_json(const struct sim_layout *l, int gpus)
@@ -104,16 +109,6 @@ static json_t *step_json(const struct sim_step *st, bool pool)
     if (pool)
         json_object_set_new(o, "pool", pool_json(&st->pool));
     return o;
-}
-
-/* Instances by TP as "tp1x4,tp8x2". */
-static void counts_text(const int c[PLAN_NTP], char *out, size_t size)
-{
-    size_t n = 0;
-    out[0] = '\0';
-    for (int t = 0; t < PLAN_NTP && n < size; t++)
-        if (c[t])
-            n += (size_t)snprintf(out + n, size - n, "%stp%dx%d", n ? "," : "", 1 << t, c[t]);
 }
 
 static json_t *replan_eval_json(const struct sim_replan_eval *ev)
