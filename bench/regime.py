@@ -3,17 +3,18 @@
 
 For each of the paper's three setups (examples/sim-r2e-gym-qwen3-14b.json,
 examples/sim-search-r1-qwen3-14b.json, examples/sim-dapo-math-qwen3-4b.json) and each value of
-a swept key, the attribution, every bar a measured run:
+a swept key, `libra sim --attribution` (docs/sim.md "Attribution"), every bar a measured run:
 
-  colocated (tuned) -> disaggregated async (tuned) -> + planner (libra's planned layout with a
-  homogeneous fleet, plan.homogeneous_rollout=true) -> + heterogeneous TP with C-MLFQ (libra)
+  colocated (tuned) -> disaggregated async (tuned) -> + planner (one TP size) -> + heterogeneous
+  TP with C-MLFQ -> + elastic pool -> + online replanning (libra), and libra without
+  heterogeneous TP and without the pool (without replanning is the +pool bar)
 
 Every setup runs with the planner free: plan.tp_pattern and sched.buckets cleared,
 plan.min_train_gpus and plan.min_rollout_gpus at the config's defaults (8, one node each) and
 sim.planner true (the examples pin libra's batch-32 reference layout). Each (setup, sweep) is
-two `libra sim FILE --sweep KEY=... --seed-list ... --json` commands: the three modes, and
-libra alone with a homogeneous fleet. Tables give trained tokens/s as the median over seeds
-[first quartile, third quartile] (R-7) and the ratios between bars computed per seed.
+one `libra sim FILE --sweep KEY=... --attribution --seed-list ... --json` command. Tables give
+trained tokens/s as the median over seeds [first quartile, third quartile] (R-7) and the
+ratios between bars computed per seed.
 
 Parts (--part, comma-separated; default all):
   regime     rl.batch_trajectories 32, 128, 512, 2560, each rounded down to a multiple of the
@@ -63,14 +64,22 @@ SETUPS = [  # (label, example file, workload preset)
 # the planner free at every point (the examples pin libra's reference layout for batch 32)
 FREE = ["plan.tp_pattern=", "sched.buckets=", "plan.min_train_gpus=8", "plan.min_rollout_gpus=8",
         "sim.planner=true"]
-HOMOGENEOUS = ["sim.modes=libra", "plan.homogeneous_rollout=true"]
 BATCHES = [32, 128, 512, 2560]
 TOOL_SCALES = ["0.25", "1", "4", "16"]
 CAUSAL = ["0", None, "0.5", "1"]  # None: the preset's calibrated strength
+ATTRIBUTION_BARS = 8  # the values of libra sim --attribution's grid key (docs/sim.md)
 BARS = [("colocated", "colocated (tuned)"), ("async", "async (tuned)"),
-        ("planner", "+ planner (homogeneous)"), ("libra", "libra (+ het. TP, C-MLFQ)")]
-RATIOS = [("libra", "colocated"), ("libra", "async"), ("planner", "async"), ("libra", "planner")]
-NAMES = {"colocated": "colocated", "async": "async", "planner": "+planner", "libra": "libra"}
+        ("+planner", "+ planner (one TP)"), ("+hetero", "+ het. TP, C-MLFQ"),
+        ("+pool", "+ pool"), ("libra", "+ replanning (libra)")]
+# (a, b): a's trained tokens/s over b's, seed by seed: libra against the baselines, each step
+# of the ladder, and libra without heterogeneous TP and without the pool (without replanning
+# is the ladder's +pool, the last step's inverse)
+RATIOS = [("libra", "colocated"), ("libra", "async"), ("+planner", "async"),
+          ("+hetero", "+planner"), ("+pool", "+hetero"), ("libra", "+pool"),
+          ("-hetero", "libra"), ("-pool", "libra")]
+NAMES = {"colocated": "colocated", "async": "async", "+planner": "+planner",
+         "+hetero": "+het", "+pool": "+pool", "libra": "libra", "-hetero": "libra−het",
+         "-pool": "libra−pool"}
 
 
 class Sweep:
@@ -168,14 +177,19 @@ def layout(mode):
     lay = mode["layout"]
     if lay["colocated"]:
         return "all GPUs, " + lay["instances"]
+    pool = lay.get("pool")
+    if pool and pool["hybrid_replicas"]:  # the elastic pool's hybrid replicas, beside the core
+        return (f"{lay['train_gpus']} + {pool['hybrid_replicas']}x{pool['replica_gpus']} hybrid"
+                f" + {lay['instances']}")
     return f"{lay['train_gpus']} + {lay['instances']}"
 
 
-def run(args, example, sweep, values, sets, presets, out_json):
-    """One libra sim sweep; returns (document, shell command as documented, seconds)."""
+def run(args, example, sweep, values, presets, out_json):
+    """One libra sim sweep with the attribution; returns (document, shell command as
+    documented, seconds)."""
     common = ["--steps", str(args.steps), "--seed-list", args.seed_list,
-              "--sweep", f"{sweep.key}=" + ",".join(values)]
-    for s in FREE + sweep.sets + sets:
+              "--sweep", f"{sweep.key}=" + ",".join(values), "--attribution"]
+    for s in FREE + sweep.sets:
         common += ["--set", s]
     cmd = [args.libra, "sim", os.path.join(ROOT, example)] + common + [
         "--jobs", str(args.jobs), "--json", "-o", out_json]
@@ -212,18 +226,19 @@ def verification(cell, verified):
                      max(het) / chosen["trained_tokens_per_s"] if het else None))
 
 
-def collect(doc, rates, lays, errors, rename=None, verified=None):
-    """Adds each cell's trained tokens/s and layout by (point, seed, mode)."""
+def collect(doc, rates, lays, errors, verified):
+    """Adds each cell's trained tokens/s and layout by (point of the swept key, seed, bar)."""
     for cell in doc["cells"]:
+        bar, point = cell["set"]["attribution"], cell["point"] // ATTRIBUTION_BARS
         if "error" in cell:
-            errors.append(f"point {cell['point']} seed {cell['seed']}: {cell['error']['message']}")
+            errors.append(f"point {point} bar {bar} seed {cell['seed']}: "
+                          f"{cell['error']['message']}")
             continue
-        if verified is not None and "libra" in cell["result"]["modes"]:
+        if bar == "libra":
             verification(cell, verified)
-        for name, mode in cell["result"]["modes"].items():
-            name = rename or name
-            rates[(cell["point"], cell["seed"], name)] = mode["run"]["trained_tokens_per_s"]
-            lays[(cell["point"], cell["seed"], name)] = layout(mode)
+        (mode,) = cell["result"]["modes"].values()
+        rates[(point, cell["seed"], bar)] = mode["run"]["trained_tokens_per_s"]
+        lays[(point, cell["seed"], bar)] = layout(mode)
 
 
 def layouts(lays, point, seeds, mode):
@@ -239,7 +254,7 @@ def layouts(lays, point, seeds, mode):
 
 def table(args, part, sweep, setups, presets, outdir, batch):
     seeds = [int(s) for s in args.seed_list.split(",")]
-    rows, lay_rows, commands, errors, verified = [], [], [], [], []
+    rows, ratio_rows, lay_rows, commands, errors, verified = [], [], [], [], [], []
     for label, example, _ in setups:
         values = sweep.values[example]
         if args.quick:
@@ -247,14 +262,11 @@ def table(args, part, sweep, setups, presets, outdir, batch):
         tag = f"{part}-{os.path.basename(example)[4:-5]}" + (
             "-" + sweep.title.replace(" ", "").replace("rl.", "") if sweep.title else "")
         rates, lays = {}, {}
-        doc, cmd, t1 = run(args, example, sweep, [v for _, v in values], [], presets,
-                           os.path.join(outdir, tag + ".json"))
-        collect(doc, rates, lays, errors, verified=verified)
-        doc, cmd2, t2 = run(args, example, sweep, [v for _, v in values], HOMOGENEOUS, presets,
-                            os.path.join(outdir, tag + "-homogeneous.json"))
-        collect(doc, rates, lays, errors, rename="planner")
-        commands += [cmd, cmd2]
-        args.took += t1 + t2
+        doc, cmd, took = run(args, example, sweep, [v for _, v in values], presets,
+                             os.path.join(outdir, tag + ".json"))
+        collect(doc, rates, lays, errors, verified)
+        commands.append(cmd)
+        args.took += took
         what = label if part == "regime" else f"{label}, batch {batch[example]}"
         for point, (shown, _) in enumerate(values):
             r = {m: [rates[(point, s, m)] for s in seeds if (point, s, m) in rates] for m, _ in BARS}
@@ -263,7 +275,8 @@ def table(args, part, sweep, setups, presets, outdir, batch):
                 xs = [rates[(point, s, a)] / rates[(point, s, b)] for s in seeds
                       if (point, s, a) in rates and (point, s, b) in rates and rates[(point, s, b)] > 0]
                 ratio.append(fmt(xs, 2))
-            rows.append([what, shown] + [fmt(r[m], 0) for m, _ in BARS] + ratio)
+            rows.append([what, shown] + [fmt(r[m], 0) for m, _ in BARS])
+            ratio_rows.append([what, shown] + ratio)
             lay_rows.append([what, shown] + [layouts(lays, point, seeds, m) for m, _ in BARS])
     key = "batch" if part == "regime" else sweep.key.split(".")[-1].replace("name", "workload")
     if part in ("tools", "causal"):
@@ -277,11 +290,18 @@ def table(args, part, sweep, setups, presets, outdir, batch):
     for c in commands:
         print(c)
     print("```\n")
-    head = ["setup", key] + [name for _, name in BARS] + [
-        f"{NAMES[a]}/{NAMES[b]}" for a, b in RATIOS]
+    head = ["setup", key] + [name for _, name in BARS]
     print("| " + " | ".join(head) + " |")
     print("|---|---|" + "---:|" * (len(head) - 2))
     for r in rows:
+        print("| " + " | ".join(r) + " |")
+    print("\nRatios (seed by seed, then median [q1, q3]): libra against the baselines, each step "
+          "of the ladder, and libra without heterogeneous TP and without the pool (libra without "
+          "replanning is +pool, the inverse of libra/+pool):\n")
+    head = ["setup", key] + [f"{NAMES[a]}/{NAMES[b]}" for a, b in RATIOS]
+    print("| " + " | ".join(head) + " |")
+    print("|---|---|" + "---:|" * (len(head) - 2))
+    for r in ratio_rows:
         print("| " + " | ".join(r) + " |")
     print("\nLayouts (training GPUs + rollout instances; all GPUs: time-shared):\n")
     head = ["setup", key] + [name for _, name in BARS]

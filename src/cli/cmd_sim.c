@@ -22,7 +22,8 @@
 static const char help[] =
     "usage: libra sim [EXPERIMENT] [--json|--jsonl] [--steps N] [--seed S] [--perfetto FILE]\n"
     "                 [--timeline A:B] [--trace FILE] [--sweep KEY=V1,V2,...]...\n"
-    "                 [--seeds N|--seed-list S,...] [--jobs J] [--progress] [flags]\n"
+    "                 [--seeds N|--seed-list S,...] [--attribution] [--jobs J] [--progress]\n"
+    "                 [flags]\n"
     "\n"
     "Simulates the RL job of EXPERIMENT (a config file, docs/config.md; without one the\n"
     "built-in default: 48 x A800, Qwen3-14B, r2e-gym, batch 32 = 8 x 4, 100 steps) under each\n"
@@ -48,12 +49,17 @@ static const char help[] =
     "                     repeatable: the grid of every combination, the first key slowest;\n"
     "                     write a comma inside a value as \\,)\n"
     "  --seeds N          run every cell under N seeds: sim.seed, sim.seed + 1, ...\n"
-    "  --seed-list S,...  run every cell under these seeds\n";
+    "  --seed-list S,...  run every cell under these seeds\n"
+    "  --attribution      run what each of libra's mechanisms buys, each bar a run:\n"
+    "                     colocated, async, + planner, + heterogeneous TP with C-MLFQ,\n"
+    "                     + elastic pool, + online replanning, and libra without each\n"
+    "                     (the last key of the sweep's grid; docs/sim.md)\n";
 
 /* ---- flags ------------------------------------------------------------------------------ */
 
 struct sim_flags {
     const char *perfetto;
+    bool attribution;
     VEC(struct sim_sweep_key) keys; /* key and values owned */
     int64_t n_seeds;                /* --seeds; 0 none */
     VEC(int64_t) seed_list;         /* --seed-list */
@@ -249,28 +255,69 @@ static int run_one(const struct cli_common *cc, const struct sim_flags *f,
 static int build_cells(const struct cli_common *cc, const char *file, const struct api_presets *p,
                        struct api_traces *ts, struct sim_sweep *sw, struct libra_config *cfgs)
 {
-    struct spec_config_override *extra = xcalloc(sw->n_keys + 1, sizeof *extra);
+    size_t n_bars, most = 1; /* settings a key sets at most */
+    const struct sim_bar *bars = sim_attribution_bars(&n_bars);
+    for (size_t b = 0; b < n_bars; b++)
+        most = bars[b].n_sets > most ? bars[b].n_sets : most;
+    struct spec_config_override *extra = xcalloc(sw->n_keys * most + 1, sizeof *extra);
     char(*labels)[160] = xcalloc(sw->n_keys + 1, sizeof *labels);
     int rc = 0;
     for (size_t i = 0; i < sw->n_cells && rc == 0; i++) {
         struct sim_cell *c = &sw->cells[i];
         c->point = i / sw->n_seeds;
         c->seed = sw->seeds[i % sw->n_seeds];
+        size_t n = 0;
         for (size_t k = 0; k < sw->n_keys; k++) {
+            const char *value = sim_sweep_value(sw, c->point, k);
+            if (strcmp(sw->keys[k].key, SIM_ATTRIBUTION_KEY) == 0) {
+                const struct sim_bar *bar = sim_attribution_bar(value);
+                snprintf(labels[k], sizeof labels[k], "--attribution (%s)", value);
+                for (size_t j = 0; j < bar->n_sets; j++)
+                    extra[n++] = (struct spec_config_override){bar->sets[j].key, bar->sets[j].value,
+                                                               labels[k]};
+                continue;
+            }
             snprintf(labels[k], sizeof labels[k], "--sweep %s", sw->keys[k].key);
-            extra[k] = (struct spec_config_override){sw->keys[k].key,
-                                                     sim_sweep_value(sw, c->point, k), labels[k]};
+            extra[n++] = (struct spec_config_override){sw->keys[k].key, value, labels[k]};
         }
         char seed[32];
         snprintf(seed, sizeof seed, "%lld", (long long)c->seed);
-        extra[sw->n_keys] = (struct spec_config_override){"sim.seed", seed, "--seeds"};
-        rc = cli_common_resolve(cc, file, p, extra, sw->n_keys + 1, &cfgs[i]);
+        extra[n++] = (struct spec_config_override){"sim.seed", seed, "--seeds"};
+        rc = cli_common_resolve(cc, file, p, extra, n, &cfgs[i]);
         if (rc == 0)
             rc = cli_sim_input(p, ts, &cfgs[i], false, &c->in);
     }
     free(labels);
     free(extra);
     return rc;
+}
+
+/* The attribution's bars as the last key of the grid: refused where a bar would not be the
+ * mechanism it names, or where a swept key is one the bars set. */
+static int add_attribution(const struct cli_common *cc, struct sim_flags *f,
+                           const struct libra_config *base)
+{
+    if (!base->sim.planner)
+        return cli_usage_error(cc->cmd, "--attribution measures the planner's mechanisms; "
+                                        "sim.planner is false");
+    if (!base->plan.replan_interval_steps && !base->plan.replan_pressure)
+        return cli_usage_error(cc->cmd, "--attribution: its last bar is online replanning, "
+                                        "which plan.replan_interval_steps 0 and "
+                                        "plan.replan_pressure false turn off");
+    size_t n;
+    const struct sim_bar *bars = sim_attribution_bars(&n);
+    for (size_t k = 0; k < f->keys.n; k++)
+        for (size_t b = 0; b < n; b++)
+            for (size_t i = 0; i < bars[b].n_sets; i++)
+                if (strcmp(f->keys.v[k].key, bars[b].sets[i].key) == 0)
+                    return cli_usage_error(cc->cmd, "--sweep %s: --attribution sets it in its bars",
+                                           f->keys.v[k].key);
+    char **names = xcalloc(n, sizeof *names);
+    for (size_t b = 0; b < n; b++)
+        names[b] = xstrdup(bars[b].name);
+    vec_push(&f->keys,
+             ((struct sim_sweep_key){xstrdup(SIM_ATTRIBUTION_KEY), (const char *const *)names, n}));
+    return 0;
 }
 
 static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, const char *file,
@@ -326,11 +373,13 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, con
 
 /* ---- the command ------------------------------------------------------------------------ */
 
-static int run(const struct cli_common *cc, const char *file, const struct sim_flags *f)
+static int run(const struct cli_common *cc, const char *file, struct sim_flags *f)
 {
     struct api_presets p = {0};
     struct libra_config cfg;
     int rc = cli_common_load(cc, file, &p, &cfg);
+    if (rc == 0 && f->attribution)
+        rc = add_attribution(cc, f, &cfg);
     if (rc == 0)
         rc = f->keys.n || f->n_seeds || f->seed_list.n ? run_sweep(cc, f, file, &p, &cfg)
                                                        : run_one(cc, f, &p, &cfg);
@@ -346,7 +395,7 @@ enum {
     OPT_SWEEP,
     OPT_SEEDS,
     OPT_SEED_LIST,
-    OPT_PROGRESS
+    OPT_ATTRIBUTION
 };
 
 static int own_flag(struct cli_common *cc, struct sim_flags *f, int c, const char *arg)
@@ -372,6 +421,9 @@ static int own_flag(struct cli_common *cc, struct sim_flags *f, int c, const cha
         if (f->n_seeds)
             return cli_usage_error(cmd, "--seeds and --seed-list exclude each other");
         return add_seed_list(cmd, f, arg);
+    case OPT_ATTRIBUTION:
+        f->attribution = true;
+        return 0;
     default:
         return LIBRA_EXIT_USAGE;
     }
@@ -386,6 +438,7 @@ int cmd_sim(int argc, char **argv)
         {"sweep", required_argument, NULL, OPT_SWEEP},
         {"seeds", required_argument, NULL, OPT_SEEDS},
         {"seed-list", required_argument, NULL, OPT_SEED_LIST},
+        {"attribution", no_argument, NULL, OPT_ATTRIBUTION},
         {0},
     };
     struct sim_flags f = {0};

@@ -329,6 +329,19 @@ static void datum_attrs(struct strbuf *b, const struct chart *c, const struct ch
     svg_attr_value(b, "data-value", value);
 }
 
+/* The whisker of datum i at x, from se->lo[i] to se->hi[i], where the series has them. */
+static void whisker(struct strbuf *b, const struct plot *p, const struct chart_series *se, size_t i,
+                    double x, const char *color)
+{
+    if (!se->lo || !se->hi || !isfinite(se->lo[i]) || !isfinite(se->hi[i]))
+        return;
+    line_el(b, x, py(p, se->lo[i]), x, py(p, se->hi[i]), color, "whisker");
+    svg_attr(b, "data-series", se->name);
+    svg_attr_value(b, "data-lo", se->lo[i]);
+    svg_attr_value(b, "data-hi", se->hi[i]);
+    svg_end_tag(b);
+}
+
 /* dodge: px to shift the series sideways, so that whiskers at one category stay apart */
 static void draw_line_series(struct strbuf *b, const struct chart *c, const struct plot *p,
                              const struct chart_series *se, double dodge)
@@ -354,13 +367,7 @@ static void draw_line_series(struct strbuf *b, const struct chart *c, const stru
         if (!isfinite(se->y[i]) || (c->x && !isfinite(c->x[i])))
             continue;
         double x = px(p, c, i) + dodge;
-        if (se->lo && se->hi && isfinite(se->lo[i]) && isfinite(se->hi[i])) {
-            line_el(b, x, py(p, se->lo[i]), x, py(p, se->hi[i]), se->color, "whisker");
-            svg_attr(b, "data-series", se->name);
-            svg_attr_value(b, "data-lo", se->lo[i]);
-            svg_attr_value(b, "data-hi", se->hi[i]);
-            svg_end_tag(b);
-        }
+        whisker(b, p, se, i, x, se->color);
         svg_tag(b, "circle");
         svg_attr(b, "class", "point");
         datum_attrs(b, c, se, i, se->y[i]);
@@ -388,8 +395,10 @@ static void bar(struct strbuf *b, const struct chart *c, const struct plot *p,
     svg_attr_px(b, "height", bottom - top);
     svg_attr(b, "fill", se->color);
     svg_end_tag(b);
-    if (se->text && se->text[i])
-        svg_text(b, x + w / 2, top - 4, "middle", 10, false, 0, "bar-label", se->text[i]);
+    if (se->text && se->text[i]) /* above the bar and its whisker */
+        svg_text(b, x + w / 2,
+                 fmin(top, se->hi && isfinite(se->hi[i]) ? py(p, se->hi[i]) : top) - 4, "middle",
+                 10, false, 0, "bar-label", se->text[i]);
 }
 
 static void draw_bars(struct strbuf *b, const struct chart *c, const struct plot *p)
@@ -411,8 +420,10 @@ static void draw_bars(struct strbuf *b, const struct chart *c, const struct plot
         double w = fmin(band * 0.8 / (double)c->n_series, BAR_MAX);
         double left = centre - w * (double)c->n_series / 2;
         for (size_t s = 0; s < c->n_series; s++)
-            if (isfinite(c->series[s].y[i]))
+            if (isfinite(c->series[s].y[i])) {
                 bar(b, c, p, &c->series[s], i, left + (double)s * w, w, 0);
+                whisker(b, p, &c->series[s], i, left + ((double)s + 0.5) * w, INK);
+            }
     }
 }
 

@@ -301,9 +301,10 @@ static void attribution(struct report_ctx *ctx, const json_t *modes)
         n++;
     }
     report_note(ctx, "attribution",
-                "the bars of the elastic hybrid pool and of online replanning: the libra bar "
-                "is one run with each as its config set it (layout.pool, run.replan); their "
-                "share needs runs with each off (bench/hindsight.py)");
+                "the bars of the planner alone, of the elastic hybrid pool and of online "
+                "replanning: the libra bar is one run with each as its config set it "
+                "(layout.pool, run.replan); `libra sim --attribution --json` runs each bar and "
+                "the leave-one-out view, and this report draws them from its result");
     if (n == 0) {
         report_note(ctx, "attribution",
                     "none of colocated, async and libra has "
@@ -321,7 +322,7 @@ static void attribution(struct report_ctx *ctx, const json_t *modes)
                      "heterogeneous layout, routed by C-MLFQ, with online replanning and the "
                      "elastic pool as the run's config set them); each label is the rate and its "
                      "ratio to the bar before. The pool and replanning have no bar of their own: "
-                     "one result holds one libra run.",
+                     "one result holds one libra run (libra sim --attribution runs them).",
                      "resource manager", "trained tokens/s", CHART_BARS, n, NULL, cats, false, s, 1,
                      0, NAN});
 }

@@ -131,23 +131,160 @@ static void ratio_figure(struct report_ctx *ctx, const struct sweep *sw)
                                  false, s, 2, 1, NAN});
 }
 
-/* The grid point's settings as a label: the value alone when one key is swept. */
-static const char *point_label(struct report_ctx *ctx, const json_t *grid, const json_t *set)
+/* The grid point's settings as a label: the value alone when one key is swept. With
+ * with_keys, every key's (those set has) as KEY=VALUE. */
+static const char *point_label(struct report_ctx *ctx, const json_t *grid, const json_t *set,
+                               bool with_keys)
 {
     size_t n = json_array_size(grid);
     const char *label = "";
     for (size_t k = 0; k < n; k++) {
         const char *key = report_str(json_array_get(grid, k), "key");
         const char *v = key ? json_string_value(json_object_get(set, key)) : NULL;
-        label = n == 1 ? (v ? v : "?")
-                       : report_fmt(ctx, "%s%s%s=%s", label, k ? ", " : "", key ? key : "?",
-                                    v ? v : "?");
+        if (with_keys && !v)
+            continue;
+        label = n == 1 && !with_keys ? (v ? v : "?")
+                                     : report_fmt(ctx, "%s%s%s=%s", label, label[0] ? ", " : "",
+                                                  key ? key : "?", v ? v : "?");
     }
     return label;
 }
 
+/* The median and quartiles of what entry i of the array arr holds at member path. */
+static struct chart_series spread_member(struct report_ctx *ctx, const json_t *arr,
+                                         const char *path)
+{
+    size_t n = json_array_size(arr);
+    double *mid = report_nans(ctx, n + 1), *lo = report_nans(ctx, n + 1);
+    double *hi = report_nans(ctx, n + 1);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(arr, i);
+        mid[i] = report_num(e, report_fmt(ctx, "%s/median", path));
+        lo[i] = report_num(e, report_fmt(ctx, "%s/q1", path));
+        hi[i] = report_num(e, report_fmt(ctx, "%s/q3", path));
+    }
+    return (struct chart_series){NULL, NULL, false, mid, lo, hi, NULL};
+}
+
+/* Bars of one view of the attribution (the ladder or the leave-one-out), labelled with each
+ * bar's median and its median ratio at member ratio. */
+static void bar_figure(struct report_ctx *ctx, const json_t *bars, const char *ratio,
+                       const char *ratio_name, const char *name, const char *title,
+                       const char *what, double seeds)
+{
+    size_t n = json_array_size(bars);
+    const char **cats = arena_calloc(ctx->arena, n + 1, sizeof *cats);
+    const char **text = arena_calloc(ctx->arena, n + 1, sizeof *text);
+    struct chart_series *s = arena_calloc(ctx->arena, 1, sizeof *s);
+    *s = spread_member(ctx, bars, "trained_tokens_per_s");
+    for (size_t i = 0; i < n; i++) {
+        const json_t *bar = json_array_get(bars, i);
+        const char *label = report_str(bar, "label");
+        double r = report_num(bar, report_fmt(ctx, "%s/median", ratio));
+        cats[i] = label ? label : "?";
+        text[i] = !isfinite(s->y[i]) ? NULL
+                  : isfinite(r)      ? report_fmt(ctx, "%.0f (%.2fx)", s->y[i], r)
+                                     : report_fmt(ctx, "%.0f", s->y[i]);
+    }
+    s->name = "trained tokens/s";
+    s->color = "#59a14f";
+    s->text = text;
+    report_chart(
+        ctx,
+        &(struct chart){name, title,
+                        report_fmt(ctx,
+                                   "%s Each bar is the median across %.0f seeds of the trained "
+                                   "tokens per second measured after warm-up, its whisker the "
+                                   "first to third quartile (R-7); the label gives the median "
+                                   "ratio, taken seed by seed, to %s. A missing bar is a run that "
+                                   "failed (the sweep's cells say why).",
+                                   what, seeds, ratio_name),
+                        "run", "trained tokens/s", CHART_BARS, n, NULL, cats, false, s, 1, 0, NAN});
+}
+
+/* Each bar of the ladder against the points of the other swept keys. */
+static void ladder_across(struct report_ctx *ctx, const json_t *attribution, const json_t *grid,
+                          double seeds)
+{
+    size_t points = json_array_size(attribution);
+    const json_t *first = json_object_get(json_array_get(attribution, 0), "ladder");
+    size_t n = json_array_size(first);
+    const char **labels = arena_calloc(ctx->arena, points, sizeof *labels);
+    const char *key = report_str(json_array_get(grid, 0), "key"); /* the one other key's */
+    bool one_key = json_array_size(grid) == 2 && key;
+    for (size_t q = 0; q < points; q++) {
+        const json_t *set = json_object_get(json_array_get(attribution, q), "set");
+        labels[q] = one_key ? report_str(set, key) : point_label(ctx, grid, set, true);
+        labels[q] = labels[q] ? labels[q] : "?";
+    }
+    struct chart_series *s = arena_calloc(ctx->arena, n + 1, sizeof *s);
+    json_t *column = json_array(); /* bar i of every point */
+    for (size_t i = 0; i < n; i++) {
+        json_array_clear(column);
+        for (size_t q = 0; q < points; q++)
+            json_array_append(
+                column,
+                json_array_get(json_object_get(json_array_get(attribution, q), "ladder"), i));
+        s[i] = spread_member(ctx, column, "trained_tokens_per_s");
+        const char *label = report_str(json_array_get(first, i), "label");
+        s[i].name = label ? label : "?";
+        s[i].color = report_color(NULL, i);
+    }
+    json_decref(column);
+    report_chart(ctx,
+                 &(struct chart){"attribution-across", "Each bar of the ladder across the sweep",
+                                 report_fmt(ctx,
+                                            "The trained tokens per second of each bar of the "
+                                            "ladder at each point of the other swept keys: the "
+                                            "median across %.0f seeds, the whisker from the first "
+                                            "to the third quartile (R-7).",
+                                            seeds),
+                                 one_key ? key : "grid point", "trained tokens/s", CHART_LINES,
+                                 points, NULL, labels, false, s, n, 0, NAN});
+}
+
+/* The attribution of `libra sim --attribution`: per point of the other swept keys, the ladder
+ * and the leave-one-out view (the sweep's "attribution" member). */
+static void attribution_figures(struct report_ctx *ctx, const json_t *attribution,
+                                const json_t *grid, double seeds)
+{
+    size_t points = json_array_size(attribution);
+    for (size_t q = 0; q < points; q++) {
+        const json_t *at = json_array_get(attribution, q);
+        const char *where = "", *suffix = "";
+        if (points > 1) {
+            where =
+                report_fmt(ctx, " (%s)", point_label(ctx, grid, json_object_get(at, "set"), true));
+            suffix = report_fmt(ctx, "-%zu", q + 1);
+        }
+        bar_figure(ctx, json_object_get(at, "ladder"), "over_previous", "the bar before",
+                   report_fmt(ctx, "attribution%s", suffix),
+                   report_fmt(ctx, "What each mechanism adds%s", where),
+                   "libra's mechanisms added one at a time, in the paper's order: colocated "
+                   "(verl's hybrid engine, rollout TP tuned), a disaggregated async split (split "
+                   "and TP tuned), the planner's layout with one TP size, heterogeneous TP routed "
+                   "by C-MLFQ, the elastic hybrid pool, online replanning (libra whole).",
+                   seeds);
+        bar_figure(ctx, json_object_get(at, "leave_one_out"), "over_libra", "libra",
+                   report_fmt(ctx, "leave-one-out%s", suffix),
+                   report_fmt(ctx, "libra without each mechanism%s", where),
+                   "libra whole, then without heterogeneous TP with C-MLFQ (one TP size), without "
+                   "the elastic pool, without online replanning. A ladder's steps depend on its "
+                   "order; what the whole loses without a mechanism does not.",
+                   seeds);
+    }
+    if (points > 1)
+        ladder_across(ctx, attribution, grid, seeds);
+}
+
 void report_sweep_figures(struct report_ctx *ctx, const json_t *doc)
 {
+    const json_t *attribution = json_object_get(doc, "attribution");
+    if (json_array_size(attribution)) {
+        attribution_figures(ctx, attribution, json_object_get(doc, "grid"),
+                            (double)json_array_size(json_object_get(doc, "seeds")));
+        return;
+    }
     const json_t *summary = json_object_get(doc, "summary"), *grid = json_object_get(doc, "grid");
     const json_t *cells = json_object_get(doc, "cells");
     struct sweep sw = {.points = json_array_size(summary),
@@ -161,7 +298,7 @@ void report_sweep_figures(struct report_ctx *ctx, const json_t *doc)
     json_t *modes = json_object(); /* every mode of any grid point */
     for (size_t p = 0; p < sw.points; p++) {
         const json_t *point = json_array_get(summary, p);
-        sw.label[p] = point_label(ctx, grid, json_object_get(point, "set"));
+        sw.label[p] = point_label(ctx, grid, json_object_get(point, "set"), false);
         const json_t *m = json_object_get(point, "modes");
         if (json_is_object(m))
             json_object_update(modes, (json_t *)m);

@@ -34,8 +34,10 @@ static const struct {
     {"train", "training", "#4e79a7"},
     {"rollout", "rollout (busy)", "#59a14f"},
     {"sync", "weight sync / switch", "#e15759"},
+    {"lent", "rollout on a lent training replica", "#b07aa1"}, /* drawn for hybrid rows */
 };
 #define N_USES (sizeof uses / sizeof uses[0])
+#define LENT (N_USES - 1)
 
 static const char *use_color(const char *use)
 {
@@ -109,19 +111,30 @@ static const char *int_text(struct report_ctx *ctx, const json_t *o, const char 
     return usable(v) ? report_fmt(ctx, "%.0f", v) : "?";
 }
 
+/* Whether row is an instance serving on a training replica's GPUs (the elastic pool's). */
+static bool lent(const json_t *row)
+{
+    return json_object_get(row, "hybrid_replica") != NULL;
+}
+
 /* The label of a row: the trainer's, or an instance's. */
 static const char *row_label(struct report_ctx *ctx, const json_t *row, bool trainer)
 {
     if (trainer)
         return report_fmt(ctx, "trainer (%s GPUs)", int_text(ctx, row, "gpus"));
+    if (lent(row))
+        return report_fmt(ctx, "inst. %s (TP%s, lent %s)", int_text(ctx, row, "instance"),
+                          int_text(ctx, row, "tp"), int_text(ctx, row, "hybrid_replica"));
     return report_fmt(ctx, "instance %s (TP%s)", int_text(ctx, row, "instance"),
                       int_text(ctx, row, "tp"));
 }
 
-/* Appends row's intervals within the view to out as [from, to, use], clipped; *budget is
- * what may still be drawn. Returns how many were left out by the budget. */
+/* Appends row's intervals within the view to out as [from, to, use], clipped (a lent row's
+ * rollout as "lent"); *budget is what may still be drawn. Returns how many were left out by
+ * the budget. */
 static size_t clip_intervals(const json_t *row, const struct view *v, json_t *out, size_t *budget)
 {
+    bool lent_row = lent(row);
     const json_t *iv = json_object_get(row, "intervals");
     size_t over = 0;
     for (size_t k = 0; k < json_array_size(iv); k++) {
@@ -130,8 +143,10 @@ static size_t clip_intervals(const json_t *row, const struct view *v, json_t *ou
         double b = json_number_value(json_array_get(x, 1));
         const char *use = json_string_value(json_array_get(x, 2));
         if (!json_is_number(json_array_get(x, 0)) || !json_is_number(json_array_get(x, 1)) ||
-            !use_color(use) || !usable(a) || !usable(b))
+            !use_color(use) || strcmp(use, uses[LENT].use) == 0 || !usable(a) || !usable(b))
             continue;
+        if (lent_row && strcmp(use, "rollout") == 0)
+            use = uses[LENT].use;
         a = fmax(a, v->from);
         b = fmin(b, v->complete);
         if (!(a < b))
@@ -308,7 +323,7 @@ static void draw_steps(struct report_ctx *ctx, struct strbuf *b, const struct ga
 }
 
 static const char *gantt_caption(struct report_ctx *ctx, const char *name, const json_t *tl,
-                                 const struct view *v, bool colocated)
+                                 const struct view *v, bool colocated, size_t lent_rows)
 {
     const char *cut =
         v->complete < v->to
@@ -331,10 +346,14 @@ static const char *gantt_caption(struct report_ctx *ctx, const char *name, const
         ctx,
         "What the GPUs of %s did in steps %.0f to %.0f (simulated time %.1f s to %.1f s%s): one "
         "row for the trainer%s and one per rollout instance. Green: the instance's engine runs "
-        "iterations; blue: training; red: held by a weight update%s; grey: idle. Dashed lines "
+        "iterations%s; blue: training; red: held by a weight update%s; grey: idle. Dashed lines "
         "end steps.%s",
         name, first, last, v->from, v->to, narrowed,
         colocated ? " (every GPU: they are time-shared)" : "",
+        lent_rows ? " (purple on a row labelled 'lent R': the GPUs of training replica R, lent "
+                    "to rollout by the elastic pool; blue there from the trainer's request to "
+                    "have them back until they return: joining, then training)"
+                  : "",
         colocated ? " or the hybrid engine's switches, on every row" : "", cut);
 }
 
@@ -355,9 +374,13 @@ static void gantt(struct report_ctx *ctx, const char *name, const json_t *mode, 
                   "view_s", ujson_real(v.from), ujson_real(v.to), "complete_to_s",
                   ujson_real(v.complete), "rows", rows);
     struct legend_item items[N_USES + 2];
-    size_t n_items = 0;
+    size_t n_items = 0, lent_rows = 0;
+    const json_t *inst = json_object_get(tl, "instances");
+    for (size_t i = 0; i < json_array_size(inst); i++)
+        lent_rows += lent(json_array_get(inst, i));
     for (size_t k = 0; k < N_USES; k++)
-        items[n_items++] = (struct legend_item){uses[k].name, uses[k].color, false, false};
+        if (k != LENT || lent_rows)
+            items[n_items++] = (struct legend_item){uses[k].name, uses[k].color, false, false};
     items[n_items++] = (struct legend_item){"idle", IDLE_COLOR, false, false};
     if (v.complete < v.to)
         items[n_items++] = (struct legend_item){"not recorded", UNRECORDED_COLOR, false, false};
@@ -367,7 +390,7 @@ static void gantt(struct report_ctx *ctx, const char *name, const json_t *mode, 
     struct frame f;
     frame_open(ctx, &f, id, report_fmt(ctx, "GPU timeline: %s", name), legend_rows(items, n_items),
                STEPS_H + (double)g.n_rows * (ROW_H + ROW_GAP) + AXIS_H,
-               gantt_caption(ctx, name, tl, &v, json_is_true(shared)), data);
+               gantt_caption(ctx, name, tl, &v, json_is_true(shared), lent_rows), data);
     legend_draw(&f, items, n_items);
     g.top = f.top + STEPS_H;
     draw_axis(&f.svg, &g);

@@ -86,7 +86,7 @@ struct chart_series {
     const char *name, *color;
     bool dashed;             /* lines: a dashed stroke */
     const double *y;         /* n_x values; NaN draws nothing */
-    const double *lo, *hi;   /* NULL, or n_x whisker ends (lines) */
+    const double *lo, *hi;   /* NULL, or n_x whisker ends */
     const char *const *text; /* NULL, or n_x labels above the bars (NULL entries: none) */
 };
 

@@ -250,13 +250,19 @@ static const char *envelope(struct report_ctx *ctx, const json_t *doc)
                       isfinite(seed) ? seed : 0, version ? version : "unknown");
 }
 
-/* --sweep KEY=V1,V2 per grid key and the seeds, as `libra sim` takes them. */
+/* --sweep KEY=V1,V2 per grid key (--attribution for its bars) and the seeds, as `libra sim`
+ * takes them. */
 static const char *sweep_flags(struct report_ctx *ctx, const json_t *doc)
 {
     struct strbuf b = {0};
     const json_t *grid = json_object_get(doc, "grid"), *seeds = json_object_get(doc, "seeds");
     for (size_t k = 0; k < json_array_size(grid); k++) {
         const json_t *g = json_array_get(grid, k), *values = report_get(g, "values");
+        const char *key = report_str(g, "key");
+        if (key && strcmp(key, "attribution") == 0) { /* sim.h's SIM_ATTRIBUTION_KEY */
+            strbuf_puts(&b, " --attribution");
+            continue;
+        }
         struct strbuf arg = {0};
         strbuf_printf(&arg, "%s=", report_str(g, "key") ? report_str(g, "key") : "?");
         for (size_t i = 0; i < json_array_size(values); i++) {

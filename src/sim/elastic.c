@@ -36,6 +36,7 @@ struct sim_elastic {
     struct ehp_lend lend;
     ehp_decision_vec dec;
     int *core_gpu, *hybrid_gpu;
+    double *borrowed_s;       /* per replica: since when training has it back; NaN: serving */
     double *phase_s;          /* per replica: when the phase the trace shows began */
     const char **phase;       /* ... and its name, NULL when none is shown */
     struct sim_pool_step cur; /* decisions since the last step ended */
@@ -69,8 +70,18 @@ static void phase_to(struct sim *s, int h, const char *next)
 
 /* ---- decisions ------------------------------------------------------------------------ */
 
+/* Replica h's time with the trainer, from borrowed_s[h] to now, on its instances' rows. */
+static void record_borrowed(struct sim *s, int h)
+{
+    for (int i = 0; i < s->n_inst; i++)
+        if (s->inst[i].hybrid == h + 1)
+            sim_timeline_borrowed(s, i, s->elastic->borrowed_s[h]);
+}
+
+/* The trainer takes replica h back: its instances stop serving. */
 static void lend_replica(struct sim *s, int h)
 {
+    s->elastic->borrowed_s[h] = s->now;
     for (int i = 0; i < s->n_inst && !s->rc; i++)
         if (s->inst[i].hybrid == h + 1)
             sim_inst_lend(s, i);
@@ -81,9 +92,20 @@ static void return_replica(struct sim *s, int h, double ready_in_s, const char *
 {
     phase_to(s, h, NULL);
     sim_trace_instant(s, SIM_PID_POOL, (uint64_t)h, why, NULL);
+    record_borrowed(s, h);
+    s->elastic->borrowed_s[h] = NAN;
     for (int i = 0; i < s->n_inst && !s->rc; i++)
         if (s->inst[i].hybrid == h + 1)
             sim_inst_return(s, i, ready_in_s);
+}
+
+void sim_elastic_timeline_end(struct sim *s)
+{
+    for (int h = 0; h < s->lay->n_hybrid; h++)
+        if (!isnan(s->elastic->borrowed_s[h])) {
+            record_borrowed(s, h);
+            s->elastic->borrowed_s[h] = s->now;
+        }
 }
 
 static void schedule_phase(struct sim *s, const struct ehp_decision *d, int phase, int member)
@@ -178,6 +200,9 @@ int sim_elastic_init(struct sim *s)
         e->core_gpu[g] = g;
     for (int g = 0; g < nh * r; g++)
         e->hybrid_gpu[g] = l->n_train + g;
+    e->borrowed_s = xmallocarray((size_t)nh, sizeof *e->borrowed_s);
+    for (int h = 0; h < nh; h++)
+        e->borrowed_s[h] = NAN;
     e->phase_s = xcalloc((size_t)nh, sizeof *e->phase_s);
     e->phase = xcalloc((size_t)nh, sizeof *e->phase);
     struct ehp_pool_config c = {.gpus = s->cfg->cluster.gpus,
@@ -209,6 +234,7 @@ void sim_elastic_free(struct sim *s)
     vec_free(&e->dec);
     free(e->core_gpu);
     free(e->hybrid_gpu);
+    free(e->borrowed_s);
     free(e->phase_s);
     free(e->phase);
     free(e);

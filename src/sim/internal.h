@@ -588,6 +588,10 @@ void sim_elastic_event(struct sim *s, uint32_t gen, uint64_t arg);
  * back). Returns whether i belongs to a hybrid replica. */
 bool sim_elastic_member_failed(struct sim *s, int i);
 
+/* The GPU timeline's window closes now: each replica borrowed back by training adds its time
+ * so far to its instances' rows. */
+void sim_elastic_timeline_end(struct sim *s);
+
 /* ---- replan.c ------------------------------------------------------------------------- */
 
 /* Whether s's run replans: the libra mode on the planner's layout with a trigger on. */
@@ -658,6 +662,10 @@ void sim_timeline_add(struct sim *s, int row, enum sim_use u, double from_s, dou
 
 /* Adds [from_s, now] of use u to every live instance's row, after its last iteration. */
 void sim_timeline_fleet(struct sim *s, enum sim_use u, double from_s);
+
+/* Adds [from_s, now] of training to instance i's row after its last iteration: the GPUs of a
+ * lent training replica, borrowed back by the trainer. */
+void sim_timeline_borrowed(struct sim *s, int i, double from_s);
 
 /* The finished timeline (rows sorted, touching intervals merged, the cap's cut applied), or
  * NULL when none was asked for; the caller owns it. */

@@ -314,9 +314,8 @@ char *sim_experiment_jsonl(const struct sim_experiment *e, const struct libra_co
 
 /* ---- the table ------------------------------------------------------------------------ */
 
-static void layout_text(const struct sim_mode_result *mr, char *out, size_t size)
+void sim_layout_text(const struct sim_layout *l, char *out, size_t size)
 {
-    const struct sim_layout *l = &mr->layout;
     char fleet[64];
     sim_fleet_text(l, fleet, sizeof fleet);
     const struct sim_mode_desc *d = sim_mode_desc(l->mode);
@@ -423,7 +422,7 @@ char *sim_experiment_text(const struct sim_experiment *e, const struct libra_con
         const struct sim_mode_result *mr = &e->mode[i];
         const struct sim_result *r = &mr->run;
         char lay[96];
-        layout_text(mr, lay, sizeof lay);
+        sim_layout_text(&mr->layout, lay, sizeof lay);
         strbuf_printf(&b, "%-10s %-36s %10.0f %8.3f %8.1f %7.1f %7.1f %7.1f %7.1f\n",
                       sim_mode_name(mr->mode), lay, r->tokens_per_s, r->trajectories_per_s,
                       r->mean_step_s, 100 * r->rollout_util, 100 * r->train_util,

@@ -207,6 +207,7 @@ struct sim_timeline_row {
      * seconds are its engine's busy time (the simulator's own accounting, engine_busy_at). */
     double use_s[SIM_USES];
     int tp, bucket, gpu;      /* instance: its TP, bucket (the last) and first GPU */
+    int hybrid;               /* instance: 1 + the hybrid replica it serves on, 0: a core one */
     int64_t requests;         /* instance: turns submitted to it in the window */
     int64_t generated_tokens; /* instance: tokens kept by its requests that ended in the window */
 };
@@ -357,6 +358,9 @@ int sim_run(const struct sim_input *in, const struct sim_layout *l, const struct
 int sim_layout_make(const struct sim_input *in, enum sim_mode m, int n_train, int tp,
                     struct sim_layout *out, struct libra_error *err);
 
+/* The layout in one line, as the table prints it: "24 train + tp8x3 (verified)". */
+void sim_layout_text(const struct sim_layout *l, char *out, size_t size);
+
 /* The seed of the length sample: plan.sample_seed, or sim.seed when it is 0. */
 int64_t sim_sample_seed(const struct libra_config *cfg);
 
@@ -502,6 +506,9 @@ void sim_sweep_free(struct sim_sweep *sw);
  * the seeds, every cell ({point, set, seed, config_digest, result} with the single run's
  * document, or error {message, kind} instead of result) and per grid point the median and
  * interquartile range across seeds of each mode's trained tokens/s and of libra's ratios.
+ * With SIM_ATTRIBUTION_KEY last in the grid, "attribution" holds per point of the other keys
+ * the ladder (each bar's trained tokens/s and its ratio to the bar before) and the
+ * leave-one-out view (each run's and its ratio to libra whole), ratios taken per seed.
  */
 json_t *sim_sweep_to_json(const struct sim_sweep *sw, const struct libra_config *base);
 
@@ -509,8 +516,43 @@ json_t *sim_sweep_to_json(const struct sim_sweep *sw, const struct libra_config 
 char *sim_sweep_jsonl(const struct sim_sweep *sw, const struct libra_config *base);
 
 /* The table for people: per grid point, each mode's median trained tokens/s and its IQR across
- * seeds, libra's median ratios, then the failed cells with their errors. */
+ * seeds, libra's median ratios (with SIM_ATTRIBUTION_KEY: the ladder and the leave-one-out
+ * view per point of the other keys), then the failed cells with their errors. */
 char *sim_sweep_text(const struct sim_sweep *sw, const struct libra_config *base);
+
+/* ---- attribution ------------------------------------------------------------------------- */
+
+/*
+ * The attribution (`libra sim --attribution`): what each of libra's mechanisms buys, each bar
+ * a measured run. The ladder adds them in the paper's order: colocated, disaggregated async,
+ * + the planner (one TP size, so nothing to route), + heterogeneous TP with C-MLFQ, + the
+ * elastic pool, + online replanning (libra whole). A ladder's answer depends on its order, so
+ * the leave-one-out view takes each mechanism but the planner out of the whole (without the
+ * planner libra has no layout: the async bar, the best static split a sweep finds, stands for
+ * that). The bars are the values of the sweep key SIM_ATTRIBUTION_KEY, last in the grid: value
+ * i applies bar i's settings after every other setting.
+ */
+#define SIM_ATTRIBUTION_KEY "attribution"
+
+struct sim_setting {
+    const char *key, *value;
+};
+
+/* One run of the attribution. */
+struct sim_bar {
+    const char *name;  /* the grid value: "colocated", "async", "+planner", ..., "-pool" */
+    const char *label; /* what the bar is, for people */
+    enum sim_mode mode;
+    const struct sim_setting *sets; /* n_sets settings of the run */
+    size_t n_sets;
+};
+
+/* The attribution's runs in grid order (the ladder's six, then the leave-one-out runs the
+ * ladder lacks); *n gets their count. Static storage. */
+const struct sim_bar *sim_attribution_bars(size_t *n);
+
+/* The bar named name, or NULL. */
+const struct sim_bar *sim_attribution_bar(const char *name);
 
 /* ---- observations ------------------------------------------------------------------- */
 

@@ -81,6 +81,7 @@ struct spread {
     size_t n; /* seeds with a value */
     double median, q1, q3;
 };
+#define NO_SPREAD ((struct spread){0, NAN, NAN, NAN})
 
 /* The figures a summary reports: each mode's trained tokens/s, then libra's two ratios. */
 enum { FIG_RATIO_COLOCATED = SIM_MODES, FIG_RATIO_ASYNC, FIGS };
@@ -95,25 +96,48 @@ static double figure(const struct sim_experiment *e, int fig)
     return NAN;
 }
 
-/* The spread of figure fig across the successful seeds of grid point p. */
-static struct spread spread_of(const struct sim_sweep *sw, size_t p, int fig)
+/* Figure fig of the run of grid point p under seed s; NaN when it failed or lacks it. */
+static double cell_figure(const struct sim_sweep *sw, size_t p, size_t s, int fig)
 {
-    double *v = xcalloc(sw->n_seeds, sizeof *v);
-    size_t n = 0;
-    for (size_t s = 0; s < sw->n_seeds; s++) {
-        const struct sim_cell *c = &sw->cells[p * sw->n_seeds + s];
-        double x = c->rc ? NAN : figure(&c->exp, fig);
-        if (!isnan(x))
-            v[n++] = x;
-    }
+    const struct sim_cell *c = &sw->cells[p * sw->n_seeds + s];
+    return c->rc ? NAN : figure(&c->exp, fig);
+}
+
+/* Median and quartiles of the n values of v (reordered). */
+static struct spread spread_values(double *v, size_t n)
+{
     struct spread out = {n, NAN, NAN, NAN};
     if (n) {
         out.median = stats_quantile(v, n, 0.5);
         out.q1 = stats_quantile(v, n, 0.25);
         out.q3 = stats_quantile(v, n, 0.75);
     }
+    return out;
+}
+
+/* The spread across seeds of figure fig of grid point p, divided seed by seed by figure
+ * fig_over of point p_over when p_over is not SIZE_MAX. */
+static struct spread spread_over(const struct sim_sweep *sw, size_t p, int fig, size_t p_over,
+                                 int fig_over)
+{
+    double *v = xcalloc(sw->n_seeds, sizeof *v);
+    size_t n = 0;
+    for (size_t s = 0; s < sw->n_seeds; s++) {
+        double x = cell_figure(sw, p, s, fig);
+        if (p_over != SIZE_MAX)
+            x /= cell_figure(sw, p_over, s, fig_over);
+        if (isfinite(x))
+            v[n++] = x;
+    }
+    struct spread out = spread_values(v, n);
     free(v);
     return out;
+}
+
+/* The spread of figure fig across the successful seeds of grid point p. */
+static struct spread spread_of(const struct sim_sweep *sw, size_t p, int fig)
+{
+    return spread_over(sw, p, fig, SIZE_MAX, 0);
 }
 
 static size_t failed_at(const struct sim_sweep *sw, size_t p)
@@ -124,6 +148,86 @@ static size_t failed_at(const struct sim_sweep *sw, size_t p)
     return n;
 }
 
+/* ---- attribution -------------------------------------------------------------------------- */
+
+#define LIBRA_SETS(homogeneous, pool)                                                              \
+    {"sim.modes", "libra"}, {"plan.homogeneous_rollout", homogeneous},                             \
+    {                                                                                              \
+        "ehp.enabled", pool                                                                        \
+    }
+#define NO_REPLANNING                                                                              \
+    {"plan.replan_interval_steps", "0"},                                                           \
+    {                                                                                              \
+        "plan.replan_pressure", "false"                                                            \
+    }
+
+static const struct sim_setting colocated_sets[] = {{"sim.modes", "colocated"}};
+static const struct sim_setting async_sets[] = {{"sim.modes", "async"}};
+static const struct sim_setting planner_sets[] = {LIBRA_SETS("true", "false"), NO_REPLANNING};
+static const struct sim_setting hetero_sets[] = {LIBRA_SETS("false", "false"), NO_REPLANNING};
+static const struct sim_setting pool_sets[] = {LIBRA_SETS("false", "true"), NO_REPLANNING};
+static const struct sim_setting libra_sets[] = {LIBRA_SETS("false", "true")};
+static const struct sim_setting minus_hetero_sets[] = {LIBRA_SETS("true", "true")};
+static const struct sim_setting minus_pool_sets[] = {LIBRA_SETS("false", "false")};
+
+#define BAR(name, label, mode, sets)                                                               \
+    {                                                                                              \
+        name, label, mode, (sets), sizeof(sets) / sizeof((sets)[0])                                \
+    }
+enum { BAR_POOL = 4, BAR_LIBRA = 5, LADDER = 6, BARS = 8 };
+static const struct sim_bar bars[BARS] = {
+    BAR("colocated", "colocated (tuned)", SIM_COLOCATED, colocated_sets),
+    BAR("async", "+ disaggregated async (tuned)", SIM_ASYNC, async_sets),
+    BAR("+planner", "+ planner (one TP size)", SIM_LIBRA, planner_sets),
+    BAR("+hetero", "+ heterogeneous TP, C-MLFQ", SIM_LIBRA, hetero_sets),
+    BAR("+pool", "+ elastic pool", SIM_LIBRA, pool_sets),
+    BAR("libra", "+ online replanning (libra)", SIM_LIBRA, libra_sets),
+    BAR("-hetero", "libra - heterogeneous TP, C-MLFQ", SIM_LIBRA, minus_hetero_sets),
+    BAR("-pool", "libra - elastic pool", SIM_LIBRA, minus_pool_sets),
+};
+
+/* The leave-one-out view: libra whole, then without each mechanism, by the run that is it. */
+static const struct {
+    size_t bar;
+    const char *label;
+} left_out[] = {
+    {BAR_LIBRA, "libra"},
+    {6, "libra - heterogeneous TP, C-MLFQ"},
+    {7, "libra - elastic pool"},
+    {BAR_POOL, "libra - online replanning"},
+};
+#define LEFT_OUT (sizeof left_out / sizeof left_out[0])
+
+const struct sim_bar *sim_attribution_bars(size_t *n)
+{
+    *n = BARS;
+    return bars;
+}
+
+const struct sim_bar *sim_attribution_bar(const char *name)
+{
+    for (size_t b = 0; b < BARS; b++)
+        if (strcmp(bars[b].name, name) == 0)
+            return &bars[b];
+    return NULL;
+}
+
+/* Whether the sweep's last key is the attribution's: its grid points are then q * BARS + b. */
+static bool has_attribution(const struct sim_sweep *sw)
+{
+    return sw->n_keys && strcmp(sw->keys[sw->n_keys - 1].key, SIM_ATTRIBUTION_KEY) == 0 &&
+           sw->keys[sw->n_keys - 1].n == BARS;
+}
+
+/* The spread of bar b's trained tokens/s at point q of the other keys, over bar b_over's seed
+ * by seed unless b_over is SIZE_MAX. */
+static struct spread bar_spread(const struct sim_sweep *sw, size_t q, size_t b, size_t b_over)
+{
+    return spread_over(sw, q * BARS + b, (int)bars[b].mode,
+                       b_over == SIZE_MAX ? SIZE_MAX : q * BARS + b_over,
+                       b_over == SIZE_MAX ? 0 : (int)bars[b_over].mode);
+}
+
 /* ---- JSON --------------------------------------------------------------------------------- */
 
 static const char *error_kind(int rc)
@@ -131,10 +235,11 @@ static const char *error_kind(int rc)
     return rc == LIBRA_EINFEAS ? "infeasible" : rc == LIBRA_EINTERNAL ? "internal" : "invalid";
 }
 
-static json_t *settings_json(const struct sim_sweep *sw, size_t p)
+/* The values of the first n_keys keys at grid point p. */
+static json_t *settings_json(const struct sim_sweep *sw, size_t p, size_t n_keys)
 {
     json_t *o = json_object();
-    for (size_t k = 0; k < sw->n_keys; k++)
+    for (size_t k = 0; k < n_keys; k++)
         json_object_set_new(o, sw->keys[k].key, json_string(sim_sweep_value(sw, p, k)));
     return o;
 }
@@ -144,8 +249,8 @@ static json_t *cell_json(const struct sim_sweep *sw, const struct sim_cell *c)
     char digest[17];
     spec_config_digest_hex(c->in.cfg, digest);
     json_t *o = json_pack("{s:I,s:o,s:I,s:s}", "point", (json_int_t)c->point, "set",
-                          settings_json(sw, c->point), "seed", (json_int_t)c->seed, "config_digest",
-                          digest);
+                          settings_json(sw, c->point, sw->n_keys), "seed", (json_int_t)c->seed,
+                          "config_digest", digest);
     if (c->rc)
         json_object_set_new(
             o, "error", json_pack("{s:s,s:s}", "message", c->err.msg, "kind", error_kind(c->rc)));
@@ -170,10 +275,39 @@ static json_t *summary_json(const struct sim_sweep *sw, size_t p)
                                 json_pack("{s:o}", "trained_tokens_per_s", spread_json(s)));
     }
     return json_pack("{s:I,s:o,s:I,s:o,s:o,s:o}", "point", (json_int_t)p, "set",
-                     settings_json(sw, p), "failed", (json_int_t)failed_at(sw, p), "modes", modes,
-                     "libra_over_colocated_tokens",
+                     settings_json(sw, p, sw->n_keys), "failed", (json_int_t)failed_at(sw, p),
+                     "modes", modes, "libra_over_colocated_tokens",
                      spread_json(spread_of(sw, p, FIG_RATIO_COLOCATED)), "libra_over_async_tokens",
                      spread_json(spread_of(sw, p, FIG_RATIO_ASYNC)));
+}
+
+static json_t *bar_json(const char *name, const char *label, struct spread tokens, const char *over,
+                        struct spread ratio)
+{
+    return json_pack("{s:s,s:s,s:o,s:o}", "bar", name, "label", label, "trained_tokens_per_s",
+                     spread_json(tokens), over, spread_json(ratio));
+}
+
+/* The ladder and the leave-one-out view at each point of the keys before the attribution's. */
+static json_t *attribution_json(const struct sim_sweep *sw)
+{
+    json_t *out = json_array();
+    for (size_t q = 0; q < sim_sweep_points(sw) / BARS; q++) {
+        json_t *ladder = json_array(), *loo = json_array();
+        for (size_t b = 0; b < LADDER; b++)
+            json_array_append_new(ladder, bar_json(bars[b].name, bars[b].label,
+                                                   bar_spread(sw, q, b, SIZE_MAX), "over_previous",
+                                                   b ? bar_spread(sw, q, b, b - 1) : NO_SPREAD));
+        for (size_t i = 0; i < LEFT_OUT; i++)
+            json_array_append_new(loo, bar_json(bars[left_out[i].bar].name, left_out[i].label,
+                                                bar_spread(sw, q, left_out[i].bar, SIZE_MAX),
+                                                "over_libra",
+                                                bar_spread(sw, q, left_out[i].bar, BAR_LIBRA)));
+        json_array_append_new(out, json_pack("{s:I,s:o,s:o,s:o}", "point", (json_int_t)q, "set",
+                                             settings_json(sw, q * BARS, sw->n_keys - 1), "ladder",
+                                             ladder, "leave_one_out", loo));
+    }
+    return out;
 }
 
 /* The envelope with the grid and the seeds. */
@@ -205,6 +339,8 @@ json_t *sim_sweep_to_json(const struct sim_sweep *sw, const struct libra_config 
         json_array_append_new(summary, summary_json(sw, p));
     json_object_set_new(doc, "cells", cells);
     json_object_set_new(doc, "summary", summary);
+    if (has_attribution(sw))
+        json_object_set_new(doc, "attribution", attribution_json(sw));
     return doc;
 }
 
@@ -245,6 +381,89 @@ static void spread_text(struct spread s, int digits, char *out, size_t size)
         snprintf(out, size, "%.*f [%.*f, %.*f]", digits, s.median, digits, s.q1, digits, s.q3);
 }
 
+/* Per grid point, each mode's trained tokens/s and libra's ratios. */
+static void modes_text(struct strbuf *b, const struct sim_sweep *sw)
+{
+    size_t points = sim_sweep_points(sw);
+    bool shown[FIGS] = {false};
+    for (int f = 0; f < FIGS; f++)
+        for (size_t p = 0; p < points && !shown[f]; p++)
+            shown[f] = spread_of(sw, p, f).n > 0;
+    for (size_t k = 0; k < sw->n_keys; k++)
+        strbuf_printf(b, "%-22s ", sw->keys[k].key);
+    for (int f = 0; f < SIM_MODES; f++)
+        if (shown[f])
+            strbuf_printf(b, "%-24s ", sim_mode_name((enum sim_mode)f));
+    strbuf_printf(b, "%-20s %-20s", shown[FIG_RATIO_COLOCATED] ? "libra/colocated" : "",
+                  shown[FIG_RATIO_ASYNC] ? "libra/async" : "");
+    row_end(b);
+    for (size_t p = 0; p < points; p++) {
+        char cell[64];
+        for (size_t k = 0; k < sw->n_keys; k++)
+            strbuf_printf(b, "%-22s ", sim_sweep_value(sw, p, k));
+        for (int f = 0; f < SIM_MODES; f++) {
+            if (!shown[f])
+                continue;
+            spread_text(spread_of(sw, p, f), 0, cell, sizeof cell);
+            strbuf_printf(b, "%-24s ", cell);
+        }
+        for (int f = FIG_RATIO_COLOCATED; f < FIGS; f++) {
+            spread_text(spread_of(sw, p, f), 2, cell, sizeof cell);
+            strbuf_printf(b, "%-20s ", shown[f] ? cell : "");
+        }
+        row_end(b);
+    }
+    strbuf_printf(b, "\ntrained tokens/s (and libra's ratios) across seeds: median [first "
+                     "quartile, third quartile]; --json has every run.\n");
+}
+
+/* One row of an attribution table: bar b at point q of the other keys, with its trained
+ * tokens/s, its ratio to bar b_over's and the layout of its first seed that ran. */
+static void bar_row(struct strbuf *b, const struct sim_sweep *sw, size_t q, const char *label,
+                    size_t bar, size_t b_over)
+{
+    char t[64], r[64], layout[160] = "-";
+    spread_text(bar_spread(sw, q, bar, SIZE_MAX), 0, t, sizeof t);
+    spread_text(b_over == SIZE_MAX ? NO_SPREAD : bar_spread(sw, q, bar, b_over), 2, r, sizeof r);
+    for (size_t s = 0; s < sw->n_seeds; s++) {
+        const struct sim_cell *c = &sw->cells[(q * BARS + bar) * sw->n_seeds + s];
+        if (!c->rc && c->exp.n) {
+            sim_layout_text(&c->exp.mode[0].layout, layout, sizeof layout);
+            break;
+        }
+    }
+    strbuf_printf(b, "%-34s %-24s %-20s %s", label, t, r, layout);
+    row_end(b);
+}
+
+static void table_head(struct strbuf *b, const char *title, const char *ratio)
+{
+    strbuf_printf(b, "%-34s %-24s %-20s %s\n", title, "trained tokens/s", ratio,
+                  "layout (first seed)");
+}
+
+/* Per point of the other keys, the ladder and the leave-one-out view. */
+static void attribution_text(struct strbuf *b, const struct sim_sweep *sw)
+{
+    for (size_t q = 0; q < sim_sweep_points(sw) / BARS; q++) {
+        if (sw->n_keys > 1) {
+            for (size_t k = 0; k + 1 < sw->n_keys; k++)
+                strbuf_printf(b, "%s%s=%s", k ? ", " : "", sw->keys[k].key,
+                              sim_sweep_value(sw, q * BARS, k));
+            strbuf_printf(b, "\n");
+        }
+        table_head(b, "the ladder", "over the bar before");
+        for (size_t i = 0; i < LADDER; i++)
+            bar_row(b, sw, q, bars[i].label, i, i ? i - 1 : SIZE_MAX);
+        table_head(b, "leave one out", "over libra");
+        for (size_t i = 0; i < LEFT_OUT; i++)
+            bar_row(b, sw, q, left_out[i].label, left_out[i].bar, BAR_LIBRA);
+        strbuf_printf(b, "\n");
+    }
+    strbuf_printf(b, "trained tokens/s across seeds: median [first quartile, third quartile]; "
+                     "ratios taken seed by seed; --json has every run.\n");
+}
+
 char *sim_sweep_text(const struct sim_sweep *sw, const struct libra_config *base)
 {
     struct strbuf b = {0};
@@ -257,36 +476,10 @@ char *sim_sweep_text(const struct sim_sweep *sw, const struct libra_config *base
     strbuf_printf(&b, "; %s on %s, %d x %s\n\n",
                   base->workload.trace[0] ? base->workload.trace : base->workload.name,
                   base->model.name, base->cluster.gpus, base->cluster.hardware);
-    bool shown[FIGS] = {false};
-    for (int f = 0; f < FIGS; f++)
-        for (size_t p = 0; p < points && !shown[f]; p++)
-            shown[f] = spread_of(sw, p, f).n > 0;
-    for (size_t k = 0; k < sw->n_keys; k++)
-        strbuf_printf(&b, "%-22s ", sw->keys[k].key);
-    for (int f = 0; f < SIM_MODES; f++)
-        if (shown[f])
-            strbuf_printf(&b, "%-24s ", sim_mode_name((enum sim_mode)f));
-    strbuf_printf(&b, "%-20s %-20s", shown[FIG_RATIO_COLOCATED] ? "libra/colocated" : "",
-                  shown[FIG_RATIO_ASYNC] ? "libra/async" : "");
-    row_end(&b);
-    for (size_t p = 0; p < points; p++) {
-        char cell[64];
-        for (size_t k = 0; k < sw->n_keys; k++)
-            strbuf_printf(&b, "%-22s ", sim_sweep_value(sw, p, k));
-        for (int f = 0; f < SIM_MODES; f++) {
-            if (!shown[f])
-                continue;
-            spread_text(spread_of(sw, p, f), 0, cell, sizeof cell);
-            strbuf_printf(&b, "%-24s ", cell);
-        }
-        for (int f = FIG_RATIO_COLOCATED; f < FIGS; f++) {
-            spread_text(spread_of(sw, p, f), 2, cell, sizeof cell);
-            strbuf_printf(&b, "%-20s ", shown[f] ? cell : "");
-        }
-        row_end(&b);
-    }
-    strbuf_printf(&b, "\ntrained tokens/s (and libra's ratios) across seeds: median [first "
-                      "quartile, third quartile]; --json has every run.\n");
+    if (has_attribution(sw))
+        attribution_text(&b, sw);
+    else
+        modes_text(&b, sw);
     for (size_t i = 0; i < sw->n_cells; i++) {
         const struct sim_cell *c = &sw->cells[i];
         if (!c->rc)

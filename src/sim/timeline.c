@@ -108,6 +108,8 @@ void sim_timeline_end(struct sim *s)
     struct sim_timeline_rec *r = &s->trace.timeline;
     if (!r->on)
         return;
+    if (s->elastic)
+        sim_elastic_timeline_end(s);
     for (int i = 0; i < s->n_inst; i++) {
         sim_timeline_catch_up(s, i);
         struct sim_timeline_row *row = &r->tl->inst[i];
@@ -158,6 +160,15 @@ void sim_timeline_catch_up(struct sim *s, int i)
     }
     x->seen_s = s->now;
     x->seen_busy_s = busy;
+}
+
+void sim_timeline_borrowed(struct sim *s, int i, double from_s)
+{
+    struct sim_timeline_rec *r = &s->trace.timeline;
+    if (!r->on)
+        return;
+    sim_timeline_catch_up(s, i);
+    sim_timeline_add(s, 1 + i, SIM_USE_TRAIN, fmax(from_s, r->inst[i].busy_end_s), s->now);
 }
 
 void sim_timeline_fleet(struct sim *s, enum sim_use u, double from_s)
@@ -222,6 +233,7 @@ struct sim_timeline *sim_timeline_take(struct sim *s)
         t->inst[i].tp = s->inst[i].tp;
         t->inst[i].bucket = s->inst[i].bucket;
         t->inst[i].gpu = s->inst[i].gpu;
+        t->inst[i].hybrid = s->inst[i].hybrid;
     }
     r->tl = NULL;
     return t;
@@ -274,6 +286,8 @@ static json_t *instance_json(const struct sim_timeline *t, int i)
     json_object_set_new(o, "requests", json_integer((json_int_t)row->requests));
     json_object_set_new(o, "generated_tokens", json_integer((json_int_t)row->generated_tokens));
     json_object_set_new(o, "intervals", intervals_json(row));
+    if (row->hybrid) /* a training replica's GPUs, lent to rollout while it serves */
+        json_object_set_new(o, "hybrid_replica", json_integer(row->hybrid - 1));
     return o;
 }
 

@@ -208,6 +208,37 @@ def test_gantt_intervals_sit_on_their_times(report, inputs):
                 assert ends[s["step"]] == pytest.approx(s["end_s"], rel=1e-9)
 
 
+def test_gantt_draws_lent_replicas(tmp_path):
+    """With the elastic pool, a training replica's instances roll out as lent GPUs (purple)
+    and hold training from the trainer's request to have them back until they return."""
+    run = tmp_path / "pool.json"
+    libra("sim", os.path.join(SOURCE_DIR, "examples", "sim-search-r1-qwen3-14b.json"), "--set",
+          "sim.modes=libra", "--set", "ehp.enabled=true", "--steps", "16", "--timeline", "0:15",
+          "--json", "-o", str(run))
+    libra("report", str(run), "-o", str(tmp_path / "r.html"), "--svg", str(tmp_path / "svg"))
+    m = json.loads(run.read_text())["modes"]["libra"]
+    tl = m["timeline"]
+    hybrid = [i for i in tl["instances"] if "hybrid_replica" in i]
+    assert len(hybrid) == m["layout"]["pool"]["hybrid_replicas"] > 0
+    joins = sum(s["pool"]["decisions"]["joins"] for s in m["steps"])
+    assert joins > 0
+    for i in hybrid:  # each was lent (rolled out) and borrowed back (trained) in the window
+        uses = {u for _, _, u in i["intervals"]}
+        assert uses == {"rollout", "train"}, i["instance"]
+        assert i["train_s"] == pytest.approx(
+            sum(b - a for a, b, u in i["intervals"] if u == "train"), rel=1e-9)
+    root = ET.parse(tmp_path / "svg" / "sim-gantt-libra.svg").getroot()
+    drawn = drawn_intervals(root)
+    for i in tl["instances"]:
+        lent = "hybrid_replica" in i
+        label = (f"inst. {i['instance']} (TP{i['tp']}, lent {i['hybrid_replica']})" if lent
+                 else f"instance {i['instance']} (TP{i['tp']})")
+        want = [(a, b, "lent" if lent and u == "rollout" else u) for a, b, u in i["intervals"]]
+        assert_intervals(drawn.get(label, []), want)
+    legend = [t.text for t in root.iter(SVG + "text") if t.get("class") == "legend"]
+    assert "rollout on a lent training replica" in legend
+
+
 def test_load_bars_are_the_instances_shares(report, inputs):
     doc = json.loads(inputs["run"].read_text())
     for mode, m in doc["modes"].items():
@@ -309,6 +340,55 @@ def test_plan_route_and_sweep_figures(inputs, tmp_path):
                                  .index(c.get("data-x"))]
         want = point["modes"][c.get("data-series")]["trained_tokens_per_s"]["median"]
         assert float(c.get("data-value")) == pytest.approx(want, rel=1e-9)
+
+
+def test_attribution_bars_and_whiskers_are_the_medians_and_quartiles(tmp_path):
+    run = tmp_path / "attribution.json"
+    libra("sim", "--json", "--steps", "3", "--set", "sim.tune_steps=1", "--set",
+          "sim.warmup_steps=1", "--sweep", "rl.sync_interval=1,2", "--attribution", "--seeds",
+          "2", "-o", str(run))
+    libra("report", str(run), "-o", str(tmp_path / "r.html"), "--svg", str(tmp_path / "svg"))
+    doc = json.loads(run.read_text())
+    names = sorted(p.stem for p in (tmp_path / "svg").iterdir())
+    assert names == ["sweep-attribution-1", "sweep-attribution-2", "sweep-attribution-across",
+                     "sweep-leave-one-out-1", "sweep-leave-one-out-2"]
+    for q, point in enumerate(doc["attribution"]):
+        for view, over in (("ladder", "over_previous"), ("leave_one_out", "over_libra")):
+            name = ("sweep-attribution-" if view == "ladder" else "sweep-leave-one-out-") + \
+                str(q + 1)
+            root = ET.parse(tmp_path / "svg" / (name + ".svg")).getroot()
+            assert f"rl.sync_interval={point['set']['rl.sync_interval']}" in \
+                root.find(SVG + "title").text
+            zero, per_unit = y_scale(root)
+            bars = [r for r in root.iter(SVG + "rect") if r.get("class") == "bar"]
+            whiskers = [w for w in root.iter(SVG + "line") if w.get("class") == "whisker"]
+            labels = [t.text for t in root.iter(SVG + "text") if t.get("class") == "bar-label"]
+            assert [b.get("data-x") for b in bars] == [e["label"] for e in point[view]]
+            for i, (bar, entry) in enumerate(zip(bars, point[view])):
+                spread = entry["trained_tokens_per_s"]
+                value = float(bar.get("data-value"))
+                assert value == pytest.approx(spread["median"], rel=1e-9)
+                assert abs(float(bar.get("y")) - (zero + value * per_unit)) <= 1
+                assert abs(float(bar.get("height")) - value * -per_unit) <= 1
+                w = whiskers[i]
+                assert abs(float(w.get("y1")) - (zero + spread["q1"] * per_unit)) <= 1
+                assert abs(float(w.get("y2")) - (zero + spread["q3"] * per_unit)) <= 1
+                ratio = entry[over]["median"]
+                assert labels[i] == (f"{value:.0f} ({ratio:.2f}x)" if ratio is not None
+                                     else f"{value:.0f}")
+    caption = " ".join(t.text for t in ET.parse(tmp_path / "svg" / "sweep-attribution-1.svg")
+                       .getroot().iter(SVG + "text") if t.get("class") == "caption")
+    assert "--sweep rl.sync_interval=1,2 --attribution --seeds 2" in caption
+    # across the sweep: each ladder bar's median at each sync interval
+    root = ET.parse(tmp_path / "svg" / "sweep-attribution-across.svg").getroot()
+    points = [c for c in root.iter(SVG + "circle") if c.get("class") == "point"]
+    assert len(points) == 2 * 6
+    for c in points:
+        q = ["1", "2"].index(c.get("data-x"))
+        entry = next(e for e in doc["attribution"][q]["ladder"]
+                     if e["label"] == c.get("data-series"))
+        assert float(c.get("data-value")) == pytest.approx(
+            entry["trained_tokens_per_s"]["median"], rel=1e-9)
 
 
 def test_step_range(inputs, tmp_path):

@@ -1,4 +1,5 @@
-"""End-to-end tests of `libra sim --sweep/--seeds/--jobs/--progress` (docs/sim.md "Sweeps").
+"""End-to-end tests of `libra sim --sweep/--seeds/--jobs/--progress/--attribution` (docs/sim.md
+"Sweeps", "Attribution").
 
 A sweep's cell is a whole experiment and a pure function of its config: each cell must equal
 the single run with the same settings and seed, whatever the number of threads; a cell that
@@ -90,6 +91,84 @@ def test_a_failed_cell_does_not_stop_the_others():
     ok = [c for c in doc["cells"] if "result" in c]
     assert len(ok) == 2 and all(c["result"]["modes"] for c in ok)
     assert doc["summary"][0]["failed"] == 2 and doc["summary"][1]["failed"] == 0
+
+
+# The attribution's runs, written out here as docs/sim.md "Attribution" defines them.
+LIBRA_MODE = ["sim.modes=libra"]
+NO_REPLAN = ["plan.replan_interval_steps=0", "plan.replan_pressure=false"]
+BARS = {
+    "colocated": ["sim.modes=colocated"],
+    "async": ["sim.modes=async"],
+    "+planner": LIBRA_MODE + ["plan.homogeneous_rollout=true", "ehp.enabled=false"] + NO_REPLAN,
+    "+hetero": LIBRA_MODE + ["plan.homogeneous_rollout=false", "ehp.enabled=false"] + NO_REPLAN,
+    "+pool": LIBRA_MODE + ["plan.homogeneous_rollout=false", "ehp.enabled=true"] + NO_REPLAN,
+    "libra": LIBRA_MODE + ["plan.homogeneous_rollout=false", "ehp.enabled=true"],
+    "-hetero": LIBRA_MODE + ["plan.homogeneous_rollout=true", "ehp.enabled=true"],
+    "-pool": LIBRA_MODE + ["plan.homogeneous_rollout=false", "ehp.enabled=false"],
+}
+LADDER = ["colocated", "async", "+planner", "+hetero", "+pool", "libra"]
+LEFT_OUT = ["libra", "-hetero", "-pool", "+pool"]  # the last: libra without replanning
+
+
+def rate(cell):
+    (mode,) = cell["result"]["modes"].values()
+    return mode["run"]["trained_tokens_per_s"]
+
+
+def test_attribution_bars_are_their_runs():
+    doc = json.loads(sim("--json", *QUICK, "--attribution", "--seeds", "2").stdout)
+    assert doc["grid"] == [{"key": "attribution", "values": list(BARS)}]
+    assert len(doc["cells"]) == 16
+    by = {(c["set"]["attribution"], c["seed"]): c for c in doc["cells"]}
+    for (bar, seed), cell in by.items():
+        sets = sum((["--set", s] for s in BARS[bar]), [])
+        single = json.loads(sim("--json", *QUICK, *sets, "--seed", str(seed)).stdout)
+        assert cell["result"] == single, (bar, seed)
+        assert list(single["modes"]) == [BARS[bar][0].split("=")[1]]
+    (point,) = doc["attribution"]
+    assert point["set"] == {}
+
+    def check(entry, bar, over):
+        assert entry["bar"] == bar
+        rates = [rate(by[bar, s]) for s in (1, 2)]
+        assert entry["trained_tokens_per_s"]["median"] == pytest.approx(statistics.median(rates))
+        if over is None:
+            assert entry["over_previous"]["seeds"] == 0
+            return
+        ratios = [rate(by[bar, s]) / rate(by[over, s]) for s in (1, 2)]
+        got = entry["over_previous" if "over_previous" in entry else "over_libra"]
+        assert got["median"] == pytest.approx(statistics.median(ratios), rel=1e-12)
+        assert got["q1"] == pytest.approx(quantile(ratios, 0.25), rel=1e-12)
+
+    for i, entry in enumerate(point["ladder"]):
+        check(entry, LADDER[i], LADDER[i - 1] if i else None)
+    for i, entry in enumerate(point["leave_one_out"]):
+        check(entry, LEFT_OUT[i], "libra")
+    assert point["leave_one_out"][3]["label"] == "libra - online replanning"
+
+
+def test_attribution_text_and_grid():
+    out = sim(*QUICK, "--sweep", "rl.sync_interval=1,2", "--attribution").stdout.splitlines()
+    assert out[0].startswith("libra sim: sweep of 16 grid points x 1 seed = 16 runs (0 failed)")
+    for interval in ("1", "2"):
+        at = out.index(f"rl.sync_interval={interval}")
+        assert out[at + 1].split()[:3] == ["the", "ladder", "trained"]
+        assert [r[:34].strip() for r in out[at + 2:at + 8]] == [
+            "colocated (tuned)", "+ disaggregated async (tuned)", "+ planner (one TP size)",
+            "+ heterogeneous TP, C-MLFQ", "+ elastic pool", "+ online replanning (libra)"]
+        assert out[at + 8].startswith("leave one out")
+        assert out[at + 12].startswith("libra - online replanning")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--set", "sim.planner=false"], "--attribution measures the planner's mechanisms"),
+    (["--set", "plan.replan_interval_steps=0", "--set", "plan.replan_pressure=false"],
+     "its last bar is online replanning"),
+    (["--sweep", "ehp.enabled=true,false"], "--sweep ehp.enabled: --attribution sets it"),
+])
+def test_attribution_refuses_what_it_cannot_measure(args, message):
+    p = sim(*QUICK, "--attribution", *args, check=False)
+    assert p.returncode == 2 and message in p.stderr and p.stdout == ""
 
 
 @pytest.mark.parametrize("args,message", [
