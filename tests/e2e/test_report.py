@@ -237,6 +237,7 @@ def test_gantt_draws_lent_replicas(tmp_path):
         assert_intervals(drawn.get(label, []), want)
     legend = [t.text for t in root.iter(SVG + "text") if t.get("class") == "legend"]
     assert "rollout on a lent training replica" in legend
+    assert_renders(tmp_path / "svg", tmp_path)
 
 
 def test_load_bars_are_the_instances_shares(report, inputs):
@@ -389,6 +390,7 @@ def test_attribution_bars_and_whiskers_are_the_medians_and_quartiles(tmp_path):
                      if e["label"] == c.get("data-series"))
         assert float(c.get("data-value")) == pytest.approx(
             entry["trained_tokens_per_s"]["median"], rel=1e-9)
+    assert_renders(tmp_path / "svg", tmp_path)
 
 
 def test_step_range(inputs, tmp_path):
@@ -444,12 +446,17 @@ def test_bad_input_is_refused_with_its_position(inputs, tmp_path):
 
 @pytest.mark.skipif(not shutil.which("rsvg-convert"),
                     reason="rsvg-convert not installed (Debian librsvg2-bin)")
-def test_rsvg_renders_every_figure(inputs, tmp_path):
-    libra("report", str(inputs["run"]), str(inputs["sweep"]), str(inputs["plan"]),
-          str(inputs["route"]), "-o", str(tmp_path / "all.html"), "--svg", str(tmp_path / "svg"))
-    for f in sorted((tmp_path / "svg").iterdir()):
+def assert_renders(svg_dir, tmp_path):
+    """Every SVG of svg_dir renders with rsvg-convert, silently, to a PNG."""
+    for f in sorted(svg_dir.iterdir()):
         png = tmp_path / (f.stem + ".png")
         p = subprocess.run(["rsvg-convert", "-o", str(png), str(f)], capture_output=True,
                            text=True, timeout=60)
         assert p.returncode == 0 and p.stderr == "", (f.name, p.stderr)
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_rsvg_renders_every_figure(inputs, tmp_path):
+    libra("report", str(inputs["run"]), str(inputs["sweep"]), str(inputs["plan"]),
+          str(inputs["route"]), "-o", str(tmp_path / "all.html"), "--svg", str(tmp_path / "svg"))
+    assert_renders(tmp_path / "svg", tmp_path)
