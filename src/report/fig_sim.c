@@ -1,7 +1,8 @@
 /*
  * Figures of one `libra sim --json` result (docs/report.md): per step, the step time,
- * utilisation, GPU time by use and the tail's share; per run, the planner's prediction beside
- * the simulation, the attribution bars across resource managers and routing accuracy.
+ * utilisation, GPU time by use and the tail's share; per run, the trajectory length CDFs
+ * (fig_lengths.c), the planner's prediction beside the simulation, the attribution bars across
+ * resource managers and routing accuracy.
  *
  * The GPU time of a step is derived from members the result already has, so that it adds up:
  * a layout of T training and R rollout GPUs (the same GPUs when colocated) holds GPUs x
@@ -394,6 +395,7 @@ int report_sim_figures(struct report_ctx *ctx, const json_t *doc, struct libra_e
     } else {
         report_note(ctx, "per-step figures", "the result has no step records (modes.*.steps)");
     }
+    report_length_figures(ctx, modes, names, n);
     report_timeline_figures(ctx, modes, names, n);
     planner(ctx, modes, names, n);
     attribution(ctx, modes);

@@ -154,6 +154,9 @@ void report_timeline_figures(struct report_ctx *ctx, const json_t *modes, const 
                              size_t n);
 
 void report_sweep_figures(struct report_ctx *ctx, const json_t *doc); /* fig_sweep.c */
+/* The trajectory length CDFs of one run's modes names[0..n) (fig_lengths.c). */
+void report_length_figures(struct report_ctx *ctx, const json_t *modes, const char **names,
+                           size_t n);
 void report_plan_figures(struct report_ctx *ctx, const json_t *doc);  /* fig_plan.c */
 void report_route_figures(struct report_ctx *ctx, const json_t *doc); /* fig_route.c */
 

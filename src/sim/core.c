@@ -657,6 +657,8 @@ static int setup(struct sim *s)
     plan_settings_from_config(&s->st, s->in->hw, cfg);
     s->out->staleness_n = s->staleness + 2;
     s->out->staleness = xcalloc((size_t)s->out->staleness_n, sizeof *s->out->staleness);
+    s->out->tokens_hist.lo = s->batch_tokens.lo = 1;        /* tokens */
+    s->out->duration_hist.lo = s->batch_duration.lo = 0.01; /* seconds */
     if (setup_instances(s) || setup_router(s) || (s->lay->n_hybrid && sim_elastic_init(s)))
         return s->rc;
     if (sim_replans(s))

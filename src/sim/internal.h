@@ -343,10 +343,11 @@ struct sim {
     struct cost_train_seqs seqs;
     struct cost_train_scratch scratch;
     VEC(uint32_t) lens;
-    VEC(double) ends;               /* finish times of the step's trajectories (tail share) */
-    double train_busy_s;            /* training compute in the measured window */
-    struct sim_step cur;            /* the step being trained */
-    int64_t step_waste[SIM_WASTES]; /* waste counters at the last step's end */
+    VEC(double) ends;    /* finish times of the step's trajectories (tail share) */
+    double train_busy_s; /* training compute in the measured window */
+    struct sim_step cur; /* the step being trained */
+    struct sim_hist batch_tokens, batch_duration; /* the batch of the step to be recorded */
+    int64_t step_waste[SIM_WASTES];               /* waste counters at the last step's end */
     VEC(struct sim_step) steps;
     double measure_from_s;
 
@@ -674,6 +675,12 @@ struct sim_timeline *sim_timeline_take(struct sim *s);
 void sim_timeline_release(struct sim *s);
 
 /* ---- metrics.c ------------------------------------------------------------------------ */
+
+/* Counts v in its bin of h (NaN and values below h->lo in the first). */
+void sim_hist_add(struct sim_hist *h, double v);
+void sim_hist_merge(struct sim_hist *into, const struct sim_hist *h);
+/* The lower edge of bin b of h (b = SIM_HIST_BINS: the upper edge of the last). */
+double sim_hist_edge(const struct sim_hist *h, int b);
 
 void sim_metrics_finish(struct sim *s);
 

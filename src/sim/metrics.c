@@ -17,6 +17,23 @@
 #include "sim/internal.h"
 #include "util/alloc.h"
 
+void sim_hist_add(struct sim_hist *h, double v)
+{
+    double b = floor(SIM_HIST_PER_DECADE * log10(v / h->lo));
+    h->count[!(b > 0) ? 0 : b >= SIM_HIST_BINS ? SIM_HIST_BINS - 1 : (int)b]++;
+}
+
+void sim_hist_merge(struct sim_hist *into, const struct sim_hist *h)
+{
+    for (int b = 0; b < SIM_HIST_BINS; b++)
+        into->count[b] += h->count[b];
+}
+
+double sim_hist_edge(const struct sim_hist *h, int b)
+{
+    return h->lo * pow(10, (double)b / SIM_HIST_PER_DECADE);
+}
+
 void sim_metrics_finish(struct sim *s)
 {
     struct sim_result *o = s->out;

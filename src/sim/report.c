@@ -144,6 +144,25 @@ static json_t *replan_json(const struct sim_result *r)
                      "decisions", evals);
 }
 
+/* h as {bin_edges, counts}: the bins from the first to the last that holds a value, their
+ * edges one more than their counts; empty arrays when h is empty. */
+static json_t *hist_json(const struct sim_hist *h)
+{
+    int first = 0, last = SIM_HIST_BINS - 1;
+    while (first < SIM_HIST_BINS && !h->count[first])
+        first++;
+    while (last >= first && !h->count[last])
+        last--;
+    json_t *edges = json_array(), *counts = json_array();
+    for (int b = first; b <= last; b++) {
+        json_array_append_new(edges, ujson_real(sim_hist_edge(h, b)));
+        json_array_append_new(counts, json_integer((json_int_t)h->count[b]));
+    }
+    if (first <= last)
+        json_array_append_new(edges, ujson_real(sim_hist_edge(h, last + 1)));
+    return json_pack("{s:o,s:o}", "bin_edges", edges, "counts", counts);
+}
+
 static json_t *run_json(const struct sim_result *r, bool pool)
 {
     json_t *stale = json_array();
@@ -164,6 +183,9 @@ static json_t *run_json(const struct sim_result *r, bool pool)
     json_object_set_new(o, "mean_rollout_s", ujson_real(r->mean_rollout_s));
     json_object_set_new(o, "wasted_tokens", waste_object(r->waste));
     json_object_set_new(o, "staleness_histogram", stale);
+    json_object_set_new(o, "trajectory_lengths",
+                        json_pack("{s:o,s:o}", "generated_tokens", hist_json(&r->tokens_hist),
+                                  "duration_s", hist_json(&r->duration_hist)));
     json_t *by_inst = json_array();
     for (int i = 0; i < r->n_instances; i++)
         json_array_append_new(by_inst, json_integer((json_int_t)r->requests_by_instance[i]));

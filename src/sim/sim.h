@@ -259,6 +259,19 @@ struct sim_replan_eval {
     double gain_s, cost_s; /* per step, and the reconfiguration's (plan/replan.h) */
 };
 
+/*
+ * A distribution on log-spaced bins: bin b holds values in [lo * 10^(b / SIM_HIST_PER_DECADE),
+ * lo * 10^((b + 1) / SIM_HIST_PER_DECADE)), the first bin also those below lo and the last
+ * those above. Streaming and fixed in size, so memory does not grow with the steps; a quantile
+ * read from it is good to one bin (12 %).
+ */
+#define SIM_HIST_PER_DECADE 20
+#define SIM_HIST_BINS (8 * SIM_HIST_PER_DECADE)
+struct sim_hist {
+    double lo;
+    int64_t count[SIM_HIST_BINS];
+};
+
 /* The result of one run. */
 struct sim_result {
     enum sim_mode mode;
@@ -284,6 +297,9 @@ struct sim_result {
     double mean_step_s, mean_train_s, mean_rollout_s;
     int64_t *staleness; /* max_staleness + 2 counters: trained trajectories by staleness
                          * 0..k, then the rejected ones (> k); owned */
+    /* trajectories trained in the measured steps, by generated tokens (lo 1) and by seconds
+     * from their first turn's start to their end (lo 0.01) */
+    struct sim_hist tokens_hist, duration_hist;
     int staleness_n;
     int64_t started, finished, aborted, resumed, failed_turns;
     int64_t offpolicy_tokens;   /* generated under a version other than the trajectory's first */

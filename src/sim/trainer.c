@@ -72,6 +72,8 @@ void sim_batch_stats(struct sim *s, const uint32_t *g, size_t n, double first_st
             if (isnan(first_start_s) && (isnan(first) || t->start_s < first))
                 first = t->start_s;
             st->trained_tokens += t->generated;
+            sim_hist_add(&s->batch_tokens, (double)t->generated);
+            sim_hist_add(&s->batch_duration, t->end_s - t->start_s);
             stale += (double)(s->version - t->version_start);
             t->accounted = true;
         }
@@ -151,8 +153,13 @@ static void step_deltas(struct sim *s, struct sim_step *st)
 void sim_step_record(struct sim *s, struct sim_step *st)
 {
     step_deltas(s, st);
-    if (st->step >= s->opts->warmup)
+    if (st->step >= s->opts->warmup) {
         s->train_busy_s += st->train_s;
+        sim_hist_merge(&s->out->tokens_hist, &s->batch_tokens);
+        sim_hist_merge(&s->out->duration_hist, &s->batch_duration);
+    }
+    memset(s->batch_tokens.count, 0, sizeof s->batch_tokens.count);
+    memset(s->batch_duration.count, 0, sizeof s->batch_duration.count);
     if (st->train_s > 0)
         sim_trace_train(s, st);
     vec_push(&s->steps, *st);

@@ -79,8 +79,9 @@ def test_every_figure_is_xml_with_its_data(report, inputs):
     doc = json.loads(inputs["run"].read_text())
     names = sorted(p.stem for p in (report / "svg").iterdir())
     modes = sorted(doc["modes"])
-    expected = ["sim-attribution", "sim-routing", "sim-step-time", "sim-tail-share",
-                "sim-utilisation"] + [f"sim-gpu-time-{m}" for m in modes] + \
+    expected = ["sim-attribution", "sim-duration-cdf", "sim-length-cdf", "sim-routing",
+                "sim-step-time", "sim-tail-share", "sim-utilisation"] + \
+        [f"sim-gpu-time-{m}" for m in modes] + \
         [f"sim-planner-{m}" for m in modes if doc["modes"][m]["planner"]] + \
         [f"sim-{kind}-{m}" for m in modes for kind in ("gantt", "load")]
     assert names == sorted(expected)
@@ -132,6 +133,33 @@ def test_attribution_bars_are_their_values(report, inputs):
         if i:  # each bar's ratio to the one before
             before = doc["modes"][order[i - 1]]["run"]["trained_tokens_per_s"]
             assert f"({value / before:.2f}x {order[i - 1]})" in labels[i]
+
+
+@pytest.mark.parametrize("figure,member", [("sim-length-cdf", "generated_tokens"),
+                                            ("sim-duration-cdf", "duration_s")])
+def test_length_cdf_points_are_the_histograms_shares(report, inputs, figure, member):
+    doc = json.loads(inputs["run"].read_text())
+    root = svg_root(report, figure)
+    zero, per_unit = y_scale(root)
+    x0, per_x = x_scale(root)
+    points = [c for c in root.iter(SVG + "circle") if c.get("class") == "point"]
+    assert {c.get("data-series") for c in points} == set(doc["modes"])
+    for mode, m in doc["modes"].items():
+        h = m["run"]["trajectory_lengths"][member]
+        assert sum(h["counts"]) == m["run"]["trajectories"] > 0
+        assert len(h["bin_edges"]) == len(h["counts"]) + 1
+        mine = [c for c in points if c.get("data-series") == mode]
+        for c in mine:
+            x = float(c.get("data-x"))
+            below = sum(n for e, n in zip(h["bin_edges"][1:], h["counts"]) if e <= x * (1 + 1e-9))
+            assert float(c.get("data-value")) == pytest.approx(100 * below / sum(h["counts"]))
+            assert abs(float(c.get("cy")) - (zero + float(c.get("data-value")) * per_unit)) <= 1
+            assert abs(float(c.get("cx")) - (x0 + x * per_x)) <= 1
+        # every bin's upper edge is a point, and the last reaches 100 %
+        xs = [float(c.get("data-x")) for c in mine]
+        for e in h["bin_edges"][1:]:
+            assert any(abs(e - x) <= 1e-9 * e for x in xs)
+        assert max(float(c.get("data-value")) for c in mine) == pytest.approx(100)
 
 
 def test_gpu_time_stacks_are_gpus_times_step_time(report, inputs):
