@@ -1,6 +1,7 @@
 /*
  * Figures of a routing evaluation (`libra route eval --json`, libra.route-eval/1): accuracy
- * and regret per policy beside their baselines, and each bucketed policy's confusion matrix
+ * and regret per policy beside their baselines, moves per trajectory, and each bucketed
+ * policy's confusion matrix
  * (true bucket by chosen bucket), the view that shows which way a router errs.
  */
 #include <math.h>
@@ -75,6 +76,22 @@ static void regret(struct report_ctx *ctx, const json_t *policies, const char **
                                 "policy", "regret per decision (GPU-s)", CHART_BARS, 0, NULL, NULL,
                                 false, NULL, 0, 0, NAN},
                 paths, labels, 3, 1);
+}
+
+static void moves(struct report_ctx *ctx, const json_t *policies, const char **names, size_t n)
+{
+    static const char *const paths[] = {"moves_per_trajectory"};
+    static const char *const labels[] = {"moves per trajectory"};
+    policy_bars(ctx, policies, names, n,
+                &(struct chart){"moves", "Moves per trajectory",
+                                "How often each policy sent a trajectory's next turn to another "
+                                "bucket than its last one, per trajectory: each move pays a "
+                                "re-prefill of the context on the new instance (docs/routing.md). "
+                                "A policy that never moves (load_balance, a single bucket) has "
+                                "no bar or a bar at 0.",
+                                "policy", "moves per trajectory", CHART_BARS, 0, NULL, NULL, false,
+                                NULL, 0, 0, NAN},
+                paths, labels, 1, 1);
 }
 
 /* The confusion matrix as [[count]], or NULL when it is not a square matrix of numbers. */
@@ -182,6 +199,7 @@ void report_route_figures(struct report_ctx *ctx, const json_t *doc)
     }
     accuracy(ctx, policies, names, n);
     regret(ctx, policies, names, n);
+    moves(ctx, policies, names, n);
     for (size_t p = 0; p < n; p++) {
         const json_t *m = report_get(json_object_get(policies, names[p]), "confusion");
         if (m && !json_is_null(m))

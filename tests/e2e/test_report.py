@@ -351,8 +351,14 @@ def test_plan_route_and_sweep_figures(inputs, tmp_path):
     libra("report", str(inputs["run"]), str(inputs["sweep"]), str(inputs["plan"]),
           str(inputs["route"]), "-o", str(tmp_path / "all.html"), "--svg", str(tmp_path / "svg"))
     names = {p.stem for p in (tmp_path / "svg").iterdir()}
-    assert {"plan-layout", "route-accuracy", "route-regret", "sweep-trained-tokens-per-s",
-            "sweep-ratios"} <= names
+    assert {"plan-layout", "route-accuracy", "route-regret", "route-moves",
+            "sweep-trained-tokens-per-s", "sweep-ratios"} <= names
+    route = json.loads(inputs["route"].read_text())
+    root = ET.parse(tmp_path / "svg" / "route-moves.svg").getroot()
+    bars = {b.get("data-x"): float(b.get("data-value"))
+            for b in root.iter(SVG + "rect") if b.get("class") == "bar"}
+    assert bars == {p: v["all"]["moves_per_trajectory"] for p, v in route["policies"].items()
+                    if v["all"]["moves_per_trajectory"] is not None}
     assert any(n.startswith("route-confusion-cmlfq") for n in names)
     # the plan's GPUs: one cell per GPU of the placement, with its role
     plan = json.loads(inputs["plan"].read_text())
