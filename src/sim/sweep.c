@@ -150,40 +150,45 @@ static size_t failed_at(const struct sim_sweep *sw, size_t p)
 
 /* ---- attribution -------------------------------------------------------------------------- */
 
-#define LIBRA_SETS(homogeneous, pool)                                                              \
-    {"sim.modes", "libra"}, {"plan.homogeneous_rollout", homogeneous},                             \
-    {                                                                                              \
-        "ehp.enabled", pool                                                                        \
-    }
-#define NO_REPLANNING                                                                              \
-    {"plan.replan_interval_steps", "0"},                                                           \
-    {                                                                                              \
-        "plan.replan_pressure", "false"                                                            \
-    }
-
+/* Each run's settings: a mode, and for libra's one TP size or many, the pool on or off, and
+ * replanning off or as configured. */
 static const struct sim_setting colocated_sets[] = {{"sim.modes", "colocated"}};
 static const struct sim_setting async_sets[] = {{"sim.modes", "async"}};
-static const struct sim_setting planner_sets[] = {LIBRA_SETS("true", "false"), NO_REPLANNING};
-static const struct sim_setting hetero_sets[] = {LIBRA_SETS("false", "false"), NO_REPLANNING};
-static const struct sim_setting pool_sets[] = {LIBRA_SETS("false", "true"), NO_REPLANNING};
-static const struct sim_setting libra_sets[] = {LIBRA_SETS("false", "true")};
-static const struct sim_setting minus_hetero_sets[] = {LIBRA_SETS("true", "true")};
-static const struct sim_setting minus_pool_sets[] = {LIBRA_SETS("false", "false")};
+static const struct sim_setting planner_sets[] = {{"sim.modes", "libra"},
+                                                  {"plan.homogeneous_rollout", "true"},
+                                                  {"ehp.enabled", "false"},
+                                                  {"plan.replan_interval_steps", "0"},
+                                                  {"plan.replan_pressure", "false"}};
+static const struct sim_setting hetero_sets[] = {{"sim.modes", "libra"},
+                                                 {"plan.homogeneous_rollout", "false"},
+                                                 {"ehp.enabled", "false"},
+                                                 {"plan.replan_interval_steps", "0"},
+                                                 {"plan.replan_pressure", "false"}};
+static const struct sim_setting pool_sets[] = {{"sim.modes", "libra"},
+                                               {"plan.homogeneous_rollout", "false"},
+                                               {"ehp.enabled", "true"},
+                                               {"plan.replan_interval_steps", "0"},
+                                               {"plan.replan_pressure", "false"}};
+static const struct sim_setting libra_sets[] = {
+    {"sim.modes", "libra"}, {"plan.homogeneous_rollout", "false"}, {"ehp.enabled", "true"}};
+static const struct sim_setting minus_hetero_sets[] = {
+    {"sim.modes", "libra"}, {"plan.homogeneous_rollout", "true"}, {"ehp.enabled", "true"}};
+static const struct sim_setting minus_pool_sets[] = {
+    {"sim.modes", "libra"}, {"plan.homogeneous_rollout", "false"}, {"ehp.enabled", "false"}};
 
-#define BAR(name, label, mode, sets)                                                               \
-    {                                                                                              \
-        name, label, mode, (sets), sizeof(sets) / sizeof((sets)[0])                                \
-    }
-enum { BAR_POOL = 4, BAR_LIBRA = 5, LADDER = 6, BARS = 8 };
+#define N_OF(a) (sizeof(a) / sizeof((a)[0]))
+/* bars[] by index: the ladder's six, then the leave-one-out runs it lacks */
+enum { BAR_POOL = 4, BAR_LIBRA, BAR_MINUS_HETERO, BAR_MINUS_POOL, BARS, LADDER = BAR_LIBRA + 1 };
 static const struct sim_bar bars[BARS] = {
-    BAR("colocated", "colocated (tuned)", SIM_COLOCATED, colocated_sets),
-    BAR("async", "+ disaggregated async (tuned)", SIM_ASYNC, async_sets),
-    BAR("+planner", "+ planner (one TP size)", SIM_LIBRA, planner_sets),
-    BAR("+hetero", "+ heterogeneous TP, C-MLFQ", SIM_LIBRA, hetero_sets),
-    BAR("+pool", "+ elastic pool", SIM_LIBRA, pool_sets),
-    BAR("libra", "+ online replanning (libra)", SIM_LIBRA, libra_sets),
-    BAR("-hetero", "libra - heterogeneous TP, C-MLFQ", SIM_LIBRA, minus_hetero_sets),
-    BAR("-pool", "libra - elastic pool", SIM_LIBRA, minus_pool_sets),
+    {"colocated", "colocated (tuned)", SIM_COLOCATED, colocated_sets, N_OF(colocated_sets)},
+    {"async", "+ disaggregated async (tuned)", SIM_ASYNC, async_sets, N_OF(async_sets)},
+    {"+planner", "+ planner (one TP size)", SIM_LIBRA, planner_sets, N_OF(planner_sets)},
+    {"+hetero", "+ heterogeneous TP, C-MLFQ", SIM_LIBRA, hetero_sets, N_OF(hetero_sets)},
+    {"+pool", "+ elastic pool", SIM_LIBRA, pool_sets, N_OF(pool_sets)},
+    {"libra", "+ online replanning (libra)", SIM_LIBRA, libra_sets, N_OF(libra_sets)},
+    {"-hetero", "libra - heterogeneous TP, C-MLFQ", SIM_LIBRA, minus_hetero_sets,
+     N_OF(minus_hetero_sets)},
+    {"-pool", "libra - elastic pool", SIM_LIBRA, minus_pool_sets, N_OF(minus_pool_sets)},
 };
 
 /* The leave-one-out view: libra whole, then without each mechanism, by the run that is it. */
@@ -192,11 +197,11 @@ static const struct {
     const char *label;
 } left_out[] = {
     {BAR_LIBRA, "libra"},
-    {6, "libra - heterogeneous TP, C-MLFQ"},
-    {7, "libra - elastic pool"},
+    {BAR_MINUS_HETERO, "libra - heterogeneous TP, C-MLFQ"},
+    {BAR_MINUS_POOL, "libra - elastic pool"},
     {BAR_POOL, "libra - online replanning"},
 };
-#define LEFT_OUT (sizeof left_out / sizeof left_out[0])
+#define LEFT_OUT N_OF(left_out)
 
 const struct sim_bar *sim_attribution_bars(size_t *n)
 {
