@@ -240,8 +240,12 @@ static void plot_make(const struct chart *c, double top, struct plot *p)
     if (c->x) {
         double xlo = INFINITY, xhi = -INFINITY;
         for (size_t i = 0; i < c->n_x; i++)
-            widen_by(c->x[i], &xlo, &xhi);
-        svg_axis_make(&p->x, xlo, xhi, 8, c->x_integer);
+            if (c->x_scale != CHART_X_LOG || c->x[i] > 0)
+                widen_by(c->x[i], &xlo, &xhi);
+        if (c->x_scale == CHART_X_LOG)
+            svg_axis_make_log(&p->x, xlo, xhi);
+        else
+            svg_axis_make(&p->x, xlo, xhi, 8, c->x_scale == CHART_X_INTEGER);
     } else if (c->n_x) {
         double band = (p->x1 - p->x0) / (double)c->n_x;
         if ((double)longest_category(c) * SVG_CHAR_PX > band - 4)
@@ -342,13 +346,20 @@ static void whisker(struct strbuf *b, const struct plot *p, const struct chart_s
     svg_end_tag(b);
 }
 
+/* Whether datum i of a line series has a place on the chart. */
+static bool drawn(const struct chart *c, const struct chart_series *se, size_t i)
+{
+    return isfinite(se->y[i]) &&
+           (!c->x || (isfinite(c->x[i]) && (c->x_scale != CHART_X_LOG || c->x[i] > 0)));
+}
+
 /* dodge: px to shift the series sideways, so that whiskers at one category stay apart */
 static void draw_line_series(struct strbuf *b, const struct chart *c, const struct plot *p,
                              const struct chart_series *se, double dodge)
 {
     bool open = false; /* a polyline is being written: NaN values break it */
     for (size_t i = 0; i <= c->n_x; i++) {
-        bool ok = i < c->n_x && isfinite(se->y[i]) && (!c->x || isfinite(c->x[i]));
+        bool ok = i < c->n_x && drawn(c, se, i);
         if (ok && !open) {
             strbuf_puts(b, "<polyline points=\"");
             open = true;
@@ -364,7 +375,7 @@ static void draw_line_series(struct strbuf *b, const struct chart *c, const stru
         }
     }
     for (size_t i = 0; i < c->n_x; i++) {
-        if (!isfinite(se->y[i]) || (c->x && !isfinite(c->x[i])))
+        if (!drawn(c, se, i))
             continue;
         double x = px(p, c, i) + dodge;
         whisker(b, p, se, i, x, se->color);

@@ -115,11 +115,12 @@ static void cdf_figure(struct report_ctx *ctx, const json_t *modes, const char *
                                             "whose %s is at most x, per resource manager. Points "
                                             "are the upper edges of %d log-spaced bins per "
                                             "decade (run.trajectory_lengths): exact there, a "
-                                            "step of about 12 %% in x between them. Where a "
-                                            "line flattens below 100 %% is the long tail.",
+                                            "step of about 12 %% in x between them; x is on a "
+                                            "log scale. Where a line flattens below 100 %% is "
+                                            "the long tail.",
                                             what, 20),
                                  x_label, "trajectories at most x (%)", CHART_LINES, n, x, NULL,
-                                 false, s, n_modes, 0, 100});
+                                 CHART_X_LOG, s, n_modes, 0, 100});
 }
 
 void report_length_figures(struct report_ctx *ctx, const json_t *modes, const char **names,

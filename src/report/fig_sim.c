@@ -126,7 +126,7 @@ static void step_time(struct report_ctx *ctx, const struct steps *st, const json
                                                     "but left out of the rates.",
                                                     warmup)
                                        : "No step is warm-up."),
-                 "training step", "step time (s)", CHART_LINES, st->n, st->x, NULL, true,
+                 "training step", "step time (s)", CHART_LINES, st->n, st->x, NULL, CHART_X_INTEGER,
                  mode_lines(ctx, st, modes, names, n, "step_s", 1), n, 0, NAN});
 }
 
@@ -161,22 +161,23 @@ static void utilisation(struct report_ctx *ctx, const struct steps *st, const js
                                             "time) in each step, %s.",
                                             range_text(ctx, st)),
                                  "training step", "utilisation (%)", CHART_LINES, st->n, st->x,
-                                 NULL, true, s, 2 * n, 0, 100});
+                                 NULL, CHART_X_INTEGER, s, 2 * n, 0, 100});
 }
 
 static void tail_share(struct report_ctx *ctx, const struct steps *st, const json_t *modes,
                        const char **names, size_t n)
 {
-    report_chart(ctx, &(struct chart){
-                          "tail-share", "Tail share of rollout per step",
-                          report_fmt(ctx,
-                                     "Share of each step's rollout span (first start to last "
-                                     "finish of its batch) taken after the trajectory before "
-                                     "the last 10 %% finished, %s: how much of rollout waits "
-                                     "on the long tail.",
-                                     range_text(ctx, st)),
-                          "training step", "tail share (%)", CHART_LINES, st->n, st->x, NULL, true,
-                          mode_lines(ctx, st, modes, names, n, "tail_share", 100), n, 0, 100});
+    report_chart(
+        ctx, &(struct chart){"tail-share", "Tail share of rollout per step",
+                             report_fmt(ctx,
+                                        "Share of each step's rollout span (first start to last "
+                                        "finish of its batch) taken after the trajectory before "
+                                        "the last 10 %% finished, %s: how much of rollout waits "
+                                        "on the long tail.",
+                                        range_text(ctx, st)),
+                             "training step", "tail share (%)", CHART_LINES, st->n, st->x, NULL,
+                             CHART_X_INTEGER,
+                             mode_lines(ctx, st, modes, names, n, "tail_share", 100), n, 0, 100});
 }
 
 enum { USE_TRAIN, USE_ROLLOUT, USE_UPDATE, USE_IDLE, USES };

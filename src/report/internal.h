@@ -90,6 +90,10 @@ struct chart_series {
     const char *const *text; /* NULL, or n_x labels above the bars (NULL entries: none) */
 };
 
+/* How a numeric x axis is drawn: linear, linear with ticks at least 1 apart, or log10 (values
+ * <= 0 are not drawn). */
+enum chart_x { CHART_X_LINEAR, CHART_X_INTEGER, CHART_X_LOG };
+
 struct chart {
     const char *name;              /* the id is PREFIX-NAME */
     const char *title;             /* one line */
@@ -99,7 +103,7 @@ struct chart {
     size_t n_x;
     const double *x;               /* lines: numeric x; NULL: categories */
     const char *const *categories; /* n_x labels when x is NULL */
-    bool x_integer;                /* numeric x ticks at least 1 apart */
+    enum chart_x x_scale;          /* numeric x: its axis */
     const struct chart_series *series;
     size_t n_series;
     double y_min, y_max; /* NaN, or values the y axis must include (0 and 100 for %) */

@@ -173,6 +173,7 @@ void svg_axis_make(struct svg_axis *a, double lo, double hi, int target, bool in
         step = nice_step(step * 1.5);
     }
     a->step = step;
+    a->log = false;
     a->n = (int)llround((last - first) / step) + 1;
     for (int i = 0; i < a->n; i++) {
         double t = first + i * step;
@@ -183,13 +184,42 @@ void svg_axis_make(struct svg_axis *a, double lo, double hi, int target, bool in
     a->decimals = step >= 1 ? 0 : (int)fmin(9, ceil(-log10(step) - 1e-9));
 }
 
+void svg_axis_make_log(struct svg_axis *a, double lo, double hi)
+{
+    bool lo_ok = isfinite(lo) && lo > 0, hi_ok = isfinite(hi) && hi > 0;
+    lo = lo_ok ? lo : hi_ok ? hi / 10 : 1;
+    hi = hi_ok ? hi : lo * 10;
+    double first = floor(log10(fmin(lo, hi)) + 1e-9), last = ceil(log10(fmax(lo, hi)) - 1e-9);
+    first = fmax(first, -300);
+    last = fmin(fmax(last, first + 1), 300);
+    double every = 1;
+    while ((last - first) / every >= SVG_TICKS_MAX - 0.5)
+        every *= 2;
+    last = first + ceil((last - first) / every) * every;
+    *a = (struct svg_axis){.step = every, .log = true};
+    a->n = (int)llround((last - first) / every) + 1;
+    for (int i = 0; i < a->n; i++)
+        a->tick[i] = pow(10, first + i * every);
+    a->lo = a->tick[0];
+    a->hi = a->tick[a->n - 1];
+    a->decimals = first < 0 ? (int)fmin(9, -first) : 0;
+}
+
 double svg_axis_px(const struct svg_axis *a, double v, double px_lo, double px_hi)
 {
+    if (a->log)
+        return v > 0 ? px_lo + (log10(v) - log10(a->lo)) / (log10(a->hi) - log10(a->lo)) *
+                                   (px_hi - px_lo)
+                     : px_lo;
     return px_lo + (v - a->lo) / (a->hi - a->lo) * (px_hi - px_lo);
 }
 
 char *svg_axis_label(const struct svg_axis *a, double v, char buf[SVG_NUM_MAX])
 {
+    if (a->log && v > 0 && (v >= 1e5 || a->decimals > 3)) { /* a power of ten */
+        snprintf(buf, SVG_NUM_MAX, "1e%d", (int)lround(log10(v)));
+        return buf;
+    }
     if (fabs(v) >= 1e9) {
         snprintf(buf, SVG_NUM_MAX, "%.3g", v);
         return buf;

@@ -52,9 +52,11 @@ char *svg_format_fixed(char buf[SVG_NUM_MAX], double v, int decimals);
  * non-finite v writes "null". Returns buf. */
 char *svg_format_value(char buf[SVG_NUM_MAX], double v);
 
-/* An axis: ticks from lo to hi (the data range widened to whole steps), step apart. */
+/* An axis: ticks from lo to hi (the data range widened to whole steps), step apart; or, when
+ * log, ticks at the powers of ten from lo to hi, positions proportional to log10. */
 struct svg_axis {
     double lo, hi, step;
+    bool log;
     int n;                      /* ticks, 2..SVG_TICKS_MAX */
     int decimals;               /* for labels: enough to tell the ticks apart */
     double tick[SVG_TICKS_MAX]; /* lo, lo + step, ..., hi */
@@ -69,7 +71,16 @@ struct svg_axis {
  */
 void svg_axis_make(struct svg_axis *a, double lo, double hi, int target, bool integer);
 
-/* The pixel position of v on an axis drawn from px_lo (at a->lo) to px_hi (at a->hi). */
+/*
+ * A log axis over [lo, hi] (values > 0; a non-positive or non-finite end is taken as the
+ * other's tenth or tenfold, or 1 and 10): ticks at each power of ten from the one at or below
+ * lo to the one at or above hi (at most SVG_TICKS_MAX, every other one dropped until they
+ * fit), labelled in full from 0.001 to 10000 and as 1eN beyond.
+ */
+void svg_axis_make_log(struct svg_axis *a, double lo, double hi);
+
+/* The pixel position of v on an axis drawn from px_lo (at a->lo) to px_hi (at a->hi); on a
+ * log axis a value <= 0 sits at px_lo. */
 double svg_axis_px(const struct svg_axis *a, double v, double px_lo, double px_hi);
 
 /* Writes a tick label: v with a->decimals decimals (three significant digits and an exponent

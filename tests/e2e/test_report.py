@@ -7,6 +7,7 @@ one pixel — so a figure that misdraws its data fails here, not in a reader's e
 """
 
 import json
+import math
 import os
 import re
 import shutil
@@ -141,7 +142,11 @@ def test_length_cdf_points_are_the_histograms_shares(report, inputs, figure, mem
     doc = json.loads(inputs["run"].read_text())
     root = svg_root(report, figure)
     zero, per_unit = y_scale(root)
-    x0, per_x = x_scale(root)
+    ticks = [(float(t.get("data-value")), float(t.get("x1")))
+             for t in root.iter(SVG + "line") if t.get("class") == "tick-x"]
+    (v0, p0), (v1, p1) = ticks[0], ticks[-1]  # x is log10: px = p0 + log10(v / v0) * per_decade
+    assert all(math.log10(v).is_integer() for v, _ in ticks)
+    per_decade = (p1 - p0) / math.log10(v1 / v0)
     points = [c for c in root.iter(SVG + "circle") if c.get("class") == "point"]
     assert {c.get("data-series") for c in points} == set(doc["modes"])
     for mode, m in doc["modes"].items():
@@ -154,7 +159,7 @@ def test_length_cdf_points_are_the_histograms_shares(report, inputs, figure, mem
             below = sum(n for e, n in zip(h["bin_edges"][1:], h["counts"]) if e <= x * (1 + 1e-9))
             assert float(c.get("data-value")) == pytest.approx(100 * below / sum(h["counts"]))
             assert abs(float(c.get("cy")) - (zero + float(c.get("data-value")) * per_unit)) <= 1
-            assert abs(float(c.get("cx")) - (x0 + x * per_x)) <= 1
+            assert abs(float(c.get("cx")) - (p0 + math.log10(x / v0) * per_decade)) <= 1
         # every bin's upper edge is a point, and the last reaches 100 %
         xs = [float(c.get("data-x")) for c in mine]
         for e in h["bin_edges"][1:]:

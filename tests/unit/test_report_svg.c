@@ -122,6 +122,34 @@ static void test_ticks_property(void **state)
     }
 }
 
+/* A log axis: powers of ten around the data, positions by log10, labels short. */
+static void test_log_ticks(void **state)
+{
+    (void)state;
+    struct svg_axis a;
+    char buf[SVG_NUM_MAX];
+    svg_axis_make_log(&a, 3.5, 31623);
+    assert_int_equal(a.n, 6); /* 1 .. 1e5 */
+    assert_close(a.tick[0], 1, 0);
+    assert_close(a.tick[5], 1e5, 1e-9);
+    assert_close(svg_axis_px(&a, 1000, 0, 500), 300, 1e-9);
+    assert_close(svg_axis_px(&a, 0, 0, 500), 0, 0); /* nothing below 0 on a log axis */
+    assert_string_equal(svg_axis_label(&a, a.tick[4], buf), "10000");
+    assert_string_equal(svg_axis_label(&a, a.tick[5], buf), "1e5");
+    svg_axis_make_log(&a, 0.01, 0.5);
+    assert_int_equal(a.n, 3);
+    assert_string_equal(svg_axis_label(&a, a.tick[0], buf), "0.01");
+    assert_string_equal(svg_axis_label(&a, a.tick[2], buf), "1");
+    svg_axis_make_log(&a, 1e-30, 1e30); /* too many decades: every other one, up to the cap */
+    assert_true(a.n >= 2 && a.n <= SVG_TICKS_MAX && a.lo <= 1e-30 && a.hi >= 1e30);
+    assert_string_equal(svg_axis_label(&a, a.tick[0], buf), "1e-30");
+    svg_axis_make_log(&a, 0, -1); /* no positive end: 1 to 10 */
+    assert_int_equal(a.n, 2);
+    assert_close(a.tick[1], 10, 1e-12);
+    svg_axis_make_log(&a, 7, 7); /* one point: the decade around it */
+    assert_true(a.lo <= 7 && a.hi >= 7 && a.n == 2);
+}
+
 static void expect_wrap(const char *text, size_t cols, size_t n, const char *const *want)
 {
     size_t start[8], len[8];
@@ -174,9 +202,10 @@ static void test_elements(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_escape), cmocka_unit_test(test_number_rules),
-        cmocka_unit_test(test_ticks),  cmocka_unit_test(test_ticks_property),
-        cmocka_unit_test(test_wrap),   cmocka_unit_test(test_elements),
+        cmocka_unit_test(test_escape),    cmocka_unit_test(test_number_rules),
+        cmocka_unit_test(test_ticks),     cmocka_unit_test(test_ticks_property),
+        cmocka_unit_test(test_wrap),      cmocka_unit_test(test_elements),
+        cmocka_unit_test(test_log_ticks),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
