@@ -600,13 +600,6 @@ void sim_replan_free(struct sim *s);
 /* Group g completed (not aborted): its trajectories join the window. */
 void sim_replan_group(struct sim *s, const struct sim_group *g);
 
-/* The replanner's window among n finished trajectories, group[k] the launch of the k-th
- * finished (oldest first): of those launched before frontier, the ones of the newest launches,
- * at most `most` in whole batches of `batch`, in launch order (ties: the order finished); their
- * indices into out (n at most). Returns how many. */
-size_t sim_replan_window_pick(const int64_t *group, size_t n, int64_t frontier, size_t most,
-                              size_t batch, size_t *out);
-
 /* After the record of step st: a trigger may fire, and a replan be decided and played. */
 void sim_replan_steer(struct sim *s, const struct sim_step *st);
 

@@ -2,9 +2,8 @@
  * Online replanning in the libra mode (libra-spec §2 "When it runs"; docs/sim.md "Online
  * replanning").
  *
- * The length model is a window of the trajectories of the newest launches older than every
- * trajectory still in flight (later launches' finished ones are their short ones; among the
- * older launches the last to finish are the long ones, so the window is chosen by launch):
+ * The length model is a window of the trajectories that finished last among launches older
+ * than every trajectory still in flight (later launches' finished ones are their short ones):
  * at most HISTORY in whole batches (the reference keeps 4,096; docs/sim.md says why fewer), at
  * least plan_sample_size(batch) (the sample `libra plan` and the gateway plan on) before the
  * first evaluation, so it follows the workload as it drifts while its tail, which the
@@ -170,6 +169,7 @@ static bool core_live(const struct sim *s, int i)
     return !in->hybrid && (in->state == SIM_INST_SERVING || in->state == SIM_INST_STARTING);
 }
 
+/* The window as the planner's sample, its newest whole batches in finishing order. */
 /* The oldest launch a trajectory of which is still in flight (INT64_MAX: none). */
 static int64_t oldest_in_flight(const struct sim *s)
 {
@@ -182,59 +182,25 @@ static int64_t oldest_in_flight(const struct sim *s)
     return oldest;
 }
 
-/* A finished record's launch and its place among the records, as the window orders them. */
-struct placed {
-    int64_t group;
-    size_t at;
-};
-
-static int by_launch(const void *a, const void *b)
-{
-    const struct placed *x = a, *y = b;
-    if (x->group != y->group)
-        return x->group < y->group ? -1 : 1;
-    return x->at < y->at ? -1 : x->at > y->at;
-}
-
-size_t sim_replan_window_pick(const int64_t *group, size_t n, int64_t frontier, size_t most,
-                              size_t batch, size_t *out)
-{
-    struct placed *p = xmallocarray(n ? n : 1, sizeof *p);
-    size_t have = 0;
-    for (size_t k = 0; k < n; k++)
-        if (group[k] < frontier)
-            p[have++] = (struct placed){group[k], k};
-    qsort(p, have, sizeof *p, by_launch);
-    size_t keep = (have < most ? have : most) / batch * batch;
-    for (size_t k = 0; k < keep; k++)
-        out[k] = p[have - keep + k].at;
-    free(p);
-    return keep;
-}
-
 /* The window: the finished trajectories of launches older than every one still in flight,
- * those of the newest launches, r->most of them at most in whole batches, in launch order.
- * Trajectories of later launches are left out: those that finished so far are the short ones,
- * and a window of them would plan for a workload shorter than the run's. The window is chosen
- * by launch, not by finishing: among the launches older than the frontier, those that
- * finished last are the long ones (a group is recorded when its slowest trajectory ends), and
- * a window of the last finished would plan for a workload longer than the run's. Returns the
- * trajectories appended. */
+ * the newest r->most of them in whole batches, in finishing order. Trajectories of later
+ * launches are left out: those that finished so far are the short ones, and a window of them
+ * would plan for a workload shorter than the run's. Returns the trajectories appended. */
 static size_t window(const struct sim *s, struct plan_lengths *out)
 {
     const struct sim_replan *r = s->replan;
-    int64_t *group = xmallocarray(r->n ? r->n : 1, sizeof *group);
-    size_t *pick = xmallocarray(r->n ? r->n : 1, sizeof *pick);
+    int64_t frontier = oldest_in_flight(s);
+    size_t have = 0;
     for (size_t k = 0; k < r->n; k++)
-        group[k] = r->ring[(r->head + k) % r->cap].group;
-    size_t n =
-        sim_replan_window_pick(group, r->n, oldest_in_flight(s), r->most, (size_t)s->batch, pick);
-    for (size_t k = 0; k < n; k++) {
-        const struct record *x = &r->ring[(r->head + pick[k]) % r->cap];
+        have += r->ring[(r->head + k) % r->cap].group < frontier;
+    size_t n = (have < r->most ? have : r->most) / (size_t)s->batch * (size_t)s->batch;
+    size_t skip = have - n;
+    for (size_t k = 0, seen = 0; k < r->n; k++) {
+        const struct record *x = &r->ring[(r->head + k) % r->cap];
+        if (x->group >= frontier || seen++ < skip)
+            continue;
         plan_lengths_add(out, x->prompt, x->generated, x->tool, x->turns, x->tool_s, x->filtered);
     }
-    free(group);
-    free(pick);
     return n;
 }
 

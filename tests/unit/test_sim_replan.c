@@ -6,13 +6,12 @@
  * its books through the replans, keeps the split's GPUs in rollout, and is a pure function of
  * its input; evaluations that accept nothing leave every step as a run without replanning
  * has it. Random experiments under the forced rule (workload, GPUs, group size, TP sizes,
- * triggers, seed) hold the same books. The window is chosen by launch, not by finishing.
+ * triggers, seed) hold the same books.
  */
 #include "testutil.h"
 
 #include <string.h>
 
-#include "sim/internal.h"
 #include "sim/sim.h"
 #include "spec/config.h"
 #include "spec/preset.h"
@@ -194,34 +193,9 @@ static void test_random_forced_replans(void **state)
     assert_true(replans > 0);
 }
 
-/* The window holds the newest launches older than the frontier, whatever order they finished
- * in: a group is recorded when its slowest trajectory ends, so the last finished of the old
- * launches are the long ones, and a window of them plans for a workload longer than the run's
- * (a random experiment of 128 A800s, DAPO-Math, batch 576, replanned onto a fleet 20 % slower
- * on a window whose prediction was twice the simulated step). */
-static void test_window_by_launch(void **state)
-{
-    (void)state;
-    /* groups of 2, finishing order: launch 1 is long and finishes after 2 and 3; 5 is short and
-     * finished while 4 is in flight */
-    const int64_t group[] = {0, 0, 2, 2, 5, 5, 3, 3, 1, 1};
-    size_t out[10];
-    assert_int_equal(sim_replan_window_pick(group, 10, 4, 4, 4, out), 4);
-    const size_t want[] = {2, 3, 6, 7}; /* launches 2 and 3, not 3 and 1 */
-    assert_memory_equal(out, want, sizeof want);
-    /* whole batches, at most `most`: all four old launches; in launch order */
-    assert_int_equal(sim_replan_window_pick(group, 10, 4, 9, 4, out), 8);
-    const size_t all[] = {0, 1, 8, 9, 2, 3, 6, 7};
-    assert_memory_equal(out, all, sizeof all);
-    /* too few old launches for a batch, and none finished */
-    assert_int_equal(sim_replan_window_pick(group, 10, 1, 8, 4, out), 0);
-    assert_int_equal(sim_replan_window_pick(group, 0, 4, 8, 4, out), 0);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_window_by_launch),
         cmocka_unit_test_setup_teardown(test_forced_replans, setup, teardown),
         cmocka_unit_test_setup_teardown(test_evaluations_that_accept_nothing_change_nothing, setup,
                                         teardown),
