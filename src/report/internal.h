@@ -162,6 +162,7 @@ void report_sweep_figures(struct report_ctx *ctx, const json_t *doc); /* fig_swe
 void report_length_figures(struct report_ctx *ctx, const json_t *modes, const char **names,
                            size_t n);
 void report_plan_figures(struct report_ctx *ctx, const json_t *doc);  /* fig_plan.c */
+void report_load_figures(struct report_ctx *ctx, const json_t *doc);  /* fig_load.c */
 void report_route_figures(struct report_ctx *ctx, const json_t *doc); /* fig_route.c */
 
 #endif

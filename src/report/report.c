@@ -21,6 +21,7 @@ static const struct {
 } kinds[] = {
     {"libra.sim/1", "sim", REPORT_SIM},
     {"libra.sim-sweep/1", "sweep", REPORT_SWEEP},
+    {"libra.load/1", "load", REPORT_LOAD},
     {"libra.plan/1", "plan", REPORT_PLAN},
     {"libra.route-eval/1", "route", REPORT_ROUTE},
 };
@@ -189,7 +190,8 @@ int report_add(struct report *r, const char *name, const char *text, size_t len,
         else
             rc = ujson_errorf(err, &in.doc, "schema",
                               "'%s' is not one libra report reads (libra.sim/1, "
-                              "libra.sim-sweep/1, libra.plan/1, libra.route-eval/1)",
+                              "libra.sim-sweep/1, libra.load/1, libra.plan/1, "
+                              "libra.route-eval/1)",
                               json_string_value(schema));
     }
     if (rc) {
@@ -335,6 +337,12 @@ static const char *source(struct report_ctx *ctx, const struct report_input *in)
     case REPORT_SWEEP:
         return report_fmt(ctx, "libra sim CONFIG%s --json%s", sweep_flags(ctx, doc),
                           envelope(ctx, doc));
+    case REPORT_LOAD: {
+        const char *style = report_str(doc, "style");
+        return report_fmt(ctx, "libra load CONFIG --engines URLS%s --json%s",
+                          style ? report_fmt(ctx, " --style %s", shell_word(ctx, style)) : "",
+                          envelope(ctx, doc));
+    }
     case REPORT_PLAN:
         return report_fmt(ctx, "libra plan CONFIG --json%s", envelope(ctx, doc));
     case REPORT_ROUTE: {
@@ -386,6 +394,9 @@ static int section(const struct report *r, const struct report_input *in, const 
     case REPORT_SWEEP:
         report_sweep_figures(&ctx, in->doc.root);
         break;
+    case REPORT_LOAD:
+        report_load_figures(&ctx, in->doc.root);
+        break;
     case REPORT_PLAN:
         report_plan_figures(&ctx, in->doc.root);
         break;
@@ -416,10 +427,12 @@ int report_render(const struct report *r, struct report_output *out, struct libr
     memset(out, 0, sizeof *out);
     size_t runs = 0;
     for (size_t i = 0; i < r->inputs.n; i++)
-        runs += r->inputs.v[i].kind == REPORT_SIM || r->inputs.v[i].kind == REPORT_SWEEP;
+        runs += r->inputs.v[i].kind == REPORT_SIM || r->inputs.v[i].kind == REPORT_SWEEP ||
+                r->inputs.v[i].kind == REPORT_LOAD;
     if (runs == 0)
         return error_set(err, NULL, 0, 0,
-                         "no libra sim result among the inputs (libra sim --json, or a sweep's)");
+                         "no run among the inputs (libra sim --json, a sweep's, or libra load "
+                         "--json)");
     struct strbuf html = {0};
     strbuf_puts(&html, page_head);
     int seen[N_KINDS] = {0}, rc = 0;

@@ -38,7 +38,7 @@ struct report_options {
     int64_t step_first, step_last; /* inclusive, as the `step` members of libra sim --json */
 };
 
-enum report_kind { REPORT_SIM, REPORT_SWEEP, REPORT_PLAN, REPORT_ROUTE };
+enum report_kind { REPORT_SIM, REPORT_SWEEP, REPORT_LOAD, REPORT_PLAN, REPORT_ROUTE };
 
 /* One input: its parsed text and what kind of result it is. */
 struct report_input {

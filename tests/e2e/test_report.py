@@ -432,6 +432,40 @@ def test_attribution_bars_and_whiskers_are_the_medians_and_quartiles(tmp_path):
     assert_renders(tmp_path / "svg", tmp_path)
 
 
+def test_load_figures_are_the_steps_and_engines(tmp_path):
+    """A `libra load --json` result (tests/data/report/load.json: `libra load` of test_load.py
+    against `libra emu`, 3 steps of batch 8 at --time-scale 0.005) as figures."""
+    run = os.path.join(SOURCE_DIR, "tests", "data", "report", "load.json")
+    libra("report", run, "-o", str(tmp_path / "r.html"), "--svg", str(tmp_path / "svg"))
+    doc = json.loads(open(run).read())
+    assert sorted(p.stem for p in (tmp_path / "svg").iterdir()) == \
+        ["load-engines", "load-step-time", "load-tokens"]
+    for name, series in (("load-step-time", {"wall time": "wall_s"}),
+                         ("load-tokens", {"prompt tokens sent": "prompt_tokens",
+                                          "of them cached by the engines": "cached_tokens",
+                                          "generated tokens": "generated_tokens"})):
+        root = ET.parse(tmp_path / "svg" / (name + ".svg")).getroot()
+        zero, per_unit = y_scale(root)
+        x0, per_step = x_scale(root)
+        points = [c for c in root.iter(SVG + "circle") if c.get("class") == "point"]
+        assert len(points) == len(series) * len(doc["steps"])
+        for c in points:
+            step = doc["steps"][int(float(c.get("data-x")))]
+            want = step[series[c.get("data-series")]]
+            assert float(c.get("data-value")) == pytest.approx(want, rel=1e-9)
+            assert abs(float(c.get("cy")) - (zero + want * per_unit)) <= 1
+            assert abs(float(c.get("cx")) - (x0 + step["step"] * per_step)) <= 1
+    root = ET.parse(tmp_path / "svg" / "load-engines.svg").getroot()
+    zero, per_unit = y_scale(root)
+    bars = [b for b in root.iter(SVG + "rect") if b.get("class") == "bar"]
+    assert [float(b.get("data-value")) for b in bars] == [e["turns"] for e in doc["engines"]]
+    for b in bars:
+        assert abs(float(b.get("height")) - float(b.get("data-value")) * -per_unit) <= 1
+    caption = " ".join(t.text for t in root.iter(SVG + "text") if t.get("class") == "caption")
+    assert "Input: libra load CONFIG --engines URLS --style plain --json" in caption
+    assert_renders(tmp_path / "svg", tmp_path)
+
+
 def test_step_range(inputs, tmp_path):
     libra("report", str(inputs["run"]), "--steps", "2:4", "--svg", str(tmp_path / "svg"),
           "-o", str(tmp_path / "r.html"))
@@ -474,7 +508,7 @@ def test_bad_input_is_refused_with_its_position(inputs, tmp_path):
     assert p.returncode == 2 and not out.exists()
     assert "other.json:2:3: schema: 'libra.trace-stats/1' is not one libra report reads" in p.stderr
     p = libra("report", str(inputs["plan"]), check=False)
-    assert p.returncode == 2 and "no libra sim result" in p.stderr
+    assert p.returncode == 2 and "no run among the inputs" in p.stderr
     p = libra("report", str(tmp_path / "missing.json"), check=False)
     assert p.returncode == 3 and "cannot read" in p.stderr
     # a failed write leaves the old file whole

@@ -263,7 +263,7 @@ static void test_input_errors(void **state)
     assert_int_equal(report_add(&r, "p.json", plan, strlen(plan), &err), 0);
     struct report_output out = {0};
     assert_int_equal(report_render(&r, &out, &err), LIBRA_EINVAL);
-    assert_non_null(strstr(err.msg, "no libra sim result"));
+    assert_non_null(strstr(err.msg, "no run among the inputs"));
     report_output_free(&out);
     report_free(&r);
 }

@@ -1,0 +1,105 @@
+/*
+ * Figures of a `libra load --json` result (libra.load/1, docs/load.md): the rollout side of an
+ * RL job played against real or emulated engines. Per step, the wall time of the batch and the
+ * tokens that crossed the wire (prompt sent, of it served from the engines' prefix caches, and
+ * generated); per engine, the turns it served. Wall times are as measured: a run against
+ * `libra emu` at --time-scale F shows F times the job's time.
+ */
+#include <math.h>
+
+#include "report/internal.h"
+
+/* The steps of doc as x values (their `step`), in order; NaN where one has none. */
+static double *step_numbers(struct report_ctx *ctx, const json_t *steps, size_t n)
+{
+    double *x = report_nans(ctx, n + 1);
+    for (size_t i = 0; i < n; i++)
+        x[i] = report_num(json_array_get(steps, i), "step");
+    return x;
+}
+
+/* Member path of every step, times scale. */
+static double *per_step(struct report_ctx *ctx, const json_t *steps, size_t n, const char *path)
+{
+    double *y = report_nans(ctx, n + 1);
+    for (size_t i = 0; i < n; i++)
+        y[i] = report_num(json_array_get(steps, i), path);
+    return y;
+}
+
+static void step_wall(struct report_ctx *ctx, const json_t *steps, size_t n, double *x)
+{
+    struct chart_series *s = arena_calloc(ctx->arena, 1, sizeof *s);
+    *s = (struct chart_series){"wall time", "#4e79a7", false, per_step(ctx, steps, n, "wall_s"),
+                               NULL,        NULL,      NULL};
+    report_chart(ctx, &(struct chart){"step-time", "Wall time per step",
+                                      "Per step (the batch the trainer took for that version), "
+                                      "the wall-clock seconds from the batch's first request to "
+                                      "its last answer, as measured: against emulated engines "
+                                      "at --time-scale F, F times the job's time.",
+                                      "training step", "wall time (s)", CHART_LINES, n, x, NULL,
+                                      CHART_X_INTEGER, s, 1, 0, NAN});
+}
+
+static void step_tokens(struct report_ctx *ctx, const json_t *steps, size_t n, double *x)
+{
+    static const struct {
+        const char *path, *name, *color;
+    } parts[] = {{"prompt_tokens", "prompt tokens sent", "#4e79a7"},
+                 {"cached_tokens", "of them cached by the engines", "#76b7b2"},
+                 {"generated_tokens", "generated tokens", "#59a14f"}};
+    struct chart_series *s = arena_calloc(ctx->arena, 3, sizeof *s);
+    for (size_t k = 0; k < 3; k++)
+        s[k] = (struct chart_series){
+            parts[k].name, parts[k].color, k == 1, per_step(ctx, steps, n, parts[k].path),
+            NULL,          NULL,           NULL};
+    report_chart(ctx, &(struct chart){"tokens", "Tokens per step",
+                                      "Per step, the prompt tokens the client sent (whole "
+                                      "contexts, every turn), the part of them the engines "
+                                      "reported as prefix-cache hits (dashed), and the tokens "
+                                      "generated. A cached line close to the prompt line means "
+                                      "each turn's context was mostly served from the cache.",
+                                      "training step", "tokens", CHART_LINES, n, x, NULL,
+                                      CHART_X_INTEGER, s, 3, 0, NAN});
+}
+
+static void engine_turns(struct report_ctx *ctx, const json_t *engines)
+{
+    size_t n = json_array_size(engines);
+    const char **cats = arena_calloc(ctx->arena, n + 1, sizeof *cats);
+    double *y = report_nans(ctx, n + 1);
+    for (size_t i = 0; i < n; i++) {
+        const json_t *e = json_array_get(engines, i);
+        cats[i] =
+            report_fmt(ctx, "%zu%s", i, json_is_true(json_object_get(e, "dead")) ? " (dead)" : "");
+        y[i] = report_num(e, "turns");
+    }
+    struct chart_series *s = arena_calloc(ctx->arena, 1, sizeof *s);
+    *s = (struct chart_series){"turns served", "#59a14f", false, y, NULL, NULL, NULL};
+    report_chart(ctx, &(struct chart){"engines", "Turns per engine",
+                                      "The turns each engine answered over the run (those of "
+                                      "dropped groups included), engines in the order of "
+                                      "--engines; an engine that died is marked.",
+                                      "engine", "turns", CHART_BARS, n, NULL, cats, CHART_X_LINEAR,
+                                      s, 1, 0, NAN});
+}
+
+void report_load_figures(struct report_ctx *ctx, const json_t *doc)
+{
+    const json_t *steps = json_object_get(doc, "steps");
+    size_t n = json_array_size(steps);
+    if (n) {
+        double *x = step_numbers(ctx, steps, n);
+        step_wall(ctx, steps, n, x);
+        step_tokens(ctx, steps, n, x);
+    } else {
+        report_note(ctx, "per-step figures", "the result has no steps (the run stopped first)");
+    }
+    if (json_array_size(json_object_get(doc, "engines")))
+        engine_turns(ctx, json_object_get(doc, "engines"));
+    else
+        report_note(ctx, "engines", "the result has no engines");
+    if (json_object_get(doc, "error"))
+        report_note(ctx, "the run", "it stopped early: %s",
+                    report_str(doc, "error") ? report_str(doc, "error") : "(no reason given)");
+}
