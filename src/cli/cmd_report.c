@@ -21,9 +21,9 @@
 static const char help[] =
     "usage: libra report RESULT.json [MORE.json...] [-o FILE] [--svg DIR] [--steps A:B]\n"
     "\n"
-    "Turns results of libra sim --json or libra load --json (required: one run, a sweep\n"
-    "with --sweep/--seeds/--attribution, or a load run) and, beside them, of libra plan\n"
-    "--json and libra route eval --json into one self-contained HTML page (inline SVG and\n"
+    "Turns results of libra sim --json (one run, or a sweep with --sweep/--seeds/\n"
+    "--attribution), libra load --json, libra plan --json and libra route eval --json,\n"
+    "alone or together, into one self-contained HTML page (inline SVG and\n"
     "CSS, no script, no network reference): per run, step time, GPU utilisation, GPU time\n"
     "by use and the tail's share per step, trajectory length CDFs, the planner's prediction\n"
     "beside the simulation, the throughput of each resource manager, routing accuracy, and\n"

@@ -507,8 +507,9 @@ def test_bad_input_is_refused_with_its_position(inputs, tmp_path):
     p = libra("report", str(unknown), "-o", str(out), check=False)
     assert p.returncode == 2 and not out.exists()
     assert "other.json:2:3: schema: 'libra.trace-stats/1' is not one libra report reads" in p.stderr
-    p = libra("report", str(inputs["plan"]), check=False)
-    assert p.returncode == 2 and "no run among the inputs" in p.stderr
+    alone = tmp_path / "plan-alone"  # a plan (or a route evaluation) alone is a page too
+    libra("report", str(inputs["plan"]), "-o", str(tmp_path / "plan.html"), "--svg", str(alone))
+    assert [p.stem for p in alone.iterdir()] == ["plan-layout"]
     p = libra("report", str(tmp_path / "missing.json"), check=False)
     assert p.returncode == 3 and "cannot read" in p.stderr
     # a failed write leaves the old file whole

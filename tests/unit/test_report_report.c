@@ -256,14 +256,17 @@ static void test_input_errors(void **state)
     expect_add_error("{\"modes\": {}}", 1, 1, "no schema string");
     expect_add_error("[1, 2]", 1, 1, "a JSON object");
 
-    struct report r; /* a plan alone is not a report */
+    struct report r; /* nothing to draw is an error; a plan alone is a page */
     report_init(&r, &(struct report_options){0});
     struct libra_error err = {0};
-    const char plan[] = "{\"schema\": \"libra.plan/1\", \"feasible\": false, \"why\": \"no\"}";
-    assert_int_equal(report_add(&r, "p.json", plan, strlen(plan), &err), 0);
     struct report_output out = {0};
     assert_int_equal(report_render(&r, &out, &err), LIBRA_EINVAL);
-    assert_non_null(strstr(err.msg, "no run among the inputs"));
+    assert_non_null(strstr(err.msg, "no input to draw"));
+    report_output_free(&out);
+    const char plan[] = "{\"schema\": \"libra.plan/1\", \"feasible\": false, \"why\": \"no\"}";
+    assert_int_equal(report_add(&r, "p.json", plan, strlen(plan), &err), 0);
+    assert_int_equal(report_render(&r, &out, &err), 0);
+    assert_non_null(strstr(out.html, "the plan is infeasible: no"));
     report_output_free(&out);
     report_free(&r);
 }
