@@ -18,7 +18,7 @@ static double *step_numbers(struct report_ctx *ctx, const json_t *steps, size_t 
     return x;
 }
 
-/* Member path of every step, times scale. */
+/* Member path of every step. */
 static double *per_step(struct report_ctx *ctx, const json_t *steps, size_t n, const char *path)
 {
     double *y = report_nans(ctx, n + 1);
@@ -27,40 +27,65 @@ static double *per_step(struct report_ctx *ctx, const json_t *steps, size_t n, c
     return y;
 }
 
-static void step_wall(struct report_ctx *ctx, const json_t *steps, size_t n, double *x)
+/* One line per member of the steps, in lines[0..n_lines). */
+struct step_line {
+    const char *path, *name, *color;
+    bool dashed;
+};
+
+static void step_lines(struct report_ctx *ctx, const json_t *steps, size_t n, double *x,
+                       const struct step_line *lines, size_t n_lines, const struct chart *spec)
 {
-    struct chart_series *s = arena_calloc(ctx->arena, 1, sizeof *s);
-    *s = (struct chart_series){"wall time", "#4e79a7", false, per_step(ctx, steps, n, "wall_s"),
-                               NULL,        NULL,      NULL};
-    report_chart(ctx, &(struct chart){"step-time", "Wall time per step",
-                                      "Per step (the batch the trainer took for that version), "
-                                      "the wall-clock seconds from the batch's first request to "
-                                      "its last answer, as measured: against emulated engines "
-                                      "at --time-scale F, F times the job's time.",
-                                      "training step", "wall time (s)", CHART_LINES, n, x, NULL,
-                                      CHART_X_INTEGER, s, 1, 0, NAN});
+    struct chart_series *s = arena_calloc(ctx->arena, n_lines, sizeof *s);
+    for (size_t k = 0; k < n_lines; k++)
+        s[k] = (struct chart_series){.name = lines[k].name,
+                                     .color = lines[k].color,
+                                     .dashed = lines[k].dashed,
+                                     .y = per_step(ctx, steps, n, lines[k].path)};
+    struct chart c = *spec;
+    c.n_x = n;
+    c.x = x;
+    c.series = s;
+    c.n_series = n_lines;
+    report_chart(ctx, &c);
 }
 
-static void step_tokens(struct report_ctx *ctx, const json_t *steps, size_t n, double *x)
+static void step_figures(struct report_ctx *ctx, const json_t *steps, size_t n, double *x)
 {
-    static const struct {
-        const char *path, *name, *color;
-    } parts[] = {{"prompt_tokens", "prompt tokens sent", "#4e79a7"},
-                 {"cached_tokens", "of them cached by the engines", "#76b7b2"},
-                 {"generated_tokens", "generated tokens", "#59a14f"}};
-    struct chart_series *s = arena_calloc(ctx->arena, 3, sizeof *s);
-    for (size_t k = 0; k < 3; k++)
-        s[k] = (struct chart_series){
-            parts[k].name, parts[k].color, k == 1, per_step(ctx, steps, n, parts[k].path),
-            NULL,          NULL,           NULL};
-    report_chart(ctx, &(struct chart){"tokens", "Tokens per step",
-                                      "Per step, the prompt tokens the client sent (whole "
-                                      "contexts, every turn), the part of them the engines "
-                                      "reported as prefix-cache hits (dashed), and the tokens "
-                                      "generated. A cached line close to the prompt line means "
-                                      "each turn's context was mostly served from the cache.",
-                                      "training step", "tokens", CHART_LINES, n, x, NULL,
-                                      CHART_X_INTEGER, s, 3, 0, NAN});
+    static const struct step_line wall[] = {{"wall_s", "wall time", "#4e79a7", false}};
+    step_lines(ctx, steps, n, x, wall, 1,
+               &(struct chart){.name = "step-time",
+                               .title = "Wall time per step",
+                               .caption = "Per step (the batch the trainer took for that "
+                                          "version), the wall-clock seconds from the batch's "
+                                          "first request to its last answer, as measured: "
+                                          "against emulated engines at --time-scale F, F times "
+                                          "the job's time.",
+                               .x_label = "training step",
+                               .y_label = "wall time (s)",
+                               .kind = CHART_LINES,
+                               .x_scale = CHART_X_INTEGER,
+                               .y_min = 0,
+                               .y_max = NAN});
+    static const struct step_line tokens[] = {
+        {"prompt_tokens", "prompt tokens sent", "#4e79a7", false},
+        {"cached_tokens", "of them cached by the engines", "#76b7b2", true},
+        {"generated_tokens", "generated tokens", "#59a14f", false}};
+    step_lines(ctx, steps, n, x, tokens, 3,
+               &(struct chart){.name = "tokens",
+                               .title = "Tokens per step",
+                               .caption = "Per step, the prompt tokens the client sent (whole "
+                                          "contexts, every turn), the part of them the engines "
+                                          "reported as prefix-cache hits (dashed), and the "
+                                          "tokens generated. A cached line close to the prompt "
+                                          "line means each turn's context was mostly served "
+                                          "from the cache.",
+                               .x_label = "training step",
+                               .y_label = "tokens",
+                               .kind = CHART_LINES,
+                               .x_scale = CHART_X_INTEGER,
+                               .y_min = 0,
+                               .y_max = NAN});
 }
 
 static void engine_turns(struct report_ctx *ctx, const json_t *engines)
@@ -89,9 +114,7 @@ void report_load_figures(struct report_ctx *ctx, const json_t *doc)
     const json_t *steps = json_object_get(doc, "steps");
     size_t n = json_array_size(steps);
     if (n) {
-        double *x = step_numbers(ctx, steps, n);
-        step_wall(ctx, steps, n, x);
-        step_tokens(ctx, steps, n, x);
+        step_figures(ctx, steps, n, step_numbers(ctx, steps, n));
     } else {
         report_note(ctx, "per-step figures", "the result has no steps (the run stopped first)");
     }
