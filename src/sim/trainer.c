@@ -14,6 +14,7 @@
 
 #include "plan/train.h"
 #include "sim/internal.h"
+#include "util/stats.h"
 
 void sim_group_waste(struct sim *s, struct sim_group *g, enum sim_waste why)
 {
@@ -36,22 +37,15 @@ bool sim_group_stale(struct sim *s, struct sim_group *g)
     return true;
 }
 
-static int cmp_double(const void *a, const void *b)
-{
-    double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 /* Share of [first_start, last end] after the end of the trajectory that precedes the last
- * 10 % (at least one) to finish. */
+ * 10 % (at least one) to finish: two order statistics of ends (reordered), by selection. */
 static double tail_share(double *ends, size_t n, double first_start)
 {
     if (n == 0)
         return 0;
-    qsort(ends, n, sizeof *ends, cmp_double);
     size_t tail = (size_t)ceil(0.1 * (double)n);
-    double last = ends[n - 1];
-    double t90 = n > tail ? ends[n - tail - 1] : first_start;
+    double last = stats_select(ends, n, n - 1);
+    double t90 = n > tail ? stats_select(ends, n - 1, n - tail - 1) : first_start;
     double span = last - first_start;
     return span > 0 ? (last - t90) / span : 0;
 }
