@@ -1,8 +1,8 @@
 /*
  * Figures of a routing evaluation (`libra route eval --json`, libra.route-eval/1): accuracy
  * and regret per policy beside their baselines, moves per trajectory, and each bucketed
- * policy's confusion matrix
- * (true bucket by chosen bucket), the view that shows which way a router errs.
+ * policy's confusion matrix (true bucket by chosen bucket), the view that shows which way a
+ * router errs.
  */
 #include <math.h>
 #include <string.h>

@@ -150,20 +150,29 @@ static const char *point_label(struct report_ctx *ctx, const json_t *grid, const
     return label;
 }
 
-/* The median and quartiles of what entry i of the array arr holds at member path. */
-static struct chart_series spread_member(struct report_ctx *ctx, const json_t *arr,
-                                         const char *path)
+/* The median and quartiles that entries[0..n) hold at member path (NULL entries: NaN). */
+static struct chart_series spread_member(struct report_ctx *ctx, const json_t *const *entries,
+                                         size_t n, const char *path)
 {
-    size_t n = json_array_size(arr);
     double *mid = report_nans(ctx, n + 1), *lo = report_nans(ctx, n + 1);
     double *hi = report_nans(ctx, n + 1);
     for (size_t i = 0; i < n; i++) {
-        const json_t *e = json_array_get(arr, i);
-        mid[i] = report_num(e, report_fmt(ctx, "%s/median", path));
-        lo[i] = report_num(e, report_fmt(ctx, "%s/q1", path));
-        hi[i] = report_num(e, report_fmt(ctx, "%s/q3", path));
+        mid[i] = report_num(entries[i], report_fmt(ctx, "%s/median", path));
+        lo[i] = report_num(entries[i], report_fmt(ctx, "%s/q1", path));
+        hi[i] = report_num(entries[i], report_fmt(ctx, "%s/q3", path));
     }
     return (struct chart_series){NULL, NULL, false, mid, lo, hi, NULL};
+}
+
+/* Entry i of the view of every point of the attribution (NULL where a point lacks it). */
+static const json_t **across(struct report_ctx *ctx, const json_t *attribution, const char *view,
+                             size_t i)
+{
+    size_t points = json_array_size(attribution);
+    const json_t **out = arena_calloc(ctx->arena, points + 1, sizeof *out);
+    for (size_t q = 0; q < points; q++)
+        out[q] = json_array_get(json_object_get(json_array_get(attribution, q), view), i);
+    return out;
 }
 
 /* Bars of one view of the attribution (the ladder or the leave-one-out), labelled with each
@@ -175,8 +184,11 @@ static void bar_figure(struct report_ctx *ctx, const json_t *bars, const char *r
     size_t n = json_array_size(bars);
     const char **cats = arena_calloc(ctx->arena, n + 1, sizeof *cats);
     const char **text = arena_calloc(ctx->arena, n + 1, sizeof *text);
+    const json_t **entries = arena_calloc(ctx->arena, n + 1, sizeof *entries);
+    for (size_t i = 0; i < n; i++)
+        entries[i] = json_array_get(bars, i);
     struct chart_series *s = arena_calloc(ctx->arena, 1, sizeof *s);
-    *s = spread_member(ctx, bars, "trained_tokens_per_s");
+    *s = spread_member(ctx, entries, n, "trained_tokens_per_s");
     for (size_t i = 0; i < n; i++) {
         const json_t *bar = json_array_get(bars, i);
         const char *label = report_str(bar, "label");
@@ -218,19 +230,13 @@ static void ladder_across(struct report_ctx *ctx, const json_t *attribution, con
         labels[q] = labels[q] ? labels[q] : "?";
     }
     struct chart_series *s = arena_calloc(ctx->arena, n + 1, sizeof *s);
-    json_t *column = json_array(); /* bar i of every point */
     for (size_t i = 0; i < n; i++) {
-        json_array_clear(column);
-        for (size_t q = 0; q < points; q++)
-            json_array_append(
-                column,
-                json_array_get(json_object_get(json_array_get(attribution, q), "ladder"), i));
-        s[i] = spread_member(ctx, column, "trained_tokens_per_s");
+        s[i] = spread_member(ctx, across(ctx, attribution, "ladder", i), points,
+                             "trained_tokens_per_s");
         const char *label = report_str(json_array_get(first, i), "label");
         s[i].name = label ? label : "?";
         s[i].color = report_color(NULL, i);
     }
-    json_decref(column);
     report_chart(ctx,
                  &(struct chart){"attribution-across", "Each bar of the ladder across the sweep",
                                  report_fmt(ctx,

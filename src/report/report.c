@@ -12,6 +12,7 @@
 
 #include "report/internal.h"
 #include "report/svg.h"
+#include "sim/sim.h"
 #include "util/alloc.h"
 #include "util/error.h"
 
@@ -261,7 +262,7 @@ static const char *sweep_flags(struct report_ctx *ctx, const json_t *doc)
     for (size_t k = 0; k < json_array_size(grid); k++) {
         const json_t *g = json_array_get(grid, k), *values = report_get(g, "values");
         const char *key = report_str(g, "key");
-        if (key && strcmp(key, "attribution") == 0) { /* sim.h's SIM_ATTRIBUTION_KEY */
+        if (key && strcmp(key, SIM_ATTRIBUTION_KEY) == 0) {
             strbuf_puts(&b, " --attribution");
             continue;
         }

@@ -169,7 +169,6 @@ static bool core_live(const struct sim *s, int i)
     return !in->hybrid && (in->state == SIM_INST_SERVING || in->state == SIM_INST_STARTING);
 }
 
-/* The window as the planner's sample, its newest whole batches in finishing order. */
 /* The oldest launch a trajectory of which is still in flight (INT64_MAX: none). */
 static int64_t oldest_in_flight(const struct sim *s)
 {
