@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "report/internal.h"
+#include "sim/sim.h"
 
 /* The histogram at member of mode's run.trajectory_lengths, when it reads as libra writes it:
  * edges one more than counts, every count a non-negative number. */
@@ -118,7 +119,7 @@ static void cdf_figure(struct report_ctx *ctx, const json_t *modes, const char *
                                             "step of about 12 %% in x between them; x is on a "
                                             "log scale. Where a line flattens below 100 %% is "
                                             "the long tail.",
-                                            what, 20),
+                                            what, SIM_HIST_PER_DECADE),
                                  x_label, "trajectories at most x (%)", CHART_LINES, n, x, NULL,
                                  CHART_X_LOG, s, n_modes, 0, 100});
 }
