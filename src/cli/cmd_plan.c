@@ -202,9 +202,9 @@ static void print_verification(FILE *out, const struct api_planned *pl)
         return;
     }
     fprintf(out,
-            "\nverification: %d candidates (the best by analytic step, and every colocated plan), "
-            "each simulated for %d "
-            "steps on seed %lld\n  %-20s %6s %-28s %12s %14s\n",
+            "\nverification: %d candidates (the best by analytic step, the best of each kind of "
+            "fleet, every colocated plan and a search of splits around the fastest), each "
+            "simulated for %d steps on seed %lld\n  %-20s %6s %-28s %12s %14s\n",
             v->n_verified, v->verify_steps, (long long)v->verify_seed, "candidate", "train",
             "instances", "predicted s", "sim tokens/s");
     const struct sim_verified *chosen = NULL, *opt = NULL;

@@ -158,8 +158,9 @@ static const struct spec_field fields[] = {
     INT(SIMULATED, plan.verify_candidates, "", 16, 0, 64, NULL,
         "async plans (libra plan, libra sim's libra mode): the planner's candidates (its best "
         "plans at and near its optimum's split, heterogeneous and of each single TP size) "
-        "simulated to choose the plan, the best analytic ones (libra plan --verify); 0: the "
-        "analytic optimum alone"),
+        "simulated to choose the plan, the best analytic ones (libra plan --verify), beside "
+        "every colocated plan, the best of each kind of fleet and a search of splits around "
+        "the fastest; 0: the analytic optimum alone"),
     INT(SIMULATED, plan.verify_steps, "steps", 15, 1, 1000, NULL,
         "steps each verified candidate is simulated for, on a seed other than the length "
         "sample's, the measured ones after sim.warmup_steps rounded up to whole "

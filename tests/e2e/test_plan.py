@@ -28,8 +28,9 @@ def test_default_plan_is_feasible_and_printed():
     out = r.stdout
     assert out.startswith("48 × a800-80g (8 per node), qwen3-14b, async, batch 32")
     for needle in ("step time", "training ", "rollout ", "buckets ", "nodes (GPU: role)",
-                   "verification: 20 candidates (the best by analytic step, and every colocated "
-                   "plan), each simulated for 17",
+                   "verification: 21 candidates (the best by analytic step, the best of each kind "
+                   "of fleet, every colocated plan and a search of splits around the fastest), "
+                   "each simulated for 17",
                    "optimality gap 0 % of the analytic step (proven optimal)"):
         assert needle in out, needle
     assert re.search(r"libra: plan: searched in [0-9.]+ ms", r.stderr)
@@ -214,7 +215,14 @@ def test_verification_chooses_as_libra_sim_does():
     assert r.returncode == 0, r.stderr
     v = doc["verification"]
     # 4 steps: 2 of warm-up, then whole weight-update intervals (5): 2 + 5
-    assert v["steps"] == 7 and len(v["candidates"]) == 6 + 4  # and the 4 colocated plans
+    assert v["steps"] == 7
+    c = v["candidates"]
+    predicted = [x["predicted_step_s"] for x in c]
+    assert predicted == sorted(predicted)  # by analytic rank
+    assert sum(x["colocated"] for x in c) == 4  # every colocated plan, whatever its rank
+    fleets = {x["instances"] for x in c if not x["colocated"]}
+    for tp in (1, 2, 4, 8):  # the best of each kind of fleet, whatever its rank
+        assert any(f == f"tp{tp}x{f.split('x')[1]}" for f in fleets if "," not in f), tp
     sim = run("sim", "--set", "sim.modes=libra", "--steps", "20", "--json",
               "--set", "plan.verify_candidates=6", "--set", "plan.verify_steps=4")
     assert sim.returncode == 0, sim.stderr
@@ -223,11 +231,18 @@ def test_verification_chooses_as_libra_sim_does():
     assert len(chosen) == 1
     best = max(c["trained_tokens_per_s"] for c in v["candidates"])
     assert chosen[0]["trained_tokens_per_s"] == best
+    # the search around the fastest stopped where both splits beside it are simulated (48 GPUs,
+    # in steps of 8, at least 8 of them training and 8 rolling out)
+    if not chosen[0]["colocated"]:
+        for split in (chosen[0]["train_gpus"] - 8, chosen[0]["train_gpus"] + 8):
+            if 8 <= split <= 40:
+                assert any(x["train_gpus"] == split and not x["colocated"] for x in c), split
     assert doc["train"]["gpus"] == chosen[0]["train_gpus"]
     assert fleet_text(doc["rollout"]["instances"]) == chosen[0]["instances"]
     assert abs(doc["objective"]["step_s"] - chosen[0]["predicted_step_s"]) < 1e-9
     text = run("plan", "--verify", "6", "--verify-steps", "4", "--steps", "20").stdout
-    assert ("verification: 10 candidates (the best by analytic step, and every colocated plan), "
+    assert (f"verification: {len(c)} candidates (the best by analytic step, the best of each "
+            "kind of fleet, every colocated plan and a search of splits around the fastest), "
             "each simulated for 7 steps") in text
     assert text.count("\n* ") == 1
 
@@ -275,10 +290,26 @@ def test_verification_keeps_the_colocated_plans():
     in the analytic rank's order."""
     _, doc = plan_json("--verify", "6", "--verify-steps", "2")
     cands = doc["verification"]["candidates"]
-    assert len(cands) == 6 + 4
+    assert len(cands) >= 6 + 4
     assert [c["origin"] for c in cands if c["colocated"]] == [
         f"colocated TP{t}" for t in (8, 4, 2, 1)]
     assert [c["origin"] for c in cands[:2]] == ["optimum", "best at 24"]
     assert not any(c["colocated"] for c in cands[:6])
     steps = [c["predicted_step_s"] for c in cands]
     assert steps == sorted(steps)
+
+
+def test_verification_searches_around_the_fastest():
+    """With one ranked candidate, the verification still simulates the best ranked plan of each
+    kind of fleet near the optimum's split (one per TP size, whatever its analytic rank) and
+    then walks the split from the fastest until both splits beside it are simulated."""
+    _, doc = plan_json("--verify", "1", "--verify-steps", "4", "--steps", "20")
+    cands = doc["verification"]["candidates"]
+    assert cands[0]["origin"] == "optimum"
+    single = {x["instances"].split("x")[0] for x in cands
+              if not x["colocated"] and "," not in x["instances"]}
+    assert single == {"tp1", "tp2", "tp4", "tp8"}
+    chosen = next(x for x in cands if x["chosen"])
+    assert chosen["origin"] == "best at 24"
+    assert {x["train_gpus"] for x in cands if not x["colocated"]} >= {16, 24, 32}
+    assert "best at 32" in [x["origin"] for x in cands]  # proposed by the search alone

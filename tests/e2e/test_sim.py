@@ -109,7 +109,8 @@ def test_tuning_searches_many_splits_coarse_to_fine():
 
 def test_libra_layout_is_verified_by_simulation():
     """libra's layout is the planner's candidate that simulates best (plan.verify_candidates of
-    them and its colocated plans, one per TP size, plan.verify_steps each but no more than the
+    them, the best of each kind of fleet, its colocated plans, one per TP size, and the splits
+    a search around the fastest reaches, plan.verify_steps each but no more than the
     experiment's own, on a seed other than the length sample's); 0 keeps the analytic
     optimum."""
     args = ["--json", "--set", "sim.modes=libra", "--steps", "3"]
@@ -119,8 +120,9 @@ def test_libra_layout_is_verified_by_simulation():
     assert v["steps"] == 3 and v["seed"] != doc["seed"]  # no longer than the experiment
     cands = v["candidates"]
     ranked = [c for c in cands if not c["colocated"]]
-    assert 1 < len(ranked) <= 16 and sum(c["colocated"] for c in cands) == 4
-    assert cands[0]["predicted_step_s"] <= cands[-1]["predicted_step_s"]
+    assert len(ranked) >= 16 and sum(c["colocated"] for c in cands) == 4
+    predicted = [c["predicted_step_s"] for c in cands]
+    assert predicted == sorted(predicted)
     assert any(c["origin"] == "optimum" for c in cands)
     assert any(c["origin"].startswith("all TP") for c in cands)  # single-TP fleets proposed too
     chosen = [c for c in cands if c["chosen"]]
