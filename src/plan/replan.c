@@ -37,7 +37,9 @@ void plan_replan_decide(const struct cost_shape *sh, const struct spec_hardware 
     out->lost_kv_s = gpus > 0.0 ? lost / gpus : INFINITY;
     out->group_rebuild_s = cost_group_rebuild_s(&st->lifecycle, 1 + (int)gpus);
     out->cost_s = out->start_s + out->lost_kv_s + out->group_rebuild_s;
-    if (!(out->gain_s > 0.0) || out->gain_s / in->cur_step_s < in->min_gain_frac)
+    if (!(in->fit >= 1.0 / PLAN_REPLAN_FIT && in->fit <= PLAN_REPLAN_FIT))
+        out->why = "the model does not fit the running plan";
+    else if (!(out->gain_s > 0.0) || out->gain_s / in->cur_step_s < in->min_gain_frac)
         out->why = "gain below plan.replan_min_gain_frac";
     else if (out->gain_s * in->horizon_steps - out->cost_s <= 0.0)
         out->why = "gain does not repay the reconfiguration";

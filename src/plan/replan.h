@@ -1,7 +1,11 @@
 /*
  * The replan acceptance rule (libra-spec.md §2 "Acceptance"): a candidate plan replaces the
- * running one only if it differs, if its per-step gain over the horizon repays the cost of
- * reconfiguring, and if the gain is a large enough share of the step.
+ * running one only if it differs, if the model that ranks them fits what the running plan does
+ * (its predicted step within PLAN_REPLAN_FIT of the observed one), if its per-step gain over the
+ * horizon repays the cost of reconfiguring, and if the gain is a large enough share of the step.
+ * A model that mispredicts the running fleet by more than the planner's fidelity goal
+ * (docs/planner.md §7.1) is planning another workload than the one running: every replan it
+ * accepted on docs/planner.md §7.2's random-3 and on DAPO-Math at staleness 2 did so, and lost.
  *
  * The reconfiguration cost is computed from the cost model, not a constant: the rollout
  * capacity lost while changed instances stop and cold-start, the re-prefill of the contexts
@@ -22,7 +26,13 @@
 #include "cost/shape.h"
 #include "plan/plan.h"
 
+/* The largest factor between the running plan's observed and predicted step at which the
+ * model is trusted to rank fleets (the planner's fidelity goal, ±25 %). */
+#define PLAN_REPLAN_FIT 1.25
+
 struct plan_replan_input {
+    double fit; /* the running plan's observed step over its prediction on the same lengths (the
+                 * correction cur_step_s already carries); 1 when not observed */
     double cur_step_s;                /* predicted T_step of the running plan */
     double cand_step_s;               /* predicted T_step of the candidate */
     int cur_counts[PLAN_NTP];         /* running rollout instances by log2(TP) */
@@ -44,8 +54,9 @@ struct plan_replan_decision {
     double start_s;   /* rollout capacity lost to stopping and cold-starting, step-equivalent s */
     double lost_kv_s; /* re-prefilling the stopped instances' contexts, step-equivalent s */
     double group_rebuild_s;
-    const char *why; /* the rule that decided: "no change", "gain below plan.replan_min_gain_frac",
-                      * "gain does not repay the reconfiguration", "accepted" */
+    const char *why; /* the rule that decided: "no change", "the model does not fit the running
+                      * plan", "gain below plan.replan_min_gain_frac", "gain does not repay the
+                      * reconfiguration", "accepted" */
 };
 
 /*

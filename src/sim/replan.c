@@ -385,7 +385,8 @@ static void decide(struct sim *s, const struct plan_result *cur, const struct pl
     struct next n;
     if (next_fleet(s, cand, &n) == 0) {
         double unbiased = cand->step_s / fmin(ev->start_ratio, 1.0);
-        struct plan_replan_input in = {.cur_step_s = cur->step_s * ev->correction,
+        struct plan_replan_input in = {.fit = ev->correction,
+                                       .cur_step_s = cur->step_s * ev->correction,
                                        .cand_step_s = unbiased * ev->correction,
                                        .kept = n.kept,
                                        .min_gain_frac = s->cfg->plan.replan_min_gain_frac,

@@ -1,6 +1,7 @@
 /* Tests of the replan acceptance rule (src/plan/replan.c). */
 #include "testutil.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "cost/lifecycle.h"
@@ -9,7 +10,8 @@
 
 static struct plan_replan_input base(void)
 {
-    return (struct plan_replan_input){.cur_step_s = 100.0,
+    return (struct plan_replan_input){.fit = 1.0,
+                                      .cur_step_s = 100.0,
                                       .cand_step_s = 80.0,
                                       .cur_counts = {4, 2, 1, 0},
                                       .cand_counts = {2, 2, 2, 0},
@@ -74,12 +76,35 @@ static void test_rules(void **state)
     assert_false(d.accept);
 }
 
+/* A model that mispredicts the running plan by more than PLAN_REPLAN_FIT ranks nothing: the
+ * same large gain is refused at either side of the band and accepted at its edges. */
+static void test_model_must_fit_the_running_plan(void **state)
+{
+    struct plan_replan_input in = base();
+    struct plan_replan_decision d;
+    const double fits[] = {1.0 / PLAN_REPLAN_FIT, PLAN_REPLAN_FIT};
+    for (int i = 0; i < 2; i++) {
+        in.fit = fits[i];
+        plan_replan_decide(&shape, hw, &settings, &in, &d);
+        assert_true(d.accept);
+    }
+    const double misfits[] = {0.42, 1.0 / PLAN_REPLAN_FIT - 1e-9, PLAN_REPLAN_FIT + 1e-9, 2.4, NAN};
+    for (int i = 0; i < 5; i++) {
+        in.fit = misfits[i];
+        plan_replan_decide(&shape, hw, &settings, &in, &d);
+        assert_false(d.accept);
+        assert_true(d.differs);
+        assert_string_equal(d.why, "the model does not fit the running plan");
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_no_change),
         cmocka_unit_test(test_costs_come_from_the_model),
         cmocka_unit_test(test_rules),
+        cmocka_unit_test(test_model_must_fit_the_running_plan),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
