@@ -9,16 +9,7 @@
 
 #include "report/internal.h"
 
-/* The steps of doc as x values (their `step`), in order; NaN where one has none. */
-static double *step_numbers(struct report_ctx *ctx, const json_t *steps, size_t n)
-{
-    double *x = report_nans(ctx, n + 1);
-    for (size_t i = 0; i < n; i++)
-        x[i] = report_num(json_array_get(steps, i), "step");
-    return x;
-}
-
-/* Member path of every step. */
+/* Member path of every step (NaN where one has none). */
 static double *per_step(struct report_ctx *ctx, const json_t *steps, size_t n, const char *path)
 {
     double *y = report_nans(ctx, n + 1);
@@ -114,7 +105,7 @@ void report_load_figures(struct report_ctx *ctx, const json_t *doc)
     const json_t *steps = json_object_get(doc, "steps");
     size_t n = json_array_size(steps);
     if (n) {
-        step_figures(ctx, steps, n, step_numbers(ctx, steps, n));
+        step_figures(ctx, steps, n, per_step(ctx, steps, n, "step"));
     } else {
         report_note(ctx, "per-step figures", "the result has no steps (the run stopped first)");
     }
