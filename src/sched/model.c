@@ -25,6 +25,7 @@ void sched_model_config_default(struct sched_model_config *c)
     c->history = 5000;
     c->max_states = 65536;
     c->learn_predictor = true;
+    c->learn_service = true;
 }
 
 static int hist_cmp(const void *a, const void *b, void *ctx)
@@ -394,7 +395,8 @@ int sched_model_insert(struct sched_model *m, const struct sched_traj_summary *s
         return rc;
     learn(m, s);
     remember(m, s);
-    sched_service_learn(&m->service, s->prompt, (double)s->total_tokens);
+    if (m->cfg.learn_service)
+        sched_service_learn(&m->service, s->prompt, (double)s->total_tokens);
     return 0;
 }
 

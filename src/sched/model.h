@@ -64,6 +64,8 @@ struct sched_model_config {
     bool learn_predictor; /* fit the baseline regression too (default true); only the
                              predictor policy reads it, and it costs a 44 x 44 update per
                              tool return learnt */
+    bool learn_service;   /* keep the attained-service history too (default true); only
+                             cmlfq_h reads it */
 };
 
 /* Fills c with the defaults above. */
@@ -163,8 +165,8 @@ void sched_model_estimate(struct sched_model *m, uint64_t prompt, const uint32_t
 void sched_model_predict(struct sched_model *m, const struct sched_pred_features *f,
                          struct sched_estimate *out);
 
-/* What attained service and earlier attempts say (sched/service.h), learnt with every insert and
- * left alone by rebuilds. Valid while m lives. */
+/* What attained service and earlier attempts say (sched/service.h), learnt with every insert
+ * when cfg.learn_service and left alone by rebuilds. Valid while m lives. */
 struct sched_service;
 const struct sched_service *sched_model_service(const struct sched_model *m);
 

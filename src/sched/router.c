@@ -46,6 +46,7 @@ struct sched_model *sched_policy_model_new(enum sched_policy p)
     struct sched_model_config c;
     sched_model_config_default(&c);
     c.learn_predictor = p == SCHED_PREDICTOR;
+    c.learn_service = p == SCHED_CMLFQ_H;
     return sched_model_new(&c);
 }
 
