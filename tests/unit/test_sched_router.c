@@ -473,6 +473,9 @@ static void test_policy_models(void **state)
         sched_model_predict(m, &f, &reg);
         assert_true(tree.found);
         assert_int_equal(reg.found, p == SCHED_PREDICTOR);
+        struct sched_dist served; /* the service history: cmlfq_h's alone */
+        sched_service_population(sched_model_service(m), 0, &served);
+        assert_int_equal(served.n > 0, p == SCHED_CMLFQ_H);
         sched_model_free(m);
     }
 }
