@@ -15,6 +15,7 @@
 #include "cost/lifecycle.h"
 #include "cost/shape.h"
 #include "emu/emu.h"
+#include "net/http.h"
 #include "plan/plan.h"
 #include "spec/bucket.h"
 #include "util/alloc.h"
@@ -247,7 +248,7 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 static int serve(const struct emu_config *c, const struct opts *o)
 {
     signal(SIGPIPE, SIG_IGN);
-    struct event_base *base = event_base_new();
+    struct event_base *base = net_base_new();
     struct emu *e = NULL;
     char err[512];
     int rc = 0;

@@ -13,6 +13,7 @@
 #include "cli/cli_config.h"
 #include "cli/commands.h"
 #include "load/load.h"
+#include "net/http.h"
 #include "cost/shape.h"
 #include "ehp/lend.h"
 #include "plan/plan.h"
@@ -290,7 +291,7 @@ static int run(const struct cli_common *cc, const struct libra_config *cfg, cons
 {
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
-    struct event_base *base = event_base_new();
+    struct event_base *base = net_base_new();
     struct net_client *client = net_client_new(base);
     struct load_result r;
     int rc = client ? load_run(lc, base, client, &r) : -1;

@@ -14,6 +14,7 @@
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
+#include "net/http.h"
 #include "plan/fleet.h"
 #include "sched/router.h"
 #include "server/gateway.h"
@@ -370,7 +371,7 @@ static int serve(const struct libra_config *cfg, struct opts *o)
     signal(SIGPIPE, SIG_IGN);
     curl_global_init(CURL_GLOBAL_DEFAULT);
     evthread_use_pthreads(); /* the planner's thread and the state dir's worker post back */
-    struct run r = {.base = event_base_new()};
+    struct run r = {.base = net_base_new()};
     char err[512];
     int rc = gw_new(&r.gw, r.base, cfg, &o->gw, on_ready, &r, err, sizeof err);
     if (rc != 0) {

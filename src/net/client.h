@@ -68,10 +68,11 @@ struct net_stream_ops {
  * total length, 0 allowed). The body is borrowed, not copied: the pieces' bytes (not the
  * array, which is copied) must stay valid and unchanged until done runs or the transfer is
  * cancelled — a proxy sends an incoming 200 KB request body with one JSON member cut out as
- * the bytes before it and the bytes after it. Header lines are copied. A request with a body
- * is sent as `Content-Type: application/json` unless a header line names Content-Type (an
- * empty value, "Content-Type:", sends none). ops must outlive the transfer; arg is passed to
- * each of them.
+ * the bytes before it and the bytes after it. (Pieces of a body under 60 KiB are copied into
+ * one, so that the body leaves with the headers; the caller cannot tell.) Header lines are
+ * copied. A request with a body is sent as `Content-Type: application/json` unless a header
+ * line names Content-Type (an empty value, "Content-Type:", sends none). ops must outlive the
+ * transfer; arg is passed to each of them.
  *
  * Returns the transfer's handle, valid until its done returns or it is cancelled. Failures
  * (bad URL, refused connection, ...) are reported through done from the loop, never here.

@@ -104,6 +104,17 @@ void net_limits_default(struct net_limits *l)
                              .request_read_s = 60};
 }
 
+struct event_base *net_base_new(void)
+{
+    struct event_config *cfg = event_config_new();
+    if (!cfg)
+        return NULL;
+    event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    struct event_base *base = event_base_new_with_config(cfg);
+    event_config_free(cfg);
+    return base;
+}
+
 static double mono_s(void)
 {
     struct timespec ts;

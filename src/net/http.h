@@ -53,6 +53,16 @@ struct net_limits {
 /* 64 MiB bodies, 64 KiB headers, 4096 connections, a 3600 s cap, 60 s to send a request. */
 void net_limits_default(struct net_limits *l);
 
+/*
+ * The event loop a process serves and sends on. On epoll it batches interest changes until the
+ * loop next waits (libevent's changelist): evhttp and curl each switch a socket between
+ * reading and writing several times per request, and batched they cost one epoll_ctl per
+ * socket per turn of the loop instead of a delete and an add each. (The changelist is unsafe
+ * only for descriptors shared through dup(), which no libra process makes.) NULL when libevent
+ * cannot make a base.
+ */
+struct event_base *net_base_new(void);
+
 enum net_method { NET_GET = 1u << 0, NET_POST = 1u << 1, NET_PUT = 1u << 2, NET_DELETE = 1u << 3 };
 
 /* Why a kept call ends without its handler's answer. */

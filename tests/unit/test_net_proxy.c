@@ -315,7 +315,7 @@ static const struct net_route routes[] = {
 static int setup(void **state)
 {
     memset(&S, 0, sizeof S);
-    S.base = event_base_new();
+    S.base = net_base_new();
     struct net_limits limits;
     net_limits_default(&limits);
     char err[256];
@@ -490,6 +490,21 @@ static void test_large_bodies_arrive_byte_identical(void **state)
     assert_false(S.echo_expect);
     rec_free(&f);
     free(src);
+
+    /* Three pieces either side of the size up to which pieces are joined and sent with the
+     * headers (60 KiB), so that both ways of sending them are taken. */
+    for (size_t total = (60u << 10) - 1; total <= (60u << 10) + 1; total++) {
+        src = malloc(total);
+        fill(src, 11, total);
+        struct net_iov pieces[3] = {{src, 1000}, {src + 1000, 0}, {src + 1000, total - 1000}};
+        struct rec p = {0};
+        fetch(&p, "POST", "/echo", NULL, 0, pieces, 3);
+        assert_int_equal(p.status, 200);
+        assert_int_equal(S.echo_len, total);
+        assert_memory_equal(S.echo_body, src, total);
+        rec_free(&p);
+        free(src);
+    }
 
     /* Three pieces, one of them empty; and the buffered call on the same engine. */
     struct net_iov three[3] = {{"{\"a\":", 5}, {NULL, 0}, {"1}", 2}};
