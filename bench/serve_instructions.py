@@ -14,12 +14,19 @@ start-up and shutdown cost; the figure is the difference over R:
   serve_small_instructions_per_request   instructions of the whole gateway process per
                                          request (routing, parsing, proxying, curl, libevent)
 
+With --syscalls the gateway runs without valgrind and `strace -f -c` is attached to it after
+5 warm-up requests, for the R measured ones (the kernel's share of the proxy's CPU, which
+callgrind does not see; needs strace):
+
+  serve_small_syscalls_per_request       system calls of the gateway per request, with
+                                         `calls`: the count per system call, per request
+
 With --big the requests are serve_proxy.py's big ones instead — 28,000 prompt token ids
 (~200 KB body), 24,160 tokens generated with "return_logprob" (~1 MiB answer) — and the figure
 is serve_big_instructions_per_request (R = 20 by default).
 
-Usage: python3 bench/serve_instructions.py [--big] [--requests R] [--libra PATH] [--smoke]
-[--profile FILE] (FILE keeps the measured run's callgrind output for callgrind_annotate)
+Usage: python3 bench/serve_instructions.py [--big] [--syscalls] [--requests R] [--libra PATH]
+[--smoke] [--profile FILE] (FILE keeps the measured run's callgrind output for callgrind_annotate)
 (R = 300 by default; --smoke: 10, or 2 with --big, for ctest). Standard library only.
 """
 
@@ -48,24 +55,34 @@ def body(w, i):
                        "return_logprob": w["logprob"], "libra": {"trajectory": "t%d" % i}})
 
 
-def gateway_instructions(libra, urls, w, requests, out):
-    cmd = ["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out, libra, "serve",
-           "--listen", "127.0.0.1:0", "--poll-s", "1000", "--set", "sched.buckets=tp1:40960"]
+def start_gateway(prefix, libra, urls):
+    """libra serve over urls, run under the command prefix; returns it and its port."""
+    cmd = prefix + [libra, "serve", "--listen", "127.0.0.1:0", "--poll-s", "1000", "--set",
+                    "sched.buckets=tp1:40960"]
     for u in urls:
         cmd += ["--engine", u]
     gw = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     line = gw.stdout.readline()
     if not line:
         sys.exit("libra serve did not start: " + gw.stderr.read())
-    port = json.loads(line)["port"]
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    for i in range(requests):
+    return gw, json.loads(line)["port"]
+
+
+def send(conn, w, first, requests):
+    for i in range(first, first + requests):
         conn.request("POST", "/generate", body=body(w, i),
                      headers={"Content-Type": "application/json"})
         resp = conn.getresponse()
         resp.read()
         if resp.status != 200:
             sys.exit("request %d answered %d" % (i, resp.status))
+
+
+def gateway_instructions(libra, urls, w, requests, out):
+    gw, port = start_gateway(["valgrind", "--tool=callgrind", "--callgrind-out-file=" + out],
+                             libra, urls)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    send(conn, w, 0, requests)
     conn.close()
     gw.send_signal(signal.SIGTERM)
     gw.wait(timeout=120)
@@ -76,10 +93,37 @@ def gateway_instructions(libra, urls, w, requests, out):
     return int(total.group(1))
 
 
+def gateway_syscalls(libra, urls, w, requests, out):
+    """System calls per request by name, counted by strace attached after a warm-up."""
+    gw, port = start_gateway([], libra, urls)
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
+    send(conn, w, 0, 5)
+    st = subprocess.Popen(["strace", "-f", "-c", "-o", out, "-p", str(gw.pid)],
+                          stderr=subprocess.PIPE, text=True)
+    st.stderr.readline()  # "strace: Process N attached": counting from here
+    send(conn, w, 5, requests)
+    st.send_signal(signal.SIGINT)
+    st.wait(timeout=60)
+    conn.close()
+    gw.send_signal(signal.SIGTERM)
+    gw.wait(timeout=60)
+    calls = {}
+    with open(out) as f:  # "% time  seconds  usecs/call  calls  [errors]  syscall"
+        for row in f:
+            cols = row.split()
+            if len(cols) >= 5 and cols[0][0].isdigit() and cols[-1] != "total":
+                calls[cols[-1]] = round(int(cols[3]) / requests, 2)
+    if not calls:
+        sys.exit("strace counted nothing (is ptrace allowed here?)")
+    return calls
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--requests", type=int)
     ap.add_argument("--big", action="store_true")
+    ap.add_argument("--syscalls", action="store_true",
+                    help="count system calls with strace instead of instructions")
     ap.add_argument("--profile", help="keep the measured run's callgrind file here")
     ap.add_argument("--libra", default=os.path.join(HERE, "..", "build", "release", "libra"))
     ap.add_argument("--smoke", action="store_true")
@@ -92,6 +136,14 @@ def main():
     try:
         urls = [json.loads(emu.stdout.readline())["url"] for _ in range(2)]
         with tempfile.TemporaryDirectory() as tmp:
+            if args.syscalls:
+                calls = gateway_syscalls(args.libra, urls, w, requests,
+                                         os.path.join(tmp, "strace.txt"))
+                print(json.dumps({"name": "serve_%s_syscalls_per_request" % which(args),
+                                  "unit": "syscalls", "value": round(sum(calls.values()), 2),
+                                  "n": requests, "input": describe(w), "instructions": None,
+                                  "calls": calls}))
+                return
             base = gateway_instructions(args.libra, urls, w, 0, os.path.join(tmp, "base.out"))
             full = gateway_instructions(args.libra, urls, w, requests,
                                         args.profile or os.path.join(tmp, "full.out"))
@@ -99,12 +151,18 @@ def main():
         emu.send_signal(signal.SIGTERM)
         emu.wait(timeout=30)
     per = (full - base) / requests
-    name = "serve_%s_instructions_per_request" % ("big" if args.big else "small")
-    print(json.dumps({"name": name, "unit": "instructions", "value": round(per), "n": requests,
-                      "input": "libra serve over libra emu tp1x2 (qwen3-14b, a800-80g): "
-                               "sequential /generate, %s, one keep-alive connection, each a "
-                               "new trajectory" % w["input"],
-                      "instructions": round(per)}))
+    print(json.dumps({"name": "serve_%s_instructions_per_request" % which(args),
+                      "unit": "instructions", "value": round(per), "n": requests,
+                      "input": describe(w), "instructions": round(per)}))
+
+
+def which(args):
+    return "big" if args.big else "small"
+
+
+def describe(w):
+    return ("libra serve over libra emu tp1x2 (qwen3-14b, a800-80g): sequential /generate, %s, "
+            "one keep-alive connection, each a new trajectory" % w["input"])
 
 
 if __name__ == "__main__":
