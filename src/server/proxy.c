@@ -14,6 +14,7 @@
  */
 #include <math.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "server/internal.h"
@@ -29,7 +30,6 @@ struct proxy {
     struct gw *g;
     struct net_call *call;
     struct net_transfer *xfer;
-    struct gw_request req;
     struct gw_traj *traj;
     struct sched_decision decision;
     struct gw_engine *engine;   /* referenced; NULL before the turn is routed */
@@ -49,6 +49,7 @@ struct proxy {
     struct gw_resume resume; /* segments before an abort (abort-and-resume) */
     char *resend;            /* the body asking for the rest, owned */
     size_t resend_len;
+    struct gw_request req; /* last: generate clears what comes before it, the parse the rest */
 };
 
 static const char *header_of(void *ctx, const char *name)
@@ -443,7 +444,8 @@ void gw_release(struct gw *g)
 
 static void generate(struct gw *g, struct net_call *c, enum gw_api api)
 {
-    struct proxy *p = xcalloc(1, sizeof *p);
+    struct proxy *p = xmalloc(sizeof *p);
+    memset(p, 0, offsetof(struct proxy, req));
     p->g = g;
     p->call = c;
     size_t len;

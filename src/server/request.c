@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "util/alloc.h"
@@ -376,7 +377,7 @@ int gw_request_parse(enum gw_api api, const char *body, size_t len, gw_header_fn
                      void *header_ctx, const struct gw_parse_config *c, struct gw_request *out,
                      char *err, size_t err_size)
 {
-    memset(out, 0, sizeof *out);
+    memset(out, 0, offsetof(struct gw_request, events));
     out->api = api;
     if (check_body(body, len, err, err_size))
         return -1;

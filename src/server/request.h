@@ -83,7 +83,9 @@ struct gw_parse_config {
 /* Header look-up the caller supplies: a request header's value, NULL when absent. */
 typedef const char *(*gw_header_fn)(void *ctx, const char *name);
 
-/* What the gateway read of one generation request. */
+/* What the gateway read of one generation request. gw_request_parse sets every field but the
+ * entries of events and chat past n_events and n_chat, which it leaves as they were (8 KB a
+ * request need not be cleared to read none of it). */
 struct gw_request {
     enum gw_api api;
     enum gw_id_source id_source;
@@ -97,8 +99,9 @@ struct gw_request {
     bool has_libra;       /* a libra member is cut out (cut is valid) */
     struct jscan_cut cut; /* forward body[0, head_len) then body[tail_off, len) */
     size_t n_events;
-    struct gw_event events[GW_EVENTS_MAX];
     size_t n_chat; /* chat only: the returns its messages end with (at most GW_EVENTS_MAX) */
+    /* the arrays last: gw_request_parse clears what comes before them */
+    struct gw_event events[GW_EVENTS_MAX];
     struct gw_chat_return chat[GW_EVENTS_MAX];
 };
 

@@ -156,6 +156,7 @@ static void h_echo(void *ctx, struct net_call *c)
 {
     size_t len;
     const char *body = net_call_body(c, &len);
+    assert_int_equal(body[len], '\0'); /* one read or many: the body ends with a NUL */
     free(S.echo_body);
     S.echo_body = malloc(len + 1);
     memcpy(S.echo_body, body, len + 1);
