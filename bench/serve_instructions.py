@@ -16,7 +16,8 @@ start-up and shutdown cost; the figure is the difference over R:
 
 With --syscalls the gateway runs without valgrind and `strace -f -c` is attached to it after
 5 warm-up requests, for the R measured ones (the kernel's share of the proxy's CPU, which
-callgrind does not see; needs strace):
+callgrind does not see; without strace, or where it may not attach, the run exits with status
+77):
 
   serve_small_syscalls_per_request       system calls of the gateway per request, with
                                          `calls`: the count per system call, per request
@@ -35,6 +36,7 @@ import http.client
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -93,14 +95,26 @@ def gateway_instructions(libra, urls, w, requests, out):
     return int(total.group(1))
 
 
+def skip(why, gw):
+    """Ends a --syscalls run that cannot count here: exit status 77 (ctest's SKIP_RETURN_CODE)."""
+    gw.send_signal(signal.SIGTERM)
+    gw.wait(timeout=60)
+    print("serve_instructions: skipped: " + why, file=sys.stderr)
+    sys.exit(77)
+
+
 def gateway_syscalls(libra, urls, w, requests, out):
     """System calls per request by name, counted by strace attached after a warm-up."""
     gw, port = start_gateway([], libra, urls)
     conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
     send(conn, w, 0, 5)
+    if not shutil.which("strace"):
+        skip("strace is not installed (apt-get install strace)", gw)
     st = subprocess.Popen(["strace", "-f", "-c", "-o", out, "-p", str(gw.pid)],
                           stderr=subprocess.PIPE, text=True)
-    st.stderr.readline()  # "strace: Process N attached": counting from here
+    said = st.stderr.readline()  # "strace: Process N attached": counting from here
+    if "attached" not in said:
+        skip("strace cannot attach here: " + said.strip(), gw)
     send(conn, w, 5, requests)
     st.send_signal(signal.SIGINT)
     st.wait(timeout=60)
