@@ -18,6 +18,7 @@
 #include "api/plan.h"
 #include "cli/cli_config.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "plan/export.h"
 #include "util/error.h"
 
@@ -25,7 +26,7 @@ static const char help[] =
     "usage: libra plan [CONFIG] [--gpus N] [--hardware H] [--model M] [--batch B]\n"
     "                  [--samples n] [--mode colocated|async] [--time-limit-s T] [--seed S]\n"
     "                  [--trace FILE] [--homogeneous-rollout] [--verify K] [--verify-steps N]\n"
-    "                  [--jobs J] [--json | --export FORMAT]\n"
+    "                  [--jobs J] [--progress] [--json | --export FORMAT]\n"
     "\n"
     "Plans the cluster of the experiment config: how many GPUs train and with which layout\n"
     "(TP, PP, CP, DP, micro-batch budget, activation recompute, FSDP or Megatron's\n"
@@ -303,11 +304,27 @@ static int export_output(const struct cli_common *cc, const struct libra_config 
 
 /* ---- the command ---------------------------------------------------------------------------- */
 
-/* Plans in, with the wall-clock figures on stderr. Returns 0 or an exit code after saying why. */
+/* The verification's steps simulated of those planned so far (none while the search runs: the
+ * line then says how long it has been searching). */
+static void read_progress(void *ctx, struct cli_progress_state *out)
+{
+    const struct sim_progress *counts = ctx;
+    out->unit = "steps simulated";
+    out->done = atomic_load(&counts->steps_done);
+    out->total = atomic_load(&counts->steps_planned);
+}
+
+/* Plans in, with the wall-clock figures (and the progress line) on stderr. Returns 0 or an exit
+ * code after saying why. */
 static int plan(const struct cli_common *cc, const struct sim_input *in, struct api_planned *pl)
 {
     struct libra_error err = {0};
-    int rc = api_plan_run(in, cc->jobs, pl, &err);
+    struct sim_progress counts = {0};
+    struct sim_input counted = *in;
+    counted.progress = &counts;
+    struct cli_progress *line = cli_progress_start("plan", read_progress, &counts, cc->progress);
+    int rc = api_plan_run(&counted, cc->jobs, pl, &err);
+    cli_progress_stop(line);
     if (rc) {
         char buf[1024];
         cli_errorf("plan: %s", error_format(&err, buf, sizeof buf));
@@ -360,7 +377,7 @@ int cmd_plan(int argc, char **argv)
     struct cli_common cc;
     cli_common_init(&cc, cli_find("plan"),
                     CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT |
-                        CLI_FLAGS_JOBS,
+                        CLI_FLAGS_JOBS | CLI_FLAGS_PROGRESS,
                     "", own_options);
     int c, rc = 0;
     struct export_opt ex = {.argc = argc, .argv = argv};

@@ -37,6 +37,17 @@ def test_default_plan_is_feasible_and_printed():
     assert re.search(r"libra: plan: verified in [0-9.]+ ms", r.stderr)
 
 
+def test_progress_only_when_asked_off_a_terminal():
+    """The progress line (docs/cli.md, --progress): the verification's steps simulated, on
+    stderr only when asked for off a terminal; the plan printed is the same."""
+    quiet, loud = run("plan"), run("plan", "--progress")
+    assert loud.returncode == 0 and quiet.returncode == 0
+    lines = [ln for ln in loud.stderr.splitlines() if ln.startswith("libra plan: ")]
+    assert lines and "libra plan: " not in quiet.stderr
+    assert re.match(r"libra plan: (\d+)/\1 steps simulated \(100%\), ", lines[-1]), lines[-1]
+    assert loud.stdout == quiet.stdout
+
+
 def test_gap_tolerance_states_its_bound():
     _, exact = plan_json("--gpus", "128", "--verify", "0")
     r, tol = plan_json("--gpus", "128", "--gap-tolerance", "0.02", "--verify", "0")
