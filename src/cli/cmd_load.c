@@ -12,6 +12,7 @@
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "load/load.h"
 #include "net/http.h"
 #include "cost/shape.h"
@@ -24,7 +25,8 @@
 #define MAX_ENGINES 256
 
 static const char help[] =
-    "usage: libra load [EXPERIMENT] --engines URL[,URL...] [--time-scale F] [--json] [flags]\n"
+    "usage: libra load [EXPERIMENT] --engines URL[,URL...] [--time-scale F] [--json]\n"
+    "                  [--progress] [flags]\n"
     "\n"
     "Plays the RL job of the experiment against engines over HTTP, by the rules libra sim's\n"
     "async modes follow: GRPO groups (rl.samples trajectories each) start while their batch\n"
@@ -285,6 +287,20 @@ static int write_trace(const char *path, const struct libra_config *cfg, const c
     return rc;
 }
 
+/* The steps whose batch is complete, of the run's, for the progress line. */
+struct watched {
+    atomic_llong done;
+    long long total;
+};
+
+static void read_progress(void *ctx, struct cli_progress_state *out)
+{
+    struct watched *w = ctx;
+    out->unit = "steps";
+    out->done = atomic_load(&w->done);
+    out->total = w->total;
+}
+
 /* Runs the job; returns an exit code. */
 static int run(const struct cli_common *cc, const struct libra_config *cfg, const char *workload,
                struct load_config *lc)
@@ -294,7 +310,11 @@ static int run(const struct cli_common *cc, const struct libra_config *cfg, cons
     struct event_base *base = net_base_new();
     struct net_client *client = net_client_new(base);
     struct load_result r;
+    struct watched w = {.total = lc->steps};
+    lc->steps_done = &w.done;
+    struct cli_progress *line = cli_progress_start("load", read_progress, &w, cc->progress);
     int rc = client ? load_run(lc, base, client, &r) : -1;
+    cli_progress_stop(line);
     if (!client) {
         cli_errorf("load: cannot start an HTTP client");
         rc = LIBRA_EXIT_INTERNAL;
@@ -326,8 +346,9 @@ int cmd_load(int argc, char **argv)
 {
     struct cli_common cc;
     cli_common_init(&cc, cli_find("load"),
-                    CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT, "",
-                    own_options);
+                    CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT |
+                        CLI_FLAGS_PROGRESS,
+                    "", own_options);
     struct opts o = {.time_scale = 1};
     struct api_presets p = {0};
     struct api_traces ts = {0};

@@ -441,6 +441,8 @@ static void take_batch(struct run *r)
     r->res->steps =
         xreallocarray(r->res->steps, (size_t)r->res->n_steps + 1, sizeof *r->res->steps);
     r->res->steps[r->res->n_steps++] = st;
+    if (r->c->steps_done)
+        atomic_store(r->c->steps_done, r->res->n_steps);
     memset(&r->dropped, 0, sizeof r->dropped);
     for (size_t i = 0; i < n; i++) {
         record_group(r, batch[i], st.step, TRACE_FINISH_COMPLETED);

@@ -38,6 +38,7 @@
 #define LOAD_LOAD_H
 
 #include <event2/event.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -84,6 +85,9 @@ struct load_config {
      * one back in retake_s (emulated seconds, the cost model's) */
     bool pool_trainer;
     double release_s, retake_s;
+    /* when not NULL, the steps whose batch is complete (the run ends at steps), for a progress
+     * display that reads it from another thread */
+    atomic_llong *steps_done;
 };
 
 /* One batch the trainer took, as the client saw it; step is the trainer's version then. */

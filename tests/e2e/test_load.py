@@ -99,6 +99,18 @@ def test_the_table_names_the_steps_and_engines():
         assert lines[-1] == "weight updates: 1"
 
 
+def test_progress_counts_the_steps_when_asked():
+    """--progress (docs/cli.md): the steps whose batch is complete, on stderr, off a terminal
+    only when asked; the table on stdout is the same either way."""
+    with Emu("--instances", "tp1x2", scale=SCALE) as emu:
+        quiet, loud = load(emu), load(emu, "--progress")
+    assert quiet.returncode == 0 and loud.returncode == 0, loud.stderr
+    assert "libra load: " not in quiet.stderr
+    lines = [ln for ln in loud.stderr.splitlines() if ln.startswith("libra load: ")]
+    assert lines and lines[-1].startswith("libra load: 3/3 steps (100%), "), lines
+    assert loud.stdout.splitlines()[0] == quiet.stdout.splitlines()[0]
+
+
 def test_an_engine_that_dies_is_reported_and_its_turns_go_elsewhere():
     with Emu("--instances", "tp1x3", "--fail", "instance=1,after_s=200", scale=SCALE) as emu:
         doc = json.loads(load(emu, "--json").stdout)
