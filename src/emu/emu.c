@@ -12,8 +12,7 @@
 #include "util/alloc.h"
 #include "util/version.h"
 
-/* ---- shared pieces of answers -----------------------------------------------------------------
- */
+/* ---- shared pieces of answers --------------------------------------------------------------- */
 
 json_t *emu_body(struct net_call *c)
 {
@@ -65,7 +64,7 @@ void emu_not_found(struct net_call *c)
     net_reply_error(c, 404, "NotFoundError", "not found: %s", net_call_path(c));
 }
 
-/* ---- endpoints both engines have ------------------------------------------------------------- */
+/* ---- endpoints both engines have ------------------------------------------------------------ */
 
 static void health(void *ctx, struct net_call *c)
 {
@@ -184,8 +183,7 @@ const struct net_route emu_routes[] = {
     {NULL, 0, NULL},
 };
 
-/* ---- life -------------------------------------------------------------------------------------
- */
+/* ---- life ----------------------------------------------------------------------------------- */
 
 int emu_new(struct emu **out, struct event_base *base, const struct emu_config *c, char *err,
             size_t err_size)

@@ -55,7 +55,7 @@ double emu_logprob(const struct emu_instance *in, uint64_t content, int64_t i)
     return -3.0 * (double)(rng_hash(in->emu->cfg.seed, keys, 3) >> 11) * 0x1p-53;
 }
 
-/* ---- the request list ------------------------------------------------------------------------ */
+/* ---- the request list ----------------------------------------------------------------------- */
 
 static void link_req(struct emu_instance *in, struct emu_req *r)
 {
@@ -104,8 +104,7 @@ static void record_context(struct emu_instance *in, const struct emu_req *r, int
     free(ids);
 }
 
-/* ---- state ------------------------------------------------------------------------------------
- */
+/* ---- state ---------------------------------------------------------------------------------- */
 
 static bool op_gates(const struct emu_op *op)
 {
@@ -151,8 +150,7 @@ static void apply_state(struct emu_instance *in)
     schedule(in);
 }
 
-/* ---- answers ----------------------------------------------------------------------------------
- */
+/* ---- answers -------------------------------------------------------------------------------- */
 
 static const char sse_done[] = "data: [DONE]\n\n";
 
@@ -279,8 +277,7 @@ static void on_stream(evutil_socket_t fd, short what, void *arg)
     schedule(in);
 }
 
-/* ---- requests ---------------------------------------------------------------------------------
- */
+/* ---- requests ------------------------------------------------------------------------------- */
 
 static void submit(struct emu_instance *in, struct emu_req *r, double now)
 {
@@ -442,8 +439,7 @@ void emu_release(struct emu_instance *in)
     apply_state(in);
 }
 
-/* ---- control calls that wait -------------------------------------------------------------------
- */
+/* ---- control calls that wait ---------------------------------------------------------------- */
 
 static double op_duration(const struct emu_instance *in, enum emu_op_kind k)
 {
@@ -574,8 +570,7 @@ void emu_op_start(struct emu_instance *in, struct emu_op *op)
     ops_check(in);
 }
 
-/* ---- faults ------------------------------------------------------------------------------------
- */
+/* ---- faults --------------------------------------------------------------------------------- */
 
 static void held_cancelled(void *arg, struct net_call *c, enum net_cancel why)
 {
@@ -662,8 +657,7 @@ static void arm_fault(struct emu_instance *in)
         arm(in->emu, in->fault, next);
 }
 
-/* ---- life ---------------------------------------------------------------------------------------
- */
+/* ---- life ----------------------------------------------------------------------------------- */
 
 int emu_instance_init(struct emu_instance *in, struct emu *e, int index, char *err, size_t n)
 {

@@ -112,8 +112,7 @@ json_t *emu_vllm_stream_chunk(const struct emu_req *r, int64_t from, int64_t to,
     return envelope(r, choice(r, from, to, d, true), true);
 }
 
-/* ---- generation -------------------------------------------------------------------------------
- */
+/* ---- generation ----------------------------------------------------------------------------- */
 
 static void generate(struct emu_instance *in, struct net_call *c, enum emu_api api)
 {
@@ -154,8 +153,7 @@ void emu_vllm_generate(void *ctx, struct net_call *c)
     generate(ctx, c, EMU_VLLM_GENERATE);
 }
 
-/* ---- development-mode endpoints ---------------------------------------------------------------
- */
+/* ---- development-mode endpoints ------------------------------------------------------------- */
 
 /* True when the call may go on: the development-mode endpoints are exposed (else 404). */
 static bool dev_call(struct emu_instance *in, struct net_call *c)

@@ -453,8 +453,7 @@ void gw_admin_mode(void *ctx, struct net_call *c)
     net_reply_json(c, 200, mode_json(g));
 }
 
-/* ---- status, metrics, health ------------------------------------------------------------------
- */
+/* ---- status, metrics, health ---------------------------------------------------------------- */
 
 void gw_status(void *ctx, struct net_call *c)
 {

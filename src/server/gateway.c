@@ -36,7 +36,7 @@ double gw_now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-/* ---- weight versions and the step ------------------------------------------------------------ */
+/* ---- weight versions and the step ----------------------------------------------------------- */
 
 /* The step a version string belongs to; -1 when the fleet has not seen it. */
 static int64_t version_step(const struct gw *g, const char *v)
@@ -123,8 +123,7 @@ static const struct net_route routes[] = {
     {NULL, 0, NULL},
 };
 
-/* ---- the periodic tick ------------------------------------------------------------------------
- */
+/* ---- the periodic tick ---------------------------------------------------------------------- */
 
 static void on_tick(evutil_socket_t fd, short what, void *arg)
 {

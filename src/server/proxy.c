@@ -192,8 +192,7 @@ static void add_headers(struct proxy *p)
     net_call_add_header(p->call, "X-Libra-Decision", sched_reason_name(p->decision.reason));
 }
 
-/* ---- the engine's transfer --------------------------------------------------------------------
- */
+/* ---- the engine's transfer ------------------------------------------------------------------ */
 
 static bool on_head(void *arg, int status, const char *content_type)
 {
@@ -370,8 +369,7 @@ void gw_engine_turns_fail(struct gw_engine *e)
     }
 }
 
-/* ---- routing, and holding while paused -------------------------------------------------------
- */
+/* ---- routing, and holding while paused ------------------------------------------------------ */
 
 /* Routes a new turn and sends it. */
 static void route_new(struct proxy *p)

@@ -382,8 +382,7 @@ json_t *spec_bucket_to_json(const struct spec_bucket_layout *l)
     return json_pack("{s:o}", "buckets", arr);
 }
 
-/* ---- reference layouts and look-ups -----------------------------------------------------------
- */
+/* ---- reference layouts and look-ups --------------------------------------------------------- */
 
 static const struct {
     const char *workload;

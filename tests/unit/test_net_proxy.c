@@ -342,8 +342,7 @@ static int teardown(void **state)
     return 0;
 }
 
-/* ---- a client that records what it is told ----------------------------------------------------
- */
+/* ---- a client that records what it is told -------------------------------------------------- */
 
 struct rec {
     struct net_transfer *t;

@@ -47,8 +47,7 @@ static const char *text_of(struct jscan_value v)
     return buf;
 }
 
-/* ---- jscan_check ------------------------------------------------------------------------------
- */
+/* ---- jscan_check ---------------------------------------------------------------------------- */
 
 static void expect_ok(const char *text, size_t len)
 {
@@ -203,8 +202,7 @@ static void test_check_depth(void **state)
     }
 }
 
-/* ---- members ----------------------------------------------------------------------------------
- */
+/* ---- members -------------------------------------------------------------------------------- */
 
 static void expect_member(const char *json, const char *key, const char *value_text, char type)
 {
@@ -383,8 +381,7 @@ static void test_root(void **state)
     assert_int_equal(r.type, 'a');
 }
 
-/* ---- scalars ----------------------------------------------------------------------------------
- */
+/* ---- scalars -------------------------------------------------------------------------------- */
 
 /* The value of member "v" of json. */
 static struct jscan_value member_v(const char *json)
@@ -541,8 +538,7 @@ static void test_string(void **state)
     assert_false(jscan_string((struct jscan_value){"\"\\\"", 3, 's'}, out, sizeof out));
 }
 
-/* ---- arrays -----------------------------------------------------------------------------------
- */
+/* ---- arrays --------------------------------------------------------------------------------- */
 
 /* Counts elements by iterating, checking each element's text against the wanted ones. */
 static void expect_elements(const char *json, long n, const char *const *want)
@@ -655,8 +651,7 @@ static void test_token_arrays(void **state)
     free(body);
 }
 
-/* ---- jscan_cut --------------------------------------------------------------------------------
- */
+/* ---- jscan_cut ------------------------------------------------------------------------------ */
 
 static void expect_cut(const char *json, const char *key, const char *want)
 {
@@ -711,8 +706,7 @@ static void test_cut(void **state)
     assert_false(jscan_cut(arr, "a", &cut));
 }
 
-/* ---- differential property test against jansson -----------------------------------------------
- */
+/* ---- differential property test against jansson --------------------------------------------- */
 
 static void put(text_buf *t, const char *s)
 {
