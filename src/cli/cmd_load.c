@@ -311,9 +311,10 @@ static int run(const struct cli_common *cc, const struct libra_config *cfg, cons
     struct net_client *client = net_client_new(base);
     struct load_result r;
     struct watched w = {.total = lc->steps};
-    lc->steps_done = &w.done;
+    struct load_config counted = *lc;
+    counted.steps_done = &w.done;
     struct cli_progress *line = cli_progress_start("load", read_progress, &w, cc->progress);
-    int rc = client ? load_run(lc, base, client, &r) : -1;
+    int rc = client ? load_run(&counted, base, client, &r) : -1;
     cli_progress_stop(line);
     if (!client) {
         cli_errorf("load: cannot start an HTTP client");
