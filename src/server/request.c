@@ -399,7 +399,7 @@ int gw_request_parse(enum gw_api api, const char *body, size_t len, gw_header_fn
     struct jscan_value lo = m[KEY_LIBRA];
     if (lo.type && lo.type != 'z' && read_libra(lo, out, err, err_size))
         return -1;
-    if (lo.type && (out->has_libra = jscan_cut(root, "libra", &out->cut))) {
+    if (lo.type && (out->has_libra = jscan_cut_value(root, lo, &out->cut))) {
         size_t lead = (size_t)(root.p - body); /* whitespace before the object */
         out->cut.head_len += lead;
         out->cut.tail_off += lead;

@@ -567,22 +567,78 @@ struct jscan_value jscan_root(const char *buf, size_t len)
     return (struct jscan_value){p, (size_t)(end - p), type_of(*p)};
 }
 
+/* The cut of obj's member whose name's opening quote is at name and whose value ends before
+ * val_end; prev is the byte after the previous member's value, NULL for the first member. */
+static void cut_member(struct jscan_value obj, const char *name, const char *val_end,
+                       const char *prev, struct jscan_cut *out)
+{
+    if (prev) {
+        /* From the end of the previous value: drops ", name: value". */
+        out->head_len = (size_t)(prev - obj.p);
+        out->tail_off = (size_t)(val_end - obj.p);
+        return;
+    }
+    /* The first member: drops "name: value," and the whitespace after the comma. */
+    const char *end = obj.p + obj.len - 1;
+    const char *q = skip_ws(val_end, end);
+    out->head_len = (size_t)(name - obj.p);
+    out->tail_off = (size_t)((q < end && *q == ',' ? skip_ws(q + 1, end) : val_end) - obj.p);
+}
+
 bool jscan_cut(struct jscan_value obj, const char *key, struct jscan_cut *out)
 {
     struct member m;
     if (!find_member(obj, key, strlen(key), false, &m))
         return false;
-    if (m.prev) {
-        /* From the end of the previous value: drops ", name: value". */
-        out->head_len = (size_t)(m.prev - obj.p);
-        out->tail_off = (size_t)(m.val_end - obj.p);
-        return true;
+    cut_member(obj, m.name, m.val_end, m.prev, out);
+    return true;
+}
+
+/* The byte after the last non-whitespace byte before p, or begin. */
+static const char *back_ws(const char *p, const char *begin)
+{
+    while (p > begin && is_ws(p[-1]))
+        p--;
+    return p;
+}
+
+/* The opening quote of the string whose closing quote is at close, or NULL: the first quote
+ * before it that an even run of backslashes precedes (inside a string every quote is
+ * escaped; before a name's opening quote there is no backslash). */
+static const char *string_start(const char *close, const char *begin)
+{
+    for (const char *q = close; q-- > begin;) {
+        if (*q != '"')
+            continue;
+        const char *b = q;
+        while (b > begin && b[-1] == '\\')
+            b--;
+        if (((size_t)(q - b) & 1) == 0)
+            return q;
     }
-    /* The first member: drops "name: value," and the whitespace after the comma. */
-    const char *end = obj.p + obj.len - 1;
-    const char *q = skip_ws(m.val_end, end);
-    out->head_len = (size_t)(m.name - obj.p);
-    out->tail_off = (size_t)((q < end && *q == ',' ? skip_ws(q + 1, end) : m.val_end) - obj.p);
+    return NULL;
+}
+
+bool jscan_cut_value(struct jscan_value obj, struct jscan_value val, struct jscan_cut *out)
+{
+    if (obj.type != 'o' || obj.len < 2 || !obj.p || !val.p || val.p <= obj.p ||
+        val.len >= obj.len || (size_t)(val.p - obj.p) >= obj.len - val.len)
+        return false;
+    const char *begin = obj.p + 1; /* after the opening brace */
+    const char *colon = back_ws(val.p, begin);
+    if (colon == begin || colon[-1] != ':')
+        return false;
+    const char *close = back_ws(colon - 1, begin);
+    const char *name = close > begin && close[-1] == '"' ? string_start(close - 1, begin) : NULL;
+    if (!name)
+        return false;
+    const char *comma = back_ws(name, begin), *prev = NULL;
+    if (comma > begin) { /* another member comes before it */
+        if (comma[-1] != ',')
+            return false;
+        prev = back_ws(comma - 1, begin);
+    }
+    cut_member(obj, name, val.p + val.len, prev, out);
     return true;
 }
 

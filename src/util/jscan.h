@@ -165,4 +165,14 @@ struct jscan_cut {
 };
 bool jscan_cut(struct jscan_value obj, const char *key, struct jscan_cut *out);
 
+/*
+ * The same cut for the member whose value is val, as jscan_get or jscan_get_many returned it
+ * for obj, without walking the members before it: a proxy that looked its members up in one
+ * pass cuts one of them at no further cost. Returns false (out untouched) when val cannot be
+ * one: not inside obj, running to obj's end (jscan_get_lazy's values), or not after a name and
+ * a colon. For a member's value of an object nested in obj the answer is unspecified (a cut
+ * within obj).
+ */
+bool jscan_cut_value(struct jscan_value obj, struct jscan_value val, struct jscan_cut *out);
+
 #endif

@@ -16,10 +16,11 @@
  *   - jscan_get_lazy finds each member where jscan_get does, and the members of an object
  *     found lazily are those of the exact object; jscan_get_many agrees with jscan_get;
  *   - on any input, accepted or not, the lookups the gateway makes on answers it does not
- *     validate (lazy members, their members, the first element, the typed readers) stay
- *     inside the input;
+ *     validate (lazy members, their members, the first element, the typed readers, the cut
+ *     of a member found) stay inside the input;
  *   - cutting any top-level member yields a document jscan_check accepts and jansson parses to
- *     the original minus that member (with duplicates: one member fewer, still valid).
+ *     the original minus that member (with duplicates: one member fewer, still valid), and
+ *     jscan_cut_value of the member's value cuts the same bytes.
  */
 #include <jansson.h>
 #include <stdio.h>
@@ -202,8 +203,12 @@ static void walk(const struct input *in, struct jscan_value v, const json_t *j)
  * the document without key. */
 static void check_cut(struct jscan_value root, const json_t *doc, const char *key, bool strict)
 {
-    struct jscan_cut cut;
+    struct jscan_cut cut, at;
+    struct jscan_value val;
     require(jscan_cut(root, key, &cut), "a member cannot be cut");
+    require(jscan_get(root, key, &val) && jscan_cut_value(root, val, &at) &&
+                at.head_len == cut.head_len && at.tail_off == cut.tail_off,
+            "jscan_cut_value differs from jscan_cut");
     require(cut.head_len >= 1 && cut.head_len <= cut.tail_off && cut.tail_off < root.len,
             "a cut outside the object");
     size_t n = cut.head_len + root.len - cut.tail_off;
@@ -240,8 +245,12 @@ static void read_unchecked(const struct input *in)
     char s[32];
     jscan_get_many(root, keys, 5, got);
     for (size_t k = 0; k < 5; k++) {
+        struct jscan_cut cut;
         if (got[k].p)
             require_within(in, got[k]);
+        if (got[k].p && jscan_cut_value(root, got[k], &cut))
+            require(cut.head_len <= cut.tail_off && cut.tail_off <= root.len,
+                    "jscan_cut_value outside the object");
         if (!jscan_get_lazy(root, keys[k], &v))
             continue;
         require_within(in, v);

@@ -664,6 +664,17 @@ static void expect_cut(const char *json, const char *key, const char *want)
     }
     if (!jscan_cut(root, key, &cut))
         fail_msg("%s: cannot cut '%s'", json, key);
+    /* The same cut from the member's value, found in one pass or alone. */
+    struct jscan_value val, many;
+    struct jscan_cut at = {777, 777};
+    const char *keys[1] = {key};
+    assert_true(jscan_get(root, key, &val));
+    assert_int_equal(jscan_get_many(root, keys, 1, &many), 1);
+    assert_true(jscan_cut_value(root, many, &at));
+    assert_int_equal(at.head_len, cut.head_len);
+    assert_int_equal(at.tail_off, cut.tail_off);
+    assert_true(jscan_cut_value(root, val, &at));
+    assert_int_equal(at.tail_off, cut.tail_off);
     assert_true(cut.head_len <= cut.tail_off && cut.tail_off <= root.len);
     char out[512];
     size_t n = cut.head_len + (root.len - cut.tail_off);
@@ -704,6 +715,19 @@ static void test_cut(void **state)
     struct jscan_value arr = {"[1]", 3, 'a'};
     struct jscan_cut cut;
     assert_false(jscan_cut(arr, "a", &cut));
+
+    /* Values that cannot be a member's of the object: an element, a lazy value (its end is
+     * the object's), the object itself. */
+    struct jscan_value root = doc("{\"a\":[1,2],\"o\":{\"k\":3}}"), v;
+    assert_true(jscan_get(root, "a", &v));
+    struct jscan_iter it = {0};
+    struct jscan_value one, lazy;
+    assert_true(jscan_next(v, &it, &one));
+    assert_true(jscan_get_lazy(root, "o", &lazy));
+    assert_false(jscan_cut_value(root, one, &cut));
+    assert_false(jscan_cut_value(root, lazy, &cut));
+    assert_false(jscan_cut_value(root, root, &cut));
+    assert_false(jscan_cut_value(arr, one, &cut));
 }
 
 /* ---- differential property test against jansson --------------------------------------------- */
