@@ -183,6 +183,16 @@ static inline size_t digits_from(const char *s, size_t len, size_t i)
 /* ---- skipping values of valid text ---------------------------------------------------------- */
 
 /* p at a string's opening quote: returns the byte after its closing quote (end if none). */
+/* Whether the quote at q is escaped: an odd run of backslashes precedes it (counted back no
+ * further than from). */
+static bool quote_escaped(const char *q, const char *from)
+{
+    const char *b = q;
+    while (b > from && b[-1] == '\\')
+        b--;
+    return ((size_t)(q - b) & 1) != 0;
+}
+
 static const char *skip_string(const char *p, const char *end)
 {
     const char *from = p + 1;
@@ -190,12 +200,7 @@ static const char *skip_string(const char *p, const char *end)
         const char *q = memchr(from, '"', (size_t)(end - from));
         if (!q)
             return end;
-        /* Escaped iff an odd run of backslashes precedes it; the run cannot reach back past
-         * from, which follows a quote. */
-        const char *b = q;
-        while (b > from && b[-1] == '\\')
-            b--;
-        if (((size_t)(q - b) & 1) == 0)
+        if (!quote_escaped(q, from)) /* the run cannot reach back past from, after a quote */
             return q + 1;
         from = q + 1;
     }
@@ -607,15 +612,9 @@ static const char *back_ws(const char *p, const char *begin)
  * escaped; before a name's opening quote there is no backslash). */
 static const char *string_start(const char *close, const char *begin)
 {
-    for (const char *q = close; q-- > begin;) {
-        if (*q != '"')
-            continue;
-        const char *b = q;
-        while (b > begin && b[-1] == '\\')
-            b--;
-        if (((size_t)(q - b) & 1) == 0)
+    for (const char *q = close; q-- > begin;)
+        if (*q == '"' && !quote_escaped(q, begin))
             return q;
-    }
     return NULL;
 }
 
