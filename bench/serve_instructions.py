@@ -142,6 +142,8 @@ def main():
     ap.add_argument("--libra", default=os.path.join(HERE, "..", "build", "release", "libra"))
     ap.add_argument("--smoke", action="store_true")
     args = ap.parse_args()
+    if args.syscalls and args.profile:
+        ap.error("--profile keeps a callgrind file; --syscalls runs no callgrind")
     w = BIG if args.big else SMALL
     default = (2 if args.smoke else 20) if args.big else (10 if args.smoke else 300)
     requests = args.requests or default
