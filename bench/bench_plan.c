@@ -73,7 +73,8 @@ static struct plan_state *setup_case(const struct bench_case *bc)
     struct workload_length *l = xmallocarray(bc->sample, sizeof *l);
     const struct workload_preset *r2e = workload_preset_find(&wp, "r2e-gym");
     size_t b = (size_t)r2e->batch_trajectories; /* one step per batch: the run's first batches */
-    workload_lengths(r2e, 1, b, (size_t)r2e->samples, (bc->sample + b - 1) / b, bc->sample, l);
+    workload_lengths(r2e, r2e->dynamic_sampling, 1, b, (size_t)r2e->samples,
+                     (bc->sample + b - 1) / b, bc->sample, l);
     s->prompt = xmallocarray(bc->sample, sizeof *s->prompt);
     s->gen = xmallocarray(bc->sample, sizeof *s->gen);
     s->tool = xmallocarray(bc->sample, sizeof *s->tool);

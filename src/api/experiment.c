@@ -113,7 +113,7 @@ int api_config_resolve(const struct api_presets *p, const struct ujson_doc *doc,
                                      "unknown workload preset '%s' (known: %s)", cfg->workload.name,
                                      known);
     }
-    /* the workload preset is a preset layer: its default group size and batch */
+    /* the workload preset is a preset layer: its default group size, batch and dynamic sampling */
     char label[96], samples[32], batch[32];
     snprintf(label, sizeof label, "workload preset '%s'", w->name);
     snprintf(samples, sizeof samples, "%lld", (long long)w->samples);
@@ -121,6 +121,7 @@ int api_config_resolve(const struct api_presets *p, const struct ujson_doc *doc,
     const struct spec_config_override values[] = {
         {"rl.samples", samples, label},
         {"rl.batch_trajectories", batch, label},
+        {"rl.dynamic_sampling", spec_dynamic_sampling_names[w->dynamic_sampling], label},
     };
     src.preset_values = values;
     src.n_preset_values = sizeof values / sizeof *values;

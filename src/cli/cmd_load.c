@@ -33,8 +33,8 @@ static const char help[] =
     "is within rl.max_staleness versions of the engines' weights, each trajectory's turns sent\n"
     "with the whole context as token ids, tool time waited between turns; a trainer takes the\n"
     "oldest complete groups as a batch of rl.batch_trajectories for the planner's T_train,\n"
-    "dropping and replacing groups too stale for its version and, under the workload's dynamic\n"
-    "sampling, groups whose rewards are all equal; every rl.sync_interval versions a weight\n"
+    "dropping and replacing groups too stale for its version and, under rl.dynamic_sampling,\n"
+    "groups whose rewards are all equal; every rl.sync_interval versions a weight\n"
     "update on every engine in rl.sync_mode (drain, abort_resume, keep) over rl.transport\n"
     "(nccl: a broadcast; else a reload from disk). The run ends when the batch of the last of\n"
     "rl.steps is complete. The trajectories are the workload generator's, or a trace's with\n"
@@ -381,6 +381,7 @@ int cmd_load(int argc, char **argv)
                                  .urls = o.urls,
                                  .n_urls = o.n_urls,
                                  .workload = in.workload,
+                                 .dynamic_sampling = cfg.rl.dynamic_sampling,
                                  .group_size = cfg.rl.samples,
                                  .steps = cfg.rl.steps,
                                  .sync_mode = cfg.rl.sync_mode,

@@ -122,7 +122,7 @@ static void print_rollout(FILE *out, const struct plan_result *r)
     print_counts(out, r->counts);
     fprintf(out, " (%d instances)\n", r->instances);
     if (r->colocated)
-        fprintf(out, "            T_rollout %.2f s (one batch), switch %.2f s\n", r->rollout_s,
+        fprintf(out, "            T_rollout %.2f s per step, switch %.2f s\n", r->rollout_s,
                 r->switch_s);
     else
         fprintf(out,

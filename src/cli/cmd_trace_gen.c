@@ -83,7 +83,7 @@ static int write_steps(struct trace_writer *wr, const struct workload_preset *w,
         for (int64_t j = 0; j < per_step && rc == 0; j++) {
             for (int64_t s = 0; s < f->samples; s++)
                 workload_group_traj(&g, step * per_step + j, s, step, &group[s], &a);
-            workload_filter_group(w, group, (size_t)f->samples);
+            workload_filter_group(w->dynamic_sampling, group, (size_t)f->samples);
             for (int64_t s = 0; s < f->samples && rc == 0; s++)
                 rc = trace_writer_put(wr, &group[s], err);
             arena_reset(&a);

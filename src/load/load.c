@@ -697,8 +697,7 @@ static void group_done(struct group *g)
     while (r->flying.v[i] != g)
         i++;
     r->flying.v[i] = r->flying.v[--r->flying.n]; /* in no order */
-    if (r->c->workload &&
-        workload_group_filtered(r->c->workload, g->recs, (size_t)r->c->group_size)) {
+    if (workload_group_filtered(r->c->dynamic_sampling, g->recs, (size_t)r->c->group_size)) {
         drop_group(r, g, true);
         admit(r);
     } else {
@@ -730,14 +729,15 @@ int load_check_source(const struct load_config *c, char *why, size_t size)
         snprintf(why, size, "neither a trace nor a workload preset to draw groups from");
         return -1;
     }
-    if (!c->trace || !c->workload)
+    if (!c->trace)
         return 0;
     for (size_t i = 0; i < groups; i++)
-        if (!workload_group_filtered(c->workload, &c->trace[i * n], n))
+        if (!workload_group_filtered(c->dynamic_sampling, &c->trace[i * n], n))
             return 0;
     snprintf(why, size,
-             "dynamic sampling (workload %s) filters every group of the trace: no batch can fill",
-             c->workload->name);
+             "dynamic sampling (rl.dynamic_sampling %s) filters every group of the trace: no batch "
+             "can fill",
+             spec_dynamic_sampling_names[c->dynamic_sampling]);
     return -1;
 }
 

@@ -60,9 +60,11 @@ struct load_config {
      * else workload_group_traj(workload, n, k, the fleet's version at launch) with seed. */
     const struct trace_traj *trace;
     size_t n_trace;
-    /* generates the groups without a trace, and judges every complete group by dynamic
-     * sampling when it asks for it; NULL only with a trace (no dynamic sampling); borrowed */
+    /* generates the groups without a trace; NULL only with a trace; borrowed */
     const struct workload_preset *workload;
+    /* rl.dynamic_sampling: when not off, a complete group whose rewards are all equal is dropped
+     * and replaced (an asynchronous trainer's way, whatever the synchronous recipe) */
+    enum spec_dynamic_sampling dynamic_sampling;
     int group_size;                /* trajectories per group (GRPO n) */
     int steps;                     /* batches */
     struct job_rules job;          /* admission, staleness, the sync schedule (job/job.h) */
@@ -124,7 +126,7 @@ struct load_result {
 
 /*
  * Checks that c has groups to draw, any of which dynamic sampling may keep: a trace holding a
- * group whose rewards are not all equal (when the workload filters), or a workload preset to
+ * group whose rewards are not all equal (when dynamic sampling is on), or a workload preset to
  * generate from. Returns 0, or -1 with why (size bytes at most) set. load_run checks it first.
  */
 int load_check_source(const struct load_config *c, char *why, size_t size);

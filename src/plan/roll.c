@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "plan/roll.h"
+#include "plan/sampling.h"
 #include "util/alloc.h"
 #include "util/stats.h"
 #include "util/heap.h"
@@ -197,6 +198,7 @@ void plan_roll_job_init(struct plan_roll_job *j, const struct libra_config *cfg,
         .transfer_s = u.transfer_s,
         .train_add_s = (u.save_s + (u.trainer_transfers ? u.transfer_s : 0.0)) / rl->sync_interval,
     };
+    plan_sampling_from_config(&j->sampling, cfg);
 }
 
 void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const double *tool_s,
@@ -208,6 +210,7 @@ void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const doub
     r->job = *j;
     r->batch = j->batch;
     r->per_step = (double)j->batch / j->kept_share;
+    r->rounds = plan_expected_rounds(&j->sampling, j->kept_share);
     r->batches = s->n / (size_t)j->batch;
     r->k1 = j->k1;
     int gpn = j->gpn;
@@ -482,22 +485,6 @@ static double expected_max(double *x, size_t m, double n)
     return ord_expected_max(&o, n);
 }
 
-/* The expected most generations one of n groups needs when each is kept with probability
- * keep and a dropped one is replaced: E[max of n geometric counts] = Σ_g P(max > g). */
-static double max_generations(double n, double keep)
-{
-    if (keep >= 1.0)
-        return 1.0;
-    double e = 0.0;
-    for (int g = 0; g < 10000; g++) {
-        double over = 1.0 - pow(1.0 - pow(1.0 - keep, g), n); /* P(max > g) */
-        e += over;
-        if (over < 1e-9)
-            break;
-    }
-    return e;
-}
-
 /* Trajectories per admission: interval·B'. */
 static double admission(const struct plan_roll *r)
 {
@@ -630,7 +617,7 @@ static void pass_ranks(const struct plan_roll *r, const double c[PLAN_NTP],
  * fleet's work for i batches; the last batch after its slowest trajectory and the queue) and
  * the batch before has trained. Dynamic sampling launches a dropped group's replacement only
  * once the group is done, its slowest trajectory: a typical place takes 1 / kept_share such
- * generations, the worst of the admission's groups the expected most (max_generations).
+ * generations, the worst of the admission's groups the expected most (plan_regenerations).
  */
 static double trainer_chain(const struct plan_roll *r, struct ordered *tail,
                             const struct plan_roll_score *out, double slowest, double train_s)
@@ -641,7 +628,7 @@ static double trainer_chain(const struct plan_roll *r, struct ordered *tail,
         double group_s = ord_expected_max(tail, j->samples); /* a group's slowest */
         double groups = (double)j->interval * j->batch / j->samples;
         extra = (1.0 / j->kept_share - 1.0) * group_s;
-        worst = (max_generations(groups, j->kept_share) - 1.0) * group_s;
+        worst = (plan_regenerations(groups, j->kept_share, 0) - 1.0) * group_s;
     }
     double chain = 0.0;
     for (int i = 1; i <= j->interval; i++) {
@@ -873,11 +860,12 @@ static size_t lower_rank(const uint32_t *ranks, size_t n, uint32_t key)
     return lo;
 }
 
-/* Batch b's makespan: per band, the larger of its load and the latency of its longest
- * generation at the concurrency its instances run. */
+/* Batch b's makespan in a round of scale times its trajectories (as many of each): per band, the
+ * larger of its load and the latency of its longest generation at the concurrency its
+ * instances run. */
 static double batch_makespan(const struct plan_roll *r, size_t b, const int c[PLAN_NTP],
                              const uint32_t lo[PLAN_NTP], const uint32_t hi[PLAN_NTP],
-                             bool with_latency)
+                             bool with_latency, double scale)
 {
     const uint32_t *ranks = &r->branks[b * (size_t)r->batch];
     const struct plan_view *v = &r->bview[b];
@@ -888,15 +876,30 @@ static double batch_makespan(const struct plan_roll *r, size_t b, const int c[PL
         size_t pa = lower_rank(ranks, v->m, lo[t]), pb = lower_rank(ranks, v->m, hi[t]);
         if (pa == pb)
             continue;
-        span = fmax(span, (v->prefix[t][pb] - v->prefix[t][pa]) / c[t]);
+        span = fmax(span, scale * (v->prefix[t][pb] - v->prefix[t][pa]) / c[t]);
         if (!with_latency)
             continue;
         uint32_t last = ranks[pb - 1];
-        double conc = fmin(ceil((double)(pb - pa) / c[t]), r->bcap[t][last]);
+        double conc = fmin(ceil(scale * (double)(pb - pa) / c[t]), r->bcap[t][last]);
         double tau = cost_decode_time(&r->pre[t], conc, conc * r->cbar[last]);
         span = fmax(span, latency_s(r->gen[last], tau, r->prefill[t][last], r->tool_s[last]));
     }
     return span;
+}
+
+/* A synchronous step's rollout of batch b: its rounds as dynamic sampling expects them
+ * (plan/sampling.h) — gen_batch's each of factor batches; regenerate's first of the batch and
+ * the rest each of the share still missing, waiting for its own longest generation. */
+static double sync_rollout(const struct plan_roll *r, size_t b, const int c[PLAN_NTP],
+                           const uint32_t lo[PLAN_NTP], const uint32_t hi[PLAN_NTP])
+{
+    const struct plan_roll_job *j = &r->job;
+    if (j->sampling.mode == SPEC_DS_GEN_BATCH)
+        return r->rounds * batch_makespan(r, b, c, lo, hi, true, j->sampling.factor);
+    double first = batch_makespan(r, b, c, lo, hi, true, 1.0);
+    if (r->rounds <= 1.0)
+        return first;
+    return first + (r->rounds - 1.0) * batch_makespan(r, b, c, lo, hi, true, 1.0 - j->kept_share);
 }
 
 void plan_roll_score(struct plan_roll *r, const int c[PLAN_NTP], bool colocated, double z,
@@ -917,7 +920,7 @@ void plan_roll_score(struct plan_roll *r, const int c[PLAN_NTP], bool colocated,
     }
     double sum = 0.0;
     for (size_t b = 0; b < r->batches; b++)
-        sum += batch_makespan(r, b, c, out->lo, out->hi, true);
+        sum += sync_rollout(r, b, c, out->lo, out->hi);
     out->t_s = sum / (double)r->batches;
 }
 
@@ -993,7 +996,7 @@ double plan_roll_banded(const struct plan_roll *r, const int c[PLAN_NTP],
 {
     double sum = 0.0;
     for (size_t b = 0; b < r->batches; b++)
-        sum += batch_makespan(r, b, c, s->lo, s->hi, false);
+        sum += batch_makespan(r, b, c, s->lo, s->hi, false, 1.0);
     return sum / (double)r->batches;
 }
 

@@ -24,6 +24,7 @@
 #include "cost/rollout.h"
 #include "cost/shape.h"
 #include "plan/plan.h"
+#include "plan/sampling.h"
 
 /* A run of trajectories in rank order with per-TP prefix sums of work: the whole sample or
  * one batch of it. */
@@ -38,18 +39,19 @@ struct plan_view {
 /* The job's side of the rollout model: batches, the staleness window, the node and, in async
  * mode, the weight updates as the simulator runs them (sim/sync.c, cost/lifecycle.h). */
 struct plan_roll_job {
-    int batch;          /* trajectories per step (B) */
-    int k1;             /* staleness window in steps: rl.max_staleness + 1 */
-    int gpn;            /* GPUs per node */
-    int samples;        /* trajectories per group (rl.samples) */
-    int interval;       /* rl.sync_interval: steps between weight updates (<= k1) */
-    bool drain;         /* rl.sync_mode drain: live requests finish before the transfer */
-    double save_s;      /* per update: the trainer's checkpoint write (disk transports) */
-    double transfer_s;  /* per update: the weights reach the fleet (the fleet is stopped) */
-    double kept_share;  /* the share of trajectories that train (dynamic sampling drops the
-                         * rest, which the fleet generates all the same); 1 by default */
-    double train_add_s; /* per step: the trainer's share of the updates, save (+ an NCCL
-                         * broadcast it takes part in) over the interval */
+    int batch;         /* trajectories per step (B) */
+    int k1;            /* staleness window in steps: rl.max_staleness + 1 */
+    int gpn;           /* GPUs per node */
+    int samples;       /* trajectories per group (rl.samples) */
+    int interval;      /* rl.sync_interval: steps between weight updates (<= k1) */
+    bool drain;        /* rl.sync_mode drain: live requests finish before the transfer */
+    double save_s;     /* per update: the trainer's checkpoint write (disk transports) */
+    double transfer_s; /* per update: the weights reach the fleet (the fleet is stopped) */
+    double kept_share; /* the share of trajectories that train (dynamic sampling drops the
+                        * rest, which the fleet generates all the same); 1 by default */
+    struct plan_sampling sampling; /* how a synchronous step generates more (colocated) */
+    double train_add_s;            /* per step: the trainer's share of the updates, save (+ an NCCL
+                                    * broadcast it takes part in) over the interval */
 };
 
 /* The share of sample s that trains: the trajectories not filtered (NULL: every one). */
@@ -69,6 +71,8 @@ struct plan_roll {
     struct plan_roll_job job;
     int batch;               /* trajectories per step (B) */
     double per_step;         /* trajectories rolled out per step: B / job.kept_share */
+    double rounds;           /* a synchronous step's expected generation rounds
+                              * (plan_expected_rounds of job.sampling) */
     size_t batches;          /* whole batches in the sample */
     double k1;               /* staleness window in steps: rl.max_staleness + 1 */
     uint32_t *idx;           /* rank → sample index (sorted by generated tokens, ties by index) */

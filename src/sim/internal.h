@@ -285,7 +285,7 @@ struct sim {
     /* settings resolved from the config */
     int batch, samples, groups_per_batch, staleness;
     struct job_rules job; /* admission, staleness, sync schedule (job/job.h) */
-    bool chat, dynamic_sampling;
+    bool chat;
 
     /* the models */
     struct cost_shape shape;

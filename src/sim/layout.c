@@ -50,7 +50,7 @@ static void trace_batch(const struct sim_input *in, size_t b, struct workload_le
             trace_traj_lengths(t, &w[i + k].len);
             group[k] = (struct trace_traj){.finish = t->finish, .reward = t->reward};
         }
-        bool filtered = in->workload && workload_group_filtered(in->workload, group, samples);
+        bool filtered = workload_group_filtered(in->cfg->rl.dynamic_sampling, group, samples);
         for (size_t k = 0; k < samples; k++)
             w[i + k].filtered = filtered;
     }
@@ -71,8 +71,8 @@ void sim_layout_sample(const struct sim_input *in, struct plan_lengths *sm)
         for (size_t j = 0; j < nb; j++)
             trace_batch(in, have ? j * have / nb : 0, &w[j * batch]);
     } else {
-        workload_lengths(in->workload, (uint64_t)sim_sample_seed(cfg), batch, samples,
-                         (size_t)cfg->rl.steps, n, w);
+        workload_lengths(in->workload, cfg->rl.dynamic_sampling, (uint64_t)sim_sample_seed(cfg),
+                         batch, samples, (size_t)cfg->rl.steps, n, w);
     }
     for (size_t i = 0; i < n; i++)
         sample_add(sm, &w[i]);

@@ -6,31 +6,34 @@
  * them; then the GPUs switch to training (freeing rollout memory: the lifecycle's fixed switch
  * cost), train the step on every GPU, and switch back, resharding the new weights into the
  * rollout layout in place (cost_reshard_s), which is also the weight update: prefix caches are
- * flushed and every trajectory is on-policy. With dynamic sampling, filtered groups are
- * replaced by further generation rounds (DAPO) until the batch is full or rl.max_gen_batches
- * rounds ran; rl.overprovision_frac launches that share more groups per round and aborts the
- * slowest once the batch is full (APRIL / slime). rollout runs the same rounds on a fixed
- * fleet with no trainer: its steps are batches.
+ * flushed and every trajectory is on-policy. A step generates in rounds as dynamic sampling's
+ * rule says (plan/sampling.h, the planner's too): filtered groups are replaced by further
+ * rounds, of the missing groups or of rl.gen_batch_factor batches, until the batch is full or
+ * rl.max_gen_batches rounds ran; rl.overprovision_frac launches that share more groups per round
+ * and aborts the slowest once the batch is full (APRIL / slime). rollout runs the same rounds
+ * on a fixed fleet with no trainer: its steps are batches.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "plan/sampling.h"
 #include "sim/internal.h"
 #include "util/alloc.h"
 
 enum { TIMER_TO_TRAIN = 1, TIMER_TRAINED, TIMER_TO_ROLLOUT };
 
 struct sync_mode {
-    int rounds;                 /* generation rounds of the step so far */
-    int live;                   /* groups of the round not yet complete */
-    VEC(uint32_t) accepted;     /* groups for the batch */
-    VEC(uint32_t) round_groups; /* groups of the current round */
-    double phase_start_s;       /* start of the step's rollout */
-    double rollout_s;           /* rollout phase of the step */
-    double switch_s;            /* both switches */
-    double phase_from_s;        /* start of the switch or training in progress */
-    int64_t step;               /* steps done (the rollout mode has no trainer version) */
+    struct plan_sampling sampling; /* how many groups each round launches */
+    int rounds;                    /* generation rounds of the step so far */
+    int live;                      /* groups of the round not yet complete */
+    VEC(uint32_t) accepted;        /* groups for the batch */
+    VEC(uint32_t) round_groups;    /* groups of the current round */
+    double phase_start_s;          /* start of the step's rollout */
+    double rollout_s;              /* rollout phase of the step */
+    double switch_s;               /* both switches */
+    double phase_from_s;           /* start of the switch or training in progress */
+    int64_t step;                  /* steps done (the rollout mode has no trainer version) */
 };
 
 static struct sync_mode *state(struct sim *s)
@@ -38,16 +41,20 @@ static struct sync_mode *state(struct sim *s)
     return s->mode;
 }
 
-static void launch_round(struct sim *s)
+/* Launches the next round's groups; returns false when the rule says the step generates no
+ * more. */
+static bool launch_round(struct sim *s)
 {
     struct sync_mode *m = state(s);
+    size_t n = (size_t)plan_round_groups(&m->sampling, m->rounds + 1, (int64_t)m->accepted.n);
+    if (n == 0)
+        return false;
     m->rounds++;
-    size_t need = (size_t)s->groups_per_batch - m->accepted.n;
-    size_t n = (size_t)ceil((double)need * (1.0 + s->cfg->rl.overprovision_frac));
     m->round_groups.n = 0;
     m->live = (int)n;
     for (size_t i = 0; i < n && !s->rc; i++)
         vec_push(&m->round_groups, sim_launch_group(s, m->rounds));
+    return true;
 }
 
 static void start_step(struct sim *s)
@@ -91,11 +98,7 @@ static void rollout_done(struct sim *s)
 
 static void round_end(struct sim *s)
 {
-    struct sync_mode *m = state(s);
-    if (m->accepted.n < (size_t)s->groups_per_batch && s->dynamic_sampling &&
-        m->rounds < s->cfg->rl.max_gen_batches)
-        launch_round(s);
-    else
+    if (!launch_round(s))
         rollout_done(s);
 }
 
@@ -111,20 +114,41 @@ static void abort_rest(struct sim *s)
     m->live = 0;
 }
 
-static void group_done(struct sim *s, struct sim_group *g)
+/* A kept group joins the batch while it is short; beyond it the group is surplus. */
+static void take(struct sim *s, struct sim_group *g)
 {
     struct sync_mode *m = state(s);
-    m->live--;
-    if (g->filtered)
-        sim_group_waste(s, g, SIM_WASTE_FILTERED);
-    else if (m->accepted.n < (size_t)s->groups_per_batch)
+    if (m->accepted.n < (size_t)s->groups_per_batch)
         vec_push(&m->accepted, (uint32_t)(g - s->groups.v));
     else
         sim_group_waste(s, g, SIM_WASTE_SURPLUS);
-    if (m->accepted.n == (size_t)s->groups_per_batch && m->live > 0)
+}
+
+/*
+ * A group of the round is complete. Kept groups join the batch as they complete, and once it is
+ * full the rest of the round is aborted; a round that runs out (gen_batch) fills the batch when
+ * it ends, in launch order, as verl truncates its generation batch in the dataloader's order.
+ */
+static void group_done(struct sim *s, struct sim_group *g)
+{
+    struct sync_mode *m = state(s);
+    bool runs_out = plan_round_runs_out(&m->sampling);
+    m->live--;
+    if (g->filtered)
+        sim_group_waste(s, g, SIM_WASTE_FILTERED);
+    else if (!runs_out)
+        take(s, g);
+    if (m->accepted.n == (size_t)s->groups_per_batch && m->live > 0 && !runs_out)
         abort_rest(s);
-    if (m->live == 0)
-        round_end(s);
+    if (m->live > 0)
+        return;
+    /* the filtered groups' released slots are not reused before the next round launches */
+    for (size_t i = 0; runs_out && i < m->round_groups.n; i++) {
+        struct sim_group *r = &s->groups.v[m->round_groups.v[i]];
+        if (!r->filtered && !r->aborted)
+            take(s, r);
+    }
+    round_end(s);
 }
 
 /* The way back to rollout: the new weights resharded into the rollout layout in place. */
@@ -171,6 +195,7 @@ static void timer(struct sim *s, uint64_t what)
 static void begin(struct sim *s)
 {
     s->mode = xcalloc(1, sizeof(struct sync_mode));
+    plan_sampling_from_config(&state(s)->sampling, s->cfg);
     start_step(s);
 }
 

@@ -46,7 +46,6 @@ void sim_source_init(struct sim *s)
     arena_init(&s->arena, 0);
     for (size_t i = 0; in->workload && i < in->workload->n_tools; i++)
         pool_add(s, in->workload->tools[i].name, in->workload->tools[i].pool.workers);
-    s->dynamic_sampling = in->workload && in->workload->dynamic_sampling;
     if (in->trace) {
         sched_obs_defaults(&s->oc, in->trace->workload, in->trace->model);
     } else {
@@ -308,13 +307,13 @@ void sim_account_versions(struct sim *s, struct sim_traj *t, int64_t kept)
 static void group_complete(struct sim *s, struct sim_group *g)
 {
     g->done_s = s->now;
-    if (s->dynamic_sampling && !g->aborted) {
+    if (s->cfg->rl.dynamic_sampling != SPEC_DS_OFF && !g->aborted) {
         struct trace_traj *arr = xcalloc(g->n, sizeof *arr);
         for (uint32_t k = 0; k < g->n; k++) {
             const struct sim_traj *t = &s->traj.v[g->first + k];
             arr[k] = (struct trace_traj){.finish = t->finish, .reward = t->reward};
         }
-        g->filtered = workload_group_filtered(s->in->workload, arr, g->n);
+        g->filtered = workload_group_filtered(s->cfg->rl.dynamic_sampling, arr, g->n);
         free(arr);
     }
     if (s->replan && !g->aborted)

@@ -33,6 +33,12 @@ static const char *const transport_names[] = {
     [SPEC_TRANSPORT_RESHARD] = "reshard",
     NULL,
 };
+const char *const spec_dynamic_sampling_names[] = {
+    [SPEC_DS_OFF] = "off",
+    [SPEC_DS_REGENERATE] = "regenerate",
+    [SPEC_DS_GEN_BATCH] = "gen_batch",
+    NULL,
+};
 static const char *const plan_mode_names[] = {
     [SPEC_PLAN_COLOCATED] = "colocated",
     [SPEC_PLAN_ASYNC] = "async",
@@ -131,6 +137,15 @@ static const struct spec_field fields[] = {
     DOUBLE(SIMULATED | SPEC_READ_LOAD, rl.overprovision_frac, 0, "", 0, 0, 4, NULL,
            "extra share of each batch launched; the slowest are aborted once the batch "
            "is full (colocated) or kept in flight (async)"),
+    ENUM(SAMPLED | SPEC_READ_ROUTE, rl.dynamic_sampling, spec_dynamic_sampling_names, SPEC_DS_OFF,
+         NULL,
+         "groups whose rewards are all equal are dropped and, in the synchronous modes, "
+         "replaced by further rounds of the missing groups (regenerate) or by rounds of "
+         "rl.gen_batch_factor batches (gen_batch, verl's DAPO recipe); the asynchronous modes "
+         "replace each dropped group; the workload preset gives the default"),
+    INT(SIMULATED, rl.gen_batch_factor, "", 3, 1, 100, NULL,
+        "gen_batch: groups each generation round launches per group of the batch (verl's "
+        "data.gen_batch_size / data.train_batch_size: 1536 / 512 in its DAPO recipe)"),
     INT(SIMULATED, rl.max_gen_batches, "", 10, 1, 1000, NULL,
         "generation rounds per step while dynamic sampling leaves the batch short (colocated)"),
     INT(PLANNER, rl.minibatches, "", 1, 1, 4096, NULL, "optimizer steps per training step"),
@@ -504,6 +519,12 @@ static int check(const struct libra_config *cfg, const struct spec_config_source
             err, src, "rl.batch_trajectories",
             "%d is not a multiple of rl.samples (%d): training takes whole groups",
             rl->batch_trajectories, rl->samples);
+    if (rl->dynamic_sampling == SPEC_DS_GEN_BATCH && rl->overprovision_frac > 0)
+        return spec_config_key_error(
+            err, src, "rl.overprovision_frac",
+            "%g with rl.dynamic_sampling gen_batch: its generation batch is already the "
+            "over-provisioning (rl.gen_batch_factor)",
+            rl->overprovision_frac);
     struct spec_bucket_layout layout;
     struct libra_error why = {0};
     if (cfg->sched.buckets[0] && spec_bucket_parse(&layout, cfg->sched.buckets, NULL, &why) != 0)

@@ -49,6 +49,18 @@ enum spec_transport {
     SPEC_TRANSPORT_RESHARD
 };
 
+/*
+ * Dynamic sampling (DAPO): a group whose rewards are all equal teaches nothing and is dropped;
+ * how the synchronous modes fill the batch instead (plan/sampling.h). The workload preset
+ * gives the default (its recipe's); the experiment may choose another.
+ */
+enum spec_dynamic_sampling {
+    SPEC_DS_OFF,        /* every group trains */
+    SPEC_DS_REGENERATE, /* each round generates the groups still missing */
+    SPEC_DS_GEN_BATCH,  /* verl's DAPO recipe: rounds of rl.gen_batch_factor batches */
+};
+extern const char *const spec_dynamic_sampling_names[]; /* by value, NULL-terminated */
+
 /* Colocated (train and rollout take turns on every GPU) or disaggregated async. */
 enum spec_plan_mode { SPEC_PLAN_COLOCATED, SPEC_PLAN_ASYNC };
 
@@ -99,10 +111,12 @@ struct spec_rl_config {
     enum spec_sync_mode sync_mode;
     enum spec_transport transport;
     double overprovision_frac; /* extra share of a batch launched (APRIL-style) */
-    int max_gen_batches;       /* generation rounds per step under dynamic sampling */
-    int minibatches;           /* optimizer steps per training step */
-    bool old_logprob;          /* the trainer recomputes old log-probs (+2N per token) */
-    bool reference;            /* reference-model forward for a KL term (+2N per token) */
+    enum spec_dynamic_sampling dynamic_sampling;
+    int gen_batch_factor; /* SPEC_DS_GEN_BATCH: groups of a round per group of the batch */
+    int max_gen_batches;  /* generation rounds per step under dynamic sampling */
+    int minibatches;      /* optimizer steps per training step */
+    bool old_logprob;     /* the trainer recomputes old log-probs (+2N per token) */
+    bool reference;       /* reference-model forward for a KL term (+2N per token) */
 };
 
 struct spec_plan_config {

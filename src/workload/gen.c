@@ -289,10 +289,10 @@ void workload_group_traj(const struct workload_gen *g, int64_t index, int64_t sa
     out->epoch = epoch;
 }
 
-bool workload_group_filtered(const struct workload_preset *w, const struct trace_traj *group,
+bool workload_group_filtered(enum spec_dynamic_sampling ds, const struct trace_traj *group,
                              size_t n)
 {
-    if (!w->dynamic_sampling || n == 0)
+    if (ds == SPEC_DS_OFF || n == 0)
         return false;
     for (size_t i = 1; i < n; i++)
         if (group[i].reward != group[0].reward)
@@ -300,9 +300,9 @@ bool workload_group_filtered(const struct workload_preset *w, const struct trace
     return true;
 }
 
-bool workload_filter_group(const struct workload_preset *w, struct trace_traj *group, size_t n)
+bool workload_filter_group(enum spec_dynamic_sampling ds, struct trace_traj *group, size_t n)
 {
-    if (!workload_group_filtered(w, group, n))
+    if (!workload_group_filtered(ds, group, n))
         return false;
     for (size_t i = 0; i < n; i++)
         if (group[i].finish == TRACE_FINISH_COMPLETED)
@@ -310,8 +310,9 @@ bool workload_filter_group(const struct workload_preset *w, struct trace_traj *g
     return true;
 }
 
-void workload_lengths(const struct workload_preset *w, uint64_t seed, size_t batch, size_t samples,
-                      size_t steps, size_t n, struct workload_length *out)
+void workload_lengths(const struct workload_preset *w, enum spec_dynamic_sampling ds, uint64_t seed,
+                      size_t batch, size_t samples, size_t steps, size_t n,
+                      struct workload_length *out)
 {
     struct workload_gen g;
     workload_gen_init(&g, w, seed);
@@ -324,7 +325,7 @@ void workload_lengths(const struct workload_preset *w, uint64_t seed, size_t bat
         int64_t run_group = (int64_t)(step * groups_per_step + i % batch / samples);
         for (size_t k = 0; k < samples; k++)
             workload_group_traj(&g, run_group, (int64_t)k, (int64_t)step, &group[k], &a);
-        bool filtered = workload_filter_group(w, group, samples);
+        bool filtered = workload_filter_group(ds, group, samples);
         for (size_t k = 0; k < samples; k++) {
             trace_traj_lengths(&group[k], &out[i + k].len);
             out[i + k].filtered = filtered;

@@ -25,6 +25,7 @@
 _Static_assert(sizeof(enum trace_tool_status) == sizeof(int), "choice fields are stored as int");
 _Static_assert(sizeof(enum workload_finish_means) == sizeof(int), "choice fields are int");
 _Static_assert(sizeof(enum workload_turn_cap) == sizeof(int), "choice fields are int");
+_Static_assert(sizeof(enum spec_dynamic_sampling) == sizeof(int), "choice fields are int");
 
 enum ftype { F_INT, F_REAL, F_BOOL, F_TEXT, F_CHOICE };
 
@@ -84,7 +85,7 @@ static const struct field preset_fields[] = {
     NUM("causal/strength", F_REAL, PF(causal.strength), 0, 1),
     NUM("causal/finish_logit", F_REAL, PF(causal.finish_logit), -10, 10),
     NUM("causal/tokens_log", F_REAL, PF(causal.tokens_log), -5, 5),
-    {"dynamic_sampling", F_BOOL, PF(dynamic_sampling), 0, 0, NULL, true},
+    {"dynamic_sampling", F_CHOICE, PF(dynamic_sampling), 0, 0, spec_dynamic_sampling_names, true},
     {"drift/enabled", F_BOOL, PF(drift.enabled), 0, 0, NULL, true},
     {"drift/versions", F_INT, PF(drift.versions), 1, 1e9, NULL, true},
     {"drift/generated_scale", F_REAL, PF(drift.generated_scale), 0.01, 100, NULL, true},

@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "libra/libra.h"
+#include "spec/config.h"
 #include "trace/trace.h"
 
 #define WORKLOAD_NAME_MAX 48
@@ -143,7 +144,9 @@ struct workload_preset {
         double tokens_log;
     } causal;
 
-    bool dynamic_sampling; /* groups whose rewards are all equal are marked filtered */
+    /* the recipe's dynamic sampling (rl.dynamic_sampling's default): when not off, groups whose
+     * rewards are all equal are marked filtered */
+    enum spec_dynamic_sampling dynamic_sampling;
 
     /* Drift over policy versions: ramps linearly from version 0 to `versions`, then holds. */
     struct {

@@ -84,10 +84,11 @@ void workload_group_traj(const struct workload_gen *g, int64_t index, int64_t sa
                          int64_t version, struct trace_traj *out, struct arena *a);
 
 /*
- * Dynamic sampling (DAPO): whether preset w asks for it and the n trajectories of one group
- * (n >= 1) all have the same reward, so that the group is not trained. Reads only.
+ * Dynamic sampling (DAPO): whether sampling ds is on (the experiment's rl.dynamic_sampling, or a
+ * preset's own) and the n trajectories of one group (n >= 1) all have the same reward, so that
+ * the group is not trained. Reads only.
  */
-bool workload_group_filtered(const struct workload_preset *w, const struct trace_traj *group,
+bool workload_group_filtered(enum spec_dynamic_sampling ds, const struct trace_traj *group,
                              size_t n);
 
 /*
@@ -95,7 +96,7 @@ bool workload_group_filtered(const struct workload_preset *w, const struct trace
  * (truncated ones keep their status; they are dropped with the group). Returns true when the
  * group was filtered.
  */
-bool workload_filter_group(const struct workload_preset *w, struct trace_traj *group, size_t n);
+bool workload_filter_group(enum spec_dynamic_sampling ds, struct trace_traj *group, size_t n);
 
 /* Per-trajectory lengths and tool time: what the planner needs from a workload. */
 struct workload_length {
@@ -110,9 +111,11 @@ struct workload_length {
  * run has fewer steps than the sample batches), so that the sample spans a drifting workload
  * as the run does; each holds the groups a run launches first for that step (prompts in the order
  * workload_prompt_for gives, policy version = step; `libra trace gen` writes the same), each group
- * judged by workload_filter_group. A pure function of its arguments; out has n elements.
+ * judged by workload_filter_group under ds. A pure function of its arguments; out has n
+ * elements.
  */
-void workload_lengths(const struct workload_preset *w, uint64_t seed, size_t batch, size_t samples,
-                      size_t steps, size_t n, struct workload_length *out);
+void workload_lengths(const struct workload_preset *w, enum spec_dynamic_sampling ds, uint64_t seed,
+                      size_t batch, size_t samples, size_t steps, size_t n,
+                      struct workload_length *out);
 
 #endif

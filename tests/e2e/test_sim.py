@@ -74,6 +74,34 @@ def test_same_seed_same_bytes_and_seed_matters():
     assert json.loads(c)["seed"] == 8 and c != a
 
 
+def test_dynamic_sampling_fills_the_batch_by_its_recipe():
+    """rl.dynamic_sampling decides how a colocated step fills its batch (docs/sim.md "Modes"):
+    off trains every group; regenerate launches the missing groups again and never more;
+    gen_batch (verl's DAPO recipe) runs rounds of rl.gen_batch_factor batches to their end, the
+    kept groups beyond the batch wasted as surplus; over-provisioning on top of it is refused."""
+    base = ("--workload", "dapo-math-verl", "--batch", "64", "--steps", "3", "--set",
+            "sim.modes=colocated", "--set", "sim.colocated_tp=4", "--json")
+
+    def run(*sets):
+        args = [a for s in sets for a in ("--set", s)]
+        return json.loads(sim(*base, *args).stdout)["modes"]["colocated"]["run"]
+
+    off = run("rl.dynamic_sampling=off")
+    regenerate = run("rl.dynamic_sampling=regenerate")
+    gen_batch = run()  # the preset's recipe
+    for r in (off, regenerate, gen_batch):
+        assert r["trajectories"] == 64 and r["wasted_tokens"]["aborted"] == 0
+    assert off["wasted_tokens"]["filtered"] == 0 and off["wasted_tokens"]["surplus"] == 0
+    assert regenerate["wasted_tokens"]["filtered"] > 0
+    assert regenerate["wasted_tokens"]["surplus"] == 0
+    assert gen_batch["wasted_tokens"]["filtered"] > 0 and gen_batch["wasted_tokens"]["surplus"] > 0
+    assert gen_batch["generated_tokens"] > 2 * off["generated_tokens"]  # 3 batches a round
+    one = run("rl.gen_batch_factor=1")
+    assert one["generated_tokens"] < gen_batch["generated_tokens"]
+    p = sim(*base, "--set", "rl.overprovision_frac=0.1", check=False)
+    assert p.returncode == 2 and "already the over-provisioning" in p.stderr
+
+
 def test_router_takes_the_sched_config():
     """The simulator's C-MLFQ reads sched.shrink_visits as route eval does (the reference R2E
     layout has four buckets, so the estimate moves trajectories)."""

@@ -374,6 +374,50 @@ static void test_dynamic_sampling_rolls_out_more(void **state)
     brute_case_free(&bc);
 }
 
+/* A colocated step's rollout is the mean over sample batches of their rounds' makespans as
+ * dynamic sampling expects them (plan/sampling.h): one round without it or when every group is
+ * kept; more with either rule when some are dropped. */
+static void test_colocated_rollout_charges_the_rounds(void **state)
+{
+    (void)state;
+    struct brute_case bc;
+    brute_case_make(&bc, &presets, &settings, 7, 32);
+    bool *half = calloc(bc.p.sample.n, sizeof *half);
+    for (size_t i = 0; i < bc.p.sample.n; i++) /* every other group dropped */
+        half[i] = i / (size_t)bc.cfg.rl.samples % 2 == 1;
+    const enum spec_dynamic_sampling modes[] = {SPEC_DS_OFF, SPEC_DS_REGENERATE, SPEC_DS_GEN_BATCH};
+    double t[3][2]; /* by mode, without and with the dropped groups */
+    bc.cfg.rl.gen_batch_factor = 1;
+    for (int m = 0; m < 3; m++)
+        for (int with = 0; with < 2; with++) {
+            bc.cfg.rl.dynamic_sampling = modes[m];
+            struct cost_shape sh;
+            struct plan_roll roll;
+            roll_of(&bc, with ? half : NULL, &sh, &roll);
+            assert_float_equal(roll.rounds,
+                               plan_expected_rounds(&roll.job.sampling, roll.job.kept_share), 0);
+            int c[PLAN_NTP] = {0, 0, 0, 1};
+            struct plan_roll_score sc;
+            plan_roll_score(&roll, c, true, NAN, 1.0, &sc);
+            t[m][with] = sc.t_s;
+            plan_roll_free(&roll);
+        }
+    assert_float_equal(t[0][1], t[0][0], 0); /* off: the batch once */
+    assert_float_equal(t[1][0], t[0][0], 0); /* everything kept: one round */
+    assert_float_equal(t[2][0], t[0][0], 0); /* a generation batch of one batch */
+    assert_true(t[1][1] > t[0][0] && t[2][1] > t[0][0]);
+    bc.cfg.rl.gen_batch_factor = 3; /* three batches a round: more work, fewer rounds */
+    struct cost_shape sh;
+    struct plan_roll roll;
+    roll_of(&bc, half, &sh, &roll);
+    struct plan_sampling one = roll.job.sampling;
+    one.factor = 1;
+    assert_true(roll.rounds < plan_expected_rounds(&one, roll.job.kept_share));
+    plan_roll_free(&roll);
+    free(half);
+    brute_case_free(&bc);
+}
+
 /* With plan.gap_tolerance, the plan is within the tolerance of the brute force's optimum and
  * its stated gap covers the real one. */
 static void test_gap_tolerance_bounds_the_plan(void **state)
@@ -614,6 +658,7 @@ int main(void)
         cmocka_unit_test(test_async_terms),
         cmocka_unit_test(test_span_bound_random),
         cmocka_unit_test(test_dynamic_sampling_rolls_out_more),
+        cmocka_unit_test(test_colocated_rollout_charges_the_rounds),
         cmocka_unit_test(test_invariants_random),
         cmocka_unit_test(test_pin_restricts_the_space),
         cmocka_unit_test(test_bad_input),

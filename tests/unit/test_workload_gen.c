@@ -307,9 +307,9 @@ static void test_filter_group(void **state)
     struct trace_traj group[3] = {{.finish = TRACE_FINISH_COMPLETED, .reward = 1},
                                   {.finish = TRACE_FINISH_TRUNCATED, .reward = 1},
                                   {.finish = TRACE_FINISH_COMPLETED, .reward = 1}};
-    assert_false(workload_filter_group(preset("r2e-gym"), group, 3)); /* not asked for */
+    assert_false(workload_filter_group(preset("r2e-gym")->dynamic_sampling, group, 3)); /* off */
     assert_int_equal(group[0].finish, TRACE_FINISH_COMPLETED);
-    const struct workload_preset *v = preset("dapo-math-verl");
+    enum spec_dynamic_sampling v = preset("dapo-math-verl")->dynamic_sampling;
     assert_true(workload_filter_group(v, group, 3));
     assert_int_equal(group[0].finish, TRACE_FINISH_FILTERED);
     assert_int_equal(group[1].finish, TRACE_FINISH_TRUNCATED);
@@ -327,11 +327,12 @@ static void test_group_filtered_reads_only(void **state)
                                        {.finish = TRACE_FINISH_TRUNCATED, .reward = 1}};
     const struct trace_traj mixed[2] = {{.finish = TRACE_FINISH_COMPLETED, .reward = 1},
                                         {.finish = TRACE_FINISH_COMPLETED, .reward = 0}};
-    const struct workload_preset *v = preset("dapo-math-verl");
+    enum spec_dynamic_sampling v = preset("dapo-math-verl")->dynamic_sampling;
     assert_true(workload_group_filtered(v, same, 2));
-    assert_int_equal(same[0].finish, TRACE_FINISH_COMPLETED); /* judged, not marked */
+    assert_true(workload_group_filtered(SPEC_DS_REGENERATE, same, 2)); /* either rule judges */
+    assert_int_equal(same[0].finish, TRACE_FINISH_COMPLETED);          /* judged, not marked */
     assert_false(workload_group_filtered(v, mixed, 2));
-    assert_false(workload_group_filtered(preset("r2e-gym"), same, 2)); /* not asked for */
+    assert_false(workload_group_filtered(SPEC_DS_OFF, same, 2));
     assert_true(workload_group_filtered(v, mixed, 1)); /* one sample: nothing to compare */
 }
 
@@ -405,8 +406,9 @@ static void test_lengths_match_generator(void **state)
     struct workload_length l[N], again[N];
     int with_tools = 0;
     size_t batch = (size_t)w->batch_trajectories, samples = (size_t)w->samples;
-    workload_lengths(w, 1, batch, samples, N / batch, N, l); /* one step per batch: in order */
-    workload_lengths(w, 1, batch, samples, N / batch, N, again);
+    workload_lengths(w, w->dynamic_sampling, 1, batch, samples, N / batch, N,
+                     l); /* one step per batch: in order */
+    workload_lengths(w, w->dynamic_sampling, 1, batch, samples, N / batch, N, again);
     for (int i = 0; i < N; i++) {
         assert_memory_equal(&l[i].len, &again[i].len, sizeof l[i].len);
         assert_int_equal(l[i].filtered, again[i].filtered);

@@ -59,7 +59,7 @@ static void test_builtins_and_caps(void **state)
     assert_int_equal(v->samples, 16);
     assert_int_equal(v->max_turns, 1);
     assert_int_equal(v->max_generated_tokens, 20480);
-    assert_true(v->dynamic_sampling);
+    assert_int_equal(v->dynamic_sampling, SPEC_DS_GEN_BATCH);
     const struct workload_preset *r = workload_preset_find(&p, "r2e-gym");
     assert_int_equal(r->prompts, 4578);
     assert_int_equal(r->max_turns, 12);

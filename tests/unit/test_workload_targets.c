@@ -134,7 +134,7 @@ static const struct workload_preset *draw(const char *name)
         int64_t prompt = workload_prompt_for(&g, k / w->prompts, k % w->prompts);
         for (int64_t s = 0; s < w->samples; s++)
             workload_gen_traj(&g, prompt, s, k / per_step, &group[s], &a);
-        identical += workload_filter_group(w, group, (size_t)w->samples);
+        identical += workload_filter_group(w->dynamic_sampling, group, (size_t)w->samples);
         for (int64_t s = 0; s < w->samples; s++) {
             S.at_turn_cap += (int64_t)group[s].n_turns == w->max_turns;
             add_traj(&group[s], (size_t)(k * w->samples + s));
