@@ -62,6 +62,16 @@ static const struct spec_model ref_models[] = {
                                 .head_dim = 128,
                                 .ffn = 22016,
                                 .vocab = 32000},
+    [COST_REF_QWEN3_30B_A3B] = {.name = "qwen3-30b-a3b",
+                                .layers = 48,
+                                .hidden = 2048,
+                                .heads = 32,
+                                .kv_heads = 4,
+                                .head_dim = 128,
+                                .vocab = 151936,
+                                .experts = 128,
+                                .top_k = 8,
+                                .expert_ffn = 768},
 };
 
 static const struct spec_hardware ref_hardware[] = {
@@ -597,6 +607,45 @@ static void train_rows(struct rows *r)
             false);
 }
 
+/* MoE training, against a published pre-training throughput: NeMo AutoModel's Qwen3 MoE 30B on
+ * one DGX-H100 (BF16, EP 8, FSDP 8, 512 sequences of 4,096 tokens per step in micro-batches of 4,
+ * one optimizer step; 21.77 s per step, 327 model TFLOP/s per GPU), costed as the cost model
+ * costs an MoE: dense with its active parameters, no expert all-to-all, at the default MFU, on
+ * the same layout (ZeRO-3 over the 8 GPUs, no recompute: the published TFLOP/s count 6N). */
+static void moe_train_row(struct rows *r)
+{
+    enum { SEQS = 512, SEQ_TOKENS = 4096, GPUS = 8 };
+    struct cost_train_params p;
+    struct cost_shape s;
+    cost_train_params_default(&p);
+    cost_shape_init(&s, &ref_models[COST_REF_QWEN3_30B_A3B]);
+    uint32_t tokens[SEQS];
+    for (size_t i = 0; i < SEQS; i++)
+        tokens[i] = SEQ_TOKENS;
+    struct cost_train_seqs seqs;
+    struct cost_train_scratch sc = {0};
+    struct cost_train_load load;
+    struct cost_train_step st = {0};
+    struct cost_train_config c = {.tp = 1,
+                                  .pp = 1,
+                                  .cp = 1,
+                                  .dp = GPUS,
+                                  .micro_batch_tokens = 4.0 * SEQ_TOKENS,
+                                  .minibatches = 1,
+                                  .zero_stage = 3};
+    cost_train_seqs_init(&seqs, &s, tokens, SEQS);
+    cost_train_deal(&seqs, &s, GPUS, 1, c.micro_batch_tokens, false, &sc, &load);
+    cost_train_step_time(&s, &ref_hardware[COST_REF_H100], &p, &c, &load, &st);
+    add_row(r, "train.moe.qwen3-30b-a3b.h100.8",
+            "Qwen3-30B-A3B step, 8 H100, EP 8 / FSDP 8, 512 x 4096 tokens (MoE as dense active)",
+            "s",
+            "NeMo AutoModel performance summary (DGX-H100 BF16 pre-training, Qwen3 MoE 30B), "
+            "github.com/NVIDIA-NeMo/Automodel docs/performance-summary.md",
+            21.77, st.step_s, 0.25, false);
+    cost_train_scratch_free(&sc);
+    cost_train_seqs_free(&seqs);
+}
+
 size_t cost_calibration_rows(struct cost_calib_row *rows, size_t cap)
 {
     struct rows r = {rows, 0, cap};
@@ -605,6 +654,7 @@ size_t cost_calibration_rows(struct cost_calib_row *rows, size_t cap)
     rollout_check_rows(&r);
     lifecycle_rows(&r);
     train_rows(&r);
+    moe_train_row(&r);
     return r.n;
 }
 

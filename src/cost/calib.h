@@ -19,14 +19,15 @@
 #include "cost/train.h"
 #include "spec/preset.h"
 
-/* Reference shapes of calibration.md §2 and §2.2 (the last two are test-only proxies of Vidur's
- * profiled models). */
+/* Reference shapes of calibration.md §2 and §2.2 (Llama-3-8B and CodeLlama-34B are test-only
+ * proxies of Vidur's profiled models; Qwen3-30B-A3B, §2, is the MoE of the training check). */
 enum cost_ref_model {
     COST_REF_QWEN25_7B,
     COST_REF_QWEN25_14B,
     COST_REF_QWEN25_32B,
     COST_REF_LLAMA3_8B,
     COST_REF_CODELLAMA_34B,
+    COST_REF_QWEN3_30B_A3B,
 };
 
 /* Reference GPUs of calibration.md §3.1, §2.1, §3.2 and §6 (H20's network values are the

@@ -44,8 +44,9 @@ static void test_evidence_lands_in_its_bands(void **state)
             assert_int_equal(r->status, want);
         }
     }
-    /* 3 decode rows, 8 Vidur H100 rows, 2 training ratios; 2 fit points */
-    assert_int_equal(banded, 13);
+    /* 3 decode rows, 8 Vidur H100 rows, 2 training ratios, the MoE training step; 2 fit
+     * points */
+    assert_int_equal(banded, 14);
     assert_int_equal(fitted, 2);
     free(rows);
 }
