@@ -250,8 +250,15 @@ static char *text_output(const struct libra_config *cfg, const struct api_planne
             cfg->rl.max_staleness);
     fprintf(out,
             "length sample: %s, %zu trajectories (%d batches), %.1f s of tool time per "
-            "trajectory on average\n\n",
+            "trajectory on average\n",
             pl->source, r->sample_n, r->batches, r->tool_s_mean);
+    if (cfg->rl.dynamic_sampling != SPEC_DS_OFF)
+        fprintf(out,
+                "dynamic sampling %s: %.1f %% of the sample's groups kept; %.2f generation "
+                "rounds per step expected when colocated\n",
+                spec_dynamic_sampling_names[cfg->rl.dynamic_sampling], 100.0 * r->kept_share,
+                r->gen_rounds);
+    fputc('\n', out);
     if (!r->feasible) {
         fprintf(out, "no feasible plan: %s\n", plan_why_text(r->why));
     } else {

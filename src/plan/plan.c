@@ -209,6 +209,8 @@ static void result_begin(const struct plan_problem *p, struct plan_result *out)
 static void search_into(struct plan_solver *s, struct plan_result *out)
 {
     out->batches = (int)s->roll.batches;
+    out->kept_share = s->roll.job.kept_share;
+    out->gen_rounds = s->roll.rounds;
     const struct plan_split *sp = NULL;
     size_t layout = 0;
     int counts[PLAN_NTP] = {0};
@@ -372,10 +374,11 @@ const char *plan_async_bound(const struct plan_result *r)
 json_t *plan_result_to_json(const struct plan_result *r)
 {
     json_t *o =
-        json_pack("{s:b, s:s, s:i, s:i, s:{s:I, s:i, s:f}, s:o}", "feasible", r->feasible, "mode",
-                  r->colocated ? "colocated" : "async", "gpus", r->gpus, "gpus_per_node",
+        json_pack("{s:b, s:s, s:i, s:i, s:{s:I, s:i, s:f, s:f, s:f}, s:o}", "feasible", r->feasible,
+                  "mode", r->colocated ? "colocated" : "async", "gpus", r->gpus, "gpus_per_node",
                   r->gpus_per_node, "sample", "trajectories", (json_int_t)r->sample_n, "batches",
-                  r->batches, "tool_s_mean", r->tool_s_mean, "search", stats_json(&r->stats));
+                  r->batches, "tool_s_mean", r->tool_s_mean, "kept_share", r->kept_share,
+                  "generation_rounds", r->gen_rounds, "search", stats_json(&r->stats));
     if (!r->feasible) {
         json_object_set_new(o, "why", json_string(plan_why_text(r->why)));
         return o;

@@ -247,6 +247,8 @@ struct plan_result {
     size_t sample_n;
     int batches;        /* whole batches in the sample */
     double tool_s_mean; /* the sample's tool time per trajectory, seconds (0 without tool_s) */
+    double kept_share;  /* the sample's trajectories that train (dynamic sampling drops the rest) */
+    double gen_rounds;  /* a synchronous step's expected generation rounds (plan/sampling.h) */
 };
 
 /*

@@ -111,6 +111,23 @@ def test_json_document_is_consistent():
     assert sum(counts.values()) == roll["instance_count"]
 
 
+def test_the_plan_says_what_dynamic_sampling_keeps():
+    """Under dynamic sampling the plan names the rule, the share of the sample's groups kept
+    and a colocated step's expected generation rounds; without it every group is kept."""
+    args = ("--workload", "dapo-math-verl", "--model", "qwen2.5-7b", "--gpus", "32", "--batch",
+            "1024", "--set", "plan.verify_candidates=0")
+    sample = plan_json(*args)[1]["sample"]
+    assert 0 < sample["kept_share"] < 1 and sample["generation_rounds"] >= 1
+    assert "dynamic sampling gen_batch: " in run("plan", *args).stdout
+    _, colocated = plan_json(*args, "--set", "plan.mode=colocated", "--set",
+                             "rl.dynamic_sampling=regenerate")
+    assert colocated["sample"]["generation_rounds"] > 1  # the missing groups, each its tail
+    _, off = plan_json(*args, "--set", "rl.dynamic_sampling=off")
+    assert off["sample"]["kept_share"] == 1 and off["sample"]["generation_rounds"] == 1
+    assert "dynamic sampling" not in run("plan", *args, "--set",
+                                         "rl.dynamic_sampling=off").stdout
+
+
 def test_plan_and_sim_plan_on_one_sample():
     """libra plan and libra sim's libra mode plan on the same length sample (the fewest whole
     batches holding 256 trajectories, at most 8, spread over the run's steps), so they predict
