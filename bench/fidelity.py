@@ -5,6 +5,10 @@ random experiments from a seeded generator (docs/planner.md §7).
   fidelity  the analytic prediction (plan.verify_candidates 0) against a full-length
             simulation: libra sim's libra mode on sim.seed 2 while the planner's length sample
             is drawn at plan.sample_seed 1; the ratio simulated / predicted step
+  colocated the planner's colocated plan of each TP size (plan.mode colocated, plan.tp_pattern
+            of that size, no verification) against the simulator's colocated mode pinned to
+            the same TP for the experiment's whole length on sim.seed 2; the ratio simulated /
+            predicted step per TP size
   wins      libra's verified plan, the analytic plan, the tuned async split and colocated, in
             trained tokens/s on seeds 2-4 (--seed-list; medians), the length sample at seed 1
             and the verification on a seed derived from each run's; the planner free (an
@@ -17,6 +21,7 @@ job cannot run) is reported with its error and replaced by the next draw.
 
   bench/fidelity.py fidelity --random 30 [--libra build/release/libra] [--seed 1]
   bench/fidelity.py wins --random 30
+  bench/fidelity.py colocated --random 30
 """
 
 import argparse
@@ -91,6 +96,25 @@ def fidelity(libra, path, jobs):
             "layout": f"{mode['layout']['train_gpus']} + {mode['layout']['instances']}"}, None
 
 
+def colocated(libra, path, jobs):
+    """simulated / predicted step of the colocated plan of each TP size the planner finds."""
+    out = {}
+    for tp in (1, 2, 4, 8):
+        pattern = ",".join([str(tp)] * (8 // tp))
+        p = subprocess.run([libra, "plan", path, "--json", "--set", "plan.mode=colocated", "--set",
+                            f"plan.tp_pattern={pattern}", "--set", "plan.verify_candidates=0",
+                            "--set", "plan.sample_seed=1"], capture_output=True, text=True)
+        if p.returncode != 0 or not json.loads(p.stdout)["feasible"]:
+            continue
+        predicted = json.loads(p.stdout)["objective"]["step_s"]
+        doc, err = run_libra(libra, path, ["--set", "sim.modes=colocated", "--set",
+                                           f"sim.colocated_tp={tp}", "--seed", "2"], jobs)
+        if err:
+            continue
+        out[f"tp{tp}"] = doc["modes"]["colocated"]["run"]["mean_step_s"] / predicted
+    return (out, None) if out else (None, "no colocated plan both plans and simulates")
+
+
 def cells_by_mode(doc):
     """Trained tokens/s per mode for each seed of a --seed-list sweep document."""
     out = {}
@@ -135,7 +159,7 @@ def experiments(args):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("what", choices=["fidelity", "wins"])
+    ap.add_argument("what", choices=["fidelity", "colocated", "wins"])
     ap.add_argument("--random", type=int, default=30, help="random experiments wanted")
     ap.add_argument("--seed", type=int, default=1, help="the generator's seed")
     ap.add_argument("--libra", default=os.path.join(SOURCE, "build", "release", "libra"))
@@ -144,7 +168,7 @@ def main():
                     help="the default and the random experiments, not examples/")
     args = ap.parse_args()
     args.random_draws = 10 * args.random + 10
-    measure = fidelity if args.what == "fidelity" else wins
+    measure = {"fidelity": fidelity, "colocated": colocated, "wins": wins}[args.what]
     kept_random, rows = 0, []
     with tempfile.TemporaryDirectory() as tmp:
         for name, desc, exp in experiments(args):
@@ -172,8 +196,9 @@ def main():
 def summary(what, rows):
     ok = [r for r in rows if r["result"]]
     print(f"\n{len(ok)} experiments measured, {len(rows) - len(ok)} refused", file=sys.stderr)
-    if what == "fidelity":
-        ratios = [r["result"]["ratio"] for r in ok]
+    if what in ("fidelity", "colocated"):
+        ratios = [x for r in ok for x in ([r["result"]["ratio"]] if what == "fidelity"
+                                          else r["result"].values())]
         inside = sum(0.75 <= x <= 1.25 for x in ratios)
         print(f"simulated / predicted step: median {statistics.median(ratios):.2f}, "
               f"{inside} of {len(ratios)} within ±25 %", file=sys.stderr)

@@ -104,6 +104,10 @@ static void view_build(struct plan_view *v, const struct plan_roll *r, const uin
                        size_t m)
 {
     v->m = m;
+    v->gen_prefix = xmallocarray(m + 1, sizeof *v->gen_prefix);
+    v->gen_prefix[0] = 0.0;
+    for (size_t k = 0; k < m; k++)
+        v->gen_prefix[k + 1] = v->gen_prefix[k] + r->gen[ranks[k]];
     for (int t = 0; t < PLAN_NTP; t++) {
         v->prefix[t] = xmallocarray(m + 1, sizeof **v->prefix);
         v->next_bad[t] = xmallocarray(m + 1, sizeof **v->next_bad);
@@ -129,6 +133,7 @@ static void view_build(struct plan_view *v, const struct plan_roll *r, const uin
 
 static void view_free(struct plan_view *v)
 {
+    free(v->gen_prefix);
     for (int t = 0; t < PLAN_NTP; t++) {
         free(v->prefix[t]);
         free(v->next_bad[t]);
@@ -879,8 +884,13 @@ static double batch_makespan(const struct plan_roll *r, size_t b, const int c[PL
         span = fmax(span, scale * (v->prefix[t][pb] - v->prefix[t][pa]) / c[t]);
         if (!with_latency)
             continue;
+        /* the longest generation runs on while the band's shorter ones finish: over its life
+         * the decode batch averages its start times the band's mean over its longest
+         * generated tokens (the async model's decay, §2.4) */
         uint32_t last = ranks[pb - 1];
-        double conc = fmin(ceil(scale * (double)(pb - pa) / c[t]), r->bcap[t][last]);
+        double n = (double)(pb - pa),
+               decay = (v->gen_prefix[pb] - v->gen_prefix[pa]) / (n * r->gen[last]);
+        double conc = fmax(1.0, fmin(ceil(scale * n / c[t]), r->bcap[t][last]) * decay);
         double tau = cost_decode_time(&r->pre[t], conc, conc * r->cbar[last]);
         span = fmax(span, latency_s(r->gen[last], tau, r->prefill[t][last], r->tool_s[last]));
     }

@@ -31,6 +31,7 @@
 struct plan_view {
     size_t m;
     double *prefix[PLAN_NTP];     /* m + 1 prefix sums of work, instance-seconds */
+    double *gen_prefix;           /* m + 1 prefix sums of generated tokens */
     uint32_t *next_bad[PLAN_NTP]; /* m + 1: first position >= i whose context does not fit
                                    * TP's KV (m when none) */
     double wmin[1 << PLAN_NTP];   /* by TP subset: Σ min over its TPs of TP·work (GPU-s) */
