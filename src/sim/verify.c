@@ -210,24 +210,26 @@ static bool first_of_kind(const struct candidate *c, size_t i)
 }
 
 /*
- * Keeps the first keep of c[0, n) (sorted by prediction) and, ranked below them, every colocated
- * plan (one per TP size) and the best ranked plan of each kind of fleet near the optimum's split
- * (first_of_kind); returns how many are kept, sorted, the others after them. The analytic step
- * rates colocated plans worse than the simulator does where one batch's rollout fills the whole
- * cluster (docs/planner.md §8), and misranks TP sizes against each other on some jobs (§7.2:
- * random-7's TP4 fleets near its optimum's split ranked 18th and below), so ranking alone can
- * leave a winning kind unsimulated; taking the places of ranked plans would drop the split that
- * wins elsewhere.
+ * Keeps the first keep disaggregated plans of c[0, n) (sorted by prediction) and, in their
+ * order, every colocated plan (one per TP size) and the best ranked plan of each kind of fleet
+ * near the optimum's split (first_of_kind); returns how many are kept, sorted, the others after
+ * them. The colocated plans, another mode with its own step model, are always simulated, so
+ * they take no place of a disaggregated one; the analytic step misranks TP sizes against each
+ * other on some jobs (docs/planner.md §7.2: random-7's TP4 fleets near its optimum's split
+ * ranked 18th and below), so ranking alone can leave a winning kind unsimulated; taking the
+ * places of ranked plans would drop the split that wins elsewhere.
  */
 static size_t keep_diverse(struct candidate *c, size_t n, size_t keep)
 {
     struct candidate *sorted = xmallocarray(n ? n : 1, sizeof *c);
     memcpy(sorted, c, n * sizeof *c);
     bool *kept = xcalloc(n ? n : 1, sizeof *kept);
-    size_t k = 0;
-    for (size_t i = 0; i < n; i++)
-        if ((kept[i] = i < keep || sorted[i].colocated || first_of_kind(sorted, i)))
+    size_t k = 0, ranked = 0; /* disaggregated plans seen */
+    for (size_t i = 0; i < n; i++) {
+        bool in_top = !sorted[i].colocated && ranked++ < keep;
+        if ((kept[i] = in_top || sorted[i].colocated || first_of_kind(sorted, i)))
             c[k++] = sorted[i];
+    }
     size_t dropped = k;
     for (size_t i = 0; i < n; i++)
         if (!kept[i])
