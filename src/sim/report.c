@@ -431,13 +431,17 @@ char *sim_experiment_text(const struct sim_experiment *e, const struct libra_con
     const struct spec_rl_config *rl = &cfg->rl;
     strbuf_printf(&b,
                   "libra sim: %s on %s, %d x %s; batch %d (%d x %d), %d steps (%d warm-up), "
-                  "staleness %d, weights every %d steps by %s + %s; seed %lld\n\n",
+                  "staleness %d, weights every %d steps by %s + %s",
                   cfg->workload.trace[0] ? cfg->workload.trace : cfg->workload.name,
                   cfg->model.name, cfg->cluster.gpus, cfg->cluster.hardware, rl->batch_trajectories,
                   rl->batch_trajectories / rl->samples, rl->samples, rl->steps,
                   cfg->sim.warmup_steps < rl->steps ? cfg->sim.warmup_steps : 0, rl->max_staleness,
-                  rl->sync_interval, sync_names[rl->sync_mode], transport_names[rl->transport],
-                  (long long)cfg->sim.seed);
+                  rl->sync_interval, sync_names[rl->sync_mode], transport_names[rl->transport]);
+    if (rl->dynamic_sampling == SPEC_DS_GEN_BATCH)
+        strbuf_printf(&b, "; dynamic sampling: rounds of %d batches", rl->gen_batch_factor);
+    else if (rl->dynamic_sampling == SPEC_DS_REGENERATE)
+        strbuf_printf(&b, "; dynamic sampling: the missing groups regenerated");
+    strbuf_printf(&b, "; seed %lld\n\n", (long long)cfg->sim.seed);
     strbuf_printf(&b, "%-10s %-36s %10s %8s %8s %7s %7s %7s %7s\n", "mode", "layout", "tokens/s",
                   "traj/s", "step s", "roll %", "train %", "tail %", "disc %");
     for (int i = 0; i < e->n; i++) {

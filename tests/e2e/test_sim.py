@@ -100,6 +100,10 @@ def test_dynamic_sampling_fills_the_batch_by_its_recipe():
     assert one["generated_tokens"] < gen_batch["generated_tokens"]
     p = sim(*base, "--set", "rl.overprovision_frac=0.1", check=False)
     assert p.returncode == 2 and "already the over-provisioning" in p.stderr
+    text = [a for a in base if a != "--json"]
+    assert "; dynamic sampling: rounds of 3 batches; seed 1" in sim(*text).stdout.splitlines()[0]
+    off = sim(*text, "--set", "rl.dynamic_sampling=off").stdout.splitlines()[0]
+    assert "dynamic sampling" not in off
 
 
 def test_router_takes_the_sched_config():
