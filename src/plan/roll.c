@@ -240,10 +240,6 @@ void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const doub
         r->ctx_max = fmax(r->ctx_max, p + g + u);
     }
     free(keys);
-    r->gen_prefix = xmallocarray(r->m + 1, sizeof *r->gen_prefix);
-    r->gen_prefix[0] = 0.0;
-    for (size_t k = 0; k < r->m; k++)
-        r->gen_prefix[k + 1] = r->gen_prefix[k] + r->gen[k];
 
     for (int t = 0; t < PLAN_NTP; t++) {
         int tp = 1 << t;
@@ -299,7 +295,6 @@ void plan_roll_free(struct plan_roll *r)
         free(r->lam_min[mask]);
         free(r->tail_ranks[mask]);
     }
-    free(r->gen_prefix);
     free(r->turn_ranks);
     view_free(&r->all);
     for (size_t b = 0; b < r->batches && r->bview; b++)
@@ -517,7 +512,7 @@ static struct band_run band_run(const struct plan_roll *r, const double c[PLAN_N
     if (c[t] == 0)
         return run;
     if (lo < hi) {
-        double gsum = r->gen_prefix[hi], pf = r->prefill_prefix[t][hi], n = hi - lo;
+        double gsum = r->all.gen_prefix[hi], pf = r->prefill_prefix[t][hi], n = hi - lo;
         if (lo > 0) {
             gsum = pf = 0.0;
             for (uint32_t k = lo; k < hi; k++) {

@@ -31,7 +31,7 @@
 struct plan_view {
     size_t m;
     double *prefix[PLAN_NTP];     /* m + 1 prefix sums of work, instance-seconds */
-    double *gen_prefix;           /* m + 1 prefix sums of generated tokens */
+    double *gen_prefix;           /* m + 1 prefix sums of generated tokens, rank by rank */
     uint32_t *next_bad[PLAN_NTP]; /* m + 1: first position >= i whose context does not fit
                                    * TP's KV (m when none) */
     double wmin[1 << PLAN_NTP];   /* by TP subset: Σ min over its TPs of TP·work (GPU-s) */
@@ -78,21 +78,20 @@ struct plan_roll {
     double k1;               /* staleness window in steps: rl.max_staleness + 1 */
     uint32_t *idx;           /* rank → sample index (sorted by generated tokens, ties by index) */
     double *gen;             /* generated tokens by rank */
-    double *gen_prefix;      /* m + 1 prefix sums of gen, summed rank by rank from 0 */
     double *cbar;            /* mean resident context by rank, tokens */
     double *tool_s;          /* tool time by rank, seconds */
     double ctx_max;          /* longest context of the sample, tokens */
     bool usable[PLAN_NTP];   /* TP divides the heads, weights fit, fits a node */
     bool fits_all[PLAN_NTP]; /* usable and the longest context fits its KV */
     struct cost_rollout_pre pre[PLAN_NTP];
-    double *work[PLAN_NTP];              /* by rank: instance-seconds at the concurrency limit */
-    double *lat[PLAN_NTP];               /* by rank: latency at the concurrency limit, s */
-    double *prefill[PLAN_NTP];           /* by rank: prefill seconds */
-    double *prefill_prefix[PLAN_NTP];    /* m + 1 prefix sums of prefill, as gen_prefix */
-    double *bcap[PLAN_NTP];              /* by rank: concurrency limit, sequences */
-    double *reprefill[PLAN_NTP];         /* by rank: its mean context prefilled afresh, s */
-    double *lat1[PLAN_NTP];              /* by rank: latency alone on the instance, s */
-    double tail_lb[1 << PLAN_NTP];       /* by TP class: plan_roll_tail_lb (NAN until built) */
+    double *work[PLAN_NTP];           /* by rank: instance-seconds at the concurrency limit */
+    double *lat[PLAN_NTP];            /* by rank: latency at the concurrency limit, s */
+    double *prefill[PLAN_NTP];        /* by rank: prefill seconds */
+    double *prefill_prefix[PLAN_NTP]; /* m + 1 prefix sums of prefill, summed rank by rank from 0 */
+    double *bcap[PLAN_NTP];           /* by rank: concurrency limit, sequences */
+    double *reprefill[PLAN_NTP];      /* by rank: its mean context prefilled afresh, s */
+    double *lat1[PLAN_NTP];           /* by rank: latency alone on the instance, s */
+    double tail_lb[1 << PLAN_NTP];    /* by TP class: plan_roll_tail_lb (NAN until built) */
     uint32_t *tail_ranks[1 << PLAN_NTP]; /* by TP class: the ranks whose tail latencies
                                           * plan_roll_span_lb computes (NULL until built) */
     size_t tail_n;                       /* their count */

@@ -10,10 +10,11 @@
  *     missing (and that share more), each round waiting for its own tail;
  *   - gen_batch: verl's DAPO recipe (recipe/dapo: data.gen_batch_size, a multiple of
  *     data.train_batch_size): every round generates rl.gen_batch_factor · G groups and waits for
- *     all of them; the kept ones fill the batch in the order they finish, the rest are surplus,
- *     and another round follows while the batch is short.
+ *     all of them; the kept ones fill the batch in launch order (verl truncates its generation
+ *     batch in the dataloader's order), the rest are surplus, and another round follows while
+ *     the batch is short.
  *
- * Either stops after rl.max_gen_batches rounds and trains what it has. The asynchronous modes
+ * Both rules stop after rl.max_gen_batches rounds and train what they have. The asynchronous modes
  * have no rounds: a dropped group is replaced when it is dropped (job/job.h), and
  * plan_regenerations gives the most generations one of their groups takes, in expectation.
  *

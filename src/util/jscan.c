@@ -182,7 +182,6 @@ static inline size_t digits_from(const char *s, size_t len, size_t i)
 
 /* ---- skipping values of valid text ---------------------------------------------------------- */
 
-/* p at a string's opening quote: returns the byte after its closing quote (end if none). */
 /* Whether the quote at q is escaped: an odd run of backslashes precedes it (counted back no
  * further than from). */
 static bool quote_escaped(const char *q, const char *from)
@@ -193,6 +192,7 @@ static bool quote_escaped(const char *q, const char *from)
     return ((size_t)(q - b) & 1) != 0;
 }
 
+/* p at a string's opening quote: returns the byte after its closing quote (end if none). */
 static const char *skip_string(const char *p, const char *end)
 {
     const char *from = p + 1;
