@@ -4,9 +4,9 @@ without the pool, and the pool under the reference's signal rule, on the three p
 and the drift experiment.
 
 For each experiment runs `libra sim FILE --set sim.modes=libra --steps STEPS --seed-list SEEDS
---sweep ehp.enabled=false,true --json` and the same with `--set ehp.signal=reference` for the
-pool alone, and prints, per experiment, the median trained tokens/s over the seeds with its
-interquartile range, the ratios to libra without the pool, and the pool's decisions over the
+--sweep ehp.enabled=false,true --json` and the pool alone with `--set ehp.signal=reference`,
+and prints, per experiment, the median trained tokens/s over the seeds with its interquartile
+range, the ratios to libra without the pool, and the pool's decisions over the
 runs (joins requested, made active, returned). Markdown on stdout.
 
 usage: bench/pool.py [--libra build/release/libra] [--steps 40] [--seeds 1,2,3]
@@ -25,9 +25,9 @@ EXPERIMENTS = ["sim-r2e-gym-qwen3-14b", "sim-search-r1-qwen3-14b", "sim-dapo-mat
                "sim-drift-r2e-gym-qwen3-14b"]
 
 
-def cells(libra, path, steps, seeds, *extra):
+def cells(libra, path, steps, seeds, enabled, *extra):
     cmd = [libra, "sim", path, "--set", "sim.modes=libra", "--steps", str(steps),
-           "--seed-list", seeds, "--sweep", "ehp.enabled=false,true", "--json", *extra]
+           "--seed-list", seeds, "--sweep", "ehp.enabled=" + enabled, "--json", *extra]
     out = subprocess.run(cmd, capture_output=True, text=True)
     if out.returncode != 0:
         sys.exit(f"{' '.join(cmd)}: exit {out.returncode}: {out.stderr.strip()}")
@@ -66,8 +66,9 @@ def main():
     print("|---|---:|---:|---:|---:|---:|---:|---|---|")
     for name in EXPERIMENTS:
         path = os.path.join(ROOT, "examples", name + ".json")
-        bal = cells(args.libra, path, args.steps, args.seeds)
-        ref = cells(args.libra, path, args.steps, args.seeds, "--set", "ehp.signal=reference")
+        bal = cells(args.libra, path, args.steps, args.seeds, "false,true")
+        ref = cells(args.libra, path, args.steps, args.seeds, "true", "--set", "ehp.enabled=true",
+                    "--set", "ehp.signal=reference")
         off, on, rr = summary(bal["false"]), summary(bal["true"]), summary(ref["true"])
         print("| %s | %.0f [%.0f–%.0f] | %.0f [%.0f–%.0f] | %.0f [%.0f–%.0f] | %.2f | %.2f | %d | "
               "%d, %d, %d | %d, %d, %d |" % (

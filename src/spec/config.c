@@ -510,6 +510,75 @@ static int check_unread(const struct libra_config *cfg, const struct libra_confi
     return rc;
 }
 
+/* A key that only acts while another setting switches its mechanism on. */
+struct spec_dependent {
+    const char *key;
+    bool (*on)(const struct libra_config *cfg);
+    const char *needs; /* what switches it on, for the error */
+};
+
+static bool gen_batch_on(const struct libra_config *c)
+{
+    return c->rl.dynamic_sampling == SPEC_DS_GEN_BATCH;
+}
+
+static bool dynamic_sampling_on(const struct libra_config *c)
+{
+    return c->rl.dynamic_sampling != SPEC_DS_OFF;
+}
+
+static bool replanning_on(const struct libra_config *c)
+{
+    return c->plan.replan_interval_steps > 0 || c->plan.replan_pressure;
+}
+
+static bool failure_on(const struct libra_config *c)
+{
+    return c->sim.fail_time_s >= 0;
+}
+
+static bool pool_on(const struct libra_config *c)
+{
+    return c->ehp.enabled;
+}
+
+static const struct spec_dependent dependents[] = {
+    {"rl.gen_batch_factor", gen_batch_on, "rl.dynamic_sampling gen_batch"},
+    {"rl.max_gen_batches", dynamic_sampling_on, "rl.dynamic_sampling regenerate or gen_batch"},
+    {"plan.replan_min_gain_frac", replanning_on,
+     "plan.replan_interval_steps above 0 or plan.replan_pressure"},
+    {"plan.replan_horizon_steps", replanning_on,
+     "plan.replan_interval_steps above 0 or plan.replan_pressure"},
+    {"sim.fail_instance", failure_on, "sim.fail_time_s 0 or more"},
+    {"ehp.signal", pool_on, "ehp.enabled"},
+};
+
+/*
+ * Refuses a key given a value other than its default while the setting its mechanism needs is
+ * off (from any source): the value would change nothing.
+ */
+static int check_inert(const struct libra_config *cfg, const struct libra_config *defaults,
+                       const struct spec_config_sources *src, struct libra_error *err)
+{
+    for (size_t i = 0; i < sizeof dependents / sizeof *dependents; i++) {
+        const struct spec_dependent *d = &dependents[i];
+        if (d->on(cfg))
+            continue;
+        const struct spec_field *f = spec_field_find(fields, N_FIELDS, d->key);
+        char *set = value_text(f, cfg), *def = value_text(f, defaults);
+        bool differs = strcmp(set, def) != 0;
+        free(def);
+        if (differs) {
+            int rc = spec_config_key_error(err, src, d->key, "%s=%s has no effect without %s",
+                                           d->key, set, d->needs);
+            free(set);
+            return rc;
+        }
+        free(set);
+    }
+    return 0;
+}
+
 static int check(const struct libra_config *cfg, const struct spec_config_sources *src,
                  struct libra_error *err)
 {
@@ -595,7 +664,9 @@ int spec_config_resolve(struct libra_config *cfg, const struct spec_presets *p,
     if (cfg->cluster.gpus_per_node == 0)
         cfg->cluster.gpus_per_node = hw->gpus_per_node;
     rc = check(cfg, src, err);
-    return rc ? rc : check_unread(cfg, &defaults, src, err);
+    if (rc == 0)
+        rc = check_unread(cfg, &defaults, src, err);
+    return rc ? rc : check_inert(cfg, &defaults, src, err);
 }
 
 /* ---- output ------------------------------------------------------------------------------ */
@@ -827,6 +898,12 @@ char *spec_config_doc_markdown(void)
                  "since one experiment file serves every command (docs/cli.md). `libra config` "
                  "takes every key.\n\n");
     readers_table(out);
+    fprintf(out, "\n## Keys that act only with another setting\n\n"
+                 "A value other than its default, from any source, is refused (exit 2) while "
+                 "the setting its mechanism needs is off: it would change nothing.\n\n"
+                 "| key | acts only with |\n|---|---|\n");
+    for (size_t i = 0; i < sizeof dependents / sizeof *dependents; i++)
+        fprintf(out, "| `%s` | %s |\n", dependents[i].key, dependents[i].needs);
     fprintf(out, "\n");
     doc_presets(out);
     fclose(out);

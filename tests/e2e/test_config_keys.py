@@ -295,7 +295,9 @@ def test_outputs_changed_are_read():
 @pytest.mark.parametrize("key", sorted(CHANGES))
 def test_flag_only_for_a_key_the_command_reads(command, key):
     value = MISSING if key == "workload.trace" else CHANGES[key][0]  # stop where the others do
-    proc, code = stop_run(command, "--set", f"{key}={value}")
+    switch = [s for s in SWITCHED_ON.get(key, ()) if s.split("=")[0] in reads()[command]]
+    proc, code = stop_run(command, *[a for s in switch for a in ("--set", s)],
+                          "--set", f"{key}={value}")
     if key in reads()[command]:
         assert proc.returncode == code, proc.stderr
         assert "is not used by" not in proc.stderr
@@ -308,6 +310,60 @@ def test_flag_only_for_a_key_the_command_reads(command, key):
         readers = sorted(c for c in COMMANDS if key in reads()[c])
         named = re.findall(r"libra ([a-z ]+?)(?:,| and |\)\n)", proc.stderr.split("read by ")[1])
         assert sorted(named) == readers, proc.stderr
+
+
+# Keys that act only while another setting is on (docs/config.md "Keys that act only with
+# another setting"): settings that switch each one's mechanism on, and settings that switch it
+# off.
+SWITCHED_ON = {
+    "rl.gen_batch_factor": ("rl.dynamic_sampling=gen_batch",),
+    "rl.max_gen_batches": ("rl.dynamic_sampling=regenerate",),
+    "sim.fail_instance": ("sim.fail_time_s=100",),
+    "ehp.signal": ("ehp.enabled=true",),
+}
+SWITCHED_OFF = {
+    "rl.gen_batch_factor": ("rl.dynamic_sampling=regenerate",),
+    "rl.max_gen_batches": ("rl.dynamic_sampling=off",),
+    "plan.replan_min_gain_frac": ("plan.replan_interval_steps=0", "plan.replan_pressure=false"),
+    "plan.replan_horizon_steps": ("plan.replan_interval_steps=0", "plan.replan_pressure=false"),
+    "sim.fail_instance": (),
+    "ehp.signal": (),
+}
+
+
+def dependent_keys():
+    doc = libra("config", "doc").stdout
+    part = doc[doc.index("## Keys that act only with another setting"):].split("\n## ")[0]
+    return {line.split("`")[1] for line in part.splitlines() if line.startswith("| `")}
+
+
+def test_every_dependent_key_has_its_cases():
+    assert dependent_keys() == set(SWITCHED_OFF)
+
+
+@pytest.mark.parametrize("key", sorted(SWITCHED_OFF))
+def test_a_dependent_key_set_while_its_mechanism_is_off_is_refused(key, tmp_path):
+    """From a flag (exit 2, naming the flag) and from a file (file:line:col), by every command
+    that reads the key and by `libra config check`."""
+    off = [a for s in SWITCHED_OFF[key] for a in ("--set", s)]
+    value = CHANGES[key][0]
+    proc = libra("sim", "--steps", "1", *off, "--set", f"{key}={value}")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.startswith(f"libra: --set {key}: {key}="), proc.stderr
+    assert "has no effect without" in proc.stderr
+    section, name = key.split(".")
+    doc = {section: {name: json.loads(value) if value[0].isdigit() else value}}
+    for s in SWITCHED_OFF[key]:
+        k, v = s.split("=")
+        doc.setdefault(k.split(".")[0], {})[k.split(".")[1]] = {"true": True, "false": False}.get(
+            v, int(v) if v.isdigit() else v)
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps(doc))
+    for args in (("config", "check", str(path)), ("sim", str(path), "--steps", "1")):
+        proc = libra(*args)
+        assert proc.returncode != 0 and proc.stdout == "", proc.stderr
+        assert proc.stderr.startswith(f"libra: {path}:1:"), proc.stderr
+        assert f"{key}: {key}=" in proc.stderr and "has no effect without" in proc.stderr
 
 
 def flag_text(value):
