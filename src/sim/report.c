@@ -213,14 +213,19 @@ json_t *sim_verification_to_json(const struct sim_mode_result *mr)
     json_t *c = json_array();
     for (int i = 0; i < mr->n_verified; i++) {
         const struct sim_verified *v = &mr->verified[i];
-        json_array_append_new(
-            c, json_pack("{s:s,s:i,s:i,s:b,s:i,s:s,s:o,s:o,s:b}", "origin", v->origin, "split",
-                         v->split, "tp", v->tp, "colocated", v->colocated, "train_gpus", v->n_train,
-                         "instances", v->instances, "predicted_step_s", ujson_real(v->pred_step_s),
-                         "trained_tokens_per_s", ujson_real(v->tokens_per_s), "chosen", v->chosen));
+        json_t *o =
+            json_pack("{s:s,s:i,s:i,s:b,s:i,s:s,s:o,s:o,s:b}", "origin", v->origin, "split",
+                      v->split, "tp", v->tp, "colocated", v->colocated, "train_gpus", v->n_train,
+                      "instances", v->instances, "predicted_step_s", ujson_real(v->pred_step_s),
+                      "trained_tokens_per_s", ujson_real(v->tokens_per_s), "chosen", v->chosen);
+        if (v->raced)
+            json_object_set_new(o, "second_seed_trained_tokens_per_s",
+                                ujson_real(v->second_tokens_per_s));
+        json_array_append_new(c, o);
     }
-    return json_pack("{s:i,s:I,s:o}", "steps", mr->verify_steps, "seed",
-                     (json_int_t)mr->verify_seed, "candidates", c);
+    return json_pack("{s:i,s:I,s:I,s:o}", "steps", mr->verify_steps, "seed",
+                     (json_int_t)mr->verify_seed, "second_seed", (json_int_t)mr->race_seed,
+                     "candidates", c);
 }
 
 static json_t *planner_json(const struct sim_mode_result *mr)
@@ -476,13 +481,16 @@ char *sim_experiment_text(const struct sim_experiment *e, const struct libra_con
     for (int i = 0; i < e->n; i++)
         if (e->mode[i].run.replanning)
             replan_text(&b, &e->mode[i]);
+    int raced = 0;
+    for (int i = 0; lm && i < lm->n_verified; i++)
+        raced += lm->verified[i].raced;
     for (int i = 0; lm && i < lm->n_verified; i++)
         if (lm->verified[i].chosen)
             strbuf_printf(&b,
                           "planner verification (libra): %d of the planner's candidates "
-                          "simulated for %d steps on another seed; chose its %s plan (analytic "
-                          "rank %d)\n",
-                          lm->n_verified, lm->verify_steps, lm->verified[i].origin, i + 1);
+                          "simulated for %d steps on another seed, %d close ones again on a "
+                          "second; chose its %s plan (analytic rank %d)\n",
+                          lm->n_verified, lm->verify_steps, raced, lm->verified[i].origin, i + 1);
     strbuf_printf(&b, "\ntokens/s: generated tokens of trained trajectories per simulated second "
                       "after the warm-up;\nroll %%, train %%: GPU utilisation; tail %%: share of a "
                       "batch's rollout span taken by its\nlast 10%% of trajectories; disc %%: "

@@ -411,6 +411,8 @@ struct sim_verified {
     char instances[64];  /* the fleet, "tp1x4,tp8x2" */
     double pred_step_s;  /* the planner's analytic step */
     double tokens_per_s; /* the short simulation's trained tokens/s; NAN when it failed */
+    bool raced;          /* close to the fastest: run again on the second seed (sim_verify) */
+    double second_tokens_per_s; /* raced: the second seed's figure; NAN when it failed */
     bool chosen;
 };
 
@@ -425,6 +427,7 @@ struct sim_mode_result {
     int n_verified;
     int verify_steps;
     int64_t verify_seed;
+    int64_t race_seed; /* the verification's second seed, for the close candidates */
     struct sim_result run;
 };
 
@@ -455,7 +458,9 @@ void sim_mode_result_free(struct sim_mode_result *mr);
  * proposes — its optimum, and at the optimum's split and the nearest splits its best
  * heterogeneous fleet and its best fleet of each single TP size — and the
  * plan.verify_candidates best by analytic step run plan.verify_steps steps on a seed derived
- * from sim.seed; the highest trained tokens/s wins. Fills mr->layout (origin "verified") and
+ * from sim.seed, then a search of splits walks from the fastest; those within 5 % of the
+ * fastest (at most 4) run again on a second derived seed and the best mean of the two wins.
+ * Fills mr->layout (origin "verified") and
  * mr->verified (every candidate, by analytic rank). Returns as sim_layout_make (the planner's
  * error when it finds no plan).
  */

@@ -257,8 +257,7 @@ def test_verification_chooses_as_libra_sim_does():
     assert json.loads(sim.stdout)["modes"]["libra"]["planner"]["verification"] == v
     chosen = [c for c in v["candidates"] if c["chosen"]]
     assert len(chosen) == 1
-    best = max(c["trained_tokens_per_s"] for c in v["candidates"])
-    assert chosen[0]["trained_tokens_per_s"] == best
+    assert_raced(v)
     # the search around the fastest stopped where both splits beside it are simulated (48 GPUs,
     # in steps of 8, at least 8 of them training and 8 rolling out)
     if not chosen[0]["colocated"]:
@@ -273,6 +272,46 @@ def test_verification_chooses_as_libra_sim_does():
             "kind of fleet, every colocated plan and a search of splits around the fastest), "
             "each simulated for 7 steps") in text
     assert text.count("\n* ") == 1
+
+
+def assert_raced(v):
+    """The candidates within 5 % of the fastest on the verification's seed (at most 4, the
+    fastest first) ran again on its second seed, the others did not, and the best mean of the
+    two seeds won among them (docs/planner.md §8)."""
+    c = v["candidates"]
+    assert v["second_seed"] != v["seed"]
+    ran = [x for x in c if x["trained_tokens_per_s"] is not None]
+    top = max(x["trained_tokens_per_s"] for x in ran)
+    close = sorted((x for x in ran if x["trained_tokens_per_s"] >= 0.95 * top),
+                   key=lambda x: -x["trained_tokens_per_s"])[:4]
+    raced = [x for x in c if "second_seed_trained_tokens_per_s" in x]
+    chosen = next(x for x in c if x["chosen"])
+    if len(close) == 1:
+        assert raced == [] and chosen is close[0]
+        return
+    assert sorted(c.index(x) for x in raced) == sorted(c.index(x) for x in close)
+
+    def mean(x):
+        return (x["trained_tokens_per_s"] + x["second_seed_trained_tokens_per_s"]) / 2
+    assert mean(chosen) == max(mean(x) for x in raced)
+
+
+def test_the_close_candidates_race_on_a_second_seed():
+    """On the default experiment three splits of TP8 instances simulate within 5 % of each
+    other; they run again on the second seed and the best mean wins, in libra plan's table
+    too."""
+    _, doc = plan_json()
+    v = doc["verification"]
+    assert_raced(v)
+    assert sum("second_seed_trained_tokens_per_s" in x for x in v["candidates"]) >= 2
+    text = run("plan").stdout
+    assert f"those within 5 % of the fastest again on seed {v['second_seed']}" in text
+    assert re.search(r"sim tokens/s +2nd seed\n", text)
+    for x in v["candidates"]:
+        row = next(line for line in text.splitlines()
+                   if re.match(rf"[* ] {re.escape(x['origin'])} +{x['train_gpus']} ", line))
+        second = x.get("second_seed_trained_tokens_per_s")
+        assert row.split()[-1] == ("-" if second is None else f"{second:.1f}"), row
 
 
 def test_verify_0_is_the_analytic_optimum():

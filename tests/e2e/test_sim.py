@@ -159,8 +159,10 @@ def test_libra_layout_is_verified_by_simulation():
     assert any(c["origin"].startswith("all TP") for c in cands)  # single-TP fleets proposed too
     chosen = [c for c in cands if c["chosen"]]
     assert len(chosen) == 1
-    assert chosen[0]["trained_tokens_per_s"] == max(c["trained_tokens_per_s"] for c in cands
-                                                    if c["trained_tokens_per_s"] is not None)
+    top = max(c["trained_tokens_per_s"] for c in cands if c["trained_tokens_per_s"] is not None)
+    raced = [c for c in cands if "second_seed_trained_tokens_per_s" in c]
+    assert chosen[0]["trained_tokens_per_s"] >= 0.95 * top  # a close one, raced when not alone
+    assert raced == [] or chosen[0] in raced
     assert libra["layout"]["origin"] == "verified"
     assert libra["layout"]["train_gpus"] == chosen[0]["train_gpus"]
     assert libra["layout"]["instances"] == chosen[0]["instances"]
