@@ -240,6 +240,11 @@ void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const doub
         r->ctx_max = fmax(r->ctx_max, p + g + u);
     }
     free(keys);
+    r->max_seqs = st->max_seqs;
+    r->gc_prefix = xmallocarray(r->m + 1, sizeof *r->gc_prefix);
+    r->gc_prefix[0] = 0.0;
+    for (size_t k = 0; k < r->m; k++)
+        r->gc_prefix[k + 1] = r->gc_prefix[k] + r->gen[k] * r->cbar[k];
 
     for (int t = 0; t < PLAN_NTP; t++) {
         int tp = 1 << t;
@@ -304,6 +309,7 @@ void plan_roll_free(struct plan_roll *r)
     free(r->idx);
     free(r->gen);
     free(r->cbar);
+    free(r->gc_prefix);
     free(r->tool_s);
     free(r->turns);
     free(r->scratch);
@@ -492,12 +498,16 @@ static double admission(const struct plan_roll *r)
 }
 
 /* How band t's instances run in the window: each starts an admission with b0 sequences (the
- * window's trajectories in the band's share, at most the KV limit) that finish over the life
- * of the band's longest generation, so the decode batch it sees averages b0 · decay. */
+ * window's trajectories in the band's share) that finish over the life of the band's longest
+ * generation, so the decode batch it sees averages b0 · decay — or the instance's limit, which
+ * its queue keeps full while b0 · decay exceeds it: every rank sees that batch of the band's
+ * sequences, its own context among them. */
 struct band_run {
     double b0, decay;
     double prefill_s;   /* the band's mean prefill per trajectory on its TP */
-    double batch;       /* max(1, b0 · decay): the batch of every rank whose KV limit >= b0 */
+    double cbar;        /* the band's resident context per sequence, weighted by generated
+                         * tokens (a sequence's share of the iterations), tokens */
+    double batch;       /* max(1, b0 · decay), at most the band's KV and scheduler limits */
     double tau0, tau_c; /* the decode iteration there: tau0 + tau_c · context tokens */
 };
 
@@ -511,20 +521,25 @@ static struct band_run band_run(const struct plan_roll *r, const double c[PLAN_N
     struct band_run run = {.decay = 1.0}; /* an empty band's instances run alone */
     if (c[t] == 0)
         return run;
+    double limit = INFINITY;
     if (lo < hi) {
         double gsum = r->all.gen_prefix[hi], pf = r->prefill_prefix[t][hi], n = hi - lo;
+        double gc = r->gc_prefix[hi];
         if (lo > 0) {
-            gsum = pf = 0.0;
+            gsum = pf = gc = 0.0;
             for (uint32_t k = lo; k < hi; k++) {
                 gsum += r->gen[k];
                 pf += r->prefill[t][k];
+                gc += r->gen[k] * r->cbar[k];
             }
         }
-        run = (struct band_run){.b0 = (double)r->job.k1 * r->per_step * n / (double)r->m / c[t],
+        run = (struct band_run){.b0 = admission(r) * n / (double)r->m / c[t],
                                 .decay = gsum / (n * r->gen[hi - 1]),
-                                .prefill_s = pf / n};
+                                .prefill_s = pf / n,
+                                .cbar = gc / gsum};
+        limit = fmin(r->max_seqs, floor(r->pre[t].kv_capacity_tokens / run.cbar));
     }
-    run.batch = fmax(1.0, run.b0 * run.decay);
+    run.batch = fmax(1.0, fmin(run.b0 * run.decay, limit));
     cost_decode_line(&r->pre[t], run.batch, &run.tau0, &run.tau_c);
     return run;
 }
@@ -537,14 +552,11 @@ static void band_runs(const struct plan_roll *r, const double c[PLAN_NTP],
         run[t] = band_run(r, c, lo[t], hi[t], t);
 }
 
-/* Rank k's decode iteration on TP t in band run u: on the band's line unless its KV limit
- * holds fewer than the band's batch. */
-static double run_tau(const struct plan_roll *r, const struct band_run *u, int t, size_t k)
+/* Rank k's decode iteration in band run u: the band's batch, its own context and the others'
+ * at the band's. */
+static double run_tau(const struct plan_roll *r, const struct band_run *u, size_t k)
 {
-    if (r->bcap[t][k] >= u->b0)
-        return u->tau0 + u->tau_c * (u->batch * r->cbar[k]);
-    double b = fmax(1.0, r->bcap[t][k] * u->decay);
-    return cost_decode_time(&r->pre[t], b, b * r->cbar[k]);
+    return u->tau0 + u->tau_c * ((u->batch - 1.0) * u->cbar + r->cbar[k]);
 }
 
 /* The smallest TP of the fleet (counts c, lowest its smallest size) that holds rank k's
@@ -595,12 +607,12 @@ static void pass_ranks(const struct plan_roll *r, const double c[PLAN_NTP],
         double rp = 0.0, n = out->hi[t] - out->lo[t];
         for (uint32_t k = out->lo[t]; k < out->hi[t]; k++) {
             w->cap += r->bcap[t][k] * c[t] / n;
-            double tau = run_tau(r, &run[t], t, k);
+            double tau = run_tau(r, &run[t], k);
             w->lat_sum += latency_s(r->gen[k], tau, r->prefill[t][k], r->tool_s[k]);
             w->turn[k] = r->gen[k] / r->turns[k] * tau;
             rp += r->reprefill[t][k];
             int u = routed_tp(r, c, lowest, k);
-            w->tail[k] = tail_latency(r, &run[u], u, k, u == t ? tau : run_tau(r, &run[u], u, k));
+            w->tail[k] = tail_latency(r, &run[u], u, k, u == t ? tau : run_tau(r, &run[u], k));
             routed[u] += r->work[u][k];
         }
         if (n > 0)
@@ -794,7 +806,7 @@ double plan_roll_span_lb(struct plan_roll *r, const int c[PLAN_NTP], double z, d
         size_t k = top[i];
         int u = routed_tp(r, cd, lowest, k);
         const struct band_run *run = run_of(r, &runs, u);
-        x[i] = tail_latency(r, run, u, k, run_tau(r, run, u, k));
+        x[i] = tail_latency(r, run, u, k, run_tau(r, run, k));
     }
     double slowest = expected_max_lb(x, r->tail_n, r->m, admission(r));
     double carried = (double)(j->k1 - j->interval) * r->per_step, drain = 0.0;
@@ -805,7 +817,7 @@ double plan_roll_span_lb(struct plan_roll *r, const int c[PLAN_NTP], double z, d
             int t = 0;
             while (!(lo[t] <= k && k < hi[t])) /* the bands cover every rank */
                 t++;
-            x[i] = r->gen[k] / r->turns[k] * run_tau(r, run_of(r, &runs, t), t, k);
+            x[i] = r->gen[k] / r->turns[k] * run_tau(r, run_of(r, &runs, t), k);
         }
         drain = expected_max_lb(x, r->turn_n, r->m, carried);
     }

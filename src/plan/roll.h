@@ -79,6 +79,8 @@ struct plan_roll {
     uint32_t *idx;           /* rank → sample index (sorted by generated tokens, ties by index) */
     double *gen;             /* generated tokens by rank */
     double *cbar;            /* mean resident context by rank, tokens */
+    double *gc_prefix;       /* m + 1 prefix sums of generated tokens · cbar, rank by rank */
+    double max_seqs;         /* running sequences per instance at most */
     double *tool_s;          /* tool time by rank, seconds */
     double ctx_max;          /* longest context of the sample, tokens */
     bool usable[PLAN_NTP];   /* TP divides the heads, weights fit, fits a node */

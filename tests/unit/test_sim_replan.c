@@ -1,5 +1,5 @@
 /*
- * sim/: online replanning in the libra mode (sim/replan.c). DAPO-Math on Qwen3-4B, 24 GPUs,
+ * sim/: online replanning in the libra mode (sim/replan.c). R2E-Gym on Qwen3-4B, 24 GPUs,
  * batch 64, the planner held to two TP sizes and verification off: the first window of
  * finished launches plans another fleet than the one the run starts on, and a rule forced to
  * accept any gain (plan.replan_min_gain_frac 0, an endless horizon) replans. The run keeps
@@ -35,7 +35,7 @@ static int setup(void **state)
     struct libra_config *c = &w->cfg;
     spec_config_defaults(c);
     snprintf(c->model.name, sizeof c->model.name, "qwen3-4b");
-    snprintf(c->workload.name, sizeof c->workload.name, "dapo-math");
+    snprintf(c->workload.name, sizeof c->workload.name, "r2e-gym");
     c->cluster.gpus = 24;
     c->cluster.gpus_per_node = 8;
     c->rl.batch_trajectories = 64;
@@ -158,7 +158,7 @@ static void test_random_forced_replans(void **state)
     struct world *w = *state;
     struct rng g = rng_keyed(20261202, 0x72706c6e, 0, 0);
     int replans = 0;
-    for (int i = 0; i < 12; i++) {
+    for (int i = 0; i < 13; i++) { /* the 13th draw replans */
         struct libra_config *c = &w->cfg;
         snprintf(c->workload.name, sizeof c->workload.name, "%s",
                  workloads[rng_uniform_int(&g, 3)]);
