@@ -169,11 +169,19 @@ static int solver_init(struct plan_solver *s, const struct plan_problem *p, stru
     return 0;
 }
 
+static void splits_free(struct plan_solver *s)
+{
+    for (size_t i = 0; s->splits && i < s->n_splits; i++)
+        free(s->splits[i].train_order);
+    free(s->splits);
+    s->splits = NULL;
+}
+
 static void solver_free(struct plan_solver *s)
 {
     plan_roll_free(&s->roll);
     plan_train_free(&s->train);
-    free(s->splits);
+    splits_free(s);
     free(s->memo);
 }
 
@@ -247,8 +255,7 @@ int plan_solve_against(const struct plan_problem *p, const int counts[PLAN_NTP],
         struct plan_problem q = *p;
         q.pin = &pin;
         s.p = &q;
-        free(s.splits);
-        s.splits = NULL;
+        splits_free(&s);
         s.stats = (struct plan_stats){0};
         s.why_train = s.why_roll = PLAN_WHY_NONE;
         search_into(&s, given);

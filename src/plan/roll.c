@@ -627,12 +627,16 @@ static void pass_ranks(const struct plan_roll *r, const double c[PLAN_NTP],
  * The trainer's chain through one admission of interval batches: batch i trains once i/interval
  * of the admission is done (that quantile of the tail latencies, and no sooner than the
  * fleet's work for i batches; the last batch after its slowest trajectory and the queue) and
- * the batch before has trained. Dynamic sampling launches a dropped group's replacement only
- * once the group is done, its slowest trajectory: a typical place takes 1 / kept_share such
- * generations, the worst of the admission's groups the expected most (plan_regenerations).
+ * the batch before has trained. The batches fill in finish order, so batch i holds that
+ * quantile's trajectories and trains for train_s · order[i] of the trainer's own time
+ * (plan_train_order; NULL: train_s each) plus its share of the updates. Dynamic sampling
+ * launches a dropped group's replacement only once the group is done, its slowest trajectory:
+ * a typical place takes 1 / kept_share such generations, the worst of the admission's groups
+ * the expected most (plan_regenerations).
  */
 static double trainer_chain(const struct plan_roll *r, struct ordered *tail,
-                            const struct plan_roll_score *out, double slowest, double train_s)
+                            const struct plan_roll_score *out, double slowest, double train_s,
+                            const double *order)
 {
     const struct plan_roll_job *j = &r->job;
     double extra = 0.0, worst = 0.0;
@@ -642,13 +646,15 @@ static double trainer_chain(const struct plan_roll *r, struct ordered *tail,
         extra = (1.0 / j->kept_share - 1.0) * group_s;
         worst = (plan_regenerations(groups, j->kept_share, 0) - 1.0) * group_s;
     }
-    double chain = 0.0;
-    for (int i = 1; i <= j->interval; i++) {
+    double chain = 0.0, rest = 0.0, own = train_s - j->train_add_s;
+    for (int i = j->interval; i >= 1; i--) { /* rest: batches i.. train after done_i */
+        rest = order ? rest + own * order[i - 1] + j->train_add_s
+                     : (double)(j->interval - i + 1) * train_s;
         size_t q = (size_t)ceil((double)i / j->interval * (double)r->m) - 1;
         double done =
             i == j->interval ? fmax(out->tail_s, slowest + worst) : ord_value(tail, q) + extra;
         done = fmax(done, i * out->work_s);
-        chain = fmax(chain, done + (double)(j->interval - i + 1) * train_s);
+        chain = fmax(chain, done + rest);
     }
     return chain;
 }
@@ -661,7 +667,7 @@ static double trainer_chain(const struct plan_roll *r, struct ordered *tail,
  * trajectories carry over it, for the drain and their re-prefill.
  */
 static void score_updates(struct plan_roll *r, const double c[PLAN_NTP], double train_s,
-                          struct plan_roll_score *out)
+                          const double *order, struct plan_roll_score *out)
 {
     const struct plan_roll_job *j = &r->job;
     double carried = (double)(j->k1 - j->interval) * r->per_step;
@@ -679,7 +685,7 @@ static void score_updates(struct plan_roll *r, const double c[PLAN_NTP], double 
     out->reprefill_s = carried > 0 ? w.reprefill : 0.0;
     out->update_s = j->save_s + j->transfer_s + out->drain_s + out->reprefill_s;
     out->fleet_s = fmax(out->work_s, out->little_s) + out->update_s / j->interval;
-    out->span_s = (trainer_chain(r, &tail, out, slowest, train_s) + out->update_s) / j->k1;
+    out->span_s = (trainer_chain(r, &tail, out, slowest, train_s, order) + out->update_s) / j->k1;
     out->t_s = fmax(out->fixed_s, fmax(out->fleet_s, out->span_s));
 }
 
@@ -845,7 +851,7 @@ const double *plan_roll_routed(struct plan_roll *r, unsigned cls)
 }
 
 static void score_async(struct plan_roll *r, const double c[PLAN_NTP], double train_s,
-                        struct plan_roll_score *out)
+                        const double *order, struct plan_roll_score *out)
 {
     double *merged = r->scratch + r->m;
     band_latencies(r, out->lo, out->hi, r->scratch, merged);
@@ -855,7 +861,7 @@ static void score_async(struct plan_roll *r, const double c[PLAN_NTP], double tr
     while (accepted < r->m && merged[accepted] <= out->fixed_s)
         accepted++;
     out->f_stale = 1.0 - (double)accepted / (double)r->m;
-    score_updates(r, c, train_s, out);
+    score_updates(r, c, train_s, order, out);
 }
 
 /* First position in ranks[0..n) whose rank is >= key. */
@@ -920,7 +926,7 @@ static double sync_rollout(const struct plan_roll *r, size_t b, const int c[PLAN
 }
 
 void plan_roll_score(struct plan_roll *r, const int c[PLAN_NTP], bool colocated, double z,
-                     double train_s, struct plan_roll_score *out)
+                     double train_s, const double *order, struct plan_roll_score *out)
 {
     double cd[PLAN_NTP];
     unsigned mask = mask_of(c, cd);
@@ -932,7 +938,7 @@ void plan_roll_score(struct plan_roll *r, const int c[PLAN_NTP], bool colocated,
     }
     plan_band_right(&r->all, cd, out->z_s, out->lo, out->hi);
     if (!colocated) {
-        score_async(r, cd, train_s, out);
+        score_async(r, cd, train_s, order, out);
         return;
     }
     double sum = 0.0;

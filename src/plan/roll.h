@@ -167,9 +167,10 @@ double plan_roll_tail_lb(struct plan_roll *r, unsigned cls);
 
 /*
  * Async: a lower bound of the span_s that plan_roll_score gives counts c (a multiset of class
- * mask_of(c), least band load z, finite) with train side train_s, in floating point as computed:
- * the span with no queue and no re-prefill and the trainer's chain at least the admission's
- * slowest trajectory plus one training step, that slowest trajectory's expectation (and, when
+ * mask_of(c), least band load z, finite) whose admission's last batch has train side train_s
+ * (the mean train side when the score is given no order), in floating point as computed: the
+ * span with no queue and no re-prefill and the trainer's chain at least the admission's
+ * slowest trajectory plus that batch's training, that slowest trajectory's expectation (and, when
  * updates drain carried trajectories, the drain's longest turn) taken with only the ranks that
  * can weigh in it at their exact values and the others at 0 (docs/planner.md §3.3, rule 5).
  * O(K log m) plus some tens of ranks (and the sums of the bands above the lowest, when updates
@@ -207,9 +208,12 @@ struct plan_roll_score {
 /* Scores counts c (a packable multiset with every TP usable) in mode colocated or async;
  * z is plan_band_z of c over the whole sample when the caller has it, else NAN; train_s is
  * the training time of the step (its train side, which the async span charges once per
- * admission; unused when colocated). t_s is +inf when no banding fits the KV. */
+ * batch of an admission; unused when colocated), and order, when not NULL, the trainer's own
+ * time of each of the admission's job.interval batches in finish order over its mean
+ * (plan_train_order: ascending, mean 1; NULL: 1 each). t_s is +inf when no banding fits the
+ * KV. */
 void plan_roll_score(struct plan_roll *r, const int c[PLAN_NTP], bool colocated, double z,
-                     double train_s, struct plan_roll_score *out);
+                     double train_s, const double *order, struct plan_roll_score *out);
 
 /*
  * Async: how many ranks of the bands [lo[t], hi[t]) have latency / k1 <= theta (< when strict)

@@ -112,7 +112,7 @@ const struct plan_roll_score *plan_memo_score(struct plan_solver *s, const struc
         e->used = true;
         e->n_roll = sp->n_roll;
         memcpy(e->c, c, sizeof e->c);
-        plan_roll_score(&s->roll, c, s->colocated, z, sp->train_s, &e->score);
+        plan_roll_score(&s->roll, c, s->colocated, z, sp->train_s, sp->train_order, &e->score);
         s->memo_n++;
         s->stats.rollout_scored++;
     }
@@ -206,9 +206,20 @@ static void corner(const struct plan_split *sp, const struct box *b, double c[PL
     c[d] = whole;
 }
 
-/* The async rollout side's bound for class cls at least band load z when the train side is
- * at least train_s: the fixed point on the class's least latencies, the fleet's work and the
- * span of its tail bound, each with the least update (no drain, no re-prefill). */
+/* The train side split sp's span charges its admission's last batch (finish order): the
+ * heaviest, at least the mean train_s. */
+static double last_train_side(const struct plan_solver *s, const struct plan_split *sp)
+{
+    const struct plan_roll_job *j = &s->roll.job;
+    if (!sp->train_order)
+        return sp->train_s;
+    return (sp->train_s - j->train_add_s) * sp->train_order[j->interval - 1] + j->train_add_s;
+}
+
+/* The async rollout side's bound for class cls at least band load z when the admission's last
+ * batch's train side is at least train_s: the fixed point on the class's least latencies, the
+ * fleet's work and the span of its tail bound, each with the least update (no drain, no
+ * re-prefill). */
 static double class_roll_lb(struct plan_solver *s, unsigned cls, double z, double train_s)
 {
     const struct plan_roll_job *j = &s->roll.job;
@@ -245,7 +256,7 @@ static void bound(struct plan_solver *s, const struct plan_split *sp, struct box
          * box_may_reach does the pruning */
         if (isnan(b->lb))
             b->lb = class_roll_lb(s, b->cls, plan_band_z(&s->roll.all, sup, b->cls, INFINITY),
-                                  sp->train_s);
+                                  last_train_side(s, sp));
         return;
     }
     double sum = 0.0;
@@ -363,8 +374,9 @@ static double no_change(const struct query *q)
  * load, plan_roll_routed) of a member of split sp whose rollout side can be <= theta, from the
  * terms that grow with it (docs/planner.md §2.4): the fleet's work_s + update_s / interval with
  * work_s = B'·load/M and update_s >= save + transfer, and the span's (chain + update_s) / k1
- * with the chain at least the last batch's interval·work_s + T_train and the first batch's
- * work_s + interval·T_train (train_s the split's least train side, which the score charges).
+ * with the chain at least, for each batch i of the admission, i·work_s plus the train sides of
+ * batches i.. (in finish order, the split's train_order; train_s, the split's least train
+ * side, each when it has none).
  * A member with a load above the result has a rollout side above theta. The sums are taken in
  * another order than the terms, so the inversion is widened by 1e-9 relative on each side
  * (§3.4); a negative result: no member.
@@ -380,10 +392,13 @@ static double z_cap(const struct plan_solver *s, const struct plan_split *sp, do
     double fleet = (theta * up - update / iv * down) / per_z * up;
     if (isnan(sp->train_s))
         return fleet;
-    double k1t = theta * (double)j->k1 * up;
-    double last = (k1t - (sp->train_s + update) * down) / (iv * per_z) * up;
-    double first = (k1t - (iv * sp->train_s + update) * down) / per_z * up;
-    return fmin(fleet, fmin(last, first));
+    double k1t = theta * (double)j->k1 * up, cap = fleet, rest = 0.0;
+    const double *o = sp->train_order;
+    for (int i = j->interval; i >= 1; i--) { /* batch i: i·work_s, then batches i.. train */
+        rest += o ? (sp->train_s - j->train_add_s) * o[i - 1] + j->train_add_s : sp->train_s;
+        cap = fmin(cap, (k1t - (rest + update) * down) / (i * per_z) * up);
+    }
+    return cap;
 }
 
 /* Async: whether counts c (at least those of every member, class cls) leave some routed load
@@ -485,7 +500,7 @@ static void consider_leaf(struct plan_solver *s, const struct plan_split *sp, st
             return; /* its fleet or span is above what could change q */
         if (!isinf(theta) && !leaf_may_reach(s, c.c, z, theta))
             return;
-        if (plan_roll_span_lb(&s->roll, c.c, z, sp->train_s) > no_change(q))
+        if (plan_roll_span_lb(&s->roll, c.c, z, last_train_side(s, sp)) > no_change(q))
             return; /* its span is above what could change q (rule 5) */
         if (q->probe) {
             q->found = q->early_hit = true;
@@ -838,6 +853,27 @@ static bool split_may_beat(struct plan_solver *s, struct plan_split *sp, unsigne
     return q.found;
 }
 
+/*
+ * Sets split sp's train side to tt (finite: the least of its layouts' times) and, for the
+ * first layout in tie-break order that takes it (the one async_tiebreak picks), its time on
+ * each batch of an admission in finish order, which the span charges.
+ */
+static void set_train_side(struct plan_solver *s, struct plan_split *sp, double tt)
+{
+    sp->train_s = tt;
+    if (sp->train_order || s->roll.job.interval < 2)
+        return;
+    for (size_t i = 0; i < sp->n_layouts; i++)
+        if (sp->lwhy[i] == PLAN_WHY_NONE && sp->lbound[i] <= tt && layout_time(s, sp, i) == tt) {
+            double *w = xmallocarray((size_t)s->roll.job.interval, sizeof *w);
+            if (plan_train_order(&s->train, &sp->layouts[i], w))
+                sp->train_order = w;
+            else
+                free(w);
+            return;
+        }
+}
+
 /* Solves split sp against the incumbent. Returns false when the budget stopped it. */
 static bool solve_split(struct plan_solver *s, struct plan_split *sp, unsigned classes,
                         struct incumbent *inc)
@@ -848,7 +884,7 @@ static bool solve_split(struct plan_solver *s, struct plan_split *sp, unsigned c
     double tt = train_min(s, sp, target(s, inc->obj), eq);
     if (isinf(tt))
         return true;
-    sp->train_s = tt; /* finite: the split's least (train_min) */
+    set_train_side(s, sp, tt); /* finite: the split's least (train_min) */
     struct query q = {.cutoff = target(s, inc->obj),
                       .cutoff_eq = eq,
                       .early = tt * (1.0 + s->cfg->plan.gap_tolerance),
@@ -881,7 +917,10 @@ static void seed(struct plan_solver *s, struct plan_split *sp, unsigned classes,
                  struct incumbent *inc)
 {
     double tt = train_min(s, sp, INFINITY, true);
-    sp->train_s = tt;
+    if (isinf(tt))
+        sp->train_s = tt;
+    else
+        set_train_side(s, sp, tt);
     for (unsigned cls = 1; !isinf(tt) && !counts_given(s) && cls < CLASSES; cls++) {
         struct box b;
         root_box(sp, cls, &b);

@@ -24,9 +24,11 @@ struct plan_split {
     double lbound[PLAN_LAYOUTS_MAX];                    /* plan_train_lb of feasible ones */
     double exact[PLAN_LAYOUTS_MAX];                     /* plan_train_time, NAN until known */
     double lb_train, lb_roll, lb;
-    double train_s;   /* async: its least train side, T_train plus the trainer's share of the
-                       * weight updates (NAN until computed), which the rollout span charges */
-    double multisets; /* rollout multisets of this split (space) */
+    double train_s;      /* async: its least train side, T_train plus the trainer's share of the
+                          * weight updates (NAN until computed), which the rollout span charges */
+    double *train_order; /* async: that layout's time on each batch of an admission in finish
+                          * order over its mean (plan_train_order); NULL: uniform */
+    double multisets;    /* rollout multisets of this split (space) */
 };
 
 /* A scored multiset. */

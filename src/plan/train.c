@@ -16,6 +16,43 @@ static int64_t at_or(const int64_t *a, size_t i, int64_t dflt)
     return a ? a[i] : dflt;
 }
 
+static int64_t seq_tokens(const struct plan_sample *s, size_t i)
+{
+    return s->prompt_tokens[i] + s->generated_tokens[i] + at_or(s->tool_tokens, i, 0);
+}
+
+static int by_tokens(const void *a, const void *b)
+{
+    uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The batches of an admission of `orders` batches in finish order (plan_train_order): the kept
+ * sequences by tokens, cut into that many groups, batch i's B sequences picked evenly from
+ * group i (repeated when the group is smaller). */
+static void order_batches(struct plan_train *t, const struct plan_sample *s, const size_t *kept,
+                          size_t n, int orders)
+{
+    if (orders < 2 || n < (size_t)orders)
+        return;
+    uint32_t *sorted = xmallocarray(n, sizeof *sorted);
+    for (size_t k = 0; k < n; k++)
+        sorted[k] = (uint32_t)seq_tokens(s, kept[k]);
+    qsort(sorted, n, sizeof *sorted, by_tokens);
+    size_t B = (size_t)t->batch;
+    uint32_t *tokens = xmallocarray(B, sizeof *tokens);
+    t->orders = (size_t)orders;
+    t->order_seqs = xcalloc(t->orders, sizeof *t->order_seqs);
+    for (size_t i = 0; i < t->orders; i++) {
+        size_t lo = i * n / t->orders, len = (i + 1) * n / t->orders - lo;
+        for (size_t k = 0; k < B; k++)
+            tokens[k] = sorted[lo + k * len / B];
+        cost_train_seqs_init(&t->order_seqs[i], t->sh, tokens, B);
+    }
+    free(tokens);
+    free(sorted);
+}
+
 void plan_train_init(struct plan_train *t, const struct plan_sample *s, const bool *filtered,
                      const struct cost_shape *sh, const struct spec_hardware *hw,
                      const struct plan_settings *st, const struct libra_config *cfg)
@@ -52,9 +89,7 @@ void plan_train_init(struct plan_train *t, const struct plan_sample *s, const bo
     uint32_t *tokens = xmallocarray((size_t)t->batch, sizeof *tokens);
     for (size_t b = 0; b < t->batches; b++) {
         for (size_t k = 0; k < (size_t)t->batch; k++) {
-            size_t i = kept[(b * (size_t)t->batch + k) % n];
-            tokens[k] = (uint32_t)(s->prompt_tokens[i] + s->generated_tokens[i] +
-                                   at_or(s->tool_tokens, i, 0));
+            tokens[k] = (uint32_t)seq_tokens(s, kept[(b * (size_t)t->batch + k) % n]);
         }
         struct cost_train_seqs *q = &t->seqs[b];
         cost_train_seqs_init(q, sh, tokens, (size_t)t->batch);
@@ -63,6 +98,7 @@ void plan_train_init(struct plan_train *t, const struct plan_sample *s, const bo
         t->battn[b] = q->total_work - 2.0 * sh->params_active * q->total_tokens;
     }
     free(tokens);
+    order_batches(t, s, kept, n, cfg->rl.sync_interval);
     free(kept);
 }
 
@@ -70,6 +106,9 @@ void plan_train_free(struct plan_train *t)
 {
     for (size_t b = 0; b < t->batches && t->seqs; b++)
         cost_train_seqs_free(&t->seqs[b]);
+    for (size_t i = 0; i < t->orders; i++)
+        cost_train_seqs_free(&t->order_seqs[i]);
+    free(t->order_seqs);
     for (size_t i = 0; i < t->deals.n; i++)
         free(t->deals.v[i].load);
     vec_free(&t->deals);
@@ -260,6 +299,19 @@ double plan_train_time(struct plan_train *t, const struct plan_train_layout *l,
     if (mean)
         *mean = sum;
     return total / (double)t->batches;
+}
+
+bool plan_train_order(struct plan_train *t, const struct plan_train_layout *l, double *w)
+{
+    struct cost_train_step mean;
+    if (t->orders == 0 || !isfinite(plan_train_time(t, l, &mean)) || !(mean.step_s > 0.0))
+        return false;
+    double work = 0.0, share = mean.compute_s / mean.step_s;
+    for (size_t i = 0; i < t->orders; i++)
+        work += t->order_seqs[i].total_work;
+    for (size_t i = 0; i < t->orders; i++)
+        w[i] = 1.0 + share * (t->order_seqs[i].total_work * (double)t->orders / work - 1.0);
+    return true;
 }
 
 double plan_train_switch_s(const struct plan_train *t, const struct plan_train_layout *l, int tp)

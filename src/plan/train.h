@@ -46,8 +46,10 @@ struct plan_train {
     double longest;               /* longest training sequence, tokens */
     double *bwork_max;            /* per batch: forward FLOPs of its largest sequence */
     double *battn;                /* per batch: attention FLOPs of all its sequences */
-    VEC(struct plan_deal) deals;  /* the dealing cache, in order of first use */
-    struct intmap deal_index;     /* (DP << 32 | micro-batch tokens) -> index into deals */
+    size_t orders;                /* batches in an admission's finish order (rl.sync_interval) */
+    struct cost_train_seqs *order_seqs; /* per order, the shortest first (plan_train_order) */
+    VEC(struct plan_deal) deals;        /* the dealing cache, in order of first use */
+    struct intmap deal_index;           /* (DP << 32 | micro-batch tokens) -> index into deals */
     struct cost_train_scratch sc;
 };
 
@@ -95,6 +97,17 @@ double plan_train_lb(const struct plan_train *t, const struct plan_train_layout 
  * gets the mean of every component. */
 double plan_train_time(struct plan_train *t, const struct plan_train_layout *l,
                        struct cost_train_step *mean);
+
+/*
+ * An asynchronous admission of rl.sync_interval batches trains them in the order their
+ * trajectories finish, the longest last. Fills w[0 .. t->orders) with the step time of layout
+ * l (feasible) on each of those batches over the mean step, ascending (mean 1): the sample's
+ * training sequences sorted by tokens and cut into t->orders groups, each batch picked evenly
+ * from one; the step's compute (its share of l's mean step, plan_train_time) scales with the
+ * batch's FLOPs, the rest (communication, optimizer, pipeline) stays the mean's. Returns false
+ * (w untouched) when there are no such batches or l's step cannot be costed.
+ */
+bool plan_train_order(struct plan_train *t, const struct plan_train_layout *l, double *w);
 
 /* Colocated mode: seconds to switch l's GPUs to rollout instances of TP tp and back. */
 double plan_train_switch_s(const struct plan_train *t, const struct plan_train_layout *l, int tp);

@@ -351,8 +351,8 @@ def test_pool_keeps_the_static_plan_a_candidate():
 
 
 def test_verification_keeps_the_colocated_plans():
-    """The analytic step rates colocated plans far worse than async ones here (273.6 s and more
-    against 78.6), yet where one batch fills the cluster the simulator can find them faster, so
+    """The analytic step rates colocated plans far worse than async ones here (240.9 s and more
+    against 82.1), yet where one batch fills the cluster the simulator can find them faster, so
     the verification simulates one per TP size beside the plans it ranks best; the list stays
     in the analytic rank's order."""
     _, doc = plan_json("--verify", "6", "--verify-steps", "2")
@@ -360,7 +360,7 @@ def test_verification_keeps_the_colocated_plans():
     assert len(cands) >= 6 + 4
     assert [c["origin"] for c in cands if c["colocated"]] == [
         f"colocated TP{t}" for t in (8, 4, 2, 1)]
-    assert [c["origin"] for c in cands[:2]] == ["optimum", "best at 24"]
+    assert [c["origin"] for c in cands[:2]] == ["optimum", "best at 16"]
     assert not any(c["colocated"] for c in cands[:6])
     steps = [c["predicted_step_s"] for c in cands]
     assert steps == sorted(steps)
@@ -377,6 +377,7 @@ def test_verification_searches_around_the_fastest():
               if not x["colocated"] and "," not in x["instances"]}
     assert single == {"tp1", "tp2", "tp4", "tp8"}
     chosen = next(x for x in cands if x["chosen"])
-    assert chosen["origin"] == "best at 24"
+    assert chosen["origin"] == "optimum" and chosen["train_gpus"] == 24
     assert {x["train_gpus"] for x in cands if not x["colocated"]} >= {16, 24, 32}
-    assert "best at 32" in [x["origin"] for x in cands]  # proposed by the search alone
+    origins = [x["origin"] for x in cands]
+    assert "best at 16" in origins and "best at 32" in origins  # proposed by the search alone

@@ -246,6 +246,14 @@ static inline void brute_split(const struct brute_case *bc, struct plan_roll *ro
     double train_min = INFINITY; /* the split's least train side, which the span charges */
     for (int i = 0; i < nl; i++)
         train_min = fmin(train_min, tt[i]);
+    /* and the first layout's that takes it, by batch of an admission in finish order */
+    double order[64];
+    bool ordered = false;
+    for (int i = 0; i < nl && !colocated && roll->job.interval >= 2; i++)
+        if (tt[i] == train_min) {
+            ordered = roll->job.interval <= 64 && plan_train_order(train, &ls[i], order);
+            break;
+        }
     for (int c8 = 0; 8 * c8 <= n_roll; c8++)
         for (int c4 = 0; 8 * c8 + 4 * c4 <= n_roll; c4++)
             for (int c2 = 0; 8 * c8 + 4 * c4 + 2 * c2 <= n_roll; c2++) {
@@ -256,7 +264,7 @@ static inline void brute_split(const struct brute_case *bc, struct plan_roll *ro
                 if (!brute_rollout_ok(bc, roll, free_gpus, nodes, c))
                     continue;
                 struct plan_roll_score sc;
-                plan_roll_score(roll, c, colocated, NAN, train_min, &sc);
+                plan_roll_score(roll, c, colocated, NAN, train_min, ordered ? order : NULL, &sc);
                 for (int i = 0; i < nl; i++) {
                     struct brute_best cand = {.found = true,
                                               .n_train = n_train,

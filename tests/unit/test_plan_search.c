@@ -191,6 +191,14 @@ static void roll_of(const struct brute_case *bc, const bool *filtered, struct co
     plan_roll_init(roll, &bc->p.sample, bc->p.tool_s, sh, bc->hw, bc->p.settings, &job);
 }
 
+/* Random case `seed` (up to 32 GPUs) and the length model of its sample. */
+static void case_roll(uint64_t seed, struct brute_case *bc, struct cost_shape *sh,
+                      struct plan_roll *roll)
+{
+    brute_case_make(bc, &presets, &settings, seed, 32);
+    roll_of(bc, bc->p.filtered, sh, roll);
+}
+
 /* plan_roll_lam_min merges the per-TP latency orders; it must equal the plain definition:
  * every rank's least latency / k1 over the mask's sizes, sorted. */
 static void test_lam_min_is_the_sorted_least_latencies(void **state)
@@ -198,10 +206,9 @@ static void test_lam_min_is_the_sorted_least_latencies(void **state)
     (void)state;
     for (uint64_t seed = 1; seed <= 20; seed++) {
         struct brute_case bc;
-        brute_case_make(&bc, &presets, &settings, seed, 32);
         struct cost_shape sh;
         struct plan_roll roll;
-        roll_of(&bc, bc.p.filtered, &sh, &roll);
+        case_roll(seed, &bc, &sh, &roll);
         double *want = malloc(roll.m * sizeof *want);
         for (unsigned mask = 1; mask < 1u << PLAN_NTP; mask++) {
             for (size_t k = 0; k < roll.m; k++) {
@@ -226,10 +233,9 @@ static void test_async_terms(void **state)
     (void)state;
     for (uint64_t seed = 1; seed <= 40; seed++) {
         struct brute_case bc;
-        brute_case_make(&bc, &presets, &settings, seed, 32);
         struct cost_shape sh;
         struct plan_roll roll;
-        roll_of(&bc, bc.p.filtered, &sh, &roll);
+        case_roll(seed, &bc, &sh, &roll);
         const struct plan_roll_job job = roll.job;
         assert_true(roll.per_step >= bc.cfg.rl.batch_trajectories);
         for (int t = 0; t < PLAN_NTP; t++) {
@@ -238,7 +244,7 @@ static void test_async_terms(void **state)
             int c[PLAN_NTP] = {0};
             c[t] = 1 + (int)(seed % 3);
             struct plan_roll_score sc;
-            plan_roll_score(&roll, c, false, NAN, 5.0, &sc);
+            plan_roll_score(&roll, c, false, NAN, 5.0, NULL, &sc);
             double update = job.save_s + job.transfer_s + sc.drain_s + sc.reprefill_s;
             assert_true(sc.update_s == update);
             assert_true(sc.fleet_s == fmax(sc.work_s, sc.little_s) + update / job.interval);
@@ -255,6 +261,57 @@ static void test_async_terms(void **state)
         plan_roll_free(&roll);
         brute_case_free(&bc);
     }
+}
+
+/* plan_train_order: an admission's batches in finish order cost ascending times whose mean is
+ * 1, the last at least the mean; charged in the span they lengthen it (the chain trains the
+ * heaviest batches last), and weights of 1 charge what no weights charge. */
+static void test_train_order(void **state)
+{
+    (void)state;
+    int ordered = 0, skewed = 0;
+    for (uint64_t seed = 1; seed <= 40; seed++) {
+        struct brute_case bc;
+        struct cost_shape sh;
+        struct plan_roll roll;
+        case_roll(seed, &bc, &sh, &roll);
+        struct plan_train train;
+        plan_train_init(&train, &bc.p.sample, bc.p.filtered, &sh, bc.hw, bc.p.settings, &bc.cfg);
+        int iv = roll.job.interval, n = bc.cfg.cluster.gpus / 2;
+        struct plan_train_layout ls[PLAN_LAYOUTS_MAX];
+        size_t k = plan_train_layouts(&train, n, ls), i = 0;
+        while (i < k && plan_train_check(&train, &ls[i], NULL) != PLAN_WHY_NONE)
+            i++;
+        double w[64], ones[64];
+        if (iv >= 2 && i < k && plan_train_order(&train, &ls[i], w)) {
+            ordered++;
+            double sum = 0.0;
+            for (int b = 0; b < iv; b++) {
+                assert_true(b == 0 || w[b] >= w[b - 1]);
+                sum += w[b];
+                ones[b] = 1.0;
+            }
+            assert_true(fabs(sum - iv) <= 1e-9 * iv && w[iv - 1] >= 1.0 - 1e-12);
+            skewed += w[iv - 1] > 1.05 * w[0];
+            for (int t = 0; t < PLAN_NTP; t++) {
+                if (!roll.fits_all[t])
+                    continue;
+                int c[PLAN_NTP] = {0};
+                c[t] = 1;
+                struct plan_roll_score flat, even, heavy;
+                double train_s = 5.0 + roll.job.train_add_s; /* T_train 5 s and the updates */
+                plan_roll_score(&roll, c, false, NAN, train_s, NULL, &flat);
+                plan_roll_score(&roll, c, false, NAN, train_s, ones, &even);
+                plan_roll_score(&roll, c, false, NAN, train_s, w, &heavy);
+                assert_true(fabs(even.span_s - flat.span_s) <= 1e-12 * flat.span_s);
+                assert_true(heavy.span_s >= flat.span_s * (1.0 - 1e-12));
+            }
+        }
+        plan_train_free(&train);
+        plan_roll_free(&roll);
+        brute_case_free(&bc);
+    }
+    assert_true(ordered >= 5 && skewed >= 3); /* the draws reach both (9 and 8 of 40) */
 }
 
 /* Repeats bc's sample times over, each copy's generations a token longer than the last, so
@@ -310,7 +367,7 @@ static void check_span_lb(const int c[PLAN_NTP], void *arg)
 {
     struct span_check *k = arg;
     struct plan_roll_score sc;
-    plan_roll_score(k->roll, c, false, NAN, k->train_s, &sc);
+    plan_roll_score(k->roll, c, false, NAN, k->train_s, NULL, &sc);
     double lb = plan_roll_span_lb(k->roll, c, sc.z_s, k->train_s);
     if (!(lb <= sc.span_s))
         print_error("counts %d %d %d %d: span bound %.17g above the span %.17g\n", c[0], c[1], c[2],
@@ -365,7 +422,7 @@ static void test_dynamic_sampling_rolls_out_more(void **state)
         assert_true(roll.job.kept_share == (with ? plan_kept_share(&bc.p.sample, half) : 1.0));
         int c[PLAN_NTP] = {0, 0, 0, 1};
         struct plan_roll_score sc;
-        plan_roll_score(&roll, c, false, NAN, 1.0, &sc);
+        plan_roll_score(&roll, c, false, NAN, 1.0, NULL, &sc);
         work[with] = sc.work_s;
         plan_roll_free(&roll);
     }
@@ -398,7 +455,7 @@ static void test_colocated_rollout_charges_the_rounds(void **state)
                                plan_expected_rounds(&roll.job.sampling, roll.job.kept_share), 0);
             int c[PLAN_NTP] = {0, 0, 0, 1};
             struct plan_roll_score sc;
-            plan_roll_score(&roll, c, true, NAN, 1.0, &sc);
+            plan_roll_score(&roll, c, true, NAN, 1.0, NULL, &sc);
             t[m][with] = sc.t_s;
             plan_roll_free(&roll);
         }
@@ -656,6 +713,7 @@ int main(void)
         cmocka_unit_test(test_gap_tolerance_bounds_the_plan),
         cmocka_unit_test(test_lam_min_is_the_sorted_least_latencies),
         cmocka_unit_test(test_async_terms),
+        cmocka_unit_test(test_train_order),
         cmocka_unit_test(test_span_bound_random),
         cmocka_unit_test(test_dynamic_sampling_rolls_out_more),
         cmocka_unit_test(test_colocated_rollout_charges_the_rounds),
