@@ -498,7 +498,7 @@ static double admission(const struct plan_roll *r)
 }
 
 /* How band t's instances run in the window: each starts an admission with b0 sequences (the
- * window's trajectories in the band's share) that finish over the life of the band's longest
+ * admission's trajectories in the band's share) that finish over the life of the band's longest
  * generation, so the decode batch it sees averages b0 · decay — or the instance's limit, which
  * its queue keeps full while b0 · decay exceeds it: every rank sees that batch of the band's
  * sequences, its own context among them. */
@@ -623,6 +623,12 @@ static void pass_ranks(const struct plan_roll *r, const double c[PLAN_NTP],
         w->load = c[t] > 0 ? fmax(w->load, routed[t] / c[t]) : w->load;
 }
 
+double plan_roll_batch_train_s(const struct plan_roll_job *j, double train_s, const double *order,
+                               int i)
+{
+    return order ? (train_s - j->train_add_s) * order[i - 1] + j->train_add_s : train_s;
+}
+
 /*
  * The trainer's chain through one admission of interval batches: batch i trains once i/interval
  * of the admission is done (that quantile of the tail latencies, and no sooner than the
@@ -646,9 +652,9 @@ static double trainer_chain(const struct plan_roll *r, struct ordered *tail,
         extra = (1.0 / j->kept_share - 1.0) * group_s;
         worst = (plan_regenerations(groups, j->kept_share, 0) - 1.0) * group_s;
     }
-    double chain = 0.0, rest = 0.0, own = train_s - j->train_add_s;
+    double chain = 0.0, rest = 0.0;
     for (int i = j->interval; i >= 1; i--) { /* rest: batches i.. train after done_i */
-        rest = order ? rest + own * order[i - 1] + j->train_add_s
+        rest = order ? rest + plan_roll_batch_train_s(j, train_s, order, i)
                      : (double)(j->interval - i + 1) * train_s;
         size_t q = (size_t)ceil((double)i / j->interval * (double)r->m) - 1;
         double done =

@@ -205,6 +205,12 @@ struct plan_roll_score {
     uint32_t lo[PLAN_NTP], hi[PLAN_NTP];
 };
 
+/* Async: the train side of batch i (1 .. job.interval, in finish order) of an admission whose
+ * mean train side is train_s: its own time scaled by order[i - 1] (plan_train_order) plus the
+ * trainer's share of the updates; train_s when order is NULL. */
+double plan_roll_batch_train_s(const struct plan_roll_job *j, double train_s, const double *order,
+                               int i);
+
 /* Scores counts c (a packable multiset with every TP usable) in mode colocated or async;
  * z is plan_band_z of c over the whole sample when the caller has it, else NAN; train_s is
  * the training time of the step (its train side, which the async span charges once per

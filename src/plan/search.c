@@ -211,9 +211,7 @@ static void corner(const struct plan_split *sp, const struct box *b, double c[PL
 static double last_train_side(const struct plan_solver *s, const struct plan_split *sp)
 {
     const struct plan_roll_job *j = &s->roll.job;
-    if (!sp->train_order)
-        return sp->train_s;
-    return (sp->train_s - j->train_add_s) * sp->train_order[j->interval - 1] + j->train_add_s;
+    return plan_roll_batch_train_s(j, sp->train_s, sp->train_order, j->interval);
 }
 
 /* The async rollout side's bound for class cls at least band load z when the admission's last
@@ -393,9 +391,8 @@ static double z_cap(const struct plan_solver *s, const struct plan_split *sp, do
     if (isnan(sp->train_s))
         return fleet;
     double k1t = theta * (double)j->k1 * up, cap = fleet, rest = 0.0;
-    const double *o = sp->train_order;
     for (int i = j->interval; i >= 1; i--) { /* batch i: i·work_s, then batches i.. train */
-        rest += o ? (sp->train_s - j->train_add_s) * o[i - 1] + j->train_add_s : sp->train_s;
+        rest += plan_roll_batch_train_s(j, sp->train_s, sp->train_order, i);
         cap = fmin(cap, (k1t - (rest + update) * down) / (i * per_z) * up);
     }
     return cap;

@@ -27,9 +27,9 @@ static int by_tokens(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
-/* The batches of an admission of `orders` batches in finish order (plan_train_order): the kept
- * sequences by tokens, cut into that many groups, batch i's B sequences picked evenly from
- * group i (repeated when the group is smaller). */
+/* The FLOPs of the batches of an admission of `orders` batches in finish order
+ * (plan_train_order): the kept sequences by tokens, cut into that many groups, batch i's B
+ * sequences picked evenly from group i (repeated when the group is smaller). */
 static void order_batches(struct plan_train *t, const struct plan_sample *s, const size_t *kept,
                           size_t n, int orders)
 {
@@ -42,12 +42,15 @@ static void order_batches(struct plan_train *t, const struct plan_sample *s, con
     size_t B = (size_t)t->batch;
     uint32_t *tokens = xmallocarray(B, sizeof *tokens);
     t->orders = (size_t)orders;
-    t->order_seqs = xcalloc(t->orders, sizeof *t->order_seqs);
+    t->order_work = xmallocarray(t->orders, sizeof *t->order_work);
     for (size_t i = 0; i < t->orders; i++) {
         size_t lo = i * n / t->orders, len = (i + 1) * n / t->orders - lo;
         for (size_t k = 0; k < B; k++)
             tokens[k] = sorted[lo + k * len / B];
-        cost_train_seqs_init(&t->order_seqs[i], t->sh, tokens, B);
+        struct cost_train_seqs q;
+        cost_train_seqs_init(&q, t->sh, tokens, B);
+        t->order_work[i] = q.total_work;
+        cost_train_seqs_free(&q);
     }
     free(tokens);
     free(sorted);
@@ -106,9 +109,7 @@ void plan_train_free(struct plan_train *t)
 {
     for (size_t b = 0; b < t->batches && t->seqs; b++)
         cost_train_seqs_free(&t->seqs[b]);
-    for (size_t i = 0; i < t->orders; i++)
-        cost_train_seqs_free(&t->order_seqs[i]);
-    free(t->order_seqs);
+    free(t->order_work);
     for (size_t i = 0; i < t->deals.n; i++)
         free(t->deals.v[i].load);
     vec_free(&t->deals);
@@ -308,9 +309,9 @@ bool plan_train_order(struct plan_train *t, const struct plan_train_layout *l, d
         return false;
     double work = 0.0, share = mean.compute_s / mean.step_s;
     for (size_t i = 0; i < t->orders; i++)
-        work += t->order_seqs[i].total_work;
+        work += t->order_work[i];
     for (size_t i = 0; i < t->orders; i++)
-        w[i] = 1.0 + share * (t->order_seqs[i].total_work * (double)t->orders / work - 1.0);
+        w[i] = 1.0 + share * (t->order_work[i] * (double)t->orders / work - 1.0);
     return true;
 }
 

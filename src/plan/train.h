@@ -47,9 +47,9 @@ struct plan_train {
     double *bwork_max;            /* per batch: forward FLOPs of its largest sequence */
     double *battn;                /* per batch: attention FLOPs of all its sequences */
     size_t orders;                /* batches in an admission's finish order (rl.sync_interval) */
-    struct cost_train_seqs *order_seqs; /* per order, the shortest first (plan_train_order) */
-    VEC(struct plan_deal) deals;        /* the dealing cache, in order of first use */
-    struct intmap deal_index;           /* (DP << 32 | micro-batch tokens) -> index into deals */
+    double *order_work;           /* per order, the shortest first: FLOPs (plan_train_order) */
+    VEC(struct plan_deal) deals;  /* the dealing cache, in order of first use */
+    struct intmap deal_index;     /* (DP << 32 | micro-batch tokens) -> index into deals */
     struct cost_train_scratch sc;
 };
 

@@ -142,7 +142,7 @@ static void group_done(struct sim *s, struct sim_group *g)
         abort_rest(s);
     if (m->live > 0)
         return;
-    /* the filtered groups' released slots are not reused before the next round launches */
+    /* a round that ran out: its kept groups fill the batch in launch order */
     for (size_t i = 0; runs_out && i < m->round_groups.n; i++) {
         struct sim_group *r = &s->groups.v[m->round_groups.v[i]];
         if (!r->filtered && !r->aborted)

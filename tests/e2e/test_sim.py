@@ -159,10 +159,15 @@ def test_libra_layout_is_verified_by_simulation():
     assert any(c["origin"].startswith("all TP") for c in cands)  # single-TP fleets proposed too
     chosen = [c for c in cands if c["chosen"]]
     assert len(chosen) == 1
-    top = max(c["trained_tokens_per_s"] for c in cands if c["trained_tokens_per_s"] is not None)
+    # the fastest, or, among the close ones raced on a second seed, the best mean of the two
     raced = [c for c in cands if "second_seed_trained_tokens_per_s" in c]
-    assert chosen[0]["trained_tokens_per_s"] >= 0.95 * top  # a close one, raced when not alone
-    assert raced == [] or chosen[0] in raced
+    if raced:
+        def mean(c):
+            return (c["trained_tokens_per_s"] + c["second_seed_trained_tokens_per_s"]) / 2
+        assert mean(chosen[0]) == max(mean(c) for c in raced)
+    else:
+        assert chosen[0]["trained_tokens_per_s"] == max(
+            c["trained_tokens_per_s"] for c in cands if c["trained_tokens_per_s"] is not None)
     assert libra["layout"]["origin"] == "verified"
     assert libra["layout"]["train_gpus"] == chosen[0]["train_gpus"]
     assert libra["layout"]["instances"] == chosen[0]["instances"]
