@@ -204,6 +204,9 @@ void plan_roll_job_init(struct plan_roll_job *j, const struct libra_config *cfg,
         .train_add_s = (u.save_s + (u.trainer_transfers ? u.transfer_s : 0.0)) / rl->sync_interval,
     };
     plan_sampling_from_config(&j->sampling, cfg);
+    double groups = (double)rl->batch_trajectories / rl->samples;
+    j->last_generations =
+        plan_regenerations(j->interval * groups, j->k1 * groups, j->kept_share, 0);
 }
 
 void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const double *tool_s,
@@ -637,8 +640,9 @@ double plan_roll_batch_train_s(const struct plan_roll_job *j, double train_s, co
  * quantile's trajectories and trains for train_s · order[i] of the trainer's own time
  * (plan_train_order; NULL: train_s each) plus its share of the updates. Dynamic sampling
  * launches a dropped group's replacement only once the group is done, its slowest trajectory:
- * a typical place takes 1 / kept_share such generations, the worst of the admission's groups
- * the expected most (plan_regenerations).
+ * a typical place takes 1 / kept_share such generations; the last batch waits until the
+ * admission's groups are kept from among the window's in flight (job.last_generations: the
+ * most of the admission's when the window is the interval, fewer when it holds more).
  */
 static double trainer_chain(const struct plan_roll *r, struct ordered *tail,
                             const struct plan_roll_score *out, double slowest, double train_s,
@@ -648,9 +652,8 @@ static double trainer_chain(const struct plan_roll *r, struct ordered *tail,
     double extra = 0.0, worst = 0.0;
     if (j->kept_share < 1.0) {
         double group_s = ord_expected_max(tail, j->samples); /* a group's slowest */
-        double groups = (double)j->interval * j->batch / j->samples;
         extra = (1.0 / j->kept_share - 1.0) * group_s;
-        worst = (plan_regenerations(groups, j->kept_share, 0) - 1.0) * group_s;
+        worst = (j->last_generations - 1.0) * group_s;
     }
     double chain = 0.0, rest = 0.0;
     for (int i = j->interval; i >= 1; i--) { /* rest: batches i.. train after done_i */

@@ -51,6 +51,9 @@ struct plan_roll_job {
     double kept_share; /* the share of trajectories that train (dynamic sampling drops the
                         * rest, which the fleet generates all the same); 1 by default */
     struct plan_sampling sampling; /* how a synchronous step generates more (colocated) */
+    double last_generations;       /* async: the expected generations until interval batches'
+                                    * groups are kept, out of the window's k1 batches' groups in
+                                    * flight (plan_regenerations); 1 without dynamic sampling */
     double train_add_s;            /* per step: the trainer's share of the updates, save (+ an NCCL
                                     * broadcast it takes part in) over the interval */
 };

@@ -31,21 +31,6 @@ bool plan_round_runs_out(const struct plan_sampling *p)
     return p->mode == SPEC_DS_GEN_BATCH;
 }
 
-double plan_regenerations(double n, double keep, int cap)
-{
-    if (keep >= 1.0)
-        return 1.0;
-    int limit = cap > 0 ? cap : UNCAPPED;
-    double e = 0.0;
-    for (int g = 0; g < limit; g++) {
-        double over = 1.0 - pow(1.0 - pow(1.0 - keep, g), n); /* P(max > g) */
-        e += over;
-        if (over < 1e-9)
-            break;
-    }
-    return e;
-}
-
 /* log P(X = k) for X ~ Bin(n, q), 0 < q < 1. */
 static double log_pmf(double n, double k, double q)
 {
@@ -83,12 +68,29 @@ static double binomial_below(double n, double k, double q)
     }
 }
 
+double plan_regenerations(double n, double slots, double keep, int cap)
+{
+    if (keep >= 1.0)
+        return 1.0;
+    int limit = cap > 0 ? cap : UNCAPPED;
+    double e = 0.0;
+    for (int g = 0; g < limit; g++) {
+        double done = 1.0 - pow(1.0 - keep, g); /* a slot's chance to have kept one by g */
+        /* P(the n-th slot to keep one needs more than g); the largest of n in closed form */
+        double over = slots <= n ? 1.0 - pow(done, n) : binomial_below(slots, n, done);
+        e += over;
+        if (over < 1e-9)
+            break;
+    }
+    return e;
+}
+
 double plan_expected_rounds(const struct plan_sampling *p, double keep)
 {
     if (p->mode == SPEC_DS_OFF)
         return 1.0;
     if (p->mode == SPEC_DS_REGENERATE)
-        return plan_regenerations((double)p->groups, keep, p->max_rounds);
+        return plan_regenerations((double)p->groups, (double)p->groups, keep, p->max_rounds);
     /* gen_batch: R > r once r rounds of factor·G groups kept fewer than G */
     double e = 1.0, g = (double)p->groups;
     for (int r = 1; r < p->max_rounds; r++) {

@@ -16,7 +16,8 @@
  *
  * Both rules stop after rl.max_gen_batches rounds and train what they have. The asynchronous modes
  * have no rounds: a dropped group is replaced when it is dropped (job/job.h), and
- * plan_regenerations gives the most generations one of their groups takes, in expectation.
+ * plan_regenerations gives, in expectation, the generations until enough of the groups in
+ * flight have kept one.
  *
  * Pure.
  */
@@ -51,9 +52,10 @@ bool plan_round_runs_out(const struct plan_sampling *p);
  * (over-provisioned groups are not counted as help). */
 double plan_expected_rounds(const struct plan_sampling *p, double keep);
 
-/* The expected most generations one of n groups needs when each generation is kept with
- * probability keep, in [0, 1], and a dropped one is generated again: E[min(max of n geometric
- * counts, cap)] (cap 0: no cap). */
-double plan_regenerations(double n, double keep, int cap);
+/* The expected generations until n of `slots` groups running side by side (slots >= n) have
+ * each kept one, when each generation is kept with probability keep, in [0, 1], and a dropped
+ * one is generated again at once: E[min(n-th smallest of `slots` geometric counts, cap)] (cap 0:
+ * no cap). slots = n: the most generations one of n groups needs. */
+double plan_regenerations(double n, double slots, double keep, int cap);
 
 #endif

@@ -82,6 +82,49 @@ static void test_expected_rounds_match_the_rule(void **state)
     }
 }
 
+/* Generations until n of `slots` groups, each regenerated until kept, have kept one: the
+ * n-th smallest of `slots` geometric counts, drawn. */
+static int simulate_generations(int n, int slots, double keep, struct rng *r)
+{
+    int counts[64] = {0}; /* how many slots first kept at generation g (capped) */
+    for (int i = 0; i < slots; i++) {
+        int g = 1;
+        while (rng_uniform(r) >= keep && g < 63)
+            g++;
+        counts[g]++;
+    }
+    int g = 0;
+    for (int seen = 0; seen < n; seen += counts[++g])
+        ;
+    return g;
+}
+
+static void test_regenerations_match_a_draw(void **state)
+{
+    (void)state;
+    enum { N = 20000 };
+    const int cases[][2] = {{8, 8}, {5, 8}, {1, 2}, {10, 40}, {30, 31}};
+    const double keeps[] = {0.1, 0.5, 0.9};
+    for (size_t c = 0; c < sizeof cases / sizeof *cases; c++)
+        for (size_t k = 0; k < sizeof keeps / sizeof *keeps; k++) {
+            int n = cases[c][0], slots = cases[c][1];
+            struct rng r = rng_keyed(11, (uint64_t)n, (uint64_t)slots, (uint64_t)k);
+            double sum = 0.0, sq = 0.0;
+            for (int i = 0; i < N; i++) {
+                double x = simulate_generations(n, slots, keeps[k], &r);
+                sum += x;
+                sq += x * x;
+            }
+            double mean = sum / N, se = sqrt(fmax(sq / N - mean * mean, 1e-12) / N);
+            double e = plan_regenerations(n, slots, keeps[k], 0);
+            if (fabs(mean - e) > 5.0 * se + 1e-6)
+                fail_msg("%d of %d, keep %.2f: expected %.4f generations, drawn %.4f (se %.4f)", n,
+                         slots, keeps[k], e, mean, se);
+        }
+    /* one of two: the smaller of two geometric counts, Σ 0.25^g at keep 0.5 */
+    assert_float_equal(plan_regenerations(1, 2, 0.5, 0), 4.0 / 3.0, 1e-9);
+}
+
 static void test_expected_rounds_at_the_edges(void **state)
 {
     (void)state;
@@ -99,9 +142,9 @@ static void test_expected_rounds_at_the_edges(void **state)
                        0.01); /* mean G: short half the time */
     struct plan_sampling off = {.mode = SPEC_DS_OFF, .groups = 8, .max_rounds = 10};
     assert_float_equal(plan_expected_rounds(&off, 0.1), 1.0, 0);
-    assert_float_equal(plan_regenerations(8, 1.0, 0), 1.0, 0);
-    assert_float_equal(plan_regenerations(8, 0.5, 3), 1.0 + (1 - pow(0.5, 8)) + (1 - pow(0.75, 8)),
-                       1e-12);
+    assert_float_equal(plan_regenerations(8, 8, 1.0, 0), 1.0, 0);
+    assert_float_equal(plan_regenerations(8, 8, 0.5, 3),
+                       1.0 + (1 - pow(0.5, 8)) + (1 - pow(0.75, 8)), 1e-12);
 }
 
 int main(void)
@@ -110,6 +153,7 @@ int main(void)
         cmocka_unit_test(test_round_sizes_follow_the_rule),
         cmocka_unit_test(test_expected_rounds_match_the_rule),
         cmocka_unit_test(test_expected_rounds_at_the_edges),
+        cmocka_unit_test(test_regenerations_match_a_draw),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
