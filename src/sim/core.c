@@ -630,7 +630,7 @@ static int setup_router(struct sim *s)
                      .live = true}};
     struct spec_sched_config sc = s->cfg->sched;
     sc.policy = s->lay->policy; /* a homogeneous fleet's load_balance */
-    s->rmetrics = sched_metrics_new(&s->lay->buckets);
+    s->rmetrics = s->opts->rates_only ? NULL : sched_metrics_new(&s->lay->buckets);
     struct libra_error e = {0};
     if (sched_router_from_config(&s->router, &sc, &s->lay->buckets, &costs, &e) != 0)
         return sim_fail(s, LIBRA_EINVAL, "router: %s", e.msg);

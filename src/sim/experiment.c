@@ -133,6 +133,7 @@ static void try_candidate(void *arg, size_t i)
     struct sim_result r;
     struct libra_error err = {0};
     struct sim_run_opts o = run_opts(sw->in->cfg, sw->steps);
+    o.rates_only = true;
     c->tokens_per_s = NAN;
     memset(&r, 0, sizeof r);
     int rc = sim_layout_make(sw->in, sw->mode, c->n_train, c->tp, &l, &err);

@@ -75,7 +75,8 @@ void sim_metrics_finish(struct sim *s)
     for (size_t i = 0; i < s->traj.n; i++) /* a released slot is accounted */
         if (!s->traj.v[i].accounted)
             o->unconsumed_tokens += s->traj.v[i].generated;
-    o->routing = sched_metrics_to_json(s->rmetrics, sched_policy_bucketless(s->lay->policy));
+    if (s->rmetrics)
+        o->routing = sched_metrics_to_json(s->rmetrics, sched_policy_bucketless(s->lay->policy));
     o->replans = s->replans.v;
     o->n_replans = s->replans.n;
     s->replans.v = NULL;

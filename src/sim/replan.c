@@ -323,8 +323,10 @@ static void route_over(struct sim *s, const struct spec_bucket_layout *b)
         sim_fail(s, LIBRA_EINTERNAL, "internal: a replan's buckets: %s", err.msg);
         return;
     }
-    sched_metrics_free(s->rmetrics);
-    s->rmetrics = sched_metrics_new(b);
+    if (s->rmetrics) {
+        sched_metrics_free(s->rmetrics);
+        s->rmetrics = sched_metrics_new(b);
+    }
     s->out->routing_since_step = s->version;
     r->buckets = *b;
 }

@@ -141,9 +141,12 @@ static void note_finished(struct sim *s, const struct sim_traj *t)
         intmap_put(&s->prompt_seen, (uint64_t)t->prompt, group << 1 | 1);
 }
 
+/* Scores decision d of t (a rates-only run keeps no routing figures). */
 static void score(struct sim *s, const struct sim_traj *t, bool first,
                   const struct sched_decision *d)
 {
+    if (!s->rmetrics)
+        return;
     struct sched_metric_point p = {
         .split = split_of(s, t),
         .first = first,
@@ -208,7 +211,8 @@ static void traj_start(struct sim *s, struct sim_traj *t)
                  (unsigned long long)id);
         return;
     }
-    sched_metrics_add_traj(s->rmetrics, split_of(s, t));
+    if (s->rmetrics)
+        sched_metrics_add_traj(s->rmetrics, split_of(s, t));
     score(s, t, true, &d);
     s->out->started++;
     place(s, t, &d);
@@ -336,7 +340,8 @@ static void traj_end(struct sim *s, struct sim_traj *t, enum sched_finish how)
     if (t->mixed)
         s->out->mixed_trajectories++;
     sched_router_finish(s->router, id, how, true);
-    note_finished(s, t);
+    if (s->rmetrics)
+        note_finished(s, t);
     struct sim_group *g = &s->groups.v[t->group];
     if (++g->done == g->n && !g->aborted)
         group_complete(s, g);

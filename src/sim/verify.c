@@ -307,7 +307,8 @@ static void simulate(void *arg, size_t i)
 {
     struct verification *v = arg;
     struct candidate *c = &v->c[v->wave[i]];
-    struct sim_run_opts o = {.steps = v->steps, .warmup = v->warmup, .perfetto_step = -1};
+    struct sim_run_opts o = {
+        .steps = v->steps, .warmup = v->warmup, .perfetto_step = -1, .rates_only = true};
     struct sim_result r;
     double *figure = v->racing ? &c->second_tokens_per_s : &c->tokens_per_s;
     if (sim_run(v->racing ? v->second : v->in, &c->layout, &o, &r, NULL) == 0)

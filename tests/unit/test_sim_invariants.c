@@ -8,7 +8,7 @@
  * wasted or still in flight, per-step utilisations lie in [0, 1] and add up to the run's,
  * trained trajectories respect the staleness bound, each weight
  * update flushes every live instance's cache, no GPU serves two roles, and the same inputs
- * give the same results.
+ * give the same results (again as a rates-only candidate run, without routing figures).
  */
 #include "testutil.h"
 
@@ -164,7 +164,11 @@ static void run_one(const struct world *w, struct libra_config *c, enum sim_mode
                  sim_mode_name(mode), c->workload.name, c->rl.sync_mode, c->rl.transport, o.n_fleet,
                  err.msg);
     check_books(&r, c, &l, o.n_fleet > 0);
+    o.rates_only = true; /* the same run without its routing figures (a candidate's) */
     assert_int_equal(sim_run(&in, &l, &o, &again, &err), 0);
+    assert_non_null(r.routing);
+    assert_null(again.routing);
+    assert_true(again.tokens_per_s == r.tokens_per_s);
     assert_int_equal(again.steps_run, r.steps_run);
     assert_memory_equal(again.steps, r.steps, sizeof *r.steps * (size_t)r.steps_run);
     assert_memory_equal(again.waste, r.waste, sizeof r.waste);
