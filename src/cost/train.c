@@ -156,15 +156,15 @@ static void cell_add(struct cost_train_cell *c, double tokens, double work, doub
 
 /*
  * Assigns the sequences of [lo, hi) (indices in step order) to dp ranks, longest first to the
- * least loaded rank that still has room, and records each rank in sc->rank. Uses the first dp
- * cells of `cells` for the loads (zeroed here).
+ * least loaded rank that still has room, and records each rank in rank[]. Uses the first dp
+ * cells of `cells` for the loads (zeroed here) and heap's dp entries.
  */
 static void deal_group(const struct cost_train_seqs *seqs, size_t lo, size_t hi, int dp,
-                       struct cost_train_cell *cells, struct cost_train_scratch *sc)
+                       struct cost_train_cell *cells, uint32_t *heap, uint32_t *rank)
 {
     size_t cap = (hi - lo + (size_t)dp - 1) / (size_t)dp;
     memset(cells, 0, (size_t)dp * sizeof *cells);
-    struct rank_heap rh = {sc->heap, (size_t)dp, cells};
+    struct rank_heap rh = {heap, (size_t)dp, cells};
     for (int r = 0; r < dp; r++)
         rh.h[r] = (uint32_t)r;
     for (size_t k = 0; k < seqs->n; k++) {
@@ -172,7 +172,7 @@ static void deal_group(const struct cost_train_seqs *seqs, size_t lo, size_t hi,
         if (i < lo || i >= hi)
             continue;
         uint32_t r = rh.h[0];
-        sc->rank[i] = r;
+        rank[i] = r;
         cells[r].work += seqs->work[i];
         if (cells[r].seqs += 1.0, cells[r].seqs >= (double)cap)
             rh.h[0] = rh.h[--rh.n]; /* full: leaves the heap */
@@ -181,9 +181,24 @@ static void deal_group(const struct cost_train_seqs *seqs, size_t lo, size_t hi,
     }
 }
 
-int cost_train_deal(const struct cost_train_seqs *seqs, const struct cost_shape *s, int dp,
-                    int minibatches, double micro_batch_tokens, bool balance_each_minibatch,
-                    struct cost_train_scratch *sc, struct cost_train_load *out)
+void cost_train_assign(const struct cost_train_seqs *seqs, int dp, int minibatches,
+                       bool balance_each_minibatch, struct cost_train_scratch *sc, uint32_t *rank)
+{
+    size_t n = seqs->n, mb = (size_t)minibatches;
+    scratch_reserve(sc, mb * (size_t)dp, n, (size_t)dp);
+    /* per mini-batch (balanced) or once over the step (then split in order) */
+    if (balance_each_minibatch) {
+        for (size_t m = 0; m < mb; m++)
+            deal_group(seqs, m * n / mb, (m + 1) * n / mb, dp, sc->cell, sc->heap, rank);
+    } else {
+        deal_group(seqs, 0, n, dp, sc->cell, sc->heap, rank);
+    }
+}
+
+int cost_train_deal_ranks(const struct cost_train_seqs *seqs, const struct cost_shape *s, int dp,
+                          int minibatches, double micro_batch_tokens, bool balance_each_minibatch,
+                          const uint32_t *rank, struct cost_train_scratch *sc,
+                          struct cost_train_load *out)
 {
     if (dp < 1 || minibatches < 1 || micro_batch_tokens <= 0.0)
         return LIBRA_EINVAL;
@@ -191,24 +206,19 @@ int cost_train_deal(const struct cost_train_seqs *seqs, const struct cost_shape 
         return LIBRA_EINFEAS;
     size_t n = seqs->n, mb = (size_t)minibatches, ranks = (size_t)dp;
     scratch_reserve(sc, mb * ranks, n, ranks);
-
-    /* ranks: per mini-batch (balanced) or once over the step (then split in order) */
-    if (balance_each_minibatch) {
-        for (size_t m = 0; m < mb; m++)
-            deal_group(seqs, m * n / mb, (m + 1) * n / mb, dp, sc->cell, sc);
-    } else {
-        deal_group(seqs, 0, n, dp, sc->cell, sc);
-        for (size_t r = 0; r < ranks; r++)
-            sc->count[r] = (uint32_t)sc->cell[r].seqs;
+    if (!balance_each_minibatch) { /* a rank's share of the step, split in order below */
+        memset(sc->count, 0, ranks * sizeof *sc->count);
+        for (size_t i = 0; i < n; i++)
+            sc->count[rank[i]]++;
     }
 
-    /* accumulate each (mini-batch, rank) cell; a rank's share is split in step order */
+    /* accumulate each (mini-batch, rank) cell */
     memset(sc->cell, 0, mb * ranks * sizeof *sc->cell);
-    uint32_t *seen = sc->heap; /* reused: the heap is no longer needed */
+    uint32_t *seen = sc->heap;
     memset(seen, 0, ranks * sizeof *seen);
     double half = micro_batch_tokens / 2.0, attn_total = 0.0;
     for (size_t i = 0; i < n; i++) {
-        uint32_t r = sc->rank[i];
+        uint32_t r = rank[i];
         size_t m = balance_each_minibatch ? i * mb / n : (size_t)seen[r]++ * mb / sc->count[r];
         double attn = seqs->work[i] - 2.0 * s->params_active * seqs->tokens[i];
         attn_total += attn;
@@ -237,6 +247,21 @@ int cost_train_deal(const struct cost_train_seqs *seqs, const struct cost_shape 
         out->microbatches += micro;
     }
     return 0;
+}
+
+int cost_train_deal(const struct cost_train_seqs *seqs, const struct cost_shape *s, int dp,
+                    int minibatches, double micro_batch_tokens, bool balance_each_minibatch,
+                    struct cost_train_scratch *sc, struct cost_train_load *out)
+{
+    if (dp < 1 || minibatches < 1 || micro_batch_tokens <= 0.0)
+        return LIBRA_EINVAL;
+    if (seqs->longest_tokens > micro_batch_tokens || seqs->n < (size_t)dp * (size_t)minibatches)
+        return LIBRA_EINFEAS;
+    /* grown first, so that sc->rank stays where it is through both calls */
+    scratch_reserve(sc, (size_t)minibatches * (size_t)dp, seqs->n, (size_t)dp);
+    cost_train_assign(seqs, dp, minibatches, balance_each_minibatch, sc, sc->rank);
+    return cost_train_deal_ranks(seqs, s, dp, minibatches, micro_batch_tokens,
+                                 balance_each_minibatch, sc->rank, sc, out);
 }
 
 /* ---- step time ------------------------------------------------------------------------------ */

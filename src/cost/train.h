@@ -15,8 +15,9 @@
  * gradient reduce-scatter stay inside a shard group (NVLink when it fits a node) and only the
  * gradient shards cross groups, at the price of a copy of the state per group.
  *
- * Speed: the sequence-dependent part (dealing, O(n log DP)) is cost_train_deal, which the
- * planner runs once per (DP, mini-batches, micro-batch budget); cost_train_step_time is then
+ * Speed: the sequence-dependent part (dealing, O(n log DP)) is cost_train_deal: the dealing
+ * itself (cost_train_assign), which the planner runs once per DP, then the load of each
+ * micro-batch budget on it (cost_train_deal_ranks, O(n)); cost_train_step_time is then
  * O(1) per (TP, PP, CP) candidate. Neither allocates once the scratch has grown. Pure and
  * reentrant: no globals; threads need their own scratch.
  */
@@ -147,6 +148,18 @@ struct cost_train_load {
 int cost_train_deal(const struct cost_train_seqs *seqs, const struct cost_shape *s, int dp,
                     int minibatches, double micro_batch_tokens, bool balance_each_minibatch,
                     struct cost_train_scratch *sc, struct cost_train_load *out);
+
+/* The dealing of cost_train_deal alone, which does not depend on the micro-batch budget: each
+ * step-order sequence i's DP rank into rank[i] (seqs->n entries; dp >= 1, minibatches >= 1). */
+void cost_train_assign(const struct cost_train_seqs *seqs, int dp, int minibatches,
+                       bool balance_each_minibatch, struct cost_train_scratch *sc, uint32_t *rank);
+
+/* cost_train_deal on the ranks cost_train_assign gave for the same seqs, dp, minibatches and
+ * balance_each_minibatch (the planner deals once for several micro-batch budgets). */
+int cost_train_deal_ranks(const struct cost_train_seqs *seqs, const struct cost_shape *s, int dp,
+                          int minibatches, double micro_batch_tokens, bool balance_each_minibatch,
+                          const uint32_t *rank, struct cost_train_scratch *sc,
+                          struct cost_train_load *out);
 
 /* One step's time and where it goes (seconds unless named). */
 struct cost_train_step {

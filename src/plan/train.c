@@ -114,6 +114,8 @@ void plan_train_free(struct plan_train *t)
         free(t->deals.v[i].load);
     vec_free(&t->deals);
     intmap_free(&t->deal_index);
+    for (unsigned i = 0; i < PLAN_RANKS_KEPT; i++)
+        free(t->ranks[i].rank);
     free(t->seqs);
     free(t->bwork_max);
     free(t->battn);
@@ -245,15 +247,35 @@ double plan_train_lb(const struct plan_train *t, const struct plan_train_layout 
 
 /* ---- dealing cache -------------------------------------------------------------------------- */
 
+/* Each batch's DP ranks under c (dp and minibatches >= 1; the mini-batches and their balancing
+ * are the same for every layout of t, so DP is the key). */
+static const uint32_t *ranks_of(struct plan_train *t, const struct cost_train_config *c)
+{
+    for (unsigned i = 0; i < PLAN_RANKS_KEPT; i++)
+        if (t->ranks[i].rank && t->ranks[i].dp == c->dp)
+            return t->ranks[i].rank;
+    struct plan_ranks *e = &t->ranks[t->ranks_next++ % PLAN_RANKS_KEPT];
+    if (!e->rank)
+        e->rank = xmallocarray(t->batches * (size_t)t->batch, sizeof *e->rank);
+    e->dp = c->dp;
+    for (size_t b = 0; b < t->batches; b++)
+        cost_train_assign(&t->seqs[b], c->dp, c->minibatches, c->balance_each_minibatch, &t->sc,
+                          e->rank + b * (size_t)t->batch);
+    return e->rank;
+}
+
 static const struct plan_deal *dealt(struct plan_train *t, const struct cost_train_config *c)
 {
     uint64_t key = (uint64_t)c->dp << 32 | (uint64_t)c->micro_batch_tokens, at;
     if (intmap_get(&t->deal_index, key, &at))
         return &t->deals.v[at];
     struct plan_deal e = {0, xmallocarray(t->batches, sizeof *e.load)};
+    const uint32_t *rank = c->dp >= 1 && c->minibatches >= 1 ? ranks_of(t, c) : NULL;
     for (size_t b = 0; b < t->batches && e.status == 0; b++)
-        e.status = cost_train_deal(&t->seqs[b], t->sh, c->dp, c->minibatches, c->micro_batch_tokens,
-                                   c->balance_each_minibatch, &t->sc, &e.load[b]);
+        e.status = rank ? cost_train_deal_ranks(&t->seqs[b], t->sh, c->dp, c->minibatches,
+                                                c->micro_batch_tokens, c->balance_each_minibatch,
+                                                rank + b * (size_t)t->batch, &t->sc, &e.load[b])
+                        : LIBRA_EINVAL;
     intmap_put(&t->deal_index, key, t->deals.n);
     vec_push(&t->deals, e);
     return &t->deals.v[t->deals.n - 1];

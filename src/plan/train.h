@@ -26,6 +26,16 @@
 /* The micro-batch token budgets searched, per GPU, ascending. */
 extern const int plan_budgets[PLAN_BUDGETS];
 
+/* Dealings kept by DP (plan_train.ranks): the search asks for one DP's few micro-batch budgets
+ * close together, and the dealing does not depend on the budget. */
+#define PLAN_RANKS_KEPT 8
+
+/* Each batch's DP ranks for one DP (cost_train_assign), batches × batch entries. */
+struct plan_ranks {
+    int dp;
+    uint32_t *rank; /* NULL: an unused slot */
+};
+
 /* Loads of every batch for one (DP, micro-batch tokens). */
 struct plan_deal {
     int status; /* 0, or the cost_train_deal error */
@@ -50,6 +60,8 @@ struct plan_train {
     double *order_work;           /* per order, the shortest first: FLOPs (plan_train_order) */
     VEC(struct plan_deal) deals;  /* the dealing cache, in order of first use */
     struct intmap deal_index;     /* (DP << 32 | micro-batch tokens) -> index into deals */
+    struct plan_ranks ranks[PLAN_RANKS_KEPT]; /* the latest dealings, replaced in turn */
+    unsigned ranks_next;                      /* the slot to replace next */
     struct cost_train_scratch sc;
 };
 

@@ -102,8 +102,16 @@ static void test_deal_matches_naive_reference(void **state)
         int mb = 1 + (int)rng_uniform_int(&rng, 4);
         bool each = rng_uniform_int(&rng, 2);
         double budget = 30000.0 + (double)rng_uniform_int(&rng, 60000);
-        struct cost_train_load load;
+        struct cost_train_load load, again;
         int rc = cost_train_deal(&q, &s, dp, mb, budget, each, &sc, &load);
+        /* the dealing alone, then the load on its ranks: the same, whatever the budget */
+        uint32_t *rank = malloc(n * sizeof *rank);
+        cost_train_assign(&q, dp, mb, each, &sc, rank);
+        assert_int_equal(cost_train_deal_ranks(&q, &s, dp, mb, budget, each, rank, &sc, &again),
+                         rc);
+        if (rc == 0)
+            assert_memory_equal(&again, &load, sizeof load);
+        free(rank);
         if (n < (size_t)dp * mb) {
             assert_int_equal(rc, LIBRA_EINFEAS);
         } else {
