@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "util/alloc.h"
+#include "util/sort.h"
 
 void cost_train_params_default(struct cost_train_params *p)
 {
@@ -36,19 +37,6 @@ void cost_train_params_for(struct cost_train_params *p, const struct spec_hardwa
 
 /* ---- sequences ------------------------------------------------------------------------------ */
 
-struct keyed {
-    double key;
-    uint32_t idx;
-};
-
-static int by_key_desc(const void *a, const void *b)
-{
-    const struct keyed *x = a, *y = b;
-    if (x->key != y->key)
-        return x->key < y->key ? 1 : -1;
-    return x->idx < y->idx ? -1 : x->idx > y->idx;
-}
-
 int cost_train_seqs_init(struct cost_train_seqs *seqs, const struct cost_shape *s,
                          const uint32_t *tokens, size_t n)
 {
@@ -62,18 +50,19 @@ int cost_train_seqs_init(struct cost_train_seqs *seqs, const struct cost_shape *
     seqs->tokens = xmallocarray(n, sizeof *seqs->tokens);
     seqs->work = xmallocarray(n, sizeof *seqs->work);
     seqs->order = xmallocarray(n, sizeof *seqs->order);
-    struct keyed *k = xmallocarray(n, sizeof *k);
+    struct sort_pair *k = xmallocarray(2 * n, sizeof *k); /* n to sort, n of scratch */
     for (size_t i = 0; i < n; i++) {
         seqs->tokens[i] = tokens[i];
         seqs->work[i] = cost_seq_forward_flops(s, tokens[i]);
         seqs->total_tokens += tokens[i];
         seqs->total_work += seqs->work[i];
         seqs->longest_tokens = fmax(seqs->longest_tokens, tokens[i]);
-        k[i] = (struct keyed){seqs->work[i], (uint32_t)i};
+        /* the most work first, ties in step order */
+        k[i] = (struct sort_pair){~sort_key_nonneg(seqs->work[i]), (uint32_t)i};
     }
-    qsort(k, n, sizeof *k, by_key_desc);
+    sort_pairs(k, n, k + n);
     for (size_t i = 0; i < n; i++)
-        seqs->order[i] = k[i].idx;
+        seqs->order[i] = k[i].index;
     free(k);
     return 0;
 }
