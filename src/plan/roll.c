@@ -642,7 +642,8 @@ double plan_roll_batch_train_s(const struct plan_roll_job *j, double train_s, co
  * launches a dropped group's replacement only once the group is done, its slowest trajectory:
  * a typical place takes 1 / kept_share such generations; the last batch waits until the
  * admission's groups are kept from among the window's in flight (job.last_generations: the
- * most of the admission's when the window is the interval, fewer when it holds more).
+ * most of the admission's when the window is the interval, fewer when it holds more), each of
+ * those generations a typical group's: the later of that and the admission's slowest.
  */
 static double trainer_chain(const struct plan_roll *r, struct ordered *tail,
                             const struct plan_roll_score *out, double slowest, double train_s,
@@ -653,7 +654,7 @@ static double trainer_chain(const struct plan_roll *r, struct ordered *tail,
     if (j->kept_share < 1.0) {
         double group_s = ord_expected_max(tail, j->samples); /* a group's slowest */
         extra = (1.0 / j->kept_share - 1.0) * group_s;
-        worst = (j->last_generations - 1.0) * group_s;
+        worst = j->last_generations * group_s;
     }
     double chain = 0.0, rest = 0.0;
     for (int i = j->interval; i >= 1; i--) { /* rest: batches i.. train after done_i */
@@ -661,7 +662,7 @@ static double trainer_chain(const struct plan_roll *r, struct ordered *tail,
                      : (double)(j->interval - i + 1) * train_s;
         size_t q = (size_t)ceil((double)i / j->interval * (double)r->m) - 1;
         double done =
-            i == j->interval ? fmax(out->tail_s, slowest + worst) : ord_value(tail, q) + extra;
+            i == j->interval ? fmax(out->tail_s, fmax(slowest, worst)) : ord_value(tail, q) + extra;
         done = fmax(done, i * out->work_s);
         chain = fmax(chain, done + rest);
     }
