@@ -184,15 +184,25 @@ void cost_train_assign(const struct cost_train_seqs *seqs, int dp, int minibatch
     }
 }
 
-int cost_train_deal_ranks(const struct cost_train_seqs *seqs, const struct cost_shape *s, int dp,
-                          int minibatches, double micro_batch_tokens, bool balance_each_minibatch,
-                          const uint32_t *rank, struct cost_train_scratch *sc,
-                          struct cost_train_load *out)
+/* Why seqs cannot be dealt to dp ranks in micro-batches of micro_batch_tokens, or 0. */
+static int deal_check(const struct cost_train_seqs *seqs, int dp, int minibatches,
+                      double micro_batch_tokens)
 {
     if (dp < 1 || minibatches < 1 || micro_batch_tokens <= 0.0)
         return LIBRA_EINVAL;
     if (seqs->longest_tokens > micro_batch_tokens || seqs->n < (size_t)dp * (size_t)minibatches)
         return LIBRA_EINFEAS;
+    return 0;
+}
+
+int cost_train_deal_ranks(const struct cost_train_seqs *seqs, const struct cost_shape *s, int dp,
+                          int minibatches, double micro_batch_tokens, bool balance_each_minibatch,
+                          const uint32_t *rank, struct cost_train_scratch *sc,
+                          struct cost_train_load *out)
+{
+    int rc = deal_check(seqs, dp, minibatches, micro_batch_tokens);
+    if (rc)
+        return rc;
     size_t n = seqs->n, mb = (size_t)minibatches, ranks = (size_t)dp;
     scratch_reserve(sc, mb * ranks, n, ranks);
     if (!balance_each_minibatch) { /* a rank's share of the step, split in order below */
@@ -203,7 +213,7 @@ int cost_train_deal_ranks(const struct cost_train_seqs *seqs, const struct cost_
 
     /* accumulate each (mini-batch, rank) cell */
     memset(sc->cell, 0, mb * ranks * sizeof *sc->cell);
-    uint32_t *seen = sc->heap;
+    uint32_t *seen = sc->heap; /* per rank: the dealing's heap space */
     memset(seen, 0, ranks * sizeof *seen);
     double half = micro_batch_tokens / 2.0, attn_total = 0.0;
     for (size_t i = 0; i < n; i++) {
@@ -242,10 +252,9 @@ int cost_train_deal(const struct cost_train_seqs *seqs, const struct cost_shape 
                     int minibatches, double micro_batch_tokens, bool balance_each_minibatch,
                     struct cost_train_scratch *sc, struct cost_train_load *out)
 {
-    if (dp < 1 || minibatches < 1 || micro_batch_tokens <= 0.0)
-        return LIBRA_EINVAL;
-    if (seqs->longest_tokens > micro_batch_tokens || seqs->n < (size_t)dp * (size_t)minibatches)
-        return LIBRA_EINFEAS;
+    int rc = deal_check(seqs, dp, minibatches, micro_batch_tokens);
+    if (rc)
+        return rc;
     /* grown first, so that sc->rank stays where it is through both calls */
     scratch_reserve(sc, (size_t)minibatches * (size_t)dp, seqs->n, (size_t)dp);
     cost_train_assign(seqs, dp, minibatches, balance_each_minibatch, sc, sc->rank);

@@ -204,7 +204,7 @@ void plan_roll_job_init(struct plan_roll_job *j, const struct libra_config *cfg,
         .train_add_s = (u.save_s + (u.trainer_transfers ? u.transfer_s : 0.0)) / rl->sync_interval,
     };
     plan_sampling_from_config(&j->sampling, cfg);
-    double groups = (double)rl->batch_trajectories / rl->samples;
+    double groups = (double)j->batch / j->samples;
     j->last_generations =
         plan_regenerations(j->interval * groups, j->k1 * groups, j->kept_share, 0);
 }
@@ -650,19 +650,19 @@ static double trainer_chain(const struct plan_roll *r, struct ordered *tail,
                             const double *order)
 {
     const struct plan_roll_job *j = &r->job;
-    double extra = 0.0, worst = 0.0;
+    double extra = 0.0, regen_s = 0.0;
     if (j->kept_share < 1.0) {
         double group_s = ord_expected_max(tail, j->samples); /* a group's slowest */
         extra = (1.0 / j->kept_share - 1.0) * group_s;
-        worst = j->last_generations * group_s;
+        regen_s = j->last_generations * group_s;
     }
     double chain = 0.0, rest = 0.0;
     for (int i = j->interval; i >= 1; i--) { /* rest: batches i.. train after done_i */
         rest = order ? rest + plan_roll_batch_train_s(j, train_s, order, i)
                      : (double)(j->interval - i + 1) * train_s;
         size_t q = (size_t)ceil((double)i / j->interval * (double)r->m) - 1;
-        double done =
-            i == j->interval ? fmax(out->tail_s, fmax(slowest, worst)) : ord_value(tail, q) + extra;
+        double done = i == j->interval ? fmax(out->tail_s, fmax(slowest, regen_s))
+                                       : ord_value(tail, q) + extra;
         done = fmax(done, i * out->work_s);
         chain = fmax(chain, done + rest);
     }
