@@ -1,98 +1,116 @@
 /*
- * The evhttp server (net/http.h). Each client connection gets a record (found by the
- * connection's address) that counts it against the limit and holds the call it is serving, so
- * that whichever comes first — the answer, the client leaving, the cap, the server's end —
- * finishes the call exactly once.
+ * The HTTP/1.1 server (net/http.h) on bare sockets and libevent's event loop.
  *
- * Every accepted connection also has a link (made in evhttp's bevcb, holding a reference to
- * its bufferevent) that a sweep checks for the reading deadline: evhttp's own timeout restarts
- * on every byte, so a client that trickles its request would hold a connection for ever.
+ * A connection reads into one buffer, sized at once to the whole request when its head
+ * announces a Content-Length (a 200 KB body arrives in a few reads, not fifty 4 KiB ones), and
+ * answers by writing at once: an answer leaves in the same turn of the loop as the call that
+ * made it, and the socket is watched for writing only while the kernel's buffer is full.
  *
- * Backpressure reads the connection's bufferevent output buffer: its length is what the client
- * has not taken yet, and a callback on that buffer notices when it drained far enough. That
- * callback runs inside libevent's write path, so it only schedules the owner's (drain_ev).
+ * A request that arrived whole becomes a call, which holds the connection until answered: the
+ * body stays where it was read (the gateway forwards it from there) and nothing more is read
+ * meanwhile. A kept call's socket is only peeked at, to notice the client leaving. Whichever
+ * comes first — the answer, the client leaving, the cap, the server's end — finishes the call
+ * exactly once. A connection is closed only from the loop's own callbacks, never inside a
+ * call's owner: a failure found while writing an answer closes it on the next turn.
  */
 #include "net/http.h"
 
-#include <arpa/inet.h>
 #include <errno.h>
-#include <event2/buffer.h>
-#include <event2/bufferevent.h>
 #include <event2/http.h>
-#include <event2/keyvalq_struct.h>
+#include <event2/listener.h>
+#include <netdb.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <stdarg.h>
-#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <time.h>
+#include <unistd.h>
 
+#include "net/head.h"
 #include "net/query.h"
 #include "util/alloc.h"
-#include "util/intmap.h"
 #include "util/json.h"
+#include "util/strbuf.h"
 
-/* The most one write to a client may carry (libevent's default: 16 KiB). */
-#define NET_MAX_SINGLE_WRITE (1 << 20)
+#define READ_MIN (64u << 10) /* room made for each read while the request's size is unknown */
+#define WRITE_IOVS 16        /* pieces of output one writev takes */
+
+/* Output the client has not taken yet, in order. */
+struct piece {
+    char *data; /* owned */
+    size_t len, off;
+    struct piece *next;
+};
 
 struct net_conn {
     struct net_server *server;
-    struct evhttp_connection *evcon;
-    struct net_call *call;        /* the call being served, NULL between requests */
-    struct net_conn *prev, *next; /* the server's list */
-};
-
-/* An accepted connection, from its accept to its end, for the reading deadline. */
-struct net_link {
-    struct bufferevent *bev; /* a reference of ours; its fd is -1 once evhttp closed it */
-    double owing_since_s;    /* monotonic: when it began owing a request */
-    bool serving;            /* a request arrived whole; until its answer, nothing is owed */
-    bool cut;                /* shut down by the sweep; evhttp frees it on the next read */
-    struct net_link *next;
+    evutil_socket_t fd;
+    struct event *rev, *wev;
+    struct event *later; /* runs step() from the loop: the next request, or the close */
+    char *in;            /* what was read and not yet consumed */
+    size_t in_len, in_cap;
+    struct piece *out, *out_last;
+    size_t pending; /* bytes queued in out */
+    struct net_call *call;
+    double owing_since_s; /* monotonic: since when a request is owed (accept, last answer) */
+    bool closing;         /* close once the output is sent (Connection: close) */
+    bool broken;          /* a read or write failed: close from the loop */
+    bool stepping;        /* inside step(): a call answered there needs no later */
+    bool continued;       /* 100 Continue sent for the request being read */
+    /* the request being read */
+    bool have_head;
+    struct net_head head;
+    struct net_chunked chunks;
+    size_t chunk_in, chunk_out; /* chunked body: raw bytes consumed, data bytes decoded */
+    struct net_conn *prev, *next;
 };
 
 struct net_server {
     struct event_base *base;
-    struct evhttp *http;
+    struct evconnlistener *listener; /* NULL once draining */
     int port;
     struct net_limits limits;
     const struct net_route *routes;
     net_gate_fn gate;
     void *ctx;
-    struct intmap conns;    /* evhttp_connection address -> struct net_conn * */
-    struct net_conn *first; /* every connection, for the server's end */
+    struct net_conn *first; /* every connection */
     int n_conns;
-    struct net_link *links;            /* every accepted connection */
-    struct intmap link_of;             /* bufferevent address -> struct net_link * */
-    struct event *sweep;               /* checks the reading deadline */
-    struct evhttp_bound_socket *bound; /* the listening socket; NULL once draining */
-    bool draining;                     /* net_server_drain: new requests answer 503 */
+    struct event *sweep; /* checks the reading deadline */
+    bool draining;       /* net_server_drain: new requests answer 503 */
 };
 
 struct net_call {
     struct net_server *server;
-    struct net_conn *conn;
-    struct evhttp_request *req;
+    struct net_conn *conn; /* NULL once answered or the connection went */
+    struct net_head head;  /* spans into head_bytes */
+    char *head_bytes;      /* the request's head, copied out of the connection's buffer */
     char *path;
     struct net_kv *query;
     size_t n_query;
-    const char *body; /* in the request's input buffer (or ""), NUL-terminated */
+    enum net_method method;
+    bool http10;      /* an HTTP/1.0 request: a stream ends with the connection */
+    bool close;       /* the connection ends after the answer */
+    const char *body; /* in the connection's buffer (or ""), NUL-terminated */
     size_t body_len;
+    size_t consumed; /* bytes of the connection's buffer the request took */
+    char *next_byte; /* the byte the body's NUL replaced (pipelining), restored after */
+    char saved;
+    char **add; /* response header lines "Name: value" */
+    size_t n_add;
+    char *content_type; /* added with net_call_add_header */
+    bool has_cache_control;
     bool deferred, streaming;
     net_cancel_fn cancel;
     void *cancel_arg;
-    struct event *cap_timer;    /* while deferred */
-    struct event *client_watch; /* while deferred: readable socket = the client left or sent more */
-    /* net_stream_on_drain: drain_cb watches the connection's output buffer (drain_buf) and,
-     * once it is at most drain_low bytes, makes drain_ev run drain_fn from the loop. */
+    struct event *cap_timer; /* while deferred */
     void (*drain_fn)(void *arg, struct net_call *c);
     void *drain_arg;
     size_t drain_low;
     struct event *drain_ev;
-    struct evbuffer *drain_buf;
-    struct evbuffer_cb_entry *drain_cb;
 };
 
 void net_limits_default(struct net_limits *l)
@@ -122,35 +140,117 @@ static double mono_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static struct timeval timeval_of(double s)
+{
+    return (struct timeval){(time_t)s, (suseconds_t)((s - (double)(time_t)s) * 1e6)};
+}
+
+/* ---- output --------------------------------------------------------------------------------- */
+
+static void later(struct net_conn *conn)
+{
+    event_active(conn->later, EV_TIMEOUT, 0);
+}
+
+/* The drain registration of conn's call is due once its output is low enough. */
+static void drain_check(struct net_conn *conn)
+{
+    struct net_call *c = conn->call;
+    if (c && c->drain_fn && conn->pending <= c->drain_low)
+        event_active(c->drain_ev, EV_TIMEOUT, 0);
+}
+
+/* Writes what the socket takes; watches for writing while some is left. */
+static void flush(struct net_conn *conn)
+{
+    while (conn->out && !conn->broken) {
+        struct iovec iov[WRITE_IOVS];
+        int n = 0;
+        for (struct piece *p = conn->out; p && n < WRITE_IOVS; p = p->next)
+            iov[n++] = (struct iovec){p->data + p->off, p->len - p->off};
+        ssize_t w = writev(conn->fd, iov, n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            event_add(conn->wev, NULL);
+            return;
+        }
+        if (w < 0) {
+            conn->broken = true;
+            later(conn);
+            return;
+        }
+        conn->pending -= (size_t)w;
+        while (w > 0 && conn->out) { /* the written bytes are the queue's first */
+            struct piece *p = conn->out;
+            size_t take = p->len - p->off < (size_t)w ? p->len - p->off : (size_t)w;
+            p->off += take;
+            w -= (ssize_t)take;
+            if (p->off == p->len) {
+                conn->out = p->next;
+                free(p->data);
+                free(p);
+            }
+        }
+    }
+    if (!conn->out) {
+        conn->out_last = NULL;
+        event_del(conn->wev);
+        if (conn->closing && !conn->call)
+            later(conn);
+    }
+    drain_check(conn);
+}
+
+/* Queues len bytes of data (taken: freed once sent) and writes what the socket takes now. */
+static void send_owned(struct net_conn *conn, char *data, size_t len)
+{
+    if (len == 0 || conn->broken) {
+        free(data);
+        return;
+    }
+    struct piece *p = xmalloc(sizeof *p);
+    *p = (struct piece){.data = data, .len = len};
+    if (conn->out_last)
+        conn->out_last->next = p;
+    else
+        conn->out = p;
+    conn->out_last = p;
+    conn->pending += len;
+    if (!event_pending(conn->wev, EV_WRITE, NULL))
+        flush(conn);
+}
+
+static void send_copy(struct net_conn *conn, const char *data, size_t len)
+{
+    char *copy = xmalloc(len ? len : 1);
+    memcpy(copy, data, len);
+    send_owned(conn, copy, len);
+}
+
 /* ---- calls ---------------------------------------------------------------------------------- */
 
-/* Forgets a drain registration; the watch leaves the output buffer, which may go with the
- * connection as soon as the call lets go of it. */
 static void drain_clear(struct net_call *c)
 {
     c->drain_fn = NULL;
-    if (c->drain_cb) {
-        evbuffer_remove_cb_entry(c->drain_buf, c->drain_cb);
-        c->drain_cb = NULL;
-        c->drain_buf = NULL;
-    }
     if (c->drain_ev)
         event_del(c->drain_ev);
 }
 
 static void call_free(struct net_call *c)
 {
-    if (c->conn && c->conn->call == c)
-        c->conn->call = NULL;
     drain_clear(c);
     if (c->drain_ev)
         event_free(c->drain_ev);
     if (c->cap_timer)
         event_free(c->cap_timer);
-    if (c->client_watch)
-        event_free(c->client_watch);
+    for (size_t i = 0; i < c->n_add; i++)
+        free(c->add[i]);
+    free(c->add);
+    free(c->content_type);
     net_kv_free(c->query, c->n_query);
     free(c->path);
+    free(c->head_bytes);
     free(c);
 }
 
@@ -162,6 +262,36 @@ static void call_cancel(struct net_call *c, enum net_cancel why)
     call_free(c);
 }
 
+/* The call's request leaves the connection's buffer; the connection owes the next one. */
+static void release_input(struct net_conn *conn, struct net_call *c)
+{
+    if (c->next_byte)
+        *c->next_byte = c->saved;
+    size_t rest = conn->in_len - c->consumed;
+    if (rest)
+        memmove(conn->in, conn->in + c->consumed, rest);
+    conn->in_len = rest;
+    conn->have_head = false;
+    conn->continued = false;
+}
+
+/* c's answer is queued in full: the connection lets go of it and reads the next request. */
+static void call_done(struct net_call *c)
+{
+    struct net_conn *conn = c->conn;
+    drain_clear(c);
+    if (!conn)
+        return;
+    c->conn = NULL;
+    conn->call = NULL;
+    release_input(conn, c);
+    conn->owing_since_s = mono_s();
+    conn->closing |= c->close;
+    event_add(conn->rev, NULL);
+    if (!conn->stepping && (conn->in_len || (conn->closing && !conn->out)))
+        later(conn);
+}
+
 const char *net_call_path(const struct net_call *c)
 {
     return c->path;
@@ -169,23 +299,12 @@ const char *net_call_path(const struct net_call *c)
 
 const char *net_call_uri(const struct net_call *c)
 {
-    return evhttp_request_get_uri(c->req);
+    return c->head.start[1].p;
 }
 
 enum net_method net_call_method(const struct net_call *c)
 {
-    switch (evhttp_request_get_command(c->req)) {
-    case EVHTTP_REQ_GET:
-        return NET_GET;
-    case EVHTTP_REQ_POST:
-        return NET_POST;
-    case EVHTTP_REQ_PUT:
-        return NET_PUT;
-    case EVHTTP_REQ_DELETE:
-        return NET_DELETE;
-    default:
-        return 0;
-    }
+    return c->method;
 }
 
 const char *net_call_body(struct net_call *c, size_t *len)
@@ -196,20 +315,48 @@ const char *net_call_body(struct net_call *c, size_t *len)
 
 void net_call_drop_body(struct net_call *c)
 {
-    struct evbuffer *in = evhttp_request_get_input_buffer(c->req);
-    evbuffer_drain(in, evbuffer_get_length(in));
+    struct net_conn *conn = c->conn;
     c->body = "";
     c->body_len = 0;
+    if (!conn || c->consumed == 0)
+        return;
+    release_input(conn, c); /* keeps what came after the request, if anything */
+    c->next_byte = NULL;
+    c->consumed = 0;
+    if (conn->in_len == 0) {
+        free(conn->in);
+        conn->in = NULL;
+        conn->in_cap = 0;
+    }
 }
 
 const char *net_call_header(const struct net_call *c, const char *name)
 {
-    return evhttp_find_header(evhttp_request_get_input_headers(c->req), name);
+    size_t n;
+    return net_head_field(&c->head, name, &n);
+}
+
+static bool header_safe(const char *s)
+{
+    return !strpbrk(s, "\r\n");
 }
 
 void net_call_add_header(struct net_call *c, const char *name, const char *value)
 {
-    evhttp_add_header(evhttp_request_get_output_headers(c->req), name, value);
+    if (!header_safe(name) || !header_safe(value) || !*name || strchr(name, ':'))
+        return;
+    if (strcasecmp(name, "Content-Type") == 0) {
+        free(c->content_type);
+        c->content_type = xstrdup(value);
+        return;
+    }
+    c->has_cache_control |= strcasecmp(name, "Cache-Control") == 0;
+    if (strcasecmp(name, "Connection") == 0 && strcasecmp(value, "close") == 0)
+        c->close = true;
+    size_t len = strlen(name) + strlen(value) + 3;
+    c->add = xreallocarray(c->add, c->n_add + 1, sizeof *c->add);
+    c->add[c->n_add] = xmalloc(len);
+    snprintf(c->add[c->n_add++], len, "%s: %s", name, value);
 }
 
 const char *net_call_query(const struct net_call *c, const char *key)
@@ -223,6 +370,8 @@ const char *net_call_query(const struct net_call *c, const char *key)
 /* The cap passed: tell the owner, then answer 504 ourselves. */
 static void cap_passed(evutil_socket_t fd, short what, void *arg)
 {
+    (void)fd;
+    (void)what;
     struct net_call *c = arg;
     if (c->cancel)
         c->cancel(c->cancel_arg, c, NET_CANCEL_CAP);
@@ -235,178 +384,112 @@ static void cap_passed(evutil_socket_t fd, short what, void *arg)
                     c->server->limits.request_cap_s);
 }
 
-/*
- * The socket of a kept call turned readable: the client closed it (recv returns 0 or fails) or
- * sent its next request early (pipelining: nothing to learn, stop watching). Freeing the
- * connection makes evhttp call conn_closed, which cancels the call.
- */
-static void client_readable(evutil_socket_t fd, short what, void *arg)
-{
-    struct net_call *c = arg;
-    char byte;
-    ssize_t r = recv(fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
-    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
-        return;
-    event_free(c->client_watch);
-    c->client_watch = NULL;
-    if (r > 0)
-        return;
-    evhttp_connection_free(c->conn->evcon);
-}
-
 void net_call_defer(struct net_call *c, net_cancel_fn cancel, void *arg)
 {
-    struct net_server *s = c->server;
     c->cancel = cancel;
     c->cancel_arg = arg;
     if (c->deferred) /* kept already: a new owner, the same cap */
         return;
     c->deferred = true;
-    double cap = s->limits.request_cap_s;
-    struct timeval tv = {(time_t)cap, (suseconds_t)((cap - (double)(time_t)cap) * 1e6)};
-    c->cap_timer = evtimer_new(s->base, cap_passed, c);
+    struct timeval tv = timeval_of(c->server->limits.request_cap_s);
+    c->cap_timer = evtimer_new(c->server->base, cap_passed, c);
     evtimer_add(c->cap_timer, &tv);
-    struct bufferevent *bev = evhttp_connection_get_bufferevent(c->conn->evcon);
-    evutil_socket_t fd = bev ? bufferevent_getfd(bev) : -1;
-    if (fd >= 0) {
-        c->client_watch = event_new(s->base, fd, EV_READ | EV_PERSIST, client_readable, c);
-        event_add(c->client_watch, NULL);
-    }
-}
-
-/* ---- links: the reading deadline ------------------------------------------------------------ */
-
-/* evhttp's bevcb: the bufferevent of a connection being accepted, with a link watching it. */
-static struct bufferevent *link_new(struct event_base *base, void *arg)
-{
-    struct net_server *s = arg;
-    struct bufferevent *bev = bufferevent_socket_new(base, -1, BEV_OPT_CLOSE_ON_FREE);
-    if (!bev)
-        return NULL;
-    /* An answer leaves in writes as large as the socket takes, not libevent's 16 KiB each:
-     * 64 writev calls fewer for a 1 MiB answer. */
-    bufferevent_set_max_single_write(bev, NET_MAX_SINGLE_WRITE);
-    bufferevent_incref(bev);
-    struct net_link *l = xcalloc(1, sizeof *l);
-    *l = (struct net_link){.bev = bev, .owing_since_s = mono_s(), .next = s->links};
-    s->links = l;
-    intmap_put(&s->link_of, (uint64_t)(uintptr_t)bev, (uint64_t)(uintptr_t)l);
-    return bev;
-}
-
-/* A request on evcon arrived whole (serving) or was answered (owing again from now). */
-static void link_serving(struct net_server *s, struct evhttp_connection *evcon, bool serving)
-{
-    uint64_t v;
-    struct bufferevent *bev = evhttp_connection_get_bufferevent(evcon);
-    if (!bev || !intmap_get(&s->link_of, (uint64_t)(uintptr_t)bev, &v))
-        return;
-    struct net_link *l = (struct net_link *)(uintptr_t)v;
-    l->serving = serving;
-    l->owing_since_s = mono_s();
-}
-
-/* Drops the links evhttp closed; shuts the sockets of those past the deadline (evhttp then
- * reads their end and frees them, cancelling nothing: no call is held on them). The deadline
- * starts once an answer has left: a slow reader of a large answer is not cut. */
-static void sweep(evutil_socket_t fd, short what, void *arg)
-{
-    struct net_server *s = arg;
-    (void)fd;
-    (void)what;
-    double now = mono_s();
-    for (struct net_link **p = &s->links; *p;) {
-        struct net_link *l = *p;
-        evutil_socket_t sock = bufferevent_getfd(l->bev);
-        if (sock < 0) {
-            *p = l->next;
-            intmap_del(&s->link_of, (uint64_t)(uintptr_t)l->bev);
-            bufferevent_decref(l->bev);
-            free(l);
-            continue;
-        }
-        if (evbuffer_get_length(bufferevent_get_output(l->bev)) > 0)
-            l->owing_since_s = now; /* an answer is still being written: nothing is owed yet */
-        else if (!l->serving && !l->cut && now - l->owing_since_s > s->limits.request_read_s) {
-            shutdown(sock, SHUT_RDWR);
-            l->cut = true;
-        }
-        p = &l->next;
-    }
-}
-
-static void links_free(struct net_server *s)
-{
-    while (s->links) {
-        struct net_link *l = s->links;
-        s->links = l->next;
-        bufferevent_decref(l->bev);
-        free(l);
-    }
-    intmap_free(&s->link_of);
-    if (s->sweep)
-        event_free(s->sweep);
 }
 
 /* ---- answers -------------------------------------------------------------------------------- */
 
-/* Detaches c from its connection before evhttp writes: a write that fails frees the
- * connection at once (conn_closed), which must find no call to cancel. */
-static struct evhttp_request *take_request(struct net_call *c)
+static const char *reason_of(int status)
 {
-    drain_clear(c);
-    if (c->conn) {
-        c->conn->call = NULL;
-        link_serving(c->server, c->conn->evcon, false);
-    }
-    c->conn = NULL;
-    if (c->client_watch) {
-        event_free(c->client_watch);
-        c->client_watch = NULL;
-    }
-    return c->req;
+    static const struct {
+        int status;
+        const char *reason;
+    } reasons[] = {{200, "OK"},
+                   {201, "Created"},
+                   {202, "Accepted"},
+                   {204, "No Content"},
+                   {400, "Bad Request"},
+                   {401, "Unauthorized"},
+                   {403, "Forbidden"},
+                   {404, "Not Found"},
+                   {405, "Method Not Allowed"},
+                   {408, "Request Timeout"},
+                   {409, "Conflict"},
+                   {413, "Content Too Large"},
+                   {422, "Unprocessable Content"},
+                   {429, "Too Many Requests"},
+                   {500, "Internal Server Error"},
+                   {501, "Not Implemented"},
+                   {502, "Bad Gateway"},
+                   {503, "Service Unavailable"},
+                   {504, "Gateway Timeout"}};
+    for (size_t i = 0; i < sizeof reasons / sizeof *reasons; i++)
+        if (reasons[i].status == status)
+            return reasons[i].reason;
+    return status < 400 ? "OK" : status < 500 ? "Client Error" : "Server Error";
 }
 
-/* Sets the answer's Content-Type, replacing one added with net_call_add_header. */
-static void set_content_type(struct evhttp_request *req, const char *content_type)
+/* The status line and headers of c's answer; framing: a Content-Length of len (len >= 0),
+ * chunked (-1), the body ends with the connection (-2), or no body at all (-3). */
+static char *head_of(const struct net_call *c, int status, const char *content_type, long long len,
+                     size_t *out_len)
 {
-    struct evkeyvalq *h = evhttp_request_get_output_headers(req);
-    if (!content_type)
-        return;
-    evhttp_remove_header(h, "Content-Type");
-    evhttp_add_header(h, "Content-Type", content_type);
+    struct strbuf b = {0};
+    strbuf_printf(&b, "HTTP/1.1 %d %s\r\n", status, reason_of(status));
+    for (size_t i = 0; i < c->n_add; i++)
+        strbuf_printf(&b, "%s\r\n", c->add[i]);
+    if (content_type)
+        strbuf_printf(&b, "Content-Type: %s\r\n", content_type);
+    if (len >= 0)
+        strbuf_printf(&b, "Content-Length: %lld\r\n", len);
+    else if (len == -1)
+        strbuf_puts(&b, "Transfer-Encoding: chunked\r\n");
+    if (c->close || len == -2)
+        strbuf_puts(&b, "Connection: close\r\n");
+    else if (c->http10)
+        strbuf_puts(&b, "Connection: keep-alive\r\n");
+    strbuf_puts(&b, "\r\n");
+    *out_len = b.len;
+    return strbuf_detach(&b);
+}
+
+/* Queues c's whole answer (the body taken, may be NULL for none) and ends the call. */
+static void answer(struct net_call *c, int status, const char *content_type, char *body, size_t len)
+{
+    struct net_conn *conn = c->conn;
+    if (conn) {
+        const char *type = content_type ? content_type : c->content_type;
+        bool bodiless = status < 200 || status == 204 || status == 304;
+        size_t head_len;
+        char *head = head_of(c, status, type, bodiless ? -3 : (long long)len, &head_len);
+        if (!bodiless && len && len <= READ_MIN) { /* one piece: one writev, one segment */
+            head = xrealloc(head, head_len + len);
+            memcpy(head + head_len, body, len);
+            head_len += len;
+            len = 0;
+        }
+        send_owned(conn, head, head_len);
+        if (!bodiless && len) {
+            send_owned(conn, body, len);
+            body = NULL;
+        }
+        call_done(c);
+    }
+    free(body);
+    call_free(c);
 }
 
 void net_reply_raw(struct net_call *c, int status, const char *content_type, const char *data,
                    size_t len)
 {
-    struct evhttp_request *req = take_request(c);
-    set_content_type(req, content_type);
-    struct evbuffer *buf = evbuffer_new();
-    evbuffer_add(buf, data, len);
-    evhttp_send_reply(req, status, NULL, buf);
-    evbuffer_free(buf);
-    call_free(c);
-}
-
-static void free_data(const void *data, size_t len, void *arg)
-{
-    (void)len;
-    (void)arg;
-    free((void *)data);
+    char *copy = xmalloc(len ? len : 1);
+    memcpy(copy, data, len);
+    answer(c, status, content_type, copy, len);
 }
 
 void net_reply_owned(struct net_call *c, int status, const char *content_type, char *data,
                      size_t len)
 {
-    struct evhttp_request *req = take_request(c);
-    set_content_type(req, content_type);
-    struct evbuffer *buf = evbuffer_new();
-    if (evbuffer_add_reference(buf, data, len, free_data, NULL) != 0)
-        free(data);
-    evhttp_send_reply(req, status, NULL, buf); /* moves the reference: no copy */
-    evbuffer_free(buf);
-    call_free(c);
+    answer(c, status, content_type, data, len);
 }
 
 void net_reply_json(struct net_call *c, int status, json_t *body)
@@ -431,59 +514,61 @@ void net_reply_error(struct net_call *c, int status, const char *type, const cha
 void net_stream_start(struct net_call *c, int status, const char *content_type)
 {
     c->streaming = true;
-    struct evkeyvalq *h = evhttp_request_get_output_headers(c->req);
-    set_content_type(c->req, content_type);
-    if (!evhttp_find_header(h, "Cache-Control"))
-        evhttp_add_header(h, "Cache-Control", "no-cache");
-    evhttp_send_reply_start(c->req, status, NULL); /* NULL: the status's standard phrase */
+    if (!c->has_cache_control)
+        net_call_add_header(c, "Cache-Control", "no-cache");
+    if (!c->conn)
+        return;
+    size_t len;
+    char *head = head_of(c, status, content_type ? content_type : c->content_type,
+                         c->http10 ? -2 : -1, &len);
+    send_owned(c->conn, head, len);
 }
 
 void net_stream_write(struct net_call *c, const char *data, size_t len)
 {
-    struct evbuffer *buf = evbuffer_new();
-    evbuffer_add(buf, data, len);
-    evhttp_send_reply_chunk(c->req, buf);
-    evbuffer_free(buf);
+    if (!c->conn || len == 0)
+        return;
+    if (c->http10) {
+        send_copy(c->conn, data, len);
+        return;
+    }
+    char size[24]; /* the chunk: its size line, the data, CRLF */
+    size_t k = (size_t)snprintf(size, sizeof size, "%zx\r\n", len);
+    char *chunk = xmalloc(k + len + 2);
+    memcpy(chunk, size, k);
+    memcpy(chunk + k, data, len);
+    chunk[k + len] = '\r';
+    chunk[k + len + 1] = '\n';
+    send_owned(c->conn, chunk, k + len + 2);
 }
 
 void net_stream_end(struct net_call *c)
 {
-    evhttp_send_reply_end(take_request(c));
+    if (c->conn) {
+        if (c->http10)
+            c->close = true;
+        else
+            send_copy(c->conn, "0\r\n\r\n", 5);
+        call_done(c);
+    }
     call_free(c);
-}
-
-/* The output buffer of c's connection, NULL once c let go of it. */
-static struct evbuffer *output_of(const struct net_call *c)
-{
-    struct bufferevent *bev = c->conn ? evhttp_connection_get_bufferevent(c->conn->evcon) : NULL;
-    return bev ? bufferevent_get_output(bev) : NULL;
 }
 
 size_t net_stream_pending(const struct net_call *c)
 {
-    struct evbuffer *out = output_of(c);
-    return out ? evbuffer_get_length(out) : 0;
+    return c->conn ? c->conn->pending : 0;
 }
 
-/* drain_ev: the output drained to drain_low at some point since the registration. */
+/* drain_ev: the output drained to drain_low since the registration. */
 static void drain_fire(evutil_socket_t fd, short what, void *arg)
 {
+    (void)fd;
+    (void)what;
     struct net_call *c = arg;
     void (*fn)(void *, struct net_call *) = c->drain_fn;
     c->drain_fn = NULL;
     if (fn)
         fn(c->drain_arg, c); /* may end c */
-}
-
-/* The output buffer changed (runs inside libevent's write path: only look, then leave the
- * owner's callback to the loop). */
-static void drain_check(struct evbuffer *buf, const struct evbuffer_cb_info *info, void *arg)
-{
-    struct net_call *c = arg;
-    if (!c->drain_fn || evbuffer_get_length(buf) > c->drain_low)
-        return;
-    evbuffer_cb_clear_flags(buf, c->drain_cb, EVBUFFER_CB_ENABLED);
-    event_active(c->drain_ev, EV_TIMEOUT, 0);
 }
 
 void net_stream_on_drain(struct net_call *c, size_t low_water,
@@ -497,60 +582,11 @@ void net_stream_on_drain(struct net_call *c, size_t low_water,
     c->drain_low = low_water;
     if (!c->drain_ev)
         c->drain_ev = event_new(c->server->base, -1, 0, drain_fire, c);
-    struct evbuffer *out = output_of(c);
-    if (!out || evbuffer_get_length(out) <= low_water) {
+    if (!c->conn || c->conn->pending <= low_water)
         event_active(c->drain_ev, EV_TIMEOUT, 0);
-        return;
-    }
-    c->drain_buf = out;
-    c->drain_cb = evbuffer_add_cb(out, drain_check, c);
 }
 
-/* ---- connections ---------------------------------------------------------------------------- */
-
-static void conn_closed(struct evhttp_connection *evcon, void *arg)
-{
-    struct net_conn *conn = arg;
-    struct net_server *s = conn->server;
-    intmap_del(&s->conns, (uint64_t)(uintptr_t)evcon);
-    s->n_conns--;
-    if (conn->prev)
-        conn->prev->next = conn->next;
-    else
-        s->first = conn->next;
-    if (conn->next)
-        conn->next->prev = conn->prev;
-    if (conn->call) {
-        struct net_call *c = conn->call;
-        struct evhttp_request *req = c->req;
-        /* A write that failed mid-stream makes evhttp let go of the request before it frees
-         * the connection (it waits for the owner's evhttp_send_reply_end): free it here. */
-        bool orphan = evhttp_request_get_connection(req) == NULL;
-        c->conn = NULL;
-        call_cancel(c, NET_CANCEL_CLIENT_GONE);
-        if (orphan)
-            evhttp_request_free(req);
-    }
-    free(conn);
-}
-
-/* The record of req's connection, made on its first request. */
-static struct net_conn *conn_of(struct net_server *s, struct evhttp_request *req)
-{
-    struct evhttp_connection *evcon = evhttp_request_get_connection(req);
-    uint64_t v;
-    if (intmap_get(&s->conns, (uint64_t)(uintptr_t)evcon, &v))
-        return (struct net_conn *)(uintptr_t)v;
-    struct net_conn *conn = xcalloc(1, sizeof *conn);
-    *conn = (struct net_conn){.server = s, .evcon = evcon, .next = s->first};
-    if (s->first)
-        s->first->prev = conn;
-    s->first = conn;
-    intmap_put(&s->conns, (uint64_t)(uintptr_t)evcon, (uint64_t)(uintptr_t)conn);
-    s->n_conns++;
-    evhttp_connection_set_closecb(evcon, conn_closed, conn);
-    return conn;
-}
+/* ---- requests ------------------------------------------------------------------------------- */
 
 static const struct net_route *route_of(const struct net_server *s, const char *path)
 {
@@ -563,60 +599,364 @@ static const struct net_route *route_of(const struct net_server *s, const char *
     return NULL;
 }
 
-/* Builds the call; answers 400 itself (and returns NULL) for a malformed URI or query. */
-static struct net_call *call_new(struct net_server *s, struct evhttp_request *req)
+static enum net_method method_of(struct net_span m)
 {
+    static const struct {
+        const char *name;
+        enum net_method method;
+    } methods[] = {{"GET", NET_GET}, {"POST", NET_POST}, {"PUT", NET_PUT}, {"DELETE", NET_DELETE}};
+    for (size_t i = 0; i < sizeof methods / sizeof *methods; i++)
+        if (m.n == strlen(methods[i].name) && memcmp(m.p, methods[i].name, m.n) == 0)
+            return methods[i].method;
+    return 0;
+}
+
+/* Copies the head out of the connection's buffer into c, NUL-terminating the target and each
+ * field's value (the byte after each is framing). */
+static void take_head(struct net_call *c, const struct net_conn *conn)
+{
+    const struct net_head *h = &conn->head;
+    c->head_bytes = xmalloc(h->length + 1);
+    memcpy(c->head_bytes, conn->in, h->length);
+    c->head_bytes[h->length] = '\0';
+    c->head = *h;
+    ptrdiff_t shift = c->head_bytes - conn->in;
+    for (int i = 0; i < 3; i++)
+        c->head.start[i].p += shift;
+    for (size_t i = 0; i < c->head.n_fields; i++) {
+        c->head.field[i].name.p += shift;
+        c->head.field[i].value.p += shift;
+        ((char *)c->head.field[i].value.p)[c->head.field[i].value.n] = '\0';
+    }
+    ((char *)c->head.start[1].p)[c->head.start[1].n] = '\0';
+}
+
+/* The call for the request whose head and body[0..body_len) are read; NULL after answering
+ * 400 itself for a malformed target. */
+static struct net_call *call_new(struct net_conn *conn, size_t body_len, size_t consumed)
+{
+    struct net_server *s = conn->server;
     struct net_call *c = xcalloc(1, sizeof *c);
-    c->server = s;
-    c->req = req;
-    c->conn = conn_of(s, req);
-    c->conn->call = c;
-    const struct evhttp_uri *uri = evhttp_request_get_evhttp_uri(req);
+    *c = (struct net_call){.server = s, .conn = conn, .consumed = consumed};
+    conn->call = c;
+    take_head(c, conn);
+    c->method = method_of(c->head.start[0]);
+    c->http10 = c->head.minor == 0;
+    c->close = c->head.close;
+    char *body = conn->in + conn->head.length;
+    if (conn->in_len > conn->head.length + body_len) { /* pipelined bytes follow */
+        c->next_byte = body + body_len;
+        c->saved = *c->next_byte;
+    }
+    body[body_len] = '\0'; /* in_cap always keeps a byte past what was read */
+    c->body = body;
+    c->body_len = body_len;
+    struct evhttp_uri *uri = evhttp_uri_parse_with_flags(c->head.start[1].p, 0);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
-    c->path = evhttp_uridecode(path && *path ? path : "/", 0, NULL);
-    /* The body stays where evhttp read it: one contiguous piece with a NUL after it (pullup
-     * copies only a body that arrived in more than one read). */
-    struct evbuffer *in = evhttp_request_get_input_buffer(req);
-    c->body_len = evbuffer_get_length(in);
-    evbuffer_add(in, "", 1);
-    c->body = (const char *)evbuffer_pullup(in, -1);
-    if (!c->path || (query && net_query_parse(query, strlen(query), &c->query, &c->n_query))) {
+    c->path = uri ? evhttp_uridecode(path && *path ? path : "/", 0, NULL) : NULL;
+    bool bad = !c->path || (query && net_query_parse(query, strlen(query), &c->query, &c->n_query));
+    if (uri)
+        evhttp_uri_free(uri);
+    if (bad) {
         net_reply_error(c, 400, "invalid_request_error", "malformed URI or query string");
         return NULL;
     }
     return c;
 }
 
-static void handle(struct evhttp_request *req, void *arg)
+/* Routes the call c. */
+static void dispatch(struct net_server *s, struct net_call *c)
 {
-    struct net_server *s = arg;
-    struct net_call *c = call_new(s, req);
-    if (!c)
-        return;
-    link_serving(s, evhttp_request_get_connection(req), true);
-    if (s->draining) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
-        net_reply_error(c, 503, "server_error", "the server is stopping");
-        return;
-    }
-    if (s->n_conns > s->limits.max_connections) {
-        evhttp_add_header(evhttp_request_get_output_headers(req), "Connection", "close");
-        net_reply_error(c, 503, "server_error", "too many connections (at most %d)",
-                        s->limits.max_connections);
+    if (s->draining || s->n_conns > s->limits.max_connections) {
+        c->close = true;
+        if (s->draining)
+            net_reply_error(c, 503, "server_error", "the server is stopping");
+        else
+            net_reply_error(c, 503, "server_error", "too many connections (at most %d)",
+                            s->limits.max_connections);
         return;
     }
     const struct net_route *r = route_of(s, c->path);
+    if (!c->method) {
+        net_reply_error(c, 405, "invalid_request_error", "method not allowed on %s", c->path);
+        return;
+    }
     if (!r) {
         net_reply_error(c, 404, "not_found_error", "no such path: %s", c->path);
         return;
     }
-    if (!(net_call_method(c) & r->methods)) {
+    if (!(c->method & r->methods)) {
         net_reply_error(c, 405, "invalid_request_error", "method not allowed on %s", c->path);
         return;
     }
     if (!s->gate || !s->gate(s->ctx, c, r->fn))
         r->fn(s->ctx, c);
+}
+
+/* Answers a request that cannot be read (malformed, over a limit) and closes after. */
+static void refuse(struct net_conn *conn, int status, const char *msg)
+{
+    char body[256];
+    int n = snprintf(body, sizeof body,
+                     "{\"error\":{\"message\":\"%s\",\"type\":\"invalid_request_error\","
+                     "\"param\":null,\"code\":%d}}",
+                     msg, status);
+    char head[160];
+    int k = snprintf(head, sizeof head,
+                     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: "
+                     "%d\r\nConnection: close\r\n\r\n",
+                     status, reason_of(status), n);
+    send_copy(conn, head, (size_t)k);
+    send_copy(conn, body, (size_t)n);
+    conn->closing = true;
+    conn->in_len = 0;
+    event_del(conn->rev);
+}
+
+/* Whether the body of the request whose head is read has arrived whole: its length and the
+ * bytes it took; false when more must come (or the request was refused: conn->closing). */
+static bool body_ready(struct net_conn *conn, size_t *body_len, size_t *consumed)
+{
+    const struct net_head *h = &conn->head;
+    const struct net_limits *l = &conn->server->limits;
+    if (h->chunked) {
+        if (conn->chunk_in == 0)
+            conn->chunk_in = conn->chunk_out = h->length;
+        enum net_head_status st =
+            net_chunked_run(&conn->chunks, conn->in, conn->in_len, &conn->chunk_in,
+                            &conn->chunk_out, (uint64_t)l->max_body_bytes);
+        if (st == NET_HEAD_BAD) {
+            refuse(conn, conn->chunk_out - h->length >= (size_t)l->max_body_bytes ? 413 : 400,
+                   "malformed chunked body or body over the limit");
+            return false;
+        }
+        *body_len = conn->chunk_out - h->length;
+        *consumed = conn->chunk_in;
+        if (st == NET_HEAD_OK) { /* the decoded body sits before the pipelined bytes */
+            memmove(conn->in + conn->chunk_out, conn->in + conn->chunk_in,
+                    conn->in_len - conn->chunk_in);
+            conn->in_len -= conn->chunk_in - conn->chunk_out;
+            *consumed = conn->chunk_out;
+        }
+        return st == NET_HEAD_OK;
+    }
+    size_t need = h->content_length > 0 ? (size_t)h->content_length : 0;
+    *body_len = need;
+    *consumed = h->length + need;
+    return conn->in_len >= *consumed;
+}
+
+/* Reads the head of the next request; false when it has not come whole (or was refused). */
+static bool head_ready(struct net_conn *conn)
+{
+    const struct net_limits *l = &conn->server->limits;
+    enum net_head_status st = net_head_parse(conn->in, conn->in_len, false, &conn->head);
+    size_t head_bytes = st == NET_HEAD_OK ? conn->head.length : conn->in_len;
+    if (st != NET_HEAD_BAD && head_bytes > (size_t)l->max_header_bytes)
+        refuse(conn, 400, "request line and headers over the limit");
+    else if (st == NET_HEAD_BAD)
+        refuse(conn, 400, "malformed request line or headers");
+    else if (st == NET_HEAD_OK && conn->head.content_length > l->max_body_bytes)
+        refuse(conn, 413, "request body over the limit");
+    if (st != NET_HEAD_OK || conn->closing)
+        return false;
+    conn->have_head = true;
+    conn->chunks = (struct net_chunked){0};
+    conn->chunk_in = conn->chunk_out = 0;
+    return true;
+}
+
+/* Serves the requests that have arrived whole, one at a time. */
+static void serve_input(struct net_conn *conn)
+{
+    while (!conn->call && !conn->closing && !conn->broken && conn->in_len) {
+        if (!conn->have_head && !head_ready(conn))
+            return;
+        size_t body_len, consumed;
+        if (!body_ready(conn, &body_len, &consumed)) {
+            if (conn->head.expect_continue && !conn->continued && !conn->closing) {
+                send_copy(conn, "HTTP/1.1 100 Continue\r\n\r\n", 25);
+                conn->continued = true;
+            }
+            return;
+        }
+        conn->owing_since_s = mono_s();
+        struct net_call *c = call_new(conn, body_len, consumed);
+        if (c)
+            dispatch(conn->server, c);
+    }
+}
+
+/* ---- connections ---------------------------------------------------------------------------- */
+
+static void conn_close(struct net_conn *conn)
+{
+    struct net_server *s = conn->server;
+    struct net_call *c = conn->call;
+    if (c) {
+        conn->call = NULL;
+        c->conn = NULL;
+        call_cancel(c, NET_CANCEL_CLIENT_GONE);
+    }
+    event_free(conn->rev);
+    event_free(conn->wev);
+    event_free(conn->later);
+    close(conn->fd);
+    while (conn->out) {
+        struct piece *p = conn->out;
+        conn->out = p->next;
+        free(p->data);
+        free(p);
+    }
+    free(conn->in);
+    if (conn->prev)
+        conn->prev->next = conn->next;
+    else
+        s->first = conn->next;
+    if (conn->next)
+        conn->next->prev = conn->prev;
+    s->n_conns--;
+    free(conn);
+}
+
+/* Serves what arrived, then closes the connection if it is done. From the loop only. */
+static void step(struct net_conn *conn)
+{
+    conn->stepping = true;
+    serve_input(conn);
+    conn->stepping = false;
+    if (conn->broken || (conn->closing && !conn->out && !conn->call))
+        conn_close(conn);
+}
+
+static void on_later(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    step(arg);
+}
+
+/* Makes room for the next read: the whole request when its size is known, else READ_MIN. */
+static void reserve(struct net_conn *conn)
+{
+    size_t want = conn->in_len + READ_MIN;
+    const struct net_head *h = &conn->head;
+    if (conn->have_head && !h->chunked && h->content_length > 0 &&
+        h->length + (size_t)h->content_length > conn->in_len)
+        want = h->length + (size_t)h->content_length;
+    want += 1; /* a NUL after the body */
+    if (conn->in_cap >= want)
+        return;
+    conn->in_cap = want > 2 * conn->in_cap ? want : 2 * conn->in_cap;
+    conn->in = xrealloc(conn->in, conn->in_cap);
+    if (conn->have_head) /* its spans pointed into the old buffer */
+        net_head_parse(conn->in, conn->in_len, false, &conn->head);
+}
+
+/* A kept call's socket turned readable: the client left (recv returns 0 or fails), or sent its
+ * next request early (pipelining: read it after the answer). */
+static void peek_client(struct net_conn *conn)
+{
+    char byte;
+    ssize_t r = recv(conn->fd, &byte, 1, MSG_PEEK | MSG_DONTWAIT);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    event_del(conn->rev);
+    if (r == 0 || r < 0)
+        conn_close(conn);
+}
+
+static void on_read(evutil_socket_t fd, short what, void *arg)
+{
+    (void)what;
+    struct net_conn *conn = arg;
+    if (conn->call) {
+        peek_client(conn);
+        return;
+    }
+    reserve(conn);
+    ssize_t r = recv(fd, conn->in + conn->in_len, conn->in_cap - conn->in_len - 1, 0);
+    if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    if (r <= 0) {
+        conn_close(conn);
+        return;
+    }
+    conn->in_len += (size_t)r;
+    size_t raw_limit = (size_t)conn->server->limits.max_header_bytes +
+                       2 * (size_t)conn->server->limits.max_body_bytes;
+    if (conn->in_len > raw_limit) {
+        refuse(conn, 413, "request body over the limit");
+        return;
+    }
+    step(conn);
+}
+
+static void on_write(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct net_conn *conn = arg;
+    flush(conn);
+    if (conn->broken)
+        conn_close(conn);
+}
+
+static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct sockaddr *sa,
+                      int socklen, void *arg)
+{
+    (void)l;
+    (void)sa;
+    (void)socklen;
+    struct net_server *s = arg;
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    struct net_conn *conn = xcalloc(1, sizeof *conn);
+    *conn = (struct net_conn){.server = s, .fd = fd, .owing_since_s = mono_s(), .next = s->first};
+    conn->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, on_read, conn);
+    conn->wev = event_new(s->base, fd, EV_WRITE | EV_PERSIST, on_write, conn);
+    conn->later = event_new(s->base, -1, 0, on_later, conn);
+    event_add(conn->rev, NULL);
+    if (s->first)
+        s->first->prev = conn;
+    s->first = conn;
+    s->n_conns++;
+}
+
+/* Closes the connections past the reading deadline: owing a request for longer than
+ * request_read_s with no answer still being written (a slow reader is not cut). */
+static void sweep(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct net_server *s = arg;
+    double now = mono_s();
+    for (struct net_conn *conn = s->first, *next; conn; conn = next) {
+        next = conn->next;
+        if (conn->pending)
+            conn->owing_since_s = now;
+        else if (!conn->call && now - conn->owing_since_s > s->limits.request_read_s)
+            conn_close(conn);
+    }
+}
+
+/* A listening socket on host:port; -1 with errno. */
+static int listen_on(const char *host, int port, struct sockaddr_storage *addr, socklen_t *len)
+{
+    char service[16];
+    snprintf(service, sizeof service, "%d", port);
+    struct addrinfo hints = {.ai_socktype = SOCK_STREAM, .ai_flags = AI_PASSIVE};
+    struct addrinfo *res;
+    int rc = getaddrinfo(host, service, &hints, &res);
+    if (rc != 0) {
+        errno = rc == EAI_SYSTEM ? errno : EINVAL;
+        return -1;
+    }
+    memcpy(addr, res->ai_addr, res->ai_addrlen);
+    *len = res->ai_addrlen;
+    freeaddrinfo(res);
+    return 0;
 }
 
 int net_server_new(struct net_server **out, struct event_base *base, const char *host, int port,
@@ -626,34 +966,26 @@ int net_server_new(struct net_server **out, struct event_base *base, const char 
     struct net_server *s = xcalloc(1, sizeof *s);
     *s = (struct net_server){
         .base = base, .limits = *limits, .routes = routes, .gate = gate, .ctx = ctx};
-    s->http = evhttp_new(base);
-    evhttp_set_max_body_size(s->http, limits->max_body_bytes);
-    evhttp_set_max_headers_size(s->http, limits->max_header_bytes);
-    evhttp_set_allowed_methods(s->http, EVHTTP_REQ_GET | EVHTTP_REQ_POST | EVHTTP_REQ_PUT |
-                                            EVHTTP_REQ_DELETE);
-    evhttp_set_gencb(s->http, handle, s);
-    evhttp_set_bevcb(s->http, link_new, s);
-    double every_s = limits->request_read_s / 4 < 1 ? limits->request_read_s / 4 : 1;
-    struct timeval tv = {(time_t)every_s, (suseconds_t)((every_s - (double)(time_t)every_s) * 1e6)};
-    s->sweep = event_new(base, -1, EV_PERSIST, sweep, s);
-    event_add(s->sweep, &tv);
-    struct evhttp_bound_socket *bound = evhttp_bind_socket_with_handle(s->http, host, port);
-    s->bound = bound;
-    if (!bound) {
+    struct sockaddr_storage addr;
+    socklen_t len;
+    if (listen_on(host, port, &addr, &len) == 0)
+        s->listener = evconnlistener_new_bind(
+            base, on_accept, s, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
+            SOMAXCONN, (struct sockaddr *)&addr, (int)len);
+    if (!s->listener) {
         snprintf(err, err_size, "cannot listen on %s:%d: %s", host, port, strerror(errno));
         net_server_free(s);
         *out = NULL;
         return -1;
     }
-    union {
-        struct sockaddr sa;
-        struct sockaddr_in in4;
-        struct sockaddr_in6 in6;
-    } addr;
-    memset(&addr, 0, sizeof addr);
-    socklen_t len = sizeof addr;
-    getsockname(evhttp_bound_socket_get_fd(bound), &addr.sa, &len);
-    s->port = ntohs(addr.sa.sa_family == AF_INET6 ? addr.in6.sin6_port : addr.in4.sin_port);
+    len = sizeof addr;
+    getsockname(evconnlistener_get_fd(s->listener), (struct sockaddr *)&addr, &len);
+    s->port = ntohs(addr.ss_family == AF_INET6 ? ((struct sockaddr_in6 *)&addr)->sin6_port
+                                               : ((struct sockaddr_in *)&addr)->sin_port);
+    double every_s = limits->request_read_s / 4 < 1 ? limits->request_read_s / 4 : 1;
+    struct timeval tv = timeval_of(every_s);
+    s->sweep = event_new(base, -1, EV_PERSIST, sweep, s);
+    event_add(s->sweep, &tv);
     *out = s;
     return 0;
 }
@@ -665,48 +997,36 @@ int net_server_port(const struct net_server *s)
 
 void net_server_drain(struct net_server *s)
 {
-    if (s->bound)
-        evhttp_del_accept_socket(s->http, s->bound); /* closes the listening socket */
-    s->bound = NULL;
+    if (s->listener)
+        evconnlistener_free(s->listener); /* closes the listening socket */
+    s->listener = NULL;
     s->draining = true;
-}
-
-/* Bytes queued on conn that the client has not taken yet. */
-static size_t conn_pending(const struct net_conn *conn)
-{
-    struct bufferevent *bev = evhttp_connection_get_bufferevent(conn->evcon);
-    return bev ? evbuffer_get_length(bufferevent_get_output(bev)) : 0;
 }
 
 size_t net_server_held(const struct net_server *s)
 {
     size_t n = 0;
     for (const struct net_conn *conn = s->first; conn; conn = conn->next)
-        n += conn->call != NULL || conn_pending(conn) > 0;
+        n += conn->call != NULL || conn->pending > 0;
     return n;
-}
-
-/* Cancels every kept call (their connections go with the evhttp object). */
-static void cancel_calls(struct net_server *s)
-{
-    for (struct net_conn *conn = s->first; conn; conn = conn->next) {
-        struct net_call *c = conn->call;
-        if (!c)
-            continue;
-        conn->call = NULL;
-        c->conn = NULL;
-        call_cancel(c, NET_CANCEL_SHUTDOWN);
-    }
 }
 
 void net_server_free(struct net_server *s)
 {
     if (!s)
         return;
-    cancel_calls(s);
-    if (s->http)
-        evhttp_free(s->http); /* frees the connections: conn_closed frees their records */
-    links_free(s);
-    intmap_free(&s->conns);
+    for (struct net_conn *conn = s->first; conn; conn = conn->next)
+        if (conn->call) { /* cancelled as the server's end, not as a client leaving */
+            struct net_call *c = conn->call;
+            conn->call = NULL;
+            c->conn = NULL;
+            call_cancel(c, NET_CANCEL_SHUTDOWN);
+        }
+    while (s->first)
+        conn_close(s->first);
+    if (s->listener)
+        evconnlistener_free(s->listener);
+    if (s->sweep)
+        event_free(s->sweep);
     free(s);
 }

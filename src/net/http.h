@@ -1,21 +1,27 @@
 /*
- * An HTTP/1.1 server on libevent's evhttp with the limits RL traffic needs, for the processes
- * that serve (`libra emu`, later `libra serve`).
- *
- * What evhttp does not give by itself, and every server here needs:
+ * An HTTP/1.1 server on libevent's event loop with the limits RL traffic needs, for the
+ * processes that serve (`libra emu`, `libra serve`). It reads and writes its sockets itself
+ * (framing: net/head.h) rather than through evhttp, whose 4 KiB reads cost fifty system calls
+ * for a 200 KB request and whose answers wait a turn of the loop to be written:
+ *  - a request with a Content-Length is read into one buffer sized for it, a few reads;
+ *  - an answer is written at once, in the call that makes it (the socket is watched for
+ *    writing only while the kernel's buffer is full);
  *  - no idle cut while a handler holds a request: a turn of a long agentic trajectory may take
  *    10–30 minutes without a byte; instead a per-request cap (struct net_limits) answers 504;
- *  - a client that goes away while its request is held is noticed (evhttp 2.1 only notices
- *    when it writes the reply), so the handler can abort the work it started;
+ *  - a client that goes away while its request is held is noticed, so the handler can abort
+ *    the work it started;
  *  - a JSON error body in OpenAI's shape ({"error": {"message", "type", "param", "code"}}) for
- *    every error the server answers itself: unknown path (404), wrong method (405), malformed
- *    query (400), too many connections (503), the cap (504). Framing errors evhttp finds before
- *    a handler runs (a bad request line, headers or body over the limits: 400, 413) keep
- *    evhttp's own short HTML body.
- *
+ *    every error the server answers itself: a malformed request line, headers or chunked body
+ *    (400), headers or a body over the limits (400, 413), an unknown path (404), a method other
+ *    than GET, POST, PUT and DELETE or one the path does not take (405), a malformed query
+ *    (400), too many connections (503), the cap (504). A request the server cannot frame is
+ *    answered and its connection closed.
+ * Requests may be pipelined (they are served one after another), carry `Expect: 100-continue`
+ * (answered once the head is read), use HTTP/1.0 (kept alive on `Connection: keep-alive`; a
+ * stream then ends with the connection) or a chunked body.
  *
  * What a proxy (`libra serve`) needs besides: the request's headers and body as they arrived
- * (the body is read where evhttp put it, not copied again), headers of its own on the answer,
+ * (the body is read where it was received, not copied again), headers of its own on the answer,
  * a streamed answer with any status, and backpressure — how many bytes of the answer the
  * client has not taken yet, and a call back once it has taken enough (net_stream_on_drain), so
  * an upstream transfer can be paused meanwhile instead of buffering an engine's whole answer.
@@ -55,7 +61,7 @@ void net_limits_default(struct net_limits *l);
 
 /*
  * The event loop a process serves and sends on. On epoll it batches interest changes until the
- * loop next waits (libevent's changelist): evhttp and curl each switch a socket between
+ * loop next waits (libevent's changelist): an HTTP client switches a socket between
  * reading and writing several times per request, and batched they cost one epoll_ctl per
  * socket per turn of the loop instead of a delete and an add each. (The changelist is unsafe
  * only for descriptors shared through dup(), which no libra process makes.) NULL when libevent
@@ -122,10 +128,9 @@ const char *net_call_path(const struct net_call *c);
 const char *net_call_uri(const struct net_call *c);
 enum net_method net_call_method(const struct net_call *c);
 
-/* The body as it arrived, NUL-terminated (the terminator is not counted in *len). It lives in
- * evhttp's input buffer, not in a copy (a body that came in several reads was made contiguous
- * once, when the call began); valid until the call is answered, cancelled or its body
- * dropped. */
+/* The body as it arrived, NUL-terminated (the terminator is not counted in *len); a chunked
+ * body without its framing. It lives in the connection's input buffer, not in a copy; valid
+ * until the call is answered, cancelled or its body dropped. */
 const char *net_call_body(struct net_call *c, size_t *len);
 
 /* Frees the body of a call kept long after it was read (net_call_body then gives ""). */
@@ -140,8 +145,8 @@ const char *net_call_header(const struct net_call *c, const char *name);
 
 /* Adds a response header (copied) to the answer, before it is sent: before net_reply_* or
  * net_stream_start (later ones are not sent). A Content-Type added here is replaced by the
- * content type the answer is given. A name or value evhttp finds malformed (a CR or LF
- * in it) is not added. */
+ * content type the answer is given. A name or value with a CR or LF in it (or a name with
+ * a colon) is not added. `Connection: close` closes the connection after the answer. */
 void net_call_add_header(struct net_call *c, const char *name, const char *value);
 
 /* Keeps c past the handler's return; cancel (may be NULL) runs if it ends unanswered. On a

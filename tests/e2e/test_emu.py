@@ -281,6 +281,66 @@ def test_body_limit_is_64_mib():
         assert get(p, "/health")[0] == 200
 
 
+def _exchange(port, raw, want):
+    """Sends raw on a fresh connection and reads until want answers' status lines came (or the
+    server closed); returns everything read."""
+    conn = socket.create_connection(("127.0.0.1", port), timeout=10)
+    conn.sendall(raw)
+    got = b""
+    while got.count(b"HTTP/1.") < want:
+        chunk = conn.recv(65536)
+        if not chunk:
+            break
+        got += chunk
+    conn.close()
+    return got
+
+
+def test_framing_pipelining_chunked_continue_and_http10():
+    with Emu() as emu:
+        p = emu.port()
+        health = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+        # Three pipelined requests are answered in order on the one connection.
+        got = _exchange(p, health * 3, 3)
+        assert got.count(b"HTTP/1.1 200 OK") == 3, got
+        # A chunked body, cut into chunks with an extension and a trailer, arrives whole.
+        body = b'{"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 2}}'
+        chunked = b"".join(b"%x;ext=1\r\n%s\r\n" % (len(body[i:i + 7]), body[i:i + 7])
+                           for i in range(0, len(body), 7)) + b"0\r\nX-T: 1\r\n\r\n"
+        got = _exchange(p, b"POST /generate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked"
+                        b"\r\n\r\n" + chunked + health, 2)
+        assert got.startswith(b"HTTP/1.1 200") and b'"output_ids"' in got, got
+        assert got.count(b"HTTP/1.1 200 OK") == 2, got
+        # Expect: 100-continue is answered once the head is read, before the body is sent.
+        conn = socket.create_connection(("127.0.0.1", p), timeout=10)
+        conn.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+                     b"Content-Length: %d\r\n\r\n" % len(body))
+        assert conn.recv(4096) == b"HTTP/1.1 100 Continue\r\n\r\n"
+        conn.sendall(body)
+        assert conn.recv(65536).startswith(b"HTTP/1.1 200")
+        conn.close()
+        # HTTP/1.0: closed after the answer unless kept alive.
+        got = _exchange(p, b"GET /health HTTP/1.0\r\n\r\n" + health, 2)
+        assert got.count(b"HTTP/1.1 200") == 1 and b"Connection: close" in got, got
+        got = _exchange(p, b"GET /health HTTP/1.0\r\nConnection: keep-alive\r\n\r\n" * 2, 2)
+        assert got.count(b"Connection: keep-alive") == 2, got
+        # What cannot be framed is answered 400 with a JSON error and the connection closed:
+        # a malformed request line, both framings at once, a bad Content-Length, a folded
+        # header, a malformed chunk size.
+        for bad in (b"GET\r\n\r\n",
+                    b"POST /generate HTTP/1.1\r\nContent-Length: 3\r\n"
+                    b"Transfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+                    b"POST /generate HTTP/1.1\r\nContent-Length: 3x\r\n\r\nabc",
+                    b"GET /health HTTP/1.1\r\nX-A: 1\r\n folded\r\n\r\n",
+                    b"POST /generate HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"):
+            got = _exchange(p, bad + health, 2)
+            assert got.startswith(b"HTTP/1.1 400") and b'"error"' in got, (bad, got)
+            assert got.count(b"HTTP/1.") == 1 and b"Connection: close" in got, (bad, got)
+        # A method the server does not take.
+        assert _exchange(p, b"PATCH /health HTTP/1.1\r\n\r\n", 1).startswith(b"HTTP/1.1 405")
+        assert get(p, "/health")[0] == 200
+
+
 def test_failed_instance_closes_its_port_and_cuts_its_requests():
     with Emu("--instances", "tp1x2", "--fail", "instance=1,after_s=20") as emu:
         dead, alive = emu.port(1), emu.port(0)
@@ -371,7 +431,7 @@ def test_slow_loris_is_cut_and_others_are_served():
         idle = socket.create_connection(("127.0.0.1", p))  # sends nothing at all
         request_line = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Pad: " + b"a" * 40
         sent = 0
-        for byte in request_line:  # a byte every 0.1 s: evhttp's own timeout never fires
+        for byte in request_line:  # a byte every 0.1 s: a timeout per read would never fire
             try:
                 slow.sendall(bytes([byte]))
             except OSError:

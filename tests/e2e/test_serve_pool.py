@@ -342,6 +342,7 @@ def test_a_long_poll_answers_when_the_pool_changes():
             gw.proc.send_signal(signal.SIGTERM)  # the stop answers the poll, without its grace
             th.join(10)
             assert not th.is_alive() and out["doc"]["changes"] == n
+            gw.proc.wait(timeout=20)  # the answer may leave before the stop ends: no second signal
 
 
 # ---- durability and faults ----------------------------------------------------------------------

@@ -1,0 +1,321 @@
+/* HTTP/1.x heads and the chunked coding (net/head.h). */
+#include "net/head.h"
+
+#include <stddef.h>
+#include <string.h>
+#include <strings.h>
+
+/* A token character of RFC 9110 §5.6.2. */
+static bool tchar(unsigned char ch)
+{
+    return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') ||
+           (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+/* A byte a field value or reason phrase may hold: visible, space, tab or obs-text. */
+static bool vchar(unsigned char ch)
+{
+    return ch == '\t' || (ch >= 0x20 && ch != 0x7f);
+}
+
+/* The line at buf[*at..len) without its end (LF or CRLF); false when no LF has come yet.
+ * *at moves past the LF. */
+static bool next_line(const char *buf, size_t len, size_t *at, struct net_span *line)
+{
+    const char *nl = memchr(buf + *at, '\n', len - *at);
+    if (!nl)
+        return false;
+    size_t end = (size_t)(nl - buf);
+    line->p = buf + *at;
+    line->n = end - *at - (end > *at && buf[end - 1] == '\r');
+    *at = end + 1;
+    return true;
+}
+
+/* Splits s at its first space: *a before, *b after (b may hold more spaces). */
+static bool split_space(struct net_span s, struct net_span *a, struct net_span *b)
+{
+    const char *sp = memchr(s.p, ' ', s.n);
+    if (!sp)
+        return false;
+    *a = (struct net_span){s.p, (size_t)(sp - s.p)};
+    *b = (struct net_span){sp + 1, s.n - a->n - 1};
+    return true;
+}
+
+static bool span_is(struct net_span s, const char *lit)
+{
+    return s.n == strlen(lit) && strncasecmp(s.p, lit, s.n) == 0;
+}
+
+/* "HTTP/1.x" into *minor. */
+static bool version(struct net_span s, int *minor)
+{
+    if (s.n != 8 || memcmp(s.p, "HTTP/1.", 7) != 0 || (s.p[7] != '0' && s.p[7] != '1'))
+        return false;
+    *minor = s.p[7] - '0';
+    return true;
+}
+
+static bool request_line(struct net_span line, struct net_head *h)
+{
+    struct net_span rest;
+    if (!split_space(line, &h->start[0], &rest) || !split_space(rest, &h->start[1], &h->start[2]))
+        return false;
+    if (h->start[0].n == 0 || h->start[1].n == 0)
+        return false;
+    for (size_t i = 0; i < h->start[0].n; i++)
+        if (!tchar((unsigned char)h->start[0].p[i]))
+            return false;
+    for (size_t i = 0; i < h->start[1].n; i++)
+        if ((unsigned char)h->start[1].p[i] <= 0x20 || h->start[1].p[i] == 0x7f)
+            return false;
+    return version(h->start[2], &h->minor);
+}
+
+static bool status_line(struct net_span line, struct net_head *h)
+{
+    struct net_span rest;
+    if (!split_space(line, &h->start[0], &rest) || !version(h->start[0], &h->minor))
+        return false;
+    if (!split_space(rest, &h->start[1], &h->start[2])) { /* no reason phrase */
+        h->start[1] = rest;
+        h->start[2] = (struct net_span){rest.p + rest.n, 0};
+    }
+    if (h->start[1].n != 3)
+        return false;
+    for (size_t i = 0; i < 3; i++) {
+        if (h->start[1].p[i] < '0' || h->start[1].p[i] > '9')
+            return false;
+        h->status = h->status * 10 + (h->start[1].p[i] - '0');
+    }
+    for (size_t i = 0; i < h->start[2].n; i++)
+        if (!vchar((unsigned char)h->start[2].p[i]))
+            return false;
+    return h->status >= 100;
+}
+
+static bool field_line(struct net_span line, struct net_field *f)
+{
+    const char *colon = memchr(line.p, ':', line.n);
+    if (!colon || colon == line.p)
+        return false;
+    f->name = (struct net_span){line.p, (size_t)(colon - line.p)};
+    for (size_t i = 0; i < f->name.n; i++)
+        if (!tchar((unsigned char)f->name.p[i]))
+            return false; /* whitespace before the colon, or a folded line */
+    const char *v = colon + 1, *end = line.p + line.n;
+    while (v < end && (*v == ' ' || *v == '\t'))
+        v++;
+    while (end > v && (end[-1] == ' ' || end[-1] == '\t'))
+        end--;
+    f->value = (struct net_span){v, (size_t)(end - v)};
+    for (size_t i = 0; i < f->value.n; i++)
+        if (!vchar((unsigned char)v[i]))
+            return false;
+    return true;
+}
+
+/* A Content-Length value: digits only, at most 2^62. */
+static bool content_length(struct net_span v, int64_t *out)
+{
+    if (v.n == 0 || v.n > 18)
+        return false;
+    int64_t n = 0;
+    for (size_t i = 0; i < v.n; i++) {
+        if (v.p[i] < '0' || v.p[i] > '9')
+            return false;
+        n = n * 10 + (v.p[i] - '0');
+    }
+    *out = n;
+    return true;
+}
+
+/* Whether the comma-separated list v holds token (case-insensitive). */
+static bool list_has(struct net_span v, const char *token)
+{
+    size_t i = 0;
+    while (i < v.n) {
+        size_t j = i;
+        while (j < v.n && v.p[j] != ',')
+            j++;
+        struct net_span item = {v.p + i, j - i};
+        while (item.n && (*item.p == ' ' || *item.p == '\t'))
+            item.p++, item.n--;
+        while (item.n && (item.p[item.n - 1] == ' ' || item.p[item.n - 1] == '\t'))
+            item.n--;
+        if (span_is(item, token))
+            return true;
+        i = j + 1;
+    }
+    return false;
+}
+
+/* The body's framing and the connection's fate from the fields. */
+static bool framing(struct net_head *h)
+{
+    bool keep_alive = false, close = false, te = false;
+    h->content_length = -1;
+    h->expect_continue = false;
+    for (size_t i = 0; i < h->n_fields; i++) {
+        struct net_field *f = &h->field[i];
+        if (span_is(f->name, "content-length")) {
+            int64_t n;
+            if (!content_length(f->value, &n) || (h->content_length >= 0 && h->content_length != n))
+                return false;
+            h->content_length = n;
+        } else if (span_is(f->name, "transfer-encoding")) {
+            if (te || !span_is(f->value, "chunked"))
+                return false;
+            te = true;
+        } else if (span_is(f->name, "connection")) {
+            close |= list_has(f->value, "close");
+            keep_alive |= list_has(f->value, "keep-alive");
+        } else if (span_is(f->name, "expect")) {
+            h->expect_continue = span_is(f->value, "100-continue");
+        }
+    }
+    if (te && (h->content_length >= 0 || h->minor == 0))
+        return false;
+    h->chunked = te;
+    h->close = close || (h->minor == 0 && !keep_alive);
+    return true;
+}
+
+enum net_head_status net_head_parse(const char *buf, size_t len, bool response, struct net_head *h)
+{
+    memset(h, 0, offsetof(struct net_head, field));
+    h->n_fields = 0;
+    size_t at = 0;
+    struct net_span line;
+    do { /* a request may follow the empty line some clients send after a body */
+        if (!next_line(buf, len, &at, &line))
+            return NET_HEAD_MORE;
+    } while (!response && line.n == 0 && at <= 4);
+    if (!(response ? status_line(line, h) : request_line(line, h)))
+        return NET_HEAD_BAD;
+    for (;;) {
+        if (!next_line(buf, len, &at, &line))
+            return NET_HEAD_MORE;
+        if (line.n == 0)
+            break;
+        if (h->n_fields == NET_HEAD_FIELDS || !field_line(line, &h->field[h->n_fields++]))
+            return NET_HEAD_BAD;
+    }
+    h->length = at;
+    return framing(h) ? NET_HEAD_OK : NET_HEAD_BAD;
+}
+
+const char *net_head_field(const struct net_head *h, const char *name, size_t *n)
+{
+    for (size_t i = 0; i < h->n_fields; i++)
+        if (span_is(h->field[i].name, name)) {
+            *n = h->field[i].value.n;
+            return h->field[i].value.p;
+        }
+    return NULL;
+}
+
+/* ---- chunked ---------------------------------------------------------------------------- */
+
+enum {
+    CH_SIZE,         /* hex digits of a chunk's size */
+    CH_EXT,          /* a chunk extension, up to the line's end */
+    CH_SIZE_LF,      /* the LF of the size line's CRLF */
+    CH_DATA,         /* the chunk's data */
+    CH_DATA_END,     /* the CRLF (or LF) after the data */
+    CH_DATA_LF,      /* its LF */
+    CH_TRAILER,      /* the start of a trailer line, or the final blank line */
+    CH_TRAILER_LINE, /* a trailer field, skipped */
+    CH_END_LF,       /* the LF of the final CRLF */
+};
+
+static int hex(char ch)
+{
+    if (ch >= '0' && ch <= '9')
+        return ch - '0';
+    if (ch >= 'a' && ch <= 'f')
+        return ch - 'a' + 10;
+    if (ch >= 'A' && ch <= 'F')
+        return ch - 'A' + 10;
+    return -1;
+}
+
+/* The size line ended: data next, or the trailer after the last chunk. */
+static int size_done(struct net_chunked *c, size_t out, uint64_t max_bytes)
+{
+    if (c->left > max_bytes - out)
+        return -1;
+    c->state = c->left ? CH_DATA : CH_TRAILER;
+    return 0;
+}
+
+/* One framing byte ch; returns -1 when malformed, 1 when the body ended. */
+static int framing_byte(struct net_chunked *c, char ch, size_t out, uint64_t max_bytes)
+{
+    switch (c->state) {
+    case CH_SIZE:
+        if (hex(ch) >= 0) {
+            if (++c->size_digits > 15)
+                return -1;
+            c->left = c->left << 4 | (uint64_t)hex(ch);
+            return 0;
+        }
+        if (c->size_digits == 0)
+            return -1;
+        if (ch == ';' || ch == ' ' || ch == '\t')
+            c->state = CH_EXT;
+        else if (ch == '\r')
+            c->state = CH_SIZE_LF;
+        else if (ch == '\n')
+            return size_done(c, out, max_bytes);
+        else
+            return -1;
+        return 0;
+    case CH_EXT:
+        return ch == '\n' ? size_done(c, out, max_bytes) : ch == '\0' ? -1 : 0;
+    case CH_SIZE_LF:
+        return ch == '\n' ? size_done(c, out, max_bytes) : -1;
+    case CH_DATA_END:
+        if (ch != '\r' && ch != '\n')
+            return -1;
+        c->state = ch == '\r' ? CH_DATA_LF : CH_SIZE;
+        c->size_digits = 0;
+        return 0;
+    case CH_DATA_LF:
+        c->state = CH_SIZE;
+        return ch == '\n' ? 0 : -1;
+    case CH_TRAILER:
+        if (ch == '\n')
+            return 1;
+        c->state = ch == '\r' ? CH_END_LF : CH_TRAILER_LINE;
+        return 0;
+    case CH_TRAILER_LINE:
+        if (ch == '\n')
+            c->state = CH_TRAILER;
+        return 0;
+    default: /* CH_END_LF */
+        return ch == '\n' ? 1 : -1;
+    }
+}
+
+enum net_head_status net_chunked_run(struct net_chunked *c, char *buf, size_t len, size_t *in,
+                                     size_t *out, uint64_t max_bytes)
+{
+    while (*in < len) {
+        if (c->state == CH_DATA) {
+            size_t n = len - *in < c->left ? len - *in : (size_t)c->left;
+            memmove(buf + *out, buf + *in, n);
+            *in += n;
+            *out += n;
+            c->left -= n;
+            if (c->left == 0)
+                c->state = CH_DATA_END;
+            continue;
+        }
+        int r = framing_byte(c, buf[(*in)++], *out, max_bytes);
+        if (r)
+            return r < 0 ? NET_HEAD_BAD : NET_HEAD_OK;
+    }
+    return NET_HEAD_MORE;
+}
