@@ -237,6 +237,14 @@ static uint32_t remaining(const struct sched_traj_summary *s, size_t d)
     return (uint32_t)(v < SCHED_SAMPLE_MAX ? v : SCHED_SAMPLE_MAX);
 }
 
+/* Marks the cached distributions of depths 0..n stale: the global depth nodes a trajectory
+ * with n tool returns is learnt into (it reaches no deeper one). */
+static void depth_km_stale(struct sched_model *m, size_t n)
+{
+    for (size_t d = 0; d <= n && d < m->depth_km.n; d++)
+        m->depth_km.v[d].version = 0;
+}
+
 /*
  * What a censored s enters the running means with after its d-th return, for d = 0..s->n:
  * E[X | X > c] under the global tree's depth node at depth d as it stands before s is learnt
@@ -318,12 +326,12 @@ static void pred_learn(struct sched_model *m, const struct sched_traj_summary *s
 
 static void learn(struct sched_model *m, const struct sched_traj_summary *s)
 {
-    m->version++;
     double *imputed = NULL;
     if (s->censored) {
         imputed = xmallocarray(s->n + 1, sizeof *imputed);
         impute(m, s, imputed);
     }
+    depth_km_stale(m, s->n);
     struct sched_tree *pt = sched_model_prompt_tree(m, s->prompt, true);
     if (pt)
         tree_learn(m, pt, s, imputed);
@@ -436,17 +444,17 @@ static size_t walk(const struct sched_tree *t, const uint32_t *states, size_t n,
     return d;
 }
 
-static void fill(struct sched_estimate *out, struct sched_tree *t, uint32_t node, size_t depth,
-                 size_t n, bool from_prompt)
+/* Fills out from t's node, all but the p90 (the caller's: the node's own or its estimate's). */
+static void fill(struct sched_estimate *out, const struct sched_tree *t, uint32_t node,
+                 size_t depth, size_t n, bool from_prompt)
 {
-    struct sched_node *nd = &t->nodes.v[node];
+    const struct sched_node *nd = &t->nodes.v[node];
     out->found = nd->visits > 0;
     out->exact = out->found && depth == n;
     out->from_prompt = from_prompt;
     out->depth = (int)depth;
     out->visits = nd->visits;
     out->mean_tokens = nd->mean_tokens;
-    out->p90_tokens = sched_node_p90(nd);
 }
 
 void sched_model_lookup(struct sched_model *m, uint64_t prompt, const uint32_t *states, size_t n,
@@ -461,14 +469,14 @@ void sched_model_lookup(struct sched_model *m, uint64_t prompt, const uint32_t *
     /* The prompt tree's node when it matches the whole path; else the global tree's when it
      * does; else the deeper partial match, the prompt tree's on a tie. */
     bool use_prompt = pt && ((pd == n && pt->nodes.v[pnode].visits) || (gd < n && pd >= gd));
-    if (use_prompt)
-        fill(out, pt, pnode, pd, n, true);
-    else
-        fill(out, &m->global, gnode, gd, n, false);
+    struct sched_tree *t = use_prompt ? pt : &m->global;
+    uint32_t node = use_prompt ? pnode : gnode;
+    fill(out, t, node, use_prompt ? pd : gd, n, use_prompt);
+    out->p90_tokens = sched_node_p90(&t->nodes.v[node]);
 }
 
 /* The Kaplan-Meier distribution of ref, the global tree's depth node at depth d, computed once
- * per change of the global tree. */
+ * per change of that node. */
 static const struct sched_km *depth_km(struct sched_model *m, size_t d,
                                        const struct sched_node *ref)
 {

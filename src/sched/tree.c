@@ -8,6 +8,11 @@
  * with every trajectory learnt and are read at every routing decision, and sorting their 200
  * samples there was most of a C-MLFQ run's time. The p90 is cached per node and recomputed
  * only after the window changes, so look-ups (the routing hot path) read a field.
+ *
+ * Every sum of the estimator is taken in one documented order (ascending samples, a node's
+ * terms before its parent's), whatever shortcut computes it: results are bit-for-bit those of
+ * the plain definitions. A shortcut may skip a term only when the term is +0, which changes no
+ * sum of non-negative masses.
  */
 #include "sched/tree.h"
 
@@ -146,16 +151,18 @@ static unsigned sorted_bound(const uint32_t *v, unsigned n, uint32_t x, bool aft
     return lo;
 }
 
-/* Replaces old (present; ignored when drop is false) by x in the sorted copy of n samples. */
+/* Replaces old (present; ignored when drop is false) by x in the sorted copy of n samples,
+ * moving only the entries between their places. */
 static void sorted_replace(uint32_t *v, unsigned n, bool drop, uint32_t old, uint32_t x)
 {
-    if (drop) {
-        unsigned i = sorted_bound(v, n, old, false);
-        memmove(v + i, v + i + 1, (n - i - 1) * sizeof *v);
-        n--;
+    unsigned j = sorted_bound(v, n, x, true); /* x's place with old still there */
+    unsigned i = drop ? sorted_bound(v, n, old, false) : n;
+    if (i < j) { /* old lies below: the entries between move down over it */
+        j--;
+        memmove(v + i, v + i + 1, (j - i) * sizeof *v);
+    } else { /* old lies at or above x's place (or is none): they move up over it */
+        memmove(v + j + 1, v + j, (i - j) * sizeof *v);
     }
-    unsigned j = sorted_bound(v, n, x, true);
-    memmove(v + j + 1, v + j, (n - j) * sizeof *v);
     v[j] = x;
 }
 
@@ -207,95 +214,70 @@ void sched_node_window_push(struct sched_tree *t, uint32_t node, uint32_t sample
 }
 
 /*
- * Copies n's sorted window into s[] and fills mass[] with the Kaplan-Meier probability mass of
- * each sample (Efron's redistribute-to-the-right). Returns the number of samples.
+ * Fills mass[] with the Kaplan-Meier probability mass of each of the k sorted samples s
+ * (Efron's redistribute-to-the-right). Returns one past the largest exact sample.
  */
-static unsigned km_masses(const struct sched_node *n, uint32_t *s, double *mass)
+static unsigned km_masses(const uint32_t *s, unsigned k, double *mass)
 {
-    unsigned k = n->win_n;
-    if (k == 0)
-        return 0;
-    memcpy(s, sorted_of(n), k * sizeof *s);
-    unsigned last_exact = 0; /* one past the largest exact sample */
-    for (unsigned i = 0; i < k; i++)
-        if (!(s[i] & SCHED_SAMPLE_CENSORED))
-            last_exact = i + 1;
+    unsigned last_exact = k;
+    while (last_exact > 0 && (s[last_exact - 1] & SCHED_SAMPLE_CENSORED))
+        last_exact--;
     double cur = 1.0 / k; /* mass each not-yet-visited sample holds */
-    for (unsigned i = 0; i < k; i++) {
-        bool censored = s[i] & SCHED_SAMPLE_CENSORED;
-        if (censored && i + 1 < last_exact) {
+    unsigned i = 0;
+    for (; i + 1 < last_exact; i++) {
+        if (s[i] & SCHED_SAMPLE_CENSORED) {
             cur += cur / (double)(k - 1 - i);
             mass[i] = 0.0;
         } else {
             mass[i] = cur;
         }
     }
-    return k;
+    for (; i < k; i++) /* past the largest exact sample every sample keeps its mass */
+        mass[i] = cur;
+    return last_exact;
 }
 
-double sched_node_mean_above(const struct sched_node *n, uint32_t c)
+/* The Kaplan-Meier p90 of the k > 0 sorted samples s. */
+static uint32_t km_p90(const uint32_t *s, unsigned k)
 {
-    uint32_t s[SCHED_TREE_WINDOW];
-    double mass[SCHED_TREE_WINDOW];
-    unsigned k = km_masses(n, s, mass);
-    double num = 0, den = 0;
-    bool exact_above = false;
+    double mass[SCHED_TREE_WINDOW], cum = 0;
+    km_masses(s, k, mass);
     for (unsigned i = 0; i < k; i++) {
-        uint32_t v = s[i] & SCHED_SAMPLE_MAX;
-        if (v > c) {
-            num += mass[i] * v;
-            den += mass[i];
-            exact_above |= !(s[i] & SCHED_SAMPLE_CENSORED);
-        }
+        cum += mass[i];
+        if (cum >= 0.9 - 1e-12)
+            return s[i] & SCHED_SAMPLE_MAX;
     }
-    return exact_above ? num / den : (double)c;
+    return s[k - 1] & SCHED_SAMPLE_MAX;
 }
 
 uint32_t sched_node_p90(struct sched_node *n)
 {
-    if (!n->p90_stale)
-        return n->p90_tokens;
-    uint32_t s[SCHED_TREE_WINDOW];
-    double mass[SCHED_TREE_WINDOW];
-    unsigned k = km_masses(n, s, mass);
-    double cum = 0;
-    uint32_t p90 = k ? s[k - 1] & SCHED_SAMPLE_MAX : 0;
-    for (unsigned i = 0; i < k; i++) {
-        cum += mass[i];
-        if (cum >= 0.9 - 1e-12) {
-            p90 = s[i] & SCHED_SAMPLE_MAX;
-            break;
-        }
+    if (n->p90_stale) {
+        n->p90_tokens = n->win_n ? km_p90(sorted_of(n), n->win_n) : 0;
+        n->p90_stale = false;
     }
-    n->p90_tokens = p90;
-    n->p90_stale = false;
-    return p90;
+    return n->p90_tokens;
 }
 
 void sched_km_of(const struct sched_node *n, struct sched_km *km)
 {
-    km->k = km_masses(n, km->s, km->mass);
-    km->last_exact = 0;
+    km->k = n->win_n;
+    if (km->k)
+        memcpy(km->s, sorted_of(n), km->k * sizeof *km->s);
+    km->last_exact = km_masses(km->s, km->k, km->mass);
     km->above[km->k] = 0;
-    for (unsigned i = km->k; i-- > 0;) {
+    for (unsigned i = km->k; i-- > 0;)
         km->above[i] = km->above[i + 1] + km->mass[i];
-        if (!km->last_exact && !(km->s[i] & SCHED_SAMPLE_CENSORED))
-            km->last_exact = i + 1;
-    }
 }
 
-struct atom {
-    uint32_t tokens;
-    double mass;
-};
-
-/* Index of the first sample of km above c (value strictly greater). */
-static unsigned km_first_above(const struct sched_km *km, uint32_t c)
+/* Index of the first of the k sorted samples s at or after from above c (value strictly
+ * greater); every sample before from is at most c. */
+static unsigned first_above(const uint32_t *s, unsigned k, unsigned from, uint32_t c)
 {
-    unsigned lo = 0, hi = km->k;
+    unsigned lo = from, hi = k;
     while (lo < hi) {
         unsigned mid = (lo + hi) / 2;
-        if ((km->s[mid] & SCHED_SAMPLE_MAX) > c)
+        if ((s[mid] & SCHED_SAMPLE_MAX) > c)
             hi = mid;
         else
             lo = mid + 1;
@@ -303,62 +285,132 @@ static unsigned km_first_above(const struct sched_km *km, uint32_t c)
     return lo;
 }
 
-/*
- * Adds n's distribution at weight w: each exact sample of its window at w / win_n to a (as
- * is a censored sample c when no exact sample of ref lies above c), and each other censored
- * sample's share to on_ref, spread over ref's samples above c. Returns the atoms appended,
- * in ascending order of tokens.
- */
-static unsigned window_atoms(const struct sched_node *n, const struct sched_km *ref, double w,
-                             struct atom *a, double *on_ref)
+double sched_node_mean_above(const struct sched_node *n, uint32_t c)
 {
-    double coef[SCHED_TREE_WINDOW + 1] = {0}; /* share per unit of ref mass, from index i on */
-    double share = w / n->win_n;
-    unsigned k = 0;
+    if (!n->win_n)
+        return (double)c;
+    const uint32_t *s = sorted_of(n);
+    double mass[SCHED_TREE_WINDOW];
+    unsigned k = n->win_n, last_exact = km_masses(s, k, mass), first = first_above(s, k, 0, c);
+    if (first >= last_exact)
+        return (double)c; /* no exact sample above c */
+    double num = 0, den = 0;
+    for (unsigned i = first; i < k; i++) {
+        num += mass[i] * (s[i] & SCHED_SAMPLE_MAX);
+        den += mass[i];
+    }
+    return num / den;
+}
+
+/*
+ * Point masses of a mixture, ascending by tokens, and their total summed in that order. A
+ * sentinel above every sample follows the last, so a walk can stop on tokens alone.
+ */
+struct atoms {
+    unsigned n;
+    double total;
+    uint32_t tokens[2 * SCHED_TREE_WINDOW + 1];
+    double mass[2 * SCHED_TREE_WINDOW + 1];
+};
+
+/* Ends a at n atoms summing to total, and places the sentinel. */
+static void atoms_seal(struct atoms *a, unsigned n, double total)
+{
+    a->n = n;
+    a->total = total;
+    a->tokens[n] = UINT32_MAX; /* above SCHED_SAMPLE_MAX */
+    a->mass[n] = 0;
+}
+
+/*
+ * The censored samples of a window whose weight spreads over ref's distribution, as the
+ * coefficients of that spread: ref's sample j and every one above it receive coef per unit of
+ * their mass (entries by ascending j, one per j).
+ */
+struct spread {
+    unsigned n;
+    unsigned j[SCHED_TREE_WINDOW];
+    double coef[SCHED_TREE_WINDOW];
+};
+
+/* Adds to sp the spread of share over ref's samples from j on. */
+static void spread_add(struct spread *sp, const struct sched_km *ref, unsigned j, double share)
+{
+    if (sp->n && sp->j[sp->n - 1] == j) {
+        sp->coef[sp->n - 1] += share / ref->above[j];
+        return;
+    }
+    sp->j[sp->n] = j;
+    sp->coef[sp->n++] = share / ref->above[j];
+}
+
+/*
+ * Splits n's distribution at weight w: each exact sample of its window at w / win_n becomes an
+ * atom of a (as does a censored sample c when no exact sample of ref lies above c), and each
+ * other censored sample's share goes to sp, to be spread over ref's samples above c. The
+ * window is sorted, so censored samples come in ascending order and their first sample of ref
+ * above never moves down.
+ */
+static void window_atoms(const struct sched_node *n, const struct sched_km *ref, double w,
+                         struct atoms *a, struct spread *sp)
+{
+    double share = w / n->win_n, total = 0;
+    unsigned k = 0, from = 0;
     const uint32_t *sorted = sorted_of(n);
+    sp->n = 0;
     for (unsigned i = 0; i < n->win_n; i++) {
         uint32_t x = sorted[i], c = x & SCHED_SAMPLE_MAX;
-        unsigned j = x & SCHED_SAMPLE_CENSORED ? km_first_above(ref, c) : ref->k;
-        if (j < ref->last_exact && ref->above[j] > 0)
-            coef[j] += share / ref->above[j];
-        else
-            a[k++] = (struct atom){c, share};
+        if (x & SCHED_SAMPLE_CENSORED) {
+            from = first_above(ref->s, ref->k, from, c);
+            if (from < ref->last_exact && ref->above[from] > 0) {
+                spread_add(sp, ref, from, share);
+                continue;
+            }
+        }
+        a->tokens[k] = c;
+        a->mass[k++] = share;
+        total += share;
     }
-    double run = 0;
-    for (unsigned j = 0; j < ref->k; j++)
-        on_ref[j] += (run += coef[j]) * ref->mass[j];
-    return k;
+    atoms_seal(a, k, total);
 }
 
-/* Merges the ascending runs a[0..k) and b[0..l) into out, a's atoms first at a tie. */
-static unsigned merge_atoms(const struct atom *a, unsigned k, const struct atom *b, unsigned l,
-                            struct atom *out)
+/* Merges the atoms of a and b into out, a's first at a tie. */
+static void merge_atoms(const struct atoms *a, const struct atoms *b, struct atoms *out)
 {
     unsigned i = 0, j = 0, o = 0;
-    while (i < k || j < l)
-        out[o++] = j == l || (i < k && a[i].tokens <= b[j].tokens) ? a[i++] : b[j++];
-    return o;
+    double total = 0;
+    for (; i < a->n || j < b->n; o++) {
+        bool from_a = a->tokens[i] <= b->tokens[j]; /* a sentinel is above every atom */
+        out->tokens[o] = from_a ? a->tokens[i] : b->tokens[j];
+        total += out->mass[o] = from_a ? a->mass[i++] : b->mass[j++];
+    }
+    atoms_seal(out, o, total);
 }
 
-/* The smallest value at which the cumulative mass of atoms a[0..k) (ascending) and on_ref
- * (the masses of ref's sorted samples) reaches 0.9 of their total. */
-static uint32_t mixture_p90(const struct atom *a, unsigned k, const struct sched_km *ref,
-                            const double *on_ref)
+/*
+ * The smallest value at which the cumulative mass of the atoms a and on_ref (the masses of ref's
+ * sorted samples), taken in ascending order with atoms first at a tie, reaches 0.9 of total (a's
+ * total, then on_ref's added in order).
+ */
+static uint32_t mixture_p90(const struct atoms *a, const struct sched_km *ref, const double *on_ref,
+                            double total)
 {
-    double total = 0, cum = 0;
-    for (unsigned i = 0; i < k; i++)
-        total += a[i].mass;
-    for (unsigned j = 0; j < ref->k; j++)
-        total += on_ref[j];
-    uint32_t last = 0;
-    for (unsigned i = 0, j = 0; i < k || j < ref->k;) { /* merge the two ascending runs */
-        bool from_a = j == ref->k || (i < k && a[i].tokens <= (ref->s[j] & SCHED_SAMPLE_MAX));
-        last = from_a ? a[i].tokens : ref->s[j] & SCHED_SAMPLE_MAX;
-        cum += from_a ? a[i++].mass : on_ref[j++];
-        if (cum >= 0.9 * total - 1e-12)
-            return last;
+    double cum = 0, goal = 0.9 * total - 1e-12;
+    unsigned i = 0;
+    for (unsigned j = 0; j < ref->k; j++) {
+        uint32_t tokens = ref->s[j] & SCHED_SAMPLE_MAX;
+        for (; a->tokens[i] <= tokens; i++) /* stops at the sentinel */
+            if ((cum += a->mass[i]) >= goal)
+                return a->tokens[i];
+        if ((cum += on_ref[j]) >= goal)
+            return tokens;
     }
-    return last;
+    for (; i < a->n; i++)
+        if ((cum += a->mass[i]) >= goal)
+            return a->tokens[i];
+    /* Not reached unless a mass is NaN: the last value of the run, as the goal's search ends. */
+    uint32_t ref_last = ref->k ? ref->s[ref->k - 1] & SCHED_SAMPLE_MAX : 0;
+    return a->n && (!ref->k || a->tokens[a->n - 1] > ref_last) ? a->tokens[a->n - 1] : ref_last;
 }
 
 /* The weights of n, parent and ref in n's shrunk estimate (see sched_node_estimate). */
@@ -371,6 +423,36 @@ static void shrink_weights(const struct sched_node *n, const struct sched_node *
     w[2] = 1 - w[0] - w[1];
 }
 
+/* The first sample of ref from which sp's coefficient next grows (from entry e on), or ref->k. */
+static unsigned spread_next(const struct spread *sp, unsigned e, const struct sched_km *ref)
+{
+    return e < sp->n ? sp->j[e] : ref->k;
+}
+
+/*
+ * Fills on_ref[j] with the mass the mixture puts on ref's sample j: own's spread, then up's,
+ * then ref's own share w_ref, added in that order (a spread without entries, or w_ref 0, adds
+ * +0, which changes no sum). Returns total plus each on_ref[j] in ascending j.
+ */
+static double ref_masses(const struct sched_km *ref, const struct spread *own,
+                         const struct spread *up, double w_ref, double total, double *on_ref)
+{
+    double own_run = 0, up_run = 0; /* the coefficients reached, summed in ascending j */
+    unsigned eo = 0, eu = 0;
+    for (unsigned j = 0; j < ref->k;) {
+        if (spread_next(own, eo, ref) == j)
+            own_run += own->coef[eo++];
+        if (spread_next(up, eu, ref) == j)
+            up_run += up->coef[eu++];
+        unsigned next_o = spread_next(own, eo, ref), next_u = spread_next(up, eu, ref);
+        for (unsigned end = next_o < next_u ? next_o : next_u; j < end; j++) {
+            double mass = ref->mass[j];
+            total += on_ref[j] = own_run * mass + up_run * mass + w_ref * mass;
+        }
+    }
+    return total;
+}
+
 /* The p90 of n's shrunk distribution; ref is not n and shrink_visits is 0 unless ref. */
 static uint32_t shrunk_p90(struct sched_node *n, const struct sched_node *parent,
                            const struct sched_node *ref, const struct sched_km *ref_km,
@@ -381,13 +463,19 @@ static uint32_t shrunk_p90(struct sched_node *n, const struct sched_node *parent
         n->mix_parent_visits == parent_visits && n->mix_shrink_visits == shrink_visits)
         return n->mix_p90_tokens;
     static_assert(SCHED_TREE_WINDOW <= 255, "window counts are bytes");
-    struct atom own[SCHED_TREE_WINDOW], up[SCHED_TREE_WINDOW], all[2 * SCHED_TREE_WINDOW];
-    double on_ref[SCHED_TREE_WINDOW] = {0};
-    unsigned k = window_atoms(n, ref_km, w[0], own, on_ref);
-    unsigned l = parent ? window_atoms(parent, ref_km, w[1], up, on_ref) : 0;
-    for (unsigned j = 0; shrink_visits && j < ref_km->k; j++)
-        on_ref[j] += w[2] * ref_km->mass[j];
-    n->mix_p90_tokens = mixture_p90(all, merge_atoms(own, k, up, l, all), ref_km, on_ref);
+    struct atoms own, up, all;
+    struct spread own_spread, up_spread;
+    double on_ref[SCHED_TREE_WINDOW];
+    const struct atoms *atoms = &own;
+    window_atoms(n, ref_km, w[0], &own, &own_spread);
+    up_spread.n = 0; /* without a parent, nothing to spread */
+    if (parent) {
+        window_atoms(parent, ref_km, w[1], &up, &up_spread);
+        merge_atoms(&own, &up, &all);
+        atoms = &all;
+    }
+    double total = ref_masses(ref_km, &own_spread, &up_spread, w[2], atoms->total, on_ref);
+    n->mix_p90_tokens = mixture_p90(atoms, ref_km, on_ref, total);
     n->mix_stale = false;
     n->mix_ref_visits = ref->visits;
     n->mix_parent_visits = parent_visits;

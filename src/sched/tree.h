@@ -89,7 +89,7 @@ struct sched_km {
 
 /* A cached struct sched_km of the global tree's depth node at one depth. */
 struct sched_depth_km {
-    uint64_t version; /* the model's version it was computed at; 0: never */
+    uint64_t version; /* the model's version it was computed at; 0: never, or stale since */
     struct sched_km km;
 };
 
@@ -107,7 +107,9 @@ struct sched_model {
     struct sched_pred pred;
     struct sched_service service; /* attained service and attempts (cmlfq_h) */
     uint32_t depth_state;         /* id of SCHED_DEPTH_KEY: the depth path's edges */
-    uint64_t version;             /* bumped whenever the global tree may change */
+    uint64_t version;             /* bumped whenever the whole global tree may change (a
+                                     clear, a merge); learning a trajectory instead marks stale
+                                     the depth_km of the depths it reaches */
     /* per depth: the global depth node's Kaplan-Meier distribution at version */
     VEC(struct sched_depth_km) depth_km;
 };

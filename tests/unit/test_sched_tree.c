@@ -327,6 +327,62 @@ static void test_cached_estimate_follows_learning(void **state)
     sched_model_free(y);
 }
 
+/* Asserts that x and y estimate the path alike, raw and shrunk, from its nodes and (min_visits
+ * past any node) from depth nodes. */
+static void assert_same_estimate(struct sched_model *x, struct sched_model *y, uint64_t prompt,
+                                 const char *const *path, size_t depth)
+{
+    for (int opt = 0; opt < 4; opt++) {
+        struct sched_estimate ex, ey;
+        uint32_t min_visits = opt & 1 ? 1000 : 1, shrink = opt & 2 ? 5 : 0;
+        shrink_estimate(x, prompt, path, depth, min_visits, shrink, &ex);
+        shrink_estimate(y, prompt, path, depth, min_visits, shrink, &ey);
+        assert_int_equal(ex.found, ey.found);
+        assert_int_equal(ex.by_depth, ey.by_depth);
+        if (!ex.found)
+            continue;
+        assert_close(ex.mean_tokens, ey.mean_tokens, 0);
+        assert_close(ex.p90_tokens, ey.p90_tokens, 0);
+    }
+}
+
+static void test_depth_cache_follows_learning_at_every_depth(void **state)
+{
+    /* x is looked up after every insert, and keeps the global depth nodes' distributions it
+     * computed until a trajectory reaching their depth (or a rebuild) changes them; y, given
+     * the same inserts, recomputes them all each time (merging an empty model marks them
+     * stale). Trajectories of every length, some censored (imputed from the depth nodes). */
+    struct rng r = rng_keyed(7, 1, 0, 0);
+    struct sched_model *x = sched_model_new(NULL), *y = sched_model_new(NULL);
+    struct sched_model *empty = sched_model_new(NULL);
+    const char *keys[] = {"a:small:success", "b:large:failure"};
+    for (int t = 0; t < 600; t++) {
+        size_t n = (size_t)(rng_u64(&r) % 4);
+        const char *path[3];
+        int64_t gen[3], g = 0;
+        for (size_t d = 0; d < n; d++) {
+            path[d] = keys[rng_u64(&r) % 2];
+            g += (int64_t)(rng_u64(&r) % 300);
+            gen[d] = g;
+        }
+        int64_t total = g + 1 + (int64_t)(rng_u64(&r) % 3000);
+        bool censored = rng_uniform(&r) < 0.3;
+        put(x, (uint64_t)t % 4, t, path, gen, n, total, censored);
+        put(y, (uint64_t)t % 4, t, path, gen, n, total, censored);
+        if (t == 400) {
+            sched_model_rebuild(x);
+            sched_model_rebuild(y);
+        }
+        sched_model_merge(y, empty);
+        const char *probe[] = {keys[t % 2], keys[(t / 2) % 2], keys[(t / 4) % 2]};
+        for (size_t d = 0; d <= 3; d++)
+            assert_same_estimate(x, y, (uint64_t)(t + 1) % 4, probe, d);
+    }
+    sched_model_free(empty);
+    sched_model_free(x);
+    sched_model_free(y);
+}
+
 static void test_rebuild_keeps_most_recent_by_start(void **state)
 {
     struct sched_model_config cfg;
@@ -871,6 +927,7 @@ int main(void)
         cmocka_unit_test(test_censored_sample_imputed_from_depth_node),
         cmocka_unit_test(test_shrinkage_toward_depth_node),
         cmocka_unit_test(test_cached_estimate_follows_learning),
+        cmocka_unit_test(test_depth_cache_follows_learning_at_every_depth),
         cmocka_unit_test(test_rebuild_keeps_most_recent_by_start),
         cmocka_unit_test(test_memory_cap_evicts_lru),
         cmocka_unit_test(test_state_cap_and_bad_summaries),
