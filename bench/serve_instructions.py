@@ -12,7 +12,7 @@ gateway with SIGTERM and reads callgrind's total. A second run with no request g
 start-up and shutdown cost; the figure is the difference over R:
 
   serve_small_instructions_per_request   instructions of the whole gateway process per
-                                         request (routing, parsing, proxying, curl, libevent)
+                                         request (routing, parsing, proxying, libevent)
 
 With --syscalls the gateway runs without valgrind and `strace -f -c` is attached to it after
 5 warm-up requests, for the R measured ones (the kernel's share of the proxy's CPU, which

@@ -4,7 +4,6 @@
  * or the workload generator's for every step), runs the client on an event loop and prints
  * the per-step table or one JSON document.
  */
-#include <curl/curl.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -306,7 +305,6 @@ static int run(const struct cli_common *cc, const struct libra_config *cfg, cons
                struct load_config *lc)
 {
     signal(SIGPIPE, SIG_IGN);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     struct event_base *base = net_base_new();
     struct net_client *client = net_client_new(base);
     struct load_result r;
@@ -339,7 +337,6 @@ static int run(const struct cli_common *cc, const struct libra_config *cfg, cons
     }
     net_client_free(client);
     event_base_free(base);
-    curl_global_cleanup();
     return rc;
 }
 

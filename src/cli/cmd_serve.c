@@ -4,7 +4,6 @@
  * With --plan it starts from a plan `libra plan --json` wrote (read here: files are the
  * process layer's). The first signal stops it gracefully (gw_stop), a second at once.
  */
-#include <curl/curl.h>
 #include <errno.h>
 #include <event2/thread.h>
 #include <signal.h>
@@ -369,7 +368,6 @@ static void on_signal(evutil_socket_t sig, short what, void *arg)
 static int serve(const struct libra_config *cfg, struct opts *o)
 {
     signal(SIGPIPE, SIG_IGN);
-    curl_global_init(CURL_GLOBAL_DEFAULT);
     evthread_use_pthreads(); /* the planner's thread and the state dir's worker post back */
     struct run r = {.base = net_base_new()};
     char err[512];
@@ -377,7 +375,6 @@ static int serve(const struct libra_config *cfg, struct opts *o)
     if (rc != 0) {
         cli_errorf("serve: %s", err);
         event_base_free(r.base);
-        curl_global_cleanup();
         return rc == LIBRA_EIO ? LIBRA_EXIT_IO : LIBRA_EXIT_USAGE;
     }
     struct event *sigint = evsignal_new(r.base, SIGINT, on_signal, &r);
@@ -392,7 +389,6 @@ static int serve(const struct libra_config *cfg, struct opts *o)
         r.rc = LIBRA_EXIT_IO;
     }
     event_base_free(r.base);
-    curl_global_cleanup();
     return r.rc;
 }
 

@@ -2,7 +2,6 @@
  * libra — entry point: dispatches `libra <command>` through the command table and handles the
  * tool-wide flags (--help, --version).
  */
-#include <curl/curl.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <jansson.h>
@@ -184,12 +183,10 @@ static void print_help(FILE *out)
 
 static void print_version(void)
 {
-    curl_version_info_data *curl = curl_version_info(CURLVERSION_NOW);
     printf("libra %s\n", libra_version_string);
     printf("git: %s\nbuild: %s\ncompiler: %s\n", libra_git_describe, libra_build_type,
            libra_compiler);
-    printf("jansson: %s\nlibevent: %s\ncurl: %s\n", jansson_version_str(), event_get_version(),
-           curl->version);
+    printf("jansson: %s\nlibevent: %s\n", jansson_version_str(), event_get_version());
 }
 
 int main(int argc, char **argv)

@@ -1,89 +1,124 @@
 /*
- * libcurl multi on libevent (net/client.h): curl tells us which sockets to watch and when its
- * timer should fire; we tell it when a socket is ready or the timer fired, then collect the
- * finished transfers.
+ * libra's HTTP/1.1 client on libevent (net/client.h). A transfer parses its URL, takes an idle
+ * connection to its host:port or opens one, and sends its head and body in one sendmsg at once
+ * (the loop is asked to report the socket writable only when the kernel's buffer is full or a
+ * connect is under way). Answers are read 64 KiB at a time into the connection's buffer and
+ * parsed there (net/response.h); body bytes go to the owner straight from that buffer.
  *
- * curl refuses multi calls made from inside its own callbacks, and the owner's head and data
- * run inside them. So the client counts how deep it is inside curl (depth): a transfer
- * cancelled there is only marked, answers curl's next callback with an abort, and is removed
- * once curl has returned (reap). Resuming a paused transfer makes curl deliver what it held
- * back from inside curl_easy_pause; that call is made from the loop (resume_ev), never inside
- * net_transfer_pause, so the owner's data never runs inside its own call.
+ * Idle connections stay watched for reading: a peer that closes one is seen by the loop, and
+ * the connection dropped, without a check per request. A reused connection can still die just
+ * as a request leaves on it; a request that got no byte of answer on a reused connection is
+ * sent once more on a fresh one, as browsers and curl do (the body is borrowed until done, so
+ * it can be sent again).
+ *
+ * The owner's callbacks run only from the loop: failures found inside net_client_send (a bad
+ * URL, a refused connect, a reset while sending) and resumed transfers are queued and handled
+ * by one event (later_ev). A transfer whose own head or data cancels it is only marked
+ * (in_call), and torn down once the callback has returned.
  */
 #include "net/client.h"
 
-#include <curl/curl.h>
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
 
+#include "net/response.h"
 #include "util/alloc.h"
 
-struct watch;
+/* Bytes asked for by each read. A 1 MiB answer takes 16 reads; the buffer exists only while a
+ * response is being read. */
+#define NET_READ_BYTES (64u << 10)
+/* Reads per readiness report while each one fills the room it was given: a short read means
+ * the kernel's queue is empty, so the loop is not asked again just to learn that. */
+#define NET_READS_PER_EVENT 8
+/* Idle connections kept per host:port; one finishing beyond this is closed. */
+#define NET_IDLE_PER_HOST 1024
+/* Addresses kept per host name (IPv4 first: a name such as localhost often resolves to ::1
+ * too, where the server may not listen). */
+#define NET_ADDRS_MAX 4
+/* Pieces per sendmsg (a request is its head and a few body pieces). */
+#define NET_IOV_MAX 64
+#define NET_ERROR_BYTES 256
 
-/* A body in pieces up to this size is copied into one: curl then sends it in the same write
- * as the request's headers (it does so for whole bodies under 64 KiB), one loopback round of
- * the kernel's TCP path instead of two, which costs more than the copy. */
-#define NET_JOIN_BYTES (60u << 10)
-
-/* curl's receive buffer per transfer (its default is 16 KiB). curl follows every read with a
- * poll to see whether more is waiting, so a 1 MiB answer cost 64 reads and 66 polls; at 64 KiB
- * it costs 16 and 18, for 48 KiB more per live transfer. */
-#define NET_RECV_BYTES 65536L
-
-/* Easy handles kept for reuse: a new handle costs about as much as parsing a small request
- * (allocation and defaults, ~12 k instructions), and a gateway makes one per turn. */
-#define NET_IDLE_HANDLES 64
-
-struct net_client {
-    struct event_base *base;
-    CURLM *multi;
-    struct event *timer;
-    struct event *resume_ev;        /* runs the queued resumes from the loop */
-    struct net_transfer *transfers; /* in flight (curl 7.88 cannot list its handles) */
-    struct net_transfer *resumes;   /* waiting for resume_ev */
-    struct watch *watches;          /* sockets watched */
-    int depth;                      /* > 0 while inside curl: its callbacks may be running */
-    bool reap;                      /* a transfer was cancelled inside curl */
-    CURL *idle[NET_IDLE_HANDLES];   /* finished handles, reset, for the next transfers */
+/* A host:port, its addresses, and its idle connections. Kept for the client's life: names are
+ * resolved once, by getaddrinfo, which blocks the loop for that one lookup (engines are
+ * configured by address or by a name the local resolver answers at once). */
+struct host {
+    struct host *next;
+    char *name; /* as in the URL, without an IPv6 address's brackets */
+    size_t name_len;
+    int port;
+    char *label; /* "name:port", for messages and the Host header */
+    struct sockaddr_storage addrs[NET_ADDRS_MAX];
+    socklen_t addr_lens[NET_ADDRS_MAX];
+    int n_addrs;
+    struct conn *idle; /* most recently used first */
     int n_idle;
 };
 
-/* One transfer. */
+/* One TCP connection. */
+struct conn {
+    struct net_client *client;
+    struct host *host;
+    int fd;
+    int addr; /* the index of the address connected to */
+    struct event *rev, *wev;
+    bool connecting;
+    bool reading;             /* rev is added */
+    bool reused;              /* it carried an earlier response */
+    struct net_transfer *t;   /* NULL while idle */
+    struct conn *prev, *next; /* the host's idle connections */
+    char *buf;                /* received bytes: [pos, n) not parsed yet */
+    size_t pos, n, cap;
+};
+
+struct net_client {
+    struct event_base *base;
+    struct event *later_ev;
+    struct net_transfer *all;   /* every transfer not yet freed */
+    struct net_transfer *later; /* waiting for later_ev: failed or resumed */
+    struct host *hosts;
+};
+
 struct net_transfer {
     struct net_client *client;
     struct net_transfer *prev, *next;   /* the client's transfers */
-    struct net_transfer *rprev, *rnext; /* the client's resumes, while queued */
-    CURL *easy;
-    struct curl_slist *headers;
-    struct net_iov *body; /* the pieces (the array is ours, the bytes are borrowed) */
-    char *joined;         /* a small body's pieces copied back to back, or NULL */
-    size_t n_body;
-    size_t piece, off; /* read position: piece index, offset in it */
+    struct net_transfer *lprev, *lnext; /* the client's later queue, while queued */
+    struct host *host;
+    struct conn *conn; /* NULL once failed */
     const struct net_stream_ops *ops;
     void *arg;
-    int status;                 /* of the last status line */
-    char *content_type;         /* of the last header block, NULL when it had none */
-    bool head_done;             /* head was called */
-    bool cancelled;             /* no more callbacks; removed by reap */
-    bool finishing;             /* done is running: the owner's cancel is too late */
-    bool paused;                /* the owner wants no data */
-    bool curl_paused;           /* curl holds the receive side paused */
-    bool queued;                /* in the client's resumes */
-    bool done_called;           /* ops->done ran */
+    char *head;        /* the request line and header lines */
+    struct iovec *iov; /* head, then the borrowed body pieces */
+    size_t n_iov;
+    size_t wi, woff; /* write position: piece, offset in it */
+    struct net_response resp;
+    struct event *timer; /* the _within limit, or NULL */
+    long limit_ms;
+    bool written;   /* all of the request left */
+    bool got_any;   /* a byte of answer came on this connection */
+    bool retried;   /* sent again on a fresh connection once */
+    bool paused;    /* the owner wants no data */
+    bool in_call;   /* its head or data is running */
+    bool cancelled; /* cancelled from inside its own callback */
+    bool finishing; /* done is running: a cancel is too late */
+    bool queued;    /* in the later queue */
+    bool failed;    /* error holds why; done reports it from the loop */
+    bool done_called;
     void (*release)(void *arg); /* frees arg when the transfer ends without done (internal) */
-    char error[CURL_ERROR_SIZE];
+    char error[NET_ERROR_BYTES];
 };
 
-/* A socket curl asked us to watch. */
-struct watch {
-    struct event *ev; /* NULL while curl waits for nothing on s */
-    curl_socket_t s;
-    struct watch *prev, *next;
-};
-
-/* Intrusive list helpers for the lists above, through the given link fields. */
 #define LIST_LINK(head, x, prev, next)                                                             \
     do {                                                                                           \
         (x)->prev = NULL;                                                                          \
@@ -102,399 +137,677 @@ struct watch {
             (x)->next->prev = (x)->prev;                                                           \
     } while (0)
 
+static void start(struct net_transfer *t, bool fresh);
+
+/* ---- connections ---------------------------------------------------------------------------- */
+
+static void on_readable(evutil_socket_t fd, short what, void *arg);
+static void on_writable(evutil_socket_t fd, short what, void *arg);
+
+/* Reads when something wants the bytes: a running transfer that is not paused, or nobody (an
+ * idle connection, watched for its peer's close). */
+static void conn_watch(struct conn *k)
+{
+    bool want = !k->connecting && !(k->t && k->t->paused);
+    if (want == k->reading)
+        return;
+    k->reading = want;
+    if (want)
+        event_add(k->rev, NULL);
+    else
+        event_del(k->rev);
+}
+
+static void conn_unbind(struct conn *k)
+{
+    if (k->rev) {
+        event_free(k->rev);
+        event_free(k->wev);
+        k->rev = k->wev = NULL;
+    }
+    if (k->fd >= 0)
+        close(k->fd);
+    k->fd = -1;
+    k->reading = false;
+}
+
+static void conn_close(struct conn *k)
+{
+    if (!k->t) {
+        LIST_UNLINK(k->host->idle, k, prev, next);
+        k->host->n_idle--;
+    }
+    conn_unbind(k);
+    free(k->buf);
+    free(k);
+}
+
+/* Starts connecting k to its host's address k->addr; errno when it failed at once. */
+static int conn_connect(struct conn *k)
+{
+    struct host *h = k->host;
+    const struct sockaddr *sa = (const struct sockaddr *)&h->addrs[k->addr];
+    k->fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+    if (k->fd < 0)
+        return errno;
+    int one = 1; /* a request leaves whole in one write: nothing to wait for */
+    setsockopt(k->fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    k->rev = event_new(k->client->base, k->fd, EV_READ | EV_PERSIST, on_readable, k);
+    k->wev = event_new(k->client->base, k->fd, EV_WRITE, on_writable, k);
+    k->connecting = false;
+    if (connect(k->fd, sa, h->addr_lens[k->addr]) == 0)
+        return 0;
+    if (errno != EINPROGRESS)
+        return errno;
+    k->connecting = true;
+    event_add(k->wev, NULL);
+    return 0;
+}
+
+/* Connects k to the first address of its host that does not refuse at once, else errno. */
+static int conn_connect_from(struct conn *k, int addr)
+{
+    int err = 0;
+    for (k->addr = addr; k->addr < k->host->n_addrs; k->addr++) {
+        err = conn_connect(k);
+        if (err == 0)
+            return 0;
+        conn_unbind(k);
+    }
+    return err;
+}
+
+static void conn_to_idle(struct conn *k)
+{
+    struct host *h = k->host;
+    k->t = NULL;
+    free(k->buf);
+    k->buf = NULL;
+    k->pos = k->n = k->cap = 0;
+    if (h->n_idle >= NET_IDLE_PER_HOST) {
+        conn_unbind(k);
+        free(k);
+        return;
+    }
+    k->reused = true;
+    LIST_LINK(h->idle, k, prev, next);
+    h->n_idle++;
+    conn_watch(k);
+}
+
+/* An idle connection became readable: its peer closed it (or sent what nobody asked for). */
+static void idle_readable(struct conn *k)
+{
+    char byte;
+    ssize_t got = recv(k->fd, &byte, 1, MSG_PEEK);
+    if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+        return;
+    conn_close(k);
+}
+
 /* ---- transfers ------------------------------------------------------------------------------ */
 
-/* curl could not allocate: as util/alloc.h does, running out of memory is fatal. */
-static void curl_oom(void)
+static void later(struct net_transfer *t)
 {
-    fputs("libra: out of memory (curl)\n", stderr);
-    abort();
+    struct net_client *c = t->client;
+    if (t->queued)
+        return;
+    t->queued = true;
+    LIST_LINK(c->later, t, lprev, lnext);
+    event_active(c->later_ev, EV_TIMEOUT, 0);
 }
 
 static void transfer_free(struct net_transfer *t)
 {
     struct net_client *c = t->client;
-    LIST_UNLINK(c->transfers, t, prev, next);
+    LIST_UNLINK(c->all, t, prev, next);
     if (t->queued)
-        LIST_UNLINK(c->resumes, t, rprev, rnext);
+        LIST_UNLINK(c->later, t, lprev, lnext);
     if (t->release && !t->done_called)
         t->release(t->arg);
-    curl_slist_free_all(t->headers);
-    if (c->n_idle < NET_IDLE_HANDLES) {
-        curl_easy_reset(t->easy); /* options back to defaults; the multi keeps the connections */
-        c->idle[c->n_idle++] = t->easy;
-    } else {
-        curl_easy_cleanup(t->easy);
-    }
-    free(t->body);
-    free(t->joined);
-    free(t->content_type);
+    if (t->timer)
+        event_free(t->timer);
+    free(t->head);
+    free(t->iov);
     free(t);
 }
 
-/* Takes t out of curl (closing its connection if the response is unfinished) and frees it.
- * Not from inside curl. */
-static void transfer_remove(struct net_transfer *t)
+/* Ends t without callbacks, closing its connection (the server sees its client leave). */
+static void transfer_drop(struct net_transfer *t)
 {
-    curl_multi_remove_handle(t->client->multi, t->easy);
+    if (t->conn)
+        conn_close(t->conn);
     transfer_free(t);
 }
 
-/* Stops t's callbacks; reap removes it once curl returns. */
-static void mark_cancelled(struct net_transfer *t)
+/* Fails t: its connection closes now, done reports why from the loop. */
+static void fail(struct net_transfer *t, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void fail(struct net_transfer *t, const char *fmt, ...)
 {
-    t->cancelled = true;
-    t->client->reap = true;
-}
-
-/* Removes the transfers cancelled inside curl. */
-static void reap(struct net_client *c)
-{
-    if (!c->reap || c->depth > 0)
-        return;
-    c->reap = false;
-    struct net_transfer *next;
-    for (struct net_transfer *t = c->transfers; t; t = next) {
-        next = t->next;
-        if (t->cancelled)
-            transfer_remove(t);
+    if (t->conn) {
+        conn_close(t->conn);
+        t->conn = NULL;
     }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(t->error, sizeof t->error, fmt, ap);
+    va_end(ap);
+    t->failed = true;
+    later(t);
 }
 
-/* Tells the owner the headers are complete; false when it cancelled. */
+/* Calls done (error NULL: the whole response came) and frees t. */
+static void finish(struct net_transfer *t, const char *error)
+{
+    t->finishing = true;
+    t->done_called = true;
+    if (t->ops->done)
+        t->ops->done(t->arg, error);
+    transfer_free(t);
+}
+
+/* The connection broke (err an errno, 0 for a close) before the response was complete. */
+static void lost(struct net_transfer *t, const char *what, int err)
+{
+    struct conn *k = t->conn;
+    if (k->reused && !t->got_any && !t->retried) { /* it died idle, unnoticed: again, fresh */
+        t->retried = true;
+        conn_close(k);
+        t->conn = NULL;
+        start(t, true);
+        return;
+    }
+    if (err)
+        fail(t, "%s %s: %s", what, t->host->label, strerror(err));
+    else
+        fail(t, "%s closed the connection before the response was complete", t->host->label);
+}
+
+/* Sends what is left of t's request; asks the loop to report the socket writable when the
+ * kernel takes no more. */
+static void transfer_write(struct net_transfer *t)
+{
+    struct conn *k = t->conn;
+    while (t->wi < t->n_iov) {
+        struct iovec v[NET_IOV_MAX];
+        size_t n = 0;
+        for (size_t i = t->wi; i < t->n_iov && n < NET_IOV_MAX; i++)
+            v[n++] = t->iov[i];
+        v[0].iov_base = (char *)v[0].iov_base + t->woff;
+        v[0].iov_len -= t->woff;
+        struct msghdr m = {.msg_iov = v, .msg_iovlen = n};
+        ssize_t sent = sendmsg(k->fd, &m, MSG_NOSIGNAL);
+        if (sent < 0 && errno == EINTR)
+            continue;
+        if (sent < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+            event_add(k->wev, NULL);
+            return;
+        }
+        if (sent < 0) {
+            lost(t, "send to", errno);
+            return;
+        }
+        for (size_t left = (size_t)sent; t->wi < t->n_iov;) {
+            size_t piece = t->iov[t->wi].iov_len - t->woff;
+            if (left < piece) {
+                t->woff += left;
+                break;
+            }
+            left -= piece;
+            t->wi++;
+            t->woff = 0;
+        }
+    }
+    t->written = true;
+}
+
+/* Calls head or data; false when t ended there (cancelled by returning false or by the owner):
+ * then it is freed. */
 static bool call_head(struct net_transfer *t)
 {
-    t->head_done = true;
-    if (t->ops->head && !t->ops->head(t->arg, t->status, t->content_type)) {
-        mark_cancelled(t);
-        return false;
+    t->in_call = true;
+    bool go = !t->ops->head ||
+              t->ops->head(t->arg, t->resp.status, t->resp.has_type ? t->resp.content_type : NULL);
+    t->in_call = false;
+    if (go && !t->cancelled)
+        return true;
+    transfer_drop(t);
+    return false;
+}
+
+static bool call_data(struct net_transfer *t, const char *piece, size_t len)
+{
+    t->in_call = true;
+    bool go = !t->ops->data || t->ops->data(t->arg, piece, len);
+    t->in_call = false;
+    if (go && !t->cancelled)
+        return true;
+    transfer_drop(t);
+    return false;
+}
+
+/* The response is complete: the connection goes idle when it can carry another, then done. */
+static void complete(struct net_transfer *t, bool eof)
+{
+    struct conn *k = t->conn;
+    t->conn = NULL;
+    if (t->resp.keep_alive && t->written && !eof && k->pos == k->n)
+        conn_to_idle(k);
+    else
+        conn_close(k);
+    finish(t, NULL);
+}
+
+/* Parses what t's connection holds and tells the owner, until more bytes are needed or the
+ * owner paused. False when t ended (it is freed). */
+static bool process(struct net_transfer *t)
+{
+    struct conn *k = t->conn;
+    while (!t->paused || net_response_ending(&t->resp)) {
+        size_t used, len = 0;
+        const char *piece = NULL;
+        enum net_response_step s =
+            net_response_parse(&t->resp, k->buf + k->pos, k->n - k->pos, &used, &piece, &len);
+        k->pos += used;
+        switch (s) {
+        case NET_RESPONSE_MORE:
+            return true;
+        case NET_RESPONSE_HEAD:
+            if (!call_head(t))
+                return false;
+            break;
+        case NET_RESPONSE_BODY:
+            if (!call_data(t, piece, len))
+                return false;
+            break;
+        case NET_RESPONSE_END:
+            complete(t, false);
+            return false;
+        case NET_RESPONSE_ERROR:
+            fail(t, "malformed response from %s: %s", t->host->label, t->resp.error);
+            return false;
+        }
     }
     return true;
 }
 
-/* CURLOPT_HEADERFUNCTION: one header line at a time, status lines and blank lines included
- * (each interim 1xx answer has its own block; chunked trailers come after the body). */
-static size_t on_header(char *line, size_t size, size_t n, void *arg)
+/* Room for one more read at the end of k's buffer: at least half a read's worth, so that a
+ * few bytes left over (a partial head or chunk-size line) do not cost a reallocation. */
+static void make_room(struct conn *k)
 {
-    struct net_transfer *t = arg;
-    size_t len = size * n;
-    if (t->cancelled)
-        return 0;
-    if (len >= 5 && memcmp(line, "HTTP/", 5) == 0) { /* a new block: "HTTP/1.1 200 OK" */
-        const char *p = memchr(line, ' ', len), *end = line + len;
-        t->status = 0;
-        for (p = p ? p + 1 : end; p < end && *p >= '0' && *p <= '9' && t->status < 1000; p++)
-            t->status = 10 * t->status + (*p - '0'); /* the line is not NUL-terminated */
-        free(t->content_type);
-        t->content_type = NULL;
-    } else if (len <= 2 && (line[0] == '\r' || line[0] == '\n')) { /* the end of a block */
-        if (t->status >= 200 && !t->head_done && !call_head(t))
-            return 0;
-    } else if (!t->head_done && len > 13 && strncasecmp(line, "Content-Type:", 13) == 0) {
-        const char *p = line + 13, *end = line + len;
-        while (p < end && (*p == ' ' || *p == '\t'))
-            p++;
-        while (end > p && (end[-1] == '\r' || end[-1] == '\n' || end[-1] == ' '))
-            end--;
-        free(t->content_type);
-        t->content_type = xstrndup(p, (size_t)(end - p));
+    if (k->pos == k->n)
+        k->pos = k->n = 0;
+    if (k->cap - k->n >= NET_READ_BYTES / 2)
+        return;
+    if (k->pos > 0) {
+        memmove(k->buf, k->buf + k->pos, k->n - k->pos);
+        k->n -= k->pos;
+        k->pos = 0;
     }
-    return len;
+    if (k->cap - k->n < NET_READ_BYTES / 2) {
+        k->cap = k->n + NET_READ_BYTES;
+        k->buf = xrealloc(k->buf, k->cap);
+    }
 }
 
-/* CURLOPT_WRITEFUNCTION: response body bytes. */
-static size_t on_data(char *data, size_t size, size_t n, void *arg)
+/* The peer closed k after the bytes parsed so far. */
+static void on_eof(struct net_transfer *t)
 {
-    struct net_transfer *t = arg;
-    size_t len = size * n;
-    if (t->cancelled)
-        return 0;
-    if (t->paused) { /* curl keeps these bytes and hands them over again on resume */
-        t->curl_paused = true;
-        return CURL_WRITEFUNC_PAUSE;
+    if (!t->got_any) {
+        lost(t, NULL, 0);
+        return;
     }
-    if (!t->head_done) {
-        long status = 0;
-        curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
-        t->status = (int)status;
-        if (!call_head(t))
-            return 0;
+    if (net_response_eof(&t->resp) == NET_RESPONSE_END) {
+        complete(t, true);
+        return;
     }
-    if (len > 0 && t->ops->data && !t->ops->data(t->arg, data, len)) {
-        mark_cancelled(t);
-        return 0;
-    }
-    return len;
+    fail(t, "%s closed the connection before the response was complete", t->host->label);
 }
 
-/* CURLOPT_READFUNCTION: the body's pieces, back to back. */
-static size_t on_read(char *buf, size_t size, size_t n, void *arg)
+static void on_readable(evutil_socket_t fd, short what, void *arg)
 {
-    struct net_transfer *t = arg;
-    if (t->cancelled)
-        return CURL_READFUNC_ABORT;
-    size_t room = size * n, got = 0;
-    while (got < room && t->piece < t->n_body) {
-        const struct net_iov *v = &t->body[t->piece];
-        size_t k = v->len - t->off;
-        if (k > room - got)
-            k = room - got;
-        if (k > 0)
-            memcpy(buf + got, v->p + t->off, k);
-        got += k;
-        t->off += k;
-        if (t->off == v->len) {
-            t->piece++;
-            t->off = 0;
+    struct conn *k = arg;
+    struct net_transfer *t = k->t;
+    if (!t) {
+        idle_readable(k);
+        return;
+    }
+    for (int i = 0; i < NET_READS_PER_EVENT && !t->paused; i++) {
+        make_room(k);
+        size_t room = k->cap - k->n;
+        ssize_t got = recv(fd, k->buf + k->n, room, 0);
+        if (got < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            break;
+        if (got < 0) {
+            lost(t, "recv from", errno);
+            return;
         }
+        if (got == 0) {
+            on_eof(t);
+            return;
+        }
+        k->n += (size_t)got;
+        t->got_any = true;
+        if (!process(t))
+            return;
+        if ((size_t)got < room)
+            break;
     }
-    return got;
+    conn_watch(k);
 }
 
-/* CURLOPT_SEEKFUNCTION: curl rewinds the body to send it again, e.g. on a fresh connection
- * after the kept-alive one it first tried turned out closed. */
-static int on_seek(void *arg, curl_off_t offset, int origin)
+static void on_writable(evutil_socket_t fd, short what, void *arg)
 {
-    struct net_transfer *t = arg;
-    if (origin != SEEK_SET || offset < 0)
-        return CURL_SEEKFUNC_CANTSEEK;
-    size_t left = (size_t)offset;
-    t->piece = 0;
-    t->off = 0;
-    while (t->piece < t->n_body && left >= t->body[t->piece].len) {
-        left -= t->body[t->piece].len;
-        t->piece++;
-    }
-    if (left > 0 && t->piece == t->n_body)
-        return CURL_SEEKFUNC_FAIL;
-    t->off = left;
-    return CURL_SEEKFUNC_OK;
-}
-
-/* Reports every finished transfer. Outside curl (depth 0): done may start, cancel or pause
- * other transfers. */
-static void collect(struct net_client *c)
-{
-    CURLMsg *msg;
-    int left;
-    while ((msg = curl_multi_info_read(c->multi, &left))) {
-        if (msg->msg != CURLMSG_DONE)
-            continue;
-        struct net_transfer *t;
-        curl_easy_getinfo(msg->easy_handle, CURLINFO_PRIVATE, (char **)&t);
-        CURLcode rc = msg->data.result;
-        if (t->cancelled) /* reap removes it */
-            continue;
-        curl_multi_remove_handle(c->multi, t->easy);
-        t->finishing = true;
-        if (rc == CURLE_OK && !t->head_done) { /* a response without a body or a blank line */
-            long status = 0;
-            curl_easy_getinfo(t->easy, CURLINFO_RESPONSE_CODE, &status);
-            t->status = (int)status;
-            if (!call_head(t)) {
-                transfer_free(t);
-                continue;
+    struct conn *k = arg;
+    struct net_transfer *t = k->t;
+    if (k->connecting) {
+        int err = 0;
+        socklen_t len = sizeof err;
+        if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) < 0)
+            err = errno;
+        if (err) {
+            conn_unbind(k);
+            if (k->addr + 1 < k->host->n_addrs && conn_connect_from(k, k->addr + 1) == 0) {
+                if (!k->connecting) {
+                    conn_watch(k);
+                    transfer_write(t);
+                }
+                return;
             }
+            fail(t, "connect to %s: %s", t->host->label, strerror(err));
+            return;
         }
-        const char *why = rc == CURLE_OK ? NULL : (t->error[0] ? t->error : curl_easy_strerror(rc));
-        t->done_called = true;
-        if (t->ops->done)
-            t->ops->done(t->arg, why);
-        transfer_free(t);
+        k->connecting = false;
+        conn_watch(k);
     }
+    transfer_write(t);
 }
 
-/* After each entry into curl: report what finished, remove what was cancelled. */
-static void after_curl(struct net_client *c)
-{
-    collect(c);
-    reap(c);
-}
-
-static void on_socket_ready(evutil_socket_t fd, short what, void *arg)
+/* later_ev: reports the failed transfers and goes on with the resumed ones. */
+static void on_later(evutil_socket_t fd, short what, void *arg)
 {
     struct net_client *c = arg;
-    int mask = (what & EV_READ ? CURL_CSELECT_IN : 0) | (what & EV_WRITE ? CURL_CSELECT_OUT : 0);
-    int running;
-    c->depth++;
-    curl_multi_socket_action(c->multi, fd, mask, &running);
-    c->depth--;
-    after_curl(c);
-}
-
-static void on_timer(evutil_socket_t fd, short what, void *arg)
-{
-    struct net_client *c = arg;
-    int running;
-    c->depth++;
-    curl_multi_socket_action(c->multi, CURL_SOCKET_TIMEOUT, 0, &running);
-    c->depth--;
-    after_curl(c);
-}
-
-/* resume_ev: lets curl go on with the transfers resumed since the last turn of the loop. */
-static void on_resume(evutil_socket_t fd, short what, void *arg)
-{
-    struct net_client *c = arg;
-    c->depth++;
-    while (c->resumes) {
-        struct net_transfer *t = c->resumes;
-        LIST_UNLINK(c->resumes, t, rprev, rnext);
+    while (c->later) {
+        struct net_transfer *t = c->later;
+        LIST_UNLINK(c->later, t, lprev, lnext);
         t->queued = false;
-        if (t->cancelled || t->paused || !t->curl_paused)
+        if (t->failed) {
+            finish(t, t->error);
             continue;
-        t->curl_paused = false;
-        curl_easy_pause(t->easy, CURLPAUSE_CONT); /* may deliver held data: on_data */
-    }
-    c->depth--;
-    after_curl(c);
-}
-
-/* CURLMOPT_SOCKETFUNCTION: watch s for what curl wants, or stop watching it. */
-static int on_socket(CURL *easy, curl_socket_t s, int what, void *arg, void *socketp)
-{
-    struct net_client *c = arg;
-    struct watch *w = socketp;
-    if (what == CURL_POLL_REMOVE) {
-        if (w) {
-            LIST_UNLINK(c->watches, w, prev, next);
-            if (w->ev)
-                event_free(w->ev);
-            free(w);
         }
-        curl_multi_assign(c->multi, s, NULL);
-        return 0;
+        if (t->paused || !t->conn || t->conn->connecting)
+            continue;
+        if (process(t))
+            conn_watch(t->conn);
     }
-    short events =
-        (short)((what & CURL_POLL_IN ? EV_READ : 0) | (what & CURL_POLL_OUT ? EV_WRITE : 0));
-    if (!w) {
-        w = xcalloc(1, sizeof *w);
-        w->s = s;
-        LIST_LINK(c->watches, w, prev, next);
-        curl_multi_assign(c->multi, s, w);
-    } else if (w->ev) {
-        event_free(w->ev);
-        w->ev = NULL;
-    }
-    if (events) { /* else CURL_POLL_NONE: known, but nothing to wait for (a paused transfer) */
-        w->ev = event_new(c->base, s, (short)(events | EV_PERSIST), on_socket_ready, c);
-        event_add(w->ev, NULL);
-    }
-    return 0;
 }
 
-/* CURLMOPT_TIMERFUNCTION: fire after timeout_ms (-1: none). */
-static int on_timer_change(CURLM *multi, long timeout_ms, void *arg)
-{
-    struct net_client *c = arg;
-    if (timeout_ms < 0) {
-        evtimer_del(c->timer);
-        return 0;
-    }
-    if (timeout_ms == 0 && c->depth == 0) {
-        /* "Now", asked outside curl (a transfer was added): run it in this turn of the loop
-         * rather than after another wait for events. Inside curl it keeps the timer, so that
-         * curl asking again from on_timer waits for the loop and cannot starve the sockets. */
-        event_active(c->timer, EV_TIMEOUT, 1);
-        return 0;
-    }
-    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    evtimer_add(c->timer, &tv);
-    return 0;
-}
+/* ---- starting ------------------------------------------------------------------------------- */
 
-struct net_client *net_client_new(struct event_base *base)
+/* A new connection for t, or NULL when connecting failed (t failed). */
+static struct conn *conn_open(struct net_transfer *t)
 {
-    CURLM *multi = curl_multi_init();
-    if (!multi)
+    struct conn *k = xcalloc(1, sizeof *k);
+    k->client = t->client;
+    k->host = t->host;
+    k->fd = -1;
+    int err = conn_connect_from(k, 0);
+    if (err) {
+        free(k);
+        fail(t, "connect to %s: %s", t->host->label, strerror(err));
         return NULL;
-    struct net_client *c = xcalloc(1, sizeof *c);
-    c->base = base;
-    c->multi = multi;
-    c->timer = evtimer_new(base, on_timer, c);
-    c->resume_ev = event_new(base, -1, 0, on_resume, c);
-    curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, on_socket);
-    curl_multi_setopt(multi, CURLMOPT_SOCKETDATA, c);
-    curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, on_timer_change);
-    curl_multi_setopt(multi, CURLMOPT_TIMERDATA, c);
-    return c;
+    }
+    return k;
 }
 
-/* Whether one of the header lines names Content-Type. */
-static bool names_content_type(const char *const *headers, size_t n_headers)
+/* Sends t on an idle connection to its host (unless fresh) or a new one. */
+static void start(struct net_transfer *t, bool fresh)
 {
-    for (size_t i = 0; i < n_headers; i++)
-        if (strncasecmp(headers[i], "Content-Type:", 13) == 0)
-            return true;
-    return false;
+    struct host *h = t->host;
+    struct conn *k = fresh ? NULL : h->idle;
+    if (k) {
+        LIST_UNLINK(h->idle, k, prev, next);
+        h->n_idle--;
+    } else if (!(k = conn_open(t))) {
+        return;
+    }
+    k->t = t;
+    t->conn = k;
+    t->wi = t->woff = 0;
+    t->written = t->got_any = false;
+    net_response_init(&t->resp, strncmp(t->head, "HEAD ", 5) == 0);
+    if (!k->connecting) {
+        conn_watch(k);
+        transfer_write(t);
+    }
+}
+
+/* The host:port of name (len bytes), resolved the first time it is asked for; NULL with why
+ * in t when it cannot be resolved. */
+static struct host *host_get(struct net_transfer *t, const char *name, size_t len, int port)
+{
+    struct net_client *c = t->client;
+    for (struct host *h = c->hosts; h; h = h->next)
+        if (h->port == port && h->name_len == len && memcmp(h->name, name, len) == 0)
+            return h;
+    struct host *h = xcalloc(1, sizeof *h);
+    h->name = xstrndup(name, len);
+    h->name_len = len;
+    h->port = port;
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res;
+    hints.ai_flags = AI_NUMERICSERV;
+    char service[8];
+    snprintf(service, sizeof service, "%d", port);
+    int rc = getaddrinfo(h->name, service, &hints, &res);
+    if (rc != 0) {
+        fail(t, "cannot resolve '%s': %s", h->name, gai_strerror(rc));
+        free(h->name);
+        free(h);
+        return NULL;
+    }
+    for (int family = 0; family < 2; family++) /* IPv4 first */
+        for (struct addrinfo *a = res; a && h->n_addrs < NET_ADDRS_MAX; a = a->ai_next)
+            if ((a->ai_family == AF_INET) == (family == 0) && a->ai_addrlen <= sizeof h->addrs[0]) {
+                memcpy(&h->addrs[h->n_addrs], a->ai_addr, a->ai_addrlen);
+                h->addr_lens[h->n_addrs++] = a->ai_addrlen;
+            }
+    freeaddrinfo(res);
+    bool v6 = memchr(name, ':', len) != NULL;
+    size_t label_len = len + 16;
+    h->label = xmalloc(label_len);
+    snprintf(h->label, label_len, v6 ? "[%s]:%d" : "%s:%d", h->name, port);
+    h->next = c->hosts;
+    c->hosts = h;
+    return h;
+}
+
+/* "http://host[:port][/path][?query]": the host (without an IPv6 address's brackets), the port
+ * (80 by default) and where the target starts (NULL: "/"); NULL when fine, else why not. */
+static const char *parse_url(const char *url, const char **host, size_t *host_len, int *port,
+                             const char **target)
+{
+    if (strncasecmp(url, "http://", 7) != 0)
+        return strstr(url, "://") ? "only http:// URLs are supported" : "not an http:// URL";
+    const char *p = url + 7, *end = p + strcspn(p, "/?#");
+    *target = *end == '/' || *end == '?' ? end : NULL;
+    if (memchr(p, '@', (size_t)(end - p)))
+        return "credentials in a URL are not supported";
+    const char *colon;
+    if (*p == '[') { /* [IPv6]:port */
+        const char *close = memchr(p, ']', (size_t)(end - p));
+        if (!close)
+            return "an unclosed '[' in the host";
+        *host = p + 1;
+        *host_len = (size_t)(close - p - 1);
+        colon = close + 1 < end && close[1] == ':' ? close + 1 : NULL;
+        if (!colon && close + 1 != end)
+            return "a bad host";
+    } else {
+        colon = memchr(p, ':', (size_t)(end - p));
+        *host = p;
+        *host_len = (size_t)((colon ? colon : end) - p);
+    }
+    if (*host_len == 0)
+        return "no host";
+    *port = 80;
+    if (colon) {
+        int n = 0;
+        const char *d = colon + 1;
+        for (; d < end && *d >= '0' && *d <= '9' && n <= 65535; d++)
+            n = 10 * n + (*d - '0');
+        if (d != end || d == colon + 1 || n == 0 || n > 65535)
+            return "a bad port";
+        *port = n;
+    }
+    return NULL;
+}
+
+/* Appends n bytes of s at *at. */
+static void put(char **at, const char *s, size_t n)
+{
+    memcpy(*at, s, n);
+    *at += n;
+}
+
+/* Whether a header line has nothing after its colon ("Content-Type:": send none). */
+static bool empty_value(const char *line)
+{
+    const char *colon = strchr(line, ':');
+    if (!colon)
+        return false;
+    for (const char *p = colon + 1; *p; p++)
+        if (*p != ' ' && *p != '\t')
+            return false;
+    return true;
+}
+
+/* The request line and header lines, ending in the blank line. */
+static char *build_head(const char *method, const char *target, const char *host_label,
+                        const char *const *headers, size_t n_headers, bool has_body,
+                        size_t body_len)
+{
+    bool typed = false, length = has_body || strcmp(method, "POST") == 0 ||
+                                 strcmp(method, "PUT") == 0 || strcmp(method, "PATCH") == 0;
+    size_t target_len = target ? strcspn(target, "#") : 0;
+    size_t size = strlen(method) + target_len + strlen(host_label) + 128;
+    for (size_t i = 0; i < n_headers; i++) {
+        size += strlen(headers[i]) + 2;
+        typed |= strncasecmp(headers[i], "Content-Type:", 13) == 0;
+    }
+    char *head = xmalloc(size), *at = head;
+    put(&at, method, strlen(method));
+    put(&at, " ", 1);
+    if (!target || *target == '?') /* "http://host?q" asks for "/?q" */
+        put(&at, "/", 1);
+    if (target)
+        put(&at, target, target_len);
+    put(&at, " HTTP/1.1\r\nHost: ", 17);
+    put(&at, host_label, strlen(host_label));
+    put(&at, "\r\n", 2);
+    for (size_t i = 0; i < n_headers; i++) {
+        if (empty_value(headers[i]))
+            continue;
+        put(&at, headers[i], strlen(headers[i]));
+        put(&at, "\r\n", 2);
+    }
+    if (has_body && !typed)
+        put(&at, "Content-Type: application/json\r\n", 32);
+    if (length) {
+        char digits[24];
+        int n = 0;
+        do
+            digits[n++] = (char)('0' + body_len % 10);
+        while ((body_len /= 10) > 0);
+        put(&at, "Content-Length: ", 16);
+        while (n > 0)
+            *at++ = digits[--n];
+        put(&at, "\r\n", 2);
+    }
+    put(&at, "\r\n", 3); /* the blank line, and a NUL */
+    return head;
+}
+
+/* The _within limit passed before the response was complete. */
+static void on_limit(evutil_socket_t fd, short what, void *arg)
+{
+    struct net_transfer *t = arg;
+    if (!t->failed)
+        fail(t, "timed out after %ld ms", t->limit_ms);
 }
 
 /* net_client_send with a limit on the whole transfer, milliseconds (0: none). */
 static struct net_transfer *send_within(struct net_client *c, const char *method, const char *url,
                                         const char *const *headers, size_t n_headers,
                                         const struct net_iov *body, size_t n_body,
-                                        const struct net_stream_ops *ops, void *arg,
-                                        long timeout_ms)
+                                        const struct net_stream_ops *ops, void *arg, long limit_ms)
 {
     struct net_transfer *t = xcalloc(1, sizeof *t);
     t->client = c;
     t->ops = ops;
     t->arg = arg;
-    t->easy = c->n_idle ? c->idle[--c->n_idle] : curl_easy_init();
-    if (!t->easy)
-        curl_oom();
-    CURL *e = t->easy;
-    curl_easy_setopt(e, CURLOPT_URL, url);
-    curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-    curl_easy_setopt(e, CURLOPT_PRIVATE, t);
-    curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-    curl_easy_setopt(e, CURLOPT_HEADERDATA, t);
-    curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_data);
-    curl_easy_setopt(e, CURLOPT_WRITEDATA, t);
-    curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error);
-    curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
-    curl_easy_setopt(e, CURLOPT_TIMEOUT_MS, timeout_ms);
-    curl_easy_setopt(e, CURLOPT_BUFFERSIZE, NET_RECV_BYTES);
-    if (strcmp(method, "HEAD") == 0)
-        curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-    if (n_body > 0 && !names_content_type(headers, n_headers))
-        t->headers = curl_slist_append(t->headers, "Content-Type: application/json");
-    for (size_t i = 0; i < n_headers; i++)
-        t->headers = curl_slist_append(t->headers, headers[i]);
-    t->headers = curl_slist_append(t->headers, "Expect:"); /* no 100-continue round trip */
-    if (!t->headers)
-        curl_oom();
-    curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->headers);
-    if (n_body > 0) {
-        size_t total = 0;
-        for (size_t i = 0; i < n_body; i++)
-            total += body[i].len;
-        curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, (curl_off_t)total);
-        if (n_body > 1 && total <= NET_JOIN_BYTES) {
-            t->joined = xmalloc(total + 1);
-            size_t at = 0;
-            for (size_t i = 0; i < n_body; i++) {
-                if (body[i].len > 0)
-                    memcpy(t->joined + at, body[i].p, body[i].len);
-                at += body[i].len;
-            }
-            curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->joined);
-        } else if (n_body == 1) { /* sent as it is, without copying (not COPYPOSTFIELDS) */
-            curl_easy_setopt(e, CURLOPT_POSTFIELDS, body[0].p ? body[0].p : "");
-        } else {
-            t->body = xmalloc(n_body * sizeof *t->body);
-            memcpy(t->body, body, n_body * sizeof *t->body);
-            t->n_body = n_body;
-            curl_easy_setopt(e, CURLOPT_POST, 1L);
-            curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
-            curl_easy_setopt(e, CURLOPT_READDATA, t);
-            curl_easy_setopt(e, CURLOPT_SEEKFUNCTION, on_seek);
-            curl_easy_setopt(e, CURLOPT_SEEKDATA, t);
-        }
+    LIST_LINK(c->all, t, prev, next);
+    if (limit_ms > 0) {
+        t->limit_ms = limit_ms;
+        t->timer = evtimer_new(c->base, on_limit, t);
+        struct timeval tv = {limit_ms / 1000, (limit_ms % 1000) * 1000};
+        evtimer_add(t->timer, &tv);
     }
-    LIST_LINK(c->transfers, t, prev, next);
-    curl_multi_add_handle(c->multi, e); /* arms the timer: curl starts it from the loop */
+    const char *host, *target;
+    size_t host_len;
+    int port;
+    const char *why = parse_url(url, &host, &host_len, &port, &target);
+    if (why) {
+        fail(t, "bad URL '%s': %s", url, why);
+        return t;
+    }
+    if (!(t->host = host_get(t, host, host_len, port)))
+        return t;
+    size_t total = 0;
+    for (size_t i = 0; i < n_body; i++)
+        total += body[i].len;
+    t->head = build_head(method, target, t->host->label, headers, n_headers, n_body > 0, total);
+    t->iov = xmallocarray(1 + n_body, sizeof *t->iov);
+    t->iov[0] = (struct iovec){t->head, strlen(t->head)};
+    t->n_iov = 1;
+    for (size_t i = 0; i < n_body; i++)
+        if (body[i].len > 0)
+            t->iov[t->n_iov++] = (struct iovec){(void *)body[i].p, body[i].len};
+    start(t, false);
     return t;
+}
+
+/* ---- the API -------------------------------------------------------------------------------- */
+
+struct net_client *net_client_new(struct event_base *base)
+{
+    struct net_client *c = xcalloc(1, sizeof *c);
+    c->base = base;
+    c->later_ev = event_new(base, -1, 0, on_later, c);
+    if (!c->later_ev) {
+        free(c);
+        return NULL;
+    }
+    return c;
+}
+
+void net_client_free(struct net_client *c)
+{
+    if (!c)
+        return;
+    while (c->all)
+        transfer_drop(c->all);
+    while (c->hosts) {
+        struct host *h = c->hosts;
+        c->hosts = h->next;
+        while (h->idle)
+            conn_close(h->idle);
+        free(h->name);
+        free(h->label);
+        free(h);
+    }
+    event_free(c->later_ev);
+    free(c);
 }
 
 struct net_transfer *net_client_send(struct net_client *c, const char *method, const char *url,
@@ -509,64 +822,31 @@ void net_transfer_cancel(struct net_transfer *t)
 {
     if (t->finishing || t->cancelled)
         return;
-    if (t->client->depth > 0) { /* inside curl: it cannot remove a handle now */
-        mark_cancelled(t);
+    if (t->in_call) { /* inside its own head or data: torn down when that returns */
+        t->cancelled = true;
         return;
     }
-    transfer_remove(t);
+    transfer_drop(t);
 }
 
 void net_transfer_pause(struct net_transfer *t, bool paused)
 {
-    struct net_client *c = t->client;
     if (t->cancelled || t->paused == paused)
         return;
     t->paused = paused;
-    if (paused) {
-        /* Inside curl, on_data answers the next bytes with a pause instead. */
-        if (c->depth == 0 && !t->curl_paused) {
-            curl_easy_pause(t->easy, CURLPAUSE_RECV);
-            t->curl_paused = true;
-        }
+    if (!t->conn || t->failed)
         return;
-    }
-    if (t->curl_paused && !t->queued) {
-        t->queued = true;
-        LIST_LINK(c->resumes, t, rprev, rnext);
-        event_active(c->resume_ev, EV_TIMEOUT, 0);
-    }
+    if (paused)
+        conn_watch(t->conn);
+    else
+        later(t); /* what the buffer holds is delivered from the loop */
 }
 
 long long net_transfer_length(const struct net_transfer *t)
 {
-    curl_off_t n = -1;
-    if (!t->head_done || curl_easy_getinfo(t->easy, CURLINFO_CONTENT_LENGTH_DOWNLOAD_T, &n))
+    if (t->failed || !t->conn || t->resp.state == NET_RS_HEAD)
         return -1;
-    return n >= 0 ? (long long)n : -1;
-}
-
-void net_client_free(struct net_client *c)
-{
-    if (!c)
-        return;
-    while (c->transfers)
-        transfer_remove(c->transfers);
-    /* Unassigned before the cleanup, which may still report their sockets. */
-    struct watch *next;
-    for (struct watch *w = c->watches; w; w = next) {
-        next = w->next;
-        curl_multi_assign(c->multi, w->s, NULL);
-        if (w->ev)
-            event_free(w->ev);
-        free(w);
-    }
-    c->watches = NULL;
-    while (c->n_idle)
-        curl_easy_cleanup(c->idle[--c->n_idle]);
-    curl_multi_cleanup(c->multi);
-    event_free(c->timer);
-    event_free(c->resume_ev);
-    free(c);
+    return t->resp.length;
 }
 
 /* ---- buffered requests ---------------------------------------------------------------------- */

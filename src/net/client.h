@@ -1,7 +1,8 @@
 /*
- * HTTP requests from an event loop: libcurl's multi interface driven by the same libevent
- * event_base the process serves on (curl's "hiperfifo" pattern), so a client process or the
- * gateway issues thousands of concurrent requests from one thread.
+ * HTTP/1.1 requests from an event loop: libra's own client on the same libevent event_base the
+ * process serves on, so a client process or the gateway issues thousands of concurrent
+ * requests from one thread. It speaks plain http:// only (engines sit on the cluster's own
+ * network); an https:// URL fails through done.
  *
  * One transfer engine, two ways to use it: net_client_send streams a response to callbacks as
  * it arrives and returns a handle to pause or abort it (a proxy forwards an engine's answer to
@@ -9,11 +10,14 @@
  * transfer when the client goes away); net_client_request buffers the whole answer (the
  * emulator's and the load generator's control calls and turns).
  *
- * Requests have no timeout by default (an RL turn may take half an hour without a byte);
- * connections to the same host are kept alive and reused; signals are never used (NOSIGNAL);
- * curl never sends `Expect: 100-continue` (for bodies over 1 MiB it would wait a round trip
- * for the server's go-ahead). The process must call curl_global_init once before the first
- * net_client_new and ignore SIGPIPE.
+ * Requests have no timeout by default (an RL turn may take half an hour without a byte).
+ * Connections to the same host:port are kept alive and reused (up to 1024 idle ones per
+ * host:port); an idle one the peer closes is noticed by the loop and dropped, and a request
+ * that gets no byte of answer on a reused connection is sent once more on a fresh one. Names
+ * are resolved once per host:port with getaddrinfo, which blocks the loop during that first
+ * lookup (numeric addresses do not wait); a failed lookup is tried again by the next request.
+ * The request leaves in one write with its body, never with `Expect: 100-continue`; the answer
+ * is read 64 KiB at a time. Writes never raise SIGPIPE.
  *
  * Threading: one event loop; nothing here is thread-safe.
  */
@@ -29,7 +33,7 @@
 struct net_client;
 struct net_transfer;
 
-/* A client on base. Returns NULL when curl cannot make a multi handle. */
+/* A client on base. Returns NULL when libevent cannot make its event. */
 struct net_client *net_client_new(struct event_base *base);
 
 /* Cancels every transfer in flight (their callbacks are not called) and frees c; c may be
@@ -56,9 +60,10 @@ struct net_stream_ops {
      * false to cancel (done is then not called). */
     bool (*data)(void *arg, const char *buf, size_t len);
     /* Exactly once unless cancelled, after the last data: error NULL when the whole response
-     * arrived (whatever its status), else curl's reason, e.g. "Failed to connect to 127.0.0.1
-     * port 9 after 0 ms: Couldn't connect to server" (head may or may not have come before). The
-     * transfer is freed when done returns. */
+     * arrived (whatever its status), else why not, e.g. "connect to 127.0.0.1:9: Connection
+     * refused", "127.0.0.1:8000 closed the connection before the response was complete",
+     * "malformed response from 127.0.0.1:8000: a bad Content-Length" (head may or may not have
+     * come before). The transfer is freed when done returns. */
     void (*done)(void *arg, const char *error);
 };
 
@@ -68,11 +73,11 @@ struct net_stream_ops {
  * total length, 0 allowed). The body is borrowed, not copied: the pieces' bytes (not the
  * array, which is copied) must stay valid and unchanged until done runs or the transfer is
  * cancelled — a proxy sends an incoming 200 KB request body with one JSON member cut out as
- * the bytes before it and the bytes after it. (Pieces of a body under 60 KiB are copied into
- * one, so that the body leaves with the headers; the caller cannot tell.) Header lines are
- * copied. A request with a body is sent as `Content-Type: application/json` unless a header
- * line names Content-Type (an empty value, "Content-Type:", sends none). ops must outlive the
- * transfer; arg is passed to each of them.
+ * the bytes before it and the bytes after it (they leave with the head in one sendmsg). Header
+ * lines are copied; one with an empty value ("Name:") is not sent. A request with a body is
+ * sent as `Content-Type: application/json` unless a header line names Content-Type (an empty
+ * value, "Content-Type:", sends none); a POST, PUT or PATCH without one says Content-Length 0.
+ * ops must outlive the transfer; arg is passed to each of them.
  *
  * Returns the transfer's handle, valid until its done returns or it is cancelled. Failures
  * (bad URL, refused connection, ...) are reported through done from the loop, never here.
@@ -91,7 +96,7 @@ void net_transfer_cancel(struct net_transfer *t);
 
 /*
  * Pauses (true) or resumes (false) the delivery of t's response body, for backpressure: while
- * paused no data callback runs and curl stops reading t's socket, so the sender's TCP window
+ * paused no data callback runs and t's socket is not read, so the sender's TCP window
  * fills and it slows down. Pausing takes effect at once, also from inside t's data (nothing
  * after that call is delivered until resumed). Resuming takes effect from the loop: data
  * buffered meanwhile arrives in later callbacks, never inside this call. Pausing a paused
@@ -112,8 +117,8 @@ long long net_transfer_length(const struct net_transfer *t);
 
 /*
  * The outcome of one buffered request: status is the HTTP status (0 when the transfer failed:
- * then error says why, e.g. "Couldn't connect to server", and body is empty); body is the
- * response body, NUL-terminated, valid only during the call.
+ * then error says why, e.g. "connect to 127.0.0.1:9: Connection refused", and body is empty); body
+ * is the response body, NUL-terminated, valid only during the call.
  */
 typedef void (*net_response_fn)(void *arg, int status, const char *body, size_t len,
                                 const char *error);
@@ -130,8 +135,8 @@ void net_client_request(struct net_client *c, const char *method, const char *ur
 
 /*
  * net_client_request with a limit: when the whole answer has not come limit_s seconds after
- * the call (0: no limit), the transfer is abandoned and fn gets status 0 with curl's reason
- * ("Operation timed out after 5001 milliseconds ..."). For calls that must not wait forever on
+ * the call (0: no limit), the transfer is abandoned (its connection closed) and fn gets status 0
+ * with "timed out after 5000 ms". For calls that must not wait forever on
  * a peer that accepted the connection and went silent: health checks, engine discovery.
  */
 void net_client_request_within(struct net_client *c, const char *method, const char *url,

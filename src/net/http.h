@@ -61,9 +61,9 @@ void net_limits_default(struct net_limits *l);
 
 /*
  * The event loop a process serves and sends on. On epoll it batches interest changes until the
- * loop next waits (libevent's changelist): an HTTP client switches a socket between
- * reading and writing several times per request, and batched they cost one epoll_ctl per
- * socket per turn of the loop instead of a delete and an add each. (The changelist is unsafe
+ * loop next waits (libevent's changelist): a socket's interest in reading and writing may
+ * change more than once in a turn, and batched the changes cost one epoll_ctl per socket per
+ * turn of the loop instead of a delete and an add each. (The changelist is unsafe
  * only for descriptors shared through dup(), which no libra process makes.) NULL when libevent
  * cannot make a base.
  */

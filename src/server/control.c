@@ -37,7 +37,7 @@ struct fan {
     struct fan_answer {
         struct fan *f;
         struct gw_engine *engine; /* referenced */
-        int status;               /* 0: no answer (body is curl's reason) */
+        int status;               /* 0: no answer (body is the client's reason) */
         char *body;
         size_t len;
     } answers[GW_ENGINES_MAX];

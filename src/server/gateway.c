@@ -406,7 +406,7 @@ int gw_new(struct gw **out, struct event_base *base, const struct libra_config *
     g->client = net_client_new(base);
     g->planning = gw_planning_new(g);
     if (!g->client)
-        snprintf(err, err_size, "cannot make a curl multi handle");
+        snprintf(err, err_size, "cannot make the HTTP client");
     if (!g->client || gw_pool_new(g, err, err_size) ||
         (o->state_dir && gw_persist_open(g, err, err_size)) || make_layout(g, err, err_size) ||
         make_routers(g, err, err_size) || plan_start(g, err, err_size)) {

@@ -1,7 +1,7 @@
 """The gateway's long waits, each over 20 s of wall time, so labelled slow (about 100 s in all):
-a turn silent for longer than 60 s is not cut (libevent's default timeout is 50 s, curl's none
-here; RL turns of 10-30 minutes are normal); a turn on an engine that stops answering without
-closing its connection moves on once the engine is declared dead, not at --request-cap-s."""
+a turn silent for longer than 60 s is not cut (libevent's default timeout is 50 s, the
+client's none here; RL turns of 10-30 minutes are normal); a turn on an engine that stops
+answering without closing its connection moves on once the engine is declared dead, not at --request-cap-s."""
 
 import http.server
 import threading
