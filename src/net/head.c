@@ -242,16 +242,14 @@ static int hex(char ch)
 }
 
 /* The size line ended: data next, or the trailer after the last chunk. */
-static int size_done(struct net_chunked *c, size_t out, uint64_t max_bytes)
+static int size_done(struct net_chunked *c)
 {
-    if (c->left > max_bytes - out)
-        return -1;
     c->state = c->left ? CH_DATA : CH_TRAILER;
     return 0;
 }
 
 /* One framing byte ch; returns -1 when malformed, 1 when the body ended. */
-static int framing_byte(struct net_chunked *c, char ch, size_t out, uint64_t max_bytes)
+static int framing_byte(struct net_chunked *c, char ch)
 {
     switch (c->state) {
     case CH_SIZE:
@@ -268,14 +266,14 @@ static int framing_byte(struct net_chunked *c, char ch, size_t out, uint64_t max
         else if (ch == '\r')
             c->state = CH_SIZE_LF;
         else if (ch == '\n')
-            return size_done(c, out, max_bytes);
+            return size_done(c);
         else
             return -1;
         return 0;
     case CH_EXT:
-        return ch == '\n' ? size_done(c, out, max_bytes) : ch == '\0' ? -1 : 0;
+        return ch == '\n' ? size_done(c) : ch == '\0' ? -1 : 0;
     case CH_SIZE_LF:
-        return ch == '\n' ? size_done(c, out, max_bytes) : -1;
+        return ch == '\n' ? size_done(c) : -1;
     case CH_DATA_END:
         if (ch != '\r' && ch != '\n')
             return -1;
@@ -299,23 +297,26 @@ static int framing_byte(struct net_chunked *c, char ch, size_t out, uint64_t max
     }
 }
 
-enum net_head_status net_chunked_run(struct net_chunked *c, char *buf, size_t len, size_t *in,
-                                     size_t *out, uint64_t max_bytes)
+enum net_chunk_step net_chunked_next(struct net_chunked *c, const char *buf, size_t len,
+                                     size_t *used, const char **piece, size_t *n)
 {
-    while (*in < len) {
+    size_t at = 0;
+    while (at < len) {
         if (c->state == CH_DATA) {
-            size_t n = len - *in < c->left ? len - *in : (size_t)c->left;
-            memmove(buf + *out, buf + *in, n);
-            *in += n;
-            *out += n;
-            c->left -= n;
+            *piece = buf + at;
+            *n = len - at < c->left ? len - at : (size_t)c->left;
+            c->left -= *n;
             if (c->left == 0)
                 c->state = CH_DATA_END;
-            continue;
+            *used = at + *n;
+            return NET_CHUNK_DATA;
         }
-        int r = framing_byte(c, buf[(*in)++], *out, max_bytes);
-        if (r)
-            return r < 0 ? NET_HEAD_BAD : NET_HEAD_OK;
+        int r = framing_byte(c, buf[at++]);
+        if (r) {
+            *used = at;
+            return r < 0 ? NET_CHUNK_BAD : NET_CHUNK_END;
+        }
     }
-    return NET_HEAD_MORE;
+    *used = at;
+    return NET_CHUNK_MORE;
 }

@@ -1,8 +1,9 @@
 /*
- * HTTP/1.x framing, pure (bytes in, positions out), for the server of net/http.h: a message
+ * HTTP/1.x framing, pure (bytes in, positions out): a message
  * head (request line or status line, then header fields, then a blank line) and the chunked
- * transfer coding of a body. Nothing is copied: a parsed head points into the caller's
- * buffer. libFuzzer drives both parsers directly (tests/fuzz/fuzz_net_head.c).
+ * transfer coding of a body, for the server (net/http.h) and the client's response parser
+ * (net/response.h). Nothing is copied: a parsed head points into the caller's buffer.
+ * libFuzzer drives both parsers directly (tests/fuzz/fuzz_net_head.c).
  *
  * Strict where leniency would let two readers disagree on where a message ends (RFC 9112 §6.3,
  * request smuggling): a Content-Length that is not all digits, two that differ, one beside a
@@ -58,24 +59,27 @@ enum net_head_status net_head_parse(const char *buf, size_t len, bool response, 
 const char *net_head_field(const struct net_head *h, const char *name, size_t *n);
 
 /*
- * The chunked coding, decoded in place: the chunks' data are moved down over their framing,
- * so a body that arrives in pieces ends up contiguous at the start of its buffer region.
- * Zero-initialise, then call net_chunked_run on each arrival.
+ * The chunked coding, a step at a time: framing is consumed and the chunks' data come out as
+ * runs inside the caller's bytes, so a reader can move them where it wants (the server, down
+ * over their framing into one contiguous body) or pass them on (the client). Zero-initialise,
+ * then call net_chunked_next on the bytes not yet consumed.
  */
 struct net_chunked {
-    int state;     /* internal */
-    uint64_t left; /* bytes of the current chunk's data still to come */
-    size_t size_digits;
+    int state;          /* internal */
+    uint64_t left;      /* bytes of the current chunk's data still to come */
+    size_t size_digits; /* of the chunk-size being read */
 };
 
-/*
- * Decodes buf[*in..len): data bytes are written at buf[*out...] (*out <= *in always, so this
- * is a move within buf), framing is consumed. Returns NET_HEAD_OK once the last chunk and the
- * trailer's blank line are consumed (*in is then just past them: bytes after belong to the
- * next message), NET_HEAD_MORE when buf ran out first, NET_HEAD_BAD for malformed framing or
- * a size over max_bytes in all (*out counts every data byte decoded so far).
- */
-enum net_head_status net_chunked_run(struct net_chunked *c, char *buf, size_t len, size_t *in,
-                                     size_t *out, uint64_t max_bytes);
+enum net_chunk_step {
+    NET_CHUNK_MORE, /* the bytes ran out: hand over the rest with more after it */
+    NET_CHUNK_DATA, /* *piece, *n: a run of data (inside buf, consumed) */
+    NET_CHUNK_END,  /* the last chunk and the trailer's blank line are consumed: bytes after
+                     * them belong to the next message */
+    NET_CHUNK_BAD,  /* malformed framing, or a chunk-size of more than 15 hex digits */
+};
+
+/* One step over the unconsumed bytes buf[0..len); *used is how many it consumed. */
+enum net_chunk_step net_chunked_next(struct net_chunked *c, const char *buf, size_t len,
+                                     size_t *used, const char **piece, size_t *n);
 
 #endif

@@ -714,32 +714,50 @@ static void refuse(struct net_conn *conn, int status, const char *msg)
     event_del(conn->rev);
 }
 
+/* Decodes what arrived of a chunked body, moving its data down over the framing; true once it
+ * ended (the bytes after it are moved down too), false when more must come or it was refused. */
+static bool chunks_ready(struct net_conn *conn)
+{
+    uint64_t max = (uint64_t)conn->server->limits.max_body_bytes;
+    for (;;) {
+        size_t used, n = 0;
+        const char *piece = NULL;
+        enum net_chunk_step st = net_chunked_next(&conn->chunks, conn->in + conn->chunk_in,
+                                                  conn->in_len - conn->chunk_in, &used, &piece, &n);
+        conn->chunk_in += used;
+        if (st == NET_CHUNK_MORE)
+            return false;
+        if (st == NET_CHUNK_BAD) {
+            refuse(conn, 400, "malformed chunked body");
+            return false;
+        }
+        if (st == NET_CHUNK_END)
+            break;
+        if (conn->chunk_out - conn->head.length + n > max) {
+            refuse(conn, 413, "request body over the limit");
+            return false;
+        }
+        memmove(conn->in + conn->chunk_out, piece, n);
+        conn->chunk_out += n;
+    }
+    memmove(conn->in + conn->chunk_out, conn->in + conn->chunk_in, conn->in_len - conn->chunk_in);
+    conn->in_len -= conn->chunk_in - conn->chunk_out;
+    conn->chunk_in = conn->chunk_out;
+    return true;
+}
+
 /* Whether the body of the request whose head is read has arrived whole: its length and the
  * bytes it took; false when more must come (or the request was refused: conn->closing). */
 static bool body_ready(struct net_conn *conn, size_t *body_len, size_t *consumed)
 {
     const struct net_head *h = &conn->head;
-    const struct net_limits *l = &conn->server->limits;
     if (h->chunked) {
         if (conn->chunk_in == 0)
             conn->chunk_in = conn->chunk_out = h->length;
-        enum net_head_status st =
-            net_chunked_run(&conn->chunks, conn->in, conn->in_len, &conn->chunk_in,
-                            &conn->chunk_out, (uint64_t)l->max_body_bytes);
-        if (st == NET_HEAD_BAD) {
-            refuse(conn, conn->chunk_out - h->length >= (size_t)l->max_body_bytes ? 413 : 400,
-                   "malformed chunked body or body over the limit");
-            return false;
-        }
+        bool ready = chunks_ready(conn);
         *body_len = conn->chunk_out - h->length;
-        *consumed = conn->chunk_in;
-        if (st == NET_HEAD_OK) { /* the decoded body sits before the pipelined bytes */
-            memmove(conn->in + conn->chunk_out, conn->in + conn->chunk_in,
-                    conn->in_len - conn->chunk_in);
-            conn->in_len -= conn->chunk_in - conn->chunk_out;
-            *consumed = conn->chunk_out;
-        }
-        return st == NET_HEAD_OK;
+        *consumed = conn->chunk_out;
+        return ready;
     }
     size_t need = h->content_length > 0 ? (size_t)h->content_length : 0;
     *body_len = need;

@@ -10,13 +10,16 @@
  * Interim 1xx answers (but 101) are skipped; the final head's status, version, Content-Type,
  * Content-Length, Transfer-Encoding and Connection are kept; the body comes out with chunked
  * framing removed (chunk extensions and trailers are dropped). A body without a length runs
- * to the connection's close (net_response_eof).
+ * to the connection's close (net_response_eof). Heads and chunks are read by net/head.h, as
+ * strict as the server: a head with both framings, or another transfer coding, is an error.
  */
 #ifndef NET_RESPONSE_H
 #define NET_RESPONSE_H
 
 #include <stdbool.h>
 #include <stddef.h>
+
+#include "net/head.h"
 
 /* A head (status line and header lines) longer than this is an error: the peer is not an
  * HTTP server, or a broken one. */
@@ -33,14 +36,11 @@ enum net_response_step {
 };
 
 enum net_response_state {
-    NET_RS_HEAD,       /* reading a head */
-    NET_RS_LENGTH,     /* a body of known length, remaining bytes left */
-    NET_RS_CLOSE,      /* a body that ends when the connection closes */
-    NET_RS_CHUNK_SIZE, /* the next chunk-size line */
-    NET_RS_CHUNK_DATA, /* remaining bytes of the current chunk */
-    NET_RS_CHUNK_END,  /* the CRLF after a chunk's data */
-    NET_RS_TRAILER,    /* trailer lines up to the blank line */
-    NET_RS_DONE,       /* complete */
+    NET_RS_HEAD,    /* reading a head */
+    NET_RS_LENGTH,  /* a body of known length, remaining bytes left */
+    NET_RS_CLOSE,   /* a body that ends when the connection closes */
+    NET_RS_CHUNKED, /* a chunked body */
+    NET_RS_DONE,    /* complete */
     NET_RS_ERROR,
 };
 
@@ -51,16 +51,15 @@ struct net_response {
     int status;
     int minor;                                    /* HTTP/1.minor */
     long long length;                             /* Content-Length, -1 when none */
-    bool chunked;                                 /* Transfer-Encoding ends in chunked */
+    bool chunked;                                 /* Transfer-Encoding: chunked */
     bool keep_alive;                              /* the connection may carry another request */
     bool has_type;                                /* a Content-Type line came */
     char content_type[NET_RESPONSE_TYPE_MAX + 1]; /* its value, trimmed */
     const char *error;                            /* why, once NET_RESPONSE_ERROR was returned */
     /* Internal. */
     enum net_response_state state;
-    size_t scanned;               /* bytes of the unconsumed head already known to hold no end */
-    unsigned long long remaining; /* of the body (LENGTH) or of the chunk (CHUNK_DATA) */
-    bool connection_close, connection_keep;
+    unsigned long long remaining; /* of the body (LENGTH) */
+    struct net_chunked chunks;    /* CHUNKED */
 };
 
 /* Ready for a response to a request; no_body for an answer to HEAD. */
