@@ -13,6 +13,9 @@ is null: the figures span two processes):
   emu_rss_per_live_kib    growth of the emulator's peak resident memory over its idle one,
                           per request (KiB; the peak is sampled every 20 ms)
   emu_wall_s              wall seconds from the first connection to the last answer
+  emu_health_p50_ms,      latency of GET /health on instance 0, asked every 0.25 s on a fresh
+  emu_health_max_ms       connection while the requests run: how long a small request (a
+                          gateway's health check) waits behind the burst
 
 Nothing is asserted. Usage: bench/emu_load.py [--libra PATH] [--requests N]
 [--prompt-tokens P] [--gen-tokens G] [--smoke]
@@ -57,12 +60,26 @@ async def one(port, body):
     return head.split(b" ")[1] == b"200"
 
 
-async def load(ports, bodies, sample):
+async def health(port, out):
+    while True:
+        t0 = time.monotonic()
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n")
+        await writer.drain()
+        await reader.readuntil(b"\r\n\r\n")
+        writer.close()
+        out.append(time.monotonic() - t0)
+        await asyncio.sleep(0.25)
+
+
+async def load(ports, bodies, sample, health_s):
+    probe = asyncio.create_task(health(ports[0], health_s))
     tasks = [asyncio.create_task(one(ports[i % len(ports)], b)) for i, b in enumerate(bodies)]
     done = asyncio.gather(*tasks)
     while not done.done():
         sample()
         await asyncio.sleep(0.02)
+    probe.cancel()
     return await done
 
 
@@ -91,7 +108,8 @@ def main():
         peak["rss"] = max(peak["rss"], proc_rss_kib(emu.pid))
 
     t0 = time.monotonic()
-    ok = asyncio.run(load(ports, bodies, sample))
+    health_s = []
+    ok = asyncio.run(load(ports, bodies, sample, health_s))
     wall = time.monotonic() - t0
     cpu = proc_cpu_s(emu.pid) - cpu0
     events = sum(metric(p, "libra_emu_engine_events_total") for p in ports)
@@ -106,6 +124,10 @@ def main():
     figure("emu_events_per_s", "op/s", events / cpu if cpu > 0 else 0, int(events), inp)
     figure("emu_rss_per_live_kib", "KiB/op", (peak["rss"] - rss0) / a.requests, a.requests, inp)
     figure("emu_wall_s", "s", wall, a.requests, inp)
+    health_s.sort()
+    if health_s:
+        figure("emu_health_p50_ms", "ms", health_s[len(health_s) // 2] * 1e3, len(health_s), inp)
+        figure("emu_health_max_ms", "ms", health_s[-1] * 1e3, len(health_s), inp)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,13 @@
 
 #define READ_MIN (64u << 10) /* room made for each read while the request's size is unknown */
 #define WRITE_IOVS 16        /* pieces of output one writev takes */
+#define BULK_BYTES READ_MIN  /* a request with a body this large waits for the bulk priority */
+
+/* The loop's priorities (net_base_new): events are made at NET_PRIO_NORMAL; a request with a
+ * large body is handed to its handler at NET_PRIO_BULK, one per turn of the loop, so that a
+ * burst of them (2000 bodies of 200 KB read at once take seconds to parse) does not hold up the
+ * small requests, health checks among them, that arrive meanwhile. */
+enum { NET_PRIO_NORMAL = 1, NET_PRIO_BULK = 2, NET_PRIOS = 3 };
 
 /* Output the client has not taken yet, in order. */
 struct piece {
@@ -51,6 +58,8 @@ struct net_conn {
     evutil_socket_t fd;
     struct event *rev, *wev;
     struct event *later; /* runs step() from the loop: the next request, or the close */
+    struct event *bulk;  /* at NET_PRIO_BULK: hands a large request to its handler */
+    bool bulk_due;       /* the bulk event ran: the large request read may be handed over */
     char *in;            /* what was read and not yet consumed */
     size_t in_len, in_cap;
     struct piece *out, *out_last;
@@ -128,8 +137,13 @@ struct event_base *net_base_new(void)
     if (!cfg)
         return NULL;
     event_config_set_flag(cfg, EVENT_BASE_FLAG_EPOLL_USE_CHANGELIST);
+    event_config_set_max_dispatch_interval(cfg, NULL, 1, NET_PRIO_BULK);
     struct event_base *base = event_base_new_with_config(cfg);
     event_config_free(cfg);
+    if (base && event_base_priority_init(base, NET_PRIOS) != 0) {
+        event_base_free(base);
+        return NULL;
+    }
     return base;
 }
 
@@ -799,6 +813,11 @@ static void serve_input(struct net_conn *conn)
             }
             return;
         }
+        if (body_len >= BULK_BYTES && !conn->bulk_due) {
+            event_active(conn->bulk, EV_TIMEOUT, 0);
+            return;
+        }
+        conn->bulk_due = false;
         conn->owing_since_s = mono_s();
         struct net_call *c = call_new(conn, body_len, consumed);
         if (c)
@@ -820,6 +839,7 @@ static void conn_close(struct net_conn *conn)
     event_free(conn->rev);
     event_free(conn->wev);
     event_free(conn->later);
+    event_free(conn->bulk);
     close(conn->fd);
     while (conn->out) {
         struct piece *p = conn->out;
@@ -853,6 +873,15 @@ static void on_later(evutil_socket_t fd, short what, void *arg)
     (void)fd;
     (void)what;
     step(arg);
+}
+
+static void on_bulk(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    struct net_conn *conn = arg;
+    conn->bulk_due = true;
+    step(conn);
 }
 
 /* Makes room for the next read: the whole request when its size is known, else READ_MIN. */
@@ -935,6 +964,9 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     conn->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, on_read, conn);
     conn->wev = event_new(s->base, fd, EV_WRITE | EV_PERSIST, on_write, conn);
     conn->later = event_new(s->base, -1, 0, on_later, conn);
+    conn->bulk = event_new(s->base, -1, 0, on_bulk, conn);
+    if (event_base_get_npriorities(s->base) == NET_PRIOS) /* a base from net_base_new */
+        event_priority_set(conn->bulk, NET_PRIO_BULK);
     event_add(conn->rev, NULL);
     if (s->first)
         s->first->prev = conn;
