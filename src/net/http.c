@@ -367,10 +367,12 @@ void net_call_add_header(struct net_call *c, const char *name, const char *value
     c->has_cache_control |= strcasecmp(name, "Cache-Control") == 0;
     if (strcasecmp(name, "Connection") == 0 && strcasecmp(value, "close") == 0)
         c->close = true;
-    size_t len = strlen(name) + strlen(value) + 3;
+    struct strbuf line = {0};
+    strbuf_puts(&line, name);
+    strbuf_add(&line, ": ", 2);
+    strbuf_puts(&line, value);
     c->add = xreallocarray(c->add, c->n_add + 1, sizeof *c->add);
-    c->add[c->n_add] = xmalloc(len);
-    snprintf(c->add[c->n_add++], len, "%s: %s", name, value);
+    c->add[c->n_add++] = strbuf_detach(&line);
 }
 
 const char *net_call_query(const struct net_call *c, const char *key)
@@ -442,26 +444,51 @@ static const char *reason_of(int status)
     return status < 400 ? "OK" : status < 500 ? "Client Error" : "Server Error";
 }
 
+/* Appends the decimal digits of v. */
+static void put_uint(struct strbuf *b, unsigned long long v)
+{
+    char digits[24], *p = digits + sizeof digits;
+    do
+        *--p = (char)('0' + v % 10);
+    while ((v /= 10) > 0);
+    strbuf_add(b, p, (size_t)(digits + sizeof digits - p));
+}
+
+static void put_field(struct strbuf *b, const char *name, const char *value)
+{
+    strbuf_puts(b, name);
+    strbuf_puts(b, value);
+    strbuf_add(b, "\r\n", 2);
+}
+
 /* The status line and headers of c's answer; framing: a Content-Length of len (len >= 0),
- * chunked (-1), the body ends with the connection (-2), or no body at all (-3). */
+ * chunked (-1), the body ends with the connection (-2), or no body at all (-3). Built without
+ * printf: it is a tenth of a small request's work otherwise. */
 static char *head_of(const struct net_call *c, int status, const char *content_type, long long len,
                      size_t *out_len)
 {
     struct strbuf b = {0};
-    strbuf_printf(&b, "HTTP/1.1 %d %s\r\n", status, reason_of(status));
+    strbuf_add(&b, "HTTP/1.1 ", 9);
+    put_uint(&b, (unsigned)status);
+    strbuf_add(&b, " ", 1);
+    strbuf_puts(&b, reason_of(status));
+    strbuf_add(&b, "\r\n", 2);
     for (size_t i = 0; i < c->n_add; i++)
-        strbuf_printf(&b, "%s\r\n", c->add[i]);
+        put_field(&b, c->add[i], "");
     if (content_type)
-        strbuf_printf(&b, "Content-Type: %s\r\n", content_type);
-    if (len >= 0)
-        strbuf_printf(&b, "Content-Length: %lld\r\n", len);
-    else if (len == -1)
+        put_field(&b, "Content-Type: ", content_type);
+    if (len >= 0) {
+        strbuf_puts(&b, "Content-Length: ");
+        put_uint(&b, (unsigned long long)len);
+        strbuf_add(&b, "\r\n", 2);
+    } else if (len == -1) {
         strbuf_puts(&b, "Transfer-Encoding: chunked\r\n");
+    }
     if (c->close || len == -2)
         strbuf_puts(&b, "Connection: close\r\n");
     else if (c->http10)
         strbuf_puts(&b, "Connection: keep-alive\r\n");
-    strbuf_puts(&b, "\r\n");
+    strbuf_add(&b, "\r\n", 2);
     *out_len = b.len;
     return strbuf_detach(&b);
 }
