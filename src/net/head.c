@@ -5,6 +5,8 @@
 #include <string.h>
 #include <strings.h>
 
+#include "net/query.h"
+
 /* A token character of RFC 9110 §5.6.2. */
 static bool tchar(unsigned char ch)
 {
@@ -230,17 +232,6 @@ enum {
     CH_END_LF,       /* the LF of the final CRLF */
 };
 
-static int hex(char ch)
-{
-    if (ch >= '0' && ch <= '9')
-        return ch - '0';
-    if (ch >= 'a' && ch <= 'f')
-        return ch - 'a' + 10;
-    if (ch >= 'A' && ch <= 'F')
-        return ch - 'A' + 10;
-    return -1;
-}
-
 /* The size line ended: data next, or the trailer after the last chunk. */
 static int size_done(struct net_chunked *c)
 {
@@ -253,10 +244,10 @@ static int framing_byte(struct net_chunked *c, char ch)
 {
     switch (c->state) {
     case CH_SIZE:
-        if (hex(ch) >= 0) {
+        if (net_hex_digit(ch) >= 0) {
             if (++c->size_digits > 15)
                 return -1;
-            c->left = c->left << 4 | (uint64_t)hex(ch);
+            c->left = c->left << 4 | (uint64_t)net_hex_digit(ch);
             return 0;
         }
         if (c->size_digits == 0)

@@ -6,7 +6,7 @@
 
 #include "util/alloc.h"
 
-static int hex_value(char ch)
+int net_hex_digit(char ch)
 {
     if (ch >= '0' && ch <= '9')
         return ch - '0';
@@ -27,8 +27,8 @@ static char *decode(const char *s, size_t len)
         if (ch == '+') {
             ch = ' ';
         } else if (ch == '%') {
-            int hi = i + 2 < len ? hex_value(s[i + 1]) : -1;
-            int lo = hi >= 0 ? hex_value(s[i + 2]) : -1;
+            int hi = i + 2 < len ? net_hex_digit(s[i + 1]) : -1;
+            int lo = hi >= 0 ? net_hex_digit(s[i + 2]) : -1;
             if (lo < 0 || (hi == 0 && lo == 0)) {
                 free(out);
                 return NULL;

@@ -25,6 +25,9 @@ int net_query_parse(const char *q, size_t len, struct net_kv **out, size_t *n);
 /* Frees n pairs from net_query_parse; kv may be NULL. */
 void net_kv_free(struct net_kv *kv, size_t n);
 
+/* The value of a hexadecimal digit (either case), or -1 for any other byte. */
+int net_hex_digit(char ch);
+
 /*
  * Frames len bytes of data as one SSE event: each line prefixed "data: ", then a blank line.
  * A '\n' inside data starts a new data line (an SSE reader joins them again).
