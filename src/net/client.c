@@ -34,6 +34,7 @@
 
 #include "net/response.h"
 #include "util/alloc.h"
+#include "util/list.h"
 
 /* Bytes asked for by each read. A 1 MiB answer takes 16 reads; the buffer exists only while a
  * response is being read. */
@@ -62,7 +63,7 @@ struct host {
     struct sockaddr_storage addrs[NET_ADDRS_MAX];
     socklen_t addr_lens[NET_ADDRS_MAX];
     int n_addrs;
-    struct conn *idle; /* most recently used first */
+    struct list idle; /* of struct conn, most recently used at the front */
     int n_idle;
 };
 
@@ -74,26 +75,26 @@ struct conn {
     int addr; /* the index of the address connected to */
     struct event *rev, *wev;
     bool connecting;
-    bool reading;             /* rev is added */
-    bool reused;              /* it carried an earlier response */
-    struct net_transfer *t;   /* NULL while idle */
-    struct conn *prev, *next; /* the host's idle connections */
-    char *buf;                /* received bytes: [pos, n) not parsed yet */
+    bool reading;               /* rev is added */
+    bool reused;                /* it carried an earlier response */
+    struct net_transfer *t;     /* NULL while idle */
+    struct list_node idle_link; /* in the host's idle list, while idle */
+    char *buf;                  /* received bytes: [pos, n) not parsed yet */
     size_t pos, n, cap;
 };
 
 struct net_client {
     struct event_base *base;
     struct event *later_ev;
-    struct net_transfer *all;   /* every transfer not yet freed */
-    struct net_transfer *later; /* waiting for later_ev: failed or resumed */
+    struct list all;   /* of struct net_transfer: every transfer not yet freed */
+    struct list later; /* of struct net_transfer: waiting for later_ev, failed or resumed */
     struct host *hosts;
 };
 
 struct net_transfer {
     struct net_client *client;
-    struct net_transfer *prev, *next;   /* the client's transfers */
-    struct net_transfer *lprev, *lnext; /* the client's later queue, while queued */
+    struct list_node all_link;   /* in the client's list of transfers */
+    struct list_node later_link; /* in the client's later queue, while queued */
     struct host *host;
     struct conn *conn; /* NULL once failed */
     const struct net_stream_ops *ops;
@@ -118,24 +119,6 @@ struct net_transfer {
     void (*release)(void *arg); /* frees arg when the transfer ends without done (internal) */
     char error[NET_ERROR_BYTES];
 };
-
-#define LIST_LINK(head, x, prev, next)                                                             \
-    do {                                                                                           \
-        (x)->prev = NULL;                                                                          \
-        (x)->next = (head);                                                                        \
-        if (head)                                                                                  \
-            (head)->prev = (x);                                                                    \
-        (head) = (x);                                                                              \
-    } while (0)
-#define LIST_UNLINK(head, x, prev, next)                                                           \
-    do {                                                                                           \
-        if ((x)->prev)                                                                             \
-            (x)->prev->next = (x)->next;                                                           \
-        else                                                                                       \
-            (head) = (x)->next;                                                                    \
-        if ((x)->next)                                                                             \
-            (x)->next->prev = (x)->prev;                                                           \
-    } while (0)
 
 static void start(struct net_transfer *t, bool fresh);
 
@@ -174,7 +157,7 @@ static void conn_unbind(struct conn *k)
 static void conn_close(struct conn *k)
 {
     if (!k->t) {
-        LIST_UNLINK(k->host->idle, k, prev, next);
+        list_unlink(&k->host->idle, &k->idle_link);
         k->host->n_idle--;
     }
     conn_unbind(k);
@@ -230,7 +213,7 @@ static void conn_to_idle(struct conn *k)
         return;
     }
     k->reused = true;
-    LIST_LINK(h->idle, k, prev, next);
+    list_push_front(&h->idle, &k->idle_link);
     h->n_idle++;
     conn_watch(k);
 }
@@ -253,16 +236,16 @@ static void later(struct net_transfer *t)
     if (t->queued)
         return;
     t->queued = true;
-    LIST_LINK(c->later, t, lprev, lnext);
+    list_push_front(&c->later, &t->later_link);
     event_active(c->later_ev, EV_TIMEOUT, 0);
 }
 
 static void transfer_free(struct net_transfer *t)
 {
     struct net_client *c = t->client;
-    LIST_UNLINK(c->all, t, prev, next);
+    list_unlink(&c->all, &t->all_link);
     if (t->queued)
-        LIST_UNLINK(c->later, t, lprev, lnext);
+        list_unlink(&c->later, &t->later_link);
     if (t->release && !t->done_called)
         t->release(t->arg);
     if (t->timer)
@@ -528,9 +511,9 @@ static void on_writable(evutil_socket_t fd, short what, void *arg)
 static void on_later(evutil_socket_t fd, short what, void *arg)
 {
     struct net_client *c = arg;
-    while (c->later) {
-        struct net_transfer *t = c->later;
-        LIST_UNLINK(c->later, t, lprev, lnext);
+    while (c->later.front) {
+        struct net_transfer *t = list_entry(c->later.front, struct net_transfer, later_link);
+        list_unlink(&c->later, &t->later_link);
         t->queued = false;
         if (t->failed) {
             finish(t, t->error);
@@ -565,9 +548,10 @@ static struct conn *conn_open(struct net_transfer *t)
 static void start(struct net_transfer *t, bool fresh)
 {
     struct host *h = t->host;
-    struct conn *k = fresh ? NULL : h->idle;
+    struct conn *k =
+        fresh || !h->idle.front ? NULL : list_entry(h->idle.front, struct conn, idle_link);
     if (k) {
-        LIST_UNLINK(h->idle, k, prev, next);
+        list_unlink(&h->idle, &k->idle_link);
         h->n_idle--;
     } else if (!(k = conn_open(t))) {
         return;
@@ -746,7 +730,7 @@ static struct net_transfer *send_within(struct net_client *c, const char *method
     t->client = c;
     t->ops = ops;
     t->arg = arg;
-    LIST_LINK(c->all, t, prev, next);
+    list_push_front(&c->all, &t->all_link);
     if (limit_ms > 0) {
         t->limit_ms = limit_ms;
         t->timer = evtimer_new(c->base, on_limit, t);
@@ -795,13 +779,13 @@ void net_client_free(struct net_client *c)
 {
     if (!c)
         return;
-    while (c->all)
-        transfer_drop(c->all);
+    while (c->all.front)
+        transfer_drop(list_entry(c->all.front, struct net_transfer, all_link));
     while (c->hosts) {
         struct host *h = c->hosts;
         c->hosts = h->next;
-        while (h->idle)
-            conn_close(h->idle);
+        while (h->idle.front)
+            conn_close(list_entry(h->idle.front, struct conn, idle_link));
         free(h->name);
         free(h->label);
         free(h);

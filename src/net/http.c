@@ -34,6 +34,7 @@
 #include "net/query.h"
 #include "util/alloc.h"
 #include "util/json.h"
+#include "util/list.h"
 #include "util/strbuf.h"
 
 #define READ_MIN (64u << 10) /* room made for each read while the request's size is unknown */
@@ -75,7 +76,7 @@ struct net_conn {
     struct net_head head;
     struct net_chunked chunks;
     size_t chunk_in, chunk_out; /* chunked body: raw bytes consumed, data bytes decoded */
-    struct net_conn *prev, *next;
+    struct list_node link;      /* in the server's connections */
 };
 
 struct net_server {
@@ -86,7 +87,7 @@ struct net_server {
     const struct net_route *routes;
     net_gate_fn gate;
     void *ctx;
-    struct net_conn *first; /* every connection */
+    struct list conns; /* of struct net_conn: every connection */
     int n_conns;
     struct event *sweep; /* checks the reading deadline */
     bool draining;       /* net_server_drain: new requests answer 503 */
@@ -540,6 +541,17 @@ void net_reply_json(struct net_call *c, int status, json_t *body)
     net_reply_owned(c, status, "application/json", text, strlen(text));
 }
 
+/* OpenAI's error object as JSON text (malloc'd, *len its length). */
+static char *error_body(int status, const char *type, const char *msg, size_t *len)
+{
+    json_t *err = json_pack("{s:{s:s, s:s, s:n, s:i}}", "error", "message", msg, "type", type,
+                            "param", "code", status);
+    char *text = ujson_dump(err, false);
+    json_decref(err);
+    *len = strlen(text);
+    return text;
+}
+
 void net_reply_error(struct net_call *c, int status, const char *type, const char *fmt, ...)
 {
     char msg[512];
@@ -547,9 +559,9 @@ void net_reply_error(struct net_call *c, int status, const char *type, const cha
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    json_t *err = json_pack("{s:{s:s, s:s, s:n, s:i}}", "error", "message", msg, "type", type,
-                            "param", "code", status);
-    net_reply_json(c, status, err);
+    size_t len;
+    char *body = error_body(status, type, msg, &len);
+    net_reply_owned(c, status, "application/json", body, len);
 }
 
 void net_stream_start(struct net_call *c, int status, const char *content_type)
@@ -738,18 +750,12 @@ static void dispatch(struct net_server *s, struct net_call *c)
 /* Answers a request that cannot be read (malformed, over a limit) and closes after. */
 static void refuse(struct net_conn *conn, int status, const char *msg)
 {
-    char body[256];
-    int n = snprintf(body, sizeof body,
-                     "{\"error\":{\"message\":\"%s\",\"type\":\"invalid_request_error\","
-                     "\"param\":null,\"code\":%d}}",
-                     msg, status);
-    char head[160];
-    int k = snprintf(head, sizeof head,
-                     "HTTP/1.1 %d %s\r\nContent-Type: application/json\r\nContent-Length: "
-                     "%d\r\nConnection: close\r\n\r\n",
-                     status, reason_of(status), n);
-    send_copy(conn, head, (size_t)k);
-    send_copy(conn, body, (size_t)n);
+    size_t body_len, head_len;
+    char *body = error_body(status, "invalid_request_error", msg, &body_len);
+    const struct net_call bare = {.close = true}; /* no call: the request was never read */
+    char *head = head_of(&bare, status, "application/json", (long long)body_len, &head_len);
+    send_owned(conn, head, head_len);
+    send_owned(conn, body, body_len);
     conn->closing = true;
     conn->in_len = 0;
     event_del(conn->rev);
@@ -875,12 +881,7 @@ static void conn_close(struct net_conn *conn)
         free(p);
     }
     free(conn->in);
-    if (conn->prev)
-        conn->prev->next = conn->next;
-    else
-        s->first = conn->next;
-    if (conn->next)
-        conn->next->prev = conn->prev;
+    list_unlink(&s->conns, &conn->link);
     s->n_conns--;
     free(conn);
 }
@@ -987,7 +988,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct net_conn *conn = xcalloc(1, sizeof *conn);
-    *conn = (struct net_conn){.server = s, .fd = fd, .owing_since_s = mono_s(), .next = s->first};
+    *conn = (struct net_conn){.server = s, .fd = fd, .owing_since_s = mono_s()};
     conn->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, on_read, conn);
     conn->wev = event_new(s->base, fd, EV_WRITE | EV_PERSIST, on_write, conn);
     conn->later = event_new(s->base, -1, 0, on_later, conn);
@@ -995,9 +996,7 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     if (event_base_get_npriorities(s->base) == NET_PRIOS) /* a base from net_base_new */
         event_priority_set(conn->bulk, NET_PRIO_BULK);
     event_add(conn->rev, NULL);
-    if (s->first)
-        s->first->prev = conn;
-    s->first = conn;
+    list_push_front(&s->conns, &conn->link);
     s->n_conns++;
 }
 
@@ -1009,8 +1008,9 @@ static void sweep(evutil_socket_t fd, short what, void *arg)
     (void)what;
     struct net_server *s = arg;
     double now = mono_s();
-    for (struct net_conn *conn = s->first, *next; conn; conn = next) {
-        next = conn->next;
+    for (struct list_node *n = s->conns.front, *next; n; n = next) {
+        next = n->next;
+        struct net_conn *conn = list_entry(n, struct net_conn, link);
         if (conn->pending)
             conn->owing_since_s = now;
         else if (!conn->call && now - conn->owing_since_s > s->limits.request_read_s)
@@ -1082,25 +1082,29 @@ void net_server_drain(struct net_server *s)
 
 size_t net_server_held(const struct net_server *s)
 {
-    size_t n = 0;
-    for (const struct net_conn *conn = s->first; conn; conn = conn->next)
-        n += conn->call != NULL || conn->pending > 0;
-    return n;
+    size_t held = 0;
+    for (const struct list_node *n = s->conns.front; n; n = n->next) {
+        const struct net_conn *conn = list_entry(n, const struct net_conn, link);
+        held += conn->call != NULL || conn->pending > 0;
+    }
+    return held;
 }
 
 void net_server_free(struct net_server *s)
 {
     if (!s)
         return;
-    for (struct net_conn *conn = s->first; conn; conn = conn->next)
+    for (struct list_node *n = s->conns.front; n; n = n->next) {
+        struct net_conn *conn = list_entry(n, struct net_conn, link);
         if (conn->call) { /* cancelled as the server's end, not as a client leaving */
             struct net_call *c = conn->call;
             conn->call = NULL;
             c->conn = NULL;
             call_cancel(c, NET_CANCEL_SHUTDOWN);
         }
-    while (s->first)
-        conn_close(s->first);
+    }
+    while (s->conns.front)
+        conn_close(list_entry(s->conns.front, struct net_conn, link));
     if (s->listener)
         evconnlistener_free(s->listener);
     if (s->sweep)
