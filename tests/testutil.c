@@ -1,6 +1,7 @@
 /* Test helpers; see testutil.h. */
 #include "testutil.h"
 
+#include <event2/event.h>
 #include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
@@ -64,4 +65,34 @@ void test_assert_dies(void (*fn)(void))
         print_error("expected the child to die, but it returned normally\n");
         fail();
     }
+}
+
+static void expired(evutil_socket_t fd, short what, void *arg)
+{
+    (void)fd;
+    (void)what;
+    *(bool *)arg = true;
+}
+
+void test_loop_until(struct event_base *base, const bool *flag, int limit_s)
+{
+    bool late = false;
+    struct event *t = evtimer_new(base, expired, &late);
+    struct timeval tv = {limit_s, 0};
+    evtimer_add(t, &tv);
+    while (!*flag && !late)
+        event_base_loop(base, EVLOOP_ONCE);
+    event_free(t);
+    if (late)
+        fail_msg("the loop ran %d s without getting there", limit_s);
+}
+
+void test_loop_for(struct event_base *base, int ms, int limit_s)
+{
+    bool done = false;
+    struct event *t = evtimer_new(base, expired, &done);
+    struct timeval tv = {ms / 1000, (ms % 1000) * 1000};
+    evtimer_add(t, &tv);
+    test_loop_until(base, &done, limit_s);
+    event_free(t);
 }

@@ -7,6 +7,7 @@
 
 #include <setjmp.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -28,5 +29,13 @@ void test_assert_close(double a, double b, double rel, const char *ea, const cha
  * instead of returning: for alloc-or-die paths that must abort.
  */
 void test_assert_dies(void (*fn)(void));
+
+struct event_base;
+
+/* Runs base's loop until *flag is true; fails the test after limit_s seconds. */
+void test_loop_until(struct event_base *base, const bool *flag, int limit_s);
+
+/* Runs base's loop for ms milliseconds (failing the test after limit_s, as above). */
+void test_loop_for(struct event_base *base, int ms, int limit_s);
 
 #endif

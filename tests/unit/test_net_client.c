@@ -206,33 +206,15 @@ static int teardown(void **state)
 
 /* ---- the client's side ---------------------------------------------------------------------- */
 
-static void expired(evutil_socket_t fd, short what, void *arg)
-{
-    *(bool *)arg = true;
-}
-
 /* Runs the loop until *flag is true; fails the test after 10 s. */
 static void run_until(const bool *flag)
 {
-    bool late = false;
-    struct event *t = evtimer_new(S.base, expired, &late);
-    struct timeval tv = {10, 0};
-    evtimer_add(t, &tv);
-    while (!*flag && !late)
-        event_base_loop(S.base, EVLOOP_ONCE);
-    event_free(t);
-    if (late)
-        fail_msg("the loop ran 10 s without getting there");
+    test_loop_until(S.base, flag, 10);
 }
 
 static void run_for(int ms)
 {
-    bool done = false;
-    struct event *t = evtimer_new(S.base, expired, &done);
-    struct timeval tv = {0, ms * 1000};
-    evtimer_add(t, &tv);
-    run_until(&done);
-    event_free(t);
+    test_loop_for(S.base, ms, 10);
 }
 
 /* What one streamed transfer told its owner. */
