@@ -628,13 +628,14 @@ int ehp_pool_event(struct ehp_pool *p, const struct ehp_event *ev, ehp_decision_
     return 0;
 }
 
-/* Replicas training or on their way: joining, or active and not leaving. */
-static int committed(const struct ehp_pool *p)
+/* Hybrid replicas joining or training and not leaving, less those marked in leaving. */
+static int committed(const struct ehp_pool *p, const bool *leaving)
 {
     int n = 0;
     for (int h = 0; h < p->c.hybrid_replicas; h++) {
         const struct ehp_hybrid *hy = &p->hybrid[h];
-        n += joining(hy->join) || (hy->join == EHP_JOIN_ACTIVE && !hy->leaving);
+        n += (joining(hy->join) || (hy->join == EHP_JOIN_ACTIVE && !hy->leaving)) &&
+             !(leaving && leaving[h]);
     }
     return n;
 }
@@ -651,10 +652,30 @@ int ehp_pool_signal(struct ehp_pool *p, double now_s, const struct ehp_signal_in
     int capacity = spare <= 0 ? 0 : (int)(spare / c->replica_gpus);
     if (capacity > c->hybrid_replicas)
         capacity = c->hybrid_replicas;
-    ehp_signal_decide(&c->params, in, capacity, c->replica_gpus, c->core_replicas, committed(p),
-                      p->last_step, &p->signal);
+    ehp_signal_decide(&c->params, in, capacity, c->replica_gpus, c->core_replicas,
+                      committed(p, NULL), p->last_step, &p->signal);
     record(p, out, EHP_DEC_SIGNAL, -1)->active = p->signal.target;
     return 0;
+}
+
+int ehp_pool_moves(const struct ehp_pool *p, const bool *leaving, struct ehp_move *out)
+{
+    int target = p->signal.live ? p->signal.target : 0, have = committed(p, leaving), n = 0;
+    for (int h = 0; h < p->c.hybrid_replicas && have < target; h++)
+        if (p->hybrid[h].join == EHP_JOIN_NONE && !(leaving && leaving[h])) {
+            out[n++] = (struct ehp_move){h, true};
+            have++;
+        }
+    for (int pass = 0; pass < 2; pass++)
+        for (int h = p->c.hybrid_replicas - 1; h >= 0 && have > target; h--) {
+            const struct ehp_hybrid *hy = &p->hybrid[h];
+            bool pick = pass == 0 ? joining(hy->join) : hy->join == EHP_JOIN_ACTIVE && !hy->leaving;
+            if (pick && !(leaving && leaving[h])) {
+                out[n++] = (struct ehp_move){h, false};
+                have--;
+            }
+        }
+    return n;
 }
 
 int ehp_pool_steer(struct ehp_pool *p, double now_s, ehp_decision_vec *out)
@@ -662,22 +683,15 @@ int ehp_pool_steer(struct ehp_pool *p, double now_s, ehp_decision_vec *out)
     if (!time_ok(p, now_s))
         return LIBRA_EINVAL;
     advance(p, now_s, out);
-    int target = p->signal.live ? p->signal.target : 0, have = committed(p);
-    for (int h = 0; h < p->c.hybrid_replicas && have < target; h++)
-        if (p->hybrid[h].join == EHP_JOIN_NONE) {
-            request(p, h, NULL, out);
-            have++;
-        }
-    for (int h = p->c.hybrid_replicas - 1; h >= 0 && have > target; h--)
-        if (joining(p->hybrid[h].join)) {
-            release(p, h, out);
-            have--;
-        }
-    for (int h = p->c.hybrid_replicas - 1; h >= 0 && have > target; h--)
-        if (p->hybrid[h].join == EHP_JOIN_ACTIVE && !p->hybrid[h].leaving) {
-            release(p, h, out);
-            have--;
-        }
+    struct ehp_move *moves = xmallocarray((size_t)p->c.hybrid_replicas + 1, sizeof *moves);
+    int n = ehp_pool_moves(p, NULL, moves);
+    for (int i = 0; i < n; i++) {
+        if (moves[i].join)
+            request(p, moves[i].replica, NULL, out);
+        else
+            release(p, moves[i].replica, out);
+    }
+    free(moves);
     return 0;
 }
 

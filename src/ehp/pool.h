@@ -364,6 +364,21 @@ int ehp_pool_signal(struct ehp_pool *p, double now_s, const struct ehp_signal_in
  */
 int ehp_pool_steer(struct ehp_pool *p, double now_s, ehp_decision_vec *out);
 
+/* One move toward the signal: the replica, and whether it joins (else it is released). */
+struct ehp_move {
+    int replica;
+    bool join;
+};
+
+/*
+ * The moves ehp_pool_steer makes now, in its order, without making them: for a caller that
+ * carries them out through a handshake (the gateway: a join is a reclaim, a release a lend the
+ * trainer confirms). leaving (NULL: none) marks replicas the caller has already asked to leave:
+ * they count as not held and are never picked. Writes at most hybrid_replicas moves to out;
+ * returns their count.
+ */
+int ehp_pool_moves(const struct ehp_pool *p, const bool *leaving, struct ehp_move *out);
+
 /* Read access; gpu and replica must be in range. Pointers stay valid until the pool is
  * freed, and what they point to changes with it. */
 enum ehp_role ehp_pool_role(const struct ehp_pool *p, int gpu);

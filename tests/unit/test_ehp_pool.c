@@ -556,6 +556,43 @@ static void test_signal_steers_and_expires(void **state)
     ehp_pool_free(p);
 }
 
+/* The moves are steer's, unmade: steering after reading them lands where they say; a replica
+ * the caller already asked to leave is neither counted as held nor picked. */
+static void test_moves_are_steers_and_skip_those_leaving(void **state)
+{
+    struct ehp_pool *p = new_pool();
+    ehp_decision_vec d = {0};
+    struct ehp_move m[HYB];
+    struct ehp_signal_input in = {.train_s = 1.0, .rollout_s = 1.0, .want_train_gpus = 12};
+    assert_int_equal(ehp_pool_signal(p, 0.0, &in, &d), 0);
+    assert_int_equal(ehp_pool_moves(p, NULL, m), 3);
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(m[i].replica, i);
+        assert_true(m[i].join);
+    }
+    bool leaving[HYB] = {[1] = true};
+    assert_int_equal(ehp_pool_moves(p, leaving, m), 3); /* 1 is skipped: 0, 2, 3 */
+    assert_int_equal(m[1].replica, 2);
+    assert_int_equal(m[2].replica, 3);
+    assert_int_equal(ehp_pool_steer(p, 0.0, &d), 0);
+    for (int h = 0; h < HYB; h++)
+        assert_int_equal(ehp_pool_hybrid(p, h)->join, h < 3 ? EHP_JOIN_REQUESTED : EHP_JOIN_NONE);
+    assert_int_equal(ehp_pool_moves(p, NULL, m), 0);
+    /* one asked to leave counts as not held: another joins in its place */
+    bool going[HYB] = {[2] = true};
+    assert_int_equal(ehp_pool_moves(p, going, m), 1);
+    assert_int_equal(m[0].replica, 3);
+    assert_true(m[0].join);
+    /* fewer wanted: the highest-numbered joins go first, never one already leaving */
+    in.want_train_gpus = 4;
+    assert_int_equal(ehp_pool_signal(p, 1.0, &in, &d), 0);
+    assert_int_equal(ehp_pool_moves(p, going, m), 1);
+    assert_int_equal(m[0].replica, 1);
+    assert_false(m[0].join);
+    vec_free(&d);
+    ehp_pool_free(p);
+}
+
 /* Malformed calls are refused without a change. */
 static void test_protocol_errors(void **state)
 {
@@ -1257,6 +1294,7 @@ int main(void)
         cmocka_unit_test(test_signal_rule),
         cmocka_unit_test(test_signal_balance_rule),
         cmocka_unit_test(test_signal_steers_and_expires),
+        cmocka_unit_test(test_moves_are_steers_and_skip_those_leaving),
         cmocka_unit_test(test_protocol_errors),
         cmocka_unit_test(test_invariants_under_random_calls),
         cmocka_unit_test(test_pool_matches_a_naive_model),
