@@ -46,6 +46,11 @@ static const char help[] =
     "                         (docs/serve.md \"The elastic pool\")\n"
     "  --pool-timeout-s S     a lend or reclaim the trainer has not confirmed S s after it was\n"
     "                         asked is cancelled (default 180; needs --pool-replica)\n"
+    "  --pool-steer           the gateway asks for lends and reclaims itself, by the pool's\n"
+    "                         signal at each step the trainer ends (the simulator's rule; every\n"
+    "                         --pool-replica then needs the same tp=N)\n"
+    "  --pool-core-replicas N  the trainer's data-parallel replicas that are never lent\n"
+    "                         (default 1; the signal scales T_train by them)\n"
     "  --state-dir DIR        keep the gateway's state in DIR (SQLite; made when absent):\n"
     "                         what it learnt from, live trajectories, engines, layout and\n"
     "                         mode (the state's win over --plan, sched.buckets and --mode); a\n"
@@ -98,6 +103,8 @@ enum {
     OPT_GRACE,
     OPT_POOL_REPLICA,
     OPT_POOL_TIMEOUT,
+    OPT_POOL_STEER,
+    OPT_POOL_CORE,
 };
 
 static const struct option own_options[] = {
@@ -121,6 +128,8 @@ static const struct option own_options[] = {
     {"grace-s", required_argument, NULL, OPT_GRACE},
     {"pool-replica", required_argument, NULL, OPT_POOL_REPLICA},
     {"pool-timeout-s", required_argument, NULL, OPT_POOL_TIMEOUT},
+    {"pool-steer", no_argument, NULL, OPT_POOL_STEER},
+    {"pool-core-replicas", required_argument, NULL, OPT_POOL_CORE},
     {0},
 };
 
@@ -128,7 +137,8 @@ struct opts {
     struct gw_options gw;
     struct gw_worker_spec engines[GW_ENGINES_MAX];
     struct gw_worker_spec pool[GW_POOL_REPLICAS_MAX];
-    bool pool_timeout; /* --pool-timeout-s given */
+    const char *pool_only; /* the first flag given that needs --pool-replica */
+    bool core_given;       /* --pool-core-replicas given */
     char host[256];
     const char *mode, *token_file, *plan_file;
     char *token; /* owned */
@@ -255,8 +265,18 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
     case OPT_POOL_REPLICA:
         return parse_pool_replica(cmd, optarg, o);
     case OPT_POOL_TIMEOUT:
-        o->pool_timeout = true;
+        o->pool_only = o->pool_only ? o->pool_only : "--pool-timeout-s";
         return cli_parse_double(cmd, "--pool-timeout-s", optarg, 0.001, 1e6, &o->gw.pool_timeout_s);
+    case OPT_POOL_STEER:
+        o->pool_only = o->pool_only ? o->pool_only : "--pool-steer";
+        o->gw.pool_steer = true;
+        return 0;
+    case OPT_POOL_CORE:
+        o->pool_only = o->pool_only ? o->pool_only : "--pool-core-replicas";
+        o->core_given = true;
+        rc = cli_parse_int(cmd, "--pool-core-replicas", optarg, 1, 4096, &v);
+        o->gw.pool_core_replicas = (int)v;
+        return rc;
     default:
         return LIBRA_EXIT_USAGE;
     }
@@ -415,8 +435,11 @@ int cmd_serve(int argc, char **argv)
     if (rc == 0 && o->gw.n_engines == 0 && !o->gw.state_dir)
         rc = cli_usage_error(cc.cmd, "give at least one --engine URL[,tp=N] (or a --state-dir "
                                      "that has engines)");
-    if (rc == 0 && o->pool_timeout && o->gw.n_pool == 0)
-        rc = cli_usage_error(cc.cmd, "--pool-timeout-s: needs --pool-replica");
+    if (rc == 0 && o->pool_only && o->gw.n_pool == 0)
+        rc = cli_usage_error(cc.cmd, "%s: needs --pool-replica", o->pool_only);
+    if (rc == 0 && o->core_given && !o->gw.pool_steer)
+        rc = cli_usage_error(cc.cmd, "--pool-core-replicas: needs --pool-steer (only the signal "
+                                     "uses it)");
     if (rc == 0)
         rc = cli_common_load(&cc, optind < argc ? argv[optind] : NULL, &p, &cfg);
     if (rc == 0)

@@ -97,6 +97,16 @@ static int balance_target(const struct ehp_params *p, const struct ehp_signal_in
     return move ? best : holding;
 }
 
+const char *ehp_signal_why_name(enum ehp_signal_why why)
+{
+    static const char *const names[] = {
+        [EHP_SIGNAL_GUARD] = "guard",   [EHP_SIGNAL_PLAN] = "plan",
+        [EHP_SIGNAL_BORROW] = "borrow", [EHP_SIGNAL_RELEASE] = "release",
+        [EHP_SIGNAL_HOLD] = "hold",     [EHP_SIGNAL_BALANCE] = "balance",
+    };
+    return why >= EHP_SIGNAL_GUARD && why <= EHP_SIGNAL_BALANCE ? names[why] : "unknown";
+}
+
 int ehp_signal_decide(const struct ehp_params *p, const struct ehp_signal_input *in, int capacity,
                       int replica_gpus, int core_replicas, int holding, int64_t step,
                       struct ehp_signal *out)

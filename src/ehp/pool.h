@@ -213,6 +213,9 @@ enum ehp_signal_why {
     EHP_SIGNAL_BALANCE, /* the balance rule moved the target off what is held */
 };
 
+/* The rule's name: "guard", "plan", "borrow", "release", "hold", "balance". */
+const char *ehp_signal_why_name(enum ehp_signal_why why);
+
 struct ehp_signal {
     bool live;
     int target; /* hybrid replicas that should train, 0 .. capacity */

@@ -73,6 +73,7 @@ struct run {
     bool update_due;              /* the style's update waits for the groups in flight */
     struct event *train_timer;    /* the trainer's step on the last batch */
     bool training;                /* ... is running */
+    double train_wall_s;          /* ... for this long (wall seconds) */
     struct load_trainer *trainer; /* config.pool_trainer's; NULL without */
     bool releasing;               /* the trainer frees lent replicas: no step starts */
     int finishing;                /* trajectory-end events on their way to a gateway */
@@ -642,8 +643,11 @@ static void try_train(struct run *r)
         if (r->res->n_steps < c->steps) {
             r->training = true;
             if (r->trainer)
-                load_trainer_step(r->trainer, true, r->version);
+                load_trainer_step(r->trainer, true, r->version, 0);
             double wall = c->train_s * c->time_scale;
+            if (r->trainer)
+                wall *= load_trainer_share(r->trainer);
+            r->train_wall_s = wall;
             struct timeval tv = {(time_t)wall, (suseconds_t)((wall - floor(wall)) * 1e6)};
             evtimer_add(r->train_timer, &tv);
         }
@@ -666,7 +670,7 @@ static void on_trained(evutil_socket_t fd, short what, void *arg)
     struct run *r = arg;
     r->training = false;
     if (r->trainer)
-        load_trainer_step(r->trainer, false, r->version);
+        load_trainer_step(r->trainer, false, r->version, r->train_wall_s);
     r->version++;
     if (r->trainer)
         r->releasing = load_trainer_boundary(r->trainer, r->version);

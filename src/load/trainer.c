@@ -27,6 +27,7 @@ enum call_kind { CALL_STEP, CALL_RELEASED, CALL_RETAKEN };
 struct call {
     enum call_kind kind;
     bool begin;      /* CALL_STEP */
+    double train_s;  /* CALL_STEP, an end: wall seconds trained */
     int64_t step;    /* the trainer's (before the base is added), or the gateway's */
     int64_t version; /* likewise */
     bool absolute;   /* step and version are the gateway's own */
@@ -62,6 +63,7 @@ struct load_trainer {
     struct event *release_timer, *poll_timer, *flush_timer;
     bool flushing;
     struct load_trainer_counts counts;
+    int core, active; /* of the last snapshot: the pool's core replicas, hybrids active */
 };
 
 static double wall_now(void)
@@ -108,13 +110,15 @@ static void send_next(struct load_trainer *t)
         return;
     }
     const struct call *c = &t->queue.v[0];
-    char url[512], body[256], auth[300] = "";
+    char url[512], body[256], auth[300] = "", train[64] = "";
     const char *path = c->kind == CALL_STEP ? "step" : "confirm";
     int64_t step = c->absolute ? c->step : t->step_base + c->step;
     int64_t version = c->absolute ? c->version : t->version_base + c->version;
+    if (c->kind == CALL_STEP && c->train_s > 0)
+        snprintf(train, sizeof train, ", \"train_s\": %.9g", c->train_s);
     if (c->kind == CALL_STEP)
-        snprintf(body, sizeof body, "{\"step\": %lld, \"version\": %lld, \"phase\": \"%s\"}",
-                 (long long)step, (long long)version, c->begin ? "begin" : "end");
+        snprintf(body, sizeof body, "{\"step\": %lld, \"version\": %lld, \"phase\": \"%s\"%s}",
+                 (long long)step, (long long)version, c->begin ? "begin" : "end", train);
     else if (c->kind == CALL_RELEASED)
         snprintf(body, sizeof body,
                  "{\"event\": \"released\", \"request\": %lld, \"replica\": %d, "
@@ -166,6 +170,25 @@ static void read_requests(struct load_trainer *t, json_t *doc)
     }
 }
 
+static void read_membership(struct load_trainer *t, json_t *doc)
+{
+    json_int_t core = json_integer_value(json_object_get(doc, "core_replicas"));
+    json_t *reps = json_object_get(doc, "replicas"), *r;
+    size_t i;
+    t->core = core >= 1 ? (int)core : 1;
+    t->active = 0;
+    json_array_foreach(reps, i, r)
+    {
+        const char *join = json_string_value(json_object_get(r, "join"));
+        t->active += join && strcmp(join, "active") == 0;
+    }
+}
+
+double load_trainer_share(const struct load_trainer *t)
+{
+    return t->core >= 1 ? (double)t->core / (t->core + t->active) : 1.0;
+}
+
 /* The first snapshot: steps are numbered after the gateway's last; one left open ends. */
 static void start(struct load_trainer *t, json_t *doc)
 {
@@ -197,6 +220,7 @@ static void on_pool(void *arg, int status, const char *body, size_t len, const c
     }
     t->changes = json_integer_value(json_object_get(doc, "changes"));
     read_requests(t, doc);
+    read_membership(t, doc);
     if (!t->started)
         start(t, doc);
     json_decref(doc);
@@ -223,10 +247,13 @@ static void on_poll_timer(evutil_socket_t fd, short what, void *arg)
 
 /* ---- steps and boundaries ------------------------------------------------------------------- */
 
-void load_trainer_step(struct load_trainer *t, bool begin, int64_t version)
+void load_trainer_step(struct load_trainer *t, bool begin, int64_t version, double train_s)
 {
-    enqueue(t,
-            (struct call){.kind = CALL_STEP, .begin = begin, .step = version, .version = version});
+    enqueue(t, (struct call){.kind = CALL_STEP,
+                             .begin = begin,
+                             .train_s = begin ? 0 : train_s,
+                             .step = version,
+                             .version = version});
 }
 
 static bool handled(const struct load_trainer *t, int64_t id)

@@ -50,8 +50,14 @@ struct load_trainer *load_trainer_new(struct event_base *base, struct net_client
                                       const struct load_trainer_config *c,
                                       void (*boundary_done)(void *arg), void *arg);
 
-/* Reports that step `version` (the trainer's batches trained so far) begins or ended. */
-void load_trainer_step(struct load_trainer *t, bool begin, int64_t version);
+/* Reports that step `version` (the trainer's batches trained so far) begins or ended; an end
+ * carries train_s, the wall seconds the step trained (the steering signal's T_train). */
+void load_trainer_step(struct load_trainer *t, bool begin, int64_t version, double train_s);
+
+/* The share of a step's training time left with the hybrid replicas the gateway's pool has
+ * active beside its core: core ÷ (core + active), the fixed batch dealt to more replicas (the
+ * gradient exchange is not charged); 1 before the first snapshot. */
+double load_trainer_share(const struct load_trainer *t);
 
 /* At a step boundary (after the end of step version - 1): acts on the requests ready. Returns
  * true when a release is under way: the caller starts no step until boundary_done. */

@@ -229,9 +229,22 @@ bool gw_engine_remove(struct gw_engine *e)
     return true;
 }
 
+void gw_engine_turn_start(struct gw_engine *e)
+{
+    if (e->in_flight++ == 0)
+        e->busy_from_s = gw_now();
+    e->requests++;
+}
+
+double gw_engine_busy_s(const struct gw_engine *e, double now_s)
+{
+    return e->busy_s + (e->in_flight > 0 ? now_s - e->busy_from_s : 0.0);
+}
+
 void gw_engine_turn_done(struct gw_engine *e)
 {
-    e->in_flight--;
+    if (--e->in_flight == 0)
+        e->busy_s += gw_now() - e->busy_from_s;
     if (e->listed && e->draining && e->in_flight == 0)
         unlist(e);
 }

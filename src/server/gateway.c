@@ -26,6 +26,7 @@ void gw_options_default(struct gw_options *o)
     o->poll_s = 2;
     o->grace_s = 20;
     o->pool_timeout_s = 180; /* libra-spec.md §3's join timeout */
+    o->pool_core_replicas = 1;
     net_limits_default(&o->limits);
 }
 
@@ -301,6 +302,21 @@ static bool loopback(const char *host)
 }
 
 /* The options' checks before anything is asked. Returns 0, or -1 with err. */
+/* Steering counts GPUs: every hybrid replica is one training replica of the core's layout, so
+ * its engine's TP is given and the same for all. */
+static bool pool_tp_ok(const struct gw_options *o, char *err, size_t err_size)
+{
+    for (size_t i = 0; i < o->n_pool; i++)
+        if (o->pool[i].tp == 0 || o->pool[i].tp != o->pool[0].tp) {
+            snprintf(err, err_size,
+                     "--pool-steer: every --pool-replica needs the same tp=N (a hybrid replica's "
+                     "GPUs); %s has %s",
+                     o->pool[i].url, o->pool[i].tp ? "another" : "none");
+            return false;
+        }
+    return true;
+}
+
 static int check_options(const struct gw_options *o, char *err, size_t err_size)
 {
     if ((o->n_engines == 0 && !o->state_dir) || o->n_engines > GW_ENGINES_MAX) {
@@ -335,6 +351,8 @@ static int check_options(const struct gw_options *o, char *err, size_t err_size)
             return -1;
         }
     }
+    if (o->pool_steer && !pool_tp_ok(o, err, err_size))
+        return -1;
     if (!(o->pool_timeout_s > 0) || !(o->pool_timeout_s < 1e9)) {
         snprintf(err, err_size, "--pool-timeout-s: expected a positive number of seconds");
         return -1;

@@ -64,11 +64,13 @@ struct gw_options {
      * (also one of engines); n_pool 0: no pool (docs/serve.md "The elastic pool") */
     const struct gw_worker_spec *pool;
     size_t n_pool;
-    double pool_timeout_s; /* a lend or reclaim not confirmed this long is cancelled (180) */
+    double pool_timeout_s;  /* a lend or reclaim not confirmed this long is cancelled (180) */
+    bool pool_steer;        /* the gateway lends and reclaims by the pool's signal itself */
+    int pool_core_replicas; /* the trainer's DP replicas that are never lent (1) */
 };
 
 /* The defaults above: 127.0.0.1:0, C-MLFQ mode, 64 prompt tokens, 7200 s idle, 2 s polls, no
- * state dir, a 20 s grace, no pool (a 180 s timeout). */
+ * state dir, a 20 s grace, no pool (a 180 s timeout, not steered, one core replica). */
 void gw_options_default(struct gw_options *o);
 
 struct gw;

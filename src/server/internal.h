@@ -74,6 +74,9 @@ struct gw_engine {
                            GPUs were the trainer's: it loads the last one when it wakes */
     bool checking;      /* its health check (and poll) is in flight */
     int in_flight;      /* turns being proxied to it */
+    double busy_s;      /* seconds it had a turn in flight, up to busy_from_s while it has one */
+    double busy_from_s; /* gw_now() when in_flight last rose from 0 */
+    double busy_mark_s; /* gw_engine_busy_s at the pool's last step end (pool.c) */
     struct list turns;  /* their proxies, while a transfer to it runs (proxy.c) */
     uint64_t requests, errors;
     uint64_t latency[GW_LATENCY_BUCKETS + 1]; /* upstream seconds, cumulative buckets + count */
@@ -250,6 +253,12 @@ void gw_engine_ask_version(struct gw_engine *e);
 
 /* A turn on e ended: a draining engine left idle is removed. */
 void gw_engine_turn_done(struct gw_engine *e);
+
+/* A turn is being proxied to e (counted in in_flight and requests until gw_engine_turn_done). */
+void gw_engine_turn_start(struct gw_engine *e);
+
+/* Seconds e has had a turn in flight, up to now_s (gw_now()). */
+double gw_engine_busy_s(const struct gw_engine *e, double now_s);
 
 /*
  * Removes e from the listing: at once when it is idle (or dead), else once its turns in flight

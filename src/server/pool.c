@@ -88,6 +88,10 @@ struct gw_pool {
     VEC(struct waiter *) waiters; /* long polls held, in no order */
     struct event *tick;
     uint64_t counts[4]; /* lends, reclaims, expired, failed joins */
+    bool steer;         /* --pool-steer: the signal at each step end asks for lends, reclaims */
+    int core;           /* the trainer's core replicas (--pool-core-replicas) */
+    double step_mark_s; /* gw_now() at the last step end (the rollout is measured since) */
+    bool signalled;     /* a signal was issued */
 };
 
 enum { COUNT_LENDS, COUNT_RECLAIMS, COUNT_EXPIRED, COUNT_FAILED };
@@ -102,21 +106,23 @@ int gw_pool_new(struct gw *g, char *err, size_t err_size)
     if (o->n_pool > GW_POOL_REPLICAS_MAX)
         return error_text(err, err_size, "--pool-replica: more than %d replicas",
                           GW_POOL_REPLICAS_MAX);
-    int n = (int)o->n_pool;
-    /* The gateway does not know the trainer's GPUs: each replica is one unit (GPU id 1 + h)
-     * beside one core unit (GPU 0); the pool's roles are per replica anyway. */
-    int core_gpu = 0, *hybrid_gpu = xmallocarray((size_t)n, sizeof *hybrid_gpu);
-    for (int h = 0; h < n; h++)
-        hybrid_gpu[h] = 1 + h;
+    int n = (int)o->n_pool, core = o->pool_core_replicas;
+    /* The gateway knows the trainer's GPUs only as far as steering needs: its core replicas
+     * (GPUs 0 ..) and one hybrid replica per --pool-replica after them, each of its engine's
+     * TP (1 when not steered: the roles are per replica anyway). */
+    int rg = o->pool_steer ? o->pool[0].tp : 1;
+    int *gpu = xmallocarray((size_t)(core + n) * (size_t)rg, sizeof *gpu);
+    for (int k = 0; k < (core + n) * rg; k++)
+        gpu[k] = k;
     struct ehp_pool_config c = {
-        .gpus = 1 + n,
-        .gpus_per_node = 1,
-        .replica_gpus = 1,
-        .core_replicas = 1,
-        .core_gpu = &core_gpu,
+        .gpus = (core + n) * rg,
+        .gpus_per_node = rg,
+        .replica_gpus = rg,
+        .core_replicas = core,
+        .core_gpu = gpu,
         .hybrid_replicas = n,
-        .hybrid_gpu = hybrid_gpu,
-        .batch_trajectories = 1,
+        .hybrid_gpu = gpu + core * rg,
+        .batch_trajectories = core,
     };
     ehp_params_default(&c.params);
     c.params.join_timeout_s = o->pool_timeout_s;
@@ -124,7 +130,7 @@ int gw_pool_new(struct gw *g, char *err, size_t err_size)
     struct gw_pool *pl = xcalloc(1, sizeof *pl);
     struct libra_error e = {0};
     int rc = ehp_pool_new(&c, &pl->pool, &e);
-    free(hybrid_gpu);
+    free(gpu);
     if (rc != 0) {
         free(pl);
         return error_text(err, err_size, "--pool-replica: %s", e.msg);
@@ -132,6 +138,8 @@ int gw_pool_new(struct gw *g, char *err, size_t err_size)
     pl->g = g;
     pl->n = n;
     pl->timeout_s = o->pool_timeout_s;
+    pl->steer = o->pool_steer;
+    pl->core = core;
     pl->next_request = 1;
     pl->rep = xcalloc((size_t)n, sizeof *pl->rep);
     for (int h = 0; h < n; h++) {
@@ -324,14 +332,59 @@ static int apply_retaken(struct gw_pool *pl, const struct gw_pool_rec *rc, char 
     return 0;
 }
 
+/* The signal at the end of a step (--pool-steer, the trainer's train_s, the rollout the
+ * gateway measured: rc), by the simulator's calls (sim_elastic_steer): the pure pool's rule,
+ * then its moves carried out through the handshake, a join as a reclaim and a release as a
+ * lend the trainer confirms. A function of the pool and rc alone, so a replay makes the same
+ * requests with the same ids. */
+static void steer(struct gw_pool *pl, const struct gw_pool_rec *rc)
+{
+    struct ehp_signal_input in = {
+        .train_s = rc->train_s,
+        .rollout_s = fmax(rc->rollout_s, 1e-9),
+        .active_pressure = rc->pressure,
+        .train_replicas = pl->core + ehp_pool_step(pl->pool)->active,
+        .rollout_gpus = (int)rc->rollout_gpus,
+    };
+    if (ehp_pool_signal(pl->pool, rc->t_s, &in, &pl->dec) != 0)
+        return;
+    pl->signalled = true;
+    const struct ehp_signal *sig = ehp_pool_signal_now(pl->pool);
+    bool leaving[GW_POOL_REPLICAS_MAX] = {false};
+    for (int h = 0; h < pl->n; h++)
+        leaving[h] = pl->rep[h].req == GW_POOL_OP_LEND;
+    struct ehp_move m[GW_POOL_REPLICAS_MAX];
+    int n = ehp_pool_moves(pl->pool, leaving, m);
+    for (int i = 0; i < n; i++) {
+        struct gw_pool_rec mv =
+            gw_pool_rec_absent(m[i].join ? GW_POOL_OP_RECLAIM : GW_POOL_OP_LEND, rc->t_s);
+        mv.replica = m[i].replica;
+        mv.request = pl->next_request;
+        snprintf(mv.reason, sizeof mv.reason,
+                 "signal at step %lld: T_train %.3g s, T_rollout %.3g s, pressure %.2f: %d of %d "
+                 "train (%s)",
+                 (long long)rc->step, in.train_s, in.rollout_s, sig->pressure, sig->target,
+                 sig->capacity, ehp_signal_why_name(sig->why));
+        char msg[256];
+        if ((m[i].join ? apply_reclaim : apply_lend)(pl, &mv, msg, sizeof msg) == 0 &&
+            pl->rep[mv.replica].req_id == mv.request)
+            pl->next_request++;
+    }
+}
+
 static int apply_step(struct gw_pool *pl, const struct gw_pool_rec *rc, char *msg, size_t size)
 {
     struct ehp_event ev = {.kind = rc->phase == 1 ? EHP_EV_STEP_BEGIN : EHP_EV_STEP_END,
                            .now_s = rc->t_s,
                            .step = rc->step,
                            .version = rc->version};
-    if (ehp_pool_event(pl->pool, &ev, &pl->dec) == 0)
+    if (rc->phase == 1 && rc->train_s > 0)
+        return snprintf(msg, size, "train_s: only at a step's end"), 400;
+    if (ehp_pool_event(pl->pool, &ev, &pl->dec) == 0) {
+        if (pl->steer && rc->phase == 2 && rc->train_s > 0 && rc->rollout_gpus >= 0)
+            steer(pl, rc);
         return 0;
+    }
     const struct ehp_step *s = ehp_pool_step(pl->pool);
     return conflict(msg, size,
                     "step %lld cannot %s: the last step is %lld (%s), at version %lld; a step "
@@ -595,6 +648,18 @@ static json_t *request_json(const struct gw_pool *pl, int h, double now_s)
                      "deadline_in_s", json_real(fmax(0.0, deadline - now_s)));
 }
 
+/* The signal last issued (null before the first): its target, rule and what it saw. */
+static json_t *signal_json(const struct gw_pool *pl)
+{
+    const struct ehp_signal *sig = ehp_pool_signal_now(pl->pool);
+    if (!pl->signalled)
+        return json_null();
+    return json_pack("{s:b, s:i, s:i, s:s, s:f, s:f, s:I, s:I}", "live", sig->live, "target",
+                     sig->target, "capacity", sig->capacity, "why", ehp_signal_why_name(sig->why),
+                     "ratio", sig->ratio, "pressure", sig->pressure, "step",
+                     (json_int_t)sig->issued_step, "expires_step", (json_int_t)sig->expires_step);
+}
+
 static json_t *pool_json(const struct gw_pool *pl)
 {
     double now = clock_now(pl);
@@ -605,15 +670,18 @@ static json_t *pool_json(const struct gw_pool *pl)
         if (pl->rep[h].req != GW_POOL_OP_NONE)
             json_array_append_new(requests, request_json(pl, h, now));
     }
-    return json_pack(
+    json_t *doc = json_pack(
         "{s:s, s:I, s:o, s:f, s:{s:b, s:I, s:I}, s:I, s:o, s:o, s:{s:I, s:I, s:I, "
-        "s:I}}",
+        "s:I}, s:b, s:o}",
         "schema", "libra.pool/1", "changes", (json_int_t)pl->changes, "clock_s", json_real(now),
         "timeout_s", pl->timeout_s, "step", "open", s->open, "step", (json_int_t)s->step, "version",
         (json_int_t)s->version, "version", (json_int_t)ehp_pool_version(pl->pool), "replicas",
         replicas, "requests", requests, "counts", "lends", (json_int_t)pl->counts[COUNT_LENDS],
         "reclaims", (json_int_t)pl->counts[COUNT_RECLAIMS], "expired",
-        (json_int_t)pl->counts[COUNT_EXPIRED], "failed", (json_int_t)pl->counts[COUNT_FAILED]);
+        (json_int_t)pl->counts[COUNT_EXPIRED], "failed", (json_int_t)pl->counts[COUNT_FAILED],
+        "steer", pl->steer, "signal", signal_json(pl));
+    json_object_set_new(doc, "core_replicas", json_integer(pl->core));
+    return doc;
 }
 
 static void waiter_free(struct waiter *w)
@@ -723,13 +791,7 @@ static void journal(struct gw_pool *pl, const struct gw_pool_rec *rc)
 /* Time passes to t: joins past their deadline fail (journalled when one did). */
 static bool tick_to(struct gw_pool *pl, double t)
 {
-    struct gw_pool_rec rc = {.op = GW_POOL_OP_TICK,
-                             .t_s = t,
-                             .replica = -1,
-                             .request = -1,
-                             .generation = -1,
-                             .step = -1,
-                             .version = -1};
+    struct gw_pool_rec rc = gw_pool_rec_absent(GW_POOL_OP_TICK, t);
     char msg[64];
     apply(pl, &rc, msg, sizeof msg);
     if (pl->dec.n == 0)
@@ -755,13 +817,9 @@ static void on_pool_tick(evutil_socket_t fd, short what, void *arg)
         struct replica *r = &pl->rep[h];
         if (r->req != GW_POOL_OP_LEND || r->req_deadline_s > t)
             continue;
-        struct gw_pool_rec rc = {.op = GW_POOL_OP_EXPIRE,
-                                 .t_s = t,
-                                 .replica = h,
-                                 .request = r->req_id,
-                                 .generation = -1,
-                                 .step = -1,
-                                 .version = -1};
+        struct gw_pool_rec rc = gw_pool_rec_absent(GW_POOL_OP_EXPIRE, t);
+        rc.replica = h;
+        rc.request = r->req_id;
         char msg[256];
         if (apply(pl, &rc, msg, sizeof msg) == 0) {
             fprintf(stderr,
@@ -777,6 +835,37 @@ static void on_pool_tick(evutil_socket_t fd, short what, void *arg)
     reconcile(pl);
 }
 
+/* What the steering signal sees of the rollout at a step's end, now (gw_now()), into rc:
+ * the busy share of the engines serving rollout since the last step end times that interval
+ * (rollout_s: their busy GPU-seconds over their GPUs), those GPUs, and the live trajectories
+ * over the rl.max_staleness + 1 batches admission allows (pressure). The gateway holds no
+ * queue of its own, so the signal's queue pressure is 0. */
+static void measure(const struct gw_pool *pl, double now, struct gw_pool_rec *rc)
+{
+    const struct gw *g = pl->g;
+    double busy_gpu_s = 0;
+    int64_t gpus = 0;
+    for (size_t i = 0; i < g->engines.n; i++) {
+        const struct gw_engine *e = g->engines.v[i];
+        if (!gw_engine_routable(e))
+            continue;
+        busy_gpu_s += (gw_engine_busy_s(e, now) - e->busy_mark_s) * e->tp;
+        gpus += e->tp;
+    }
+    rc->rollout_gpus = gpus;
+    rc->rollout_s = gpus > 0 ? fmin(busy_gpu_s / (double)gpus, now - pl->step_mark_s) : 0.0;
+    const struct spec_rl_config *rl = &g->cfg->rl;
+    rc->pressure = (double)g->trajs.live / ((rl->max_staleness + 1.0) * rl->batch_trajectories);
+}
+
+/* The rollout is measured from now on. */
+static void mark(struct gw_pool *pl, double now)
+{
+    for (size_t i = 0; i < pl->g->engines.n; i++)
+        pl->g->engines.v[i]->busy_mark_s = gw_engine_busy_s(pl->g->engines.v[i], now);
+    pl->step_mark_s = now;
+}
+
 void gw_pool_start(struct gw *g)
 {
     struct gw_pool *pl = g->pool;
@@ -785,6 +874,7 @@ void gw_pool_start(struct gw *g)
     pl->live = true;
     pl->clock_base_s = pl->last_t_s;
     pl->wall_base_s = gw_now();
+    mark(pl, pl->wall_base_s);
     pl->tick = event_new(g->base, -1, EV_PERSIST, on_pool_tick, pl);
     struct timeval tv = {0, (suseconds_t)(POOL_TICK_S * 1e6)};
     event_add(pl->tick, &tv);
@@ -814,19 +904,20 @@ static bool call_members_ok(const char *path, const struct gw_pool_rec *rc, char
     bool bad;
     const char *takes;
     if (strcmp(s, "step") == 0) {
-        takes = "step, version, phase";
+        takes = "step, version, phase, train_s";
         bad = rc->replica >= 0 || rc->request >= 0 || rc->generation >= 0 || rc->event ||
               rc->reason[0];
     } else if (strcmp(s, "confirm") == 0) {
         takes = "event, request, replica, generation, version (retaken)";
         bad = rc->step >= 0 || rc->phase || rc->reason[0] || !rc->event ||
-              (rc->event == GW_POOL_OP_RELEASED && rc->version >= 0);
+              (rc->event == GW_POOL_OP_RELEASED && rc->version >= 0) || rc->train_s > 0;
     } else {
         takes = "replica, reason";
         bad = rc->request >= 0 || rc->generation >= 0 || rc->step >= 0 || rc->version >= 0 ||
-              rc->phase || rc->event;
+              rc->phase || rc->event || rc->train_s > 0;
     }
-    if (rc->op != GW_POOL_OP_NONE || rc->t_s >= 0)
+    if (rc->op != GW_POOL_OP_NONE || rc->t_s >= 0 || rc->rollout_s >= 0 || rc->pressure >= 0 ||
+        rc->rollout_gpus >= 0) /* the journal's own */
         bad = true;
     if (bad)
         snprintf(msg, size, "%s takes %s only%s", path, takes,
@@ -865,10 +956,14 @@ void gw_pool_post(void *ctx, struct net_call *c)
         return;
     if (rc.op == GW_POOL_OP_LEND || rc.op == GW_POOL_OP_RECLAIM)
         rc.request = pl->next_request;
-    double t = clock_now(pl);
-    bool ticked = tick_to(pl, t);
+    double t = clock_now(pl), wall = gw_now();
+    bool ticked = tick_to(pl, t), step_end = rc.op == GW_POOL_OP_STEP && rc.phase == 2;
     rc.t_s = t;
+    if (step_end && pl->steer && rc.train_s > 0)
+        measure(pl, wall, &rc);
     int st = apply(pl, &rc, msg, sizeof msg);
+    if (st == 0 && step_end)
+        mark(pl, wall);
     if (ticked || st == 0)
         changed(pl);
     if (st != 0) {

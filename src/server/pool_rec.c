@@ -43,6 +43,18 @@ static int int_member(json_t *v, const char *key, int64_t max, int64_t *out, cha
     return 0;
 }
 
+/* A finite number of at least min (above it when open). */
+static int number_member(json_t *v, const char *key, double min, bool open, double *out, char *err,
+                         size_t err_size)
+{
+    double x = json_is_number(v) ? json_number_value(v) : NAN;
+    if (!isfinite(x) || x < min || (open && x == min) || x > 1e12)
+        return error_text(err, err_size, "%s: expected a finite number %s %g", key,
+                          open ? ">" : ">=", min);
+    *out = x;
+    return 0;
+}
+
 static int reason_member(json_t *v, struct gw_pool_rec *out, char *err, size_t err_size)
 {
     if (!json_is_string(v) || json_string_length(v) >= GW_POOL_REASON_MAX)
@@ -69,10 +81,15 @@ static int member(const char *key, json_t *v, struct gw_pool_rec *out, char *err
                               "tick");
         out->op = (enum gw_pool_op)op;
     } else if (strcmp(key, "t") == 0) {
-        double t = json_is_number(v) ? json_number_value(v) : -1.0;
-        if (!isfinite(t) || t < 0.0)
-            return error_text(err, err_size, "t: expected a finite number of seconds >= 0");
-        out->t_s = t;
+        return number_member(v, key, 0.0, false, &out->t_s, err, err_size);
+    } else if (strcmp(key, "train_s") == 0) {
+        return number_member(v, key, 0.0, true, &out->train_s, err, err_size);
+    } else if (strcmp(key, "rollout_s") == 0) {
+        return number_member(v, key, 0.0, false, &out->rollout_s, err, err_size);
+    } else if (strcmp(key, "pressure") == 0) {
+        return number_member(v, key, 0.0, false, &out->pressure, err, err_size);
+    } else if (strcmp(key, "rollout_gpus") == 0) {
+        return int_member(v, key, 1 << 24, &out->rollout_gpus, err, err_size);
     } else if (strcmp(key, "replica") == 0) {
         if (int_member(v, key, GW_POOL_REPLICAS_MAX - 1, &n, err, err_size))
             return -1;
@@ -105,17 +122,32 @@ static int member(const char *key, json_t *v, struct gw_pool_rec *out, char *err
     } else {
         return error_text(err, err_size,
                           "unknown member '%.64s' (expected op, t, replica, request, generation, "
-                          "step, version, phase, event, reason)",
+                          "step, version, phase, event, reason, train_s, rollout_s, pressure, "
+                          "rollout_gpus)",
                           key);
     }
     return 0;
 }
 
+struct gw_pool_rec gw_pool_rec_absent(enum gw_pool_op op, double t_s)
+{
+    return (struct gw_pool_rec){.op = op,
+                                .t_s = t_s,
+                                .replica = -1,
+                                .request = -1,
+                                .generation = -1,
+                                .step = -1,
+                                .version = -1,
+                                .train_s = -1,
+                                .rollout_s = -1,
+                                .pressure = -1,
+                                .rollout_gpus = -1};
+}
+
 int gw_pool_rec_parse(const char *text, size_t len, struct gw_pool_rec *out, char *err,
                       size_t err_size)
 {
-    *out = (struct gw_pool_rec){
-        .t_s = -1, .replica = -1, .request = -1, .generation = -1, .step = -1, .version = -1};
+    *out = gw_pool_rec_absent(GW_POOL_OP_NONE, -1);
     json_error_t je;
     json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!doc)
@@ -160,6 +192,14 @@ char *gw_pool_rec_text(const struct gw_pool_rec *r)
         json_object_set_new(o, "event", json_string(gw_pool_op_name(r->event)));
     if (r->reason[0])
         json_object_set_new(o, "reason", json_string(r->reason));
+    if (r->train_s > 0)
+        json_object_set_new(o, "train_s", json_real(r->train_s));
+    if (r->rollout_s >= 0)
+        json_object_set_new(o, "rollout_s", json_real(r->rollout_s));
+    if (r->pressure >= 0)
+        json_object_set_new(o, "pressure", json_real(r->pressure));
+    if (r->rollout_gpus >= 0)
+        json_object_set_new(o, "rollout_gpus", json_integer(r->rollout_gpus));
     char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(17));
     json_decref(o);
     return s;

@@ -17,6 +17,11 @@
  *   phase       "begin" or "end" (a step report)
  *   event       "released" or "retaken" (a confirmation)
  *   reason      free text of at most GW_POOL_REASON_MAX - 1 bytes, no control character
+ *   train_s     a step's end: the seconds the trainer spent training it (> 0, finite)
+ *   rollout_s   journal only, a step's end: the rollout's busy share of the step times the step
+ *               as the gateway measured it (>= 0)
+ *   pressure    journal only, a step's end: live trajectories over those admission allows (>= 0)
+ *   rollout_gpus  journal only, a step's end: GPUs of the engines serving rollout (>= 0)
  *
  * Pure: no I/O; reentrant.
  */
@@ -52,7 +57,14 @@ struct gw_pool_rec {
     int phase;          /* 0 absent, 1 begin, 2 end */
     int event;          /* 0 absent, GW_POOL_OP_RELEASED or GW_POOL_OP_RETAKEN */
     char reason[GW_POOL_REASON_MAX];
+    double train_s;       /* -1 when absent */
+    double rollout_s;     /* -1 when absent */
+    double pressure;      /* -1 when absent */
+    int64_t rollout_gpus; /* -1 when absent */
 };
+
+/* A record of op at t_s (-1: absent) with every other member absent. */
+struct gw_pool_rec gw_pool_rec_absent(enum gw_pool_op op, double t_s);
 
 /*
  * Reads the record of len bytes at text into *out (every member absent first). Returns 0, or

@@ -351,8 +351,7 @@ static void send_turn(struct proxy *p)
     char auth_line[512];
     const char *headers[2] = {"Content-Type: application/json", auth_line};
     snprintf(auth_line, sizeof auth_line, "Authorization: %s", auth ? auth : "");
-    e->in_flight++;
-    e->requests++;
+    gw_engine_turn_start(e);
     p->start_s = gw_now();
     p->generated = p->cached = -1;
     p->sse_chunks = 0;

@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 
-from emu_util import ADMIN, LIBRA, TOKEN, Emu, Serve, answer_as_vllm, get, post
+from emu_util import ADMIN, LIBRA, TOKEN, Emu, Serve, answer_as_vllm, generate, get, post
 
 SCALE = "0.005"
 BUCKETS = ["--set", "sched.buckets=tp1:40960"]
@@ -40,11 +40,11 @@ def two_roles(doc):
     return [r["replica"] for r in doc["replicas"] if r["join"] in HELD and r["engine"] == "serving"]
 
 
-def serve(emu_urls, n_core, *extra):
+def serve(emu_urls, n_core, *extra, tp=""):
     core, replicas = emu_urls[:n_core], emu_urls[n_core:]
     args = [*BUCKETS, *extra]
     for u in replicas:
-        args += ["--pool-replica", u]
+        args += ["--pool-replica", u + tp]
     return Serve(*core, args=args)
 
 
@@ -61,9 +61,9 @@ def confirm(gw, event, req, **extra):
     return post(gw.port, "/libra/v1/pool/confirm", body, headers=ADMIN)
 
 
-def step(gw, n, version, phase):
-    return post(gw.port, "/libra/v1/pool/step", {"step": n, "version": version, "phase": phase},
-                headers=ADMIN)
+def step(gw, n, version, phase, **extra):
+    return post(gw.port, "/libra/v1/pool/step",
+                {"step": n, "version": version, "phase": phase, **extra}, headers=ADMIN)
 
 
 # ---- under load ---------------------------------------------------------------------------------
@@ -133,6 +133,54 @@ def test_lends_and_reclaims_under_load_lose_no_trajectory_and_never_go_back_in_w
 
 
 # ---- the protocol -------------------------------------------------------------------------------
+
+def ready(gw, replica, kind):
+    return until(lambda: (lambda r: r if r and r["ready"] else None)(
+        request_of(pool(gw), replica, kind)), "the %s of replica %d is ready" % (kind, replica))
+
+
+def test_the_gateway_steers_by_the_signal_and_a_restart_replays_it(tmp_path):
+    """With --pool-steer the gateway asks for reclaims and lends itself, at each step's end, by
+    the simulator's rule (ehp_pool_signal, ehp_pool_moves) on what the step showed: a step that
+    trained far longer than its rollout took borrows every replica rollout can spare; once the
+    replicas train, a step that trained in no time while the rollout was busy gives them all
+    back. The step's end is journalled with what the gateway measured, so a restart replays the
+    signal and its requests, ids and all."""
+    args = ("--pool-steer", "--state-dir", str(tmp_path / "state"))
+    with Emu("--instances", "tp1x4", scale=SCALE) as emu:
+        urls = [i["url"] for i in emu.instances]
+        with serve(urls, 2, *args, tp=",tp=1") as gw:
+            doc = pool(gw)
+            assert doc["steer"] and doc["signal"] is None and doc["core_replicas"] == 1, doc
+            assert step(gw, 0, 0, "begin")[0] == 200
+            assert generate(gw.port, [1] * 64, 40)[0] == 200  # rollout work in the step
+            status, doc = step(gw, 0, 0, "end", train_s=1000.0)
+            assert status == 200, doc
+            assert doc["signal"]["target"] == 2 and doc["signal"]["capacity"] == 2, doc["signal"]
+            assert [(r["kind"], r["replica"]) for r in doc["requests"]] == \
+                [("reclaim", 0), ("reclaim", 1)]
+            assert all(r["reason"].startswith("signal at step 0: T_train 1e+03 s")
+                       for r in doc["requests"]), doc["requests"]
+            before = stable(doc)
+        with serve(urls, 2, *args, tp=",tp=1") as gw:
+            doc = pool(gw)
+            assert stable(doc) == before and doc["signal"]["target"] == 2, doc
+            for h in (0, 1):
+                assert confirm(gw, "retaken", ready(gw, h, "reclaim"), version=1)[0] == 200
+            assert step(gw, 1, 1, "begin")[0] == 200
+            assert [r["join"] for r in pool(gw)["replicas"]] == ["active", "active"]
+            assert generate(gw.port, [2] * 64, 40)[0] == 200
+            status, doc = step(gw, 1, 1, "end", train_s=1e-6)
+            assert status == 200 and doc["signal"]["target"] == 0, doc
+            assert [(r["kind"], r["replica"]) for r in doc["requests"]] == \
+                [("lend", 0), ("lend", 1)]
+            for h in (1, 0):
+                assert confirm(gw, "released", ready(gw, h, "lend"))[0] == 200
+            until(lambda: [r["engine"] for r in pool(gw)["replicas"]] == ["serving"] * 2,
+                  "the engines serve")
+            assert pool(gw)["counts"] == {"lends": 2, "reclaims": 2, "expired": 0, "failed": 0}
+
+
 
 def test_a_reclaim_is_ready_once_the_engine_let_go_and_a_lend_returns_it():
     """The handshake by hand: reclaim (the engine drains and releases its memory, then the
@@ -308,7 +356,21 @@ def test_bad_calls_are_refused_and_change_nothing():
                                    headers=ADMIN)
                 assert status == 409 and "/libra/v1/pool" in doc["error"]["message"], doc
             assert pool(gw)["changes"] == before
+        with serve(urls, 1, "--pool-steer", tp=",tp=1") as gw:
+            for body, text in [({"phase": "begin", "train_s": 1.0}, "only at a step's end"),
+                               ({"phase": "end", "train_s": 0}, "train_s: expected"),
+                               ({"phase": "end", "rollout_s": 1.0}, "takes step, version"),
+                               ({"phase": "end", "pressure": 0.5}, "takes step, version")]:
+                status, doc = post(gw.port, "/libra/v1/pool/step",
+                                   {"step": 0, "version": 0, **body}, headers=ADMIN)
+                assert status == 400 and text in doc["error"]["message"], (body, doc)
+            assert pool(gw)["signal"] is None
     for args, text in [(["--pool-timeout-s", "5"], "needs --pool-replica"),
+                       (["--pool-steer"], "needs --pool-replica"),
+                       (["--pool-replica", "http://127.0.0.1:10", "--pool-steer"],
+                        "the same tp=N"),
+                       (["--pool-replica", "http://127.0.0.1:10,tp=1",
+                         "--pool-core-replicas", "2"], "needs --pool-steer"),
                        (["--pool-replica", "ftp://x"], "--pool-replica ftp://x")]:
         p = subprocess.run([LIBRA, "serve", "--engine", "http://127.0.0.1:9", *args],
                            capture_output=True, text=True, timeout=30)

@@ -36,14 +36,9 @@ static void test_every_member_is_read_and_absent_ones_say_so(void **state)
 
 static void test_a_record_reads_back_from_its_journal_text(void **state)
 {
-    struct gw_pool_rec r = {.op = GW_POOL_OP_LEND,
-                            .t_s = 0.1 + 0.2,
-                            .replica = 3,
-                            .request = 9,
-                            .generation = -1,
-                            .step = -1,
-                            .version = -1},
-                       back;
+    struct gw_pool_rec r = gw_pool_rec_absent(GW_POOL_OP_LEND, 0.1 + 0.2), back;
+    r.replica = 3;
+    r.request = 9;
     snprintf(r.reason, sizeof r.reason, "rollout \"behind\"");
     char err[256], *text = gw_pool_rec_text(&r);
     assert_int_equal(parse(text, &back, err), 0);
@@ -54,6 +49,20 @@ static void test_a_record_reads_back_from_its_journal_text(void **state)
     assert_int_equal(back.generation, -1);
     assert_string_equal(back.reason, r.reason);
     assert_null(strstr(text, "generation"));
+    assert_null(strstr(text, "train_s"));
+    free(text);
+    /* a step's end as the steering gateway journals it: what it measured, bit for bit */
+    r = gw_pool_rec_absent(GW_POOL_OP_STEP, 2.5);
+    r.step = r.version = 4;
+    r.phase = 2;
+    r.train_s = 1.0 / 3;
+    r.rollout_s = 0.0;
+    r.pressure = 0.1 + 0.7;
+    r.rollout_gpus = 12;
+    text = gw_pool_rec_text(&r);
+    assert_int_equal(parse(text, &back, err), 0);
+    assert_true(back.train_s == r.train_s && back.rollout_s == 0.0 && back.pressure == r.pressure);
+    assert_int_equal(back.rollout_gpus, 12);
     free(text);
     assert_string_equal(gw_pool_op_name(GW_POOL_OP_TICK), "tick");
     assert_string_equal(gw_pool_op_name(GW_POOL_OP_NONE), "");
@@ -76,6 +85,10 @@ static void test_a_bad_record_says_what_is_wrong(void **state)
         {"{\"event\": \"lent\"}", "event: expected released or retaken"},
         {"{\"reason\": 5}", "reason: expected a string"},
         {"{\"reason\": \"a\\tb\"}", "reason: a control character"},
+        {"{\"train_s\": 0}", "train_s: expected a finite number > 0"},
+        {"{\"rollout_s\": -1}", "rollout_s: expected a finite number >= 0"},
+        {"{\"pressure\": \"high\"}", "pressure: expected a finite number"},
+        {"{\"rollout_gpus\": 0.5}", "rollout_gpus: expected an integer"},
         {"{\"priority\": 1}", "unknown member 'priority'"},
         {"{\"replica\": 0, \"replica\": 1}", "body:"},
         {"[0]", "body: expected a JSON object"},
