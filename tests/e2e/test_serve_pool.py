@@ -132,6 +132,48 @@ def test_lends_and_reclaims_under_load_lose_no_trajectory_and_never_go_back_in_w
     assert steps and all(v == sorted(v) for v in steps.values())
 
 
+def test_steering_under_load(tmp_path):
+    """`libra load --trainer` runs a training-bound job (a 32B trainer beside emulated 4B
+    engines, Search-R1's short turns) through a gateway that steers by the signal: the gateway
+    reclaims replicas by itself, the trainer retakes them, every batch is whole, no trajectory's
+    turn goes to older weights than its last, and no replica is ever held by the trainer while
+    its engine serves. Whether a lend follows depends on the noise of the steps, so none is
+    required."""
+    decisions = tmp_path / "decisions.jsonl"
+    job = ["--workload", "search-r1", "--batch", "150", "--set", "rl.sync_interval=1"]
+    with Emu("--instances", "tp1x8", "--model", "qwen3-4b", scale="0.01") as emu:
+        urls = [i["url"] for i in emu.instances]
+        with serve(urls, 6, "--pool-steer", "--decisions", str(decisions), *job,
+                   tp=",tp=1") as gw:
+            stop, overlaps = threading.Event(), []
+
+            def watch():
+                while not stop.is_set():
+                    overlaps.extend(two_roles(pool(gw)))
+                    time.sleep(0.05)
+
+            th = threading.Thread(target=watch, daemon=True)
+            th.start()
+            p = subprocess.run([LIBRA, "load", "--engines", gw.url, "--trainer", "--json",
+                                "--time-scale", "0.01", "--steps", "12", "--model", "qwen3-32b",
+                                *job, *BUCKETS], capture_output=True, text=True, timeout=240,
+                               env={**os.environ, "LIBRA_ADMIN_TOKEN": TOKEN})
+            stop.set()
+            th.join()
+            assert p.returncode == 0, p.stderr
+            doc = json.loads(p.stdout)
+            assert [s["trajectories"] for s in doc["steps"]] == [150] * 12
+            assert doc["pool"]["retaken"] >= 1, doc["pool"]
+            final = pool(gw)
+            assert final["counts"]["reclaims"] >= 1 and final["signal"]["step"] == 10, final
+            assert overlaps == []
+    steps = {}
+    for line in decisions.read_text().splitlines():
+        d = json.loads(line)
+        steps.setdefault(d["trajectory"], []).append(d["step"])
+    assert steps and all(v == sorted(v) for v in steps.values())
+
+
 # ---- the protocol -------------------------------------------------------------------------------
 
 def ready(gw, replica, kind):

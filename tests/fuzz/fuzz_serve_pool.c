@@ -2,8 +2,8 @@
  * Fuzz harness for the elastic pool's records (src/server/pool_rec.c): the bodies of POST
  * /libra/v1/pool/{lend,reclaim,step,confirm} and the pool records of the state dir's journal,
  * which one parser reads. Besides not crashing: whatever is accepted is in range (a replica
- * below GW_POOL_REPLICAS_MAX, ids >= 1, counts >= 0, a finite time, a reason without control
- * characters), its journal text reads back as the same record, and whatever is refused says
+ * below GW_POOL_REPLICAS_MAX, ids >= 1, counts >= 0, finite times and measures, a reason without
+ * control characters), its journal text reads back as the same record, and whatever is refused says
  * why.
  */
 #include <math.h>
@@ -23,6 +23,10 @@ static void check(const struct gw_pool_rec *r)
         !memchr(r->reason, '\0', sizeof r->reason))
         abort();
     if (r->event != 0 && r->event != GW_POOL_OP_RELEASED && r->event != GW_POOL_OP_RETAKEN)
+        abort();
+    if (!(isfinite(r->train_s) && (r->train_s == -1 || r->train_s > 0)) ||
+        !(isfinite(r->rollout_s) && r->rollout_s >= -1) ||
+        !(isfinite(r->pressure) && r->pressure >= -1) || r->rollout_gpus < -1)
         abort();
     for (const char *p = r->reason; *p; p++)
         if ((unsigned char)*p < ' ' || *p == 0x7f)
@@ -45,7 +49,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (back.op != r.op || back.replica != r.replica || back.request != r.request ||
         back.generation != r.generation || back.step != r.step || back.version != r.version ||
         back.phase != r.phase || back.event != r.event || strcmp(back.reason, r.reason) != 0 ||
-        (r.t_s >= 0 && back.t_s != r.t_s))
+        (r.t_s >= 0 && back.t_s != r.t_s) || back.train_s != r.train_s ||
+        back.rollout_s != r.rollout_s || back.pressure != r.pressure ||
+        back.rollout_gpus != r.rollout_gpus)
         abort();
     free(text);
     return 0;
