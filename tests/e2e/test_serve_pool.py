@@ -132,19 +132,26 @@ def test_lends_and_reclaims_under_load_lose_no_trajectory_and_never_go_back_in_w
     assert steps and all(v == sorted(v) for v in steps.values())
 
 
-def test_steering_under_load(tmp_path):
-    """`libra load --trainer` runs a training-bound job (a 32B trainer beside emulated 4B
-    engines, Search-R1's short turns) through a gateway that steers by the signal: the gateway
-    reclaims replicas by itself, the trainer retakes them, every batch is whole, no trajectory's
-    turn goes to older weights than its last, and no replica is ever held by the trainer while
-    its engine serves. Whether a lend follows depends on the noise of the steps, so none is
-    required."""
+def test_steering_under_load_reclaims_then_lends(tmp_path):
+    """Two jobs of `libra load --trainer` run one after the other through a gateway that steers
+    by the signal. The first is training-bound (a 32B trainer on H20s beside emulated 4B
+    engines, Search-R1's short turns): the gateway reclaims replicas by itself and the trainer
+    retakes them. The second, a trainer that carries on from the first's last step, is
+    rollout-bound (a 4B trainer, DAPO-Math's long generations): the gateway lends the replicas
+    back and the trainer releases them. Every batch is whole, no trajectory's turn goes to older
+    weights than its last, and no replica is ever held by the trainer while its engine
+    serves."""
     decisions = tmp_path / "decisions.jsonl"
-    job = ["--workload", "search-r1", "--batch", "150", "--set", "rl.sync_interval=1"]
+    bound = {
+        "training": ["--workload", "search-r1", "--batch", "150", "--steps", "12", "--model",
+                     "qwen3-32b", "--hardware", "h20"],
+        "rollout": ["--workload", "dapo-math", "--batch", "32", "--steps", "5", "--model",
+                    "qwen3-4b"],
+    }
     with Emu("--instances", "tp1x8", "--model", "qwen3-4b", scale="0.01") as emu:
         urls = [i["url"] for i in emu.instances]
-        with serve(urls, 6, "--pool-steer", "--decisions", str(decisions), *job,
-                   tp=",tp=1") as gw:
+        with serve(urls, 6, "--pool-steer", "--decisions", str(decisions), "--workload",
+                   "search-r1", "--batch", "150", tp=",tp=1") as gw:
             stop, overlaps = threading.Event(), []
 
             def watch():
@@ -154,18 +161,24 @@ def test_steering_under_load(tmp_path):
 
             th = threading.Thread(target=watch, daemon=True)
             th.start()
-            p = subprocess.run([LIBRA, "load", "--engines", gw.url, "--trainer", "--json",
-                                "--time-scale", "0.01", "--steps", "12", "--model", "qwen3-32b",
-                                *job, *BUCKETS], capture_output=True, text=True, timeout=240,
-                               env={**os.environ, "LIBRA_ADMIN_TOKEN": TOKEN})
+            done = {}
+            for name, job in bound.items():
+                p = subprocess.run([LIBRA, "load", "--engines", gw.url, "--trainer", "--json",
+                                    "--time-scale", "0.01", "--set", "rl.sync_interval=1", *job,
+                                    *BUCKETS], capture_output=True, text=True, timeout=240,
+                                   env={**os.environ, "LIBRA_ADMIN_TOKEN": TOKEN})
+                assert p.returncode == 0, p.stderr
+                done[name] = json.loads(p.stdout)
+                batch = int(job[job.index("--batch") + 1])
+                steps = int(job[job.index("--steps") + 1])
+                assert [s["trajectories"] for s in done[name]["steps"]] == [batch] * steps
             stop.set()
             th.join()
-            assert p.returncode == 0, p.stderr
-            doc = json.loads(p.stdout)
-            assert [s["trajectories"] for s in doc["steps"]] == [150] * 12
-            assert doc["pool"]["retaken"] >= 1, doc["pool"]
+            assert done["training"]["pool"]["retaken"] >= 1, done["training"]["pool"]
+            assert done["rollout"]["pool"]["released"] >= 1, done["rollout"]["pool"]
             final = pool(gw)
-            assert final["counts"]["reclaims"] >= 1 and final["signal"]["step"] == 10, final
+            assert final["counts"]["reclaims"] >= 1 and final["counts"]["lends"] >= 1, final
+            assert final["signal"]["step"] == 14, final["signal"]  # 11 + 4 steps trained
             assert overlaps == []
     steps = {}
     for line in decisions.read_text().splitlines():
