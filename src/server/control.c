@@ -183,13 +183,14 @@ static void keep_update(struct fan *f)
     const char *body = f->call ? net_call_body(f->call, &len) : NULL;
     if (!body)
         return; /* the client went away: its body with it */
-    free(g->update_body);
-    g->update_body = xmalloc(len + 1);
-    memcpy(g->update_body, body, len);
-    g->update_body[len] = '\0';
-    g->update_len = len;
-    snprintf(g->update_path, sizeof g->update_path, "%s", f->path);
-    snprintf(g->update_version, sizeof g->update_version, "%s", f->version);
+    gw_update_rec_free(&g->update);
+    g->update.body = xmalloc(len + 1);
+    memcpy(g->update.body, body, len);
+    g->update.body[len] = '\0';
+    g->update.len = len;
+    snprintf(g->update.path, sizeof g->update.path, "%s", f->path);
+    snprintf(g->update.version, sizeof g->update.version, "%s", f->version);
+    gw_persist_update(g);
 }
 
 static void fan_reply(struct fan *f)
@@ -312,10 +313,12 @@ void gw_fan_out(void *ctx, struct net_call *c)
     bool disk = strcmp(f->path, "/update_weights_from_disk") == 0;
     for (size_t i = 0; i < g->engines.n; i++) {
         struct gw_engine *e = g->engines.v[i];
-        if (disk && !e->dead && gw_pool_engine_off(g, e))
+        if (disk && !e->dead && gw_pool_engine_off(g, e)) {
             e->missed_update = true; /* it loads the weights when it wakes */
-        else if (one ? e == one : !e->dead)
+            gw_persist_update(g);
+        } else if (one ? e == one : !e->dead) {
             send_to(f, c, e);
+        }
     }
     if (f->n == 0) {
         net_reply_error(c, 503, "service_unavailable", "no engine is alive");

@@ -272,6 +272,7 @@ static void on_registered(void *arg, struct gw_engine *e, int status, const char
         e->id = s->stored->id;
         e->lent = s->stored->lent;
         e->draining = s->stored->draining;
+        e->missed_update = s->stored->missed_update;
     } else if (!e && s->stored && !s->flag && gw_bucket_of(&g->layout, s->stored->tp) >= 0) {
         fprintf(stderr, "libra: serve: engine %lld (%s) of the state dir: %s; listed as suspect\n",
                 (long long)s->stored->id, s->stored->url, msg);
@@ -469,7 +470,7 @@ int gw_free(struct gw *g, char *err, size_t err_size)
         event_free(g->tick);
     gw_stop_free(g);
     gw_pool_free(g);
-    free(g->update_body);
+    gw_update_rec_free(&g->update);
     if (gw_persist_close(g, err, err_size) != 0)
         rc = -1;
     gw_traj_free_all(g); /* each is kept in the window as it ends */

@@ -162,11 +162,8 @@ struct gw {
     uint64_t updates;        /* weight updates passed through without a version of their own */
 
     /* the last weight update from disk that an engine took, replayed to a pool replica's engine
-     * that missed it (pool.c): path, body (owned), and the version it names */
-    char update_path[64];
-    char *update_body;
-    size_t update_len;
-    char update_version[GW_VERSION_MAX];
+     * that missed it (pool.c; its missed list unused: the engines' missed_update say) */
+    struct gw_update_rec update;
 
     struct gw_persist *persist; /* the durable state (--state-dir); NULL without */
     struct gw_pool *pool;       /* the elastic pool (--pool-replica, pool.c); NULL without */
@@ -176,11 +173,13 @@ struct gw {
 /* The durable state of a gateway with --state-dir (persist.c, restore.c). */
 struct gw_persist {
     struct gw_store *st;
-    struct map dirty;       /* ids of live trajectories changed since the last collect */
-    bool engines_dirty;     /* the registry changed since the last collect */
-    size_t versions_saved;  /* g->versions[0, versions_saved) are in the database */
-    size_t versions_loaded; /* ... of which were read at start-up */
-    bool has_layout;        /* the state holds a bucket layout: it is the gateway's */
+    struct map dirty;            /* ids of live trajectories changed since the last collect */
+    bool engines_dirty;          /* the registry changed since the last collect */
+    bool update_dirty;           /* the update kept, or who missed it, changed since then */
+    struct gw_update_rec update; /* the state's, until its engines are restored */
+    size_t versions_saved;       /* g->versions[0, versions_saved) are in the database */
+    size_t versions_loaded;      /* ... of which were read at start-up */
+    bool has_layout;             /* the state holds a bucket layout: it is the gateway's */
     VEC(struct gw_engine *)
     engines; /* the state's engines (gw_engine_stored), id order, until
                 the start-up registrations take them */
@@ -501,6 +500,10 @@ void gw_persist_step(struct gw *g, int64_t learnt, double deadline_s);
 
 /* Writes the whole engine registry (at set-up, and whenever an engine changes). */
 void gw_persist_engines(struct gw *g);
+
+/* The weight update kept for the pool's engines (g->update), or which engines missed it,
+ * changed: it is written with the next commit. */
+void gw_persist_update(struct gw *g);
 
 /* The store's collect step (store.h): serialises what changed since the last one. */
 void gw_persist_collect(void *g);

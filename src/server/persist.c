@@ -62,6 +62,27 @@ void gw_persist_engines(struct gw *g)
     gw_store_kick(g->persist->st);
 }
 
+void gw_persist_update(struct gw *g)
+{
+    if (!g->persist)
+        return;
+    g->persist->update_dirty = true;
+    gw_store_kick(g->persist->st);
+}
+
+/* The weight update kept, with the engines that missed it, as meta "update". */
+static void collect_update(struct gw *g, struct gw_store *st)
+{
+    struct gw_update_rec u = g->update;
+    int64_t missed[GW_ENGINES_MAX];
+    u.n_missed = 0;
+    for (size_t i = 0; i < g->engines.n; i++)
+        if (g->engines.v[i]->missed_update)
+            missed[u.n_missed++] = g->engines.v[i]->id;
+    u.missed = missed;
+    gw_store_put(st, GW_STORE_META, "update", 0, gw_update_rec_text(&u));
+}
+
 static void put_meta(struct gw_store *st, const char *key, const char *value)
 {
     gw_store_put(st, GW_STORE_META, key, 0, xstrdup(value));
@@ -109,6 +130,9 @@ void gw_persist_collect(void *arg)
     for (; p->versions_saved < g->versions.n; p->versions_saved++)
         gw_store_put(p->st, GW_STORE_VERSIONS, g->versions.v[p->versions_saved],
                      g->version_steps.v[p->versions_saved], NULL);
+    if (p->update_dirty && g->update.body)
+        collect_update(g, p->st);
+    p->update_dirty = false;
     collect_meta(g, p->st);
 }
 
@@ -175,6 +199,7 @@ int gw_persist_close(struct gw *g, char *err, size_t err_size)
     for (size_t i = 0; i < p->engines.n; i++)
         gw_engine_unref(p->engines.v[i]);
     vec_free(&p->engines);
+    gw_update_rec_free(&p->update);
     free(p);
     g->persist = NULL;
     return rc;

@@ -516,8 +516,9 @@ static void on_caught_up(void *arg, int status, const char *body, size_t len, co
     (void)error;
     if (status == 200) {
         e->missed_update = false;
+        gw_persist_update(e->g);
         if (e->kind == GW_KIND_VLLM) /* an SGLang engine names its own (asked at the end) */
-            gw_engine_version(e->g, e, e->g->update_version);
+            gw_engine_version(e->g, e, e->g->update.version);
     }
     call_ended(r, status == 200, ENGINE_AWAKE);
 }
@@ -532,15 +533,15 @@ static void on_woken(void *arg, int status, const char *body, size_t len, const 
     (void)body;
     (void)len;
     (void)error;
-    if (status != 200 || !e->missed_update || !g->update_body) {
+    if (status != 200 || !e->missed_update || !g->update.body) {
         call_ended(r, status == 200, ENGINE_AWAKE);
         return;
     }
     char url[GW_URL_MAX + 64];
-    snprintf(url, sizeof url, "%s%s", e->url, g->update_path);
+    snprintf(url, sizeof url, "%s%s", e->url, g->update.path);
     fprintf(stderr, "libra: serve: pool: replica %d's engine loads the weights it missed (%s)\n",
-            r->index, g->update_version);
-    net_client_request(g->client, "POST", url, NULL, g->update_body, g->update_len, on_caught_up,
+            r->index, g->update.version);
+    net_client_request(g->client, "POST", url, NULL, g->update.body, g->update.len, on_caught_up,
                        r);
 }
 

@@ -579,3 +579,74 @@ int gw_engine_rec_parse(const char *text, size_t len, struct gw_engine *e, char 
     json_decref(o);
     return rc;
 }
+
+/* ---- the weight update kept --------------------------------------------------------------- */
+
+char *gw_update_rec_text(const struct gw_update_rec *u)
+{
+    json_t *missed = json_array();
+    for (size_t i = 0; i < u->n_missed; i++)
+        json_array_append_new(missed, json_integer(u->missed[i]));
+    return dump(json_pack("{s:o, s:o, s:o, s:o}", "path", gw_bytes_json(u->path), "version",
+                          gw_bytes_json(u->version), "body", gw_bytes_json(u->body ? u->body : ""),
+                          "missed", missed));
+}
+
+/* A string written by gw_bytes_json, of any length, malloc'd into *out. */
+static bool bytes_dup(const json_t *v, char **out, size_t *len)
+{
+    size_t n = json_is_string(v) ? json_string_length(v) : json_array_size(v);
+    if (!json_is_string(v) && !json_is_array(v))
+        return false;
+    char *s = xmalloc(n + 1);
+    bool ok = bytes_read(v, s, n + 1);
+    if (!ok) {
+        free(s);
+        return false;
+    }
+    *out = s;
+    *len = n;
+    return true;
+}
+
+int gw_update_rec_parse(const char *text, size_t len, struct gw_update_rec *u, char *err,
+                        size_t err_size)
+{
+    static const char *const keys[] = {"path", "version", "body", "missed", NULL};
+    json_t *o = load_object(text, len, keys, err, err_size);
+    if (!o)
+        return -1;
+    json_t *missed = json_object_get(o, "missed");
+    int rc = 0;
+    if (!bytes_read(json_object_get(o, "path"), u->path, sizeof u->path) || u->path[0] != '/')
+        rc = bad(err, err_size, "path", "expected a path of at most %d bytes",
+                 GW_UPDATE_PATH_MAX - 1);
+    else if (!bytes_read(json_object_get(o, "version"), u->version, sizeof u->version))
+        rc = bad(err, err_size, "version", "expected a version of at most %d bytes",
+                 GW_UPDATE_VERSION_MAX - 1);
+    else if (!json_is_array(missed) || json_array_size(missed) > GW_ENGINES_MAX)
+        rc = bad(err, err_size, "missed", "expected at most %d engine ids", GW_ENGINES_MAX);
+    else if (!bytes_dup(json_object_get(o, "body"), &u->body, &u->len))
+        rc = bad(err, err_size, "body", "expected a request body");
+    size_t n = json_array_size(missed);
+    u->missed = rc == 0 ? xcalloc(n + 1, sizeof *u->missed) : NULL;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        int64_t id;
+        if (!int_in(json_array_get(missed, i), 0, INT64_MAX, &id) ||
+            (i > 0 && id <= u->missed[i - 1]))
+            rc = bad(err, err_size, "missed", "expected engine ids, ascending");
+        else
+            u->missed[u->n_missed++] = id;
+    }
+    if (rc != 0)
+        gw_update_rec_free(u);
+    json_decref(o);
+    return rc;
+}
+
+void gw_update_rec_free(struct gw_update_rec *u)
+{
+    free(u->body);
+    free(u->missed);
+    *u = (struct gw_update_rec){0};
+}

@@ -1,6 +1,7 @@
 /*
  * The text of what the gateway persists (server/store.h): the journal's records — a trajectory
- * learnt at a step, a step — a live trajectory's row and an engine's.
+ * learnt at a step, a step — a live trajectory's row, an engine's and the weight update kept for
+ * the pool's sleeping engines.
  *
  * Why a record of its own for a learnt trajectory: the trees after a restart must be exactly a
  * replay of the journal through the calls the live gateway made, so the journal holds the very
@@ -111,6 +112,25 @@ struct gw_engine; /* server/internal.h */
 char *gw_engine_rec_text(const struct gw_engine *e);
 int gw_engine_rec_parse(const char *text, size_t len, struct gw_engine *e, char *err,
                         size_t err_size);
+
+/* The last weight update from disk an engine took, kept for the engines of pool replicas that
+ * missed it while their GPUs were the trainer's (meta "update"): {"path", "version", "body",
+ * "missed"}, the body as gw_bytes_json writes it and missed the engines' ids, ascending. */
+#define GW_UPDATE_PATH_MAX 64
+#define GW_UPDATE_VERSION_MAX 64 /* GW_VERSION_MAX */
+struct gw_update_rec {
+    char path[GW_UPDATE_PATH_MAX];       /* the control call's path */
+    char version[GW_UPDATE_VERSION_MAX]; /* the weight version it names */
+    char *body;                          /* its request body, malloc'd; NULL: none kept */
+    size_t len;
+    int64_t *missed; /* engine ids, malloc'd (the parser's; the live gateway flags engines) */
+    size_t n_missed;
+};
+char *gw_update_rec_text(const struct gw_update_rec *u);
+/* Fills *u (zeroed by the caller) only when the whole row is right; else -1 with err. */
+int gw_update_rec_parse(const char *text, size_t len, struct gw_update_rec *u, char *err,
+                        size_t err_size);
+void gw_update_rec_free(struct gw_update_rec *u);
 
 /* s as a JSON string, or, when s is not UTF-8 (a name cut inside a character, a client's raw
  * bytes), as the array of its byte values: names persist byte for byte. A new reference. */

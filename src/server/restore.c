@@ -81,6 +81,12 @@ static int read_meta(void *arg, const struct gw_store_row *row)
                              "meta.pool: the state's pool replicas are '%s'; give the same "
                              "--pool-replica flags in that order (now '%s')",
                              row->body ? row->body : "", mine);
+    } else if (strcmp(row->key, "update") == 0) {
+        char msg[256];
+        gw_update_rec_free(&g->persist->update);
+        if (gw_update_rec_parse(row->body ? row->body : "", row->len, &g->persist->update, msg,
+                                sizeof msg) != 0)
+            return row_error(rd, "meta.update.%s", msg);
     } else if (strcmp(row->key, "updates") == 0) {
         if (!int_value(row->body, 0, &n))
             return row_error(rd, "meta.updates: expected a count");
@@ -121,6 +127,30 @@ static int read_engine(void *arg, const struct gw_store_row *row)
     return 0;
 }
 
+/* The weight update the state kept becomes the gateway's, its engines flagged as missing it. */
+static int take_update(struct reader *rd)
+{
+    struct gw *g = rd->g;
+    struct gw_persist *p = g->persist;
+    for (size_t i = 0; i < p->update.n_missed; i++) {
+        struct gw_engine *e = NULL;
+        for (size_t k = 0; k < p->engines.n && !e; k++)
+            if (p->engines.v[k]->id == p->update.missed[i])
+                e = p->engines.v[k];
+        if (!e)
+            return row_error(rd, "meta.update.missed: engine %lld is not in the state",
+                             (long long)p->update.missed[i]);
+        e->missed_update = true;
+    }
+    free(p->update.missed);
+    p->update.missed = NULL;
+    p->update.n_missed = 0;
+    gw_update_rec_free(&g->update);
+    g->update = p->update;
+    p->update = (struct gw_update_rec){0};
+    return 0;
+}
+
 int gw_persist_open(struct gw *g, char *err, size_t err_size)
 {
     struct gw_persist *p = xcalloc(1, sizeof *p);
@@ -137,6 +167,8 @@ int gw_persist_open(struct gw *g, char *err, size_t err_size)
         rc = gw_store_read(p->st, GW_STORE_VERSIONS, read_version, &rd, err, err_size);
     if (rc == 0)
         rc = gw_store_read(p->st, GW_STORE_ENGINES, read_engine, &rd, err, err_size);
+    if (rc == 0)
+        rc = take_update(&rd);
     p->versions_loaded = p->versions_saved = g->versions.n;
     return rc;
 }

@@ -475,6 +475,35 @@ def stable(doc):
              for r in doc["requests"]], doc["step"], doc["version"])
 
 
+def test_a_restart_keeps_the_update_a_sleeping_replica_missed(tmp_path):
+    """A weight update from disk while the trainer holds a replica's GPUs leaves its engine
+    out; the gateway keeps the update in its state dir, so after a kill -9 and a restart the
+    engine, woken when the replica is lent back, still loads it before it takes a turn."""
+    with Emu("--instances", "tp1x2", scale=SCALE) as emu:
+        urls = [i["url"] for i in emu.instances]
+        args = ["--state-dir", str(tmp_path / "state")]
+        gw = serve(urls, 1, *args)
+        try:
+            post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0}, headers=ADMIN)
+            assert confirm(gw, "retaken", ready(gw, 0, "reclaim"), version=0)[0] == 200
+            assert step(gw, 0, 0, "begin")[0] == 200
+            status, doc = post(gw.port, "/update_weights_from_disk",
+                               {"model_path": "m", "weight_version": "7"}, headers=ADMIN)
+            assert status == 200 and len(doc["engines"]) == 1, doc
+            # a durable answer: its commit holds everything changed before it
+            assert post(gw.port, "/libra/v1/pool/lend", {"replica": 0}, headers=ADMIN)[0] == 200
+        finally:
+            gw.proc.send_signal(signal.SIGKILL)
+            gw.stop()
+        replica_port = emu.instances[1]["port"]
+        assert get(replica_port, "/get_weight_version")[1]["weight_version"] == "default"
+        with serve(urls, 1, *args) as again:
+            assert step(again, 0, 0, "end")[0] == 200
+            assert confirm(again, "released", ready(again, 0, "lend"))[0] == 200
+            until(lambda: pool(again)["replicas"][0]["engine"] == "serving", "the engine serves")
+            assert get(replica_port, "/get_weight_version")[1]["weight_version"] == "7"
+
+
 def test_a_restart_mid_handshake_resumes_it(tmp_path):
     with Emu("--instances", "tp1x3", scale=SCALE) as emu:
         urls = [i["url"] for i in emu.instances]

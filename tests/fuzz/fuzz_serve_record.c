@@ -1,9 +1,9 @@
 /*
  * Fuzz harness for the parsers of the gateway's persisted rows (src/server/record.c): the first
- * byte picks the row (a learnt trajectory, a step, a live trajectory, an engine), the rest is
- * its text. Besides not crashing: a rejected row says why; an accepted one writes a text that
- * parses again and writes the same text; a learnt trajectory goes into an evaluation trace as
- * the replay puts it.
+ * byte picks the row ('0' a learnt trajectory, '1' a step, '2' a live trajectory, '3' an engine,
+ * '4' the weight update kept), the rest is its text. Besides not crashing: a rejected row says why;
+ * an accepted one writes a text that parses again and writes the same text; a learnt trajectory
+ * goes into an evaluation trace as the replay puts it.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -105,11 +105,35 @@ static void engine(const char *text, size_t len)
     free(b);
 }
 
+static void update(const char *text, size_t len)
+{
+    struct gw_update_rec u = {0}, back = {0};
+    char err[256] = "";
+    int rc = gw_update_rec_parse(text, len, &u, err, sizeof err);
+    check_err(rc, err);
+    if (rc != 0)
+        return;
+    if (!u.body || u.len != strlen(u.body) || u.path[0] != '/')
+        abort();
+    for (size_t i = 1; i < u.n_missed; i++)
+        if (u.missed[i] <= u.missed[i - 1])
+            abort();
+    char *a = gw_update_rec_text(&u);
+    if (gw_update_rec_parse(a, strlen(a), &back, err, sizeof err) != 0)
+        abort();
+    char *b = gw_update_rec_text(&back);
+    same(a, b);
+    free(a);
+    free(b);
+    gw_update_rec_free(&u);
+    gw_update_rec_free(&back);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1)
         return 0;
-    static void (*const parsers[])(const char *, size_t) = {learn, step, live, engine};
-    parsers[data[0] % 4]((const char *)data + 1, size - 1);
+    static void (*const parsers[])(const char *, size_t) = {learn, step, live, engine, update};
+    parsers[(uint8_t)(data[0] - '0') % 5]((const char *)data + 1, size - 1); /* '0'..'4' */
     return 0;
 }
