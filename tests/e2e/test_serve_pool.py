@@ -55,6 +55,12 @@ def request_of(doc, replica, kind):
     return None
 
 
+def ready(gw, replica, kind):
+    """Waits until replica's request of kind is pending and ready; returns it."""
+    return until(lambda: (lambda r: r if r and r["ready"] else None)(
+        request_of(pool(gw), replica, kind)), "the %s of replica %d is ready" % (kind, replica))
+
+
 def confirm(gw, event, req, **extra):
     body = {"event": event, "request": req["request"], "replica": req["replica"],
             "generation": req["generation"], **extra}
@@ -189,11 +195,6 @@ def test_steering_under_load_reclaims_then_lends(tmp_path):
 
 # ---- the protocol -------------------------------------------------------------------------------
 
-def ready(gw, replica, kind):
-    return until(lambda: (lambda r: r if r and r["ready"] else None)(
-        request_of(pool(gw), replica, kind)), "the %s of replica %d is ready" % (kind, replica))
-
-
 def test_the_gateway_steers_by_the_signal_and_a_restart_replays_it(tmp_path):
     """With --pool-steer the gateway asks for reclaims and lends itself, at each step's end, by
     the simulator's rule (ehp_pool_signal, ehp_pool_moves) on what the step showed: a step that
@@ -250,8 +251,7 @@ def test_a_reclaim_is_ready_once_the_engine_let_go_and_a_lend_returns_it():
             status, doc = post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0, "reason": "r"},
                                headers=ADMIN)
             assert status == 200 and doc["accepted"] == "reclaim", doc
-            req = until(lambda: (lambda r: r if r and r["ready"] else None)(
-                request_of(pool(gw), 0, "reclaim")), "the reclaim is ready")
+            req = ready(gw, 0, "reclaim")
             assert req["reason"] == "r"
             assert pool(gw)["replicas"][0]["engine"] == "released"
             assert get(gw.port, "/libra/v1/engines")[1]["engines"][1]["state"] == "lent"
@@ -301,8 +301,7 @@ def test_unconfirmed_requests_are_cancelled_and_the_engine_serves_again():
             assert pool(gw)["replicas"][0]["role"] == "hybrid_rollout"
 
             post(gw.port, "/libra/v1/pool/reclaim", {"replica": 1}, headers=ADMIN)
-            req = until(lambda: (lambda r: r if r and r["ready"] else None)(
-                request_of(pool(gw), 1, "reclaim")), "the reclaim is ready")
+            req = ready(gw, 1, "reclaim")
             assert confirm(gw, "retaken", req, version=0)[0] == 200
             assert step(gw, 0, 0, "begin")[0] == 200 and step(gw, 0, 0, "end")[0] == 200
             assert post(gw.port, "/libra/v1/pool/lend", {"replica": 1}, headers=ADMIN)[0] == 200
@@ -362,8 +361,7 @@ def test_a_vllm_replica_sleeps_and_wakes_up():
                    args=[*BUCKETS, "--pool-replica", engine.url + ",tp=1"]) as gw:
             until(lambda: pool(gw)["replicas"][0]["engine"] == "serving", "the engine serves")
             post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0}, headers=ADMIN)
-            req = until(lambda: (lambda r: r if r and r["ready"] else None)(
-                request_of(pool(gw), 0, "reclaim")), "the reclaim is ready")
+            req = ready(gw, 0, "reclaim")
             assert "/sleep?level=1&mode=abort" in engine.posts
             assert confirm(gw, "retaken", req, version=0)[0] == 200
             assert step(gw, 0, 0, "begin")[0] == 200 and step(gw, 0, 0, "end")[0] == 200
@@ -511,8 +509,7 @@ def test_a_restart_mid_handshake_resumes_it(tmp_path):
         gw = serve(urls, 1, *args)
         try:
             post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0}, headers=ADMIN)
-            req = until(lambda: (lambda r: r if r and r["ready"] else None)(
-                request_of(pool(gw), 0, "reclaim")), "the reclaim is ready")
+            req = ready(gw, 0, "reclaim")
             assert confirm(gw, "retaken", req, version=0)[0] == 200
             assert step(gw, 0, 0, "begin")[0] == 200
             _, last = post(gw.port, "/libra/v1/pool/reclaim", {"replica": 1}, headers=ADMIN)
@@ -522,8 +519,7 @@ def test_a_restart_mid_handshake_resumes_it(tmp_path):
         with serve(urls, 1, *args) as again:
             doc = pool(again)
             assert stable(doc) == stable(last)
-            req = until(lambda: (lambda r: r if r and r["ready"] else None)(
-                request_of(pool(again), 1, "reclaim")), "the reclaim is ready again")
+            req = ready(again, 1, "reclaim")
             assert confirm(again, "retaken", req, version=0)[0] == 200
             assert two_roles(pool(again)) == []
         p = subprocess.run([LIBRA, "serve", "--engine", urls[0], "--pool-replica", urls[2],
