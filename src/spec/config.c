@@ -270,8 +270,8 @@ static const struct spec_field fields[] = {
          "the elastic hybrid pool: training replicas beyond what the core needs to hold the "
          "model state serve rollout until borrowed, and train beside the core while borrowed "
          "(libra sim's libra mode, docs/sim.md); every planner confines each training replica "
-         "to one node, the rule for lending (docs/planner.md). The gateway does not run the "
-         "pool yet"),
+         "to one node, the rule for lending (docs/planner.md). The gateway's live pool is "
+         "made by libra serve --pool-replica (docs/serve.md), not by this key"),
     ENUM(SPEC_READ_SIM, ehp.signal, ehp_signal_names, SPEC_EHP_BALANCE, NULL,
          "how many hybrid replicas the pool's signal has train (with ehp.enabled): balance, "
          "the count whose predicted step (T_train and T_rollout scaled from the step observed) "
