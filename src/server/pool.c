@@ -366,9 +366,13 @@ static void steer(struct gw_pool *pl, const struct gw_pool_rec *rc)
                  (long long)rc->step, in.train_s, in.rollout_s, sig->pressure, sig->target,
                  sig->capacity, ehp_signal_why_name(sig->why));
         char msg[256];
-        if ((m[i].join ? apply_reclaim : apply_lend)(pl, &mv, msg, sizeof msg) == 0 &&
-            pl->rep[mv.replica].req_id == mv.request)
+        if ((m[i].join ? apply_reclaim : apply_lend)(pl, &mv, msg, sizeof msg) != 0)
+            continue;
+        if (pl->rep[mv.replica].req_id == mv.request)
             pl->next_request++;
+        if (pl->live)
+            fprintf(stderr, "libra: serve: pool: %s of replica %d asked: %s\n",
+                    m[i].join ? "reclaim" : "lend", mv.replica, mv.reason);
     }
 }
 
@@ -381,8 +385,9 @@ static int apply_step(struct gw_pool *pl, const struct gw_pool_rec *rc, char *ms
     if (rc->phase == 1 && rc->train_s > 0)
         return snprintf(msg, size, "train_s: only at a step's end"), 400;
     if (ehp_pool_event(pl->pool, &ev, &pl->dec) == 0) {
+        /* a step without rollout work has nothing to weigh its training against */
         if (pl->steer && rc->phase == 2 && rc->train_s > 0 && rc->rollout_s > 0)
-            steer(pl, rc); /* no rollout work in the step: nothing to weigh training against */
+            steer(pl, rc);
         return 0;
     }
     const struct ehp_step *s = ehp_pool_step(pl->pool);
@@ -671,18 +676,16 @@ static json_t *pool_json(const struct gw_pool *pl)
         if (pl->rep[h].req != GW_POOL_OP_NONE)
             json_array_append_new(requests, request_json(pl, h, now));
     }
-    json_t *doc = json_pack(
+    return json_pack(
         "{s:s, s:I, s:o, s:f, s:{s:b, s:I, s:I}, s:I, s:o, s:o, s:{s:I, s:I, s:I, "
-        "s:I}, s:b, s:o}",
+        "s:I}, s:b, s:i, s:o}",
         "schema", "libra.pool/1", "changes", (json_int_t)pl->changes, "clock_s", json_real(now),
         "timeout_s", pl->timeout_s, "step", "open", s->open, "step", (json_int_t)s->step, "version",
         (json_int_t)s->version, "version", (json_int_t)ehp_pool_version(pl->pool), "replicas",
         replicas, "requests", requests, "counts", "lends", (json_int_t)pl->counts[COUNT_LENDS],
         "reclaims", (json_int_t)pl->counts[COUNT_RECLAIMS], "expired",
         (json_int_t)pl->counts[COUNT_EXPIRED], "failed", (json_int_t)pl->counts[COUNT_FAILED],
-        "steer", pl->steer, "signal", signal_json(pl));
-    json_object_set_new(doc, "core_replicas", json_integer(pl->core));
-    return doc;
+        "steer", pl->steer, "core_replicas", pl->core, "signal", signal_json(pl));
 }
 
 static void waiter_free(struct waiter *w)
