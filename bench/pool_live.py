@@ -5,12 +5,18 @@ load --trainer` playing the trainer, beside a pool left alone and one reclaimed 
 
 The fleet: eight emulated TP1 engines serving Qwen3-4B on A800s at time scale 0.01, six of them
 core rollout and two the hybrid replicas of the pool; the trainer has one core replica, and a
-step of its trains in T_train × 1 / (1 + the hybrids active) (docs/load.md). Two jobs run one
-after the other through the same gateway, as `tests/e2e/test_serve_pool.py` runs them:
+step of its trains in T_train × 1 / (1 + the hybrids active) (docs/load.md). Two scenarios,
+each on a fresh gateway. In the first, two jobs run one after the other through the same
+gateway, as `tests/e2e/test_serve_pool.py` runs them:
 
   training-bound  Search-R1, batch 150, 12 steps, a Qwen3-32B trainer on H20s
   rollout-bound   DAPO-Math, batch 32, 5 steps, a Qwen3-4B trainer (it carries on from the
                   first job's last step)
+
+In the second, one job drifts from the first kind toward the second:
+
+  drifting        Search-R1 whose turns grow 8-fold and whose trajectories take more turns over
+                  8 versions (a preset of this file), batch 150, 24 steps, the 32B trainer
 
 Three policies for the pool:
 
@@ -32,6 +38,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 import urllib.request
 
@@ -41,12 +48,23 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKEN = "bench-pool-live-admin-token-0123456789"
 SCALE = "0.01"
 BUCKETS = ["--set", "sched.buckets=tp1:40960"]
-JOBS = {
-    "training-bound": ["--workload", "search-r1", "--batch", "150", "--steps", "12", "--model",
-                       "qwen3-32b", "--hardware", "h20"],
-    "rollout-bound": ["--workload", "dapo-math", "--batch", "32", "--steps", "5", "--model",
-                      "qwen3-4b"],
+# Each scenario runs its jobs one after the other through one gateway.
+SCENARIOS = {
+    "two jobs": {
+        "training-bound": ["--workload", "search-r1", "--batch", "150", "--steps", "12",
+                           "--model", "qwen3-32b", "--hardware", "h20"],
+        "rollout-bound": ["--workload", "dapo-math", "--batch", "32", "--steps", "5", "--model",
+                          "qwen3-4b"],
+    },
+    "drift": {
+        "drifting": ["--presets", "PRESETS", "--workload", "search-r1-drift-8", "--batch", "150",
+                     "--steps", "24", "--model", "qwen3-32b", "--hardware", "h20"],
+    },
 }
+# Search-R1 whose turns grow 8-fold and whose trajectories take more turns over 8 versions.
+DRIFT = {"workloads": [{"name": "search-r1-drift-8", "base": "search-r1",
+                        "drift": {"enabled": True, "versions": 8, "generated_scale": 8,
+                                  "finish_logit": -4}}]}
 POLICIES = ("rollout", "train", "steered")
 
 
@@ -80,8 +98,8 @@ def stop(p):
     p.wait(timeout=30)
 
 
-def run_policy(libra, policy):
-    """One repetition: the two jobs through a fresh gateway; returns {job: figures}."""
+def run_policy(libra, policy, jobs, presets):
+    """One repetition: the jobs through a fresh gateway; returns {job: figures}."""
     emu = start([libra, "emu", "--instances", "tp1x8", "--model", "qwen3-4b", "--time-scale",
                  SCALE])
     urls = [json.loads(emu.stdout.readline())["url"] for _ in range(8)]
@@ -102,7 +120,8 @@ def run_policy(libra, policy):
             until(lambda: all(r["ready"] for r in call(base + "/libra/v1/pool")["requests"]),
                   "the reclaims are ready")
         out = {}
-        for name, job in JOBS.items():
+        for name, job in jobs.items():
+            job = [presets if a == "PRESETS" else a for a in job]
             before = call(base + "/libra/v1/pool")["counts"]
             t0 = time.monotonic()
             p = subprocess.run([libra, "load", "--engines", base, "--trainer", "--json",
@@ -130,17 +149,24 @@ def main():
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--json", action="store_true", help="print the raw runs as JSON")
     a = ap.parse_args()
-    runs = {p: [] for p in POLICIES}
-    for _ in range(a.reps):  # interleaved, so that the machine's noise hits every policy
-        for p in POLICIES:
-            runs[p].append(run_policy(a.libra, p))
+    with tempfile.TemporaryDirectory() as tmp:
+        presets = os.path.join(tmp, "drift.json")
+        with open(presets, "w") as f:
+            json.dump(DRIFT, f)
+        runs = {p: [] for p in POLICIES}
+        for _ in range(a.reps):  # interleaved, so that the machine's noise hits every policy
+            for p in POLICIES:
+                one = {}
+                for jobs in SCENARIOS.values():
+                    one.update(run_policy(a.libra, p, jobs, presets))
+                runs[p].append(one)
     if a.json:
         print(json.dumps(runs, indent=1))
         return
     print(f"| job | pool | wall s, median (IQR) | generated tokens/s, median | vs rollout | "
           f"reclaims | lends |")
     print("|---|---|---|---:|---:|---:|---:|")
-    for job in JOBS:
+    for job in [j for jobs in SCENARIOS.values() for j in jobs]:
         base = quartiles([r[job]["wall_s"] for r in runs["rollout"]])[1]
         for p in POLICIES:
             q1, med, q3 = quartiles([r[job]["wall_s"] for r in runs[p]])
