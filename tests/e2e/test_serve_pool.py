@@ -48,6 +48,16 @@ def serve(emu_urls, n_core, *extra, tp=""):
     return Serve(*core, args=args)
 
 
+def assert_weights_never_go_back(decisions):
+    """No trajectory's turn went to an engine of an older step than its last before (the
+    gateway's --decisions file)."""
+    steps = {}
+    for line in decisions.read_text().splitlines():
+        d = json.loads(line)
+        steps.setdefault(d["trajectory"], []).append(d["step"])
+    assert steps and all(v == sorted(v) for v in steps.values())
+
+
 def request_of(doc, replica, kind):
     for r in doc["requests"]:
         if r["replica"] == replica and r["kind"] == kind:
@@ -131,11 +141,7 @@ def test_lends_and_reclaims_under_load_lose_no_trajectory_and_never_go_back_in_w
                            for i in serving)
 
             until(caught_up, "the replicas serving have the fleet's weights")
-    steps = {}
-    for line in decisions.read_text().splitlines():
-        d = json.loads(line)
-        steps.setdefault(d["trajectory"], []).append(d["step"])
-    assert steps and all(v == sorted(v) for v in steps.values())
+    assert_weights_never_go_back(decisions)
 
 
 def test_steering_under_load_reclaims_then_lends(tmp_path):
@@ -186,11 +192,7 @@ def test_steering_under_load_reclaims_then_lends(tmp_path):
             assert final["counts"]["reclaims"] >= 1 and final["counts"]["lends"] >= 1, final
             assert final["signal"]["step"] >= 11, final["signal"]  # the second job's
             assert overlaps == []
-    steps = {}
-    for line in decisions.read_text().splitlines():
-        d = json.loads(line)
-        steps.setdefault(d["trajectory"], []).append(d["step"])
-    assert steps and all(v == sorted(v) for v in steps.values())
+    assert_weights_never_go_back(decisions)
 
 
 # ---- the protocol -------------------------------------------------------------------------------
