@@ -550,6 +550,11 @@ void gw_pool_post(void *ctx, struct net_call *c);
 /* The pool replicas' URLs in order, separated by spaces, into out ("" without a pool). */
 void gw_pool_urls(const struct gw *g, char *out, size_t size);
 
+/* How the pool is steered, as the state dir keeps it: "" without a pool, "off", or "core=N
+ * tp=T" (--pool-steer, --pool-core-replicas, the replicas' TP): a replay's signals depend on
+ * it, so a restart must give the same. */
+void gw_pool_steering(const struct gw *g, char *out, size_t size);
+
 /* The pool's families of GET /metrics (nothing without a pool). */
 void gw_pool_metrics(const struct gw *g, FILE *out);
 

@@ -107,6 +107,8 @@ static void collect_meta(struct gw *g, struct gw_store *st)
     char pool[GW_POOL_REPLICAS_MAX * (GW_URL_MAX + 1)];
     gw_pool_urls(g, pool, sizeof pool);
     put_meta(st, "pool", pool);
+    gw_pool_steering(g, pool, sizeof pool);
+    put_meta(st, "pool_steer", pool);
 }
 
 void gw_persist_collect(void *arg)

@@ -1025,6 +1025,15 @@ void gw_pool_urls(const struct gw *g, char *out, size_t size)
     }
 }
 
+void gw_pool_steering(const struct gw *g, char *out, size_t size)
+{
+    const struct gw_options *o = &g->opt;
+    if (o->n_pool == 0 || !o->pool_steer)
+        snprintf(out, size, "%s", o->n_pool ? "off" : "");
+    else
+        snprintf(out, size, "core=%d tp=%d", o->pool_core_replicas, o->pool[0].tp);
+}
+
 void gw_pool_metrics(const struct gw *g, FILE *out)
 {
     const struct gw_pool *pl = g->pool;

@@ -81,6 +81,15 @@ static int read_meta(void *arg, const struct gw_store_row *row)
                              "meta.pool: the state's pool replicas are '%s'; give the same "
                              "--pool-replica flags in that order (now '%s')",
                              row->body ? row->body : "", mine);
+    } else if (strcmp(row->key, "pool_steer") == 0) {
+        char mine[64];
+        gw_pool_steering(g, mine, sizeof mine);
+        if (!row->body || strcmp(row->body, mine) != 0)
+            return row_error(rd,
+                             "meta.pool_steer: the state's pool was steered '%s' (its journal "
+                             "replays the signals by it); give the same --pool-steer, "
+                             "--pool-core-replicas and tp= (now '%s')",
+                             row->body ? row->body : "", mine);
     } else if (strcmp(row->key, "update") == 0) {
         char msg[256];
         gw_update_rec_free(&g->persist->update);

@@ -237,6 +237,12 @@ def test_the_gateway_steers_by_the_signal_and_a_restart_replays_it(tmp_path):
             until(lambda: [r["engine"] for r in pool(gw)["replicas"]] == ["serving"] * 2,
                   "the engines serve")
             assert pool(gw)["counts"] == {"lends": 2, "reclaims": 2, "expired": 0, "failed": 0}
+        # the journal's signals replay only under the steering they were made with
+        p = subprocess.run([LIBRA, "serve", *BUCKETS, "--engine", urls[0], "--engine", urls[1],
+                            "--pool-replica", urls[2] + ",tp=1", "--pool-replica",
+                            urls[3] + ",tp=1", "--state-dir", str(tmp_path / "state")],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode != 0 and "meta.pool_steer" in p.stderr, p.stderr
 
 
 
