@@ -122,6 +122,8 @@ void gw_persist_collect(void *arg)
         if (map_get(&g->trajs, id, &v))
             gw_store_put(p->st, GW_STORE_TRAJS, id, 0, gw_traj_rec_text(v.ptr));
     map_free(&p->dirty);
+    /* the update names engines by id: written with the engines, so its ids are theirs */
+    bool update = (p->update_dirty || p->engines_dirty) && g->update.body;
     if (p->engines_dirty) {
         gw_store_clear(p->st, GW_STORE_ENGINES);
         for (size_t i = 0; i < g->engines.n; i++)
@@ -132,7 +134,7 @@ void gw_persist_collect(void *arg)
     for (; p->versions_saved < g->versions.n; p->versions_saved++)
         gw_store_put(p->st, GW_STORE_VERSIONS, g->versions.v[p->versions_saved],
                      g->version_steps.v[p->versions_saved], NULL);
-    if (p->update_dirty && g->update.body)
+    if (update)
         collect_update(g, p->st);
     p->update_dirty = false;
     collect_meta(g, p->st);

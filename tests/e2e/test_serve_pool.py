@@ -513,6 +513,30 @@ def test_a_restart_keeps_the_update_a_sleeping_replica_missed(tmp_path):
             assert get(replica_port, "/get_weight_version")[1]["weight_version"] == "7"
 
 
+def test_a_restart_after_a_replica_that_missed_an_update_was_drained(tmp_path):
+    """The state names the engines that missed the update by id: a replica's engine drained
+    (removed) after it missed one leaves a state a restart reads."""
+    with Emu("--instances", "tp1x2", scale=SCALE) as emu:
+        urls = [i["url"] for i in emu.instances]
+        args = ["--state-dir", str(tmp_path / "state")]
+        gw = serve(urls, 1, *args)
+        try:
+            post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0}, headers=ADMIN)
+            assert confirm(gw, "retaken", ready(gw, 0, "reclaim"), version=0)[0] == 200
+            status, doc = post(gw.port, "/update_weights_from_disk",
+                               {"model_path": "m", "weight_version": "7"}, headers=ADMIN)
+            assert status == 200, doc
+            assert step(gw, 0, 0, "begin")[0] == 200  # a commit with the engine that missed it
+            engine = pool(gw)["replicas"][0]["engine_id"]
+            status, doc = post(gw.port, "/libra/v1/engines/%d/drain" % engine, headers=ADMIN)
+            assert status == 200, doc  # durable: committed with the engines it leaves
+        finally:
+            gw.proc.send_signal(signal.SIGKILL)
+            gw.stop()
+        with serve(urls, 1, *args) as again:
+            assert pool(again)["replicas"][0]["join"] == "active"
+
+
 def test_a_restart_mid_handshake_resumes_it(tmp_path):
     with Emu("--instances", "tp1x3", scale=SCALE) as emu:
         urls = [i["url"] for i in emu.instances]
