@@ -653,9 +653,14 @@ static int committed(const struct ehp_pool *p, const bool *leaving)
 int ehp_pool_signal(struct ehp_pool *p, double now_s, const struct ehp_signal_input *in,
                     ehp_decision_vec *out)
 {
-    if (!time_ok(p, now_s) || !input_ok(in))
+    struct ehp_signal_input checked = *in; /* T_rollout 0 is well formed here (below) */
+    if (checked.rollout_s == 0.0)
+        checked.rollout_s = 1.0;
+    if (!time_ok(p, now_s) || !input_ok(&checked))
         return LIBRA_EINVAL;
     advance(p, now_s, out);
+    if (in->rollout_s == 0.0) /* no rollout work seen: nothing to weigh T_train against */
+        return 0;
     const struct ehp_pool_config *c = &p->c;
     int64_t spare = (int64_t)p->count[EHP_ROLE_CORE_ROLLOUT] +
                     (int64_t)c->hybrid_replicas * c->replica_gpus - c->min_rollout_gpus;

@@ -193,7 +193,7 @@ struct ehp_step {
 /* What the signal sees, per plan. */
 struct ehp_signal_input {
     double train_s;         /* T_train of the plan, > 0 */
-    double rollout_s;       /* T_rollout, > 0 */
+    double rollout_s;       /* T_rollout, > 0 (ehp_pool_signal also takes 0: none seen) */
     double queue_pressure;  /* waiting turns ÷ Σ per-instance queue caps, >= 0 */
     double active_pressure; /* running trajectories ÷ the concurrency limit, >= 0 */
     int want_train_gpus;    /* training GPUs the plan wants beyond the core, >= 0 */
@@ -354,7 +354,9 @@ enum ehp_join ehp_pool_join_state(const struct ehp_pool *p, struct ehp_handle h)
 
 /*
  * Issues the signal for in at now_s (ehp_signal_decide over the pool's capacity), replacing
- * any earlier one. Returns 0, or LIBRA_EINVAL as ehp_signal_decide.
+ * any earlier one. in->rollout_s 0 — no rollout work was seen (the end of a run) — issues
+ * nothing and leaves the earlier signal as it is: there is nothing to weigh T_train against.
+ * Returns 0, or LIBRA_EINVAL as ehp_signal_decide (a T_rollout below 0 included).
  */
 int ehp_pool_signal(struct ehp_pool *p, double now_s, const struct ehp_signal_input *in,
                     ehp_decision_vec *out);

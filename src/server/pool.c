@@ -346,9 +346,11 @@ static void steer(struct gw_pool *pl, const struct gw_pool_rec *rc)
         .train_replicas = pl->core + ehp_pool_step(pl->pool)->active,
         .rollout_gpus = (int)rc->rollout_gpus,
     };
+    size_t before = pl->dec.n;
     if (ehp_pool_signal(pl->pool, rc->t_s, &in, &pl->dec) != 0)
         return;
-    pl->signalled = true;
+    for (size_t i = before; i < pl->dec.n; i++)
+        pl->signalled |= pl->dec.v[i].kind == EHP_DEC_SIGNAL;
     const struct ehp_signal *sig = ehp_pool_signal_now(pl->pool);
     bool leaving[GW_POOL_REPLICAS_MAX] = {false};
     for (int h = 0; h < pl->n; h++)
@@ -361,10 +363,10 @@ static void steer(struct gw_pool *pl, const struct gw_pool_rec *rc)
         mv.replica = m[i].replica;
         mv.request = pl->next_request;
         snprintf(mv.reason, sizeof mv.reason,
-                 "signal at step %lld: T_train %.3g s, T_rollout %.3g s, pressure %.2f: %d of %d "
-                 "train (%s)",
-                 (long long)rc->step, in.train_s, in.rollout_s, sig->pressure, sig->target,
-                 sig->capacity, ehp_signal_why_name(sig->why));
+                 "signal at step %lld: T_train / T_rollout %.3g, pressure %.2f: %d of %d train "
+                 "(%s)",
+                 (long long)sig->issued_step, sig->ratio, sig->pressure, sig->target, sig->capacity,
+                 ehp_signal_why_name(sig->why));
         char msg[256];
         if ((m[i].join ? apply_reclaim : apply_lend)(pl, &mv, msg, sizeof msg) != 0)
             continue;
@@ -385,8 +387,7 @@ static int apply_step(struct gw_pool *pl, const struct gw_pool_rec *rc, char *ms
     if (rc->phase == 1 && rc->train_s > 0)
         return snprintf(msg, size, "train_s: only at a step's end"), 400;
     if (ehp_pool_event(pl->pool, &ev, &pl->dec) == 0) {
-        /* a step without rollout work has nothing to weigh its training against */
-        if (pl->steer && rc->phase == 2 && rc->train_s > 0 && rc->rollout_s > 0)
+        if (pl->steer && rc->phase == 2 && rc->train_s > 0 && rc->rollout_s >= 0)
             steer(pl, rc);
         return 0;
     }

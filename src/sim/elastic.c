@@ -311,7 +311,7 @@ void sim_elastic_steer(struct sim *s, const struct sim_step *st)
     if (st->train_s <= 0)
         return;
     struct ehp_signal_input in = {.train_s = st->train_s,
-                                  .rollout_s = fmax(st->rollout_util * st->step_s, 1e-9),
+                                  .rollout_s = st->rollout_util * st->step_s,
                                   .queue_pressure = sim_queue_pressure(s),
                                   .active_pressure = sim_active_pressure(s),
                                   .train_replicas = st->pool.train_gpus / s->lay->replica_gpus,

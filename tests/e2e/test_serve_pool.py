@@ -217,7 +217,8 @@ def test_the_gateway_steers_by_the_signal_and_a_restart_replays_it(tmp_path):
             assert doc["signal"]["target"] == 2 and doc["signal"]["capacity"] == 2, doc["signal"]
             assert [(r["kind"], r["replica"]) for r in doc["requests"]] == \
                 [("reclaim", 0), ("reclaim", 1)]
-            assert all(r["reason"].startswith("signal at step 0: T_train 1e+03 s")
+            assert all(r["reason"].startswith("signal at step 0: T_train / T_rollout ") and
+                       r["reason"].endswith(": 2 of 2 train (balance)")
                        for r in doc["requests"]), doc["requests"]
             before = stable(doc)
         with serve(urls, 2, *args, tp=",tp=1") as gw:

@@ -528,6 +528,12 @@ static void test_signal_steers_and_expires(void **state)
     assert_int_equal(ehp_pool_steer(p, 0.0, &d), 0);
     for (int h = 0; h < HYB; h++)
         assert_int_equal(ehp_pool_hybrid(p, h)->join, EHP_JOIN_REQUESTED);
+    /* no rollout work seen (T_rollout 0): no signal, the one there is stays */
+    size_t records = d.n;
+    struct ehp_signal_input idle = {.train_s = 1.0, .rollout_s = 0.0, .want_train_gpus = 4};
+    assert_int_equal(ehp_pool_signal(p, 0.5, &idle, &d), 0);
+    assert_int_equal(d.n, records);
+    assert_int_equal(s->target, 4);
     /* fewer wanted: the highest-numbered joins are cancelled first */
     in.want_train_gpus = 5;
     assert_int_equal(ehp_pool_signal(p, 1.0, &in, &d), 0);
