@@ -3,6 +3,7 @@ engines, `libra serve --pool-replica`, and `libra load --trainer` or a scripted 
 processes on loopback. No assertion is about time: deadlines are set short only to make
 expiries happen, and every wait polls for a state."""
 
+import contextlib
 import http.server
 import json
 import os
@@ -69,6 +70,22 @@ def ready(gw, replica, kind):
     """Waits until replica's request of kind is pending and ready; returns it."""
     return until(lambda: (lambda r: r if r and r["ready"] else None)(
         request_of(pool(gw), replica, kind)), "the %s of replica %d is ready" % (kind, replica))
+
+
+def retake(gw, replica, version=0):
+    """Reclaims replica and, once ready, confirms it retaken at version, as a trainer would."""
+    post(gw.port, "/libra/v1/pool/reclaim", {"replica": replica}, headers=ADMIN)
+    assert confirm(gw, "retaken", ready(gw, replica, "reclaim"), version=version)[0] == 200
+
+
+@contextlib.contextmanager
+def killed_when_done(gw):
+    """Yields gw, then kills it with SIGKILL however the block ends: a crash to restart from."""
+    try:
+        yield gw
+    finally:
+        gw.proc.send_signal(signal.SIGKILL)
+        gw.stop()
 
 
 def confirm(gw, event, req, **extra):
@@ -309,9 +326,7 @@ def test_unconfirmed_requests_are_cancelled_and_the_engine_serves_again():
             assert confirm(gw, "retaken", req, version=0)[0] == 409
             assert pool(gw)["replicas"][0]["role"] == "hybrid_rollout"
 
-            post(gw.port, "/libra/v1/pool/reclaim", {"replica": 1}, headers=ADMIN)
-            req = ready(gw, 1, "reclaim")
-            assert confirm(gw, "retaken", req, version=0)[0] == 200
+            retake(gw, 1)
             assert step(gw, 0, 0, "begin")[0] == 200 and step(gw, 0, 0, "end")[0] == 200
             assert post(gw.port, "/libra/v1/pool/lend", {"replica": 1}, headers=ADMIN)[0] == 200
             lend = request_of(pool(gw), 1, "lend")
@@ -492,19 +507,14 @@ def test_a_restart_keeps_the_update_a_sleeping_replica_missed(tmp_path):
     with Emu("--instances", "tp1x2", scale=SCALE) as emu:
         urls = [i["url"] for i in emu.instances]
         args = ["--state-dir", str(tmp_path / "state")]
-        gw = serve(urls, 1, *args)
-        try:
-            post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0}, headers=ADMIN)
-            assert confirm(gw, "retaken", ready(gw, 0, "reclaim"), version=0)[0] == 200
+        with killed_when_done(serve(urls, 1, *args)) as gw:
+            retake(gw, 0)
             assert step(gw, 0, 0, "begin")[0] == 200
             status, doc = post(gw.port, "/update_weights_from_disk",
                                {"model_path": "m", "weight_version": "7"}, headers=ADMIN)
             assert status == 200 and len(doc["engines"]) == 1, doc
             # a durable answer: its commit holds everything changed before it
             assert post(gw.port, "/libra/v1/pool/lend", {"replica": 0}, headers=ADMIN)[0] == 200
-        finally:
-            gw.proc.send_signal(signal.SIGKILL)
-            gw.stop()
         replica_port = emu.instances[1]["port"]
         assert get(replica_port, "/get_weight_version")[1]["weight_version"] == "default"
         with serve(urls, 1, *args) as again:
@@ -520,10 +530,8 @@ def test_a_restart_after_a_replica_that_missed_an_update_was_drained(tmp_path):
     with Emu("--instances", "tp1x2", scale=SCALE) as emu:
         urls = [i["url"] for i in emu.instances]
         args = ["--state-dir", str(tmp_path / "state")]
-        gw = serve(urls, 1, *args)
-        try:
-            post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0}, headers=ADMIN)
-            assert confirm(gw, "retaken", ready(gw, 0, "reclaim"), version=0)[0] == 200
+        with killed_when_done(serve(urls, 1, *args)) as gw:
+            retake(gw, 0)
             status, doc = post(gw.port, "/update_weights_from_disk",
                                {"model_path": "m", "weight_version": "7"}, headers=ADMIN)
             assert status == 200, doc
@@ -531,9 +539,6 @@ def test_a_restart_after_a_replica_that_missed_an_update_was_drained(tmp_path):
             engine = pool(gw)["replicas"][0]["engine_id"]
             status, doc = post(gw.port, "/libra/v1/engines/%d/drain" % engine, headers=ADMIN)
             assert status == 200, doc  # durable: committed with the engines it leaves
-        finally:
-            gw.proc.send_signal(signal.SIGKILL)
-            gw.stop()
         with serve(urls, 1, *args) as again:
             assert pool(again)["replicas"][0]["join"] == "active"
 
@@ -542,16 +547,10 @@ def test_a_restart_mid_handshake_resumes_it(tmp_path):
     with Emu("--instances", "tp1x3", scale=SCALE) as emu:
         urls = [i["url"] for i in emu.instances]
         args = ["--state-dir", str(tmp_path / "state")]
-        gw = serve(urls, 1, *args)
-        try:
-            post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0}, headers=ADMIN)
-            req = ready(gw, 0, "reclaim")
-            assert confirm(gw, "retaken", req, version=0)[0] == 200
+        with killed_when_done(serve(urls, 1, *args)) as gw:
+            retake(gw, 0)
             assert step(gw, 0, 0, "begin")[0] == 200
             _, last = post(gw.port, "/libra/v1/pool/reclaim", {"replica": 1}, headers=ADMIN)
-        finally:
-            gw.proc.send_signal(signal.SIGKILL)
-            gw.stop()
         with serve(urls, 1, *args) as again:
             doc = pool(again)
             assert stable(doc) == stable(last)
