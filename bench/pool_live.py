@@ -88,9 +88,8 @@ def until(fn, what, limit_s=60):
 
 
 def start(cmd):
-    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-                         env={**os.environ, "LIBRA_ADMIN_TOKEN": TOKEN})
-    return p
+    return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+                            env={**os.environ, "LIBRA_ADMIN_TOKEN": TOKEN})
 
 
 def stop(p):
