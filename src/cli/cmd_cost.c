@@ -17,7 +17,7 @@
 #include "cost/train.h"
 #include "util/alloc.h"
 
-#define SCHEMA "libra.cost/1"
+#define SCHEMA "libra.cost/2"
 
 static const char help[] =
     "usage: libra cost [CONFIG] [flags]\n"
@@ -29,14 +29,16 @@ static const char help[] =
     "generated tokens per second per GPU), the KV capacity of an instance, and the time and\n"
     "per-GPU memory of one training step of rl.batch_trajectories sequences of --seq-tokens\n"
     "tokens on the layout given by the training flags. --json prints one document (schema\n"
-    "libra.cost/1). `calibration` prints the calibration table (docs/calibration.md).\n"
+    "libra.cost/2). `calibration` prints the calibration table (docs/calibration.md).\n"
     "MoE models compute with their active parameters and hold their total parameters; an\n"
-    "inference iteration streams every expert its tokens select (uniform routing), training\n"
-    "is costed as dense with the active parameters.\n"
+    "inference iteration streams every expert its tokens select (uniform routing); in\n"
+    "training, --ep splits each layer's experts over that many DP ranks, which exchange\n"
+    "their tokens' top-k copies (all-to-all).\n"
     "\n"
     "training layout:\n"
     "  --tp N, --pp N, --cp N        tensor, pipeline and context parallel sizes (4, 1, 1)\n"
     "  --dp N                        data-parallel replicas (default: the GPUs left)\n"
+    "  --ep N                        expert parallel size (MoE: divides DP and the experts; 1)\n"
     "  --micro-batch-tokens N        token budget of a micro-batch per replica (32768)\n"
     "  --minibatches N               optimizer steps per training step (1)\n"
     "  --zero N                      ZeRO stage 0-3 (1)\n"
@@ -53,6 +55,7 @@ enum {
     OPT_PP,
     OPT_CP,
     OPT_DP,
+    OPT_EP,
     OPT_MICRO,
     OPT_MINIBATCHES,
     OPT_ZERO,
@@ -69,6 +72,7 @@ static const struct option own_options[] = {
     {"pp", required_argument, NULL, OPT_PP},
     {"cp", required_argument, NULL, OPT_CP},
     {"dp", required_argument, NULL, OPT_DP},
+    {"ep", required_argument, NULL, OPT_EP},
     {"micro-batch-tokens", required_argument, NULL, OPT_MICRO},
     {"minibatches", required_argument, NULL, OPT_MINIBATCHES},
     {"zero", required_argument, NULL, OPT_ZERO},
@@ -114,8 +118,9 @@ static int own_flag(const struct cli_common *cc, int c, struct opts *o)
     case OPT_PP:
     case OPT_CP:
     case OPT_DP:
+    case OPT_EP:
     case OPT_MINIBATCHES: {
-        int *field[] = {&t->tp, &t->pp, &t->cp, &t->dp, NULL, &t->minibatches};
+        int *field[] = {&t->tp, &t->pp, &t->cp, &t->dp, &t->ep, NULL, &t->minibatches};
         rc = int_flag(cc, own_options[c - OPT_TP].name, optarg, 1, 65536, &v);
         *field[c - OPT_TP] = (int)v;
         return rc;
@@ -192,9 +197,17 @@ static int train_answers(struct answers *a, const struct opts *o)
     cost_train_params_for(&a->tp, a->hw);
     int rc = cost_train_memory(&a->shape, a->hw, &a->tp, c, &a->mem);
     if (rc) {
-        cli_errorf("cost: training layout tp %d pp %d cp %d dp %d does not suit %s (tp must "
-                   "divide its %d heads, pp at most its %d layers)",
-                   c->tp, c->pp, c->cp, c->dp, a->model->name, a->model->heads, a->model->layers);
+        if (c->ep > 1 && !a->shape.moe)
+            cli_errorf("cost: --ep %d: %s is dense (expert parallelism needs an MoE model)", c->ep,
+                       a->model->name);
+        else if (c->ep > 1)
+            cli_errorf("cost: --ep %d must divide dp %d and the %d experts of %s", c->ep, c->dp,
+                       a->model->experts, a->model->name);
+        else
+            cli_errorf("cost: training layout tp %d pp %d cp %d dp %d does not suit %s (tp must "
+                       "divide its %d heads, pp at most its %d layers)",
+                       c->tp, c->pp, c->cp, c->dp, a->model->name, a->model->heads,
+                       a->model->layers);
         return LIBRA_EXIT_USAGE;
     }
     uint32_t *len = xmallocarray(a->n_seqs, sizeof *len);
@@ -230,7 +243,7 @@ static void print_rollout(FILE *out, const struct answers *a, double context)
 {
     fprintf(out, "%s on %s%s\n", a->model->name, a->hw->name,
             a->shape.moe ? " (MoE: decode streams the experts its batch selects, training "
-                           "costed as dense with the active parameters)"
+                           "computes with the active parameters)"
                          : "");
     fprintf(out, "memory per GPU: %.0f bytes (%.2f GiB), source: %s\n\n", a->hw->hbm_bytes,
             a->hw->hbm_bytes / GIB, a->hw->hbm_source);
@@ -272,10 +285,10 @@ static void print_train(FILE *out, const struct answers *a, const struct opts *o
     const struct cost_train_step *s = &a->step;
     const struct cost_train_memory *m = &a->mem;
     fprintf(out,
-            "training step: TP %d PP %d CP %d DP %d (%d GPUs), %zu sequences of %ld tokens, "
+            "training step: TP %d PP %d CP %d DP %d EP %d (%d GPUs), %zu sequences of %ld tokens, "
             "micro-batch %.0f tokens, %d mini-batch(es), ZeRO %d\n",
-            c->tp, c->pp, c->cp, c->dp, c->tp * c->pp * c->cp * c->dp, a->n_seqs, o->seq_tokens,
-            c->micro_batch_tokens, c->minibatches, c->zero_stage);
+            c->tp, c->pp, c->cp, c->dp, c->ep, c->tp * c->pp * c->cp * c->dp, a->n_seqs,
+            o->seq_tokens, c->micro_batch_tokens, c->minibatches, c->zero_stage);
     fprintf(out,
             "  FLOPs per token: k = %g (update) + %g (recompute) + %g (old log-prob) + %g "
             "(reference) times N = %.3g, plus attention (%.0f %% of %.3g FLOPs)\n",
@@ -283,9 +296,9 @@ static void print_train(FILE *out, const struct answers *a, const struct opts *o
             100.0 * s->flops_attn / s->flops, s->flops);
     fprintf(out,
             "  step %.2f s = compute %.2f + PP bubble %.2f + PP p2p %.2f + TP %.2f + CP %.2f "
-            "+ DP %.2f + ZeRO-3 %.2f + optimizer %.2f + micro-batches %.2f\n",
+            "+ EP %.2f + DP %.2f + ZeRO-3 %.2f + optimizer %.2f + micro-batches %.2f\n",
             s->step_s, s->compute_s, s->pp_bubble_s, s->pp_p2p_s, s->tp_comm_s, s->cp_comm_s,
-            s->dp_comm_s, s->zero3_gather_s, s->optimizer_s, s->microbatch_s);
+            s->ep_comm_s, s->dp_comm_s, s->zero3_gather_s, s->optimizer_s, s->microbatch_s);
     fprintf(out, "  rank imbalance %.3f, effective MFU %.3f (model MFU %.2f, %s)\n", s->imbalance,
             s->mfu_effective, a->tp.mfu, a->hw->train_mfu > 0.0 ? "calibrated" : "assumed");
     fprintf(out,
@@ -342,20 +355,21 @@ static json_t *train_json(const struct answers *a, const struct opts *o)
     const struct cost_train_step *s = &a->step;
     const struct cost_train_memory *m = &a->mem;
     json_t *config =
-        json_pack("{s:i, s:i, s:i, s:i, s:f, s:i, s:i, s:b, s:b, s:b, s:b}", "tp", c->tp, "pp",
-                  c->pp, "cp", c->cp, "dp", c->dp, "micro_batch_tokens", c->micro_batch_tokens,
-                  "minibatches", c->minibatches, "zero_stage", c->zero_stage, "full_recompute",
-                  c->full_recompute, "old_logprob", c->old_logprob, "reference", c->reference,
-                  "balance_each_minibatch", c->balance_each_minibatch);
+        json_pack("{s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:i, s:b, s:b, s:b, s:b}", "tp", c->tp, "pp",
+                  c->pp, "cp", c->cp, "dp", c->dp, "ep", c->ep, "micro_batch_tokens",
+                  c->micro_batch_tokens, "minibatches", c->minibatches, "zero_stage", c->zero_stage,
+                  "full_recompute", c->full_recompute, "old_logprob", c->old_logprob, "reference",
+                  c->reference, "balance_each_minibatch", c->balance_each_minibatch);
     json_t *step = json_pack(
         "{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
-        "s:f}",
+        "s:f, s:f}",
         "step_s", s->step_s, "compute_s", s->compute_s, "pp_bubble_s", s->pp_bubble_s, "pp_p2p_s",
-        s->pp_p2p_s, "tp_comm_s", s->tp_comm_s, "cp_comm_s", s->cp_comm_s, "dp_comm_s",
-        s->dp_comm_s, "zero3_gather_s", s->zero3_gather_s, "optimizer_s", s->optimizer_s,
-        "microbatch_s", s->microbatch_s, "k_update", s->k_update, "k_recompute", s->k_recompute,
-        "k_old_logprob", s->k_old_logprob, "k_reference", s->k_reference, "flops", s->flops,
-        "flops_attn", s->flops_attn, "imbalance", s->imbalance, "mfu_effective", s->mfu_effective);
+        s->pp_p2p_s, "tp_comm_s", s->tp_comm_s, "cp_comm_s", s->cp_comm_s, "ep_comm_s",
+        s->ep_comm_s, "dp_comm_s", s->dp_comm_s, "zero3_gather_s", s->zero3_gather_s, "optimizer_s",
+        s->optimizer_s, "microbatch_s", s->microbatch_s, "k_update", s->k_update, "k_recompute",
+        s->k_recompute, "k_old_logprob", s->k_old_logprob, "k_reference", s->k_reference, "flops",
+        s->flops, "flops_attn", s->flops_attn, "imbalance", s->imbalance, "mfu_effective",
+        s->mfu_effective);
     json_t *mem = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:b}", "weights_bytes",
                             m->weights_bytes, "grads_bytes", m->grads_bytes, "optimizer_bytes",
                             m->optimizer_bytes, "activations_bytes", m->activations_bytes,
@@ -377,7 +391,6 @@ static json_t *json_output(const struct answers *a, const struct opts *o,
                         json_pack("{s:f, s:f, s:s}", "bytes", a->hw->hbm_bytes, "gib",
                                   a->hw->hbm_bytes / GIB, "source", a->hw->hbm_source));
     json_object_set_new(doc, "moe", json_boolean(a->shape.moe));
-    json_object_set_new(doc, "moe_training_dense_approximation", json_boolean(a->shape.moe));
     json_object_set_new(doc, "calibration",
                         a->hw->calibration[0] ? json_string(a->hw->calibration) : json_null());
     json_object_set_new(doc, "rollout", rollout_json(a, (double)o->context_tokens));
@@ -416,6 +429,7 @@ int cmd_cost(int argc, char **argv)
     struct opts o = {.train = {.tp = 4,
                                .pp = 1,
                                .cp = 1,
+                               .ep = 1,
                                .micro_batch_tokens = 32768,
                                .minibatches = 1,
                                .zero_stage = 1,

@@ -21,8 +21,9 @@ static const char help[] =
     "(--presets, LIBRA_PRESETS). Each row shows the key numbers, the confidence of the values\n"
     "(H, M, L) and its origin. A '*' marks a value the calibration sheet says to assume. MoE\n"
     "models compute with their active parameters and hold their total parameters; inference\n"
-    "streams every expert its batch selects, training is costed as dense with the active\n"
-    "parameters. --json prints one document (schema libra.presets/1).\n";
+    "streams every expert its batch selects; training computes with the active parameters,\n"
+    "its experts split over expert-parallel ranks where the plan says. --json prints one\n"
+    "document (schema libra.presets/1).\n";
 
 /* A number scaled to the table's unit, with '*' when field is listed in assumed. */
 static void cell(char *out, size_t size, double v, double scale, const char *assumed,
@@ -166,8 +167,8 @@ static char *table_text(const struct api_presets *p)
     workload_table(out, &p->workloads);
     fprintf(out, "\n* assumed (calibration.md says to assume it); conf rates the other values.\n"
                  "MoE: compute uses active parameters, memory the total; decode streams every "
-                 "expert its batch selects; training is costed as dense (no expert parallelism "
-                 "modelled).\n");
+                 "expert its batch selects; training may split the experts over expert-parallel "
+                 "ranks (their all-to-alls costed).\n");
     fclose(out);
     return text;
 }

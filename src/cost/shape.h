@@ -9,9 +9,9 @@
  *
  * MoE: a mixture-of-experts model computes with its active parameters (router and top-k
  * experts per token) and holds its total parameters in memory; what an inference iteration
- * streams from HBM is every expert that any of its tokens selects (cost/rollout.h). Training
- * costs it as dense with its active parameters until expert parallelism is modelled
- * (libra-spec.md §5). `moe` is set so that every printer can label such figures.
+ * streams from HBM is every expert that any of its tokens selects (cost/rollout.h); training
+ * splits the experts over expert-parallel ranks where its layout says (cost/train.h). `moe` is
+ * set so that every printer can label such figures.
  */
 #ifndef COST_SHAPE_H
 #define COST_SHAPE_H

@@ -264,12 +264,22 @@ int cost_train_deal(const struct cost_train_seqs *seqs, const struct cost_shape 
 
 /* ---- step time ------------------------------------------------------------------------------ */
 
+/* c's expert parallel size (0 means 1). */
+static int ep_of(const struct cost_train_config *c)
+{
+    return c->ep > 1 ? c->ep : 1;
+}
+
 static int check_config(const struct cost_shape *s, const struct cost_train_config *c)
 {
     if (c->tp < 1 || c->pp < 1 || c->cp < 1 || c->dp < 1 || c->minibatches < 1 ||
         c->micro_batch_tokens <= 0.0 || c->zero_stage < 0 || c->zero_stage > 3 || c->shard_dp < 0 ||
         (c->shard_dp && c->dp % c->shard_dp != 0) || fmod(s->heads, c->tp) != 0.0 ||
-        c->pp > s->layers)
+        c->pp > s->layers || c->ep < 0)
+        return LIBRA_EINVAL;
+    int ep = ep_of(c);
+    if (ep > 1 && (!s->moe || fmod(s->experts, ep) != 0.0 || c->dp % ep != 0 ||
+                   (c->shard_dp && c->shard_dp != c->dp)))
         return LIBRA_EINVAL;
     return 0;
 }
@@ -294,15 +304,30 @@ static int shard_ranks(const struct cost_train_config *c)
     return c->shard_dp ? c->shard_dp : c->dp;
 }
 
-/* The DP gradient synchronisation of one mini-batch: a ring all-reduce without sharding, else
- * a reduce-scatter inside each shard group (plus an all-gather of the updated weights unless
- * ZeRO-3 gathers them anyway) and, across groups, an all-reduce of each rank's shard. */
-static double dp_sync_s(const struct spec_hardware *hw, const struct cost_train_config *c,
-                        double replica, double grads, double weights)
+/* Parameters one GPU holds of c's model: the routed experts apart under EP (they alone split
+ * over it), else all of them in `dense`. */
+struct gpu_params {
+    double dense, expert;
+    int shard, expert_shard; /* DP ranks each part's sharded state is split over */
+};
+
+static struct gpu_params gpu_params(const struct cost_shape *s, const struct cost_train_config *c)
 {
-    int dp = c->dp, shard = shard_ranks(c);
+    int ep = ep_of(c), tp_pp = c->tp * c->pp;
+    double experts = ep > 1 ? s->layers * s->experts * s->expert_params : 0.0;
+    return (struct gpu_params){(s->params_total - experts) / tp_pp, experts / (tp_pp * ep),
+                               shard_ranks(c), shard_ranks(c) / ep};
+}
+
+/* The DP gradient synchronisation of one mini-batch over dp ranks `stride` GPUs apart whose
+ * state is sharded over groups of `shard`: a ring all-reduce without sharding, else a
+ * reduce-scatter inside each shard group (plus an all-gather of the updated weights unless
+ * ZeRO-3 gathers them anyway) and, across groups, an all-reduce of each rank's shard. */
+static double dp_sync_s(const struct spec_hardware *hw, const struct cost_train_config *c, int dp,
+                        int shard, double stride, double grads, double weights)
+{
     double alpha = hw->allreduce_latency_s;
-    double bw = group_bw(hw, (int)(replica * dp)), shard_bw = group_bw(hw, (int)(replica * shard));
+    double bw = group_bw(hw, (int)(stride * dp)), shard_bw = group_bw(hw, (int)(stride * shard));
     if (!(c->zero_stage >= 1 || c->distributed_optimizer))
         return ring_s(2.0 * (dp - 1.0) / dp, grads, bw, alpha);
     double share = (shard - 1.0) / shard, groups = (double)dp / shard;
@@ -312,6 +337,22 @@ static double dp_sync_s(const struct spec_hardware *hw, const struct cost_train_
     if (groups > 1)
         t += ring_s(2.0 * (groups - 1.0) / groups, grads / shard, bw, alpha);
     return t;
+}
+
+/* The all-to-alls of EP, once each way per MoE layer and sweep: each rank sends the top-k
+ * copies of its tokens (of `tokens`) that go to the ep − 1 other ranks, over NVLink to those
+ * on its node and over the NICs to the rest, both at once. */
+static double a2a_s(const struct spec_hardware *hw, const struct cost_shape *s,
+                    const struct cost_train_params *p, const struct cost_train_config *c,
+                    double tokens)
+{
+    int ep = ep_of(c), span = c->tp * c->cp; /* DP ranks are TP·CP GPUs apart */
+    int local = span < hw->gpus_per_node ? hw->gpus_per_node / span : 1;
+    local = local < ep ? local : ep;
+    double bytes = tokens / span * s->top_k * s->hidden * p->act_bytes / ep; /* to each peer */
+    double on_node = (local - 1.0) * bytes / hw->allreduce_bus_bw_bytes_per_s;
+    double off_node = (ep - local) * bytes / hw->inter_node_bw_bytes_per_s;
+    return fmax(on_node, off_node);
 }
 
 int cost_train_step_time(const struct cost_shape *s, const struct spec_hardware *hw,
@@ -356,38 +397,53 @@ int cost_train_step_time(const struct cost_shape *s, const struct spec_hardware 
         double ring = fwd * s->layers * (cp - 1) * kv_bytes / group_bw(hw, tp * cp);
         out->cp_comm_s = fmax(0.0, ring - attn_s);
     }
+    /* EP: the tokens of a rank's TP·CP share to their experts and back, per layer and sweep */
+    if (ep_of(c) > 1) {
+        double a2as = 2.0 * fwd_sweeps + 2.0;
+        out->ep_comm_s =
+            a2as * layers_stage * (micro * alpha + a2a_s(hw, s, p, c, load->tokens_max));
+    }
     /* PP: 1F1B fill and drain of every mini-batch, and activation sends between stages */
     if (pp > 1) {
-        double stage_work = out->compute_s + out->tp_comm_s + out->cp_comm_s;
+        double stage_work = out->compute_s + out->tp_comm_s + out->cp_comm_s + out->ep_comm_s;
         out->pp_bubble_s = (pp - 1) * stage_work / per_minibatch;
         double mb_bytes = load->tokens_max / micro / cp * s->hidden * p->act_bytes / tp;
         double sends = (2.0 + c->old_logprob + c->reference) * (micro + c->minibatches * (pp - 1));
         out->pp_p2p_s = sends * (alpha + mb_bytes / group_bw(hw, tp * cp * pp));
     }
 
-    /* DP: gradients reduced once per mini-batch, part of it hidden behind backward */
-    double params_gpu = s->params_total / (tp * pp);
+    /* DP: gradients reduced once per mini-batch, part of it hidden behind backward; the experts'
+     * among the ranks that hold the same ones (every ep-th), and so gathered under ZeRO-3 */
+    struct gpu_params g = gpu_params(s, c);
     bool shard_opt = c->zero_stage >= 1 || c->distributed_optimizer;
-    int shard = shard_ranks(c);
+    int ep = ep_of(c), edp = dp / ep;
     if (dp > 1) {
-        double grads = params_gpu * p->grad_bytes, weights = params_gpu * p->weight_bytes;
-        out->dp_comm_s =
-            c->minibatches * (1.0 - p->dp_overlap) * dp_sync_s(hw, c, replica, grads, weights);
-        if (c->zero_stage == 3 && shard > 1) {
-            double gather = ring_s((shard - 1.0) / shard, weights,
-                                   group_bw(hw, (int)(replica * shard)), alpha) *
-                            (fwd_sweeps + 1.0);
-            out->zero3_gather_s = micro * fmax(0.0, gather - out->compute_s / micro);
-        }
+        double sync = dp_sync_s(hw, c, dp, g.shard, replica, g.dense * p->grad_bytes,
+                                g.dense * p->weight_bytes);
+        if (g.expert > 0.0 && edp > 1)
+            sync += dp_sync_s(hw, c, edp, g.expert_shard, replica * ep, g.expert * p->grad_bytes,
+                              g.expert * p->weight_bytes);
+        out->dp_comm_s = c->minibatches * (1.0 - p->dp_overlap) * sync;
+        double gather = 0.0;
+        if (c->zero_stage == 3 && g.shard > 1)
+            gather = ring_s((g.shard - 1.0) / g.shard, g.dense * p->weight_bytes,
+                            group_bw(hw, (int)(replica * g.shard)), alpha);
+        if (c->zero_stage == 3 && g.expert > 0.0 && g.expert_shard > 1)
+            gather += ring_s((g.expert_shard - 1.0) / g.expert_shard, g.expert * p->weight_bytes,
+                             group_bw(hw, (int)(replica * ep * g.expert_shard)), alpha);
+        if (gather > 0.0)
+            out->zero3_gather_s =
+                micro * fmax(0.0, gather * (fwd_sweeps + 1.0) - out->compute_s / micro);
     }
-    double opt_params = shard_opt ? params_gpu / shard : params_gpu;
+    double opt_params =
+        shard_opt ? g.dense / g.shard + g.expert / g.expert_shard : g.dense + g.expert;
     double opt_bytes = opt_params * (2.0 * p->optimizer_bytes + p->grad_bytes + p->weight_bytes);
     out->optimizer_s = c->minibatches * opt_bytes / (hw->hbm_bw_bytes_per_s * p->optimizer_bw_eff);
     out->microbatch_s = passes * micro * p->t_microbatch_s;
 
     out->step_s = out->compute_s + out->pp_bubble_s + out->pp_p2p_s + out->tp_comm_s +
                   out->cp_comm_s + out->dp_comm_s + out->zero3_gather_s + out->optimizer_s +
-                  out->microbatch_s;
+                  out->microbatch_s + out->ep_comm_s;
     out->mfu_effective = out->flops / (gpus * hw->bf16_flops_per_s * out->step_s);
     return 0;
 }
@@ -401,12 +457,16 @@ int cost_train_memory(const struct cost_shape *s, const struct spec_hardware *hw
     if (check_config(s, c))
         return LIBRA_EINVAL;
     memset(out, 0, sizeof *out);
-    int tp = c->tp, pp = c->pp, shard = shard_ranks(c);
-    double params_gpu = s->params_total / (tp * pp);
-    out->weights_bytes = params_gpu * p->weight_bytes / (c->zero_stage == 3 ? shard : 1);
-    out->grads_bytes = params_gpu * p->grad_bytes / (c->zero_stage >= 2 ? shard : 1);
+    int tp = c->tp;
+    struct gpu_params g = gpu_params(s, c);
+    bool z3 = c->zero_stage == 3, z2 = c->zero_stage >= 2;
     bool shard_opt = c->zero_stage >= 1 || c->distributed_optimizer;
-    out->optimizer_bytes = params_gpu * p->optimizer_bytes / (shard_opt ? shard : 1);
+    out->weights_bytes = g.dense * p->weight_bytes / (z3 ? g.shard : 1) +
+                         g.expert * p->weight_bytes / (z3 ? g.expert_shard : 1);
+    out->grads_bytes = g.dense * p->grad_bytes / (z2 ? g.shard : 1) +
+                       g.expert * p->grad_bytes / (z2 ? g.expert_shard : 1);
+    out->optimizer_bytes = g.dense * p->optimizer_bytes / (shard_opt ? g.shard : 1) +
+                           g.expert * p->optimizer_bytes / (shard_opt ? g.expert_shard : 1);
 
     /* activations kept per token per layer (bf16): residual and norm outputs, Q, K, V, the
      * attention output, and the MLP's gate, up, activation and product; TP (with sequence

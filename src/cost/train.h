@@ -15,6 +15,14 @@
  * gradient reduce-scatter stay inside a shard group (NVLink when it fits a node) and only the
  * gradient shards cross groups, at the price of a copy of the state per group.
  *
+ * MoE: FLOPs are the active parameters' (router and top-k experts per token). Under expert
+ * parallelism (ep > 1) a rank holds 1/ep of each layer's routed experts, so their weights,
+ * gradients and optimizer state shrink by ep and are sharded and reduced over the ep-th of
+ * DP that holds the same experts; each MoE layer sends every token's top-k copies to their
+ * experts' ranks and back, once per forward sweep and twice in the backward, over NVLink
+ * between ranks of a node and the NICs between nodes (the slower of the two sets the time;
+ * experts are taken to be loaded evenly, and the all-to-alls not to overlap compute).
+ *
  * Speed: the sequence-dependent part (dealing, O(n log DP)) is cost_train_deal: the dealing
  * itself (cost_train_assign), which the planner runs once per DP, then the load of each
  * micro-batch budget on it (cost_train_deal_ranks, O(n)); cost_train_step_time is then
@@ -60,6 +68,12 @@ void cost_train_params_for(struct cost_train_params *p, const struct spec_hardwa
 /* A training layout. GPUs = tp·pp·cp·dp. */
 struct cost_train_config {
     int tp, pp, cp, dp;
+    int ep;                      /* expert parallel size (MoE): each layer's routed experts are
+                                  * split over ep DP ranks (Megatron's expert_model_parallel_size;
+                                  * an expert is tensor-split as the dense layers are), and a
+                                  * token's top-k copies travel to their experts' ranks and back
+                                  * (all-to-all); 0 or 1: every rank holds every expert. Divides
+                                  * dp and the experts; 1 for a dense model; not with shard_dp */
     double micro_batch_tokens;   /* token budget of one micro-batch of one DP replica (its CP
                                   * ranks share it); every sequence must fit in it */
     int minibatches;             /* optimizer steps per training step (PPO mini-batches), >= 1 */
@@ -170,6 +184,7 @@ struct cost_train_step {
     double tp_comm_s;      /* TP all-reduces */
     double cp_comm_s;      /* CP KV exchange not hidden by attention */
     double dp_comm_s;      /* exposed gradient reduction */
+    double ep_comm_s;      /* expert all-to-alls (dispatch and combine), exposed */
     double zero3_gather_s; /* exposed ZeRO-3 parameter gathers */
     double optimizer_s;    /* optimizer steps */
     double microbatch_s;   /* fixed per-micro-batch costs */

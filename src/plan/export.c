@@ -199,12 +199,15 @@ void export_header(struct strbuf *b, const struct export_ctx *x)
     const struct plan_result *r = x->plan;
     const struct libra_config *cfg = x->cfg;
     const struct plan_train_layout *t = &r->train;
+    char ep[24] = "";
+    if (t->ep > 1)
+        snprintf(ep, sizeof ep, ", EP %d", t->ep);
     strbuf_printf(b, "# libra %s plan export (%s), config digest %s\n# made by: ",
                   libra_version_string, format_names[x->format], x->digest);
     put_comment_text(b, x->command);
     strbuf_printf(b,
                   "\n# plan: %s on %d x %s (%d per node), %s, step %.2f s predicted\n"
-                  "# training %d GPUs: TP%d PP%d CP%d DP%d, micro-batch %d tokens per GPU, %s%s\n"
+                  "# training %d GPUs: TP%d PP%d CP%d DP%d, micro-batch %d tokens per GPU, %s%s%s\n"
                   "# rollout %d GPUs: ",
                   r->colocated ? "colocated" : "async", r->gpus, cfg->cluster.hardware,
                   r->gpus_per_node, cfg->model.name, r->step_s, r->n_train, t->tp, t->pp, t->cp,
@@ -212,7 +215,7 @@ void export_header(struct strbuf *b, const struct export_ctx *x)
                   t->shard_dp ? "HSDP"
                   : t->fsdp   ? "FSDP"
                               : "distributed optimizer",
-                  t->recompute ? ", full recompute" : "", r->n_rollout);
+                  t->recompute ? ", full recompute" : "", ep, r->n_rollout);
     export_fleet(b, r);
     char buckets[SPEC_BUCKET_TEXT_MAX];
     spec_bucket_format(&r->layout, buckets, sizeof buckets);

@@ -72,6 +72,13 @@ static void verl_training(struct strbuf *b, const struct plan_train_layout *t)
                           mc, mc, mc);
         else
             strbuf_printf(b, "%s.override_transformer_config.recompute_granularity=null\n", mc);
+        if (t->ep > 1)
+            strbuf_printf(b,
+                          "# experts: each layer's split over %d DP ranks, tensor-split as the "
+                          "rest\n"
+                          "%s.expert_model_parallel_size=%d\n"
+                          "%s.expert_tensor_parallel_size=%d\n",
+                          t->ep, mc, t->ep, mc, t->tp);
     }
     strbuf_printf(b,
                   "# micro-batches: sequences packed up to the plan's budget per GPU (times CP)\n"
@@ -179,4 +186,7 @@ void export_megatron(const struct export_ctx *x, struct strbuf *b)
         strbuf_puts(b, "--recompute-granularity full\n"
                        "--recompute-method uniform\n"
                        "--recompute-num-layers 1\n");
+    if (t->ep > 1)
+        strbuf_printf(b, "--expert-model-parallel-size %d\n--expert-tensor-parallel-size %d\n",
+                      t->ep, t->tp);
 }

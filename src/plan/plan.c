@@ -171,8 +171,14 @@ static int solver_init(struct plan_solver *s, const struct plan_problem *p, stru
 
 static void splits_free(struct plan_solver *s)
 {
-    for (size_t i = 0; s->splits && i < s->n_splits; i++)
-        free(s->splits[i].train_order);
+    for (size_t i = 0; s->splits && i < s->n_splits; i++) {
+        struct plan_split *sp = &s->splits[i];
+        free(sp->train_order);
+        free(sp->layouts);
+        free(sp->lwhy);
+        free(sp->lbound);
+        free(sp->exact);
+    }
     free(s->splits);
     s->splits = NULL;
 }
@@ -307,6 +313,10 @@ static json_t *train_json(const struct plan_result *r)
                           plan_train_sharding(&r->train), "step", step, "memory_per_gpu", mem);
     if (r->train.shard_dp) /* HSDP: the DP ranks of one copy of the state */
         json_object_set_new(o, "shard_dp", json_integer(r->train.shard_dp));
+    if (r->train.ep > 1) { /* expert parallelism and its all-to-alls */
+        json_object_set_new(o, "ep", json_integer(r->train.ep));
+        json_object_set_new(step, "ep_comm_s", json_real(s->ep_comm_s));
+    }
     return o;
 }
 

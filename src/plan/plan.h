@@ -127,6 +127,9 @@ struct plan_train_layout {
                         * optimizer (optimizer state sharded) */
     int shard_dp;      /* FSDP only: DP ranks the state is sharded over, a node's worth (HSDP:
                         * gathers on NVLink, a copy of the state per node); 0: all of DP */
+    int ep;            /* MoE with the distributed optimizer only: expert parallel size, the
+                        * DP ranks each layer's routed experts are split over
+                        * (cost_train_config.ep); 0 or 1: none */
 };
 
 /* How l shards the training state: "distributed_optimizer", "fsdp" or "hsdp". */

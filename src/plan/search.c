@@ -706,12 +706,18 @@ static double train_add(const struct plan_solver *s)
 /* Split sp's training layouts under s->train's space: each checked, bounded when it fits. */
 static void split_layouts(struct plan_solver *s, struct plan_split *sp)
 {
-    if (s->p->pin) {
-        sp->layouts[0] = *s->p->pin->train;
-        sp->n_layouts = 1;
-    } else {
-        sp->n_layouts = plan_train_layouts(&s->train, sp->n_train, sp->layouts);
-    }
+    struct plan_train_layout all[PLAN_LAYOUTS_MAX];
+    size_t n = 1;
+    if (s->p->pin)
+        all[0] = *s->p->pin->train;
+    else
+        n = plan_train_layouts(&s->train, sp->n_train, all);
+    sp->n_layouts = n;
+    sp->layouts = xreallocarray(sp->layouts, n ? n : 1, sizeof *sp->layouts);
+    sp->lwhy = xreallocarray(sp->lwhy, n ? n : 1, sizeof *sp->lwhy);
+    sp->lbound = xreallocarray(sp->lbound, n ? n : 1, sizeof *sp->lbound);
+    sp->exact = xreallocarray(sp->exact, n ? n : 1, sizeof *sp->exact);
+    memcpy(sp->layouts, all, n * sizeof *all);
     sp->lb_train = INFINITY;
     for (size_t i = 0; i < sp->n_layouts; i++) {
         sp->exact[i] = NAN;

@@ -18,11 +18,11 @@ struct plan_split {
     int n_train, n_roll;
     int cap[PLAN_NTP]; /* rollout GPUs usable by instances of size >= 2^t (nested packing) */
     bool whole_nodes;  /* every node with rollout GPUs gives all of its GPUs to rollout */
-    size_t n_layouts;
-    struct plan_train_layout layouts[PLAN_LAYOUTS_MAX]; /* tie-break order */
-    enum plan_why lwhy[PLAN_LAYOUTS_MAX];               /* PLAN_WHY_NONE: feasible */
-    double lbound[PLAN_LAYOUTS_MAX];                    /* plan_train_lb of feasible ones */
-    double exact[PLAN_LAYOUTS_MAX];                     /* plan_train_time, NAN until known */
+    size_t n_layouts;  /* each array below has n_layouts entries */
+    struct plan_train_layout *layouts; /* tie-break order */
+    enum plan_why *lwhy;               /* PLAN_WHY_NONE: feasible */
+    double *lbound;                    /* plan_train_lb of feasible ones */
+    double *exact;                     /* plan_train_time, NAN until known */
     double lb_train, lb_roll, lb;
     double train_s;      /* async: its least train side, T_train plus the trainer's share of the
                           * weight updates (NAN until computed), which the rollout span charges */

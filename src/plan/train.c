@@ -123,6 +123,12 @@ void plan_train_free(struct plan_train *t)
     memset(t, 0, sizeof *t);
 }
 
+/* Whether the experts of t's model split over ep of dp ranks (ep 1: always). */
+static bool ep_fits(const struct plan_train *t, int dp, int ep)
+{
+    return ep == 1 || (t->sh->moe && dp % ep == 0 && fmod(t->sh->experts, ep) == 0.0);
+}
+
 size_t plan_train_layouts(const struct plan_train *t, int n, struct plan_train_layout *out)
 {
     int cps = t->longest > t->cp_min_seq_tokens ? 3 : 1;
@@ -136,8 +142,11 @@ size_t plan_train_layouts(const struct plan_train *t, int n, struct plan_train_l
                             int dp = n / (tp * pp * cp), shard = fs == 2 ? t->gpn / cp : 0;
                             if (fs == 2 && (shard < 2 || shard >= dp || dp % shard != 0))
                                 continue; /* HSDP only where a node's shard leaves replicas */
-                            out[k++] = (struct plan_train_layout){
-                                tp, pp, cp, dp, plan_budgets[bi], rc == 1, fs >= 1, shard};
+                            for (int e = 0, ep = 1; e < (fs ? 1 : PLAN_EPS); e++, ep *= 2)
+                                if (ep_fits(t, dp, ep))
+                                    out[k++] = (struct plan_train_layout){
+                                        tp,      pp,      cp,    dp, plan_budgets[bi],
+                                        rc == 1, fs >= 1, shard, ep};
                         }
     return k;
 }
@@ -168,6 +177,7 @@ void plan_train_config(const struct plan_train_layout *l, const struct plan_sett
     c->minibatches = st->minibatches;
     c->zero_stage = l->fsdp ? 3 : 0;
     c->shard_dp = l->shard_dp;
+    c->ep = l->ep;
     c->distributed_optimizer = !l->fsdp;
     c->full_recompute = l->recompute;
     c->old_logprob = st->old_logprob;
@@ -230,8 +240,8 @@ static double batch_lb(const struct plan_train *t, size_t b, const struct cost_t
     double per_mb = ceil(ceil((double)q->n / mb) / c->dp);
     ld.microbatches = fmax(ld.microbatches, mb * per_mb);
     cost_train_step_time(t->sh, t->hw, &t->st->train, c, &ld, &hi);
-    return lo.compute_s + lo.tp_comm_s + lo.cp_comm_s + lo.dp_comm_s + lo.optimizer_s +
-           lo.microbatch_s + hi.pp_bubble_s;
+    return lo.compute_s + lo.tp_comm_s + lo.cp_comm_s + lo.ep_comm_s + lo.dp_comm_s +
+           lo.optimizer_s + lo.microbatch_s + hi.pp_bubble_s;
 }
 
 double plan_train_lb(const struct plan_train *t, const struct plan_train_layout *l)
@@ -290,6 +300,7 @@ static void add_step(struct cost_train_step *sum, const struct cost_train_step *
     sum->tp_comm_s += w * s->tp_comm_s;
     sum->cp_comm_s += w * s->cp_comm_s;
     sum->dp_comm_s += w * s->dp_comm_s;
+    sum->ep_comm_s += w * s->ep_comm_s;
     sum->zero3_gather_s += w * s->zero3_gather_s;
     sum->optimizer_s += w * s->optimizer_s;
     sum->microbatch_s += w * s->microbatch_s;

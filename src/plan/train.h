@@ -20,8 +20,11 @@
 #include "util/intmap.h"
 #include "util/vec.h"
 
-/* TP × PP × CP, and CP alone for FSDP and for HSDP (TP = PP = 1), × budget × recompute */
-#define PLAN_LAYOUTS_MAX ((4 * 4 * 3 + 3 + 3) * PLAN_BUDGETS * 2)
+/* Expert parallel sizes searched for MoE models: 1, 2, 4, ..., 64 */
+#define PLAN_EPS 7
+
+/* TP × PP × CP × EP, and CP alone for FSDP and for HSDP (TP = PP = 1), × budget × recompute */
+#define PLAN_LAYOUTS_MAX ((4 * 4 * 3 * PLAN_EPS + 3 + 3) * PLAN_BUDGETS * 2)
 
 /* The micro-batch token budgets searched, per GPU, ascending. */
 extern const int plan_budgets[PLAN_BUDGETS];
@@ -80,11 +83,12 @@ void plan_train_free(struct plan_train *t);
 
 /* The layouts of n GPUs (TP, PP in {1, 2, 4, 8}, CP in {1, 2, 4} when the longest sequence
  * exceeds plan.cp_min_seq_tokens else {1}, every budget, without and (when t->recompute) with
- * full activation recompute, with Megatron's distributed optimizer and (when t->fsdp and TP =
+ * full activation recompute, with Megatron's distributed optimizer — for an MoE model at every
+ * expert parallel size of PLAN_EPS that divides DP and the experts — and (when t->fsdp and TP =
  * PP = 1) with FSDP, and with HSDP sharding within a node where that leaves at least two
  * replicas of the state, TP·PP·CP dividing n) in tie-break order: TP, PP, CP, budget
- * ascending, then without recompute first, then distributed optimizer, FSDP, HSDP. Returns the
- * count (<= PLAN_LAYOUTS_MAX). */
+ * ascending, then without recompute first, then distributed optimizer by EP ascending, FSDP,
+ * HSDP. Returns the count (<= PLAN_LAYOUTS_MAX). */
 size_t plan_train_layouts(const struct plan_train *t, int n, struct plan_train_layout *out);
 
 /* Widens t's space with the options plan.recompute and plan.fsdp leave to fallback (on: for a

@@ -63,6 +63,8 @@ static json_t *layout_json(const struct sim_layout *l, int gpus)
                               l->train.fsdp);
         if (l->train.shard_dp) /* HSDP: the DP ranks of one copy of the state */
             json_object_set_new(t, "shard_dp", json_integer(l->train.shard_dp));
+        if (l->train.ep > 1) /* experts split over EP ranks */
+            json_object_set_new(t, "ep", json_integer(l->train.ep));
         json_object_set_new(o, "train", t);
     }
     return o;

@@ -67,7 +67,7 @@ static bool same_training(const struct plan_train_layout *a, const struct plan_t
 {
     return a->tp == b->tp && a->pp == b->pp && a->cp == b->cp && a->dp == b->dp &&
            a->budget_tokens == b->budget_tokens && a->recompute == b->recompute &&
-           a->fsdp == b->fsdp && a->shard_dp == b->shard_dp;
+           a->fsdp == b->fsdp && a->shard_dp == b->shard_dp && a->ep == b->ep;
 }
 
 /* Marks c as proposed without the pool (its origin says so). */

@@ -802,8 +802,9 @@ static void doc_presets(FILE *out)
     fprintf(out, "\n### models\n\n"
                  "Parameter counts are derived from the shape unless given. MoE presets "
                  "(`experts` > 0) compute with their active parameters and hold their total "
-                 "parameters; inference streams every expert its batch selects, training is "
-                 "costed as dense with the active parameters.\n\n");
+                 "parameters; inference streams every expert its batch selects; training "
+                 "computes with the active parameters, and the planner may split each layer's "
+                 "experts over DP ranks (expert parallelism, docs/planner.md).\n\n");
     memset(&model, 0, sizeof model);
     f = spec_model_fields(&n);
     spec_fields_defaults(f, n, &model);

@@ -22,7 +22,7 @@ def cost_json(*args):
 
 def test_json_envelope_and_answers():
     doc = cost_json("--hardware", "a800-80g", "--model", "qwen3-14b", "--gpus", "48")
-    assert doc["schema"] == "libra.cost/1"
+    assert doc["schema"] == "libra.cost/2"
     for key in ("libra_version", "seed", "config_digest"):
         assert key in doc
     assert doc["model"] == "qwen3-14b" and not doc["moe"]
@@ -73,9 +73,22 @@ def test_same_input_same_bytes():
 
 def test_moe_is_labelled():
     doc = cost_json("--model", "qwen3-30b-a3b")
-    assert doc["moe"] and doc["moe_training_dense_approximation"]
+    assert doc["moe"] and "moe_training_dense_approximation" not in doc
     r = run("--model", "qwen3-30b-a3b")
     assert r.returncode == 0 and "MoE" in r.stdout
+
+
+def test_expert_parallelism_splits_the_experts_and_adds_all_to_alls():
+    # Qwen3-30B-A3B on 16 GPUs, TP 1, DP 16: EP 8 holds 1/8 of the experts per rank and
+    # exchanges tokens on NVLink; EP 16 spans two nodes, so its all-to-alls cross the NICs.
+    base = ("--model", "qwen3-30b-a3b", "--gpus", "16", "--tp", "1", "--zero", "1",
+            "--micro-batch-tokens", "8192")
+    one, eight, sixteen = (cost_json(*base, "--ep", ep)["training"] for ep in ("1", "8", "16"))
+    assert one["config"]["ep"] == 1 and one["step"]["ep_comm_s"] == 0
+    assert eight["memory"]["weights_bytes"] < one["memory"]["weights_bytes"] / 5
+    assert 0 < eight["step"]["ep_comm_s"] < sixteen["step"]["ep_comm_s"]
+    assert eight["step"]["compute_s"] == one["step"]["compute_s"]
+    assert "EP 8" in run(*base, "--ep", "8").stdout
 
 
 def test_calibration_matches_the_document():
@@ -91,7 +104,10 @@ def test_layouts_that_cannot_run_are_usage_errors():
     for args, needle in ((("--tp", "3"), "tp must divide"),
                          (("--dp", "100"), "needs 400 GPUs"),
                          (("--seq-tokens", "40000"), "do not fit"),
-                         (("--zero", "4"), "--zero")):
+                         (("--zero", "4"), "--zero"),
+                         (("--ep", "2"), "is dense"),
+                         (("--model", "qwen3-30b-a3b", "--dp", "6", "--ep", "4"), "must divide dp 6"),
+                         (("--model", "qwen3-30b-a3b", "--ep", "3"), "must divide")):
         r = run(*args)
         assert r.returncode == 2, (args, r.stderr)
         assert r.stdout == ""

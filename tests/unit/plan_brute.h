@@ -41,8 +41,8 @@ static inline int64_t brute_pick(struct rng *r, int64_t lo, int64_t hi)
 static inline void brute_case_make(struct brute_case *c, const struct spec_presets *ps,
                                    const struct plan_settings *st, uint64_t seed, int max_gpus)
 {
-    static const char *const models[] = {"qwen3-14b", "qwen3-14b", "qwen3-4b", "qwen3-4b",
-                                         "qwen3-32b"};
+    static const char *const models[] = {"qwen3-14b", "qwen3-14b", "qwen3-4b",
+                                         "qwen3-4b",  "qwen3-32b", "qwen3-30b-a3b"};
     static const char *const pat8[] = {"1,1,2,4", "8", "4,4", "2,2,2,2"};
     static const char *const pat4[] = {"1,1,2", "4", "2,2"};
     struct rng r = rng_keyed(seed, 0x706c616e, 0, 0);
@@ -52,7 +52,7 @@ static inline void brute_case_make(struct brute_case *c, const struct spec_prese
     cfg->cluster.gpus_per_node = rng_uniform(&r) < 0.7 ? 8 : 4;
     cfg->cluster.gpus = (int)brute_pick(&r, max_gpus / 4, max_gpus);
     c->hw = spec_hardware_find(ps, "a800-80g");
-    c->model = spec_model_find(ps, models[rng_uniform_int(&r, 5)]);
+    c->model = spec_model_find(ps, models[rng_uniform_int(&r, 6)]);
     cfg->rl.samples = (int)(1 << rng_uniform_int(&r, 3));
     cfg->rl.batch_trajectories = cfg->rl.samples * (int)brute_pick(&r, 1, 24 / cfg->rl.samples);
     cfg->rl.max_staleness = (int)brute_pick(&r, 0, 4);
@@ -150,6 +150,7 @@ static inline int brute_cmp(const struct brute_best *a, const struct brute_best 
     BRUTE_CMP(a->l.recompute, b->l.recompute)
     BRUTE_CMP(a->l.fsdp, b->l.fsdp)
     BRUTE_CMP(a->l.shard_dp, b->l.shard_dp) /* FSDP before HSDP */
+    BRUTE_CMP(a->l.ep, b->l.ep)
     BRUTE_CMP(a->inst, b->inst)
     BRUTE_CMP(a->roll_s, b->roll_s)
     for (int t = PLAN_NTP - 1; t > 0; t--)
@@ -233,14 +234,20 @@ static inline void brute_split(const struct brute_case *bc, struct plan_roll *ro
                         (fs && !(train->fsdp && tp == 1 && pp == 1)) ||
                         (hsdp && !(shard > 1 && shard < dp && dp % shard == 0)))
                         continue;
-                    structural++;
-                    struct plan_train_layout l = {
-                        tp, pp, cp, dp, plan_budgets[bi / 6], rc, fs, hsdp ? shard : 0};
-                    if (plan_train_check(train, &l, NULL) == PLAN_WHY_NONE) {
-                        ls[nl] = l;
-                        /* async: the train side adds the trainer's share of the updates */
-                        tt[nl++] = plan_train_time(train, &l, NULL) +
-                                   (colocated ? 0.0 : roll->job.train_add_s);
+                    /* expert parallel sizes: MoE under the distributed optimizer only */
+                    for (int ep = 1; ep <= 64; ep *= 2) {
+                        if (ep > 1 && (fs || !bc->model->experts || dp % ep != 0 ||
+                                       bc->model->experts % ep != 0))
+                            continue;
+                        structural++;
+                        struct plan_train_layout l = {
+                            tp, pp, cp, dp, plan_budgets[bi / 6], rc, fs, hsdp ? shard : 0, ep};
+                        if (plan_train_check(train, &l, NULL) == PLAN_WHY_NONE) {
+                            ls[nl] = l;
+                            /* async: the train side adds the trainer's share of the updates */
+                            tt[nl++] = plan_train_time(train, &l, NULL) +
+                                       (colocated ? 0.0 : roll->job.train_add_s);
+                        }
                     }
                 }
     double train_min = INFINITY; /* the split's least train side, which the span charges */

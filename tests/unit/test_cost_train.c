@@ -384,6 +384,82 @@ static void test_hybrid_sharding(void **state)
     assert_int_equal(cost_train_step_time(&s, hw, &p, &hybrid, &load, &same), LIBRA_EINVAL);
 }
 
+/*
+ * Expert parallelism on Qwen3-30B-A3B (48 layers of 128 experts, top-8, hidden 2048), 16 H100
+ * on two nodes, TP 1, Megatron's distributed optimizer. EP 8 keeps 16 of each layer's experts
+ * on a rank: their weights and gradients shrink 8-fold and their optimizer state is sharded
+ * over the 2 ranks that hold the same experts, while the rest (attention, router, embeddings)
+ * stays as it was. A rank sends each of its 7 node peers 1/8 of its tokens' top-8 copies of the
+ * hidden state (2 B each) per all-to-all, over the 340 GB/s bus; EP 16 sends 8 of its 15 peers'
+ * shares over the 25 GB/s NICs, which then set the time. FLOPs do not change.
+ */
+static void test_expert_parallelism(void **state)
+{
+    struct cost_shape s;
+    assert_int_equal(cost_shape_init(&s, cost_ref_model(COST_REF_QWEN3_30B_A3B)), 0);
+    const struct spec_hardware *hw = cost_ref_hardware(COST_REF_H100);
+    struct cost_train_params p;
+    cost_train_params_default(&p);
+    struct cost_train_config c = {.tp = 1,
+                                  .pp = 1,
+                                  .cp = 1,
+                                  .dp = 16,
+                                  .micro_batch_tokens = 8192,
+                                  .minibatches = 1,
+                                  .distributed_optimizer = true,
+                                  .full_recompute = true};
+    uint32_t len[64];
+    for (int i = 0; i < 64; i++)
+        len[i] = 4096;
+    struct cost_train_load load;
+    deal(&s, len, 64, &c, &load);
+    struct cost_train_step st[3];
+    struct cost_train_memory m[3];
+    const int eps[3] = {1, 8, 16};
+    for (int i = 0; i < 3; i++) {
+        c.ep = eps[i];
+        assert_int_equal(cost_train_step_time(&s, hw, &p, &c, &load, &st[i]), 0);
+        assert_int_equal(cost_train_memory(&s, hw, &p, &c, &m[i]), 0);
+    }
+    double experts = s.layers * s.experts * s.expert_params, dense = s.params_total - experts;
+    assert_close(m[0].weights_bytes, 2.0 * s.params_total, 1e-12);
+    assert_close(m[1].weights_bytes, 2.0 * (dense + experts / 8.0), 1e-12);
+    assert_close(m[1].grads_bytes, 4.0 * (dense + experts / 8.0), 1e-12);
+    assert_close(m[1].optimizer_bytes, 12.0 * (dense / 16.0 + experts / 8.0 / 2.0), 1e-12);
+    assert_close(m[1].activations_bytes, m[0].activations_bytes, 1e-12);
+
+    assert_true(st[0].ep_comm_s == 0.0);
+    double sweeps = 2.0 * 2.0 + 2.0; /* each way in the forward and recompute; backward */
+    double peer8 = load.tokens_max * 8.0 * 2048.0 * 2.0 / 8.0, alpha = 30e-6;
+    assert_close(st[1].ep_comm_s, sweeps * 48.0 * (load.microbatches * alpha + 7.0 * peer8 / 340e9),
+                 1e-9);
+    double peer16 = peer8 / 2.0;
+    assert_close(st[2].ep_comm_s, sweeps * 48.0 * (load.microbatches * alpha + 8.0 * peer16 / 25e9),
+                 1e-9);
+    for (int i = 1; i < 3; i++) {
+        assert_close(st[i].compute_s, st[0].compute_s, 1e-12);
+        assert_close(st[i].flops, st[0].flops, 1e-12);
+        assert_close(st[i].optimizer_s, st[0].optimizer_s, 1e-12); /* 1/16 of it either way */
+    }
+
+    /* EP that does not divide DP or the experts, EP of a dense model, EP with HSDP: refused */
+    struct cost_train_step bad;
+    c.ep = 32; /* > DP */
+    assert_int_equal(cost_train_step_time(&s, hw, &p, &c, &load, &bad), LIBRA_EINVAL);
+    c.ep = 3;
+    assert_int_equal(cost_train_step_time(&s, hw, &p, &c, &load, &bad), LIBRA_EINVAL);
+    c.ep = 8;
+    c.zero_stage = 3;
+    c.distributed_optimizer = false;
+    c.shard_dp = 8;
+    assert_int_equal(cost_train_step_time(&s, hw, &p, &c, &load, &bad), LIBRA_EINVAL);
+    struct cost_shape d = qwen7b();
+    struct cost_train_memory dm;
+    c.shard_dp = 0;
+    c.ep = 2;
+    assert_int_equal(cost_train_memory(&d, hw, &p, &c, &dm), LIBRA_EINVAL);
+}
+
 /* The capacity the cost model works with is the built-in preset's, for every GPU: the engine's
  * KV budget is its memory fraction of it and training's fit is it less the margin. */
 static void test_capacity_is_the_presets(void **state)
@@ -423,6 +499,7 @@ int main(void)
         cmocka_unit_test(test_memory_fits_flips_where_computed),
         cmocka_unit_test(test_memory_shrinks_with_sharding),
         cmocka_unit_test(test_hybrid_sharding),
+        cmocka_unit_test(test_expert_parallelism),
         cmocka_unit_test(test_capacity_is_the_presets),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -255,7 +255,8 @@ static void test_async_terms(void **state)
             /* the span's bound: each rank alone on the class's smallest TP, no queue */
             double lb = (plan_roll_tail_lb(&roll, 1u << t) + 5.0 + job.save_s + job.transfer_s) /
                         job.k1 * (1.0 - 1e-12); /* summed in another order: as the search */
-            assert_true(sc.tail_s >= plan_roll_tail_lb(&roll, 1u << t));
+            /* in real arithmetic; the two sum in other orders, and the search shaves (§3.4) */
+            assert_true(sc.tail_s >= plan_roll_tail_lb(&roll, 1u << t) * (1.0 - 1e-12));
             assert_true(sc.span_s >= lb);
         }
         plan_roll_free(&roll);
