@@ -32,13 +32,14 @@ static const char help[] =
     "libra.cost/2). `calibration` prints the calibration table (docs/calibration.md).\n"
     "MoE models compute with their active parameters and hold their total parameters; an\n"
     "inference iteration streams every expert its tokens select (uniform routing); in\n"
-    "training, --ep splits each layer's experts over that many DP ranks, which exchange\n"
-    "their tokens' top-k copies (all-to-all).\n"
+    "training, --ep splits each layer's experts over that many GPUs, which exchange their\n"
+    "tokens' top-k copies (all-to-all).\n"
     "\n"
     "training layout:\n"
     "  --tp N, --pp N, --cp N        tensor, pipeline and context parallel sizes (4, 1, 1)\n"
     "  --dp N                        data-parallel replicas (default: the GPUs left)\n"
-    "  --ep N                        expert parallel size (MoE: divides DP and the experts; 1)\n"
+    "  --ep N                        expert parallel size (MoE: divides TP·CP·DP and the\n"
+    "                                experts; the experts are then not split by TP) (1)\n"
     "  --micro-batch-tokens N        token budget of a micro-batch per replica (32768)\n"
     "  --minibatches N               optimizer steps per training step (1)\n"
     "  --zero N                      ZeRO stage 0-3 (1)\n"
@@ -201,8 +202,9 @@ static int train_answers(struct answers *a, const struct opts *o)
             cli_errorf("cost: --ep %d: %s is dense (expert parallelism needs an MoE model)", c->ep,
                        a->model->name);
         else if (c->ep > 1)
-            cli_errorf("cost: --ep %d must divide dp %d and the %d experts of %s", c->ep, c->dp,
-                       a->model->experts, a->model->name);
+            cli_errorf("cost: --ep %d must divide the %d GPUs of a pipeline stage (tp·cp·dp) and "
+                       "the %d experts of %s",
+                       c->ep, c->tp * c->cp * c->dp, a->model->experts, a->model->name);
         else
             cli_errorf("cost: training layout tp %d pp %d cp %d dp %d does not suit %s (tp must "
                        "divide its %d heads, pp at most its %d layers)",

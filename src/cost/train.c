@@ -278,7 +278,7 @@ static int check_config(const struct cost_shape *s, const struct cost_train_conf
         c->pp > s->layers || c->ep < 0)
         return LIBRA_EINVAL;
     int ep = ep_of(c);
-    if (ep > 1 && (!s->moe || fmod(s->experts, ep) != 0.0 || c->dp % ep != 0 ||
+    if (ep > 1 && (!s->moe || fmod(s->experts, ep) != 0.0 || (c->tp * c->cp * c->dp) % ep != 0 ||
                    (c->shard_dp && c->shard_dp != c->dp)))
         return LIBRA_EINVAL;
     return 0;
@@ -304,19 +304,22 @@ static int shard_ranks(const struct cost_train_config *c)
     return c->shard_dp ? c->shard_dp : c->dp;
 }
 
-/* Parameters one GPU holds of c's model: the routed experts apart under EP (they alone split
- * over it), else all of them in `dense`. */
+/* Parameters one GPU holds of c's model. Without EP all of them are `dense`, split by TP and PP.
+ * Under EP (Megatron's MoE parallel folding with expert TP 1) the tp·cp·dp GPUs of a pipeline
+ * stage hold each layer's routed experts in groups of ep consecutive GPUs, 1/ep of them each, so
+ * the stage's GPUs ep apart hold the same experts and share their sharded state. */
 struct gpu_params {
     double dense, expert;
-    int shard, expert_shard; /* DP ranks each part's sharded state is split over */
+    int shard;        /* DP ranks the dense state is sharded over */
+    int expert_shard; /* GPUs that hold the same experts (ep apart) */
 };
 
 static struct gpu_params gpu_params(const struct cost_shape *s, const struct cost_train_config *c)
 {
-    int ep = ep_of(c), tp_pp = c->tp * c->pp;
+    int ep = ep_of(c), tp_pp = c->tp * c->pp, stage = c->tp * c->cp * c->dp;
     double experts = ep > 1 ? s->layers * s->experts * s->expert_params : 0.0;
-    return (struct gpu_params){(s->params_total - experts) / tp_pp, experts / (tp_pp * ep),
-                               shard_ranks(c), shard_ranks(c) / ep};
+    return (struct gpu_params){(s->params_total - experts) / tp_pp, experts / ((double)c->pp * ep),
+                               shard_ranks(c), stage / ep};
 }
 
 /* The DP gradient synchronisation of one mini-batch over dp ranks `stride` GPUs apart whose
@@ -339,17 +342,15 @@ static double dp_sync_s(const struct spec_hardware *hw, const struct cost_train_
     return t;
 }
 
-/* The all-to-alls of EP, once each way per MoE layer and sweep: each rank sends the top-k
- * copies of its tokens (of `tokens`) that go to the ep − 1 other ranks, over NVLink to those
- * on its node and over the NICs to the rest, both at once. */
+/* One all-to-all of EP: each GPU sends the top-k copies of its share of a replica's `tokens`
+ * (TP·CP split them) that go to the ep − 1 other GPUs of its group — ep consecutive GPUs, on its
+ * node up to the node's size — over NVLink on the node and the NICs off it, both at once. */
 static double a2a_s(const struct spec_hardware *hw, const struct cost_shape *s,
                     const struct cost_train_params *p, const struct cost_train_config *c,
                     double tokens)
 {
-    int ep = ep_of(c), span = c->tp * c->cp; /* DP ranks are TP·CP GPUs apart */
-    int local = span < hw->gpus_per_node ? hw->gpus_per_node / span : 1;
-    local = local < ep ? local : ep;
-    double bytes = tokens / span * s->top_k * s->hidden * p->act_bytes / ep; /* to each peer */
+    int ep = ep_of(c), local = ep < hw->gpus_per_node ? ep : hw->gpus_per_node;
+    double bytes = tokens / (c->tp * c->cp) * s->top_k * s->hidden * p->act_bytes / ep; /* each */
     double on_node = (local - 1.0) * bytes / hw->allreduce_bus_bw_bytes_per_s;
     double off_node = (ep - local) * bytes / hw->inter_node_bw_bytes_per_s;
     return fmax(on_node, off_node);
@@ -397,7 +398,8 @@ int cost_train_step_time(const struct cost_shape *s, const struct spec_hardware 
         double ring = fwd * s->layers * (cp - 1) * kv_bytes / group_bw(hw, tp * cp);
         out->cp_comm_s = fmax(0.0, ring - attn_s);
     }
-    /* EP: the tokens of a rank's TP·CP share to their experts and back, per layer and sweep */
+    /* EP: each GPU's tokens to their experts and back, per layer and forward sweep, twice in
+     * the backward */
     if (ep_of(c) > 1) {
         double a2as = 2.0 * fwd_sweeps + 2.0;
         out->ep_comm_s =
@@ -412,29 +414,29 @@ int cost_train_step_time(const struct cost_shape *s, const struct spec_hardware 
         out->pp_p2p_s = sends * (alpha + mb_bytes / group_bw(hw, tp * cp * pp));
     }
 
-    /* DP: gradients reduced once per mini-batch, part of it hidden behind backward; the experts'
-     * among the ranks that hold the same ones (every ep-th), and so gathered under ZeRO-3 */
+    /* DP: gradients reduced once per mini-batch, part of it hidden behind backward; under EP the
+     * experts' among the GPUs that hold the same ones (ep apart), and so gathered under ZeRO-3 */
     struct gpu_params g = gpu_params(s, c);
     bool shard_opt = c->zero_stage >= 1 || c->distributed_optimizer;
-    int ep = ep_of(c), edp = dp / ep;
+    double sync = 0.0, gather = 0.0;
     if (dp > 1) {
-        double sync = dp_sync_s(hw, c, dp, g.shard, replica, g.dense * p->grad_bytes,
-                                g.dense * p->weight_bytes);
-        if (g.expert > 0.0 && edp > 1)
-            sync += dp_sync_s(hw, c, edp, g.expert_shard, replica * ep, g.expert * p->grad_bytes,
-                              g.expert * p->weight_bytes);
-        out->dp_comm_s = c->minibatches * (1.0 - p->dp_overlap) * sync;
-        double gather = 0.0;
+        sync = dp_sync_s(hw, c, dp, g.shard, replica, g.dense * p->grad_bytes,
+                         g.dense * p->weight_bytes);
         if (c->zero_stage == 3 && g.shard > 1)
             gather = ring_s((g.shard - 1.0) / g.shard, g.dense * p->weight_bytes,
                             group_bw(hw, (int)(replica * g.shard)), alpha);
-        if (c->zero_stage == 3 && g.expert > 0.0 && g.expert_shard > 1)
-            gather += ring_s((g.expert_shard - 1.0) / g.expert_shard, g.expert * p->weight_bytes,
-                             group_bw(hw, (int)(replica * ep * g.expert_shard)), alpha);
-        if (gather > 0.0)
-            out->zero3_gather_s =
-                micro * fmax(0.0, gather * (fwd_sweeps + 1.0) - out->compute_s / micro);
     }
+    if (g.expert > 0.0 && g.expert_shard > 1) {
+        int es = g.expert_shard, ep = ep_of(c);
+        sync += dp_sync_s(hw, c, es, es, ep, g.expert * p->grad_bytes, g.expert * p->weight_bytes);
+        if (c->zero_stage == 3)
+            gather +=
+                ring_s((es - 1.0) / es, g.expert * p->weight_bytes, group_bw(hw, ep * es), alpha);
+    }
+    out->dp_comm_s = c->minibatches * (1.0 - p->dp_overlap) * sync;
+    if (gather > 0.0)
+        out->zero3_gather_s =
+            micro * fmax(0.0, gather * (fwd_sweeps + 1.0) - out->compute_s / micro);
     double opt_params =
         shard_opt ? g.dense / g.shard + g.expert / g.expert_shard : g.dense + g.expert;
     double opt_bytes = opt_params * (2.0 * p->optimizer_bytes + p->grad_bytes + p->weight_bytes);

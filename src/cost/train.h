@@ -16,12 +16,12 @@
  * gradient shards cross groups, at the price of a copy of the state per group.
  *
  * MoE: FLOPs are the active parameters' (router and top-k experts per token). Under expert
- * parallelism (ep > 1) a rank holds 1/ep of each layer's routed experts, so their weights,
- * gradients and optimizer state shrink by ep and are sharded and reduced over the ep-th of
- * DP that holds the same experts; each MoE layer sends every token's top-k copies to their
- * experts' ranks and back, once per forward sweep and twice in the backward, over NVLink
- * between ranks of a node and the NICs between nodes (the slower of the two sets the time;
- * experts are taken to be loaded evenly, and the all-to-alls not to overlap compute).
+ * parallelism (ep > 1) a GPU holds 1/ep of each layer's routed experts (not split by TP), so
+ * their state is sharded and their gradients reduced among the GPUs of a stage that hold the
+ * same experts; each MoE layer sends every token's top-k copies to their experts' GPUs and
+ * back, once per forward sweep and twice in the backward, over NVLink within a node and the
+ * NICs between nodes (the slower of the two sets the time; experts are taken to be loaded
+ * evenly, and the all-to-alls not to overlap compute).
  *
  * Speed: the sequence-dependent part (dealing, O(n log DP)) is cost_train_deal: the dealing
  * itself (cost_train_assign), which the planner runs once per DP, then the load of each
@@ -69,11 +69,12 @@ void cost_train_params_for(struct cost_train_params *p, const struct spec_hardwa
 struct cost_train_config {
     int tp, pp, cp, dp;
     int ep;                      /* expert parallel size (MoE): each layer's routed experts are
-                                  * split over ep DP ranks (Megatron's expert_model_parallel_size;
-                                  * an expert is tensor-split as the dense layers are), and a
-                                  * token's top-k copies travel to their experts' ranks and back
-                                  * (all-to-all); 0 or 1: every rank holds every expert. Divides
-                                  * dp and the experts; 1 for a dense model; not with shard_dp */
+                                  * split over groups of ep consecutive GPUs of a pipeline stage
+                                  * (Megatron's expert_model_parallel_size with its MoE parallel
+                                  * folding, expert TP 1), and a token's top-k copies travel to
+                                  * their experts' GPUs and back (all-to-all); 0 or 1: no EP, the
+                                  * experts split by TP as the dense layers. Divides tp·cp·dp and
+                                  * the experts; 1 for a dense model; not with shard_dp */
     double micro_batch_tokens;   /* token budget of one micro-batch of one DP replica (its CP
                                   * ranks share it); every sequence must fit in it */
     int minibatches;             /* optimizer steps per training step (PPO mini-batches), >= 1 */

@@ -74,11 +74,10 @@ static void verl_training(struct strbuf *b, const struct plan_train_layout *t)
             strbuf_printf(b, "%s.override_transformer_config.recompute_granularity=null\n", mc);
         if (t->ep > 1)
             strbuf_printf(b,
-                          "# experts: each layer's split over %d DP ranks, tensor-split as the "
-                          "rest\n"
+                          "# experts: each layer's split over %d GPUs, not tensor-split\n"
                           "%s.expert_model_parallel_size=%d\n"
-                          "%s.expert_tensor_parallel_size=%d\n",
-                          t->ep, mc, t->ep, mc, t->tp);
+                          "%s.expert_tensor_parallel_size=1\n",
+                          t->ep, mc, t->ep, mc);
     }
     strbuf_printf(b,
                   "# micro-batches: sequences packed up to the plan's budget per GPU (times CP)\n"
@@ -187,6 +186,6 @@ void export_megatron(const struct export_ctx *x, struct strbuf *b)
                        "--recompute-method uniform\n"
                        "--recompute-num-layers 1\n");
     if (t->ep > 1)
-        strbuf_printf(b, "--expert-model-parallel-size %d\n--expert-tensor-parallel-size %d\n",
-                      t->ep, t->tp);
+        strbuf_printf(b, "--expert-model-parallel-size %d\n--expert-tensor-parallel-size 1\n",
+                      t->ep);
 }

@@ -128,7 +128,7 @@ struct plan_train_layout {
     int shard_dp;      /* FSDP only: DP ranks the state is sharded over, a node's worth (HSDP:
                         * gathers on NVLink, a copy of the state per node); 0: all of DP */
     int ep;            /* MoE with the distributed optimizer only: expert parallel size, the
-                        * DP ranks each layer's routed experts are split over
+                        * GPUs of a stage each layer's routed experts are split over, expert TP 1
                         * (cost_train_config.ep); 0 or 1: none */
 };
 

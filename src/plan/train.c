@@ -123,10 +123,10 @@ void plan_train_free(struct plan_train *t)
     memset(t, 0, sizeof *t);
 }
 
-/* Whether the experts of t's model split over ep of dp ranks (ep 1: always). */
-static bool ep_fits(const struct plan_train *t, int dp, int ep)
+/* Whether the experts of t's model split over groups of ep of a stage's GPUs (ep 1: always). */
+static bool ep_fits(const struct plan_train *t, int stage_gpus, int ep)
 {
-    return ep == 1 || (t->sh->moe && dp % ep == 0 && fmod(t->sh->experts, ep) == 0.0);
+    return ep == 1 || (t->sh->moe && stage_gpus % ep == 0 && fmod(t->sh->experts, ep) == 0.0);
 }
 
 size_t plan_train_layouts(const struct plan_train *t, int n, struct plan_train_layout *out)
@@ -143,7 +143,7 @@ size_t plan_train_layouts(const struct plan_train *t, int n, struct plan_train_l
                             if (fs == 2 && (shard < 2 || shard >= dp || dp % shard != 0))
                                 continue; /* HSDP only where a node's shard leaves replicas */
                             for (int e = 0, ep = 1; e < (fs ? 1 : PLAN_EPS); e++, ep *= 2)
-                                if (ep_fits(t, dp, ep))
+                                if (ep_fits(t, tp * cp * dp, ep))
                                     out[k++] = (struct plan_train_layout){
                                         tp,      pp,      cp,    dp, plan_budgets[bi],
                                         rc == 1, fs >= 1, shard, ep};

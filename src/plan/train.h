@@ -84,11 +84,11 @@ void plan_train_free(struct plan_train *t);
 /* The layouts of n GPUs (TP, PP in {1, 2, 4, 8}, CP in {1, 2, 4} when the longest sequence
  * exceeds plan.cp_min_seq_tokens else {1}, every budget, without and (when t->recompute) with
  * full activation recompute, with Megatron's distributed optimizer — for an MoE model at every
- * expert parallel size of PLAN_EPS that divides DP and the experts — and (when t->fsdp and TP =
- * PP = 1) with FSDP, and with HSDP sharding within a node where that leaves at least two
- * replicas of the state, TP·PP·CP dividing n) in tie-break order: TP, PP, CP, budget
- * ascending, then without recompute first, then distributed optimizer by EP ascending, FSDP,
- * HSDP. Returns the count (<= PLAN_LAYOUTS_MAX). */
+ * expert parallel size of PLAN_EPS that divides TP·CP·DP and the experts — and (when t->fsdp and TP
+ * = PP = 1) with FSDP, and with HSDP sharding within a node where that leaves at least two replicas
+ * of the state, TP·PP·CP dividing n) in tie-break order: TP, PP, CP, budget ascending, then without
+ * recompute first, then distributed optimizer by EP ascending, FSDP, HSDP. Returns the count (<=
+ * PLAN_LAYOUTS_MAX). */
 size_t plan_train_layouts(const struct plan_train *t, int n, struct plan_train_layout *out);
 
 /* Widens t's space with the options plan.recompute and plan.fsdp leave to fallback (on: for a

@@ -106,7 +106,7 @@ def test_layouts_that_cannot_run_are_usage_errors():
                          (("--seq-tokens", "40000"), "do not fit"),
                          (("--zero", "4"), "--zero"),
                          (("--ep", "2"), "is dense"),
-                         (("--model", "qwen3-30b-a3b", "--dp", "6", "--ep", "4"), "must divide dp 6"),
+                         (("--model", "qwen3-30b-a3b", "--dp", "6", "--ep", "16"), "must divide the 24"),
                          (("--model", "qwen3-30b-a3b", "--ep", "3"), "must divide")):
         r = run(*args)
         assert r.returncode == 2, (args, r.stderr)

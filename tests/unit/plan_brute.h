@@ -236,7 +236,7 @@ static inline void brute_split(const struct brute_case *bc, struct plan_roll *ro
                         continue;
                     /* expert parallel sizes: MoE under the distributed optimizer only */
                     for (int ep = 1; ep <= 64; ep *= 2) {
-                        if (ep > 1 && (fs || !bc->model->experts || dp % ep != 0 ||
+                        if (ep > 1 && (fs || !bc->model->experts || (tp * cp * dp) % ep != 0 ||
                                        bc->model->experts % ep != 0))
                             continue;
                         structural++;

@@ -387,8 +387,8 @@ static void test_hybrid_sharding(void **state)
 /*
  * Expert parallelism on Qwen3-30B-A3B (48 layers of 128 experts, top-8, hidden 2048), 16 H100
  * on two nodes, TP 1, Megatron's distributed optimizer. EP 8 keeps 16 of each layer's experts
- * on a rank: their weights and gradients shrink 8-fold and their optimizer state is sharded
- * over the 2 ranks that hold the same experts, while the rest (attention, router, embeddings)
+ * on a GPU: their weights and gradients shrink 8-fold and their optimizer state is sharded
+ * over the 2 GPUs that hold the same experts, while the rest (attention, router, embeddings)
  * stays as it was. A rank sends each of its 7 node peers 1/8 of its tokens' top-8 copies of the
  * hidden state (2 B each) per all-to-all, over the 340 GB/s bus; EP 16 sends 8 of its 15 peers'
  * shares over the 25 GB/s NICs, which then set the time. FLOPs do not change.
@@ -442,9 +442,27 @@ static void test_expert_parallelism(void **state)
         assert_close(st[i].optimizer_s, st[0].optimizer_s, 1e-12); /* 1/16 of it either way */
     }
 
-    /* EP that does not divide DP or the experts, EP of a dense model, EP with HSDP: refused */
+    /* slime's Qwen3-30B-A3B layout, 8 GPUs at TP 4 and EP 8: the experts split 8 ways, not by
+     * TP; the rest by TP; every GPU sends its quarter of a replica's tokens */
+    struct cost_train_config folded = c;
+    folded.tp = 4;
+    folded.dp = 2;
+    folded.ep = 8;
+    struct cost_train_load fl;
+    struct cost_train_memory fm;
+    struct cost_train_step fs;
+    deal(&s, len, 64, &folded, &fl);
+    assert_int_equal(cost_train_memory(&s, hw, &p, &folded, &fm), 0);
+    assert_close(fm.weights_bytes, 2.0 * (dense / 4.0 + experts / 8.0), 1e-12);
+    assert_close(fm.optimizer_bytes, 12.0 * (dense / 4.0 / 2.0 + experts / 8.0), 1e-12);
+    assert_int_equal(cost_train_step_time(&s, hw, &p, &folded, &fl, &fs), 0);
+    double peer = fl.tokens_max / 4.0 * 8.0 * 2048.0 * 2.0 / 8.0;
+    assert_close(fs.ep_comm_s, sweeps * 48.0 * (fl.microbatches * alpha + 7.0 * peer / 340e9),
+                 1e-9);
+
+    /* EP that does not divide the stage or the experts, EP of a dense model, with HSDP: refused */
     struct cost_train_step bad;
-    c.ep = 32; /* > DP */
+    c.ep = 32; /* > the 16 GPUs */
     assert_int_equal(cost_train_step_time(&s, hw, &p, &c, &load, &bad), LIBRA_EINVAL);
     c.ep = 3;
     assert_int_equal(cost_train_step_time(&s, hw, &p, &c, &load, &bad), LIBRA_EINVAL);
