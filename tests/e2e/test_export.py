@@ -27,6 +27,8 @@ HETERO = ["--set", "plan.min_tp_sizes=3"]              # 48 GPUs: 10xTP2 + 1xTP4
 PARTIAL = ["--gpus", "20", "--batch", "8", "--samples", "4",
            "--set", "plan.min_tp_sizes=3"]             # 8 + 8 + 4 GPUs: TP1, TP2 and TP4
 PLANS = {"default": DEFAULT, "hetero": HETERO, "partial": PARTIAL}
+MOE = ["--model", "qwen3-30b-a3b", "--gpus", "64", "--hardware", "h100-sxm", "--workload",
+       "dapo-math", "--batch", "1024", "--set", "plan.verify_candidates=0"]  # EP 8 (planner.md)
 
 RECORD = r"""#!/bin/sh
 f=$(mktemp "$STUB_LOG/call.XXXXXX")
@@ -424,6 +426,19 @@ def test_megatron_arguments_are_the_training_layout():
     assert s["--micro-batch-size"] == "1" and "--use-distributed-optimizer" in s
     assert f"--max-tokens-per-gpu {train['micro_batch_tokens_per_gpu']}" in text
     assert ("--recompute-granularity" in s) == train["recompute"]
+
+
+def test_expert_parallelism_reaches_both_trainers():
+    train = plan_doc(MOE)["train"]
+    ep = train["ep"]
+    assert ep > 1 and train["step"]["ep_comm_s"] > 0
+    m = settings(export("megatron", MOE), " ")
+    assert int(m["--expert-model-parallel-size"]) == ep
+    assert m["--expert-tensor-parallel-size"] == "1"
+    v, mc = settings(export("verl", MOE), "="), "actor_rollout_ref.actor.megatron."
+    assert int(v[mc + "expert_model_parallel_size"]) == ep
+    assert v[mc + "expert_tensor_parallel_size"] == "1"
+    assert "expert" not in export("megatron", HETERO)  # a dense model's plan has no EP
 
 
 # ---- every format -------------------------------------------------------------------------
