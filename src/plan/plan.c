@@ -52,7 +52,8 @@ const char *plan_why_text(enum plan_why why)
         return "plan.group_integrity: the batch does not split into whole GRPO groups per DP "
                "rank";
     case PLAN_WHY_EHP:
-        return "ehp.enabled: a training replica (TP·PP·CP) must fit in one node";
+        return "ehp.enabled: a training replica (TP·PP·CP) must fit in one node and hold whole "
+               "expert groups (EP dividing TP·CP)";
     case PLAN_WHY_BUDGET:
         return "the longest sequence exceeds every micro-batch token budget (8192..32768 per "
                "GPU, times CP)";

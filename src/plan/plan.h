@@ -168,7 +168,7 @@ enum plan_why {
     PLAN_WHY_NONE,
     PLAN_WHY_SPLIT,       /* plan.min_train_gpus / min_rollout_gpus / granularity_gpus */
     PLAN_WHY_TP,          /* no training TP divides the heads and fits a node */
-    PLAN_WHY_EHP,         /* ehp.enabled: a replica must fit a node */
+    PLAN_WHY_EHP,         /* ehp.enabled: a replica must fit a node and hold whole EP groups */
     PLAN_WHY_DP,          /* DP exceeds the batch */
     PLAN_WHY_GROUPS,      /* plan.group_integrity */
     PLAN_WHY_BUDGET,      /* the longest sequence exceeds every micro-batch budget */

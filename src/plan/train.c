@@ -192,7 +192,8 @@ enum plan_why plan_train_check(const struct plan_train *t, const struct plan_tra
     if (fmod(t->sh->heads, l->tp) != 0.0 || l->tp > t->gpn || t->gpn % l->tp != 0 ||
         l->pp > t->sh->layers)
         return PLAN_WHY_TP;
-    if (t->ehp && replica > t->gpn)
+    /* the pool lends whole replicas: one must hold a node and, under EP, whole expert groups */
+    if (t->ehp && (replica > t->gpn || (l->ep > 1 && (l->tp * l->cp) % l->ep != 0)))
         return PLAN_WHY_EHP;
     if ((int64_t)l->dp * t->st->minibatches > t->batch)
         return PLAN_WHY_DP;

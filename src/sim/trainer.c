@@ -96,6 +96,8 @@ static double step_time(struct sim *s)
     struct cost_train_config c;
     plan_train_config(l, &s->st, &c); /* as the planner costs it, on the batch at hand: */
     c.dp = dp;
+    while (c.ep > 1 && (c.tp * c.cp * dp) % c.ep != 0) /* fewer ranks: whole expert groups */
+        c.ep /= 2;
     c.minibatches = mb;
     c.micro_batch_tokens = fmax(c.micro_batch_tokens, s->seqs.longest_tokens);
     if (s->elastic) /* the core and the hybrids the pool has training */
