@@ -109,7 +109,25 @@ static int check_count(struct fault *f, long turn, long call, const char *key, i
     return fault(f, turn, call, key, "must be >= 0, got %lld", (long long)v);
 }
 
-static int check_call(struct fault *f, long ti, long ci, const struct trace_tool_call *c)
+/* A trajectory's running totals, each kept within its bound (trace.h). */
+struct totals {
+    int64_t prompt, generated, payload, tool_us;
+};
+
+/* Adds v (a count checked by check_count; -1, unknown, adds nothing) to *sum, the trajectory's
+ * total of `what`, unless the sum would pass max. */
+static int check_sum(struct fault *f, long turn, long call, const char *key, int64_t v,
+                     int64_t *sum, int64_t max, const char *what)
+{
+    if (v > 0 && v > max - *sum)
+        return fault(f, turn, call, key, "%lld brings the trajectory's %s past %lld", (long long)v,
+                     what, (long long)max);
+    *sum += v > 0 ? v : 0;
+    return 0;
+}
+
+static int check_call(struct fault *f, long ti, long ci, const struct trace_tool_call *c,
+                      struct totals *sum)
 {
     if (!c->tool || !*c->tool)
         return fault(f, ti, ci, "tool", "must be a non-empty string");
@@ -120,10 +138,19 @@ static int check_call(struct fault *f, long ti, long ci, const struct trace_tool
         rc = check_count(f, ti, ci, "queue_us", c->queue_us, true);
     if (!rc)
         rc = check_count(f, ti, ci, "exec_us", c->exec_us, true);
+    if (!rc)
+        rc = check_sum(f, ti, ci, "payload_tokens", c->payload_tokens, &sum->payload,
+                       TRACE_MAX_TOKENS, "tool tokens");
+    if (!rc)
+        rc = check_sum(f, ti, ci, "queue_us", c->queue_us, &sum->tool_us, TRACE_MAX_TOOL_US,
+                       "tool microseconds");
+    if (!rc)
+        rc = check_sum(f, ti, ci, "exec_us", c->exec_us, &sum->tool_us, TRACE_MAX_TOOL_US,
+                       "tool microseconds");
     return rc;
 }
 
-static int check_turn(struct fault *f, const struct trace_traj *t, long ti)
+static int check_turn(struct fault *f, const struct trace_traj *t, long ti, struct totals *sum)
 {
     const struct trace_turn *u = &t->turns[ti];
     int rc = check_count(f, ti, -1, "prompt_tokens", u->prompt_tokens, false);
@@ -131,6 +158,12 @@ static int check_turn(struct fault *f, const struct trace_traj *t, long ti)
         rc = check_count(f, ti, -1, "cached_tokens", u->cached_tokens, true);
     if (!rc)
         rc = check_count(f, ti, -1, "generated_tokens", u->generated_tokens, false);
+    if (!rc)
+        rc = check_sum(f, ti, -1, "prompt_tokens", u->prompt_tokens, &sum->prompt, TRACE_MAX_TOKENS,
+                       "prompt tokens");
+    if (!rc)
+        rc = check_sum(f, ti, -1, "generated_tokens", u->generated_tokens, &sum->generated,
+                       TRACE_MAX_TOKENS, "generated tokens");
     if (rc)
         return rc;
     if (u->cached_tokens > u->prompt_tokens)
@@ -146,7 +179,7 @@ static int check_turn(struct fault *f, const struct trace_traj *t, long ti)
                      "aborted one may end after a call)",
                      trace_finish_name(t->finish));
     for (size_t ci = 0; ci < u->n_calls; ci++)
-        if ((rc = check_call(f, ti, (long)ci, &u->calls[ci])))
+        if ((rc = check_call(f, ti, (long)ci, &u->calls[ci], sum)))
             return rc;
     return 0;
 }
@@ -180,8 +213,9 @@ static int check_traj(const struct trace_traj *t, int64_t group_size, struct fau
         return fault(f, -1, -1, "reward", "must be finite");
     if (t->n_turns == 0)
         return fault(f, -1, -1, "turns", "must hold at least one turn");
+    struct totals sum = {0};
     for (size_t ti = 0; ti < t->n_turns; ti++)
-        if (check_turn(f, t, (long)ti))
+        if (check_turn(f, t, (long)ti, &sum))
             return LIBRA_EINVAL;
     return 0;
 }

@@ -28,6 +28,12 @@
 /* Longest line the parser accepts, bytes (a bound on per-record memory). */
 #define TRACE_MAX_LINE_BYTES ((size_t)64 << 20)
 
+/* Most tokens of each kind (prompt, generated, tool payload) a trajectory may hold, summed over
+ * its turns, and most tool microseconds (queue and execution) summed over its calls: far above
+ * any real run, they keep every total libra takes of a trajectory exact in 64 bits. */
+#define TRACE_MAX_TOKENS ((int64_t)1 << 40)
+#define TRACE_MAX_TOOL_US ((int64_t)1 << 50)
+
 enum trace_tool_status {
     TRACE_TOOL_SUCCESS,
     TRACE_TOOL_FAILURE,

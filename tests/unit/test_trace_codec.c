@@ -345,6 +345,49 @@ static void test_negative_tokens(void **state)
                "\"start_us\"", "start_us: must be >= 0, got -5");
 }
 
+/* A trajectory's tokens of each kind and its tool microseconds are bounded as sums, so that no
+ * total a reader takes of it overflows (trace.h, TRACE_MAX_TOKENS and TRACE_MAX_TOOL_US). */
+static void test_totals_bounded(void **state)
+{
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[{\"prompt_tokens\":10,"
+                      "\"generated_tokens\":1099511627777}]}",
+               "\"generated_tokens\"",
+               "turns.0.generated_tokens: 1099511627777 brings the trajectory's generated tokens "
+               "past 1099511627776");
+    /* two turns whose sum wraps a 64-bit integer: the second is named */
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[" CALL(
+                   "3") ",{\"prompt_tokens\":"
+                        "9223372036854775807,\"generated_tokens\":5}]}",
+               "\"prompt_tokens\":9223372036854775807",
+               "turns.1.prompt_tokens: 9223372036854775807 brings the trajectory's prompt tokens "
+               "past 1099511627776");
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[" CALL("1099511627776") "," CALL(
+                   "1") "," LAST_TURN "]}",
+               "\"payload_tokens\":1}",
+               "turns.1.calls.0.payload_tokens: 1 brings the trajectory's tool tokens past "
+               "1099511627776");
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[{\"prompt_tokens\":10,"
+                      "\"generated_tokens\":5,\"calls\":[{\"tool\":\"bash\",\"status\":"
+                      "\"success\",\"payload_tokens\":3,\"queue_us\":2,\"exec_us\":"
+                      "1125899906842623}]}," LAST_TURN "]}",
+               "\"exec_us\"",
+               "turns.0.calls.0.exec_us: 1125899906842623 brings the trajectory's tool "
+               "microseconds past 1125899906842624");
+    /* at the bounds, valid */
+    struct trace_parser *p = trace_parser_new("t.jsonl");
+    const struct trace_header *h;
+    const struct trace_traj *t;
+    struct libra_error err = {0};
+    const char *line = PREFIX "\"finish\":\"completed\",\"turns\":[{\"prompt_tokens\":"
+                              "1099511627776,\"generated_tokens\":1099511627776,\"calls\":[{"
+                              "\"tool\":\"bash\",\"status\":\"success\",\"payload_tokens\":"
+                              "1099511627776,\"queue_us\":1,\"exec_us\":1125899906842623}]},"
+                              "{\"prompt_tokens\":0,\"generated_tokens\":0}]}";
+    assert_int_equal(trace_parser_header(p, HEADER, strlen(HEADER) - 1, 1, &h, NULL), 0);
+    assert_int_equal(trace_parser_traj(p, line, strlen(line), 5, &t, &err), 0);
+    trace_parser_free(p);
+}
+
 static void test_missing_field(void **state)
 {
     traj_fails("{\"step\":0,\"epoch\":0}", "{", "prompt_id: missing");
@@ -461,6 +504,7 @@ int main(void)
         cmocka_unit_test(test_unknown_key),
         cmocka_unit_test(test_wrong_type),
         cmocka_unit_test(test_negative_tokens),
+        cmocka_unit_test(test_totals_bounded),
         cmocka_unit_test(test_missing_field),
         cmocka_unit_test(test_semantic_rules),
         cmocka_unit_test(test_empty_and_header_lines),
