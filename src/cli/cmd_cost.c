@@ -400,8 +400,14 @@ static json_t *json_output(const struct answers *a, const struct opts *o,
     return doc;
 }
 
-static int calibration(const struct cli_common *cc)
+/* `cost calibration`: the tables depend on no config, preset or layout, so its flags are read
+ * again with -o alone accepted, and any other is refused rather than ignored. */
+static int calibration(struct cli_common *cc, int argc, char **argv)
 {
+    cli_common_free(cc);
+    cli_common_init(cc, cli_find("cost"), CLI_FLAGS_OUTPUT, "", NULL);
+    if (cli_common_getopt(cc, argc, argv) != -1)
+        return LIBRA_EXIT_USAGE;
     char *md = cost_calibration_markdown();
     int rc = cli_write_output(cc->output, md);
     free(md);
@@ -454,7 +460,7 @@ int cmd_cost(int argc, char **argv)
     if (rc == 0 && argc - optind > 1)
         rc = cli_usage_error(cc.cmd, "unexpected argument '%s'", argv[optind + 1]);
     if (rc == 0 && input && strcmp(input, "calibration") == 0) {
-        rc = calibration(&cc);
+        rc = calibration(&cc, argc, argv);
         goto out;
     }
     if (rc == 0)

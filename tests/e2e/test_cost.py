@@ -100,6 +100,22 @@ def test_calibration_matches_the_document():
     assert r.stdout == section
 
 
+def test_calibration_takes_only_an_output_file(tmp_path):
+    """The tables depend on no config, preset or layout: a flag that could not change them is
+    refused, whichever side of `calibration` it stands, rather than ignored."""
+    for args in (["calibration", "--json"], ["calibration", "--gpus", "8"],
+                 ["--tp", "2", "calibration"], ["calibration", "--presets", "none.json"],
+                 ["calibration", "--set", "rl.samples=8"]):
+        r = run(*args)
+        assert r.returncode == 2, args
+        assert r.stdout == ""
+        assert r.stderr.startswith("libra: cost: unknown or malformed flag '--"), r.stderr
+    out = tmp_path / "calibration.md"
+    r = run("-o", str(out), "calibration")
+    assert r.returncode == 0, r.stderr
+    assert out.read_text(encoding="utf-8") == run("calibration").stdout
+
+
 def test_layouts_that_cannot_run_are_usage_errors():
     for args, needle in ((("--tp", "3"), "tp must divide"),
                          (("--dp", "100"), "needs 400 GPUs"),
