@@ -78,12 +78,13 @@ static const char help[] =
     "  --folds K          leave-tasks-out cross-validation instead of steps: prompts split\n"
     "                     into K folds; each fold is routed by models that learnt every other\n"
     "                     fold, its own attempts in order (step, then sample), each learnt once\n"
-    "                     scored\n";
+    "                     scored; not with --train-steps\n";
 
 struct route_flags {
     const char *policy;
     const char *buckets;
     int64_t train_steps;
+    bool train_steps_given; /* --train-steps on the command line: refused with --folds */
     int64_t min_visits;
     bool truncated_exact; /* learn truncated trajectories as exact, not censored */
     bool placebo;
@@ -642,6 +643,7 @@ int cmd_route(int argc, char **argv)
             break;
         case OPT_TRAIN:
             rc = cli_parse_int(cc.cmd, "--train-steps", optarg, 0, INT32_MAX, &f.train_steps);
+            f.train_steps_given = true;
             break;
         case OPT_VISITS:
             rc = cli_parse_int(cc.cmd, "--min-visits", optarg, 1, INT32_MAX, &f.min_visits);
@@ -665,6 +667,9 @@ int cmd_route(int argc, char **argv)
             rc = LIBRA_EXIT_USAGE;
         }
     }
+    if (rc == 0 && f.folds && f.train_steps_given)
+        rc = cli_usage_error(cc.cmd, "--train-steps and --folds exclude each other (--folds "
+                                     "evaluates every step, each fold trained on the others)");
     if (rc == 0 && (argc - optind != 2 || strcmp(argv[optind], "eval") != 0))
         rc = cli_usage_error(cc.cmd, "expected 'eval TRACE'");
     if (rc == 0)

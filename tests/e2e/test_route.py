@@ -201,6 +201,11 @@ def test_bad_input(tmp_path):
     assert r.returncode == 2 and "the planner gives no bucket layout" in r.stderr
     r = route("eval", trace, "--buckets", BUCKETS, "--folds", "1")
     assert r.returncode == 2 and "--folds: expected an integer in [2, " in r.stderr
+    # --folds evaluates every step: a --train-steps beside it would change nothing
+    for args in (["--folds", "2", "--train-steps", "1"], ["--train-steps", "0", "--folds", "2"]):
+        r = route("eval", trace, "--buckets", BUCKETS, *args)
+        assert r.returncode == 2 and r.stdout == "", args
+        assert "--train-steps and --folds exclude each other" in r.stderr
     r = route("eval", str(tmp_path / "missing.jsonl"), "--buckets", BUCKETS)
     assert r.returncode == 3
     r = route("eval", trace, "--buckets", BUCKETS, "--truncated", "maybe")
