@@ -329,6 +329,10 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, con
         if (strcmp(f->keys.v[k].key, "sim.seed") == 0 && (f->n_seeds || f->seed_list.n))
             return cli_usage_error(cc->cmd, "--sweep sim.seed and --seeds/--seed-list both "
                                             "set the seeds");
+    for (size_t i = 0; i < cc->n_overrides && f->seed_list.n; i++)
+        if (strcmp(cc->overrides[i].key, "sim.seed") == 0)
+            return cli_usage_error(cc->cmd, "%s and --seed-list both set the seeds",
+                                   cc->overrides[i].label);
     size_t n_seeds = f->seed_list.n ? f->seed_list.n : f->n_seeds ? (size_t)f->n_seeds : 1;
     int64_t *seeds = xcalloc(n_seeds, sizeof *seeds);
     for (size_t s = 0; s < n_seeds; s++)

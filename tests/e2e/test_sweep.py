@@ -183,6 +183,8 @@ def test_attribution_refuses_what_it_cannot_measure(args, message):
     (["--jobs", "0"], "--jobs: expected an integer in [1, "),
     (["--seeds", "2", "--perfetto", "x.json"], "--perfetto records one run"),
     (["--seeds", "2", "--sweep", "sim.seed=1,2"], "both set the seeds"),
+    (["--seed", "5", "--seed-list", "1,2"], "--seed and --seed-list both set the seeds"),
+    (["--seed-list", "1,2", "--set", "sim.seed=5"], "--set sim.seed and --seed-list both set"),
 ])
 def test_bad_sweeps(args, message):
     p = sim(*QUICK, *args, check=False)
