@@ -43,7 +43,8 @@ static const char help[] =
     "  --perfetto FILE    write one step of the last mode as a Chrome trace-event file\n"
     "                     (open it in ui.perfetto.dev); the step is sim.trace_step\n"
     "  --timeline A:B     record every mode's GPU timeline of steps A to B in its JSON\n"
-    "                     (sim.timeline_steps; libra report draws it)\n"
+    "                     (sim.timeline_steps; libra report draws it); with --json or\n"
+    "                     --jsonl only\n"
     "  --trace FILE       replay the trajectories of a trace (workload.trace)\n"
     "  --sweep KEY=V1,V2  run the experiment with KEY set to each value (any config key;\n"
     "                     repeatable: the grid of every combination, the first key slowest;\n"
@@ -377,11 +378,34 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, con
 
 /* ---- the command ------------------------------------------------------------------------ */
 
+/* The GPU timeline is a member of the JSON: asked for by a flag with the table as the output,
+ * it would be recorded and never shown. */
+static int check_timeline_shown(const struct cli_common *cc, const struct sim_flags *f)
+{
+    if (cc->json || cc->jsonl)
+        return 0;
+    const char *by = NULL;
+    for (size_t i = 0; i < cc->n_overrides; i++)
+        if (strcmp(cc->overrides[i].key, "sim.timeline_steps") == 0 && *cc->overrides[i].value)
+            by = cc->overrides[i].label;
+    for (size_t k = 0; k < f->keys.n; k++)
+        if (strcmp(f->keys.v[k].key, "sim.timeline_steps") == 0)
+            by = "--sweep sim.timeline_steps";
+    if (by)
+        return cli_usage_error(cc->cmd,
+                               "%s: the GPU timeline is recorded in the JSON, which the "
+                               "table does not show (add --json or --jsonl)",
+                               by);
+    return 0;
+}
+
 static int run(const struct cli_common *cc, const char *file, struct sim_flags *f)
 {
     struct api_presets p = {0};
     struct libra_config cfg;
     int rc = cli_common_load(cc, file, &p, &cfg);
+    if (rc == 0)
+        rc = check_timeline_shown(cc, f);
     if (rc == 0 && f->attribution)
         rc = add_attribution(cc, f, &cfg);
     if (rc == 0)

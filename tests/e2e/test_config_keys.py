@@ -239,7 +239,7 @@ STOP = {
     "cost": ((), 0),
     "plan": (("--trace", MISSING), 3),
     "route eval": ((MISSING,), 3),
-    "sim": (("--trace", MISSING), 3),
+    "sim": (("--trace", MISSING, "--json"), 3),  # --json: the output that shows a timeline
     "emu": (("--ports-file", "/nonexistent/libra-test/ports"), 3),
     "load": (("--engines", f"http://127.0.0.1:{closed_port()}", "--trace", MISSING), 3),
     "serve": (("--engine", f"http://127.0.0.1:{closed_port()}", "--set",

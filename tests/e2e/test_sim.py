@@ -241,10 +241,17 @@ def test_timeline_of_a_step_range():
         assert m == plain["modes"][name]
     head = json.loads(sim("--jsonl", *QUICK, "--timeline", "2:2").stdout.splitlines()[0])
     assert all(m["timeline"]["steps"] == {"first": 2, "last": 2} for m in head["modes"].values())
-    p = sim(*QUICK, "--timeline", "4:5", check=False)
+    p = sim("--json", *QUICK, "--timeline", "4:5", check=False)
     assert p.returncode == 2 and "sim.timeline_steps: step 4 is past the last step, 3" in p.stderr
     p = sim(*QUICK, "--timeline", "3", check=False)
     assert p.returncode == 2 and "--timeline: expected A:B" in p.stderr
+    # the table does not show a timeline: asked for without --json or --jsonl, it is refused
+    for args in (["--timeline", "1:2"], ["--set", "sim.timeline_steps=1:2"],
+                 ["--sweep", "sim.timeline_steps=1:2,2:3"]):
+        p = sim(*QUICK, *args, check=False)
+        assert p.returncode == 2 and p.stdout == "", args
+        assert "the GPU timeline is recorded in the JSON, which the table does not" in p.stderr
+    assert sim(*QUICK, "--set", "sim.timeline_steps=").returncode == 0  # off: nothing asked
 
 
 def test_rollout_mode_with_a_fleet_and_failure():
