@@ -438,6 +438,11 @@ int sim_experiment_run(const struct sim_input *in, struct sim_experiment *out,
                          "sim.timeline_steps: step %lld is past the last step, %d (steps are "
                          "numbered from 0)",
                          (long long)first, cfg->rl.steps - 1);
+    if (in->perfetto && cfg->sim.trace_step >= cfg->rl.steps)
+        return error_set(err, NULL, 0, 0,
+                         "sim.trace_step: step %lld is past the last step, %d (steps are "
+                         "numbered from 0)",
+                         (long long)cfg->sim.trace_step, cfg->rl.steps - 1);
     struct modes *ms = xcalloc(1, sizeof *ms);
     ms->in = in;
     ms->out = out;

@@ -224,6 +224,18 @@ def test_perfetto_file_is_a_trace_event_document(tmp_path):
     assert any(e["name"] == "train" and e["pid"] == 3 for e in events)
 
 
+def test_perfetto_step_past_the_last_is_refused(tmp_path):
+    """sim.trace_step names the step --perfetto records: one the run does not reach is refused,
+    not replaced by the first after the warm-up."""
+    path = tmp_path / "step.json"
+    p = sim("--perfetto", str(path), *QUICK, "--set", "sim.trace_step=4", check=False)
+    assert p.returncode == 2 and p.stdout == "" and not path.exists()
+    assert "sim.trace_step: step 4 is past the last step, 3" in p.stderr
+    sim("--perfetto", str(path), *QUICK, "--set", "sim.trace_step=3")
+    with open(path, encoding="utf-8") as f:
+        assert json.load(f)["otherData"]["step"] == 3
+
+
 def test_timeline_of_a_step_range():
     plain = json.loads(sim("--json", *QUICK).stdout)
     doc = json.loads(sim("--json", *QUICK, "--timeline", "1:9").stdout)
