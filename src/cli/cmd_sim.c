@@ -41,7 +41,8 @@ static const char help[] =
     "\n"
     "flags:\n"
     "  --perfetto FILE    write one step of the last mode as a Chrome trace-event file\n"
-    "                     (open it in ui.perfetto.dev); the step is sim.trace_step\n"
+    "                     (open it in ui.perfetto.dev); the step is sim.trace_step (a flag\n"
+    "                     setting it is refused without --perfetto)\n"
     "  --timeline A:B     record every mode's GPU timeline of steps A to B in its JSON\n"
     "                     (sim.timeline_steps; libra report draws it); with --json or\n"
     "                     --jsonl only\n"
@@ -399,6 +400,27 @@ static int check_timeline_shown(const struct cli_common *cc, const struct sim_fl
     return 0;
 }
 
+/* sim.trace_step names the step --perfetto records: set by a flag without it, it does nothing. */
+static int check_trace_step_used(const struct cli_common *cc, const struct sim_flags *f)
+{
+    if (f->perfetto)
+        return 0;
+    const char *by = NULL;
+    for (size_t i = 0; i < cc->n_overrides; i++)
+        if (strcmp(cc->overrides[i].key, "sim.trace_step") == 0 &&
+            strtoll(cc->overrides[i].value, NULL, 10) != -1) /* checked by the load */
+            by = cc->overrides[i].label;
+    for (size_t k = 0; k < f->keys.n; k++)
+        if (strcmp(f->keys.v[k].key, "sim.trace_step") == 0)
+            by = "--sweep sim.trace_step";
+    if (by)
+        return cli_usage_error(cc->cmd,
+                               "%s: sim.trace_step is the step --perfetto records, and "
+                               "there is no --perfetto FILE",
+                               by);
+    return 0;
+}
+
 static int run(const struct cli_common *cc, const char *file, struct sim_flags *f)
 {
     struct api_presets p = {0};
@@ -406,6 +428,8 @@ static int run(const struct cli_common *cc, const char *file, struct sim_flags *
     int rc = cli_common_load(cc, file, &p, &cfg);
     if (rc == 0)
         rc = check_timeline_shown(cc, f);
+    if (rc == 0)
+        rc = check_trace_step_used(cc, f);
     if (rc == 0 && f->attribution)
         rc = add_attribution(cc, f, &cfg);
     if (rc == 0)

@@ -239,7 +239,8 @@ STOP = {
     "cost": ((), 0),
     "plan": (("--trace", MISSING), 3),
     "route eval": ((MISSING,), 3),
-    "sim": (("--trace", MISSING, "--json"), 3),  # --json: the output that shows a timeline
+    # --json and --perfetto: the outputs that show a timeline and the step sim.trace_step names
+    "sim": (("--trace", MISSING, "--json", "--perfetto", "/nonexistent/libra-test/step.json"), 3),
     "emu": (("--ports-file", "/nonexistent/libra-test/ports"), 3),
     "load": (("--engines", f"http://127.0.0.1:{closed_port()}", "--trace", MISSING), 3),
     "serve": (("--engine", f"http://127.0.0.1:{closed_port()}", "--set",

@@ -236,6 +236,16 @@ def test_perfetto_step_past_the_last_is_refused(tmp_path):
         assert json.load(f)["otherData"]["step"] == 3
 
 
+def test_perfetto_step_without_perfetto_is_refused():
+    """A flag that sets sim.trace_step without --perfetto would change nothing but the digest."""
+    for args in (["--set", "sim.trace_step=2"], ["--sweep", "sim.trace_step=1,2"]):
+        p = sim(*QUICK, *args, check=False)
+        assert p.returncode == 2 and p.stdout == "", args
+        assert "sim.trace_step is the step --perfetto records, and there is no --perfetto FILE" \
+            in p.stderr
+    assert sim(*QUICK, "--set", "sim.trace_step=-1").returncode == 0  # the default asks nothing
+
+
 def test_timeline_of_a_step_range():
     plain = json.loads(sim("--json", *QUICK).stdout)
     doc = json.loads(sim("--json", *QUICK, "--timeline", "1:9").stdout)
