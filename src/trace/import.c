@@ -768,6 +768,9 @@ int trace_importer_end(struct trace_importer *im, const struct trace_traj **out,
 {
     if (im->agentlog)
         return trace_agentlog_next(im->agentlog, out, err);
+    if (im->opt.format == TRACE_IMPORT_CSV && im->csv_cells == 0)
+        return error_set(err, im->name, 1, 1,
+                         "no header row: the first line of a CSV file names its columns");
     if (!im->cur->active)
         return 0;
     int rc = finish(im, im->cur, err);

@@ -328,6 +328,19 @@ def test_import_csv_and_jsonl_tables_agree(tmp_path):
     assert run("validate", str(out_csv)).returncode == 0
 
 
+def test_import_csv_without_a_header_row_fails(tmp_path):
+    """The first line of a CSV file names its columns: an empty or blank file has none, and is
+    an error rather than a file that adds nothing."""
+    for text in ("", "\n\n"):
+        empty = tmp_path / "empty.csv"
+        empty.write_text(text)
+        out = tmp_path / "out.jsonl"
+        r = run("import", "--from", "csv", data("turns.csv"), str(empty), "-o", str(out))
+        assert r.returncode == 2 and not out.exists()
+        assert r.stderr == (f"libra: {empty}:1:1: no header row: the first line of a CSV file "
+                            "names its columns\n")
+
+
 def test_import_verl_dump_directory():
     r = run("import", "--from", "verl", data("verl"), "--workload", "search-r1")
     assert r.returncode == 0, r.stderr
