@@ -67,7 +67,7 @@ static const char help[] =
     "  --model NAME           import: model named in the header\n"
     "  --samples N            import: GRPO group size for the header; samples must be below it\n"
     "  --chars-per-token X    import --from verl|tau-bench|swe-agent|openai-chat: characters\n"
-    "                         per estimated token (default 4)\n"
+    "                         per estimated token, 0.01 to 1000 (default 4)\n"
     "The status rules (import --from tau-bench|swe-agent|openai-chat) take comma-separated\n"
     "texts matched case-sensitively anywhere in a tool output (a leading ^: at its start);\n"
     "\"\" gives none:\n"
@@ -501,10 +501,10 @@ static int import_flag(struct cli_common *cc, struct import_flags *f, int c, con
                    : 0;
     default: /* 'c' */
         f->o.chars_per_token = strtod(arg, &end);
-        return *end || end == arg || !(f->o.chars_per_token > 0)
+        return *end || end == arg || !(f->o.chars_per_token >= 0.01 && f->o.chars_per_token <= 1000)
                    ? cli_usage_error(cc->cmd,
-                                     "--chars-per-token: expected a number > 0, not "
-                                     "'%s'",
+                                     "--chars-per-token: expected a number in [0.01, 1000], "
+                                     "not '%s'",
                                      arg)
                    : 0;
     }

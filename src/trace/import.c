@@ -224,8 +224,9 @@ int trace_importer_new(struct trace_importer **out, const struct trace_import_op
                        struct libra_error *err)
 {
     *out = NULL;
-    if (!(o->chars_per_token >= 0 && o->chars_per_token <= 1000))
-        return error_set(err, NULL, 0, 0, "chars per token: must be in (0, 1000], got %g",
+    /* 0: the default. Below a hundredth, an estimate could pass any token count. */
+    if (!(o->chars_per_token == 0 || (o->chars_per_token >= 0.01 && o->chars_per_token <= 1000)))
+        return error_set(err, NULL, 0, 0, "chars per token: must be in [0.01, 1000], got %g",
                          o->chars_per_token);
     if (o->group_size < 0)
         return error_set(err, NULL, 0, 0, "samples: must be >= 1, got %lld",

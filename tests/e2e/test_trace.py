@@ -757,6 +757,11 @@ def test_import_rule_flags_refuse_nonsense():
          "tool outputs"),
         (["--from", "verl", "--exit-code-pattern", "rc="], "--exit-code-pattern: --from verl does "
          "not classify tool outputs"),
+        # a tiny ratio made estimates past any count (a wrapped negative prompt_tokens before)
+        (["--from", "openai-chat", "--chars-per-token", "1e-300"], "--chars-per-token: expected "
+         "a number in [0.01, 1000], not '1e-300'"),
+        (["--from", "verl", "--chars-per-token", "1001"], "--chars-per-token: expected a number "
+         "in [0.01, 1000], not '1001'"),
     ]
     for args, msg in cases:
         r = run("import", *args, data(CHAT))
