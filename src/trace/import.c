@@ -228,6 +228,12 @@ int trace_importer_new(struct trace_importer **out, const struct trace_import_op
     if (!(o->chars_per_token == 0 || (o->chars_per_token >= 0.01 && o->chars_per_token <= 1000)))
         return error_set(err, NULL, 0, 0, "chars per token: must be in [0.01, 1000], got %g",
                          o->chars_per_token);
+    if (o->chars_per_token != 0 &&
+        (o->format == TRACE_IMPORT_JSONL || o->format == TRACE_IMPORT_CSV))
+        return error_set(err, NULL, 0, 0,
+                         "--chars-per-token: --from %s does not estimate tokens (only verl, "
+                         "tau-bench, swe-agent and openai-chat do)",
+                         trace_import_format_name(o->format));
     if (o->group_size < 0)
         return error_set(err, NULL, 0, 0, "samples: must be >= 1, got %lld",
                          (long long)o->group_size);

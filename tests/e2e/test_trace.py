@@ -762,6 +762,11 @@ def test_import_rule_flags_refuse_nonsense():
          "a number in [0.01, 1000], not '1e-300'"),
         (["--from", "verl", "--chars-per-token", "1001"], "--chars-per-token: expected a number "
          "in [0.01, 1000], not '1001'"),
+        # a table gives token counts: the ratio would change nothing
+        (["--from", "csv", "--chars-per-token", "3"], "--chars-per-token: --from csv does not "
+         "estimate tokens"),
+        (["--from", "jsonl", "--chars-per-token", "4"], "--chars-per-token: --from jsonl does not "
+         "estimate tokens"),
     ]
     for args, msg in cases:
         r = run("import", *args, data(CHAT))
