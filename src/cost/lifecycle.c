@@ -103,7 +103,7 @@ double cost_grad_exchange_s(const struct spec_hardware *hw, double grad_bytes, i
 }
 
 double cost_reshard_s(const struct cost_lifecycle_params *lp, const struct cost_shape *s,
-                      const struct spec_hardware *hw, int train_shard_gpus, int rollout_tp,
+                      const struct spec_hardware *hw, double train_shard_gpus, int rollout_tp,
                       bool cross_node)
 {
     double bytes = weight_bytes(lp, s);

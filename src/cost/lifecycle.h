@@ -112,14 +112,15 @@ double cost_state_fetch_s(const struct cost_lifecycle_params *lp, const struct s
 double cost_grad_exchange_s(const struct spec_hardware *hw, double grad_bytes, int shards);
 
 /*
- * Seconds to turn training weights sharded over train_shard_gpus GPUs into a rollout layout of
- * TP rollout_tp on the same GPUs (verl's hybrid engine): every GPU gathers the share of its
+ * Seconds to turn training weights sharded over train_shard_gpus GPUs (the model over what one
+ * GPU holds of it) into a rollout layout of TP rollout_tp on the same GPUs (verl's hybrid
+ * engine): every GPU gathers the share of its
  * rollout shard it does not hold, over NVLink or, when the training shards span nodes
  * (cross_node), the inter-node network, plus the switch's fixed cost. The way back (rollout →
  * training) costs only the fixed part: training shards never left the GPUs or host memory.
  */
 double cost_reshard_s(const struct cost_lifecycle_params *lp, const struct cost_shape *s,
-                      const struct spec_hardware *hw, int train_shard_gpus, int rollout_tp,
+                      const struct spec_hardware *hw, double train_shard_gpus, int rollout_tp,
                       bool cross_node);
 
 /* Moving a sequence's KV to another instance versus recomputing it there. */

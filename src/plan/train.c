@@ -349,9 +349,23 @@ bool plan_train_order(struct plan_train *t, const struct plan_train_layout *l, d
     return true;
 }
 
+double plan_train_reshard_s(const struct plan_train_layout *l, const struct plan_settings *st,
+                            const struct cost_shape *sh, const struct spec_hardware *hw, int gpn,
+                            int tp)
+{
+    double shards = (double)l->tp * l->pp;
+    int span = l->tp * l->pp; /* consecutive GPUs that share one copy of the weights */
+    if (l->ep > 1) {
+        double experts = sh->layers * sh->experts * sh->expert_params;
+        shards = sh->params_total /
+                 ((sh->params_total - experts) / shards + experts / ((double)l->ep * l->pp));
+        span = (l->ep > l->tp ? l->ep : l->tp) * l->pp;
+    }
+    return cost_reshard_s(&st->lifecycle, sh, hw, shards, tp, span > gpn);
+}
+
 double plan_train_switch_s(const struct plan_train *t, const struct plan_train_layout *l, int tp)
 {
-    int shard = l->tp * l->pp;
-    const struct cost_lifecycle_params *lp = &t->st->lifecycle;
-    return cost_reshard_s(lp, t->sh, t->hw, shard, tp, shard > t->gpn) + lp->switch_fixed_s;
+    return plan_train_reshard_s(l, t->st, t->sh, t->hw, t->gpn, tp) +
+           t->st->lifecycle.switch_fixed_s;
 }

@@ -128,4 +128,11 @@ bool plan_train_order(struct plan_train *t, const struct plan_train_layout *l, d
 /* Colocated mode: seconds to switch l's GPUs to rollout instances of TP tp and back. */
 double plan_train_switch_s(const struct plan_train *t, const struct plan_train_layout *l, int tp);
 
+/* Colocated mode: seconds to reshard l's new weights into rollout instances of TP tp on the same
+ * GPUs (cost_reshard_s), on nodes of gpn GPUs: the weights split over TP·PP, or under EP the
+ * experts over EP·PP and the rest over TP·PP. */
+double plan_train_reshard_s(const struct plan_train_layout *l, const struct plan_settings *st,
+                            const struct cost_shape *sh, const struct spec_hardware *hw, int gpn,
+                            int tp);
+
 #endif

@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "plan/sampling.h"
+#include "plan/train.h"
 #include "sim/internal.h"
 #include "util/alloc.h"
 
@@ -154,10 +155,8 @@ static void group_done(struct sim *s, struct sim_group *g)
 /* The way back to rollout: the new weights resharded into the rollout layout in place. */
 static double reshard_s(const struct sim *s)
 {
-    const struct plan_train_layout *l = &s->lay->train;
-    int shard = l->tp * l->pp;
-    return cost_reshard_s(&s->st.lifecycle, &s->shape, s->in->hw, shard, s->lay->inst[0].tp,
-                          shard > s->cfg->cluster.gpus_per_node);
+    return plan_train_reshard_s(&s->lay->train, &s->st, &s->shape, s->in->hw,
+                                s->cfg->cluster.gpus_per_node, s->lay->inst[0].tp);
 }
 
 static void timer(struct sim *s, uint64_t what)

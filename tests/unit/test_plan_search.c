@@ -707,6 +707,31 @@ static void test_budget_stop(void **state)
     brute_case_free(&bc);
 }
 
+/* The colocated switch gathers what a GPU lacks of its rollout shard: a dense layout holds
+ * 1/(TP·PP) of the weights; under EP a GPU holds 1/EP of the experts and 1/TP of the rest, and
+ * an EP group wider than a node gathers over the NICs. */
+static void test_reshard_counts_what_a_gpu_holds(void **state)
+{
+    (void)state;
+    const struct spec_hardware *hw = spec_hardware_find(&presets, "h100-sxm");
+    struct cost_shape moe;
+    assert_int_equal(cost_shape_init(&moe, spec_model_find(&presets, "qwen3-30b-a3b")), 0);
+    const struct cost_lifecycle_params *lp = &settings.lifecycle;
+    struct plan_train_layout dense = {.tp = 4, .pp = 2, .cp = 1, .dp = 1, .ep = 1};
+    assert_true(plan_train_reshard_s(&dense, &settings, &moe, hw, 8, 8) ==
+                cost_reshard_s(lp, &moe, hw, 8, 8, false));
+    struct plan_train_layout ep = {.tp = 2, .pp = 1, .cp = 1, .dp = 4, .ep = 8};
+    double experts = moe.layers * moe.experts * moe.expert_params;
+    double shards = moe.params_total / ((moe.params_total - experts) / 2.0 + experts / 8.0);
+    assert_close(plan_train_reshard_s(&ep, &settings, &moe, hw, 8, 8),
+                 cost_reshard_s(lp, &moe, hw, shards, 8, false), 1e-12);
+    ep.dp = 8;
+    ep.ep = 16; /* two nodes' worth */
+    shards = moe.params_total / ((moe.params_total - experts) / 2.0 + experts / 16.0);
+    assert_close(plan_train_reshard_s(&ep, &settings, &moe, hw, 8, 8),
+                 cost_reshard_s(lp, &moe, hw, shards, 8, true), 1e-12);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -724,6 +749,7 @@ int main(void)
         cmocka_unit_test(test_tool_time_slows_rollout),
         cmocka_unit_test(test_infeasible_names_constraint),
         cmocka_unit_test(test_budget_stop),
+        cmocka_unit_test(test_reshard_counts_what_a_gpu_holds),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
