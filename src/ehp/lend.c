@@ -58,6 +58,8 @@ int ehp_lend_layout(const struct plan_train_layout *l, int hsdp_shard_ranks,
 
     if (out->replica_gpus > hw->gpus_per_node)
         out->why = EHP_LEND_NODE;
+    else if (l->ep > 1 && (out->dp_ranks * l->tp * l->cp) % l->ep != 0)
+        out->why = EHP_LEND_EXPERTS;
     else if (!out->memory.fits)
         out->why = EHP_LEND_MEMORY;
     out->can_lend = out->why == EHP_LEND_OK;

@@ -38,6 +38,7 @@ enum ehp_lend_why {
     EHP_LEND_FULL_SHARD,  /* FSDP over the whole DP group: no replica holds a whole copy */
     EHP_LEND_SHARD_GROUP, /* the HSDP shard group does not divide DP */
     EHP_LEND_NODE,        /* a replica spans nodes */
+    EHP_LEND_EXPERTS,     /* EP: a replica holds part of an expert group (EP not dividing TP·CP) */
     EHP_LEND_MEMORY,      /* a replica's full state and activations do not fit its GPUs */
 };
 

@@ -319,6 +319,7 @@ static bool lendable(struct plan_train *t, const struct plan_settings *st,
         [EHP_LEND_FULL_SHARD] = "FSDP shards the whole state over every replica",
         [EHP_LEND_SHARD_GROUP] = "the HSDP shard group does not divide DP",
         [EHP_LEND_NODE] = "a training replica spans nodes",
+        [EHP_LEND_EXPERTS] = "a training replica holds part of an expert group",
         [EHP_LEND_MEMORY] = "a replica's whole state does not fit its GPUs",
     };
     *core = core_replicas(t, l);

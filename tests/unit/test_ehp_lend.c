@@ -118,6 +118,24 @@ static void test_replica_fits_a_node(void **state)
     assert_false(e.can_lend);
 }
 
+/* Under EP a replica lends whole expert groups only: EP 8 over TP 8 is one replica's, EP 8 over
+ * TP 2 spans four replicas. */
+static void test_replica_holds_whole_expert_groups(void **state)
+{
+    struct cost_shape moe;
+    assert_int_equal(cost_shape_init(&moe, spec_model_find(&presets, "qwen3-30b-a3b")), 0);
+    struct plan_train_layout l = megatron(8, 1, 4);
+    l.ep = 8;
+    struct ehp_lend e;
+    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &moe, hw, &e), 0);
+    assert_true(e.why != EHP_LEND_EXPERTS);
+    l = megatron(2, 1, 16);
+    l.ep = 8;
+    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &moe, hw, &e), 0);
+    assert_int_equal(e.why, EHP_LEND_EXPERTS);
+    assert_false(e.can_lend);
+}
+
 static void seqs_of(struct cost_train_seqs *q, size_t n)
 {
     uint32_t *len = xmallocarray(n, sizeof *len);
@@ -190,6 +208,7 @@ int main(void)
         cmocka_unit_test(test_full_state_may_not_fit),
         cmocka_unit_test(test_fsdp_lends_only_as_hsdp),
         cmocka_unit_test(test_replica_fits_a_node),
+        cmocka_unit_test(test_replica_holds_whole_expert_groups),
         cmocka_unit_test(test_step_with_hybrids),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
