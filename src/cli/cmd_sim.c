@@ -379,46 +379,47 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, con
 
 /* ---- the command ------------------------------------------------------------------------ */
 
+/* Into by: the last flag that sets config key `key` to something other than its "none" value
+ * ("" or -1; values are checked by the load), a --set or a shortcut by its label, or a sweep.
+ * Returns whether one does. */
+static bool set_by_flag(const struct cli_common *cc, const struct sim_flags *f, const char *key,
+                        char *by, size_t size)
+{
+    *by = '\0';
+    for (size_t i = 0; i < cc->n_overrides; i++) {
+        const char *v = cc->overrides[i].value;
+        if (strcmp(cc->overrides[i].key, key) == 0 && *v && strtoll(v, NULL, 10) != -1)
+            snprintf(by, size, "%s", cc->overrides[i].label);
+    }
+    for (size_t k = 0; k < f->keys.n; k++)
+        if (strcmp(f->keys.v[k].key, key) == 0)
+            snprintf(by, size, "--sweep %s", key);
+    return *by != '\0';
+}
+
 /* The GPU timeline is a member of the JSON: asked for by a flag with the table as the output,
  * it would be recorded and never shown. */
 static int check_timeline_shown(const struct cli_common *cc, const struct sim_flags *f)
 {
-    if (cc->json || cc->jsonl)
+    char by[96];
+    if (cc->json || cc->jsonl || !set_by_flag(cc, f, "sim.timeline_steps", by, sizeof by))
         return 0;
-    const char *by = NULL;
-    for (size_t i = 0; i < cc->n_overrides; i++)
-        if (strcmp(cc->overrides[i].key, "sim.timeline_steps") == 0 && *cc->overrides[i].value)
-            by = cc->overrides[i].label;
-    for (size_t k = 0; k < f->keys.n; k++)
-        if (strcmp(f->keys.v[k].key, "sim.timeline_steps") == 0)
-            by = "--sweep sim.timeline_steps";
-    if (by)
-        return cli_usage_error(cc->cmd,
-                               "%s: the GPU timeline is recorded in the JSON, which the "
-                               "table does not show (add --json or --jsonl)",
-                               by);
-    return 0;
+    return cli_usage_error(cc->cmd,
+                           "%s: the GPU timeline is recorded in the JSON, which the table does "
+                           "not show (add --json or --jsonl)",
+                           by);
 }
 
 /* sim.trace_step names the step --perfetto records: set by a flag without it, it does nothing. */
 static int check_trace_step_used(const struct cli_common *cc, const struct sim_flags *f)
 {
-    if (f->perfetto)
+    char by[96];
+    if (f->perfetto || !set_by_flag(cc, f, "sim.trace_step", by, sizeof by))
         return 0;
-    const char *by = NULL;
-    for (size_t i = 0; i < cc->n_overrides; i++)
-        if (strcmp(cc->overrides[i].key, "sim.trace_step") == 0 &&
-            strtoll(cc->overrides[i].value, NULL, 10) != -1) /* checked by the load */
-            by = cc->overrides[i].label;
-    for (size_t k = 0; k < f->keys.n; k++)
-        if (strcmp(f->keys.v[k].key, "sim.trace_step") == 0)
-            by = "--sweep sim.trace_step";
-    if (by)
-        return cli_usage_error(cc->cmd,
-                               "%s: sim.trace_step is the step --perfetto records, and "
-                               "there is no --perfetto FILE",
-                               by);
-    return 0;
+    return cli_usage_error(cc->cmd,
+                           "%s: sim.trace_step is the step --perfetto records, and there is no "
+                           "--perfetto FILE",
+                           by);
 }
 
 static int run(const struct cli_common *cc, const char *file, struct sim_flags *f)
