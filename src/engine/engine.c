@@ -19,6 +19,7 @@
 #include "util/intmap.h"
 #include "libra/libra.h"
 #include "util/alloc.h"
+#include "util/heap.h"
 #include "util/vec.h"
 
 #define NO_SLOT UINT32_MAX
@@ -50,7 +51,6 @@ struct req {
     double submit_s;
     double first_token_s;
     int64_t cached_first, prefill, recompute, preemptions;
-    size_t pos[H_COUNT];    /* index in each heap it is in */
     uint32_t prev[H_LISTS]; /* neighbours in each list it is in (FIFO mode), NO_SLOT at an end */
     uint32_t next[H_LISTS];
 };
@@ -61,13 +61,6 @@ struct chunk {
     int64_t tokens;
 };
 
-/* A heap element: the slot with its ordering key (k1, then k2, ascending), copied in so that
- * sifting never touches the request table. */
-struct hent {
-    double k1;
-    int64_t k2;
-    uint32_t slot;
-};
 
 /* The iterations composed at start time t0: k identical ones (steady), or one of any shape. */
 struct run {
@@ -86,7 +79,8 @@ struct engine {
     VEC(struct req) reqs;
     VEC(uint32_t) free_slots;
     struct intmap ids; /* live id -> slot */
-    VEC(struct hent) heap[H_COUNT];
+    struct heap_indexed heap[H_COUNT]; /* slots by their key (heap_key), copied in so that
+                                        * sifting never touches the request table */
     struct {
         uint32_t head, tail;
         size_t n;
@@ -125,70 +119,27 @@ static struct req *req_at(struct engine *e, uint32_t slot)
 
 /* ---- indexed heaps of slots ------------------------------------------------------------- */
 
-static struct hent heap_entry(const struct engine *e, int h, uint32_t slot)
+/* Adds slot to heap h with its key (k1, then k2, ascending). */
+static void heap_add(struct engine *e, int h, uint32_t slot)
 {
     const struct req *q = &e->reqs.v[slot];
     bool prio = e->c.priority;
     switch (h) {
     case H_WAIT: /* least attained service, then queue order */
-        return (struct hent){prio ? q->r.attained_service : 0.0, q->wait_seq, slot};
+        heap_indexed_set(&e->heap[h], slot, prio ? q->r.attained_service : 0.0, q->wait_seq);
+        break;
     case H_VICTIM: /* most attained service, then latest arrival; FIFO: latest admission */
-        return (struct hent){prio ? -q->r.attained_service : 0.0, prio ? -q->arrival : -q->admitted,
-                             slot};
+        heap_indexed_set(&e->heap[h], slot, prio ? -q->r.attained_service : 0.0,
+                         prio ? -q->arrival : -q->admitted);
+        break;
     default: /* H_FINISH: earliest finish, then admission order */
-        return (struct hent){(double)q->finish_iter, q->admitted, slot};
-    }
-}
-
-static bool before(const struct hent *a, const struct hent *b)
-{
-    return a->k1 != b->k1 ? a->k1 < b->k1 : a->k2 < b->k2;
-}
-
-static void heap_place(struct engine *e, int h, size_t i, struct hent x)
-{
-    e->heap[h].v[i] = x;
-    e->reqs.v[x.slot].pos[h] = i;
-}
-
-/* Moves the element at index i up or down to its place. */
-static void heap_fix(struct engine *e, int h, size_t i)
-{
-    struct hent *v = e->heap[h].v, x = v[i];
-    size_t n = e->heap[h].n;
-    while (i > 0 && before(&x, &v[(i - 1) / 2])) {
-        heap_place(e, h, i, v[(i - 1) / 2]);
-        i = (i - 1) / 2;
-    }
-    for (size_t c; (c = 2 * i + 1) < n; i = c) {
-        if (c + 1 < n && before(&v[c + 1], &v[c]))
-            c++;
-        if (!before(&v[c], &x))
-            break;
-        heap_place(e, h, i, v[c]);
-    }
-    heap_place(e, h, i, x);
-}
-
-static void heap_add(struct engine *e, int h, uint32_t slot)
-{
-    vec_push(&e->heap[h], heap_entry(e, h, slot));
-    heap_fix(e, h, e->heap[h].n - 1);
-}
-
-static void heap_remove(struct engine *e, int h, uint32_t slot)
-{
-    size_t i = e->reqs.v[slot].pos[h];
-    struct hent last = e->heap[h].v[--e->heap[h].n];
-    if (i < e->heap[h].n) {
-        heap_place(e, h, i, last);
-        heap_fix(e, h, i);
+        heap_indexed_set(&e->heap[h], slot, (double)q->finish_iter, q->admitted);
     }
 }
 
 static uint32_t heap_top(const struct engine *e, int h)
 {
-    return e->heap[h].v[0].slot;
+    return heap_indexed_top(&e->heap[h])->id;
 }
 
 /* ---- queues of slots -------------------------------------------------------------------- */
@@ -257,7 +208,7 @@ static void queue_remove(struct engine *e, int h, uint32_t slot)
     if (is_list(e, h))
         list_unlink(e, h, slot);
     else
-        heap_remove(e, h, slot);
+        heap_indexed_remove(&e->heap[h], slot);
 }
 
 static uint32_t queue_top(const struct engine *e, int h)
@@ -688,7 +639,7 @@ void engine_free(struct engine *e)
     vec_free(&e->free_slots);
     intmap_free(&e->ids);
     for (int h = 0; h < H_COUNT; h++)
-        vec_free(&e->heap[h]);
+        heap_indexed_free(&e->heap[h]);
     engine_cache_free(&e->cache);
     vec_free(&e->chunks);
     vec_free(&e->aborted);

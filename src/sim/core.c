@@ -464,9 +464,11 @@ static void flush_dirty(struct sim *s)
             sim_fail(s, LIBRA_EINTERNAL,
                      "internal: instance %d holds %lld requests, the simulator sent %d", i,
                      (long long)held, in->live);
-        in->gen++;
-        if (isfinite(t))
-            sim_schedule(s, t, SIM_EV_ENGINE, in->gen, (uint64_t)i);
+        if (isfinite(t)) /* in the events' order: as sim_schedule would number it */
+            heap_indexed_set(&s->engine_events, (uint32_t)i, t < s->now ? s->now : t,
+                             (int64_t)s->seq++);
+        else
+            heap_indexed_remove(&s->engine_events, (uint32_t)i);
         sim_trace_instance(s, i);
     }
     s->dirty.n = 0;
@@ -499,9 +501,6 @@ static void on_fail(struct sim *s, int i)
 static void dispatch(struct sim *s, const struct sim_event *e)
 {
     switch ((enum sim_ev_kind)e->kind) {
-    case SIM_EV_ENGINE:
-        on_engine(s, (int)e->arg);
-        break;
     case SIM_EV_TOOL:
         sim_tool_done(s, e->arg, e->gen);
         break;
@@ -526,20 +525,38 @@ static void dispatch(struct sim *s, const struct sim_event *e)
     }
 }
 
+/* Whether the next engine event eng runs before the next other event top (either may be
+ * NULL): by time, then by sequence, one order over both. */
+static bool engine_first(const struct heap_entry *eng, const struct sim_event *top)
+{
+    return eng && (!top || eng->k1 < top->t_s ||
+                   (eng->k1 == top->t_s && (uint64_t)eng->k2 < top->seq));
+}
+
 static void loop(struct sim *s)
 {
     while (!s->finished && !s->rc) {
         const struct sim_event *top = heap_peek(&s->events);
-        if (s->dirty.n && (!top || top->t_s > s->now)) {
+        const struct heap_entry *eng = heap_indexed_top(&s->engine_events);
+        bool engine = engine_first(eng, top);
+        if (s->dirty.n && (engine ? eng->k1 : top ? top->t_s : INFINITY) > s->now) {
             flush_dirty(s);
+            continue;
+        }
+        if (engine) {
+            int i = (int)eng->id;
+            double t = eng->k1;
+            heap_indexed_remove(&s->engine_events, (uint32_t)i);
+            if (s->inst[i].eng) { /* an engine stopped since keeps its event: skip it */
+                s->now = t;
+                on_engine(s, i);
+            }
             continue;
         }
         if (!top)
             break;
         struct sim_event e;
         heap_pop(&s->events, &e);
-        if (e.kind == SIM_EV_ENGINE && (!s->inst[e.arg].eng || e.gen != s->inst[e.arg].gen))
-            continue;
         s->now = e.t_s;
         dispatch(s, &e);
     }
@@ -688,6 +705,7 @@ static void teardown(struct sim *s)
     free(s->inst);
     free(s->reg);
     heap_free(&s->events);
+    heap_indexed_free(&s->engine_events);
     vec_free(&s->dirty);
     vec_free(&s->done);
     vec_free(&s->held);

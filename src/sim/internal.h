@@ -46,8 +46,9 @@
 
 /* ---- events --------------------------------------------------------------------------- */
 
+/* Events run in (time, sequence) order. An instance's next engine event is not one of these: it
+ * moves each time the instance's engine takes work, so it is kept in sim.engine_events. */
 enum sim_ev_kind {
-    SIM_EV_ENGINE, /* an instance's engine has something to do (arg: instance, gen: its gen) */
     SIM_EV_TOOL,   /* a tool call finished (arg: sim_traj_ref, gen: its pool) */
     SIM_EV_MODE,   /* a mode's timer (arg: what, defined by the mode) */
     SIM_EV_SYNC,   /* a weight-update phase ended (arg: phase) */
@@ -85,7 +86,6 @@ struct sim_inst {
     int hybrid;         /* 1 + the hybrid replica it serves for; 0: a core rollout instance */
     int live;           /* requests on it */
     int64_t version;    /* policy version of its weights */
-    uint32_t gen;       /* generation of its pending engine event */
     uint32_t epoch;     /* bumped at every start: a ready event of an older start is stale */
     bool dirty;         /* changed since its next event was computed */
     double busy_prev_s; /* busy seconds of its earlier engines (lent or failed ones) */
@@ -297,6 +297,8 @@ struct sim {
     double now;
     uint64_t seq;
     struct heap events;
+    struct heap_indexed engine_events; /* instances by the (time, sequence) their engine next
+                                        * has something to do */
 
     /* instances and the router's view of them */
     struct sim_inst *inst;

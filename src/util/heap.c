@@ -102,3 +102,86 @@ void heap_clear(struct heap *h)
 {
     h->n = 0;
 }
+
+/* ---- indexed ---------------------------------------------------------------------------- */
+
+void heap_indexed_init(struct heap_indexed *h)
+{
+    *h = (struct heap_indexed){0};
+}
+
+void heap_indexed_free(struct heap_indexed *h)
+{
+    free(h->v);
+    free(h->pos);
+    heap_indexed_init(h);
+}
+
+static bool entry_before(const struct heap_entry *a, const struct heap_entry *b)
+{
+    return a->k1 != b->k1 ? a->k1 < b->k1 : a->k2 < b->k2;
+}
+
+static void place(struct heap_indexed *h, size_t i, struct heap_entry x)
+{
+    h->v[i] = x;
+    h->pos[x.id] = i + 1;
+}
+
+/* Moves the entry at index i up or down to its place. */
+static void fix(struct heap_indexed *h, size_t i)
+{
+    struct heap_entry *v = h->v, x = v[i];
+    while (i > 0 && entry_before(&x, &v[(i - 1) / 2])) {
+        place(h, i, v[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    for (size_t c; (c = 2 * i + 1) < h->n; i = c) {
+        if (c + 1 < h->n && entry_before(&v[c + 1], &v[c]))
+            c++;
+        if (!entry_before(&v[c], &x))
+            break;
+        place(h, i, v[c]);
+    }
+    place(h, i, x);
+}
+
+void heap_indexed_set(struct heap_indexed *h, uint32_t id, double k1, int64_t k2)
+{
+    if (id >= h->n_pos) {
+        size_t n = h->n_pos ? h->n_pos : 16;
+        while (n <= id)
+            n *= 2;
+        h->pos = xreallocarray(h->pos, n, sizeof *h->pos);
+        memset(h->pos + h->n_pos, 0, (n - h->n_pos) * sizeof *h->pos);
+        h->n_pos = n;
+    }
+    size_t i = h->pos[id];
+    if (i == 0) {
+        if (h->n == h->cap) {
+            h->cap = h->cap ? h->cap * 2 : 16;
+            h->v = xreallocarray(h->v, h->cap, sizeof *h->v);
+        }
+        i = ++h->n;
+    }
+    h->v[i - 1] = (struct heap_entry){k1, k2, id};
+    fix(h, i - 1);
+}
+
+void heap_indexed_remove(struct heap_indexed *h, uint32_t id)
+{
+    if (id >= h->n_pos || h->pos[id] == 0)
+        return;
+    size_t i = h->pos[id] - 1;
+    h->pos[id] = 0;
+    struct heap_entry last = h->v[--h->n];
+    if (i < h->n) {
+        h->v[i] = last;
+        fix(h, i);
+    }
+}
+
+const struct heap_entry *heap_indexed_top(const struct heap_indexed *h)
+{
+    return h->n ? h->v : NULL;
+}

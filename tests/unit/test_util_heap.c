@@ -133,12 +133,61 @@ static void test_ctx_comparator(void **state)
     heap_free(&h);
 }
 
+/* The indexed heap against a scan of a key table: random sets (new ids and re-keys, ties in k1
+ * broken by k2) and removes (present or not); the top is always the least key. */
+static void test_indexed_against_a_scan(void **state)
+{
+    (void)state;
+    enum { IDS = 300, OPS = 20000 };
+    struct {
+        bool in;
+        double k1;
+        int64_t k2;
+    } key[IDS] = {{0}};
+    struct heap_indexed h;
+    heap_indexed_init(&h);
+    unsigned r = 7;
+    for (int op = 0; op < OPS; op++) {
+        r = r * 1103515245u + 12345u;
+        uint32_t id = (r >> 8) % IDS;
+        if ((r >> 20) % 3 == 0) {
+            heap_indexed_remove(&h, id);
+            key[id].in = false;
+        } else {
+            double k1 = (double)((r >> 4) % 50); /* many ties */
+            heap_indexed_set(&h, id, k1, op);
+            key[id].in = true;
+            key[id].k1 = k1;
+            key[id].k2 = op;
+        }
+        int best = -1;
+        size_t n = 0;
+        for (int i = 0; i < IDS; i++)
+            if (key[i].in) {
+                n++;
+                if (best < 0 || key[i].k1 < key[best].k1 ||
+                    (key[i].k1 == key[best].k1 && key[i].k2 < key[best].k2))
+                    best = i;
+            }
+        assert_int_equal(h.n, n);
+        const struct heap_entry *top = heap_indexed_top(&h);
+        if (best < 0) {
+            assert_null(top);
+            continue;
+        }
+        assert_int_equal(top->id, (uint32_t)best);
+        assert_true(top->k1 == key[best].k1 && top->k2 == key[best].k2);
+    }
+    heap_indexed_free(&h);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_time_then_seq),
         cmocka_unit_test(test_differential),
         cmocka_unit_test(test_ctx_comparator),
+        cmocka_unit_test(test_indexed_against_a_scan),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
