@@ -61,7 +61,6 @@ struct chunk {
     int64_t tokens;
 };
 
-
 /* The iterations composed at start time t0: k identical ones (steady), or one of any shape. */
 struct run {
     double t0;
@@ -78,7 +77,7 @@ struct engine {
     struct engine_config c;
     VEC(struct req) reqs;
     VEC(uint32_t) free_slots;
-    struct intmap ids; /* live id -> slot */
+    struct intmap ids;                 /* live id -> slot */
     struct heap_indexed heap[H_COUNT]; /* slots by their key (heap_key), copied in so that
                                         * sifting never touches the request table */
     struct {

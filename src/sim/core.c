@@ -529,8 +529,8 @@ static void dispatch(struct sim *s, const struct sim_event *e)
  * NULL): by time, then by sequence, one order over both. */
 static bool engine_first(const struct heap_entry *eng, const struct sim_event *top)
 {
-    return eng && (!top || eng->k1 < top->t_s ||
-                   (eng->k1 == top->t_s && (uint64_t)eng->k2 < top->seq));
+    return eng &&
+           (!top || eng->k1 < top->t_s || (eng->k1 == top->t_s && (uint64_t)eng->k2 < top->seq));
 }
 
 static void loop(struct sim *s)

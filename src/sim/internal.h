@@ -49,13 +49,13 @@
 /* Events run in (time, sequence) order. An instance's next engine event is not one of these: it
  * moves each time the instance's engine takes work, so it is kept in sim.engine_events. */
 enum sim_ev_kind {
-    SIM_EV_TOOL,   /* a tool call finished (arg: sim_traj_ref, gen: its pool) */
-    SIM_EV_MODE,   /* a mode's timer (arg: what, defined by the mode) */
-    SIM_EV_SYNC,   /* a weight-update phase ended (arg: phase) */
-    SIM_EV_FAIL,   /* failure injection (arg: instance) */
-    SIM_EV_READY,  /* a starting instance is ready (arg: instance, gen: its epoch) */
-    SIM_EV_FLEET,  /* a scripted fleet change (arg: index into sim_run_opts.fleet) */
-    SIM_EV_POOL,   /* a hybrid replica's join phase ended (elastic.c; gen: its generation) */
+    SIM_EV_TOOL,  /* a tool call finished (arg: sim_traj_ref, gen: its pool) */
+    SIM_EV_MODE,  /* a mode's timer (arg: what, defined by the mode) */
+    SIM_EV_SYNC,  /* a weight-update phase ended (arg: phase) */
+    SIM_EV_FAIL,  /* failure injection (arg: instance) */
+    SIM_EV_READY, /* a starting instance is ready (arg: instance, gen: its epoch) */
+    SIM_EV_FLEET, /* a scripted fleet change (arg: index into sim_run_opts.fleet) */
+    SIM_EV_POOL,  /* a hybrid replica's join phase ended (elastic.c; gen: its generation) */
 };
 
 struct sim_event {
