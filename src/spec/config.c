@@ -542,6 +542,11 @@ static bool pool_on(const struct libra_config *c)
     return c->ehp.enabled;
 }
 
+static bool verification_on(const struct libra_config *c)
+{
+    return c->plan.verify_candidates > 0;
+}
+
 static const struct spec_dependent dependents[] = {
     {"rl.gen_batch_factor", gen_batch_on, "rl.dynamic_sampling gen_batch"},
     {"rl.max_gen_batches", dynamic_sampling_on, "rl.dynamic_sampling regenerate or gen_batch"},
@@ -549,6 +554,7 @@ static const struct spec_dependent dependents[] = {
      "plan.replan_interval_steps above 0 or plan.replan_pressure"},
     {"plan.replan_horizon_steps", replanning_on,
      "plan.replan_interval_steps above 0 or plan.replan_pressure"},
+    {"plan.verify_steps", verification_on, "plan.verify_candidates above 0"},
     {"sim.fail_instance", failure_on, "sim.fail_time_s 0 or more"},
     {"ehp.signal", pool_on, "ehp.enabled"},
 };

@@ -329,6 +329,7 @@ SWITCHED_OFF = {
     "rl.max_gen_batches": ("rl.dynamic_sampling=off",),
     "plan.replan_min_gain_frac": ("plan.replan_interval_steps=0", "plan.replan_pressure=false"),
     "plan.replan_horizon_steps": ("plan.replan_interval_steps=0", "plan.replan_pressure=false"),
+    "plan.verify_steps": ("plan.verify_candidates=0",),
     "sim.fail_instance": (),
     "ehp.signal": (),
 }

@@ -328,6 +328,13 @@ def test_verify_0_is_the_analytic_optimum():
     for flag, value in (("--verify", "-1"), ("--verify-steps", "0"), ("--verify", "x")):
         bad = run("plan", flag, value)
         assert bad.returncode == 2 and flag in bad.stderr and bad.stdout == "", (flag, bad.stderr)
+    # the steps a candidate runs, given while no candidate is simulated, would change nothing
+    for args in (("--verify", "0", "--verify-steps", "7"),
+                 ("--set", "plan.verify_candidates=0", "--set", "plan.verify_steps=7")):
+        bad = run("plan", "--json", *args)
+        assert bad.returncode == 2 and bad.stdout == "", (args, bad.stderr)
+        assert "plan.verify_steps=7 has no effect without plan.verify_candidates above 0" in (
+            bad.stderr), bad.stderr
 
 
 def test_pool_keeps_the_static_plan_a_candidate():
