@@ -15,6 +15,7 @@
 #include "util/alloc.h"
 #include "util/arena.h"
 #include "util/error.h"
+#include "util/fileio.h"
 #include "util/vec.h"
 
 /* ---- presets -------------------------------------------------------------------------------- */
@@ -27,11 +28,9 @@ void api_presets_free(struct api_presets *p)
 
 int api_read_file(const char *path, char **text, size_t *len, struct libra_error *err)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
-        error_set(err, NULL, 0, 0, "cannot read '%s': %s", path, error_strerror(errno));
+    FILE *f = fileio_open(path, err);
+    if (!f)
         return LIBRA_EIO;
-    }
     size_t cap = 1 << 16, n = 0, got;
     char *buf = xmalloc(cap);
     while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
@@ -39,13 +38,12 @@ int api_read_file(const char *path, char **text, size_t *len, struct libra_error
         if (cap - n - 1 == 0)
             buf = xrealloc(buf, cap *= 2);
     }
-    int failed = ferror(f);
+    int failed = ferror(f) ? errno : 0;
     if (f != stdin)
         fclose(f);
     if (failed) {
         free(buf);
-        error_set(err, NULL, 0, 0, "cannot read '%s': read error", path);
-        return LIBRA_EIO;
+        return fileio_error(err, path, failed);
     }
     buf[n] = '\0';
     *text = buf;

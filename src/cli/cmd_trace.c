@@ -20,6 +20,7 @@
 #include "trace/stats.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/fileio.h"
 #include "util/vec.h"
 
 #define STATS_SCHEMA "libra.trace-stats/1"
@@ -415,11 +416,9 @@ static int input_paths(const struct import_flags *f, int argc, char **argv, path
 static int import_file(struct trace_importer *im, struct trace_writer *w, const char *path,
                        struct libra_error *err)
 {
-    FILE *f = strcmp(path, "-") == 0 ? stdin : fopen(path, "rb");
-    if (!f) {
-        error_set(err, path, 0, 0, "cannot open: %s", strerror(errno));
+    FILE *f = fileio_open(path, err);
+    if (!f)
         return LIBRA_EIO;
-    }
     trace_importer_begin(im, path);
     char *line = NULL;
     size_t cap = 0;
@@ -432,10 +431,8 @@ static int import_file(struct trace_importer *im, struct trace_writer *w, const 
         if (rc == 1)
             rc = trace_writer_put(w, t, err);
     }
-    if (rc >= 0 && ferror(f)) {
-        error_set(err, path, 0, 0, "read error");
-        rc = LIBRA_EIO;
-    }
+    if (rc >= 0 && ferror(f))
+        rc = fileio_error(err, path, errno);
     while (rc >= 0 && (rc = trace_importer_end(im, &t, err)) == 1)
         rc = trace_writer_put(w, t, err);
     free(line);

@@ -16,6 +16,7 @@
 
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/fileio.h"
 
 #define CHUNK_BYTES ((size_t)1 << 20) /* read size and initial buffer, bytes */
 
@@ -29,18 +30,16 @@ struct trace_reader {
     size_t end;   /* one past the last byte read */
     int64_t lineno;
     bool eof;
-    bool io_error;
+    int io_errno; /* errno of a failed read; 0: none */
 };
 
 int trace_reader_open(struct trace_reader **out, const char *path, struct libra_error *err)
 {
     *out = NULL;
     bool std = strcmp(path, "-") == 0;
-    FILE *f = std ? stdin : fopen(path, "rb");
-    if (!f) {
-        error_set(err, path, 0, 0, "cannot open: %s", strerror(errno));
+    FILE *f = fileio_open(path, err);
+    if (!f)
         return LIBRA_EIO;
-    }
     struct trace_reader *r = xcalloc(1, sizeof *r);
     r->f = f;
     r->name = xstrdup(std ? "<stdin>" : path);
@@ -69,7 +68,7 @@ int64_t trace_reader_line(const struct trace_reader *r)
 }
 
 /* Reads more bytes after the unconsumed ones, moving them to the front or growing the buffer
- * first. Returns false at end of file or on error (r->io_error). */
+ * first. Returns false at end of file or on error (r->io_errno). */
 static bool fill(struct trace_reader *r)
 {
     if (r->eof)
@@ -87,7 +86,7 @@ static bool fill(struct trace_reader *r)
     r->end += got;
     if (got == 0) {
         r->eof = true;
-        r->io_error = ferror(r->f) != 0;
+        r->io_errno = ferror(r->f) ? errno : 0;
         return false;
     }
     return true;
@@ -119,10 +118,10 @@ static enum line_result next_line(struct trace_reader *r, const char **line, siz
                 }
                 r->start = r->end;
             }
-            return r->io_error ? LINE_IO : LINE_TOO_LONG;
+            return r->io_errno ? LINE_IO : LINE_TOO_LONG;
         }
         if (!fill(r)) {
-            if (r->io_error)
+            if (r->io_errno)
                 return LINE_IO;
             if (r->end == r->start)
                 return LINE_EOF;
@@ -151,8 +150,7 @@ static int read_line(struct trace_reader *r, const char **line, size_t *len,
         return error_set(err, r->name, (int)r->lineno, 1, "line longer than %zu bytes",
                          TRACE_MAX_LINE_BYTES);
     default:
-        error_set(err, r->name, (int)r->lineno, 1, "read error");
-        return LIBRA_EIO;
+        return fileio_error(err, r->name, r->io_errno);
     }
 }
 

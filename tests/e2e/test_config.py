@@ -102,6 +102,15 @@ def test_unreadable_preset_file(tmp_path):
     assert "cannot read" in r.stderr
 
 
+def test_a_directory_for_a_file_says_so(tmp_path):
+    """Every command's file reading says why it failed, here that the path is a directory."""
+    for args in (("config", "check"), ("trace", "stats"), ("report",), ("sim",),
+                 ("route", "eval"), ("sim", "--trace"), ("presets", "--presets")):
+        r = run(*args, str(tmp_path))
+        assert r.returncode == 3 and r.stdout == "", (args, r.stderr)
+        assert r.stderr == f"libra: cannot read '{tmp_path}': is a directory\n", (args, r.stderr)
+
+
 def test_presets_json_lists_origin_and_confidence(tmp_path):
     path = preset_file(tmp_path, "user.json", hardware=[HARDWARE], models=[MODEL])
     r = run("presets", "--json", env={"LIBRA_PRESETS": path})

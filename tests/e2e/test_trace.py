@@ -105,7 +105,7 @@ def test_validate_reads_stdin():
 def test_missing_file_is_an_io_error():
     r = run("validate", data("no-such-file.jsonl"))
     assert r.returncode == 3
-    assert "cannot open" in r.stderr
+    assert "cannot read" in r.stderr
 
 
 def test_usage_errors():

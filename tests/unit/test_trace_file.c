@@ -232,7 +232,7 @@ static void test_reader_open_missing_file(void **state)
     struct libra_error err = {0};
     assert_int_equal(trace_reader_open(&r, tmp_path("nonexistent"), &err), LIBRA_EIO);
     assert_null(r);
-    assert_non_null(strstr(err.msg, "cannot open: "));
+    assert_non_null(strstr(err.msg, "cannot read '"));
 }
 
 static int file_exists(const char *path)

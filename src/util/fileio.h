@@ -1,0 +1,23 @@
+/*
+ * Opening files to read, and the one wording of what fails: "cannot read 'PATH': REASON",
+ * REASON being strerror's ("no such file or directory", "is a directory").
+ */
+#ifndef UTIL_FILEIO_H
+#define UTIL_FILEIO_H
+
+#include <stdio.h>
+
+#include "libra/libra.h"
+
+/*
+ * Opens path to read ("-": standard input). Returns the stream, or NULL with err set (when
+ * non-NULL) and errno kept. A directory is refused here (EISDIR): fopen opens one, and only
+ * the first read would fail.
+ */
+FILE *fileio_open(const char *path, struct libra_error *err);
+
+/* Sets err to "cannot read 'PATH': REASON" for errnum, the errno of the failed call. Returns
+ * LIBRA_EIO. */
+int fileio_error(struct libra_error *err, const char *path, int errnum);
+
+#endif
