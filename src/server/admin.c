@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "util/json.h"
 
 int gw_engine_url(const char *in, size_t len, char *out, char *err, size_t err_size)
 {
@@ -89,7 +90,7 @@ int gw_worker_body_parse(const char *body, size_t len, struct gw_worker_spec *ou
     json_t *doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     int rc;
     if (!doc) {
-        snprintf(err, err_size, "body:%d: %s", je.position, je.text);
+        snprintf(err, err_size, "body:%d: %s", je.position, ujson_error_text(&je));
         rc = -1;
     } else if (!json_is_object(doc)) {
         rc = error_text(err, err_size, "body: expected an object {\"url\": ..., \"tp\": N}");
@@ -159,7 +160,7 @@ int gw_mode_body_parse(const char *body, size_t len, const char *policy, bool *s
     json_t *v;
     int rc = 0;
     if (!doc) {
-        snprintf(err, err_size, "body:%d: %s", je.position, je.text);
+        snprintf(err, err_size, "body:%d: %s", je.position, ujson_error_text(&je));
         return -1;
     }
     if (!json_is_object(doc))

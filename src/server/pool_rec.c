@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "util/error.h"
+#include "util/json.h"
 
 static const char *const op_names[] = {
     [GW_POOL_OP_NONE] = "",           [GW_POOL_OP_RECLAIM] = "reclaim",
@@ -151,7 +152,7 @@ int gw_pool_rec_parse(const char *text, size_t len, struct gw_pool_rec *out, cha
     json_error_t je;
     json_t *doc = json_loadb(text, len, JSON_REJECT_DUPLICATES, &je);
     if (!doc)
-        return error_text(err, err_size, "body:%d: %s", je.position, je.text);
+        return error_text(err, err_size, "body:%d: %s", je.position, ujson_error_text(&je));
     int rc = 0;
     if (!json_is_object(doc)) {
         rc = error_text(err, err_size, "body: expected a JSON object");

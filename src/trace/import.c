@@ -411,7 +411,7 @@ static int jsonl_row(struct trace_importer *im, struct row *r, struct libra_erro
     im->root = json_loadb(im->line, im->len, JSON_REJECT_DUPLICATES, &jerr);
     if (!im->root)
         return error_set(err, im->name, (int)im->lineno, jerr.column > 0 ? jerr.column : 1,
-                         "invalid JSON: %s", jerr.text);
+                         "invalid JSON: %s", ujson_error_text(&jerr));
     if (!json_is_object(im->root))
         return error_set(err, im->name, (int)im->lineno, 1, "expected a JSON object per row");
     const char *key;

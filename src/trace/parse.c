@@ -561,7 +561,7 @@ static int load_line(struct trace_parser *p, json_t **root, const char *line, si
     json_t *v = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!v)
         return error_set(err, p->name, (int)lineno, jerr.column > 0 ? jerr.column : 1,
-                         "invalid JSON: %s", jerr.text);
+                         "invalid JSON: %s", ujson_error_text(&jerr));
     *root = v;
     return 0;
 }

@@ -48,13 +48,25 @@ int ujson_doc_parse(struct ujson_doc *doc, const char *name, const char *text, s
     if (!root) {
         /* jansson reports line/column 1-based; column -1 when it has none. */
         return error_set(err, name, jerr.line > 0 ? jerr.line : 1,
-                         jerr.column > 0 ? jerr.column : 1, "%s", jerr.text);
+                         jerr.column > 0 ? jerr.column : 1, "%s", ujson_error_text(&jerr));
     }
     doc->root = root;
     doc->name = xstrdup(name ? name : "");
     doc->text = xstrndup(text, len);
     doc->len = strlen(doc->text);
     return 0;
+}
+
+const char *ujson_error_text(const json_error_t *e)
+{
+    switch (json_error_code(e)) {
+    case json_error_null_character:
+        return "a string may not contain \\u0000";
+    case json_error_null_byte_in_key:
+        return "a key may not contain \\u0000";
+    default:
+        return e->text;
+    }
 }
 
 void ujson_doc_free(struct ujson_doc *doc)

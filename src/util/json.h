@@ -40,6 +40,10 @@ struct ujson_doc {
 int ujson_doc_parse(struct ujson_doc *doc, const char *name, const char *text, size_t len,
                     struct libra_error *err);
 
+/* The reason jansson gives for a failed parse, in our words where its own would name one of its
+ * options ("\u0000 is not allowed without JSON_ALLOW_NUL"). Every parse error goes through it. */
+const char *ujson_error_text(const json_error_t *e);
+
 /* Releases everything doc owns; a zeroed doc is fine. */
 void ujson_doc_free(struct ujson_doc *doc);
 

@@ -102,6 +102,19 @@ def test_unreadable_preset_file(tmp_path):
     assert "cannot read" in r.stderr
 
 
+def test_a_nul_escape_is_refused_in_our_words(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text('{"model":{"name":"a\\u0000b"}}')
+    r = run("config", "check", str(path))
+    assert r.returncode == 1 and r.stdout == "", r.stderr  # an invalid file
+    assert r.stderr == f"libra: {path}:1:27: a string may not contain \\u0000\n", r.stderr
+    trace = tmp_path / "t.jsonl"
+    trace.write_text('{"libra_trace": 1, "x": "\\u0000"}\n')
+    r = run("trace", "stats", str(trace))
+    assert r.returncode == 2 and "invalid JSON: a string may not contain \\u0000\n" in r.stderr, (
+        r.stderr)
+
+
 def test_a_directory_for_a_file_says_so(tmp_path):
     """Every command's file reading says why it failed, here that the path is a directory."""
     for args in (("config", "check"), ("trace", "stats"), ("report",), ("sim",),

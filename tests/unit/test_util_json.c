@@ -57,6 +57,22 @@ static void test_parse_errors(void **state)
     ujson_doc_free(NULL);
 }
 
+/* A \u0000 escape is refused in our words, not jansson's (which name its JSON_ALLOW_NUL). */
+static void test_parse_error_wording(void **state)
+{
+    (void)state;
+    struct ujson_doc doc;
+    struct libra_error err;
+    assert_int_equal(parse(&doc, "{\"model\": {\"name\": \"a\\u0000b\"}}", &err), LIBRA_EINVAL);
+    assert_string_equal(err.msg, "a string may not contain \\u0000");
+    assert_string_equal(err.file, "f.json");
+    assert_int_equal(err.line, 1);
+    assert_int_equal(parse(&doc, "{\"a\\u0000\": 1}", &err), LIBRA_EINVAL);
+    assert_string_equal(err.msg, "a key may not contain \\u0000");
+    assert_int_equal(parse(&doc, "{\"a\": 1, \"a\": 2}", &err), LIBRA_EINVAL);
+    assert_non_null(strstr(err.msg, "duplicate object key")); /* the rest read as jansson's */
+}
+
 /* ---- ujson_locate ---------------------------------------------------------------------------- */
 
 static const char doc_text[] = "{\n"
@@ -268,6 +284,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_errors),
+        cmocka_unit_test(test_parse_error_wording),
         cmocka_unit_test(test_locate),
         cmocka_unit_test(test_locate_long_key_and_scalar_root),
         cmocka_unit_test(test_errorf),
