@@ -368,6 +368,10 @@ json_t *spec_field_parse_text(const struct spec_field *f, const char *text, char
     switch (f->type) {
     case SPEC_INT: {
         long long v = strtoll(text, &end, 10);
+        if (*text && !*end && errno == ERANGE) {
+            fail(why, size, "must be in -9223372036854775808..9223372036854775807");
+            return NULL;
+        }
         if (!*text || *end || errno) {
             fail(why, size, "must be an integer");
             return NULL;
@@ -376,6 +380,12 @@ json_t *spec_field_parse_text(const struct spec_field *f, const char *text, char
     }
     case SPEC_DOUBLE: {
         double v = strtod(text, &end);
+        if (errno == ERANGE && fabs(v) < 1)
+            errno = 0; /* below the smallest double: rounded, as a file's JSON number is */
+        if (*text && !*end && errno == ERANGE) {
+            fail(why, size, "must be at most about 1.8e308 in magnitude");
+            return NULL;
+        }
         if (!*text || *end || errno || !isfinite(v)) {
             fail(why, size, "must be a finite number");
             return NULL;

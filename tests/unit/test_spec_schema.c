@@ -130,6 +130,8 @@ static void test_text_values(void **state)
         {"ratio", "0.25", "0.25"},
         {"ratio", "nan", NULL},
         {"ratio", "1e400", NULL},
+        {"ratio", "1e-400", "0.0"}, /* below the smallest double: rounded, as in a file */
+        {"ratio", "1e-320", "9.99988867182683e-321"},
         {"on", "true", "true"},
         {"on", "1", NULL},
         {"color", "red", "\"red\""},
@@ -151,6 +153,19 @@ static void test_text_values(void **state)
         assert_string_equal(text, cases[i].json);
         free(text);
         json_decref(v);
+    }
+    static const struct {
+        const char *key, *text, *why;
+    } refused[] = {
+        {"small", "7.0", "must be an integer"},
+        {"small", "99999999999999999999", "must be in -9223372036854775808..9223372036854775807"},
+        {"ratio", "nan", "must be a finite number"},
+        {"ratio", "1e400", "must be at most about 1.8e308 in magnitude"},
+        {"ratio", "-1e400", "must be at most about 1.8e308 in magnitude"},
+    };
+    for (size_t i = 0; i < sizeof refused / sizeof *refused; i++) {
+        assert_null(spec_field_parse_text(row(refused[i].key), refused[i].text, why, sizeof why));
+        assert_string_equal(why, refused[i].why);
     }
 }
 
