@@ -5,6 +5,7 @@
  */
 #include "spec/schema.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
@@ -365,6 +366,13 @@ json_t *spec_field_parse_text(const struct spec_field *f, const char *text, char
 {
     char *end = NULL;
     errno = 0;
+    /* strtoll and strtod skip leading white space but stop at trailing: refuse both, as a
+     * file's number has neither */
+    bool number = f->type == SPEC_INT || f->type == SPEC_DOUBLE;
+    if (number && isspace((unsigned char)text[0])) {
+        fail(why, size, f->type == SPEC_INT ? "must be an integer" : "must be a finite number");
+        return NULL;
+    }
     switch (f->type) {
     case SPEC_INT: {
         long long v = strtoll(text, &end, 10);

@@ -158,6 +158,11 @@ static void test_text_values(void **state)
         const char *key, *text, *why;
     } refused[] = {
         {"small", "7.0", "must be an integer"},
+        {"small", " 7", "must be an integer"}, /* white space either side, as in a file */
+        {"small", "7 ", "must be an integer"},
+        {"small", "\t7", "must be an integer"},
+        {"ratio", " 0.5", "must be a finite number"},
+        {"ratio", "0.5\n", "must be a finite number"},
         {"small", "99999999999999999999", "must be in -9223372036854775808..9223372036854775807"},
         {"ratio", "nan", "must be a finite number"},
         {"ratio", "1e400", "must be at most about 1.8e308 in magnitude"},
