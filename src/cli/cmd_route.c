@@ -78,7 +78,7 @@ static const char help[] =
     "  --folds K          leave-tasks-out cross-validation instead of steps: prompts split\n"
     "                     into K folds; each fold is routed by models that learnt every other\n"
     "                     fold, its own attempts in order (step, then sample), each learnt once\n"
-    "                     scored; not with --train-steps\n";
+    "                     scored; at most the trace's prompts; not with --train-steps\n";
 
 struct route_flags {
     const char *policy;
@@ -516,6 +516,12 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
                              "--train-steps %lld leaves nothing to evaluate (the trace "
                              "has %lld steps)",
                              (long long)f->train_steps, (long long)(steps > 0 ? steps : 0));
+    size_t prompts = sched_eval_prompts(&ev.ev);
+    if (rc == 0 && f->folds && (size_t)f->folds > prompts) /* a fold would hold no prompt */
+        rc = cli_usage_error(cc->cmd,
+                             "--folds %lld: the trace has %zu prompts, so at most %zu folds "
+                             "(each fold holds whole prompts)",
+                             (long long)f->folds, prompts, prompts);
     struct cost_move_model move;
     struct sched_costs costs;
     if (rc == 0)

@@ -72,12 +72,18 @@ void sched_eval_trace_index(struct sched_eval_trace *ev)
         t->seen = first < ev->step_start.n;
     }
     vec_push(&ev->step_start, ev->trajs.n);
+    ev->n_prompts = first_step.n;
     intmap_free(&first_step);
 }
 
 size_t sched_eval_steps(const struct sched_eval_trace *ev)
 {
     return ev->step_start.n ? ev->step_start.n - 1 : 0;
+}
+
+size_t sched_eval_prompts(const struct sched_eval_trace *ev)
+{
+    return ev->n_prompts;
 }
 
 void sched_eval_shuffle(struct sched_eval_trace *ev, uint64_t seed)

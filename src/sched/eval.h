@@ -75,8 +75,9 @@ struct sched_eval_trace {
                                   sched_eval_shuffle */
     VEC(struct sched_obs) obs; /* every turn's returns, classified */
     VEC(size_t)
-    step_start; /* first trajectory of each distinct step in order, then trajs.n;
-                   filled by sched_eval_trace_index */
+    step_start;       /* first trajectory of each distinct step in order, then trajs.n;
+                         filled by sched_eval_trace_index */
+    size_t n_prompts; /* distinct prompts; filled by sched_eval_trace_index */
 };
 
 /* Starts attempt sample of step at prompt; its turns follow with sched_eval_turn_add. */
@@ -100,6 +101,9 @@ void sched_eval_trace_index(struct sched_eval_trace *ev);
 
 /* Distinct steps of an indexed trace. */
 size_t sched_eval_steps(const struct sched_eval_trace *ev);
+
+/* Distinct prompts of an indexed trace: the most folds sched_eval_arm_run_folds can fill. */
+size_t sched_eval_prompts(const struct sched_eval_trace *ev);
 
 /*
  * The placebo: fills ev->shuffled with ev->turns whose returns are exchanged among the

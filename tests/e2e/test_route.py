@@ -201,6 +201,11 @@ def test_bad_input(tmp_path):
     assert r.returncode == 2 and "the planner gives no bucket layout" in r.stderr
     r = route("eval", trace, "--buckets", BUCKETS, "--folds", "1")
     assert r.returncode == 2 and "--folds: expected an integer in [2, " in r.stderr
+    # two steps of 8 prompts: 16 folds hold one prompt each, a 17th would be empty
+    assert route("eval", trace, "--buckets", BUCKETS, "--folds", "16").returncode == 0
+    r = route("eval", trace, "--buckets", BUCKETS, "--folds", "17")
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert "--folds 17: the trace has 16 prompts, so at most 16 folds" in r.stderr
     # --folds evaluates every step: a --train-steps beside it would change nothing
     for args in (["--folds", "2", "--train-steps", "1"], ["--train-steps", "0", "--folds", "2"]):
         r = route("eval", trace, "--buckets", BUCKETS, *args)
