@@ -145,10 +145,43 @@ static int common_option(struct cli_common *cc, int c, const char *arg)
     return 0;
 }
 
+/* Flags that add one more of something each time they are given (docs/cli.md "Flags"). */
+static const char *const repeatable[] = {"set",          "presets", "sweep", "engine",
+                                         "pool-replica", "fail",    "stall"};
+
+/*
+ * Refuses a flag that takes one value when it was given before: taking the last would let a
+ * script's default and an override both look effective. Returns 0, or '?' after the usage
+ * error.
+ */
+static int given_once(struct cli_common *cc, int c)
+{
+    const char *name = NULL;
+    for (const struct option *o = cc->options; o->name && !name; o++)
+        if (o->val == c)
+            name = o->name;
+    for (size_t i = 0; name && i < sizeof repeatable / sizeof *repeatable; i++)
+        if (strcmp(name, repeatable[i]) == 0)
+            return 0;
+    for (size_t i = 0; i < cc->n_given; i++)
+        if (cc->given[i] == c) {
+            if (name)
+                cli_usage_error(cc->cmd, "--%s given twice: it takes one value", name);
+            else
+                cli_usage_error(cc->cmd, "-%c given twice: it takes one value", c);
+            return '?';
+        }
+    cc->given = xreallocarray(cc->given, cc->n_given + 1, sizeof *cc->given);
+    cc->given[cc->n_given++] = c;
+    return 0;
+}
+
 int cli_common_getopt(struct cli_common *cc, int argc, char **argv)
 {
     for (;;) {
         int c = cli_getopt(cc->cmd, argc, argv, cc->shortopts, cc->options);
+        if (c != -1 && c != '?' && optarg && given_once(cc, c) != 0)
+            return '?';
         if (c == 'o' && (cc->groups & CLI_FLAGS_OUTPUT)) {
             cc->output = optarg;
             continue;
@@ -227,6 +260,7 @@ void cli_common_free(struct cli_common *cc)
     free(cc->overrides);
     free(cc->preset_files);
     free(cc->options);
+    free(cc->given);
     memset(cc, 0, sizeof *cc);
 }
 

@@ -62,6 +62,8 @@ struct cli_common {
     struct option *options; /* the command's options, then the common ones; owned */
     size_t n_own;           /* the command's options, first in options */
     char shortopts[64];
+    int *given; /* option values of the single-valued flags seen, to refuse a second */
+    size_t n_given;
 };
 
 /*
@@ -75,7 +77,9 @@ void cli_common_init(struct cli_common *cc, const struct cli_command *cmd, unsig
 /*
  * Like cli_getopt, consuming the common flags: returns the command's own option characters,
  * 'h' for --help/-h, -1 at the end, or '?' after printing a usage error (unknown flag,
- * --set without '=', --json with --jsonl).
+ * --set without '=', --json with --jsonl, a flag that takes one value given twice). The flags
+ * that may be given more than once are the repeatable ones docs/cli.md lists: --set,
+ * --presets, --sweep, --engine, --pool-replica, --fail and --stall.
  */
 int cli_common_getopt(struct cli_common *cc, int argc, char **argv);
 

@@ -108,6 +108,34 @@ def test_a_long_flag_is_spelled_whole(args, whole):
     assert f"(did you mean {whole}?)" in r.stderr
 
 
+@pytest.mark.parametrize("args,flag", [
+    (["sim", "--gpus", "8", "--gpus", "16"], "--gpus"),
+    (["route", "eval", "x.jsonl", "--policy", "all", "--policy", "cmlfq"], "--policy"),
+    (["plan", "--verify", "2", "--verify=3"], "--verify"),
+    (["config", "show", "-o", "a.json", "--output", "b.json"], "--output"),
+    (["trace", "gen", "--steps", "1", "--steps", "2"], "--steps"),
+])
+def test_a_single_valued_flag_given_twice_is_refused(args, flag):
+    """Taking the last would let an earlier value look effective (docs/cli.md "Common flags")."""
+    r = run(*args)
+    assert r.returncode == EXIT_USAGE and r.stdout == "", r.stderr
+    assert f": {flag} given twice: it takes one value\n" in r.stderr, r.stderr
+
+
+def test_repeatable_flags_may_be_repeated():
+    r = run("config", "show", "--set", "cluster.gpus=8", "--set", "rl.steps=3",
+            "--set", "cluster.gpus=16")
+    assert r.returncode == 0, r.stderr
+    assert '"gpus": 16' in r.stdout and '"steps": 3' in r.stdout
+    r = run("presets", "--json", "--json")  # a flag without a value: no effect
+    assert r.returncode == 0, r.stderr
+    with open(os.path.join(SOURCE_DIR, "docs", "cli.md"), encoding="utf-8") as f:
+        rule = f.read().split("A flag that takes one value is given at most once")[1].split("\n\n")[0]
+    for flag in ("--set", "--presets", "--sweep", "--engine", "--pool-replica", "--fail",
+                 "--stall"):
+        assert f"`{flag}`" in rule, flag
+
+
 @pytest.mark.parametrize("cmd", listed_commands())
 def test_command_is_documented(cmd):
     with open(os.path.join(SOURCE_DIR, "docs", "cli.md"), encoding="utf-8") as f:
