@@ -151,7 +151,9 @@ class Serve(Process):
     name, quiet = "libra serve", False
 
     def __init__(self, *urls, args=(), env=None, token=TOKEN):
-        cmd = [LIBRA, "serve", "--listen", "127.0.0.1:0"]
+        cmd = [LIBRA, "serve"]
+        if "--listen" not in args:  # a flag takes one value: args' own --listen replaces it
+            cmd += ["--listen", "127.0.0.1:0"]
         for u in urls:
             cmd += ["--engine", u]
         full = {k: v for k, v in os.environ.items() if k != "LIBRA_ADMIN_TOKEN"}

@@ -155,7 +155,7 @@ def test_activation_recompute_when_nothing_fits_without():
     assert ", distributed optimizer, full activation recompute" in text
     off, _ = plan_json(*args, "--set", "plan.recompute=off")
     assert off.returncode == 1
-    cost = run("cost", *args, "--gpus", str(train["gpus"]), "--tp", str(train["tp"]), "--pp",
+    cost = run("cost", *args[2:], "--gpus", str(train["gpus"]), "--tp", str(train["tp"]), "--pp",
                str(train["pp"]), "--cp", str(train["cp"]), "--dp", str(train["dp"]),
                "--micro-batch-tokens", str(train["micro_batch_tokens_per_gpu"] * train["cp"]),
                # Megatron's distributed optimizer shards what ZeRO-1 does

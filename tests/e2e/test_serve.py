@@ -22,7 +22,11 @@ BUCKETS = ["--set", "sched.buckets=tp1:2000,tp2:6000,tp4:40960"]
 
 def load(url, *args, timeout=240):
     """`libra load` against the gateway at url, its weight updates sent with the admin token."""
-    return subprocess.run([LIBRA, "load", "--engines", url, *QUICK, *BUCKETS, *args],
+    quick = QUICK
+    if "--steps" in args:  # a flag is given once: args' --steps replaces QUICK's
+        k = QUICK.index("--steps")
+        quick = QUICK[:k] + QUICK[k + 2:]
+    return subprocess.run([LIBRA, "load", "--engines", url, *quick, *BUCKETS, *args],
                           capture_output=True, text=True, timeout=timeout,
                           env={**os.environ, "LIBRA_ADMIN_TOKEN": TOKEN})
 
