@@ -241,9 +241,10 @@ static void test_file_errors(void **state)
     expect_error("{\"cluster\": {\"hardware\": \"a900\"}}", NULL, 0, 1, 14,
                  "cluster.hardware: unknown hardware preset 'a900' (known: a100-80g, a800-80g, "
                  "h100-sxm, h800, h20, h200, quad)");
-    expect_error("{\"model\": {\n\"name\": \"qwen9\"}}", NULL, 0, 2, 1,
-                 "model.name: unknown model preset 'qwen9' (known: qwen2.5-7b, qwen2.5-14b, "
-                 "qwen2.5-32b, qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b, qwen3-30b-a3b)");
+    expect_error(
+        "{\"model\": {\n\"name\": \"qwen9\"}}", NULL, 0, 2, 1,
+        "model.name: unknown model preset 'qwen9' (known: qwen2.5-7b, qwen2.5-14b, "
+        "qwen2.5-32b, qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b, qwen3-30b-a3b, qwen3-235b-a22b)");
     expect_error("{\"rl\": {\"samples\": 3,\n \"batch_trajectories\": 32}}", NULL, 0, 2, 2,
                  "rl.batch_trajectories: 32 is not a multiple of rl.samples (3): training takes "
                  "whole groups");
@@ -296,7 +297,7 @@ static void test_flag_errors(void **state)
         "--gpus: must be an integer",
         "--set cluster.gpu: unknown key 'cluster.gpu' (did you mean 'cluster.gpus'?)",
         ("--model: unknown model preset 'qwen9' (known: qwen2.5-7b, qwen2.5-14b, qwen2.5-32b, "
-         "qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b, qwen3-30b-a3b)"),
+         "qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b, qwen3-30b-a3b, qwen3-235b-a22b)"),
         "--set ehp.enabled: must be true or false",
         "--set plan.time_limit_s: must be a finite number",
         "--set plan.replan_horizon_steps: must be in 1..1000000",

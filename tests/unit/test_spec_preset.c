@@ -26,19 +26,19 @@ static void test_builtin_names(void **state)
 {
     static const char *const hardware[] = {"a100-80g", "a800-80g", "h100-sxm",
                                            "h800",     "h20",      "h200"};
-    static const char *const models[] = {"qwen2.5-7b", "qwen2.5-14b",  "qwen2.5-32b",
-                                         "qwen3-4b",   "qwen3-8b",     "qwen3-14b",
-                                         "qwen3-32b",  "qwen3-30b-a3b"};
+    static const char *const models[] = {"qwen2.5-7b", "qwen2.5-14b",   "qwen2.5-32b",
+                                         "qwen3-4b",   "qwen3-8b",      "qwen3-14b",
+                                         "qwen3-32b",  "qwen3-30b-a3b", "qwen3-235b-a22b"};
     struct spec_presets p = builtin();
     assert_int_equal(p.n_hardware, 6);
-    assert_int_equal(p.n_models, 8);
+    assert_int_equal(p.n_models, 9);
     for (size_t i = 0; i < 6; i++) {
         const struct spec_hardware *h = spec_hardware_find(&p, hardware[i]);
         assert_non_null(h);
         assert_string_equal(h->origin, "builtin");
         assert_true(strlen(h->source) > 0);
     }
-    for (size_t i = 0; i < 8; i++) {
+    for (size_t i = 0; i < sizeof models / sizeof *models; i++) {
         const struct spec_model *m = spec_model_find(&p, models[i]);
         assert_non_null(m);
         assert_string_equal(m->origin, "builtin");
@@ -70,7 +70,7 @@ static void test_builtin_files_state_provenance(void **state)
         }
         json_decref(root);
     }
-    assert_int_equal(checked, 14);
+    assert_int_equal(checked, 15);
 }
 
 /* calibration.md §3.1, §3.2, §6 for A800, the default cluster's GPU. */
@@ -145,6 +145,7 @@ static void test_params_match_the_sheet(void **state)
         {"qwen2.5-32b", 32.76e9, 32.76e9, 0.005}, {"qwen3-8b", 8.19e9, 8.19e9, 0.005},
         {"qwen3-14b", 14.77e9, 14.77e9, 0.005},   {"qwen3-32b", 32.76e9, 32.76e9, 0.005},
         {"qwen3-4b", 4.0e9, 4.0e9, 0.02},         {"qwen3-30b-a3b", 30.5e9, 3.3e9, 0.02},
+        {"qwen3-235b-a22b", 235e9, 22e9, 0.02}, /* model card: 235 B total, 22 B active */
     };
     struct spec_presets p = builtin();
     for (size_t i = 0; i < sizeof sheet / sizeof *sheet; i++) {
@@ -206,7 +207,7 @@ static void test_user_file_adds_and_overrides(void **state)
     struct libra_error err = {0};
     assert_int_equal(spec_presets_add_text(&p, "mine.json", user_file, strlen(user_file), &err), 0);
     assert_int_equal(p.n_hardware, 6); /* replaced, not added */
-    assert_int_equal(p.n_models, 9);
+    assert_int_equal(p.n_models, 10);
     const struct spec_hardware *h = spec_hardware_find(&p, "a800-80g");
     assert_int_equal(h->gpus_per_node, 4);
     assert_string_equal(h->origin, "mine.json");
