@@ -72,6 +72,51 @@ static const struct spec_model ref_models[] = {
                                 .experts = 128,
                                 .top_k = 8,
                                 .expert_ffn = 768},
+    [COST_REF_QWEN3_4B] = {.name = "qwen3-4b",
+                           .layers = 36,
+                           .hidden = 2560,
+                           .heads = 32,
+                           .kv_heads = 8,
+                           .head_dim = 128,
+                           .ffn = 9728,
+                           .vocab = 151936,
+                           .tied_embeddings = true},
+    [COST_REF_QWEN3_8B] = {.name = "qwen3-8b",
+                           .layers = 36,
+                           .hidden = 4096,
+                           .heads = 32,
+                           .kv_heads = 8,
+                           .head_dim = 128,
+                           .ffn = 12288,
+                           .vocab = 151936},
+    [COST_REF_QWEN3_14B] = {.name = "qwen3-14b",
+                            .layers = 40,
+                            .hidden = 5120,
+                            .heads = 40,
+                            .kv_heads = 8,
+                            .head_dim = 128,
+                            .ffn = 17408,
+                            .vocab = 151936},
+    [COST_REF_QWEN3_32B] = {.name = "qwen3-32b",
+                            .layers = 64,
+                            .hidden = 5120,
+                            .heads = 64,
+                            .kv_heads = 8,
+                            .head_dim = 128,
+                            .ffn = 25600,
+                            .vocab = 151936},
+    /* slime scripts/models/qwen3-235B-A22B.sh: 94 layers, hidden 4096, 64 heads, 4 query
+     * groups, kv-channels 128, 128 experts, top-8, moe-ffn-hidden-size 1536, untied */
+    [COST_REF_QWEN3_235B_A22B] = {.name = "qwen3-235b-a22b",
+                                  .layers = 94,
+                                  .hidden = 4096,
+                                  .heads = 64,
+                                  .kv_heads = 4,
+                                  .head_dim = 128,
+                                  .vocab = 151936,
+                                  .experts = 128,
+                                  .top_k = 8,
+                                  .expert_ffn = 1536},
 };
 
 static const struct spec_hardware ref_hardware[] = {
@@ -215,7 +260,6 @@ static const struct cost_sheet_decode sheet_decode[] = {
     QWEN_SPEED("decode.qwen2.5-32b.tp2.30k", "Qwen2.5-32B, TP2, batch 1, 30720 in / 2048 out",
                COST_REF_QWEN25_32B, 2, 30720, 31.4),
 };
-#undef QWEN_SPEED
 
 size_t cost_sheet_decode_points(const struct cost_sheet_decode **out)
 {
@@ -238,6 +282,101 @@ double cost_fit_t_fix(const struct cost_rollout_params *p)
     double t_fix = f.value[COST_CONST_T_FIX];
     cost_fit_outcome_free(&f);
     return t_fix;
+}
+
+/* ---- Qwen3's speed benchmark: batch 1, H20, SGLang 0.4.6.post1, BF16 (docs/calibration.md) - */
+
+/* Published as (prompt + generated tokens) / time, in tokens per second; 2048 tokens out. */
+#define QWEN3_MS(prompt_, speed_) (((prompt_) + QWEN_SPEED_GEN) / (speed_) / QWEN_SPEED_GEN * 1e3)
+
+#define QWEN3_SPEED(id_, what_, model_, tp_, prompt_, speed_)                                      \
+    QWEN_SPEED(id_, what_, model_, tp_, prompt_, QWEN3_MS(prompt_, speed_))
+
+static const struct cost_sheet_decode qwen3_speed[] = {
+    /* the fit points: the rig's t_fix and η factor */
+    QWEN3_SPEED("decode.h20.qwen3-8b", "Qwen3-8B, TP1, batch 1, 1 in / 2048 out (81.73 tok/s)",
+                COST_REF_QWEN3_8B, 1, 1.0, 81.73),
+    QWEN3_SPEED("decode.h20.qwen3-32b", "Qwen3-32B, TP1, batch 1, 1 in / 2048 out (20.72 tok/s)",
+                COST_REF_QWEN3_32B, 1, 1.0, 20.72),
+    /* out of sample: dense, then the MoE */
+    QWEN3_SPEED("decode.h20.qwen3-4b", "Qwen3-4B, TP1, batch 1, 1 in / 2048 out (133.13 tok/s)",
+                COST_REF_QWEN3_4B, 1, 1.0, 133.13),
+    QWEN3_SPEED("decode.h20.qwen3-14b", "Qwen3-14B, TP1, batch 1, 1 in / 2048 out (47.10 tok/s)",
+                COST_REF_QWEN3_14B, 1, 1.0, 47.10),
+    QWEN3_SPEED("decode.h20.qwen3-30b-a3b",
+                "Qwen3-30B-A3B (MoE), TP1, batch 1, 1 in / 2048 out (137.18 tok/s)",
+                COST_REF_QWEN3_30B_A3B, 1, 1.0, 137.18),
+    QWEN3_SPEED("decode.h20.qwen3-30b-a3b.6k",
+                "Qwen3-30B-A3B (MoE), TP1, batch 1, 6144 in / 2048 out (490.10 tok/s)",
+                COST_REF_QWEN3_30B_A3B, 1, 6144.0, 490.10),
+    QWEN3_SPEED("decode.h20.qwen3-235b-a22b.tp8",
+                "Qwen3-235B-A22B (MoE), TP8, batch 1, 1 in / 2048 out (74.50 tok/s)",
+                COST_REF_QWEN3_235B_A22B, 8, 1.0, 74.50),
+    QWEN3_SPEED("decode.h20.qwen3-235b-a22b.tp8.6k",
+                "Qwen3-235B-A22B (MoE), TP8, batch 1, 6144 in / 2048 out (289.03 tok/s)",
+                COST_REF_QWEN3_235B_A22B, 8, 6144.0, 289.03),
+};
+#undef QWEN3_SPEED
+#undef QWEN3_MS
+#undef QWEN_SPEED
+
+#define QWEN3_FIT_POINTS 2 /* the first two */
+#define QWEN3_ETA_SCALE_MAX 2.0
+
+size_t cost_qwen3_speed_points(const struct cost_sheet_decode **out)
+{
+    *out = qwen3_speed;
+    return sizeof qwen3_speed / sizeof qwen3_speed[0];
+}
+
+/* p with η scaled by scale and t_fix fitted on the first point (Qwen3-8B), into *q. */
+static void qwen3_rig_params(const struct cost_rollout_params *p, double scale,
+                             struct cost_rollout_params *q)
+{
+    struct cost_shape s;
+    struct cost_fit_outcome f;
+    *q = *p;
+    for (int i = 0; i < q->eta.n; i++)
+        q->eta.eff[i] *= scale;
+    cost_shape_init(&s, &ref_models[qwen3_speed[0].model]);
+    struct cost_fit_input in = {.shape = &s,
+                                .hw = &ref_hardware[COST_REF_H20],
+                                .rollout = *q,
+                                .decode = &qwen3_speed[0].point,
+                                .n_decode = 1,
+                                .fit = 1u << COST_CONST_T_FIX};
+    cost_fit_constants(&in, &f); /* one point, one constant: always determined */
+    q->t_fix_s = f.value[COST_CONST_T_FIX];
+    cost_fit_outcome_free(&f);
+}
+
+static double qwen3_point_s(const struct cost_rollout_params *q, const struct cost_sheet_decode *d)
+{
+    struct cost_rollout_pre pre;
+    struct cost_shape s;
+    cost_shape_init(&s, &ref_models[d->model]);
+    cost_rollout_pre_init(&pre, &s, &ref_hardware[COST_REF_H20], q, d->point.tp);
+    return cost_decode_point_time(&pre, &d->point);
+}
+
+/* With t_fix taking up Qwen3-8B's time, the larger Qwen3-32B is slower the lower η: at a factor
+ * below the solution its modelled time is still above the measured one. */
+static bool qwen3_rig_below(void *ctx, double scale)
+{
+    const struct cost_rollout_params *p = ctx;
+    struct cost_rollout_params q;
+    qwen3_rig_params(p, scale, &q);
+    return qwen3_point_s(&q, &qwen3_speed[1]) > qwen3_speed[1].point.measured_s;
+}
+
+void cost_fit_qwen3_rig(const struct cost_rollout_params *p, struct cost_qwen3_rig *rig,
+                        struct cost_rollout_params *q)
+{
+    struct cost_rollout_params base = *p;
+    double scale = cost_fit_bisect(0.0, QWEN3_ETA_SCALE_MAX, 50, qwen3_rig_below, &base);
+    qwen3_rig_params(&base, scale, q);
+    rig->eta_scale = scale;
+    rig->t_fix_s = q->t_fix_s;
 }
 
 /* ---- the training evidence: verl DAPO 7B colocated on H20 (calibration.md §3.6, §4) --------- */
@@ -494,6 +633,28 @@ static void decode_rows(struct rows *r)
     }
 }
 
+#define SRC_QWEN3                                                                                  \
+    "Qwen3 speed benchmark, SGLang 0.4.6.post1, H20, BF16 "                                        \
+    "(qwen.readthedocs.io getting_started/speed_benchmark)"
+
+/* Qwen3's speed benchmark on its rig (the reference H20 with the rig's fitted η factor and
+ * t_fix): the dense fit points, then the dense checks at the Qwen2.5 rows' band and the MoE
+ * checks at ±15 %. */
+static void qwen3_rows(struct rows *r)
+{
+    struct cost_rollout_params p, q;
+    struct cost_qwen3_rig rig;
+    cost_rollout_params_default(&p, &ref_hardware[COST_REF_H20]);
+    cost_fit_qwen3_rig(&p, &rig, &q);
+    for (size_t i = 0; i < sizeof qwen3_speed / sizeof qwen3_speed[0]; i++) {
+        const struct cost_sheet_decode *d = &qwen3_speed[i];
+        bool fitted = i < QWEN3_FIT_POINTS;
+        double tol = fitted ? 0.0 : ref_models[d->model].experts > 0 ? 0.15 : 0.10;
+        add_row(r, d->id, d->what, "ms/token", SRC_QWEN3, d->published_ms,
+                1e3 * qwen3_point_s(&q, d), tol, fitted);
+    }
+}
+
 /* Out of sample: the H100 rows (the curves come from A100) and the A100 knee at 256 tokens
  * (the curves use 1 and 4096 tokens only). */
 static void vidur_rows(struct rows *r)
@@ -650,6 +811,7 @@ size_t cost_calibration_rows(struct cost_calib_row *rows, size_t cap)
 {
     struct rows r = {rows, 0, cap};
     decode_rows(&r);
+    qwen3_rows(&r);
     vidur_rows(&r);
     rollout_check_rows(&r);
     lifecycle_rows(&r);
@@ -811,6 +973,15 @@ char *cost_calibration_markdown(void)
     appendf(&t, "<!-- generated by `libra cost calibration`; a unit test keeps it current -->\n\n"
                 "#### Calibration points\n\n");
     evidence_table(&t);
+    struct cost_rollout_params p, q;
+    struct cost_qwen3_rig rig;
+    cost_rollout_params_default(&p, &ref_hardware[COST_REF_H20]);
+    cost_fit_qwen3_rig(&p, &rig, &q);
+    appendf(&t,
+            "\nThe rig of the `decode.h20.*` rows, fitted on `decode.h20.qwen3-8b` and "
+            "`decode.h20.qwen3-32b`: weights stream at %.3f × the A100-derived η, t_fix %.3f "
+            "ms.\n",
+            rig.eta_scale, rig.t_fix_s * 1e3);
     appendf(&t, "\n#### Training prediction along the MFU / response-length line\n\n");
     sensitivity_table(&t);
     appendf(&t, "\n#### Assumed constants\n\n");

@@ -20,7 +20,9 @@
 #include "spec/preset.h"
 
 /* Reference shapes of calibration.md §2 and §2.2 (Llama-3-8B and CodeLlama-34B are test-only
- * proxies of Vidur's profiled models; Qwen3-30B-A3B, §2, is the MoE of the training check). */
+ * proxies of Vidur's profiled models; Qwen3-30B-A3B, §2, is the MoE of the training check; the
+ * Qwen3 models from 4B on are those of Qwen3's speed benchmark, Qwen3-235B-A22B's shape from
+ * slime's scripts/models/qwen3-235B-A22B.sh). */
 enum cost_ref_model {
     COST_REF_QWEN25_7B,
     COST_REF_QWEN25_14B,
@@ -28,6 +30,11 @@ enum cost_ref_model {
     COST_REF_LLAMA3_8B,
     COST_REF_CODELLAMA_34B,
     COST_REF_QWEN3_30B_A3B,
+    COST_REF_QWEN3_4B,
+    COST_REF_QWEN3_8B,
+    COST_REF_QWEN3_14B,
+    COST_REF_QWEN3_32B,
+    COST_REF_QWEN3_235B_A22B,
 };
 
 /* Reference GPUs of calibration.md §3.1, §2.1, §3.2 and §6 (H20's network values are the
@@ -50,8 +57,9 @@ const struct spec_hardware *cost_ref_hardware(enum cost_ref_hw h);
  */
 void cost_vidur_curves(struct cost_curve *eta, struct cost_curve *mu);
 
-/* A decode measurement of calibration.md §3.3a: Qwen's speed table (vLLM 0.6.3, A100, batch
- * 1, 2048 tokens out), as a calibration point of its reference model. */
+/* A published decode measurement — calibration.md §3.3a: Qwen's speed table (vLLM 0.6.3, A100,
+ * batch 1, 2048 tokens out), or Qwen3's (below) — as a calibration point of its reference
+ * model. */
 struct cost_sheet_decode {
     const char *id;   /* "decode.qwen2.5-14b" */
     const char *what; /* the conditions, for the evidence table */
@@ -63,6 +71,30 @@ struct cost_sheet_decode {
 /* The sheet's decode points (the first, Qwen2.5-7B, fixes t_fix) into *out. Returns their
  * number. */
 size_t cost_sheet_decode_points(const struct cost_sheet_decode **out);
+
+/*
+ * The decode points of Qwen3's speed benchmark (SGLang 0.4.6.post1, H20 96 GB, BF16, batch 1,
+ * 2048 tokens out, speed published as (prompt + generated tokens) / time): dense Qwen3 4B-32B at
+ * TP1 and the MoE Qwen3-30B-A3B (TP1) and Qwen3-235B-A22B (TP8), each as a calibration point of
+ * its reference model at ms per output token. The first two (Qwen3-8B and -32B, 1 token in) fix
+ * the rig (cost_fit_qwen3_rig); the rest are out of sample. Returns their number.
+ */
+size_t cost_qwen3_speed_points(const struct cost_sheet_decode **out);
+
+/* The rig of Qwen3's speed benchmark as the cost model sees it. */
+struct cost_qwen3_rig {
+    double eta_scale; /* its weight-streaming efficiency over the A100-derived η curve */
+    double t_fix_s;   /* its fixed cost per iteration */
+};
+
+/*
+ * Fits the rig of Qwen3's speed benchmark on its two dense fit points: t_fix (linear) so that
+ * Qwen3-8B takes its measured time, and a factor on the η curve (by bisection) so that Qwen3-32B
+ * does too; the other constants are p's (p->t_fix_s and p's H20 values ignored: the rig is the
+ * reference H20). Into *rig, and the rig's constants into *q (p with η scaled and t_fix set).
+ */
+void cost_fit_qwen3_rig(const struct cost_rollout_params *p, struct cost_qwen3_rig *rig,
+                        struct cost_rollout_params *q);
 
 /*
  * The fixed per-iteration overhead that makes Qwen2.5-7B at batch 1 on A100 (1 token in, 2048

@@ -44,10 +44,10 @@ static void test_evidence_lands_in_its_bands(void **state)
             assert_int_equal(r->status, want);
         }
     }
-    /* 3 decode rows, 8 Vidur H100 rows, 2 training ratios, the MoE training step; 2 fit
-     * points */
-    assert_int_equal(banded, 14);
-    assert_int_equal(fitted, 2);
+    /* 3 decode rows, 6 Qwen3 speed rows (4 of them MoE), 8 Vidur H100 rows, 2 training ratios,
+     * the MoE training step; 4 fit points (Qwen2.5-7B, the Qwen3 rig's two) */
+    assert_int_equal(banded, 20);
+    assert_int_equal(fitted, 4);
     free(rows);
 }
 
@@ -82,6 +82,72 @@ static void test_named_evidence_points(void **state)
     }
     r = find(rows, n, "train.verl.32");
     assert_close(r->published, 269.80, 1e-12);
+}
+
+/* The MoE decode points: Qwen3's speed benchmark on H20 (SGLang 0.4.6.post1, BF16, batch 1),
+ * out of sample against a rig fitted on dense Qwen3-8B and -32B only, each within ±15 %. */
+static void test_moe_decode_points(void **state)
+{
+    struct cost_calib_row rows[64];
+    size_t n = cost_calibration_rows(rows, 64);
+    assert_true(n <= 64);
+    static const struct {
+        const char *id;
+        double prompt, speed; /* as published: (prompt + 2048) tokens / s */
+    } moe[] = {
+        {"decode.h20.qwen3-30b-a3b", 1.0, 137.18},
+        {"decode.h20.qwen3-30b-a3b.6k", 6144.0, 490.10},
+        {"decode.h20.qwen3-235b-a22b.tp8", 1.0, 74.50},
+        {"decode.h20.qwen3-235b-a22b.tp8.6k", 6144.0, 289.03},
+    };
+    for (size_t i = 0; i < sizeof moe / sizeof moe[0]; i++) {
+        const struct cost_calib_row *r = find(rows, n, moe[i].id);
+        assert_close(r->published, (moe[i].prompt + 2048.0) / moe[i].speed / 2048.0 * 1e3, 1e-9);
+        assert_true(r->tolerance == 0.15);
+        if (fabs(r->error) > 0.15)
+            print_error("%s: error %+.1f %% outside ±15 %%\n", r->id, r->error * 100.0);
+        assert_true(fabs(r->error) <= 0.15);
+        assert_int_equal(r->status, COST_CALIB_IN_BAND);
+    }
+    /* the points are of the MoE shapes, not of dense ones */
+    const struct cost_sheet_decode *d;
+    size_t nd = cost_qwen3_speed_points(&d);
+    size_t n_moe = 0;
+    for (size_t i = 0; i < nd; i++)
+        if (cost_ref_model(d[i].model)->experts > 0) {
+            n_moe++;
+            assert_true(i >= 2); /* never a fit point */
+        }
+    assert_int_equal(n_moe, 4);
+}
+
+/* The rig fit reproduces both its dense points, with a physical factor and t_fix, and does not
+ * depend on the H20 t_fix it is handed. */
+static void test_qwen3_rig_fit(void **state)
+{
+    struct cost_rollout_params p, q, q2;
+    struct cost_qwen3_rig rig, rig2;
+    cost_rollout_params_default(&p, cost_ref_hardware(COST_REF_H20));
+    cost_fit_qwen3_rig(&p, &rig, &q);
+    assert_true(rig.eta_scale > 0.0 && rig.eta_scale <= 1.0);
+    assert_true(rig.t_fix_s >= 0.0 && rig.t_fix_s < 4e-3);
+    assert_true(q.t_fix_s == rig.t_fix_s);
+    for (int i = 0; i < q.eta.n; i++)
+        assert_close(q.eta.eff[i], p.eta.eff[i] * rig.eta_scale, 1e-12);
+    const struct cost_sheet_decode *d;
+    assert_true(cost_qwen3_speed_points(&d) >= 2);
+    for (int i = 0; i < 2; i++) {
+        struct cost_shape s;
+        struct cost_rollout_pre pre;
+        cost_shape_init(&s, cost_ref_model(d[i].model));
+        assert_int_equal(
+            cost_rollout_pre_init(&pre, &s, cost_ref_hardware(COST_REF_H20), &q, d[i].point.tp), 0);
+        assert_close(cost_decode_point_time(&pre, &d[i].point), d[i].point.measured_s,
+                     1e-6 * d[i].point.measured_s);
+    }
+    p.t_fix_s = 1.0;
+    cost_fit_qwen3_rig(&p, &rig2, &q2);
+    assert_true(rig2.eta_scale == rig.eta_scale && rig2.t_fix_s == rig.t_fix_s);
 }
 
 /* Re-indexed by layer bytes per GPU, the curves give back calibration.md §3.3b's η(TP). */
@@ -178,8 +244,12 @@ static void test_references_equal_the_builtin_presets(void **state)
         assert_true(r->inter_node_bw_bytes_per_s == b->inter_node_bw_bytes_per_s);
         assert_int_equal(r->gpus_per_node, b->gpus_per_node);
     }
-    for (int m = COST_REF_QWEN25_7B; m <= COST_REF_QWEN25_32B; m++) {
-        const struct spec_model *r = cost_ref_model(m);
+    static const enum cost_ref_model qwen[] = {
+        COST_REF_QWEN25_7B, COST_REF_QWEN25_14B,    COST_REF_QWEN25_32B,
+        COST_REF_QWEN3_4B,  COST_REF_QWEN3_8B,      COST_REF_QWEN3_14B,
+        COST_REF_QWEN3_32B, COST_REF_QWEN3_30B_A3B, COST_REF_QWEN3_235B_A22B};
+    for (size_t m = 0; m < sizeof qwen / sizeof qwen[0]; m++) {
+        const struct spec_model *r = cost_ref_model(qwen[m]);
         const struct spec_model *b = spec_model_find(&p, r->name);
         assert_non_null(b);
         assert_int_equal(r->layers, b->layers);
@@ -191,6 +261,9 @@ static void test_references_equal_the_builtin_presets(void **state)
         assert_int_equal(r->vocab, b->vocab);
         assert_int_equal(r->tied_embeddings, b->tied_embeddings);
         assert_int_equal(r->qkv_bias, b->qkv_bias);
+        assert_int_equal(r->experts, b->experts);
+        assert_int_equal(r->top_k, b->top_k);
+        assert_int_equal(r->expert_ffn, b->expert_ffn);
     }
     spec_presets_free(&p);
 }
@@ -200,6 +273,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_evidence_lands_in_its_bands),
         cmocka_unit_test(test_named_evidence_points),
+        cmocka_unit_test(test_moe_decode_points),
+        cmocka_unit_test(test_qwen3_rig_fit),
         cmocka_unit_test(test_curves_reproduce_eta_table),
         cmocka_unit_test(test_t_fix_fit),
         cmocka_unit_test(test_training_fit),
