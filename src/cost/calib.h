@@ -74,10 +74,12 @@ size_t cost_sheet_decode_points(const struct cost_sheet_decode **out);
 
 /*
  * The decode points of Qwen3's speed benchmark (SGLang 0.4.6.post1, H20 96 GB, BF16, batch 1,
- * 2048 tokens out, speed published as (prompt + generated tokens) / time): dense Qwen3 4B-32B at
- * TP1 and the MoE Qwen3-30B-A3B (TP1) and Qwen3-235B-A22B (TP8), each as a calibration point of
- * its reference model at ms per output token. The first two (Qwen3-8B and -32B, 1 token in) fix
- * the rig (cost_fit_qwen3_rig); the rest are out of sample. Returns their number.
+ * 2048 tokens out, speed published as (prompt + generated tokens) / time): every BF16 row of dense
+ * Qwen3 4B-32B (TP1; TP2 for Qwen3-32B at 129 024 tokens in) and of the MoE Qwen3-30B-A3B (TP1)
+ * and Qwen3-235B-A22B (TP8), at each of the inputs 1, 6144, 14336, 30720, 63488 and 129024
+ * tokens, each as a calibration point of its reference model at ms per output token. The first
+ * two (Qwen3-8B and -32B, 1 token in) fix the rig (cost_fit_qwen3_rig); the rest are out of
+ * sample. Returns their number.
  */
 size_t cost_qwen3_speed_points(const struct cost_sheet_decode **out);
 
