@@ -532,7 +532,8 @@ static void check_done(struct gw_engine *e)
     gw_engine_unref(e);
 }
 
-/* One more failed health check (error: why, when the engine gave no answer). */
+/* One more failed health check (error: why, when the engine gave no answer). The check's own
+ * reference keeps e alive through the failing of its turns, which may unlist it. */
 static void check_failed(struct gw_engine *e, const char *error)
 {
     bool held = e->paused || e->loading > 0;
@@ -544,11 +545,9 @@ static void check_failed(struct gw_engine *e, const char *error)
     e->dead = true;
     fprintf(stderr, "libra: serve: engine %lld (%s) is dead: %d health checks failed in a row\n",
             (long long)e->id, e->url, e->fails);
-    gw_engine_ref(e); /* its last turn ending may unlist it */
     gw_engine_turns_fail(e);
     if (e->draining && e->listed)
         unlist(e);
-    gw_engine_unref(e);
 }
 
 /* Reads an answer of /get_weight_version. */

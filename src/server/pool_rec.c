@@ -73,7 +73,7 @@ static int reason_member(json_t *v, struct gw_pool_rec *out, char *err, size_t e
 /* One member of a record. */
 static int member(const char *key, json_t *v, struct gw_pool_rec *out, char *err, size_t err_size)
 {
-    int64_t n;
+    int64_t n = 0;
     if (strcmp(key, "op") == 0) {
         int op = json_is_string(v) ? op_of(json_string_value(v)) : -1;
         if (op < 0)

@@ -468,7 +468,7 @@ static int parse_call(struct trace_parser *p, const json_t *v, long ti, long ci,
     if (!json_is_object(v))
         return failf(p, err, ti, ci, NULL, "expected an object, got %s", type_name(v));
     struct obj ob = {v, ti, ci, 0};
-    const char *tool;
+    const char *tool = NULL;
     int status = 0;
     int rc = get_str(p, &ob, "tool", &tool, err);
     if (!rc)

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-static void oom(size_t size)
+_Noreturn void xalloc_fail(size_t size)
 {
     fprintf(stderr, "libra: out of memory allocating %zu bytes\n", size);
     abort();
@@ -16,7 +16,7 @@ void *xmalloc(size_t size)
 {
     void *p = malloc(size ? size : 1);
     if (!p)
-        oom(size);
+        xalloc_fail(size);
     return p;
 }
 
@@ -24,7 +24,7 @@ void *xcalloc(size_t count, size_t size)
 {
     void *p = calloc(count ? count : 1, size ? size : 1);
     if (!p)
-        oom(count * size);
+        xalloc_fail(count * size);
     return p;
 }
 
@@ -32,21 +32,21 @@ void *xrealloc(void *ptr, size_t size)
 {
     void *p = realloc(ptr, size ? size : 1);
     if (!p)
-        oom(size);
+        xalloc_fail(size);
     return p;
 }
 
 void *xmallocarray(size_t count, size_t size)
 {
     if (size && count > SIZE_MAX / size)
-        oom(SIZE_MAX);
+        xalloc_fail(SIZE_MAX);
     return xmalloc(count * size);
 }
 
 void *xreallocarray(void *ptr, size_t count, size_t size)
 {
     if (size && count > SIZE_MAX / size)
-        oom(SIZE_MAX);
+        xalloc_fail(SIZE_MAX);
     return xrealloc(ptr, count * size);
 }
 

@@ -16,6 +16,10 @@ void *xrealloc(void *ptr, size_t size);
 char *xstrdup(const char *s);
 char *xstrndup(const char *s, size_t n);
 
+/* Prints "libra: out of memory allocating SIZE bytes" and aborts: what every function here does
+ * on failure, for a caller whose size cannot be represented (an overflowed count). */
+_Noreturn void xalloc_fail(size_t size);
+
 /* Allocates count elements of size bytes, aborting on overflow of count * size. */
 void *xmallocarray(size_t count, size_t size);
 void *xreallocarray(void *ptr, size_t count, size_t size);

@@ -18,7 +18,7 @@ struct arena_chunk {
 static size_t round_up(size_t size)
 {
     if (size > SIZE_MAX - sizeof(struct arena_chunk) - ALIGN_BYTES)
-        xmalloc(SIZE_MAX); /* cannot succeed: prints the out-of-memory message and aborts */
+        xalloc_fail(SIZE_MAX);
     return (size + ALIGN_BYTES - 1) & ~(ALIGN_BYTES - 1);
 }
 
@@ -69,7 +69,7 @@ void *arena_alloc(struct arena *a, size_t size)
 void *arena_calloc(struct arena *a, size_t count, size_t size)
 {
     if (size && count > SIZE_MAX / size)
-        xmalloc(SIZE_MAX); /* cannot succeed: prints the out-of-memory message and aborts */
+        xalloc_fail(SIZE_MAX);
     void *p = arena_alloc(a, count * size);
     memset(p, 0, count * size);
     return p;

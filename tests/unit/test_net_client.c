@@ -70,20 +70,23 @@ static void peer_free(struct peer *p)
     free(p);
 }
 
-static void peer_flush(struct peer *p)
+/* Writes what p holds; false when p was closed. */
+static bool peer_flush(struct peer *p)
 {
     while (p->out_at < p->out_n) {
         ssize_t k = write(p->fd, p->out + p->out_at, p->out_n - p->out_at);
         if (k < 0 && errno == EAGAIN) {
             event_add(p->wev, NULL);
-            return;
+            return true;
         }
         if (k <= 0)
             break;
         p->out_at += (size_t)k;
     }
-    if (p->close_when_written)
-        peer_free(p);
+    if (!p->close_when_written)
+        return true;
+    peer_free(p);
+    return false;
 }
 
 static void peer_queue(struct peer *p, const char *bytes, size_t n)
@@ -120,8 +123,7 @@ static bool peer_request(struct peer *p)
     peer_queue(p, S.answer, S.split);
     struct timeval tv = {0, 2000};
     evtimer_add(p->later, &tv);
-    peer_flush(p);
-    return true;
+    return peer_flush(p);
 }
 
 /* Where the first blank line in buf[0, n) ends, or 0. */

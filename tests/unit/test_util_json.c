@@ -92,11 +92,11 @@ static void expect_at(const struct ujson_doc *doc, const char *path, int line, i
 {
     int l = -1, c = -1;
     if (ujson_locate(doc, path, &l, &c) != 0) {
-        print_error("path '%s' not found\n", path);
+        print_error("path '%s' not found\n", path ? path : "(root)");
         fail();
     }
     if (l != line || c != col) {
-        print_error("path '%s' at %d:%d, want %d:%d\n", path, l, c, line, col);
+        print_error("path '%s' at %d:%d, want %d:%d\n", path ? path : "(root)", l, c, line, col);
         fail();
     }
 }
