@@ -71,12 +71,10 @@ int cli_getopt(const struct cli_command *cmd, int argc, char **argv, const char 
  * printing "libra: cannot read 'PATH': REASON". */
 int cli_read_file(const char *path, char **text, size_t *len);
 
-/* Writes text to path ("-" or NULL: stdout). Returns 0 or LIBRA_EXIT_IO after printing why. */
+/* Writes text to path ("-" or NULL: stdout) whole: into "PATH.tmp", renamed over path (a
+ * symbolic link's target) once complete, so that path holds either what it held before or all
+ * of text (the temporary file is removed on failure); a device or FIFO (/dev/null, /dev/stdout)
+ * is written in place. Returns 0 or LIBRA_EXIT_IO after printing why. */
 int cli_write_output(const char *path, const char *text);
-
-/* Writes text to path whole: into "PATH.tmp", renamed over path once complete, so that path
- * holds either what it held before or all of text (the temporary file is removed on failure).
- * "-" or NULL writes stdout. Returns 0 or LIBRA_EXIT_IO after printing why. */
-int cli_write_output_whole(const char *path, const char *text);
 
 #endif

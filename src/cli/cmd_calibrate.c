@@ -447,7 +447,7 @@ static int write_preset(const struct calibration *c)
         cli_errorf("calibrate: internal: the preset does not read back: %s", err.msg);
         rc = LIBRA_EXIT_INTERNAL;
     } else {
-        rc = cli_write_output_whole(c->output, text);
+        rc = cli_write_output(c->output, text);
     }
     free(text);
     return rc;

@@ -259,10 +259,10 @@ static int serve(const struct emu_config *c, const struct opts *o)
     }
     char *lines = ready_lines(e, c);
     if (o->ports_file)
-        rc = cli_write_output_whole(o->ports_file, lines);
+        rc = cli_write_output(o->ports_file, lines);
+    if (rc == 0) /* a driver reads the ports from stdout: without them nothing can start */
+        rc = cli_write_output(NULL, lines);
     if (rc == 0) {
-        fputs(lines, stdout);
-        fflush(stdout);
         struct event *sigint = evsignal_new(base, SIGINT, on_signal, base);
         struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, base);
         event_add(sigint, NULL);

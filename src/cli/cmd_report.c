@@ -75,7 +75,7 @@ static int write_svgs(const char *dir, const struct report_output *out)
         size_t n = strlen(dir) + strlen(out->figures.v[i].id) + sizeof "/.svg";
         char *path = xmalloc(n);
         snprintf(path, n, "%s/%s.svg", dir, out->figures.v[i].id);
-        rc = cli_write_output_whole(path, out->figures.v[i].svg);
+        rc = cli_write_output(path, out->figures.v[i].svg);
         free(path);
     }
     return rc;
@@ -103,7 +103,7 @@ static int run(const struct cli_common *cc, const struct report_flags *f, char *
     if (rc == 0 && f->svg_dir)
         rc = write_svgs(f->svg_dir, &out);
     if (rc == 0)
-        rc = cli_write_output_whole(cc->output, out.html);
+        rc = cli_write_output(cc->output, out.html);
     report_output_free(&out);
     report_free(&r);
     return rc;

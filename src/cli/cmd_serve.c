@@ -19,6 +19,7 @@
 #include "server/gateway.h"
 #include "server/pool_rec.h"
 #include "util/alloc.h"
+#include "util/error.h"
 #include "util/json.h"
 
 static const char help[] =
@@ -353,6 +354,8 @@ struct run {
     bool stopping; /* a signal came: the next one stops at once */
 };
 
+static void on_stopped(void *arg);
+
 static void on_ready(void *arg, int rc, const char *msg)
 {
     struct run *r = arg;
@@ -363,9 +366,14 @@ static void on_ready(void *arg, int rc, const char *msg)
         return;
     }
     char *line = gw_ready_line(r->gw);
-    printf("%s\n", line);
-    fflush(stdout);
+    bool ok = printf("%s\n", line) >= 0 && fflush(stdout) == 0;
     free(line);
+    if (!ok) { /* a driver waits for this line: without it nothing can use the gateway */
+        cli_errorf("serve: cannot write '<stdout>': %s", error_strerror(errno));
+        r->rc = LIBRA_EXIT_IO;
+        r->stopping = true;
+        gw_stop(r->gw, on_stopped, r);
+    }
 }
 
 static void on_stopped(void *arg)

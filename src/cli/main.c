@@ -14,6 +14,7 @@
 #include "cli/cli.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/fileio.h"
 #include "util/version.h"
 
 void cli_errorf(const char *fmt, ...)
@@ -131,42 +132,47 @@ int cli_read_file(const char *path, char **text, size_t *len)
     return rc ? cli_report(rc, &err) : 0;
 }
 
+/* Writes text to f and closes it (stdout: flushes it); false with errno on failure. */
+static bool put_text(FILE *f, const char *text)
+{
+    size_t n = strlen(text);
+    bool ok = fwrite(text, 1, n, f) == n;
+    int saved = errno;
+    bool closed = (f == stdout ? fflush(f) : fclose(f)) == 0;
+    if (ok && !closed)
+        saved = errno;
+    errno = saved;
+    return ok && closed;
+}
+
 int cli_write_output(const char *path, const char *text)
 {
-    bool to_stdout = !path || strcmp(path, "-") == 0;
-    FILE *f = to_stdout ? stdout : fopen(path, "wb");
-    if (!f) {
+    if (!path || strcmp(path, "-") == 0) {
+        if (put_text(stdout, text))
+            return 0;
+        cli_errorf("cannot write '<stdout>': %s", error_strerror(errno));
+        return LIBRA_EXIT_IO;
+    }
+    char *target = fileio_replace_target(path);
+    if (!target) { /* a device or a FIFO: written in place, a rename would replace it */
+        FILE *f = fopen(path, "wb");
+        if (f && put_text(f, text))
+            return 0;
         cli_errorf("cannot write '%s': %s", path, error_strerror(errno));
         return LIBRA_EXIT_IO;
     }
-    size_t n = strlen(text);
-    bool ok = fwrite(text, 1, n, f) == n;
-    ok = (to_stdout ? fflush(f) : fclose(f)) == 0 && ok;
-    if (!ok) {
-        cli_errorf("cannot write '%s': %s", to_stdout ? "<stdout>" : path, error_strerror(errno));
-        return LIBRA_EXIT_IO;
-    }
-    return 0;
-}
-
-int cli_write_output_whole(const char *path, const char *text)
-{
-    if (!path || strcmp(path, "-") == 0)
-        return cli_write_output(path, text);
-    size_t n = strlen(path) + sizeof ".tmp";
+    size_t n = strlen(target) + sizeof ".tmp";
     char *tmp = xmalloc(n);
-    snprintf(tmp, n, "%s.tmp", path);
+    snprintf(tmp, n, "%s.tmp", target);
     FILE *f = fopen(tmp, "wb");
-    size_t len = strlen(text);
-    bool ok = f && fwrite(text, 1, len, f) == len;
-    ok = f && fclose(f) == 0 && ok;
-    ok = ok && rename(tmp, path) == 0;
+    bool ok = f && put_text(f, text) && rename(tmp, target) == 0;
     if (!ok) {
         cli_errorf("cannot write '%s': %s", path, error_strerror(errno));
         if (f)
             remove(tmp);
     }
     free(tmp);
+    free(target);
     return ok ? 0 : LIBRA_EXIT_IO;
 }
 
@@ -189,6 +195,19 @@ static void print_version(void)
     printf("jansson: %s\nlibevent: %s\n", jansson_version_str(), event_get_version());
 }
 
+/* What is still buffered for standard output, written: a help text or version printed to a
+ * full disk or a closed stream fails the run like any other output. Returns rc, or
+ * LIBRA_EXIT_IO after printing why when rc was 0 and stdout cannot be written. */
+static int close_stdout(int rc)
+{
+    bool failed = fflush(stdout) != 0 || ferror(stdout);
+    if (failed && rc == 0) {
+        cli_errorf("cannot write '<stdout>': %s", error_strerror(errno ? errno : EIO));
+        return LIBRA_EXIT_IO;
+    }
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -198,11 +217,11 @@ int main(int argc, char **argv)
     const char *name = argv[1];
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0 || strcmp(name, "help") == 0) {
         print_help(stdout);
-        return LIBRA_EXIT_OK;
+        return close_stdout(LIBRA_EXIT_OK);
     }
     if (strcmp(name, "--version") == 0 || strcmp(name, "version") == 0) {
         print_version();
-        return LIBRA_EXIT_OK;
+        return close_stdout(LIBRA_EXIT_OK);
     }
     const struct cli_command *cmd = cli_find(name);
     if (!cmd) {
@@ -210,5 +229,5 @@ int main(int argc, char **argv)
         fprintf(stderr, "usage: libra <command> [input] [flags] (see libra --help)\n");
         return LIBRA_EXIT_USAGE;
     }
-    return cmd->run(argc - 1, argv + 1);
+    return close_stdout(cmd->run(argc - 1, argv + 1));
 }

@@ -184,9 +184,10 @@ int trace_reader_next(struct trace_reader *r, const struct trace_traj **traj,
 /* ---- writing ----------------------------------------------------------------------------- */
 
 struct trace_writer {
-    FILE *f;    /* NULL when writing to standard output */
-    char *path; /* final name */
-    char *tmp;  /* temporary name; NULL for standard output */
+    FILE *f;      /* NULL when writing to standard output */
+    char *path;   /* final name, as given */
+    char *target; /* the file renamed over (path, or a link's target); NULL: written in place */
+    char *tmp;    /* temporary name; NULL for standard output or in place */
     int64_t group_size;
     struct trace_text text; /* pending output */
 };
@@ -196,7 +197,7 @@ static int flush(struct trace_writer *w, struct libra_error *err)
     if (!w->f || w->text.len == 0)
         return 0;
     if (fwrite(w->text.data, 1, w->text.len, w->f) != w->text.len) {
-        error_set(err, w->path, 0, 0, "cannot write: %s", strerror(errno));
+        error_set(err, NULL, 0, 0, "cannot write '%s': %s", w->path, error_strerror(errno));
         return LIBRA_EIO;
     }
     w->text.len = 0;
@@ -214,12 +215,17 @@ int trace_writer_open(struct trace_writer **out, const char *path, const struct 
     w->path = xstrdup(path);
     w->group_size = h->group_size;
     if (strcmp(path, "-") != 0) {
-        size_t n = strlen(path) + 32;
-        w->tmp = xmalloc(n);
-        snprintf(w->tmp, n, "%s.tmp%ld", path, (long)getpid());
-        if (!(w->f = fopen(w->tmp, "wbx"))) {
-            error_set(err, path, 0, 0, "cannot create '%s': %s", w->tmp, strerror(errno));
+        w->target = fileio_replace_target(path);
+        if (w->target) {
+            size_t n = strlen(w->target) + 32;
+            w->tmp = xmalloc(n);
+            snprintf(w->tmp, n, "%s.tmp%ld", w->target, (long)getpid());
+        }
+        /* a device or FIFO is written in place: a rename would replace it */
+        if (!(w->f = w->tmp ? fopen(w->tmp, "wbx") : fopen(path, "wb"))) {
+            error_set(err, NULL, 0, 0, "cannot write '%s': %s", path, error_strerror(errno));
             free(w->tmp);
+            free(w->target);
             free(w->path);
             free(w);
             return LIBRA_EIO;
@@ -243,6 +249,7 @@ static void writer_free(struct trace_writer *w)
 {
     trace_text_free(&w->text);
     free(w->tmp);
+    free(w->target);
     free(w->path);
     free(w);
 }
@@ -253,7 +260,8 @@ void trace_writer_abort(struct trace_writer *w)
         return;
     if (w->f) {
         fclose(w->f);
-        remove(w->tmp);
+        if (w->tmp)
+            remove(w->tmp);
     }
     writer_free(w);
 }
@@ -266,7 +274,7 @@ int trace_writer_close(struct trace_writer *w, struct libra_error *err)
         bool ok = fwrite(w->text.data, 1, w->text.len, stdout) == w->text.len;
         ok = fflush(stdout) == 0 && ok;
         if (!ok)
-            error_set(err, "<stdout>", 0, 0, "cannot write: %s", strerror(errno));
+            error_set(err, NULL, 0, 0, "cannot write '<stdout>': %s", error_strerror(errno));
         writer_free(w);
         return ok ? 0 : LIBRA_EIO;
     }
@@ -274,14 +282,15 @@ int trace_writer_close(struct trace_writer *w, struct libra_error *err)
     FILE *f = w->f;
     w->f = NULL;
     if (fclose(f) != 0 && !rc) {
-        error_set(err, w->path, 0, 0, "cannot write: %s", strerror(errno));
+        error_set(err, NULL, 0, 0, "cannot write '%s': %s", w->path, error_strerror(errno));
         rc = LIBRA_EIO;
     }
-    if (!rc && rename(w->tmp, w->path) != 0) {
-        error_set(err, w->path, 0, 0, "cannot rename '%s' into place: %s", w->tmp, strerror(errno));
+    if (!rc && w->tmp && rename(w->tmp, w->target) != 0) {
+        error_set(err, NULL, 0, 0, "cannot rename '%s' into place: %s", w->tmp,
+                  error_strerror(errno));
         rc = LIBRA_EIO;
     }
-    if (rc)
+    if (rc && w->tmp)
         remove(w->tmp);
     writer_free(w);
     return rc;

@@ -4,9 +4,12 @@
 #include "util/fileio.h"
 
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
+#include "util/alloc.h"
 #include "util/error.h"
 
 FILE *fileio_open(const char *path, struct libra_error *err)
@@ -33,4 +36,35 @@ int fileio_error(struct libra_error *err, const char *path, int errnum)
     /* errno 0 after a failed read would print "success" */
     error_set(err, NULL, 0, 0, "cannot read '%s': %s", path, error_strerror(errnum ? errnum : EIO));
     return LIBRA_EIO;
+}
+
+char *fileio_replace_target(const char *path)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return xstrdup(path);
+    if (!S_ISREG(st.st_mode))
+        return NULL;
+    char *at = xstrdup(path);
+    for (int hops = 0; hops < 40 && lstat(at, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
+        size_t cap = (size_t)st.st_size + 1;
+        char *link = xmalloc(cap);
+        ssize_t n = readlink(at, link, cap);
+        if (n < 0 || (size_t)n >= cap) {
+            free(link);
+            break;
+        }
+        link[n] = '\0';
+        const char *slash = strrchr(at, '/');
+        if (link[0] != '/' && slash) { /* relative to the link's directory */
+            size_t dir = (size_t)(slash - at) + 1, size = dir + (size_t)n + 1;
+            char *joined = xmalloc(size);
+            snprintf(joined, size, "%.*s%s", (int)dir, at, link);
+            free(link);
+            link = joined;
+        }
+        free(at);
+        at = link;
+    }
+    return at;
 }

@@ -188,3 +188,88 @@ def test_install(tmp_path):
     r = run("--version", binary=str(binary))
     assert r.returncode == 0, r.stderr
     assert r.stdout.startswith(f"libra {project_version()}\n")
+
+
+def full_device():
+    """/dev/full, where every write fails with ENOSPC; None where the system has none."""
+    path = "/dev/full"
+    return path if os.path.exists(path) and not os.path.isfile(path) else None
+
+
+@pytest.mark.parametrize("args", [("--help",), ("--version",), ("plan", "--help"),
+                                  ("presets",), ("config", "doc")])
+def test_stdout_that_cannot_be_written_fails_the_run(args):
+    """Output to a full disk or a closed stdout is an I/O error (exit 3), help text included."""
+    closed = subprocess.run([LIBRA, *args], stdout=subprocess.DEVNULL, capture_output=False,
+                            stderr=subprocess.PIPE, text=True, timeout=60,
+                            preexec_fn=lambda: os.close(1))
+    assert closed.returncode == 3, closed.stderr
+    assert "cannot write '<stdout>'" in closed.stderr
+    if full_device():
+        with open(full_device(), "w") as out:
+            r = subprocess.run([LIBRA, *args], stdout=out, stderr=subprocess.PIPE, text=True,
+                               timeout=60)
+        assert r.returncode == 3 and "no space left on device" in r.stderr, r.stderr
+
+
+def test_emu_whose_ready_lines_cannot_be_written_stops():
+    """A driver reads emu's ports from stdout: when they cannot be written it exits 3."""
+    if not full_device():
+        pytest.skip("no /dev/full")
+    with open(full_device(), "w") as out:
+        r = subprocess.run([LIBRA, "emu"], stdout=out, stderr=subprocess.PIPE, text=True,
+                           timeout=30)
+    assert r.returncode == 3 and "cannot write '<stdout>'" in r.stderr, r.stderr
+
+
+def read_fifo(path, got):
+    with open(path, "rb") as f:
+        got.append(f.read())
+
+
+@pytest.mark.parametrize("args", [
+    ("config", "doc"),
+    ("trace", "gen", "r2e-gym", "--steps", "1", "--batch", "4", "--samples", "2"),
+])
+def test_output_to_a_fifo_is_written_in_place(tmp_path, args):
+    """-o names a FIFO (or a device, /dev/stdout): it is written, not replaced by a file."""
+    import threading
+    fifo = tmp_path / "out"
+    os.mkfifo(fifo)
+    got = []
+    reader = threading.Thread(target=read_fifo, args=(fifo, got))
+    reader.start()
+    r = run(*args, "-o", str(fifo))
+    reader.join(timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert got and got[0], "nothing read from the FIFO"
+    import stat
+    assert stat.S_ISFIFO(os.lstat(fifo).st_mode), "the FIFO was replaced"
+    assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_output_through_a_symlink_writes_its_target(tmp_path):
+    (tmp_path / "real.md").write_text("old\n")
+    os.symlink("real.md", tmp_path / "link.md")
+    r = run("config", "doc", "-o", str(tmp_path / "link.md"))
+    assert r.returncode == 0, r.stderr
+    assert os.path.islink(tmp_path / "link.md")
+    assert (tmp_path / "real.md").read_text().startswith("#")
+    assert sorted(os.listdir(tmp_path)) == ["link.md", "real.md"]
+
+
+def test_output_that_fails_leaves_the_old_file(tmp_path):
+    """-o FILE is written whole: a failed write leaves what FILE held, and no temporary file."""
+    out = tmp_path / "doc.md"
+    out.write_text("old\n")
+    os.chmod(tmp_path, 0o500)
+    try:
+        r = run("config", "doc", "-o", str(out))
+        if os.access(tmp_path, os.W_OK):  # root writes anyway
+            assert r.returncode == 0
+            return
+        assert r.returncode == 3 and f"cannot write '{out}'" in r.stderr, r.stderr
+        assert out.read_text() == "old\n"
+    finally:
+        os.chmod(tmp_path, 0o700)
+    assert sorted(os.listdir(tmp_path)) == ["doc.md"]
