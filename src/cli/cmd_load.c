@@ -13,6 +13,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "load/load.h"
+#include "net/client.h"
 #include "net/http.h"
 #include "cost/shape.h"
 #include "ehp/lend.h"
@@ -100,6 +101,12 @@ static int parse_engines(const struct cli_command *cmd, const char *arg, struct 
         size_t n = strlen(u);
         while (n > 7 && u[n - 1] == '/')
             u[--n] = '\0';
+        const char *why = net_url_problem(u);
+        if (why)
+            return cli_usage_error(cmd, "--engines: '%s': %s", u, why);
+        for (int i = 0; i < o->n_urls; i++)
+            if (strcmp(o->urls[i], u) == 0)
+                return cli_usage_error(cmd, "--engines: '%s' given twice", u);
         o->urls[o->n_urls++] = u;
     }
     return o->n_urls ? 0 : cli_usage_error(cmd, "--engines: expected at least one URL");

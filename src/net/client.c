@@ -647,6 +647,14 @@ static const char *parse_url(const char *url, const char **host, size_t *host_le
     return NULL;
 }
 
+const char *net_url_problem(const char *url)
+{
+    const char *host, *target;
+    size_t host_len;
+    int port;
+    return parse_url(url, &host, &host_len, &port, &target);
+}
+
 /* Appends n bytes of s at *at. */
 static void put(char **at, const char *s, size_t n)
 {

@@ -124,6 +124,13 @@ typedef void (*net_response_fn)(void *arg, int status, const char *body, size_t 
                                 const char *error);
 
 /*
+ * Whether url is one this client can call: "http://host[:port][/path]" with a port in 1..65535
+ * and no credentials. Returns NULL when it is, else why not ("a bad port"): for checking a URL
+ * when it is given, rather than on its first call.
+ */
+const char *net_url_problem(const char *url);
+
+/*
  * Sends method (GET, POST) to url with len bytes of body (copied; NULL for none) as
  * application/json, plus one header line ("Name: value"; NULL or "" for none), buffers the
  * whole response and calls fn(arg, ...) exactly once when it completes or fails — never from

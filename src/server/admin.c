@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "net/client.h"
 #include "util/error.h"
 #include "util/json.h"
 
@@ -33,7 +34,8 @@ int gw_engine_url(const char *in, size_t len, char *out, char *err, size_t err_s
     }
     memcpy(out, in, len);
     out[len] = '\0';
-    return 0;
+    const char *why = net_url_problem(out);
+    return why ? error_text(err, err_size, "url: %s", why) : 0;
 }
 
 int gw_tp_parse(const char *text, int *tp, char *err, size_t err_size)

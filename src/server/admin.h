@@ -25,8 +25,9 @@ struct gw_worker_spec {
 /*
  * Checks the engine URL of len bytes at in and writes it to out (GW_URL_MAX bytes) without its
  * trailing slashes. It must start with http://, name a host and hold no whitespace, control
- * character, quote, backslash, '?' or '#' (the gateway appends API paths to it). Returns 0, or -1
- * with err saying why.
+ * character, quote, backslash, '?' or '#' (the gateway appends API paths to it), and be one the
+ * client can call (a port in 1..65535, no credentials: net_url_problem). Returns 0, or -1 with
+ * err saying why.
  */
 int gw_engine_url(const char *in, size_t len, char *out, char *err, size_t err_size);
 

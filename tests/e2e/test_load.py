@@ -258,6 +258,13 @@ def test_errors():
     p = subprocess.run([LIBRA, "load", "--engines", "ftp://x"], capture_output=True, text=True,
                        timeout=30)
     assert p.returncode == 2 and "not an http:// URL" in p.stderr
+    # A URL no call could reach, or an engine given twice, is refused before anything runs.
+    for engines, why in (("http://127.0.0.1:99999", "a bad port"),
+                         ("http://u:p@127.0.0.1:9", "credentials in a URL"),
+                         ("http://127.0.0.1:9,http://127.0.0.1:9/", "given twice")):
+        p = subprocess.run([LIBRA, "load", "--engines", engines, *QUICK], capture_output=True,
+                           text=True, timeout=30)
+        assert p.returncode == 2 and why in p.stderr and p.stdout == "", (engines, p.stderr)
     p = subprocess.run([LIBRA, "load", "--engines", "http://x", "--style", "verl"],
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "--style: expected plain, areal, slime or skyrl" in p.stderr

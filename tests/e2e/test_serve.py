@@ -279,6 +279,17 @@ def test_an_engine_without_a_tp_is_refused_with_the_reason():
     engine.shutdown()
 
 
+@pytest.mark.parametrize("flag", ["--engine", "--pool-replica"])
+@pytest.mark.parametrize("url,why", [("http://127.0.0.1:99999", "a bad port"),
+                                     ("http://127.0.0.1:0", "a bad port"),
+                                     ("http://u:p@127.0.0.1:9", "credentials in a URL")])
+def test_an_engine_url_no_call_could_reach_is_a_usage_error(flag, url, why):
+    """Checked when given (exit 2), not found out on the first call (exit 3)."""
+    p = subprocess.run([LIBRA, "serve", flag, url, *BUCKETS], capture_output=True, text=True,
+                       timeout=30)
+    assert p.returncode == 2 and "url: " + why in p.stderr, p.stderr
+
+
 # ---- modes ---------------------------------------------------------------------------------------
 
 def test_shadow_mode_routes_sticky_and_logs_both_decisions():

@@ -227,6 +227,10 @@ def test_an_engine_added_at_run_time_is_discovered_and_gets_traffic():
         assert status == 409 and "registered already" in doc["error"]["message"]
         status, doc = post(gw.port, "/add_worker?url=http://127.0.0.1:9", headers=ADMIN)
         assert status == 502 and "cannot be reached" in doc["error"]["message"], doc
+        # a URL no call could reach is the caller's mistake (400), not the engine's (502)
+        for bad in ("http://127.0.0.1:99999", "http://127.0.0.1:0", "http://u@127.0.0.1:9"):
+            status, doc = post(gw.port, "/workers", {"url": bad}, headers=ADMIN)
+            assert status == 400 and doc["error"]["message"].startswith("url: "), (bad, doc)
         assert post(gw.port, "/workers", {"url": second, "priority": 5},
                     headers=ADMIN)[0] == 400  # a setting the gateway would not carry out
         # removed by id, as slime does: gone from the listing, its id never given again
