@@ -20,6 +20,7 @@
 #include "server/pool_rec.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/fileio.h"
 #include "util/json.h"
 
 static const char help[] =
@@ -283,31 +284,64 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
     }
 }
 
+/* Whether token (from where) can be the admin token: 16 to 4096 characters (a request's headers
+ * are at most 64 KiB), none of them a space or control character (an Authorization header
+ * could not carry it whole).
+ * Returns 0, or LIBRA_EXIT_USAGE after printing why. */
+static int check_token(const char *where, const char *token)
+{
+    for (const char *p = token; *p; p++)
+        if ((unsigned char)*p <= ' ' || *p == 0x7f) {
+            cli_errorf("serve: %s: the admin token holds a space or control character", where);
+            return LIBRA_EXIT_USAGE;
+        }
+    size_t n = strlen(token);
+    if (n < 16 || n > 4096) {
+        cli_errorf("serve: %s: the admin token must be 16 to 4096 characters, not %zu", where, n);
+        return LIBRA_EXIT_USAGE;
+    }
+    return 0;
+}
+
 /* The admin token: the file's first line, else LIBRA_ADMIN_TOKEN; never argv. */
 static int read_token(struct opts *o)
 {
     const char *env = getenv("LIBRA_ADMIN_TOKEN");
     if (!o->token_file) {
-        o->token = env && *env ? xstrdup(env) : NULL;
-        return 0;
+        if (!env || !*env)
+            return 0;
+        int rc = check_token("LIBRA_ADMIN_TOKEN", env);
+        o->token = rc ? NULL : xstrdup(env);
+        return rc;
     }
-    FILE *f = fopen(o->token_file, "r");
-    char line[1024];
-    if (!f || !fgets(line, sizeof line, f)) {
-        cli_errorf("serve: cannot read '%s': %s", o->token_file,
-                   f ? "empty file" : strerror(errno));
-        if (f)
-            fclose(f);
-        return LIBRA_EXIT_IO;
+    struct libra_error err = {0};
+    FILE *f = fileio_open(o->token_file, &err);
+    if (!f)
+        return cli_report(LIBRA_EIO, &err);
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n = getline(&line, &cap, f);
+    int failed = ferror(f) ? errno : 0;
+    if (f != stdin)
+        fclose(f);
+    if (failed) {
+        free(line);
+        return cli_report(fileio_error(&err, o->token_file, failed), &err);
     }
-    fclose(f);
-    line[strcspn(line, "\r\n")] = '\0';
-    if (strlen(line) < 16) {
-        cli_errorf("serve: %s: the admin token must be at least 16 characters", o->token_file);
+    if (n < 0 || memchr(line, '\0', (size_t)n)) {
+        cli_errorf("serve: %s: %s", o->token_file,
+                   n < 0 ? "empty file: the admin token is its first line"
+                         : "the admin token holds a NUL byte");
+        free(line);
         return LIBRA_EXIT_USAGE;
     }
-    o->token = xstrdup(line);
-    return 0;
+    line[strcspn(line, "\r\n")] = '\0';
+    int rc = check_token(o->token_file, line);
+    if (rc)
+        free(line);
+    else
+        o->token = line;
+    return rc;
 }
 
 /* --plan FILE: the fleet of a plan document, errors at FILE:LINE:COL. */

@@ -290,6 +290,33 @@ def test_an_engine_url_no_call_could_reach_is_a_usage_error(flag, url, why):
     assert p.returncode == 2 and "url: " + why in p.stderr, p.stderr
 
 
+@pytest.mark.parametrize("content,why", [
+    ("", "empty file"),
+    ("short\n", "16 to 4096 characters, not 5"),
+    ("two words of a token\n", "space or control character"),
+    ("x" * 5000 + "\n", "16 to 4096 characters, not 5000"),
+    ("token\0with-a-nul-byte\n", "NUL byte"),
+    (None, "is a directory"),
+])
+def test_an_admin_token_file_that_cannot_hold_a_token_is_refused(tmp_path, content, why):
+    path = tmp_path / "token"
+    if content is None:
+        path.mkdir()
+    else:
+        path.write_bytes(content.encode())
+    p = subprocess.run([LIBRA, "serve", "--engine", "http://127.0.0.1:9", "--admin-token-file",
+                        str(path), *BUCKETS], capture_output=True, text=True, timeout=30)
+    assert p.returncode == (3 if content is None else 2) and why in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("token", [" ", "short", "a token with spaces in it"])
+def test_an_admin_token_in_the_environment_is_checked_as_from_a_file(token):
+    p = subprocess.run([LIBRA, "serve", "--engine", "http://127.0.0.1:9", *BUCKETS],
+                       capture_output=True, text=True, timeout=30,
+                       env={**os.environ, "LIBRA_ADMIN_TOKEN": token})
+    assert p.returncode == 2 and "LIBRA_ADMIN_TOKEN: the admin token" in p.stderr, p.stderr
+
+
 # ---- modes ---------------------------------------------------------------------------------------
 
 def test_shadow_mode_routes_sticky_and_logs_both_decisions():
