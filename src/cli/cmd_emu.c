@@ -33,7 +33,7 @@ static const char help[] =
     "\n"
     "  --instances LIST      instances in order, e.g. tp1x4,tp2x2,tp4 (default tp1)\n"
     "  --time-scale F        wall seconds per emulated second (default 1; 0.01: 100x faster)\n"
-    "  --host ADDR           address to listen on (default 127.0.0.1)\n"
+    "  --host ADDR           address to listen on (default 127.0.0.1; IPv6 as ::1 or [::1])\n"
     "  --base-port P         instance i listens on P + i (default: ports chosen by the OS)\n"
     "  --ports-file FILE     also write the JSON lines to FILE once all instances listen\n"
     "  --dev-mode            expose vLLM's development-mode endpoints (pause, sleep, weights)\n"
@@ -84,6 +84,7 @@ struct fault_flag {
 
 struct opts {
     const char *instances, *host, *ports_file;
+    char host_buf[256]; /* --host without an IPv6 address's brackets */
     double time_scale;
     int64_t base_port;
     bool dev_mode;
@@ -134,9 +135,16 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
         return 0;
     case OPT_TIME_SCALE:
         return cli_parse_double(cmd, "--time-scale", optarg, 1e-6, 1e6, &o->time_scale);
-    case OPT_HOST:
-        o->host = optarg;
+    case OPT_HOST: { /* an IPv6 address may be bracketed, as in a URL: [::1] */
+        size_t n = strlen(optarg);
+        bool bracketed = n >= 2 && optarg[0] == '[' && optarg[n - 1] == ']';
+        if (n >= sizeof o->host_buf)
+            return cli_usage_error(cmd, "--host: longer than %zu bytes", sizeof o->host_buf - 1);
+        snprintf(o->host_buf, sizeof o->host_buf, "%.*s", (int)n - (bracketed ? 2 : 0),
+                 optarg + bracketed);
+        o->host = o->host_buf;
         return 0;
+    }
     case OPT_BASE_PORT:
         return cli_parse_int(cmd, "--base-port", optarg, 1, 65535, &o->base_port);
     case OPT_PORTS_FILE:
@@ -180,6 +188,11 @@ static int instance_configs(const struct api_presets *p, const struct libra_conf
         cli_errorf("emu: internal: resolved presets '%s', '%s' are unusable", cfg->cluster.hardware,
                    cfg->model.name);
         return LIBRA_EXIT_INTERNAL;
+    }
+    if (o->base_port && o->base_port + n - 1 > 65535) {
+        cli_errorf("emu: --base-port: instance %d would listen on port %lld, above 65535", n - 1,
+                   (long long)(o->base_port + n - 1));
+        return LIBRA_EXIT_USAGE;
     }
     struct plan_settings st;
     plan_settings_from_config(&st, hw, cfg);
@@ -232,10 +245,12 @@ static char *ready_lines(const struct emu *e, const struct emu_config *c)
     out[0] = '\0';
     for (int i = 0; i < c->n_inst; i++) {
         int port = emu_port(e, i);
+        bool v6 = strchr(c->host, ':') != NULL; /* an IPv6 address is bracketed in a URL */
         len += (size_t)snprintf(out + len, cap - len,
-                                "{\"instance\": %d, \"tp\": %d, \"url\": \"http://%s:%d\", "
+                                "{\"instance\": %d, \"tp\": %d, \"url\": \"http://%s%s%s:%d\", "
                                 "\"port\": %d, \"model\": \"%s\"}\n",
-                                i, c->inst[i].tp, c->host, port, port, c->model);
+                                i, c->inst[i].tp, v6 ? "[" : "", c->host, v6 ? "]" : "", port, port,
+                                c->model);
     }
     return out;
 }
@@ -257,20 +272,20 @@ static int serve(const struct emu_config *c, const struct opts *o)
         event_base_free(base);
         return LIBRA_EXIT_IO;
     }
+    /* the signals are caught before the ready lines tell a driver it may send them */
+    struct event *sigint = evsignal_new(base, SIGINT, on_signal, base);
+    struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, base);
+    event_add(sigint, NULL);
+    event_add(sigterm, NULL);
     char *lines = ready_lines(e, c);
     if (o->ports_file)
         rc = cli_write_output(o->ports_file, lines);
     if (rc == 0) /* a driver reads the ports from stdout: without them nothing can start */
         rc = cli_write_output(NULL, lines);
-    if (rc == 0) {
-        struct event *sigint = evsignal_new(base, SIGINT, on_signal, base);
-        struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, base);
-        event_add(sigint, NULL);
-        event_add(sigterm, NULL);
+    if (rc == 0)
         event_base_dispatch(base);
-        event_free(sigint);
-        event_free(sigterm);
-    }
+    event_free(sigint);
+    event_free(sigterm);
     free(lines);
     emu_free(e);
     event_base_free(base);

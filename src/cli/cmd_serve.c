@@ -59,8 +59,9 @@ static const char help[] =
     "                         restart on DIR resumes routing where it stopped\n"
     "  --grace-s S            on SIGTERM/SIGINT, wait up to S s for the calls being served\n"
     "                         (default 20), then cut them\n"
-    "  --listen HOST:PORT     address (default 127.0.0.1:0: a port chosen by the OS); other than\n"
-    "                         loopback (127.0.0.0/8, ::1, localhost) only with an admin token\n"
+    "  --listen HOST:PORT     address (default 127.0.0.1:0: a port chosen by the OS; IPv6 as\n"
+    "                         [::1]:PORT); other than loopback (127.0.0.0/8, ::1, localhost)\n"
+    "                         only with an admin token\n"
     "  --mode MODE            shadow (sticky least-requests routes; the policy's decision is\n"
     "                         logged beside it) or sched.policy's name (default: route by it)\n"
     "  --admin-token-file F   bearer token of the admin calls: every call that changes state\n"
@@ -185,16 +186,20 @@ static int parse_pool_replica(const struct cli_command *cmd, const char *arg, st
     return 0;
 }
 
-/* "HOST:PORT" */
+/* "HOST:PORT", an IPv6 HOST bracketed as in a URL ("[::1]:8000") or not ("::1:8000") */
 static int parse_listen(const struct cli_command *cmd, const char *arg, struct opts *o)
 {
     const char *colon = strrchr(arg, ':');
     int64_t port;
     if (!colon || colon == arg || (size_t)(colon - arg) >= sizeof o->host)
         return cli_usage_error(cmd, "--listen: expected HOST:PORT, got '%s'", arg);
+    bool bracketed = arg[0] == '[' && colon[-1] == ']';
+    if ((arg[0] == '[' || colon[-1] == ']') && (!bracketed || colon - arg < 3))
+        return cli_usage_error(cmd, "--listen: expected HOST:PORT or [IPV6]:PORT, got '%s'", arg);
     if (cli_parse_int(cmd, "--listen port", colon + 1, 0, 65535, &port))
         return LIBRA_EXIT_USAGE;
-    snprintf(o->host, sizeof o->host, "%.*s", (int)(colon - arg), arg);
+    snprintf(o->host, sizeof o->host, "%.*s", (int)(colon - arg) - (bracketed ? 2 : 0),
+             arg + bracketed);
     o->gw.host = o->host;
     o->gw.port = (int)port;
     return 0;

@@ -1018,8 +1018,9 @@ static void sweep(evutil_socket_t fd, short what, void *arg)
     }
 }
 
-/* A listening socket on host:port; -1 with errno. */
-static int listen_on(const char *host, int port, struct sockaddr_storage *addr, socklen_t *len)
+/* The address to listen on at host:port; -1 with why in err. */
+static int listen_on(const char *host, int port, struct sockaddr_storage *addr, socklen_t *len,
+                     char *err, size_t err_size)
 {
     char service[16];
     snprintf(service, sizeof service, "%d", port);
@@ -1027,7 +1028,8 @@ static int listen_on(const char *host, int port, struct sockaddr_storage *addr, 
     struct addrinfo *res;
     int rc = getaddrinfo(host, service, &hints, &res);
     if (rc != 0) {
-        errno = rc == EAI_SYSTEM ? errno : EINVAL;
+        snprintf(err, err_size, "cannot listen on %s:%d: no such address (%s)", host, port,
+                 rc == EAI_SYSTEM ? strerror(errno) : gai_strerror(rc));
         return -1;
     }
     memcpy(addr, res->ai_addr, res->ai_addrlen);
@@ -1045,12 +1047,14 @@ int net_server_new(struct net_server **out, struct event_base *base, const char 
         .base = base, .limits = *limits, .routes = routes, .gate = gate, .ctx = ctx};
     struct sockaddr_storage addr;
     socklen_t len;
-    if (listen_on(host, port, &addr, &len) == 0)
+    bool known = listen_on(host, port, &addr, &len, err, err_size) == 0;
+    if (known)
         s->listener = evconnlistener_new_bind(
             base, on_accept, s, LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_CLOSE_ON_EXEC,
             SOMAXCONN, (struct sockaddr *)&addr, (int)len);
     if (!s->listener) {
-        snprintf(err, err_size, "cannot listen on %s:%d: %s", host, port, strerror(errno));
+        if (known)
+            snprintf(err, err_size, "cannot listen on %s:%d: %s", host, port, strerror(errno));
         net_server_free(s);
         *out = NULL;
         return -1;

@@ -249,7 +249,7 @@ static void started(struct gw *g)
         net_server_new(&g->server, g->base, g->opt.host, g->opt.port, &g->opt.limits, routes, NULL,
                        g, err, sizeof err) != 0) {
         if (err[0])
-            fail(g, LIBRA_EIO, "cannot listen on %s:%d: %s", g->opt.host, g->opt.port, err);
+            fail(g, LIBRA_EIO, "%s", err); /* "cannot listen on HOST:PORT: why" */
         g->ready(g->ready_arg, g->start_rc, g->start_error);
         return;
     }
@@ -451,7 +451,9 @@ char *gw_ready_line(const struct gw *g)
     }
     char url[128];
     int port = net_server_port(g->server);
-    snprintf(url, sizeof url, "http://%s:%d", g->opt.host, port);
+    /* an IPv6 address is bracketed in a URL */
+    snprintf(url, sizeof url, strchr(g->opt.host, ':') ? "http://[%s]:%d" : "http://%s:%d",
+             g->opt.host, port);
     json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:o}", "url", url, "port", port, "mode",
                           g->shadow ? "shadow" : sched_policy_name(g->cfg->sched.policy), "policy",
                           sched_policy_name(g->cfg->sched.policy), "engines", engines);

@@ -8,6 +8,8 @@ import signal
 import socket
 import time
 
+import pytest
+
 from emu_util import Background, Emu, generate, get, post, request, running
 
 PROMPT = list(range(100, 140))  # 40 tokens: two whole blocks of 16 and a partial one
@@ -392,10 +394,29 @@ def test_bad_flags_are_refused():
     from emu_util import LIBRA
     for args in (["--instances", "tp3"], ["--instances", "tp2x0"], ["--time-scale", "0"],
                  ["--fail", "instance=0"], ["--stall", "instance=0,after_s=1"],
-                 ["--fail", "instance=5,after_s=1"], ["--instances", "tp8", "--model", "nope"]):
+                 ["--fail", "instance=5,after_s=1"], ["--instances", "tp8", "--model", "nope"],
+                 ["--base-port", "65535", "--instances", "tp1x2"]):  # instance 1 on 65536
         p = subprocess.run([LIBRA, "emu", *args], capture_output=True, text=True, timeout=30)
         assert p.returncode == 2, (args, p.stderr)
         assert p.stderr.startswith("libra: "), p.stderr
+
+
+def ipv6_loopback():
+    try:
+        with socket.socket(socket.AF_INET6) as s:
+            s.bind(("::1", 0))
+        return True
+    except OSError:
+        return False
+
+
+@pytest.mark.parametrize("host", ["::1", "[::1]"])
+def test_an_ipv6_host_gives_bracketed_urls(host):
+    if not ipv6_loopback():
+        pytest.skip("no IPv6 loopback")
+    with Emu("--host", host) as emu:
+        url = emu.instances[0]["url"]
+        assert url == "http://[::1]:%d" % emu.port(), url
 
 
 def test_request_cap_answers_504_and_frees_the_request():

@@ -317,6 +317,18 @@ def test_an_admin_token_in_the_environment_is_checked_as_from_a_file(token):
     assert p.returncode == 2 and "LIBRA_ADMIN_TOKEN: the admin token" in p.stderr, p.stderr
 
 
+@pytest.mark.parametrize("listen", ["[::1]:0", "::1:0"])
+def test_an_ipv6_loopback_listen_address_needs_no_token_and_gives_a_bracketed_url(listen):
+    try:
+        socket.socket(socket.AF_INET6).bind(("::1", 0))
+    except OSError:
+        pytest.skip("no IPv6 loopback")
+    engine = Engine(lambda h, path, body: answer(h, b"{}"))
+    with Serve(engine.url + ",tp=1", args=[*BUCKETS, "--listen", listen], token=None) as gw:
+        assert gw.url == "http://[::1]:%d" % gw.port, gw.url
+    engine.shutdown()
+
+
 # ---- modes ---------------------------------------------------------------------------------------
 
 def test_shadow_mode_routes_sticky_and_logs_both_decisions():
