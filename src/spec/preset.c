@@ -308,6 +308,14 @@ static int read_section(struct reading *r, const char *key, const json_t *list,
     return 0;
 }
 
+/* Whether v is a preset file's schema: libra.presets/1 (a file of workloads alone, as the
+ * built-in one, may say libra.workload-presets/1); another version or document is refused. */
+static bool known_schema(const json_t *v)
+{
+    const char *s = json_string_value(v);
+    return s && (strcmp(s, "libra.presets/1") == 0 || strcmp(s, "libra.workload-presets/1") == 0);
+}
+
 static int read_file(struct reading *r, struct libra_error *err)
 {
     const json_t *root = r->doc->root;
@@ -318,8 +326,8 @@ static int read_file(struct reading *r, struct libra_error *err)
     json_object_foreach((json_t *)root, key, v)
     {
         int rc = 0;
-        if (strcmp(key, "schema") == 0 && !json_is_string(v)) {
-            rc = ujson_errorf(err, r->doc, key, "must be a string");
+        if (strcmp(key, "schema") == 0 && !known_schema(v)) {
+            rc = ujson_errorf(err, r->doc, key, "must be \"libra.presets/1\"");
         } else if (strcmp(key, "hardware") == 0 || strcmp(key, "models") == 0) {
             rc = read_section(r, key, v, err);
         } else if (strcmp(key, "schema") != 0 && strcmp(key, "workloads") != 0) {

@@ -89,6 +89,16 @@ def test_negative_bandwidth(tmp_path):
                         "must be > 0\n")
 
 
+@pytest.mark.parametrize("schema", ["libra.presets/2", "libra.plan/1", 1])
+def test_a_preset_file_of_another_schema_is_refused(tmp_path, schema):
+    """A future version or another document is not read as this one."""
+    path = tmp_path / "p.json"
+    path.write_text('{"schema": %s,\n "models": [%s]}\n' % (json.dumps(schema), json.dumps(MODEL)))
+    r = run("presets", "--presets", str(path))
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr == f'libra: {path}:1:2: schema: must be "libra.presets/1"\n'
+
+
 def test_bad_preset_through_environment(tmp_path):
     path = preset_file(tmp_path, "env.json", models=[bad_model(kv_heads=3)])
     r = run("config", "show", env={"LIBRA_PRESETS": path})
