@@ -12,10 +12,34 @@
 #include "util/alloc.h"
 #include "util/error.h"
 
+/* Skips a UTF-8 byte order mark at the start of f: Windows editors and spreadsheets' "CSV
+ * UTF-8" write one, and it is no part of the text. A stream that starts otherwise is left as
+ * it was. */
+static void skip_bom(FILE *f)
+{
+    int c = getc(f);
+    if (c != 0xEF) {
+        if (c != EOF)
+            ungetc(c, f);
+        return;
+    }
+    int c2 = getc(f), c3 = c2 == 0xBB ? getc(f) : EOF;
+    if (c3 == 0xBF || fseek(f, 0, SEEK_SET) == 0)
+        return;
+    /* not seekable (a pipe): put back what was read; glibc takes more than one byte */
+    if (c3 != EOF)
+        ungetc(c3, f);
+    if (c2 != EOF)
+        ungetc(c2, f);
+    ungetc(c, f);
+}
+
 FILE *fileio_open(const char *path, struct libra_error *err)
 {
-    if (strcmp(path, "-") == 0)
+    if (strcmp(path, "-") == 0) {
+        skip_bom(stdin);
         return stdin;
+    }
     FILE *f = fopen(path, "rb");
     struct stat st;
     if (f && fstat(fileno(f), &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -27,6 +51,8 @@ FILE *fileio_open(const char *path, struct libra_error *err)
         int errnum = errno;
         fileio_error(err, path, errnum);
         errno = errnum;
+    } else {
+        skip_bom(f);
     }
     return f;
 }

@@ -10,9 +10,9 @@
 #include "libra/libra.h"
 
 /*
- * Opens path to read ("-": standard input). Returns the stream, or NULL with err set (when
- * non-NULL) and errno kept. A directory is refused here (EISDIR): fopen opens one, and only
- * the first read would fail.
+ * Opens path to read ("-": standard input), past a UTF-8 byte order mark at its start. Returns
+ * the stream, or NULL with err set (when non-NULL) and errno kept. A directory is refused here
+ * (EISDIR): fopen opens one, and only the first read would fail.
  */
 FILE *fileio_open(const char *path, struct libra_error *err);
 

@@ -273,3 +273,29 @@ def test_output_that_fails_leaves_the_old_file(tmp_path):
     finally:
         os.chmod(tmp_path, 0o700)
     assert sorted(os.listdir(tmp_path)) == ["doc.md"]
+
+
+BOM = b"\xef\xbb\xbf"
+
+
+@pytest.mark.parametrize("args,name,source", [
+    (("config", "check"), "c.json", None),
+    (("trace", "validate"), "t.jsonl", "tests/data/trace/small.jsonl"),
+    (("trace", "import", "--from", "csv"), "t.csv", "tests/data/trace/turns.csv"),
+])
+def test_a_utf8_byte_order_mark_is_skipped(tmp_path, args, name, source):
+    """Windows editors and spreadsheets ("CSV UTF-8") start a file with one; it is no part of
+    the text, from a file or from standard input."""
+    text = (open(os.path.join(SOURCE_DIR, source), "rb").read() if source
+            else b'{"cluster": {"gpus": 16}}\n')
+    path = tmp_path / name
+    path.write_bytes(BOM + text)
+    marked = run(*args, str(path))
+    (tmp_path / "plain").write_bytes(text)
+    plain = run(*args, str(tmp_path / "plain"))
+    assert marked.returncode == 0 and plain.returncode == 0, marked.stderr
+    assert marked.stdout.replace(str(path), "X") == plain.stdout.replace(
+        str(tmp_path / "plain"), "X")
+    piped = subprocess.run([LIBRA, *args, "-"], input=BOM + text, capture_output=True,
+                           timeout=60)
+    assert piped.returncode == 0, piped.stderr
