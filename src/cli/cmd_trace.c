@@ -414,7 +414,7 @@ static int input_paths(const struct import_flags *f, int argc, char **argv, path
 
 /* Feeds one input file through the importer into the writer. */
 static int import_file(struct trace_importer *im, struct trace_writer *w, const char *path,
-                       struct libra_error *err)
+                       int64_t *written, struct libra_error *err)
 {
     FILE *f = fileio_open(path, err);
     if (!f)
@@ -428,13 +428,14 @@ static int import_file(struct trace_importer *im, struct trace_writer *w, const 
     while (rc >= 0 && (n = getline(&line, &cap, f)) > 0) {
         size_t len = (size_t)n - (line[n - 1] == '\n');
         rc = trace_importer_line(im, line, len, &t, err);
-        if (rc == 1)
-            rc = trace_writer_put(w, t, err);
+        if (rc == 1 && (rc = trace_writer_put(w, t, err)) == 0)
+            ++*written;
     }
     if (rc >= 0 && ferror(f))
         rc = fileio_error(err, path, errno);
     while (rc >= 0 && (rc = trace_importer_end(im, &t, err)) == 1)
-        rc = trace_writer_put(w, t, err);
+        if ((rc = trace_writer_put(w, t, err)) == 0)
+            ++*written;
     free(line);
     if (f != stdin)
         fclose(f);
@@ -451,8 +452,14 @@ static int run_import(struct cli_common *cc, const struct import_flags *f, path_
         return cli_usage_error(cc->cmd, "%s", err.msg);
     const char *out = cc->output ? cc->output : "-";
     rc = trace_writer_open(&w, out, trace_importer_header(im), &err);
+    int64_t written = 0;
     for (size_t i = 0; rc == 0 && i < paths->n; i++)
-        rc = import_file(im, w, paths->v[i], &err);
+        rc = import_file(im, w, paths->v[i], &written, &err);
+    if (rc == 0 && written == 0) { /* a header alone is a trace no command can run */
+        error_set(&err, NULL, 0, 0, "%s%s: nothing to import: no trajectory in the input",
+                  paths->v[0], paths->n > 1 ? " ..." : "");
+        rc = LIBRA_EINVAL;
+    }
     if (rc == 0)
         rc = trace_writer_close(w, &err);
     else

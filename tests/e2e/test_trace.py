@@ -341,6 +341,24 @@ def test_import_csv_without_a_header_row_fails(tmp_path):
                             "names its columns\n")
 
 
+@pytest.mark.parametrize("fmt,name,text", [
+    ("csv", "header.csv", None),  # the header row of turns.csv alone
+    ("tau-bench", "runs.json", "[]\n"),
+    ("verl", "1.jsonl", ""),
+    ("openai-chat", "chats.jsonl", "\n\n"),
+])
+def test_import_of_input_without_a_trajectory_fails(tmp_path, fmt, name, text):
+    """A header alone is a trace no command can run: refused, and nothing written."""
+    path = tmp_path / name
+    if text is None:
+        text = open(data("turns.csv")).readline()
+    path.write_text(text)
+    out = tmp_path / "out.jsonl"
+    r = run("import", "--from", fmt, str(path), "-o", str(out))
+    assert r.returncode == 2 and not out.exists(), r.stderr
+    assert r.stderr == f"libra: {path}: nothing to import: no trajectory in the input\n"
+
+
 def test_import_verl_dump_directory():
     r = run("import", "--from", "verl", data("verl"), "--workload", "search-r1")
     assert r.returncode == 0, r.stderr
