@@ -122,6 +122,8 @@ static int parse_fault(const struct cli_command *cmd, const char *arg, bool stal
     if (!rc && (f->instance < 0 || f->after_s < 0 || (stall && f->for_s < 0)))
         rc = cli_usage_error(cmd, "%s: expected instance=I,after_s=T%s", flag,
                              stall ? ",for_s=D" : "");
+    if (!rc && stall && f->for_s == 0) /* a stall of no time would change nothing */
+        rc = cli_usage_error(cmd, "%s: for_s must be above 0", flag);
     return rc;
 }
 

@@ -394,6 +394,7 @@ def test_bad_flags_are_refused():
     from emu_util import LIBRA
     for args in (["--instances", "tp3"], ["--instances", "tp2x0"], ["--time-scale", "0"],
                  ["--fail", "instance=0"], ["--stall", "instance=0,after_s=1"],
+                 ["--stall", "instance=0,after_s=1,for_s=0"],
                  ["--fail", "instance=5,after_s=1"], ["--instances", "tp8", "--model", "nope"],
                  ["--base-port", "65535", "--instances", "tp1x2"]):  # instance 1 on 65536
         p = subprocess.run([LIBRA, "emu", *args], capture_output=True, text=True, timeout=30)
