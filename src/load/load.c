@@ -721,6 +721,11 @@ static void on_boundary_done(void *arg)
     break_when_done(r);
 }
 
+static void on_trainer_failed(void *arg, const char *why)
+{
+    stop(arg, "%s", why);
+}
+
 int load_check_source(const struct load_config *c, char *why, size_t size)
 {
     size_t n = (size_t)c->group_size, groups = c->trace ? c->n_trace / n : 1;
@@ -772,7 +777,9 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
                                          .release_s = c->release_s,
                                          .retake_s = c->retake_s,
                                          .time_scale = c->time_scale};
-        r.trainer = load_trainer_new(base, client, &tc, on_boundary_done, &r);
+        r.trainer =
+            load_trainer_new(base, client, &tc,
+                             &(struct load_trainer_hooks){on_boundary_done, on_trainer_failed, &r});
     }
     admit(&r);
     if (!r.failed && !run_done(&r))

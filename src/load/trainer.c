@@ -48,8 +48,7 @@ struct load_trainer {
     struct event_base *base;
     struct net_client *client;
     struct load_trainer_config c;
-    void (*boundary_done)(void *arg);
-    void *arg;
+    struct load_trainer_hooks hooks;
     bool started;                    /* the first snapshot came: the bases are known */
     int64_t step_base, version_base; /* the gateway's next step and its version then */
     long long changes;               /* of the last snapshot */
@@ -212,6 +211,17 @@ static void on_pool(void *arg, int status, const char *body, size_t len, const c
 {
     struct load_trainer *t = arg;
     (void)error;
+    if (status == 404) { /* nothing there will ever answer: no pool to play the trainer of */
+        json_t *err = json_loadb(body, len, 0, NULL);
+        const char *msg =
+            json_string_value(json_object_get(json_object_get(err, "error"), "message"));
+        char why[320];
+        snprintf(why, sizeof why, "--trainer: GET %s/libra/v1/pool answered 404: %.200s", t->c.url,
+                 msg ? msg : "no elastic pool there");
+        json_decref(err);
+        t->hooks.failed(t->hooks.arg, why);
+        return;
+    }
     json_t *doc = status == 200 ? json_loadb(body, len, 0, NULL) : NULL;
     if (!doc) {
         struct timeval tv = wall_tv(POLL_RETRY_S);
@@ -272,7 +282,7 @@ static void on_released(evutil_socket_t fd, short what, void *arg)
     for (int i = 0; i < t->n_releasing; i++)
         enqueue(t, t->releasing[i]);
     t->n_releasing = 0;
-    t->boundary_done(t->arg);
+    t->hooks.boundary_done(t->hooks.arg);
 }
 
 bool load_trainer_boundary(struct load_trainer *t, int64_t version)
@@ -308,14 +318,13 @@ bool load_trainer_boundary(struct load_trainer *t, int64_t version)
 
 struct load_trainer *load_trainer_new(struct event_base *base, struct net_client *client,
                                       const struct load_trainer_config *c,
-                                      void (*boundary_done)(void *arg), void *arg)
+                                      const struct load_trainer_hooks *hooks)
 {
     struct load_trainer *t = xcalloc(1, sizeof *t);
     t->base = base;
     t->client = client;
     t->c = *c;
-    t->boundary_done = boundary_done;
-    t->arg = arg;
+    t->hooks = *hooks;
     t->release_timer = evtimer_new(base, on_released, t);
     t->poll_timer = evtimer_new(base, on_poll_timer, t);
     poll_pool(t);

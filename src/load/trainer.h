@@ -44,11 +44,19 @@ struct load_trainer_counts {
 
 struct load_trainer;
 
-/* Starts watching the gateway at c->url (borrowed strings must outlive it); boundary_done(arg)
- * is called when a release the trainer waited for is over. */
+/* What the trainer tells its caller: boundary_done(arg) when a release the trainer waited for
+ * is over; failed(arg, why) when the gateway has no pool to play the trainer of (its GET
+ * /libra/v1/pool answers 404: a plain engine, or a gateway without --pool-replica). */
+struct load_trainer_hooks {
+    void (*boundary_done)(void *arg);
+    void (*failed)(void *arg, const char *why);
+    void *arg;
+};
+
+/* Starts watching the gateway at c->url (borrowed strings must outlive it). */
 struct load_trainer *load_trainer_new(struct event_base *base, struct net_client *client,
                                       const struct load_trainer_config *c,
-                                      void (*boundary_done)(void *arg), void *arg);
+                                      const struct load_trainer_hooks *hooks);
 
 /* Reports that step `version` (the trainer's batches trained so far) begins or ended; an end
  * carries train_s, the wall seconds the step trained (the steering signal's T_train). */

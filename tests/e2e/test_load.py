@@ -279,3 +279,12 @@ def test_errors():
     p = subprocess.run([LIBRA, "load", "--engines", "http://127.0.0.1:9", *QUICK],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 1 and "every engine stopped answering" in p.stderr
+
+
+def test_a_trainer_without_a_pool_to_play_is_refused():
+    """--trainer pointed at an engine (or a gateway without --pool-replica) has no pool to
+    play the trainer of: the run stops with the gateway's reason, not a job without a trainer."""
+    with Emu("--instances", "tp1", scale=SCALE) as emu:
+        p = load(emu, "--trainer", timeout=60)
+    assert p.returncode == 1, p.stderr
+    assert "--trainer: GET " in p.stderr and "answered 404" in p.stderr, p.stderr
