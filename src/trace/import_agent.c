@@ -751,16 +751,28 @@ static int swe_run(struct trace_agentlog *a, const struct trace_traj **out, stru
         drop_last_calls(a);
     }
     const json_t *stats = json_object_get(info, "model_stats");
-    int64_t sent = 0, received = 0, api_calls;
-    if (ujson_as_int64(json_object_get(stats, "api_calls"), &api_calls))
+    int64_t sent = 0, received = 0, api_calls = -1;
+    if (stats && !json_is_object(stats) && !json_is_null(stats))
+        rc = ujson_errorf(err, &a->doc, "info/model_stats", "expected an object");
+    if (!rc)
+        rc = opt_count(a, stats, "info/model_stats", "api_calls", &api_calls, err);
+    if (!rc)
+        rc = opt_count(a, stats, "info/model_stats", "tokens_sent", &sent, err);
+    if (!rc)
+        rc = opt_count(a, stats, "info/model_stats", "tokens_received", &received, err);
+    if (rc) {
+        json_decref(extra);
+        return rc;
+    }
+    if (api_calls >= 0)
         json_object_set_new(extra, "api_calls", json_integer(api_calls));
     json_t *scale = json_object();
-    if (ujson_as_int64(json_object_get(stats, "tokens_sent"), &sent) && sent > 0) {
+    if (sent > 0) {
         double f = scale_to(a, 0, sent);
         if (f > 0)
             json_object_set_new(scale, "prompt_tokens", ujson_real(f));
     }
-    if (ujson_as_int64(json_object_get(stats, "tokens_received"), &received) && received > 0) {
+    if (received > 0) {
         double f = scale_to(a, 1, received);
         if (f > 0)
             json_object_set_new(scale, "generated_tokens", ujson_real(f));

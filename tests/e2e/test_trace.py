@@ -552,6 +552,17 @@ def test_import_swe_agent_errors(tmp_path):
     r = run("import", "--from", "swe-agent", str(bad))
     assert r.returncode == 2 and r.stdout == ""
     assert r.stderr == f"libra: {bad}:2:4: trajectory.0.action: expected a string\n"
+    # provider token totals that are not counts are refused, not dropped
+    sample = os.path.join(DATA, "swe-agent", "django__django-11099.traj")
+    with open(sample, encoding="utf-8") as f:
+        doc = json.load(f)
+    for key, value in (("tokens_sent", -5), ("tokens_received", "x"), ("api_calls", 1.5)):
+        d = json.loads(json.dumps(doc))
+        d["info"]["model_stats"][key] = value
+        bad.write_text(json.dumps(d))
+        r = run("import", "--from", "swe-agent", str(bad))
+        assert r.returncode == 2 and r.stdout == "", (key, r.stderr)
+        assert f"info.model_stats.{key}: expected an integer >= 0" in r.stderr, r.stderr
 
 
 def test_import_rules_for_swe_agent_and_tau_bench():
