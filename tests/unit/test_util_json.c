@@ -71,6 +71,13 @@ static void test_parse_error_wording(void **state)
     assert_string_equal(err.msg, "a key may not contain \\u0000");
     assert_int_equal(parse(&doc, "{\"a\": 1, \"a\": 2}", &err), LIBRA_EINVAL);
     assert_non_null(strstr(err.msg, "duplicate object key")); /* the rest read as jansson's */
+    /* an empty text, or one of white space only, says so rather than where it ends */
+    assert_int_equal(parse(&doc, "", &err), LIBRA_EINVAL);
+    assert_string_equal(err.msg, "empty: no JSON value");
+    assert_int_equal(parse(&doc, " \n\t\r\n", &err), LIBRA_EINVAL);
+    assert_string_equal(err.msg, "empty: no JSON value");
+    assert_int_equal(err.line, 1);
+    assert_int_equal(err.col, 1);
 }
 
 /* ---- ujson_locate ---------------------------------------------------------------------------- */
