@@ -718,6 +718,20 @@ static struct net_call *call_new(struct net_conn *conn, size_t body_len, size_t 
     return c;
 }
 
+/* The first of c's query parameters that r does not read, or NULL. */
+static const char *unread_query(const struct net_route *r, const struct net_call *c)
+{
+    for (size_t i = 0; r->query && i < c->n_query; i++) {
+        size_t n = strlen(c->query[i].key);
+        const char *at = r->query;
+        while (at && !(strncmp(at, c->query[i].key, n) == 0 && (at[n] == ',' || !at[n])))
+            at = (at = strchr(at, ',')) ? at + 1 : NULL;
+        if (!at)
+            return c->query[i].key;
+    }
+    return NULL;
+}
+
 /* Routes the call c. */
 static void dispatch(struct net_server *s, struct net_call *c)
 {
@@ -741,6 +755,12 @@ static void dispatch(struct net_server *s, struct net_call *c)
     }
     if (!(c->method & r->methods)) {
         net_reply_error(c, 405, "invalid_request_error", "method not allowed on %s", c->path);
+        return;
+    }
+    const char *unread = unread_query(r, c);
+    if (unread) {
+        net_reply_error(c, 400, "invalid_request_error", "%s takes no query parameter '%.100s'%s%s",
+                        c->path, unread, *r->query ? "; it reads " : "", r->query);
         return;
     }
     if (!s->gate || !s->gate(s->ctx, c, r->fn))

@@ -89,6 +89,10 @@ struct net_route {
     const char *path;  /* exact, without the query; ending in '*': every path it begins */
     unsigned methods;  /* NET_GET | NET_POST ... */
     net_handler_fn fn; /* called with the server's ctx */
+    /* the query parameters the route reads, comma-separated ("after,wait_s"; "" for none): a
+     * call with another is answered 400 and not routed. NULL takes any (a call passed on, or an
+     * engine's own route, whose parameters are the engine's to judge). */
+    const char *query;
 };
 
 /* Called before a route's handler fn with the call: returns true when it took the call itself

@@ -62,6 +62,12 @@ def test_plan_waits_for_a_batch_then_plans_the_traffic_seen():
         with Serve(*urls(emu), args=[*EXPERIMENT, *BUCKETS, "--capture", capture],
                    env={"LIBRA_ADMIN_TOKEN": TOKEN}) as gw:
             drive(gw.port, 7)
+            # a query parameter the route does not read is refused, not ignored
+            status, doc = get(gw.port, "/libra/v1/plan?batch=8")
+            assert status == 400, doc
+            assert "/libra/v1/plan takes no query parameter 'batch'" in doc["error"]["message"]
+            status, doc = get(gw.port, "/libra/v1/pool?after=0&wait=1")
+            assert status == 400 and "it reads after,wait_s" in doc["error"]["message"], doc
             status, doc = get(gw.port, "/libra/v1/plan")
             assert status == 409, doc
             message = doc["error"]["message"]

@@ -224,6 +224,14 @@ static void h_headers(void *ctx, struct net_call *c)
     net_reply_raw(c, 200, NULL, body, strlen(body));
 }
 
+static void h_query(void *ctx, struct net_call *c)
+{
+    const char *a = net_call_query(c, "a"), *bb = net_call_query(c, "bb");
+    char body[256];
+    snprintf(body, sizeof body, "%s|%s", a ? a : "-", bb ? bb : "-");
+    net_reply_raw(c, 200, NULL, body, strlen(body));
+}
+
 static void created_drained(void *arg, struct net_call *c)
 {
     S.cr_drained++;
@@ -283,14 +291,15 @@ static void h_flood(void *ctx, struct net_call *c)
 }
 
 static const struct net_route routes[] = {
-    {"/big", NET_GET, h_big},
-    {"/echo", NET_POST, h_echo},
-    {"/stream", NET_GET, h_stream},
-    {"/tick", NET_GET, h_tick},
-    {"/headers", NET_GET | NET_POST, h_headers},
-    {"/created", NET_GET, h_created},
-    {"/flood", NET_GET, h_flood},
-    {NULL, 0, NULL},
+    {"/big", NET_GET, h_big, NULL},
+    {"/echo", NET_POST, h_echo, NULL},
+    {"/stream", NET_GET, h_stream, NULL},
+    {"/tick", NET_GET, h_tick, NULL},
+    {"/headers", NET_GET | NET_POST, h_headers, ""},
+    {"/created", NET_GET, h_created, NULL},
+    {"/flood", NET_GET, h_flood, NULL},
+    {"/query", NET_GET, h_query, "a,bb"},
+    {NULL, 0, NULL, NULL},
 };
 
 static int setup(void **state)
@@ -659,6 +668,31 @@ static void test_headers_round_trip_case_insensitive(void **state)
     assert_string_equal(ans.body, "xyz|xyz|-");
 }
 
+/* A route that names its query parameters takes those and answers 400 to any other, unrouted;
+ * one that names none ("") takes none. */
+static void test_a_route_refuses_query_parameters_it_does_not_read(void **state)
+{
+    static const struct {
+        const char *path;
+        int status;
+        const char *body; /* its start */
+    } cases[] = {
+        {"/query", 200, "-|-"},     {"/query?a=1&bb=x%20y", 200, "1|x y"}, {"/query?bb", 200, "-|"},
+        {"/query?b=1", 400, "{"},   {"/query?a=1&abb=2", 400, "{"},        {"/headers?x", 400, "{"},
+        {"/headers", 200, "-|-|-"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct rec r = {0};
+        fetch(&r, "GET", cases[i].path, NULL, 0, NULL, 0);
+        assert_int_equal(r.status, cases[i].status);
+        assert_non_null(r.buf);
+        assert_memory_equal(r.buf, cases[i].body, strlen(cases[i].body));
+        if (r.status == 400)
+            assert_non_null(strstr(r.buf, "takes no query parameter"));
+        rec_free(&r);
+    }
+}
+
 /* ---- (5) a stream's status ------------------------------------------------------------------ */
 
 static void test_stream_status_and_immediate_drain(void **state)
@@ -886,6 +920,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_cancel_mid_stream_tells_the_server, setup, teardown),
         cmocka_unit_test_setup_teardown(test_headers_round_trip_case_insensitive, setup, teardown),
         cmocka_unit_test_setup_teardown(test_stream_status_and_immediate_drain, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_route_refuses_query_parameters_it_does_not_read,
+                                        setup, teardown),
         cmocka_unit_test_setup_teardown(test_backpressure_pause_resume_and_drain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_cancel_while_resuming, setup, teardown),
         cmocka_unit_test_setup_teardown(test_client_free_cancels_in_flight, setup, teardown),
