@@ -407,7 +407,7 @@ int cmd_load(int argc, char **argv)
             load_check_source(&lc, why, sizeof why) != 0) {
             cli_errorf("load: %s", why);
             rc = LIBRA_EXIT_USAGE;
-        } else {
+        } else if ((rc = cli_check_output(cc.output)) == 0) {
             rc = run(&cc, &cfg, in.trace ? in.trace->workload : cfg.workload.name, &lc);
         }
     }

@@ -430,6 +430,8 @@ static int run(const struct cli_common *cc, const char *file, struct sim_flags *
     if (rc == 0)
         rc = check_timeline_shown(cc, f);
     if (rc == 0)
+        rc = cli_check_output(cc->output);
+    if (rc == 0)
         rc = check_trace_step_used(cc, f);
     if (rc == 0 && f->attribution)
         rc = add_attribution(cc, f, &cfg);

@@ -176,6 +176,31 @@ int cli_write_output(const char *path, const char *text)
     return ok ? 0 : LIBRA_EXIT_IO;
 }
 
+int cli_check_output(const char *path)
+{
+    if (!path || strcmp(path, "-") == 0)
+        return 0;
+    char *target = fileio_replace_target(path), *tmp = NULL;
+    if (target) {
+        size_t n = strlen(target) + sizeof ".tmp";
+        tmp = xmalloc(n);
+        snprintf(tmp, n, "%s.tmp", target);
+    }
+    FILE *f = fopen(tmp ? tmp : path, tmp ? "wb" : "ab"); /* "ab": a FIFO or device as it is */
+    int errnum = errno;
+    if (f) {
+        fclose(f);
+        if (tmp)
+            remove(tmp);
+    }
+    free(tmp);
+    free(target);
+    if (f)
+        return 0;
+    cli_errorf("cannot write '%s': %s", path, error_strerror(errnum));
+    return LIBRA_EXIT_IO;
+}
+
 static void print_help(FILE *out)
 {
     fprintf(out, "usage: libra <command> [input] [flags]\n"

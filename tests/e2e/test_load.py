@@ -275,6 +275,11 @@ def test_errors():
     p = subprocess.run([LIBRA, "load", "--engines", "http://x", *QUICK, "--set",
                         "rl.transport=reshard"], capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "rl.transport: reshard" in p.stderr
+    # An output that cannot be written is found before the run, not after it.
+    p = subprocess.run([LIBRA, "load", "--engines", "http://127.0.0.1:9", *QUICK, "-o",
+                        "/nonexistent-dir/t.jsonl"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 3 and p.stdout == "", p.stdout
+    assert p.stderr == "libra: cannot write '/nonexistent-dir/t.jsonl': no such file or directory\n"
     # Nothing listens there: the run stops with the reason, exit 1.
     p = subprocess.run([LIBRA, "load", "--engines", "http://127.0.0.1:9", *QUICK],
                        capture_output=True, text=True, timeout=60)

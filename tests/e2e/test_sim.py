@@ -224,6 +224,15 @@ def test_perfetto_file_is_a_trace_event_document(tmp_path):
     assert any(e["name"] == "train" and e["pid"] == 3 for e in events)
 
 
+def test_an_output_that_cannot_be_written_is_refused_before_the_run(tmp_path):
+    p = sim("--steps", "2", "-o", str(tmp_path / "no-such-dir" / "out.txt"), check=False)
+    assert p.returncode == 3 and p.stdout == "", p.stdout
+    assert p.stderr.startswith("libra: cannot write ") and "no such file or directory" in p.stderr
+    out = tmp_path / "out.txt"
+    sim("--steps", "2", "-o", str(out))
+    assert out.read_text().startswith("libra sim: ") and os.listdir(tmp_path) == ["out.txt"]
+
+
 def test_perfetto_step_past_the_last_is_refused(tmp_path):
     """sim.trace_step names the step --perfetto records: one the run does not reach is refused,
     not replaced by the first after the warm-up."""
