@@ -78,8 +78,9 @@ int cli_read_file(const char *path, char **text, size_t *len);
 int cli_write_output(const char *path, const char *text);
 
 /* Whether cli_write_output could write path, checked before a long run rather than after it:
- * its temporary file is created and removed (a device or FIFO opened for writing). Returns 0 or
- * LIBRA_EXIT_IO after printing why. */
+ * its temporary file is created and removed (a device or FIFO is checked for write permission,
+ * not opened: opening a FIFO waits for its reader, and closing it ends the reader's input).
+ * Returns 0 or LIBRA_EXIT_IO after printing why. */
 int cli_check_output(const char *path);
 
 #endif

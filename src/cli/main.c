@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "api/experiment.h"
 #include "cli/cli.h"
@@ -145,6 +146,15 @@ static bool put_text(FILE *f, const char *text)
     return ok && closed;
 }
 
+/* The temporary file written whole before it is renamed over target. */
+static char *tmp_name(const char *target)
+{
+    size_t n = strlen(target) + sizeof ".tmp";
+    char *tmp = xmalloc(n);
+    snprintf(tmp, n, "%s.tmp", target);
+    return tmp;
+}
+
 int cli_write_output(const char *path, const char *text)
 {
     if (!path || strcmp(path, "-") == 0) {
@@ -161,9 +171,7 @@ int cli_write_output(const char *path, const char *text)
         cli_errorf("cannot write '%s': %s", path, error_strerror(errno));
         return LIBRA_EXIT_IO;
     }
-    size_t n = strlen(target) + sizeof ".tmp";
-    char *tmp = xmalloc(n);
-    snprintf(tmp, n, "%s.tmp", target);
+    char *tmp = tmp_name(target);
     FILE *f = fopen(tmp, "wb");
     bool ok = f && put_text(f, text) && rename(tmp, target) == 0;
     if (!ok) {
@@ -180,24 +188,23 @@ int cli_check_output(const char *path)
 {
     if (!path || strcmp(path, "-") == 0)
         return 0;
-    char *target = fileio_replace_target(path), *tmp = NULL;
-    if (target) {
-        size_t n = strlen(target) + sizeof ".tmp";
-        tmp = xmalloc(n);
-        snprintf(tmp, n, "%s.tmp", target);
-    }
-    FILE *f = fopen(tmp ? tmp : path, tmp ? "wb" : "ab"); /* "ab": a FIFO or device as it is */
-    int errnum = errno;
-    if (f) {
-        fclose(f);
-        if (tmp)
+    char *target = fileio_replace_target(path);
+    bool ok;
+    if (!target) { /* a device or FIFO: opening a FIFO would wait for, then end, its reader */
+        ok = access(path, W_OK) == 0;
+    } else {
+        char *tmp = tmp_name(target);
+        FILE *f = fopen(tmp, "wb");
+        if ((ok = f != NULL)) {
+            fclose(f);
             remove(tmp);
+        }
+        free(tmp);
+        free(target);
     }
-    free(tmp);
-    free(target);
-    if (f)
+    if (ok)
         return 0;
-    cli_errorf("cannot write '%s': %s", path, error_strerror(errnum));
+    cli_errorf("cannot write '%s': %s", path, error_strerror(errno));
     return LIBRA_EXIT_IO;
 }
 

@@ -233,6 +233,19 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_run(tmp_path):
     assert out.read_text().startswith("libra sim: ") and os.listdir(tmp_path) == ["out.txt"]
 
 
+def test_an_output_fifo_gets_the_whole_table_once(tmp_path):
+    """Checking -o before the run must not open a FIFO: its reader would see the input end."""
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    reader = subprocess.Popen(["cat", str(fifo)], stdout=subprocess.PIPE, text=True)
+    try:
+        sim("--steps", "2", "-o", str(fifo))
+        out, _ = reader.communicate(timeout=60)
+    finally:
+        reader.kill()
+    assert out.startswith("libra sim: ") and "tokens/s" in out, out
+
+
 def test_perfetto_step_past_the_last_is_refused(tmp_path):
     """sim.trace_step names the step --perfetto records: one the run does not reach is refused,
     not replaced by the first after the warm-up."""
