@@ -245,9 +245,9 @@ static char *ready_lines(const struct emu *e, const struct emu_config *c)
     size_t cap = 256 * (size_t)c->n_inst + 1, len = 0;
     char *out = xmalloc(cap);
     out[0] = '\0';
+    bool v6 = strchr(c->host, ':') != NULL; /* an IPv6 address is bracketed in a URL */
     for (int i = 0; i < c->n_inst; i++) {
         int port = emu_port(e, i);
-        bool v6 = strchr(c->host, ':') != NULL; /* an IPv6 address is bracketed in a URL */
         len += (size_t)snprintf(out + len, cap - len,
                                 "{\"instance\": %d, \"tp\": %d, \"url\": \"http://%s%s%s:%d\", "
                                 "\"port\": %d, \"model\": \"%s\"}\n",
