@@ -267,15 +267,17 @@ size_t cost_sheet_decode_points(const struct cost_sheet_decode **out)
     return sizeof sheet_decode / sizeof sheet_decode[0];
 }
 
-double cost_fit_t_fix(const struct cost_rollout_params *p)
+/* The t_fix that makes decode point d take its measured time on GPU h under constants p. */
+static double fit_t_fix_on(const struct cost_rollout_params *p, enum cost_ref_hw h,
+                           const struct cost_sheet_decode *d)
 {
     struct cost_shape s;
     struct cost_fit_outcome f;
-    cost_shape_init(&s, &ref_models[COST_REF_QWEN25_7B]);
+    cost_shape_init(&s, &ref_models[d->model]);
     struct cost_fit_input in = {.shape = &s,
-                                .hw = &ref_hardware[COST_REF_A100],
+                                .hw = &ref_hardware[h],
                                 .rollout = *p,
-                                .decode = &sheet_decode[0].point,
+                                .decode = &d->point,
                                 .n_decode = 1,
                                 .fit = 1u << COST_CONST_T_FIX};
     cost_fit_constants(&in, &f); /* one point, one constant: always determined */
@@ -284,122 +286,74 @@ double cost_fit_t_fix(const struct cost_rollout_params *p)
     return t_fix;
 }
 
+double cost_fit_t_fix(const struct cost_rollout_params *p)
+{
+    return fit_t_fix_on(p, COST_REF_A100, &sheet_decode[0]);
+}
+
 /* ---- Qwen3's speed benchmark: batch 1, H20, SGLang 0.4.6.post1, BF16 (docs/calibration.md) - */
 
 /* Published as (prompt + generated tokens) / time, in tokens per second; 2048 tokens out. */
 #define QWEN3_MS(prompt_, speed_) (((prompt_) + QWEN_SPEED_GEN) / (speed_) / QWEN_SPEED_GEN * 1e3)
 
-#define QWEN3_SPEED(id_, what_, model_, tp_, prompt_, speed_)                                      \
-    QWEN_SPEED(id_, what_, model_, tp_, prompt_, QWEN3_MS(prompt_, speed_))
+/* A row: its conditions' text is made from its numbers, so the two cannot disagree. */
+#define QWEN3_SPEED(id_, name_, model_, tp_, prompt_, speed_)                                      \
+    QWEN_SPEED(id_, name_ ", TP" #tp_ ", batch 1, " #prompt_ " in / 2048 out (" #speed_ " tok/s)", \
+               model_, tp_, (double)(prompt_), QWEN3_MS((double)(prompt_), speed_))
 
 static const struct cost_sheet_decode qwen3_speed[] = {
     /* the fit points: the rig's t_fix and η factor */
-    QWEN3_SPEED("decode.h20.qwen3-8b", "Qwen3-8B, TP1, batch 1, 1 in / 2048 out (81.73 tok/s)",
-                COST_REF_QWEN3_8B, 1, 1.0, 81.73),
-    QWEN3_SPEED("decode.h20.qwen3-32b", "Qwen3-32B, TP1, batch 1, 1 in / 2048 out (20.72 tok/s)",
-                COST_REF_QWEN3_32B, 1, 1.0, 20.72),
+    QWEN3_SPEED("decode.h20.qwen3-8b", "Qwen3-8B", COST_REF_QWEN3_8B, 1, 1, 81.73),
+    QWEN3_SPEED("decode.h20.qwen3-32b", "Qwen3-32B", COST_REF_QWEN3_32B, 1, 1, 20.72),
     /* out of sample: every other BF16 SGLang row of the benchmark, dense then MoE, each model
      * by input length (the 129 024-token rows are published under "129042"; calibration.md) */
-    QWEN3_SPEED("decode.h20.qwen3-4b", "Qwen3-4B, TP1, batch 1, 1 in / 2048 out (133.13 tok/s)",
-                COST_REF_QWEN3_4B, 1, 1.0, 133.13),
-    QWEN3_SPEED("decode.h20.qwen3-4b.6k",
-                "Qwen3-4B, TP1, batch 1, 6144 in / 2048 out (466.19 tok/s)", COST_REF_QWEN3_4B, 1,
-                6144.0, 466.19),
-    QWEN3_SPEED("decode.h20.qwen3-4b.14k",
-                "Qwen3-4B, TP1, batch 1, 14336 in / 2048 out (789.25 tok/s)", COST_REF_QWEN3_4B, 1,
-                14336.0, 789.25),
-    QWEN3_SPEED("decode.h20.qwen3-4b.30k",
-                "Qwen3-4B, TP1, batch 1, 30720 in / 2048 out (1165.75 tok/s)", COST_REF_QWEN3_4B, 1,
-                30720.0, 1165.75),
-    QWEN3_SPEED("decode.h20.qwen3-4b.62k",
-                "Qwen3-4B, TP1, batch 1, 63488 in / 2048 out (1423.98 tok/s)", COST_REF_QWEN3_4B, 1,
-                63488.0, 1423.98),
-    QWEN3_SPEED("decode.h20.qwen3-4b.126k",
-                "Qwen3-4B, TP1, batch 1, 129024 in / 2048 out (1371.04 tok/s)", COST_REF_QWEN3_4B,
-                1, 129024.0, 1371.04),
-    QWEN3_SPEED("decode.h20.qwen3-8b.6k",
-                "Qwen3-8B, TP1, batch 1, 6144 in / 2048 out (296.25 tok/s)", COST_REF_QWEN3_8B, 1,
-                6144.0, 296.25),
-    QWEN3_SPEED("decode.h20.qwen3-8b.14k",
-                "Qwen3-8B, TP1, batch 1, 14336 in / 2048 out (524.70 tok/s)", COST_REF_QWEN3_8B, 1,
-                14336.0, 524.70),
-    QWEN3_SPEED("decode.h20.qwen3-8b.30k",
-                "Qwen3-8B, TP1, batch 1, 30720 in / 2048 out (832.67 tok/s)", COST_REF_QWEN3_8B, 1,
-                30720.0, 832.67),
-    QWEN3_SPEED("decode.h20.qwen3-8b.62k",
-                "Qwen3-8B, TP1, batch 1, 63488 in / 2048 out (1112.78 tok/s)", COST_REF_QWEN3_8B, 1,
-                63488.0, 1112.78),
-    QWEN3_SPEED("decode.h20.qwen3-8b.126k",
-                "Qwen3-8B, TP1, batch 1, 129024 in / 2048 out (1173.32 tok/s)", COST_REF_QWEN3_8B,
-                1, 129024.0, 1173.32),
-    QWEN3_SPEED("decode.h20.qwen3-14b", "Qwen3-14B, TP1, batch 1, 1 in / 2048 out (47.10 tok/s)",
-                COST_REF_QWEN3_14B, 1, 1.0, 47.10),
-    QWEN3_SPEED("decode.h20.qwen3-14b.6k",
-                "Qwen3-14B, TP1, batch 1, 6144 in / 2048 out (174.85 tok/s)", COST_REF_QWEN3_14B, 1,
-                6144.0, 174.85),
-    QWEN3_SPEED("decode.h20.qwen3-14b.14k",
-                "Qwen3-14B, TP1, batch 1, 14336 in / 2048 out (317.56 tok/s)", COST_REF_QWEN3_14B,
-                1, 14336.0, 317.56),
-    QWEN3_SPEED("decode.h20.qwen3-14b.30k",
-                "Qwen3-14B, TP1, batch 1, 30720 in / 2048 out (525.80 tok/s)", COST_REF_QWEN3_14B,
-                1, 30720.0, 525.80),
-    QWEN3_SPEED("decode.h20.qwen3-14b.62k",
-                "Qwen3-14B, TP1, batch 1, 63488 in / 2048 out (742.36 tok/s)", COST_REF_QWEN3_14B,
-                1, 63488.0, 742.36),
-    QWEN3_SPEED("decode.h20.qwen3-14b.126k",
-                "Qwen3-14B, TP1, batch 1, 129024 in / 2048 out (826.15 tok/s)", COST_REF_QWEN3_14B,
-                1, 129024.0, 826.15),
-    QWEN3_SPEED("decode.h20.qwen3-32b.6k",
-                "Qwen3-32B, TP1, batch 1, 6144 in / 2048 out (77.82 tok/s)", COST_REF_QWEN3_32B, 1,
-                6144.0, 77.82),
-    QWEN3_SPEED("decode.h20.qwen3-32b.14k",
-                "Qwen3-32B, TP1, batch 1, 14336 in / 2048 out (143.08 tok/s)", COST_REF_QWEN3_32B,
-                1, 14336.0, 143.08),
-    QWEN3_SPEED("decode.h20.qwen3-32b.30k",
-                "Qwen3-32B, TP1, batch 1, 30720 in / 2048 out (240.75 tok/s)", COST_REF_QWEN3_32B,
-                1, 30720.0, 240.75),
-    QWEN3_SPEED("decode.h20.qwen3-32b.62k",
-                "Qwen3-32B, TP1, batch 1, 63488 in / 2048 out (342.96 tok/s)", COST_REF_QWEN3_32B,
-                1, 63488.0, 342.96),
-    QWEN3_SPEED("decode.h20.qwen3-32b.tp2.126k",
-                "Qwen3-32B, TP2, batch 1, 129024 in / 2048 out (711.40 tok/s)", COST_REF_QWEN3_32B,
-                2, 129024.0, 711.40),
-    QWEN3_SPEED("decode.h20.qwen3-30b-a3b",
-                "Qwen3-30B-A3B (MoE), TP1, batch 1, 1 in / 2048 out (137.18 tok/s)",
-                COST_REF_QWEN3_30B_A3B, 1, 1.0, 137.18),
-    QWEN3_SPEED("decode.h20.qwen3-30b-a3b.6k",
-                "Qwen3-30B-A3B (MoE), TP1, batch 1, 6144 in / 2048 out (490.10 tok/s)",
-                COST_REF_QWEN3_30B_A3B, 1, 6144.0, 490.10),
-    QWEN3_SPEED("decode.h20.qwen3-30b-a3b.14k",
-                "Qwen3-30B-A3B (MoE), TP1, batch 1, 14336 in / 2048 out (849.62 tok/s)",
-                COST_REF_QWEN3_30B_A3B, 1, 14336.0, 849.62),
-    QWEN3_SPEED("decode.h20.qwen3-30b-a3b.30k",
-                "Qwen3-30B-A3B (MoE), TP1, batch 1, 30720 in / 2048 out (1283.94 tok/s)",
-                COST_REF_QWEN3_30B_A3B, 1, 30720.0, 1283.94),
-    QWEN3_SPEED("decode.h20.qwen3-30b-a3b.62k",
-                "Qwen3-30B-A3B (MoE), TP1, batch 1, 63488 in / 2048 out (1538.79 tok/s)",
-                COST_REF_QWEN3_30B_A3B, 1, 63488.0, 1538.79),
-    QWEN3_SPEED("decode.h20.qwen3-30b-a3b.126k",
-                "Qwen3-30B-A3B (MoE), TP1, batch 1, 129024 in / 2048 out (1385.65 tok/s)",
-                COST_REF_QWEN3_30B_A3B, 1, 129024.0, 1385.65),
-    QWEN3_SPEED("decode.h20.qwen3-235b-a22b.tp8",
-                "Qwen3-235B-A22B (MoE), TP8, batch 1, 1 in / 2048 out (74.50 tok/s)",
-                COST_REF_QWEN3_235B_A22B, 8, 1.0, 74.50),
-    QWEN3_SPEED("decode.h20.qwen3-235b-a22b.tp8.6k",
-                "Qwen3-235B-A22B (MoE), TP8, batch 1, 6144 in / 2048 out (289.03 tok/s)",
-                COST_REF_QWEN3_235B_A22B, 8, 6144.0, 289.03),
-    QWEN3_SPEED("decode.h20.qwen3-235b-a22b.tp8.14k",
-                "Qwen3-235B-A22B (MoE), TP8, batch 1, 14336 in / 2048 out (546.73 tok/s)",
-                COST_REF_QWEN3_235B_A22B, 8, 14336.0, 546.73),
-    QWEN3_SPEED("decode.h20.qwen3-235b-a22b.tp8.30k",
-                "Qwen3-235B-A22B (MoE), TP8, batch 1, 30720 in / 2048 out (979.41 tok/s)",
-                COST_REF_QWEN3_235B_A22B, 8, 30720.0, 979.41),
-    QWEN3_SPEED("decode.h20.qwen3-235b-a22b.tp8.62k",
-                "Qwen3-235B-A22B (MoE), TP8, batch 1, 63488 in / 2048 out (1493.91 tok/s)",
-                COST_REF_QWEN3_235B_A22B, 8, 63488.0, 1493.91),
-    QWEN3_SPEED("decode.h20.qwen3-235b-a22b.tp8.126k",
-                "Qwen3-235B-A22B (MoE), TP8, batch 1, 129024 in / 2048 out (1639.54 tok/s)",
-                COST_REF_QWEN3_235B_A22B, 8, 129024.0, 1639.54),
+    QWEN3_SPEED("decode.h20.qwen3-4b", "Qwen3-4B", COST_REF_QWEN3_4B, 1, 1, 133.13),
+    QWEN3_SPEED("decode.h20.qwen3-4b.6k", "Qwen3-4B", COST_REF_QWEN3_4B, 1, 6144, 466.19),
+    QWEN3_SPEED("decode.h20.qwen3-4b.14k", "Qwen3-4B", COST_REF_QWEN3_4B, 1, 14336, 789.25),
+    QWEN3_SPEED("decode.h20.qwen3-4b.30k", "Qwen3-4B", COST_REF_QWEN3_4B, 1, 30720, 1165.75),
+    QWEN3_SPEED("decode.h20.qwen3-4b.62k", "Qwen3-4B", COST_REF_QWEN3_4B, 1, 63488, 1423.98),
+    QWEN3_SPEED("decode.h20.qwen3-4b.126k", "Qwen3-4B", COST_REF_QWEN3_4B, 1, 129024, 1371.04),
+    QWEN3_SPEED("decode.h20.qwen3-8b.6k", "Qwen3-8B", COST_REF_QWEN3_8B, 1, 6144, 296.25),
+    QWEN3_SPEED("decode.h20.qwen3-8b.14k", "Qwen3-8B", COST_REF_QWEN3_8B, 1, 14336, 524.70),
+    QWEN3_SPEED("decode.h20.qwen3-8b.30k", "Qwen3-8B", COST_REF_QWEN3_8B, 1, 30720, 832.67),
+    QWEN3_SPEED("decode.h20.qwen3-8b.62k", "Qwen3-8B", COST_REF_QWEN3_8B, 1, 63488, 1112.78),
+    QWEN3_SPEED("decode.h20.qwen3-8b.126k", "Qwen3-8B", COST_REF_QWEN3_8B, 1, 129024, 1173.32),
+    QWEN3_SPEED("decode.h20.qwen3-14b", "Qwen3-14B", COST_REF_QWEN3_14B, 1, 1, 47.10),
+    QWEN3_SPEED("decode.h20.qwen3-14b.6k", "Qwen3-14B", COST_REF_QWEN3_14B, 1, 6144, 174.85),
+    QWEN3_SPEED("decode.h20.qwen3-14b.14k", "Qwen3-14B", COST_REF_QWEN3_14B, 1, 14336, 317.56),
+    QWEN3_SPEED("decode.h20.qwen3-14b.30k", "Qwen3-14B", COST_REF_QWEN3_14B, 1, 30720, 525.80),
+    QWEN3_SPEED("decode.h20.qwen3-14b.62k", "Qwen3-14B", COST_REF_QWEN3_14B, 1, 63488, 742.36),
+    QWEN3_SPEED("decode.h20.qwen3-14b.126k", "Qwen3-14B", COST_REF_QWEN3_14B, 1, 129024, 826.15),
+    QWEN3_SPEED("decode.h20.qwen3-32b.6k", "Qwen3-32B", COST_REF_QWEN3_32B, 1, 6144, 77.82),
+    QWEN3_SPEED("decode.h20.qwen3-32b.14k", "Qwen3-32B", COST_REF_QWEN3_32B, 1, 14336, 143.08),
+    QWEN3_SPEED("decode.h20.qwen3-32b.30k", "Qwen3-32B", COST_REF_QWEN3_32B, 1, 30720, 240.75),
+    QWEN3_SPEED("decode.h20.qwen3-32b.62k", "Qwen3-32B", COST_REF_QWEN3_32B, 1, 63488, 342.96),
+    QWEN3_SPEED("decode.h20.qwen3-32b.tp2.126k", "Qwen3-32B", COST_REF_QWEN3_32B, 2, 129024,
+                711.40),
+    QWEN3_SPEED("decode.h20.qwen3-30b-a3b", "Qwen3-30B-A3B (MoE)", COST_REF_QWEN3_30B_A3B, 1, 1,
+                137.18),
+    QWEN3_SPEED("decode.h20.qwen3-30b-a3b.6k", "Qwen3-30B-A3B (MoE)", COST_REF_QWEN3_30B_A3B, 1,
+                6144, 490.10),
+    QWEN3_SPEED("decode.h20.qwen3-30b-a3b.14k", "Qwen3-30B-A3B (MoE)", COST_REF_QWEN3_30B_A3B, 1,
+                14336, 849.62),
+    QWEN3_SPEED("decode.h20.qwen3-30b-a3b.30k", "Qwen3-30B-A3B (MoE)", COST_REF_QWEN3_30B_A3B, 1,
+                30720, 1283.94),
+    QWEN3_SPEED("decode.h20.qwen3-30b-a3b.62k", "Qwen3-30B-A3B (MoE)", COST_REF_QWEN3_30B_A3B, 1,
+                63488, 1538.79),
+    QWEN3_SPEED("decode.h20.qwen3-30b-a3b.126k", "Qwen3-30B-A3B (MoE)", COST_REF_QWEN3_30B_A3B, 1,
+                129024, 1385.65),
+    QWEN3_SPEED("decode.h20.qwen3-235b-a22b.tp8", "Qwen3-235B-A22B (MoE)", COST_REF_QWEN3_235B_A22B,
+                8, 1, 74.50),
+    QWEN3_SPEED("decode.h20.qwen3-235b-a22b.tp8.6k", "Qwen3-235B-A22B (MoE)",
+                COST_REF_QWEN3_235B_A22B, 8, 6144, 289.03),
+    QWEN3_SPEED("decode.h20.qwen3-235b-a22b.tp8.14k", "Qwen3-235B-A22B (MoE)",
+                COST_REF_QWEN3_235B_A22B, 8, 14336, 546.73),
+    QWEN3_SPEED("decode.h20.qwen3-235b-a22b.tp8.30k", "Qwen3-235B-A22B (MoE)",
+                COST_REF_QWEN3_235B_A22B, 8, 30720, 979.41),
+    QWEN3_SPEED("decode.h20.qwen3-235b-a22b.tp8.62k", "Qwen3-235B-A22B (MoE)",
+                COST_REF_QWEN3_235B_A22B, 8, 63488, 1493.91),
+    QWEN3_SPEED("decode.h20.qwen3-235b-a22b.tp8.126k", "Qwen3-235B-A22B (MoE)",
+                COST_REF_QWEN3_235B_A22B, 8, 129024, 1639.54),
 };
 #undef QWEN3_SPEED
 #undef QWEN3_MS
@@ -418,21 +372,10 @@ size_t cost_qwen3_speed_points(const struct cost_sheet_decode **out)
 static void qwen3_rig_params(const struct cost_rollout_params *p, double scale,
                              struct cost_rollout_params *q)
 {
-    struct cost_shape s;
-    struct cost_fit_outcome f;
     *q = *p;
     for (int i = 0; i < q->eta.n; i++)
         q->eta.eff[i] *= scale;
-    cost_shape_init(&s, &ref_models[qwen3_speed[0].model]);
-    struct cost_fit_input in = {.shape = &s,
-                                .hw = &ref_hardware[COST_REF_H20],
-                                .rollout = *q,
-                                .decode = &qwen3_speed[0].point,
-                                .n_decode = 1,
-                                .fit = 1u << COST_CONST_T_FIX};
-    cost_fit_constants(&in, &f); /* one point, one constant: always determined */
-    q->t_fix_s = f.value[COST_CONST_T_FIX];
-    cost_fit_outcome_free(&f);
+    q->t_fix_s = fit_t_fix_on(q, COST_REF_H20, &qwen3_speed[0]);
 }
 
 static double qwen3_point_s(const struct cost_rollout_params *q, const struct cost_sheet_decode *d)
