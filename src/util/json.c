@@ -43,7 +43,11 @@ int ujson_doc_parse(struct ujson_doc *doc, const char *name, const char *text, s
         position(text, nul, &line, &col);
         return error_set(err, name, line, col, "NUL byte in the text");
     }
-    if (strspn(text, " \t\r\n") == len) /* JSON's white space only: say so, not where it ends */
+    size_t lead = 0; /* the text need not end in a NUL: count within len */
+    while (lead < len &&
+           (text[lead] == ' ' || text[lead] == '\t' || text[lead] == '\r' || text[lead] == '\n'))
+        lead++;
+    if (lead == len) /* JSON's white space only: say so, not where it ends */
         return error_set(err, name, 1, 1, "empty: no JSON value");
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);

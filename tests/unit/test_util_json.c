@@ -78,6 +78,13 @@ static void test_parse_error_wording(void **state)
     assert_string_equal(err.msg, "empty: no JSON value");
     assert_int_equal(err.line, 1);
     assert_int_equal(err.col, 1);
+    /* the text is len bytes with no NUL after them: nothing past len is read (ASan sees to it) */
+    char *spaces = malloc(3);
+    assert_non_null(spaces);
+    memcpy(spaces, "  \n", 3);
+    assert_int_equal(ujson_doc_parse(&doc, "f.json", spaces, 3, &err), LIBRA_EINVAL);
+    assert_string_equal(err.msg, "empty: no JSON value");
+    free(spaces);
 }
 
 /* ---- ujson_locate ---------------------------------------------------------------------------- */
