@@ -29,7 +29,9 @@ static const char help[] =
     "generated tokens per second per GPU), the KV capacity of an instance, and the time and\n"
     "per-GPU memory of one training step of rl.batch_trajectories sequences of --seq-tokens\n"
     "tokens on the layout given by the training flags. --json prints one document (schema\n"
-    "libra.cost/2). `calibration` prints the calibration table (docs/calibration.md).\n"
+    "libra.cost/2), which also splits each decode time by kernel class and gives one layer's\n"
+    "linear operators at 1 to 8192 tokens. `calibration` prints the calibration table\n"
+    "(docs/calibration.md).\n"
     "MoE models compute with their active parameters and hold their total parameters; an\n"
     "inference iteration streams every expert its tokens select (uniform routing); in\n"
     "training, --ep splits each layer's experts over that many GPUs, which exchange their\n"
@@ -88,6 +90,9 @@ static const struct option own_options[] = {
 
 static const int batches[] = {1, 8, 32, 64, 128, 256};
 #define N_BATCHES (sizeof batches / sizeof batches[0])
+/* tokens of the per-layer linear times in --json: decode batches, then prefill chunks */
+static const int linear_tokens[] = {1, 8, 32, 64, 128, 256, 512, 2048, 8192};
+#define N_LINEAR (sizeof linear_tokens / sizeof linear_tokens[0])
 #define MAX_TP 8
 #define GIB 1073741824.0
 
@@ -161,6 +166,7 @@ struct tp_row {
     int tp;
     struct cost_rollout_pre pre;
     double iter_s[N_BATCHES];
+    struct cost_iter_parts parts[N_BATCHES];
 };
 
 struct answers {
@@ -185,8 +191,13 @@ static void rollout_answers(struct answers *a, double context)
         if (cost_rollout_pre_init(&r->pre, &a->shape, a->hw, &a->rp, tp))
             continue; /* TP does not divide the heads */
         r->tp = tp;
-        for (size_t b = 0; b < N_BATCHES; b++)
+        for (size_t b = 0; b < N_BATCHES; b++) {
+            struct cost_batch batch = {0};
+            for (int i = 0; i < batches[b]; i++)
+                cost_batch_add_decode(&batch, context);
+            cost_iter_parts(&r->pre, &batch, &r->parts[b]);
             r->iter_s[b] = cost_decode_time(&r->pre, batches[b], batches[b] * context);
+        }
         a->n_rows++;
     }
 }
@@ -325,6 +336,23 @@ static char *text_output(const struct answers *a, const struct opts *o)
     return text;
 }
 
+static json_t *parts_json(const struct cost_iter_parts *p)
+{
+    return json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "linear_s", p->linear_s, "head_s", p->head_s,
+                     "attn_s", p->attn_s, "allreduce_s", p->allreduce_s, "fixed_s", p->fixed_s,
+                     "seq_s", p->seq_s);
+}
+
+/* One layer's linear operators on one GPU by token count: what a GPU measurement can check. */
+static json_t *linear_json(const struct tp_row *r)
+{
+    json_t *rows = json_array();
+    for (size_t t = 0; t < N_LINEAR; t++)
+        json_array_append_new(rows, json_pack("{s:i, s:f}", "tokens", linear_tokens[t], "seconds",
+                                              cost_linear_layer_time(&r->pre, linear_tokens[t])));
+    return rows;
+}
+
 static json_t *rollout_json(const struct answers *a, double context)
 {
     json_t *tps = json_array();
@@ -332,16 +360,16 @@ static json_t *rollout_json(const struct answers *a, double context)
         const struct tp_row *r = &a->rows[i];
         json_t *decode = json_array();
         for (size_t b = 0; b < N_BATCHES; b++)
-            json_array_append_new(decode,
-                                  json_pack("{s:i, s:f, s:f, s:b}", "batch", batches[b],
-                                            "iteration_s", r->iter_s[b], "tokens_per_s_per_gpu",
-                                            batches[b] / r->iter_s[b] / r->tp, "fits_kv",
-                                            fits_kv(r, (int)b, context)));
-        json_array_append_new(tps, json_pack("{s:i, s:f, s:f, s:f, s:o}", "tp", r->tp,
+            json_array_append_new(
+                decode, json_pack("{s:i, s:f, s:f, s:b, s:o}", "batch", batches[b], "iteration_s",
+                                  r->iter_s[b], "tokens_per_s_per_gpu",
+                                  batches[b] / r->iter_s[b] / r->tp, "fits_kv",
+                                  fits_kv(r, (int)b, context), "parts", parts_json(&r->parts[b])));
+        json_array_append_new(tps, json_pack("{s:i, s:f, s:f, s:f, s:o, s:o}", "tp", r->tp,
                                              "kv_capacity_tokens", r->pre.kv_capacity_tokens,
                                              "kv_bytes_per_token", r->pre.kv_bytes_per_token,
                                              "weight_bytes_per_gpu", r->pre.weight_bytes_per_gpu,
-                                             "decode", decode));
+                                             "decode", decode, "linear_layer", linear_json(r)));
     }
     json_t *constants = json_pack("{s:f, s:f, s:f, s:f, s:f, s:f}", "t_fix_s", a->rp.t_fix_s,
                                   "t_seq_s", a->rp.t_seq_s, "eta_kv", a->rp.eta_kv, "mfu_attn",

@@ -128,3 +128,68 @@ def test_layouts_that_cannot_run_are_usage_errors():
         assert r.returncode == 2, (args, r.stderr)
         assert r.stdout == ""
         assert r.stderr.startswith("libra: cost: ") and needle in r.stderr, r.stderr
+
+
+def test_decode_parts_add_up_and_linear_layers_grow_with_tokens():
+    """--json splits each decode row by kernel class and gives one layer's linear operators by
+    token count: the figures a GPU measurement (bench/device_probe.py) is compared with."""
+    doc = cost_json("--hardware", "h200", "--model", "qwen3-8b", "--gpus", "8")
+    for row in doc["rollout"]["tp"]:
+        for d in row["decode"]:
+            assert abs(sum(d["parts"].values()) - d["iteration_s"]) <= 1e-12 * d["iteration_s"]
+            assert d["parts"]["fixed_s"] == doc["rollout"]["constants"]["t_fix_s"]
+            assert (d["parts"]["allreduce_s"] > 0) == (row["tp"] > 1)
+        linear = row["linear_layer"]
+        assert [r["tokens"] for r in linear] == [1, 8, 32, 64, 128, 256, 512, 2048, 8192]
+        seconds = [r["seconds"] for r in linear]
+        assert seconds == sorted(seconds) and seconds[0] > 0
+        # one token streams the layer's weights: 36 such layers are most of the batch-1 linear time
+        assert abs(36 * seconds[0] - row["decode"][0]["parts"]["linear_s"]) < 1e-9
+
+
+def test_device_probe_compare_of_the_model_itself_is_all_ones(tmp_path):
+    """A probe document whose measurements are the model's own figures compares at 1.00 in every
+    cell: the comparison reads each figure from the row it belongs to."""
+    import re
+    import sys
+    sys.path.insert(0, os.path.join(SOURCE_DIR, "bench"))
+    import device_probe as dp
+    hw = json.loads(subprocess.run([LIBRA, "presets", "--json"], capture_output=True, text=True,
+                                   check=True).stdout)
+    h200 = next(h for h in hw["hardware"] if h["name"] == "h200")
+    doc = {"schema": "libra.device_probe/1", "date": "model", "linear": [], "attention": [],
+           "device": {"name": "the model", "total_memory_bytes": h200["hbm_bytes"],
+                      "torch": "-", "cuda": "-", "nvidia_smi": {}},
+           "hbm": {"copy_bytes_per_s": h200["hbm_bw_bytes_per_s"],
+                   "read_bytes_per_s": h200["hbm_bw_bytes_per_s"]},
+           "gemm": {"flops_per_s": h200["bf16_flops_per_s"]}}
+    for m in dp.model_shapes(os.path.join(SOURCE_DIR, "data", "presets"), ["qwen3-8b"]):
+        cost = cost_json("--hardware", "h200", "--model", m["name"])
+        for row in cost["rollout"]["tp"]:
+            layer = sum(2 * n * k for _, n, k in dp.shard_shapes(m, row["tp"]))
+            doc["linear"].append({"model": m["name"], "tp": row["tp"], "layer_weight_bytes": layer,
+                                  "linear": row["linear_layer"]})
+        tp1 = cost["rollout"]["tp"][0]
+        mfu = cost["rollout"]["constants"]["mfu_attn"]
+        doc["attention"].append({"model": m["name"], "decode": [
+            {"batch": d["batch"], "seconds": d["parts"]["attn_s"] / m["layers"],
+             "backend": "model"} for d in tp1["decode"] if d["batch"] in dp.DECODE_BATCHES],
+            "prefill": [{"tokens": 2048, "flops": 1e12, "backend": "model",
+                         "seconds": 1e12 / (h200["bf16_flops_per_s"] * mfu)}]})
+    path = tmp_path / "probe.json"
+    path.write_text(json.dumps(doc))
+    r = subprocess.run([sys.executable, os.path.join(SOURCE_DIR, "bench", "device_probe.py"),
+                        "compare", str(path), "--libra", LIBRA], capture_output=True, text=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr
+    cells = re.findall(r"\((\d+\.\d\d)\)", r.stdout)  # the linear table: 4 TPs x 9 token counts
+    assert len(cells) == 36 and set(cells) == {"1.00"}, r.stdout
+    rows = [l for l in r.stdout.splitlines() if l.startswith("| qwen3-8b | decode")
+            or l.startswith("| qwen3-8b | prefill") or l.startswith("| memory, CUDA")]
+    assert len(rows) == 1 + len(dp.DECODE_BATCHES) + 1
+    assert all(re.search(r"\| 1\.00(00)? \|", l) for l in rows), rows
+    bad = tmp_path / "bad.json"
+    bad.write_text("{}")
+    r = subprocess.run([sys.executable, os.path.join(SOURCE_DIR, "bench", "device_probe.py"),
+                        "compare", str(bad), "--libra", LIBRA], capture_output=True, text=True)
+    assert r.returncode != 0 and "not a libra.device_probe/1 document" in r.stderr
