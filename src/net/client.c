@@ -655,6 +655,39 @@ const char *net_url_problem(const char *url)
     return parse_url(url, &host, &host_len, &port, &target);
 }
 
+void net_url_endpoint(const char *url, char *out, size_t size)
+{
+    const char *host, *target;
+    size_t host_len;
+    int port;
+    if (parse_url(url, &host, &host_len, &port, &target)) {
+        snprintf(out, size, "%s", url);
+        return;
+    }
+    char name[256], addr[INET6_ADDRSTRLEN] = "", service[8];
+    snprintf(name, sizeof name, "%.*s", (int)host_len, host);
+    snprintf(service, sizeof service, "%d", port);
+    struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM}, *res;
+    hints.ai_flags = AI_NUMERICSERV;
+    if (host_len < sizeof name && getaddrinfo(name, service, &hints, &res) == 0) {
+        const struct addrinfo *pick = res; /* IPv4 first, as connections are made */
+        for (const struct addrinfo *a = res; a; a = a->ai_next)
+            if (a->ai_family == AF_INET) {
+                pick = a;
+                break;
+            }
+        if (getnameinfo(pick->ai_addr, pick->ai_addrlen, addr, sizeof addr, NULL, 0,
+                        NI_NUMERICHOST) != 0)
+            addr[0] = '\0';
+        freeaddrinfo(res);
+    }
+    size_t path_len = target ? strcspn(target, "?#") : 0;
+    while (path_len > 0 && target[path_len - 1] == '/') /* "/v1/" and "/v1" are one path */
+        path_len--;
+    snprintf(out, size, strchr(addr, ':') ? "[%s]:%d%.*s" : "%s:%d%.*s", addr[0] ? addr : name,
+             port, (int)path_len, target ? target : "");
+}
+
 /* Appends n bytes of s at *at. */
 static void put(char **at, const char *s, size_t n)
 {

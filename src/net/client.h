@@ -131,6 +131,16 @@ typedef void (*net_response_fn)(void *arg, int status, const char *body, size_t 
 const char *net_url_problem(const char *url);
 
 /*
+ * Writes to out (size bytes) a key that every spelling of one server's URL shares: the first
+ * address its host resolves to (IPv4 first, as connections are made), the port (80 when none
+ * is given) and the path without trailing slashes, query or fragment — "127.0.0.1:8000" for
+ * http://localhost:8000/ and http://127.0.0.1:8000. A host that does not resolve keeps its name;
+ * a URL net_url_problem refuses is its own key. Blocks for the lookup (getaddrinfo): meant for
+ * URLs given to a server or registered with it, not for every call.
+ */
+void net_url_endpoint(const char *url, char *out, size_t size);
+
+/*
  * Sends method (GET, POST) to url with len bytes of body (copied; NULL for none) as
  * application/json, plus one header line ("Name: value"; NULL or "" for none), buffers the
  * whole response and calls fn(arg, ...) exactly once when it completes or fails — never from

@@ -37,6 +37,7 @@ static struct gw_engine *engine_new(struct gw *g, const char *url)
     e->id = -1;
     e->bucket = -1;
     snprintf(e->url, sizeof e->url, "%s", url);
+    net_url_endpoint(url, e->endpoint, sizeof e->endpoint);
     list_push_front(&g->all, &e->link);
     return e;
 }
@@ -78,6 +79,13 @@ struct gw_engine *gw_engine_by_url(const struct gw *g, const char *url)
 {
     for (size_t i = 0; i < g->engines.n; i++)
         if (strcmp(g->engines.v[i]->url, url) == 0)
+            return g->engines.v[i];
+    if (g->engines.n == 0)
+        return NULL;
+    char key[sizeof g->engines.v[0]->endpoint];
+    net_url_endpoint(url, key, sizeof key);
+    for (size_t i = 0; i < g->engines.n; i++)
+        if (strcmp(g->engines.v[i]->endpoint, key) == 0)
             return g->engines.v[i];
     return NULL;
 }
@@ -384,8 +392,12 @@ static void place(struct probe *p)
     struct gw_engine *e = p->e;
     const struct gw_engine *same = gw_engine_by_url(g, e->url);
     if (same && !same->dead) {
-        finish(p, 409, "engine %s is registered already, as engine %lld", e->url,
-               (long long)same->id);
+        if (strcmp(same->url, e->url) == 0)
+            finish(p, 409, "engine %s is registered already, as engine %lld", e->url,
+                   (long long)same->id);
+        else
+            finish(p, 409, "engine %s is registered already, as engine %lld (%s: both reach %s)",
+                   e->url, (long long)same->id, same->url, e->endpoint);
         return;
     }
     if (p->given_tp && p->said_tp && p->given_tp != p->said_tp) {

@@ -320,6 +320,30 @@ static bool pool_tp_ok(const struct gw_options *o, char *err, size_t err_size)
     return true;
 }
 
+/* Whether no two --engine URLs name one server (net_url_endpoint: localhost and 127.0.0.1
+ * are one); err says which two when some do. */
+static bool engines_distinct(const struct gw_options *o, char *err, size_t err_size)
+{
+    enum { KEY = GW_URL_MAX + 64 };
+    char(*key)[KEY] = xmallocarray(o->n_engines ? o->n_engines : 1, KEY);
+    bool distinct = true;
+    for (size_t i = 0; i < o->n_engines && distinct; i++) {
+        net_url_endpoint(o->engines[i].url, key[i], KEY);
+        for (size_t k = 0; k < i && distinct; k++)
+            if (strcmp(key[i], key[k]) == 0) {
+                distinct = false;
+                if (strcmp(o->engines[i].url, o->engines[k].url) == 0)
+                    snprintf(err, err_size, "--engine %s: given twice", o->engines[i].url);
+                else
+                    snprintf(err, err_size,
+                             "--engine %s and --engine %s: one engine (both reach %s)",
+                             o->engines[k].url, o->engines[i].url, key[i]);
+            }
+    }
+    free(key);
+    return distinct;
+}
+
 static int check_options(const struct gw_options *o, char *err, size_t err_size)
 {
     if ((o->n_engines == 0 && !o->state_dir) || o->n_engines > GW_ENGINES_MAX) {
@@ -335,12 +359,8 @@ static int check_options(const struct gw_options *o, char *err, size_t err_size)
         snprintf(err, err_size, "the experiment's hardware and model presets are needed");
         return -1;
     }
-    for (size_t i = 0; i < o->n_engines; i++)
-        for (size_t k = 0; k < i; k++)
-            if (strcmp(o->engines[i].url, o->engines[k].url) == 0) {
-                snprintf(err, err_size, "--engine %s: given twice", o->engines[i].url);
-                return -1;
-            }
+    if (!engines_distinct(o, err, err_size))
+        return -1;
     for (size_t i = 0; i < o->n_pool; i++) {
         bool listed = false;
         for (size_t k = 0; k < o->n_engines; k++)

@@ -58,6 +58,7 @@ struct gw_engine {
     bool listed;           /* in gw.engines; false once removed */
     int64_t id;            /* the router's instance id; never reused; -1 until listed */
     char url[GW_URL_MAX];
+    char endpoint[GW_URL_MAX + 64]; /* the url's key, shared by its other spellings */
     enum gw_engine_kind kind;
     char software[64]; /* the engine's own version ("0.5.4", "libra-emu 0.9.0") */
     char model[128];   /* the model it serves, "" when it does not say */
@@ -222,7 +223,8 @@ struct gw_engine *gw_engine_ref(struct gw_engine *e);
 /* Drops a reference; the last one (of a removed engine) frees it. e may be NULL. */
 void gw_engine_unref(struct gw_engine *e);
 
-/* The listed engine of id, or of url; NULL when none is. */
+/* The listed engine of id, or of url — the url as registered, else any spelling of it
+ * (net_url_endpoint, which resolves the url's host then); NULL when none is. */
 struct gw_engine *gw_engine_by_id(const struct gw *g, int64_t id);
 struct gw_engine *gw_engine_by_url(const struct gw *g, const char *url);
 

@@ -261,7 +261,9 @@ def test_errors():
     # A URL no call could reach, or an engine given twice, is refused before anything runs.
     for engines, why in (("http://127.0.0.1:99999", "a bad port"),
                          ("http://u:p@127.0.0.1:9", "credentials in a URL"),
-                         ("http://127.0.0.1:9,http://127.0.0.1:9/", "given twice")):
+                         ("http://127.0.0.1:9,http://127.0.0.1:9/", "given twice"),
+                         ("http://127.0.0.1:9,http://localhost:9", "are one engine (both reach "
+                          "127.0.0.1:9)")):
         p = subprocess.run([LIBRA, "load", "--engines", engines, *QUICK], capture_output=True,
                            text=True, timeout=30)
         assert p.returncode == 2 and why in p.stderr and p.stdout == "", (engines, p.stderr)

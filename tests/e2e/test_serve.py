@@ -290,6 +290,18 @@ def test_an_engine_url_no_call_could_reach_is_a_usage_error(flag, url, why):
     assert p.returncode == 2 and "url: " + why in p.stderr, p.stderr
 
 
+def test_one_engine_under_two_spellings_is_refused():
+    """localhost and 127.0.0.1 reach one server: it would be registered, and routed to, twice."""
+    engine = Engine(lambda h, path, body: answer(h, b"{}"))
+    other = engine.url.replace("127.0.0.1", "localhost")
+    p = subprocess.run([LIBRA, "serve", "--engine", engine.url + ",tp=1", "--engine",
+                        other + "/,tp=1", *BUCKETS], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, p.stderr
+    assert "--engine %s and --engine %s: one engine (both reach 127.0.0.1:%s)" % (
+        engine.url, other, engine.url.rsplit(":", 1)[1]) in p.stderr, p.stderr
+    engine.shutdown()
+
+
 @pytest.mark.parametrize("content,why", [
     ("", "empty file"),
     ("short\n", "16 to 4096 characters, not 5"),

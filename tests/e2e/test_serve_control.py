@@ -225,6 +225,11 @@ def test_an_engine_added_at_run_time_is_discovered_and_gets_traffic():
         # what registration refuses, with the reason
         status, doc = post(gw.port, "/add_worker?url=%s&tp=4" % second, headers=ADMIN)
         assert status == 409 and "registered already" in doc["error"]["message"]
+        # the same engine under another spelling of its host is the same engine
+        respelt = second.replace("127.0.0.1", "localhost") + "/"
+        status, doc = post(gw.port, "/workers", {"url": respelt}, headers=ADMIN)
+        assert status == 409 and "registered already, as engine 1 (%s: both reach 127.0.0.1:" % \
+            second in doc["error"]["message"], doc
         status, doc = post(gw.port, "/add_worker?url=http://127.0.0.1:9", headers=ADMIN)
         assert status == 502 and "cannot be reached" in doc["error"]["message"], doc
         # a URL no call could reach is the caller's mistake (400), not the engine's (502)

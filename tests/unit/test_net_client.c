@@ -525,10 +525,34 @@ static void test_within_times_out_on_a_silent_server(void **state)
     assert_int_equal(S.gone, 1); /* the abandoned connection was closed */
 }
 
+/* Every spelling of one server's URL gets one key; other servers, ports and paths do not. */
+static void test_url_endpoint_keys(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *url, *key;
+    } cases[] = {
+        {"http://127.0.0.1:8000", "127.0.0.1:8000"},
+        {"http://localhost:8000/", "127.0.0.1:8000"}, /* /etc/hosts: IPv4 first */
+        {"HTTP://LOCALHOST:8000", "127.0.0.1:8000"},
+        {"http://127.0.0.1", "127.0.0.1:80"},
+        {"http://127.0.0.1:80/v1//", "127.0.0.1:80/v1"},
+        {"http://127.0.0.1:80/v1?x=1#y", "127.0.0.1:80/v1"},
+        {"http://[::1]:9/a", "[::1]:9/a"},
+        {"http://127.0.0.1:0", "http://127.0.0.1:0"}, /* refused by net_url_problem: itself */
+    };
+    char key[128];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        net_url_endpoint(cases[i].url, key, sizeof key);
+        assert_string_equal(key, cases[i].key);
+    }
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_url_endpoint_keys),
         cmocka_unit_test_setup_teardown(test_chunked_split_at_every_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_interim_answer_is_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_connection_closed_by_peer_then_next_succeeds,
