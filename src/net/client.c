@@ -676,8 +676,8 @@ void net_url_endpoint(const char *url, char *out, size_t size)
                 pick = a;
                 break;
             }
-        if (getnameinfo(pick->ai_addr, pick->ai_addrlen, addr, sizeof addr, NULL, 0,
-                        NI_NUMERICHOST) != 0)
+        if (!pick || getnameinfo(pick->ai_addr, pick->ai_addrlen, addr, sizeof addr, NULL, 0,
+                                 NI_NUMERICHOST) != 0)
             addr[0] = '\0';
         freeaddrinfo(res);
     }
