@@ -28,26 +28,37 @@ static const char *tp_color(double tp)
 
 #define TRAIN_COLOR "#4e79a7"
 
-/* The plan's GPUs as [{node, gpus: [{gpu, role, instance, tp}]}]: the members drawn. */
-static json_t *layout_data(const json_t *placement, double gpn)
+/* The plan's GPUs as [{node, gpus: [{gpu, role, instance, tp}]}]: the members drawn; NULL
+ * with a note when a node has no number or a GPU no number below gpn or no role. */
+static json_t *layout_data(struct report_ctx *ctx, const json_t *placement, double gpn)
 {
     json_t *nodes = json_array();
     for (size_t i = 0; i < json_array_size(placement); i++) {
         const json_t *node = json_array_get(placement, i), *gpus = json_object_get(node, "gpus");
+        if (!isfinite(report_num(node, "node"))) {
+            report_note(ctx, "layout", "placement[%zu].node: missing or not a number", i);
+            json_decref(nodes);
+            return NULL;
+        }
         json_t *out = json_array();
+        json_array_append_new(nodes, json_pack("{s:o,s:o}", "node",
+                                               ujson_real(report_num(node, "node")), "gpus", out));
         for (size_t g = 0; g < json_array_size(gpus); g++) {
             const json_t *x = json_array_get(gpus, g);
             double gpu = report_num(x, "gpu");
             const char *role = report_str(x, "role");
-            if (!(gpu >= 0 && gpu < gpn) || !role)
-                continue;
+            if (!(gpu >= 0 && gpu < gpn) || !role) {
+                report_note(ctx, "layout",
+                            "placement[%zu].gpus[%zu]: no gpu number below %.0f, or no role", i, g,
+                            gpn);
+                json_decref(nodes);
+                return NULL;
+            }
             json_array_append_new(out,
                                   json_pack("{s:o,s:s,s:o,s:o}", "gpu", ujson_real(gpu), "role",
                                             role, "instance", ujson_real(report_num(x, "instance")),
                                             "tp", ujson_real(report_num(x, "instance_tp"))));
         }
-        json_array_append_new(nodes, json_pack("{s:o,s:o}", "node",
-                                               ujson_real(report_num(node, "node")), "gpus", out));
     }
     return json_pack("{s:o,s:o}", "gpus_per_node", ujson_real(gpn), "nodes", nodes);
 }
@@ -141,6 +152,18 @@ static const char *instances_text(struct report_ctx *ctx, const json_t *doc)
     return *text ? text : "none";
 }
 
+/* The first member the caption needs that is not a number; NULL when all are. */
+static const char *missing_number(const json_t *doc)
+{
+    static const char *const paths[] = {
+        "train/tp",         "train/pp",          "train/cp",           "train/dp",
+        "objective/step_s", "objective/train_s", "objective/rollout_s"};
+    for (size_t i = 0; i < sizeof paths / sizeof paths[0]; i++)
+        if (!isfinite(report_num(doc, paths[i])))
+            return paths[i];
+    return NULL;
+}
+
 void report_plan_figures(struct report_ctx *ctx, const json_t *doc)
 {
     const json_t *placement = json_object_get(doc, "placement");
@@ -157,8 +180,15 @@ void report_plan_figures(struct report_ctx *ctx, const json_t *doc)
                     GPUS_PER_NODE_MAX);
         return;
     }
+    const char *missing = missing_number(doc);
+    if (missing) {
+        report_note(ctx, "layout", "%s: missing or not a number", missing);
+        return;
+    }
     gpn = floor(gpn);
-    json_t *data = layout_data(placement, gpn);
+    json_t *data = layout_data(ctx, placement, gpn);
+    if (!data)
+        return;
     bool colocated =
         strcmp(report_str(doc, "mode") ? report_str(doc, "mode") : "", "colocated") == 0;
     struct legend_item items[] = {

@@ -382,6 +382,25 @@ def test_plan_route_and_sweep_figures(inputs, tmp_path):
         assert float(c.get("data-value")) == pytest.approx(want, rel=1e-9)
 
 
+@pytest.mark.parametrize("spoil,why", [
+    (lambda p: p.update(train=[]), "train/tp: missing or not a number"),
+    (lambda p: p["objective"].pop("step_s"), "objective/step_s: missing or not a number"),
+    (lambda p: p["placement"][0].pop("node"), "placement[0].node: missing or not a number"),
+    (lambda p: p["placement"][0]["gpus"][1].pop("role"),
+     "placement[0].gpus[1]: no gpu number below 8, or no role"),
+])
+def test_a_plan_missing_what_its_layout_needs_is_not_drawn(inputs, tmp_path, spoil, why):
+    """A plan of the known schema with a member its figure reads spoilt: the layout is left out
+    with a note naming the member, never drawn with "TPnan" or a GPU left out."""
+    plan = json.loads(inputs["plan"].read_text())
+    spoil(plan)
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan))
+    html = libra("report", str(path)).stdout
+    assert "<h3>Not drawn</h3>" in html and "<code>layout</code>: " + why in html, html[-600:]
+    assert "nan" not in html and 'class="gpu"' not in html
+
+
 def test_attribution_bars_and_whiskers_are_the_medians_and_quartiles(tmp_path):
     run = tmp_path / "attribution.json"
     libra("sim", "--json", "--steps", "3", "--set", "sim.tune_steps=1", "--set",
