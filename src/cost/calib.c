@@ -302,9 +302,11 @@ double cost_fit_t_fix(const struct cost_rollout_params *p)
                model_, tp_, (double)(prompt_), QWEN3_MS((double)(prompt_), speed_))
 
 static const struct cost_sheet_decode qwen3_speed[] = {
-    /* the fit points: the rig's t_fix and η factor */
+    /* the fit points, one per constant of the rig: t_fix, the η factor, η_kv, mfu_attn */
     QWEN3_SPEED("decode.h20.qwen3-8b", "Qwen3-8B", COST_REF_QWEN3_8B, 1, 1, 81.73),
     QWEN3_SPEED("decode.h20.qwen3-32b", "Qwen3-32B", COST_REF_QWEN3_32B, 1, 1, 20.72),
+    QWEN3_SPEED("decode.h20.qwen3-8b.30k", "Qwen3-8B", COST_REF_QWEN3_8B, 1, 30720, 832.67),
+    QWEN3_SPEED("decode.h20.qwen3-8b.126k", "Qwen3-8B", COST_REF_QWEN3_8B, 1, 129024, 1173.32),
     /* out of sample: every other BF16 SGLang row of the benchmark, dense then MoE, each model
      * by input length (the 129 024-token rows are published under "129042"; calibration.md) */
     QWEN3_SPEED("decode.h20.qwen3-4b", "Qwen3-4B", COST_REF_QWEN3_4B, 1, 1, 133.13),
@@ -315,9 +317,7 @@ static const struct cost_sheet_decode qwen3_speed[] = {
     QWEN3_SPEED("decode.h20.qwen3-4b.126k", "Qwen3-4B", COST_REF_QWEN3_4B, 1, 129024, 1371.04),
     QWEN3_SPEED("decode.h20.qwen3-8b.6k", "Qwen3-8B", COST_REF_QWEN3_8B, 1, 6144, 296.25),
     QWEN3_SPEED("decode.h20.qwen3-8b.14k", "Qwen3-8B", COST_REF_QWEN3_8B, 1, 14336, 524.70),
-    QWEN3_SPEED("decode.h20.qwen3-8b.30k", "Qwen3-8B", COST_REF_QWEN3_8B, 1, 30720, 832.67),
     QWEN3_SPEED("decode.h20.qwen3-8b.62k", "Qwen3-8B", COST_REF_QWEN3_8B, 1, 63488, 1112.78),
-    QWEN3_SPEED("decode.h20.qwen3-8b.126k", "Qwen3-8B", COST_REF_QWEN3_8B, 1, 129024, 1173.32),
     QWEN3_SPEED("decode.h20.qwen3-14b", "Qwen3-14B", COST_REF_QWEN3_14B, 1, 1, 47.10),
     QWEN3_SPEED("decode.h20.qwen3-14b.6k", "Qwen3-14B", COST_REF_QWEN3_14B, 1, 6144, 174.85),
     QWEN3_SPEED("decode.h20.qwen3-14b.14k", "Qwen3-14B", COST_REF_QWEN3_14B, 1, 14336, 317.56),
@@ -359,8 +359,9 @@ static const struct cost_sheet_decode qwen3_speed[] = {
 #undef QWEN3_MS
 #undef QWEN_SPEED
 
-#define QWEN3_FIT_POINTS 2 /* the first two */
+#define QWEN3_FIT_POINTS 4 /* the first four */
 #define QWEN3_ETA_SCALE_MAX 2.0
+#define QWEN3_FIT_ROUNDS 8 /* the four fits couple weakly: a few rounds settle them */
 
 size_t cost_qwen3_speed_points(const struct cost_sheet_decode **out)
 {
@@ -368,14 +369,18 @@ size_t cost_qwen3_speed_points(const struct cost_sheet_decode **out)
     return sizeof qwen3_speed / sizeof qwen3_speed[0];
 }
 
-/* p with η scaled by scale and t_fix fitted on the first point (Qwen3-8B), into *q. */
-static void qwen3_rig_params(const struct cost_rollout_params *p, double scale,
+/* p with η scaled by the rig's factor, its η_kv and mfu_attn, and t_fix fitted on the first
+ * point (Qwen3-8B), into *q. */
+static void qwen3_rig_params(const struct cost_rollout_params *p, const struct cost_qwen3_rig *rig,
                              struct cost_rollout_params *q)
 {
     *q = *p;
     for (int i = 0; i < q->eta.n; i++)
-        q->eta.eff[i] *= scale;
-    q->t_fix_s = fit_t_fix_on(q, COST_REF_H20, &qwen3_speed[0]);
+        q->eta.eff[i] *= rig->eta_scale;
+    q->eta_kv = rig->eta_kv;
+    q->mfu_attn = rig->mfu_attn;
+    /* a fixed cost is not negative: held at 0 where the fit would take it below */
+    q->t_fix_s = fmax(0.0, fit_t_fix_on(q, COST_REF_H20, &qwen3_speed[0]));
 }
 
 static double qwen3_point_s(const struct cost_rollout_params *q, const struct cost_sheet_decode *d)
@@ -387,23 +392,45 @@ static double qwen3_point_s(const struct cost_rollout_params *q, const struct co
     return cost_decode_point_time(&pre, &d->point);
 }
 
-/* With t_fix taking up Qwen3-8B's time, the larger Qwen3-32B is slower the lower η: at a factor
- * below the solution its modelled time is still above the measured one. */
-static bool qwen3_rig_below(void *ctx, double scale)
+/* One constant of the rig solved on its fit point, the others held. */
+struct qwen3_solve {
+    const struct cost_rollout_params *p;
+    struct cost_qwen3_rig rig;
+    double *x; /* the constant solved: a member of rig */
+    const struct cost_sheet_decode *point;
+};
+
+/* Every constant of the rig makes its point faster as it grows (with t_fix refitted on
+ * Qwen3-8B's first point, a higher η factor speeds Qwen3-32B up): below the solution the
+ * modelled time is still above the measured one. */
+static bool qwen3_rig_below(void *ctx, double m)
 {
-    const struct cost_rollout_params *p = ctx;
+    struct qwen3_solve *v = ctx;
+    *v->x = m;
     struct cost_rollout_params q;
-    qwen3_rig_params(p, scale, &q);
-    return qwen3_point_s(&q, &qwen3_speed[1]) > qwen3_speed[1].point.measured_s;
+    qwen3_rig_params(v->p, &v->rig, &q);
+    return qwen3_point_s(&q, v->point) > v->point->point.measured_s;
 }
 
 void cost_fit_qwen3_rig(const struct cost_rollout_params *p, struct cost_qwen3_rig *rig,
                         struct cost_rollout_params *q)
 {
-    struct cost_rollout_params base = *p;
-    double scale = cost_fit_bisect(0.0, QWEN3_ETA_SCALE_MAX, 50, qwen3_rig_below, &base);
-    qwen3_rig_params(&base, scale, q);
-    rig->eta_scale = scale;
+    struct qwen3_solve v = {
+        .p = p, .rig = {.eta_scale = 1.0, .eta_kv = p->eta_kv, .mfu_attn = p->mfu_attn}};
+    struct {
+        double *x, hi;
+        int point;
+    } fits[] = {{&v.rig.eta_scale, QWEN3_ETA_SCALE_MAX, 1},
+                {&v.rig.eta_kv, 1.0, 2},
+                {&v.rig.mfu_attn, 1.0, 3}};
+    for (int round = 0; round < QWEN3_FIT_ROUNDS; round++)
+        for (size_t f = 0; f < sizeof fits / sizeof fits[0]; f++) {
+            v.x = fits[f].x;
+            v.point = &qwen3_speed[fits[f].point];
+            *v.x = cost_fit_bisect(0.0, fits[f].hi, 50, qwen3_rig_below, &v);
+        }
+    qwen3_rig_params(p, &v.rig, q);
+    *rig = v.rig;
     rig->t_fix_s = q->t_fix_s;
 }
 
@@ -665,9 +692,9 @@ static void decode_rows(struct rows *r)
     "Qwen3 speed benchmark, SGLang 0.4.6.post1, H20, BF16 "                                        \
     "(qwen.readthedocs.io getting_started/speed_benchmark)"
 
-/* Qwen3's speed benchmark on its rig (the reference H20 with the rig's fitted η factor and
- * t_fix): the dense fit points, then the dense checks at the Qwen2.5 rows' band and the MoE
- * checks at ±15 %. */
+/* Qwen3's speed benchmark on its rig (the reference H20 with the rig's four fitted constants):
+ * the dense fit points, then the dense checks at the Qwen2.5 rows' band and the MoE checks at
+ * ±15 %. */
 static void qwen3_rows(struct rows *r)
 {
     struct cost_rollout_params p, q;
@@ -1006,10 +1033,13 @@ char *cost_calibration_markdown(void)
     cost_rollout_params_default(&p, &ref_hardware[COST_REF_H20]);
     cost_fit_qwen3_rig(&p, &rig, &q);
     appendf(&t,
-            "\nThe rig of the `decode.h20.*` rows, fitted on `decode.h20.qwen3-8b` and "
-            "`decode.h20.qwen3-32b`: weights stream at %.3f × the A100-derived η, t_fix %.3f "
-            "ms.\n",
-            rig.eta_scale, rig.t_fix_s * 1e3);
+            "\nThe rig of the `decode.h20.*` rows, fitted on its first four rows, one constant "
+            "each: t_fix %.3f ms (`decode.h20.qwen3-8b`%s), weights stream at %.3f × the "
+            "A100-derived η (`decode.h20.qwen3-32b`), KV reads at η_kv %.3f of HBM bandwidth "
+            "(`decode.h20.qwen3-8b.30k`), prefill attention at mfu_attn %.3f of bf16 peak "
+            "(`decode.h20.qwen3-8b.126k`).\n",
+            rig.t_fix_s * 1e3, rig.t_fix_s > 0.0 ? "" : "; held at 0, where its fit would go below",
+            rig.eta_scale, rig.eta_kv, rig.mfu_attn);
     appendf(&t, "\n#### Training prediction along the MFU / response-length line\n\n");
     sensitivity_table(&t);
     appendf(&t, "\n#### Assumed constants\n\n");

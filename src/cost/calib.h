@@ -86,14 +86,19 @@ size_t cost_qwen3_speed_points(const struct cost_sheet_decode **out);
 /* The rig of Qwen3's speed benchmark as the cost model sees it. */
 struct cost_qwen3_rig {
     double eta_scale; /* its weight-streaming efficiency over the A100-derived η curve */
+    double eta_kv;    /* its KV reads' share of HBM bandwidth in decode attention */
+    double mfu_attn;  /* its prefill attention's share of bf16 peak */
     double t_fix_s;   /* its fixed cost per iteration */
 };
 
 /*
- * Fits the rig of Qwen3's speed benchmark on its two dense fit points: t_fix (linear) so that
- * Qwen3-8B takes its measured time, and a factor on the η curve (by bisection) so that Qwen3-32B
- * does too; the other constants are p's (p->t_fix_s and p's H20 values ignored: the rig is the
- * reference H20). Into *rig, and the rig's constants into *q (p with η scaled and t_fix set).
+ * Fits the rig of Qwen3's speed benchmark on its four dense fit points, one constant each:
+ * t_fix (linear) so that Qwen3-8B with 1 token in takes its measured time, a factor on the η
+ * curve so that Qwen3-32B with 1 token in does, η_kv so that Qwen3-8B after 30 720 tokens does
+ * (KV reads) and mfu_attn so that Qwen3-8B after 129 024 tokens does (prefill attention); each
+ * by bisection with the others held, in rounds until they settle. The other constants are p's
+ * (p->t_fix_s and p's H20 values ignored: the rig is the reference H20). Into *rig, and the
+ * rig's constants into *q.
  */
 void cost_fit_qwen3_rig(const struct cost_rollout_params *p, struct cost_qwen3_rig *rig,
                         struct cost_rollout_params *q);
