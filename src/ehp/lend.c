@@ -6,6 +6,7 @@
  */
 #include "ehp/lend.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "cost/lifecycle.h"
@@ -89,4 +90,66 @@ int ehp_train_step(const struct plan_train_layout *l, const struct ehp_lend *len
     out->exchange_s = per_lane * lend->exchange_s;
     out->step_s = out->train.step_s + out->exchange_s;
     return 0;
+}
+
+/* The core's step alone on config c. */
+static int core_step_s(const struct cost_train_config *c, const struct plan_settings *st,
+                       const struct cost_shape *s, const struct spec_hardware *hw,
+                       const struct cost_train_seqs *seqs, struct cost_train_scratch *sc,
+                       double *step_s)
+{
+    struct cost_train_load load;
+    struct cost_train_step out;
+    int rc =
+        cost_train_deal(seqs, s, c->dp, c->minibatches, c->micro_batch_tokens, true, sc, &load);
+    if (rc == 0)
+        rc = cost_train_step_time(s, hw, &st->train, c, &load, &out);
+    *step_s = rc == 0 ? out.step_s : 0.0;
+    return rc;
+}
+
+/* The core's and the active hybrids' step, the batch dealt to all their ranks. */
+static int pool_step_s(const struct plan_train_layout *l, const struct plan_settings *st,
+                       const struct ehp_lend *lend, int active, const struct cost_train_config *c,
+                       const struct cost_shape *s, const struct spec_hardware *hw,
+                       const struct cost_train_seqs *seqs, struct cost_train_scratch *sc,
+                       double *step_s)
+{
+    /* as the core's ranks, hybrids beyond one sequence per rank have nothing to train */
+    int n = (int)seqs->n, room = (n - c->dp) / lend->dp_ranks;
+    active = active < room ? active : room;
+    int dp = c->dp + active * lend->dp_ranks, mb = c->minibatches;
+    if (dp * mb > n)
+        mb = n / dp;
+    struct plan_train_layout core = *l;
+    core.dp = c->dp;
+    core.budget_tokens = (int)ceil(c->micro_batch_tokens / core.cp);
+    struct plan_settings batch = *st;
+    batch.minibatches = mb;
+    struct ehp_step_cost out;
+    int rc = ehp_train_step(&core, lend, &batch, s, hw, seqs, active, sc, &out);
+    *step_s = rc == 0 ? out.step_s : 0.0;
+    return rc;
+}
+
+int ehp_batch_step_s(const struct plan_train_layout *l, const struct plan_settings *st,
+                     const struct ehp_lend *lend, int active, const struct cost_shape *s,
+                     const struct spec_hardware *hw, const struct cost_train_seqs *seqs,
+                     struct cost_train_scratch *sc, double *step_s)
+{
+    size_t n = seqs->n;
+    int dp = (size_t)l->dp < n ? l->dp : (int)n;
+    int mb = st->minibatches;
+    if ((size_t)dp * (size_t)mb > n)
+        mb = (int)(n / (size_t)dp);
+    struct cost_train_config c;
+    plan_train_config(l, st, &c); /* as the planner costs it, on the batch at hand: */
+    c.dp = dp;
+    while (c.ep > 1 && (c.tp * c.cp * dp) % c.ep != 0) /* fewer ranks: whole expert groups */
+        c.ep /= 2;
+    c.minibatches = mb;
+    c.micro_batch_tokens = fmax(c.micro_batch_tokens, seqs->longest_tokens);
+    if (lend)
+        return pool_step_s(l, st, lend, active, &c, s, hw, seqs, sc, step_s);
+    return core_step_s(&c, st, s, hw, seqs, sc, step_s);
 }

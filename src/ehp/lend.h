@@ -109,4 +109,18 @@ int ehp_train_step(const struct plan_train_layout *l, const struct ehp_lend *len
                    const struct spec_hardware *hw, const struct cost_train_seqs *seqs, int active,
                    struct cost_train_scratch *sc, struct ehp_step_cost *out);
 
+/*
+ * Seconds of one training step of layout l on the batch it took (seqs), as libra sim's trainer
+ * costs it and every trainer that should agree with it: the planner's configuration on the
+ * batch at hand (no more DP ranks than sequences, no more mini-batches than they fill,
+ * micro-batches at least the longest sequence). With lend (the pool's: can_lend), the step of
+ * the core and min(active, what the batch leaves a hybrid) hybrid replicas, by ehp_train_step;
+ * with lend NULL, the core's step alone. Into *step_s. Returns 0, or what costing the step
+ * returned (LIBRA_EINVAL, LIBRA_EINFEAS). sc grows as needed.
+ */
+int ehp_batch_step_s(const struct plan_train_layout *l, const struct plan_settings *st,
+                     const struct ehp_lend *lend, int active, const struct cost_shape *s,
+                     const struct spec_hardware *hw, const struct cost_train_seqs *seqs,
+                     struct cost_train_scratch *sc, double *step_s);
+
 #endif

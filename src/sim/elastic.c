@@ -259,34 +259,16 @@ void sim_elastic_event(struct sim *s, uint32_t gen, uint64_t arg)
     pool_event(s, ev);
 }
 
-double sim_elastic_step_s(struct sim *s, const struct cost_train_config *c)
+int sim_elastic_step_begin(struct sim *s, const struct ehp_lend **lend)
 {
     struct sim_elastic *e = s->elastic;
     pool_event(s, (struct ehp_event){
                       .kind = EHP_EV_STEP_BEGIN, .step = s->version, .version = s->version});
     const struct ehp_step *step = ehp_pool_step(e->pool);
-    /* as the core's ranks, hybrids beyond one sequence per rank have nothing to train */
-    int n = (int)s->lens.n, ranks = e->lend.dp_ranks;
-    int active = step->active, room = (n - c->dp) / ranks;
-    active = active < room ? active : room;
-    int dp = c->dp + active * ranks, mb = c->minibatches;
-    if (dp * mb > n)
-        mb = n / dp;
-    struct plan_train_layout l = s->lay->train;
-    l.dp = c->dp;
-    l.budget_tokens = (int)ceil(c->micro_batch_tokens / l.cp);
-    struct plan_settings st = s->st;
-    st.minibatches = mb;
-    struct ehp_step_cost out;
-    if (ehp_train_step(&l, &e->lend, &st, &s->shape, s->in->hw, &s->seqs, active, &s->scratch,
-                       &out) != 0) {
-        sim_fail(s, LIBRA_EINTERNAL, "internal: a step with %d hybrid replicas cannot be costed",
-                 active);
-        return 0;
-    }
     e->cur.hybrid_gpus = step->active * e->lend.replica_gpus;
     e->cur.train_gpus = s->lay->n_train + e->cur.hybrid_gpus;
-    return out.step_s;
+    *lend = &e->lend;
+    return step->active;
 }
 
 void sim_elastic_step_end(struct sim *s, struct sim_step *st)

@@ -572,10 +572,11 @@ void sim_weight_update(const struct sim *s, struct cost_weight_update *out);
 int sim_elastic_init(struct sim *s);
 void sim_elastic_free(struct sim *s);
 
-/* A training step begins on the sequences in s->seqs, dealt per c (the core's layout with the
- * step's adjustments): membership is frozen and the step costed with the active hybrids
- * beside the core. Returns its seconds. */
-double sim_elastic_step_s(struct sim *s, const struct cost_train_config *c);
+struct ehp_lend;
+
+/* A training step begins: membership is frozen. Returns the hybrid replicas that train beside
+ * the core, and in *lend what they are (for ehp_batch_step_s). */
+int sim_elastic_step_begin(struct sim *s, const struct ehp_lend **lend);
 
 /* The step that st records ended: returns the replicas leaving training and fills st->pool. */
 void sim_elastic_step_end(struct sim *s, struct sim_step *st);

@@ -12,7 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "plan/train.h"
+#include "ehp/lend.h"
 #include "sim/internal.h"
 #include "util/stats.h"
 
@@ -79,39 +79,28 @@ void sim_batch_stats(struct sim *s, const uint32_t *g, size_t n, double first_st
     st->tail_share = tail_share(s->ends.v, s->ends.n, first);
 }
 
-/* Seconds of one step of the layout on the sequences in s->lens. */
+/* Seconds of one step of the layout on the sequences in s->lens, with the hybrids the pool has
+ * training beside the core. */
 static double step_time(struct sim *s)
 {
-    const struct plan_train_layout *l = &s->lay->train;
     size_t n = s->lens.n;
     cost_train_seqs_free(&s->seqs);
     if (cost_train_seqs_init(&s->seqs, &s->shape, s->lens.v, n) != 0) {
         sim_fail(s, LIBRA_EINTERNAL, "internal: a training step without sequences");
         return 0;
     }
-    int dp = (size_t)l->dp < n ? l->dp : (int)n;
-    int mb = s->st.minibatches;
-    if ((size_t)dp * (size_t)mb > n)
-        mb = (int)(n / (size_t)dp);
-    struct cost_train_config c;
-    plan_train_config(l, &s->st, &c); /* as the planner costs it, on the batch at hand: */
-    c.dp = dp;
-    while (c.ep > 1 && (c.tp * c.cp * dp) % c.ep != 0) /* fewer ranks: whole expert groups */
-        c.ep /= 2;
-    c.minibatches = mb;
-    c.micro_batch_tokens = fmax(c.micro_batch_tokens, s->seqs.longest_tokens);
-    if (s->elastic) /* the core and the hybrids the pool has training */
-        return sim_elastic_step_s(s, &c);
-    struct cost_train_load load;
-    struct cost_train_step out;
-    if (cost_train_deal(&s->seqs, &s->shape, c.dp, c.minibatches, c.micro_batch_tokens, true,
-                        &s->scratch, &load) != 0 ||
-        cost_train_step_time(&s->shape, s->in->hw, &s->st.train, &c, &load, &out) != 0) {
-        sim_fail(s, LIBRA_EINTERNAL, "internal: training layout tp%d pp%d cp%d dp%d rejected", c.tp,
-                 c.pp, c.cp, c.dp);
+    const struct ehp_lend *lend = NULL;
+    int active = s->elastic ? sim_elastic_step_begin(s, &lend) : 0;
+    double step_s;
+    if (ehp_batch_step_s(&s->lay->train, &s->st, lend, active, &s->shape, s->in->hw, &s->seqs,
+                         &s->scratch, &step_s) != 0) {
+        sim_fail(s, LIBRA_EINTERNAL,
+                 "internal: a training step of %zu sequences with %d hybrid replicas cannot be "
+                 "costed on tp%d pp%d cp%d dp%d",
+                 n, active, s->lay->train.tp, s->lay->train.pp, s->lay->train.cp, s->lay->train.dp);
         return 0;
     }
-    return out.step_s;
+    return step_s;
 }
 
 double sim_train_begin(struct sim *s, const uint32_t *g, size_t n)

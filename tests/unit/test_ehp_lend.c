@@ -3,6 +3,7 @@
  * against the plain cost model. */
 #include "testutil.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "cost/lifecycle.h"
@@ -201,6 +202,51 @@ static void test_step_with_hybrids(void **state)
     cost_train_scratch_free(&sc);
 }
 
+/* A batch's step as the simulator's trainer costs it: without the pool the layout's own step on
+ * the batch at hand (DP ranks at most the sequences, micro-batches at least the longest); with
+ * it ehp_train_step's, hybrids beyond one sequence per rank left idle. */
+static void test_batch_step(void **state)
+{
+    struct plan_train_layout l = megatron(8, 1, 4);
+    struct ehp_lend e;
+    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &shape, hw, &e), 0);
+    struct cost_train_seqs q;
+    struct cost_train_scratch sc = {0};
+    seqs_of(&q, 6);
+
+    /* the core alone, on the 4 DP ranks six sequences fill */
+    struct cost_train_config c;
+    struct cost_train_load load;
+    struct cost_train_step plain;
+    plan_train_config(&l, &settings, &c);
+    c.minibatches = 1;
+    c.micro_batch_tokens =
+        q.longest_tokens > c.micro_batch_tokens ? q.longest_tokens : c.micro_batch_tokens;
+    assert_int_equal(cost_train_deal(&q, &shape, c.dp, 1, c.micro_batch_tokens, true, &sc, &load),
+                     0);
+    assert_int_equal(cost_train_step_time(&shape, hw, &settings.train, &c, &load, &plain), 0);
+    double core, pool0, pool1, pool9;
+    assert_int_equal(ehp_batch_step_s(&l, &settings, NULL, 3, &shape, hw, &q, &sc, &core), 0);
+    assert_close(core, plain.step_s, 1e-12); /* no pool: its active count is not read */
+
+    /* with the pool: no hybrid is the core's step; six sequences leave room for two hybrids
+     * of one rank each beside the four core ranks, so nine train as two */
+    assert_int_equal(ehp_batch_step_s(&l, &settings, &e, 0, &shape, hw, &q, &sc, &pool0), 0);
+    assert_close(pool0, core, 1e-12);
+    assert_int_equal(ehp_batch_step_s(&l, &settings, &e, 1, &shape, hw, &q, &sc, &pool1), 0);
+    assert_int_equal(ehp_batch_step_s(&l, &settings, &e, 9, &shape, hw, &q, &sc, &pool9), 0);
+    struct ehp_step_cost two;
+    struct plan_train_layout core_l = l;
+    core_l.budget_tokens = (int)ceil(c.micro_batch_tokens / core_l.cp);
+    struct plan_settings one_mb = settings;
+    one_mb.minibatches = 1;
+    assert_int_equal(ehp_train_step(&core_l, &e, &one_mb, &shape, hw, &q, 2, &sc, &two), 0);
+    assert_close(pool9, two.step_s, 1e-12);
+    assert_true(pool1 != pool0);
+    cost_train_seqs_free(&q);
+    cost_train_scratch_free(&sc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -210,6 +256,7 @@ int main(void)
         cmocka_unit_test(test_replica_fits_a_node),
         cmocka_unit_test(test_replica_holds_whole_expert_groups),
         cmocka_unit_test(test_step_with_hybrids),
+        cmocka_unit_test(test_batch_step),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
