@@ -146,6 +146,19 @@ static void seqs_of(struct cost_train_seqs *q, size_t n)
     free(len);
 }
 
+/* The plain cost model's step of config c on q. */
+static double plain_step_s(const struct cost_train_config *c, const struct cost_train_seqs *q,
+                           struct cost_train_scratch *sc)
+{
+    struct cost_train_load load;
+    struct cost_train_step out;
+    assert_int_equal(cost_train_deal(q, &shape, c->dp, c->minibatches, c->micro_batch_tokens,
+                                     c->balance_each_minibatch, sc, &load),
+                     0);
+    assert_int_equal(cost_train_step_time(&shape, hw, &settings.train, c, &load, &out), 0);
+    return out.step_s;
+}
+
 /* Without hybrids the step is the layout's own (the planner's costing); with them the fixed
  * batch is dealt over more ranks and the exchanges are exposed, a core lane serving
  * ceil(active / core replicas) of them. */
@@ -159,17 +172,12 @@ static void test_step_with_hybrids(void **state)
     seqs_of(&q, 32);
 
     struct cost_train_config c;
-    struct cost_train_load load;
-    struct cost_train_step plain;
     plan_train_config(&l, &settings, &c);
-    assert_int_equal(cost_train_deal(&q, &shape, c.dp, c.minibatches, c.micro_batch_tokens,
-                                     c.balance_each_minibatch, &sc, &load),
-                     0);
-    assert_int_equal(cost_train_step_time(&shape, hw, &settings.train, &c, &load, &plain), 0);
+    double plain = plain_step_s(&c, &q, &sc);
 
     struct ehp_step_cost s0, s2, s5;
     assert_int_equal(ehp_train_step(&l, &e, &settings, &shape, hw, &q, 0, &sc, &s0), 0);
-    assert_close(s0.step_s, plain.step_s, 1e-12);
+    assert_close(s0.step_s, plain, 1e-12);
     assert_true(s0.exchange_s == 0.0);
     assert_int_equal(s0.dp_ranks, 4);
 
@@ -216,18 +224,14 @@ static void test_batch_step(void **state)
 
     /* the core alone, on the 4 DP ranks six sequences fill */
     struct cost_train_config c;
-    struct cost_train_load load;
-    struct cost_train_step plain;
     plan_train_config(&l, &settings, &c);
     c.minibatches = 1;
     c.micro_batch_tokens =
         q.longest_tokens > c.micro_batch_tokens ? q.longest_tokens : c.micro_batch_tokens;
-    assert_int_equal(cost_train_deal(&q, &shape, c.dp, 1, c.micro_batch_tokens, true, &sc, &load),
-                     0);
-    assert_int_equal(cost_train_step_time(&shape, hw, &settings.train, &c, &load, &plain), 0);
+    c.balance_each_minibatch = true;
     double core, pool0, pool1, pool9;
     assert_int_equal(ehp_batch_step_s(&l, &settings, NULL, 3, &shape, hw, &q, &sc, &core), 0);
-    assert_close(core, plain.step_s, 1e-12); /* no pool: its active count is not read */
+    assert_close(core, plain_step_s(&c, &q, &sc), 1e-12); /* no pool: active is not read */
 
     /* with the pool: no hybrid is the core's step; six sequences leave room for two hybrids
      * of one rank each beside the four core ranks, so nine train as two */
