@@ -165,8 +165,7 @@ static int own_flag(const struct cli_common *cc, int c, struct opts *o)
 struct tp_row {
     int tp;
     struct cost_rollout_pre pre;
-    double iter_s[N_BATCHES];
-    struct cost_iter_parts parts[N_BATCHES];
+    struct cost_iter_parts decode[N_BATCHES]; /* by kernel class; total_s the iteration */
 };
 
 struct answers {
@@ -192,11 +191,9 @@ static void rollout_answers(struct answers *a, double context)
             continue; /* TP does not divide the heads */
         r->tp = tp;
         for (size_t b = 0; b < N_BATCHES; b++) {
-            struct cost_batch batch = {0};
-            for (int i = 0; i < batches[b]; i++)
-                cost_batch_add_decode(&batch, context);
-            cost_iter_parts(&r->pre, &batch, &r->parts[b]);
-            r->iter_s[b] = cost_decode_time(&r->pre, batches[b], batches[b] * context);
+            struct cost_batch batch = {.decode_seqs = batches[b],
+                                       .decode_ctx_tokens = batches[b] * context};
+            cost_iter_parts(&r->pre, &batch, &r->decode[b]);
         }
         a->n_rows++;
     }
@@ -274,8 +271,9 @@ static void print_rollout(FILE *out, const struct answers *a, double context)
                 r->pre.weight_bytes_per_gpu / 1e9);
         for (size_t b = 0; b < N_BATCHES; b++) {
             char cell[40];
-            snprintf(cell, sizeof cell, "%.2f (%.0f)%s", r->iter_s[b] * 1e3,
-                     batches[b] / r->iter_s[b] / r->tp, fits_kv(r, (int)b, context) ? "" : "*");
+            snprintf(cell, sizeof cell, "%.2f (%.0f)%s", r->decode[b].total_s * 1e3,
+                     batches[b] / r->decode[b].total_s / r->tp,
+                     fits_kv(r, (int)b, context) ? "" : "*");
             fprintf(out, " %18s", cell);
         }
         fputc('\n', out);
@@ -362,9 +360,9 @@ static json_t *rollout_json(const struct answers *a, double context)
         for (size_t b = 0; b < N_BATCHES; b++)
             json_array_append_new(
                 decode, json_pack("{s:i, s:f, s:f, s:b, s:o}", "batch", batches[b], "iteration_s",
-                                  r->iter_s[b], "tokens_per_s_per_gpu",
-                                  batches[b] / r->iter_s[b] / r->tp, "fits_kv",
-                                  fits_kv(r, (int)b, context), "parts", parts_json(&r->parts[b])));
+                                  r->decode[b].total_s, "tokens_per_s_per_gpu",
+                                  batches[b] / r->decode[b].total_s / r->tp, "fits_kv",
+                                  fits_kv(r, (int)b, context), "parts", parts_json(&r->decode[b])));
         json_array_append_new(tps, json_pack("{s:i, s:f, s:f, s:f, s:o, s:o}", "tp", r->tp,
                                              "kv_capacity_tokens", r->pre.kv_capacity_tokens,
                                              "kv_bytes_per_token", r->pre.kv_bytes_per_token,
