@@ -104,19 +104,16 @@ static int parse_engines(const struct cli_command *cmd, const char *arg, struct 
         const char *why = net_url_problem(u);
         if (why)
             return cli_usage_error(cmd, "--engines: '%s': %s", u, why);
-        char key[2][512]; /* one server under two spellings: localhost and 127.0.0.1 */
-        if (o->n_urls > 0)
-            net_url_endpoint(u, key[0], sizeof key[0]);
-        for (int i = 0; i < o->n_urls; i++) {
-            net_url_endpoint(o->urls[i], key[1], sizeof key[1]);
-            if (strcmp(o->urls[i], u) == 0)
-                return cli_usage_error(cmd, "--engines: '%s' given twice", u);
-            if (strcmp(key[0], key[1]) == 0)
-                return cli_usage_error(cmd,
-                                       "--engines: '%s' and '%s' are one engine (both reach %s)",
-                                       o->urls[i], u, key[0]);
-        }
         o->urls[o->n_urls++] = u;
+    }
+    size_t a, b; /* one server under two spellings: localhost and 127.0.0.1 */
+    if (net_urls_twins(o->urls, (size_t)o->n_urls, &a, &b)) {
+        if (strcmp(o->urls[a], o->urls[b]) == 0)
+            return cli_usage_error(cmd, "--engines: '%s' given twice", o->urls[b]);
+        char key[1024]; /* for the message: a longer one is cut */
+        net_url_endpoint(o->urls[b], key, sizeof key);
+        return cli_usage_error(cmd, "--engines: '%s' and '%s' are one engine (both reach %s)",
+                               o->urls[a], o->urls[b], key);
     }
     return o->n_urls ? 0 : cli_usage_error(cmd, "--engines: expected at least one URL");
 }

@@ -688,6 +688,29 @@ void net_url_endpoint(const char *url, char *out, size_t size)
              port, (int)path_len, target ? target : "");
 }
 
+bool net_urls_twins(const char *const *urls, size_t n, size_t *a, size_t *b)
+{
+    if (n < 2)
+        return false; /* nothing to look up */
+    char **key = xcalloc(n, sizeof *key);
+    bool found = false;
+    for (size_t i = 0; i < n && !found; i++) {
+        size_t size = strlen(urls[i]) + 64; /* an address, a port and the URL's path at most */
+        key[i] = xmalloc(size);
+        net_url_endpoint(urls[i], key[i], size);
+        for (size_t k = 0; k < i && !found; k++)
+            if (strcmp(key[i], key[k]) == 0) {
+                *a = k;
+                *b = i;
+                found = true;
+            }
+    }
+    for (size_t i = 0; i < n; i++)
+        free(key[i]);
+    free(key);
+    return found;
+}
+
 /* Appends n bytes of s at *at. */
 static void put(char **at, const char *s, size_t n)
 {

@@ -141,6 +141,13 @@ const char *net_url_problem(const char *url);
 void net_url_endpoint(const char *url, char *out, size_t size);
 
 /*
+ * Whether two of urls[0..n) name one server (their net_url_endpoint keys are equal, the same
+ * text included): then *a < *b is the first such pair. Looks each URL up once, and none when
+ * there is only one.
+ */
+bool net_urls_twins(const char *const *urls, size_t n, size_t *a, size_t *b);
+
+/*
  * Sends method (GET, POST) to url with len bytes of body (copied; NULL for none) as
  * application/json, plus one header line ("Name: value"; NULL or "" for none), buffers the
  * whole response and calls fn(arg, ...) exactly once when it completes or fails — never from

@@ -320,28 +320,25 @@ static bool pool_tp_ok(const struct gw_options *o, char *err, size_t err_size)
     return true;
 }
 
-/* Whether no two --engine URLs name one server (net_url_endpoint: localhost and 127.0.0.1
- * are one); err says which two when some do. */
+/* Whether no two --engine URLs name one server (net_urls_twins: localhost and 127.0.0.1 are
+ * one); err says which two when some do. */
 static bool engines_distinct(const struct gw_options *o, char *err, size_t err_size)
 {
-    enum { KEY = GW_URL_MAX + 64 };
-    char(*key)[KEY] = xmallocarray(o->n_engines ? o->n_engines : 1, KEY);
-    bool distinct = true;
-    for (size_t i = 0; i < o->n_engines && distinct; i++) {
-        net_url_endpoint(o->engines[i].url, key[i], KEY);
-        for (size_t k = 0; k < i && distinct; k++)
-            if (strcmp(key[i], key[k]) == 0) {
-                distinct = false;
-                if (strcmp(o->engines[i].url, o->engines[k].url) == 0)
-                    snprintf(err, err_size, "--engine %s: given twice", o->engines[i].url);
-                else
-                    snprintf(err, err_size,
-                             "--engine %s and --engine %s: one engine (both reach %s)",
-                             o->engines[k].url, o->engines[i].url, key[i]);
-            }
+    const char **urls = xmallocarray(o->n_engines ? o->n_engines : 1, sizeof *urls);
+    for (size_t i = 0; i < o->n_engines; i++)
+        urls[i] = o->engines[i].url;
+    size_t a, b;
+    bool twins = net_urls_twins(urls, o->n_engines, &a, &b);
+    char key[GW_URL_MAX + 64];
+    if (twins && strcmp(urls[a], urls[b]) == 0) {
+        snprintf(err, err_size, "--engine %s: given twice", urls[b]);
+    } else if (twins) {
+        net_url_endpoint(urls[b], key, sizeof key);
+        snprintf(err, err_size, "--engine %s and --engine %s: one engine (both reach %s)", urls[a],
+                 urls[b], key);
     }
-    free(key);
-    return distinct;
+    free(urls);
+    return !twins;
 }
 
 static int check_options(const struct gw_options *o, char *err, size_t err_size)

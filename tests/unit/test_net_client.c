@@ -548,11 +548,27 @@ static void test_url_endpoint_keys(void **state)
     }
 }
 
+/* The first pair of one server's spellings, by index; none among distinct servers or one URL. */
+static void test_urls_twins(void **state)
+{
+    (void)state;
+    const char *urls[] = {"http://127.0.0.1:9", "http://127.0.0.1:10", "http://localhost:10/",
+                          "http://127.0.0.1:9"};
+    size_t a = 99, b = 99;
+    assert_true(net_urls_twins(urls, 4, &a, &b));
+    assert_int_equal(a, 1);
+    assert_int_equal(b, 2);
+    assert_false(net_urls_twins(urls, 2, &a, &b));
+    const char *one[] = {"http://no-such-host.invalid:1"}; /* not looked up */
+    assert_false(net_urls_twins(one, 1, &a, &b));
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_url_endpoint_keys),
+        cmocka_unit_test(test_urls_twins),
         cmocka_unit_test_setup_teardown(test_chunked_split_at_every_byte, setup, teardown),
         cmocka_unit_test_setup_teardown(test_interim_answer_is_skipped, setup, teardown),
         cmocka_unit_test_setup_teardown(test_idle_connection_closed_by_peer_then_next_succeeds,
