@@ -146,6 +146,15 @@ static void seqs_of(struct cost_train_seqs *q, size_t n)
     free(len);
 }
 
+/* The reference's layout (TP8 × DP4) with what it lends, and n sequences to step it on. */
+static struct plan_train_layout lendable(struct ehp_lend *e, struct cost_train_seqs *q, size_t n)
+{
+    struct plan_train_layout l = megatron(8, 1, 4);
+    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &shape, hw, e), 0);
+    seqs_of(q, n);
+    return l;
+}
+
 /* The plain cost model's step of config c on q. */
 static double plain_step_s(const struct cost_train_config *c, const struct cost_train_seqs *q,
                            struct cost_train_scratch *sc)
@@ -164,12 +173,10 @@ static double plain_step_s(const struct cost_train_config *c, const struct cost_
  * ceil(active / core replicas) of them. */
 static void test_step_with_hybrids(void **state)
 {
-    struct plan_train_layout l = megatron(8, 1, 4);
     struct ehp_lend e;
-    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &shape, hw, &e), 0);
     struct cost_train_seqs q;
     struct cost_train_scratch sc = {0};
-    seqs_of(&q, 32);
+    struct plan_train_layout l = lendable(&e, &q, 32);
 
     struct cost_train_config c;
     plan_train_config(&l, &settings, &c);
@@ -215,12 +222,10 @@ static void test_step_with_hybrids(void **state)
  * it ehp_train_step's, hybrids beyond one sequence per rank left idle. */
 static void test_batch_step(void **state)
 {
-    struct plan_train_layout l = megatron(8, 1, 4);
     struct ehp_lend e;
-    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &shape, hw, &e), 0);
     struct cost_train_seqs q;
     struct cost_train_scratch sc = {0};
-    seqs_of(&q, 6);
+    struct plan_train_layout l = lendable(&e, &q, 6);
 
     /* the core alone, on the 4 DP ranks six sequences fill */
     struct cost_train_config c;
