@@ -4,8 +4,10 @@ signal"): what `libra serve --pool-steer` gives a trainer, on `libra emu` engine
 load --trainer` playing the trainer, beside a pool left alone and one reclaimed up front.
 
 The fleet: eight emulated TP1 engines serving Qwen3-4B on A800s at time scale 0.01, six of them
-core rollout and two the hybrid replicas of the pool; the trainer has one core replica, and a
-step of its trains in T_train × 1 / (1 + the hybrids active) (docs/load.md). Two scenarios,
+core rollout and two the hybrid replicas of the pool; the trainer's layout is the experiment's,
+split into a core and hybrid replicas as `libra sim`'s pool splits it, and each step is the
+cost model's time for its batch with the hybrids the gateway shows active (docs/load.md "The
+trainer's step"). Two scenarios,
 each on a fresh gateway. In the first, two jobs run one after the other through the same
 gateway, as `tests/e2e/test_serve_pool.py` runs them:
 

@@ -12,11 +12,11 @@
 #include "cli/cli_config.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "cost/shape.h"
+#include "ehp/lend.h"
 #include "load/load.h"
 #include "net/client.h"
 #include "net/http.h"
-#include "cost/shape.h"
-#include "ehp/lend.h"
 #include "plan/plan.h"
 #include "util/alloc.h"
 #include "util/json.h"
@@ -32,7 +32,8 @@ static const char help[] =
     "async modes follow: GRPO groups (rl.samples trajectories each) start while their batch\n"
     "is within rl.max_staleness versions of the engines' weights, each trajectory's turns sent\n"
     "with the whole context as token ids, tool time waited between turns; a trainer takes the\n"
-    "oldest complete groups as a batch of rl.batch_trajectories for the planner's T_train,\n"
+    "oldest complete groups as a batch of rl.batch_trajectories and trains for the time the\n"
+    "cost model gives that batch on libra's training layout (as libra sim's trainer costs it),\n"
     "dropping and replacing groups too stale for its version and, under rl.dynamic_sampling,\n"
     "groups whose rewards are all equal; every rl.sync_interval versions a weight\n"
     "update on every engine in rl.sync_mode (drain, abort_resume, keep) over rl.transport\n"
@@ -54,7 +55,9 @@ static const char help[] =
     "  --trainer         the trainer also speaks the elastic pool's handshake with the\n"
     "                    gateway at the one URL of --engines (libra serve --pool-replica):\n"
     "                    reports its steps and, at each step boundary, confirms the lends\n"
-    "                    and reclaims asked of it, a release taking the cost model's time\n"
+    "                    and reclaims asked of it, a release taking the cost model's time;\n"
+    "                    its layout is split into a core and hybrid replicas as libra sim's\n"
+    "                    pool splits it, and a step trains with the hybrids active\n"
     "                    (docs/load.md \"The trainer's side of the elastic pool\")\n"
     "\n"
     "Against a `libra serve` gateway the weight updates and the pool's calls are admin calls:\n"
@@ -141,64 +144,120 @@ static int own_flag(struct cli_common *cc, int c, struct opts *o)
     }
 }
 
-/* The trainer's step: T_train of the planner's plan for the experiment (libra plan's train
- * term; 0 when the planner finds no plan, and then the update follows the batch at once). */
-static double planned_train_s(const struct sim_input *in, const struct libra_config *cfg)
+/*
+ * The trainer's model: the training side of libra's layout for the experiment as libra sim's
+ * libra mode makes it before verification (sim_layout_make: the planner's analytic plan, or
+ * with sim.planner off the GPUs sched.buckets' fleet leaves), split as the simulator's pool
+ * splits it when the trainer plays the pool (--trainer: the core and the hybrid replicas, the
+ * fastest layout that can lend when the planner's cannot). Each step is costed on the batch it
+ * took as libra sim's trainer costs it (ehp_batch_step_s), with the hybrids the gateway's pool
+ * has active.
+ */
+struct trainer_model {
+    struct sim_layout lay;
+    struct plan_settings st;
+    struct cost_shape shape;
+    const struct spec_hardware *hw;
+    bool pool; /* --trainer: lend is the core's, for the hybrids */
+    struct ehp_lend lend;
+    struct cost_train_seqs seqs;
+    struct cost_train_scratch sc;
+};
+
+static int trainer_step_s(void *arg, const uint32_t *lens, size_t n, int active, double *step_s)
 {
-    struct plan_result pr;
-    double t = sim_plan(in, cfg, NULL, NULL, &pr, NULL) == 0 && pr.feasible ? pr.train_s : 0;
-    plan_result_free(&pr);
-    return t;
+    struct trainer_model *m = arg;
+    cost_train_seqs_free(&m->seqs);
+    if (cost_train_seqs_init(&m->seqs, &m->shape, lens, n) != 0)
+        return -1;
+    return ehp_batch_step_s(&m->lay.train, &m->st, m->pool ? &m->lend : NULL, active, &m->shape,
+                            m->hw, &m->seqs, &m->sc, step_s);
+}
+
+static void trainer_model_free(struct trainer_model *m)
+{
+    sim_layout_free(&m->lay);
+    cost_train_seqs_free(&m->seqs);
+    cost_train_scratch_free(&m->sc);
 }
 
 /*
- * The trainer's side of the pool, from the cost model (ehp/lend.h) on the planner's training
- * layout: a lent replica's GPUs are freed in the time its trainers take to stop (taken as the
- * time they take to start, trainer_init_s), a reclaimed one trains again after its join (start,
- * state fetch, zero sync). Returns 0, or -1 with why when the plan has no layout that can lend.
+ * Makes the trainer's model for in under cfg (pool: the trainer plays the pool) and sets lc's
+ * step cost, and with pool the trainer's side of the handshake from the cost model (ehp/lend.h):
+ * a lent replica's GPUs are freed in the time its trainers take to stop (taken as the time they
+ * take to start), a reclaimed one trains again after its join (start, state fetch, zero sync).
+ * Returns 0, or -1 with why (size bytes) when there is no layout, or with pool none that lends.
  */
-static int pool_times(const struct sim_input *in, const struct libra_config *cfg,
-                      struct load_config *lc, char *why, size_t size)
+static int trainer_model_init(struct trainer_model *m, const struct sim_input *in,
+                              const struct libra_config *cfg, bool pool, struct load_config *lc,
+                              char *why, size_t size)
 {
-    struct plan_result pr;
-    struct plan_settings st;
-    struct cost_shape shape;
-    struct ehp_lend lend = {0};
-    int rc = sim_plan(in, cfg, NULL, NULL, &pr, NULL) == 0 && pr.feasible ? 0 : -1;
-    plan_settings_from_config(&st, in->hw, cfg);
-    if (rc == 0 &&
-        (cost_shape_init(&shape, in->model) != 0 ||
-         ehp_lend_layout(&pr.train, 0, &st, &shape, in->hw, &lend) != 0 || lend.replica_gpus == 0))
-        rc = -1;
-    plan_result_free(&pr);
-    if (rc != 0) {
-        snprintf(why, size,
-                 "--trainer: the planner's training layout for the experiment has no replica "
-                 "to lend (no feasible plan, or FSDP over the whole DP group)");
+    struct libra_config lcfg = *cfg;
+    lcfg.ehp.enabled = pool;
+    struct sim_input lin = *in;
+    lin.cfg = &lcfg;
+    struct libra_error err = {0};
+    memset(m, 0, sizeof *m);
+    m->hw = in->hw;
+    m->pool = pool;
+    plan_settings_from_config(&m->st, in->hw, cfg);
+    if (sim_layout_make(&lin, SIM_LIBRA, 0, 0, &m->lay, &err) != 0 ||
+        cost_shape_init(&m->shape, in->model) != 0) {
+        snprintf(why, size, "the trainer: %s", err.msg[0] ? err.msg : "the model has no shape");
         return -1;
     }
-    lc->release_s = lend.times.start_s;
-    lc->retake_s = lend.join_s;
+    if (pool && (m->lay.n_hybrid == 0 ||
+                 ehp_lend_layout(&m->lay.train, 0, &m->st, &m->shape, in->hw, &m->lend) != 0 ||
+                 !m->lend.can_lend)) {
+        snprintf(why, size,
+                 "--trainer: the experiment's training layout has no replica to lend (%s)",
+                 m->lay.pool_note[0] ? m->lay.pool_note : "no layout can lend");
+        return -1;
+    }
+    lc->step_cost = trainer_step_s;
+    lc->step_cost_arg = m;
+    if (pool) {
+        lc->release_s = m->lend.times.start_s;
+        lc->retake_s = m->lend.join_s;
+    }
     return 0;
 }
 
-static void print_table(const struct load_config *c, const struct load_result *r)
+/* The trainer's layout in one line: "tp4 pp1 cp1 dp12 on 48 GPUs" (and the pool's hybrids). */
+static void trainer_text(const struct trainer_model *m, char *out, size_t size)
 {
+    const struct plan_train_layout *t = &m->lay.train;
+    int n = snprintf(out, size, "tp%d pp%d cp%d dp%d on %d GPUs", t->tp, t->pp, t->cp, t->dp,
+                     m->lay.n_train);
+    if (m->pool && n > 0 && (size_t)n < size)
+        snprintf(out + n, size - (size_t)n, " + %d hybrid replicas of %d", m->lay.n_hybrid,
+                 m->lay.replica_gpus);
+}
+
+static void print_table(const struct load_config *c, const struct trainer_model *m,
+                        const struct load_result *r)
+{
+    char trainer[96];
+    trainer_text(m, trainer, sizeof trainer);
     printf("libra load: %s client, %d engines, %d steps of %d trajectories (%d x %d), trainer "
-           "step %.1f s, time x %g\n\n",
+           "%s, time x %g\n\n",
            load_style_name(c->style), c->n_urls, c->steps,
            (int)c->job.groups_per_batch * c->group_size, (int)c->job.groups_per_batch,
-           c->group_size, c->train_s, c->time_scale);
+           c->group_size, trainer, c->time_scale);
     printf("step  traj  turns  prompt tok  cached tok   gen tok  resent  staleness  filtered  "
-           "stale   wall s\n");
+           "stale   wall s  train s%s\n",
+           c->pool_trainer ? "  hybrids" : "");
     int64_t filtered = 0, stale = 0, filtered_tok = 0, stale_tok = 0;
     for (int i = 0; i < r->n_steps; i++) {
         const struct load_step *s = &r->steps[i];
-        printf("%4lld %5lld %6lld %11lld %11lld %9lld %7lld %10.2f %9lld %6lld %8.2f\n",
+        printf("%4lld %5lld %6lld %11lld %11lld %9lld %7lld %10.2f %9lld %6lld %8.2f %8.2f",
                (long long)s->step, (long long)s->trajectories, (long long)s->turns,
                (long long)s->prompt_tokens, (long long)s->cached_tokens,
                (long long)s->generated_tokens, (long long)s->resubmitted, s->mean_staleness,
-               (long long)s->filtered_groups, (long long)s->stale_groups, s->wall_s);
+               (long long)s->filtered_groups, (long long)s->stale_groups, s->wall_s, s->train_s);
+        if (c->pool_trainer)
+            printf(" %8d", s->active_hybrids);
+        printf("\n");
         filtered += s->filtered_groups;
         stale += s->stale_groups;
         filtered_tok += s->filtered_tokens;
@@ -227,6 +286,8 @@ static json_t *step_json(const struct load_step *s)
                   (json_int_t)s->cached_tokens, "generated_tokens", (json_int_t)s->generated_tokens,
                   "resubmitted", (json_int_t)s->resubmitted, "wall_s", s->wall_s);
     json_object_set_new(o, "mean_staleness", json_real(s->mean_staleness));
+    json_object_set_new(o, "train_s", json_real(s->train_s));
+    json_object_set_new(o, "active_hybrids", json_integer(s->active_hybrids));
     json_object_set_new(o, "filtered_groups", json_integer((json_int_t)s->filtered_groups));
     json_object_set_new(o, "stale_groups", json_integer((json_int_t)s->stale_groups));
     json_object_set_new(o, "wasted_tokens",
@@ -235,8 +296,20 @@ static json_t *step_json(const struct load_step *s)
     return o;
 }
 
+static json_t *trainer_json(const struct trainer_model *m)
+{
+    const struct plan_train_layout *t = &m->lay.train;
+    json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i}", "tp", t->tp, "pp", t->pp, "cp", t->cp, "dp",
+                          t->dp, "gpus", m->lay.n_train);
+    if (m->pool) {
+        json_object_set_new(o, "hybrid_replicas", json_integer(m->lay.n_hybrid));
+        json_object_set_new(o, "replica_gpus", json_integer(m->lay.replica_gpus));
+    }
+    return o;
+}
+
 static json_t *result_json(const struct libra_config *cfg, const struct load_config *c,
-                           const struct load_result *r)
+                           const struct trainer_model *m, const struct load_result *r)
 {
     json_t *doc = spec_config_envelope(SCHEMA, cfg);
     json_t *steps = json_array(), *engines = json_array();
@@ -250,7 +323,7 @@ static json_t *result_json(const struct libra_config *cfg, const struct load_con
     json_object_set_new(doc, "groups_launched", json_integer((json_int_t)r->groups_launched));
     json_object_set_new(doc, "weight_updates", json_integer(r->weight_updates));
     json_object_set_new(doc, "style", json_string(load_style_name(c->style)));
-    json_object_set_new(doc, "train_s", json_real(c->train_s));
+    json_object_set_new(doc, "trainer", trainer_json(m));
     if (c->pool_trainer)
         json_object_set_new(
             doc, "pool",
@@ -315,7 +388,7 @@ static void read_progress(void *ctx, struct cli_progress_state *out)
 
 /* Runs the job; returns an exit code. */
 static int run(const struct cli_common *cc, const struct libra_config *cfg, const char *workload,
-               struct load_config *lc)
+               struct load_config *lc, const struct trainer_model *m)
 {
     signal(SIGPIPE, SIG_IGN);
     struct event_base *base = net_base_new();
@@ -332,13 +405,13 @@ static int run(const struct cli_common *cc, const struct libra_config *cfg, cons
         rc = LIBRA_EXIT_INTERNAL;
     } else {
         if (cc->json) {
-            json_t *doc = result_json(cfg, lc, &r);
+            json_t *doc = result_json(cfg, lc, m, &r);
             char *text = ujson_dump(doc, true);
             printf("%s\n", text);
             free(text);
             json_decref(doc);
         } else {
-            print_table(lc, &r);
+            print_table(lc, m, &r);
         }
         int wrc = cc->output ? write_trace(cc->output, cfg, workload, lc, &r) : 0;
         if (rc) {
@@ -402,20 +475,21 @@ int cmd_load(int argc, char **argv)
                                  .record = cc.output != NULL,
                                  .admin_token = admin_token()};
         job_rules_from_config(&lc.job, &cfg);
-        lc.train_s = planned_train_s(&in, &cfg);
         lc.pool_trainer = o.trainer;
         if (in.trace) {
             lc.trace = in.trace->trajs;
             lc.n_trace = in.trace->n;
         }
-        char why[256];
-        if ((o.trainer && pool_times(&in, &cfg, &lc, why, sizeof why) != 0) ||
-            load_check_source(&lc, why, sizeof why) != 0) {
+        char why[384];
+        struct trainer_model m = {0};
+        if (load_check_source(&lc, why, sizeof why) != 0 ||
+            trainer_model_init(&m, &in, &cfg, o.trainer, &lc, why, sizeof why) != 0) {
             cli_errorf("load: %s", why);
             rc = LIBRA_EXIT_USAGE;
         } else if ((rc = cli_check_output(cc.output)) == 0) {
-            rc = run(&cc, &cfg, in.trace ? in.trace->workload : cfg.workload.name, &lc);
+            rc = run(&cc, &cfg, in.trace ? in.trace->workload : cfg.workload.name, &lc, &m);
         }
+        trainer_model_free(&m);
     }
 out:
     api_traces_free(&ts);

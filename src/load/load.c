@@ -75,6 +75,7 @@ struct run {
     bool training;                /* ... is running */
     double train_wall_s;          /* ... for this long (wall seconds) */
     struct load_trainer *trainer; /* config.pool_trainer's; NULL without */
+    VEC(uint32_t) lens;           /* the batch's contexts, tokens, for config.step_cost */
     bool releasing;               /* the trainer frees lent replicas: no step starts */
     int finishing;                /* trajectory-end events on their way to a gateway */
     bool failed;
@@ -414,16 +415,38 @@ static int by_index(const void *a, const void *b)
     return (x > y) - (x < y);
 }
 
+/* The trainer's step on the batch's contexts (r->lens): into st, with the hybrids active. Returns
+ * false, the run stopped, when the batch cannot be costed. */
+static bool cost_step(struct run *r, struct load_step *st)
+{
+    const struct load_config *c = r->c;
+    st->active_hybrids = r->trainer ? load_trainer_active(r->trainer) : 0;
+    if (!c->step_cost)
+        return true;
+    if (c->step_cost(c->step_cost_arg, r->lens.v, r->lens.n, st->active_hybrids, &st->train_s) !=
+            0 ||
+        !(st->train_s >= 0) || isinf(st->train_s)) {
+        stop(r,
+             "the trainer's step %lld on %zu trajectories with %d hybrid replicas cannot be "
+             "costed",
+             (long long)st->step, r->lens.n, st->active_hybrids);
+        return false;
+    }
+    return true;
+}
+
 /* The trainer takes the oldest complete groups as the batch of its version: the step's record
- * (the groups' counters, the drops since the previous batch), then the groups, in launch order,
- * to the trace. */
-static void take_batch(struct run *r)
+ * (the groups' counters, the drops since the previous batch, what training it costs unless it
+ * is the last), then the groups, in launch order, to the trace. Returns false when the step
+ * cannot be costed (the run stopped). */
+static bool take_batch(struct run *r)
 {
     size_t n = (size_t)r->c->job.groups_per_batch;
     struct group **batch = r->buffer.v;
     qsort(batch, n, sizeof *batch, by_index);
     struct load_step st = r->dropped;
     st.step = r->version;
+    r->lens.n = 0;
     double first = batch[0]->first_s, last = batch[0]->last_s, staleness = 0;
     for (size_t i = 0; i < n; i++) {
         const struct load_step *g = &batch[i]->tally;
@@ -436,9 +459,14 @@ static void take_batch(struct run *r)
         staleness += (double)(g->trajectories * (r->version - batch[i]->version));
         first = fmin(first, batch[i]->first_s);
         last = fmax(last, batch[i]->last_s);
+        for (int k = 0; k < r->c->group_size; k++) {
+            size_t ctx = batch[i]->trajs[k].n_ctx;
+            vec_push(&r->lens, ctx > UINT32_MAX ? UINT32_MAX : (uint32_t)ctx);
+        }
     }
     st.wall_s = last - first;
     st.mean_staleness = st.trajectories ? staleness / (double)st.trajectories : 0;
+    bool costed = r->res->n_steps + 1 == r->c->steps || cost_step(r, &st);
     r->res->steps =
         xreallocarray(r->res->steps, (size_t)r->res->n_steps + 1, sizeof *r->res->steps);
     r->res->steps[r->res->n_steps++] = st;
@@ -451,6 +479,7 @@ static void take_batch(struct run *r)
     }
     r->buffer.n -= n;
     memmove(r->buffer.v, r->buffer.v + n, r->buffer.n * sizeof *r->buffer.v);
+    return costed;
 }
 
 /* A weight update on one engine: the style's calls, in order. */
@@ -639,14 +668,13 @@ static void try_train(struct run *r)
         return;
     drop_stale(r);
     if (r->buffer.n >= (size_t)c->job.groups_per_batch) {
-        take_batch(r);
+        if (!take_batch(r))
+            return;
         if (r->res->n_steps < c->steps) {
             r->training = true;
             if (r->trainer)
                 load_trainer_step(r->trainer, true, r->version, 0);
-            double wall = c->train_s * c->time_scale;
-            if (r->trainer)
-                wall *= load_trainer_share(r->trainer);
+            double wall = r->res->steps[r->res->n_steps - 1].train_s * c->time_scale;
             r->train_wall_s = wall;
             struct timeval tv = {(time_t)wall, (suseconds_t)((wall - floor(wall)) * 1e6)};
             evtimer_add(r->train_timer, &tv);
@@ -800,6 +828,7 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
     free_groups(&r, &r.buffer);
     event_free(r.train_timer);
     free(r.in_flight);
+    vec_free(&r.lens);
     return r.failed ? -1 : 0;
 }
 

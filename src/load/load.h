@@ -74,11 +74,17 @@ struct load_config {
                                     * place, update, continue */
     bool nccl;         /* the transport: a weight-update group and broadcasts, else disk */
     double time_scale; /* wall seconds per emulated second (tool and training time) */
-    double train_s;    /* the trainer's step on a batch, emulated seconds (0: none); the
-                        * weight update follows it */
-    uint32_t vocab;    /* token ids are drawn below it */
-    uint64_t seed;     /* of the generator, the prompt and tool-payload token ids */
-    bool record;       /* keep the finished trajectories as trace lines (result.trace) */
+    /* The trainer's step on the batch it took, in emulated seconds (the weight update follows
+     * it): step_cost(step_cost_arg, ctx_tokens, n, active, &step_s) with each trajectory's whole
+     * context (prompt, generated and tool tokens, as the client sent and received them) and the
+     * hybrid replicas the gateway's pool has training beside the core (0 without pool_trainer).
+     * It returns 0, or non-zero when the batch cannot be costed: the run stops. NULL: steps
+     * take no time. */
+    int (*step_cost)(void *arg, const uint32_t *ctx_tokens, size_t n, int active, double *step_s);
+    void *step_cost_arg;
+    uint32_t vocab; /* token ids are drawn below it */
+    uint64_t seed;  /* of the generator, the prompt and tool-payload token ids */
+    bool record;    /* keep the finished trajectories as trace lines (result.trace) */
     /* sent as a bearer token with the weight-update calls, which a gateway takes only from its
      * admin; NULL: none */
     const char *admin_token;
@@ -103,6 +109,9 @@ struct load_step {
     int64_t generated_tokens; /* received */
     int64_t resubmitted;      /* turns sent again: aborted, or their engine died */
     double mean_staleness;    /* versions: step - the fleet's version at each one's start */
+    double train_s;           /* the trainer's step on it (config.step_cost), emulated seconds;
+                               * 0 for the last batch, which is not trained */
+    int active_hybrids;       /* the pool's replicas training beside the core in that step */
     /* groups dropped (and replaced) while the batch filled: by dynamic sampling, and as too
      * stale for the step; their generated tokens are waste */
     int64_t filtered_groups, stale_groups;

@@ -62,7 +62,7 @@ struct load_trainer {
     struct event *release_timer, *poll_timer, *flush_timer;
     bool flushing;
     struct load_trainer_counts counts;
-    int core, active; /* of the last snapshot: the pool's core replicas, hybrids active */
+    int active; /* of the last snapshot: the pool's hybrid replicas training */
 };
 
 static double wall_now(void)
@@ -171,10 +171,8 @@ static void read_requests(struct load_trainer *t, json_t *doc)
 
 static void read_membership(struct load_trainer *t, json_t *doc)
 {
-    json_int_t core = json_integer_value(json_object_get(doc, "core_replicas"));
     json_t *reps = json_object_get(doc, "replicas"), *r;
     size_t i;
-    t->core = core >= 1 ? (int)core : 1;
     t->active = 0;
     json_array_foreach(reps, i, r)
     {
@@ -183,9 +181,9 @@ static void read_membership(struct load_trainer *t, json_t *doc)
     }
 }
 
-double load_trainer_share(const struct load_trainer *t)
+int load_trainer_active(const struct load_trainer *t)
 {
-    return t->core >= 1 ? (double)t->core / (t->core + t->active) : 1.0;
+    return t->active;
 }
 
 /* The first snapshot: steps are numbered after the gateway's last; one left open ends. */

@@ -62,10 +62,9 @@ struct load_trainer *load_trainer_new(struct event_base *base, struct net_client
  * carries train_s, the wall seconds the step trained (the steering signal's T_train). */
 void load_trainer_step(struct load_trainer *t, bool begin, int64_t version, double train_s);
 
-/* The share of a step's training time left with the hybrid replicas the gateway's pool has
- * active beside its core: core ÷ (core + active), the fixed batch dealt to more replicas (the
- * gradient exchange is not charged); 1 before the first snapshot. */
-double load_trainer_share(const struct load_trainer *t);
+/* The hybrid replicas the gateway's pool has active beside its core, as its last snapshot
+ * shows (0 before the first). */
+int load_trainer_active(const struct load_trainer *t);
 
 /* At a step boundary (after the end of step version - 1): acts on the requests ready. Returns
  * true when a release is under way: the caller starts no step until boundary_done. */

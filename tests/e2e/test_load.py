@@ -2,6 +2,7 @@
 loopback, ports chosen by the OS, 200x faster than real time."""
 
 import json
+import re
 import subprocess
 
 import pytest
@@ -92,9 +93,15 @@ def test_the_table_names_the_steps_and_engines():
         p = load(emu)
         assert p.returncode == 0, p.stderr
         lines = p.stdout.splitlines()
-        assert lines[0].startswith("libra load: plain client, 2 engines, 3 steps of 8 trajectories (2 x 4), trainer step")
+        assert re.fullmatch(r"libra load: plain client, 2 engines, 3 steps of 8 trajectories "
+                            r"\(2 x 4\), trainer tp\d+ pp\d+ cp\d+ dp\d+ on \d+ GPUs, "
+                            r"time x 0.005", lines[0]), lines[0]
         assert lines[2].split()[:3] == ["step", "traj", "turns"]
+        assert lines[2].split()[-2:] == ["train", "s"]
         assert [line.split()[1] for line in lines[3:6]] == ["8", "8", "8"]
+        # the trainer's step on each batch it trained, none on the last (not trained)
+        train = [float(line.split()[-1]) for line in lines[3:6]]
+        assert train[0] > 0 and train[1] > 0 and train[2] == 0, lines[3:6]
         assert lines[-2] == "groups: 6 launched, 0 filtered (0 tokens), 0 too stale (0 tokens)"
         assert lines[-1] == "weight updates: 1"
 
@@ -210,14 +217,17 @@ def test_groups_too_stale_for_the_trainer_are_dropped_and_replaced(tmp_path):
 def test_dynamic_sampling_drops_filtered_groups_and_fills_the_batch_as_the_simulator_does():
     # DAPO's dynamic sampling (dapo-math-verl): groups whose rewards are all equal are not
     # trained but replaced. Without staleness which groups start, at which version, is fixed,
-    # so the client meets the same filtered groups as the simulator's async mode.
+    # so the client meets the same filtered groups as the simulator's async mode; and its
+    # trainer, on the layout of the simulator's libra mode before verification, trains each
+    # batch for the time that mode's trainer gives the same batch.
     shape = ["--workload", "dapo-math-verl", "--samples", "4", "--set", "rl.max_staleness=0",
              "--set", "rl.sync_interval=1"]
     sim = subprocess.run([LIBRA, "sim", "--steps", "3", "--batch", "8", *shape, "--set",
-                          "sim.modes=async", "--json"], capture_output=True, text=True,
-                         timeout=120)
+                          "sim.modes=async,libra", "--set", "plan.verify_candidates=0", "--json"],
+                         capture_output=True, text=True, timeout=120)
     assert sim.returncode == 0, sim.stderr
-    simulated = json.loads(sim.stdout)["modes"]["async"]["steps"]
+    modes = json.loads(sim.stdout)["modes"]
+    simulated = modes["async"]["steps"]
     with Emu("--instances", "tp1x4", scale=SCALE) as emu:
         p = load(emu, "--json", *shape)
     assert p.returncode == 0, p.stderr
@@ -229,6 +239,14 @@ def test_dynamic_sampling_drops_filtered_groups_and_fills_the_batch_as_the_simul
     assert [s["wasted_tokens"]["filtered"] for s in steps] == \
         [s["wasted_tokens"]["filtered"] for s in simulated]
     assert [s["generated_tokens"] for s in steps] == [s["trained_tokens"] for s in simulated]
+    libra = modes["libra"]
+    assert [s["trained_tokens"] for s in libra["steps"]] == [s["generated_tokens"] for s in steps]
+    assert doc["trainer"] == {k: libra["layout"]["train"][k] for k in ("tp", "pp", "cp", "dp")} | \
+        {"gpus": libra["layout"]["train_gpus"]}, (doc["trainer"], libra["layout"])
+    # the last batch is not trained by the client
+    assert [s["train_s"] for s in steps] == \
+        pytest.approx([s["train_s"] for s in libra["steps"][:2]] + [0], rel=1e-12)
+    assert steps[0]["train_s"] != steps[1]["train_s"]  # each batch its own time
 
 
 def test_a_trace_dynamic_sampling_filters_whole_is_refused(tmp_path):
@@ -288,10 +306,23 @@ def test_errors():
     assert p.returncode == 1 and "every engine stopped answering" in p.stderr
 
 
+def test_a_trainer_whose_layout_cannot_lend_is_refused():
+    """--trainer costs its steps with the pool's hybrid replicas as libra sim does: an
+    experiment whose training layout has none to lend (Qwen3-14B at batch 8 on 16 GPUs: the
+    core needs every replica) is refused before anything is sent, with the simulator's reason."""
+    p = subprocess.run([LIBRA, "load", "--engines", "http://127.0.0.1:9", "--trainer", *QUICK],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, p.stderr
+    assert ("--trainer: the experiment's training layout has no replica to lend (the core "
+            "needs every training replica to hold the model state, and no other layout of its 16 "
+            "GPUs can lend)" in p.stderr), p.stderr
+    assert p.stdout == ""
+
+
 def test_a_trainer_without_a_pool_to_play_is_refused():
     """--trainer pointed at an engine (or a gateway without --pool-replica) has no pool to
     play the trainer of: the run stops with the gateway's reason, not a job without a trainer."""
     with Emu("--instances", "tp1", scale=SCALE) as emu:
-        p = load(emu, "--trainer", timeout=60)
+        p = load(emu, "--trainer", "--model", "qwen3-4b", timeout=60)  # a layout that lends
     assert p.returncode == 1, p.stderr
     assert "--trainer: GET " in p.stderr and "answered 404" in p.stderr, p.stderr

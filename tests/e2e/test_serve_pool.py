@@ -16,6 +16,9 @@ from emu_util import ADMIN, LIBRA, TOKEN, Emu, Serve, answer_as_vllm, generate, 
 
 SCALE = "0.005"
 BUCKETS = ["--set", "sched.buckets=tp1:40960"]
+# `libra load --trainer`'s experiment: one whose training layout has replicas to lend (the
+# default Qwen3-14B's cannot hold a replica's whole state on its GPUs)
+LENDS = ["--model", "qwen3-4b"]
 HELD = {"fetching_state", "zero_sync", "activating", "active"}  # the trainer holds the GPUs
 
 
@@ -134,7 +137,7 @@ def test_lends_and_reclaims_under_load_lose_no_trajectory_and_never_go_back_in_w
             th.start()
             p = subprocess.run([LIBRA, "load", "--engines", gw.url, "--trainer", "--json",
                                 "--time-scale", SCALE, "--steps", "6", "--batch", "8", "--set",
-                                "rl.sync_interval=1", *BUCKETS], capture_output=True, text=True,
+                                "rl.sync_interval=1", *LENDS, *BUCKETS], capture_output=True, text=True,
                                timeout=240, env={**os.environ, "LIBRA_ADMIN_TOKEN": TOKEN})
             stop.set()
             th.join()

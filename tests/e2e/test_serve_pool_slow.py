@@ -12,7 +12,7 @@ import threading
 import time
 
 from emu_util import ADMIN, LIBRA, TOKEN, Emu, post
-from test_serve_pool import BUCKETS, SCALE, pool, serve, stable, two_roles, until
+from test_serve_pool import BUCKETS, LENDS, SCALE, pool, serve, stable, two_roles, until
 
 
 class Driver:
@@ -119,7 +119,7 @@ def test_kill_9_of_the_trainer_at_random_points_leaves_no_replica_in_two_roles()
             th = threading.Thread(target=operator, args=(random.Random(7),), daemon=True)
             th.start()
             cmd = [LIBRA, "load", "--engines", gw.url, "--trainer", "--time-scale", SCALE,
-                   "--batch", "8", "--set", "rl.sync_interval=1", *BUCKETS]
+                   "--batch", "8", "--set", "rl.sync_interval=1", *LENDS, *BUCKETS]
             env = {**os.environ, "LIBRA_ADMIN_TOKEN": TOKEN}
             for seed in range(1, 11):
                 p = subprocess.Popen([*cmd, "--steps", "50"], stdout=subprocess.DEVNULL,
