@@ -12,6 +12,7 @@
 #include "cli/cli_config.h"
 #include "cli/commands.h"
 #include "cli/progress.h"
+#include "cost/lifecycle.h"
 #include "cost/shape.h"
 #include "ehp/lend.h"
 #include "load/load.h"
@@ -216,6 +217,9 @@ static int trainer_model_init(struct trainer_model *m, const struct sim_input *i
     }
     lc->step_cost = trainer_step_s;
     lc->step_cost_arg = m;
+    struct cost_weight_update u;
+    cost_weight_update(&m->st.lifecycle, &m->shape, in->hw, cfg->rl.transport, false, &u);
+    lc->save_s = u.save_s;
     if (pool) {
         lc->release_s = m->lend.times.start_s;
         lc->retake_s = m->lend.join_s;
@@ -223,22 +227,25 @@ static int trainer_model_init(struct trainer_model *m, const struct sim_input *i
     return 0;
 }
 
-/* The trainer's layout in one line: "tp4 pp1 cp1 dp12 on 48 GPUs" (and the pool's hybrids). */
-static void trainer_text(const struct trainer_model *m, char *out, size_t size)
+/* The trainer in one line: "tp4 pp1 cp1 dp12 on 48 GPUs" (and the pool's hybrids, and the
+ * checkpoint a disk update waits for). */
+static void trainer_text(const struct trainer_model *m, double save_s, char *out, size_t size)
 {
     const struct plan_train_layout *t = &m->lay.train;
-    int n = snprintf(out, size, "tp%d pp%d cp%d dp%d on %d GPUs", t->tp, t->pp, t->cp, t->dp,
-                     m->lay.n_train);
-    if (m->pool && n > 0 && (size_t)n < size)
-        snprintf(out + n, size - (size_t)n, " + %d hybrid replicas of %d", m->lay.n_hybrid,
-                 m->lay.replica_gpus);
+    size_t n = (size_t)snprintf(out, size, "tp%d pp%d cp%d dp%d on %d GPUs", t->tp, t->pp, t->cp,
+                                t->dp, m->lay.n_train);
+    if (m->pool && n < size)
+        n += (size_t)snprintf(out + n, size - n, " + %d hybrid replicas of %d", m->lay.n_hybrid,
+                              m->lay.replica_gpus);
+    if (save_s > 0 && n < size)
+        snprintf(out + n, size - n, ", checkpoint %.1f s", save_s);
 }
 
 static void print_table(const struct load_config *c, const struct trainer_model *m,
                         const struct load_result *r)
 {
-    char trainer[96];
-    trainer_text(m, trainer, sizeof trainer);
+    char trainer[128];
+    trainer_text(m, c->save_s, trainer, sizeof trainer);
     printf("libra load: %s client, %d engines, %d steps of %d trajectories (%d x %d), trainer "
            "%s, time x %g\n\n",
            load_style_name(c->style), c->n_urls, c->steps,
@@ -296,11 +303,11 @@ static json_t *step_json(const struct load_step *s)
     return o;
 }
 
-static json_t *trainer_json(const struct trainer_model *m)
+static json_t *trainer_json(const struct trainer_model *m, const struct load_config *c)
 {
     const struct plan_train_layout *t = &m->lay.train;
-    json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i}", "tp", t->tp, "pp", t->pp, "cp", t->cp, "dp",
-                          t->dp, "gpus", m->lay.n_train);
+    json_t *o = json_pack("{s:i, s:i, s:i, s:i, s:i, s:f}", "tp", t->tp, "pp", t->pp, "cp", t->cp,
+                          "dp", t->dp, "gpus", m->lay.n_train, "save_s", c->save_s);
     if (m->pool) {
         json_object_set_new(o, "hybrid_replicas", json_integer(m->lay.n_hybrid));
         json_object_set_new(o, "replica_gpus", json_integer(m->lay.replica_gpus));
@@ -323,7 +330,7 @@ static json_t *result_json(const struct libra_config *cfg, const struct load_con
     json_object_set_new(doc, "groups_launched", json_integer((json_int_t)r->groups_launched));
     json_object_set_new(doc, "weight_updates", json_integer(r->weight_updates));
     json_object_set_new(doc, "style", json_string(load_style_name(c->style)));
-    json_object_set_new(doc, "trainer", trainer_json(m));
+    json_object_set_new(doc, "trainer", trainer_json(m, c));
     if (c->pool_trainer)
         json_object_set_new(
             doc, "pool",

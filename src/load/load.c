@@ -74,6 +74,8 @@ struct run {
     struct event *train_timer;    /* the trainer's step on the last batch */
     bool training;                /* ... is running */
     double train_wall_s;          /* ... for this long (wall seconds) */
+    struct event *save_timer;     /* the trainer's checkpoint before a disk update */
+    bool saving;                  /* ... is being written */
     struct load_trainer *trainer; /* config.pool_trainer's; NULL without */
     VEC(uint32_t) lens;           /* the batch's contexts, tokens, for config.step_cost */
     bool releasing;               /* the trainer frees lent replicas: no step starts */
@@ -140,7 +142,7 @@ static void group_done(struct group *g);
 static bool run_done(const struct run *r)
 {
     return r->res->n_steps == r->c->steps && r->flying.n == 0 && r->updates_left == 0 &&
-           !r->training && !r->releasing && r->finishing == 0;
+           !r->training && !r->releasing && !r->saving && r->finishing == 0;
 }
 
 static void break_when_done(struct run *r)
@@ -205,8 +207,7 @@ static void next_turn(struct traj *t)
     int64_t grow = rec->turns[t->turn].prompt_tokens - (int64_t)t->n_ctx;
     ctx_fill(t, grow > 0 ? grow : payload, 2, t->index, t->turn);
     t->left = rec->turns[t->turn].generated_tokens;
-    double wall = tool_s * t->run->c->time_scale;
-    struct timeval tv = {(time_t)wall, (suseconds_t)((wall - floor(wall)) * 1e6)};
+    struct timeval tv = load_wall_tv(tool_s * t->run->c->time_scale);
     evtimer_add(t->tool_timer, &tv);
 }
 
@@ -630,7 +631,7 @@ static void update_weights(struct run *r)
  * (the trainer takes part in it). */
 static bool trainer_free(const struct run *r)
 {
-    return !r->training && !r->releasing && !r->update_due && r->updates_left == 0;
+    return !r->training && !r->releasing && !r->saving && !r->update_due && r->updates_left == 0;
 }
 
 /* Launches the groups the job admits at the fleet's version (job_admit_limit_run); none while
@@ -674,9 +675,8 @@ static void try_train(struct run *r)
             r->training = true;
             if (r->trainer)
                 load_trainer_step(r->trainer, true, r->version, 0);
-            double wall = r->res->steps[r->res->n_steps - 1].train_s * c->time_scale;
-            r->train_wall_s = wall;
-            struct timeval tv = {(time_t)wall, (suseconds_t)((wall - floor(wall)) * 1e6)};
+            r->train_wall_s = r->res->steps[r->res->n_steps - 1].train_s * c->time_scale;
+            struct timeval tv = load_wall_tv(r->train_wall_s);
             evtimer_add(r->train_timer, &tv);
         }
     }
@@ -692,7 +692,20 @@ static void update_when_idle(struct run *r)
     }
 }
 
-/* The trainer reached a new version: the weights go out when the schedule says so. */
+/* The weights go out: at once, or once no group is in flight for a style whose update waits for
+ * its rollout. */
+static void start_update(struct run *r)
+{
+    if (load_style_update_waits(r->c->style)) {
+        r->update_due = true;
+        update_when_idle(r); /* or when the last group in flight is done */
+    } else {
+        update_weights(r);
+    }
+}
+
+/* The trainer reached a new version: the weights go out when the schedule says so (with a disk
+ * transport, after the trainer has written its checkpoint). */
 static void on_trained(evutil_socket_t fd, short what, void *arg)
 {
     struct run *r = arg;
@@ -704,12 +717,22 @@ static void on_trained(evutil_socket_t fd, short what, void *arg)
         r->releasing = load_trainer_boundary(r->trainer, r->version);
     if (!job_sync_due(&r->c->job, r->version)) {
         try_train(r);
-    } else if (load_style_update_waits(r->c->style)) {
-        r->update_due = true;
-        update_when_idle(r); /* or when the last group in flight is done */
+    } else if (r->c->save_s > 0 && !r->c->nccl) {
+        r->saving = true;
+        struct timeval tv = load_wall_tv(r->c->save_s * r->c->time_scale);
+        evtimer_add(r->save_timer, &tv);
     } else {
-        update_weights(r);
+        start_update(r);
     }
+    break_when_done(r);
+}
+
+/* The trainer's checkpoint is written: the engines may reload it. */
+static void on_saved(evutil_socket_t fd, short what, void *arg)
+{
+    struct run *r = arg;
+    r->saving = false;
+    start_update(r);
     break_when_done(r);
 }
 
@@ -799,6 +822,7 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
         workload_gen_init(&r.gen, c->workload, c->seed);
     r.in_flight = xcalloc((size_t)c->n_urls, sizeof *r.in_flight);
     r.train_timer = evtimer_new(base, on_trained, &r);
+    r.save_timer = evtimer_new(base, on_saved, &r);
     if (c->pool_trainer) {
         struct load_trainer_config tc = {.url = c->urls[0],
                                          .admin_token = c->admin_token,
@@ -827,6 +851,7 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
     free_groups(&r, &r.flying);
     free_groups(&r, &r.buffer);
     event_free(r.train_timer);
+    event_free(r.save_timer);
     free(r.in_flight);
     vec_free(&r.lens);
     return r.failed ? -1 : 0;

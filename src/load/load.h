@@ -82,6 +82,9 @@ struct load_config {
      * take no time. */
     int (*step_cost)(void *arg, const uint32_t *ctx_tokens, size_t n, int active, double *step_s);
     void *step_cost_arg;
+    /* a disk transport: the trainer writes a checkpoint for save_s emulated seconds before the
+     * engines reload (it starts no step meanwhile; rollout goes on); 0: none */
+    double save_s;
     uint32_t vocab; /* token ids are drawn below it */
     uint64_t seed;  /* of the generator, the prompt and tool-payload token ids */
     bool record;    /* keep the finished trajectories as trace lines (result.trace) */

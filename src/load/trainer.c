@@ -72,7 +72,7 @@ static double wall_now(void)
     return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
 }
 
-static struct timeval wall_tv(double s)
+struct timeval load_wall_tv(double s)
 {
     s = s > 0 ? s : 0;
     return (struct timeval){(time_t)s, (suseconds_t)((s - floor(s)) * 1e6)};
@@ -222,7 +222,7 @@ static void on_pool(void *arg, int status, const char *body, size_t len, const c
     }
     json_t *doc = status == 200 ? json_loadb(body, len, 0, NULL) : NULL;
     if (!doc) {
-        struct timeval tv = wall_tv(POLL_RETRY_S);
+        struct timeval tv = load_wall_tv(POLL_RETRY_S);
         evtimer_add(t->poll_timer, &tv);
         return;
     }
@@ -307,7 +307,7 @@ bool load_trainer_boundary(struct load_trainer *t, int64_t version)
     }
     if (t->n_releasing == 0)
         return false;
-    struct timeval tv = wall_tv(t->c.release_s * t->c.time_scale);
+    struct timeval tv = load_wall_tv(t->c.release_s * t->c.time_scale);
     evtimer_add(t->release_timer, &tv);
     return true;
 }
@@ -343,7 +343,7 @@ void load_trainer_flush(struct load_trainer *t, double limit_s)
         return;
     t->flushing = true;
     t->flush_timer = evtimer_new(t->base, on_flush_limit, t);
-    struct timeval tv = wall_tv(limit_s);
+    struct timeval tv = load_wall_tv(limit_s);
     evtimer_add(t->flush_timer, &tv);
     event_base_dispatch(t->base);
     t->flushing = false;

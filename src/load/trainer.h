@@ -77,4 +77,7 @@ void load_trainer_counts(const struct load_trainer *t, struct load_trainer_count
 
 void load_trainer_free(struct load_trainer *t);
 
+/* s wall seconds (0 when not above 0) as a libevent timeout. */
+struct timeval load_wall_tv(double s);
+
 #endif

@@ -95,7 +95,7 @@ def test_the_table_names_the_steps_and_engines():
         lines = p.stdout.splitlines()
         assert re.fullmatch(r"libra load: plain client, 2 engines, 3 steps of 8 trajectories "
                             r"\(2 x 4\), trainer tp\d+ pp\d+ cp\d+ dp\d+ on \d+ GPUs, "
-                            r"time x 0.005", lines[0]), lines[0]
+                            r"checkpoint \d+\.\d s, time x 0.005", lines[0]), lines[0]
         assert lines[2].split()[:3] == ["step", "traj", "turns"]
         assert lines[2].split()[-2:] == ["train", "s"]
         assert [line.split()[1] for line in lines[3:6]] == ["8", "8", "8"]
@@ -241,8 +241,12 @@ def test_dynamic_sampling_drops_filtered_groups_and_fills_the_batch_as_the_simul
     assert [s["generated_tokens"] for s in steps] == [s["trained_tokens"] for s in simulated]
     libra = modes["libra"]
     assert [s["trained_tokens"] for s in libra["steps"]] == [s["generated_tokens"] for s in steps]
+    # the trainer's layout, and the checkpoint it writes before each disk update: the
+    # simulator's trainer is busy that long after each step (its sync_s; weights every step)
     assert doc["trainer"] == {k: libra["layout"]["train"][k] for k in ("tp", "pp", "cp", "dp")} | \
-        {"gpus": libra["layout"]["train_gpus"]}, (doc["trainer"], libra["layout"])
+        {"gpus": libra["layout"]["train_gpus"], "save_s": pytest.approx(
+            libra["steps"][0]["sync_s"], rel=1e-12)}, (doc["trainer"], libra["layout"])
+    assert doc["trainer"]["save_s"] > 0
     # the last batch is not trained by the client
     assert [s["train_s"] for s in steps] == \
         pytest.approx([s["train_s"] for s in libra["steps"][:2]] + [0], rel=1e-12)
