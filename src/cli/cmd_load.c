@@ -227,16 +227,17 @@ static int trainer_model_init(struct trainer_model *m, const struct sim_input *i
     return 0;
 }
 
-/* The trainer in one line: "tp4 pp1 cp1 dp12 on 48 GPUs" (and the pool's hybrids, and the
- * checkpoint a disk update waits for). */
+/* The trainer in one line: "tp4 pp1 cp1 dp12 on 48 GPUs" (and the pool's hybrids, "+ 2 hybrid
+ * replicas of 4 GPUs", and the checkpoint a disk update waits for). */
 static void trainer_text(const struct trainer_model *m, double save_s, char *out, size_t size)
 {
     const struct plan_train_layout *t = &m->lay.train;
     size_t n = (size_t)snprintf(out, size, "tp%d pp%d cp%d dp%d on %d GPUs", t->tp, t->pp, t->cp,
                                 t->dp, m->lay.n_train);
     if (m->pool && n < size)
-        n += (size_t)snprintf(out + n, size - n, " + %d hybrid replicas of %d", m->lay.n_hybrid,
-                              m->lay.replica_gpus);
+        n +=
+            (size_t)snprintf(out + n, size - n, " + %d hybrid replica%s of %d GPUs",
+                             m->lay.n_hybrid, m->lay.n_hybrid == 1 ? "" : "s", m->lay.replica_gpus);
     if (save_s > 0 && n < size)
         snprintf(out + n, size - n, ", checkpoint %.1f s", save_s);
 }

@@ -145,6 +145,10 @@ def test_lends_and_reclaims_under_load_lose_no_trajectory_and_never_go_back_in_w
             doc = json.loads(p.stdout)
             assert [s["trajectories"] for s in doc["steps"]] == [8] * 6
             assert doc["pool"]["released"] >= 1 and doc["pool"]["retaken"] >= 1, doc["pool"]
+            # the trainer's layout has hybrids; a step trains with those the gateway had active
+            assert doc["trainer"]["hybrid_replicas"] >= 1, doc["trainer"]
+            assert all(0 <= s["active_hybrids"] <= 2 for s in doc["steps"]), doc["steps"]
+            assert all(s["train_s"] > 0 for s in doc["steps"][:-1])
             assert doc["pool"]["step_reports"] == 10  # 5 steps trained: begin and end each
             counts = pool(gw)["counts"]
             assert counts["lends"] >= 1 and counts["reclaims"] >= 2, counts
