@@ -422,8 +422,6 @@ static bool cost_step(struct run *r, struct load_step *st)
 {
     const struct load_config *c = r->c;
     st->active_hybrids = r->trainer ? load_trainer_active(r->trainer) : 0;
-    if (!c->step_cost)
-        return true;
     if (c->step_cost(c->step_cost_arg, r->lens.v, r->lens.n, st->active_hybrids, &st->train_s) !=
             0 ||
         !(st->train_s >= 0) || isinf(st->train_s)) {
@@ -717,7 +715,7 @@ static void on_trained(evutil_socket_t fd, short what, void *arg)
         r->releasing = load_trainer_boundary(r->trainer, r->version);
     if (!job_sync_due(&r->c->job, r->version)) {
         try_train(r);
-    } else if (r->c->save_s > 0 && !r->c->nccl) {
+    } else if (r->c->save_s > 0) {
         r->saving = true;
         struct timeval tv = load_wall_tv(r->c->save_s * r->c->time_scale);
         evtimer_add(r->save_timer, &tv);

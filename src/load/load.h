@@ -78,12 +78,11 @@ struct load_config {
      * it): step_cost(step_cost_arg, ctx_tokens, n, active, &step_s) with each trajectory's whole
      * context (prompt, generated and tool tokens, as the client sent and received them) and the
      * hybrid replicas the gateway's pool has training beside the core (0 without pool_trainer).
-     * It returns 0, or non-zero when the batch cannot be costed: the run stops. NULL: steps
-     * take no time. */
+     * It returns 0, or non-zero when the batch cannot be costed: the run stops. Required. */
     int (*step_cost)(void *arg, const uint32_t *ctx_tokens, size_t n, int active, double *step_s);
     void *step_cost_arg;
-    /* a disk transport: the trainer writes a checkpoint for save_s emulated seconds before the
-     * engines reload (it starts no step meanwhile; rollout goes on); 0: none */
+    /* the trainer writes a checkpoint for save_s emulated seconds before the engines reload
+     * (it starts no step meanwhile; rollout goes on): a disk transport's; 0 for nccl */
     double save_s;
     uint32_t vocab; /* token ids are drawn below it */
     uint64_t seed;  /* of the generator, the prompt and tool-payload token ids */

@@ -310,6 +310,16 @@ def test_errors():
     assert p.returncode == 1 and "every engine stopped answering" in p.stderr
 
 
+def test_an_experiment_without_a_trainer_layout_is_refused():
+    """The trainer trains on the planner's layout: where the planner finds none (two GPUs for
+    Qwen3-235B-A22B), nothing is sent and the planner's reason is given, exit 2."""
+    p = subprocess.run([LIBRA, "load", "--engines", "http://127.0.0.1:9", *QUICK, "--gpus", "2",
+                        "--model", "qwen3-235b-a22b"], capture_output=True, text=True, timeout=30)
+    assert p.returncode == 2, p.stderr
+    assert "load: the trainer: the planner finds no feasible plan: " in p.stderr, p.stderr
+    assert p.stdout == ""
+
+
 def test_a_trainer_whose_layout_cannot_lend_is_refused():
     """--trainer costs its steps with the pool's hybrid replicas as libra sim does: an
     experiment whose training layout has none to lend (Qwen3-14B at batch 8 on 16 GPUs: the

@@ -146,11 +146,14 @@ static void seqs_of(struct cost_train_seqs *q, size_t n)
     free(len);
 }
 
-/* The reference's layout (TP8 × DP4) with what it lends, and n sequences to step it on. */
-static struct plan_train_layout lendable(struct ehp_lend *e, struct cost_train_seqs *q, size_t n)
+/* The reference's layout (TP8 × DP4) with what it lends, its trainer configuration, and n
+ * sequences to step it on. */
+static struct plan_train_layout lendable(struct ehp_lend *e, struct cost_train_config *c,
+                                         struct cost_train_seqs *q, size_t n)
 {
     struct plan_train_layout l = megatron(8, 1, 4);
     assert_int_equal(ehp_lend_layout(&l, 0, &settings, &shape, hw, e), 0);
+    plan_train_config(&l, &settings, c);
     seqs_of(q, n);
     return l;
 }
@@ -174,12 +177,10 @@ static double plain_step_s(const struct cost_train_config *c, const struct cost_
 static void test_step_with_hybrids(void **state)
 {
     struct ehp_lend e;
+    struct cost_train_config c;
     struct cost_train_seqs q;
     struct cost_train_scratch sc = {0};
-    struct plan_train_layout l = lendable(&e, &q, 32);
-
-    struct cost_train_config c;
-    plan_train_config(&l, &settings, &c);
+    struct plan_train_layout l = lendable(&e, &c, &q, 32);
     double plain = plain_step_s(&c, &q, &sc);
 
     struct ehp_step_cost s0, s2, s5;
@@ -223,13 +224,12 @@ static void test_step_with_hybrids(void **state)
 static void test_batch_step(void **state)
 {
     struct ehp_lend e;
+    struct cost_train_config c;
     struct cost_train_seqs q;
     struct cost_train_scratch sc = {0};
-    struct plan_train_layout l = lendable(&e, &q, 6);
+    struct plan_train_layout l = lendable(&e, &c, &q, 6);
 
     /* the core alone, on the 4 DP ranks six sequences fill */
-    struct cost_train_config c;
-    plan_train_config(&l, &settings, &c);
     c.minibatches = 1;
     c.micro_batch_tokens =
         q.longest_tokens > c.micro_batch_tokens ? q.longest_tokens : c.micro_batch_tokens;
