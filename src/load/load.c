@@ -78,7 +78,6 @@ struct run {
     bool saving;                  /* ... is being written */
     struct load_trainer *trainer; /* config.pool_trainer's; NULL without */
     VEC(uint32_t) lens;           /* the batch's contexts, tokens, for config.step_cost */
-    bool releasing;               /* the trainer frees lent replicas: no step starts */
     int finishing;                /* trajectory-end events on their way to a gateway */
     bool failed;
 };
@@ -137,12 +136,18 @@ static int least_loaded(const struct run *r)
 static void send_turn(struct traj *t);
 static void group_done(struct group *g);
 
+/* Whether the trainer frees replicas it lends (no step starts meanwhile). */
+static bool releasing(const struct run *r)
+{
+    return r->trainer && load_trainer_releasing(r->trainer);
+}
+
 /* Whether every batch was taken and nothing the client started is running: the last batch
  * leaves nothing in flight (job_admit_limit_run) and is not trained. */
 static bool run_done(const struct run *r)
 {
     return r->res->n_steps == r->c->steps && r->flying.n == 0 && r->updates_left == 0 &&
-           !r->training && !r->releasing && !r->saving && r->finishing == 0;
+           !r->training && !releasing(r) && !r->saving && r->finishing == 0;
 }
 
 static void break_when_done(struct run *r)
@@ -629,7 +634,7 @@ static void update_weights(struct run *r)
  * (the trainer takes part in it). */
 static bool trainer_free(const struct run *r)
 {
-    return !r->training && !r->releasing && !r->saving && !r->update_due && r->updates_left == 0;
+    return !r->training && !releasing(r) && !r->saving && !r->update_due && r->updates_left == 0;
 }
 
 /* Launches the groups the job admits at the fleet's version (job_admit_limit_run); none while
@@ -711,8 +716,6 @@ static void on_trained(evutil_socket_t fd, short what, void *arg)
     if (r->trainer)
         load_trainer_step(r->trainer, false, r->version, r->train_wall_s);
     r->version++;
-    if (r->trainer)
-        r->releasing = load_trainer_boundary(r->trainer, r->version);
     if (!job_sync_due(&r->c->job, r->version)) {
         try_train(r);
     } else if (r->c->save_s > 0) {
@@ -765,7 +768,6 @@ static void group_done(struct group *g)
 static void on_boundary_done(void *arg)
 {
     struct run *r = arg;
-    r->releasing = false;
     try_train(r);
     break_when_done(r);
 }

@@ -62,7 +62,10 @@ struct load_trainer {
     struct event *release_timer, *poll_timer, *flush_timer;
     bool flushing;
     struct load_trainer_counts counts;
-    int active; /* of the last snapshot: the pool's hybrid replicas training */
+    bool held[REPLICAS_MAX]; /* the hybrid replicas it trains on: the first snapshot's active
+                              * and activating ones, then those it retook and has not lent */
+    bool between;            /* no step is running: requests are acted on as they are ready */
+    int64_t boundary;        /* the version the next step will train from */
 };
 
 static double wall_now(void)
@@ -95,6 +98,8 @@ static void on_sent(void *arg, int status, const char *body, size_t len, const c
         t->counts.retaken += c.kind == CALL_RETAKEN;
     } else {
         t->counts.refused++;
+        if (c.kind == CALL_RETAKEN) /* the reclaim was cancelled or expired: not ours */
+            t->held[c.replica] = false;
         fprintf(stderr, "libra: load: trainer: the gateway refused a pool call (%d): %.200s%s\n",
                 status, body && *body ? body : "", error ? error : "");
     }
@@ -146,6 +151,7 @@ static void enqueue(struct load_trainer *t, struct call c)
 /* ---- the pool, watched ---------------------------------------------------------------------- */
 
 static void poll_pool(struct load_trainer *t);
+static void act(struct load_trainer *t);
 
 static void read_requests(struct load_trainer *t, json_t *doc)
 {
@@ -169,21 +175,33 @@ static void read_requests(struct load_trainer *t, json_t *doc)
     }
 }
 
-static void read_membership(struct load_trainer *t, json_t *doc)
+/* The replicas a trainer that stopped left training (the pool makes one that is activating
+ * active at the next step's begin). */
+static void read_held(struct load_trainer *t, json_t *doc)
 {
     json_t *reps = json_object_get(doc, "replicas"), *r;
     size_t i;
-    t->active = 0;
     json_array_foreach(reps, i, r)
     {
         const char *join = json_string_value(json_object_get(r, "join"));
-        t->active += join && strcmp(join, "active") == 0;
+        json_int_t h = json_integer_value(json_object_get(r, "replica"));
+        if (join && h >= 0 && h < REPLICAS_MAX)
+            t->held[h] = strcmp(join, "active") == 0 || strcmp(join, "activating") == 0;
     }
 }
 
 int load_trainer_active(const struct load_trainer *t)
 {
-    return t->active;
+    double now = wall_now();
+    int n = 0;
+    for (int h = 0; h < REPLICAS_MAX; h++)
+        n += t->held[h] && t->loaded_at_s[h] <= now;
+    return n;
+}
+
+bool load_trainer_releasing(const struct load_trainer *t)
+{
+    return t->n_releasing > 0;
 }
 
 /* The first snapshot: steps are numbered after the gateway's last; one left open ends. */
@@ -228,10 +246,13 @@ static void on_pool(void *arg, int status, const char *body, size_t len, const c
     }
     t->changes = json_integer_value(json_object_get(doc, "changes"));
     read_requests(t, doc);
-    read_membership(t, doc);
-    if (!t->started)
+    if (!t->started) {
+        read_held(t, doc);
         start(t, doc);
+    }
     json_decref(doc);
+    if (t->between)
+        act(t);
     poll_pool(t);
 }
 
@@ -262,6 +283,11 @@ void load_trainer_step(struct load_trainer *t, bool begin, int64_t version, doub
                              .train_s = begin ? 0 : train_s,
                              .step = version,
                              .version = version});
+    t->between = !begin;
+    if (!begin) {
+        t->boundary = version + 1;
+        act(t);
+    }
 }
 
 static bool handled(const struct load_trainer *t, int64_t id)
@@ -283,8 +309,12 @@ static void on_released(evutil_socket_t fd, short what, void *arg)
     t->hooks.boundary_done(t->hooks.arg);
 }
 
-bool load_trainer_boundary(struct load_trainer *t, int64_t version)
+/* Between steps: acts on the requests that are ready, unless a release is under way (the next
+ * snapshot after it looks again). */
+static void act(struct load_trainer *t)
 {
+    if (t->n_releasing > 0)
+        return;
     double now = wall_now();
     for (size_t i = 0; i < t->requests.n; i++) {
         const struct request *q = &t->requests.v[i];
@@ -294,10 +324,11 @@ bool load_trainer_boundary(struct load_trainer *t, int64_t version)
                          .request = q->id,
                          .replica = q->replica,
                          .generation = q->generation,
-                         .version = version};
+                         .version = t->boundary};
         if (q->lend && t->loaded_at_s[q->replica] > now)
             continue; /* still taking it back: at a later boundary */
         vec_push(&t->handled, q->id);
+        t->held[q->replica] = !q->lend;
         if (q->lend) {
             t->releasing[t->n_releasing++] = c;
         } else {
@@ -306,10 +337,9 @@ bool load_trainer_boundary(struct load_trainer *t, int64_t version)
         }
     }
     if (t->n_releasing == 0)
-        return false;
+        return;
     struct timeval tv = load_wall_tv(t->c.release_s * t->c.time_scale);
     evtimer_add(t->release_timer, &tv);
-    return true;
 }
 
 /* ---- life ----------------------------------------------------------------------------------- */
@@ -325,6 +355,7 @@ struct load_trainer *load_trainer_new(struct event_base *base, struct net_client
     t->hooks = *hooks;
     t->release_timer = evtimer_new(base, on_released, t);
     t->poll_timer = evtimer_new(base, on_poll_timer, t);
+    t->between = true; /* before its first step */
     poll_pool(t);
     return t;
 }

@@ -4,8 +4,9 @@
  * emu` without GPUs.
  *
  * The trainer watches the gateway's pool with a long poll (GET /libra/v1/pool?after=N), reports
- * each of its steps (POST /libra/v1/pool/step, begin and end) and, at each step boundary, acts
- * on the requests that are ready: a lend frees the replica's GPUs (release_s of emulated time,
+ * each of its steps (POST /libra/v1/pool/step, begin and end) and, between steps (from a step's
+ * end, with the version it reached, to the next one's begin), acts on the requests as they are
+ * ready: a lend frees the replica's GPUs (release_s of emulated time,
  * during which the trainer starts no step) and is then confirmed `released`; a reclaim is
  * confirmed `retaken` at once (before the GPUs are touched), and the replica then takes
  * retake_s to start its trainers and fetch the state (a lend of it waits until then). Its calls
@@ -62,13 +63,14 @@ struct load_trainer *load_trainer_new(struct event_base *base, struct net_client
  * carries train_s, the wall seconds the step trained (the steering signal's T_train). */
 void load_trainer_step(struct load_trainer *t, bool begin, int64_t version, double train_s);
 
-/* The hybrid replicas the gateway's pool has active beside its core, as its last snapshot
- * shows (0 before the first). */
+/* The hybrid replicas the trainer trains on beside its core now: those the gateway's pool had
+ * active or activating when the trainer started (a step's begin makes activating ones active),
+ * then those it retook (unless the retake was refused), once retake_s has passed, and has not
+ * lent since. */
 int load_trainer_active(const struct load_trainer *t);
 
-/* At a step boundary (after the end of step version - 1): acts on the requests ready. Returns
- * true when a release is under way: the caller starts no step until boundary_done. */
-bool load_trainer_boundary(struct load_trainer *t, int64_t version);
+/* Whether a release is under way: the caller starts no step until boundary_done. */
+bool load_trainer_releasing(const struct load_trainer *t);
 
 /* Runs base until every call made has been answered (at most limit_s wall seconds). */
 void load_trainer_flush(struct load_trainer *t, double limit_s);

@@ -90,8 +90,11 @@ struct gw_pool {
     uint64_t counts[4]; /* lends, reclaims, expired, failed joins */
     bool steer;         /* --pool-steer: the signal at each step end asks for lends, reclaims */
     int core;           /* the trainer's core replicas (--pool-core-replicas) */
+    int replica_gpus;   /* GPUs of a hybrid replica: its engine's TP when steered, else 1 */
     double step_mark_s; /* gw_now() at the last step end (the rollout is measured since) */
-    bool signalled;     /* a signal was issued */
+    double avail_gpu_s; /* rollout GPU-seconds from step_mark_s to avail_mark_s */
+    double avail_mark_s;
+    bool signalled; /* a signal was issued */
 };
 
 enum { COUNT_LENDS, COUNT_RECLAIMS, COUNT_EXPIRED, COUNT_FAILED };
@@ -140,6 +143,7 @@ int gw_pool_new(struct gw *g, char *err, size_t err_size)
     pl->timeout_s = o->pool_timeout_s;
     pl->steer = o->pool_steer;
     pl->core = core;
+    pl->replica_gpus = rg;
     pl->next_request = 1;
     pl->rep = xcalloc((size_t)n, sizeof *pl->rep);
     for (int h = 0; h < n; h++) {
@@ -324,8 +328,9 @@ static int apply_retaken(struct gw_pool *pl, const struct gw_pool_rec *rc, char 
                            .version = rc->version};
     ev.kind = EHP_EV_STARTED;
     ehp_pool_event(pl->pool, &ev, &pl->dec);
-    ev.kind = EHP_EV_FETCHED;
-    ehp_pool_event(pl->pool, &ev, &pl->dec);
+    ev.kind = EHP_EV_FETCHED; /* retaken: every member of the replica holds its shard */
+    for (ev.member = 0; ev.member < pl->replica_gpus; ev.member++)
+        ehp_pool_event(pl->pool, &ev, &pl->dec);
     ev.kind = EHP_EV_SYNCED;
     ehp_pool_event(pl->pool, &ev, &pl->dec);
     r->req = GW_POOL_OP_NONE;
@@ -481,6 +486,23 @@ int gw_pool_replay(struct gw *g, const char *body, size_t len, char *err, size_t
 static void reconcile(struct gw_pool *pl);
 static void changed(struct gw_pool *pl);
 
+/* The GPUs of the engines serving rollout now. */
+static int64_t rollout_gpus(const struct gw *g)
+{
+    int64_t gpus = 0;
+    for (size_t i = 0; i < g->engines.n; i++)
+        gpus += gw_engine_routable(g->engines.v[i]) ? g->engines.v[i]->tp : 0;
+    return gpus;
+}
+
+/* The rollout GPU-seconds are counted up to now: called before a replica's engine leaves
+ * rollout or comes back to it. */
+static void avail_to(struct gw_pool *pl, double now)
+{
+    pl->avail_gpu_s += (double)rollout_gpus(pl->g) * (now - pl->avail_mark_s);
+    pl->avail_mark_s = now;
+}
+
 /* Whether the replica's engine should serve: only while its GPUs are rollout's. */
 static bool should_serve(const struct gw_pool *pl, int h)
 {
@@ -494,6 +516,7 @@ static void call_ended(struct replica *r, bool ok, enum engine_state now)
     if (ok) {
         r->engine = now;
         if (now == ENGINE_AWAKE) {
+            avail_to(r->pl, gw_now());
             e->lent = false;
             gw_persist_engines(e->g);
             if (e->kind == GW_KIND_SGLANG)
@@ -591,6 +614,7 @@ static void start_call(struct replica *r, struct gw_engine *e, bool wake)
         return;
     }
     if (!e->lent) { /* no new turn from now on */
+        avail_to(r->pl, gw_now());
         e->lent = true;
         gw_persist_engines(g);
     }
@@ -840,25 +864,23 @@ static void on_pool_tick(evutil_socket_t fd, short what, void *arg)
     reconcile(pl);
 }
 
-/* What the steering signal sees of the rollout at a step's end, now (gw_now()), into rc:
- * the busy share of the engines serving rollout since the last step end times that interval
- * (rollout_s: their busy GPU-seconds over their GPUs), those GPUs, and the live trajectories
- * over the rl.max_staleness + 1 batches admission allows (pressure). The gateway holds no
- * queue of its own, so the signal's queue pressure is 0. */
-static void measure(const struct gw_pool *pl, double now, struct gw_pool_rec *rc)
+/* What the steering signal sees of the rollout at a step's end, now (gw_now()), into rc, as
+ * the simulator measures it: the rollout's busy share since the last step end — the busy
+ * GPU-seconds of every engine over the GPU-seconds of those serving rollout, which change as
+ * replicas leave and come back — times that interval (rollout_s), the GPUs serving rollout
+ * now, and the live trajectories over the rl.max_staleness + 1 batches admission allows
+ * (pressure). The gateway holds no queue of its own, so the signal's queue pressure is 0. */
+static void measure(struct gw_pool *pl, double now, struct gw_pool_rec *rc)
 {
     const struct gw *g = pl->g;
-    double busy_gpu_s = 0;
-    int64_t gpus = 0;
+    double busy_gpu_s = 0, span = now - pl->step_mark_s;
     for (size_t i = 0; i < g->engines.n; i++) {
         const struct gw_engine *e = g->engines.v[i];
-        if (!gw_engine_routable(e))
-            continue;
         busy_gpu_s += (gw_engine_busy_s(e, now) - e->busy_mark_s) * e->tp;
-        gpus += e->tp;
     }
-    rc->rollout_gpus = gpus;
-    rc->rollout_s = gpus > 0 ? fmin(busy_gpu_s / (double)gpus, now - pl->step_mark_s) : 0.0;
+    avail_to(pl, now);
+    rc->rollout_gpus = rollout_gpus(g);
+    rc->rollout_s = pl->avail_gpu_s > 0 ? fmin(busy_gpu_s * span / pl->avail_gpu_s, span) : 0.0;
     const struct spec_rl_config *rl = &g->cfg->rl;
     rc->pressure = (double)g->trajs.live / ((rl->max_staleness + 1.0) * rl->batch_trajectories);
 }
@@ -868,7 +890,8 @@ static void mark(struct gw_pool *pl, double now)
 {
     for (size_t i = 0; i < pl->g->engines.n; i++)
         pl->g->engines.v[i]->busy_mark_s = gw_engine_busy_s(pl->g->engines.v[i], now);
-    pl->step_mark_s = now;
+    pl->step_mark_s = pl->avail_mark_s = now;
+    pl->avail_gpu_s = 0;
 }
 
 void gw_pool_start(struct gw *g)

@@ -243,9 +243,9 @@ static const struct spec_field fields[] = {
     INT(SPEC_READ_SIM, sim.async_train_gpus, "GPUs", 0, 0, GPUS, NULL,
         "async training GPUs; 0 tunes them"),
     INT(SPEC_READ_SIM, sim.async_tp, "", 0, 0, 8, NULL, "async rollout TP; 0 tunes it"),
-    BOOL(SPEC_READ_SIM, sim.planner, 1,
+    BOOL(SPEC_READ_SIM | SPEC_READ_LOAD, sim.planner, 1,
          "libra's split and instances come from the planner (else the fleet of sched.buckets' "
-         "instance counts, the rest training)"),
+         "instance counts, the rest training); libra load's trainer trains on libra's split"),
     ENUM(SIMULATED, sim.context_mode, context_mode_names, SPEC_CONTEXT_TOKEN, NULL,
          "how clients send a turn's context: token ids appended, or chat messages whose "
          "template strips earlier reasoning"),

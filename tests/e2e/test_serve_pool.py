@@ -7,6 +7,7 @@ import contextlib
 import http.server
 import json
 import os
+import re
 import signal
 import subprocess
 import threading
@@ -219,6 +220,77 @@ def test_steering_under_load_reclaims_then_lends(tmp_path):
     assert_weights_never_go_back(decisions)
 
 
+# The drift experiment at a small scale, one experiment for `libra sim` and `libra load
+# --trainer`: R2E-Gym on Qwen3-4B and 8 H20s, whose generations double and whose trajectories
+# take fewer turns over two versions. The fleet of sched.buckets is one TP2 rollout engine; the
+# 6 GPUs it leaves train as a TP2 core and two hybrid replicas of 2 GPUs, each a TP2 engine while
+# it serves rollout. Staleness 0 and weights every step: a step's batch is the same trajectories
+# in both. plan.min_rollout_gpus=2: rollout can spare both hybrids in the simulator, as in the
+# gateway, which does not keep the experiment's floor (docs/serve.md "Steering by the signal").
+DRIFT_PRESET = {"workloads": [{"name": "r2e-gym-drift-2", "base": "r2e-gym",
+                               "drift": {"enabled": True, "versions": 2, "generated_scale": 2,
+                                         "finish_logit": 3}}]}
+DRIFT_STEPS = 5
+
+
+def drift_experiment(presets):
+    return ["--presets", str(presets), "--workload", "r2e-gym-drift-2", "--model", "qwen3-4b",
+            "--hardware", "h20", "--gpus", "8", "--batch", "200", "--steps", str(DRIFT_STEPS),
+            "--seed", "2", "--set", "sched.buckets=tp2x1:40960", "--set", "sim.planner=false",
+            "--set", "rl.max_staleness=0", "--set", "rl.sync_interval=1", "--set",
+            "plan.min_rollout_gpus=2"]
+
+
+def test_the_live_pool_lends_and_reclaims_as_the_simulator_does(tmp_path):
+    """`libra sim`'s libra mode with the elastic pool and the same experiment run live — `libra
+    emu` engines as the simulator's fleet, `libra serve --pool-steer`, `libra load --trainer` —
+    make the same requests at the same steps' ends, train each step with the same hybrids and
+    for the same time, lose no trajectory and never send a turn to older weights."""
+    presets = tmp_path / "presets.json"
+    presets.write_text(json.dumps(DRIFT_PRESET))
+    experiment = drift_experiment(presets)
+    p = subprocess.run([LIBRA, "sim", *experiment, "--set", "sim.modes=libra", "--set",
+                        "ehp.enabled=true", "--json"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    sim = json.loads(p.stdout)["modes"]["libra"]
+    split = sim["layout"]["pool"]
+    assert (split["core_replicas"], split["hybrid_replicas"], split["replica_gpus"]) == (1, 2, 2)
+    assert sim["layout"]["instances"] == "tp2x3"  # the core's engine and one per hybrid
+    sim_requests, sim_hybrids = [], []
+    for k, st in enumerate(sim["steps"]):  # a step's record holds what the last step's end did
+        d = st["pool"]["decisions"]
+        sim_requests += [("reclaim", k - 1)] * d["joins"]
+        sim_requests += [("lend", k - 1)] * (d["returned"] + d["cancelled"])
+        sim_hybrids.append((st["pool"]["train_gpus"] - sim["layout"]["train_gpus"]) // 2)
+
+    decisions = tmp_path / "decisions.jsonl"
+    with Emu("--instances", "tp2x3", "--model", "qwen3-4b", "--hardware", "h20",
+             scale="0.01") as emu:
+        urls = [i["url"] for i in emu.instances]
+        gw = Serve(urls[0] + ",tp=2", args=[
+            "--set", "sched.buckets=tp2:40960", "--pool-steer", "--batch", "200", "--set",
+            "rl.max_staleness=0", "--decisions", str(decisions),
+            "--pool-replica", urls[1] + ",tp=2", "--pool-replica", urls[2] + ",tp=2"])
+        try:
+            p = subprocess.run([LIBRA, "load", "--engines", gw.url, "--trainer", "--json",
+                                "--time-scale", "0.01", *experiment], capture_output=True,
+                               text=True, timeout=300,
+                               env={**os.environ, "LIBRA_ADMIN_TOKEN": TOKEN})
+        finally:
+            rc, notes = gw.stop()
+    assert p.returncode == 0 and rc == 0, (p.stderr, notes)
+    live = json.loads(p.stdout)
+    live_requests = [(op, int(step)) for op, step in re.findall(
+        r"pool: (reclaim|lend) of replica \d+ asked: signal at step (\d+)", notes)]
+    assert sim_requests and live_requests == sim_requests, (live_requests, sim_requests)
+    trained = live["steps"][:-1]  # the last batch ends the run untrained
+    assert [s["active_hybrids"] for s in trained] == sim_hybrids[:-1]
+    for s, st in zip(trained, sim["steps"]):
+        assert abs(s["train_s"] - st["train_s"]) <= 1e-9 * st["train_s"], (s, st["train_s"])
+    assert [s["trajectories"] for s in live["steps"]] == [200] * DRIFT_STEPS
+    assert_weights_never_go_back(decisions)
+
+
 # ---- the protocol -------------------------------------------------------------------------------
 
 def test_the_gateway_steers_by_the_signal_and_a_restart_replays_it(tmp_path):
@@ -269,6 +341,20 @@ def test_the_gateway_steers_by_the_signal_and_a_restart_replays_it(tmp_path):
                            capture_output=True, text=True, timeout=30)
         assert p.returncode != 0 and "meta.pool_steer" in p.stderr, p.stderr
 
+
+
+def test_a_retaken_replica_of_several_gpus_trains_from_the_next_step():
+    """A steered pool counts GPUs: a hybrid replica of a TP2 engine has two members, and the
+    trainer's `retaken` says each of them holds its shard, so the join reaches activating at
+    once and the next step's begin makes it active."""
+    with Emu("--instances", "tp2x2", scale=SCALE) as emu:
+        urls = [i["url"] for i in emu.instances]
+        with Serve(urls[0], args=["--set", "sched.buckets=tp2:40960", "--pool-steer",
+                                  "--pool-replica", urls[1] + ",tp=2"]) as gw:
+            retake(gw, 0)
+            assert pool(gw)["replicas"][0]["join"] == "activating", pool(gw)
+            assert step(gw, 0, 0, "begin")[0] == 200
+            assert pool(gw)["replicas"][0]["join"] == "active", pool(gw)
 
 
 def test_a_reclaim_is_ready_once_the_engine_let_go_and_a_lend_returns_it():
