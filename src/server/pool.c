@@ -129,6 +129,8 @@ int gw_pool_new(struct gw *g, char *err, size_t err_size)
     };
     ehp_params_default(&c.params);
     c.params.join_timeout_s = o->pool_timeout_s;
+    c.params.rule =
+        g->cfg->ehp.signal == SPEC_EHP_REFERENCE ? EHP_RULE_REFERENCE : EHP_RULE_BALANCE;
     cost_lifecycle_params_default(&c.lifecycle);
     struct gw_pool *pl = xcalloc(1, sizeof *pl);
     struct libra_error e = {0};
@@ -1055,7 +1057,8 @@ void gw_pool_steering(const struct gw *g, char *out, size_t size)
     if (o->n_pool == 0 || !o->pool_steer)
         snprintf(out, size, "%s", o->n_pool ? "off" : "");
     else
-        snprintf(out, size, "core=%d tp=%d", o->pool_core_replicas, o->pool[0].tp);
+        snprintf(out, size, "core=%d tp=%d%s", o->pool_core_replicas, o->pool[0].tp,
+                 g->cfg->ehp.signal == SPEC_EHP_REFERENCE ? " rule=reference" : "");
 }
 
 void gw_pool_metrics(const struct gw *g, FILE *out)

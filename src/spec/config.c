@@ -272,11 +272,12 @@ static const struct spec_field fields[] = {
          "(libra sim's libra mode, docs/sim.md); every planner confines each training replica "
          "to one node, the rule for lending (docs/planner.md). The gateway's live pool is "
          "made by libra serve --pool-replica (docs/serve.md), not by this key"),
-    ENUM(SPEC_READ_SIM, ehp.signal, ehp_signal_names, SPEC_EHP_BALANCE, NULL,
-         "how many hybrid replicas the pool's signal has train (with ehp.enabled): balance, "
-         "the count whose predicted step (T_train and T_rollout scaled from the step observed) "
-         "is least when it beats holding by 5 %; reference, the reference's borrow all at "
-         "T_train / T_rollout >= 1.15, release all at <= 0.90 (docs/ehp.md)"),
+    ENUM(SPEC_READ_SIM | SPEC_READ_SERVE, ehp.signal, ehp_signal_names, SPEC_EHP_BALANCE, NULL,
+         "how many hybrid replicas the pool's signal has train (libra sim with ehp.enabled, "
+         "libra serve with --pool-steer): balance, the count whose predicted step (T_train and "
+         "T_rollout scaled from the step observed) is least when it beats holding by 5 %; "
+         "reference, the reference's borrow all at T_train / T_rollout >= 1.15, release all at "
+         "<= 0.90 (docs/ehp.md)"),
 };
 #define N_FIELDS (sizeof fields / sizeof *fields)
 
@@ -515,6 +516,8 @@ struct spec_dependent {
     const char *key;
     bool (*on)(const struct libra_config *cfg);
     const char *needs; /* what switches it on, for the error */
+    unsigned readers;  /* the commands whose switch it is (0: every command); another reader's
+                        * is a flag of its own, which that command checks */
 };
 
 static bool gen_batch_on(const struct libra_config *c)
@@ -548,15 +551,15 @@ static bool verification_on(const struct libra_config *c)
 }
 
 static const struct spec_dependent dependents[] = {
-    {"rl.gen_batch_factor", gen_batch_on, "rl.dynamic_sampling gen_batch"},
-    {"rl.max_gen_batches", dynamic_sampling_on, "rl.dynamic_sampling regenerate or gen_batch"},
+    {"rl.gen_batch_factor", gen_batch_on, "rl.dynamic_sampling gen_batch", 0},
+    {"rl.max_gen_batches", dynamic_sampling_on, "rl.dynamic_sampling regenerate or gen_batch", 0},
     {"plan.replan_min_gain_frac", replanning_on,
-     "plan.replan_interval_steps above 0 or plan.replan_pressure"},
+     "plan.replan_interval_steps above 0 or plan.replan_pressure", 0},
     {"plan.replan_horizon_steps", replanning_on,
-     "plan.replan_interval_steps above 0 or plan.replan_pressure"},
-    {"plan.verify_steps", verification_on, "plan.verify_candidates above 0"},
-    {"sim.fail_instance", failure_on, "sim.fail_time_s 0 or more"},
-    {"ehp.signal", pool_on, "ehp.enabled"},
+     "plan.replan_interval_steps above 0 or plan.replan_pressure", 0},
+    {"plan.verify_steps", verification_on, "plan.verify_candidates above 0", 0},
+    {"sim.fail_instance", failure_on, "sim.fail_time_s 0 or more", 0},
+    {"ehp.signal", pool_on, "ehp.enabled", ~(unsigned)SPEC_READ_SERVE},
 };
 
 /*
@@ -568,7 +571,7 @@ static int check_inert(const struct libra_config *cfg, const struct libra_config
 {
     for (size_t i = 0; i < sizeof dependents / sizeof *dependents; i++) {
         const struct spec_dependent *d = &dependents[i];
-        if (d->on(cfg))
+        if (d->on(cfg) || (d->readers && src->reader && !(d->readers & src->reader)))
             continue;
         const struct spec_field *f = spec_field_find(fields, N_FIELDS, d->key);
         char *set = value_text(f, cfg), *def = value_text(f, defaults);

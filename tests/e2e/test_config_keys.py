@@ -249,6 +249,14 @@ STOP = {
 }
 
 
+# A command's own flags that switch a key's mechanism on where its settings do not: the gateway's
+# pool signal acts only with --pool-steer (of a --pool-replica).
+FLAG_SWITCHES = {
+    ("serve", "ehp.signal"): ("--pool-replica", f"http://127.0.0.1:{closed_port()},tp=1",
+                              "--pool-steer"),
+}
+
+
 def cells(line):
     return [c.strip() for c in line.strip().strip("|").split("|")]
 
@@ -299,8 +307,8 @@ def test_outputs_changed_are_read():
 def test_flag_only_for_a_key_the_command_reads(command, key):
     value = MISSING if key == "workload.trace" else CHANGES[key][0]  # stop where the others do
     switch = [s for s in SWITCHED_ON.get(key, ()) if s.split("=")[0] in reads()[command]]
-    proc, code = stop_run(command, *[a for s in switch for a in ("--set", s)],
-                          "--set", f"{key}={value}")
+    proc, code = stop_run(command, *FLAG_SWITCHES.get((command, key), ()),
+                          *[a for s in switch for a in ("--set", s)], "--set", f"{key}={value}")
     if key in reads()[command]:
         assert proc.returncode == code, proc.stderr
         assert "is not used by" not in proc.stderr

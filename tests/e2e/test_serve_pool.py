@@ -13,6 +13,8 @@ import subprocess
 import threading
 import time
 
+import pytest
+
 from emu_util import ADMIN, LIBRA, TOKEN, Emu, Serve, answer_as_vllm, generate, get, post
 
 SCALE = "0.005"
@@ -241,16 +243,20 @@ def drift_experiment(presets):
             "plan.min_rollout_gpus=2"]
 
 
-def test_the_live_pool_lends_and_reclaims_as_the_simulator_does(tmp_path):
+@pytest.mark.parametrize("rule", ["balance", "reference"])
+def test_the_live_pool_lends_and_reclaims_as_the_simulator_does(tmp_path, rule):
     """`libra sim`'s libra mode with the elastic pool and the same experiment run live — `libra
     emu` engines as the simulator's fleet, `libra serve --pool-steer`, `libra load --trainer` —
     make the same requests at the same steps' ends, train each step with the same hybrids and
-    for the same time, lose no trajectory and never send a turn to older weights."""
+    for the same time, lose no trajectory and never send a turn to older weights. With libra's
+    balance rule one hybrid joins for good; the reference's rule borrows both and gives both
+    back, step after step."""
     presets = tmp_path / "presets.json"
     presets.write_text(json.dumps(DRIFT_PRESET))
-    experiment = drift_experiment(presets)
-    p = subprocess.run([LIBRA, "sim", *experiment, "--set", "sim.modes=libra", "--set",
-                        "ehp.enabled=true", "--json"], capture_output=True, text=True, timeout=120)
+    experiment, signal_rule = drift_experiment(presets), ["--set", "ehp.signal=" + rule]
+    p = subprocess.run([LIBRA, "sim", *experiment, *signal_rule, "--set", "sim.modes=libra",
+                        "--set", "ehp.enabled=true", "--json"], capture_output=True, text=True,
+                       timeout=120)
     assert p.returncode == 0, p.stderr
     sim = json.loads(p.stdout)["modes"]["libra"]
     split = sim["layout"]["pool"]
@@ -268,8 +274,8 @@ def test_the_live_pool_lends_and_reclaims_as_the_simulator_does(tmp_path):
              scale="0.01") as emu:
         urls = [i["url"] for i in emu.instances]
         gw = Serve(urls[0] + ",tp=2", args=[
-            "--set", "sched.buckets=tp2:40960", "--pool-steer", "--batch", "200", "--set",
-            "rl.max_staleness=0", "--decisions", str(decisions),
+            "--set", "sched.buckets=tp2:40960", "--pool-steer", *signal_rule, "--batch", "200",
+            "--set", "rl.max_staleness=0", "--decisions", str(decisions),
             "--pool-replica", urls[1] + ",tp=2", "--pool-replica", urls[2] + ",tp=2"])
         try:
             p = subprocess.run([LIBRA, "load", "--engines", gw.url, "--trainer", "--json",
@@ -282,7 +288,9 @@ def test_the_live_pool_lends_and_reclaims_as_the_simulator_does(tmp_path):
     live = json.loads(p.stdout)
     live_requests = [(op, int(step)) for op, step in re.findall(
         r"pool: (reclaim|lend) of replica \d+ asked: signal at step (\d+)", notes)]
-    assert sim_requests and live_requests == sim_requests, (live_requests, sim_requests)
+    assert live_requests == sim_requests, (live_requests, sim_requests)
+    lends = 4 if rule == "reference" else 0  # two steps' ends give both hybrids back
+    assert len(sim_requests) - lends >= 1 and [op for op, _ in sim_requests].count("lend") == lends
     trained = live["steps"][:-1]  # the last batch ends the run untrained
     assert [s["active_hybrids"] for s in trained] == sim_hybrids[:-1]
     for s, st in zip(trained, sim["steps"]):
@@ -338,6 +346,11 @@ def test_the_gateway_steers_by_the_signal_and_a_restart_replays_it(tmp_path):
         p = subprocess.run([LIBRA, "serve", *BUCKETS, "--engine", urls[0], "--engine", urls[1],
                             "--pool-replica", urls[2] + ",tp=1", "--pool-replica",
                             urls[3] + ",tp=1", "--state-dir", str(tmp_path / "state")],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode != 0 and "meta.pool_steer" in p.stderr, p.stderr
+        p = subprocess.run([LIBRA, "serve", *BUCKETS, *args, "--set", "ehp.signal=reference",
+                            "--engine", urls[0], "--engine", urls[1], "--pool-replica",
+                            urls[2] + ",tp=1", "--pool-replica", urls[3] + ",tp=1"],
                            capture_output=True, text=True, timeout=30)
         assert p.returncode != 0 and "meta.pool_steer" in p.stderr, p.stderr
 
@@ -544,6 +557,8 @@ def test_bad_calls_are_refused_and_change_nothing():
                         "the same tp=N"),
                        (["--pool-replica", "http://127.0.0.1:10,tp=1",
                          "--pool-core-replicas", "2"], "needs --pool-steer"),
+                       (["--pool-replica", "http://127.0.0.1:10,tp=1", "--set",
+                         "ehp.signal=reference"], "ehp.signal: needs --pool-steer"),
                        (["--pool-replica", "ftp://x"], "--pool-replica ftp://x")]:
         p = subprocess.run([LIBRA, "serve", "--engine", "http://127.0.0.1:9", *args],
                            capture_output=True, text=True, timeout=30)

@@ -350,6 +350,21 @@ static void test_flags_only_for_readers(void **state)
                                  "(it is read by libra sim)");
 }
 
+/* A key whose mechanism another setting switches on is refused while it is off, except by a
+ * command whose own flag is its switch (the gateway's pool signal: --pool-steer). */
+static void test_a_switch_of_another_command_is_its_own(void **state)
+{
+    struct libra_config c;
+    struct libra_error err = {0};
+    struct spec_config_override rule = {"ehp.signal", "reference", "--set ehp.signal"};
+    assert_int_equal(resolve_for(SPEC_READ_SIM, &c, NULL, &rule, 1, NULL, 0, &err), LIBRA_EINVAL);
+    assert_string_equal(err.msg, "--set ehp.signal: ehp.signal=\"reference\" has no effect "
+                                 "without ehp.enabled");
+    assert_int_equal(resolve_for(SPEC_READ_SERVE, &c, NULL, &rule, 1, NULL, 0, &err), 0);
+    assert_int_equal(c.ehp.signal, SPEC_EHP_REFERENCE);
+    (void)state;
+}
+
 /* Every key is read by some command; every command reads the presets; docs/cli.md carries the
  * generated table of who reads what. */
 static void test_readers(void **state)
@@ -515,6 +530,7 @@ int main(void)
         cmocka_unit_test(test_file_errors),
         cmocka_unit_test(test_flag_errors),
         cmocka_unit_test(test_flags_only_for_readers),
+        cmocka_unit_test(test_a_switch_of_another_command_is_its_own),
         cmocka_unit_test(test_readers),
         cmocka_unit_test(test_flag_types),
         cmocka_unit_test(test_digest),
