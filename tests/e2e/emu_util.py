@@ -167,3 +167,13 @@ class Serve(Process):
         self.info = json.loads(line)
         self.port = self.info["port"]
         self.url = self.info["url"]
+
+
+def assert_weights_never_go_back(decisions):
+    """No trajectory's turn went to an engine of an older step than its last before (the
+    gateway's --decisions file)."""
+    steps = {}
+    for line in decisions.read_text().splitlines():
+        d = json.loads(line)
+        steps.setdefault(d["trajectory"], []).append(d["step"])
+    assert steps and all(v == sorted(v) for v in steps.values())

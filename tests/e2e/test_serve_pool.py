@@ -7,15 +7,13 @@ import contextlib
 import http.server
 import json
 import os
-import re
 import signal
 import subprocess
 import threading
 import time
 
-import pytest
-
-from emu_util import ADMIN, LIBRA, TOKEN, Emu, Serve, answer_as_vllm, generate, get, post
+from emu_util import (ADMIN, LIBRA, TOKEN, Emu, Serve, answer_as_vllm,
+                      assert_weights_never_go_back, generate, get, post)
 
 SCALE = "0.005"
 BUCKETS = ["--set", "sched.buckets=tp1:40960"]
@@ -53,16 +51,6 @@ def serve(emu_urls, n_core, *extra, tp=""):
     for u in replicas:
         args += ["--pool-replica", u + tp]
     return Serve(*core, args=args)
-
-
-def assert_weights_never_go_back(decisions):
-    """No trajectory's turn went to an engine of an older step than its last before (the
-    gateway's --decisions file)."""
-    steps = {}
-    for line in decisions.read_text().splitlines():
-        d = json.loads(line)
-        steps.setdefault(d["trajectory"], []).append(d["step"])
-    assert steps and all(v == sorted(v) for v in steps.values())
 
 
 def request_of(doc, replica, kind):
@@ -219,83 +207,6 @@ def test_steering_under_load_reclaims_then_lends(tmp_path):
             assert final["counts"]["reclaims"] >= 1 and final["counts"]["lends"] >= 1, final
             assert final["signal"]["step"] >= 11, final["signal"]  # the second job's
             assert overlaps == []
-    assert_weights_never_go_back(decisions)
-
-
-# The drift experiment at a small scale, one experiment for `libra sim` and `libra load
-# --trainer`: R2E-Gym on Qwen3-4B and 8 H20s, whose generations double and whose trajectories
-# take fewer turns over two versions. The fleet of sched.buckets is one TP2 rollout engine; the
-# 6 GPUs it leaves train as a TP2 core and two hybrid replicas of 2 GPUs, each a TP2 engine while
-# it serves rollout. Staleness 0 and weights every step: a step's batch is the same trajectories
-# in both. plan.min_rollout_gpus=2: rollout can spare both hybrids in the simulator, as in the
-# gateway, which does not keep the experiment's floor (docs/serve.md "Steering by the signal").
-DRIFT_PRESET = {"workloads": [{"name": "r2e-gym-drift-2", "base": "r2e-gym",
-                               "drift": {"enabled": True, "versions": 2, "generated_scale": 2,
-                                         "finish_logit": 3}}]}
-DRIFT_STEPS = 5
-
-
-def drift_experiment(presets):
-    return ["--presets", str(presets), "--workload", "r2e-gym-drift-2", "--model", "qwen3-4b",
-            "--hardware", "h20", "--gpus", "8", "--batch", "200", "--steps", str(DRIFT_STEPS),
-            "--seed", "2", "--set", "sched.buckets=tp2x1:40960", "--set", "sim.planner=false",
-            "--set", "rl.max_staleness=0", "--set", "rl.sync_interval=1", "--set",
-            "plan.min_rollout_gpus=2"]
-
-
-@pytest.mark.parametrize("rule", ["balance", "reference"])
-def test_the_live_pool_lends_and_reclaims_as_the_simulator_does(tmp_path, rule):
-    """`libra sim`'s libra mode with the elastic pool and the same experiment run live — `libra
-    emu` engines as the simulator's fleet, `libra serve --pool-steer`, `libra load --trainer` —
-    make the same requests at the same steps' ends, train each step with the same hybrids and
-    for the same time, lose no trajectory and never send a turn to older weights. With libra's
-    balance rule one hybrid joins for good; the reference's rule borrows both and gives both
-    back, step after step."""
-    presets = tmp_path / "presets.json"
-    presets.write_text(json.dumps(DRIFT_PRESET))
-    experiment, signal_rule = drift_experiment(presets), ["--set", "ehp.signal=" + rule]
-    p = subprocess.run([LIBRA, "sim", *experiment, *signal_rule, "--set", "sim.modes=libra",
-                        "--set", "ehp.enabled=true", "--json"], capture_output=True, text=True,
-                       timeout=120)
-    assert p.returncode == 0, p.stderr
-    sim = json.loads(p.stdout)["modes"]["libra"]
-    split = sim["layout"]["pool"]
-    assert (split["core_replicas"], split["hybrid_replicas"], split["replica_gpus"]) == (1, 2, 2)
-    assert sim["layout"]["instances"] == "tp2x3"  # the core's engine and one per hybrid
-    sim_requests, sim_hybrids = [], []
-    for k, st in enumerate(sim["steps"]):  # a step's record holds what the last step's end did
-        d = st["pool"]["decisions"]
-        sim_requests += [("reclaim", k - 1)] * d["joins"]
-        sim_requests += [("lend", k - 1)] * (d["returned"] + d["cancelled"])
-        sim_hybrids.append((st["pool"]["train_gpus"] - sim["layout"]["train_gpus"]) // 2)
-
-    decisions = tmp_path / "decisions.jsonl"
-    with Emu("--instances", "tp2x3", "--model", "qwen3-4b", "--hardware", "h20",
-             scale="0.01") as emu:
-        urls = [i["url"] for i in emu.instances]
-        gw = Serve(urls[0] + ",tp=2", args=[
-            "--set", "sched.buckets=tp2:40960", "--pool-steer", *signal_rule, "--batch", "200",
-            "--set", "rl.max_staleness=0", "--decisions", str(decisions),
-            "--pool-replica", urls[1] + ",tp=2", "--pool-replica", urls[2] + ",tp=2"])
-        try:
-            p = subprocess.run([LIBRA, "load", "--engines", gw.url, "--trainer", "--json",
-                                "--time-scale", "0.01", *experiment], capture_output=True,
-                               text=True, timeout=300,
-                               env={**os.environ, "LIBRA_ADMIN_TOKEN": TOKEN})
-        finally:
-            rc, notes = gw.stop()
-    assert p.returncode == 0 and rc == 0, (p.stderr, notes)
-    live = json.loads(p.stdout)
-    live_requests = [(op, int(step)) for op, step in re.findall(
-        r"pool: (reclaim|lend) of replica \d+ asked: signal at step (\d+)", notes)]
-    assert live_requests == sim_requests, (live_requests, sim_requests)
-    lends = 4 if rule == "reference" else 0  # two steps' ends give both hybrids back
-    assert len(sim_requests) - lends >= 1 and [op for op, _ in sim_requests].count("lend") == lends
-    trained = live["steps"][:-1]  # the last batch ends the run untrained
-    assert [s["active_hybrids"] for s in trained] == sim_hybrids[:-1]
-    for s, st in zip(trained, sim["steps"]):
-        assert abs(s["train_s"] - st["train_s"]) <= 1e-9 * st["train_s"], (s, st["train_s"])
-    assert [s["trajectories"] for s in live["steps"]] == [200] * DRIFT_STEPS
     assert_weights_never_go_back(decisions)
 
 
