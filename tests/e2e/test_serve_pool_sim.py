@@ -84,5 +84,7 @@ def test_the_live_pool_lends_and_reclaims_as_the_simulator_does(tmp_path, rule):
     assert [s["active_hybrids"] for s in trained] == sim_hybrids[:-1]
     for s, st in zip(trained, sim["steps"]):
         assert abs(s["train_s"] - st["train_s"]) <= 1e-9 * st["train_s"], (s, st["train_s"])
+    # no trajectory lost: every batch whole, none dropped as stale or filtered
     assert [s["trajectories"] for s in live["steps"]] == [200] * DRIFT_STEPS
+    assert sum(s["stale_groups"] + s["filtered_groups"] for s in live["steps"]) == 0
     assert_weights_never_go_back(decisions)
