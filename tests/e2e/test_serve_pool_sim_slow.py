@@ -12,15 +12,19 @@ import pytest
 from emu_util import LIBRA, TOKEN, Emu, Serve, assert_weights_never_go_back
 
 # The drift experiment at a small scale, one experiment for `libra sim` and `libra load
-# --trainer`: R2E-Gym on Qwen3-4B and 8 H20s, whose generations double and whose trajectories
-# take fewer turns over two versions. The fleet of sched.buckets is one TP2 rollout engine; the
+# --trainer`: R2E-Gym on Qwen3-4B and 8 H20s, from turns of 600 tokens (the preset's: 150) and
+# fewer of them (finish logit -0.8, the preset's: -2.3), whose generations halve and whose
+# trajectories take fewer turns still over two versions. Long turns keep the live rollout's
+# HTTP and emulation time small beside the engines'. The fleet of sched.buckets is one TP2 rollout engine; the
 # 6 GPUs it leaves train as a TP2 core and two hybrid replicas of 2 GPUs, each a TP2 engine while
 # it serves rollout. Staleness 0 and weights every step: a step's batch is the same trajectories
 # in both. plan.min_rollout_gpus=2: rollout can spare both hybrids in the simulator, as in the
 # gateway, which does not keep the experiment's floor (docs/serve.md "Steering by the signal").
 DRIFT_PRESET = {"workloads": [{"name": "r2e-gym-drift-2", "base": "r2e-gym",
-                               "drift": {"enabled": True, "versions": 2, "generated_scale": 2,
+                               "turn_tokens": {"median": 600}, "finish": {"logit": -0.8},
+                               "drift": {"enabled": True, "versions": 2, "generated_scale": 0.5,
                                          "finish_logit": 3}}]}
+SCALE = "0.02"  # wall seconds per emulated second: slow enough for the sanitizer build
 DRIFT_STEPS = 5
 
 
@@ -60,7 +64,7 @@ def test_the_live_pool_lends_and_reclaims_as_the_simulator_does(tmp_path, rule):
 
     decisions = tmp_path / "decisions.jsonl"
     with Emu("--instances", "tp2x3", "--model", "qwen3-4b", "--hardware", "h20",
-             scale="0.01") as emu:
+             scale=SCALE) as emu:
         urls = [i["url"] for i in emu.instances]
         gw = Serve(urls[0] + ",tp=2", args=[
             "--set", "sched.buckets=tp2:40960", "--pool-steer", *signal_rule, "--batch", "200",
@@ -68,7 +72,7 @@ def test_the_live_pool_lends_and_reclaims_as_the_simulator_does(tmp_path, rule):
             "--pool-replica", urls[1] + ",tp=2", "--pool-replica", urls[2] + ",tp=2"])
         try:
             p = subprocess.run([LIBRA, "load", "--engines", gw.url, "--trainer", "--json",
-                                "--time-scale", "0.01", *experiment], capture_output=True,
+                                "--time-scale", SCALE, *experiment], capture_output=True,
                                text=True, timeout=300,
                                env={**os.environ, "LIBRA_ADMIN_TOKEN": TOKEN})
         finally:
