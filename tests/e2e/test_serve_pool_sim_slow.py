@@ -28,12 +28,18 @@ SCALE = "0.02"  # wall seconds per emulated second: slow enough for the sanitize
 DRIFT_STEPS = 4
 
 
-def drift_experiment(presets):
-    return ["--presets", str(presets), "--workload", "r2e-gym-drift-2", "--model", "qwen3-4b",
-            "--hardware", "h20", "--gpus", "8", "--batch", "200", "--steps", str(DRIFT_STEPS),
-            "--seed", "2", "--set", "sched.buckets=tp2x1:40960", "--set", "sim.planner=false",
-            "--set", "rl.max_staleness=0", "--set", "rl.sync_interval=1", "--set",
-            "plan.min_rollout_gpus=2"]
+def drift_experiment(tmp_path):
+    """The experiment's flags, on a trace of it `libra trace gen` writes into tmp_path."""
+    presets, trace = tmp_path / "presets.json", tmp_path / "drift.jsonl"
+    presets.write_text(json.dumps(DRIFT_PRESET))
+    subprocess.run([LIBRA, "trace", "gen", "r2e-gym-drift-2", "--presets", str(presets),
+                    "--steps", str(DRIFT_STEPS), "--batch", "200", "--seed", "2", "-o",
+                    str(trace)], check=True, timeout=60)
+    return ["--presets", str(presets), "--trace", str(trace), "--workload", "r2e-gym-drift-2",
+            "--model", "qwen3-4b", "--hardware", "h20", "--gpus", "8", "--batch", "200",
+            "--steps", str(DRIFT_STEPS), "--seed", "2", "--set", "sched.buckets=tp2x1:40960",
+            "--set", "sim.planner=false", "--set", "rl.max_staleness=0", "--set",
+            "rl.sync_interval=1", "--set", "plan.min_rollout_gpus=2"]
 
 
 @pytest.mark.parametrize("rule", ["balance", "reference"])
@@ -44,9 +50,7 @@ def test_the_live_pool_lends_and_reclaims_as_the_simulator_does(tmp_path, rule):
     for the same time, lose no trajectory and never send a turn to older weights. With libra's
     balance rule one hybrid joins for good; the reference's rule borrows both and gives both
     back, step after step."""
-    presets = tmp_path / "presets.json"
-    presets.write_text(json.dumps(DRIFT_PRESET))
-    experiment, signal_rule = drift_experiment(presets), ["--set", "ehp.signal=" + rule]
+    experiment, signal_rule = drift_experiment(tmp_path), ["--set", "ehp.signal=" + rule]
     p = subprocess.run([LIBRA, "sim", *experiment, *signal_rule, "--set", "sim.modes=libra",
                         "--set", "ehp.enabled=true", "--json"], capture_output=True, text=True,
                        timeout=120)
