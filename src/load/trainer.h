@@ -6,10 +6,10 @@
  * The trainer watches the gateway's pool with a long poll (GET /libra/v1/pool?after=N), reports
  * each of its steps (POST /libra/v1/pool/step, begin and end) and, between steps (from a step's
  * end, with the version it reached, to the next one's begin), acts on the requests as they are
- * ready: a lend frees the replica's GPUs (release_s of emulated time,
- * during which the trainer starts no step) and is then confirmed `released`; a reclaim is
- * confirmed `retaken` at once (before the GPUs are touched), and the replica then takes
- * retake_s to start its trainers and fetch the state (a lend of it waits until then). Its calls
+ * ready: a lend frees the replica's GPUs (release_s of emulated time, during which the trainer
+ * starts no step) and is then confirmed `released`; a reclaim is confirmed `retaken` at once
+ * (before the GPUs are touched), and the replica then takes retake_s to start its trainers and
+ * fetch the state (a lend of it waits until then). Its calls
  * go one at a time, in the order made, so the gateway sees them in the trainer's order; training
  * never waits for their answers. A refused confirmation (the request was cancelled or expired)
  * is counted, and the trainer keeps (or gives back) the GPUs as the gateway's state says.
