@@ -58,7 +58,7 @@ int cost_train_seqs_init(struct cost_train_seqs *seqs, const struct cost_shape *
         seqs->total_work += seqs->work[i];
         seqs->longest_tokens = fmax(seqs->longest_tokens, tokens[i]);
         /* the most work first, ties in step order */
-        k[i] = (struct sort_pair){~sort_key_nonneg(seqs->work[i]), (uint32_t)i};
+        k[i] = (struct sort_pair){~sort_key_double(seqs->work[i]), (uint32_t)i};
     }
     sort_pairs(k, n, k + n);
     for (size_t i = 0; i < n; i++)

@@ -6,7 +6,10 @@
  * hashes it and allocates a copy per insert — about a third of the engine's time per event in
  * bench_engine. This table stores the integers in place: open addressing, linear probing,
  * power-of-two size, load <= 1/2, SplitMix64 hashing, deletion by shifting later probe-chain
- * members back (no tombstones). Iteration order is not needed and not offered. Not thread-safe.
+ * members back (no tombstones). A slot is the key and the value alone (16 bytes: the tables
+ * are large and looked up at random, so a lookup's cost is its cache miss): key 0 marks an
+ * empty slot, and the key 0 itself is kept beside the slots. Iteration order is not needed and
+ * not offered. Not thread-safe.
  */
 #ifndef UTIL_INTMAP_H
 #define UTIL_INTMAP_H
@@ -16,16 +19,17 @@
 #include <stdint.h>
 
 struct intmap_slot {
-    uint64_t key;
+    uint64_t key; /* 0: empty */
     uint64_t val;
-    bool used;
 };
 
 /* A zeroed struct is an empty table. */
 struct intmap {
     struct intmap_slot *slots;
-    size_t mask; /* slots - 1, or 0 before the first insert */
-    size_t n;    /* keys stored */
+    size_t mask;   /* slots - 1, or 0 before the first insert */
+    size_t n;      /* keys stored */
+    bool has_zero; /* the key 0 is stored, with zero_val */
+    uint64_t zero_val;
 };
 
 /* Frees the slots and leaves an empty table; t may be NULL. */

@@ -29,10 +29,10 @@ void sort_pairs(struct sort_pair *v, size_t n, struct sort_pair *tmp)
         memcpy(v, from, n * sizeof *v);
 }
 
-uint64_t sort_key_nonneg(double x)
+uint64_t sort_key_double(double x)
 {
     uint64_t k;
     x += 0.0; /* -0.0 becomes +0.0 */
     memcpy(&k, &x, sizeof k);
-    return k;
+    return k >> 63 ? ~k : k | (uint64_t)1 << 63;
 }

@@ -6,7 +6,7 @@
  * instructions per element, these eight byte-wide counting passes (those where every key has
  * the same byte skipped) about 180. Equal keys keep their input order, so a caller that
  * fills the pairs in index order gets ties by ascending index. For a descending order sort
- * ~key; for a double x >= 0 its bit pattern is an order-preserving key.
+ * ~key; sort_key_double gives a double an order-preserving key.
  *
  * Pure; allocates nothing (the caller gives the scratch).
  */
@@ -24,7 +24,8 @@ struct sort_pair {
 /* Sorts v[0..n) by key, stably, using tmp[0..n) as scratch. */
 void sort_pairs(struct sort_pair *v, size_t n, struct sort_pair *tmp);
 
-/* The order-preserving key of x >= 0 (and of +0.0 and -0.0 alike). */
-uint64_t sort_key_nonneg(double x);
+/* The order-preserving key of any double but NaN (+0.0 and -0.0 alike): its bit pattern with
+ * the sign bit set when x >= 0, every bit flipped when x < 0. */
+uint64_t sort_key_double(double x);
 
 #endif

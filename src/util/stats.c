@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "util/alloc.h"
+#include "util/sort.h"
 
 void stats_running_init(struct stats_running *s)
 {
@@ -149,26 +150,15 @@ double stats_select(double *v, size_t n, size_t k)
     return v[k];
 }
 
-struct ranked {
-    double value;
-    size_t index;
-};
-
-static int cmp_ranked(const void *a, const void *b)
-{
-    double x = ((const struct ranked *)a)->value, y = ((const struct ranked *)b)->value;
-    return (x > y) - (x < y);
-}
-
 void stats_ranks(const double *v, size_t n, double *ranks)
 {
-    struct ranked *r = xmallocarray(n, sizeof *r);
+    struct sort_pair *r = xmallocarray(2 * n, sizeof *r);
     for (size_t i = 0; i < n; i++)
-        r[i] = (struct ranked){v[i], i};
-    qsort(r, n, sizeof *r, cmp_ranked);
+        r[i] = (struct sort_pair){sort_key_double(v[i]), (uint32_t)i};
+    sort_pairs(r, n, r + n);
     for (size_t i = 0; i < n;) {
         size_t j = i + 1;
-        while (j < n && r[j].value == r[i].value)
+        while (j < n && r[j].key == r[i].key)
             j++;
         double avg = (double)(i + 1 + j) / 2.0; /* mean of the ranks i+1 .. j */
         for (; i < j; i++)

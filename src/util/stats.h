@@ -74,14 +74,15 @@ double stats_quantile(double *v, size_t n, double q);
  */
 double stats_select(double *v, size_t n, size_t k);
 
-/* Writes to ranks[i] the 1-based rank of v[i], tied values sharing their average rank. */
+/* Writes to ranks[i] the 1-based rank of v[i], tied values sharing their average rank. v holds
+ * no NaN. */
 void stats_ranks(const double *v, size_t n, double *ranks);
 
 /* Pearson correlation of x and y; NaN when n < 2 or either is constant. */
 double stats_pearson(const double *x, const double *y, size_t n);
 
 /* Spearman rank correlation (Pearson over average ranks, so ties are handled); NaN when n < 2
- * or either variable is constant. Allocates O(n) scratch. */
+ * or either variable is constant. x and y hold no NaN. Allocates O(n) scratch. */
 double stats_spearman(const double *x, const double *y, size_t n);
 
 #endif

@@ -52,12 +52,15 @@ static void test_matches_qsort(void **state)
 static void test_double_keys_keep_order(void **state)
 {
     (void)state;
-    const double x[] = {0.0, 4.9e-324, 1e-300, 0.5, 1.0, 1.0 + 1e-16 * 2, 3e9, 1e300, INFINITY};
+    const double x[] = {-INFINITY, -1e300,   -3e9,    -1.0, -0.5, -4.9e-324,
+                        0.0,       4.9e-324, 1e-300,  0.5,  1.0,  1.0 + 1e-16 * 2,
+                        3e9,       1e300,    INFINITY};
     for (size_t i = 0; i + 1 < sizeof x / sizeof *x; i++)
-        assert_true(sort_key_nonneg(x[i]) < sort_key_nonneg(x[i + 1]));
-    assert_true(sort_key_nonneg(-0.0) == sort_key_nonneg(0.0));
+        assert_true(sort_key_double(x[i]) < sort_key_double(x[i + 1]));
+    assert_true(sort_key_double(-0.0) == sort_key_double(0.0));
     /* descending by the complement */
-    assert_true(~sort_key_nonneg(2.0) < ~sort_key_nonneg(1.0));
+    assert_true(~sort_key_double(2.0) < ~sort_key_double(1.0));
+    assert_true(~sort_key_double(-1.0) < ~sort_key_double(-2.0));
 }
 
 int main(void)
