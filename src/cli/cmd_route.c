@@ -63,7 +63,9 @@ static const char help[] =
     "  --train-steps K    steps that only train (default 1)\n"
     "  --min-visits N     visits a tree node needs before C-MLFQ acts on it (default 1);\n"
     "                     thin nodes are also shrunk toward the general ones by\n"
-    "                     sched.shrink_visits (default 50; --set sched.shrink_visits=0: off)\n"
+    "                     sched.shrink_visits (default 50; --set sched.shrink_visits=0: off),\n"
+    "                     the global tree's by their depth's spread with --set\n"
+    "                     sched.empirical_shrink=true\n"
     "  --truncated HOW    censored (default: truncated trajectories are lower bounds, spec\n"
     "                     §5) or exact (their remaining tokens taken as they are)\n"
     "  --placebo          also run C-MLFQ on the trace with tool returns shuffled among\n"
@@ -568,6 +570,7 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
         json_object_set_new(doc, "rebuild_interval", json_integer(cfg.sched.rebuild_interval));
         json_object_set_new(doc, "min_visits", json_integer(f->min_visits));
         json_object_set_new(doc, "shrink_visits", json_integer(cfg.sched.shrink_visits));
+        json_object_set_new(doc, "empirical_shrink", json_boolean(cfg.sched.empirical_shrink));
         json_object_set_new(doc, "truncated",
                             json_string(f->truncated_exact ? "exact" : "censored"));
         json_object_set_new(doc, "policies", pol);

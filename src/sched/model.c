@@ -18,6 +18,7 @@
 #include "util/alloc.h"
 
 #define PROMPT_ENTRY_BYTES 48 /* index slots of one prompt tree at load <= 1/2 */
+#define SPREAD_NULL_SDS 2.0   /* empirical_k: how far beyond chance a spread must go to count */
 
 void sched_model_config_default(struct sched_model_config *c)
 {
@@ -49,7 +50,8 @@ struct sched_model *sched_model_new(const struct sched_model_config *c)
     sched_pred_reset(&m->pred);
     sched_service_init(&m->service, SCHED_SERVICE_PROMPTS);
     m->depth_state = SCHED_STATE_NONE; /* interned when a depth path is first learnt */
-    m->version = 1;                    /* cached distributions start at 0: stale */
+    m->spread_known = true;
+    m->version = 1; /* cached distributions start at 0: stale */
     return m;
 }
 
@@ -75,6 +77,8 @@ static void drop_prompt_tree(struct sched_model *m, struct sched_tree *t)
 static void clear_trees(struct sched_model *m)
 {
     m->version++;
+    m->spread.n = 0;
+    m->spread_known = true;
     while (m->lru.front)
         drop_prompt_tree(m, sched_tree_of(m->lru.front));
     m->bytes -= m->global.bytes;
@@ -101,6 +105,7 @@ void sched_model_free(struct sched_model *m)
         free(m->states.v[i].key);
     vec_free(&m->states);
     vec_free(&m->depth_km);
+    vec_free(&m->spread);
     free_history(m);
     heap_free(&m->history);
     sched_service_free(&m->service);
@@ -270,6 +275,22 @@ static void learn_node(struct sched_model *m, struct sched_tree *t, uint32_t nod
     m->bytes += t->bytes - before;
 }
 
+/* Counts in depth d's spread the value x that took a global path node from (visits0, mean0) to
+ * its present visits and mean. */
+static void spread_add(struct sched_model *m, size_t d, const struct sched_node *n, double visits0,
+                       double mean0, double x)
+{
+    while (m->spread.n <= d)
+        vec_push(&m->spread, (struct sched_depth_spread){0});
+    struct sched_depth_spread *sp = &m->spread.v[d];
+    sp->samples++;
+    sp->sum += x;
+    sp->sum_sq += x * x;
+    sp->node_sq += n->visits * n->mean_tokens * n->mean_tokens - visits0 * mean0 * mean0;
+    sp->visits_sq += 2 * visits0 + 1;
+    sp->nodes += visits0 == 0;
+}
+
 /* Learns the nodes below the root along s's path, or along the depth path when depth. */
 static void path_learn(struct sched_model *m, struct sched_tree *t,
                        const struct sched_traj_summary *s, bool depth, const double *imputed)
@@ -290,7 +311,11 @@ static void path_learn(struct sched_model *m, struct sched_tree *t,
             m->bytes += t->bytes - before;
         }
         node = c;
+        double visits0 = t->nodes.v[node].visits, mean0 = t->nodes.v[node].mean_tokens;
         learn_node(m, t, node, s, i + 1, imputed);
+        if (t == &m->global && !depth)
+            spread_add(m, i + 1, &t->nodes.v[node], visits0, mean0,
+                       s->censored ? imputed[i + 1] : (double)remaining(s, i + 1));
     }
 }
 
@@ -493,6 +518,36 @@ static const struct sched_km *depth_km(struct sched_model *m, size_t d,
 }
 
 /*
+ * The k of the global tree's path nodes at depth d under empirical shrinkage (docs/routing.md
+ * "Empirical shrinkage"): the within-node variance over the between-node variance of their
+ * means, by the method of moments (one-way random effects). The variance between counts only
+ * beyond SPREAD_NULL_SDS standard deviations of what chance alone spreads the nodes' means
+ * (Q's spread under no effect, sigma^2 sqrt(2 (J - 1))); with no more than that, or nothing to
+ * compare, SCHED_SHRINK_ALL: the depth node answers. The within variance is never taken below
+ * the depth's whole variance, which it equals when the paths say nothing and which stands in
+ * where nearly every path is its own node. Rounded to whole visits (the node caches its
+ * mixture by k). fixed when the sums do not describe the trees.
+ */
+static uint32_t empirical_k(const struct sched_model *m, size_t d, uint32_t fixed)
+{
+    if (!m->spread_known)
+        return fixed;
+    if (d >= m->spread.n || m->spread.v[d].nodes < 2)
+        return SCHED_SHRINK_ALL;
+    const struct sched_depth_spread *sp = &m->spread.v[d];
+    double n = sp->samples, nodes = sp->nodes;
+    double total = (sp->sum_sq - sp->sum * sp->sum / n) / (n - 1);
+    double within = n > nodes ? (sp->sum_sq - sp->node_sq) / (n - nodes) : total;
+    double var = within > total ? within : total;
+    double q = sp->node_sq - sp->sum * sp->sum / n; /* visits x (mean - grand mean)^2, summed */
+    double chance = var * ((nodes - 1) + SPREAD_NULL_SDS * sqrt(2 * (nodes - 1)));
+    double between = (q - chance) / (n - sp->visits_sq / n);
+    if (!(between > 0) || !(var / between < SCHED_SHRINK_ALL - 1.0))
+        return SCHED_SHRINK_ALL;
+    return (uint32_t)lround(var / between);
+}
+
+/*
  * Fills out from t's node at the end of the path (the depth path when depth) and returns true
  * when it exists with at least min_visits visits: sched_node_estimate with the global tree's
  * node on the same path as the parent of a prompt tree's node.
@@ -510,8 +565,10 @@ static bool trusted(struct sched_model *m, struct sched_tree *t, const uint32_t 
     out->by_depth = depth;
     uint32_t p90;
     const struct sched_km *km = ref && ref != &t->nodes.v[at] ? depth_km(m, n, ref) : NULL;
-    sched_node_estimate(&t->nodes.v[at], parent, ref, km, opt->shrink_visits, &out->mean_tokens,
-                        &p90);
+    uint32_t k = opt->shrink_visits;
+    if (opt->empirical_shrink && t == &m->global && !depth)
+        k = empirical_k(m, n, k);
+    sched_node_estimate(&t->nodes.v[at], parent, ref, km, k, &out->mean_tokens, &p90);
     out->p90_tokens = p90;
     return true;
 }

@@ -151,7 +151,14 @@ struct sched_lookup {
                                the rest the more general node's (the global tree's on the same
                                path for a prompt tree's node, then the global depth node); 0:
                                the node's own (default SCHED_SHRINK_VISITS) */
+    bool empirical_shrink;  /* a global tree's path node at depth d takes k_d, estimated from
+                               how its depth's path nodes spread (docs/routing.md "Empirical
+                               shrinkage"; SCHED_SHRINK_ALL where they spread no more than
+                               chance), instead of shrink_visits; prompt trees keep it */
 };
+
+/* k of a node whose estimate is its global depth node's alone. */
+#define SCHED_SHRINK_ALL UINT32_MAX
 void sched_model_estimate(struct sched_model *m, uint64_t prompt, const uint32_t *states, size_t n,
                           const struct sched_lookup *opt, struct sched_estimate *out);
 

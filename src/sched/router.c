@@ -92,6 +92,7 @@ int sched_router_from_config_opts(struct sched_router **out, const struct spec_s
     struct sched_router_config c;
     sched_router_config_default(&c, sc->policy, layout);
     c.lookup.shrink_visits = (uint32_t)sc->shrink_visits;
+    c.lookup.empirical_shrink = sc->empirical_shrink;
     c.rebuild_interval = sc->rebuild_interval;
     c.attempt_shrink = sc->attempt_shrink;
     if (costs)

@@ -418,8 +418,9 @@ static void shrink_weights(const struct sched_node *n, const struct sched_node *
                            uint32_t shrink_visits, double w[3])
 {
     double k = shrink_visits;
-    w[0] = n->visits / (n->visits + k);
-    w[1] = parent ? (1 - w[0]) * parent->visits / (parent->visits + k) : 0;
+    bool all = shrink_visits == SCHED_SHRINK_ALL;
+    w[0] = all ? 0 : n->visits / (n->visits + k);
+    w[1] = parent && !all ? (1 - w[0]) * parent->visits / (parent->visits + k) : 0;
     w[2] = 1 - w[0] - w[1];
 }
 

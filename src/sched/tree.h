@@ -87,6 +87,20 @@ struct sched_km {
     double above[SCHED_TREE_WINDOW + 1]; /* above[i]: mass of s[i..k) */
 };
 
+/*
+ * How the global tree's path nodes at one depth spread about each other: the sums the
+ * empirical k comes from (model.c empirical_k). Each learnt sample of a path node at the depth
+ * counts once, with the value its node's running mean took (a censored one imputed).
+ */
+struct sched_depth_spread {
+    double samples;   /* n */
+    double sum;       /* of the values */
+    double sum_sq;    /* of their squares */
+    double node_sq;   /* over the path nodes: visits x mean^2 */
+    double visits_sq; /* over the path nodes: visits^2 */
+    double nodes;     /* path nodes with a visit */
+};
+
 /* A cached struct sched_km of the global tree's depth node at one depth. */
 struct sched_depth_km {
     uint64_t version; /* the model's version it was computed at; 0: never, or stale since */
@@ -112,6 +126,10 @@ struct sched_model {
                                      the depth_km of the depths it reaches */
     /* per depth: the global depth node's Kaplan-Meier distribution at version */
     VEC(struct sched_depth_km) depth_km;
+    /* per depth: the spread of the global tree's path nodes, counted as they learn; since a
+     * merge the sums no longer describe the trees (false), until the next clear */
+    VEC(struct sched_depth_spread) spread;
+    bool spread_known;
 };
 
 /* A trajectory kept for rebuilds: the summary with its arrays owned. */
@@ -164,7 +182,8 @@ void sched_km_of(const struct sched_node *n, struct sched_km *km);
  * distribution: each exact sample of its window weighs 1 / win_n, each censored sample c
  * spreads its weight over ref's distribution above c (or keeps it at c when no exact sample of
  * ref lies above c). With shrink_visits k > 0 it is mixed with parent's (by the same rule) and
- * ref's: n weighs visits / (visits + k), parent that share of the rest, ref what is left; the
+ * ref's: n weighs visits / (visits + k), parent that share of the rest, ref what is left (all
+ * of it when k is SCHED_SHRINK_ALL); the
  * mean is the same mix of running means. n == ref or ref NULL: n's own running mean and
  * Kaplan-Meier p90. The p90 is cached on n.
  */

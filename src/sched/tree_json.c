@@ -127,7 +127,8 @@ static void merge_node(struct sched_model *dm, struct sched_tree *dt, uint32_t d
 
 void sched_model_merge(struct sched_model *dst, const struct sched_model *src)
 {
-    dst->version++; /* the global tree changes: cached depth distributions are stale */
+    dst->version++;            /* the global tree changes: cached depth distributions are stale */
+    dst->spread_known = false; /* and the learnt spread no longer describes it */
     merge_node(dst, &dst->global, 0, src, &src->global, 0);
     for (const struct sched_tree *t = sched_tree_of(src->lru.back); t;
          t = sched_tree_of(t->lru.prev)) {

@@ -150,6 +150,7 @@ struct spec_sched_config {
     char buckets[256];        /* text form of spec/bucket.h; "" = from the plan */
     int rebuild_interval;     /* steps between prefix-tree rebuilds */
     int shrink_visits;        /* C-MLFQ: pseudo-visits of a node's more general node, visits */
+    bool empirical_shrink;    /* C-MLFQ: the global path nodes' k from the data (sched_lookup) */
     double attempt_shrink;    /* cmlfq_h: pseudo-attempts of the population beside a prompt's */
 };
 

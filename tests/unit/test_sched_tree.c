@@ -136,7 +136,7 @@ static void shrink_estimate(struct sched_model *m, uint64_t prompt, const char *
     uint32_t ids[16];
     for (size_t i = 0; i < n; i++)
         ids[i] = sched_model_state(m, keys[i]);
-    struct sched_lookup opt = {min_visits, shrink_visits};
+    struct sched_lookup opt = {.min_visits = min_visits, .shrink_visits = shrink_visits};
     sched_model_estimate(m, prompt, ids, n, &opt, e);
 }
 
@@ -281,6 +281,68 @@ static void test_shrinkage_toward_depth_node(void **state)
     assert_close(d1.mean_tokens, d0.mean_tokens, 0);
     assert_close(d1.p90_tokens, d0.p90_tokens, 0);
     assert_close(d1.p90_tokens, 1000.0, 0);
+    sched_model_free(m);
+}
+
+/* sched_model_estimate with empirical shrinkage (fixed: the prompt trees' and fallback k). */
+static void empirical_estimate(struct sched_model *m, uint64_t prompt, const char *key,
+                               uint32_t fixed, struct sched_estimate *e)
+{
+    uint32_t id = sched_model_state(m, key);
+    struct sched_lookup opt = {.min_visits = 1, .shrink_visits = fixed, .empirical_shrink = true};
+    sched_model_estimate(m, prompt, &id, 1, &opt, e);
+}
+
+static void test_empirical_shrinkage(void **state)
+{
+    const char *keys[] = {"a", "b", "c", "d"}, *star[] = {"*"};
+    int64_t gen[] = {0};
+    struct sched_estimate e, depth;
+    /* No spread beyond chance (here none at all: every state holds the same samples): a path
+     * node answers with its depth node's estimate, exactly, whatever its visits. */
+    struct sched_model *m = sched_model_new(NULL);
+    for (int64_t v = 100; v <= 3000; v += 100)
+        for (int k = 0; k < 4; k++)
+            put(m, (uint64_t)(10 + k), 0, &keys[k], gen, 1, v, false);
+    put(m, 99, 0, &keys[3], gen, 1, 50000, false); /* one outlier moves d's own mean */
+    shrink_estimate(m, 1000, star, 1, 1, 0, &depth);
+    empirical_estimate(m, 1000, "d", 50, &e);
+    assert_false(e.by_depth);
+    assert_close(e.mean_tokens, depth.mean_tokens, 0);
+    assert_close(e.p90_tokens, depth.p90_tokens, 0);
+    shrink_estimate(m, 1000, &keys[3], 1, 1, 50, &e); /* a fixed k lets the outlier through */
+    assert_true(e.mean_tokens > depth.mean_tokens + 100);
+    sched_model_free(m);
+
+    /* States that say everything (a: about 200 tokens left, b: about 20 000): each node keeps
+     * nearly its own estimate (k 0.55, rounded to 1: the within variance is taken as the
+     * depth's whole one, 98e6, against a spread of 177e6), where a fixed k of 50 pulls 20
+     * visits most of the way to the depth node. */
+    m = sched_model_new(NULL);
+    for (int i = 0; i < 20; i++) {
+        put(m, 1, 0, &keys[0], gen, 1, 190 + i, false);
+        put(m, 1, 0, &keys[1], gen, 1, 19900 + 10 * i, false);
+    }
+    struct sched_estimate fixed;
+    empirical_estimate(m, 1000, "b", 50, &e);
+    shrink_estimate(m, 1000, &keys[1], 1, 1, 50, &fixed);
+    assert_true(fixed.mean_tokens < 14000);
+    assert_true(e.mean_tokens > 19500 && e.mean_tokens < 20000);
+    empirical_estimate(m, 1000, "a", 50, &e);
+    assert_close(e.mean_tokens, (20 * 199.5 + 10097.25) / 21, 1e-9); /* depth mean 10097.25 */
+
+    /* The spread's sums describe trees learnt here; after a merge the fixed k applies, until
+     * a rebuild learns the trees again. */
+    struct sched_model *part = sched_model_new(NULL);
+    put(part, 2, 0, &keys[0], gen, 1, 200, false);
+    sched_model_merge(m, part);
+    empirical_estimate(m, 1000, "b", 50, &e);
+    shrink_estimate(m, 1000, &keys[1], 1, 1, 50, &fixed);
+    assert_close(e.mean_tokens, fixed.mean_tokens, 0);
+    sched_model_rebuild(m);
+    empirical_estimate(m, 1000, "b", 50, &e);
+    assert_true(e.mean_tokens > 19500);
+    sched_model_free(part);
     sched_model_free(m);
 }
 
@@ -767,7 +829,7 @@ static void test_differential_against_naive_list(void **state)
             assert_close(e.mean_tokens, mean, 1e-9);
             assert_close(e.p90_tokens, p90, 0);
             if (depth > 0) { /* C-MLFQ's estimate: shrunk, censored tails from depth */
-                struct sched_lookup opt = {1, SHRINK};
+                struct sched_lookup opt = {.min_visits = 1, .shrink_visits = SHRINK};
                 naive_estimate(all, n_all, global, prompt, path, depth, SHRINK, &mean, &p90);
                 sched_model_estimate(m, global ? 1000 : prompt, path, depth, &opt, &e);
                 assert_true(e.found && !e.by_depth);
@@ -926,6 +988,7 @@ int main(void)
         cmocka_unit_test(test_estimate_backs_off_to_depth),
         cmocka_unit_test(test_censored_sample_imputed_from_depth_node),
         cmocka_unit_test(test_shrinkage_toward_depth_node),
+        cmocka_unit_test(test_empirical_shrinkage),
         cmocka_unit_test(test_cached_estimate_follows_learning),
         cmocka_unit_test(test_depth_cache_follows_learning_at_every_depth),
         cmocka_unit_test(test_rebuild_keeps_most_recent_by_start),
