@@ -13,6 +13,8 @@ import os
 import random
 import subprocess
 
+import pytest
+
 LIBRA = os.environ["LIBRA_BIN"]
 BUCKETS = "tp1:1000,tp2:5000,tp4:20000"
 
@@ -228,7 +230,8 @@ def test_placebo_on_a_generated_r2e_trace(tmp_path):
     # sched.shrink_visits 50). The three arms share one estimator: censored tails come from
     # the depth node and path nodes are shrunk toward it, so shuffled returns leave C-MLFQ
     # where the depth-only tree is: 0.0 points apart (standard error 0.5) here. (On the
-    # 200-step traces of docs/routing.md "Measured" the calibrated preset fails the check.)
+    # 200-step traces of docs/routing.md "Measured" the calibrated preset fails the check at
+    # the defaults and passes it with empirical shrinkage: the tests at the end.)
     trace = str(tmp_path / "r2e.jsonl")
     gen = subprocess.run([LIBRA, "trace", "gen", "r2e-gym", "--steps", "40", "--seed", "1",
                           "-o", trace], capture_output=True, text=True, timeout=120)
@@ -246,3 +249,43 @@ def test_placebo_on_a_generated_r2e_trace(tmp_path):
     # depth node behind it has a visit, in either arm.
     for k in ("cmlfq_shuffled", "depth_only"):
         assert pol[k]["reasons"].get("no_node", 0) < 0.01 * pol[k]["all"]["decisions"], k
+
+
+# The placebo check on the 200-step R2E-Gym traces of docs/routing.md "Measured". With the fixed
+# k (sched.shrink_visits 50, the default) it fails on the calibrated preset: shuffled returns
+# leave C-MLFQ 3.9 points from the depth-only tree on seed 1. With empirical shrinkage
+# (docs/routing.md "Empirical shrinkage") a depth's path nodes answer with its depth node unless
+# they spread beyond chance, so on shuffled returns C-MLFQ decides as the depth-only tree does.
+def r2e_placebo(tmp_path, seed, *settings):
+    trace = str(tmp_path / f"r2e{seed}.jsonl")
+    if not os.path.exists(trace):
+        gen = subprocess.run([LIBRA, "trace", "gen", "r2e-gym", "--steps", "200", "--seed",
+                              str(seed), "-o", trace], capture_output=True, text=True,
+                             timeout=300)
+        assert gen.returncode == 0, gen.stderr
+    r = subprocess.run([LIBRA, "route", "eval", trace, "--policy", "cmlfq", "--train-steps",
+                        "10", "--set", "sched.rebuild_interval=5", "--placebo", "--buckets",
+                        "tp1:4000,tp2:12000,tp4:30000", "--json", *settings],
+                       capture_output=True, text=True, timeout=600)
+    doc = json.loads(r.stdout)
+    assert r.returncode == (0 if doc["placebo"]["within_tolerance"] else 1), r.stderr
+    return doc
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_empirical_shrinkage_passes_the_placebo_check(tmp_path, seed):
+    doc = r2e_placebo(tmp_path, seed, "--set", "sched.empirical_shrink=true")
+    assert doc["empirical_shrink"] is True
+    p = doc["placebo"]
+    assert p["within_tolerance"] and p["difference_points"] < 1.0
+    if seed == 1:  # no depth spreads beyond chance: every shuffled decision is the depth node's
+        pol = doc["policies"]
+        assert pol["cmlfq_shuffled"]["all"] == pol["depth_only"]["all"]
+        assert p["signal_points"] > 5
+
+
+def test_the_fixed_k_fails_it_on_seed_1(tmp_path):
+    doc = r2e_placebo(tmp_path, 1)
+    assert doc["empirical_shrink"] is False
+    assert not doc["placebo"]["within_tolerance"]
+    assert doc["placebo"]["difference_points"] > 3
