@@ -183,9 +183,8 @@ void sched_km_of(const struct sched_node *n, struct sched_km *km);
  * spreads its weight over ref's distribution above c (or keeps it at c when no exact sample of
  * ref lies above c). With shrink_visits k > 0 it is mixed with parent's (by the same rule) and
  * ref's: n weighs visits / (visits + k), parent that share of the rest, ref what is left (all
- * of it when k is SCHED_SHRINK_ALL); the
- * mean is the same mix of running means. n == ref or ref NULL: n's own running mean and
- * Kaplan-Meier p90. The p90 is cached on n.
+ * of it when k is SCHED_SHRINK_ALL); the mean is the same mix of running means. n == ref or ref
+ * NULL: n's own running mean and Kaplan-Meier p90. The p90 is cached on n.
  */
 void sched_node_estimate(struct sched_node *n, struct sched_node *parent,
                          const struct sched_node *ref, const struct sched_km *ref_km,
