@@ -284,6 +284,10 @@ static char *text_report(const json_t *doc)
                 (long long)json_integer_value(json_object_get(doc, "train_steps")),
                 (long long)json_integer_value(json_object_get(doc, "eval_steps")),
                 (long long)json_integer_value(json_object_get(doc, "rebuild_interval")));
+    if (json_is_true(json_object_get(doc, "empirical_shrink")))
+        fputs("estimator: C-MLFQ's global path nodes shrunk by their depth's spread "
+              "(sched.empirical_shrink)\n",
+              out);
     const json_t *rg = json_object_get(doc, "regret");
     if (json_object_get(rg, "deadline_s"))
         fprintf(out,

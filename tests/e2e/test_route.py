@@ -284,6 +284,16 @@ def test_empirical_shrinkage_passes_the_placebo_check(tmp_path, seed):
         assert p["signal_points"] > 5
 
 
+def test_the_text_output_names_the_estimator(tmp_path):
+    trace = str(tmp_path / "toy.jsonl")
+    toy_trace(trace)
+    for setting, named in (("false", False), ("true", True)):
+        r = route("eval", trace, "--policy", "cmlfq", "--buckets", BUCKETS, "--set",
+                  "sched.empirical_shrink=" + setting)
+        assert r.returncode == 0, r.stderr
+        assert ("sched.empirical_shrink" in r.stdout) == named, r.stdout
+
+
 def test_the_fixed_k_fails_it_on_seed_1(tmp_path):
     doc = r2e_placebo(tmp_path, 1)
     assert doc["empirical_shrink"] is False
