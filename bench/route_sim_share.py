@@ -10,7 +10,8 @@ negative share loses to load_balance; the oracle routes by bucket thresholds, no
 share above 1 is possible, and where the oracle does no better than load_balance the share is
 undefined ("-"). Each cell: tokens/s, its change against load_balance, and the share.
 
-usage: bench/route_sim_share.py [--libra build/release/libra] [--steps N]
+usage: bench/route_sim_share.py [--libra build/release/libra] [--steps N] [--set KEY=VALUE ...]
+(--set: passed to every run, e.g. --set sched.empirical_shrink=true)
 """
 
 import argparse
@@ -26,9 +27,11 @@ POLICIES = ["load_balance", "cmlfq", "cmlfq_h", "predictor", "plas", "la_mlfq", 
             "oracle"]
 
 
-def tokens_per_s(libra, setup, policy, steps):
+def tokens_per_s(libra, setup, policy, steps, settings):
     args = [libra, "sim", *([os.path.join(ROOT, setup)] if setup else []), "--set",
             "sim.modes=libra", "--set", "sched.policy=" + policy, "--json"]
+    for kv in settings:
+        args += ["--set", kv]
     if steps:
         args += ["--steps", str(steps)]
     p = subprocess.run(args, capture_output=True, text=True)
@@ -42,13 +45,15 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--libra", default=os.path.join(ROOT, "build", "release", "libra"))
     ap.add_argument("--steps", type=int, default=0, help="0: each setup's own rl.steps")
+    ap.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                    help="a config key for every run")
     a = ap.parse_args()
     print("| setup | fleet | " + " | ".join(POLICIES) + " |")
     print("|---|---|" + "---|" * len(POLICIES))
     for setup in SETUPS:
         rate = {}
         for pol in POLICIES:
-            rate[pol], fleet = tokens_per_s(a.libra, setup, pol, a.steps)
+            rate[pol], fleet = tokens_per_s(a.libra, setup, pol, a.steps, a.set)
         lb, top = rate["load_balance"], rate["oracle"]
         cells = [f"{rate[p]:.0f} ({100 * (rate[p] / lb - 1):+.1f} %, "
                  + (f"{(rate[p] - lb) / (top - lb):+.2f})" if top > lb else "-)")
