@@ -298,8 +298,8 @@ static void test_empirical_shrinkage(void **state)
     const char *keys[] = {"a", "b", "c", "d"}, *star[] = {"*"};
     int64_t gen[] = {0};
     struct sched_estimate e, depth;
-    /* No spread beyond chance (here none at all: every state holds the same samples): a path
-     * node answers with its depth node's estimate, exactly, whatever its visits. */
+    /* No spread beyond chance (every state holds the same 30 samples, and d one outlier more):
+     * a path node answers with its depth node's estimate, exactly, whatever its visits. */
     struct sched_model *m = sched_model_new(NULL);
     for (int64_t v = 100; v <= 3000; v += 100)
         for (int k = 0; k < 4; k++)
