@@ -301,7 +301,8 @@ static int replay(struct sched_eval_arm *a, const struct sched_eval_trace *ev, s
     const struct sched_eval_turn *turns = arm_turns(a, ev) + t->turn;
     enum sched_split split = t->seen ? SCHED_SPLIT_SEEN : SCHED_SPLIT_NEVER;
     const struct sched_cost_model *m = a->costs.decision.rate ? &a->costs.decision : NULL;
-    struct paths p = {.m = scoring ? m : NULL, .n = a->layout.n, .bucket = -1};
+    /* costed whether or not scored: the router's clock (now_s) runs on the path's time */
+    struct paths p = {.m = m, .n = a->layout.n, .bucket = -1};
     double start_s = (double)i; /* orders rebuilds; elapsed time is added to it */
     struct sched_start s = {.traj = i,
                             .prompt = t->prompt,
@@ -342,7 +343,7 @@ static int replay(struct sched_eval_arm *a, const struct sched_eval_trace *ev, s
         if (rc == 0)
             paths_follow(&p, d.to_bucket >= 0 ? d.to_bucket : d.placed_bucket);
     }
-    if (rc == 0 && p.m)
+    if (rc == 0 && p.m && scoring)
         paths_finish(&p, a->metrics, split);
     return rc;
 }

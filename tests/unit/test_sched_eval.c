@@ -3,7 +3,8 @@
  * scores every decision right; C-MLFQ, empty on its first step, learns a deterministic pattern
  * from a training step; a step is never learnt before it is scored (a trace built so that any
  * leak, across or within the step, turns wrong answers right); indexing orders steps and marks
- * seen prompts; the placebo shuffle keeps the multiset of returns at each depth and moves them.
+ * seen prompts; the placebo shuffle keeps the multiset of returns at each depth and moves them;
+ * the router's clock runs on replayed time in training steps too.
  */
 #include "testutil.h"
 
@@ -283,6 +284,74 @@ static void test_shuffle_keeps_the_returns_at_each_depth(void **state)
     sched_eval_trace_free(&ev);
 }
 
+/* A toy fleet: TP1 spends the fewest GPU-seconds per token, TP2 is twice as fast; moves are
+ * free. */
+static void toy_rate(void *ctx, int tp, int64_t context_tokens, double batch, struct cost_rate *out)
+{
+    (void)ctx, (void)context_tokens, (void)batch;
+    *out = (struct cost_rate){.token_s = 0.01 / tp, .gpu_token_s = tp > 1 ? 0.0012 : 0.001};
+}
+
+static double toy_decode_s(void *ctx, int tp, int64_t context_tokens, double tokens)
+{
+    (void)ctx, (void)context_tokens;
+    return tokens * 0.01 / tp;
+}
+
+static double toy_move_s(void *ctx, int from_tp, int to_tp, int64_t context_tokens)
+{
+    (void)ctx, (void)from_tp, (void)to_tp, (void)context_tokens;
+    return 0.0;
+}
+
+static void count_tp2(void *ctx, const struct sched_eval_arm *a, size_t order, size_t turn,
+                      const struct sched_decision *d)
+{
+    (void)a, (void)order;
+    if (turn == 1 && d->to_bucket == 1)
+        ++*(int *)ctx;
+}
+
+/*
+ * The router's clock runs on the replayed time in training steps as in scored ones. Each
+ * trajectory's tool takes 100 s, past its batch's 50 s deadline, so after the return only
+ * TP2's speed pays (lateness costs 10 GPUs per second); at the start, before the tool, TP1's
+ * GPU-seconds are cheapest. cmlfq_h learns that from the training step's trajectories and
+ * moves every scored one to TP2 at its return; a training replay whose clock stood still
+ * taught it that TP1 is never late.
+ */
+static void test_training_replay_runs_the_clock(void **state)
+{
+    struct sched_eval_trace ev = {0};
+    int64_t gen[] = {200, 1000};
+    for (int64_t s = 1; s <= 2; s++)
+        for (uint64_t k = 0; k < 8; k++) {
+            sched_eval_traj_add(&ev, s, 100 * (uint64_t)s + k, 0, 0, false);
+            struct sched_obs o = obs_of("search"), none = obs_of("none");
+            sched_eval_turn_add(&ev, gen[0], 500, &o, 1, 100.0);
+            sched_eval_turn_add(&ev, gen[1], 750, &none, 0, 0.0);
+        }
+    sched_eval_trace_index(&ev);
+    struct spec_bucket_layout l;
+    assert_int_equal(spec_bucket_parse(&l, "tp1:4000,tp2:30000", "test", NULL), 0);
+    struct libra_config cfg;
+    spec_config_defaults(&cfg);
+    struct spec_sched_config sc = cfg.sched;
+    sc.policy = SCHED_CMLFQ_H;
+    struct sched_costs costs = {.decode_s = toy_decode_s,
+                                .move_s = toy_move_s,
+                                .decision = {.rate = toy_rate, .deadline_s = 50, .late_gpus = 10}};
+    struct sched_eval_arm a;
+    assert_int_equal(sched_eval_arm_init(&a, "cmlfq_h", &sc, &l, NULL, &costs, false, NULL), 0);
+    int tp2 = 0;
+    a.on_decision = count_tp2;
+    a.decision_ctx = &tp2;
+    assert_int_equal(sched_eval_arm_run(&a, &ev, 1, NULL, NULL), 0);
+    assert_int_equal(tp2, 8);
+    sched_eval_arm_free(&a);
+    sched_eval_trace_free(&ev);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -291,6 +360,7 @@ int main(void)
         cmocka_unit_test(test_a_step_is_not_learnt_before_it_is_scored),
         cmocka_unit_test(test_index_orders_steps_and_marks_seen_prompts),
         cmocka_unit_test(test_shuffle_keeps_the_returns_at_each_depth),
+        cmocka_unit_test(test_training_replay_runs_the_clock),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
