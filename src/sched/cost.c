@@ -38,7 +38,7 @@ void sched_rate_memo_get(struct sched_rate_memo *memo, const struct sched_cost_m
         *out = *slot;
         return;
     }
-    uint64_t b = (uint64_t)fmin(batch, 65535);
+    uint64_t b = (uint64_t)(batch < 65535 ? batch : 65535);
     uint64_t key = (uint64_t)tp << 32 | (uint64_t)ctx_key << 16 | b;
     uint64_t i;
     if (intmap_get(&memo->index, key, &i)) {

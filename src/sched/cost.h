@@ -56,6 +56,28 @@ static inline double sched_cost(const struct sched_cost_model *m, const struct c
     return end_s > m->deadline_s ? gpu_s + m->late_gpus * (end_s - m->deadline_s) : gpu_s;
 }
 
+/* The mean of sched_cost over remaining tokens tokens[0, n) (ascending) of weights weight[k]
+ * (summing to 1), whose mean is mean_tokens: the GPU term by linearity, the lateness term over
+ * the points that end late. */
+static inline double sched_expected_cost(const struct sched_cost_model *m,
+                                         const struct cost_rate *r, const double *tokens,
+                                         const double *weight, int n, double mean_tokens,
+                                         double elapsed_s, bool move)
+{
+    double gpu_s = mean_tokens * r->gpu_token_s + (move ? r->move_gpu_s : 0.0);
+    if (m->deadline_s <= 0)
+        return gpu_s;
+    double slack_s = m->deadline_s - elapsed_s - (move ? r->move_s : 0.0);
+    double late_s = 0;
+    for (int k = n - 1; k >= 0; k--) { /* the longest first: the late ones are at the top */
+        double x = tokens[k] * r->token_s - slack_s;
+        if (!(x > 0))
+            break;
+        late_s += weight[k] * x;
+    }
+    return gpu_s + m->late_gpus * late_s;
+}
+
 /*
  * Rates remembered by the router that asks for them many times a second (cmlfq_h): the rate of
  * (TP, context, batch) with the context rounded to 1/32 of an octave (2.2 %), so that a rate is

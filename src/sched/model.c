@@ -547,20 +547,26 @@ static uint32_t empirical_k(const struct sched_model *m, size_t d, uint32_t fixe
     return (uint32_t)lround(var / between);
 }
 
+/* The global tree's nodes at the end of the estimate's path and of its depth path (-1: none):
+ * every tree's answer refers to them, so each is walked once. */
+struct global_at {
+    int64_t path, depth;
+};
+
 /*
- * Fills out from t's node at the end of the path (the depth path when depth) and returns true
- * when it exists with at least min_visits visits: sched_node_estimate with the global tree's
- * node on the same path as the parent of a prompt tree's node.
+ * Fills out from t's node `at` at the end of the path (the depth path when depth) and returns
+ * true when it exists with at least min_visits visits: sched_node_estimate with the global
+ * tree's node on the same path as the parent of a prompt tree's node.
  */
-static bool trusted(struct sched_model *m, struct sched_tree *t, const uint32_t *states, size_t n,
-                    bool depth, const struct sched_lookup *opt, struct sched_estimate *out)
+static bool trusted(struct sched_model *m, struct sched_tree *t, int64_t at,
+                    const struct global_at *g, size_t n, bool depth, const struct sched_lookup *opt,
+                    struct sched_estimate *out)
 {
-    int64_t at = node_at(m, t, states, n, depth);
     if (at < 0 || t->nodes.v[at].visits < (opt->min_visits ? opt->min_visits : 1))
         return false;
-    int64_t g = t == &m->global ? -1 : node_at(m, &m->global, states, n, depth);
-    struct sched_node *parent = g < 0 ? NULL : &m->global.nodes.v[g];
-    struct sched_node *ref = depth_node(m, &m->global, n);
+    int64_t same = depth ? g->depth : g->path;
+    struct sched_node *parent = t == &m->global || same < 0 ? NULL : &m->global.nodes.v[same];
+    struct sched_node *ref = g->depth < 0 ? NULL : &m->global.nodes.v[g->depth];
     fill(out, t, (uint32_t)at, n, n, t != &m->global);
     out->by_depth = depth;
     uint32_t p90;
@@ -579,11 +585,15 @@ void sched_model_estimate(struct sched_model *m, uint64_t prompt, const uint32_t
     memset(out, 0, sizeof *out);
     out->mean_tokens = out->p90_tokens = NAN;
     struct sched_tree *pt = sched_model_prompt_tree(m, prompt, false);
-    struct sched_tree *trees[2] = {pt, &m->global};
-    for (int depth = 0; depth < 2; depth++) /* the path in either tree before any depth node */
-        for (int k = 0; k < 2; k++)
-            if (trees[k] && trusted(m, trees[k], states, n, depth, opt, out))
-                return;
+    struct global_at g = {node_at(m, &m->global, states, n, false),
+                          node_at(m, &m->global, states, n, true)};
+    for (int depth = 0; depth < 2; depth++) { /* the path in either tree before any depth node */
+        int64_t global = depth ? g.depth : g.path;
+        if (pt && trusted(m, pt, node_at(m, pt, states, n, depth), &g, n, depth, opt, out))
+            return;
+        if (trusted(m, &m->global, global, &g, n, depth, opt, out))
+            return;
+    }
 }
 
 void sched_model_predict(struct sched_model *m, const struct sched_pred_features *f,

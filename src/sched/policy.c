@@ -207,19 +207,15 @@ static void h_rates(struct sched_router *r, uint32_t key, struct cost_rate *out)
                             0.0, &out[b]);
 }
 
-/* The expected cost of each bucket under d (empty: left alone), the trajectory having run
- * elapsed_s[b] by the time bucket b would start it. */
+/* The expected cost of each bucket under d (of mean `mean`; empty: left alone), the trajectory
+ * having run elapsed_s[b] by the time bucket b would start it. */
 static void expected_costs(const struct sched_router *r, const struct cost_rate *rate,
-                           const struct sched_dist *d, const double *elapsed_s, int from,
-                           double *out)
+                           const struct sched_dist *d, double mean, const double *elapsed_s,
+                           int from, double *out)
 {
-    const struct sched_cost_model *m = &r->cfg.costs.decision;
-    for (int b = 0; d->n && b < r->cfg.layout.n; b++) {
-        bool move = from >= 0 && b != from;
-        out[b] = 0;
-        for (int k = 0; k < d->n; k++)
-            out[b] += d->weight[k] * sched_cost(m, &rate[b], d->tokens[k], elapsed_s[b], move);
-    }
+    for (int b = 0; d->n && b < r->cfg.layout.n; b++)
+        out[b] = sched_expected_cost(&r->cfg.costs.decision, &rate[b], d->tokens, d->weight, d->n,
+                                     mean, elapsed_s[b], from >= 0 && b != from);
 }
 
 /*
@@ -241,7 +237,7 @@ static void bucket_start(struct sched_router *r, const struct sched_event *ev, u
         open[b] = !ev->reg; /* no registry: nothing is known to be full */
     for (size_t i = 0; ev->reg && i < ev->reg->n; i++) {
         const struct sched_instance *in = &ev->reg->inst[i];
-        if (in->bucket < 0 || in->bucket >= r->cfg.layout.n || !in->ready)
+        if ((unsigned)in->bucket >= (unsigned)r->cfg.layout.n || !in->ready)
             continue;
         open[in->bucket] |= in->queued < in->cap;
         const struct sched_instance **b = &best[in->bucket];
@@ -300,7 +296,7 @@ static void source_of(const struct sched_router *r, const struct cost_rate *rate
 {
     out->known = d->n > 0;
     out->mean = sched_dist_mean(d);
-    expected_costs(r, rate, d, elapsed_s, from, out->cost);
+    expected_costs(r, rate, d, out->mean, elapsed_s, from, out->cost);
 }
 
 /* out = the weighted sum of the known sources among src[0, n) (weights renormalised). */
@@ -413,14 +409,16 @@ static void h_choose(struct sched_router *r, const struct sched_traj *t,
         h->token_s[b] = (float)rate[b].token_s;
         h->gpu_token_s[b] = (float)rate[b].gpu_token_s;
     }
-    for (int e = 0; e < SCHED_H_EXPERTS; e++)
-        h->bucket[e] = (int8_t)(e >= H_FIXED   ? (e - H_FIXED < n ? e - H_FIXED : -1)
+    bool awake[SCHED_H_EXPERTS] = {0};
+    for (int e = 0; e < H_FIXED + n; e++) {
+        h->bucket[e] = (int8_t)(e >= H_FIXED   ? e - H_FIXED
                                 : src[e].known ? argmin(src[e].cost, n)
                                                : -1);
-    /* the shortest bucket (cmlfq's start) until another expert has done better than the router */
-    bool awake[SCHED_H_EXPERTS];
-    for (int e = 0; e < SCHED_H_EXPERTS; e++)
         awake[e] = h->bucket[e] >= 0;
+    }
+    for (int e = H_FIXED + n; e < SCHED_H_EXPERTS; e++)
+        h->bucket[e] = -1;
+    /* the shortest bucket (cmlfq's start) until another expert has done better than the router */
     int leader = h_leader(r, awake);
     c->recorded = true;
     target(t, h->bucket[leader], c);

@@ -28,7 +28,8 @@
 #define SCHED_SERVICE_PROMPTS (1 << 18) /* prompts whose attempts are kept (about 40 B each) */
 #define SCHED_DIST_POINTS 8 /* points of one source's distribution (its quartile midpoints) */
 
-/* Remaining tokens as weighted points (weights sum to 1 when n > 0; n 0: nothing known). */
+/* Remaining tokens as weighted points, ascending (weights sum to 1 when n > 0; n 0: nothing
+ * known). */
 struct sched_dist {
     int n;
     double tokens[SCHED_DIST_POINTS];

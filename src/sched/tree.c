@@ -21,7 +21,6 @@
 #include <string.h>
 
 #include "util/alloc.h"
-#include "util/rng.h"
 
 size_t sched_tree_init(struct sched_tree *t, uint64_t prompt)
 {
@@ -45,9 +44,12 @@ void sched_tree_free(struct sched_tree *t)
     t->bytes = 0;
 }
 
+/* Fibonacci hashing: the top bits of the key times 2^64 / golden ratio (slots a power of two,
+ * at least 2). */
 static size_t edge_home(uint32_t parent, uint32_t state, size_t slots)
 {
-    return (size_t)rng_mix64(((uint64_t)parent << 32) | state) & (slots - 1);
+    uint64_t key = ((uint64_t)parent << 32) | state;
+    return (size_t)((key * 0x9e3779b97f4a7c15u) >> (64 - __builtin_ctzll(slots)));
 }
 
 uint32_t sched_tree_child(const struct sched_tree *t, uint32_t node, uint32_t state)

@@ -2,7 +2,8 @@
  * Tests of what attained service and earlier attempts say (src/sched/service.c): the
  * population's remaining tokens past a point, at evenly spaced ranks; a prompt's last attempts;
  * the window that forgets the oldest (its sorted copy against a sort of the ring after every
- * learn, ties and all); the log-normal through a mean and a p90.
+ * learn, ties and all); the log-normal through a mean and a p90; every source's points
+ * ascending, and the expected cost over them the mean of sched_cost at each.
  */
 #include "testutil.h"
 
@@ -10,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "sched/cost.h"
 #include "sched/service.h"
 #include "util/rng.h"
 
@@ -104,6 +106,53 @@ static void test_lognormal_through_mean_and_p90(void **state)
     assert_true(mean_of(&d) < 1000 && mean_of(&d) > 800);
 }
 
+/* True when d's points are ascending (struct sched_dist's promise, which sched_expected_cost
+ * relies on). */
+static bool ascending(const struct sched_dist *d)
+{
+    for (int j = 1; j < d->n; j++)
+        if (d->tokens[j] < d->tokens[j - 1])
+            return false;
+    return true;
+}
+
+/*
+ * Every source's points are ascending, and the expected cost over them is the mean of
+ * sched_cost at each point: with and without a deadline, before it and past it, with and
+ * without a move.
+ */
+static void test_expected_cost_is_the_mean_cost(void **state)
+{
+    struct sched_service s;
+    sched_service_init(&s, 16);
+    struct rng r = rng_keyed(3, 0, 0, 0);
+    for (int i = 0; i < 300; i++)
+        sched_service_learn(&s, (uint64_t)(i % 4), 100.0 + 20000.0 * rng_uniform(&r));
+    struct sched_dist d[3];
+    sched_service_population(&s, 500, &d[0]);
+    assert_int_equal(sched_service_prompt(&s, 2, 500, &d[1]) > 0, true);
+    sched_dist_lognormal(3000, 9000, &d[2]);
+    const struct cost_rate rate = {
+        .token_s = 0.02, .gpu_token_s = 0.01, .move_s = 3, .move_gpu_s = 12};
+    const double deadlines[] = {0, 100, 400};
+    for (int k = 0; k < 3; k++) {
+        assert_true(d[k].n > 0 && ascending(&d[k]));
+        for (int dl = 0; dl < 3; dl++)
+            for (double elapsed = 0; elapsed < 500; elapsed += 37)
+                for (int move = 0; move < 2; move++) {
+                    struct sched_cost_model m = {.deadline_s = deadlines[dl], .late_gpus = 48};
+                    double sum = 0;
+                    for (int j = 0; j < d[k].n; j++)
+                        sum +=
+                            d[k].weight[j] * sched_cost(&m, &rate, d[k].tokens[j], elapsed, move);
+                    double got = sched_expected_cost(&m, &rate, d[k].tokens, d[k].weight, d[k].n,
+                                                     sched_dist_mean(&d[k]), elapsed, move);
+                    assert_close(got, sum, 1e-9);
+                }
+    }
+    sched_service_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -111,6 +160,7 @@ int main(void)
         cmocka_unit_test(test_attempts_per_prompt_and_the_window),
         cmocka_unit_test(test_sorted_window_equals_the_sorted_ring),
         cmocka_unit_test(test_lognormal_through_mean_and_p90),
+        cmocka_unit_test(test_expected_cost_is_the_mean_cost),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
