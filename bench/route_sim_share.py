@@ -11,7 +11,7 @@ share above 1 is possible, and where the oracle does no better than load_balance
 undefined ("-"). Each cell: tokens/s, its change against load_balance, and the share.
 
 usage: bench/route_sim_share.py [--libra build/release/libra] [--steps N] [--set KEY=VALUE ...]
-(--set: passed to every run, e.g. --set sched.empirical_shrink=true)
+(--set: passed to every run, e.g. --set sched.empirical_shrink=false)
 """
 
 import argparse

@@ -64,8 +64,8 @@ static const char help[] =
     "  --min-visits N     visits a tree node needs before C-MLFQ acts on it (default 1);\n"
     "                     thin nodes are also shrunk toward the general ones by\n"
     "                     sched.shrink_visits (default 50; --set sched.shrink_visits=0: off),\n"
-    "                     the global tree's by their depth's spread with --set\n"
-    "                     sched.empirical_shrink=true\n"
+    "                     the global tree's by their depth's spread (--set\n"
+    "                     sched.empirical_shrink=false: by sched.shrink_visits too)\n"
     "  --truncated HOW    censored (default: truncated trajectories are lower bounds, spec\n"
     "                     §5) or exact (their remaining tokens taken as they are)\n"
     "  --placebo          also run C-MLFQ on the trace with tool returns shuffled among\n"
@@ -284,9 +284,9 @@ static char *text_report(const json_t *doc)
                 (long long)json_integer_value(json_object_get(doc, "train_steps")),
                 (long long)json_integer_value(json_object_get(doc, "eval_steps")),
                 (long long)json_integer_value(json_object_get(doc, "rebuild_interval")));
-    if (json_is_true(json_object_get(doc, "empirical_shrink")))
-        fputs("estimator: C-MLFQ's global path nodes shrunk by their depth's spread "
-              "(sched.empirical_shrink)\n",
+    if (json_is_false(json_object_get(doc, "empirical_shrink")))
+        fputs("estimator: C-MLFQ's global path nodes shrunk by the fixed sched.shrink_visits "
+              "(sched.empirical_shrink=false)\n",
               out);
     const json_t *rg = json_object_get(doc, "regret");
     if (json_object_get(rg, "deadline_s"))

@@ -26,6 +26,7 @@ void sched_router_config_default(struct sched_router_config *c, enum sched_polic
     c->max_live = (size_t)1 << 20;
     c->lookup.min_visits = 1;
     c->lookup.shrink_visits = SCHED_SHRINK_VISITS;
+    c->lookup.empirical_shrink = true; /* sched.empirical_shrink's default */
     c->la_quantum_tokens = 3000;
     c->la_ttl_epochs = 5;
     c->attempt_shrink = 2;

@@ -224,9 +224,10 @@ static const struct spec_field fields[] = {
         "C-MLFQ weighs a tree node's own mean and p90 by visits / (visits + this) and the more "
         "general node's by the rest (a prompt tree's: the global tree's on the same path; the "
         "global tree's: its depth node; docs/routing.md); 0: the node's own"),
-    BOOL(ROUTED, sched.empirical_shrink, 0,
+    BOOL(ROUTED, sched.empirical_shrink, 1,
          "C-MLFQ: the global tree's path nodes at a depth take their k from how far their means "
-         "spread beyond chance (docs/routing.md \"Empirical shrinkage\"), not sched.shrink_visits"),
+         "spread beyond chance (docs/routing.md \"Empirical shrinkage\"), not sched.shrink_visits; "
+         "false: the fixed k for them too"),
     DOUBLE(ROUTED, sched.attempt_shrink, 0, "attempts", 2, 0, 1000000, NULL,
            "cmlfq_h weighs a prompt's earlier attempts by n / (n + this) and the "
            "population's by the rest (docs/routing.md \"cmlfq_h\"); 0: the attempts "

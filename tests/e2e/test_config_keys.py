@@ -127,7 +127,7 @@ CHANGES = {
     "sched.buckets": ("tp1:4000,tp2:12000,tp4:30000", SIM),
     "sched.rebuild_interval": ("1", SEARCH_FLEET),
     "sched.shrink_visits": ("0", FLEET),
-    "sched.empirical_shrink": ("true", FLEET),
+    "sched.empirical_shrink": ("false", FLEET),
     "sched.attempt_shrink": ("0", FLEET + ("--set", "sched.policy=cmlfq_h")),
     "sim.modes": ("libra", SIM),
     "sim.seed": ("2", SIM),
