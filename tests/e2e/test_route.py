@@ -277,7 +277,9 @@ def r2e_placebo(tmp_path, seed, *settings):
     return doc
 
 
-@pytest.mark.parametrize("seed", [1, 2])
+# Seed 1 was in view when the two standard deviations of the estimate were chosen; seed 3 was
+# held out (docs/routing.md "Measured").
+@pytest.mark.parametrize("seed", [1, 3])
 def test_empirical_shrinkage_passes_the_placebo_check(tmp_path, seed):
     doc = r2e_placebo(tmp_path, seed)
     assert doc["empirical_shrink"] is True

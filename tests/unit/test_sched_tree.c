@@ -835,6 +835,13 @@ static void test_differential_against_naive_list(void **state)
                 assert_true(e.found && !e.by_depth);
                 assert_close(e.mean_tokens, mean, 1e-9);
                 assert_close(e.p90_tokens, p90, 0);
+                /* empirical shrinkage leaves the prompt trees on the fixed k */
+                opt.empirical_shrink = true;
+                sched_model_estimate(m, global ? 1000 : prompt, path, depth, &opt, &e);
+                if (!global) {
+                    assert_close(e.mean_tokens, mean, 1e-9);
+                    assert_close(e.p90_tokens, p90, 0);
+                }
             }
             checked++;
         }
