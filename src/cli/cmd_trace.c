@@ -265,6 +265,9 @@ static char *stats_text(const char *path, const json_t *doc)
                                           "prompt_tokens", "tool_tokens"};
     for (int i = 0; i < 5; i++)
         dist_row(out, metrics[i], json_object_get(all, metrics[i]));
+    const json_t *setup = json_object_get(all, "setup_us");
+    if (json_integer_value(json_object_get(setup, "n")) > 0)
+        dist_row(out, "setup_us", setup);
     fprintf(out, "per tool call\n");
     dist_row(out, "queue_us", json_object_get(all, "queue_us"));
     dist_row(out, "exec_us", json_object_get(all, "exec_us"));

@@ -345,8 +345,15 @@ static void launch_group(struct run *r)
         /* Every sample of a group gets the same prompt: the engines' prefix cache shares it. */
         ctx_fill(t, t->rec->turns[0].prompt_tokens, 1, (uint64_t)t->rec->prompt_id, 0);
     }
-    for (size_t k = 0; k < n && !r->failed; k++)
-        send_turn(&g->trajs[k]);
+    for (size_t k = 0; k < n && !r->failed; k++) {
+        struct traj *t = &g->trajs[k];
+        if (t->rec->setup_us > 0) { /* its environment starts first, off the engines */
+            struct timeval tv = load_wall_tv((double)t->rec->setup_us * 1e-6 * c->time_scale);
+            evtimer_add(t->tool_timer, &tv);
+        } else {
+            send_turn(t);
+        }
+    }
 }
 
 /* Appends t as the client saw it to the result's trace: its record with the turns' prompt,

@@ -522,6 +522,9 @@ static void dispatch(struct sim *s, const struct sim_event *e)
     case SIM_EV_POOL:
         sim_elastic_event(s, e->gen, e->arg);
         break;
+    case SIM_EV_SETUP:
+        sim_setup_done(s, e->arg);
+        break;
     }
 }
 

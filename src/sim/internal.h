@@ -56,6 +56,7 @@ enum sim_ev_kind {
     SIM_EV_READY, /* a starting instance is ready (arg: instance, gen: its epoch) */
     SIM_EV_FLEET, /* a scripted fleet change (arg: index into sim_run_opts.fleet) */
     SIM_EV_POOL,  /* a hybrid replica's join phase ended (elastic.c; gen: its generation) */
+    SIM_EV_SETUP, /* a trajectory's environment is up (arg: sim_traj_ref) */
 };
 
 struct sim_event {
@@ -122,6 +123,7 @@ enum sim_traj_state {
     SIM_T_TOOL,    /* waiting on tool calls */
     SIM_T_DONE,    /* finished (completed or truncated) */
     SIM_T_ABORTED, /* aborted and never resumed */
+    SIM_T_SETUP,   /* its environment starts (a sandbox container) before the first turn */
 };
 
 /*
@@ -158,7 +160,9 @@ struct sim_traj {
     int64_t final_context;  /* training sequence: last prompt + last generation */
     int64_t first_prompt;   /* the first turn's prompt, tokens */
     int64_t tool_tokens;    /* every tool return's payload, tokens */
-    double tool_s;          /* seconds spent waiting on tools so far (queue and execution) */
+    double setup_s;         /* its environment's setup before the first turn, seconds */
+    double tool_s;          /* seconds off the GPU so far: the setup, the tools' queue and
+                             * execution */
     uint32_t pending;       /* tool calls outstanding */
     double start_s, end_s, turn_start_s, tool_start_s;
     enum trace_finish finish;
@@ -493,6 +497,9 @@ size_t sim_trajs_in(struct sim *s, enum sim_traj_state state, int inst, uint32_t
 
 /* A turn of t ended on its engine (d its record): accounts it and moves t on. */
 void sim_turn_done(struct sim *s, struct sim_traj *t, const struct engine_done *d);
+
+/* t's environment is up (a SIM_EV_SETUP event): its first turn starts. */
+void sim_setup_done(struct sim *s, uint64_t ref);
 
 /* All tool calls of t's last turn returned: routes and sends its next turn. */
 void sim_tools_returned(struct sim *s, struct sim_traj *t);

@@ -100,6 +100,7 @@ static void copy_record(struct sim *s, struct sim_traj *t, const struct trace_tr
     const struct sim_turn *last = &t->turns[t->n_turns - 1];
     t->final_context = last->prompt_tokens + last->gen_tokens;
     t->first_prompt = t->turns[0].prompt_tokens;
+    t->setup_s = (double)r->setup_us / 1e6;
     t->finish = r->finish;
     t->reward = r->reward;
     t->has_reward = r->has_reward;
@@ -191,10 +192,10 @@ static void place(struct sim *s, struct sim_traj *t, const struct sched_decision
     sim_submit(s, t);
 }
 
+/* t's first turn: the router's first decision. */
 static void traj_start(struct sim *s, struct sim_traj *t)
 {
     uint64_t id = t->uid;
-    t->start_s = s->now;
     t->inst = -1;
     t->split_tokens = -1;
     t->version_start = t->version_end = s->rollout_version;
@@ -216,6 +217,30 @@ static void traj_start(struct sim *s, struct sim_traj *t)
     score(s, t, true, &d);
     s->out->started++;
     place(s, t, &d);
+}
+
+/* Launches t: its environment's setup first, when it has one, then its first turn. */
+static void traj_launch(struct sim *s, struct sim_traj *t)
+{
+    t->start_s = s->now;
+    if (t->setup_s <= 0) {
+        traj_start(s, t);
+        return;
+    }
+    t->state = SIM_T_SETUP;
+    t->tool_start_s = s->now;
+    sim_schedule(s, s->now + t->setup_s, SIM_EV_SETUP, 0, sim_traj_ref(s, t));
+}
+
+void sim_setup_done(struct sim *s, uint64_t ref)
+{
+    struct sim_traj *t = sim_traj_deref(s, ref);
+    if (!t || t->state != SIM_T_SETUP) /* aborted meanwhile */
+        return;
+    t->tool_s += s->now - t->tool_start_s;
+    if (s->trace.on)
+        sim_trace_slice(s, SIM_PID_TRAJECTORIES, t->uid, "setup", t->tool_start_s, s->now, NULL);
+    traj_start(s, t);
 }
 
 /* A free group slot with its trajectory slots, the array grown when none is free. */
@@ -253,7 +278,7 @@ uint32_t sim_launch_group(struct sim *s, int round)
     arena_reset(&s->arena);
     uint32_t first = g->first;
     for (int k = 0; k < s->samples && !s->rc; k++)
-        traj_start(s, &s->traj.v[first + (uint32_t)k]);
+        traj_launch(s, &s->traj.v[first + (uint32_t)k]);
     return gi;
 }
 

@@ -138,6 +138,8 @@ void trace_format_traj(struct trace_text *b, const struct trace_traj *t)
     KNOWN(b, ",\"version_end\":", t->version_end);
     if (t->has_start)
         FIELD(b, ",\"start_us\":", t->start_us);
+    if (t->setup_us > 0)
+        FIELD(b, ",\"setup_us\":", t->setup_us);
     LIT(b, ",\"finish\":");
     put_str(b, trace_finish_name(t->finish));
     if (t->has_reward) {

@@ -143,10 +143,10 @@ static int check_call(struct fault *f, long ti, long ci, const struct trace_tool
                        TRACE_MAX_TOKENS, "tool tokens");
     if (!rc)
         rc = check_sum(f, ti, ci, "queue_us", c->queue_us, &sum->tool_us, TRACE_MAX_TOOL_US,
-                       "tool microseconds");
+                       "off-GPU microseconds");
     if (!rc)
         rc = check_sum(f, ti, ci, "exec_us", c->exec_us, &sum->tool_us, TRACE_MAX_TOOL_US,
-                       "tool microseconds");
+                       "off-GPU microseconds");
     return rc;
 }
 
@@ -214,6 +214,10 @@ static int check_traj(const struct trace_traj *t, int64_t group_size, struct fau
     if (t->n_turns == 0)
         return fault(f, -1, -1, "turns", "must hold at least one turn");
     struct totals sum = {0};
+    if (check_count(f, -1, -1, "setup_us", t->setup_us, false) ||
+        check_sum(f, -1, -1, "setup_us", t->setup_us, &sum.tool_us, TRACE_MAX_TOOL_US,
+                  "off-GPU microseconds"))
+        return LIBRA_EINVAL;
     for (size_t ti = 0; ti < t->n_turns; ti++)
         if (check_turn(f, t, (long)ti, &sum))
             return LIBRA_EINVAL;
@@ -456,9 +460,9 @@ static const char *const call_keys[] = {"tool",     "status",  "payload_tokens",
                                         "queue_us", "exec_us", NULL};
 static const char *const turn_keys[] = {"prompt_tokens", "cached_tokens", "generated_tokens",
                                         "calls", NULL};
-static const char *const traj_keys[] = {"step",          "prompt_id",   "epoch",    "sample",
-                                        "version_start", "version_end", "start_us", "finish",
-                                        "reward",        "turns",       "extra",    NULL};
+static const char *const traj_keys[] = {
+    "step",     "prompt_id", "epoch",  "sample", "version_start", "version_end", "start_us",
+    "setup_us", "finish",    "reward", "turns",  "extra",         NULL};
 static const char *const header_keys[] = {"libra_trace", "workload", "model", "group_size", "lossy",
                                           "generator",   "import",   "extra", NULL};
 
@@ -585,6 +589,10 @@ static int parse_traj_fields(struct trace_parser *p, struct obj *ob, struct libr
     if (!rc)
         rc = get_int(p, ob, "start_us", false, &t->start_us, err);
     t->has_start = t->start_us >= 0;
+    if (!rc)
+        rc = get_int(p, ob, "setup_us", false, &t->setup_us, err);
+    if (t->setup_us < 0) /* absent: none */
+        t->setup_us = 0;
     if (!rc)
         rc = get_enum(p, ob, "finish", finish_names, TRACE_FINISH_COUNT, &finish, err);
     if (rc)

@@ -25,6 +25,7 @@ struct traj_row {
     int64_t step, prompt_id, epoch;
     int64_t turns, calls;
     int64_t generated_tokens, prompt_tokens, tool_tokens; /* summed over turns */
+    int64_t setup_us;                                     /* 0: none recorded */
     enum trace_finish finish;
 };
 
@@ -71,6 +72,7 @@ void trace_stats_add(struct trace_stats *s, const struct trace_traj *t)
                          .prompt_id = t->prompt_id,
                          .epoch = t->epoch,
                          .turns = (int64_t)t->n_turns,
+                         .setup_us = t->setup_us,
                          .finish = t->finish};
     for (size_t i = 0; i < t->n_turns; i++) {
         const struct trace_turn *u = &t->turns[i];
@@ -186,6 +188,11 @@ static json_t *block(const struct traj_row *t, size_t n, const struct call_row *
         if (c[i].exec_us >= 0)
             scratch[known++] = (double)c[i].exec_us;
     json_object_set_new(b, "exec_us", distribution(scratch, known));
+    known = 0;
+    for (size_t i = 0; i < n; i++)
+        if (t[i].setup_us > 0)
+            scratch[known++] = (double)t[i].setup_us;
+    json_object_set_new(b, "setup_us", distribution(scratch, known));
 
     int64_t finish[TRACE_FINISH_COUNT] = {0}, status[TRACE_TOOL_STATUS_COUNT] = {0};
     for (size_t i = 0; i < n; i++)

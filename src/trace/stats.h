@@ -36,7 +36,8 @@ void trace_stats_add(struct trace_stats *s, const struct trace_traj *t);
  *    "return_signal": {...}, "task_effect": {...}}
  * where BLOCK holds per-trajectory distributions (turns, tool_calls, generated_tokens,
  * prompt_tokens, tool_tokens), per-call latency distributions (queue_us, exec_us, over calls
- * where known), the finish and tool-status mix, and the share of generated tokens held by the
+ * where known), the setup's per trajectory (setup_us, over those that record one), the finish
+ * and tool-status mix, and the share of generated tokens held by the
  * longest 5 % and 10 % of trajectories. A distribution is {"n", "mean", "p50", "p90", "p99",
  * "max"} (quantiles interpolated linearly between order statistics), or {"n": 0}.
  * return_signal: Spearman's rho (average ranks for ties) of each tool return's bad status

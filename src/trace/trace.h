@@ -29,8 +29,9 @@
 #define TRACE_MAX_LINE_BYTES ((size_t)64 << 20)
 
 /* Most tokens of each kind (prompt, generated, tool payload) a trajectory may hold, summed over
- * its turns, and most tool microseconds (queue and execution) summed over its calls: far above
- * any real run, they keep every total libra takes of a trajectory exact in 64 bits. */
+ * its turns, and most microseconds off the GPU (the setup, and every call's queue and
+ * execution): far above any real run, they keep every total libra takes of a trajectory exact in 64
+ * bits. */
 #define TRACE_MAX_TOKENS ((int64_t)1 << 40)
 #define TRACE_MAX_TOOL_US ((int64_t)1 << 50)
 
@@ -90,6 +91,8 @@ struct trace_traj {
     bool has_start;        /* start_us is known */
     int64_t start_us;      /* start of the first turn, microseconds since an arbitrary origin
                             * shared by the trace's trajectories; >= 0 when has_start */
+    int64_t setup_us;      /* the environment's setup before the first turn (a sandbox
+                            * container's start), microseconds; 0 when none or unknown */
     struct trace_turn *turns;
     size_t n_turns;
     enum trace_finish finish;
@@ -104,14 +107,15 @@ struct trace_lengths {
     int64_t generated_tokens; /* all turns */
     int64_t tool_tokens;      /* all tool returns */
     int64_t turns;
-    double tool_s; /* every call's queue + execution (trace_turn_tool_us), seconds */
+    double tool_s; /* off the GPU: the setup and every call's queue + execution
+                    * (trace_turn_tool_us), seconds */
 };
 
 /* The lengths of t, a generated record or one read from a trace or captured by the gateway:
  * the one reading `libra plan`, the simulator and `libra serve` share. */
 static inline void trace_traj_lengths(const struct trace_traj *t, struct trace_lengths *out)
 {
-    int64_t tool_us = 0;
+    int64_t tool_us = t->setup_us;
     *out = (struct trace_lengths){.prompt_tokens = t->n_turns ? t->turns[0].prompt_tokens : 0,
                                   .turns = (int64_t)t->n_turns};
     for (size_t k = 0; k < t->n_turns; k++) {

@@ -16,7 +16,7 @@
 #include "util/rng.h"
 
 /* Domains of the derived keys (arbitrary distinct constants). */
-enum { KEY_PROMPT = 1, KEY_TRAJ = 2, KEY_PERM = 3 };
+enum { KEY_PROMPT = 1, KEY_TRAJ = 2, KEY_PERM = 3, KEY_SETUP = 4 };
 
 #define FEISTEL_ROUNDS 4
 
@@ -217,6 +217,16 @@ static double final_reward(const struct workload_preset *w, const struct agent *
     return u < sigmoid(w->reward.logit - w->reward.difficulty * s->z) ? 1 : 0;
 }
 
+/* The trajectory's setup (preset.h), from a stream of its own so that a preset without one
+ * draws everything else as before. */
+static int64_t setup_us(const struct workload_preset *w, uint64_t traj)
+{
+    if (w->setup.median_s <= 0)
+        return 0;
+    struct rng r = rng_keyed(traj, 0, KEY_SETUP, 0);
+    return to_us(w->setup.median_s * exp(w->setup.sigma * rng_normal(&r)));
+}
+
 void workload_gen_traj(const struct workload_gen *g, int64_t prompt_id, int64_t sample,
                        int64_t version, struct trace_traj *out, struct arena *a)
 {
@@ -276,6 +286,7 @@ void workload_gen_traj(const struct workload_gen *g, int64_t prompt_id, int64_t 
             break;
         }
     }
+    out->setup_us = setup_us(w, traj);
     out->finish = how;
     out->has_reward = true;
     out->reward = final_reward(w, &s, finished, how, u_reward);

@@ -85,6 +85,8 @@ static const struct field preset_fields[] = {
     NUM("causal/strength", F_REAL, PF(causal.strength), 0, 1),
     NUM("causal/finish_logit", F_REAL, PF(causal.finish_logit), -10, 10),
     NUM("causal/tokens_log", F_REAL, PF(causal.tokens_log), -5, 5),
+    {"setup/median_s", F_REAL, PF(setup.median_s), 0, 86400, NULL, true},
+    {"setup/sigma", F_REAL, PF(setup.sigma), 0, 3, NULL, true},
     {"dynamic_sampling", F_CHOICE, PF(dynamic_sampling), 0, 0, spec_dynamic_sampling_names, true},
     {"drift/enabled", F_BOOL, PF(drift.enabled), 0, 0, NULL, true},
     {"drift/versions", F_INT, PF(drift.versions), 1, 1e9, NULL, true},

@@ -144,6 +144,13 @@ struct workload_preset {
         double tokens_log;
     } causal;
 
+    /* The environment's setup before a trajectory's first turn (a sandbox container's start),
+     * seconds: median_s * exp(sigma * z); median_s 0: none. Off the GPU, like a tool call. */
+    struct {
+        double median_s;
+        double sigma;
+    } setup;
+
     /* the recipe's dynamic sampling (rl.dynamic_sampling's default): when not off, groups whose
      * rewards are all equal are marked filtered */
     enum spec_dynamic_sampling dynamic_sampling;

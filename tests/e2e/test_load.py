@@ -159,6 +159,27 @@ def test_the_finished_trajectories_are_written_as_a_trace(tmp_path):
     assert v.returncode == 0, v.stdout + v.stderr
 
 
+def test_a_trajectory_waits_its_setup_before_its_first_turn(tmp_path):
+    """setup_us (docs/trace-format.md): the environment's start is waited, scaled like tool
+    time, before the first turn; the trace written keeps it."""
+    trace, out = str(tmp_path / "t.jsonl"), str(tmp_path / "seen.jsonl")
+    g = subprocess.run([LIBRA, "trace", "gen", "r2e-gym", "--steps", "3", "--batch", "8",
+                        "-o", trace], capture_output=True, text=True)
+    assert g.returncode == 0, g.stderr
+    lines = open(trace, encoding="utf-8").read().splitlines()
+    trajs = [json.loads(line) for line in lines[1:]]
+    for t in trajs:
+        t["setup_us"] = 400_000_000  # 400 s: 2 s of wall clock at the scale
+    open(trace, "w", encoding="utf-8").write(
+        "\n".join([lines[0]] + [json.dumps(t) for t in trajs]) + "\n")
+    with Emu("--instances", "tp1x2", scale=SCALE) as emu:
+        p = load(emu, "--trace", trace, "--json", "-o", out)
+    assert p.returncode == 0, p.stderr
+    for step in json.loads(p.stdout)["steps"]:
+        assert step["wall_s"] >= 400 * float(SCALE), step  # a timer never fires early
+    assert all(t["setup_us"] == 400_000_000 for t in records(out))
+
+
 def records(path):
     """The trajectories of a trace written with -o (its header checked and left out)."""
     lines = open(path, encoding="utf-8").read().splitlines()

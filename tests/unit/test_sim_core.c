@@ -236,6 +236,36 @@ static void test_tool_queue(void **state)
     sim_result_free(&r);
 }
 
+/* A trajectory's environment setup delays its first turn, off the GPU; a second trajectory
+ * without one runs meanwhile. */
+static void test_setup_before_first_turn(void **state)
+{
+    struct fixture *f = *state;
+    const int64_t turns[][2] = {{800, 40}, {1100, 20}};
+    traj(f, 0, 2, turns, 3.0, 260);
+    f->trajs[0].setup_us = 4500000;
+    struct sim_layout l;
+    struct sim_instance_spec inst[1];
+    fleet(&l, SIM_ROLLOUT, 1, inst);
+    struct sim_result r;
+    run(f, &l, &r);
+    double want = 4.5 + turn_s(f, 0, 800, 40) + 3.0 + turn_s(f, 839, 1100, 20);
+    assert_close(r.steps[0].end_s, want, REL);
+    assert_int_equal(r.finished, 1);
+    sim_result_free(&r);
+
+    /* the other sample's turn (no setup) is done before the first one's setup ends */
+    const int64_t one[][2] = {{500, 10}};
+    traj(f, 1, 1, one, 0, 0);
+    f->cfg.rl.samples = 2;
+    f->cfg.rl.batch_trajectories = 2;
+    run(f, &l, &r);
+    assert_true(turn_s(f, 0, 500, 10) < 4.5);
+    assert_close(r.steps[0].end_s, want, REL);
+    assert_int_equal(r.finished, 2);
+    sim_result_free(&r);
+}
+
 /* A colocated step on one GPU: rollout, switch to training, the step, reshard back (TP1
  * training shards and TP1 rollout: nothing to gather, only the fixed switch cost). */
 static void test_colocated_step(void **state)
@@ -496,6 +526,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_one_turn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_two_turns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tool_queue, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_setup_before_first_turn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_colocated_step, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overprovision_same_iteration, setup, teardown),

@@ -17,8 +17,8 @@
 /* Every field present, two calls in one turn, an escaped tool name. */
 #define FULL                                                                                       \
     "{\"step\":3,\"prompt_id\":17,\"epoch\":1,\"sample\":2,\"version_start\":2,"                   \
-    "\"version_end\":3,\"start_us\":1500000,\"finish\":\"completed\",\"reward\":0.25,\"turns\":[{" \
-    "\"prompt_tokens\":"                                                                           \
+    "\"version_end\":3,\"start_us\":1500000,\"setup_us\":3100000,\"finish\":\"completed\","        \
+    "\"reward\":0.25,\"turns\":[{\"prompt_tokens\":"                                               \
     "812,\"cached_tokens\":0,\"generated_tokens\":412,\"calls\":[{\"tool\":\"bash\",\"status\":"   \
     "\"success\",\"payload_tokens\":230,\"queue_us\":1200,\"exec_us\":850000},{\"tool\":"          \
     "\"say \\\"hi\\\"\\n\",\"status\":\"timeout\",\"payload_tokens\":0,\"queue_us\":0,"            \
@@ -74,6 +74,7 @@ static void test_fields_parsed(void **state)
     assert_int_equal(t->version_end, 3);
     assert_true(t->has_start);
     assert_int_equal(t->start_us, 1500000);
+    assert_int_equal(t->setup_us, 3100000);
     assert_int_equal(t->n_turns, 2);
     assert_int_equal(t->turns[0].n_calls, 2);
     assert_string_equal(t->turns[0].calls[1].tool, "say \"hi\"\n");
@@ -89,6 +90,7 @@ static void test_fields_parsed(void **state)
     assert_int_equal(trace_parser_traj(p, MINIMAL, strlen(MINIMAL) - 1, 3, &t, NULL), 0);
     assert_int_equal(t->version_end, -1);
     assert_false(t->has_start);
+    assert_int_equal(t->setup_us, 0); /* none */
     assert_int_equal(t->turns[0].cached_tokens, -1);
     assert_int_equal(t->turns[0].calls[0].queue_us, -1);
     assert_false(t->has_reward);
@@ -125,6 +127,7 @@ static void random_traj(uint64_t *s, struct trace_traj *t, struct trace_turn *tu
     t->version_end = pick(s, 2) ? t->version_start + pick(s, 3) : -1;
     t->has_start = pick(s, 2);
     t->start_us = t->has_start ? pick(s, 4000000000) : 0;
+    t->setup_us = pick(s, 2) ? pick(s, 60000000) : 0;
     t->finish = (enum trace_finish)pick(s, TRACE_FINISH_COUNT);
     t->has_reward = pick(s, 2);
     t->reward = (double)pick(s, 1000) / 7.0 - 50.0;
@@ -162,6 +165,7 @@ static void assert_same_traj(const struct trace_traj *a, const struct trace_traj
     assert_int_equal(a->has_start, b->has_start);
     if (a->has_start)
         assert_int_equal(a->start_us, b->start_us);
+    assert_int_equal(a->setup_us, b->setup_us);
     assert_int_equal(a->finish, b->finish);
     assert_int_equal(a->has_reward, b->has_reward);
     if (a->has_reward)
@@ -343,10 +347,13 @@ static void test_negative_tokens(void **state)
     traj_fails("{\"step\":0,\"prompt_id\":1,\"epoch\":0,\"sample\":0,\"version_start\":0,"
                "\"start_us\":-5,\"finish\":\"completed\",\"turns\":[" LAST_TURN "]}",
                "\"start_us\"", "start_us: must be >= 0, got -5");
+    traj_fails("{\"step\":0,\"prompt_id\":1,\"epoch\":0,\"sample\":0,\"version_start\":0,"
+               "\"setup_us\":-1,\"finish\":\"completed\",\"turns\":[" LAST_TURN "]}",
+               "\"setup_us\"", "setup_us: must be >= 0, got -1");
 }
 
-/* A trajectory's tokens of each kind and its tool microseconds are bounded as sums, so that no
- * total a reader takes of it overflows (trace.h, TRACE_MAX_TOKENS and TRACE_MAX_TOOL_US). */
+/* A trajectory's tokens of each kind and its microseconds off the GPU are bounded as sums, so that
+ * no total a reader takes of it overflows (trace.h, TRACE_MAX_TOKENS and TRACE_MAX_TOOL_US). */
 static void test_totals_bounded(void **state)
 {
     traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[{\"prompt_tokens\":10,"
@@ -371,8 +378,16 @@ static void test_totals_bounded(void **state)
                       "\"success\",\"payload_tokens\":3,\"queue_us\":2,\"exec_us\":"
                       "1125899906842623}]}," LAST_TURN "]}",
                "\"exec_us\"",
-               "turns.0.calls.0.exec_us: 1125899906842623 brings the trajectory's tool "
+               "turns.0.calls.0.exec_us: 1125899906842623 brings the trajectory's off-GPU "
                "microseconds past 1125899906842624");
+    /* the setup counts toward the same total */
+    traj_fails(PREFIX "\"setup_us\":1125899906842624,\"finish\":\"completed\",\"turns\":[{"
+                      "\"prompt_tokens\":10,\"generated_tokens\":5,\"calls\":[{\"tool\":\"bash\","
+                      "\"status\":\"success\",\"payload_tokens\":3,\"exec_us\":1}]}," LAST_TURN
+                      "]}",
+               "\"exec_us\"",
+               "turns.0.calls.0.exec_us: 1 brings the trajectory's off-GPU microseconds past "
+               "1125899906842624");
     /* at the bounds, valid */
     struct trace_parser *p = trace_parser_new("t.jsonl");
     const struct trace_header *h;
@@ -484,6 +499,10 @@ static void test_lengths_unknown_tool_time(void **state)
     assert_int_equal(l.tool_tokens, 15);
     assert_int_equal(l.turns, 3);
     assert_true(l.tool_s == 3.0);
+    t.setup_us = 1500000; /* the setup is time off the GPU as well */
+    trace_traj_lengths(&t, &l);
+    assert_true(l.tool_s == 4.5);
+    t.setup_us = 0;
     t.n_turns = 0;
     trace_traj_lengths(&t, &l);
     assert_int_equal(l.prompt_tokens, 0);

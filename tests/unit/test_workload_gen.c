@@ -301,6 +301,51 @@ static void test_drift_direction(void **state)
     assert_true(fabs(off100.turns - off0.turns) < Z * sqrt(2) * off0.turns_se);
 }
 
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+/* A setup is drawn from a stream of its own: the rest of every trajectory is what the preset
+ * without one generates, and the setups' median is the preset's. */
+static void test_setup_leaves_the_rest(void **state)
+{
+    (void)state;
+    struct workload_preset w = *preset("search-r1");
+    w.setup.median_s = 0;
+    struct workload_gen none, with;
+    workload_gen_init(&none, &w, 7);
+    struct workload_preset ws = w;
+    ws.setup.median_s = 3.0;
+    ws.setup.sigma = 0.5;
+    workload_gen_init(&with, &ws, 7);
+    enum { N = 2001 };
+    double *setup = test_calloc(N, sizeof *setup);
+    for (int64_t k = 0; k < N; k++) {
+        struct arena a;
+        arena_init(&a, 0);
+        struct trace_traj t0, t1;
+        workload_gen_traj(&none, k, 0, 3, &t0, &a);
+        workload_gen_traj(&with, k, 0, 3, &t1, &a);
+        assert_int_equal(t0.setup_us, 0);
+        assert_true(t1.setup_us > 0);
+        setup[k] = (double)t1.setup_us;
+        t1.setup_us = 0;
+        struct trace_text b0 = {0}, b1 = {0};
+        trace_format_traj(&b0, &t0);
+        trace_format_traj(&b1, &t1);
+        assert_string_equal(b0.data, b1.data);
+        trace_text_free(&b0);
+        trace_text_free(&b1);
+        arena_free(&a);
+    }
+    /* the sample median of a log-normal: within 4 standard errors (sigma sqrt(pi / 2 / N)) */
+    qsort(setup, N, sizeof *setup, cmp_double);
+    assert_true(fabs(log(setup[N / 2] / 3e6)) < 4 * 0.5 * sqrt(3.14159265358979 / 2 / N));
+    test_free(setup);
+}
+
 static void test_filter_group(void **state)
 {
     (void)state;
@@ -451,6 +496,7 @@ int main(void)
         cmocka_unit_test(test_pool_without_replacement),
         cmocka_unit_test(test_difficulty_shared_and_kept),
         cmocka_unit_test(test_drift_direction),
+        cmocka_unit_test(test_setup_leaves_the_rest),
         cmocka_unit_test(test_filter_group),
         cmocka_unit_test(test_group_filtered_reads_only),
         cmocka_unit_test(test_group_traj_draws_the_pool_in_order),

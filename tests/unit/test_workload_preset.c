@@ -115,6 +115,7 @@ static void test_base_overrides_only_named_fields(void **state)
     assert_int_equal(w->drift.versions, base->drift.versions);
     assert_true(w->causal.strength == 0);
     assert_true(w->causal.finish_logit == base->causal.finish_logit);
+    assert_true(w->setup.median_s == base->setup.median_s);
     assert_int_equal(w->n_tools, base->n_tools);
     assert_string_equal(w->origin, "mine.json");
 
@@ -144,6 +145,8 @@ static const struct bad_case bad_cases[] = {
      "max_turns: out of range"},
     {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\",\n \"causal\": {\"strength\": 2}}]}",
      2, 13, "causal.strength: out of range"},
+    {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\",\n \"setup\": {\"median_s\": -1}}]}",
+     2, 12, "setup.median_s: out of range"},
     {"{\"workloads\": [{\"name\": \"x\", \"base\": \"nope\"}]}", 1, 30, "base: no such workload"},
     {"{\"workloads\": [\n {\"name\": \"x\", \"prompts\": 5}]}", 2, 2, "missing field 'samples'"},
     {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\",\n \"samples\": 5}]}", 1, 16,
