@@ -164,7 +164,7 @@ struct sim_traj {
     double tool_s;          /* seconds off the GPU so far: the setup, the tools' queue and
                              * execution */
     uint32_t pending;       /* tool calls outstanding */
-    double start_s, end_s, turn_start_s, tool_start_s;
+    double start_s, end_s, turn_start_s, tool_start_s; /* start_s: its launch */
     enum trace_finish finish;
     double reward;
     bool has_reward;

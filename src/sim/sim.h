@@ -298,7 +298,7 @@ struct sim_result {
     int64_t *staleness; /* max_staleness + 2 counters: trained trajectories by staleness
                          * 0..k, then the rejected ones (> k); owned */
     /* trajectories trained in the measured steps, by generated tokens (lo 1) and by seconds
-     * from their first turn's start to their end (lo 0.01) */
+     * from their launch (the setup included) to their end (lo 0.01) */
     struct sim_hist tokens_hist, duration_hist;
     int staleness_n;
     int64_t started, finished, aborted, resumed, failed_turns;

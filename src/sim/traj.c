@@ -215,7 +215,6 @@ static void traj_start(struct sim *s, struct sim_traj *t)
     if (s->rmetrics)
         sched_metrics_add_traj(s->rmetrics, split_of(s, t));
     score(s, t, true, &d);
-    s->out->started++;
     place(s, t, &d);
 }
 
@@ -223,6 +222,7 @@ static void traj_start(struct sim *s, struct sim_traj *t)
 static void traj_launch(struct sim *s, struct sim_traj *t)
 {
     t->start_s = s->now;
+    s->out->started++;
     if (t->setup_s <= 0) {
         traj_start(s, t);
         return;

@@ -65,12 +65,12 @@ SEARCH_FLEET = SIM + ("--workload", "search-r1", "--set", "sim.modes=libra", "--
 UPDATE_EVERY_STEP = SIM + ("--set", "rl.sync_interval=1", "--set", "rl.transport=nccl")
 DYNAMIC_SAMPLING = SIM + ("--workload", "dapo-math-verl", "--batch", "64", "--set",
                           "sim.modes=colocated")
-# libra on R2E-Gym, Qwen3-4B, 24 GPUs, held to two TP sizes, under a replan rule that takes
-# any gain: its window at step 21 plans another fleet than the one the run started on (online
+# libra on R2E-Gym, Qwen3-4B, 24 GPUs, held to two TP sizes, seed 3, under a replan rule that
+# takes any gain: a window plans another fleet than the one the run started on (online
 # replanning).
 REPLAN = ("sim", "--workload", "r2e-gym", "--model", "qwen3-4b", "--gpus", "24", "--batch",
-          "64", "--samples", "16", "--steps", "24", "--set", "sim.modes=libra", "--set",
-          "plan.min_tp_sizes=2", "--set", "plan.verify_candidates=0", "--set",
+          "64", "--samples", "16", "--steps", "24", "--seed", "3", "--set", "sim.modes=libra",
+          "--set", "plan.min_tp_sizes=2", "--set", "plan.verify_candidates=0", "--set",
           "plan.replan_min_gain_frac=0", "--set", "plan.replan_horizon_steps=1000000")
 # The planner's analytic optimum, unverified by simulation (which would take longer).
 PLAN = ("plan", "--set", "plan.verify_candidates=0")

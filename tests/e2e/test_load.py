@@ -119,7 +119,10 @@ def test_progress_counts_the_steps_when_asked():
 
 
 def test_an_engine_that_dies_is_reported_and_its_turns_go_elsewhere():
-    with Emu("--instances", "tp1x3", "--fail", "instance=1,after_s=200", scale=SCALE) as emu:
+    # 5 emulated seconds (25 ms of wall clock): dead before the client's first turns reach it,
+    # whatever the machine's speed; a later death races the client's idle moments (a weight
+    # update, not a turn, can be the first to find it dead).
+    with Emu("--instances", "tp1x3", "--fail", "instance=1,after_s=5", scale=SCALE) as emu:
         doc = json.loads(load(emu, "--json").stdout)
         assert [s["trajectories"] for s in doc["steps"]] == [8, 8, 8]
         assert [e["dead"] for e in doc["engines"]] == [False, True, False]

@@ -44,6 +44,7 @@ static int setup(void **state)
     c->sim.modes = SPEC_SIM_LIBRA;
     c->plan.min_tp_sizes = 2;
     c->plan.verify_candidates = 0;
+    c->sim.seed = 3; /* a seed whose first window plans another fleet */
     w->in = (struct sim_input){.cfg = c,
                                .hw = spec_hardware_find(&w->spec, c->cluster.hardware),
                                .model = spec_model_find(&w->spec, c->model.name),

@@ -54,6 +54,17 @@ static char *traj_line(const struct workload_gen *g, int64_t p, int64_t s, int64
     return b.data;
 }
 
+/* a and b have the same trace line. */
+static void assert_same_line(const struct trace_traj *a, const struct trace_traj *b)
+{
+    struct trace_text x = {0}, y = {0};
+    trace_format_traj(&x, a);
+    trace_format_traj(&y, b);
+    assert_string_equal(x.data, y.data);
+    trace_text_free(&x);
+    trace_text_free(&y);
+}
+
 static void test_same_keys_same_trajectory(void **state)
 {
     (void)state;
@@ -332,12 +343,7 @@ static void test_setup_leaves_the_rest(void **state)
         assert_true(t1.setup_us > 0);
         setup[k] = (double)t1.setup_us;
         t1.setup_us = 0;
-        struct trace_text b0 = {0}, b1 = {0};
-        trace_format_traj(&b0, &t0);
-        trace_format_traj(&b1, &t1);
-        assert_string_equal(b0.data, b1.data);
-        trace_text_free(&b0);
-        trace_text_free(&b1);
+        assert_same_line(&t0, &t1);
         arena_free(&a);
     }
     /* the sample median of a log-normal: within 4 standard errors (sigma sqrt(pi / 2 / N)) */
@@ -399,12 +405,7 @@ static void test_group_traj_draws_the_pool_in_order(void **state)
         assert_int_equal(got.prompt_id, prompt);
         assert_int_equal(got.version_start, 3);
         want.epoch = epoch;
-        struct trace_text x = {0}, y = {0};
-        trace_format_traj(&x, &got);
-        trace_format_traj(&y, &want);
-        assert_string_equal(x.data, y.data);
-        trace_text_free(&x);
-        trace_text_free(&y);
+        assert_same_line(&got, &want);
     }
     arena_free(&a);
 }
@@ -468,7 +469,7 @@ static void test_lengths_match_generator(void **state)
         struct trace_traj t;
         workload_gen_traj(&g, prompt, i % w->samples, group / (w->batch_trajectories / w->samples),
                           &t, &a);
-        int64_t gen = 0, tool = 0, tool_us = 0;
+        int64_t gen = 0, tool = 0, tool_us = t.setup_us; /* off the GPU, as the tools */
         for (size_t k = 0; k < t.n_turns; k++) {
             gen += t.turns[k].generated_tokens;
             for (size_t c = 0; c < t.turns[k].n_calls; c++) {
