@@ -171,10 +171,11 @@ static json_t *agentlog_import(const struct trace_importer *im)
     json_t *j;
     switch (im->opt.format) {
     case TRACE_IMPORT_TAU_BENCH:
-        j = json_pack("{s:s,s:f,s:[ssss],s:[sss],s:[ssss],s:s,s:s,s:s}", "from", "tau-bench",
+        j = json_pack("{s:s,s:f,s:[ssss],s:[sss],s:[sssss],s:s,s:s,s:s}", "from", "tau-bench",
                       "chars_per_token", cpt, "estimated", "prompt_tokens", "generated_tokens",
                       "payload_tokens", "status", "derived", "finish", "prompt_id", "sample",
-                      "unknown", "cached_tokens", "queue_us", "exec_us", "start_us", "tokens",
+                      "unknown", "cached_tokens", "queue_us", "exec_us", "start_us", "setup_us",
+                      "tokens",
                       "characters / chars_per_token, rounded up, per message; prompt_tokens: the "
                       "messages before the turn",
                       "user_messages",
@@ -182,24 +183,24 @@ static json_t *agentlog_import(const struct trace_importer *im)
                       "ended_by", TAU_TERMINAL_TOOL_DOC);
         break;
     case TRACE_IMPORT_SWE_AGENT:
-        j = json_pack("{s:s,s:f,s:[ssss],s:s,s:[sss],s:[sss],s:s}", "from", "swe-agent",
+        j = json_pack("{s:s,s:f,s:[ssss],s:s,s:[sss],s:[ssss],s:s}", "from", "swe-agent",
                       "chars_per_token", cpt, "estimated", "prompt_tokens", "generated_tokens",
                       "payload_tokens", "status", "scaled",
                       "per trajectory, prompt_tokens and generated_tokens scaled to sum to "
                       "info.model_stats tokens_sent and tokens_received where given (factors in "
                       "extra.scale)",
                       "derived", "finish", "prompt_id", "sample", "unknown", "cached_tokens",
-                      "queue_us", "start_us", "tokens",
+                      "queue_us", "start_us", "setup_us", "tokens",
                       "characters / chars_per_token, rounded up; prompt_tokens: the step's query "
                       "messages, else the history before the first response plus what came "
                       "before");
         break;
     default: /* openai-chat */
         j = json_pack(
-            "{s:s,s:f,s:[ssss],s:[sss],s:[sss],s:s,s:s,s:s,s:s,s:s}", "from", "openai-chat",
+            "{s:s,s:f,s:[ssss],s:[sss],s:[ssss],s:s,s:s,s:s,s:s,s:s}", "from", "openai-chat",
             "chars_per_token", cpt, "estimated", "prompt_tokens", "generated_tokens",
             "payload_tokens", "status", "derived", "finish", "prompt_id", "sample", "unknown",
-            "queue_us", "exec_us", "start_us", "tokens",
+            "queue_us", "exec_us", "start_us", "setup_us", "tokens",
             "an assistant message's usage.prompt_tokens / completion_tokens where given, as "
             "they are; else characters / chars_per_token, rounded up, per message (prompt_tokens: "
             "the tool definitions and the messages before the turn)",

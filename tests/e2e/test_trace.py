@@ -428,6 +428,7 @@ def test_import_tau_bench_sample(tmp_path):
     assert header["lossy"] is True and header["group_size"] == 4
     assert header["import"]["from"] == "tau-bench"
     assert header["import"]["failure_text"] == ["^Error:"]
+    assert "setup_us" in header["import"]["unknown"]  # the log does not say
     with open(path, encoding="utf-8") as f:
         runs = json.load(f)
     assert [(t["prompt_id"], t["sample"], t["step"]) for t in trajs] == \
@@ -500,6 +501,7 @@ def test_import_swe_agent_sample(tmp_path):
     assert run("validate", str(out)).returncode == 0
     header, (django, sympy) = records(out)
     assert header["import"]["from"] == "swe-agent" and header["lossy"] is True
+    assert "setup_us" in header["import"]["unknown"]  # the container's start is not logged
     docs = []
     for p in paths:
         with open(p, encoding="utf-8") as f:
