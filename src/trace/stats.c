@@ -163,36 +163,44 @@ static const struct {
     {"generated_tokens", offsetof(struct traj_row, generated_tokens)}, /* last: see block */
 };
 
+/* The distribution of the int64 field at offset of n rows stride bytes apart, over the values
+ * at least least (the others unknown or absent); scratch holds n doubles and ends with the
+ * values taken, sorted. */
+static json_t *field_distribution(const void *rows, size_t n, size_t stride, size_t offset,
+                                  int64_t least, double *scratch)
+{
+    size_t known = 0;
+    for (size_t i = 0; i < n; i++) {
+        int64_t v = *(const int64_t *)((const char *)rows + i * stride + offset);
+        if (v >= least)
+            scratch[known++] = (double)v;
+    }
+    return distribution(scratch, known);
+}
+
 /* scratch holds at least max(n, m) doubles. */
 static json_t *block(const struct traj_row *t, size_t n, const struct call_row *c, size_t m,
                      double *scratch)
 {
     json_t *b = json_pack("{s:I}", "trajectories", (json_int_t)n);
     size_t n_metrics = sizeof traj_metrics / sizeof traj_metrics[0];
-    for (size_t k = 0; k < n_metrics; k++) {
-        for (size_t i = 0; i < n; i++)
-            scratch[i] = (double)*(const int64_t *)((const char *)&t[i] + traj_metrics[k].offset);
-        json_object_set_new(b, traj_metrics[k].name, distribution(scratch, n));
-    }
+    for (size_t k = 0; k < n_metrics; k++)
+        json_object_set_new(
+            b, traj_metrics[k].name,
+            field_distribution(t, n, sizeof *t, traj_metrics[k].offset, INT64_MIN, scratch));
     /* scratch now holds generated tokens, sorted */
     json_object_set_new(b, "longest_5pct_token_share", top_share(scratch, n, 0.05));
     json_object_set_new(b, "longest_10pct_token_share", top_share(scratch, n, 0.10));
 
-    size_t known = 0;
-    for (size_t i = 0; i < m; i++)
-        if (c[i].queue_us >= 0)
-            scratch[known++] = (double)c[i].queue_us;
-    json_object_set_new(b, "queue_us", distribution(scratch, known));
-    known = 0;
-    for (size_t i = 0; i < m; i++)
-        if (c[i].exec_us >= 0)
-            scratch[known++] = (double)c[i].exec_us;
-    json_object_set_new(b, "exec_us", distribution(scratch, known));
-    known = 0;
-    for (size_t i = 0; i < n; i++)
-        if (t[i].setup_us > 0)
-            scratch[known++] = (double)t[i].setup_us;
-    json_object_set_new(b, "setup_us", distribution(scratch, known));
+    json_object_set_new(
+        b, "queue_us",
+        field_distribution(c, m, sizeof *c, offsetof(struct call_row, queue_us), 0, scratch));
+    json_object_set_new(
+        b, "exec_us",
+        field_distribution(c, m, sizeof *c, offsetof(struct call_row, exec_us), 0, scratch));
+    json_object_set_new(
+        b, "setup_us",
+        field_distribution(t, n, sizeof *t, offsetof(struct traj_row, setup_us), 1, scratch));
 
     int64_t finish[TRACE_FINISH_COUNT] = {0}, status[TRACE_TOOL_STATUS_COUNT] = {0};
     for (size_t i = 0; i < n; i++)
