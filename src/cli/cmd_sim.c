@@ -118,9 +118,13 @@ static int add_sweep(const struct cli_command *cmd, struct sim_flags *f, const c
     char **values;
     size_t n = split_values(eq + 1, &values);
     vec_push(&f->keys, ((struct sim_sweep_key){key, (const char *const *)values, n}));
-    for (size_t i = 0; i < n; i++)
+    for (size_t i = 0; i < n; i++) {
         if (!values[i][0])
             return cli_usage_error(cmd, "--sweep %s: an empty value in '%s'", key, eq + 1);
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(values[i], values[j]) == 0) /* two cells of one config */
+                return cli_usage_error(cmd, "--sweep %s: '%s' is listed twice", key, values[i]);
+    }
     return 0;
 }
 
@@ -133,6 +137,11 @@ static int add_seed_list(const struct cli_command *cmd, struct sim_flags *f, con
         int64_t seed;
         if (rc == 0 &&
             (rc = cli_parse_int(cmd, "--seed-list", items[i], 0, 9007199254740991LL, &seed)) == 0)
+            for (size_t j = 0; j < f->seed_list.n && rc == 0; j++)
+                if (f->seed_list.v[j] == seed) /* it would count one run twice in the quartiles */
+                    rc = cli_usage_error(cmd, "--seed-list: seed %lld is listed twice",
+                                         (long long)seed);
+        if (rc == 0)
             vec_push(&f->seed_list, seed);
         free(items[i]);
     }
@@ -431,6 +440,8 @@ static int run(const struct cli_common *cc, const char *file, struct sim_flags *
         rc = check_timeline_shown(cc, f);
     if (rc == 0)
         rc = cli_check_output(cc->output);
+    if (rc == 0)
+        rc = cli_check_output(f->perfetto);
     if (rc == 0)
         rc = check_trace_step_used(cc, f);
     if (rc == 0 && f->attribution)

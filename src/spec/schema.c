@@ -298,6 +298,11 @@ static int set_array(const struct spec_field *f, void *p, const json_t *v, char 
                 rc = LIBRA_EINVAL;
                 break;
             }
+            if (mask & 1u << k) {
+                snprintf(why, size, "'%s' is listed twice", s);
+                rc = LIBRA_EINVAL;
+                break;
+            }
             mask |= 1u << k;
             continue;
         }

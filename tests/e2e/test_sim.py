@@ -233,6 +233,14 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_run(tmp_path):
     assert out.read_text().startswith("libra sim: ") and os.listdir(tmp_path) == ["out.txt"]
 
 
+def test_a_perfetto_file_that_cannot_be_written_is_refused_before_the_run(tmp_path):
+    p = sim("--steps", "2", "--perfetto", str(tmp_path / "no-such-dir" / "step.json"),
+            check=False)
+    assert p.returncode == 3 and p.stdout == "", p.stdout
+    assert p.stderr.startswith("libra: cannot write ") and "no such file or directory" in p.stderr
+    assert os.listdir(tmp_path) == []
+
+
 def test_an_output_fifo_gets_the_whole_table_once(tmp_path):
     """Checking -o before the run must not open a FIFO: its reader would see the input end."""
     fifo = tmp_path / "fifo"

@@ -180,6 +180,8 @@ def test_attribution_refuses_what_it_cannot_measure(args, message):
     (["--seeds", "2", "--seed-list", "1,2"], "exclude each other"),
     (["--seeds", "0"], "--seeds: expected an integer in [1, "),
     (["--seed-list", "1,x"], "--seed-list: expected an integer"),
+    (["--seed-list", "3,1,3"], "--seed-list: seed 3 is listed twice"),
+    (["--sweep", "rl.steps=4,5,4"], "--sweep rl.steps: '4' is listed twice"),
     (["--jobs", "0"], "--jobs: expected an integer in [1, "),
     (["--seeds", "2", "--perfetto", "x.json"], "--perfetto records one run"),
     (["--seeds", "2", "--sweep", "sim.seed=1,2"], "both set the seeds"),

@@ -232,6 +232,8 @@ static void test_file_errors(void **state)
                  "sim.modes: must have at least 1 member");
     expect_error("{\"sim\": {\"modes\": [\"verl\"]}}", NULL, 0, 1, 10,
                  "sim.modes: members must be among colocated, async, libra, rollout, not 'verl'");
+    expect_error("{\"sim\": {\"modes\": [\"libra\", \"async\", \"libra\"]}}", NULL, 0, 1, 10,
+                 "sim.modes: 'libra' is listed twice");
     expect_error("{\"ehp\": {\"enabled\": 1}}", NULL, 0, 1, 10,
                  "ehp.enabled: must be true or false");
     expect_error("{\"ehp\": []}", NULL, 0, 1, 2, "ehp: must be an object");
