@@ -1,6 +1,7 @@
 /*
  * `libra calibrate`: fits the cost model's engine and trainer constants to a user's own
- * measurements — serving benchmark results of vLLM or SGLang, a verl training log — and writes
+ * measurements — serving benchmark results of vLLM or SGLang, a verl or Megatron-LM training
+ * log — and writes
  * them as a hardware preset every command takes (--presets, LIBRA_PRESETS), so that plans and
  * simulations run on the user's machine rather than the published one. It prints each constant
  * with its standard error, the fit error and every point, and refuses where the points cannot
@@ -38,6 +39,9 @@ static const char help[] =
     "    point that fits train_mfu; options gpus, tp, pp, cp, minibatches, micro_batch_tokens,\n"
     "    zero, recompute give the trainer's layout (defaults: the log's GPU count, FSDP: tp,\n"
     "    pp, cp 1, ZeRO 3, full recompute, 1 mini-batch);\n"
+    "  - a Megatron-LM log: each `iteration N/M | ...` line after the first is a training\n"
+    "    point of its global batch of seq_length sequences, on the layout its arguments\n"
+    "    block states (the options above override it);\n"
     "  - a libra trace is refused: it carries no per-turn timings.\n"
     "The measurements must be of --model on --hardware. Prints every constant with its standard\n"
     "error, the fit error and every point; exits 1 when the points cannot determine a constant\n"
@@ -65,7 +69,7 @@ static const struct option own_options[] = {
 struct origin {
     size_t input; /* index into the inputs */
     int line;
-    int64_t step;     /* verl */
+    int64_t step;     /* a trainer's log: its step or iteration */
     char backend[32]; /* serving */
 };
 
@@ -94,7 +98,8 @@ struct calibration {
     train_vec train;
     origin_vec train_from;
     seqs_vec seqs;      /* one per training point; owned */
-    size_t skipped;     /* verl step lines without an update */
+    size_t skipped[2];  /* step lines of verl logs without an update, and Megatron-LM
+                         * iteration lines that hold a start-up (the first after arguments) */
     unsigned hold;      /* 1u << cost_constant */
     const char *output; /* -o: the preset file */
     const char *name;   /* of the preset written */
@@ -141,8 +146,8 @@ static int check_options(struct calibration *c, const struct input *in)
     for (int k = 0; k < COST_N_OPTIONS; k++)
         if ((in->opt.given & (1u << k)) && !(allowed & (1u << k)))
             return cli_usage_error(c->cc->cmd,
-                                   "input '%s': option %s applies to verl logs, not serving "
-                                   "results",
+                                   "input '%s': option %s applies to trainers' logs, not "
+                                   "serving results",
                                    in->arg, cost_import_option_name((enum cost_import_option)k));
     return 0;
 }
@@ -170,32 +175,41 @@ static int add_serving(struct calibration *c, size_t idx, const char *text, size
     return rc ? cli_report(rc, &err) : 0;
 }
 
-/* The layout options must suit the model before points are built on them. */
-static int check_layout(struct calibration *c, const struct input *in)
+/* Refuses a point whose layout or log does not suit the model; 0 or an exit code. */
+static int check_point(struct calibration *c, const struct input *in,
+                       const struct cost_log_step *st, const struct cost_train_config *l)
 {
-    const struct cost_import_options *o = &in->opt;
-    long tp = o->given & (1u << COST_OPT_TP) ? o->value[COST_OPT_TP] : 1;
-    long pp = o->given & (1u << COST_OPT_PP) ? o->value[COST_OPT_PP] : 1;
-    if (c->model->heads % tp != 0 || pp > c->model->layers)
+    const struct spec_model *m = c->model;
+    if ((st->layers && st->layers != m->layers) || (st->hidden && st->hidden != m->hidden)) {
+        cli_errorf("calibrate: %s:%d: the log's model has %d layers of hidden size %d, --model "
+                   "%s %d of %d: the measurements must be of --model",
+                   in->path, st->line, st->layers, st->hidden, m->name, m->layers, m->hidden);
+        return LIBRA_EXIT_USAGE;
+    }
+    if (m->heads % l->tp != 0 || l->pp > m->layers)
         return cli_usage_error(c->cc->cmd,
-                               "input '%s': tp %ld pp %ld does not suit %s (tp must divide its %d "
+                               "input '%s': tp %d pp %d does not suit %s (tp must divide its %d "
                                "heads, pp at most its %d layers)",
-                               in->arg, tp, pp, c->model->name, c->model->heads, c->model->layers);
+                               in->arg, l->tp, l->pp, m->name, m->heads, m->layers);
     return 0;
 }
 
-static int add_verl(struct calibration *c, size_t idx, const char *text, size_t len)
+/* The steps of a trainer's log, each a training point. */
+static int add_log(struct calibration *c, size_t idx, const char *text, size_t len)
 {
     struct input *in = &c->inputs[idx];
-    cost_verl_steps steps = {0};
+    bool verl = in->kind == COST_IMPORT_VERL_LOG;
+    cost_log_steps steps = {0};
     struct libra_error err = {0};
-    int rc = check_layout(c, in);
-    if (rc == 0 && cost_import_verl(in->path, text, len, &steps, &c->skipped, &err) != 0)
+    int rc = 0;
+    if ((verl ? cost_import_verl : cost_import_megatron)(in->path, text, len, &steps,
+                                                         &c->skipped[!verl], &err) != 0)
         rc = cli_report(LIBRA_EINVAL, &err);
     if (rc == 0 && steps.n == 0) {
-        cli_errorf("calibrate: %s: no training step: no `step:N - ...` line with "
-                   "timing_s/update_actor",
-                   in->path);
+        cli_errorf("calibrate: %s: no training step: %s", in->path,
+                   verl ? "no `step:N - ...` line with timing_s/update_actor"
+                        : "no `iteration N/M | ...` line after the first that follows the "
+                          "arguments block (the first holds the start-up)");
         rc = LIBRA_EXIT_USAGE;
     }
     for (size_t i = 0; rc == 0 && i < steps.n; i++) {
@@ -204,11 +218,13 @@ static int add_verl(struct calibration *c, size_t idx, const char *text, size_t 
         struct origin o = {.input = idx, .line = steps.v[i].line, .step = steps.v[i].step};
         struct cost_train_seqs *seqs = xcalloc(1, sizeof *seqs);
         vec_push(&c->seqs, seqs);
-        if (cost_verl_point(&steps.v[i], &in->opt, &c->shape, seqs, &pt, why, sizeof why)) {
+        if (cost_log_point(&steps.v[i], &in->opt, &c->shape, seqs, &pt, why, sizeof why)) {
             cli_errorf("%s:%d: %s", in->path, steps.v[i].line, why);
             rc = LIBRA_EXIT_USAGE;
             break;
         }
+        if ((rc = check_point(c, in, &steps.v[i], &pt.config)) != 0)
+            break;
         vec_push(&c->train, pt);
         vec_push(&c->train_from, o);
     }
@@ -236,13 +252,13 @@ static int read_input(struct calibration *c, size_t idx)
                    in->path);
         rc = LIBRA_EXIT_USAGE;
     } else if (rc == 0 && in->kind == COST_IMPORT_UNKNOWN) {
-        cli_errorf("calibrate: %s: not a vLLM or SGLang serving benchmark result, a verl log "
-                   "or a libra trace (docs/calibrate.md)",
+        cli_errorf("calibrate: %s: not a vLLM or SGLang serving benchmark result, a verl or "
+                   "Megatron-LM log or a libra trace (docs/calibrate.md)",
                    in->path);
         rc = LIBRA_EXIT_USAGE;
     } else if (rc == 0) {
         rc = in->kind == COST_IMPORT_SERVING ? add_serving(c, idx, text, len)
-                                             : add_verl(c, idx, text, len);
+                                             : add_log(c, idx, text, len);
     }
     free(text);
     return rc;
@@ -368,12 +384,13 @@ static const char *input_name(const struct calibration *c, size_t idx)
     return c->inputs[idx].path;
 }
 
-/* Appends the files of the inputs of one kind, "a.json, b.jsonl", to b. */
-static void files_of(const struct calibration *c, enum cost_import_kind kind, struct strbuf *b)
+/* Appends the files of the serving results, or of the trainers' logs, "a.json, b.jsonl", to
+ * b. */
+static void files_of(const struct calibration *c, bool logs, struct strbuf *b)
 {
     const char *sep = "";
     for (size_t i = 0; i < c->n_inputs; i++) {
-        if (c->inputs[i].kind != kind)
+        if ((c->inputs[i].kind == COST_IMPORT_SERVING) == logs)
             continue;
         strbuf_printf(b, "%s%s", sep, input_name(c, i));
         sep = ", ";
@@ -387,13 +404,13 @@ static void calibration_text(const struct calibration *c, char *out, size_t size
     strbuf_printf(&b, "libra calibrate, %s:", c->model->name);
     if (c->decode.n) {
         strbuf_printf(&b, " decode constants from %zu serving runs of ", c->decode.n);
-        files_of(c, COST_IMPORT_SERVING, &b);
+        files_of(c, false, &b);
         strbuf_printf(&b, " (rms error %.2f %%)%s", c->out.decode.rms_error * 100.0,
                       c->train.n ? ";" : "");
     }
     if (c->train.n) {
-        strbuf_printf(&b, " train_mfu from %zu verl steps of ", c->train.n);
-        files_of(c, COST_IMPORT_VERL_LOG, &b);
+        strbuf_printf(&b, " train_mfu from %zu training steps of ", c->train.n);
+        files_of(c, true, &b);
         strbuf_printf(&b, " (rms error %.2f %%)", c->out.train.rms_error * 100.0);
     }
     char *text = strbuf_detach(&b);
@@ -522,7 +539,8 @@ static void print_train(FILE *out, const struct calibration *c)
     if (!c->train.n)
         return;
     fprintf(out,
-            "\ntraining points: timing_s/update_actor (s)\n%-24s %6s %6s %5s %-18s %14s %9s "
+            "\ntraining points: seconds per step (verl: timing_s/update_actor; Megatron-LM: the "
+            "elapsed time per iteration)\n%-24s %6s %6s %5s %-18s %14s %9s "
             "%9s %8s\n",
             "input", "line", "step", "GPUs", "layout", "seqs x tokens", "measured", "modelled",
             "error");
@@ -550,9 +568,14 @@ static char *text_report(const struct calibration *c)
         abort(); /* only when memory ran out, fatal as in util/alloc.h */
     fprintf(out, "libra calibrate: %s on %s; %zu decode points, %zu training points",
             c->model->name, c->hw->name, c->decode.n, c->train.n);
-    if (c->skipped)
-        fprintf(out, " (%zu verl step line%s without timing_s/update_actor skipped)", c->skipped,
-                c->skipped == 1 ? "" : "s");
+    if (c->skipped[0])
+        fprintf(out, " (%zu verl step line%s without timing_s/update_actor", c->skipped[0],
+                c->skipped[0] == 1 ? "" : "s");
+    if (c->skipped[1])
+        fprintf(out, "%s%zu Megatron-LM iteration line%s holding the start-up",
+                c->skipped[0] ? "; " : " (", c->skipped[1], c->skipped[1] == 1 ? "" : "s");
+    if (c->skipped[0] || c->skipped[1])
+        fprintf(out, " skipped)");
     fprintf(out, "\n\n");
     print_constants(out, c);
     print_decode(out, c);
@@ -649,7 +672,8 @@ static json_t *json_report(const struct calibration *c, const struct libra_confi
                   fit_json(&c->out.train, c->train.n, c->fit.fit & (1u << COST_CONST_TRAIN_MFU))));
     json_object_set_new(doc, "decode_points", decode_json(c));
     json_object_set_new(doc, "train_points", train_json(c));
-    json_object_set_new(doc, "skipped_lines", json_integer((json_int_t)c->skipped));
+    json_object_set_new(doc, "skipped_lines",
+                        json_integer((json_int_t)c->skipped[0] + (json_int_t)c->skipped[1]));
     return doc;
 }
 
@@ -744,7 +768,8 @@ int cmd_calibrate(int argc, char **argv)
         rc = own_flag(&c, opt);
     }
     if (rc == 0 && optind >= argc)
-        rc = cli_usage_error(cc.cmd, "no INPUT: give serving benchmark results or a verl log");
+        rc = cli_usage_error(cc.cmd, "no INPUT: give serving benchmark results or a verl or "
+                                     "Megatron-LM log");
     if (rc == 0 && c.output && strcmp(c.output, "-") == 0)
         rc = cli_usage_error(cc.cmd, "-o: the preset needs a file (the report is on standard "
                                      "output)");

@@ -55,6 +55,42 @@ static long verl_step_at(const char *line, size_t len)
     return -1;
 }
 
+/* Offset of needle in line, or -1. */
+static long find(const char *line, size_t len, const char *needle)
+{
+    size_t n = strlen(needle);
+    for (size_t p = 0; p + n <= len; p++)
+        if (memcmp(line + p, needle, n) == 0)
+            return (long)p;
+    return -1;
+}
+
+#define MEGATRON_ARGS_BEGIN "------------------------ arguments ------------------------"
+#define MEGATRON_ARGS_END "-------------------- end of arguments ---------------------"
+
+/* Offset just past "iteration N/M |" in a Megatron-LM iteration line (spaces may pad N and
+ * M), or -1. */
+static long megatron_iteration_at(const char *line, size_t len)
+{
+    for (long from = 0, p; (p = find(line + from, len - (size_t)from, "iteration ")) >= 0;
+         from += p + 1) {
+        size_t q = (size_t)(from + p) + 10;
+        for (int part = 0; part < 2; part++) {
+            while (q < len && line[q] == ' ')
+                q++;
+            size_t digits = q;
+            while (q < len && isdigit((unsigned char)line[q]))
+                q++;
+            if (q == digits || q >= len || line[q] != (part ? ' ' : '/'))
+                break;
+            q++;
+            if (part == 1 && q < len && line[q] == '|')
+                return (long)q + 1;
+        }
+    }
+    return -1;
+}
+
 enum cost_import_kind cost_import_detect(const char *text, size_t len)
 {
     size_t at = skip_blank(text, len, 0);
@@ -66,13 +102,16 @@ enum cost_import_kind cost_import_detect(const char *text, size_t len)
         json_decref(first);
         return trace ? COST_IMPORT_TRACE : COST_IMPORT_SERVING;
     }
+    bool megatron = false;
     for (size_t p = 0; p < len;) {
         size_t n = line_len(text + p, len - p);
         if (verl_step_at(text + p, n) >= 0)
             return COST_IMPORT_VERL_LOG;
+        megatron = megatron || megatron_iteration_at(text + p, n) >= 0 ||
+                   find(text + p, n, MEGATRON_ARGS_BEGIN) >= 0;
         p += n + 1;
     }
-    return COST_IMPORT_UNKNOWN;
+    return megatron ? COST_IMPORT_MEGATRON : COST_IMPORT_UNKNOWN;
 }
 
 /* ---- serving runs ------------------------------------------------------------------------- */
@@ -425,6 +464,38 @@ void cost_serving_point(const struct cost_serving_run *r, int tp, struct cost_de
     out->prefill_pairs = r->prefill_share * r->prompt_pairs / iterations;
 }
 
+/* ---- trainers' logs: their lines and errors ---------------------------------------------- */
+
+/* Column (1-based, in characters) of byte offset at. */
+static int col_of(const char *text, size_t at)
+{
+    int col = 1;
+    for (size_t i = 0; i < at; i++)
+        col += ((unsigned char)text[i] & 0xc0) != 0x80;
+    return col;
+}
+
+/* A log line being read. */
+struct log_line {
+    const char *name, *text;
+    size_t len;
+    int line;
+    struct libra_error *err;
+};
+
+static int line_error(const struct log_line *v, size_t at, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int line_error(const struct log_line *v, size_t at, const char *fmt, ...)
+{
+    char msg[240];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    return error_set(v->err, v->name, v->line, col_of(v->text, at), "%s", msg);
+}
+
 /* ---- verl logs ---------------------------------------------------------------------------- */
 
 enum verl_metric {
@@ -444,35 +515,10 @@ static const char *const verl_keys[VERL_METRICS] = {
 
 /* One step line being read. */
 struct verl_line {
-    const char *name, *text;
-    size_t len;
-    int line;
+    struct log_line l;
     double value[VERL_METRICS];
     size_t at[VERL_METRICS]; /* offset of each metric's value; 0: absent */
-    struct libra_error *err;
 };
-
-/* Column (1-based, in characters) of byte offset at. */
-static int col_of(const char *text, size_t at)
-{
-    int col = 1;
-    for (size_t i = 0; i < at; i++)
-        col += ((unsigned char)text[i] & 0xc0) != 0x80;
-    return col;
-}
-
-static int verl_error(const struct verl_line *v, size_t at, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int verl_error(const struct verl_line *v, size_t at, const char *fmt, ...)
-{
-    char msg[200];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    return error_set(v->err, v->name, v->line, col_of(v->text, at), "%s", msg);
-}
 
 /* A metric value as pprint prints it: a number, or a numpy scalar "np.float64(1.5)". Returns
  * false when it is neither. */
@@ -497,22 +543,22 @@ static bool verl_number(const char *s, size_t n, double *out)
 /* Reads the segment [at, end) "KEY:VALUE"; keeps the metrics verl_keys names. */
 static int verl_segment(struct verl_line *v, size_t at, size_t end)
 {
-    const char *seg = v->text + at, *colon = NULL;
-    for (const char *c = seg; c < v->text + end; c++)
+    const char *seg = v->l.text + at, *colon = NULL;
+    for (const char *c = seg; c < v->l.text + end; c++)
         if (*c == ':')
             colon = c;
     if (!colon || colon == seg)
-        return verl_error(v, at, "expected KEY:VALUE");
+        return line_error(&v->l, at, "expected KEY:VALUE");
     size_t key_len = (size_t)(colon - seg), val_at = at + key_len + 1;
     for (int m = 0; m < VERL_METRICS; m++) {
         if (strlen(verl_keys[m]) != key_len || memcmp(seg, verl_keys[m], key_len) != 0)
             continue;
         if (v->at[m])
-            return verl_error(v, at, "%s: given twice", verl_keys[m]);
+            return line_error(&v->l, at, "%s: given twice", verl_keys[m]);
         v->at[m] = val_at;
-        if (!verl_number(v->text + val_at, end - val_at, &v->value[m]))
-            return verl_error(v, val_at, "%s: expected a number, got '%.*s'", verl_keys[m],
-                              (int)(end - val_at < 40 ? end - val_at : 40), v->text + val_at);
+        if (!verl_number(v->l.text + val_at, end - val_at, &v->value[m]))
+            return line_error(&v->l, val_at, "%s: expected a number, got '%.*s'", verl_keys[m],
+                              (int)(end - val_at < 40 ? end - val_at : 40), v->l.text + val_at);
     }
     return 0;
 }
@@ -520,13 +566,13 @@ static int verl_segment(struct verl_line *v, size_t at, size_t end)
 /* Splits the metrics after "step:N" at " - " into segments. */
 static int verl_segments(struct verl_line *v, size_t at)
 {
-    while (at < v->len) {
+    while (at < v->l.len) {
         at += 3; /* " - " */
         const char *next = NULL;
-        for (size_t p = at; p + 3 <= v->len && !next; p++)
-            if (memcmp(v->text + p, " - ", 3) == 0)
-                next = v->text + p;
-        size_t end = next ? (size_t)(next - v->text) : v->len;
+        for (size_t p = at; p + 3 <= v->l.len && !next; p++)
+            if (memcmp(v->l.text + p, " - ", 3) == 0)
+                next = v->l.text + p;
+        size_t end = next ? (size_t)(next - v->l.text) : v->l.len;
         int rc = verl_segment(v, at, end);
         if (rc)
             return rc;
@@ -536,22 +582,22 @@ static int verl_segments(struct verl_line *v, size_t at)
 }
 
 /* The step's point, or an error naming the metric that is missing or not > 0. */
-static int verl_step(struct verl_line *v, int64_t step, struct cost_verl_step *out)
+static int verl_step(struct verl_line *v, int64_t step, struct cost_log_step *out)
 {
     for (int m = VERL_UPDATE; m <= VERL_RESPONSE; m++) {
         if (!v->at[m])
-            return verl_error(v, 0, "%s: missing (verl prints it with every training step)",
+            return line_error(&v->l, 0, "%s: missing (verl prints it with every training step)",
                               verl_keys[m]);
         bool positive = m == VERL_PROMPT ? v->value[m] >= 0.0 : v->value[m] > 0.0;
         if (!positive || !isfinite(v->value[m]))
-            return verl_error(v, v->at[m], "%s: expected a number > 0, got %g", verl_keys[m],
+            return line_error(&v->l, v->at[m], "%s: expected a number > 0, got %g", verl_keys[m],
                               v->value[m]);
     }
-    *out = (struct cost_verl_step){.line = v->line,
-                                   .step = step,
-                                   .update_s = v->value[VERL_UPDATE],
-                                   .tokens = v->value[VERL_TOKENS],
-                                   .seq_tokens = v->value[VERL_PROMPT] + v->value[VERL_RESPONSE]};
+    *out = (struct cost_log_step){.line = v->l.line,
+                                  .step = step,
+                                  .update_s = v->value[VERL_UPDATE],
+                                  .tokens = v->value[VERL_TOKENS],
+                                  .seq_tokens = v->value[VERL_PROMPT] + v->value[VERL_RESPONSE]};
     double rate = v->value[VERL_THROUGHPUT] * v->value[VERL_STEP_TIME];
     if (v->at[VERL_THROUGHPUT] && v->at[VERL_STEP_TIME] && rate > 0.0 && isfinite(rate))
         out->gpus = v->value[VERL_TOKENS] / rate;
@@ -559,23 +605,23 @@ static int verl_step(struct verl_line *v, int64_t step, struct cost_verl_step *o
 }
 
 /* Reads one line; *found says whether it was a training step. */
-static int verl_line(struct verl_line *v, cost_verl_steps *out, bool *found)
+static int verl_line(struct verl_line *v, cost_log_steps *out, bool *found)
 {
     *found = false;
-    long p = verl_step_at(v->text, v->len);
+    long p = verl_step_at(v->l.text, v->l.len);
     if (p < 0)
         return 0;
     size_t at = (size_t)p + 5;
     char digits[24] = {0};
     size_t nd = 0;
-    while (at < v->len && isdigit((unsigned char)v->text[at]) && nd < sizeof digits - 1)
-        digits[nd++] = v->text[at++];
-    if (at < v->len && isdigit((unsigned char)v->text[at]))
-        return verl_error(v, (size_t)p, "step: number too long");
+    while (at < v->l.len && isdigit((unsigned char)v->l.text[at]) && nd < sizeof digits - 1)
+        digits[nd++] = v->l.text[at++];
+    if (at < v->l.len && isdigit((unsigned char)v->l.text[at]))
+        return line_error(&v->l, (size_t)p, "step: number too long");
     int rc = verl_segments(v, at);
     if (rc || !v->at[VERL_UPDATE])
         return rc; /* no update: validation or another phase's line */
-    struct cost_verl_step st;
+    struct cost_log_step st;
     rc = verl_step(v, strtoll(digits, NULL, 10), &st);
     if (rc == 0) {
         vec_push(out, st);
@@ -584,23 +630,257 @@ static int verl_line(struct verl_line *v, cost_verl_steps *out, bool *found)
     return rc;
 }
 
-int cost_import_verl(const char *name, const char *text, size_t len, cost_verl_steps *out,
+int cost_import_verl(const char *name, const char *text, size_t len, cost_log_steps *out,
                      size_t *skipped, struct libra_error *err)
 {
     int line = 1;
     for (size_t p = 0; p < len; line++) {
         size_t n = line_len(text + p, len - p);
-        struct verl_line v = {.name = name, .text = text + p, .line = line, .err = err};
-        v.len = n > 0 && text[p + n - 1] == '\r' ? n - 1 : n;
+        struct verl_line v = {.l = {.name = name, .text = text + p, .line = line, .err = err}};
+        v.l.len = n > 0 && text[p + n - 1] == '\r' ? n - 1 : n;
         bool found;
         int rc = verl_line(&v, out, &found);
         if (rc)
             return rc;
-        if (!found && verl_step_at(v.text, v.len) >= 0 && skipped)
+        if (!found && verl_step_at(v.l.text, v.l.len) >= 0 && skipped)
             (*skipped)++;
         p += n + 1;
     }
     return 0;
+}
+
+/* ---- Megatron-LM logs --------------------------------------------------------------------- */
+
+enum megatron_arg {
+    MA_SEQ,       /* seq_length */
+    MA_WORLD,     /* world_size */
+    MA_TP,        /* tensor_model_parallel_size */
+    MA_PP,        /* pipeline_model_parallel_size */
+    MA_MICRO,     /* micro_batch_size: sequences */
+    MA_CP,        /* context_parallel_size (absent before Megatron-Core had CP: 1) */
+    MA_EP,        /* expert_model_parallel_size */
+    MA_DIST_OPT,  /* use_distributed_optimizer */
+    MA_RECOMPUTE, /* recompute_granularity: None, full or selective */
+    MA_LAYERS,    /* num_layers */
+    MA_HIDDEN,    /* hidden_size */
+    MA_N,
+};
+
+#define MA_REQUIRED 5 /* the first five */
+
+static const char *const megatron_args[MA_N] = {
+    "seq_length",
+    "world_size",
+    "tensor_model_parallel_size",
+    "pipeline_model_parallel_size",
+    "micro_batch_size",
+    "context_parallel_size",
+    "expert_model_parallel_size",
+    "use_distributed_optimizer",
+    "recompute_granularity",
+    "num_layers",
+    "hidden_size",
+};
+
+/* The arguments block being read, or the latest one. */
+struct megatron_block {
+    bool open;     /* inside a block */
+    bool complete; /* a block has ended and was checked */
+    bool fresh;    /* no iteration line read since it ended */
+    char value[MA_N][32];
+    int line[MA_N], col[MA_N]; /* 0: absent */
+    struct cost_import_options layout;
+    int layers, hidden;
+    double seq, gpus;
+};
+
+/* Keeps an argument line "  NAME .... VALUE" of the block when NAME is one the reader needs. */
+static void megatron_arg(struct megatron_block *b, const struct log_line *v)
+{
+    size_t p = 0, len = v->len;
+    while (p < len && v->text[p] == ' ')
+        p++;
+    size_t name = p;
+    while (p < len && (isalnum((unsigned char)v->text[p]) || v->text[p] == '_'))
+        p++;
+    size_t name_len = p - name;
+    if (p + 2 >= len || v->text[p] != ' ' || v->text[p + 1] != '.')
+        return;
+    while (p < len && (v->text[p] == ' ' || v->text[p] == '.'))
+        p++;
+    size_t end = len;
+    while (end > p && v->text[end - 1] == ' ')
+        end--;
+    for (int a = 0; a < MA_N; a++)
+        if (strlen(megatron_args[a]) == name_len &&
+            memcmp(v->text + name, megatron_args[a], name_len) == 0) {
+            size_t n = end - p < sizeof b->value[a] - 1 ? end - p : sizeof b->value[a] - 1;
+            memcpy(b->value[a], v->text + p, n);
+            b->value[a][n] = '\0';
+            b->line[a] = v->line;
+            b->col[a] = col_of(v->text, p);
+        }
+}
+
+static int arg_error(const struct megatron_block *b, const struct log_line *v, enum megatron_arg a,
+                     const char *why)
+{
+    return error_set(v->err, v->name, b->line[a], b->col[a], "%s: %s, got '%s'", megatron_args[a],
+                     why, b->value[a]);
+}
+
+/* Argument a as an integer >= 1 (def when absent, or "None" and none_ok); -1 after an error. */
+static long arg_int(const struct megatron_block *b, const struct log_line *v, enum megatron_arg a,
+                    long def, bool none_ok)
+{
+    if (!b->line[a] || (none_ok && strcmp(b->value[a], "None") == 0))
+        return def;
+    char *end;
+    errno = 0;
+    long x = strtol(b->value[a], &end, 10);
+    if (!isdigit((unsigned char)b->value[a][0]) || *end || errno || x < 1 || x > (1L << 30)) {
+        arg_error(b, v, a, "expected an integer >= 1");
+        return -1;
+    }
+    return x;
+}
+
+static void set_option(struct cost_import_options *o, enum cost_import_option k, long v)
+{
+    o->given |= 1u << k;
+    o->value[k] = v;
+}
+
+/* Checks the block that ends at v and turns it into the layout of the steps after it. */
+static int megatron_close(struct megatron_block *b, const struct log_line *v)
+{
+    for (int a = 0; a < MA_REQUIRED; a++)
+        if (!b->line[a])
+            return line_error(v, 0,
+                              "the arguments block ending here has no %s (libra calibrate needs "
+                              "seq_length, world_size, tensor_model_parallel_size, "
+                              "pipeline_model_parallel_size and micro_batch_size)",
+                              megatron_args[a]);
+    long x[MA_N];
+    for (int a = 0; a < MA_N; a++) {
+        bool number = a != MA_DIST_OPT && a != MA_RECOMPUTE;
+        if (number &&
+            (x[a] = arg_int(b, v, (enum megatron_arg)a, a >= MA_LAYERS ? 0 : 1, a >= MA_CP)) < 0)
+            return LIBRA_EINVAL;
+    }
+    if (x[MA_EP] > 1)
+        return error_set(
+            v->err, v->name, b->line[MA_EP], b->col[MA_EP],
+            "expert_model_parallel_size %ld: expert parallelism in a Megatron-LM log "
+            "is not read yet (libra cost --ep costs it; calibrate on a run without it)",
+            x[MA_EP]);
+    const char *dist = b->value[MA_DIST_OPT];
+    if (b->line[MA_DIST_OPT] && strcmp(dist, "True") != 0 && strcmp(dist, "False") != 0)
+        return arg_error(b, v, MA_DIST_OPT, "expected True or False");
+    struct cost_import_options *o = &b->layout;
+    memset(o, 0, sizeof *o);
+    set_option(o, COST_OPT_TP, x[MA_TP]);
+    set_option(o, COST_OPT_PP, x[MA_PP]);
+    set_option(o, COST_OPT_CP, x[MA_CP]);
+    set_option(o, COST_OPT_GPUS, x[MA_WORLD]);
+    set_option(o, COST_OPT_MINIBATCHES, 1);
+    set_option(o, COST_OPT_MICRO, x[MA_MICRO] * x[MA_SEQ]);
+    set_option(o, COST_OPT_ZERO, strcmp(dist, "True") == 0);
+    set_option(o, COST_OPT_RECOMPUTE, strcmp(b->value[MA_RECOMPUTE], "full") == 0);
+    b->seq = (double)x[MA_SEQ];
+    b->gpus = (double)x[MA_WORLD];
+    b->layers = (int)x[MA_LAYERS];
+    b->hidden = (int)x[MA_HIDDEN];
+    b->open = false;
+    b->complete = b->fresh = true;
+    return 0;
+}
+
+/* The value of segment "KEY: VALUE" of an iteration line's [at, len) named key, as a number
+ * > 0 (*out), or an error when it is missing or not such a number. */
+static int iteration_value(const struct log_line *v, size_t at, const char *key, double *out)
+{
+    long k = find(v->text + at, v->len - at, key);
+    if (k < 0)
+        return line_error(v, at, "%s: missing (Megatron-LM prints it with every iteration)", key);
+    size_t p = at + (size_t)k + strlen(key);
+    if (p + 1 >= v->len || v->text[p] != ':' || v->text[p + 1] != ' ')
+        return line_error(v, p, "%s: expected ': VALUE'", key);
+    p += 2;
+    while (p < v->len && v->text[p] == ' ')
+        p++;
+    char buf[32] = {0}, *end;
+    size_t n = 0;
+    while (p + n < v->len && v->text[p + n] != ' ' && v->text[p + n] != '|' && n < sizeof buf - 1)
+        n++;
+    memcpy(buf, v->text + p, n);
+    errno = 0;
+    *out = strtod(buf, &end);
+    if (n == 0 || *end || errno || !isfinite(*out) || !(*out > 0.0))
+        return line_error(v, p, "%s: expected a number > 0, got '%s'", key, buf);
+    return 0;
+}
+
+/* Reads an iteration line (its "N/M |" ends at at) into a step of the block's layout. */
+static int megatron_iteration(struct megatron_block *b, const struct log_line *v, size_t at,
+                              cost_log_steps *out, size_t *skipped)
+{
+    if (!b->complete)
+        return line_error(v, 0,
+                          "an iteration line before a whole arguments block: libra calibrate "
+                          "reads the layout and seq_length from the block Megatron-LM prints at "
+                          "start-up");
+    double ms, batch;
+    int rc = iteration_value(v, at, "elapsed time per iteration (ms)", &ms);
+    if (rc == 0)
+        rc = iteration_value(v, at, "global batch size", &batch);
+    if (rc)
+        return rc;
+    if (b->fresh) { /* the start-up's interval */
+        b->fresh = false;
+        if (skipped)
+            (*skipped)++;
+        return 0;
+    }
+    long it = find(v->text, v->len, "iteration ");
+    vec_push(out, ((struct cost_log_step){.line = v->line,
+                                          .step = strtoll(v->text + it + 10, NULL, 10),
+                                          .update_s = ms / 1000.0,
+                                          .tokens = batch * b->seq,
+                                          .seq_tokens = b->seq,
+                                          .gpus = b->gpus,
+                                          .layout = b->layout,
+                                          .layers = b->layers,
+                                          .hidden = b->hidden}));
+    return 0;
+}
+
+int cost_import_megatron(const char *name, const char *text, size_t len, cost_log_steps *out,
+                         size_t *skipped, struct libra_error *err)
+{
+    struct megatron_block b = {0};
+    int line = 1, rc = 0;
+    for (size_t p = 0; p < len && rc == 0; line++) {
+        size_t n = line_len(text + p, len - p);
+        struct log_line v = {.name = name, .text = text + p, .line = line, .err = err};
+        v.len = n > 0 && text[p + n - 1] == '\r' ? n - 1 : n;
+        long at;
+        if (find(v.text, v.len, MEGATRON_ARGS_BEGIN) >= 0)
+            b = (struct megatron_block){.open = true};
+        else if (b.open && find(v.text, v.len, MEGATRON_ARGS_END) >= 0)
+            rc = megatron_close(&b, &v);
+        else if (b.open)
+            megatron_arg(&b, &v);
+        else if ((at = megatron_iteration_at(v.text, v.len)) >= 0)
+            rc = megatron_iteration(&b, &v, (size_t)at, out, skipped);
+        p += n + 1;
+    }
+    if (rc == 0 && b.open) {
+        struct log_line v = {.name = name, .text = "", .line = line - 1, .err = err};
+        rc =
+            line_error(&v, 0, "the arguments block does not end (no '%s' line)", MEGATRON_ARGS_END);
+    }
+    return rc;
 }
 
 /* ---- options ------------------------------------------------------------------------------ */
@@ -670,38 +950,48 @@ int cost_import_options_parse(const char *text, struct cost_import_options *o, c
     return 0;
 }
 
-/* ---- verl steps as training points -------------------------------------------------------- */
+/* ---- a log's steps as training points -------------------------------------------------------- */
 
-static long option_or(const struct cost_import_options *o, enum cost_import_option k, long def)
+/* Option k: the input's, else what the log states, else def. */
+static long option_or(const struct cost_import_options *o, const struct cost_log_step *st,
+                      enum cost_import_option k, long def)
 {
-    return o->given & (1u << k) ? o->value[k] : def;
+    return o->given & (1u << k)           ? o->value[k]
+           : st->layout.given & (1u << k) ? st->layout.value[k]
+                                          : def;
+}
+
+static bool option_given(const struct cost_import_options *o, const struct cost_log_step *st,
+                         enum cost_import_option k)
+{
+    return ((o->given | st->layout.given) & (1u << k)) != 0;
 }
 
 /* The layout of st under o into c; returns 0 or -1 with why. */
-static int verl_layout(const struct cost_verl_step *st, const struct cost_import_options *o,
-                       double seq, struct cost_train_config *c, char *why, size_t size)
+static int log_layout(const struct cost_log_step *st, const struct cost_import_options *o,
+                      double seq, struct cost_train_config *c, char *why, size_t size)
 {
-    long gpus = option_or(o, COST_OPT_GPUS, lround(st->gpus));
+    long gpus = option_or(o, st, COST_OPT_GPUS, lround(st->gpus));
     if (gpus < 1)
         return error_text(why, size,
                           "step %lld: the log gives no GPU count (perf/throughput and "
                           "perf/time_per_step); give it as FILE,gpus=N",
                           (long long)st->step);
     *c = (struct cost_train_config){
-        .tp = (int)option_or(o, COST_OPT_TP, 1),
-        .pp = (int)option_or(o, COST_OPT_PP, 1),
-        .cp = (int)option_or(o, COST_OPT_CP, 1),
-        .minibatches = (int)option_or(o, COST_OPT_MINIBATCHES, 1),
-        .zero_stage = (int)option_or(o, COST_OPT_ZERO, 3),
-        .full_recompute = option_or(o, COST_OPT_RECOMPUTE, 1) != 0,
+        .tp = (int)option_or(o, st, COST_OPT_TP, 1),
+        .pp = (int)option_or(o, st, COST_OPT_PP, 1),
+        .cp = (int)option_or(o, st, COST_OPT_CP, 1),
+        .minibatches = (int)option_or(o, st, COST_OPT_MINIBATCHES, 1),
+        .zero_stage = (int)option_or(o, st, COST_OPT_ZERO, 3),
+        .full_recompute = option_or(o, st, COST_OPT_RECOMPUTE, 1) != 0,
     };
     long replica = (long)c->tp * c->pp * c->cp;
     if (gpus % replica != 0)
         return error_text(why, size, "step %lld: %ld GPUs are not a multiple of tp·pp·cp = %ld",
                           (long long)st->step, gpus, replica);
     c->dp = (int)(gpus / replica);
-    c->micro_batch_tokens = (double)option_or(o, COST_OPT_MICRO, 16384L * c->cp);
-    if (!(o->given & (1u << COST_OPT_MICRO)))
+    c->micro_batch_tokens = (double)option_or(o, st, COST_OPT_MICRO, 16384L * c->cp);
+    if (!option_given(o, st, COST_OPT_MICRO))
         c->micro_batch_tokens = fmax(c->micro_batch_tokens, seq);
     if (seq > c->micro_batch_tokens)
         return error_text(why, size,
@@ -710,22 +1000,22 @@ static int verl_layout(const struct cost_verl_step *st, const struct cost_import
     return 0;
 }
 
-int cost_verl_point(const struct cost_verl_step *st, const struct cost_import_options *o,
-                    const struct cost_shape *shape, struct cost_train_seqs *seqs,
-                    struct cost_train_point *out, char *why, size_t size)
+int cost_log_point(const struct cost_log_step *st, const struct cost_import_options *o,
+                   const struct cost_shape *shape, struct cost_train_seqs *seqs,
+                   struct cost_train_point *out, char *why, size_t size)
 {
     memset(seqs, 0, sizeof *seqs);
     memset(out, 0, sizeof *out);
     double seq = fmin(fmax(1.0, round(st->seq_tokens)), (double)UINT32_MAX);
     double n = fmax(1.0, round(st->tokens / seq));
-    if (verl_layout(st, o, seq, &out->config, why, size))
+    if (log_layout(st, o, seq, &out->config, why, size))
         return -1;
     const struct cost_train_config *c = &out->config;
-    if (n > COST_VERL_MAX_SEQS)
+    if (n > COST_LOG_MAX_SEQS)
         return error_text(why, size,
                           "step %lld: %.0f tokens in sequences of %.0f make %.3g sequences, more "
                           "than the %d a step is costed with",
-                          (long long)st->step, st->tokens, seq, n, COST_VERL_MAX_SEQS);
+                          (long long)st->step, st->tokens, seq, n, COST_LOG_MAX_SEQS);
     if (n < (double)c->dp * c->minibatches)
         return error_text(why, size,
                           "step %lld: %.0f sequences of %.0f tokens cannot fill %d DP ranks × %d "

@@ -16,6 +16,10 @@
  *   per training step. A step becomes one training point: timing_s/update_actor over
  *   perf/total_num_tokens tokens, in sequences of the mean prompt + response length, on the
  *   GPUs perf/throughput implies or the input's options give.
+ * - Megatron-LM logs: the arguments block it prints at start-up (sequence length, GPUs,
+ *   parallel sizes, micro-batch, optimizer, recompute) and its `iteration N/M | ... |` lines.
+ *   An iteration line becomes one training point: the elapsed time per iteration over its
+ *   global batch of sequences of seq_length tokens, on the layout the arguments give.
  * - libra traces are recognised to be refused: turns carry token counts, not timings.
  *
  * An input may carry options after its name, "FILE,tp=2" (cost_import_options_parse). Parsers
@@ -34,12 +38,14 @@
 enum cost_import_kind {
     COST_IMPORT_SERVING,  /* vLLM or SGLang serving benchmark result(s) */
     COST_IMPORT_VERL_LOG, /* a verl console log */
+    COST_IMPORT_MEGATRON, /* a Megatron-LM log */
     COST_IMPORT_TRACE,    /* a libra trace */
     COST_IMPORT_UNKNOWN,
 };
 
 /* What text holds, from its first line: a JSON object (a trace when it has "libra_trace", else
- * a serving result), or lines of which one is a verl step line. */
+ * a serving result), or lines of which one is a verl step line, else one is a Megatron-LM
+ * iteration line or its arguments block's first. */
 enum cost_import_kind cost_import_detect(const char *text, size_t len);
 
 /* One serving benchmark run, summed over its requests. */
@@ -74,37 +80,16 @@ int cost_import_serving(const char *name, const char *text, size_t len, cost_ser
 /* The decode point of run r on an engine of TP size tp (see cost/points.h). */
 void cost_serving_point(const struct cost_serving_run *r, int tp, struct cost_decode_point *out);
 
-/* One training step of a verl log. */
-struct cost_verl_step {
-    int line;
-    int64_t step;
-    double update_s;   /* timing_s/update_actor */
-    double tokens;     /* perf/total_num_tokens: prompt and response tokens of the step */
-    double seq_tokens; /* prompt_length/mean + response_length/mean */
-    double gpus;       /* perf/total_num_tokens / (perf/throughput · perf/time_per_step);
-                        * 0 when the line lacks them */
-};
-typedef VEC(struct cost_verl_step) cost_verl_steps;
-
-/*
- * Appends the training steps of a verl log to out: every step line with
- * timing_s/update_actor (lines without it, such as validation, are counted in *skipped).
- * Returns 0 or LIBRA_EINVAL with err at FILE:LINE:COL (a segment that is not KEY:VALUE, a key
- * given twice, a needed metric missing, not a number, or not > 0).
- */
-int cost_import_verl(const char *name, const char *text, size_t len, cost_verl_steps *out,
-                     size_t *skipped, struct libra_error *err);
-
-/* Options after an input's name. */
+/* Options after an input's name, and the layout a trainer's log states. */
 enum cost_import_option {
-    COST_OPT_TP,          /* serving: the engine's TP size; verl: the trainer's */
-    COST_OPT_PP,          /* verl: pipeline stages */
-    COST_OPT_CP,          /* verl: context (Ulysses) parallel size */
-    COST_OPT_GPUS,        /* verl: GPUs of the trainer */
-    COST_OPT_MINIBATCHES, /* verl: optimizer steps per training step */
-    COST_OPT_MICRO,       /* verl: micro_batch_tokens, per DP replica */
-    COST_OPT_ZERO,        /* verl: ZeRO stage */
-    COST_OPT_RECOMPUTE,   /* verl: 1 full activation recompute, 0 none */
+    COST_OPT_TP,          /* serving: the engine's TP size; a log: the trainer's */
+    COST_OPT_PP,          /* a log: pipeline stages */
+    COST_OPT_CP,          /* a log: context (Ulysses) parallel size */
+    COST_OPT_GPUS,        /* a log: GPUs of the trainer */
+    COST_OPT_MINIBATCHES, /* a log: optimizer steps per training step */
+    COST_OPT_MICRO,       /* a log: micro_batch_tokens, per DP replica */
+    COST_OPT_ZERO,        /* a log: ZeRO stage */
+    COST_OPT_RECOMPUTE,   /* a log: 1 full activation recompute, 0 none */
     COST_N_OPTIONS,
 };
 
@@ -112,6 +97,47 @@ struct cost_import_options {
     unsigned given; /* 1u << cost_import_option for each option given */
     long value[COST_N_OPTIONS];
 };
+
+/* One training step of a trainer's log (verl or Megatron-LM). */
+struct cost_log_step {
+    int line;
+    int64_t step;
+    double update_s;   /* verl: timing_s/update_actor; Megatron: the elapsed time per iteration */
+    double tokens;     /* tokens trained in the step: prompt and response (verl: */
+                       /* perf/total_num_tokens; Megatron: global batch size × seq_length) */
+    double seq_tokens; /* verl: prompt_length/mean + response_length/mean; Megatron: seq_length */
+    double gpus;       /* verl: perf/total_num_tokens / (perf/throughput · perf/time_per_step);
+                        * Megatron: world_size; 0 when the log does not say */
+    struct cost_import_options layout; /* what the log states of the layout (Megatron's
+                                        * arguments; nothing for verl): an input's options
+                                        * override it */
+    int layers, hidden;                /* the model's shape the log states; 0: not stated */
+};
+typedef VEC(struct cost_log_step) cost_log_steps;
+
+/*
+ * Appends the training steps of a verl log to out: every step line with
+ * timing_s/update_actor (lines without it, such as validation, are counted in *skipped).
+ * Returns 0 or LIBRA_EINVAL with err at FILE:LINE:COL (a segment that is not KEY:VALUE, a key
+ * given twice, a needed metric missing, not a number, or not > 0).
+ */
+int cost_import_verl(const char *name, const char *text, size_t len, cost_log_steps *out,
+                     size_t *skipped, struct libra_error *err);
+
+/*
+ * Appends the training steps of a Megatron-LM log to out: every iteration line ("iteration
+ * N/M | ... | elapsed time per iteration (ms): X | ... | global batch size: G |") after an
+ * arguments block, on the layout the latest block states (world_size, seq_length,
+ * tensor_model_parallel_size, pipeline_model_parallel_size and micro_batch_size, which it must
+ * hold; context_parallel_size, use_distributed_optimizer as ZeRO 1, recompute_granularity full
+ * as full recompute and anything else as none; num_layers and hidden_size as the step's shape).
+ * The first iteration line after each block is counted in *skipped, not read: its interval
+ * holds the start-up. Returns 0 or LIBRA_EINVAL with err at FILE:LINE:COL (an iteration line
+ * before any arguments block, a needed argument missing or not a positive integer, expert
+ * parallelism, which the reader does not cost, a time or batch that is not a number > 0).
+ */
+int cost_import_megatron(const char *name, const char *text, size_t len, cost_log_steps *out,
+                         size_t *skipped, struct libra_error *err);
 
 /* The option's name as typed ("micro_batch_tokens"). */
 const char *cost_import_option_name(enum cost_import_option o);
@@ -123,20 +149,21 @@ const char *cost_import_option_name(enum cost_import_option o);
 int cost_import_options_parse(const char *text, struct cost_import_options *o, char *why,
                               size_t size);
 
-/* Sequences a verl step may make (prompt + response tokens ÷ their mean length): a large RL
+/* Sequences a log's step may make (prompt + response tokens ÷ their mean length): a large RL
  * step holds tens of thousands; the model deals each one. */
-#define COST_VERL_MAX_SEQS (1 << 20)
+#define COST_LOG_MAX_SEQS (1 << 20)
 
 /*
- * The training point of verl step st under options o (defaults: TP, PP, CP 1; ZeRO 3; full
- * recompute; 1 mini-batch; 16384·CP tokens per micro-batch, at least one sequence; the GPUs of
- * the log): st->tokens / st->seq_tokens sequences of st->seq_tokens tokens each, prepared into
+ * The training point of log step st under options o, then the layout the log states, then the
+ * defaults (verl's: TP, PP, CP 1; ZeRO 3; full recompute; 1 mini-batch; 16384·CP tokens per
+ * micro-batch, at least one sequence; the GPUs of the log): st->tokens / st->seq_tokens
+ * sequences of st->seq_tokens tokens each, prepared into
  * seqs (freed by the caller with cost_train_seqs_free). Returns 0, or -1 with why (no GPU
  * count, GPUs the layout does not divide, sequences longer than a micro-batch, fewer sequences
- * than DP ranks × mini-batches or more than COST_VERL_MAX_SEQS).
+ * than DP ranks × mini-batches or more than COST_LOG_MAX_SEQS).
  */
-int cost_verl_point(const struct cost_verl_step *st, const struct cost_import_options *o,
-                    const struct cost_shape *shape, struct cost_train_seqs *seqs,
-                    struct cost_train_point *out, char *why, size_t size);
+int cost_log_point(const struct cost_log_step *st, const struct cost_import_options *o,
+                   const struct cost_shape *shape, struct cost_train_seqs *seqs,
+                   struct cost_train_point *out, char *why, size_t size);
 
 #endif

@@ -4,8 +4,8 @@ model itself generated, writes a preset every command takes, and refuses what it
 The measurements are made by `libra cost` under a "truth" preset with known constants (a copy
 of a800-80g with decode_t_fix_s 5 ms, decode_t_seq_s 60 us and train_mfu 0.5): its decode
 table becomes vLLM and SGLang serving results (every request of a run at the table's context,
-so the run's mean iteration is the table's), its training step becomes verl console lines, each
-with a fixed deterministic error of up to 0.5 %. Calibrating the built-in a800-80g on them must
+so the run's mean iteration is the table's), its training step becomes verl console lines and
+Megatron-LM iteration lines, each with a fixed deterministic error of up to 0.5 %. Calibrating the built-in a800-80g on them must
 recover the truth within the noise, and `libra cost` with the written preset must then give the
 truth's figures, not the built-in ones. Needs LIBRA_BIN.
 """
@@ -192,6 +192,51 @@ def test_train_mfu_is_recovered(truth, tmp_path):
     assert abs(fitted / true - 1) < 0.01 and abs(built_in / true - 1) > 0.2
 
 
+MEGATRON_LAYOUT = ("--gpus", "32", "--tp", "4", "--dp", "8", "--zero", "1",
+                   "--micro-batch-tokens", "8192", "--no-recompute", "--no-old-logprob",
+                   "--seq-tokens", "4096")
+
+
+def megatron_log(path, truth, layers=28):
+    """A Megatron-LM log: its arguments block (TP 4 over 32 GPUs, the distributed optimizer,
+    selective recompute: costed as none, micro-batches of 2 sequences of 4096 tokens) and six
+    iteration lines measured under the truth preset, the first one slow (the start-up)."""
+    args = {"seq_length": 4096, "world_size": 32, "tensor_model_parallel_size": 4,
+            "pipeline_model_parallel_size": 1, "micro_batch_size": 2, "num_layers": layers,
+            "hidden_size": 3584, "use_distributed_optimizer": True,
+            "recompute_granularity": "selective"}
+    lines = ["------------------------ arguments ------------------------"]
+    lines += [f"  {k} {'.' * (48 - len(k))} {v}" for k, v in sorted(args.items())]
+    lines.append("-------------------- end of arguments ---------------------")
+    for i, (batch, err) in enumerate(((128, 0.4), (128, 0.003), (256, -0.004), (64, 0.002),
+                                      (512, -0.001), (192, 0.0)), 1):
+        doc = json.loads(ok("cost", "--presets", truth, "--model", MODEL, *MEGATRON_LAYOUT,
+                            "--batch", str(batch), "--json"))
+        ms = doc["training"]["step"]["step_s"] * (1 + err) * 1000
+        lines.append(f" [2025-08-01 07:{i:02d}:00] iteration {i:8d}/{100:8d} | consumed samples: "
+                     f"{i * batch:12d} | elapsed time per iteration (ms): {ms:.1f} | learning "
+                     f"rate: 1.0E-05 | global batch size: {batch:5d} | lm loss: 2.0E+00 |")
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_train_mfu_is_recovered_from_a_megatron_log(truth, tmp_path):
+    log = megatron_log(tmp_path / "megatron.log", truth)
+    doc = json.loads(ok("calibrate", log, "--model", MODEL, "--json"))
+    mfu = constants(doc)["train_mfu"]
+    assert mfu["fitted"] and mfu["points"] == 5
+    assert abs(mfu["value"] - TRUTH["train_mfu"]) <= max(3 * mfu["sd"], 0.005), mfu
+    assert doc["skipped_lines"] == 1  # the start-up's line
+    assert [p["step"] for p in doc["train_points"]] == [2, 3, 4, 5, 6]
+    assert all((p["tp"], p["dp"], p["zero_stage"]) == (4, 8, 1) for p in doc["train_points"])
+    # a log of another model is refused, naming both
+    other = megatron_log(tmp_path / "other.log", truth, layers=32)
+    proc = libra("calibrate", other, "--model", MODEL)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "the log's model has 32 layers of hidden size 3584, --model qwen2.5-7b 28" in (
+        proc.stderr)
+
+
 def test_one_batch_size_is_refused(benchmarks, tmp_path):
     preset = tmp_path / "a800.json"
     proc = libra("calibrate", benchmarks[1], "--model", MODEL, "-o", str(preset))
@@ -221,7 +266,10 @@ BAD = [
      "bad.json:1:1: perf/total_num_tokens: missing"),
     ('{"libra_trace":1,"workload":"search-r1"}\n', 2,
      "a libra trace records token counts per turn but no timings"),
-    ("hello\n", 2, "not a vLLM or SGLang serving benchmark result, a verl log or a libra trace"),
+    ("hello\n", 2,
+     "not a vLLM or SGLang serving benchmark result, a verl or Megatron-LM log or a libra trace"),
+    (" iteration 5/ 9 | elapsed time per iteration (ms): 1.0 | global batch size: 8 |\n", 2,
+     "bad.json:1:1: an iteration line before a whole arguments block"),
 ]
 
 
@@ -240,7 +288,7 @@ def test_usage_and_io_errors(benchmarks, tmp_path):
     cases = [
         (("calibrate",), 2, "no INPUT"),
         (("calibrate", benchmarks[0] + ",gpus=8"), 2,
-         "option gpus applies to verl logs, not serving results"),
+         "option gpus applies to trainers' logs, not serving results"),
         (("calibrate", benchmarks[0] + ",tp=3"), 2, "tp 3 does not divide qwen2.5-7b's 28 heads"),
         (("calibrate", benchmarks[0] + ",tp=0"), 2, "tp: expected an integer in 1..1024"),
         (("calibrate", *benchmarks, "--hold", "t_fix"), 2, "--hold: unknown constant 't_fix'"),

@@ -1,6 +1,7 @@
 /* Tests of the measurement readers (src/cost/import.c): what each input is taken for, the runs
- * of vLLM and SGLang results and the points they make, verl step lines, input options, verl
- * steps as training points, and FILE:LINE:COL errors for every kind of bad input. */
+ * of vLLM and SGLang results and the points they make, verl step lines, Megatron-LM arguments
+ * and iteration lines, input options, a log's steps as training points, and FILE:LINE:COL
+ * errors for every kind of bad input. */
 #include "testutil.h"
 
 #include <math.h>
@@ -40,6 +41,11 @@ static void test_detect(void **state)
         {"{\"libra_trace\":1,\"workload\":\"x\"}\n{\"step\":0}\n", COST_IMPORT_TRACE},
         {"boot\n(TaskRunner pid=7) step:3 - timing_s/update_actor:1.5\n", COST_IMPORT_VERL_LOG},
         {"global_step:3 - x:1\n", COST_IMPORT_UNKNOWN},
+        {"x\n [2025-08-01 07:19:37] iteration        2/    5000 | consumed samples: 1 |\n",
+         COST_IMPORT_MEGATRON},
+        {"------------------------ arguments ------------------------\n", COST_IMPORT_MEGATRON},
+        {"validation loss at iteration 100 | lm loss value: 2.1 |\n", COST_IMPORT_UNKNOWN},
+        {"iteration 2/x |\n", COST_IMPORT_UNKNOWN},
         {"step:x - a:1\n", COST_IMPORT_UNKNOWN},
         {"", COST_IMPORT_UNKNOWN},
         {"hello\n", COST_IMPORT_UNKNOWN},
@@ -220,7 +226,7 @@ static void test_serving_errors(void **state)
                          2, 2, "duration: expected seconds");
 }
 
-static int verl(const char *text, cost_verl_steps *steps, size_t *skipped, struct libra_error *err)
+static int verl(const char *text, cost_log_steps *steps, size_t *skipped, struct libra_error *err)
 {
     memset(err, 0, sizeof *err);
     *skipped = 0;
@@ -229,7 +235,7 @@ static int verl(const char *text, cost_verl_steps *steps, size_t *skipped, struc
 
 static void assert_verl_error(const char *text, int line, int col, const char *msg)
 {
-    cost_verl_steps steps = {0};
+    cost_log_steps steps = {0};
     struct libra_error err;
     size_t skipped;
     assert_int_equal(verl(text, &steps, &skipped, &err), LIBRA_EINVAL);
@@ -248,13 +254,13 @@ static void test_verl_steps(void **state)
         "perf/total_num_tokens:1228800 - perf/time_per_step:120.0 - perf/throughput:320.0\r\n"
         "step:2 - timing_s/update_actor:60 - perf/total_num_tokens:100 - prompt_length/mean:0 - "
         "response_length/mean:50 - flag:True - weird:nan\n";
-    cost_verl_steps steps = {0};
+    cost_log_steps steps = {0};
     struct libra_error err;
     size_t skipped;
     assert_int_equal(verl(text, &steps, &skipped, &err), 0);
     assert_int_equal(steps.n, 2);
     assert_int_equal(skipped, 1);
-    const struct cost_verl_step *s = &steps.v[0];
+    const struct cost_log_step *s = &steps.v[0];
     assert_int_equal(s->line, 3);
     assert_int_equal(s->step, 1);
     assert_close(s->update_s, 50.5, 0);
@@ -323,18 +329,18 @@ static void test_verl_point(void **state)
 {
     struct cost_shape shape;
     cost_shape_init(&shape, cost_ref_model(COST_REF_QWEN25_7B));
-    struct cost_verl_step st = {.line = 3,
-                                .step = 1,
-                                .update_s = 50.0,
-                                .tokens = 1228800.0,
-                                .seq_tokens = 1200.0,
-                                .gpus = 31.9999};
+    struct cost_log_step st = {.line = 3,
+                               .step = 1,
+                               .update_s = 50.0,
+                               .tokens = 1228800.0,
+                               .seq_tokens = 1200.0,
+                               .gpus = 31.9999};
     struct cost_import_options o;
     struct cost_train_seqs seqs;
     struct cost_train_point pt;
     char why[200];
     cost_import_options_parse("", &o, why, sizeof why);
-    assert_int_equal(cost_verl_point(&st, &o, &shape, &seqs, &pt, why, sizeof why), 0);
+    assert_int_equal(cost_log_point(&st, &o, &shape, &seqs, &pt, why, sizeof why), 0);
     assert_int_equal(seqs.n, 1024);
     assert_close(seqs.tokens[0], 1200.0, 0);
     assert_true(pt.seqs == &seqs && pt.measured_s == 50.0);
@@ -347,7 +353,7 @@ static void test_verl_point(void **state)
 
     /* Ulysses CP 4 over 64 GPUs: DP 16, the micro-batch budget per replica 4 × 16384 */
     cost_import_options_parse("cp=4,gpus=64,minibatches=2,recompute=0", &o, why, sizeof why);
-    assert_int_equal(cost_verl_point(&st, &o, &shape, &seqs, &pt, why, sizeof why), 0);
+    assert_int_equal(cost_log_point(&st, &o, &shape, &seqs, &pt, why, sizeof why), 0);
     assert_int_equal(pt.config.dp, 16);
     assert_int_equal(pt.config.minibatches, 2);
     assert_false(pt.config.full_recompute);
@@ -367,21 +373,187 @@ static void test_verl_point(void **state)
         st.gpus = bad[i].gpus;
         st.tokens = bad[i].tokens;
         cost_import_options_parse(bad[i].opt, &o, why, sizeof why);
-        assert_int_equal(cost_verl_point(&st, &o, &shape, &seqs, &pt, why, sizeof why), -1);
+        assert_int_equal(cost_log_point(&st, &o, &shape, &seqs, &pt, why, sizeof why), -1);
         if (!strstr(why, bad[i].why))
             fail_msg("%s: %s", bad[i].opt, why);
         assert_int_equal(seqs.n, 0); /* nothing to free */
     }
 }
 
+/* A Megatron-LM log: the arguments block (sorted, as Megatron prints it) and three iteration
+ * lines, the first of which holds the start-up. */
+static const char megatron_log[] =
+    "using world size: 32, data-parallel size: 8, tensor-model-parallel size: 2\n"
+    "------------------------ arguments ------------------------\n"
+    "  context_parallel_size ........................... 2\n"
+    "  hidden_size ..................................... 3584\n"
+    "  micro_batch_size ................................ 2\n"
+    "  num_layers ...................................... 28\n"
+    "  pipeline_model_parallel_size .................... 1\n"
+    "  recompute_granularity ........................... selective\n"
+    "  seq_length ...................................... 8192\n"
+    "  tensor_model_parallel_size ...................... 2\n"
+    "  use_distributed_optimizer ....................... True\n"
+    "  world_size ...................................... 32\n"
+    "-------------------- end of arguments ---------------------\n"
+    " [2025-08-01 07:19:37] iteration        1/    5000 | consumed samples:          128 | "
+    "elapsed time per iteration (ms): 19138.8 | global batch size:   128 | lm loss: 1.04E+01 |\n"
+    " [2025-08-01 07:19:50] iteration        2/    5000 | consumed samples:          256 | "
+    "elapsed time per iteration (ms): 12936.1 | throughput per GPU (TFLOP/s/GPU): 118.7 | "
+    "learning rate: 1.395349E-07 | global batch size:   128 | lm loss: 1.044022E+01 |\r\n"
+    "validation loss at iteration 2 | lm loss value: 2.1 |\n"
+    " iteration       12/    5000 | elapsed time per iteration (ms): 6500 | global batch size:"
+    "    64 |";
+
+static int megatron(const char *text, cost_log_steps *steps, size_t *skipped,
+                    struct libra_error *err)
+{
+    memset(err, 0, sizeof *err);
+    *skipped = 0;
+    return cost_import_megatron("m.log", text, strlen(text), steps, skipped, err);
+}
+
+static void test_megatron_steps(void **state)
+{
+    cost_log_steps steps = {0};
+    struct libra_error err;
+    size_t skipped;
+    assert_int_equal(megatron(megatron_log, &steps, &skipped, &err), 0);
+    assert_int_equal(skipped, 1); /* iteration 1: the start-up */
+    assert_int_equal(steps.n, 2);
+    const struct cost_log_step *s = &steps.v[0];
+    assert_int_equal(s->line, 15);
+    assert_int_equal(s->step, 2);
+    assert_close(s->update_s, 12.9361, 1e-12);
+    assert_close(s->tokens, 128.0 * 8192.0, 0);
+    assert_close(s->seq_tokens, 8192.0, 0);
+    assert_close(s->gpus, 32.0, 0);
+    assert_int_equal(s->layers, 28);
+    assert_int_equal(s->hidden, 3584);
+    const long *v = s->layout.value;
+    assert_int_equal(v[COST_OPT_TP], 2);
+    assert_int_equal(v[COST_OPT_PP], 1);
+    assert_int_equal(v[COST_OPT_CP], 2);
+    assert_int_equal(v[COST_OPT_GPUS], 32);
+    assert_int_equal(v[COST_OPT_MINIBATCHES], 1);
+    assert_int_equal(v[COST_OPT_MICRO], 2 * 8192);
+    assert_int_equal(v[COST_OPT_ZERO], 1);      /* the distributed optimizer */
+    assert_int_equal(v[COST_OPT_RECOMPUTE], 0); /* selective: not full */
+    assert_int_equal(s->layout.given, (1u << COST_N_OPTIONS) - 1);
+    assert_int_equal(steps.v[1].line, 17);
+    assert_int_equal(steps.v[1].step, 12);
+    assert_close(steps.v[1].tokens, 64.0 * 8192.0, 0);
+    vec_free(&steps);
+}
+
+static void assert_megatron_error(const char *text, int line, int col, const char *msg)
+{
+    cost_log_steps steps = {0};
+    struct libra_error err;
+    size_t skipped;
+    assert_int_equal(megatron(text, &steps, &skipped, &err), LIBRA_EINVAL);
+    if (err.line != line || err.col != col || !strstr(err.msg, msg))
+        fail_msg("got %d:%d: %s; want %d:%d: ...%s...", err.line, err.col, err.msg, line, col, msg);
+    assert_string_equal(err.file, "m.log");
+    vec_free(&steps);
+}
+
+#define ARGS_BEGIN "------------------------ arguments ------------------------\n"
+#define ARGS_END "-------------------- end of arguments ---------------------\n"
+#define ARGS_NEEDED                                                                                \
+    "  seq_length .... 4096\n  world_size .... 8\n  tensor_model_parallel_size .... 1\n"           \
+    "  pipeline_model_parallel_size .... 1\n  micro_batch_size .... 1\n"
+#define ITERATION(t, g)                                                                            \
+    " iteration 5/ 9 | elapsed time per iteration (ms): " t " | global batch size: " g " |\n"
+
+static void test_megatron_errors(void **state)
+{
+    assert_megatron_error(ITERATION("1", "1"), 1, 1, "an iteration line before a whole arguments");
+    assert_megatron_error(ARGS_BEGIN "  seq_length .... 4096\n" ARGS_END, 3, 1,
+                          "the arguments block ending here has no world_size");
+    assert_megatron_error(ARGS_BEGIN ARGS_NEEDED, 6, 1, "the arguments block does not end");
+    assert_megatron_error(ARGS_BEGIN "  seq_length .... 4k\n  world_size .... 8\n"
+                                     "  tensor_model_parallel_size .... 1\n"
+                                     "  pipeline_model_parallel_size .... 1\n"
+                                     "  micro_batch_size .... 1\n" ARGS_END,
+                          2, 19, "seq_length: expected an integer >= 1, got '4k'");
+    assert_megatron_error(ARGS_BEGIN ARGS_NEEDED "  expert_model_parallel_size .... 4\n" ARGS_END,
+                          7, 35, "expert_model_parallel_size 4: expert parallelism");
+    assert_megatron_error(ARGS_BEGIN ARGS_NEEDED "  use_distributed_optimizer .... yes\n" ARGS_END,
+                          7, 34, "use_distributed_optimizer: expected True or False, got 'yes'");
+    assert_megatron_error(ARGS_BEGIN ARGS_NEEDED ARGS_END ITERATION("0", "1"), 8, 52,
+                          "elapsed time per iteration (ms): expected a number > 0, got '0'");
+    assert_megatron_error(ARGS_BEGIN ARGS_NEEDED ARGS_END ITERATION("5", "x"), 8, 75,
+                          "global batch size: expected a number > 0, got 'x'");
+    assert_megatron_error(ARGS_BEGIN ARGS_NEEDED ARGS_END
+                          " iteration 5/ 9 | global batch size: 8 |\n",
+                          8, 18, "elapsed time per iteration (ms): missing");
+    /* "None" stands for the model's shape unknown; a later block replaces an earlier one */
+    cost_log_steps steps = {0};
+    struct libra_error err;
+    size_t skipped;
+    assert_int_equal(
+        megatron(ARGS_BEGIN ARGS_NEEDED "  num_layers .... None\n" ARGS_END ITERATION("5", "8")
+                     ITERATION("5", "8") ARGS_BEGIN
+                 "  seq_length .... 100\n  world_size .... 4\n"
+                 "  tensor_model_parallel_size .... 1\n"
+                 "  pipeline_model_parallel_size .... 1\n"
+                 "  micro_batch_size .... 1\n" ARGS_END ITERATION("5", "8") ITERATION("6", "8"),
+                 &steps, &skipped, &err),
+        0);
+    assert_int_equal(skipped, 2);
+    assert_int_equal(steps.n, 2);
+    assert_int_equal(steps.v[0].layers, 0);
+    assert_close(steps.v[0].gpus, 8.0, 0);
+    assert_close(steps.v[1].gpus, 4.0, 0);
+    assert_close(steps.v[1].tokens, 800.0, 0);
+    vec_free(&steps);
+}
+
+static void test_megatron_point(void **state)
+{
+    cost_log_steps steps = {0};
+    struct libra_error err;
+    size_t skipped;
+    assert_int_equal(megatron(megatron_log, &steps, &skipped, &err), 0);
+    struct cost_shape shape;
+    cost_shape_init(&shape, cost_ref_model(COST_REF_QWEN25_7B));
+    struct cost_import_options o;
+    struct cost_train_seqs seqs;
+    struct cost_train_point pt;
+    char why[200];
+    cost_import_options_parse("", &o, why, sizeof why);
+    assert_int_equal(cost_log_point(&steps.v[0], &o, &shape, &seqs, &pt, why, sizeof why), 0);
+    const struct cost_train_config *c = &pt.config; /* the log's layout, not verl's defaults */
+    assert_int_equal(c->tp, 2);
+    assert_int_equal(c->cp, 2);
+    assert_int_equal(c->dp, 8);
+    assert_int_equal(c->zero_stage, 1);
+    assert_false(c->full_recompute);
+    assert_close(c->micro_batch_tokens, 16384.0, 0);
+    assert_int_equal(seqs.n, 128);
+    assert_close(pt.measured_s, 12.9361, 1e-12);
+    cost_train_seqs_free(&seqs);
+    /* an input's options win over the log */
+    cost_import_options_parse("tp=4,cp=1,recompute=1", &o, why, sizeof why);
+    assert_int_equal(cost_log_point(&steps.v[0], &o, &shape, &seqs, &pt, why, sizeof why), 0);
+    assert_int_equal(pt.config.tp, 4);
+    assert_int_equal(pt.config.dp, 8);
+    assert_true(pt.config.full_recompute);
+    cost_train_seqs_free(&seqs);
+    vec_free(&steps);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_detect),        cmocka_unit_test(test_vllm_run),
-        cmocka_unit_test(test_latencies_win), cmocka_unit_test(test_prefill_share),
-        cmocka_unit_test(test_sglang_lines),  cmocka_unit_test(test_serving_errors),
-        cmocka_unit_test(test_verl_steps),    cmocka_unit_test(test_verl_errors),
-        cmocka_unit_test(test_options),       cmocka_unit_test(test_verl_point),
+        cmocka_unit_test(test_detect),         cmocka_unit_test(test_vllm_run),
+        cmocka_unit_test(test_latencies_win),  cmocka_unit_test(test_prefill_share),
+        cmocka_unit_test(test_sglang_lines),   cmocka_unit_test(test_serving_errors),
+        cmocka_unit_test(test_verl_steps),     cmocka_unit_test(test_verl_errors),
+        cmocka_unit_test(test_options),        cmocka_unit_test(test_verl_point),
+        cmocka_unit_test(test_megatron_steps), cmocka_unit_test(test_megatron_errors),
+        cmocka_unit_test(test_megatron_point),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

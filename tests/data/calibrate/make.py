@@ -5,8 +5,8 @@ cost` under a preset "a800-80g" whose constants are known (decode_t_fix_s 5 ms, 
 60 us, train_mfu 0.5) times the runs and steps, and each figure is then moved by a fixed error
 of up to 0.5 %. The files have the shapes the real tools write: vLLM's `vllm bench serve
 --save-result --save-detailed` result (one per concurrency), SGLang's `bench_serving
---output-file F --output-details` JSON Lines (one line per run), and verl's console metrics
-lines. Run as `LIBRA_BIN=build/dev/libra python3 tests/data/calibrate/make.py`.
+--output-file F --output-details` JSON Lines (one line per run), verl's console metrics
+lines, and a Megatron-LM log (its arguments block and iteration lines). Run as `LIBRA_BIN=build/dev/libra python3 tests/data/calibrate/make.py`.
 """
 
 import json
@@ -76,6 +76,39 @@ def verl_line(preset, step, response, sequences, err):
             f"perf/throughput:{tokens / (total * 32):.4f}")
 
 
+MEGATRON_ARGS = {"seq_length": 4096, "world_size": 32, "tensor_model_parallel_size": 2,
+                 "pipeline_model_parallel_size": 1, "context_parallel_size": 1,
+                 "micro_batch_size": 1, "global_batch_size": 256,
+                 "use_distributed_optimizer": True, "recompute_granularity": "full",
+                 "num_layers": 28, "hidden_size": 3584, "lr": "3e-05"}
+
+
+def megatron_log(preset):
+    """A Megatron-LM run of Qwen2.5-7B on 32 GPUs (TP 2, DP 16, distributed optimizer, full
+    recompute): its arguments block, then an iteration line per 10 iterations; the first
+    interval holds the start-up (slower), as Megatron's first lines do."""
+    lines = ["using world size: 32, data-parallel size: 16, context-parallel size: 1, "
+             "tensor-model-parallel size: 2, pipeline-model-parallel size: 1",
+             "------------------------ arguments ------------------------"]
+    lines += [f"  {k} {'.' * (48 - len(k))} {v}" for k, v in sorted(MEGATRON_ARGS.items())]
+    lines.append("-------------------- end of arguments ---------------------")
+    consumed = 0
+    for i, (batch, err) in enumerate(((256, 0.35), (256, 0.003), (512, -0.004), (128, 0.002),
+                                      (384, -0.001)), 1):
+        doc = json.loads(libra("cost", "--presets", preset, "--model", MODEL, "--gpus", "32",
+                               "--tp", "2", "--dp", "16", "--zero", "1", "--micro-batch-tokens",
+                               "4096", "--no-old-logprob", "--seq-tokens", "4096", "--batch",
+                               str(batch), "--json"))
+        ms = doc["training"]["step"]["step_s"] * (1.0 + err) * 1000.0
+        consumed += 10 * batch
+        lines.append(f" [2025-06-01 12:{i:02d}:00] iteration {10 * i:8d}/{500:8d} | consumed "
+                     f"samples: {consumed:12d} | elapsed time per iteration (ms): {ms:.1f} | "
+                     f"learning rate: 3.000000E-05 | global batch size: {batch:5d} | lm loss: "
+                     f"2.104388E+00 | loss scale: 1.0 | grad norm: 1.042 | number of skipped "
+                     f"iterations:   0 | number of nan iterations:   0 |")
+    return "\n".join(lines) + "\n"
+
+
 def main():
     preset = os.path.join(HERE, "truth.tmp.json")
     truth_preset(preset)
@@ -97,6 +130,8 @@ def main():
             lines.append(verl_line(preset, step, response, sequences, err))
         with open(os.path.join(HERE, "verl.log"), "w", encoding="utf-8") as f:
             f.write("\n".join(lines) + "\n")
+        with open(os.path.join(HERE, "megatron.log"), "w", encoding="utf-8") as f:
+            f.write(megatron_log(preset))
     finally:
         os.remove(preset)
 
