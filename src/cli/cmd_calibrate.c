@@ -36,9 +36,9 @@ static const char help[] =
     "    (per engine iteration) and decode_t_seq_s (per running sequence); option tp=N gives\n"
     "    the engine's TP size (1);\n"
     "  - a verl console log: each `step:N - ...` line with timing_s/update_actor is a training\n"
-    "    point that fits train_mfu; options gpus, tp, pp, cp, minibatches, micro_batch_tokens,\n"
-    "    zero, recompute give the trainer's layout (defaults: the log's GPU count, FSDP: tp,\n"
-    "    pp, cp 1, ZeRO 3, full recompute, 1 mini-batch);\n"
+    "    point that fits train_mfu; options gpus, tp, pp, cp, ep, minibatches,\n"
+    "    micro_batch_tokens, zero, recompute give the trainer's layout (defaults: the log's\n"
+    "    GPU count, FSDP: tp, pp, cp, ep 1, ZeRO 3, full recompute, 1 mini-batch);\n"
     "  - a Megatron-LM log: each `iteration N/M | ...` line after the first is a training\n"
     "    point of its global batch of seq_length sequences, on the layout its arguments\n"
     "    block states (the options above override it);\n"
@@ -191,6 +191,16 @@ static int check_point(struct calibration *c, const struct input *in,
                                "input '%s': tp %d pp %d does not suit %s (tp must divide its %d "
                                "heads, pp at most its %d layers)",
                                in->arg, l->tp, l->pp, m->name, m->heads, m->layers);
+    if (l->ep > 1 && !m->experts)
+        return cli_usage_error(c->cc->cmd,
+                               "input '%s': ep %d: %s is dense (expert parallelism needs an MoE "
+                               "model)",
+                               in->arg, l->ep, m->name);
+    if (l->ep > 1 && (m->experts % l->ep != 0 || (l->tp * l->cp * l->dp) % l->ep != 0))
+        return cli_usage_error(c->cc->cmd,
+                               "input '%s': ep %d must divide the %d GPUs of a pipeline stage "
+                               "(tp·cp·dp) and the %d experts of %s",
+                               in->arg, l->ep, l->tp * l->cp * l->dp, m->experts, m->name);
     return 0;
 }
 
@@ -548,9 +558,11 @@ static void print_train(FILE *out, const struct calibration *c)
         const struct cost_train_point *p = &c->train.v[i];
         const struct cost_train_config *l = &p->config;
         const struct origin *o = &c->train_from.v[i];
-        char layout[40], seqs[40];
-        snprintf(layout, sizeof layout, "tp%d pp%d cp%d dp%d z%d", l->tp, l->pp, l->cp, l->dp,
-                 l->zero_stage);
+        char layout[64], seqs[40];
+        int n = snprintf(layout, sizeof layout, "tp%d pp%d cp%d dp%d z%d", l->tp, l->pp, l->cp,
+                         l->dp, l->zero_stage);
+        if (l->ep > 1 && n > 0 && (size_t)n < sizeof layout)
+            snprintf(layout + n, sizeof layout - (size_t)n, " ep%d", l->ep);
         snprintf(seqs, sizeof seqs, "%zu x %.0f", p->seqs->n, p->seqs->tokens[0]);
         double m = c->out.train_modelled[i];
         fprintf(out, "%-24s %6d %6lld %5d %-18s %14s %9.2f %9.2f %+7.2f%%\n",
@@ -634,15 +646,17 @@ static json_t *train_json(const struct calibration *c)
         const struct origin *o = &c->train_from.v[i];
         double m = c->out.train_modelled[i];
         json_array_append_new(
-            a, json_pack("{s:s, s:i, s:I, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:b, s:I, s:f, s:f, "
-                         "s:o, s:o}",
-                         "input", input_name(c, o->input), "line", o->line, "step",
-                         (json_int_t)o->step, "tp", l->tp, "pp", l->pp, "cp", l->cp, "dp", l->dp,
-                         "minibatches", l->minibatches, "micro_batch_tokens", l->micro_batch_tokens,
-                         "zero_stage", l->zero_stage, "full_recompute", l->full_recompute,
-                         "sequences", (json_int_t)p->seqs->n, "sequence_tokens", p->seqs->tokens[0],
-                         "measured_s", p->measured_s, "modelled_s", ujson_real(m), "error",
-                         ujson_real(point_error(m, p->measured_s))));
+            a,
+            json_pack("{s:s, s:i, s:I, s:i, s:i, s:i, s:i, s:i, s:i, s:f, s:i, s:b, s:I, s:f, "
+                      "s:f, "
+                      "s:o, s:o}",
+                      "input", input_name(c, o->input), "line", o->line, "step",
+                      (json_int_t)o->step, "tp", l->tp, "pp", l->pp, "cp", l->cp, "dp", l->dp, "ep",
+                      l->ep > 1 ? l->ep : 1, "minibatches", l->minibatches, "micro_batch_tokens",
+                      l->micro_batch_tokens, "zero_stage", l->zero_stage, "full_recompute",
+                      l->full_recompute, "sequences", (json_int_t)p->seqs->n, "sequence_tokens",
+                      p->seqs->tokens[0], "measured_s", p->measured_s, "modelled_s", ujson_real(m),
+                      "error", ujson_real(point_error(m, p->measured_s))));
     }
     return a;
 }

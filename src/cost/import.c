@@ -768,12 +768,6 @@ static int megatron_close(struct megatron_block *b, const struct log_line *v)
             (x[a] = arg_int(b, v, (enum megatron_arg)a, a >= MA_LAYERS ? 0 : 1, a >= MA_CP)) < 0)
             return LIBRA_EINVAL;
     }
-    if (x[MA_EP] > 1)
-        return error_set(
-            v->err, v->name, b->line[MA_EP], b->col[MA_EP],
-            "expert_model_parallel_size %ld: expert parallelism in a Megatron-LM log "
-            "is not read yet (libra cost --ep costs it; calibrate on a run without it)",
-            x[MA_EP]);
     const char *dist = b->value[MA_DIST_OPT];
     if (b->line[MA_DIST_OPT] && strcmp(dist, "True") != 0 && strcmp(dist, "False") != 0)
         return arg_error(b, v, MA_DIST_OPT, "expected True or False");
@@ -782,6 +776,7 @@ static int megatron_close(struct megatron_block *b, const struct log_line *v)
     set_option(o, COST_OPT_TP, x[MA_TP]);
     set_option(o, COST_OPT_PP, x[MA_PP]);
     set_option(o, COST_OPT_CP, x[MA_CP]);
+    set_option(o, COST_OPT_EP, x[MA_EP]);
     set_option(o, COST_OPT_GPUS, x[MA_WORLD]);
     set_option(o, COST_OPT_MINIBATCHES, 1);
     set_option(o, COST_OPT_MICRO, x[MA_MICRO] * x[MA_SEQ]);
@@ -897,6 +892,7 @@ static const struct {
     [COST_OPT_MICRO] = {"micro_batch_tokens", 1, 1L << 31},
     [COST_OPT_ZERO] = {"zero", 0, 3},
     [COST_OPT_RECOMPUTE] = {"recompute", 0, 1},
+    [COST_OPT_EP] = {"ep", 1, 1024},
 };
 
 const char *cost_import_option_name(enum cost_import_option o)
@@ -929,8 +925,8 @@ static int parse_option(const char *item, size_t n, struct cost_import_options *
         return 0;
     }
     return error_text(why, size,
-                      "unknown option '%.*s' (tp, pp, cp, gpus, minibatches, micro_batch_tokens, "
-                      "zero, recompute)",
+                      "unknown option '%.*s' (tp, pp, cp, ep, gpus, minibatches, "
+                      "micro_batch_tokens, zero, recompute)",
                       (int)(key_len < 40 ? key_len : 40), item);
 }
 
@@ -981,6 +977,7 @@ static int log_layout(const struct cost_log_step *st, const struct cost_import_o
         .tp = (int)option_or(o, st, COST_OPT_TP, 1),
         .pp = (int)option_or(o, st, COST_OPT_PP, 1),
         .cp = (int)option_or(o, st, COST_OPT_CP, 1),
+        .ep = (int)option_or(o, st, COST_OPT_EP, 1),
         .minibatches = (int)option_or(o, st, COST_OPT_MINIBATCHES, 1),
         .zero_stage = (int)option_or(o, st, COST_OPT_ZERO, 3),
         .full_recompute = option_or(o, st, COST_OPT_RECOMPUTE, 1) != 0,

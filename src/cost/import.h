@@ -90,6 +90,7 @@ enum cost_import_option {
     COST_OPT_MICRO,       /* a log: micro_batch_tokens, per DP replica */
     COST_OPT_ZERO,        /* a log: ZeRO stage */
     COST_OPT_RECOMPUTE,   /* a log: 1 full activation recompute, 0 none */
+    COST_OPT_EP,          /* a log: expert parallel size (MoE; cost/train.h) */
     COST_N_OPTIONS,
 };
 
@@ -129,12 +130,13 @@ int cost_import_verl(const char *name, const char *text, size_t len, cost_log_st
  * N/M | ... | elapsed time per iteration (ms): X | ... | global batch size: G |") after an
  * arguments block, on the layout the latest block states (world_size, seq_length,
  * tensor_model_parallel_size, pipeline_model_parallel_size and micro_batch_size, which it must
- * hold; context_parallel_size, use_distributed_optimizer as ZeRO 1, recompute_granularity full
- * as full recompute and anything else as none; num_layers and hidden_size as the step's shape).
+ * hold; context_parallel_size, expert_model_parallel_size, use_distributed_optimizer as ZeRO 1,
+ * recompute_granularity full as full recompute and anything else as none; num_layers and
+ * hidden_size as the step's shape).
  * The first iteration line after each block is counted in *skipped, not read: its interval
  * holds the start-up. Returns 0 or LIBRA_EINVAL with err at FILE:LINE:COL (an iteration line
- * before any arguments block, a needed argument missing or not a positive integer, expert
- * parallelism, which the reader does not cost, a time or batch that is not a number > 0).
+ * before any arguments block, a needed argument missing or not a positive integer, a time or
+ * batch that is not a number > 0).
  */
 int cost_import_megatron(const char *name, const char *text, size_t len, cost_log_steps *out,
                          size_t *skipped, struct libra_error *err);
@@ -155,8 +157,8 @@ int cost_import_options_parse(const char *text, struct cost_import_options *o, c
 
 /*
  * The training point of log step st under options o, then the layout the log states, then the
- * defaults (verl's: TP, PP, CP 1; ZeRO 3; full recompute; 1 mini-batch; 16384·CP tokens per
- * micro-batch, at least one sequence; the GPUs of the log): st->tokens / st->seq_tokens
+ * defaults (verl's: TP, PP, CP, EP 1; ZeRO 3; full recompute; 1 mini-batch; 16384·CP tokens
+ * per micro-batch, at least one sequence; the GPUs of the log): st->tokens / st->seq_tokens
  * sequences of st->seq_tokens tokens each, prepared into
  * seqs (freed by the caller with cost_train_seqs_free). Returns 0, or -1 with why (no GPU
  * count, GPUs the layout does not divide, sequences longer than a micro-batch, fewer sequences

@@ -197,20 +197,21 @@ MEGATRON_LAYOUT = ("--gpus", "32", "--tp", "4", "--dp", "8", "--zero", "1",
                    "--seq-tokens", "4096")
 
 
-def megatron_log(path, truth, layers=28):
-    """A Megatron-LM log: its arguments block (TP 4 over 32 GPUs, the distributed optimizer,
-    selective recompute: costed as none, micro-batches of 2 sequences of 4096 tokens) and six
-    iteration lines measured under the truth preset, the first one slow (the start-up)."""
+def megatron_log(path, truth, layers=28, model=MODEL, layout=MEGATRON_LAYOUT, **more):
+    """A Megatron-LM log: its arguments block (by default TP 4 over 32 GPUs, the distributed
+    optimizer, selective recompute: costed as none, micro-batches of 2 sequences of 4096
+    tokens; more replaces or adds arguments) and six iteration lines measured under the truth
+    preset in `libra cost`'s layout, the first one slow (the start-up)."""
     args = {"seq_length": 4096, "world_size": 32, "tensor_model_parallel_size": 4,
             "pipeline_model_parallel_size": 1, "micro_batch_size": 2, "num_layers": layers,
             "hidden_size": 3584, "use_distributed_optimizer": True,
-            "recompute_granularity": "selective"}
+            "recompute_granularity": "selective", **more}
     lines = ["------------------------ arguments ------------------------"]
     lines += [f"  {k} {'.' * (48 - len(k))} {v}" for k, v in sorted(args.items())]
     lines.append("-------------------- end of arguments ---------------------")
     for i, (batch, err) in enumerate(((128, 0.4), (128, 0.003), (256, -0.004), (64, 0.002),
                                       (512, -0.001), (192, 0.0)), 1):
-        doc = json.loads(ok("cost", "--presets", truth, "--model", MODEL, *MEGATRON_LAYOUT,
+        doc = json.loads(ok("cost", "--presets", truth, "--model", model, *layout,
                             "--batch", str(batch), "--json"))
         ms = doc["training"]["step"]["step_s"] * (1 + err) * 1000
         lines.append(f" [2025-08-01 07:{i:02d}:00] iteration {i:8d}/{100:8d} | consumed samples: "
@@ -235,6 +236,32 @@ def test_train_mfu_is_recovered_from_a_megatron_log(truth, tmp_path):
     assert proc.returncode == 2 and proc.stdout == ""
     assert "the log's model has 32 layers of hidden size 3584, --model qwen2.5-7b 28" in (
         proc.stderr)
+
+
+def test_a_megatron_log_with_expert_parallelism(truth, tmp_path):
+    """Qwen3-30B-A3B over EP 8 (TP 1, DP 32): the experts' all-to-all and sharding are in each
+    point's model, and the fit recovers the truth's MFU through them."""
+    moe = "qwen3-30b-a3b"
+    layout = ("--gpus", "32", "--tp", "1", "--dp", "32", "--ep", "8", "--zero", "1",
+              "--micro-batch-tokens", "4096", "--no-recompute", "--no-old-logprob",
+              "--seq-tokens", "4096")
+    log = megatron_log(tmp_path / "moe.log", truth, model=moe, layout=layout, num_layers=48,
+                       hidden_size=2048, tensor_model_parallel_size=1, micro_batch_size=1,
+                       expert_model_parallel_size=8)
+    doc = json.loads(ok("calibrate", log, "--model", moe, "--json"))
+    mfu = constants(doc)["train_mfu"]
+    assert abs(mfu["value"] - TRUTH["train_mfu"]) <= max(3 * mfu["sd"], 0.005), mfu
+    assert all((p["ep"], p["dp"]) == (8, 32) for p in doc["train_points"])
+    assert " ep8 " in ok("calibrate", log, "--model", moe)
+    # costed without EP (ep=1 overrides the log), the same times contradict the model
+    flat = libra("calibrate", log + ",ep=1", "--model", moe)
+    assert flat.returncode == 1 and "the points contradict the cost model" in flat.stderr
+    for arg, message in ((log + ",ep=3", "ep 3 must divide the 32 GPUs of a pipeline stage"),
+                         (megatron_log(tmp_path / "dense.log", truth) + ",ep=2",
+                          "ep 2: qwen2.5-7b is dense")):
+        model = MODEL if "dense" in arg else moe
+        proc = libra("calibrate", arg, "--model", model)
+        assert proc.returncode == 2 and message in proc.stderr, proc.stderr
 
 
 def test_one_batch_size_is_refused(benchmarks, tmp_path):

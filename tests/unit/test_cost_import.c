@@ -310,6 +310,7 @@ static void test_options(void **state)
         {"tp=1,tp=2", "tp: given twice"},
         {"tp=0", "tp: expected an integer in 1..1024"},
         {"zero=4", "zero: expected an integer in 0..3"},
+        {"ep=0", "ep: expected an integer in 1..1024"},
         {"tp=", "tp: expected"},
         {"tp", "tp: expected"},
         {"tp=+2", "tp: expected"},
@@ -434,6 +435,7 @@ static void test_megatron_steps(void **state)
     assert_int_equal(v[COST_OPT_TP], 2);
     assert_int_equal(v[COST_OPT_PP], 1);
     assert_int_equal(v[COST_OPT_CP], 2);
+    assert_int_equal(v[COST_OPT_EP], 1); /* absent: none */
     assert_int_equal(v[COST_OPT_GPUS], 32);
     assert_int_equal(v[COST_OPT_MINIBATCHES], 1);
     assert_int_equal(v[COST_OPT_MICRO], 2 * 8192);
@@ -477,8 +479,8 @@ static void test_megatron_errors(void **state)
                                      "  pipeline_model_parallel_size .... 1\n"
                                      "  micro_batch_size .... 1\n" ARGS_END,
                           2, 19, "seq_length: expected an integer >= 1, got '4k'");
-    assert_megatron_error(ARGS_BEGIN ARGS_NEEDED "  expert_model_parallel_size .... 4\n" ARGS_END,
-                          7, 35, "expert_model_parallel_size 4: expert parallelism");
+    assert_megatron_error(ARGS_BEGIN ARGS_NEEDED "  expert_model_parallel_size .... 0\n" ARGS_END,
+                          7, 35, "expert_model_parallel_size: expected an integer >= 1, got '0'");
     assert_megatron_error(ARGS_BEGIN ARGS_NEEDED "  use_distributed_optimizer .... yes\n" ARGS_END,
                           7, 34, "use_distributed_optimizer: expected True or False, got 'yes'");
     assert_megatron_error(ARGS_BEGIN ARGS_NEEDED ARGS_END ITERATION("0", "1"), 8, 52,
@@ -534,9 +536,11 @@ static void test_megatron_point(void **state)
     assert_int_equal(seqs.n, 128);
     assert_close(pt.measured_s, 12.9361, 1e-12);
     cost_train_seqs_free(&seqs);
+    assert_int_equal(c->ep, 1);
     /* an input's options win over the log */
-    cost_import_options_parse("tp=4,cp=1,recompute=1", &o, why, sizeof why);
+    cost_import_options_parse("tp=4,cp=1,recompute=1,ep=2", &o, why, sizeof why);
     assert_int_equal(cost_log_point(&steps.v[0], &o, &shape, &seqs, &pt, why, sizeof why), 0);
+    assert_int_equal(pt.config.ep, 2);
     assert_int_equal(pt.config.tp, 4);
     assert_int_equal(pt.config.dp, 8);
     assert_true(pt.config.full_recompute);
