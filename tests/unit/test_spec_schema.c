@@ -99,8 +99,10 @@ static void test_sets_and_lists(void **state)
 {
     struct sample s = {0};
     char why[128];
-    assert_int_equal(set(&s, "flags", "[\"c\", \"a\", \"c\"]", why), 0);
+    assert_int_equal(set(&s, "flags", "[\"c\", \"a\"]", why), 0);
     assert_int_equal(s.flags, 5);
+    assert_int_equal(set(&s, "flags", "[\"c\", \"a\", \"c\"]", why), LIBRA_EINVAL);
+    assert_string_equal(why, "'c' is listed twice");
     assert_int_equal(set(&s, "flags", "[]", why), 0); /* min 0 members */
     assert_int_equal(s.flags, 0);
     assert_int_equal(set(&s, "flags", "[\"d\"]", why), LIBRA_EINVAL);
