@@ -2,9 +2,10 @@
  * Inside the report: the state one section is drawn with, the chart every plot goes through,
  * the frame of figures that are not plots, and lookups into results of unknown shape.
  *
- * Inputs come from files users hand over (or a fuzzer), so every lookup tolerates a missing
- * member or a wrong type: numbers read as NaN, objects and strings as NULL. A figure whose
- * data is missing is left out with a note, never drawn from garbage.
+ * Inputs come from files users hand over (or a fuzzer). report_add refuses a member the
+ * figures read that has another type (report_check_shape), and every lookup still tolerates a
+ * missing member: numbers read as NaN, objects and strings as NULL. A figure whose data is
+ * missing is left out with a note, never drawn from garbage.
  */
 #ifndef REPORT_INTERNAL_H
 #define REPORT_INTERNAL_H
@@ -15,6 +16,7 @@
 
 #include "report/report.h"
 #include "util/arena.h"
+#include "util/json.h"
 #include "util/strbuf.h"
 
 /* What the figures of one input are drawn with. */
@@ -28,6 +30,12 @@ struct report_ctx {
     const char *prefix;        /* figure ids are PREFIX-NAME: "sim", "sim2", "plan" */
     const char *source;        /* the command that made the input, for captions */
 };
+
+/* ---- the shape of an input ----------------------------------------------------------------- */
+
+/* Refuses (LIBRA_EINVAL, err at FILE:LINE:COL and the member) a member of doc that the figures
+ * of its kind read and that has another type than libra writes; null counts as absent. */
+int report_check_shape(const struct ujson_doc *doc, enum report_kind kind, struct libra_error *err);
 
 /* ---- lookups ------------------------------------------------------------------------------- */
 

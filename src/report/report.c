@@ -195,6 +195,8 @@ int report_add(struct report *r, const char *name, const char *text, size_t len,
                               "libra.route-eval/1)",
                               json_string_value(schema));
     }
+    if (rc == 0)
+        rc = report_check_shape(&in.doc, in.kind, err);
     if (rc) {
         ujson_doc_free(&in.doc);
         return rc;

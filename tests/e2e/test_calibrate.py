@@ -95,6 +95,13 @@ def constants(doc):
     return {c["name"]: c for c in doc["constants"]}
 
 
+def recovered_mfu(doc):
+    """train_mfu of a calibration, fitted, and the truth's within the noise."""
+    mfu = constants(doc)["train_mfu"]
+    assert mfu["fitted"] and abs(mfu["value"] - TRUTH["train_mfu"]) <= max(3 * mfu["sd"], 0.005)
+    return mfu
+
+
 def test_decode_constants_are_recovered_and_move_cost(benchmarks, tmp_path):
     preset = str(tmp_path / "a800.json")
     doc = json.loads(ok("calibrate", *benchmarks, "--model", MODEL, "-o", preset, "--json"))
@@ -180,9 +187,7 @@ def test_train_mfu_is_recovered(truth, tmp_path):
     log = verl_log(tmp_path / "verl.log", truth)
     preset = str(tmp_path / "a800.json")
     doc = json.loads(ok("calibrate", log, "--model", MODEL, "-o", preset, "--json"))
-    mfu = constants(doc)["train_mfu"]
-    assert mfu["fitted"] and mfu["points"] == 5
-    assert abs(mfu["value"] - TRUTH["train_mfu"]) <= max(3 * mfu["sd"], 0.005), mfu
+    assert recovered_mfu(doc)["points"] == 5
     assert not constants(doc)["decode_t_fix_s"]["fitted"]
     assert doc["skipped_lines"] == 1
     assert [p["step"] for p in doc["train_points"]] == [1, 2, 3, 4, 5]
@@ -224,9 +229,7 @@ def megatron_log(path, truth, layers=28, model=MODEL, layout=MEGATRON_LAYOUT, **
 def test_train_mfu_is_recovered_from_a_megatron_log(truth, tmp_path):
     log = megatron_log(tmp_path / "megatron.log", truth)
     doc = json.loads(ok("calibrate", log, "--model", MODEL, "--json"))
-    mfu = constants(doc)["train_mfu"]
-    assert mfu["fitted"] and mfu["points"] == 5
-    assert abs(mfu["value"] - TRUTH["train_mfu"]) <= max(3 * mfu["sd"], 0.005), mfu
+    assert recovered_mfu(doc)["points"] == 5
     assert doc["skipped_lines"] == 1  # the start-up's line
     assert [p["step"] for p in doc["train_points"]] == [2, 3, 4, 5, 6]
     assert all((p["tp"], p["dp"], p["zero_stage"]) == (4, 8, 1) for p in doc["train_points"])
@@ -249,8 +252,7 @@ def test_a_megatron_log_with_expert_parallelism(truth, tmp_path):
                        hidden_size=2048, tensor_model_parallel_size=1, micro_batch_size=1,
                        expert_model_parallel_size=8)
     doc = json.loads(ok("calibrate", log, "--model", moe, "--json"))
-    mfu = constants(doc)["train_mfu"]
-    assert abs(mfu["value"] - TRUTH["train_mfu"]) <= max(3 * mfu["sd"], 0.005), mfu
+    recovered_mfu(doc)
     assert all((p["ep"], p["dp"]) == (8, 32) for p in doc["train_points"])
     assert " ep8 " in ok("calibrate", log, "--model", moe)
     # costed without EP (ep=1 overrides the log), the same times contradict the model

@@ -383,7 +383,7 @@ def test_plan_route_and_sweep_figures(inputs, tmp_path):
 
 
 @pytest.mark.parametrize("spoil,why", [
-    (lambda p: p.update(train=[]), "train/tp: missing or not a number"),
+    (lambda p: p["train"].pop("tp"), "train/tp: missing or not a number"),
     (lambda p: p["objective"].pop("step_s"), "objective/step_s: missing or not a number"),
     (lambda p: p["placement"][0].pop("node"), "placement[0].node: missing or not a number"),
     (lambda p: p["placement"][0]["gpus"][1].pop("role"),
@@ -399,6 +399,22 @@ def test_a_plan_missing_what_its_layout_needs_is_not_drawn(inputs, tmp_path, spo
     html = libra("report", str(path)).stdout
     assert "<h3>Not drawn</h3>" in html and "<code>layout</code>: " + why in html, html[-600:]
     assert "nan" not in html and 'class="gpu"' not in html
+
+
+def test_a_member_of_another_type_is_refused_where_it_stands(inputs, tmp_path):
+    """The same plan with its train layout an array: not a missing member but a wrong one,
+    refused with its position, nothing written."""
+    plan = json.loads(inputs["plan"].read_text())
+    plan["train"] = []
+    path = tmp_path / "plan.json"
+    path.write_text(json.dumps(plan, indent=1))
+    line = next(i for i, text in enumerate(path.read_text().splitlines(), 1)
+                if text.startswith(' "train"'))
+    out = tmp_path / "page.html"
+    proc = subprocess.run([LIBRA, "report", str(path), "-o", str(out)], capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and not out.exists()
+    assert proc.stderr == f"libra: {path}:{line}:2: train: must be an object, not an array\n"
 
 
 def test_attribution_bars_and_whiskers_are_the_medians_and_quartiles(tmp_path):

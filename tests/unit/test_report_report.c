@@ -271,23 +271,61 @@ static void test_input_errors(void **state)
     report_free(&r);
 }
 
-/* Members of the wrong type or out of range leave figures out instead of crashing them. */
-static void test_wrong_shapes(void **state)
+/* A member the figures read that has another type is refused where it stands. */
+static void test_wrong_types(void **state)
+{
+    static const struct {
+        const char *doc;
+        int col;
+        const char *msg;
+    } bad[] = {
+        {"{\"schema\": \"libra.sim/1\", \"modes\": []}", 27,
+         "modes: must be an object, not an array"},
+        {"{\"schema\": \"libra.sim/1\", \"modes\": {\"libra\": 1}}", 37,
+         "modes.libra: must be an object, not a number"},
+        {"{\"schema\": \"libra.sim/1\", \"modes\": {\"x\": {\"steps\": [1, {\"step\": 2}]}}}", 53,
+         "modes.x.steps.0: must be an object, not a number"},
+        {"{\"schema\": \"libra.sim/1\", \"modes\": {\"async\": {\"layout\": {\"train_gpus\": "
+         "\"8\"}}}}",
+         58, "modes.async.layout.train_gpus: must be a number, not a string"},
+        {"{\"schema\": \"libra.sim/1\", \"modes\": {\"x\": {\"timeline\": {\"complete_to_s\": "
+         "\"x\"}}}}",
+         56, "modes.x.timeline.complete_to_s: must be a number, not a string"},
+        {"{\"schema\": \"libra.sim-sweep/1\", \"summary\": [{\"set\": 3}], \"cells\": [{}]}", 46,
+         "summary.0.set: must be an object, not a number"},
+        {"{\"schema\": \"libra.sim-sweep/1\", \"cells\": [{\"point\": 0, \"result\": {\"modes\": "
+         "{\"a/b~\": {\"steps\": {}}}}}]}",
+         86, "cells.0.result.modes.a/b~.steps: must be an array, not an object"},
+        {"{\"schema\": \"libra.plan/1\", \"placement\": [{\"node\": 0, \"gpus\": [{\"gpu\": "
+         "\"0\"}]}]}",
+         64, "placement.0.gpus.0.gpu: must be a number, not a string"},
+        {"{\"schema\": \"libra.route-eval/1\", \"policies\": {\"cmlfq\": {\"confusion\": [[1, "
+         "\"2\"]]}}}",
+         75, "policies.cmlfq.confusion.0.1: must be a number, not a string"},
+        {"{\"schema\": \"libra.load/1\", \"engines\": [{\"dead\": 1}]}", 41,
+         "engines.0.dead: must be true or false, not a number"},
+        {"{\"schema\": \"libra.sim/1\", \"seed\": \"1\"}", 27, "seed: must be a number"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+        expect_add_error(bad[i].doc, 1, bad[i].col, bad[i].msg);
+}
+
+/* Missing members and values out of range leave figures out instead of crashing them; null
+ * is a missing member. */
+static void test_odd_values(void **state)
 {
     static const char *const docs[] = {
         "{\"schema\": \"libra.sim/1\"}",
-        "{\"schema\": \"libra.sim/1\", \"modes\": []}",
-        "{\"schema\": \"libra.sim/1\", \"modes\": {\"libra\": 1, \"x\": {\"steps\": [1, \"a\", "
-        "{\"step\": 1e300, \"step_s\": -1e308}, {\"step\": 2, \"step_s\": 1e308}]}}}",
-        "{\"schema\": \"libra.sim/1\", \"modes\": {\"async\": {\"layout\": {\"train_gpus\": "
-        "\"8\"}, \"steps\": [{\"step\": 0}], \"run\": {\"trained_tokens_per_s\": 0}}}}",
-        "{\"schema\": \"libra.sim/1\", \"modes\": {\"libra\": {\"timeline\": []}, \"async\": "
-        "{\"timeline\": {\"steps\": {\"first\": 0, \"last\": 1e300}, \"from_s\": 0, \"to_s\": "
-        "1e300}}, \"x\": {\"timeline\": {\"steps\": {\"first\": 0, \"last\": 1}, \"from_s\": "
-        "-5, \"to_s\": 5, \"complete_to_s\": \"x\", \"trainer\": 3, \"instances\": [1, "
-        "{\"intervals\": 5, \"busy_share\": 1e308}, {\"tp\": -1, \"requests\": -3, "
+        "{\"schema\": \"libra.sim/1\", \"modes\": {\"x\": {\"steps\": [{\"step\": 1e300, "
+        "\"step_s\": -1e308}, {\"step\": 2, \"step_s\": 1e308}, {\"step\": null}]}}}",
+        "{\"schema\": \"libra.sim/1\", \"modes\": {\"async\": {\"layout\": null, \"steps\": "
+        "[{\"step\": 0}], \"run\": {\"trained_tokens_per_s\": 0}}}}",
+        "{\"schema\": \"libra.sim/1\", \"modes\": {\"async\": {\"timeline\": {\"steps\": "
+        "{\"first\": 0, \"last\": 1e300}, \"from_s\": 0, \"to_s\": 1e300}}, \"x\": "
+        "{\"timeline\": {\"steps\": {\"first\": 0, \"last\": 1}, \"from_s\": -5, \"to_s\": 5, "
+        "\"instances\": [{\"busy_share\": 1e308}, {\"tp\": -1, \"requests\": -3, "
         "\"intervals\": [[0, 1], [null, 2, \"sync\"], [-9, 9, \"sync\"]]}]}}}}",
-        "{\"schema\": \"libra.sim-sweep/1\", \"summary\": [{\"set\": 3}], \"cells\": [{}]}",
+        "{\"schema\": \"libra.sim-sweep/1\", \"summary\": [{}], \"cells\": [{}]}",
         "{\"schema\": \"libra.sim-sweep/1\", \"grid\": [{\"key\": \"k\"}], \"summary\": [{}, {}],"
         " \"cells\": [{\"point\": 1, \"result\": {\"modes\": {\"libra\": {\"run\": "
         "{\"mean_step_s\": 3}}}}}]}",
@@ -306,7 +344,8 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_figures_and_order), cmocka_unit_test(test_gpu_time_adds_up),
         cmocka_unit_test(test_step_range),        cmocka_unit_test(test_input_errors),
-        cmocka_unit_test(test_wrong_shapes),      cmocka_unit_test(test_gantt_clips),
+        cmocka_unit_test(test_wrong_types),       cmocka_unit_test(test_odd_values),
+        cmocka_unit_test(test_gantt_clips),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,352 @@
+/*
+ * The shape of a result: the type each member the figures read must have where it is present.
+ *
+ * A figure leaves out what is missing, with a note. A member of another type — a hand-edited
+ * file, another program's JSON under libra's schema — would read the same way as a missing one
+ * and leave figures undrawn for a wrong reason, or drop points of a line silently; so
+ * report_add refuses it, naming FILE:LINE:COL and the member. null counts as absent (results
+ * write null for a number they could not compute). Members no figure reads are not checked,
+ * so results of later libra versions with more members still draw.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "report/internal.h"
+#include "util/json.h"
+
+/* A rule: "PATH:T", PATH '/'-separated members ('*': every member of an object or element of
+ * an array; digits: an element of an array), T the type (o object, a array, n number, s string,
+ * b true or false). */
+typedef const char *const rules[];
+
+/* The members of a libra.sim/1 result the figures read (also every cell's result in a sweep). */
+static rules sim = {
+    "modes:o",
+    "modes/*:o",
+    "modes/*/steps:a",
+    "modes/*/steps/*:o",
+    "modes/*/steps/*/step:n",
+    "modes/*/steps/*/step_s:n",
+    "modes/*/steps/*/train_s:n",
+    "modes/*/steps/*/sync_s:n",
+    "modes/*/steps/*/switch_s:n",
+    "modes/*/steps/*/end_s:n",
+    "modes/*/steps/*/rollout_utilisation:n",
+    "modes/*/steps/*/train_utilisation:n",
+    "modes/*/steps/*/tail_share:n",
+    "modes/*/run:o",
+    "modes/*/run/steps:n",
+    "modes/*/run/warmup_steps:n",
+    "modes/*/run/trained_tokens_per_s:n",
+    "modes/*/run/mean_step_s:n",
+    "modes/*/run/rollout_utilisation:n",
+    "modes/*/run/train_utilisation:n",
+    "modes/*/run/tail_share:n",
+    "modes/*/run/trajectory_lengths:o",
+    "modes/*/run/trajectory_lengths/*:o",
+    "modes/*/run/trajectory_lengths/*/bin_edges:a",
+    "modes/*/run/trajectory_lengths/*/bin_edges/*:n",
+    "modes/*/run/trajectory_lengths/*/counts:a",
+    "modes/*/run/trajectory_lengths/*/counts/*:n",
+    "modes/*/layout:o",
+    "modes/*/layout/train_gpus:n",
+    "modes/*/layout/rollout_gpus:n",
+    "modes/*/layout/colocated:b",
+    "modes/*/planner:o",
+    "modes/*/planner/predicted:o",
+    "modes/*/planner/predicted/step_s:n",
+    "modes/*/planner/predicted/train_s:n",
+    "modes/*/planner/predicted/rollout_s:n",
+    "modes/*/planner/simulated:o",
+    "modes/*/planner/simulated/step_s:n",
+    "modes/*/planner/simulated/train_s:n",
+    "modes/*/planner/simulated/rollout_s:n",
+    "modes/*/routing:o",
+    "modes/*/routing/all:o",
+    "modes/*/routing/all/accuracy:n",
+    "modes/*/routing/all/token_weighted_accuracy:n",
+    "modes/*/routing/all/majority_class:o",
+    "modes/*/routing/all/majority_class/accuracy:n",
+    "modes/*/routing/all/first_placements:o",
+    "modes/*/routing/all/first_placements/accuracy:n",
+    "modes/*/timeline:o",
+    "modes/*/timeline/steps:o",
+    "modes/*/timeline/steps/first:n",
+    "modes/*/timeline/steps/last:n",
+    "modes/*/timeline/from_s:n",
+    "modes/*/timeline/to_s:n",
+    "modes/*/timeline/complete_to_s:n",
+    "modes/*/timeline/max_intervals:n",
+    "modes/*/timeline/trainer:o",
+    "modes/*/timeline/trainer/intervals:a",
+    "modes/*/timeline/trainer/intervals/*:a",
+    "modes/*/timeline/instances:a",
+    "modes/*/timeline/instances/*:o",
+    "modes/*/timeline/instances/*/intervals:a",
+    "modes/*/timeline/instances/*/intervals/*:a",
+    "modes/*/timeline/instances/*/busy_share:n",
+    "modes/*/timeline/instances/*/requests:n",
+    "modes/*/timeline/instances/*/generated_tokens:n",
+    "modes/*/timeline/instances/*/tp:n",
+    "ratios:o",
+    "ratios/*:n",
+    NULL,
+};
+
+static rules sweep = {
+    "grid:a",
+    "grid/*:o",
+    "grid/*/key:s",
+    "grid/*/values:a",
+    "grid/*/values/*:s",
+    "seeds:a",
+    "seeds/*:n",
+    "summary:a",
+    "summary/*:o",
+    "summary/*/set:o",
+    "summary/*/set/*:s",
+    "summary/*/modes:o",
+    "summary/*/modes/*:o",
+    "cells:a",
+    "cells/*:o",
+    "cells/*/point:n",
+    "cells/*/result:o",
+    "cells/*/error:o",
+    "attribution:a",
+    "attribution/*:o",
+    "attribution/*/set:o",
+    "attribution/*/set/*:s",
+    "attribution/*/ladder:a",
+    "attribution/*/ladder/*:o",
+    "attribution/*/ladder/*/label:s",
+    "attribution/*/leave_one_out:a",
+    "attribution/*/leave_one_out/*:o",
+    "attribution/*/leave_one_out/*/label:s",
+    NULL,
+};
+
+static rules load = {
+    "steps:a",
+    "steps/*:o",
+    "steps/*/wall_s:n",
+    "steps/*/prompt_tokens:n",
+    "steps/*/cached_tokens:n",
+    "steps/*/generated_tokens:n",
+    "engines:a",
+    "engines/*:o",
+    "engines/*/turns:n",
+    "engines/*/dead:b",
+    "error:s",
+    NULL,
+};
+
+static rules plan = {
+    "feasible:b",
+    "why:s",
+    "mode:s",
+    "gpus_per_node:n",
+    "train:o",
+    "train/tp:n",
+    "train/pp:n",
+    "train/cp:n",
+    "train/dp:n",
+    "objective:o",
+    "objective/step_s:n",
+    "objective/train_s:n",
+    "objective/rollout_s:n",
+    "rollout:o",
+    "rollout/instances:o",
+    "rollout/instances/*:n",
+    "placement:a",
+    "placement/*:o",
+    "placement/*/node:n",
+    "placement/*/gpus:a",
+    "placement/*/gpus/*:o",
+    "placement/*/gpus/*/gpu:n",
+    "placement/*/gpus/*/role:s",
+    "placement/*/gpus/*/instance:n",
+    "placement/*/gpus/*/instance_tp:n",
+    NULL,
+};
+
+static rules route = {
+    "buckets:s",
+    "policies:o",
+    "policies/*:o",
+    "policies/*/all:o",
+    "policies/*/all/accuracy:n",
+    "policies/*/all/token_weighted_accuracy:n",
+    "policies/*/all/moves_per_trajectory:n",
+    "policies/*/all/majority_class:o",
+    "policies/*/all/majority_class/accuracy:n",
+    "policies/*/all/regret:o",
+    "policies/*/all/regret/per_decision_gpu_s:n",
+    "policies/*/all/regret/decisions:n",
+    "policies/*/confusion:a",
+    "policies/*/confusion/*:a",
+    "policies/*/confusion/*/*:n",
+    NULL,
+};
+
+/* Every result's envelope. */
+static rules envelope = {"config_digest:s", "libra_version:s", "seed:n", NULL};
+
+static const char *type_name(char t)
+{
+    switch (t) {
+    case 'o':
+        return "an object";
+    case 'a':
+        return "an array";
+    case 'n':
+        return "a number";
+    case 's':
+        return "a string";
+    default:
+        return "true or false";
+    }
+}
+
+static const char *json_type_name(const json_t *v)
+{
+    return json_is_object(v)    ? "an object"
+           : json_is_array(v)   ? "an array"
+           : json_is_number(v)  ? "a number"
+           : json_is_string(v)  ? "a string"
+           : json_is_boolean(v) ? "true or false"
+                                : "null";
+}
+
+static bool has_type(const json_t *v, char t)
+{
+    switch (t) {
+    case 'o':
+        return json_is_object(v);
+    case 'a':
+        return json_is_array(v);
+    case 'n':
+        return json_is_number(v);
+    case 's':
+        return json_is_string(v);
+    default:
+        return json_is_boolean(v);
+    }
+}
+
+/* One check under way: the document, where the error goes, and the path to the value at hand
+ * (escaped as a JSON pointer without its leading '/'). */
+struct walk {
+    const struct ujson_doc *doc;
+    struct libra_error *err;
+    char path[512];
+    char type;
+};
+
+/* Appends member key (escaped) to w's path at len; returns the new length, or 0 when it does
+ * not fit (the rule is then not followed deeper: paths that long are not libra's). */
+static size_t push(struct walk *w, size_t len, const char *key)
+{
+    size_t n = len;
+    if (n && n + 1 < sizeof w->path)
+        w->path[n++] = '/';
+    for (const char *c = key; *c; c++) {
+        const char *put = *c == '~' ? "~0" : *c == '/' ? "~1" : (char[2]){*c, '\0'};
+        size_t k = strlen(put);
+        if (n + k >= sizeof w->path)
+            return 0;
+        memcpy(w->path + n, put, k);
+        n += k;
+    }
+    w->path[n] = '\0';
+    return n;
+}
+
+static int check_at(struct walk *w, const json_t *v, const char *pattern, size_t len);
+
+/* Follows the rest of the pattern into child key of the value at w's path. */
+static int child(struct walk *w, const json_t *c, const char *key, const char *rest, size_t len)
+{
+    size_t n = push(w, len, key);
+    return n ? check_at(w, c, rest, n) : 0;
+}
+
+/* Checks the value v at w's path (len characters) against pattern, the rule's rest. */
+static int check_at(struct walk *w, const json_t *v, const char *pattern, size_t len)
+{
+    if (!v || json_is_null(v))
+        return 0;
+    if (!*pattern) {
+        w->path[len] = '\0';
+        return has_type(v, w->type) ? 0
+                                    : ujson_errorf(w->err, w->doc, w->path, "must be %s, not %s",
+                                                   type_name(w->type), json_type_name(v));
+    }
+    const char *slash = strchr(pattern, '/');
+    size_t head = slash ? (size_t)(slash - pattern) : strlen(pattern);
+    const char *rest = slash ? slash + 1 : pattern + head;
+    char key[64];
+    if (head >= sizeof key)
+        return 0;
+    memcpy(key, pattern, head);
+    key[head] = '\0';
+    bool all = strcmp(key, "*") == 0;
+    int rc = 0;
+    if (json_is_object(v)) {
+        const char *k;
+        json_t *c;
+        if (!all)
+            return child(w, json_object_get(v, key), key, rest, len);
+        json_object_foreach((json_t *)v, k, c)
+        {
+            if ((rc = child(w, c, k, rest, len)) != 0)
+                return rc;
+        }
+    } else if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v) && rc == 0; i++) {
+            char index[24];
+            snprintf(index, sizeof index, "%zu", i);
+            if (all || strcmp(index, key) == 0)
+                rc = child(w, json_array_get(v, i), index, rest, len);
+        }
+    }
+    return rc; /* a value of another type is its own rule's to name */
+}
+
+static int check_rules(struct walk *w, const json_t *root, const char *base, rules r)
+{
+    for (size_t i = 0; r[i]; i++) {
+        const char *colon = strrchr(r[i], ':');
+        char pattern[160];
+        snprintf(pattern, sizeof pattern, "%.*s", (int)(colon - r[i]), r[i]);
+        w->type = colon[1];
+        size_t len = strlen(base);
+        memcpy(w->path, base, len + 1);
+        int rc = check_at(w, root, pattern, len);
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+int report_check_shape(const struct ujson_doc *doc, enum report_kind kind, struct libra_error *err)
+{
+    struct walk w = {.doc = doc, .err = err};
+    static const char *const *const by_kind[] = {[REPORT_SIM] = sim,
+                                                 [REPORT_SWEEP] = sweep,
+                                                 [REPORT_LOAD] = load,
+                                                 [REPORT_PLAN] = plan,
+                                                 [REPORT_ROUTE] = route};
+    int rc = check_rules(&w, doc->root, "", envelope);
+    if (rc == 0)
+        rc = check_rules(&w, doc->root, "", by_kind[kind]);
+    const json_t *cells = json_object_get(doc->root, "cells");
+    for (size_t i = 0; rc == 0 && kind == REPORT_SWEEP && i < json_array_size(cells); i++) {
+        char base[40];
+        snprintf(base, sizeof base, "cells/%zu/result", i);
+        const json_t *result = json_object_get(json_array_get(cells, i), "result");
+        if (json_is_object(result))
+            rc = check_rules(&w, result, base, sim);
+    }
+    return rc;
+}
