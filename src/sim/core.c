@@ -525,6 +525,9 @@ static void dispatch(struct sim *s, const struct sim_event *e)
     case SIM_EV_SETUP:
         sim_setup_done(s, e->arg);
         break;
+    case SIM_EV_TIMEOUT:
+        sim_traj_timeout(s, e->arg);
+        break;
     }
 }
 

@@ -49,14 +49,15 @@
 /* Events run in (time, sequence) order. An instance's next engine event is not one of these: it
  * moves each time the instance's engine takes work, so it is kept in sim.engine_events. */
 enum sim_ev_kind {
-    SIM_EV_TOOL,  /* a tool call finished (arg: sim_traj_ref, gen: its pool) */
-    SIM_EV_MODE,  /* a mode's timer (arg: what, defined by the mode) */
-    SIM_EV_SYNC,  /* a weight-update phase ended (arg: phase) */
-    SIM_EV_FAIL,  /* failure injection (arg: instance) */
-    SIM_EV_READY, /* a starting instance is ready (arg: instance, gen: its epoch) */
-    SIM_EV_FLEET, /* a scripted fleet change (arg: index into sim_run_opts.fleet) */
-    SIM_EV_POOL,  /* a hybrid replica's join phase ended (elastic.c; gen: its generation) */
-    SIM_EV_SETUP, /* a trajectory's environment is up (arg: sim_traj_ref) */
+    SIM_EV_TOOL,    /* a tool call finished (arg: sim_traj_ref, gen: its pool) */
+    SIM_EV_MODE,    /* a mode's timer (arg: what, defined by the mode) */
+    SIM_EV_SYNC,    /* a weight-update phase ended (arg: phase) */
+    SIM_EV_FAIL,    /* failure injection (arg: instance) */
+    SIM_EV_READY,   /* a starting instance is ready (arg: instance, gen: its epoch) */
+    SIM_EV_FLEET,   /* a scripted fleet change (arg: index into sim_run_opts.fleet) */
+    SIM_EV_POOL,    /* a hybrid replica's join phase ended (elastic.c; gen: its generation) */
+    SIM_EV_SETUP,   /* a trajectory's environment is up (arg: sim_traj_ref) */
+    SIM_EV_TIMEOUT, /* a trajectory's rl.trajectory_timeout_s since its launch (arg: its ref) */
 };
 
 struct sim_event {
@@ -498,6 +499,9 @@ size_t sim_trajs_in(struct sim *s, enum sim_traj_state state, int inst, uint32_t
 /* A turn of t ended on its engine (d its record): accounts it and moves t on. */
 void sim_turn_done(struct sim *s, struct sim_traj *t, const struct engine_done *d);
 
+/* A trajectory's timeout came (a SIM_EV_TIMEOUT event): stopped if it still runs. */
+void sim_traj_timeout(struct sim *s, uint64_t ref);
+
 /* t's environment is up (a SIM_EV_SETUP event): its first turn starts. */
 void sim_setup_done(struct sim *s, uint64_t ref);
 
@@ -551,6 +555,9 @@ void sim_step_record(struct sim *s, struct sim_step *st);
 /* Whether group g is too stale for the trainer's version (then rejected, counted and
  * released). */
 bool sim_group_stale(struct sim *s, struct sim_group *g);
+
+/* Members of group g not timed out (rl.trajectory_timeout_s): what training takes of it. */
+uint32_t sim_group_kept(const struct sim *s, const struct sim_group *g);
 
 /* Counts a group's generated tokens as waste of cause why and releases it. */
 void sim_group_waste(struct sim *s, struct sim_group *g, enum sim_waste why);

@@ -116,6 +116,8 @@ void sim_replan_group(struct sim *s, const struct sim_group *g)
     struct sim_replan *r = s->replan;
     for (uint32_t k = 0; k < g->n; k++) {
         const struct sim_traj *t = &s->traj.v[g->first + k];
+        if (t->state == SIM_T_ABORTED)
+            continue; /* timed out: its whole length was never seen */
         struct record rec = {t->first_prompt, t->total_tokens, t->tool_tokens, t->n_turns,
                              t->tool_s,       g->filtered,     g->index};
         if (r->n < r->cap)

@@ -198,15 +198,15 @@ static json_t *run_json(const struct sim_result *r, bool pool)
         json_object_set_new(o, "replan", replan_json(r));
     json_object_set_new(
         o, "counts",
-        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "started",
+        json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "started",
                   (json_int_t)r->started, "finished", (json_int_t)r->finished, "aborted",
-                  (json_int_t)r->aborted, "resumed", (json_int_t)r->resumed, "failed_turns",
-                  (json_int_t)r->failed_turns, "requests", (json_int_t)r->requests, "preemptions",
-                  (json_int_t)r->preemptions, "cached_tokens", (json_int_t)r->cached_tokens,
-                  "weight_updates", (json_int_t)r->syncs, "cache_flushes",
-                  (json_int_t)r->cache_flushes, "moves", (json_int_t)r->moves, "offpolicy_tokens",
-                  (json_int_t)r->offpolicy_tokens, "mixed_trajectories",
-                  (json_int_t)r->mixed_trajectories));
+                  (json_int_t)r->aborted, "timed_out", (json_int_t)r->timed_out, "resumed",
+                  (json_int_t)r->resumed, "failed_turns", (json_int_t)r->failed_turns, "requests",
+                  (json_int_t)r->requests, "preemptions", (json_int_t)r->preemptions,
+                  "cached_tokens", (json_int_t)r->cached_tokens, "weight_updates",
+                  (json_int_t)r->syncs, "cache_flushes", (json_int_t)r->cache_flushes, "moves",
+                  (json_int_t)r->moves, "offpolicy_tokens", (json_int_t)r->offpolicy_tokens,
+                  "mixed_trajectories", (json_int_t)r->mixed_trajectories));
     return o;
 }
 

@@ -302,6 +302,7 @@ struct sim_result {
     struct sim_hist tokens_hist, duration_hist;
     int staleness_n;
     int64_t started, finished, aborted, resumed, failed_turns;
+    int64_t timed_out;          /* of the aborted: stopped by rl.trajectory_timeout_s */
     int64_t offpolicy_tokens;   /* generated under a version other than the trajectory's first */
     int64_t mixed_trajectories; /* trajectories with tokens of more than one version */
     int64_t requests, preemptions, cached_tokens, syncs, cache_flushes;

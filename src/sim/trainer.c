@@ -16,6 +16,14 @@
 #include "sim/internal.h"
 #include "util/stats.h"
 
+uint32_t sim_group_kept(const struct sim *s, const struct sim_group *g)
+{
+    uint32_t kept = 0;
+    for (uint32_t k = 0; k < g->n; k++)
+        kept += s->traj.v[g->first + k].state != SIM_T_ABORTED;
+    return kept;
+}
+
 void sim_group_waste(struct sim *s, struct sim_group *g, enum sim_waste why)
 {
     for (uint32_t k = 0; k < g->n; k++) {
@@ -32,7 +40,7 @@ bool sim_group_stale(struct sim *s, struct sim_group *g)
 {
     if (job_fresh(&s->job, s->version, g->version))
         return false;
-    s->out->staleness[s->staleness + 1] += g->n;
+    s->out->staleness[s->staleness + 1] += sim_group_kept(s, g);
     sim_group_waste(s, g, SIM_WASTE_STALE);
     return true;
 }
@@ -60,6 +68,8 @@ void sim_batch_stats(struct sim *s, const uint32_t *g, size_t n, double first_st
         const struct sim_group *gr = &s->groups.v[g[i]];
         for (uint32_t k = 0; k < gr->n; k++) {
             struct sim_traj *t = &s->traj.v[gr->first + k];
+            if (t->state == SIM_T_ABORTED) /* timed out: masked, its tokens already waste */
+                continue;
             int64_t ctx = t->final_context;
             vec_push(&s->lens, ctx > UINT32_MAX ? UINT32_MAX : (uint32_t)ctx);
             vec_push(&s->ends, t->end_s);
@@ -111,7 +121,7 @@ double sim_train_begin(struct sim *s, const uint32_t *g, size_t n)
     for (size_t i = 0; i < n; i++) {
         const struct sim_group *gr = &s->groups.v[g[i]];
         int64_t k = s->version - gr->version;
-        s->out->staleness[k < 0 ? 0 : k > s->staleness ? s->staleness : k] += gr->n;
+        s->out->staleness[k < 0 ? 0 : k > s->staleness ? s->staleness : k] += sim_group_kept(s, gr);
     }
     sim_batch_stats(s, g, n, NAN, st);
     st->train_s = s->lens.n ? step_time(s) : 0;

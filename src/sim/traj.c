@@ -223,6 +223,9 @@ static void traj_launch(struct sim *s, struct sim_traj *t)
 {
     t->start_s = s->now;
     s->out->started++;
+    double timeout = s->cfg->rl.trajectory_timeout_s;
+    if (timeout > 0)
+        sim_schedule(s, s->now + timeout, SIM_EV_TIMEOUT, 0, sim_traj_ref(s, t));
     if (t->setup_s <= 0) {
         traj_start(s, t);
         return;
@@ -502,6 +505,19 @@ void sim_traj_abort(struct sim *s, struct sim_traj *t, enum sim_waste why)
     t->state = SIM_T_ABORTED;
     s->out->aborted++;
     traj_end(s, t, SCHED_FINISH_ABORTED);
+}
+
+void sim_traj_timeout(struct sim *s, uint64_t ref)
+{
+    struct sim_traj *t = sim_traj_deref(s, ref);
+    if (!t || t->state == SIM_T_DONE || t->state == SIM_T_ABORTED || s->groups.v[t->group].aborted)
+        return;
+    /* as the trainer and dynamic sampling see it: stopped, no reward (set before the abort,
+     * which may complete the group) */
+    t->finish = TRACE_FINISH_ABORTED;
+    t->reward = 0;
+    s->out->timed_out++;
+    sim_traj_abort(s, t, SIM_WASTE_ABORTED);
 }
 
 void sim_group_abort(struct sim *s, struct sim_group *g, enum sim_waste why)

@@ -110,7 +110,9 @@ struct spec_rl_config {
     int sync_interval;      /* steps between weight pushes to rollout */
     enum spec_sync_mode sync_mode;
     enum spec_transport transport;
-    double overprovision_frac; /* extra share of a batch launched (APRIL-style) */
+    double overprovision_frac;   /* extra share of a batch launched (APRIL-style) */
+    double trajectory_timeout_s; /* a trajectory running this long after its launch is stopped
+                                  * and left out of its group's training; 0: none */
     enum spec_dynamic_sampling dynamic_sampling;
     int gen_batch_factor; /* SPEC_DS_GEN_BATCH: groups of a round per group of the batch */
     int max_gen_batches;  /* generation rounds per step under dynamic sampling */

@@ -100,6 +100,7 @@ CHANGES = {
     "rl.sync_mode": ("abort_resume", UPDATE_EVERY_STEP),
     "rl.transport": ("nccl", SIM),
     "rl.overprovision_frac": ("0.5", SIM),
+    "rl.trajectory_timeout_s": ("120", SIM),
     "rl.dynamic_sampling": ("regenerate", DYNAMIC_SAMPLING),
     "rl.gen_batch_factor": ("1", DYNAMIC_SAMPLING),
     "rl.max_gen_batches": ("1", DYNAMIC_SAMPLING + ("--set", "rl.dynamic_sampling=regenerate")),

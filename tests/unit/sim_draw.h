@@ -2,8 +2,8 @@
  * A random small experiment for the simulator's property tests (test_sim_invariants.c,
  * test_sim_timeline.c): Qwen3-4B on 16 GPUs, any built-in workload, a batch of one to three
  * groups of four, three to six steps, every sync mode and transport the job can run, failure
- * injection a third of the time, and any mode — the rollout mode, and half of the libra runs,
- * on a fixed fleet of three buckets under any router.
+ * injection a third of the time, a trajectory timeout a third of the time, and any mode — the
+ * rollout mode, and half of the libra runs, on a fixed fleet of three buckets under any router.
  */
 #ifndef TEST_SIM_DRAW_H
 #define TEST_SIM_DRAW_H
@@ -41,6 +41,10 @@ static void sim_draw(struct rng *g, struct libra_config *c, enum sim_mode *mode)
     c->sim.fail_time_s = rng_bernoulli(g, 0.3) ? 20.0 + 100.0 * rng_uniform(g) : -1;
     c->sim.fail_instance = (int)rng_uniform_int(g, 8);
     c->sim.max_seqs = rng_bernoulli(g, 0.3) ? 8 : 256;
+    /* a third of the runs stop trajectories after 30-300 s, drawn on a stream of their own so
+     * that the other draws stay as they were */
+    struct rng t = rng_keyed(20261205, 0x74696d656f7574ull, (uint64_t)c->sim.seed, 0);
+    c->rl.trajectory_timeout_s = rng_bernoulli(&t, 0.33) ? 30.0 + 270.0 * rng_uniform(&t) : 0;
     *mode = (enum sim_mode)rng_uniform_int(g, SIM_MODES);
     if (*mode == SIM_ROLLOUT || (*mode == SIM_LIBRA && rng_bernoulli(g, 0.5))) {
         c->sim.planner = false;

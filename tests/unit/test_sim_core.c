@@ -266,6 +266,43 @@ static void test_setup_before_first_turn(void **state)
     sim_result_free(&r);
 }
 
+/* rl.trajectory_timeout_s stops a trajectory still running that long after its launch: what it
+ * generated is waste, its group completes and trains without it. */
+static void test_timeout_masks_a_slow_trajectory(void **state)
+{
+    struct fixture *f = *state;
+    const int64_t slow[][2] = {{800, 40}, {1100, 20}};
+    const int64_t quick[][2] = {{500, 10}};
+    traj(f, 0, 2, slow, 3.0, 260);
+    traj(f, 1, 1, quick, 0, 0);
+    f->cfg.rl.samples = 2;
+    f->cfg.rl.batch_trajectories = 2;
+    double first_turn = turn_s(f, 0, 800, 40);
+    f->cfg.rl.trajectory_timeout_s = first_turn + 1.0; /* during its 3 s tool call */
+    struct sim_layout l;
+    struct sim_instance_spec inst[1];
+    fleet(&l, SIM_ROLLOUT, 1, inst);
+    struct sim_result r;
+    run(f, &l, &r);
+    assert_close(r.steps[0].end_s, first_turn + 1.0, REL);
+    assert_int_equal(r.timed_out, 1);
+    assert_int_equal(r.aborted, 1);
+    assert_int_equal(r.finished, 1);
+    assert_int_equal(r.waste[SIM_WASTE_ABORTED], 40);
+    assert_int_equal(r.steps[0].trajectories, 1);
+    assert_int_equal(r.trained_tokens_all, 10);
+    sim_result_free(&r);
+
+    /* a timeout both outlast is never reached */
+    f->cfg.rl.trajectory_timeout_s = 1000;
+    run(f, &l, &r);
+    assert_int_equal(r.timed_out, 0);
+    assert_int_equal(r.steps[0].trajectories, 2);
+    assert_int_equal(r.trained_tokens_all, 70);
+    sim_result_free(&r);
+    f->cfg.rl.trajectory_timeout_s = 0;
+}
+
 /* A colocated step on one GPU: rollout, switch to training, the step, reshard back (TP1
  * training shards and TP1 rollout: nothing to gather, only the fixed switch cost). */
 static void test_colocated_step(void **state)
@@ -527,6 +564,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_two_turns, setup, teardown),
         cmocka_unit_test_setup_teardown(test_tool_queue, setup, teardown),
         cmocka_unit_test_setup_teardown(test_setup_before_first_turn, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_timeout_masks_a_slow_trajectory, setup, teardown),
         cmocka_unit_test_setup_teardown(test_colocated_step, setup, teardown),
         cmocka_unit_test_setup_teardown(test_failure, setup, teardown),
         cmocka_unit_test_setup_teardown(test_overprovision_same_iteration, setup, teardown),

@@ -1,14 +1,13 @@
 /*
  * sim/: invariants of random runs. Small clusters and batches of the built-in workloads under
- * every mode, sync mode and transport, with failure injection, over-provisioning and dynamic
- * sampling drawn at random (fixed seeds), instances lent and returned mid-run, and libra with
- * the elastic pool. Every run
- * must keep its books: each trajectory ends
- * once (the simulator stops with LIBRA_EINTERNAL otherwise), every generated token is trained,
- * wasted or still in flight, per-step utilisations lie in [0, 1] and add up to the run's,
- * trained trajectories respect the staleness bound, each weight
- * update flushes every live instance's cache, no GPU serves two roles, and the same inputs
- * give the same results (again as a rates-only candidate run, without routing figures).
+ * every mode, sync mode and transport, with failure injection, over-provisioning, trajectory
+ * timeouts and dynamic sampling drawn at random (fixed seeds), instances lent and returned mid-run,
+ * and libra with the elastic pool. Every run must keep its books: each trajectory ends once (the
+ * simulator stops with LIBRA_EINTERNAL otherwise), every generated token is trained, wasted or
+ * still in flight, per-step utilisations lie in [0, 1] and add up to the run's, trained
+ * trajectories respect the staleness bound, each weight update flushes every live instance's cache,
+ * no GPU serves two roles, and the same inputs give the same results (again as a rates-only
+ * candidate run, without routing figures).
  */
 #include "testutil.h"
 
@@ -82,6 +81,8 @@ static void check_books(const struct sim_result *r, const struct libra_config *c
 {
     assert_int_equal(r->steps_run, c->rl.steps);
     assert_true(r->finished + r->aborted <= r->started);
+    assert_true(r->timed_out <= r->aborted &&
+                (r->timed_out == 0 || c->rl.trajectory_timeout_s > 0));
     int64_t discarded = 0;
     for (int w = SIM_WASTE_FILTERED; w < SIM_WASTES; w++)
         discarded += r->waste[w];
