@@ -281,6 +281,11 @@ static char *text_output(const struct libra_config *cfg, const struct api_planne
                 "rounds per step expected when colocated\n",
                 spec_dynamic_sampling_names[cfg->rl.dynamic_sampling], 100.0 * r->kept_share,
                 r->gen_rounds);
+    if (cfg->rl.trajectory_timeout_s > 0)
+        fprintf(out,
+                "trajectory timeout %.0f s: the verification's simulations stop trajectories at "
+                "it, the predicted steps do not (docs/planner.md §6)\n",
+                cfg->rl.trajectory_timeout_s);
     fputc('\n', out);
     if (!r->feasible) {
         fprintf(out, "no feasible plan: %s\n", plan_why_text(r->why));

@@ -448,6 +448,8 @@ char *sim_experiment_text(const struct sim_experiment *e, const struct libra_con
         strbuf_printf(&b, "; dynamic sampling: rounds of %d batches", rl->gen_batch_factor);
     else if (rl->dynamic_sampling == SPEC_DS_REGENERATE)
         strbuf_printf(&b, "; dynamic sampling: the missing groups regenerated");
+    if (rl->trajectory_timeout_s > 0)
+        strbuf_printf(&b, "; trajectories stopped and masked after %g s", rl->trajectory_timeout_s);
     strbuf_printf(&b, "; seed %lld\n\n", (long long)cfg->sim.seed);
     strbuf_printf(&b, "%-10s %-36s %10s %8s %8s %7s %7s %7s %7s\n", "mode", "layout", "tokens/s",
                   "traj/s", "step s", "roll %", "train %", "tail %", "disc %");

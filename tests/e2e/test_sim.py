@@ -420,3 +420,23 @@ def test_replans_need_a_model_that_fits_the_running_fleet():
                             "plan.replan_pressure=false").stdout)["modes"]["libra"]["run"]
     assert run["replan"]["accepted"] == 0
     assert run["trained_tokens_per_s"] == static["trained_tokens_per_s"]
+
+
+def test_a_trajectory_timeout_stops_and_masks_the_slow_ones():
+    """rl.trajectory_timeout_s: R2E-Gym's long tail stopped at 60 s in every mode, its tokens
+    counted as aborted waste, none of the stopped trained; the table's header says so, and
+    libra plan says its predicted steps do not cut at it."""
+    args = (*QUICK, "--set", "rl.trajectory_timeout_s=60")
+    doc = json.loads(sim(*args, "--json").stdout)
+    for name, mode in doc["modes"].items():
+        counts, run = mode["run"]["counts"], mode["run"]
+        assert counts["timed_out"] > 0 and counts["timed_out"] <= counts["aborted"], name
+        assert run["wasted_tokens"]["aborted"] > 0, name
+        assert any(s["trajectories"] < 32 for s in mode["steps"]), name  # masked ones left out
+    plain = json.loads(sim(*QUICK, "--json").stdout)
+    assert all(m["run"]["counts"]["timed_out"] == 0 for m in plain["modes"].values())
+    assert "trajectories stopped and masked after 60 s" in sim(*args).stdout.splitlines()[0]
+    p = subprocess.run([LIBRA, "plan", "--set", "rl.trajectory_timeout_s=60", "--set",
+                        "plan.verify_candidates=0"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "trajectory timeout 60 s: the verification's simulations" in (
+        p.stdout)
