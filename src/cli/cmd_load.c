@@ -298,6 +298,8 @@ static json_t *step_json(const struct load_step *s)
     json_object_set_new(o, "active_hybrids", json_integer(s->active_hybrids));
     json_object_set_new(o, "filtered_groups", json_integer((json_int_t)s->filtered_groups));
     json_object_set_new(o, "stale_groups", json_integer((json_int_t)s->stale_groups));
+    json_object_set_new(o, "timed_out", json_integer((json_int_t)s->timed_out));
+    json_object_set_new(o, "timed_out_tokens", json_integer((json_int_t)s->timed_out_tokens));
     json_object_set_new(o, "wasted_tokens",
                         json_pack("{s:I, s:I}", "filtered", (json_int_t)s->filtered_tokens, "stale",
                                   (json_int_t)s->stale_tokens));
@@ -478,6 +480,7 @@ int cmd_load(int argc, char **argv)
                                  .sync_mode = cfg.rl.sync_mode,
                                  .nccl = cfg.rl.transport == SPEC_TRANSPORT_NCCL,
                                  .time_scale = o.time_scale,
+                                 .trajectory_timeout_s = cfg.rl.trajectory_timeout_s,
                                  .vocab = in.model->vocab > 1 ? (uint32_t)in.model->vocab : 32000,
                                  .seed = (uint64_t)cfg.sim.seed,
                                  .record = cc.output != NULL,

@@ -37,7 +37,11 @@ struct traj {
     int retries;  /* the current turn's answers 502/503 in a row (a gateway without engine) */
     int64_t version_end; /* the fleet's version when its last turn was answered */
     struct event *tool_timer;
-    struct trace_turn *seen; /* per turn, what the client saw (record: the finished trace) */
+    struct net_transfer *req; /* the turn in flight; NULL between turns */
+    struct event *timeout;    /* config.trajectory_timeout_s after its launch; NULL: none */
+    bool ended;               /* finished, or stopped by its timeout */
+    bool timed_out;           /* stopped by its timeout: masked, not trained */
+    struct trace_turn *seen;  /* per turn, what the client saw (record: the finished trace) */
 };
 
 /* One GRPO group, from its launch until it is trained or dropped. */
@@ -168,8 +172,8 @@ static void send_finish(struct traj *t)
 {
     struct run *r = t->run;
     struct load_request q;
-    if (!load_finish_request(r->c->style, t->index, t->rec, &q))
-        return;
+    if (t->engine < 0 || !load_finish_request(r->c->style, t->index, t->rec, &q))
+        return; /* stopped before its first turn: no engine knows it */
     char url[512];
     snprintf(url, sizeof url, "%s%s", r->c->urls[t->engine], q.path);
     r->finishing++;
@@ -180,9 +184,18 @@ static void send_finish(struct traj *t)
 static void finish_traj(struct traj *t)
 {
     struct group *g = t->group;
+    t->ended = true;
+    if (t->timeout)
+        evtimer_del(t->timeout);
     send_finish(t);
     t->version_end = t->run->fleet_version;
-    g->tally.trajectories++;
+    if (t->timed_out) {
+        g->tally.timed_out++;
+        for (size_t k = 0; k < t->rec->n_turns; k++)
+            g->tally.timed_out_tokens += t->seen[k].generated_tokens;
+    } else {
+        g->tally.trajectories++;
+    }
     if (--g->live == 0) {
         g->last_s = wall_s();
         group_done(g);
@@ -192,6 +205,24 @@ static void finish_traj(struct traj *t)
 static void on_tool_done(evutil_socket_t fd, short what, void *arg)
 {
     send_turn(arg);
+}
+
+/* The trajectory's timeout: its turn in flight is cancelled (the engine sees its client leave),
+ * its tool wait dropped, and it ends masked. */
+static void on_timeout(evutil_socket_t fd, short what, void *arg)
+{
+    struct traj *t = arg;
+    struct run *r = t->run;
+    if (t->ended || r->failed)
+        return;
+    if (t->req) {
+        net_transfer_cancel(t->req);
+        t->req = NULL;
+        r->in_flight[t->engine]--;
+    }
+    evtimer_del(t->tool_timer);
+    t->timed_out = true;
+    finish_traj(t);
 }
 
 /* The turn is done: wait the tool time and build the next prompt, or finish. */
@@ -220,6 +251,7 @@ static void on_turn(void *arg, int status, const char *body, size_t len, const c
 {
     struct traj *t = arg;
     struct run *r = t->run;
+    t->req = NULL;
     r->in_flight[t->engine]--;
     if (r->failed)
         return;
@@ -294,7 +326,7 @@ static void send_turn(struct traj *t)
     char url[512];
     snprintf(url, sizeof url, "%s%s", r->c->urls[t->engine], q.path);
     r->in_flight[t->engine]++;
-    net_client_request(r->client, "POST", url, q.header, q.body, q.len, on_turn, t);
+    t->req = net_client_request(r->client, "POST", url, q.header, q.body, q.len, on_turn, t);
     free(q.body);
 }
 
@@ -341,6 +373,11 @@ static void launch_group(struct run *r)
         t->engine = -1;
         t->left = t->rec->turns[0].generated_tokens;
         t->tool_timer = evtimer_new(r->base, on_tool_done, t);
+        if (c->trajectory_timeout_s > 0) {
+            t->timeout = evtimer_new(r->base, on_timeout, t);
+            struct timeval tv = load_wall_tv(c->trajectory_timeout_s * c->time_scale);
+            evtimer_add(t->timeout, &tv);
+        }
         t->seen = xcalloc(t->rec->n_turns, sizeof *t->seen);
         /* Every sample of a group gets the same prompt: the engines' prefix cache shares it. */
         ctx_fill(t, t->rec->turns[0].prompt_tokens, 1, (uint64_t)t->rec->prompt_id, 0);
@@ -386,7 +423,7 @@ static void record_group(struct run *r, const struct group *g, int64_t step, enu
 {
     for (int k = 0; r->c->record && k < r->c->group_size; k++) {
         const struct traj *t = &g->trajs[k];
-        enum trace_finish finish = t->rec->finish;
+        enum trace_finish finish = t->timed_out ? TRACE_FINISH_ABORTED : t->rec->finish;
         if (fate == TRACE_FINISH_ABORTED ||
             (fate == TRACE_FINISH_FILTERED && finish == TRACE_FINISH_COMPLETED))
             finish = fate;
@@ -398,6 +435,8 @@ static void group_free(struct group *g, int n)
 {
     for (int k = 0; k < n; k++) {
         event_free(g->trajs[k].tool_timer);
+        if (g->trajs[k].timeout)
+            event_free(g->trajs[k].timeout);
         free(g->trajs[k].ctx);
         free(g->trajs[k].seen);
     }
@@ -434,6 +473,10 @@ static bool cost_step(struct run *r, struct load_step *st)
 {
     const struct load_config *c = r->c;
     st->active_hybrids = r->trainer ? load_trainer_active(r->trainer) : 0;
+    if (r->lens.n == 0) { /* every trajectory of the batch timed out: nothing to train */
+        st->train_s = 0;
+        return true;
+    }
     if (c->step_cost(c->step_cost_arg, r->lens.v, r->lens.n, st->active_hybrids, &st->train_s) !=
             0 ||
         !(st->train_s >= 0) || isinf(st->train_s)) {
@@ -467,12 +510,15 @@ static bool take_batch(struct run *r)
         st.cached_tokens += g->cached_tokens;
         st.generated_tokens += g->generated_tokens;
         st.resubmitted += g->resubmitted;
+        st.timed_out += g->timed_out;
+        st.timed_out_tokens += g->timed_out_tokens;
         staleness += (double)(g->trajectories * (r->version - batch[i]->version));
         first = fmin(first, batch[i]->first_s);
         last = fmax(last, batch[i]->last_s);
         for (int k = 0; k < r->c->group_size; k++) {
             size_t ctx = batch[i]->trajs[k].n_ctx;
-            vec_push(&r->lens, ctx > UINT32_MAX ? UINT32_MAX : (uint32_t)ctx);
+            if (!batch[i]->trajs[k].timed_out) /* masked: not trained */
+                vec_push(&r->lens, ctx > UINT32_MAX ? UINT32_MAX : (uint32_t)ctx);
         }
     }
     st.wall_s = last - first;
@@ -753,6 +799,23 @@ static void updates_done(struct run *r)
 
 /* Every trajectory of g finished: dynamic sampling drops it (replaced), or the trainer may take
  * it. */
+/* Whether dynamic sampling drops g: its records' rewards, a timed-out one's taken as 0. */
+static bool filtered(const struct run *r, const struct group *g)
+{
+    size_t n = (size_t)r->c->group_size;
+    struct trace_traj *recs = xmallocarray(n, sizeof *recs);
+    for (size_t k = 0; k < n; k++) {
+        recs[k] = g->recs[k];
+        if (g->trajs[k].timed_out) {
+            recs[k].finish = TRACE_FINISH_ABORTED;
+            recs[k].reward = 0;
+        }
+    }
+    bool out = workload_group_filtered(r->c->dynamic_sampling, recs, n);
+    free(recs);
+    return out;
+}
+
 static void group_done(struct group *g)
 {
     struct run *r = g->run;
@@ -760,7 +823,7 @@ static void group_done(struct group *g)
     while (r->flying.v[i] != g)
         i++;
     r->flying.v[i] = r->flying.v[--r->flying.n]; /* in no order */
-    if (workload_group_filtered(r->c->dynamic_sampling, g->recs, (size_t)r->c->group_size)) {
+    if (filtered(r, g)) {
         drop_group(r, g, true);
         admit(r);
     } else {

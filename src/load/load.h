@@ -26,7 +26,8 @@
  * refused or cut) marks the engine dead and is sent again, whole, to another one; a turn that
  * comes back aborted (an engine paused with abort) is resubmitted with its partial output
  * appended and the rest of its script (AReaL's interruptible generation), so no trajectory is
- * lost.
+ * lost — unless config.trajectory_timeout_s stops it, as the simulator does: its turn in
+ * flight cancelled, it is masked (its group trains without it).
  *
  * With pool_trainer the trainer also plays the elastic pool's handshake (load/trainer.h): it
  * reports each step to the gateway and, at each step boundary, confirms the lends and reclaims
@@ -74,6 +75,10 @@ struct load_config {
                                     * place, update, continue */
     bool nccl;         /* the transport: a weight-update group and broadcasts, else disk */
     double time_scale; /* wall seconds per emulated second (tool and training time) */
+    /* rl.trajectory_timeout_s (emulated seconds, scaled like tool time): a trajectory still
+     * running this long after its launch is stopped — its turn in flight cancelled, its tool
+     * wait dropped — and masked: its group completes without it and trains without it; 0: none */
+    double trajectory_timeout_s;
     /* The trainer's step on the batch it took, in emulated seconds (the weight update follows
      * it): step_cost(step_cost_arg, ctx_tokens, n, active, &step_s) with each trajectory's whole
      * context (prompt, generated and tool tokens, as the client sent and received them) and the
@@ -110,10 +115,14 @@ struct load_step {
     int64_t cached_tokens;    /* the engines' reported prefix-cache hits */
     int64_t generated_tokens; /* received */
     int64_t resubmitted;      /* turns sent again: aborted, or their engine died */
-    double mean_staleness;    /* versions: step - the fleet's version at each one's start */
-    double train_s;           /* the trainer's step on it (config.step_cost), emulated seconds;
-                               * 0 for the last batch, which is not trained */
-    int active_hybrids;       /* the pool's replicas training beside the core in that step */
+    int64_t timed_out;        /* trajectories stopped by config.trajectory_timeout_s: masked,
+                               * not in trajectories, their generated tokens in timed_out_tokens
+                               * (waste) and in generated_tokens */
+    int64_t timed_out_tokens;
+    double mean_staleness; /* versions: step - the fleet's version at each one's start */
+    double train_s;        /* the trainer's step on it (config.step_cost), emulated seconds;
+                            * 0 for the last batch, which is not trained */
+    int active_hybrids;    /* the pool's replicas training beside the core in that step */
     /* groups dropped (and replaced) while the batch filled: by dynamic sampling, and as too
      * stale for the step; their generated tokens are waste */
     int64_t filtered_groups, stale_groups;

@@ -952,16 +952,17 @@ static void buffered_done(void *arg, const char *error)
 
 static const struct net_stream_ops buffered_ops = {buffered_head, buffered_data, buffered_done};
 
-void net_client_request(struct net_client *c, const char *method, const char *url,
-                        const char *header, const char *body, size_t len, net_response_fn fn,
-                        void *arg)
+struct net_transfer *net_client_request(struct net_client *c, const char *method, const char *url,
+                                        const char *header, const char *body, size_t len,
+                                        net_response_fn fn, void *arg)
 {
-    net_client_request_within(c, method, url, header, body, len, 0, fn, arg);
+    return net_client_request_within(c, method, url, header, body, len, 0, fn, arg);
 }
 
-void net_client_request_within(struct net_client *c, const char *method, const char *url,
-                               const char *header, const char *body, size_t len, double limit_s,
-                               net_response_fn fn, void *arg)
+struct net_transfer *net_client_request_within(struct net_client *c, const char *method,
+                                               const char *url, const char *header,
+                                               const char *body, size_t len, double limit_s,
+                                               net_response_fn fn, void *arg)
 {
     struct buffered *b = xcalloc(1, sizeof *b);
     b->fn = fn;
@@ -978,5 +979,6 @@ void net_client_request_within(struct net_client *c, const char *method, const c
     struct net_transfer *t =
         send_within(c, method, url, has_header ? &header : NULL, has_header ? 1 : 0, &piece,
                     body ? 1 : 0, &buffered_ops, b, limit_ms);
-    t->release = buffered_free; /* when net_client_free cancels it */
+    t->release = buffered_free; /* when it is cancelled, or net_client_free cancels it */
+    return t;
 }

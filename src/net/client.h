@@ -151,11 +151,13 @@ bool net_urls_twins(const char *const *urls, size_t n, size_t *a, size_t *b);
  * Sends method (GET, POST) to url with len bytes of body (copied; NULL for none) as
  * application/json, plus one header line ("Name: value"; NULL or "" for none), buffers the
  * whole response and calls fn(arg, ...) exactly once when it completes or fails — never from
- * inside this call. A net_client_send underneath.
+ * inside this call. A net_client_send underneath: returns its handle, valid until fn returns;
+ * net_transfer_cancel on it before then frees everything, closes the connection and fn is not
+ * called.
  */
-void net_client_request(struct net_client *c, const char *method, const char *url,
-                        const char *header, const char *body, size_t len, net_response_fn fn,
-                        void *arg);
+struct net_transfer *net_client_request(struct net_client *c, const char *method, const char *url,
+                                        const char *header, const char *body, size_t len,
+                                        net_response_fn fn, void *arg);
 
 /*
  * net_client_request with a limit: when the whole answer has not come limit_s seconds after
@@ -163,8 +165,9 @@ void net_client_request(struct net_client *c, const char *method, const char *ur
  * with "timed out after 5000 ms". For calls that must not wait forever on
  * a peer that accepted the connection and went silent: health checks, engine discovery.
  */
-void net_client_request_within(struct net_client *c, const char *method, const char *url,
-                               const char *header, const char *body, size_t len, double limit_s,
-                               net_response_fn fn, void *arg);
+struct net_transfer *net_client_request_within(struct net_client *c, const char *method,
+                                               const char *url, const char *header,
+                                               const char *body, size_t len, double limit_s,
+                                               net_response_fn fn, void *arg);
 
 #endif

@@ -137,10 +137,11 @@ static const struct spec_field fields[] = {
     DOUBLE(SIMULATED | SPEC_READ_LOAD, rl.overprovision_frac, 0, "", 0, 0, 4, NULL,
            "extra share of each batch launched; the slowest are aborted once the batch "
            "is full (colocated) or kept in flight (async)"),
-    DOUBLE(SIMULATED, rl.trajectory_timeout_s, 0, "s", 0, 0, 1e7, NULL,
+    DOUBLE(SIMULATED | SPEC_READ_LOAD, rl.trajectory_timeout_s, 0, "s", 0, 0, 1e7, NULL,
            "a trajectory still running this long after its launch (its environment's setup "
            "included) is stopped: what it generated is discarded and its group trains without "
-           "it (a masked trajectory, as rLLM's DeepSWE run does after 5400 s); 0: no timeout"),
+           "it (a masked trajectory, as rLLM's DeepSWE run does after 5400 s); libra load cancels "
+           "its turn in flight; 0: no timeout"),
     ENUM(SAMPLED | SPEC_READ_ROUTE, rl.dynamic_sampling, spec_dynamic_sampling_names, SPEC_DS_OFF,
          NULL,
          "groups whose rewards are all equal are dropped and, in the synchronous modes, "

@@ -184,6 +184,40 @@ def test_a_trajectory_waits_its_setup_before_its_first_turn(tmp_path):
     assert all(t["setup_us"] == 400_000_000 for t in records(out))
 
 
+def test_a_trajectory_timeout_cancels_and_masks_the_slow_ones(tmp_path):
+    """rl.trajectory_timeout_s, scaled like tool time: R2E-Gym's long trajectories are stopped
+    (the turn in flight cancelled, the tool wait dropped), left out of the trained batch and
+    written as aborted; stopped during their setup, before any engine knew them, too."""
+    out = str(tmp_path / "seen.jsonl")
+    with Emu("--instances", "tp1x2", scale=SCALE) as emu:
+        p = load(emu, "--json", "-o", out, "--set", "rl.trajectory_timeout_s=60")
+        steps = json.loads(p.stdout)["steps"] if p.returncode == 0 else None
+        assert steps is not None, p.stderr
+        stopped = sum(s["timed_out"] for s in steps)
+        assert stopped > 0 and any(s["trajectories"] < 8 for s in steps), steps
+        assert all(s["trajectories"] + s["timed_out"] == 8 for s in steps), steps
+        assert sum(s["timed_out_tokens"] for s in steps) <= sum(
+            s["generated_tokens"] for s in steps)
+        aborted = [t for t in records(out) if t["finish"] == "aborted"]
+        assert len(aborted) >= stopped  # the batches' stopped ones (the last batch's too)
+
+        trace = str(tmp_path / "t.jsonl")
+        g = subprocess.run([LIBRA, "trace", "gen", "r2e-gym", "--steps", "3", "--batch", "8",
+                            "-o", trace], capture_output=True, text=True)
+        assert g.returncode == 0, g.stderr
+        lines = open(trace, encoding="utf-8").read().splitlines()
+        trajs = [json.loads(line) for line in lines[1:]]
+        for t in trajs:
+            t["setup_us"] = 400_000_000  # longer than the timeout: stopped before a turn
+        open(trace, "w", encoding="utf-8").write(
+            "\n".join([lines[0]] + [json.dumps(t) for t in trajs]) + "\n")
+        p = load(emu, "--trace", trace, "--json", "--set", "rl.trajectory_timeout_s=100")
+    assert p.returncode == 0, p.stderr
+    steps = json.loads(p.stdout)["steps"]
+    assert all(s["trajectories"] == 0 and s["timed_out"] == 8 and s["turns"] == 0
+               for s in steps), steps
+
+
 def records(path):
     """The trajectories of a trace written with -o (its header checked and left out)."""
     lines = open(path, encoding="utf-8").read().splitlines()

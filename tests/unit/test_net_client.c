@@ -525,6 +525,24 @@ static void test_within_times_out_on_a_silent_server(void **state)
     assert_int_equal(S.gone, 1); /* the abandoned connection was closed */
 }
 
+/* A buffered request cancelled through its handle: its callback never runs, its connection is
+ * closed (the server sees the client leave), and what it held is freed (the sanitizers' leak
+ * check). */
+static void test_buffered_request_cancelled(void **state)
+{
+    S.silent = true;
+    struct outcome o = {0};
+    struct net_transfer *t =
+        net_client_request(S.client, "POST", S.url, NULL, "{\"a\": 1}", 8, on_outcome, &o);
+    assert_non_null(t);
+    run_for(20);
+    assert_int_equal(S.requests, 1);
+    net_transfer_cancel(t);
+    run_for(20);
+    assert_false(o.done);
+    assert_int_equal(S.gone, 1);
+}
+
 /* Every spelling of one server's URL gets one key; other servers, ports and paths do not. */
 static void test_url_endpoint_keys(void **state)
 {
@@ -578,6 +596,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_pause_resume_delivers_every_byte_in_order, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_cancel_inside_data, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_buffered_request_cancelled, setup, teardown),
         cmocka_unit_test_setup_teardown(test_connection_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(test_answer_read_to_close, setup, teardown),
         cmocka_unit_test_setup_teardown(test_within_times_out_on_a_silent_server, setup, teardown),
