@@ -164,6 +164,11 @@ def test_name_writes_a_new_preset(benchmarks, tmp_path):
     assert proc.returncode == 2 and "--name: 'Bad Name' is not a preset name" in proc.stderr
 
 
+def write_lines(path, lines):
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
 def verl_log(path, truth):
     """verl console lines of five training steps, measured under the truth preset."""
     lines = ["(TaskRunner pid=7) step:0 - val-core/gsm8k/reward/mean@1:np.float64(0.41)"]
@@ -179,8 +184,7 @@ def verl_log(path, truth):
             f"timing_s/update_actor:{update!r} - timing_s/step:{total!r} - "
             f"perf/total_num_tokens:{tokens} - perf/time_per_step:{total!r} - "
             f"perf/throughput:{tokens / (total * 32)!r}")
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
+    return write_lines(path, lines)
 
 
 def test_train_mfu_is_recovered(truth, tmp_path):
@@ -222,8 +226,7 @@ def megatron_log(path, truth, layers=28, model=MODEL, layout=MEGATRON_LAYOUT, **
         lines.append(f" [2025-08-01 07:{i:02d}:00] iteration {i:8d}/{100:8d} | consumed samples: "
                      f"{i * batch:12d} | elapsed time per iteration (ms): {ms:.1f} | learning "
                      f"rate: 1.0E-05 | global batch size: {batch:5d} | lm loss: 2.0E+00 |")
-    path.write_text("\n".join(lines) + "\n")
-    return str(path)
+    return write_lines(path, lines)
 
 
 def test_train_mfu_is_recovered_from_a_megatron_log(truth, tmp_path):

@@ -162,19 +162,26 @@ def test_the_finished_trajectories_are_written_as_a_trace(tmp_path):
     assert v.returncode == 0, v.stdout + v.stderr
 
 
-def test_a_trajectory_waits_its_setup_before_its_first_turn(tmp_path):
-    """setup_us (docs/trace-format.md): the environment's start is waited, scaled like tool
-    time, before the first turn; the trace written keeps it."""
-    trace, out = str(tmp_path / "t.jsonl"), str(tmp_path / "seen.jsonl")
+def trace_with_setup(tmp_path, setup_us=400_000_000):
+    """A generated R2E-Gym trace (3 batches of 8) whose every trajectory has setup_us (400 s by
+    default) before its first turn."""
+    trace = str(tmp_path / "t.jsonl")
     g = subprocess.run([LIBRA, "trace", "gen", "r2e-gym", "--steps", "3", "--batch", "8",
                         "-o", trace], capture_output=True, text=True)
     assert g.returncode == 0, g.stderr
     lines = open(trace, encoding="utf-8").read().splitlines()
     trajs = [json.loads(line) for line in lines[1:]]
     for t in trajs:
-        t["setup_us"] = 400_000_000  # 400 s: 2 s of wall clock at the scale
+        t["setup_us"] = setup_us
     open(trace, "w", encoding="utf-8").write(
         "\n".join([lines[0]] + [json.dumps(t) for t in trajs]) + "\n")
+    return trace
+
+
+def test_a_trajectory_waits_its_setup_before_its_first_turn(tmp_path):
+    """setup_us (docs/trace-format.md): the environment's start is waited, scaled like tool
+    time, before the first turn; the trace written keeps it."""
+    trace, out = trace_with_setup(tmp_path), str(tmp_path / "seen.jsonl")  # 2 s of wall clock
     with Emu("--instances", "tp1x2", scale=SCALE) as emu:
         p = load(emu, "--trace", trace, "--json", "-o", out)
     assert p.returncode == 0, p.stderr
@@ -201,16 +208,7 @@ def test_a_trajectory_timeout_cancels_and_masks_the_slow_ones(tmp_path):
         aborted = [t for t in records(out) if t["finish"] == "aborted"]
         assert len(aborted) >= stopped  # the batches' stopped ones (the last batch's too)
 
-        trace = str(tmp_path / "t.jsonl")
-        g = subprocess.run([LIBRA, "trace", "gen", "r2e-gym", "--steps", "3", "--batch", "8",
-                            "-o", trace], capture_output=True, text=True)
-        assert g.returncode == 0, g.stderr
-        lines = open(trace, encoding="utf-8").read().splitlines()
-        trajs = [json.loads(line) for line in lines[1:]]
-        for t in trajs:
-            t["setup_us"] = 400_000_000  # longer than the timeout: stopped before a turn
-        open(trace, "w", encoding="utf-8").write(
-            "\n".join([lines[0]] + [json.dumps(t) for t in trajs]) + "\n")
+        trace = trace_with_setup(tmp_path)  # longer than the timeout: stopped before a turn
         p = load(emu, "--trace", trace, "--json", "--set", "rl.trajectory_timeout_s=100")
     assert p.returncode == 0, p.stderr
     steps = json.loads(p.stdout)["steps"]
