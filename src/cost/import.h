@@ -104,8 +104,8 @@ struct cost_log_step {
     int line;
     int64_t step;
     double update_s;   /* verl: timing_s/update_actor; Megatron: the elapsed time per iteration */
-    double tokens;     /* tokens trained in the step: prompt and response (verl: */
-                       /* perf/total_num_tokens; Megatron: global batch size × seq_length) */
+    double tokens;     /* tokens trained in the step, prompt and response (verl:
+                        * perf/total_num_tokens; Megatron: global batch size × seq_length) */
     double seq_tokens; /* verl: prompt_length/mean + response_length/mean; Megatron: seq_length */
     double gpus;       /* verl: perf/total_num_tokens / (perf/throughput · perf/time_per_step);
                         * Megatron: world_size; 0 when the log does not say */
