@@ -3,8 +3,11 @@
 turn to the least-loaded instance: the simulator's load_balance policy) and one batch at a time
 (no staleness: each batch starts on the weights the one before it trained), the deterministic
 part of a run is the same — the trajectories finished per step, their generated tokens, and
-the turns each instance served. The timing part is a bench figure (bench/emu_parity.py), never
-an assertion here."""
+the turns served in all, each once. Which instance serves a trajectory follows the order in
+which nearly simultaneous turns finish on the wall clock (a few milliseconds of HTTP and timer
+overhead per turn, more in a sanitized build, can swap two of them, and sticky routing carries
+the swap on), so the split among instances is not asserted; neither is the timing part, a bench
+figure (bench/emu_parity.py)."""
 
 import json
 import subprocess
@@ -39,5 +42,6 @@ def test_load_on_emulated_engines_reproduces_the_simulated_rollout(tmp_path, wor
     assert [s["trajectories"] for s in got["steps"]] == [s["trajectories"] for s in rollout["steps"]]
     assert [s["generated_tokens"] for s in got["steps"]] == \
         [s["trained_tokens"] for s in rollout["steps"]]
-    assert [e["turns"] for e in got["engines"]] == rollout["run"]["requests_by_instance"]
+    served = [e["turns"] for e in got["engines"]]
+    assert sum(served) == sum(rollout["run"]["requests_by_instance"]) and all(served), served
     assert sum(s["resubmitted"] for s in got["steps"]) == 0
