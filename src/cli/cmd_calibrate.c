@@ -1,7 +1,7 @@
 /*
  * `libra calibrate`: fits the cost model's engine and trainer constants to a user's own
- * measurements — serving benchmark results of vLLM or SGLang, a verl or Megatron-LM training
- * log — and writes
+ * measurements — serving benchmark results of vLLM or SGLang, the turns a `libra serve`
+ * capture timed, a verl or Megatron-LM training log — and writes
  * them as a hardware preset every command takes (--presets, LIBRA_PRESETS), so that plans and
  * simulations run on the user's machine rather than the published one. It prints each constant
  * with its standard error, the fit error and every point, and refuses where the points cannot
@@ -16,6 +16,7 @@
 #include "cli/commands.h"
 #include "cost/import.h"
 #include "cost/points.h"
+#include "trace/file.h"
 #include "util/alloc.h"
 #include "util/json.h"
 #include "util/strbuf.h"
@@ -42,7 +43,9 @@ static const char help[] =
     "  - a Megatron-LM log: each `iteration N/M | ...` line after the first is a training\n"
     "    point of its global batch of seq_length sequences, on the layout its arguments\n"
     "    block states (the options above override it);\n"
-    "  - a libra trace is refused: it carries no per-turn timings.\n"
+    "  - a `libra serve --capture` trace: the turns the gateway timed, grouped by TP size and\n"
+    "    by band of decode batch (the engine's turns in flight), each group of 10 or more a\n"
+    "    decode point as above; a trace without timings is refused.\n"
     "The measurements must be of --model on --hardware. Prints every constant with its standard\n"
     "error, the fit error and every point; exits 1 when the points cannot determine a constant\n"
     "(say which to --hold at its current value). --json prints one document (schema\n"
@@ -71,6 +74,7 @@ struct origin {
     int line;
     int64_t step;     /* a trainer's log: its step or iteration */
     char backend[32]; /* serving */
+    size_t turns;     /* a capture: the timed turns of the point; 0 otherwise */
 };
 
 typedef VEC(struct cost_decode_point) decode_vec;
@@ -84,6 +88,7 @@ struct input {
     struct cost_import_options opt;
     enum cost_import_kind kind;
     size_t points;
+    size_t unused; /* a capture: timed turns in no point */
 };
 
 struct calibration {
@@ -142,13 +147,14 @@ static int split_input(struct calibration *c, struct input *in)
 /* Refuses the options that do not apply to the input's kind. */
 static int check_options(struct calibration *c, const struct input *in)
 {
-    unsigned allowed = in->kind == COST_IMPORT_SERVING ? 1u << COST_OPT_TP : ~0u;
+    bool trace = in->kind == COST_IMPORT_TRACE;
+    unsigned allowed = trace ? 0u : in->kind == COST_IMPORT_SERVING ? 1u << COST_OPT_TP : ~0u;
     for (int k = 0; k < COST_N_OPTIONS; k++)
         if ((in->opt.given & (1u << k)) && !(allowed & (1u << k)))
-            return cli_usage_error(c->cc->cmd,
-                                   "input '%s': option %s applies to trainers' logs, not "
-                                   "serving results",
-                                   in->arg, cost_import_option_name((enum cost_import_option)k));
+            return cli_usage_error(c->cc->cmd, "input '%s': option %s applies to %s", in->arg,
+                                   cost_import_option_name((enum cost_import_option)k),
+                                   trace ? "no capture: each turn records its engine's TP size"
+                                         : "trainers' logs, not serving results");
     return 0;
 }
 
@@ -174,6 +180,120 @@ static int add_serving(struct calibration *c, size_t idx, const char *text, size
     vec_free(&runs);
     return rc ? cli_report(rc, &err) : 0;
 }
+
+/* ---- a libra serve capture ------------------------------------------------------------------ */
+
+/* Fewest timed turns that make a decode point: fewer leave a band's mean to a few turns. */
+#define CAPTURE_MIN_TURNS 10
+
+/* The tokens turn k of t prefilled: the prompt less its cached part, or, when the engine did
+ * not say, less the context of the turn before (which an engine's prefix cache holds). */
+static double uncached(const struct trace_traj *t, size_t k)
+{
+    const struct trace_turn *u = &t->turns[k];
+    if (u->cached_tokens >= 0)
+        return (double)(u->prompt_tokens - u->cached_tokens);
+    if (k == 0)
+        return (double)u->prompt_tokens;
+    const struct trace_turn *b = &t->turns[k - 1];
+    double fresh = (double)u->prompt_tokens - (double)(b->prompt_tokens + b->generated_tokens);
+    return fmin(fmax(fresh, 0.0), (double)u->prompt_tokens);
+}
+
+typedef VEC(struct cost_timed_turn) timed_vec;
+
+/* Appends the timed turns of the trace at path to *out. */
+static int read_timed(const char *path, timed_vec *out)
+{
+    struct trace_reader *r;
+    struct libra_error err = {0};
+    if (trace_reader_open(&r, path, &err))
+        return cli_report(LIBRA_EIO, &err);
+    const struct trace_header *h;
+    const struct trace_traj *t;
+    int rc = trace_reader_header(r, &h, &err);
+    while (rc == 0 && (rc = trace_reader_next(r, &t, &err)) == 1) {
+        rc = 0;
+        for (size_t k = 0; k < t->n_turns; k++) {
+            const struct trace_turn *u = &t->turns[k];
+            const struct trace_turn_timing *m = &u->timing;
+            if (m->tp == 0)
+                continue;
+            struct cost_timed_turn x = {.instance = m->instance,
+                                        .tp = (int)m->tp,
+                                        .sent_s = (double)m->sent_us * 1e-6,
+                                        .first_s =
+                                            m->first_us >= 0 ? (double)m->first_us * 1e-6 : -1.0,
+                                        .done_s = (double)m->done_us * 1e-6,
+                                        .prompt_tokens = (double)u->prompt_tokens,
+                                        .uncached_tokens = uncached(t, k),
+                                        .generated_tokens = (double)u->generated_tokens};
+            vec_push(out, x);
+        }
+    }
+    trace_reader_close(r);
+    return rc ? cli_report(rc, &err) : 0;
+}
+
+/* Sets each turn's prefill_s: its uncached tokens after its cached ones, in one iteration, on
+ * an engine of its TP under the preset's constants. */
+static int prefill_times(struct calibration *c, const struct input *in, timed_vec *turns)
+{
+    struct cost_rollout_params q;
+    struct cost_rollout_pre pre;
+    int pre_tp = 0;
+    cost_rollout_params_default(&q, c->hw);
+    for (size_t i = 0; i < turns->n; i++) {
+        struct cost_timed_turn *t = &turns->v[i];
+        if (t->tp != pre_tp && cost_rollout_pre_init(&pre, &c->shape, c->hw, &q, t->tp))
+            return cli_usage_error(c->cc->cmd,
+                                   "input '%s': an engine of tp %d, which does not divide %s's "
+                                   "%d heads",
+                                   in->arg, t->tp, c->model->name, c->model->heads);
+        pre_tp = t->tp;
+        t->prefill_s =
+            cost_prefill_time(&pre, t->prompt_tokens - t->uncached_tokens, t->uncached_tokens, 0.0);
+    }
+    return 0;
+}
+
+/* The turns a `libra serve --capture` trace timed, as decode points by TP and band of batch. */
+static int add_capture(struct calibration *c, size_t idx)
+{
+    struct input *in = &c->inputs[idx];
+    timed_vec turns = {0};
+    struct cost_timed_point *pts = NULL;
+    size_t n = 0;
+    int rc = read_timed(in->path, &turns);
+    if (rc == 0)
+        rc = prefill_times(c, in, &turns);
+    if (rc == 0 && turns.n == 0) {
+        cli_errorf("calibrate: %s: no turn carries a timing: only `libra serve --capture` records "
+                   "them, and only for a turn one engine answered at once (docs/calibrate.md)",
+                   in->path);
+        rc = LIBRA_EXIT_USAGE;
+    }
+    if (rc == 0)
+        n = cost_timed_points(turns.v, turns.n, CAPTURE_MIN_TURNS, &pts, &in->unused);
+    if (rc == 0 && n == 0) {
+        cli_errorf("calibrate: %s: no band of decode batch holds %d timed turns (%zu timed, none "
+                   "usable or too few per band)",
+                   in->path, CAPTURE_MIN_TURNS, turns.n);
+        rc = LIBRA_EXIT_USAGE;
+    }
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        struct origin o = {.input = idx, .turns = pts[i].turns};
+        snprintf(o.backend, sizeof o.backend, "capture");
+        vec_push(&c->decode, pts[i].point);
+        vec_push(&c->decode_from, o);
+    }
+    in->points = n;
+    free(pts);
+    vec_free(&turns);
+    return rc;
+}
+
+/* ---- trainers' logs ------------------------------------------------------------------------- */
 
 /* Refuses a point whose layout or log does not suit the model; 0 or an exit code. */
 static int check_point(struct calibration *c, const struct input *in,
@@ -256,11 +376,7 @@ static int read_input(struct calibration *c, size_t idx)
         rc = check_options(c, in);
     }
     if (rc == 0 && in->kind == COST_IMPORT_TRACE) {
-        cli_errorf("calibrate: %s: a libra trace records token counts per turn but no timings "
-                   "(docs/trace-format.md), so it cannot calibrate the cost model; run vLLM's or "
-                   "SGLang's serving benchmark against the engine instead (docs/calibrate.md)",
-                   in->path);
-        rc = LIBRA_EXIT_USAGE;
+        rc = add_capture(c, idx);
     } else if (rc == 0 && in->kind == COST_IMPORT_UNKNOWN) {
         cli_errorf("calibrate: %s: not a vLLM or SGLang serving benchmark result, a verl or "
                    "Megatron-LM log or a libra trace (docs/calibrate.md)",
@@ -394,13 +510,14 @@ static const char *input_name(const struct calibration *c, size_t idx)
     return c->inputs[idx].path;
 }
 
-/* Appends the files of the serving results, or of the trainers' logs, "a.json, b.jsonl", to
- * b. */
+/* Appends the files of the decode points (serving results, captures), or of the trainers'
+ * logs, "a.json, b.jsonl", to b. */
 static void files_of(const struct calibration *c, bool logs, struct strbuf *b)
 {
     const char *sep = "";
     for (size_t i = 0; i < c->n_inputs; i++) {
-        if ((c->inputs[i].kind == COST_IMPORT_SERVING) == logs)
+        enum cost_import_kind k = c->inputs[i].kind;
+        if ((k == COST_IMPORT_SERVING || k == COST_IMPORT_TRACE) == logs)
             continue;
         strbuf_printf(b, "%s%s", sep, input_name(c, i));
         sep = ", ";
@@ -413,7 +530,7 @@ static void calibration_text(const struct calibration *c, char *out, size_t size
     struct strbuf b = {0};
     strbuf_printf(&b, "libra calibrate, %s:", c->model->name);
     if (c->decode.n) {
-        strbuf_printf(&b, " decode constants from %zu serving runs of ", c->decode.n);
+        strbuf_printf(&b, " decode constants from %zu decode points of ", c->decode.n);
         files_of(c, false, &b);
         strbuf_printf(&b, " (rms error %.2f %%)%s", c->out.decode.rms_error * 100.0,
                       c->train.n ? ";" : "");
@@ -528,20 +645,30 @@ static void print_decode(FILE *out, const struct calibration *c)
 {
     if (!c->decode.n)
         return;
+    bool capture = false;
+    for (size_t i = 0; i < c->decode.n; i++)
+        capture |= c->decode_from.v[i].turns > 0;
     fprintf(out,
             "\ndecode points: the mean iteration a decoding request saw (ms); batch and prefill "
-            "per iteration\n%-24s %5s %-8s %3s %8s %8s %9s %9s %9s %8s\n",
+            "per iteration%s\n%-24s %5s %-8s %3s %8s %8s %9s %9s %9s %8s\n",
+            capture ? " (a capture's: a band of batch, its timed turns in place of a line)" : "",
             "input", "line", "backend", "TP", "batch", "context", "prefill", "measured", "modelled",
             "error");
     for (size_t i = 0; i < c->decode.n; i++) {
         const struct cost_decode_point *p = &c->decode.v[i];
         const struct origin *o = &c->decode_from.v[i];
         double m = c->out.decode_modelled[i];
-        fprintf(out, "%-24s %5d %-8s %3d %8.2f %8.0f %9.1f %9.3f %9.3f %+7.2f%%\n",
-                input_name(c, o->input), o->line, o->backend, p->tp, p->decode_seqs, p->ctx_tokens,
-                p->prefill_tokens, p->measured_s * 1e3, m * 1e3,
+        fprintf(out, "%-24s %5zu %-8s %3d %8.2f %8.0f %9.1f %9.3f %9.3f %+7.2f%%\n",
+                input_name(c, o->input), o->turns ? o->turns : (size_t)o->line, o->backend, p->tp,
+                p->decode_seqs, p->ctx_tokens, p->prefill_tokens, p->measured_s * 1e3, m * 1e3,
                 point_error(m, p->measured_s) * 100.0);
     }
+    for (size_t i = 0; i < c->n_inputs; i++)
+        if (c->inputs[i].unused)
+            fprintf(out,
+                    "%s: %zu timed turns in no point (no iteration timed, or in a band of fewer "
+                    "than %d)\n",
+                    input_name(c, i), c->inputs[i].unused, CAPTURE_MIN_TURNS);
 }
 
 static void print_train(FILE *out, const struct calibration *c)
@@ -625,14 +752,18 @@ static json_t *decode_json(const struct calibration *c)
         const struct cost_decode_point *p = &c->decode.v[i];
         const struct origin *o = &c->decode_from.v[i];
         double m = c->out.decode_modelled[i];
-        json_array_append_new(
-            a,
+        json_t *pt =
             json_pack("{s:s, s:i, s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:o}", "input",
                       input_name(c, o->input), "line", o->line, "backend", o->backend, "tp", p->tp,
                       "decode_seqs", p->decode_seqs, "ctx_tokens", p->ctx_tokens, "prefill_tokens",
                       p->prefill_tokens, "prefill_seqs", p->prefill_seqs, "prefill_pairs",
                       p->prefill_pairs, "measured_s", p->measured_s, "modelled_s", ujson_real(m),
-                      "error", ujson_real(point_error(m, p->measured_s))));
+                      "error", ujson_real(point_error(m, p->measured_s)));
+        if (o->turns) { /* a capture's band: its turns, not a line */
+            json_object_del(pt, "line");
+            json_object_set_new(pt, "turns", json_integer((json_int_t)o->turns));
+        }
+        json_array_append_new(a, pt);
     }
     return a;
 }
@@ -782,8 +913,8 @@ int cmd_calibrate(int argc, char **argv)
         rc = own_flag(&c, opt);
     }
     if (rc == 0 && optind >= argc)
-        rc = cli_usage_error(cc.cmd, "no INPUT: give serving benchmark results or a verl or "
-                                     "Megatron-LM log");
+        rc = cli_usage_error(cc.cmd, "no INPUT: give serving benchmark results, a libra serve "
+                                     "capture or a verl or Megatron-LM log");
     if (rc == 0 && c.output && strcmp(c.output, "-") == 0)
         rc = cli_usage_error(cc.cmd, "-o: the preset needs a file (the report is on standard "
                                      "output)");

@@ -20,7 +20,9 @@
  *   parallel sizes, micro-batch, optimizer, recompute) and its `iteration N/M | ... |` lines.
  *   An iteration line becomes one training point: the elapsed time per iteration over its
  *   global batch of sequences of seq_length tokens, on the layout the arguments give.
- * - libra traces are recognised to be refused: turns carry token counts, not timings.
+ * - libra serve captures: traces whose turns carry the gateway's timing (trace_turn_timing).
+ *   cli/ reads the trace and hands the timed turns over (cost_timed_turn); each band of decode
+ *   batch on each TP size becomes one decode point (cost_timed_points, timed.c).
  *
  * An input may carry options after its name, "FILE,tp=2" (cost_import_options_parse). Parsers
  * are pure and read memory (cli/ reads the files); errors name FILE:LINE:COL and the field.
@@ -167,5 +169,45 @@ int cost_import_options_parse(const char *text, struct cost_import_options *o, c
 int cost_log_point(const struct cost_log_step *st, const struct cost_import_options *o,
                    const struct cost_shape *shape, struct cost_train_seqs *seqs,
                    struct cost_train_point *out, char *why, size_t size);
+
+/* A turn a gateway timed (`libra serve --capture`), in seconds on the gateway's clock. */
+struct cost_timed_turn {
+    int64_t instance;        /* the engine that served it */
+    int tp;                  /* its TP size */
+    double sent_s;           /* the request sent */
+    double first_s;          /* the first streamed chunk; < 0: the answer was not streamed */
+    double done_s;           /* the answer complete, >= sent_s and first_s */
+    double prompt_tokens;    /* the context sent */
+    double uncached_tokens;  /* of it, prefilled (not served from the prefix cache) */
+    double generated_tokens; /* in the answer */
+    double prefill_s;        /* the model's time to prefill its uncached tokens alone
+                              * (cost_prefill_time): orders the engine's prefills in time */
+};
+
+/* The decode point of one band of decode batch on one TP size. */
+struct cost_timed_point {
+    double batch_lo, batch_hi; /* the band: mean turns in flight in [lo, hi) */
+    size_t turns;              /* timed turns in it */
+    struct cost_decode_point point;
+};
+
+/*
+ * The decode points of timed turns (any order, of any engines). Each engine's turns are
+ * replayed in order of sending: a turn's prefill ends at its first streamed chunk, or, not
+ * streamed, prefill_s after the later of its sending and the end of the prefill before it
+ * (first come first served); it then decodes until its end. A turn times its window — from
+ * its first chunk to its end, generated − 1 iterations, when it streamed; else from its
+ * sending to its end, generated − 1 iterations and one per prefill that ended in the window up
+ * to its own (it waited those out) — at the mean count of its engine's turns decoding over the
+ * window, their mean context (prompt + generated/2 each), and the prefills ending in the
+ * window (their uncached tokens), each in an iteration of its own. Turns are grouped by TP
+ * size and by band of that mean, [2^k, 2^(k+1)); a group becomes one serving point
+ * (cost/points.h) of iteration-weighted means: the mean iteration a decoding turn saw. Turns
+ * that time no iteration (no interval, no token after the first streamed one) and groups of
+ * fewer than min_turns are counted in *unused. *out (owned, free it) holds the points, by TP
+ * then band; returns their number. Pure and thread-safe.
+ */
+size_t cost_timed_points(const struct cost_timed_turn *turns, size_t n, size_t min_turns,
+                         struct cost_timed_point **out, size_t *unused);
 
 #endif

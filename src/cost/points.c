@@ -34,15 +34,16 @@ int cost_constant_find(const char *name)
 
 /* ---- decode points ------------------------------------------------------------------------ */
 
-static void serving_batch(const struct cost_decode_point *pt, struct cost_batch *b)
+/* An iteration of pt's decoding batch with `scale` times its mean prefill per iteration. */
+static void serving_batch(const struct cost_decode_point *pt, double scale, struct cost_batch *b)
 {
     memset(b, 0, sizeof *b);
     b->decode_seqs = pt->decode_seqs;
     b->decode_ctx_tokens = pt->decode_seqs * pt->ctx_tokens;
-    b->prefill_seqs = pt->prefill_seqs;
-    b->prefill_tokens = pt->prefill_tokens;
-    b->prefill_pairs = pt->prefill_pairs;
-    b->prefill_done_seqs = pt->prefill_seqs; /* each prompt's last chunk samples a token */
+    b->prefill_seqs = scale * pt->prefill_seqs;
+    b->prefill_tokens = scale * pt->prefill_tokens;
+    b->prefill_pairs = scale * pt->prefill_pairs;
+    b->prefill_done_seqs = b->prefill_seqs; /* each prompt's last chunk samples a token */
 }
 
 double cost_decode_point_time(const struct cost_rollout_pre *pre,
@@ -51,8 +52,17 @@ double cost_decode_point_time(const struct cost_rollout_pre *pre,
     if (pt->kind == COST_DECODE_SINGLE)
         return cost_single_request_s_per_token(pre, pt->prompt_tokens, pt->gen_tokens);
     struct cost_batch b;
-    serving_batch(pt, &b);
-    return cost_iter_time(pre, &b);
+    double f = pt->prefill_iters;
+    if (!(f > 0.0 && f < 1.0)) {
+        serving_batch(pt, 1.0, &b);
+        return cost_iter_time(pre, &b);
+    }
+    /* the prompts' iterations and the others: the mean of the two kinds (the linear layers'
+     * roofline makes a prompt concentrated in one iteration cost more than spread over many) */
+    serving_batch(pt, 1.0 / f, &b);
+    double with = cost_iter_time(pre, &b);
+    serving_batch(pt, 0.0, &b);
+    return f * with + (1.0 - f) * cost_iter_time(pre, &b);
 }
 
 void cost_decode_point_terms(const struct cost_decode_point *pt, double terms[2])

@@ -62,6 +62,9 @@ struct cost_decode_point {
     double prefill_tokens; /* prompt tokens prefilled */
     double prefill_seqs;   /* prompts (chunks) among them */
     double prefill_pairs;  /* attention (query, key) pairs of those prompt tokens */
+    double prefill_iters;  /* the share of iterations that carry those prompts (each then
+                            * prefill_tokens / prefill_iters of them), in (0, 1]; 0: spread
+                            * evenly over every iteration */
     /* single */
     double prompt_tokens;
     double gen_tokens; /* >= 1 */

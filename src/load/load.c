@@ -404,6 +404,7 @@ static void record_traj(struct run *r, const struct traj *t, int64_t step, enum 
         turns[k].prompt_tokens = t->seen[k].prompt_tokens;
         turns[k].cached_tokens = t->seen[k].cached_tokens;
         turns[k].generated_tokens = t->seen[k].generated_tokens;
+        turns[k].timing = (struct trace_turn_timing){0}; /* the input's, not this run's */
     }
     out.turns = turns;
     out.step = step;

@@ -363,9 +363,10 @@ struct gw_engine *gw_route_turn(struct gw *g, const struct gw_request *r, struct
                                 struct sched_decision *applied);
 
 /* The turn of t (NULL: a single turn) on engine e (NULL: none) ended: generated tokens (-1:
- * failed). */
+ * failed), and how it was served (timing->tp 0: not timed). */
 void gw_turn_end(struct gw *g, struct gw_traj *t, const struct gw_request *r,
-                 const struct gw_engine *e, int64_t generated, int64_t cached);
+                 const struct gw_engine *e, int64_t generated, int64_t cached,
+                 const struct trace_turn_timing *timing);
 
 /* Applies events from the events call to the trajectory named id. Returns 0, or -1 when no
  * live trajectory has that name. */

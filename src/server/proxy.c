@@ -38,7 +38,10 @@ struct proxy {
     struct list_node held_link; /* ... */
     struct list_node turn_link; /* in engine->turns while xfer runs */
     int tries;
-    double start_s;
+    int sends;      /* to an engine: a turn sent once is timed (the capture's timing) */
+    double start_s; /* gw_now() when last sent */
+    double first_s; /* ... when its first streamed chunk came; < 0 before */
+    double done_s;  /* ... when its transfer ended */
     int status;
     char content_type[128];
     bool started;   /* streaming answer started */
@@ -137,7 +140,8 @@ static void read_sse(struct proxy *p, const char *buf, size_t len)
 static void engine_done(struct proxy *p)
 {
     list_unlink(&p->engine->turns, &p->turn_link);
-    gw_observe_latency(p->engine, gw_now() - p->start_s);
+    p->done_s = gw_now();
+    gw_observe_latency(p->engine, p->done_s - p->start_s);
     gw_engine_turn_done(p->engine);
 }
 
@@ -160,13 +164,26 @@ static void proxy_free(struct proxy *p)
     free(p);
 }
 
-/* The turn ended (generated -1: it failed); the call is answered or gone. */
+static int64_t to_us(double s)
+{
+    return (int64_t)llround(s * 1e6);
+}
+
+/* The turn ended (generated -1: it failed); the call is answered or gone. A turn one engine
+ * answered in one transfer is timed; one sent again (resubmitted, resumed) is not. */
 static void end_turn(struct proxy *p, int64_t generated)
 {
     struct gw *g = p->g;
     if (generated >= 0 && p->version[0] && p->engine)
         gw_engine_version(g, p->engine, p->version);
-    gw_turn_end(g, p->traj, &p->req, p->engine, generated, p->cached);
+    struct trace_turn_timing timing = {0};
+    if (generated >= 0 && p->sends == 1 && p->engine && p->engine->tp > 0)
+        timing = (struct trace_turn_timing){.instance = p->engine->id,
+                                            .tp = p->engine->tp,
+                                            .sent_us = to_us(p->start_s),
+                                            .first_us = p->first_s >= 0 ? to_us(p->first_s) : -1,
+                                            .done_us = to_us(p->done_s)};
+    gw_turn_end(g, p->traj, &p->req, p->engine, generated, p->cached, &timing);
     proxy_free(p);
 }
 
@@ -230,6 +247,8 @@ static bool on_data(void *arg, const char *buf, size_t len)
         p->body.n += len;
         return true;
     }
+    if (p->first_s < 0)
+        p->first_s = gw_now();
     read_sse(p, buf, len);
     net_stream_write(p->call, buf, len);
     if (net_stream_pending(p->call) > PROXY_HIGH_WATER) {
@@ -352,7 +371,9 @@ static void send_turn(struct proxy *p)
     const char *headers[2] = {"Content-Type: application/json", auth_line};
     snprintf(auth_line, sizeof auth_line, "Authorization: %s", auth ? auth : "");
     gw_engine_turn_start(e);
+    p->sends++;
     p->start_s = gw_now();
+    p->first_s = -1;
     p->generated = p->cached = -1;
     p->sse_chunks = 0;
     p->xfer = net_client_send(g->client, "POST", url, headers, auth ? 2 : 1, iov, n_iov, &ops, p);

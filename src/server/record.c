@@ -104,9 +104,15 @@ char *gw_traj_rec_text(const struct gw_traj *t)
             returns_json(pending, t->obs.v, pos, tu->calls,
                          t->announced < calls ? t->announced : calls);
         pos += calls;
-        json_array_append_new(turns, json_pack("[I, I, I, o]", (json_int_t)tu->prompt_tokens,
-                                               (json_int_t)tu->cached_tokens,
-                                               (json_int_t)tu->generated_tokens, ret));
+        json_t *row =
+            json_pack("[I, I, I, o]", (json_int_t)tu->prompt_tokens, (json_int_t)tu->cached_tokens,
+                      (json_int_t)tu->generated_tokens, ret);
+        const struct trace_turn_timing *m = &tu->timing;
+        if (m->tp > 0)
+            json_array_append_new(row, json_pack("[I, I, I, I, I]", (json_int_t)m->instance,
+                                                 (json_int_t)m->tp, (json_int_t)m->sent_us,
+                                                 (json_int_t)m->first_us, (json_int_t)m->done_us));
+        json_array_append_new(turns, row);
     }
     returns_json(pending, t->obs.v, tail, t->pending.v, t->pending.n);
     return dump(json_pack("{s:o, s:I, s:I, s:I, s:I, s:I, s:o, s:o}", "id", gw_bytes_json(t->id),
@@ -462,16 +468,37 @@ static int live_returns(const json_t *a, const char *path, struct gw_traj *t,
     return 0;
 }
 
-/* One completed turn [prompt_tokens, cached_tokens, generated_tokens, returns after it]. */
+/* A timed turn's [instance, tp, sent_us, first_us (-1: not streamed), done_us]. */
+static bool timing_read(const json_t *a, struct trace_turn_timing *m)
+{
+    int64_t v[5];
+    static const int64_t lo[5] = {0, 1, 0, -1, 0};
+    if (json_array_size(a) != 5)
+        return false;
+    for (size_t i = 0; i < 5; i++)
+        if (!int_in(json_array_get(a, i), lo[i], i == 1 ? TRACE_MAX_TP : INT64_MAX, &v[i]))
+            return false;
+    *m = (struct trace_turn_timing){v[0], v[1], v[2], v[3], v[4]};
+    return (m->first_us < 0 || (m->sent_us <= m->first_us && m->first_us <= m->done_us)) &&
+           m->sent_us <= m->done_us;
+}
+
+/* One completed turn [prompt_tokens, cached_tokens, generated_tokens, returns after it], and
+ * its timing when it was timed. */
 static int live_turn(const json_t *tu, size_t k, bool last, struct gw_traj *t, char *err,
                      size_t size)
 {
     char at[64];
     snprintf(at, sizeof at, "turns.%zu", k);
     struct trace_turn turn = {0};
-    if (!json_is_array(tu) || json_array_size(tu) != 4)
+    size_t n = json_array_size(tu);
+    if (!json_is_array(tu) || (n != 4 && n != 5))
         return bad(err, size, at,
-                   "expected [prompt_tokens, cached_tokens, generated_tokens, returns]");
+                   "expected [prompt_tokens, cached_tokens, generated_tokens, returns] and the "
+                   "turn's timing when it was timed");
+    if (n == 5 && !timing_read(json_array_get(tu, 4), &turn.timing))
+        return bad(err, size, at,
+                   "expected its timing [instance, tp, sent_us, first_us, done_us] in order");
     if (!int_in(json_array_get(tu, 0), 0, INT64_MAX, &turn.prompt_tokens) ||
         !int_in(json_array_get(tu, 1), -1, turn.prompt_tokens, &turn.cached_tokens) ||
         !int_in(json_array_get(tu, 2), 0, INT64_MAX, &turn.generated_tokens))

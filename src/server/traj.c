@@ -260,7 +260,8 @@ struct gw_engine *gw_route_turn(struct gw *g, const struct gw_request *r, struct
 }
 
 void gw_turn_end(struct gw *g, struct gw_traj *t, const struct gw_request *r,
-                 const struct gw_engine *e, int64_t generated, int64_t cached)
+                 const struct gw_engine *e, int64_t generated, int64_t cached,
+                 const struct trace_turn_timing *timing)
 {
     if (!t)
         return;
@@ -271,7 +272,8 @@ void gw_turn_end(struct gw *g, struct gw_traj *t, const struct gw_request *r,
         struct trace_turn turn = {.prompt_tokens = r->prompt_tokens,
                                   .cached_tokens =
                                       cached >= 0 && cached <= r->prompt_tokens ? cached : -1,
-                                  .generated_tokens = generated};
+                                  .generated_tokens = generated,
+                                  .timing = *timing};
         vec_push(&t->turns, turn);
         t->last_prompt_tokens = r->prompt_tokens;
         t->last_generated = generated;

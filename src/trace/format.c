@@ -116,6 +116,13 @@ static void format_turn(struct trace_text *b, const struct trace_turn *u)
     FIELD(b, "{\"prompt_tokens\":", u->prompt_tokens);
     KNOWN(b, ",\"cached_tokens\":", u->cached_tokens);
     FIELD(b, ",\"generated_tokens\":", u->generated_tokens);
+    if (u->timing.tp > 0) {
+        FIELD(b, ",\"instance\":", u->timing.instance);
+        FIELD(b, ",\"tp\":", u->timing.tp);
+        FIELD(b, ",\"sent_us\":", u->timing.sent_us);
+        KNOWN(b, ",\"first_us\":", u->timing.first_us);
+        FIELD(b, ",\"done_us\":", u->timing.done_us);
+    }
     if (u->n_calls) {
         LIT(b, ",\"calls\":[");
         for (size_t i = 0; i < u->n_calls; i++) {

@@ -150,6 +150,30 @@ static int check_call(struct fault *f, long ti, long ci, const struct trace_tool
     return rc;
 }
 
+/* A recorded timing: an engine, a TP size, and sent <= first (when streamed) <= done. */
+static int check_timing(struct fault *f, long ti, const struct trace_turn_timing *m)
+{
+    if (m->tp == 0)
+        return 0;
+    if (m->tp < 1 || m->tp > TRACE_MAX_TP)
+        return fault(f, ti, -1, "tp", "must be 1 to %d, got %lld", TRACE_MAX_TP, (long long)m->tp);
+    int rc = check_count(f, ti, -1, "instance", m->instance, false);
+    if (!rc)
+        rc = check_count(f, ti, -1, "sent_us", m->sent_us, false);
+    if (!rc)
+        rc = check_count(f, ti, -1, "first_us", m->first_us, true);
+    if (rc)
+        return rc;
+    if (m->first_us >= 0 && m->first_us < m->sent_us)
+        return fault(f, ti, -1, "first_us", "%lld is before sent_us %lld", (long long)m->first_us,
+                     (long long)m->sent_us);
+    int64_t after = m->first_us >= 0 ? m->first_us : m->sent_us;
+    if (m->done_us < after)
+        return fault(f, ti, -1, "done_us", "%lld is before %s %lld", (long long)m->done_us,
+                     m->first_us >= 0 ? "first_us" : "sent_us", (long long)after);
+    return 0;
+}
+
 static int check_turn(struct fault *f, const struct trace_traj *t, long ti, struct totals *sum)
 {
     const struct trace_turn *u = &t->turns[ti];
@@ -164,6 +188,8 @@ static int check_turn(struct fault *f, const struct trace_traj *t, long ti, stru
     if (!rc)
         rc = check_sum(f, ti, -1, "generated_tokens", u->generated_tokens, &sum->generated,
                        TRACE_MAX_TOKENS, "generated tokens");
+    if (!rc)
+        rc = check_timing(f, ti, &u->timing);
     if (rc)
         return rc;
     if (u->cached_tokens > u->prompt_tokens)
@@ -458,8 +484,9 @@ static int check_unknown(const struct trace_parser *p, const struct obj *ob,
 
 static const char *const call_keys[] = {"tool",     "status",  "payload_tokens",
                                         "queue_us", "exec_us", NULL};
-static const char *const turn_keys[] = {"prompt_tokens", "cached_tokens", "generated_tokens",
-                                        "calls", NULL};
+static const char *const turn_keys[] = {
+    "prompt_tokens", "cached_tokens", "generated_tokens", "calls", "instance", "tp",
+    "sent_us",       "first_us",      "done_us",          NULL};
 static const char *const traj_keys[] = {
     "step",     "prompt_id", "epoch",  "sample", "version_start", "version_end", "start_us",
     "setup_us", "finish",    "reward", "turns",  "extra",         NULL};
@@ -490,6 +517,38 @@ static int parse_call(struct trace_parser *p, const json_t *v, long ti, long ci,
     return rc;
 }
 
+/* Reads a turn's timing: instance, tp, sent_us and done_us all given, and first_us when the
+ * answer streamed; or none of them. */
+static int parse_timing(struct trace_parser *p, struct obj *ob, struct trace_turn_timing *m,
+                        struct libra_error *err)
+{
+    static const char *const needed[] = {"instance", "tp", "sent_us", "done_us"};
+    int64_t v[4];
+    const char *absent = NULL;
+    bool given = false;
+    for (int i = 0; i < 4; i++) {
+        int rc = get_int(p, ob, needed[i], false, &v[i], err);
+        if (rc)
+            return rc;
+        given |= v[i] >= 0;
+        if (v[i] < 0 && !absent)
+            absent = needed[i];
+    }
+    int rc = get_int(p, ob, "first_us", false, &m->first_us, err);
+    if (rc || (!given && m->first_us < 0)) {
+        *m = (struct trace_turn_timing){0};
+        return rc;
+    }
+    if (absent)
+        return failf(p, err, ob->turn, -1, absent,
+                     "missing: a turn's timing is instance, tp, sent_us and done_us together");
+    if (v[1] == 0)
+        return failf(p, err, ob->turn, -1, "tp", "must be >= 1, got 0");
+    *m = (struct trace_turn_timing){
+        .instance = v[0], .tp = v[1], .sent_us = v[2], .first_us = m->first_us, .done_us = v[3]};
+    return 0;
+}
+
 /* Parses turn ti; its calls are appended to p->calls and linked by trace_parser_traj. */
 static int parse_turn(struct trace_parser *p, const json_t *v, long ti, struct trace_turn *u,
                       struct libra_error *err)
@@ -502,6 +561,8 @@ static int parse_turn(struct trace_parser *p, const json_t *v, long ti, struct t
         rc = get_int(p, &ob, "cached_tokens", false, &u->cached_tokens, err);
     if (!rc)
         rc = get_int(p, &ob, "generated_tokens", true, &u->generated_tokens, err);
+    if (!rc)
+        rc = parse_timing(p, &ob, &u->timing, err);
     if (rc)
         return rc;
     const json_t *calls = member(&ob, "calls");

@@ -35,6 +35,9 @@
 #define TRACE_MAX_TOKENS ((int64_t)1 << 40)
 #define TRACE_MAX_TOOL_US ((int64_t)1 << 50)
 
+/* Largest TP size a turn's timing may name: far above any engine. */
+#define TRACE_MAX_TP 1024
+
 enum trace_tool_status {
     TRACE_TOOL_SUCCESS,
     TRACE_TOOL_FAILURE,
@@ -60,6 +63,17 @@ struct trace_tool_call {
     int64_t exec_us;        /* execution, microseconds; -1 when unknown */
 };
 
+/* When and where a turn was served, as the gateway that sent it measured (`libra serve
+ * --capture`): the engine's instance and TP size, and three moments on the clock of the
+ * trajectories' start_us, in microseconds. tp 0: not recorded (then every field is 0). */
+struct trace_turn_timing {
+    int64_t instance; /* the engine that served the turn (the gateway's instance id) */
+    int64_t tp;       /* its tensor-parallel size; 0 when the turn carries no timing */
+    int64_t sent_us;  /* the request sent to the engine */
+    int64_t first_us; /* the answer's first streamed chunk; -1: the answer was not streamed */
+    int64_t done_us;  /* the answer complete */
+};
+
 /* One LLM call of a trajectory. */
 struct trace_turn {
     int64_t prompt_tokens;         /* tokens sent (the whole context) */
@@ -67,6 +81,7 @@ struct trace_turn {
     int64_t generated_tokens;      /* tokens generated in this turn */
     struct trace_tool_call *calls; /* tool calls after this turn (see trace_check_traj) */
     size_t n_calls;
+    struct trace_turn_timing timing; /* tp 0: not recorded */
 };
 
 /* The microseconds a turn's tools took: every call's queue and execution, summed (unknown
@@ -154,7 +169,8 @@ int trace_check_header(const struct trace_header *h, struct libra_error *err);
  * Checks the rules a well-formed record obeys beyond its types (docs/trace-format.md,
  * "Semantic rules"): counts non-negative, cached <= prompt, at least one turn, tool calls
  * between turns (and after the last only when truncated or aborted), version_end >=
- * version_start when known, sample < group_size when group_size > 0, non-empty tool names.
+ * version_start when known, sample < group_size when group_size > 0, non-empty tool names,
+ * a turn's timing (when recorded) in order: sent <= first (when streamed) <= done.
  * Returns 0, or LIBRA_EINVAL with err (optional) holding "FIELD: REASON" (e.g.
  * "turns.2.cached_tokens: 900 exceeds prompt_tokens 800") and no position.
  */

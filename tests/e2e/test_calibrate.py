@@ -130,7 +130,7 @@ def test_decode_constants_are_recovered_and_move_cost(benchmarks, tmp_path):
     assert decode_table(env=dict(os.environ, LIBRA_PRESETS=preset)) == after
     text = ok("cost", "--presets", preset, "--model", MODEL)
     assert "t_fix 5.0" in text and "(calibrated)" in text
-    assert "calibrated: libra calibrate, qwen2.5-7b: decode constants from 5 serving runs" in text
+    assert "calibrated: libra calibrate, qwen2.5-7b: decode constants from 5 decode points" in text
 
 
 def test_preset_file_is_a_preset_every_command_takes(benchmarks, tmp_path):
@@ -297,7 +297,8 @@ BAD = [
     ("step:1 - timing_s/update_actor:5 - prompt_length/mean:1\n", 2,
      "bad.json:1:1: perf/total_num_tokens: missing"),
     ('{"libra_trace":1,"workload":"search-r1"}\n', 2,
-     "a libra trace records token counts per turn but no timings"),
+     "bad.json: no turn carries a timing: only `libra serve --capture` records them"),
+    ('{"libra_trace":1,"workload":"search-r1"}\n{"step":0}\n', 2, "bad.json:2:1: prompt_id: missing"),
     ("hello\n", 2,
      "not a vLLM or SGLang serving benchmark result, a verl or Megatron-LM log or a libra trace"),
     (" iteration 5/ 9 | elapsed time per iteration (ms): 1.0 | global batch size: 8 |\n", 2,
@@ -352,12 +353,13 @@ def test_text_report(benchmarks):
     assert text == ok("calibrate", *benchmarks, "--model", MODEL)  # deterministic
 
 
-def test_documented_example(tmp_path):
-    """docs/calibrate.md's example is this command's output, byte for byte."""
+@pytest.mark.parametrize("name", ["calibrate example", "calibrate capture example"])
+def test_documented_example(name, tmp_path):
+    """docs/calibrate.md's examples are these commands' output, byte for byte."""
     source = os.environ["LIBRA_SOURCE_DIR"]
     with open(os.path.join(source, "docs", "calibrate.md"), encoding="utf-8") as f:
         doc = f.read()
-    block = doc.split("<!-- BEGIN calibrate example -->\n```\n")[1].split("```\n<!-- END")[0]
+    block = doc.split("<!-- BEGIN %s -->\n```\n" % name)[1].split("```\n<!-- END")[0]
     lines = block.splitlines(keepends=True)
     assert lines[0] == "$ cd tests/data/calibrate\n" and lines[1].startswith("$ libra calibrate ")
     args = lines[1][len("$ libra "):].split()
@@ -367,4 +369,4 @@ def test_documented_example(tmp_path):
                           cwd=os.path.join(source, "tests", "data", "calibrate"))
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.replace(written, "/tmp/my-a800.json") == "".join(lines[2:])
-    assert os.path.exists(written)
+    assert os.path.exists(written) == ("-o" in args)

@@ -72,6 +72,36 @@ static double measure_decode(const struct bench *b, struct cost_decode_point *pt
     return sqrt(ss / (double)n);
 }
 
+/* Prompts concentrated in a share of the iterations cost that share of iterations carrying
+ * them and the rest without: more than spread evenly, since the linear layers turn from
+ * streaming weights to computing; and the fit's columns stay those of the spread point. */
+static void test_prefill_in_iterations_of_their_own(void **state)
+{
+    struct bench b;
+    bench_init(&b, COST_REF_QWEN25_7B, COST_REF_A100);
+    struct cost_rollout_pre pre;
+    assert_int_equal(cost_rollout_pre_init(&pre, &b.shape, b.hw, &b.in.rollout, 1), 0);
+    struct cost_decode_point spread = serving_point(16.0, 1), own = spread;
+    own.prefill_iters = 0.25;
+    struct cost_batch with = {.decode_seqs = 16.0,
+                              .decode_ctx_tokens = 16.0 * 2000.0,
+                              .prefill_seqs = spread.prefill_seqs / 0.25,
+                              .prefill_tokens = spread.prefill_tokens / 0.25,
+                              .prefill_pairs = spread.prefill_pairs / 0.25,
+                              .prefill_done_seqs = spread.prefill_seqs / 0.25};
+    struct cost_batch without = {.decode_seqs = 16.0, .decode_ctx_tokens = 16.0 * 2000.0};
+    double want = 0.25 * cost_iter_time(&pre, &with) + 0.75 * cost_iter_time(&pre, &without);
+    assert_true(fabs(cost_decode_point_time(&pre, &own) / want - 1.0) < 1e-12);
+    assert_true(cost_decode_point_time(&pre, &own) > cost_decode_point_time(&pre, &spread));
+    own.prefill_iters = 1.0;
+    assert_true(cost_decode_point_time(&pre, &own) == cost_decode_point_time(&pre, &spread));
+    double a[2], c[2];
+    own.prefill_iters = 0.25;
+    cost_decode_point_terms(&own, a);
+    cost_decode_point_terms(&spread, c);
+    assert_true(a[0] == c[0] && a[1] == c[1]);
+}
+
 static void test_decode_recovers_known_constants(void **state)
 {
     static const double batches[] = {1, 4, 16, 32, 64, 128, 200};
@@ -292,6 +322,7 @@ static void test_sheet_held_out_points(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_prefill_in_iterations_of_their_own),
         cmocka_unit_test(test_decode_recovers_known_constants),
         cmocka_unit_test(test_decode_refuses_one_batch_size),
         cmocka_unit_test(test_train_recovers_known_mfu),

@@ -468,10 +468,13 @@ static void test_a_row_keeps_what_the_events_call_announced_not_a_turn_in_flight
 {
     struct gw_traj t = {.prompt = 3, .start_tokens = 100, .generation = 2, .instance = 1};
     snprintf(t.id, sizeof t.id, "libra:9");
-    vec_push(&t.turns, ((struct trace_turn){100, 0, 40, NULL, 0}));
+    vec_push(&t.turns, ((struct trace_turn){.prompt_tokens = 100, .generated_tokens = 40}));
     announce(&t, obs_of("bash", 10)); /* the events call, after turn 0 */
     route(&t, obs_of("search", 20));  /* turn 1: one more return inline */
-    vec_push(&t.turns, ((struct trace_turn){170, 96, 30, NULL, 0})); /* turn 1 done */
+    vec_push(&t.turns, ((struct trace_turn){.prompt_tokens = 170,
+                                            .cached_tokens = 96,
+                                            .generated_tokens = 30,
+                                            .timing = {1, 2, 500, -1, 900}})); /* turn 1 done */
     announce(&t, obs_of("python", 30)); /* the events call, after turn 1 */
     route(&t, obs_of("inline", 40));    /* turn 2 goes out, then ... */
     announce(&t, obs_of("late", 50));   /* ... returns announced meanwhile */
@@ -480,7 +483,8 @@ static void test_a_row_keeps_what_the_events_call_announced_not_a_turn_in_flight
         text, "{\"id\":\"libra:9\",\"prompt\":3,\"start_tokens\":100,\"generation\":2,"
               "\"version_start\":0,\"instance\":1,\"turns\":[[100,0,40,[[\"bash\",10,\"small\","
               "\"success\",\"explicit\",5],[\"search\",20,\"small\",\"success\",\"explicit\",5]]],"
-              "[170,96,30,[]]],\"pending\":[[\"python\",30,\"small\",\"success\",\"explicit\",5],"
+              "[170,96,30,[],[1,2,500,-1,900]]],\"pending\":[[\"python\",30,\"small\",\"success\","
+              "\"explicit\",5],"
               "[\"late\",50,\"small\",\"success\",\"explicit\",5]]}");
     struct gw_traj back = {0};
     char err[256];
@@ -489,6 +493,8 @@ static void test_a_row_keeps_what_the_events_call_announced_not_a_turn_in_flight
     assert_int_equal(back.turns.n, 2);
     assert_int_equal(back.turns.v[0].n_calls, 2);
     assert_int_equal(back.turns.v[1].n_calls, 0);
+    assert_int_equal(back.turns.v[0].timing.tp, 0); /* not timed */
+    assert_memory_equal(&back.turns.v[1].timing, &t.turns.v[1].timing, sizeof t.turns.v[1].timing);
     assert_int_equal(back.obs.n, 4);
     assert_int_equal(back.returns_at.n, 1);
     assert_int_equal(back.pending.n, 2);
@@ -515,6 +521,13 @@ static void test_rows_name_the_field_that_is_wrong(void **state)
     assert_int_equal(gw_traj_rec_parse(row, strlen(row), &t, err, sizeof err), -1);
     assert_string_equal(err, "turns.0.3.0.0: expected a tool name (1 to 31 bytes, no ':', '|', "
                              "',' or control)");
+    gw_traj_clear(&t);
+    const char *timed = "{\"id\":\"x\",\"prompt\":1,\"start_tokens\":1,\"generation\":0,"
+                        "\"version_start\":0,\"instance\":0,\"turns\":[[2,0,1,[],[0,1,9,-1,5]]],"
+                        "\"pending\":[]}";
+    assert_int_equal(gw_traj_rec_parse(timed, strlen(timed), &t, err, sizeof err), -1);
+    assert_string_equal(err, "turns.0: expected its timing [instance, tp, sent_us, first_us, "
+                             "done_us] in order");
     gw_traj_clear(&t);
     const char *learn = "{\"id\":\"\",\"step\":0,\"prompt\":1,\"censored\":false,"
                         "\"finish\":\"done\",\"turns\":[[1,1,[]]]}";

@@ -31,6 +31,15 @@
     "\"finish\":\"truncated\",\"turns\":[{\"prompt_tokens\":10,\"generated_tokens\":5,"            \
     "\"calls\":[{\"tool\":\"search\",\"status\":\"other\",\"payload_tokens\":7}]}]}\n"
 
+/* A turn a gateway timed, streamed; then one not streamed (libra serve --capture). */
+#define TIMED                                                                                      \
+    "{\"step\":1,\"prompt_id\":5,\"epoch\":0,\"sample\":0,\"version_start\":1,"                    \
+    "\"finish\":\"completed\",\"turns\":[{\"prompt_tokens\":300,\"generated_tokens\":40,"          \
+    "\"instance\":2,\"tp\":4,\"sent_us\":1000,\"first_us\":1500,\"done_us\":9000,\"calls\":"       \
+    "[{\"tool\":\"search\",\"status\":\"success\",\"payload_tokens\":30}]},{\"prompt_tokens\":"    \
+    "370,\"cached_tokens\":340,\"generated_tokens\":12,\"instance\":0,\"tp\":1,\"sent_us\":"       \
+    "9500,\"done_us\":9500}]}\n"
+
 /* Parses header then one trajectory line and formats them back. */
 static void round_trip(const char *traj_line)
 {
@@ -61,6 +70,24 @@ static void test_round_trip_full(void **state)
 static void test_round_trip_minimal(void **state)
 {
     round_trip(MINIMAL);
+}
+
+static void test_round_trip_timed(void **state)
+{
+    round_trip(TIMED);
+    struct trace_parser *p = trace_parser_new("t.jsonl");
+    const struct trace_traj *t;
+    assert_int_equal(trace_parser_traj(p, TIMED, strlen(TIMED) - 1, 2, &t, NULL), 0);
+    const struct trace_turn_timing *a = &t->turns[0].timing, *b = &t->turns[1].timing;
+    assert_int_equal(a->instance, 2);
+    assert_int_equal(a->tp, 4);
+    assert_int_equal(a->sent_us, 1000);
+    assert_int_equal(a->first_us, 1500);
+    assert_int_equal(a->done_us, 9000);
+    assert_int_equal(b->first_us, -1); /* not streamed */
+    assert_int_equal(trace_parser_traj(p, MINIMAL, strlen(MINIMAL) - 1, 3, &t, NULL), 0);
+    assert_int_equal(t->turns[0].timing.tp, 0); /* none recorded */
+    trace_parser_free(p);
 }
 
 static void test_fields_parsed(void **state)
@@ -139,6 +166,15 @@ static void random_traj(uint64_t *s, struct trace_traj *t, struct trace_turn *tu
         u->prompt_tokens = pick(s, 40000);
         u->cached_tokens = pick(s, 3) ? pick(s, u->prompt_tokens + 1) : -1;
         u->generated_tokens = pick(s, 30000);
+        u->timing = (struct trace_turn_timing){0};
+        if (pick(s, 2)) {
+            int64_t sent = pick(s, 4000000000), first = sent + pick(s, 1000000);
+            u->timing = (struct trace_turn_timing){.instance = pick(s, 64),
+                                                   .tp = 1 << pick(s, 4),
+                                                   .sent_us = sent,
+                                                   .first_us = pick(s, 2) ? first : -1,
+                                                   .done_us = first + pick(s, 100000000)};
+        }
         bool last = i + 1 == t->n_turns;
         u->n_calls = last && !(may_end_on_call && pick(s, 2)) ? 0 : 1 + (size_t)pick(s, 2);
         u->calls = calls + 2 * i;
@@ -176,6 +212,7 @@ static void assert_same_traj(const struct trace_traj *a, const struct trace_traj
         assert_int_equal(u->prompt_tokens, v->prompt_tokens);
         assert_int_equal(u->cached_tokens, v->cached_tokens);
         assert_int_equal(u->generated_tokens, v->generated_tokens);
+        assert_memory_equal(&u->timing, &v->timing, sizeof u->timing);
         assert_int_equal(u->n_calls, v->n_calls);
         for (size_t c = 0; c < u->n_calls; c++) {
             assert_string_equal(u->calls[c].tool, v->calls[c].tool);
@@ -435,6 +472,35 @@ static void test_semantic_rules(void **state)
                "\"tool\"", "turns.0.calls.0.tool: must be a non-empty string");
 }
 
+#define TIMED_TURN_HEAD                                                                            \
+    "\"finish\":\"completed\",\"turns\":[{\"prompt_tokens\":10,\"generated_tokens\":5,"
+
+/* A timing is whole and in order. */
+static void test_timing_rules(void **state)
+{
+#define TURN_WITH(timing) PREFIX TIMED_TURN_HEAD timing "}]}"
+    traj_fails(TURN_WITH("\"instance\":0,\"tp\":1,\"done_us\":5"), "{\"prompt_tokens\"",
+               "turns.0.sent_us: missing: a turn's timing is instance, tp, sent_us and done_us "
+               "together");
+    traj_fails(TURN_WITH("\"first_us\":5"), "{\"prompt_tokens\"",
+               "turns.0.instance: missing: a turn's timing is instance, tp, sent_us and done_us "
+               "together");
+    traj_fails(TURN_WITH("\"instance\":0,\"tp\":0,\"sent_us\":1,\"done_us\":5"), "\"tp\"",
+               "turns.0.tp: must be >= 1, got 0");
+    traj_fails(TURN_WITH("\"instance\":0,\"tp\":2048,\"sent_us\":1,\"done_us\":5"), "\"tp\"",
+               "turns.0.tp: must be 1 to 1024, got 2048");
+    traj_fails(TURN_WITH("\"instance\":0,\"tp\":1,\"sent_us\":9,\"done_us\":5"), "\"done_us\"",
+               "turns.0.done_us: 5 is before sent_us 9");
+    traj_fails(TURN_WITH("\"instance\":0,\"tp\":1,\"sent_us\":9,\"first_us\":8,\"done_us\":12"),
+               "\"first_us\"", "turns.0.first_us: 8 is before sent_us 9");
+    traj_fails(TURN_WITH("\"instance\":0,\"tp\":1,\"sent_us\":1,\"first_us\":8,\"done_us\":5"),
+               "\"done_us\"", "turns.0.done_us: 5 is before first_us 8");
+    traj_fails(TURN_WITH("\"instance\":-1,\"tp\":1,\"sent_us\":1,\"done_us\":5"), "\"instance\"",
+               "turns.0.instance: must be >= 0, got -1");
+#undef TURN_WITH
+}
+#undef TIMED_TURN_HEAD
+
 static void test_empty_and_header_lines(void **state)
 {
     traj_fails("  ", " ", "empty line");
@@ -515,6 +581,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_round_trip_full),
         cmocka_unit_test(test_round_trip_minimal),
+        cmocka_unit_test(test_round_trip_timed),
         cmocka_unit_test(test_fields_parsed),
         cmocka_unit_test(test_random_round_trip),
         cmocka_unit_test(test_reward_matches_ujson),
@@ -526,6 +593,7 @@ int main(void)
         cmocka_unit_test(test_totals_bounded),
         cmocka_unit_test(test_missing_field),
         cmocka_unit_test(test_semantic_rules),
+        cmocka_unit_test(test_timing_rules),
         cmocka_unit_test(test_empty_and_header_lines),
         cmocka_unit_test(test_bad_header),
         cmocka_unit_test(test_check_header),
