@@ -306,21 +306,9 @@ static int check_point(struct calibration *c, const struct input *in,
                    in->path, st->line, st->layers, st->hidden, m->name, m->layers, m->hidden);
         return LIBRA_EXIT_USAGE;
     }
-    if (m->heads % l->tp != 0 || l->pp > m->layers)
-        return cli_usage_error(c->cc->cmd,
-                               "input '%s': tp %d pp %d does not suit %s (tp must divide its %d "
-                               "heads, pp at most its %d layers)",
-                               in->arg, l->tp, l->pp, m->name, m->heads, m->layers);
-    if (l->ep > 1 && !m->experts)
-        return cli_usage_error(c->cc->cmd,
-                               "input '%s': ep %d: %s is dense (expert parallelism needs an MoE "
-                               "model)",
-                               in->arg, l->ep, m->name);
-    if (l->ep > 1 && (m->experts % l->ep != 0 || (l->tp * l->cp * l->dp) % l->ep != 0))
-        return cli_usage_error(c->cc->cmd,
-                               "input '%s': ep %d must divide the %d GPUs of a pipeline stage "
-                               "(tp·cp·dp) and the %d experts of %s",
-                               in->arg, l->ep, l->tp * l->cp * l->dp, m->experts, m->name);
+    char why[240];
+    if (cost_train_config_check(&c->shape, l, m->name, why, sizeof why))
+        return cli_usage_error(c->cc->cmd, "input '%s': %s", in->arg, why);
     return 0;
 }
 

@@ -203,23 +203,14 @@ static void rollout_answers(struct answers *a, double context)
 static int train_answers(struct answers *a, const struct opts *o)
 {
     const struct cost_train_config *c = &o->train;
+    char why[240];
     cost_train_params_for(&a->tp, a->hw);
-    int rc = cost_train_memory(&a->shape, a->hw, &a->tp, c, &a->mem);
-    if (rc) {
-        if (c->ep > 1 && !a->shape.moe)
-            cli_errorf("cost: --ep %d: %s is dense (expert parallelism needs an MoE model)", c->ep,
-                       a->model->name);
-        else if (c->ep > 1)
-            cli_errorf("cost: --ep %d must divide the %d GPUs of a pipeline stage (tp·cp·dp) and "
-                       "the %d experts of %s",
-                       c->ep, c->tp * c->cp * c->dp, a->model->experts, a->model->name);
-        else
-            cli_errorf("cost: training layout tp %d pp %d cp %d dp %d does not suit %s (tp must "
-                       "divide its %d heads, pp at most its %d layers)",
-                       c->tp, c->pp, c->cp, c->dp, a->model->name, a->model->heads,
-                       a->model->layers);
+    if (cost_train_config_check(&a->shape, c, a->model->name, why, sizeof why)) {
+        cli_errorf("cost: %s", why);
         return LIBRA_EXIT_USAGE;
     }
+    if (cost_train_memory(&a->shape, a->hw, &a->tp, c, &a->mem))
+        return LIBRA_EXIT_INTERNAL; /* the layout was checked */
     uint32_t *len = xmallocarray(a->n_seqs, sizeof *len);
     for (size_t i = 0; i < a->n_seqs; i++)
         len[i] = (uint32_t)o->seq_tokens;
@@ -227,8 +218,8 @@ static int train_answers(struct answers *a, const struct opts *o)
     struct cost_train_scratch sc = {0};
     cost_train_seqs_init(&seqs, &a->shape, len, a->n_seqs);
     free(len);
-    rc = cost_train_deal(&seqs, &a->shape, c->dp, c->minibatches, c->micro_batch_tokens,
-                         c->balance_each_minibatch, &sc, &a->load);
+    int rc = cost_train_deal(&seqs, &a->shape, c->dp, c->minibatches, c->micro_batch_tokens,
+                             c->balance_each_minibatch, &sc, &a->load);
     cost_train_seqs_free(&seqs);
     cost_train_scratch_free(&sc);
     if (rc == LIBRA_EINFEAS) {

@@ -6,6 +6,7 @@
 #include "cost/train.h"
 
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -270,18 +271,49 @@ static int ep_of(const struct cost_train_config *c)
     return c->ep > 1 ? c->ep : 1;
 }
 
-static int check_config(const struct cost_shape *s, const struct cost_train_config *c)
+static int layout_fault(char *why, size_t size, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int layout_fault(char *why, size_t size, const char *fmt, ...)
+{
+    if (why && size) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(why, size, fmt, ap);
+        va_end(ap);
+    }
+    return LIBRA_EINVAL;
+}
+
+int cost_train_config_check(const struct cost_shape *s, const struct cost_train_config *c,
+                            const char *model, char *why, size_t size)
 {
     if (c->tp < 1 || c->pp < 1 || c->cp < 1 || c->dp < 1 || c->minibatches < 1 ||
         c->micro_batch_tokens <= 0.0 || c->zero_stage < 0 || c->zero_stage > 3 || c->shard_dp < 0 ||
-        (c->shard_dp && c->dp % c->shard_dp != 0) || fmod(s->heads, c->tp) != 0.0 ||
-        c->pp > s->layers || c->ep < 0)
-        return LIBRA_EINVAL;
+        (c->shard_dp && c->dp % c->shard_dp != 0) || c->ep < 0)
+        return layout_fault(why, size, "an invalid training layout");
+    if (fmod(s->heads, c->tp) != 0.0 || c->pp > s->layers)
+        return layout_fault(why, size,
+                            "training layout tp %d pp %d cp %d dp %d does not suit %s (tp must "
+                            "divide its %.0f heads, pp at most its %.0f layers)",
+                            c->tp, c->pp, c->cp, c->dp, model, s->heads, s->layers);
     int ep = ep_of(c);
-    if (ep > 1 && (!s->moe || fmod(s->experts, ep) != 0.0 || (c->tp * c->cp * c->dp) % ep != 0 ||
-                   (c->shard_dp && c->shard_dp != c->dp)))
-        return LIBRA_EINVAL;
+    if (ep > 1 && !s->moe)
+        return layout_fault(why, size, "ep %d: %s is dense (expert parallelism needs an MoE model)",
+                            ep, model);
+    if (ep > 1 && (fmod(s->experts, ep) != 0.0 || (c->tp * c->cp * c->dp) % ep != 0))
+        return layout_fault(why, size,
+                            "ep %d must divide the %d GPUs of a pipeline stage (tp·cp·dp) and "
+                            "the %.0f experts of %s",
+                            ep, c->tp * c->cp * c->dp, s->experts, model);
+    if (ep > 1 && c->shard_dp && c->shard_dp != c->dp)
+        return layout_fault(why, size, "ep %d with hybrid sharding (HSDP) is not modelled", ep);
     return 0;
+}
+
+static int check_config(const struct cost_shape *s, const struct cost_train_config *c)
+{
+    return cost_train_config_check(s, c, "the model", NULL, 0);
 }
 
 /* Ring collective time: steps·(bytes/bw) + α, where a ring all-reduce moves 2(n−1)/n of the

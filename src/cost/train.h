@@ -222,6 +222,15 @@ struct cost_train_memory {
     bool fits;
 };
 
+/*
+ * Whether config c suits shape s (model names it in messages): positive sizes, TP dividing the
+ * heads, PP at most the layers, EP (ep > 1) only on an MoE model and dividing its experts and
+ * the GPUs of a pipeline stage, not with hybrid sharding. Returns 0, or LIBRA_EINVAL with why
+ * (size bytes; NULL: none) saying which. The costing functions check the same.
+ */
+int cost_train_config_check(const struct cost_shape *s, const struct cost_train_config *c,
+                            const char *model, char *why, size_t size);
+
 /* Memory of config c per GPU. Returns 0 or LIBRA_EINVAL (as cost_train_step_time). */
 int cost_train_memory(const struct cost_shape *s, const struct spec_hardware *hw,
                       const struct cost_train_params *p, const struct cost_train_config *c,
