@@ -203,7 +203,7 @@ static bool window_of(const struct cost_timed_turn *t, double pend, const struct
     decoding_at(e, b, &cb, &xb);
     w->tp = t->tp;
     w->batch = (cb - ca) / w->span_s;
-    w->ctx_sum = (xb - xa) / w->span_s;
+    w->ctx_sum = fmax(0.0, (xb - xa) / w->span_s); /* rounding may leave it just below 0 */
     w->band = w->batch < 1.0 ? 0 : (int)floor(log2(w->batch));
     return w->batch > 0.0;
 }

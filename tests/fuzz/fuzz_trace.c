@@ -2,12 +2,15 @@
  * Fuzz harness for the trace parser (src/trace/parse.c, format.c). The input is a trace: line 1
  * the header, then one trajectory per line. Besides not crashing, every accepted line must
  * format to bytes that parse back and format to the same bytes again, and every error must
- * name the line it was given and a column inside it.
+ * name the line it was given and a column inside it. The turns an accepted line timed (libra
+ * serve's capture) make decode points (cost/timed.c) whose every figure is finite and >= 0.
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cost/import.h"
 #include "trace/trace.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -31,6 +34,53 @@ static void round_trip(struct trace_parser *again, const struct trace_traj *t, s
     trace_format_traj(b, back);
     if (a->len != b->len || memcmp(a->data, b->data, a->len) != 0)
         abort();
+}
+
+static void check_figure(double v)
+{
+    if (!isfinite(v) || v < 0.0)
+        abort();
+}
+
+/* The decode points of t's timed turns, as `libra calibrate` makes them from a capture. */
+static void timed_points(const struct trace_traj *t)
+{
+    struct cost_timed_turn *turns = malloc((t->n_turns + 1) * sizeof *turns);
+    size_t n = 0, unused;
+    for (size_t k = 0; k < t->n_turns; k++) {
+        const struct trace_turn *u = &t->turns[k];
+        const struct trace_turn_timing *m = &u->timing;
+        if (m->tp == 0)
+            continue;
+        double cached = u->cached_tokens > 0 ? (double)u->cached_tokens : 0.0;
+        turns[n++] = (struct cost_timed_turn){
+            .instance = m->instance,
+            .tp = (int)m->tp,
+            .sent_s = (double)m->sent_us * 1e-6,
+            .first_s = m->first_us >= 0 ? (double)m->first_us * 1e-6 : -1.0,
+            .done_s = (double)m->done_us * 1e-6,
+            .prompt_tokens = (double)u->prompt_tokens,
+            .uncached_tokens = (double)u->prompt_tokens - cached,
+            .generated_tokens = (double)u->generated_tokens,
+            .prefill_s = ((double)u->prompt_tokens - cached) * 1e-4};
+    }
+    struct cost_timed_point *pts;
+    size_t k = cost_timed_points(turns, n, 1, &pts, &unused), used = 0;
+    for (size_t i = 0; i < k; i++) {
+        const struct cost_decode_point *p = &pts[i].point;
+        const double figures[] = {p->measured_s,   p->decode_seqs,    p->ctx_tokens,
+                                  p->prefill_seqs, p->prefill_tokens, p->prefill_pairs,
+                                  p->prefill_iters};
+        for (size_t j = 0; j < sizeof figures / sizeof figures[0]; j++)
+            check_figure(figures[j]);
+        if (!(p->measured_s > 0.0 && p->decode_seqs > 0.0 && p->prefill_iters <= 1.0))
+            abort();
+        used += pts[i].turns;
+    }
+    if (used + unused != n)
+        abort();
+    free(pts);
+    free(turns);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -58,9 +108,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             }
         } else {
             const struct trace_traj *t;
-            if (trace_parser_traj(p, s, len, lineno, &t, &err) == 0)
+            if (trace_parser_traj(p, s, len, lineno, &t, &err) == 0) {
                 round_trip(again, t, &a, &b);
-            else
+                timed_points(t);
+            } else
                 check_error(&err, lineno, len);
         }
         s += len + 1;
