@@ -151,10 +151,11 @@ static int check_options(struct calibration *c, const struct input *in)
     unsigned allowed = trace ? 0u : in->kind == COST_IMPORT_SERVING ? 1u << COST_OPT_TP : ~0u;
     for (int k = 0; k < COST_N_OPTIONS; k++)
         if ((in->opt.given & (1u << k)) && !(allowed & (1u << k)))
-            return cli_usage_error(c->cc->cmd, "input '%s': option %s applies to %s", in->arg,
+            return cli_usage_error(c->cc->cmd, "input '%s': option %s %s", in->arg,
                                    cost_import_option_name((enum cost_import_option)k),
-                                   trace ? "no capture: each turn records its engine's TP size"
-                                         : "trainers' logs, not serving results");
+                                   trace ? "does not apply to a libra serve capture (each turn "
+                                           "records its engine's TP size)"
+                                         : "applies to trainers' logs, not serving results");
     return 0;
 }
 

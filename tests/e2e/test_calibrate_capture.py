@@ -83,3 +83,9 @@ def test_a_capture_calibrates_the_engine_it_timed(tmp_path):
     c = {k["name"]: k for k in doc["constants"]}
     for name, within in (("decode_t_fix_s", 0.2), ("decode_t_seq_s", 0.4)):
         assert c[name]["fitted"] and abs(c[name]["value"] / c[name]["before"] - 1) < within, c
+
+    # a capture records each turn's TP size: the option is refused, not ignored
+    proc = subprocess.run([LIBRA, "calibrate", str(capture) + ",tp=2", "--model", MODEL],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "option tp does not apply to a libra serve capture" in proc.stderr
