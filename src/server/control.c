@@ -284,6 +284,8 @@ static void send_to(struct fan *f, struct net_call *c, struct gw_engine *e)
     a->engine = gw_engine_ref(e);
     if (f->kind == FAN_UPDATE)
         gw_engine_loading(e, +1);
+    if (f->kind != FAN_READ && f->kind != FAN_LOADS)
+        gw_engine_turns_disturbed(e);
     size_t len;
     const char *body = net_call_body(c, &len);
     char url[GW_URL_MAX + 512];

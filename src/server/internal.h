@@ -345,6 +345,10 @@ void gw_chat(void *ctx, struct net_call *c);
  * --request-cap-s on an engine that no longer answers. */
 void gw_engine_turns_fail(struct gw_engine *e);
 
+/* A control call that changes e (a pause, a weight update, ...) goes to it: its turns in flight
+ * are not timed, since their time is not the engine's generation alone. */
+void gw_engine_turns_disturbed(struct gw_engine *e);
+
 /* A pause is on its way to the engines: generation requests wait from now on. */
 void gw_hold(struct gw *g);
 

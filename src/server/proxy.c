@@ -38,7 +38,8 @@ struct proxy {
     struct list_node held_link; /* ... */
     struct list_node turn_link; /* in engine->turns while xfer runs */
     int tries;
-    int sends;      /* to an engine: a turn sent once is timed (the capture's timing) */
+    int sends;      /* to an engine: a turn sent once is timed (the capture's timing) ... */
+    bool disturbed; /* ... unless a control call reached its engine meanwhile */
     double start_s; /* gw_now() when last sent */
     double first_s; /* ... when its first streamed chunk came; < 0 before */
     double done_s;  /* ... when its transfer ended */
@@ -170,14 +171,15 @@ static int64_t to_us(double s)
 }
 
 /* The turn ended (generated -1: it failed); the call is answered or gone. A turn one engine
- * answered in one transfer is timed; one sent again (resubmitted, resumed) is not. */
+ * answered in one transfer, undisturbed, is timed; one sent again (resubmitted, resumed), or
+ * in flight while its engine paused or took weights, is not. */
 static void end_turn(struct proxy *p, int64_t generated)
 {
     struct gw *g = p->g;
     if (generated >= 0 && p->version[0] && p->engine)
         gw_engine_version(g, p->engine, p->version);
     struct trace_turn_timing timing = {0};
-    if (generated >= 0 && p->sends == 1 && p->engine && p->engine->tp > 0)
+    if (generated >= 0 && p->sends == 1 && !p->disturbed && p->engine && p->engine->tp > 0)
         timing = (struct trace_turn_timing){.instance = p->engine->id,
                                             .tp = p->engine->tp,
                                             .sent_us = to_us(p->start_s),
@@ -372,12 +374,19 @@ static void send_turn(struct proxy *p)
     snprintf(auth_line, sizeof auth_line, "Authorization: %s", auth ? auth : "");
     gw_engine_turn_start(e);
     p->sends++;
+    p->disturbed |= e->loading > 0;
     p->start_s = gw_now();
     p->first_s = -1;
     p->generated = p->cached = -1;
     p->sse_chunks = 0;
     p->xfer = net_client_send(g->client, "POST", url, headers, auth ? 2 : 1, iov, n_iov, &ops, p);
     list_push_front(&e->turns, &p->turn_link);
+}
+
+void gw_engine_turns_disturbed(struct gw_engine *e)
+{
+    for (struct list_node *n = e->turns.front; n; n = n->next)
+        list_entry(n, struct proxy, turn_link)->disturbed = true;
 }
 
 void gw_engine_turns_fail(struct gw_engine *e)

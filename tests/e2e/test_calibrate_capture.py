@@ -11,7 +11,7 @@ import subprocess
 import threading
 import time
 
-from emu_util import LIBRA, Emu, Serve, post
+from emu_util import ADMIN, LIBRA, Background, Emu, Serve, post
 
 MODEL = "qwen3-4b"
 TRAJECTORIES = 48
@@ -89,3 +89,25 @@ def test_a_capture_calibrates_the_engine_it_timed(tmp_path):
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2 and proc.stdout == ""
     assert "option tp does not apply to a libra serve capture" in proc.stderr
+
+
+def test_a_turn_an_engine_call_disturbed_is_not_timed(tmp_path):
+    """A control call that changes the engine (here SGLang's /flush_cache) reaches it while a
+    turn generates: that turn's time is not the engine's generation alone, so the capture
+    records it without a timing; a turn sent afterwards is timed."""
+    capture = tmp_path / "capture.jsonl"
+    with Emu("--instances", "tp1", "--model", MODEL, scale="1") as emu, \
+            Serve(emu.instances[0]["url"], args=["--capture", str(capture)]) as gw:
+        long_turn = Background(turn, gw.port, 1, list(range(1, 200)), 400, False, [])
+        time.sleep(0.3)
+        post(gw.port, "/flush_cache", {}, headers=ADMIN)
+        long_turn.result()
+        turn(gw.port, 2, list(range(1, 200)), 20, False, [])
+        for traj in (1, 2):
+            status, _ = post(gw.port, "/libra/v1/trajectories/%d/events" % traj,
+                             {"events": [{"kind": "finish", "status": "completed"}]})
+            assert status == 200
+    lines = {json.loads(l)["extra"]["id"]: json.loads(l)
+             for l in capture.read_text().splitlines()[1:]}
+    assert "tp" not in lines["libra:1"]["turns"][0]
+    assert lines["libra:2"]["turns"][0]["tp"] == 1
