@@ -808,6 +808,10 @@ static json_t *json_report(const struct calibration *c, const struct libra_confi
     json_object_set_new(doc, "train_points", train_json(c));
     json_object_set_new(doc, "skipped_lines",
                         json_integer((json_int_t)c->skipped[0] + (json_int_t)c->skipped[1]));
+    size_t unused = 0;
+    for (size_t i = 0; i < c->n_inputs; i++)
+        unused += c->inputs[i].unused;
+    json_object_set_new(doc, "unused_turns", json_integer((json_int_t)unused));
     return doc;
 }
 

@@ -75,7 +75,8 @@ def test_a_capture_calibrates_the_engine_it_timed(tmp_path):
     doc = json.loads(proc.stdout)
     points = doc["decode_points"]
     assert len(points) >= 2 and all(p["backend"] == "capture" and p["tp"] == 1 for p in points)
-    assert sum(p["turns"] for p in points) <= TRAJECTORIES * TURNS
+    timed = sum(len(line["turns"]) for line in lines)
+    assert sum(p["turns"] for p in points) + doc["unused_turns"] == timed
     assert doc["fits"]["decode"]["max_error"] < 0.05, points
     # the emulator runs the built-in constants. The fixed cost is a sixth of an iteration and
     # the per-sequence cost a tenth at most, so a per cent of error in the measured iterations
