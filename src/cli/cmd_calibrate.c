@@ -447,8 +447,8 @@ static int undetermined(const struct calibration *c)
         snprintf(range, sizeof range, "%.2f to %.2f", lo, hi);
     cli_errorf("calibrate: decode_t_seq_s is not determined by the points: %s %s sequences per "
                "iteration (independence %.3g of the %g needed), so the cost per sequence cannot "
-               "be told from decode_t_fix_s; add runs at other concurrencies, or --hold "
-               "decode_t_seq_s to keep %s",
+               "be told from decode_t_fix_s; add runs at other concurrencies (a capture: "
+               "traffic at other decode batches), or --hold decode_t_seq_s to keep %s",
                c->decode.n == 1 ? "the one decode point runs" : "the decode points run", range,
                o->independence, COST_FIT_MIN_INDEPENDENCE, held);
     return LIBRA_EXIT_NEGATIVE;

@@ -112,3 +112,29 @@ def test_a_turn_an_engine_call_disturbed_is_not_timed(tmp_path):
              for l in capture.read_text().splitlines()[1:]}
     assert "tp" not in lines["libra:1"]["turns"][0]
     assert lines["libra:2"]["turns"][0]["tp"] == 1
+
+
+def test_a_capture_of_one_batch_size_cannot_tell_the_cost_per_sequence(tmp_path):
+    """Twelve turns decoding side by side, 0.1 s per iteration: one band, one decode point,
+    which fixes the iteration but not how it divides between the fixed cost and the cost per
+    sequence; the refusal says what would, and --hold fits the fixed cost alone."""
+    capture = tmp_path / "one-band.jsonl"
+    head = {"libra_trace": 1, "workload": "search-r1", "model": MODEL}
+    turn_ = {"prompt_tokens": 100, "cached_tokens": 0, "generated_tokens": 101, "instance": 0,
+             "tp": 1, "sent_us": 0, "first_us": 1000000, "done_us": 11000000}
+    lines = [json.dumps(head)] + [json.dumps(
+        {"step": 0, "prompt_id": i, "epoch": 0, "sample": 0, "version_start": 0,
+         "finish": "completed", "turns": [turn_]}) for i in range(12)]
+    capture.write_text("\n".join(lines) + "\n")
+    proc = subprocess.run([LIBRA, "calibrate", str(capture), "--model", MODEL],
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 1 and proc.stdout == ""
+    assert "the one decode point runs 12.00 sequences per iteration" in proc.stderr
+    assert "(a capture: traffic at other decode batches)" in proc.stderr
+    proc = subprocess.run([LIBRA, "calibrate", str(capture), "--model", MODEL, "--hold",
+                           "decode_t_seq_s", "--json"], capture_output=True, text=True,
+                          timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    point = json.loads(proc.stdout)["decode_points"][0]
+    assert point["turns"] == 12 and abs(point["measured_s"] - 0.1) < 1e-9
+    assert abs(point["decode_seqs"] - 12) < 1e-9 and point["prefill_tokens"] == 0
