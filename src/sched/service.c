@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "util/alloc.h"
+#include "util/sort.h"
 
 void sched_service_init(struct sched_service *s, size_t max_prompts)
 {
@@ -20,32 +21,18 @@ void sched_service_free(struct sched_service *s)
     memset(s, 0, sizeof *s);
 }
 
-/* The first index of sorted[0, n) whose value exceeds x. */
-static size_t upper_bound(const double *sorted, size_t n, double x)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (sorted[mid] <= x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
-}
-
 /* The sorted copy gains total and, when full, loses the oldest: one shift of the entries between
  * where the oldest leaves and where total enters (a third of the window on average), not two
  * shifts of everything past each. */
 static void population_learn(struct sched_service *s, double total)
 {
-    size_t to = upper_bound(s->sorted, s->n, total); /* total's place among the kept */
+    size_t to = sort_upper_bound(s->sorted, s->n, total); /* total's place among the kept */
     if (s->n < SCHED_SERVICE_WINDOW) {
         memmove(&s->sorted[to + 1], &s->sorted[to], (s->n - to) * sizeof *s->sorted);
         s->sorted[to] = total;
         s->n++;
     } else {
-        size_t from = upper_bound(s->sorted, s->n, s->ring[s->next]) - 1; /* the oldest */
+        size_t from = sort_upper_bound(s->sorted, s->n, s->ring[s->next]) - 1; /* the oldest */
         if (from < to) { /* those between move down; total lands just below its bound */
             to--;
             memmove(&s->sorted[from], &s->sorted[from + 1], (to - from) * sizeof *s->sorted);
@@ -94,7 +81,7 @@ static void ranks(const double *v, size_t m, double attained, struct sched_dist 
 void sched_service_population(const struct sched_service *s, double attained,
                               struct sched_dist *out)
 {
-    size_t at = upper_bound(s->sorted, s->n, attained);
+    size_t at = sort_upper_bound(s->sorted, s->n, attained);
     out->n = 0;
     if (at < s->n)
         ranks(s->sorted + at, s->n - at, attained, out);
