@@ -472,15 +472,13 @@ static int live_returns(const json_t *a, const char *path, struct gw_traj *t,
 static bool timing_read(const json_t *a, struct trace_turn_timing *m)
 {
     int64_t v[5];
-    static const int64_t lo[5] = {0, 1, 0, -1, 0};
     if (json_array_size(a) != 5)
         return false;
     for (size_t i = 0; i < 5; i++)
-        if (!int_in(json_array_get(a, i), lo[i], i == 1 ? TRACE_MAX_TP : INT64_MAX, &v[i]))
+        if (!int_in(json_array_get(a, i), INT64_MIN, INT64_MAX, &v[i]))
             return false;
     *m = (struct trace_turn_timing){v[0], v[1], v[2], v[3], v[4]};
-    return (m->first_us < 0 || (m->sent_us <= m->first_us && m->first_us <= m->done_us)) &&
-           m->sent_us <= m->done_us;
+    return trace_timing_ok(m);
 }
 
 /* One completed turn [prompt_tokens, cached_tokens, generated_tokens, returns after it], and

@@ -174,6 +174,12 @@ static int check_timing(struct fault *f, long ti, const struct trace_turn_timing
     return 0;
 }
 
+bool trace_timing_ok(const struct trace_turn_timing *m)
+{
+    struct fault f;
+    return m->tp > 0 && check_timing(&f, 0, m) == 0;
+}
+
 static int check_turn(struct fault *f, const struct trace_traj *t, long ti, struct totals *sum)
 {
     const struct trace_turn *u = &t->turns[ti];

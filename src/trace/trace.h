@@ -64,8 +64,9 @@ struct trace_tool_call {
 };
 
 /* When and where a turn was served, as the gateway that sent it measured (`libra serve
- * --capture`): the engine's instance and TP size, and three moments on the clock of the
- * trajectories' start_us, in microseconds. tp 0: not recorded (then every field is 0). */
+ * --capture`): the engine's instance and TP size, and three moments in microseconds on one
+ * clock (an arbitrary origin) shared by the trace's turns. tp 0: not recorded (then every
+ * field is 0). */
 struct trace_turn_timing {
     int64_t instance; /* the engine that served the turn (the gateway's instance id) */
     int64_t tp;       /* its tensor-parallel size; 0 when the turn carries no timing */
@@ -175,6 +176,10 @@ int trace_check_header(const struct trace_header *h, struct libra_error *err);
  * "turns.2.cached_tokens: 900 exceeds prompt_tokens 800") and no position.
  */
 int trace_check_traj(const struct trace_traj *t, int64_t group_size, struct libra_error *err);
+
+/* Whether a recorded timing (m->tp > 0) obeys trace_check_traj's rule for it: TP 1 to
+ * TRACE_MAX_TP, counts >= 0, sent <= first (when streamed) <= done. */
+bool trace_timing_ok(const struct trace_turn_timing *m);
 
 /* ---- parsing ----------------------------------------------------------------------------- */
 
