@@ -798,8 +798,6 @@ static void updates_done(struct run *r)
     break_when_done(r);
 }
 
-/* Every trajectory of g finished: dynamic sampling drops it (replaced), or the trainer may take
- * it. */
 /* Whether dynamic sampling drops g: its records' rewards, a timed-out one's taken as 0. */
 static bool filtered(const struct run *r, const struct group *g)
 {
@@ -817,6 +815,8 @@ static bool filtered(const struct run *r, const struct group *g)
     return out;
 }
 
+/* Every trajectory of g finished: dynamic sampling drops it (replaced), or the trainer may take
+ * it. */
 static void group_done(struct group *g)
 {
     struct run *r = g->run;
