@@ -741,18 +741,16 @@ static json_t *decode_json(const struct calibration *c)
         const struct cost_decode_point *p = &c->decode.v[i];
         const struct origin *o = &c->decode_from.v[i];
         double m = c->out.decode_modelled[i];
-        json_t *pt =
-            json_pack("{s:s, s:i, s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:o}", "input",
-                      input_name(c, o->input), "line", o->line, "backend", o->backend, "tp", p->tp,
-                      "decode_seqs", p->decode_seqs, "ctx_tokens", p->ctx_tokens, "prefill_tokens",
-                      p->prefill_tokens, "prefill_seqs", p->prefill_seqs, "prefill_pairs",
-                      p->prefill_pairs, "measured_s", p->measured_s, "modelled_s", ujson_real(m),
-                      "error", ujson_real(point_error(m, p->measured_s)));
-        if (o->turns) { /* a capture's band: its turns, not a line */
-            json_object_del(pt, "line");
-            json_object_set_new(pt, "turns", json_integer((json_int_t)o->turns));
-        }
-        json_array_append_new(a, pt);
+        /* a capture's band: its turns in place of a line */
+        json_array_append_new(
+            a,
+            json_pack("{s:s, s:I, s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:o}", "input",
+                      input_name(c, o->input), o->turns ? "turns" : "line",
+                      o->turns ? (json_int_t)o->turns : (json_int_t)o->line, "backend", o->backend,
+                      "tp", p->tp, "decode_seqs", p->decode_seqs, "ctx_tokens", p->ctx_tokens,
+                      "prefill_tokens", p->prefill_tokens, "prefill_seqs", p->prefill_seqs,
+                      "prefill_pairs", p->prefill_pairs, "measured_s", p->measured_s, "modelled_s",
+                      ujson_real(m), "error", ujson_real(point_error(m, p->measured_s))));
     }
     return a;
 }
