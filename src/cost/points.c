@@ -52,13 +52,12 @@ double cost_decode_point_time(const struct cost_rollout_pre *pre,
     if (pt->kind == COST_DECODE_SINGLE)
         return cost_single_request_s_per_token(pre, pt->prompt_tokens, pt->gen_tokens);
     struct cost_batch b;
-    double f = pt->prefill_iters;
+    double f = pt->prefill_seqs; /* the share of iterations that carry a prompt */
     if (!(f > 0.0 && f < 1.0)) {
         serving_batch(pt, 1.0, &b);
         return cost_iter_time(pre, &b);
     }
-    /* the prompts' iterations and the others: the mean of the two kinds (the linear layers'
-     * roofline makes a prompt concentrated in one iteration cost more than spread over many) */
+    /* the prompts' iterations and the others: the mean of the two kinds */
     serving_batch(pt, 1.0 / f, &b);
     double with = cost_iter_time(pre, &b);
     serving_batch(pt, 0.0, &b);

@@ -12,9 +12,12 @@
  *   train_mfu       the trainer's FLOP efficiency            (compute time is linear in 1/MFU;
  *                                                             solved by re-linearising)
  * A decode point is one of:
- *   - serving: the mean iteration a decoding sequence saw in a benchmark run at steady load —
- *     decode_seqs sequences decoding at ctx_tokens of context each, with prompts being
- *     prefilled in the same iterations (chunked prefill) at prefill_tokens per iteration;
+ *   - serving: the mean iteration a decoding sequence saw in a benchmark run at steady load or
+ *     in a band of a gateway's capture — decode_seqs sequences decoding at ctx_tokens of
+ *     context each, with prefill_seqs prompts (prefill_tokens tokens) per iteration prefilled
+ *     beside them (chunked prefill), each prompt in an iteration of its own while there are
+ *     fewer prompts than iterations: the linear layers' roofline makes a prompt concentrated
+ *     in one iteration cost compute that spread thin over every iteration it would not;
  *   - single request: a request alone on the engine (batch 1), prompt_tokens in and
  *     gen_tokens out, timed as total time / gen_tokens (vendor speed tables).
  * A training point is one training step's update phase: its sequences, its layout, its time.
@@ -62,9 +65,6 @@ struct cost_decode_point {
     double prefill_tokens; /* prompt tokens prefilled */
     double prefill_seqs;   /* prompts (chunks) among them */
     double prefill_pairs;  /* attention (query, key) pairs of those prompt tokens */
-    double prefill_iters;  /* the share of iterations that carry those prompts (each then
-                            * prefill_tokens / prefill_iters of them), in (0, 1]; 0: spread
-                            * evenly over every iteration */
     /* single */
     double prompt_tokens;
     double gen_tokens; /* >= 1 */

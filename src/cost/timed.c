@@ -19,25 +19,12 @@
 #include <string.h>
 
 #include "util/alloc.h"
+#include "util/sort.h"
 
 /* A turn's context while it decodes: its prompt and half of what it generates. */
 static double turn_ctx(const struct cost_timed_turn *t)
 {
     return t->prompt_tokens + 0.5 * t->generated_tokens;
-}
-
-/* Index of the first element of sorted a[0..n) that is >= x (> x when after), or n. */
-static size_t first_from(const double *a, size_t n, double x, bool after)
-{
-    size_t lo = 0, hi = n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (after ? a[mid] <= x : a[mid] < x)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
 }
 
 struct event {
@@ -148,7 +135,7 @@ static void engine_free(struct engine *e)
 /* The integrals of the decoding count and context sum from the first event to x. */
 static void decoding_at(const struct engine *e, double x, double *count_int, double *ctx_int)
 {
-    size_t k = first_from(e->t, e->n, x, true); /* events at or before x: [0, k) */
+    size_t k = sort_upper_bound(e->t, e->n, x); /* events at or before x: [0, k) */
     if (k == 0) {
         *count_int = *ctx_int = 0.0;
         return;
@@ -161,7 +148,7 @@ static void decoding_at(const struct engine *e, double x, double *count_int, dou
 /* The prefills ending in [a, b] (in (a, b] when after): prompts, tokens, pairs. */
 static void prefills_in(const struct engine *e, double a, double b, bool after, double out[3])
 {
-    size_t lo = first_from(e->pt, e->np, a, after), hi = first_from(e->pt, e->np, b, true);
+    size_t lo = sort_bound(e->pt, e->np, a, after), hi = sort_upper_bound(e->pt, e->np, b);
     if (hi < lo)
         hi = lo;
     out[0] = e->prompts[hi] - e->prompts[lo];
@@ -286,9 +273,6 @@ static void band_point(const struct window *w, size_t n, struct cost_timed_point
     out->point.prefill_seqs = pre[0] / it;
     out->point.prefill_tokens = pre[1] / it;
     out->point.prefill_pairs = pre[2] / it;
-    /* a prompt is prefilled in an iteration of its own (while prompts come more rarely than
-     * iterations), not spread over all of them */
-    out->point.prefill_iters = fmin(1.0, out->point.prefill_seqs);
 }
 
 size_t cost_timed_points(const struct cost_timed_turn *turns, size_t n, size_t min_turns,

@@ -72,34 +72,49 @@ static double measure_decode(const struct bench *b, struct cost_decode_point *pt
     return sqrt(ss / (double)n);
 }
 
-/* Prompts concentrated in a share of the iterations cost that share of iterations carrying
- * them and the rest without: more than spread evenly, since the linear layers turn from
- * streaming weights to computing; and the fit's columns stay those of the spread point. */
+/* A serving point's prompts, fewer than its iterations, are each prefilled in an iteration of
+ * their own: the point is the mean of those iterations and the others, slower than the prompts
+ * spread thin over every iteration (the linear layers turn from streaming weights to
+ * computing), and still exactly linear in t_seq with the fit's column. With a prompt or more
+ * per iteration, every iteration carries its share. */
 static void test_prefill_in_iterations_of_their_own(void **state)
 {
     struct bench b;
     bench_init(&b, COST_REF_QWEN25_7B, COST_REF_A100);
     struct cost_rollout_pre pre;
     assert_int_equal(cost_rollout_pre_init(&pre, &b.shape, b.hw, &b.in.rollout, 1), 0);
-    struct cost_decode_point spread = serving_point(16.0, 1), own = spread;
-    own.prefill_iters = 0.25;
+    struct cost_decode_point pt = serving_point(16.0, 1); /* 0.08 prompts of 1000 tokens */
+    double f = pt.prefill_seqs;
     struct cost_batch with = {.decode_seqs = 16.0,
                               .decode_ctx_tokens = 16.0 * 2000.0,
-                              .prefill_seqs = spread.prefill_seqs / 0.25,
-                              .prefill_tokens = spread.prefill_tokens / 0.25,
-                              .prefill_pairs = spread.prefill_pairs / 0.25,
-                              .prefill_done_seqs = spread.prefill_seqs / 0.25};
+                              .prefill_seqs = 1.0,
+                              .prefill_tokens = 1000.0,
+                              .prefill_pairs = 1000.0 * 1001.0 / 2.0,
+                              .prefill_done_seqs = 1.0};
     struct cost_batch without = {.decode_seqs = 16.0, .decode_ctx_tokens = 16.0 * 2000.0};
-    double want = 0.25 * cost_iter_time(&pre, &with) + 0.75 * cost_iter_time(&pre, &without);
-    assert_true(fabs(cost_decode_point_time(&pre, &own) / want - 1.0) < 1e-12);
-    assert_true(cost_decode_point_time(&pre, &own) > cost_decode_point_time(&pre, &spread));
-    own.prefill_iters = 1.0;
-    assert_true(cost_decode_point_time(&pre, &own) == cost_decode_point_time(&pre, &spread));
-    double a[2], c[2];
-    own.prefill_iters = 0.25;
-    cost_decode_point_terms(&own, a);
-    cost_decode_point_terms(&spread, c);
-    assert_true(a[0] == c[0] && a[1] == c[1]);
+    struct cost_batch spread = with;
+    spread.prefill_seqs = spread.prefill_done_seqs = f;
+    spread.prefill_tokens *= f;
+    spread.prefill_pairs *= f;
+    double t = cost_decode_point_time(&pre, &pt);
+    double want = f * cost_iter_time(&pre, &with) + (1.0 - f) * cost_iter_time(&pre, &without);
+    assert_true(fabs(t / want - 1.0) < 1e-12);
+    assert_true(t > cost_iter_time(&pre, &spread) * 1.01);
+
+    double terms[2];
+    cost_decode_point_terms(&pt, terms);
+    struct cost_rollout_pre more = pre;
+    more.t_seq_s += 1e-3;
+    assert_true(fabs((cost_decode_point_time(&more, &pt) - t) / 1e-3 - terms[1]) < 1e-9);
+
+    struct cost_decode_point busy = serving_point(400.0, 1); /* 2 prompts per iteration */
+    struct cost_batch all = {.decode_seqs = 400.0,
+                             .decode_ctx_tokens = 400.0 * 2000.0,
+                             .prefill_seqs = 2.0,
+                             .prefill_tokens = 2000.0,
+                             .prefill_pairs = 2.0 * 1000.0 * 1001.0 / 2.0,
+                             .prefill_done_seqs = 2.0};
+    assert_true(cost_decode_point_time(&pre, &busy) == cost_iter_time(&pre, &all));
 }
 
 static void test_decode_recovers_known_constants(void **state)
