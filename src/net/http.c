@@ -536,6 +536,10 @@ void net_reply_owned(struct net_call *c, int status, const char *content_type, c
 
 void net_reply_json(struct net_call *c, int status, json_t *body)
 {
+    if (!body) { /* json_pack refused a value: an answer's bug, not the daemon's end */
+        net_reply_error(c, 500, "internal_error", "internal: the answer could not be encoded");
+        return;
+    }
     char *text = ujson_dump(body, false);
     json_decref(body);
     net_reply_owned(c, status, "application/json", text, strlen(text));
@@ -559,6 +563,7 @@ void net_reply_error(struct net_call *c, int status, const char *type, const cha
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    ujson_utf8_repair(msg); /* it may quote a percent-decoded path, or be cut mid-character */
     size_t len;
     char *body = error_body(status, type, msg, &len);
     net_reply_owned(c, status, "application/json", body, len);

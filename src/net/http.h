@@ -159,7 +159,8 @@ void net_call_defer(struct net_call *c, net_cancel_fn cancel, void *arg);
 
 /* ---- answers (each frees c once complete) ---------------------------------------------------- */
 
-/* Answers status with body as JSON (application/json); takes ownership of body. */
+/* Answers status with body as JSON (application/json); takes ownership of body. A NULL body
+ * (a json_pack that refused a value) is answered 500 with an error object instead. */
 void net_reply_json(struct net_call *c, int status, json_t *body);
 
 /* Answers status with OpenAI's error object; type e.g. "invalid_request_error". */

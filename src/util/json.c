@@ -425,3 +425,42 @@ json_t *ujson_real(double d)
 {
     return isfinite(d) ? json_real(d) : json_null();
 }
+
+/* The length of the valid UTF-8 sequence at s, or 0 (RFC 3629: the lead byte fixes the
+ * length and the range of the second byte; the rest are continuation bytes). */
+static size_t utf8_sequence(const unsigned char *s)
+{
+    unsigned char c = s[0];
+    size_t n;
+    unsigned char lo = 0x80, hi = 0xBF;
+    if (c < 0x80)
+        return 1;
+    if (c >= 0xC2 && c <= 0xDF)
+        n = 2;
+    else if (c >= 0xE0 && c <= 0xEF)
+        n = 3, lo = c == 0xE0 ? 0xA0 : 0x80, hi = c == 0xED ? 0x9F : 0xBF;
+    else if (c >= 0xF0 && c <= 0xF4)
+        n = 4, lo = c == 0xF0 ? 0x90 : 0x80, hi = c == 0xF4 ? 0x8F : 0xBF;
+    else
+        return 0;
+    if (s[1] < lo || s[1] > hi)
+        return 0;
+    for (size_t i = 2; i < n; i++)
+        if (s[i] < 0x80 || s[i] > 0xBF) /* the NUL ends the string here too */
+            return 0;
+    return n;
+}
+
+char *ujson_utf8_repair(char *s)
+{
+    unsigned char *p = (unsigned char *)s;
+    while (*p) {
+        size_t n = utf8_sequence(p);
+        if (n == 0) {
+            *p++ = '?';
+            continue;
+        }
+        p += n;
+    }
+    return s;
+}

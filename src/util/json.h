@@ -85,4 +85,13 @@ char *ujson_dump(const json_t *v, bool pretty);
  */
 json_t *ujson_real(double d);
 
+/*
+ * Makes s valid UTF-8 in place, as jansson requires of every string it packs (json_pack
+ * returns NULL otherwise): each byte that does not begin a complete, shortest-form sequence of
+ * a scalar value (a stray continuation byte, a sequence cut short, an overlong form, a
+ * surrogate, a value past U+10FFFF) becomes '?'. For text built from what a client sent, such
+ * as a percent-decoded path, or cut to a buffer's size. Returns s.
+ */
+char *ujson_utf8_repair(char *s);
+
 #endif

@@ -4,6 +4,7 @@ import http.client
 import json
 import os
 import signal
+import socket
 import sys
 import subprocess
 import threading
@@ -65,6 +66,30 @@ class Emu(Process):
 
     def port(self, i=0):
         return self.instances[i]["port"]
+
+def raw_request(port, data, timeout=30):
+    """Sends data as it is (a request no client library would write) and returns the status and
+    the JSON body of the answer, read until the server closes or the body is complete."""
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
+        s.sendall(data)
+        s.shutdown(socket.SHUT_WR)
+        got = b""
+        while chunk := s.recv(65536):
+            got += chunk
+    head, _, body = got.partition(b"\r\n\r\n")
+    return int(head.split(b" ")[1]), json.loads(body)
+
+
+# Requests whose errors quote what a client sent that is not UTF-8 once decoded (a percent
+# escape of a byte that begins no character, or a message cut to its buffer in the middle of
+# one): each once crashed the daemon that answered it.
+BAD_BYTES_REQUESTS = [
+    b"GET /%ff HTTP/1.1\r\n\r\n",
+    b"PUT /healthz%ff HTTP/1.1\r\n\r\n",
+    b"GET /healthz?%ff=1 HTTP/1.1\r\n\r\n",
+    b"GET /a" + b"%c3%a9" * 300 + b" HTTP/1.1\r\n\r\n",
+]
+
 
 def request(port, method, path, body=None, raw=None, timeout=60, headers=None):
     """Returns (status, parsed JSON or text or None)."""

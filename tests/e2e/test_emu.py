@@ -10,7 +10,8 @@ import time
 
 import pytest
 
-from emu_util import Background, Emu, generate, get, post, request, running
+from emu_util import (BAD_BYTES_REQUESTS, Background, Emu, generate, get, post, raw_request,
+                      request, running)
 
 PROMPT = list(range(100, 140))  # 40 tokens: two whole blocks of 16 and a partial one
 LONG = 20000
@@ -26,6 +27,14 @@ def test_ready_lines_name_every_instance_and_its_tp():
             status, info = get(inst["port"], "/get_server_info")
             assert status == 200 and info["tp_size"] == inst["tp"]
             assert info["model_path"] == "qwen3-14b" and info["weight_version"] == "default"
+
+
+def test_errors_that_quote_bytes_not_utf8_are_json_and_the_engine_lives_on():
+    with Emu() as emu:
+        for data in BAD_BYTES_REQUESTS + [b"DELETE /health%c3 HTTP/1.1\r\n\r\n"]:
+            status, doc = raw_request(emu.port(), data)
+            assert 400 <= status < 500 and doc["error"]["message"], doc
+            assert get(emu.port(), "/health")[0] == 200
 
 
 def test_sglang_generate_answers_as_sglang_does():

@@ -13,7 +13,8 @@ import time
 
 import pytest
 
-from emu_util import ADMIN, LIBRA, TOKEN, Emu, Serve, answer_as_vllm, get, post
+from emu_util import (ADMIN, BAD_BYTES_REQUESTS, LIBRA, TOKEN, Emu, Serve, answer_as_vllm, get,
+                      post, raw_request)
 
 SCALE = "0.005"
 QUICK = ["--time-scale", SCALE, "--steps", "3", "--batch", "8", "--set", "rl.sync_interval=1"]
@@ -267,6 +268,20 @@ def test_malformed_bodies_get_400_with_a_json_error(raw, where):
         assert where in doc["error"]["message"], doc
         assert doc["error"]["type"] == "invalid_request_error"
     assert engine.bodies == []  # nothing reached the engine
+    engine.shutdown()
+
+
+def test_errors_that_quote_bytes_not_utf8_are_json_and_the_gateway_lives_on():
+    engine = Engine(lambda h, path, body: answer(h, b"{}"))
+    with Serve(engine.url + ",tp=1", args=BUCKETS) as gw:
+        extra = [b"GET /workers/%ff HTTP/1.1\r\n\r\n",
+                 b"POST /libra/v1/trajectories/%ff%fe/events HTTP/1.1\r\nContent-Length: 13"
+                 b"\r\n\r\n{\"events\":[]}"]
+        for data in BAD_BYTES_REQUESTS + extra:
+            status, doc = raw_request(gw.port, data)
+            assert 400 <= status < 500, doc
+            assert "?" in doc["error"]["message"]
+            assert get(gw.port, "/healthz")[0] == 200
     engine.shutdown()
 
 

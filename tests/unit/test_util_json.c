@@ -294,6 +294,36 @@ static void test_dump_float_rule(void **state)
     expect_dump(json_integer(-5), false, "-5");
 }
 
+/* ujson_utf8_repair keeps valid UTF-8 as it is and makes the rest something jansson packs. */
+static void test_utf8_repair(void **state)
+{
+    (void)state;
+    static const struct {
+        const char *in, *out;
+    } cases[] = {
+        {"plain /path", "plain /path"},
+        {"caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80", "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80"},
+        {"/\xff", "/?"},              /* never a lead byte */
+        {"a\xc3", "a?"},              /* cut at the end */
+        {"\xc3(", "?("},              /* a lead byte without its continuation */
+        {"\x80\xbf", "??"},           /* stray continuation bytes */
+        {"\xc0\xaf", "??"},           /* an overlong '/' */
+        {"\xe0\x80\xaf", "???"},      /* an overlong 3-byte form */
+        {"\xed\xa0\x80", "???"},      /* a surrogate */
+        {"\xf4\x90\x80\x80", "????"}, /* past U+10FFFF */
+        {"\xf0\x9f\x98", "???"},      /* a 4-byte sequence cut short */
+        {"\xe2\x82\xac\xe2\x82", "\xe2\x82\xac??"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+        char buf[64];
+        snprintf(buf, sizeof buf, "%s", cases[i].in);
+        assert_string_equal(ujson_utf8_repair(buf), cases[i].out);
+        json_t *s = json_string(buf); /* what json_pack needs */
+        assert_non_null(s);
+        json_decref(s);
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -305,6 +335,7 @@ int main(void)
         cmocka_unit_test(test_numbers),
         cmocka_unit_test(test_dump_sorted_and_pretty),
         cmocka_unit_test(test_dump_float_rule),
+        cmocka_unit_test(test_utf8_repair),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
