@@ -606,6 +606,12 @@ static int check(const struct libra_config *cfg, const struct spec_config_source
             err, src, "rl.batch_trajectories",
             "%d is not a multiple of rl.samples (%d): training takes whole groups",
             rl->batch_trajectories, rl->samples);
+    if (rl->dynamic_sampling != SPEC_DS_OFF && rl->samples < 2)
+        return spec_config_key_error(
+            err, src, "rl.samples",
+            "%d with rl.dynamic_sampling %s: a group of one sample always has equal rewards, so "
+            "every group would be dropped and nothing would train",
+            rl->samples, spec_dynamic_sampling_names[rl->dynamic_sampling]);
     if (rl->dynamic_sampling == SPEC_DS_GEN_BATCH && rl->overprovision_frac > 0)
         return spec_config_key_error(
             err, src, "rl.overprovision_frac",

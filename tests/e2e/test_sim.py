@@ -347,6 +347,40 @@ def test_trace_smaller_than_a_group_is_an_error(tmp_path):
                                 "rl.samples = 4\n")
 
 
+def test_dynamic_sampling_that_drops_every_group_is_an_error(tmp_path):
+    """Dynamic sampling replaces every group whose rewards are all equal: with groups of one
+    sample, or a trace whose groups all have equal rewards, every group is dropped and a run
+    that replaces them would never end (it did, in the async modes). Both are refused before
+    anything runs, and config check refuses the first as every command does."""
+    p = sim("--workload", "dapo-math-verl", "--samples", "1", "--batch", "8", "--steps", "1",
+            "--set", "sim.modes=async", check=False)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr == ("libra: --samples: 1 with rl.dynamic_sampling gen_batch: a group of one "
+                        "sample always has equal rewards, so every group would be dropped and "
+                        "nothing would train\n")
+    config = write(tmp_path, "one.json", {"workload": {"name": "dapo-math"},
+                                          "rl": {"samples": 1, "batch_trajectories": 8,
+                                                 "dynamic_sampling": "regenerate"}})
+    p = subprocess.run([LIBRA, "config", "check", config], capture_output=True, text=True)
+    assert p.returncode == 1 and "rl.samples" in p.stderr and "nothing would train" in p.stderr
+    trace = str(tmp_path / "t.jsonl")
+    subprocess.run([LIBRA, "trace", "gen", "dapo-math", "--steps", "1", "--batch", "16",
+                    "--samples", "4", "-o", trace], check=True, capture_output=True)
+    with open(trace, encoding="utf-8") as f:
+        records = [json.loads(line) for line in f]
+    with open(trace, "w", encoding="utf-8") as f:
+        for r in records:
+            if "turns" in r:
+                r["reward"] = 1.0
+            f.write(json.dumps(r) + "\n")
+    for mode in ("async", "colocated", "libra"):
+        p = sim("--trace", trace, "--samples", "4", "--batch", "16", "--steps", "2", "--set",
+                "rl.dynamic_sampling=regenerate", "--set", f"sim.modes={mode}", check=False)
+        assert p.returncode == 2 and p.stdout == ""
+        assert p.stderr == ("libra: sim: rl.dynamic_sampling regenerate drops every group of the "
+                            "trace (4 of rl.samples = 4): nothing would train\n")
+
+
 def test_tuning_failures_name_their_causes():
     """When no candidate of a tuning sweep can run, the error counts the causes (here every TP
     of a 2-GPU colocated job: the model's training state does not fit) and exits 1."""
