@@ -39,28 +39,30 @@ static const char *const confidence_names[] = {
         SPEC_LIST_ROW(T, assumed, 0, "", NULL, 0, "fields whose values are assumptions"),          \
         SPEC_STRING_ROW(T, note, 0, "", NULL, 0, "derivations and caveats")
 
-#define HW_BW(m, unit, doc)                                                                        \
-    SPEC_DOUBLE_ROW(struct spec_hardware, m, SPEC_REQUIRED | SPEC_ABOVE_MIN, unit, 0, 0, INFINITY, \
-                    NULL, 0, doc)
+/* A device figure within what a GPU can have, so that every cost built on it stays finite. */
+#define HW_FIGURE(m, unit, lo, hi, doc)                                                            \
+    SPEC_DOUBLE_ROW(struct spec_hardware, m, SPEC_REQUIRED, unit, 0, lo, hi, NULL, 0, doc)
 
 #define HW_CONSTANT(m, unit, hi, doc)                                                              \
     SPEC_DOUBLE_ROW(struct spec_hardware, m, 0, unit, 0, 0, hi, NULL, 0, doc)
 
 static const struct spec_field hardware_fields[] = {
     NAME_ROW(struct spec_hardware),
-    HW_BW(bf16_flops_per_s, "FLOP/s", "dense bf16 tensor peak per GPU (not the sparse figure)"),
-    HW_BW(hbm_bytes, "bytes",
-          "memory capacity per GPU as the device reports it: the CUDA runtime's total "
-          "(torch.cuda.get_device_properties(0).total_memory), not the nameplate's decimal GB"),
+    HW_FIGURE(bf16_flops_per_s, "FLOP/s", 1e9, 1e18,
+              "dense bf16 tensor peak per GPU (not the sparse figure)"),
+    HW_FIGURE(hbm_bytes, "bytes", 1e8, 1e13,
+              "memory capacity per GPU as the device reports it: the CUDA runtime's total "
+              "(torch.cuda.get_device_properties(0).total_memory), not the nameplate's decimal GB"),
     SPEC_STRING_ROW(struct spec_hardware, hbm_source, 0, "not given", NULL, 0,
                     "where hbm_bytes comes from: the printout (nvidia-smi, torch) and its URL"),
-    HW_BW(hbm_bw_bytes_per_s, "bytes/s", "memory bandwidth per GPU"),
-    HW_BW(nvlink_bw_bytes_per_s, "bytes/s", "NVLink bandwidth per GPU, bidirectional"),
-    HW_BW(allreduce_bus_bw_bytes_per_s, "bytes/s",
-          "all-reduce bus bandwidth across the GPUs of one node, large messages"),
-    HW_BW(allreduce_latency_s, "s", "small-message all-reduce latency inside a node"),
-    HW_BW(inter_node_bw_bytes_per_s, "bytes/s",
-          "inter-node bandwidth per GPU (a node's NICs divided by its GPUs)"),
+    HW_FIGURE(hbm_bw_bytes_per_s, "bytes/s", 1e9, 1e15, "memory bandwidth per GPU"),
+    HW_FIGURE(nvlink_bw_bytes_per_s, "bytes/s", 1e6, 1e15,
+              "NVLink bandwidth per GPU, bidirectional"),
+    HW_FIGURE(allreduce_bus_bw_bytes_per_s, "bytes/s", 1e6, 1e15,
+              "all-reduce bus bandwidth across the GPUs of one node, large messages"),
+    HW_FIGURE(allreduce_latency_s, "s", 1e-9, 1, "small-message all-reduce latency inside a node"),
+    HW_FIGURE(inter_node_bw_bytes_per_s, "bytes/s", 1e6, 1e15,
+              "inter-node bandwidth per GPU (a node's NICs divided by its GPUs)"),
     SPEC_INT_ROW(struct spec_hardware, gpus_per_node, SPEC_REQUIRED, "GPUs", 0, 1, 64, NULL, 0,
                  "GPUs in one node (one NVLink domain)"),
     HW_CONSTANT(decode_t_fix_s, "s", 1,

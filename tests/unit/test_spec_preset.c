@@ -301,10 +301,14 @@ static void test_errors(void **state)
     expect_error(MODEL("\"heads\": 4, \"kv_heads\": 1, \"head_dim\": 8, \"ffn\": 8, "
                        "\"assumed\": [\"hedas\"]"),
                  2, 108, "'hedas' is not a value field");
-    expect_error(HW("\"allreduce_bus_bw_bytes_per_s\": -5"), 2, 199, "must be > 0");
-    expect_error(HW("\"allreduce_bus_bw_bytes_per_s\": 0"), 2, 199, "must be > 0");
-    expect_error(HW("\"allreduce_bus_bw_bytes_per_s\": 1, \"confidence\": \"X\""), 2, 234,
+    expect_error(HW("\"allreduce_bus_bw_bytes_per_s\": -5"), 2, 199,
+                 "allreduce_bus_bw_bytes_per_s: must be in 1000000..1e+15");
+    expect_error(HW("\"allreduce_bus_bw_bytes_per_s\": 0"), 2, 199, "must be in 1000000..1e+15");
+    expect_error(HW("\"allreduce_bus_bw_bytes_per_s\": 1e6, \"confidence\": \"X\""), 2, 236,
                  "must be one of H, M, L");
+    /* figures no GPU has, whose costs would not be finite, are refused with the range */
+    expect_error("{\"hardware\": [\n{\"name\": \"g\", \"bf16_flops_per_s\": 1e-300}]}", 2, 15,
+                 "bf16_flops_per_s: must be in 1000000000..1e+18");
     expect_error("{\"modles\": []}", 1, 2, "unknown preset section (did you mean 'models'?)");
     expect_error("[1]", 1, 1, "must be a JSON object");
     expect_error("{\"models\": {}}", 1, 2, "models: must be an array");
