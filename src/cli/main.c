@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "api/experiment.h"
@@ -184,10 +185,20 @@ int cli_write_output(const char *path, const char *text)
     return ok ? 0 : LIBRA_EXIT_IO;
 }
 
+static bool is_directory(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
 int cli_check_output(const char *path)
 {
     if (!path || strcmp(path, "-") == 0)
         return 0;
+    if (is_directory(path)) { /* written at the end, it would fail only then */
+        cli_errorf("cannot write '%s': %s", path, error_strerror(EISDIR));
+        return LIBRA_EXIT_IO;
+    }
     char *target = fileio_replace_target(path);
     bool ok;
     if (!target) { /* a device or FIFO: opening a FIFO would wait for, then end, its reader */

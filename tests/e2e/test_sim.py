@@ -228,6 +228,10 @@ def test_an_output_that_cannot_be_written_is_refused_before_the_run(tmp_path):
     p = sim("--steps", "2", "-o", str(tmp_path / "no-such-dir" / "out.txt"), check=False)
     assert p.returncode == 3 and p.stdout == "", p.stdout
     assert p.stderr.startswith("libra: cannot write ") and "no such file or directory" in p.stderr
+    for flag in ("-o", "--perfetto"):  # a directory: the rename onto it at the end would fail
+        p = sim("--steps", "2", flag, str(tmp_path), check=False)
+        assert p.returncode == 3 and p.stdout == "", p.stdout
+        assert p.stderr == f"libra: cannot write '{tmp_path}': is a directory\n"
     out = tmp_path / "out.txt"
     sim("--steps", "2", "-o", str(out))
     assert out.read_text().startswith("libra sim: ") and os.listdir(tmp_path) == ["out.txt"]
