@@ -115,13 +115,14 @@ static void print_async(FILE *out, const struct plan_result *r)
             "  terms     train side %.2f s (T_train + %.2f s of weight updates); fixed point "
             "%.2f s\n"
             "            fleet %.2f s (work %.2f s at the concurrency limit, Little %.2f s, and "
-            "the update every %d steps)\n"
+            "the update every %d steps); tool pool %.2f s\n"
             "            span %.2f s (an admission of %d batches through the trainer, and the "
             "update, over a window of %d steps; its slowest trajectory %.2f s)\n"
             "            update %.2f s (save and transfer %.2f, drain %.2f, re-prefill %.2f)\n",
             r->train_s + a->update_train_s, a->update_train_s, a->fixed_point_s, a->fleet_s,
-            a->work_s, a->little_s, a->interval, a->span_s, a->interval, a->window, a->tail_s,
-            a->update_s, a->update_s - a->drain_s - a->reprefill_s, a->drain_s, a->reprefill_s);
+            a->work_s, a->little_s, a->interval, a->pool_s, a->span_s, a->interval, a->window,
+            a->tail_s, a->update_s, a->update_s - a->drain_s - a->reprefill_s, a->drain_s,
+            a->reprefill_s);
 }
 
 static void print_rollout(FILE *out, const struct plan_result *r)

@@ -124,6 +124,7 @@ static void async_parts(const struct plan_solver *s, const struct plan_roll_scor
         .fixed_point_s = sc->fixed_s,
         .work_s = sc->work_s,
         .little_s = sc->little_s,
+        .pool_s = sc->pool_s,
         .tail_s = sc->tail_s,
         .update_s = sc->update_s,
         .drain_s = sc->drain_s,

@@ -144,6 +144,9 @@ static int solver_init(struct plan_solver *s, const struct plan_problem *p, stru
     if (s->G < 1)
         return error_set(err, NULL, 0, 0, "cluster.gpus_per_node must be at least 1");
     int rc = check_sample(&p->sample, p->tool_s, p->filtered, s->B, err);
+    if (rc == 0 && !(p->pool_s >= 0.0 && p->pool_s < INFINITY))
+        rc = error_set(err, NULL, 0, 0, "the length sample's tool pool load is impossible (%g s)",
+                       p->pool_s);
     if (rc == 0 && !s->colocated)
         rc = spec_rl_async_check(&cfg->rl, "async", err);
     if (rc)
@@ -164,7 +167,7 @@ static int solver_init(struct plan_solver *s, const struct plan_problem *p, stru
                          "plan.tp_pattern: its instances take %d GPUs, a node has %d",
                          s->pattern_gpus, s->G);
     struct plan_roll_job job;
-    plan_roll_job_init(&job, cfg, &s->sh, p->hw, p->settings, &p->sample, p->filtered);
+    plan_roll_job_init(&job, p, &s->sh);
     plan_roll_init(&s->roll, &p->sample, p->tool_s, &s->sh, p->hw, p->settings, &job);
     plan_train_init(&s->train, &p->sample, p->filtered, &s->sh, p->hw, p->settings, cfg);
     return 0;
@@ -386,7 +389,9 @@ const char *plan_async_bound(const struct plan_result *r)
         return "training";
     if (r->rollout_s == a->span_s)
         return "span";
-    return r->rollout_s == a->fleet_s ? "fleet" : "fixed point";
+    if (r->rollout_s == a->fleet_s)
+        return "fleet";
+    return r->rollout_s == a->pool_s ? "tool pool" : "fixed point";
 }
 
 json_t *plan_result_to_json(const struct plan_result *r)
@@ -410,12 +415,12 @@ json_t *plan_result_to_json(const struct plan_result *r)
         json_object_set_new(objective, "bound_by", json_string(plan_async_bound(r)));
         json_object_set_new(
             objective, "parts",
-            json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i}",
+            json_pack("{s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:i, s:i}",
                       "update_train_s", a->update_train_s, "fixed_point_s", a->fixed_point_s,
-                      "work_s", a->work_s, "little_s", a->little_s, "fleet_s", a->fleet_s, "tail_s",
-                      a->tail_s, "span_s", a->span_s, "update_s", a->update_s, "drain_s",
-                      a->drain_s, "reprefill_s", a->reprefill_s, "interval", a->interval, "window",
-                      a->window));
+                      "work_s", a->work_s, "little_s", a->little_s, "pool_s", a->pool_s, "fleet_s",
+                      a->fleet_s, "tail_s", a->tail_s, "span_s", a->span_s, "update_s", a->update_s,
+                      "drain_s", a->drain_s, "reprefill_s", a->reprefill_s, "interval", a->interval,
+                      "window", a->window));
     }
     json_object_set_new(o, "objective", objective);
     json_object_set_new(o, "train", train_json(r));

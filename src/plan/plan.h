@@ -106,6 +106,11 @@ struct plan_problem {
     /* Per trajectory of sample: dropped by dynamic sampling (its group's rewards are all
      * equal), so generated but never trained; NULL means none. At least one is not. */
     const bool *filtered;
+    /* The busiest bounded tool pool (a fixed set of workers the whole fleet's calls queue
+     * for): its execution seconds over its workers per trajectory rolled out, >= 0; 0 when
+     * none is known. However fast the fleet, a step waits at least this per trajectory
+     * (docs/planner.md §2.4). */
+    double pool_s;
     /* Search budget: polled between candidates; returning true stops the search, which then
      * reports the best plan so far and its proven gap. NULL: no budget. */
     bool (*should_stop)(void *arg);
@@ -196,13 +201,14 @@ struct plan_band {
 };
 
 /* An async step's parts (docs/planner.md §2.4), seconds per step unless named: the step is
- * the largest of the train side (T_train + update_train_s), fixed_point_s, fleet_s and
- * span_s. */
+ * the largest of the train side (T_train + update_train_s), fixed_point_s, fleet_s, span_s
+ * and pool_s. */
 struct plan_async_parts {
     double update_train_s; /* the trainer's share of the weight updates */
     double fixed_point_s;  /* the staleness fixed point, B·Z/A(T) */
     double work_s;         /* B·Z/M: the fleet's work at the concurrency limit */
     double little_s;       /* mean latency in the window over the window (Little's law) */
+    double pool_s;         /* the busiest bounded tool pool's work (plan_problem.pool_s) */
     double tail_s;         /* one admission's expected slowest trajectory (not per step) */
     double update_s;       /* per update: the fleet stopped (save, transfer, drain, re-prefill) */
     double drain_s;        /* per update: the longest live turn when updates drain */

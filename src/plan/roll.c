@@ -181,15 +181,15 @@ double plan_kept_share(const struct plan_sample *s, const bool *filtered)
     return (double)kept / (double)s->n;
 }
 
-void plan_roll_job_init(struct plan_roll_job *j, const struct libra_config *cfg,
-                        const struct cost_shape *sh, const struct spec_hardware *hw,
-                        const struct plan_settings *st, const struct plan_sample *s,
-                        const bool *filtered)
+void plan_roll_job_init(struct plan_roll_job *j, const struct plan_problem *p,
+                        const struct cost_shape *sh)
 {
+    const struct libra_config *cfg = p->cfg;
     const struct spec_rl_config *rl = &cfg->rl;
+    const struct plan_settings *st = p->settings;
     struct cost_weight_update u;
     /* the fleet sits off the node of the trainer's rank 0 unless the cluster is one node */
-    cost_weight_update(&st->lifecycle, sh, hw, rl->transport,
+    cost_weight_update(&st->lifecycle, sh, p->hw, rl->transport,
                        cfg->cluster.gpus > cfg->cluster.gpus_per_node, &u);
     *j = (struct plan_roll_job){
         .batch = rl->batch_trajectories,
@@ -198,10 +198,11 @@ void plan_roll_job_init(struct plan_roll_job *j, const struct libra_config *cfg,
         .samples = rl->samples,
         .interval = rl->sync_interval,
         .drain = rl->sync_mode == SPEC_SYNC_DRAIN,
-        .kept_share = plan_kept_share(s, filtered),
+        .kept_share = plan_kept_share(&p->sample, p->filtered),
         .save_s = u.save_s,
         .transfer_s = u.transfer_s,
         .train_add_s = (u.save_s + (u.trainer_transfers ? u.transfer_s : 0.0)) / rl->sync_interval,
+        .pool_s = p->pool_s,
     };
     plan_sampling_from_config(&j->sampling, cfg);
     double groups = (double)j->batch / j->samples;
@@ -635,7 +636,8 @@ double plan_roll_batch_train_s(const struct plan_roll_job *j, double train_s, co
 /*
  * The trainer's chain through one admission of interval batches: batch i trains once i/interval
  * of the admission is done (that quantile of the tail latencies, and no sooner than the
- * fleet's work for i batches; the last batch after its slowest trajectory and the queue) and
+ * fleet's work or the busiest tool pool's for i batches; the last batch after its slowest
+ * trajectory and the queue) and
  * the batch before has trained. The batches fill in finish order, so batch i holds that
  * quantile's trajectories and trains for train_s · order[i] of the trainer's own time
  * (plan_train_order; NULL: train_s each) plus its share of the updates. Dynamic sampling
@@ -663,7 +665,7 @@ static double trainer_chain(const struct plan_roll *r, struct ordered *tail,
         size_t q = (size_t)ceil((double)i / j->interval * (double)r->m) - 1;
         double done = i == j->interval ? fmax(out->tail_s, fmax(slowest, regen_s))
                                        : ord_value(tail, q) + extra;
-        done = fmax(done, i * out->work_s);
+        done = fmax(done, i * fmax(out->work_s, out->pool_s));
         chain = fmax(chain, done + rest);
     }
     return chain;
@@ -686,6 +688,7 @@ static void score_updates(struct plan_roll *r, const double c[PLAN_NTP], double 
     pass_ranks(r, c, out, carried, &w);
     out->work_s = r->per_step * w.load / (double)r->m;
     out->little_s = w.lat_sum / (double)r->m / j->k1;
+    out->pool_s = r->per_step * j->pool_s;
     out->queue_s = fmax(0.0, admitted - w.cap) * w.load / (double)r->m; /* at M / load */
     struct ordered tail; /* w.tail, read for several order statistics */
     ord_init(&tail, w.tail, r->m);
@@ -696,7 +699,7 @@ static void score_updates(struct plan_roll *r, const double c[PLAN_NTP], double 
     out->update_s = j->save_s + j->transfer_s + out->drain_s + out->reprefill_s;
     out->fleet_s = fmax(out->work_s, out->little_s) + out->update_s / j->interval;
     out->span_s = (trainer_chain(r, &tail, out, slowest, train_s, order) + out->update_s) / j->k1;
-    out->t_s = fmax(out->fixed_s, fmax(out->fleet_s, out->span_s));
+    out->t_s = fmax(fmax(out->fixed_s, out->pool_s), fmax(out->fleet_s, out->span_s));
 }
 
 /* By rank, its latency alone on the smallest TP of class cls that holds it, into x. */
@@ -920,6 +923,14 @@ static double batch_makespan(const struct plan_roll *r, size_t b, const int c[PL
     return span;
 }
 
+/* A synchronous round of scale times batch b's trajectories: its makespan on the fleet, and
+ * no shorter than the busiest bounded tool pool takes over the round's calls. */
+static double sync_round(const struct plan_roll *r, size_t b, const int c[PLAN_NTP],
+                         const uint32_t lo[PLAN_NTP], const uint32_t hi[PLAN_NTP], double scale)
+{
+    return fmax(batch_makespan(r, b, c, lo, hi, true, scale), scale * r->batch * r->job.pool_s);
+}
+
 /* A synchronous step's rollout of batch b: its rounds as dynamic sampling expects them
  * (plan/sampling.h) — gen_batch's each of factor batches; regenerate's first of the batch and
  * the rest each of the share still missing, waiting for its own longest generation. */
@@ -928,11 +939,11 @@ static double sync_rollout(const struct plan_roll *r, size_t b, const int c[PLAN
 {
     const struct plan_roll_job *j = &r->job;
     if (j->sampling.mode == SPEC_DS_GEN_BATCH)
-        return r->rounds * batch_makespan(r, b, c, lo, hi, true, j->sampling.factor);
-    double first = batch_makespan(r, b, c, lo, hi, true, 1.0);
+        return r->rounds * sync_round(r, b, c, lo, hi, j->sampling.factor);
+    double first = sync_round(r, b, c, lo, hi, 1.0);
     if (r->rounds <= 1.0)
         return first;
-    return first + (r->rounds - 1.0) * batch_makespan(r, b, c, lo, hi, true, 1.0 - j->kept_share);
+    return first + (r->rounds - 1.0) * sync_round(r, b, c, lo, hi, 1.0 - j->kept_share);
 }
 
 void plan_roll_score(struct plan_roll *r, const int c[PLAN_NTP], bool colocated, double z,

@@ -56,17 +56,17 @@ struct plan_roll_job {
                                     * flight (plan_regenerations); 1 without dynamic sampling */
     double train_add_s;            /* per step: the trainer's share of the updates, save (+ an NCCL
                                     * broadcast it takes part in) over the interval */
+    double pool_s; /* per trajectory rolled out: the busiest bounded tool pool's execution
+                    * seconds over its workers (plan_problem.pool_s) */
 };
 
 /* The share of sample s that trains: the trajectories not filtered (NULL: every one). */
 double plan_kept_share(const struct plan_sample *s, const bool *filtered);
 
-/* The job of cfg for model shape sh on hardware hw with settings st, on sample s whose
- * trajectories filtered (NULL: none) dynamic sampling drops. */
-void plan_roll_job_init(struct plan_roll_job *j, const struct libra_config *cfg,
-                        const struct cost_shape *sh, const struct spec_hardware *hw,
-                        const struct plan_settings *st, const struct plan_sample *s,
-                        const bool *filtered);
+/* The job of problem p (its config, hardware, settings, sample and tool pools) for model
+ * shape sh. */
+void plan_roll_job_init(struct plan_roll_job *j, const struct plan_problem *p,
+                        const struct cost_shape *sh);
 
 /* The tables of one problem, built by plan_roll_init. Scoring writes only the scratch arrays
  * and the lazily built lam_min: one solve owns its tables. */
@@ -195,6 +195,8 @@ struct plan_roll_score {
     double fixed_s;     /* async: the staleness fixed point T_r */
     double work_s;      /* async: B·Z/M, the fleet's work at the concurrency limit */
     double little_s;    /* async: mean latency in the window / k1 (Little's law) */
+    double pool_s;      /* async: the busiest bounded tool pool's work, B'·job.pool_s (it goes
+                         * on through the updates: a term of its own) */
     double queue_s;     /* async: how long an admission's last trajectory waits for a place */
     double tail_s;      /* async: queue_s + the expected slowest latency of one admission
                          * (interval·B trajectories) */

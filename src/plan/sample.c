@@ -49,6 +49,7 @@ int plan_solve_lengths(const struct plan_lengths *l, const struct libra_config *
                              .sample = plan_lengths_view(l),
                              .tool_s = l->tool_s.v,
                              .filtered = l->filtered.v,
+                             .pool_s = l->pool_s,
                              .should_stop = should_stop,
                              .stop_arg = stop_arg};
     return plan_solve(&p, out, err);

@@ -35,6 +35,7 @@ struct plan_lengths {
     VEC(int64_t) prompt, generated, tool, turns;
     VEC(double) tool_s;
     VEC(bool) filtered;
+    double pool_s; /* plan_problem.pool_s of these trajectories (0: none known) */
 };
 
 /* Appends one trajectory: prompt and generated tokens below 1 are counted as 1 (a record cut

@@ -37,6 +37,7 @@ void sim_result_free(struct sim_result *r)
     free(r->steps);
     free(r->staleness);
     free(r->requests_by_instance);
+    free(r->tool_pools);
     free(r->replans);
     json_decref(r->routing);
     free(r->perfetto);

@@ -200,7 +200,9 @@ struct sim_pool {
     VEC(struct sim_waiting) queue; /* FIFO from head */
     size_t head;
     int64_t calls;
-    double wait_s; /* total queueing delay */
+    double wait_s;    /* total queueing delay */
+    double busy_s;    /* worker-seconds executing, up to changed_s */
+    double changed_s; /* when busy last changed */
 };
 
 /* ---- modes ---------------------------------------------------------------------------- */
@@ -535,6 +537,8 @@ void sim_tools_start(struct sim *s, struct sim_traj *t);
 
 /* A call of the trajectory ref names (sim_traj_ref) finished on a worker of pool. */
 void sim_tool_done(struct sim *s, uint64_t ref, uint32_t pool);
+/* Pool p's worker-seconds executing, up to now. */
+double sim_pool_busy_s(const struct sim *s, const struct sim_pool *p);
 
 /* ---- trainer.c ------------------------------------------------------------------------ */
 

@@ -47,7 +47,10 @@ static void trace_batch(const struct sim_input *in, size_t b, struct workload_le
     for (size_t i = 0; i < batch; i += samples) {
         for (size_t k = 0; k < samples; k++) {
             const struct trace_traj *t = &in->trace->trajs[(b * batch + i + k) % usable];
+            w[i + k] = (struct workload_length){0};
             trace_traj_lengths(t, &w[i + k].len);
+            if (in->workload)
+                workload_tool_exec(in->workload, t, w[i + k].tool_exec_s);
             group[k] = (struct trace_traj){.finish = t->finish, .reward = t->reward};
         }
         bool filtered = workload_group_filtered(in->cfg->rl.dynamic_sampling, group, samples);
@@ -74,8 +77,13 @@ void sim_layout_sample(const struct sim_input *in, struct plan_lengths *sm)
         workload_lengths(in->workload, cfg->rl.dynamic_sampling, (uint64_t)sim_sample_seed(cfg),
                          batch, samples, (size_t)cfg->rl.steps, n, w);
     }
-    for (size_t i = 0; i < n; i++)
+    double exec_s[WORKLOAD_MAX_TOOLS] = {0};
+    for (size_t i = 0; i < n; i++) {
         sample_add(sm, &w[i]);
+        for (size_t k = 0; k < WORKLOAD_MAX_TOOLS; k++)
+            exec_s[k] += w[i].tool_exec_s[k];
+    }
+    sm->pool_s = in->workload ? workload_pool_load_s(in->workload, exec_s, n) : 0.0;
     free(w);
 }
 

@@ -43,6 +43,17 @@ void sim_metrics_finish(struct sim *s)
         memcpy(o->steps, s->steps.v, s->steps.n * sizeof *o->steps);
     o->end_s = s->now;
     o->warmup = s->opts->warmup;
+    o->n_tool_pools = s->n_pools;
+    o->tool_pools = xcalloc(s->n_pools ? s->n_pools : 1, sizeof *o->tool_pools);
+    for (size_t i = 0; i < s->n_pools; i++) {
+        const struct sim_pool *p = &s->pools[i];
+        struct sim_tool_pool *q = &o->tool_pools[i];
+        *q = (struct sim_tool_pool){.workers = p->workers,
+                                    .calls = p->calls,
+                                    .wait_s = p->wait_s,
+                                    .busy_s = sim_pool_busy_s(s, p)};
+        snprintf(q->tool, sizeof q->tool, "%s", p->name);
+    }
     double n = 0, step = 0, train = 0, roll = 0, tail = 0;
     for (size_t i = 0; i < s->steps.n; i++) {
         const struct sim_step *st = &s->steps.v[i];

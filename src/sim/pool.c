@@ -11,10 +11,23 @@
  */
 #include "sim/internal.h"
 
+double sim_pool_busy_s(const struct sim *s, const struct sim_pool *p)
+{
+    return p->busy_s + (double)p->busy * (s->now - p->changed_s);
+}
+
+/* Moves pool p's count of busy workers by delta, its busy time accounted up to now. */
+static void set_busy(struct sim *s, struct sim_pool *p, int64_t delta)
+{
+    p->busy_s = sim_pool_busy_s(s, p);
+    p->changed_s = s->now;
+    p->busy += delta;
+}
+
 /* Runs a call of the trajectory ref names on a worker of pool. */
 static void run_call(struct sim *s, uint32_t pool, uint64_t ref, double exec_s)
 {
-    s->pools[pool].busy++;
+    set_busy(s, &s->pools[pool], 1);
     sim_schedule(s, s->now + exec_s, SIM_EV_TOOL, pool, ref);
 }
 
@@ -61,7 +74,7 @@ static void next_call(struct sim *s, uint32_t pool)
 
 void sim_tool_done(struct sim *s, uint64_t ref, uint32_t pool)
 {
-    s->pools[pool].busy--;
+    set_busy(s, &s->pools[pool], -1);
     next_call(s, pool);
     struct sim_traj *t = sim_traj_deref(s, ref);
     if (!t || t->state != SIM_T_TOOL)

@@ -202,6 +202,7 @@ static size_t window(const struct sim *s, struct plan_lengths *out)
             continue;
         plan_lengths_add(out, x->prompt, x->generated, x->tool, x->turns, x->tool_s, x->filtered);
     }
+    out->pool_s = r->start.pool_s; /* the workload's pools, as the start was planned on */
     return n;
 }
 
@@ -220,6 +221,7 @@ static int solve(struct sim *s, const struct plan_lengths *w, const int *pinned,
                              .sample = plan_lengths_view(w),
                              .tool_s = w->tool_s.v,
                              .filtered = w->filtered.v,
+                             .pool_s = w->pool_s,
                              .pin = &pin};
     struct libra_error err = {0};
     return plan_solve_against(&p, given, out, scored, &err);

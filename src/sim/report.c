@@ -165,6 +165,23 @@ static json_t *hist_json(const struct sim_hist *h)
     return json_pack("{s:o,s:o}", "bin_edges", edges, "counts", counts);
 }
 
+/* Each tool's pool: its calls, their mean wait for a worker and the pool's busy share of the
+ * run (null for a pool of a worker per call). */
+static json_t *tool_pools_json(const struct sim_result *r)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; i < r->n_tool_pools; i++) {
+        const struct sim_tool_pool *p = &r->tool_pools[i];
+        double span = (double)p->workers * r->end_s;
+        json_array_append_new(
+            a, json_pack("{s:s,s:I,s:I,s:o,s:o}", "tool", p->tool, "workers",
+                         (json_int_t)p->workers, "calls", (json_int_t)p->calls, "mean_wait_s",
+                         ujson_real(p->calls ? p->wait_s / (double)p->calls : 0.0), "utilisation",
+                         span > 0 ? ujson_real(p->busy_s / span) : json_null()));
+    }
+    return a;
+}
+
 static json_t *run_json(const struct sim_result *r, bool pool)
 {
     json_t *stale = json_array();
@@ -192,6 +209,7 @@ static json_t *run_json(const struct sim_result *r, bool pool)
     for (int i = 0; i < r->n_instances; i++)
         json_array_append_new(by_inst, json_integer((json_int_t)r->requests_by_instance[i]));
     json_object_set_new(o, "requests_by_instance", by_inst);
+    json_object_set_new(o, "tool_pools", tool_pools_json(r));
     if (pool)
         json_object_set_new(o, "pool", pool_json(&r->pool));
     if (r->replanning)

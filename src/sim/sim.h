@@ -273,6 +273,15 @@ struct sim_hist {
 };
 
 /* The result of one run. */
+/* A tool's CPU pool over the whole run (warm-up included). */
+struct sim_tool_pool {
+    char tool[WORKLOAD_TOOL_NAME_MAX];
+    int64_t workers; /* 0: a worker per call, no queue */
+    int64_t calls;   /* started */
+    double wait_s;   /* queued for a worker, summed over the calls */
+    double busy_s;   /* worker-seconds executing, up to the run's end */
+};
+
 struct sim_result {
     enum sim_mode mode;
     int steps_run;
@@ -319,6 +328,8 @@ struct sim_result {
     size_t n_replans;
     char *perfetto;                /* Chrome trace-event JSON of one step, or NULL; owned */
     struct sim_timeline *timeline; /* the steps sim_run_opts.timeline asked for, or NULL; owned */
+    struct sim_tool_pool *tool_pools; /* n_tool_pools, the workload's tools first; owned */
+    size_t n_tool_pools;
 };
 
 /* Releases what r owns; a zeroed r is fine. */

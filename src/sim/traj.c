@@ -29,12 +29,16 @@ static uint32_t pool_add(struct sim *s, const char *name, int64_t workers)
     return (uint32_t)s->n_pools++;
 }
 
-/* The pool of a tool (names compared as stored: cut to WORKLOAD_TOOL_NAME_MAX - 1 bytes); a
- * tool the preset does not name gets a worker per call. A run has a handful of tools, so a
- * scan beats hashing the name. */
+/* The pool of a tool: the preset's tools hold the first pools, in order (workload_tool_index);
+ * a tool the preset does not name gets a pool of its own, with a worker per call. A run has a
+ * handful of tools, so a scan beats hashing the name. */
 static uint32_t pool_of(struct sim *s, const char *tool)
 {
-    for (size_t i = 0; i < s->n_pools; i++)
+    const struct workload_preset *w = s->in->workload;
+    int known = w ? workload_tool_index(w, tool) : -1;
+    if (known >= 0)
+        return (uint32_t)known;
+    for (size_t i = w ? w->n_tools : 0; i < s->n_pools; i++)
         if (strncmp(s->pools[i].name, tool, WORKLOAD_TOOL_NAME_MAX - 1) == 0)
             return (uint32_t)i;
     return pool_add(s, tool, 0);

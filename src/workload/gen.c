@@ -338,11 +338,42 @@ void workload_lengths(const struct workload_preset *w, enum spec_dynamic_samplin
             workload_group_traj(&g, run_group, (int64_t)k, (int64_t)step, &group[k], &a);
         bool filtered = workload_filter_group(ds, group, samples);
         for (size_t k = 0; k < samples; k++) {
+            out[i + k] = (struct workload_length){.filtered = filtered};
             trace_traj_lengths(&group[k], &out[i + k].len);
-            out[i + k].filtered = filtered;
+            workload_tool_exec(w, &group[k], out[i + k].tool_exec_s);
         }
         arena_reset(&a);
     }
     free(group);
     arena_free(&a);
+}
+
+int workload_tool_index(const struct workload_preset *w, const char *name)
+{
+    for (size_t i = 0; i < w->n_tools; i++)
+        if (strncmp(w->tools[i].name, name, WORKLOAD_TOOL_NAME_MAX - 1) == 0)
+            return (int)i;
+    return -1;
+}
+
+void workload_tool_exec(const struct workload_preset *w, const struct trace_traj *t,
+                        double exec_s[WORKLOAD_MAX_TOOLS])
+{
+    for (size_t i = 0; i + 1 < t->n_turns; i++)
+        for (size_t k = 0; k < t->turns[i].n_calls; k++) {
+            const struct trace_tool_call *c = &t->turns[i].calls[k];
+            int tool = workload_tool_index(w, c->tool);
+            if (tool >= 0 && c->exec_us > 0)
+                exec_s[tool] += (double)c->exec_us / 1e6;
+        }
+}
+
+double workload_pool_load_s(const struct workload_preset *w,
+                            const double exec_s[WORKLOAD_MAX_TOOLS], size_t n)
+{
+    double most = 0.0;
+    for (size_t i = 0; n > 0 && i < w->n_tools; i++)
+        if (w->tools[i].pool.workers > 0)
+            most = fmax(most, exec_s[i] / (double)n / (double)w->tools[i].pool.workers);
+    return most;
 }

@@ -102,7 +102,27 @@ bool workload_filter_group(enum spec_dynamic_sampling ds, struct trace_traj *gro
 struct workload_length {
     struct trace_lengths len; /* trace_traj_lengths of the trajectory */
     bool filtered;            /* its group is dropped by dynamic sampling (workload_filter_group) */
+    double tool_exec_s[WORKLOAD_MAX_TOOLS]; /* by tool of the preset: workload_tool_exec */
 };
+
+/* The index of w's tool named name, compared as the simulator names its tool pools (the first
+ * WORKLOAD_TOOL_NAME_MAX - 1 bytes), or -1 when w has no such tool. */
+int workload_tool_index(const struct workload_preset *w, const char *name);
+
+/* Adds to exec_s[i] the execution seconds of t's calls to w's tool i: the calls between its
+ * turns, those a run makes (a call after the last turn ends the trajectory). Calls to a tool w
+ * does not name, and unknown execution times, add nothing. */
+void workload_tool_exec(const struct workload_preset *w, const struct trace_traj *t,
+                        double exec_s[WORKLOAD_MAX_TOOLS]);
+
+/*
+ * The load of the busiest of w's bounded pools (workers > 0) under n trajectories whose calls
+ * to tool i execute for exec_s[i] seconds in all: its execution seconds over its workers, per
+ * trajectory — the least pool time a trajectory costs when the pool is saturated. 0 when w
+ * has no bounded pool or n is 0.
+ */
+double workload_pool_load_s(const struct workload_preset *w,
+                            const double exec_s[WORKLOAD_MAX_TOOLS], size_t n);
 
 /*
  * Lengths of n trajectories (whole batches) of a job of steps steps on preset w with seed, batch
@@ -111,8 +131,8 @@ struct workload_length {
  * run has fewer steps than the sample batches), so that the sample spans a drifting workload
  * as the run does; each holds the groups a run launches first for that step (prompts in the order
  * workload_prompt_for gives, policy version = step; `libra trace gen` writes the same), each group
- * judged by workload_filter_group under ds. A pure function of its arguments; out has n
- * elements.
+ * judged by workload_filter_group under ds, with its tools' execution seconds
+ * (workload_tool_exec). A pure function of its arguments; out has n elements.
  */
 void workload_lengths(const struct workload_preset *w, enum spec_dynamic_sampling ds, uint64_t seed,
                       size_t batch, size_t samples, size_t steps, size_t n,

@@ -299,3 +299,16 @@ def test_a_utf8_byte_order_mark_is_skipped(tmp_path, args, name, source):
     piped = subprocess.run([LIBRA, *args, "-"], input=BOM + text, capture_output=True,
                            timeout=60)
     assert piped.returncode == 0, piped.stderr
+
+
+@pytest.mark.parametrize("command", ["sim", "plan"])
+def test_readme_shows_what_the_command_prints(command):
+    """README.md's `libra sim` and `libra plan` examples are the built-in default's output, byte
+    for byte (the plan's once drifted from what the command printed)."""
+    with open(os.path.join(SOURCE_DIR, "README.md"), encoding="utf-8") as f:
+        readme = f.read()
+    start = readme.index(f"```\n$ libra {command}\n") + len(f"```\n$ libra {command}\n")
+    shown = readme[start:readme.index("```", start)]
+    p = subprocess.run([LIBRA, command], capture_output=True, text=True, timeout=240)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == shown

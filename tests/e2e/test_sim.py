@@ -385,6 +385,24 @@ def test_dynamic_sampling_that_drops_every_group_is_an_error(tmp_path):
                             "trace (4 of rl.samples = 4): nothing would train\n")
 
 
+def test_tool_pools_report_calls_waits_and_utilisation():
+    """run.tool_pools: R2E-Gym's sandbox tools run a worker per call (no wait, no utilisation)
+    and its validator on 64 workers; a large batch queues for them, a small one barely."""
+    def pools(batch):
+        doc = json.loads(sim("--json", "--steps", "2", "--batch", str(batch), "--set",
+                             "sim.modes=colocated", "--set", "sim.colocated_tp=8").stdout)
+        return {p["tool"]: p for p in doc["modes"]["colocated"]["run"]["tool_pools"]}
+    small, large = pools(32), pools(2048)
+    assert list(large) == ["execute_bash", "file_editor", "search", "validator"]
+    for name, p in large.items():
+        assert p["calls"] > small[name]["calls"] > 0
+        if name != "validator":
+            assert p["workers"] == 0 and p["utilisation"] is None and p["mean_wait_s"] == 0
+    v, w = large["validator"], small["validator"]
+    assert v["workers"] == 64 and 0 < w["utilisation"] < v["utilisation"] <= 1
+    assert v["mean_wait_s"] > 10 * w["mean_wait_s"]
+
+
 def test_tuning_failures_name_their_causes():
     """When no candidate of a tuning sweep can run, the error counts the causes (here every TP
     of a 2-GPU colocated job: the model's training state does not fit) and exits 1."""

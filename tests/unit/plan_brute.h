@@ -108,6 +108,8 @@ static inline void brute_case_make(struct brute_case *c, const struct spec_prese
             c->filtered[k] = drop;
     }
     c->p.filtered = dynamic ? c->filtered : NULL;
+    /* a bounded tool pool in a quarter of the cases, binding on some of their fleets */
+    c->p.pool_s = rng_uniform(&r) < 0.25 ? rng_lognormal(&r, 0.0, 1.0) : 0.0;
 }
 
 static inline void brute_case_free(struct brute_case *c)
@@ -303,7 +305,7 @@ static inline void brute_solve(const struct brute_case *bc, struct brute_best *b
     struct plan_roll roll;
     struct plan_train train;
     struct plan_roll_job job;
-    plan_roll_job_init(&job, cfg, &sh, bc->hw, bc->p.settings, &bc->p.sample, bc->p.filtered);
+    plan_roll_job_init(&job, &bc->p, &sh);
     plan_roll_init(&roll, &bc->p.sample, bc->p.tool_s, &sh, bc->hw, bc->p.settings, &job);
     plan_train_init(&train, &bc->p.sample, bc->p.filtered, &sh, bc->hw, bc->p.settings, cfg);
     memset(best, 0, sizeof *best);

@@ -186,8 +186,10 @@ static void roll_of(const struct brute_case *bc, const bool *filtered, struct co
                     struct plan_roll *roll)
 {
     cost_shape_init(sh, bc->model);
+    struct plan_problem p = bc->p;
+    p.filtered = filtered;
     struct plan_roll_job job;
-    plan_roll_job_init(&job, &bc->cfg, sh, bc->hw, bc->p.settings, &bc->p.sample, filtered);
+    plan_roll_job_init(&job, &p, sh);
     plan_roll_init(roll, &bc->p.sample, bc->p.tool_s, sh, bc->hw, bc->p.settings, &job);
 }
 
@@ -247,8 +249,9 @@ static void test_async_terms(void **state)
             plan_roll_score(&roll, c, false, NAN, 5.0, NULL, &sc);
             double update = job.save_s + job.transfer_s + sc.drain_s + sc.reprefill_s;
             assert_true(sc.update_s == update);
+            assert_true(sc.pool_s == roll.per_step * job.pool_s);
             assert_true(sc.fleet_s == fmax(sc.work_s, sc.little_s) + update / job.interval);
-            assert_true(sc.t_s == fmax(sc.fixed_s, fmax(sc.fleet_s, sc.span_s)));
+            assert_true(sc.t_s == fmax(fmax(sc.fixed_s, sc.pool_s), fmax(sc.fleet_s, sc.span_s)));
             assert_true(sc.work_s >= roll.per_step * sc.z_s / (double)roll.m);
             if (job.k1 == job.interval)
                 assert_true(sc.drain_s == 0.0 && sc.reprefill_s == 0.0);
@@ -616,6 +619,42 @@ static void test_tool_time_slows_rollout(void **state)
     brute_case_free(&bc);
 }
 
+/* A bounded tool pool charges every trajectory rolled out its time: an async step is at least
+ * B'·pool_s (the fleet term), a colocated one rolls out for at least B·pool_s, and the
+ * plan reports the term. */
+static void test_tool_pool_bounds_the_step(void **state)
+{
+    (void)state;
+    for (int colocated = 0; colocated < 2; colocated++) {
+        struct brute_case bc;
+        base_case(&bc);
+        bc.cfg.plan.mode = colocated ? SPEC_PLAN_COLOCATED : SPEC_PLAN_ASYNC;
+        struct plan_result without, with;
+        struct libra_error err = {0};
+        bc.p.pool_s = 0.0;
+        assert_int_equal(plan_solve(&bc.p, &without, &err), 0);
+        double per_step =
+            bc.cfg.rl.batch_trajectories / plan_kept_share(&bc.p.sample, bc.p.filtered);
+        bc.p.pool_s = 4.0 * without.step_s / per_step; /* far beyond the fleet's work */
+        assert_int_equal(plan_solve(&bc.p, &with, &err), 0);
+        assert_true(without.feasible && with.feasible);
+        if (colocated) {
+            assert_true(with.rollout_s >= bc.cfg.rl.batch_trajectories * bc.p.pool_s);
+        } else {
+            assert_true(without.async.pool_s == 0.0);
+            assert_close(with.async.pool_s, per_step * bc.p.pool_s, 1e-9 * with.async.pool_s);
+            assert_true(with.rollout_s >= with.async.pool_s);
+            /* the pool itself, or the span whose chain waits for it batch by batch */
+            const char *bound = plan_async_bound(&with);
+            assert_true(strcmp(bound, "tool pool") == 0 || strcmp(bound, "span") == 0);
+        }
+        assert_true(with.step_s > 3.0 * without.step_s);
+        plan_result_free(&without);
+        plan_result_free(&with);
+        brute_case_free(&bc);
+    }
+}
+
 static void expect_einval(struct brute_case *bc, const char *needle)
 {
     struct plan_result r;
@@ -646,6 +685,11 @@ static void test_bad_input(void **state)
     bc.tool_s[4] = NAN;
     expect_einval(&bc, "trajectory 4");
     bc.tool_s[4] = 0.0;
+    bc.p.pool_s = -1.0;
+    expect_einval(&bc, "tool pool load is impossible");
+    bc.p.pool_s = INFINITY;
+    expect_einval(&bc, "tool pool load is impossible");
+    bc.p.pool_s = 0.0;
     snprintf(bc.cfg.plan.tp_pattern, sizeof bc.cfg.plan.tp_pattern, "1,3");
     expect_einval(&bc, "plan.tp_pattern");
     snprintf(bc.cfg.plan.tp_pattern, sizeof bc.cfg.plan.tp_pattern, "4,2");
@@ -747,6 +791,7 @@ int main(void)
         cmocka_unit_test(test_pin_restricts_the_space),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_tool_time_slows_rollout),
+        cmocka_unit_test(test_tool_pool_bounds_the_step),
         cmocka_unit_test(test_infeasible_names_constraint),
         cmocka_unit_test(test_budget_stop),
         cmocka_unit_test(test_reshard_counts_what_a_gpu_holds),

@@ -470,13 +470,20 @@ static void test_lengths_match_generator(void **state)
         workload_gen_traj(&g, prompt, i % w->samples, group / (w->batch_trajectories / w->samples),
                           &t, &a);
         int64_t gen = 0, tool = 0, tool_us = t.setup_us; /* off the GPU, as the tools */
+        double exec_s[WORKLOAD_MAX_TOOLS] = {0};         /* the calls between turns, by tool */
         for (size_t k = 0; k < t.n_turns; k++) {
             gen += t.turns[k].generated_tokens;
             for (size_t c = 0; c < t.turns[k].n_calls; c++) {
-                tool += t.turns[k].calls[c].payload_tokens;
-                tool_us += t.turns[k].calls[c].queue_us + t.turns[k].calls[c].exec_us;
+                const struct trace_tool_call *call = &t.turns[k].calls[c];
+                tool += call->payload_tokens;
+                tool_us += call->queue_us + call->exec_us;
+                int x = workload_tool_index(w, call->tool);
+                assert_true(x >= 0);
+                if (k + 1 < t.n_turns)
+                    exec_s[x] += (double)call->exec_us / 1e6;
             }
         }
+        assert_memory_equal(l[i].tool_exec_s, exec_s, sizeof exec_s);
         assert_int_equal(l[i].len.prompt_tokens, t.turns[0].prompt_tokens);
         assert_int_equal(l[i].len.generated_tokens, gen);
         assert_int_equal(l[i].len.tool_tokens, tool);
@@ -487,6 +494,32 @@ static void test_lengths_match_generator(void **state)
     }
     assert_true(with_tools > 0);
     arena_free(&a);
+}
+
+/* A tool's index by name, its calls' execution between turns, and the busiest bounded pool. */
+static void test_pool_load(void **state)
+{
+    (void)state;
+    struct workload_preset w = *preset("r2e-gym"); /* validator: 64 workers; the rest 0 */
+    int validator = workload_tool_index(&w, "validator");
+    assert_true(validator >= 0);
+    assert_int_equal(workload_tool_index(&w, "no-such-tool"), -1);
+    struct trace_tool_call first[] = {{.tool = "validator", .exec_us = 3000000},
+                                      {.tool = "no-such-tool", .exec_us = 5000000},
+                                      {.tool = "validator", .exec_us = -1}};
+    struct trace_tool_call last[] = {{.tool = "validator", .exec_us = 7000000}};
+    struct trace_turn turns[] = {{.calls = first, .n_calls = 3}, {.calls = last, .n_calls = 1}};
+    struct trace_traj t = {.turns = turns, .n_turns = 2};
+    double exec_s[WORKLOAD_MAX_TOOLS] = {0};
+    workload_tool_exec(&w, &t, exec_s);
+    workload_tool_exec(&w, &t, exec_s);             /* adds */
+    for (size_t i = 0; i < WORKLOAD_MAX_TOOLS; i++) /* only the validator, not after the end */
+        assert_true(exec_s[i] == ((int)i == validator ? 6.0 : 0.0));
+    /* 6 s over 2 trajectories on 64 workers; the sandboxes never bind */
+    assert_close(workload_pool_load_s(&w, exec_s, 2), 6.0 / 2 / 64, 1e-15);
+    assert_true(workload_pool_load_s(&w, exec_s, 0) == 0.0);
+    w.tools[validator].pool.workers = 0;
+    assert_true(workload_pool_load_s(&w, exec_s, 2) == 0.0);
 }
 
 int main(void)
@@ -503,6 +536,7 @@ int main(void)
         cmocka_unit_test(test_group_traj_draws_the_pool_in_order),
         cmocka_unit_test(test_tool_time_model),
         cmocka_unit_test(test_lengths_match_generator),
+        cmocka_unit_test(test_pool_load),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
