@@ -331,15 +331,48 @@ static int add_attribution(const struct cli_common *cc, struct sim_flags *f,
     return 0;
 }
 
+/* Into buf: point's swept values, "KEY=VALUE, ...". */
+static void point_text(const struct sim_sweep *sw, size_t point, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (size_t k = 0; k < sw->n_keys && len < size; k++)
+        len += (size_t)snprintf(buf + len, size - len, "%s%s=%s", k ? ", " : "", sw->keys[k].key,
+                                sim_sweep_value(sw, point, k));
+}
+
+/* Two points of the grid that resolve to one config (a value spelled twice: 1 and 01) would
+ * count one run twice in the quartiles, as a value listed twice would. cfgs: every cell's, the
+ * first seed's cell of point p at p · n_seeds. */
+static int check_points_differ(const struct cli_common *cc, const struct sim_sweep *sw,
+                               const struct libra_config *cfgs)
+{
+    size_t points = sw->n_cells / sw->n_seeds;
+    uint64_t *digest = xcalloc(points, sizeof *digest);
+    int rc = 0;
+    for (size_t a = 0; a < points && rc == 0; a++) {
+        digest[a] = spec_config_digest(&cfgs[a * sw->n_seeds]);
+        for (size_t b = 0; b < a && rc == 0; b++)
+            if (digest[b] == digest[a]) {
+                char x[256], y[256];
+                point_text(sw, b, x, sizeof x);
+                point_text(sw, a, y, sizeof y);
+                rc = cli_usage_error(cc->cmd, "--sweep: '%s' and '%s' are one experiment", x, y);
+            }
+    }
+    free(digest);
+    return rc;
+}
+
 static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, const char *file,
                      const struct api_presets *p, const struct libra_config *base)
 {
     if (f->perfetto)
         return cli_usage_error(cc->cmd, "--perfetto records one run, not a sweep");
-    for (size_t k = 0; k < f->keys.n; k++)
-        if (strcmp(f->keys.v[k].key, "sim.seed") == 0 && (f->n_seeds || f->seed_list.n))
-            return cli_usage_error(cc->cmd, "--sweep sim.seed and --seeds/--seed-list both "
-                                            "set the seeds");
+    for (size_t k = 0; k < f->keys.n; k++) /* each cell's seed is the seed axis' */
+        if (strcmp(f->keys.v[k].key, "sim.seed") == 0)
+            return cli_usage_error(cc->cmd, "--sweep sim.seed: seeds are the grid's other axis; "
+                                            "use --seed-list S1,S2,... or --seeds N");
     for (size_t i = 0; i < cc->n_overrides && f->seed_list.n; i++)
         if (strcmp(cc->overrides[i].key, "sim.seed") == 0)
             return cli_usage_error(cc->cmd, "%s and --seed-list both set the seeds",
@@ -355,6 +388,8 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, con
     struct libra_config *cfgs = xcalloc(sw.n_cells, sizeof *cfgs);
     struct api_traces ts = {0};
     int rc = build_cells(cc, file, p, &ts, &sw, cfgs);
+    if (rc == 0)
+        rc = check_points_differ(cc, &sw, cfgs);
     if (rc == 0) {
         struct watched w = {.cells = (long long)sw.n_cells};
         struct workers *workers = workers_new(cc->jobs);

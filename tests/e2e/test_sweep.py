@@ -184,7 +184,11 @@ def test_attribution_refuses_what_it_cannot_measure(args, message):
     (["--sweep", "rl.steps=4,5,4"], "--sweep rl.steps: '4' is listed twice"),
     (["--jobs", "0"], "--jobs: expected an integer in [1, "),
     (["--seeds", "2", "--perfetto", "x.json"], "--perfetto records one run"),
-    (["--seeds", "2", "--sweep", "sim.seed=1,2"], "both set the seeds"),
+    (["--sweep", "sim.seed=1,2"], "--sweep sim.seed: seeds are the grid's other axis"),
+    (["--sweep", "rl.max_staleness=1,01"],
+     "--sweep: 'rl.max_staleness=1' and 'rl.max_staleness=01' are one experiment"),
+    (["--sweep", "rl.overprovision_frac=0.5,0.50", "--sweep", "rl.steps=4,5"],
+     "'rl.overprovision_frac=0.5, rl.steps=4' and 'rl.overprovision_frac=0.50, rl.steps=4' are"),
     (["--seed", "5", "--seed-list", "1,2"], "--seed and --seed-list both set the seeds"),
     (["--seed-list", "1,2", "--set", "sim.seed=5"], "--set sim.seed and --seed-list both set"),
 ])
