@@ -207,8 +207,7 @@ static void read_progress(void *ctx, struct cli_progress_state *out)
 
 static int measured_steps(const struct libra_config *cfg)
 {
-    int steps = cfg->rl.steps;
-    return steps - (cfg->sim.warmup_steps < steps ? cfg->sim.warmup_steps : steps - 1);
+    return cfg->rl.steps - sim_warmup_steps(cfg, cfg->rl.steps);
 }
 
 /* Says on stderr when cfg's rates rest on too few steps after the warm-up (once per command). */

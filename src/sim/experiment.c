@@ -61,10 +61,15 @@ void sim_experiment_free(struct sim_experiment *e)
     memset(e, 0, sizeof *e);
 }
 
+int sim_warmup_steps(const struct libra_config *cfg, int steps)
+{
+    return cfg->sim.warmup_steps < steps ? (int)cfg->sim.warmup_steps : steps - 1;
+}
+
 static struct sim_run_opts run_opts(const struct libra_config *cfg, int steps)
 {
-    int warmup = cfg->sim.warmup_steps < steps ? cfg->sim.warmup_steps : steps - 1;
-    return (struct sim_run_opts){.steps = steps, .warmup = warmup, .perfetto_step = -1};
+    return (struct sim_run_opts){
+        .steps = steps, .warmup = sim_warmup_steps(cfg, steps), .perfetto_step = -1};
 }
 
 static void plan_steps(const struct sim_input *in, long long steps)

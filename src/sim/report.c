@@ -460,8 +460,8 @@ char *sim_experiment_text(const struct sim_experiment *e, const struct libra_con
                   cfg->workload.trace[0] ? cfg->workload.trace : cfg->workload.name,
                   cfg->model.name, cfg->cluster.gpus, cfg->cluster.hardware, rl->batch_trajectories,
                   rl->batch_trajectories / rl->samples, rl->samples, rl->steps,
-                  cfg->sim.warmup_steps < rl->steps ? cfg->sim.warmup_steps : 0, rl->max_staleness,
-                  rl->sync_interval, sync_names[rl->sync_mode], transport_names[rl->transport]);
+                  sim_warmup_steps(cfg, rl->steps), rl->max_staleness, rl->sync_interval,
+                  sync_names[rl->sync_mode], transport_names[rl->transport]);
     if (rl->dynamic_sampling == SPEC_DS_GEN_BATCH)
         strbuf_printf(&b, "; dynamic sampling: rounds of %d batches", rl->gen_batch_factor);
     else if (rl->dynamic_sampling == SPEC_DS_REGENERATE)

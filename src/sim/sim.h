@@ -49,6 +49,10 @@ enum sim_mode { SIM_COLOCATED, SIM_ASYNC, SIM_LIBRA, SIM_ROLLOUT };
 /* "colocated", "async", "libra", "rollout"; static storage. */
 const char *sim_mode_name(enum sim_mode m);
 
+/* The warm-up of a run of steps steps (>= 1) under cfg: sim.warmup_steps, but at most steps - 1,
+ * so that one step is measured. */
+int sim_warmup_steps(const struct libra_config *cfg, int steps);
+
 /* Trajectories to replay instead of generating: consecutive runs of `samples` records form a
  * GRPO group, groups are launched in file order (wrapping around). Borrowed. */
 struct sim_trace {

@@ -500,13 +500,12 @@ int sim_verify(const struct sim_input *in, struct sim_mode_result *mr, struct li
     /* the measured steps, after the warm-up, are whole weight-update intervals (an async
      * step's length depends on where it falls in its interval), and no more than the
      * experiment runs */
-    int warmup = cfg->sim.warmup_steps < cfg->plan.verify_steps ? cfg->sim.warmup_steps
-                                                                : cfg->plan.verify_steps - 1;
+    int warmup = sim_warmup_steps(cfg, cfg->plan.verify_steps);
     int s = cfg->rl.sync_interval, measured = cfg->plan.verify_steps - warmup;
     int steps = warmup + (measured + s - 1) / s * s;
     if (steps > cfg->rl.steps) {
         steps = cfg->rl.steps;
-        warmup = cfg->sim.warmup_steps < steps ? cfg->sim.warmup_steps : steps - 1;
+        warmup = sim_warmup_steps(cfg, steps);
     }
     struct verification v = {.plan_in = in,
                              .in = &vin,

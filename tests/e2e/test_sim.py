@@ -403,6 +403,15 @@ def test_tool_pools_report_calls_waits_and_utilisation():
     assert v["mean_wait_s"] > 10 * w["mean_wait_s"]
 
 
+def test_a_warm_up_as_long_as_the_run_leaves_one_step_measured():
+    """The header states the warm-up the rates exclude: sim.warmup_steps, at most steps - 1."""
+    for warmup in ("2", "5"):
+        p = sim("--steps", "3", "--set", f"sim.warmup_steps={warmup}", "--set",
+                "sim.modes=colocated")
+        assert ", 3 steps (2 warm-up), " in p.stdout.splitlines()[0]
+        assert "the rates cover 1 step after 2 of warm-up" in p.stderr
+
+
 def test_tuning_failures_name_their_causes():
     """When no candidate of a tuning sweep can run, the error counts the causes (here every TP
     of a 2-GPU colocated job: the model's training state does not fit) and exits 1."""
