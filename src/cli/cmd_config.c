@@ -9,6 +9,7 @@
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
+#include "sim/sim.h"
 
 #define SCHEMA SPEC_CONFIG_SCHEMA
 
@@ -74,6 +75,11 @@ static int check(struct cli_common *cc, const char *file)
     api_presets_free(&p);
     if (rc == LIBRA_EXIT_USAGE)
         return LIBRA_EXIT_NEGATIVE; /* the input is invalid: check's negative result */
+    struct libra_error err = {0};
+    if (rc == 0 && sim_config_check(&cfg, &err) != 0) { /* what libra sim refuses before a run */
+        cli_errorf("%s: %s", file, err.msg);
+        return LIBRA_EXIT_NEGATIVE;
+    }
     if (rc == 0)
         rc = cli_write_output(NULL, "ok\n");
     return rc;

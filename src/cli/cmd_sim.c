@@ -340,16 +340,24 @@ static void point_text(const struct sim_sweep *sw, size_t point, char *buf, size
                                 sim_sweep_value(sw, point, k));
 }
 
-/* Two points of the grid that resolve to one config (a value spelled twice: 1 and 01) would
- * count one run twice in the quartiles, as a value listed twice would. cfgs: every cell's, the
- * first seed's cell of point p at p · n_seeds. */
-static int check_points_differ(const struct cli_common *cc, const struct sim_sweep *sw,
-                               const struct libra_config *cfgs)
+/* Every point of the grid before any runs: one the simulator would refuse (sim_config_check),
+ * or two that resolve to one config (a value spelled twice: 1 and 01), which would count one
+ * run twice in the quartiles as a value listed twice would. cfgs: every cell's, the first
+ * seed's cell of point p at p · n_seeds. */
+static int check_points(const struct cli_common *cc, const struct sim_sweep *sw,
+                        const struct libra_config *cfgs)
 {
     size_t points = sw->n_cells / sw->n_seeds;
     uint64_t *digest = xcalloc(points, sizeof *digest);
     int rc = 0;
     for (size_t a = 0; a < points && rc == 0; a++) {
+        struct libra_error err = {0};
+        if (sim_config_check(&cfgs[a * sw->n_seeds], &err) != 0) {
+            char x[256];
+            point_text(sw, a, x, sizeof x);
+            rc = cli_usage_error(cc->cmd, "--sweep: '%s': %s", x, err.msg);
+            break;
+        }
         digest[a] = spec_config_digest(&cfgs[a * sw->n_seeds]);
         for (size_t b = 0; b < a && rc == 0; b++)
             if (digest[b] == digest[a]) {
@@ -388,7 +396,7 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, con
     struct api_traces ts = {0};
     int rc = build_cells(cc, file, p, &ts, &sw, cfgs);
     if (rc == 0)
-        rc = check_points_differ(cc, &sw, cfgs);
+        rc = check_points(cc, &sw, cfgs);
     if (rc == 0) {
         struct watched w = {.cells = (long long)sw.n_cells};
         struct workers *workers = workers_new(cc->jobs);

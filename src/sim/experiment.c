@@ -426,6 +426,59 @@ static bool runs_once(const struct spec_sim_config *sc, enum sim_mode m)
     }
 }
 
+/* A TP pinned by key (0: tuned) is one an instance can have on a node of gpn GPUs. */
+static int check_pinned_tp(const char *key, int tp, int gpn, struct libra_error *err)
+{
+    if (tp == 0 || ((tp & (tp - 1)) == 0 && tp <= gpn))
+        return 0;
+    return error_set(err, NULL, 0, 0, "%s: %d: must be 1, 2, 4 or 8 and fit a node of %d GPUs", key,
+                     tp, gpn);
+}
+
+/* A step that key names (-1: none) is one of the run's. */
+static int check_step(const char *key, int64_t step, int steps, struct libra_error *err)
+{
+    if (step < steps)
+        return 0;
+    return error_set(err, NULL, 0, 0,
+                     "%s: step %lld is past the last step, %d (steps are numbered from 0)", key,
+                     (long long)step, steps - 1);
+}
+
+int sim_config_check(const struct libra_config *cfg, struct libra_error *err)
+{
+    const struct spec_sim_config *sc = &cfg->sim;
+    for (int m = 0; m < SIM_MODES; m++) {
+        const struct sim_mode_desc *d = sim_mode_desc(m);
+        if (!(sc->modes & d->bit))
+            continue;
+        struct spec_bucket_layout b;
+        int n;
+        if (d->streams && spec_rl_async_check(&cfg->rl, d->name, err) != 0)
+            return LIBRA_EINVAL;
+        if ((m == SIM_ROLLOUT || (m == SIM_LIBRA && !sc->planner)) &&
+            sim_fleet_buckets(cfg, m, &b, &n, err) != 0)
+            return LIBRA_EINVAL;
+    }
+    int gpn = cfg->cluster.gpus_per_node;
+    if (check_pinned_tp("sim.colocated_tp", sc->colocated_tp, gpn, err) ||
+        check_pinned_tp("sim.async_tp", sc->async_tp, gpn, err))
+        return LIBRA_EINVAL;
+    if (sc->async_train_gpus >= cfg->cluster.gpus)
+        return error_set(err, NULL, 0, 0,
+                         "sim.async_train_gpus: %d of %d GPUs leaves none to roll out",
+                         sc->async_train_gpus, cfg->cluster.gpus);
+    int64_t first, last;
+    if (spec_timeline_steps_parse(sc->timeline_steps, &first, &last, err) != 0) {
+        error_prefix(err, "sim.timeline_steps");
+        return LIBRA_EINVAL;
+    }
+    if ((last >= 0 && check_step("sim.timeline_steps", first, cfg->rl.steps, err)) ||
+        check_step("sim.trace_step", sc->trace_step, cfg->rl.steps, err))
+        return LIBRA_EINVAL;
+    return 0;
+}
+
 int sim_experiment_run(const struct sim_input *in, struct sim_experiment *out,
                        struct libra_error *err)
 {
@@ -434,21 +487,9 @@ int sim_experiment_run(const struct sim_input *in, struct sim_experiment *out,
     int rc = sim_input_check(in, err);
     if (rc)
         return rc;
-    int64_t first, last;
-    if (spec_timeline_steps_parse(cfg->sim.timeline_steps, &first, &last, err) != 0) {
-        error_prefix(err, "sim.timeline_steps");
-        return LIBRA_EINVAL;
-    }
-    if (last >= 0 && first >= cfg->rl.steps)
-        return error_set(err, NULL, 0, 0,
-                         "sim.timeline_steps: step %lld is past the last step, %d (steps are "
-                         "numbered from 0)",
-                         (long long)first, cfg->rl.steps - 1);
-    if (in->perfetto && cfg->sim.trace_step >= cfg->rl.steps)
-        return error_set(err, NULL, 0, 0,
-                         "sim.trace_step: step %lld is past the last step, %d (steps are "
-                         "numbered from 0)",
-                         (long long)cfg->sim.trace_step, cfg->rl.steps - 1);
+    rc = sim_config_check(cfg, err);
+    if (rc)
+        return rc;
     struct modes *ms = xcalloc(1, sizeof *ms);
     ms->in = in;
     ms->out = out;

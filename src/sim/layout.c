@@ -223,27 +223,36 @@ int sim_layout_assign_buckets(struct sim_layout *l, struct libra_error *err)
     return 0;
 }
 
-/* The fleet that sched.buckets' instance counts describe. */
-static int fleet_from_buckets(const struct sim_input *in, struct sim_layout *l,
-                              struct libra_error *err)
+int sim_fleet_buckets(const struct libra_config *cfg, enum sim_mode m, struct spec_bucket_layout *b,
+                      int *instances, struct libra_error *err)
 {
-    const char *text = in->cfg->sched.buckets;
+    const char *text = cfg->sched.buckets;
     if (!text[0])
         return error_set(err, NULL, 0, 0,
                          "sched.buckets: the %s layout needs a fleet: give instance counts, "
                          "e.g. \"tp1x4:4000,tp2x2:12000,tp4x1:30000\"",
-                         sim_mode_name(l->mode));
-    if (spec_bucket_parse(&l->buckets, text, "sched.buckets", err) != 0)
+                         sim_mode_name(m));
+    if (spec_bucket_parse(b, text, "sched.buckets", err) != 0)
         return LIBRA_EINVAL;
-    int n = 0;
-    for (int b = 0; b < l->buckets.n; b++)
-        for (int k = 0; k < l->buckets.bucket[b].n_tp; k++)
-            n += l->buckets.bucket[b].instances[k];
-    if (n == 0)
+    *instances = 0;
+    for (int i = 0; i < b->n; i++)
+        for (int k = 0; k < b->bucket[i].n_tp; k++)
+            *instances += b->bucket[i].instances[k];
+    if (*instances == 0)
         return error_set(err, NULL, 0, 0,
                          "sched.buckets: \"%s\" gives no instance counts (write tp2x3:12000 for "
                          "three TP2 instances)",
                          text);
+    return 0;
+}
+
+/* The fleet that sched.buckets' instance counts describe. */
+static int fleet_from_buckets(const struct sim_input *in, struct sim_layout *l,
+                              struct libra_error *err)
+{
+    int n;
+    if (sim_fleet_buckets(in->cfg, l->mode, &l->buckets, &n, err) != 0)
+        return LIBRA_EINVAL;
     l->n_inst = n;
     l->inst = xcalloc((size_t)n, sizeof *l->inst);
     int i = 0;

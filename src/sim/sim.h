@@ -455,12 +455,22 @@ struct sim_experiment {
 };
 
 /*
+ * The rules of cfg that every run of `libra sim` needs, whatever its input (and that
+ * `libra config check` applies): each streaming mode of sim.modes under the async rules
+ * (spec_rl_async_check); the rollout mode (and libra without sim.planner) with a fleet in
+ * sched.buckets; a pinned sim.colocated_tp or sim.async_tp of 1, 2, 4 or 8 that fits a node;
+ * sim.async_train_gpus below cluster.gpus; sim.timeline_steps and sim.trace_step within
+ * rl.steps. Returns 0 or LIBRA_EINVAL with err.
+ */
+int sim_config_check(const struct libra_config *cfg, struct libra_error *err);
+
+/*
  * Runs every mode of in->cfg->sim.modes: tunes colocated's rollout TP and async's split and TP
  * unless pinned (sim.colocated_tp, sim.async_train_gpus, sim.async_tp), plans libra, and
  * simulates each for rl.steps steps. The perfetto document of step sim.trace_step is recorded
  * for the last mode run; the GPU timeline of sim.timeline_steps (cut at the last step) for
- * every mode. Returns 0, LIBRA_EINVAL with err when sim.timeline_steps is malformed or starts
- * past the last step, or an error of sim_layout_make or sim_run with err. *out is zeroed
+ * every mode. Returns 0, LIBRA_EINVAL with err where sim_config_check refuses cfg, or an error
+ * of sim_layout_make or sim_run with err. *out is zeroed
  * first; free it with sim_experiment_free in every case.
  */
 int sim_experiment_run(const struct sim_input *in, struct sim_experiment *out,

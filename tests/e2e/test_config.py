@@ -86,7 +86,7 @@ def test_negative_bandwidth(tmp_path):
     assert r.returncode == 2
     line, col = position(path, '"nvlink_bw_bytes_per_s"')
     assert r.stderr == (f"libra: {path}:{line}:{col}: hardware.0.nvlink_bw_bytes_per_s: "
-                        "must be > 0\n")
+                        "must be in 1000000..1e+15\n")
 
 
 @pytest.mark.parametrize("schema", ["libra.presets/2", "libra.plan/1", 1])
@@ -275,3 +275,29 @@ def test_help_lists_every_key():
             for key in keys:
                 assert f"  {section}.{key} " in r.stdout, (section, key)
     assert "--presets FILE" in r.stdout
+
+
+@pytest.mark.parametrize("sets,why", [
+    ([], "rl.transport: reshard moves weights in place"),
+    (["rl.transport=disk_restart", "rl.sync_mode=keep"], "rl.sync_mode: keep generates"),
+    (["rl.transport=nccl", "rl.max_staleness=0"], "rl.max_staleness: 0 is below"),
+    (["rl.transport=nccl", "sim.async_tp=3"], "sim.async_tp: 3: must be 1, 2, 4 or 8"),
+    (["rl.transport=nccl", "sim.async_train_gpus=16"], "sim.async_train_gpus: 16 of 16 GPUs"),
+    (["rl.transport=nccl", "sim.timeline_steps=5:6"], "sim.timeline_steps: step 5 is past"),
+    (["rl.transport=nccl", "sim.trace_step=3"], "sim.trace_step: step 3 is past"),
+    (["rl.transport=nccl", "sim.modes=rollout"], "the rollout layout needs a fleet"),
+])
+def test_check_refuses_what_sim_refuses_before_a_run(tmp_path, sets, why):
+    """Whatever config check accepts, libra sim accepts: the rules sim applies to a config
+    before any run (sim_config_check) are check's too, and each refusal is sim's own."""
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps({"cluster": {"gpus": 16}, "model": {"name": "qwen3-4b"},
+                                "rl": {"batch_trajectories": 8, "steps": 3,
+                                       "transport": "reshard"},
+                                "sim": {"modes": ["async"]}}), encoding="utf-8")
+    args = [a for s in sets for a in ("--set", s)]
+    r = run("config", "check", str(path), *args)
+    assert r.returncode == 1 and r.stdout == "" and why in r.stderr, r.stderr
+    perfetto = ["--perfetto", str(tmp_path / "p.json")] if "sim.trace_step" in why else []
+    r = run("sim", str(path), "--json", *perfetto, *args)
+    assert r.returncode == 2 and r.stdout == "" and why in r.stderr, r.stderr
