@@ -129,8 +129,13 @@ static int read_tp(struct cursor *c, struct spec_bucket *b)
     }
     if (*c->s == 'x' || *c->s == 'X') {
         c->s++;
+        const char *n = c->s;
         if ((rc = read_int(c, SPEC_BUCKET_INSTANCES_MAX, "instance count", &count)))
             return rc;
+        if (count == 0) { /* no count means none given; an explicit 0 would read as that */
+            c->s = n;
+            return fail_at(c, "an instance count must be at least 1 (leave out x0 to give none)");
+        }
     }
     for (int k = 0; k < b->n_tp; k++)
         if (b->tp[k] == tp) {

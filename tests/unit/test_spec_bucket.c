@@ -73,6 +73,7 @@ static void test_parse_errors_name_the_column(void **state)
     parse_fails("tp1:4000,", 10, "expected 'tp'");
     parse_fails("tp1:999999999999999999999", 5, "max_tokens is larger than");
     parse_fails("tp1x99999:10", 5, "instance count is larger than");
+    parse_fails("tp1x0:100", 5, "an instance count must be at least 1");
     parse_fails("tp1+tp2+tp4+tp8+tp1:10", 19, "at most 4 tp sizes");
     parse_fails("tp1:1,tp1:2,tp1:3,tp1:4,tp1:5,tp1:6,tp1:7,tp1:8,tp1:9", 49, "at most 8 buckets");
 }
