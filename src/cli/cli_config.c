@@ -154,12 +154,38 @@ static const char *const repeatable[] = {"set",          "presets", "sweep", "en
  * script's default and an override both look effective. Returns 0, or '?' after the usage
  * error.
  */
+/* The long name of option c, or NULL when it has none. */
+static const char *option_name(const struct cli_common *cc, int c)
+{
+    for (const struct option *o = cc->options; o->name; o++)
+        if (o->val == c)
+            return o->name;
+    return NULL;
+}
+
+/* The flags whose empty value means something: an empty list of tool-status rules
+ * (docs/trace-format.md, "Tool-status rules"). */
+static const char *const may_be_empty[] = {"timeout-text", "exit-code-pattern", "failure-text"};
+
+/* Refuses an empty value where it means nothing (an empty -o is no file to write). */
+static int not_empty(struct cli_common *cc, int c, const char *value)
+{
+    const char *name = option_name(cc, c);
+    for (size_t i = 0; name && i < sizeof may_be_empty / sizeof *may_be_empty; i++)
+        if (strcmp(name, may_be_empty[i]) == 0)
+            return 0;
+    if (*value)
+        return 0;
+    if (name)
+        cli_usage_error(cc->cmd, "--%s: an empty value", name);
+    else
+        cli_usage_error(cc->cmd, "-%c: an empty value", c);
+    return '?';
+}
+
 static int given_once(struct cli_common *cc, int c)
 {
-    const char *name = NULL;
-    for (const struct option *o = cc->options; o->name && !name; o++)
-        if (o->val == c)
-            name = o->name;
+    const char *name = option_name(cc, c);
     for (size_t i = 0; name && i < sizeof repeatable / sizeof *repeatable; i++)
         if (strcmp(name, repeatable[i]) == 0)
             return 0;
@@ -180,7 +206,7 @@ int cli_common_getopt(struct cli_common *cc, int argc, char **argv)
 {
     for (;;) {
         int c = cli_getopt(cc->cmd, argc, argv, cc->shortopts, cc->options);
-        if (c != -1 && c != '?' && optarg && given_once(cc, c) != 0)
+        if (c != -1 && c != '?' && optarg && (not_empty(cc, c, optarg) || given_once(cc, c)))
             return '?';
         if (c == 'o' && (cc->groups & CLI_FLAGS_OUTPUT)) {
             cc->output = optarg;
