@@ -860,16 +860,10 @@ int load_check_source(const struct load_config *c, char *why, size_t size)
         snprintf(why, size, "neither a trace nor a workload preset to draw groups from");
         return -1;
     }
-    if (!c->trace)
-        return 0;
-    for (size_t i = 0; i < groups; i++)
-        if (!workload_group_filtered(c->dynamic_sampling, &c->trace[i * n], n))
-            return 0;
-    snprintf(why, size,
-             "dynamic sampling (rl.dynamic_sampling %s) filters every group of the trace: no batch "
-             "can fill",
-             spec_dynamic_sampling_names[c->dynamic_sampling]);
-    return -1;
+    return c->trace && workload_trace_never_fills(c->dynamic_sampling, c->trace, c->n_trace, n, why,
+                                                  size)
+               ? -1
+               : 0;
 }
 
 /* Frees the groups a stopped run leaves (a finished one leaves none). */

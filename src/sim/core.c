@@ -574,17 +574,6 @@ static void loop(struct sim *s)
 
 /* ---- setup ---------------------------------------------------------------------------- */
 
-/* Whether dynamic sampling drops each of the trace's whole groups (consecutive trajectories, as
- * the runs take them), so that a run replacing dropped groups would never fill a batch. */
-static bool every_group_filtered(const struct sim_input *in)
-{
-    size_t samples = (size_t)in->cfg->rl.samples;
-    for (size_t i = 0; i + samples <= in->trace->n; i += samples)
-        if (!workload_group_filtered(in->cfg->rl.dynamic_sampling, &in->trace->trajs[i], samples))
-            return false;
-    return true;
-}
-
 int sim_input_check(const struct sim_input *in, struct libra_error *err)
 {
     size_t samples = (size_t)in->cfg->rl.samples;
@@ -596,12 +585,10 @@ int sim_input_check(const struct sim_input *in, struct libra_error *err)
     if (!in->trace && !in->workload)
         return error_set(err, NULL, 0, 0, "workload.name: no workload preset '%s' to generate from",
                          in->cfg->workload.name);
-    if (in->trace && every_group_filtered(in))
-        return error_set(err, NULL, 0, 0,
-                         "rl.dynamic_sampling %s drops every group of the trace (%zu of "
-                         "rl.samples = %zu): nothing would train",
-                         spec_dynamic_sampling_names[in->cfg->rl.dynamic_sampling],
-                         in->trace->n / samples, samples);
+    char why[256];
+    if (in->trace && workload_trace_never_fills(in->cfg->rl.dynamic_sampling, in->trace->trajs,
+                                                in->trace->n, samples, why, sizeof why))
+        return error_set(err, NULL, 0, 0, "%s", why);
     return 0;
 }
 

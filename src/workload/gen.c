@@ -10,6 +10,7 @@
 #include "workload/workload.h"
 
 #include <math.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "util/alloc.h"
@@ -376,4 +377,19 @@ double workload_pool_load_s(const struct workload_preset *w,
         if (w->tools[i].pool.workers > 0)
             most = fmax(most, exec_s[i] / (double)n / (double)w->tools[i].pool.workers);
     return most;
+}
+
+bool workload_trace_never_fills(enum spec_dynamic_sampling ds, const struct trace_traj *t, size_t n,
+                                size_t samples, char *why, size_t size)
+{
+    if (ds == SPEC_DS_OFF || n < samples)
+        return false;
+    for (size_t i = 0; i + samples <= n; i += samples)
+        if (!workload_group_filtered(ds, &t[i], samples))
+            return false;
+    snprintf(why, size,
+             "rl.dynamic_sampling %s filters every group of the trace (%zu of rl.samples = %zu): "
+             "no batch can fill",
+             spec_dynamic_sampling_names[ds], n / samples, samples);
+    return true;
 }

@@ -98,6 +98,15 @@ bool workload_group_filtered(enum spec_dynamic_sampling ds, const struct trace_t
  */
 bool workload_filter_group(enum spec_dynamic_sampling ds, struct trace_traj *group, size_t n);
 
+/*
+ * Whether dynamic sampling ds filters every whole group of the trace trajectories t[0..n)
+ * (consecutive runs of samples, as a run takes them), so that no batch could ever fill; then
+ * writes into why (size bytes) the sentence that says so. A replayed trace with no group kept
+ * would have the runs replace dropped groups forever.
+ */
+bool workload_trace_never_fills(enum spec_dynamic_sampling ds, const struct trace_traj *t, size_t n,
+                                size_t samples, char *why, size_t size);
+
 /* Per-trajectory lengths and tool time: what the planner needs from a workload. */
 struct workload_length {
     struct trace_lengths len; /* trace_traj_lengths of the trajectory */

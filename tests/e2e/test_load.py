@@ -323,7 +323,7 @@ def test_a_trace_dynamic_sampling_filters_whole_is_refused(tmp_path):
     p = subprocess.run([*args, "--workload", "dapo-math-verl"], capture_output=True, text=True,
                        timeout=30)
     assert p.returncode == 2, p.stderr
-    why = "dynamic sampling (rl.dynamic_sampling gen_batch) filters every group of the trace"
+    why = "rl.dynamic_sampling gen_batch filters every group of the trace (2 of rl.samples = 4)"
     assert why in p.stderr
     # Without dynamic sampling the same trace is played (and stops: nothing listens there).
     p = subprocess.run([*args, "--workload", "dapo-math"], capture_output=True, text=True,

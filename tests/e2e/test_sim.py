@@ -381,8 +381,8 @@ def test_dynamic_sampling_that_drops_every_group_is_an_error(tmp_path):
         p = sim("--trace", trace, "--samples", "4", "--batch", "16", "--steps", "2", "--set",
                 "rl.dynamic_sampling=regenerate", "--set", f"sim.modes={mode}", check=False)
         assert p.returncode == 2 and p.stdout == ""
-        assert p.stderr == ("libra: sim: rl.dynamic_sampling regenerate drops every group of the "
-                            "trace (4 of rl.samples = 4): nothing would train\n")
+        assert p.stderr == ("libra: sim: rl.dynamic_sampling regenerate filters every group of the "
+                            "trace (4 of rl.samples = 4): no batch can fill\n")
 
 
 def test_tool_pools_report_calls_waits_and_utilisation():
