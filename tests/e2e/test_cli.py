@@ -312,3 +312,12 @@ def test_readme_shows_what_the_command_prints(command):
     p = subprocess.run([LIBRA, command], capture_output=True, text=True, timeout=240)
     assert p.returncode == 0, p.stderr
     assert p.stdout == shown
+
+
+@pytest.mark.parametrize("args,flag", [(["sim", "-o", ""], "--output"),
+                                       (["sim", "--workload", ""], "--workload"),
+                                       (["plan", "--set", ""], "--set")])
+def test_an_empty_flag_value_is_a_usage_error(args, flag):
+    p = subprocess.run([LIBRA, *args], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.startswith(f"libra: {args[0]}: {flag}: an empty value\n")
