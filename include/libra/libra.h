@@ -248,7 +248,8 @@ LIBRA_API int libra_trace_reader_open(const char *path, struct libra_trace_reade
 /*
  * Reads the next trajectory into *record_json (as the header's, valid until the next call).
  * Returns 1 with a record, 0 at the end, LIBRA_EINVAL for a bad line (err at PATH:LINE:COL
- * "FIELD: REASON"; the next call reads the line after it) or LIBRA_EIO.
+ * "FIELD: REASON"; the next call reads the line after it, except after a line longer than
+ * 64 MiB: the reader then stops and the next call returns 0) or LIBRA_EIO.
  */
 LIBRA_API int libra_trace_reader_next(struct libra_trace_reader *r, const char **record_json,
                                       struct libra_error *err);

@@ -26,29 +26,47 @@ void api_presets_free(struct api_presets *p)
     workload_presets_free(&p->workloads);
 }
 
-int api_read_file(const char *path, char **text, size_t *len, struct libra_error *err)
+/* The next size of a read buffer of cap bytes that holds at most most bytes. */
+static size_t grown(size_t cap, size_t most)
+{
+    return cap < most / 2 ? cap * 2 : most;
+}
+
+int api_read_file_max(const char *path, size_t max_bytes, char **text, size_t *len,
+                      struct libra_error *err)
 {
     FILE *f = fileio_open(path, err);
     if (!f)
         return LIBRA_EIO;
-    size_t cap = 1 << 16, n = 0, got;
+    /* room for one byte past the limit, which tells a file of max_bytes from a longer one
+     * without reading a longer one (or an endless stream) to its end, and for the NUL */
+    size_t most = max_bytes + 2, cap = grown(1 << 15, most), n = 0, got;
     char *buf = xmalloc(cap);
-    while ((got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
+    while (n <= max_bytes && (got = fread(buf + n, 1, cap - n - 1, f)) > 0) {
         n += got;
-        if (cap - n - 1 == 0)
-            buf = xrealloc(buf, cap *= 2);
+        if (n == cap - 1 && n <= max_bytes)
+            buf = xrealloc(buf, cap = grown(cap, most));
     }
     int failed = ferror(f) ? errno : 0;
     if (f != stdin)
         fclose(f);
-    if (failed) {
+    int rc = failed ? fileio_error(err, path, failed) : 0;
+    if (!rc && n > max_bytes)
+        rc = error_set(err, strcmp(path, "-") == 0 ? "<stdin>" : path, 0, 0,
+                       "larger than %zu bytes, the most a file read whole may hold", max_bytes);
+    if (rc) {
         free(buf);
-        return fileio_error(err, path, failed);
+        return rc;
     }
     buf[n] = '\0';
     *text = buf;
     *len = n;
     return 0;
+}
+
+int api_read_file(const char *path, char **text, size_t *len, struct libra_error *err)
+{
+    return api_read_file_max(path, API_MAX_FILE_BYTES, text, len, err);
 }
 
 /* Adds one user preset file to every registry. */

@@ -49,10 +49,23 @@ int api_presets_load(struct api_presets *p, const char *const *files, size_t n_f
 void api_presets_free(struct api_presets *p);
 
 /*
+ * The most bytes a file read whole (a config, a result, a benchmark result, a log) may hold:
+ * far above any real one, it keeps an endless stream (/dev/zero, a pipe) from growing the
+ * buffer until the allocator gives up. Traces are read a line at a time, not whole.
+ */
+#define API_MAX_FILE_BYTES ((size_t)1 << 30)
+
+/*
  * Reads the file at path ("-": standard input) whole into a malloc'd NUL-terminated buffer.
- * Returns 0, or LIBRA_EIO with err "cannot read 'PATH': REASON" (no position).
+ * Returns 0; LIBRA_EIO with err "cannot read 'PATH': REASON" (no position); or LIBRA_EINVAL
+ * with err "PATH: larger than N bytes, ..." once it passes API_MAX_FILE_BYTES (reading stops
+ * there).
  */
 int api_read_file(const char *path, char **text, size_t *len, struct libra_error *err);
+
+/* api_read_file with a limit of max_bytes instead (< SIZE_MAX - 1). */
+int api_read_file_max(const char *path, size_t max_bytes, char **text, size_t *len,
+                      struct libra_error *err);
 
 /*
  * Resolves the effective config into cfg: defaults < hardware preset < the workload preset the

@@ -55,7 +55,8 @@ static int cmp_traj(const void *a, const void *b)
 
 void sched_eval_trace_index(struct sched_eval_trace *ev)
 {
-    qsort(ev->trajs.v, ev->trajs.n, sizeof *ev->trajs.v, cmp_traj);
+    if (ev->trajs.n) /* an empty trace has no array, and qsort takes none even for 0 elements */
+        qsort(ev->trajs.v, ev->trajs.n, sizeof *ev->trajs.v, cmp_traj);
     ev->step_start.n = 0;
     struct intmap first_step = {0}; /* prompt -> index of the first step it appeared in */
     for (size_t i = 0; i < ev->trajs.n; i++) {
@@ -167,6 +168,14 @@ static const struct sched_eval_turn *arm_turns(const struct sched_eval_arm *a,
                                                const struct sched_eval_trace *ev)
 {
     return a->shuffled ? ev->shuffled.v : ev->turns.v;
+}
+
+/* The turns of trajectory t within all (its trace's turns or their shuffle); NULL when it has
+ * none, since a trace of no turns has no array to offset into. */
+static const struct sched_eval_turn *traj_turns(const struct sched_eval_turn *all,
+                                                const struct sched_eval_traj *t)
+{
+    return t->n_turns ? all + t->turn : NULL;
 }
 
 /* ---- regret --------------------------------------------------------------------------------- */
@@ -298,7 +307,7 @@ static int replay(struct sched_eval_arm *a, const struct sched_eval_trace *ev, s
                   const struct sched_registry *reg, bool scoring)
 {
     const struct sched_eval_traj *t = &ev->trajs.v[i];
-    const struct sched_eval_turn *turns = arm_turns(a, ev) + t->turn;
+    const struct sched_eval_turn *turns = traj_turns(arm_turns(a, ev), t);
     enum sched_split split = t->seen ? SCHED_SPLIT_SEEN : SCHED_SPLIT_NEVER;
     const struct sched_cost_model *m = a->costs.decision.rate ? &a->costs.decision : NULL;
     /* costed whether or not scored: the router's clock (now_s) runs on the path's time */
@@ -364,7 +373,7 @@ static int learn_one(struct sched_model *m, const struct sched_eval_trace *ev,
                      bool depth_only)
 {
     const struct sched_eval_traj *t = &ev->trajs.v[i];
-    const struct sched_eval_turn *turns = all_turns + t->turn;
+    const struct sched_eval_turn *turns = traj_turns(all_turns, t);
     VEC(uint32_t) states = {0};
     VEC(int64_t) gen_before = {0};
     struct sched_obs_config oc = {.depth_only = depth_only};

@@ -3,8 +3,8 @@
  * writer that formats into a reused buffer and publishes the file by rename.
  *
  * The reader reads fixed chunks and splits them at newlines itself rather than calling
- * getline, so that the longest line it will hold is a limit it enforces (TRACE_MAX_LINE_BYTES)
- * and a bad line can be skipped to its end without buffering it.
+ * getline, so that the longest line it will hold is a limit it enforces (TRACE_MAX_LINE_BYTES):
+ * a longer line ends the reading as soon as it passes the limit.
  */
 #include "trace/file.h"
 
@@ -107,19 +107,8 @@ static enum line_result next_line(struct trace_reader *r, const char **line, siz
             return *len > TRACE_MAX_LINE_BYTES ? LINE_TOO_LONG : LINE_OK;
         }
         scanned = r->end - r->start;
-        if (scanned > TRACE_MAX_LINE_BYTES) {
-            /* drop what we hold of the overlong line and skip to its end */
-            r->start = r->end;
-            while (fill(r)) {
-                nl = memchr(r->buf, '\n', r->end);
-                if (nl) {
-                    r->start = (size_t)(nl - r->buf) + 1;
-                    return LINE_TOO_LONG;
-                }
-                r->start = r->end;
-            }
-            return r->io_errno ? LINE_IO : LINE_TOO_LONG;
-        }
+        if (scanned > TRACE_MAX_LINE_BYTES)
+            return LINE_TOO_LONG; /* without looking for its end, which may never come */
         if (!fill(r)) {
             if (r->io_errno)
                 return LINE_IO;
@@ -130,6 +119,13 @@ static enum line_result next_line(struct trace_reader *r, const char **line, siz
         }
         /* fill moved the unconsumed bytes to the front: scanned still counts from start */
     }
+}
+
+/* Ends the reading: what is left of the file is never read, and the next line is its end. */
+static void stop(struct trace_reader *r)
+{
+    r->eof = true;
+    r->start = r->end;
 }
 
 /* Reads one line; returns 1 with it, 0 at EOF, or a negative code with err set. */
@@ -147,7 +143,11 @@ static int read_line(struct trace_reader *r, const char **line, size_t *len,
         return error_set(err, r->name, (int)r->lineno, 1,
                          "truncated line: no newline at end of file");
     case LINE_TOO_LONG:
-        return error_set(err, r->name, (int)r->lineno, 1, "line longer than %zu bytes",
+        /* a stream that never sends a newline (/dev/zero, a pipe from a runaway writer) has
+         * no end to skip to: stop here, whether or not the line's end was read */
+        stop(r);
+        return error_set(err, r->name, (int)r->lineno, 1,
+                         "line longer than %zu bytes; the file is not read past it",
                          TRACE_MAX_LINE_BYTES);
     default:
         return fileio_error(err, r->name, r->io_errno);

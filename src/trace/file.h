@@ -37,7 +37,8 @@ int trace_reader_header(struct trace_reader *r, const struct trace_header **hdr,
  * next call), 0 at the end of the file, LIBRA_EINVAL with err at FILE:LINE:COL and "FIELD:
  * REASON" for a bad line (calling again continues with the next line), or LIBRA_EIO.
  * A last line without its newline is reported as truncated; a line longer than
- * TRACE_MAX_LINE_BYTES as too long.
+ * TRACE_MAX_LINE_BYTES as too long, and then the reader stops (the line may never end, as on a
+ * stream of zeros): later calls return 0.
  */
 int trace_reader_next(struct trace_reader *r, const struct trace_traj **traj,
                       struct libra_error *err);

@@ -84,18 +84,72 @@ static int64_t tokens(const struct trace_verl *v, const char *s, size_t n)
     return trace_estimate_tokens(s, n, v->chars_per_token);
 }
 
-/* The earliest observation opening tag in [s, end); NULL when none. *tag gets its index. */
-static const char *find_obs(const char *s, const char *end, size_t *tag)
+/*
+ * A needle searched for in a text read left to right: its first occurrence at or after the
+ * last place asked about. Asked from a place it has not passed, it answers without searching,
+ * so each byte of the text is searched once per needle however many turns ask (a search over
+ * the rest of the text at every turn made a line of many turns take quadratic time).
+ */
+struct finder {
+    const char *needle;
+    const char *at; /* the answer to the last question; NULL: the needle occurs no more */
+    bool asked;
+};
+
+/* The first occurrence of f's needle at or after from, which never goes back. */
+static const char *finder_next(struct finder *f, const char *from)
+{
+    if (!f->asked || (f->at && f->at < from)) {
+        f->at = strstr(from, f->needle);
+        f->asked = true;
+    }
+    return f->at;
+}
+
+/* One output text being split into turns: the needles it is searched for, and where. */
+struct scan {
+    struct finder obs[N_OBS_TAGS]; /* the observation tags' openings */
+    struct finder call, call_end, name_key;
+    /* where the turn's next <tool_call> is looked for; NULL: none is left */
+    const char *calls_from;
+    /* the "name" key read last, and the name it gave */
+    const char *named_key;
+    char *named;
+};
+
+static void scan_init(struct scan *sc)
+{
+    memset(sc, 0, sizeof *sc);
+    for (size_t i = 0; i < N_OBS_TAGS; i++)
+        sc->obs[i].needle = obs_tags[i].open;
+    sc->call.needle = "<tool_call>";
+    sc->call_end.needle = "</tool_call>";
+    sc->name_key.needle = "\"name\"";
+}
+
+/* The earliest observation opening tag at or after s; NULL when none. *tag gets its index. */
+static const char *find_obs(struct scan *sc, const char *s, size_t *tag)
 {
     const char *best = NULL;
     for (size_t i = 0; i < N_OBS_TAGS; i++) {
-        const char *at = strstr(s, obs_tags[i].open);
-        if (at && at < end && (!best || at < best)) {
+        const char *at = finder_next(&sc->obs[i], s);
+        if (at && (!best || at < best)) {
             best = at;
             *tag = i;
         }
     }
     return best;
+}
+
+/* Whether an observation opening tag starts at s; *tag gets its index. */
+static bool obs_at(const char *s, size_t *tag)
+{
+    for (size_t i = 0; i < N_OBS_TAGS; i++)
+        if (strncmp(s, obs_tags[i].open, strlen(obs_tags[i].open)) == 0) {
+            *tag = i;
+            return true;
+        }
+    return false;
 }
 
 static const char *skip_space(const char *s)
@@ -105,36 +159,55 @@ static const char *skip_space(const char *s)
     return s;
 }
 
-/*
- * The name of the k-th <tool_call> in [s, end): the JSON string after its "name" key, or
- * "tool" when there is none. Copied into the arena.
- */
-static char *call_name(struct trace_verl *v, const char *s, const char *end, size_t k)
+/* The turn's next <tool_call> before gen_end, after the one the last call took (the k-th
+ * call of a turn answers its k-th <tool_call>); NULL when none is left. */
+static const char *next_call(struct scan *sc, const char *gen_end)
 {
-    const char *at = s;
-    for (size_t i = 0; at && i <= k; i++) {
-        at = strstr(at, "<tool_call>");
-        if (at && at >= end)
-            at = NULL;
-        if (at && i < k)
-            at++;
-    }
-    const char *stop = at ? strstr(at, "</tool_call>") : NULL;
-    const char *key = at ? strstr(at, "\"name\"") : NULL;
-    if (!key || (stop && key > stop) || key >= end)
-        return "tool";
+    const char *at = sc->calls_from ? finder_next(&sc->call, sc->calls_from) : NULL;
+    if (at && at >= gen_end)
+        at = NULL;
+    sc->calls_from = at ? at + 1 : NULL;
+    return at;
+}
+
+/* The JSON string after the "name" key at key, if it ends before end, copied into the arena;
+ * else "tool". Kept for the next call: unclosed <tool_call>s can share one key. */
+static char *key_name(struct trace_verl *v, struct scan *sc, const char *key, const char *end)
+{
+    if (key == sc->named_key)
+        return sc->named;
+    sc->named_key = key;
+    sc->named = "tool";
     const char *q = skip_space(key + 6);
     if (*q != ':')
-        return "tool";
+        return sc->named;
     q = skip_space(q + 1);
     const char *close = *q == '"' ? strchr(q + 1, '"') : NULL;
     if (!close || close == q + 1 || close >= end)
-        return "tool";
+        return sc->named;
     size_t n = (size_t)(close - q - 1);
-    char *name = arena_alloc(&v->names, n + 1);
-    memcpy(name, q + 1, n);
-    name[n] = '\0';
-    return name;
+    sc->named = arena_alloc(&v->names, n + 1);
+    memcpy(sc->named, q + 1, n);
+    sc->named[n] = '\0';
+    return sc->named;
+}
+
+/*
+ * The name in the <tool_call> at call (NULL: none) of a turn that generated text up to
+ * gen_end: the JSON string after its "name" key, or "tool" when there is none. The key is
+ * looked for up to the call's </tool_call>, or to gen_end when the call is not closed. A key
+ * read lies before its turn's gen_end, where no later turn looks, so the name key_name keeps
+ * is only ever reused within the turn that read it.
+ */
+static char *call_name(struct trace_verl *v, struct scan *sc, const char *call, const char *gen_end)
+{
+    if (!call)
+        return "tool";
+    const char *stop = finder_next(&sc->call_end, call);
+    const char *key = finder_next(&sc->name_key, call);
+    if (!key || (stop && key > stop) || key >= gen_end)
+        return "tool";
+    return key_name(v, sc, key, gen_end);
 }
 
 /* Appends a turn that generated [gen, gen_end) with no calls yet. */
@@ -148,18 +221,19 @@ static struct trace_turn *add_turn(struct trace_verl *v, const char *gen, const 
 
 /*
  * Consumes the observation blocks starting at s (an opening tag of obs_tags[tag]) as calls of
- * the turn that generated [gen, gen_end). Returns the text after the last block.
+ * the turn whose generated text ends at gen_end. Returns the text after the last block.
  */
-static const char *add_calls(struct trace_verl *v, struct trace_turn *u, const char *gen,
+static const char *add_calls(struct trace_verl *v, struct scan *sc, struct trace_turn *u,
                              const char *gen_end, const char *s, size_t tag)
 {
-    for (;;) {
+    do {
         const char *body = s + strlen(obs_tags[tag].open);
         const char *close = strstr(body, obs_tags[tag].close);
         const char *after = close ? close + strlen(obs_tags[tag].close) : body + strlen(body);
+        const char *call = next_call(sc, gen_end);
         const char *tool = obs_tags[tag].tool;
         struct trace_tool_call c = {
-            .tool = tool ? (char *)tool : call_name(v, gen, gen_end, u->n_calls),
+            .tool = tool ? (char *)tool : call_name(v, sc, call, gen_end),
             .status = TRACE_TOOL_OTHER,
             .payload_tokens = tokens(v, s, (size_t)(after - s)),
             .queue_us = -1,
@@ -168,11 +242,8 @@ static const char *add_calls(struct trace_verl *v, struct trace_turn *u, const c
         vec_push(&v->calls, c);
         u->n_calls++;
         s = skip_space(after);
-        size_t next;
-        if (find_obs(s, s + 1, &next) != s)
-            return s;
-        tag = next;
-    }
+    } while (obs_at(s, &tag));
+    return s;
 }
 
 /* True when [s, ...) holds nothing the model generated: blanks and the role label the chat
@@ -189,13 +260,16 @@ static bool nothing_generated(const char *s)
 static bool split_turns(struct trace_verl *v, const char *out)
 {
     const char *s = out, *end = out + strlen(out);
-    size_t tag;
+    size_t tag = 0;
     const char *obs;
+    struct scan sc;
+    scan_init(&sc);
     v->turns.n = v->calls.n = 0;
     arena_reset(&v->names);
-    while ((obs = find_obs(s, end, &tag))) {
+    while ((obs = find_obs(&sc, s, &tag))) {
         struct trace_turn *u = add_turn(v, s, obs);
-        s = add_calls(v, u, s, obs, obs, tag);
+        sc.calls_from = s;
+        s = add_calls(v, &sc, u, obs, obs, tag);
     }
     if (v->turns.n > 0 && nothing_generated(s))
         return true;

@@ -224,6 +224,20 @@ def test_bad_input(tmp_path):
     assert route("--help").returncode == 0
 
 
+def test_a_trace_of_only_its_header(tmp_path):
+    # no trajectory to sort or replay: refused as having nothing to evaluate, with or without
+    # a layout given (the sanitizer build once failed here before saying so)
+    trace = tmp_path / "header.jsonl"
+    trace.write_text('{"libra_trace":1,"workload":"r2e-gym"}\n', encoding="utf-8")
+    for args, why in ((["--buckets", "tp1:100"], "leaves nothing to evaluate (the trace has 0 "
+                                                  "steps)"),
+                      ([], "the planner gives no bucket layout for this trace"),
+                      (["--buckets", BUCKETS, "--folds", "2"], "the trace has 0 prompts")):
+        r = route("eval", str(trace), *args)
+        assert r.returncode == 2 and r.stdout == "", (args, r.stderr)
+        assert r.stderr.startswith("libra: ") and why in r.stderr.splitlines()[0], r.stderr
+
+
 def test_placebo_on_a_generated_r2e_trace(tmp_path):
     # A workload model's own trace (docs/routing.md "The placebo check"): 40 steps of
     # R2E-Gym, seed 1, about 5 400 decisions, at the defaults (censored truncations,

@@ -12,6 +12,7 @@ import json
 import math
 import os
 import subprocess
+import threading
 
 import pytest
 
@@ -93,6 +94,41 @@ def test_validate_header_and_truncation(tmp_path):
     r = run("validate", str(newer))
     assert r.returncode == 1
     assert "libra_trace: unsupported schema version 2 (this libra reads 1)" in r.stderr
+
+
+def feed_endlessly(pipe, first):
+    """Writes first, then zeros without a newline, until the reader goes away."""
+    try:
+        pipe.write(first)
+        zeros = bytes(1 << 20)
+        while True:
+            pipe.write(zeros)
+    except (BrokenPipeError, ValueError):
+        pass
+
+
+def test_an_endless_line_is_refused_at_the_limit():
+    # a stream that never sends a newline has no line end to look for: the reader stops once
+    # the line passes 64 MiB (docs/trace-format.md rule 6) instead of reading for ever
+    too_long = "line longer than 67108864 bytes; the file is not read past it"
+    r = run("validate", "--all", "/dev/zero")  # --all too: nothing after the line is read
+    assert r.returncode == 1
+    assert r.stderr.splitlines() == [f"libra: /dev/zero:1:1: {too_long}",
+                                     "libra: /dev/zero: 1 invalid line"]
+    p = subprocess.Popen([LIBRA, "trace", "stats", "-"], stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    feeder = threading.Thread(target=feed_endlessly,
+                              args=(p.stdin, b'{"libra_trace":1,"workload":"x"}\n'))
+    feeder.start()
+    try:
+        rc = p.wait(timeout=60)
+    finally:
+        p.kill()
+        p.wait()
+        feeder.join()
+    assert rc == 2
+    assert p.stdout.read() == b""
+    assert p.stderr.read().decode() == f"libra: <stdin>:2:1: {too_long}\n"
 
 
 def test_validate_reads_stdin():

@@ -352,6 +352,55 @@ static void test_training_replay_runs_the_clock(void **state)
     sched_eval_trace_free(&ev);
 }
 
+/* Runs policy p over ev, costed by the toy fleet, both ways (by steps and by folds), on its turns
+ * and on their shuffle. */
+static void run_every_way(struct sched_eval_trace *ev, enum sched_policy p)
+{
+    struct spec_bucket_layout l;
+    assert_int_equal(spec_bucket_parse(&l, LAYOUT, "test", NULL), 0);
+    struct libra_config cfg;
+    spec_config_defaults(&cfg);
+    struct spec_sched_config sc = cfg.sched;
+    sc.policy = p;
+    struct sched_costs costs = {.decode_s = toy_decode_s,
+                                .move_s = toy_move_s,
+                                .decision = {.rate = toy_rate, .deadline_s = 50, .late_gpus = 10}};
+    for (int shuffled = 0; shuffled < 2; shuffled++) {
+        struct sched_eval_arm a;
+        assert_int_equal(sched_eval_arm_init(&a, "arm", &sc, &l, NULL, &costs, shuffled, NULL), 0);
+        assert_int_equal(sched_eval_arm_run(&a, ev, 0, NULL, NULL), 0);
+        assert_int_equal(sched_eval_arm_run_folds(&a, ev, 2, NULL, NULL), 0);
+        sched_eval_arm_free(&a);
+    }
+}
+
+/*
+ * A trace of no trajectories (a trace file of only its header) and one whose trajectory
+ * finished before its first turn (a gateway's capture can hold one): the evaluator has
+ * nothing to sort or replay, and must not hand the arrays it never allocated to qsort or
+ * offset into them (the sanitizer build fails on either).
+ */
+static void test_traces_without_trajectories_or_turns(void **state)
+{
+    struct sched_eval_trace none = {0};
+    sched_eval_trace_index(&none);
+    sched_eval_shuffle(&none, 1);
+    assert_int_equal(sched_eval_steps(&none), 0);
+    assert_int_equal(sched_eval_prompts(&none), 0);
+    run_every_way(&none, SCHED_CMLFQ);
+    sched_eval_trace_free(&none);
+
+    struct sched_eval_trace bare = {0};
+    sched_eval_traj_add(&bare, 1, 7, 0, 0, false);
+    sched_eval_trace_index(&bare);
+    sched_eval_shuffle(&bare, 1);
+    assert_int_equal(sched_eval_steps(&bare), 1);
+    assert_int_equal(bare.turns.n, 0);
+    for (enum sched_policy p = 0; p < SCHED_POLICY_COUNT; p++)
+        run_every_way(&bare, p);
+    sched_eval_trace_free(&bare);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -359,6 +408,7 @@ int main(void)
         cmocka_unit_test(test_cmlfq_learns_from_the_train_step),
         cmocka_unit_test(test_a_step_is_not_learnt_before_it_is_scored),
         cmocka_unit_test(test_index_orders_steps_and_marks_seen_prompts),
+        cmocka_unit_test(test_traces_without_trajectories_or_turns),
         cmocka_unit_test(test_shuffle_keeps_the_returns_at_each_depth),
         cmocka_unit_test(test_training_replay_runs_the_clock),
     };

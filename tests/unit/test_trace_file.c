@@ -1,6 +1,6 @@
 /* Tests of trace files (src/trace/file.c): write -> read -> write is byte-identical, the
- * reader's line handling (chunk boundaries, long lines, truncation), continuing after a bad
- * line, and the writer's all-or-nothing publication. */
+ * reader's line handling (chunk boundaries, long lines, endless ones, truncation), continuing
+ * after a bad line, and the writer's all-or-nothing publication. */
 #include "testutil.h"
 
 #include <stdio.h>
@@ -218,12 +218,28 @@ static void test_line_too_long(void **state)
     free(chunk);
     char errors[8][256];
     int n;
-    assert_int_equal(read_all(path, errors, &n), 1);
+    /* the reading stops at the long line: the record after it is not read */
+    assert_int_equal(read_all(path, errors, &n), 0);
     assert_int_equal(n, 1);
     char want[256];
-    snprintf(want, sizeof want, "2:1: line longer than %zu bytes", TRACE_MAX_LINE_BYTES);
+    snprintf(want, sizeof want, "2:1: line longer than %zu bytes; the file is not read past it",
+             TRACE_MAX_LINE_BYTES);
     assert_string_equal(errors[0], want);
     remove(path);
+}
+
+/* A stream that never sends a newline is refused once its first line passes the limit, rather
+ * than read on for the line's end. */
+static void test_endless_line(void **state)
+{
+    char errors[8][256];
+    int n;
+    assert_int_equal(read_all("/dev/zero", errors, &n), 0);
+    assert_int_equal(n, 1);
+    char want[256];
+    snprintf(want, sizeof want, "1:1: line longer than %zu bytes; the file is not read past it",
+             TRACE_MAX_LINE_BYTES);
+    assert_string_equal(errors[0], want);
 }
 
 static void test_reader_open_missing_file(void **state)
@@ -286,6 +302,7 @@ int main(void)
         cmocka_unit_test(test_reader_continues_after_bad_lines),
         cmocka_unit_test(test_header_errors),
         cmocka_unit_test(test_line_too_long),
+        cmocka_unit_test(test_endless_line),
         cmocka_unit_test(test_reader_open_missing_file),
         cmocka_unit_test(test_writer_all_or_nothing),
     };

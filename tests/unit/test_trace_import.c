@@ -248,6 +248,56 @@ static void test_verl_tool_calls_and_truncation(void **state)
     trace_text_free(&out);
 }
 
+/*
+ * How calls are named, on lines of several turns. The k-th call of a turn is named from the
+ * turn's k-th <tool_call>, even when an earlier call was a search (line 1: "grep", not
+ * "edit"); a "name" key past its call's </tool_call> (line 1, turn 2), a name whose closing
+ * quote is past the turn's text (line 3, turn 1) or a key in a later turn's text (line 3,
+ * turn 2) names nothing; two unclosed <tool_call>s share the key after them (line 2).
+ */
+static void test_verl_call_names_over_many_turns(void **state)
+{
+    const char *text =
+        "{\"input\":\"a\",\"output\":\"think<tool_call>{\\\"name\\\": \\\"bash\\\"}</tool_call>"
+        "<tool_call>{\\\"name\\\":\\\"edit\\\"}</tool_call><tool_call>{\\\"name\\\": "
+        "\\\"grep\\\"}</tool_call>\\nuser\\n<tool_response>a</tool_response>\\n"
+        "<information>doc</information> <tool_response>b</tool_response>\\nassistant\\nnext"
+        "<tool_call>{}</tool_call> \\\"name\\\": \\\"late\\\"<tool_response>c</tool_response>"
+        "done\",\"step\":1}\n"
+        "{\"input\":\"a\",\"output\":\"<tool_call><tool_call>\\\"name\\\": \\\"x\\\""
+        "<tool_response>1</tool_response><tool_response>2</tool_response>\\nassistant\\n\","
+        "\"step\":1}\n"
+        "{\"input\":\"b\",\"output\":\"<tool_call>{\\\"name\\\": \\\"ab<tool_response>\\\"}"
+        "</tool_response>tail<tool_call>{}<tool_response>r</tool_response>\\\"name\\\": "
+        "\\\"n\\\"\",\"step\":2}\n";
+    struct trace_text out = {0};
+    struct libra_error err = {0};
+    int rc = import_text(TRACE_IMPORT_VERL, text, &out, &err);
+    if (rc)
+        print_error("%s:%d:%d: %s\n", err.file, err.line, err.col, err.msg);
+    assert_int_equal(rc, 0);
+    assert_string_equal(
+        out.data,
+        "{\"step\":1,\"prompt_id\":0,\"epoch\":0,\"sample\":0,\"version_start\":0,"
+        "\"version_end\":0,\"finish\":\"completed\",\"turns\":[{\"prompt_tokens\":1,"
+        "\"generated_tokens\":32,\"calls\":[{\"tool\":\"bash\",\"status\":\"other\","
+        "\"payload_tokens\":8},{\"tool\":\"search\",\"status\":\"other\",\"payload_tokens\":8},"
+        "{\"tool\":\"grep\",\"status\":\"other\",\"payload_tokens\":8}]},{\"prompt_tokens\":57,"
+        "\"generated_tokens\":14,\"calls\":[{\"tool\":\"tool\",\"status\":\"other\","
+        "\"payload_tokens\":8}]},{\"prompt_tokens\":79,\"generated_tokens\":1}]}\n"
+        "{\"step\":1,\"prompt_id\":0,\"epoch\":0,\"sample\":1,\"version_start\":0,"
+        "\"version_end\":0,\"finish\":\"truncated\",\"turns\":[{\"prompt_tokens\":1,"
+        "\"generated_tokens\":9,\"calls\":[{\"tool\":\"x\",\"status\":\"other\","
+        "\"payload_tokens\":8},{\"tool\":\"x\",\"status\":\"other\",\"payload_tokens\":8}]}]}\n"
+        "{\"step\":2,\"prompt_id\":1,\"epoch\":0,\"sample\":0,\"version_start\":1,"
+        "\"version_end\":1,\"finish\":\"completed\",\"turns\":[{\"prompt_tokens\":1,"
+        "\"generated_tokens\":6,\"calls\":[{\"tool\":\"tool\",\"status\":\"other\","
+        "\"payload_tokens\":9}]},{\"prompt_tokens\":16,\"generated_tokens\":5,\"calls\":[{"
+        "\"tool\":\"tool\",\"status\":\"other\",\"payload_tokens\":8}]},{\"prompt_tokens\":29,"
+        "\"generated_tokens\":3}]}\n");
+    trace_text_free(&out);
+}
+
 static void test_verl_prompt_identity(void **state)
 {
     /* prompts by identical input: A twice in step 1 (samples 0, 1), B, then A in step 2
@@ -658,6 +708,7 @@ int main(void)
         cmocka_unit_test(test_table_errors_csv),
         cmocka_unit_test(test_verl_search_r1),
         cmocka_unit_test(test_verl_tool_calls_and_truncation),
+        cmocka_unit_test(test_verl_call_names_over_many_turns),
         cmocka_unit_test(test_verl_prompt_identity),
         cmocka_unit_test(test_verl_errors),
         cmocka_unit_test(test_tau_bench),
