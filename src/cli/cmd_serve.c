@@ -69,8 +69,9 @@ static const char help[] =
     "  --plan FILE            start from a plan of libra plan --json: its buckets are the\n"
     "                         layout (over sched.buckets); engines that are not its\n"
     "                         instances are named on stderr\n"
-    "  --capture FILE         append every finished trajectory to FILE as a trace\n"
-    "  --decisions FILE       one JSON line per routing decision\n"
+    "  --capture FILE         append every finished trajectory to FILE as a trace (a new\n"
+    "                         file gets the header; a kept one must be this trace)\n"
+    "  --decisions FILE       append one JSON line per routing decision to FILE\n"
     "  --rid-identity         the body's rid names the trajectory (for clients that send one\n"
     "                         per trajectory; most send one per request)\n"
     "  --prompt-tokens N      first prompt tokens hashed into the prompt key (default 64)\n"
@@ -205,6 +206,17 @@ static int parse_listen(const struct cli_command *cmd, const char *arg, struct o
     return 0;
 }
 
+/* An output file's name: "-" is refused rather than taken as a file of that name or as standard
+ * output, which carries the ready line that a driver reads first. */
+static int output_file(const struct cli_command *cmd, const char *flag, const char *path)
+{
+    if (strcmp(path, "-") == 0)
+        return cli_usage_error(
+            cmd, "%s: '-' is not a file (standard output carries the ready line); give a file",
+            flag);
+    return 0;
+}
+
 static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
 {
     int64_t v = 0;
@@ -225,10 +237,10 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
         return 0;
     case OPT_CAPTURE:
         o->gw.capture_path = optarg;
-        return 0;
+        return output_file(cmd, "--capture", optarg);
     case OPT_DECISIONS:
         o->gw.decisions_path = optarg;
-        return 0;
+        return output_file(cmd, "--decisions", optarg);
     case OPT_RID:
         o->gw.parse.rid_identity = true;
         return 0;

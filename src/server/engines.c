@@ -17,12 +17,16 @@
  * After a check that passes, an SGLang engine is asked its weight version and a vLLM engine
  * (when it has the call) whether it is paused: trainers may talk to engines directly.
  */
+#include <arpa/inet.h>
 #include <jansson.h>
 #include <limits.h>
+#include <netdb.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "server/internal.h"
 #include "util/alloc.h"
@@ -88,6 +92,67 @@ struct gw_engine *gw_engine_by_url(const struct gw *g, const char *url)
         if (strcmp(g->engines.v[i]->endpoint, key) == 0)
             return g->engines.v[i];
     return NULL;
+}
+
+/* ---- the gateway's own address -------------------------------------------------------------- */
+
+/* Whether host is a wildcard address (0.0.0.0, ::): a server bound to it takes connections to
+ * every address of the machine. */
+static bool wildcard(const char *host)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    return (inet_pton(AF_INET, host, &a4) == 1 && a4.s_addr == htonl(INADDR_ANY)) ||
+           (inet_pton(AF_INET6, host, &a6) == 1 && IN6_IS_ADDR_UNSPECIFIED(&a6));
+}
+
+/* Whether the numeric address addr is one of this machine's: a socket can be bound to it. */
+static bool local_address(const char *addr)
+{
+    struct addrinfo hints = {.ai_flags = AI_NUMERICHOST, .ai_socktype = SOCK_DGRAM}, *res;
+    if (getaddrinfo(addr, NULL, &hints, &res) != 0)
+        return false;
+    int fd = socket(res->ai_family, SOCK_DGRAM, 0);
+    bool local = fd >= 0 && bind(fd, res->ai_addr, res->ai_addrlen) == 0;
+    if (fd >= 0)
+        close(fd);
+    freeaddrinfo(res);
+    return local;
+}
+
+/* The address (without brackets) and port of an endpoint key "ADDR:PORT" or "[ADDR]:PORT";
+ * false for a key with a path, whose URL reaches no route of a gateway (they have no prefix). */
+static bool endpoint_parts(const char *key, char *addr, size_t size, int *port)
+{
+    const char *colon = strrchr(key, ':');
+    if (strchr(key, '/') || !colon)
+        return false;
+    bool bracketed = key[0] == '[';
+    snprintf(addr, size, "%.*s", (int)(colon - key) - (bracketed ? 2 : 0), key + bracketed);
+    *port = (int)strtol(colon + 1, NULL, 10); /* digits: net_url_endpoint wrote them */
+    return true;
+}
+
+void gw_listen_text(const char *host, int port, char *out, size_t size)
+{
+    snprintf(out, size, strchr(host, ':') ? "[%s]:%d" : "%s:%d", host, port);
+}
+
+bool gw_url_is_gateway(const char *url, const char *host, int port)
+{
+    if (port == 0)
+        return false;
+    char at[GW_URL_MAX], mine[GW_URL_MAX + 16], self[GW_URL_MAX + 64], key[GW_URL_MAX + 64],
+        addr[GW_URL_MAX];
+    gw_listen_text(host, port, at, sizeof at);
+    snprintf(mine, sizeof mine, "http://%s", at);
+    net_url_endpoint(mine, self, sizeof self);
+    net_url_endpoint(url, key, sizeof key);
+    if (strcmp(key, self) == 0)
+        return true;
+    int key_port;
+    return wildcard(host) && endpoint_parts(key, addr, sizeof addr, &key_port) &&
+           key_port == port && local_address(addr);
 }
 
 /* ---- states --------------------------------------------------------------------------------- */

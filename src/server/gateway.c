@@ -6,7 +6,6 @@
 #include "server/gateway.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdarg.h>
@@ -16,6 +15,7 @@
 
 #include "server/internal.h"
 #include "util/alloc.h"
+#include "util/error.h"
 
 void gw_options_default(struct gw_options *o)
 {
@@ -198,22 +198,82 @@ static int make_routers(struct gw *g, char *err, size_t err_size)
     return 0;
 }
 
+/* Whether the first line of a kept capture is the header of the trace this gateway writes (its
+ * workload and model): records appended to another trace would be read as that one's. Returns
+ * 0, or LIBRA_EINVAL with err. */
+static int same_trace(const struct gw_outfile *f, const struct trace_header *h, char *err,
+                      size_t err_size)
+{
+    struct trace_parser *p = trace_parser_new(f->path);
+    const struct trace_header *kept;
+    struct libra_error e = {0};
+    int rc = 0;
+    if (trace_parser_header(p, f->head, strlen(f->head), 1, &kept, &e) != 0) {
+        char where[512];
+        snprintf(err, err_size, "%s: not a trace to append to",
+                 error_format(&e, where, sizeof where));
+        rc = LIBRA_EINVAL;
+    } else if (strcmp(kept->workload, h->workload) != 0 ||
+               strcmp(kept->model ? kept->model : "", h->model) != 0) {
+        snprintf(err, err_size,
+                 "'%s' is a trace of workload '%s' and model '%s', not of this gateway's '%s' "
+                 "and '%s': give another file",
+                 f->path, kept->workload, kept->model ? kept->model : "", h->workload, h->model);
+        rc = LIBRA_EINVAL;
+    }
+    trace_parser_free(p);
+    return rc;
+}
+
+/* --capture: a new (or empty) file starts with the trace's header; a kept one must be this
+ * trace, and its last line is mended. */
+static int open_capture(struct gw *g)
+{
+    const struct libra_config *cfg = g->cfg;
+    struct trace_header h = {.version = TRACE_SCHEMA_VERSION,
+                             .workload = (char *)cfg->workload.name,
+                             .model = (char *)cfg->model.name};
+    char err[768];
+    int rc = gw_outfile_open(&g->capture, g->opt.capture_path, err, sizeof err);
+    if (rc == 0 && g->capture.head)
+        rc = same_trace(&g->capture, &h, err, sizeof err);
+    if (rc == 0 && g->capture.head) {
+        rc = gw_outfile_mend(&g->capture, "--capture", err, sizeof err);
+    } else if (rc == 0) {
+        trace_format_header(&g->capture_line, &h);
+        if (gw_outfile_write(&g->capture, g->capture_line.data, g->capture_line.len) != 0) {
+            snprintf(err, sizeof err, "%s", g->capture.error);
+            rc = LIBRA_EIO;
+        }
+    }
+    return rc ? fail(g, rc, "--capture: %s", err) : 0;
+}
+
+/* --decisions: a kept file must be a decisions log (its first line an object naming a
+ * trajectory), and its last line is mended. */
+static int open_decisions(struct gw *g)
+{
+    char err[768];
+    struct gw_outfile *f = &g->decisions;
+    int rc = gw_outfile_open(f, g->opt.decisions_path, err, sizeof err);
+    json_t *first = rc == 0 && f->head ? json_loads(f->head, 0, NULL) : NULL;
+    if (rc == 0 && f->head && !json_object_get(first, "trajectory")) {
+        snprintf(err, sizeof err,
+                 "'%s': its first line is not a decision: not a decisions log to append to",
+                 f->path);
+        rc = LIBRA_EINVAL;
+    }
+    json_decref(first);
+    if (rc == 0)
+        rc = gw_outfile_mend(f, "--decisions", err, sizeof err);
+    return rc ? fail(g, rc, "--decisions: %s", err) : 0;
+}
+
 static int open_outputs(struct gw *g)
 {
-    struct libra_error err = {0};
-    const struct libra_config *cfg = g->cfg;
-    if (g->opt.capture_path) {
-        struct trace_header h = {.version = TRACE_SCHEMA_VERSION,
-                                 .workload = (char *)cfg->workload.name,
-                                 .model = (char *)cfg->model.name,
-                                 .group_size = 0};
-        if (trace_writer_open(&g->capture, g->opt.capture_path, &h, &err) != 0)
-            return fail(g, LIBRA_EIO, "--capture: %s", err.msg);
-    }
-    if (g->opt.decisions_path && !(g->decisions = fopen(g->opt.decisions_path, "w")))
-        return fail(g, LIBRA_EIO, "--decisions: cannot open '%s': %s", g->opt.decisions_path,
-                    strerror(errno));
-    return 0;
+    if (g->opt.capture_path && open_capture(g))
+        return -1;
+    return g->opt.decisions_path ? open_decisions(g) : 0;
 }
 
 /* One engine on its way to registration at start-up: an --engine, the state dir's, or both. */
@@ -341,6 +401,22 @@ static bool engines_distinct(const struct gw_options *o, char *err, size_t err_s
     return !twins;
 }
 
+/* Whether url (what names it: "--engine URL") is another server than this gateway at --listen;
+ * err says so when it is not. At start-up only a port given to --listen is known. */
+static bool not_the_gateway(const char *url, const char *what, const struct gw_options *o,
+                            char *err, size_t err_size)
+{
+    if (!gw_url_is_gateway(url, o->host, o->port))
+        return true;
+    char at[GW_URL_MAX];
+    gw_listen_text(o->host, o->port, at, sizeof at);
+    snprintf(err, err_size,
+             "%s: this gateway's own address (--listen %s): its calls would come back to it; an "
+             "engine is another server",
+             what, at);
+    return false;
+}
+
 static int check_options(const struct gw_options *o, char *err, size_t err_size)
 {
     if ((o->n_engines == 0 && !o->state_dir) || o->n_engines > GW_ENGINES_MAX) {
@@ -358,6 +434,12 @@ static int check_options(const struct gw_options *o, char *err, size_t err_size)
     }
     if (!engines_distinct(o, err, err_size))
         return -1;
+    for (size_t i = 0; i < o->n_engines; i++) {
+        char what[GW_URL_MAX + 16];
+        snprintf(what, sizeof what, "--engine %s", o->engines[i].url);
+        if (!not_the_gateway(o->engines[i].url, what, o, err, err_size))
+            return -1;
+    }
     for (size_t i = 0; i < o->n_pool; i++) {
         bool listed = false;
         for (size_t k = 0; k < o->n_engines; k++)
@@ -394,6 +476,14 @@ static int plan_start(struct gw *g, char *err, size_t err_size)
 {
     const struct gw_options *o = &g->opt;
     size_t n_stored = g->persist ? g->persist->engines.n : 0;
+    for (size_t i = 0; i < n_stored; i++) { /* listen elsewhere to start, then remove it */
+        const struct gw_engine *e = g->persist->engines.v[i];
+        char what[GW_URL_MAX + 64];
+        snprintf(what, sizeof what, "state dir '%s': engine %lld (%s)", o->state_dir,
+                 (long long)e->id, e->url);
+        if (!not_the_gateway(e->url, what, o, err, err_size))
+            return -1;
+    }
     g->starting = xcalloc(n_stored + o->n_engines, sizeof *g->starting);
     for (size_t i = 0; i < n_stored; i++) {
         struct gw_start *s = &g->starting[g->n_starting++];
@@ -440,6 +530,7 @@ int gw_new(struct gw **out, struct event_base *base, const struct libra_config *
     g->ready_arg = arg;
     g->shadow = o->shadow;
     g->first_step_s = -1;
+    g->capture.fd = g->decisions.fd = -1; /* none until they are opened */
     map_init(&g->trajs);
     g->client = net_client_new(base);
     g->planning = gw_planning_new(g);
@@ -509,18 +600,15 @@ int gw_free(struct gw *g, char *err, size_t err_size)
         free(g->versions.v[i]);
     vec_free(&g->versions);
     vec_free(&g->version_steps);
-    struct libra_error e = {0};
-    if (g->capture_error[0] && rc == 0) {
-        snprintf(err, err_size, "--capture: stopped early: %s", g->capture_error);
-        rc = -1;
-    } else if (g->capture && trace_writer_close(g->capture, &e) != 0 && rc == 0) {
-        snprintf(err, err_size, "--capture: %s", e.msg);
+    if (gw_outfile_close(&g->capture) != 0 && rc == 0) {
+        snprintf(err, err_size, "--capture: %s", g->capture.error);
         rc = -1;
     }
-    if (g->decisions && fclose(g->decisions) != 0 && rc == 0) {
-        snprintf(err, err_size, "--decisions: %s", strerror(errno));
+    if (gw_outfile_close(&g->decisions) != 0 && rc == 0) {
+        snprintf(err, err_size, "--decisions: %s", g->decisions.error);
         rc = -1;
     }
+    trace_text_free(&g->capture_line);
     free(g);
     return rc;
 }

@@ -18,11 +18,11 @@
 #include "sched/router.h"
 #include "server/admin.h"
 #include "server/gateway.h"
+#include "server/outfile.h"
 #include "server/pool_rec.h"
 #include "server/record.h"
 #include "server/request.h"
 #include "server/store.h"
-#include "trace/file.h"
 #include "util/list.h"
 #include "util/map.h"
 #include "util/vec.h"
@@ -149,9 +149,9 @@ struct gw {
 
     struct gw_planning *planning; /* the window, the planner's job, the last plan (planning.c) */
 
-    struct trace_writer *capture;
-    char capture_error[256]; /* why the capture stopped; "" while it has not */
-    FILE *decisions;
+    struct gw_outfile capture;      /* --capture (fd -1 without) */
+    struct trace_text capture_line; /* the record being written, reused */
+    struct gw_outfile decisions;    /* --decisions (fd -1 without) */
 
     /* counters for /metrics */
     uint64_t requests[4]; /* by enum gw_api */
@@ -227,6 +227,17 @@ void gw_engine_unref(struct gw_engine *e);
  * (net_url_endpoint, which resolves the url's host then); NULL when none is. */
 struct gw_engine *gw_engine_by_id(const struct gw *g, int64_t id);
 struct gw_engine *gw_engine_by_url(const struct gw *g, const char *url);
+
+/*
+ * Whether url reaches a gateway that listens on host:port (port 0: not bound yet, so nothing
+ * does): its endpoint (net_url_endpoint, the key that finds one engine under two spellings) is
+ * host:port's, or, when host is a wildcard (0.0.0.0, ::), any address of this machine at port.
+ * Such an engine would send every call back into the gateway. Blocks for the name lookups.
+ */
+bool gw_url_is_gateway(const char *url, const char *host, int port);
+
+/* "HOST:PORT" into out (size bytes), an IPv6 address in brackets: where the gateway listens. */
+void gw_listen_text(const char *host, int port, char *out, size_t size);
 
 /* e's state as listed (the first of enum gw_engine_state that holds), and its name ("dead",
  * "draining", ...; static storage). */

@@ -284,16 +284,16 @@ static int read_return(const json_t *v, const char *path, struct ret *out, char 
     memset(&out->obs, 0, sizeof out->obs);
     if (!tool_read(json_array_get(v, 0), out->obs.tool))
         what = "expected a tool name (1 to 31 bytes, no ':', '|', ',' or control)", field = 0;
-    else if (!int_in(json_array_get(v, 1), -1, INT64_MAX, &payload))
-        what = "expected a token count or -1", field = 1;
+    else if (!int_in(json_array_get(v, 1), -1, TRACE_MAX_TOKENS, &payload))
+        what = "expected a token count up to 2^40, or -1", field = 1;
     else if (sz < 0)
         what = "expected small, medium or large", field = 2;
     else if (st < 0)
         what = "expected success, failure, timeout or other", field = 3;
     else if (from < 0)
         what = "expected explicit, rule, text or none", field = 4;
-    else if (!int_in(json_array_get(v, 5), -1, INT64_MAX, &exec))
-        what = "expected microseconds or -1", field = 5;
+    else if (!int_in(json_array_get(v, 5), -1, TRACE_MAX_TOOL_US, &exec))
+        what = "expected microseconds up to 2^50, or -1", field = 5;
     if (what) {
         snprintf(at, sizeof at, "%s.%d", path, field);
         return bad(err, size, at, "%s", what);
@@ -354,8 +354,8 @@ int gw_step_rec_parse(const char *text, size_t len, struct gw_step_rec *out, cha
         return -1;
     const json_t *d = json_object_get(o, "deadline_s");
     int rc = 0;
-    if (!int_in(json_object_get(o, "step"), 0, INT64_MAX, &out->step))
-        rc = bad(err, err_size, "step", "expected a step number");
+    if (!int_in(json_object_get(o, "step"), 0, GW_COUNTER_MAX, &out->step))
+        rc = bad(err, err_size, "step", "expected a step number up to 2^62");
     else if (!int_in(json_object_get(o, "learnt"), 0, INT64_MAX, &out->learnt))
         rc = bad(err, err_size, "learnt", "expected a count");
     else if (!json_is_null(d) && !(json_is_number(d) && json_number_value(d) > 0))
@@ -397,9 +397,9 @@ static int learn_turns(const json_t *a, struct gw_learn_rec *r, char *err, size_
         struct gw_rec_turn *t = &r->turns[k];
         if (!json_is_array(tu) || json_array_size(tu) != 3)
             return bad(err, size, at, "expected [generated_tokens, context_tokens, returns]");
-        if (!int_in(json_array_get(tu, 0), 0, INT64_MAX, &t->generated_tokens) ||
-            !int_in(json_array_get(tu, 1), 0, INT64_MAX, &t->context_tokens))
-            return bad(err, size, at, "expected token counts");
+        if (!int_in(json_array_get(tu, 0), 0, TRACE_MAX_TOKENS, &t->generated_tokens) ||
+            !int_in(json_array_get(tu, 1), 0, TRACE_MAX_TOKENS, &t->context_tokens))
+            return bad(err, size, at, "expected token counts up to 2^40");
         snprintf(at, sizeof at, "turns.%zu.2", k);
         t->first = r->n_ret;
         if (read_returns(json_array_get(tu, 2), at, r, &cap, err, size))
@@ -423,8 +423,8 @@ int gw_learn_rec_parse(const char *text, size_t len, struct gw_learn_rec *out, c
     int rc = 0;
     if (!id_read(json_object_get(o, "id"), out->id, true))
         rc = bad(err, err_size, "id", "expected an identity of at most %d bytes", GW_ID_MAX - 1);
-    else if (!int_in(json_object_get(o, "step"), 0, INT64_MAX, &out->step))
-        rc = bad(err, err_size, "step", "expected a step number");
+    else if (!int_in(json_object_get(o, "step"), 0, GW_COUNTER_MAX, &out->step))
+        rc = bad(err, err_size, "step", "expected a step number up to 2^62");
     else if (!int_in(json_object_get(o, "prompt"), 0, INT64_MAX, &prompt))
         rc = bad(err, err_size, "prompt", "expected a prompt key");
     else if (!json_is_boolean(json_object_get(o, "censored")))
@@ -497,10 +497,11 @@ static int live_turn(const json_t *tu, size_t k, bool last, struct gw_traj *t, c
     if (n == 5 && !timing_read(json_array_get(tu, 4), &turn.timing))
         return bad(err, size, at,
                    "expected its timing [instance, tp, sent_us, first_us, done_us] in order");
-    if (!int_in(json_array_get(tu, 0), 0, INT64_MAX, &turn.prompt_tokens) ||
+    if (!int_in(json_array_get(tu, 0), 0, TRACE_MAX_TOKENS, &turn.prompt_tokens) ||
         !int_in(json_array_get(tu, 1), -1, turn.prompt_tokens, &turn.cached_tokens) ||
-        !int_in(json_array_get(tu, 2), 0, INT64_MAX, &turn.generated_tokens))
-        return bad(err, size, at, "expected token counts (cached at most the prompt, or -1)");
+        !int_in(json_array_get(tu, 2), 0, TRACE_MAX_TOKENS, &turn.generated_tokens))
+        return bad(err, size, at,
+                   "expected token counts up to 2^40 (cached at most the prompt, or -1)");
     snprintf(at, sizeof at, "turns.%zu.3", k);
     if (last && json_array_size(json_array_get(tu, 3)) != 0)
         return bad(err, size, at, "the last turn's returns are pending, not the turn's");
@@ -518,14 +519,15 @@ static int live_fields(const json_t *o, struct gw_traj *t, char *err, size_t siz
         return bad(err, size, "id", "expected an identity of 1 to %d bytes", GW_ID_MAX - 1);
     if (!int_in(json_object_get(o, "prompt"), 0, INT64_MAX, &prompt))
         return bad(err, size, "prompt", "expected a prompt key");
-    if (!int_in(json_object_get(o, "start_tokens"), 0, INT64_MAX, &t->start_tokens))
-        return bad(err, size, "start_tokens", "expected a token count");
-    if (!int_in(json_object_get(o, "generation"), 0, INT64_MAX, &t->generation))
-        return bad(err, size, "generation", "expected a step number");
-    if (!int_in(json_object_get(o, "version_start"), 0, INT64_MAX, &t->version_start))
-        return bad(err, size, "version_start", "expected a step number");
-    if (!int_in(json_object_get(o, "instance"), -1, GW_ENGINES_MAX - 1, &t->instance))
-        return bad(err, size, "instance", "expected an engine index or -1");
+    if (!int_in(json_object_get(o, "start_tokens"), 0, TRACE_MAX_TOKENS, &t->start_tokens))
+        return bad(err, size, "start_tokens", "expected a token count up to 2^40");
+    if (!int_in(json_object_get(o, "generation"), 0, GW_COUNTER_MAX, &t->generation))
+        return bad(err, size, "generation", "expected a step number up to 2^62");
+    if (!int_in(json_object_get(o, "version_start"), 0, GW_COUNTER_MAX, &t->version_start))
+        return bad(err, size, "version_start", "expected a step number up to 2^62");
+    /* an engine id: ids are never given again, so they pass GW_ENGINES_MAX over time */
+    if (!int_in(json_object_get(o, "instance"), -1, GW_COUNTER_MAX, &t->instance))
+        return bad(err, size, "instance", "expected an engine id or -1");
     t->prompt = (uint64_t)prompt;
     return 0;
 }
@@ -589,8 +591,8 @@ int gw_engine_rec_parse(const char *text, size_t len, struct gw_engine *e, char 
     else if (!bytes_read(json_object_get(o, "weight_version"), e->version, sizeof e->version))
         rc = bad(err, err_size, "weight_version", "expected a version of at most %d bytes",
                  GW_VERSION_MAX - 1);
-    else if (!int_in(json_object_get(o, "step"), 0, INT64_MAX, &e->generation))
-        rc = bad(err, err_size, "step", "expected a step number");
+    else if (!int_in(json_object_get(o, "step"), 0, GW_COUNTER_MAX, &e->generation))
+        rc = bad(err, err_size, "step", "expected a step number up to 2^62");
     else if (!json_is_boolean(json_object_get(o, "lent")))
         rc = bad(err, err_size, "lent", "expected true or false");
     else if (!json_is_boolean(json_object_get(o, "draining")))

@@ -38,6 +38,16 @@
 #define GW_RECORD_TURNS_MAX 100000    /* turns of one trajectory a row may hold */
 #define GW_RECORD_RETURNS_MAX 1000000 /* tool returns of one trajectory a row may hold */
 
+/* The largest step, engine id or update count a state dir may hold. The gateway counts each of
+ * them on from the value it restores (a step per new weight version, an id per engine
+ * registered), so a row must leave room to count: 2^62 more, which a counter ticking a million
+ * times a second would take over 100,000 years to use. */
+#define GW_COUNTER_MAX ((int64_t)1 << 62)
+
+/* Token counts and tool microseconds a row may hold are those the gateway takes from engines
+ * and clients (TRACE_MAX_TOKENS, TRACE_MAX_TOOL_US): a trace holds no more, and the sums a
+ * trajectory's turns make stay exact in 64 bits. */
+
 struct gw_traj; /* server/internal.h */
 
 /* One turn of a learnt trajectory: its counts and the returns after it, obs[first, first + n). */

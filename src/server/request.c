@@ -74,12 +74,18 @@ static int parse_tool_return(struct jscan_value o, const char *where, struct gw_
     if (jscan_get(o, "status", &v) && v.type != 'z' &&
         parse_status(v, where, &e->status, err, size))
         return -1;
+    /* at most what a trace holds (TRACE_MAX_TOKENS, TRACE_MAX_TOOL_US): the capture, the state
+     * and the sums over a trajectory take them */
     if (jscan_get(o, "payload_tokens", &v) && v.type != 'z' &&
-        (!jscan_int(v, &e->payload_tokens) || e->payload_tokens < 0))
-        return error_text(err, size, "%s.payload_tokens: expected an integer >= 0", where);
+        (!jscan_int(v, &e->payload_tokens) || e->payload_tokens < 0 ||
+         e->payload_tokens > TRACE_MAX_TOKENS))
+        return error_text(err, size, "%s.payload_tokens: expected an integer from 0 to 2^40",
+                          where);
     if (jscan_get(o, "exec_s", &v) && v.type != 'z' &&
-        (!jscan_number(v, &e->exec_s) || !(e->exec_s >= 0) || !isfinite(e->exec_s)))
-        return error_text(err, size, "%s.exec_s: expected a number >= 0", where);
+        (!jscan_number(v, &e->exec_s) || !(e->exec_s >= 0) ||
+         !(e->exec_s <= (double)TRACE_MAX_TOOL_US / 1e6)))
+        return error_text(err, size, "%s.exec_s: expected seconds from 0 to %.0f", where,
+                          floor((double)TRACE_MAX_TOOL_US / 1e6));
     return 0;
 }
 

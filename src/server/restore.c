@@ -12,6 +12,7 @@
  * the returns it observed, so its next turn is routed from the path it had. How long a replay
  * takes: docs/serve.md "Durable state".
  */
+#include <errno.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,11 +43,14 @@ static int row_error(struct reader *rd, const char *fmt, ...)
 
 /* ---- scalars, versions, engines ------------------------------------------------------------- */
 
-static bool int_value(const char *s, long long lo, long long *out)
+/* A decimal integer in [0, GW_COUNTER_MAX]: a value strtoll cannot hold is out of range too,
+ * not the LLONG_MAX it saturates to. */
+static bool counter_value(const char *s, long long *out)
 {
     char *end = NULL;
+    errno = 0;
     *out = s ? strtoll(s, &end, 10) : 0;
-    return s && end != s && !*end && *out >= lo;
+    return s && end != s && !*end && errno == 0 && *out >= 0 && *out <= GW_COUNTER_MAX;
 }
 
 static int read_meta(void *arg, const struct gw_store_row *row)
@@ -70,8 +74,8 @@ static int read_meta(void *arg, const struct gw_store_row *row)
             return row_error(rd, "%s", e.msg);
         g->persist->has_layout = true;
     } else if (strcmp(row->key, "step") == 0) {
-        if (!int_value(row->body, 0, &n))
-            return row_error(rd, "meta.step: expected a step number");
+        if (!counter_value(row->body, &n))
+            return row_error(rd, "meta.step: expected a step number from 0 to 2^62");
         g->step = n;
     } else if (strcmp(row->key, "pool") == 0) {
         char mine[GW_POOL_REPLICAS_MAX * (GW_URL_MAX + 1)];
@@ -97,8 +101,8 @@ static int read_meta(void *arg, const struct gw_store_row *row)
                                 sizeof msg) != 0)
             return row_error(rd, "meta.update.%s", msg);
     } else if (strcmp(row->key, "updates") == 0) {
-        if (!int_value(row->body, 0, &n))
-            return row_error(rd, "meta.updates: expected a count");
+        if (!counter_value(row->body, &n))
+            return row_error(rd, "meta.updates: expected a count from 0 to 2^62");
         g->updates = (uint64_t)n;
     } else {
         return row_error(rd, "meta.%s: unknown key", row->key);
@@ -110,8 +114,11 @@ static int read_version(void *arg, const struct gw_store_row *row)
 {
     struct reader *rd = arg;
     struct gw *g = rd->g;
-    if (!row->key || strlen(row->key) >= GW_VERSION_MAX || row->num < 0)
-        return row_error(rd, "versions: a version of at most %d bytes with a step is expected",
+    if (!row->key || strlen(row->key) >= GW_VERSION_MAX || row->num < 0 ||
+        row->num > GW_COUNTER_MAX)
+        return row_error(rd,
+                         "versions: a version of at most %d bytes with a step from 0 to 2^62 "
+                         "is expected",
                          GW_VERSION_MAX - 1);
     vec_push(&g->versions, xstrdup(row->key));
     vec_push(&g->version_steps, row->num);
@@ -127,6 +134,8 @@ static int read_engine(void *arg, const struct gw_store_row *row)
     int64_t last = p->engines.n ? p->engines.v[p->engines.n - 1]->id : -1;
     if (row->num <= last || p->engines.n == GW_ENGINES_MAX)
         return row_error(rd, "engines: ids are not ascending (id %lld)", (long long)row->num);
+    if (row->num > GW_COUNTER_MAX) /* the next engine registered takes the id after it */
+        return row_error(rd, "engines: id %lld is above 2^62", (long long)row->num);
     if (!row->key || gw_engine_url(row->key, strlen(row->key), url, msg, sizeof msg) != 0)
         return row_error(rd, "engines.%lld: %s", (long long)row->num, row->key ? msg : "no URL");
     struct gw_engine *e = gw_engine_stored(g, row->num, url);

@@ -15,13 +15,21 @@
 
 #define RESUME_SEGMENTS_MAX 16 /* aborts of one turn followed, beyond: the last is answered */
 
+/* A segment's completion_tokens; 0 unless from 0 to TRACE_MAX_TOKENS, so that an engine's
+ * bogus count cannot overflow the sum of the segments. */
+static json_int_t segment_tokens(const json_t *meta)
+{
+    json_int_t n = json_integer_value(json_object_get(meta, "completion_tokens"));
+    return n >= 0 && n <= TRACE_MAX_TOKENS ? n : 0;
+}
+
 /* Whether answer says abort, with budget left for r. */
 static bool aborted(const struct gw_resume *s, const struct gw_request *r, json_t *answer)
 {
     json_t *meta = json_object_get(answer, "meta_info");
     const char *type =
         json_string_value(json_object_get(json_object_get(meta, "finish_reason"), "type"));
-    json_int_t n = json_integer_value(json_object_get(meta, "completion_tokens"));
+    json_int_t n = segment_tokens(meta);
     return type && strcmp(type, "abort") == 0 && s->segments < RESUME_SEGMENTS_MAX &&
            s->tokens + n < r->max_new_tokens;
 }
@@ -49,7 +57,7 @@ static void extend(json_t *a, json_t *b)
 static void fold(struct gw_resume *s, json_t *answer, int64_t instance)
 {
     json_t *meta = json_object_get(answer, "meta_info");
-    json_int_t n = json_integer_value(json_object_get(meta, "completion_tokens"));
+    json_int_t n = segment_tokens(meta);
     json_t *segment =
         json_pack("{s:I, s:O, s:I}", "instance", (json_int_t)instance, "weight_version",
                   json_object_get(meta, "weight_version"), "completion_tokens", n);

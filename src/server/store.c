@@ -45,7 +45,9 @@ struct op {
 
 struct batch {
     VEC(struct op) ops;
-    uint64_t number; /* batches are numbered in the order they are made, from 1 */
+    uint64_t number;       /* batches are numbered in the order they are made, from 1 */
+    int sync_fd;           /* a file synced before the commit (gw_store_sync); -1: none */
+    const char *sync_name; /* what it is, for the error */
 };
 
 struct result {
@@ -134,6 +136,7 @@ static struct batch *batch_new(uint64_t number)
 {
     struct batch *b = xcalloc(1, sizeof *b);
     b->number = number;
+    b->sync_fd = -1;
     return b;
 }
 
@@ -152,6 +155,10 @@ static void batch_free(struct batch *b)
 /* Puts the ops of first before those of then, which takes them; frees first. */
 static void batch_prepend(struct batch *then, struct batch *first)
 {
+    if (then->sync_fd < 0) { /* first's file has not been synced either */
+        then->sync_fd = first->sync_fd;
+        then->sync_name = first->sync_name;
+    }
     if (first->ops.n == 0) {
         batch_free(first);
         return;
@@ -191,6 +198,13 @@ int64_t gw_store_journal(struct gw_store *st, const char *kind, char *body)
     int64_t seq = st->stats.next_seq++;
     add_op(st, (struct op){GW_STORE_JOURNAL, OP_PUT, xstrdup(kind), seq, body});
     return seq;
+}
+
+void gw_store_sync(struct gw_store *st, int fd, const char *name)
+{
+    st->open->sync_fd = fd;
+    st->open->sync_name = name;
+    gw_store_kick(st);
 }
 
 void gw_store_kick(struct gw_store *st)
@@ -248,11 +262,17 @@ static int exec_op(struct gw_store *st, const struct op *op)
     return rc == SQLITE_DONE ? SQLITE_OK : rc;
 }
 
-/* Commits b as one transaction into *r. */
+/* Commits b as one transaction into *r, its file synced first. */
 static void commit(struct gw_store *st, const struct batch *b, struct result *r)
 {
     double t0 = now_s();
     *r = (struct result){.number = b->number, .ok = true};
+    if (b->sync_fd >= 0 && fdatasync(b->sync_fd) != 0) {
+        r->ok = false;
+        snprintf(r->err, sizeof r->err, "cannot sync %s: %s", b->sync_name, error_strerror(errno));
+        r->ms = (now_s() - t0) * 1e3;
+        return;
+    }
     int rc = b->ops.n ? sqlite3_exec(st->db, "BEGIN IMMEDIATE", NULL, NULL, NULL) : SQLITE_OK;
     for (size_t i = 0; rc == SQLITE_OK && i < b->ops.n; i++) {
         const struct op *op = &b->ops.v[i];
@@ -507,20 +527,32 @@ static int prepare_all(struct gw_store *st, char *err, size_t size)
     return 0;
 }
 
-/* The journal's row count and the sequence after its last row. */
+/* The journal's row count and the sequence after its last row. Its sequences must run from 1
+ * without a hole: a row lost would go unnoticed by the replay, and a last sequence near
+ * INT64_MAX could not be counted on. */
 static int journal_counts(struct gw_store *st, char *err, size_t size)
 {
     sqlite3_stmt *s = NULL;
-    int rc = sqlite3_prepare_v2(st->db, "SELECT count(*), coalesce(max(seq), 0) FROM journal", -1,
-                                &s, NULL);
+    int rc = sqlite3_prepare_v2(
+        st->db, "SELECT count(*), coalesce(min(seq), 1), coalesce(max(seq), 0) FROM journal", -1,
+        &s, NULL);
     if (rc != SQLITE_OK || sqlite3_step(s) != SQLITE_ROW) {
         sqlite3_finalize(s);
         return fail_db(st, LIBRA_EIO, err, size, "cannot read the journal");
     }
-    st->stats.journal_rows = sqlite3_column_int64(s, 0);
-    st->stats.last_seq = sqlite3_column_int64(s, 1);
-    st->stats.next_seq = st->stats.last_seq + 1;
+    int64_t rows = sqlite3_column_int64(s, 0), first = sqlite3_column_int64(s, 1),
+            last = sqlite3_column_int64(s, 2);
     sqlite3_finalize(s);
+    if (first != 1 || last != rows) {
+        snprintf(err, size,
+                 "state dir '%s': journal: %lld rows with seq from %lld to %lld: seq counts from "
+                 "1 without holes",
+                 st->dir, (long long)rows, (long long)first, (long long)last);
+        return LIBRA_EINVAL;
+    }
+    st->stats.journal_rows = rows;
+    st->stats.last_seq = last;
+    st->stats.next_seq = last + 1;
     return 0;
 }
 

@@ -106,6 +106,14 @@ int64_t gw_store_journal(struct gw_store *st, const char *kind, char *body);
 /* There is something to collect: the worker commits soon. */
 void gw_store_kick(struct gw_store *st);
 
+/*
+ * The open batch's commit first syncs fd (fdatasync), so what was written to it before is on
+ * disk once the batch is: the capture's lines, acknowledged by the commit that journals their
+ * trajectories. A failed sync fails the commit (kept and retried, as any); name says which
+ * file in the error ("--capture 'FILE'"). fd and name must stay valid until gw_store_close.
+ */
+void gw_store_sync(struct gw_store *st, int fd, const char *name);
+
 /* Calls fn(arg, ok) on the loop once the open batch (and what the next collect adds) is
  * committed (ok) or its commit failed, or from gw_store_close. */
 typedef void (*gw_store_done_fn)(void *arg, bool ok);

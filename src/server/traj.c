@@ -11,30 +11,58 @@
 #include "server/internal.h"
 #include "util/alloc.h"
 
-/* ---- the decision log ----------------------------------------------------------------------- */
+/* ---- the output files ----------------------------------------------------------------------- */
 
+/* Appends len bytes of whole lines to f (what: its flag). The first failure is said on standard
+ * error and nothing more is written; gw_free reports it again, and the exit status is 3.
+ * Returns 0, or -1 when f has failed. */
+static int output(struct gw_outfile *f, const char *what, const char *line, size_t len)
+{
+    if (f->error[0])
+        return -1;
+    if (gw_outfile_write(f, line, len) == 0)
+        return 0;
+    fprintf(stderr, "libra: serve: %s: %s; %s stopped\n", what, f->error, what);
+    return -1;
+}
+
+/* Appends o (taken) to f as one line. */
+static void output_json(struct gw_outfile *f, const char *what, json_t *o)
+{
+    size_t n = json_dumpb(o, NULL, 0, JSON_COMPACT);
+    char *line = xmalloc(n + 1);
+    json_dumpb(o, line, n, JSON_COMPACT);
+    line[n] = '\n';
+    output(f, what, line, n + 1);
+    free(line);
+    json_decref(o);
+}
+
+/* One line of --decisions, written through jansson: an identity is free text (quotes,
+ * backslashes, control characters, a SkyRL trajectory_id object as written), and one that is
+ * not UTF-8 is the array of its bytes, as in the state. */
 static void log_decision(struct gw *g, const struct gw_traj *t, size_t turn, bool again,
                          const struct sched_decision *routed, const struct sched_decision *other)
 {
-    if (!g->decisions)
+    if (g->decisions.fd < 0)
         return;
     const struct sched_decision *p = g->shadow ? other : routed;
-    fprintf(g->decisions,
-            "{\"trajectory\": \"%s\", \"turn\": %zu, \"mode\": \"%s\", \"instance\": %lld, "
-            "\"bucket\": %d, \"policy\": {\"name\": \"%s\", \"bucket\": %d, \"reason\": \"%s\"}",
-            t ? t->id : "", turn, g->shadow ? "shadow" : sched_policy_name(g->cfg->sched.policy),
-            (long long)routed->instance_id, routed->placed_bucket,
-            sched_policy_name(g->cfg->sched.policy), p->to_bucket, sched_reason_name(p->reason));
+    const char *policy = sched_policy_name(g->cfg->sched.policy);
+    json_t *o = json_pack(
+        "{s:o, s:I, s:s, s:I, s:i, s:{s:s, s:i, s:s}}", "trajectory", gw_bytes_json(t ? t->id : ""),
+        "turn", (json_int_t)turn, "mode", g->shadow ? "shadow" : policy, "instance",
+        (json_int_t)routed->instance_id, "bucket", routed->placed_bucket, "policy", "name", policy,
+        "bucket", p->to_bucket, "reason", sched_reason_name(p->reason));
     const struct gw_engine *e = gw_engine_by_id(g, routed->instance_id);
     if (e) /* the gateway step of the weights it holds */
-        fprintf(g->decisions, ", \"step\": %lld", (long long)e->generation);
+        json_object_set_new(o, "step", json_integer(e->generation));
     if (again) /* the turn's first decision found no engine that answered */
-        fputs(", \"again\": true", g->decisions);
+        json_object_set_new(o, "again", json_true());
     if (g->shadow)
-        fprintf(g->decisions, ", \"sticky\": {\"instance\": %lld, \"reason\": \"%s\"}",
-                (long long)routed->instance_id, sched_place_name(routed->place));
-    fputs("}\n", g->decisions);
-    fflush(g->decisions);
+        json_object_set_new(o, "sticky",
+                            json_pack("{s:I, s:s}", "instance", (json_int_t)routed->instance_id,
+                                      "reason", sched_place_name(routed->place)));
+    output_json(&g->decisions, "--decisions", o);
 }
 
 /* Carries out a pair of decisions made on r: the mode's applies, the other is logged beside
@@ -268,6 +296,8 @@ void gw_turn_end(struct gw *g, struct gw_traj *t, const struct gw_request *r,
     t->in_flight = false;
     t->last_active_s = gw_now();
     t->failed = generated < 0;
+    if (generated > TRACE_MAX_TOKENS) /* an engine's bug: a trace could not hold it */
+        generated = 0;                /* not taken, as an unreadable count is not */
     if (generated >= 0) {
         struct trace_turn turn = {.prompt_tokens = r->prompt_tokens,
                                   .cached_tokens =
@@ -304,12 +334,13 @@ static void queue_learning(struct gw *g, const struct gw_traj *t, enum trace_fin
     gw_learn_rec_free(&rec);
 }
 
+/* Appends t's record to the capture, written before the call that ended t is answered; with a
+ * state dir the commit that journals its end syncs it first. */
 static void capture(struct gw *g, struct gw_traj *t, enum trace_finish how, bool has_reward,
                     double reward)
 {
-    if (!g->capture || t->turns.n == 0)
+    if (g->capture.fd < 0 || g->capture.error[0] || t->turns.n == 0)
         return;
-    json_t *extra = json_pack("{s:s}", "id", t->id);
     struct trace_traj rec = {.step = g->step,
                              .prompt_id = (int64_t)t->prompt,
                              .version_start = t->version_start,
@@ -319,15 +350,20 @@ static void capture(struct gw *g, struct gw_traj *t, enum trace_finish how, bool
                              .finish = how,
                              .has_reward = has_reward,
                              .reward = reward,
-                             .extra = extra};
+                             .extra = json_pack("{s:o}", "id", gw_bytes_json(t->id))};
     struct libra_error err = {0};
-    if (trace_writer_put(g->capture, &rec, &err) != 0) {
-        fprintf(stderr, "libra: serve: capture: %s; capture stopped\n", err.msg);
-        snprintf(g->capture_error, sizeof g->capture_error, "%s", err.msg);
-        trace_writer_abort(g->capture);
-        g->capture = NULL;
+    g->capture_line.len = 0;
+    if (trace_check_traj(&rec, 0, &err) != 0) { /* a record a trace cannot hold stops it */
+        snprintf(g->capture.error, sizeof g->capture.error, "a record the trace refuses: %s",
+                 err.msg);
+        fprintf(stderr, "libra: serve: --capture: %s; --capture stopped\n", g->capture.error);
+    } else {
+        trace_format_traj(&g->capture_line, &rec);
+        if (output(&g->capture, "--capture", g->capture_line.data, g->capture_line.len) == 0 &&
+            g->persist)
+            gw_store_sync(g->persist->st, g->capture.fd, "--capture");
     }
-    json_decref(extra);
+    json_decref(rec.extra);
 }
 
 static void finish(struct gw *g, struct gw_traj *t, enum trace_finish how, bool has_reward,

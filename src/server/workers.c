@@ -60,6 +60,14 @@ static void on_added(void *arg, struct gw_engine *e, int status, const char *msg
 
 static void add(struct gw *g, struct net_call *c, const struct gw_worker_spec *spec)
 {
+    int port = net_server_port(g->server);
+    if (gw_url_is_gateway(spec->url, g->opt.host, port)) { /* its calls would loop through it */
+        char at[GW_URL_MAX];
+        gw_listen_text(g->opt.host, port, at, sizeof at);
+        net_reply_error(c, 400, "invalid_request_error",
+                        "url: %s is this gateway (it listens on %s), not an engine", spec->url, at);
+        return;
+    }
     if (gw_durable_refused(g, c))
         return;
     struct adding *a = xcalloc(1, sizeof *a);

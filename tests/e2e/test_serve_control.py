@@ -246,6 +246,39 @@ def test_an_engine_added_at_run_time_is_discovered_and_gets_traffic():
         assert status == 200 and doc["worker_id"] == 2
 
 
+def test_the_gateway_itself_is_refused_as_an_engine_under_any_spelling():
+    """Registered, the gateway would be its own engine: a /v1/loads fanned out to it came back
+    to it until every connection was held, and a turn routed to it went round 300 times."""
+    with Emu("--instances", "tp1") as emu:
+        with Serve(emu.instances[0]["url"], args=ONE_BUCKET) as gw:
+            port = gw.port
+            for url in ("http://127.0.0.1:%d" % port, "http://localhost:%d/" % port):
+                status, doc = post(gw.port, "/add_worker?url=" + url, headers=ADMIN)
+                assert status == 400, doc
+                assert doc["error"]["message"] == \
+                    "url: %s is this gateway (it listens on 127.0.0.1:%d), not an engine" % (
+                        url.rstrip("/"), port), doc
+            status, doc = post(gw.port, "/workers", {"url": gw.url, "tp": 1}, headers=ADMIN)
+            assert status == 400 and "is this gateway" in doc["error"]["message"], doc
+            assert [e["id"] for e in engines(gw)["engines"]] == [0]
+            assert get(gw.port, "/v1/loads", timeout=10)[0] == 200
+        # listening on every address, any address of the machine at its port is the gateway
+        with Serve(emu.instances[0]["url"], args=["--listen", "0.0.0.0:0", *ONE_BUCKET]) as gw:
+            status, doc = post(gw.port, "/add_worker?url=http://127.0.0.1:%d" % gw.port,
+                               headers=ADMIN)
+            assert status == 400 and "(it listens on 0.0.0.0:%d)" % gw.port in \
+                doc["error"]["message"], doc
+        # at start-up, an --engine at --listen's address
+        url = emu.instances[0]["url"]
+        listen = url.replace("http://", "")
+        p = subprocess.run([LIBRA, "serve", "--engine", url.replace("127.0.0.1", "localhost"),
+                            "--listen", listen, *ONE_BUCKET], capture_output=True, text=True,
+                           timeout=30)
+        assert p.returncode == 2 and p.stdout == "", p.stderr
+        assert "--engine %s: this gateway's own address (--listen %s)" % (
+            url.replace("127.0.0.1", "localhost"), listen) in p.stderr, p.stderr
+
+
 def test_engines_that_are_not_what_the_gateway_drives_are_refused_with_the_reason():
     vllm = Scripted({"/version": (200, {"version": "0.16.0"}), "/health": (200, {})})
     neither = Scripted({"/health": (200, {})})

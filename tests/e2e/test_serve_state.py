@@ -426,6 +426,83 @@ def test_an_unknown_schema_version_is_refused_with_exit_2():
     assert "schema version 99, this libra reads version 1" in p.stderr, p.stderr
 
 
+def left_state_dir(tmp, url):
+    """The database of a state dir that a gateway in front of url made and was stopped on."""
+    state_dir = os.path.join(tmp, "state")
+    with Serve(url, args=[*BUCKETS, "--state-dir", state_dir]):
+        pass
+    return state_dir, os.path.join(state_dir, "libra-state.sqlite3")
+
+
+def edit(db, sql, *args):
+    conn = sqlite3.connect(db)
+    conn.execute(sql, args)
+    conn.commit()
+    conn.close()
+
+
+STEP_ROW = '{"step":1,"learnt":0,"deadline_s":null}'
+
+
+# Integers a restart counts on from: the step (one more at each new weight version), the vLLM
+# updates numbered, an engine id (the next registration takes the one after), the journal's
+# sequence. Out of range, each was taken as INT64_MAX (or as it wrapped) and overflowed later.
+@pytest.mark.parametrize("sql,args,says", [
+    ("UPDATE meta SET value = ? WHERE key = 'step'", ("99999999999999999999999",),
+     "meta.step: expected a step number from 0 to 2^62"),
+    ("UPDATE meta SET value = ? WHERE key = 'step'", (str(2 ** 62 + 1),), "meta.step: "),
+    ("UPDATE meta SET value = ? WHERE key = 'updates'", ("99999999999999999999999",),
+     "meta.updates: expected a count from 0 to 2^62"),
+    ("UPDATE versions SET step = ?", (2 ** 63 - 1,), "versions: a version of at most"),
+    ("UPDATE engines SET id = ?", (2 ** 63 - 1,), "engines: id 9223372036854775807 is above"),
+    ("INSERT INTO journal VALUES (?, 'step', ?)", (2 ** 63 - 1, STEP_ROW),
+     "journal: 1 rows with seq from 9223372036854775807 to 9223372036854775807: seq counts "
+     "from 1 without holes"),
+    ("INSERT INTO journal VALUES (?, 'step', ?)", (2, STEP_ROW), "seq from 2 to 2"),
+])
+def test_an_integer_out_of_the_range_a_restart_counts_in_is_a_bad_row(sql, args, says):
+    with tempfile.TemporaryDirectory() as tmp, Emu(scale=SCALE) as emu:
+        url = emu.instances[0]["url"]
+        state_dir, db = left_state_dir(tmp, url)
+        edit(db, sql, *args)
+        p = subprocess.run([LIBRA, "serve", "--engine", url, *BUCKETS, "--state-dir", state_dir],
+                           capture_output=True, text=True, timeout=15)
+    assert p.returncode == 2 and p.stdout == "", p
+    assert says in p.stderr, p.stderr
+
+
+def test_a_live_trajectory_on_an_engine_id_past_255_is_restored():
+    """Engine ids are never given again, so a gateway that registered engines 256 times lists
+    ids past 255; a trajectory whose last turn ran on one must restore, not stop the start."""
+    with tempfile.TemporaryDirectory() as tmp, Emu(scale=SCALE) as emu:
+        url = emu.instances[0]["url"]
+        state_dir = os.path.join(tmp, "state")
+        with Serve(url, args=[*BUCKETS, "--state-dir", state_dir]) as gw:
+            assert turn(gw.port, "far", [1] * 64, 10)[0] == 200
+        db = os.path.join(state_dir, "libra-state.sqlite3")
+        conn = sqlite3.connect(db)
+        (body,) = conn.execute("SELECT body FROM trajectories").fetchone()
+        conn.close()
+        edit(db, "UPDATE trajectories SET body = ?", json.dumps({**json.loads(body),
+                                                                 "instance": 300}))
+        with Serve(url, args=[*BUCKETS, "--state-dir", state_dir]) as gw:
+            assert live_of(gw.port, "far")[0]["turns"] == 1
+
+
+def test_an_engine_of_the_state_dir_at_the_listen_address_is_refused():
+    """The state dir's engine is where this gateway is told to listen: registered, every call
+    the gateway sends on would come back into it."""
+    with tempfile.TemporaryDirectory() as tmp, Emu(scale=SCALE) as emu:
+        url = emu.instances[0]["url"]
+        state_dir, _ = left_state_dir(tmp, url)
+        listen = url.replace("http://", "").replace("127.0.0.1", "localhost")
+        p = subprocess.run([LIBRA, "serve", *BUCKETS, "--state-dir", state_dir, "--listen",
+                            listen], capture_output=True, text=True, timeout=15)
+    assert p.returncode == 2 and p.stdout == "", p
+    assert "state dir '%s': engine 0 (%s): this gateway's own address (--listen %s)" % (
+        state_dir, url, listen) in p.stderr, p.stderr
+
+
 def test_a_failing_commit_answers_503_until_commits_succeed_again():
     with tempfile.TemporaryDirectory() as tmp, Emu(scale=SCALE) as emu:
         state_dir = os.path.join(tmp, "state")

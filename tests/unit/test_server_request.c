@@ -191,6 +191,15 @@ static void test_errors_name_the_field(void **state)
          "{\"input_ids\": [1], \"libra\": {\"events\": [{\"kind\": \"tool_return\", "
          "\"payload_tokens\": -3}]}}",
          "libra.events.0.payload_tokens"},
+        /* past what a trace holds: the capture, the state and the sums over a trajectory */
+        {GW_SGLANG_GENERATE,
+         "{\"input_ids\": [1], \"libra\": {\"events\": [{\"kind\": \"tool_return\", "
+         "\"payload_tokens\": 1099511627777}]}}",
+         "libra.events.0.payload_tokens: expected an integer from 0 to 2^40"},
+        {GW_SGLANG_GENERATE,
+         "{\"input_ids\": [1], \"libra\": {\"events\": [{\"kind\": \"tool_return\", "
+         "\"exec_s\": 1e13}]}}",
+         "libra.events.0.exec_s: expected seconds from 0 to 1125899906"},
         {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"libra\": {\"resume\": 1}}", "libra.resume"},
         {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"libra\": {\"prompt\": -2}}", "libra.prompt"},
         {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"stream\": \"yes\"}", "stream"},

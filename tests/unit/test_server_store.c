@@ -1,9 +1,10 @@
 /* Tests of the gateway's durable state (src/server/store.c, record.c, restore.c): rows
  * round-trip through the worker's commits and a reopening, a failed commit is told to its
- * waiters and retried ahead of what follows, an unknown schema version is
- * refused with both versions named, a journal replayed twice (and the live learning it
- * records) gives equal trees, a step whose count disagrees with the journal is refused, and a
- * live trajectory's row keeps what the events call announced but not a turn in flight. */
+ * waiters and retried ahead of what follows, a file that cannot be synced fails its commit, an
+ * unknown schema version is refused with both versions named, a journal replayed twice (and the
+ * live learning it records) gives equal trees, a step whose count disagrees with the journal is
+ * refused, a live trajectory's row keeps what the events call announced but not a turn in
+ * flight, and rows out of the range their use needs are refused. */
 #include "testutil.h"
 
 #include <event2/event.h>
@@ -192,6 +193,42 @@ static void test_a_failed_commit_is_told_and_retried_first(void **state)
     table_text(st, GW_STORE_TRAJS, buf);
     assert_string_equal(buf, "libra:1|0|{};");
     assert_int_equal(gw_store_close(st, err, sizeof err), 0);
+    event_base_free(l.base);
+}
+
+/* The capture's file is synced before the commit that acknowledges its lines: a commit waits
+ * for the sync, and fails (told, and kept to retry) when the file cannot be synced, here a pipe,
+ * which fdatasync refuses. */
+static void test_a_file_that_cannot_be_synced_fails_the_commit(void **state)
+{
+    const char *dir = fresh_dir("sync");
+    struct loop l = {event_base_new(), 0, 0};
+    struct gw_store *st = open_ok(dir);
+    char err[256], path[4200];
+    snprintf(path, sizeof path, "%s/capture.jsonl", dir);
+    FILE *file = fopen(path, "w");
+    int fds[2];
+    assert_non_null(file);
+    assert_int_equal(pipe(fds), 0);
+    assert_int_equal(gw_store_start(st, l.base, NULL, NULL, err, sizeof err), 0);
+    gw_store_sync(st, fileno(file), "--capture");
+    gw_store_journal(st, "learn", strdup("{}"));
+    commit_now(st, &l);
+    assert_int_equal(l.ok, 1);
+    gw_store_sync(st, fds[1], "--capture");
+    gw_store_journal(st, "learn", strdup("{}"));
+    commit_now(st, &l);
+    assert_int_equal(l.ok, 1); /* the waiter hears it failed */
+    assert_string_equal(gw_store_failing(st), "cannot sync --capture: invalid argument");
+    assert_int_equal(gw_store_close(st, err, sizeof err), LIBRA_EIO); /* its retry too */
+    st = open_ok(dir);
+    char buf[4096];
+    table_text(st, GW_STORE_JOURNAL, buf);
+    assert_string_equal(buf, "learn|1|{};"); /* the second is not on disk */
+    assert_int_equal(gw_store_close(st, err, sizeof err), 0);
+    fclose(file);
+    close(fds[0]);
+    close(fds[1]);
     event_base_free(l.base);
 }
 
@@ -549,6 +586,46 @@ static void test_rows_name_the_field_that_is_wrong(void **state)
     free(text);
 }
 
+/* What a restart counts on from leaves room to count (GW_COUNTER_MAX), and token counts are
+ * those a trace holds, so sums over a trajectory stay exact; an engine id may pass 255 (ids are
+ * never given again). */
+static void test_rows_out_of_the_range_their_use_needs_are_refused(void **state)
+{
+    static const char live[] = "{\"id\":\"x\",\"prompt\":1,\"start_tokens\":1,\"generation\":%s,"
+                               "\"version_start\":0,\"instance\":%s,\"turns\":[[%s,0,1,[]]],"
+                               "\"pending\":[]}";
+    static const struct {
+        const char *generation, *instance, *prompt_tokens, *says; /* says NULL: accepted */
+    } cases[] = {
+        {"4611686018427387904", "1000", "1099511627776", NULL},
+        {"4611686018427387905", "0", "1", "generation: expected a step number up to 2^62"},
+        {"0", "4611686018427387905", "1", "instance: expected an engine id or -1"},
+        {"0", "0", "1099511627777",
+         "turns.0: expected token counts up to 2^40 (cached at most the prompt, or -1)"},
+    };
+    char row[512], err[256];
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        struct gw_traj t = {0};
+        snprintf(row, sizeof row, live, cases[i].generation, cases[i].instance,
+                 cases[i].prompt_tokens);
+        int rc = gw_traj_rec_parse(row, strlen(row), &t, err, sizeof err);
+        if (cases[i].says)
+            assert_string_equal(err, cases[i].says);
+        assert_int_equal(rc, cases[i].says ? -1 : 0);
+        gw_traj_clear(&t);
+    }
+    struct gw_learn_rec rec = {0};
+    const char *learn = "{\"id\":\"\",\"step\":0,\"prompt\":1,\"censored\":false,"
+                        "\"finish\":\"completed\",\"turns\":[[1,1,[[\"bash\",1099511627777,"
+                        "\"small\",\"success\",\"explicit\",-1]]]]}";
+    assert_int_equal(gw_learn_rec_parse(learn, strlen(learn), &rec, err, sizeof err), -1);
+    assert_string_equal(err, "turns.0.2.0.1: expected a token count up to 2^40, or -1");
+    struct gw_step_rec s;
+    const char *step = "{\"step\":9223372036854775807,\"learnt\":0,\"deadline_s\":null}";
+    assert_int_equal(gw_step_rec_parse(step, strlen(step), &s, err, sizeof err), -1);
+    assert_string_equal(err, "step: expected a step number up to 2^62");
+}
+
 int main(void)
 {
     evthread_use_pthreads();
@@ -562,6 +639,8 @@ int main(void)
         cmocka_unit_test(test_a_step_that_disagrees_with_the_journal_is_refused),
         cmocka_unit_test(test_a_row_keeps_what_the_events_call_announced_not_a_turn_in_flight),
         cmocka_unit_test(test_rows_name_the_field_that_is_wrong),
+        cmocka_unit_test(test_rows_out_of_the_range_their_use_needs_are_refused),
+        cmocka_unit_test(test_a_file_that_cannot_be_synced_fails_the_commit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

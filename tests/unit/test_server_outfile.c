@@ -1,0 +1,137 @@
+/* Tests of the gateway's appending output files (src/server/outfile.c): a new file is created
+ * and a kept one appended to with its first line read; a last line cut short is cut off and
+ * nothing else; a file of no line is refused untouched; a write that fails stops the file with
+ * the reason; a device is written in place. */
+#include "testutil.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "libra/libra.h"
+#include "server/outfile.h"
+
+/* A path under the build tree, removed first. */
+static const char *fresh(const char *name)
+{
+    static char buf[4096];
+    snprintf(buf, sizeof buf, "%s/test_server_outfile_%ld_%s", LIBRA_BINARY_DIR, (long)getpid(),
+             name);
+    remove(buf);
+    return buf;
+}
+
+static void put(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(text, f);
+    assert_int_equal(fclose(f), 0);
+}
+
+/* The file's content (static buffer). */
+static const char *content(const char *path)
+{
+    static char buf[4096];
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    size_t n = fread(buf, 1, sizeof buf - 1, f);
+    buf[n] = '\0';
+    fclose(f);
+    return buf;
+}
+
+static void append(struct gw_outfile *f, const char *line)
+{
+    assert_int_equal(gw_outfile_write(f, line, strlen(line)), 0);
+}
+
+static void test_a_new_file_is_made_and_a_kept_one_appended_to(void **state)
+{
+    const char *path = fresh("kept");
+    struct gw_outfile f;
+    char err[512];
+    assert_int_equal(gw_outfile_open(&f, path, err, sizeof err), 0);
+    assert_null(f.head); /* nothing kept */
+    assert_true(f.regular);
+    append(&f, "{\"a\": 1}\n");
+    assert_int_equal(gw_outfile_close(&f), 0);
+    assert_int_equal(gw_outfile_open(&f, path, err, sizeof err), 0);
+    assert_string_equal(f.head, "{\"a\": 1}");
+    assert_int_equal(gw_outfile_mend(&f, "--test", err, sizeof err), 0);
+    append(&f, "{\"b\": 2}\n");
+    assert_int_equal(gw_outfile_close(&f), 0);
+    assert_string_equal(content(path), "{\"a\": 1}\n{\"b\": 2}\n");
+    remove(path);
+}
+
+static void test_only_a_last_line_cut_short_is_cut_off(void **state)
+{
+    const char *path = fresh("cut");
+    struct gw_outfile f;
+    char err[512];
+    put(path, "head\nwhole\ncut sho");
+    assert_int_equal(gw_outfile_open(&f, path, err, sizeof err), 0);
+    assert_string_equal(f.head, "head");
+    assert_int_equal(gw_outfile_mend(&f, "--test", err, sizeof err), 0);
+    append(&f, "next\n");
+    assert_int_equal(gw_outfile_close(&f), 0);
+    assert_string_equal(content(path), "head\nwhole\nnext\n");
+    /* a line longer than the block read backwards at a time */
+    char *long_line = malloc(10000);
+    memset(long_line, 'x', 9999);
+    long_line[9999] = '\0';
+    put(path, "head\n");
+    FILE *out = fopen(path, "a");
+    fputs(long_line, out);
+    fclose(out);
+    assert_int_equal(gw_outfile_open(&f, path, err, sizeof err), 0);
+    assert_int_equal(gw_outfile_mend(&f, "--test", err, sizeof err), 0);
+    assert_int_equal(gw_outfile_close(&f), 0);
+    assert_string_equal(content(path), "head\n");
+    free(long_line);
+    remove(path);
+}
+
+static void test_a_file_without_a_line_is_refused_untouched(void **state)
+{
+    const char *path = fresh("noline");
+    struct gw_outfile f;
+    char err[512];
+    put(path, "no newline at all");
+    assert_int_equal(gw_outfile_open(&f, path, err, sizeof err), LIBRA_EINVAL);
+    assert_non_null(strstr(err, "no whole line in its first 64 KiB"));
+    assert_int_equal(f.fd, -1);
+    assert_string_equal(content(path), "no newline at all");
+    remove(path);
+    assert_int_equal(gw_outfile_open(&f, "/nonexistent-dir/x", err, sizeof err), LIBRA_EIO);
+    assert_string_equal(err, "cannot open '/nonexistent-dir/x': no such file or directory");
+}
+
+static void test_a_failed_write_stops_the_file_with_why(void **state)
+{
+    struct gw_outfile f;
+    char err[512];
+    assert_int_equal(gw_outfile_open(&f, "/dev/full", err, sizeof err), 0);
+    assert_false(f.regular); /* a device: written in place, never read */
+    assert_null(f.head);
+    assert_int_equal(gw_outfile_write(&f, "x\n", 2), -1);
+    assert_string_equal(f.error, "cannot write '/dev/full': no space left on device");
+    assert_int_equal(gw_outfile_write(&f, "y\n", 2), -1); /* nothing more */
+    assert_int_equal(gw_outfile_close(&f), -1);
+    assert_int_equal(gw_outfile_open(&f, "/dev/null", err, sizeof err), 0);
+    append(&f, "x\n");
+    assert_int_equal(gw_outfile_close(&f), 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_a_new_file_is_made_and_a_kept_one_appended_to),
+        cmocka_unit_test(test_only_a_last_line_cut_short_is_cut_off),
+        cmocka_unit_test(test_a_file_without_a_line_is_refused_untouched),
+        cmocka_unit_test(test_a_failed_write_stops_the_file_with_why),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
