@@ -332,6 +332,17 @@ static int tune(const struct sim_input *in, struct sim_mode_result *mr, struct l
     int tps[4], *splits;
     int n_tp = tp_values(in, split ? sc->async_tp : sc->colocated_tp, tps);
     int n_split = split ? split_values(in, sc->async_train_gpus, &splits) : 1;
+    if (n_split == 0) {
+        const struct spec_plan_config *p = &in->cfg->plan;
+        free(splits);
+        error_set(err, NULL, 0, 0,
+                  "no split of %d GPUs trains on plan.min_train_gpus = %d or more and rolls "
+                  "out on plan.min_rollout_gpus = %d or more, in steps of "
+                  "plan.granularity_gpus = %d",
+                  in->cfg->cluster.gpus, p->min_train_gpus, p->min_rollout_gpus,
+                  p->granularity_gpus);
+        return LIBRA_EINFEAS; /* nothing fits: a negative result, as every split failing is */
+    }
     if (!split) {
         splits = xcalloc(1, sizeof *splits);
         splits[0] = in->cfg->cluster.gpus;

@@ -352,17 +352,20 @@ int spec_field_set(const struct spec_field *f, void *base, const json_t *v, char
     return fail(why, size, "unknown field type");
 }
 
-/* "a,b" as ["a","b"]; NULL when a member is not valid UTF-8. */
+/* "a,b" as ["a","b"], "" as [] and "a," as ["a",""] (an empty member, which the checker
+ * refuses, not one left out); NULL when a member is not valid UTF-8. */
 static json_t *split_commas(const char *text)
 {
     json_t *a = json_array();
-    for (const char *s = text; *s;) {
+    for (const char *s = text; *text;) {
         size_t n = strcspn(s, ",");
         if (json_array_append_new(a, json_stringn(s, n)) != 0) {
             json_decref(a);
             return NULL;
         }
-        s += n + (s[n] == ',');
+        if (!s[n])
+            break;
+        s += n + 1;
     }
     return a;
 }

@@ -412,6 +412,28 @@ def test_a_warm_up_as_long_as_the_run_leaves_one_step_measured():
         assert "the rates cover 1 step after 2 of warm-up" in p.stderr
 
 
+def test_an_async_mode_with_no_split_says_which_bounds_leave_none():
+    p = sim("--steps", "3", "--gpus", "8", "--set", "sim.modes=async", check=False)
+    assert p.returncode == 1 and p.stdout == ""
+    assert p.stderr == ("libra: sim: async: no split of 8 GPUs trains on plan.min_train_gpus = 8 "
+                        "or more and rolls out on plan.min_rollout_gpus = 8 or more, in steps of "
+                        "plan.granularity_gpus = 8\n")
+
+
+def test_a_list_with_an_empty_member_is_refused():
+    p = sim("--steps", "3", "--set", "sim.modes=colocated,", check=False)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.startswith("libra: --set sim.modes: members must be among ")
+
+
+def test_perfetto_and_output_naming_one_file_are_refused(tmp_path):
+    out = str(tmp_path / "x.json")
+    for other in (out, f"{tmp_path}/./x.json"):  # no file there yet: one name in one directory
+        p = sim("--steps", "3", "--perfetto", out, "-o", other, check=False)
+        assert p.returncode == 2 and p.stdout == ""
+        assert "--perfetto and -o name one file" in p.stderr
+
+
 def test_tuning_failures_name_their_causes():
     """When no candidate of a tuning sweep can run, the error counts the causes (here every TP
     of a 2-GPU colocated job: the model's training state does not fit) and exits 1."""
