@@ -202,10 +202,29 @@ static int given_once(struct cli_common *cc, int c)
     return 0;
 }
 
+/* Refuses a key that two different flags set (--gpus 8 --set cluster.gpus=16): the one given
+ * last would win unseen. --set given twice for a key takes its last value, as documented. */
+static int keys_set_once(struct cli_common *cc)
+{
+    for (size_t i = 0; i < cc->n_overrides; i++)
+        for (size_t j = 0; j < i; j++) {
+            const struct spec_config_override *a = &cc->overrides[j], *b = &cc->overrides[i];
+            bool both_set =
+                strncmp(a->label, "--set ", 6) == 0 && strncmp(b->label, "--set ", 6) == 0;
+            if (strcmp(a->key, b->key) == 0 && !both_set) {
+                cli_usage_error(cc->cmd, "%s and %s both set %s", a->label, b->label, a->key);
+                return '?';
+            }
+        }
+    return -1;
+}
+
 int cli_common_getopt(struct cli_common *cc, int argc, char **argv)
 {
     for (;;) {
         int c = cli_getopt(cc->cmd, argc, argv, cc->shortopts, cc->options);
+        if (c == -1)
+            return keys_set_once(cc);
         if (c != -1 && c != '?' && optarg && (not_empty(cc, c, optarg) || given_once(cc, c)))
             return '?';
         if (c == 'o' && (cc->groups & CLI_FLAGS_OUTPUT)) {

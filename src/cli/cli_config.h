@@ -77,7 +77,8 @@ void cli_common_init(struct cli_common *cc, const struct cli_command *cmd, unsig
 /*
  * Like cli_getopt, consuming the common flags: returns the command's own option characters,
  * 'h' for --help/-h, -1 at the end, or '?' after printing a usage error (unknown flag,
- * --set without '=', --json with --jsonl, a flag that takes one value given twice). The flags
+ * --set without '=', --json with --jsonl, a flag that takes one value given twice or empty, a
+ * key two different flags set, such as --gpus and --set cluster.gpus). The flags
  * that may be given more than once are the repeatable ones docs/cli.md lists: --set,
  * --presets, --sweep, --engine, --pool-replica, --fail and --stall.
  */

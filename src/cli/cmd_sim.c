@@ -502,6 +502,17 @@ static int check_trace_step_used(const struct cli_common *cc, const struct sim_f
                            by);
 }
 
+/* A swept key that a flag sets too: the sweep would override it in every cell, unseen. */
+static int check_swept_keys_unset(const struct cli_common *cc, const struct sim_flags *f)
+{
+    for (size_t k = 0; k < f->keys.n; k++)
+        for (size_t i = 0; i < cc->n_overrides; i++)
+            if (strcmp(f->keys.v[k].key, cc->overrides[i].key) == 0)
+                return cli_usage_error(cc->cmd, "--sweep %s: %s sets it too", f->keys.v[k].key,
+                                       cc->overrides[i].label);
+    return 0;
+}
+
 static int run(const struct cli_common *cc, const char *file, struct sim_flags *f)
 {
     struct api_presets p = {0};
@@ -520,6 +531,8 @@ static int run(const struct cli_common *cc, const char *file, struct sim_flags *
                              f->perfetto);
     if (rc == 0)
         rc = check_trace_step_used(cc, f);
+    if (rc == 0)
+        rc = check_swept_keys_unset(cc, f);
     if (rc == 0 && f->attribution)
         rc = add_attribution(cc, f, &cfg);
     if (rc == 0)

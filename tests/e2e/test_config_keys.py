@@ -43,7 +43,8 @@ ECHOES = {
 
 # Short runs, as (command, args...). "perfetto" is `libra sim` with --perfetto, compared by
 # the trace file it writes.
-FULL = ("sim", "--steps", "3")
+# (--set rl.steps, not --steps: a key --steps set would refuse a --set of its own)
+FULL = ("sim", "--set", "rl.steps=3")
 # The baselines' layouts pinned and libra's plan unverified: a tenth of FULL's time.
 SIM = FULL + ("--set", "sim.colocated_tp=4", "--set", "sim.async_train_gpus=16", "--set",
               "sim.async_tp=4", "--set", "plan.verify_candidates=0")
@@ -82,7 +83,7 @@ MIXED_PLAN = PLAN + ("--model", "qwen3-4b", "--workload", "search-r1", "--gpus",
 # A search that polls its clock (every 32 steps) before it ends.
 LONG_PLAN = PLAN + ("--gpus", "512", "--set", "plan.granularity_gpus=1", "--set",
                     "plan.min_tp_sizes=3", "--set", "plan.max_scored=0")
-PERFETTO = ("perfetto", "--steps", "3", "--set", "sim.modes=libra")
+PERFETTO = ("perfetto", "--set", "rl.steps=3", "--set", "sim.modes=libra")
 
 # key -> (non-default value, the run it changes).
 CHANGES = {
@@ -291,10 +292,14 @@ def reads():
     return out
 
 
-def stop_run(command, *args):
+def stop_run(command, *args, key=None):
     """`libra COMMAND ARGS` up to where it has resolved its config: (process, exit if taken).
-    ARGS come last, so that their settings win."""
+    ARGS come last, so that their settings win; the stop's --trace is left out when key is
+    workload.trace, which ARGS then set (two flags may not set one key)."""
     stop, code = STOP[command]
+    if key == "workload.trace" and "--trace" in stop:
+        at = stop.index("--trace")
+        stop = stop[:at] + stop[at + 2:]
     return libra(*command.split(), *stop, *args), code
 
 
@@ -310,7 +315,8 @@ def test_flag_only_for_a_key_the_command_reads(command, key):
     value = MISSING if key == "workload.trace" else CHANGES[key][0]  # stop where the others do
     switch = [s for s in SWITCHED_ON.get(key, ()) if s.split("=")[0] in reads()[command]]
     proc, code = stop_run(command, *FLAG_SWITCHES.get((command, key), ()),
-                          *[a for s in switch for a in ("--set", s)], "--set", f"{key}={value}")
+                          *[a for s in switch for a in ("--set", s)], "--set", f"{key}={value}",
+                          key=key)
     if key in reads()[command]:
         assert proc.returncode == code, proc.stderr
         assert "is not used by" not in proc.stderr

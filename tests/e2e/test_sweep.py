@@ -189,8 +189,10 @@ def test_attribution_refuses_what_it_cannot_measure(args, message):
      "--sweep: 'rl.max_staleness=4' and 'rl.max_staleness=04' are one experiment"),
     (["--sweep", "rl.transport=nccl,reshard"],
      "--sweep: 'rl.transport=reshard': rl.transport: reshard moves weights in place"),
-    (["--sweep", "rl.overprovision_frac=0.5,0.50", "--sweep", "rl.steps=4,5"],
-     "'rl.overprovision_frac=0.5, rl.steps=4' and 'rl.overprovision_frac=0.50, rl.steps=4' are"),
+    (["--sweep", "rl.overprovision_frac=0.5,0.50", "--sweep", "rl.max_staleness=4,5"],
+     "'rl.overprovision_frac=0.5, rl.max_staleness=4' and 'rl.overprovision_frac=0.50, "
+     "rl.max_staleness=4' are"),
+    (["--sweep", "rl.steps=3,4"], "--sweep rl.steps: --steps sets it too"),
     (["--seed", "5", "--seed-list", "1,2"], "--seed and --seed-list both set the seeds"),
     (["--seed-list", "1,2", "--set", "sim.seed=5"], "--set sim.seed and --seed-list both set"),
 ])
