@@ -321,3 +321,17 @@ def test_an_empty_flag_value_is_a_usage_error(args, flag):
     p = subprocess.run([LIBRA, *args], capture_output=True, text=True, timeout=60)
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.startswith(f"libra: {args[0]}: {flag}: an empty value\n")
+
+
+@pytest.mark.parametrize("args,message", [
+    (["sim", "--gpus", "8", "--set", "cluster.gpus=16"],
+     "--gpus and --set cluster.gpus both set cluster.gpus"),
+    (["plan", "--set", "cluster.gpus=16", "--gpus", "8"],
+     "--set cluster.gpus and --gpus both set cluster.gpus"),
+    (["sim", "--trace", "t.jsonl", "--set", "workload.trace=u.jsonl"],
+     "--trace and --set workload.trace both set workload.trace"),
+])
+def test_a_key_two_flags_set_is_a_usage_error(args, message):
+    p = subprocess.run([LIBRA, *args], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.startswith(f"libra: {args[0]}: {message}\n")
