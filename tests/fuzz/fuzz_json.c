@@ -9,11 +9,15 @@
  *   - ujson_errorf reports the same position;
  *   - ujson_dump, compact and pretty, parses back to an equal tree (the float rule
  *     round-trips, strings are escaped).
+ *
+ * Whatever the bytes, ujson_utf8_repair makes them a string jansson takes, keeps their length
+ * and changes nothing in one already valid (a second repair).
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/alloc.h"
 #include "util/error.h"
 #include "util/json.h"
 #include "util/vec.h"
@@ -151,8 +155,25 @@ static void check_dump_round_trips(const json_t *root, bool pretty)
     free(text);
 }
 
+/* The bytes up to the first NUL, repaired: a string json_string takes, as long as before, and
+ * a fixed point of the repair. */
+static void check_utf8_repair(const uint8_t *data, size_t size)
+{
+    char *s = xstrndup((const char *)data, size), *again;
+    size_t n = strlen(s);
+    ujson_utf8_repair(s);
+    json_t *v = json_string(s);
+    require(v != NULL && strlen(s) == n, "a repaired string jansson refuses", "");
+    json_decref(v);
+    again = xstrdup(s);
+    require(strcmp(ujson_utf8_repair(again), s) == 0, "a second repair changed it", "");
+    free(again);
+    free(s);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
+    check_utf8_repair(data, size);
     struct ujson_doc doc;
     struct libra_error err;
     if (ujson_doc_parse(&doc, "fuzz", (const char *)data, size, &err) != 0) {
