@@ -454,7 +454,9 @@ static int serve(const struct libra_config *cfg, struct opts *o)
     if (rc != 0) {
         cli_errorf("serve: %s", err);
         event_base_free(r.base);
-        return rc == LIBRA_EIO ? LIBRA_EXIT_IO : LIBRA_EXIT_USAGE;
+        return rc == LIBRA_EIO         ? LIBRA_EXIT_IO
+               : rc == LIBRA_EINTERNAL ? LIBRA_EXIT_INTERNAL
+                                       : LIBRA_EXIT_USAGE;
     }
     struct event *sigint = evsignal_new(r.base, SIGINT, on_signal, &r);
     struct event *sigterm = evsignal_new(r.base, SIGTERM, on_signal, &r);

@@ -43,7 +43,8 @@ __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t size, co
     return -1;
 }
 
-/* Reads an optional non-negative integer member; -1 when absent or null. */
+/* Reads an optional positive integer member (a count of tokens to generate: none is no turn;
+ * SGLang's prompt-only max_new_tokens 0 is not emulated); -1 when absent or null. */
 static int opt_count(const json_t *obj, const char *key, const char *label, int64_t *out, char *err,
                      size_t size)
 {
@@ -52,8 +53,8 @@ static int opt_count(const json_t *obj, const char *key, const char *label, int6
     if (!v || json_is_null(v))
         return 0;
     int64_t x;
-    if (!json_is_integer(v) || !ujson_as_int64(v, &x) || x < 0 || x > INT32_MAX)
-        return fail(err, size, "%s: expected an integer in [0, %d]", label, INT32_MAX);
+    if (!json_is_integer(v) || !ujson_as_int64(v, &x) || x < 1 || x > INT32_MAX)
+        return fail(err, size, "%s: expected an integer in [1, %d]", label, INT32_MAX);
     *out = x;
     return 0;
 }
@@ -127,7 +128,47 @@ static int prompt(const json_t *v, const char *label, uint32_t vocab, struct emu
                 label);
 }
 
-/* Chat messages: their contents concatenated, each after its role. */
+/* Appends len bytes of s and a newline to text[0..*n) of *cap bytes. */
+static void append_line(char **text, size_t *n, size_t *cap, const char *s, size_t len)
+{
+    while (*n + len + 2 > *cap)
+        *text = xrealloc(*text, *cap *= 2);
+    memcpy(*text + *n, s, len);
+    *n += len;
+    (*text)[(*n)++] = '\n';
+}
+
+/* A message's content onto text: a string, an array of text parts (vLLM joins their texts
+ * with newlines), or none (null or absent: an assistant turn that only calls tools). */
+static int chat_content(const json_t *content, size_t i, char **text, size_t *n, size_t *cap,
+                        char *err, size_t size)
+{
+    if (!content || json_is_null(content) ||
+        (json_is_array(content) && !json_array_size(content))) {
+        append_line(text, n, cap, "", 0);
+        return 0;
+    }
+    if (json_is_string(content)) {
+        append_line(text, n, cap, json_string_value(content), json_string_length(content));
+        return 0;
+    }
+    if (!json_is_array(content))
+        return fail(err, size, "messages[%zu].content: expected a string or an array of parts", i);
+    for (size_t k = 0; k < json_array_size(content); k++) {
+        const json_t *part = json_array_get(content, k);
+        const char *type = json_string_value(json_object_get(part, "type"));
+        const json_t *t = json_object_get(part, "text");
+        if (!type || strcmp(type, "text") != 0 || !json_is_string(t))
+            return fail(err, size,
+                        "messages[%zu].content[%zu]: expected a text part {\"type\": \"text\", "
+                        "\"text\": ...} (the emulator reads text only)",
+                        i, k);
+        append_line(text, n, cap, json_string_value(t), json_string_length(t));
+    }
+    return 0;
+}
+
+/* Chat messages: each one's role, then its content, a line each. */
 static int chat_prompt(const json_t *msgs, uint32_t vocab, struct emu_gen_request *r, char *err,
                        size_t size)
 {
@@ -137,25 +178,29 @@ static int chat_prompt(const json_t *msgs, uint32_t vocab, struct emu_gen_reques
     char *text = xmalloc(cap);
     for (size_t i = 0; i < json_array_size(msgs); i++) {
         const json_t *m = json_array_get(msgs, i);
-        const json_t *role = json_object_get(m, "role"), *content = json_object_get(m, "content");
-        if (!json_is_string(role) || !(json_is_string(content) || json_is_null(content))) {
+        const json_t *role = json_object_get(m, "role");
+        if (!json_is_string(role)) {
             free(text);
-            return fail(err, size, "messages[%zu]: expected a role and a string content", i);
+            return fail(err, size, "messages[%zu].role: expected a string", i);
         }
-        const char *parts[2] = {json_string_value(role),
-                                content ? json_string_value(content) : NULL};
-        for (int p = 0; p < 2; p++) {
-            size_t len = parts[p] ? strlen(parts[p]) : 0;
-            while (n + len + 2 > cap)
-                text = xrealloc(text, cap *= 2);
-            memcpy(text + n, parts[p] ? parts[p] : "", len);
-            n += len;
-            text[n++] = '\n';
+        append_line(&text, &n, &cap, json_string_value(role), json_string_length(role));
+        if (chat_content(json_object_get(m, "content"), i, &text, &n, &cap, err, size)) {
+            free(text);
+            return -1;
         }
     }
     text_tokens(text, n, vocab, r);
     free(text);
     return 0;
+}
+
+/* A member naming a trajectory, its prompt or its sample: a string or an integer, or absent. */
+static int opt_name(const json_t *lo, const char *key, char *err, size_t size)
+{
+    const json_t *v = json_object_get(lo, key);
+    if (!v || json_is_null(v) || json_is_string(v) || json_is_integer(v))
+        return 0;
+    return fail(err, size, "libra.%s: expected a string or an integer", key);
 }
 
 /* libra's request object: only emu.gen_tokens matters to an engine. */
@@ -169,10 +214,10 @@ static int libra_object(const json_t *root, struct emu_gen_request *r, char *err
     const json_t *emu = json_object_get(lo, "emu");
     if (emu && !json_is_object(emu))
         return fail(err, size, "libra.emu: expected an object");
-    if (opt_count(emu, "gen_tokens", "libra.emu.gen_tokens", &r->gen_tokens, err, size))
+    if (opt_count(emu, "gen_tokens", "libra.emu.gen_tokens", &r->gen_tokens, err, size) ||
+        opt_name(lo, "trajectory", err, size) || opt_name(lo, "prompt", err, size) ||
+        opt_name(lo, "sample", err, size))
         return -1;
-    if (r->gen_tokens == 0)
-        return fail(err, size, "libra.emu.gen_tokens: expected at least 1");
     const json_t *events = json_object_get(lo, "events");
     if (events && !json_is_array(events))
         return fail(err, size, "libra.events: expected an array");

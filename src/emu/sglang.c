@@ -2,6 +2,7 @@
  * SGLang's native HTTP API (sgl-project/sglang, python/sglang/srt/entrypoints/http_server.py
  * and managers/io_struct.py of the 0.5 series; docs/emu.md lists what is emulated and how).
  */
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
@@ -75,12 +76,73 @@ void emu_sglang_generate(void *ctx, struct net_call *c)
     emu_generate(in, c, &g);
 }
 
-static const char *opt_string(const json_t *o, const char *key)
+/* A member of a control call's body, typed as SGLang's request class types it (io_struct.py:
+ * pydantic refuses another type, so the emulator does too rather than ignore it). */
+enum kind { KIND_STRING, KIND_BOOL, KIND_INT, KIND_ARRAY };
+
+struct member {
+    const char *key;
+    enum kind kind;
+    bool required;
+    long long min, max; /* KIND_INT: the range the call can work with */
+};
+
+static bool of_kind(const json_t *v, const struct member *m)
 {
-    const json_t *v = json_object_get(o, key);
-    return json_is_string(v) ? json_string_value(v) : NULL;
+    switch (m->kind) {
+    case KIND_STRING:
+        return json_is_string(v);
+    case KIND_BOOL:
+        return json_is_boolean(v);
+    case KIND_INT:
+        return json_is_integer(v) && json_integer_value(v) >= m->min &&
+               json_integer_value(v) <= m->max;
+    default:
+        return json_is_array(v);
+    }
 }
 
+/* Whether body b has each member of the table ms (ending with a NULL key) as typed, null
+ * counting as absent; else answers 400 naming the first that is not. */
+static bool members_ok(struct net_call *c, const json_t *b, const struct member *ms)
+{
+    for (const struct member *m = ms; m->key; m++) {
+        const json_t *v = json_object_get(b, m->key);
+        bool absent = !v || json_is_null(v);
+        if (absent ? !m->required : of_kind(v, m))
+            continue;
+        if (m->kind == KIND_INT)
+            net_reply_error(c, 400, "BadRequestError", "%s: %sexpected an integer in [%lld, %lld]",
+                            m->key, absent ? "missing; " : "", m->min, m->max);
+        else
+            net_reply_error(c, 400, "BadRequestError", "%s: %sexpected %s", m->key,
+                            absent ? "missing; " : "",
+                            m->kind == KIND_STRING ? "a string"
+                            : m->kind == KIND_BOOL ? "true or false"
+                                                   : "an array");
+        return false;
+    }
+    return true;
+}
+
+/* The body of a control call whose members ms are checked: NULL after answering 400. */
+static json_t *checked_body(struct net_call *c, const struct member *ms)
+{
+    json_t *b = emu_body(c);
+    if (b && !members_ok(c, b, ms)) {
+        json_decref(b);
+        return NULL;
+    }
+    return b;
+}
+
+/* A string member checked by members_ok, or NULL when absent. */
+static const char *opt_string(const json_t *o, const char *key)
+{
+    return json_string_value(json_object_get(o, key));
+}
+
+/* A boolean member checked by members_ok, or dflt when absent. */
 static bool opt_flag(const json_t *o, const char *key, bool dflt)
 {
     const json_t *v = json_object_get(o, key);
@@ -90,7 +152,9 @@ static bool opt_flag(const json_t *o, const char *key, bool dflt)
 void emu_sglang_abort(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    json_t *b = emu_body(c);
+    static const struct member ms[] = {
+        {.key = "rid", .kind = KIND_STRING}, {.key = "abort_all", .kind = KIND_BOOL}, {0}};
+    json_t *b = checked_body(c, ms);
     if (!b)
         return;
     const char *rid = opt_string(b, "rid");
@@ -110,7 +174,8 @@ static json_t *status(const char *message)
 void emu_sglang_pause(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
-    json_t *b = emu_body(c);
+    static const struct member ms[] = {{.key = "mode", .kind = KIND_STRING}, {0}};
+    json_t *b = checked_body(c, ms);
     if (!b)
         return;
     const char *mode = opt_string(b, "mode");
@@ -167,59 +232,83 @@ static void start_op(struct emu_instance *in, struct net_call *c, const json_t *
     emu_op_start(in, op);
 }
 
-/* Answers 400 unless b has every key in keys (NULL-terminated) with the expected JSON type. */
-static bool require(struct net_call *c, const json_t *b, const char *const *keys,
-                    const json_type *types)
-{
-    for (int i = 0; keys[i]; i++) {
-        const json_t *v = json_object_get(b, keys[i]);
-        if (!v || json_typeof(v) != types[i]) {
-            net_reply_error(c, 400, "BadRequestError", "%s: missing or of the wrong type", keys[i]);
-            return false;
-        }
-    }
-    return true;
-}
-
+/* Starts weight operation k for call c once its body has the call's members ms and those
+ * start_op reads. */
 static void weight_call(struct emu_instance *in, struct net_call *c, enum emu_op_kind k,
-                        const char *const *keys, const json_type *types)
+                        const struct member *ms)
 {
-    json_t *b = emu_body(c);
+    static const struct member common[] = {{.key = "weight_version", .kind = KIND_STRING},
+                                           {.key = "abort_all_requests", .kind = KIND_BOOL},
+                                           {.key = "flush_cache", .kind = KIND_BOOL},
+                                           {0}};
+    json_t *b = checked_body(c, ms);
     if (!b)
         return;
-    if (require(c, b, keys, types))
+    if (members_ok(c, b, common))
         start_op(in, c, b, k);
     json_decref(b);
 }
 
 void emu_sglang_update_disk(void *ctx, struct net_call *c)
 {
-    struct emu_instance *in = ctx;
-    static const char *const keys[] = {"model_path", NULL};
-    static const json_type types[] = {JSON_STRING};
-    weight_call(in, c, EMU_OP_UPDATE_DISK, keys, types);
+    static const struct member ms[] = {{.key = "model_path", .kind = KIND_STRING, .required = true},
+                                       {0}};
+    weight_call(ctx, c, EMU_OP_UPDATE_DISK, ms);
 }
 
 void emu_sglang_init_group(void *ctx, struct net_call *c)
 {
-    struct emu_instance *in = ctx;
-    static const char *const keys[] = {"master_address", "master_port", "rank_offset", "world_size",
-                                       NULL};
-    static const json_type types[] = {JSON_STRING, JSON_INTEGER, JSON_INTEGER, JSON_INTEGER};
-    weight_call(in, c, EMU_OP_GROUP_INIT, keys, types);
+    /* what torch.distributed can take: a port, a world of at least one rank */
+    static const struct member ms[] = {
+        {.key = "master_address", .kind = KIND_STRING, .required = true},
+        {.key = "master_port", .kind = KIND_INT, .required = true, .min = 1, .max = 65535},
+        {.key = "rank_offset", .kind = KIND_INT, .required = true, .min = 0, .max = INT32_MAX},
+        {.key = "world_size", .kind = KIND_INT, .required = true, .min = 1, .max = INT32_MAX},
+        {.key = "group_name", .kind = KIND_STRING},
+        {.key = "backend", .kind = KIND_STRING},
+        {0}};
+    weight_call(ctx, c, EMU_OP_GROUP_INIT, ms);
 }
 
 void emu_sglang_update_distributed(void *ctx, struct net_call *c)
 {
-    struct emu_instance *in = ctx;
-    static const char *const keys[] = {"names", "dtypes", "shapes", NULL};
-    static const json_type types[] = {JSON_ARRAY, JSON_ARRAY, JSON_ARRAY};
-    weight_call(in, c, EMU_OP_UPDATE_BROADCAST, keys, types);
+    static const struct member ms[] = {{.key = "names", .kind = KIND_ARRAY, .required = true},
+                                       {.key = "dtypes", .kind = KIND_ARRAY, .required = true},
+                                       {.key = "shapes", .kind = KIND_ARRAY, .required = true},
+                                       {.key = "group_name", .kind = KIND_STRING},
+                                       {0}};
+    weight_call(ctx, c, EMU_OP_UPDATE_BROADCAST, ms);
+}
+
+/* Whether the call's tags (SGLang's memory kinds; the emulator releases them all at once) are
+ * an array of the kinds SGLang names; else answers 400. */
+static bool tags_ok(struct net_call *c)
+{
+    static const struct member ms[] = {{.key = "tags", .kind = KIND_ARRAY}, {0}};
+    json_t *b = checked_body(c, ms);
+    if (!b)
+        return false;
+    const json_t *tags = json_object_get(b, "tags"), *t;
+    size_t i;
+    bool ok = true;
+    json_array_foreach(tags, i, t)
+    {
+        const char *s = json_string_value(t);
+        ok &= s && (strcmp(s, "kv_cache") == 0 || strcmp(s, "weights") == 0 ||
+                    strcmp(s, "cuda_graph") == 0);
+    }
+    json_decref(b);
+    if (!ok)
+        net_reply_error(c, 400, "BadRequestError",
+                        "tags: expected an array of \"kv_cache\", \"weights\" or \"cuda_graph\"");
+    return ok;
 }
 
 void emu_sglang_release(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
+    if (!tags_ok(c))
+        return;
     if (emu_live(in) > 0) {
         net_reply_error(c, 400, "BadRequestError",
                         "release_memory_occupation should be called only when server is idle.");
@@ -232,6 +321,8 @@ void emu_sglang_release(void *ctx, struct net_call *c)
 void emu_sglang_resume(void *ctx, struct net_call *c)
 {
     struct emu_instance *in = ctx;
+    if (!tags_ok(c))
+        return;
     if (!in->released) {
         net_reply_json(c, 200, json_null());
         return;

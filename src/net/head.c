@@ -201,7 +201,9 @@ enum net_head_status net_head_parse(const char *buf, size_t len, bool response, 
             return NET_HEAD_MORE;
         if (line.n == 0)
             break;
-        if (h->n_fields == NET_HEAD_FIELDS || !field_line(line, &h->field[h->n_fields++]))
+        if (h->n_fields == NET_HEAD_FIELDS)
+            return NET_HEAD_MANY;
+        if (!field_line(line, &h->field[h->n_fields++]))
             return NET_HEAD_BAD;
     }
     h->length = at;

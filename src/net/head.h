@@ -17,7 +17,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define NET_HEAD_FIELDS 100 /* header fields a head may have (more: malformed) */
+#define NET_HEAD_FIELDS 100 /* header fields a head may have (more: NET_HEAD_MANY) */
+#define NET_HEAD_STR_(x) #x
+#define NET_HEAD_STR(x) NET_HEAD_STR_(x)
+/* What a head of too many fields is refused with (NET_HEAD_MANY). */
+#define NET_HEAD_MANY_TEXT "more than " NET_HEAD_STR(NET_HEAD_FIELDS) " header fields"
 
 /* A piece of the caller's buffer. */
 struct net_span {
@@ -46,12 +50,18 @@ struct net_head {
     bool expect_continue;   /* Expect: 100-continue */
 };
 
-enum net_head_status { NET_HEAD_MORE = 0, NET_HEAD_OK = 1, NET_HEAD_BAD = -1 };
+enum net_head_status {
+    NET_HEAD_MORE = 0,
+    NET_HEAD_OK = 1,
+    NET_HEAD_BAD = -1, /* not a head */
+    NET_HEAD_MANY = -2 /* more than NET_HEAD_FIELDS fields: a limit, not a malformed head */
+};
 
 /*
  * Parses the head at the start of buf[0..len): NET_HEAD_OK with *h filled, NET_HEAD_MORE when
- * the blank line has not arrived yet, NET_HEAD_BAD when the bytes cannot be a head (*h then
- * holds nothing to use). response selects a status line over a request line.
+ * the blank line has not arrived yet, NET_HEAD_BAD when the bytes cannot be a head,
+ * NET_HEAD_MANY once a field past NET_HEAD_FIELDS arrives (*h then holds nothing to use).
+ * response selects a status line over a request line.
  */
 enum net_head_status net_head_parse(const char *buf, size_t len, bool response, struct net_head *h);
 

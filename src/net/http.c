@@ -114,6 +114,8 @@ struct net_call {
     char *content_type; /* added with net_call_add_header */
     bool has_cache_control;
     bool deferred, streaming;
+    bool sse;    /* the stream is text/event-stream */
+    char end[2]; /* the stream's last two bytes written ("\n\n" before any) */
     net_cancel_fn cancel;
     void *cancel_arg;
     struct event *cap_timer; /* while deferred */
@@ -393,12 +395,11 @@ static void cap_passed(evutil_socket_t fd, short what, void *arg)
     if (c->cancel)
         c->cancel(c->cancel_arg, c, NET_CANCEL_CAP);
     c->cancel = NULL;
-    if (c->streaming) { /* the status is sent: all that is left is to stop */
-        net_stream_end(c);
-        return;
-    }
-    net_reply_error(c, 504, "timeout", "the request ran past the server's cap of %g s",
-                    c->server->limits.request_cap_s);
+    double cap = c->server->limits.request_cap_s;
+    if (c->streaming) /* the status is sent: the stream can only say it is cut */
+        net_stream_fail(c, 504, "timeout", "the request ran past the server's cap of %g s", cap);
+    else
+        net_reply_error(c, 504, "timeout", "the request ran past the server's cap of %g s", cap);
 }
 
 void net_call_defer(struct net_call *c, net_cancel_fn cancel, void *arg)
@@ -556,14 +557,23 @@ static char *error_body(int status, const char *type, const char *msg, size_t *l
     return text;
 }
 
+/* An error message into msg[0..size), valid UTF-8 (it may quote a percent-decoded path, or be
+ * cut mid-character), for error_body. */
+static void error_message(char *msg, size_t size, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
+static void error_message(char *msg, size_t size, const char *fmt, va_list ap)
+{
+    vsnprintf(msg, size, fmt, ap);
+    ujson_utf8_repair(msg);
+}
+
 void net_reply_error(struct net_call *c, int status, const char *type, const char *fmt, ...)
 {
     char msg[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    error_message(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    ujson_utf8_repair(msg); /* it may quote a percent-decoded path, or be cut mid-character */
     size_t len;
     char *body = error_body(status, type, msg, &len);
     net_reply_owned(c, status, "application/json", body, len);
@@ -571,14 +581,16 @@ void net_reply_error(struct net_call *c, int status, const char *type, const cha
 
 void net_stream_start(struct net_call *c, int status, const char *content_type)
 {
+    const char *type = content_type ? content_type : c->content_type;
     c->streaming = true;
+    c->sse = type && strncasecmp(type, "text/event-stream", 17) == 0;
+    memcpy(c->end, "\n\n", 2);
     if (!c->has_cache_control)
         net_call_add_header(c, "Cache-Control", "no-cache");
     if (!c->conn)
         return;
     size_t len;
-    char *head = head_of(c, status, content_type ? content_type : c->content_type,
-                         c->http10 ? -2 : -1, &len);
+    char *head = head_of(c, status, type, c->http10 ? -2 : -1, &len);
     send_owned(c->conn, head, len);
 }
 
@@ -586,6 +598,8 @@ void net_stream_write(struct net_call *c, const char *data, size_t len)
 {
     if (!c->conn || len == 0)
         return;
+    c->end[0] = len > 1 ? data[len - 2] : c->end[1];
+    c->end[1] = data[len - 1];
     if (c->http10) {
         send_copy(c->conn, data, len);
         return;
@@ -609,6 +623,40 @@ void net_stream_end(struct net_call *c)
             send_copy(c->conn, "0\r\n\r\n", 5);
         call_done(c);
     }
+    call_free(c);
+}
+
+/* What ends the line and the event an SSE stream stopped in, if any: a proxied engine's bytes
+ * may be cut anywhere, and an event written after a partial one would join it. */
+static const char *sse_break(const struct net_call *c)
+{
+    if (c->end[1] != '\n')
+        return "\n\n";
+    return c->end[0] == '\n' ? "" : "\n";
+}
+
+void net_stream_fail(struct net_call *c, int status, const char *type, const char *fmt, ...)
+{
+    if (c->conn && c->sse) {
+        char msg[512];
+        va_list ap;
+        va_start(ap, fmt);
+        error_message(msg, sizeof msg, fmt, ap);
+        va_end(ap);
+        size_t len;
+        char *body = error_body(status, type, msg, &len);
+        struct strbuf ev = {0};
+        strbuf_puts(&ev, sse_break(c));
+        strbuf_add(&ev, "data: ", 6);
+        strbuf_add(&ev, body, len);
+        strbuf_add(&ev, "\n\n", 2);
+        net_stream_write(c, ev.data, ev.len);
+        strbuf_free(&ev);
+        free(body);
+    }
+    c->close = true; /* no last chunk: the framing too says the body is incomplete */
+    if (c->conn)
+        call_done(c);
     call_free(c);
 }
 
@@ -843,7 +891,9 @@ static bool head_ready(struct net_conn *conn)
     const struct net_limits *l = &conn->server->limits;
     enum net_head_status st = net_head_parse(conn->in, conn->in_len, false, &conn->head);
     size_t head_bytes = st == NET_HEAD_OK ? conn->head.length : conn->in_len;
-    if (st != NET_HEAD_BAD && head_bytes > (size_t)l->max_header_bytes)
+    if (st == NET_HEAD_MANY)
+        refuse(conn, 400, NET_HEAD_MANY_TEXT);
+    else if (st != NET_HEAD_BAD && head_bytes > (size_t)l->max_header_bytes)
         refuse(conn, 400, "request line and headers over the limit");
     else if (st == NET_HEAD_BAD)
         refuse(conn, 400, "malformed request line or headers");

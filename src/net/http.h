@@ -12,10 +12,12 @@
  *    the work it started;
  *  - a JSON error body in OpenAI's shape ({"error": {"message", "type", "param", "code"}}) for
  *    every error the server answers itself: a malformed request line, headers or chunked body
- *    (400), headers or a body over the limits (400, 413), an unknown path (404), a method other
- *    than GET, POST, PUT and DELETE or one the path does not take (405), a malformed query
- *    (400), too many connections (503), the cap (504). A request the server cannot frame is
- *    answered and its connection closed.
+ *    (400), headers over the limit or of more than 100 fields (400, each with its own
+ *    message), a body over the limit (413), an unknown path (404), a method other than GET,
+ *    POST, PUT and DELETE or one the path does not take (405), a malformed query (400), too
+ *    many connections (503), the cap (504; a stream already started is cut instead:
+ *    net_stream_fail). A request the server cannot frame is answered and its connection
+ *    closed.
  * Requests may be pipelined (they are served one after another), carry `Expect: 100-continue`
  * (answered once the head is read), use HTTP/1.0 (kept alive on `Connection: keep-alive`; a
  * stream then ends with the connection) or a chunked body.
@@ -188,6 +190,17 @@ void net_stream_write(struct net_call *c, const char *data, size_t len);
 
 /* Ends a started stream and frees c (a drain registration goes with it). */
 void net_stream_end(struct net_call *c);
+
+/*
+ * Ends a started stream as cut (its engine died, the cap passed) and frees c: an SSE stream
+ * (text/event-stream) first gets an event `data: {"error": {...}}` in OpenAI's shape, after
+ * whatever ends the line or event it stopped in; then the connection closes without the
+ * chunked body's last chunk. A client that reads the events sees the error (openai-python
+ * raises APIError on it), one that reads the framing sees an incomplete body (httpx, aiohttp
+ * and http.client raise), so neither takes the cut answer for a whole one.
+ */
+void net_stream_fail(struct net_call *c, int status, const char *type, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
 
 /* Bytes of c's answer queued on the client's connection and not yet sent (framing included):
  * what the client has not taken yet, for backpressure. 0 once c no longer holds a connection. */

@@ -346,13 +346,12 @@ void gw_per_engine(void *ctx, struct net_call *c)
 /* ---- events --------------------------------------------------------------------------------- */
 
 /* The trajectory named by a path's {id}: each identity source in the order of precedence. */
-static int events_for(struct gw *g, const char *id, const struct gw_event *ev, size_t n)
+static int events_for(struct gw *g, const char *id, size_t id_len, const struct gw_event *ev,
+                      size_t n)
 {
-    static const char *const tags[] = {"libra",      "trajectory_id", "routing_key",
-                                       "program_id", "session",       "rid"};
-    for (size_t i = 0; i < sizeof tags / sizeof tags[0]; i++) {
+    for (int src = GW_ID_LIBRA; src <= GW_ID_RID; src++) {
         char key[GW_ID_MAX];
-        snprintf(key, sizeof key, "%s:%s", tags[i], id);
+        gw_id_key(key, (enum gw_id_source)src, id, id_len);
         if (gw_traj_events(g, key, ev, n) == 0)
             return 0;
     }
@@ -369,12 +368,13 @@ void gw_events_call(void *ctx, struct net_call *c)
         net_reply_error(c, 404, "not_found", "expected POST /libra/v1/trajectories/{id}/events");
         return;
     }
-    char id[GW_ID_MAX];
-    size_t id_len = n - pre - suf; /* the path is decoded already */
-    if (id_len >= sizeof id - 32) {
-        net_reply_error(c, 400, "invalid_request_error", "trajectory id: too long");
+    size_t id_len = n - pre - suf;  /* the path is decoded already */
+    if (id_len > GW_ID_VALUE_MAX) { /* the limit a request's identity has */
+        net_reply_error(c, 400, "invalid_request_error", "trajectory id: expected at most %d bytes",
+                        GW_ID_VALUE_MAX);
         return;
     }
+    char id[GW_ID_VALUE_MAX + 1];
     memcpy(id, path + pre, id_len);
     id[id_len] = '\0';
     size_t len, n_ev;
@@ -388,7 +388,7 @@ void gw_events_call(void *ctx, struct net_call *c)
     }
     if (gw_durable_refused(g, c))
         return;
-    if (events_for(g, id, ev, n_ev) != 0) {
+    if (events_for(g, id, id_len, ev, n_ev) != 0) {
         net_reply_error(c, 404, "not_found", "no live trajectory '%s'", id);
         return;
     }

@@ -521,7 +521,7 @@ int gw_new(struct gw **out, struct event_base *base, const struct libra_config *
 {
     *out = NULL;
     if (check_options(o, err, err_size))
-        return -1;
+        return LIBRA_EINVAL;
     struct gw *g = xcalloc(1, sizeof *g);
     g->base = base;
     g->cfg = cfg;
@@ -534,13 +534,17 @@ int gw_new(struct gw **out, struct event_base *base, const struct libra_config *
     map_init(&g->trajs);
     g->client = net_client_new(base);
     g->planning = gw_planning_new(g);
+    int rc = LIBRA_EINTERNAL;
     if (!g->client)
         snprintf(err, err_size, "cannot make the HTTP client");
-    if (!g->client || gw_pool_new(g, err, err_size) ||
-        (o->state_dir && gw_persist_open(g, err, err_size)) || make_layout(g, err, err_size) ||
-        make_routers(g, err, err_size) || plan_start(g, err, err_size)) {
+    else if ((rc = gw_pool_new(g, err, err_size)) == 0 &&
+             (!o->state_dir || (rc = gw_persist_open(g, err, err_size)) == 0) &&
+             (rc = make_layout(g, err, err_size)) == 0 &&
+             (rc = make_routers(g, err, err_size)) == 0)
+        rc = plan_start(g, err, err_size);
+    if (rc != 0) { /* each step's own code: LIBRA_EIO for a state dir that cannot be used */
         gw_free(g, NULL, 0);
-        return -1;
+        return rc;
     }
     g->asking = (int)g->n_starting;
     for (size_t i = 0; i < g->n_starting; i++)

@@ -85,10 +85,12 @@ typedef void (*gw_ready_fn)(void *arg, int rc, const char *msg);
  * Starts a gateway on base for the experiment cfg (borrowed; must outlive it): opens the state
  * dir when one is given (its engines, with their ids, join the options' ones), registers every
  * engine (asks it its kind, TP and weight version), restores the state, then listens and calls
- * ready. Returns 0, or -1 with err when the options are wrong before anything is asked (ready
- * is then not called): no engine (in the options or the state dir), an engine given twice, a
- * bad bucket layout, no hardware or model preset, an address other than loopback without an
- * admin token, a state dir of another schema version or that cannot be used. The planner and
+ * ready. Returns 0, or a LIBRA_E* code with err when it cannot start (ready is then not
+ * called): LIBRA_EINVAL for options that are wrong before anything is asked (no engine in the
+ * options or the state dir, an engine given twice, a bad bucket layout, no hardware or model
+ * preset, an address other than loopback without an admin token) and a state dir of another
+ * schema version or with a bad row; LIBRA_EIO for a state dir that cannot be used (in use by
+ * another gateway, not a directory, not writable). The planner and
  * the state dir's worker post back to base: the caller calls evthread_use_pthreads() before it
  * makes base.
  */

@@ -2,10 +2,11 @@
  * One generation request, from arrival to answer: read the routing fields (request.h), route
  * the turn (traj.c), forward the body as bytes without libra's object, and answer with the
  * engine's bytes. A streamed answer (SSE) passes through as it arrives, paused while the
- * client's connection holds more than PROXY_HIGH_WATER bytes; any other answer is held until
- * complete, so that a turn whose engine dies before answering can go, whole, to another engine
- * when the request opted in (libra.resume), and the gateway can read the token counts it
- * learns from. The client going away aborts the engine's transfer.
+ * client's connection holds more than PROXY_HIGH_WATER bytes, and one its engine cuts ends as
+ * cut (net_stream_fail), never as a whole answer; any other answer is held until complete, so
+ * that a turn whose engine dies before answering can go, whole, to another engine when the
+ * request opted in (libra.resume), and the gateway can read the token counts it learns from.
+ * The client going away aborts the engine's transfer.
  *
  * While a pause the gateway forwarded holds (gw_hold), turns are not sent: new requests, turns
  * sent again after an abort (abort-and-resume) and turns moving off a failed engine wait in
@@ -335,9 +336,15 @@ static void on_done(void *arg, const char *error)
     engine_done(p);
     if (error && resubmit(p, error))
         return;
+    if (p->started && error) { /* the client must not take the cut answer for a whole one */
+        net_stream_fail(p->call, 502, "upstream_error", "engine %s: %s; the answer is cut",
+                        p->engine->url, error);
+        end_turn(p, -1);
+        return;
+    }
     if (p->started) {
         net_stream_end(p->call);
-        end_turn(p, error ? -1 : p->generated >= 0 ? p->generated : p->sse_chunks);
+        end_turn(p, p->generated >= 0 ? p->generated : p->sse_chunks);
         return;
     }
     if (error) {

@@ -158,45 +158,72 @@ int gw_events_parse(const char *body, size_t len, struct gw_event *out, size_t *
 
 /* ---- identity ----------------------------------------------------------------------------- */
 
-/* Sets the identity from a value's bytes: strings unescaped, anything else as written. */
-static void set_id(struct gw_request *r, enum gw_id_source src, const char *tag,
-                   struct jscan_value v)
+const char *gw_id_tag(enum gw_id_source src)
 {
-    char s[GW_ID_MAX];
-    r->id_source = src;
-    if (v.type == 's' && jscan_string(v, s, sizeof s)) {
-        snprintf(r->id, sizeof r->id, "%s:%s", tag, s);
-        return;
-    }
-    size_t room = sizeof r->id - strlen(tag) - 2;
-    if (v.len <= room) {
-        snprintf(r->id, sizeof r->id, "%s:%.*s", tag, (int)v.len, v.p);
-        return;
-    }
-    /* an identity too long to keep: its hash names it */
-    snprintf(r->id, sizeof r->id, "%s#%016llx", tag,
-             (unsigned long long)gw_hash(GW_HASH_SEED, v.p, v.len));
+    static const char *const tags[] = {
+        "", "libra", "trajectory_id", "routing_key", "program_id", "session", "rid"};
+    return (unsigned)src < sizeof tags / sizeof tags[0] ? tags[src] : "";
 }
 
-static bool set_header_id(struct gw_request *r, enum gw_id_source src, const char *tag,
-                          gw_header_fn header, void *ctx, const char *name)
+void gw_id_key(char out[GW_ID_MAX], enum gw_id_source src, const char *value, size_t len)
+{
+    const char *tag = gw_id_tag(src);
+    if (strlen(tag) + 1 + len < GW_ID_MAX) {
+        snprintf(out, GW_ID_MAX, "%s:%.*s", tag, (int)len, value);
+        return;
+    }
+    /* a value too long to keep whole: its hash names it, never a prefix two ids may share */
+    snprintf(out, GW_ID_MAX, "%s#%016llx", tag,
+             (unsigned long long)gw_hash(GW_HASH_SEED, value, len));
+}
+
+/* The prompt key by the id rule: the identity's value up to its last separator. */
+static void prompt_from_id(const struct gw_parse_config *c, struct gw_request *r, const char *value,
+                           size_t len)
+{
+    if (r->has_prompt || !c->prompt_sep)
+        return;
+    const char *sep = NULL;
+    for (const char *at = value; (at = memchr(at, c->prompt_sep, len - (size_t)(at - value)));)
+        sep = at++;
+    if (!sep)
+        return;
+    r->prompt = gw_hash(GW_HASH_SEED, value, (size_t)(sep - value)) & GW_PROMPT_MASK;
+    r->has_prompt = true;
+}
+
+/* One place an identity may come from, in the order of precedence (request.h). */
+struct id_source {
+    enum gw_id_source src;
+    const char *field; /* named in errors */
+    struct jscan_value v;
+};
+
+/* Sets the identity from s's value: a string's text unescaped, any other value as written.
+ * Refused when longer than GW_ID_VALUE_MAX bytes: the events call names it in its path. */
+static int set_id(struct gw_request *r, const struct gw_parse_config *c, const struct id_source *s,
+                  char *err, size_t size)
+{
+    char text[GW_ID_VALUE_MAX + 1];
+    const char *value = s->v.p;
+    size_t len = s->v.len;
+    if (s->v.type == 's' && jscan_string(s->v, text, sizeof text)) {
+        value = text;
+        len = strlen(text);
+    } else if (s->v.type == 's' || len > GW_ID_VALUE_MAX) {
+        return error_text(err, size, "%s: expected an identity of at most %d bytes (without NUL)",
+                          s->field, GW_ID_VALUE_MAX);
+    }
+    r->id_source = s->src;
+    gw_id_key(r->id, s->src, value, len);
+    prompt_from_id(c, r, value, len);
+    return 0;
+}
+
+static struct jscan_value header_value(gw_header_fn header, void *ctx, const char *name)
 {
     const char *h = header ? header(ctx, name) : NULL;
-    if (!h || !*h)
-        return false;
-    struct jscan_value v = {h, strlen(h), 'h'};
-    set_id(r, src, tag, v);
-    return true;
-}
-
-/* Sets the identity from a member's value v, when present. */
-static bool set_body_id(struct gw_request *r, enum gw_id_source src, const char *tag,
-                        struct jscan_value v)
-{
-    if (!v.type || v.type == 'z')
-        return false;
-    set_id(r, src, tag, v);
-    return true;
+    return h && *h ? (struct jscan_value){h, strlen(h), 'h'} : (struct jscan_value){0};
 }
 
 /* The root members the parse reads, found in one pass (the bulk of a body is one of them,
@@ -215,35 +242,30 @@ enum root_key {
     KEY_COUNT
 };
 
-/* The first present source, in the order of precedence (request.h). */
-static void find_identity(const struct jscan_value *m, gw_header_fn header, void *hctx,
-                          const struct gw_parse_config *c, struct gw_request *r)
+/* The first present source, in the order of precedence (request.h); null counts as absent. */
+static int find_identity(const struct jscan_value *m, gw_header_fn header, void *hctx,
+                         const struct gw_parse_config *c, struct gw_request *r, char *err,
+                         size_t size)
 {
     struct jscan_value in_libra = {0};
     if (m[KEY_LIBRA].type == 'o')
         jscan_get(m[KEY_LIBRA], "trajectory", &in_libra);
-    (void)(set_body_id(r, GW_ID_LIBRA, "libra", in_libra) ||
-           set_body_id(r, GW_ID_TRAJECTORY, "trajectory_id", m[KEY_TRAJECTORY_ID]) ||
-           set_header_id(r, GW_ID_ROUTING_KEY, "routing_key", header, hctx, "X-SMG-Routing-Key") ||
-           set_body_id(r, GW_ID_PROGRAM, "program_id", m[KEY_PROGRAM_ID]) ||
-           set_header_id(r, GW_ID_SESSION, "session", header, hctx, "X-Session-ID") ||
-           (c->rid_identity && set_body_id(r, GW_ID_RID, "rid", m[KEY_RID])));
+    const struct id_source sources[] = {
+        {GW_ID_LIBRA, "libra.trajectory", in_libra},
+        {GW_ID_TRAJECTORY, "trajectory_id", m[KEY_TRAJECTORY_ID]},
+        {GW_ID_ROUTING_KEY, "header X-SMG-Routing-Key",
+         header_value(header, hctx, "X-SMG-Routing-Key")},
+        {GW_ID_PROGRAM, "program_id", m[KEY_PROGRAM_ID]},
+        {GW_ID_SESSION, "header X-Session-ID", header_value(header, hctx, "X-Session-ID")},
+        {GW_ID_RID, "rid", c->rid_identity ? m[KEY_RID] : (struct jscan_value){0}},
+    };
+    for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++)
+        if (sources[i].v.type && sources[i].v.type != 'z')
+            return set_id(r, c, &sources[i], err, size);
+    return 0;
 }
 
 /* ---- the prompt ----------------------------------------------------------------------------- */
-
-/* The prompt key by the id rule: the identity's value up to its last separator. */
-static void prompt_from_id(const struct gw_parse_config *c, struct gw_request *r)
-{
-    const char *value = strchr(r->id, ':'); /* after "<source>:" (a ':' separator too) */
-    if (r->has_prompt || !c->prompt_sep || !value)
-        return;
-    const char *sep = strrchr(++value, c->prompt_sep);
-    if (!sep)
-        return;
-    r->prompt = gw_hash(GW_HASH_SEED, value, (size_t)(sep - value)) & GW_PROMPT_MASK;
-    r->has_prompt = true;
-}
 
 /* The prompt's value and whether it is token ids. */
 static bool prompt_value(enum gw_api api, const struct jscan_value *m, struct jscan_value *out,
@@ -357,6 +379,16 @@ static void read_chat_returns(struct jscan_value messages, struct gw_request *r)
 
 /* ---- libra's object ------------------------------------------------------------------------- */
 
+/* Whether v is a number written without fraction or exponent, of any size (an identity is
+ * taken as written, not as its value). */
+static bool integer_text(struct jscan_value v)
+{
+    for (size_t i = 0; v.type == 'n' && i < v.len; i++)
+        if (v.p[i] == '.' || v.p[i] == 'e' || v.p[i] == 'E')
+            return false;
+    return v.type == 'n';
+}
+
 static int read_libra(struct jscan_value lo, struct gw_request *r, char *err, size_t size)
 {
     struct jscan_value v;
@@ -372,6 +404,8 @@ static int read_libra(struct jscan_value lo, struct gw_request *r, char *err, si
             return error_text(err, size, "libra.prompt: expected an integer >= 0 or a string");
         r->has_prompt = true;
     }
+    if (jscan_get(lo, "trajectory", &v) && v.type != 'z' && v.type != 's' && !integer_text(v))
+        return error_text(err, size, "libra.trajectory: expected a string or an integer");
     if (jscan_get(lo, "resume", &v) && v.type != 'z' && !jscan_bool(v, &r->resume))
         return error_text(err, size, "libra.resume: expected true or false");
     if (jscan_get(lo, "events", &v) && v.type != 'z')
@@ -410,9 +444,8 @@ int gw_request_parse(enum gw_api api, const char *body, size_t len, gw_header_fn
         out->cut.head_len += lead;
         out->cut.tail_off += lead;
     }
-    find_identity(m, header, header_ctx, c, out);
-    prompt_from_id(c, out);
-    if (read_prompt(api, m, c, out, err, err_size))
+    if (find_identity(m, header, header_ctx, c, out, err, err_size) ||
+        read_prompt(api, m, c, out, err, err_size))
         return -1;
     read_budget(api, m, out);
     if (api == GW_CHAT && m[KEY_PROMPT].type == 'a')

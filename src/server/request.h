@@ -27,9 +27,10 @@
 #include "trace/trace.h"
 #include "util/jscan.h"
 
-#define GW_ID_MAX 256       /* bytes of an identity kept, NUL included (longer: hashed whole) */
-#define GW_EVENTS_MAX 64    /* events in one request or one events call */
-#define GW_PROMPT_TOKENS 64 /* default: first prompt tokens hashed into the prompt key */
+#define GW_ID_MAX 256        /* bytes of an identity's key, NUL included (gw_id_key) */
+#define GW_ID_VALUE_MAX 4096 /* bytes of an identity's value a request or the events call names */
+#define GW_EVENTS_MAX 64     /* events in one request or one events call */
+#define GW_PROMPT_TOKENS 64  /* default: first prompt tokens hashed into the prompt key */
 #define GW_PROMPT_MASK INT64_MAX /* prompt keys are 63-bit: a trace's prompt_id is >= 0 */
 
 /* The generation APIs the gateway proxies. */
@@ -89,7 +90,7 @@ typedef const char *(*gw_header_fn)(void *ctx, const char *name);
 struct gw_request {
     enum gw_api api;
     enum gw_id_source id_source;
-    char id[GW_ID_MAX];     /* "<source>:<value>" ("" with GW_ID_NONE) */
+    char id[GW_ID_MAX];     /* gw_id_key of the identity ("" with GW_ID_NONE) */
     bool has_prompt;        /* libra.prompt was given */
     uint64_t prompt;        /* libra.prompt, else the hash of the first prompt tokens */
     int64_t prompt_tokens;  /* the context sent, tokens (chat: bytes / 4) */
@@ -130,6 +131,18 @@ int gw_events_parse(const char *body, size_t len, struct gw_event *out, size_t *
  */
 char *gw_resume_body(const char *body, size_t len, const struct gw_request *r, const char *ids,
                      size_t ids_len, int64_t n_more, size_t *out_len);
+
+/* The tag of an identity's source in its key ("libra", "trajectory_id", ...; "" for
+ * GW_ID_NONE); static storage. */
+const char *gw_id_tag(enum gw_id_source src);
+
+/*
+ * The key a trajectory is followed by, for value[0..len) from source src (a string's text
+ * unescaped, any other value as written): "<tag>:<value>" when that fits GW_ID_MAX, else
+ * "<tag>#<16 hex digits of the value's hash>". A request and the events call name one
+ * trajectory through it, so any value of at most GW_ID_VALUE_MAX bytes works for both.
+ */
+void gw_id_key(char out[GW_ID_MAX], enum gw_id_source src, const char *value, size_t len);
 
 /* "sglang", "vllm", ...: the API's path; static storage. */
 const char *gw_api_path(enum gw_api api);

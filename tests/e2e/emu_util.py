@@ -115,6 +115,26 @@ def answer_as_vllm(handler):
     handler.wfile.write(body or b"")
 
 
+def stream(port, path, body, timeout=60):
+    """POSTs body and reads its streamed (SSE) answer: (status, the data of each event, whether
+    the body ended whole). A body cut without the chunked coding's last chunk is what
+    http.client raises IncompleteRead for (httpx and aiohttp raise too): whole is then False."""
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    conn.request("POST", path, body=json.dumps(body))
+    resp = conn.getresponse()
+    try:
+        data, whole = resp.read(), True
+    except http.client.IncompleteRead as e:
+        data, whole = e.partial, False
+    conn.close()
+    events = []
+    for block in data.decode("utf-8", "replace").split("\n\n"):
+        lines = [line[6:] for line in block.split("\n") if line.startswith("data: ")]
+        if lines:
+            events.append("\n".join(lines))
+    return resp.status, events, whole
+
+
 def post(port, path, body=None, **kw):
     return request(port, "POST", path, body, **kw)
 

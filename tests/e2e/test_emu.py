@@ -4,6 +4,7 @@ step of about 21 ms takes about 0.2 ms, so LONG tokens take about 4 s of wall ti
 running a moment after they start.
 """
 
+import json
 import signal
 import socket
 import time
@@ -11,7 +12,7 @@ import time
 import pytest
 
 from emu_util import (BAD_BYTES_REQUESTS, Background, Emu, generate, get, post, raw_request,
-                      request, running)
+                      request, running, stream)
 
 PROMPT = list(range(100, 140))  # 40 tokens: two whole blocks of 16 and a partial one
 LONG = 20000
@@ -438,6 +439,137 @@ def test_request_cap_answers_504_and_frees_the_request():
         assert time.monotonic() - t0 > 0.4  # held until the cap, not refused at once
         assert running(p) == (0, 0)
         assert generate(p, PROMPT, 5)[0] == 200
+
+
+@pytest.mark.parametrize("path,body", [
+    ("/generate", {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": LONG}}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                              "max_tokens": LONG}),
+])
+def test_a_stream_cut_by_the_cap_ends_with_an_error_event_and_no_last_chunk(path, body):
+    """The status is sent when the cap passes: the answer can only say it is cut, in its events
+    (openai-python raises APIError on an error event) and in its framing (clients raise on a
+    chunked body without its last chunk), so that no client takes it for a whole one."""
+    with Emu("--request-cap-s", "0.5") as emu:
+        p = emu.port()
+        status, events, whole = stream(p, path, {**body, "stream": True})
+        assert status == 200 and not whole
+        assert len(events) > 1 and "[DONE]" not in events, events[-3:]
+        error = json.loads(events[-1])["error"]
+        assert error["code"] == 504 and error["type"] == "timeout", error
+        assert "cap of 0.5 s" in error["message"]
+        assert running(p) == (0, 0)
+        assert generate(p, PROMPT, 3)[0] == 200
+
+
+@pytest.mark.parametrize("path,body,member", [
+    ("/abort_request", {"abort_all": "yes"}, "abort_all"),
+    ("/abort_request", {"rid": 5}, "rid"),
+    ("/pause_generation", {"mode": 5}, "mode"),
+    ("/update_weights_from_disk", {"model_path": "/x", "weight_version": 5}, "weight_version"),
+    ("/update_weights_from_disk", {"model_path": "/x", "flush_cache": "no"}, "flush_cache"),
+    ("/update_weights_from_disk", {"model_path": "/x", "abort_all_requests": "yes"},
+     "abort_all_requests"),
+    ("/update_weights_from_disk", {"model_path": 5}, "model_path"),
+    ("/update_weights_from_distributed",
+     {"names": [], "dtypes": [], "shapes": [], "weight_version": 9}, "weight_version"),
+    ("/init_weights_update_group", {"master_address": "h", "master_port": -1,
+                                    "rank_offset": 0, "world_size": 2}, "master_port"),
+    ("/init_weights_update_group", {"master_address": "h", "master_port": 29500,
+                                    "rank_offset": 0, "world_size": 0}, "world_size"),
+    ("/release_memory_occupation", {"tags": "bogus"}, "tags"),
+    ("/release_memory_occupation", {"tags": ["kv_cache", "bogus"]}, "tags"),
+    ("/resume_memory_occupation", {"tags": 5}, "tags"),
+])
+def test_control_calls_refuse_a_member_of_the_wrong_type_and_do_nothing(path, body, member):
+    """As SGLang's request classes (io_struct.py) refuse them, rather than fall back to a
+    default and answer success."""
+    with Emu() as emu:
+        p = emu.port()
+        status, out = post(p, path, body)
+        assert status == 400 and out["error"]["message"].startswith(member + ":"), out
+        assert get(p, "/get_weight_version")[1] == {"weight_version": "default"}
+        assert generate(p, PROMPT, 3)[0] == 200  # neither paused nor released
+
+
+def test_wellformed_control_members_are_taken():
+    with Emu() as emu:
+        p = emu.port()
+        assert post(p, "/release_memory_occupation", {"tags": ["kv_cache", "weights"]})[0] == 200
+        assert post(p, "/resume_memory_occupation", {"tags": None})[0] == 200
+        assert post(p, "/abort_request", {"rid": "x", "abort_all": False}) == (200, None)
+        assert post(p, "/pause_generation", {"mode": "in_place"})[0] == 200
+        assert post(p, "/continue_generation", {})[0] == 200
+        assert post(p, "/update_weights_from_disk", {"model_path": "/x", "weight_version": "3",
+                                                     "flush_cache": False})[0] == 200
+        assert get(p, "/get_weight_version")[1] == {"weight_version": "3"}
+
+
+def test_chat_messages_of_text_parts_and_tool_calls_without_content_are_taken():
+    """As vLLM takes them: text parts joined with newlines make the prompt the string would
+    (the prefix cache serves the one's prompt to the other), an assistant message that only
+    calls tools has no content."""
+    text = ["fix the failing test in module one", "and then run the whole suite again"]
+    call = {"role": "assistant", "tool_calls": [{"id": "c1", "type": "function",
+                                                  "function": {"name": "bash", "arguments": "{}"}}]}
+    tool = {"role": "tool", "tool_call_id": "c1", "content": [{"type": "text", "text": "ok"}]}
+    with Emu() as emu:
+        p = emu.port()
+        joined = [{"role": "user", "content": "\n".join(text)}]
+        parts = [{"role": "user", "content": [{"type": "text", "text": t} for t in text]}]
+        status, first = post(p, "/v1/chat/completions", {"messages": joined, "max_tokens": 2})
+        assert status == 200, first
+        status, second = post(p, "/v1/chat/completions", {"messages": parts, "max_tokens": 2})
+        assert status == 200, second
+        prompt = first["usage"]["prompt_tokens"]
+        assert second["usage"]["prompt_tokens"] == prompt >= 16
+        assert second["usage"]["prompt_tokens_details"]["cached_tokens"] == prompt // 16 * 16
+        status, out = post(p, "/v1/chat/completions",
+                           {"messages": parts + [call, tool], "max_tokens": 2})
+        assert status == 200 and out["choices"][0]["finish_reason"] == "length", out
+        image = {"type": "image_url", "image_url": {"url": "data:,"}}
+        status, out = post(p, "/v1/chat/completions",
+                           {"messages": [{"role": "user", "content": [image]}]})
+        assert status == 400 and "messages[0].content[0]" in out["error"]["message"], out
+
+
+@pytest.mark.parametrize("path,body,field", [
+    ("/generate", {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 0}},
+     "sampling_params.max_new_tokens"),
+    ("/v1/completions", {"prompt": PROMPT, "max_tokens": 0}, "max_tokens"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                              "max_completion_tokens": 0}, "max_completion_tokens"),
+])
+def test_a_budget_of_no_tokens_is_refused_by_its_range(path, body, field):
+    """One message, naming the field, whose range excludes 0 (vLLM refuses max_tokens 0; the
+    emulator does not emulate SGLang's prompt-only requests)."""
+    with Emu() as emu:
+        status, out = post(emu.port(), path, body)
+        assert status == 400
+        assert out["error"]["message"] == field + ": expected an integer in [1, 2147483647]", out
+
+
+@pytest.mark.parametrize("member", ["trajectory", "prompt", "sample"])
+@pytest.mark.parametrize("value", [[1], 1.5, {"a": 1}, True])
+def test_libras_names_are_strings_or_integers(member, value):
+    with Emu() as emu:
+        p = emu.port()
+        status, out = generate(p, PROMPT, 2, libra={member: value})
+        assert status == 400, out
+        assert out["error"]["message"] == "libra.%s: expected a string or an integer" % member
+        assert generate(p, PROMPT, 2, libra={member: "t-1", "emu": {"gen_tokens": 2}})[0] == 200
+
+
+def test_more_header_fields_than_the_limit_are_refused_saying_so():
+    with Emu() as emu:
+        p = emu.port()
+        fields = b"".join(b"X-%d: y\r\n" % i for i in range(99))
+        head = b"GET /get_weight_version HTTP/1.1\r\n" + fields
+        status, _ = raw_request(p, head + b"X-Last: y\r\n\r\n")
+        assert status == 200  # 100 fields
+        status, out = raw_request(p, head +
+                                  b"X-99: y\r\nX-Last: y\r\n\r\n")
+        assert status == 400 and out["error"]["message"] == "more than 100 header fields", out
 
 
 def test_connection_limit_answers_503():

@@ -10,11 +10,12 @@ import subprocess
 import tempfile
 import threading
 import time
+import urllib.parse
 
 import pytest
 
 from emu_util import (ADMIN, BAD_BYTES_REQUESTS, LIBRA, TOKEN, Emu, Serve, answer_as_vllm, get,
-                      post, raw_request)
+                      post, raw_request, stream)
 
 SCALE = "0.005"
 QUICK = ["--time-scale", SCALE, "--steps", "3", "--batch", "8", "--set", "rl.sync_interval=1"]
@@ -193,6 +194,50 @@ def test_sse_chunks_arrive_in_order_and_unchanged():
     engine.shutdown()
 
 
+def sse_then(events, end):
+    """A scripted engine's reply: a chunked SSE answer of events, then end(handler) (it cuts
+    the answer: closes the connection, or stalls)."""
+    def reply(h, path, body):
+        h.send_response(200)
+        h.send_header("Content-Type", "text/event-stream")
+        h.send_header("Transfer-Encoding", "chunked")
+        h.end_headers()
+        for ev in events:
+            h.wfile.write(b"%x\r\n%s\r\n" % (len(ev), ev))
+            h.wfile.flush()
+        end(h)
+    return reply
+
+
+def close_now(h):
+    h.close_connection = True  # closed once the reply returns: no last chunk
+
+
+CHUNK = b'data: {"meta_info": {"completion_tokens": 1}}\n\n'
+
+
+@pytest.mark.parametrize("events,args,code", [
+    ([CHUNK, CHUNK], [], 502),                                 # the engine died between events
+    ([CHUNK, b'data: {"meta_info": {"compl'], [], 502),        # ... in the middle of one
+    ([CHUNK, b'data: {"meta_info": {}}\n'], [], 502),           # ... before an event's blank line
+    ([CHUNK], ["--request-cap-s", "1"], 504),                  # the gateway's cap passed
+])
+def test_a_stream_cut_short_ends_with_an_error_event_and_no_last_chunk(events, args, code):
+    """The status is sent: the answer can only say it is cut, in its events (an error event of
+    its own, whatever the engine's bytes stopped in) and its framing, so that a client resends
+    the turn instead of taking a part for the whole."""
+    engine = Engine(sse_then(events, close_now if code == 502 else lambda h: time.sleep(3)))
+    with Serve(engine.url + ",tp=1", args=[*BUCKETS, *args]) as gw:
+        body = {"input_ids": [1, 2, 3], "stream": True, "libra": {"trajectory": "cut"}}
+        status, got, whole = stream(gw.port, "/generate", body)
+        assert status == 200 and not whole
+        assert got[0] == CHUNK[6:-2].decode() and "[DONE]" not in got, got
+        error = json.loads(got[-1])["error"]
+        assert error["code"] == code and error["type"] in ("upstream_error", "timeout"), error
+        assert get(gw.port, "/libra/v1/status")[0] == 200
+    engine.shutdown()
+
+
 # ---- clients and engines that go away -------------------------------------------------------------
 
 def test_a_client_that_disconnects_aborts_the_engine_request():
@@ -259,6 +304,11 @@ def test_an_engine_killed_mid_run_loses_no_trajectory(style):
     ('{"sampling_params": {}}', "input_ids"),
     ('[1, 2]', "body:"),
     ('{"input_ids": [1], "libra": 7}', "libra"),
+    ('{"input_ids": [1], "libra": {"trajectory": [1]}}', "libra.trajectory"),
+    ('{"input_ids": [1], "libra": {"trajectory": 1e300}}', "libra.trajectory"),
+    ('{"input_ids": [1], "libra": {"trajectory": 1.5}}', "libra.trajectory"),
+    ('{"input_ids": [1], "libra": {"trajectory": {"a": 1}}}', "libra.trajectory"),
+    ('{"input_ids": [1], "libra": {"trajectory": true}}', "libra.trajectory"),
 ])
 def test_malformed_bodies_get_400_with_a_json_error(raw, where):
     engine = Engine(lambda h, path, body: answer(h, b"{}"))
@@ -268,6 +318,31 @@ def test_malformed_bodies_get_400_with_a_json_error(raw, where):
         assert where in doc["error"]["message"], doc
         assert doc["error"]["type"] == "invalid_request_error"
     assert engine.bodies == []  # nothing reached the engine
+    engine.shutdown()
+
+
+def test_an_identity_of_up_to_4096_bytes_generates_and_takes_its_events():
+    """One limit for both calls: an identity too long to keep whole is known by its hash, the
+    one the events call computes from the {id} in its path."""
+    engine = Engine(lambda h, path, body: answer(h, b'{"meta_info": {"completion_tokens": 1}}'))
+    ids = ["L" * 240, "L" * 250, "M" * 4096, "\u00e9\"/" * 100, 7 ** 30]
+    with Serve(engine.url + ",tp=1", args=[*BUCKETS, "--prompt-from-id", "-"]) as gw:
+        for tid in ids:
+            for source, extra in (("libra", {"libra": {"trajectory": tid}}),
+                                  ("trajectory_id", {"trajectory_id": tid})):
+                body = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 2}, **extra}
+                status, doc = post(gw.port, "/generate", body)
+                assert status == 200, (source, doc)
+                path = "/libra/v1/trajectories/%s/events" % urllib.parse.quote(str(tid), safe="")
+                status, doc = post(gw.port, path, {"kind": "finish", "status": "completed"})
+                assert status == 200 and doc["trajectory"] == str(tid), (source, tid, doc)
+        for source, extra in (("libra.trajectory", {"libra": {"trajectory": "L" * 4097}}),
+                              ("trajectory_id", {"trajectory_id": "L" * 4097})):
+            status, doc = post(gw.port, "/generate", {"input_ids": [1], **extra})
+            assert status == 400 and doc["error"]["message"].startswith(source + ": "), doc
+        status, doc = post(gw.port, "/libra/v1/trajectories/%s/events" % ("L" * 4097),
+                           {"kind": "finish", "status": "completed"})
+        assert status == 400 and "4096 bytes" in doc["error"]["message"], doc
     engine.shutdown()
 
 

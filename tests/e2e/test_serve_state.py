@@ -426,6 +426,23 @@ def test_an_unknown_schema_version_is_refused_with_exit_2():
     assert "schema version 99, this libra reads version 1" in p.stderr, p.stderr
 
 
+def test_a_state_dir_that_cannot_be_used_is_an_io_error_with_exit_3(tmp_path):
+    """In use by another gateway, a file, or under one: the disk's fault, not the flags'."""
+    afile = tmp_path / "afile"
+    afile.write_text("x")
+    cmd = [LIBRA, "serve", "--engine", "http://127.0.0.1:9,tp=1", *BUCKETS, "--state-dir"]
+    for path, says in ((afile, "cannot open"), (afile / "sub", "cannot create it")):
+        p = subprocess.run([*cmd, str(path)], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 3 and says in p.stderr, p
+    with Emu(scale=SCALE) as emu:
+        state_dir = str(tmp_path / "state")
+        with Serve(emu.instances[0]["url"], args=[*BUCKETS, "--state-dir", state_dir]):
+            p = subprocess.run([LIBRA, "serve", "--engine", emu.instances[0]["url"], *BUCKETS,
+                                "--state-dir", state_dir], capture_output=True, text=True,
+                               timeout=30)
+        assert p.returncode == 3 and "in use by another libra serve" in p.stderr, p
+
+
 def left_state_dir(tmp, url):
     """The database of a state dir that a gateway in front of url made and was stopped on."""
     state_dir = os.path.join(tmp, "state")

@@ -203,6 +203,16 @@ static void test_errors_name_the_field(void **state)
         {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"libra\": {\"resume\": 1}}", "libra.resume"},
         {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"libra\": {\"prompt\": -2}}", "libra.prompt"},
         {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"stream\": \"yes\"}", "stream"},
+        /* a name is a string or an integer (libra.trajectory [1] once made "libra:[1]") */
+        {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"libra\": {\"trajectory\": [1]}}",
+         "libra.trajectory: expected a string or an integer"},
+        {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"libra\": {\"trajectory\": 1e300}}",
+         "libra.trajectory: expected a string or an integer"},
+        {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"libra\": {\"trajectory\": true}}",
+         "libra.trajectory: expected a string or an integer"},
+        /* no path could name it */
+        {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"trajectory_id\": \"a\\u0000b\"}",
+         "trajectory_id: expected an identity of at most 4096 bytes"},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         err[0] = '\0';
@@ -289,6 +299,74 @@ static void test_chat_returns_are_named_through_their_call_ids(void **state)
     assert_int_equal(r.n_chat, 0);
 }
 
+/* A body naming its trajectory by libra.trajectory, written as json (malloc'd). */
+static char *libra_body(const char *json)
+{
+    size_t n = strlen(json) + 64;
+    char *b = malloc(n);
+    snprintf(b, n, "{\"input_ids\": [1, 2], \"libra\": {\"trajectory\": %s}}", json);
+    return b;
+}
+
+/* The events call names a trajectory by its id's value: the key a request gets must be the one
+ * gw_id_key makes of that value at every length up to the limit, kept whole or hashed (an id
+ * past 223 bytes once generated but could not post its events). */
+static void test_a_request_and_the_events_call_agree_on_every_length(void **state)
+{
+    static const size_t lengths[] = {1, 200, 240, 249, 250, 255, 256, 300, GW_ID_VALUE_MAX};
+    struct gw_request *r = malloc(sizeof *r);
+    struct headers h = {0};
+    char err[256], key[GW_ID_MAX];
+    for (size_t i = 0; i < sizeof lengths / sizeof lengths[0]; i++) {
+        size_t n = lengths[i];
+        char *quoted = malloc(n + 4); /* room for one byte past the limit */
+        memset(quoted, 'a' + (int)i, n + 2);
+        quoted[0] = quoted[n + 1] = '"';
+        quoted[n + 2] = '\0';
+        char *body = libra_body(quoted);
+        assert_int_equal(parse(GW_SGLANG_GENERATE, body, &h, &config, r, err), 0);
+        gw_id_key(key, GW_ID_LIBRA, quoted + 1, n);
+        assert_string_equal(r->id, key);
+        free(body);
+        if (n == GW_ID_VALUE_MAX) { /* a byte more is refused, naming the field */
+            memcpy(quoted + n + 1, "x\"", 3);
+            body = libra_body(quoted);
+            assert_int_equal(parse(GW_SGLANG_GENERATE, body, &h, &config, r, err), -1);
+            assert_non_null(strstr(err, "libra.trajectory: expected an identity of at most"));
+            free(body);
+        }
+        free(quoted);
+    }
+    /* the value, not its spelling: \u00e9 is the bytes of é, as a decoded path has them */
+    char *body = libra_body("\"\\u00e9\"");
+    assert_int_equal(parse(GW_SGLANG_GENERATE, body, &h, &config, r, err), 0);
+    gw_id_key(key, GW_ID_LIBRA, "\xc3\xa9", 2);
+    assert_string_equal(r->id, key);
+    free(body);
+    free(r);
+}
+
+/* --prompt-from-id reads the whole value, kept or hashed: siblings share their prompt. */
+static void test_the_prompt_from_the_id_reads_a_hashed_value_whole(void **state)
+{
+    struct gw_request *a = malloc(sizeof *a), *b = malloc(sizeof *b);
+    struct gw_parse_config by_id = {.prompt_tokens = 4, .prompt_sep = '-'};
+    struct headers h = {0};
+    char err[256], id[600];
+    snprintf(id, sizeof id, "\"%0500d-1\"", 17);
+    char *body = libra_body(id);
+    assert_int_equal(parse(GW_SGLANG_GENERATE, body, &h, &by_id, a, err), 0);
+    free(body);
+    snprintf(id, sizeof id, "\"%0500d-2\"", 17);
+    body = libra_body(id);
+    assert_int_equal(parse(GW_SGLANG_GENERATE, body, &h, &by_id, b, err), 0);
+    free(body);
+    assert_true(a->has_prompt && b->has_prompt && a->prompt == b->prompt);
+    assert_string_not_equal(a->id, b->id);
+    free(a);
+    free(b);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -300,6 +378,8 @@ int main(void)
         cmocka_unit_test(test_the_events_call_takes_a_list_or_one),
         cmocka_unit_test(test_a_resumed_turn_asks_for_the_rest),
         cmocka_unit_test(test_chat_returns_are_named_through_their_call_ids),
+        cmocka_unit_test(test_a_request_and_the_events_call_agree_on_every_length),
+        cmocka_unit_test(test_the_prompt_from_the_id_reads_a_hashed_value_whole),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
