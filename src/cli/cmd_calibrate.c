@@ -115,21 +115,29 @@ struct calibration {
 
 /* ---- flags and inputs --------------------------------------------------------------------- */
 
+/* Splits list at single commas: an empty item ("a,", "a,,b") is refused, as every list flag
+ * refuses one, rather than passed over. */
 static int parse_hold(struct calibration *c, const char *list)
 {
-    char *copy = xstrdup(list), *save = NULL;
     int rc = 0;
-    for (char *tok = strtok_r(copy, ",", &save); tok && rc == 0; tok = strtok_r(NULL, ",", &save)) {
-        int k = cost_constant_find(tok);
-        if (k < 0)
+    for (const char *s = list; rc == 0; s++) {
+        size_t n = strcspn(s, ",");
+        char *name = xstrndup(s, n);
+        int k = cost_constant_find(name);
+        if (n == 0)
+            rc = cli_usage_error(c->cc->cmd, "--hold: an empty value in '%s'", list);
+        else if (k < 0)
             rc = cli_usage_error(c->cc->cmd,
                                  "--hold: unknown constant '%s' (decode_t_fix_s, decode_t_seq_s, "
                                  "train_mfu)",
-                                 tok);
+                                 name);
         else
             c->hold |= 1u << k;
+        free(name);
+        s += n;
+        if (!*s)
+            break;
     }
-    free(copy);
     return rc;
 }
 

@@ -37,7 +37,8 @@ static const char help[] =
     "its <desc>). The same inputs give the same bytes.\n"
     "\n"
     "flags:\n"
-    "  --svg DIR          also write each figure alone as DIR/ID.svg (DIR is created)\n"
+    "  --svg DIR          also write each figure alone as DIR/ID.svg (DIR and its missing\n"
+    "                     parents are created)\n"
     "  --steps A:B        per-step figures and Gantt charts draw steps A to B only (the\n"
     "                     step numbers of libra sim --json, from 0)\n";
 
@@ -63,10 +64,29 @@ static int parse_steps(const struct cli_command *cmd, const char *arg, struct re
     return rc;
 }
 
+/* Creates directory dir and the parents it lacks (mkdir -p); one that exists is fine. Returns
+ * 0, or -1 with errno. */
+static int make_dirs(const char *dir)
+{
+    char *path = xstrdup(dir);
+    int rc = 0;
+    for (char *slash = strchr(path + 1, '/'); rc == 0 && slash; slash = strchr(slash + 1, '/')) {
+        *slash = '\0';
+        rc = mkdir(path, 0777) != 0 && errno != EEXIST ? -1 : 0;
+        *slash = '/';
+    }
+    if (rc == 0 && mkdir(path, 0777) != 0 && errno != EEXIST)
+        rc = -1;
+    int errnum = errno;
+    free(path);
+    errno = errnum;
+    return rc;
+}
+
 /* Writes each figure as DIR/ID.svg. */
 static int write_svgs(const char *dir, const struct report_output *out)
 {
-    if (mkdir(dir, 0777) != 0 && errno != EEXIST) {
+    if (make_dirs(dir) != 0) {
         cli_errorf("report: cannot create '%s': %s", dir, error_strerror(errno));
         return LIBRA_EXIT_IO;
     }

@@ -153,7 +153,11 @@ static int read_stats(const char *path, struct trace_stats *s, json_t **hdr_json
     const struct trace_traj *t;
     int rc = trace_reader_header(r, &h, &err);
     if (rc == 0) {
+        /* the envelope's seed is one a computation used: an integer >= 0, as libra's
+         * generators write it; a foreign generator's other value is not one */
         const json_t *seed = json_object_get(h->generator, "seed");
+        if (!json_is_integer(seed) || json_integer_value(seed) < 0)
+            seed = NULL;
         *hdr_json =
             json_pack("{s:s,s:s?,s:b,s:I,s:O?}", "workload", h->workload, "model", h->model,
                       "lossy", h->lossy, "group_size", (json_int_t)h->group_size, "seed", seed);
@@ -364,11 +368,46 @@ static int is_step_file(const struct dirent *e)
     return digits > 0 && strcmp(e->d_name + digits, ".jsonl") == 0;
 }
 
-/* scandir order: by step number. */
+/* The step of a dump file's name: its leading digits without leading zeros ("01.jsonl": "1"),
+ * *n bytes. Compared as text, so that no number is too long to order. */
+static const char *step_digits(const char *name, size_t *n)
+{
+    size_t digits = strspn(name, "0123456789"), zeros = strspn(name, "0");
+    zeros = zeros < digits ? zeros : digits - 1; /* "0.jsonl" is step 0 */
+    *n = digits - zeros;
+    return name + zeros;
+}
+
+/* Orders the steps of two dump file names; 0 when they are the same step. */
+static int step_order(const char *a, const char *b)
+{
+    size_t m, n;
+    const char *x = step_digits(a, &m), *y = step_digits(b, &n);
+    return m != n ? (m > n) - (m < n) : memcmp(x, y, m);
+}
+
+/* scandir order: by step, then by name, so that two files of one step (which add_dump_dir
+ * refuses) are named in an order that does not depend on the filesystem. */
 static int by_step(const struct dirent **a, const struct dirent **b)
 {
-    long x = strtol((*a)->d_name, NULL, 10), y = strtol((*b)->d_name, NULL, 10);
-    return (x > y) - (x < y);
+    int c = step_order((*a)->d_name, (*b)->d_name);
+    return c ? c : strcmp((*a)->d_name, (*b)->d_name);
+}
+
+/* Refuses two dump files of one step ("1.jsonl", "01.jsonl"): which comes first would be a
+ * guess. names are in by_step order. Returns 0 or LIBRA_EXIT_USAGE. */
+static int check_steps(const char *dir, struct dirent **names, int n)
+{
+    for (int i = 1; i < n; i++) {
+        if (step_order(names[i - 1]->d_name, names[i]->d_name) == 0) {
+            size_t len;
+            const char *step = step_digits(names[i]->d_name, &len);
+            cli_errorf("%s: '%s' and '%s' are both step %.*s (one file per step)", dir,
+                       names[i - 1]->d_name, names[i]->d_name, (int)len, step);
+            return LIBRA_EXIT_USAGE;
+        }
+    }
+    return 0;
 }
 
 /* Adds the verl dump files of directory dir ({step}.jsonl) in step order. */
@@ -380,6 +419,7 @@ static int add_dump_dir(path_vec *paths, const char *dir)
         cli_errorf("cannot read '%s': %s", dir, strerror(errno));
         return LIBRA_EXIT_IO;
     }
+    int rc = check_steps(dir, names, n);
     for (int i = 0; i < n; i++) {
         size_t len = strlen(dir) + strlen(names[i]->d_name) + 2;
         char *path = xmalloc(len);
@@ -388,11 +428,11 @@ static int add_dump_dir(path_vec *paths, const char *dir)
         free(names[i]);
     }
     free(names);
-    if (n == 0) {
+    if (rc == 0 && n == 0) {
         cli_errorf("%s: no verl dump files ({step}.jsonl) in the directory", dir);
-        return LIBRA_EXIT_USAGE;
+        rc = LIBRA_EXIT_USAGE;
     }
-    return 0;
+    return rc;
 }
 
 /* The input files: the arguments, a verl dump directory expanded. */
@@ -401,9 +441,10 @@ static int input_paths(const struct import_flags *f, int argc, char **argv, path
     for (int i = 0; i < argc; i++) {
         struct stat st;
         if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) {
-            if (f->o.format != TRACE_IMPORT_VERL) {
-                cli_errorf("%s: is a directory (only --from verl reads a dump directory)", argv[i]);
-                return LIBRA_EXIT_USAGE;
+            if (f->o.format != TRACE_IMPORT_VERL) { /* unreadable as a file: an I/O error */
+                cli_errorf("cannot read '%s': %s (only --from verl reads a dump directory)",
+                           argv[i], error_strerror(EISDIR));
+                return LIBRA_EXIT_IO;
             }
             int rc = add_dump_dir(paths, argv[i]);
             if (rc)
@@ -503,10 +544,7 @@ static int import_flag(struct cli_common *cc, struct import_flags *f, int c, con
         f->o.model = arg;
         return 0;
     case 's':
-        f->o.group_size = strtoll(arg, &end, 10);
-        return *end || end == arg || f->o.group_size < 1
-                   ? cli_usage_error(cc->cmd, "--samples: expected an integer >= 1, not '%s'", arg)
-                   : 0;
+        return cli_parse_int(cc->cmd, "--samples", arg, 1, INT64_MAX, &f->o.group_size);
     default: /* 'c' */
         f->o.chars_per_token = strtod(arg, &end);
         return *end || end == arg || !(f->o.chars_per_token >= 0.01 && f->o.chars_per_token <= 1000)

@@ -156,11 +156,15 @@ static int request_array(struct run_reader *r, const char *key, bool required, c
     return 0;
 }
 
-static void copy_string(const json_t *obj, const char *key, char *out, size_t size)
+/* A label member key (null or absent: none) into out. */
+static int read_label(struct run_reader *r, const char *key, char *out, size_t size)
 {
-    const json_t *v = json_object_get(obj, key);
+    const json_t *v = json_object_get(r->obj, key);
+    if (v && !json_is_null(v) && !json_is_string(v))
+        return run_error(r, key, "expected a string");
     if (json_is_string(v))
         snprintf(out, size, "%s", json_string_value(v));
+    return 0;
 }
 
 static int run_arrays(struct run_reader *r)
@@ -202,26 +206,24 @@ static int request_time(struct run_reader *r, const json_t *v, const char *path,
     return 0;
 }
 
-static bool request_failed(const struct run_reader *r, size_t i, int64_t out_tokens)
+/* Whether request i failed: no output, or a non-empty message in its errors entry (a string;
+ * "" or null for none). */
+static int request_failed(struct run_reader *r, size_t i, int64_t out_tokens, bool *failed)
 {
     const json_t *e = r->errors ? json_array_get(r->errors, i) : NULL;
-    return out_tokens == 0 || (json_is_string(e) && json_string_length(e) > 0);
+    if (e && !json_is_null(e) && !json_is_string(e)) {
+        char path[64];
+        snprintf(path, sizeof path, "errors/%zu", i);
+        return run_error(r, path, "expected an error message (a string; \"\" for none)");
+    }
+    *failed = out_tokens == 0 || json_string_length(e) > 0;
+    return 0;
 }
 
-/* Seconds request i spent decoding after its first token: latency − TTFT when latencies are
- * given, else the sum of its inter-token latencies. */
-static int decode_time(struct run_reader *r, size_t i, double ttft, double *out)
+/* The sum of request i's inter-token latencies, checked whether or not latencies are given. */
+static int itl_sum(struct run_reader *r, size_t i, double *out)
 {
     char path[64];
-    if (r->latency) {
-        double latency;
-        snprintf(path, sizeof path, "latencies/%zu", i);
-        int rc = request_time(r, json_array_get(r->latency, i), path, &latency);
-        if (!rc && latency < ttft)
-            rc = run_error(r, path, "%.9g s is below its TTFT (%.9g s)", latency, ttft);
-        *out = latency - ttft;
-        return rc;
-    }
     const json_t *itl = json_array_get(r->itl, i);
     snprintf(path, sizeof path, "itls/%zu", i);
     if (!json_is_array(itl))
@@ -238,41 +240,77 @@ static int decode_time(struct run_reader *r, size_t i, double ttft, double *out)
     return 0;
 }
 
+/* One request's fields, each checked whatever the run makes of it (a failed request's, the
+ * ITLs beside latencies): a malformed value is refused, never passed over. */
+struct request {
+    int64_t in, out;
+    bool failed;
+    double ttft, itls, latency; /* itls: their sum; latency: NAN when the run has none */
+};
+
+static int read_request(struct run_reader *r, size_t i, struct request *q)
+{
+    char path[64];
+    q->latency = NAN;
+    int rc = request_count(r, r->in, "input_lens", i, &q->in);
+    if (!rc)
+        rc = request_count(r, r->out, "output_lens", i, &q->out);
+    if (!rc)
+        rc = request_failed(r, i, q->out, &q->failed);
+    snprintf(path, sizeof path, "ttfts/%zu", i);
+    if (!rc)
+        rc = request_time(r, json_array_get(r->ttft, i), path, &q->ttft);
+    if (!rc)
+        rc = itl_sum(r, i, &q->itls);
+    snprintf(path, sizeof path, "latencies/%zu", i);
+    if (!rc && r->latency)
+        rc = request_time(r, json_array_get(r->latency, i), path, &q->latency);
+    return rc;
+}
+
+/* Seconds request i (q) spent decoding after its first token: latency − TTFT when latencies
+ * are given, else the sum of its inter-token latencies. */
+static int decode_time(struct run_reader *r, size_t i, const struct request *q, double *out)
+{
+    char path[64];
+    *out = r->latency ? q->latency - q->ttft : q->itls;
+    snprintf(path, sizeof path, "latencies/%zu", i);
+    if (r->latency && q->latency < q->ttft)
+        return run_error(r, path, "%.9g s is below its TTFT (%.9g s)", q->latency, q->ttft);
+    return 0;
+}
+
 static int add_request(struct run_reader *r, size_t i)
 {
     struct cost_serving_run *run = r->run;
-    int64_t in = 0, out = 0;
-    double ttft, decode = 0.0;
-    int rc = request_count(r, r->in, "input_lens", i, &in);
-    if (!rc)
-        rc = request_count(r, r->out, "output_lens", i, &out);
-    if (rc || request_failed(r, i, out)) {
+    struct request q;
+    double decode = 0.0;
+    int rc = read_request(r, i, &q);
+    if (rc || q.failed) {
         run->failed += rc ? 0 : 1;
         return rc;
     }
-    char path[64];
-    snprintf(path, sizeof path, "ttfts/%zu", i);
-    rc = request_time(r, json_array_get(r->ttft, i), path, &ttft);
-    if (!rc && out >= 2)
-        rc = decode_time(r, i, ttft, &decode);
-    if (!rc && out >= 2 && !(decode > 0.0)) {
+    if (q.out >= 2)
+        rc = decode_time(r, i, &q, &decode);
+    if (!rc && q.out >= 2 && !(decode > 0.0)) {
+        char path[64];
         snprintf(path, sizeof path, "%s/%zu", r->latency ? "latencies" : "itls", i);
         rc = run_error(r, path,
                        "the request generated %lld tokens in no time after its first: the "
                        "benchmark did not stream tokens",
-                       (long long)out);
+                       (long long)q.out);
     }
     if (rc)
         return rc;
     run->prompts += 1.0;
-    run->prompt_tokens += (double)in;
-    run->prompt_pairs += (double)in * ((double)in + 1.0) / 2.0;
-    if (out >= 2) {
-        double steps = (double)out - 1.0;
+    run->prompt_tokens += (double)q.in;
+    run->prompt_pairs += (double)q.in * ((double)q.in + 1.0) / 2.0;
+    if (q.out >= 2) {
+        double steps = (double)q.out - 1.0;
         run->decoded++;
         run->decode_s += decode;
         run->decode_tokens += steps;
-        run->ctx_sum += steps * ((double)in + (double)out / 2.0);
+        run->ctx_sum += steps * ((double)q.in + (double)q.out / 2.0);
     }
     return 0;
 }
@@ -339,15 +377,18 @@ static int read_run(const struct ujson_doc *doc, int line, struct cost_serving_r
     run->line = line;
     if (!json_is_object(doc->root))
         return run_error(&r, "", "expected a benchmark result (a JSON object)");
-    copy_string(doc->root, "backend", run->backend, sizeof run->backend);
-    copy_string(doc->root, "model_id", run->model, sizeof run->model);
+    int rc = read_label(&r, "backend", run->backend, sizeof run->backend);
+    if (!rc)
+        rc = read_label(&r, "model_id", run->model, sizeof run->model);
+    if (rc)
+        return rc;
     const json_t *d = json_object_get(doc->root, "duration");
     if (!d)
         return run_error(&r, "", "duration: missing");
     if (!ujson_as_double(d, &run->duration_s) || !(run->duration_s > 0.0) ||
         !isfinite(run->duration_s))
         return run_error(&r, "duration", "expected seconds (a number > 0)");
-    int rc = run_arrays(&r);
+    rc = run_arrays(&r);
     run->requests = r.n;
     for (size_t i = 0; rc == 0 && i < r.n; i++)
         rc = add_request(&r, i);

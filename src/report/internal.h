@@ -34,7 +34,8 @@ struct report_ctx {
 /* ---- the shape of an input ----------------------------------------------------------------- */
 
 /* Refuses (LIBRA_EINVAL, err at FILE:LINE:COL and the member) a member of doc that the figures
- * of its kind read and that has another type than libra writes; null counts as absent. */
+ * of its kind read and that has another type or range than libra writes (null counts as
+ * absent), or a member its kind needs that is missing or null. */
 int report_check_shape(const struct ujson_doc *doc, enum report_kind kind, struct libra_error *err);
 
 /* ---- lookups ------------------------------------------------------------------------------- */

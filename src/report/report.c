@@ -245,14 +245,16 @@ static const char *shell_word(struct report_ctx *ctx, const char *s)
     return out;
 }
 
-/* " (config digest D, seed S, libra V)", from the envelope every result carries. */
+/* " (config digest D, seed S, libra V)", from the envelope every result carries; "unknown"
+ * for what it lacks (a seed too: a made-up 0 would name another run). */
 static const char *envelope(struct report_ctx *ctx, const json_t *doc)
 {
     const char *digest = report_str(doc, "config_digest"),
                *version = report_str(doc, "libra_version");
     double seed = report_num(doc, "seed");
-    return report_fmt(ctx, " (config digest %s, seed %.0f, libra %s)", digest ? digest : "unknown",
-                      isfinite(seed) ? seed : 0, version ? version : "unknown");
+    return report_fmt(ctx, " (config digest %s, seed %s, libra %s)", digest ? digest : "unknown",
+                      isfinite(seed) ? report_fmt(ctx, "%.0f", seed) : "unknown",
+                      version ? version : "unknown");
 }
 
 /* --sweep KEY=V1,V2 per grid key (--attribution for its bars) and the seeds, as `libra sim`
@@ -425,11 +427,24 @@ static int section(const struct report *r, const struct report_input *in, const 
     return rc;
 }
 
+/* Whether an input is a libra sim result: only its figures take a step range. */
+static bool has_sim(const struct report *r)
+{
+    for (size_t i = 0; i < r->inputs.n; i++)
+        if (r->inputs.v[i].kind == REPORT_SIM)
+            return true;
+    return false;
+}
+
 int report_render(const struct report *r, struct report_output *out, struct libra_error *err)
 {
     memset(out, 0, sizeof *out);
     if (r->inputs.n == 0)
         return error_set(err, NULL, 0, 0, "no input to draw");
+    if (r->opt.step_range && !has_sim(r))
+        return error_set(err, NULL, 0, 0,
+                         "--steps: no libra sim result among the inputs (only its per-step "
+                         "figures and Gantt charts take a step range)");
     struct strbuf html = {0};
     strbuf_puts(&html, page_head);
     int seen[N_KINDS] = {0}, rc = 0;

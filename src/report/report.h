@@ -4,8 +4,8 @@
  *
  * Results go in as JSON text, the page and the figures come out as text: nothing here opens a
  * file (the CLI reads and writes them). A result is told by its `schema` member:
- * libra.sim/1, libra.sim-sweep/1, libra.plan/1 or libra.route-eval/1; at least one sim or
- * sweep result is required. Every figure carries the data it draws — data-* attributes on
+ * libra.sim/1, libra.sim-sweep/1, libra.load/1, libra.plan/1 or libra.route-eval/1; any one
+ * of them is a page. Every figure carries the data it draws — data-* attributes on
  * the drawn elements and the figure's data as JSON in its <desc> — and a caption that says
  * what it shows and which command made its input. The same inputs and options always give the
  * same bytes: no clock, no locale, fixed number rules (report/svg.h), inputs in the order
@@ -69,17 +69,20 @@ void report_init(struct report *r, const struct report_options *opt);
 /*
  * Parses len bytes of text as the result named name (a file name, for messages) and adds it.
  * Returns 0, or LIBRA_EINVAL with err: malformed JSON (name:line:col of the syntax error),
- * not an object, no `schema`, or a schema report does not read (name:line:col of the schema
- * member, naming it). Nothing is added on error.
+ * not an object, no `schema`, a schema report does not read (name:line:col of the schema
+ * member, naming it), a member the figures read of another type or out of its range, or a
+ * member its kind needs missing or null (report_check_shape, naming the member where it
+ * stands). Nothing is added on error.
  */
 int report_add(struct report *r, const char *name, const char *text, size_t len,
                struct libra_error *err);
 
 /*
  * Renders every input added, in order, into out (which the caller frees with
- * report_output_free in every case). Returns 0, or LIBRA_EINVAL with err: no sim or sweep
- * result among the inputs, or a step range holding no step of a sim result. Members a figure
- * needs that are missing or of the wrong type leave that figure out, and the page says so.
+ * report_output_free in every case). Returns 0, or LIBRA_EINVAL with err: no input, a step
+ * range without a sim result among the inputs (nothing else takes one), or a step range
+ * holding no step of a sim result. Members a figure needs that are missing leave that figure
+ * out, and the page says so.
  */
 int report_render(const struct report *r, struct report_output *out, struct libra_error *err);
 

@@ -1,13 +1,17 @@
 /*
- * The shape of a result: the type each member the figures read must have where it is present.
+ * The shape of a result: the type and range each member the figures read must have where it
+ * is present, and the few members without which a document is no result of its kind.
  *
  * A figure leaves out what is missing, with a note. A member of another type — a hand-edited
  * file, another program's JSON under libra's schema — would read the same way as a missing one
- * and leave figures undrawn for a wrong reason, or drop points of a line silently; so
- * report_add refuses it, naming FILE:LINE:COL and the member. null counts as absent (results
- * write null for a number they could not compute). Members no figure reads are not checked,
- * so results of later libra versions with more members still draw.
+ * and leave figures undrawn for a wrong reason, or drop points of a line silently; a value
+ * libra never writes (a negative time, a share of 50, a step of 1e308 seconds) would be drawn
+ * as if it were data, off the axes. So report_add refuses both, naming FILE:LINE:COL and the
+ * member. null counts as absent (results write null for a number they could not compute),
+ * except for a required member. Members no figure reads are not checked, so results of later
+ * libra versions with more members still draw.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,69 +19,78 @@
 #include "report/internal.h"
 #include "util/json.h"
 
-/* A rule: "PATH:T", PATH '/'-separated members ('*': every member of an object or element of
- * an array; digits: an element of an array), T the type (o object, a array, n number, s string,
- * b true or false). */
+/* A rule: "PATH:T" or "PATH:T!", PATH '/'-separated members ('*': every member of an object or
+ * element of an array; digits: an element of an array), T the type (o object, a array, n
+ * number, s string, b true or false; i a count: an integer from 0 to 2^53 - 1; q a quantity,
+ * seconds or a rate: a number from 0 to 2^53; f a share: a number from 0 to 1), '!' a member
+ * that must be there and not null. */
 typedef const char *const rules[];
+
+/* The largest count or quantity a result holds: 2^53 - 1, the largest integer a double holds
+ * exactly (sim.seed's bound). A step of 1e308 seconds is no simulated time. */
+#define MOST 9007199254740991.0
+
+/* A share computed from sums of doubles (a busy share) may pass 1 by a rounding. */
+#define SHARE_MOST (1 + 1e-9)
 
 /* The members of a libra.sim/1 result the figures read (also every cell's result in a sweep). */
 static rules sim = {
-    "modes:o",
-    "modes/*:o",
+    "modes:o!",
+    "modes/*:o!",
     "modes/*/steps:a",
     "modes/*/steps/*:o",
-    "modes/*/steps/*/step:n",
-    "modes/*/steps/*/step_s:n",
-    "modes/*/steps/*/train_s:n",
-    "modes/*/steps/*/sync_s:n",
-    "modes/*/steps/*/switch_s:n",
-    "modes/*/steps/*/end_s:n",
-    "modes/*/steps/*/rollout_utilisation:n",
-    "modes/*/steps/*/train_utilisation:n",
-    "modes/*/steps/*/tail_share:n",
+    "modes/*/steps/*/step:i",
+    "modes/*/steps/*/step_s:q",
+    "modes/*/steps/*/train_s:q",
+    "modes/*/steps/*/sync_s:q",
+    "modes/*/steps/*/switch_s:q",
+    "modes/*/steps/*/end_s:q",
+    "modes/*/steps/*/rollout_utilisation:f",
+    "modes/*/steps/*/train_utilisation:f",
+    "modes/*/steps/*/tail_share:f",
     "modes/*/run:o",
-    "modes/*/run/steps:n",
-    "modes/*/run/warmup_steps:n",
-    "modes/*/run/trained_tokens_per_s:n",
-    "modes/*/run/mean_step_s:n",
-    "modes/*/run/rollout_utilisation:n",
-    "modes/*/run/train_utilisation:n",
-    "modes/*/run/tail_share:n",
+    "modes/*/run/steps:i",
+    "modes/*/run/warmup_steps:i",
+    "modes/*/run/trained_tokens_per_s:q",
+    "modes/*/run/mean_step_s:q",
+    "modes/*/run/rollout_utilisation:f",
+    "modes/*/run/train_utilisation:f",
+    "modes/*/run/tail_share:f",
     "modes/*/run/trajectory_lengths:o",
     "modes/*/run/trajectory_lengths/*:o",
     "modes/*/run/trajectory_lengths/*/bin_edges:a",
-    "modes/*/run/trajectory_lengths/*/bin_edges/*:n",
+    "modes/*/run/trajectory_lengths/*/bin_edges/*:q",
     "modes/*/run/trajectory_lengths/*/counts:a",
-    "modes/*/run/trajectory_lengths/*/counts/*:n",
+    "modes/*/run/trajectory_lengths/*/counts/*:i",
     "modes/*/layout:o",
-    "modes/*/layout/train_gpus:n",
-    "modes/*/layout/rollout_gpus:n",
+    "modes/*/layout/train_gpus:i",
+    "modes/*/layout/rollout_gpus:i",
     "modes/*/layout/colocated:b",
     "modes/*/planner:o",
     "modes/*/planner/predicted:o",
-    "modes/*/planner/predicted/step_s:n",
-    "modes/*/planner/predicted/train_s:n",
-    "modes/*/planner/predicted/rollout_s:n",
+    "modes/*/planner/predicted/step_s:q",
+    "modes/*/planner/predicted/train_s:q",
+    "modes/*/planner/predicted/rollout_s:q",
     "modes/*/planner/simulated:o",
-    "modes/*/planner/simulated/step_s:n",
-    "modes/*/planner/simulated/train_s:n",
-    "modes/*/planner/simulated/rollout_s:n",
+    "modes/*/planner/simulated/step_s:q",
+    "modes/*/planner/simulated/train_s:q",
+    "modes/*/planner/simulated/rollout_s:q",
     "modes/*/routing:o",
     "modes/*/routing/all:o",
-    "modes/*/routing/all/accuracy:n",
-    "modes/*/routing/all/token_weighted_accuracy:n",
+    "modes/*/routing/all/accuracy:f",
+    "modes/*/routing/all/token_weighted_accuracy:f",
     "modes/*/routing/all/majority_class:o",
-    "modes/*/routing/all/majority_class/accuracy:n",
+    "modes/*/routing/all/majority_class/accuracy:f",
     "modes/*/routing/all/first_placements:o",
-    "modes/*/routing/all/first_placements/accuracy:n",
+    "modes/*/routing/all/first_placements/accuracy:f",
     "modes/*/timeline:o",
     "modes/*/timeline/steps:o",
-    "modes/*/timeline/steps/first:n",
-    "modes/*/timeline/steps/last:n",
-    "modes/*/timeline/from_s:n",
-    "modes/*/timeline/to_s:n",
-    "modes/*/timeline/complete_to_s:n",
-    "modes/*/timeline/max_intervals:n",
+    "modes/*/timeline/steps/first:i",
+    "modes/*/timeline/steps/last:i",
+    "modes/*/timeline/from_s:q",
+    "modes/*/timeline/to_s:q",
+    "modes/*/timeline/complete_to_s:q",
+    "modes/*/timeline/max_intervals:i",
     "modes/*/timeline/trainer:o",
     "modes/*/timeline/trainer/intervals:a",
     "modes/*/timeline/trainer/intervals/*:a",
@@ -85,12 +98,12 @@ static rules sim = {
     "modes/*/timeline/instances/*:o",
     "modes/*/timeline/instances/*/intervals:a",
     "modes/*/timeline/instances/*/intervals/*:a",
-    "modes/*/timeline/instances/*/busy_share:n",
-    "modes/*/timeline/instances/*/requests:n",
-    "modes/*/timeline/instances/*/generated_tokens:n",
-    "modes/*/timeline/instances/*/tp:n",
+    "modes/*/timeline/instances/*/busy_share:f",
+    "modes/*/timeline/instances/*/requests:i",
+    "modes/*/timeline/instances/*/generated_tokens:i",
+    "modes/*/timeline/instances/*/tp:i",
     "ratios:o",
-    "ratios/*:n",
+    "ratios/*:q",
     NULL,
 };
 
@@ -101,16 +114,16 @@ static rules sweep = {
     "grid/*/values:a",
     "grid/*/values/*:s",
     "seeds:a",
-    "seeds/*:n",
+    "seeds/*:i",
     "summary:a",
     "summary/*:o",
     "summary/*/set:o",
     "summary/*/set/*:s",
     "summary/*/modes:o",
     "summary/*/modes/*:o",
-    "cells:a",
+    "cells:a!",
     "cells/*:o",
-    "cells/*/point:n",
+    "cells/*/point:i",
     "cells/*/result:o",
     "cells/*/error:o",
     "attribution:a",
@@ -127,70 +140,70 @@ static rules sweep = {
 };
 
 static rules load = {
-    "steps:a",
+    "steps:a!",
     "steps/*:o",
-    "steps/*/wall_s:n",
-    "steps/*/prompt_tokens:n",
-    "steps/*/cached_tokens:n",
-    "steps/*/generated_tokens:n",
+    "steps/*/wall_s:q",
+    "steps/*/prompt_tokens:i",
+    "steps/*/cached_tokens:i",
+    "steps/*/generated_tokens:i",
     "engines:a",
     "engines/*:o",
-    "engines/*/turns:n",
+    "engines/*/turns:i",
     "engines/*/dead:b",
     "error:s",
     NULL,
 };
 
 static rules plan = {
-    "feasible:b",
+    "feasible:b!",
     "why:s",
     "mode:s",
-    "gpus_per_node:n",
+    "gpus_per_node:i",
     "train:o",
-    "train/tp:n",
-    "train/pp:n",
-    "train/cp:n",
-    "train/dp:n",
+    "train/tp:i",
+    "train/pp:i",
+    "train/cp:i",
+    "train/dp:i",
     "objective:o",
-    "objective/step_s:n",
-    "objective/train_s:n",
-    "objective/rollout_s:n",
+    "objective/step_s:q",
+    "objective/train_s:q",
+    "objective/rollout_s:q",
     "rollout:o",
     "rollout/instances:o",
-    "rollout/instances/*:n",
+    "rollout/instances/*:i",
     "placement:a",
     "placement/*:o",
-    "placement/*/node:n",
+    "placement/*/node:i",
     "placement/*/gpus:a",
     "placement/*/gpus/*:o",
-    "placement/*/gpus/*/gpu:n",
+    "placement/*/gpus/*/gpu:i",
     "placement/*/gpus/*/role:s",
-    "placement/*/gpus/*/instance:n",
-    "placement/*/gpus/*/instance_tp:n",
+    "placement/*/gpus/*/instance:i",
+    "placement/*/gpus/*/instance_tp:i",
     NULL,
 };
 
 static rules route = {
     "buckets:s",
-    "policies:o",
+    "policies:o!",
     "policies/*:o",
     "policies/*/all:o",
-    "policies/*/all/accuracy:n",
-    "policies/*/all/token_weighted_accuracy:n",
-    "policies/*/all/moves_per_trajectory:n",
+    "policies/*/all/accuracy:f",
+    "policies/*/all/token_weighted_accuracy:f",
+    "policies/*/all/moves_per_trajectory:q",
     "policies/*/all/majority_class:o",
-    "policies/*/all/majority_class/accuracy:n",
+    "policies/*/all/majority_class/accuracy:f",
     "policies/*/all/regret:o",
     "policies/*/all/regret/per_decision_gpu_s:n",
-    "policies/*/all/regret/decisions:n",
+    "policies/*/all/regret/decisions:i",
     "policies/*/confusion:a",
     "policies/*/confusion/*:a",
-    "policies/*/confusion/*/*:n",
+    "policies/*/confusion/*/*:i",
     NULL,
 };
 
 /* Every result's envelope. */
-static rules envelope = {"config_digest:s", "libra_version:s", "seed:n", NULL};
+static rules envelope = {"config_digest:s", "libra_version:s", "seed:i", NULL};
 
 static const char *type_name(char t)
 {
@@ -201,6 +214,12 @@ static const char *type_name(char t)
         return "an array";
     case 'n':
         return "a number";
+    case 'i':
+        return "an integer from 0 to 2^53 - 1";
+    case 'q':
+        return "a number from 0 to 2^53";
+    case 'f':
+        return "a share from 0 to 1";
     case 's':
         return "a string";
     default:
@@ -220,6 +239,7 @@ static const char *json_type_name(const json_t *v)
 
 static bool has_type(const json_t *v, char t)
 {
+    double d = json_number_value(v);
     switch (t) {
     case 'o':
         return json_is_object(v);
@@ -227,6 +247,12 @@ static bool has_type(const json_t *v, char t)
         return json_is_array(v);
     case 'n':
         return json_is_number(v);
+    case 'i':
+        return json_is_number(v) && d >= 0 && d <= MOST && d == floor(d);
+    case 'q':
+        return json_is_number(v) && d >= 0 && d <= MOST + 1;
+    case 'f':
+        return json_is_number(v) && d >= 0 && d <= SHARE_MOST;
     case 's':
         return json_is_string(v);
     default:
@@ -234,14 +260,33 @@ static bool has_type(const json_t *v, char t)
     }
 }
 
-/* One check under way: the document, where the error goes, and the path to the value at hand
- * (escaped as a JSON pointer without its leading '/'). */
+/* One check under way: the document, where the error goes, the path to the value at hand
+ * (escaped as a JSON pointer without its leading '/'), the rule's type and whether the rule
+ * requires the member. */
 struct walk {
     const struct ujson_doc *doc;
     struct libra_error *err;
     char path[512];
     char type;
+    bool required;
 };
+
+/* Refuses the value v at w's path (len characters): of another type or range, or null or
+ * missing where required (a missing member named at the object that lacks it). */
+static int refuse(struct walk *w, const json_t *v, size_t len)
+{
+    w->path[len] = '\0';
+    if (json_is_number(v) && strchr("iqf", w->type)) /* a number out of range */
+        return ujson_errorf(w->err, w->doc, w->path, "must be %s, not %.10g", type_name(w->type),
+                            json_number_value(v));
+    if (v)
+        return ujson_errorf(w->err, w->doc, w->path, "must be %s, not %s", type_name(w->type),
+                            json_type_name(v));
+    char key[128], *slash = strrchr(w->path, '/');
+    snprintf(key, sizeof key, "%s", slash ? slash + 1 : w->path);
+    *(slash ? slash : w->path) = '\0';
+    return ujson_errorf(w->err, w->doc, w->path, "%s: missing", key);
+}
 
 /* Appends member key (escaped) to w's path at len; returns the new length, or 0 when it does
  * not fit (the rule is then not followed deeper: paths that long are not libra's). */
@@ -274,14 +319,12 @@ static int child(struct walk *w, const json_t *c, const char *key, const char *r
 /* Checks the value v at w's path (len characters) against pattern, the rule's rest. */
 static int check_at(struct walk *w, const json_t *v, const char *pattern, size_t len)
 {
+    if (!*pattern && w->required && (!v || json_is_null(v)))
+        return refuse(w, v, len);
     if (!v || json_is_null(v))
         return 0;
-    if (!*pattern) {
-        w->path[len] = '\0';
-        return has_type(v, w->type) ? 0
-                                    : ujson_errorf(w->err, w->doc, w->path, "must be %s, not %s",
-                                                   type_name(w->type), json_type_name(v));
-    }
+    if (!*pattern)
+        return has_type(v, w->type) ? 0 : refuse(w, v, len);
     const char *slash = strchr(pattern, '/');
     size_t head = slash ? (size_t)(slash - pattern) : strlen(pattern);
     const char *rest = slash ? slash + 1 : pattern + head;
@@ -320,6 +363,7 @@ static int check_rules(struct walk *w, const json_t *root, const char *base, rul
         char pattern[160];
         snprintf(pattern, sizeof pattern, "%.*s", (int)(colon - r[i]), r[i]);
         w->type = colon[1];
+        w->required = colon[2] == '!';
         size_t len = strlen(base);
         memcpy(w->path, base, len + 1);
         int rc = check_at(w, root, pattern, len);

@@ -278,15 +278,38 @@ static const char *content_text(struct trace_agentlog *a, const json_t *content)
     return a->scratch.v;
 }
 
+/* Checks the parts of a content array at path: objects ({"type": "text", "text": ...}; other
+ * types, such as images, hold no text), whose "text" is a string when present. */
+static int check_parts(const struct trace_agentlog *a, const json_t *parts, const char *path,
+                       struct libra_error *err)
+{
+    size_t i;
+    const json_t *part;
+    json_array_foreach(parts, i, part)
+    {
+        char at[300];
+        snprintf(at, sizeof at, "%s/%zu", path, i);
+        const char *text;
+        int rc = json_is_object(part)
+                     ? get_text(a, part, at, "text", true, &text, err)
+                     : ujson_errorf(err, &a->doc, at, "expected a content part object");
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
 /* Checks member "content" of message m: a string, an array of parts, null or absent. */
 static int check_content(const struct trace_agentlog *a, const json_t *m, const char *path,
                          const json_t **out, struct libra_error *err)
 {
     *out = json_object_get(m, "content");
-    if (!*out || json_is_null(*out) || json_is_string(*out) || json_is_array(*out))
-        return 0;
     char at[256];
     snprintf(at, sizeof at, "%s/content", path);
+    if (json_is_array(*out))
+        return check_parts(a, *out, at, err);
+    if (!*out || json_is_null(*out) || json_is_string(*out))
+        return 0;
     return ujson_errorf(err, &a->doc, at, "expected a string, an array of content parts or null");
 }
 
@@ -620,6 +643,30 @@ static char *action_tool(struct trace_agentlog *a, const char *action)
     return name;
 }
 
+/* The turns' prompt_tokens (field 0) or generated_tokens (field 1): those that came from
+ * usage (KNOWN_*) summed, and the estimated ones summed and counted, with the last's index. */
+struct field_sums {
+    int64_t known, estimated;
+    size_t n_estimated, last;
+};
+
+static struct field_sums field_sums(const struct trace_agentlog *a, int field)
+{
+    unsigned char bit = field ? KNOWN_GENERATED : KNOWN_PROMPT;
+    struct field_sums s = {0};
+    for (size_t i = 0; i < a->turns.n; i++) {
+        int64_t v = field ? a->turns.v[i].generated_tokens : a->turns.v[i].prompt_tokens;
+        if (a->known.v[i] & bit) {
+            s.known += v;
+        } else {
+            s.estimated += v;
+            s.last = i;
+            s.n_estimated++;
+        }
+    }
+    return s;
+}
+
 /*
  * Rescales the estimated prompt_tokens (field 0) or generated_tokens (field 1) of the turns so
  * that all turns sum to total: turns whose count came from usage (KNOWN_*) keep it and the
@@ -630,29 +677,18 @@ static char *action_tool(struct trace_agentlog *a, const char *action)
 static double scale_to(struct trace_agentlog *a, int field, int64_t total)
 {
     unsigned char bit = field ? KNOWN_GENERATED : KNOWN_PROMPT;
-    int64_t sum = 0, known = 0;
-    size_t last = 0, estimated = 0;
-    for (size_t i = 0; i < a->turns.n; i++) {
-        int64_t v = field ? a->turns.v[i].generated_tokens : a->turns.v[i].prompt_tokens;
-        if (a->known.v[i] & bit) {
-            known += v;
-        } else {
-            sum += v;
-            last = i;
-            estimated++;
-        }
-    }
-    total -= known;
-    if (estimated == 0 || sum <= 0 || total <= 0)
+    struct field_sums s = field_sums(a, field);
+    total -= s.known;
+    if (s.n_estimated == 0 || s.estimated <= 0 || total <= 0)
         return 0;
-    double f = (double)total / (double)sum, cum = 0;
+    double f = (double)total / (double)s.estimated, cum = 0;
     int64_t given = 0;
     for (size_t i = 0; i < a->turns.n; i++) {
         if (a->known.v[i] & bit)
             continue;
         int64_t *v = field ? &a->turns.v[i].generated_tokens : &a->turns.v[i].prompt_tokens;
         cum += (double)*v;
-        int64_t upto = i == last ? total : (int64_t)llround(cum * f);
+        int64_t upto = i == s.last ? total : (int64_t)llround(cum * f);
         *v = upto - given;
         given = upto;
     }
@@ -682,6 +718,24 @@ static void instance_of(const char *file, char *out, size_t size)
     snprintf(out, size, "%.*s", (int)n, base);
 }
 
+/* A step's execution_time (seconds; null or absent: unknown) into *exec_us, at most what a
+ * trace holds (TRACE_MAX_TOOL_US). */
+static int swe_exec_time(const struct trace_agentlog *a, const json_t *st, const char *path,
+                         int64_t *exec_us, struct libra_error *err)
+{
+    const json_t *t = json_object_get(st, "execution_time");
+    double secs, most = floor((double)TRACE_MAX_TOOL_US / 1e6);
+    if (!t || json_is_null(t))
+        return 0;
+    if (!ujson_as_double(t, &secs) || !(secs >= 0 && secs <= most)) {
+        char at[96];
+        snprintf(at, sizeof at, "%s/execution_time", path);
+        return ujson_errorf(err, &a->doc, at, "expected seconds from 0 to %.0f", most);
+    }
+    *exec_us = llround(secs * 1e6);
+    return 0;
+}
+
 static int swe_step(struct trace_agentlog *a, const json_t *st, size_t i, int64_t *context,
                     struct libra_error *err)
 {
@@ -706,10 +760,8 @@ static int swe_step(struct trace_agentlog *a, const json_t *st, size_t i, int64_
     struct trace_tool_call *c = add_call(a, action_tool(a, action), NULL);
     c->payload_tokens = tokens_of(a, obs);
     c->status = status_of(a, obs);
-    const json_t *t = json_object_get(st, "execution_time");
-    double secs;
-    if (t && ujson_as_double(t, &secs) && secs >= 0 && secs < 1e12)
-        c->exec_us = llround(secs * 1e6);
+    if ((rc = swe_exec_time(a, st, path, &c->exec_us, err)))
+        return rc;
     *context = prompt + gen + c->payload_tokens;
     return 0;
 }
@@ -897,25 +949,54 @@ static void chat_finish(struct trace_agentlog *a)
     }
 }
 
+/*
+ * Refuses a line's usage count want of field that the turns cannot be scaled to sum to: with
+ * every turn counted by its own usage, any other sum; else one that leaves nothing for the
+ * estimated turns (0, or no more than the others count: each LLM call has a prompt and an
+ * answer), or estimates that hold no token to scale.
+ */
+static int check_total(const struct trace_agentlog *a, int field, int64_t want,
+                       struct libra_error *err)
+{
+    struct field_sums s = field_sums(a, field);
+    const char *at = field ? "usage/completion_tokens" : "usage/prompt_tokens";
+    if (s.n_estimated == 0 && want != s.known)
+        return ujson_errorf(err, &a->doc, at,
+                            "%lld differs from the %lld that the assistant messages' own usage "
+                            "sums to",
+                            (long long)want, (long long)s.known);
+    if (s.n_estimated > 0 && want <= s.known)
+        return ujson_errorf(err, &a->doc, at,
+                            "%lld leaves no tokens for the %zu turns without a usage of their own "
+                            "(those with one count %lld)",
+                            (long long)want, s.n_estimated, (long long)s.known);
+    if (s.n_estimated > 0 && s.estimated == 0)
+        return ujson_errorf(err, &a->doc, at,
+                            "%lld cannot be shared: the turns without a usage of their own are "
+                            "estimated at 0 tokens",
+                            (long long)want);
+    return 0;
+}
+
 /* Scales the estimates to the line's usage totals; the factors go to extra.scale. */
 static int chat_scale(struct trace_agentlog *a, const json_t *root, struct libra_error *err)
 {
     struct usage total;
     int rc = read_usage(a, root, "", &total, err);
-    if (rc)
-        return rc;
     json_t *scale = json_object();
-    for (int field = 0; field < 2; field++) {
+    for (int field = 0; rc == 0 && field < 2; field++) {
         int64_t want = field ? total.completion : total.prompt;
-        double f = want > 0 ? scale_to(a, field, want) : 0;
+        if (want < 0 || (rc = check_total(a, field, want, err)))
+            continue;
+        double f = scale_to(a, field, want);
         if (f > 0)
             json_object_set_new(scale, field ? "generated_tokens" : "prompt_tokens", ujson_real(f));
     }
-    if (json_object_size(scale))
+    if (rc == 0 && json_object_size(scale))
         json_object_set_new(a->traj.extra, "scale", scale);
     else
         json_decref(scale);
-    return 0;
+    return rc;
 }
 
 static int chat_run(struct trace_agentlog *a, const struct trace_traj **out,

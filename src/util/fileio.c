@@ -67,10 +67,9 @@ int fileio_error(struct libra_error *err, const char *path, int errnum)
 char *fileio_replace_target(const char *path)
 {
     struct stat st;
-    if (stat(path, &st) != 0)
-        return xstrdup(path);
-    if (!S_ISREG(st.st_mode))
+    if (stat(path, &st) == 0 ? !S_ISREG(st.st_mode) : errno != ENOENT)
         return NULL;
+    /* follow the links, a dangling one too: the file it names is the one to create */
     char *at = xstrdup(path);
     for (int hops = 0; hops < 40 && lstat(at, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
         size_t cap = (size_t)st.st_size + 1;

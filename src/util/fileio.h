@@ -22,9 +22,11 @@ int fileio_error(struct libra_error *err, const char *path, int errnum);
 
 /*
  * The file to replace when writing path whole (a temporary file beside it renamed over it): a
- * malloc'd copy of path when it does not exist, the regular file it names (a symbolic link's
- * target, so that the link stays), or NULL when path is something else a rename would destroy
- * (a device such as /dev/null or /dev/stdout, a FIFO, a socket): write it in place.
+ * malloc'd copy of path when it does not exist, the regular file it names or would create (a
+ * symbolic link's target, dangling or not, so that the link stays), or NULL when path is
+ * something else a rename would destroy (a device such as /dev/null or /dev/stdout, a FIFO, a
+ * socket) or cannot be looked at (a loop of links, a directory without search permission):
+ * write it in place, where opening it fails with the reason.
  */
 char *fileio_replace_target(const char *path);
 

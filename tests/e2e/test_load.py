@@ -356,6 +356,14 @@ def test_errors():
     p = subprocess.run([LIBRA, "load", "--engines", "http://x", *QUICK, "--set",
                         "rl.transport=reshard"], capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "rl.transport: reshard" in p.stderr
+    # The trainer's layout is libra's, planned async: a colocated mode would change nothing.
+    for flag in (["--mode", "colocated"], ["--set", "plan.mode=colocated"]):
+        p = subprocess.run([LIBRA, "load", "--engines", "http://127.0.0.1:9", *QUICK, *flag],
+                           capture_output=True, text=True, timeout=30)
+        label = flag[0] if flag[0] == "--mode" else "--set plan.mode"
+        assert p.returncode == 2 and p.stdout == "", p.stderr
+        assert p.stderr.startswith(f"libra: {label}: plan.mode is not used by libra load (it is "
+                                   "read by libra plan, libra route eval and libra serve)"), p.stderr
     # An output that cannot be written is found before the run, not after it.
     p = subprocess.run([LIBRA, "load", "--engines", "http://127.0.0.1:9", *QUICK, "-o",
                         "/nonexistent-dir/t.jsonl"], capture_output=True, text=True, timeout=30)

@@ -529,6 +529,23 @@ def test_step_range(inputs, tmp_path):
     assert p.returncode == 2 and "--steps" in p.stderr
 
 
+def test_svg_creates_the_missing_parents_of_its_directory(inputs, tmp_path):
+    deep = tmp_path / "deep" / "a" / "b"
+    libra("report", str(inputs["plan"]), "-o", str(tmp_path / "p.html"), "--svg", str(deep))
+    assert [p.stem for p in deep.iterdir()] == ["plan-layout"]
+    blocked = tmp_path / "p.html" / "figures"  # a parent that is a file: nothing written
+    p = libra("report", str(inputs["plan"]), "--svg", str(blocked), check=False)
+    assert p.returncode == 3 and p.stdout == ""
+    assert p.stderr == f"libra: report: cannot create '{blocked}': not a directory\n"
+
+
+def test_steps_without_a_sim_result_is_refused(inputs):
+    """--steps narrows only a libra sim result's figures: with none, it would do nothing."""
+    p = libra("report", str(inputs["plan"]), str(inputs["route"]), "--steps", "1:2", check=False)
+    assert p.returncode == 2 and p.stdout == ""
+    assert "--steps: no libra sim result among the inputs" in p.stderr, p.stderr
+
+
 def test_bad_input_is_refused_with_its_position(inputs, tmp_path):
     out = tmp_path / "out.html"
     bad = tmp_path / "bad.json"

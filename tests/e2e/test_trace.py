@@ -222,6 +222,32 @@ def test_stats_is_deterministic_and_text_mode_works(tmp_path):
     assert "generated_tokens" in t.stdout
 
 
+@pytest.mark.parametrize("seed,want", [
+    ("7", 7), ('"abc"', None), ("-5", None), ("3.5", None), ("1e300", None), ("null", None)])
+def test_stats_seed_is_the_generators_integer_seed(tmp_path, seed, want):
+    """The envelope's seed is one a computation used: a generator's integer seed >= 0, else
+    null, never a foreign generator's string or number copied as it stands."""
+    trace = tmp_path / "s.jsonl"
+    trace.write_text('{"libra_trace":1,"workload":"x","generator":{"seed":%s}}\n'
+                     '{"step":0,"prompt_id":1,"epoch":0,"sample":0,"version_start":0,'
+                     '"finish":"completed","turns":[{"prompt_tokens":10,"generated_tokens":5}]}\n'
+                     % seed)
+    r = run("stats", str(trace), "--json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["seed"] == want
+
+
+def test_stats_output_through_a_dangling_symlink_creates_its_target(tmp_path):
+    """docs/cli.md: a symbolic link keeps pointing at the file it names, which is the one
+    written, also when that file does not exist yet."""
+    os.symlink("target.jsonl", tmp_path / "link.jsonl")
+    r = run("stats", data("small.jsonl"), "-o", str(tmp_path / "link.jsonl"))
+    assert r.returncode == 0, r.stderr
+    assert os.readlink(tmp_path / "link.jsonl") == "target.jsonl"
+    assert (tmp_path / "target.jsonl").read_text().startswith("trace ")
+    assert sorted(os.listdir(tmp_path)) == ["link.jsonl", "target.jsonl"]
+
+
 def test_stats_on_a_bad_trace_exits_2():
     r = run("stats", data("bad.jsonl"))
     assert r.returncode == 2
@@ -364,6 +390,23 @@ def test_import_csv_and_jsonl_tables_agree(tmp_path):
     assert run("validate", str(out_csv)).returncode == 0
 
 
+@pytest.mark.parametrize("value", ["99999999999999999999", "0", "-1", "2x", ""])
+def test_import_samples_out_of_range_is_refused(value):
+    r = run("import", "--from", "csv", data("turns.csv"), "--samples", value)
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert "--samples: " in r.stderr and "group_size" not in r.stderr
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv", "tau-bench", "swe-agent", "openai-chat"])
+def test_import_of_a_directory_is_an_io_error(tmp_path, fmt):
+    """docs/cli.md, libra trace: exit 3 when a file cannot be read, as validate and stats
+    say of a directory."""
+    r = run("import", "--from", fmt, str(tmp_path))
+    assert r.returncode == 3 and r.stdout == ""
+    assert r.stderr == (f"libra: cannot read '{tmp_path}': is a directory (only --from verl "
+                        "reads a dump directory)\n")
+
+
 def test_import_csv_without_a_header_row_fails(tmp_path):
     """The first line of a CSV file names its columns: an empty or blank file has none, and is
     an error rather than a file that adds nothing."""
@@ -429,6 +472,17 @@ def test_import_verl_files_out_of_step_order_fail():
     assert r.returncode == 2
     assert r.stdout == ""
     assert "step: 1 after step 2 (give dump files in step order)" in r.stderr
+
+
+def test_import_verl_dump_directory_with_two_files_of_one_step_fails(tmp_path):
+    """1.jsonl and 01.jsonl are both step 1: their order would be the filesystem's, so the
+    output would not be the same on every machine. Refused, naming both."""
+    for name in ("1.jsonl", "01.jsonl", "2.jsonl"):
+        (tmp_path / name).write_text('{"input":"q","output":"a","step":%s}\n' % name[-7])
+    r = run("import", "--from", "verl", str(tmp_path))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr == f"libra: {tmp_path}: '01.jsonl' and '1.jsonl' are both step 1 (one file " \
+        "per step)\n"
 
 
 def test_failed_import_writes_nothing(tmp_path):
@@ -601,6 +655,17 @@ def test_import_swe_agent_errors(tmp_path):
         r = run("import", "--from", "swe-agent", str(bad))
         assert r.returncode == 2 and r.stdout == "", (key, r.stderr)
         assert f"info.model_stats.{key}: expected an integer >= 0" in r.stderr, r.stderr
+    # a step's execution_time that is no time a trace can hold is refused, not dropped
+    for value in (-1, "1", 1e300, 1e12, True):
+        bad.write_text(json.dumps({"trajectory": [{"action": "ls", "observation": "a",
+                                                   "execution_time": value}], "info": {}}))
+        r = run("import", "--from", "swe-agent", str(bad))
+        assert r.returncode == 2 and r.stdout == "", (value, r.stderr)
+        assert r.stderr.startswith(f"libra: {bad}:1:") and r.stderr.endswith(
+            ": trajectory.0.execution_time: expected seconds from 0 to 1125899906\n"), r.stderr
+    bad.write_text(json.dumps({"trajectory": [{"action": "ls", "execution_time": None}]}))
+    r = run("import", "--from", "swe-agent", str(bad))
+    assert r.returncode == 0 and "exec_us" not in r.stdout, r.stderr
 
 
 def test_import_rules_for_swe_agent_and_tau_bench():
@@ -869,3 +934,45 @@ def test_import_openai_chat_errors(tmp_path):
     r = run("import", "--from", "openai-chat", data("tau-bench/airline-sample.json"))
     assert r.returncode == 2
     assert "invalid JSON" in r.stderr
+
+
+@pytest.mark.parametrize("parts,where,why", [
+    ('[5, {"type": "text", "text": "hello"}]', "content.0", "expected a content part object"),
+    ('[{"type": "text", "text": 5}]', "content.0.text", "expected a string"),
+])
+def test_import_openai_chat_refuses_malformed_content_parts(tmp_path, parts, where, why):
+    bad = tmp_path / "p.jsonl"
+    bad.write_text('{"id": "a", "messages": [{"role": "user", "content": "hi"}, '
+                   '{"role": "assistant", "content": %s}]}\n' % parts)
+    r = run("import", "--from", "openai-chat", str(bad))
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.startswith(f"libra: {bad}:1:")
+    assert r.stderr.endswith(f": messages.1.{where}: {why}\n"), r.stderr
+
+
+@pytest.mark.parametrize("usage,own,key,why", [
+    ('{"prompt_tokens": 0, "completion_tokens": 0}', "", "prompt_tokens",
+     "0 leaves no tokens for the 1 turns without a usage of their own (those with one count 0)"),
+    ('{"completion_tokens": 0}', "", "completion_tokens", "0 leaves no tokens"),
+    ('{"prompt_tokens": 50}', ', "usage": {"prompt_tokens": 60}', "prompt_tokens",
+     "50 differs from the 60 that the assistant messages' own usage sums to"),
+])
+def test_import_openai_chat_refuses_a_usage_its_turns_cannot_sum_to(tmp_path, usage, own, key,
+                                                                    why):
+    """A line's usage is a total the turns are scaled to sum to exactly (docs/trace-format.md);
+    one they cannot reach is refused, not dropped without a word."""
+    bad = tmp_path / "z.jsonl"
+    bad.write_text('{"id": "a", "usage": %s, "messages": [{"role": "user", "content": "hi"}, '
+                   '{"role": "assistant", "content": "xyz"%s}]}\n' % (usage, own))
+    r = run("import", "--from", "openai-chat", str(bad))
+    assert r.returncode == 2 and r.stdout == ""
+    col = bad.read_text().index(f'"{key}"') + 1
+    assert r.stderr.startswith(f"libra: {bad}:1:{col}: usage.{key}: {why}"), r.stderr
+    good = tmp_path / "g.jsonl"  # a total they can reach is met exactly
+    good.write_text('{"id": "a", "usage": {"prompt_tokens": 9, "completion_tokens": 4}, '
+                    '"messages": [{"role": "user", "content": "hi"}, '
+                    '{"role": "assistant", "content": "xyz"}]}\n')
+    r = run("import", "--from", "openai-chat", str(good))
+    assert r.returncode == 0, r.stderr
+    turn = json.loads(r.stdout.splitlines()[1])["turns"][0]
+    assert (turn["prompt_tokens"], turn["generated_tokens"]) == (9, 4)

@@ -216,6 +216,16 @@ static void test_serving_errors(void **state)
     assert_serving_error("{\"duration\": 1, \"input_lens\": [1], \"output_lens\": [3], "
                          "\"ttfts\": [0.1], \"itls\": [[1, 1]]}",
                          1, 2, "duration: 1 s is too short");
+    /* fields are checked whether or not the point uses them */
+    assert_serving_error("{\"duration\": 10, \"input_lens\": [8], \"output_lens\": [3], "
+                         "\"ttfts\": [0.5], \"itls\": [[0.1, -0.5]], \"latencies\": [1.5]}",
+                         1, 88, "itls.0.1: expected a time");
+    assert_serving_error("{\"duration\": 10, \"input_lens\": [8], \"output_lens\": [3], "
+                         "\"ttfts\": [0.5], \"itls\": [[0.1, 0.1]], \"errors\": [5]}",
+                         1, 106, "errors.0: expected an error message");
+    assert_serving_error("{\"backend\": 5, \"duration\": 10}", 1, 2, "backend: expected a string");
+    assert_serving_error("{\"model_id\": [], \"duration\": 10}", 1, 2,
+                         "model_id: expected a string");
     assert_serving_error("{\"duration\": 1,", 1, 15, "invalid JSON");
     assert_serving_error("[1, 2]", 1, 1, "expected a benchmark result");
     /* in JSON Lines, the line of the run and the column within it */

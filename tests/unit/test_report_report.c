@@ -157,6 +157,24 @@ static void test_step_range(void **state)
     assert_non_null(strstr(err.msg, "no step in 5:9 (the result holds steps 0 to 2)"));
     assert_string_equal(err.file, "run.json");
     report_output_free(&out);
+    /* without a sim result, a step range would change nothing: refused */
+    const char plan[] = "{\"schema\": \"libra.plan/1\", \"feasible\": false, \"why\": \"no\"}";
+    opt = (struct report_options){true, 1, 2};
+    assert_int_equal(render(plan, &opt, &out, &err), LIBRA_EINVAL);
+    assert_non_null(strstr(err.msg, "--steps: no libra sim result among the inputs"));
+    report_output_free(&out);
+}
+
+/* A result without a seed names none: a made-up seed 0 would name another run. */
+static void test_source_without_a_seed(void **state)
+{
+    struct report_output out = {0};
+    struct libra_error err = {0};
+    assert_int_equal(render("{\"schema\": \"libra.sim/1\", \"modes\": {}}",
+                            &(struct report_options){0}, &out, &err),
+                     0);
+    assert_non_null(strstr(out.html, "(config digest unknown, seed unknown, libra unknown)"));
+    report_output_free(&out);
 }
 
 /* A timeline of steps 1 and 2 (10 s to 30 s) with intervals the Gantt chart must clip or
@@ -287,44 +305,69 @@ static void test_wrong_types(void **state)
          "modes.x.steps.0: must be an object, not a number"},
         {"{\"schema\": \"libra.sim/1\", \"modes\": {\"async\": {\"layout\": {\"train_gpus\": "
          "\"8\"}}}}",
-         58, "modes.async.layout.train_gpus: must be a number, not a string"},
+         58, "modes.async.layout.train_gpus: must be an integer from 0 to 2^53 - 1, not a string"},
         {"{\"schema\": \"libra.sim/1\", \"modes\": {\"x\": {\"timeline\": {\"complete_to_s\": "
          "\"x\"}}}}",
-         56, "modes.x.timeline.complete_to_s: must be a number, not a string"},
+         56, "modes.x.timeline.complete_to_s: must be a number from 0 to 2^53, not a string"},
         {"{\"schema\": \"libra.sim-sweep/1\", \"summary\": [{\"set\": 3}], \"cells\": [{}]}", 46,
          "summary.0.set: must be an object, not a number"},
         {"{\"schema\": \"libra.sim-sweep/1\", \"cells\": [{\"point\": 0, \"result\": {\"modes\": "
          "{\"a/b~\": {\"steps\": {}}}}}]}",
          86, "cells.0.result.modes.a/b~.steps: must be an array, not an object"},
-        {"{\"schema\": \"libra.plan/1\", \"placement\": [{\"node\": 0, \"gpus\": [{\"gpu\": "
-         "\"0\"}]}]}",
-         64, "placement.0.gpus.0.gpu: must be a number, not a string"},
+        {"{\"schema\": \"libra.plan/1\", \"feasible\": true, \"placement\": [{\"node\": 0, "
+         "\"gpus\": [{\"gpu\": \"0\"}]}]}",
+         82, "placement.0.gpus.0.gpu: must be an integer from 0 to 2^53 - 1, not a string"},
         {"{\"schema\": \"libra.route-eval/1\", \"policies\": {\"cmlfq\": {\"confusion\": [[1, "
          "\"2\"]]}}}",
-         75, "policies.cmlfq.confusion.0.1: must be a number, not a string"},
-        {"{\"schema\": \"libra.load/1\", \"engines\": [{\"dead\": 1}]}", 41,
+         75, "policies.cmlfq.confusion.0.1: must be an integer from 0 to 2^53 - 1, not a string"},
+        {"{\"schema\": \"libra.load/1\", \"steps\": [], \"engines\": [{\"dead\": 1}]}", 54,
          "engines.0.dead: must be true or false, not a number"},
-        {"{\"schema\": \"libra.sim/1\", \"seed\": \"1\"}", 27, "seed: must be a number"},
+        {"{\"schema\": \"libra.sim/1\", \"seed\": \"1\"}", 27,
+         "seed: must be an integer from 0 to 2^53 - 1, not a string"},
+        /* values libra never writes, drawn as if they were data */
+        {"{\"schema\": \"libra.sim/1\", \"modes\": {}, \"seed\": 2.5}", 40,
+         "seed: must be an integer from 0 to 2^53 - 1, not 2.5"},
+        {"{\"schema\": \"libra.sim/1\", \"modes\": {\"x\": {\"steps\": [{\"step\": 0, \"step_s\": "
+         "-50}]}}}",
+         65, "modes.x.steps.0.step_s: must be a number from 0 to 2^53, not -50"},
+        {"{\"schema\": \"libra.sim/1\", \"modes\": {\"x\": {\"steps\": [{\"step\": 0, \"step_s\": "
+         "1e308}]}}}",
+         65, "modes.x.steps.0.step_s: must be a number from 0 to 2^53, not 1e+308"},
+        {"{\"schema\": \"libra.sim/1\", \"modes\": {\"x\": {\"steps\": [{\"step\": -5}]}}}", 54,
+         "modes.x.steps.0.step: must be an integer from 0 to 2^53 - 1, not -5"},
+        {"{\"schema\": \"libra.sim/1\", \"modes\": {\"x\": {\"steps\": [{\"step\": 0, "
+         "\"rollout_utilisation\": 50}]}}}",
+         65, "modes.x.steps.0.rollout_utilisation: must be a share from 0 to 1, not 50"},
+        /* no result of its kind: nothing to draw, and no run to name */
+        {"{\"schema\": \"libra.sim/1\"}", 1, "modes: missing"},
+        {"{\"schema\": \"libra.sim/1\", \"modes\": {\"async\": null}}", 37,
+         "modes.async: must be an object, not null"},
+        {"{\"schema\": \"libra.sim-sweep/1\"}", 1, "cells: missing"},
+        {"{\"schema\": \"libra.load/1\", \"steps\": null}", 28,
+         "steps: must be an array, not null"},
+        {"{\"schema\": \"libra.plan/1\"}", 1, "feasible: missing"},
+        {"{\"schema\": \"libra.route-eval/1\"}", 1, "policies: missing"},
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
         expect_add_error(bad[i].doc, 1, bad[i].col, bad[i].msg);
 }
 
-/* Missing members and values out of range leave figures out instead of crashing them; null
+/* Missing members and odd values in range leave figures out instead of crashing them; null
  * is a missing member. */
 static void test_odd_values(void **state)
 {
     static const char *const docs[] = {
-        "{\"schema\": \"libra.sim/1\"}",
-        "{\"schema\": \"libra.sim/1\", \"modes\": {\"x\": {\"steps\": [{\"step\": 1e300, "
-        "\"step_s\": -1e308}, {\"step\": 2, \"step_s\": 1e308}, {\"step\": null}]}}}",
+        "{\"schema\": \"libra.sim/1\", \"modes\": {}}",
+        "{\"schema\": \"libra.sim/1\", \"modes\": {\"x\": {\"steps\": [{\"step\": "
+        "9007199254740991, \"step_s\": 0}, {\"step\": 2, \"step_s\": 9007199254740992}, "
+        "{\"step\": null}]}}}",
         "{\"schema\": \"libra.sim/1\", \"modes\": {\"async\": {\"layout\": null, \"steps\": "
         "[{\"step\": 0}], \"run\": {\"trained_tokens_per_s\": 0}}}}",
         "{\"schema\": \"libra.sim/1\", \"modes\": {\"async\": {\"timeline\": {\"steps\": "
-        "{\"first\": 0, \"last\": 1e300}, \"from_s\": 0, \"to_s\": 1e300}}, \"x\": "
-        "{\"timeline\": {\"steps\": {\"first\": 0, \"last\": 1}, \"from_s\": -5, \"to_s\": 5, "
-        "\"instances\": [{\"busy_share\": 1e308}, {\"tp\": -1, \"requests\": -3, "
-        "\"intervals\": [[0, 1], [null, 2, \"sync\"], [-9, 9, \"sync\"]]}]}}}}",
+        "{\"first\": 0, \"last\": 9007199254740991}, \"from_s\": 0, \"to_s\": "
+        "9007199254740992}}, \"x\": {\"timeline\": {\"steps\": {\"first\": 3, \"last\": 1}, "
+        "\"from_s\": 5, \"to_s\": 1, \"instances\": [{\"busy_share\": 1}, {\"tp\": 0, "
+        "\"requests\": 0, \"intervals\": [[0, 1], [null, 2, \"sync\"], [-9, 9, \"sync\"]]}]}}}}",
         "{\"schema\": \"libra.sim-sweep/1\", \"summary\": [{}], \"cells\": [{}]}",
         "{\"schema\": \"libra.sim-sweep/1\", \"grid\": [{\"key\": \"k\"}], \"summary\": [{}, {}],"
         " \"cells\": [{\"point\": 1, \"result\": {\"modes\": {\"libra\": {\"run\": "
@@ -345,7 +388,7 @@ int main(void)
         cmocka_unit_test(test_figures_and_order), cmocka_unit_test(test_gpu_time_adds_up),
         cmocka_unit_test(test_step_range),        cmocka_unit_test(test_input_errors),
         cmocka_unit_test(test_wrong_types),       cmocka_unit_test(test_odd_values),
-        cmocka_unit_test(test_gantt_clips),
+        cmocka_unit_test(test_gantt_clips),       cmocka_unit_test(test_source_without_a_seed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

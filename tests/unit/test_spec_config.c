@@ -321,7 +321,7 @@ static void test_flags_only_for_readers(void **state)
     assert_int_equal(resolve_for(SPEC_READ_SIM, &c, NULL, &colocated, 1, NULL, 0, &err),
                      LIBRA_EINVAL);
     assert_string_equal(err.msg, "--mode: plan.mode is not used by libra sim (it is read by libra "
-                                 "plan, libra route eval, libra load and libra serve)");
+                                 "plan, libra route eval and libra serve)");
     assert_int_equal(resolve_for(SPEC_READ_PLAN, &c, NULL, &colocated, 1, NULL, 0, &err), 0);
     assert_int_equal(c.plan.mode, SPEC_PLAN_COLOCATED);
     /* the file's value is taken; a flag that gives the default back asks nothing of sim */
