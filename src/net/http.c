@@ -557,25 +557,24 @@ static char *error_body(int status, const char *type, const char *msg, size_t *l
     return text;
 }
 
-/* An error message into msg[0..size), valid UTF-8 (it may quote a percent-decoded path, or be
- * cut mid-character), for error_body. */
-static void error_message(char *msg, size_t size, const char *fmt, va_list ap)
-    __attribute__((format(printf, 3, 0)));
-static void error_message(char *msg, size_t size, const char *fmt, va_list ap)
+/* error_body of a printf-formatted message, made valid UTF-8 (it may quote a percent-decoded
+ * path, or be cut mid-character). */
+static char *error_body_v(int status, const char *type, size_t *len, const char *fmt, va_list ap)
+    __attribute__((format(printf, 4, 0)));
+static char *error_body_v(int status, const char *type, size_t *len, const char *fmt, va_list ap)
 {
-    vsnprintf(msg, size, fmt, ap);
-    ujson_utf8_repair(msg);
+    char msg[512];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    return error_body(status, type, ujson_utf8_repair(msg), len);
 }
 
 void net_reply_error(struct net_call *c, int status, const char *type, const char *fmt, ...)
 {
-    char msg[512];
+    size_t len;
     va_list ap;
     va_start(ap, fmt);
-    error_message(msg, sizeof msg, fmt, ap);
+    char *body = error_body_v(status, type, &len, fmt, ap);
     va_end(ap);
-    size_t len;
-    char *body = error_body(status, type, msg, &len);
     net_reply_owned(c, status, "application/json", body, len);
 }
 
@@ -638,13 +637,11 @@ static const char *sse_break(const struct net_call *c)
 void net_stream_fail(struct net_call *c, int status, const char *type, const char *fmt, ...)
 {
     if (c->conn && c->sse) {
-        char msg[512];
+        size_t len;
         va_list ap;
         va_start(ap, fmt);
-        error_message(msg, sizeof msg, fmt, ap);
+        char *body = error_body_v(status, type, &len, fmt, ap);
         va_end(ap);
-        size_t len;
-        char *body = error_body(status, type, msg, &len);
         struct strbuf ev = {0};
         strbuf_puts(&ev, sse_break(c));
         strbuf_add(&ev, "data: ", 6);
