@@ -79,8 +79,8 @@ LIBRA_API void libra_free(void *p);
 /* ---- planning and simulation ---------------------------------------------------------------- */
 
 /*
- * Plans the experiment of config_json (name labels it in errors, e.g. its file's path; NULL:
- * "config") as `libra plan CONFIG --json` does: the planner on the simulator's length sample,
+ * Plans the experiment of config_json (name labels it in errors, e.g. its file's path; NULL or
+ * "": "config") as `libra plan CONFIG --json` does: the planner on the simulator's length sample,
  * its best candidates verified by short simulations on the machine's cores (the result does
  * not depend on their number), and *out gets the document (schema libra.plan/1) the command
  * prints. Returns 0; LIBRA_EINFEAS when no plan is feasible, with *out set all the same (its
@@ -171,9 +171,10 @@ LIBRA_API int libra_router_start(struct libra_router *r, const char *trajectory,
 /*
  * A tool return of the trajectory's last turn arrived: the tool's name (NULL: unknown), its
  * status ("success", "failure", "timeout", "other"; NULL when the caller does not know, so
- * that the workload's rule or "success" applies) and its size in tokens (-1: unknown). It is
- * observed when the next turn is routed. Returns 0, LIBRA_ENOENT (not a live trajectory) or
- * LIBRA_EINVAL (an unknown status, or no turn routed yet), with err.
+ * that the workload's rule or "success" applies) and its size in tokens (-1: unknown; at most
+ * 2^40, the most a trace holds). It is observed when the next turn is routed. Returns 0,
+ * LIBRA_ENOENT (not a live trajectory) or LIBRA_EINVAL (an unknown status, a size past 2^40, or
+ * no turn routed yet), with err.
  */
 LIBRA_API int libra_router_tool_return(struct libra_router *r, const char *trajectory,
                                        const char *tool, const char *status, int64_t payload_tokens,
@@ -181,13 +182,14 @@ LIBRA_API int libra_router_tool_return(struct libra_router *r, const char *traje
 
 /*
  * Routes the trajectory's next turn, whose request holds context_tokens tokens (the whole
- * context; -1 when unknown, routed as 0), at now_s seconds on a monotonic clock (NAN: the library
- * reads CLOCK_MONOTONIC; only the cmlfq_h policy weighs time). The first turn is placed by the
- * policy's start rule; a later one on the returns since the previous turn (none announced:
- * one return of an unknown tool, sized by the context's growth, as the gateway derives it);
- * a failed turn (libra_router_turn_done with -1) is placed again. The turn counts as load on
- * its instance until libra_router_turn_done. Returns 0 with *out set; LIBRA_ENOENT (not a live
- * trajectory, or no instance registered); LIBRA_EINVAL (a turn of it is in flight), with err.
+ * context; -1 when unknown, routed as 0; at most 2^40), at now_s seconds on a monotonic clock
+ * (finite; NAN: the library reads CLOCK_MONOTONIC; only the cmlfq_h policy weighs time). The first
+ * turn is placed by the policy's start rule; a later one on the returns since the previous turn
+ * (none announced: one return of an unknown tool, sized by the context's growth, as the gateway
+ * derives it); a failed turn (libra_router_turn_done with -1) is placed again. The turn counts as
+ * load on its instance until libra_router_turn_done. Returns 0 with *out set; LIBRA_ENOENT (not a
+ * live trajectory, or no instance registered); LIBRA_EINVAL (a turn of it is in flight, more than
+ * 2^40 tokens, or an infinite now_s), with err; a refused call changes nothing.
  */
 LIBRA_API int libra_router_route(struct libra_router *r, const char *trajectory,
                                  int64_t context_tokens, double now_s, struct libra_decision *out,
@@ -195,8 +197,10 @@ LIBRA_API int libra_router_route(struct libra_router *r, const char *trajectory,
 
 /*
  * The trajectory's turn in flight ended having generated generated_tokens tokens; -1 says
- * it failed (no answer), so that the next libra_router_route places it again. Returns 0,
- * LIBRA_ENOENT (not a live trajectory) or LIBRA_EINVAL (no turn in flight), with err.
+ * it failed (no answer), so that the next libra_router_route places it again. The tokens of a
+ * trajectory's turns add up to at most 2^40, the most a trace holds. Returns 0, LIBRA_ENOENT
+ * (not a live trajectory) or LIBRA_EINVAL (no turn in flight, or the sum would pass 2^40: the
+ * turn stays in flight), with err.
  */
 LIBRA_API int libra_router_turn_done(struct libra_router *r, const char *trajectory,
                                      int64_t generated_tokens, struct libra_error *err);
@@ -217,7 +221,8 @@ LIBRA_API int libra_router_finish(struct libra_router *r, const char *trajectory
  * A training step ended (new weights) at now_s (NAN: CLOCK_MONOTONIC): the trajectories
  * finished since the last step are learnt in the order they finished, the model is rebuilt
  * every sched.rebuild_interval steps, and cmlfq_h's deadline becomes rl.max_staleness + 1
- * times the mean step measured from the first step. Returns 0, or LIBRA_EINTERNAL with err.
+ * times the mean step measured from the first step. Returns 0; LIBRA_EINVAL (now_s infinite,
+ * or before the previous step's: nothing changes); or LIBRA_EINTERNAL, with err.
  */
 LIBRA_API int libra_router_step(struct libra_router *r, double now_s, struct libra_error *err);
 
@@ -260,8 +265,8 @@ LIBRA_API void libra_trace_reader_close(struct libra_trace_reader *r);
 /*
  * Starts a trace at path ("-": standard output at close) with the header header_json (one
  * JSON object as a trace's line 1). Returns 0 with *out set, or LIBRA_EINVAL (a bad header:
- * err at PATH:1:COL) / LIBRA_EIO with *out NULL. End with libra_trace_writer_close or
- * libra_trace_writer_abort.
+ * err at PATH:1:COL) / LIBRA_EIO (path cannot be written, "" included) with *out NULL. End with
+ * libra_trace_writer_close or libra_trace_writer_abort.
  */
 LIBRA_API int libra_trace_writer_open(const char *path, const char *header_json,
                                       struct libra_trace_writer **out, struct libra_error *err);

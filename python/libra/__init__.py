@@ -23,6 +23,8 @@ __all__ = ["Error", "Decision", "Router", "plan", "sim", "prompt_key", "version"
 
 _CODES = {-1: "EINVAL", -2: "ENOENT", -3: "EIO", -4: "ENOMEM", -5: "EINFEAS", -6: "EINTERNAL"}
 _INT64_MAX = (1 << 63) - 1
+# the most bytes a config file read whole may hold (API_MAX_FILE_BYTES, as the commands read)
+_MAX_FILE_BYTES = 1 << 30
 
 
 class Error(Exception):
@@ -87,7 +89,28 @@ def _now(now_s):
         return math.nan
     if isinstance(now_s, bool) or not isinstance(now_s, (int, float)):
         raise TypeError(f"now_s: expected a number, not {type(now_s).__name__}")
-    return float(now_s)
+    try:
+        return float(now_s)
+    except OverflowError:
+        raise ValueError(f"now_s: {now_s} is out of a double's range") from None
+
+
+def _read_config(path):
+    """The bytes of the config file at path: refused at its first NUL or past _MAX_FILE_BYTES,
+    so that an endless stream (/dev/zero) is not read until memory runs out."""
+    chunks, total = [], 0
+    with open(path, "rb") as f:
+        while True:
+            chunk = f.read(1 << 20)
+            if not chunk:
+                return b"".join(chunks)
+            if b"\0" in chunk:
+                raise ValueError(f"config: {os.fsdecode(path)}: contains a NUL character")
+            total += len(chunk)
+            if total > _MAX_FILE_BYTES:
+                raise ValueError(f"config: {os.fsdecode(path)}: larger than {_MAX_FILE_BYTES} "
+                                 "bytes, the most a file read whole may hold")
+            chunks.append(chunk)
 
 
 def _config(config):
@@ -98,8 +121,7 @@ def _config(config):
     if isinstance(config, dict):
         return json.dumps(config, allow_nan=False).encode(), None
     if isinstance(config, os.PathLike):
-        with open(config, "rb") as f:
-            return _bytes("config", f.read()), os.fsencode(config)
+        return _read_config(config), _bytes("config", os.fsencode(config))
     return _bytes("config", config), None
 
 
@@ -243,9 +265,10 @@ class Router:
                    _int("generated_tokens", generated_tokens, 0, _INT64_MAX))
 
     def finish(self, trajectory, status="completed"):
-        """The trajectory ended: "completed", "truncated", "aborted" or "filtered"."""
+        """The trajectory ended: "completed", "truncated", "aborted" or "filtered" (None:
+        completed)."""
         self._call(lib.libra_router_finish, _bytes("trajectory", trajectory),
-                   _bytes("status", status))
+                   None if status is None else _bytes("status", status))
 
     def step(self, now_s=None):
         """A training step ended: learn the trajectories finished in it."""

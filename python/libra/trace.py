@@ -20,7 +20,9 @@ __all__ = ["Reader", "read", "write"]
 
 
 def _path(path):
-    return os.fsencode(path) if isinstance(path, os.PathLike) else _bytes("path", path)
+    """A C string of a path: str, bytes or os.PathLike, without a NUL (which would end it
+    early, naming another file)."""
+    return _bytes("path", os.fsencode(path) if isinstance(path, os.PathLike) else path)
 
 
 def _json(what, value):

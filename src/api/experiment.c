@@ -154,7 +154,9 @@ int api_config_from_text(const char *text, const char *name, struct api_presets 
     if (rc)
         return rc;
     struct ujson_doc doc = {0};
-    if (text && (rc = ujson_doc_parse(&doc, name ? name : "config", text, strlen(text), err)))
+    /* "" labels as NULL does: an error's LINE:COL needs a file name to be followed */
+    if (text &&
+        (rc = ujson_doc_parse(&doc, name && name[0] ? name : "config", text, strlen(text), err)))
         return rc;
     rc = api_config_resolve(p, text ? &doc : NULL, NULL, 0, 0, cfg, err);
     ujson_doc_free(&doc);

@@ -81,8 +81,9 @@ int api_config_resolve(const struct api_presets *p, const struct ujson_doc *doc,
 
 /*
  * The effective config of a config text (the JSON a config file holds; NULL: none, the built-in
- * default experiment) named name in errors (NULL: "config"), with the presets api_presets_load(p,
- * NULL, 0) loads into p (zeroed; the caller frees it in every case). Returns as the two.
+ * default experiment) named name in errors (NULL or "": "config"), with the presets
+ * api_presets_load(p, NULL, 0) loads into p (zeroed; the caller frees it in every case). Returns as
+ * the two.
  */
 int api_config_from_text(const char *text, const char *name, struct api_presets *p,
                          struct libra_config *cfg, struct libra_error *err);

@@ -37,6 +37,7 @@ struct traj {
     size_t instance;                   /* registry index of the turn in flight */
     int64_t context;                   /* the last turn's request, tokens (-1: unknown) */
     int64_t generated;                 /* the last turn's answer, tokens */
+    int64_t generated_sum;             /* every turn's answers, tokens (<= TRACE_MAX_TOKENS) */
     VEC(struct sched_eval_turn) turns; /* done; obs, n_obs: the returns routed on after it */
     VEC(struct sched_obs) obs;         /* every return, classified */
     size_t routed;                     /* obs[routed..] arrived since the last route */
@@ -58,8 +59,33 @@ struct libra_router {
     double learnt;                    /* trajectories learnt so far (the order rebuilds keep) */
     int64_t steps;                    /* steps ended */
     double first_step_s;              /* when the first step ended; NAN before */
+    double last_step_s;               /* when the last step ended; NAN before */
     int64_t first_step;
 };
+
+/* Checks a time argument: NAN (the library's clock) or finite. Returns 0, or LIBRA_EINVAL. */
+static int check_now(double now_s, struct libra_error *err)
+{
+    if (isnan(now_s) || isfinite(now_s))
+        return 0;
+    return error_set(err, NULL, 0, 0,
+                     "now_s: expected seconds on a monotonic clock, or NAN for the library's, not "
+                     "%g",
+                     now_s);
+}
+
+/* Checks a token count argument (negative: unknown): at most what a trace holds
+ * (TRACE_MAX_TOKENS), so that sums over a trajectory stay exact. Returns 0, or LIBRA_EINVAL
+ * naming what. */
+static int check_tokens(const char *trajectory, const char *what, int64_t tokens,
+                        struct libra_error *err)
+{
+    if (tokens <= TRACE_MAX_TOKENS)
+        return 0;
+    return error_set(err, NULL, 0, 0,
+                     "trajectory '%s': %s: expected at most 2^40 (-1: unknown), not %lld",
+                     trajectory, what, (long long)tokens);
+}
 
 static double clock_or(double now_s)
 {
@@ -106,6 +132,7 @@ int libra_router_new(const char *config_json, const char *name, struct libra_rou
     struct libra_router *r = xcalloc(1, sizeof *r);
     map_init(&r->trajs);
     r->first_step_s = NAN;
+    r->last_step_s = NAN;
     int rc = api_config_from_text(config_json, name, &r->presets, &r->cfg, err);
     if (rc == 0)
         rc = make_layout(r, err);
@@ -283,6 +310,8 @@ int libra_router_tool_return(struct libra_router *r, const char *trajectory, con
                          trajectory, status);
     if (!t->started)
         return error_set(err, NULL, 0, 0, "trajectory '%s': no turn was routed yet", trajectory);
+    if ((rc = check_tokens(trajectory, "payload_tokens", payload_tokens, err)) != 0)
+        return rc;
     if (t->obs.n >= RETURNS_MAX) {
         error_set(err, NULL, 0, 0, "trajectory '%s': more than %zu tool returns", trajectory,
                   RETURNS_MAX);
@@ -344,6 +373,9 @@ int libra_router_route(struct libra_router *r, const char *trajectory, int64_t c
         return rc;
     if (!out)
         return error_set(err, NULL, 0, 0, "out: expected a place for the decision");
+    if ((rc = check_tokens(trajectory, "context_tokens", context_tokens, err)) != 0 ||
+        (rc = check_now(now_s, err)) != 0)
+        return rc;
     if (t->in_flight)
         return error_set(err, NULL, 0, 0, "trajectory '%s': a turn is in flight", trajectory);
     if (!r->inst.n) {
@@ -391,6 +423,11 @@ int libra_router_turn_done(struct libra_router *r, const char *trajectory, int64
         return rc;
     if (!t->in_flight)
         return error_set(err, NULL, 0, 0, "trajectory '%s': no turn is in flight", trajectory);
+    if (generated_tokens > TRACE_MAX_TOKENS - t->generated_sum)
+        return error_set(err, NULL, 0, 0,
+                         "trajectory '%s': generated_tokens: %lld would take its turns' total "
+                         "past 2^40, the most a trace holds",
+                         trajectory, (long long)generated_tokens);
     t->in_flight = false;
     r->inst.v[t->instance].running--;
     t->failed = generated_tokens < 0;
@@ -400,6 +437,7 @@ int libra_router_turn_done(struct libra_router *r, const char *trajectory, int64
                                    .context_tokens = t->context};
     vec_push(&t->turns, turn);
     t->generated = generated_tokens;
+    t->generated_sum += generated_tokens;
     sched_router_turn_done(r->router, t->rid, generated_tokens);
     return 0;
 }
@@ -456,14 +494,23 @@ int libra_router_step(struct libra_router *r, double now_s, struct libra_error *
     err = api_error_init(err, &scratch);
     if (!r)
         return error_set(err, NULL, 0, 0, "router: expected a router");
+    int rc = check_now(now_s, err);
+    if (rc)
+        return rc;
+    /* cmlfq_h's deadline: k + 1 of the steps measured so far (the first one's end starts it) */
+    double now = clock_or(now_s);
+    if (now < r->last_step_s)
+        return error_set(err, NULL, 0, 0,
+                         "now_s: %g is before the previous step's end, %g: the clock must not run "
+                         "backwards",
+                         now, r->last_step_s);
+    r->last_step_s = now;
     struct sched_model *m = sched_router_model(r->router);
     size_t n = r->finished.trajs.n;
-    int rc = m ? sched_eval_learn(m, &r->finished, NULL, 0, n, r->learnt, false) : 0;
+    rc = m ? sched_eval_learn(m, &r->finished, NULL, 0, n, r->learnt, false) : 0;
     r->learnt += (double)n;
     sched_eval_trace_free(&r->finished);
     sched_router_tick(r->router);
-    /* cmlfq_h's deadline: k + 1 of the steps measured so far (the first one's end starts it) */
-    double now = clock_or(now_s);
     r->steps++;
     if (isnan(r->first_step_s)) {
         r->first_step_s = now;

@@ -4,6 +4,7 @@
  * trace.h's formatter, so that a caller in another language reads and writes exactly what
  * `libra trace validate` accepts.
  */
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,6 +83,10 @@ int libra_trace_writer_open(const char *path, const char *header_json,
     if (!path || !header_json || !out)
         return error_set(err, NULL, 0, 0, "path, header_json and out: expected non-NULL");
     *out = NULL;
+    if (!path[0]) { /* refused now, not at close: the records would go to "PATH.tmpPID" */
+        error_set(err, NULL, 0, 0, "cannot write '': %s", error_strerror(ENOENT));
+        return LIBRA_EIO;
+    }
     struct trace_parser *p = trace_parser_new(path);
     const struct trace_header *h;
     struct trace_writer *tw;

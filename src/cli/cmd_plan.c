@@ -380,6 +380,8 @@ static int run(const struct cli_common *cc, const char *input, const struct expo
     struct sim_input in;
     struct api_planned pl = {0};
     int rc = cli_common_load(cc, input, &p, &cfg);
+    if (rc == 0) /* -o (an export's script, most often) is refused before the search, not after */
+        rc = cli_check_output(cc->output);
     if (rc == 0)
         rc = cli_sim_input(&p, &ts, &cfg, false, &in);
     if (rc == 0)

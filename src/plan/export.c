@@ -15,6 +15,7 @@
 #include "plan/export_internal.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/json.h"
 #include "util/version.h"
 
 static const char *const format_names[PLAN_EXPORT_FORMATS] = {
@@ -312,8 +313,7 @@ static int write_format(const struct export_ctx *x, struct strbuf *b, struct lib
     case PLAN_EXPORT_SLURM:
         return export_slurm(x, b, err);
     case PLAN_EXPORT_RAY:
-        export_ray(x, b);
-        return 0;
+        return export_ray(x, b, err);
     case PLAN_EXPORT_K8S:
         export_k8s(x, b);
         return 0;
@@ -354,7 +354,9 @@ int plan_export(enum plan_export_format f, const struct plan_export_input *in, c
         strbuf_puts(&command, " ");
         export_sh_word(&command, in->argv[i]);
     }
-    x.command = strbuf_detach(&command);
+    /* every format carries the command: JSON and YAML take only UTF-8, and a comment of other
+     * bytes makes the whole file unreadable to their parsers */
+    x.command = ujson_utf8_repair(strbuf_detach(&command));
     int rc = plan_export_layout(r, &x.layout, err);
     struct strbuf b = {0};
     if (rc == 0)

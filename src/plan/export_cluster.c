@@ -13,6 +13,7 @@
 #include <stdlib.h>
 
 #include "plan/export_internal.h"
+#include "util/error.h"
 #include "util/json.h"
 
 #define RAY_SCHEMA "libra.export.ray/1"
@@ -39,23 +40,36 @@ static json_t *argv_array(const struct export_argv *a)
     return o;
 }
 
-/* What runs in group g's bundle: an engine (its launch line) or a training node's share. */
-static json_t *ray_role(const struct export_ctx *x, const struct plan_export_group *g, int rank)
+/* v, or NULL with *ok false: json_pack returns NULL for a string that is not UTF-8, which
+ * json_array_append_new and json_object_update_new would then drop without a word. */
+static json_t *packed(json_t *v, bool *ok)
 {
-    if (g->instance < 0)
-        return json_pack("{s:s, s:i, s:i, s:o}", "role", "trainer", "node_rank", rank, "nnodes",
-                         x->layout.n_train, "gpus", gpu_array(g));
-    struct export_argv a;
-    export_engine_argv(x, EXPORT_ENGINE_SGLANG, g, &a);
-    return json_pack("{s:s, s:i, s:i, s:i, s:o, s:o}", "role", "engine", "instance", g->instance,
-                     "tp", g->tp, "port", g->port, "gpus", gpu_array(g), "argv", argv_array(&a));
+    *ok = *ok && v != NULL;
+    return v;
 }
 
-void export_ray(const struct export_ctx *x, struct strbuf *b)
+/* What runs in group g's bundle: an engine (its launch line) or a training node's share. */
+static json_t *ray_role(const struct export_ctx *x, const struct plan_export_group *g, int rank,
+                        bool *ok)
+{
+    if (g->instance < 0)
+        return packed(json_pack("{s:s, s:i, s:i, s:o}", "role", "trainer", "node_rank", rank,
+                                "nnodes", x->layout.n_train, "gpus", gpu_array(g)),
+                      ok);
+    struct export_argv a;
+    export_engine_argv(x, EXPORT_ENGINE_SGLANG, g, &a);
+    return packed(json_pack("{s:s, s:i, s:i, s:i, s:o, s:o}", "role", "engine", "instance",
+                            g->instance, "tp", g->tp, "port", g->port, "gpus", gpu_array(g), "argv",
+                            argv_array(&a)),
+                  ok);
+}
+
+int export_ray(const struct export_ctx *x, struct strbuf *b, struct libra_error *err)
 {
     const struct plan_export_layout *l = &x->layout;
     const struct plan_result *r = x->plan;
     int n = l->n_engines + l->n_train;
+    bool ok = true;
     json_t *groups = json_array();
     for (int node = 0; node < l->nodes; node++) {
         json_t *bundles = json_array(), *roles = json_array();
@@ -65,13 +79,15 @@ void export_ray(const struct export_ctx *x, struct strbuf *b)
                 continue;
             json_array_append_new(bundles, json_pack("{s:i, s:i}", "GPU", g->n_gpus, "CPU",
                                                      g->n_gpus * RAY_CPUS_PER_GPU));
-            json_array_append_new(roles, ray_role(x, g, i - l->n_engines));
+            json_array_append_new(roles, ray_role(x, g, i - l->n_engines, &ok));
         }
         char name[32];
         snprintf(name, sizeof name, "libra-node-%d", node);
-        json_t *group = json_pack("{s:s, s:i, s:s, s:o, s:o}", "name", name, "node", node,
-                                  "strategy", "STRICT_PACK", "bundles", bundles, "roles", roles);
-        if (json_array_size(bundles)) /* a node the plan leaves idle gets no group */
+        json_t *group =
+            packed(json_pack("{s:s, s:i, s:s, s:o, s:o}", "name", name, "node", node, "strategy",
+                             "STRICT_PACK", "bundles", bundles, "roles", roles),
+                   &ok);
+        if (group && json_array_size(bundles)) /* a node the plan leaves idle gets no group */
             json_array_append(groups, group);
         json_decref(group);
     }
@@ -80,19 +96,27 @@ void export_ray(const struct export_ctx *x, struct strbuf *b)
     export_fleet(&fleet, r);
     json_object_update_new(
         doc,
-        json_pack("{s:s, s:s, s:{s:s, s:i, s:i, s:s, s:s, s:s, s:f}, s:i, s:i, s:f, s:o}", "format",
-                  "ray", "command", x->command, "plan", "mode",
-                  r->colocated ? "colocated" : "async", "gpus", r->gpus, "gpus_per_node",
-                  r->gpus_per_node, "hardware", x->cfg->cluster.hardware, "model",
-                  x->cfg->model.name, "fleet", fleet.data ? fleet.data : "", "step_s", r->step_s,
-                  "cpus_per_gpu", RAY_CPUS_PER_GPU, "gateway_port", PLAN_EXPORT_GATEWAY_PORT,
-                  "mem_fraction", x->mem_fraction, "placement_groups", groups));
+        packed(json_pack("{s:s, s:s, s:{s:s, s:i, s:i, s:s, s:s, s:s, s:f}, s:i, s:i, s:f, s:o}",
+                         "format", "ray", "command", x->command, "plan", "mode",
+                         r->colocated ? "colocated" : "async", "gpus", r->gpus, "gpus_per_node",
+                         r->gpus_per_node, "hardware", x->cfg->cluster.hardware, "model",
+                         x->cfg->model.name, "fleet", fleet.data ? fleet.data : "", "step_s",
+                         r->step_s, "cpus_per_gpu", RAY_CPUS_PER_GPU, "gateway_port",
+                         PLAN_EXPORT_GATEWAY_PORT, "mem_fraction", x->mem_fraction,
+                         "placement_groups", groups),
+               &ok));
     strbuf_free(&fleet);
-    char *text = ujson_dump(doc, true);
-    strbuf_puts(b, text);
-    strbuf_puts(b, "\n");
-    free(text);
+    if (ok) {
+        char *text = ujson_dump(doc, true);
+        strbuf_puts(b, text);
+        strbuf_puts(b, "\n");
+        free(text);
+    }
     json_decref(doc);
+    if (ok)
+        return 0;
+    error_set(err, NULL, 0, 0, "internal: plan export: a ray member could not be packed");
+    return LIBRA_EINTERNAL;
 }
 
 /* ---- k8s ------------------------------------------------------------------------------------ */
