@@ -657,6 +657,11 @@ static int setup_router(struct sim *s)
                      .live = true}};
     struct spec_sched_config sc = s->cfg->sched;
     sc.policy = s->lay->policy; /* a homogeneous fleet's load_balance */
+    /* Every policy chooses the one bucket of a one-bucket layout, and load_balance places as
+     * they do then, so a run that scores no decisions and keeps its buckets (no hybrids, no
+     * replans) routes alike without a model to learn (most of a candidate's cost). */
+    if (s->opts->rates_only && s->lay->buckets.n == 1 && !s->lay->n_hybrid && !sim_replans(s))
+        sc.policy = SCHED_LOAD_BALANCE;
     s->rmetrics = s->opts->rates_only ? NULL : sched_metrics_new(&s->lay->buckets);
     struct libra_error e = {0};
     if (sched_router_from_config(&s->router, &sc, &s->lay->buckets, &costs, &e) != 0)

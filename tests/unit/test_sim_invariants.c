@@ -7,7 +7,7 @@
  * still in flight, per-step utilisations lie in [0, 1] and add up to the run's, trained
  * trajectories respect the staleness bound, each weight update flushes every live instance's cache,
  * no GPU serves two roles, and the same inputs give the same results (again as a rates-only
- * candidate run, without routing figures).
+ * candidate run, without routing figures; a one-bucket fleet's under every router).
  */
 #include "testutil.h"
 
@@ -190,6 +190,24 @@ static void test_random_runs(void **state)
     }
 }
 
+/* A fleet of one bucket under every router: a candidate's rates-only run routes it without the
+ * router's model (sim/core.c), and must place every turn as the full run does. */
+static void test_one_bucket_runs(void **state)
+{
+    const struct world *w = *state;
+    struct rng g = rng_keyed(20261205, 0x6f6e65, 0, 0);
+    for (int i = 0; i < 3 * SCHED_POLICY_COUNT; i++) {
+        struct libra_config c;
+        enum sim_mode mode;
+        sim_draw(&g, &c, &mode);
+        c.sim.planner = false;
+        snprintf(c.sched.buckets, sizeof c.sched.buckets, "%s",
+                 i % 2 ? "tp2x4:40000" : "tp1x8:500");
+        c.sched.policy = (enum sched_policy)(i % SCHED_POLICY_COUNT);
+        run_one(w, &c, SIM_LIBRA, 100 + i);
+    }
+}
+
 /* The planner's layout for the paper's R2E-Gym setup keeps roles apart too. */
 static void test_planner_roles(void **state)
 {
@@ -251,6 +269,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_random_runs),
+        cmocka_unit_test(test_one_bucket_runs),
         cmocka_unit_test(test_planner_roles),
         cmocka_unit_test(test_refusals),
     };
