@@ -114,10 +114,11 @@ static void workload_names(const struct workload_presets *w, char *out, size_t s
 
 int api_config_resolve(const struct api_presets *p, const struct ujson_doc *doc,
                        const struct spec_config_override *flags, size_t n_flags, unsigned reader,
-                       struct libra_config *cfg, struct libra_error *err)
+                       struct spec_deferred *deferred, struct libra_config *cfg,
+                       struct libra_error *err)
 {
     struct spec_config_sources src = {
-        .doc = doc, .flags = flags, .n_flags = n_flags, .reader = reader};
+        .doc = doc, .flags = flags, .n_flags = n_flags, .reader = reader, .deferred = deferred};
     int rc = spec_config_peek(cfg, &src, err);
     if (rc)
         return rc;
@@ -158,7 +159,7 @@ int api_config_from_text(const char *text, const char *name, struct api_presets 
     if (text &&
         (rc = ujson_doc_parse(&doc, name && name[0] ? name : "config", text, strlen(text), err)))
         return rc;
-    rc = api_config_resolve(p, text ? &doc : NULL, NULL, 0, 0, cfg, err);
+    rc = api_config_resolve(p, text ? &doc : NULL, NULL, 0, 0, NULL, cfg, err);
     ujson_doc_free(&doc);
     return rc;
 }

@@ -71,13 +71,15 @@ int api_read_file_max(const char *path, size_t max_bytes, char **text, size_t *l
  * Resolves the effective config into cfg: defaults < hardware preset < the workload preset the
  * result names (its rl.samples and rl.batch_trajectories) < doc (NULL: none) < flags, in order
  * (labels name them in errors); reader is the SPEC_READ_* bit of the command resolving (a flag
- * setting a key it does not read to other than its default is refused; 0: any key). Returns 0,
+ * setting a key it does not read to other than its default is refused; 0: any key); deferred
+ * is NULL, or a grid point's list of the keys inert there (struct spec_deferred). Returns 0,
  * or LIBRA_EINVAL with err where the offending value came from (an unknown key at
  * FILE:LINE:COL, an unknown workload preset naming the known ones).
  */
 int api_config_resolve(const struct api_presets *p, const struct ujson_doc *doc,
                        const struct spec_config_override *flags, size_t n_flags, unsigned reader,
-                       struct libra_config *cfg, struct libra_error *err);
+                       struct spec_deferred *deferred, struct libra_config *cfg,
+                       struct libra_error *err);
 
 /*
  * The effective config of a config text (the JSON a config file holds; NULL: none, the built-in

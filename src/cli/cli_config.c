@@ -314,12 +314,12 @@ int cli_common_load(const struct cli_common *cc, const char *config_file, struct
 {
     struct libra_error err = {0};
     int rc = api_presets_load(p, cc->preset_files, cc->n_preset_files, &err);
-    return rc ? cli_report(rc, &err) : cli_common_resolve(cc, config_file, p, NULL, 0, cfg);
+    return rc ? cli_report(rc, &err) : cli_common_resolve(cc, config_file, p, NULL, 0, NULL, cfg);
 }
 
 int cli_common_resolve(const struct cli_common *cc, const char *config_file,
                        const struct api_presets *p, const struct spec_config_override *extra,
-                       size_t n_extra, struct libra_config *cfg)
+                       size_t n_extra, struct spec_deferred *deferred, struct libra_config *cfg)
 {
     int rc;
     struct ujson_doc doc = {0};
@@ -341,7 +341,7 @@ int cli_common_resolve(const struct cli_common *cc, const char *config_file,
     for (size_t i = 0; i < n_extra; i++)
         flags[cc->n_overrides + i] = extra[i];
     rc = api_config_resolve(p, config_file ? &doc : NULL, flags, cc->n_overrides + n_extra,
-                            cc->cmd->reads, cfg, &err);
+                            cc->cmd->reads, deferred, cfg, &err);
     ujson_doc_free(&doc);
     free(flags);
     return rc ? cli_report_error(&err) : 0;

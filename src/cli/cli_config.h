@@ -110,12 +110,13 @@ int cli_common_load(const struct cli_common *cc, const char *config_file, struct
 
 /*
  * Resolves another config from cli_common_load's sources (p as it loaded them), with extra
- * settings after the flags, which they override (a sweep cell's; label names each in errors).
- * Returns and prints as cli_common_load.
+ * settings after the flags, which they override (a sweep cell's; label names each in errors),
+ * and, with deferred, the keys inert there taken and listed (a grid's point: struct
+ * spec_deferred). Returns and prints as cli_common_load.
  */
 int cli_common_resolve(const struct cli_common *cc, const char *config_file,
                        const struct api_presets *p, const struct spec_config_override *extra,
-                       size_t n_extra, struct libra_config *cfg);
+                       size_t n_extra, struct spec_deferred *deferred, struct libra_config *cfg);
 
 /* api_sim_input, printing the trace's error (FILE:LINE:COL). Returns 0 or an exit code. */
 int cli_sim_input(const struct api_presets *p, struct api_traces *ts,

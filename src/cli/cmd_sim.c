@@ -261,6 +261,32 @@ static int run_one(const struct cli_common *cc, const struct sim_flags *f,
 
 /* ---- sweeps ------------------------------------------------------------------------------- */
 
+/* Keeps in common the keys that next defers too (the keys inert at every point so far). */
+static void keep_common(struct spec_deferred *common, const struct spec_deferred *next)
+{
+    size_t kept = 0;
+    for (size_t i = 0; i < common->n; i++)
+        for (size_t j = 0; j < next->n; j++)
+            if (next->item[j].key == common->item[i].key) { /* the schema's strings */
+                common->item[kept++] = common->item[i];
+                break;
+            }
+    common->n = kept;
+}
+
+/* Refuses a key inert at every point of the grid, as a single run would (a key that acts at
+ * some point acts on the sweep); 0 when none is. */
+static int refuse_inert(const struct sim_sweep *sw, const struct spec_deferred *common)
+{
+    if (!common->n)
+        return 0;
+    struct libra_error err = common->item[0].err;
+    size_t points = sw->n_cells / sw->n_seeds, len = strlen(err.msg);
+    if (points > 1)
+        snprintf(err.msg + len, sizeof err.msg - len, ", nor at any other point of the grid");
+    return cli_report_error(&err);
+}
+
 /* Resolves every cell's config and input (all before any runs, so a bad value stops the sweep
  * at once). */
 static int build_cells(const struct cli_common *cc, const char *file, const struct api_presets *p,
@@ -272,6 +298,7 @@ static int build_cells(const struct cli_common *cc, const char *file, const stru
         most = bars[b].n_sets > most ? bars[b].n_sets : most;
     struct spec_config_override *extra = xcalloc(sw->n_keys * most + 1, sizeof *extra);
     char(*labels)[160] = xcalloc(sw->n_keys + 1, sizeof *labels);
+    struct spec_deferred *common = xcalloc(2, sizeof *common), *inert = common + 1;
     int rc = 0;
     for (size_t i = 0; i < sw->n_cells && rc == 0; i++) {
         struct sim_cell *c = &sw->cells[i];
@@ -294,10 +321,16 @@ static int build_cells(const struct cli_common *cc, const char *file, const stru
         char seed[32];
         snprintf(seed, sizeof seed, "%lld", (long long)c->seed);
         extra[n++] = (struct spec_config_override){"sim.seed", seed, "--seeds"};
-        rc = cli_common_resolve(cc, file, p, extra, n, &cfgs[i]);
+        inert->n = 0;
+        rc = cli_common_resolve(cc, file, p, extra, n, i ? inert : common, &cfgs[i]);
+        if (rc == 0 && i)
+            keep_common(common, inert);
         if (rc == 0)
             rc = cli_sim_input(p, ts, &cfgs[i], false, &c->in);
     }
+    if (rc == 0)
+        rc = refuse_inert(sw, common);
+    free(common);
     free(labels);
     free(extra);
     return rc;

@@ -471,11 +471,14 @@ int sim_config_check(const struct libra_config *cfg, struct libra_error *err)
             sim_fleet_buckets(cfg, m, &b, &n, err) != 0)
             return LIBRA_EINVAL;
     }
+    /* a pinned layout only where its mode runs: a flag leaving the mode out leaves a config
+     * file's pins aside (spec/config.c check_inert), so they are not checked either */
     int gpn = cfg->cluster.gpus_per_node;
-    if (check_pinned_tp("sim.colocated_tp", sc->colocated_tp, gpn, err) ||
-        check_pinned_tp("sim.async_tp", sc->async_tp, gpn, err))
+    bool colocated = sc->modes & SPEC_SIM_COLOCATED, async = sc->modes & SPEC_SIM_ASYNC;
+    if ((colocated && check_pinned_tp("sim.colocated_tp", sc->colocated_tp, gpn, err)) ||
+        (async && check_pinned_tp("sim.async_tp", sc->async_tp, gpn, err)))
         return LIBRA_EINVAL;
-    if (sc->async_train_gpus >= cfg->cluster.gpus)
+    if (async && sc->async_train_gpus >= cfg->cluster.gpus)
         return error_set(err, NULL, 0, 0,
                          "sim.async_train_gpus: %d of %d GPUs leaves none to roll out",
                          sc->async_train_gpus, cfg->cluster.gpus);

@@ -458,9 +458,9 @@ struct sim_experiment {
  * The rules of cfg that every run of `libra sim` needs, whatever its input (and that
  * `libra config check` applies): each streaming mode of sim.modes under the async rules
  * (spec_rl_async_check); the rollout mode (and libra without sim.planner) with a fleet in
- * sched.buckets; a pinned sim.colocated_tp or sim.async_tp of 1, 2, 4 or 8 that fits a node;
- * sim.async_train_gpus below cluster.gpus; sim.timeline_steps and sim.trace_step within
- * rl.steps. Returns 0 or LIBRA_EINVAL with err.
+ * sched.buckets; where their mode runs, a pinned sim.colocated_tp or sim.async_tp of 1, 2, 4
+ * or 8 that fits a node and sim.async_train_gpus below cluster.gpus; sim.timeline_steps and
+ * sim.trace_step within rl.steps. Returns 0 or LIBRA_EINVAL with err.
  */
 int sim_config_check(const struct libra_config *cfg, struct libra_error *err);
 

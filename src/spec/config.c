@@ -82,8 +82,9 @@ static const char *const context_mode_names[] = {
  * workload preset in plan, sim and load; route eval's is its trace (whose groups the workload
  * preset's dynamic sampling judges), serve's what it saw finish. The simulator runs in sim and
  * in plan's verification. The engine model times the simulated and emulated engines, the
- * planner's rollout and the routers' move costs. Beyond those, cost reads the batch (with the
- * group size it must be a multiple of, and the workload whose preset gives both), emu sim.seed
+ * planner's rollout and the routers' move costs. Beyond those, cost reads the batch (and the
+ * workload whose preset gives it; not the group size: its step deals single sequences, and
+ * check() asks a batch of whole groups only of the commands that read rl.samples), emu sim.seed
  * (its token ids), and route eval's --policy replaces sched.policy. calibrate reads only the
  * hardware it fits and the model its measurements ran.
  */
@@ -121,7 +122,7 @@ static const struct spec_field fields[] = {
         "trace file to replay instead of generating the workload; \"\" generates"),
     INT(SPEC_READ_COST | PLANNER, rl.batch_trajectories, "trajectories", 32, 1, 1 << 20, "batch",
         "trajectories per training step; a multiple of rl.samples"),
-    INT(SPEC_READ_COST | PLANNER, rl.samples, "trajectories", 4, 1, 1024, "samples",
+    INT(PLANNER, rl.samples, "trajectories", 4, 1, 1024, "samples",
         "trajectories per prompt (GRPO group size)"),
     INT(SAMPLED, rl.steps, "steps", 100, 1, 10000000, "steps", "training steps"),
     INT(PLANNER, rl.max_staleness, "steps", 4, 0, 1000, NULL,
@@ -520,13 +521,30 @@ static int check_unread(const struct libra_config *cfg, const struct libra_confi
     return rc;
 }
 
-/* A key that only acts while another setting switches its mechanism on. */
+/*
+ * A key that only acts while another setting switches its mechanism on: a mode of libra sim
+ * (the modes' table, sim/mode.c, and the code of each mode: tuning reads sim.tune_* and the
+ * pinned baselines, the planned libra mode replans), libra plan's verification (its simulation
+ * reads the simulator's and the routers' keys), or a mechanism of its own (dynamic sampling,
+ * failure injection, the pool).
+ *
+ * readers 0: every command that reads the key needs the switch, so each of them refuses a value,
+ * and so does `libra config check` (from a flag, or from the file where the file's own
+ * experiment has the switch off: check_inert). Otherwise only the commands of readers
+ * need it (libra plan simulates only to verify; libra serve's pool signal is switched by its
+ * own --pool-steer) while another command that reads the key acts on it whatever the switch:
+ * one experiment file serves every command, so, as a key a command does not read, the file's
+ * value is taken and only a flag is refused, by those commands alone.
+ */
 struct spec_dependent {
     const char *key;
     bool (*on)(const struct libra_config *cfg);
-    const char *needs; /* what switches it on, for the error */
-    unsigned readers;  /* the commands whose switch it is (0: every command); another reader's
-                        * is a flag of its own, which that command checks */
+    const char *needs; /* what switches it on, for the docs and the error ("without NEEDS") */
+    unsigned readers;  /* the commands that need the switch (0: every command that reads key) */
+    const char *shown; /* a switch whose value (and the flag that set it) the error shows, so
+                        * that a sweep's point is named; or NULL */
+    /* the error's reason in place of "without NEEDS" (NULL: that) */
+    const char *(*off)(const struct libra_config *cfg);
 };
 
 static bool gen_batch_on(const struct libra_config *c)
@@ -539,9 +557,32 @@ static bool dynamic_sampling_on(const struct libra_config *c)
     return c->rl.dynamic_sampling != SPEC_DS_OFF;
 }
 
+/* The libra mode on the planner's layout, the one that replans (sim_replans). */
+static bool libra_planned(const struct libra_config *c)
+{
+    return (c->sim.modes & SPEC_SIM_LIBRA) && c->sim.planner;
+}
+
 static bool replanning_on(const struct libra_config *c)
 {
-    return c->plan.replan_interval_steps > 0 || c->plan.replan_pressure;
+    return libra_planned(c) && (c->plan.replan_interval_steps > 0 || c->plan.replan_pressure);
+}
+
+/* The modes a tuning sweep runs in (sim/mode.c's SIM_TUNE_*: colocated's TP, async's split and
+ * TP). */
+static bool tuned_mode_on(const struct libra_config *c)
+{
+    return (c->sim.modes & (SPEC_SIM_COLOCATED | SPEC_SIM_ASYNC)) != 0;
+}
+
+static bool colocated_on(const struct libra_config *c)
+{
+    return (c->sim.modes & SPEC_SIM_COLOCATED) != 0;
+}
+
+static bool async_on(const struct libra_config *c)
+{
+    return (c->sim.modes & SPEC_SIM_ASYNC) != 0;
 }
 
 static bool failure_on(const struct libra_config *c)
@@ -559,40 +600,129 @@ static bool verification_on(const struct libra_config *c)
     return c->plan.verify_candidates > 0;
 }
 
+/* libra plan simulates its candidates (api/plan.c verify): async plans, verification on. */
+static bool plan_simulates(const struct libra_config *c)
+{
+    return c->plan.verify_candidates > 0 && c->plan.mode == SPEC_PLAN_ASYNC;
+}
+
+static const char *plan_simulates_nothing(const struct libra_config *c)
+{
+    return c->plan.verify_candidates == 0
+               ? "with plan.verify_candidates 0: libra plan simulates nothing"
+               : "with plan.mode colocated: libra plan simulates async plans only";
+}
+
+#define LIBRA_PLANNED "libra in sim.modes and sim.planner"
+#define REPLANNING LIBRA_PLANNED ", and plan.replan_interval_steps above 0 or plan.replan_pressure"
+#define PLAN_SIMULATES "plan.verify_candidates above 0 and plan.mode async"
+/* A key libra plan reads only to simulate (the readers table: plan's simulated keys). */
+#define PLAN_SIMULATED(key)                                                                        \
+    {                                                                                              \
+        key, plan_simulates, PLAN_SIMULATES, SPEC_READ_PLAN, NULL, plan_simulates_nothing          \
+    }
+
 static const struct spec_dependent dependents[] = {
-    {"rl.gen_batch_factor", gen_batch_on, "rl.dynamic_sampling gen_batch", 0},
-    {"rl.max_gen_batches", dynamic_sampling_on, "rl.dynamic_sampling regenerate or gen_batch", 0},
-    {"plan.replan_min_gain_frac", replanning_on,
-     "plan.replan_interval_steps above 0 or plan.replan_pressure", 0},
-    {"plan.replan_horizon_steps", replanning_on,
-     "plan.replan_interval_steps above 0 or plan.replan_pressure", 0},
-    {"plan.verify_steps", verification_on, "plan.verify_candidates above 0", 0},
-    {"sim.fail_instance", failure_on, "sim.fail_time_s 0 or more", 0},
-    {"ehp.signal", pool_on, "ehp.enabled", ~(unsigned)SPEC_READ_SERVE},
+    {"rl.gen_batch_factor", gen_batch_on, "rl.dynamic_sampling gen_batch", 0, NULL, NULL},
+    {"rl.max_gen_batches", dynamic_sampling_on, "rl.dynamic_sampling regenerate or gen_batch", 0,
+     NULL, NULL},
+    {"plan.replan_interval_steps", libra_planned, LIBRA_PLANNED, 0, "sim.modes", NULL},
+    {"plan.replan_pressure", libra_planned, LIBRA_PLANNED, 0, "sim.modes", NULL},
+    {"plan.replan_min_gain_frac", replanning_on, REPLANNING, 0, "sim.modes", NULL},
+    {"plan.replan_horizon_steps", replanning_on, REPLANNING, 0, "sim.modes", NULL},
+    {"plan.verify_steps", verification_on, "plan.verify_candidates above 0", 0, NULL, NULL},
+    {"sim.tune_steps", tuned_mode_on, "colocated or async in sim.modes", 0, "sim.modes", NULL},
+    {"sim.tune_grid", async_on, "async in sim.modes", 0, "sim.modes", NULL},
+    {"sim.colocated_tp", colocated_on, "colocated in sim.modes", 0, "sim.modes", NULL},
+    {"sim.async_train_gpus", async_on, "async in sim.modes", 0, "sim.modes", NULL},
+    {"sim.async_tp", async_on, "async in sim.modes", 0, "sim.modes", NULL},
+    {"sim.fail_instance", failure_on, "sim.fail_time_s 0 or more", 0, NULL, NULL},
+    {"ehp.signal", pool_on, "ehp.enabled", ~(unsigned)SPEC_READ_SERVE, NULL, NULL},
+    PLAN_SIMULATED("plan.verify_steps"),
+    PLAN_SIMULATED("sched.policy"),
+    PLAN_SIMULATED("sched.rebuild_interval"),
+    PLAN_SIMULATED("sched.shrink_visits"),
+    PLAN_SIMULATED("sched.empirical_shrink"),
+    PLAN_SIMULATED("sched.attempt_shrink"),
+    PLAN_SIMULATED("sim.warmup_steps"),
+    PLAN_SIMULATED("sim.context_mode"),
+    PLAN_SIMULATED("sim.prefix_cache"),
+    PLAN_SIMULATED("sim.queue_cap"),
+    PLAN_SIMULATED("sim.fail_time_s"),
+    PLAN_SIMULATED("sim.fail_instance"),
 };
+#define N_DEPENDENTS (sizeof dependents / sizeof *dependents)
+
+/* Whether a command that reads d's key acts on it without d's switch (see spec_dependent). */
+static bool partly_dependent(const struct spec_dependent *d, const struct spec_field *f)
+{
+    return d->readers && (f->readers & ~d->readers);
+}
+
+/* Whether d is checked for src: by the commands that need its switch, from any source or, where
+ * another command acts on the key regardless, from a flag only; by `libra config check` only
+ * where every command that reads the key needs the switch. */
+static bool checks(const struct spec_dependent *d, const struct spec_field *f,
+                   const struct spec_config_sources *src)
+{
+    bool partly = partly_dependent(d, f);
+    if (!src->reader)
+        return !partly;
+    if (d->readers && !(d->readers & src->reader))
+        return false;
+    return !partly || set_by(src->flags, src->n_flags, d->key);
+}
 
 /*
  * Refuses a key given a value other than its default while the setting its mechanism needs is
- * off (from any source): the value would change nothing.
+ * off (the sources checked: struct spec_dependent): the value would change nothing. A flag's
+ * value is refused where the effective config (cfg) has the setting off; the file's where its
+ * own experiment (experiment: the defaults, the presets and the file, without the flags) has
+ * it off too. A flag that turns the setting off for one run (--set sim.modes=libra on a file
+ * that pins async's split; a sweep's point) leaves the file's value aside: the file describes
+ * the experiment's other runs as well. At a grid's point (src->deferred) such a key takes its
+ * default and its refusal goes to the grid, which refuses a key inert at every point.
  */
-static int check_inert(const struct libra_config *cfg, const struct libra_config *defaults,
-                       const struct spec_config_sources *src, struct libra_error *err)
+static int check_inert(struct libra_config *cfg, const struct libra_config *defaults,
+                       const struct libra_config *experiment, const struct spec_config_sources *src,
+                       struct libra_error *err)
 {
-    for (size_t i = 0; i < sizeof dependents / sizeof *dependents; i++) {
+    for (size_t i = 0; i < N_DEPENDENTS; i++) {
         const struct spec_dependent *d = &dependents[i];
-        if (d->on(cfg) || (d->readers && src->reader && !(d->readers & src->reader)))
-            continue;
         const struct spec_field *f = spec_field_find(fields, N_FIELDS, d->key);
+        bool flagged = set_by(src->flags, src->n_flags, d->key) != NULL;
+        if (d->on(cfg) || (!flagged && d->on(experiment)) || !checks(d, f, src))
+            continue;
         char *set = value_text(f, cfg), *def = value_text(f, defaults);
         bool differs = strcmp(set, def) != 0;
         free(def);
-        if (differs) {
-            int rc = spec_config_key_error(err, src, d->key, "%s=%s has no effect without %s",
-                                           d->key, set, d->needs);
+        if (!differs) {
             free(set);
-            return rc;
+            continue;
         }
+        char why[200], shown[200] = "";
+        if (d->off)
+            snprintf(why, sizeof why, "%s", d->off(cfg));
+        else
+            snprintf(why, sizeof why, "without %s", d->needs);
+        if (d->shown) {
+            char *v = value_text(spec_field_find(fields, N_FIELDS, d->shown), cfg);
+            const char *label = set_by(src->flags, src->n_flags, d->shown);
+            snprintf(shown, sizeof shown, " (%s is %s%s%s)", d->shown, v, label ? ", from " : "",
+                     label ? label : "");
+            free(v);
+        }
+        struct spec_deferred *later = src->deferred;
+        bool defer = later && later->n < SPEC_DEFERRED_MAX;
+        if (defer)
+            later->item[later->n].key = d->key;
+        int rc = spec_config_key_error(defer ? &later->item[later->n++].err : err, src, d->key,
+                                       "%s=%s has no effect %s%s", d->key, set, why, shown);
         free(set);
+        if (!defer)
+            return rc;
+        /* the point runs as its single run would without the value (and says so: its digest) */
+        memcpy((char *)cfg + f->offset, (const char *)defaults + f->offset, f->size);
     }
     return 0;
 }
@@ -601,7 +731,12 @@ static int check(const struct libra_config *cfg, const struct spec_config_source
                  struct libra_error *err)
 {
     const struct spec_rl_config *rl = &cfg->rl;
-    if (rl->batch_trajectories % rl->samples != 0)
+    /* Training takes whole groups in the commands that form them; one that does not read
+     * rl.samples (libra cost deals single sequences) takes any batch, whatever the group size
+     * it leaves unread. */
+    const struct spec_field *samples = spec_field_find(fields, N_FIELDS, "rl.samples");
+    bool groups = !src->reader || (samples->readers & src->reader) != 0;
+    if (groups && rl->batch_trajectories % rl->samples != 0)
         return spec_config_key_error(
             err, src, "rl.batch_trajectories",
             "%d is not a multiple of rl.samples (%d): training takes whole groups",
@@ -679,6 +814,9 @@ int spec_config_resolve(struct libra_config *cfg, const struct spec_presets *p,
     cfg->cluster.gpus_per_node = hw->gpus_per_node; /* the hardware preset's layer */
     rc = apply_overrides(cfg, src->preset_values, src->n_preset_values, err);
     struct libra_config defaults = *cfg; /* a flag may give these to keys the command ignores */
+    struct libra_config experiment = defaults; /* ... and the file's, without the flags */
+    if (rc == 0 && src->doc)
+        rc = apply_doc(&experiment, src->doc, err);
     if (rc == 0)
         rc = apply_layers(cfg, src, err);
     if (rc)
@@ -690,7 +828,7 @@ int spec_config_resolve(struct libra_config *cfg, const struct spec_presets *p,
     rc = check(cfg, src, err);
     if (rc == 0)
         rc = check_unread(cfg, &defaults, src, err);
-    return rc ? rc : check_inert(cfg, &defaults, src, err);
+    return rc ? rc : check_inert(cfg, &defaults, &experiment, src, err);
 }
 
 /* ---- output ------------------------------------------------------------------------------ */
@@ -926,11 +1064,28 @@ char *spec_config_doc_markdown(void)
                  "takes every key.\n\n");
     readers_table(out);
     fprintf(out, "\n## Keys that act only with another setting\n\n"
-                 "A value other than its default, from any source, is refused (exit 2) while "
-                 "the setting its mechanism needs is off: it would change nothing.\n\n"
-                 "| key | acts only with |\n|---|---|\n");
-    for (size_t i = 0; i < sizeof dependents / sizeof *dependents; i++)
-        fprintf(out, "| `%s` | %s |\n", dependents[i].key, dependents[i].needs);
+                 "A value other than its default is refused (exit 2) while the setting its "
+                 "mechanism needs is off: it would change nothing. Where every command that "
+                 "reads the key needs that setting, each of them refuses it, and so does "
+                 "`libra config check` (exit 1): from a flag (`--set`, a `--sweep` point) "
+                 "whenever the setting is off, and from the config file where the file's own "
+                 "experiment has it off; a flag that turns the setting off for one run "
+                 "(`--set sim.modes=libra` on a file that pins async's split, a sweep's point) "
+                 "leaves aside the file's value, which serves the file's other runs. Where "
+                 "only some commands need the setting (the last column names them), another "
+                 "command acts on the key whatever the setting, so those commands refuse it "
+                 "from a flag only and take the file's value, as they take the keys they do "
+                 "not read, and `libra config check` takes it too.\n\n"
+                 "| key | acts only with | refused by |\n|---|---|---|\n");
+    for (size_t i = 0; i < N_DEPENDENTS; i++) {
+        const struct spec_dependent *d = &dependents[i];
+        const struct spec_field *f = spec_field_find(fields, N_FIELDS, d->key);
+        char who[160];
+        readers_text(d->readers & f->readers, who, sizeof who);
+        fprintf(out, "| `%s` | %s | %s%s |\n", d->key, d->needs,
+                partly_dependent(d, f) ? who : "every command that reads it",
+                partly_dependent(d, f) ? ", from a flag" : "");
+    }
     fprintf(out, "\n");
     doc_presets(out);
     fclose(out);

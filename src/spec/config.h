@@ -11,7 +11,9 @@
  * To add a setting: add a field to the section's struct below and one row to the table in
  * config.c (the row macro checks the field's type), then regenerate docs/config.md with
  * `libra config doc -o docs/config.md` (a test fails while it is stale), and give the key a
- * case in tests/e2e/test_config_keys.py that shows it changes a command's output. A key kept
+ * case in tests/e2e/test_config_keys.py that shows it changes a command's output; a key that
+ * acts only while another setting is on (a mode of sim.modes, libra plan's verification, a
+ * switch of its own) also gets a row in config.c's dependents table. A key kept
  * for a mechanism not built yet goes into config.c's `pending` table instead: its default,
  * what the code does today, is accepted and any other value refused.
  *
@@ -226,6 +228,22 @@ struct spec_config_override {
 };
 
 /* Where the layers above the defaults come from. */
+/*
+ * The keys inert at a point of a grid (a sweep's point, an attribution's bar;
+ * spec_config_sources.deferred), each with the refusal it would get alone: the point takes the
+ * key's default, as its single run would run without it, and the grid refuses a key only where
+ * it is inert at every point (`--sweep sim.modes=colocated,async --set sim.async_tp=2` pins the
+ * async points' TP).
+ */
+#define SPEC_DEFERRED_MAX 32
+struct spec_deferred {
+    size_t n;
+    struct {
+        const char *key; /* the schema's */
+        struct libra_error err;
+    } item[SPEC_DEFERRED_MAX];
+};
+
 struct spec_config_sources {
     /* Values of presets spec/ does not read (workload presets, turned into settings by cli/),
      * applied after the hardware preset's. */
@@ -235,8 +253,13 @@ struct spec_config_sources {
     const struct spec_config_override *flags; /* command-line settings, in order */
     size_t n_flags;
     /* The SPEC_READ_* bit of the command resolving: a flag that sets a key it does not read to
-     * other than its default is refused. 0: any key (libra config shows and checks them all). */
+     * other than its default is refused. 0: any key (libra config shows and checks them all),
+     * and a key inert without another setting is refused only where every command that reads
+     * it would refuse it (spec_config_resolve). */
     unsigned reader;
+    /* NULL: a key inert without another setting is refused; else it takes its default and its
+     * refusal is added here (a grid's point: struct spec_deferred) */
+    struct spec_deferred *deferred;
 };
 
 /* The schema table (for help, docs, and the CLI's flag list). */
@@ -259,11 +282,16 @@ int spec_config_peek(struct libra_config *cfg, const struct spec_config_sources 
  * presets' canonical (lower-case) names. Fails with err on an unknown section or key, a wrong
  * type, a value out of range, an unknown hardware or model preset, an inconsistent
  * combination (rl.batch_trajectories not a multiple of rl.samples), an invalid
- * sched.buckets layout, a value other than the default for a key whose mechanism is not
- * implemented yet (plan.replan_*), or a flag giving a key src->reader does not
- * read a value other than its default (the schema's, or its preset's), reported where the
- * offending value came from (spec_config_key_error). The file's values of such keys are taken:
- * one experiment file serves every command. Returns 0 or LIBRA_EINVAL.
+ * sched.buckets layout, a flag giving a key src->reader does not read a value other than its
+ * default (the schema's, or its preset's), or a value other than its default for a key that
+ * acts only while another setting is on, with that setting off: a mode of sim.modes that reads
+ * it (sim.async_tp without async), libra plan's verification (sim.queue_cap with
+ * plan.verify_candidates 0), or its own switch (rl.gen_batch_factor without gen_batch; the table
+ * of docs/config.md "Keys that act only with another setting"). Each is reported where the
+ * offending value came from (spec_config_key_error). The file's values of keys src->reader does
+ * not read are taken, and so are those of keys inert for src->reader alone while another command
+ * that reads them acts on them: one experiment file serves every command. Returns 0 or
+ * LIBRA_EINVAL.
  */
 int spec_config_resolve(struct libra_config *cfg, const struct spec_presets *p,
                         const struct spec_config_sources *src, struct libra_error *err);

@@ -3,8 +3,10 @@
  *
  * A preset file is read completely into a scratch registry and checked before anything is
  * merged, so a bad user file never leaves a half-applied set of presets behind. Field checks
- * come from the row tables below; what a single row cannot say (kv_heads divides heads, the
- * MoE fields go together, "assumed" names real fields) is checked after the row pass.
+ * come from the row tables below; what a single row cannot say (kv_heads divides heads; a
+ * model sets the MLP fields of its kind and only those, as the cost model reads no others: ffn
+ * for a dense model, experts, top_k and expert_ffn for an MoE one; "assumed" names real fields)
+ * is checked after the row pass.
  */
 #include "spec/preset.h"
 
@@ -31,7 +33,8 @@ static const char *const confidence_names[] = {
 /* Rows every preset kind shares: its name and where its numbers come from. */
 #define NAME_ROW(T)                                                                                \
     SPEC_STRING_ROW(T, name, SPEC_REQUIRED, "", NULL, 0,                                           \
-                    "preset name: lower-case letters, digits, '.', '-', '_'")
+                    "preset name: lower-case letters, digits, '.', '-', '_'; a config or flag "    \
+                    "may write it in any case (`A800-80G` names `a800-80g`)")
 #define PROVENANCE_ROWS(T)                                                                         \
     SPEC_ENUM_ROW(T, confidence, 0, confidence_names, SPEC_CONF_LOW, NULL, 0,                      \
                   "H, M or L as in calibration.md, for the values not listed in assumed"),         \
@@ -91,14 +94,16 @@ static const struct spec_field model_fields[] = {
     MODEL_INT(heads, SPEC_REQUIRED, 1, 1024, "query heads"),
     MODEL_INT(kv_heads, SPEC_REQUIRED, 1, 1024, "key/value heads; must divide heads"),
     MODEL_INT(head_dim, SPEC_REQUIRED, 1, 4096, "dimension of one head"),
-    MODEL_INT(ffn, 0, 0, 1 << 24, "dense MLP intermediate size; 0 for MoE models"),
+    MODEL_INT(ffn, 0, 0, 1 << 24,
+              "dense MLP intermediate size; an MoE model leaves it 0 (its MLP is its experts)"),
     MODEL_INT(vocab, SPEC_REQUIRED, 1, 1 << 24, "vocabulary size"),
     SPEC_BOOL_ROW(struct spec_model, tied_embeddings, 0, 0, NULL, 0,
                   "input embedding and LM head share weights"),
     SPEC_BOOL_ROW(struct spec_model, qkv_bias, 0, 0, NULL, 0, "Q, K and V projections have biases"),
     MODEL_INT(experts, 0, 0, 4096, "routed experts; 0 for dense models"),
-    MODEL_INT(top_k, 0, 0, 4096, "experts per token (MoE only)"),
-    MODEL_INT(expert_ffn, 0, 0, 1 << 24, "intermediate size of one expert (MoE only)"),
+    MODEL_INT(top_k, 0, 0, 4096, "experts per token (MoE only: a dense model leaves it 0)"),
+    MODEL_INT(expert_ffn, 0, 0, 1 << 24,
+              "intermediate size of one expert (MoE only: a dense model leaves it 0)"),
     MODEL_PARAMS(params_total, "all parameters (memory); 0 derives them from the shape"),
     MODEL_PARAMS(params_active,
                  "parameters used per token (compute); 0 derives them from the shape"),
@@ -221,6 +226,10 @@ static int check_model(struct spec_model *m, const struct ujson_doc *doc, const 
                                 m->experts);
         if (m->expert_ffn < 1)
             return member_error(err, doc, path, obj, "expert_ffn", "must be >= 1 for an MoE model");
+        if (m->ffn)
+            return member_error(err, doc, path, obj, "ffn",
+                                "only dense models (experts 0) set it: an MoE model's MLP is its "
+                                "experts (expert_ffn), and shared experts are not modelled");
     }
     double total, active;
     spec_model_params(m, &total, &active);
@@ -242,6 +251,23 @@ struct reading {
     struct spec_presets *out; /* the scratch registry of this file */
 };
 
+/*
+ * Refuses the entry obj at path, whose name an earlier entry of this file's section (index
+ * first: entries are kept in file order) already has, at its name and naming the earlier one's
+ * position. Names are lower case, and found ignoring case, so one equal ignoring case is this.
+ */
+static int twice_error(const struct reading *r, const char *section, size_t first, const char *path,
+                       const json_t *obj, const char *name, struct libra_error *err)
+{
+    char at[64];
+    int line = 0, col = 0;
+    snprintf(at, sizeof at, "%s/%zu/name", section, first);
+    ujson_locate(r->doc, at, &line, &col);
+    return member_error(err, r->doc, path, obj, "name",
+                        "'%s' is defined twice in this file, first at %d:%d (%s.%zu.name)", name,
+                        line, col, section, first);
+}
+
 static int read_hardware(struct reading *r, const char *path, const json_t *obj,
                          struct libra_error *err)
 {
@@ -253,9 +279,9 @@ static int read_hardware(struct reading *r, const char *path, const json_t *obj,
         rc = check_name(h.name, r->doc, path, obj, err);
     if (!rc)
         rc = check_assumed(hardware_fields, N_HARDWARE_FIELDS, h.assumed, r->doc, path, obj, err);
-    if (!rc && spec_hardware_find(r->out, h.name))
-        rc = member_error(err, r->doc, path, obj, "name", "'%s' is defined twice in this file",
-                          h.name);
+    const struct spec_hardware *first = rc ? NULL : spec_hardware_find(r->out, h.name);
+    if (first)
+        rc = twice_error(r, "hardware", (size_t)(first - r->out->hardware), path, obj, h.name, err);
     if (rc)
         return rc;
     snprintf(h.origin, sizeof h.origin, "%s", r->origin);
@@ -277,9 +303,9 @@ static int read_model(struct reading *r, const char *path, const json_t *obj,
         rc = check_assumed(model_fields, N_MODEL_FIELDS, m.assumed, r->doc, path, obj, err);
     if (!rc)
         rc = check_model(&m, r->doc, path, obj, err);
-    if (!rc && spec_model_find(r->out, m.name))
-        rc = member_error(err, r->doc, path, obj, "name", "'%s' is defined twice in this file",
-                          m.name);
+    const struct spec_model *first = rc ? NULL : spec_model_find(r->out, m.name);
+    if (first)
+        rc = twice_error(r, "models", (size_t)(first - r->out->models), path, obj, m.name, err);
     if (rc)
         return rc;
     snprintf(m.origin, sizeof m.origin, "%s", r->origin);

@@ -97,7 +97,8 @@ int spec_presets_init(struct spec_presets *p, struct libra_error *err);
  * with an existing name replaces it and records name as its origin. Validates every field:
  * unknown keys, wrong types and impossible values (zero heads, kv_heads not dividing heads,
  * negative bandwidth) fail with err naming file:line:col and the field. A name defined twice
- * in one file is an error. On error p is unchanged.
+ * in one file is an error at the second that names the first's line:col. Names are lower case
+ * (another is an error), so no two differ only in case. On error p is unchanged.
  */
 int spec_presets_add_text(struct spec_presets *p, const char *name, const char *text, size_t len,
                           struct libra_error *err);

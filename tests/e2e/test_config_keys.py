@@ -45,12 +45,15 @@ ECHOES = {
 # the trace file it writes.
 # (--set rl.steps, not --steps: a key --steps set would refuse a --set of its own)
 FULL = ("sim", "--set", "rl.steps=3")
-# The baselines' layouts pinned and libra's plan unverified: a tenth of FULL's time.
-SIM = FULL + ("--set", "sim.colocated_tp=4", "--set", "sim.async_train_gpus=16", "--set",
-              "sim.async_tp=4", "--set", "plan.verify_candidates=0")
+UNVERIFIED = FULL + ("--set", "plan.verify_candidates=0")  # libra's plan unverified
+# The baselines' layouts pinned and libra's plan unverified: a tenth of FULL's time. (A pinned
+# layout is refused without its mode in sim.modes: the runs of fewer modes do not pin it.)
+SIM = UNVERIFIED + ("--set", "sim.colocated_tp=4", "--set", "sim.async_train_gpus=16", "--set",
+                    "sim.async_tp=4")
 TUNED = FULL + ("--set", "sim.modes=colocated,async")  # the baselines tuned by simulation
 VERIFIED = FULL + ("--set", "sim.modes=libra")  # libra's plan chosen by simulation
-LIBRA_ONLY = SIM + ("--set", "sim.modes=libra")
+LIBRA_ONLY = UNVERIFIED + ("--set", "sim.modes=libra")
+COLOCATED_ONLY = UNVERIFIED + ("--set", "sim.colocated_tp=4", "--set", "sim.modes=colocated")
 FLEET_SET = "sched.buckets=tp1x4:4000,tp2x2:12000,tp4x1:30000"
 # libra on a fixed fleet of three buckets, where the routers' choices matter.
 FLEET = LIBRA_ONLY + ("--set", "sim.planner=false", "--set", FLEET_SET)
@@ -61,11 +64,10 @@ FLEET = LIBRA_ONLY + ("--set", "sim.planner=false", "--set", FLEET_SET)
 POOL = ("sim", os.path.join(SOURCE_DIR, "examples", "sim-search-r1-qwen3-14b.json"), "--steps",
         "6", "--set", "sim.modes=libra", "--set", "plan.verify_candidates=0", "--set",
         "ehp.enabled=true")
-SEARCH_FLEET = SIM + ("--workload", "search-r1", "--set", "sim.modes=libra", "--set",
-                      "sim.planner=false", "--set", "sched.buckets=tp1x8:2000,tp2x4:5120")
+SEARCH_FLEET = LIBRA_ONLY + ("--workload", "search-r1", "--set", "sim.planner=false", "--set",
+                             "sched.buckets=tp1x8:2000,tp2x4:5120")
 UPDATE_EVERY_STEP = SIM + ("--set", "rl.sync_interval=1", "--set", "rl.transport=nccl")
-DYNAMIC_SAMPLING = SIM + ("--workload", "dapo-math-verl", "--batch", "64", "--set",
-                          "sim.modes=colocated")
+DYNAMIC_SAMPLING = COLOCATED_ONLY + ("--workload", "dapo-math-verl", "--batch", "64")
 # libra on R2E-Gym, Qwen3-4B, 24 GPUs, held to two TP sizes, seed 3, under a replan rule that
 # takes any gain: a window plans another fleet than the one the run started on (online
 # replanning).
@@ -131,7 +133,7 @@ CHANGES = {
     "sched.shrink_visits": ("0", FLEET),
     "sched.empirical_shrink": ("false", FLEET),
     "sched.attempt_shrink": ("0", FLEET + ("--set", "sched.policy=cmlfq_h")),
-    "sim.modes": ("libra", SIM),
+    "sim.modes": ("colocated,libra", COLOCATED_ONLY),
     "sim.seed": ("2", SIM),
     "sim.warmup_steps": ("0", SIM),
     "sim.tune_steps": ("1", TUNED),
@@ -333,7 +335,9 @@ def test_flag_only_for_a_key_the_command_reads(command, key):
 
 # Keys that act only while another setting is on (docs/config.md "Keys that act only with
 # another setting"): settings that switch each one's mechanism on, and settings that switch it
-# off.
+# off. SWITCHED_OFF: the keys every command that reads them refuses, from any source, and
+# `libra config check` too; PARTLY_OFF: the keys only some of the commands that read them refuse
+# (key, command), from a flag alone, while a file's value is taken (another command acts on it).
 SWITCHED_ON = {
     "rl.gen_batch_factor": ("rl.dynamic_sampling=gen_batch",),
     "rl.max_gen_batches": ("rl.dynamic_sampling=regenerate",),
@@ -343,22 +347,65 @@ SWITCHED_ON = {
 SWITCHED_OFF = {
     "rl.gen_batch_factor": ("rl.dynamic_sampling=regenerate",),
     "rl.max_gen_batches": ("rl.dynamic_sampling=off",),
+    "plan.replan_interval_steps": ("sim.modes=colocated,async",),
+    "plan.replan_pressure": ("sim.planner=false",),
     "plan.replan_min_gain_frac": ("plan.replan_interval_steps=0", "plan.replan_pressure=false"),
-    "plan.replan_horizon_steps": ("plan.replan_interval_steps=0", "plan.replan_pressure=false"),
+    "plan.replan_horizon_steps": ("sim.modes=async",),
     "plan.verify_steps": ("plan.verify_candidates=0",),
+    "sim.tune_steps": ("sim.modes=libra",),
+    "sim.tune_grid": ("sim.modes=colocated,libra",),
+    "sim.colocated_tp": ("sim.modes=async,libra",),
+    "sim.async_train_gpus": ("sim.modes=colocated",),
+    "sim.async_tp": ("sim.modes=libra",),
     "sim.fail_instance": (),
-    "ehp.signal": (),
+}
+# libra plan simulates only to verify its candidates (plan.verify_candidates above 0, async).
+PLAN_SIMULATED = ("plan.verify_steps", "sched.policy",
+                  "sched.rebuild_interval", "sched.shrink_visits", "sched.empirical_shrink",
+                  "sched.attempt_shrink", "sim.warmup_steps", "sim.context_mode",
+                  "sim.prefix_cache", "sim.queue_cap", "sim.fail_time_s", "sim.fail_instance")
+PARTLY_OFF = {
+    ("ehp.signal", "sim"): (),
+    **{(key, "plan"): ("plan.verify_candidates=0",) for key in PLAN_SIMULATED},
 }
 
 
-def dependent_keys():
+def dependent_rows():
+    """(key, refused by) of each row of the table of `libra config doc`."""
     doc = libra("config", "doc").stdout
     part = doc[doc.index("## Keys that act only with another setting"):].split("\n## ")[0]
-    return {line.split("`")[1] for line in part.splitlines() if line.startswith("| `")}
+    return {(cells(line)[0].strip("`"), cells(line)[2]) for line in part.splitlines()
+            if line.startswith("| `")}
 
 
 def test_every_dependent_key_has_its_cases():
-    assert dependent_keys() == set(SWITCHED_OFF)
+    rows = dependent_rows()
+    assert {k for k, by in rows if by == "every command that reads it"} == set(SWITCHED_OFF)
+    assert {(k, by) for k, by in rows if by != "every command that reads it"} == {
+        (k, f"libra {c}, from a flag") for k, c in PARTLY_OFF}
+
+
+def file_value(key, text):
+    """A --set value as the config file writes it."""
+    if key == "sim.modes":
+        return text.split(",")
+    if text in ("true", "false"):
+        return text == "true"
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def experiment_file(path, settings):
+    """Writes settings ("KEY=VALUE", ...) as a config file."""
+    doc = {}
+    for s in settings:
+        k, v = s.split("=", 1)
+        section, name = k.split(".")
+        doc.setdefault(section, {})[name] = file_value(k, v)
+    path.write_text(json.dumps(doc))
+    return str(path)
 
 
 @pytest.mark.parametrize("key", sorted(SWITCHED_OFF))
@@ -371,19 +418,32 @@ def test_a_dependent_key_set_while_its_mechanism_is_off_is_refused(key, tmp_path
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     assert proc.stderr.startswith(f"libra: --set {key}: {key}="), proc.stderr
     assert "has no effect without" in proc.stderr
-    section, name = key.split(".")
-    doc = {section: {name: json.loads(value) if value[0].isdigit() else value}}
-    for s in SWITCHED_OFF[key]:
-        k, v = s.split("=")
-        doc.setdefault(k.split(".")[0], {})[k.split(".")[1]] = {"true": True, "false": False}.get(
-            v, int(v) if v.isdigit() else v)
-    path = tmp_path / "x.json"
-    path.write_text(json.dumps(doc))
-    for args in (("config", "check", str(path)), ("sim", str(path), "--steps", "1")):
+    path = experiment_file(tmp_path / "x.json", (f"{key}={value}", *SWITCHED_OFF[key]))
+    for args in (("config", "check", path), ("sim", path, "--steps", "1")):
         proc = libra(*args)
         assert proc.returncode != 0 and proc.stdout == "", proc.stderr
         assert proc.stderr.startswith(f"libra: {path}:1:"), proc.stderr
         assert f"{key}: {key}=" in proc.stderr and "has no effect without" in proc.stderr
+
+
+@pytest.mark.parametrize("key,command", sorted(PARTLY_OFF))
+def test_a_partly_dependent_key_is_refused_from_a_flag_of_its_command(key, command, tmp_path):
+    """Refused from a flag by the command that needs the switch; from a file taken by it and by
+    `libra config check`: another command that reads the key acts on the file's value."""
+    off = PARTLY_OFF[key, command]
+    value = CHANGES[key][0]
+    proc, _ = stop_run(command, *[a for s in off for a in ("--set", s)], "--set",
+                       f"{key}={value}")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.startswith(f"libra: --set {key}: {key}="), proc.stderr
+    assert "has no effect" in proc.stderr
+    if key in SWITCHED_OFF:  # also inert for every command while its own switch is off
+        return
+    path = experiment_file(tmp_path / "x.json", (f"{key}={value}", *off))
+    proc, code = stop_run(command, path)
+    assert proc.returncode == code, proc.stderr
+    proc = libra("config", "check", path)
+    assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr
 
 
 def flag_text(value):

@@ -193,3 +193,31 @@ def test_device_probe_compare_of_the_model_itself_is_all_ones(tmp_path):
     r = subprocess.run([sys.executable, os.path.join(SOURCE_DIR, "bench", "device_probe.py"),
                         "compare", str(bad), "--libra", LIBRA], capture_output=True, text=True)
     assert r.returncode != 0 and "not a libra.device_probe/1 document" in r.stderr
+
+
+def test_group_size_is_not_read():
+    """The training step deals rl.batch_trajectories single sequences: GRPO groups play no part,
+    so a --samples that could not change the answers is refused rather than ignored, and the
+    batch need not be a multiple of a group size cost does not use (docs/cli.md `libra cost`)."""
+    for args, flag in ((("--samples", "8"), "--samples"),
+                       (("--set", "rl.samples=2"), "--set rl.samples")):
+        r = run(*args)
+        assert r.returncode == 2 and r.stdout == "", (args, r.stderr)
+        assert r.stderr.startswith(f"libra: {flag}: rl.samples is not used by libra cost (it is "
+                                   "read by libra plan, "), r.stderr
+    # the default group size, given explicitly, asks nothing of it
+    assert run("--json", "--samples", "4").stdout == run("--json").stdout
+    # 30 is no multiple of the default 4 nor of Search-R1's 5 per prompt; the step has 30
+    for args in ((), ("--workload", "search-r1")):
+        doc = cost_json("--batch", "30", *args)
+        assert doc["training"]["sequences"] == 30
+        assert "30 sequences of 8192 tokens" in run("--batch", "30", *args).stdout
+
+
+def test_a_file_batch_of_partial_groups_is_taken_by_cost_and_refused_by_check(tmp_path):
+    path = tmp_path / "x.json"
+    path.write_text(json.dumps({"rl": {"batch_trajectories": 30, "samples": 4}}))
+    assert cost_json(str(path))["training"]["sequences"] == 30
+    r = subprocess.run([LIBRA, "config", "check", str(path)], capture_output=True, text=True)
+    assert r.returncode == 1, r.stderr
+    assert "30 is not a multiple of rl.samples (4)" in r.stderr

@@ -45,7 +45,12 @@ static int resolve_for(unsigned reader, struct libra_config *cfg, const char *te
     struct ujson_doc doc = {0};
     if (text && ujson_doc_parse(&doc, "exp.json", text, strlen(text), err) != 0)
         return LIBRA_EINVAL;
-    struct spec_config_sources src = {values, n_values, text ? &doc : NULL, flags, n_flags, reader};
+    struct spec_config_sources src = {.preset_values = values,
+                                      .n_preset_values = n_values,
+                                      .doc = text ? &doc : NULL,
+                                      .flags = flags,
+                                      .n_flags = n_flags,
+                                      .reader = reader};
     int rc = spec_config_resolve(cfg, &presets, &src, err);
     ujson_doc_free(&doc);
     return rc;
@@ -344,8 +349,8 @@ static void test_flags_only_for_readers(void **state)
     assert_int_equal(resolve_for(SPEC_READ_EMU, &c, NULL, samples, 1, values, 2, &err),
                      LIBRA_EINVAL);
     assert_string_equal(err.msg, "--samples: rl.samples is not used by libra emu (it is read by "
-                                 "libra cost, libra plan, libra route eval, libra sim, libra load "
-                                 "and libra serve)");
+                                 "libra plan, libra route eval, libra sim, libra load and libra "
+                                 "serve)");
     assert_int_equal(resolve_for(SPEC_READ_PLAN, &c, NULL, samples, 3, values, 2, &err),
                      LIBRA_EINVAL);
     assert_string_equal(err.msg, "--set sim.trace_step: sim.trace_step is not used by libra plan "

@@ -298,6 +298,17 @@ static void test_errors(void **state)
     expect_error(MODEL("\"heads\": 4, \"kv_heads\": 1, \"head_dim\": 8, \"experts\": 4, "
                        "\"top_k\": 5, \"expert_ffn\": 8"),
                  2, 112, "top_k: must be in 1..experts (4)");
+    /* a field the model's kind leaves to the other is refused, not ignored by the cost model:
+     * an MoE model's MLP is its experts, a dense model has none */
+    expect_error(MODEL("\"heads\": 4, \"kv_heads\": 1, \"head_dim\": 8, \"experts\": 4, "
+                       "\"top_k\": 2, \"expert_ffn\": 8, \"ffn\": 16"),
+                 2, 141, "models.0.ffn: only dense models (experts 0) set it");
+    expect_error(MODEL("\"heads\": 4, \"kv_heads\": 1, \"head_dim\": 8, \"ffn\": 8, "
+                       "\"expert_ffn\": 8"),
+                 2, 108, "models.0.expert_ffn: only MoE models (experts > 0) set it");
+    expect_error(MODEL("\"heads\": 4, \"kv_heads\": 1, \"head_dim\": 8, \"ffn\": 8, "
+                       "\"top_k\": 1"),
+                 2, 108, "models.0.top_k: only MoE models (experts > 0) set it");
     expect_error(MODEL("\"heads\": 4, \"kv_heads\": 1, \"head_dim\": 8, \"ffn\": 8, "
                        "\"assumed\": [\"hedas\"]"),
                  2, 108, "'hedas' is not a value field");
@@ -338,7 +349,43 @@ static void test_duplicate_in_one_file(void **state)
         "\"head_dim\": 8, \"ffn\": 8, \"vocab\": 8},\n"
         "{\"name\": \"m\", \"layers\": 1, \"hidden\": 8, \"heads\": 1, \"kv_heads\": 1, "
         "\"head_dim\": 8, \"ffn\": 8, \"vocab\": 8}]}";
-    expect_error(dup, 3, 2, "'m' is defined twice in this file");
+    expect_error(dup, 3, 2,
+                 "models.1.name: 'm' is defined twice in this file, first at 2:2 "
+                 "(models.0.name)");
+    static const char hw_dup[] =
+        "{\"hardware\": [\n"
+        "{\"name\": \"g\", \"bf16_flops_per_s\": 1e12, \"hbm_bytes\": 1e9, "
+        "\"hbm_bw_bytes_per_s\": 1e9, \"nvlink_bw_bytes_per_s\": 1e9, "
+        "\"allreduce_bus_bw_bytes_per_s\": 1e9, \"allreduce_latency_s\": 1e-5, "
+        "\"inter_node_bw_bytes_per_s\": 1e9, \"gpus_per_node\": 8},\n"
+        "\n"
+        "  {\"bf16_flops_per_s\": 1e12, \"hbm_bytes\": 1e9, "
+        "\"hbm_bw_bytes_per_s\": 1e9, \"nvlink_bw_bytes_per_s\": 1e9, "
+        "\"allreduce_bus_bw_bytes_per_s\": 1e9, \"allreduce_latency_s\": 1e-5, "
+        "\"inter_node_bw_bytes_per_s\": 1e9, \"gpus_per_node\": 8, "
+        "\"name\": \"g\"}]}";
+    expect_error(hw_dup, 4, 225,
+                 "hardware.1.name: 'g' is defined twice in this file, first at "
+                 "2:2 (hardware.0.name)");
+}
+
+/* Names are found ignoring case, so a file may not bring one that differs from a built-in one
+ * only in case (it would replace it under another spelling): names are lower case. A built-in
+ * name in lower case replaces the built-in preset. */
+static void test_names_differing_in_case(void **state)
+{
+    expect_error("{\"hardware\": [\n{\"name\": \"A800-80G\", \"bf16_flops_per_s\": 1e12, "
+                 "\"hbm_bytes\": 1e9, \"hbm_bw_bytes_per_s\": 1e9, \"nvlink_bw_bytes_per_s\": 1e9, "
+                 "\"allreduce_bus_bw_bytes_per_s\": 1e9, \"allreduce_latency_s\": 1e-5, "
+                 "\"inter_node_bw_bytes_per_s\": 1e9, \"gpus_per_node\": 8}]}",
+                 2, 2, "hardware.0.name: 'A800-80G' must be lower-case");
+    struct spec_presets p = builtin();
+    struct libra_error err = {0};
+    assert_int_equal(spec_presets_add_text(&p, "mine.json", user_file, strlen(user_file), &err), 0);
+    assert_int_equal(p.n_hardware, 6);
+    assert_string_equal(spec_hardware_find(&p, "A800-80G")->origin, "mine.json");
+    assert_ptr_equal(spec_hardware_find(&p, "A800-80G"), spec_hardware_find(&p, "a800-80g"));
+    spec_presets_free(&p);
 }
 
 int main(void)
@@ -355,6 +402,7 @@ int main(void)
         cmocka_unit_test(test_json_round_trip),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_duplicate_in_one_file),
+        cmocka_unit_test(test_names_differing_in_case),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
