@@ -97,12 +97,122 @@ static const char *long_option_text(char **argv)
     return argv[optind - (separate ? 2 : 1)];
 }
 
+/* ---- an output that is an input ------------------------------------------------------- */
+
+/*
+ * What the flag loop now running (cli_getopt, from its first call with optind 0 to its -1) has
+ * seen: its -o value, and the values of the flags that name a file the command reads. Once the
+ * flags end, its operands are known as well, and -o naming one of those files is refused before
+ * anything runs: the output would replace the command's own input.
+ */
+static struct {
+    const char *output;
+    const char **inputs; /* argv strings */
+    const char **flags;  /* the flag of each input, "--presets" */
+    size_t n_inputs;
+} seen;
+
+/* The flags whose value is a file the command reads. */
+static const char *const input_flags[] = {"presets", "config", "trace", "plan", NULL};
+
+/*
+ * Operands that name no file, by command and the word its flag loop's argv starts with (the
+ * subcommand's, where the command passes it so): a subcommand word, or `trace gen`'s preset
+ * name. Every other operand is an input file; calibrate's INPUT is the part before ",OPTION=N".
+ */
+static const struct {
+    const char *command, *loop;
+    const char *word; /* NULL: no operand names a file */
+} word_operands[] = {
+    {"cost", "cost", "calibration"},
+    {"route", "route", "eval"},
+    {"trace", "gen", NULL},
+};
+
+/* The file operand arg of cmd's flag loop (whose argv[0] is loop) names, into buf; NULL when it
+ * names none. */
+static const char *operand_file(const struct cli_command *cmd, const char *loop, const char *arg,
+                                char *buf, size_t size)
+{
+    for (size_t i = 0; i < sizeof word_operands / sizeof *word_operands; i++)
+        if (strcmp(word_operands[i].command, cmd->name) == 0 &&
+            strcmp(word_operands[i].loop, loop) == 0 &&
+            (!word_operands[i].word || strcmp(word_operands[i].word, arg) == 0))
+            return NULL;
+    if (strcmp(cmd->name, "calibrate") == 0 && strchr(arg, ',')) {
+        snprintf(buf, size, "%.*s", (int)strcspn(arg, ","), arg);
+        return buf;
+    }
+    return arg;
+}
+
+/* Whether a and b are one regular file (device and inode: "./x", "x" and a link to x are). */
+static bool same_regular_file(const char *a, const char *b)
+{
+    struct stat sa, sb;
+    return stat(a, &sa) == 0 && S_ISREG(sa.st_mode) && stat(b, &sb) == 0 &&
+           sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+}
+
+/* Records what cli_getopt returned (c, with optarg and the long option longopts[index]). */
+static void note_flag(int c, const struct option *longopts, int index)
+{
+    if (c == 'o') {
+        seen.output = optarg;
+        return;
+    }
+    bool input = false;
+    for (const char *const *f = input_flags; optarg && index >= 0 && *f; f++)
+        input |= strcmp(*f, longopts[index].name) == 0;
+    if (!input)
+        return;
+    seen.inputs = xreallocarray(seen.inputs, seen.n_inputs + 1, sizeof *seen.inputs);
+    seen.flags = xreallocarray(seen.flags, seen.n_inputs + 1, sizeof *seen.flags);
+    seen.inputs[seen.n_inputs] = optarg;
+    seen.flags[seen.n_inputs++] = longopts[index].name;
+}
+
+/* At the end of the flags: refuses -o naming an input file. Returns 0, or '?' after the usage
+ * error. */
+static int check_output_not_input(const struct cli_command *cmd, int argc, char **argv)
+{
+    const char *out = seen.output;
+    seen.output = NULL; /* said once, should the loop be asked again */
+    if (!out || strcmp(out, "-") == 0)
+        return 0;
+    for (size_t i = 0; i < seen.n_inputs; i++)
+        if (same_regular_file(out, seen.inputs[i])) {
+            cli_usage_error(cmd,
+                            "-o '%s' names the --%s file '%s': writing it would replace the input",
+                            out, seen.flags[i], seen.inputs[i]);
+            return '?';
+        }
+    char buf[4096];
+    for (int i = optind; i < argc; i++) {
+        const char *in = operand_file(cmd, argv[0], argv[i], buf, sizeof buf);
+        if (in && same_regular_file(out, in)) {
+            cli_usage_error(cmd,
+                            "-o '%s' names the input file '%s': writing it would replace the input",
+                            out, argv[i]);
+            return '?';
+        }
+    }
+    return 0;
+}
+
 int cli_getopt(const struct cli_command *cmd, int argc, char **argv, const char *shortopts,
                const struct option *longopts)
 {
     opterr = 0;
+    if (optind == 0) { /* a new flag loop */
+        free(seen.inputs);
+        free(seen.flags);
+        memset(&seen, 0, sizeof seen);
+    }
     int index = -1;
     int c = getopt_long(argc, argv, shortopts, longopts, &index);
+    if (c == -1)
+        return check_output_not_input(cmd, argc, argv) ? '?' : -1;
     if (index >= 0) {
         /* getopt_long takes any unambiguous prefix ("--gpu" for "--gpus"); a flag is spelled
          * whole, so that a typo or a future flag sharing the prefix cannot change a run */
@@ -124,6 +234,7 @@ int cli_getopt(const struct cli_command *cmd, int argc, char **argv, const char 
             cli_usage_error(cmd, "flag '%s' is unknown or needs a value", arg);
         return '?';
     }
+    note_flag(c, longopts, index);
     return c;
 }
 

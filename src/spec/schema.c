@@ -224,6 +224,22 @@ static int fail(char *why, size_t size, const char *msg)
     return LIBRA_EINVAL;
 }
 
+/*
+ * Refuses d, a number an integer row cannot take as written (1e30, 2.5, one past int64): when
+ * it is a whole number outside the row's range, by the range (a row without one: int64's), so
+ * that `--gpus 99999999999999999999` says what --gpus takes; otherwise as not an integer.
+ */
+static int whole_number_error(const struct spec_field *f, double d, char *why, size_t size)
+{
+    if (isnan(d) || d != floor(d))
+        return fail(why, size, "must be an integer");
+    if (!in_range(f, d))
+        return range_error(f, why, size);
+    if (fabs(d) >= 0x1p63)
+        return fail(why, size, "must be in -9223372036854775808..9223372036854775807");
+    return fail(why, size, "must be an integer");
+}
+
 static int set_number(const struct spec_field *f, void *p, const json_t *v, char *why, size_t size)
 {
     if (f->type == SPEC_DOUBLE) {
@@ -237,7 +253,8 @@ static int set_number(const struct spec_field *f, void *p, const json_t *v, char
     }
     int64_t i;
     if (!ujson_as_int64(v, &i))
-        return fail(why, size, "must be an integer");
+        return json_is_real(v) ? whole_number_error(f, json_real_value(v), why, size)
+                               : fail(why, size, "must be an integer");
     bool fits = f->size == sizeof(int64_t) || (i >= INT_MIN && i <= INT_MAX);
     if (!fits || !in_range(f, (double)i))
         return range_error(f, why, size);
@@ -384,15 +401,17 @@ json_t *spec_field_parse_text(const struct spec_field *f, const char *text, char
     switch (f->type) {
     case SPEC_INT: {
         long long v = strtoll(text, &end, 10);
-        if (*text && !*end && errno == ERANGE) {
-            fail(why, size, "must be in -9223372036854775808..9223372036854775807");
-            return NULL;
-        }
-        if (!*text || *end || errno) {
+        if (*text && !*end && !errno)
+            return json_integer(v);
+        /* past int64, or a whole number in a file's other notation (1e30): out of the row's
+         * range said as such, as a file's number is; anything else is not an integer */
+        errno = 0;
+        double d = strtod(text, &end);
+        if (*text && !*end && strspn(text, "+-0123456789.eE") == strlen(text))
+            whole_number_error(f, d, why, size);
+        else
             fail(why, size, "must be an integer");
-            return NULL;
-        }
-        return json_integer(v);
+        return NULL;
     }
     case SPEC_DOUBLE: {
         double v = strtod(text, &end);

@@ -108,14 +108,17 @@ void spec_suggest(const char *const *candidates, const char *word, char *hint, s
 /*
  * Checks v against the row (type, range, allowed names, length) and stores it into base.
  * Returns 0, or LIBRA_EINVAL with why (size bytes) saying what is wrong, e.g. "must be in
- * 1..65536"; base is then unchanged.
+ * 1..65536" (also for an INT row's whole number written as a real past int64, 1e30); base is
+ * then unchanged.
  */
 int spec_field_set(const struct spec_field *f, void *base, const json_t *v, char *why, size_t size);
 
 /*
  * Converts a command-line value to the JSON value the row expects: "48" → 48, "true" → true,
  * "a,b" → ["a","b"] for SET and LIST; strings and enum names pass through. Returns a new
- * reference, or NULL with why set when text is not of the row's type.
+ * reference, or NULL with why set when text is not of the row's type; for an INT row, a whole
+ * number it cannot take as written and outside the row's range (one past int64, 1e30) is
+ * refused by the range ("must be in 1..65536"), as spec_field_set refuses a file's.
  */
 json_t *spec_field_parse_text(const struct spec_field *f, const char *text, char *why, size_t size);
 

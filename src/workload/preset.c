@@ -10,6 +10,7 @@
  */
 #include "workload/preset.h"
 
+#include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -209,23 +210,35 @@ static const json_t *get_path(const json_t *obj, const char *path)
     return obj;
 }
 
+/* "out of range: must be in LO..HI" for the field f. */
+static int range_error(const struct ctx *c, const struct field *f)
+{
+    int digits = f->type == F_INT ? 17 : 6;
+    return fail(c, f->path, "out of range: must be in %.*g..%.*g", digits, f->lo, digits, f->hi);
+}
+
 static int read_field(const struct ctx *c, const struct field *f, const json_t *v, char *dst)
 {
     int64_t i;
     double d;
     switch (f->type) {
     case F_INT:
-        if (!ujson_as_int64(v, &i))
+        if (!ujson_as_int64(v, &i)) {
+            /* a whole number written as a real (1e30) is out of range, not a fraction */
+            d = json_is_real(v) ? json_real_value(v) : NAN; /* NAN: not a whole number */
+            if (d == floor(d) && !(d >= f->lo && d <= f->hi))
+                return range_error(c, f);
             return fail(c, f->path, "expected an integer");
+        }
         if ((double)i < f->lo || (double)i > f->hi)
-            return fail(c, f->path, "out of range");
+            return range_error(c, f);
         memcpy(dst, &i, sizeof i);
         return 0;
     case F_REAL:
         if (!ujson_as_double(v, &d))
             return fail(c, f->path, "expected a number");
         if (!(d >= f->lo && d <= f->hi))
-            return fail(c, f->path, "out of range");
+            return range_error(c, f);
         memcpy(dst, &d, sizeof d);
         return 0;
     case F_BOOL:
@@ -354,13 +367,15 @@ static int read_tools(const struct ctx *c, const json_t *arr, struct workload_pr
     return 0;
 }
 
+/* A preset name, as hardware and model ones (spec/preset.c): lower-case letters, digits, '.',
+ * '-', '_', starting with a letter or digit. Flags and configs may write it in any case, and it
+ * goes into exported shell scripts and file names as it is. */
 static bool valid_name(const char *s)
 {
-    if (!*s)
+    if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9')))
         return false;
     for (; *s; s++)
-        if (!((*s >= 'a' && *s <= 'z') || (*s >= 'A' && *s <= 'Z') || (*s >= '0' && *s <= '9') ||
-              strchr("-_.+", *s)))
+        if (!((*s >= 'a' && *s <= 'z') || (*s >= '0' && *s <= '9') || strchr(".-_", *s)))
             return false;
     return true;
 }
@@ -395,9 +410,16 @@ static int read_preset(const struct ctx *c, const json_t *obj, struct workload_p
     const json_t *name = json_object_get(obj, "name"), *base = json_object_get(obj, "base");
     if (!name)
         return fail(c, "", "missing field 'name'");
-    if (!json_is_string(name) || json_string_length(name) >= WORKLOAD_NAME_MAX ||
-        !valid_name(json_string_value(name)))
-        return fail(c, "name", "expected a name of letters, digits and -_.+ (under 48)");
+    if (!json_is_string(name) || strlen(json_string_value(name)) != json_string_length(name))
+        return fail(c, "name", "expected a string");
+    if (json_string_length(name) >= WORKLOAD_NAME_MAX)
+        return fail(c, "name", "'%s' is too long: a name is under %d bytes",
+                    json_string_value(name), WORKLOAD_NAME_MAX);
+    if (!valid_name(json_string_value(name)))
+        return fail(c, "name",
+                    "'%s' must be lower-case letters, digits, '.', '-', '_', starting with a "
+                    "letter or digit",
+                    json_string_value(name));
     preset_defaults(w);
     if (base) {
         const struct workload_preset *b =
@@ -419,6 +441,29 @@ static int read_preset(const struct ctx *c, const json_t *obj, struct workload_p
 }
 
 static const char *const file_keys[] = {"schema", "hardware", "models", "workloads", NULL};
+
+/*
+ * Refuses preset i of the file's array arr, named name, when an earlier one of the file has
+ * the name: at its name, naming the first one's position, as spec/preset.c does for hardware
+ * and models. (Names are lower case and found ignoring case, so the second would replace the
+ * first without a word.)
+ */
+static int check_once(const struct ctx *c, const json_t *arr, size_t i, const char *name)
+{
+    for (size_t j = 0; j < i; j++) {
+        const char *earlier = json_string_value(json_object_get(json_array_get(arr, j), "name"));
+        if (!earlier || strcasecmp(earlier, name) != 0)
+            continue;
+        char at[48];
+        int line = 0, col = 0;
+        snprintf(at, sizeof at, "workloads/%zu/name", j);
+        ujson_locate(c->doc, at, &line, &col);
+        return fail(c, "name",
+                    "'%s' is defined twice in this file, first at %d:%d (workloads.%zu.name)", name,
+                    line, col, j);
+    }
+    return 0;
+}
 
 static int add_doc(struct workload_presets *p, const struct ujson_doc *doc, const char *origin,
                    struct libra_error *err)
@@ -447,6 +492,8 @@ static int add_doc(struct workload_presets *p, const struct ujson_doc *doc, cons
         struct ctx c = {doc, err, base};
         struct workload_preset w;
         int rc = read_preset(&c, json_array_get(arr, i), p, &w);
+        if (!rc)
+            rc = check_once(&c, arr, i, w.name);
         if (rc)
             return rc;
         snprintf(w.origin, sizeof w.origin, "%s", origin);

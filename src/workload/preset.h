@@ -181,9 +181,13 @@ int workload_presets_init(struct workload_presets *p, struct libra_error *err);
  * Adds the "workloads" of a user preset file (text of len bytes; name labels messages and
  * becomes the origin). A preset whose name exists replaces it; "base": NAME starts from an
  * existing preset and overrides only the fields given ("tools", when given, replaces the
- * whole list). Other top-level sections of a preset file ("hardware", "models", "schema") are
- * left to their own parsers. Unknown keys, wrong types, out-of-range or inconsistent values
- * fail with err at file:line:col naming the field. On error p is unchanged.
+ * whole list). Names are as hardware and model names (spec/preset.h): lower-case letters,
+ * digits, '.', '-', '_', starting with a letter or digit (another is an error), so no two
+ * differ only in case; a name defined twice in one file is an error at the second that names
+ * the first's line:col. Other top-level sections of a preset file ("hardware", "models",
+ * "schema") are left to their own parsers. Unknown keys, wrong types, out-of-range (with the
+ * range) or inconsistent values fail with err at file:line:col naming the field. On error p is
+ * unchanged.
  */
 int workload_presets_add_text(struct workload_presets *p, const char *name, const char *text,
                               size_t len, struct libra_error *err);
@@ -191,7 +195,8 @@ int workload_presets_add_text(struct workload_presets *p, const char *name, cons
 /* Releases p's array; a zeroed p is fine. */
 void workload_presets_free(struct workload_presets *p);
 
-/* Case-insensitive look-up; NULL when absent. Valid until the next add or free. */
+/* Case-insensitive look-up (a config or flag may write a name in any case; the preset keeps
+ * its own, lower-case one); NULL when absent. Valid until the next add or free. */
 const struct workload_preset *workload_preset_find(const struct workload_presets *p,
                                                    const char *name);
 

@@ -120,7 +120,7 @@ static void test_base_overrides_only_named_fields(void **state)
     assert_string_equal(w->origin, "mine.json");
 
     /* Redefining a name replaces the preset in place. */
-    text = "{\"workloads\": [{\"name\": \"R2E-GYM\", \"base\": \"r2e-gym\", \"prompts\": 10}]}";
+    text = "{\"workloads\": [{\"name\": \"r2e-gym\", \"base\": \"R2E-GYM\", \"prompts\": 10}]}";
     assert_int_equal(workload_presets_add_text(&p, "again.json", text, strlen(text), &err), 0);
     assert_int_equal(p.n, 6);
     assert_int_equal(workload_preset_find(&p, "r2e-gym")->prompts, 10);
@@ -160,7 +160,7 @@ static const struct bad_case bad_cases[] = {
     {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\",\n"
      " \"finish\": {\"means\": \"maybe\"}}]}",
      2, 13, "finish.means: expected one of answer, correct"},
-    {"{\"workloads\": [{\"name\": \"bad name!\"}]}", 1, 17, "name: expected a name"},
+    {"{\"workloads\": [{\"name\": \"bad name!\"}]}", 1, 17, "name: 'bad name!' must be lower-case"},
     {"{\"workload\": []}", 1, 2, "workload: unknown key"},
     {"{\"workloads\": {}}", 1, 2, "workloads: expected an array"},
     {"{\"workloads\": [{\"name\": \"x\",, }]}", 1, 29, "expected"},
