@@ -104,9 +104,10 @@ static const struct spec_field model_fields[] = {
     MODEL_INT(top_k, 0, 0, 4096, "experts per token (MoE only: a dense model leaves it 0)"),
     MODEL_INT(expert_ffn, 0, 0, 1 << 24,
               "intermediate size of one expert (MoE only: a dense model leaves it 0)"),
-    MODEL_PARAMS(params_total, "all parameters (memory); 0 derives them from the shape"),
-    MODEL_PARAMS(params_active,
-                 "parameters used per token (compute); 0 derives them from the shape"),
+    MODEL_PARAMS(params_total, "all parameters (memory), as the shape counts them: a count "
+                               "given is checked against the shape's (within 2 %); 0: none"),
+    MODEL_PARAMS(params_active, "parameters used per token (compute), as the shape counts them: "
+                                "a count given is checked likewise; 0: none"),
     PROVENANCE_ROWS(struct spec_model),
 };
 
@@ -190,6 +191,24 @@ static int check_name(const char *name, const struct ujson_doc *doc, const char 
                         name);
 }
 
+/* The most a parameter count given may differ from the shape's: a model card rounds. */
+#define PARAMS_TOLERANCE 0.02
+
+/* A parameter count the preset gives (0: none). The cost model counts parameters from the
+ * shape (cost/shape.c), so a count is a check of the shape, not an input: one that disagrees
+ * would be shown and ignored. */
+static int check_count(const struct ujson_doc *doc, const char *path, const json_t *obj,
+                       const char *key, double given, double shape, struct libra_error *err)
+{
+    if (given == 0 || fabs(given - shape) <= PARAMS_TOLERANCE * shape)
+        return 0;
+    return member_error(err, doc, path, obj, key,
+                        "%.6g is not the shape's count, %.6g: the cost model counts parameters "
+                        "from the shape (layers, hidden, heads, ffn or experts, vocab), so a "
+                        "count given must agree within 2 %% (0: the shape's)",
+                        given, shape);
+}
+
 /* Every member of "assumed" must name a value row of the kind (not name or provenance). */
 static int check_assumed(const struct spec_field *fields, size_t n, const char *assumed,
                          const struct ujson_doc *doc, const char *path, const json_t *obj,
@@ -233,14 +252,12 @@ static int check_model(struct spec_model *m, const struct ujson_doc *doc, const 
     }
     double total, active;
     spec_model_params(m, &total, &active);
-    if (m->params_total == 0)
-        m->params_total = total;
-    if (m->params_active == 0)
-        m->params_active = active;
-    if (m->params_active > m->params_total)
-        return member_error(err, doc, path, obj, "params_active", "exceeds params_total (%.6g)",
-                            m->params_total);
-    return 0;
+    int rc = check_count(doc, path, obj, "params_total", m->params_total, total, err);
+    if (!rc)
+        rc = check_count(doc, path, obj, "params_active", m->params_active, active, err);
+    m->params_total = total; /* what the cost model uses, and `libra presets` shows */
+    m->params_active = active;
+    return rc;
 }
 
 /* ---- reading one file ---------------------------------------------------------------------- */

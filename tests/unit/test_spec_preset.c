@@ -196,7 +196,7 @@ static const char user_file[] = "{\n"
                                 "    {\"name\": \"tiny\", \"layers\": 2, \"hidden\": 64, "
                                 "\"heads\": 4, \"kv_heads\": 2,\n"
                                 "     \"head_dim\": 16, \"ffn\": 128, \"vocab\": 100, "
-                                "\"params_total\": 5e5}\n"
+                                "\"params_total\": 86848}\n"
                                 "  ],\n"
                                 "  \"workloads\": [{\"whatever\": 1}]\n"
                                 "}\n";
@@ -215,10 +215,11 @@ static void test_user_file_adds_and_overrides(void **state)
     assert_string_equal(h->hbm_source, "not given"); /* nor is the capacity's source */
     const struct spec_model *m = spec_model_find(&p, "tiny");
     assert_string_equal(m->origin, "mine.json");
-    assert_close(m->params_total, 5e5, 0); /* given: kept */
     double total, active;
     spec_model_params(m, &total, &active);
-    assert_close(m->params_active, active, 0); /* not given: derived */
+    assert_close(total, 86848, 0);
+    assert_close(m->params_total, total, 0);   /* given, and the shape's */
+    assert_close(m->params_active, active, 0); /* not given: the shape's */
     spec_presets_free(&p);
 }
 
@@ -323,9 +324,14 @@ static void test_errors(void **state)
     expect_error("{\"modles\": []}", 1, 2, "unknown preset section (did you mean 'models'?)");
     expect_error("[1]", 1, 1, "must be a JSON object");
     expect_error("{\"models\": {}}", 1, 2, "models: must be an array");
+    /* the cost model counts parameters from the shape: a count given is a check of it */
     expect_error(MODEL("\"heads\": 4, \"kv_heads\": 1, \"head_dim\": 8, \"ffn\": 8, "
-                       "\"params_total\": 1, \"params_active\": 2"),
-                 2, 127, "params_active: exceeds params_total");
+                       "\"params_total\": 1"),
+                 2, 108,
+                 "models.0.params_total: 1 is not the shape's count, 26432: the cost model");
+    expect_error(MODEL("\"heads\": 4, \"kv_heads\": 1, \"head_dim\": 8, \"ffn\": 8, "
+                       "\"params_active\": 40000"),
+                 2, 108, "models.0.params_active: 40000 is not the shape's count");
     expect_error("{\"models\": [\n{\"name\": \"Big\", \"layers\": 1, \"hidden\": 8, \"heads\": 1, "
                  "\"kv_heads\": 1, \"head_dim\": 8, \"ffn\": 8, \"vocab\": 8}]}",
                  2, 2, "'Big' must be lower-case");
