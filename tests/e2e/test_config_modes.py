@@ -28,6 +28,7 @@ import socket
 import subprocess
 
 import pytest
+from test_config_keys import experiment_file as write_experiment
 
 LIBRA = os.environ["LIBRA_BIN"]
 SOURCE_DIR = os.environ["LIBRA_SOURCE_DIR"]
@@ -45,25 +46,9 @@ def sets(*settings):
     return [a for s in settings for a in ("--set", s)]
 
 
-def file_value(key, text):
-    if key == "sim.modes":
-        return text.split(",")
-    if text in ("true", "false"):
-        return text == "true"
-    try:
-        return json.loads(text)
-    except ValueError:
-        return text
-
-
 def experiment_file(path, *settings):
-    doc = {}
-    for s in settings:
-        k, v = s.split("=", 1)
-        section, name = k.split(".")
-        doc.setdefault(section, {})[name] = file_value(k, v)
-    path.write_text(json.dumps(doc))
-    return str(path)
+    """Writes settings ("KEY=VALUE", ...) as a config file (test_config_keys's writer)."""
+    return write_experiment(path, settings)
 
 
 def computed(command, *args):
