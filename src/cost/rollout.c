@@ -143,6 +143,18 @@ void cost_batch_add_prefill(struct cost_batch *b, double cached_tokens, double n
     b->prefill_done_seqs += done ? 1.0 : 0.0;
 }
 
+/* Attention's two bounds for batch b (seconds): reading and writing KV, and computing pairs. */
+static void attn_times(const struct cost_rollout_pre *pre, const struct cost_batch *b, double *kv_s,
+                       double *compute_s)
+{
+    /* KV read for every query (decode context, cached prefixes) and written for new tokens */
+    double tokens = b->decode_seqs + b->prefill_tokens;
+    *kv_s = (b->decode_ctx_tokens + b->prefill_ctx_tokens + tokens) * pre->kv_bytes_per_token *
+            pre->s_per_kv_byte;
+    double pairs = b->decode_ctx_tokens + b->decode_seqs + b->prefill_pairs;
+    *compute_s = pairs * pre->s_per_attn_pair;
+}
+
 void cost_iter_parts(const struct cost_rollout_pre *pre, const struct cost_batch *b,
                      struct cost_iter_parts *out)
 {
@@ -158,11 +170,8 @@ void cost_iter_parts(const struct cost_rollout_pre *pre, const struct cost_batch
     if (sampled > 0.0)
         out->head_s = hypot(pre->t_head_weights_s, sampled * pre->s_per_head_token);
 
-    /* KV read for every query (decode context, cached prefixes) and written for new tokens */
-    double kv_s = (b->decode_ctx_tokens + b->prefill_ctx_tokens + tokens) *
-                  pre->kv_bytes_per_token * pre->s_per_kv_byte;
-    double pairs = b->decode_ctx_tokens + b->decode_seqs + b->prefill_pairs;
-    double attn_compute = pairs * pre->s_per_attn_pair;
+    double kv_s, attn_compute;
+    attn_times(pre, b, &kv_s, &attn_compute);
     out->attn_compute_bound = attn_compute > kv_s;
     out->attn_s = fmax(kv_s, attn_compute);
 
@@ -194,30 +203,66 @@ void cost_decode_line(const struct cost_rollout_pre *pre, double seqs, double *b
     *base_s = cost_decode_time(pre, seqs, 0.0);
 }
 
+/* Σ y0 + dy·k over the indices k in [lo, hi). */
+static double line_sum(double y0, double dy, double lo, double hi)
+{
+    double n = hi - lo;
+    return n > 0.0 ? n * y0 + dy * (lo + hi - 1.0) * n / 2.0 : 0.0;
+}
+
+/* Σ max(a0 + da·k, b0 + db·k) over k in [0, n): each line over the indices where it is the
+ * larger, split where they cross. */
+static double max_line_sum(double a0, double da, double b0, double db, double n)
+{
+    double dd = da - db;
+    if (dd == 0.0)
+        return a0 >= b0 ? line_sum(a0, da, 0.0, n) : line_sum(b0, db, 0.0, n);
+    double cross = (b0 - a0) / dd; /* a ≥ b below it when dd < 0, above it when dd > 0 */
+    if (dd < 0.0) {
+        double split = fmin(fmax(floor(cross) + 1.0, 0.0), n);
+        return line_sum(a0, da, 0.0, split) + line_sum(b0, db, split, n);
+    }
+    double split = fmin(fmax(ceil(cross), 0.0), n);
+    return line_sum(b0, db, 0.0, split) + line_sum(a0, da, split, n);
+}
+
 double cost_prefill_time(const struct cost_rollout_pre *pre, double cached_tokens,
                          double new_tokens, double chunk_tokens)
 {
     if (new_tokens <= 0.0)
         return 0.0;
-    if (chunk_tokens <= 0.0)
+    if (chunk_tokens <= 0.0 || chunk_tokens > new_tokens)
         chunk_tokens = new_tokens;
-    long chunks = (long)ceil(new_tokens / chunk_tokens);
-    double t = 0.0;
-    for (long k = 0; k < chunks; k++) {
-        double done = (double)k * chunk_tokens;
-        struct cost_batch b = {0};
-        cost_batch_add_prefill(&b, cached_tokens + done, fmin(chunk_tokens, new_tokens - done),
-                               k == chunks - 1);
-        t += cost_iter_time(pre, &b);
-    }
-    return t;
+    double full = ceil(new_tokens / chunk_tokens) - 1.0; /* the chunks before the last */
+    double done = full * chunk_tokens;
+    struct cost_batch last = {0};
+    cost_batch_add_prefill(&last, cached_tokens + done, new_tokens - done, true);
+    double t = cost_iter_time(pre, &last);
+    if (full <= 0.0)
+        return t;
+    /* Full chunks differ only in their cached prefix, which only attention reads: every other
+     * term is the first chunk's, and attention's two bounds are lines in the chunk's index, so
+     * the sum is closed-form — a prompt of 2^40 tokens costs what one of 2^13 does. */
+    struct cost_batch first = {0}, second = {0};
+    cost_batch_add_prefill(&first, cached_tokens, chunk_tokens, false);
+    cost_batch_add_prefill(&second, cached_tokens + chunk_tokens, chunk_tokens, false);
+    struct cost_iter_parts parts;
+    cost_iter_parts(pre, &first, &parts);
+    double kv0, compute0, kv1, compute1;
+    attn_times(pre, &first, &kv0, &compute0);
+    attn_times(pre, &second, &kv1, &compute1);
+    return t + full * (parts.total_s - parts.attn_s) +
+           max_line_sum(kv0, kv1 - kv0, compute0, compute1 - compute0, full);
 }
 
 double cost_single_request_s_per_token(const struct cost_rollout_pre *pre, double prompt_tokens,
                                        double gen_tokens)
 {
-    double t = cost_prefill_time(pre, 0.0, prompt_tokens, prompt_tokens);
-    for (long j = 1; j < (long)gen_tokens; j++)
-        t += cost_decode_time(pre, 1.0, prompt_tokens + (double)j - 1.0);
+    /* one decode iteration per further token, its context a line in the token's index */
+    double base_s, per_ctx_token_s;
+    cost_decode_line(pre, 1.0, &base_s, &per_ctx_token_s);
+    double decodes = fmax(floor(gen_tokens) - 1.0, 0.0);
+    double t = cost_prefill_time(pre, 0.0, prompt_tokens, prompt_tokens) +
+               line_sum(base_s + per_ctx_token_s * prompt_tokens, per_ctx_token_s, 0.0, decodes);
     return t / gen_tokens;
 }

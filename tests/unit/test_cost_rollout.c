@@ -338,6 +338,87 @@ static void test_prefill_chunks_and_cached_prefix(void **state)
     assert_true(cost_prefill_time(&pre, 0, 0, 2048) == 0.0);
 }
 
+/* The engine's way: one iteration per chunk, the last sampling a token. */
+static double prefill_chunk_by_chunk(const struct cost_rollout_pre *pre, double cached,
+                                     double tokens, double chunk, int *bound_changes)
+{
+    double t = 0.0;
+    bool was_compute_bound = false;
+    *bound_changes = 0;
+    for (double done = 0.0; done < tokens; done += chunk) {
+        struct cost_batch b = {0};
+        cost_batch_add_prefill(&b, cached + done, fmin(chunk, tokens - done),
+                               done + chunk >= tokens);
+        struct cost_iter_parts parts;
+        cost_iter_parts(pre, &b, &parts);
+        if (done > 0.0 && done + chunk < tokens && parts.attn_compute_bound != was_compute_bound)
+            ++*bound_changes;
+        was_compute_bound = parts.attn_compute_bound;
+        t += parts.total_s;
+    }
+    return t;
+}
+
+/* cost_prefill_time sums its chunks in closed form: equal to the chunk-by-chunk sum, including
+ * prompts whose attention turns from KV-bound to compute-bound part way through. */
+static void test_prefill_equals_its_chunks(void **state)
+{
+    const struct spec_hardware *hw = cost_ref_hardware(COST_REF_A800);
+    struct cost_rollout_params p;
+    cost_rollout_params_default(&p, hw);
+    const enum cost_ref_model models[] = {COST_REF_QWEN25_7B, COST_REF_QWEN25_32B};
+    const double chunks[] = {1, 7, 64, 512, 2048, 8192};
+    const double cached[] = {0, 100, 30000};
+    const double tokens[] = {1, 999, 8192, 20001};
+    int crossings = 0;
+    for (size_t m = 0; m < 2; m++)
+        for (int tp = 1; tp <= 8; tp *= 2) {
+            struct cost_shape s = shape_of(models[m]);
+            struct cost_rollout_pre pre;
+            cost_rollout_pre_init(&pre, &s, hw, &p, tp);
+            for (size_t c = 0; c < 6; c++)
+                for (size_t k = 0; k < 3; k++)
+                    for (size_t n = 0; n < 4; n++) {
+                        int changes;
+                        double want =
+                            prefill_chunk_by_chunk(&pre, cached[k], tokens[n], chunks[c], &changes);
+                        crossings += changes;
+                        assert_close(cost_prefill_time(&pre, cached[k], tokens[n], chunks[c]), want,
+                                     1e-9);
+                    }
+            /* chunks a little longer than the ratio of the bounds' rates per token turn from
+             * KV-bound to compute-bound after a few chunks */
+            double chunk =
+                ceil(1.1 * pre.kv_bytes_per_token * pre.s_per_kv_byte / pre.s_per_attn_pair);
+            int changes;
+            double want = prefill_chunk_by_chunk(&pre, 0.0, 40.0 * chunk, chunk, &changes);
+            crossings += changes;
+            assert_close(cost_prefill_time(&pre, 0.0, 40.0 * chunk, chunk), want, 1e-9);
+        }
+    assert_int_equal(crossings, 8); /* once in each model and TP: the split was exercised */
+}
+
+/* A single request's rate sums its decodes in closed form: equal to the token-by-token sum. */
+static void test_single_request_equals_its_iterations(void **state)
+{
+    const struct spec_hardware *hw = cost_ref_hardware(COST_REF_A800);
+    struct cost_rollout_params p;
+    cost_rollout_params_default(&p, hw);
+    struct cost_shape s = shape_of(COST_REF_QWEN25_7B);
+    struct cost_rollout_pre pre;
+    cost_rollout_pre_init(&pre, &s, hw, &p, 2);
+    const double prompts[] = {0, 1, 2048, 30000};
+    const double gens[] = {1, 2, 2.5, 1000};
+    for (size_t i = 0; i < 4; i++)
+        for (size_t j = 0; j < 4; j++) {
+            double t = cost_prefill_time(&pre, 0.0, prompts[i], prompts[i]);
+            for (long g = 1; g < (long)gens[j]; g++)
+                t += cost_decode_time(&pre, 1.0, prompts[i] + (double)g - 1.0);
+            assert_close(cost_single_request_s_per_token(&pre, prompts[i], gens[j]), t / gens[j],
+                         1e-9);
+        }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -353,6 +434,8 @@ int main(void)
         cmocka_unit_test(test_kv_capacity),
         cmocka_unit_test(test_decode_line),
         cmocka_unit_test(test_prefill_chunks_and_cached_prefix),
+        cmocka_unit_test(test_prefill_equals_its_chunks),
+        cmocka_unit_test(test_single_request_equals_its_iterations),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
