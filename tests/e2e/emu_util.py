@@ -1,6 +1,7 @@
 """Starting `libra emu` and talking HTTP to it, for the e2e tests (standard library only)."""
 
 import http.client
+import http.server
 import json
 import os
 import signal
@@ -113,6 +114,47 @@ def answer_as_vllm(handler):
     handler.send_header("Content-Length", str(len(body or b"")))
     handler.end_headers()
     handler.wfile.write(body or b"")
+
+
+class ScriptedVllm(http.server.ThreadingHTTPServer):
+    """An engine that registers as a vLLM (answer_as_vllm), records every POST as (path, body)
+    in .bodies and answers it as the test says: reply(handler, path, body) writes the answer."""
+
+    daemon_threads = True
+
+    def __init__(self, reply):
+        self.bodies = []
+        self.reply = reply
+        super().__init__(("127.0.0.1", 0), _ScriptedVllmHandler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    @property
+    def url(self):
+        return "http://127.0.0.1:%d" % self.server_address[1]
+
+
+class _ScriptedVllmHandler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def do_GET(self):
+        answer_as_vllm(self)
+
+    def do_POST(self):
+        body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.server.bodies.append((self.path, body))
+        self.server.reply(self, self.path, body)
+
+
+def answer(handler, body, ctype="application/json"):
+    """A scripted engine's 200 answer of body."""
+    handler.send_response(200)
+    handler.send_header("Content-Type", ctype)
+    handler.send_header("Content-Length", str(len(body)))
+    handler.end_headers()
+    handler.wfile.write(body)
 
 
 def stream(port, path, body, timeout=60):

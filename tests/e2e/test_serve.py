@@ -2,7 +2,6 @@
 plain HTTP client) and `libra emu` or a scripted engine, real processes on loopback."""
 
 import http.client
-import http.server
 import json
 import os
 import socket
@@ -14,8 +13,8 @@ import urllib.parse
 
 import pytest
 
-from emu_util import (ADMIN, BAD_BYTES_REQUESTS, LIBRA, TOKEN, Emu, Serve, answer_as_vllm, get,
-                      post, raw_request, stream)
+from emu_util import (ADMIN, BAD_BYTES_REQUESTS, LIBRA, TOKEN, Emu, ScriptedVllm, Serve, answer,
+                      get, post, raw_request, stream)
 
 SCALE = "0.005"
 QUICK = ["--time-scale", SCALE, "--steps", "3", "--batch", "8", "--set", "rl.sync_interval=1"]
@@ -35,51 +34,6 @@ def load(url, *args, timeout=240):
 
 def urls(emu):
     return [i["url"] for i in emu.instances]
-
-
-# ---- a scripted engine --------------------------------------------------------------------------
-
-class Engine(http.server.ThreadingHTTPServer):
-    """An engine that records what it receives and answers as the test says: reply(handler,
-    path, body) writes the answer. To GET it answers as vLLM does its /version and /health, so
-    the gateway registers it (given its TP), and 404 to anything else."""
-
-    daemon_threads = True
-
-    def __init__(self, reply):
-        self.bodies = []
-        self.reply = reply
-        self.gone = threading.Event()
-        super().__init__(("127.0.0.1", 0), Handler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d" % self.server_address[1]
-
-
-class Handler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def do_GET(self):  # registers as a vLLM
-        answer_as_vllm(self)
-
-    def do_POST(self):
-        n = int(self.headers.get("Content-Length", "0"))
-        body = self.rfile.read(n)
-        self.server.bodies.append((self.path, body))
-        self.server.reply(self, self.path, body)
-
-
-def answer(handler, body, ctype="application/json"):
-    handler.send_response(200)
-    handler.send_header("Content-Type", ctype)
-    handler.send_header("Content-Length", str(len(body)))
-    handler.end_headers()
-    handler.wfile.write(body)
 
 
 # ---- client styles -------------------------------------------------------------------------------
@@ -113,7 +67,7 @@ def test_every_client_style_completes_a_job_through_the_gateway(style, extra):
 
 def test_bodies_pass_byte_for_byte_without_libras_object():
     big = json.dumps({"text": "x" * (1 << 20), "meta_info": {"completion_tokens": 7}}).encode()
-    engine = Engine(lambda h, path, body: answer(h, big))
+    engine = ScriptedVllm(lambda h, path, body: answer(h, big))
     ids = ",".join(str(i % 50000) for i in range(40000))  # about 200 KB
     head = '{"input_ids": [%s], "sampling_params": {"max_new_tokens": 7},' % ids
     tail = ' "rid": "r1", "unknown": {"kept": [1, 2.50, "\\u00e9"]}}'
@@ -144,7 +98,7 @@ def test_tokenizer_calls_reach_one_engine_without_a_token():
         out = {"tokens": [1, 2, 3], "count": 3} if path == "/tokenize" else {"prompt": "abc"}
         out["echo"] = doc
         answer(h, json.dumps(out).encode())
-    engines = [Engine(reply), Engine(reply)]
+    engines = [ScriptedVllm(reply), ScriptedVllm(reply)]
     with Serve(*[e.url + ",tp=1" for e in engines], args=BUCKETS) as gw:
         status, out = post(gw.port, "/tokenize", {"prompt": "abc"})
         assert status == 200 and out == {"tokens": [1, 2, 3], "count": 3,
@@ -174,7 +128,7 @@ def test_sse_chunks_arrive_in_order_and_unchanged():
                 assert first_seen.wait(30)
         h.wfile.write(b"0\r\n\r\n")
 
-    engine = Engine(reply)
+    engine = ScriptedVllm(reply)
     with Serve(engine.url + ",tp=1", args=BUCKETS) as gw:
         conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=60)
         body = {"model": "m", "messages": [{"role": "user", "content": "hi"}], "stream": True,
@@ -226,7 +180,7 @@ def test_a_stream_cut_short_ends_with_an_error_event_and_no_last_chunk(events, a
     """The status is sent: the answer can only say it is cut, in its events (an error event of
     its own, whatever the engine's bytes stopped in) and its framing, so that a client resends
     the turn instead of taking a part for the whole."""
-    engine = Engine(sse_then(events, close_now if code == 502 else lambda h: time.sleep(3)))
+    engine = ScriptedVllm(sse_then(events, close_now if code == 502 else lambda h: time.sleep(3)))
     with Serve(engine.url + ",tp=1", args=[*BUCKETS, *args]) as gw:
         body = {"input_ids": [1, 2, 3], "stream": True, "libra": {"trajectory": "cut"}}
         status, got, whole = stream(gw.port, "/generate", body)
@@ -311,7 +265,7 @@ def test_an_engine_killed_mid_run_loses_no_trajectory(style):
     ('{"input_ids": [1], "libra": {"trajectory": true}}', "libra.trajectory"),
 ])
 def test_malformed_bodies_get_400_with_a_json_error(raw, where):
-    engine = Engine(lambda h, path, body: answer(h, b"{}"))
+    engine = ScriptedVllm(lambda h, path, body: answer(h, b"{}"))
     with Serve(engine.url + ",tp=1", args=BUCKETS) as gw:
         status, doc = post(gw.port, "/generate", raw=raw)
         assert status == 400
@@ -324,7 +278,7 @@ def test_malformed_bodies_get_400_with_a_json_error(raw, where):
 def test_an_identity_of_up_to_4096_bytes_generates_and_takes_its_events():
     """One limit for both calls: an identity too long to keep whole is known by its hash, the
     one the events call computes from the {id} in its path."""
-    engine = Engine(lambda h, path, body: answer(h, b'{"meta_info": {"completion_tokens": 1}}'))
+    engine = ScriptedVllm(lambda h, path, body: answer(h, b'{"meta_info": {"completion_tokens": 1}}'))
     ids = ["L" * 240, "L" * 250, "M" * 4096, "\u00e9\"/" * 100, 7 ** 30]
     with Serve(engine.url + ",tp=1", args=[*BUCKETS, "--prompt-from-id", "-"]) as gw:
         for tid in ids:
@@ -347,7 +301,7 @@ def test_an_identity_of_up_to_4096_bytes_generates_and_takes_its_events():
 
 
 def test_errors_that_quote_bytes_not_utf8_are_json_and_the_gateway_lives_on():
-    engine = Engine(lambda h, path, body: answer(h, b"{}"))
+    engine = ScriptedVllm(lambda h, path, body: answer(h, b"{}"))
     with Serve(engine.url + ",tp=1", args=BUCKETS) as gw:
         extra = [b"GET /workers/%ff HTTP/1.1\r\n\r\n",
                  b"POST /libra/v1/trajectories/%ff%fe/events HTTP/1.1\r\nContent-Length: 13"
@@ -361,7 +315,7 @@ def test_errors_that_quote_bytes_not_utf8_are_json_and_the_gateway_lives_on():
 
 
 def test_an_engine_without_a_tp_is_refused_with_the_reason():
-    engine = Engine(lambda h, path, body: answer(h, b"{}"))
+    engine = ScriptedVllm(lambda h, path, body: answer(h, b"{}"))
     p = subprocess.run([LIBRA, "serve", "--engine", engine.url, *BUCKETS], capture_output=True,
                        text=True, timeout=30)
     assert p.returncode != 0
@@ -382,7 +336,7 @@ def test_an_engine_url_no_call_could_reach_is_a_usage_error(flag, url, why):
 
 def test_one_engine_under_two_spellings_is_refused():
     """localhost and 127.0.0.1 reach one server: it would be registered, and routed to, twice."""
-    engine = Engine(lambda h, path, body: answer(h, b"{}"))
+    engine = ScriptedVllm(lambda h, path, body: answer(h, b"{}"))
     other = engine.url.replace("127.0.0.1", "localhost")
     p = subprocess.run([LIBRA, "serve", "--engine", engine.url + ",tp=1", "--engine",
                         other + "/,tp=1", *BUCKETS], capture_output=True, text=True, timeout=30)
@@ -425,7 +379,7 @@ def test_an_ipv6_loopback_listen_address_needs_no_token_and_gives_a_bracketed_ur
         socket.socket(socket.AF_INET6).bind(("::1", 0))
     except OSError:
         pytest.skip("no IPv6 loopback")
-    engine = Engine(lambda h, path, body: answer(h, b"{}"))
+    engine = ScriptedVllm(lambda h, path, body: answer(h, b"{}"))
     with Serve(engine.url + ",tp=1", args=[*BUCKETS, "--listen", listen], token=None) as gw:
         assert gw.url == "http://[::1]:%d" % gw.port, gw.url
     engine.shutdown()
@@ -468,7 +422,7 @@ def test_cmlfq_h_routes_a_live_job_by_cost():
 
 def test_the_mode_changes_only_with_the_admin_token():
     token = "s3cret-token-of-the-test-0123456789"
-    engine = Engine(lambda h, path, body: answer(h, b"{}"))
+    engine = ScriptedVllm(lambda h, path, body: answer(h, b"{}"))
     with Serve(engine.url + ",tp=1", args=BUCKETS, env={"LIBRA_ADMIN_TOKEN": token}) as gw:
         for auth in (None, "Bearer wrong", "Basic " + token, "Bearer " + token + "x"):
             headers = {"Authorization": auth} if auth else {}

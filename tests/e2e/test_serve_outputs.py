@@ -5,15 +5,13 @@ another trace (or no file of lines) is refused, every decision line is JSON what
 identity, and a file that cannot be written makes the exit status 3."""
 
 import contextlib
-import http.server
 import json
 import signal
 import subprocess
-import threading
 
 import pytest
 
-from emu_util import LIBRA, Emu, Serve, answer_as_vllm, post
+from emu_util import LIBRA, Emu, ScriptedVllm, Serve, answer, post
 
 BUCKETS = ["--set", "sched.buckets=tp1:40960"]
 
@@ -143,36 +141,15 @@ def test_a_decisions_file_that_cannot_be_written_makes_the_exit_status_3():
         "--decisions stopped" in err, err
 
 
-class BogusCounts(http.server.BaseHTTPRequestHandler):
-    """A vLLM whose every completion says it generated 2^62 tokens."""
-
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def do_GET(self):
-        answer_as_vllm(self)
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        body = json.dumps({"choices": [{"text": "x"}],
-                           "usage": {"prompt_tokens": 3, "completion_tokens": 2 ** 62}}).encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        self.wfile.write(body)
-
-
 def test_an_engine_count_past_what_a_trace_holds_is_not_taken(tmp_path):
     """Two such turns overflowed the trajectory's sums, and the capture refused the record and
     stopped; a state dir would have held a count its restart refuses."""
-    engine = http.server.ThreadingHTTPServer(("127.0.0.1", 0), BogusCounts)
-    threading.Thread(target=engine.serve_forever, daemon=True).start()
+    bogus = json.dumps({"choices": [{"text": "x"}],  # 2^62 tokens generated, it says
+                        "usage": {"prompt_tokens": 3, "completion_tokens": 2 ** 62}}).encode()
+    engine = ScriptedVllm(lambda h, path, body: answer(h, bogus))
     capture = tmp_path / "capture.jsonl"
     try:
-        with serving("http://127.0.0.1:%d,tp=1" % engine.server_address[1],
+        with serving(engine.url + ",tp=1",
                      args=[*BUCKETS, "--capture", str(capture)]) as gw:
             for _ in range(2):
                 assert post(gw.port, "/v1/completions", {"prompt": "abc", "max_tokens": 4},

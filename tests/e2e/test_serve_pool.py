@@ -4,7 +4,6 @@ processes on loopback. No assertion is about time: deadlines are set short only 
 expiries happen, and every wait polls for a state."""
 
 import contextlib
-import http.server
 import json
 import os
 import signal
@@ -12,7 +11,7 @@ import subprocess
 import threading
 import time
 
-from emu_util import (ADMIN, LIBRA, TOKEN, Emu, Serve, answer_as_vllm,
+from emu_util import (ADMIN, LIBRA, TOKEN, Emu, ScriptedVllm, Serve, answer,
                       assert_weights_never_go_back, generate, get, post)
 
 SCALE = "0.005"
@@ -360,56 +359,23 @@ def test_unconfirmed_requests_are_cancelled_and_the_engine_serves_again():
             until(lambda: pool(gw)["replicas"][0]["engine"] == "serving", "the engine serves")
 
 
-class VllmEngine(http.server.ThreadingHTTPServer):
-    """A scripted vLLM engine: registers as one (GET /version, /health), answers every POST 200
-    with an empty body and records its path."""
-
-    daemon_threads = True
-
-    def __init__(self):
-        self.posts = []
-        super().__init__(("127.0.0.1", 0), VllmHandler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d" % self.server_address[1]
-
-
-class VllmHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
-
-    def do_GET(self):
-        answer_as_vllm(self)
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        self.server.posts.append(self.path)
-        self.send_response(200)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-
 def test_a_vllm_replica_sleeps_and_wakes_up():
     """A vLLM engine is put to sleep in abort mode (which aborts what it runs) when reclaimed,
     and woken when lent back."""
-    engine = VllmEngine()
+    engine = ScriptedVllm(lambda h, path, body: answer(h, b""))
     with Emu("--instances", "tp1", scale=SCALE) as emu:
         with Serve(emu.instances[0]["url"],
                    args=[*BUCKETS, "--pool-replica", engine.url + ",tp=1"]) as gw:
             until(lambda: pool(gw)["replicas"][0]["engine"] == "serving", "the engine serves")
             post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0}, headers=ADMIN)
             req = ready(gw, 0, "reclaim")
-            assert "/sleep?level=1&mode=abort" in engine.posts
+            assert "/sleep?level=1&mode=abort" in [path for path, _ in engine.bodies]
             assert confirm(gw, "retaken", req, version=0)[0] == 200
             assert step(gw, 0, 0, "begin")[0] == 200 and step(gw, 0, 0, "end")[0] == 200
             assert post(gw.port, "/libra/v1/pool/lend", {"replica": 0}, headers=ADMIN)[0] == 200
             assert confirm(gw, "released", request_of(pool(gw), 0, "lend"))[0] == 200
             until(lambda: pool(gw)["replicas"][0]["engine"] == "serving", "the engine serves")
-            assert engine.posts[-1] == "/wake_up"
+            assert engine.bodies[-1][0] == "/wake_up"
     engine.shutdown()
 
 

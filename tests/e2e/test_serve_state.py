@@ -22,13 +22,12 @@ import tempfile
 import threading
 import time
 import http.client
-import http.server
 import socket
 
 import pytest
 
-from emu_util import (ADMIN, LIBRA, TOKEN as ADMIN_TOKEN, Background, Emu, Serve, answer_as_vllm,
-                      generate, get, post, tokens_lasting)
+from emu_util import (ADMIN, LIBRA, TOKEN as ADMIN_TOKEN, Background, Emu, ScriptedVllm, Serve,
+                      answer, generate, get, post, tokens_lasting)
 
 SCALE = "0.001"
 BUCKETS = ["--set", "sched.buckets=tp1:2000,tp2:40960", "--set", "sched.rebuild_interval=2"]
@@ -582,32 +581,11 @@ def test_sigterm_lets_a_turn_finish_within_the_grace_and_cuts_it_after():
             assert slow.result() == "gone"  # cut when the grace ran out, not let finish
 
 
-class BigAnswer(http.server.BaseHTTPRequestHandler):
-    """An engine that answers a turn, after 0.3 s, with 32 MiB: more than the sockets hold."""
-
-    protocol_version = "HTTP/1.1"
-    body = json.dumps({"text": "x" * (32 << 20), "meta_info": {"completion_tokens": 7}}).encode()
-
-    def log_message(self, *args):
-        pass
-
-    def do_GET(self):  # registers as a vLLM
-        answer_as_vllm(self)
-
-    def do_POST(self):
-        self.rfile.read(int(self.headers.get("Content-Length", "0")))
-        time.sleep(0.3)
-        self.send_response(200)
-        self.send_header("Content-Type", "application/json")
-        self.send_header("Content-Length", str(len(self.body)))
-        self.end_headers()
-        self.wfile.write(self.body)
-
-
 def test_sigterm_waits_for_an_answer_to_reach_a_slow_client():
-    engine = http.server.ThreadingHTTPServer(("127.0.0.1", 0), BigAnswer)
-    threading.Thread(target=engine.serve_forever, daemon=True).start()
-    url = "http://127.0.0.1:%d,tp=1" % engine.server_address[1]
+    """An engine answers a turn, after 0.3 s, with 32 MiB: more than the sockets hold."""
+    big = json.dumps({"text": "x" * (32 << 20), "meta_info": {"completion_tokens": 7}}).encode()
+    engine = ScriptedVllm(lambda h, path, body: (time.sleep(0.3), answer(h, big)))
+    url = engine.url + ",tp=1"
     with Serve(url, args=[*BUCKETS, "--grace-s", "10"]) as gw:
         s = socket.create_connection(("127.0.0.1", gw.port))
         body = json.dumps({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 7},
@@ -623,10 +601,10 @@ def test_sigterm_waits_for_an_answer_to_reach_a_slow_client():
             if not chunk:
                 break
             got += chunk
-            if got.endswith(BigAnswer.body):
+            if got.endswith(big):
                 break
         s.close()
-        assert got.startswith(b"HTTP/1.1 200") and got.endswith(BigAnswer.body), len(got)
+        assert got.startswith(b"HTTP/1.1 200") and got.endswith(big), len(got)
         assert gw.proc.wait(timeout=10) == 0
     engine.shutdown()
 
