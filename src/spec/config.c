@@ -568,13 +568,6 @@ static bool replanning_on(const struct libra_config *c)
     return libra_planned(c) && (c->plan.replan_interval_steps > 0 || c->plan.replan_pressure);
 }
 
-/* The modes a tuning sweep runs in (sim/mode.c's SIM_TUNE_*: colocated's TP, async's split and
- * TP). */
-static bool tuned_mode_on(const struct libra_config *c)
-{
-    return (c->sim.modes & (SPEC_SIM_COLOCATED | SPEC_SIM_ASYNC)) != 0;
-}
-
 static bool colocated_on(const struct libra_config *c)
 {
     return (c->sim.modes & SPEC_SIM_COLOCATED) != 0;
@@ -583,6 +576,34 @@ static bool colocated_on(const struct libra_config *c)
 static bool async_on(const struct libra_config *c)
 {
     return (c->sim.modes & SPEC_SIM_ASYNC) != 0;
+}
+
+/* async's splits are searched (sim/experiment.c's tune): sim.tune_grid bounds the search. */
+static bool async_splits_tuned(const struct libra_config *c)
+{
+    return async_on(c) && c->sim.async_train_gpus == 0;
+}
+
+/* A baseline whose layout is tuned by simulation (sim/experiment.c's tune) rather than pinned:
+ * colocated's TP, async's split and TP. */
+static bool tuning_on(const struct libra_config *c)
+{
+    return (colocated_on(c) && c->sim.colocated_tp == 0) ||
+           (async_on(c) && (c->sim.async_tp == 0 || c->sim.async_train_gpus == 0));
+}
+
+static const char *tuning_off(const struct libra_config *c)
+{
+    return colocated_on(c) || async_on(c)
+               ? "with every baseline's layout pinned (sim.colocated_tp, sim.async_tp, "
+                 "sim.async_train_gpus): nothing is tuned"
+               : "without colocated or async in sim.modes";
+}
+
+static const char *async_splits_off(const struct libra_config *c)
+{
+    return async_on(c) ? "with sim.async_train_gpus pinning async's split: no splits are searched"
+                       : "without async in sim.modes";
 }
 
 static bool failure_on(const struct libra_config *c)
@@ -631,8 +652,12 @@ static const struct spec_dependent dependents[] = {
     {"plan.replan_min_gain_frac", replanning_on, REPLANNING, 0, "sim.modes", NULL},
     {"plan.replan_horizon_steps", replanning_on, REPLANNING, 0, "sim.modes", NULL},
     {"plan.verify_steps", verification_on, "plan.verify_candidates above 0", 0, NULL, NULL},
-    {"sim.tune_steps", tuned_mode_on, "colocated or async in sim.modes", 0, "sim.modes", NULL},
-    {"sim.tune_grid", async_on, "async in sim.modes", 0, "sim.modes", NULL},
+    {"sim.tune_steps", tuning_on,
+     "colocated in sim.modes with sim.colocated_tp 0, or async with sim.async_tp or "
+     "sim.async_train_gpus 0",
+     0, "sim.modes", tuning_off},
+    {"sim.tune_grid", async_splits_tuned, "async in sim.modes with sim.async_train_gpus 0", 0,
+     "sim.modes", async_splits_off},
     {"sim.colocated_tp", colocated_on, "colocated in sim.modes", 0, "sim.modes", NULL},
     {"sim.async_train_gpus", async_on, "async in sim.modes", 0, "sim.modes", NULL},
     {"sim.async_tp", async_on, "async in sim.modes", 0, "sim.modes", NULL},

@@ -161,6 +161,28 @@ def test_a_key_of_one_of_the_modes_run_is_taken():
         assert proc.returncode == code, proc.stderr
 
 
+def test_tuning_keys_are_refused_where_every_layout_they_would_tune_is_pinned():
+    """sim.tune_steps tunes the baselines' layouts that are not pinned, sim.tune_grid async's
+    splits: with each pinned they change nothing. One layout left to tune takes them."""
+    pins = ("sim.colocated_tp=2", "sim.async_tp=1", "sim.async_train_gpus=16")
+    proc = libra("sim", "--steps", "1", *sets("sim.modes=colocated,async", *pins,
+                                              "sim.tune_steps=1"))
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.startswith(
+        "libra: --set sim.tune_steps: sim.tune_steps=1 has no effect with every baseline's "
+        "layout pinned (sim.colocated_tp, sim.async_tp, sim.async_train_gpus): nothing is "
+        "tuned"), proc.stderr
+    proc = libra("sim", "--steps", "1", *sets("sim.modes=async", "sim.async_train_gpus=16",
+                                              "sim.tune_grid=3"))
+    assert proc.returncode == 2 and proc.stderr.startswith(
+        "libra: --set sim.tune_grid: sim.tune_grid=3 has no effect with sim.async_train_gpus "
+        "pinning async's split: no splits are searched"), proc.stderr
+    for unpinned in ("sim.colocated_tp=0", "sim.async_tp=0", "sim.async_train_gpus=0"):
+        proc, code = stop_run("sim", *sets("sim.modes=colocated,async", *pins, unpinned,
+                                           "sim.tune_steps=1"))
+        assert proc.returncode == code, (unpinned, proc.stderr)
+
+
 def test_defaults_are_never_refused(tmp_path):
     default = json.loads(libra("config", "show").stdout)
     for key, (_, _, modes, _) in MODE_KEYS.items():
