@@ -98,6 +98,7 @@ struct calibration {
     struct cost_shape shape;
     struct input *inputs;
     size_t n_inputs;
+    bool stdin_read; /* an input was '-' */
     decode_vec decode;
     origin_vec decode_from;
     train_vec train;
@@ -147,6 +148,9 @@ static int split_input(struct calibration *c, struct input *in)
     const char *comma = strchr(in->arg, ',');
     char why[160];
     in->path = comma ? xstrndup(in->arg, (size_t)(comma - in->arg)) : xstrdup(in->arg);
+    if (comma && !comma[1]) /* "FILE,": the parser takes "" as no option */
+        return cli_usage_error(c->cc->cmd, "input '%s': an option is empty (a trailing comma)",
+                               in->arg);
     if (cost_import_options_parse(comma ? comma + 1 : "", &in->opt, why, sizeof why))
         return cli_usage_error(c->cc->cmd, "input '%s': %s", in->arg, why);
     return 0;
@@ -211,13 +215,12 @@ static double uncached(const struct trace_traj *t, size_t k)
 
 typedef VEC(struct cost_timed_turn) timed_vec;
 
-/* Appends the timed turns of the trace at path to *out. */
-static int read_timed(const char *path, timed_vec *out)
+/* Appends the timed turns of the trace read from path (its len bytes at text: standard input
+ * cannot be read twice) to *out. */
+static int read_timed(const char *path, const char *text, size_t len, timed_vec *out)
 {
-    struct trace_reader *r;
+    struct trace_reader *r = trace_reader_from_text(path, text, len);
     struct libra_error err = {0};
-    if (trace_reader_open(&r, path, &err))
-        return cli_report(LIBRA_EIO, &err);
     const struct trace_header *h;
     const struct trace_traj *t;
     int rc = trace_reader_header(r, &h, &err);
@@ -267,13 +270,13 @@ static int prefill_times(struct calibration *c, const struct input *in, timed_ve
 }
 
 /* The turns a `libra serve --capture` trace timed, as decode points by TP and band of batch. */
-static int add_capture(struct calibration *c, size_t idx)
+static int add_capture(struct calibration *c, size_t idx, const char *text, size_t len)
 {
     struct input *in = &c->inputs[idx];
     timed_vec turns = {0};
     struct cost_timed_point *pts = NULL;
     size_t n = 0;
-    int rc = read_timed(in->path, &turns);
+    int rc = read_timed(in->path, text, len, &turns);
     if (rc == 0)
         rc = prefill_times(c, in, &turns);
     if (rc == 0 && turns.n == 0) {
@@ -366,6 +369,10 @@ static int read_input(struct calibration *c, size_t idx)
     char *text = NULL;
     size_t len = 0;
     int rc = split_input(c, in);
+    bool dash = rc == 0 && strcmp(in->path, "-") == 0;
+    if (dash && c->stdin_read) /* a second read would get nothing */
+        rc = cli_usage_error(c->cc->cmd, "'-' given twice: standard input can be read once");
+    c->stdin_read |= dash;
     if (rc == 0)
         rc = cli_read_file(in->path, &text, &len);
     if (rc == 0) {
@@ -373,7 +380,7 @@ static int read_input(struct calibration *c, size_t idx)
         rc = check_options(c, in);
     }
     if (rc == 0 && in->kind == COST_IMPORT_TRACE) {
-        rc = add_capture(c, idx);
+        rc = add_capture(c, idx, text, len);
     } else if (rc == 0 && in->kind == COST_IMPORT_UNKNOWN) {
         cli_errorf("calibrate: %s: not a vLLM or SGLang serving benchmark result, a verl or "
                    "Megatron-LM log or a libra trace (docs/calibrate.md)",

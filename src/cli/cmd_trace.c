@@ -436,10 +436,16 @@ static int add_dump_dir(path_vec *paths, const char *dir)
 }
 
 /* The input files: the arguments, a verl dump directory expanded. */
-static int input_paths(const struct import_flags *f, int argc, char **argv, path_vec *paths)
+static int input_paths(const struct cli_command *cmd, const struct import_flags *f, int argc,
+                       char **argv, path_vec *paths)
 {
+    bool from_stdin = false; /* standard input can be read once: a second '-' reads nothing */
     for (int i = 0; i < argc; i++) {
         struct stat st;
+        bool dash = strcmp(argv[i], "-") == 0;
+        if (dash && from_stdin)
+            return cli_usage_error(cmd, "import: '-' given twice: standard input can be read once");
+        from_stdin |= dash;
         if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) {
             if (f->o.format != TRACE_IMPORT_VERL) { /* unreadable as a file: an I/O error */
                 cli_errorf("cannot read '%s': %s (only --from verl reads a dump directory)",
@@ -586,7 +592,7 @@ static int import(const struct cli_command *cmd, int argc, char **argv)
     if (rc == 0 && optind >= argc)
         rc = cli_usage_error(cmd, "import needs at least one input file");
     if (rc == 0)
-        rc = input_paths(&f, argc - optind, argv + optind, &paths);
+        rc = input_paths(cmd, &f, argc - optind, argv + optind, &paths);
     if (rc == 0)
         rc = run_import(&cc, &f, &paths);
 out:

@@ -7,6 +7,7 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <float.h>
 #include <limits.h>
 #include <math.h>
 #include <stdarg.h>
@@ -639,9 +640,14 @@ static int verl_step(struct verl_line *v, int64_t step, struct cost_log_step *ou
                                   .update_s = v->value[VERL_UPDATE],
                                   .tokens = v->value[VERL_TOKENS],
                                   .seq_tokens = v->value[VERL_PROMPT] + v->value[VERL_RESPONSE]};
-    double rate = v->value[VERL_THROUGHPUT] * v->value[VERL_STEP_TIME];
-    if (v->at[VERL_THROUGHPUT] && v->at[VERL_STEP_TIME] && rate > 0.0 && isfinite(rate))
-        out->gpus = v->value[VERL_TOKENS] / rate;
+    for (int m = VERL_THROUGHPUT; m <= VERL_STEP_TIME; m++) /* optional: the GPU count */
+        if (v->at[m] && !(v->value[m] > 0.0 && isfinite(v->value[m])))
+            return line_error(&v->l, v->at[m], "%s: expected a number > 0, got %g", verl_keys[m],
+                              v->value[m]);
+    if (v->at[VERL_THROUGHPUT] && v->at[VERL_STEP_TIME]) /* > 0 even where it underflows */
+        out->gpus =
+            fmax(v->value[VERL_TOKENS] / v->value[VERL_THROUGHPUT] / v->value[VERL_STEP_TIME],
+                 DBL_TRUE_MIN);
     return 0;
 }
 
@@ -657,13 +663,15 @@ static int verl_line(struct verl_line *v, cost_log_steps *out, bool *found)
     size_t nd = 0;
     while (at < v->l.len && isdigit((unsigned char)v->l.text[at]) && nd < sizeof digits - 1)
         digits[nd++] = v->l.text[at++];
-    if (at < v->l.len && isdigit((unsigned char)v->l.text[at]))
+    errno = 0;
+    long long step = strtoll(digits, NULL, 10); /* past int64: ERANGE, not a saturated step */
+    if (errno == ERANGE || (at < v->l.len && isdigit((unsigned char)v->l.text[at])))
         return line_error(&v->l, (size_t)p, "step: number too long");
     int rc = verl_segments(v, at);
     if (rc || !v->at[VERL_UPDATE])
         return rc; /* no update: validation or another phase's line */
     struct cost_log_step st;
-    rc = verl_step(v, strtoll(digits, NULL, 10), &st);
+    rc = verl_step(v, step, &st);
     if (rc == 0) {
         vec_push(out, st);
         *found = true;
@@ -878,9 +886,13 @@ static int megatron_iteration(struct megatron_block *b, const struct log_line *v
             (*skipped)++;
         return 0;
     }
-    long it = find(v->text, v->len, "iteration ");
+    size_t it = (size_t)find(v->text, v->len, "iteration ") + 10;
+    errno = 0;
+    long long step = strtoll(v->text + it, NULL, 10);
+    if (errno == ERANGE) /* not a saturated step number */
+        return line_error(v, it, "iteration: number too long");
     vec_push(out, ((struct cost_log_step){.line = v->line,
-                                          .step = strtoll(v->text + it + 10, NULL, 10),
+                                          .step = step,
                                           .update_s = ms / 1000.0,
                                           .tokens = batch * b->seq,
                                           .seq_tokens = b->seq,
@@ -1008,6 +1020,14 @@ static bool option_given(const struct cost_import_options *o, const struct cost_
 static int log_layout(const struct cost_log_step *st, const struct cost_import_options *o,
                       double seq, struct cost_train_config *c, char *why, size_t size)
 {
+    long most = options[COST_OPT_GPUS].hi;
+    if (!option_given(o, st, COST_OPT_GPUS) && st->gpus > 0.0 &&
+        !(st->gpus >= 0.5 && st->gpus < (double)most + 0.5)) /* as the gpus option's range */
+        return error_text(why, size,
+                          "step %lld: perf/total_num_tokens / (perf/throughput × "
+                          "perf/time_per_step) gives %.3g GPUs, not 1 to %ld; give the count as "
+                          "FILE,gpus=N",
+                          (long long)st->step, st->gpus, most);
     long gpus = option_or(o, st, COST_OPT_GPUS, lround(st->gpus));
     if (gpus < 1)
         return error_text(why, size,

@@ -30,7 +30,8 @@ struct trace_reader {
     size_t end;   /* one past the last byte read */
     int64_t lineno;
     bool eof;
-    int io_errno; /* errno of a failed read; 0: none */
+    bool borrowed; /* buf is the caller's text (trace_reader_from_text) */
+    int io_errno;  /* errno of a failed read; 0: none */
 };
 
 int trace_reader_open(struct trace_reader **out, const char *path, struct libra_error *err)
@@ -50,14 +51,26 @@ int trace_reader_open(struct trace_reader **out, const char *path, struct libra_
     return 0;
 }
 
+struct trace_reader *trace_reader_from_text(const char *name, const char *text, size_t len)
+{
+    struct trace_reader *r = xcalloc(1, sizeof *r);
+    r->name = xstrdup(strcmp(name, "-") == 0 ? "<stdin>" : name);
+    r->parser = trace_parser_new(r->name);
+    r->buf = (char *)text; /* read only: fill is never called past eof */
+    r->cap = r->end = len;
+    r->eof = r->borrowed = true;
+    return r;
+}
+
 void trace_reader_close(struct trace_reader *r)
 {
     if (!r)
         return;
-    if (r->f != stdin)
+    if (r->f && r->f != stdin)
         fclose(r->f);
     trace_parser_free(r->parser);
-    free(r->buf);
+    if (!r->borrowed)
+        free(r->buf);
     free(r->name);
     free(r);
 }

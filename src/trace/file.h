@@ -25,6 +25,12 @@ struct trace_reader;
 int trace_reader_open(struct trace_reader **out, const char *path, struct libra_error *err);
 
 /*
+ * A reader of the len bytes at text, borrowed (they must outlive the reader), named name in
+ * errors ("-": "<stdin>"): for a trace already read whole, as standard input is, once.
+ */
+struct trace_reader *trace_reader_from_text(const char *name, const char *text, size_t len);
+
+/*
  * Reads and checks line 1, the header. Must be called first, once. Returns 0 with *hdr set
  * (owned by the reader, valid until close); LIBRA_EINVAL with err at FILE:1 (the reader can
  * still be used to check the records, without group_size); or LIBRA_EIO.

@@ -109,7 +109,7 @@ struct row {
 /* A trajectory being assembled or just returned. */
 struct build {
     bool active;
-    int64_t first_line;
+    int64_t first_line, last_line;
     char *id;        /* in names */
     struct row traj; /* trajectory-level values (has/i/real/s) */
     struct trace_traj t;
@@ -140,8 +140,10 @@ struct trace_importer {
     /* assembly */
     struct build b[2];
     struct build *cur, *done;
-    struct map finished; /* traj_id -> last line, to catch rows out of order */
+    struct map finished; /* traj_id -> where its last row was (ended_at), to catch rows out of
+                          * order, in this file or an earlier one */
     struct map samples;  /* "step:prompt" -> next sample index */
+    VEC(char *) files;   /* every file begun, owned: the last is name */
 };
 
 static void build_init(struct build *b)
@@ -295,7 +297,9 @@ void trace_importer_free(struct trace_importer *im)
     build_free(&im->b[1]);
     map_free(&im->finished);
     map_free(&im->samples);
-    free(im->name);
+    for (size_t i = 0; i < im->files.n; i++)
+        free(im->files.v[i]);
+    vec_free(&im->files);
     free(im);
 }
 
@@ -306,8 +310,8 @@ const struct trace_header *trace_importer_header(const struct trace_importer *im
 
 void trace_importer_begin(struct trace_importer *im, const char *name)
 {
-    free(im->name);
     im->name = xstrdup(name);
+    vec_push(&im->files, im->name);
     im->lineno = 0;
     im->csv_cells = 0;
     if (im->agentlog)
@@ -665,6 +669,15 @@ static int add_turn(const struct trace_importer *im, struct build *b, const stru
     return add_call(im, b, r, err);
 }
 
+/* A finished trajectory's place in one integer: the index of its file (in files) above its last
+ * row's line, below 2^40 in any file under a TiB (a line holds at least its newline). */
+#define ENDED_LINE_BITS 40
+
+static int64_t ended_at(size_t file, int64_t line)
+{
+    return (int64_t)file << ENDED_LINE_BITS | line;
+}
+
 /* Completes b into b->t: defaults, links, semantic checks. */
 static int finish(struct trace_importer *im, struct build *b, struct libra_error *err)
 {
@@ -705,7 +718,7 @@ static int finish(struct trace_importer *im, struct build *b, struct libra_error
     struct libra_error why = {0};
     if (trace_check_traj(t, im->opt.group_size, &why))
         return traj_error(im, b, err, why.msg);
-    map_slot(&im->finished, b->id, NULL)->i64 = im->lineno;
+    map_slot(&im->finished, b->id, NULL)->i64 = ended_at(im->files.n - 1, b->last_line);
     return 0;
 }
 
@@ -732,12 +745,14 @@ static int add_row(struct trace_importer *im, struct row *r, const struct trace_
         union map_value ended;
         if (map_get(&im->finished, id, &ended))
             return row_error(im, r, C_TRAJ_ID, err,
-                             "rows of '%s' are not contiguous (it ended before line %lld)", id,
-                             (long long)ended.i64);
+                             "rows of '%s' are not contiguous (its last row was at %s:%" PRId64 ")",
+                             id, im->files.v[ended.i64 >> ENDED_LINE_BITS],
+                             ended.i64 & ((INT64_C(1) << ENDED_LINE_BITS) - 1));
         start(im, im->cur, id);
     }
     if ((rc = merge_traj(im, im->cur, r, err)) || (rc = add_turn(im, im->cur, r, err)))
         return rc;
+    im->cur->last_line = im->lineno;
     if (produced)
         *out = &im->done->t;
     return produced;

@@ -154,7 +154,7 @@ static void test_table_errors_jsonl(void **state)
                  ROW0 ANSWER "{\"traj_id\":\"b\",\"step\":0,\"prompt_id\":1,\"turn\":0,"
                              "\"prompt_tokens\":5,\"generated_tokens\":5}\n" ROW0 ANSWER,
                  3, "\"traj_id\"",
-                 "traj_id: rows of 'a' are not contiguous (it ended before line 2)");
+                 "traj_id: rows of 'a' are not contiguous (its last row was at in:1)");
     /* trajectory-level faults are reported at the trajectory's first row */
     import_fails(TRACE_IMPORT_JSONL,
                  "{\"traj_id\":\"a\",\"turn\":0,\"prompt_tokens\":5,\"generated_tokens\":5}\n", 1,

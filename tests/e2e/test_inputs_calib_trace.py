@@ -1,0 +1,193 @@
+"""End-to-end tests of input guards of `libra calibrate`, `libra route eval` and `libra trace
+import` (docs/calibrate.md, docs/routing.md, docs/trace-format.md, docs/cli.md).
+
+- `route eval --decisions FILE` naming one of the command's input files (the trace, the
+  --config or a --presets file; by device and inode) or the -o file is refused before the run,
+  with exit 2, and the input is left as it was.
+- A `libra serve` capture given to `libra calibrate` as `-` is read from standard input as a
+  capture file is.
+- A verl log's perf/throughput and perf/time_per_step must be numbers > 0, and the GPU count they
+  give must be one the gpus option could give (1..2^20); otherwise the error names the metric or
+  the figure, not "the log gives no GPU count".
+- An input's options after a comma are whole: `FILE,` (a trailing comma) is refused.
+- A verl step or Megatron-LM iteration number past int64 is refused at its column, not read as
+  the largest int64.
+- `trace import` refusing a trajectory whose rows are not contiguous names the file and line of
+  its earlier last row, also when that row is in an earlier input file.
+- `-` (standard input) given twice to `calibrate` or `trace import` is refused: the second read
+  would find nothing, and a CSV without rows would be reported as having no header.
+
+Needs LIBRA_BIN.
+"""
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+LIBRA = os.environ["LIBRA_BIN"]
+SOURCE = os.environ.get("LIBRA_SOURCE_DIR", os.path.join(os.path.dirname(__file__), "..", ".."))
+CALIB = os.path.join(SOURCE, "tests", "data", "calibrate")
+SMALL = os.path.join(SOURCE, "tests", "data", "trace", "small.jsonl")
+VERL_LINE = ("(TaskRunner pid=1) step:1 - response_length/mean:1000.0 - prompt_length/mean:200.0"
+             " - timing_s/update_actor:15.56 - perf/total_num_tokens:1228800"
+             " - perf/time_per_step:110.56 - perf/throughput:{thr}\n")
+
+
+def run(*args, stdin=None, cwd=None):
+    env = dict(os.environ)
+    env.pop("LIBRA_PRESETS", None)
+    return subprocess.run([LIBRA, *args], capture_output=True, text=True, timeout=120,
+                          env=env, cwd=cwd, stdin=stdin)
+
+
+# ---- route eval --decisions ------------------------------------------------------------------
+
+@pytest.mark.parametrize("which", ["trace", "config", "presets", "output"])
+def test_route_decisions_naming_an_input_or_the_output_is_refused(tmp_path, which):
+    trace = tmp_path / "t.jsonl"
+    shutil.copy(SMALL, trace)
+    config = tmp_path / "exp.json"
+    config.write_text("{}\n")
+    presets = tmp_path / "p.json"
+    presets.write_text('{"hardware": []}\n')
+    out = tmp_path / "report.txt"
+    target = {"trace": trace, "config": config, "presets": presets, "output": out}[which]
+    before = {p: p.read_bytes() for p in (trace, config, presets)}
+    r = run("route", "eval", str(trace), "--policy", "cmlfq", "--buckets", "tp1:4000,tp2:30000",
+            "--config", str(config), "--presets", str(presets), "-o", str(out),
+            "--decisions", str(target if which == "output" else tmp_path / "." / target.name))
+    assert r.returncode == 2, r.stderr
+    assert "--decisions" in r.stderr and "would replace" in r.stderr, r.stderr
+    assert {p: p.read_bytes() for p in before} == before
+    assert r.stdout == ""
+
+
+def test_route_decisions_to_another_file_is_written(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    shutil.copy(SMALL, trace)
+    r = run("route", "eval", str(trace), "--policy", "cmlfq", "--buckets", "tp1:4000,tp2:30000",
+            "--decisions", str(tmp_path / "d.jsonl"))
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "d.jsonl").read_text().startswith('{"trajectory": ')
+
+
+# ---- calibrate: a capture on standard input -----------------------------------------------------
+
+def test_calibrate_reads_a_capture_from_standard_input():
+    path = os.path.join(CALIB, "capture.jsonl")
+    by_name = run("calibrate", path, "--model", "qwen3-4b", "--json")
+    assert by_name.returncode == 0, by_name.stderr
+    with open(path) as f:
+        by_stdin = run("calibrate", "-", "--model", "qwen3-4b", "--json", stdin=f)
+    assert by_stdin.returncode == 0, by_stdin.stderr
+    assert by_stdin.stdout.replace('"-"', '"%s"' % path) == by_name.stdout
+
+
+# ---- calibrate: verl's GPU count ------------------------------------------------------------------
+
+@pytest.mark.parametrize("thr", ["0", "-5", "np.float64(-1.0)"])
+def test_calibrate_verl_throughput_must_be_positive(tmp_path, thr):
+    log = tmp_path / "v.log"
+    text = VERL_LINE.format(thr=thr)
+    log.write_text(text)
+    r = run("calibrate", str(log), "--model", "qwen2.5-7b")
+    assert r.returncode == 2, r.stderr
+    col = text.index("perf/throughput:") + len("perf/throughput:") + 1
+    assert r.stderr.startswith(f"libra: {log}:1:{col}: perf/throughput: expected a number > 0"), \
+        r.stderr
+
+
+@pytest.mark.parametrize("thr,gpus", [("1e-300", "1.11e+304"), ("2.2e-6", "5.05e+09"),
+                                      ("1e9", "1.11e-05")])
+def test_calibrate_verl_gpu_count_out_of_range_is_named(tmp_path, thr, gpus):
+    log = tmp_path / "v.log"
+    log.write_text(VERL_LINE.format(thr=thr))
+    r = run("calibrate", str(log), "--model", "qwen2.5-7b")
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == (
+        f"libra: {log}:1: step 1: perf/total_num_tokens / (perf/throughput × "
+        f"perf/time_per_step) gives {gpus} GPUs, not 1 to 1048576; give the count as "
+        f"FILE,gpus=N\n"), r.stderr
+
+
+def test_calibrate_verl_gpus_option_overrides_an_odd_throughput(tmp_path):
+    log = tmp_path / "v.log"
+    log.write_text(VERL_LINE.format(thr="1e-300"))
+    r = run("calibrate", f"{log},gpus=32", "--model", "qwen2.5-7b", "--json")
+    assert r.returncode == 0, r.stderr
+
+
+# ---- calibrate: an input's options ------------------------------------------------------------------
+
+def test_calibrate_input_with_a_trailing_comma_is_refused():
+    r = run("calibrate", "vllm-c1.json,", "vllm-c8.json", "--model", "qwen2.5-7b", cwd=CALIB)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith(
+        "libra: calibrate: input 'vllm-c1.json,': an option is empty (a trailing comma)\n"), \
+        r.stderr
+
+
+# ---- calibrate: step numbers ------------------------------------------------------------------------
+
+def test_calibrate_verl_step_past_int64_is_refused(tmp_path):
+    log = tmp_path / "v.log"
+    log.write_text(VERL_LINE.format(thr="347.3227").replace("step:1 ", "step:99999999999999999999 "))
+    r = run("calibrate", str(log), "--model", "qwen2.5-7b")
+    assert r.returncode == 2, r.stderr
+    col = log.read_text().index("step:") + 1
+    assert r.stderr == f"libra: {log}:1:{col}: step: number too long\n"
+
+
+def test_calibrate_megatron_iteration_past_int64_is_refused(tmp_path):
+    with open(os.path.join(CALIB, "megatron.log")) as f:
+        lines = f.read().split("\n")
+    at = next(i for i, s in enumerate(lines) if "iteration       20/" in s)
+    lines[at] = lines[at].replace("iteration       20/", "iteration 99999999999999999999/")
+    log = tmp_path / "m.log"
+    log.write_text("\n".join(lines))
+    r = run("calibrate", str(log), "--model", "qwen2.5-7b")
+    assert r.returncode == 2, r.stderr
+    col = lines[at].index("iteration ") + len("iteration ") + 1
+    assert r.stderr == f"libra: {log}:{at + 1}:{col}: iteration: number too long\n"
+
+
+# ---- trace import: a trajectory's rows in two files ---------------------------------------------------
+
+def test_trace_import_names_where_a_repeated_trajectory_ended(tmp_path):
+    row = ('{"traj_id":"r0","step":0,"prompt_id":7,"turn":0,"prompt_tokens":8,'
+           '"generated_tokens":4}\n')
+    a, b = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    a.write_text(row.replace('"turn":0', '"turn":0,"tool":"bash","status":"success",'
+                             '"payload_tokens":1') + row.replace('"turn":0', '"turn":1'))
+    b.write_text(row)
+    r = run("trace", "import", "--from", "jsonl", str(a), str(b), "-o", str(tmp_path / "t.jsonl"))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr == (f"libra: {b}:1:2: traj_id: rows of 'r0' are not contiguous (its last "
+                        f"row was at {a}:2)\n")
+    assert not (tmp_path / "t.jsonl").exists()
+
+
+# ---- standard input given twice -------------------------------------------------------------------
+
+def test_calibrate_refuses_standard_input_twice():
+    with open(os.path.join(CALIB, "vllm-c1.json")) as f:
+        r = run("calibrate", "-", "vllm-c8.json", "-", "--model", "qwen2.5-7b", stdin=f,
+                cwd=CALIB)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith(
+        "libra: calibrate: '-' given twice: standard input can be read once\n"), r.stderr
+    assert r.stdout == ""
+
+
+@pytest.mark.parametrize("fmt", ["jsonl", "csv"])
+def test_trace_import_refuses_standard_input_twice(tmp_path, fmt):
+    src = os.path.join(SOURCE, "tests", "data", "trace", "turns." + fmt)
+    out = tmp_path / "t.jsonl"
+    with open(src) as f:
+        r = run("trace", "import", "--from", fmt, "-", "-", "-o", str(out), stdin=f)
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith(
+        "libra: trace: import: '-' given twice: standard input can be read once\n"), r.stderr
+    assert not out.exists()
