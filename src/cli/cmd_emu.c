@@ -5,6 +5,7 @@
  * when all listen, and runs the event loop until SIGINT or SIGTERM.
  */
 #include <errno.h>
+#include <jansson.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,6 +20,7 @@
 #include "plan/plan.h"
 #include "spec/bucket.h"
 #include "util/alloc.h"
+#include "util/strbuf.h"
 
 #define MAX_INSTANCES 256
 
@@ -93,6 +95,14 @@ struct opts {
     int n_faults;
 };
 
+/* Whether item (a key of a fault flag) already has a value in f. */
+static bool repeated(const char *item, const struct fault_flag *f)
+{
+    return (strcmp(item, "instance") == 0 && f->instance >= 0) ||
+           (strcmp(item, "after_s") == 0 && f->after_s >= 0) ||
+           (strcmp(item, "for_s") == 0 && f->for_s >= 0);
+}
+
 /* "instance=I,after_s=T[,for_s=D]" */
 static int parse_fault(const struct cli_command *cmd, const char *arg, bool stall,
                        struct fault_flag *f)
@@ -109,6 +119,8 @@ static int parse_fault(const struct cli_command *cmd, const char *arg, bool stal
         if (!eq || cli_parse_double(cmd, flag, eq, 0, 1e9, &v))
             rc = eq ? LIBRA_EXIT_USAGE
                     : cli_usage_error(cmd, "%s: expected KEY=VALUE items, got '%s'", flag, item);
+        else if (repeated(item, f)) /* which of two values was meant cannot be told */
+            rc = cli_usage_error(cmd, "%s: '%s' given twice", flag, item);
         else if (strcmp(item, "instance") == 0 && v == (int)v)
             f->instance = (int)v;
         else if (strcmp(item, "after_s") == 0)
@@ -239,22 +251,26 @@ static int instance_configs(const struct api_presets *p, const struct libra_conf
     return 0;
 }
 
-/* The ready lines: one JSON object per instance. Malloc'd. */
+/* The ready lines: one JSON object per instance, each written by the JSON encoder: a host
+ * of any length (255 bytes) or a model name never cuts a line short. Malloc'd. */
 static char *ready_lines(const struct emu *e, const struct emu_config *c)
 {
-    size_t cap = 256 * (size_t)c->n_inst + 1, len = 0;
-    char *out = xmalloc(cap);
-    out[0] = '\0';
+    struct strbuf out = {0};
     bool v6 = strchr(c->host, ':') != NULL; /* an IPv6 address is bracketed in a URL */
     for (int i = 0; i < c->n_inst; i++) {
         int port = emu_port(e, i);
-        len += (size_t)snprintf(out + len, cap - len,
-                                "{\"instance\": %d, \"tp\": %d, \"url\": \"http://%s%s%s:%d\", "
-                                "\"port\": %d, \"model\": \"%s\"}\n",
-                                i, c->inst[i].tp, v6 ? "[" : "", c->host, v6 ? "]" : "", port, port,
-                                c->model);
+        struct strbuf url = {0};
+        strbuf_printf(&url, v6 ? "http://[%s]:%d" : "http://%s:%d", c->host, port);
+        json_t *o = json_pack("{s:i, s:i, s:s, s:i, s:s}", "instance", i, "tp", c->inst[i].tp,
+                              "url", url.data, "port", port, "model", c->model);
+        char *line = json_dumps(o, JSON_PRESERVE_ORDER);
+        strbuf_puts(&out, line);
+        strbuf_puts(&out, "\n");
+        free(line);
+        json_decref(o);
+        strbuf_free(&url);
     }
-    return out;
+    return strbuf_detach(&out);
 }
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)

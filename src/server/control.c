@@ -345,15 +345,17 @@ void gw_per_engine(void *ctx, struct net_call *c)
 
 /* ---- events --------------------------------------------------------------------------------- */
 
-/* The trajectory named by a path's {id}: each identity source in the order of precedence. */
+/* The trajectory named by a path's {id}: each identity source in the order of precedence.
+ * Returns as gw_traj_events. */
 static int events_for(struct gw *g, const char *id, size_t id_len, const struct gw_event *ev,
                       size_t n)
 {
     for (int src = GW_ID_LIBRA; src <= GW_ID_RID; src++) {
         char key[GW_ID_MAX];
         gw_id_key(key, (enum gw_id_source)src, id, id_len);
-        if (gw_traj_events(g, key, ev, n) == 0)
-            return 0;
+        int rc = gw_traj_events(g, key, ev, n);
+        if (rc != -1)
+            return rc;
     }
     return -1;
 }
@@ -388,7 +390,15 @@ void gw_events_call(void *ctx, struct net_call *c)
     }
     if (gw_durable_refused(g, c))
         return;
-    if (events_for(g, id, id_len, ev, n_ev) != 0) {
+    int rc = events_for(g, id, id_len, ev, n_ev);
+    if (rc == -2) {
+        net_reply_error(c, 409, "conflict",
+                        "trajectory '%s' has a turn in flight: post its finish once that turn is "
+                        "answered; nothing was changed",
+                        id);
+        return;
+    }
+    if (rc != 0) {
         net_reply_error(c, 404, "not_found", "no live trajectory '%s'", id);
         return;
     }

@@ -16,6 +16,7 @@
 #include "server/internal.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/strbuf.h"
 
 void gw_options_default(struct gw_options *o)
 {
@@ -563,16 +564,17 @@ char *gw_ready_line(const struct gw *g)
                                                  e->kind == GW_KIND_SGLANG ? "sglang" : "vllm",
                                                  "tp", e->tp, "bucket", e->bucket));
     }
-    char url[128];
     int port = net_server_port(g->server);
-    /* an IPv6 address is bracketed in a URL */
-    snprintf(url, sizeof url, strchr(g->opt.host, ':') ? "http://[%s]:%d" : "http://%s:%d",
-             g->opt.host, port);
-    json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:o}", "url", url, "port", port, "mode",
+    /* an IPv6 address is bracketed in a URL; a host of any length is written whole */
+    struct strbuf url = {0};
+    strbuf_printf(&url, strchr(g->opt.host, ':') ? "http://[%s]:%d" : "http://%s:%d", g->opt.host,
+                  port);
+    json_t *o = json_pack("{s:s, s:i, s:s, s:s, s:o}", "url", url.data, "port", port, "mode",
                           g->shadow ? "shadow" : sched_policy_name(g->cfg->sched.policy), "policy",
                           sched_policy_name(g->cfg->sched.policy), "engines", engines);
     char *s = json_dumps(o, JSON_COMPACT);
     json_decref(o);
+    strbuf_free(&url);
     return s;
 }
 

@@ -383,8 +383,16 @@ void gw_turn_end(struct gw *g, struct gw_traj *t, const struct gw_request *r,
                  const struct gw_engine *e, int64_t generated, int64_t cached,
                  const struct trace_turn_timing *timing);
 
-/* Applies events from the events call to the trajectory named id. Returns 0, or -1 when no
- * live trajectory has that name. */
+/* Whether events ev end with a finish (request.c refuses events after one). */
+bool gw_events_finish(const struct gw_event *ev, size_t n);
+
+/* Whether r finishes a trajectory whose turn is in flight: the proxy holds it until the turn
+ * ends, so r is refused (409) rather than routed. */
+bool gw_route_busy(struct gw *g, const struct gw_request *r);
+
+/* Applies events from the events call to the trajectory named id. Returns 0, -1 when no live
+ * trajectory has that name, or -2 (nothing applied) when they finish it while a turn of it is
+ * in flight. */
 int gw_traj_events(struct gw *g, const char *id, const struct gw_event *ev, size_t n);
 
 /* Ends trajectories idle past idle_s (censored). */

@@ -410,6 +410,13 @@ void gw_engine_turns_fail(struct gw_engine *e)
 /* Routes a new turn and sends it. */
 static void route_new(struct proxy *p)
 {
+    if (gw_route_busy(p->g, &p->req)) {
+        net_reply_error(p->call, 409, "conflict",
+                        "the request finishes a trajectory whose turn is in flight: send it "
+                        "once that turn is answered");
+        proxy_free(p);
+        return;
+    }
     struct gw_engine *e = gw_route_turn(p->g, &p->req, &p->traj, &p->decision);
     if (!e) {
         net_reply_error(p->call, 503, "service_unavailable",

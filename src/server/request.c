@@ -34,6 +34,34 @@ const char *gw_api_path(enum gw_api api)
 
 /* ---- events ----------------------------------------------------------------------------- */
 
+/* Whether member key of object o is given twice: the scanner reads the first, a client's JSON
+ * library sends the last it was given, so the value would be read otherwise than meant. The
+ * first is cut out and the rest searched (libra's objects are small). */
+static bool repeated(struct jscan_value o, const char *key)
+{
+    struct jscan_cut cut;
+    if (o.type != 'o' || !jscan_cut(o, key, &cut))
+        return false;
+    size_t tail = o.len - cut.tail_off;
+    char *rest = xmalloc(cut.head_len + tail);
+    memcpy(rest, o.p, cut.head_len);
+    memcpy(rest + cut.head_len, o.p + cut.tail_off, tail);
+    struct jscan_value v;
+    bool again = jscan_get(jscan_root(rest, cut.head_len + tail), key, &v);
+    free(rest);
+    return again;
+}
+
+/* Refuses a member of keys (NULL-terminated) given twice in o, named where.key. */
+static int check_unique(struct jscan_value o, const char *const *keys, const char *where, char *err,
+                        size_t size)
+{
+    for (; *keys; keys++)
+        if (repeated(o, *keys))
+            return error_text(err, size, "%s%s%s: given twice", where, *where ? "." : "", *keys);
+    return 0;
+}
+
 static int parse_status(struct jscan_value v, const char *where, int *out, char *err, size_t size)
 {
     static const char *const names[] = {"success", "failure", "timeout", "other"};
@@ -95,8 +123,12 @@ static int parse_event(struct jscan_value o, const char *where, struct gw_event 
     *e = (struct gw_event){.status = SCHED_STATUS_UNSET, .payload_tokens = -1, .exec_s = -1};
     struct jscan_value v;
     char kind[16];
+    static const char *const keys[] = {"kind",   "tool",   "status", "payload_tokens",
+                                       "exec_s", "reward", NULL};
     if (o.type != 'o')
         return error_text(err, size, "%s: expected an object", where);
+    if (check_unique(o, keys, where, err, size))
+        return -1;
     if (!jscan_get(o, "kind", &v) || !jscan_string(v, kind, sizeof kind))
         return error_text(err, size, "%s.kind: expected tool_return or finish", where);
     if (strcmp(kind, "tool_return") == 0)
@@ -128,6 +160,10 @@ static int parse_event_array(struct jscan_value a, const char *where, struct gw_
         snprintf(at, sizeof at, "%s.%zu", where, *n);
         if (*n == GW_EVENTS_MAX)
             return error_text(err, size, "%s: more than %d events", where, GW_EVENTS_MAX);
+        /* a finish ends the trajectory: an event after it would have none to apply to */
+        if (*n > 0 && out[*n - 1].kind == GW_EVENT_FINISH)
+            return error_text(err, size, "%s: an event after the finish %s.%zu (a finish is last)",
+                              at, where, *n - 1);
         if (parse_event(e, at, &out[*n], err, size))
             return -1;
     }
@@ -146,10 +182,11 @@ static int check_body(const char *body, size_t len, char *err, size_t size)
 int gw_events_parse(const char *body, size_t len, struct gw_event *out, size_t *n, char *err,
                     size_t err_size)
 {
+    static const char *const keys[] = {"events", NULL};
     *n = 0;
-    if (check_body(body, len, err, err_size))
-        return -1;
     struct jscan_value root = jscan_root(body, len), a;
+    if (check_body(body, len, err, err_size) || check_unique(root, keys, "", err, err_size))
+        return -1;
     if (jscan_get(root, "events", &a))
         return parse_event_array(a, "events", out, n, err, err_size);
     *n = 1;
@@ -436,7 +473,11 @@ int gw_request_parse(enum gw_api api, const char *body, size_t len, gw_header_fn
     };
     struct jscan_value root = jscan_root(body, len), m[KEY_COUNT], v;
     jscan_get_many(root, keys, KEY_COUNT, m);
+    static const char *const libra_keys[] = {"trajectory", "prompt", "sample", "resume",
+                                             "events",     "emu",    NULL};
     struct jscan_value lo = m[KEY_LIBRA];
+    if (check_unique(lo, libra_keys, "libra", err, err_size))
+        return -1;
     if (lo.type && lo.type != 'z' && read_libra(lo, out, err, err_size))
         return -1;
     if (lo.type && (out->has_libra = jscan_cut_value(root, lo, &out->cut))) {

@@ -231,6 +231,18 @@ static struct gw_engine *route_again(struct gw *g, struct gw_traj *t,
 static void finish(struct gw *g, struct gw_traj *t, enum trace_finish how, bool has_reward,
                    double reward);
 
+bool gw_events_finish(const struct gw_event *ev, size_t n)
+{
+    return n > 0 && ev[n - 1].kind == GW_EVENT_FINISH; /* a finish is the last (request.c) */
+}
+
+bool gw_route_busy(struct gw *g, const struct gw_request *r)
+{
+    union map_value v;
+    return r->id_source != GW_ID_NONE && gw_events_finish(r->events, r->n_events) &&
+           map_get(&g->trajs, r->id, &v) && ((struct gw_traj *)v.ptr)->in_flight;
+}
+
 /* A second turn of t while one runs (parallel sampling): where the first runs, while that
  * engine takes turns. */
 static struct gw_engine *route_beside(struct gw *g, const struct gw_traj *t,
@@ -256,11 +268,11 @@ struct gw_engine *gw_route_turn(struct gw *g, const struct gw_request *r, struct
     struct gw_traj *t = NULL;
     if (r->id_source != GW_ID_NONE && map_get(&g->trajs, r->id, &v))
         t = v.ptr;
-    for (size_t i = 0; t && i < r->n_events; i++)
-        if (r->events[i].kind == GW_EVENT_FINISH) { /* the id is reused: the old one ended */
-            finish(g, t, r->events[i].finish, r->events[i].has_reward, r->events[i].reward);
-            t = NULL;
-        }
+    if (t && gw_events_finish(r->events, r->n_events)) { /* the id is reused: the old one ended */
+        const struct gw_event *e = &r->events[r->n_events - 1];
+        finish(g, t, e->finish, e->has_reward, e->reward);
+        t = NULL;
+    }
     if (t && t->in_flight)
         return route_beside(g, t, applied);
     struct gw_engine *e;
@@ -402,13 +414,13 @@ int gw_traj_events(struct gw *g, const char *id, const struct gw_event *ev, size
     if (!map_get(&g->trajs, id, &v))
         return -1;
     struct gw_traj *t = v.ptr;
-    for (size_t i = 0; i < n; i++) {
-        const struct gw_event *e = &ev[i];
-        if (e->kind == GW_EVENT_TOOL_RETURN) {
-            add_return(g, t, e->tool, e->status, e->payload_tokens, e->exec_s);
-            continue;
-        }
-        finish(g, t, e->finish, e->has_reward, e->reward);
+    bool ends = gw_events_finish(ev, n);
+    if (ends && t->in_flight) /* the turn's proxy holds t until it ends */
+        return -2;
+    for (size_t i = 0; i < n - ends; i++)
+        add_return(g, t, ev[i].tool, ev[i].status, ev[i].payload_tokens, ev[i].exec_s);
+    if (ends) {
+        finish(g, t, ev[n - 1].finish, ev[n - 1].has_reward, ev[n - 1].reward);
         return 0;
     }
     t->last_active_s = gw_now();

@@ -1,0 +1,127 @@
+"""Bad and odd inputs to `libra serve` and `libra emu`: each test guards a defect an input once
+triggered (a crash, an event silently dropped, a ready line cut short)."""
+
+import json
+import subprocess
+import threading
+
+from emu_util import LIBRA, Background, Emu, ScriptedVllm, Serve, answer, post
+
+COMPLETION = json.dumps({"choices": [{"text": "ok", "finish_reason": "stop"}],
+                         "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
+
+
+def held_engine():
+    """A vLLM engine that answers each completion once .release is set."""
+    release = threading.Event()
+
+    def reply(handler, path, body):
+        release.wait(30)
+        answer(handler, COMPLETION)
+
+    engine = ScriptedVllm(reply)
+    engine.release = release
+    return engine
+
+
+def turn(port, traj, events=None):
+    libra = {"trajectory": traj}
+    if events is not None:
+        libra["events"] = events
+    return post(port, "/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 4, "libra": libra})
+
+
+def test_finish_while_a_turn_is_in_flight_is_refused():
+    """A finish for a trajectory whose turn is being proxied, posted to the events call or
+    inline in a request that reuses its id, is refused with 409 and changes nothing: it once
+    freed the trajectory under the proxy, which wrote to it when the turn ended (a
+    heap-use-after-free that crashed the gateway). Once the turn is answered the finish is
+    taken."""
+    engine = held_engine()
+    with Serve(engine.url + ",tp=1") as gw:
+        running = Background(turn, gw.port, "t1")
+        while not engine.bodies:
+            threading.Event().wait(0.01)
+        finish = {"events": [{"kind": "finish", "status": "completed"}]}
+        try:
+            status, doc = post(gw.port, "/libra/v1/trajectories/t1/events", finish)
+            assert status == 409 and "in flight" in doc["error"]["message"], doc
+            status, doc = turn(gw.port, "t1", finish["events"])
+            assert status == 409 and "in flight" in doc["error"]["message"], doc
+            assert len(engine.bodies) == 1  # the refused request reached no engine
+        finally:
+            engine.release.set()
+        assert running.result()[0] == 200
+        assert post(gw.port, "/libra/v1/trajectories/t1/events", finish) == (
+            200, {"trajectory": "t1", "events": 1})
+
+
+def test_an_event_after_the_finish_is_refused():
+    """Events after a finish, which ends the trajectory, are refused with 400 naming the event:
+    the events call once answered them 200 and dropped them."""
+    engine = ScriptedVllm(lambda h, path, body: answer(h, COMPLETION))
+    with Serve(engine.url + ",tp=1") as gw:
+        assert turn(gw.port, "t2")[0] == 200
+        after = [{"kind": "finish"}, {"kind": "tool_return", "tool": "bash"}]
+        status, doc = post(gw.port, "/libra/v1/trajectories/t2/events", {"events": after})
+        assert status == 400, doc
+        assert doc["error"]["message"].startswith("events.1: an event after the finish events.0")
+        status, doc = turn(gw.port, "t2", [{"kind": "finish"}, {"kind": "finish"}])
+        assert status == 400, doc
+        assert doc["error"]["message"].startswith("libra.events.1: an event after the finish")
+        # nothing was changed: the trajectory is live and takes its finish
+        assert post(gw.port, "/libra/v1/trajectories/t2/events",
+                    {"events": [{"kind": "finish"}]})[0] == 200
+
+
+LONG_HOST = "127." + "0" * 200 + ".0.1"  # 127.0.0.1 spelt in 206 bytes
+
+
+def test_ready_lines_are_whole_for_a_long_host():
+    """The emulator's ready lines and the gateway's url carry a long --host / --listen whole:
+    they were written into fixed buffers, which cut the lines short (and the emulator's ran past
+    its buffer from the second instance on)."""
+    # a line cut short leaves Emu waiting for the rest: fail instead of hanging
+    emu = Background(Emu, "--instances", "tp1x3", "--host", LONG_HOST).result(timeout=30)
+    with emu:
+        assert [i["instance"] for i in emu.instances] == [0, 1, 2]
+        for i in emu.instances:
+            assert i["url"] == "http://%s:%d" % (LONG_HOST, i["port"])
+        with Serve(emu.instances[0]["url"], args=("--listen", LONG_HOST + ":0")) as gw:
+            assert gw.url == "http://%s:%d" % (LONG_HOST, gw.port)
+            assert post(gw.port, "/libra/v1/trajectories/x/events", {"events": []})[0] == 404
+
+
+def test_a_repeated_member_of_libras_objects_is_refused():
+    """A member given twice in the events call's body or in a request's libra object is refused
+    with 400 naming it: the gateway read the first of the two where the client's JSON library
+    meant the last, and answered `{"events": [], "events": [finish]}` 200 with the finish
+    dropped. An identity integer of any size still passes."""
+    engine = ScriptedVllm(lambda h, path, body: answer(h, COMPLETION))
+    with Serve(engine.url + ",tp=1") as gw:
+        assert turn(gw.port, "t3")[0] == 200
+        for body, member in (('{"events": [], "events": [{"kind": "finish"}]}', "events"),
+                             ('{"events": [{"kind": "finish", "kind": "x"}]}', "events.0.kind"),
+                             ('{"kind": "finish", "status": "aborted", "status": "completed"}',
+                              "event.status")):
+            status, doc = post(gw.port, "/libra/v1/trajectories/t3/events", raw=body)
+            assert (status, doc["error"]["message"]) == (400, member + ": given twice"), doc
+        body = '{"prompt": [1], "max_tokens": 4, "libra": {"trajectory": "t3", "trajectory": "t4"}}'
+        status, doc = post(gw.port, "/v1/completions", raw=body)
+        assert (status, doc["error"]["message"]) == (400, "libra.trajectory: given twice"), doc
+        assert len(engine.bodies) == 1  # only the first turn reached the engine
+        assert post(gw.port, "/libra/v1/trajectories/t3/events",
+                    {"events": [{"kind": "finish"}]}) == (200, {"trajectory": "t3", "events": 1})
+        assert turn(gw.port, 7 ** 300)[0] == 200
+
+
+def test_a_fault_item_given_twice_is_refused():
+    """`libra emu --fail instance=0,after_s=1,after_s=2` is refused (exit 2, naming the item):
+    the last value silently won, a fault at another time than one of the two read."""
+    for flag, spec in (("--fail", "instance=0,after_s=1,after_s=2"),
+                       ("--stall", "instance=0,instance=0,after_s=1,for_s=1"),
+                       ("--stall", "instance=0,after_s=1,for_s=1,for_s=2")):
+        run = subprocess.run([LIBRA, "emu", flag, spec], capture_output=True, text=True,
+                             timeout=30)
+        assert run.returncode == 2 and "given twice" in run.stderr, (flag, spec, run.stderr)
+        assert run.stdout == ""
