@@ -924,6 +924,8 @@ int cmd_calibrate(int argc, char **argv)
     if (rc == 0 && c.output && strcmp(c.output, "-") == 0)
         rc = cli_usage_error(cc.cmd, "-o: the preset needs a file (the report is on standard "
                                      "output)");
+    if (rc == 0 && c.name && !c.output)
+        rc = cli_usage_error(cc.cmd, "--name names the preset that -o writes: give -o PRESETS");
     if (rc == 0)
         rc = resolve(&c, &p, &cfg);
     c.n_inputs = rc == 0 ? (size_t)(argc - optind) : 0;

@@ -10,6 +10,7 @@ import` (docs/calibrate.md, docs/routing.md, docs/trace-format.md, docs/cli.md).
   give must be one the gpus option could give (1..2^20); otherwise the error names the metric or
   the figure, not "the log gives no GPU count".
 - An input's options after a comma are whole: `FILE,` (a trailing comma) is refused.
+- `--name` without `-o` (no preset is written for it to name) is refused.
 - A verl step or Megatron-LM iteration number past int64 is refused at its column, not read as
   the largest int64.
 - `trace import` refusing a trajectory whose rows are not contiguous names the file and line of
@@ -127,6 +128,15 @@ def test_calibrate_input_with_a_trailing_comma_is_refused():
     assert r.stderr.startswith(
         "libra: calibrate: input 'vllm-c1.json,': an option is empty (a trailing comma)\n"), \
         r.stderr
+
+
+def test_calibrate_name_without_the_preset_file_is_refused():
+    """--name names the preset -o writes; without -o it named nothing (and was not checked)."""
+    r = run("calibrate", "vllm-c1.json", "vllm-c8.json", "--model", "qwen2.5-7b", "--name",
+            "BAD NAME", cwd=CALIB)
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr.startswith(
+        "libra: calibrate: --name names the preset that -o writes: give -o PRESETS\n"), r.stderr
 
 
 # ---- calibrate: step numbers ------------------------------------------------------------------------
