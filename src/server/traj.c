@@ -236,6 +236,18 @@ bool gw_events_finish(const struct gw_event *ev, size_t n)
     return n > 0 && ev[n - 1].kind == GW_EVENT_FINISH; /* a finish is the last (request.c) */
 }
 
+/* Applies events ev to t, the events call's way: each tool return, then the finish that ends
+ * them if any (t is freed). Returns whether t finished. */
+static bool apply_events(struct gw *g, struct gw_traj *t, const struct gw_event *ev, size_t n)
+{
+    bool ends = gw_events_finish(ev, n);
+    for (size_t i = 0; i < n - ends; i++)
+        add_return(g, t, ev[i].tool, ev[i].status, ev[i].payload_tokens, ev[i].exec_s);
+    if (ends)
+        finish(g, t, ev[n - 1].finish, ev[n - 1].has_reward, ev[n - 1].reward);
+    return ends;
+}
+
 bool gw_route_busy(struct gw *g, const struct gw_request *r)
 {
     union map_value v;
@@ -269,8 +281,7 @@ struct gw_engine *gw_route_turn(struct gw *g, const struct gw_request *r, struct
     if (r->id_source != GW_ID_NONE && map_get(&g->trajs, r->id, &v))
         t = v.ptr;
     if (t && gw_events_finish(r->events, r->n_events)) { /* the id is reused: the old one ended */
-        const struct gw_event *e = &r->events[r->n_events - 1];
-        finish(g, t, e->finish, e->has_reward, e->reward);
+        apply_events(g, t, r->events, r->n_events);
         t = NULL;
     }
     if (t && t->in_flight)
@@ -414,15 +425,10 @@ int gw_traj_events(struct gw *g, const char *id, const struct gw_event *ev, size
     if (!map_get(&g->trajs, id, &v))
         return -1;
     struct gw_traj *t = v.ptr;
-    bool ends = gw_events_finish(ev, n);
-    if (ends && t->in_flight) /* the turn's proxy holds t until it ends */
+    if (gw_events_finish(ev, n) && t->in_flight) /* the turn's proxy holds t until it ends */
         return -2;
-    for (size_t i = 0; i < n - ends; i++)
-        add_return(g, t, ev[i].tool, ev[i].status, ev[i].payload_tokens, ev[i].exec_s);
-    if (ends) {
-        finish(g, t, ev[n - 1].finish, ev[n - 1].has_reward, ev[n - 1].reward);
+    if (apply_events(g, t, ev, n))
         return 0;
-    }
     t->last_active_s = gw_now();
     gw_persist_traj(g, t);
     return 0;

@@ -74,6 +74,24 @@ def test_an_event_after_the_finish_is_refused():
                     {"events": [{"kind": "finish"}]})[0] == 200
 
 
+def test_returns_before_a_reusing_requests_finish_end_with_the_old_trajectory(tmp_path):
+    """A request that reuses a trajectory's id with events [tool_return, finish] ends the old
+    trajectory with that return in its last turn, as the events call does with the same events:
+    the return was dropped."""
+    capture = tmp_path / "capture.jsonl"
+    engine = ScriptedVllm(lambda h, path, body: answer(h, COMPLETION))
+    with Serve(engine.url + ",tp=1", args=("--capture", str(capture))) as gw:
+        assert turn(gw.port, "t5")[0] == 200
+        ret = {"kind": "tool_return", "tool": "bash", "status": "success", "payload_tokens": 7}
+        assert turn(gw.port, "t5", [ret, {"kind": "finish", "status": "completed"}])[0] == 200
+        assert post(gw.port, "/libra/v1/trajectories/t5/events",
+                    {"events": [{"kind": "finish"}]})[0] == 200
+    old, new = [json.loads(line) for line in capture.read_text().splitlines()[1:]]
+    (call,) = old["turns"][-1]["calls"]
+    assert (call["tool"], call["status"], call["payload_tokens"]) == ("bash", "success", 7)
+    assert len(new["turns"]) == 1
+
+
 LONG_HOST = "127." + "0" * 200 + ".0.1"  # 127.0.0.1 spelt in 206 bytes
 
 
