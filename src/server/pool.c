@@ -32,6 +32,7 @@
  * (which does not count the time the gateway was down), so a handshake under way resumes. The
  * engines' state is not kept: at start each is put to sleep or woken as its role says.
  */
+#include <errno.h>
 #include <event2/event.h>
 #include <math.h>
 #include <stdarg.h>
@@ -786,8 +787,9 @@ void gw_pool_call(void *ctx, struct net_call *c)
     struct gw_pool *pl = g->pool;
     const char *after = net_call_query(c, "after"), *wait = net_call_query(c, "wait_s");
     char *end = NULL;
+    errno = 0;
     long long seen = after ? strtoll(after, &end, 10) : -1;
-    if (after && (end == after || *end || seen < 0)) {
+    if (after && (end == after || *end || seen < 0 || errno == ERANGE)) { /* not saturated */
         net_reply_error(c, 400, "invalid_request_error", "after: expected a count >= 0");
         return;
     }

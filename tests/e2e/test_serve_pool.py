@@ -458,8 +458,10 @@ def test_a_long_poll_answers_when_the_pool_changes():
             post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0}, headers=ADMIN)
             th.join(30)
             assert not th.is_alive() and out["doc"]["changes"] > n
-            status, doc = get(gw.port, "/libra/v1/pool?after=x")
-            assert status == 400
+            for bad in ("x", "-1", "9223372036854775808"):  # past int64: not read as its max
+                status, doc = get(gw.port, "/libra/v1/pool?after=" + bad)
+                assert status == 400 and doc["error"]["message"] == \
+                    "after: expected a count >= 0", (bad, doc)
             until(lambda: pool(gw)["replicas"][0]["engine"] == "released", "the engine let go")
             n = pool(gw)["changes"]
             th = threading.Thread(target=lambda: out.update(doc=get(
