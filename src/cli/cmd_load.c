@@ -93,6 +93,10 @@ static const char *admin_token(void)
 
 static int parse_engines(const struct cli_command *cmd, const char *arg, struct opts *o)
 {
+    size_t len = strlen(arg);
+    if (len && (arg[0] == ',' || arg[len - 1] == ',' || strstr(arg, ",,"))) /* a URL left out? */
+        return cli_usage_error(cmd, "--engines: an empty item in '%s' (URLs are comma-separated)",
+                               arg);
     free(o->engines);
     o->engines = xstrdup(arg);
     o->n_urls = 0;

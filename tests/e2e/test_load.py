@@ -337,8 +337,11 @@ def test_errors():
     p = subprocess.run([LIBRA, "load", "--engines", "ftp://x"], capture_output=True, text=True,
                        timeout=30)
     assert p.returncode == 2 and "not an http:// URL" in p.stderr
-    # A URL no call could reach, or an engine given twice, is refused before anything runs.
+    # A URL no call could reach, an engine given twice or an empty item (a URL left out?) is
+    # refused before anything runs.
     for engines, why in (("http://127.0.0.1:99999", "a bad port"),
+                         ("http://127.0.0.1:9,,http://127.0.0.1:10", "an empty item in"),
+                         ("http://127.0.0.1:9,", "an empty item in"),
                          ("http://u:p@127.0.0.1:9", "credentials in a URL"),
                          ("http://127.0.0.1:9,http://127.0.0.1:9/", "given twice"),
                          ("http://127.0.0.1:9,http://localhost:9", "are one engine (both reach "
