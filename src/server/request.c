@@ -34,30 +34,13 @@ const char *gw_api_path(enum gw_api api)
 
 /* ---- events ----------------------------------------------------------------------------- */
 
-/* Whether member key of object o is given twice: the scanner reads the first, a client's JSON
- * library sends the last it was given, so the value would be read otherwise than meant. The
- * first is cut out and the rest searched (libra's objects are small). */
-static bool repeated(struct jscan_value o, const char *key)
-{
-    struct jscan_cut cut;
-    if (o.type != 'o' || !jscan_cut(o, key, &cut))
-        return false;
-    size_t tail = o.len - cut.tail_off;
-    char *rest = xmalloc(cut.head_len + tail);
-    memcpy(rest, o.p, cut.head_len);
-    memcpy(rest + cut.head_len, o.p + cut.tail_off, tail);
-    struct jscan_value v;
-    bool again = jscan_get(jscan_root(rest, cut.head_len + tail), key, &v);
-    free(rest);
-    return again;
-}
-
-/* Refuses a member of keys (NULL-terminated) given twice in o, named where.key. */
+/* Refuses a member of keys (NULL-terminated) given twice in o, named where.key: the scanner
+ * would read the first, where a client's JSON library sends the last it was given. */
 static int check_unique(struct jscan_value o, const char *const *keys, const char *where, char *err,
                         size_t size)
 {
     for (; *keys; keys++)
-        if (repeated(o, *keys))
+        if (jscan_member_count(o, *keys) > 1)
             return error_text(err, size, "%s%s%s: given twice", where, *where ? "." : "", *keys);
     return 0;
 }

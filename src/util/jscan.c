@@ -541,6 +541,20 @@ size_t jscan_get_many(struct jscan_value obj, const char *const *keys, size_t n,
     return found;
 }
 
+size_t jscan_member_count(struct jscan_value obj, const char *key)
+{
+    size_t count = 0, n = strlen(key);
+    struct members w;
+    struct member m;
+    if (!members_start(obj, &w))
+        return 0;
+    while (members_head(&w, &m)) {
+        count += member_named(&m, key, n);
+        members_skip(&w, &m);
+    }
+    return count;
+}
+
 bool jscan_path(struct jscan_value obj, const char *path, struct jscan_value *out)
 {
     struct jscan_value cur = obj;

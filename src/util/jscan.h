@@ -90,6 +90,13 @@ size_t jscan_get_many(struct jscan_value obj, const char *const *keys, size_t n,
                       struct jscan_value *out);
 
 /*
+ * How many direct members of the object obj are named key (compared as jscan_get does): more
+ * than 1 where a name is repeated, which jscan_get reads as its first and most JSON libraries as
+ * their last. 0 when obj is not an object. One pass over obj's members, no allocation.
+ */
+size_t jscan_member_count(struct jscan_value obj, const char *key);
+
+/*
  * Follows a dotted path of member names from obj: "sampling_params.max_new_tokens" is
  * jscan_get(jscan_get(obj, "sampling_params"), "max_new_tokens"). The path is split at every
  * '.', so a name that contains '.' cannot be reached (use jscan_get) and "" names the member

@@ -18,6 +18,7 @@
  *   - on any input, accepted or not, the lookups the gateway makes on answers it does not
  *     validate (lazy members, their members, the first element, the typed readers, the cut
  *     of a member found) stay inside the input;
+ *   - jscan_member_count finds each top-level name, once on a document without duplicates;
  *   - cutting any top-level member yields a document jscan_check accepts and jansson parses to
  *     the original minus that member (with duplicates: one member fewer, still valid), and
  *     jscan_cut_value of the member's value cuts the same bytes.
@@ -304,6 +305,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_object_foreach(loose, key, member)
     {
         check_cut(root, strict, key, strict != NULL);
+        size_t count = jscan_member_count(root, key);
+        require(count >= 1 && (count == 1 || !strict), "a member counted otherwise than given");
     }
     json_decref(strict);
     json_decref(loose);

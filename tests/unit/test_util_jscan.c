@@ -651,6 +651,26 @@ static void test_token_arrays(void **state)
     free(body);
 }
 
+/* ---- jscan_member_count --------------------------------------------------------------------- */
+
+/* Direct members only, names compared unescaped, a value holding the name not counted. */
+static void test_member_count(void **state)
+{
+    (void)state;
+    struct jscan_value root =
+        doc("{\"a\": 1, \"b\": {\"a\": 2}, \"\\u0061\": [\"a\"], \"c\": \"a\"}");
+    assert_int_equal(jscan_member_count(root, "a"), 2);
+    assert_int_equal(jscan_member_count(root, "b"), 1);
+    assert_int_equal(jscan_member_count(root, "d"), 0);
+    struct jscan_value inner;
+    assert_true(jscan_get(root, "b", &inner));
+    assert_int_equal(jscan_member_count(inner, "a"), 1);
+    assert_int_equal(jscan_member_count(doc("{}"), "a"), 0);
+    struct jscan_value text;
+    assert_true(jscan_get(root, "c", &text));
+    assert_int_equal(jscan_member_count(text, "a"), 0); /* not an object */
+}
+
 /* ---- jscan_cut ------------------------------------------------------------------------------ */
 
 static void expect_cut(const char *json, const char *key, const char *want)
@@ -1052,6 +1072,7 @@ int main(void)
         cmocka_unit_test(test_string),
         cmocka_unit_test(test_arrays),
         cmocka_unit_test(test_token_arrays),
+        cmocka_unit_test(test_member_count),
         cmocka_unit_test(test_cut),
         cmocka_unit_test(test_get_lazy),
         cmocka_unit_test(test_get_many),
