@@ -71,6 +71,10 @@ int cli_getopt(const struct cli_command *cmd, int argc, char **argv, const char 
  * printing "libra: cannot read 'PATH': REASON". */
 int cli_read_file(const char *path, char **text, size_t *len);
 
+/* Whether paths a and b name one file: the same file (device and inode), or, where none is
+ * there yet, the same name in the same directory (/tmp/x and /tmp/./x). */
+bool cli_same_file(const char *a, const char *b);
+
 /* Writes text to path ("-" or NULL: stdout) whole: into "PATH.tmp", renamed over path (a
  * symbolic link's target) once complete, so that path holds either what it held before or all
  * of text (the temporary file is removed on failure); a device or FIFO (/dev/null, /dev/stdout)

@@ -15,7 +15,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
@@ -482,15 +481,6 @@ static void write_decision(void *ctx, const struct sched_eval_arm *a, size_t ord
             order, turn, a->name, d->to_bucket, sched_reason_name(d->reason));
 }
 
-/* Whether a and b name one file: the same name (an -o file may not be there yet), or one
- * regular file by device and inode, as -o is checked. */
-static bool same_file(const char *a, const char *b)
-{
-    struct stat sa, sb;
-    return strcmp(a, b) == 0 || (stat(a, &sa) == 0 && S_ISREG(sa.st_mode) && stat(b, &sb) == 0 &&
-                                 sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino);
-}
-
 /* Refuses --decisions naming the trace, the -o file or a --config or --presets file: opening
  * it for writing would empty an input, or the report would overwrite the decisions. */
 static int check_decisions_path(const struct cli_common *cc, const struct route_flags *f,
@@ -499,7 +489,7 @@ static int check_decisions_path(const struct cli_common *cc, const struct route_
     const char *d = f->decisions, *named[] = {trace, cc->output, f->config};
     for (size_t i = 0; d && i < 3 + cc->n_preset_files; i++) {
         const char *p = i < 3 ? named[i] : cc->preset_files[i - 3];
-        if (p && strcmp(p, "-") != 0 && same_file(d, p))
+        if (p && strcmp(p, "-") != 0 && cli_same_file(d, p))
             return cli_usage_error(cc->cmd,
                                    "--decisions '%s' names the file '%s' the command also reads "
                                    "or writes: writing it would replace it",

@@ -10,7 +10,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
@@ -464,34 +463,6 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, con
 
 /* ---- the command ------------------------------------------------------------------------ */
 
-/* Whether stat succeeds on both paths and finds one file. */
-static bool same_inode(const char *a, const char *b)
-{
-    struct stat x, y;
-    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
-}
-
-/* The directory part of path into dir ("." when it has none); returns its last component. */
-static const char *split_dir(const char *path, char *dir, size_t size)
-{
-    const char *slash = strrchr(path, '/');
-    if (!slash) {
-        snprintf(dir, size, ".");
-        return path;
-    }
-    snprintf(dir, size, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-    return slash + 1;
-}
-
-/* Whether paths a and b name one file: the same file, or, where none is there yet, the same
- * name in the same directory (/tmp/x and /tmp/./x). */
-static bool same_file(const char *a, const char *b)
-{
-    char da[4096], db[4096];
-    const char *na = split_dir(a, da, sizeof da), *nb = split_dir(b, db, sizeof db);
-    return strcmp(a, b) == 0 || same_inode(a, b) || (strcmp(na, nb) == 0 && same_inode(da, db));
-}
-
 /* Into by: the last flag that sets config key `key` to something other than its "none" value
  * ("" or -1; values are checked by the load), a --set or a shortcut by its label, or a sweep.
  * Returns whether one does. */
@@ -557,7 +528,7 @@ static int run(const struct cli_common *cc, const char *file, struct sim_flags *
         rc = cli_check_output(cc->output);
     if (rc == 0)
         rc = cli_check_output(f->perfetto);
-    if (rc == 0 && f->perfetto && cc->output && same_file(f->perfetto, cc->output))
+    if (rc == 0 && f->perfetto && cc->output && cli_same_file(f->perfetto, cc->output))
         rc = cli_usage_error(cc->cmd,
                              "--perfetto and -o name one file, '%s': the trace would "
                              "replace the table",

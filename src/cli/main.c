@@ -146,12 +146,37 @@ static const char *operand_file(const struct cli_command *cmd, const char *loop,
     return arg;
 }
 
+/* Whether stat succeeds on both paths and finds one file. */
+static bool same_inode(const char *a, const char *b)
+{
+    struct stat x, y;
+    return stat(a, &x) == 0 && stat(b, &y) == 0 && x.st_dev == y.st_dev && x.st_ino == y.st_ino;
+}
+
+/* The directory part of path into dir ("." when it has none); returns its last component. */
+static const char *split_dir(const char *path, char *dir, size_t size)
+{
+    const char *slash = strrchr(path, '/');
+    if (!slash) {
+        snprintf(dir, size, ".");
+        return path;
+    }
+    snprintf(dir, size, "%.*s", slash == path ? 1 : (int)(slash - path), path);
+    return slash + 1;
+}
+
+bool cli_same_file(const char *a, const char *b)
+{
+    char da[4096], db[4096];
+    const char *na = split_dir(a, da, sizeof da), *nb = split_dir(b, db, sizeof db);
+    return strcmp(a, b) == 0 || same_inode(a, b) || (strcmp(na, nb) == 0 && same_inode(da, db));
+}
+
 /* Whether a and b are one regular file (device and inode: "./x", "x" and a link to x are). */
 static bool same_regular_file(const char *a, const char *b)
 {
-    struct stat sa, sb;
-    return stat(a, &sa) == 0 && S_ISREG(sa.st_mode) && stat(b, &sb) == 0 &&
-           sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+    struct stat sa;
+    return stat(a, &sa) == 0 && S_ISREG(sa.st_mode) && cli_same_file(a, b);
 }
 
 /* Records what cli_getopt returned (c, with optarg and the long option longopts[index]). */
