@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "util/alloc.h"
 #include "util/error.h"
@@ -219,12 +220,42 @@ static int keys_set_once(struct cli_common *cc)
     return -1;
 }
 
+/* Whether out names path, a regular file (a device such as /dev/null is written in place: no
+ * input is lost). */
+static bool output_is_preset_file(const char *out, const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && cli_same_file(out, path);
+}
+
+/* Refuses -o naming a file of LIBRA_PRESETS, read as a --presets file is (which main.c
+ * refuses): writing it would replace an input. Returns 0, or '?' after the usage error. */
+static int output_not_env_preset(const struct cli_common *cc)
+{
+    const char *env = getenv("LIBRA_PRESETS");
+    if (!(cc->groups & CLI_FLAGS_PRESETS) || !cc->output || strcmp(cc->output, "-") == 0 || !env)
+        return 0;
+    char *list = xstrdup(env);
+    int rc = 0;
+    for (char *save = NULL, *path = strtok_r(list, ":", &save); path && !rc;
+         path = strtok_r(NULL, ":", &save))
+        if (output_is_preset_file(cc->output, path)) {
+            cli_usage_error(cc->cmd,
+                            "-o '%s' names the LIBRA_PRESETS file '%s': writing it would "
+                            "replace the input",
+                            cc->output, path);
+            rc = '?';
+        }
+    free(list);
+    return rc;
+}
+
 int cli_common_getopt(struct cli_common *cc, int argc, char **argv)
 {
     for (;;) {
         int c = cli_getopt(cc->cmd, argc, argv, cc->shortopts, cc->options);
         if (c == -1)
-            return keys_set_once(cc);
+            return output_not_env_preset(cc) ? '?' : keys_set_once(cc);
         if (c != -1 && c != '?' && optarg && (not_empty(cc, c, optarg) || given_once(cc, c)))
             return '?';
         if (c == 'o' && (cc->groups & CLI_FLAGS_OUTPUT)) {

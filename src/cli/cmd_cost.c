@@ -437,12 +437,13 @@ static int resolve_layout(const struct cli_common *cc, struct opts *o,
                           const struct libra_config *cfg)
 {
     struct cost_train_config *t = &o->train;
-    long replica = (long)t->tp * t->pp * t->cp;
+    long replica = (long)t->tp * t->pp * t->cp; /* at most 2^48: each flag is at most 2^16 */
     if (t->dp == 0)
         t->dp = (int)(cfg->cluster.gpus / replica);
-    if (t->dp < 1 || replica * t->dp > cfg->cluster.gpus)
-        return cli_usage_error(cc->cmd, "the layout needs %ld GPUs, the cluster has %d",
-                               replica * (t->dp < 1 ? 1 : t->dp), cfg->cluster.gpus);
+    /* compared by division: replica * DP may pass even 64 bits (2^16 each) */
+    if (t->dp < 1 || t->dp > cfg->cluster.gpus / replica)
+        return cli_usage_error(cc->cmd, "the layout needs %.0f GPUs, the cluster has %d",
+                               (double)replica * (t->dp < 1 ? 1 : t->dp), cfg->cluster.gpus);
     return 0;
 }
 

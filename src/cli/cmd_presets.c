@@ -141,15 +141,13 @@ static void workload_table(FILE *out, const struct workload_presets *w)
             "batch", "turns", "max gen", "context", "origin", "tools");
     for (size_t i = 0; i < w->n; i++) {
         const struct workload_preset *x = &w->items[i];
-        char tools[128] = "-";
-        size_t used = 0;
-        for (size_t t = 0; t < x->n_tools && used < sizeof tools; t++)
-            used += (size_t)snprintf(tools + used, sizeof tools - used, "%s%s", t ? "," : "",
-                                     x->tools[t].name);
-        fprintf(out, "%-16s %7lld %7lld %6lld %5lld %9lld %8lld  %-8s %s\n", x->name,
+        fprintf(out, "%-16s %7lld %7lld %6lld %5lld %9lld %8lld  %-8s ", x->name,
                 (long long)x->prompts, (long long)x->samples, (long long)x->batch_trajectories,
                 (long long)x->max_turns, (long long)x->max_generated_tokens,
-                (long long)x->context_tokens, x->origin, tools);
+                (long long)x->context_tokens, x->origin);
+        for (size_t t = 0; t < x->n_tools; t++) /* every name whole, however long the list */
+            fprintf(out, "%s%s", t ? "," : "", x->tools[t].name);
+        fputs(x->n_tools ? "\n" : "-\n", out);
     }
 }
 

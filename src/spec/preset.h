@@ -28,6 +28,10 @@
 
 #define SPEC_NAME_MAX 48
 
+/* Bytes of a preset's origin, NUL included: Linux's PATH_MAX, the longest path a preset file
+ * can be opened by, so that the origin `libra presets` shows names the file whole. */
+#define SPEC_ORIGIN_MAX 4096
+
 /* calibration.md's confidence scale: H primary and unambiguous, M indirect, L weak. */
 enum spec_confidence { SPEC_CONF_HIGH, SPEC_CONF_MEDIUM, SPEC_CONF_LOW };
 
@@ -50,7 +54,7 @@ struct spec_hardware {
     double train_mfu;                /* trainer FLOPs achieved / bf16 peak */
     char calibration[512];           /* what they were fitted on, or "" */
     enum spec_confidence confidence; /* of the values not listed in assumed */
-    char origin[128];                /* "builtin" or the user file that defined it */
+    char origin[SPEC_ORIGIN_MAX];    /* "builtin" or the user file that defined it */
     char source[256];                /* where the numbers come from (calibration.md section) */
     char assumed[256];               /* comma-separated fields whose values are assumptions */
     char note[512];                  /* derivations and caveats, or "" */
@@ -74,7 +78,7 @@ struct spec_model {
     double params_total;  /* parameters, count (memory); derived from the shape unless given */
     double params_active; /* parameters touched per token, count (compute); ditto */
     enum spec_confidence confidence;
-    char origin[128];
+    char origin[SPEC_ORIGIN_MAX];
     char source[256];
     char assumed[256];
     char note[512]; /* for MoE: compute uses params_active, memory params_total */

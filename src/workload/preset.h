@@ -23,6 +23,7 @@
 
 #include "libra/libra.h"
 #include "spec/config.h"
+#include "spec/preset.h"
 #include "trace/trace.h"
 
 #define WORKLOAD_NAME_MAX 48
@@ -83,8 +84,8 @@ enum workload_turn_cap {
 
 struct workload_preset {
     char name[WORKLOAD_NAME_MAX];
-    char origin[128]; /* "builtin" or the file that defined it */
-    char source[512]; /* where the numbers come from */
+    char origin[SPEC_ORIGIN_MAX]; /* "builtin" or the file that defined it */
+    char source[512];             /* where the numbers come from */
 
     int64_t prompts;            /* size of the prompt pool */
     int64_t samples;            /* trajectories per prompt (GRPO group) by default */
