@@ -71,6 +71,11 @@ int cli_getopt(const struct cli_command *cmd, int argc, char **argv, const char 
  * printing "libra: cannot read 'PATH': REASON". */
 int cli_read_file(const char *path, char **text, size_t *len);
 
+/* Whether a file the last flag loop's flags write (-o, --perfetto, ...) is path, a regular file:
+ * then *output is its path and *label its flag ("-o"). A file a config names (workload.trace)
+ * is known only once the config is read, after the loop's own check of its inputs. */
+bool cli_output_naming(const char *path, const char **output, const char **label);
+
 /* Whether paths a and b name one file: the same file (device and inode), or, where none is
  * there yet, the same name in the same directory (/tmp/x and /tmp/./x). */
 bool cli_same_file(const char *a, const char *b);

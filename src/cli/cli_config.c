@@ -8,7 +8,6 @@
 
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "util/alloc.h"
 #include "util/error.h"
@@ -220,30 +219,23 @@ static int keys_set_once(struct cli_common *cc)
     return -1;
 }
 
-/* Whether out names path, a regular file (a device such as /dev/null is written in place: no
- * input is lost). */
-static bool output_is_preset_file(const char *out, const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode) && cli_same_file(out, path);
-}
-
-/* Refuses -o naming a file of LIBRA_PRESETS, read as a --presets file is (which main.c
- * refuses): writing it would replace an input. Returns 0, or '?' after the usage error. */
+/* Refuses an output (-o, --perfetto, ...) naming a file of LIBRA_PRESETS, read as a --presets
+ * file is (which the flag loop refuses): writing it would replace an input. Returns 0, or '?'
+ * after the usage error. */
 static int output_not_env_preset(const struct cli_common *cc)
 {
-    const char *env = getenv("LIBRA_PRESETS");
-    if (!(cc->groups & CLI_FLAGS_PRESETS) || !cc->output || strcmp(cc->output, "-") == 0 || !env)
+    const char *env = getenv("LIBRA_PRESETS"), *out, *flag;
+    if (!(cc->groups & CLI_FLAGS_PRESETS) || !env)
         return 0;
     char *list = xstrdup(env);
     int rc = 0;
     for (char *save = NULL, *path = strtok_r(list, ":", &save); path && !rc;
          path = strtok_r(NULL, ":", &save))
-        if (output_is_preset_file(cc->output, path)) {
+        if (cli_output_naming(path, &out, &flag)) {
             cli_usage_error(cc->cmd,
-                            "-o '%s' names the LIBRA_PRESETS file '%s': writing it would "
+                            "%s '%s' names the LIBRA_PRESETS file '%s': writing it would "
                             "replace the input",
-                            cc->output, path);
+                            flag, out, path);
             rc = '?';
         }
     free(list);
@@ -340,42 +332,96 @@ void cli_common_free(struct cli_common *cc)
     memset(cc, 0, sizeof *cc);
 }
 
-int cli_common_load(const struct cli_common *cc, const char *config_file, struct api_presets *p,
-                    struct libra_config *cfg)
+static bool is_stdin(const char *path)
 {
-    struct libra_error err = {0};
-    int rc = api_presets_load(p, cc->preset_files, cc->n_preset_files, &err);
-    return rc ? cli_report(rc, &err) : cli_common_resolve(cc, config_file, p, NULL, 0, NULL, cfg);
+    return path && strcmp(path, "-") == 0;
 }
 
-int cli_common_resolve(const struct cli_common *cc, const char *config_file,
-                       const struct api_presets *p, const struct spec_config_override *extra,
-                       size_t n_extra, struct spec_deferred *deferred, struct libra_config *cfg)
+/* Whether the config's trace is standard input while the config or a --presets file is too
+ * (the flag loop refuses '-' twice among the flags and operands, before a config names one). */
+static bool stdin_twice(const struct cli_common *cc, const char *config_file, const char *trace)
 {
-    int rc;
-    struct ujson_doc doc = {0};
+    bool other = is_stdin(config_file);
+    for (size_t i = 0; i < cc->n_preset_files; i++)
+        other |= is_stdin(cc->preset_files[i]);
+    return other && is_stdin(trace);
+}
+
+/* The trace cfg names where the command reads workload.trace, or NULL. */
+static const char *trace_read(const struct cli_common *cc, const struct libra_config *cfg)
+{
+    size_t n;
+    const struct spec_field *fields = spec_config_fields(&n);
+    const struct spec_field *f = spec_field_find(fields, n, "workload.trace");
+    return cfg->workload.trace[0] && (f->readers & cc->cmd->reads) ? cfg->workload.trace : NULL;
+}
+
+/* The input a resolved config adds, its workload.trace (from the file, --trace or --set), under
+ * the rules the flag loop applies to the flags' inputs: read from standard input once, and not
+ * replaced by an output. Returns 0 or LIBRA_EXIT_USAGE after the usage error. */
+static int trace_guard(const struct cli_common *cc, const char *config_file,
+                       const struct libra_config *cfg)
+{
+    const char *trace = trace_read(cc, cfg), *out, *flag;
+    if (!trace)
+        return 0;
+    if (stdin_twice(cc, config_file, trace))
+        return cli_usage_error(cc->cmd, "workload.trace '-': standard input is read already, "
+                                        "and can be read once");
+    if (!is_stdin(trace) && cli_output_naming(trace, &out, &flag))
+        return cli_usage_error(cc->cmd,
+                               "%s '%s' names the workload.trace file '%s': writing it would "
+                               "replace the input",
+                               flag, out, trace);
+    return 0;
+}
+
+int cli_common_load_doc(const struct cli_common *cc, const char *config_file, struct api_presets *p,
+                        struct ujson_doc *config, struct libra_config *cfg)
+{
     struct libra_error err = {0};
+    memset(config, 0, sizeof *config);
+    int rc = api_presets_load(p, cc->preset_files, cc->n_preset_files, &err);
+    if (rc)
+        return cli_report(rc, &err);
     if (config_file) {
         char *text;
         size_t len;
         rc = cli_read_file(config_file, &text, &len);
         if (rc)
             return rc;
-        rc = ujson_doc_parse(&doc, config_file, text, len, &err);
+        rc = ujson_doc_parse(config, config_file, text, len, &err);
         free(text);
         if (rc)
             return cli_report_error(&err);
     }
+    return cli_common_resolve(cc, config, p, NULL, 0, NULL, cfg);
+}
+
+int cli_common_load(const struct cli_common *cc, const char *config_file, struct api_presets *p,
+                    struct libra_config *cfg)
+{
+    struct ujson_doc config;
+    int rc = cli_common_load_doc(cc, config_file, p, &config, cfg);
+    ujson_doc_free(&config);
+    return rc;
+}
+
+int cli_common_resolve(const struct cli_common *cc, const struct ujson_doc *config,
+                       const struct api_presets *p, const struct spec_config_override *extra,
+                       size_t n_extra, struct spec_deferred *deferred, struct libra_config *cfg)
+{
+    struct libra_error err = {0};
     struct spec_config_override *flags = xmallocarray(cc->n_overrides + n_extra + 1, sizeof *flags);
     for (size_t i = 0; i < cc->n_overrides; i++)
         flags[i] = cc->overrides[i];
     for (size_t i = 0; i < n_extra; i++)
         flags[cc->n_overrides + i] = extra[i];
-    rc = api_config_resolve(p, config_file ? &doc : NULL, flags, cc->n_overrides + n_extra,
-                            cc->cmd->reads, deferred, cfg, &err);
-    ujson_doc_free(&doc);
+    const struct ujson_doc *file = config && config->root ? config : NULL;
+    int rc = api_config_resolve(p, file, flags, cc->n_overrides + n_extra, cc->cmd->reads, deferred,
+                                cfg, &err);
     free(flags);
-    return rc ? cli_report_error(&err) : 0;
+    return rc ? cli_report_error(&err) : trace_guard(cc, file ? file->name : NULL, cfg);
 }
 
 int cli_sim_input(const struct api_presets *p, struct api_traces *ts,

@@ -32,6 +32,7 @@
 #include "cost/move.h"
 #include "sched/router.h"
 #include "spec/config.h"
+#include "util/json.h"
 
 /* Groups of common flags a command accepts. --help/-h is always accepted. */
 enum {
@@ -108,13 +109,19 @@ void cli_common_free(struct cli_common *cc);
 int cli_common_load(const struct cli_common *cc, const char *config_file, struct api_presets *p,
                     struct libra_config *cfg);
 
+/* cli_common_load, keeping the config file's parsed document in *config (zeroed first; empty
+ * without a file) for cli_common_resolve, so that a file read from standard input is read once.
+ * The caller frees it (ujson_doc_free) in every case. */
+int cli_common_load_doc(const struct cli_common *cc, const char *config_file, struct api_presets *p,
+                        struct ujson_doc *config, struct libra_config *cfg);
+
 /*
- * Resolves another config from cli_common_load's sources (p as it loaded them), with extra
- * settings after the flags, which they override (a sweep cell's; label names each in errors),
- * and, with deferred, the keys inert there taken and listed (a grid's point: struct
+ * Resolves another config from cli_common_load_doc's sources (p and config as it loaded them),
+ * with extra settings after the flags, which they override (a sweep cell's; label names each in
+ * errors), and, with deferred, the keys inert there taken and listed (a grid's point: struct
  * spec_deferred). Returns and prints as cli_common_load.
  */
-int cli_common_resolve(const struct cli_common *cc, const char *config_file,
+int cli_common_resolve(const struct cli_common *cc, const struct ujson_doc *config,
                        const struct api_presets *p, const struct spec_config_override *extra,
                        size_t n_extra, struct spec_deferred *deferred, struct libra_config *cfg);
 

@@ -98,7 +98,6 @@ struct calibration {
     struct cost_shape shape;
     struct input *inputs;
     size_t n_inputs;
-    bool stdin_read; /* an input was '-' */
     decode_vec decode;
     origin_vec decode_from;
     train_vec train;
@@ -369,10 +368,6 @@ static int read_input(struct calibration *c, size_t idx)
     char *text = NULL;
     size_t len = 0;
     int rc = split_input(c, in);
-    bool dash = rc == 0 && strcmp(in->path, "-") == 0;
-    if (dash && c->stdin_read) /* a second read would get nothing */
-        rc = cli_usage_error(c->cc->cmd, "'-' given twice: standard input can be read once");
-    c->stdin_read |= dash;
     if (rc == 0)
         rc = cli_read_file(in->path, &text, &len);
     if (rc == 0) {

@@ -481,23 +481,6 @@ static void write_decision(void *ctx, const struct sched_eval_arm *a, size_t ord
             order, turn, a->name, d->to_bucket, sched_reason_name(d->reason));
 }
 
-/* Refuses --decisions naming the trace, the -o file or a --config or --presets file: opening
- * it for writing would empty an input, or the report would overwrite the decisions. */
-static int check_decisions_path(const struct cli_common *cc, const struct route_flags *f,
-                                const char *trace)
-{
-    const char *d = f->decisions, *named[] = {trace, cc->output, f->config};
-    for (size_t i = 0; d && i < 3 + cc->n_preset_files; i++) {
-        const char *p = i < 3 ? named[i] : cc->preset_files[i - 3];
-        if (p && strcmp(p, "-") != 0 && cli_same_file(d, p))
-            return cli_usage_error(cc->cmd,
-                                   "--decisions '%s' names the file '%s' the command also reads "
-                                   "or writes: writing it would replace it",
-                                   d, p);
-    }
-    return 0;
-}
-
 /* --decisions: a file for the one arm's decisions, or NULL. */
 static int open_decisions(const struct cli_common *cc, const struct route_flags *f,
                           struct sched_eval_arm *arms, int n_arms, FILE **out)
@@ -702,8 +685,6 @@ int cmd_route(int argc, char **argv)
                                      "evaluates every step, each fold trained on the others)");
     if (rc == 0 && (argc - optind != 2 || strcmp(argv[optind], "eval") != 0))
         rc = cli_usage_error(cc.cmd, "expected 'eval TRACE'");
-    if (rc == 0)
-        rc = check_decisions_path(&cc, &f, argv[optind + 1]);
     if (rc == 0)
         rc = run(&cc, &f, argv[optind + 1]);
     cli_common_free(&cc);

@@ -288,8 +288,9 @@ static int refuse_inert(const struct sim_sweep *sw, const struct spec_deferred *
 
 /* Resolves every cell's config and input (all before any runs, so a bad value stops the sweep
  * at once). */
-static int build_cells(const struct cli_common *cc, const char *file, const struct api_presets *p,
-                       struct api_traces *ts, struct sim_sweep *sw, struct libra_config *cfgs)
+static int build_cells(const struct cli_common *cc, const struct ujson_doc *config,
+                       const struct api_presets *p, struct api_traces *ts, struct sim_sweep *sw,
+                       struct libra_config *cfgs)
 {
     size_t n_bars, most = 1; /* settings a key sets at most */
     const struct sim_bar *bars = sim_attribution_bars(&n_bars);
@@ -321,7 +322,7 @@ static int build_cells(const struct cli_common *cc, const char *file, const stru
         snprintf(seed, sizeof seed, "%lld", (long long)c->seed);
         extra[n++] = (struct spec_config_override){"sim.seed", seed, "--seeds"};
         inert->n = 0;
-        rc = cli_common_resolve(cc, file, p, extra, n, i ? inert : common, &cfgs[i]);
+        rc = cli_common_resolve(cc, config, p, extra, n, i ? inert : common, &cfgs[i]);
         if (rc == 0 && i)
             keep_common(common, inert);
         if (rc == 0)
@@ -404,8 +405,9 @@ static int check_points(const struct cli_common *cc, const struct sim_sweep *sw,
     return rc;
 }
 
-static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, const char *file,
-                     const struct api_presets *p, const struct libra_config *base)
+static int run_sweep(const struct cli_common *cc, const struct sim_flags *f,
+                     const struct ujson_doc *config, const struct api_presets *p,
+                     const struct libra_config *base)
 {
     if (f->perfetto)
         return cli_usage_error(cc->cmd, "--perfetto records one run, not a sweep");
@@ -427,7 +429,7 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f, con
     sw.cells = xcalloc(sw.n_cells, sizeof *sw.cells);
     struct libra_config *cfgs = xcalloc(sw.n_cells, sizeof *cfgs);
     struct api_traces ts = {0};
-    int rc = build_cells(cc, file, p, &ts, &sw, cfgs);
+    int rc = build_cells(cc, config, p, &ts, &sw, cfgs);
     if (rc == 0)
         rc = check_points(cc, &sw, cfgs);
     if (rc == 0) {
@@ -520,19 +522,15 @@ static int check_swept_keys_unset(const struct cli_common *cc, const struct sim_
 static int run(const struct cli_common *cc, const char *file, struct sim_flags *f)
 {
     struct api_presets p = {0};
+    struct ujson_doc config;
     struct libra_config cfg;
-    int rc = cli_common_load(cc, file, &p, &cfg);
+    int rc = cli_common_load_doc(cc, file, &p, &config, &cfg);
     if (rc == 0)
         rc = check_timeline_shown(cc, f);
     if (rc == 0)
         rc = cli_check_output(cc->output);
     if (rc == 0)
         rc = cli_check_output(f->perfetto);
-    if (rc == 0 && f->perfetto && cc->output && cli_same_file(f->perfetto, cc->output))
-        rc = cli_usage_error(cc->cmd,
-                             "--perfetto and -o name one file, '%s': the trace would "
-                             "replace the table",
-                             f->perfetto);
     if (rc == 0)
         rc = check_trace_step_used(cc, f);
     if (rc == 0)
@@ -540,8 +538,9 @@ static int run(const struct cli_common *cc, const char *file, struct sim_flags *
     if (rc == 0 && f->attribution)
         rc = add_attribution(cc, f, &cfg);
     if (rc == 0)
-        rc = f->keys.n || f->n_seeds || f->seed_list.n ? run_sweep(cc, f, file, &p, &cfg)
+        rc = f->keys.n || f->n_seeds || f->seed_list.n ? run_sweep(cc, f, &config, &p, &cfg)
                                                        : run_one(cc, f, &p, &cfg);
+    ujson_doc_free(&config);
     api_presets_free(&p);
     return rc;
 }

@@ -439,13 +439,8 @@ static int add_dump_dir(path_vec *paths, const char *dir)
 static int input_paths(const struct cli_command *cmd, const struct import_flags *f, int argc,
                        char **argv, path_vec *paths)
 {
-    bool from_stdin = false; /* standard input can be read once: a second '-' reads nothing */
     for (int i = 0; i < argc; i++) {
         struct stat st;
-        bool dash = strcmp(argv[i], "-") == 0;
-        if (dash && from_stdin)
-            return cli_usage_error(cmd, "import: '-' given twice: standard input can be read once");
-        from_stdin |= dash;
         if (stat(argv[i], &st) == 0 && S_ISDIR(st.st_mode)) {
             if (f->o.format != TRACE_IMPORT_VERL) { /* unreadable as a file: an I/O error */
                 cli_errorf("cannot read '%s': %s (only --from verl reads a dump directory)",
@@ -523,7 +518,6 @@ static int run_import(struct cli_common *cc, const struct import_flags *f, path_
 /* --from and friends (cli_common_getopt has already handled -o and --help). */
 static int import_flag(struct cli_common *cc, struct import_flags *f, int c, const char *arg)
 {
-    char *end;
     switch (c) {
     case 'f':
         for (int i = 0; i <= TRACE_IMPORT_OPENAI_CHAT; i++) {
@@ -552,13 +546,8 @@ static int import_flag(struct cli_common *cc, struct import_flags *f, int c, con
     case 's':
         return cli_parse_int(cc->cmd, "--samples", arg, 1, INT64_MAX, &f->o.group_size);
     default: /* 'c' */
-        f->o.chars_per_token = strtod(arg, &end);
-        return *end || end == arg || !(f->o.chars_per_token >= 0.01 && f->o.chars_per_token <= 1000)
-                   ? cli_usage_error(cc->cmd,
-                                     "--chars-per-token: expected a number in [0.01, 1000], "
-                                     "not '%s'",
-                                     arg)
-                   : 0;
+        return cli_parse_double(cc->cmd, "--chars-per-token", arg, 0.01, 1000,
+                                &f->o.chars_per_token);
     }
 }
 

@@ -2,6 +2,7 @@
  * libra — entry point: dispatches `libra <command>` through the command table and handles the
  * tool-wide flags (--help, --version).
  */
+#include <ctype.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <jansson.h>
@@ -46,7 +47,8 @@ int cli_parse_int(const struct cli_command *cmd, const char *flag, const char *a
     char *end;
     errno = 0;
     long long v = strtoll(arg, &end, 10);
-    if (errno || end == arg || *end || v < lo || v > hi)
+    /* strtoll skips leading white space, which a number written in a config file cannot have */
+    if (errno || end == arg || *end || isspace((unsigned char)*arg) || v < lo || v > hi)
         return cli_usage_error(cmd, "%s: expected an integer in [%lld, %lld], not '%s'", flag,
                                (long long)lo, (long long)hi, arg);
     *out = v;
@@ -59,7 +61,9 @@ int cli_parse_double(const struct cli_command *cmd, const char *flag, const char
     char *end;
     errno = 0;
     double v = strtod(arg, &end);
-    if (errno || end == arg || *end || !(v >= lo && v <= hi))
+    /* decimal only, as a config file's number: strtod also reads " 1", "0x10" and "inf" */
+    if (errno || end == arg || *end || strspn(arg, "+-0123456789.eE") != strlen(arg) ||
+        !(v >= lo && v <= hi))
         return cli_usage_error(cmd, "%s: expected a number in [%g, %g], not '%s'", flag, lo, hi,
                                arg);
     *out = v;
@@ -99,21 +103,28 @@ static const char *long_option_text(char **argv)
 
 /* ---- an output that is an input ------------------------------------------------------- */
 
+/* A file a flag names, with the flag ("-o", "--presets"). */
+struct named_file {
+    const char *path; /* an argv string */
+    char label[32];
+};
+
 /*
  * What the flag loop now running (cli_getopt, from its first call with optind 0 to its -1) has
- * seen: its -o value, and the values of the flags that name a file the command reads. Once the
- * flags end, its operands are known as well, and -o naming one of those files is refused before
- * anything runs: the output would replace the command's own input.
+ * seen: the files its flags write and read. Once the flags end, its operands are known as well,
+ * and an output naming one of those files, or another output's, is refused before anything
+ * runs: the output would replace the command's own input, or the other output. The outputs stay
+ * until the next loop begins, for cli_output_naming.
  */
 static struct {
-    const char *output;
-    const char **inputs; /* argv strings */
-    const char **flags;  /* the flag of each input, "--presets" */
-    size_t n_inputs;
+    struct named_file *outputs, *inputs;
+    size_t n_outputs, n_inputs;
+    bool checked; /* said once, should the loop be asked again */
 } seen;
 
-/* The flags whose value is a file the command reads. */
+/* The flags whose value is a file the command reads, and those whose value it writes (-o too). */
 static const char *const input_flags[] = {"presets", "config", "trace", "plan", NULL};
+static const char *const output_flags[] = {"perfetto", "decisions", "capture", "ports-file", NULL};
 
 /*
  * Operands that name no file, by command and the word its flag loop's argv starts with (the
@@ -179,50 +190,116 @@ static bool same_regular_file(const char *a, const char *b)
     return stat(a, &sa) == 0 && S_ISREG(sa.st_mode) && cli_same_file(a, b);
 }
 
+/* Whether outputs a and b would write one file: a device such as /dev/null takes both. */
+static bool same_output(const char *a, const char *b)
+{
+    struct stat sa;
+    return (stat(a, &sa) != 0 || S_ISREG(sa.st_mode)) && cli_same_file(a, b);
+}
+
+static bool listed(const char *const *names, const char *name)
+{
+    for (; *names; names++)
+        if (strcmp(*names, name) == 0)
+            return true;
+    return false;
+}
+
+static void add_named(struct named_file **v, size_t *n, const char *path, const char *label)
+{
+    *v = xreallocarray(*v, *n + 1, sizeof **v);
+    (*v)[*n].path = path;
+    snprintf((*v)[(*n)++].label, sizeof(*v)->label, "%s", label);
+}
+
 /* Records what cli_getopt returned (c, with optarg and the long option longopts[index]). */
 static void note_flag(int c, const struct option *longopts, int index)
 {
-    if (c == 'o') {
-        seen.output = optarg;
+    if (!optarg || (c != 'o' && index < 0))
         return;
+    char label[32] = "-o";
+    if (c != 'o')
+        snprintf(label, sizeof label, "--%s", longopts[index].name);
+    if (c == 'o' || listed(output_flags, longopts[index].name)) {
+        if (strcmp(optarg, "-") != 0)
+            add_named(&seen.outputs, &seen.n_outputs, optarg, label);
+    } else if (listed(input_flags, longopts[index].name)) {
+        add_named(&seen.inputs, &seen.n_inputs, optarg, label);
     }
-    bool input = false;
-    for (const char *const *f = input_flags; optarg && index >= 0 && *f; f++)
-        input |= strcmp(*f, longopts[index].name) == 0;
-    if (!input)
-        return;
-    seen.inputs = xreallocarray(seen.inputs, seen.n_inputs + 1, sizeof *seen.inputs);
-    seen.flags = xreallocarray(seen.flags, seen.n_inputs + 1, sizeof *seen.flags);
-    seen.inputs[seen.n_inputs] = optarg;
-    seen.flags[seen.n_inputs++] = longopts[index].name;
 }
 
-/* At the end of the flags: refuses -o naming an input file. Returns 0, or '?' after the usage
- * error. */
-static int check_output_not_input(const struct cli_command *cmd, int argc, char **argv)
+/* Refuses output o naming another output before it, an input flag's file or an operand file.
+ * Returns 0, or '?' after the usage error. */
+static int check_output(const struct cli_command *cmd, size_t o, int argc, char **argv)
 {
-    const char *out = seen.output;
-    seen.output = NULL; /* said once, should the loop be asked again */
-    if (!out || strcmp(out, "-") == 0)
-        return 0;
+    const struct named_file *out = &seen.outputs[o];
+    for (size_t i = 0; i < o; i++)
+        if (same_output(out->path, seen.outputs[i].path)) {
+            cli_usage_error(cmd, "%s and %s name one file, '%s': one would replace the other",
+                            seen.outputs[i].label, out->label, out->path);
+            return '?';
+        }
     for (size_t i = 0; i < seen.n_inputs; i++)
-        if (same_regular_file(out, seen.inputs[i])) {
+        if (same_regular_file(out->path, seen.inputs[i].path)) {
             cli_usage_error(cmd,
-                            "-o '%s' names the --%s file '%s': writing it would replace the input",
-                            out, seen.flags[i], seen.inputs[i]);
+                            "%s '%s' names the %s file '%s': writing it would replace the input",
+                            out->label, out->path, seen.inputs[i].label, seen.inputs[i].path);
             return '?';
         }
     char buf[4096];
     for (int i = optind; i < argc; i++) {
         const char *in = operand_file(cmd, argv[0], argv[i], buf, sizeof buf);
-        if (in && same_regular_file(out, in)) {
+        if (in && same_regular_file(out->path, in)) {
             cli_usage_error(cmd,
-                            "-o '%s' names the input file '%s': writing it would replace the input",
-                            out, argv[i]);
+                            "%s '%s' names the input file '%s': writing it would replace the input",
+                            out->label, out->path, argv[i]);
             return '?';
         }
     }
     return 0;
+}
+
+/* Whether '-' (standard input) is named by more than one input flag or operand. */
+static bool stdin_twice(const struct cli_command *cmd, int argc, char **argv)
+{
+    int readers = 0;
+    for (size_t i = 0; i < seen.n_inputs; i++)
+        readers += strcmp(seen.inputs[i].path, "-") == 0;
+    char buf[4096];
+    for (int i = optind; i < argc; i++) {
+        const char *in = operand_file(cmd, argv[0], argv[i], buf, sizeof buf);
+        readers += in && strcmp(in, "-") == 0;
+    }
+    return readers > 1;
+}
+
+/* At the end of the flags: refuses standard input named twice (the second read would find it
+ * empty), and an output naming an input file or another output. Returns 0, or '?' after the
+ * usage error. */
+static int check_files(const struct cli_command *cmd, int argc, char **argv)
+{
+    if (seen.checked)
+        return 0;
+    seen.checked = true;
+    if (stdin_twice(cmd, argc, argv)) {
+        cli_usage_error(cmd, "'-' given twice: standard input can be read once");
+        return '?';
+    }
+    for (size_t o = 0; o < seen.n_outputs; o++)
+        if (check_output(cmd, o, argc, argv))
+            return '?';
+    return 0;
+}
+
+bool cli_output_naming(const char *path, const char **output, const char **label)
+{
+    for (size_t i = 0; i < seen.n_outputs; i++)
+        if (same_regular_file(seen.outputs[i].path, path)) {
+            *output = seen.outputs[i].path;
+            *label = seen.outputs[i].label;
+            return true;
+        }
+    return false;
 }
 
 int cli_getopt(const struct cli_command *cmd, int argc, char **argv, const char *shortopts,
@@ -231,13 +308,13 @@ int cli_getopt(const struct cli_command *cmd, int argc, char **argv, const char 
     opterr = 0;
     if (optind == 0) { /* a new flag loop */
         free(seen.inputs);
-        free(seen.flags);
+        free(seen.outputs);
         memset(&seen, 0, sizeof seen);
     }
     int index = -1;
     int c = getopt_long(argc, argv, shortopts, longopts, &index);
     if (c == -1)
-        return check_output_not_input(cmd, argc, argv) ? '?' : -1;
+        return check_files(cmd, argc, argv) ? '?' : -1;
     if (index >= 0) {
         /* getopt_long takes any unambiguous prefix ("--gpu" for "--gpus"); a flag is spelled
          * whole, so that a typo or a future flag sharing the prefix cannot change a run */

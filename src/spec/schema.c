@@ -387,6 +387,13 @@ static json_t *split_commas(const char *text)
     return a;
 }
 
+/* Whether text holds only the characters of a decimal number, as a file's JSON number does:
+ * strtod also reads hexadecimal ("0x10"), "inf" and "nan", which no file can give. */
+static bool decimal_chars(const char *text)
+{
+    return strspn(text, "+-0123456789.eE") == strlen(text);
+}
+
 json_t *spec_field_parse_text(const struct spec_field *f, const char *text, char *why, size_t size)
 {
     char *end = NULL;
@@ -407,7 +414,7 @@ json_t *spec_field_parse_text(const struct spec_field *f, const char *text, char
          * range said as such, as a file's number is; anything else is not an integer */
         errno = 0;
         double d = strtod(text, &end);
-        if (*text && !*end && strspn(text, "+-0123456789.eE") == strlen(text))
+        if (*text && !*end && decimal_chars(text))
             whole_number_error(f, d, why, size);
         else
             fail(why, size, "must be an integer");
@@ -421,7 +428,7 @@ json_t *spec_field_parse_text(const struct spec_field *f, const char *text, char
             fail(why, size, "must be at most about 1.8e308 in magnitude");
             return NULL;
         }
-        if (!*text || *end || errno || !isfinite(v)) {
+        if (!*text || *end || errno || !isfinite(v) || !decimal_chars(text)) {
             fail(why, size, "must be a finite number");
             return NULL;
         }

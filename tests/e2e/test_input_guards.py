@@ -1,4 +1,4 @@
-"""End-to-end tests of three input guards (docs/cli.md, docs/workloads.md).
+"""End-to-end tests of four input guards (docs/cli.md, docs/workloads.md).
 
 - Workload presets are named as hardware and model presets are: lower case ([a-z0-9._-],
   starting with a letter or digit), an upper-case name in a preset file refused at its
@@ -11,6 +11,8 @@
 - `-o FILE` naming one of the command's own input files (an operand, or a --presets file; the
   same file by device and inode) is refused before the command runs, with exit 2, and the input
   is left as it was.
+- A number given by a flag or `--set` is read as a config file's JSON writes numbers: decimal,
+  without leading white space (hexadecimal such as "0x10" was read as 16).
 
 Needs LIBRA_BIN.
 """
@@ -242,3 +244,28 @@ def test_perfetto_and_output_keep_their_own_message(files):
     r = run("sim", "exp.json", "--perfetto", "same.json", "-o", "same.json", cwd=files)
     assert r.returncode == 2
     assert "--perfetto and -o name one file, 'same.json'" in r.stderr
+
+
+# ---- numbers as a config file writes them ------------------------------------------------------
+
+@pytest.mark.parametrize("args,want", [
+    (["cost", "--tp", " 4"], "--tp: expected an integer"),
+    (["emu", "--time-scale", "0x10"], "--time-scale: expected a number in [1e-06, 1e+06], "
+     "not '0x10'"),
+    (["serve", "--engine", "http://127.0.0.1:9", "--grace-s", " 1"], "--grace-s: expected a "
+     "number"),
+    (["plan", "--set", "plan.time_limit_s=0x10"], "plan.time_limit_s: must be a finite number"),
+    (["plan", "--set", "plan.time_limit_s=0x1p3"], "plan.time_limit_s: must be a finite number"),
+    (["trace", "import", "--from", "openai-chat", "--chars-per-token", "0x10", "x.jsonl"],
+     "--chars-per-token: expected a number in [0.01, 1000], not '0x10'"),
+])
+def test_a_number_flag_is_read_as_a_config_file_writes_numbers(args, want):
+    """strtoll and strtod also read leading white space, hexadecimal ("0x10" was 16) and "inf":
+    a flag or --set value is a number as a file's JSON has it, or refused, before anything runs
+    (an emulator or a gateway that took the value would serve until killed)."""
+    try:
+        r = run(*args)
+    except subprocess.TimeoutExpired:
+        pytest.fail(f"{args} ran instead of being refused")
+    assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stderr)
+    assert want in r.stderr, r.stderr

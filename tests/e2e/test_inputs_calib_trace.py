@@ -199,5 +199,5 @@ def test_trace_import_refuses_standard_input_twice(tmp_path, fmt):
         r = run("trace", "import", "--from", fmt, "-", "-", "-o", str(out), stdin=f)
     assert r.returncode == 2, r.stderr
     assert r.stderr.startswith(
-        "libra: trace: import: '-' given twice: standard input can be read once\n"), r.stderr
+        "libra: trace: '-' given twice: standard input can be read once\n"), r.stderr
     assert not out.exists()
