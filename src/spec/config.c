@@ -634,6 +634,13 @@ static const char *plan_simulates_nothing(const struct libra_config *c)
                : "with plan.mode colocated: libra plan simulates async plans only";
 }
 
+/* A count of candidates to simulate acts in libra plan on async plans only (0 is verification
+ * off, whatever the mode). */
+static bool plan_verify_count_acts(const struct libra_config *c)
+{
+    return c->plan.verify_candidates == 0 || c->plan.mode == SPEC_PLAN_ASYNC;
+}
+
 #define LIBRA_PLANNED "libra in sim.modes and sim.planner"
 #define REPLANNING LIBRA_PLANNED ", and plan.replan_interval_steps above 0 or plan.replan_pressure"
 #define PLAN_SIMULATES "plan.verify_candidates above 0 and plan.mode async"
@@ -663,6 +670,8 @@ static const struct spec_dependent dependents[] = {
     {"sim.async_tp", async_on, "async in sim.modes", 0, "sim.modes", NULL},
     {"sim.fail_instance", failure_on, "sim.fail_time_s 0 or more", 0, NULL, NULL},
     {"ehp.signal", pool_on, "ehp.enabled", ~(unsigned)SPEC_READ_SERVE, NULL, NULL},
+    {"plan.verify_candidates", plan_verify_count_acts, "plan.mode async", SPEC_READ_PLAN, NULL,
+     plan_simulates_nothing},
     PLAN_SIMULATED("plan.verify_steps"),
     PLAN_SIMULATED("sched.policy"),
     PLAN_SIMULATED("sched.rebuild_interval"),
