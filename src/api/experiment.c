@@ -180,6 +180,7 @@ struct api_loaded_trace {
     struct arena arena;
     VEC(struct trace_traj) trajs;
     char *workload, *model;
+    int64_t samples; /* the header's group_size; 0: none */
     struct sim_trace view;
 };
 
@@ -211,6 +212,7 @@ static int load_trace(const char *path, struct api_loaded_trace *lt, struct libr
         rc = trace_reader_header(r, &h, err);
     if (rc == 0) {
         lt->workload = xstrdup(h->workload);
+        lt->samples = h->group_size;
         lt->model = h->model ? xstrdup(h->model) : NULL;
         while ((rc = trace_reader_next(r, &t, err)) == 1)
             copy_traj(lt, t);
@@ -218,7 +220,7 @@ static int load_trace(const char *path, struct api_loaded_trace *lt, struct libr
     trace_reader_close(r);
     if (rc < 0)
         return rc;
-    lt->view = (struct sim_trace){lt->trajs.v, lt->trajs.n, lt->workload, lt->model};
+    lt->view = (struct sim_trace){lt->trajs.v, lt->trajs.n, lt->workload, lt->model, lt->samples};
     return 0;
 }
 

@@ -577,6 +577,12 @@ static void loop(struct sim *s)
 int sim_input_check(const struct sim_input *in, struct libra_error *err)
 {
     size_t samples = (size_t)in->cfg->rl.samples;
+    int64_t group = in->trace ? in->trace->group_size : 0;
+    if (group > 0 && group != in->cfg->rl.samples) /* its groups would be cut across prompts */
+        return error_set(err, in->cfg->workload.trace, 1, 1,
+                         "the trace's GRPO groups are %lld trajectories (its header's group_size), "
+                         "not rl.samples = %zu: set rl.samples to %lld",
+                         (long long)group, samples, (long long)group);
     if (in->trace && in->trace->n < samples)
         return error_set(err, NULL, 0, 0,
                          "the trace holds %zu trajector%s, fewer than one group of rl.samples = "

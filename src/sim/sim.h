@@ -60,6 +60,7 @@ struct sim_trace {
     size_t n;
     const char *workload; /* the header's workload (observation rules) */
     const char *model;    /* the header's model, or NULL */
+    int64_t group_size;   /* the header's samples per prompt; 0 when it gives none */
 };
 
 /* Steps simulated so far and planned in all, and a sweep's cells started and done, for a
@@ -122,7 +123,8 @@ void sim_layout_free(struct sim_layout *l);
 
 /*
  * Checks what every layout and run of in relies on: a workload preset to generate from, or a
- * trace holding at least one GRPO group of rl.samples trajectories. Returns 0, or LIBRA_EINVAL
+ * trace holding at least one GRPO group of rl.samples trajectories, rl.samples being its
+ * header's group_size where it gives one. Returns 0, or LIBRA_EINVAL
  * with err. sim_layout_make, sim_run and sim_experiment_run check it first.
  */
 int sim_input_check(const struct sim_input *in, struct libra_error *err);

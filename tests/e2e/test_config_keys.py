@@ -94,7 +94,7 @@ CHANGES = {
     "cluster.gpus_per_node": ("4", SIM),
     "model.name": ("qwen3-8b", SIM),
     "workload.name": ("search-r1", SIM + ("--batch", "40")),
-    "workload.trace": ("tests/data/trace/small.jsonl", SIM),
+    "workload.trace": ("tests/data/trace/small.jsonl", SIM + ("--set", "rl.samples=2")),
     "rl.batch_trajectories": ("64", SIM),
     "rl.samples": ("8", SIM),
     "rl.steps": ("4", SIM),

@@ -345,10 +345,27 @@ def test_trace_smaller_than_a_group_is_an_error(tmp_path):
         trace.write_text("".join(lines[:1 + n]), encoding="utf-8")
         for mode in ("colocated", "libra"):
             p = sim("--trace", str(trace), "--steps", "2", "--set", f"sim.modes={mode}",
-                    check=False)
+                    "--set", "rl.samples=2", check=False)
             assert p.returncode == 2 and p.stdout == ""
             assert p.stderr == (f"libra: sim: the trace holds {words}, fewer than one group of "
-                                "rl.samples = 4\n")
+                                "rl.samples = 2\n")
+
+
+def test_a_trace_whose_groups_are_not_rl_samples_is_refused():
+    """A trace's header gives its GRPO group size; under another rl.samples its consecutive runs
+    of rl.samples records would be groups cut across prompts (small.jsonl's groups of 2 were
+    replayed as groups of 4, its dynamic sampling and advantages judged on two prompts at
+    once). route eval replays the trace's own groups."""
+    source = os.path.join(SOURCE_DIR, "tests", "data", "trace", "small.jsonl")
+    want = ("the trace's GRPO groups are 2 trajectories (its header's group_size), not "
+            "rl.samples = 4: set rl.samples to 2\n")
+    p = sim("--trace", source, "--steps", "2", check=False)
+    assert p.returncode == 2 and p.stdout == "" and p.stderr == "libra: sim: " + want, p.stderr
+    p = subprocess.run([LIBRA, "plan", "--trace", source], capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr.endswith("small.jsonl:1:1: " + want), p.stderr
+    assert sim("--trace", source, "--steps", "2", "--set", "rl.samples=2").returncode == 0
+    p = subprocess.run([LIBRA, "route", "eval", source], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
 
 
 def test_dynamic_sampling_that_drops_every_group_is_an_error(tmp_path):

@@ -53,7 +53,7 @@ static void simulate(const struct trace_header *h, const struct trace_traj *traj
     cfg.sim.warmup_steps = 0;
     cfg.sim.colocated_tp = 8;
     cfg.sim.modes = SPEC_SIM_COLOCATED | SPEC_SIM_LIBRA;
-    struct sim_trace st = {trajs, n, h->workload, h->model};
+    struct sim_trace st = {trajs, n, h->workload, h->model, h->group_size};
     struct sim_input in = {.cfg = &cfg,
                            .hw = spec_hardware_find(&presets, cfg.cluster.hardware),
                            .model = spec_model_find(&presets, cfg.model.name),
