@@ -699,6 +699,19 @@ int trace_parser_traj(struct trace_parser *p, const char *line, size_t len, int6
 
 /* ---- the header -------------------------------------------------------------------------- */
 
+/* Whether name holds a control character (U+0000-U+001F, U+007F). The header's names are
+ * printed as they stand (`libra trace stats`), where such a byte would drive the terminal; a tool
+ * name is the model's own output and may hold anything (written escaped). */
+static bool has_control(const char *name)
+{
+    for (const unsigned char *c = (const unsigned char *)name; *c; c++)
+        if (*c < 0x20 || *c == 0x7f)
+            return true;
+    return false;
+}
+
+#define NO_CONTROL "must not hold control characters"
+
 static int parse_header_fields(struct trace_parser *p, struct obj *ob, struct trace_header *h,
                                struct libra_error *err)
 {
@@ -719,10 +732,14 @@ static int parse_header_fields(struct trace_parser *p, struct obj *ob, struct tr
         return rc;
     if (!*workload)
         return failf(p, err, -1, -1, "workload", "must be a non-empty string");
+    if (has_control(workload))
+        return failf(p, err, -1, -1, "workload", NO_CONTROL);
     h->workload = (char *)workload;
     if ((model = member(ob, "model")) && !json_is_string(model))
         return wrong_type(p, ob, "model", "a string", model, err);
     h->model = model ? (char *)json_string_value(model) : NULL;
+    if (h->model && has_control(h->model))
+        return failf(p, err, -1, -1, "model", NO_CONTROL);
     if ((rc = get_int(p, ob, "group_size", false, &h->group_size, err)))
         return rc;
     if (h->group_size == 0)
@@ -764,6 +781,9 @@ int trace_check_header(const struct trace_header *h, struct libra_error *err)
                          (long long)h->version);
     if (!h->workload || !*h->workload)
         return error_set(err, NULL, 0, 0, "workload: must be a non-empty string");
+    if (has_control(h->workload) || (h->model && has_control(h->model)))
+        return error_set(err, NULL, 0, 0, "%s: " NO_CONTROL,
+                         has_control(h->workload) ? "workload" : "model");
     if (h->group_size < 0)
         return error_set(err, NULL, 0, 0, "group_size: must be >= 0, got %lld",
                          (long long)h->group_size);

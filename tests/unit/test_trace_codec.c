@@ -534,6 +534,11 @@ static void test_bad_header(void **state)
                  "lossy: expected a boolean, got an integer");
     header_fails("{\"libra_trace\":1,\"workload\":\"x\",\"seed\":1}", "\"seed\"",
                  "seed: unknown key");
+    /* a name is printed as it stands: an escape sequence would drive the terminal */
+    header_fails("{\"libra_trace\":1,\"workload\":\"x\\u001b[2J\"}", "\"workload\"",
+                 "workload: must not hold control characters");
+    header_fails("{\"libra_trace\":1,\"workload\":\"x\",\"model\":\"m\\u007f\"}", "\"model\"",
+                 "model: must not hold control characters");
 }
 
 static void test_check_header(void **state)
@@ -544,6 +549,9 @@ static void test_check_header(void **state)
     h.workload = "";
     assert_int_equal(trace_check_header(&h, &err), LIBRA_EINVAL);
     assert_string_equal(err.msg, "workload: must be a non-empty string");
+    h.workload = "w\n";
+    assert_int_equal(trace_check_header(&h, &err), LIBRA_EINVAL);
+    assert_string_equal(err.msg, "workload: must not hold control characters");
 }
 
 /* trace_traj_lengths: sums over turns and calls; a call's unknown queue or execution time (-1)
