@@ -41,9 +41,20 @@ struct gen_flags {
     uint64_t seed;
 };
 
+/* The range of config key `key` (an integer), so that a trace gen writes only what libra sim can
+ * replay (rl.samples) and draw again (sim.seed). */
+static void key_range(const char *key, int64_t *lo, int64_t *hi)
+{
+    size_t n;
+    const struct spec_field *fields = spec_config_fields(&n);
+    const struct spec_field *f = spec_field_find(fields, n, key);
+    *lo = (int64_t)f->min;
+    *hi = (int64_t)f->max;
+}
+
 static int gen_flag(const struct cli_command *cmd, struct gen_flags *f, int c, const char *arg)
 {
-    int64_t seed;
+    int64_t seed, lo, hi;
     int rc;
     switch (c) {
     case 'n':
@@ -51,9 +62,11 @@ static int gen_flag(const struct cli_command *cmd, struct gen_flags *f, int c, c
     case 'b':
         return cli_parse_int(cmd, "--batch", arg, 1, INT32_MAX, &f->batch);
     case 's':
-        return cli_parse_int(cmd, "--samples", arg, 1, 1000000, &f->samples);
+        key_range("rl.samples", &lo, &hi);
+        return cli_parse_int(cmd, "--samples", arg, lo, hi, &f->samples);
     default: /* 'S' */
-        rc = cli_parse_int(cmd, "--seed", arg, 0, INT64_MAX, &seed);
+        key_range("sim.seed", &lo, &hi);
+        rc = cli_parse_int(cmd, "--seed", arg, lo, hi, &seed);
         f->seed = (uint64_t)seed;
         return rc;
     }
