@@ -84,18 +84,35 @@ static int add_preset_file(struct api_presets *p, const char *path, struct libra
     return rc ? LIBRA_EINVAL : 0;
 }
 
+int api_env_preset_files(int (*visit)(void *ctx, const char *path), void *ctx)
+{
+    const char *env = getenv("LIBRA_PRESETS");
+    char *list = xstrdup(env ? env : "");
+    int rc = 0;
+    for (char *save = NULL, *path = strtok_r(list, ":", &save); path && !rc;
+         path = strtok_r(NULL, ":", &save))
+        rc = visit(ctx, path);
+    free(list);
+    return rc;
+}
+
+struct preset_load {
+    struct api_presets *p;
+    struct libra_error *err;
+};
+
+static int load_env_file(void *ctx, const char *path)
+{
+    struct preset_load *l = ctx;
+    return add_preset_file(l->p, path, l->err);
+}
+
 int api_presets_load(struct api_presets *p, const char *const *files, size_t n_files,
                      struct libra_error *err)
 {
     if (spec_presets_init(&p->spec, err) != 0 || workload_presets_init(&p->workloads, err) != 0)
         return LIBRA_EINTERNAL;
-    int rc = 0;
-    const char *env = getenv("LIBRA_PRESETS");
-    char *list = xstrdup(env ? env : "");
-    for (char *save = NULL, *path = strtok_r(list, ":", &save); path && !rc;
-         path = strtok_r(NULL, ":", &save))
-        rc = add_preset_file(p, path, err);
-    free(list);
+    int rc = api_env_preset_files(load_env_file, &(struct preset_load){p, err});
     for (size_t i = 0; i < n_files && !rc; i++)
         rc = add_preset_file(p, files[i], err);
     return rc;

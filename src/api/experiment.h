@@ -45,6 +45,10 @@ struct api_presets {
 int api_presets_load(struct api_presets *p, const char *const *files, size_t n_files,
                      struct libra_error *err);
 
+/* Calls visit(ctx, path) for each file of LIBRA_PRESETS (colon-separated; empty items skipped),
+ * in order, until one returns non-zero; returns that, or 0. */
+int api_env_preset_files(int (*visit)(void *ctx, const char *path), void *ctx);
+
 /* Releases p; a zeroed p is fine. */
 void api_presets_free(struct api_presets *p);
 

@@ -219,27 +219,18 @@ static int keys_set_once(struct cli_common *cc)
     return -1;
 }
 
-/* Refuses an output (-o, --perfetto, ...) naming a file of LIBRA_PRESETS, read as a --presets
- * file is (which the flag loop refuses): writing it would replace an input. Returns 0, or '?'
- * after the usage error. */
-static int output_not_env_preset(const struct cli_common *cc)
+/* Refuses an output (-o, --perfetto, ...) naming path, a file of LIBRA_PRESETS: writing it would
+ * replace an input. Returns 0, or '?' after the usage error. */
+static int output_not_env_preset(void *ctx, const char *path)
 {
-    const char *env = getenv("LIBRA_PRESETS"), *out, *flag;
-    if (!(cc->groups & CLI_FLAGS_PRESETS) || !env)
+    const struct cli_common *cc = ctx;
+    const char *out, *flag;
+    if (!cli_output_naming(path, &out, &flag))
         return 0;
-    char *list = xstrdup(env);
-    int rc = 0;
-    for (char *save = NULL, *path = strtok_r(list, ":", &save); path && !rc;
-         path = strtok_r(NULL, ":", &save))
-        if (cli_output_naming(path, &out, &flag)) {
-            cli_usage_error(cc->cmd,
-                            "%s '%s' names the LIBRA_PRESETS file '%s': writing it would "
-                            "replace the input",
-                            flag, out, path);
-            rc = '?';
-        }
-    free(list);
-    return rc;
+    cli_usage_error(cc->cmd,
+                    "%s '%s' names the LIBRA_PRESETS file '%s': writing it would replace the input",
+                    flag, out, path);
+    return '?';
 }
 
 int cli_common_getopt(struct cli_common *cc, int argc, char **argv)
@@ -247,7 +238,10 @@ int cli_common_getopt(struct cli_common *cc, int argc, char **argv)
     for (;;) {
         int c = cli_getopt(cc->cmd, argc, argv, cc->shortopts, cc->options);
         if (c == -1)
-            return output_not_env_preset(cc) ? '?' : keys_set_once(cc);
+            return (cc->groups & CLI_FLAGS_PRESETS) &&
+                           api_env_preset_files(output_not_env_preset, cc)
+                       ? '?'
+                       : keys_set_once(cc);
         if (c != -1 && c != '?' && optarg && (not_empty(cc, c, optarg) || given_once(cc, c)))
             return '?';
         if (c == 'o' && (cc->groups & CLI_FLAGS_OUTPUT)) {
@@ -350,9 +344,7 @@ static bool stdin_twice(const struct cli_common *cc, const char *config_file, co
 /* The trace cfg names where the command reads workload.trace, or NULL. */
 static const char *trace_read(const struct cli_common *cc, const struct libra_config *cfg)
 {
-    size_t n;
-    const struct spec_field *fields = spec_config_fields(&n);
-    const struct spec_field *f = spec_field_find(fields, n, "workload.trace");
+    const struct spec_field *f = spec_config_field("workload.trace");
     return cfg->workload.trace[0] && (f->readers & cc->cmd->reads) ? cfg->workload.trace : NULL;
 }
 

@@ -436,8 +436,7 @@ static int add_dump_dir(path_vec *paths, const char *dir)
 }
 
 /* The input files: the arguments, a verl dump directory expanded. */
-static int input_paths(const struct cli_command *cmd, const struct import_flags *f, int argc,
-                       char **argv, path_vec *paths)
+static int input_paths(const struct import_flags *f, int argc, char **argv, path_vec *paths)
 {
     for (int i = 0; i < argc; i++) {
         struct stat st;
@@ -581,7 +580,7 @@ static int import(const struct cli_command *cmd, int argc, char **argv)
     if (rc == 0 && optind >= argc)
         rc = cli_usage_error(cmd, "import needs at least one input file");
     if (rc == 0)
-        rc = input_paths(cmd, &f, argc - optind, argv + optind, &paths);
+        rc = input_paths(&f, argc - optind, argv + optind, &paths);
     if (rc == 0)
         rc = run_import(&cc, &f, &paths);
 out:

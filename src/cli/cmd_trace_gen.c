@@ -45,9 +45,7 @@ struct gen_flags {
  * replay (rl.samples) and draw again (sim.seed). */
 static void key_range(const char *key, int64_t *lo, int64_t *hi)
 {
-    size_t n;
-    const struct spec_field *fields = spec_config_fields(&n);
-    const struct spec_field *f = spec_field_find(fields, n, key);
+    const struct spec_field *f = spec_config_field(key);
     *lo = (int64_t)f->min;
     *hi = (int64_t)f->max;
 }

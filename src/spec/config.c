@@ -297,6 +297,11 @@ const struct spec_field *spec_config_fields(size_t *n)
     return fields;
 }
 
+const struct spec_field *spec_config_field(const char *key)
+{
+    return spec_field_find(fields, N_FIELDS, key);
+}
+
 void spec_config_defaults(struct libra_config *cfg)
 {
     memset(cfg, 0, sizeof *cfg);

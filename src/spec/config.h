@@ -265,6 +265,9 @@ struct spec_config_sources {
 /* The schema table (for help, docs, and the CLI's flag list). */
 const struct spec_field *spec_config_fields(size_t *n);
 
+/* The schema row of config key key, or NULL. */
+const struct spec_field *spec_config_field(const char *key);
+
 /* Fills cfg with the schema defaults (the built-in default experiment). */
 void spec_config_defaults(struct libra_config *cfg);
 
