@@ -330,10 +330,13 @@ static double group_bw(const struct spec_hardware *hw, int span)
                                      : hw->inter_node_bw_bytes_per_s;
 }
 
-/* DP ranks c's sharded state is split over (all of them unless hybrid sharding). */
+/* GPUs c's sharded dense state is split over: the data-parallel group with its context-parallel
+ * ranks, which hold the same weights and reduce their gradients together (Megatron's
+ * distributed optimizer shards over its intra_dp_cp_group, megatron/core/optimizer/__init__.py;
+ * verl's FSDP mesh spans its Ulysses ranks) — all DP ranks unless hybrid sharding. */
 static int shard_ranks(const struct cost_train_config *c)
 {
-    return c->shard_dp ? c->shard_dp : c->dp;
+    return (c->shard_dp ? c->shard_dp : c->dp) * c->cp;
 }
 
 /* Parameters one GPU holds of c's model. Without EP all of them are `dense`, split by TP and PP.
@@ -354,18 +357,18 @@ static struct gpu_params gpu_params(const struct cost_shape *s, const struct cos
                                shard_ranks(c), stage / ep};
 }
 
-/* The DP gradient synchronisation of one mini-batch over dp ranks `stride` GPUs apart whose
+/* The DP gradient synchronisation of one mini-batch over `ranks` GPUs `stride` apart whose
  * state is sharded over groups of `shard`: a ring all-reduce without sharding, else a
  * reduce-scatter inside each shard group (plus an all-gather of the updated weights unless
  * ZeRO-3 gathers them anyway) and, across groups, an all-reduce of each rank's shard. */
-static double dp_sync_s(const struct spec_hardware *hw, const struct cost_train_config *c, int dp,
-                        int shard, double stride, double grads, double weights)
+static double dp_sync_s(const struct spec_hardware *hw, const struct cost_train_config *c,
+                        int ranks, int shard, double stride, double grads, double weights)
 {
     double alpha = hw->allreduce_latency_s;
-    double bw = group_bw(hw, (int)(stride * dp)), shard_bw = group_bw(hw, (int)(stride * shard));
+    double bw = group_bw(hw, (int)(stride * ranks)), shard_bw = group_bw(hw, (int)(stride * shard));
     if (!(c->zero_stage >= 1 || c->distributed_optimizer))
-        return ring_s(2.0 * (dp - 1.0) / dp, grads, bw, alpha);
-    double share = (shard - 1.0) / shard, groups = (double)dp / shard;
+        return ring_s(2.0 * (ranks - 1.0) / ranks, grads, bw, alpha);
+    double share = (shard - 1.0) / shard, groups = (double)ranks / shard;
     double t = shard > 1 ? ring_s(share, grads, shard_bw, alpha) : 0.0;
     if (c->zero_stage != 3 && shard > 1)
         t += ring_s(share, weights, shard_bw, alpha);
@@ -446,17 +449,19 @@ int cost_train_step_time(const struct cost_shape *s, const struct spec_hardware 
         out->pp_p2p_s = sends * (alpha + mb_bytes / group_bw(hw, tp * cp * pp));
     }
 
-    /* DP: gradients reduced once per mini-batch, part of it hidden behind backward; under EP the
-     * experts' among the GPUs that hold the same ones (ep apart), and so gathered under ZeRO-3 */
+    /* DP: gradients reduced once per mini-batch over the DP·CP ranks (every CP rank holds a
+     * part of its sequences' gradients), tp·pp GPUs apart, part of it hidden behind backward;
+     * under EP the experts' among the GPUs that hold the same ones (ep apart), and so gathered
+     * under ZeRO-3 */
     struct gpu_params g = gpu_params(s, c);
     bool shard_opt = c->zero_stage >= 1 || c->distributed_optimizer;
-    double sync = 0.0, gather = 0.0;
-    if (dp > 1) {
-        sync = dp_sync_s(hw, c, dp, g.shard, replica, g.dense * p->grad_bytes,
+    double sync = 0.0, gather = 0.0, apart = (double)tp * pp;
+    if (dp * cp > 1) {
+        sync = dp_sync_s(hw, c, dp * cp, g.shard, apart, g.dense * p->grad_bytes,
                          g.dense * p->weight_bytes);
         if (c->zero_stage == 3 && g.shard > 1)
             gather = ring_s((g.shard - 1.0) / g.shard, g.dense * p->weight_bytes,
-                            group_bw(hw, (int)(replica * g.shard)), alpha);
+                            group_bw(hw, (int)(apart * g.shard)), alpha);
     }
     if (g.expert > 0.0 && g.expert_shard > 1) {
         int es = g.expert_shard, ep = ep_of(c);

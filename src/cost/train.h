@@ -78,13 +78,13 @@ struct cost_train_config {
     double micro_batch_tokens;   /* token budget of one micro-batch of one DP replica (its CP
                                   * ranks share it); every sequence must fit in it */
     int minibatches;             /* optimizer steps per training step (PPO mini-batches), >= 1 */
-    int zero_stage;              /* 0–3: what is sharded over DP (1 optimizer, 2 +gradients,
-                                  * 3 +weights) */
-    int shard_dp;                /* DP ranks the sharded state is split over: 0 (or dp) all
-                                  * of them; less: hybrid sharding (FSDP's HSDP), each group of
-                                  * shard_dp ranks holds one copy, the groups all-reduce the
-                                  * gradient shards; a divisor of dp */
-    bool distributed_optimizer;  /* Megatron's: optimizer state sharded over DP (as ZeRO-1) */
+    int zero_stage;              /* 0–3: what is sharded over the DP·CP ranks, which hold the
+                                  * same weights (1 optimizer, 2 +gradients, 3 +weights) */
+    int shard_dp;                /* DP ranks the sharded state is split over (with their CP
+                                  * ranks): 0 (or dp) all of them; less: hybrid sharding (FSDP's
+                                  * HSDP), each group of shard_dp·cp GPUs holds one copy, the
+                                  * groups all-reduce the gradient shards; a divisor of dp */
+    bool distributed_optimizer;  /* Megatron's: optimizer state sharded over DP·CP (as ZeRO-1) */
     bool full_recompute;         /* recompute activations in backward: +2N, activations shrink */
     bool old_logprob;            /* trainer computes old log-probs: +2N forward */
     bool reference;              /* reference-model forward for a KL term: +2N */

@@ -37,7 +37,7 @@ int ehp_lend_layout(const struct plan_train_layout *l, int hsdp_shard_ranks,
     }
 
     out->dp_ranks = hsdp ? hsdp_shard_ranks : 1;
-    out->shards = hsdp ? hsdp_shard_ranks : l->tp * l->pp;
+    out->shards = (hsdp ? hsdp_shard_ranks : l->tp * l->pp) * l->cp;
     out->replica_gpus = out->dp_ranks * l->tp * l->pp * l->cp;
     out->core_replicas = l->dp / out->dp_ranks;
     hybrid = core;

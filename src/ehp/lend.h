@@ -58,8 +58,8 @@ struct ehp_lend {
     enum ehp_lend_why why;
     int replica_gpus;   /* GPUs of one replica: TP·PP·CP, or S·CP under HSDP; 0 when no
                          * replica exists (FSDP without HSDP) */
-    int shards;         /* distinct state shards of a replica: TP·PP, or S (CP ranks hold
-                         * copies and move theirs in parallel) */
+    int shards;         /* distinct state shards of a replica: TP·PP·CP, or S·CP under HSDP
+                         * (its CP ranks split the state as its DP ranks do) */
     int dp_ranks;       /* DP ranks of one replica: 1, or S under HSDP */
     int core_replicas;  /* replicas of the layout's core: DP, or DP / S */
     double state_bytes; /* the whole state a join fetches (cost_state_bytes) */

@@ -390,13 +390,13 @@ def test_an_experiment_without_a_trainer_layout_is_refused():
 
 def test_a_trainer_whose_layout_cannot_lend_is_refused():
     """--trainer costs its steps with the pool's hybrid replicas as libra sim does: an
-    experiment whose training layout has none to lend (Qwen3-14B at batch 8 on 16 GPUs: the
-    core needs every replica) is refused before anything is sent, with the simulator's reason."""
+    experiment whose training layout has none to lend (Qwen3-14B at batch 8 on 8 GPUs, one
+    replica: the core needs every replica) is refused before anything is sent, with the simulator's reason."""
     p = subprocess.run([LIBRA, "load", "--engines", "http://127.0.0.1:9", "--trainer", *QUICK],
                        capture_output=True, text=True, timeout=30)
     assert p.returncode == 2, p.stderr
     assert ("--trainer: the experiment's training layout has no replica to lend (the core "
-            "needs every training replica to hold the model state, and no other layout of its 16 "
+            "needs every training replica to hold the model state, and no other layout of its 8 "
             "GPUs can lend)" in p.stderr), p.stderr
     assert p.stdout == ""
 

@@ -150,9 +150,9 @@ def test_activation_recompute_when_nothing_fits_without():
     r, doc = plan_json(*args)
     assert r.returncode == 0 and doc["feasible"]
     train = doc["train"]
-    assert train["recompute"] is True and train["sharding"] == "distributed_optimizer"
+    assert train["recompute"] is True and train["sharding"] == "fsdp"  # over CP·DP: 16 ways
     text = run("plan", *args).stdout
-    assert ", distributed optimizer, full activation recompute" in text
+    assert ", FSDP (ZeRO-3), full activation recompute" in text
     off, _ = plan_json(*args, "--set", "plan.recompute=off")
     assert off.returncode == 1
     cost = run("cost", *args[2:], "--gpus", str(train["gpus"]), "--tp", str(train["tp"]), "--pp",

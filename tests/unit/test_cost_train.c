@@ -385,6 +385,62 @@ static void test_hybrid_sharding(void **state)
 }
 
 /*
+ * Context parallelism shards the state as data parallelism does: CP ranks hold the same weights
+ * and each a part of its sequences' gradients, so Megatron's distributed optimizer shards over
+ * the DP·CP ranks (its intra_dp_cp_group) and FSDP's mesh spans them. Qwen2.5-7B (7.615 B
+ * parameters) at TP 4 CP 2 DP 1 on one A800 node: the optimizer state per GPU is N/4·12 B / 2,
+ * as at TP 4 DP 2, and the gradients are reduce-scattered and the weights all-gathered between
+ * the 2 CP ranks over NVLink (150 GB/s bus, 30 µs each): 1/2·N/4·4 B / 150 GB/s + 1/2·N/4·2 B /
+ * 150 GB/s + 60 µs per mini-batch. FSDP at CP 2 DP 4 splits everything 8 ways.
+ */
+static void test_context_parallel_ranks_share_the_sharded_state(void **state)
+{
+    struct cost_shape s = qwen7b();
+    const struct spec_hardware *hw = cost_ref_hardware(COST_REF_A800);
+    struct cost_train_params p;
+    cost_train_params_default(&p);
+    double n = s.params_total;
+    struct cost_train_config cp2 = {.tp = 4,
+                                    .pp = 1,
+                                    .cp = 2,
+                                    .dp = 1,
+                                    .micro_batch_tokens = 16384,
+                                    .minibatches = 1,
+                                    .distributed_optimizer = true};
+    struct cost_train_config dp2 = cp2;
+    dp2.cp = 1;
+    dp2.dp = 2;
+    dp2.micro_batch_tokens = 8192;
+    struct cost_train_memory mc = memory(&cp2);
+    assert_close(mc.optimizer_bytes, n / 4 * p.optimizer_bytes / 2, 1e-12);
+    assert_close(mc.optimizer_bytes, memory(&dp2).optimizer_bytes, 1e-12);
+    assert_close(mc.grads_bytes, n / 4 * p.grad_bytes, 1e-12); /* not sharded: ZeRO-1 */
+
+    uint32_t len[8];
+    for (int i = 0; i < 8; i++)
+        len[i] = 4096;
+    struct cost_train_load load;
+    struct cost_train_step st;
+    deal(&s, len, 8, &cp2, &load);
+    assert_int_equal(cost_train_step_time(&s, hw, &p, &cp2, &load, &st), 0);
+    double sync =
+        0.5 * n / 4 * p.grad_bytes / 150e9 + 0.5 * n / 4 * p.weight_bytes / 150e9 + 2 * 30e-6;
+    assert_close(st.dp_comm_s, (1.0 - p.dp_overlap) * sync, 1e-9);
+
+    struct cost_train_config fsdp = {.tp = 1,
+                                     .pp = 1,
+                                     .cp = 2,
+                                     .dp = 4,
+                                     .micro_batch_tokens = 16384,
+                                     .minibatches = 1,
+                                     .zero_stage = 3};
+    struct cost_train_memory mf = memory(&fsdp);
+    assert_close(mf.weights_bytes, n * p.weight_bytes / 8, 1e-12);
+    assert_close(mf.grads_bytes, n * p.grad_bytes / 8, 1e-12);
+    assert_close(mf.optimizer_bytes, n * p.optimizer_bytes / 8, 1e-12);
+}
+
+/*
  * Expert parallelism on Qwen3-30B-A3B (48 layers of 128 experts, top-8, hidden 2048), 16 H100
  * on two nodes, TP 1, Megatron's distributed optimizer. EP 8 keeps 16 of each layer's experts
  * on a GPU: their weights and gradients shrink 8-fold and their optimizer state is sharded
@@ -554,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_memory_fits_flips_where_computed),
         cmocka_unit_test(test_memory_shrinks_with_sharding),
         cmocka_unit_test(test_hybrid_sharding),
+        cmocka_unit_test(test_context_parallel_ranks_share_the_sharded_state),
         cmocka_unit_test(test_expert_parallelism),
         cmocka_unit_test(test_capacity_is_the_presets),
         cmocka_unit_test(test_config_check_says_why),

@@ -51,6 +51,24 @@ static void test_megatron_replica(void **state)
     assert_true(e.join_s < 60.0);
 }
 
+/* A TP4 × CP2 replica (the default experiment's training layout, TP4 CP2 DP3): its two CP
+ * ranks split the state as DP ranks do, so it holds the whole optimizer state over 8 GPUs and
+ * each fetches and exchanges an eighth. */
+static void test_context_parallel_replica_splits_its_state(void **state)
+{
+    struct plan_train_layout l = megatron(4, 1, 3);
+    l.cp = 2;
+    struct ehp_lend e;
+    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &shape, hw, &e), 0);
+    assert_int_equal(e.replica_gpus, 8);
+    assert_int_equal(e.shards, 8);
+    double params_gpu = shape.params_total / 4;
+    assert_close(e.memory.optimizer_bytes, params_gpu * 12.0 / 2, 1e-12);
+    assert_close(e.core_memory.optimizer_bytes, params_gpu * 12.0 / 6, 1e-12);
+    double state_b = 14.0 * shape.params_total;
+    assert_close(e.times.fetch_s, settings.lifecycle.fetch_fixed_s + state_b / 8 / 12.5e9, 1e-12);
+}
+
 /* A core replica fits because its optimizer state is sharded over DP; the same replica lent
  * holds all of it and does not. */
 static void test_full_state_may_not_fit(void **state)
@@ -260,6 +278,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_megatron_replica),
+        cmocka_unit_test(test_context_parallel_replica_splits_its_state),
         cmocka_unit_test(test_full_state_may_not_fit),
         cmocka_unit_test(test_fsdp_lends_only_as_hsdp),
         cmocka_unit_test(test_replica_fits_a_node),
