@@ -20,6 +20,7 @@
 #include "net/http.h"
 #include "plan/plan.h"
 #include "util/alloc.h"
+#include "util/error.h"
 #include "util/json.h"
 
 #define SCHEMA "libra.load/1"
@@ -357,7 +358,8 @@ static int check_job(const struct libra_config *cfg, const struct sim_input *in)
     struct libra_error err = {0};
     if (sim_input_check(in, &err) == 0 && spec_rl_async_check(&cfg->rl, "async", &err) == 0)
         return 0;
-    cli_errorf("load: %s", err.msg);
+    char buf[1024];
+    cli_errorf("load: %s", error_format(&err, buf, sizeof buf));
     return LIBRA_EXIT_USAGE;
 }
 

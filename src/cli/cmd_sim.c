@@ -16,6 +16,7 @@
 #include "cli/progress.h"
 #include "sim/sim.h"
 #include "util/alloc.h"
+#include "util/error.h"
 #include "util/vec.h"
 #include "util/workers.h"
 
@@ -240,7 +241,8 @@ static int run_one(const struct cli_common *cc, const struct sim_flags *f,
         cli_progress_stop(line);
         workers_free(in.workers);
         if (src) {
-            cli_errorf("sim: %s", err.msg);
+            char buf[1024];
+            cli_errorf("sim: %s", error_format(&err, buf, sizeof buf));
             rc = exit_code(src);
         }
     }
@@ -450,8 +452,10 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f,
                               : sim_sweep_text(&sw, base));
         for (size_t i = 0; i < sw.n_cells && failed && rc == 0; i++)
             if (sw.cells[i].rc) {
+                char buf[1024];
                 cli_errorf("sim: %zu of %zu runs failed, the first: seed %lld: %s", failed,
-                           sw.n_cells, (long long)sw.cells[i].seed, sw.cells[i].err.msg);
+                           sw.n_cells, (long long)sw.cells[i].seed,
+                           error_format(&sw.cells[i].err, buf, sizeof buf));
                 rc = exit_code(sw.cells[i].rc);
             }
     }

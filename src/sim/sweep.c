@@ -15,6 +15,7 @@
 #include "sim/internal.h"
 #include "spec/config.h"
 #include "util/alloc.h"
+#include "util/error.h"
 #include "util/json.h"
 #include "util/stats.h"
 
@@ -256,9 +257,12 @@ static json_t *cell_json(const struct sim_sweep *sw, const struct sim_cell *c)
     json_t *o = json_pack("{s:I,s:o,s:I,s:s}", "point", (json_int_t)c->point, "set",
                           settings_json(sw, c->point, sw->n_keys), "seed", (json_int_t)c->seed,
                           "config_digest", digest);
+    char buf[1024];
     if (c->rc)
-        json_object_set_new(
-            o, "error", json_pack("{s:s,s:s}", "message", c->err.msg, "kind", error_kind(c->rc)));
+        json_object_set_new(o, "error",
+                            json_pack("{s:s,s:s}", "message",
+                                      error_format(&c->err, buf, sizeof buf), "kind",
+                                      error_kind(c->rc)));
     else
         json_object_set_new(o, "result", sim_experiment_to_json(&c->exp, c->in.cfg));
     return o;
@@ -492,7 +496,9 @@ char *sim_sweep_text(const struct sim_sweep *sw, const struct libra_config *base
         strbuf_printf(&b, "failed:");
         for (size_t k = 0; k < sw->n_keys; k++)
             strbuf_printf(&b, " %s=%s", sw->keys[k].key, sim_sweep_value(sw, c->point, k));
-        strbuf_printf(&b, " seed %lld: %s\n", (long long)c->seed, c->err.msg);
+        char buf[1024];
+        strbuf_printf(&b, " seed %lld: %s\n", (long long)c->seed,
+                      error_format(&c->err, buf, sizeof buf));
     }
     return strbuf_detach(&b);
 }

@@ -355,14 +355,22 @@ def test_a_trace_whose_groups_are_not_rl_samples_is_refused():
     """A trace's header gives its GRPO group size; under another rl.samples its consecutive runs
     of rl.samples records would be groups cut across prompts (small.jsonl's groups of 2 were
     replayed as groups of 4, its dynamic sampling and advantages judged on two prompts at
-    once). route eval replays the trace's own groups."""
+    once). sim, plan and load name the trace's header; a sweep each failed cell. route eval
+    replays the trace's own groups."""
     source = os.path.join(SOURCE_DIR, "tests", "data", "trace", "small.jsonl")
-    want = ("the trace's GRPO groups are 2 trajectories (its header's group_size), not "
-            "rl.samples = 4: set rl.samples to 2\n")
+    want = (f"{source}:1:1: the trace's GRPO groups are 2 trajectories (its header's "
+            "group_size), not rl.samples = 4: set rl.samples to 2")
     p = sim("--trace", source, "--steps", "2", check=False)
-    assert p.returncode == 2 and p.stdout == "" and p.stderr == "libra: sim: " + want, p.stderr
+    assert p.returncode == 2 and p.stdout == "" and p.stderr == f"libra: sim: {want}\n", p.stderr
     p = subprocess.run([LIBRA, "plan", "--trace", source], capture_output=True, text=True)
-    assert p.returncode == 2 and p.stderr.endswith("small.jsonl:1:1: " + want), p.stderr
+    assert p.returncode == 2 and p.stderr == f"libra: plan: {want}\n", p.stderr
+    p = subprocess.run([LIBRA, "load", "--engines", "http://127.0.0.1:9", "--trace", source],
+                       capture_output=True, text=True)
+    assert p.returncode == 2 and p.stderr == f"libra: load: {want}\n", p.stderr
+    p = sim("--trace", source, "--steps", "2", "--seeds", "2", "--json", check=False)
+    assert p.returncode == 2, p.stderr
+    cells = json.loads(p.stdout)["cells"]
+    assert [c["error"]["message"] for c in cells] == [want, want]
     assert sim("--trace", source, "--steps", "2", "--set", "rl.samples=2").returncode == 0
     p = subprocess.run([LIBRA, "route", "eval", source], capture_output=True, text=True)
     assert p.returncode == 0, p.stderr
