@@ -45,7 +45,7 @@ static const char help[] =
     "                                experts; the experts are then not split by TP) (1)\n"
     "  --micro-batch-tokens N        token budget of a micro-batch per replica (32768)\n"
     "  --minibatches N               optimizer steps per training step (1)\n"
-    "  --zero N                      ZeRO stage 0-3 (1)\n"
+    "  --zero N                      ZeRO stage 0-3, sharding over the DP·CP ranks (1)\n"
     "  --no-recompute                keep activations (default: full recompute)\n"
     "  --no-old-logprob              the trainer does not recompute old log-probs\n"
     "  --reference                   add a reference-model forward (KL)\n"
