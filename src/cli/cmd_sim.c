@@ -376,10 +376,11 @@ static void point_text(const struct sim_sweep *sw, size_t point, char *buf, size
                                 sim_sweep_value(sw, point, k));
 }
 
-/* Every point of the grid before any runs: one the simulator would refuse (sim_config_check),
- * or two that resolve to one config (a value spelled twice: 1 and 01), which would count one
- * run twice in the quartiles as a value listed twice would. cfgs: every cell's, the first
- * seed's cell of point p at p · n_seeds. */
+/* Every point of the grid before any runs: one the simulator would refuse (sim_config_check;
+ * named by its swept values, or, seeds alone, as the single run says it), or two that resolve
+ * to one config (a value spelled twice: 1 and 01), which would count one run twice in the
+ * quartiles as a value listed twice would. cfgs: every cell's, the first seed's cell of point
+ * p at p · n_seeds. */
 static int check_points(const struct cli_common *cc, const struct sim_sweep *sw,
                         const struct libra_config *cfgs)
 {
@@ -391,7 +392,11 @@ static int check_points(const struct cli_common *cc, const struct sim_sweep *sw,
         if (sim_config_check(&cfgs[a * sw->n_seeds], &err) != 0) {
             char x[256];
             point_text(sw, a, x, sizeof x);
-            rc = cli_usage_error(cc->cmd, "--sweep: '%s': %s", x, err.msg);
+            if (sw->n_keys)
+                cli_errorf("sim: --sweep: '%s': %s", x, err.msg);
+            else
+                cli_errorf("sim: %s", err.msg);
+            rc = LIBRA_EXIT_USAGE;
             break;
         }
         digest[a] = spec_config_digest(&cfgs[a * sw->n_seeds]);

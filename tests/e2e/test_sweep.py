@@ -204,6 +204,21 @@ def test_bad_sweeps(args, message):
     assert p.returncode == 2 and message in p.stderr and p.stdout == ""
 
 
+def test_a_config_the_simulator_refuses_is_named_as_the_run_names_it(tmp_path):
+    """Seeds alone: the error a single run gives, not "--sweep: '': ..." (no key was swept);
+    a grid: the point's swept values. Neither is a usage error."""
+    path = tmp_path / "keep.json"
+    path.write_text(json.dumps({"rl": {"sync_mode": "keep", "transport": "disk_restart"}}))
+    single = sim(str(path), check=False)
+    assert single.returncode == 2 and single.stderr.startswith("libra: sim: rl.sync_mode: keep ")
+    seeds = sim(str(path), "--seed-list", "2,3", check=False)
+    assert seeds.returncode == 2 and seeds.stdout == "" and seeds.stderr == single.stderr
+    grid = sim(str(path), "--sweep", "rl.batch_trajectories=32,64", check=False)
+    assert grid.returncode == 2 and grid.stdout == ""
+    assert grid.stderr == single.stderr.replace(
+        "libra: sim: ", "libra: sim: --sweep: 'rl.batch_trajectories=32': ", 1)
+
+
 def test_progress_only_when_asked_off_a_terminal():
     quiet = sim(*QUICK, "--seeds", "2")
     assert "libra sim:" not in quiet.stderr  # only the note that 3 measured steps are few
