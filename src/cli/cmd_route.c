@@ -10,7 +10,6 @@
  * and is marked N/A here. --placebo checks that C-MLFQ on returns shuffled among trajectories
  * at the same turn depth does no better than a tree of turn counts.
  */
-#include <errno.h>
 #include <stdatomic.h>
 #include <math.h>
 #include <stdlib.h>
@@ -25,6 +24,7 @@
 #include "sched/router.h"
 #include "sim/sim.h"
 #include "spec/bucket.h"
+#include "spec/schema.h"
 #include "trace/file.h"
 #include "util/alloc.h"
 #include "util/vec.h"
@@ -83,14 +83,15 @@ static const char help[] =
     "                     scored; at most the trace's prompts; not with --train-steps\n";
 
 struct route_flags {
-    const char *policy;
+    const char *policy; /* --policy as given */
+    unsigned policies;  /* 1 << each enum sched_policy it asks for (all: every one) */
     const char *buckets;
     int64_t train_steps;
     bool train_steps_given; /* --train-steps on the command line: refused with --folds */
     int64_t min_visits;
     bool truncated_exact; /* learn truncated trajectories as exact, not censored */
     bool placebo;
-    const char *decisions; /* --decisions FILE */
+    const char *decisions; /* --decisions FILE, written whole once the run has succeeded */
     int64_t folds;         /* --folds K: leave-tasks-out cross-validation; 0: prequential */
     const char *config;    /* --config FILE: the experiment */
 };
@@ -449,18 +450,10 @@ static int make_arms(const struct route_flags *f, const struct arm_setup *setup,
                      struct sched_eval_arm *arms)
 {
     int n = 0;
-    enum sched_policy one = SCHED_CMLFQ;
-    bool all = strcmp(f->policy, "all") == 0;
-    if (!all && sched_policy_parse(f->policy, &one)) {
-        cli_errorf("route eval: unknown policy '%s' (cmlfq, load_balance, length_aware, "
-                   "la_mlfq, oracle, plas, predictor, cmlfq_h, all)",
-                   f->policy);
-        return -1;
-    }
     struct sched_router_options opt = {.min_visits = (uint32_t)f->min_visits};
     for (int p = 0; p < SCHED_POLICY_COUNT; p++) {
         bool placebo_cmlfq = f->placebo && p == SCHED_CMLFQ; /* placed with its controls */
-        if ((all || (int)one == p) && !placebo_cmlfq &&
+        if ((f->policies & 1u << p) && !placebo_cmlfq &&
             arm_init(&arms[n++], sched_policy_name(p), p, setup, &opt, false))
             return -1;
     }
@@ -474,6 +467,62 @@ static int make_arms(const struct route_flags *f, const struct arm_setup *setup,
     return n;
 }
 
+/* The policies that look states up in the prefix trees (sched_model_estimate), which
+ * --min-visits, sched.shrink_visits and sched.empirical_shrink tune. */
+#define TREE_POLICIES (1u << SCHED_CMLFQ | 1u << SCHED_CMLFQ_H)
+
+/* Config keys that act on some policies only: set by a flag, they are refused where route eval
+ * runs none of them (a file's value is taken: libra sim and libra serve act on it). */
+static const struct {
+    const char *key;
+    unsigned policies;
+    const char *names;
+} policy_keys[] = {
+    {"sched.shrink_visits", TREE_POLICIES, "cmlfq and cmlfq_h"},
+    {"sched.empirical_shrink", TREE_POLICIES, "cmlfq and cmlfq_h"},
+    {"sched.attempt_shrink", 1u << SCHED_CMLFQ_H, "cmlfq_h"},
+};
+
+/* The label of the last flag that sets key, or NULL. */
+static const char *flag_setting(const struct cli_common *cc, const char *key)
+{
+    const char *label = NULL;
+    for (size_t i = 0; i < cc->n_overrides; i++)
+        if (strcmp(cc->overrides[i].key, key) == 0)
+            label = cc->overrides[i].label;
+    return label;
+}
+
+/* Refuses a flag that tunes only policies the run leaves out: it would change nothing. A flag
+ * giving the default asks nothing and is taken. */
+static int check_policy_flags(const struct cli_common *cc, const struct route_flags *f,
+                              const struct libra_config *cfg)
+{
+    unsigned run = f->policies | (f->placebo ? 1u << SCHED_CMLFQ : 0);
+    if (f->min_visits != 1 && !(run & TREE_POLICIES))
+        return cli_usage_error(cc->cmd,
+                               "--min-visits %lld has no effect with --policy %s: only cmlfq and "
+                               "cmlfq_h look nodes up in the prefix trees",
+                               (long long)f->min_visits, f->policy);
+    struct libra_config def;
+    spec_config_defaults(&def);
+    for (size_t k = 0; k < sizeof policy_keys / sizeof *policy_keys; k++) {
+        const char *label = flag_setting(cc, policy_keys[k].key);
+        if (!label || (run & policy_keys[k].policies))
+            continue;
+        const struct spec_field *field = spec_config_field(policy_keys[k].key);
+        json_t *set = spec_field_get(field, cfg), *unset = spec_field_get(field, &def);
+        bool differs = !json_equal(set, unset);
+        json_decref(set);
+        json_decref(unset);
+        if (differs)
+            return cli_usage_error(cc->cmd,
+                                   "%s: %s has no effect with --policy %s: it acts on %s only",
+                                   label, policy_keys[k].key, f->policy, policy_keys[k].names);
+    }
+    return 0;
+}
+
 static void write_decision(void *ctx, const struct sched_eval_arm *a, size_t order, size_t turn,
                            const struct sched_decision *d)
 {
@@ -483,27 +532,45 @@ static void write_decision(void *ctx, const struct sched_eval_arm *a, size_t ord
             order, turn, a->name, d->to_bucket, sched_reason_name(d->reason));
 }
 
-/* --decisions: a file for the one arm's decisions, or NULL. */
+/* --decisions: the one arm's decisions, gathered in memory and written whole (cli_write_output)
+ * once the evaluation has succeeded, so that a run that fails or is interrupted leaves FILE as
+ * it was. */
+struct decisions {
+    FILE *out; /* NULL without --decisions */
+    char *text;
+    size_t len;
+};
+
 static int open_decisions(const struct cli_common *cc, const struct route_flags *f,
-                          struct sched_eval_arm *arms, int n_arms, FILE **out)
+                          struct sched_eval_arm *arms, int n_arms, struct decisions *d)
 {
-    *out = NULL;
     if (!f->decisions)
         return 0;
     if (n_arms != 1)
         return cli_usage_error(cc->cmd, "--decisions needs one --policy (and no --placebo)");
-    if (!(*out = fopen(f->decisions, "w"))) {
-        cli_errorf("route eval: cannot open '%s': %s", f->decisions, strerror(errno));
-        return LIBRA_EXIT_IO;
-    }
+    if (!(d->out = open_memstream(&d->text, &d->len)))
+        abort();
     arms[0].on_decision = write_decision;
-    arms[0].decision_ctx = *out;
+    arms[0].decision_ctx = d->out;
     return 0;
+}
+
+/* Writes the decisions gathered when rc is 0, and frees them. Returns rc or the write's exit
+ * code. */
+static int close_decisions(const struct route_flags *f, struct decisions *d, int rc)
+{
+    if (!d->out)
+        return rc;
+    fclose(d->out);
+    if (rc == 0)
+        rc = cli_write_output(f->decisions, d->text);
+    free(d->text);
+    return rc;
 }
 
 static int run(const struct cli_common *cc, const struct route_flags *f, const char *path)
 {
-    FILE *decisions = NULL;
+    struct decisions decisions = {0};
     struct api_presets p = {0};
     struct libra_config cfg;
     struct ev_trace ev = {0};
@@ -514,6 +581,12 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     struct cli_progress *line =
         rc ? NULL : cli_progress_start("route eval", read_progress, &progress, cc->progress);
     struct route_plan plan = {0};
+    if (rc == 0) /* the outputs are refused before the run, not after it */
+        rc = cli_check_output(cc->output);
+    if (rc == 0 && f->decisions)
+        rc = cli_check_output(f->decisions);
+    if (rc == 0)
+        rc = check_policy_flags(cc, f, &cfg);
     if (rc == 0)
         rc = load_trace(&p, &cfg, path, f->truncated_exact, &ev, &plan, &progress.trajs_read);
     if (rc == 0)
@@ -545,11 +618,8 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
         rc = open_decisions(cc, f, arms, n_arms, &decisions);
     if (rc == 0)
         rc = evaluate(arms, (size_t)n_arms, &ev.ev, f, cc->jobs, &progress);
-    if (decisions && fclose(decisions) != 0 && rc == 0) {
-        cli_errorf("route eval: cannot write '%s': %s", f->decisions, strerror(errno));
-        rc = LIBRA_EXIT_IO;
-    }
     cli_progress_stop(line);
+    rc = close_decisions(f, &decisions, rc); /* written only when the run succeeded */
     if (rc == 0) {
         char layout[SPEC_BUCKET_TEXT_MAX];
         spec_bucket_format(&l, layout, sizeof layout);
@@ -604,6 +674,21 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     return rc;
 }
 
+static int parse_policy(const struct cli_command *cmd, const char *arg, struct route_flags *f)
+{
+    enum sched_policy one;
+    f->policy = arg;
+    if (strcmp(arg, "all") == 0)
+        return 0;
+    if (sched_policy_parse(arg, &one))
+        return cli_usage_error(cmd,
+                               "--policy: unknown policy '%s' (cmlfq, load_balance, length_aware, "
+                               "la_mlfq, oracle, plas, predictor, cmlfq_h, all)",
+                               arg);
+    f->policies = 1u << one;
+    return 0;
+}
+
 static int parse_truncated(const struct cli_command *cmd, const char *arg, bool *exact)
 {
     if (strcmp(arg, "censored") != 0 && strcmp(arg, "exact") != 0)
@@ -637,7 +722,10 @@ int cmd_route(int argc, char **argv)
         {"config", required_argument, NULL, OPT_CONFIG},
         {0},
     };
-    struct route_flags f = {.policy = "all", .train_steps = 1, .min_visits = 1};
+    struct route_flags f = {.policy = "all",
+                            .policies = (1u << SCHED_POLICY_COUNT) - 1,
+                            .train_steps = 1,
+                            .min_visits = 1};
     struct cli_common cc;
     cli_common_init(&cc, cli_find("route"),
                     CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT |
@@ -651,7 +739,7 @@ int cmd_route(int argc, char **argv)
             cli_common_free(&cc);
             return LIBRA_EXIT_OK;
         case OPT_POLICY:
-            f.policy = optarg;
+            rc = parse_policy(cc.cmd, optarg, &f);
             break;
         case OPT_BUCKETS:
             f.buckets = optarg;

@@ -175,7 +175,8 @@ static const struct spec_field fields[] = {
         "search context parallelism once the longest sequence exceeds this length"),
     BOOL(PLANNER, plan.group_integrity, 0,
          "keep GRPO groups whole per DP replica (needed only for rank-local advantages)"),
-    BOOL(PLANNER, plan.homogeneous_rollout, 0, "use one TP size for every rollout instance"),
+    BOOL(PLANNER, plan.homogeneous_rollout, 0,
+         "use one TP size for every rollout instance (not with a plan.tp_pattern of several)"),
     INT(SIMULATED, plan.verify_candidates, "", 16, 0, 64, NULL,
         "async plans (libra plan, libra sim's libra mode): the planner's candidates (its best "
         "plans at and near its optimum's split, heterogeneous and of each single TP size) "
@@ -805,6 +806,15 @@ static int check(const struct libra_config *cfg, const struct spec_config_source
                                      "its instances take %d GPUs, a node has %d "
                                      "(cluster.gpus_per_node)",
                                      pattern_gpus, cfg->cluster.gpus_per_node);
+    int sizes = 0;
+    for (int t = 0; t < SPEC_TP_SIZES; t++)
+        sizes += counts[t] > 0;
+    if (cfg->plan.homogeneous_rollout && sizes > 1) /* no fleet is both: never a feasible plan */
+        return spec_config_key_error(err, src, "plan.homogeneous_rollout",
+                                     "one TP size for every rollout instance contradicts "
+                                     "plan.tp_pattern '%s', which puts %d TP sizes on every "
+                                     "rollout node",
+                                     cfg->plan.tp_pattern, sizes);
     int64_t first, last;
     if (spec_timeline_steps_parse(cfg->sim.timeline_steps, &first, &last, &why) != 0)
         return spec_config_key_error(err, src, "sim.timeline_steps", "%s", why.msg);

@@ -248,7 +248,7 @@ static int set_number(const struct spec_field *f, void *p, const json_t *v, char
             return fail(why, size, "must be a number");
         if (!in_range(f, d))
             return range_error(f, why, size);
-        *(double *)p = d;
+        *(double *)p = d == 0 ? 0.0 : d; /* -0 is 0: one value, one config digest */
         return 0;
     }
     int64_t i;
