@@ -612,6 +612,13 @@ static const char *async_splits_off(const struct libra_config *c)
                        : "without async in sim.modes";
 }
 
+/* The planner's length sample is drawn from the workload preset, not read from a trace (whose
+ * own batches are its sample). */
+static bool sample_drawn(const struct libra_config *c)
+{
+    return c->workload.trace[0] == '\0';
+}
+
 static bool failure_on(const struct libra_config *c)
 {
     return c->sim.fail_time_s >= 0;
@@ -665,6 +672,9 @@ static const struct spec_dependent dependents[] = {
     {"plan.replan_min_gain_frac", replanning_on, REPLANNING, 0, "sim.modes", NULL},
     {"plan.replan_horizon_steps", replanning_on, REPLANNING, 0, "sim.modes", NULL},
     {"plan.verify_steps", verification_on, "plan.verify_candidates above 0", 0, NULL, NULL},
+    {"plan.sample_seed", sample_drawn,
+     "generated trajectories (workload.trace unset: a trace's own batches are its sample)", 0, NULL,
+     NULL},
     {"sim.tune_steps", tuning_on,
      "colocated in sim.modes with sim.colocated_tp 0, or async with sim.async_tp or "
      "sim.async_train_gpus 0",

@@ -297,11 +297,14 @@ def reads():
 def stop_run(command, *args, key=None):
     """`libra COMMAND ARGS` up to where it has resolved its config: (process, exit if taken).
     ARGS come last, so that their settings win; the stop's --trace is left out when key is
-    workload.trace, which ARGS then set (two flags may not set one key)."""
+    workload.trace, which ARGS then set (two flags may not set one key), and when key is
+    plan.sample_seed, which acts only without a trace (the run stops at its output instead)."""
     stop, code = STOP[command]
-    if key == "workload.trace" and "--trace" in stop:
+    if key in ("workload.trace", "plan.sample_seed") and "--trace" in stop:
         at = stop.index("--trace")
         stop = stop[:at] + stop[at + 2:]
+        if key == "plan.sample_seed":
+            stop += ("-o", "/nonexistent/libra-test/out")
     return libra(*command.split(), *stop, *args), code
 
 
@@ -358,6 +361,8 @@ SWITCHED_OFF = {
     "sim.async_train_gpus": ("sim.modes=colocated",),
     "sim.async_tp": ("sim.modes=libra",),
     "sim.fail_instance": (),
+    "plan.sample_seed": (f"workload.trace={SOURCE_DIR}/tests/data/trace/small.jsonl",
+                         "rl.samples=2"),
 }
 # libra plan simulates only to verify its candidates (plan.verify_candidates above 0, async).
 PLAN_SIMULATED = ("plan.verify_steps", "sched.policy",
