@@ -55,7 +55,8 @@ enum {
     LIBRA_EXIT_USAGE = 2,    /* usage error or bad input */
     LIBRA_EXIT_IO = 3,
     LIBRA_EXIT_INTERNAL = 4,
-    LIBRA_EXIT_INTERRUPTED = 130
+    LIBRA_EXIT_INTERRUPTED = 130, /* SIGINT */
+    LIBRA_EXIT_TERMINATED = 143   /* SIGTERM (libra load, which stops its run cleanly) */
 };
 
 /*

@@ -88,6 +88,15 @@ static void add_override(struct cli_common *cc, const char *key, size_t key_len,
     o->label = xstrdup(label);
 }
 
+const char *cli_common_flag(const struct cli_common *cc, const char *key)
+{
+    const char *label = NULL;
+    for (size_t i = 0; i < cc->n_overrides; i++)
+        if (strcmp(cc->overrides[i].key, key) == 0)
+            label = cc->overrides[i].label;
+    return label;
+}
+
 void cli_common_set(struct cli_common *cc, const char *key, const char *value, const char *label)
 {
     add_override(cc, key, strlen(key), value, label);

@@ -89,6 +89,10 @@ int cli_common_getopt(struct cli_common *cc, int argc, char **argv);
  * a config key); label names it in errors. */
 void cli_common_set(struct cli_common *cc, const char *key, const char *value, const char *label);
 
+/* The label of the last flag that set key (--set KEY, or a command's flag that stands for it),
+ * or NULL when no flag did. */
+const char *cli_common_flag(const struct cli_common *cc, const char *key);
+
 /* Prints a command's --help: its own text, then the accepted common flags, one per line under
  * "common flags:" (the experiment flags of the keys the command reads, less those its own
  * options shadow). */

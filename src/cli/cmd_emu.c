@@ -154,6 +154,9 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
         bool bracketed = n >= 2 && optarg[0] == '[' && optarg[n - 1] == ']';
         if (n >= sizeof o->host_buf)
             return cli_usage_error(cmd, "--host: longer than %zu bytes", sizeof o->host_buf - 1);
+        if (bracketed ? n == 2 : strpbrk(optarg, "[]") != NULL) /* else "cannot listen on :0" */
+            return cli_usage_error(cmd, "--host: '%s' is not an address%s", optarg,
+                                   bracketed ? "" : " (an IPv6 one is bracketed whole: [::1])");
         snprintf(o->host_buf, sizeof o->host_buf, "%.*s", (int)n - (bracketed ? 2 : 0),
                  optarg + bracketed);
         o->host = o->host_buf;
@@ -162,6 +165,9 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
     case OPT_BASE_PORT:
         return cli_parse_int(cmd, "--base-port", optarg, 1, 65535, &o->base_port);
     case OPT_PORTS_FILE:
+        if (strcmp(optarg, "-") == 0) /* the lines would come twice, as twice the instances */
+            return cli_usage_error(cmd, "--ports-file: '-' is standard output, where the lines "
+                                        "go already");
         o->ports_file = optarg;
         return 0;
     case OPT_DEV_MODE:

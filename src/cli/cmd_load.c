@@ -111,6 +111,8 @@ static int parse_engines(const struct cli_command *cmd, const char *arg, struct 
         while (n > 7 && u[n - 1] == '/')
             u[--n] = '\0';
         const char *why = net_url_problem(u);
+        if (!why && strpbrk(u, "?#")) /* "/generate" after it would land in the query */
+            why = "a query or fragment in a base URL (the API's paths are appended to it)";
         if (why)
             return cli_usage_error(cmd, "--engines: '%s': %s", u, why);
         o->urls[o->n_urls++] = u;
@@ -363,6 +365,22 @@ static int check_job(const struct libra_config *cfg, const struct sim_input *in)
     return LIBRA_EXIT_USAGE;
 }
 
+/* Refuses rl.sync_mode keep from a flag with a style whose framework aborts the turns in flight
+ * for a weight update its own way (areal, slime: docs/load.md "Client styles"): keep would
+ * change nothing. A file's value is taken: the file describes the job for libra sim as well. */
+static int check_sync_mode(const struct cli_common *cc, enum load_style style,
+                           const struct libra_config *cfg)
+{
+    const char *flag = cli_common_flag(cc, "rl.sync_mode");
+    if ((style != LOAD_AREAL && style != LOAD_SLIME) || cfg->rl.sync_mode != SPEC_SYNC_KEEP ||
+        !flag)
+        return 0;
+    return cli_usage_error(cc->cmd,
+                           "%s: rl.sync_mode keep has no effect with --style %s: its client "
+                           "aborts the turns in flight for a weight update",
+                           flag, load_style_name(style));
+}
+
 /* Writes the header and the recorded trajectories to path. Returns 0 or an exit code. */
 static int write_trace(const char *path, const struct libra_config *cfg, const char *workload,
                        const struct load_config *lc, const struct load_result *r)
@@ -402,7 +420,39 @@ static void read_progress(void *ctx, struct cli_progress_state *out)
     out->total = w->total;
 }
 
-/* Runs the job; returns an exit code. */
+/* SIGINT or SIGTERM during the run: the signal, and the loop it stops. */
+struct interrupt {
+    struct event_base *base;
+    int sig; /* 0: none came */
+};
+
+static void on_signal(evutil_socket_t sig, short what, void *arg)
+{
+    struct interrupt *in = arg;
+    in->sig = (int)sig;
+    event_base_loopbreak(in->base);
+}
+
+/* Runs the job on base, stopped by SIGINT or SIGTERM as by an engine's failure (the turns in
+ * flight cancelled, the steps finished reported) rather than killed without a word; *sig is
+ * the signal that stopped it, or 0. Returns load_run's result. */
+static int run_interruptible(const struct load_config *lc, struct event_base *base,
+                             struct net_client *client, struct load_result *r, int *sig)
+{
+    struct interrupt in = {.base = base};
+    struct event *sigint = evsignal_new(base, SIGINT, on_signal, &in);
+    struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, &in);
+    event_add(sigint, NULL);
+    event_add(sigterm, NULL);
+    int rc = load_run(lc, base, client, r);
+    event_free(sigint);
+    event_free(sigterm);
+    *sig = rc ? in.sig : 0; /* one that came once the run was done stopped nothing */
+    return rc;
+}
+
+/* Runs the job; returns an exit code: LIBRA_EXIT_INTERRUPTED or _TERMINATED when SIGINT or
+ * SIGTERM stopped it. */
 static int run(const struct cli_common *cc, const struct libra_config *cfg, const char *workload,
                struct load_config *lc, const struct trainer_model *m)
 {
@@ -414,7 +464,8 @@ static int run(const struct cli_common *cc, const struct libra_config *cfg, cons
     struct load_config counted = *lc;
     counted.steps_done = &w.done;
     struct cli_progress *line = cli_progress_start("load", read_progress, &w, cc->progress);
-    int rc = client ? load_run(&counted, base, client, &r) : -1;
+    int sig = 0;
+    int rc = client ? run_interruptible(&counted, base, client, &r, &sig) : -1;
     cli_progress_stop(line);
     if (!client) {
         cli_errorf("load: cannot start an HTTP client");
@@ -430,7 +481,10 @@ static int run(const struct cli_common *cc, const struct libra_config *cfg, cons
             print_table(lc, m, &r);
         }
         int wrc = cc->output ? write_trace(cc->output, cfg, workload, lc, &r) : 0;
-        if (rc) {
+        if (rc && sig) {
+            cli_errorf("load: %s: %s", sig == SIGINT ? "SIGINT" : "SIGTERM", r.error);
+            rc = sig == SIGINT ? LIBRA_EXIT_INTERRUPTED : LIBRA_EXIT_TERMINATED;
+        } else if (rc) {
             cli_errorf("load: %s", r.error);
             rc = 1;
         }
@@ -474,6 +528,8 @@ int cmd_load(int argc, char **argv)
         rc = cli_sim_input(&p, &ts, &cfg, false, &in);
     if (rc == 0)
         rc = check_job(&cfg, &in);
+    if (rc == 0)
+        rc = check_sync_mode(&cc, o.style, &cfg);
     if (rc == 0) {
         struct load_config lc = {.style = o.style,
                                  .model = cfg.model.name,

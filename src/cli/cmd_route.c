@@ -483,16 +483,6 @@ static const struct {
     {"sched.attempt_shrink", 1u << SCHED_CMLFQ_H, "cmlfq_h"},
 };
 
-/* The label of the last flag that sets key, or NULL. */
-static const char *flag_setting(const struct cli_common *cc, const char *key)
-{
-    const char *label = NULL;
-    for (size_t i = 0; i < cc->n_overrides; i++)
-        if (strcmp(cc->overrides[i].key, key) == 0)
-            label = cc->overrides[i].label;
-    return label;
-}
-
 /* Refuses a flag that tunes only policies the run leaves out: it would change nothing. A flag
  * giving the default asks nothing and is taken. */
 static int check_policy_flags(const struct cli_common *cc, const struct route_flags *f,
@@ -507,7 +497,7 @@ static int check_policy_flags(const struct cli_common *cc, const struct route_fl
     struct libra_config def;
     spec_config_defaults(&def);
     for (size_t k = 0; k < sizeof policy_keys / sizeof *policy_keys; k++) {
-        const char *label = flag_setting(cc, policy_keys[k].key);
+        const char *label = cli_common_flag(cc, policy_keys[k].key);
         if (!label || (run & policy_keys[k].policies))
             continue;
         const struct spec_field *field = spec_config_field(policy_keys[k].key);

@@ -422,10 +422,9 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f,
         if (strcmp(f->keys.v[k].key, "sim.seed") == 0)
             return cli_usage_error(cc->cmd, "--sweep sim.seed: seeds are the grid's other axis; "
                                             "use --seed-list S1,S2,... or --seeds N");
-    for (size_t i = 0; i < cc->n_overrides && f->seed_list.n; i++)
-        if (strcmp(cc->overrides[i].key, "sim.seed") == 0)
-            return cli_usage_error(cc->cmd, "%s and --seed-list both set the seeds",
-                                   cc->overrides[i].label);
+    const char *seed_flag = cli_common_flag(cc, "sim.seed");
+    if (seed_flag && f->seed_list.n)
+        return cli_usage_error(cc->cmd, "%s and --seed-list both set the seeds", seed_flag);
     size_t n_seeds = f->seed_list.n ? f->seed_list.n : f->n_seeds ? (size_t)f->n_seeds : 1;
     int64_t *seeds = xcalloc(n_seeds, sizeof *seeds);
     for (size_t s = 0; s < n_seeds; s++)

@@ -901,9 +901,11 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
     admit(&r);
     if (!r.failed && !run_done(&r))
         event_base_dispatch(base);
-    if (!r.failed && !run_done(&r)) {
+    if (!r.failed && !run_done(&r)) { /* a break not ours is the caller's: a signal, say */
         snprintf(res->error, sizeof res->error,
-                 "internal: the run stalled after %d of %d steps with nothing in flight",
+                 event_base_got_break(base)
+                     ? "interrupted after %d of %d steps"
+                     : "internal: the run stalled after %d of %d steps with nothing in flight",
                  res->n_steps, c->steps);
         r.failed = true;
     }

@@ -1,0 +1,117 @@
+"""End-to-end tests of input guards of `libra emu` and `libra load` (docs/cli.md, docs/emu.md,
+docs/load.md).
+
+- `libra load` stopped by SIGINT or SIGTERM stops the run as an engine's failure does (the turns
+  in flight cancelled, the steps finished reported) and says so on standard error, exiting
+  128 + the signal (130 for SIGINT), rather than dying without a word.
+- An `--engines` URL with a query or a fragment is refused (exit 2, naming the flag and the
+  URL): the API's paths are appended to a base URL, so every turn would go to a wrong target.
+- `--set rl.sync_mode=keep` with `--style areal` or `slime`, whose clients abort the turns in
+  flight for an update their own way, is refused: it would change nothing.
+- `libra emu --ports-file -` is refused: the ready lines go to standard output already, and
+  twice them would read as twice the instances.
+- `libra emu --host` with brackets that enclose nothing or no whole address (`[]`, `[::1`,
+  `[::1]:8000`) is refused as a bad flag (exit 2), not tried as an address to listen on.
+
+Needs LIBRA_BIN.
+"""
+
+import http.client
+import json
+import signal
+import subprocess
+import time
+
+import pytest
+
+from emu_util import LIBRA, Emu
+
+SCALE = "0.005"
+
+
+def run(*args, timeout=60):
+    return subprocess.run([LIBRA, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def refused(r):
+    assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stderr)
+    return r.stderr
+
+
+# ---- libra load -------------------------------------------------------------------------------
+
+def served(port):
+    """Whether the emulated instance on port has received a generation request."""
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request("GET", "/metrics")
+    text = c.getresponse().read().decode()
+    c.close()
+    line = next(l for l in text.splitlines() if l.startswith("libra_emu_requests_total "))
+    return float(line.split()[1]) > 0
+
+
+@pytest.mark.parametrize("sig,name", [(signal.SIGINT, "SIGINT"), (signal.SIGTERM, "SIGTERM")])
+def test_load_stopped_by_a_signal_says_so_and_exits_128_plus_it(tmp_path, sig, name):
+    with Emu("--instances", "tp1x2", scale=SCALE) as emu:
+        urls = ",".join(i["url"] for i in emu.instances)
+        out = tmp_path / "t.jsonl"
+        # far more steps than the test waits for: the signal meets the run in flight
+        p = subprocess.Popen([LIBRA, "load", "--engines", urls, "--time-scale", SCALE,
+                              "--steps", "100000", "--batch", "8", "--json", "-o", str(out)],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        # the run has started once the engines have served a turn
+        while not any(served(i["port"]) for i in emu.instances):
+            assert p.poll() is None, p.communicate()
+            time.sleep(0.05)
+        p.send_signal(sig)
+        stdout, stderr = p.communicate(timeout=60)
+        assert p.returncode == 128 + sig, (p.returncode, stderr)
+        assert f"libra: load: {name}: interrupted after " in stderr, stderr
+        assert " of 100000 steps" in stderr, stderr
+        doc = json.loads(stdout)  # a whole document: the steps finished, and why it stopped
+        assert doc["error"].startswith("interrupted after ") and len(doc["steps"]) < 100000
+        assert out.read_text().startswith('{"libra_trace"')
+
+
+@pytest.mark.parametrize("suffix", ["?x=1", "#frag", "/v1?x=1", "/?x"])
+def test_load_refuses_an_engine_url_with_a_query_or_fragment(suffix):
+    url = "http://127.0.0.1:1234" + suffix
+    err = refused(run("load", "--engines", url))
+    assert "--engines: " in err and "a query or fragment in a base URL" in err, err
+
+
+@pytest.mark.parametrize("style", ["areal", "slime"])
+def test_load_refuses_sync_mode_keep_with_a_style_that_aborts(style):
+    err = refused(run("load", "--engines", "http://127.0.0.1:1234", "--style", style,
+                      "--set", "rl.sync_mode=keep", "--set", "rl.transport=nccl"))
+    assert f"rl.sync_mode keep has no effect with --style {style}" in err, err
+    assert "--set rl.sync_mode" in err, err
+
+
+def test_load_takes_sync_mode_keep_from_an_experiment_file_with_areal(tmp_path):
+    # the file describes the job for libra sim too: its value is taken (the run then fails on
+    # the unreachable engine, exit 1, past every input check)
+    exp = tmp_path / "exp.json"
+    exp.write_text(json.dumps({"rl": {"sync_mode": "keep", "transport": "nccl", "steps": 1,
+                                      "batch_trajectories": 4}}))
+    r = run("load", str(exp), "--engines", "http://127.0.0.1:1", "--style", "areal")
+    assert r.returncode == 1, (r.returncode, r.stderr)
+
+
+# ---- libra emu --------------------------------------------------------------------------------
+
+def test_emu_refuses_ports_file_on_standard_output():
+    err = refused(run("emu", "--ports-file", "-"))
+    assert "--ports-file: '-' is standard output" in err, err
+
+
+@pytest.mark.parametrize("host", ["[]", "[::1", "::1]", "[::1]:8000"])
+def test_emu_refuses_a_host_with_stray_brackets(host):
+    err = refused(run("emu", "--host", host))
+    assert f"--host: '{host}' is not an address" in err, err
+
+
+@pytest.mark.parametrize("host", ["[::1]", "::1"])
+def test_emu_still_listens_on_a_bracketed_or_bare_ipv6_host(host):
+    with Emu("--host", host) as emu:
+        assert emu.instances[0]["url"].startswith("http://[::1]:")
