@@ -83,6 +83,9 @@ struct run {
     struct load_trainer *trainer; /* config.pool_trainer's; NULL without */
     VEC(uint32_t) lens;           /* the batch's contexts, tokens, for config.step_cost */
     int finishing;                /* trajectory-end events on their way to a gateway */
+    struct load_call *owed;       /* by engine: the call that ends its update's pause, while
+                                   * it has not been answered (owed[i].resumes) */
+    VEC(struct update *) updates; /* the engines' updates running (freed by a stopped run) */
     bool failed;
 };
 
@@ -553,6 +556,19 @@ struct update {
 
 static void update_next(struct update *u);
 static void updates_done(struct run *r);
+
+/* Sends an update's call c to engine e on client, its answer to done(arg). */
+static void send_call(const struct run *r, struct net_client *client, int e,
+                      const struct load_call *c, net_response_fn done, void *arg)
+{
+    char url[512], auth[300] = "";
+    snprintf(url, sizeof url, "%s%s", r->c->urls[e], c->path);
+    if (r->c->admin_token)
+        snprintf(auth, sizeof auth, "Authorization: Bearer %s", r->c->admin_token);
+    bool post = strcmp(c->method, "POST") == 0;
+    net_client_request(client, c->method, url, auth, post ? c->body : NULL, strlen(c->body), done,
+                       arg);
+}
 static void on_update(void *arg, int status, const char *body, size_t len, const char *error);
 
 /* Ends a group set-up sent to the engines behind a gateway once each has answered. */
@@ -614,6 +630,8 @@ static void on_update(void *arg, int status, const char *body, size_t len, const
     struct update *u = arg;
     struct run *r = u->run;
     const struct load_call *c = &u->calls[u->phase];
+    if (status == 0 || (status == 200 && c->resumes)) /* nothing owed it any more */
+        r->owed[u->engine].resumes = false;
     if (status == 0) { /* a dead engine gets no update */
         r->res->dead[u->engine] = 1;
         u->phase = u->n_phases;
@@ -636,12 +654,21 @@ static void on_poll(evutil_socket_t fd, short what, void *arg)
     update_next(arg);
 }
 
+/* Frees an engine's update, done or abandoned. */
+static void update_free(struct run *r, struct update *u)
+{
+    for (size_t i = 0; i < r->updates.n; i++)
+        if (r->updates.v[i] == u)
+            r->updates.v[i] = r->updates.v[--r->updates.n];
+    event_free(u->poll);
+    free(u);
+}
+
 static void update_next(struct update *u)
 {
     struct run *r = u->run;
     if (u->phase >= u->n_phases || r->failed) {
-        event_free(u->poll);
-        free(u);
+        update_free(r, u);
         if (--r->updates_left == 0)
             updates_done(r);
         return;
@@ -653,13 +680,7 @@ static void update_next(struct update *u)
         net_client_request(r->client, "GET", url, NULL, NULL, 0, on_fleet, u);
         return;
     }
-    snprintf(url, sizeof url, "%s%s", r->c->urls[u->engine], c->path);
-    bool post = strcmp(c->method, "POST") == 0;
-    char auth[300] = "";
-    if (r->c->admin_token)
-        snprintf(auth, sizeof auth, "Authorization: Bearer %s", r->c->admin_token);
-    net_client_request(r->client, c->method, url, auth, post ? c->body : NULL, strlen(c->body),
-                       on_update, u);
+    send_call(r, r->client, u->engine, c, on_update, u);
 }
 
 /* Starts a weight update on every live engine; updates_done follows the last to finish. */
@@ -674,7 +695,11 @@ static void update_weights(struct run *r)
         *u = (struct update){.run = r, .engine = i};
         u->n_phases = load_update_calls(r->c->style, r->c->sync_mode, r->c->nccl,
                                         r->res->weight_updates, u->calls);
+        for (int k = 0; k < u->n_phases; k++)
+            if (u->calls[k].resumes)
+                r->owed[i] = u->calls[k];
         u->poll = evtimer_new(r->base, on_poll, u);
+        vec_push(&r->updates, u);
         r->updates_left++;
         update_next(u);
     }
@@ -874,6 +899,55 @@ static void free_groups(struct run *r, group_vec *v)
     vec_free(v);
 }
 
+/* The engines' answers to the resumes a stopped run owes them. */
+struct resuming {
+    struct event_base *base;
+    int waiting; /* answers still to come */
+    int refused; /* resumes not answered 200 */
+};
+
+static void on_resumed(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct resuming *w = arg;
+    w->refused += status != 200;
+    if (--w->waiting == 0)
+        event_base_loopbreak(w->base);
+}
+
+static void on_resume_deadline(evutil_socket_t fd, short what, void *arg)
+{
+    event_base_loopbreak(arg);
+}
+
+/* A run stopped between an update's pause and its end: sends each live engine paused by it the
+ * call that ends the pause, on a loop of its own (the run's holds the turns and timers it left),
+ * for at most LOAD_RESUME_WAIT_S; says in the run's error how many engines may still hold
+ * their turns. */
+static void resume_owed(struct run *r)
+{
+    struct resuming w = {.base = event_base_new()};
+    struct net_client *client = net_client_new(w.base);
+    for (int i = 0; i < r->c->n_urls; i++)
+        if (r->owed[i].resumes && !r->res->dead[i]) {
+            w.waiting++;
+            send_call(r, client, i, &r->owed[i], on_resumed, &w);
+        }
+    int owed = w.waiting;
+    struct event *deadline = evtimer_new(w.base, on_resume_deadline, w.base);
+    struct timeval wait = {LOAD_RESUME_WAIT_S, 0};
+    evtimer_add(deadline, &wait);
+    if (owed)
+        event_base_dispatch(w.base);
+    event_free(deadline);
+    net_client_free(client);
+    event_base_free(w.base);
+    int left = w.waiting + w.refused;
+    size_t len = strlen(r->res->error);
+    if (left)
+        snprintf(r->res->error + len, sizeof r->res->error - len,
+                 "; %d of the %d engines paused for the weight update did not resume", left, owed);
+}
+
 int load_run(const struct load_config *c, struct event_base *base, struct net_client *client,
              struct load_result *res)
 {
@@ -886,6 +960,7 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
     if (!c->trace)
         workload_gen_init(&r.gen, c->workload, c->seed);
     r.in_flight = xcalloc((size_t)c->n_urls, sizeof *r.in_flight);
+    r.owed = xcalloc((size_t)c->n_urls, sizeof *r.owed);
     r.train_timer = evtimer_new(base, on_trained, &r);
     r.save_timer = evtimer_new(base, on_saved, &r);
     if (c->pool_trainer) {
@@ -909,6 +984,8 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
                  res->n_steps, c->steps);
         r.failed = true;
     }
+    if (r.failed)
+        resume_owed(&r);
     if (r.trainer) {
         if (!r.failed) /* the last step's end reaches the gateway */
             load_trainer_flush(r.trainer, 5.0);
@@ -919,7 +996,11 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
     free_groups(&r, &r.buffer);
     event_free(r.train_timer);
     event_free(r.save_timer);
+    while (r.updates.n) /* stopped in the middle: their answers will not come */
+        update_free(&r, r.updates.v[0]);
+    vec_free(&r.updates);
     free(r.in_flight);
+    free(r.owed);
     vec_free(&r.lens);
     return r.failed ? -1 : 0;
 }

@@ -180,6 +180,13 @@ static void call(struct load_call *c, const char *method, const char *path, cons
     snprintf(c->body, sizeof c->body, "%s", body);
 }
 
+/* The call that ends an update's pause. */
+static void resume(struct load_call *c, const char *path, const char *body)
+{
+    call(c, "POST", path, body);
+    c->resumes = true;
+}
+
 void load_group_init_body(enum load_style s, int64_t rank_offset, int64_t world_size, char *out,
                           size_t size)
 {
@@ -233,12 +240,12 @@ int load_update_calls(enum load_style s, enum spec_sync_mode mode, bool nccl, in
                  mode == SPEC_SYNC_KEEP ? "{\"mode\": \"in_place\"}" : "{\"mode\": \"abort\"}");
         n += sglang_load(s, nccl, version, false, out + n);
         if (mode != SPEC_SYNC_DRAIN)
-            call(&out[n++], "POST", "/continue_generation", "{}");
+            resume(&out[n++], "/continue_generation", "{}");
         return n;
     case LOAD_AREAL:
         call(&out[n++], "POST", "/pause_generation", "{}");
         n += sglang_load(s, nccl, version, true, out + n);
-        call(&out[n++], "POST", "/continue_generation", "{}");
+        resume(&out[n++], "/continue_generation", "{}");
         return n;
     case LOAD_SLIME:
         call(&out[n++], "POST", "/abort_request", "{\"abort_all\": true}");
@@ -256,7 +263,7 @@ int load_update_calls(enum load_style s, enum spec_sync_mode mode, bool nccl, in
             group_init(&out[n++], s, "/init_weight_transfer_engine");
         snprintf(body, sizeof body, "{\"update_info\": {\"version\": %d}}", version);
         call(&out[n++], "POST", "/update_weights", body);
-        call(&out[n++], "POST", "/resume", "");
+        resume(&out[n++], "/resume", "");
         return n;
     }
     }

@@ -84,9 +84,13 @@ struct load_call {
     bool group_init; /* the update group's set-up, which takes each engine's rank offset: through
                         a gateway it goes to every engine the gateway lists, each with its own
                         rank offset and the group's world size (load_group_init_body) */
+    bool resumes;    /* ends the pause an earlier call of the update began: a run stopped
+                        between the two sends it on its way out */
 };
 
 #define LOAD_UPDATE_CALLS 5
+/* Wall seconds a stopped run waits for the engines it paused to answer their resume. */
+#define LOAD_RESUME_WAIT_S 10
 
 /*
  * The calls of weight update number version (1, 2, ...) in style s for the job's sync mode and

@@ -73,6 +73,35 @@ def test_load_stopped_by_a_signal_says_so_and_exits_128_plus_it(tmp_path, sig, n
         assert out.read_text().startswith('{"libra_trace"')
 
 
+def is_paused(port):
+    c = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+    c.request("GET", "/is_paused")
+    paused = json.loads(c.getresponse().read())["is_paused"]
+    c.close()
+    return paused
+
+
+def test_load_stopped_mid_update_resumes_the_engines_it_paused():
+    """Stopped between a weight update's pause and its end, the run sends the paused engines
+    the call that ends the pause on its way out (vLLM's /resume here): they do not stay paused,
+    holding every turn a next client sends."""
+    with Emu("--instances", "tp1x2", "--dev-mode", scale=SCALE) as emu:
+        urls = ",".join(i["url"] for i in emu.instances)
+        p = subprocess.Popen([LIBRA, "load", "--engines", urls, "--style", "skyrl",
+                              "--time-scale", SCALE, "--steps", "100000", "--batch", "8",
+                              "--set", "rl.sync_interval=1", "--set", "rl.sync_mode=abort_resume",
+                              "--set", "rl.transport=disk_reload"],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        while not any(is_paused(i["port"]) for i in emu.instances):  # an update has begun
+            assert p.poll() is None, p.communicate()
+            time.sleep(0.01)
+        p.send_signal(signal.SIGINT)
+        _, stderr = p.communicate(timeout=60)
+        assert p.returncode == 130, (p.returncode, stderr)
+        assert "did not resume" not in stderr, stderr
+        assert not any(is_paused(i["port"]) for i in emu.instances)
+
+
 @pytest.mark.parametrize("suffix", ["?x=1", "#frag", "/v1?x=1", "/?x"])
 def test_load_refuses_an_engine_url_with_a_query_or_fragment(suffix):
     url = "http://127.0.0.1:1234" + suffix
