@@ -600,8 +600,8 @@ static bool verl_below(void *ctx, double mu)
     return verl_step(t->p, t->v, verl_gpus[0], &st) < verl_update_s[0];
 }
 
-/* The step is a saw-tooth in mu at fine scale (the dealing moves whole sequences between ranks:
- * ±4 % between samples 0.1 % apart), so the bisection brackets a crossing that may sit on a
+/* The step is a saw-tooth in mu at fine scale (the dealing moves whole sequences between
+ * ranks), so the bisection brackets a crossing that may sit on a
  * tooth; the sample within ±0.8 % of it whose step is nearest the measured one is taken. */
 static double verl_nearest(struct verl_target *t, double mu)
 {

@@ -925,25 +925,27 @@ static void on_resume_deadline(evutil_socket_t fd, short what, void *arg)
  * their turns. */
 static void resume_owed(struct run *r)
 {
-    struct resuming w = {.base = event_base_new()};
+    enum { LOAD_RESUME_WAIT_S = 10 }; /* wall seconds (docs/load.md) */
+    int owed = 0;
+    for (int i = 0; i < r->c->n_urls; i++)
+        owed += r->owed[i].resumes && !r->res->dead[i];
+    if (!owed)
+        return;
+    struct resuming w = {.base = event_base_new(), .waiting = owed};
     struct net_client *client = net_client_new(w.base);
     for (int i = 0; i < r->c->n_urls; i++)
-        if (r->owed[i].resumes && !r->res->dead[i]) {
-            w.waiting++;
+        if (r->owed[i].resumes && !r->res->dead[i])
             send_call(r, client, i, &r->owed[i], on_resumed, &w);
-        }
-    int owed = w.waiting;
     struct event *deadline = evtimer_new(w.base, on_resume_deadline, w.base);
     struct timeval wait = {LOAD_RESUME_WAIT_S, 0};
     evtimer_add(deadline, &wait);
-    if (owed)
-        event_base_dispatch(w.base);
+    event_base_dispatch(w.base);
     event_free(deadline);
     net_client_free(client);
     event_base_free(w.base);
     int left = w.waiting + w.refused;
     size_t len = strlen(r->res->error);
-    if (left)
+    if (left > 0)
         snprintf(r->res->error + len, sizeof r->res->error - len,
                  "; %d of the %d engines paused for the weight update did not resume", left, owed);
 }

@@ -89,8 +89,6 @@ struct load_call {
 };
 
 #define LOAD_UPDATE_CALLS 5
-/* Wall seconds a stopped run waits for the engines it paused to answer their resume. */
-#define LOAD_RESUME_WAIT_S 10
 
 /*
  * The calls of weight update number version (1, 2, ...) in style s for the job's sync mode and
