@@ -40,6 +40,7 @@
 #define READ_MIN (64u << 10) /* room made for each read while the request's size is unknown */
 #define WRITE_IOVS 16        /* pieces of output one writev takes */
 #define BULK_BYTES READ_MIN  /* a request with a body this large waits for the bulk priority */
+#define DISCARD_READS 16     /* reads of a refused request's rest per readiness report */
 
 /* The loop's priorities (net_base_new): events are made at NET_PRIO_NORMAL; a request with a
  * large body is handed to its handler at NET_PRIO_BULK, one per turn of the loop, so that a
@@ -68,6 +69,7 @@ struct net_conn {
     struct net_call *call;
     double owing_since_s; /* monotonic: since when a request is owed (accept, last answer) */
     bool closing;         /* close once the output is sent (Connection: close) */
+    bool discarding;      /* refused: the rest of its input is read and dropped (refuse) */
     bool broken;          /* a read or write failed: close from the loop */
     bool stepping;        /* inside step(): a call answered there needs no later */
     bool continued;       /* 100 Continue sent for the request being read */
@@ -828,7 +830,29 @@ static void refuse(struct net_conn *conn, int status, const char *msg)
     send_owned(conn, body, body_len);
     conn->closing = true;
     conn->in_len = 0;
-    event_del(conn->rev);
+    /* A client sends its whole body before it reads: closing with its bytes unread would reset
+     * the connection and lose the answer with it. So the rest is read and dropped, the answer
+     * ends with a half-close (step), and the client's close, or the reading deadline from now
+     * (sweep), ends the connection: a lingering close. */
+    conn->discarding = true;
+    conn->owing_since_s = mono_s();
+}
+
+static void conn_close(struct net_conn *conn);
+
+/* Reads and drops what a refused connection's client still sends; closes it at its end. */
+static void discard_input(struct net_conn *conn)
+{
+    char sink[READ_MIN];
+    for (int i = 0; i < DISCARD_READS; i++) {
+        ssize_t r = recv(conn->fd, sink, sizeof sink, 0);
+        if (r < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+            return;
+        if (r <= 0) {
+            conn_close(conn);
+            return;
+        }
+    }
 }
 
 /* Decodes what arrived of a chunked body, moving its data down over the framing; true once it
@@ -964,7 +988,10 @@ static void step(struct net_conn *conn)
     conn->stepping = true;
     serve_input(conn);
     conn->stepping = false;
-    if (conn->broken || (conn->closing && !conn->out && !conn->call))
+    bool done = conn->closing && !conn->out && !conn->call;
+    if (done && conn->discarding && !conn->broken)
+        shutdown(conn->fd, SHUT_WR); /* the answer is whole; the input is still read */
+    else if (done || conn->broken)
         conn_close(conn);
 }
 
@@ -1020,6 +1047,10 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
     struct net_conn *conn = arg;
     if (conn->call) {
         peek_client(conn);
+        return;
+    }
+    if (conn->discarding) {
+        discard_input(conn);
         return;
     }
     reserve(conn);

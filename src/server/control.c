@@ -11,6 +11,7 @@
 #include "server/admin.h"
 #include "server/internal.h"
 #include "util/alloc.h"
+#include "util/strbuf.h"
 
 /* ---- fan-out -------------------------------------------------------------------------------- */
 
@@ -255,7 +256,7 @@ static void update_version(struct fan *f, const char *body, size_t len)
     json_t *doc = json_loadb(body, len, 0, NULL);
     const char *v = json_string_value(json_object_get(doc, "weight_version"));
     if (v)
-        snprintf(f->version, sizeof f->version, "%s", v);
+        gw_version_key(f->version, v, strlen(v));
     else
         snprintf(f->version, sizeof f->version, "libra-update-%llu",
                  (unsigned long long)++f->g->updates);
@@ -288,10 +289,11 @@ static void send_to(struct fan *f, struct net_call *c, struct gw_engine *e)
         gw_engine_turns_disturbed(e);
     size_t len;
     const char *body = net_call_body(c, &len);
-    char url[GW_URL_MAX + 512];
-    snprintf(url, sizeof url, "%s%s", e->url, net_call_uri(c));
-    net_client_request(f->g->client, net_call_method(c) == NET_GET ? "GET" : "POST", url, NULL,
+    struct strbuf url = {0}; /* the query goes on whole, however long */
+    strbuf_printf(&url, "%s%s", e->url, net_call_uri(c));
+    net_client_request(f->g->client, net_call_method(c) == NET_GET ? "GET" : "POST", url.data, NULL,
                        len ? body : NULL, len, on_answer, a);
+    strbuf_free(&url);
 }
 
 void gw_fan_out(void *ctx, struct net_call *c)

@@ -473,9 +473,12 @@ static void place(struct probe *p)
     e->tp = p->said_tp ? p->said_tp : p->given_tp;
     if (e->tp < 1) {
         finish(p, 400,
-               "engine %s: TP unknown (it does not answer SGLang's /get_server_info): "
-               "give it (--engine %s,tp=N; /add_worker?url=...&tp=N; {\"tp\": N})",
-               e->url, e->url);
+               "engine %s: TP unknown (%s): give it (--engine %s,tp=N; /add_worker?url=...&tp=N; "
+               "{\"tp\": N})",
+               e->url,
+               e->kind == GW_KIND_SGLANG ? "its /get_server_info has no tp_size of 1 or more"
+                                         : "it does not answer SGLang's /get_server_info",
+               e->url);
         return;
     }
     e->bucket = gw_bucket_of(&g->layout, e->tp);
@@ -521,7 +524,8 @@ static void on_weight_version(void *arg, int status, const char *body, size_t le
     json_t *doc = object_of(status, body, len);
     json_t *v = json_object_get(doc, "weight_version");
     bool ok = json_is_string(v);
-    copy_string(p->weight_version, sizeof p->weight_version, v);
+    if (ok)
+        gw_version_key(p->weight_version, json_string_value(v), strlen(json_string_value(v)));
     json_decref(doc);
     if (!ok) {
         finish(p, 502,
@@ -557,11 +561,15 @@ static void on_version(void *arg, int status, const char *body, size_t len, cons
     bool vllm = json_is_string(v);
     copy_string(p->e->software, sizeof p->e->software, v);
     json_decref(doc);
-    if (!vllm) {
+    if (!vllm) { /* a 200 without a version is not vLLM's answer: say so, not just "200" */
         finish(p, 502,
                "engine %s answers neither SGLang's /get_server_info (%d) nor vLLM's "
                "/version (%d%s%s): not an engine the gateway can drive",
-               p->e->url, p->info_status, status, error ? ": " : "", error ? error : "");
+               p->e->url, p->info_status, status,
+               error           ? ": "
+               : status == 200 ? " without a version string"
+                               : "",
+               error ? error : "");
         return;
     }
     p->e->kind = GW_KIND_VLLM;

@@ -49,8 +49,26 @@ static int64_t version_step(const struct gw *g, const char *v)
     return -1;
 }
 
-void gw_engine_version(struct gw *g, struct gw_engine *e, const char *v)
+void gw_version_key(char out[GW_VERSION_MAX], const char *v, size_t len)
 {
+    if (len < GW_VERSION_MAX) {
+        memcpy(out, v, len);
+        out[len] = '\0';
+        return;
+    }
+    /* too long to keep whole: a prefix to read (cut at a character) and the whole's hash, so
+     * that two versions sharing the prefix (checkpoint paths) stay two steps */
+    size_t keep = GW_VERSION_MAX - 18;
+    while (keep > 0 && ((unsigned char)v[keep] & 0xC0) == 0x80)
+        keep--;
+    snprintf(out, GW_VERSION_MAX, "%.*s#%016llx", (int)keep, v,
+             (unsigned long long)gw_hash(GW_HASH_SEED, v, len));
+}
+
+void gw_engine_version(struct gw *g, struct gw_engine *e, const char *text)
+{
+    char v[GW_VERSION_MAX];
+    gw_version_key(v, text, strlen(text));
     if (strcmp(e->version, v) == 0)
         return;
     snprintf(e->version, sizeof e->version, "%s", v);

@@ -27,8 +27,9 @@
 #include "util/map.h"
 #include "util/vec.h"
 
-#define GW_VERSION_MAX 64     /* bytes of a weight version string */
-#define GW_LATENCY_BUCKETS 12 /* upstream latency histogram buckets */
+#define GW_VERSION_MAX 64        /* bytes of a weight version's key (gw_version_key) */
+#define GW_VERSION_TEXT_MAX 4096 /* bytes of a version an answer's scan reads */
+#define GW_LATENCY_BUCKETS 12    /* upstream latency histogram buckets */
 
 #define GW_CHECK_LIMIT_S 5    /* a health check or registration call unanswered this long fails */
 #define GW_SUSPECT_CHECKS 2   /* consecutive failed health checks that make an engine suspect */
@@ -196,9 +197,15 @@ struct gw_persist {
 /* Monotonic seconds. */
 double gw_now(void);
 
-/* An engine reported weight version v (from a response, a poll or an update that passed
- * through): a version new to the fleet is the next step (learns, ticks). */
-void gw_engine_version(struct gw *g, struct gw_engine *e, const char *v);
+/* Writes to out the key a weight version of len bytes is known by: the version itself when it
+ * fits, else its first bytes and a hash of the whole (a version persists, and restarts read,
+ * at most GW_VERSION_MAX - 1 bytes). */
+void gw_version_key(char out[GW_VERSION_MAX], const char *v, size_t len);
+
+/* An engine reported weight version text (from a response, a poll or an update that passed
+ * through; any length: it is keyed by gw_version_key): a version new to the fleet is the next
+ * step (learns, ticks). */
+void gw_engine_version(struct gw *g, struct gw_engine *e, const char *text);
 
 /* ---- engines.c ---------------------------------------------------------------------------- */
 

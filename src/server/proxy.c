@@ -20,6 +20,7 @@
 
 #include "server/internal.h"
 #include "util/alloc.h"
+#include "util/strbuf.h"
 
 #define PROXY_HIGH_WATER ((size_t)4 << 20)   /* bytes queued to a client before pausing */
 #define PROXY_LOW_WATER ((size_t)1 << 20)    /* ... and resuming */
@@ -88,8 +89,9 @@ static void read_counts(struct proxy *p, struct jscan_value o)
             p->generated = n;
         if (jscan_get(meta, "cached_tokens", &v) && jscan_int(v, &n))
             p->cached = n;
-        if (jscan_get(meta, "weight_version", &v))
-            jscan_string(v, p->version, sizeof p->version);
+        char text[GW_VERSION_TEXT_MAX]; /* a longer one is known by its key */
+        if (jscan_get(meta, "weight_version", &v) && jscan_string(v, text, sizeof text))
+            gw_version_key(p->version, text, strlen(text));
         return;
     }
     if (jscan_get(o, "usage", &usage) && usage.type == 'o') { /* vLLM */
@@ -375,10 +377,12 @@ static void send_turn(struct proxy *p)
     }
     char url[320];
     snprintf(url, sizeof url, "%s%s", e->url, gw_api_path(p->req.api));
+    /* the client's credential goes on whole (a JWT runs to kilobytes); the line is copied */
     const char *auth = net_call_header(p->call, "Authorization");
-    char auth_line[512];
-    const char *headers[2] = {"Content-Type: application/json", auth_line};
-    snprintf(auth_line, sizeof auth_line, "Authorization: %s", auth ? auth : "");
+    struct strbuf auth_line = {0};
+    if (auth)
+        strbuf_printf(&auth_line, "Authorization: %s", auth);
+    const char *headers[2] = {"Content-Type: application/json", auth_line.data};
     gw_engine_turn_start(e);
     p->sends++;
     p->disturbed |= e->loading > 0;
@@ -387,6 +391,7 @@ static void send_turn(struct proxy *p)
     p->generated = p->cached = -1;
     p->sse_chunks = 0;
     p->xfer = net_client_send(g->client, "POST", url, headers, auth ? 2 : 1, iov, n_iov, &ops, p);
+    strbuf_free(&auth_line);
     list_push_front(&e->turns, &p->turn_link);
 }
 
