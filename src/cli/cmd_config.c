@@ -80,6 +80,15 @@ static int check(struct cli_common *cc, const char *file)
         cli_errorf("%s: %s", file, err.msg);
         return LIBRA_EXIT_NEGATIVE;
     }
+    /* libra load (and libra plan and route eval with plan.mode async) run the job
+     * asynchronously whatever sim.modes: update rules that only a colocated or rollout run
+     * would take are refused by them */
+    if (rc == 0 && spec_rl_async_check(&cfg.rl, "async", &err) != 0) {
+        cli_errorf(
+            "%s: %s (libra load refuses it, as libra plan and route eval do with plan.mode async)",
+            file, err.msg);
+        return LIBRA_EXIT_NEGATIVE;
+    }
     if (rc == 0)
         rc = cli_write_output(NULL, "ok\n");
     return rc;

@@ -370,7 +370,7 @@ struct route_plan {
     bool planned;
     struct spec_bucket_layout layout;
     double step_s;
-    char why[160]; /* when not planned */
+    char why[sizeof((struct libra_error *)0)->msg + 32]; /* when not planned: the whole reason */
 };
 
 /* Plans the trace in `in` under cfg into out (out->planned false: why says why not). */

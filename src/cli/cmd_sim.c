@@ -325,6 +325,7 @@ static int build_cells(const struct cli_common *cc, const struct ujson_doc *conf
         extra[n++] = (struct spec_config_override){"sim.seed", seed, "--seeds"};
         inert->n = 0;
         rc = cli_common_resolve(cc, config, p, extra, n, i ? inert : common, &cfgs[i]);
+        c->reset = (i ? inert : common)->n > 0;
         if (rc == 0 && i)
             keep_common(common, inert);
         if (rc == 0)
@@ -379,7 +380,9 @@ static void point_text(const struct sim_sweep *sw, size_t point, char *buf, size
 /* Every point of the grid before any runs: one the simulator would refuse (sim_config_check;
  * named by its swept values, or, seeds alone, as the single run says it), or two that resolve
  * to one config (a value spelled twice: 1 and 01), which would count one run twice in the
- * quartiles as a value listed twice would. cfgs: every cell's, the first seed's cell of point
+ * quartiles as a value listed twice would. Points where a swept key was inert and took its
+ * default (an attribution's colocated bar under a swept rl.sync_interval) are one experiment
+ * by design: each is its own point's bar. cfgs: every cell's, the first seed's cell of point
  * p at p · n_seeds. */
 static int check_points(const struct cli_common *cc, const struct sim_sweep *sw,
                         const struct libra_config *cfgs)
@@ -400,8 +403,9 @@ static int check_points(const struct cli_common *cc, const struct sim_sweep *sw,
             break;
         }
         digest[a] = spec_config_digest(&cfgs[a * sw->n_seeds]);
+        bool reset = sw->cells[a * sw->n_seeds].reset;
         for (size_t b = 0; b < a && rc == 0; b++)
-            if (digest[b] == digest[a]) {
+            if (digest[b] == digest[a] && !reset && !sw->cells[b * sw->n_seeds].reset) {
                 char x[256], y[256];
                 point_text(sw, b, x, sizeof x);
                 point_text(sw, a, y, sizeof y);

@@ -22,9 +22,14 @@
 
 enum { TIMER_TRAINED = 1 };
 
+/* Groups filtered in a row, in batches, after which dynamic sampling is taken to drop every
+ * group: a kept share of 1 % leaves such a run once in 10^35 tries at 8 groups per batch. */
+enum { FILTERED_RUN_BATCHES = 1000 };
+
 struct async_mode {
     int64_t launched;     /* groups */
     int64_t lost;         /* groups filtered or rejected as stale (replaced) */
+    int64_t filtered_run; /* groups filtered since the last one kept */
     VEC(uint32_t) buffer; /* completed groups, oldest first */
     double prev_ready_s;  /* when the previous batch was complete */
     double ready_s;       /* when the batch being trained was complete */
@@ -91,15 +96,33 @@ static void begin(struct sim *s)
     admit(s);
 }
 
+/* Stops a run whose dynamic sampling has dropped every group for FILTERED_RUN_BATCHES batches:
+ * each dropped group is replaced, so rewards that are always equal would launch groups forever
+ * and never train (the colocated mode's rounds are bounded by rl.max_gen_batches). */
+static bool filtered_forever(struct sim *s, struct async_mode *m)
+{
+    int64_t limit = (int64_t)FILTERED_RUN_BATCHES * s->groups_per_batch;
+    if (++m->filtered_run < limit)
+        return false;
+    sim_fail(s, LIBRA_EINVAL,
+             "rl.dynamic_sampling %s dropped %lld groups in a row and kept none: their rewards "
+             "are all equal (a workload whose reward never varies), so "
+             "nothing would train",
+             spec_dynamic_sampling_names[s->cfg->rl.dynamic_sampling], (long long)limit);
+    return true;
+}
+
 static void group_done(struct sim *s, struct sim_group *g)
 {
     struct async_mode *m = state(s);
     if (g->filtered) {
         m->lost++;
         sim_group_waste(s, g, SIM_WASTE_FILTERED);
-        admit(s);
+        if (!filtered_forever(s, m))
+            admit(s);
         return;
     }
+    m->filtered_run = 0;
     vec_push(&m->buffer, (uint32_t)(g - s->groups.v));
     try_train(s);
 }

@@ -519,6 +519,7 @@ struct sim_sweep_key {
 struct sim_cell {
     size_t point;              /* grid point (sim_sweep_value) */
     int64_t seed;              /* its sim.seed */
+    bool reset;                /* a swept key inert here took its default (spec_deferred) */
     struct sim_input in;       /* its own config (in.cfg, the caller's) and the shared inputs */
     int rc;                    /* sim_experiment_run's */
     struct libra_error err;    /* its error when rc != 0 */

@@ -584,6 +584,20 @@ static bool async_on(const struct libra_config *c)
     return (c->sim.modes & SPEC_SIM_ASYNC) != 0;
 }
 
+/* A mode whose rollout streams to a trainer through weight updates: colocated reshards after
+ * every step, so staleness, the update interval, mode and transport do not apply there, and the
+ * rollout mode has no trainer. */
+static bool updates_on(const struct libra_config *c)
+{
+    return (c->sim.modes & (SPEC_SIM_ASYNC | SPEC_SIM_LIBRA)) != 0;
+}
+
+/* A mode that trains (all but rollout): the trainer's keys act only there. */
+static bool training_on(const struct libra_config *c)
+{
+    return (c->sim.modes & (SPEC_SIM_COLOCATED | SPEC_SIM_ASYNC | SPEC_SIM_LIBRA)) != 0;
+}
+
 /* async's splits are searched (sim/experiment.c's tune): sim.tune_grid bounds the search. */
 static bool async_splits_tuned(const struct libra_config *c)
 {
@@ -657,6 +671,14 @@ static bool plan_verify_count_acts(const struct libra_config *c)
 #define LIBRA_PLANNED "libra in sim.modes and sim.planner"
 #define REPLANNING LIBRA_PLANNED ", and plan.replan_interval_steps above 0 or plan.replan_pressure"
 #define PLAN_SIMULATES "plan.verify_candidates above 0 and plan.mode async"
+#define UPDATES "async or libra in sim.modes"
+#define TRAINING "colocated, async or libra in sim.modes"
+/* A key of libra sim's weight updates or trainer; the other commands that read it act on it
+ * whatever sim.modes (libra plan plans its async job). */
+#define SIM_MODE_KEY(key, on, needs)                                                               \
+    {                                                                                              \
+        key, on, needs, SPEC_READ_SIM, "sim.modes", NULL                                           \
+    }
 /* A key libra plan reads only to simulate (the readers table: plan's simulated keys). */
 #define PLAN_SIMULATED(key)                                                                        \
     {                                                                                              \
@@ -685,6 +707,13 @@ static const struct spec_dependent dependents[] = {
     {"sim.async_train_gpus", async_on, "async in sim.modes", 0, "sim.modes", NULL},
     {"sim.async_tp", async_on, "async in sim.modes", 0, "sim.modes", NULL},
     {"sim.fail_instance", failure_on, "sim.fail_time_s 0 or more", 0, NULL, NULL},
+    SIM_MODE_KEY("rl.max_staleness", updates_on, UPDATES),
+    SIM_MODE_KEY("rl.sync_interval", updates_on, UPDATES),
+    SIM_MODE_KEY("rl.sync_mode", updates_on, UPDATES),
+    SIM_MODE_KEY("rl.transport", updates_on, UPDATES),
+    SIM_MODE_KEY("rl.minibatches", training_on, TRAINING),
+    SIM_MODE_KEY("rl.old_logprob", training_on, TRAINING),
+    SIM_MODE_KEY("rl.reference", training_on, TRAINING),
     {"ehp.signal", pool_on, "ehp.enabled", ~(unsigned)SPEC_READ_SERVE, NULL, NULL},
     {"plan.verify_candidates", plan_verify_count_acts, "plan.mode async", SPEC_READ_PLAN, NULL,
      plan_simulates_nothing},

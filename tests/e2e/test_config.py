@@ -285,7 +285,7 @@ def test_help_lists_every_key():
     (["rl.transport=nccl", "sim.async_train_gpus=16"], "sim.async_train_gpus: 16 of 16 GPUs"),
     (["rl.transport=nccl", "sim.timeline_steps=5:6"], "sim.timeline_steps: step 5 is past"),
     (["rl.transport=nccl", "sim.trace_step=3"], "sim.trace_step: step 3 is past"),
-    (["rl.transport=nccl", "sim.modes=rollout"], "the rollout layout needs a fleet"),
+    (["sim.modes=rollout"], "the rollout layout needs a fleet"),  # transport: rollout's inert
 ])
 def test_check_refuses_what_sim_refuses_before_a_run(tmp_path, sets, why):
     """Whatever config check accepts, libra sim accepts: the rules sim applies to a config

@@ -373,9 +373,15 @@ PARTLY_OFF = {
     ("ehp.signal", "sim"): (),
     **{(key, "plan"): ("plan.verify_candidates=0",) for key in PLAN_SIMULATED},
     ("plan.verify_candidates", "plan"): ("plan.mode=colocated",),
+    **{(key, "sim"): ("sim.modes=colocated",) for key in (
+        "rl.max_staleness", "rl.sync_interval", "rl.sync_mode", "rl.transport")},
+    **{(key, "sim"): ("sim.modes=rollout", FLEET_SET) for key in (
+        "rl.minibatches", "rl.old_logprob", "rl.reference")},
 }
 # the value set where CHANGES's would act even with the switch off (0: verification off)
-PARTLY_VALUE = {("plan.verify_candidates", "plan"): "4"}
+PARTLY_VALUE = {("plan.verify_candidates", "plan"): "4",
+                # CHANGES's 0 is below the sync interval: libra plan refuses the file's value
+                ("rl.max_staleness", "sim"): "8"}
 
 
 def dependent_rows():
