@@ -22,15 +22,17 @@
  * have chosen the running fleet by simulation over one the model predicted faster. So a
  * replan acts on how the ranking moved since the start, not on the ranking itself: the
  * candidate's predicted step is divided by the model's ratio of candidate to running fleet on
- * the start's length sample when that ratio is below 1 (on a workload that has not moved, the
- * two cancel and nothing changes). Both predictions are then scaled by the observed ratio of
- * the simulated step to the running fleet's prediction (the mean of the last steps since the
- * fleet last changed), and plan_replan_decide weighs the gain over plan.replan_horizon_steps
- * against the cost of stopping and starting the instances the new placement does not keep. An
- * accepted replan retires those instances (their live turns resume elsewhere, as a lend's do),
- * starts the new ones cold, routes over the new buckets (the routing figures restart on them) and
- * owes the weight-update group a rebuild. Hybrid replicas of the elastic pool are the pool's: a
- * replan plans the core rollout fleet beside them, counting them as training GPUs.
+ * the start's length sample over the ratio the verification measured between the two where it
+ * simulated both, and else by the model's ratio when that is below 1 (on a workload that has
+ * not moved, the two cancel and nothing changes). Both predictions are then scaled by the observed
+ * ratio of the simulated step to the running fleet's prediction (the mean of the last steps since
+ * the fleet last changed), and plan_replan_decide weighs the gain over plan.replan_horizon_steps
+ * (or the steps left, when fewer) against the cost of stopping and starting the instances the new
+ * placement does not keep. An accepted replan retires those instances (their live turns resume
+ * elsewhere, as a lend's do), starts the new ones cold, routes over the new buckets (the routing
+ * figures restart on them) and owes the weight-update group a rebuild. Hybrid replicas of the
+ * elastic pool are the pool's: a replan plans the core rollout fleet beside them, counting them as
+ * training GPUs.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -379,6 +381,37 @@ static double start_ratio(struct sim *s, const int *cur, const int *cand)
     return ratio;
 }
 
+/* The verification's trained tokens/s of fleet counts at the start's split, or NAN when it did
+ * not simulate that fleet. */
+static double measured_rate(const struct sim_layout *l, const int *counts)
+{
+    for (int i = 0; i < l->n_measured; i++)
+        if (memcmp(l->measured[i].counts, counts, PLAN_NTP * sizeof *counts) == 0)
+            return l->measured[i].tokens_per_s;
+    return NAN;
+}
+
+/* The start's bias of the model for cand over cur, which a candidate's prediction is divided
+ * by: the model's ratio over the one the verification measured where it simulated both, else
+ * the model's ratio when below 1 (the verification chose cur over a fleet the model put
+ * ahead: at least as fast, as far as the start knows). */
+static double start_bias(struct sim *s, struct sim_replan_eval *ev)
+{
+    double cur = measured_rate(s->lay, ev->cur), cand = measured_rate(s->lay, ev->cand);
+    ev->measured_ratio = cur > 0 && cand > 0 ? cur / cand : NAN; /* steps: tokens/s inverted */
+    return isnan(ev->measured_ratio) ? fmin(ev->start_ratio, 1.0)
+                                     : ev->start_ratio / ev->measured_ratio;
+}
+
+/* The steps a replan's gain is counted over: plan.replan_horizon_steps, or the steps the run
+ * has left when fewer (a gain after the last step buys nothing). */
+static int horizon_steps(const struct sim *s)
+{
+    int64_t left = s->cfg->rl.steps - s->version;
+    int h = s->cfg->plan.replan_horizon_steps;
+    return left < h ? (int)(left > 1 ? left : 1) : h;
+}
+
 /* Weighs candidate cand against the running fleet cur (both planned on the window) and plays
  * it when accepted. */
 static void decide(struct sim *s, const struct plan_result *cur, const struct plan_result *cand,
@@ -388,15 +421,16 @@ static void decide(struct sim *s, const struct plan_result *cur, const struct pl
     ev->correction = isfinite(obs) && cur->step_s > 0 ? obs / cur->step_s : 1.0;
     ev->start_ratio = start_ratio(s, ev->cur, cand->counts);
     memcpy(ev->cand, cand->counts, sizeof ev->cand);
+    double bias = start_bias(s, ev);
     struct next n;
     if (next_fleet(s, cand, &n) == 0) {
-        double unbiased = cand->step_s / fmin(ev->start_ratio, 1.0);
+        double unbiased = cand->step_s / bias;
         struct plan_replan_input in = {.fit = ev->correction,
                                        .cur_step_s = cur->step_s * ev->correction,
                                        .cand_step_s = unbiased * ev->correction,
                                        .kept = n.kept,
                                        .min_gain_frac = s->cfg->plan.replan_min_gain_frac,
-                                       .horizon_steps = s->cfg->plan.replan_horizon_steps};
+                                       .horizon_steps = horizon_steps(s)};
         memcpy(in.cur_counts, ev->cur, sizeof ev->cur);
         memcpy(in.cand_counts, cand->counts, sizeof cand->counts);
         resident(s, in.resident_tokens);
@@ -418,7 +452,8 @@ static void decide(struct sim *s, const struct plan_result *cur, const struct pl
 static void evaluate(struct sim *s, const char *why)
 {
     struct sim_replan *r = s->replan;
-    struct sim_replan_eval ev = {.step = s->version, .trigger = why, .correction = 1.0};
+    struct sim_replan_eval ev = {
+        .step = s->version, .trigger = why, .correction = 1.0, .measured_ratio = NAN};
     for (int i = 0; i < s->n_inst; i++)
         if (core_live(s, i))
             ev.cur[spec_tp_index(s->inst[i].tp)]++;

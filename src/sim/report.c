@@ -125,6 +125,7 @@ static json_t *replan_eval_json(const struct sim_replan_eval *ev)
     json_object_set_new(o, "candidate_step_s", ujson_real(ev->cand_step_s));
     json_object_set_new(o, "correction", ujson_real(ev->correction));
     json_object_set_new(o, "start_ratio", ujson_real(ev->start_ratio));
+    json_object_set_new(o, "measured_ratio", ujson_real(ev->measured_ratio));
     json_object_set_new(o, "gain_s", ujson_real(ev->gain_s));
     json_object_set_new(o, "cost_s", ujson_real(ev->cost_s));
     json_object_set_new(o, "started", json_integer(ev->started));

@@ -95,6 +95,14 @@ struct sim_instance_spec {
     int hybrid; /* 1 + the hybrid replica whose GPUs it serves on; 0: a core rollout instance */
 };
 
+/* A fleet libra's verification simulated, and its trained tokens/s there. */
+struct sim_measured_fleet {
+    int counts[PLAN_NTP]; /* rollout instances by log2(TP) */
+    double tokens_per_s;  /* the short runs' (both seeds' mean when raced) */
+};
+
+#define SIM_MEASURED_MAX 16 /* measured fleets a layout keeps, by analytic rank */
+
 /* What a mode runs on: the split, the training layout, the rollout fleet and its router. */
 struct sim_layout {
     enum sim_mode mode;
@@ -116,6 +124,10 @@ struct sim_layout {
     int n_hybrid;
     int replica_gpus;    /* TP * PP * CP */
     char pool_note[160]; /* why the pool has no hybrid replica or another layout, or "" */
+    /* libra, verified: the async fleets at its split that the verification simulated (a replan
+     * weighs its candidate among them by what was measured, sim/replan.c) */
+    int n_measured;
+    struct sim_measured_fleet measured[SIM_MEASURED_MAX];
 };
 
 /* Releases what l owns; a zeroed l is fine. */
@@ -260,8 +272,9 @@ struct sim_replan_eval {
     int started, stopped;              /* instances, when accepted */
     double cur_step_s, cand_step_s;    /* predicted on the window, corrected */
     double correction;                 /* simulated over predicted step of the running fleet */
-    double start_ratio;    /* the model's candidate over running fleet on the start's sample (the
-                            * candidate's prediction is divided by it when below 1) */
+    double start_ratio;    /* the model's candidate over running fleet on the start's sample */
+    double measured_ratio; /* the verification's, where it simulated both (their steps, from
+                            * trained tokens/s); NAN otherwise */
     double gain_s, cost_s; /* per step, and the reconfiguration's (plan/replan.h) */
 };
 

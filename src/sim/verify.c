@@ -450,6 +450,26 @@ static size_t race(struct verification *v)
     return best;
 }
 
+/* Into the chosen layout l: the async fleets simulated at its split, by analytic rank, each
+ * with its score (a core fleet: the chosen one's split holds no hybrid replicas when they
+ * differ in count). */
+static void keep_measured(const struct candidate *c, size_t n, struct sim_layout *l)
+{
+    l->n_measured = 0;
+    for (size_t i = 0; i < n && l->n_measured < SIM_MEASURED_MAX; i++) {
+        const struct sim_layout *cl = &c[i].layout;
+        if (c[i].colocated || cl->n_train != l->n_train || cl->n_hybrid != l->n_hybrid ||
+            !(score(&c[i]) > 0))
+            continue;
+        struct sim_measured_fleet *m = &l->measured[l->n_measured++];
+        memset(m->counts, 0, sizeof m->counts);
+        for (int j = 0; j < cl->n_inst; j++)
+            if (!cl->inst[j].hybrid)
+                m->counts[spec_tp_index(cl->inst[j].tp)]++;
+        m->tokens_per_s = score(&c[i]);
+    }
+}
+
 void sim_verified_config(const struct libra_config *cfg, const struct sim_verified *v,
                          struct libra_config *out)
 {
@@ -519,6 +539,7 @@ int sim_verify(const struct sim_input *in, struct sim_mode_result *mr, struct li
     climb(&v);
     qsort(c, v.n, sizeof *c, by_prediction); /* the analytic rank of each simulated */
     size_t best = race(&v);
+    keep_measured(c, v.n, &c[best].layout);
     mr->verified = xcalloc(v.n, sizeof *mr->verified);
     mr->n_verified = (int)v.n;
     mr->verify_steps = v.steps;

@@ -218,7 +218,8 @@ static const struct spec_field fields[] = {
     DOUBLE(SPEC_READ_SIM, plan.replan_min_gain_frac, 0, "", 0.05, 0, 1, NULL,
            "a replan is applied only if it shortens the predicted step by at least this share"),
     INT(SPEC_READ_SIM, plan.replan_horizon_steps, "steps", 10, 1, 1000000, NULL,
-        "steps over which a replan's gain must repay its reconfiguration cost"),
+        "steps over which a replan's gain must repay its reconfiguration cost (libra sim: at "
+        "most the steps the run has left)"),
     ENUM(SIMULATED | SPEC_READ_SERVE, sched.policy, spec_policy_names, SCHED_CMLFQ, NULL,
          "turn router: C-MLFQ or a baseline of the reference (oracle, plas and predictor are "
          "libra's own comparisons)"),

@@ -2,14 +2,16 @@
  * sim/: online replanning in the libra mode (sim/replan.c). R2E-Gym on Qwen3-4B, 24 GPUs,
  * batch 64, the planner held to two TP sizes and verification off: the first window of
  * finished launches plans another fleet than the one the run starts on, and a rule forced to
- * accept any gain (plan.replan_min_gain_frac 0, an endless horizon) replans. The run keeps
- * its books through the replans, keeps the split's GPUs in rollout, and is a pure function of
- * its input; evaluations that accept nothing leave every step as a run without replanning
- * has it. Random experiments under the forced rule (workload, GPUs, group size, TP sizes,
- * triggers, seed) hold the same books.
+ * accept any gain (plan.replan_min_gain_frac 0, a horizon of every step left) replans. The run
+ * keeps its books through the replans, keeps the split's GPUs in rollout, and is a pure
+ * function of its input; evaluations that accept nothing leave every step as a run without
+ * replanning has it; a candidate the start's verification measured is weighed by that, and a
+ * gain is counted over the steps left. Random experiments under the forced rule (workload, GPUs,
+ * group size, TP sizes, triggers, seed) hold the same books.
  */
 #include "testutil.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "sim/sim.h"
@@ -151,6 +153,84 @@ static void test_evaluations_that_accept_nothing_change_nothing(void **state)
     sim_result_free(&off);
 }
 
+/* The first accepted replan of w's forced run, copied to *out; false when none. */
+static bool first_accepted(struct world *w, struct sim_replan_eval *out)
+{
+    struct sim_result r;
+    run(w, false, &r);
+    bool found = false;
+    for (size_t k = 0; k < r.n_replans && !found; k++)
+        if (r.replans[k].accepted) {
+            *out = r.replans[k];
+            found = true;
+        }
+    sim_result_free(&r);
+    return found;
+}
+
+/* Where the start's verification simulated both fleets, a replan weighs the candidate by what
+ * it measured: a candidate measured at half the running fleet's rate is refused where the
+ * model alone took it, and a fleet the verification did not simulate keeps the model's rule. */
+static void test_measured_fleets_weigh_a_replan(void **state)
+{
+    struct world *w = *state;
+    w->cfg.plan.replan_min_gain_frac = 0;
+    w->cfg.plan.replan_horizon_steps = 1000000;
+    struct sim_replan_eval took = {0};
+    assert_true(first_accepted(w, &took));
+    assert_true(isnan(took.measured_ratio));
+    w->lay.n_measured = 1; /* the running fleet alone: nothing to weigh the candidate by */
+    memcpy(w->lay.measured[0].counts, took.cur, sizeof took.cur);
+    w->lay.measured[0].tokens_per_s = 1000;
+    struct sim_replan_eval again = {0};
+    assert_true(first_accepted(w, &again));
+    assert_int_equal(again.step, took.step);
+    assert_true(isnan(again.measured_ratio));
+    w->lay.n_measured = 2;
+    memcpy(w->lay.measured[1].counts, took.cand, sizeof took.cand);
+    w->lay.measured[1].tokens_per_s = 500;
+    struct sim_result r;
+    run(w, false, &r);
+    bool seen = false;
+    for (size_t k = 0; k < r.n_replans; k++) {
+        const struct sim_replan_eval *ev = &r.replans[k];
+        if (ev->step != took.step)
+            continue;
+        seen = true;
+        assert_true(ev->measured_ratio == 2.0);
+        assert_false(ev->accepted);
+    }
+    assert_true(seen);
+    sim_result_free(&r);
+}
+
+/* A replan's gain is counted over the steps the run has left when they are fewer than
+ * plan.replan_horizon_steps: the forced run's first accepted replan, in a run that ends before
+ * its gain repays its cost, is refused for that at the same step. */
+static void test_a_replan_counts_its_gain_over_the_steps_left(void **state)
+{
+    struct world *w = *state;
+    w->cfg.plan.replan_min_gain_frac = 0;
+    w->cfg.plan.replan_horizon_steps = 1000000;
+    struct sim_replan_eval took = {0};
+    assert_true(first_accepted(w, &took));
+    assert_true(took.gain_s > 0 && took.cost_s > took.gain_s);
+    w->cfg.rl.steps = (int)took.step + (int)floor(took.cost_s / took.gain_s);
+    struct sim_result r;
+    run(w, false, &r);
+    bool seen = false;
+    for (size_t k = 0; k < r.n_replans; k++) {
+        const struct sim_replan_eval *ev = &r.replans[k];
+        if (ev->step != took.step)
+            continue;
+        seen = true;
+        assert_false(ev->accepted);
+        assert_string_equal(ev->why, "gain does not repay the reconfiguration");
+    }
+    assert_true(seen);
+    sim_result_free(&r);
+}
+
 /* Random experiments under the forced rule: every one keeps its books and its split's GPUs in
  * rollout through whatever replans it makes, and runs the same twice. */
 static void test_random_forced_replans(void **state)
@@ -159,14 +239,14 @@ static void test_random_forced_replans(void **state)
     struct world *w = *state;
     struct rng g = rng_keyed(20261202, 0x72706c6e, 0, 0);
     int replans = 0;
-    for (int i = 0; i < 13; i++) { /* the 13th draw replans */
+    for (int i = 0; i < 5; i++) { /* the 4th and 5th draws replan */
         struct libra_config *c = &w->cfg;
         snprintf(c->workload.name, sizeof c->workload.name, "%s",
                  workloads[rng_uniform_int(&g, 3)]);
         c->cluster.gpus = 16 + 8 * (int)rng_uniform_int(&g, 3);
         c->rl.samples = 4 << rng_uniform_int(&g, 3);
         c->rl.batch_trajectories = 64;
-        c->rl.steps = 10 + (int)rng_uniform_int(&g, 6);
+        c->rl.steps = 30 + (int)rng_uniform_int(&g, 6);
         c->plan.min_tp_sizes = 1 + (int)rng_uniform_int(&g, 3);
         c->plan.replan_interval_steps = 1 + (int)rng_uniform_int(&g, 4);
         c->plan.replan_pressure = rng_bernoulli(&g, 0.5);
@@ -199,6 +279,9 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_forced_replans, setup, teardown),
         cmocka_unit_test_setup_teardown(test_evaluations_that_accept_nothing_change_nothing, setup,
+                                        teardown),
+        cmocka_unit_test_setup_teardown(test_measured_fleets_weigh_a_replan, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_a_replan_counts_its_gain_over_the_steps_left, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_random_forced_replans, setup, teardown),
     };
