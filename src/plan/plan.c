@@ -42,12 +42,14 @@ const char *plan_why_text(enum plan_why why)
         return "no constraint";
     case PLAN_WHY_SPLIT:
         return "plan.min_train_gpus, plan.min_rollout_gpus and plan.granularity_gpus leave no "
-               "split of the cluster";
+               "split of cluster.gpus (colocated too: every GPU trains and rolls out, so "
+               "cluster.gpus must meet both minima)";
     case PLAN_WHY_TP:
         return "no training TP divides the model's heads and a node (or PP exceeds its layers)";
     case PLAN_WHY_DP:
-        return "data parallelism exceeds the batch: every DP rank needs a trajectory per "
-               "mini-batch";
+        return "data parallelism exceeds the batch: every DP rank needs a trajectory of each "
+               "of rl.minibatches mini-batches of rl.batch_trajectories (fewer mini-batches, a "
+               "larger batch or fewer training GPUs)";
     case PLAN_WHY_GROUPS:
         return "plan.group_integrity: the batch does not split into whole GRPO groups per DP "
                "rank";
