@@ -282,7 +282,8 @@ static void grid_free(struct grid *g)
  * (at most three, then how many others), and the return is LIBRA_EINVAL when some pair failed
  * on a setting the mode cannot simulate (the input's fault), else LIBRA_EINFEAS (nothing fits).
  */
-static int all_failed(const struct grid *g, enum sim_mode mode, struct libra_error *err)
+static int all_failed(const struct grid *g, enum sim_mode mode, unsigned modes,
+                      struct libra_error *err)
 {
     size_t pairs = (size_t)g->n_split * (size_t)g->n_tp, n = 0, distinct = 0;
     size_t *first = xcalloc(pairs, sizeof *first), *count = xcalloc(pairs, sizeof *count);
@@ -317,6 +318,8 @@ static int all_failed(const struct grid *g, enum sim_mode mode, struct libra_err
     }
     if (distinct > 3)
         strbuf_printf(&b, "; and %zu other causes", distinct - 3);
+    if (modes & ~sim_mode_desc(mode)->bit) /* it stops the others: how to run them without it */
+        strbuf_printf(&b, " (sim.modes without %s runs the others)", sim_mode_name(mode));
     error_set(err, NULL, 0, 0, "%s", b.data);
     strbuf_free(&b);
     free(first);
@@ -364,7 +367,7 @@ static int tune(const struct sim_input *in, struct sim_mode_result *mr, struct l
             if (!isnan(r) && (best < 0 || r > mr->candidates[best].tokens_per_s))
                 best = i;
         }
-        int rc = best < 0 ? all_failed(&g, mr->mode, err) : 0;
+        int rc = best < 0 ? all_failed(&g, mr->mode, (unsigned)sc->modes, err) : 0;
         grid_free(&g);
         if (rc) {
             free(splits);

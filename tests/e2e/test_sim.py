@@ -461,12 +461,20 @@ def test_perfetto_and_output_naming_one_file_are_refused(tmp_path):
 
 def test_tuning_failures_name_their_causes():
     """When no candidate of a tuning sweep can run, the error counts the causes (here every TP
-    of a 2-GPU colocated job: the model's training state does not fit) and exits 1."""
+    of a 2-GPU colocated job: the model's training state does not fit) and exits 1; beside
+    other modes it says how to run them without it."""
     p = sim("--steps", "3", "--gpus", "2", "--set", "sim.modes=colocated", check=False)
     assert p.returncode == 1 and p.stdout == ""
     assert p.stderr == ("libra: sim: colocated: no colocated layout can run: all 4 candidates "
                         "tried failed: 4 x no training layout of 2 GPUs: training memory: no "
                         "layout fits the GPUs\n")
+    # a baseline that cannot run stops the other modes too: the error says how to run them
+    one = ("--steps", "3", "--batch", "1", "--samples", "1")
+    p = sim(*one, check=False)
+    assert p.returncode == 1 and p.stdout == ""
+    assert "rl.minibatches mini-batches of rl.batch_trajectories" in p.stderr
+    assert p.stderr.endswith(" (sim.modes without colocated runs the others)\n"), p.stderr
+    assert sim(*one, "--set", "sim.modes=async,libra").returncode == 0
 
 
 def test_examples_run():
