@@ -116,16 +116,13 @@ def answer_as_vllm(handler):
     handler.wfile.write(body or b"")
 
 
-class ScriptedVllm(http.server.ThreadingHTTPServer):
-    """An engine that registers as a vLLM (answer_as_vllm), records every POST as (path, body)
-    in .bodies and answers it as the test says: reply(handler, path, body) writes the answer."""
+class FakeEngine(http.server.ThreadingHTTPServer):
+    """A test's engine on a free loopback port, serving handler_class on a daemon thread."""
 
     daemon_threads = True
 
-    def __init__(self, reply):
-        self.bodies = []
-        self.reply = reply
-        super().__init__(("127.0.0.1", 0), _ScriptedVllmHandler)
+    def __init__(self, handler_class):
+        super().__init__(("127.0.0.1", 0), handler_class)
         threading.Thread(target=self.serve_forever, daemon=True).start()
 
     @property
@@ -133,11 +130,26 @@ class ScriptedVllm(http.server.ThreadingHTTPServer):
         return "http://127.0.0.1:%d" % self.server_address[1]
 
 
-class _ScriptedVllmHandler(http.server.BaseHTTPRequestHandler):
+class QuietHandler(http.server.BaseHTTPRequestHandler):
+    """An HTTP/1.1 handler that logs nothing."""
+
     protocol_version = "HTTP/1.1"
 
     def log_message(self, *args):
         pass
+
+
+class ScriptedVllm(FakeEngine):
+    """An engine that registers as a vLLM (answer_as_vllm), records every POST as (path, body)
+    in .bodies and answers it as the test says: reply(handler, path, body) writes the answer."""
+
+    def __init__(self, reply):
+        self.bodies = []
+        self.reply = reply
+        super().__init__(_ScriptedVllmHandler)
+
+
+class _ScriptedVllmHandler(QuietHandler):
 
     def do_GET(self):
         answer_as_vllm(self)

@@ -6,40 +6,26 @@ named the wrong cause)."""
 import http.client
 import http.server
 import json
-import socket
 import subprocess
-import tempfile
-import threading
 import time
 
-from emu_util import ADMIN, LIBRA, ScriptedVllm, Serve, answer, get, post
+from emu_util import LIBRA, FakeEngine, QuietHandler, ScriptedVllm, Serve, answer, get, post
 
 COMPLETION = json.dumps({"choices": [{"text": "ok", "finish_reason": "stop"}],
                          "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
 
 
-class Engine(http.server.ThreadingHTTPServer):
+class Engine(FakeEngine):
     """An SGLang-like engine: GET paths answer from .gets ({path: (status, bytes)}; 404 for
     others), with .seen the path (query included) and headers of every call; POSTs answer
     COMPLETION."""
 
-    daemon_threads = True
-
     def __init__(self, gets):
         self.gets, self.seen = gets, []
-        super().__init__(("127.0.0.1", 0), _EngineHandler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d" % self.server_address[1]
+        super().__init__(_EngineHandler)
 
 
-class _EngineHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
+class _EngineHandler(QuietHandler):
 
     def reply(self, status, body):
         self.send_response(status)

@@ -4,14 +4,13 @@ AReaL send them with trajectories in flight; turns held while paused; per-engine
 partial failure; the admin token. Real processes on loopback: `libra serve` in front of
 `libra emu` and small scripted engines."""
 
-import http.server
 import json
 import socket
 import subprocess
-import threading
 import time
 
-from emu_util import ADMIN, LIBRA, TOKEN, Background, Emu, Serve, get, post, request
+from emu_util import (ADMIN, LIBRA, TOKEN, Background, Emu, FakeEngine, QuietHandler, Serve, get,
+                      post, request)
 
 ONE_BUCKET = ["--set", "sched.buckets=tp1:40960"]
 PROMPT = list(range(1, 65))
@@ -62,27 +61,16 @@ def interruptible(port, ids, n, **kw):
 
 # ---- scripted engines -----------------------------------------------------------------------------
 
-class Scripted(http.server.ThreadingHTTPServer):
+class Scripted(FakeEngine):
     """An engine that answers GET paths from a table ({path: (status, body)}; 404 for others)
     and every POST with post(path, body) -> (status, body)."""
 
-    daemon_threads = True
-
     def __init__(self, gets, post=lambda path, body: (404, {})):
         self.gets, self.post = gets, post
-        super().__init__(("127.0.0.1", 0), ScriptedHandler)
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    @property
-    def url(self):
-        return "http://127.0.0.1:%d" % self.server_address[1]
+        super().__init__(ScriptedHandler)
 
 
-class ScriptedHandler(http.server.BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def log_message(self, *args):
-        pass
+class ScriptedHandler(QuietHandler):
 
     def answer(self, status, doc):
         data = json.dumps(doc).encode()

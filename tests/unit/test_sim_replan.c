@@ -153,14 +153,15 @@ static void test_evaluations_that_accept_nothing_change_nothing(void **state)
     sim_result_free(&off);
 }
 
-/* The first accepted replan of w's forced run, copied to *out; false when none. */
-static bool first_accepted(struct world *w, struct sim_replan_eval *out)
+/* The evaluation of w's run after step `step`, or its first accepted one when step is -1,
+ * copied to *out; false when none. */
+static bool eval_of(struct world *w, int64_t step, struct sim_replan_eval *out)
 {
     struct sim_result r;
     run(w, false, &r);
     bool found = false;
     for (size_t k = 0; k < r.n_replans && !found; k++)
-        if (r.replans[k].accepted) {
+        if (step < 0 ? r.replans[k].accepted : r.replans[k].step == step) {
             *out = r.replans[k];
             found = true;
         }
@@ -177,31 +178,22 @@ static void test_measured_fleets_weigh_a_replan(void **state)
     w->cfg.plan.replan_min_gain_frac = 0;
     w->cfg.plan.replan_horizon_steps = 1000000;
     struct sim_replan_eval took = {0};
-    assert_true(first_accepted(w, &took));
+    assert_true(eval_of(w, -1, &took));
     assert_true(isnan(took.measured_ratio));
     w->lay.n_measured = 1; /* the running fleet alone: nothing to weigh the candidate by */
     memcpy(w->lay.measured[0].counts, took.cur, sizeof took.cur);
     w->lay.measured[0].tokens_per_s = 1000;
     struct sim_replan_eval again = {0};
-    assert_true(first_accepted(w, &again));
+    assert_true(eval_of(w, -1, &again));
     assert_int_equal(again.step, took.step);
     assert_true(isnan(again.measured_ratio));
     w->lay.n_measured = 2;
     memcpy(w->lay.measured[1].counts, took.cand, sizeof took.cand);
     w->lay.measured[1].tokens_per_s = 500;
-    struct sim_result r;
-    run(w, false, &r);
-    bool seen = false;
-    for (size_t k = 0; k < r.n_replans; k++) {
-        const struct sim_replan_eval *ev = &r.replans[k];
-        if (ev->step != took.step)
-            continue;
-        seen = true;
-        assert_true(ev->measured_ratio == 2.0);
-        assert_false(ev->accepted);
-    }
-    assert_true(seen);
-    sim_result_free(&r);
+    struct sim_replan_eval now = {0};
+    assert_true(eval_of(w, took.step, &now));
+    assert_true(now.measured_ratio == 2.0);
+    assert_false(now.accepted);
 }
 
 /* A replan's gain is counted over the steps the run has left when they are fewer than
@@ -213,22 +205,13 @@ static void test_a_replan_counts_its_gain_over_the_steps_left(void **state)
     w->cfg.plan.replan_min_gain_frac = 0;
     w->cfg.plan.replan_horizon_steps = 1000000;
     struct sim_replan_eval took = {0};
-    assert_true(first_accepted(w, &took));
+    assert_true(eval_of(w, -1, &took));
     assert_true(took.gain_s > 0 && took.cost_s > took.gain_s);
     w->cfg.rl.steps = (int)took.step + (int)floor(took.cost_s / took.gain_s);
-    struct sim_result r;
-    run(w, false, &r);
-    bool seen = false;
-    for (size_t k = 0; k < r.n_replans; k++) {
-        const struct sim_replan_eval *ev = &r.replans[k];
-        if (ev->step != took.step)
-            continue;
-        seen = true;
-        assert_false(ev->accepted);
-        assert_string_equal(ev->why, "gain does not repay the reconfiguration");
-    }
-    assert_true(seen);
-    sim_result_free(&r);
+    struct sim_replan_eval now = {0};
+    assert_true(eval_of(w, took.step, &now));
+    assert_false(now.accepted);
+    assert_string_equal(now.why, "gain does not repay the reconfiguration");
 }
 
 /* Random experiments under the forced rule: every one keeps its books and its split's GPUs in
