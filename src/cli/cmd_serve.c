@@ -81,6 +81,8 @@ static const char help[] =
     "  --poll-s S             engines' health, weight version and pause state checked every\n"
     "                         S s (default 2)\n"
     "  --max-body-bytes N     largest request body (default 67108864; 413 above)\n"
+    "  --max-answer-bytes N   largest engine answer held whole, not streamed (default\n"
+    "                         1073741824; 502 above)\n"
     "  --request-cap-s S      a request still open after S seconds gets 504 (default 3600)\n"
     "  --request-read-s S     a client that has not sent its whole request S s after connecting\n"
     "                         or its last answer is disconnected (default 60)\n"
@@ -99,6 +101,7 @@ enum {
     OPT_IDLE,
     OPT_POLL,
     OPT_MAX_BODY,
+    OPT_MAX_ANSWER,
     OPT_CAP,
     OPT_READ,
     OPT_MAX_CONN,
@@ -124,6 +127,7 @@ static const struct option own_options[] = {
     {"idle-s", required_argument, NULL, OPT_IDLE},
     {"poll-s", required_argument, NULL, OPT_POLL},
     {"max-body-bytes", required_argument, NULL, OPT_MAX_BODY},
+    {"max-answer-bytes", required_argument, NULL, OPT_MAX_ANSWER},
     {"request-cap-s", required_argument, NULL, OPT_CAP},
     {"request-read-s", required_argument, NULL, OPT_READ},
     {"max-connections", required_argument, NULL, OPT_MAX_CONN},
@@ -264,6 +268,9 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
         rc = cli_parse_int(cmd, "--max-body-bytes", optarg, 1, INT64_C(1) << 40, &v);
         o->gw.limits.max_body_bytes = v;
         return rc;
+    case OPT_MAX_ANSWER:
+        return cli_parse_int(cmd, "--max-answer-bytes", optarg, 1, INT64_C(1) << 40,
+                             &o->gw.max_answer_bytes);
     case OPT_CAP:
         return cli_parse_double(cmd, "--request-cap-s", optarg, 0.001, 1e9,
                                 &o->gw.limits.request_cap_s);

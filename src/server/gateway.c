@@ -28,6 +28,7 @@ void gw_options_default(struct gw_options *o)
     o->grace_s = 20;
     o->pool_timeout_s = 180; /* libra-spec.md §3's join timeout */
     o->pool_core_replicas = 1;
+    o->max_answer_bytes = INT64_C(1) << 30;
     net_limits_default(&o->limits);
 }
 

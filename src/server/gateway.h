@@ -50,6 +50,8 @@ struct gw_options {
     double idle_s;                /* a trajectory idle this long is learnt as censored */
     double poll_s;                /* engines' health checked, versions polled this often */
     struct net_limits limits;
+    int64_t max_answer_bytes;       /* an engine's answer held whole (not streamed) at most:
+                                       502 above (1 GiB) */
     struct sched_costs costs;       /* what moving a trajectory costs (cost/move.h), as the
                                             simulator and route eval weigh it; zeroed: free */
     const struct spec_hardware *hw; /* the experiment's hardware and model presets, which

@@ -216,6 +216,23 @@ static void add_headers(struct proxy *p)
 
 /* ---- the engine's transfer ------------------------------------------------------------------ */
 
+/* An answer held whole has passed --max-answer-bytes: the transfer stops (cancelled, so done
+ * is not called) and the client gets 502, not a gateway that holds what an engine never stops
+ * sending. */
+static bool answer_too_long(struct proxy *p)
+{
+    struct gw *g = p->g;
+    p->xfer = NULL;
+    engine_done(p);
+    p->engine->errors++;
+    g->errors_upstream++;
+    net_reply_error(p->call, 502, "upstream_error",
+                    "engine %s: its answer passed --max-answer-bytes (%lld)", p->engine->url,
+                    (long long)g->opt.max_answer_bytes);
+    end_turn(p, -1);
+    return false;
+}
+
 static bool on_head(void *arg, int status, const char *content_type)
 {
     struct proxy *p = arg;
@@ -224,6 +241,8 @@ static bool on_head(void *arg, int status, const char *content_type)
              content_type ? content_type : "application/json");
     if (!p->req.stream || status != 200) { /* held: sized once when the engine says its length */
         long long n = net_transfer_length(p->xfer);
+        if (n > p->g->opt.max_answer_bytes)
+            return answer_too_long(p);
         if (n > 0)
             vec_reserve(&p->body, p->body.n + ((size_t)n < PROXY_RESERVE_MAX ? (size_t)n
                                                                              : PROXY_RESERVE_MAX));
@@ -247,6 +266,8 @@ static bool on_data(void *arg, const char *buf, size_t len)
 {
     struct proxy *p = arg;
     if (!p->started) {
+        if ((int64_t)(p->body.n + len) > p->g->opt.max_answer_bytes)
+            return answer_too_long(p);
         vec_reserve(&p->body, p->body.n + len);
         memcpy(p->body.v + p->body.n, buf, len);
         p->body.n += len;

@@ -144,3 +144,41 @@ def test_an_engine_refused_at_registration_is_told_what_its_answer_lacked():
     assert run.returncode == 3, run.stderr
     assert "/version (200 without a version string)" in run.stderr, run.stderr
     vllm.shutdown()
+
+
+def test_an_answer_over_the_limit_is_a_502_not_a_gateway_that_holds_it():
+    """An engine's answer held whole (not streamed) past --max-answer-bytes is answered 502
+    and its transfer dropped, whether its Content-Length says so or its bytes, read to the
+    close, pass the limit: an engine that never stopped sending grew the gateway's memory
+    without bound. The gateway then serves the next turn."""
+    size = 3_000_000
+
+    def reply(h, path, body):
+        prompt = json.loads(body)["prompt"]
+        if prompt == [3]:
+            return answer(h, COMPLETION)
+        h.send_response(200)
+        h.send_header("Content-Type", "application/json")
+        if prompt == [2]:
+            h.send_header("Content-Length", str(size))
+        else:  # no length: read to the close
+            h.send_header("Connection", "close")
+            h.close_connection = True
+        h.end_headers()
+        try:
+            for _ in range(size // 100_000):
+                h.wfile.write(b" " * 100_000)
+        except OSError:
+            pass  # the gateway stopped reading
+
+    engine = ScriptedVllm(reply)
+    with Serve(engine.url + ",tp=1", args=("--max-answer-bytes", "1000000")) as gw:
+        for prompt in ([1], [2]):
+            status, doc = post(gw.port, "/v1/completions",
+                               {"prompt": prompt, "libra": {"trajectory": "big%d" % prompt[0]}})
+            assert status == 502, (status, doc)
+            assert "passed --max-answer-bytes (1000000)" in doc["error"]["message"], doc
+        status, doc = post(gw.port, "/v1/completions",
+                           {"prompt": [3], "libra": {"trajectory": "small"}})
+        assert status == 200, (status, doc)
+    engine.shutdown()
