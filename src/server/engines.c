@@ -525,7 +525,7 @@ static void on_weight_version(void *arg, int status, const char *body, size_t le
     json_t *v = json_object_get(doc, "weight_version");
     bool ok = json_is_string(v);
     if (ok)
-        gw_version_key(p->weight_version, json_string_value(v), strlen(json_string_value(v)));
+        gw_version_key(p->weight_version, json_string_value(v), json_string_length(v));
     json_decref(doc);
     if (!ok) {
         finish(p, 502,

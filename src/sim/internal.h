@@ -748,6 +748,9 @@ int sim_layout_plan(const struct sim_input *in, const struct libra_config *plan_
 /* The fleet of l as "tp1x4,tp8x2" (truncated to size). */
 void sim_fleet_text(const struct sim_layout *l, char *out, size_t size);
 
+/* l's rollout instances by log2(TP) into counts; core_only leaves out the hybrid replicas'. */
+void sim_layout_counts(const struct sim_layout *l, bool core_only, int counts[PLAN_NTP]);
+
 /* libra's trained tokens/s (trajectories/s) over mode m's; NAN when either is missing or m's
  * is 0. */
 double sim_libra_ratio(const struct sim_experiment *e, enum sim_mode m, bool trajectories);

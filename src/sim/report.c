@@ -26,12 +26,19 @@ static void counts_text(const int c[PLAN_NTP], char *out, size_t size)
             n += (size_t)snprintf(out + n, size - n, "%stp%dx%d", n ? "," : "", 1 << t, c[t]);
 }
 
+void sim_layout_counts(const struct sim_layout *l, bool core_only, int counts[PLAN_NTP])
+{
+    memset(counts, 0, PLAN_NTP * sizeof *counts);
+    for (int i = 0; i < l->n_inst; i++)
+        if (!core_only || !l->inst[i].hybrid)
+            counts[spec_tp_index(l->inst[i].tp)]++;
+}
+
 /* "tp1x4,tp2x2,tp4x2": the fleet by TP size. */
 void sim_fleet_text(const struct sim_layout *l, char *out, size_t size)
 {
-    int counts[PLAN_NTP] = {0};
-    for (int i = 0; i < l->n_inst; i++)
-        counts[spec_tp_index(l->inst[i].tp)]++;
+    int counts[PLAN_NTP];
+    sim_layout_counts(l, false, counts);
     counts_text(counts, out, size);
 }
 

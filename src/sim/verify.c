@@ -450,9 +450,9 @@ static size_t race(struct verification *v)
     return best;
 }
 
-/* Into the chosen layout l: the async fleets simulated at its split, by analytic rank, each
- * with its score (a core fleet: the chosen one's split holds no hybrid replicas when they
- * differ in count). */
+/* Into the chosen layout l: the async fleets simulated at its split and with its hybrid
+ * replicas, by analytic rank, each by its core instances (as a replan counts the running
+ * fleet) with its score. */
 static void keep_measured(const struct candidate *c, size_t n, struct sim_layout *l)
 {
     l->n_measured = 0;
@@ -462,10 +462,7 @@ static void keep_measured(const struct candidate *c, size_t n, struct sim_layout
             !(score(&c[i]) > 0))
             continue;
         struct sim_measured_fleet *m = &l->measured[l->n_measured++];
-        memset(m->counts, 0, sizeof m->counts);
-        for (int j = 0; j < cl->n_inst; j++)
-            if (!cl->inst[j].hybrid)
-                m->counts[spec_tp_index(cl->inst[j].tp)]++;
+        sim_layout_counts(cl, true, m->counts);
         m->tokens_per_s = score(&c[i]);
     }
 }

@@ -100,11 +100,17 @@ static void assert_books(const struct sim_result *r, const struct world *w)
     assert_true(r->finished + r->aborted <= r->started);
 }
 
+/* The rule forced to accept any gain that repays its cost over the steps left. */
+static void force(struct libra_config *c)
+{
+    c->plan.replan_min_gain_frac = 0;
+    c->plan.replan_horizon_steps = 1000000;
+}
+
 static void test_forced_replans(void **state)
 {
     struct world *w = *state;
-    w->cfg.plan.replan_min_gain_frac = 0;
-    w->cfg.plan.replan_horizon_steps = 1000000;
+    force(&w->cfg);
     struct sim_result r, again;
     run(w, true, &r);
     assert_true(r.replanning);
@@ -175,8 +181,7 @@ static bool eval_of(struct world *w, int64_t step, struct sim_replan_eval *out)
 static void test_measured_fleets_weigh_a_replan(void **state)
 {
     struct world *w = *state;
-    w->cfg.plan.replan_min_gain_frac = 0;
-    w->cfg.plan.replan_horizon_steps = 1000000;
+    force(&w->cfg);
     struct sim_replan_eval took = {0};
     assert_true(eval_of(w, -1, &took));
     assert_true(isnan(took.measured_ratio));
@@ -196,14 +201,44 @@ static void test_measured_fleets_weigh_a_replan(void **state)
     assert_false(now.accepted);
 }
 
+/* The verification keeps, in the layout it chooses, every async fleet it simulated at that
+ * split with its figure (the mean of both seeds when raced): what a replan weighs by. */
+static void test_the_verification_keeps_its_measured_fleets(void **state)
+{
+    struct world *w = *state;
+    w->cfg.plan.verify_candidates = 4;
+    w->cfg.plan.verify_steps = 4;
+    struct sim_mode_result mr = {.mode = SIM_LIBRA};
+    struct libra_error err = {0};
+    if (sim_verify(&w->in, &mr, &err) != 0)
+        fail_msg("sim_verify: %s", err.msg);
+    int chosen[PLAN_NTP] = {0}, at_split = 0;
+    for (int i = 0; i < mr.layout.n_inst; i++)
+        chosen[spec_tp_index(mr.layout.inst[i].tp)]++;
+    bool found = false;
+    for (int i = 0; i < mr.n_verified; i++) {
+        const struct sim_verified *v = &mr.verified[i];
+        at_split += !v->colocated && v->n_train == mr.layout.n_train;
+        if (!v->chosen)
+            continue;
+        double figure = v->raced ? (v->tokens_per_s + v->second_tokens_per_s) / 2 : v->tokens_per_s;
+        for (int k = 0; k < mr.layout.n_measured; k++)
+            found |= memcmp(mr.layout.measured[k].counts, chosen, sizeof chosen) == 0 &&
+                     mr.layout.measured[k].tokens_per_s == figure;
+    }
+    assert_true(found);
+    assert_int_equal(mr.layout.n_measured,
+                     at_split < SIM_MEASURED_MAX ? at_split : SIM_MEASURED_MAX);
+    sim_mode_result_free(&mr);
+}
+
 /* A replan's gain is counted over the steps the run has left when they are fewer than
  * plan.replan_horizon_steps: the forced run's first accepted replan, in a run that ends before
  * its gain repays its cost, is refused for that at the same step. */
 static void test_a_replan_counts_its_gain_over_the_steps_left(void **state)
 {
     struct world *w = *state;
-    w->cfg.plan.replan_min_gain_frac = 0;
-    w->cfg.plan.replan_horizon_steps = 1000000;
+    force(&w->cfg);
     struct sim_replan_eval took = {0};
     assert_true(eval_of(w, -1, &took));
     assert_true(took.gain_s > 0 && took.cost_s > took.gain_s);
@@ -233,8 +268,7 @@ static void test_random_forced_replans(void **state)
         c->plan.min_tp_sizes = 1 + (int)rng_uniform_int(&g, 3);
         c->plan.replan_interval_steps = 1 + (int)rng_uniform_int(&g, 4);
         c->plan.replan_pressure = rng_bernoulli(&g, 0.5);
-        c->plan.replan_min_gain_frac = 0;
-        c->plan.replan_horizon_steps = 1000000;
+        force(c);
         c->sim.seed = 1 + (int64_t)rng_uniform_int(&g, 1000);
         w->in.workload = workload_preset_find(&w->wl, c->workload.name);
         sim_layout_free(&w->lay);
@@ -264,6 +298,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_evaluations_that_accept_nothing_change_nothing, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_measured_fleets_weigh_a_replan, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_the_verification_keeps_its_measured_fleets, setup,
+                                        teardown),
         cmocka_unit_test_setup_teardown(test_a_replan_counts_its_gain_over_the_steps_left, setup,
                                         teardown),
         cmocka_unit_test_setup_teardown(test_random_forced_replans, setup, teardown),
