@@ -747,6 +747,19 @@ static void teardown(struct sim *s)
     sim_trace_release(s);
 }
 
+/* A run whose every trajectory reached rl.trajectory_timeout_s trained nothing: its rates would
+ * be zeros that say nothing of the layout, so the limit is refused instead. */
+static void check_some_finished(struct sim *s)
+{
+    if (s->out->finished > 0 || s->out->timed_out == 0)
+        return;
+    sim_fail(s, LIBRA_EINVAL,
+             "rl.trajectory_timeout_s %g s stopped every trajectory the run started (%lld): none "
+             "finished, so nothing trained; the limit must exceed the workload's trajectories "
+             "(run.trajectory_lengths.duration_s of libra sim --json without it)",
+             s->cfg->rl.trajectory_timeout_s, (long long)s->out->started);
+}
+
 int sim_run(const struct sim_input *in, const struct sim_layout *l, const struct sim_run_opts *opts,
             struct sim_result *out, struct libra_error *err)
 {
@@ -760,6 +773,8 @@ int sim_run(const struct sim_input *in, const struct sim_layout *l, const struct
         s.ops->begin(&s);
         loop(&s);
     }
+    if (s.rc == 0)
+        check_some_finished(&s);
     if (s.rc == 0)
         sim_metrics_finish(&s);
     if (in->progress) /* a run cut short by an error is done all the same */

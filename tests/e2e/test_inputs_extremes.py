@@ -14,6 +14,7 @@ docs/cli.md).
   update rules (reshard, keep with disk_restart, a staleness below the sync interval), whatever
   sim.modes.
 - route eval's error when the planner refuses the experiment carries the planner's whole reason.
+- A trajectory timeout that stops every trajectory is an error naming the key, not zeros.
 
 Needs LIBRA_BIN and LIBRA_SOURCE_DIR.
 """
@@ -161,3 +162,12 @@ def test_route_eval_prints_the_planners_whole_reason(tmp_path):
     assert r.returncode == 0, r.stderr
     err = refused(run("route", "eval", str(trace), "--set", "rl.max_staleness=0"))
     assert "so the async mode would wait forever): give --buckets" in err, err
+
+
+# ---- a timeout that stops every trajectory ----------------------------------------------------
+
+@pytest.mark.parametrize("modes", ["colocated", "async", "libra"])
+def test_a_timeout_that_stops_every_trajectory_is_refused(modes):
+    err = refused(run("sim", *SMALL, "--set", f"sim.modes={modes}", "--set",
+                      "rl.trajectory_timeout_s=0.001"))
+    assert "rl.trajectory_timeout_s 0.001 s stopped every trajectory" in err, err
