@@ -250,18 +250,18 @@ static void loaded_trace_free(struct api_loaded_trace *lt)
     free(lt->model);
 }
 
-/* The trace at path, read on first use. */
+/* The trace at path, read on first use; each stays where it was read, as inputs made before
+ * hold it. */
 static int trace_for(struct api_traces *ts, const char *path, const struct sim_trace **out,
                      struct libra_error *err)
 {
     for (size_t i = 0; i < ts->n; i++)
-        if (strcmp(ts->v[i].path, path) == 0) {
-            *out = &ts->v[i].view;
+        if (strcmp(ts->v[i]->path, path) == 0) {
+            *out = &ts->v[i]->view;
             return 0;
         }
     ts->v = xreallocarray(ts->v, ts->n + 1, sizeof *ts->v);
-    struct api_loaded_trace *lt = &ts->v[ts->n++];
-    memset(lt, 0, sizeof *lt);
+    struct api_loaded_trace *lt = ts->v[ts->n++] = xcalloc(1, sizeof *lt);
     int rc = load_trace(path, lt, err);
     *out = &lt->view;
     return rc;
@@ -269,8 +269,10 @@ static int trace_for(struct api_traces *ts, const char *path, const struct sim_t
 
 void api_traces_free(struct api_traces *ts)
 {
-    for (size_t i = 0; i < ts->n; i++)
-        loaded_trace_free(&ts->v[i]);
+    for (size_t i = 0; i < ts->n; i++) {
+        loaded_trace_free(ts->v[i]);
+        free(ts->v[i]);
+    }
     free(ts->v);
 }
 

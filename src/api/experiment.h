@@ -103,7 +103,7 @@ struct api_loaded_trace;
 
 /* The traces read so far, each once; zero-initialise, free with api_traces_free. */
 struct api_traces {
-    struct api_loaded_trace *v;
+    struct api_loaded_trace **v; /* each read once, never moved */
     size_t n;
 };
 

@@ -418,6 +418,7 @@ int cmd_plan(int argc, char **argv)
                         CLI_FLAGS_JOBS | CLI_FLAGS_PROGRESS,
                     "", own_options);
     int c, rc = 0;
+    bool homogeneous = false;
     struct export_opt ex = {.argc = argc, .argv = argv};
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
         if (c == 'h') {
@@ -427,9 +428,11 @@ int cmd_plan(int argc, char **argv)
         }
         if (c == OPT_TRACE)
             cli_common_set(&cc, "workload.trace", optarg, "--trace");
-        else if (c == OPT_HOMOGENEOUS)
-            cli_common_set(&cc, "plan.homogeneous_rollout", "true", "--homogeneous-rollout");
-        else if (c == OPT_VERIFY)
+        else if (c == OPT_HOMOGENEOUS) {
+            if (!homogeneous) /* a flag without a value may be repeated */
+                cli_common_set(&cc, "plan.homogeneous_rollout", "true", "--homogeneous-rollout");
+            homogeneous = true;
+        } else if (c == OPT_VERIFY)
             cli_common_set(&cc, "plan.verify_candidates", optarg, "--verify");
         else if (c == OPT_VERIFY_STEPS)
             cli_common_set(&cc, "plan.verify_steps", optarg, "--verify-steps");

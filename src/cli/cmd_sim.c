@@ -10,6 +10,8 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
@@ -111,6 +113,11 @@ static int add_sweep(const struct cli_command *cmd, struct sim_flags *f, const c
     if (!eq || eq == arg || !eq[1])
         return cli_usage_error(cmd, "--sweep needs KEY=V1,V2,..., not '%s'", arg);
     char *key = xstrndup(arg, (size_t)(eq - arg));
+    if (strcmp(key, SIM_ATTRIBUTION_KEY) == 0) { /* the grid's key of --attribution's bars */
+        free(key);
+        return cli_usage_error(cmd, "--sweep: unknown key '%s' (--attribution runs its bars)",
+                               SIM_ATTRIBUTION_KEY);
+    }
     for (size_t k = 0; k < f->keys.n; k++)
         if (strcmp(f->keys.v[k].key, key) == 0) {
             free(key);
@@ -248,13 +255,13 @@ static int run_one(const struct cli_common *cc, const struct sim_flags *f,
     }
     if (rc == 0)
         warn_if_short(cfg);
+    if (rc == 0 && f->perfetto) /* first: one that fails leaves no result on stdout */
+        rc = write_perfetto(&e, f->perfetto);
     if (rc == 0)
         rc = emit(cc, cc->json ? sim_experiment_to_json(&e, cfg) : NULL,
                   cc->json    ? NULL
                   : cc->jsonl ? sim_experiment_jsonl(&e, cfg)
                               : sim_experiment_text(&e, cfg));
-    if (rc == 0 && f->perfetto)
-        rc = write_perfetto(&e, f->perfetto);
     sim_experiment_free(&e);
     api_traces_free(&ts);
     return rc;
@@ -339,6 +346,22 @@ static int build_cells(const struct cli_common *cc, const struct ujson_doc *conf
     return rc;
 }
 
+/* Whether every bar of libra's mode sets key (sim.modes, plan.homogeneous_rollout,
+ * ehp.enabled): a flag giving it would be replaced in every run that reads it. The bars of
+ * the other modes set sim.modes too and read none of the others; the replanning keys are not
+ * among them, the libra bars running replanning as configured. */
+static bool set_by_every_libra_bar(const struct sim_bar *bars, size_t n, const char *key)
+{
+    for (size_t b = 0; b < n; b++) {
+        bool sets = false;
+        for (size_t i = 0; i < bars[b].n_sets && !sets; i++)
+            sets = strcmp(bars[b].sets[i].key, key) == 0;
+        if (bars[b].mode == SIM_LIBRA && !sets)
+            return false;
+    }
+    return true;
+}
+
 /* The attribution's bars as the last key of the grid: refused where a bar would not be the
  * mechanism it names, or where a swept key is one the bars set. */
 static int add_attribution(const struct cli_common *cc, struct sim_flags *f,
@@ -353,6 +376,10 @@ static int add_attribution(const struct cli_common *cc, struct sim_flags *f,
                                         "plan.replan_pressure false turn off");
     size_t n;
     const struct sim_bar *bars = sim_attribution_bars(&n);
+    for (size_t i = 0; i < cc->n_overrides; i++)
+        if (set_by_every_libra_bar(bars, n, cc->overrides[i].key))
+            return cli_usage_error(cc->cmd, "%s: --attribution sets %s in its bars",
+                                   cc->overrides[i].label, cc->overrides[i].key);
     for (size_t k = 0; k < f->keys.n; k++)
         for (size_t b = 0; b < n; b++)
             for (size_t i = 0; i < bars[b].n_sets; i++)
@@ -416,6 +443,9 @@ static int check_points(const struct cli_common *cc, const struct sim_sweep *sw,
     return rc;
 }
 
+/* The most cells a sweep runs (--seeds' most, on one grid point). */
+#define SWEEP_RUNS_MAX 100000
+
 static int run_sweep(const struct cli_common *cc, const struct sim_flags *f,
                      const struct ujson_doc *config, const struct api_presets *p,
                      const struct libra_config *base)
@@ -430,6 +460,15 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f,
     if (seed_flag && f->seed_list.n)
         return cli_usage_error(cc->cmd, "%s and --seed-list both set the seeds", seed_flag);
     size_t n_seeds = f->seed_list.n ? f->seed_list.n : f->n_seeds ? (size_t)f->n_seeds : 1;
+    size_t runs = n_seeds; /* counted without overflow: every cell's config is made at once */
+    for (size_t k = 0; k < f->keys.n; k++) {
+        if (f->keys.v[k].n > SWEEP_RUNS_MAX / runs)
+            return cli_usage_error(cc->cmd,
+                                   "the grid (--sweep, --attribution) times the seeds is "
+                                   "more than %d runs",
+                                   SWEEP_RUNS_MAX);
+        runs *= f->keys.v[k].n;
+    }
     int64_t *seeds = xcalloc(n_seeds, sizeof *seeds);
     for (size_t s = 0; s < n_seeds; s++)
         seeds[s] = f->seed_list.n ? f->seed_list.v[s] : base->sim.seed + (int64_t)s;
@@ -531,6 +570,25 @@ static int check_swept_keys_unset(const struct cli_common *cc, const struct sim_
     return 0;
 }
 
+/* --perfetto on standard output while the result goes there too: two documents in one stream,
+ * or a file renamed over the one holding the result (stdout redirected, --perfetto /dev/stdout).
+ * A device (a terminal, /dev/null) takes both, as it takes any two outputs. */
+static int check_perfetto_not_stdout(const struct cli_common *cc, const struct sim_flags *f)
+{
+    if (!f->perfetto || (cc->output && strcmp(cc->output, "-") != 0))
+        return 0;
+    struct stat a, b;
+    bool same = strcmp(f->perfetto, "-") == 0 ||
+                (stat(f->perfetto, &a) == 0 && S_ISREG(a.st_mode) &&
+                 fstat(STDOUT_FILENO, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+    if (!same)
+        return 0;
+    return cli_usage_error(cc->cmd,
+                           "--perfetto '%s' is standard output, which the result is written to "
+                           "(give it -o FILE)",
+                           f->perfetto);
+}
+
 static int run(const struct cli_common *cc, const char *file, struct sim_flags *f)
 {
     struct api_presets p = {0};
@@ -541,6 +599,8 @@ static int run(const struct cli_common *cc, const char *file, struct sim_flags *
         rc = check_timeline_shown(cc, f);
     if (rc == 0)
         rc = cli_check_output(cc->output);
+    if (rc == 0)
+        rc = check_perfetto_not_stdout(cc, f);
     if (rc == 0)
         rc = cli_check_output(f->perfetto);
     if (rc == 0)
