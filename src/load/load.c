@@ -950,6 +950,22 @@ static void resume_owed(struct run *r)
                  "; %d of the %d engines paused for the weight update did not resume", left, owed);
 }
 
+/* A run whose every trajectory reached the timeout trained nothing, which its zeros would not
+ * say: an error naming the key, as libra sim's. */
+static void check_some_trained(struct run *r)
+{
+    int64_t trained = 0, timed_out = 0;
+    for (int i = 0; i < r->res->n_steps; i++) {
+        trained += r->res->steps[i].trajectories;
+        timed_out += r->res->steps[i].timed_out;
+    }
+    if (trained == 0 && timed_out > 0)
+        stop(r,
+             "rl.trajectory_timeout_s %g s stopped every trajectory of the %d steps (%lld): "
+             "nothing trained; the limit must exceed the workload's trajectories",
+             r->c->trajectory_timeout_s, r->res->n_steps, (long long)timed_out);
+}
+
 int load_run(const struct load_config *c, struct event_base *base, struct net_client *client,
              struct load_result *res)
 {
@@ -986,6 +1002,8 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
                  res->n_steps, c->steps);
         r.failed = true;
     }
+    if (!r.failed)
+        check_some_trained(&r);
     if (r.failed)
         resume_owed(&r);
     if (r.trainer) {

@@ -154,9 +154,10 @@ int load_check_source(const struct load_config *c, char *why, size_t size);
 /*
  * Runs the job on base (dispatching it until done) with client for the requests. Returns 0,
  * or -1 with result->error set (every engine dead, an engine refused a request with a 4xx, a
- * weight update failed, load_check_source refused c, or the caller broke base's loop, from a
- * signal's event say: "interrupted after N of M steps"); the steps finished are in *result
- * either way. Free with load_result_free.
+ * weight update failed, every trajectory reached config.trajectory_timeout_s so nothing
+ * trained, load_check_source refused c, or the caller broke base's loop, from a signal's event
+ * say: "interrupted after N of M steps"); the steps finished are in *result either way. Free
+ * with load_result_free.
  */
 int load_run(const struct load_config *c, struct event_base *base, struct net_client *client,
              struct load_result *result);

@@ -8,6 +8,8 @@ docs/load.md).
   URL): the API's paths are appended to a base URL, so every turn would go to a wrong target.
 - `--set rl.sync_mode=keep` with `--style areal` or `slime`, whose clients abort the turns in
   flight for an update their own way, is refused: it would change nothing.
+- A `libra load` run whose every trajectory reached `rl.trajectory_timeout_s` stops with an
+  error naming the key (exit 1, the steps printed), not a table of zeros and exit 0.
 - `libra emu --ports-file -` is refused: the ready lines go to standard output already, and
   twice them would read as twice the instances.
 - `libra emu --host` with brackets that enclose nothing or no whole address (`[]`, `[::1`,
@@ -71,6 +73,17 @@ def test_load_stopped_by_a_signal_says_so_and_exits_128_plus_it(tmp_path, sig, n
         doc = json.loads(stdout)  # a whole document: the steps finished, and why it stopped
         assert doc["error"].startswith("interrupted after ") and len(doc["steps"]) < 100000
         assert out.read_text().startswith('{"libra_trace"')
+
+
+def test_load_whose_every_trajectory_timed_out_says_nothing_trained():
+    with Emu("--instances", "tp1x2", scale=SCALE) as emu:
+        urls = ",".join(i["url"] for i in emu.instances)
+        r = run("load", "--engines", urls, "--time-scale", SCALE, "--steps", "2", "--batch", "8",
+                "--set", "rl.trajectory_timeout_s=0.001", "--json")
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "rl.trajectory_timeout_s 0.001 s stopped every trajectory" in r.stderr, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["error"].startswith("rl.trajectory_timeout_s") and len(doc["steps"]) == 2
 
 
 def is_paused(port):
