@@ -417,8 +417,11 @@ static int load_trace(const struct api_presets *p, const struct libra_config *cf
             atomic_fetch_add(read, 1);
         }
         sched_eval_trace_index(&ev->ev);
-        if (t->group_size > 0) /* route eval replays the trace's groups as they are */
-            pc.rl.samples = t->group_size;
+        if (t->group_size > 0) { /* route eval replays the trace's groups as they are */
+            int g = (int)t->group_size, whole = pc.rl.batch_trajectories / g * g;
+            pc.rl.samples = g; /* and plans batches of whole groups, at least one */
+            pc.rl.batch_trajectories = whole > 0 ? whole : g;
+        }
         plan_trace(&in, &pc, plan);
     }
     api_traces_free(&ts);

@@ -583,6 +583,11 @@ int sim_input_check(const struct sim_input *in, struct libra_error *err)
                          "the trace's GRPO groups are %lld trajectories (its header's group_size), "
                          "not rl.samples = %zu: set rl.samples to %lld",
                          (long long)group, samples, (long long)group);
+    if (in->cfg->rl.batch_trajectories % in->cfg->rl.samples != 0) /* a caller's config */
+        return error_set(err, NULL, 0, 0,
+                         "rl.batch_trajectories %d is not a multiple of rl.samples (%d): "
+                         "training takes whole groups",
+                         in->cfg->rl.batch_trajectories, in->cfg->rl.samples);
     if (in->trace && in->trace->n < samples)
         return error_set(err, NULL, 0, 0,
                          "the trace holds %zu trajector%s, fewer than one group of rl.samples = "

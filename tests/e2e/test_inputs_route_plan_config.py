@@ -11,6 +11,9 @@
 - `plan.homogeneous_rollout` with a `plan.tp_pattern` of several TP sizes is refused naming
   both (every command and `config check`), not searched into "no feasible plan".
 - A real key given as -0.0 is 0: `config show` prints 0.0 and the digest of 0.0.
+- `route eval` on a trace whose group size does not divide the batch (Search-R1's 5 against the
+  default 32) plans batches of whole groups; it wrote past the length sample's end (heap
+  corruption, exit 134).
 
 Needs LIBRA_BIN.
 """
@@ -165,3 +168,13 @@ def test_negative_zero_is_zero(tmp_path, value):
         assert doc["config_digest"] == zero["config_digest"]
     r = run("config", "show", str(config))
     assert '"overprovision_frac": 0.0' in r.stdout, r.stdout
+
+
+@pytest.mark.parametrize("steps", ["2", "20"])
+def test_route_eval_plans_a_trace_whose_groups_do_not_divide_the_batch(tmp_path, steps):
+    path = str(tmp_path / "sr1.jsonl")
+    r = run("trace", "gen", "search-r1", "--steps", steps, "--seed", "1", "-o", path)
+    assert r.returncode == 0, r.stderr
+    r = run("route", "eval", path, "--train-steps", "1", "--policy", "cmlfq", "--json")
+    assert r.returncode == 0, (r.returncode, r.stderr)
+    assert json.loads(r.stdout)["regret"]["planned_step_s"] > 0
