@@ -307,7 +307,8 @@ void cli_common_help(const struct cli_common *cc, const char *text, FILE *out)
     if (cc->groups & CLI_FLAGS_JSONL)
         fprintf(out, "  %-20s print JSON Lines; the first line is a header\n", "--jsonl");
     if (cc->groups & CLI_FLAGS_OUTPUT)
-        fprintf(out, "  %-20s write to FILE instead of stdout\n", "-o, --output FILE");
+        fprintf(out, "  %-20s %s\n", "-o, --output FILE",
+                cc->output_doc ? cc->output_doc : "write to FILE instead of stdout");
     if (cc->groups & CLI_FLAGS_JOBS)
         fprintf(out,
                 "  %-20s threads for independent runs (default: the machine's cores, %d);\n"

@@ -58,6 +58,7 @@ struct cli_common {
     size_t n_preset_files;
     bool json, jsonl;
     const char *output;     /* -o value, or NULL for stdout */
+    const char *output_doc; /* what -o writes, for the help; NULL: the result, not to stdout */
     int jobs;               /* --jobs; default: the machine's cores */
     bool progress;          /* --progress */
     struct option *options; /* the command's options, then the common ones; owned */

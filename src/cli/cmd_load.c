@@ -47,9 +47,6 @@ static const char help[] =
     "  --time-scale F    wall seconds per emulated second of tool and training time (default\n"
     "                    1; match the emulator's)\n"
     "  --trace FILE      replay a trace's trajectories (workload.trace)\n"
-    "  -o FILE           write the trajectories trained or dropped as a trace\n"
-    "                    (docs/trace-format.md): the turns as the client saw them (the table or\n"
-    "                    --json stays on standard output)\n"
     "  --style NAME      the RL framework's client: plain (default: libra's request object,\n"
     "                    rl.sync_mode), areal, slime, skyrl (vLLM; needs its development-mode\n"
     "                    endpoints) — docs/load.md \"Client styles\"\n"
@@ -503,6 +500,9 @@ int cmd_load(int argc, char **argv)
                     CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT |
                         CLI_FLAGS_PROGRESS,
                     "", own_options);
+    cc.output_doc = "write the trajectories trained or dropped as a trace\n"
+                    "                       (docs/trace-format.md): the turns as the client saw\n"
+                    "                       them; the table or --json stays on standard output";
     struct opts o = {.time_scale = 1};
     struct api_presets p = {0};
     struct api_traces ts = {0};
