@@ -96,8 +96,8 @@ static int read_instances(struct plan_fleet *out, const struct ujson_doc *doc,
     const json_t *c;
     json_object_foreach((json_t *)inst, key, c)
     {
-        char path[64];
-        snprintf(path, sizeof path, "rollout/instances/%s", key);
+        char buf[256];
+        const char *path = ujson_member_path(buf, sizeof buf, "rollout/instances", key);
         int t = 0;
         while (t < PLAN_NTP && strcmp(key, tp_names[t]) != 0)
             t++;

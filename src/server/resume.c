@@ -59,7 +59,7 @@ static void fold(struct gw_resume *s, json_t *answer, int64_t instance)
     json_t *meta = json_object_get(answer, "meta_info");
     json_int_t n = segment_tokens(meta);
     json_t *segment =
-        json_pack("{s:I, s:O, s:I}", "instance", (json_int_t)instance, "weight_version",
+        json_pack("{s:I, s:O?, s:I}", "instance", (json_int_t)instance, "weight_version",
                   json_object_get(meta, "weight_version"), "completion_tokens", n);
     s->tokens += n;
     s->segments++;

@@ -267,8 +267,8 @@ static int bucket_from_json(struct spec_bucket *b, const struct ujson_doc *doc, 
     {
         if (strcmp(key, "max_tokens") != 0 && strcmp(key, "tp") != 0 &&
             strcmp(key, "instances") != 0) {
-            snprintf(sub, sizeof sub, "%s/%s", path, key);
-            return ujson_errorf(err, doc, sub, "unknown key (expected max_tokens, tp, instances)");
+            return ujson_errorf(err, doc, ujson_member_path(sub, sizeof sub, path, key),
+                                "unknown key (expected max_tokens, tp, instances)");
         }
     }
     snprintf(sub, sizeof sub, "%s/max_tokens", path);
@@ -300,8 +300,8 @@ static int layout_from_json_object(struct spec_bucket_layout *out, const struct 
     json_object_foreach((json_t *)v, key, m)
     {
         if (strcmp(key, "buckets") != 0) {
-            snprintf(sub, sizeof sub, "%s%s%s", path, *path ? "/" : "", key);
-            return ujson_errorf(err, doc, sub, "unknown key (expected buckets)");
+            return ujson_errorf(err, doc, ujson_member_path(sub, sizeof sub, path, key),
+                                "unknown key (expected buckets)");
         }
     }
     const json_t *arr = json_object_get(v, "buckets");

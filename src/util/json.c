@@ -261,6 +261,26 @@ static void dotted_path(const char *path, char *out, size_t size)
     out[n] = '\0';
 }
 
+const char *ujson_member_path(char *out, size_t size, const char *path, const char *key)
+{
+    size_t n = strlen(path);
+    if (n + 2 > size)
+        return path;
+    memcpy(out, path, n);
+    if (n)
+        out[n++] = '/';
+    for (const char *c = key; *c; c++) {
+        const char *put = *c == '~' ? "~0" : *c == '/' ? "~1" : NULL;
+        size_t k = put ? 2 : 1;
+        if (n + k + 1 > size)
+            return path;
+        memcpy(out + n, put ? put : c, k);
+        n += k;
+    }
+    out[n] = '\0';
+    return out;
+}
+
 int ujson_errorf(struct libra_error *err, const struct ujson_doc *doc, const char *path,
                  const char *fmt, ...)
 {

@@ -55,6 +55,13 @@ void ujson_doc_free(struct ujson_doc *doc);
 int ujson_locate(const struct ujson_doc *doc, const char *path, int *line, int *col);
 
 /*
+ * The path of member key of the value at path ("" for the root), key escaped as a JSON Pointer
+ * component ('~' as "~0", '/' as "~1"), written to out (size bytes); path itself when that does
+ * not fit, so that an error still points into the document (at the member's parent).
+ */
+const char *ujson_member_path(char *out, size_t size, const char *path, const char *key);
+
+/*
  * Fills err with doc's name, the position of path (0:0 when doc is NULL or the path is absent)
  * and a message "PATH: MSG" (path shown with '.' separators, e.g. "cluster.gpus"). Returns
  * LIBRA_EINVAL.
