@@ -600,6 +600,31 @@ static bool training_on(const struct libra_config *c)
     return (c->sim.modes & (SPEC_SIM_COLOCATED | SPEC_SIM_ASYNC | SPEC_SIM_LIBRA)) != 0;
 }
 
+/* A mode that routes turns over buckets by sched.policy: libra's, and the rollout mode's fleet
+ * of sched.buckets (colocated and async run one TP size with least-connections routing). */
+static bool routed_on(const struct libra_config *c)
+{
+    return (c->sim.modes & (SPEC_SIM_LIBRA | SPEC_SIM_ROLLOUT)) != 0;
+}
+
+static bool libra_on(const struct libra_config *c)
+{
+    return (c->sim.modes & SPEC_SIM_LIBRA) != 0;
+}
+
+/* libra sim verifies the planner's candidates in its libra mode; 0 is verification off,
+ * whatever the modes. */
+static bool sim_verify_count_acts(const struct libra_config *c)
+{
+    return c->plan.verify_candidates == 0 || libra_planned(c);
+}
+
+/* cmlfq_h's prior over a prompt's attempts, where a routed mode runs it. */
+static bool attempts_weighed(const struct libra_config *c)
+{
+    return routed_on(c) && c->sched.policy == SCHED_CMLFQ_H;
+}
+
 /* async's splits are searched (sim/experiment.c's tune): sim.tune_grid bounds the search. */
 static bool async_splits_tuned(const struct libra_config *c)
 {
@@ -674,6 +699,7 @@ static bool plan_verify_count_acts(const struct libra_config *c)
 #define REPLANNING LIBRA_PLANNED ", and plan.replan_interval_steps above 0 or plan.replan_pressure"
 #define PLAN_SIMULATES "plan.verify_candidates above 0 and plan.mode async"
 #define UPDATES "async or libra in sim.modes"
+#define ROUTING_MODES "libra or rollout in sim.modes"
 #define TRAINING "colocated, async or libra in sim.modes"
 /* A key of libra sim's weight updates or trainer; the other commands that read it act on it
  * whatever sim.modes (libra plan plans its async job). */
@@ -716,6 +742,17 @@ static const struct spec_dependent dependents[] = {
     SIM_MODE_KEY("rl.minibatches", training_on, TRAINING),
     SIM_MODE_KEY("rl.old_logprob", training_on, TRAINING),
     SIM_MODE_KEY("rl.reference", training_on, TRAINING),
+    SIM_MODE_KEY("sched.policy", routed_on, ROUTING_MODES),
+    SIM_MODE_KEY("sched.buckets", routed_on, ROUTING_MODES),
+    SIM_MODE_KEY("sched.rebuild_interval", routed_on, ROUTING_MODES),
+    SIM_MODE_KEY("sched.shrink_visits", routed_on, ROUTING_MODES),
+    SIM_MODE_KEY("sched.empirical_shrink", routed_on, ROUTING_MODES),
+    SIM_MODE_KEY("sched.attempt_shrink", attempts_weighed,
+                 ROUTING_MODES " and sched.policy cmlfq_h"),
+    SIM_MODE_KEY("sim.planner", libra_on, "libra in sim.modes"),
+    SIM_MODE_KEY("plan.homogeneous_rollout", libra_planned, LIBRA_PLANNED),
+    SIM_MODE_KEY("plan.verify_candidates", sim_verify_count_acts, LIBRA_PLANNED),
+    SIM_MODE_KEY("plan.verify_steps", libra_planned, LIBRA_PLANNED),
     {"ehp.signal", pool_on, "ehp.enabled", ~(unsigned)SPEC_READ_SERVE, NULL, NULL},
     {"plan.verify_candidates", plan_verify_count_acts, "plan.mode async", SPEC_READ_PLAN, NULL,
      plan_simulates_nothing},

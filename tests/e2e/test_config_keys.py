@@ -346,6 +346,7 @@ SWITCHED_ON = {
     "rl.max_gen_batches": ("rl.dynamic_sampling=regenerate",),
     "sim.fail_instance": ("sim.fail_time_s=100",),
     "ehp.signal": ("ehp.enabled=true",),
+    "sched.attempt_shrink": ("sched.policy=cmlfq_h",),
 }
 SWITCHED_OFF = {
     "rl.gen_batch_factor": ("rl.dynamic_sampling=regenerate",),
@@ -377,9 +378,14 @@ PARTLY_OFF = {
         "rl.max_staleness", "rl.sync_interval", "rl.sync_mode", "rl.transport")},
     **{(key, "sim"): ("sim.modes=rollout", FLEET_SET) for key in (
         "rl.minibatches", "rl.old_logprob", "rl.reference")},
+    # the router's keys act in the modes that route over buckets, the planner's in libra's
+    **{(key, "sim"): ("sim.modes=colocated",) for key in (
+        "sched.policy", "sched.buckets", "sched.rebuild_interval", "sched.shrink_visits",
+        "sched.empirical_shrink", "sched.attempt_shrink", "sim.planner",
+        "plan.homogeneous_rollout", "plan.verify_candidates", "plan.verify_steps")},
 }
 # the value set where CHANGES's would act even with the switch off (0: verification off)
-PARTLY_VALUE = {("plan.verify_candidates", "plan"): "4",
+PARTLY_VALUE = {("plan.verify_candidates", "plan"): "4", ("plan.verify_candidates", "sim"): "4",
                 # CHANGES's 0 is below the sync interval: libra plan refuses the file's value
                 ("rl.max_staleness", "sim"): "8"}
 

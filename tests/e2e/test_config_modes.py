@@ -200,8 +200,8 @@ def test_a_grid_refuses_a_key_inert_at_every_point():
     the async cells of a sweep over the modes, and a sweep's tuning steps the attribution's
     tuned bars. A value inert at every point is refused as a single run refuses it, naming the
     first point's switch."""
-    proc = libra("sim", "--json", "--steps", "3", "--set", "plan.verify_candidates=0",
-                 "--sweep", "sim.modes=colocated,async", "--set", "sim.async_tp=2")
+    proc = libra("sim", "--json", "--steps", "3", "--sweep", "sim.modes=colocated,async",
+                 "--set", "sim.async_tp=2")
     assert proc.returncode == 0, proc.stderr
     layouts = [c["result"]["modes"] for c in json.loads(proc.stdout)["cells"]]
     assert layouts[1]["async"]["layout"]["instances"].startswith("tp2x"), layouts[1]

@@ -5,9 +5,12 @@ docs/cli.md).
   the asynchronous modes with an error naming rl.dynamic_sampling, as the planner and the
   colocated mode's bounded rounds do, instead of replacing dropped groups forever.
 - The weight-update keys (`rl.max_staleness`, `rl.sync_interval`, `rl.sync_mode`,
-  `rl.transport`) act in libra sim only with async or libra in sim.modes, and the trainer's
-  keys (`rl.minibatches`, `rl.old_logprob`, `rl.reference`) only with a mode that trains: a flag
-  setting one without them is refused; a file's value is taken (libra plan acts on it).
+  `rl.transport`) act in libra sim only with async or libra in sim.modes, the trainer's keys
+  (`rl.minibatches`, `rl.old_logprob`, `rl.reference`) only with a mode that trains, the
+  router's (`sched.*`) only with a mode that routes over buckets (libra, rollout;
+  `sched.attempt_shrink` with cmlfq_h), and the planner's and verification's (`sim.planner`,
+  `plan.homogeneous_rollout`, `plan.verify_*`) only with libra: a flag setting one without them
+  is refused; a file's value is taken (libra plan acts on it).
 - `--attribution` with a swept key that its colocated bar leaves aside runs (its points are one
   experiment by design), not refused as a value spelled twice.
 - `libra config check` refuses what libra plan, libra load and libra route eval refuse of the
@@ -92,6 +95,18 @@ ROLLOUT = ("--set", "sim.modes=rollout", "--set", "sched.buckets=tp4x2:30000")
     (ROLLOUT, "rl.minibatches=2"),
     (ROLLOUT, "rl.old_logprob=false"),
     (ROLLOUT, "rl.reference=true"),
+    (COLOCATED, "sched.policy=plas"),
+    (COLOCATED, "sched.buckets=tp4x2:30000"),
+    (COLOCATED, "sched.rebuild_interval=3"),
+    (COLOCATED, "sched.shrink_visits=3"),
+    (COLOCATED, "sched.empirical_shrink=false"),
+    (COLOCATED, "sched.attempt_shrink=1"),
+    (COLOCATED, "sim.planner=false"),
+    (COLOCATED, "plan.homogeneous_rollout=true"),
+    (COLOCATED, "plan.verify_candidates=3"),
+    (ROLLOUT, "sim.planner=false"),
+    (ROLLOUT, "plan.verify_steps=5"),
+    (ROLLOUT, "sched.attempt_shrink=1"),
 ])
 def test_a_key_no_mode_run_uses_is_refused_from_a_flag(modes, setting):
     key, value = setting.split("=")
@@ -104,10 +119,12 @@ def test_a_key_no_mode_run_uses_is_refused_from_a_flag(modes, setting):
     (COLOCATED + ("--set", "sim.modes=colocated,async"), "rl.transport=nccl"),
     (ROLLOUT + ("--set", "sim.modes=rollout,libra"), "rl.sync_interval=2"),
     (COLOCATED, "rl.minibatches=2"),
+    (ROLLOUT, "sched.policy=plas"),
+    (ROLLOUT + ("--set", "sched.policy=cmlfq_h"), "sched.attempt_shrink=1"),
+    (COLOCATED + ("--set", "sim.modes=colocated,libra"), "plan.verify_candidates=3"),
 ])
 def test_the_key_is_taken_with_a_mode_that_uses_it(modes, setting):
-    r = run("sim", *SMALL, *modes, "--set", setting, "--set", "plan.verify_candidates=0",
-            "--json")
+    r = run("sim", *SMALL, *modes, "--set", setting, "--json")
     assert r.returncode in (0, 1), r.stderr  # 1: a layout that cannot run is a result
     assert "has no effect" not in r.stderr, r.stderr
 
