@@ -16,6 +16,7 @@
 #include "cost/shape.h"
 #include "ehp/lend.h"
 #include "load/load.h"
+#include "net/addr.h"
 #include "net/client.h"
 #include "net/http.h"
 #include "plan/plan.h"
@@ -91,29 +92,16 @@ static const char *admin_token(void)
 
 static int parse_engines(const struct cli_command *cmd, const char *arg, struct opts *o)
 {
-    size_t len = strlen(arg);
-    if (len && (arg[0] == ',' || arg[len - 1] == ',' || strstr(arg, ",,"))) /* a URL left out? */
-        return cli_usage_error(cmd, "--engines: an empty item in '%s' (URLs are comma-separated)",
-                               arg);
     free(o->engines);
     o->engines = xstrdup(arg);
-    o->n_urls = 0;
-    char *save = NULL;
-    for (char *u = strtok_r(o->engines, ",", &save); u; u = strtok_r(NULL, ",", &save)) {
-        if (strncmp(u, "http://", 7) != 0 || !u[7])
-            return cli_usage_error(cmd, "--engines: '%s' is not an http:// URL", u);
-        if (o->n_urls == MAX_ENGINES)
-            return cli_usage_error(cmd, "--engines: more than %d engines", MAX_ENGINES);
-        size_t n = strlen(u);
-        while (n > 7 && u[n - 1] == '/')
-            u[--n] = '\0';
-        const char *why = net_url_problem(u);
-        if (!why && strpbrk(u, "?#")) /* "/generate" after it would land in the query */
-            why = "a query or fragment in a base URL (the API's paths are appended to it)";
-        if (why)
-            return cli_usage_error(cmd, "--engines: '%s': %s", u, why);
-        o->urls[o->n_urls++] = u;
-    }
+    size_t size = strlen(arg) + NET_ADDR_WHY_EXTRA;
+    char *why = xmalloc(size);
+    int rc = net_base_urls_parse(o->engines, o->urls, MAX_ENGINES, &o->n_urls, why, size);
+    if (rc != 0)
+        rc = cli_usage_error(cmd, "--engines: %s", why);
+    free(why);
+    if (rc != 0)
+        return rc;
     size_t a, b; /* one server under two spellings: localhost and 127.0.0.1 */
     if (net_urls_twins(o->urls, (size_t)o->n_urls, &a, &b)) {
         if (strcmp(o->urls[a], o->urls[b]) == 0)
@@ -123,7 +111,7 @@ static int parse_engines(const struct cli_command *cmd, const char *arg, struct 
         return cli_usage_error(cmd, "--engines: '%s' and '%s' are one engine (both reach %s)",
                                o->urls[a], o->urls[b], key);
     }
-    return o->n_urls ? 0 : cli_usage_error(cmd, "--engines: expected at least one URL");
+    return 0;
 }
 
 static int own_flag(struct cli_common *cc, int c, struct opts *o)

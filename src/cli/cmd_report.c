@@ -17,6 +17,7 @@
 #include "report/report.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/parse.h"
 
 static const char help[] =
     "usage: libra report RESULT.json [MORE.json...] [-o FILE] [--svg DIR] [--steps A:B]\n"
@@ -51,16 +52,14 @@ struct report_flags {
 
 static int parse_steps(const struct cli_command *cmd, const char *arg, struct report_options *o)
 {
-    const char *colon = strchr(arg, ':');
-    char first[32];
-    if (!colon || (size_t)(colon - arg) >= sizeof first)
-        return cli_usage_error(cmd, "--steps: expected A:B, not '%s'", arg);
-    memcpy(first, arg, (size_t)(colon - arg));
-    first[colon - arg] = '\0';
-    int rc = cli_parse_int(cmd, "--steps", first, 0, INT64_MAX, &o->step_first);
-    if (rc == 0)
-        rc = cli_parse_int(cmd, "--steps", colon + 1, o->step_first, INT64_MAX, &o->step_last);
-    o->step_range = true;
+    size_t size = strlen(arg) + PARSE_WHY_EXTRA;
+    char *why = xmalloc(size);
+    int rc = 0;
+    if (parse_int_range(arg, 0, INT64_MAX, &o->step_first, &o->step_last, why, size) == 0)
+        o->step_range = true;
+    else
+        rc = cli_usage_error(cmd, "--steps: %s", why);
+    free(why);
     return rc;
 }
 

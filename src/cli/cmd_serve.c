@@ -13,6 +13,7 @@
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
+#include "net/addr.h"
 #include "net/http.h"
 #include "plan/fleet.h"
 #include "sched/router.h"
@@ -147,7 +148,7 @@ struct opts {
     struct gw_worker_spec pool[GW_POOL_REPLICAS_MAX];
     const char *pool_only; /* the first flag given that needs --pool-replica */
     bool core_given;       /* --pool-core-replicas given */
-    char host[256];
+    char host[NET_HOST_MAX];
     const char *mode, *token_file, *plan_file;
     char *token; /* owned */
     struct plan_fleet plan;
@@ -194,20 +195,18 @@ static int parse_pool_replica(const struct cli_command *cmd, const char *arg, st
 /* "HOST:PORT", an IPv6 HOST bracketed as in a URL ("[::1]:8000") or not ("::1:8000") */
 static int parse_listen(const struct cli_command *cmd, const char *arg, struct opts *o)
 {
-    const char *colon = strrchr(arg, ':');
-    int64_t port;
-    if (!colon || colon == arg || (size_t)(colon - arg) >= sizeof o->host)
-        return cli_usage_error(cmd, "--listen: expected HOST:PORT, got '%s'", arg);
-    bool bracketed = arg[0] == '[' && colon[-1] == ']';
-    if ((arg[0] == '[' || colon[-1] == ']') && (!bracketed || colon - arg < 3))
-        return cli_usage_error(cmd, "--listen: expected HOST:PORT or [IPV6]:PORT, got '%s'", arg);
-    if (cli_parse_int(cmd, "--listen port", colon + 1, 0, 65535, &port))
-        return LIBRA_EXIT_USAGE;
-    snprintf(o->host, sizeof o->host, "%.*s", (int)(colon - arg) - (bracketed ? 2 : 0),
-             arg + bracketed);
-    o->gw.host = o->host;
-    o->gw.port = (int)port;
-    return 0;
+    size_t size = strlen(arg) + NET_ADDR_WHY_EXTRA;
+    char *why = xmalloc(size);
+    int port, rc = net_listen_parse(arg, o->host, &port, why, size);
+    if (rc == 0) {
+        o->gw.host = o->host;
+        o->gw.port = port;
+    } else {
+        rc = cli_usage_error(cmd, "%s: %s",
+                             rc == NET_LISTEN_BAD_PORT ? "--listen port" : "--listen", why);
+    }
+    free(why);
+    return rc;
 }
 
 /* An output file's name: "-" is refused rather than taken as a file of that name or as standard

@@ -19,6 +19,7 @@
 #include "sim/sim.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/parse.h"
 #include "util/vec.h"
 #include "util/workers.h"
 
@@ -82,31 +83,6 @@ static void flags_free(struct sim_flags *f)
     vec_free(&f->seed_list);
 }
 
-/* Splits s at commas not escaped as "\,"; returns the malloc'd pieces (unescaped) in *out. */
-static size_t split_values(const char *s, char ***out)
-{
-    VEC(char *) v = {0};
-    size_t len = strlen(s);
-    char *cur = xcalloc(len + 1, 1);
-    size_t n = 0;
-    for (const char *c = s;; c++) {
-        if (*c == '\\' && c[1] == ',') {
-            cur[n++] = *++c;
-        } else if (*c == ',' || *c == '\0') {
-            cur[n] = '\0';
-            vec_push(&v, xstrdup(cur));
-            n = 0;
-            if (*c == '\0')
-                break;
-        } else {
-            cur[n++] = *c;
-        }
-    }
-    free(cur);
-    *out = v.v;
-    return v.n;
-}
-
 static int add_sweep(const struct cli_command *cmd, struct sim_flags *f, const char *arg)
 {
     const char *eq = strchr(arg, '=');
@@ -124,7 +100,7 @@ static int add_sweep(const struct cli_command *cmd, struct sim_flags *f, const c
             return cli_usage_error(cmd, "--sweep: %.*s is swept twice", (int)(eq - arg), arg);
         }
     char **values;
-    size_t n = split_values(eq + 1, &values);
+    size_t n = parse_list(eq + 1, &values);
     vec_push(&f->keys, ((struct sim_sweep_key){key, (const char *const *)values, n}));
     for (size_t i = 0; i < n; i++) {
         if (!values[i][0])
@@ -138,22 +114,16 @@ static int add_sweep(const struct cli_command *cmd, struct sim_flags *f, const c
 
 static int add_seed_list(const struct cli_command *cmd, struct sim_flags *f, const char *arg)
 {
-    char **items;
-    size_t n = split_values(arg, &items);
-    int rc = 0;
-    for (size_t i = 0; i < n; i++) {
-        int64_t seed;
-        if (rc == 0 &&
-            (rc = cli_parse_int(cmd, "--seed-list", items[i], 0, 9007199254740991LL, &seed)) == 0)
-            for (size_t j = 0; j < f->seed_list.n && rc == 0; j++)
-                if (f->seed_list.v[j] == seed) /* it would count one run twice in the quartiles */
-                    rc = cli_usage_error(cmd, "--seed-list: seed %lld is listed twice",
-                                         (long long)seed);
-        if (rc == 0)
-            vec_push(&f->seed_list, seed);
-        free(items[i]);
-    }
-    free(items);
+    size_t size = strlen(arg) + PARSE_WHY_EXTRA;
+    char *why = xmalloc(size);
+    /* a seed listed twice would count one run twice in the quartiles */
+    int rc = parse_int_list(arg, 0, 9007199254740991LL, "seed", &f->seed_list.v, &f->seed_list.n,
+                            why, size);
+    if (rc == 0)
+        f->seed_list.cap = f->seed_list.n;
+    else
+        rc = cli_usage_error(cmd, "--seed-list: %s", why);
+    free(why);
     return rc;
 }
 

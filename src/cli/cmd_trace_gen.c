@@ -52,7 +52,7 @@ static void key_range(const char *key, int64_t *lo, int64_t *hi)
 
 static int gen_flag(const struct cli_command *cmd, struct gen_flags *f, int c, const char *arg)
 {
-    int64_t seed, lo, hi;
+    int64_t seed = 0, lo, hi; /* seed: read below even when refused */
     int rc;
     switch (c) {
     case 'n':

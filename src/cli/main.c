@@ -2,7 +2,6 @@
  * libra — entry point: dispatches `libra <command>` through the command table and handles the
  * tool-wide flags (--help, --version).
  */
-#include <ctype.h>
 #include <errno.h>
 #include <event2/event.h>
 #include <jansson.h>
@@ -18,6 +17,7 @@
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/parse.h"
 #include "util/version.h"
 
 void cli_errorf(const char *fmt, ...)
@@ -41,33 +41,32 @@ int cli_usage_error(const struct cli_command *cmd, const char *fmt, ...)
     return LIBRA_EXIT_USAGE;
 }
 
+/* A why for the util/parse.h parsers that holds their reason about arg whole. */
+static char *why_for(const char *arg, size_t *size)
+{
+    *size = strlen(arg) + PARSE_WHY_EXTRA;
+    return xmalloc(*size);
+}
+
 int cli_parse_int(const struct cli_command *cmd, const char *flag, const char *arg, int64_t lo,
                   int64_t hi, int64_t *out)
 {
-    char *end;
-    errno = 0;
-    long long v = strtoll(arg, &end, 10);
-    /* strtoll skips leading white space, which a number written in a config file cannot have */
-    if (errno || end == arg || *end || isspace((unsigned char)*arg) || v < lo || v > hi)
-        return cli_usage_error(cmd, "%s: expected an integer in [%lld, %lld], not '%s'", flag,
-                               (long long)lo, (long long)hi, arg);
-    *out = v;
-    return 0;
+    size_t size;
+    char *why = why_for(arg, &size);
+    int rc = parse_int(arg, lo, hi, out, why, size) ? cli_usage_error(cmd, "%s: %s", flag, why) : 0;
+    free(why);
+    return rc;
 }
 
 int cli_parse_double(const struct cli_command *cmd, const char *flag, const char *arg, double lo,
                      double hi, double *out)
 {
-    char *end;
-    errno = 0;
-    double v = strtod(arg, &end);
-    /* decimal only, as a config file's number: strtod also reads " 1", "0x10" and "inf" */
-    if (errno || end == arg || *end || strspn(arg, "+-0123456789.eE") != strlen(arg) ||
-        !(v >= lo && v <= hi))
-        return cli_usage_error(cmd, "%s: expected a number in [%g, %g], not '%s'", flag, lo, hi,
-                               arg);
-    *out = v;
-    return 0;
+    size_t size;
+    char *why = why_for(arg, &size);
+    int rc =
+        parse_double(arg, lo, hi, out, why, size) ? cli_usage_error(cmd, "%s: %s", flag, why) : 0;
+    free(why);
+    return rc;
 }
 
 int cli_report_error(const struct libra_error *err)
