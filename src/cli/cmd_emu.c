@@ -20,6 +20,7 @@
 #include "plan/plan.h"
 #include "spec/bucket.h"
 #include "util/alloc.h"
+#include "util/parse.h"
 #include "util/strbuf.h"
 
 #define MAX_INSTANCES 256
@@ -78,12 +79,6 @@ static const struct option own_options[] = {
     {0},
 };
 
-struct fault_flag {
-    int instance;
-    double after_s, for_s;
-    bool stall;
-};
-
 struct opts {
     const char *instances, *host, *ports_file;
     char host_buf[256]; /* --host without an IPv6 address's brackets */
@@ -91,51 +86,21 @@ struct opts {
     int64_t base_port;
     bool dev_mode;
     struct net_limits limits;
-    struct fault_flag faults[64];
+    struct emu_fault_flag faults[64];
     int n_faults;
 };
 
 /* Whether item (a key of a fault flag) already has a value in f. */
-static bool repeated(const char *item, const struct fault_flag *f)
-{
-    return (strcmp(item, "instance") == 0 && f->instance >= 0) ||
-           (strcmp(item, "after_s") == 0 && f->after_s >= 0) ||
-           (strcmp(item, "for_s") == 0 && f->for_s >= 0);
-}
-
-/* "instance=I,after_s=T[,for_s=D]" */
+/* "instance=I,after_s=T[,for_s=D]" (emu_fault_parse), refused naming the flag */
 static int parse_fault(const struct cli_command *cmd, const char *arg, bool stall,
-                       struct fault_flag *f)
+                       struct emu_fault_flag *f)
 {
-    const char *flag = stall ? "--stall" : "--fail";
-    *f = (struct fault_flag){.instance = -1, .after_s = -1, .for_s = -1, .stall = stall};
-    char *copy = xstrdup(arg), *save = NULL;
-    int rc = 0;
-    for (char *item = strtok_r(copy, ",", &save); item && !rc; item = strtok_r(NULL, ",", &save)) {
-        char *eq = strchr(item, '=');
-        if (eq)
-            *eq++ = '\0';
-        double v = 0;
-        if (!eq || cli_parse_double(cmd, flag, eq, 0, 1e9, &v))
-            rc = eq ? LIBRA_EXIT_USAGE
-                    : cli_usage_error(cmd, "%s: expected KEY=VALUE items, got '%s'", flag, item);
-        else if (repeated(item, f)) /* which of two values was meant cannot be told */
-            rc = cli_usage_error(cmd, "%s: '%s' given twice", flag, item);
-        else if (strcmp(item, "instance") == 0 && v == (int)v)
-            f->instance = (int)v;
-        else if (strcmp(item, "after_s") == 0)
-            f->after_s = v;
-        else if (strcmp(item, "for_s") == 0 && stall)
-            f->for_s = v;
-        else
-            rc = cli_usage_error(cmd, "%s: unknown or malformed item '%s'", flag, item);
-    }
-    free(copy);
-    if (!rc && (f->instance < 0 || f->after_s < 0 || (stall && f->for_s < 0)))
-        rc = cli_usage_error(cmd, "%s: expected instance=I,after_s=T%s", flag,
-                             stall ? ",for_s=D" : "");
-    if (!rc && stall && f->for_s == 0) /* a stall of no time would change nothing */
-        rc = cli_usage_error(cmd, "%s: for_s must be above 0", flag);
+    size_t size = strlen(arg) + PARSE_WHY_EXTRA;
+    char *why = xmalloc(size);
+    int rc = emu_fault_parse(arg, stall, f, why, size) != 0
+                 ? cli_usage_error(cmd, "%s: %s", stall ? "--stall" : "--fail", why)
+                 : 0;
+    free(why);
     return rc;
 }
 
@@ -240,7 +205,7 @@ static int instance_configs(const struct api_presets *p, const struct libra_conf
         c->fault = (struct emu_fault){-1, -1, 0};
     }
     for (int k = 0; k < o->n_faults; k++) {
-        const struct fault_flag *f = &o->faults[k];
+        const struct emu_fault_flag *f = &o->faults[k];
         if (f->instance >= n) {
             cli_errorf("emu: %s: instance %d does not exist (there are %d)",
                        f->stall ? "--stall" : "--fail", f->instance, n);

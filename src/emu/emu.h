@@ -37,6 +37,23 @@ struct emu_fault {
     double stall_for_s;   /* ... for this long, then carries on */
 };
 
+/* A fault as `libra emu --fail` or `--stall` names it: instance i (>= 0), after after_s (>= 0)
+ * and, for a stall, for for_s (> 0) emulated seconds. */
+struct emu_fault_flag {
+    int instance;
+    double after_s, for_s;
+    bool stall;
+};
+
+/*
+ * Parses text, "instance=I,after_s=T" (a stall: ",for_s=D"), items in any order, each once,
+ * numbers in [0, 1e9] and I an integer, into *out. Returns 0, or -1 with *out untouched and the
+ * reason in why (size bytes, cut there; it quotes an item of the text, so strlen(text) +
+ * PARSE_WHY_EXTRA bytes, util/parse.h, hold it whole).
+ */
+int emu_fault_parse(const char *text, bool stall, struct emu_fault_flag *out, char *why,
+                    size_t size);
+
 struct emu_instance_config {
     int tp;
     int port; /* 0: chosen by the OS */
