@@ -19,18 +19,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
+
 #include "cost/calib.h"
 #include "cost/import.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void require(bool ok, const char *what)
-{
-    if (ok)
-        return;
-    fprintf(stderr, "fuzz_calib_log: %s\n", what);
-    abort();
-}
 
 static int count_lines(const char *text, size_t size)
 {
@@ -57,12 +49,12 @@ static void check_point(const struct cost_log_step *st)
     if (s.layout.given & (1u << COST_OPT_GPUS))
         s.gpus = (double)s.layout.value[COST_OPT_GPUS];
     if (cost_log_point(&s, &o, &shape, &seqs, &pt, why, sizeof why) != 0) {
-        require(why[0] != '\0', "point refused without a reason");
+        fuzz_require(why[0] != '\0', "point refused without a reason");
         return;
     }
     const struct cost_train_config *c = &pt.config;
-    require(seqs.n >= 1 && (double)seqs.n >= (double)c->dp * c->minibatches, "sequences");
-    require(lround(s.gpus) == (long)c->tp * c->pp * c->cp * c->dp, "layout and GPUs");
+    fuzz_require(seqs.n >= 1 && (double)seqs.n >= (double)c->dp * c->minibatches, "sequences");
+    fuzz_require(lround(s.gpus) == (long)c->tp * c->pp * c->cp * c->dp, "layout and GPUs");
     cost_train_seqs_free(&seqs);
 }
 
@@ -78,15 +70,16 @@ static void read_with(reader *read, const char *text, size_t size)
     if (read("fuzz", text, size, &steps, &skipped, &err) == 0) {
         for (size_t i = 0; i < steps.n; i++) {
             const struct cost_log_step *s = &steps.v[i];
-            require(s->line >= 1 && s->line <= lines, "step on no line");
-            require(isfinite(s->update_s) && s->update_s > 0.0 && isfinite(s->tokens) &&
-                        s->tokens > 0.0 && isfinite(s->seq_tokens) && s->seq_tokens > 0.0,
-                    "step values");
+            fuzz_require(s->line >= 1 && s->line <= lines, "step on no line");
+            fuzz_require(isfinite(s->update_s) && s->update_s > 0.0 && isfinite(s->tokens) &&
+                             s->tokens > 0.0 && isfinite(s->seq_tokens) && s->seq_tokens > 0.0,
+                         "step values");
             check_point(s);
         }
     } else {
-        require(err.msg[0] && strcmp(err.file, "fuzz") == 0, "refused without a message");
-        require(err.line >= 1 && err.line <= lines && err.col >= 1, "refused without a position");
+        fuzz_require(err.msg[0] && strcmp(err.file, "fuzz") == 0, "refused without a message");
+        fuzz_require(err.line >= 1 && err.line <= lines && err.col >= 1,
+                     "refused without a position");
     }
     vec_free(&steps);
 }

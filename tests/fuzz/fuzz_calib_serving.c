@@ -18,17 +18,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
+
 #include "cost/import.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void require(bool ok, const char *what)
-{
-    if (ok)
-        return;
-    fprintf(stderr, "fuzz_calib_serving: %s\n", what);
-    abort();
-}
 
 static bool positive(double v)
 {
@@ -37,16 +29,16 @@ static bool positive(double v)
 
 static void check_run(const struct cost_serving_run *r)
 {
-    require(r->line >= 1, "run without a line");
-    require(r->decoded >= 1 && r->decoded + r->failed <= r->requests, "request counts");
+    fuzz_require(r->line >= 1, "run without a line");
+    fuzz_require(r->decoded >= 1 && r->decoded + r->failed <= r->requests, "request counts");
     struct cost_decode_point p;
     cost_serving_point(r, 1, &p);
-    require(positive(p.measured_s) && positive(p.decode_seqs) && positive(p.ctx_tokens),
-            "decode point not positive");
-    require(p.decode_seqs <= (double)r->decoded * (1.0 + 1e-9), "batch above the requests");
-    require(r->prefill_share >= 0.0 && r->prefill_share <= 1.0, "prefill share outside 0..1");
-    require(p.prefill_tokens >= 0.0 && p.prefill_seqs >= 0.0 && p.prefill_pairs >= 0.0,
-            "prefill below zero");
+    fuzz_require(positive(p.measured_s) && positive(p.decode_seqs) && positive(p.ctx_tokens),
+                 "decode point not positive");
+    fuzz_require(p.decode_seqs <= (double)r->decoded * (1.0 + 1e-9), "batch above the requests");
+    fuzz_require(r->prefill_share >= 0.0 && r->prefill_share <= 1.0, "prefill share outside 0..1");
+    fuzz_require(p.prefill_tokens >= 0.0 && p.prefill_seqs >= 0.0 && p.prefill_pairs >= 0.0,
+                 "prefill below zero");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -56,14 +48,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct libra_error err = {0};
     enum cost_import_kind kind = cost_import_detect(text, size);
     if (cost_import_serving("fuzz", text, size, &runs, &err) == 0) {
-        require(runs.n >= 1, "no run and no error");
-        require(kind == COST_IMPORT_SERVING || kind == COST_IMPORT_TRACE,
-                "runs from a non-JSON text");
+        fuzz_require(runs.n >= 1, "no run and no error");
+        fuzz_require(kind == COST_IMPORT_SERVING || kind == COST_IMPORT_TRACE,
+                     "runs from a non-JSON text");
         for (size_t i = 0; i < runs.n; i++)
             check_run(&runs.v[i]);
     } else {
-        require(err.msg[0] && strcmp(err.file, "fuzz") == 0, "refused without a message");
-        require(err.line >= 1 && err.col >= 1, "refused without a position");
+        fuzz_require(err.msg[0] && strcmp(err.file, "fuzz") == 0, "refused without a message");
+        fuzz_require(err.line >= 1 && err.col >= 1, "refused without a position");
     }
     vec_free(&runs);
     return 0;

@@ -15,11 +15,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
+
 #include "util/alloc.h"
 #include "util/parse.h"
 #include "util/strbuf.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static const int64_t int_ranges[][2] = {
     {INT64_MIN, INT64_MAX}, {0, INT64_MAX}, {1, 65535}, {0, 65535}, {0, 9007199254740991},
@@ -33,24 +33,16 @@ static const double double_ranges[][2] = {
 #define N_DOUBLE (sizeof double_ranges / sizeof double_ranges[0])
 #define GUARD INT64_C(-4242424242)
 
-static void require(bool ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_cli_values: %s\n", what);
-        abort();
-    }
-}
-
 /* A refusal's why: non-empty, whole (not cut), and, when quote, ending in 'TEXT'. */
 static void check_why(const char *why, size_t size, const char *text, bool quote)
 {
     size_t n = strnlen(why, size);
-    require(n > 0 && n < size - 1, "a refusal's reason is empty or cut");
+    fuzz_require(n > 0 && n < size - 1, "a refusal's reason is empty or cut");
     if (quote) {
         size_t t = strlen(text);
-        require(n >= t + 2 && why[n - 1] == '\'' && why[n - t - 2] == '\'' &&
-                    memcmp(why + n - t - 1, text, t) == 0,
-                "a refusal's reason does not quote the text");
+        fuzz_require(n >= t + 2 && why[n - 1] == '\'' && why[n - t - 2] == '\'' &&
+                         memcmp(why + n - t - 1, text, t) == 0,
+                     "a refusal's reason does not quote the text");
     }
 }
 
@@ -66,17 +58,17 @@ static void check_int(const char *text, int64_t lo, int64_t hi, char *why, size_
     int64_t v = GUARD;
     why[0] = '\0';
     if (parse_int(text, lo, hi, &v, why, size) != 0) {
-        require(v == GUARD, "a refused integer was written");
+        fuzz_require(v == GUARD, "a refused integer was written");
         check_why(why, size, text, true);
         return;
     }
-    require(v >= lo && v <= hi, "an accepted integer is out of its range");
-    require(integer_text(text), "an accepted integer is not sign and digits");
+    fuzz_require(v >= lo && v <= hi, "an accepted integer is out of its range");
+    fuzz_require(integer_text(text), "an accepted integer is not sign and digits");
     char back[32];
     int64_t again = GUARD;
     snprintf(back, sizeof back, "%lld", (long long)v);
-    require(parse_int(back, lo, hi, &again, why, size) == 0 && again == v,
-            "an integer written back does not parse to itself");
+    fuzz_require(parse_int(back, lo, hi, &again, why, size) == 0 && again == v,
+                 "an integer written back does not parse to itself");
 }
 
 static void check_double(const char *text, double lo, double hi, char *why, size_t size)
@@ -84,17 +76,18 @@ static void check_double(const char *text, double lo, double hi, char *why, size
     double v = -12345.5;
     why[0] = '\0';
     if (parse_double(text, lo, hi, &v, why, size) != 0) {
-        require(v == -12345.5, "a refused number was written");
+        fuzz_require(v == -12345.5, "a refused number was written");
         check_why(why, size, text, true);
         return;
     }
-    require(isfinite(v) && v >= lo && v <= hi, "an accepted number is out of its range");
-    require(strspn(text, "+-0123456789.eE") == strlen(text), "an accepted number has other bytes");
+    fuzz_require(isfinite(v) && v >= lo && v <= hi, "an accepted number is out of its range");
+    fuzz_require(strspn(text, "+-0123456789.eE") == strlen(text),
+                 "an accepted number has other bytes");
     char back[64];
     double again = -12345.5;
     snprintf(back, sizeof back, "%.17g", v);
-    require(parse_double(back, lo, hi, &again, why, size) == 0 && again == v,
-            "a number written back does not parse to itself");
+    fuzz_require(parse_double(back, lo, hi, &again, why, size) == 0 && again == v,
+                 "a number written back does not parse to itself");
 }
 
 /* items[0..n) joined with commas, each comma inside an item escaped as "\,". */
@@ -121,7 +114,7 @@ static void check_list(const char *text)
 {
     char **items;
     size_t n = parse_list(text, &items);
-    require(n >= 1, "a list has no item");
+    fuzz_require(n >= 1, "a list has no item");
     size_t bytes = n - 1; /* the separating commas */
     for (size_t i = 0; i < n; i++) {
         size_t len = strlen(items[i]);
@@ -129,13 +122,13 @@ static void check_list(const char *text)
         for (size_t k = 0; k < len; k++)
             bytes += items[i][k] == ','; /* its backslash */
     }
-    require(bytes == strlen(text), "a list's items do not account for its text");
+    fuzz_require(bytes == strlen(text), "a list's items do not account for its text");
     char *joined = join_escaped(items, n);
     char **again;
     size_t m = parse_list(joined, &again);
-    require(m == n, "a list joined again splits into another count");
+    fuzz_require(m == n, "a list joined again splits into another count");
     for (size_t i = 0; i < n; i++)
-        require(strcmp(items[i], again[i]) == 0, "a list joined again splits differently");
+        fuzz_require(strcmp(items[i], again[i]) == 0, "a list joined again splits differently");
     free_items(again, m);
     free(joined);
     free_items(items, n);
@@ -158,21 +151,21 @@ static void check_int_list(const char *text, int64_t lo, int64_t hi, bool prior,
     size_t k = parse_list(text, &items);
     why[0] = '\0';
     if (parse_int_list(text, lo, hi, "seed", &vals, &n, why, size) != 0) {
-        require(vals == before && n == n_before, "a refused list changed the values");
+        fuzz_require(vals == before && n == n_before, "a refused list changed the values");
         check_why(why, size, text, false);
     } else {
-        require(n == n_before + k, "an accepted list added another count of values");
-        require(!prior || (vals[0] == lo && (n_before == 1 || vals[1] == hi)),
-                "an accepted list changed the earlier values");
+        fuzz_require(n == n_before + k, "an accepted list added another count of values");
+        fuzz_require(!prior || (vals[0] == lo && (n_before == 1 || vals[1] == hi)),
+                     "an accepted list changed the earlier values");
         for (size_t i = 0; i < n; i++) {
-            require(vals[i] >= lo && vals[i] <= hi, "a listed integer is out of its range");
+            fuzz_require(vals[i] >= lo && vals[i] <= hi, "a listed integer is out of its range");
             for (size_t j = 0; j < i; j++)
-                require(vals[i] != vals[j], "a listed integer is there twice");
+                fuzz_require(vals[i] != vals[j], "a listed integer is there twice");
         }
         for (size_t i = 0; i < k; i++) {
             int64_t v = GUARD;
-            require(parse_int(items[i], lo, hi, &v, why, size) == 0 && v == vals[n_before + i],
-                    "a listed integer is not its item's");
+            fuzz_require(parse_int(items[i], lo, hi, &v, why, size) == 0 && v == vals[n_before + i],
+                         "a listed integer is not its item's");
         }
     }
     free_items(items, k);
@@ -184,16 +177,16 @@ static void check_range(const char *text, int64_t lo, int64_t hi, char *why, siz
     int64_t a = GUARD, b = GUARD;
     why[0] = '\0';
     if (parse_int_range(text, lo, hi, &a, &b, why, size) != 0) {
-        require(a == GUARD && b == GUARD, "a refused range was written");
+        fuzz_require(a == GUARD && b == GUARD, "a refused range was written");
         check_why(why, size, NULL, false);
         return;
     }
-    require(lo <= a && a <= b && b <= hi, "an accepted range is not lo <= A <= B <= hi");
+    fuzz_require(lo <= a && a <= b && b <= hi, "an accepted range is not lo <= A <= B <= hi");
     char back[64];
     int64_t a2 = GUARD, b2 = GUARD;
     snprintf(back, sizeof back, "%lld:%lld", (long long)a, (long long)b);
-    require(parse_int_range(back, lo, hi, &a2, &b2, why, size) == 0 && a2 == a && b2 == b,
-            "a range written back does not parse to itself");
+    fuzz_require(parse_int_range(back, lo, hi, &a2, &b2, why, size) == 0 && a2 == a && b2 == b,
+                 "a range written back does not parse to itself");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)

@@ -12,19 +12,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
+
 #include "emu/emu.h"
 #include "util/alloc.h"
 #include "util/parse.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void require(bool ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_emu_fault: %s\n", what);
-        abort();
-    }
-}
 
 static bool same(const struct emu_fault_flag *a, const struct emu_fault_flag *b)
 {
@@ -34,13 +26,13 @@ static bool same(const struct emu_fault_flag *a, const struct emu_fault_flag *b)
 
 static void check_accepted(const struct emu_fault_flag *f, bool stall)
 {
-    require(f->stall == stall, "the kind of fault changed");
-    require(f->instance >= 0 && f->instance <= 1000000000, "an instance out of range");
-    require(f->after_s >= 0 && f->after_s <= 1e9, "after_s out of range");
+    fuzz_require(f->stall == stall, "the kind of fault changed");
+    fuzz_require(f->instance >= 0 && f->instance <= 1000000000, "an instance out of range");
+    fuzz_require(f->after_s >= 0 && f->after_s <= 1e9, "after_s out of range");
     if (stall)
-        require(f->for_s > 0 && f->for_s <= 1e9, "a stall's for_s out of range");
+        fuzz_require(f->for_s > 0 && f->for_s <= 1e9, "a stall's for_s out of range");
     else
-        require(f->for_s == -1, "a failure with a for_s");
+        fuzz_require(f->for_s == -1, "a failure with a for_s");
     char text[128], why[128 + PARSE_WHY_EXTRA];
     if (stall)
         snprintf(text, sizeof text, "for_s=%.17g,instance=%d,after_s=%.17g", f->for_s, f->instance,
@@ -48,8 +40,9 @@ static void check_accepted(const struct emu_fault_flag *f, bool stall)
     else
         snprintf(text, sizeof text, "after_s=%.17g,instance=%d", f->after_s, f->instance);
     struct emu_fault_flag again;
-    require(emu_fault_parse(text, stall, &again, why, sizeof why) == 0, "written back, refused");
-    require(same(f, &again), "written back, a different fault");
+    fuzz_require(emu_fault_parse(text, stall, &again, why, sizeof why) == 0,
+                 "written back, refused");
+    fuzz_require(same(f, &again), "written back, a different fault");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -66,9 +59,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct emu_fault_flag sentinel = {.instance = 12345, .after_s = 6.5, .for_s = 7.5},
                           f = sentinel;
     if (emu_fault_parse(text, stall, &f, why, why_size) != 0) {
-        require(same(&f, &sentinel), "a refusal changed the fault");
-        require(why[0] != '\0', "a refusal without a reason");
-        require(strlen(why) + 1 < why_size, "a reason cut short");
+        fuzz_require(same(&f, &sentinel), "a refusal changed the fault");
+        fuzz_require(why[0] != '\0', "a refusal without a reason");
+        fuzz_require(strlen(why) + 1 < why_size, "a reason cut short");
     } else {
         check_accepted(&f, stall);
     }

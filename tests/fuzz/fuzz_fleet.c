@@ -11,21 +11,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
+
 #include "spec/bucket.h"
 #include "util/alloc.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 #define FLEET_MAX 256 /* libra emu's cap on instances */
 #define GUARD -7      /* a slot the parser must not write */
-
-static void require(bool ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_fleet: %s\n", what);
-        abort();
-    }
-}
 
 /* tp[0..n) written back as the parser's input, consecutive equal sizes as one "tpNxK" item. */
 static char *fleet_text(const int *tp, int n)
@@ -57,24 +49,25 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int items = 1;
         for (const char *c = text; *c; c++)
             items += *c == ',';
-        require(n >= items && n <= max, "an accepted fleet's size is out of bounds");
+        fuzz_require(n >= items && n <= max, "an accepted fleet's size is out of bounds");
         for (int i = 0; i < n; i++)
-            require(tp[i] == 1 || tp[i] == 2 || tp[i] == 4 || tp[i] == 8, "a TP size not 1/2/4/8");
+            fuzz_require(tp[i] == 1 || tp[i] == 2 || tp[i] == 4 || tp[i] == 8,
+                         "a TP size not 1/2/4/8");
         char *again = fleet_text(tp, n);
         int tp2[FLEET_MAX + 1], n2 = -1;
         struct libra_error err2;
-        require(spec_fleet_parse(again, "again", tp2, max, &n2, &err2) == 0,
-                "the fleet written back is refused");
-        require(n2 == n && memcmp(tp, tp2, (size_t)n * sizeof *tp) == 0,
-                "the fleet written back reads as another");
+        fuzz_require(spec_fleet_parse(again, "again", tp2, max, &n2, &err2) == 0,
+                     "the fleet written back is refused");
+        fuzz_require(n2 == n && memcmp(tp, tp2, (size_t)n * sizeof *tp) == 0,
+                     "the fleet written back reads as another");
         free(again);
     } else {
-        require(err.msg[0] != '\0', "a refusal without a message");
-        require(strcmp(err.file, "--instances") == 0, "a refusal not named after the flag");
-        require(err.line == 1 && err.col >= 1 && (size_t)err.col <= strlen(text) + 1,
-                "a refusal outside the text");
+        fuzz_require(err.msg[0] != '\0', "a refusal without a message");
+        fuzz_require(strcmp(err.file, "--instances") == 0, "a refusal not named after the flag");
+        fuzz_require(err.line == 1 && err.col >= 1 && (size_t)err.col <= strlen(text) + 1,
+                     "a refusal outside the text");
     }
-    require(tp[max] == GUARD, "an instance written past max");
+    fuzz_require(tp[max] == GUARD, "an instance written past max");
     free(text);
     return 0;
 }

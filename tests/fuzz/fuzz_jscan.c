@@ -28,9 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "util/jscan.h"
+#include "fuzz.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+#include "util/jscan.h"
 
 enum { LOOSE = JSON_DECODE_ANY | JSON_ALLOW_NUL };
 
@@ -38,14 +38,6 @@ struct input {
     const char *p;
     size_t len;
 };
-
-static void require(bool ok, const char *what)
-{
-    if (ok)
-        return;
-    fprintf(stderr, "fuzz_jscan: %s\n", what);
-    abort();
-}
 
 /* Strict UTF-8 (no overlong forms, no surrogates, nothing above U+10FFFF), as jansson wants. */
 static bool valid_utf8(const unsigned char *s, size_t n)
@@ -73,16 +65,16 @@ static bool valid_utf8(const unsigned char *s, size_t n)
 
 static void require_inside(const struct input *in, struct jscan_value v)
 {
-    require(v.type != 0 && v.p >= in->p && v.len > 0 && v.len <= in->len &&
-                (size_t)(v.p - in->p) <= in->len - v.len,
-            "a value outside the input");
+    fuzz_require(v.type != 0 && v.p >= in->p && v.len > 0 && v.len <= in->len &&
+                     (size_t)(v.p - in->p) <= in->len - v.len,
+                 "a value outside the input");
 }
 
 /* The jansson value of v's text. */
 static json_t *parse_value(struct jscan_value v)
 {
     json_t *j = json_loadb(v.p, v.len, LOOSE, NULL);
-    require(j != NULL, "a value's text does not parse");
+    fuzz_require(j != NULL, "a value's text does not parse");
     return j;
 }
 
@@ -91,15 +83,15 @@ static void walk(const struct input *in, struct jscan_value v, const json_t *j)
 {
     require_inside(in, v);
     json_t *whole = parse_value(v);
-    require(json_equal(whole, j), "a value's text parses to another value");
+    fuzz_require(json_equal(whole, j), "a value's text parses to another value");
     json_decref(whole);
     int64_t i;
     double d;
     bool b;
     switch (json_typeof(j)) {
     case JSON_OBJECT: {
-        require(v.type == 'o', "an object typed otherwise");
-        require(jscan_count(v) == -1, "jscan_count of an object");
+        fuzz_require(v.type == 'o', "an object typed otherwise");
+        fuzz_require(jscan_count(v) == -1, "jscan_count of an object");
         const char *key;
         json_t *member;
         const char *many[8];
@@ -108,10 +100,10 @@ static void walk(const struct input *in, struct jscan_value v, const json_t *j)
         json_object_foreach((json_t *)j, key, member)
         {
             struct jscan_value m, lazy;
-            require(jscan_get(v, key, &m), "a member not found");
-            require(jscan_get_lazy(v, key, &lazy) && lazy.p == m.p && lazy.type == m.type &&
-                        lazy.p + lazy.len == v.p + v.len,
-                    "jscan_get_lazy differs from jscan_get");
+            fuzz_require(jscan_get(v, key, &m), "a member not found");
+            fuzz_require(jscan_get_lazy(v, key, &lazy) && lazy.p == m.p && lazy.type == m.type &&
+                             lazy.p + lazy.len == v.p + v.len,
+                         "jscan_get_lazy differs from jscan_get");
             if (n_many < 8)
                 many[n_many++] = key;
             if (json_is_object(member)) {
@@ -120,12 +112,12 @@ static void walk(const struct input *in, struct jscan_value v, const json_t *j)
                 json_object_foreach(member, key2, member2)
                 {
                     struct jscan_value x, y;
-                    require(jscan_get(m, key2, &x) && jscan_get(lazy, key2, &y) && x.p == y.p &&
-                                x.len == y.len,
-                            "a member of a lazy object differs");
+                    fuzz_require(jscan_get(m, key2, &x) && jscan_get(lazy, key2, &y) &&
+                                     x.p == y.p && x.len == y.len,
+                                 "a member of a lazy object differs");
                 }
                 struct jscan_value x;
-                require(!jscan_get(lazy, "\x01 absent", &x), "an absent member found lazily");
+                fuzz_require(!jscan_get(lazy, "\x01 absent", &x), "an absent member found lazily");
             }
             walk(in, m, member);
             if (!json_is_object(member) || strchr(key, '.'))
@@ -140,62 +132,65 @@ static void walk(const struct input *in, struct jscan_value v, const json_t *j)
                 char *path = malloc(n);
                 snprintf(path, n, "%s.%s", key, key2);
                 struct jscan_value p, q;
-                require(jscan_path(v, path, &p), "a two-step path not found");
-                require(jscan_get(m, key2, &q) && p.p == q.p && p.len == q.len,
-                        "jscan_path differs from two jscan_get");
+                fuzz_require(jscan_path(v, path, &p), "a two-step path not found");
+                fuzz_require(jscan_get(m, key2, &q) && p.p == q.p && p.len == q.len,
+                             "jscan_path differs from two jscan_get");
                 free(path);
             }
         }
         struct jscan_value none;
-        require(!jscan_get(v, "\x01 absent", &none) && none.type == 0, "an absent member found");
+        fuzz_require(!jscan_get(v, "\x01 absent", &none) && none.type == 0,
+                     "an absent member found");
         many[n_many < 8 ? n_many++ : 7] = "\x01 absent";
-        require(jscan_get_many(v, many, n_many, got) == n_many - 1, "jscan_get_many miscounts");
+        fuzz_require(jscan_get_many(v, many, n_many, got) == n_many - 1,
+                     "jscan_get_many miscounts");
         for (size_t k = 0; k < n_many; k++) {
             struct jscan_value one;
             jscan_get(v, many[k], &one);
-            require(got[k].p == one.p && got[k].len == one.len && got[k].type == one.type,
-                    "jscan_get_many differs from jscan_get");
+            fuzz_require(got[k].p == one.p && got[k].len == one.len && got[k].type == one.type,
+                         "jscan_get_many differs from jscan_get");
         }
         break;
     }
     case JSON_ARRAY: {
-        require(jscan_count(v) == (long)json_array_size(j), "jscan_count differs");
+        fuzz_require(jscan_count(v) == (long)json_array_size(j), "jscan_count differs");
         struct jscan_iter it = {0};
         struct jscan_value e;
         for (size_t k = 0; k < json_array_size(j); k++) {
-            require(jscan_next(v, &it, &e), "jscan_next stopped early");
+            fuzz_require(jscan_next(v, &it, &e), "jscan_next stopped early");
             walk(in, e, json_array_get(j, k));
         }
-        require(!jscan_next(v, &it, &e) && e.type == 0, "jscan_next went on");
-        require(!jscan_next(v, &it, &e), "jscan_next went on after the end");
+        fuzz_require(!jscan_next(v, &it, &e) && e.type == 0, "jscan_next went on");
+        fuzz_require(!jscan_next(v, &it, &e), "jscan_next went on after the end");
         break;
     }
     case JSON_STRING: {
         size_t n = json_string_length(j);
         char *s = malloc(in->len + 1);
         bool has_nul = memchr(json_string_value(j), '\0', n) != NULL;
-        require(jscan_string(v, s, in->len + 1) == !has_nul, "jscan_string's verdict differs");
+        fuzz_require(jscan_string(v, s, in->len + 1) == !has_nul, "jscan_string's verdict differs");
         if (!has_nul) {
-            require(memcmp(s, json_string_value(j), n + 1) == 0, "jscan_string differs");
-            require(n == 0 || !jscan_string(v, s, n), "jscan_string fit in too few bytes");
+            fuzz_require(memcmp(s, json_string_value(j), n + 1) == 0, "jscan_string differs");
+            fuzz_require(n == 0 || !jscan_string(v, s, n), "jscan_string fit in too few bytes");
         }
         free(s);
         break;
     }
     case JSON_INTEGER:
-        require(jscan_int(v, &i) && i == json_integer_value(j), "jscan_int differs");
-        require(jscan_number(v, &d) && d == (double)json_integer_value(j), "jscan_number differs");
+        fuzz_require(jscan_int(v, &i) && i == json_integer_value(j), "jscan_int differs");
+        fuzz_require(jscan_number(v, &d) && d == (double)json_integer_value(j),
+                     "jscan_number differs");
         break;
     case JSON_REAL:
-        require(!jscan_int(v, &i), "jscan_int of a real");
-        require(jscan_number(v, &d) && d == json_real_value(j), "jscan_number differs");
+        fuzz_require(!jscan_int(v, &i), "jscan_int of a real");
+        fuzz_require(jscan_number(v, &d) && d == json_real_value(j), "jscan_number differs");
         break;
     case JSON_TRUE:
     case JSON_FALSE:
-        require(jscan_bool(v, &b) && b == json_is_true(j), "jscan_bool differs");
+        fuzz_require(jscan_bool(v, &b) && b == json_is_true(j), "jscan_bool differs");
         break;
     case JSON_NULL:
-        require(v.type == 'z' && !jscan_bool(v, &b), "null typed otherwise");
+        fuzz_require(v.type == 'z' && !jscan_bool(v, &b), "null typed otherwise");
         break;
     }
 }
@@ -206,23 +201,23 @@ static void check_cut(struct jscan_value root, const json_t *doc, const char *ke
 {
     struct jscan_cut cut, at;
     struct jscan_value val;
-    require(jscan_cut(root, key, &cut), "a member cannot be cut");
-    require(jscan_get(root, key, &val) && jscan_cut_value(root, val, &at) &&
-                at.head_len == cut.head_len && at.tail_off == cut.tail_off,
-            "jscan_cut_value differs from jscan_cut");
-    require(cut.head_len >= 1 && cut.head_len <= cut.tail_off && cut.tail_off < root.len,
-            "a cut outside the object");
+    fuzz_require(jscan_cut(root, key, &cut), "a member cannot be cut");
+    fuzz_require(jscan_get(root, key, &val) && jscan_cut_value(root, val, &at) &&
+                     at.head_len == cut.head_len && at.tail_off == cut.tail_off,
+                 "jscan_cut_value differs from jscan_cut");
+    fuzz_require(cut.head_len >= 1 && cut.head_len <= cut.tail_off && cut.tail_off < root.len,
+                 "a cut outside the object");
     size_t n = cut.head_len + root.len - cut.tail_off;
     char *out = malloc(n);
     memcpy(out, root.p, cut.head_len);
     memcpy(out + cut.head_len, root.p + cut.tail_off, root.len - cut.tail_off);
-    require(jscan_check(out, n, NULL, NULL) == 0, "a cut document is not valid");
+    fuzz_require(jscan_check(out, n, NULL, NULL) == 0, "a cut document is not valid");
     json_t *back = json_loadb(out, n, LOOSE, NULL);
-    require(back != NULL, "jansson rejects a cut document");
+    fuzz_require(back != NULL, "jansson rejects a cut document");
     if (strict) {
         json_t *want = json_deep_copy(doc);
         json_object_del(want, key);
-        require(json_equal(back, want), "a cut document is not the original minus the member");
+        fuzz_require(json_equal(back, want), "a cut document is not the original minus the member");
         json_decref(want);
     }
     free(out);
@@ -232,8 +227,8 @@ static void check_cut(struct jscan_value root, const json_t *doc, const char *ke
 /* A range inside the input, perhaps empty (unchecked text can give a value of no bytes). */
 static void require_within(const struct input *in, struct jscan_value v)
 {
-    require(v.p >= in->p && v.len <= in->len && (size_t)(v.p - in->p) <= in->len - v.len,
-            "a value outside the input");
+    fuzz_require(v.p >= in->p && v.len <= in->len && (size_t)(v.p - in->p) <= in->len - v.len,
+                 "a value outside the input");
 }
 
 /* What the gateway reads from an answer it does not validate (server/proxy.c), on any text. */
@@ -250,8 +245,8 @@ static void read_unchecked(const struct input *in)
         if (got[k].p)
             require_within(in, got[k]);
         if (got[k].p && jscan_cut_value(root, got[k], &cut))
-            require(cut.head_len <= cut.tail_off && cut.tail_off <= root.len,
-                    "jscan_cut_value outside the object");
+            fuzz_require(cut.head_len <= cut.tail_off && cut.tail_off <= root.len,
+                         "jscan_cut_value outside the object");
         if (!jscan_get_lazy(root, keys[k], &v))
             continue;
         require_within(in, v);
@@ -277,26 +272,27 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     json_error_t err;
     json_t *loose = json_loadb(in.p, size, LOOSE, &err);
     if (rc != 0) {
-        require(rc == -1 && off <= size && msg && msg[0], "an error without offset or message");
-        require(strcmp(msg, "unexpected end of input") != 0 || off == size,
-                "an early end reported before the end");
-        require(!json_is_object(loose) || strstr(msg, "deeper than") || memchr(data, 0, size),
-                "jscan rejects an object jansson accepts");
+        fuzz_require(rc == -1 && off <= size && msg && msg[0],
+                     "an error without offset or message");
+        fuzz_require(strcmp(msg, "unexpected end of input") != 0 || off == size,
+                     "an early end reported before the end");
+        fuzz_require(!json_is_object(loose) || strstr(msg, "deeper than") || memchr(data, 0, size),
+                     "jscan rejects an object jansson accepts");
         json_decref(loose);
         return 0;
     }
-    require(off == SIZE_MAX && msg == NULL, "outputs written on success");
-    require(!memchr(data, 0, size), "a NUL byte accepted");
+    fuzz_require(off == SIZE_MAX && msg == NULL, "outputs written on success");
+    fuzz_require(!memchr(data, 0, size), "a NUL byte accepted");
     struct jscan_value root = jscan_root(in.p, size);
-    require(root.type == 'o', "an accepted document's root is not an object");
+    fuzz_require(root.type == 'o', "an accepted document's root is not an object");
     if (!loose) {
         enum json_error_code code = json_error_code(&err);
-        require((code == json_error_invalid_utf8 && !valid_utf8(data, size)) ||
-                    code == json_error_numeric_overflow || code == json_error_null_byte_in_key,
-                "jscan accepts what jansson rejects");
+        fuzz_require((code == json_error_invalid_utf8 && !valid_utf8(data, size)) ||
+                         code == json_error_numeric_overflow || code == json_error_null_byte_in_key,
+                     "jscan accepts what jansson rejects");
         return 0;
     }
-    require(json_is_object(loose), "jscan accepts a non-object");
+    fuzz_require(json_is_object(loose), "jscan accepts a non-object");
     json_t *strict = json_loadb(in.p, size, LOOSE | JSON_REJECT_DUPLICATES, NULL);
     if (strict)
         walk(&in, root, strict);
@@ -306,7 +302,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     {
         check_cut(root, strict, key, strict != NULL);
         size_t count = jscan_member_count(root, key);
-        require(count >= 1 && (count == 1 || !strict), "a member counted otherwise than given");
+        fuzz_require(count >= 1 && (count == 1 || !strict),
+                     "a member counted otherwise than given");
     }
     json_decref(strict);
     json_decref(loose);

@@ -13,28 +13,20 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
+
 #include "net/addr.h"
 #include "net/client.h"
 #include "util/alloc.h"
 #include "util/strbuf.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 #define URLS_MAX 64
 #define GUARD_PORT -77
-
-static void require(bool ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_net_addr: %s\n", what);
-        abort();
-    }
-}
 
 static void check_why(const char *why, size_t size)
 {
     size_t n = strnlen(why, size);
-    require(n > 0 && n < size - 1, "a refusal's reason is empty or cut");
+    fuzz_require(n > 0 && n < size - 1, "a refusal's reason is empty or cut");
 }
 
 static void check_listen(const char *text, char *why, size_t size)
@@ -46,26 +38,26 @@ static void check_listen(const char *text, char *why, size_t size)
     why[0] = '\0';
     int rc = net_listen_parse(text, host, &port, why, size);
     if (rc != 0) {
-        require(rc == NET_LISTEN_BAD || rc == NET_LISTEN_BAD_PORT, "an unknown refusal");
-        require(port == GUARD_PORT && strspn(host, "G") == sizeof host - 1,
-                "a refused address was written");
+        fuzz_require(rc == NET_LISTEN_BAD || rc == NET_LISTEN_BAD_PORT, "an unknown refusal");
+        fuzz_require(port == GUARD_PORT && strspn(host, "G") == sizeof host - 1,
+                     "a refused address was written");
         check_why(why, size);
-        require(rc != NET_LISTEN_BAD_PORT ||
-                    strncmp(why, "expected an integer in [0, 65535]", 33) == 0,
-                "a refused port says something else");
+        fuzz_require(rc != NET_LISTEN_BAD_PORT ||
+                         strncmp(why, "expected an integer in [0, 65535]", 33) == 0,
+                     "a refused port says something else");
         return;
     }
     size_t n = strlen(host);
-    require(n > 0 && n < NET_HOST_MAX, "an accepted host is empty or too long");
-    require(port >= 0 && port <= 65535, "an accepted port is out of range");
+    fuzz_require(n > 0 && n < NET_HOST_MAX, "an accepted host is empty or too long");
+    fuzz_require(port >= 0 && port <= 65535, "an accepted port is out of range");
     bool bracket = host[0] == '[' || host[n - 1] == ']';
     char *back = xmalloc(n + 16);
     snprintf(back, n + 16, bracket ? "[%s]:%d" : "%s:%d", host, port);
     char host2[NET_HOST_MAX];
     int port2 = GUARD_PORT;
-    require(net_listen_parse(back, host2, &port2, why, size) == 0 && strcmp(host, host2) == 0 &&
-                port == port2,
-            "an address written back does not parse to itself");
+    fuzz_require(net_listen_parse(back, host2, &port2, why, size) == 0 &&
+                     strcmp(host, host2) == 0 && port == port2,
+                 "an address written back does not parse to itself");
     free(back);
 }
 
@@ -76,31 +68,32 @@ static void check_urls(const char *text, int max, char *why, size_t size)
     int n = -1;
     why[0] = '\0';
     if (net_base_urls_parse(copy, urls, max, &n, why, size) != 0) {
-        require(n == -1, "a refused list was counted");
+        fuzz_require(n == -1, "a refused list was counted");
         check_why(why, size);
         free(copy);
         return;
     }
-    require(n >= 1 && n <= max, "an accepted list has too few or too many URLs");
+    fuzz_require(n >= 1 && n <= max, "an accepted list has too few or too many URLs");
     struct strbuf b = {0};
     for (int i = 0; i < n; i++) {
         size_t len = strlen(urls[i]);
-        require(urls[i] >= copy && urls[i] + len <= copy + strlen(text),
-                "a URL lies outside the text");
-        require(len > 7 && strncmp(urls[i], "http://", 7) == 0 && urls[i][len - 1] != '/',
-                "an accepted URL is not http:// or ends in '/'");
-        require(!strpbrk(urls[i], ",?#") && !net_url_problem(urls[i]),
-                "an accepted URL has a comma, query or fragment, or is one the client refuses");
-        require(i == 0 || urls[i] > urls[i - 1], "the URLs are out of order");
+        fuzz_require(urls[i] >= copy && urls[i] + len <= copy + strlen(text),
+                     "a URL lies outside the text");
+        fuzz_require(len > 7 && strncmp(urls[i], "http://", 7) == 0 && urls[i][len - 1] != '/',
+                     "an accepted URL is not http:// or ends in '/'");
+        fuzz_require(
+            !strpbrk(urls[i], ",?#") && !net_url_problem(urls[i]),
+            "an accepted URL has a comma, query or fragment, or is one the client refuses");
+        fuzz_require(i == 0 || urls[i] > urls[i - 1], "the URLs are out of order");
         strbuf_printf(&b, "%s%s", i ? "," : "", urls[i]);
     }
     char *joined = strbuf_detach(&b);
     const char *again[URLS_MAX];
     int m = -1;
-    require(net_base_urls_parse(joined, again, max, &m, why, size) == 0 && m == n,
-            "URLs joined again do not parse");
+    fuzz_require(net_base_urls_parse(joined, again, max, &m, why, size) == 0 && m == n,
+                 "URLs joined again do not parse");
     for (int i = 0; i < n; i++)
-        require(strcmp(urls[i], again[i]) == 0, "URLs joined again parse differently");
+        fuzz_require(strcmp(urls[i], again[i]) == 0, "URLs joined again parse differently");
     free(joined);
     free(copy);
 }

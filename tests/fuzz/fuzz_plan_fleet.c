@@ -16,44 +16,36 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
+
 #include "plan/fleet.h"
 #include "util/json.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void require(bool ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_plan_fleet: %s\n", what);
-        abort();
-    }
-}
 
 static void check_refusal(const struct libra_error *err, const char *text, size_t size)
 {
     int lines = 1;
     for (size_t i = 0; i < size; i++)
         lines += text[i] == '\n';
-    require(err->msg[0] != '\0', "a refusal without a message");
-    require(strcmp(err->file, "plan.json") == 0, "a refusal not naming the file");
-    require(err->line >= 1 && err->line <= lines && err->col >= 1,
-            "a refusal without a position in the file");
+    fuzz_require(err->msg[0] != '\0', "a refusal without a message");
+    fuzz_require(strcmp(err->file, "plan.json") == 0, "a refusal not naming the file");
+    fuzz_require(err->line >= 1 && err->line <= lines && err->col >= 1,
+                 "a refusal without a position in the file");
 }
 
 static void check_fleet(const struct plan_fleet *f)
 {
-    require(isfinite(f->step_s) && f->step_s > 0, "a step that is not > 0");
-    require(f->rollout_gpus >= 0 && f->rollout_gpus <= 1 << 20, "GPUs out of range");
-    require(spec_bucket_validate(&f->layout, NULL) == 0, "an invalid layout");
+    fuzz_require(isfinite(f->step_s) && f->step_s > 0, "a step that is not > 0");
+    fuzz_require(f->rollout_gpus >= 0 && f->rollout_gpus <= 1 << 20, "GPUs out of range");
+    fuzz_require(spec_bucket_validate(&f->layout, NULL) == 0, "an invalid layout");
     for (int t = 0; t < PLAN_NTP; t++) {
-        require(f->counts[t] >= 0 && f->counts[t] <= SPEC_BUCKET_INSTANCES_MAX,
-                "an instance count out of range");
+        fuzz_require(f->counts[t] >= 0 && f->counts[t] <= SPEC_BUCKET_INSTANCES_MAX,
+                     "an instance count out of range");
         bool served = false;
         for (int b = 0; b < f->layout.n; b++)
             served |= spec_bucket_has_tp(&f->layout.bucket[b], 1 << t);
-        require(!f->counts[t] || served, "instances of a TP size no bucket serves");
+        fuzz_require(!f->counts[t] || served, "instances of a TP size no bucket serves");
     }
-    require(plan_fleet_matches(f, f->counts), "a fleet that does not match its own instances");
+    fuzz_require(plan_fleet_matches(f, f->counts), "a fleet that does not match its own instances");
 }
 
 /* Same buckets, TP sizes and instance counts. */
@@ -81,18 +73,18 @@ static void round_trip(const struct plan_fleet *f)
         json_pack("{s:s, s:b, s:{s:o}, s:{s:i, s:o, s:o}}", "schema", PLAN_SCHEMA, "feasible", 1,
                   "objective", "step_s", ujson_real(f->step_s), "rollout", "gpus", f->rollout_gpus,
                   "instances", inst, "buckets", spec_bucket_to_json(&f->layout));
-    require(doc != NULL, "the fleet cannot be written as a document");
+    fuzz_require(doc != NULL, "the fleet cannot be written as a document");
     char *text = ujson_dump(doc, true);
     struct ujson_doc back;
     struct libra_error err;
     struct plan_fleet g;
-    require(ujson_doc_parse(&back, "back.json", text, strlen(text), &err) == 0,
-            "the written plan is not JSON");
-    require(plan_fleet_from_json(&g, &back, &err) == 0, "the written plan is refused");
-    require(memcmp(f->counts, g.counts, sizeof f->counts) == 0 &&
-                f->rollout_gpus == g.rollout_gpus && f->step_s == g.step_s &&
-                same_layout(&f->layout, &g.layout),
-            "the written plan reads back as another fleet");
+    fuzz_require(ujson_doc_parse(&back, "back.json", text, strlen(text), &err) == 0,
+                 "the written plan is not JSON");
+    fuzz_require(plan_fleet_from_json(&g, &back, &err) == 0, "the written plan is refused");
+    fuzz_require(memcmp(f->counts, g.counts, sizeof f->counts) == 0 &&
+                     f->rollout_gpus == g.rollout_gpus && f->step_s == g.step_s &&
+                     same_layout(&f->layout, &g.layout),
+                 "the written plan reads back as another fleet");
     ujson_doc_free(&back);
     free(text);
     json_decref(doc);

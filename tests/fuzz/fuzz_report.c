@@ -15,17 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
+
 #include "report/report.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void require(bool ok, const char *what)
-{
-    if (ok)
-        return;
-    fprintf(stderr, "fuzz_report: %s\n", what);
-    abort();
-}
 
 static bool ends_with(const char *s, const char *end)
 {
@@ -35,17 +27,17 @@ static bool ends_with(const char *s, const char *end)
 
 static void check_output(const struct report_output *out)
 {
-    require(strncmp(out->html, "<!DOCTYPE html>\n", 16) == 0, "page does not start as HTML");
-    require(ends_with(out->html, "</body>\n</html>\n"), "page is not whole");
+    fuzz_require(strncmp(out->html, "<!DOCTYPE html>\n", 16) == 0, "page does not start as HTML");
+    fuzz_require(ends_with(out->html, "</body>\n</html>\n"), "page is not whole");
     for (const unsigned char *c = (const unsigned char *)out->html; *c; c++)
-        require(*c >= 0x20 || *c == '\t' || *c == '\n' || *c == '\r',
-                "page holds a control character");
+        fuzz_require(*c >= 0x20 || *c == '\t' || *c == '\n' || *c == '\r',
+                     "page holds a control character");
     for (size_t i = 0; i < out->figures.n; i++) {
         const struct report_figure *f = &out->figures.v[i];
-        require(f->id[0] != '\0', "figure without an id");
-        require(strncmp(f->svg, "<svg xmlns=", 11) == 0 && ends_with(f->svg, "</svg>\n"),
-                "figure is not one SVG document");
-        require(strstr(out->html, f->svg) != NULL, "figure missing from the page");
+        fuzz_require(f->id[0] != '\0', "figure without an id");
+        fuzz_require(strncmp(f->svg, "<svg xmlns=", 11) == 0 && ends_with(f->svg, "</svg>\n"),
+                     "figure is not one SVG document");
+        fuzz_require(strstr(out->html, f->svg) != NULL, "figure missing from the page");
     }
 }
 
@@ -57,7 +49,7 @@ static char *render(const uint8_t *data, size_t size, const struct report_option
     struct libra_error err = {0};
     char *html = NULL;
     if (report_add(&r, "fuzz", (const char *)data, size, &err) != 0) {
-        require(err.msg[0] && err.line >= 1 && err.col >= 1, "refused without a position");
+        fuzz_require(err.msg[0] && err.line >= 1 && err.col >= 1, "refused without a position");
     } else {
         struct report_output out = {0};
         if (report_render(&r, &out, &err) == 0) {
@@ -65,7 +57,7 @@ static char *render(const uint8_t *data, size_t size, const struct report_option
             html = out.html;
             out.html = NULL;
         } else {
-            require(err.msg[0] != '\0', "render failed without a message");
+            fuzz_require(err.msg[0] != '\0', "render failed without a message");
         }
         report_output_free(&out);
     }
@@ -80,8 +72,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         opt = (struct report_options){true, data[0] % 4 - 1, data[0] % 4 + 1};
     char *one = render(data, size, &opt);
     char *two = render(data, size, &opt);
-    require((one == NULL) == (two == NULL), "accepted once, refused once");
-    require(one == NULL || strcmp(one, two) == 0, "same input, different pages");
+    fuzz_require((one == NULL) == (two == NULL), "accepted once, refused once");
+    fuzz_require(one == NULL || strcmp(one, two) == 0, "same input, different pages");
     free(one);
     free(two);
     return 0;

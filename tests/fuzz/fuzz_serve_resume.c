@@ -20,19 +20,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
+
 #include "server/internal.h"
 
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
 #define SEGMENTS_MAX 16 /* RESUME_SEGMENTS_MAX of resume.c */
-
-static void require(bool ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_serve_resume: %s\n", what);
-        abort();
-    }
-}
 
 /* The output ids an answer carries, as fold counts them. */
 static size_t output_ids(const char *answer, size_t len)
@@ -48,47 +40,49 @@ static void check_next(const struct gw_request *r, const struct gw_resume *s, co
 {
     size_t off;
     const char *msg;
-    require(jscan_check(next, len, &off, &msg) == 0, "the body sent again is not a JSON object");
-    require(next[len] == '\0', "the body sent again is not terminated");
+    fuzz_require(jscan_check(next, len, &off, &msg) == 0,
+                 "the body sent again is not a JSON object");
+    fuzz_require(next[len] == '\0', "the body sent again is not terminated");
     if (!strict)
         return;
     struct gw_parse_config c = {.prompt_tokens = GW_PROMPT_TOKENS};
     struct gw_request *again = malloc(sizeof *again);
     char err[256];
-    require(gw_request_parse(GW_SGLANG_GENERATE, next, len, NULL, NULL, &c, again, err,
-                             sizeof err) == 0,
-            "the body sent again is refused");
-    require(again->max_new_tokens == r->max_new_tokens - s->tokens,
-            "the body sent again has another budget than what is left");
-    require(again->prompt_tokens == r->prompt_tokens + (int64_t)ids,
-            "the body sent again lacks the ids generated");
-    require(!again->has_libra, "the body sent again carries libra's member");
+    fuzz_require(gw_request_parse(GW_SGLANG_GENERATE, next, len, NULL, NULL, &c, again, err,
+                                  sizeof err) == 0,
+                 "the body sent again is refused");
+    fuzz_require(again->max_new_tokens == r->max_new_tokens - s->tokens,
+                 "the body sent again has another budget than what is left");
+    fuzz_require(again->prompt_tokens == r->prompt_tokens + (int64_t)ids,
+                 "the body sent again lacks the ids generated");
+    fuzz_require(!again->has_libra, "the body sent again carries libra's member");
     free(again);
 }
 
 static void check_merged(const struct gw_resume *s, const char *merged, size_t len, int64_t total,
                          bool first_meta)
 {
-    require(merged[len] == '\0' && strlen(merged) == len, "the merged answer's length is wrong");
-    require(total == s->tokens && total >= 0, "the merged answer's tokens are not the sum");
+    fuzz_require(merged[len] == '\0' && strlen(merged) == len,
+                 "the merged answer's length is wrong");
+    fuzz_require(total == s->tokens && total >= 0, "the merged answer's tokens are not the sum");
     json_t *doc = json_loadb(merged, len, 0, NULL);
-    require(doc != NULL, "the merged answer is not JSON");
+    fuzz_require(doc != NULL, "the merged answer is not JSON");
     json_t *meta = json_object_get(doc, "meta_info");
     if (first_meta) {
-        require(json_integer_value(json_object_get(meta, "completion_tokens")) == total,
-                "meta_info.completion_tokens is not the sum of the segments");
+        fuzz_require(json_integer_value(json_object_get(meta, "completion_tokens")) == total,
+                     "meta_info.completion_tokens is not the sum of the segments");
         json_t *seg = json_object_get(meta, "libra_segments");
-        require(json_array_size(seg) == (size_t)s->segments,
-                "meta_info.libra_segments does not list every segment");
+        fuzz_require(json_array_size(seg) == (size_t)s->segments,
+                     "meta_info.libra_segments does not list every segment");
         json_int_t sum = 0;
         for (size_t i = 0; i < json_array_size(seg); i++) {
             json_t *e = json_array_get(seg, i);
-            require(json_object_get(e, "weight_version") != NULL &&
-                        json_is_integer(json_object_get(e, "instance")),
-                    "a segment without its engine or weight version");
+            fuzz_require(json_object_get(e, "weight_version") != NULL &&
+                             json_is_integer(json_object_get(e, "instance")),
+                         "a segment without its engine or weight version");
             sum += json_integer_value(json_object_get(e, "completion_tokens"));
         }
-        require(sum == total, "the segments' tokens do not add up");
+        fuzz_require(sum == total, "the segments' tokens do not add up");
     }
     json_decref(doc);
 }
@@ -126,11 +120,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             int64_t before = st.segments;
             char *next = gw_resume_next(&st, r, body, body_len, a, len, instance, &n);
             if (next) {
-                require(r->resume && r->max_new_tokens >= 0, "a turn resumed without opting in");
-                require(st.segments == before + 1 && st.segments <= SEGMENTS_MAX,
-                        "segments miscounted");
-                require(st.tokens >= 0 && st.tokens < r->max_new_tokens,
-                        "a turn resumed past its budget");
+                fuzz_require(r->resume && r->max_new_tokens >= 0,
+                             "a turn resumed without opting in");
+                fuzz_require(st.segments == before + 1 && st.segments <= SEGMENTS_MAX,
+                             "segments miscounted");
+                fuzz_require(st.tokens >= 0 && st.tokens < r->max_new_tokens,
+                             "a turn resumed past its budget");
                 if (before == 0) {
                     json_t *doc = json_loadb(a, len, 0, NULL);
                     first_meta = json_is_object(json_object_get(doc, "meta_info"));
@@ -141,7 +136,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                 free(next);
                 continue;
             }
-            require(st.segments == before, "a segment folded without a resumption");
+            fuzz_require(st.segments == before, "a segment folded without a resumption");
         }
         if (st.segments) {
             size_t n = 0;
@@ -149,7 +144,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             int64_t before = st.segments;
             char *merged = gw_resume_finish(&st, a, len, instance, &n, &total);
             if (merged) {
-                require(st.segments == before + 1, "the last segment is not counted");
+                fuzz_require(st.segments == before + 1, "the last segment is not counted");
                 check_merged(&st, merged, n, total, first_meta);
             }
             free(merged);

@@ -11,22 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "fuzz.h"
+
 #include "trace/file.h"
-
-int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
-
-static void require(bool ok, const char *what)
-{
-    if (!ok) {
-        fprintf(stderr, "fuzz_trace_reader: %s\n", what);
-        abort();
-    }
-}
 
 static void same_error(const struct libra_error *a, const struct libra_error *b)
 {
-    require(a->line == b->line && a->col == b->col && strcmp(a->msg, b->msg) == 0,
-            "the reader and the parser refuse a line differently");
+    fuzz_require(a->line == b->line && a->col == b->col && strcmp(a->msg, b->msg) == 0,
+                 "the reader and the parser refuse a line differently");
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
@@ -44,24 +36,26 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const struct trace_header *h;
             rc = trace_reader_header(r, &h, &err);
             if (s == end) {
-                require(rc != 0 && err.line == 1, "an empty file has a header");
+                fuzz_require(rc != 0 && err.line == 1, "an empty file has a header");
                 break;
             }
         } else {
             const struct trace_traj *t;
             rc = trace_reader_next(r, &t, &err);
             if (s == end) {
-                require(rc == 0, "a record past the end of the file");
-                require(trace_reader_next(r, &t, &err) == 0, "a record after the end");
+                fuzz_require(rc == 0, "a record past the end of the file");
+                fuzz_require(trace_reader_next(r, &t, &err) == 0, "a record after the end");
                 break;
             }
         }
-        require(trace_reader_line(r) == lineno, "the reader lost count of the lines");
-        require(rc >= 0 || strcmp(err.file, "fuzz.trace") == 0, "a refusal not naming the file");
+        fuzz_require(trace_reader_line(r) == lineno, "the reader lost count of the lines");
+        fuzz_require(rc >= 0 || strcmp(err.file, "fuzz.trace") == 0,
+                     "a refusal not naming the file");
         const char *nl = memchr(s, '\n', (size_t)(end - s));
         if (!nl) {
-            require(rc < 0 && err.line == lineno && err.col == 1 && strstr(err.msg, "truncated"),
-                    "a last line without its newline is not refused as truncated");
+            fuzz_require(rc < 0 && err.line == lineno && err.col == 1 &&
+                             strstr(err.msg, "truncated"),
+                         "a last line without its newline is not refused as truncated");
             s = end;
             continue;
         }
@@ -70,11 +64,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (lineno == 1) {
             const struct trace_header *h;
             want_rc = trace_parser_header(p, s, len, lineno, &h, &want);
-            require(rc == want_rc, "the reader and the parser disagree on the header");
+            fuzz_require(rc == want_rc, "the reader and the parser disagree on the header");
         } else {
             const struct trace_traj *t;
             want_rc = trace_parser_traj(p, s, len, lineno, &t, &want);
-            require((rc == 1) == (want_rc == 0), "the reader and the parser disagree on a line");
+            fuzz_require((rc == 1) == (want_rc == 0),
+                         "the reader and the parser disagree on a line");
         }
         if (want_rc != 0)
             same_error(&err, &want);
