@@ -2,24 +2,14 @@
  * The text of a fault to inject (`libra emu --fail` and `--stall`): "instance=I,after_s=T" and,
  * for a stall, ",for_s=D". Pure: a string in, the fault and a reason out (emu/emu.h).
  */
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "emu/emu.h"
 #include "util/alloc.h"
+#include "util/error.h"
 #include "util/parse.h"
-
-__attribute__((format(printf, 3, 4))) static int refuse(char *why, size_t size, const char *fmt,
-                                                        ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, size, fmt, ap);
-    va_end(ap);
-    return -1;
-}
 
 static bool repeated(const char *item, const struct emu_fault_flag *f)
 {
@@ -33,13 +23,13 @@ static int read_item(char *item, bool stall, struct emu_fault_flag *f, char *why
 {
     char *eq = strchr(item, '=');
     if (!eq)
-        return refuse(why, size, "expected KEY=VALUE items, got '%s'", item);
+        return error_text(why, size, "expected KEY=VALUE items, got '%s'", item);
     *eq++ = '\0';
     double v = 0;
     if (parse_double(eq, 0, 1e9, &v, why, size) != 0)
         return -1;
     if (repeated(item, f)) /* which of two values was meant cannot be told */
-        return refuse(why, size, "'%s' given twice", item);
+        return error_text(why, size, "'%s' given twice", item);
     if (strcmp(item, "instance") == 0 && v == (int)v)
         f->instance = (int)v;
     else if (strcmp(item, "after_s") == 0)
@@ -47,7 +37,7 @@ static int read_item(char *item, bool stall, struct emu_fault_flag *f, char *why
     else if (strcmp(item, "for_s") == 0 && stall)
         f->for_s = v;
     else
-        return refuse(why, size, "unknown or malformed item '%s'", item);
+        return error_text(why, size, "unknown or malformed item '%s'", item);
     return 0;
 }
 
@@ -63,9 +53,9 @@ int emu_fault_parse(const char *text, bool stall, struct emu_fault_flag *out, ch
     if (rc)
         return -1;
     if (f.instance < 0 || f.after_s < 0 || (stall && f.for_s < 0))
-        return refuse(why, size, "expected instance=I,after_s=T%s", stall ? ",for_s=D" : "");
+        return error_text(why, size, "expected instance=I,after_s=T%s", stall ? ",for_s=D" : "");
     if (stall && f.for_s == 0) /* a stall of no time would change nothing */
-        return refuse(why, size, "for_s must be above 0");
+        return error_text(why, size, "for_s must be above 0");
     *out = f;
     return 0;
 }
