@@ -210,14 +210,12 @@ struct plan_async_parts {
     double little_s;       /* mean latency in the window over the window (Little's law) */
     double pool_s;         /* the busiest bounded tool pool's work (plan_problem.pool_s) */
     double tail_s;         /* one admission's expected slowest trajectory (not per step) */
-    double update_s;       /* per update: save, transfer, drain and re-prefill */
+    double update_s;       /* per update: the fleet stopped (save, transfer, drain, re-prefill) */
     double drain_s;        /* per update: the longest live turn when updates drain */
     double reprefill_s;    /* per update: carried-over contexts prefilled again */
-    double fleet_s;        /* the fleet: (max(interval · max(work_s, little_s), drain_s) + the
-                            * update without its drain) / interval */
+    double fleet_s;        /* the fleet: max(work_s, little_s) + update_s / interval */
     double span_s;         /* the span: (one admission's queue + the trainer's chain through
-                            * it, the slowest trajectory last + the update without its drain)
-                            * / window */
+                            * it, the slowest trajectory last + update_s) / window */
     int interval, window;  /* steps between updates; rl.max_staleness + 1 */
 };
 

@@ -304,6 +304,7 @@ void plan_roll_free(struct plan_roll *r)
         free(r->lam_min[mask]);
         free(r->tail_ranks[mask]);
     }
+    free(r->turn_ranks);
     view_free(&r->all);
     for (size_t b = 0; b < r->batches && r->bview; b++)
         view_free(&r->bview[b]);
@@ -675,8 +676,7 @@ static double trainer_chain(const struct plan_roll *r, struct ordered *tail,
  * the weight updates: every interval steps interval·B trajectories (more under dynamic
  * sampling) start at once, queueing beyond the fleet's places, each to be trained within the
  * window of k1 steps; an update stops the fleet for its save and transfer, and, when
- * trajectories carry over it, for their re-prefill. Its drain finishes live turns, which is
- * the interval's work (and the chain's), so it costs only what it outlasts that work.
+ * trajectories carry over it, for the drain and their re-prefill.
  */
 static void score_updates(struct plan_roll *r, const double c[PLAN_NTP], double train_s,
                           const double *order, struct plan_roll_score *out)
@@ -696,11 +696,9 @@ static void score_updates(struct plan_roll *r, const double c[PLAN_NTP], double 
     out->tail_s = out->queue_s + slowest;
     out->drain_s = j->drain && carried > 0 ? expected_max(w.turn, r->m, carried) : 0.0;
     out->reprefill_s = carried > 0 ? w.reprefill : 0.0;
-    double stop_s = j->save_s + j->transfer_s + out->reprefill_s;
-    out->update_s = stop_s + out->drain_s;
-    out->fleet_s =
-        (fmax(j->interval * fmax(out->work_s, out->little_s), out->drain_s) + stop_s) / j->interval;
-    out->span_s = (trainer_chain(r, &tail, out, slowest, train_s, order) + stop_s) / j->k1;
+    out->update_s = j->save_s + j->transfer_s + out->drain_s + out->reprefill_s;
+    out->fleet_s = fmax(out->work_s, out->little_s) + out->update_s / j->interval;
+    out->span_s = (trainer_chain(r, &tail, out, slowest, train_s, order) + out->update_s) / j->k1;
     out->t_s = fmax(fmax(out->fixed_s, out->pool_s), fmax(out->fleet_s, out->span_s));
 }
 
@@ -770,6 +768,21 @@ static const uint32_t *tail_top(struct plan_roll *r, unsigned cls)
     return r->tail_ranks[cls];
 }
 
+/* The ranks whose turns are likely the drain's longest: those with the most generated tokens
+ * per turn (built on first use). */
+static const uint32_t *turn_top(struct plan_roll *r, double carried)
+{
+    if (!r->turn_ranks) {
+        double *x = xmallocarray(r->m, sizeof *x);
+        for (size_t k = 0; k < r->m; k++)
+            x[k] = r->gen[k] / r->turns[k];
+        r->turn_n = bound_ranks(r->m, carried);
+        r->turn_ranks = largest_ranks(x, r->m, r->turn_n);
+        free(x);
+    }
+    return r->turn_ranks;
+}
+
 /* The runs of a multiset's bands, each computed when first asked for. */
 struct lazy_runs {
     const double *c;
@@ -815,7 +828,19 @@ double plan_roll_span_lb(struct plan_roll *r, const int c[PLAN_NTP], double z, d
         x[i] = tail_latency(r, run, u, k, run_tau(r, run, k));
     }
     double slowest = expected_max_lb(x, r->tail_n, r->m, admission(r));
-    return (slowest + train_s + (j->save_s + j->transfer_s)) / j->k1;
+    double carried = (double)(j->k1 - j->interval) * r->per_step, drain = 0.0;
+    if (j->drain && carried > 0) { /* pass_ranks's turns on each rank's own band */
+        const uint32_t *turn = turn_top(r, carried);
+        for (size_t i = 0; i < r->turn_n; i++) {
+            size_t k = turn[i];
+            int t = 0;
+            while (!(lo[t] <= k && k < hi[t])) /* the bands cover every rank */
+                t++;
+            x[i] = r->gen[k] / r->turns[k] * run_tau(r, run_of(r, &runs, t), k);
+        }
+        drain = expected_max_lb(x, r->turn_n, r->m, carried);
+    }
+    return (slowest + train_s + (j->save_s + j->transfer_s + drain)) / j->k1;
 }
 
 const double *plan_roll_routed(struct plan_roll *r, unsigned cls)

@@ -97,9 +97,11 @@ struct plan_roll {
     double *reprefill[PLAN_NTP];      /* by rank: its mean context prefilled afresh, s */
     double *lat1[PLAN_NTP];           /* by rank: latency alone on the instance, s */
     double tail_lb[1 << PLAN_NTP];    /* by TP class: plan_roll_tail_lb (NAN until built) */
-    uint32_t *tail_ranks[1 << PLAN_NTP];    /* by TP class: the ranks whose tail latencies
-                                             * plan_roll_span_lb computes (NULL until built) */
-    size_t tail_n;                          /* their count */
+    uint32_t *tail_ranks[1 << PLAN_NTP]; /* by TP class: the ranks whose tail latencies
+                                          * plan_roll_span_lb computes (NULL until built) */
+    size_t tail_n;                       /* their count */
+    uint32_t *turn_ranks; /* the ranks whose turns it computes for the drain (NULL until built) */
+    size_t turn_n;        /* their count */
     double routed[1 << PLAN_NTP][PLAN_NTP]; /* by TP class: plan_roll_routed (routed_ok) */
     bool routed_ok[1 << PLAN_NTP];
     double *turns;                  /* by rank: turns */
@@ -171,10 +173,11 @@ double plan_roll_tail_lb(struct plan_roll *r, unsigned cls);
  * mask_of(c), least band load z, finite) whose admission's last batch has train side train_s
  * (the mean train side when the score is given no order), in floating point as computed: the
  * span with no queue and no re-prefill and the trainer's chain at least the admission's
- * slowest trajectory plus that batch's training, that slowest trajectory's expectation taken
- * with only the ranks that can weigh in it at their exact values and the others at 0
- * (docs/planner.md §3.3, rule 5). O(K log m) plus some tens of ranks, where the score is
- * O(m log m).
+ * slowest trajectory plus that batch's training, that slowest trajectory's expectation (and, when
+ * updates drain carried trajectories, the drain's longest turn) taken with only the ranks that
+ * can weigh in it at their exact values and the others at 0 (docs/planner.md §3.3, rule 5).
+ * O(K log m) plus some tens of ranks (and the sums of the bands above the lowest, when updates
+ * drain), where the score is O(m log m).
  */
 double plan_roll_span_lb(struct plan_roll *r, const int c[PLAN_NTP], double z, double train_s);
 
@@ -199,12 +202,11 @@ struct plan_roll_score {
                          * (interval·B trajectories) */
     double drain_s;     /* async, per update: the longest live turn, when updates drain */
     double reprefill_s; /* async, per update: carried-over contexts prefilled again */
-    double update_s;    /* async, per update: save, transfer, drain and re-prefill */
-    double fleet_s;     /* async: (max(interval · max(work_s, little_s), drain_s) + the update
-                         * without its drain) / interval: a drain finishes live turns, which
-                         * is work, so it costs only what it outlasts the interval's work */
-    double span_s;      /* async: (queue + the trainer's chain through one admission + the
-                         * update without its drain, whose turns the chain's time covers) / k1 */
+    double update_s;    /* async, per update: the fleet stopped (save, transfer, drain,
+                         * re-prefill) */
+    double fleet_s;     /* async: max(work_s, little_s) + update_s / interval */
+    double span_s;      /* async: (queue + the trainer's chain through one admission +
+                         * update_s) / k1 */
     uint32_t lo[PLAN_NTP], hi[PLAN_NTP];
 };
 
