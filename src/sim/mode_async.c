@@ -31,9 +31,11 @@ struct async_mode {
     int64_t lost;         /* groups filtered or rejected as stale (replaced) */
     int64_t filtered_run; /* groups filtered since the last one kept */
     VEC(uint32_t) buffer; /* completed groups, oldest first */
-    double prev_ready_s;  /* when the previous batch was complete */
-    double ready_s;       /* when the batch being trained was complete */
-    double wait_s;        /* the trainer's idle time before it */
+    size_t fresh;         /* buffer[0..fresh) were fresh at the trainer's fresh_version */
+    int64_t fresh_version;
+    double prev_ready_s; /* when the previous batch was complete */
+    double ready_s;      /* when the batch being trained was complete */
+    double wait_s;       /* the trainer's idle time before it */
 };
 
 static struct async_mode *state(struct sim *s)
@@ -53,12 +55,13 @@ static void admit(struct sim *s)
     }
 }
 
-/* Drops buffered groups that are too stale for the trainer's version. */
+/* Drops buffered groups that are too stale for the trainer's version. A group's staleness
+ * changes only with that version, so while it stays the groups checked before are skipped. */
 static void drop_stale(struct sim *s)
 {
     struct async_mode *m = state(s);
-    size_t w = 0;
-    for (size_t r = 0; r < m->buffer.n; r++) {
+    size_t w = m->fresh_version == s->version ? m->fresh : 0;
+    for (size_t r = w; r < m->buffer.n; r++) {
         struct sim_group *g = &s->groups.v[m->buffer.v[r]];
         if (sim_group_stale(s, g))
             m->lost++;
@@ -66,6 +69,8 @@ static void drop_stale(struct sim *s)
             m->buffer.v[w++] = m->buffer.v[r];
     }
     m->buffer.n = w;
+    m->fresh = w;
+    m->fresh_version = s->version;
 }
 
 static void try_train(struct sim *s)
@@ -82,6 +87,7 @@ static void try_train(struct sim *s)
         m->wait_s = s->now - s->wait_since_s;
         double d = sim_train_begin(s, m->buffer.v, need);
         m->buffer.n -= need;
+        m->fresh -= need; /* drop_stale just checked them all */
         memmove(m->buffer.v, m->buffer.v + need, m->buffer.n * sizeof *m->buffer.v);
         s->train_busy = true;
         sim_schedule(s, s->now + d, SIM_EV_MODE, 0, TIMER_TRAINED);

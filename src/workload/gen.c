@@ -102,8 +102,11 @@ void workload_prompt(const struct workload_gen *g, int64_t prompt_id, struct wor
 
 /* ---- one trajectory -------------------------------------------------------------------- */
 
-/* The draws of one turn, taken in a fixed order from the turn's own stream. */
+/* The draws of one turn, taken in a fixed order from the turn's own stream: its generation's
+ * first, then its tool call's, drawn only when the turn makes one (the stream is the turn's
+ * alone, so leaving its tail undrawn changes nothing else). */
 struct turn_draws {
+    struct rng r;
     double tokens; /* N(0,1): generated tokens */
     double finish; /* U[0,1): finish or not */
     double tool;   /* U[0,1): which tool */
@@ -116,15 +119,19 @@ struct turn_draws {
 
 static void draw_turn(uint64_t traj, int64_t turn, struct turn_draws *d)
 {
-    struct rng r = rng_keyed(traj, (uint64_t)turn, 0, 0);
-    d->tokens = rng_normal(&r);
-    d->finish = rng_uniform(&r);
-    d->tool = rng_uniform(&r);
-    d->bad = rng_uniform(&r);
-    d->payload = rng_normal(&r);
-    d->exec = rng_normal(&r);
-    d->wait = rng_uniform(&r);
-    d->wait_len = rng_uniform(&r);
+    d->r = rng_keyed(traj, (uint64_t)turn, 0, 0);
+    d->tokens = rng_normal(&d->r);
+    d->finish = rng_uniform(&d->r);
+}
+
+static void draw_call(struct turn_draws *d)
+{
+    d->tool = rng_uniform(&d->r);
+    d->bad = rng_uniform(&d->r);
+    d->payload = rng_normal(&d->r);
+    d->exec = rng_normal(&d->r);
+    d->wait = rng_uniform(&d->r);
+    d->wait_len = rng_uniform(&d->r);
 }
 
 /* The agent's state while a trajectory unfolds. */
@@ -153,10 +160,11 @@ static size_t pick_tool(const struct workload_gen *g, double u)
 }
 
 /* Makes the tool call of a non-final turn and lets the agent see its return. */
-static void call_tool(const struct workload_gen *g, struct agent *s, const struct turn_draws *d,
+static void call_tool(const struct workload_gen *g, struct agent *s, struct turn_draws *d,
                       struct trace_tool_call *call)
 {
     const struct workload_preset *w = g->preset;
+    draw_call(d);
     size_t i = pick_tool(g, d->tool);
     const struct workload_tool *t = &w->tools[i];
     double k = w->causal.strength;
