@@ -19,6 +19,7 @@
 #include "trace/file.h"
 #include "util/alloc.h"
 #include "util/json.h"
+#include "util/parse.h"
 #include "util/strbuf.h"
 #include "util/vec.h"
 
@@ -115,29 +116,34 @@ struct calibration {
 
 /* ---- flags and inputs --------------------------------------------------------------------- */
 
-/* Splits list at single commas: an empty item ("a,", "a,,b") is refused, as every list flag
- * refuses one, rather than passed over. */
+/* Holds the constant an item of --hold's list names; an empty item ("a,", "a,,b") is refused,
+ * as every list flag refuses one, rather than passed over. */
+static int hold_one(struct calibration *c, const char *list, const char *name)
+{
+    int k = cost_constant_find(name);
+    if (!*name)
+        return cli_usage_error(c->cc->cmd, "--hold: an empty value in '%s'", list);
+    if (k < 0)
+        return cli_usage_error(c->cc->cmd,
+                               "--hold: unknown constant '%s' (decode_t_fix_s, decode_t_seq_s, "
+                               "train_mfu)",
+                               name);
+    c->hold |= 1u << k;
+    return 0;
+}
+
+/* --hold's list, split as every list flag's (util/parse.h). */
 static int parse_hold(struct calibration *c, const char *list)
 {
+    char **items;
+    size_t n = parse_list(list, &items);
     int rc = 0;
-    for (const char *s = list; rc == 0; s++) {
-        size_t n = strcspn(s, ",");
-        char *name = xstrndup(s, n);
-        int k = cost_constant_find(name);
-        if (n == 0)
-            rc = cli_usage_error(c->cc->cmd, "--hold: an empty value in '%s'", list);
-        else if (k < 0)
-            rc = cli_usage_error(c->cc->cmd,
-                                 "--hold: unknown constant '%s' (decode_t_fix_s, decode_t_seq_s, "
-                                 "train_mfu)",
-                                 name);
-        else
-            c->hold |= 1u << k;
-        free(name);
-        s += n;
-        if (!*s)
-            break;
+    for (size_t i = 0; i < n; i++) {
+        if (rc == 0)
+            rc = hold_one(c, list, items[i]);
+        free(items[i]);
     }
+    free(items);
     return rc;
 }
 
