@@ -16,9 +16,12 @@ static int64_t at_or(const int64_t *a, size_t i, int64_t dflt)
     return a ? a[i] : dflt;
 }
 
-static int64_t seq_tokens(const struct plan_sample *s, size_t i)
+/* The tokens of sequence i, held at UINT32_MAX: a trace may hold a longer one (2^40 tokens of
+ * each kind), which fits no micro-batch either, where a cut would make it short or empty. */
+static uint32_t seq_tokens(const struct plan_sample *s, size_t i)
 {
-    return s->prompt_tokens[i] + s->generated_tokens[i] + at_or(s->tool_tokens, i, 0);
+    int64_t n = s->prompt_tokens[i] + s->generated_tokens[i] + at_or(s->tool_tokens, i, 0);
+    return n < (int64_t)UINT32_MAX ? (uint32_t)n : UINT32_MAX;
 }
 
 static int by_tokens(const void *a, const void *b)
@@ -37,7 +40,7 @@ static void order_batches(struct plan_train *t, const struct plan_sample *s, con
         return;
     uint32_t *sorted = xmallocarray(n, sizeof *sorted);
     for (size_t k = 0; k < n; k++)
-        sorted[k] = (uint32_t)seq_tokens(s, kept[k]);
+        sorted[k] = seq_tokens(s, kept[k]);
     qsort(sorted, n, sizeof *sorted, by_tokens);
     size_t B = (size_t)t->batch;
     uint32_t *tokens = xmallocarray(B, sizeof *tokens);
@@ -92,7 +95,7 @@ void plan_train_init(struct plan_train *t, const struct plan_sample *s, const bo
     uint32_t *tokens = xmallocarray((size_t)t->batch, sizeof *tokens);
     for (size_t b = 0; b < t->batches; b++) {
         for (size_t k = 0; k < (size_t)t->batch; k++) {
-            tokens[k] = (uint32_t)seq_tokens(s, kept[(b * (size_t)t->batch + k) % n]);
+            tokens[k] = seq_tokens(s, kept[(b * (size_t)t->batch + k) % n]);
         }
         struct cost_train_seqs *q = &t->seqs[b];
         cost_train_seqs_init(q, sh, tokens, (size_t)t->batch);

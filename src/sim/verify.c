@@ -157,6 +157,14 @@ static int by_prediction(const void *a, const void *b)
     return (int)x->twin - (int)y->twin;
 }
 
+/* Whether a node of gpn GPUs holds whole instances of TP tp that a plan.tp_pattern can list
+ * (sim_verified_config pins the fleet by one): at most SPEC_PATTERN_MAX of them, as a node of
+ * 64 GPUs holds of TP 4 but not of TP 1. */
+static bool node_of_tp(int gpn, int tp)
+{
+    return gpn % tp == 0 && gpn / tp <= SPEC_PATTERN_MAX;
+}
+
 /* Proposes, at training split n (0: the planner's choice), the best heterogeneous plan and,
  * when the fleet is free, the best of one TP size for each size that fits a node. */
 static void propose_at(const struct sim_input *in, int n, struct candidate *c, size_t *k)
@@ -166,7 +174,7 @@ static void propose_at(const struct sim_input *in, int n, struct candidate *c, s
         return; /* the fleet is pinned */
     int gpn = in->cfg->cluster.gpus_per_node;
     for (int tp = 1; tp <= 8 && tp <= gpn; tp *= 2)
-        if (gpn % tp == 0)
+        if (node_of_tp(gpn, tp))
             propose(in, n, tp, false, c, k);
 }
 
@@ -258,7 +266,7 @@ static size_t proposals(const struct sim_input *in, struct candidate *c, size_t 
         return 0;
     int gpn = in->cfg->cluster.gpus_per_node;
     for (int tp = 1; tp <= 8 && tp <= gpn && !in->cfg->plan.tp_pattern[0]; tp *= 2)
-        if (gpn % tp == 0)
+        if (node_of_tp(gpn, tp))
             propose_colocated(in, tp, c, &n);
     int splits[NEAREST_SPLITS];
     int k = nearest_splits(in->cfg, c[0].layout.n_train, splits, NEAREST_SPLITS);

@@ -859,6 +859,10 @@ static int check(const struct libra_config *cfg, const struct spec_config_source
             err, src, "rl.batch_trajectories",
             "%d is not a multiple of rl.samples (%d): training takes whole groups",
             rl->batch_trajectories, rl->samples);
+    if (cfg->sim.fail_time_s < 0 && cfg->sim.fail_time_s != -1) /* the range holds -1 for never */
+        return spec_config_key_error(err, src, "sim.fail_time_s",
+                                     "%g is neither -1 (never) nor a time >= 0",
+                                     cfg->sim.fail_time_s);
     if (rl->dynamic_sampling != SPEC_DS_OFF && rl->samples < 2)
         return spec_config_key_error(
             err, src, "rl.samples",

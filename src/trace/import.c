@@ -366,7 +366,8 @@ static int set_text(const struct trace_importer *im, struct row *r, enum col c, 
     case T_REAL:
         errno = 0;
         r->real = strtod(text, &end);
-        if (end == text || *end || errno || !isfinite(r->real))
+        if (end == text || *end || errno || !isfinite(r->real) ||
+            text[strspn(text, "+-0123456789.eE")]) /* decimal: no hex, blank, inf or nan */
             return row_error(im, r, c, err, "expected a number, got '%s'", text);
         break;
     }
@@ -460,6 +461,10 @@ static int csv_split(struct trace_importer *im, struct libra_error *err)
     size_t len = im->len, i = 0;
     if (len && s[len - 1] == '\r')
         len--;
+    const char *nul = memchr(s, '\0', len); /* it would end a cell's text: "a\0b" as "a" */
+    if (nul)
+        return error_set(err, im->name, (int)im->lineno, char_col(im, (size_t)(nul - s)),
+                         "a NUL byte: CSV text holds none");
     im->cell_text.n = im->cell_off.n = im->cell_col.n = 0;
     for (;;) {
         vec_push(&im->cell_off, im->cell_text.n);

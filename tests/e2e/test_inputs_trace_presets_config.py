@@ -1,0 +1,143 @@
+"""End-to-end tests of unusual inputs to `libra trace`, preset files and `libra config`
+(docs/cli.md, docs/trace-format.md, docs/config.md).
+
+- `trace import --from csv` reads a `reward` cell as a decimal number, as JSON writes one:
+  hexadecimal (`0x10`, which C's strtod reads as 16) and blanks around it are refused naming
+  the cell, as the integer columns refuse them.
+- A NUL byte in a CSV line is refused at its column: it would end the cell's text, so two
+  trajectory ids that differ after it (`r<NUL>a`, `r<NUL>b`) were read as one.
+- A trace trajectory longer than 2^32 tokens (a trace holds up to 2^40 of each kind) makes
+  `libra sim` refuse the training layout rather than crash: its length was cut to 32 bits,
+  to 0 where it is a multiple of 2^32.
+- Nodes of 64 GPUs (a preset's `gpus_per_node` or `cluster.gpus_per_node`, both up to 64) are
+  planned and verified without writing past the TP pattern the verification pins (a sanitizer
+  build reports it; the others corrupt the config beside it).
+- `sim.fail_time_s` is -1 (never) or a time >= 0; a value between them, which acted as never,
+  is refused naming the key.
+
+Needs LIBRA_BIN.
+"""
+
+import json
+import os
+import subprocess
+
+import pytest
+
+LIBRA = os.environ["LIBRA_BIN"]
+SMALL = ("--model", "qwen3-4b", "--batch", "8", "--steps", "2")
+CSV_HEADER = "traj_id,step,prompt_id,turn,prompt_tokens,generated_tokens"
+
+
+def run(*args, env=None, timeout=120):
+    full_env = dict(os.environ)
+    full_env.pop("LIBRA_PRESETS", None)
+    full_env.update(env or {})
+    return subprocess.run([LIBRA, *args], capture_output=True, text=True, timeout=timeout,
+                          env=full_env)
+
+
+def refused(r, code=2):
+    assert r.returncode == code and r.stdout == "", (r.returncode, r.stderr)
+    return r.stderr
+
+
+def clean(r):
+    """No sanitizer report and no signal, whatever the exit."""
+    assert r.returncode >= 0, (r.returncode, r.stderr)
+    assert "runtime error" not in r.stderr and "Sanitizer" not in r.stderr, r.stderr
+
+
+# ---- trace import --from csv ------------------------------------------------------------------
+
+@pytest.mark.parametrize("reward", ["0x10", "0x1p3", " 1", "1 "])
+def test_csv_reward_not_written_as_a_decimal_number_is_refused(tmp_path, reward):
+    path = tmp_path / "t.csv"
+    path.write_text(f"{CSV_HEADER},reward\nr0,0,1,0,10,5,{reward}\n")
+    err = refused(run("trace", "import", "--from", "csv", str(path)))
+    assert err.startswith(f"libra: {path}:2:15: reward: expected a number, got '{reward}'"), err
+
+
+@pytest.mark.parametrize("reward,want", [("1e3", 1000.0), ("-0.25", -0.25), ("+1", 1.0),
+                                         (".5", 0.5)])
+def test_csv_decimal_rewards_are_taken(tmp_path, reward, want):
+    path = tmp_path / "t.csv"
+    path.write_text(f"{CSV_HEADER},reward\nr0,0,1,0,10,5,{reward}\n")
+    r = run("trace", "import", "--from", "csv", str(path))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout.splitlines()[1])["reward"] == want
+
+
+def test_csv_nul_byte_is_refused_where_it_stands(tmp_path):
+    path = tmp_path / "t.csv"
+    path.write_bytes(f"{CSV_HEADER},tool,status,payload_tokens\n".encode()
+                     + b"r\0a,0,1,0,10,5,bash,success,1\nr\0b,0,1,1,10,5,,,\n")
+    out = tmp_path / "out.jsonl"
+    err = refused(run("trace", "import", "--from", "csv", str(path), "-o", str(out)))
+    assert err.startswith(f"libra: {path}:2:2: a NUL byte"), err
+    assert not out.exists()
+
+
+# ---- traces of very long trajectories ---------------------------------------------------------
+
+@pytest.mark.parametrize("prompt,generated", [(2 ** 40, 2 ** 40), (2 ** 32 - 50, 50)])
+def test_sim_on_a_trace_of_trajectories_past_32_bit_lengths_refuses_the_layout(tmp_path, prompt,
+                                                                              generated):
+    path = tmp_path / "long.jsonl"
+    lines = [json.dumps({"libra_trace": 1, "workload": "search-r1", "group_size": 4})]
+    lines += [json.dumps({"step": 0, "prompt_id": 1, "epoch": 0, "sample": s,
+                          "version_start": 0, "finish": "completed",
+                          "turns": [{"prompt_tokens": prompt, "generated_tokens": generated}]})
+              for s in range(4)]
+    path.write_text("\n".join(lines) + "\n")
+    assert run("trace", "validate", str(path)).returncode == 0
+    r = run("sim", "--trace", str(path), "--gpus", "16", "--model", "qwen3-4b", "--samples", "4",
+            "--batch", "4", "--steps", "1", "--set", "sim.modes=colocated,async")
+    clean(r)
+    err = refused(r, 1)
+    assert "no training layout" in err and "exceeds every micro-batch" in err, err
+
+
+# ---- nodes of 64 GPUs -------------------------------------------------------------------------
+
+HARDWARE_64 = {
+    "name": "wide", "bf16_flops_per_s": 1e15, "hbm_bytes": 8e10, "hbm_bw_bytes_per_s": 2e12,
+    "nvlink_bw_bytes_per_s": 4e11, "allreduce_bus_bw_bytes_per_s": 2e11,
+    "allreduce_latency_s": 2e-5, "inter_node_bw_bytes_per_s": 2.5e10, "gpus_per_node": 64,
+}
+
+
+@pytest.mark.parametrize("command", ["plan", "sim"])
+@pytest.mark.parametrize("where", ["preset", "config"])
+def test_nodes_of_64_gpus_plan_and_verify_cleanly(tmp_path, command, where):
+    if where == "preset":
+        presets = tmp_path / "p.json"
+        presets.write_text(json.dumps({"hardware": [HARDWARE_64]}))
+        args, env = ("--hardware", "wide"), {"LIBRA_PRESETS": str(presets)}
+    else:
+        args, env = ("--set", "cluster.gpus_per_node=64"), None
+    r = run(command, "--gpus", "64", *SMALL, *args, "--json", env=env)
+    clean(r)
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["config_digest"]
+
+
+# ---- sim.fail_time_s --------------------------------------------------------------------------
+
+@pytest.mark.parametrize("value", ["-0.5", "-1e-9", "-0.999"])
+def test_a_failure_time_between_never_and_zero_is_refused(tmp_path, value):
+    path = tmp_path / "x.json"
+    path.write_text('{"sim": {"fail_time_s": %s}}\n' % value)
+    err = refused(run("config", "check", str(path)), 1)
+    assert err.startswith(f"libra: {path}:1:10: sim.fail_time_s: "), err
+    assert "neither -1 (never) nor a time >= 0" in err, err
+    err = refused(run("sim", *SMALL, "--set", f"sim.fail_time_s={value}"))
+    assert err.startswith("libra: --set sim.fail_time_s: "), err
+
+
+@pytest.mark.parametrize("value", ["-1", "-1.0", "0", "-0"])
+def test_never_and_time_zero_are_taken(tmp_path, value):
+    path = tmp_path / "x.json"
+    path.write_text('{"sim": {"fail_time_s": %s}}\n' % value)
+    r = run("config", "check", str(path))
+    assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
