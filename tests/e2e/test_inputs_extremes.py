@@ -24,25 +24,12 @@ Needs LIBRA_BIN and LIBRA_SOURCE_DIR.
 
 import json
 import os
-import subprocess
 
 import pytest
+from cli_run import refused, run
 
-LIBRA = os.environ["LIBRA_BIN"]
 SOURCE_DIR = os.environ["LIBRA_SOURCE_DIR"]
 SMALL = ("--gpus", "16", "--model", "qwen3-4b", "--batch", "8", "--steps", "2")
-
-
-def run(*args, timeout=60):
-    env = dict(os.environ)
-    env.pop("LIBRA_PRESETS", None)
-    return subprocess.run([LIBRA, *args], capture_output=True, text=True, timeout=timeout,
-                          env=env)
-
-
-def refused(r, code=2):
-    assert r.returncode == code and r.stdout == "", (r.returncode, r.stderr)
-    return r.stderr
 
 
 def equal_rewards_preset(path):

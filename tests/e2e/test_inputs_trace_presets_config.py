@@ -19,27 +19,12 @@ Needs LIBRA_BIN.
 """
 
 import json
-import os
-import subprocess
 
 import pytest
+from cli_run import refused, run
 
-LIBRA = os.environ["LIBRA_BIN"]
 SMALL = ("--model", "qwen3-4b", "--batch", "8", "--steps", "2")
 CSV_HEADER = "traj_id,step,prompt_id,turn,prompt_tokens,generated_tokens"
-
-
-def run(*args, env=None, timeout=120):
-    full_env = dict(os.environ)
-    full_env.pop("LIBRA_PRESETS", None)
-    full_env.update(env or {})
-    return subprocess.run([LIBRA, *args], capture_output=True, text=True, timeout=timeout,
-                          env=full_env)
-
-
-def refused(r, code=2):
-    assert r.returncode == code and r.stdout == "", (r.returncode, r.stderr)
-    return r.stderr
 
 
 def clean(r):
