@@ -588,8 +588,9 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     if (rc == 0 && !f->folds && f->train_steps >= steps)
         rc = cli_usage_error(cc->cmd,
                              "--train-steps %lld leaves nothing to evaluate (the trace "
-                             "has %lld steps)",
-                             (long long)f->train_steps, (long long)(steps > 0 ? steps : 0));
+                             "has %lld step%s)",
+                             (long long)f->train_steps, (long long)(steps > 0 ? steps : 0),
+                             steps == 1 ? "" : "s");
     size_t prompts = sched_eval_prompts(&ev.ev);
     if (rc == 0 && f->folds && (size_t)f->folds > prompts) /* a fold would hold no prompt */
         rc = cli_usage_error(cc->cmd,

@@ -5,7 +5,7 @@
 
 const struct cli_command cli_commands[] = {
     {"presets", "list hardware, model and workload presets",
-     "libra presets [--json] [--presets FILE]", cmd_presets, 0},
+     "libra presets [--json] [--presets FILE] [-o FILE]", cmd_presets, 0},
     {"config", "show, check or document the experiment config",
      "libra config show [FILE] | check FILE | doc [flags]", cmd_config, 0},
     {"trace", "validate, summarise, import or generate trajectory traces",

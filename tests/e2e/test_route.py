@@ -198,7 +198,11 @@ def test_bad_input(tmp_path):
     r = route("eval", trace, "--buckets", BUCKETS, "--policy", "fifo")
     assert r.returncode == 2 and "unknown policy 'fifo'" in r.stderr
     r = route("eval", trace, "--buckets", BUCKETS, "--train-steps", "2")
-    assert r.returncode == 2 and "leaves nothing to evaluate" in r.stderr
+    assert r.returncode == 2 and "leaves nothing to evaluate (the trace has 2 steps)" in r.stderr
+    one = str(tmp_path / "one.jsonl")
+    toy_trace(one, steps=1)
+    r = route("eval", one, "--buckets", BUCKETS, "--train-steps", "1")
+    assert r.returncode == 2 and "(the trace has 1 step)" in r.stderr
     r = route("eval", trace, "--gpus", "2")  # no split of two GPUs: no plan, no layout
     assert r.returncode == 2 and "the planner gives no bucket layout" in r.stderr
     r = route("eval", trace, "--buckets", BUCKETS, "--folds", "1")
