@@ -27,15 +27,15 @@ enum { TIMER_TRAINED = 1 };
 enum { FILTERED_RUN_BATCHES = 1000 };
 
 struct async_mode {
-    int64_t launched;     /* groups */
-    int64_t lost;         /* groups filtered or rejected as stale (replaced) */
-    int64_t filtered_run; /* groups filtered since the last one kept */
-    VEC(uint32_t) buffer; /* completed groups, oldest first */
-    size_t fresh;         /* buffer[0..fresh) were fresh at the trainer's fresh_version */
-    int64_t fresh_version;
-    double prev_ready_s; /* when the previous batch was complete */
-    double ready_s;      /* when the batch being trained was complete */
-    double wait_s;       /* the trainer's idle time before it */
+    int64_t launched;      /* groups */
+    int64_t lost;          /* groups filtered or rejected as stale (replaced) */
+    int64_t filtered_run;  /* groups filtered since the last one kept */
+    VEC(uint32_t) buffer;  /* completed groups, oldest first */
+    size_t fresh;          /* buffer[0..fresh) were fresh at the trainer's fresh_version */
+    int64_t fresh_version; /* the trainer's version when drop_stale last ran */
+    double prev_ready_s;   /* when the previous batch was complete */
+    double ready_s;        /* when the batch being trained was complete */
+    double wait_s;         /* the trainer's idle time before it */
 };
 
 static struct async_mode *state(struct sim *s)

@@ -269,8 +269,9 @@ static const struct spec_field fields[] = {
         "tokens computed per engine iteration (chunked prefill budget); at least sim.max_seqs"),
     INT(SIMULATED, sim.queue_cap, "turns", 100, 1, 1 << 20, NULL,
         "queued turns at which the router skips an instance (max_queue_length)"),
-    DOUBLE(SIMULATED, sim.fail_time_s, 0, "s", -1, -1, 1e12, NULL,
-           "failure injection: when a rollout instance dies; -1 never"),
+    DOUBLE(
+        SIMULATED, sim.fail_time_s, 0, "s", -1, -1, 1e12, NULL,
+        "failure injection: when a rollout instance dies (0 or later); -1 never, nothing between"),
     INT(SIMULATED, sim.fail_instance, "", 0, 0, 1 << 20, NULL,
         "failure injection: the instance that dies (index, modulo the fleet)"),
     INT(SPEC_READ_SIM, sim.trace_step, "", -1, -1, 10000000, NULL,

@@ -13,6 +13,7 @@
 #include "trace/import.h"
 
 #include <errno.h>
+#include <float.h>
 #include <inttypes.h>
 #include <math.h>
 #include <stdarg.h>
@@ -26,6 +27,7 @@
 #include "util/error.h"
 #include "util/json.h"
 #include "util/map.h"
+#include "util/parse.h"
 #include "util/vec.h"
 
 /* ---- the columns ------------------------------------------------------------------------- */
@@ -363,13 +365,12 @@ static int set_text(const struct trace_importer *im, struct row *r, enum col c, 
         if (end == text || *end || errno || !strchr("-0123456789", *text))
             return row_error(im, r, c, err, "expected an integer, got '%s'", text);
         break;
-    case T_REAL:
-        errno = 0;
-        r->real = strtod(text, &end);
-        if (end == text || *end || errno || !isfinite(r->real) ||
-            text[strspn(text, "+-0123456789.eE")]) /* decimal: no hex, blank, inf or nan */
+    case T_REAL: { /* decimal, as JSON and a config file write one: no hex, blank, inf or nan */
+        char why[PARSE_WHY_EXTRA]; /* the row's own reason is given instead */
+        if (parse_double(text, -DBL_MAX, DBL_MAX, &r->real, why, sizeof why) != 0)
             return row_error(im, r, c, err, "expected a number, got '%s'", text);
         break;
+    }
     }
     r->has[c] = true;
     return 0;

@@ -160,11 +160,10 @@ static size_t pick_tool(const struct workload_gen *g, double u)
 }
 
 /* Makes the tool call of a non-final turn and lets the agent see its return. */
-static void call_tool(const struct workload_gen *g, struct agent *s, struct turn_draws *d,
+static void call_tool(const struct workload_gen *g, struct agent *s, const struct turn_draws *d,
                       struct trace_tool_call *call)
 {
     const struct workload_preset *w = g->preset;
-    draw_call(d);
     size_t i = pick_tool(g, d->tool);
     const struct workload_tool *t = &w->tools[i];
     double k = w->causal.strength;
@@ -289,6 +288,7 @@ void workload_gen_traj(const struct workload_gen *g, int64_t prompt_id, int64_t 
         }
         turn->calls = &calls[t - 1];
         turn->n_calls = 1;
+        draw_call(&d);
         call_tool(g, &s, &d, turn->calls);
         if (s.context >= w->context_tokens) { /* the return filled the context */
             how = TRACE_FINISH_TRUNCATED;
