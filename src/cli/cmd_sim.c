@@ -8,6 +8,7 @@
  * formats: the table, one JSON document, JSON Lines, and with --perfetto a Chrome trace-event
  * file of one step. --timeline is sim.timeline_steps, so that sweep cells record it too.
  */
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -20,6 +21,7 @@
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/parse.h"
+#include "util/strbuf.h"
 #include "util/vec.h"
 #include "util/workers.h"
 
@@ -199,6 +201,56 @@ static void warn_if_short(const struct libra_config *cfg)
                    warmup + MEASURED_STEPS_MIN);
 }
 
+/* A mode whose trained tokens/s moved more than this share between the halves of its measured
+ * steps has not settled (the planner-fidelity band's width). */
+#define UNSETTLED_FRAC 0.25
+
+static bool unsettled(const struct sim_result *r)
+{
+    double a = r->half_tokens_per_s[0], b = r->half_tokens_per_s[1];
+    return a > 0 && b > 0 && fabs(b / a - 1) > UNSETTLED_FRAC;
+}
+
+/* Says on stderr which modes of e have rates that are not a steady state. */
+static void warn_if_unsettled(const struct sim_experiment *e)
+{
+    struct strbuf b = {0};
+    for (int i = 0; i < e->n; i++) {
+        const struct sim_result *r = &e->mode[i].run;
+        if (unsettled(r))
+            strbuf_printf(&b, "%s%s %.0f -> %.0f", b.len ? ", " : "",
+                          sim_mode_name(e->mode[i].mode), r->half_tokens_per_s[0],
+                          r->half_tokens_per_s[1]);
+    }
+    if (b.len)
+        cli_errorf("sim: note: trained tokens/s moved by more than %.0f %% between the halves of "
+                   "the measured steps (%s): not a steady state (a drifting workload, or a "
+                   "pipeline that needs more steps to settle)",
+                   100 * UNSETTLED_FRAC, b.data);
+    strbuf_free(&b);
+}
+
+/* The same for a sweep: how many of its runs have a mode that has not settled. */
+static void warn_if_unsettled_cells(const struct sim_sweep *sw)
+{
+    size_t n = 0, ran = 0;
+    for (size_t i = 0; i < sw->n_cells; i++) {
+        if (sw->cells[i].rc)
+            continue;
+        ran++;
+        for (int m = 0; m < sw->cells[i].exp.n; m++)
+            if (unsettled(&sw->cells[i].exp.mode[m].run)) {
+                n++;
+                break;
+            }
+    }
+    if (n)
+        cli_errorf("sim: note: in %zu of %zu runs a mode's trained tokens/s moved by more than "
+                   "%.0f %% between the halves of the measured steps: not a steady state "
+                   "(run.trained_tokens_per_s_halves in --json)",
+                   n, ran, 100 * UNSETTLED_FRAC);
+}
+
 /* ---- one run ------------------------------------------------------------------------------ */
 
 static int run_one(const struct cli_common *cc, const struct sim_flags *f,
@@ -223,8 +275,10 @@ static int run_one(const struct cli_common *cc, const struct sim_flags *f,
             rc = exit_code(src);
         }
     }
-    if (rc == 0)
+    if (rc == 0) {
         warn_if_short(cfg);
+        warn_if_unsettled(&e);
+    }
     if (rc == 0 && f->perfetto) /* first: one that fails leaves no result on stdout */
         rc = write_perfetto(&e, f->perfetto);
     if (rc == 0)
@@ -463,6 +517,7 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f,
             if (measured_steps(&cfgs[i]) < measured_steps(&cfgs[shortest]))
                 shortest = i;
         warn_if_short(&cfgs[shortest]);
+        warn_if_unsettled_cells(&sw);
         rc = emit(cc, cc->json ? sim_sweep_to_json(&sw, base) : NULL,
                   cc->json    ? NULL
                   : cc->jsonl ? sim_sweep_jsonl(&sw, base)

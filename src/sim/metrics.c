@@ -34,6 +34,25 @@ double sim_hist_edge(const struct sim_hist *h, int b)
     return h->lo * pow(10, (double)b / SIM_HIST_PER_DECADE);
 }
 
+/* Trained tokens/s over each half of the measured steps (sim_result.half_tokens_per_s). */
+static void halves(const struct sim *s, struct sim_result *o)
+{
+    size_t first = 0, n = 0;
+    for (size_t i = 0; i < s->steps.n; i++)
+        if (s->steps.v[i].step >= o->warmup && n++ == 0)
+            first = i;
+    if (n < 2)
+        return;
+    size_t mid = first + n / 2; /* the second half's first step */
+    int64_t tokens[2] = {0, 0};
+    for (size_t i = first; i < first + n; i++)
+        tokens[i >= mid] += s->steps.v[i].trained_tokens;
+    double split_s = s->steps.v[mid - 1].end_s;
+    double span_s[2] = {split_s - s->measure_from_s, s->now - split_s};
+    for (int h = 0; h < 2; h++)
+        o->half_tokens_per_s[h] = span_s[h] > 0 ? (double)tokens[h] / span_s[h] : 0;
+}
+
 void sim_metrics_finish(struct sim *s)
 {
     struct sim_result *o = s->out;
@@ -73,6 +92,7 @@ void sim_metrics_finish(struct sim *s)
         o->tokens_per_s = (double)o->trained_tokens / o->measured_s;
         o->trajectories_per_s = (double)o->trajectories / o->measured_s;
     }
+    halves(s, o);
     if (n > 0) {
         o->mean_step_s = step / n;
         o->mean_train_s = train / n;

@@ -205,6 +205,9 @@ static json_t *run_json(const struct sim_result *r, bool pool)
         "trained_tokens_all", (json_int_t)r->trained_tokens_all, "unconsumed_tokens",
         (json_int_t)r->unconsumed_tokens, "rollout_utilisation", ujson_real(r->rollout_util),
         "train_utilisation", ujson_real(r->train_util), "tail_share", ujson_real(r->tail_share));
+    json_object_set_new(o, "trained_tokens_per_s_halves",
+                        json_pack("[o,o]", ujson_real(r->half_tokens_per_s[0]),
+                                  ujson_real(r->half_tokens_per_s[1])));
     json_object_set_new(o, "mean_step_s", ujson_real(r->mean_step_s));
     json_object_set_new(o, "mean_train_s", ujson_real(r->mean_train_s));
     json_object_set_new(o, "mean_rollout_s", ujson_real(r->mean_rollout_s));

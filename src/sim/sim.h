@@ -310,6 +310,10 @@ struct sim_result {
     double measured_s;                    /* simulated time the rates are over */
     int64_t trained_tokens, trajectories; /* over the measured steps */
     double tokens_per_s, trajectories_per_s;
+    double half_tokens_per_s[2];   /* trained tokens/s over the first and the second half of the
+                                    * measured steps (the first has the fewer when their count is
+                                    * odd): how far the rate is from settled; 0 and 0 with fewer
+                                    * than 2 measured steps */
     double generated_tokens_per_s; /* every generated token, wasted or not, over the run */
     int64_t generated_tokens;      /* kept by the engines over the run (every request's
                                     * output, whatever became of it) */

@@ -10,6 +10,8 @@ import json
 import os
 import subprocess
 
+from pytest import approx
+
 LIBRA = os.environ["LIBRA_BIN"]
 SOURCE_DIR = os.environ["LIBRA_SOURCE_DIR"]
 WASTES = {"prompt", "reprefill", "preempt", "filtered", "stale", "aborted", "failure", "surplus"}
@@ -435,6 +437,41 @@ def test_a_warm_up_as_long_as_the_run_leaves_one_step_measured():
                 "sim.modes=colocated")
         assert ", 3 steps (2 warm-up), " in p.stdout.splitlines()[0]
         assert "the rates cover 1 step after 2 of warm-up" in p.stderr
+
+
+def halves_from_steps(m):
+    """Trained tokens/s over each half of the measured steps, from the per-step records."""
+    w = m["run"]["warmup_steps"]
+    steps, start = m["steps"][w:], m["steps"][w - 1]["end_s"] if w else 0.0
+    mid = len(steps) // 2
+    split = steps[mid - 1]["end_s"]
+    first = sum(s["trained_tokens"] for s in steps[:mid]) / (split - start)
+    second = sum(s["trained_tokens"] for s in steps[mid:]) / (steps[-1]["end_s"] - split)
+    return first, second, start
+
+
+def test_rates_over_each_half_say_whether_the_run_settled():
+    """run.trained_tokens_per_s_halves are the halves' rates, which weigh up to the run's own;
+    a mode that moved by more than 25 % between them is named on stderr (the drift example's
+    trajectories grow over the run), one that did not is not (the default)."""
+    drift = os.path.join(SOURCE_DIR, "examples", "sim-drift-r2e-gym-qwen3-14b.json")
+    p = sim(drift, "--json")
+    for name, m in json.loads(p.stdout)["modes"].items():
+        run = m["run"]
+        first, second, start = halves_from_steps(m)
+        assert run["trained_tokens_per_s_halves"] == [approx(first), approx(second)]
+        split = m["steps"][run["warmup_steps"] + (len(m["steps"]) - run["warmup_steps"]) // 2 - 1]
+        weighed = (first * (split["end_s"] - start) + second * (run["simulated_s"] - split["end_s"]))
+        assert weighed / run["measured_s"] == approx(run["trained_tokens_per_s"])
+        assert second > 1.25 * first, name
+    note = [line for line in p.stderr.splitlines() if "between the halves" in line]
+    assert len(note) == 1 and "libra 1506 -> 2144" in note[0] and "not a steady state" in note[0]
+    assert "between the halves" not in sim().stderr
+    p = sim(drift, "--seeds", "2", "--set", "sim.modes=colocated")
+    assert "in 2 of 2 runs a mode's trained tokens/s moved by more than 25 %" in p.stderr
+    one = json.loads(sim("--json", "--steps", "3", "--set", "sim.warmup_steps=2", "--set",
+                         "sim.modes=colocated").stdout)
+    assert one["modes"]["colocated"]["run"]["trained_tokens_per_s_halves"] == [0, 0]
 
 
 def test_an_async_mode_with_no_split_says_which_bounds_leave_none():
