@@ -6,6 +6,8 @@
  */
 #include "cli/cli_config.h"
 
+#include <ctype.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -176,6 +178,21 @@ static const char *option_name(const struct cli_common *cc, int c)
  * (docs/trace-format.md, "Tool-status rules"). */
 static const char *const may_be_empty[] = {"timeout-text", "exit-code-pattern", "failure-text"};
 
+/* The flag of option c as a message names it: both spellings where it has two (-o/--output),
+ * since the message cannot tell which one was typed. */
+static const char *flag_label(const struct cli_common *cc, int c, char *buf, size_t size)
+{
+    const char *name = option_name(cc, c);
+    bool short_form = c > 0 && c < CLI_OPT_BASE && isalpha(c) && strchr(cc->shortopts, c);
+    if (name && short_form)
+        snprintf(buf, size, "-%c/--%s", c, name);
+    else if (name)
+        snprintf(buf, size, "--%s", name);
+    else
+        snprintf(buf, size, "-%c", c);
+    return buf;
+}
+
 /* Refuses an empty value where it means nothing (an empty -o is no file to write). */
 static int not_empty(struct cli_common *cc, int c, const char *value)
 {
@@ -185,10 +202,8 @@ static int not_empty(struct cli_common *cc, int c, const char *value)
             return 0;
     if (*value)
         return 0;
-    if (name)
-        cli_usage_error(cc->cmd, "--%s: an empty value", name);
-    else
-        cli_usage_error(cc->cmd, "-%c: an empty value", c);
+    char label[64];
+    cli_usage_error(cc->cmd, "%s: an empty value", flag_label(cc, c, label, sizeof label));
     return '?';
 }
 
@@ -200,10 +215,9 @@ static int given_once(struct cli_common *cc, int c)
             return 0;
     for (size_t i = 0; i < cc->n_given; i++)
         if (cc->given[i] == c) {
-            if (name)
-                cli_usage_error(cc->cmd, "--%s given twice: it takes one value", name);
-            else
-                cli_usage_error(cc->cmd, "-%c given twice: it takes one value", c);
+            char label[64];
+            cli_usage_error(cc->cmd, "%s given twice: it takes one value",
+                            flag_label(cc, c, label, sizeof label));
             return '?';
         }
     cc->given = xreallocarray(cc->given, cc->n_given + 1, sizeof *cc->given);

@@ -16,6 +16,7 @@ docs/sim.md "Sweeps, seeds, threads and progress", "Attribution" and "Perfetto")
   documents in one stream); with `-o FILE` it writes the trace to standard output.
 - `libra plan --homogeneous-rollout` given twice is taken, as a flag without a value may be
   repeated to no effect.
+- A message about a flag's value names both its spellings where it has two (`-o/--output`).
 
 Needs LIBRA_BIN and LIBRA_SOURCE_DIR.
 """
@@ -140,3 +141,15 @@ def test_plan_takes_homogeneous_rollout_twice():
                 "--homogeneous-rollout", "--json")
     assert once.returncode == 0 and twice.returncode == 0, twice.stderr
     assert once.stdout == twice.stdout
+
+
+@pytest.mark.parametrize("args,flag", [
+    (("-o", ""), "-o/--output: an empty value"),
+    (("--output=",), "-o/--output: an empty value"),
+    (("-o", "a", "--output", "b"), "-o/--output given twice: it takes one value"),
+    (("--seed", ""), "--seed: an empty value"),
+])
+def test_a_flag_with_two_spellings_is_named_by_both(args, flag):
+    """A message about a flag's value names both of its spellings where it has two: it cannot
+    tell which one was typed (`-o ''` was named `--output` alone)."""
+    assert refused(run("sim", *args)).startswith(f"libra: sim: {flag}\n")
