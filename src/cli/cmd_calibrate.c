@@ -368,12 +368,28 @@ static int add_log(struct calibration *c, size_t idx, const char *text, size_t l
     return rc;
 }
 
+/* Refuses input idx where it is the file of an earlier one (by device and inode, or by name):
+ * its points would count twice, and the fit's standard errors shrink on no new measurement. */
+static int check_not_again(struct calibration *c, size_t idx)
+{
+    const struct input *in = &c->inputs[idx];
+    for (size_t j = 0; j < idx; j++)
+        if (cli_same_file(c->inputs[j].path, in->path))
+            return cli_usage_error(c->cc->cmd,
+                                   "input '%s' is the file of input '%s' again: its points would "
+                                   "count twice",
+                                   in->arg, c->inputs[j].arg);
+    return 0;
+}
+
 static int read_input(struct calibration *c, size_t idx)
 {
     struct input *in = &c->inputs[idx];
     char *text = NULL;
     size_t len = 0;
     int rc = split_input(c, in);
+    if (rc == 0)
+        rc = check_not_again(c, idx);
     if (rc == 0)
         rc = cli_read_file(in->path, &text, &len);
     if (rc == 0) {

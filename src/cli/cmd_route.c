@@ -14,6 +14,8 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
@@ -497,6 +499,12 @@ static int check_policy_flags(const struct cli_common *cc, const struct route_fl
                                "--min-visits %lld has no effect with --policy %s: only cmlfq and "
                                "cmlfq_h look nodes up in the prefix trees",
                                (long long)f->min_visits, f->policy);
+    if (f->truncated_exact && !(run & TREE_POLICIES)) /* censoring acts on the trees alone */
+        return cli_usage_error(cc->cmd,
+                               "--truncated exact has no effect with --policy %s: only cmlfq and "
+                               "cmlfq_h learn from the prefix trees, where a truncated trajectory "
+                               "is censored",
+                               f->policy);
     struct libra_config def;
     spec_config_defaults(&def);
     for (size_t k = 0; k < sizeof policy_keys / sizeof *policy_keys; k++) {
@@ -561,6 +569,25 @@ static int close_decisions(const struct route_flags *f, struct decisions *d, int
     return rc;
 }
 
+/* --decisions on standard output while the report goes there too: two outputs in one stream,
+ * or a file renamed over the one holding the report (stdout redirected, --decisions
+ * /dev/stdout). A device (a terminal, /dev/null) takes both, as it takes any two outputs. */
+static int check_decisions_not_stdout(const struct cli_common *cc, const struct route_flags *f)
+{
+    if (!f->decisions || (cc->output && strcmp(cc->output, "-") != 0))
+        return 0;
+    struct stat a, b;
+    bool same = strcmp(f->decisions, "-") == 0 ||
+                (stat(f->decisions, &a) == 0 && S_ISREG(a.st_mode) &&
+                 fstat(STDOUT_FILENO, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+    if (!same)
+        return 0;
+    return cli_usage_error(cc->cmd,
+                           "--decisions '%s' is standard output, which the report is written to "
+                           "(give it -o FILE)",
+                           f->decisions);
+}
+
 static int run(const struct cli_common *cc, const struct route_flags *f, const char *path)
 {
     struct decisions decisions = {0};
@@ -574,6 +601,8 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     struct cli_progress *line =
         rc ? NULL : cli_progress_start("route eval", read_progress, &progress, cc->progress);
     struct route_plan plan = {0};
+    if (rc == 0)
+        rc = check_decisions_not_stdout(cc, f);
     if (rc == 0) /* the outputs are refused before the run, not after it */
         rc = cli_check_output(cc->output);
     if (rc == 0 && f->decisions)

@@ -238,6 +238,11 @@ static int itl_sum(struct run_reader *r, size_t i, double *out)
             return rc;
         *out += t;
     }
+    snprintf(path, sizeof path, "itls/%zu", i);
+    if (!isfinite(*out)) /* each finite, their sum not: no time the run could have taken */
+        return run_error(r, path,
+                         "the inter-token latencies sum past the largest number (a time in "
+                         "seconds is far less)");
     return 0;
 }
 
@@ -357,6 +362,10 @@ static int run_totals(struct run_reader *r)
                          "no successful request generated more than one token (%zu of %zu "
                          "failed)",
                          run->failed, run->requests);
+    if (!isfinite(run->decode_s))
+        return run_error(r, r->latency ? "latencies" : "itls",
+                         "the requests' decode times sum past the largest number (a time in "
+                         "seconds is far less)");
     double batch = run->decode_s / run->duration_s;
     if (batch > (double)run->decoded * (1.0 + 1e-9))
         return run_error(r, "duration",
@@ -679,6 +688,27 @@ static int verl_line(struct verl_line *v, cost_log_steps *out, bool *found)
     return rc;
 }
 
+/* A line with an actor update whose "step:" (as verl_step_at finds it, at a word's start) is
+ * not followed by a step number: refused rather than passed over with its update. */
+static int verl_bad_step(const struct verl_line *v)
+{
+    const char *t = v->l.text;
+    size_t len = v->l.len;
+    if (verl_step_at(t, len) >= 0 || find(t, len, "timing_s/update_actor:") < 0)
+        return 0;
+    for (size_t p = 0; p + 5 <= len; p++) {
+        if (memcmp(t + p, "step:", 5) != 0 ||
+            (p > 0 && (isalnum((unsigned char)t[p - 1]) || strchr("_/-.", t[p - 1]))))
+            continue;
+        long dash = find(t + p + 5, len - p - 5, " - ");
+        size_t n = dash >= 0 ? (size_t)dash : len - p - 5;
+        return line_error(&v->l, p,
+                          "step: expected a step number (digits) before ' - ', got '%.*s'",
+                          (int)(n < 40 ? n : 40), t + p + 5);
+    }
+    return 0;
+}
+
 int cost_import_verl(const char *name, const char *text, size_t len, cost_log_steps *out,
                      size_t *skipped, struct libra_error *err)
 {
@@ -689,6 +719,8 @@ int cost_import_verl(const char *name, const char *text, size_t len, cost_log_st
         v.l.len = n > 0 && text[p + n - 1] == '\r' ? n - 1 : n;
         bool found;
         int rc = verl_line(&v, out, &found);
+        if (rc == 0)
+            rc = verl_bad_step(&v);
         if (rc)
             return rc;
         if (!found && verl_step_at(v.l.text, v.l.len) >= 0 && skipped)
@@ -820,6 +852,10 @@ static int megatron_close(struct megatron_block *b, const struct log_line *v)
     const char *dist = b->value[MA_DIST_OPT];
     if (b->line[MA_DIST_OPT] && strcmp(dist, "True") != 0 && strcmp(dist, "False") != 0)
         return arg_error(b, v, MA_DIST_OPT, "expected True or False");
+    const char *recompute = b->value[MA_RECOMPUTE]; /* Megatron-LM's choices, or None */
+    if (b->line[MA_RECOMPUTE] && strcmp(recompute, "full") != 0 &&
+        strcmp(recompute, "selective") != 0 && strcmp(recompute, "None") != 0)
+        return arg_error(b, v, MA_RECOMPUTE, "expected full, selective or None");
     struct cost_import_options *o = &b->layout;
     memset(o, 0, sizeof *o);
     set_option(o, COST_OPT_TP, x[MA_TP]);
@@ -841,8 +877,10 @@ static int megatron_close(struct megatron_block *b, const struct log_line *v)
 }
 
 /* The value of segment "KEY: VALUE" of an iteration line's [at, len) named key, as a number
- * > 0 (*out), or an error when it is missing or not such a number. */
-static int iteration_value(const struct log_line *v, size_t at, const char *key, double *out)
+ * > 0 (*out; its offset in the line to *value_at unless NULL), or an error when it is missing or
+ * not such a number. */
+static int iteration_value(const struct log_line *v, size_t at, const char *key, double *out,
+                           size_t *value_at)
 {
     long k = find(v->text + at, v->len - at, key);
     if (k < 0)
@@ -862,6 +900,8 @@ static int iteration_value(const struct log_line *v, size_t at, const char *key,
     *out = strtod(buf, &end);
     if (n == 0 || *end || errno || !isfinite(*out) || !(*out > 0.0))
         return line_error(v, p, "%s: expected a number > 0, got '%s'", key, buf);
+    if (value_at)
+        *value_at = p;
     return 0;
 }
 
@@ -875,9 +915,19 @@ static int megatron_iteration(struct megatron_block *b, const struct log_line *v
                           "reads the layout and seq_length from the block Megatron-LM prints at "
                           "start-up");
     double ms, batch;
-    int rc = iteration_value(v, at, "elapsed time per iteration (ms)", &ms);
+    size_t batch_at = 0;
+    int rc = iteration_value(v, at, "elapsed time per iteration (ms)", &ms, NULL);
     if (rc == 0)
-        rc = iteration_value(v, at, "global batch size", &batch);
+        rc = iteration_value(v, at, "global batch size", &batch, &batch_at);
+    if (rc == 0 && batch != floor(batch)) { /* a count of sequences, never rounded */
+        size_t n = 0;
+        while (batch_at + n < v->len && v->text[batch_at + n] != ' ' &&
+               v->text[batch_at + n] != '|')
+            n++;
+        rc = line_error(v, batch_at,
+                        "global batch size: expected a whole number of sequences, got '%.*s'",
+                        (int)n, v->text + batch_at);
+    }
     if (rc)
         return rc;
     if (b->fresh) { /* the start-up's interval */

@@ -26,8 +26,9 @@
 #define SPEC_BUCKETS_MAX 8
 #define SPEC_BUCKET_TPS_MAX 4
 #define SPEC_BUCKET_TOKENS_MAX 100000000 /* largest max_tokens accepted, tokens */
-#define SPEC_BUCKET_INSTANCES_MAX 4096   /* largest instance count of one TP size */
-#define SPEC_BUCKET_TEXT_MAX 512         /* enough for the text form of any valid layout */
+/* largest instance count of one TP size: as many as a cluster has GPUs (cluster.gpus) */
+#define SPEC_BUCKET_INSTANCES_MAX 65536
+#define SPEC_BUCKET_TEXT_MAX 512 /* enough for the text form of any valid layout */
 
 struct spec_bucket {
     int64_t max_tokens;                 /* upper bound on remaining generated tokens */

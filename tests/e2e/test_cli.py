@@ -112,7 +112,7 @@ def test_a_long_flag_is_spelled_whole(args, whole):
     (["sim", "--gpus", "8", "--gpus", "16"], "--gpus"),
     (["route", "eval", "x.jsonl", "--policy", "all", "--policy", "cmlfq"], "--policy"),
     (["plan", "--verify", "2", "--verify=3"], "--verify"),
-    (["config", "show", "-o", "a.json", "--output", "b.json"], "--output"),
+    (["config", "show", "-o", "a.json", "--output", "b.json"], "-o/--output"),
     (["trace", "gen", "--steps", "1", "--steps", "2"], "--steps"),
 ])
 def test_a_single_valued_flag_given_twice_is_refused(args, flag):
@@ -314,7 +314,7 @@ def test_readme_shows_what_the_command_prints(command):
     assert p.stdout == shown
 
 
-@pytest.mark.parametrize("args,flag", [(["sim", "-o", ""], "--output"),
+@pytest.mark.parametrize("args,flag", [(["sim", "-o", ""], "-o/--output"),
                                        (["sim", "--workload", ""], "--workload"),
                                        (["plan", "--set", ""], "--set")])
 def test_an_empty_flag_value_is_a_usage_error(args, flag):

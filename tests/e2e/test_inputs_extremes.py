@@ -18,6 +18,8 @@ docs/cli.md).
   sim.modes.
 - route eval's error when the planner refuses the experiment carries the planner's whole reason.
 - A trajectory timeout that stops every trajectory is an error naming the key, not zeros.
+- The largest cluster a config takes (65536 GPUs) plans and runs libra: its fleet of more than
+  4096 instances of one TP size was refused by the router as out of a layout's range.
 
 Needs LIBRA_BIN and LIBRA_SOURCE_DIR.
 """
@@ -175,3 +177,11 @@ def test_a_timeout_that_stops_every_trajectory_is_refused(modes):
     err = refused(run("sim", *SMALL, "--set", f"sim.modes={modes}", "--set",
                       "rl.trajectory_timeout_s=0.001"))
     assert "rl.trajectory_timeout_s 0.001 s stopped every trajectory" in err, err
+
+
+def test_the_largest_cluster_plans_and_runs_libra():
+    r = run("sim", "--gpus", "65536", "--workload", "search-r1", "--steps", "2", "--set",
+            "sim.modes=libra", "--set", "plan.verify_candidates=0", "--json")
+    assert r.returncode == 0, r.stderr
+    instances = json.loads(r.stdout)["modes"]["libra"]["layout"]["instances"]  # "tp8x6440"
+    assert max(int(kind.split("x")[1]) for kind in instances.split(",")) > 4096, instances
