@@ -462,10 +462,6 @@ static int csv_split(struct trace_importer *im, struct libra_error *err)
     size_t len = im->len, i = 0;
     if (len && s[len - 1] == '\r')
         len--;
-    const char *nul = memchr(s, '\0', len); /* it would end a cell's text: "a\0b" as "a" */
-    if (nul)
-        return error_set(err, im->name, (int)im->lineno, char_col(im, (size_t)(nul - s)),
-                         "a NUL byte: CSV text holds none");
     im->cell_text.n = im->cell_off.n = im->cell_col.n = 0;
     for (;;) {
         vec_push(&im->cell_off, im->cell_text.n);
@@ -775,8 +771,11 @@ int trace_importer_line(struct trace_importer *im, const char *line, size_t len,
         trace_agentlog_add(im->agentlog, line, len);
         return 0;
     }
+    int rc = trace_line_nul(im->name, im->lineno, line, len, err);
+    if (rc)
+        return rc;
     size_t blank = 0;
-    while (blank < len && strchr(" \t\r", line[blank]))
+    while (blank < len && strchr(" \t\r", line[blank])) /* no NUL here: strchr would match it */
         blank++;
     if (blank == len)
         return 0;
@@ -786,7 +785,7 @@ int trace_importer_line(struct trace_importer *im, const char *line, size_t len,
         return trace_agentlog_line(im->agentlog, im->lineno, line, len, out, err);
     struct row r;
     memset(&r, 0, sizeof r);
-    int rc = im->opt.format == TRACE_IMPORT_CSV ? csv_row(im, &r, err) : jsonl_row(im, &r, err);
+    rc = im->opt.format == TRACE_IMPORT_CSV ? csv_row(im, &r, err) : jsonl_row(im, &r, err);
     if (rc < 0 || (im->opt.format == TRACE_IMPORT_CSV && rc == 0))
         return rc;
     return add_row(im, &r, out, err);

@@ -19,6 +19,14 @@
  */
 int trace_line_col(const char *line, size_t len, const char *ptr);
 
+/*
+ * Refuses line lineno of file name (len bytes) where it holds a NUL byte, naming its column in
+ * characters: JSON and CSV text hold none, C's string functions would end a value there, and a
+ * zero-filled line is what a crash can leave in a file. Returns 0, or LIBRA_EINVAL with err.
+ */
+int trace_line_nul(const char *name, int64_t lineno, const char *line, size_t len,
+                   struct libra_error *err);
+
 /* The verl rollout-dump importer (import_verl.c); see trace_importer_* in import.h. */
 struct trace_verl;
 

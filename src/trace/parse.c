@@ -319,6 +319,19 @@ int trace_line_col(const char *line, size_t len, const char *ptr)
     return col;
 }
 
+int trace_line_nul(const char *name, int64_t lineno, const char *line, size_t len,
+                   struct libra_error *err)
+{
+    const char *nul = memchr(line, '\0', len);
+    if (!nul)
+        return 0;
+    int col = 1;
+    for (const char *c = line; c < nul; c++)
+        col += ((unsigned char)*c & 0xC0) != 0x80;
+    return error_set(err, name, (int)lineno, col,
+                     "a NUL byte: a line of text holds none (a binary or zero-filled line)");
+}
+
 static int report(const struct trace_parser *p, const struct where *w, const char *msg,
                   struct libra_error *err)
 {
@@ -623,8 +636,11 @@ static int load_line(struct trace_parser *p, json_t **root, const char *line, si
     p->lineno = lineno;
     json_decref(*root);
     *root = NULL;
+    int rc = trace_line_nul(p->name, lineno, line, len, err);
+    if (rc)
+        return rc;
     size_t blank = 0;
-    while (blank < len && strchr(" \t\r", line[blank]))
+    while (blank < len && strchr(" \t\r", line[blank])) /* no NUL here: strchr would match it */
         blank++;
     if (blank == len)
         return error_set(err, p->name, (int)lineno, 1, "empty line");

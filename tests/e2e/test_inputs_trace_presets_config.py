@@ -15,15 +15,20 @@
 - `sim.fail_time_s` is -1 (never) or a time >= 0; a value between them, which acted as never,
   is refused naming the key.
 
-Needs LIBRA_BIN.
+- A zero-filled line (what a crash can leave in a file) is refused by its NUL byte, by the
+  trace reader and by `trace import` (which skipped it as blank, losing its rows unseen).
+
+Needs LIBRA_BIN and LIBRA_SOURCE_DIR.
 """
 
 import json
+import os
 
 import pytest
 from cli_run import refused, run
 
 SMALL = ("--model", "qwen3-4b", "--batch", "8", "--steps", "2")
+DATA = os.path.join(os.environ["LIBRA_SOURCE_DIR"], "tests", "data", "trace")
 CSV_HEADER = "traj_id,step,prompt_id,turn,prompt_tokens,generated_tokens"
 
 
@@ -61,6 +66,34 @@ def test_csv_nul_byte_is_refused_where_it_stands(tmp_path):
     err = refused(run("trace", "import", "--from", "csv", str(path), "-o", str(out)))
     assert err.startswith(f"libra: {path}:2:2: a NUL byte"), err
     assert not out.exists()
+
+
+ZEROS = b"\0" * 64 + b"\n"  # what a crash can leave of a block of a file: zeros
+
+
+def with_zeros(src, at):
+    """src's lines with a zero-filled one inserted before line `at` (1-based)."""
+    lines = open(src, "rb").read().splitlines(keepends=True)
+    return b"".join(lines[:at - 1]) + ZEROS + b"".join(lines[at - 1:])
+
+
+@pytest.mark.parametrize("fmt,name", [("jsonl", "turns.jsonl"), ("csv", "turns.csv")])
+def test_import_refuses_a_zero_filled_line(tmp_path, fmt, name):
+    """A line of NUL bytes was skipped as blank (C's strchr finds the NUL terminator in any set
+    of characters), so its rows were lost without a word."""
+    path = tmp_path / name
+    path.write_bytes(with_zeros(f"{DATA}/{name}", 3))
+    out = tmp_path / "out.jsonl"
+    err = refused(run("trace", "import", "--from", fmt, str(path), "-o", str(out)))
+    assert err.startswith(f"libra: {path}:3:1: a NUL byte"), err
+    assert not out.exists()
+
+
+def test_trace_reader_names_a_zero_filled_line_by_its_nul_byte(tmp_path):
+    path = tmp_path / "t.jsonl"
+    path.write_bytes(with_zeros(f"{DATA}/small.jsonl", 3))
+    r = run("trace", "validate", str(path))
+    assert r.returncode == 1 and r.stderr.startswith(f"libra: {path}:3:1: a NUL byte"), r.stderr
 
 
 # ---- traces of very long trajectories ---------------------------------------------------------
