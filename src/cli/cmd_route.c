@@ -623,9 +623,10 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     size_t prompts = sched_eval_prompts(&ev.ev);
     if (rc == 0 && f->folds && (size_t)f->folds > prompts) /* a fold would hold no prompt */
         rc = cli_usage_error(cc->cmd,
-                             "--folds %lld: the trace has %zu prompts, so at most %zu folds "
+                             "--folds %lld: the trace has %zu prompt%s, so at most %zu fold%s "
                              "(each fold holds whole prompts)",
-                             (long long)f->folds, prompts, prompts);
+                             (long long)f->folds, prompts, prompts == 1 ? "" : "s", prompts,
+                             prompts == 1 ? "" : "s");
     struct cost_move_model move;
     struct sched_costs costs;
     if (rc == 0)
