@@ -67,6 +67,7 @@ FREE = ["plan.tp_pattern=", "sched.buckets=", "plan.min_train_gpus=8", "plan.min
 BATCHES = [32, 128, 512, 2560]
 TOOL_SCALES = ["0.25", "1", "4", "16"]
 CAUSAL = ["0", None, "0.5", "1"]  # None: the preset's calibrated strength
+UNSETTLED_FRAC = 0.25  # libra sim's own threshold (src/cli/cmd_sim.c)
 ATTRIBUTION_BARS = 8  # the values of libra sim --attribution's grid key (docs/sim.md)
 BARS = [("colocated", "colocated (tuned)"), ("async", "async (tuned)"),
         ("+planner", "+ planner (one TP)"), ("+hetero", "+ het. TP, C-MLFQ"),
@@ -226,8 +227,16 @@ def verification(cell, verified):
                      max(het) / chosen["trained_tokens_per_s"] if het else None))
 
 
-def collect(doc, rates, lays, errors, verified):
-    """Adds each cell's trained tokens/s and layout by (point of the swept key, seed, bar)."""
+def unsettled(run):
+    """Whether a run's trained tokens/s moved by more than 25 % between the halves of its
+    measured steps (`libra sim` says so on stderr: docs/sim.md "Metrics")."""
+    a, b = run["trained_tokens_per_s_halves"]
+    return a > 0 and b > 0 and abs(b / a - 1) > UNSETTLED_FRAC
+
+
+def collect(doc, rates, lays, errors, verified, moving):
+    """Adds each cell's trained tokens/s and layout by (point of the swept key, seed, bar), and
+    the cells whose rate has not settled to moving."""
     for cell in doc["cells"]:
         bar, point = cell["set"]["attribution"], cell["point"] // ATTRIBUTION_BARS
         if "error" in cell:
@@ -239,6 +248,8 @@ def collect(doc, rates, lays, errors, verified):
         (mode,) = cell["result"]["modes"].values()
         rates[(point, cell["seed"], bar)] = mode["run"]["trained_tokens_per_s"]
         lays[(point, cell["seed"], bar)] = layout(mode)
+        if unsettled(mode["run"]):
+            moving.add((point, cell["seed"], bar))
 
 
 def layouts(lays, point, seeds, mode):
@@ -255,16 +266,18 @@ def layouts(lays, point, seeds, mode):
 def table(args, part, sweep, setups, presets, outdir, batch):
     seeds = [int(s) for s in args.seed_list.split(",")]
     rows, ratio_rows, lay_rows, commands, errors, verified = [], [], [], [], [], []
+    moving_rows, runs = [], 0
     for label, example, _ in setups:
         values = sweep.values[example]
         if args.quick:
             values = values[:2]
         tag = f"{part}-{os.path.basename(example)[4:-5]}" + (
             "-" + sweep.title.replace(" ", "").replace("rl.", "") if sweep.title else "")
-        rates, lays = {}, {}
+        rates, lays, moving = {}, {}, set()
         doc, cmd, took = run(args, example, sweep, [v for _, v in values], presets,
                              os.path.join(outdir, tag + ".json"))
-        collect(doc, rates, lays, errors, verified)
+        collect(doc, rates, lays, errors, verified, moving)
+        runs += len(rates)
         commands.append(cmd)
         args.took += took
         what = label if part == "regime" else f"{label}, batch {batch[example]}"
@@ -278,6 +291,9 @@ def table(args, part, sweep, setups, presets, outdir, batch):
             rows.append([what, shown] + [fmt(r[m], 0) for m, _ in BARS])
             ratio_rows.append([what, shown] + ratio)
             lay_rows.append([what, shown] + [layouts(lays, point, seeds, m) for m, _ in BARS])
+            n = sum(1 for p, _, _ in moving if p == point)
+            if n:
+                moving_rows.append((what, shown, n))
     key = "batch" if part == "regime" else sweep.key.split(".")[-1].replace("name", "workload")
     if part in ("tools", "causal"):
         key = {"tools": "tool times", "causal": "causal.strength"}[part]
@@ -315,6 +331,12 @@ def table(args, part, sweep, setups, presets, outdir, batch):
           f"in {het_chosen}; heterogeneous fleets among the simulated candidates in "
           f"{len(tried)} runs" + (f", the best of them at {min(tried):.2f}-{max(tried):.2f} of "
                                   "the chosen candidate's trained tokens/s" if tried else "") + ".")
+    where = "; ".join(f"{what}, {key} {shown}: {n}" for what, shown, n in moving_rows)
+    print(f"\nRuns whose trained tokens/s moved by more than 25 % between the halves of their "
+          f"measured steps (a drifting rate, a pipeline still settling, or a long tail that "
+          f"{args.steps} steps do not average; `libra sim` notes each): "
+          f"{sum(n for _, _, n in moving_rows)} of {runs}"
+          + (f" ({where})" if where else "") + ".")
     for e in errors:
         print(f"\nfailed: {e}")
     sys.stdout.flush()

@@ -224,8 +224,9 @@ static void warn_if_unsettled(const struct sim_experiment *e)
     }
     if (b.len)
         cli_errorf("sim: note: trained tokens/s moved by more than %.0f %% between the halves of "
-                   "the measured steps (%s): not a steady state (a drifting workload, or a "
-                   "pipeline that needs more steps to settle)",
+                   "the measured steps (%s): not a steady-state figure (the workload drifts, "
+                   "the pipeline is still settling, or the run is too short to average its "
+                   "long tail)",
                    100 * UNSETTLED_FRAC, b.data);
     strbuf_free(&b);
 }
@@ -246,8 +247,8 @@ static void warn_if_unsettled_cells(const struct sim_sweep *sw)
     }
     if (n)
         cli_errorf("sim: note: in %zu of %zu runs a mode's trained tokens/s moved by more than "
-                   "%.0f %% between the halves of the measured steps: not a steady state "
-                   "(run.trained_tokens_per_s_halves in --json)",
+                   "%.0f %% between the halves of the measured steps: not steady-state "
+                   "figures (run.trained_tokens_per_s_halves in --json)",
                    n, ran, 100 * UNSETTLED_FRAC);
 }
 

@@ -465,7 +465,7 @@ def test_rates_over_each_half_say_whether_the_run_settled():
         assert weighed / run["measured_s"] == approx(run["trained_tokens_per_s"])
         assert second > 1.25 * first, name
     note = [line for line in p.stderr.splitlines() if "between the halves" in line]
-    assert len(note) == 1 and "libra 1506 -> 2144" in note[0] and "not a steady state" in note[0]
+    assert len(note) == 1 and "libra 1506 -> 2144" in note[0] and "not a steady-state figure" in note[0]
     assert "between the halves" not in sim().stderr
     p = sim(drift, "--seeds", "2", "--set", "sim.modes=colocated")
     assert "in 2 of 2 runs a mode's trained tokens/s moved by more than 25 %" in p.stderr
