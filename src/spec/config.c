@@ -572,6 +572,14 @@ static bool libra_planned(const struct libra_config *c)
     return (c->sim.modes & SPEC_SIM_LIBRA) && c->sim.planner;
 }
 
+/* Why libra's planner does not run: no libra mode, or libra on sched.buckets' own fleet. */
+static const char *libra_unplanned(const struct libra_config *c)
+{
+    return c->sim.modes & SPEC_SIM_LIBRA
+               ? "with sim.planner false: libra runs the fleet of sched.buckets, unplanned"
+               : "without libra in sim.modes";
+}
+
 static bool replanning_on(const struct libra_config *c)
 {
     return libra_planned(c) && (c->plan.replan_interval_steps > 0 || c->plan.replan_pressure);
@@ -708,6 +716,11 @@ static bool plan_verify_count_acts(const struct libra_config *c)
     {                                                                                              \
         key, on, needs, SPEC_READ_SIM, "sim.modes", NULL                                           \
     }
+/* A key of libra sim's planner in its libra mode: the error names the switch that is off. */
+#define LIBRA_PLANNED_KEY(key, on)                                                                 \
+    {                                                                                              \
+        key, on, LIBRA_PLANNED, SPEC_READ_SIM, "sim.modes", libra_unplanned                        \
+    }
 /* A key libra plan reads only to simulate (the readers table: plan's simulated keys). */
 #define PLAN_SIMULATED(key)                                                                        \
     {                                                                                              \
@@ -718,8 +731,8 @@ static const struct spec_dependent dependents[] = {
     {"rl.gen_batch_factor", gen_batch_on, "rl.dynamic_sampling gen_batch", 0, NULL, NULL},
     {"rl.max_gen_batches", dynamic_sampling_on, "rl.dynamic_sampling regenerate or gen_batch", 0,
      NULL, NULL},
-    {"plan.replan_interval_steps", libra_planned, LIBRA_PLANNED, 0, "sim.modes", NULL},
-    {"plan.replan_pressure", libra_planned, LIBRA_PLANNED, 0, "sim.modes", NULL},
+    {"plan.replan_interval_steps", libra_planned, LIBRA_PLANNED, 0, "sim.modes", libra_unplanned},
+    {"plan.replan_pressure", libra_planned, LIBRA_PLANNED, 0, "sim.modes", libra_unplanned},
     {"plan.replan_min_gain_frac", replanning_on, REPLANNING, 0, "sim.modes", NULL},
     {"plan.replan_horizon_steps", replanning_on, REPLANNING, 0, "sim.modes", NULL},
     {"plan.verify_steps", verification_on, "plan.verify_candidates above 0", 0, NULL, NULL},
@@ -751,9 +764,9 @@ static const struct spec_dependent dependents[] = {
     SIM_MODE_KEY("sched.attempt_shrink", attempts_weighed,
                  ROUTING_MODES " and sched.policy cmlfq_h"),
     SIM_MODE_KEY("sim.planner", libra_on, "libra in sim.modes"),
-    SIM_MODE_KEY("plan.homogeneous_rollout", libra_planned, LIBRA_PLANNED),
-    SIM_MODE_KEY("plan.verify_candidates", sim_verify_count_acts, LIBRA_PLANNED),
-    SIM_MODE_KEY("plan.verify_steps", libra_planned, LIBRA_PLANNED),
+    LIBRA_PLANNED_KEY("plan.homogeneous_rollout", libra_planned),
+    LIBRA_PLANNED_KEY("plan.verify_candidates", sim_verify_count_acts),
+    LIBRA_PLANNED_KEY("plan.verify_steps", libra_planned),
     {"ehp.signal", pool_on, "ehp.enabled", ~(unsigned)SPEC_READ_SERVE, NULL, NULL},
     {"plan.verify_candidates", plan_verify_count_acts, "plan.mode async", SPEC_READ_PLAN, NULL,
      plan_simulates_nothing},

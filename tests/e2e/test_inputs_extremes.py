@@ -10,7 +10,8 @@ docs/cli.md).
   router's (`sched.*`) only with a mode that routes over buckets (libra, rollout;
   `sched.attempt_shrink` with cmlfq_h), and the planner's and verification's (`sim.planner`,
   `plan.homogeneous_rollout`, `plan.verify_*`) only with libra: a flag setting one without them
-  is refused; a file's value is taken (libra plan acts on it).
+  is refused; a file's value is taken (libra plan acts on it). Where libra runs but unplanned
+  (sim.planner false), the refusal of a planner key names sim.planner.
 - `--attribution` with a swept key that its colocated bar leaves aside runs (its points are one
   experiment by design), not refused as a value spelled twice.
 - `libra config check` refuses what libra plan, libra load and libra route eval refuse of the
@@ -102,6 +103,20 @@ def test_a_key_no_mode_run_uses_is_refused_from_a_flag(modes, setting):
     err = refused(run("sim", *SMALL, *modes, "--set", setting))
     assert err.startswith(f"libra: --set {key}: {key}="), err
     assert value in err and "has no effect without" in err and "sim.modes" in err, err
+
+
+@pytest.mark.parametrize("setting", ["plan.replan_interval_steps=0", "plan.verify_steps=5",
+                                     "plan.homogeneous_rollout=true"])
+def test_a_planner_key_with_libra_unplanned_names_sim_planner(tmp_path, setting):
+    """libra runs sched.buckets' fleet when sim.planner is false (as a file may pin it): the
+    refusal names that switch, not sim.modes alone, which does hold libra."""
+    key = setting.split("=")[0]
+    path = tmp_path / "fleet.json"
+    path.write_text(json.dumps({"sim": {"planner": False, "modes": ["libra"]},
+                                "sched": {"buckets": "tp8x2:40960"}}))
+    err = refused(run("sim", str(path), *SMALL, "--set", setting))
+    assert err.startswith(f"libra: --set {key}: {setting} has no effect with sim.planner false: "
+                          "libra runs the fleet of sched.buckets, unplanned"), err
 
 
 @pytest.mark.parametrize("modes,setting", [
