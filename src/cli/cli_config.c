@@ -183,7 +183,7 @@ static const char *const may_be_empty[] = {"timeout-text", "exit-code-pattern", 
 static const char *flag_label(const struct cli_common *cc, int c, char *buf, size_t size)
 {
     const char *name = option_name(cc, c);
-    bool short_form = c > 0 && c < CLI_OPT_BASE && isalpha(c) && strchr(cc->shortopts, c);
+    bool short_form = c > 0 && c < 128 && isalpha(c) && strchr(cc->shortopts, c);
     if (name && short_form)
         snprintf(buf, size, "-%c/--%s", c, name);
     else if (name)
