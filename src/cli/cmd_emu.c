@@ -4,6 +4,7 @@
  * instance's engine limits and lifecycle times, starts them, prints one JSON line per instance
  * when all listen, and runs the event loop until SIGINT or SIGTERM.
  */
+#include <arpa/inet.h>
 #include <errno.h>
 #include <jansson.h>
 #include <signal.h>
@@ -104,6 +105,18 @@ static int parse_fault(const struct cli_command *cmd, const char *arg, bool stal
     return rc;
 }
 
+/* Whether host (a name has no ':') is an IPv6 address, a zone ("%eth0") after it or not. */
+static bool ipv6_literal(const char *host)
+{
+    char addr[64];
+    struct in6_addr a;
+    size_t n = strcspn(host, "%");
+    if (n >= sizeof addr)
+        return false;
+    snprintf(addr, sizeof addr, "%.*s", (int)n, host);
+    return inet_pton(AF_INET6, addr, &a) == 1;
+}
+
 static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
 {
     int64_t v = 0;
@@ -124,6 +137,9 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
                                    bracketed ? "" : " (an IPv6 one is bracketed whole: [::1])");
         snprintf(o->host_buf, sizeof o->host_buf, "%.*s", (int)n - (bracketed ? 2 : 0),
                  optarg + bracketed);
+        if (strchr(o->host_buf, ':') && !ipv6_literal(o->host_buf)) /* "127.0.0.1:8000" */
+            return cli_usage_error(cmd, "--host: '%s' is not an address (a port is --base-port's)",
+                                   optarg);
         o->host = o->host_buf;
         return 0;
     }
@@ -212,11 +228,22 @@ static int instance_configs(const struct api_presets *p, const struct libra_conf
             return LIBRA_EXIT_USAGE;
         }
         struct emu_fault *ef = &inst[f->instance].fault;
+        if ((f->stall ? ef->stall_after_s : ef->fail_after_s) >= 0) { /* one would be lost */
+            cli_errorf("emu: %s: instance %d is given two (an instance %s once)",
+                       f->stall ? "--stall" : "--fail", f->instance, f->stall ? "stalls" : "fails");
+            return LIBRA_EXIT_USAGE;
+        }
         if (f->stall) {
             ef->stall_after_s = f->after_s;
             ef->stall_for_s = f->for_s;
         } else {
             ef->fail_after_s = f->after_s;
+        }
+        if (ef->fail_after_s >= 0 && ef->stall_after_s >= ef->fail_after_s) {
+            cli_errorf("emu: --stall: instance %d fails at %g s (--fail), before its stall at %g s "
+                       "would begin",
+                       f->instance, ef->fail_after_s, ef->stall_after_s);
+            return LIBRA_EXIT_USAGE;
         }
     }
     return 0;

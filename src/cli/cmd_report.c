@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
@@ -82,18 +83,62 @@ static int make_dirs(const char *dir)
     return rc;
 }
 
+/* DIR/ID.svg of figure i. Malloc'd. */
+static char *svg_path(const char *dir, const struct report_output *out, size_t i)
+{
+    size_t n = strlen(dir) + strlen(out->figures.v[i].id) + sizeof "/.svg";
+    char *path = xmalloc(n);
+    snprintf(path, n, "%s/%s.svg", dir, out->figures.v[i].id);
+    return path;
+}
+
+/* Whether path is an existing regular file, which a figure's file would replace. */
+static bool regular_file(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
+}
+
+/* Refuses, before any file is written, a figure's file that is an input or -o's file (one
+ * would replace the other) or that cannot be written (a directory of its name): a failure
+ * half-way would leave some figures of this run beside others of an older one. */
+static int check_svgs(const struct cli_common *cc, const char *dir, const struct report_output *out,
+                      char **files, int n_files)
+{
+    int rc = 0;
+    for (size_t i = 0; i < out->figures.n && rc == 0; i++) {
+        char *path = svg_path(dir, out, i);
+        for (int k = 0; k < n_files && rc == 0; k++)
+            if (strcmp(files[k], "-") != 0 && regular_file(files[k]) &&
+                cli_same_file(path, files[k]))
+                rc =
+                    cli_usage_error(cc->cmd, "--svg '%s' would write '%s' over the input file '%s'",
+                                    dir, path, files[k]);
+        if (rc == 0 && cc->output && strcmp(cc->output, "-") != 0 &&
+            (regular_file(cc->output) || access(cc->output, F_OK) != 0) &&
+            cli_same_file(path, cc->output))
+            rc = cli_usage_error(cc->cmd,
+                                 "-o and --svg name one file, '%s': one would replace "
+                                 "the other",
+                                 path);
+        if (rc == 0)
+            rc = cli_check_output(path);
+        free(path);
+    }
+    return rc;
+}
+
 /* Writes each figure as DIR/ID.svg. */
-static int write_svgs(const char *dir, const struct report_output *out)
+static int write_svgs(const struct cli_common *cc, const char *dir, const struct report_output *out,
+                      char **files, int n_files)
 {
     if (make_dirs(dir) != 0) {
         cli_errorf("report: cannot create '%s': %s", dir, error_strerror(errno));
         return LIBRA_EXIT_IO;
     }
-    int rc = 0;
+    int rc = check_svgs(cc, dir, out, files, n_files);
     for (size_t i = 0; i < out->figures.n && rc == 0; i++) {
-        size_t n = strlen(dir) + strlen(out->figures.v[i].id) + sizeof "/.svg";
-        char *path = xmalloc(n);
-        snprintf(path, n, "%s/%s.svg", dir, out->figures.v[i].id);
+        char *path = svg_path(dir, out, i);
         rc = cli_write_output(path, out->figures.v[i].svg);
         free(path);
     }
@@ -120,7 +165,7 @@ static int run(const struct cli_common *cc, const struct report_flags *f, char *
     if (rc == 0 && report_render(&r, &out, &err) != 0)
         rc = cli_report_error(&err);
     if (rc == 0 && f->svg_dir)
-        rc = write_svgs(f->svg_dir, &out);
+        rc = write_svgs(cc, f->svg_dir, &out, files, n);
     if (rc == 0)
         rc = cli_write_output(cc->output, out.html);
     report_output_free(&out);

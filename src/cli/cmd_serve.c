@@ -341,9 +341,15 @@ static int read_token(struct opts *o)
     FILE *f = fileio_open(o->token_file, &err);
     if (!f)
         return cli_report(LIBRA_EIO, &err);
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n = getline(&line, &cap, f);
+    /* The first line, read no further than a header could carry it (64 KiB; a token is at
+     * most 4096 characters): a file of one endless line (/dev/zero) is not read whole */
+    enum { MOST = 65536 };
+    char *line = xmalloc(MOST + 2);
+    size_t n = 0;
+    int c = 0;
+    while (n <= MOST && (c = getc(f)) != EOF && c != '\n')
+        line[n++] = (char)c;
+    line[n] = '\0';
     int failed = ferror(f) ? errno : 0;
     if (f != stdin)
         fclose(f);
@@ -351,14 +357,16 @@ static int read_token(struct opts *o)
         free(line);
         return cli_report(fileio_error(&err, o->token_file, failed), &err);
     }
-    if (n < 0 || memchr(line, '\0', (size_t)n)) {
+    if ((n == 0 && c == EOF) || memchr(line, '\0', n) || n > MOST) {
         cli_errorf("serve: %s: %s", o->token_file,
-                   n < 0 ? "empty file: the admin token is its first line"
-                         : "the admin token holds a NUL byte");
+                   n == 0                  ? "empty file: the admin token is its first line"
+                   : memchr(line, '\0', n) ? "the admin token holds a NUL byte"
+                                           : "the admin token must be 16 to 4096 characters, "
+                                             "not more than 65536");
         free(line);
         return LIBRA_EXIT_USAGE;
     }
-    line[strcspn(line, "\r\n")] = '\0';
+    line[strcspn(line, "\r")] = '\0';
     int rc = check_token(o->token_file, line);
     if (rc)
         free(line);

@@ -45,10 +45,16 @@ int emu_fault_parse(const char *text, bool stall, struct emu_fault_flag *out, ch
                     size_t size)
 {
     struct emu_fault_flag f = {.instance = -1, .after_s = -1, .for_s = -1, .stall = stall};
-    char *copy = xstrdup(text), *save = NULL;
+    char *copy = xstrdup(text), *next = copy;
     int rc = 0;
-    for (char *item = strtok_r(copy, ",", &save); item && !rc; item = strtok_r(NULL, ",", &save))
-        rc = read_item(item, stall, &f, why, size);
+    while (next && !rc) { /* an empty item (",,", a trailing ',') is refused, not skipped */
+        char *item = next, *comma = strchr(item, ',');
+        next = comma ? comma + 1 : NULL;
+        if (comma)
+            *comma = '\0';
+        rc = *item ? read_item(item, stall, &f, why, size)
+                   : error_text(why, size, "an empty item in '%s'", text);
+    }
     free(copy);
     if (rc)
         return -1;

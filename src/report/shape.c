@@ -373,6 +373,40 @@ static int check_rules(struct walk *w, const json_t *root, const char *base, rul
     return 0;
 }
 
+/* A sweep's cells against its grid: each cell at a point of the summary, and each point with a
+ * run per seed. A sweep libra writes has them all (a failed run is a cell with its error); one
+ * cut short would draw medians of fewer seeds than its captions say, or leave points out. */
+static int check_cells(const struct ujson_doc *doc, struct libra_error *err)
+{
+    const json_t *cells = json_object_get(doc->root, "cells");
+    size_t points = json_array_size(json_object_get(doc->root, "summary"));
+    size_t seeds = json_array_size(json_object_get(doc->root, "seeds"));
+    if (points == 0 || seeds == 0)
+        return 0; /* the page says what it cannot draw */
+    size_t *runs = xcalloc(points, sizeof *runs);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < json_array_size(cells); i++) {
+        const json_t *p = json_object_get(json_array_get(cells, i), "point");
+        char path[40];
+        snprintf(path, sizeof path, "cells/%zu/point", i);
+        if (!json_is_number(p)) /* 'i' where present: a cell without a point is no run of it */
+            rc = ujson_errorf(err, doc, path, "missing: a cell is the run of a grid point");
+        else if (json_number_value(p) >= (double)points)
+            rc = ujson_errorf(err, doc, path, "%.0f is no grid point (the summary has %zu)",
+                              json_number_value(p), points);
+        else
+            runs[(size_t)json_number_value(p)]++;
+    }
+    for (size_t p = 0; rc == 0 && p < points; p++)
+        if (runs[p] != seeds)
+            rc = ujson_errorf(err, doc, "cells",
+                              "grid point %zu holds %zu run%s, not one per seed (%zu): the sweep "
+                              "is cut short or edited",
+                              p, runs[p], runs[p] == 1 ? "" : "s", seeds);
+    free(runs);
+    return rc;
+}
+
 int report_check_shape(const struct ujson_doc *doc, enum report_kind kind, struct libra_error *err)
 {
     struct walk w = {.doc = doc, .err = err};
@@ -392,5 +426,7 @@ int report_check_shape(const struct ujson_doc *doc, enum report_kind kind, struc
         if (json_is_object(result))
             rc = check_rules(&w, result, base, sim);
     }
+    if (rc == 0 && kind == REPORT_SWEEP)
+        rc = check_cells(doc, err);
     return rc;
 }
