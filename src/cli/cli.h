@@ -80,6 +80,11 @@ bool cli_output_naming(const char *path, const char **output, const char **label
  * there yet, the same name in the same directory (/tmp/x and /tmp/./x). */
 bool cli_same_file(const char *a, const char *b);
 
+/* Whether path is standard output: "-", or the regular file standard output is redirected to,
+ * which a second output renamed over it would replace. A device (a terminal, /dev/null) is not:
+ * it takes two outputs as it takes any. */
+bool cli_is_stdout(const char *path);
+
 /* Writes text to path ("-" or NULL: stdout) whole: into "PATH.tmp", renamed over path (a
  * symbolic link's target) once complete, so that path holds either what it held before or all
  * of text (the temporary file is removed on failure); a device or FIFO (/dev/null, /dev/stdout)

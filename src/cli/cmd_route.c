@@ -14,8 +14,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
@@ -570,17 +568,11 @@ static int close_decisions(const struct route_flags *f, struct decisions *d, int
 }
 
 /* --decisions on standard output while the report goes there too: two outputs in one stream,
- * or a file renamed over the one holding the report (stdout redirected, --decisions
- * /dev/stdout). A device (a terminal, /dev/null) takes both, as it takes any two outputs. */
+ * or a file renamed over the one holding the report (cli_is_stdout). */
 static int check_decisions_not_stdout(const struct cli_common *cc, const struct route_flags *f)
 {
-    if (!f->decisions || (cc->output && strcmp(cc->output, "-") != 0))
-        return 0;
-    struct stat a, b;
-    bool same = strcmp(f->decisions, "-") == 0 ||
-                (stat(f->decisions, &a) == 0 && S_ISREG(a.st_mode) &&
-                 fstat(STDOUT_FILENO, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino);
-    if (!same)
+    if (!f->decisions || (cc->output && strcmp(cc->output, "-") != 0) ||
+        !cli_is_stdout(f->decisions))
         return 0;
     return cli_usage_error(cc->cmd,
                            "--decisions '%s' is standard output, which the report is written to "

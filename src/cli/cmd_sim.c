@@ -11,8 +11,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
@@ -597,17 +595,10 @@ static int check_swept_keys_unset(const struct cli_common *cc, const struct sim_
 }
 
 /* --perfetto on standard output while the result goes there too: two documents in one stream,
- * or a file renamed over the one holding the result (stdout redirected, --perfetto /dev/stdout).
- * A device (a terminal, /dev/null) takes both, as it takes any two outputs. */
+ * or a file renamed over the one holding the result (cli_is_stdout). */
 static int check_perfetto_not_stdout(const struct cli_common *cc, const struct sim_flags *f)
 {
-    if (!f->perfetto || (cc->output && strcmp(cc->output, "-") != 0))
-        return 0;
-    struct stat a, b;
-    bool same = strcmp(f->perfetto, "-") == 0 ||
-                (stat(f->perfetto, &a) == 0 && S_ISREG(a.st_mode) &&
-                 fstat(STDOUT_FILENO, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino);
-    if (!same)
+    if (!f->perfetto || (cc->output && strcmp(cc->output, "-") != 0) || !cli_is_stdout(f->perfetto))
         return 0;
     return cli_usage_error(cc->cmd,
                            "--perfetto '%s' is standard output, which the result is written to "

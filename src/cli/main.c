@@ -403,6 +403,14 @@ static bool is_directory(const char *path)
     return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
 }
 
+bool cli_is_stdout(const char *path)
+{
+    struct stat a, b;
+    return strcmp(path, "-") == 0 ||
+           (stat(path, &a) == 0 && S_ISREG(a.st_mode) && fstat(STDOUT_FILENO, &b) == 0 &&
+            a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+}
+
 int cli_check_output(const char *path)
 {
     if (!path || strcmp(path, "-") == 0)

@@ -49,14 +49,20 @@ def position(lines, needle, value):
 
 # ---- calibrate: Megatron-LM logs ----------------------------------------------------------------
 
-@pytest.mark.parametrize("value", ["weird", "Full", "fullx"])
-def test_megatron_unknown_recompute_granularity_is_refused(tmp_path, value):
+def megatron_edited(tmp_path, needle, old, value):
+    """The committed Megatron-LM log with old's last word replaced by value on the line holding
+    needle: the file written, and the line and column of value."""
     lines = open(os.path.join(CALIB, "megatron.log")).read().split("\n")
-    at = next(i for i, line in enumerate(lines) if "recompute_granularity" in line)
-    lines[at] = lines[at].replace(" full", " " + value)
+    at = next(i for i, line in enumerate(lines) if needle in line)
+    lines[at] = lines[at].replace(old, old.rsplit(" ", 1)[0] + " " + value)
     log = tmp_path / "m.log"
     log.write_text("\n".join(lines))
-    line, col = position(lines, "recompute_granularity", value)
+    return log, position(lines, needle, value)
+
+
+@pytest.mark.parametrize("value", ["weird", "Full", "fullx"])
+def test_megatron_unknown_recompute_granularity_is_refused(tmp_path, value):
+    log, (line, col) = megatron_edited(tmp_path, "recompute_granularity", " full", value)
     err = refused(run("calibrate", str(log), "--model", MODEL))
     assert err == (f"libra: {log}:{line}:{col}: recompute_granularity: expected full, selective "
                    f"or None, got '{value}'\n"), err
@@ -75,12 +81,8 @@ def test_megatron_recompute_granularity_without_full_recompute_is_taken(tmp_path
 
 @pytest.mark.parametrize("value", ["256.4", "0.5"])
 def test_megatron_fractional_global_batch_is_refused(tmp_path, value):
-    lines = open(os.path.join(CALIB, "megatron.log")).read().split("\n")
-    at = next(i for i, line in enumerate(lines) if "iteration       20/" in line)
-    lines[at] = lines[at].replace("global batch size:   256", "global batch size:   " + value)
-    log = tmp_path / "m.log"
-    log.write_text("\n".join(lines))
-    line, col = position(lines, "iteration       20/", value)
+    log, (line, col) = megatron_edited(tmp_path, "iteration       20/", "global batch size:   256",
+                                       value)
     err = refused(run("calibrate", str(log), "--model", MODEL))
     assert err == (f"libra: {log}:{line}:{col}: global batch size: expected a whole number of "
                    f"sequences, got '{value}'\n"), err
@@ -88,29 +90,23 @@ def test_megatron_fractional_global_batch_is_refused(tmp_path, value):
 
 # ---- calibrate: serving results -------------------------------------------------------------------
 
-def test_inter_token_latencies_past_the_largest_number_are_refused(tmp_path):
+@pytest.mark.parametrize("extra,at,why", [
+    ({"itls": [[0.02] * 49, [1e308] * 49]}, "[1e+308",
+     "itls.1: the inter-token latencies sum past the largest number"),
+    ({"latencies": [1.7e308, 1.7e308]}, '"latencies"',
+     "latencies: the requests' decode times sum past the largest number"),
+])
+def test_times_summing_past_the_largest_number_are_refused(tmp_path, extra, at, why):
+    """A request's inter-token latencies, or the run's decode times, each finite but summing to
+    infinity: refused at the member, not blamed on a duration "too short" for them."""
     run_doc = {"duration": 10.0, "input_lens": [100, 100], "output_lens": [50, 50],
-               "ttfts": [0.1, 0.1], "itls": [[0.02] * 49, [1e308] * 49]}
+               "ttfts": [0.1, 0.1], "itls": [[0.02] * 49, [0.02] * 49], **extra}
     path = tmp_path / "run.json"
     text = json.dumps(run_doc)
     path.write_text(text)
-    col = text.index("[1e+308") + 1
     err = refused(run("calibrate", str(path), "--model", MODEL, "--hold", "decode_t_seq_s"))
-    assert err == (f"libra: {path}:1:{col}: itls.1: the inter-token latencies sum past the "
-                   "largest number (a time in seconds is far less)\n"), err
-
-
-def test_decode_times_summing_past_the_largest_number_are_refused(tmp_path):
-    run_doc = {"duration": 10.0, "input_lens": [100, 100], "output_lens": [50, 50],
-               "ttfts": [0.1, 0.1], "itls": [[0.02] * 49, [0.02] * 49],
-               "latencies": [1.7e308, 1.7e308]}
-    path = tmp_path / "run.json"
-    text = json.dumps(run_doc)
-    path.write_text(text)
-    col = text.index('"latencies"') + 1
-    err = refused(run("calibrate", str(path), "--model", MODEL, "--hold", "decode_t_seq_s"))
-    assert err == (f"libra: {path}:1:{col}: latencies: the requests' decode times sum past the "
-                   "largest number (a time in seconds is far less)\n"), err
+    assert err == (f"libra: {path}:1:{text.index(at) + 1}: {why} (a time in seconds is far "
+                   "less)\n"), err
 
 
 # ---- calibrate: one file given twice --------------------------------------------------------------
