@@ -24,6 +24,13 @@ int net_listen_parse(const char *text, char *host, int *port, char *why, size_t 
         error_text(why, size, "expected HOST:PORT or [IPV6]:PORT, got '%s'", text);
         return NET_LISTEN_BAD;
     }
+    if (!bracketed && colon[-1] == ':') { /* "::1": host "::" (every interface), port 1 */
+        error_text(why, size,
+                   "'%s': a host may not end in ':' (::1 is host ::, every interface, and port "
+                   "1): bracket an IPv6 address with a port, as [::1]:PORT",
+                   text);
+        return NET_LISTEN_BAD;
+    }
     int64_t p;
     if (parse_int(colon + 1, 0, 65535, &p, why, size) != 0)
         return NET_LISTEN_BAD_PORT;

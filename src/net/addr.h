@@ -26,8 +26,10 @@ enum { NET_LISTEN_BAD = -1, NET_LISTEN_BAD_PORT = -2 };
  * ("::1:8000"), into host (NET_HOST_MAX bytes: without the brackets, NUL-terminated) and *port
  * (0..65535; 0: the OS chooses). HOST is not empty, and as typed (brackets included) shorter
  * than NET_HOST_MAX bytes; one that starts with '[' or ends with ']' is bracketed whole, with
- * something inside. Returns 0; NET_LISTEN_BAD with why "expected HOST:PORT, got 'TEXT'"
- * or "expected HOST:PORT or [IPV6]:PORT, got 'TEXT'"; or NET_LISTEN_BAD_PORT with why
+ * something inside; an unbracketed HOST may not end in ':' ("::1" would be host "::", every
+ * interface, and port 1). Returns 0; NET_LISTEN_BAD with why "expected HOST:PORT, got 'TEXT'",
+ * "expected HOST:PORT or [IPV6]:PORT, got 'TEXT'" or "'TEXT': a host may not end in ':' ...";
+ * or NET_LISTEN_BAD_PORT with why
  * "expected an integer in [0, 65535], not 'PORT'" (the CLI says "--listen port: " before it).
  * host and *port are written only on success.
  */

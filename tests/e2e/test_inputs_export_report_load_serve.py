@@ -12,6 +12,8 @@ write or serve anything (docs/cli.md, docs/report.md, docs/emu.md, docs/serve.md
 - `libra serve --admin-token-file` reads the file's first line no further than a request's
   headers could carry it (64 KiB): a file of one endless line (`/dev/zero`) or a line of
   megabytes is refused at once (exit 2) instead of being read into memory whole.
+- `libra serve --listen ::1` is refused: unbracketed, it read as host `::` (every interface)
+  and port 1, where the loopback was meant; `[::1]:PORT` and `::1:PORT` still listen.
 - `libra report --svg DIR` never writes a figure over one of its inputs or over `-o`'s file
   (exit 2, nothing written), and a figure file that cannot be written (a directory of its name)
   is found before any figure is written, so no half of the figures is left behind (exit 3).
@@ -104,6 +106,16 @@ def test_serve_takes_a_token_of_4096_characters_ending_in_crlf(tmp_path):
             timeout=20)
     assert r.returncode == 3 and r.stdout == "", r.stderr
     assert "engine http://127.0.0.1:9 cannot be reached" in r.stderr
+
+
+# ---- libra serve: --listen -----------------------------------------------------------------
+
+@pytest.mark.parametrize("listen", ["::1", "fe80:::80", "1::"])
+def test_serve_refuses_an_unbracketed_host_ending_in_a_colon(listen):
+    """`--listen ::1` read as host :: (every interface) and port 1; the loopback with a port is
+    [::1]:PORT (or ::1:PORT)."""
+    err = refused(run("serve", "--engine", "http://127.0.0.1:9", "--listen", listen))
+    assert err.startswith(f"libra: serve: --listen: '{listen}': a host may not end in ':' "), err
 
 
 # ---- libra report: --svg and sweeps --------------------------------------------------------

@@ -50,7 +50,7 @@ static void check_listen(const char *text, char *why, size_t size)
     size_t n = strlen(host);
     fuzz_require(n > 0 && n < NET_HOST_MAX, "an accepted host is empty or too long");
     fuzz_require(port >= 0 && port <= 65535, "an accepted port is out of range");
-    bool bracket = host[0] == '[' || host[n - 1] == ']';
+    bool bracket = host[0] == '[' || host[n - 1] == ']' || host[n - 1] == ':';
     char *back = xmalloc(n + 16);
     snprintf(back, n + 16, bracket ? "[%s]:%d" : "%s:%d", host, port);
     char host2[NET_HOST_MAX];
