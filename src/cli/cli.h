@@ -80,6 +80,14 @@ bool cli_output_naming(const char *path, const char **output, const char **label
  * there yet, the same name in the same directory (/tmp/x and /tmp/./x). */
 bool cli_same_file(const char *a, const char *b);
 
+/* Whether a is a regular file and b names it too (device and inode: "./x", "x" and a link to x
+ * are): an output b that would replace the input a. */
+bool cli_same_regular_file(const char *a, const char *b);
+
+/* Whether outputs a and b would write one file: a regular file or one not there yet, named by
+ * both; a device such as /dev/null takes both. */
+bool cli_same_output(const char *a, const char *b);
+
 /* Whether path is standard output: "-", or the regular file standard output is redirected to,
  * which a second output renamed over it would replace. A device (a terminal, /dev/null) is not:
  * it takes two outputs as it takes any. */

@@ -11,7 +11,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include "cli/cli_config.h"
 #include "cli/commands.h"
@@ -92,13 +91,6 @@ static char *svg_path(const char *dir, const struct report_output *out, size_t i
     return path;
 }
 
-/* Whether path is an existing regular file, which a figure's file would replace. */
-static bool regular_file(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISREG(st.st_mode);
-}
-
 /* Refuses, before any file is written, a figure's file that is an input or -o's file (one
  * would replace the other) or that cannot be written (a directory of its name): a failure
  * half-way would leave some figures of this run beside others of an older one. */
@@ -109,14 +101,12 @@ static int check_svgs(const struct cli_common *cc, const char *dir, const struct
     for (size_t i = 0; i < out->figures.n && rc == 0; i++) {
         char *path = svg_path(dir, out, i);
         for (int k = 0; k < n_files && rc == 0; k++)
-            if (strcmp(files[k], "-") != 0 && regular_file(files[k]) &&
-                cli_same_file(path, files[k]))
+            if (strcmp(files[k], "-") != 0 && cli_same_regular_file(files[k], path))
                 rc =
                     cli_usage_error(cc->cmd, "--svg '%s' would write '%s' over the input file '%s'",
                                     dir, path, files[k]);
         if (rc == 0 && cc->output && strcmp(cc->output, "-") != 0 &&
-            (regular_file(cc->output) || access(cc->output, F_OK) != 0) &&
-            cli_same_file(path, cc->output))
+            cli_same_output(cc->output, path))
             rc = cli_usage_error(cc->cmd,
                                  "-o and --svg name one file, '%s': one would replace "
                                  "the other",

@@ -182,15 +182,13 @@ bool cli_same_file(const char *a, const char *b)
     return strcmp(a, b) == 0 || same_inode(a, b) || (strcmp(na, nb) == 0 && same_inode(da, db));
 }
 
-/* Whether a and b are one regular file (device and inode: "./x", "x" and a link to x are). */
-static bool same_regular_file(const char *a, const char *b)
+bool cli_same_regular_file(const char *a, const char *b)
 {
     struct stat sa;
     return stat(a, &sa) == 0 && S_ISREG(sa.st_mode) && cli_same_file(a, b);
 }
 
-/* Whether outputs a and b would write one file: a device such as /dev/null takes both. */
-static bool same_output(const char *a, const char *b)
+bool cli_same_output(const char *a, const char *b)
 {
     struct stat sa;
     return (stat(a, &sa) != 0 || S_ISREG(sa.st_mode)) && cli_same_file(a, b);
@@ -233,13 +231,13 @@ static int check_output(const struct cli_command *cmd, size_t o, int argc, char 
 {
     const struct named_file *out = &seen.outputs[o];
     for (size_t i = 0; i < o; i++)
-        if (same_output(out->path, seen.outputs[i].path)) {
+        if (cli_same_output(out->path, seen.outputs[i].path)) {
             cli_usage_error(cmd, "%s and %s name one file, '%s': one would replace the other",
                             seen.outputs[i].label, out->label, out->path);
             return '?';
         }
     for (size_t i = 0; i < seen.n_inputs; i++)
-        if (same_regular_file(out->path, seen.inputs[i].path)) {
+        if (cli_same_regular_file(out->path, seen.inputs[i].path)) {
             cli_usage_error(cmd,
                             "%s '%s' names the %s file '%s': writing it would replace the input",
                             out->label, out->path, seen.inputs[i].label, seen.inputs[i].path);
@@ -248,7 +246,7 @@ static int check_output(const struct cli_command *cmd, size_t o, int argc, char 
     char buf[4096];
     for (int i = optind; i < argc; i++) {
         const char *in = operand_file(cmd, argv[0], argv[i], buf, sizeof buf);
-        if (in && same_regular_file(out->path, in)) {
+        if (in && cli_same_regular_file(out->path, in)) {
             cli_usage_error(cmd,
                             "%s '%s' names the input file '%s': writing it would replace the input",
                             out->label, out->path, argv[i]);
@@ -293,7 +291,7 @@ static int check_files(const struct cli_command *cmd, int argc, char **argv)
 bool cli_output_naming(const char *path, const char **output, const char **label)
 {
     for (size_t i = 0; i < seen.n_outputs; i++)
-        if (same_regular_file(seen.outputs[i].path, path)) {
+        if (cli_same_regular_file(seen.outputs[i].path, path)) {
             *output = seen.outputs[i].path;
             *label = seen.outputs[i].label;
             return true;

@@ -38,14 +38,20 @@ static size_t skip_blank(const char *text, size_t len, size_t at)
     return at;
 }
 
+/* Whether "step:" starts at offset p of line (p + 5 <= its length), not inside a longer word
+ * ("global_step:"). */
+static bool step_word_at(const char *line, size_t p)
+{
+    return memcmp(line + p, "step:", 5) == 0 &&
+           !(p > 0 && (isalnum((unsigned char)line[p - 1]) || strchr("_/-.", line[p - 1])));
+}
+
 /* Offset of "step:N" starting a verl step line's metrics in line, or -1: "step:" not inside a
- * longer word ("global_step:"), digits, then " - " or the end. */
+ * longer word, digits, then " - " or the end. */
 static long verl_step_at(const char *line, size_t len)
 {
     for (size_t p = 0; p + 5 < len; p++) {
-        if (memcmp(line + p, "step:", 5) != 0)
-            continue;
-        if (p > 0 && (isalnum((unsigned char)line[p - 1]) || strchr("_/-.", line[p - 1])))
+        if (!step_word_at(line, p))
             continue;
         size_t q = p + 5;
         while (q < len && isdigit((unsigned char)line[q]))
@@ -697,8 +703,7 @@ static int verl_bad_step(const struct verl_line *v)
     if (verl_step_at(t, len) >= 0 || find(t, len, "timing_s/update_actor:") < 0)
         return 0;
     for (size_t p = 0; p + 5 <= len; p++) {
-        if (memcmp(t + p, "step:", 5) != 0 ||
-            (p > 0 && (isalnum((unsigned char)t[p - 1]) || strchr("_/-.", t[p - 1]))))
+        if (!step_word_at(t, p))
             continue;
         long dash = find(t + p + 5, len - p - 5, " - ");
         size_t n = dash >= 0 ? (size_t)dash : len - p - 5;

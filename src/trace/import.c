@@ -449,10 +449,7 @@ static int jsonl_row(struct trace_importer *im, struct row *r, struct libra_erro
 /* The 1-based character column of byte offset off of the current line. */
 static int char_col(const struct trace_importer *im, size_t off)
 {
-    int col = 1;
-    for (size_t i = 0; i < off; i++)
-        col += ((unsigned char)im->line[i] & 0xC0) != 0x80;
-    return col;
+    return trace_char_col(im->line, off);
 }
 
 /* Splits the current line into cells (RFC 4180 quoting; a field may not span lines). */

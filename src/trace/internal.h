@@ -19,6 +19,9 @@
  */
 int trace_line_col(const char *line, size_t len, const char *ptr);
 
+/* The 1-based column, in UTF-8 characters, of byte offset off of line. */
+int trace_char_col(const char *line, size_t off);
+
 /*
  * Refuses line lineno of file name (len bytes) where it holds a NUL byte, naming its column in
  * characters: JSON and CSV text hold none, C's string functions would end a value there, and a

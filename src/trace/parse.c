@@ -319,16 +319,21 @@ int trace_line_col(const char *line, size_t len, const char *ptr)
     return col;
 }
 
+int trace_char_col(const char *line, size_t off)
+{
+    int col = 1;
+    for (size_t i = 0; i < off; i++)
+        col += ((unsigned char)line[i] & 0xC0) != 0x80;
+    return col;
+}
+
 int trace_line_nul(const char *name, int64_t lineno, const char *line, size_t len,
                    struct libra_error *err)
 {
     const char *nul = memchr(line, '\0', len);
     if (!nul)
         return 0;
-    int col = 1;
-    for (const char *c = line; c < nul; c++)
-        col += ((unsigned char)*c & 0xC0) != 0x80;
-    return error_set(err, name, (int)lineno, col,
+    return error_set(err, name, (int)lineno, trace_char_col(line, (size_t)(nul - line)),
                      "a NUL byte: a line of text holds none (a binary or zero-filled line)");
 }
 
