@@ -7,6 +7,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
+#include <strings.h>
 
 #include "net/client.h"
 #include "util/error.h"
@@ -48,8 +49,9 @@ int net_base_urls_parse(char *text, const char **urls, int max, int *n, char *wh
     int got = 0;
     char *save = NULL;
     for (char *u = strtok_r(text, ",", &save); u; u = strtok_r(NULL, ",", &save)) {
-        if (strncmp(u, "http://", 7) != 0 || !u[7])
+        if (strncasecmp(u, "http://", 7) != 0 || !u[7])
             return error_text(why, size, "'%s' is not an http:// URL", u);
+        memcpy(u, "http://", 7); /* a scheme is case-insensitive: one spelling compares equal */
         if (got == max)
             return error_text(why, size, "more than %d engines", max);
         size_t k = strlen(u);

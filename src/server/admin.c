@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "net/client.h"
 #include "util/error.h"
@@ -21,7 +22,7 @@ int gw_engine_url(const char *in, size_t len, char *out, char *err, size_t err_s
     size_t pre = sizeof scheme - 1;
     while (len > pre && in[len - 1] == '/')
         len--;
-    if (len <= pre || strncmp(in, scheme, pre) != 0 || in[pre] == '/')
+    if (len <= pre || strncasecmp(in, scheme, pre) != 0 || in[pre] == '/')
         return error_text(err, err_size, "url: expected http://HOST:PORT");
     if (len >= GW_URL_MAX)
         return error_text(err, err_size, "url: longer than %d bytes", GW_URL_MAX - 1);
@@ -33,6 +34,7 @@ int gw_engine_url(const char *in, size_t len, char *out, char *err, size_t err_s
                               "or '#' in it");
     }
     memcpy(out, in, len);
+    memcpy(out, scheme, pre); /* a scheme is case-insensitive: one spelling compares equal */
     out[len] = '\0';
     const char *why = net_url_problem(out);
     return why ? error_text(err, err_size, "url: %s", why) : 0;
@@ -135,7 +137,7 @@ int gw_engine_ref_parse(const char *text, int64_t *id, char *url, char *err, siz
     *id = -1;
     if (read_id(text, strlen(text), id))
         return 0;
-    if (strncmp(text, "http://", 7) == 0)
+    if (strncasecmp(text, "http://", 7) == 0)
         return gw_engine_url(text, strlen(text), url, err, err_size);
     return error_text(err, err_size, "expected an engine id or its http:// URL, not '%.64s'", text);
 }

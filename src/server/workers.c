@@ -8,6 +8,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "server/internal.h"
 #include "util/alloc.h"
@@ -137,7 +138,7 @@ void gw_remove_worker(void *ctx, struct net_call *c)
     if (!gw_admin(g, c))
         return;
     const char *url = net_call_query(c, "url");
-    if (url && strncmp(url, "http://", 7) != 0) {
+    if (url && strncasecmp(url, "http://", 7) != 0) {
         net_reply_error(c, 400, "invalid_request_error", "url: expected http://HOST:PORT");
         return;
     }

@@ -345,6 +345,7 @@ def test_errors():
                          ("http://127.0.0.1:9,", "an empty item in"),
                          ("http://u:p@127.0.0.1:9", "credentials in a URL"),
                          ("http://127.0.0.1:9,http://127.0.0.1:9/", "given twice"),
+                         ("HTTP://127.0.0.1:9,http://127.0.0.1:9", "given twice"),
                          ("http://127.0.0.1:9,http://localhost:9", "are one engine (both reach "
                           "127.0.0.1:9)")):
         p = subprocess.run([LIBRA, "load", "--engines", engines, *QUICK], capture_output=True,

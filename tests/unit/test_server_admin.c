@@ -59,6 +59,9 @@ static void test_the_query_form_and_tp_text(void **state)
     assert_int_equal(gw_worker_query_parse("http://h:2", "2x", &s, err, sizeof err), -1);
     assert_int_equal(gw_worker_query_parse("http://h:2", "16", &s, err, sizeof err), -1);
     assert_int_equal(gw_worker_query_parse("http://", NULL, &s, err, sizeof err), -1);
+    /* a scheme is case-insensitive (RFC 3986 §3.1): kept in one spelling, as URLs compare */
+    assert_int_equal(gw_worker_query_parse("HTTP://h:2/", NULL, &s, err, sizeof err), 0);
+    assert_string_equal(s.url, "http://h:2");
 }
 
 static void test_an_engine_is_named_by_id_or_url(void **state)
@@ -70,6 +73,8 @@ static void test_an_engine_is_named_by_id_or_url(void **state)
     assert_string_equal(url, "");
     assert_int_equal(gw_engine_ref_parse("http://h:1/", &id, url, err, sizeof err), 0);
     assert_int_equal(id, -1);
+    assert_string_equal(url, "http://h:1");
+    assert_int_equal(gw_engine_ref_parse("Http://h:1", &id, url, err, sizeof err), 0);
     assert_string_equal(url, "http://h:1");
     assert_int_equal(gw_engine_ref_parse("-1", &id, url, err, sizeof err), -1);
     assert_int_equal(gw_engine_action_parse("3/drain", &id, action, err, sizeof err), 0);
