@@ -42,7 +42,7 @@ struct gen_flags {
 };
 
 /* The range of config key `key` (an integer), so that a trace gen writes only what libra sim can
- * replay (rl.samples) and draw again (sim.seed). */
+ * replay (rl.batch_trajectories, rl.samples) and draw again (sim.seed). */
 static void key_range(const char *key, int64_t *lo, int64_t *hi)
 {
     const struct spec_field *f = spec_config_field(key);
@@ -58,7 +58,8 @@ static int gen_flag(const struct cli_command *cmd, struct gen_flags *f, int c, c
     case 'n':
         return cli_parse_int(cmd, "--steps", arg, 1, INT32_MAX, &f->steps);
     case 'b':
-        return cli_parse_int(cmd, "--batch", arg, 1, INT32_MAX, &f->batch);
+        key_range("rl.batch_trajectories", &lo, &hi);
+        return cli_parse_int(cmd, "--batch", arg, lo, hi, &f->batch);
     case 's':
         key_range("rl.samples", &lo, &hi);
         return cli_parse_int(cmd, "--samples", arg, lo, hi, &f->samples);

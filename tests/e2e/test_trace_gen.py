@@ -87,8 +87,10 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path):
         (["r2e-gym", "--batch", "30"], "--batch 30 is not a multiple of --samples 4"),
         (["r2e-gym", "--steps", "0"], "--steps: expected an integer"),
         (["r2e-gym", "--seed", "-1"], "--seed: expected an integer"),
-        # no wider than the keys libra sim replays the trace under (rl.samples) and draws it
-        # again with (sim.seed): a trace it could not run, or whose seed it cannot take
+        # no wider than the keys libra sim replays the trace under (rl.batch_trajectories,
+        # rl.samples) and draws it again with (sim.seed): a trace it could not run, or whose
+        # seed it cannot take
+        (["r2e-gym", "--batch", "2000000"], "--batch: expected an integer in [1, 1048576]"),
         (["r2e-gym", "--samples", "1025"], "--samples: expected an integer in [1, 1024]"),
         (["r2e-gym", "--seed", str(2**53)], "--seed: expected an integer in [0, "
          f"{2**53 - 1}]"),
