@@ -427,13 +427,28 @@ static void point_text(const struct sim_sweep *sw, size_t point, char *buf, size
                                 sim_sweep_value(sw, point, k));
 }
 
+/* cfg's digest but for its trace, which same_trace compares: a file spelled two ways (a.jsonl
+ * and ./a.jsonl) is one. */
+static uint64_t digest_but_trace(const struct libra_config *cfg)
+{
+    struct libra_config c = *cfg;
+    c.workload.trace[0] = '\0';
+    return spec_config_digest(&c);
+}
+
+static bool same_trace(const struct libra_config *a, const struct libra_config *b)
+{
+    const char *x = a->workload.trace, *y = b->workload.trace;
+    return strcmp(x, y) == 0 || (x[0] && y[0] && cli_same_regular_file(x, y));
+}
+
 /* Every point of the grid before any runs: one the simulator would refuse (sim_config_check;
  * named by its swept values, or, seeds alone, as the single run says it), or two that resolve
- * to one config (a value spelled twice: 1 and 01), which would count one run twice in the
- * quartiles as a value listed twice would. Points where a swept key was inert and took its
- * default (an attribution's colocated bar under a swept rl.sync_interval) are one experiment
- * by design: each is its own point's bar. cfgs: every cell's, the first seed's cell of point
- * p at p · n_seeds. */
+ * to one config (a value spelled twice: 1 and 01, a trace's path and another to its file), which
+ * would count one run twice in the quartiles as a value listed twice would. Points where a swept
+ * key was inert and took its default (an attribution's colocated bar under a swept
+ * rl.sync_interval) are one experiment by design: each is its own point's bar. cfgs: every cell's,
+ * the first seed's cell of point p at p · n_seeds. */
 static int check_points(const struct cli_common *cc, const struct sim_sweep *sw,
                         const struct libra_config *cfgs)
 {
@@ -452,10 +467,11 @@ static int check_points(const struct cli_common *cc, const struct sim_sweep *sw,
             rc = LIBRA_EXIT_USAGE;
             break;
         }
-        digest[a] = spec_config_digest(&cfgs[a * sw->n_seeds]);
+        digest[a] = digest_but_trace(&cfgs[a * sw->n_seeds]);
         bool reset = sw->cells[a * sw->n_seeds].reset;
         for (size_t b = 0; b < a && rc == 0; b++)
-            if (digest[b] == digest[a] && !reset && !sw->cells[b * sw->n_seeds].reset) {
+            if (digest[b] == digest[a] && !reset && !sw->cells[b * sw->n_seeds].reset &&
+                same_trace(&cfgs[a * sw->n_seeds], &cfgs[b * sw->n_seeds])) {
                 char x[256], y[256];
                 point_text(sw, b, x, sizeof x);
                 point_text(sw, a, y, sizeof y);

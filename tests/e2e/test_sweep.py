@@ -204,6 +204,17 @@ def test_bad_sweeps(args, message):
     assert p.returncode == 2 and message in p.stderr and p.stdout == ""
 
 
+def test_one_trace_spelled_two_ways_is_one_experiment(tmp_path):
+    trace = tmp_path / "t.jsonl"
+    subprocess.run([LIBRA, "trace", "gen", "search-r1", "--steps", "2", "--batch", "20",
+                    "--samples", "5", "-o", str(trace)], check=True, timeout=60)
+    spelled = f"{trace},{tmp_path}/./t.jsonl"
+    p = sim(*QUICK, "--sweep", f"workload.trace={spelled}", check=False)
+    assert p.returncode == 2 and p.stdout == ""
+    assert f"'workload.trace={trace}' and 'workload.trace={tmp_path}/./t.jsonl' are one " \
+        "experiment" in p.stderr
+
+
 def test_a_config_the_simulator_refuses_is_named_as_the_run_names_it(tmp_path):
     """Seeds alone: the error a single run gives, not "--sweep: '': ..." (no key was swept);
     a grid: the point's swept values. Neither is a usage error."""
