@@ -143,7 +143,7 @@ static int own_flag(const struct cli_common *cc, int c, struct opts *o)
     case OPT_SEQ_TOKENS:
         return int_flag(cc, "seq-tokens", optarg, 1, UINT32_MAX, &o->seq_tokens);
     case OPT_CONTEXT:
-        return int_flag(cc, "context-tokens", optarg, 0, LONG_MAX, &o->context_tokens);
+        return int_flag(cc, "context-tokens", optarg, 0, UINT32_MAX, &o->context_tokens);
     case OPT_NO_RECOMPUTE:
         t->full_recompute = false;
         return 0;
@@ -250,7 +250,7 @@ static void print_rollout(FILE *out, const struct answers *a, double context)
     fprintf(out, "memory per GPU: %.0f bytes (%.2f GiB), source: %s\n\n", a->hw->hbm_bytes,
             a->hw->hbm_bytes / GIB, a->hw->hbm_source);
     fprintf(out,
-            "decode iteration, ms (generated tokens/s per GPU), %g tokens of context per "
+            "decode iteration, ms (generated tokens/s per GPU), %.0f tokens of context per "
             "sequence\n",
             context);
     fprintf(out, "%3s %12s %9s", "TP", "KV tokens", "GB/GPU");

@@ -20,7 +20,6 @@
 #include "trace/stats.h"
 #include "util/alloc.h"
 #include "util/error.h"
-#include "util/fileio.h"
 #include "util/vec.h"
 
 #define STATS_SCHEMA "libra.trace-stats/1"
@@ -435,8 +434,24 @@ static int add_dump_dir(path_vec *paths, const char *dir)
     return rc;
 }
 
+/* Refuses a regular file given again (by device and inode: "x", "./x", a link to x; a verl
+ * dump directory and a file of it too): its trajectories would be imported twice. */
+static int check_not_again(const struct cli_command *cmd, const path_vec *paths)
+{
+    for (size_t i = 1; i < paths->n; i++)
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(paths->v[i], "-") != 0 && strcmp(paths->v[j], "-") != 0 &&
+                cli_same_regular_file(paths->v[j], paths->v[i]))
+                return cli_usage_error(cmd,
+                                       "input '%s' is the file of input '%s' again: its "
+                                       "trajectories would be imported twice",
+                                       paths->v[i], paths->v[j]);
+    return 0;
+}
+
 /* The input files: the arguments, a verl dump directory expanded. */
-static int input_paths(const struct import_flags *f, int argc, char **argv, path_vec *paths)
+static int input_paths(const struct cli_command *cmd, const struct import_flags *f, int argc,
+                       char **argv, path_vec *paths)
 {
     for (int i = 0; i < argc; i++) {
         struct stat st;
@@ -453,36 +468,56 @@ static int input_paths(const struct import_flags *f, int argc, char **argv, path
             vec_push(paths, xstrdup(argv[i]));
         }
     }
-    return 0;
+    return check_not_again(cmd, paths);
+}
+
+/* The longest line an importer is given: a trace's for the formats read by lines, and for
+ * tau-bench and SWE-agent, whose files are documents read whole, the most a file read whole
+ * may hold, which bounds the whole file too. */
+static size_t import_max_bytes(const struct import_flags *f)
+{
+    return f->o.format == TRACE_IMPORT_TAU_BENCH || f->o.format == TRACE_IMPORT_SWE_AGENT
+               ? API_MAX_FILE_BYTES
+               : TRACE_MAX_LINE_BYTES;
+}
+
+/* Feeds the lines of r through the importer into the writer; a document read whole stops at
+ * API_MAX_FILE_BYTES. */
+static int import_lines(struct trace_importer *im, struct trace_writer *w, struct trace_reader *r,
+                        const char *path, size_t max, int64_t *written, struct libra_error *err)
+{
+    const char *line;
+    size_t len, total = 0;
+    const struct trace_traj *t;
+    int rc;
+    while ((rc = trace_reader_text_line(r, max, &line, &len, err)) == 1) {
+        total += len + 1;
+        if (max == API_MAX_FILE_BYTES && total > max + 1)
+            return error_set(err, path, 0, 0,
+                             "larger than %zu bytes, the most a file read whole may hold", max);
+        rc = trace_importer_line(im, line, len, &t, err);
+        if (rc == 1 && (rc = trace_writer_put(w, t, err)) == 0)
+            ++*written;
+        if (rc < 0)
+            return rc;
+    }
+    return rc;
 }
 
 /* Feeds one input file through the importer into the writer. */
 static int import_file(struct trace_importer *im, struct trace_writer *w, const char *path,
-                       int64_t *written, struct libra_error *err)
+                       size_t max, int64_t *written, struct libra_error *err)
 {
-    FILE *f = fileio_open(path, err);
-    if (!f)
+    struct trace_reader *r;
+    if (trace_reader_open(&r, path, err))
         return LIBRA_EIO;
     trace_importer_begin(im, path);
-    char *line = NULL;
-    size_t cap = 0;
-    ssize_t n;
-    int rc = 0;
     const struct trace_traj *t;
-    while (rc >= 0 && (n = getline(&line, &cap, f)) > 0) {
-        size_t len = (size_t)n - (line[n - 1] == '\n');
-        rc = trace_importer_line(im, line, len, &t, err);
-        if (rc == 1 && (rc = trace_writer_put(w, t, err)) == 0)
-            ++*written;
-    }
-    if (rc >= 0 && ferror(f))
-        rc = fileio_error(err, path, errno);
+    int rc = import_lines(im, w, r, path, max, written, err);
     while (rc >= 0 && (rc = trace_importer_end(im, &t, err)) == 1)
         if ((rc = trace_writer_put(w, t, err)) == 0)
             ++*written;
-    free(line);
-    if (f != stdin)
-        fclose(f);
+    trace_reader_close(r);
     return rc < 0 ? rc : 0;
 }
 
@@ -498,7 +533,7 @@ static int run_import(struct cli_common *cc, const struct import_flags *f, path_
     rc = trace_writer_open(&w, out, trace_importer_header(im), &err);
     int64_t written = 0;
     for (size_t i = 0; rc == 0 && i < paths->n; i++)
-        rc = import_file(im, w, paths->v[i], &written, &err);
+        rc = import_file(im, w, paths->v[i], import_max_bytes(f), &written, &err);
     if (rc == 0 && written == 0) { /* a header alone is a trace no command can run */
         error_set(&err, NULL, 0, 0, "%s%s: nothing to import: no trajectory in the input",
                   paths->v[0], paths->n > 1 ? " ..." : "");
@@ -580,7 +615,7 @@ static int import(const struct cli_command *cmd, int argc, char **argv)
     if (rc == 0 && optind >= argc)
         rc = cli_usage_error(cmd, "import needs at least one input file");
     if (rc == 0)
-        rc = input_paths(&f, argc - optind, argv + optind, &paths);
+        rc = input_paths(cmd, &f, argc - optind, argv + optind, &paths);
     if (rc == 0)
         rc = run_import(&cc, &f, &paths);
 out:

@@ -8,6 +8,7 @@
  * version s. Every trajectory is a pure function of (seed, prompt, sample, version), so the
  * same flags always give the same bytes.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -15,6 +16,7 @@
 #include "cli/commands.h"
 #include "trace/file.h"
 #include "util/alloc.h"
+#include "util/error.h"
 #include "workload/workload.h"
 
 #define DEFAULT_STEPS 10
@@ -80,6 +82,21 @@ static json_t *generator_json(const struct workload_preset *w, const struct gen_
                      "version", "policy version = step", "params", workload_preset_to_json(w));
 }
 
+/* Says which trajectory of preset w the trace refused (err: "FIELD: REASON"): a preset whose
+ * values are each in range can still draw one past the trace's bounds (docs/trace-format.md,
+ * rule 4), such as tool waits that add up to more than 2^50 microseconds. */
+static int refused_traj(const struct workload_preset *w, const struct trace_traj *t,
+                        struct libra_error *err)
+{
+    char why[sizeof err->msg];
+    snprintf(why, sizeof why, "%s", err->msg);
+    return error_set(err, NULL, 0, 0,
+                     "workload preset '%s' draws a trajectory a trace cannot hold (step %lld, "
+                     "prompt %lld, sample %lld): %s",
+                     w->name, (long long)t->step, (long long)t->prompt_id, (long long)t->sample,
+                     why);
+}
+
 /* Generates and writes every step's groups. */
 static int write_steps(struct trace_writer *wr, const struct workload_preset *w,
                        const struct gen_flags *f, struct libra_error *err)
@@ -97,7 +114,8 @@ static int write_steps(struct trace_writer *wr, const struct workload_preset *w,
                 workload_group_traj(&g, step * per_step + j, s, step, &group[s], &a);
             workload_filter_group(w->dynamic_sampling, group, (size_t)f->samples);
             for (int64_t s = 0; s < f->samples && rc == 0; s++)
-                rc = trace_writer_put(wr, &group[s], err);
+                if ((rc = trace_writer_put(wr, &group[s], err)) == LIBRA_EINVAL)
+                    refused_traj(w, &group[s], err);
             arena_reset(&a);
         }
     }
@@ -144,8 +162,7 @@ static int run(const struct cli_common *cc, const char *name, struct gen_flags *
     api_presets_free(&p);
     if (rc == 0)
         return LIBRA_EXIT_OK;
-    cli_report_error(&err);
-    return rc == LIBRA_EIO ? LIBRA_EXIT_IO : LIBRA_EXIT_INTERNAL;
+    return cli_report(rc, &err);
 }
 
 int cmd_trace_gen(int argc, char **argv)

@@ -107,8 +107,10 @@ static bool fill(struct trace_reader *r)
 
 enum line_result { LINE_OK, LINE_EOF, LINE_TRUNCATED, LINE_TOO_LONG, LINE_IO };
 
-/* Finds the next line: [*line, *line + *len), its newline consumed. */
-static enum line_result next_line(struct trace_reader *r, const char **line, size_t *len)
+/* Finds the next line of at most max bytes: [*line, *line + *len), its newline consumed (a
+ * truncated last line is found too, as it is). */
+static enum line_result next_line(struct trace_reader *r, size_t max, const char **line,
+                                  size_t *len)
 {
     size_t scanned = 0; /* bytes after start known to hold no newline */
     for (;;) {
@@ -117,16 +119,18 @@ static enum line_result next_line(struct trace_reader *r, const char **line, siz
             *line = r->buf + r->start;
             *len = (size_t)(nl - *line);
             r->start += *len + 1;
-            return *len > TRACE_MAX_LINE_BYTES ? LINE_TOO_LONG : LINE_OK;
+            return *len > max ? LINE_TOO_LONG : LINE_OK;
         }
         scanned = r->end - r->start;
-        if (scanned > TRACE_MAX_LINE_BYTES)
+        if (scanned > max)
             return LINE_TOO_LONG; /* without looking for its end, which may never come */
         if (!fill(r)) {
             if (r->io_errno)
                 return LINE_IO;
             if (r->end == r->start)
                 return LINE_EOF;
+            *line = r->buf + r->start;
+            *len = r->end - r->start;
             r->start = r->end; /* the truncated line is consumed */
             return LINE_TRUNCATED;
         }
@@ -141,11 +145,12 @@ static void stop(struct trace_reader *r)
     r->start = r->end;
 }
 
-/* Reads one line; returns 1 with it, 0 at EOF, or a negative code with err set. */
-static int read_line(struct trace_reader *r, const char **line, size_t *len,
-                     struct libra_error *err)
+/* Reads one line of at most max bytes; returns 1 with it, 0 at EOF, or a negative code with
+ * err set. A truncated last line is an error unless last_ok. */
+static int read_line_max(struct trace_reader *r, size_t max, bool last_ok, const char **line,
+                         size_t *len, struct libra_error *err)
 {
-    enum line_result lr = next_line(r, line, len);
+    enum line_result lr = next_line(r, max, line, len);
     if (lr == LINE_EOF)
         return 0;
     r->lineno++;
@@ -153,6 +158,8 @@ static int read_line(struct trace_reader *r, const char **line, size_t *len,
     case LINE_OK:
         return 1;
     case LINE_TRUNCATED:
+        if (last_ok)
+            return 1;
         return error_set(err, r->name, (int)r->lineno, 1,
                          "truncated line: no newline at end of file");
     case LINE_TOO_LONG:
@@ -160,11 +167,22 @@ static int read_line(struct trace_reader *r, const char **line, size_t *len,
          * no end to skip to: stop here, whether or not the line's end was read */
         stop(r);
         return error_set(err, r->name, (int)r->lineno, 1,
-                         "line longer than %zu bytes; the file is not read past it",
-                         TRACE_MAX_LINE_BYTES);
+                         "line longer than %zu bytes; the file is not read past it", max);
     default:
         return fileio_error(err, r->name, r->io_errno);
     }
+}
+
+static int read_line(struct trace_reader *r, const char **line, size_t *len,
+                     struct libra_error *err)
+{
+    return read_line_max(r, TRACE_MAX_LINE_BYTES, false, line, len, err);
+}
+
+int trace_reader_text_line(struct trace_reader *r, size_t max, const char **line, size_t *len,
+                           struct libra_error *err)
+{
+    return read_line_max(r, max, true, line, len, err);
 }
 
 int trace_reader_header(struct trace_reader *r, const struct trace_header **hdr,

@@ -49,6 +49,15 @@ int trace_reader_header(struct trace_reader *r, const struct trace_header **hdr,
 int trace_reader_next(struct trace_reader *r, const struct trace_traj **traj,
                       struct libra_error *err);
 
+/*
+ * Reads the next line of a text file that is not a trace (an importer's input), unparsed:
+ * returns 1 with [*line, *line + *len), without its newline (a last line without one is
+ * returned as it is), valid until the next call; 0 at the end of the file; LIBRA_EINVAL for a
+ * line longer than max bytes, after which the reader stops as for a trace's; or LIBRA_EIO.
+ */
+int trace_reader_text_line(struct trace_reader *r, size_t max, const char **line, size_t *len,
+                           struct libra_error *err);
+
 /* The number of the line read last (1 is the header); 0 before any. */
 int64_t trace_reader_line(const struct trace_reader *r);
 

@@ -653,6 +653,9 @@ static int add_turn(const struct trace_importer *im, struct build *b, const stru
                                  "differs from the earlier row of turn %lld", (long long)turn);
         return add_call(im, b, r, err);
     }
+    if (turn != last + 1 && last < 0)
+        return row_error(im, r, C_TURN, err, "%lld starts the trajectory (expected 0)",
+                         (long long)turn);
     if (turn != last + 1)
         return row_error(im, r, C_TURN, err, "%lld follows turn %lld (expected %lld)",
                          (long long)turn, (long long)last, (long long)last + 1);

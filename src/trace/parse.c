@@ -431,6 +431,18 @@ static int get_int(const struct trace_parser *p, struct obj *ob, const char *key
     return 0;
 }
 
+/* Refuses an optional integer member given below 1 (tp, group_size), which get_int would call
+ * "must be >= 0" when negative. */
+static int check_positive(const struct trace_parser *p, const struct obj *ob, const char *key,
+                          struct libra_error *err)
+{
+    int64_t v;
+    const json_t *m = json_object_get(ob->o, key);
+    if (m && ujson_as_int64(m, &v) && v < 1)
+        return failf(p, err, ob->turn, ob->call, key, "must be >= 1, got %lld", (long long)v);
+    return 0;
+}
+
 /* Reads a required string member. */
 static int get_str(const struct trace_parser *p, struct obj *ob, const char *key, const char **out,
                    struct libra_error *err)
@@ -551,8 +563,8 @@ static int parse_timing(struct trace_parser *p, struct obj *ob, struct trace_tur
     const char *absent = NULL;
     bool given = false;
     for (int i = 0; i < 4; i++) {
-        int rc = get_int(p, ob, needed[i], false, &v[i], err);
-        if (rc)
+        int rc = i == 1 ? check_positive(p, ob, "tp", err) : 0;
+        if (rc || (rc = get_int(p, ob, needed[i], false, &v[i], err)))
             return rc;
         given |= v[i] >= 0;
         if (v[i] < 0 && !absent)
@@ -566,8 +578,6 @@ static int parse_timing(struct trace_parser *p, struct obj *ob, struct trace_tur
     if (absent)
         return failf(p, err, ob->turn, -1, absent,
                      "missing: a turn's timing is instance, tp, sent_us and done_us together");
-    if (v[1] == 0)
-        return failf(p, err, ob->turn, -1, "tp", "must be >= 1, got 0");
     *m = (struct trace_turn_timing){
         .instance = v[0], .tp = v[1], .sent_us = v[2], .first_us = m->first_us, .done_us = v[3]};
     return 0;
@@ -761,10 +771,9 @@ static int parse_header_fields(struct trace_parser *p, struct obj *ob, struct tr
     h->model = model ? (char *)json_string_value(model) : NULL;
     if (h->model && has_control(h->model))
         return failf(p, err, -1, -1, "model", NO_CONTROL);
-    if ((rc = get_int(p, ob, "group_size", false, &h->group_size, err)))
+    if ((rc = check_positive(p, ob, "group_size", err)) ||
+        (rc = get_int(p, ob, "group_size", false, &h->group_size, err)))
         return rc;
-    if (h->group_size == 0)
-        return failf(p, err, -1, -1, "group_size", "must be >= 1, got 0");
     h->group_size = h->group_size < 0 ? 0 : h->group_size;
     if ((lossy = member(ob, "lossy")) && !json_is_boolean(lossy))
         return wrong_type(p, ob, "lossy", "a boolean", lossy, err);

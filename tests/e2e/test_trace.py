@@ -11,6 +11,7 @@ change the statuses it should.
 import json
 import math
 import os
+import shutil
 import subprocess
 import threading
 
@@ -631,8 +632,14 @@ def test_import_swe_agent_sample(tmp_path):
         context += u["generated_tokens"] + est(s["observation"])
     assert "scale" not in sympy["extra"]
 
-    # the same instance twice: one prompt, two samples
-    r = run("import", "--from", "swe-agent", paths[0], paths[0])
+    # the same instance twice (two runs' files; one file given twice is refused): one prompt,
+    # two samples
+    for run_dir in ("run1", "run2"):
+        (tmp_path / run_dir).mkdir()
+        shutil.copy(paths[0], tmp_path / run_dir)
+    name = os.path.basename(paths[0])
+    r = run("import", "--from", "swe-agent", str(tmp_path / "run1" / name),
+            str(tmp_path / "run2" / name))
     assert r.returncode == 0, r.stderr
     _, *again = [json.loads(line) for line in r.stdout.splitlines()]
     assert [(t["prompt_id"], t["sample"]) for t in again] == [(0, 0), (0, 1)]
