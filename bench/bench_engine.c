@@ -48,6 +48,8 @@ struct tool_return {
 
 struct state {
     struct cost_rollout_pre pre;
+    struct engine_stats last; /* the last run's, printed with its input's figures */
+    double last_s;            /* simulated seconds the last run took */
 };
 
 struct drive {
@@ -86,8 +88,29 @@ static void *setup(uint64_t n)
     return s;
 }
 
+/* What the last run simulated, on stderr (once per figure: its repetitions run alike): the
+ * figures that explain its cost per event. */
 static void teardown(void *state)
 {
+    static int64_t printed_runs;
+    struct state *s = state;
+    const struct engine_stats *st = &s->last;
+    if (st->runs == printed_runs) {
+        free(state);
+        return;
+    }
+    printed_runs = st->runs;
+    fprintf(stderr,
+            "bench_engine: last run: %lld tokens in %.0f s simulated, %lld iterations in %lld "
+            "events (%.0f tokens, %.2f iterations per event), %lld turns finished, %lld "
+            "preemptions, %lld tokens prefilled (%lld recomputed), %lld prompt tokens from the "
+            "prefix cache, %lld KV tokens\n",
+            (long long)st->sampled_tokens, s->last_s, (long long)st->iterations,
+            (long long)st->runs, (double)st->sampled_tokens / (double)st->runs,
+            (double)st->iterations / (double)st->runs, (long long)st->finished,
+            (long long)st->preemptions, (long long)st->prefill_tokens,
+            (long long)st->recompute_tokens, (long long)st->cached_tokens,
+            (long long)st->kv_capacity_tokens);
     free(state);
 }
 
@@ -132,7 +155,7 @@ static void on_done(void *ctx, const struct engine_done *done)
 }
 
 /* Runs the busy instance until it has sampled `tokens` tokens or composed `runs` runs. */
-static uint64_t drive(const struct state *s, uint64_t tokens, uint64_t runs)
+static uint64_t drive(struct state *s, uint64_t tokens, uint64_t runs)
 {
     struct drive d = {.r = rng_keyed(1, 0xb, 0, 0)};
     struct engine_config c;
@@ -146,6 +169,7 @@ static uint64_t drive(const struct state *s, uint64_t tokens, uint64_t runs)
         next_turn(&d, i, 0.0, 0);
     }
     struct engine_stats st;
+    double now_s = 0.0;
     for (;;) {
         engine_stats(d.e, &st);
         if ((uint64_t)st.sampled_tokens >= tokens || (uint64_t)st.runs >= runs)
@@ -155,6 +179,7 @@ static uint64_t drive(const struct state *s, uint64_t tokens, uint64_t runs)
         if (top && top->t_s < t)
             t = top->t_s;
         engine_advance(d.e, t, on_done, &d);
+        now_s = t;
         struct tool_return tr;
         while ((top = heap_peek(&d.returns)) && top->t_s <= t) {
             heap_pop(&d.returns, &tr);
@@ -163,6 +188,8 @@ static uint64_t drive(const struct state *s, uint64_t tokens, uint64_t runs)
     }
     heap_free(&d.returns);
     engine_free(d.e);
+    s->last = st;
+    s->last_s = now_s;
     return (uint64_t)st.sampled_tokens + (uint64_t)st.runs;
 }
 
