@@ -170,7 +170,7 @@ static int solver_init(struct plan_solver *s, const struct plan_problem *p, stru
                          s->pattern_gpus, s->G);
     struct plan_roll_job job;
     plan_roll_job_init(&job, p, &s->sh);
-    plan_roll_init(&s->roll, &p->sample, p->tool_s, &s->sh, p->hw, p->settings, &job);
+    plan_roll_init(&s->roll, &p->sample, p->tool_s, p->filtered, &s->sh, p->hw, p->settings, &job);
     plan_train_init(&s->train, &p->sample, p->filtered, &s->sh, p->hw, p->settings, cfg);
     return 0;
 }

@@ -211,8 +211,9 @@ void plan_roll_job_init(struct plan_roll_job *j, const struct plan_problem *p,
 }
 
 void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const double *tool_s,
-                    const struct cost_shape *sh, const struct spec_hardware *hw,
-                    const struct plan_settings *st, const struct plan_roll_job *j)
+                    const bool *filtered, const struct cost_shape *sh,
+                    const struct spec_hardware *hw, const struct plan_settings *st,
+                    const struct plan_roll_job *j)
 {
     memset(r, 0, sizeof *r);
     r->m = s->n;
@@ -241,6 +242,11 @@ void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const doub
         r->cbar[k] = p + (g + u) / 2.0;
         r->tool_s[k] = tool_s ? tool_s[i] : 0.0;
         r->turns[k] = (double)at_or(s->turns, i, 1);
+        if (filtered && j->kept_share < 1.0) {
+            if (!r->dropped)
+                r->dropped = xcalloc(r->m, sizeof *r->dropped);
+            r->dropped[k] = filtered[i];
+        }
         r->ctx_max = fmax(r->ctx_max, p + g + u);
     }
     free(keys);
@@ -305,6 +311,7 @@ void plan_roll_free(struct plan_roll *r)
         free(r->tail_ranks[mask]);
     }
     free(r->turn_ranks);
+    free(r->dropped);
     view_free(&r->all);
     for (size_t b = 0; b < r->batches && r->bview; b++)
         view_free(&r->bview[b]);
@@ -633,6 +640,28 @@ double plan_roll_batch_train_s(const struct plan_roll_job *j, double train_s, co
     return order ? (train_s - j->train_add_s) * order[i - 1] + j->train_add_s : train_s;
 }
 
+/* Under dynamic sampling, a group's slowest trajectory: the expected largest of rl.samples
+ * tail latencies (by rank) of the sample's dropped trajectories, and of its kept ones. The
+ * groups it drops (all rewards equal) are mostly all wrong, the long ones, so a replacement
+ * waits longer than a typical group takes. Uses the scratch past tail and turn. */
+struct group_slowest {
+    double dropped_s, kept_s;
+};
+
+static struct group_slowest group_slowest(const struct plan_roll *r, const double *tail)
+{
+    double *x = r->scratch + 2 * r->m;
+    size_t nd = 0, nk = 0;
+    for (size_t k = 0; k < r->m; k++)
+        if (r->dropped[k])
+            x[nd++] = tail[k];
+        else
+            x[r->m - ++nk] = tail[k];
+    double n = r->job.samples;
+    return (struct group_slowest){nd ? expected_max(x, nd, n) : 0.0,
+                                  nk ? expected_max(x + nd, nk, n) : 0.0};
+}
+
 /*
  * The trainer's chain through one admission of interval batches: batch i trains once i/interval
  * of the admission is done (that quantile of the tail latencies, and no sooner than the
@@ -642,21 +671,21 @@ double plan_roll_batch_train_s(const struct plan_roll_job *j, double train_s, co
  * quantile's trajectories and trains for train_s · order[i] of the trainer's own time
  * (plan_train_order; NULL: train_s each) plus its share of the updates. Dynamic sampling
  * launches a dropped group's replacement only once the group is done, its slowest trajectory:
- * a typical place takes 1 / kept_share such generations; the last batch waits until the
- * admission's groups are kept from among the window's in flight (job.last_generations: the
- * most of the admission's when the window is the interval, fewer when it holds more), each of
- * those generations a typical group's: the later of that and the admission's slowest.
+ * a typical place takes 1 / kept_share generations, the last kept; the last batch waits until
+ * the admission's groups are kept from among the window's in flight (job.last_generations: the
+ * most of the admission's when the window is the interval, fewer when it holds more), each
+ * generation but the last a dropped group's (group_slowest): the later of that and the
+ * admission's slowest.
  */
 static double trainer_chain(const struct plan_roll *r, struct ordered *tail,
-                            const struct plan_roll_score *out, double slowest, double train_s,
-                            const double *order)
+                            const struct plan_roll_score *out, double slowest,
+                            const struct group_slowest *g, double train_s, const double *order)
 {
     const struct plan_roll_job *j = &r->job;
     double extra = 0.0, regen_s = 0.0;
-    if (j->kept_share < 1.0) {
-        double group_s = ord_expected_max(tail, j->samples); /* a group's slowest */
-        extra = (1.0 / j->kept_share - 1.0) * group_s;
-        regen_s = j->last_generations * group_s;
+    if (r->dropped) {
+        extra = (1.0 / j->kept_share - 1.0) * g->dropped_s;
+        regen_s = (j->last_generations - 1.0) * g->dropped_s + g->kept_s;
     }
     double chain = 0.0, rest = 0.0;
     for (int i = j->interval; i >= 1; i--) { /* rest: batches i.. train after done_i */
@@ -690,6 +719,7 @@ static void score_updates(struct plan_roll *r, const double c[PLAN_NTP], double 
     out->little_s = w.lat_sum / (double)r->m / j->k1;
     out->pool_s = r->per_step * j->pool_s;
     out->queue_s = fmax(0.0, admitted - w.cap) * w.load / (double)r->m; /* at M / load */
+    struct group_slowest g = r->dropped ? group_slowest(r, w.tail) : (struct group_slowest){0};
     struct ordered tail; /* w.tail, read for several order statistics */
     ord_init(&tail, w.tail, r->m);
     double slowest = ord_expected_max(&tail, admitted);
@@ -698,7 +728,8 @@ static void score_updates(struct plan_roll *r, const double c[PLAN_NTP], double 
     out->reprefill_s = carried > 0 ? w.reprefill : 0.0;
     out->update_s = j->save_s + j->transfer_s + out->drain_s + out->reprefill_s;
     out->fleet_s = fmax(out->work_s, out->little_s) + out->update_s / j->interval;
-    out->span_s = (trainer_chain(r, &tail, out, slowest, train_s, order) + out->update_s) / j->k1;
+    out->span_s =
+        (trainer_chain(r, &tail, out, slowest, &g, train_s, order) + out->update_s) / j->k1;
     out->t_s = fmax(fmax(out->fixed_s, out->pool_s), fmax(out->fleet_s, out->span_s));
 }
 

@@ -104,7 +104,8 @@ struct plan_roll {
     size_t turn_n;        /* their count */
     double routed[1 << PLAN_NTP][PLAN_NTP]; /* by TP class: plan_roll_routed (routed_ok) */
     bool routed_ok[1 << PLAN_NTP];
-    double *turns;                  /* by rank: turns */
+    double *turns; /* by rank: turns */
+    bool *dropped; /* by rank: its group dropped by dynamic sampling (NULL: none is) */
     uint32_t *lat_order[PLAN_NTP];  /* ranks by ascending latency on each TP */
     double *lam_min[1 << PLAN_NTP]; /* by TP subset: ascending min latency / k1 (lazy: NULL
                                      * until plan_roll_lam_min) */
@@ -128,12 +129,14 @@ struct plan_count {
 /*
  * Builds the tables for sample s with per-trajectory tool seconds tool_s (NULL: none;
  * validated by the caller: at least one batch, positive lengths, tool time finite and >= 0)
+ * and the trajectories dynamic sampling filtered (NULL: none)
  * on model shape sh and hardware hw with settings st for job j. A TP size the shape or the
  * node cannot take is marked unusable. Free with plan_roll_free.
  */
 void plan_roll_init(struct plan_roll *r, const struct plan_sample *s, const double *tool_s,
-                    const struct cost_shape *sh, const struct spec_hardware *hw,
-                    const struct plan_settings *st, const struct plan_roll_job *j);
+                    const bool *filtered, const struct cost_shape *sh,
+                    const struct spec_hardware *hw, const struct plan_settings *st,
+                    const struct plan_roll_job *j);
 
 void plan_roll_free(struct plan_roll *r);
 

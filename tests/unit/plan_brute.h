@@ -306,7 +306,8 @@ static inline void brute_solve(const struct brute_case *bc, struct brute_best *b
     struct plan_train train;
     struct plan_roll_job job;
     plan_roll_job_init(&job, &bc->p, &sh);
-    plan_roll_init(&roll, &bc->p.sample, bc->p.tool_s, &sh, bc->hw, bc->p.settings, &job);
+    plan_roll_init(&roll, &bc->p.sample, bc->p.tool_s, bc->p.filtered, &sh, bc->hw, bc->p.settings,
+                   &job);
     plan_train_init(&train, &bc->p.sample, bc->p.filtered, &sh, bc->hw, bc->p.settings, cfg);
     memset(best, 0, sizeof *best);
     int N = cfg->cluster.gpus;

@@ -190,7 +190,7 @@ static void roll_of(const struct brute_case *bc, const bool *filtered, struct co
     p.filtered = filtered;
     struct plan_roll_job job;
     plan_roll_job_init(&job, &p, sh);
-    plan_roll_init(roll, &bc->p.sample, bc->p.tool_s, sh, bc->hw, bc->p.settings, &job);
+    plan_roll_init(roll, &bc->p.sample, bc->p.tool_s, filtered, sh, bc->hw, bc->p.settings, &job);
 }
 
 /* Random case `seed` (up to 32 GPUs) and the length model of its sample. */
@@ -432,6 +432,56 @@ static void test_dynamic_sampling_rolls_out_more(void **state)
     }
     assert_float_equal(work[1], work[0] / plan_kept_share(&bc.p.sample, half), 1e-9 * work[0]);
     free(half);
+    brute_case_free(&bc);
+}
+
+/* Groups of the sample by their longest generation, ascending (a group: rl.samples in a row). */
+static int by_longest(const void *a, const void *b)
+{
+    const int64_t *x = a, *y = b;
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+/* An async step's span waits for the dropped groups' replacements, each after the group it
+ * replaces, and the last generation is a kept group's: with three groups in four dropped (more
+ * than two generations for the neediest place), dropping the groups with the longest
+ * generations takes longer than dropping as many of the shortest, at the same kept share. */
+static void test_a_replacement_waits_for_the_group_dropped(void **state)
+{
+    (void)state;
+    struct brute_case bc;
+    brute_case_make(&bc, &presets, &settings, 7, 32);
+    bc.cfg.rl.max_staleness = 0; /* each batch's regenerations in its own step */
+    bc.cfg.rl.sync_interval = 1;
+    bc.p.tool_s = NULL; /* a trajectory's latency its generation's */
+    size_t n = bc.p.sample.n, samples = (size_t)bc.cfg.rl.samples, groups = n / samples;
+    int64_t(*order)[2] = calloc(groups, sizeof *order); /* longest generation, group */
+    for (size_t g = 0; g < groups; g++) {
+        order[g][1] = (int64_t)g;
+        for (size_t i = g * samples; i < (g + 1) * samples; i++)
+            if (bc.p.sample.generated_tokens[i] > order[g][0])
+                order[g][0] = bc.p.sample.generated_tokens[i];
+    }
+    qsort(order, groups, sizeof *order, by_longest);
+    double span[2]; /* dropping the shortest three quarters, the longest */
+    bool *drop = calloc(n, sizeof *drop);
+    for (int longest = 0; longest < 2; longest++) {
+        for (size_t r = 0; r < groups; r++)
+            for (size_t i = 0; i < samples; i++)
+                drop[(size_t)order[r][1] * samples + i] =
+                    longest ? r >= groups / 4 : r < groups - groups / 4;
+        struct cost_shape sh;
+        struct plan_roll roll;
+        roll_of(&bc, drop, &sh, &roll);
+        int c[PLAN_NTP] = {0, 0, 0, 1};
+        struct plan_roll_score sc;
+        plan_roll_score(&roll, c, false, NAN, 1.0, NULL, &sc);
+        span[longest] = sc.span_s;
+        plan_roll_free(&roll);
+    }
+    assert_true(span[1] > span[0]);
+    free(drop);
+    free(order);
     brute_case_free(&bc);
 }
 
@@ -786,6 +836,7 @@ int main(void)
         cmocka_unit_test(test_train_order),
         cmocka_unit_test(test_span_bound_random),
         cmocka_unit_test(test_dynamic_sampling_rolls_out_more),
+        cmocka_unit_test(test_a_replacement_waits_for_the_group_dropped),
         cmocka_unit_test(test_colocated_rollout_charges_the_rounds),
         cmocka_unit_test(test_invariants_random),
         cmocka_unit_test(test_pin_restricts_the_space),
