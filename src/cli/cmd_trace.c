@@ -572,10 +572,14 @@ static int import_flag(struct cli_common *cc, struct import_flags *f, int c, con
         f->o.exit_code_pattern = arg;
         return 0;
     case 'w':
-        f->o.workload = arg;
-        return 0;
-    case 'm':
-        f->o.model = arg;
+    case 'm': /* checked here, where the error can name the flag */
+        if (trace_name_has_control(arg))
+            return cli_usage_error(cc->cmd, "%s: " TRACE_NO_CONTROL,
+                                   c == 'w' ? "--workload" : "--model");
+        if (c == 'w')
+            f->o.workload = arg;
+        else
+            f->o.model = arg;
         return 0;
     case 's':
         return cli_parse_int(cc->cmd, "--samples", arg, 1, INT64_MAX, &f->o.group_size);

@@ -424,6 +424,11 @@ static int get_int(const struct trace_parser *p, struct obj *ob, const char *key
         *out = -1;
         return required ? missing(p, ob, key, err) : 0;
     }
+    if (!ujson_as_int64(v, out) && json_is_real(v) && fabs(json_real_value(v)) >= 9.0e15)
+        return failf(p, err, ob->turn, ob->call, key,
+                     "expected an integer, got %g: a number with a decimal point or an "
+                     "exponent is read as one only below 9e15",
+                     json_real_value(v));
     if (!ujson_as_int64(v, out))
         return wrong_type(p, ob, key, "an integer", v, err);
     if (!required && *out < 0)
@@ -730,18 +735,16 @@ int trace_parser_traj(struct trace_parser *p, const char *line, size_t len, int6
 
 /* ---- the header -------------------------------------------------------------------------- */
 
-/* Whether name holds a control character (U+0000-U+001F, U+007F). The header's names are
- * printed as they stand (`libra trace stats`), where such a byte would drive the terminal; a tool
- * name is the model's own output and may hold anything (written escaped). */
-static bool has_control(const char *name)
+/* The header's names are printed as they stand (`libra trace stats`), where a control byte
+ * would drive the terminal; a tool name is the model's own output and may hold anything
+ * (written escaped). */
+bool trace_name_has_control(const char *name)
 {
     for (const unsigned char *c = (const unsigned char *)name; *c; c++)
         if (*c < 0x20 || *c == 0x7f)
             return true;
     return false;
 }
-
-#define NO_CONTROL "must not hold control characters"
 
 static int parse_header_fields(struct trace_parser *p, struct obj *ob, struct trace_header *h,
                                struct libra_error *err)
@@ -763,14 +766,14 @@ static int parse_header_fields(struct trace_parser *p, struct obj *ob, struct tr
         return rc;
     if (!*workload)
         return failf(p, err, -1, -1, "workload", "must be a non-empty string");
-    if (has_control(workload))
-        return failf(p, err, -1, -1, "workload", NO_CONTROL);
+    if (trace_name_has_control(workload))
+        return failf(p, err, -1, -1, "workload", TRACE_NO_CONTROL);
     h->workload = (char *)workload;
     if ((model = member(ob, "model")) && !json_is_string(model))
         return wrong_type(p, ob, "model", "a string", model, err);
     h->model = model ? (char *)json_string_value(model) : NULL;
-    if (h->model && has_control(h->model))
-        return failf(p, err, -1, -1, "model", NO_CONTROL);
+    if (h->model && trace_name_has_control(h->model))
+        return failf(p, err, -1, -1, "model", TRACE_NO_CONTROL);
     if ((rc = check_positive(p, ob, "group_size", err)) ||
         (rc = get_int(p, ob, "group_size", false, &h->group_size, err)))
         return rc;
@@ -811,9 +814,9 @@ int trace_check_header(const struct trace_header *h, struct libra_error *err)
                          (long long)h->version);
     if (!h->workload || !*h->workload)
         return error_set(err, NULL, 0, 0, "workload: must be a non-empty string");
-    if (has_control(h->workload) || (h->model && has_control(h->model)))
-        return error_set(err, NULL, 0, 0, "%s: " NO_CONTROL,
-                         has_control(h->workload) ? "workload" : "model");
+    if (trace_name_has_control(h->workload) || (h->model && trace_name_has_control(h->model)))
+        return error_set(err, NULL, 0, 0, "%s: " TRACE_NO_CONTROL,
+                         trace_name_has_control(h->workload) ? "workload" : "model");
     if (h->group_size < 0)
         return error_set(err, NULL, 0, 0, "group_size: must be >= 0, got %lld",
                          (long long)h->group_size);

@@ -159,6 +159,11 @@ struct trace_header {
 const char *trace_tool_status_name(enum trace_tool_status s);
 const char *trace_finish_name(enum trace_finish f);
 
+/* Whether name (a header's workload or model) holds a control character (U+0000-U+001F,
+ * U+007F), which a header refuses with TRACE_NO_CONTROL. */
+bool trace_name_has_control(const char *name);
+#define TRACE_NO_CONTROL "must not hold control characters"
+
 /*
  * Checks a header built in memory: version TRACE_SCHEMA_VERSION, a non-empty workload,
  * group_size >= 0, generator/import/extra NULL or objects. Returns 0, or LIBRA_EINVAL with

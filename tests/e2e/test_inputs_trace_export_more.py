@@ -6,13 +6,16 @@ docs/trace-format.md).
   being read into memory without end.
 - `trace import` refuses an input file given twice (also as `./x`, or inside a verl dump
   directory given too): its trajectories were imported twice without a word.
+- `trace import --workload` or `--model` with a control character is refused naming the flag
+  (the header's field alone, `workload: ...`, named neither the flag nor the command).
 - `trace gen` of a workload preset whose values are each in range but draw a trajectory past
   the trace's bounds (tool waits past 2^50 microseconds) is bad input naming the preset and the
   trajectory (exit 2), not an internal error (exit 4).
 - `libra cost --context-tokens` prints the context it was given (1234567, not 1.23457e+06),
   and refuses one past 2^32 - 1 as `--seq-tokens` does.
 - A negative `tp` or header `group_size` is refused as below 1 (their lower bound), not as
-  below 0; a table's trajectory starting at turn 1 is named as such, not as following turn -1.
+  below 0; a table's trajectory starting at turn 1 is named as such, not as following turn -1;
+  a whole number written as 1e18 is named with why it is not read as an integer.
 
 Needs LIBRA_BIN and LIBRA_SOURCE_DIR.
 """
@@ -63,6 +66,17 @@ def test_import_refuses_a_verl_file_and_its_dump_directory(tmp_path):
     shutil.copytree(os.path.join(DATA, "verl"), dump)
     err = refused(run("trace", "import", "--from", "verl", str(dump), str(dump / "2.jsonl")))
     assert f"input '{dump / '2.jsonl'}' is the file of input '{dump}/2.jsonl' again" in err, err
+
+
+# ---- trace import: a header name from a flag ------------------------------------------------------
+
+@pytest.mark.parametrize("flag", ["--workload", "--model"])
+def test_import_names_the_flag_of_a_name_with_a_control_character(tmp_path, flag):
+    out = tmp_path / "t.jsonl"
+    err = refused(run("trace", "import", "--from", "jsonl", os.path.join(DATA, "turns.jsonl"),
+                      flag, "a\tb", "-o", str(out)))
+    assert err.startswith(f"libra: trace: {flag}: must not hold control characters\n"), err
+    assert not out.exists()
 
 
 # ---- trace gen: a preset drawing a trajectory past the trace's bounds ---------------------------
@@ -135,3 +149,17 @@ def test_a_table_trajectory_starting_past_turn_zero_is_named(tmp_path):
     path.write_text(f"{CSV_HEADER}\nr0,0,1,1,10,5\n")
     err = refused(run("trace", "import", "--from", "csv", str(path)))
     assert err == f"libra: {path}:2:8: turn: 1 starts the trajectory (expected 0)\n", err
+
+
+@pytest.mark.parametrize("value,says", [
+    ("1e18", "expected an integer, got 1e+18: a number with a decimal point or an exponent is "
+     "read as one only below 9e15"),
+    ("12.5", "expected an integer, got a number"),
+])
+def test_a_whole_number_past_exact_reals_says_why(tmp_path, value, says):
+    path = tmp_path / "t.jsonl"
+    path.write_text('{"libra_trace":1,"workload":"x"}\n' + (TRAJ % "").replace(
+        '"prompt_tokens":1,', f'"prompt_tokens":{value},'))
+    r = run("trace", "validate", str(path))
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.endswith(f": turns.0.prompt_tokens: {says}\n"), r.stderr
