@@ -120,15 +120,6 @@ int api_presets_load(struct api_presets *p, const char *const *files, size_t n_f
 
 /* ---- the config ----------------------------------------------------------------------------- */
 
-/* "a, b, c": the names of the workload presets. */
-static void workload_names(const struct workload_presets *w, char *out, size_t size)
-{
-    size_t used = 0;
-    out[0] = '\0';
-    for (size_t i = 0; i < w->n && used < size; i++)
-        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", w->items[i].name);
-}
-
 int api_config_resolve(const struct api_presets *p, const struct ujson_doc *doc,
                        const struct spec_config_override *flags, size_t n_flags, unsigned reader,
                        struct spec_deferred *deferred, struct libra_config *cfg,
@@ -142,7 +133,7 @@ int api_config_resolve(const struct api_presets *p, const struct ujson_doc *doc,
     const struct workload_preset *w = workload_preset_find(&p->workloads, cfg->workload.name);
     if (!w) {
         char known[512];
-        workload_names(&p->workloads, known, sizeof known);
+        workload_preset_names(&p->workloads, known, sizeof known);
         return spec_config_key_error(err, &src, "workload.name",
                                      "unknown workload preset '%s' (known: %s)", cfg->workload.name,
                                      known);

@@ -240,9 +240,9 @@ static int instance_configs(const struct api_presets *p, const struct libra_conf
             ef->fail_after_s = f->after_s;
         }
         if (ef->fail_after_s >= 0 && ef->stall_after_s >= ef->fail_after_s) {
-            cli_errorf("emu: --stall: instance %d fails at %g s (--fail), before its stall at %g s "
-                       "would begin",
-                       f->instance, ef->fail_after_s, ef->stall_after_s);
+            cli_errorf("emu: --stall: instance %d would stall at %g s, at or after it fails at "
+                       "%g s (--fail): the stall would never begin",
+                       f->instance, ef->stall_after_s, ef->fail_after_s);
             return LIBRA_EXIT_USAGE;
         }
     }

@@ -21,15 +21,19 @@
 
 #define DEFAULT_STEPS 10
 
-static const char help[] =
+/* The help, the built-in presets' names between its two parts (print_help). */
+static const char help_head[] =
     "usage: libra trace gen WORKLOAD [--steps N] [--batch B] [--samples n] [--seed S]\n"
     "                       [-o FILE] [--presets FILE]\n"
     "\n"
-    "Writes a synthetic trace (docs/trace-format.md) of the workload preset WORKLOAD\n"
-    "(search-r1, dapo-math, dapo-math-verl, r2e-gym, or one from a preset file; see\n"
-    "docs/workloads.md). Each of the N steps draws B/n prompts from the prompt pool without\n"
-    "replacement (a new epoch, in a new order, when the pool is exhausted) and n trajectories\n"
-    "(a GRPO group) for each, at policy version = step. The same flags give the same bytes.\n"
+    "Writes a synthetic trace (docs/trace-format.md) of the workload preset WORKLOAD, one\n"
+    "built in or one from a preset file (docs/workloads.md). Built in:\n"
+    "  ";
+static const char help[] =
+    "\n"
+    "Each of the N steps draws B/n prompts from the prompt pool without replacement (a new\n"
+    "epoch, in a new order, when the pool is exhausted) and n trajectories (a GRPO group) for\n"
+    "each, at policy version = step. The same flags give the same bytes.\n"
     "\n"
     "flags:\n"
     "  --steps N          training steps (default 10)\n"
@@ -165,6 +169,20 @@ static int run(const struct cli_common *cc, const char *name, struct gen_flags *
     return cli_report(rc, &err);
 }
 
+/* The help naming the built-in workload presets from their table, so it lists every one. */
+static void print_help(const struct cli_common *cc)
+{
+    struct workload_presets w = {0};
+    struct libra_error err = {0};
+    char names[512] = "";
+    if (workload_presets_init(&w, &err) == 0)
+        workload_preset_names(&w, names, sizeof names);
+    workload_presets_free(&w);
+    char text[sizeof help_head + sizeof names + sizeof help];
+    snprintf(text, sizeof text, "%s%s%s", help_head, names, help);
+    cli_common_help(cc, text, stdout);
+}
+
 int cmd_trace_gen(int argc, char **argv)
 {
     static const struct option own[] = {
@@ -180,7 +198,7 @@ int cmd_trace_gen(int argc, char **argv)
     int c, rc = 0;
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
         if (c == 'h') {
-            cli_common_help(&cc, help, stdout);
+            print_help(&cc);
             goto out;
         }
         rc = c == '?' ? LIBRA_EXIT_USAGE : gen_flag(cc.cmd, &f, c, optarg);

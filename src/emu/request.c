@@ -89,12 +89,24 @@ static int opt_id(const json_t *obj, const char *key, char **out, char *err, siz
     return fail(err, size, "%s: expected a string or an integer", key);
 }
 
+/* Whether the array a holds prompts (strings or arrays), as a batched request sends them. */
+static bool is_batch(const json_t *a)
+{
+    for (size_t i = 0; i < json_array_size(a); i++)
+        if (json_is_string(json_array_get(a, i)) || json_is_array(json_array_get(a, i)))
+            return true;
+    return false;
+}
+
 static int token_array(const json_t *a, const char *label, uint32_t vocab,
                        struct emu_gen_request *r, char *err, size_t size)
 {
     size_t n = json_array_size(a);
     if (n == 0)
         return fail(err, size, "%s: expected a non-empty array of token ids", label);
+    if (is_batch(a))
+        return fail(err, size,
+                    "%s: a batch of prompts is not emulated; send one prompt per request", label);
     r->ids = xmallocarray(n, sizeof *r->ids);
     r->n_ids = n;
     for (size_t i = 0; i < n; i++) {

@@ -74,6 +74,7 @@ struct run {
     struct load_step dropped;     /* drops since the last batch was taken */
     int updates_left;             /* engines whose weight update has not finished (and 1 while
                                    * they are being started) */
+    int updates_begun;            /* weight updates started (res->weight_updates: finished) */
     bool update_due;              /* the style's update waits for the groups in flight */
     struct event *train_timer;    /* the trainer's step on the last batch */
     bool training;                /* ... is running */
@@ -625,6 +626,15 @@ static void on_fleet(void *arg, int status, const char *body, size_t len, const 
     on_member(u, 200, "", 0, NULL);
 }
 
+/* The engine's pause (its update's first call) succeeded: a run stopped before the update's
+ * end owes it the call that ends the pause, if the update has one. */
+static void owe_resume(struct run *r, const struct update *u)
+{
+    for (int k = 1; k < u->n_phases; k++)
+        if (u->calls[k].resumes)
+            r->owed[u->engine] = u->calls[k];
+}
+
 static void on_update(void *arg, int status, const char *body, size_t len, const char *error)
 {
     struct update *u = arg;
@@ -632,6 +642,8 @@ static void on_update(void *arg, int status, const char *body, size_t len, const
     const struct load_call *c = &u->calls[u->phase];
     if (status == 0 || (status == 200 && c->resumes)) /* nothing owed it any more */
         r->owed[u->engine].resumes = false;
+    else if (status == 200 && u->phase == 0)
+        owe_resume(r, u);
     if (status == 0) { /* a dead engine gets no update */
         r->res->dead[u->engine] = 1;
         u->phase = u->n_phases;
@@ -686,18 +698,15 @@ static void update_next(struct update *u)
 /* Starts a weight update on every live engine; updates_done follows the last to finish. */
 static void update_weights(struct run *r)
 {
-    r->res->weight_updates++;
+    r->updates_begun++;
     r->updates_left = 1; /* until every engine's update is started */
     for (int i = 0; i < r->c->n_urls; i++) {
         if (r->res->dead[i])
             continue;
         struct update *u = xcalloc(1, sizeof *u);
         *u = (struct update){.run = r, .engine = i};
-        u->n_phases = load_update_calls(r->c->style, r->c->sync_mode, r->c->nccl,
-                                        r->res->weight_updates, u->calls);
-        for (int k = 0; k < u->n_phases; k++)
-            if (u->calls[k].resumes)
-                r->owed[i] = u->calls[k];
+        u->n_phases =
+            load_update_calls(r->c->style, r->c->sync_mode, r->c->nccl, r->updates_begun, u->calls);
         u->poll = evtimer_new(r->base, on_poll, u);
         vec_push(&r->updates, u);
         r->updates_left++;
@@ -818,6 +827,8 @@ static void on_saved(evutil_socket_t fd, short what, void *arg)
 
 static void updates_done(struct run *r)
 {
+    if (!r->failed) /* counted once whole: one that failed did not update the fleet */
+        r->res->weight_updates++;
     r->fleet_version = r->version;
     try_train(r); /* and admit: the window moved */
     break_when_done(r);

@@ -1062,9 +1062,11 @@ static void on_read(evutil_socket_t fd, short what, void *arg)
         return;
     }
     conn->in_len += (size_t)r;
+    /* Before the head is read head_ready bounds the bytes (a head over its limit is a 400, not a
+     * body's 413); after it, the body with its chunk framing may take twice its limit. */
     size_t raw_limit = (size_t)conn->server->limits.max_header_bytes +
                        2 * (size_t)conn->server->limits.max_body_bytes;
-    if (conn->in_len > raw_limit) {
+    if (conn->have_head && conn->in_len > raw_limit) {
         refuse(conn, 413, "request body over the limit");
         return;
     }

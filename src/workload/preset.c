@@ -558,6 +558,14 @@ const struct workload_preset *workload_preset_find(const struct workload_presets
 
 /* ---- printing -------------------------------------------------------------------------- */
 
+void workload_preset_names(const struct workload_presets *p, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < p->n && used < size; i++)
+        used += (size_t)snprintf(out + used, size - used, "%s%s", i ? ", " : "", p->items[i].name);
+}
+
 static void set_path(json_t *obj, const char *path, json_t *v)
 {
     char comp[64];

@@ -201,6 +201,9 @@ void workload_presets_free(struct workload_presets *p);
 const struct workload_preset *workload_preset_find(const struct workload_presets *p,
                                                    const char *name);
 
+/* Writes "a, b, c", the names of p's presets in order, into out of size bytes (cut to fit). */
+void workload_preset_names(const struct workload_presets *p, char *out, size_t size);
+
 /*
  * The preset as a JSON object in the file schema (every field, no "base"), e.g. for a trace
  * header's generator parameters. Reading it back gives the same preset. Caller owns the

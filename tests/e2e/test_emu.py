@@ -5,14 +5,13 @@ running a moment after they start.
 """
 
 import json
-import signal
 import socket
 import time
 
 import pytest
 
 from emu_util import (BAD_BYTES_REQUESTS, Background, Emu, generate, get, post, raw_request,
-                      request, running, stream)
+                      running, stream)
 
 PROMPT = list(range(100, 140))  # 40 tokens: two whole blocks of 16 and a partial one
 LONG = 20000
@@ -275,6 +274,21 @@ def test_malformed_requests_get_4xx_and_the_server_keeps_serving():
         assert generate(p, PROMPT, 3)[0] == 200
 
 
+@pytest.mark.parametrize("path,body,field", [
+    ("/v1/completions", {"prompt": ["ab", "cd"], "max_tokens": 3}, "prompt"),
+    ("/v1/completions", {"prompt": [[1], [2]], "max_tokens": 3}, "prompt"),
+    ("/generate", {"text": ["ab", "cd"]}, "text"),
+    ("/generate", {"input_ids": [[1], [2]]}, "input_ids"),
+])
+def test_a_batch_of_prompts_is_refused_as_a_batch(path, body, field):
+    """A list of prompts gets a 400 that names the field and says batches are not emulated,
+    not one about its first element as a token id."""
+    with Emu() as emu:
+        status, out = post(emu.port(), path, body)
+        msg = out["error"]["message"]
+        assert status == 400 and msg.startswith(field + ": a batch of prompts"), msg
+
+
 def test_body_limit_is_64_mib():
     with Emu() as emu:
         p = emu.port()
@@ -290,6 +304,23 @@ def test_body_limit_is_64_mib():
                      % (limit + 1))
         assert conn.recv(4096).startswith(b"HTTP/1.1 413")
         conn.close()
+        assert get(p, "/health")[0] == 200
+
+
+def test_a_head_over_its_limit_is_a_400_whatever_the_body_limit():
+    """A head over 64 KiB is refused as a head (400), not as a body (413), when
+    --max-body-bytes is small: the bytes read were checked against a bound of the two limits
+    before the head was parsed."""
+    with Emu("--max-body-bytes", "1000") as emu:
+        p = emu.port()
+        big = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 70000 + b"\r\n\r\n"
+        status, out = raw_request(p, big)
+        assert status == 400 and "headers over the limit" in out["error"]["message"], out
+        body = b"x" * 5000  # a body over the limit still gets the body's 413
+        status, out = raw_request(p, b"POST /generate HTTP/1.1\r\nHost: x\r\n"
+                                  b"Transfer-Encoding: chunked\r\n\r\n%x\r\n%s\r\n0\r\n\r\n"
+                                  % (len(body), body))
+        assert status == 413 and "body over the limit" in out["error"]["message"], out
         assert get(p, "/health")[0] == 200
 
 

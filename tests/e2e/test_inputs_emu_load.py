@@ -8,6 +8,8 @@ docs/load.md).
   URL): the API's paths are appended to a base URL, so every turn would go to a wrong target.
 - `--set rl.sync_mode=keep` with `--style areal` or `slime`, whose clients abort the turns in
   flight for an update their own way, is refused: it would change nothing.
+- A `libra load` run whose weight update failed at its pause resumes no engine on its way out
+  and counts no update.
 - A `libra load` run whose every trajectory reached `rl.trajectory_timeout_s` stops with an
   error naming the key (exit 1, the steps printed), not a table of zeros and exit 0.
 - `libra emu --ports-file -` is refused: the ready lines go to standard output already, and
@@ -113,6 +115,22 @@ def test_load_stopped_mid_update_resumes_the_engines_it_paused():
         assert p.returncode == 130, (p.returncode, stderr)
         assert "did not resume" not in stderr, stderr
         assert not any(is_paused(i["port"]) for i in emu.instances)
+
+
+def test_load_whose_pause_failed_resumes_no_engine_and_counts_no_update():
+    """A skyrl update against engines without vLLM's development-mode endpoints fails at its
+    pause (404): the error names that failure alone, not every engine as "paused ... did not
+    resume" (the resume was owed from the update's start, not from a pause that succeeded),
+    and the update that never ran is not counted among the weight updates."""
+    with Emu("--instances", "tp1x4", scale=SCALE) as emu:
+        urls = ",".join(i["url"] for i in emu.instances)
+        r = run("load", "--engines", urls, "--style", "skyrl", "--time-scale", SCALE,
+                "--steps", "3", "--batch", "8", "--set", "rl.sync_interval=1",
+                "--set", "rl.transport=disk_reload", "--json")
+    assert r.returncode == 1, (r.returncode, r.stderr)
+    assert "/pause?mode=wait with status 404" in r.stderr, r.stderr
+    assert "did not resume" not in r.stderr, r.stderr
+    assert json.loads(r.stdout)["weight_updates"] == 0
 
 
 @pytest.mark.parametrize("suffix", ["?x=1", "#frag", "/v1?x=1", "/?x"])

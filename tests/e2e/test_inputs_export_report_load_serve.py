@@ -45,11 +45,12 @@ USAGE_EMU = ("usage: libra emu [EXPERIMENT] [--instances tp1x4,tp2x2,...] [--tim
       "--stall", "instance=1,after_s=5,for_s=1"],
      "libra: emu: --stall: instance 1 is given two (an instance stalls once)\n"),
     (["--stall", "instance=0,after_s=2,for_s=1", "--fail", "instance=0,after_s=1"],
-     "libra: emu: --stall: instance 0 fails at 1 s (--fail), before its stall at 2 s would "
-     "begin\n"),
+     "libra: emu: --stall: instance 0 would stall at 2 s, at or after it fails at 1 s "
+     "(--fail): the stall would never begin\n"),
+    # equal times: the failure comes first, so the stall never begins
     (["--fail", "instance=0,after_s=1.5", "--stall", "instance=0,after_s=1.5,for_s=1"],
-     "libra: emu: --stall: instance 0 fails at 1.5 s (--fail), before its stall at 1.5 s would "
-     "begin\n"),
+     "libra: emu: --stall: instance 0 would stall at 1.5 s, at or after it fails at 1.5 s "
+     "(--fail): the stall would never begin\n"),
 ])
 def test_emu_refuses_a_fault_that_would_replace_or_miss_another(args, said):
     assert refused(run("emu", *args, timeout=30)) == said

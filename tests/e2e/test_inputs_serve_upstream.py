@@ -9,7 +9,8 @@ import json
 import subprocess
 import time
 
-from emu_util import LIBRA, FakeEngine, QuietHandler, ScriptedVllm, Serve, answer, get, post
+from emu_util import (LIBRA, FakeEngine, QuietHandler, ScriptedVllm, Serve, answer, get, post,
+                      request)
 
 COMPLETION = json.dumps({"choices": [{"text": "ok", "finish_reason": "stop"}],
                          "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
@@ -79,6 +80,17 @@ def test_a_body_over_the_limit_is_answered_413_to_a_client_that_sends_it_whole()
             conn.close()
             assert resp.status == 413 and "over the limit" in doc["error"]["message"], doc
         assert not engine.bodies  # nothing reached the engine
+        assert get(gw.port, "/healthz")[0] == 200
+    engine.shutdown()
+
+
+def test_a_head_over_its_limit_is_answered_400_with_a_small_body_limit():
+    """A head over 64 KiB gets the head's 400, not the body's 413, under a small
+    --max-body-bytes."""
+    engine = ScriptedVllm(lambda h, path, body: answer(h, COMPLETION))
+    with Serve(engine.url + ",tp=1", args=("--max-body-bytes", "1000")) as gw:
+        status, doc = request(gw.port, "GET", "/healthz", headers={"X-Big": "a" * 70000})
+        assert status == 400 and "headers over the limit" in doc["error"]["message"], doc
         assert get(gw.port, "/healthz")[0] == 200
     engine.shutdown()
 
