@@ -99,6 +99,12 @@ bool cli_is_stdout(const char *path);
  * is written in place. Returns 0 or LIBRA_EXIT_IO after printing why. */
 int cli_write_output(const char *path, const char *text);
 
+/* Removes path (a temporary file a long write streams into, PATH.tmpPID) if SIGINT, SIGTERM
+ * or SIGHUP ends the process before cli_remove_on_signal(NULL), so that a stopped run leaves
+ * no partial file behind; the signal then ends the process as it would have. One path at a
+ * time; NULL (or a path NULL: nothing to remove) restores the signals' defaults. */
+void cli_remove_on_signal(const char *path);
+
 /* Whether cli_write_output could write path, checked before a long run rather than after it:
  * its temporary file is created and removed (a device or FIFO is checked for write permission,
  * not opened: opening a FIFO waits for its reader, and closing it ends the reader's input).

@@ -531,6 +531,8 @@ static int run_import(struct cli_common *cc, const struct import_flags *f, path_
         return cli_usage_error(cc->cmd, "%s", err.msg);
     const char *out = cc->output ? cc->output : "-";
     rc = trace_writer_open(&w, out, trace_importer_header(im), &err);
+    if (rc == 0)
+        cli_remove_on_signal(trace_writer_tmp(w));
     int64_t written = 0;
     for (size_t i = 0; rc == 0 && i < paths->n; i++)
         rc = import_file(im, w, paths->v[i], import_max_bytes(f), &written, &err);
@@ -543,6 +545,7 @@ static int run_import(struct cli_common *cc, const struct import_flags *f, path_
         rc = trace_writer_close(w, &err);
     else
         trace_writer_abort(w);
+    cli_remove_on_signal(NULL);
     trace_importer_free(im);
     return rc ? report(rc, &err) : 0;
 }

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <event2/event.h>
 #include <jansson.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -393,6 +394,28 @@ int cli_write_output(const char *path, const char *text)
     free(tmp);
     free(target);
     return ok ? 0 : LIBRA_EXIT_IO;
+}
+
+static char unfinished[4096]; /* cli_remove_on_signal's path; read by the handler */
+
+static void remove_unfinished(int sig)
+{
+    unlink(unfinished); /* async-signal-safe, as signal and raise are */
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void cli_remove_on_signal(const char *path)
+{
+    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
+    bool on = path && strlen(path) < sizeof unfinished;
+    for (size_t i = 0; !on && i < sizeof sigs / sizeof sigs[0]; i++)
+        signal(sigs[i], SIG_DFL); /* before the path changes under a handler */
+    if (!on)
+        return;
+    snprintf(unfinished, sizeof unfinished, "%s", path);
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
+        signal(sigs[i], remove_unfinished);
 }
 
 static bool is_directory(const char *path)

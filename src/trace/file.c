@@ -285,6 +285,11 @@ static void writer_free(struct trace_writer *w)
     free(w);
 }
 
+const char *trace_writer_tmp(const struct trace_writer *w)
+{
+    return w->tmp;
+}
+
 void trace_writer_abort(struct trace_writer *w)
 {
     if (!w)

@@ -92,4 +92,8 @@ int trace_writer_close(struct trace_writer *w, struct libra_error *err);
 /* Abandons the trace: removes the temporary file, writes nothing, frees w. NULL is a no-op. */
 void trace_writer_abort(struct trace_writer *w);
 
+/* The temporary file w writes, renamed into place at close; NULL when w writes in place
+ * (standard output, a device, a FIFO). Valid while w is open. */
+const char *trace_writer_tmp(const struct trace_writer *w);
+
 #endif

@@ -1,13 +1,18 @@
 """End-to-end tests of `libra trace gen` (docs/workloads.md): the trace it writes is valid and
 reproducible, steps and epochs follow the prompt pool, flags and preset files are honoured,
-and bad input gets a clear error and exit 2 with nothing written.
+bad input gets a clear error and exit 2 with nothing written, and a signal that stops gen or
+import leaves no partial file.
 
 Needs LIBRA_BIN (the built binary).
 """
 
 import json
 import os
+import signal
 import subprocess
+import time
+
+import pytest
 
 LIBRA = os.environ["LIBRA_BIN"]
 EXIT_USAGE = 2
@@ -126,3 +131,54 @@ def test_help_names_every_built_in_preset():
     assert "r2e-gym-drift" in builtin
     help_text = run("trace", "gen", "--help").stdout
     assert "  " + ", ".join(builtin) + "\n" in help_text, help_text
+
+
+def wait_for_file(directory, timeout_s=60.0):
+    """The first file to appear in directory (polled), or None."""
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        names = os.listdir(directory)
+        if names:
+            return names[0]
+        time.sleep(0.02)
+    return None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_a_stopped_gen_leaves_no_partial_file(tmp_path, sig):
+    """The trace streams into OUT.tmpPID, renamed into place at the end: a signal that stops
+    the run first removes it, and still ends the process by that signal."""
+    out = tmp_path / "out"
+    out.mkdir()
+    p = subprocess.Popen([LIBRA, "trace", "gen", "search-r1", "--steps", "100000", "-o",
+                          str(out / "t.jsonl")], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        assert wait_for_file(out) == f"t.jsonl.tmp{p.pid}"
+        p.send_signal(sig)
+        assert p.wait(timeout=60) == -sig
+    finally:
+        p.kill()
+    assert os.listdir(out) == []
+
+
+def test_a_stopped_import_leaves_no_partial_file(tmp_path):
+    """trace import waiting on an input that has not ended (a FIFO held open) is stopped the
+    same way."""
+    fifo = tmp_path / "in.csv"
+    os.mkfifo(fifo)
+    out = tmp_path / "out"
+    out.mkdir()
+    p = subprocess.Popen([LIBRA, "trace", "import", "--from", "csv", str(fifo), "-o",
+                          str(out / "t.jsonl")], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL)
+    try:
+        with open(fifo, "w") as w:
+            w.write("traj_id,step,prompt_id,turn,prompt_tokens,generated_tokens\n")
+            w.flush()
+            assert wait_for_file(out) == f"t.jsonl.tmp{p.pid}"
+            p.send_signal(signal.SIGTERM)
+            assert p.wait(timeout=60) == -signal.SIGTERM
+    finally:
+        p.kill()
+    assert os.listdir(out) == []
