@@ -378,6 +378,11 @@ def test_errors():
     p = subprocess.run([LIBRA, "load", "--engines", "http://127.0.0.1:9", *QUICK],
                        capture_output=True, text=True, timeout=60)
     assert p.returncode == 1 and "every engine stopped answering" in p.stderr
+    # Stopped, and its trace could not be written either: the stop's status, both reasons.
+    p = subprocess.run([LIBRA, "load", "--engines", "http://127.0.0.1:9", *QUICK, "-o",
+                        "/dev/full"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 1 and "every engine stopped answering" in p.stderr
+    assert "libra: cannot write '/dev/full': no space left on device" in p.stderr
 
 
 def test_an_experiment_without_a_trainer_layout_is_refused():
