@@ -181,6 +181,12 @@ void export_megatron(const struct export_ctx *x, struct strbuf *b)
                   t->cp, t->dp, t->tp, t->pp, t->cp,
                   t->fsdp ? "--use-torch-fsdp2" : "--use-distributed-optimizer", t->budget_tokens,
                   t->budget_tokens);
+    if (t->fsdp && t->shard_dp)
+        strbuf_printf(b,
+                      "# sharding: the plan's HSDP keeps one copy of the state per %d GPUs;\n"
+                      "# --use-torch-fsdp2 shards it over every DP rank instead: less memory\n"
+                      "# and more gradient traffic than planned\n",
+                      t->shard_dp * t->cp);
     if (t->recompute)
         strbuf_puts(b, "--recompute-granularity full\n"
                        "--recompute-method uniform\n"

@@ -428,6 +428,23 @@ def test_megatron_arguments_are_the_training_layout():
     assert ("--recompute-granularity" in s) == train["recompute"]
 
 
+HSDP = ["--model", "qwen3-4b", "--set", "plan.fsdp=search", "--set", "plan.verify_candidates=0"]
+
+
+def test_an_hsdp_plan_reaches_both_trainers_as_it_can():
+    """verl's FSDP takes the shard group (fsdp_size); Megatron-LM's --use-torch-fsdp2 shards
+    over every DP rank, and the export says how that differs from the plan."""
+    train = plan_doc(HSDP)["train"]
+    assert train["sharding"] == "hsdp" and 0 < train["shard_dp"] < train["dp"]
+    group = train["shard_dp"] * train["cp"]
+    v = settings(export("verl", HSDP), "=")
+    assert int(v["actor_rollout_ref.actor.fsdp_config.fsdp_size"]) == group
+    m = export("megatron", HSDP)
+    assert "--use-torch-fsdp2" in settings(m, " ")
+    assert f"# sharding: the plan's HSDP keeps one copy of the state per {group} GPUs;\n" in m
+    assert "sharding" not in export("megatron", HETERO)
+
+
 def test_expert_parallelism_reaches_both_trainers():
     train = plan_doc(MOE)["train"]
     ep = train["ep"]
