@@ -101,8 +101,9 @@ int cli_write_output(const char *path, const char *text);
 
 /* Removes path (a temporary file a long write streams into, PATH.tmpPID) if SIGINT, SIGTERM
  * or SIGHUP ends the process before cli_remove_on_signal(NULL), so that a stopped run leaves
- * no partial file behind; the signal then ends the process as it would have. One path at a
- * time; NULL (or a path NULL: nothing to remove) restores the signals' defaults. */
+ * no partial file behind; the signal then ends the process as it would have. A signal ignored
+ * (nohup's SIGHUP) stays ignored. One path at a time; NULL restores what the signals did
+ * before. */
 void cli_remove_on_signal(const char *path);
 
 /* Whether cli_write_output could write path, checked before a long run rather than after it:

@@ -402,20 +402,28 @@ static void remove_unfinished(int sig)
 {
     unlink(unfinished); /* async-signal-safe, as signal and raise are */
     signal(sig, SIG_DFL);
-    raise(sig);
+    raise(sig); /* delivered once the handler returns: the process ends by it */
 }
 
 void cli_remove_on_signal(const char *path)
 {
     static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-    bool on = path && strlen(path) < sizeof unfinished;
-    for (size_t i = 0; !on && i < sizeof sigs / sizeof sigs[0]; i++)
-        signal(sigs[i], SIG_DFL); /* before the path changes under a handler */
-    if (!on)
+    static struct sigaction saved[sizeof sigs / sizeof sigs[0]];
+    static bool armed;
+    size_t n = sizeof sigs / sizeof sigs[0];
+    for (size_t i = 0; armed && i < n; i++) /* before the path changes under a handler */
+        sigaction(sigs[i], &saved[i], NULL);
+    armed = path && strlen(path) < sizeof unfinished;
+    if (!armed)
         return;
     snprintf(unfinished, sizeof unfinished, "%s", path);
-    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++)
-        signal(sigs[i], remove_unfinished);
+    struct sigaction sa = {.sa_handler = remove_unfinished};
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < n; i++) {
+        sigaction(sigs[i], NULL, &saved[i]);
+        if (saved[i].sa_handler != SIG_IGN) /* nohup's SIGHUP stays ignored */
+            sigaction(sigs[i], &sa, NULL);
+    }
 }
 
 static bool is_directory(const char *path)

@@ -162,6 +162,26 @@ def test_a_stopped_gen_leaves_no_partial_file(tmp_path, sig):
     assert os.listdir(out) == []
 
 
+def test_an_ignored_hangup_stays_ignored(tmp_path):
+    """Under nohup (SIGHUP ignored) a hangup does not stop the run; SIGTERM still cleans up."""
+    out = tmp_path / "out"
+    out.mkdir()
+    p = subprocess.Popen([LIBRA, "trace", "gen", "search-r1", "--steps", "100000", "-o",
+                          str(out / "t.jsonl")], stdout=subprocess.DEVNULL,
+                         stderr=subprocess.DEVNULL,
+                         preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    try:
+        assert wait_for_file(out) == f"t.jsonl.tmp{p.pid}"
+        p.send_signal(signal.SIGHUP)
+        time.sleep(0.3)
+        assert p.poll() is None
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=60) == -signal.SIGTERM
+    finally:
+        p.kill()
+    assert os.listdir(out) == []
+
+
 def test_a_stopped_import_leaves_no_partial_file(tmp_path):
     """trace import waiting on an input that has not ended (a FIFO held open) is stopped the
     same way."""
