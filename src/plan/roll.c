@@ -642,8 +642,8 @@ double plan_roll_batch_train_s(const struct plan_roll_job *j, double train_s, co
 
 /* Under dynamic sampling, a group's slowest trajectory: the expected largest of rl.samples
  * tail latencies (by rank) of the sample's dropped trajectories, and of its kept ones. The
- * groups it drops (all rewards equal) are mostly all wrong, the long ones, so a replacement
- * waits longer than a typical group takes. Uses the scratch past tail and turn. */
+ * groups it drops (all rewards equal) are mostly all wrong, the long ones, so a place waits
+ * longer for a group it then drops than for one it keeps. Uses the scratch past tail and turn. */
 struct group_slowest {
     double dropped_s, kept_s;
 };
