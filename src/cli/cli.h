@@ -17,6 +17,9 @@
 
 #include "libra/libra.h"
 
+struct trace_header;
+struct trace_writer;
+
 struct cli_command {
     const char *name;                  /* as typed: "plan", "presets" */
     const char *summary;               /* one line for `libra --help` */
@@ -99,12 +102,16 @@ bool cli_is_stdout(const char *path);
  * is written in place. Returns 0 or LIBRA_EXIT_IO after printing why. */
 int cli_write_output(const char *path, const char *text);
 
-/* Removes path (a temporary file a long write streams into, PATH.tmpPID) if SIGINT, SIGTERM
- * or SIGHUP ends the process before cli_remove_on_signal(NULL), so that a stopped run leaves
- * no partial file behind; the signal then ends the process as it would have. A signal ignored
- * (nohup's SIGHUP) stays ignored. One path at a time; NULL restores what the signals did
- * before. */
-void cli_remove_on_signal(const char *path);
+/* Opens a trace writer at path (trace_writer_open) whose temporary file, FILE.tmpPID, is
+ * removed if SIGINT, SIGTERM or SIGHUP stops the process before cli_trace_close, from the
+ * moment it exists; the signal then ends the process as it would have. A signal ignored
+ * (nohup's SIGHUP) stays ignored. One writer at a time. */
+int cli_trace_open(struct trace_writer **w, const char *path, const struct trace_header *h,
+                   struct libra_error *err);
+
+/* Ends w (NULL: none was opened): closes it into place when rc is 0 and returns
+ * trace_writer_close's result, else abandons it and returns rc; the signals do as before. */
+int cli_trace_close(struct trace_writer *w, int rc, struct libra_error *err);
 
 /* Whether cli_write_output could write path, checked before a long run rather than after it:
  * its temporary file is created and removed (a device or FIFO is checked for write permission,

@@ -530,9 +530,7 @@ static int run_import(struct cli_common *cc, const struct import_flags *f, path_
     if (rc)
         return cli_usage_error(cc->cmd, "%s", err.msg);
     const char *out = cc->output ? cc->output : "-";
-    rc = trace_writer_open(&w, out, trace_importer_header(im), &err);
-    if (rc == 0)
-        cli_remove_on_signal(trace_writer_tmp(w));
+    rc = cli_trace_open(&w, out, trace_importer_header(im), &err);
     int64_t written = 0;
     for (size_t i = 0; rc == 0 && i < paths->n; i++)
         rc = import_file(im, w, paths->v[i], import_max_bytes(f), &written, &err);
@@ -541,11 +539,7 @@ static int run_import(struct cli_common *cc, const struct import_flags *f, path_
                   paths->v[0], paths->n > 1 ? " ..." : "");
         rc = LIBRA_EINVAL;
     }
-    if (rc == 0)
-        rc = trace_writer_close(w, &err);
-    else
-        trace_writer_abort(w);
-    cli_remove_on_signal(NULL);
+    rc = cli_trace_close(w, rc, &err);
     trace_importer_free(im);
     return rc ? report(rc, &err) : 0;
 }

@@ -155,16 +155,10 @@ static int run(const struct cli_common *cc, const char *name, struct gen_flags *
                              .generator = generator_json(w, f)};
     struct libra_error err = {0};
     struct trace_writer *wr = NULL;
-    rc = trace_writer_open(&wr, cc->output ? cc->output : "-", &h, &err);
-    if (rc == 0) {
-        cli_remove_on_signal(trace_writer_tmp(wr));
-        rc = write_steps(wr, w, f, &err);
-    }
+    rc = cli_trace_open(&wr, cc->output ? cc->output : "-", &h, &err);
     if (rc == 0)
-        rc = trace_writer_close(wr, &err);
-    else
-        trace_writer_abort(wr);
-    cli_remove_on_signal(NULL);
+        rc = write_steps(wr, w, f, &err);
+    rc = cli_trace_close(wr, rc, &err);
     json_decref(h.generator);
     api_presets_free(&p);
     if (rc == 0)

@@ -15,6 +15,7 @@
 
 #include "api/experiment.h"
 #include "cli/cli.h"
+#include "trace/file.h"
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/fileio.h"
@@ -396,7 +397,13 @@ int cli_write_output(const char *path, const char *text)
     return ok ? 0 : LIBRA_EXIT_IO;
 }
 
-static char unfinished[4096]; /* cli_remove_on_signal's path; read by the handler */
+/* ---- traces streamed to a file --------------------------------------------------------- */
+
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define N_STOP_SIGNALS (sizeof stop_signals / sizeof stop_signals[0])
+static char unfinished[4096]; /* the temporary file a stop signal removes; read by the handler */
+static struct sigaction before[N_STOP_SIGNALS]; /* what the signals did before it was armed */
+static bool armed;
 
 static void remove_unfinished(int sig)
 {
@@ -405,25 +412,47 @@ static void remove_unfinished(int sig)
     raise(sig); /* delivered once the handler returns: the process ends by it */
 }
 
-void cli_remove_on_signal(const char *path)
+/* Arms the removal of path on a stop signal; one ignored (nohup's SIGHUP) stays ignored. */
+static void arm(const char *path)
 {
-    static const int sigs[] = {SIGINT, SIGTERM, SIGHUP};
-    static struct sigaction saved[sizeof sigs / sizeof sigs[0]];
-    static bool armed;
-    size_t n = sizeof sigs / sizeof sigs[0];
-    for (size_t i = 0; armed && i < n; i++) /* before the path changes under a handler */
-        sigaction(sigs[i], &saved[i], NULL);
-    armed = path && strlen(path) < sizeof unfinished;
-    if (!armed)
+    if (!path || strlen(path) >= sizeof unfinished)
         return;
     snprintf(unfinished, sizeof unfinished, "%s", path);
     struct sigaction sa = {.sa_handler = remove_unfinished};
     sigemptyset(&sa.sa_mask);
-    for (size_t i = 0; i < n; i++) {
-        sigaction(sigs[i], NULL, &saved[i]);
-        if (saved[i].sa_handler != SIG_IGN) /* nohup's SIGHUP stays ignored */
-            sigaction(sigs[i], &sa, NULL);
+    for (size_t i = 0; i < N_STOP_SIGNALS; i++) {
+        sigaction(stop_signals[i], NULL, &before[i]);
+        if (before[i].sa_handler != SIG_IGN)
+            sigaction(stop_signals[i], &sa, NULL);
     }
+    armed = true;
+}
+
+int cli_trace_open(struct trace_writer **w, const char *path, const struct trace_header *h,
+                   struct libra_error *err)
+{
+    sigset_t stop, old; /* held while the file is created and the removal armed: no window */
+    sigemptyset(&stop);
+    for (size_t i = 0; i < N_STOP_SIGNALS; i++)
+        sigaddset(&stop, stop_signals[i]);
+    sigprocmask(SIG_BLOCK, &stop, &old);
+    int rc = trace_writer_open(w, path, h, err);
+    if (rc == 0)
+        arm(trace_writer_tmp(*w));
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+int cli_trace_close(struct trace_writer *w, int rc, struct libra_error *err)
+{
+    if (rc == 0)
+        rc = trace_writer_close(w, err);
+    else
+        trace_writer_abort(w);
+    for (size_t i = 0; armed && i < N_STOP_SIGNALS; i++)
+        sigaction(stop_signals[i], &before[i], NULL);
+    armed = false;
+    return rc;
 }
 
 static bool is_directory(const char *path)
