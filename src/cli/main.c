@@ -301,6 +301,19 @@ bool cli_output_naming(const char *path, const char **output, const char **label
     return false;
 }
 
+/* Whether arg, the last of the command line, is a flag that takes a value ("--gpus", "-o"). */
+static bool needs_value(const char *arg, const char *shortopts, const struct option *longopts)
+{
+    if (strncmp(arg, "--", 2) == 0) {
+        for (const struct option *o = longopts; o && o->name; o++)
+            if (strcmp(o->name, arg + 2) == 0)
+                return o->has_arg == required_argument;
+        return false;
+    }
+    const char *at = arg[0] == '-' && arg[1] && !arg[2] ? strchr(shortopts, arg[1]) : NULL;
+    return at && at[1] == ':';
+}
+
 int cli_getopt(const struct cli_command *cmd, int argc, char **argv, const char *shortopts,
                const struct option *longopts)
 {
@@ -329,10 +342,10 @@ int cli_getopt(const struct cli_command *cmd, int argc, char **argv, const char 
         const char *arg = argv[optind - 1];
         if (optopt && optopt != '?' && c == ':')
             cli_usage_error(cmd, "flag '-%c' needs a value", optopt);
-        else if (strchr(arg, '=') || !optopt)
-            cli_usage_error(cmd, "unknown or malformed flag '%s'", arg);
+        else if (!strchr(arg, '=') && needs_value(arg, shortopts, longopts))
+            cli_usage_error(cmd, "flag '%s' needs a value", arg);
         else
-            cli_usage_error(cmd, "flag '%s' is unknown or needs a value", arg);
+            cli_usage_error(cmd, "unknown or malformed flag '%s'", arg);
         return '?';
     }
     note_flag(c, longopts, index);

@@ -108,6 +108,20 @@ def test_a_long_flag_is_spelled_whole(args, whole):
     assert f"(did you mean {whole}?)" in r.stderr
 
 
+@pytest.mark.parametrize("args,says", [
+    (["plan", "--export"], "flag '--export' needs a value"),
+    (["sim", "--gpus"], "flag '--gpus' needs a value"),
+    (["plan", "-o"], "flag '-o' needs a value"),
+    (["sim", "--nope"], "unknown or malformed flag '--nope'"),
+    (["sim", "--json=1"], "unknown or malformed flag '--json=1'"),
+])
+def test_a_flag_without_its_value_is_named_as_such(args, says):
+    """A known flag given last without its value is told apart from an unknown one."""
+    r = run(*args)
+    assert r.returncode == EXIT_USAGE and r.stdout == ""
+    assert r.stderr.startswith(f"libra: {args[0]}: {says}\n"), r.stderr
+
+
 @pytest.mark.parametrize("args,flag", [
     (["sim", "--gpus", "8", "--gpus", "16"], "--gpus"),
     (["route", "eval", "x.jsonl", "--policy", "all", "--policy", "cmlfq"], "--policy"),
