@@ -172,7 +172,7 @@ static int parse_engine(const struct cli_command *cmd, const char *flag, const c
         }
     }
     char err[256];
-    int rc = gw_worker_query_parse(url, tp, &o->engines[n], err, sizeof err);
+    int rc = gw_worker_query_parse(url, tp, NULL, &o->engines[n], err, sizeof err);
     free(url);
     if (rc != 0)
         return cli_usage_error(cmd, "%s %s: %s", flag, arg, err);

@@ -59,20 +59,28 @@ static bool version(struct net_span s, int *minor)
     return true;
 }
 
+/* Fails the head with why (a static text). */
+static bool bad(struct net_head *h, const char *why)
+{
+    h->why = why;
+    return false;
+}
+
 static bool request_line(struct net_span line, struct net_head *h)
 {
     struct net_span rest;
     if (!split_space(line, &h->start[0], &rest) || !split_space(rest, &h->start[1], &h->start[2]))
-        return false;
+        return bad(h, "malformed request line: expected METHOD TARGET VERSION");
     if (h->start[0].n == 0 || h->start[1].n == 0)
-        return false;
+        return bad(h, "malformed request line: an empty method or target");
     for (size_t i = 0; i < h->start[0].n; i++)
         if (!tchar((unsigned char)h->start[0].p[i]))
-            return false;
+            return bad(h, "malformed request line: the method is not a token");
     for (size_t i = 0; i < h->start[1].n; i++)
         if ((unsigned char)h->start[1].p[i] <= 0x20 || h->start[1].p[i] == 0x7f)
-            return false;
-    return version(h->start[2], &h->minor);
+            return bad(h, "malformed request line: a control character in the target");
+    return version(h->start[2], &h->minor) ||
+           bad(h, "request line: HTTP version not supported (HTTP/1.0 and HTTP/1.1 are)");
 }
 
 static bool status_line(struct net_span line, struct net_head *h)
@@ -163,12 +171,16 @@ static bool framing(struct net_head *h)
         struct net_field *f = &h->field[i];
         if (span_is(f->name, "content-length")) {
             int64_t n;
-            if (!content_length(f->value, &n) || (h->content_length >= 0 && h->content_length != n))
-                return false;
+            if (!content_length(f->value, &n))
+                return bad(h, "Content-Length: expected a decimal number of at most 18 digits");
+            if (h->content_length >= 0 && h->content_length != n)
+                return bad(h, "Content-Length given twice with different values");
             h->content_length = n;
         } else if (span_is(f->name, "transfer-encoding")) {
-            if (te || !span_is(f->value, "chunked"))
-                return false;
+            if (te)
+                return bad(h, "Transfer-Encoding given twice");
+            if (!span_is(f->value, "chunked"))
+                return bad(h, "Transfer-Encoding: only chunked is supported");
             te = true;
         } else if (span_is(f->name, "connection")) {
             close |= list_has(f->value, "close");
@@ -177,8 +189,11 @@ static bool framing(struct net_head *h)
             h->expect_continue = span_is(f->value, "100-continue");
         }
     }
-    if (te && (h->content_length >= 0 || h->minor == 0))
-        return false;
+    if (te && h->content_length >= 0)
+        return bad(h,
+                   "Transfer-Encoding and Content-Length together: the body's length is unclear");
+    if (te && h->minor == 0)
+        return bad(h, "Transfer-Encoding in an HTTP/1.0 message");
     h->chunked = te;
     h->close = close || (h->minor == 0 && !keep_alive);
     return true;
@@ -188,13 +203,18 @@ enum net_head_status net_head_parse(const char *buf, size_t len, bool response, 
 {
     memset(h, 0, offsetof(struct net_head, field));
     h->n_fields = 0;
+    h->why = NULL;
     size_t at = 0;
     struct net_span line;
     do { /* a request may follow the empty line some clients send after a body */
         if (!next_line(buf, len, &at, &line))
             return NET_HEAD_MORE;
     } while (!response && line.n == 0 && at <= 4);
-    if (!(response ? status_line(line, h) : request_line(line, h)))
+    if (response && !status_line(line, h)) {
+        h->why = "malformed status line";
+        return NET_HEAD_BAD;
+    }
+    if (!response && !request_line(line, h))
         return NET_HEAD_BAD;
     for (;;) {
         if (!next_line(buf, len, &at, &line))
@@ -203,8 +223,10 @@ enum net_head_status net_head_parse(const char *buf, size_t len, bool response, 
             break;
         if (h->n_fields == NET_HEAD_FIELDS)
             return NET_HEAD_MANY;
-        if (!field_line(line, &h->field[h->n_fields++]))
+        if (!field_line(line, &h->field[h->n_fields++])) {
+            h->why = "malformed header field: expected Name: value";
             return NET_HEAD_BAD;
+        }
     }
     h->length = at;
     return framing(h) ? NET_HEAD_OK : NET_HEAD_BAD;

@@ -48,6 +48,7 @@ struct net_head {
     bool close;             /* the connection ends after this message (Connection: close,
                              * or HTTP/1.0 without keep-alive) */
     bool expect_continue;   /* Expect: 100-continue */
+    const char *why;        /* NET_HEAD_BAD: what is wrong, a static text */
 };
 
 enum net_head_status {

@@ -104,6 +104,7 @@ struct net_call {
     struct net_kv *query;
     size_t n_query;
     enum net_method method;
+    bool head_only;   /* a HEAD request: answered as its GET, without the body */
     bool http10;      /* an HTTP/1.0 request: a stream ends with the connection */
     bool close;       /* the connection ends after the answer */
     const char *body; /* in the connection's buffer (or ""), NUL-terminated */
@@ -506,6 +507,7 @@ static void answer(struct net_call *c, int status, const char *content_type, cha
         bool bodiless = status < 200 || status == 204 || status == 304;
         size_t head_len;
         char *head = head_of(c, status, type, bodiless ? -3 : (long long)len, &head_len);
+        bodiless |= c->head_only;
         if (!bodiless && len && len <= READ_MIN) { /* one piece: one writev, one segment */
             head = xrealloc(head, head_len + len);
             memcpy(head + head_len, body, len);
@@ -597,7 +599,7 @@ void net_stream_start(struct net_call *c, int status, const char *content_type)
 
 void net_stream_write(struct net_call *c, const char *data, size_t len)
 {
-    if (!c->conn || len == 0)
+    if (!c->conn || len == 0 || c->head_only)
         return;
     c->end[0] = len > 1 ? data[len - 2] : c->end[1];
     c->end[1] = data[len - 1];
@@ -620,7 +622,7 @@ void net_stream_end(struct net_call *c)
     if (c->conn) {
         if (c->http10)
             c->close = true;
-        else
+        else if (!c->head_only)
             send_copy(c->conn, "0\r\n\r\n", 5);
         call_done(c);
     }
@@ -745,7 +747,8 @@ static struct net_call *call_new(struct net_conn *conn, size_t body_len, size_t 
     *c = (struct net_call){.server = s, .conn = conn, .consumed = consumed};
     conn->call = c;
     take_head(c, conn);
-    c->method = method_of(c->head.start[0]);
+    c->head_only = c->head.start[0].n == 4 && memcmp(c->head.start[0].p, "HEAD", 4) == 0;
+    c->method = c->head_only ? NET_GET : method_of(c->head.start[0]);
     c->http10 = c->head.minor == 0;
     c->close = c->head.close;
     char *body = conn->in + conn->head.length;
@@ -770,18 +773,52 @@ static struct net_call *call_new(struct net_conn *conn, size_t body_len, size_t 
     return c;
 }
 
-/* The first of c's query parameters that r does not read, or NULL. */
-static const char *unread_query(const struct net_route *r, const struct net_call *c)
+/* Whether the comma-separated list names holds name[0..n) (any case: a header field's name; else
+ * exactly: a query parameter's). */
+static bool listed(const char *names, const char *name, size_t n, bool any_case)
 {
-    for (size_t i = 0; r->query && i < c->n_query; i++) {
-        size_t n = strlen(c->query[i].key);
-        const char *at = r->query;
-        while (at && !(strncmp(at, c->query[i].key, n) == 0 && (at[n] == ',' || !at[n])))
-            at = (at = strchr(at, ',')) ? at + 1 : NULL;
-        if (!at)
-            return c->query[i].key;
+    for (const char *at = names; at; at = (at = strchr(at, ',')) ? at + 1 : NULL)
+        if ((any_case ? strncasecmp(at, name, n) : strncmp(at, name, n)) == 0 &&
+            (at[n] == ',' || !at[n]))
+            return true;
+    return false;
+}
+
+/* Answers 400 when c has a query parameter that r (naming those it reads) does not read, or
+ * one given twice; returns whether it did. */
+static bool refused_query(const struct net_route *r, struct net_call *c)
+{
+    for (size_t i = 0; i < c->n_query; i++) {
+        const char *key = c->query[i].key;
+        if (!listed(r->query, key, strlen(key), false)) {
+            net_reply_error(c, 400, "invalid_request_error",
+                            "%s takes no query parameter '%.100s'%s%s", c->path, key,
+                            *r->query ? "; it reads " : "", r->query);
+            return true;
+        }
+        for (size_t j = 0; j < i; j++)
+            if (strcmp(key, c->query[j].key) == 0) {
+                net_reply_error(c, 400, "invalid_request_error",
+                                "query parameter '%.100s' given twice", key);
+                return true;
+            }
     }
-    return NULL;
+    return false;
+}
+
+/* Adds the Allow header: the methods r takes (HEAD with GET). */
+static void add_allow(struct net_call *c, const struct net_route *r)
+{
+    static const struct {
+        unsigned method;
+        const char *names;
+    } m[] = {{NET_GET, "GET, HEAD"}, {NET_POST, "POST"}, {NET_PUT, "PUT"}, {NET_DELETE, "DELETE"}};
+    char allow[64] = "";
+    for (size_t i = 0; i < sizeof m / sizeof *m; i++)
+        if (r->methods & m[i].method)
+            snprintf(allow + strlen(allow), sizeof allow - strlen(allow), "%s%s",
+                     *allow ? ", " : "", m[i].names);
+    net_call_add_header(c, "Allow", allow);
 }
 
 /* Routes the call c. */
@@ -797,24 +834,17 @@ static void dispatch(struct net_server *s, struct net_call *c)
         return;
     }
     const struct net_route *r = route_of(s, c->path);
-    if (!c->method) {
-        net_reply_error(c, 405, "invalid_request_error", "method not allowed on %s", c->path);
-        return;
-    }
     if (!r) {
         net_reply_error(c, 404, "not_found_error", "no such path: %s", c->path);
         return;
     }
     if (!(c->method & r->methods)) {
+        add_allow(c, r);
         net_reply_error(c, 405, "invalid_request_error", "method not allowed on %s", c->path);
         return;
     }
-    const char *unread = unread_query(r, c);
-    if (unread) {
-        net_reply_error(c, 400, "invalid_request_error", "%s takes no query parameter '%.100s'%s%s",
-                        c->path, unread, *r->query ? "; it reads " : "", r->query);
+    if (r->query && refused_query(r, c))
         return;
-    }
     if (!s->gate || !s->gate(s->ctx, c, r->fn))
         r->fn(s->ctx, c);
 }
@@ -906,18 +936,49 @@ static bool body_ready(struct net_conn *conn, size_t *body_len, size_t *consumed
     return conn->in_len >= *consumed;
 }
 
+/* The fields a request may give once: one value each (RFC 9110 §5.3), besides those of
+ * net_limits.single_fields. */
+#define SINGLE_FIELDS "host,content-type,authorization"
+
+/* The name of a single field (or one of names, may be NULL) that head h gives twice; its
+ * length 0 when there is none. */
+static struct net_span twice_field(const struct net_head *h, const char *names)
+{
+    for (size_t i = 0; i < h->n_fields; i++) {
+        struct net_span f = h->field[i].name;
+        if (!listed(SINGLE_FIELDS, f.p, f.n, true) && !(names && listed(names, f.p, f.n, true)))
+            continue;
+        for (size_t j = 0; j < i; j++)
+            if (h->field[j].name.n == f.n && strncasecmp(h->field[j].name.p, f.p, f.n) == 0)
+                return f;
+    }
+    return (struct net_span){0};
+}
+
+/* Refuses a request that gives the field named name twice. */
+static void refuse_twice(struct net_conn *conn, struct net_span name)
+{
+    char why[96];
+    snprintf(why, sizeof why, "header %.*s given twice", (int)(name.n < 64 ? name.n : 64), name.p);
+    refuse(conn, 400, why);
+}
+
 /* Reads the head of the next request; false when it has not come whole (or was refused). */
 static bool head_ready(struct net_conn *conn)
 {
     const struct net_limits *l = &conn->server->limits;
     enum net_head_status st = net_head_parse(conn->in, conn->in_len, false, &conn->head);
     size_t head_bytes = st == NET_HEAD_OK ? conn->head.length : conn->in_len;
+    struct net_span twice =
+        st == NET_HEAD_OK ? twice_field(&conn->head, l->single_fields) : (struct net_span){0};
     if (st == NET_HEAD_MANY)
         refuse(conn, 400, NET_HEAD_MANY_TEXT);
     else if (st != NET_HEAD_BAD && head_bytes > (size_t)l->max_header_bytes)
         refuse(conn, 400, "request line and headers over the limit");
     else if (st == NET_HEAD_BAD)
-        refuse(conn, 400, "malformed request line or headers");
+        refuse(conn, 400, conn->head.why);
+    else if (twice.n)
+        refuse_twice(conn, twice);
     else if (st == NET_HEAD_OK && conn->head.content_length > l->max_body_bytes)
         refuse(conn, 413, "request body over the limit");
     if (st != NET_HEAD_OK || conn->closing)

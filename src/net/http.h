@@ -12,11 +12,14 @@
  *    the work it started;
  *  - a JSON error body in OpenAI's shape ({"error": {"message", "type", "param", "code"}}) for
  *    every error the server answers itself: a malformed request line, headers or chunked body
- *    (400), headers over the limit or of more than 100 fields (400, each with its own
- *    message), a body over the limit (413), an unknown path (404), a method other than GET,
- *    POST, PUT and DELETE or one the path does not take (405), a malformed query (400), too
- *    many connections (503), the cap (504; a stream already started is cut instead:
- *    net_stream_fail). A request the server cannot frame is answered and its connection
+ *    (400, its message naming what is wrong), a field that names one thing given twice (400:
+ *    Host, Content-Type, Authorization and net_limits.single_fields), headers over the limit or
+ *    of more than 100 fields (400, each with its own message), a body over the limit (413), an
+ *    unknown path (404), a method other than GET, HEAD, POST, PUT and DELETE or one the path
+ *    does not take (405, with Allow), a malformed query or, on a route that names its query
+ *    parameters, an unread or repeated one (400), too many connections (503), the cap (504; a
+ *    stream already started is cut instead: net_stream_fail). HEAD is answered as GET without
+ *    the body. A request the server cannot frame is answered and its connection
  *    closed.
  * Requests may be pipelined (they are served one after another), carry `Expect: 100-continue`
  * (answered once the head is read), use HTTP/1.0 (kept alive on `Connection: keep-alive`; a
@@ -56,6 +59,9 @@ struct net_limits {
                                  got its last answer) and has not sent it whole after this many
                                  seconds is closed: a client trickling bytes (slow loris) does
                                  not hold a connection, and the others are not affected */
+    /* header fields a request may give once, comma-separated (NULL: none), besides Host,
+     * Content-Type and Authorization: a request giving one twice is answered 400 */
+    const char *single_fields;
 };
 
 /* 64 MiB bodies, 64 KiB headers, 4096 connections, a 3600 s cap, 60 s to send a request. */

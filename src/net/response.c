@@ -71,7 +71,7 @@ static int step_head(struct net_response *r, const char *buf, size_t len, size_t
     if (st == NET_HEAD_MANY)
         return fail(r, "a head of " NET_HEAD_MANY_TEXT);
     if (st == NET_HEAD_BAD)
-        return fail(r, "a malformed status line or header, or a body framed two ways");
+        return fail(r, h.why);
     if (h.length > NET_RESPONSE_HEAD_MAX)
         return fail(r, "a head longer than 64 KiB");
     clear_head(r);

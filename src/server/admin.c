@@ -52,6 +52,15 @@ int gw_tp_parse(const char *text, int *tp, char *err, size_t err_size)
 }
 
 /* Reads the members of a POST /workers object. */
+/* worker_type's value: "regular", the only kind served. */
+static int worker_type(const char *type, char *err, size_t err_size)
+{
+    if (strcmp(type, "regular") == 0)
+        return 0;
+    return error_text(err, err_size,
+                      "worker_type: only \"regular\" workers are served (no prefill/decode split)");
+}
+
 static int worker_members(json_t *doc, struct gw_worker_spec *out, char *err, size_t err_size)
 {
     const char *key;
@@ -71,11 +80,8 @@ static int worker_members(json_t *doc, struct gw_worker_spec *out, char *err, si
                 return error_text(err, err_size, "tp: expected 1, 2, 4 or 8");
             out->tp = (int)n;
         } else if (strcmp(key, "worker_type") == 0) {
-            if (!json_is_string(v) || strcmp(json_string_value(v), "regular") != 0)
-                return error_text(
-                    err, err_size,
-                    "worker_type: only \"regular\" workers are served (no prefill/decode "
-                    "split)");
+            if (worker_type(json_is_string(v) ? json_string_value(v) : "", err, err_size))
+                return -1;
         } else {
             return error_text(err, err_size,
                               "unknown member '%.64s' (expected url, tp, worker_type)", key);
@@ -105,13 +111,14 @@ int gw_worker_body_parse(const char *body, size_t len, struct gw_worker_spec *ou
     return rc;
 }
 
-int gw_worker_query_parse(const char *url, const char *tp, struct gw_worker_spec *out, char *err,
-                          size_t err_size)
+int gw_worker_query_parse(const char *url, const char *tp, const char *type,
+                          struct gw_worker_spec *out, char *err, size_t err_size)
 {
     memset(out, 0, sizeof *out);
     if (!url)
         return error_text(err, err_size, "url: missing (?url=http://HOST:PORT)");
-    if (gw_engine_url(url, strlen(url), out->url, err, err_size))
+    if (gw_engine_url(url, strlen(url), out->url, err, err_size) ||
+        (type && worker_type(type, err, err_size)))
         return -1;
     return tp ? gw_tp_parse(tp, &out->tp, err, err_size) : 0;
 }

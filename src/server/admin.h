@@ -43,10 +43,10 @@ int gw_tp_parse(const char *text, int *tp, char *err, size_t err_size);
 int gw_worker_body_parse(const char *body, size_t len, struct gw_worker_spec *out, char *err,
                          size_t err_size);
 
-/* Reads /add_worker's query values: url (required; NULL when absent) and tp (NULL: ask the
- * engine). Returns 0, or -1 with err. */
-int gw_worker_query_parse(const char *url, const char *tp, struct gw_worker_spec *out, char *err,
-                          size_t err_size);
+/* Reads /add_worker's query values: url (required; NULL when absent), tp (NULL: ask the
+ * engine) and worker_type (NULL, or "regular" as in the body). Returns 0, or -1 with err. */
+int gw_worker_query_parse(const char *url, const char *tp, const char *type,
+                          struct gw_worker_spec *out, char *err, size_t err_size);
 
 /*
  * Reads the engine a path segment names: a decimal id (*id set, *url ""), or, as older SGLang

@@ -7,6 +7,7 @@
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "server/admin.h"
 #include "server/internal.h"
@@ -369,7 +370,8 @@ void gw_events_call(void *ctx, struct net_call *c)
     const char *path = net_call_path(c);
     size_t n = strlen(path), pre = sizeof prefix - 1, suf = sizeof suffix - 1;
     if (n <= pre + suf || strcmp(path + n - suf, suffix) != 0) {
-        net_reply_error(c, 404, "not_found", "expected POST /libra/v1/trajectories/{id}/events");
+        net_reply_error(c, 404, "not_found_error",
+                        "expected POST /libra/v1/trajectories/{id}/events");
         return;
     }
     size_t id_len = n - pre - suf;  /* the path is decoded already */
@@ -401,7 +403,7 @@ void gw_events_call(void *ctx, struct net_call *c)
         return;
     }
     if (rc != 0) {
-        net_reply_error(c, 404, "not_found", "no live trajectory '%s'", id);
+        net_reply_error(c, 404, "not_found_error", "no live trajectory '%s'", id);
         return;
     }
     gw_reply_durable(
@@ -416,7 +418,7 @@ static bool authorised(const struct gw *g, const struct net_call *c)
 {
     const char *h = net_call_header(c, "Authorization");
     const char *tok = g->opt.admin_token;
-    if (!tok || !h || strncmp(h, "Bearer ", 7) != 0)
+    if (!tok || !h || strncasecmp(h, "Bearer ", 7) != 0) /* the scheme is case-insensitive */
         return false;
     h += 7;
     size_t a = strlen(h), b = strlen(tok);

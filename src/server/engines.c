@@ -151,8 +151,13 @@ bool gw_url_is_gateway(const char *url, const char *host, int port)
     if (strcmp(key, self) == 0)
         return true;
     int key_port;
-    return wildcard(host) && endpoint_parts(key, addr, sizeof addr, &key_port) &&
-           key_port == port && local_address(addr);
+    if (!endpoint_parts(key, addr, sizeof addr, &key_port) || key_port != port)
+        return false;
+    if (wildcard(host))
+        return local_address(addr);
+    /* a connection to a wildcard address goes to the loopback address of its family */
+    snprintf(mine, sizeof mine, strchr(addr, ':') ? "[::1]:%d" : "127.0.0.1:%d", port);
+    return wildcard(addr) && strcmp(mine, self) == 0;
 }
 
 /* ---- states --------------------------------------------------------------------------------- */

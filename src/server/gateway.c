@@ -30,6 +30,7 @@ void gw_options_default(struct gw_options *o)
     o->pool_core_replicas = 1;
     o->max_answer_bytes = INT64_C(1) << 30;
     net_limits_default(&o->limits);
+    o->limits.single_fields = "x-session-id,x-smg-routing-key"; /* each names one trajectory */
 }
 
 double gw_now(void)
@@ -110,9 +111,9 @@ static const struct net_route routes[] = {
     {"/healthz", NET_GET, gw_healthz, ""},
     {"/health", NET_GET, gw_healthz, NULL},
     /* SGLang's model gateway: worker management */
-    {"/add_worker", NET_POST, gw_add_worker, NULL},
-    {"/remove_worker", NET_POST, gw_remove_worker, NULL},
-    {"/list_workers", NET_GET, gw_list_workers, NULL},
+    {"/add_worker", NET_POST, gw_add_worker, "url,tp,worker_type"},
+    {"/remove_worker", NET_POST, gw_remove_worker, "url"},
+    {"/list_workers", NET_GET, gw_list_workers, ""},
     {"/workers", NET_GET | NET_POST, gw_workers, NULL},
     {"/workers/*", NET_GET | NET_DELETE, gw_worker, NULL},
     /* control calls a trainer makes on "the engine": reads go to one, the rest to every one */

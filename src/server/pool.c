@@ -45,6 +45,7 @@
 #include "server/pool_rec.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/strbuf.h"
 
 #define POOL_TICK_S 0.1     /* deadlines and retries are looked at this often */
 #define POOL_RETRY_S 0.2    /* a sleep or wake call that failed is tried again after this */
@@ -928,33 +929,48 @@ static enum gw_pool_op route_op(const char *path, const struct gw_pool_rec *rc)
     return GW_POOL_OP_NONE;
 }
 
-/* Whether rc holds only the members the call of path takes (docs/serve.md "The elastic
- * pool"); msg says which one it does not. */
-static bool call_members_ok(const char *path, const struct gw_pool_rec *rc, char *msg, size_t size)
+/* Whether the body of the pool call at path names only members that call takes (docs/serve.md
+ * "The elastic pool"): any other, the journal's own among them, is refused by name in msg. A
+ * body that is not an object passes: the record's parse says what it is. */
+static bool call_keys_ok(const char *path, const char *body, size_t len, char *msg, size_t size)
 {
-    const char *s = path + strlen("/libra/v1/pool/");
-    bool bad;
-    const char *takes;
-    if (strcmp(s, "step") == 0) {
-        takes = "step, version, phase, train_s";
-        bad = rc->replica >= 0 || rc->request >= 0 || rc->generation >= 0 || rc->event ||
-              rc->reason[0];
-    } else if (strcmp(s, "confirm") == 0) {
-        takes = "event, request, replica, generation, version (retaken)";
-        bad = rc->step >= 0 || rc->phase || rc->reason[0] || !rc->event ||
-              (rc->event == GW_POOL_OP_RELEASED && rc->version >= 0) || rc->train_s > 0;
-    } else {
-        takes = "replica, reason";
-        bad = rc->request >= 0 || rc->generation >= 0 || rc->step >= 0 || rc->version >= 0 ||
-              rc->phase || rc->event || rc->train_s > 0;
+    static const char *const step[] = {"step", "version", "phase", "train_s", NULL};
+    static const char *const confirm[] = {"event",      "request", "replica",
+                                          "generation", "version", NULL};
+    static const char *const other[] = {"replica", "reason", NULL};
+    const char *s = path + strlen("/libra/v1/pool/"), *key;
+    const char *const *takes = strcmp(s, "step") == 0      ? step
+                               : strcmp(s, "confirm") == 0 ? confirm
+                                                           : other;
+    json_t *doc = json_loadb(body, len, 0, NULL), *v;
+    const char *unknown = NULL;
+    json_object_foreach(doc, key, v)
+    {
+        size_t i = 0;
+        while (takes[i] && strcmp(takes[i], key) != 0)
+            i++;
+        if (!takes[i] && !unknown)
+            unknown = key;
     }
-    if (rc->op != GW_POOL_OP_NONE || rc->t_s >= 0 || rc->rollout_s >= 0 || rc->pressure >= 0 ||
-        rc->rollout_gpus >= 0) /* the journal's own */
-        bad = true;
-    if (bad)
-        snprintf(msg, size, "%s takes %s only%s", path, takes,
-                 strcmp(s, "confirm") == 0 && !rc->event ? " (event is required)" : "");
-    return !bad;
+    if (unknown) {
+        struct strbuf list = {0};
+        for (size_t i = 0; takes[i]; i++)
+            strbuf_printf(&list, "%s%s", i ? ", " : "", takes[i]);
+        snprintf(msg, size, "%s takes %s only, not '%.64s'", path, list.data, unknown);
+        strbuf_free(&list);
+    }
+    json_decref(doc);
+    return !unknown;
+}
+
+/* Whether a confirm's record rc names its event, and a version only when retaken. */
+static bool confirm_ok(const char *path, const struct gw_pool_rec *rc, char *msg, size_t size)
+{
+    if (!rc->event)
+        snprintf(msg, size, "%s: event is required (released or retaken)", path);
+    else if (rc->event == GW_POOL_OP_RELEASED && rc->version >= 0)
+        snprintf(msg, size, "%s: version belongs to a retaken event only", path);
+    return rc->event && !(rc->event == GW_POOL_OP_RELEASED && rc->version >= 0);
 }
 
 /* POST /libra/v1/pool/{lend,reclaim,step,confirm} (admin). */
@@ -975,11 +991,9 @@ void gw_pool_post(void *ctx, struct net_call *c)
     const char *body = net_call_body(c, &len);
     struct gw_pool_rec rc;
     char msg[512];
-    if (gw_pool_rec_parse(body ? body : "", len, &rc, msg, sizeof msg) != 0) {
-        net_reply_error(c, 400, "invalid_request_error", "%s", msg);
-        return;
-    }
-    if (!call_members_ok(path, &rc, msg, sizeof msg)) {
+    if (!call_keys_ok(path, body ? body : "", len, msg, sizeof msg) ||
+        gw_pool_rec_parse(body ? body : "", len, &rc, msg, sizeof msg) != 0 ||
+        (strcmp(s, "confirm") == 0 && !confirm_ok(path, &rc, msg, sizeof msg))) {
         net_reply_error(c, 400, "invalid_request_error", "%s", msg);
         return;
     }

@@ -34,11 +34,23 @@ const char *gw_api_path(enum gw_api api)
 
 /* ---- events ----------------------------------------------------------------------------- */
 
-/* Refuses a member of keys (NULL-terminated) given twice in o, named where.key: the scanner
- * would read the first, where a client's JSON library sends the last it was given. */
-static int check_unique(struct jscan_value o, const char *const *keys, const char *where, char *err,
-                        size_t size)
+/* Refuses a member of the object o (named where) that is not one of keys (NULL-terminated):
+ * a misspelt name would be lost without a word; and one of keys given twice: the scanner would
+ * read the first, where a client's JSON library sends the last it was given. */
+static int check_members(struct jscan_value o, const char *const *keys, const char *where,
+                         char *err, size_t size)
 {
+    struct jscan_value other;
+    if (jscan_other_member(o, keys, &other)) {
+        char name[48], expected[128] = "";
+        if (!jscan_string(other, name, sizeof name))
+            snprintf(name, sizeof name, "(a name of over %zu bytes)", sizeof name - 1);
+        for (const char *const *k = keys; *k; k++)
+            snprintf(expected + strlen(expected), sizeof expected - strlen(expected), "%s%s",
+                     k == keys ? "" : ", ", *k);
+        return error_text(err, size, "%s: unknown member '%s' (expected %s)",
+                          *where ? where : "body", name, expected);
+    }
     for (; *keys; keys++)
         if (jscan_member_count(o, *keys) > 1)
             return error_text(err, size, "%s%s%s: given twice", where, *where ? "." : "", *keys);
@@ -106,19 +118,23 @@ static int parse_event(struct jscan_value o, const char *where, struct gw_event 
     *e = (struct gw_event){.status = SCHED_STATUS_UNSET, .payload_tokens = -1, .exec_s = -1};
     struct jscan_value v;
     char kind[16];
-    static const char *const keys[] = {"kind",   "tool",   "status", "payload_tokens",
-                                       "exec_s", "reward", NULL};
+    static const char *const tool_keys[] = {"kind",           "tool",   "status",
+                                            "payload_tokens", "exec_s", NULL};
+    static const char *const finish_keys[] = {"kind", "status", "reward", NULL};
     if (o.type != 'o')
         return error_text(err, size, "%s: expected an object", where);
-    if (check_unique(o, keys, where, err, size))
-        return -1;
     if (!jscan_get(o, "kind", &v) || !jscan_string(v, kind, sizeof kind))
         return error_text(err, size, "%s.kind: expected tool_return or finish", where);
-    if (strcmp(kind, "tool_return") == 0)
+    if (strcmp(kind, "tool_return") == 0) {
+        if (check_members(o, tool_keys, where, err, size))
+            return -1;
         return parse_tool_return(o, where, e, err, size);
+    }
     if (strcmp(kind, "finish") != 0)
         return error_text(err, size, "%s.kind: expected tool_return or finish, not '%s'", where,
                           kind);
+    if (check_members(o, finish_keys, where, err, size))
+        return -1;
     e->kind = GW_EVENT_FINISH;
     e->finish = TRACE_FINISH_COMPLETED;
     if (jscan_get(o, "status", &v) && parse_finish(v, where, &e->finish, err, size))
@@ -168,10 +184,13 @@ int gw_events_parse(const char *body, size_t len, struct gw_event *out, size_t *
     static const char *const keys[] = {"events", NULL};
     *n = 0;
     struct jscan_value root = jscan_root(body, len), a;
-    if (check_body(body, len, err, err_size) || check_unique(root, keys, "", err, err_size))
+    if (check_body(body, len, err, err_size))
         return -1;
-    if (jscan_get(root, "events", &a))
+    if (jscan_get(root, "events", &a)) {
+        if (check_members(root, keys, "", err, err_size))
+            return -1;
         return parse_event_array(a, "events", out, n, err, err_size);
+    }
     *n = 1;
     return parse_event(root, "event", out, err, err_size);
 }
@@ -234,6 +253,8 @@ static int set_id(struct gw_request *r, const struct gw_parse_config *c, const s
         return error_text(err, size, "%s: expected an identity of at most %d bytes (without NUL)",
                           s->field, GW_ID_VALUE_MAX);
     }
+    if (len == 0) /* its events call would have no path to name it by */
+        return error_text(err, size, "%s: expected a non-empty identity", s->field);
     r->id_source = s->src;
     gw_id_key(r->id, s->src, value, len);
     prompt_from_id(c, r, value, len);
@@ -459,7 +480,7 @@ int gw_request_parse(enum gw_api api, const char *body, size_t len, gw_header_fn
     static const char *const libra_keys[] = {"trajectory", "prompt", "sample", "resume",
                                              "events",     "emu",    NULL};
     struct jscan_value lo = m[KEY_LIBRA];
-    if (check_unique(lo, libra_keys, "libra", err, err_size))
+    if (lo.type == 'o' && check_members(lo, libra_keys, "libra", err, err_size))
         return -1;
     if (lo.type && lo.type != 'z' && read_libra(lo, out, err, err_size))
         return -1;

@@ -84,8 +84,8 @@ void gw_add_worker(void *ctx, struct net_call *c)
     char err[256];
     if (!gw_admin(g, c))
         return;
-    if (gw_worker_query_parse(net_call_query(c, "url"), net_call_query(c, "tp"), &spec, err,
-                              sizeof err) != 0) {
+    if (gw_worker_query_parse(net_call_query(c, "url"), net_call_query(c, "tp"),
+                              net_call_query(c, "worker_type"), &spec, err, sizeof err) != 0) {
         net_reply_error(c, 400, "invalid_request_error", "%s", err);
         return;
     }

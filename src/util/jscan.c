@@ -541,6 +541,25 @@ size_t jscan_get_many(struct jscan_value obj, const char *const *keys, size_t n,
     return found;
 }
 
+bool jscan_other_member(struct jscan_value obj, const char *const *keys, struct jscan_value *name)
+{
+    struct members w;
+    struct member m;
+    if (!members_start(obj, &w))
+        return false;
+    while (members_head(&w, &m)) {
+        bool known = false;
+        for (const char *const *k = keys; *k && !known; k++)
+            known = member_named(&m, *k, strlen(*k));
+        if (!known) {
+            *name = (struct jscan_value){m.name, (size_t)(m.name_end - m.name), 's'};
+            return true;
+        }
+        members_skip(&w, &m);
+    }
+    return false;
+}
+
 size_t jscan_member_count(struct jscan_value obj, const char *key)
 {
     size_t count = 0, n = strlen(key);

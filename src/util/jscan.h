@@ -97,6 +97,14 @@ size_t jscan_get_many(struct jscan_value obj, const char *const *keys, size_t n,
 size_t jscan_member_count(struct jscan_value obj, const char *key);
 
 /*
+ * Whether the object obj has a direct member whose name is none of keys (NULL-terminated,
+ * compared as jscan_get does); *name is then the first such name, a string value (its quotes
+ * included, for jscan_string). False when obj is not an object. For refusing a member a reader
+ * would not read rather than ignoring it.
+ */
+bool jscan_other_member(struct jscan_value obj, const char *const *keys, struct jscan_value *name);
+
+/*
  * Follows a dotted path of member names from obj: "sampling_params.max_new_tokens" is
  * jscan_get(jscan_get(obj, "sampling_params"), "max_new_tokens"). The path is split at every
  * '.', so a name that contains '.' cannot be reached (use jscan_get) and "" names the member

@@ -1,11 +1,13 @@
 """Bad and odd inputs to `libra serve` and `libra emu`: each test guards a defect an input once
 triggered (a crash, an event silently dropped, a ready line cut short)."""
 
+import http.client
 import json
 import subprocess
 import threading
 
-from emu_util import LIBRA, Background, Emu, ScriptedVllm, Serve, answer, post
+from emu_util import (ADMIN, LIBRA, TOKEN, Background, Emu, ScriptedVllm, Serve, answer, get, post,
+                      raw_request)
 
 COMPLETION = json.dumps({"choices": [{"text": "ok", "finish_reason": "stop"}],
                          "usage": {"prompt_tokens": 1, "completion_tokens": 1}}).encode()
@@ -143,3 +145,79 @@ def test_a_fault_item_given_twice_is_refused():
                              timeout=30)
         assert run.returncode == 2 and "given twice" in run.stderr, (flag, spec, run.stderr)
         assert run.stdout == ""
+
+
+def test_what_the_gateway_would_not_read_is_refused_by_name():
+    """A misspelt member of the libra object or of an event, an empty identity, an unknown or
+    repeated query parameter of an admin call and an identity or credential header given twice
+    were taken and did nothing (a reward, a payload or a trajectory silently lost; the first of
+    two values read); each is refused with 400 naming it, and no engine sees the request."""
+    engine = ScriptedVllm(lambda h, path, body: answer(h, COMPLETION))
+    events = "/libra/v1/trajectories/t5/events"
+    with Serve(engine.url + ",tp=1") as gw:
+        assert turn(gw.port, "t5")[0] == 200
+        for path, body, message in (
+                ("/v1/completions", {"prompt": [1], "max_tokens": 4, "libra": {"trajectroy": "t6"}},
+                 "libra: unknown member 'trajectroy' (expected trajectory, prompt, sample, resume, "
+                 "events, emu)"),
+                ("/v1/completions", {"prompt": [1], "max_tokens": 4, "libra": {"trajectory": ""}},
+                 "libra.trajectory: expected a non-empty identity"),
+                (events, {"events": [{"kind": "tool_return", "tool": "bash", "payload_token": 5}]},
+                 "events.0: unknown member 'payload_token' (expected kind, tool, status, "
+                 "payload_tokens, exec_s)"),
+                (events, {"kind": "finish", "rewrd": 1},
+                 "event: unknown member 'rewrd' (expected kind, status, reward)"),
+                (events, {"events": [], "extra": 1},
+                 "body: unknown member 'extra' (expected events)")):
+            status, doc = post(gw.port, path, body)
+            assert (status, doc["error"]["message"]) == (400, message), (body, doc)
+        for name in (b"X-Session-ID", b"Authorization"):
+            status, doc = raw_request(gw.port, b"POST /v1/completions HTTP/1.1\r\n%s: a\r\n"
+                                      b"%s: b\r\nContent-Length: 2\r\n\r\n{}" % (name, name))
+            assert (status, doc["error"]["message"]) == (
+                400, "header %s given twice" % name.decode()), doc
+        assert len(engine.bodies) == 1
+        status, doc = post(gw.port, "/add_worker?url=%s&worker_type=prefill" % engine.url,
+                           headers=ADMIN)
+        assert status == 400 and doc["error"]["message"].startswith('worker_type: only "regular"')
+        status, doc = post(gw.port, "/add_worker?url=%s&priority=9" % engine.url, headers=ADMIN)
+        assert status == 400 and "no query parameter 'priority'" in doc["error"]["message"], doc
+        status, doc = get(gw.port, "/libra/v1/state?limit=0&limit=5")
+        assert (status, doc["error"]["message"]) == (400, "query parameter 'limit' given twice")
+        # the credential's scheme is case-insensitive (RFC 9110 §11.1)
+        status, doc = get(gw.port, "/libra/v1/admin/mode",
+                          headers={"Authorization": "bearer " + TOKEN})
+        assert status == 200, doc
+
+
+def test_the_gateway_answers_head_and_names_the_methods_a_path_takes():
+    """HEAD is a GET without the body (RFC 9110 §9.3.2) and a 405 says in Allow what the path
+    takes; a head the server cannot read is refused naming what is wrong."""
+    engine = ScriptedVllm(lambda h, path, body: answer(h, COMPLETION))
+    with Serve(engine.url + ",tp=1") as gw:
+        conn = http.client.HTTPConnection("127.0.0.1", gw.port, timeout=30)
+        conn.request("HEAD", "/healthz")
+        resp = conn.getresponse()
+        assert resp.status == 200 and resp.read() == b""
+        assert int(resp.getheader("Content-Length")) > 0
+        conn.request("DELETE", "/generate")
+        resp = conn.getresponse()
+        assert resp.status == 405 and resp.getheader("Allow") == "POST, PUT", resp.getheaders()
+        resp.read()
+        conn.request("POST", "/healthz")
+        resp = conn.getresponse()
+        assert resp.status == 405 and resp.getheader("Allow") == "GET, HEAD"
+        conn.close()
+        for head, message in (
+                (b"GET /healthz HTTP/9.9", "request line: HTTP version not supported "
+                 "(HTTP/1.0 and HTTP/1.1 are)"),
+                (b"POST /healthz HTTP/1.1\r\nContent-Length: -1",
+                 "Content-Length: expected a decimal number of at most 18 digits"),
+                (b"POST /healthz HTTP/1.1\r\nContent-Length: 1\r\nContent-Length: 2",
+                 "Content-Length given twice with different values"),
+                (b"POST /healthz HTTP/1.1\r\nTransfer-Encoding: identity",
+                 "Transfer-Encoding: only chunked is supported"),
+                (b"POST /healthz HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 1",
+                 "Transfer-Encoding and Content-Length together: the body's length is unclear")):
+            status, doc = raw_request(gw.port, head + b"\r\n\r\n")
+            assert (status, doc["error"]["message"]) == (400, message), (head, doc)

@@ -240,7 +240,9 @@ def test_the_gateway_itself_is_refused_as_an_engine_under_any_spelling():
     with Emu("--instances", "tp1") as emu:
         with Serve(emu.instances[0]["url"], args=ONE_BUCKET) as gw:
             port = gw.port
-            for url in ("http://127.0.0.1:%d" % port, "http://localhost:%d/" % port):
+            # a connection to the wildcard address reaches the loopback one
+            for url in ("http://127.0.0.1:%d" % port, "http://localhost:%d/" % port,
+                        "http://0.0.0.0:%d" % port):
                 status, doc = post(gw.port, "/add_worker?url=" + url, headers=ADMIN)
                 assert status == 400, doc
                 assert doc["error"]["message"] == \

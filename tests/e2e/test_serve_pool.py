@@ -392,7 +392,12 @@ def test_bad_calls_are_refused_and_change_nothing():
             cases = [
                 ("reclaim", {"replica": 5}, 400, "replica: expected 0 to 0"),
                 ("reclaim", {"replica": -1}, 400, "replica: expected an integer"),
-                ("reclaim", {"replica": 0, "request": 3}, 400, "takes replica, reason only"),
+                ("reclaim", {"replica": 0, "request": 3}, 400,
+                 "reclaim takes replica, reason only, not 'request'"),
+                # a member of no call, or the journal's own, is named, not the journal's list
+                ("reclaim", {"replica": 0, "x": 1}, 400, "takes replica, reason only, not 'x'"),
+                ("step", {"step": 0, "version": 0, "phase": "begin", "op": "x"}, 400,
+                 "step takes step, version, phase, train_s only, not 'op'"),
                 ("reclaim", {"replica": 0, "reason": "a\nb"}, 400, "control character"),
                 ("lend", {"replica": 0}, 409, "is not training"),
                 ("step", {"step": 0, "phase": "middle", "version": 0}, 400, "begin or end"),

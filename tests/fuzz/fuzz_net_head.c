@@ -21,7 +21,10 @@ static bool within(struct net_span s, const char *buf, size_t len)
 static void check_head(const char *buf, size_t size, bool response)
 {
     struct net_head h;
-    if (net_head_parse(buf, size, response, &h) != NET_HEAD_OK)
+    enum net_head_status st = net_head_parse(buf, size, response, &h);
+    if (st == NET_HEAD_BAD && (!h.why || !*h.why)) /* every refusal says why */
+        abort();
+    if (st != NET_HEAD_OK)
         return;
     if (h.length > size || h.n_fields > NET_HEAD_FIELDS || h.content_length < -1 ||
         (h.chunked && h.content_length >= 0) || (response && (h.status < 100 || h.status > 999)))

@@ -69,8 +69,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     if (comma)
         *comma = '\0';
     err[0] = '\0';
-    check_spec(gw_worker_query_parse(text, comma ? comma + 1 : NULL, &spec, err, sizeof err), &spec,
-               err);
+    check_spec(gw_worker_query_parse(text, comma ? comma + 1 : NULL, NULL, &spec, err, sizeof err),
+               &spec, err);
     if (comma)
         *comma = ',';
     int64_t id;

@@ -52,16 +52,20 @@ static void test_the_query_form_and_tp_text(void **state)
 {
     struct gw_worker_spec s;
     char err[256];
-    assert_int_equal(gw_worker_query_parse("http://h:2//", "2", &s, err, sizeof err), 0);
+    assert_int_equal(gw_worker_query_parse("http://h:2//", "2", NULL, &s, err, sizeof err), 0);
     assert_string_equal(s.url, "http://h:2");
     assert_int_equal(s.tp, 2);
-    assert_int_equal(gw_worker_query_parse(NULL, NULL, &s, err, sizeof err), -1);
-    assert_int_equal(gw_worker_query_parse("http://h:2", "2x", &s, err, sizeof err), -1);
-    assert_int_equal(gw_worker_query_parse("http://h:2", "16", &s, err, sizeof err), -1);
-    assert_int_equal(gw_worker_query_parse("http://", NULL, &s, err, sizeof err), -1);
+    assert_int_equal(gw_worker_query_parse(NULL, NULL, NULL, &s, err, sizeof err), -1);
+    assert_int_equal(gw_worker_query_parse("http://h:2", "2x", NULL, &s, err, sizeof err), -1);
+    assert_int_equal(gw_worker_query_parse("http://h:2", "16", NULL, &s, err, sizeof err), -1);
+    assert_int_equal(gw_worker_query_parse("http://", NULL, NULL, &s, err, sizeof err), -1);
     /* a scheme is case-insensitive (RFC 3986 §3.1): kept in one spelling, as URLs compare */
-    assert_int_equal(gw_worker_query_parse("HTTP://h:2/", NULL, &s, err, sizeof err), 0);
+    assert_int_equal(gw_worker_query_parse("HTTP://h:2/", NULL, NULL, &s, err, sizeof err), 0);
     assert_string_equal(s.url, "http://h:2");
+    /* worker_type as in the body: regular only, never ignored */
+    assert_int_equal(gw_worker_query_parse("http://h:2", NULL, "regular", &s, err, sizeof err), 0);
+    assert_int_equal(gw_worker_query_parse("http://h:2", NULL, "prefill", &s, err, sizeof err), -1);
+    assert_non_null(strstr(err, "worker_type: only \"regular\""));
 }
 
 static void test_an_engine_is_named_by_id_or_url(void **state)

@@ -671,6 +671,25 @@ static void test_member_count(void **state)
     assert_int_equal(jscan_member_count(text, "a"), 0); /* not an object */
 }
 
+/* The first member named none of the keys, names compared unescaped; none in an empty object
+ * or a value that is not one. */
+static void test_other_member(void **state)
+{
+    (void)state;
+    static const char *const keys[] = {"a", "b", NULL};
+    struct jscan_value root = doc("{\"a\": 1, \"\\u0062\": {\"x\": 2}, \"c\\n\": 3, \"d\": 4}");
+    struct jscan_value name;
+    char text[8];
+    assert_true(jscan_other_member(root, keys, &name));
+    assert_true(jscan_string(name, text, sizeof text));
+    assert_string_equal(text, "c\n");
+    assert_false(jscan_other_member(doc("{\"b\": 1, \"a\": [\"c\"]}"), keys, &name));
+    assert_false(jscan_other_member(doc("{}"), keys, &name));
+    struct jscan_value list;
+    assert_true(jscan_get(doc("{\"l\": [\"c\"]}"), "l", &list));
+    assert_false(jscan_other_member(list, keys, &name)); /* not an object */
+}
+
 /* ---- jscan_cut ------------------------------------------------------------------------------ */
 
 static void expect_cut(const char *json, const char *key, const char *want)
@@ -1073,6 +1092,7 @@ int main(void)
         cmocka_unit_test(test_arrays),
         cmocka_unit_test(test_token_arrays),
         cmocka_unit_test(test_member_count),
+        cmocka_unit_test(test_other_member),
         cmocka_unit_test(test_cut),
         cmocka_unit_test(test_get_lazy),
         cmocka_unit_test(test_get_many),
