@@ -8,6 +8,7 @@
  * determine a constant. The readers are cost/import.h, the fit cost/points.h (the same solver
  * as the project's own calibration); docs/calibrate.md is the user's page.
  */
+#include <errno.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,6 +19,7 @@
 #include "cost/points.h"
 #include "trace/file.h"
 #include "util/alloc.h"
+#include "util/error.h"
 #include "util/json.h"
 #include "util/parse.h"
 #include "util/strbuf.h"
@@ -862,7 +864,7 @@ static int report(struct calibration *c, const struct libra_config *cfg)
         free(text);
     }
     if (rc == 0 && fflush(stdout) != 0) {
-        cli_errorf("cannot write '<stdout>'");
+        cli_errorf("cannot write '<stdout>': %s", error_strerror(errno ? errno : EIO));
         rc = LIBRA_EXIT_IO;
     }
     return rc;

@@ -407,6 +407,28 @@ static int check_cells(const struct ujson_doc *doc, struct libra_error *err)
     return rc;
 }
 
+/* Each policy's confusion matrix is square: a row per true bucket, a count per chosen one. */
+static int check_confusion(const struct ujson_doc *doc, struct libra_error *err)
+{
+    const char *name;
+    const json_t *policy;
+    json_object_foreach((json_t *)json_object_get(doc->root, "policies"), name, policy)
+    {
+        const json_t *m = json_object_get(policy, "confusion");
+        size_t n = json_array_size(m);
+        for (size_t i = 0; i < n; i++)
+            if (json_array_size(json_array_get(m, i)) != n) {
+                char path[96];
+                snprintf(path, sizeof path, "policies/%.40s/confusion/%zu", name, i);
+                return ujson_errorf(err, doc, path,
+                                    "%zu counts where the matrix has %zu rows: a confusion "
+                                    "matrix is square (a row and a column per bucket)",
+                                    json_array_size(json_array_get(m, i)), n);
+            }
+    }
+    return 0;
+}
+
 int report_check_shape(const struct ujson_doc *doc, enum report_kind kind, struct libra_error *err)
 {
     struct walk w = {.doc = doc, .err = err};
@@ -428,5 +450,7 @@ int report_check_shape(const struct ujson_doc *doc, enum report_kind kind, struc
     }
     if (rc == 0 && kind == REPORT_SWEEP)
         rc = check_cells(doc, err);
+    if (rc == 0 && kind == REPORT_ROUTE)
+        rc = check_confusion(doc, err);
     return rc;
 }

@@ -187,14 +187,14 @@ static json_t *agentlog_import(const struct trace_importer *im)
                       "ended_by", TAU_TERMINAL_TOOL_DOC);
         break;
     case TRACE_IMPORT_SWE_AGENT:
-        j = json_pack("{s:s,s:f,s:[ssss],s:s,s:[sss],s:[ssss],s:s}", "from", "swe-agent",
+        j = json_pack("{s:s,s:f,s:[ssss],s:s,s:[sss],s:[sssss],s:s}", "from", "swe-agent",
                       "chars_per_token", cpt, "estimated", "prompt_tokens", "generated_tokens",
                       "payload_tokens", "status", "scaled",
                       "per trajectory, prompt_tokens and generated_tokens scaled to sum to "
                       "info.model_stats tokens_sent and tokens_received where given (factors in "
                       "extra.scale)",
-                      "derived", "finish", "prompt_id", "sample", "unknown", "cached_tokens",
-                      "queue_us", "start_us", "setup_us", "tokens",
+                      "derived", "finish", "prompt_id", "sample", "unknown", "reward",
+                      "cached_tokens", "queue_us", "start_us", "setup_us", "tokens",
                       "characters / chars_per_token, rounded up; prompt_tokens: the step's query "
                       "messages, else the history before the first response plus what came "
                       "before");

@@ -210,10 +210,16 @@ def full_device():
     return path if os.path.exists(path) and not os.path.isfile(path) else None
 
 
+CALIBRATE = ("calibrate", *(os.path.join(SOURCE_DIR, "tests", "data", "calibrate",
+                                          "vllm-c%d.json" % c) for c in (1, 8, 32)),
+             "--model", "qwen2.5-7b")
+
+
 @pytest.mark.parametrize("args", [("--help",), ("--version",), ("plan", "--help"),
-                                  ("presets",), ("config", "doc")])
+                                  ("presets",), ("config", "doc"), CALIBRATE])
 def test_stdout_that_cannot_be_written_fails_the_run(args):
-    """Output to a full disk or a closed stdout is an I/O error (exit 3), help text included."""
+    """Output to a full disk or a closed stdout is an I/O error (exit 3) that says why, help
+    text included."""
     closed = subprocess.run([LIBRA, *args], stdout=subprocess.DEVNULL, capture_output=False,
                             stderr=subprocess.PIPE, text=True, timeout=60,
                             preexec_fn=lambda: os.close(1))

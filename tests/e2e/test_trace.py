@@ -592,7 +592,8 @@ def test_import_swe_agent_sample(tmp_path):
     assert run("validate", str(out)).returncode == 0
     header, (django, sympy) = records(out)
     assert header["import"]["from"] == "swe-agent" and header["lossy"] is True
-    assert "setup_us" in header["import"]["unknown"]  # the container's start is not logged
+    # the container's start is not logged; SWE-bench evaluates the patch elsewhere
+    assert {"setup_us", "reward"} <= set(header["import"]["unknown"])
     docs = []
     for p in paths:
         with open(p, encoding="utf-8") as f:

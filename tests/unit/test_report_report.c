@@ -320,6 +320,11 @@ static void test_wrong_types(void **state)
         {"{\"schema\": \"libra.route-eval/1\", \"policies\": {\"cmlfq\": {\"confusion\": [[1, "
          "\"2\"]]}}}",
          75, "policies.cmlfq.confusion.0.1: must be an integer from 0 to 2^53 - 1, not a string"},
+        {"{\"schema\": \"libra.route-eval/1\", \"policies\": {\"cmlfq\": {\"confusion\": [[9, "
+         "1]]}}}",
+         71,
+         "policies.cmlfq.confusion.0: 2 counts where the matrix has 1 rows: a confusion matrix "
+         "is square (a row and a column per bucket)"},
         {"{\"schema\": \"libra.load/1\", \"steps\": [], \"engines\": [{\"dead\": 1}]}", 54,
          "engines.0.dead: must be true or false, not a number"},
         {"{\"schema\": \"libra.sim/1\", \"seed\": \"1\"}", 27,
