@@ -141,7 +141,8 @@ void sched_obs_classify(const struct sched_obs_config *c, const struct sched_too
     size_t n = 0;
     for (; tool[n] && n + 1 < SCHED_TOOL_NAME_MAX; n++) {
         unsigned char ch = (unsigned char)tool[n];
-        out->tool[n] = ch < 0x20 || ch == 0x7f || strchr(":|,", ch) ? '_' : (char)ch;
+        bool separator = ch == ':' || ch == '|' || ch == ','; /* of a state key */
+        out->tool[n] = ch < 0x20 || ch == 0x7f || separator ? '_' : (char)ch;
     }
     out->payload_tokens = payload_tokens(c, r);
     out->size = sched_size_class(c, out->payload_tokens);
