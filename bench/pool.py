@@ -67,7 +67,7 @@ def main():
     for name in EXPERIMENTS:
         path = os.path.join(ROOT, "examples", name + ".json")
         bal = cells(args.libra, path, args.steps, args.seeds, "false,true")
-        ref = cells(args.libra, path, args.steps, args.seeds, "true", "--set", "ehp.enabled=true",
+        ref = cells(args.libra, path, args.steps, args.seeds, "true",
                     "--set", "ehp.signal=reference")
         off, on, rr = summary(bal["false"]), summary(bal["true"]), summary(ref["true"])
         print("| %s | %.0f [%.0f–%.0f] | %.0f [%.0f–%.0f] | %.0f [%.0f–%.0f] | %.2f | %.2f | %d | "

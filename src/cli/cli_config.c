@@ -393,7 +393,8 @@ static int trace_guard(const struct cli_common *cc, const char *config_file,
 }
 
 int cli_common_load_doc(const struct cli_common *cc, const char *config_file, struct api_presets *p,
-                        struct ujson_doc *config, struct libra_config *cfg)
+                        struct ujson_doc *config, struct spec_deferred *deferred,
+                        struct libra_config *cfg)
 {
     struct libra_error err = {0};
     memset(config, 0, sizeof *config);
@@ -411,14 +412,14 @@ int cli_common_load_doc(const struct cli_common *cc, const char *config_file, st
         if (rc)
             return cli_report_error(&err);
     }
-    return cli_common_resolve(cc, config, p, NULL, 0, NULL, cfg);
+    return cli_common_resolve(cc, config, p, NULL, 0, deferred, cfg);
 }
 
 int cli_common_load(const struct cli_common *cc, const char *config_file, struct api_presets *p,
                     struct libra_config *cfg)
 {
     struct ujson_doc config;
-    int rc = cli_common_load_doc(cc, config_file, p, &config, cfg);
+    int rc = cli_common_load_doc(cc, config_file, p, &config, NULL, cfg);
     ujson_doc_free(&config);
     return rc;
 }

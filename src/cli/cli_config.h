@@ -116,9 +116,12 @@ int cli_common_load(const struct cli_common *cc, const char *config_file, struct
 
 /* cli_common_load, keeping the config file's parsed document in *config (zeroed first; empty
  * without a file) for cli_common_resolve, so that a file read from standard input is read once.
- * The caller frees it (ujson_doc_free) in every case. */
+ * The caller frees it (ujson_doc_free) in every case. A key inert in cfg is refused, or, with
+ * deferred (not NULL), deferred there as cli_common_resolve does: for a sweep, whose cells judge
+ * it where they set what it acts with. */
 int cli_common_load_doc(const struct cli_common *cc, const char *config_file, struct api_presets *p,
-                        struct ujson_doc *config, struct libra_config *cfg);
+                        struct ujson_doc *config, struct spec_deferred *deferred,
+                        struct libra_config *cfg);
 
 /*
  * Resolves another config from cli_common_load_doc's sources (p and config as it loaded them),

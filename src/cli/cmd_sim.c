@@ -627,7 +627,10 @@ static int run(const struct cli_common *cc, const char *file, struct sim_flags *
     struct api_presets p = {0};
     struct ujson_doc config;
     struct libra_config cfg;
-    int rc = cli_common_load_doc(cc, file, &p, &config, &cfg);
+    bool sweep = f->keys.n || f->n_seeds || f->seed_list.n || f->attribution;
+    struct spec_deferred *inert = sweep ? xcalloc(1, sizeof *inert) : NULL; /* cells judge */
+    int rc = cli_common_load_doc(cc, file, &p, &config, inert, &cfg);
+    free(inert);
     if (rc == 0)
         rc = check_timeline_shown(cc, f);
     if (rc == 0)
@@ -643,8 +646,7 @@ static int run(const struct cli_common *cc, const char *file, struct sim_flags *
     if (rc == 0 && f->attribution)
         rc = add_attribution(cc, f, &cfg);
     if (rc == 0)
-        rc = f->keys.n || f->n_seeds || f->seed_list.n ? run_sweep(cc, f, &config, &p, &cfg)
-                                                       : run_one(cc, f, &p, &cfg);
+        rc = sweep ? run_sweep(cc, f, &config, &p, &cfg) : run_one(cc, f, &p, &cfg);
     ujson_doc_free(&config);
     api_presets_free(&p);
     return rc;

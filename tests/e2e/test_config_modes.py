@@ -216,6 +216,14 @@ def test_a_grid_refuses_a_key_inert_at_every_point():
     assert proc.returncode == 2 and proc.stderr.startswith(
         "libra: --sweep sim.async_tp: sim.async_tp=1 has no effect without async in "
         "sim.modes"), proc.stderr
+    # a key that acts with what the sweep sets is judged at the grid's points, not without
+    # them: the pool's signal rule beside a swept pool (bench/pool.py's reference run)
+    proc = libra("sim", "--json", "--steps", "3", "--set", "sim.modes=libra", "--sweep",
+                 "ehp.enabled=true", "--set", "ehp.signal=reference")
+    assert proc.returncode == 0, proc.stderr
+    proc = libra("sim", "--steps", "3", "--set", "sim.modes=libra", "--sweep",
+                 "ehp.enabled=false", "--set", "ehp.signal=reference")
+    assert proc.returncode == 2 and "has no effect without ehp.enabled" in proc.stderr
     # one point (seeds alone) is a single run's config
     proc = libra("sim", "--steps", "1", "--seeds", "2", "--set", "sim.modes=libra", "--set",
                  "sim.async_tp=2")
