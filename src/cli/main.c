@@ -258,32 +258,62 @@ static int check_output(const struct cli_command *cmd, size_t o, int argc, char 
     return 0;
 }
 
-/* Whether '-' (standard input) is named by more than one input flag or operand. */
-static bool stdin_twice(const struct cli_command *cmd, int argc, char **argv)
+/* Whether inputs a and b are one stream, which can be read once: standard input ('-') twice, or
+ * one pipe, FIFO or socket (standard input's too, as '-' or /dev/stdin) by device and inode. */
+static bool one_stream(const char *a, const char *b)
 {
-    int readers = 0;
-    for (size_t i = 0; i < seen.n_inputs; i++)
-        readers += strcmp(seen.inputs[i].path, "-") == 0;
-    char buf[4096];
-    for (int i = optind; i < argc; i++) {
-        const char *in = operand_file(cmd, argv[0], argv[i], buf, sizeof buf);
-        readers += in && strcmp(in, "-") == 0;
-    }
-    return readers > 1;
+    bool in_a = strcmp(a, "-") == 0, in_b = strcmp(b, "-") == 0;
+    struct stat x, y;
+    if (in_a && in_b)
+        return true;
+    if ((in_a ? fstat(0, &x) : stat(a, &x)) != 0 || (in_b ? fstat(0, &y) : stat(b, &y)) != 0)
+        return false;
+    return (S_ISFIFO(x.st_mode) || S_ISSOCK(x.st_mode)) && x.st_dev == y.st_dev &&
+           x.st_ino == y.st_ino;
 }
 
-/* At the end of the flags: refuses standard input named twice (the second read would find it
- * empty), and an output naming an input file or another output. Returns 0, or '?' after the
- * usage error. */
+/* Refuses a stream named by two input flags or operands (the second read would find it empty,
+ * or wait for a writer that is gone). Returns 0, or '?' after the usage error. */
+static int check_streams(const struct cli_command *cmd, int argc, char **argv)
+{
+    size_t n = 0;
+    char **in = xcalloc(seen.n_inputs + (size_t)argc + 1, sizeof *in), buf[4096];
+    for (size_t i = 0; i < seen.n_inputs; i++)
+        in[n++] = xstrdup(seen.inputs[i].path);
+    for (int i = optind; i < argc; i++) {
+        const char *op = operand_file(cmd, argv[0], argv[i], buf, sizeof buf);
+        if (op)
+            in[n++] = xstrdup(op);
+    }
+    int rc = 0;
+    for (size_t i = 1; i < n && !rc; i++)
+        for (size_t j = 0; j < i && !rc; j++)
+            if (one_stream(in[j], in[i])) {
+                if (strcmp(in[i], "-") == 0 && strcmp(in[j], "-") == 0)
+                    cli_usage_error(cmd, "'-' given twice: standard input can be read once");
+                else
+                    cli_usage_error(cmd,
+                                    "'%s' and '%s' are one stream (a pipe or FIFO): it can "
+                                    "be read once",
+                                    in[j], in[i]);
+                rc = '?';
+            }
+    for (size_t i = 0; i < n; i++)
+        free(in[i]);
+    free(in);
+    return rc;
+}
+
+/* At the end of the flags: refuses a stream named twice (standard input, a pipe or FIFO: the
+ * second read would find it empty), and an output naming an input file or another output. Returns
+ * 0, or '?' after the usage error. */
 static int check_files(const struct cli_command *cmd, int argc, char **argv)
 {
     if (seen.checked)
         return 0;
     seen.checked = true;
-    if (stdin_twice(cmd, argc, argv)) {
-        cli_usage_error(cmd, "'-' given twice: standard input can be read once");
+    if (check_streams(cmd, argc, argv))
         return '?';
-    }
     for (size_t o = 0; o < seen.n_outputs; o++)
         if (check_output(cmd, o, argc, argv))
             return '?';

@@ -201,3 +201,16 @@ def test_trace_import_refuses_standard_input_twice(tmp_path, fmt):
     assert r.stderr.startswith(
         "libra: trace: '-' given twice: standard input can be read once\n"), r.stderr
     assert not out.exists()
+
+
+@pytest.mark.parametrize("args", [("presets", "--presets", "{f}", "--presets", "{f}"),
+                                  ("trace", "import", "--from", "jsonl", "{f}", "{f}"),
+                                  ("config", "check", "/dev/stdin", "--presets", "-")])
+def test_a_stream_named_twice_is_refused_not_read_twice(tmp_path, args):
+    """A FIFO or pipe named twice (standard input as '-' and /dev/stdin too) was opened again
+    after its writer had gone: the second read hung, or found it empty and blamed the file."""
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    r = run(*[a.format(f=fifo) for a in args], stdin=subprocess.PIPE)  # stdin: a pipe
+    assert r.returncode == 2, r.stderr
+    assert "are one stream (a pipe or FIFO): it can be read once\n" in r.stderr, r.stderr
