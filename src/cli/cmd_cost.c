@@ -437,6 +437,9 @@ static int resolve_layout(const struct cli_common *cc, struct opts *o,
                           const struct libra_config *cfg)
 {
     struct cost_train_config *t = &o->train;
+    if (t->balance_each_minibatch && t->minibatches == 1)
+        return cli_usage_error(cc->cmd, "--balance-minibatch balances each of --minibatches N "
+                                        "(> 1) mini-batches; one is the batch, balanced already");
     long replica = (long)t->tp * t->pp * t->cp; /* at most 2^48: each flag is at most 2^16 */
     if (t->dp == 0)
         t->dp = (int)(cfg->cluster.gpus / replica);

@@ -108,3 +108,15 @@ def test_a_layout_past_64_bits_of_gpus_is_refused_as_larger_than_the_cluster():
     assert "cost: the layout needs 18446744073709551616 GPUs, the cluster has 48" in err, err
     err = refused(run("cost", "--tp", "8", "--dp", "7"))
     assert "cost: the layout needs 56 GPUs, the cluster has 48" in err, err
+
+
+def test_balancing_the_one_mini_batch_is_refused():
+    """With one mini-batch (the default) --balance-minibatch changed nothing: the batch is dealt
+    balanced already. With more it changes the step."""
+    err = refused(run("cost", "--balance-minibatch"))
+    assert "--balance-minibatch balances each of --minibatches N (> 1) mini-batches" in err, err
+    plain, balanced = (run("cost", "--minibatches", "4", "--batch", "50", *flag, "--json")
+                       for flag in ((), ("--balance-minibatch",)))
+    assert plain.returncode == 0 and balanced.returncode == 0, balanced.stderr
+    step = [json.loads(r.stdout)["training"]["step"]["step_s"] for r in (plain, balanced)]
+    assert step[0] != step[1], step
