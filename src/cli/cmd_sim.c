@@ -331,6 +331,12 @@ static int build_cells(const struct cli_common *cc, const struct ujson_doc *conf
     struct spec_config_override *extra = xcalloc(sw->n_keys * most + 1, sizeof *extra);
     char(*labels)[160] = xcalloc(sw->n_keys + 1, sizeof *labels);
     struct spec_deferred *common = xcalloc(2, sizeof *common), *inert = common + 1;
+    const char **grid = xcalloc(sw->n_keys + 1, sizeof *grid);
+    for (size_t k = 0; k < sw->n_keys; k++)
+        if (strcmp(sw->keys[k].key, SIM_ATTRIBUTION_KEY) != 0) /* its bars set what they need */
+            grid[common->n_grid++] = sw->keys[k].key;
+    inert->grid = common->grid = grid;
+    inert->n_grid = common->n_grid;
     int rc = 0;
     for (size_t i = 0; i < sw->n_cells && rc == 0; i++) {
         struct sim_cell *c = &sw->cells[i];
@@ -363,6 +369,7 @@ static int build_cells(const struct cli_common *cc, const struct ujson_doc *conf
     }
     if (rc == 0)
         rc = refuse_inert(sw, common);
+    free(grid);
     free(common);
     free(labels);
     free(extra);

@@ -826,9 +826,11 @@ static int check_inert(struct libra_config *cfg, const struct libra_config *defa
         if (d->on(cfg) || (!flagged && d->on(experiment)) || !checks(d, f, src))
             continue;
         char *set = value_text(f, cfg), *def = value_text(f, defaults);
-        bool differs = strcmp(set, def) != 0;
+        bool differs = strcmp(set, def) != 0, gridded = false;
+        for (size_t g = 0; src->deferred && g < src->deferred->n_grid && !gridded; g++)
+            gridded = strcmp(src->deferred->grid[g], d->key) == 0;
         free(def);
-        if (!differs) {
+        if (!differs && !gridded) {
             free(set);
             continue;
         }

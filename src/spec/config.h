@@ -242,6 +242,10 @@ struct spec_deferred {
         const char *key; /* the schema's */
         struct libra_error err;
     } item[SPEC_DEFERRED_MAX];
+    /* the keys the grid sets (its sweep's): one inert at a point is deferred even at its
+     * default, so that a key inert at every point is refused whatever values it takes */
+    const char *const *grid;
+    size_t n_grid;
 };
 
 struct spec_config_sources {
