@@ -119,7 +119,8 @@ static const struct spec_field fields[] = {
     STR(EVERY, model.name, "qwen3-14b", "model", "model preset name (`libra presets`)"),
     STR(SPEC_READ_COST | PLANNER, workload.name, "r2e-gym", "workload", "workload preset name"),
     STR(SAMPLED, workload.trace, "", NULL,
-        "trace file to replay instead of generating the workload; \"\" generates"),
+        "trace file to replay instead of generating the workload, a path from the working "
+        "directory (not the config file's); \"\" generates"),
     INT(SPEC_READ_COST | PLANNER, rl.batch_trajectories, "trajectories", 32, 1, 1 << 20, "batch",
         "trajectories per training step; a multiple of rl.samples"),
     INT(PLANNER, rl.samples, "trajectories", 4, 1, 1024, "samples",
