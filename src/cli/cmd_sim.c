@@ -515,6 +515,11 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f,
                                    SWEEP_RUNS_MAX);
         runs *= f->keys.v[k].n;
     }
+    const int64_t seed_max = ((int64_t)1 << 53) - 1; /* sim.seed's bound */
+    if (!f->seed_list.n && base->sim.seed > seed_max - (int64_t)(n_seeds - 1))
+        return cli_usage_error(cc->cmd,
+                               "--seeds %zu from sim.seed %lld passes the seeds' bound, 2^53 - 1",
+                               n_seeds, (long long)base->sim.seed);
     int64_t *seeds = xcalloc(n_seeds, sizeof *seeds);
     for (size_t s = 0; s < n_seeds; s++)
         seeds[s] = f->seed_list.n ? f->seed_list.v[s] : base->sim.seed + (int64_t)s;

@@ -198,6 +198,9 @@ def test_attribution_refuses_what_it_cannot_measure(args, message):
     (["--sweep", "rl.steps=3,4"], "--sweep rl.steps: --steps sets it too"),
     (["--seed", "5", "--seed-list", "1,2"], "--seed and --seed-list both set the seeds"),
     (["--seed-list", "1,2", "--set", "sim.seed=5"], "--set sim.seed and --seed-list both set"),
+    # the seeds pass the bound: the error says which seeds, not only the bound
+    (["--seed", "9007199254740991", "--seeds", "2"],
+     "--seeds 2 from sim.seed 9007199254740991 passes the seeds' bound, 2^53 - 1"),
 ])
 def test_bad_sweeps(args, message):
     p = sim(*QUICK, *args, check=False)
