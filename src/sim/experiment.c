@@ -466,13 +466,15 @@ int sim_config_check(const struct libra_config *cfg, struct libra_error *err)
         const struct sim_mode_desc *d = sim_mode_desc(m);
         if (!(sc->modes & d->bit))
             continue;
-        struct spec_bucket_layout b;
-        int n;
         if (d->streams && spec_rl_async_check(&cfg->rl, d->name, err) != 0)
             return LIBRA_EINVAL;
-        if ((m == SIM_ROLLOUT || (m == SIM_LIBRA && !sc->planner)) &&
-            sim_fleet_buckets(cfg, m, &b, &n, err) != 0)
-            return LIBRA_EINVAL;
+        if (m == SIM_ROLLOUT || (m == SIM_LIBRA && !sc->planner)) {
+            struct sim_layout fleet = {0};
+            int rc = sim_fleet(cfg, (enum sim_mode)m, &fleet, err);
+            sim_layout_free(&fleet);
+            if (rc)
+                return LIBRA_EINVAL;
+        }
     }
     /* a pinned layout only where its mode runs: a flag leaving the mode out leaves a config
      * file's pins aside (spec/config.c check_inert), so they are not checked either */

@@ -716,10 +716,12 @@ int sim_layout_libra(const struct sim_input *in, const struct plan_lengths *sm, 
                      struct sim_layout *l, struct libra_error *err);
 int sim_layout_rollout(const struct sim_input *in, const struct plan_lengths *sm, int n_train,
                        int tp, struct sim_layout *l, struct libra_error *err);
-/* The fleet sched.buckets gives mode m (the rollout mode; libra's without the planner) into b
- * and its instance count: refused when the buckets give no instance counts. */
-int sim_fleet_buckets(const struct libra_config *cfg, enum sim_mode m, struct spec_bucket_layout *b,
-                      int *instances, struct libra_error *err);
+/* The fleet sched.buckets gives mode m (the rollout mode; libra's without the planner) into l:
+ * its buckets, instances and training GPUs (those the fleet leaves; none without training), the
+ * instances placed on the GPUs after them. Refused when the buckets give no instance counts, or
+ * the fleet leaves no GPU to train or does not fit the nodes; l owns what it holds either way. */
+int sim_fleet(const struct libra_config *cfg, enum sim_mode m, struct sim_layout *l,
+              struct libra_error *err);
 
 /* Makes the last bucket of b serve TP tp too (listing no instance of it) unless a bucket
  * does: the bucket of the longest work, where a large instance belongs. */

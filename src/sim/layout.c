@@ -148,10 +148,10 @@ static int cmp_tp_desc(const void *a, const void *b)
 }
 
 /* Places l->inst (TP sizes set) on GPUs [first_gpu, gpus), larger first, first fit per node. */
-static int pack(const struct sim_input *in, struct sim_layout *l, int first_gpu,
+static int pack(const struct libra_config *cfg, struct sim_layout *l, int first_gpu,
                 struct libra_error *err)
 {
-    int gpn = in->cfg->cluster.gpus_per_node, gpus = in->cfg->cluster.gpus;
+    int gpn = cfg->cluster.gpus_per_node, gpus = cfg->cluster.gpus;
     int nodes = (gpus + gpn - 1) / gpn;
     int *used = xcalloc((size_t)nodes, sizeof *used);
     for (int g = 0; g < first_gpu; g++)
@@ -191,7 +191,7 @@ static int homogeneous(const struct sim_input *in, struct sim_layout *l, int fir
     l->buckets.bucket[0] = (struct spec_bucket){
         .max_tokens = SPEC_BUCKET_TOKENS_MAX, .n_tp = 1, .tp = {tp}, .instances = {l->n_inst}};
     l->policy = SCHED_LOAD_BALANCE;
-    return pack(in, l, first_gpu, err);
+    return pack(in->cfg, l, first_gpu, err);
 }
 
 int sim_layout_assign_buckets(struct sim_layout *l, struct libra_error *err)
@@ -223,8 +223,16 @@ int sim_layout_assign_buckets(struct sim_layout *l, struct libra_error *err)
     return 0;
 }
 
-int sim_fleet_buckets(const struct libra_config *cfg, enum sim_mode m, struct spec_bucket_layout *b,
-                      int *instances, struct libra_error *err)
+static int fleet_gpus(const struct sim_layout *l)
+{
+    int g = 0;
+    for (int i = 0; i < l->n_inst; i++)
+        g += l->inst[i].tp;
+    return g;
+}
+
+int sim_fleet(const struct libra_config *cfg, enum sim_mode m, struct sim_layout *l,
+              struct libra_error *err)
 {
     const char *text = cfg->sched.buckets;
     if (!text[0])
@@ -232,27 +240,17 @@ int sim_fleet_buckets(const struct libra_config *cfg, enum sim_mode m, struct sp
                          "sched.buckets: the %s layout needs a fleet: give instance counts, "
                          "e.g. \"tp1x4:4000,tp2x2:12000,tp4x1:30000\"",
                          sim_mode_name(m));
-    if (spec_bucket_parse(b, text, "sched.buckets", err) != 0)
+    if (spec_bucket_parse(&l->buckets, text, "sched.buckets", err) != 0)
         return LIBRA_EINVAL;
-    *instances = 0;
-    for (int i = 0; i < b->n; i++)
-        for (int k = 0; k < b->bucket[i].n_tp; k++)
-            *instances += b->bucket[i].instances[k];
-    if (*instances == 0)
+    int n = 0;
+    for (int b = 0; b < l->buckets.n; b++)
+        for (int k = 0; k < l->buckets.bucket[b].n_tp; k++)
+            n += l->buckets.bucket[b].instances[k];
+    if (n == 0)
         return error_set(err, NULL, 0, 0,
                          "sched.buckets: \"%s\" gives no instance counts (write tp2x3:12000 for "
                          "three TP2 instances)",
                          text);
-    return 0;
-}
-
-/* The fleet that sched.buckets' instance counts describe. */
-static int fleet_from_buckets(const struct sim_input *in, struct sim_layout *l,
-                              struct libra_error *err)
-{
-    int n;
-    if (sim_fleet_buckets(in->cfg, l->mode, &l->buckets, &n, err) != 0)
-        return LIBRA_EINVAL;
     l->n_inst = n;
     l->inst = xcalloc((size_t)n, sizeof *l->inst);
     int i = 0;
@@ -260,15 +258,13 @@ static int fleet_from_buckets(const struct sim_input *in, struct sim_layout *l,
         for (int k = 0; k < l->buckets.bucket[b].n_tp; k++)
             for (int c = 0; c < l->buckets.bucket[b].instances[k]; c++)
                 l->inst[i++] = (struct sim_instance_spec){l->buckets.bucket[b].tp[k], b, 0, 0};
-    return 0;
-}
-
-static int fleet_gpus(const struct sim_layout *l)
-{
-    int g = 0;
-    for (int i = 0; i < l->n_inst; i++)
-        g += l->inst[i].tp;
-    return g;
+    int gpus = cfg->cluster.gpus, roll = fleet_gpus(l);
+    bool trains = sim_mode_desc(m)->trains;
+    if (roll > gpus || (trains && roll == gpus))
+        return error_set(err, NULL, 0, 0, "sched.buckets: the fleet takes %d of %d GPUs%s", roll,
+                         gpus, trains ? " and leaves none to train" : "");
+    l->n_train = trains ? gpus - roll : 0;
+    return pack(cfg, l, l->n_train, err);
 }
 
 /* ---- the modes ------------------------------------------------------------------------ */
@@ -517,20 +513,12 @@ static int make_libra_planned(const struct sim_input *in, const struct libra_con
 static int make_libra_fleet(const struct sim_input *in, const struct plan_lengths *sm,
                             struct sim_layout *l, struct libra_error *err)
 {
-    int rc = fleet_from_buckets(in, l, err);
+    int rc = sim_fleet(in->cfg, l->mode, l, err);
     if (rc)
         return rc;
-    int gpus = in->cfg->cluster.gpus, roll = fleet_gpus(l);
-    l->n_train = gpus - roll;
-    if (l->n_train < 1)
-        return error_set(err, NULL, 0, 0,
-                         "sched.buckets: the fleet takes %d of %d GPUs and leaves none to train",
-                         roll, gpus);
     double train_s;
     rc = best_train(in, sm, l->n_train, &l->train, &train_s, err);
     snprintf(l->origin, sizeof l->origin, "fleet");
-    if (rc == 0)
-        rc = pack(in, l, l->n_train, err);
     if (rc || !in->cfg->ehp.enabled)
         return rc;
     pool_split(in, sm, l); /* the hybrids' instances go to buckets serving their TP */
@@ -550,11 +538,8 @@ int sim_layout_rollout(const struct sim_input *in, const struct plan_lengths *sm
                        int tp, struct sim_layout *l, struct libra_error *err)
 {
     (void)sm, (void)n_train, (void)tp; /* no trainer; the fleet of sched.buckets */
-    int rc = fleet_from_buckets(in, l, err);
-    if (rc)
-        return rc;
     snprintf(l->origin, sizeof l->origin, "fleet");
-    return pack(in, l, 0, err);
+    return sim_fleet(in->cfg, l->mode, l, err);
 }
 
 int sim_layout_make(const struct sim_input *in, enum sim_mode m, int n_train, int tp,

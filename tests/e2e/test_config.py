@@ -286,6 +286,11 @@ def test_help_lists_every_key():
     (["rl.transport=nccl", "sim.timeline_steps=5:6"], "sim.timeline_steps: step 5 is past"),
     (["rl.transport=nccl", "sim.trace_step=3"], "sim.trace_step: step 3 is past"),
     (["sim.modes=rollout"], "the rollout layout needs a fleet"),  # transport: rollout's inert
+    (["sim.modes=rollout", "sched.buckets=tp8x3:40000"], "the fleet takes 24 of 16 GPUs"),
+    (["rl.transport=nccl", "sim.modes=libra", "sim.planner=false",
+      "sched.buckets=tp8x2:40000"], "the fleet takes 16 of 16 GPUs and leaves none to train"),
+    (["rl.transport=nccl", "sim.modes=libra", "sim.planner=false", "cluster.gpus=12",
+      "sched.buckets=tp8x1:40000"], "the rollout instances do not fit the 8 GPUs left"),
 ])
 def test_check_refuses_what_sim_refuses_before_a_run(tmp_path, sets, why):
     """Whatever config check accepts, libra sim accepts: the rules sim applies to a config
