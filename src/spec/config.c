@@ -226,7 +226,8 @@ static const struct spec_field fields[] = {
          "libra's own comparisons)"),
     STR(PLANNER, sched.buckets, "", NULL,
         "bucket layout in text form (\"tp1:4000,tp2:12000,tp4:30000\"); \"\" takes "
-        "the plan's"),
+        "the plan's; instance counts (\"tp1x4:4000\") where a fleet is built of them (see "
+        "below)"),
     INT(ROUTED, sched.rebuild_interval, "steps", 50, 1, 1000000, NULL,
         "training steps between prefix-tree rebuilds"),
     INT(ROUTED, sched.shrink_visits, "visits", 50, 0, 1000000, NULL,
@@ -806,6 +807,68 @@ static bool checks(const struct spec_dependent *d, const struct spec_field *f,
     return !partly || set_by(src->flags, src->n_flags, d->key);
 }
 
+/* Whether the instance counts of sched.buckets build a fleet in the command reader (0: any):
+ * libra sim's rollout mode and libra's without the planner, libra load without the planner. The
+ * planner chooses libra's fleet; plan, route eval and serve take the buckets' bounds and TP sizes
+ * (serve's instances are its registered engines). */
+static bool fleet_counted(const struct libra_config *c, unsigned reader)
+{
+    bool sim = (c->sim.modes & SPEC_SIM_ROLLOUT) || (libra_on(c) && !c->sim.planner);
+    switch (reader) {
+    case 0:
+        return sim || !c->sim.planner;
+    case SPEC_READ_SIM:
+        return sim;
+    case SPEC_READ_LOAD:
+        return !c->sim.planner;
+    default:
+        return false;
+    }
+}
+
+/* Refuses instance counts in sched.buckets that no command builds a fleet from, and those a flag
+ * gives a command that does not (a file's counts may be another command's fleet, as with
+ * check_inert's keys). At a grid's point the buckets run without their counts and the refusal
+ * goes to the grid, as check_inert's does. */
+static int check_fleet_counts(struct libra_config *cfg, const struct spec_config_sources *src,
+                              struct libra_error *err)
+{
+    const struct spec_field *f = spec_field_find(fields, N_FIELDS, "sched.buckets");
+    bool flagged = set_by(src->flags, src->n_flags, f->key) != NULL;
+    unsigned reader = flagged ? src->reader : 0;
+    struct spec_bucket_layout l;
+    if (!cfg->sched.buckets[0] || fleet_counted(cfg, reader) ||
+        spec_bucket_parse(&l, cfg->sched.buckets, NULL, NULL) != 0)
+        return 0;
+    bool counted = false;
+    for (int b = 0; b < l.n; b++)
+        for (int k = 0; k < l.bucket[b].n_tp; k++) {
+            counted |= l.bucket[b].instances[k] != 0;
+            l.bucket[b].instances[k] = 0;
+        }
+    if (!counted)
+        return 0;
+    char bare[SPEC_BUCKET_TEXT_MAX], where[64];
+    spec_bucket_format(&l, bare, sizeof bare);
+    if (reader)
+        snprintf(where, sizeof where, "in libra %s", spec_reader_command(reader));
+    else
+        snprintf(where, sizeof where, "with sim.planner true and no rollout mode");
+    struct spec_deferred *later = src->deferred;
+    bool defer = later && later->n < SPEC_DEFERRED_MAX;
+    if (defer)
+        later->item[later->n].key = f->key;
+    int rc = spec_config_key_error(defer ? &later->item[later->n++].err : err, src, f->key,
+                                   "instance counts have no effect %s: only libra sim's rollout "
+                                   "mode and libra with sim.planner false run a fleet of them; "
+                                   "give the buckets alone (\"%s\")",
+                                   where, bare);
+    if (!defer)
+        return rc;
+    snprintf(cfg->sched.buckets, sizeof cfg->sched.buckets, "%s", bare);
+    return 0;
+}
+
 /*
  * Refuses a key given a value other than its default while the setting its mechanism needs is
  * off (the sources checked: struct spec_dependent): the value would change nothing. A flag's
@@ -976,7 +1039,9 @@ int spec_config_resolve(struct libra_config *cfg, const struct spec_presets *p,
     rc = check(cfg, src, err);
     if (rc == 0)
         rc = check_unread(cfg, &defaults, src, err);
-    return rc ? rc : check_inert(cfg, &defaults, &experiment, src, err);
+    if (rc == 0)
+        rc = check_inert(cfg, &defaults, &experiment, src, err);
+    return rc ? rc : check_fleet_counts(cfg, src, err);
 }
 
 /* ---- output ------------------------------------------------------------------------------ */
@@ -1234,7 +1299,13 @@ char *spec_config_doc_markdown(void)
                 partly_dependent(d, f) ? who : "every command that reads it",
                 partly_dependent(d, f) ? ", from a flag" : "");
     }
-    fprintf(out, "\n");
+    fprintf(out, "\nThe instance counts of `sched.buckets` (`tp1x4:4000`) follow the same rule: "
+                 "only `libra sim`'s rollout mode and libra's mode with `sim.planner` false "
+                 "(`libra sim`, `libra load`) run a fleet of them; the planner chooses libra's "
+                 "fleet, and `libra plan`, `libra route eval` and `libra serve` take the "
+                 "buckets' bounds and TP sizes alone. Counts that no command would run are "
+                 "refused, naming the buckets without them, and so are counts a flag gives a "
+                 "command that runs none.\n\n");
     doc_presets(out);
     fclose(out);
     return text;

@@ -141,7 +141,9 @@ CHANGES = {
     "sim.colocated_tp": ("2", TUNED),
     "sim.async_train_gpus": ("16", TUNED),
     "sim.async_tp": ("2", TUNED),
-    "sim.planner": ("false", LIBRA_ONLY + ("--set", FLEET_SET)),
+    # the fleet's counts act in the rollout mode beside the planned libra mode
+    "sim.planner": ("false", UNVERIFIED + ("--set", "sim.modes=libra,rollout", "--set",
+                                           FLEET_SET)),
     "sim.context_mode": ("chat", SIM),
     "sim.prefix_cache": ("false", SIM),
     "sim.max_seqs": ("8", SIM),

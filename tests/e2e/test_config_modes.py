@@ -368,3 +368,50 @@ def test_sim_and_config_check_take_what_plan_refuses(key, tmp_path):
     for command in ("plan", "sim"):
         proc, code = stop_run(command, path)
         assert proc.returncode == code, (command, proc.stderr)
+
+
+# ---- sched.buckets' instance counts -------------------------------------------------------------
+
+COUNTED = "sched.buckets=tp1x4:4000,tp2x2:12000,tp4x1:40000"
+BARE = '("tp1:4000,tp2:12000,tp4:40000")'
+
+
+def test_instance_counts_no_fleet_is_built_from_are_refused(tmp_path):
+    """Instance counts build a fleet in libra sim's rollout mode and in libra's without the
+    planner (sim and load); the planner chooses libra's fleet, and plan, route eval and serve
+    take the buckets' bounds and TP sizes alone. Counts no command would build are refused,
+    naming the buckets without them; a flag giving them to a command that builds none too."""
+    for command in ("sim", "plan", "load"):
+        proc, _ = stop_run(command, "--set", COUNTED)
+        assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+        assert proc.stderr == (
+            f"libra: --set sched.buckets: instance counts have no effect in libra {command}: "
+            "only libra sim's rollout mode and libra with sim.planner false run a fleet of "
+            f"them; give the buckets alone {BARE}\n"), proc.stderr
+    planned = experiment_file(tmp_path / "planned.json", COUNTED)
+    proc = libra("config", "check", planned)
+    assert proc.returncode == 1 and "no effect with sim.planner true and no rollout mode" \
+        in proc.stderr, proc.stderr
+    # a file whose counts are libra's fleet without the planner serves plan and serve too
+    fleet = experiment_file(tmp_path / "fleet.json", COUNTED, "sim.planner=false")
+    proc = libra("config", "check", fleet)
+    assert proc.returncode == 0 and proc.stdout == "ok\n", proc.stderr
+    for command in ("sim", "plan", "serve"):
+        proc, code = stop_run(command, fleet)
+        assert proc.returncode == code, (command, proc.stderr)
+    proc, code = stop_run("sim", "--set", "sim.modes=rollout", "--set", COUNTED)
+    assert proc.returncode == code, proc.stderr
+
+
+def test_a_grid_runs_counts_where_a_point_builds_their_fleet():
+    """A sweep over the planner compares its fleet with the counted one; a grid none of whose
+    points builds the fleet is refused as a single run is."""
+    proc = libra("sim", "--json", "--steps", "2", "--set", "sim.modes=libra", "--set", COUNTED,
+                 "--set", "plan.verify_candidates=0", "--sweep", "sim.planner=true,false")
+    assert proc.returncode == 0, proc.stderr
+    layouts = [c["result"]["modes"]["libra"]["layout"] for c in json.loads(proc.stdout)["cells"]]
+    assert layouts[0] != layouts[1] and layouts[1]["instances"] == "tp1x4,tp2x2,tp4x1", layouts
+    proc = libra("sim", "--steps", "2", "--set", "sim.modes=libra", "--set", COUNTED, "--sweep",
+                 "rl.max_staleness=2,4")
+    assert proc.returncode == 2 and proc.stderr.endswith(
+        f"{BARE}, nor at any other point of the grid\n"), proc.stderr
