@@ -266,6 +266,47 @@ void export_engine_argv(const struct export_ctx *x, enum export_engine e,
     argv_add(a, "%.4g", x->mem_fraction);
 }
 
+/* The settings the gateway reads beyond those its line names: the plan command's preset files
+ * (--presets FILE, in order) and every key libra serve reads whose value is not the default, so
+ * that the gateway decides on the experiment that was planned. */
+static void serve_settings(struct strbuf *b, const struct export_ctx *x, const char *sep,
+                           void (*word)(struct strbuf *, const char *))
+{
+    static const char *const named[] = {"cluster.hardware", "model.name", "cluster.gpus",
+                                        "sched.buckets"};
+    for (int i = 0; i < x->argc; i++) {
+        const char *file = NULL;
+        if (strcmp(x->argv[i], "--presets") == 0 && i + 1 < x->argc)
+            file = x->argv[++i];
+        else if (strncmp(x->argv[i], "--presets=", 10) == 0)
+            file = x->argv[i] + 10;
+        if (file) {
+            strbuf_printf(b, "%s--presets ", sep);
+            word(b, file);
+        }
+    }
+    struct libra_config defaults;
+    spec_config_defaults(&defaults);
+    size_t n;
+    const struct spec_field *f = spec_config_fields(&n);
+    for (size_t i = 0; i < n; i++) {
+        bool skip = !(f[i].readers & SPEC_READ_SERVE);
+        for (size_t k = 0; k < sizeof named / sizeof *named && !skip; k++)
+            skip = strcmp(f[i].key, named[k]) == 0;
+        char *value = skip ? NULL : spec_field_text(&f[i], x->cfg);
+        char *def = skip ? NULL : spec_field_text(&f[i], &defaults);
+        if (value && strcmp(value, def) != 0) {
+            struct strbuf set = {0};
+            strbuf_printf(&set, "%s=%s", f[i].key, value);
+            strbuf_printf(b, "%s--set ", sep);
+            word(b, set.data ? set.data : "");
+            strbuf_free(&set);
+        }
+        free(value);
+        free(def);
+    }
+}
+
 void export_serve_args(struct strbuf *b, const struct export_ctx *x, const char *listen,
                        const char *sep, bool shell,
                        void (*url)(struct strbuf *b, const struct plan_export_group *g))
@@ -283,6 +324,7 @@ void export_serve_args(struct strbuf *b, const struct export_ctx *x, const char 
     size_t n = (size_t)snprintf(buckets, sizeof buckets, "sched.buckets=");
     spec_bucket_format(&layout, buckets + n, sizeof buckets - n);
     word(b, buckets);
+    serve_settings(b, x, sep, word);
     for (int i = 0; i < x->layout.n_engines; i++) {
         const struct plan_export_group *g = &x->layout.group[i];
         strbuf_printf(b, "%s--engine ", sep);
@@ -345,6 +387,8 @@ int plan_export(enum plan_export_format f, const struct plan_export_input *in, c
         .format = f,
         .plan = r,
         .cfg = in->cfg,
+        .argc = in->argc,
+        .argv = in->argv,
         .mem_fraction = r->rollout_mem_util > 0.0 ? r->rollout_mem_util : PLAN_EXPORT_MEM_FRACTION,
     };
     spec_config_digest_hex(in->cfg, x.digest);

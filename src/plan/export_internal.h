@@ -18,6 +18,8 @@ struct export_ctx {
     enum plan_export_format format;
     const struct plan_result *plan;
     const struct libra_config *cfg;
+    int argc; /* the command's words after "libra" (plan_export_input) */
+    char *const *argv;
     char *command; /* "libra plan ...", its words shell-quoted, valid UTF-8 (a byte that is not
                       becomes '?'); owned */
     struct plan_export_layout layout;

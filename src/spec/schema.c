@@ -15,6 +15,8 @@
 
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/json.h"
+#include "util/strbuf.h"
 
 static void *at(void *base, const struct spec_field *f)
 {
@@ -480,6 +482,24 @@ json_t *spec_field_get(const struct spec_field *f, const void *base)
         return split_commas(p);
     }
     return json_null();
+}
+
+char *spec_field_text(const struct spec_field *f, const void *base)
+{
+    json_t *v = spec_field_get(f, base);
+    struct strbuf b = {0};
+    if (json_is_string(v)) {
+        strbuf_puts(&b, json_string_value(v));
+    } else if (json_is_array(v)) {
+        for (size_t i = 0; i < json_array_size(v); i++)
+            strbuf_printf(&b, "%s%s", i ? "," : "", json_string_value(json_array_get(v, i)));
+    } else {
+        char *num = ujson_dump(v, false);
+        strbuf_puts(&b, num);
+        free(num);
+    }
+    json_decref(v);
+    return strbuf_detach(&b);
 }
 
 /* Appends "/key" to path as a JSON Pointer component ('~' → "~0", '/' → "~1"). */

@@ -125,6 +125,10 @@ json_t *spec_field_parse_text(const struct spec_field *f, const char *text, char
 /* The value of the row in base as JSON (a new reference). */
 json_t *spec_field_get(const struct spec_field *f, const void *base);
 
+/* The value of the row in base as a command line gives it (what spec_field_parse_text reads
+ * back to the same value): "48", "true", "cmlfq", "colocated,libra". Malloc'd. */
+char *spec_field_text(const struct spec_field *f, const void *base);
+
 /*
  * Reads the members of the JSON object obj, found at path in doc, into base: member KEY is the
  * row prefix + KEY. Unknown keys (with a suggestion), wrong types and bad values fail with err

@@ -240,6 +240,39 @@ def test_engine_script_starts_the_planned_fleet(engine, plan, stubs, tmp_path):
         assert all(",tp=" in w for w in call.args if w.startswith("http://"))
 
 
+def test_the_gateway_decides_on_the_planned_experiment(stubs, tmp_path):
+    """The gateway's line carries the plan command's preset files and every key libra serve
+    reads that the experiment sets, and libra serve takes them: a gateway on another hardware
+    preset or router than the plan's would decide on another experiment."""
+    base = next(h for h in json.loads(run("presets", "--json").stdout)["hardware"]
+                if h["name"] == "a800-80g")
+    del base["origin"]
+    base["name"] = "lab-a800"
+    presets = tmp_path / "lab presets.json"  # a word the script must quote
+    presets.write_text(json.dumps({"schema": "libra.presets/1", "hardware": [base]}))
+    args = ["--presets", str(presets), "--hardware", "lab-a800", "--set",
+            "sched.policy=load_balance", "--set", "rl.max_staleness=6", "--batch", "64"]
+    r = run_script(export("sglang", args), ["serve"], stubs, tmp_path,
+                   LIBRA_HOSTS=" ".join(f"node-{k}" for k in range(6)))
+    assert r.returncode == 0, r.stderr
+    (call,) = take_calls(stubs[1])
+    words = call.args[1:]
+    settings = {words[i + 1] for i, w in enumerate(words) if w == "--set"}
+    assert words[words.index("--presets") + 1] == str(presets), words
+    assert words[words.index("--hardware") + 1] == "lab-a800", words
+    assert {"sched.policy=load_balance", "rl.max_staleness=6",
+            "rl.batch_trajectories=64"} <= settings, settings
+    assert "sim.seed=1" not in settings and not any(s.startswith("rl.steps=") for s in settings)
+    # libra serve takes the line: it resolves the config, then finds no engine (exit 3)
+    line = words[:words.index("--engine")]
+    line[line.index("--listen") + 1] = "127.0.0.1:0"
+    env = dict(os.environ)
+    env.pop("LIBRA_PRESETS", None)
+    r = subprocess.run([LIBRA, "serve", *line, "--engine", "http://127.0.0.1:9,tp=8"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 3, r.stderr
+
+
 @pytest.mark.parametrize("fmt", ["sglang", "vllm", "slurm"])
 def test_scripts_are_posix_sh(fmt, tmp_path):
     script = tmp_path / "export.sh"
