@@ -506,6 +506,14 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f,
     if (seed_flag && f->seed_list.n)
         return cli_usage_error(cc->cmd, "%s and --seed-list both set the seeds", seed_flag);
     size_t n_seeds = f->seed_list.n ? f->seed_list.n : f->n_seeds ? (size_t)f->n_seeds : 1;
+    bool traces_swept = false;
+    for (size_t k = 0; k < f->keys.n; k++)
+        traces_swept |= strcmp(f->keys.v[k].key, "workload.trace") == 0;
+    if (n_seeds > 1 && base->workload.trace[0] && !traces_swept)
+        return cli_usage_error(cc->cmd,
+                               "%s: a trace's runs replay its recorded trajectories whatever the "
+                               "seed, so its seeds would be one run",
+                               f->seed_list.n ? "--seed-list" : "--seeds");
     size_t runs = n_seeds; /* counted without overflow: every cell's config is made at once */
     for (size_t k = 0; k < f->keys.n; k++) {
         if (f->keys.v[k].n > SWEEP_RUNS_MAX / runs)

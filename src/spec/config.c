@@ -741,6 +741,11 @@ static const struct spec_dependent dependents[] = {
     {"plan.sample_seed", sample_drawn,
      "generated trajectories (workload.trace unset: a trace's own batches are its sample)", 0, NULL,
      NULL},
+    /* libra load's token ids and route eval's placebo order take the seed with a trace too */
+    {"sim.seed", sample_drawn,
+     "generated trajectories (workload.trace unset: a trace's runs replay its recorded "
+     "trajectories whatever the seed)",
+     SPEC_READ_SIM | SPEC_READ_PLAN, NULL, NULL},
     {"sim.tune_steps", tuning_on,
      "colocated in sim.modes with sim.colocated_tp 0, or async with sim.async_tp or "
      "sim.async_train_gpus 0",

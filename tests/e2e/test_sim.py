@@ -369,7 +369,8 @@ def test_a_trace_whose_groups_are_not_rl_samples_is_refused():
     p = subprocess.run([LIBRA, "load", "--engines", "http://127.0.0.1:9", "--trace", source],
                        capture_output=True, text=True)
     assert p.returncode == 2 and p.stderr == f"libra: load: {want}\n", p.stderr
-    p = sim("--trace", source, "--steps", "2", "--seeds", "2", "--json", check=False)
+    p = sim("--trace", source, "--steps", "2", "--sweep", "rl.max_staleness=4,5", "--json",
+            check=False)
     assert p.returncode == 2, p.stderr
     cells = json.loads(p.stdout)["cells"]
     assert [c["error"]["message"] for c in cells] == [want, want]

@@ -253,3 +253,28 @@ def test_short_runs_are_flagged():
                             "they mostly show how the pipeline starts; run 11 steps or more for "
                             "steady-state rates\n")
     assert "the rates cover" not in sim("--steps", "12", "--set", "sim.tune_steps=2").stderr
+
+
+def test_a_trace_takes_no_seeds(tmp_path):
+    """A trace's runs replay its recorded trajectories: sim.seed changes nothing in libra sim or
+    libra plan there (each run's JSON differed in the seeds it names alone), so a seed or seeds
+    given with one are refused; a file's seed is taken, as route eval and load read it."""
+    trace = str(tmp_path / "t.jsonl")
+    gen = subprocess.run([LIBRA, "trace", "gen", "r2e-gym", "--steps", "3", "--batch", "8",
+                          "--seed", "1", "-o", trace], capture_output=True, text=True)
+    assert gen.returncode == 0, gen.stderr
+    shape = ["--trace", trace, "--batch", "8", "--gpus", "16", "--model", "qwen3-4b"]
+    why = ("sim.seed=7 has no effect without generated trajectories (workload.trace unset: a "
+           "trace's runs replay its recorded trajectories whatever the seed)\n")
+    for command in ("sim", "plan"):
+        p = subprocess.run([LIBRA, command, *shape, "--seed", "7"], capture_output=True,
+                           text=True)
+        assert p.returncode == 2 and p.stderr == f"libra: --seed: {why}", p.stderr
+    for seeds, flag in ((["--seeds", "2"], "--seeds"), (["--seed-list", "1,7"], "--seed-list")):
+        p = sim(*shape, "--steps", "3", *seeds, check=False)
+        assert p.returncode == 2 and p.stderr.startswith(
+            f"libra: sim: {flag}: a trace's runs replay its recorded trajectories whatever the "
+            "seed"), p.stderr
+    config = tmp_path / "x.json"
+    config.write_text(json.dumps({"sim": {"seed": 7}}))
+    assert sim(str(config), *shape, "--steps", "3").returncode == 0
