@@ -539,7 +539,7 @@ def test_bad_experiment_files(tmp_path):
          "rl.max_staleness: 1 is below rl.sync_interval - 1"),
         ({"sim": {"modes": ["rollout"]}}, 2, "sched.buckets: the rollout layout needs a fleet"),
         ({"sim": {"modes": ["rollout"]}, "sched": {"buckets": "tp8x9:1000"}}, 2,
-         "do not fit"),
+         "sched.buckets: the fleet takes 72 of 48 GPUs"),
     ]
     for i, (cfg, code, msg) in enumerate(cases):
         path = write(tmp_path, f"bad{i}.json", cfg)
