@@ -578,6 +578,12 @@ int sim_input_check(const struct sim_input *in, struct libra_error *err)
 {
     size_t samples = (size_t)in->cfg->rl.samples;
     int64_t group = in->trace ? in->trace->group_size : 0;
+    int64_t most = (int64_t)spec_config_field("rl.samples")->max;
+    if (group > most)
+        return error_set(err, in->cfg->workload.trace, 1, 1,
+                         "the trace's GRPO groups are %lld trajectories (its header's group_size), "
+                         "more than rl.samples can be (%lld): its groups cannot be trained",
+                         (long long)group, (long long)most);
     if (group > 0 && group != in->cfg->rl.samples) /* its groups would be cut across prompts */
         return error_set(err, in->cfg->workload.trace, 1, 1,
                          "the trace's GRPO groups are %lld trajectories (its header's group_size), "

@@ -379,6 +379,25 @@ def test_a_trace_whose_groups_are_not_rl_samples_is_refused():
     assert p.returncode == 0, p.stderr
 
 
+def test_a_trace_whose_groups_no_rl_samples_can_be_is_refused(tmp_path):
+    """A header's group_size past rl.samples' range cannot be trained: the advice to set
+    rl.samples to it (2^63 - 1) named a value rl.samples refuses."""
+    source = os.path.join(SOURCE_DIR, "tests", "data", "trace", "small.jsonl")
+    with open(source, encoding="utf-8") as f:
+        header, *records = f.read().splitlines()
+    doc = json.loads(header)
+    doc["group_size"] = 2**63 - 1
+    path = tmp_path / "t.jsonl"
+    path.write_text("\n".join([json.dumps(doc), *records]) + "\n", encoding="utf-8")
+    for command in ("sim", "plan"):
+        p = subprocess.run([LIBRA, command, "--trace", str(path)], capture_output=True,
+                           text=True)
+        assert p.returncode == 2 and p.stderr == (
+            f"libra: {command}: {path}:1:1: the trace's GRPO groups are {2**63 - 1} "
+            "trajectories (its header's group_size), more than rl.samples can be (1024): its "
+            "groups cannot be trained\n"), p.stderr
+
+
 def test_dynamic_sampling_that_drops_every_group_is_an_error(tmp_path):
     """Dynamic sampling replaces every group whose rewards are all equal: with groups of one
     sample, or a trace whose groups all have equal rewards, every group is dropped and a run
