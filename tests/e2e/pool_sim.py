@@ -47,6 +47,9 @@ def drift_experiment(tmp_path, seed):
 def simulated(experiment, rule):
     """`libra sim`'s libra mode with the pool: its JSON, the requests its pool made as (op,
     the step whose end asked) and the hybrids each step trained with."""
+    # the simulator replays the trace whatever the seed, and refuses one; load's token ids take it
+    seed = experiment.index("--seed")
+    experiment = experiment[:seed] + experiment[seed + 2:]
     p = subprocess.run([LIBRA, "sim", *experiment, "--set", "ehp.signal=" + rule, "--set",
                         "sim.modes=libra", "--set", "ehp.enabled=true", "--json"],
                        capture_output=True, text=True, timeout=120)
