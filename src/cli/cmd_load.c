@@ -200,7 +200,7 @@ static int trainer_model_init(struct trainer_model *m, const struct sim_input *i
         return -1;
     }
     if (pool && (m->lay.n_hybrid == 0 ||
-                 ehp_lend_layout(&m->lay.train, 0, &m->st, &m->shape, in->hw, &m->lend) != 0 ||
+                 ehp_lend_layout(&m->lay.train, &m->st, &m->shape, in->hw, &m->lend) != 0 ||
                  !m->lend.can_lend)) {
         snprintf(why, size,
                  "--trainer: the experiment's training layout has no replica to lend (%s)",

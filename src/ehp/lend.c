@@ -12,32 +12,39 @@
 #include "cost/lifecycle.h"
 #include "plan/train.h"
 
-int ehp_lend_layout(const struct plan_train_layout *l, int hsdp_shard_ranks,
-                    const struct plan_settings *st, const struct cost_shape *s,
-                    const struct spec_hardware *hw, struct ehp_lend *out)
+int ehp_replica_ranks(const struct plan_train_layout *l)
+{
+    return l->fsdp && l->shard_dp > 0 ? l->shard_dp : 1;
+}
+
+int ehp_lend_layout(const struct plan_train_layout *l, const struct plan_settings *st,
+                    const struct cost_shape *s, const struct spec_hardware *hw,
+                    struct ehp_lend *out)
 {
     memset(out, 0, sizeof *out);
+    int shard_group = l->shard_dp;
     if (l->tp < 1 || l->pp < 1 || l->cp < 1 || l->dp < 1 || l->budget_tokens < 1 ||
-        hsdp_shard_ranks < 0 || (hsdp_shard_ranks > 0 && !l->fsdp))
+        shard_group < 0 || (shard_group > 0 && !l->fsdp))
         return LIBRA_EINVAL;
-    bool hsdp = hsdp_shard_ranks > 0;
+    bool hsdp = shard_group > 0;
     struct cost_train_config core, hybrid;
     plan_train_config(l, st, &core);
-    if (hsdp && l->dp % hsdp_shard_ranks == 0)
-        core.dp = hsdp_shard_ranks; /* memory: the core shards inside its groups too */
+    core.shard_dp = 0; /* memory: a group's ranks as the whole of DP, as a hybrid's */
+    if (hsdp && l->dp % shard_group == 0)
+        core.dp = shard_group; /* the core shards inside its groups too */
     if (cost_train_memory(s, hw, &st->train, &core, &out->core_memory) != 0)
         return LIBRA_EINVAL;
     if (l->fsdp && !hsdp) {
         out->why = EHP_LEND_FULL_SHARD;
         return 0;
     }
-    if (hsdp && l->dp % hsdp_shard_ranks != 0) {
+    if (hsdp && l->dp % shard_group != 0) {
         out->why = EHP_LEND_SHARD_GROUP;
         return 0;
     }
 
-    out->dp_ranks = hsdp ? hsdp_shard_ranks : 1;
-    out->shards = (hsdp ? hsdp_shard_ranks : l->tp * l->pp) * l->cp;
+    out->dp_ranks = hsdp ? shard_group : 1;
+    out->shards = (hsdp ? shard_group : l->tp * l->pp) * l->cp;
     out->replica_gpus = out->dp_ranks * l->tp * l->pp * l->cp;
     out->core_replicas = l->dp / out->dp_ranks;
     hybrid = core;

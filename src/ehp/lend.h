@@ -73,15 +73,19 @@ struct ehp_lend {
 
 /*
  * Describes a replica of layout l with settings st (trainer passes, cost constants) for model
- * shape s on hardware hw; hsdp_shard_ranks is the HSDP shard group (DP ranks) of an FSDP
- * layout, 0 for plain FSDP or a Megatron layout. Returns 0 with out->can_lend saying whether
- * it can lend and out->why why not (every field that exists is filled either way; times are 0
- * without a replica); LIBRA_EINVAL when l is inconsistent (a size below 1, a TP that does not
- * divide the heads), or hsdp_shard_ranks is negative or given for a non-FSDP layout.
+ * shape s on hardware hw: an HSDP layout (l->shard_dp) lends a shard group, plain FSDP nothing,
+ * a Megatron layout a DP rank's replica. Returns 0 with out->can_lend saying whether it can lend
+ * and out->why why not (every field that exists is filled either way; times are 0 without a
+ * replica); LIBRA_EINVAL when l is inconsistent (a size below 1, a TP that does not divide the
+ * heads, a negative shard group or one on a non-FSDP layout).
  */
-int ehp_lend_layout(const struct plan_train_layout *l, int hsdp_shard_ranks,
-                    const struct plan_settings *st, const struct cost_shape *s,
-                    const struct spec_hardware *hw, struct ehp_lend *out);
+int ehp_lend_layout(const struct plan_train_layout *l, const struct plan_settings *st,
+                    const struct cost_shape *s, const struct spec_hardware *hw,
+                    struct ehp_lend *out);
+
+/* The DP ranks of one replica of l, the unit the pool lends: an HSDP layout's shard group, else
+ * one (l's DP replicas are l->dp / this). */
+int ehp_replica_ranks(const struct plan_train_layout *l);
 
 /* One training step with some hybrid replicas training beside the core. */
 struct ehp_step_cost {

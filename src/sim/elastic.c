@@ -190,7 +190,7 @@ int sim_elastic_init(struct sim *s)
     const struct sim_layout *l = s->lay;
     struct sim_elastic *e = xcalloc(1, sizeof *e);
     s->elastic = e;
-    if (ehp_lend_layout(&l->train, 0, &s->st, &s->shape, s->in->hw, &e->lend) != 0 ||
+    if (ehp_lend_layout(&l->train, &s->st, &s->shape, s->in->hw, &e->lend) != 0 ||
         !e->lend.can_lend || e->lend.replica_gpus != l->replica_gpus)
         return sim_fail(s, LIBRA_EINTERNAL, "internal: the layout's hybrid replicas cannot lend");
     int nh = l->n_hybrid, r = l->replica_gpus;
@@ -208,7 +208,7 @@ int sim_elastic_init(struct sim *s)
     struct ehp_pool_config c = {.gpus = s->cfg->cluster.gpus,
                                 .gpus_per_node = s->cfg->cluster.gpus_per_node,
                                 .replica_gpus = r,
-                                .core_replicas = l->train.dp,
+                                .core_replicas = l->train.dp / ehp_replica_ranks(&l->train),
                                 .core_gpu = e->core_gpu,
                                 .hybrid_replicas = nh,
                                 .hybrid_gpu = e->hybrid_gpu,

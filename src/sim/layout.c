@@ -343,7 +343,7 @@ static bool lendable(struct plan_train *t, const struct plan_settings *st,
         *why = "the core needs every training replica to hold the model state";
         return false;
     }
-    if (ehp_lend_layout(&cl, 0, st, sh, hw, &lend) != 0 || !lend.can_lend) {
+    if (ehp_lend_layout(&cl, st, sh, hw, &lend) != 0 || !lend.can_lend) {
         *why = whys[lend.why == EHP_LEND_OK ? EHP_LEND_MEMORY : lend.why];
         return false;
     }
@@ -414,12 +414,13 @@ void sim_buckets_serve(struct spec_bucket_layout *b, int tp)
     last->n_tp++;
 }
 
-/* Gives l n_hybrid hybrid replicas beyond its core of `core` replicas, each serving rollout
- * as instances of hybrid_tp on its GPUs. */
+/* Gives l hybrid replicas beyond its core of `core` DP ranks, each serving rollout as instances
+ * of hybrid_tp on its GPUs. */
 static void add_hybrids(struct sim_layout *l, int core)
 {
-    int n_hybrid = l->train.dp - core, tp = hybrid_tp(l), per = l->replica_gpus / tp;
-    int first = core * l->replica_gpus;
+    int ranks = ehp_replica_ranks(&l->train);
+    int n_hybrid = (l->train.dp - core) / ranks, tp = hybrid_tp(l), per = l->replica_gpus / tp;
+    int first = core / ranks * l->replica_gpus;
     l->inst =
         xreallocarray(l->inst, (size_t)l->n_inst + (size_t)n_hybrid * (size_t)per, sizeof *l->inst);
     for (int h = 0; h < n_hybrid; h++)
@@ -471,7 +472,7 @@ static void pool_split(const struct sim_input *in, const struct plan_lengths *sm
         }
     }
     plan_train_free(&t);
-    l->replica_gpus = l->train.tp * l->train.pp * l->train.cp;
+    l->replica_gpus = ehp_replica_ranks(&l->train) * l->train.tp * l->train.pp * l->train.cp;
     if (core < l->train.dp)
         add_hybrids(l, core);
 }

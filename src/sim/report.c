@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ehp/lend.h"
 #include "sim/internal.h"
 #include "util/alloc.h"
 #include "util/json.h"
@@ -60,9 +61,10 @@ static json_t *layout_json(const struct sim_layout *l, int gpus)
     json_object_set_new(o, "colocated", json_boolean(colocated));
     if (l->pool)
         json_object_set_new(o, "pool",
-                            json_pack("{s:i,s:i,s:i,s:s}", "core_replicas", l->train.dp,
-                                      "hybrid_replicas", l->n_hybrid, "replica_gpus",
-                                      l->replica_gpus, "note", l->pool_note));
+                            json_pack("{s:i,s:i,s:i,s:s}", "core_replicas",
+                                      l->train.dp / ehp_replica_ranks(&l->train), "hybrid_replicas",
+                                      l->n_hybrid, "replica_gpus", l->replica_gpus, "note",
+                                      l->pool_note));
     if (l->n_train > 0) {
         json_t *t = json_pack("{s:i,s:i,s:i,s:i,s:i,s:b,s:b}", "tp", l->train.tp, "pp", l->train.pp,
                               "cp", l->train.cp, "dp", l->train.dp, "micro_batch_tokens_per_gpu",
@@ -409,8 +411,9 @@ static void pool_text(struct strbuf *b, const struct sim_mode_result *mr)
                   "(%d trained, %d cancelled, %d failed), %d returns; mean GPUs training %.1f, "
                   "in rollout %.1f\n",
                   sim_mode_name(l->mode), l->n_hybrid, l->n_hybrid == 1 ? "" : "s", l->replica_gpus,
-                  l->train.dp, r->pool.joins, r->pool.activated, r->pool.cancelled, r->pool.failed,
-                  r->pool.returned, n ? train / n : 0, n ? roll / n : 0);
+                  l->train.dp / ehp_replica_ranks(&l->train), r->pool.joins, r->pool.activated,
+                  r->pool.cancelled, r->pool.failed, r->pool.returned, n ? train / n : 0,
+                  n ? roll / n : 0);
 }
 
 /* Online replanning's line: evaluations by trigger, and each accepted replan. */

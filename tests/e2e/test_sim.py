@@ -617,3 +617,22 @@ def test_a_trajectory_timeout_stops_and_masks_the_slow_ones():
                         "plan.verify_candidates=0"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and "trajectory timeout 60 s: the verification's simulations" in (
         p.stdout)
+
+
+def test_the_pool_lends_an_hsdp_layouts_shard_groups():
+    """An HSDP layout holds a whole copy of the state in each shard group: the pool lends the
+    planner's HSDP layout as it is, a group a replica (it had judged it plain FSDP, said
+    "FSDP shards the whole state over every replica" and swapped in a Megatron layout)."""
+    doc = json.loads(sim("--model", "qwen3-4b", "--set", "plan.fsdp=search", "--set",
+                         "sim.modes=libra", "--set", "ehp.enabled=true", "--set",
+                         "plan.verify_candidates=0", "--steps", "40", "--json").stdout)
+    libra = doc["modes"]["libra"]
+    layout, pool = libra["layout"], libra["layout"]["pool"]
+    assert layout["train"]["fsdp"] and layout["train"]["shard_dp"] == 2, layout
+    group = layout["train"]["shard_dp"] * layout["train"]["tp"] * layout["train"]["cp"]
+    assert pool["note"] == "" and pool["replica_gpus"] == group, pool
+    assert layout["train"]["dp"] == pool["core_replicas"] * layout["train"]["shard_dp"]
+    assert layout["train_gpus"] == pool["core_replicas"] * group
+    trained = {s["pool"]["train_gpus"] for s in libra["steps"]}
+    assert max(trained) > layout["train_gpus"], trained  # a lent group trained
+    assert all((g - layout["train_gpus"]) % group == 0 for g in trained), trained

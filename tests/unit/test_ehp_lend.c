@@ -23,7 +23,7 @@ static void test_megatron_replica(void **state)
 {
     struct plan_train_layout l = megatron(8, 1, 4);
     struct ehp_lend e;
-    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &shape, hw, &e), 0);
+    assert_int_equal(ehp_lend_layout(&l, &settings, &shape, hw, &e), 0);
     assert_true(e.can_lend);
     assert_int_equal(e.why, EHP_LEND_OK);
     assert_int_equal(e.replica_gpus, 8);
@@ -59,7 +59,7 @@ static void test_context_parallel_replica_splits_its_state(void **state)
     struct plan_train_layout l = megatron(4, 1, 3);
     l.cp = 2;
     struct ehp_lend e;
-    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &shape, hw, &e), 0);
+    assert_int_equal(ehp_lend_layout(&l, &settings, &shape, hw, &e), 0);
     assert_int_equal(e.replica_gpus, 8);
     assert_int_equal(e.shards, 8);
     double params_gpu = shape.params_total / 4;
@@ -75,7 +75,7 @@ static void test_full_state_may_not_fit(void **state)
 {
     struct plan_train_layout l = megatron(2, 1, 16);
     struct ehp_lend e;
-    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &shape, hw, &e), 0);
+    assert_int_equal(ehp_lend_layout(&l, &settings, &shape, hw, &e), 0);
     assert_true(e.core_memory.fits);
     assert_false(e.memory.fits);
     assert_false(e.can_lend);
@@ -96,17 +96,19 @@ static void test_fsdp_lends_only_as_hsdp(void **state)
                                   .recompute = true,
                                   .fsdp = true};
     struct ehp_lend e;
-    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &shape, hw, &e), 0);
+    assert_int_equal(ehp_lend_layout(&l, &settings, &shape, hw, &e), 0);
     assert_false(e.can_lend);
     assert_int_equal(e.why, EHP_LEND_FULL_SHARD);
     assert_int_equal(e.replica_gpus, 0);
     assert_true(e.core_memory.fits);
 
-    assert_int_equal(ehp_lend_layout(&l, 3, &settings, &shape, hw, &e), 0);
+    l.shard_dp = 3;
+    assert_int_equal(ehp_lend_layout(&l, &settings, &shape, hw, &e), 0);
     assert_int_equal(e.why, EHP_LEND_SHARD_GROUP);
     assert_false(e.can_lend);
 
-    assert_int_equal(ehp_lend_layout(&l, 8, &settings, &shape, hw, &e), 0);
+    l.shard_dp = 8;
+    assert_int_equal(ehp_lend_layout(&l, &settings, &shape, hw, &e), 0);
     assert_true(e.can_lend);
     assert_int_equal(e.replica_gpus, 8);
     assert_int_equal(e.shards, 8);
@@ -118,12 +120,15 @@ static void test_fsdp_lends_only_as_hsdp(void **state)
 
     /* an HSDP group on a Megatron layout, or a negative one, is an error */
     struct plan_train_layout m = megatron(8, 1, 4);
-    assert_int_equal(ehp_lend_layout(&m, 2, &settings, &shape, hw, &e), LIBRA_EINVAL);
-    assert_int_equal(ehp_lend_layout(&l, -1, &settings, &shape, hw, &e), LIBRA_EINVAL);
+    m.shard_dp = 2;
+    assert_int_equal(ehp_lend_layout(&m, &settings, &shape, hw, &e), LIBRA_EINVAL);
+    l.shard_dp = -1;
+    assert_int_equal(ehp_lend_layout(&l, &settings, &shape, hw, &e), LIBRA_EINVAL);
+    m.shard_dp = 0;
     m.dp = 0;
-    assert_int_equal(ehp_lend_layout(&m, 0, &settings, &shape, hw, &e), LIBRA_EINVAL);
+    assert_int_equal(ehp_lend_layout(&m, &settings, &shape, hw, &e), LIBRA_EINVAL);
     m = megatron(3, 1, 4); /* 40 heads: TP3 does not divide them */
-    assert_int_equal(ehp_lend_layout(&m, 0, &settings, &shape, hw, &e), LIBRA_EINVAL);
+    assert_int_equal(ehp_lend_layout(&m, &settings, &shape, hw, &e), LIBRA_EINVAL);
 }
 
 /* A replica is the unit of elasticity and sits on one host. */
@@ -131,7 +136,7 @@ static void test_replica_fits_a_node(void **state)
 {
     struct plan_train_layout l = megatron(8, 2, 2);
     struct ehp_lend e;
-    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &shape, hw, &e), 0);
+    assert_int_equal(ehp_lend_layout(&l, &settings, &shape, hw, &e), 0);
     assert_int_equal(e.replica_gpus, 16);
     assert_int_equal(e.why, EHP_LEND_NODE);
     assert_false(e.can_lend);
@@ -146,11 +151,11 @@ static void test_replica_holds_whole_expert_groups(void **state)
     struct plan_train_layout l = megatron(8, 1, 4);
     l.ep = 8;
     struct ehp_lend e;
-    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &moe, hw, &e), 0);
+    assert_int_equal(ehp_lend_layout(&l, &settings, &moe, hw, &e), 0);
     assert_true(e.why != EHP_LEND_EXPERTS);
     l = megatron(2, 1, 16);
     l.ep = 8;
-    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &moe, hw, &e), 0);
+    assert_int_equal(ehp_lend_layout(&l, &settings, &moe, hw, &e), 0);
     assert_int_equal(e.why, EHP_LEND_EXPERTS);
     assert_false(e.can_lend);
 }
@@ -170,7 +175,7 @@ static struct plan_train_layout lendable(struct ehp_lend *e, struct cost_train_c
                                          struct cost_train_seqs *q, size_t n)
 {
     struct plan_train_layout l = megatron(8, 1, 4);
-    assert_int_equal(ehp_lend_layout(&l, 0, &settings, &shape, hw, e), 0);
+    assert_int_equal(ehp_lend_layout(&l, &settings, &shape, hw, e), 0);
     plan_train_config(&l, &settings, c);
     seqs_of(q, n);
     return l;
