@@ -449,6 +449,20 @@ static int check_pinned_tp(const char *key, int tp, int gpn, struct libra_error 
                      tp, gpn);
 }
 
+/* A layout pinned by keys: its fleet of one TP on the GPUs after the first_gpu training ones
+ * holds an instance. */
+static int check_pinned_fleet(const struct libra_config *cfg, const char *keys, int first_gpu,
+                              struct libra_error *err)
+{
+    const struct spec_sim_config *sc = &cfg->sim;
+    struct sim_layout l = {0};
+    int rc = sim_homogeneous(cfg, &l, first_gpu, first_gpu ? sc->async_tp : sc->colocated_tp, err);
+    sim_layout_free(&l);
+    if (rc)
+        error_prefix(err, keys);
+    return rc;
+}
+
 /* A step that key names (-1: none) is one of the run's. */
 static int check_step(const char *key, int64_t step, int steps, struct libra_error *err)
 {
@@ -487,6 +501,11 @@ int sim_config_check(const struct libra_config *cfg, struct libra_error *err)
         return error_set(err, NULL, 0, 0,
                          "sim.async_train_gpus: %d of %d GPUs leaves none to roll out",
                          sc->async_train_gpus, cfg->cluster.gpus);
+    if ((colocated && sc->colocated_tp && check_pinned_fleet(cfg, "sim.colocated_tp", 0, err)) ||
+        (async && sc->async_tp && sc->async_train_gpus &&
+         check_pinned_fleet(cfg, "sim.async_tp with sim.async_train_gpus", sc->async_train_gpus,
+                            err)))
+        return LIBRA_EINVAL;
     int64_t first, last;
     if (spec_timeline_steps_parse(sc->timeline_steps, &first, &last, err) != 0) {
         error_prefix(err, "sim.timeline_steps");

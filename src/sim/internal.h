@@ -716,6 +716,10 @@ int sim_layout_libra(const struct sim_input *in, const struct plan_lengths *sm, 
                      struct sim_layout *l, struct libra_error *err);
 int sim_layout_rollout(const struct sim_input *in, const struct plan_lengths *sm, int n_train,
                        int tp, struct sim_layout *l, struct libra_error *err);
+/* A fleet of instances of one TP over GPUs [first_gpu, gpus) of cfg's cluster into l, one bucket
+ * of them, placed: refused when tp is not a size a node takes or no instance fits. */
+int sim_homogeneous(const struct libra_config *cfg, struct sim_layout *l, int first_gpu, int tp,
+                    struct libra_error *err);
 /* The fleet sched.buckets gives mode m (the rollout mode; libra's without the planner) into l:
  * its buckets, instances and training GPUs (those the fleet leaves; none without training), the
  * instances placed on the GPUs after them. Refused when the buckets give no instance counts, or

@@ -176,13 +176,15 @@ static int pack(const struct libra_config *cfg, struct sim_layout *l, int first_
     return rc;
 }
 
-/* A fleet of instances of one TP over GPUs [first_gpu, gpus), one bucket. */
-static int homogeneous(const struct sim_input *in, struct sim_layout *l, int first_gpu, int tp,
-                       struct libra_error *err)
+int sim_homogeneous(const struct libra_config *cfg, struct sim_layout *l, int first_gpu, int tp,
+                    struct libra_error *err)
 {
-    int gpus = in->cfg->cluster.gpus;
-    if (tp < 1 || tp > 8 || (tp & (tp - 1)) || tp > in->cfg->cluster.gpus_per_node)
+    int gpus = cfg->cluster.gpus;
+    if (tp < 1 || tp > 8 || (tp & (tp - 1)) || tp > cfg->cluster.gpus_per_node)
         return error_set(err, NULL, 0, 0, "rollout TP %d: must be 1, 2, 4 or 8 and fit a node", tp);
+    if (gpus - first_gpu < tp)
+        return error_set(err, NULL, 0, 0, "no TP%d instance fits the %d GPU%s left for rollout", tp,
+                         gpus - first_gpu, gpus - first_gpu == 1 ? "" : "s");
     l->n_inst = (gpus - first_gpu) / tp;
     l->inst = xcalloc((size_t)(l->n_inst ? l->n_inst : 1), sizeof *l->inst);
     for (int i = 0; i < l->n_inst; i++)
@@ -191,7 +193,7 @@ static int homogeneous(const struct sim_input *in, struct sim_layout *l, int fir
     l->buckets.bucket[0] = (struct spec_bucket){
         .max_tokens = SPEC_BUCKET_TOKENS_MAX, .n_tp = 1, .tp = {tp}, .instances = {l->n_inst}};
     l->policy = SCHED_LOAD_BALANCE;
-    return pack(in->cfg, l, first_gpu, err);
+    return pack(cfg, l, first_gpu, err);
 }
 
 int sim_layout_assign_buckets(struct sim_layout *l, struct libra_error *err)
@@ -276,7 +278,7 @@ int sim_layout_colocated(const struct sim_input *in, const struct plan_lengths *
     double train_s;
     l->n_train = in->cfg->cluster.gpus;
     int rc = best_train(in, sm, l->n_train, &l->train, &train_s, err);
-    return rc ? rc : homogeneous(in, l, 0, tp, err);
+    return rc ? rc : sim_homogeneous(in->cfg, l, 0, tp, err);
 }
 
 int sim_layout_async(const struct sim_input *in, const struct plan_lengths *sm, int n_train, int tp,
@@ -289,7 +291,7 @@ int sim_layout_async(const struct sim_input *in, const struct plan_lengths *sm, 
     double train_s;
     l->n_train = n_train;
     int rc = best_train(in, sm, n_train, &l->train, &train_s, err);
-    return rc ? rc : homogeneous(in, l, n_train, tp, err);
+    return rc ? rc : sim_homogeneous(in->cfg, l, n_train, tp, err);
 }
 
 void sim_layout_plan_instances(const struct plan_result *r, struct sim_layout *l)

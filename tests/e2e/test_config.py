@@ -283,6 +283,8 @@ def test_help_lists_every_key():
     (["rl.transport=nccl", "rl.max_staleness=0"], "rl.max_staleness: 0 is below"),
     (["rl.transport=nccl", "sim.async_tp=3"], "sim.async_tp: 3: must be 1, 2, 4 or 8"),
     (["rl.transport=nccl", "sim.async_train_gpus=16"], "sim.async_train_gpus: 16 of 16 GPUs"),
+    (["rl.transport=nccl", "sim.async_tp=8", "sim.async_train_gpus=12"],
+     "sim.async_tp with sim.async_train_gpus: no TP8 instance fits the 4 GPUs left for rollout"),
     (["rl.transport=nccl", "sim.timeline_steps=5:6"], "sim.timeline_steps: step 5 is past"),
     (["rl.transport=nccl", "sim.trace_step=3"], "sim.trace_step: step 3 is past"),
     (["sim.modes=rollout"], "the rollout layout needs a fleet"),  # transport: rollout's inert
