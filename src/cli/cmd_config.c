@@ -48,11 +48,35 @@ static int parse_flags(struct cli_common *cc, int argc, char **argv, int max_arg
     return -1;
 }
 
+/* What the commands refuse of a config beyond its keys' own checks: libra sim's rules before a
+ * run, and the update rules libra load (and plan, route eval with plan.mode async) refuse.
+ * Prints the error against label (the file, or "config" for flags alone); 0 when cfg passes. */
+static int refused(const struct libra_config *cfg, const char *label)
+{
+    struct libra_error err = {0};
+    if (sim_config_check(cfg, &err) != 0) {
+        cli_errorf("%s: %s", label, err.msg);
+        return 1;
+    }
+    /* libra load (and libra plan and route eval with plan.mode async) run the job
+     * asynchronously whatever sim.modes: update rules that only a colocated or rollout run
+     * would take are refused by them */
+    if (spec_rl_async_check(&cfg->rl, "async", &err) != 0) {
+        cli_errorf(
+            "%s: %s (libra load refuses it, as libra plan and route eval do with plan.mode async)",
+            label, err.msg);
+        return 1;
+    }
+    return 0;
+}
+
 static int show(struct cli_common *cc, const char *file)
 {
     struct api_presets p = {0};
     struct libra_config cfg;
     int rc = cli_common_load(cc, file, &p, &cfg);
+    if (rc == 0 && refused(&cfg, file ? file : "config"))
+        rc = LIBRA_EXIT_USAGE; /* its output would be a config the commands refuse */
     if (rc == 0) {
         json_t *doc = spec_config_envelope(SCHEMA, &cfg);
         json_t *sections = spec_config_to_json(&cfg);
@@ -75,20 +99,8 @@ static int check(struct cli_common *cc, const char *file)
     api_presets_free(&p);
     if (rc == LIBRA_EXIT_USAGE)
         return LIBRA_EXIT_NEGATIVE; /* the input is invalid: check's negative result */
-    struct libra_error err = {0};
-    if (rc == 0 && sim_config_check(&cfg, &err) != 0) { /* what libra sim refuses before a run */
-        cli_errorf("%s: %s", file, err.msg);
+    if (rc == 0 && refused(&cfg, file))
         return LIBRA_EXIT_NEGATIVE;
-    }
-    /* libra load (and libra plan and route eval with plan.mode async) run the job
-     * asynchronously whatever sim.modes: update rules that only a colocated or rollout run
-     * would take are refused by them */
-    if (rc == 0 && spec_rl_async_check(&cfg.rl, "async", &err) != 0) {
-        cli_errorf(
-            "%s: %s (libra load refuses it, as libra plan and route eval do with plan.mode async)",
-            file, err.msg);
-        return LIBRA_EXIT_NEGATIVE;
-    }
     if (rc == 0)
         rc = cli_write_output(NULL, "ok\n");
     return rc;

@@ -216,6 +216,15 @@ def test_show_output_is_a_valid_config(tmp_path):
     assert (r.returncode, r.stdout) == (0, "ok\n"), r.stderr
     again = config_show(str(out))
     assert again == json.loads(out.read_text())
+    # a config check refuses is not shown: its output would not be a valid config
+    for args, why in ((["--set", "rl.max_staleness=0"], "libra: config: rl.max_staleness: 0 is "
+                       "below rl.sync_interval - 1"),
+                      (["--gpus", "16", "--set", "sim.async_train_gpus=16"],
+                       "libra: config: sim.async_train_gpus: 16 of 16 GPUs")):
+        refused = tmp_path / "refused.json"
+        r = run("config", "show", *args, "-o", str(refused))
+        assert r.returncode == 2 and r.stderr.startswith(why), r.stderr
+        assert not refused.exists()
 
 
 def test_check_reports_position_and_exits_1(tmp_path):

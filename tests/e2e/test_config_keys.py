@@ -300,12 +300,13 @@ def stop_run(command, *args, key=None):
     """`libra COMMAND ARGS` up to where it has resolved its config: (process, exit if taken).
     ARGS come last, so that their settings win; the stop's --trace is left out when key is
     workload.trace, which ARGS then set (two flags may not set one key), and when key is
-    plan.sample_seed, which acts only without a trace (the run stops at its output instead)."""
+    plan.sample_seed or sim.seed, which act in sim and plan only without a trace (the run stops
+    at its output instead)."""
     stop, code = STOP[command]
-    if key in ("workload.trace", "plan.sample_seed") and "--trace" in stop:
+    if key in ("workload.trace", "plan.sample_seed", "sim.seed") and "--trace" in stop:
         at = stop.index("--trace")
         stop = stop[:at] + stop[at + 2:]
-        if key == "plan.sample_seed":
+        if key != "workload.trace":
             stop += ("-o", "/nonexistent/libra-test/out")
     return libra(*command.split(), *stop, *args), code
 
@@ -350,6 +351,7 @@ SWITCHED_ON = {
     "ehp.signal": ("ehp.enabled=true",),
     "sched.attempt_shrink": ("sched.policy=cmlfq_h",),
 }
+SMALL_TRACE = (f"workload.trace={SOURCE_DIR}/tests/data/trace/small.jsonl", "rl.samples=2")
 SWITCHED_OFF = {
     "rl.gen_batch_factor": ("rl.dynamic_sampling=regenerate",),
     "rl.max_gen_batches": ("rl.dynamic_sampling=off",),
@@ -364,8 +366,7 @@ SWITCHED_OFF = {
     "sim.async_train_gpus": ("sim.modes=colocated",),
     "sim.async_tp": ("sim.modes=libra",),
     "sim.fail_instance": (),
-    "plan.sample_seed": (f"workload.trace={SOURCE_DIR}/tests/data/trace/small.jsonl",
-                         "rl.samples=2"),
+    "plan.sample_seed": SMALL_TRACE,
 }
 # libra plan simulates only to verify its candidates (plan.verify_candidates above 0, async).
 PLAN_SIMULATED = ("plan.verify_steps", "sched.policy",
@@ -374,6 +375,10 @@ PLAN_SIMULATED = ("plan.verify_steps", "sched.policy",
                   "sim.prefix_cache", "sim.queue_cap", "sim.fail_time_s", "sim.fail_instance")
 PARTLY_OFF = {
     ("ehp.signal", "sim"): (),
+    # a trace's runs replay it whatever the seed; load's token ids and route eval's placebo
+    # take the seed with a trace too
+    ("sim.seed", "sim"): SMALL_TRACE,
+    ("sim.seed", "plan"): SMALL_TRACE,
     **{(key, "plan"): ("plan.verify_candidates=0",) for key in PLAN_SIMULATED},
     ("plan.verify_candidates", "plan"): ("plan.mode=colocated",),
     **{(key, "sim"): ("sim.modes=colocated",) for key in (
@@ -403,8 +408,9 @@ def dependent_rows():
 def test_every_dependent_key_has_its_cases():
     rows = dependent_rows()
     assert {k for k, by in rows if by == "every command that reads it"} == set(SWITCHED_OFF)
+    joint = {"sim.seed": "libra plan and libra sim"}  # one row of the table for both commands
     assert {(k, by) for k, by in rows if by != "every command that reads it"} == {
-        (k, f"libra {c}, from a flag") for k, c in PARTLY_OFF}
+        (k, f"{joint.get(k, 'libra ' + c)}, from a flag") for k, c in PARTLY_OFF}
 
 
 def file_value(key, text):
@@ -455,7 +461,7 @@ def test_a_partly_dependent_key_is_refused_from_a_flag_of_its_command(key, comma
     off = PARTLY_OFF[key, command]
     value = PARTLY_VALUE.get((key, command), CHANGES[key][0])
     proc, _ = stop_run(command, *[a for s in off for a in ("--set", s)], "--set",
-                       f"{key}={value}")
+                       f"{key}={value}", key=key if key == "sim.seed" else None)
     assert proc.returncode == 2 and proc.stdout == "", proc.stderr
     assert proc.stderr.startswith(f"libra: --set {key}: {key}="), proc.stderr
     assert "has no effect" in proc.stderr
