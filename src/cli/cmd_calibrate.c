@@ -130,6 +130,8 @@ static int hold_one(struct calibration *c, const char *list, const char *name)
                                "--hold: unknown constant '%s' (decode_t_fix_s, decode_t_seq_s, "
                                "train_mfu)",
                                name);
+    if (c->hold & (1u << k))
+        return cli_usage_error(c->cc->cmd, "--hold: '%s' is named twice", name);
     c->hold |= 1u << k;
     return 0;
 }
@@ -510,6 +512,13 @@ static int implausible(const struct calibration *c)
 
 static int run_fit(struct calibration *c)
 {
+    for (int k = 0; k < COST_N_CONSTANTS; k++)
+        if ((c->hold & (1u << k)) && !has_points(c, (enum cost_constant)k)) {
+            cli_errorf("calibrate: --hold %s: no input has points that fit it, so it keeps its "
+                       "value unheld",
+                       cost_constant_name((enum cost_constant)k));
+            return LIBRA_EXIT_USAGE;
+        }
     fit_input(c);
     if (c->fit.fit == 0) {
         cli_errorf("calibrate: nothing to fit: every constant the inputs' points determine is "

@@ -334,6 +334,11 @@ def test_usage_and_io_errors(benchmarks, tmp_path):
          "--hold: an empty value in ',decode_t_seq_s'"),
         (("calibrate", *benchmarks, "--hold", "decode_t_fix_s,decode_t_seq_s"), 2,
          "nothing to fit"),
+        # a held constant no input fits would keep its value held or not
+        (("calibrate", *benchmarks, "--hold", "train_mfu"), 2,
+         "--hold train_mfu: no input has points that fit it"),
+        (("calibrate", *benchmarks, "--hold", "decode_t_fix_s,decode_t_fix_s"), 2,
+         "--hold: 'decode_t_fix_s' is named twice"),
         (("calibrate", str(tmp_path / "none.json")), 3, "cannot read"),
         (("calibrate", *benchmarks, "-o", str(tmp_path / "no" / "dir.json")), 3,
          "cannot write"),
