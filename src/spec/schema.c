@@ -16,6 +16,7 @@
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "util/parse.h"
 #include "util/strbuf.h"
 
 static void *at(void *base, const struct spec_field *f)
@@ -391,47 +392,37 @@ static json_t *split_commas(const char *text)
 
 /* Whether text holds only the characters of a decimal number, as a file's JSON number does:
  * strtod also reads hexadecimal ("0x10"), "inf" and "nan", which no file can give. */
-static bool decimal_chars(const char *text)
-{
-    return strspn(text, "+-0123456789.eE") == strlen(text);
-}
-
 json_t *spec_field_parse_text(const struct spec_field *f, const char *text, char *why, size_t size)
 {
     char *end = NULL;
     errno = 0;
-    /* strtoll and strtod skip leading white space but stop at trailing: refuse both, as a
-     * file's number has neither */
-    bool number = f->type == SPEC_INT || f->type == SPEC_DOUBLE;
-    if (number && isspace((unsigned char)text[0])) {
-        fail(why, size, f->type == SPEC_INT ? "must be an integer" : "must be a finite number");
-        return NULL;
-    }
     switch (f->type) {
     case SPEC_INT: {
+        if (!parse_number_text(text)) {
+            fail(why, size, "must be an integer, written as JSON writes one");
+            return NULL;
+        }
         long long v = strtoll(text, &end, 10);
-        if (*text && !*end && !errno)
+        if (!*end && !errno)
             return json_integer(v);
-        /* past int64, or a whole number in a file's other notation (1e30): out of the row's
-         * range said as such, as a file's number is; anything else is not an integer */
-        errno = 0;
+        /* past int64, or a file's other notation (16.0, 1e1): a whole number in int64 is taken,
+         * as a file's is; the others are out of the row's range, or not integers */
         double d = strtod(text, &end);
-        if (*text && !*end && decimal_chars(text))
-            whole_number_error(f, d, why, size);
-        else
-            fail(why, size, "must be an integer");
+        if (d == floor(d) && fabs(d) < 0x1p63)
+            return json_integer((json_int_t)d);
+        whole_number_error(f, d, why, size);
         return NULL;
     }
     case SPEC_DOUBLE: {
         double v = strtod(text, &end);
         if (errno == ERANGE && fabs(v) < 1)
             errno = 0; /* below the smallest double: rounded, as a file's JSON number is */
-        if (*text && !*end && errno == ERANGE) {
+        if (parse_number_text(text) && errno == ERANGE) {
             fail(why, size, "must be at most about 1.8e308 in magnitude");
             return NULL;
         }
-        if (!*text || *end || errno || !isfinite(v) || !decimal_chars(text)) {
-            fail(why, size, "must be a finite number");
+        if (!parse_number_text(text) || errno || !isfinite(v)) {
+            fail(why, size, "must be a finite number, written as JSON writes one");
             return NULL;
         }
         return json_real(v);

@@ -12,13 +12,39 @@
 #include "util/error.h"
 #include "util/vec.h"
 
+static const char *digits(const char *p)
+{
+    while (isdigit((unsigned char)*p))
+        p++;
+    return p;
+}
+
+bool parse_number_text(const char *text)
+{
+    const char *p = text + (*text == '-');
+    if (!isdigit((unsigned char)*p))
+        return false;
+    p = *p == '0' ? p + 1 : digits(p);
+    if (*p == '.') {
+        if (!isdigit((unsigned char)p[1]))
+            return false;
+        p = digits(p + 1);
+    }
+    if (*p == 'e' || *p == 'E') {
+        p += 1 + (p[1] == '+' || p[1] == '-');
+        if (!isdigit((unsigned char)*p))
+            return false;
+        p = digits(p);
+    }
+    return *p == '\0';
+}
+
 int parse_int(const char *text, int64_t lo, int64_t hi, int64_t *out, char *why, size_t size)
 {
     char *end;
     errno = 0;
     long long v = strtoll(text, &end, 10);
-    /* strtoll skips leading white space, which a number written in a config file cannot have */
-    if (errno || end == text || *end || isspace((unsigned char)*text) || v < lo || v > hi)
+    if (errno || !parse_number_text(text) || strpbrk(text, ".eE") || v < lo || v > hi)
         return error_text(why, size, "expected an integer in [%lld, %lld], not '%s'", (long long)lo,
                           (long long)hi, text);
     *out = v;
@@ -31,8 +57,7 @@ int parse_double(const char *text, double lo, double hi, double *out, char *why,
     errno = 0;
     double v = strtod(text, &end);
     /* decimal only, as a config file's number: strtod also reads " 1", "0x10" and "inf" */
-    if (errno || end == text || *end || strspn(text, "+-0123456789.eE") != strlen(text) ||
-        !(v >= lo && v <= hi))
+    if (errno || end == text || *end || !parse_number_text(text) || !(v >= lo && v <= hi))
         return error_text(why, size, "expected a number in [%g, %g], not '%s'", lo, hi, text);
     *out = v;
     return 0;
@@ -73,7 +98,7 @@ int parse_int_list(const char *text, int64_t lo, int64_t hi, const char *what, i
     all.n = *n;
     int rc = 0;
     for (size_t i = 0; i < k; i++) {
-        int64_t v;
+        int64_t v = 0;
         if (rc == 0 && (rc = parse_int(items[i], lo, hi, &v, why, size)) == 0)
             for (size_t j = 0; j < all.n && rc == 0; j++)
                 if (all.v[j] == v)
@@ -102,7 +127,7 @@ int parse_int_range(const char *text, int64_t lo, int64_t hi, int64_t *first, in
         return error_text(why, size, "expected A:B, not '%s'", text);
     memcpy(a_text, text, (size_t)(colon - text));
     a_text[colon - text] = '\0';
-    int64_t a, b;
+    int64_t a = 0, b = 0;
     if (parse_int(a_text, lo, hi, &a, why, size) != 0 ||
         parse_int(colon + 1, a, hi, &b, why, size) != 0)
         return -1;

@@ -11,24 +11,28 @@
 #ifndef UTIL_PARSE_H
 #define UTIL_PARSE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 /* Bytes beyond the text's own that a why needs to hold any reason whole. */
 #define PARSE_WHY_EXTRA 160
 
+/* Whether text is a number as JSON writes it: an optional '-', no leading zero, a digit on each
+ * side of a point, an optional exponent, nothing else ("-0.5e3"; not "+1", "016", ".5", " 1"). */
+bool parse_number_text(const char *text);
+
 /*
- * Parses text as a decimal integer in [lo, hi] (an optional sign, digits, nothing else: no
- * white space, as a config file's number has none) into *out. Returns 0, or -1 with why
- * "expected an integer in [LO, HI], not 'TEXT'".
+ * Parses text as an integer in [lo, hi], written as JSON writes one (parse_number_text, without
+ * point or exponent), into *out. Returns 0, or -1 with why "expected an integer in [LO, HI],
+ * not 'TEXT'".
  */
 int parse_int(const char *text, int64_t lo, int64_t hi, int64_t *out, char *why, size_t size);
 
 /*
- * Parses text as a decimal number in [lo, hi] into *out: the characters of a config file's
- * number only ("+-0123456789.eE"; no white space, hexadecimal, inf or nan), and a value that
- * does not overflow. Returns 0, or -1 with why "expected a number in [LO, HI], not 'TEXT'"
- * (LO and HI as %g writes them).
+ * Parses text as a number in [lo, hi] written as JSON writes one (parse_number_text: no white
+ * space, hexadecimal, inf or nan) into *out, a value that does not overflow. Returns 0, or -1
+ * with why "expected a number in [LO, HI], not 'TEXT'" (LO and HI as %g writes them).
  */
 int parse_double(const char *text, double lo, double hi, double *out, char *why, size_t size);
 
