@@ -20,6 +20,7 @@
 #include "trace/stats.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/json.h"
 #include "util/vec.h"
 
 #define STATS_SCHEMA "libra.trace-stats/1"
@@ -65,7 +66,8 @@ static const char help[] =
     "                         (required)\n"
     "  --workload NAME        import: workload named in the header (default unknown)\n"
     "  --model NAME           import: model named in the header\n"
-    "  --samples N            import: GRPO group size for the header; samples must be below it\n"
+    "  --samples N            import: GRPO group size for the header, 1 to 1024 (as\n"
+    "                         rl.samples); samples must be below it\n"
     "  --chars-per-token X    import --from verl|tau-bench|swe-agent|openai-chat: characters\n"
     "                         per estimated token, 0.01 to 1000 (default 4); refused by\n"
     "                         jsonl and csv, which give token counts\n"
@@ -570,6 +572,9 @@ static int import_flag(struct cli_common *cc, struct import_flags *f, int c, con
         return 0;
     case 'w':
     case 'm': /* checked here, where the error can name the flag */
+        if (!ujson_utf8_valid(arg))
+            return cli_usage_error(cc->cmd, "%s: must be valid UTF-8",
+                                   c == 'w' ? "--workload" : "--model");
         if (trace_name_has_control(arg))
             return cli_usage_error(cc->cmd, "%s: " TRACE_NO_CONTROL,
                                    c == 'w' ? "--workload" : "--model");
@@ -578,8 +583,11 @@ static int import_flag(struct cli_common *cc, struct import_flags *f, int c, con
         else
             f->o.model = arg;
         return 0;
-    case 's':
-        return cli_parse_int(cc->cmd, "--samples", arg, 1, INT64_MAX, &f->o.group_size);
+    case 's': { /* rl.samples' range: sim replays a trace only with rl.samples its group size */
+        const struct spec_field *samples = spec_config_field("rl.samples");
+        return cli_parse_int(cc->cmd, "--samples", arg, (int64_t)samples->min,
+                             (int64_t)samples->max, &f->o.group_size);
+    }
     default: /* 'c' */
         return cli_parse_double(cc->cmd, "--chars-per-token", arg, 0.01, 1000,
                                 &f->o.chars_per_token);

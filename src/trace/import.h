@@ -70,8 +70,9 @@ struct trace_importer;
 /*
  * Creates an importer; fails with LIBRA_EINVAL (err says why) when an option is out of range
  * or a status rule is given that the format does not use or that makes no sense (an empty
- * text in a list, a bare '^', an exit-code pattern ending in a digit); a rule's message starts
- * with its `libra trace import` flag ("--timeout-text: ..."). Returns 0 with *out set.
+ * text in a list, a bare '^', an exit-code pattern ending in a digit, a text given twice) or
+ * that the header cannot hold (not valid UTF-8); a rule's message starts with its `libra trace
+ * import` flag ("--timeout-text: ..."). Returns 0 with *out set.
  */
 int trace_importer_new(struct trace_importer **out, const struct trace_import_options *o,
                        struct libra_error *err);

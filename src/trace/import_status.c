@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "trace/internal.h"
+#include "util/json.h"
 #include "util/alloc.h"
 #include "util/error.h"
 
@@ -53,12 +54,16 @@ static bool blank(const char *s, size_t n)
     return true;
 }
 
-/* Splits list (comma-separated) into out, refusing texts that make no sense for spec k. */
+/* Splits list (comma-separated) into out, refusing texts that make no sense for spec k and
+ * those the header's import object cannot hold: bytes that are not UTF-8 (jansson makes no
+ * string of them) and a text given twice (a config's list refuses one too). */
 static int parse_list(struct trace_text_list *out, int k, const char *list, struct libra_error *err)
 {
     const struct rule_spec *spec = &specs[k];
     if (!*list)
         return 0;
+    if (!ujson_utf8_valid(list))
+        return error_set(err, NULL, 0, 0, "%s: must be valid UTF-8", spec->flag);
     for (const char *s = list;; s++) {
         size_t n = strcspn(s, ",");
         size_t body = n - (n > 0 && s[0] == '^');
@@ -72,6 +77,10 @@ static int parse_list(struct trace_text_list *out, int k, const char *list, stru
                              "%s: '%.*s' ends in a digit (give the text that comes before the "
                              "exit code, e.g. 'exit code')",
                              spec->flag, (int)n, s);
+        for (size_t i = 0; i < out->n; i++)
+            if (strlen(out->v[i]) == n && memcmp(out->v[i], s, n) == 0)
+                return error_set(err, NULL, 0, 0, "%s: '%.*s' is listed twice", spec->flag, (int)n,
+                                 s);
         out->v = xreallocarray(out->v, out->n + 1, sizeof *out->v);
         out->v[out->n++] = xstrndup(s, n);
         s += n;

@@ -471,6 +471,13 @@ static size_t utf8_sequence(const unsigned char *s)
     return n;
 }
 
+bool ujson_utf8_valid(const char *s)
+{
+    json_t *v = json_string(s);
+    json_decref(v);
+    return v != NULL;
+}
+
 char *ujson_utf8_repair(char *s)
 {
     unsigned char *p = (unsigned char *)s;

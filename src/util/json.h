@@ -101,4 +101,8 @@ json_t *ujson_real(double d);
  */
 char *ujson_utf8_repair(char *s);
 
+/* Whether s is valid UTF-8, as jansson takes a string (json_string makes no string of other
+ * bytes): what a file libra writes as JSON may hold. */
+bool ujson_utf8_valid(const char *s);
+
 #endif

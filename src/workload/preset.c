@@ -59,8 +59,8 @@ static const char *const cap_names[] = {"completed", "truncated", NULL};
 static const struct field preset_fields[] = {
     {"source", F_TEXT, PF(source), 0, sizeof((struct workload_preset *)0)->source, NULL, true},
     NUM("prompts", F_INT, PF(prompts), 1, BIG),
-    NUM("samples", F_INT, PF(samples), 1, 1e6),
-    NUM("batch_trajectories", F_INT, PF(batch_trajectories), 1, 1e9),
+    NUM("samples", F_INT, PF(samples), 0, 0),                       /* see config_ranges */
+    NUM("batch_trajectories", F_INT, PF(batch_trajectories), 0, 0), /* see config_ranges */
     NUM("max_turns", F_INT, PF(max_turns), 1, 1000),
     NUM("max_generated_tokens", F_INT, PF(max_generated_tokens), 1, 1e8),
     NUM("max_turn_generated_tokens", F_INT, PF(max_turn_generated_tokens), 1, 1e8),
@@ -111,6 +111,16 @@ static const struct field tool_fields[] = {
     NUM("pool/service_median_s", F_REAL, TF(pool.service_median_s), 1e-6, 86400),
     NUM("pool/service_sigma", F_REAL, TF(pool.service_sigma), 0, 3),
     NUM("pool/timeout_s", F_REAL, TF(pool.timeout_s), 1e-6, 604800),
+};
+
+/* The preset fields that are config keys' defaults (api/experiment.c layers the preset under
+ * the config): they take the key's range, from its row in spec/config.c, as a value beyond it
+ * would be refused by every command that runs the preset. */
+static const struct {
+    const char *path, *key;
+} config_ranges[] = {
+    {"samples", "rl.samples"},
+    {"batch_trajectories", "rl.batch_trajectories"},
 };
 
 #define N_PRESET_FIELDS (sizeof preset_fields / sizeof preset_fields[0])
@@ -210,35 +220,50 @@ static const json_t *get_path(const json_t *obj, const char *path)
     return obj;
 }
 
+/* The inclusive range of f's numbers: its own, or its config key's (config_ranges). */
+static void field_range(const struct field *f, double *lo, double *hi)
+{
+    *lo = f->lo;
+    *hi = f->hi;
+    for (size_t k = 0; k < sizeof config_ranges / sizeof *config_ranges; k++) {
+        if (strcmp(f->path, config_ranges[k].path) == 0) {
+            const struct spec_field *key = spec_config_field(config_ranges[k].key);
+            *lo = key->min;
+            *hi = key->max;
+        }
+    }
+}
+
 /* "out of range: must be in LO..HI" for the field f. */
-static int range_error(const struct ctx *c, const struct field *f)
+static int range_error(const struct ctx *c, const struct field *f, double lo, double hi)
 {
     int digits = f->type == F_INT ? 17 : 6;
-    return fail(c, f->path, "out of range: must be in %.*g..%.*g", digits, f->lo, digits, f->hi);
+    return fail(c, f->path, "out of range: must be in %.*g..%.*g", digits, lo, digits, hi);
 }
 
 static int read_field(const struct ctx *c, const struct field *f, const json_t *v, char *dst)
 {
     int64_t i;
-    double d;
+    double d, lo, hi;
+    field_range(f, &lo, &hi);
     switch (f->type) {
     case F_INT:
         if (!ujson_as_int64(v, &i)) {
             /* a whole number written as a real (1e30) is out of range, not a fraction */
             d = json_is_real(v) ? json_real_value(v) : NAN; /* NAN: not a whole number */
-            if (d == floor(d) && !(d >= f->lo && d <= f->hi))
-                return range_error(c, f);
+            if (d == floor(d) && !(d >= lo && d <= hi))
+                return range_error(c, f, lo, hi);
             return fail(c, f->path, "expected an integer");
         }
-        if ((double)i < f->lo || (double)i > f->hi)
-            return range_error(c, f);
+        if ((double)i < lo || (double)i > hi)
+            return range_error(c, f, lo, hi);
         memcpy(dst, &i, sizeof i);
         return 0;
     case F_REAL:
         if (!ujson_as_double(v, &d))
             return fail(c, f->path, "expected a number");
-        if (!(d >= f->lo && d <= f->hi))
-            return range_error(c, f);
+        if (!(d >= lo && d <= hi))
+            return range_error(c, f, lo, hi);
         memcpy(dst, &d, sizeof d);
         return 0;
     case F_BOOL:
@@ -325,6 +350,11 @@ static int check_preset(const struct ctx *c, const struct workload_preset *w)
         return fail(c, "max_turn_generated_tokens", "exceeds max_generated_tokens");
     if (w->batch_trajectories % w->samples != 0)
         return fail(c, "batch_trajectories", "must be a multiple of samples");
+    if (w->dynamic_sampling != SPEC_DS_OFF && w->samples < 2) /* as the config refuses it */
+        return fail(c, "samples",
+                    "%lld with dynamic_sampling %s: a group of one sample always has equal "
+                    "rewards, so every group would be dropped and nothing would train",
+                    (long long)w->samples, spec_dynamic_sampling_names[w->dynamic_sampling]);
     if (w->max_turns > 1 && w->n_tools == 0)
         return fail(c, "tools", "needs at least one tool when max_turns > 1");
     double weight = 0;

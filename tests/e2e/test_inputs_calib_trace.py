@@ -17,10 +17,14 @@ import` (docs/calibrate.md, docs/routing.md, docs/trace-format.md, docs/cli.md).
   its earlier last row, also when that row is in an earlier input file.
 - `-` (standard input) given twice to `calibrate` or `trace import` is refused: the second read
   would find nothing, and a CSV without rows would be reported as having no header.
+- `trace import` refuses `--workload`, `--model` and a tool-status list that are not valid UTF-8
+  (the header would be a line no command can read, or the list would lose the member), naming
+  the flag, and a list that gives a text twice, as the config's lists do.
 
 Needs LIBRA_BIN.
 """
 
+import json
 import os
 import shutil
 import subprocess
@@ -86,7 +90,7 @@ def test_calibrate_reads_a_capture_from_standard_input():
     assert by_stdin.stdout.replace('"-"', '"%s"' % path) == by_name.stdout
 
 
-# ---- calibrate: verl's GPU count ------------------------------------------------------------------
+# ---- calibrate: verl's GPU count -----------------------------------------------------------------
 
 @pytest.mark.parametrize("thr", ["0", "-5", "np.float64(-1.0)"])
 def test_calibrate_verl_throughput_must_be_positive(tmp_path, thr):
@@ -120,7 +124,7 @@ def test_calibrate_verl_gpus_option_overrides_an_odd_throughput(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
-# ---- calibrate: an input's options ------------------------------------------------------------------
+# ---- calibrate: an input's options ---------------------------------------------------------------
 
 def test_calibrate_input_with_a_trailing_comma_is_refused():
     r = run("calibrate", "vllm-c1.json,", "vllm-c8.json", "--model", "qwen2.5-7b", cwd=CALIB)
@@ -139,11 +143,12 @@ def test_calibrate_name_without_the_preset_file_is_refused():
         "libra: calibrate: --name names the preset that -o writes: give -o PRESETS\n"), r.stderr
 
 
-# ---- calibrate: step numbers ------------------------------------------------------------------------
+# ---- calibrate: step numbers ---------------------------------------------------------------------
 
 def test_calibrate_verl_step_past_int64_is_refused(tmp_path):
     log = tmp_path / "v.log"
-    log.write_text(VERL_LINE.format(thr="347.3227").replace("step:1 ", "step:99999999999999999999 "))
+    log.write_text(VERL_LINE.format(thr="347.3227").replace("step:1 ",
+                                                            "step:99999999999999999999 "))
     r = run("calibrate", str(log), "--model", "qwen2.5-7b")
     assert r.returncode == 2, r.stderr
     col = log.read_text().index("step:") + 1
@@ -163,7 +168,7 @@ def test_calibrate_megatron_iteration_past_int64_is_refused(tmp_path):
     assert r.stderr == f"libra: {log}:{at + 1}:{col}: iteration: number too long\n"
 
 
-# ---- trace import: a trajectory's rows in two files ---------------------------------------------------
+# ---- trace import: a trajectory's rows in two files ----------------------------------------------
 
 def test_trace_import_names_where_a_repeated_trajectory_ended(tmp_path):
     row = ('{"traj_id":"r0","step":0,"prompt_id":7,"turn":0,"prompt_tokens":8,'
@@ -179,7 +184,7 @@ def test_trace_import_names_where_a_repeated_trajectory_ended(tmp_path):
     assert not (tmp_path / "t.jsonl").exists()
 
 
-# ---- standard input given twice -------------------------------------------------------------------
+# ---- standard input given twice ------------------------------------------------------------------
 
 def test_calibrate_refuses_standard_input_twice():
     with open(os.path.join(CALIB, "vllm-c1.json")) as f:
@@ -214,3 +219,40 @@ def test_a_stream_named_twice_is_refused_not_read_twice(tmp_path, args):
     r = run(*[a.format(f=fifo) for a in args], stdin=subprocess.PIPE)  # stdin: a pipe
     assert r.returncode == 2, r.stderr
     assert "are one stream (a pipe or FIFO): it can be read once\n" in r.stderr, r.stderr
+
+
+# ---- trace import: header text a trace cannot hold -----------------------------------------------
+
+TURNS = os.path.join(SOURCE, "tests", "data", "trace", "turns.jsonl")
+CHAT = os.path.join(SOURCE, "tests", "data", "trace", "openai-chat", "sample.jsonl")
+
+
+@pytest.mark.parametrize("fmt,flag,value,why", [
+    ("jsonl", "--workload", b"r\xffx", "must be valid UTF-8"),
+    ("jsonl", "--model", b"q\xc3", "must be valid UTF-8"),
+    ("openai-chat", "--failure-text", b"Error,x\xff", "must be valid UTF-8"),
+    ("openai-chat", "--timeout-text", b"\xed\xa0\x80", "must be valid UTF-8"),  # a surrogate
+    ("openai-chat", "--timeout-text", b"a,a", "'a' is listed twice"),
+    ("openai-chat", "--exit-code-pattern", b"rc=,exit code,rc=", "'rc=' is listed twice"),
+])
+def test_trace_import_refuses_header_text_it_cannot_write(tmp_path, fmt, flag, value, why):
+    """Non-UTF-8 names went into the header as they were (a trace no command could read); a
+    list's non-UTF-8 member was left out of the header's import object without a word."""
+    out = tmp_path / "t.jsonl"
+    r = run("trace", "import", "--from", fmt, TURNS if fmt == "jsonl" else CHAT, flag,
+            os.fsdecode(value), "-o", str(out))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith(f"libra: trace: {flag}: {why}"), r.stderr
+    assert not out.exists()
+
+
+def test_trace_import_keeps_utf8_header_text(tmp_path):
+    out = tmp_path / "t.jsonl"
+    r = run("trace", "import", "--from", "openai-chat", CHAT, "--workload", "r\u00e9sum\u00e9",
+            "--model", "\u6a21\u578b", "--failure-text", "Error,\u00e9chec", "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert run("trace", "validate", str(out)).returncode == 0
+    with open(out, encoding="utf-8") as f:
+        header = json.loads(f.readline())
+    assert (header["workload"], header["model"]) == ("r\u00e9sum\u00e9", "\u6a21\u578b")
+    assert header["import"]["failure_text"] == ["Error", "\u00e9chec"]

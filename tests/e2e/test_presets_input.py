@@ -5,7 +5,10 @@ A model preset sets the MLP fields of its kind only: an MoE model's `ffn`, or a 
 refused at FILE:LINE:COL naming the field. Names are lower case and found ignoring case: a
 file cannot bring a name that differs from a built-in one (or another of its own) only in
 case, a name given twice in one file is refused naming both positions, and a config or flag
-may write a name in any case. Every built-in preset still loads and runs. Needs LIBRA_BIN.
+may write a name in any case. Every built-in preset still loads and runs. A workload preset's
+`samples` and `batch_trajectories` are the defaults of rl.samples and rl.batch_trajectories, so
+they take those keys' ranges, and a group of one sample cannot go with dynamic sampling: a preset
+the config would refuse is refused where the file says it, by every command. Needs LIBRA_BIN.
 """
 
 import json
@@ -154,3 +157,41 @@ def test_a_name_is_found_in_any_case_and_a_file_replaces_the_builtin(tmp_path):
     listed = json.loads(run("presets", "--json", env={"LIBRA_PRESETS": path}).stdout)
     a800 = [h for h in listed["hardware"] if h["name"].lower() == "a800-80g"]
     assert len(a800) == 1 and a800[0]["origin"] == path
+
+
+# ---- workload fields that are config defaults ------------------------------------------------
+
+def workload_file(tmp_path, **fields):
+    path = tmp_path / "w.json"
+    path.write_text('{"workloads": [\n' + json.dumps(dict(name="big", base="search-r1", **fields))
+                    + "\n]}\n")
+    return str(path)
+
+
+@pytest.mark.parametrize("fields,field,why", [
+    (dict(samples=2000, batch_trajectories=2000), "samples", "out of range: must be in 1..1024"),
+    (dict(batch_trajectories=2 ** 20 + 5), "batch_trajectories",
+     "out of range: must be in 1..1048576"),
+    (dict(samples=1, batch_trajectories=8, dynamic_sampling="regenerate"), "samples",
+     "1 with dynamic_sampling regenerate: a group of one sample always has equal rewards, so "
+     "every group would be dropped and nothing would train"),
+])
+def test_a_workload_the_config_would_refuse_is_refused_at_its_field(tmp_path, fields, field, why):
+    """`presets` and `trace gen` took it; the commands that run it refused it later as
+    "workload preset 'big': must be in 1..1024", naming neither the field nor the file."""
+    path = workload_file(tmp_path, **fields)
+    line, col = position(path, f'"{field}"')
+    out = tmp_path / "t.jsonl"
+    for args in (("presets",), ("trace", "gen", "big", "--steps", "1", "-o", str(out)),
+                 ("sim", "--workload", "big", "--steps", "1")):
+        err = refused(run(*args, "--presets", path))
+        assert err.startswith(f"libra: {path}:{line}:{col}: workloads.0.{field}: {why}"), err
+    assert not out.exists()
+
+
+def test_a_workload_at_the_config_limits_is_taken(tmp_path):
+    path = workload_file(tmp_path, samples=1024, batch_trajectories=2 ** 20)
+    r = run("config", "show", "--workload", "big", "--presets", path)
+    assert r.returncode == 0, r.stderr
+    rl = json.loads(r.stdout)["rl"]
+    assert (rl["samples"], rl["batch_trajectories"]) == (1024, 2 ** 20)

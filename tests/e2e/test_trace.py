@@ -362,7 +362,8 @@ def test_stats_return_signal_and_task_effect_match_an_independent_computation(tm
 
     t = run("stats", str(path))
     assert t.returncode == 0, t.stderr
-    assert f"{censored_trajs} truncated or aborted\ntrajectories ({censored_returns} returns)" in t.stdout
+    assert (f"{censored_trajs} truncated or aborted\ntrajectories ({censored_returns} returns)"
+            in t.stdout)
     assert "ICC(1)" in t.stdout
 
 
@@ -391,11 +392,16 @@ def test_import_csv_and_jsonl_tables_agree(tmp_path):
     assert run("validate", str(out_csv)).returncode == 0
 
 
-@pytest.mark.parametrize("value", ["99999999999999999999", "0", "-1", "2x", ""])
+@pytest.mark.parametrize("value", ["99999999999999999999", "9223372036854775807", "1025", "0",
+                                   "-1", "2x", ""])
 def test_import_samples_out_of_range_is_refused(value):
+    """--samples takes what rl.samples takes (1..1024): a larger group size was written into a
+    header that every command replaying the trace then refused."""
     r = run("import", "--from", "csv", data("turns.csv"), "--samples", value)
     assert r.returncode == 2 and r.stdout == "", r.stderr
     assert "--samples: " in r.stderr and "group_size" not in r.stderr
+    if value.isdigit() and value != "0":
+        assert "[1, 1024]" in r.stderr, r.stderr
 
 
 @pytest.mark.parametrize("fmt", ["jsonl", "csv", "tau-bench", "swe-agent", "openai-chat"])
