@@ -58,8 +58,8 @@ static const char help[] =
     "flags:\n"
     "  --policy NAME      cmlfq, load_balance, length_aware, la_mlfq, oracle, plas,\n"
     "                     predictor, cmlfq_h, or all (default all)\n"
-    "  --buckets SPEC     bucket layout, e.g. tp1:4000,tp2:12000,tp4:30000 (default:\n"
-    "                     sched.buckets, else the planner's banding of TRACE)\n"
+    "  --buckets SPEC     sched.buckets, the bucket layout, e.g. tp1:4000,tp2:12000,tp4:30000\n"
+    "                     (no instance counts; default: the planner's banding of TRACE)\n"
     "  --train-steps K    steps that only train (default 1)\n"
     "  --min-visits N     visits a tree node needs before C-MLFQ acts on it (default 1);\n"
     "                     thin nodes are also shrunk toward the general ones by\n"
@@ -85,7 +85,6 @@ static const char help[] =
 struct route_flags {
     const char *policy; /* --policy as given */
     unsigned policies;  /* 1 << each enum sched_policy it asks for (all: every one) */
-    const char *buckets;
     int64_t train_steps;
     bool train_steps_given; /* --train-steps on the command line: refused with --folds */
     int64_t min_visits;
@@ -428,13 +427,12 @@ static int load_trace(const struct api_presets *p, const struct libra_config *cf
     return rc;
 }
 
-static int resolve_layout(const struct route_flags *f, const struct libra_config *cfg,
-                          const struct route_plan *plan, struct spec_bucket_layout *l)
+static int resolve_layout(const struct libra_config *cfg, const struct route_plan *plan,
+                          struct spec_bucket_layout *l)
 {
     struct libra_error err = {0};
-    const char *spec = f->buckets ? f->buckets : cfg->sched.buckets[0] ? cfg->sched.buckets : NULL;
-    if (spec)
-        return spec_bucket_parse(l, spec, f->buckets ? "--buckets" : "sched.buckets", &err)
+    if (cfg->sched.buckets[0])
+        return spec_bucket_parse(l, cfg->sched.buckets, "sched.buckets", &err)
                    ? cli_report_error(&err)
                    : 0;
     if (!plan->planned) {
@@ -473,6 +471,9 @@ static int make_arms(const struct route_flags *f, const struct arm_setup *setup,
 /* The policies that look states up in the prefix trees (sched_model_estimate), which
  * --min-visits, sched.shrink_visits and sched.empirical_shrink tune. */
 #define TREE_POLICIES (1u << SCHED_CMLFQ | 1u << SCHED_CMLFQ_H)
+/* The policies with a model (sched_policy_learns): the trees, and predictor's regression, which
+ * every sched.rebuild_interval steps are rebuilt from the history. */
+#define MODEL_POLICIES (TREE_POLICIES | 1u << SCHED_PREDICTOR)
 
 /* Config keys that act on some policies only: set by a flag, they are refused where route eval
  * runs none of them (a file's value is taken: libra sim and libra serve act on it). */
@@ -481,15 +482,34 @@ static const struct {
     unsigned policies;
     const char *names;
 } policy_keys[] = {
+    {"sched.rebuild_interval", MODEL_POLICIES, "cmlfq, predictor and cmlfq_h"},
     {"sched.shrink_visits", TREE_POLICIES, "cmlfq and cmlfq_h"},
     {"sched.empirical_shrink", TREE_POLICIES, "cmlfq and cmlfq_h"},
     {"sched.attempt_shrink", 1u << SCHED_CMLFQ_H, "cmlfq_h"},
 };
 
-/* Refuses a flag that tunes only policies the run leaves out: it would change nothing. A flag
- * giving the default asks nothing and is taken. */
-static int check_policy_flags(const struct cli_common *cc, const struct route_flags *f,
-                              const struct libra_config *cfg)
+/* The label of the flag that sets key to other than its default, else NULL: a flag giving the
+ * default asks nothing and is taken. */
+static const char *flag_changing(const struct cli_common *cc, const struct libra_config *cfg,
+                                 const char *key)
+{
+    const char *label = cli_common_flag(cc, key);
+    if (!label)
+        return NULL;
+    struct libra_config def;
+    spec_config_defaults(&def);
+    const struct spec_field *field = spec_config_field(key);
+    json_t *set = spec_field_get(field, cfg), *unset = spec_field_get(field, &def);
+    bool differs = !json_equal(set, unset);
+    json_decref(set);
+    json_decref(unset);
+    return differs ? label : NULL;
+}
+
+/* Refuses a flag that tunes only what the run leaves out (policies, the placebo's shuffle, the
+ * steps' rebuilds): it would change nothing. */
+static int check_inert_flags(const struct cli_common *cc, const struct route_flags *f,
+                             const struct libra_config *cfg)
 {
     unsigned run = f->policies | (f->placebo ? 1u << SCHED_CMLFQ : 0);
     if (f->min_visits != 1 && !(run & TREE_POLICIES))
@@ -503,22 +523,25 @@ static int check_policy_flags(const struct cli_common *cc, const struct route_fl
                                "cmlfq_h learn from the prefix trees, where a truncated trajectory "
                                "is censored",
                                f->policy);
-    struct libra_config def;
-    spec_config_defaults(&def);
     for (size_t k = 0; k < sizeof policy_keys / sizeof *policy_keys; k++) {
-        const char *label = cli_common_flag(cc, policy_keys[k].key);
-        if (!label || (run & policy_keys[k].policies))
-            continue;
-        const struct spec_field *field = spec_config_field(policy_keys[k].key);
-        json_t *set = spec_field_get(field, cfg), *unset = spec_field_get(field, &def);
-        bool differs = !json_equal(set, unset);
-        json_decref(set);
-        json_decref(unset);
-        if (differs)
+        const char *label = flag_changing(cc, cfg, policy_keys[k].key);
+        if (label && !(run & policy_keys[k].policies))
             return cli_usage_error(cc->cmd,
                                    "%s: %s has no effect with --policy %s: it acts on %s only",
                                    label, policy_keys[k].key, f->policy, policy_keys[k].names);
     }
+    const char *label = flag_changing(cc, cfg, "sched.rebuild_interval");
+    if (label && f->folds) /* sched_router_tick is the steps' alone */
+        return cli_usage_error(cc->cmd,
+                               "%s: sched.rebuild_interval has no effect with --folds: a fold's "
+                               "models learn each trajectory once and are never rebuilt",
+                               label);
+    /* the trace's trajectories are replayed as recorded: the seed draws nothing else */
+    if ((label = flag_changing(cc, cfg, "sim.seed")) && !f->placebo)
+        return cli_usage_error(cc->cmd,
+                               "%s: sim.seed has no effect without --placebo: only --placebo's "
+                               "shuffle takes a seed",
+                               label);
     return 0;
 }
 
@@ -600,11 +623,11 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     if (rc == 0 && f->decisions)
         rc = cli_check_output(f->decisions);
     if (rc == 0)
-        rc = check_policy_flags(cc, f, &cfg);
-    if (rc == 0)
         rc = load_trace(&p, &cfg, path, f->truncated_exact, &ev, &plan, &progress.trajs_read);
+    if (rc == 0) /* after the trace: an unreadable one is the first error, whatever the flags */
+        rc = check_inert_flags(cc, f, &cfg);
     if (rc == 0)
-        rc = resolve_layout(f, &cfg, &plan, &l);
+        rc = resolve_layout(&cfg, &plan, &l);
     int64_t steps = (int64_t)sched_eval_steps(&ev.ev);
     if (rc == 0 && !f->folds && f->train_steps >= steps)
         rc = cli_usage_error(cc->cmd,
@@ -757,8 +780,8 @@ int cmd_route(int argc, char **argv)
         case OPT_POLICY:
             rc = parse_policy(cc.cmd, optarg, &f);
             break;
-        case OPT_BUCKETS:
-            f.buckets = optarg;
+        case OPT_BUCKETS: /* the config key, so that the digest and the key's rules cover it */
+            cli_common_set(&cc, "sched.buckets", optarg, "--buckets");
             break;
         case OPT_TRAIN:
             rc = cli_parse_int(cc.cmd, "--train-steps", optarg, 0, INT32_MAX, &f.train_steps);

@@ -146,11 +146,11 @@ def test_policies_on_any_number_of_threads_and_progress(tmp_path):
 
 
 def test_regret(tmp_path):
-    """Every decision is charged what its bucket costs over the best one in hindsight (docs/routing.md
-    "Cost and regret"): never negative; load_balance, which the evaluator's idle fleet keeps on
-    bucket 0, costs exactly what always-bucket-0 does, in both accountings; the best constant is the
-    least of the constants; and cmlfq_h, which follows whichever of its experts (the constants
-    among them) has cost least, does no worse than the majority class here."""
+    """Every decision is charged what its bucket costs over the best one in hindsight
+    (docs/routing.md "Cost and regret"): never negative; load_balance, which the evaluator's idle
+    fleet keeps on bucket 0, costs exactly what always-bucket-0 does, in both accountings; the best
+    constant is the least of the constants; and cmlfq_h, which follows whichever of its experts
+    (the constants among them) has cost least, does no worse than the majority class here."""
     trace = str(tmp_path / "toy.jsonl")
     toy_trace(trace)
     rc, doc = eval_json(trace)
@@ -159,7 +159,8 @@ def test_regret(tmp_path):
     pol = doc["policies"]
     rows = {name: m["all"]["regret"] for name, m in pol.items()}
     for name, r in rows.items():
-        assert r["decisions"] == pol[name]["all"]["decisions"] + pol[name]["all"]["first_placements"]["n"]
+        a = pol[name]["all"]
+        assert r["decisions"] == a["decisions"] + a["first_placements"]["n"]
         assert r["per_decision_gpu_s"] >= 0 and r["per_trajectory_gpu_s"] >= 0, name
     zero = rows["load_balance"]
     assert zero["majority_class"]["bucket"] == 0
@@ -186,7 +187,8 @@ def test_planner_layout_and_folds(tmp_path):
     rc, folds = eval_json(trace, "--folds", "4", "--policy", "cmlfq")
     assert rc == 0 and folds["folds"] == 4 and folds["train_steps"] == 0
     assert folds["policies"]["cmlfq"]["all"]["trajectories"] == len(trajs)
-    assert "4-fold leave-tasks-out" in route("eval", trace, "--buckets", BUCKETS, "--folds", "4").stdout
+    text = route("eval", trace, "--buckets", BUCKETS, "--folds", "4").stdout
+    assert "4-fold leave-tasks-out" in text
 
 
 def test_bad_input(tmp_path):
@@ -194,7 +196,7 @@ def test_bad_input(tmp_path):
     toy_trace(trace, steps=2)
     r = route("eval", trace, "--buckets", "tp3:100")
     assert r.returncode == 2
-    assert r.stderr.startswith("libra: --buckets:1:3: tp size 3 is not one of 1, 2, 4, 8")
+    assert r.stderr.startswith("libra: --buckets: column 3: tp size 3 is not one of 1, 2, 4, 8")
     r = route("eval", trace, "--buckets", BUCKETS, "--policy", "fifo")
     assert r.returncode == 2 and "unknown policy 'fifo'" in r.stderr
     r = route("eval", trace, "--buckets", BUCKETS, "--train-steps", "2")
@@ -226,6 +228,100 @@ def test_bad_input(tmp_path):
     r = route("frobnicate")
     assert r.returncode == 2
     assert route("--help").returncode == 0
+
+
+def refused(trace, *args):
+    """The stderr of a route eval of trace that must be refused as a usage error, before any
+    output."""
+    r = route("eval", trace, *args)
+    assert r.returncode == 2 and r.stdout == "", (args, r.stdout, r.stderr)
+    return r.stderr
+
+
+def test_buckets_with_instance_counts_is_refused(tmp_path):
+    """route eval builds no fleet: --buckets' instance counts are refused as --set
+    sched.buckets' are, naming the buckets without them."""
+    trace = str(tmp_path / "toy.jsonl")
+    toy_trace(trace, steps=2)
+    counted = "tp1x4:1000,tp2x2:5000,tp4:20000"
+    for args, label in ((["--buckets", counted], "--buckets"),
+                        (["--set", "sched.buckets=" + counted], "--set sched.buckets")):
+        err = refused(trace, *args)
+        assert err.startswith(f"libra: {label}: instance counts have no effect in libra route "
+                              "eval"), err
+        assert f'give the buckets alone ("{BUCKETS}")' in err, err
+
+
+def test_buckets_and_set_buckets_both_set_the_key(tmp_path):
+    trace = str(tmp_path / "toy.jsonl")
+    toy_trace(trace, steps=2)
+    for args in (["--buckets", BUCKETS, "--set", "sched.buckets=tp1:1000,tp4:20000"],
+                 ["--set", "sched.buckets=tp1:1000,tp4:20000", "--buckets", BUCKETS]):
+        err = refused(trace, *args)
+        assert "--buckets" in err and "--set sched.buckets" in err, err
+        assert "both set sched.buckets" in err, err
+
+
+def test_config_digest_covers_the_buckets(tmp_path):
+    """--buckets is sched.buckets: the digest is --set sched.buckets=' digest, and another
+    layout (or the planner's) is another digest."""
+    trace = str(tmp_path / "toy.jsonl")
+    toy_trace(trace)
+
+    def digest(*args):
+        r = route("eval", trace, "--policy", "oracle", "--json", *args)
+        assert r.returncode == 0, r.stderr
+        return json.loads(r.stdout)["config_digest"]
+
+    by_flag = digest("--buckets", BUCKETS)
+    assert by_flag == digest("--set", "sched.buckets=" + BUCKETS)
+    assert len({by_flag, digest(), digest("--buckets", "tp1:1000,tp4:20000")}) == 3
+
+
+def test_seed_without_placebo_is_refused(tmp_path):
+    """The trace is replayed as recorded: the seed draws only --placebo's shuffle. Without
+    --placebo a seed would change nothing but the digest; the default asks nothing."""
+    trace = str(tmp_path / "toy.jsonl")
+    toy_trace(trace, steps=2)
+    for args, label in ((["--seed", "7"], "--seed"), (["--set", "sim.seed=7"], "--set sim.seed")):
+        err = refused(trace, "--buckets", BUCKETS, "--policy", "cmlfq", *args)
+        assert f"{label}: sim.seed has no effect without --placebo" in err, err
+    assert route("eval", trace, "--buckets", BUCKETS, "--seed", "1").returncode == 0
+    r = route("eval", trace, "--buckets", BUCKETS, "--policy", "cmlfq", "--placebo", "--seed",
+              "7")
+    assert r.returncode in (0, 1), r.stderr
+
+
+@pytest.mark.parametrize("policy", ["load_balance", "oracle", "plas", "length_aware", "la_mlfq"])
+def test_rebuild_interval_without_a_model_is_refused(tmp_path, policy):
+    """sched.rebuild_interval rebuilds the models of cmlfq, predictor and cmlfq_h: with a policy
+    that has none it is refused, as sched.shrink_visits is."""
+    trace = str(tmp_path / "toy.jsonl")
+    toy_trace(trace, steps=2)
+    for key, value, acts_on in (("sched.rebuild_interval", 1, "cmlfq, predictor and cmlfq_h"),
+                                ("sched.shrink_visits", 0, "cmlfq and cmlfq_h")):
+        err = refused(trace, "--buckets", BUCKETS, "--policy", policy, "--set", f"{key}={value}")
+        assert (f"--set {key}: {key} has no effect with --policy {policy}: it acts on {acts_on} "
+                "only") in err, err
+    # the placebo's arms are cmlfq's
+    r = route("eval", trace, "--buckets", BUCKETS, "--policy", policy, "--placebo", "--set",
+              "sched.rebuild_interval=1")
+    assert r.returncode in (0, 1), r.stderr
+
+
+def test_rebuild_interval_with_a_model(tmp_path):
+    """Taken where a model is rebuilt; refused with --folds, whose folds' models are never
+    rebuilt (the router is ticked by steps)."""
+    trace = str(tmp_path / "toy.jsonl")
+    toy_trace(trace, steps=2)
+    for policy in ("cmlfq", "predictor", "cmlfq_h"):
+        r = route("eval", trace, "--buckets", BUCKETS, "--policy", policy, "--set",
+                  "sched.rebuild_interval=1")
+        assert r.returncode == 0, (policy, r.stderr)
+    err = refused(trace, "--buckets", BUCKETS, "--policy", "cmlfq", "--folds", "2", "--set",
+                  "sched.rebuild_interval=1")
+    assert "--set sched.rebuild_interval: sched.rebuild_interval has no effect with --folds" \
+        in err, err
 
 
 def test_a_trace_of_only_its_header(tmp_path):
