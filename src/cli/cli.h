@@ -42,13 +42,14 @@ void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_usage_error(const struct cli_command *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
-/* Parses a flag's value (flag as typed, "--steps") as a decimal integer in [lo, hi] into *out.
- * Returns 0, or LIBRA_EXIT_USAGE after printing "FLAG: expected an integer in [LO, HI]". */
+/* Parses a flag's value (flag as typed, "--steps") as an integer in [lo, hi] into *out. Returns
+ * 0, or LIBRA_EXIT_USAGE after printing "libra: CMD: FLAG: expected an integer in [LO, HI], not
+ * 'ARG'" (a bad value: no usage line). */
 int cli_parse_int(const struct cli_command *cmd, const char *flag, const char *arg, int64_t lo,
                   int64_t hi, int64_t *out);
 
-/* Parses a flag's value as a decimal number in [lo, hi] into *out. Returns 0, or
- * LIBRA_EXIT_USAGE after printing "FLAG: expected a number in [LO, HI]". */
+/* Parses a flag's value as a number in [lo, hi] into *out. Returns 0, or LIBRA_EXIT_USAGE after
+ * printing "libra: CMD: FLAG: expected a number in [LO, HI], not 'ARG'" (no usage line). */
 int cli_parse_double(const struct cli_command *cmd, const char *flag, const char *arg, double lo,
                      double hi, double *out);
 

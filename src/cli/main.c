@@ -43,6 +43,13 @@ int cli_usage_error(const struct cli_command *cmd, const char *fmt, ...)
     return LIBRA_EXIT_USAGE;
 }
 
+/* A bad value of a flag the command takes: said without the usage line (docs/cli.md). */
+static int value_error(const struct cli_command *cmd, const char *flag, const char *why)
+{
+    cli_errorf("%s: %s: %s", cmd->name, flag, why);
+    return LIBRA_EXIT_USAGE;
+}
+
 /* A why for the util/parse.h parsers that holds their reason about arg whole. */
 static char *why_for(const char *arg, size_t *size)
 {
@@ -55,7 +62,7 @@ int cli_parse_int(const struct cli_command *cmd, const char *flag, const char *a
 {
     size_t size;
     char *why = why_for(arg, &size);
-    int rc = parse_int(arg, lo, hi, out, why, size) ? cli_usage_error(cmd, "%s: %s", flag, why) : 0;
+    int rc = parse_int(arg, lo, hi, out, why, size) ? value_error(cmd, flag, why) : 0;
     free(why);
     return rc;
 }
@@ -65,8 +72,7 @@ int cli_parse_double(const struct cli_command *cmd, const char *flag, const char
 {
     size_t size;
     char *why = why_for(arg, &size);
-    int rc =
-        parse_double(arg, lo, hi, out, why, size) ? cli_usage_error(cmd, "%s: %s", flag, why) : 0;
+    int rc = parse_double(arg, lo, hi, out, why, size) ? value_error(cmd, flag, why) : 0;
     free(why);
     return rc;
 }

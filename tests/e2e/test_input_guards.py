@@ -128,8 +128,11 @@ FLAG_CASES = [
     (["--set", "sim.max_seqs=1e400"], "--set sim.max_seqs: must be in 1..65536"),
     # not whole numbers: not integers, as before
     (["--gpus", "2.5"], "--gpus: must be an integer"),
-    (["--gpus", "12x"], "--gpus: must be an integer"),
-    (["--gpus", "inf"], "--gpus: must be an integer"),
+    # not numbers as JSON writes them
+    (["--gpus", "12x"], "--gpus: must be an integer, written as JSON writes one"),
+    (["--gpus", "inf"], "--gpus: must be an integer, written as JSON writes one"),
+    (["--gpus", "016"], "--gpus: must be an integer, written as JSON writes one"),
+    (["--gpus", "+16"], "--gpus: must be an integer, written as JSON writes one"),
 ]
 
 
