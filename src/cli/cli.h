@@ -42,6 +42,10 @@ void cli_errorf(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 int cli_usage_error(const struct cli_command *cmd, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Reports a bad value of a flag cmd takes: "libra: CMD: FLAG: WHY", without the usage line
+ * (docs/cli.md). Returns LIBRA_EXIT_USAGE. */
+int cli_value_error(const struct cli_command *cmd, const char *flag, const char *why);
+
 /* Parses a flag's value (flag as typed, "--steps") as an integer in [lo, hi] into *out. Returns
  * 0, or LIBRA_EXIT_USAGE after printing "libra: CMD: FLAG: expected an integer in [LO, HI], not
  * 'ARG'" (a bad value: no usage line). */

@@ -58,7 +58,7 @@ static int parse_steps(const struct cli_command *cmd, const char *arg, struct re
     if (parse_int_range(arg, 0, INT64_MAX, &o->step_first, &o->step_last, why, size) == 0)
         o->step_range = true;
     else
-        rc = cli_usage_error(cmd, "--steps: %s", why);
+        rc = cli_value_error(cmd, "--steps", why);
     free(why);
     return rc;
 }

@@ -43,8 +43,7 @@ int cli_usage_error(const struct cli_command *cmd, const char *fmt, ...)
     return LIBRA_EXIT_USAGE;
 }
 
-/* A bad value of a flag the command takes: said without the usage line (docs/cli.md). */
-static int value_error(const struct cli_command *cmd, const char *flag, const char *why)
+int cli_value_error(const struct cli_command *cmd, const char *flag, const char *why)
 {
     cli_errorf("%s: %s: %s", cmd->name, flag, why);
     return LIBRA_EXIT_USAGE;
@@ -62,7 +61,7 @@ int cli_parse_int(const struct cli_command *cmd, const char *flag, const char *a
 {
     size_t size;
     char *why = why_for(arg, &size);
-    int rc = parse_int(arg, lo, hi, out, why, size) ? value_error(cmd, flag, why) : 0;
+    int rc = parse_int(arg, lo, hi, out, why, size) ? cli_value_error(cmd, flag, why) : 0;
     free(why);
     return rc;
 }
@@ -72,7 +71,7 @@ int cli_parse_double(const struct cli_command *cmd, const char *flag, const char
 {
     size_t size;
     char *why = why_for(arg, &size);
-    int rc = parse_double(arg, lo, hi, out, why, size) ? value_error(cmd, flag, why) : 0;
+    int rc = parse_double(arg, lo, hi, out, why, size) ? cli_value_error(cmd, flag, why) : 0;
     free(why);
     return rc;
 }

@@ -169,12 +169,30 @@ void report_init(struct report *r, const struct report_options *opt)
     r->opt = *opt;
 }
 
+/* A JSON Lines file (--jsonl's output) fails to parse after its first line, which is a document:
+ * says so, and what report reads instead. */
+static void jsonl_hint(const char *text, size_t len, struct libra_error *err)
+{
+    const char *nl = memchr(text, '\n', len);
+    json_t *first = nl && (size_t)(nl - text) + 1 < len
+                        ? json_loadb(text, (size_t)(nl - text), JSON_REJECT_DUPLICATES, NULL)
+                        : NULL;
+    size_t used = strlen(err->msg);
+    if (first && used < sizeof err->msg)
+        snprintf(err->msg + used, sizeof err->msg - used,
+                 " (JSON Lines, as --jsonl writes: libra report reads the one JSON document "
+                 "--json writes)");
+    json_decref(first);
+}
+
 int report_add(struct report *r, const char *name, const char *text, size_t len,
                struct libra_error *err)
 {
     struct report_input in = {0};
-    if (ujson_doc_parse(&in.doc, name, text, len, err) != 0)
+    if (ujson_doc_parse(&in.doc, name, text, len, err) != 0) {
+        jsonl_hint(text, len, err);
         return LIBRA_EINVAL;
+    }
     const json_t *schema = json_object_get(in.doc.root, "schema");
     int rc = 0;
     if (!json_is_object(in.doc.root)) {

@@ -369,9 +369,10 @@ static int apply_doc(struct libra_config *cfg, const struct ujson_doc *doc, stru
                    strcmp(key, "description") == 0) {
             rc = read_envelope(doc, key, v, err);
         } else {
-            char hint[96];
-            unknown_key_hint(key, hint, sizeof hint);
-            rc = ujson_errorf(err, doc, key, "unknown section%s", hint);
+            char hint[96] = " (an empty name)"; /* which no key is near */
+            if (*key)
+                unknown_key_hint(key, hint, sizeof hint);
+            rc = ujson_errorf(err, doc, key, "%sunknown section%s", *key ? "" : "\"\": ", hint);
         }
         if (rc)
             return rc;

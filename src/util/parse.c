@@ -129,8 +129,10 @@ int parse_int_range(const char *text, int64_t lo, int64_t hi, int64_t *first, in
     a_text[colon - text] = '\0';
     int64_t a = 0, b = 0;
     if (parse_int(a_text, lo, hi, &a, why, size) != 0 ||
-        parse_int(colon + 1, a, hi, &b, why, size) != 0)
+        parse_int(colon + 1, lo, hi, &b, why, size) != 0)
         return -1;
+    if (b < a)
+        return error_text(why, size, "expected A:B with B at least A, not '%s'", text);
     *first = a;
     *last = b;
     return 0;

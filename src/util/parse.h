@@ -57,7 +57,8 @@ int parse_int_list(const char *text, int64_t lo, int64_t hi, const char *what, i
 /*
  * Parses text as "A:B", two decimal integers with lo <= A <= B <= hi, into *first and *last.
  * Returns 0, or -1 with why: "expected A:B, not 'TEXT'" (no ':', or an A of more than 31
- * characters), or parse_int's reason for A (in [LO, HI]) or for B (in [A, HI]).
+ * characters), or parse_int's reason for A or B (in [LO, HI]), or "expected A:B with B at least A,
+ * not 'TEXT'".
  */
 int parse_int_range(const char *text, int64_t lo, int64_t hi, int64_t *first, int64_t *last,
                     char *why, size_t size);

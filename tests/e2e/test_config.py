@@ -244,6 +244,10 @@ def test_check_unknown_section_and_preset(tmp_path):
     r = run("config", "check", str(cfg))
     assert r.returncode == 1
     assert "1:2: clustr: unknown section (did you mean 'cluster'?)" in r.stderr
+    cfg.write_text('{"": 1}')  # no name to suggest another for
+    r = run("config", "check", str(cfg))
+    assert r.returncode == 1 and r.stderr.endswith(
+        ':1:1: "": unknown section (an empty name)\n'), r.stderr
     cfg.write_text('{"model": {"name": "qwen4"}}')
     r = run("config", "check", str(cfg))
     assert r.returncode == 1

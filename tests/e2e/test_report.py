@@ -526,7 +526,8 @@ def test_step_range(inputs, tmp_path):
     assert p.returncode == 2 and p.stdout == ""
     assert "run.json: no step in 7:9 (the result holds steps 0 to 5)" in p.stderr
     p = libra("report", str(inputs["run"]), "--steps", "4:2", check=False)
-    assert p.returncode == 2 and "--steps" in p.stderr
+    assert p.returncode == 2 and p.stderr == (  # a bad value: no usage line
+        "libra: report: --steps: expected A:B with B at least A, not '4:2'\n"), p.stderr
 
 
 def test_svg_creates_the_missing_parents_of_its_directory(inputs, tmp_path):
@@ -564,6 +565,12 @@ def test_bad_input_is_refused_with_its_position(inputs, tmp_path):
     assert [p.stem for p in alone.iterdir()] == ["plan-layout"]
     p = libra("report", str(tmp_path / "missing.json"), check=False)
     assert p.returncode == 3 and "cannot read" in p.stderr
+    lines = tmp_path / "sim.jsonl"  # JSON Lines: report says what it reads instead
+    lines.write_text(json.dumps({"schema": "libra.sim/1"}) + "\n" + json.dumps({"step": 0}) + "\n")
+    p = libra("report", str(lines), check=False)
+    assert p.returncode == 2 and p.stderr.endswith(
+        "(JSON Lines, as --jsonl writes: libra report reads the one JSON document --json "
+        "writes)\n"), p.stderr
     # a failed write leaves the old file whole
     out.write_text("old")
     p = libra("report", str(inputs["run"]), "-o", str(out), "--svg", str(out), check=False)

@@ -301,12 +301,12 @@ static void test_flag_errors(void **state)
     };
     static const char *const want[] = {
         "--gpus: must be in 1..65536",
-        "--gpus: must be an integer",
+        "--gpus: must be an integer, written as JSON writes one",
         "--set cluster.gpu: unknown key 'cluster.gpu' (did you mean 'cluster.gpus'?)",
         ("--model: unknown model preset 'qwen9' (known: qwen2.5-7b, qwen2.5-14b, qwen2.5-32b, "
          "qwen3-4b, qwen3-8b, qwen3-14b, qwen3-32b, qwen3-30b-a3b, qwen3-235b-a22b)"),
         "--set ehp.enabled: must be true or false",
-        "--set plan.time_limit_s: must be a finite number",
+        "--set plan.time_limit_s: must be a finite number, written as JSON writes one",
         "--set plan.replan_horizon_steps: must be in 1..1000000",
     };
     for (size_t i = 0; i < sizeof bad / sizeof *bad; i++)
