@@ -22,12 +22,32 @@
 #include "util/parse.h"
 #include "util/version.h"
 
+/* Writes a diagnostic's text to stderr, a control byte other than a line break or tab as \xHH:
+ * the text echoes what the user gave (a name, a flag's value), which must not drive the
+ * terminal. */
+static void put_diagnostic(const char *fmt, va_list ap)
+{
+    va_list again;
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, again);
+    va_end(again);
+    char *text = xmalloc(n > 0 ? (size_t)n + 1 : 1);
+    vsnprintf(text, n > 0 ? (size_t)n + 1 : 1, fmt, ap);
+    for (const unsigned char *c = (const unsigned char *)text; *c; c++) {
+        if ((*c < 0x20 && *c != '\n' && *c != '\t') || *c == 0x7f)
+            fprintf(stderr, "\\x%02x", *c);
+        else
+            fputc(*c, stderr);
+    }
+    free(text);
+}
+
 void cli_errorf(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     fputs("libra: ", stderr);
-    vfprintf(stderr, fmt, ap);
+    put_diagnostic(fmt, ap);
     fputc('\n', stderr);
     va_end(ap);
 }
@@ -37,7 +57,7 @@ int cli_usage_error(const struct cli_command *cmd, const char *fmt, ...)
     va_list ap;
     va_start(ap, fmt);
     fprintf(stderr, "libra: %s: ", cmd->name);
-    vfprintf(stderr, fmt, ap);
+    put_diagnostic(fmt, ap);
     fprintf(stderr, "\nusage: %s (see libra %s --help)\n", cmd->usage, cmd->name);
     va_end(ap);
     return LIBRA_EXIT_USAGE;

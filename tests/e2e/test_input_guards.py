@@ -272,3 +272,11 @@ def test_a_number_flag_is_read_as_a_config_file_writes_numbers(args, want):
         pytest.fail(f"{args} ran instead of being refused")
     assert r.returncode == 2 and r.stdout == "", (r.returncode, r.stderr)
     assert want in r.stderr, r.stderr
+
+
+def test_a_diagnostic_echoes_control_bytes_escaped():
+    """An error echoes what was given; a control byte in it (an escape sequence) is written
+    as \\xHH, never raw to the terminal."""
+    r = run("sim", "--workload", "a\x1b[31mred")
+    assert r.returncode == 2 and "\x1b" not in r.stderr, r.stderr
+    assert "'a\\x1b[31mred'" in r.stderr, r.stderr
