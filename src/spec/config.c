@@ -1002,6 +1002,17 @@ int spec_config_peek(struct libra_config *cfg, const struct spec_config_sources 
     return apply_layers(cfg, src, err);
 }
 
+/* sched.buckets in its one spelling (spec_bucket_format), as the preset names are: two
+ * spellings of one layout ("tp1:4000, tp2:30000") are one config, digest and sweep point. */
+static void canonical_buckets(struct libra_config *cfg)
+{
+    struct spec_bucket_layout l;
+    char text[SPEC_BUCKET_TEXT_MAX];
+    if (cfg->sched.buckets[0] && spec_bucket_parse(&l, cfg->sched.buckets, NULL, NULL) == 0 &&
+        spec_bucket_format(&l, text, sizeof text) < sizeof cfg->sched.buckets)
+        snprintf(cfg->sched.buckets, sizeof cfg->sched.buckets, "%s", text);
+}
+
 int spec_config_resolve(struct libra_config *cfg, const struct spec_presets *p,
                         const struct spec_config_sources *src, struct libra_error *err)
 {
@@ -1047,7 +1058,11 @@ int spec_config_resolve(struct libra_config *cfg, const struct spec_presets *p,
         rc = check_unread(cfg, &defaults, src, err);
     if (rc == 0)
         rc = check_inert(cfg, &defaults, &experiment, src, err);
-    return rc ? rc : check_fleet_counts(cfg, src, err);
+    if (rc == 0)
+        rc = check_fleet_counts(cfg, src, err);
+    if (rc == 0)
+        canonical_buckets(cfg);
+    return rc;
 }
 
 /* ---- output ------------------------------------------------------------------------------ */

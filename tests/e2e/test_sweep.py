@@ -190,6 +190,11 @@ def test_attribution_refuses_what_it_cannot_measure(args, message):
     (["--sweep", "sim.seed=1,2"], "--sweep sim.seed: seeds are the grid's other axis"),
     (["--sweep", "rl.max_staleness=4,4.0"],
      "--sweep: 'rl.max_staleness=4' and 'rl.max_staleness=4.0' are one experiment"),
+    # a bucket layout in two spellings is one layout (its config holds the one spelling)
+    (["--set", "sim.modes=async,libra", "--sweep",
+      "sched.buckets=tp1:4000\\,tp2:30000,TP1:4000\\, tp2:30000"],
+     "--sweep: 'sched.buckets=tp1:4000,tp2:30000' and 'sched.buckets=TP1:4000, tp2:30000' are "
+     "one experiment"),
     (["--sweep", "rl.transport=nccl,reshard"],
      "--sweep: 'rl.transport=reshard': rl.transport: reshard moves weights in place"),
     (["--sweep", "rl.overprovision_frac=0.5,0.50", "--sweep", "rl.max_staleness=4,5"],
