@@ -27,7 +27,6 @@
 #include "util/error.h"
 #include "util/json.h"
 #include "util/map.h"
-#include "util/parse.h"
 #include "util/vec.h"
 
 /* ---- the columns ------------------------------------------------------------------------- */
@@ -365,12 +364,12 @@ static int set_text(const struct trace_importer *im, struct row *r, enum col c, 
         if (end == text || *end || errno || !strchr("-0123456789", *text))
             return row_error(im, r, c, err, "expected an integer, got '%s'", text);
         break;
-    case T_REAL: { /* decimal, as JSON and a config file write one: no hex, blank, inf or nan */
-        char why[PARSE_WHY_EXTRA]; /* the row's own reason is given instead */
-        if (parse_double(text, -DBL_MAX, DBL_MAX, &r->real, why, sizeof why) != 0)
+    case T_REAL: /* decimal, as a spreadsheet writes one ("+1", ".5"): no hex, blank, inf, nan */
+        errno = 0;
+        r->real = strtod(text, &end);
+        if (end == text || *end || errno || strspn(text, "+-0123456789.eE") != strlen(text))
             return row_error(im, r, c, err, "expected a number, got '%s'", text);
         break;
-    }
     }
     r->has[c] = true;
     return 0;
