@@ -11,6 +11,7 @@
 #include "spec/preset.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,7 @@
 #include "util/alloc.h"
 #include "util/embed.h"
 #include "util/error.h"
+#include "util/map.h"
 
 /* The top-level keys of a preset file; "workloads" is read by workload/preset.h. */
 static const char *const sections[] = {"schema", "hardware", "models", "workloads", NULL};
@@ -266,7 +268,21 @@ struct reading {
     const struct ujson_doc *doc;
     const char *origin;
     struct spec_presets *out; /* the scratch registry of this file */
+    struct map hardware_at;   /* name -> index in out->hardware (names are lower case) */
+    struct map model_at;      /* name -> index in out->models */
 };
+
+/* The index of the entry of map at that has name, or -1; else records name at index n. A file
+ * of thousands of presets is checked in linear time. */
+static int64_t seen_at(struct map *at, const char *name, size_t n)
+{
+    bool inserted;
+    union map_value *v = map_slot(at, name, &inserted);
+    if (!inserted)
+        return v->i64;
+    v->i64 = (int64_t)n;
+    return -1;
+}
 
 /*
  * Refuses the entry obj at path, whose name an earlier entry of this file's section (index
@@ -296,9 +312,9 @@ static int read_hardware(struct reading *r, const char *path, const json_t *obj,
         rc = check_name(h.name, r->doc, path, obj, err);
     if (!rc)
         rc = check_assumed(hardware_fields, N_HARDWARE_FIELDS, h.assumed, r->doc, path, obj, err);
-    const struct spec_hardware *first = rc ? NULL : spec_hardware_find(r->out, h.name);
-    if (first)
-        rc = twice_error(r, "hardware", (size_t)(first - r->out->hardware), path, obj, h.name, err);
+    int64_t first = rc ? -1 : seen_at(&r->hardware_at, h.name, r->out->n_hardware);
+    if (first >= 0)
+        rc = twice_error(r, "hardware", (size_t)first, path, obj, h.name, err);
     if (rc)
         return rc;
     snprintf(h.origin, sizeof h.origin, "%s", r->origin);
@@ -320,9 +336,9 @@ static int read_model(struct reading *r, const char *path, const json_t *obj,
         rc = check_assumed(model_fields, N_MODEL_FIELDS, m.assumed, r->doc, path, obj, err);
     if (!rc)
         rc = check_model(&m, r->doc, path, obj, err);
-    const struct spec_model *first = rc ? NULL : spec_model_find(r->out, m.name);
-    if (first)
-        rc = twice_error(r, "models", (size_t)(first - r->out->models), path, obj, m.name, err);
+    int64_t first = rc ? -1 : seen_at(&r->model_at, m.name, r->out->n_models);
+    if (first >= 0)
+        rc = twice_error(r, "models", (size_t)first, path, obj, m.name, err);
     if (rc)
         return rc;
     snprintf(m.origin, sizeof m.origin, "%s", r->origin);
@@ -388,25 +404,32 @@ static int read_file(struct reading *r, struct libra_error *err)
 
 /* ---- merging a checked file into the registry ----------------------------------------- */
 
+/* Adds the n entries of add (each size bytes, its name first) to the *n_p of *p, one of the same
+ * name replaced, through a map of the names *p holds (lower case, as every entry's). */
+_Static_assert(offsetof(struct spec_hardware, name) == 0 && offsetof(struct spec_model, name) == 0,
+               "merge_entries reads an entry's name at its start");
+static void merge_entries(void **p, size_t *n_p, const void *add, size_t n, size_t size)
+{
+    struct map at = {0};
+    for (size_t i = 0; i < *n_p; i++)
+        seen_at(&at, (const char *)*p + i * size, i);
+    for (size_t i = 0; i < n; i++) {
+        const char *entry = (const char *)add + i * size;
+        int64_t old = seen_at(&at, entry, *n_p);
+        if (old < 0) {
+            *p = xreallocarray(*p, *n_p + 1, size);
+            old = (int64_t)(*n_p)++;
+        }
+        memcpy((char *)*p + (size_t)old * size, entry, size);
+    }
+    map_free(&at);
+}
+
 static void merge(struct spec_presets *p, const struct spec_presets *add)
 {
-    for (size_t i = 0; i < add->n_hardware; i++) {
-        struct spec_hardware *old =
-            (struct spec_hardware *)spec_hardware_find(p, add->hardware[i].name);
-        if (!old) {
-            p->hardware = xreallocarray(p->hardware, p->n_hardware + 1, sizeof *p->hardware);
-            old = &p->hardware[p->n_hardware++];
-        }
-        *old = add->hardware[i];
-    }
-    for (size_t i = 0; i < add->n_models; i++) {
-        struct spec_model *old = (struct spec_model *)spec_model_find(p, add->models[i].name);
-        if (!old) {
-            p->models = xreallocarray(p->models, p->n_models + 1, sizeof *p->models);
-            old = &p->models[p->n_models++];
-        }
-        *old = add->models[i];
-    }
+    merge_entries((void **)&p->hardware, &p->n_hardware, add->hardware, add->n_hardware,
+                  sizeof *p->hardware);
+    merge_entries((void **)&p->models, &p->n_models, add->models, add->n_models, sizeof *p->models);
 }
 
 static int add_text(struct spec_presets *p, const char *name, const char *origin, const char *text,
@@ -418,8 +441,10 @@ static int add_text(struct spec_presets *p, const char *name, const char *origin
         return rc;
     struct spec_presets scratch;
     memset(&scratch, 0, sizeof scratch);
-    struct reading r = {&doc, origin, &scratch};
+    struct reading r = {.doc = &doc, .origin = origin, .out = &scratch};
     rc = read_file(&r, err);
+    map_free(&r.hardware_at);
+    map_free(&r.model_at);
     if (rc == 0)
         merge(p, &scratch);
     spec_presets_free(&scratch);
