@@ -10,6 +10,7 @@
  */
 #include "workload/preset.h"
 
+#include <ctype.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -22,6 +23,7 @@
 #include "util/embed.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "util/map.h"
 
 _Static_assert(sizeof(enum trace_tool_status) == sizeof(int), "choice fields are stored as int");
 _Static_assert(sizeof(enum workload_finish_means) == sizeof(int), "choice fields are int");
@@ -410,14 +412,6 @@ static bool valid_name(const char *s)
     return true;
 }
 
-static struct workload_preset *find_mut(struct workload_presets *p, const char *name)
-{
-    for (size_t i = 0; i < p->n; i++)
-        if (strcasecmp(p->items[i].name, name) == 0)
-            return &p->items[i];
-    return NULL;
-}
-
 /* The defaults of the optional fields of a preset without a base. */
 static void preset_defaults(struct workload_preset *w)
 {
@@ -428,9 +422,23 @@ static void preset_defaults(struct workload_preset *w)
 
 static const char *const preset_extra_keys[] = {"name", "base", "tools", NULL};
 
-/* Reads the preset object at c->base into *w, resolving "base" against p. */
-static int read_preset(const struct ctx *c, const json_t *obj, struct workload_presets *p,
-                       struct workload_preset *w)
+/* The preset of p that at (lower-case name -> index in p) names name in any case, or NULL. */
+static const struct workload_preset *indexed(const struct workload_presets *p, const struct map *at,
+                                             const char *name)
+{
+    char lower[WORKLOAD_NAME_MAX];
+    size_t n = strlen(name);
+    if (n >= sizeof lower)
+        return NULL;
+    for (size_t i = 0; i <= n; i++)
+        lower[i] = (char)tolower((unsigned char)name[i]);
+    union map_value v;
+    return map_get(at, lower, &v) ? &p->items[v.i64] : NULL;
+}
+
+/* Reads the preset object at c->base into *w, resolving "base" against p (indexed by at). */
+static int read_preset(const struct ctx *c, const json_t *obj, const struct workload_presets *p,
+                       const struct map *at, struct workload_preset *w)
 {
     if (!json_is_object(obj))
         return fail(c, "", "expected an object");
@@ -453,7 +461,7 @@ static int read_preset(const struct ctx *c, const json_t *obj, struct workload_p
     preset_defaults(w);
     if (base) {
         const struct workload_preset *b =
-            json_is_string(base) ? find_mut(p, json_string_value(base)) : NULL;
+            json_is_string(base) ? indexed(p, at, json_string_value(base)) : NULL;
         if (!b)
             return fail(c, "base", "no such workload preset");
         *w = *b;
@@ -473,26 +481,60 @@ static int read_preset(const struct ctx *c, const json_t *obj, struct workload_p
 static const char *const file_keys[] = {"schema", "hardware", "models", "workloads", NULL};
 
 /*
- * Refuses preset i of the file's array arr, named name, when an earlier one of the file has
- * the name: at its name, naming the first one's position, as spec/preset.c does for hardware
- * and models. (Names are lower case and found ignoring case, so the second would replace the
- * first without a word.)
+ * Refuses preset i of the file, named name, when an earlier one of the file has the name (seen:
+ * name -> index of this file's presets): at its name, naming the first one's position, as
+ * spec/preset.c does for hardware and models. (Names are lower case and found ignoring case,
+ * so the second would replace the first without a word.)
  */
-static int check_once(const struct ctx *c, const json_t *arr, size_t i, const char *name)
+static int check_once(const struct ctx *c, struct map *seen, size_t i, const char *name)
 {
-    for (size_t j = 0; j < i; j++) {
-        const char *earlier = json_string_value(json_object_get(json_array_get(arr, j), "name"));
-        if (!earlier || strcasecmp(earlier, name) != 0)
-            continue;
-        char at[48];
-        int line = 0, col = 0;
-        snprintf(at, sizeof at, "workloads/%zu/name", j);
-        ujson_locate(c->doc, at, &line, &col);
-        return fail(c, "name",
-                    "'%s' is defined twice in this file, first at %d:%d (workloads.%zu.name)", name,
-                    line, col, j);
+    bool inserted;
+    union map_value *v = map_slot(seen, name, &inserted);
+    if (inserted) {
+        v->i64 = (int64_t)i;
+        return 0;
     }
-    return 0;
+    size_t j = (size_t)v->i64;
+    char at[48];
+    int line = 0, col = 0;
+    snprintf(at, sizeof at, "workloads/%zu/name", j);
+    ujson_locate(c->doc, at, &line, &col);
+    return fail(c, "name",
+                "'%s' is defined twice in this file, first at %d:%d (workloads.%zu.name)", name,
+                line, col, j);
+}
+
+/* Reads the file's presets in arr into p, one of a name p has replacing it: through maps of the
+ * names, so that a file of thousands of presets reads in linear time. */
+static int add_presets(struct workload_presets *p, const struct ujson_doc *doc, const json_t *arr,
+                       const char *origin, struct libra_error *err)
+{
+    struct map at = {0}, seen = {0}; /* p's names -> index; this file's -> its index */
+    for (size_t i = 0; i < p->n; i++)
+        map_put(&at, p->items[i].name, (union map_value){.i64 = (int64_t)i});
+    int rc = 0;
+    for (size_t i = 0; i < json_array_size(arr) && rc == 0; i++) {
+        char base[32];
+        snprintf(base, sizeof base, "workloads/%zu", i);
+        struct ctx c = {doc, err, base};
+        struct workload_preset w;
+        rc = read_preset(&c, json_array_get(arr, i), p, &at, &w);
+        if (!rc)
+            rc = check_once(&c, &seen, i, w.name);
+        if (rc)
+            break;
+        snprintf(w.origin, sizeof w.origin, "%s", origin);
+        bool inserted;
+        union map_value *v = map_slot(&at, w.name, &inserted);
+        if (inserted) {
+            p->items = xreallocarray(p->items, p->n + 1, sizeof *p->items);
+            v->i64 = (int64_t)p->n++;
+        }
+        p->items[v->i64] = w;
+    }
+    map_free(&at);
+    map_free(&seen);
+    return rc;
 }
 
 static int add_doc(struct workload_presets *p, const struct ujson_doc *doc, const char *origin,
@@ -516,25 +558,7 @@ static int add_doc(struct workload_presets *p, const struct ujson_doc *doc, cons
         return 0;
     if (!json_is_array(arr))
         return fail(&top, "workloads", "expected an array");
-    for (size_t i = 0; i < json_array_size(arr); i++) {
-        char base[32];
-        snprintf(base, sizeof base, "workloads/%zu", i);
-        struct ctx c = {doc, err, base};
-        struct workload_preset w;
-        int rc = read_preset(&c, json_array_get(arr, i), p, &w);
-        if (!rc)
-            rc = check_once(&c, arr, i, w.name);
-        if (rc)
-            return rc;
-        snprintf(w.origin, sizeof w.origin, "%s", origin);
-        struct workload_preset *old = find_mut(p, w.name);
-        if (!old) {
-            p->items = xreallocarray(p->items, p->n + 1, sizeof *p->items);
-            old = &p->items[p->n++];
-        }
-        *old = w;
-    }
-    return 0;
+    return add_presets(p, doc, arr, origin, err);
 }
 
 int workload_presets_add_text(struct workload_presets *p, const char *name, const char *text,
@@ -583,7 +607,10 @@ void workload_presets_free(struct workload_presets *p)
 const struct workload_preset *workload_preset_find(const struct workload_presets *p,
                                                    const char *name)
 {
-    return find_mut((struct workload_presets *)p, name);
+    for (size_t i = 0; i < p->n; i++)
+        if (strcasecmp(p->items[i].name, name) == 0)
+            return &p->items[i];
+    return NULL;
 }
 
 /* ---- printing -------------------------------------------------------------------------- */
