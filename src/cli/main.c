@@ -25,7 +25,7 @@
 /* Writes a diagnostic's text to stderr, a control byte other than a line break or tab as \xHH:
  * the text echoes what the user gave (a name, a flag's value), which must not drive the
  * terminal. */
-static void put_diagnostic(const char *fmt, va_list ap)
+__attribute__((format(printf, 1, 0))) static void put_diagnostic(const char *fmt, va_list ap)
 {
     va_list again;
     va_copy(again, ap);
