@@ -142,8 +142,17 @@ static int run(const struct cli_common *cc, const char *name, struct gen_flags *
     }
     if (!f->samples)
         f->samples = w->samples;
+    int64_t lo, hi, prompts = w->batch_trajectories / w->samples;
+    key_range("rl.batch_trajectories", &lo, &hi);
+    if (!f->batch && prompts > hi / f->samples) {
+        api_presets_free(&p);
+        return cli_usage_error(cc->cmd,
+                               "--samples %lld: the preset's %lld prompts per step would make a "
+                               "batch past rl.batch_trajectories' %lld: give --batch",
+                               (long long)f->samples, (long long)prompts, (long long)hi);
+    }
     if (!f->batch) /* the preset's prompts per step, each with f->samples trajectories */
-        f->batch = w->batch_trajectories / w->samples * f->samples;
+        f->batch = prompts * f->samples;
     if (f->batch % f->samples) {
         api_presets_free(&p);
         return cli_usage_error(cc->cmd, "--batch %lld is not a multiple of --samples %lld",

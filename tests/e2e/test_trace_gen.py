@@ -202,3 +202,22 @@ def test_a_stopped_import_leaves_no_partial_file(tmp_path):
     finally:
         p.kill()
     assert os.listdir(out) == []
+
+
+def test_a_batch_of_the_presets_prompts_past_the_keys_range_is_refused(tmp_path):
+    """Without --batch the batch is the preset's prompts per step times --samples: past
+    rl.batch_trajectories' range it made a trace no other command replays."""
+    presets = tmp_path / "wide.json"
+    presets.write_text(json.dumps({"workloads": [
+        {"name": "wide", "base": "search-r1", "samples": 1, "batch_trajectories": 2**20,
+         "dynamic_sampling": "off"}]}))
+    out = tmp_path / "w.jsonl"
+    r = run("trace", "gen", "wide", "--presets", str(presets), "--samples", "2", "--steps", "1",
+            "-o", str(out))
+    assert r.returncode == 2 and not out.exists(), r.stderr
+    assert r.stderr.startswith(
+        "libra: trace: --samples 2: the preset's 1048576 prompts per step would make a batch "
+        "past rl.batch_trajectories' 1048576: give --batch\n"), r.stderr
+    r = run("trace", "gen", "wide", "--presets", str(presets), "--samples", "2", "--batch", "8",
+            "--steps", "1", "-o", str(out))
+    assert r.returncode == 0, r.stderr
