@@ -16,6 +16,7 @@
 #include "util/arena.h"
 #include "util/error.h"
 #include "util/fileio.h"
+#include "util/json.h"
 #include "util/vec.h"
 
 /* ---- presets -------------------------------------------------------------------------------- */
@@ -77,10 +78,14 @@ static int add_preset_file(struct api_presets *p, const char *path, struct libra
     int rc = api_read_file(path, &text, &len, err);
     if (rc)
         return rc;
-    rc = spec_presets_add_text(&p->spec, path, text, len, err);
-    if (rc == 0)
-        rc = workload_presets_add_text(&p->workloads, path, text, len, err);
+    struct ujson_doc doc;
+    rc = ujson_doc_parse(&doc, path, text, len, err);
     free(text);
+    if (rc == 0)
+        rc = spec_presets_add_doc(&p->spec, &doc, err);
+    if (rc == 0)
+        rc = workload_presets_add_doc(&p->workloads, &doc, err);
+    ujson_doc_free(&doc);
     return rc ? LIBRA_EINVAL : 0;
 }
 

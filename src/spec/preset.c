@@ -432,6 +432,21 @@ static void merge(struct spec_presets *p, const struct spec_presets *add)
     merge_entries((void **)&p->models, &p->n_models, add->models, add->n_models, sizeof *p->models);
 }
 
+static int add_doc(struct spec_presets *p, const struct ujson_doc *doc, const char *origin,
+                   struct libra_error *err)
+{
+    struct spec_presets scratch;
+    memset(&scratch, 0, sizeof scratch);
+    struct reading r = {.doc = doc, .origin = origin, .out = &scratch};
+    int rc = read_file(&r, err);
+    map_free(&r.hardware_at);
+    map_free(&r.model_at);
+    if (rc == 0)
+        merge(p, &scratch);
+    spec_presets_free(&scratch);
+    return rc;
+}
+
 static int add_text(struct spec_presets *p, const char *name, const char *origin, const char *text,
                     size_t len, struct libra_error *err)
 {
@@ -439,15 +454,7 @@ static int add_text(struct spec_presets *p, const char *name, const char *origin
     int rc = ujson_doc_parse(&doc, name, text, len, err);
     if (rc)
         return rc;
-    struct spec_presets scratch;
-    memset(&scratch, 0, sizeof scratch);
-    struct reading r = {.doc = &doc, .origin = origin, .out = &scratch};
-    rc = read_file(&r, err);
-    map_free(&r.hardware_at);
-    map_free(&r.model_at);
-    if (rc == 0)
-        merge(p, &scratch);
-    spec_presets_free(&scratch);
+    rc = add_doc(p, &doc, origin, err);
     ujson_doc_free(&doc);
     return rc;
 }
@@ -471,6 +478,12 @@ int spec_presets_add_text(struct spec_presets *p, const char *name, const char *
                           struct libra_error *err)
 {
     return add_text(p, name, name, text, len, err);
+}
+
+int spec_presets_add_doc(struct spec_presets *p, const struct ujson_doc *doc,
+                         struct libra_error *err)
+{
+    return add_doc(p, doc, doc->name, err);
 }
 
 void spec_presets_free(struct spec_presets *p)

@@ -24,6 +24,7 @@
 #include <stddef.h>
 
 #include "libra/libra.h"
+#include "util/json.h"
 #include "spec/schema.h"
 
 #define SPEC_NAME_MAX 48
@@ -106,6 +107,11 @@ int spec_presets_init(struct spec_presets *p, struct libra_error *err);
  */
 int spec_presets_add_text(struct spec_presets *p, const char *name, const char *text, size_t len,
                           struct libra_error *err);
+
+/* As spec_presets_add_text, from a file already parsed (its name as the origin): a preset file
+ * read once for every section's reader. */
+int spec_presets_add_doc(struct spec_presets *p, const struct ujson_doc *doc,
+                         struct libra_error *err);
 
 /* Releases p's arrays; a zeroed p is fine. */
 void spec_presets_free(struct spec_presets *p);

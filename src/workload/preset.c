@@ -537,8 +537,7 @@ static int add_presets(struct workload_presets *p, const struct ujson_doc *doc, 
     return rc;
 }
 
-static int add_doc(struct workload_presets *p, const struct ujson_doc *doc, const char *origin,
-                   struct libra_error *err)
+static int add_doc(struct workload_presets *p, const struct ujson_doc *doc, struct libra_error *err)
 {
     struct ctx top = {doc, err, ""};
     if (!json_is_object(doc->root))
@@ -558,7 +557,23 @@ static int add_doc(struct workload_presets *p, const struct ujson_doc *doc, cons
         return 0;
     if (!json_is_array(arr))
         return fail(&top, "workloads", "expected an array");
-    return add_presets(p, doc, arr, origin, err);
+    return add_presets(p, doc, arr, doc->name, err);
+}
+
+int workload_presets_add_doc(struct workload_presets *p, const struct ujson_doc *doc,
+                             struct libra_error *err)
+{
+    struct workload_presets tmp = {xmallocarray(p->n + 1, sizeof *p->items), p->n};
+    if (p->n)
+        memcpy(tmp.items, p->items, p->n * sizeof *p->items);
+    int rc = add_doc(&tmp, doc, err);
+    if (rc) {
+        free(tmp.items);
+        return rc;
+    }
+    free(p->items);
+    *p = tmp;
+    return 0;
 }
 
 int workload_presets_add_text(struct workload_presets *p, const char *name, const char *text,
@@ -568,18 +583,9 @@ int workload_presets_add_text(struct workload_presets *p, const char *name, cons
     int rc = ujson_doc_parse(&doc, name, text, len, err);
     if (rc)
         return rc;
-    struct workload_presets tmp = {xmallocarray(p->n + 1, sizeof *p->items), p->n};
-    if (p->n)
-        memcpy(tmp.items, p->items, p->n * sizeof *p->items);
-    rc = add_doc(&tmp, &doc, name, err);
+    rc = workload_presets_add_doc(p, &doc, err);
     ujson_doc_free(&doc);
-    if (rc) {
-        free(tmp.items);
-        return rc;
-    }
-    free(p->items);
-    *p = tmp;
-    return 0;
+    return rc;
 }
 
 int workload_presets_init(struct workload_presets *p, struct libra_error *err)

@@ -193,6 +193,10 @@ int workload_presets_init(struct workload_presets *p, struct libra_error *err);
 int workload_presets_add_text(struct workload_presets *p, const char *name, const char *text,
                               size_t len, struct libra_error *err);
 
+/* As workload_presets_add_text, from a file already parsed (its name as the origin). */
+int workload_presets_add_doc(struct workload_presets *p, const struct ujson_doc *doc,
+                             struct libra_error *err);
+
 /* Releases p's array; a zeroed p is fine. */
 void workload_presets_free(struct workload_presets *p);
 
