@@ -688,19 +688,16 @@ static int stats_cmd(const struct cli_command *cmd, int argc, char **argv)
     return rc;
 }
 
-static int gen_cmd(const struct cli_command *cmd, int argc, char **argv)
-{
-    return cmd_trace_gen(argc, argv);
-}
-
+/* Each subcommand with its own usage line, the one its usage errors print. */
 static const struct {
     const char *name;
+    const char *usage;
     int (*run)(const struct cli_command *cmd, int argc, char **argv);
 } subcommands[] = {
-    {"validate", validate_cmd},
-    {"stats", stats_cmd},
-    {"import", import},
-    {"gen", gen_cmd},
+    {"validate", "libra trace validate FILE [--all] [--progress]", validate_cmd},
+    {"stats", "libra trace stats FILE [--json] [-o FILE] [--progress]", stats_cmd},
+    {"import", "libra trace import --from FORMAT IN... [-o FILE] [flags]", import},
+    {"gen", "libra trace gen WORKLOAD [flags]", cmd_trace_gen},
 };
 
 int cmd_trace(int argc, char **argv)
@@ -708,8 +705,11 @@ int cmd_trace(int argc, char **argv)
     const struct cli_command *cmd = cli_find("trace");
     const char *name = argc > 1 ? argv[1] : "";
     for (size_t i = 0; i < sizeof subcommands / sizeof *subcommands; i++)
-        if (strcmp(subcommands[i].name, name) == 0)
-            return subcommands[i].run(cmd, argc - 1, argv + 1);
+        if (strcmp(subcommands[i].name, name) == 0) {
+            struct cli_command sub = *cmd;
+            sub.usage = subcommands[i].usage;
+            return subcommands[i].run(&sub, argc - 1, argv + 1);
+        }
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {
         fputs(help, stdout);
         return LIBRA_EXIT_OK;

@@ -189,7 +189,7 @@ static void print_help(const struct cli_common *cc)
     cli_common_help(cc, text, stdout);
 }
 
-int cmd_trace_gen(int argc, char **argv)
+int cmd_trace_gen(const struct cli_command *cmd, int argc, char **argv)
 {
     static const struct option own[] = {
         {"steps", required_argument, NULL, 'n'},
@@ -200,7 +200,7 @@ int cmd_trace_gen(int argc, char **argv)
     };
     struct cli_common cc;
     struct gen_flags f = {.steps = DEFAULT_STEPS, .seed = 1};
-    cli_common_init(&cc, cli_find("trace"), CLI_FLAGS_PRESETS | CLI_FLAGS_OUTPUT, "", own);
+    cli_common_init(&cc, cmd, CLI_FLAGS_PRESETS | CLI_FLAGS_OUTPUT, "", own);
     int c, rc = 0;
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
         if (c == 'h') {

@@ -9,7 +9,7 @@ int cmd_config(int argc, char **argv);  /* cmd_config.c */
 
 /* cmd_trace.c; `libra trace gen` is cmd_trace_gen.c (argv[0] is "gen") */
 int cmd_trace(int argc, char **argv);
-int cmd_trace_gen(int argc, char **argv);
+int cmd_trace_gen(const struct cli_command *cmd, int argc, char **argv);
 
 int cmd_cost(int argc, char **argv);      /* cmd_cost.c */
 int cmd_calibrate(int argc, char **argv); /* cmd_calibrate.c */

@@ -154,6 +154,17 @@ def test_usage_errors():
         assert r.stderr.startswith("libra: trace: ")
 
 
+def test_a_subcommands_usage_error_prints_its_own_usage():
+    for sub, usage in (("validate", "libra trace validate FILE [--all] [--progress]"),
+                       ("stats", "libra trace stats FILE [--json] [-o FILE] [--progress]"),
+                       ("import", "libra trace import --from FORMAT IN... [-o FILE] [flags]"),
+                       ("gen", "libra trace gen WORKLOAD [flags]")):
+        r = run(sub, "--bogus")
+        assert r.returncode == 2, (sub, r.stderr)
+        assert r.stderr == ("libra: trace: unknown or malformed flag '--bogus'\n"
+                            f"usage: {usage} (see libra trace --help)\n"), r.stderr
+
+
 # ---- stats ------------------------------------------------------------------------------------
 
 
