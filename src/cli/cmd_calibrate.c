@@ -29,7 +29,9 @@
 
 static const char help[] =
     "usage: libra calibrate INPUT[,OPTION=N...]... [-o PRESETS] [--hardware H] [--model M]\n"
-    "                       [--hold CONSTANT[,...]] [--name NAME] [--config FILE] [--json]\n"
+    "                       [--hold CONSTANT[,...]] [--name NAME] [--config FILE] [--presets "
+    "FILE]\n"
+    "                       [--json]\n"
     "\n"
     "Fits the cost model's constants to measurements of your engines and trainer, and writes\n"
     "them as a hardware preset (-o PRESETS) that every command takes with --presets PRESETS or\n"

@@ -27,7 +27,10 @@
 #define MAX_INSTANCES 256
 
 static const char help[] =
-    "usage: libra emu [EXPERIMENT] [--instances LIST] [--time-scale F] [flags]\n"
+    "usage: libra emu [EXPERIMENT] [--instances LIST] [--time-scale F] [--host ADDR]\n"
+    "                 [--base-port P | --ports-file FILE] [--dev-mode] [--fail SPEC]...\n"
+    "                 [--stall SPEC]... [--max-body-bytes N] [--request-cap-s S]\n"
+    "                 [--request-read-s S] [--max-connections N] [flags]\n"
     "\n"
     "Runs emulated inference engines, each on its own port, answering SGLang's and vLLM's HTTP\n"
     "APIs with the timing of the engine model `libra sim` uses (the experiment's model and\n"

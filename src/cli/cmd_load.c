@@ -28,8 +28,10 @@
 #define MAX_ENGINES 256
 
 static const char help[] =
-    "usage: libra load [EXPERIMENT] --engines URL[,URL...] [--time-scale F] [--json]\n"
-    "                  [--progress] [flags]\n"
+    "usage: libra load [EXPERIMENT] --engines URL[,URL...] [--style plain|areal|slime|skyrl]\n"
+    "                  [--time-scale F] [--trace FILE] [--trainer] [--json] [-o TRACE] "
+    "[--progress]\n"
+    "                  [flags]\n"
     "\n"
     "Plays the RL job of the experiment against engines over HTTP, by the rules libra sim's\n"
     "async modes follow: GRPO groups (rl.samples trajectories each) start while their batch\n"

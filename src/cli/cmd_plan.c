@@ -26,7 +26,7 @@ static const char help[] =
     "usage: libra plan [CONFIG] [--gpus N] [--hardware H] [--model M] [--batch B]\n"
     "                  [--samples n] [--mode colocated|async] [--time-limit-s T] [--seed S]\n"
     "                  [--trace FILE] [--homogeneous-rollout] [--verify K] [--verify-steps N]\n"
-    "                  [--jobs J] [--progress] [--json | --export FORMAT]\n"
+    "                  [--jobs J] [--progress] [--json | --export FORMAT] [-o FILE]\n"
     "\n"
     "Plans the cluster of the experiment config: how many GPUs train and with which layout\n"
     "(TP, PP, CP, DP, micro-batch budget, activation recompute, FSDP or Megatron's\n"

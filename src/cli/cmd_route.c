@@ -37,7 +37,7 @@ static const char help[] =
     "usage: libra route eval TRACE [--policy NAME|all] [--buckets SPEC] [--train-steps K]\n"
     "                              [--min-visits N] [--truncated censored|exact] [--placebo]\n"
     "                              [--decisions FILE] [--folds K] [--config FILE] [--json]\n"
-    "                              [-o FILE] [flags]\n"
+    "                              [-o FILE] [--jobs J] [--progress] [flags]\n"
     "\n"
     "Replays every turn of TRACE (docs/trace-format.md) through the routers and scores their\n"
     "bucket choices (docs/routing.md). Steps 1..K only train the prefix trees and the\n"

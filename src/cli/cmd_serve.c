@@ -26,8 +26,12 @@
 
 static const char help[] =
     "usage: libra serve [EXPERIMENT] --engine URL[,tp=N] [--engine ...] [--listen HOST:PORT]\n"
-    "                   [--mode shadow|POLICY] [--plan FILE] [--capture FILE] [--state-dir DIR]\n"
-    "                   [flags]\n"
+    "                   [--mode shadow|POLICY] [--admin-token-file FILE] [--plan FILE]\n"
+    "                   [--capture FILE] [--decisions FILE] [--rid-identity] [--prompt-tokens N]\n"
+    "                   [--prompt-from-id C] [--idle-s S] [--poll-s S] [--state-dir DIR]\n"
+    "                   [--grace-s S] [--pool-replica URL[,tp=N] ...] [--pool-timeout-s S]\n"
+    "                   [--pool-steer] [--pool-core-replicas N] [--max-body-bytes N]\n"
+    "                   [--max-answer-bytes N] [--request-cap-s S] [--max-connections N] [flags]\n"
     "\n"
     "Runs the C-MLFQ gateway in front of vLLM/SGLang engines (docs/serve.md): every turn of\n"
     "every trajectory is routed by the experiment's sched section (the simulator's calls) and\n"

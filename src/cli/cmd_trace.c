@@ -28,7 +28,10 @@
 static const char help[] =
     "usage: libra trace validate FILE [--all] [--progress]\n"
     "       libra trace stats FILE [--json] [-o FILE] [--progress]\n"
-    "       libra trace import --from FORMAT IN... [-o FILE] [flags]\n"
+    "       libra trace import --from jsonl|csv|verl|tau-bench|swe-agent|openai-chat IN...\n"
+    "                          [-o FILE] [--workload NAME] [--model NAME] [--samples N]\n"
+    "                          [--chars-per-token X] [--timeout-text LIST]\n"
+    "                          [--exit-code-pattern LIST] [--failure-text LIST]\n"
     "       libra trace gen WORKLOAD [flags] (libra trace gen --help)\n"
     "\n"
     "validate checks every line of a trace (docs/trace-format.md) and prints \"FILE: valid, N\n"

@@ -162,6 +162,16 @@ def test_command_is_documented(cmd):
         )
 
 
+@pytest.mark.parametrize("cmd", listed_commands())
+def test_the_docs_synopsis_is_the_helps(cmd):
+    """docs/cli.md's synopsis of a command is its --help's usage paragraph, word for word."""
+    with open(os.path.join(SOURCE_DIR, "docs", "cli.md"), encoding="utf-8") as f:
+        section = f.read().split(f"### `libra {cmd}`", 1)[1]
+    synopsis = re.search(r"^```\n(libra .*?)^```", section, re.M | re.S).group(1)
+    usage = run(cmd, "--help").stdout.split("\n\n", 1)[0].replace("usage:", "", 1)
+    assert synopsis.split() == usage.split()
+
+
 def test_docs_exit_code_table_matches_the_header():
     """docs/cli.md and the man page list every exit code include/libra/libra.h defines."""
     with open(os.path.join(SOURCE_DIR, "include", "libra", "libra.h"), encoding="utf-8") as f:
