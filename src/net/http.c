@@ -73,6 +73,7 @@ struct net_conn {
     bool broken;          /* a read or write failed: close from the loop */
     bool stepping;        /* inside step(): a call answered there needs no later */
     bool continued;       /* 100 Continue sent for the request being read */
+    bool over_limit;      /* accepted past limits.max_connections: answered 503, then closed */
     /* the request being read */
     bool have_head;
     struct net_head head;
@@ -824,7 +825,7 @@ static void add_allow(struct net_call *c, const struct net_route *r)
 /* Routes the call c. */
 static void dispatch(struct net_server *s, struct net_call *c)
 {
-    if (s->draining || s->n_conns > s->limits.max_connections) {
+    if (s->draining || c->conn->over_limit) {
         c->close = true;
         if (s->draining)
             net_reply_error(c, 503, "server_error", "the server is stopping");
@@ -1154,7 +1155,10 @@ static void on_accept(struct evconnlistener *l, evutil_socket_t fd, struct socka
     int one = 1;
     setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
     struct net_conn *conn = xcalloc(1, sizeof *conn);
-    *conn = (struct net_conn){.server = s, .fd = fd, .owing_since_s = mono_s()};
+    *conn = (struct net_conn){.server = s,
+                              .fd = fd,
+                              .owing_since_s = mono_s(),
+                              .over_limit = s->n_conns >= s->limits.max_connections};
     conn->rev = event_new(s->base, fd, EV_READ | EV_PERSIST, on_read, conn);
     conn->wev = event_new(s->base, fd, EV_WRITE | EV_PERSIST, on_write, conn);
     conn->later = event_new(s->base, -1, 0, on_later, conn);

@@ -4,7 +4,9 @@ triggered (a crash, an event silently dropped, a ready line cut short)."""
 import http.client
 import json
 import subprocess
+import socket
 import threading
+import time
 
 from emu_util import (ADMIN, LIBRA, TOKEN, Background, Emu, ScriptedVllm, Serve, answer, get, post,
                       raw_request)
@@ -221,3 +223,28 @@ def test_the_gateway_answers_head_and_names_the_methods_a_path_takes():
                  "Transfer-Encoding and Content-Length together: the body's length is unclear")):
             status, doc = raw_request(gw.port, head + b"\r\n\r\n")
             assert (status, doc["error"]["message"]) == (400, message), (head, doc)
+
+
+def test_the_connections_past_the_limit_are_refused_not_the_first():
+    """With --max-connections N, the connections accepted past N are answered 503 and closed;
+    the first N keep being served. The count was checked at each request, so a connection
+    held within the limit was refused while later ones, idle, pushed the count over it."""
+    with Emu("--max-connections", "3") as emu:
+        p = emu.port()
+        request = b"GET /health HTTP/1.1\r\nHost: x\r\n\r\n"
+        first = [socket.create_connection(("127.0.0.1", p)) for _ in range(3)]
+        for conn in first:
+            conn.sendall(request)
+            assert conn.recv(4096).startswith(b"HTTP/1.1 200")
+        later = [socket.create_connection(("127.0.0.1", p)) for _ in range(2)]
+        time.sleep(0.2)  # the server has accepted them
+        for conn in first:
+            conn.sendall(request)
+            assert conn.recv(4096).startswith(b"HTTP/1.1 200")
+        for conn in later:
+            conn.sendall(request)
+            answer_bytes = conn.recv(4096)
+            assert answer_bytes.startswith(b"HTTP/1.1 503"), answer_bytes
+            assert b"too many connections (at most 3)" in answer_bytes
+        for conn in first + later:
+            conn.close()
