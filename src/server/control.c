@@ -561,8 +561,12 @@ static void metrics_routing(const struct gw *g, FILE *out)
     fprintf(out,
             "# HELP libra_single_turn_requests_total Requests without a trajectory identity.\n"
             "# TYPE libra_single_turn_requests_total counter\n"
-            "libra_single_turn_requests_total %llu\n",
-            (unsigned long long)g->single_turn);
+            "libra_single_turn_requests_total %llu\n"
+            "# HELP libra_parallel_turns_total Turns sent while their trajectory had one in "
+            "flight: routed beside it, not recorded.\n"
+            "# TYPE libra_parallel_turns_total counter\n"
+            "libra_parallel_turns_total %llu\n",
+            (unsigned long long)g->single_turn, (unsigned long long)g->parallel);
     per_bucket(g, out, "libra_decisions_total", "Turns routed, by the bucket of the engine chosen.",
                g->decisions_by_bucket);
     per_bucket(g, out, "libra_moves_total",

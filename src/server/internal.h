@@ -157,6 +157,7 @@ struct gw {
     /* counters for /metrics */
     uint64_t requests[4]; /* by enum gw_api */
     uint64_t single_turn; /* requests without an identity */
+    uint64_t parallel;    /* turns sent while their trajectory had one in flight: not recorded */
     uint64_t decisions_by_bucket[SPEC_BUCKETS_MAX], moves_by_bucket[SPEC_BUCKETS_MAX];
     uint64_t errors_bad_request, errors_upstream, errors_client_gone, trajectories_finished;
     uint64_t resumed;        /* turns sent again after an engine failed */

@@ -256,10 +256,11 @@ bool gw_route_busy(struct gw *g, const struct gw_request *r)
 }
 
 /* A second turn of t while one runs (parallel sampling): where the first runs, while that
- * engine takes turns. */
+ * engine takes turns. It is counted, not recorded: t's record is one sequence of turns. */
 static struct gw_engine *route_beside(struct gw *g, const struct gw_traj *t,
                                       struct sched_decision *applied)
 {
+    g->parallel++;
     struct gw_engine *e = gw_engine_by_id(g, t->instance);
     if (!e || !gw_engine_routable(e))
         e = gw_engine_pick(g, NULL);

@@ -248,3 +248,24 @@ def test_the_connections_past_the_limit_are_refused_not_the_first():
             assert b"too many connections (at most 3)" in answer_bytes
         for conn in first + later:
             conn.close()
+
+
+def test_a_turn_sent_while_its_trajectory_runs_one_is_counted_not_recorded():
+    """A second request under the identity of a trajectory whose turn is in flight (parallel
+    sampling under one id) goes to the running turn's engine and is not recorded, since a
+    trajectory's record is one sequence of turns; it was dropped without a trace, and is now
+    counted in libra_parallel_turns_total."""
+    engine = held_engine()
+    with Serve(engine.url + ",tp=1") as gw:
+        first = Background(turn, gw.port, "p1")
+        while not engine.bodies:
+            time.sleep(0.01)
+        second = Background(turn, gw.port, "p1")
+        while len(engine.bodies) < 2:
+            time.sleep(0.01)
+        engine.release.set()
+        assert first.result()[0] == 200 and second.result()[0] == 200
+        metrics = get(gw.port, "/metrics")[1]
+        assert "\nlibra_parallel_turns_total 1\n" in metrics, metrics
+        (p1,) = get(gw.port, "/libra/v1/state")[1]["trajectories"]
+        assert p1["id"] == "libra:p1" and p1["turns"] == 1, p1
