@@ -90,9 +90,12 @@ def _now(now_s):
     if isinstance(now_s, bool) or not isinstance(now_s, (int, float)):
         raise TypeError(f"now_s: expected a number, not {type(now_s).__name__}")
     try:
-        return float(now_s)
+        now = float(now_s)
     except OverflowError:
         raise ValueError(f"now_s: {now_s} is out of a double's range") from None
+    if math.isnan(now):  # the library's "no clock given": None says that
+        raise ValueError("now_s: NaN is not a time (None reads the library's clock)")
+    return now
 
 
 def _read_config(path):

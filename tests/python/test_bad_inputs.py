@@ -111,6 +111,9 @@ def test_clocks_must_be_finite_and_steps_ordered():
             r.step(now_s=bad)
     with pytest.raises(ValueError, match="now_s"):
         r.step(10**400)
+    for call in (lambda: r.route("t", now_s=float("nan")), lambda: r.step(now_s=float("nan"))):
+        with pytest.raises(ValueError, match="now_s: NaN is not a time"):
+            call()  # NaN was taken as no time given: the library's clock
     r.step(now_s=5.0)
     with pytest.raises(libra.Error, match="before the previous step"):
         r.step(now_s=4.0)
