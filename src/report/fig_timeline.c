@@ -8,8 +8,10 @@
  * that, so the data a reader gets back is exactly what is on the page. What is shown is the
  * recorded window, narrowed to `--steps A:B` when the report is asked for a range (through
  * the steps' end times), and cut where the recording's cap stopped it (complete_to_s). Inputs
- * come from files users hand over: rows, intervals and uses that do not read as the simulator
- * writes them are left out, and a figure too large to draw legibly is capped with a note.
+ * come from files users hand over: report_check_shape has refused every member read here that
+ * does not read as the simulator writes it (an interval is [from, to, use] with 0 <= from <= to
+ * <= 2^53 and a use of uses[] but "lent"; counts are integers), so nothing is left out for its
+ * value; only a figure too large to draw legibly is capped, with a note.
  */
 #include <math.h>
 #include <string.h>
@@ -47,9 +49,10 @@ static const char *use_color(const char *use)
     return NULL;
 }
 
+/* Whether v is there: report_check_shape bounds every number read here, missing is NaN. */
 static bool usable(double v)
 {
-    return isfinite(v) && fabs(v) <= 1e15;
+    return isfinite(v);
 }
 
 /* What a Gantt chart shows: simulated seconds from..to, the recording complete up to
@@ -114,7 +117,7 @@ static const char *int_text(struct report_ctx *ctx, const json_t *o, const char 
 /* Whether row is an instance serving on a training replica's GPUs (the elastic pool's). */
 static bool lent(const json_t *row)
 {
-    return json_object_get(row, "hybrid_replica") != NULL;
+    return json_is_number(json_object_get(row, "hybrid_replica"));
 }
 
 /* The label of a row: the trainer's, or an instance's. */
@@ -131,7 +134,8 @@ static const char *row_label(struct report_ctx *ctx, const json_t *row, bool tra
 
 /* Appends row's intervals within the view to out as [from, to, use], clipped (a lent row's
  * rollout as "lent"); *budget is what may still be drawn. Returns how many were left out by
- * the budget. */
+ * the budget. report_check_shape made each interval [from, to, use], from <= to, and use one
+ * the simulator writes. */
 static size_t clip_intervals(const json_t *row, const struct view *v, json_t *out, size_t *budget)
 {
     bool lent_row = lent(row);
@@ -142,8 +146,7 @@ static size_t clip_intervals(const json_t *row, const struct view *v, json_t *ou
         double a = json_number_value(json_array_get(x, 0));
         double b = json_number_value(json_array_get(x, 1));
         const char *use = json_string_value(json_array_get(x, 2));
-        if (!json_is_number(json_array_get(x, 0)) || !json_is_number(json_array_get(x, 1)) ||
-            !use_color(use) || strcmp(use, uses[LENT].use) == 0 || !usable(a) || !usable(b))
+        if (!use_color(use)) /* not reached: the shape check refused it */
             continue;
         if (lent_row && strcmp(use, "rollout") == 0)
             use = uses[LENT].use;

@@ -199,7 +199,9 @@ int report_add(struct report *r, const char *name, const char *text, size_t len,
         rc = ujson_errorf(err, &in.doc, "", "a libra result is a JSON object");
     } else if (!json_is_string(schema)) {
         rc = ujson_errorf(err, &in.doc, schema ? "schema" : "",
-                          "no schema string: not a result of libra sim, plan or route eval");
+                          "no schema string: not a result of libra sim (a run, a sweep or an "
+                          "attribution), libra load, libra plan or libra route eval, those libra "
+                          "report reads");
     } else {
         size_t k = 0;
         while (k < N_KINDS && strcmp(kinds[k].schema, json_string_value(schema)) != 0)
@@ -335,7 +337,7 @@ static const char *timeline_flag(struct report_ctx *ctx, const json_t *modes, co
     for (size_t m = 0; m < n; m++) {
         const json_t *tl = report_get(json_object_get(modes, names[m]), "timeline");
         double a = report_num(tl, "steps/first"), b = report_num(tl, "steps/last");
-        if (isfinite(a) && isfinite(b) && fabs(a) < 1e15 && fabs(b) < 1e15)
+        if (isfinite(a) && isfinite(b)) /* report_check_shape bounds them */
             return report_fmt(ctx, " --timeline %.0f:%.0f", a, b);
     }
     return "";

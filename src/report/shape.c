@@ -19,11 +19,14 @@
 #include "report/internal.h"
 #include "util/json.h"
 
-/* A rule: "PATH:T" or "PATH:T!", PATH '/'-separated members ('*': every member of an object or
- * element of an array; digits: an element of an array), T the type (o object, a array, n
- * number, s string, b true or false; i a count: an integer from 0 to 2^53 - 1; q a quantity,
- * seconds or a rate: a number from 0 to 2^53; f a share: a number from 0 to 1), '!' a member
- * that must be there and not null. */
+/* A rule: "PATH:T", "PATH:T!" or either followed by "=V1|V2|...", PATH '/'-separated members
+ * ('*': every member of an object or element of an array; digits: that element of an array),
+ * T the type (o object, a array, s string, b true or false; n a number from -2^53 to 2^53; i
+ * a count: an integer from 0 to 2^53 - 1; q a quantity, seconds or a rate: a number from 0 to
+ * 2^53; f a share: a number from 0 to 1), '!' a member that must be there and not null, and
+ * V1|V2|... the strings libra writes there, when it writes no other. Every member a figure or
+ * a caption reads is listed (tests/e2e/test_report_shape.py spoils each member of real
+ * results and asks for a refusal or the very same page). */
 typedef const char *const rules[];
 
 /* The largest count or quantity a result holds: 2^53 - 1, the largest integer a double holds
@@ -92,12 +95,21 @@ static rules sim = {
     "modes/*/timeline/complete_to_s:q",
     "modes/*/timeline/max_intervals:i",
     "modes/*/timeline/trainer:o",
+    "modes/*/timeline/trainer/gpus:i",
     "modes/*/timeline/trainer/intervals:a",
     "modes/*/timeline/trainer/intervals/*:a",
+    "modes/*/timeline/trainer/intervals/*/0:q!", /* [from_s, to_s, sim_use_name's use] */
+    "modes/*/timeline/trainer/intervals/*/1:q!",
+    "modes/*/timeline/trainer/intervals/*/2:s!=rollout|train|sync",
     "modes/*/timeline/instances:a",
     "modes/*/timeline/instances/*:o",
+    "modes/*/timeline/instances/*/instance:i",
+    "modes/*/timeline/instances/*/hybrid_replica:i",
     "modes/*/timeline/instances/*/intervals:a",
     "modes/*/timeline/instances/*/intervals/*:a",
+    "modes/*/timeline/instances/*/intervals/*/0:q!",
+    "modes/*/timeline/instances/*/intervals/*/1:q!",
+    "modes/*/timeline/instances/*/intervals/*/2:s!=rollout|train|sync",
     "modes/*/timeline/instances/*/busy_share:f",
     "modes/*/timeline/instances/*/requests:i",
     "modes/*/timeline/instances/*/generated_tokens:i",
@@ -124,6 +136,7 @@ static rules sweep = {
     "cells:a!",
     "cells/*:o",
     "cells/*/point:i",
+    "cells/*/seed:i",
     "cells/*/result:o",
     "cells/*/error:o",
     "attribution:a",
@@ -133,15 +146,28 @@ static rules sweep = {
     "attribution/*/ladder:a",
     "attribution/*/ladder/*:o",
     "attribution/*/ladder/*/label:s",
+    "attribution/*/ladder/*/trained_tokens_per_s:o",
+    "attribution/*/ladder/*/trained_tokens_per_s/median:q",
+    "attribution/*/ladder/*/trained_tokens_per_s/q1:q",
+    "attribution/*/ladder/*/trained_tokens_per_s/q3:q",
+    "attribution/*/ladder/*/over_previous:o",
+    "attribution/*/ladder/*/over_previous/median:q",
     "attribution/*/leave_one_out:a",
     "attribution/*/leave_one_out/*:o",
     "attribution/*/leave_one_out/*/label:s",
+    "attribution/*/leave_one_out/*/trained_tokens_per_s:o",
+    "attribution/*/leave_one_out/*/trained_tokens_per_s/median:q",
+    "attribution/*/leave_one_out/*/trained_tokens_per_s/q1:q",
+    "attribution/*/leave_one_out/*/trained_tokens_per_s/q3:q",
+    "attribution/*/leave_one_out/*/over_libra:o",
+    "attribution/*/leave_one_out/*/over_libra/median:q",
     NULL,
 };
 
 static rules load = {
     "steps:a!",
     "steps/*:o",
+    "steps/*/step:i",
     "steps/*/wall_s:q",
     "steps/*/prompt_tokens:i",
     "steps/*/cached_tokens:i",
@@ -151,6 +177,7 @@ static rules load = {
     "engines/*/turns:i",
     "engines/*/dead:b",
     "error:s",
+    "style:s",
     NULL,
 };
 
@@ -177,7 +204,7 @@ static rules plan = {
     "placement/*/gpus:a",
     "placement/*/gpus/*:o",
     "placement/*/gpus/*/gpu:i",
-    "placement/*/gpus/*/role:s",
+    "placement/*/gpus/*/role:s=train|rollout|idle",
     "placement/*/gpus/*/instance:i",
     "placement/*/gpus/*/instance_tp:i",
     NULL,
@@ -185,6 +212,12 @@ static rules plan = {
 
 static rules route = {
     "buckets:s",
+    "trace:o",
+    "trace/path:s",
+    "train_steps:i",
+    "folds:i",
+    "min_visits:i",
+    "truncated:s=exact|censored",
     "policies:o!",
     "policies/*:o",
     "policies/*/all:o",
@@ -195,6 +228,10 @@ static rules route = {
     "policies/*/all/majority_class/accuracy:f",
     "policies/*/all/regret:o",
     "policies/*/all/regret/per_decision_gpu_s:n",
+    "policies/*/all/regret/majority_class:o",
+    "policies/*/all/regret/majority_class/per_decision_gpu_s:n",
+    "policies/*/all/regret/best_constant:o",
+    "policies/*/all/regret/best_constant/per_decision_gpu_s:n",
     "policies/*/all/regret/decisions:i",
     "policies/*/confusion:a",
     "policies/*/confusion/*:a",
@@ -213,7 +250,7 @@ static const char *type_name(char t)
     case 'a':
         return "an array";
     case 'n':
-        return "a number";
+        return "a number from -2^53 to 2^53";
     case 'i':
         return "an integer from 0 to 2^53 - 1";
     case 'q':
@@ -246,7 +283,7 @@ static bool has_type(const json_t *v, char t)
     case 'a':
         return json_is_array(v);
     case 'n':
-        return json_is_number(v);
+        return json_is_number(v) && fabs(d) <= MOST + 1;
     case 'i':
         return json_is_number(v) && d >= 0 && d <= MOST && d == floor(d);
     case 'q':
@@ -261,22 +298,52 @@ static bool has_type(const json_t *v, char t)
 }
 
 /* One check under way: the document, where the error goes, the path to the value at hand
- * (escaped as a JSON pointer without its leading '/'), the rule's type and whether the rule
- * requires the member. */
+ * (escaped as a JSON pointer without its leading '/'), the rule's type, whether the rule
+ * requires the member and the strings it allows ("V1|V2|...", or NULL: any). */
 struct walk {
     const struct ujson_doc *doc;
     struct libra_error *err;
     char path[512];
     char type;
     bool required;
+    const char *values;
 };
+
+/* Whether string v is one of values ("V1|V2|..."). */
+static bool one_of(const char *v, const char *values)
+{
+    size_t n = strlen(v);
+    for (const char *c = values; c;) {
+        if (strncmp(c, v, n) == 0 && (c[n] == '|' || c[n] == '\0'))
+            return true;
+        c = strchr(c, '|');
+        c = c ? c + 1 : NULL;
+    }
+    return false;
+}
+
+/* Refuses the string v at w's path (len characters), not one of the rule's values. */
+static int refuse_value(struct walk *w, const json_t *v, size_t len)
+{
+    char list[160];
+    size_t n = 0;
+    for (const char *c = w->values; *c && n + 3 < sizeof list; c++) {
+        if (*c == '|')
+            list[n++] = ',';
+        list[n++] = *c == '|' ? ' ' : *c;
+    }
+    list[n] = '\0';
+    w->path[len] = '\0';
+    return ujson_errorf(w->err, w->doc, w->path, "must be one of %s, not '%.60s'", list,
+                        json_string_value(v));
+}
 
 /* Refuses the value v at w's path (len characters): of another type or range, or null or
  * missing where required (a missing member named at the object that lacks it). */
 static int refuse(struct walk *w, const json_t *v, size_t len)
 {
     w->path[len] = '\0';
-    if (json_is_number(v) && strchr("iqf", w->type)) /* a number out of range */
+    if (json_is_number(v) && strchr("iqfn", w->type)) /* a number out of range */
         return ujson_errorf(w->err, w->doc, w->path, "must be %s, not %.10g", type_name(w->type),
                             json_number_value(v));
     if (v)
@@ -323,8 +390,10 @@ static int check_at(struct walk *w, const json_t *v, const char *pattern, size_t
         return refuse(w, v, len);
     if (!v || json_is_null(v))
         return 0;
+    if (!*pattern && !has_type(v, w->type))
+        return refuse(w, v, len);
     if (!*pattern)
-        return has_type(v, w->type) ? 0 : refuse(w, v, len);
+        return w->values && !one_of(json_string_value(v), w->values) ? refuse_value(w, v, len) : 0;
     const char *slash = strchr(pattern, '/');
     size_t head = slash ? (size_t)(slash - pattern) : strlen(pattern);
     const char *rest = slash ? slash + 1 : pattern + head;
@@ -345,12 +414,15 @@ static int check_at(struct walk *w, const json_t *v, const char *pattern, size_t
             if ((rc = child(w, c, k, rest, len)) != 0)
                 return rc;
         }
+    } else if (json_is_array(v) && !all) {
+        char *end;
+        size_t i = (size_t)strtoull(key, &end, 10);
+        return *key && !*end ? child(w, json_array_get(v, i), key, rest, len) : 0;
     } else if (json_is_array(v)) {
         for (size_t i = 0; i < json_array_size(v) && rc == 0; i++) {
             char index[24];
             snprintf(index, sizeof index, "%zu", i);
-            if (all || strcmp(index, key) == 0)
-                rc = child(w, json_array_get(v, i), index, rest, len);
+            rc = child(w, json_array_get(v, i), index, rest, len);
         }
     }
     return rc; /* a value of another type is its own rule's to name */
@@ -359,11 +431,12 @@ static int check_at(struct walk *w, const json_t *v, const char *pattern, size_t
 static int check_rules(struct walk *w, const json_t *root, const char *base, rules r)
 {
     for (size_t i = 0; r[i]; i++) {
-        const char *colon = strrchr(r[i], ':');
+        const char *colon = strrchr(r[i], ':'), *values = strchr(colon, '=');
         char pattern[160];
         snprintf(pattern, sizeof pattern, "%.*s", (int)(colon - r[i]), r[i]);
         w->type = colon[1];
         w->required = colon[2] == '!';
+        w->values = values ? values + 1 : NULL;
         size_t len = strlen(base);
         memcpy(w->path, base, len + 1);
         int rc = check_at(w, root, pattern, len);
@@ -373,9 +446,97 @@ static int check_rules(struct walk *w, const json_t *root, const char *base, rul
     return 0;
 }
 
+/* Each interval of the timeline row at w's path (len characters) ends no earlier than it
+ * starts (the rules made it [from, to, use]): a reversed one would be no time on the chart. */
+static int check_row(struct walk *w, const json_t *row, size_t len)
+{
+    const json_t *iv = json_object_get(row, "intervals");
+    for (size_t k = 0; len && k < json_array_size(iv); k++) {
+        const json_t *x = json_array_get(iv, k);
+        double from = json_number_value(json_array_get(x, 0));
+        double to = json_number_value(json_array_get(x, 1));
+        if (to >= from)
+            continue;
+        snprintf(w->path + len, sizeof w->path - len, "/intervals/%zu/1", k);
+        return ujson_errorf(w->err, w->doc, w->path,
+                            "must be at least the interval's start, %.10g, not %.10g", from, to);
+    }
+    return 0;
+}
+
+/* The intervals of every mode's GPU timeline in the sim result at base (check_row). */
+static int check_timelines(struct walk *w, const json_t *result, const char *base)
+{
+    const char *name;
+    const json_t *mode;
+    int rc = 0;
+    json_object_foreach((json_t *)json_object_get(result, "modes"), name, mode)
+    {
+        const json_t *tl = json_object_get(mode, "timeline"), *inst;
+        snprintf(w->path, sizeof w->path, "%s", base);
+        size_t at = push(w, strlen(base), "modes"), rows;
+        at = at ? push(w, at, name) : 0;
+        at = at ? push(w, at, "timeline") : 0; /* 0: a name too long to name (not libra's) */
+        if (!at)
+            continue;
+        rc = check_row(w, json_object_get(tl, "trainer"), push(w, at, "trainer"));
+        inst = json_object_get(tl, "instances");
+        for (size_t i = 0; rc == 0 && i < json_array_size(inst); i++) {
+            char index[24];
+            snprintf(index, sizeof index, "%zu", i);
+            rows = push(w, at, "instances");
+            rc = check_row(w, json_array_get(inst, i), rows ? push(w, rows, index) : 0);
+        }
+        if (rc)
+            return rc;
+    }
+    return 0;
+}
+
+/* A libra.sim/1 result at base: the rules, then its timelines' intervals. */
+static int check_sim(struct walk *w, const json_t *result, const char *base)
+{
+    int rc = check_rules(w, result, base, sim);
+    return rc ? rc : check_timelines(w, result, base);
+}
+
+/* Each grid point's cells run the sweep's seeds, each once: one cell a seed repeats (or that
+ * runs no seed of the sweep) stands for another that is not there. check_cells counted the
+ * cells of each point, points * seeds in all. */
+static int check_seeds(const struct ujson_doc *doc, struct libra_error *err, size_t points)
+{
+    const json_t *cells = json_object_get(doc->root, "cells");
+    const json_t *seeds = json_object_get(doc->root, "seeds");
+    size_t n = json_array_size(seeds), *ran = xcalloc(points * n, sizeof *ran);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < json_array_size(cells); i++) {
+        const json_t *c = json_array_get(cells, i), *seed = json_object_get(c, "seed");
+        size_t p = (size_t)json_number_value(json_object_get(c, "point")), j = 0;
+        double v = json_number_value(seed);
+        while (j < n && json_number_value(json_array_get(seeds, j)) != v)
+            j++;
+        char path[40];
+        snprintf(path, sizeof path, "cells/%zu/seed", i);
+        if (!json_is_number(seed))
+            rc = ujson_errorf(err, doc, path, "missing: a cell is the run of a seed");
+        else if (j == n)
+            rc = ujson_errorf(err, doc, path, "%.0f is no seed of the sweep (seeds)", v);
+        else if (ran[p * n + j])
+            rc = ujson_errorf(err, doc, path,
+                              "grid point %zu runs seed %.0f twice (cells %zu and %zu): the sweep "
+                              "is edited",
+                              p, v, ran[p * n + j] - 1, i);
+        else
+            ran[p * n + j] = i + 1;
+    }
+    free(ran);
+    return rc;
+}
+
 /* A sweep's cells against its grid: each cell at a point of the summary, and each point with a
- * run per seed. A sweep libra writes has them all (a failed run is a cell with its error); one
- * cut short would draw medians of fewer seeds than its captions say, or leave points out. */
+ * run per seed (check_seeds). A sweep libra writes has them all (a failed run is a cell with
+ * its error); one cut short would draw medians of fewer seeds than its captions say, or leave
+ * points out. */
 static int check_cells(const struct ujson_doc *doc, struct libra_error *err)
 {
     const json_t *cells = json_object_get(doc->root, "cells");
@@ -404,7 +565,7 @@ static int check_cells(const struct ujson_doc *doc, struct libra_error *err)
                               "is cut short or edited",
                               p, runs[p], runs[p] == 1 ? "" : "s", seeds);
     free(runs);
-    return rc;
+    return rc ? rc : check_seeds(doc, err, points);
 }
 
 /* Each policy's confusion matrix is square: a row per true bucket, a count per chosen one. */
@@ -438,7 +599,9 @@ int report_check_shape(const struct ujson_doc *doc, enum report_kind kind, struc
                                                  [REPORT_PLAN] = plan,
                                                  [REPORT_ROUTE] = route};
     int rc = check_rules(&w, doc->root, "", envelope);
-    if (rc == 0)
+    if (rc == 0 && kind == REPORT_SIM)
+        rc = check_sim(&w, doc->root, "");
+    else if (rc == 0)
         rc = check_rules(&w, doc->root, "", by_kind[kind]);
     const json_t *cells = json_object_get(doc->root, "cells");
     for (size_t i = 0; rc == 0 && kind == REPORT_SWEEP && i < json_array_size(cells); i++) {
@@ -446,7 +609,7 @@ int report_check_shape(const struct ujson_doc *doc, enum report_kind kind, struc
         snprintf(base, sizeof base, "cells/%zu/result", i);
         const json_t *result = json_object_get(json_array_get(cells, i), "result");
         if (json_is_object(result))
-            rc = check_rules(&w, result, base, sim);
+            rc = check_sim(&w, result, base);
     }
     if (rc == 0 && kind == REPORT_SWEEP)
         rc = check_cells(doc, err);

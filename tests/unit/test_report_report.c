@@ -177,8 +177,9 @@ static void test_source_without_a_seed(void **state)
     report_output_free(&out);
 }
 
-/* A timeline of steps 1 and 2 (10 s to 30 s) with intervals the Gantt chart must clip or
- * leave out: reversed, not a number, a use the simulator does not write, outside the window. */
+/* A timeline of steps 1 and 2 (10 s to 30 s) with intervals the Gantt chart must clip to the
+ * window (intervals that do not read as the simulator writes them are refused: see
+ * test_wrong_types). */
 static const char timeline_doc[] =
     "{\"schema\": \"libra.sim/1\", \"modes\": {\"libra\": {\"layout\": {\"colocated\": false},\n"
     " \"steps\": [{\"step\": 0, \"end_s\": 10}, {\"step\": 1, \"end_s\": 20},\n"
@@ -188,8 +189,8 @@ static const char timeline_doc[] =
     "  \"trainer\": {\"gpus\": 4, \"intervals\": [[12, 15, \"train\"], [15, 17, \"sync\"]]},\n"
     "  \"instances\": [\n"
     "   {\"instance\": 0, \"tp\": 2, \"busy_share\": 0.5, \"requests\": 3,\n"
-    "    \"generated_tokens\": 30, \"intervals\": [[10, 14, \"rollout\"], [14, 13, \"rollout\"],\n"
-    "    [16, \"x\", \"rollout\"], [18, 25, \"lent\"], [26, 40, \"rollout\"]]},\n"
+    "    \"generated_tokens\": 30, \"intervals\": [[10, 14, \"rollout\"],\n"
+    "    [26, 40, \"rollout\"]]},\n"
     "   {\"instance\": 1, \"tp\": 2, \"busy_share\": 0.1, \"requests\": 1,\n"
     "    \"generated_tokens\": 10, \"intervals\": [[5, 12, \"rollout\"]]}]}}}}\n";
 
@@ -343,6 +344,25 @@ static void test_wrong_types(void **state)
         {"{\"schema\": \"libra.sim/1\", \"modes\": {\"x\": {\"steps\": [{\"step\": 0, "
          "\"rollout_utilisation\": 50}]}}}",
          65, "modes.x.steps.0.rollout_utilisation: must be a share from 0 to 1, not 50"},
+        /* intervals the Gantt chart would leave out or misdraw */
+        {"{\"schema\": \"libra.sim/1\", \"modes\": {\"x\": {\"timeline\": {\"instances\": "
+         "[{\"intervals\": [[14, 13, \"rollout\"]]}]}}}}",
+         90,
+         "modes.x.timeline.instances.0.intervals.0.1: must be at least the interval's start, 14, "
+         "not 13"},
+        {"{\"schema\": \"libra.sim/1\", \"modes\": {\"x\": {\"timeline\": {\"instances\": "
+         "[{\"intervals\": [[16, \"x\", \"rollout\"]]}]}}}}",
+         90,
+         "modes.x.timeline.instances.0.intervals.0.1: must be a number from 0 to 2^53, not a "
+         "string"},
+        {"{\"schema\": \"libra.sim/1\", \"modes\": {\"x\": {\"timeline\": {\"instances\": "
+         "[{\"intervals\": [[18, 25, \"lent\"]]}]}}}}",
+         94,
+         "modes.x.timeline.instances.0.intervals.0.2: must be one of rollout, train, sync, not "
+         "'lent'"},
+        {"{\"schema\": \"libra.sim/1\", \"modes\": {\"x\": {\"timeline\": {\"instances\": "
+         "[{\"intervals\": [[0, 1]]}]}}}}",
+         85, "modes.x.timeline.instances.0.intervals.0: 2: missing"},
         /* no result of its kind: nothing to draw, and no run to name */
         {"{\"schema\": \"libra.sim/1\"}", 1, "modes: missing"},
         {"{\"schema\": \"libra.sim/1\", \"modes\": {\"async\": null}}", 37,
@@ -372,7 +392,7 @@ static void test_odd_values(void **state)
         "{\"first\": 0, \"last\": 9007199254740991}, \"from_s\": 0, \"to_s\": "
         "9007199254740992}}, \"x\": {\"timeline\": {\"steps\": {\"first\": 3, \"last\": 1}, "
         "\"from_s\": 5, \"to_s\": 1, \"instances\": [{\"busy_share\": 1}, {\"tp\": 0, "
-        "\"requests\": 0, \"intervals\": [[0, 1], [null, 2, \"sync\"], [-9, 9, \"sync\"]]}]}}}}",
+        "\"requests\": 0, \"intervals\": [[0, 1, \"sync\"], [2, 2, \"sync\"]]}]}}}}",
         "{\"schema\": \"libra.sim-sweep/1\", \"summary\": [{}], \"cells\": [{}]}",
         "{\"schema\": \"libra.sim-sweep/1\", \"grid\": [{\"key\": \"k\"}], \"summary\": [{}, {}],"
         " \"cells\": [{\"point\": 1, \"result\": {\"modes\": {\"libra\": {\"run\": "
