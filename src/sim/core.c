@@ -758,17 +758,26 @@ static void teardown(struct sim *s)
     sim_trace_release(s);
 }
 
-/* A run whose every trajectory reached rl.trajectory_timeout_s trained nothing: its rates would
- * be zeros that say nothing of the layout, so the limit is refused instead. */
-static void check_some_finished(struct sim *s)
+/* A run that trained nothing is an error naming the key that made it so, not a table of zeros:
+ * a timeout that stopped every trajectory, or dynamic sampling that dropped every group (a
+ * synchronous step's rounds end at rl.max_gen_batches; the async modes stop sooner). */
+static void check_something_trained(struct sim *s)
 {
-    if (s->out->finished > 0 || s->out->timed_out == 0)
-        return;
-    sim_fail(s, LIBRA_EINVAL,
-             "rl.trajectory_timeout_s %g s stopped every trajectory the run started (%lld): none "
-             "finished, so nothing trained; the limit must exceed the workload's trajectories "
-             "(run.trajectory_lengths.duration_s of libra sim --json without it)",
-             s->cfg->rl.trajectory_timeout_s, (long long)s->out->started);
+    const struct sim_result *o = s->out;
+    int64_t trained = 0;
+    for (size_t i = 0; i < s->steps.n; i++)
+        trained += s->steps.v[i].trained_tokens;
+    if (o->finished == 0 && o->timed_out > 0)
+        sim_fail(s, LIBRA_EINVAL,
+                 "rl.trajectory_timeout_s %g s stopped every trajectory the run started (%lld): "
+                 "none finished, so nothing trained; the limit must exceed the workload's "
+                 "trajectories (run.trajectory_lengths.duration_s of libra sim --json without it)",
+                 s->cfg->rl.trajectory_timeout_s, (long long)o->started);
+    else if (trained == 0 && o->waste[SIM_WASTE_FILTERED] > 0)
+        sim_fail(s, LIBRA_EINVAL,
+                 "rl.dynamic_sampling %s dropped every group the run generated: their rewards "
+                 "are all equal (a workload whose reward never varies), so nothing trained",
+                 spec_dynamic_sampling_names[s->cfg->rl.dynamic_sampling]);
 }
 
 int sim_run(const struct sim_input *in, const struct sim_layout *l, const struct sim_run_opts *opts,
@@ -785,7 +794,7 @@ int sim_run(const struct sim_input *in, const struct sim_layout *l, const struct
         loop(&s);
     }
     if (s.rc == 0)
-        check_some_finished(&s);
+        check_something_trained(&s);
     if (s.rc == 0)
         sim_metrics_finish(&s);
     if (in->progress) /* a run cut short by an error is done all the same */

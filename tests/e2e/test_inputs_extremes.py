@@ -59,13 +59,18 @@ def test_async_dynamic_sampling_that_drops_every_group_stops(tmp_path, mode, rul
     assert "rl.dynamic_sampling" in err and "nothing would train" in err, err
 
 
-def test_colocated_dynamic_sampling_that_drops_every_group_still_runs(tmp_path):
+@pytest.mark.parametrize("mode", [
+    ("--set", "sim.modes=colocated", "--set", "sim.colocated_tp=4"),
+    ("--set", "sim.modes=rollout", "--set", "sched.buckets=tp4x2:30000"),
+])
+def test_a_run_whose_dynamic_sampling_kept_no_group_is_refused(tmp_path, mode):
+    """A synchronous step's rounds end at rl.max_gen_batches, so the run ended, trained nothing
+    and printed a table of zeros (exit 0); like the async modes', it is an error naming the key."""
     presets = equal_rewards_preset(tmp_path / "p.json")
-    r = run("sim", "--presets", presets, "--workload", "no-reward", *SMALL, "--set",
-            "sim.modes=colocated", "--set", "sim.colocated_tp=4", "--set",
-            "rl.dynamic_sampling=regenerate", "--json")
-    assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout)["modes"]["colocated"]["run"]["trajectories"] == 0
+    err = refused(run("sim", "--presets", presets, "--workload", "no-reward", *SMALL, *mode,
+                      "--set", "rl.dynamic_sampling=regenerate"))
+    assert "rl.dynamic_sampling regenerate dropped every group the run generated" in err, err
+    assert "nothing trained" in err, err
 
 
 # ---- weight-update and trainer keys without a mode that uses them -----------------------------
