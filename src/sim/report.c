@@ -88,17 +88,22 @@ static json_t *waste_object(const int64_t *waste)
     return o;
 }
 
-/* The pool's split and joins in a step (or over a run). */
+/* The pool's requests of hybrid replicas and what became of them, in a step or over a run. */
+static json_t *decisions_json(const struct sim_pool_step *p)
+{
+    return json_pack("{s:i,s:i,s:i,s:i,s:i}", "joins", p->joins, "activated", p->activated,
+                     "cancelled", p->cancelled, "failed", p->failed, "returned", p->returned);
+}
+
+/* The pool's split and decisions in a step. */
 static json_t *pool_json(const struct sim_pool_step *p)
 {
     json_t *states = json_object();
     for (int k = 0; k < SIM_JOIN_STATES; k++)
         json_object_set_new(states, sim_join_state_name(k), json_integer(p->replicas[k]));
-    return json_pack("{s:i,s:i,s:i,s:o,s:{s:i,s:i,s:i,s:i,s:i}}", "train_gpus", p->train_gpus,
-                     "hybrid_gpus", p->hybrid_gpus, "rollout_gpus", p->rollout_gpus,
-                     "hybrid_replicas", states, "decisions", "joins", p->joins, "activated",
-                     p->activated, "cancelled", p->cancelled, "failed", p->failed, "returned",
-                     p->returned);
+    return json_pack("{s:i,s:i,s:i,s:o,s:o}", "train_gpus", p->train_gpus, "hybrid_gpus",
+                     p->hybrid_gpus, "rollout_gpus", p->rollout_gpus, "hybrid_replicas", states,
+                     "decisions", decisions_json(p));
 }
 
 static json_t *step_json(const struct sim_step *st, bool pool)
@@ -224,7 +229,7 @@ static json_t *run_json(const struct sim_result *r, bool pool)
     json_object_set_new(o, "requests_by_instance", by_inst);
     json_object_set_new(o, "tool_pools", tool_pools_json(r));
     if (pool)
-        json_object_set_new(o, "pool", pool_json(&r->pool));
+        json_object_set_new(o, "pool", json_pack("{s:o}", "decisions", decisions_json(&r->pool)));
     if (r->replanning)
         json_object_set_new(o, "replan", replan_json(r));
     json_object_set_new(

@@ -636,3 +636,8 @@ def test_the_pool_lends_an_hsdp_layouts_shard_groups():
     trained = {s["pool"]["train_gpus"] for s in libra["steps"]}
     assert max(trained) > layout["train_gpus"], trained  # a lent group trained
     assert all((g - layout["train_gpus"]) % group == 0 for g in trained), trained
+    # the run's pool sums the steps' decisions and holds nothing else: its split was zeros
+    run_pool = libra["run"]["pool"]
+    assert list(run_pool) == ["decisions"], run_pool
+    for k, v in run_pool["decisions"].items():
+        assert v == sum(s["pool"]["decisions"][k] for s in libra["steps"]), k
