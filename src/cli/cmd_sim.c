@@ -313,8 +313,12 @@ static int refuse_inert(const struct sim_sweep *sw, const struct spec_deferred *
         return 0;
     struct libra_error err = common->item[0].err;
     size_t points = sw->n_cells / sw->n_seeds, len = strlen(err.msg);
+    bool gridded = false; /* a swept key: its message names no value, none acting */
+    for (size_t g = 0; g < common->n_grid && !gridded; g++)
+        gridded = strcmp(common->grid[g], common->item[0].key) == 0;
     if (points > 1)
-        snprintf(err.msg + len, sizeof err.msg - len, ", nor at any other point of the grid");
+        snprintf(err.msg + len, sizeof err.msg - len, "%s",
+                 gridded ? ", at any point of the grid" : ", nor at any other point of the grid");
     return cli_report_error(&err);
 }
 

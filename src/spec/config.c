@@ -921,7 +921,8 @@ static int check_inert(struct libra_config *cfg, const struct libra_config *defa
         if (defer)
             later->item[later->n].key = d->key;
         int rc = spec_config_key_error(defer ? &later->item[later->n++].err : err, src, d->key,
-                                       "%s=%s has no effect %s%s", d->key, set, why, shown);
+                                       "%s%s%s has no effect %s%s", d->key, gridded ? "" : "=",
+                                       gridded ? "" : set, why, shown); /* a grid's: each */
         free(set);
         if (!defer)
             return rc;
