@@ -322,112 +322,6 @@ static int refuse_inert(const struct sim_sweep *sw, const struct spec_deferred *
     return cli_report_error(&err);
 }
 
-/* Resolves every cell's config and input (all before any runs, so a bad value stops the sweep
- * at once). */
-static int build_cells(const struct cli_common *cc, const struct ujson_doc *config,
-                       const struct api_presets *p, struct api_traces *ts, struct sim_sweep *sw,
-                       struct libra_config *cfgs)
-{
-    size_t n_bars, most = 1; /* settings a key sets at most */
-    const struct sim_bar *bars = sim_attribution_bars(&n_bars);
-    for (size_t b = 0; b < n_bars; b++)
-        most = bars[b].n_sets > most ? bars[b].n_sets : most;
-    struct spec_config_override *extra = xcalloc(sw->n_keys * most + 1, sizeof *extra);
-    char(*labels)[160] = xcalloc(sw->n_keys + 1, sizeof *labels);
-    struct spec_deferred *common = xcalloc(2, sizeof *common), *inert = common + 1;
-    const char **grid = xcalloc(sw->n_keys + 1, sizeof *grid);
-    for (size_t k = 0; k < sw->n_keys; k++)
-        if (strcmp(sw->keys[k].key, SIM_ATTRIBUTION_KEY) != 0) /* its bars set what they need */
-            grid[common->n_grid++] = sw->keys[k].key;
-    inert->grid = common->grid = grid;
-    inert->n_grid = common->n_grid;
-    int rc = 0;
-    for (size_t i = 0; i < sw->n_cells && rc == 0; i++) {
-        struct sim_cell *c = &sw->cells[i];
-        c->point = i / sw->n_seeds;
-        c->seed = sw->seeds[i % sw->n_seeds];
-        size_t n = 0;
-        for (size_t k = 0; k < sw->n_keys; k++) {
-            const char *value = sim_sweep_value(sw, c->point, k);
-            if (strcmp(sw->keys[k].key, SIM_ATTRIBUTION_KEY) == 0) {
-                const struct sim_bar *bar = sim_attribution_bar(value);
-                snprintf(labels[k], sizeof labels[k], "--attribution (%s)", value);
-                for (size_t j = 0; j < bar->n_sets; j++)
-                    extra[n++] = (struct spec_config_override){bar->sets[j].key, bar->sets[j].value,
-                                                               labels[k]};
-                continue;
-            }
-            snprintf(labels[k], sizeof labels[k], "--sweep %s", sw->keys[k].key);
-            extra[n++] = (struct spec_config_override){sw->keys[k].key, value, labels[k]};
-        }
-        char seed[32];
-        snprintf(seed, sizeof seed, "%lld", (long long)c->seed);
-        extra[n++] = (struct spec_config_override){"sim.seed", seed, "--seeds"};
-        inert->n = 0;
-        rc = cli_common_resolve(cc, config, p, extra, n, i ? inert : common, &cfgs[i]);
-        c->reset = (i ? inert : common)->n > 0;
-        if (rc == 0 && i)
-            keep_common(common, inert);
-        if (rc == 0)
-            rc = cli_sim_input(p, ts, &cfgs[i], false, &c->in);
-    }
-    if (rc == 0)
-        rc = refuse_inert(sw, common);
-    free(grid);
-    free(common);
-    free(labels);
-    free(extra);
-    return rc;
-}
-
-/* Whether every bar of libra's mode sets key (sim.modes, plan.homogeneous_rollout,
- * ehp.enabled): a flag giving it would be replaced in every run that reads it. The bars of
- * the other modes set sim.modes too and read none of the others; the replanning keys are not
- * among them, the libra bars running replanning as configured. */
-static bool set_by_every_libra_bar(const struct sim_bar *bars, size_t n, const char *key)
-{
-    for (size_t b = 0; b < n; b++) {
-        bool sets = false;
-        for (size_t i = 0; i < bars[b].n_sets && !sets; i++)
-            sets = strcmp(bars[b].sets[i].key, key) == 0;
-        if (bars[b].mode == SIM_LIBRA && !sets)
-            return false;
-    }
-    return true;
-}
-
-/* The attribution's bars as the last key of the grid: refused where a bar would not be the
- * mechanism it names, or where a swept key is one the bars set. */
-static int add_attribution(const struct cli_common *cc, struct sim_flags *f,
-                           const struct libra_config *base)
-{
-    if (!base->sim.planner)
-        return cli_usage_error(cc->cmd, "--attribution measures the planner's mechanisms; "
-                                        "sim.planner is false");
-    if (!base->plan.replan_interval_steps && !base->plan.replan_pressure)
-        return cli_usage_error(cc->cmd, "--attribution: its last bar is online replanning, "
-                                        "which plan.replan_interval_steps 0 and "
-                                        "plan.replan_pressure false turn off");
-    size_t n;
-    const struct sim_bar *bars = sim_attribution_bars(&n);
-    for (size_t i = 0; i < cc->n_overrides; i++)
-        if (set_by_every_libra_bar(bars, n, cc->overrides[i].key))
-            return cli_usage_error(cc->cmd, "%s: --attribution sets %s in its bars",
-                                   cc->overrides[i].label, cc->overrides[i].key);
-    for (size_t k = 0; k < f->keys.n; k++)
-        for (size_t b = 0; b < n; b++)
-            for (size_t i = 0; i < bars[b].n_sets; i++)
-                if (strcmp(f->keys.v[k].key, bars[b].sets[i].key) == 0)
-                    return cli_usage_error(cc->cmd, "--sweep %s: --attribution sets it in its bars",
-                                           f->keys.v[k].key);
-    char **names = xcalloc(n, sizeof *names);
-    for (size_t b = 0; b < n; b++)
-        names[b] = xstrdup(bars[b].name);
-    vec_push(&f->keys,
-             ((struct sim_sweep_key){xstrdup(SIM_ATTRIBUTION_KEY), (const char *const *)names, n}));
-    return 0;
-}
-
 /* Into buf: point's swept values, "KEY=VALUE, ...". */
 static void point_text(const struct sim_sweep *sw, size_t point, char *buf, size_t size)
 {
@@ -493,6 +387,146 @@ static int check_points(const struct cli_common *cc, const struct sim_sweep *sw,
     return rc;
 }
 
+/* What resolving a sweep's cells shares: the flags each cell adds (its point's values, its
+ * seed) and the keys deferred as inert (common: at every point so far; cell: the cell's). */
+struct cell_build {
+    const struct cli_common *cc;
+    const struct ujson_doc *config;
+    const struct api_presets *p;
+    struct sim_sweep *sw;
+    struct libra_config *cfgs;
+    struct spec_config_override *extra;
+    char (*labels)[160];
+    struct spec_deferred *common, *cell;
+};
+
+/* Resolves cell i's config: the flags, its point's values and its seed. */
+static int resolve_cell(struct cell_build *b, size_t i, struct spec_deferred *deferred)
+{
+    struct sim_sweep *sw = b->sw;
+    struct sim_cell *c = &sw->cells[i];
+    c->point = i / sw->n_seeds;
+    c->seed = sw->seeds[i % sw->n_seeds];
+    size_t n = 0;
+    for (size_t k = 0; k < sw->n_keys; k++) {
+        const char *value = sim_sweep_value(sw, c->point, k);
+        if (strcmp(sw->keys[k].key, SIM_ATTRIBUTION_KEY) == 0) {
+            const struct sim_bar *bar = sim_attribution_bar(value);
+            snprintf(b->labels[k], sizeof b->labels[k], "--attribution (%s)", value);
+            for (size_t j = 0; j < bar->n_sets; j++)
+                b->extra[n++] = (struct spec_config_override){bar->sets[j].key, bar->sets[j].value,
+                                                              b->labels[k]};
+            continue;
+        }
+        snprintf(b->labels[k], sizeof b->labels[k], "--sweep %s", sw->keys[k].key);
+        b->extra[n++] = (struct spec_config_override){sw->keys[k].key, value, b->labels[k]};
+    }
+    char seed[32];
+    snprintf(seed, sizeof seed, "%lld", (long long)c->seed);
+    b->extra[n++] = (struct spec_config_override){"sim.seed", seed, "--seeds"};
+    deferred->n = 0;
+    int rc = cli_common_resolve(b->cc, b->config, b->p, b->extra, n, deferred, &b->cfgs[i]);
+    c->reset = deferred->n > 0;
+    return rc;
+}
+
+/* Resolves every cell's config and input, all before any runs: each grid point's first seed's
+ * cell, checked (refuse_inert, check_points) before the other seeds' are made, so that a bad
+ * setting stops even a sweep of many seeds at once; then the rest. */
+static int build_cells(const struct cli_common *cc, const struct ujson_doc *config,
+                       const struct api_presets *p, struct api_traces *ts, struct sim_sweep *sw,
+                       struct libra_config *cfgs)
+{
+    size_t n_bars, most = 1; /* settings a key sets at most */
+    const struct sim_bar *bars = sim_attribution_bars(&n_bars);
+    for (size_t b = 0; b < n_bars; b++)
+        most = bars[b].n_sets > most ? bars[b].n_sets : most;
+    struct spec_deferred *common = xcalloc(2, sizeof *common);
+    struct cell_build b = {cc,
+                           config,
+                           p,
+                           sw,
+                           cfgs,
+                           xcalloc(sw->n_keys * most + 1, sizeof *b.extra),
+                           xcalloc(sw->n_keys + 1, sizeof *b.labels),
+                           common,
+                           common + 1};
+    const char **grid = xcalloc(sw->n_keys + 1, sizeof *grid);
+    for (size_t k = 0; k < sw->n_keys; k++)
+        if (strcmp(sw->keys[k].key, SIM_ATTRIBUTION_KEY) != 0) /* its bars set what they need */
+            grid[common->n_grid++] = sw->keys[k].key;
+    b.cell->grid = common->grid = grid;
+    b.cell->n_grid = common->n_grid;
+    int rc = 0;
+    for (size_t i = 0; i < sw->n_cells && rc == 0; i += sw->n_seeds) {
+        rc = resolve_cell(&b, i, i ? b.cell : common);
+        if (rc == 0 && i)
+            keep_common(common, b.cell);
+    }
+    if (rc == 0)
+        rc = refuse_inert(sw, common);
+    if (rc == 0)
+        rc = check_points(cc, sw, cfgs);
+    for (size_t i = 0; i < sw->n_cells && rc == 0; i++)
+        if (i % sw->n_seeds)
+            rc = resolve_cell(&b, i, b.cell);
+    for (size_t i = 0; i < sw->n_cells && rc == 0; i++)
+        rc = cli_sim_input(p, ts, &cfgs[i], false, &sw->cells[i].in);
+    free(grid);
+    free(common);
+    free(b.labels);
+    free(b.extra);
+    return rc;
+}
+
+/* Whether every bar of libra's mode sets key (sim.modes, plan.homogeneous_rollout,
+ * ehp.enabled): a flag giving it would be replaced in every run that reads it. The bars of
+ * the other modes set sim.modes too and read none of the others; the replanning keys are not
+ * among them, the libra bars running replanning as configured. */
+static bool set_by_every_libra_bar(const struct sim_bar *bars, size_t n, const char *key)
+{
+    for (size_t b = 0; b < n; b++) {
+        bool sets = false;
+        for (size_t i = 0; i < bars[b].n_sets && !sets; i++)
+            sets = strcmp(bars[b].sets[i].key, key) == 0;
+        if (bars[b].mode == SIM_LIBRA && !sets)
+            return false;
+    }
+    return true;
+}
+
+/* The attribution's bars as the last key of the grid: refused where a bar would not be the
+ * mechanism it names, or where a swept key is one the bars set. */
+static int add_attribution(const struct cli_common *cc, struct sim_flags *f,
+                           const struct libra_config *base)
+{
+    if (!base->sim.planner)
+        return cli_usage_error(cc->cmd, "--attribution measures the planner's mechanisms; "
+                                        "sim.planner is false");
+    if (!base->plan.replan_interval_steps && !base->plan.replan_pressure)
+        return cli_usage_error(cc->cmd, "--attribution: its last bar is online replanning, "
+                                        "which plan.replan_interval_steps 0 and "
+                                        "plan.replan_pressure false turn off");
+    size_t n;
+    const struct sim_bar *bars = sim_attribution_bars(&n);
+    for (size_t i = 0; i < cc->n_overrides; i++)
+        if (set_by_every_libra_bar(bars, n, cc->overrides[i].key))
+            return cli_usage_error(cc->cmd, "%s: --attribution sets %s in its bars",
+                                   cc->overrides[i].label, cc->overrides[i].key);
+    for (size_t k = 0; k < f->keys.n; k++)
+        for (size_t b = 0; b < n; b++)
+            for (size_t i = 0; i < bars[b].n_sets; i++)
+                if (strcmp(f->keys.v[k].key, bars[b].sets[i].key) == 0)
+                    return cli_usage_error(cc->cmd, "--sweep %s: --attribution sets it in its bars",
+                                           f->keys.v[k].key);
+    char **names = xcalloc(n, sizeof *names);
+    for (size_t b = 0; b < n; b++)
+        names[b] = xstrdup(bars[b].name);
+    vec_push(&f->keys,
+             ((struct sim_sweep_key){xstrdup(SIM_ATTRIBUTION_KEY), (const char *const *)names, n}));
+    return 0;
+}
+
 /* The most cells a sweep runs (--seeds' most, on one grid point). */
 #define SWEEP_RUNS_MAX 100000
 
@@ -542,8 +576,6 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f,
     struct libra_config *cfgs = xcalloc(sw.n_cells, sizeof *cfgs);
     struct api_traces ts = {0};
     int rc = build_cells(cc, config, p, &ts, &sw, cfgs);
-    if (rc == 0)
-        rc = check_points(cc, &sw, cfgs);
     if (rc == 0) {
         struct watched w = {.cells = (long long)sw.n_cells};
         struct workers *workers = workers_new(cc->jobs);
@@ -569,8 +601,8 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f,
                            error_format(&sw.cells[i].err, buf, sizeof buf));
                 rc = exit_code(sw.cells[i].rc);
             }
+        sim_sweep_free(&sw); /* only where the cells ran: a stopped sweep leaves them unmapped */
     }
-    sim_sweep_free(&sw);
     api_traces_free(&ts);
     free(cfgs);
     free(sw.cells);
