@@ -436,6 +436,19 @@ static char *tmp_name(const char *target)
     return tmp;
 }
 
+/* Reports that tmp, made beside path to replace it whole, cannot be created (errno's why),
+ * naming tmp where path exists (it may be writable itself). Returns LIBRA_EXIT_IO. */
+static int tmp_error(const char *path, const char *tmp)
+{
+    int why = errno;
+    if (access(path, F_OK) == 0)
+        cli_errorf("cannot write '%s': cannot create '%s' beside it to replace it whole: %s", path,
+                   tmp, error_strerror(why));
+    else
+        cli_errorf("cannot write '%s': %s", path, error_strerror(why));
+    return LIBRA_EXIT_IO;
+}
+
 int cli_write_output(const char *path, const char *text)
 {
     if (!path || strcmp(path, "-") == 0) {
@@ -455,14 +468,16 @@ int cli_write_output(const char *path, const char *text)
     char *tmp = tmp_name(target);
     FILE *f = fopen(tmp, "wb");
     bool ok = f && put_text(f, text) && rename(tmp, target) == 0;
-    if (!ok) {
+    int rc = ok ? 0 : LIBRA_EXIT_IO;
+    if (!f)
+        rc = tmp_error(path, tmp);
+    else if (!ok) {
         cli_errorf("cannot write '%s': %s", path, error_strerror(errno));
-        if (f)
-            remove(tmp);
+        remove(tmp);
     }
     free(tmp);
     free(target);
-    return ok ? 0 : LIBRA_EXIT_IO;
+    return rc;
 }
 
 /* ---- traces streamed to a file --------------------------------------------------------- */
@@ -546,23 +561,22 @@ int cli_check_output(const char *path)
         return LIBRA_EXIT_IO;
     }
     char *target = fileio_replace_target(path);
-    bool ok;
     if (!target) { /* a device or FIFO: opening a FIFO would wait for, then end, its reader */
-        ok = access(path, W_OK) == 0;
-    } else {
-        char *tmp = tmp_name(target);
-        FILE *f = fopen(tmp, "wb");
-        if ((ok = f != NULL)) {
-            fclose(f);
-            remove(tmp);
-        }
-        free(tmp);
-        free(target);
+        if (access(path, W_OK) == 0)
+            return 0;
+        cli_errorf("cannot write '%s': %s", path, error_strerror(errno));
+        return LIBRA_EXIT_IO;
     }
-    if (ok)
-        return 0;
-    cli_errorf("cannot write '%s': %s", path, error_strerror(errno));
-    return LIBRA_EXIT_IO;
+    char *tmp = tmp_name(target);
+    FILE *f = fopen(tmp, "wb");
+    int rc = f ? 0 : tmp_error(path, tmp);
+    if (f) {
+        fclose(f);
+        remove(tmp);
+    }
+    free(tmp);
+    free(target);
+    return rc;
 }
 
 static void print_help(FILE *out)

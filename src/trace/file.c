@@ -254,7 +254,13 @@ int trace_writer_open(struct trace_writer **out, const char *path, const struct 
         }
         /* a device or FIFO is written in place: a rename would replace it */
         if (!(w->f = w->tmp ? fopen(w->tmp, "wbx") : fopen(path, "wb"))) {
-            error_set(err, NULL, 0, 0, "cannot write '%s': %s", path, error_strerror(errno));
+            int why = errno;
+            if (w->tmp && access(path, F_OK) == 0) /* path itself may be writable */
+                error_set(err, NULL, 0, 0,
+                          "cannot write '%s': cannot create '%s' beside it to replace it whole: %s",
+                          path, w->tmp, error_strerror(why));
+            else
+                error_set(err, NULL, 0, 0, "cannot write '%s': %s", path, error_strerror(why));
             free(w->tmp);
             free(w->target);
             free(w->path);

@@ -305,6 +305,20 @@ def test_output_that_fails_leaves_the_old_file(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["doc.md"]
 
 
+@pytest.mark.parametrize("args", [("config", "doc", "-o"),
+                                  ("route", "eval", "tests/data/trace/small.jsonl", "--policy",
+                                   "cmlfq", "--decisions")])
+def test_an_output_whose_temporary_file_cannot_be_made_names_it(args):
+    """A file is replaced whole through a temporary file beside it; where that cannot be made
+    and the file exists, the error names the temporary file: "cannot write '/proc/version': no
+    such file or directory" named a file that is there."""
+    r = run(*args[:2], *(os.path.join(SOURCE_DIR, a) if a.startswith("tests/") else a
+                         for a in args[2:]), "/proc/version")
+    assert r.returncode == 3, r.stderr
+    assert r.stderr == ("libra: cannot write '/proc/version': cannot create '/proc/version.tmp' "
+                        "beside it to replace it whole: no such file or directory\n"), r.stderr
+
+
 BOM = b"\xef\xbb\xbf"
 
 
