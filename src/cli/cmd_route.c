@@ -405,6 +405,10 @@ static int load_trace(const struct api_presets *p, const struct libra_config *cf
     struct api_traces ts = {0};
     struct sim_input in;
     int rc = cli_sim_input(p, &ts, &pc, false, &in);
+    if (rc == 0 && in.trace->n == 0) {
+        cli_errorf("route eval: %s holds no trajectories: nothing to evaluate", path);
+        rc = LIBRA_EXIT_USAGE;
+    }
     if (rc == 0) {
         const struct sim_trace *t = in.trace;
         ev->workload = xstrdup(t->workload);
