@@ -173,11 +173,12 @@ static int read_bucket(struct cursor *c, struct spec_bucket *b, int64_t prev_max
     const char *at = c->s;
     if ((rc = read_int(c, SPEC_BUCKET_TOKENS_MAX, "max_tokens", &b->max_tokens)))
         return rc;
-    if (b->max_tokens < 1 || b->max_tokens <= prev_max) {
-        c->s = at;
-        return fail_at(c, "max_tokens %lld must be positive and above the previous bucket's %lld",
+    c->s = b->max_tokens < 1 || b->max_tokens <= prev_max ? at : c->s;
+    if (b->max_tokens < 1)
+        return fail_at(c, "max_tokens %lld must be positive", (long long)b->max_tokens);
+    if (b->max_tokens <= prev_max)
+        return fail_at(c, "max_tokens %lld must be above the previous bucket's %lld",
                        (long long)b->max_tokens, (long long)prev_max);
-    }
     return 0;
 }
 

@@ -76,6 +76,11 @@ static void test_parse_errors_name_the_column(void **state)
     parse_fails("tp1x0:100", 5, "an instance count must be at least 1");
     parse_fails("tp1+tp2+tp4+tp8+tp1:10", 19, "at most 4 tp sizes");
     parse_fails("tp1:1,tp1:2,tp1:3,tp1:4,tp1:5,tp1:6,tp1:7,tp1:8,tp1:9", 49, "at most 8 buckets");
+    /* the first bucket has no previous one to be above (it was said to, "above ... 0") */
+    struct spec_bucket_layout l;
+    struct libra_error err = {0};
+    assert_int_equal(spec_bucket_parse(&l, "tp1:0", "--buckets", &err), LIBRA_EINVAL);
+    assert_string_equal(err.msg, "max_tokens 0 must be positive");
 }
 
 static void test_format_round_trip_and_truncation(void **state)
