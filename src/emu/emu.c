@@ -44,6 +44,14 @@ char *emu_text(const struct emu_req *r, int64_t from, int64_t to)
     return s;
 }
 
+const char *emu_req_id(const struct emu_req *r, char buf[EMU_ID_SIZE])
+{
+    if (r->g.rid)
+        return r->g.rid;
+    snprintf(buf, EMU_ID_SIZE, "emu%d-%llx", r->inst->index, (unsigned long long)r->serial);
+    return buf;
+}
+
 json_t *emu_ids(const struct emu_req *r, int64_t from, int64_t to)
 {
     json_t *a = json_array();

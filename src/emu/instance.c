@@ -342,6 +342,19 @@ static int64_t default_max(const struct emu_instance *in, const struct emu_gen_r
     }
 }
 
+/* The key of r's output ids: the seed, the prompt's ids and the request id it answers with
+ * (equal prompts under different ids are different samples). */
+static uint64_t content_key(const struct emu_req *r)
+{
+    uint64_t k = rng_hash(r->inst->emu->cfg.seed, (const uint64_t *)NULL, 0);
+    for (size_t i = 0; i < r->g.n_ids; i++)
+        k = rng_mix64(k ^ r->g.ids[i]);
+    char buf[EMU_ID_SIZE];
+    for (const char *p = emu_req_id(r, buf); *p; p++)
+        k = rng_mix64(k ^ (unsigned char)*p);
+    return k;
+}
+
 void emu_generate(struct emu_instance *in, struct net_call *call, struct emu_gen_request *g)
 {
     int64_t max = g->max_new_tokens >= 0 ? g->max_new_tokens : default_max(in, g);
@@ -363,15 +376,10 @@ void emu_generate(struct emu_instance *in, struct net_call *call, struct emu_gen
     r->g.max_new_tokens = max;
     r->target = target;
     r->arrival_s = emu_now(in->emu);
-    r->content = rng_hash(in->emu->cfg.seed, (const uint64_t *)NULL, 0);
-    for (size_t i = 0; i < r->g.n_ids; i++)
-        r->content = rng_mix64(r->content ^ r->g.ids[i]);
-    if (r->g.rid) /* equal prompts under different ids are different samples */
-        for (const char *p = r->g.rid; *p; p++)
-            r->content = rng_mix64(r->content ^ (unsigned char)*p);
+    r->serial = ++in->requests_total;
+    r->content = content_key(r);
     r->call = call;
     link_req(in, r);
-    r->serial = ++in->requests_total;
     in->prompt_tokens_total += (int64_t)r->g.n_ids;
     net_call_defer(call, req_cancelled, r);
     net_call_drop_body(call); /* parsed: a held turn keeps its token ids, not its JSON */

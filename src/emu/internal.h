@@ -26,7 +26,7 @@ struct emu_req {
     struct emu_gen_request g; /* as parsed */
     uint64_t id;              /* the engine's id while submitted */
     uint64_t key;             /* the context key its KV is cached under */
-    uint64_t content;         /* hash of the prompt: seeds the generated ids */
+    uint64_t content;         /* hash of the prompt and request id: seeds the generated ids */
     int64_t serial;           /* the instance's count of requests at its arrival: names it */
     int64_t target;           /* tokens it generates in all */
     int64_t done;             /* tokens generated before its current submission (retracted) */
@@ -206,6 +206,12 @@ json_t *emu_body(struct net_call *c);
 /* The text of generated tokens [from, to) of r: four letters per token (the fake tokenizer
  * reads it back as the same number of tokens). Malloc'd. */
 char *emu_text(const struct emu_req *r, int64_t from, int64_t to);
+
+/* The request id r answers with: the client's (SGLang's rid, vLLM's request_id), else the one
+ * the emulator gives it, emu<instance>-<serial in hex>, written into buf. Output ids are keyed
+ * by it, so equal prompts without a client id are different samples. */
+#define EMU_ID_SIZE 48
+const char *emu_req_id(const struct emu_req *r, char buf[EMU_ID_SIZE]);
 
 /* Generated ids [from, to) of r as a JSON array. */
 json_t *emu_ids(const struct emu_req *r, int64_t from, int64_t to);

@@ -13,15 +13,38 @@
 
 #define TOKEN_BYTES 4
 
+/* The id emu_text (emu.c) writes as the four letters at s, base 26 with the least significant
+ * digit first; -1 when they are not lowercase letters or spell no id below vocab. */
+static int64_t letters_id(const char *s, uint32_t vocab)
+{
+    int64_t id = 0;
+    for (int k = TOKEN_BYTES - 1; k >= 0; k--) {
+        if (s[k] < 'a' || s[k] > 'z')
+            return -1;
+        id = id * 26 + (s[k] - 'a');
+    }
+    return id < (int64_t)vocab ? id : -1;
+}
+
+/* The id of the (up to) four bytes at s: the one emu_text spells so, else a hash. */
+static uint32_t word_id(const char *s, size_t len, uint32_t vocab)
+{
+    int64_t id = len == TOKEN_BYTES ? letters_id(s, vocab) : -1;
+    if (id >= 0)
+        return (uint32_t)id;
+    uint64_t word = 0;
+    for (size_t b = 0; b < len; b++)
+        word |= (uint64_t)(unsigned char)s[b] << (8 * b);
+    return (uint32_t)(rng_mix64(word + 1) % vocab);
+}
+
 uint32_t *emu_tokenize(const char *text, size_t len, uint32_t vocab, size_t *n)
 {
     size_t count = len ? (len + TOKEN_BYTES - 1) / TOKEN_BYTES : 1;
     uint32_t *ids = xmallocarray(count, sizeof *ids);
     for (size_t i = 0; i < count; i++) {
-        uint64_t word = 0;
-        for (size_t b = 0; b < TOKEN_BYTES && i * TOKEN_BYTES + b < len; b++)
-            word |= (uint64_t)(unsigned char)text[i * TOKEN_BYTES + b] << (8 * b);
-        ids[i] = (uint32_t)(rng_mix64(word + 1) % vocab);
+        size_t at = i * TOKEN_BYTES, left = len > at ? len - at : 0;
+        ids[i] = word_id(text + at, left < TOKEN_BYTES ? left : TOKEN_BYTES, vocab);
     }
     *n = count;
     return ids;
@@ -130,6 +153,8 @@ static int prompt(const json_t *v, const char *label, uint32_t vocab, struct emu
 {
     if (json_is_array(v))
         return token_array(v, label, vocab, r, err, size);
+    if (json_is_string(v) && json_string_length(v) == 0)
+        return fail(err, size, "%s: expected a non-empty prompt", label);
     if (json_is_string(v)) {
         text_tokens(json_string_value(v), json_string_length(v), vocab, r);
         return 0;
@@ -140,31 +165,42 @@ static int prompt(const json_t *v, const char *label, uint32_t vocab, struct emu
                 label);
 }
 
-/* Appends len bytes of s and a newline to text[0..*n) of *cap bytes. */
-static void append_line(char **text, size_t *n, size_t *cap, const char *s, size_t len)
+/* Appends len bytes of s to text[0..*n) of *cap bytes, with room for a line's end after. */
+static void append(char **text, size_t *n, size_t *cap, const char *s, size_t len)
 {
-    while (*n + len + 2 > *cap)
+    while (*n + len + 1 + TOKEN_BYTES > *cap)
         *text = xrealloc(*text, *cap *= 2);
     memcpy(*text + *n, s, len);
     *n += len;
-    (*text)[(*n)++] = '\n';
 }
 
-/* A message's content onto text: a string, an array of text parts (vLLM joins their texts
- * with newlines), or none (null or absent: an assistant turn that only calls tools). */
+/* Ends a line: a newline, then NUL bytes up to a whole token (they hash as the bytes a short
+ * last token lacks), so that the next line starts a token whatever this one held. */
+static void end_line(char **text, size_t *n, size_t *cap)
+{
+    append(text, n, cap, "", 0);
+    (*text)[(*n)++] = '\n';
+    while (*n % TOKEN_BYTES)
+        (*text)[(*n)++] = '\0';
+}
+
+static void append_line(char **text, size_t *n, size_t *cap, const char *s, size_t len)
+{
+    append(text, n, cap, s, len);
+    end_line(text, n, cap);
+}
+
+/* A message's content onto text as one line: a string, an array of text parts (vLLM joins
+ * their texts with newlines), or none (null or absent: an assistant turn that only calls
+ * tools). */
 static int chat_content(const json_t *content, size_t i, char **text, size_t *n, size_t *cap,
                         char *err, size_t size)
 {
-    if (!content || json_is_null(content) ||
-        (json_is_array(content) && !json_array_size(content))) {
-        append_line(text, n, cap, "", 0);
-        return 0;
-    }
     if (json_is_string(content)) {
         append_line(text, n, cap, json_string_value(content), json_string_length(content));
         return 0;
     }
-    if (!json_is_array(content))
+    if (content && !json_is_null(content) && !json_is_array(content))
         return fail(err, size, "messages[%zu].content: expected a string or an array of parts", i);
     for (size_t k = 0; k < json_array_size(content); k++) {
         const json_t *part = json_array_get(content, k);
@@ -175,12 +211,17 @@ static int chat_content(const json_t *content, size_t i, char **text, size_t *n,
                         "messages[%zu].content[%zu]: expected a text part {\"type\": \"text\", "
                         "\"text\": ...} (the emulator reads text only)",
                         i, k);
-        append_line(text, n, cap, json_string_value(t), json_string_length(t));
+        if (k)
+            append(text, n, cap, "\n", 1);
+        append(text, n, cap, json_string_value(t), json_string_length(t));
     }
+    end_line(text, n, cap);
     return 0;
 }
 
-/* Chat messages: each one's role, then its content, a line each. */
+/* Chat messages: each one's role, then its content, a line each, then the role of the answer
+ * (the generation prompt a chat template ends with). Every line is whole tokens, so the
+ * answer's text, whole tokens too, keeps its ids when the next turn's prompt carries it. */
 static int chat_prompt(const json_t *msgs, uint32_t vocab, struct emu_gen_request *r, char *err,
                        size_t size)
 {
@@ -201,6 +242,7 @@ static int chat_prompt(const json_t *msgs, uint32_t vocab, struct emu_gen_reques
             return -1;
         }
     }
+    append_line(&text, &n, &cap, "assistant", strlen("assistant"));
     text_tokens(text, n, vocab, r);
     free(text);
     return 0;
@@ -258,6 +300,58 @@ static int sglang(const json_t *root, uint32_t vocab, struct emu_gen_request *r,
                : 0;
 }
 
+/* Completions' logprobs: how many top log-probabilities per token (vLLM refuses a negative
+ * count; the emulator returns the sampled token's only). */
+static int completion_logprobs(const json_t *root, struct emu_gen_request *r, char *err,
+                               size_t size)
+{
+    const json_t *lp = json_object_get(root, "logprobs");
+    if (!lp || json_is_null(lp))
+        return 0;
+    if (!json_is_integer(lp) || json_integer_value(lp) < 0)
+        return fail(err, size, "logprobs: expected an integer >= 0");
+    r->logprobs = true;
+    return 0;
+}
+
+/* Chat's logprobs, a boolean, and top_logprobs, a count (-1: the whole vocabulary) that vLLM
+ * takes only with logprobs true unless it is 0. */
+static int chat_logprobs(const json_t *root, struct emu_gen_request *r, char *err, size_t size)
+{
+    if (opt_bool(root, "logprobs", &r->logprobs, err, size))
+        return -1;
+    const json_t *top = json_object_get(root, "top_logprobs");
+    if (!top || json_is_null(top))
+        return 0;
+    if (!json_is_integer(top) || json_integer_value(top) < -1)
+        return fail(err, size, "top_logprobs: expected an integer >= -1");
+    if (json_integer_value(top) != 0 && !r->logprobs)
+        return fail(err, size, "top_logprobs: expected 0 or null unless logprobs is true");
+    return 0;
+}
+
+/* vLLM's cap on generated tokens: chat's max_completion_tokens unless absent or null, else
+ * max_tokens (in sampling_params on /inference/v1/generate). */
+static int vllm_cap(enum emu_api api, const json_t *root, struct emu_gen_request *r, char *err,
+                    size_t size)
+{
+    const json_t *sp = api == EMU_VLLM_GENERATE ? json_object_get(root, "sampling_params") : root;
+    if (sp && !json_is_null(sp) && !json_is_object(sp))
+        return fail(err, size, "sampling_params: expected an object");
+    const json_t *mct = json_object_get(root, "max_completion_tokens");
+    const char *cap =
+        api == EMU_VLLM_CHAT && mct && !json_is_null(mct) ? "max_completion_tokens" : "max_tokens";
+    return opt_count(sp, cap, cap, &r->max_new_tokens, err, size);
+}
+
+static int vllm_logprobs(enum emu_api api, const json_t *root, struct emu_gen_request *r, char *err,
+                         size_t size)
+{
+    if (api == EMU_VLLM_COMPLETIONS)
+        return completion_logprobs(root, r, err, size);
+    return api == EMU_VLLM_CHAT ? chat_logprobs(root, r, err, size) : 0;
+}
+
 static int vllm(enum emu_api api, const json_t *root, uint32_t vocab, struct emu_gen_request *r,
                 char *err, size_t size)
 {
@@ -268,15 +362,7 @@ static int vllm(enum emu_api api, const json_t *root, uint32_t vocab, struct emu
         rc = token_array(json_object_get(root, "token_ids"), "token_ids", vocab, r, err, size);
     else
         rc = prompt(json_object_get(root, "prompt"), "prompt", vocab, r, err, size);
-    if (rc)
-        return -1;
-    const json_t *sp = api == EMU_VLLM_GENERATE ? json_object_get(root, "sampling_params") : root;
-    if (sp && !json_is_null(sp) && !json_is_object(sp))
-        return fail(err, size, "sampling_params: expected an object");
-    const char *cap = api == EMU_VLLM_CHAT && json_object_get(root, "max_completion_tokens")
-                          ? "max_completion_tokens"
-                          : "max_tokens";
-    if (opt_count(sp, cap, cap, &r->max_new_tokens, err, size))
+    if (rc || vllm_cap(api, root, r, err, size))
         return -1;
     const json_t *model = json_object_get(root, "model");
     if (model && !json_is_null(model)) {
@@ -285,9 +371,8 @@ static int vllm(enum emu_api api, const json_t *root, uint32_t vocab, struct emu
         snprintf(r->model, sizeof r->model, "%s", json_string_value(model));
     }
     r->token_ids = api == EMU_VLLM_GENERATE;
-    const json_t *lp = json_object_get(root, "logprobs");
-    r->logprobs = lp && !json_is_null(lp) && !json_is_false(lp);
-    return opt_id(root, "request_id", &r->rid, err, size) ||
+    return vllm_logprobs(api, root, r, err, size) ||
+                   opt_id(root, "request_id", &r->rid, err, size) ||
                    opt_bool(root, "stream", &r->stream, err, size) ||
                    (api != EMU_VLLM_GENERATE &&
                     opt_bool(root, "return_token_ids", &r->token_ids, err, size))

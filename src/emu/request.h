@@ -6,8 +6,11 @@
  * {"gen_tokens": N}}}. Only what the emulator uses is kept; the rest is checked for type.
  *
  * Text (a prompt string, chat messages) has no tokenizer here: it becomes one token per four
- * bytes, each id a hash of its bytes, so equal text prefixes give equal token prefixes (the
- * prefix cache still sees an append-only conversation as one).
+ * bytes, four lowercase letters that spell an id in base 26 (as emu_text writes generated
+ * tokens) that id, other bytes a hash of them. Equal text prefixes give equal token prefixes,
+ * and an answer's text reads back as its ids, so the prefix cache sees an append-only
+ * conversation as one. Chat lines are padded to whole tokens, so an answer sent back in a
+ * message starts a token.
  *
  * Pure: memory in, memory out (tests/fuzz/fuzz_emu_request.c).
  */
@@ -50,8 +53,9 @@ int emu_request_parse(enum emu_api api, const char *body, size_t len, uint32_t v
 /* Frees what r owns; r may be zeroed. */
 void emu_request_free(struct emu_gen_request *r);
 
-/* The fake tokenizer: one id per four bytes of text (a hash, below vocab). Returns a malloc'd
- * array of *n ids (at least one: empty text is one token). */
+/* The fake tokenizer: one id per four bytes of text, below vocab: the id four lowercase letters
+ * spell (emu_text's inverse), else a hash of the bytes. Returns a malloc'd array of *n ids (at
+ * least one: empty text is one token, though the parser refuses an empty prompt). */
 uint32_t *emu_tokenize(const char *text, size_t len, uint32_t vocab, size_t *n);
 
 #endif

@@ -27,12 +27,10 @@ static json_t *finish_reason(const struct emu_req *r, const struct engine_done *
 /* The answer for tokens [0, to) of r; d final or NULL while streaming. */
 static json_t *answer_upto(const struct emu_req *r, int64_t to, const struct engine_done *d)
 {
-    char id[32];
-    if (!r->g.rid)
-        snprintf(id, sizeof id, "emu%d-%llx", r->inst->index, (unsigned long long)r->serial);
+    char id[EMU_ID_SIZE];
     char *text = emu_text(r, 0, to);
     json_t *meta =
-        json_pack("{s:s, s:o, s:I, s:s, s:I, s:I}", "id", r->g.rid ? r->g.rid : id, "finish_reason",
+        json_pack("{s:s, s:o, s:I, s:s, s:I, s:I}", "id", emu_req_id(r, id), "finish_reason",
                   d ? finish_reason(r, d) : json_null(), "prompt_tokens", (json_int_t)r->g.n_ids,
                   "weight_version", r->inst->weight_version, "completion_tokens", (json_int_t)to,
                   "cached_tokens", (json_int_t)r->cached);

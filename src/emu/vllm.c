@@ -53,11 +53,8 @@ static json_t *logprobs(const struct emu_req *r, int64_t from, int64_t to)
 
 static json_t *id_of(const struct emu_req *r, const char *prefix)
 {
-    char id[160];
-    if (r->g.rid)
-        snprintf(id, sizeof id, "%s%s", prefix, r->g.rid);
-    else
-        snprintf(id, sizeof id, "%s%d-%llx", prefix, r->inst->index, (unsigned long long)r->serial);
+    char buf[EMU_ID_SIZE], id[160];
+    snprintf(id, sizeof id, "%s%s", prefix, emu_req_id(r, buf));
     return json_string(id);
 }
 

@@ -116,6 +116,169 @@ def test_prefix_cache_by_token_content():
         assert again["meta_info"]["cached_tokens"] == 0
 
 
+def _cached(out):
+    """cached_tokens of an answer of either engine."""
+    if "meta_info" in out:
+        return out["meta_info"]["cached_tokens"]
+    return out["usage"]["prompt_tokens_details"]["cached_tokens"]
+
+
+def _prompt_tokens(out):
+    return out["meta_info"]["prompt_tokens"] if "meta_info" in out else \
+        out["usage"]["prompt_tokens"]
+
+
+def _turn_hit(context):
+    """What a next turn hits of a previous context of that many tokens: its whole blocks of 16
+    ids, as far as the KV goes (the last generated token's was never written)."""
+    return min(context // 16 * 16, context - 1)
+
+
+def _answer_text(out):
+    if "text" in out:
+        return out["text"]
+    choice = out["choices"][0]
+    return choice["message"]["content"] if "message" in choice else choice["text"]
+
+
+@pytest.mark.parametrize("path,member", [("/v1/completions", "prompt"), ("/generate", "text")])
+def test_an_append_only_text_client_hits_its_whole_previous_turn(path, member):
+    """The answer's text, four letters a token, tokenizes back to the answer's ids: a prompt of
+    whole tokens plus the answer plus more hits the whole previous turn (docs/emu.md)."""
+    p1 = "the quick brown fox jumps over the lazy dog.\n" * 8 + "abcd"  # 364 bytes
+    p1 += "0123" * ((384 - len(p1)) // 4)
+    assert len(p1) == 384
+    cap = {"max_tokens": 64} if member == "prompt" else {"sampling_params": {"max_new_tokens": 64}}
+    with Emu() as emu:
+        p = emu.port()
+        status, first = post(p, path, {member: p1, **cap})
+        assert status == 200 and _prompt_tokens(first) == 96, first
+        answer = _answer_text(first)
+        assert len(answer) == 4 * 64
+        status, second = post(p, path, {member: p1 + answer + "q" * 100, **cap})
+        assert status == 200 and _prompt_tokens(second) == 96 + 64 + 25, second
+        assert _cached(second) == _turn_hit(96 + 64) == 159, second
+
+
+def test_an_append_only_chat_client_hits_its_whole_previous_turn():
+    """Each message's role and content are whole tokens and the prompt ends with the answer's
+    role, so the next turn's prompt holds the previous context token for token."""
+    with Emu() as emu:
+        p = emu.port()
+        turn = [{"role": "system", "content": "be brief"},
+                {"role": "user", "content": "fix the failing test, then run the suite"}]
+        for _ in range(3):
+            status, out = post(p, "/v1/chat/completions", {"messages": turn, "max_tokens": 40})
+            assert status == 200, out
+            context = out["usage"]["prompt_tokens"] + 40
+            turn = turn + [{"role": "assistant", "content": _answer_text(out)},
+                           {"role": "user", "content": "q" * 99}]
+            status, nxt = post(p, "/v1/chat/completions", {"messages": turn, "max_tokens": 1})
+            assert status == 200 and nxt["usage"]["prompt_tokens"] > context, nxt
+            assert _cached(nxt) == _turn_hit(context), (context, nxt)
+
+
+def test_a_null_max_completion_tokens_leaves_max_tokens():
+    """null in the place of an optional member is ignored: max_tokens still caps the turn."""
+    msgs = [{"role": "user", "content": "hi"}]
+    with Emu() as emu:
+        for extra in ({}, {"max_completion_tokens": None}):
+            status, out = post(emu.port(), "/v1/chat/completions",
+                               {"messages": msgs, "max_tokens": 3, **extra,
+                                "libra": {"emu": {"gen_tokens": 5}}})
+            assert status == 200, out
+            assert out["usage"]["completion_tokens"] == 3, (extra, out)
+            assert out["choices"][0]["finish_reason"] == "length"
+        status, out = post(emu.port(), "/v1/chat/completions",
+                           {"messages": msgs, "max_tokens": 3, "max_completion_tokens": 4})
+        assert status == 200 and out["usage"]["completion_tokens"] == 4, out  # vLLM's order
+
+
+CHAT = {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2}
+COMPLETION = {"prompt": [1, 2, 3], "max_tokens": 2}
+
+
+@pytest.mark.parametrize("base,extra,member", [
+    (COMPLETION, {"logprobs": "yes"}, "logprobs"),
+    (COMPLETION, {"logprobs": True}, "logprobs"),
+    (COMPLETION, {"logprobs": 1.5}, "logprobs"),
+    (COMPLETION, {"logprobs": -1}, "logprobs"),
+    (CHAT, {"logprobs": "yes"}, "logprobs"),
+    (CHAT, {"logprobs": 1}, "logprobs"),
+    (CHAT, {"logprobs": True, "top_logprobs": "3"}, "top_logprobs"),
+    (CHAT, {"logprobs": True, "top_logprobs": -2}, "top_logprobs"),
+    (CHAT, {"top_logprobs": 2}, "top_logprobs"),
+    (CHAT, {"logprobs": False, "top_logprobs": -1}, "top_logprobs"),
+])
+def test_logprobs_of_another_type_or_range_are_refused_naming_the_member(base, extra, member):
+    """As vLLM's request classes type them: completions' logprobs an integer >= 0, chat's a
+    boolean with top_logprobs an integer >= -1 that, unless 0, wants logprobs true."""
+    path = "/v1/chat/completions" if "messages" in base else "/v1/completions"
+    with Emu() as emu:
+        status, out = post(emu.port(), path, {**base, **extra})
+        assert status == 400 and out["error"]["message"].startswith(member + ":"), out
+
+
+@pytest.mark.parametrize("base,extra,returned", [
+    (COMPLETION, {"logprobs": None}, False),
+    (COMPLETION, {"logprobs": 0}, True),
+    (COMPLETION, {"logprobs": 5}, True),
+    (CHAT, {"logprobs": None, "top_logprobs": None}, None),
+    (CHAT, {"logprobs": False, "top_logprobs": 0}, None),
+    (CHAT, {"logprobs": True, "top_logprobs": -1}, None),
+    (CHAT, {"logprobs": True, "top_logprobs": 3}, None),
+])
+def test_wellformed_logprobs_are_taken(base, extra, returned):
+    path = "/v1/chat/completions" if "messages" in base else "/v1/completions"
+    with Emu() as emu:
+        status, out = post(emu.port(), path, {**base, **extra})
+        assert status == 200, out
+        if returned is not None:
+            assert (out["choices"][0]["logprobs"] is not None) == returned, out
+
+
+@pytest.mark.parametrize("path,body", [
+    ("/generate", {"input_ids": PROMPT, "sampling_params": {"max_new_tokens": 8}}),
+    ("/generate", {"text": "hello world", "sampling_params": {"max_new_tokens": 8}}),
+    ("/v1/completions", {"prompt": PROMPT, "max_tokens": 8, "return_token_ids": True}),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}],
+                              "max_tokens": 8}),
+    ("/inference/v1/generate", {"token_ids": PROMPT, "sampling_params": {"max_tokens": 8}}),
+])
+def test_equal_requests_without_an_id_are_different_samples(path, body):
+    """Output ids are keyed by the request id the emulator answers with: two requests without
+    one get two ids and so two samples, as a real engine samples twice."""
+    def ids(out):
+        if "output_ids" in out:
+            return out["output_ids"]
+        choice = out["choices"][0]
+        return choice.get("token_ids") or choice["message"]["content"]
+
+    with Emu() as emu:
+        p = emu.port()
+        outs = [post(p, path, body) for _ in range(2)]
+        assert all(status == 200 for status, _ in outs), outs
+        assert ids(outs[0][1]) != ids(outs[1][1]), outs
+        rid = {"rid": "r-7"} if path == "/generate" else {"request_id": "r-7"}
+        same = [post(p, path, {**body, **rid})[1] for _ in range(2)]
+        assert ids(same[0]) == ids(same[1]), same  # the client's own id: the same sample
+
+
+@pytest.mark.parametrize("path,body,member", [
+    ("/generate", {"text": ""}, "text"),
+    ("/generate", {"input_ids": []}, "input_ids"),
+    ("/v1/completions", {"prompt": ""}, "prompt"),
+    ("/v1/completions", {"prompt": []}, "prompt"),
+    ("/inference/v1/generate", {"token_ids": []}, "token_ids"),
+])
+def test_an_empty_prompt_is_refused_naming_the_member(path, body, member):
+    """A prompt of no tokens is refused, text or ids alike (vLLM: the prompt cannot be empty;
+    the emulated model has no BOS token to make one of empty text)."""
+    with Emu() as emu:
+        status, out = post(emu.port(), path, body)
+        assert status == 400 and out["error"]["message"].startswith(member + ":"), out
+
+
 def test_abort_returns_partial_tokens():
     with Emu() as emu:
         p = emu.port()
