@@ -317,27 +317,20 @@ static json_t *mode_json(const struct sim_mode_result *mr, const struct libra_co
     json_t *m = json_pack("{s:o,s:o,s:o}", "layout", layout_json(&mr->layout, cfg->cluster.gpus),
                           "tuning", tuning_json(mr), "run", run_json(&mr->run, mr->layout.pool));
     json_object_set_new(m, "planner", planner_json(mr));
+    json_object_set_new(m, "routing", mr->run.routing ? json_incref(mr->run.routing) : json_null());
     if (mr->run.timeline)
         json_object_set_new(m, "timeline", sim_timeline_to_json(mr->run.timeline, &mr->layout));
     return m;
 }
 
-json_t *sim_experiment_to_json(const struct sim_experiment *e, const struct libra_config *cfg)
+/* The document's envelope and its modes without their steps (--jsonl's header), and the
+ * ratios. */
+static json_t *experiment_head(const struct sim_experiment *e, const struct libra_config *cfg)
 {
     json_t *doc = spec_config_envelope(SIM_SCHEMA, cfg);
     json_t *modes = json_object();
-    for (int i = 0; i < e->n; i++) {
-        const struct sim_mode_result *mr = &e->mode[i];
-        bool pool = mr->layout.pool;
-        json_t *steps = json_array();
-        for (int k = 0; k < mr->run.steps_run; k++)
-            json_array_append_new(steps, step_json(&mr->run.steps[k], pool));
-        json_t *m = mode_json(mr, cfg);
-        json_object_set_new(m, "steps", steps);
-        json_object_set_new(m, "routing",
-                            mr->run.routing ? json_incref(mr->run.routing) : json_null());
-        json_object_set_new(modes, sim_mode_name(mr->mode), m);
-    }
+    for (int i = 0; i < e->n; i++)
+        json_object_set_new(modes, sim_mode_name(e->mode[i].mode), mode_json(&e->mode[i], cfg));
     json_object_set_new(doc, "modes", modes);
     json_object_set_new(
         doc, "ratios",
@@ -347,6 +340,19 @@ json_t *sim_experiment_to_json(const struct sim_experiment *e, const struct libr
             ujson_real(sim_libra_ratio(e, SIM_ASYNC, false)), "libra_over_colocated_trajectories",
             ujson_real(sim_libra_ratio(e, SIM_COLOCATED, true)), "libra_over_async_trajectories",
             ujson_real(sim_libra_ratio(e, SIM_ASYNC, true))));
+    return doc;
+}
+
+json_t *sim_experiment_to_json(const struct sim_experiment *e, const struct libra_config *cfg)
+{
+    json_t *doc = experiment_head(e, cfg), *modes = json_object_get(doc, "modes");
+    for (int i = 0; i < e->n; i++) {
+        const struct sim_mode_result *mr = &e->mode[i];
+        json_t *steps = json_array();
+        for (int k = 0; k < mr->run.steps_run; k++)
+            json_array_append_new(steps, step_json(&mr->run.steps[k], mr->layout.pool));
+        json_object_set_new(json_object_get(modes, sim_mode_name(mr->mode)), "steps", steps);
+    }
     return doc;
 }
 
@@ -360,11 +366,7 @@ static void append_line(struct strbuf *b, const json_t *v)
 char *sim_experiment_jsonl(const struct sim_experiment *e, const struct libra_config *cfg)
 {
     struct strbuf b = {0};
-    json_t *head = spec_config_envelope(SIM_SCHEMA, cfg);
-    json_t *modes = json_object();
-    for (int i = 0; i < e->n; i++)
-        json_object_set_new(modes, sim_mode_name(e->mode[i].mode), mode_json(&e->mode[i], cfg));
-    json_object_set_new(head, "modes", modes);
+    json_t *head = experiment_head(e, cfg);
     append_line(&b, head);
     json_decref(head);
     for (int i = 0; i < e->n; i++)

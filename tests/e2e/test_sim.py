@@ -201,6 +201,11 @@ def test_jsonl_header_and_steps():
     assert [s["mode"] for s in steps[:4]] == ["colocated"] * 4
     assert [s["step"] for s in steps[:4]] == [0, 1, 2, 3]
     assert all(set(s["wasted_tokens"]) == WASTES and s["trained_tokens_per_s"] > 0 for s in steps)
+    # the header is --json's document less the steps, its lines: routing and ratios were lost
+    whole = json.loads(sim("--json", *QUICK).stdout)
+    for mode in whole["modes"].values():
+        mode.pop("steps")
+    assert head == whole
 
 
 def test_perfetto_file_is_a_trace_event_document(tmp_path):
