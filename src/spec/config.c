@@ -834,10 +834,11 @@ static bool fleet_counted(const struct libra_config *c, unsigned reader)
 
 /* Refuses instance counts in sched.buckets that no command builds a fleet from, and those a flag
  * gives a command that does not (a file's counts may be another command's fleet, as with
- * check_inert's keys). At a grid's point the buckets run without their counts and the refusal
- * goes to the grid, as check_inert's does. */
-static int check_fleet_counts(struct libra_config *cfg, const struct spec_config_sources *src,
-                              struct libra_error *err)
+ * check_inert's keys; a flag that turns that fleet off for one run leaves them aside, the run
+ * taking the buckets alone). At a grid's point the buckets run without their counts and the
+ * refusal goes to the grid, as check_inert's does. */
+static int check_fleet_counts(struct libra_config *cfg, const struct libra_config *experiment,
+                              const struct spec_config_sources *src, struct libra_error *err)
 {
     const struct spec_field *f = spec_field_find(fields, N_FIELDS, "sched.buckets");
     bool flagged = set_by(src->flags, src->n_flags, f->key) != NULL;
@@ -856,6 +857,10 @@ static int check_fleet_counts(struct libra_config *cfg, const struct spec_config
         return 0;
     char bare[SPEC_BUCKET_TEXT_MAX], where[64];
     spec_bucket_format(&l, bare, sizeof bare);
+    if (!flagged && fleet_counted(experiment, 0)) {
+        snprintf(cfg->sched.buckets, sizeof cfg->sched.buckets, "%s", bare);
+        return 0;
+    }
     if (reader)
         snprintf(where, sizeof where, "in libra %s", spec_reader_command(reader));
     else
@@ -1060,7 +1065,7 @@ int spec_config_resolve(struct libra_config *cfg, const struct spec_presets *p,
     if (rc == 0)
         rc = check_inert(cfg, &defaults, &experiment, src, err);
     if (rc == 0)
-        rc = check_fleet_counts(cfg, src, err);
+        rc = check_fleet_counts(cfg, &experiment, src, err);
     if (rc == 0)
         canonical_buckets(cfg);
     return rc;

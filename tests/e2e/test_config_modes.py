@@ -403,6 +403,14 @@ def test_instance_counts_no_fleet_is_built_from_are_refused(tmp_path):
         assert proc.returncode == code, (command, proc.stderr)
     proc, code = stop_run("sim", "--set", "sim.modes=rollout", "--set", COUNTED)
     assert proc.returncode == code, proc.stderr
+    # a flag that turns the planner on for one run leaves the file's counts aside, as it does
+    # check_inert's keys: the file's fleet serves its other runs (bench/fidelity.py's runs of
+    # examples/sim-search-r1-qwen3-14b.json were refused)
+    proc = libra("sim", fleet, "--set", "sim.modes=libra", "--set", "sim.planner=true",
+                 "--steps", "2", "--json")
+    assert proc.returncode == 0, proc.stderr
+    layout = json.loads(proc.stdout)["modes"]["libra"]["layout"]
+    assert layout["origin"] != "pinned" and layout["buckets"] == BARE[2:-2], layout
 
 
 def test_a_grid_runs_counts_where_a_point_builds_their_fleet():
