@@ -90,8 +90,21 @@ void gw_engine_version(struct gw *g, struct gw_engine *e, const char *text)
 
 /* ---- routes --------------------------------------------------------------------------------- */
 
-/* libra's own routes name the query parameters they read (net_route.query); the routes of an
- * engine's API take any, as the engines do. */
+/* POST /libra/v1/engines/{id}/{action} takes no body (docs/serve.md): one sent is refused, once
+ * the caller is known to be an admin, rather than ignored. */
+static void engine_action(void *ctx, struct net_call *c)
+{
+    size_t len;
+    net_call_body(c, &len);
+    if (len == 0)
+        gw_engine_action(ctx, c);
+    else if (gw_admin(ctx, c))
+        net_reply_error(c, 400, "invalid_request_error",
+                        "body: an engine action takes none (%zu bytes sent)", len);
+}
+
+/* libra's own routes and the worker calls name the query parameters they read
+ * (net_route.query); the routes of an engine's API take any, as the engines do. */
 static const struct net_route routes[] = {
     {"/generate", NET_POST | NET_PUT, gw_generate_sglang, NULL},
     {"/inference/v1/generate", NET_POST, gw_generate_vllm, NULL},
@@ -102,7 +115,7 @@ static const struct net_route routes[] = {
     {"/libra/v1/status", NET_GET, gw_status, ""},
     {"/libra/v1/state", NET_GET, gw_state, "trees,limit"},
     {"/libra/v1/engines", NET_GET, gw_engines, ""},
-    {"/libra/v1/engines/*", NET_POST, gw_engine_action, ""},
+    {"/libra/v1/engines/*", NET_POST, engine_action, ""},
     {"/libra/v1/plan", NET_GET, gw_plan_call, ""},
     {"/libra/v1/buckets", NET_POST, gw_buckets_call, ""},
     {"/libra/v1/pool", NET_GET, gw_pool_call, "after,wait_s"},
@@ -114,8 +127,8 @@ static const struct net_route routes[] = {
     {"/add_worker", NET_POST, gw_add_worker, "url,tp,worker_type"},
     {"/remove_worker", NET_POST, gw_remove_worker, "url"},
     {"/list_workers", NET_GET, gw_list_workers, ""},
-    {"/workers", NET_GET | NET_POST, gw_workers, NULL},
-    {"/workers/*", NET_GET | NET_DELETE, gw_worker, NULL},
+    {"/workers", NET_GET | NET_POST, gw_workers, ""},
+    {"/workers/*", NET_GET | NET_DELETE, gw_worker, ""},
     /* control calls a trainer makes on "the engine": reads go to one, the rest to every one */
     {"/v1/models", NET_GET, gw_fan_out, NULL},
     {"/get_model_info", NET_GET, gw_fan_out, NULL},

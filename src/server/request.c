@@ -137,7 +137,9 @@ static int parse_event(struct jscan_value o, const char *where, struct gw_event 
         return -1;
     e->kind = GW_EVENT_FINISH;
     e->finish = TRACE_FINISH_COMPLETED;
-    if (jscan_get(o, "status", &v) && parse_finish(v, where, &e->finish, err, size))
+    /* left out (or null): completed, the end a client that ends a trajectory usually means */
+    if (jscan_get(o, "status", &v) && v.type != 'z' &&
+        parse_finish(v, where, &e->finish, err, size))
         return -1;
     if (jscan_get(o, "reward", &v) && v.type != 'z') {
         if (!jscan_number(v, &e->reward) || !isfinite(e->reward))
@@ -352,18 +354,35 @@ static int read_prompt(enum gw_api api, const struct jscan_value *m,
     return 0;
 }
 
-static void read_budget(enum gw_api api, const struct jscan_value *m, struct gw_request *r)
+/* Refuses keys[i] of obj (named where) given twice where found[i] is present: a JSON library
+ * keeps the last of the two, the scanner read the first, so the gateway would route and count
+ * another request than the engine runs. One pass over obj per key present. */
+static int check_once(struct jscan_value obj, const char *const *keys, size_t n,
+                      const struct jscan_value *found, const char *where, char *err, size_t size)
+{
+    for (size_t i = 0; i < n; i++)
+        if (found[i].type && jscan_member_count(obj, keys[i]) > 1)
+            return error_text(err, size, "%s%s%s: given twice", where, *where ? "." : "", keys[i]);
+    return 0;
+}
+
+static int read_budget(enum gw_api api, const struct jscan_value *m, struct gw_request *r,
+                       char *err, size_t size)
 {
     /* sampling_params.max_new_tokens, sampling_params.max_tokens, max_tokens, max_tokens */
     struct jscan_value v = m[KEY_MAX_TOKENS];
+    const char *key = api == GW_SGLANG_GENERATE ? "max_new_tokens" : "max_tokens";
     int64_t n;
     r->max_new_tokens = -1;
-    if (api == GW_SGLANG_GENERATE || api == GW_VLLM_GENERATE)
-        jscan_get(m[KEY_SAMPLING_PARAMS],
-                  api == GW_SGLANG_GENERATE ? "max_new_tokens" : "max_tokens", &v);
+    if (api == GW_SGLANG_GENERATE || api == GW_VLLM_GENERATE) {
+        jscan_get(m[KEY_SAMPLING_PARAMS], key, &v);
+        if (check_once(m[KEY_SAMPLING_PARAMS], &key, 1, &v, "sampling_params", err, size))
+            return -1;
+    }
     if ((v.type && jscan_int(v, &n)) ||
         (api == GW_CHAT && (v = m[KEY_MAX_COMPLETION_TOKENS]).type && jscan_int(v, &n)))
         r->max_new_tokens = n >= 0 ? n : -1;
+    return 0;
 }
 
 /* ---- chat messages ------------------------------------------------------------------------ */
@@ -430,11 +449,26 @@ static bool integer_text(struct jscan_value v)
     return v.type == 'n';
 }
 
+/* Refuses member key of libra's object lo unless it is a string, an integer or null. */
+static int check_name(struct jscan_value lo, const char *key, char *err, size_t size)
+{
+    struct jscan_value v;
+    if (jscan_get(lo, key, &v) && v.type != 'z' && v.type != 's' && !integer_text(v))
+        return error_text(err, size, "libra.%s: expected a string or an integer", key);
+    return 0;
+}
+
 static int read_libra(struct jscan_value lo, struct gw_request *r, char *err, size_t size)
 {
     struct jscan_value v;
     if (lo.type != 'o')
         return error_text(err, size, "libra: expected an object");
+    /* emu: an emulated engine's script, for the engine to read: libra's member goes on whole */
+    if (jscan_get(lo, "emu", &v) && v.type != 'z') {
+        if (v.type != 'o')
+            return error_text(err, size, "libra.emu: expected an object");
+        r->emu = true;
+    }
     if (jscan_get(lo, "prompt", &v) && v.type != 'z') {
         int64_t id;
         if (jscan_int(v, &id) && id >= 0)
@@ -445,8 +479,8 @@ static int read_libra(struct jscan_value lo, struct gw_request *r, char *err, si
             return error_text(err, size, "libra.prompt: expected an integer >= 0 or a string");
         r->has_prompt = true;
     }
-    if (jscan_get(lo, "trajectory", &v) && v.type != 'z' && v.type != 's' && !integer_text(v))
-        return error_text(err, size, "libra.trajectory: expected a string or an integer");
+    if (check_name(lo, "trajectory", err, size) || check_name(lo, "sample", err, size))
+        return -1;
     if (jscan_get(lo, "resume", &v) && v.type != 'z' && !jscan_bool(v, &r->resume))
         return error_text(err, size, "libra.resume: expected true or false");
     if (jscan_get(lo, "events", &v) && v.type != 'z')
@@ -477,6 +511,8 @@ int gw_request_parse(enum gw_api api, const char *body, size_t len, gw_header_fn
     };
     struct jscan_value root = jscan_root(body, len), m[KEY_COUNT], v;
     jscan_get_many(root, keys, KEY_COUNT, m);
+    if (check_once(root, keys, KEY_COUNT, m, "", err, err_size))
+        return -1;
     static const char *const libra_keys[] = {"trajectory", "prompt", "sample", "resume",
                                              "events",     "emu",    NULL};
     struct jscan_value lo = m[KEY_LIBRA];
@@ -484,15 +520,14 @@ int gw_request_parse(enum gw_api api, const char *body, size_t len, gw_header_fn
         return -1;
     if (lo.type && lo.type != 'z' && read_libra(lo, out, err, err_size))
         return -1;
-    if (lo.type && (out->has_libra = jscan_cut_value(root, lo, &out->cut))) {
+    if (lo.type && !out->emu && (out->has_libra = jscan_cut_value(root, lo, &out->cut))) {
         size_t lead = (size_t)(root.p - body); /* whitespace before the object */
         out->cut.head_len += lead;
         out->cut.tail_off += lead;
     }
     if (find_identity(m, header, header_ctx, c, out, err, err_size) ||
-        read_prompt(api, m, c, out, err, err_size))
+        read_prompt(api, m, c, out, err, err_size) || read_budget(api, m, out, err, err_size))
         return -1;
-    read_budget(api, m, out);
     if (api == GW_CHAT && m[KEY_PROMPT].type == 'a')
         read_chat_returns(m[KEY_PROMPT], out);
     if ((v = m[KEY_STREAM]).type && v.type != 'z' && !jscan_bool(v, &out->stream))
@@ -513,6 +548,21 @@ static int cmp_edit(const void *a, const void *b)
 {
     const struct edit *x = a, *y = b;
     return (x->off > y->off) - (x->off < y->off);
+}
+
+/* The edit *e of body (root its object) that lowers libra.emu.gen_tokens by n_more, to 1 at
+ * least (the emulator's least); text holds the number. Returns 0 edits when it is not an
+ * integer >= 1 (the engine judges it), else 1. */
+static size_t emu_edit(const char *body, struct jscan_value root, int64_t n_more, char text[24],
+                       struct edit *e)
+{
+    struct jscan_value v;
+    int64_t n;
+    if (!jscan_path(root, "libra.emu.gen_tokens", &v) || !jscan_int(v, &n) || n < 1)
+        return 0;
+    snprintf(text, 24, "%lld", (long long)(n - n_more > 1 ? n - n_more : 1));
+    *e = (struct edit){(size_t)(v.p - body), v.len, text, strlen(text)};
+    return 1;
 }
 
 char *gw_resume_body(const char *body, size_t len, const struct gw_request *r, const char *ids,
@@ -539,10 +589,13 @@ char *gw_resume_body(const char *body, size_t len, const struct gw_request *r, c
         {(size_t)(budget.p - body), budget.len, number, strlen(number)},
     };
     size_t n = 2;
+    char script[24];
     if (r->has_libra)
         e[n++] = (struct edit){r->cut.head_len, r->cut.tail_off - r->cut.head_len, "", 0};
+    else if (r->emu)
+        n += emu_edit(body, root, n_more, script, &e[n]);
     qsort(e, n, sizeof *e, cmp_edit); /* the edits never overlap */
-    char *out = xmalloc(len + more_len + sizeof number + 1);
+    char *out = xmalloc(len + more_len + 2 * sizeof number + 1);
     size_t at = 0, o = 0;
     for (size_t i = 0; i < n; i++) {
         memcpy(out + o, body + at, e[i].off - at);

@@ -1,7 +1,9 @@
 /*
  * What the gateway reads of a generation request: the few fields routing needs, found by a
  * bounded scanner (util/jscan.h) in the body as it arrived, which is then forwarded as bytes —
- * only libra's request object is cut out, by its byte range.
+ * only libra's request object is cut out, by its byte range, unless it carries an emulated
+ * engine's script (libra.emu, docs/emu.md), which the engine reads: it then goes on whole.
+ * A member read given twice is refused (a JSON library keeps the last, the scanner the first).
  *
  * Read: the trajectory identity (the first present of libra.trajectory, trajectory_id (SkyRL),
  * header X-SMG-Routing-Key (slime), program_id (ThunderAgent), header X-Session-ID, and, when
@@ -97,7 +99,8 @@ struct gw_request {
     int64_t max_new_tokens; /* the generation budget, -1 when absent */
     bool stream;
     bool resume;          /* libra.resume: abort-and-resume this turn on an abort */
-    bool has_libra;       /* a libra member is cut out (cut is valid) */
+    bool emu;             /* libra.emu is given: libra's member goes to the engine whole */
+    bool has_libra;       /* a libra member is cut out (cut is valid); never with emu */
     struct jscan_cut cut; /* forward body[0, head_len) then body[tail_off, len) */
     size_t n_events;
     size_t n_chat; /* chat only: the returns its messages end with (at most GW_EVENTS_MAX) */
@@ -126,7 +129,8 @@ int gw_events_parse(const char *body, size_t len, struct gw_event *out, size_t *
  * The body that sends SGLang turn r (parsed from body) again after its engine returned
  * n_more tokens of it, whose ids are the text ids[0..ids_len) ("5, 6, 7", the inside of the
  * answer's output_ids): input_ids with them appended, sampling_params.max_new_tokens lowered by
- * n_more, libra's member cut; every other byte as it was. Returns a malloc'd body (*out_len
+ * n_more, libra's member cut (with libra.emu: kept, its gen_tokens lowered by n_more, to 1 at
+ * least); every other byte as it was. Returns a malloc'd body (*out_len
  * bytes and a NUL), or NULL when r is not an SGLang /generate with token ids and a budget.
  */
 char *gw_resume_body(const char *body, size_t len, const struct gw_request *r, const char *ids,
