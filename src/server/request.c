@@ -565,14 +565,22 @@ static size_t emu_edit(const char *body, struct jscan_value root, int64_t n_more
     return 1;
 }
 
+bool gw_resume_fits(const char *body, size_t len, const struct gw_request *r)
+{
+    struct jscan_value root = jscan_root(body, len), in, budget;
+    return r->api == GW_SGLANG_GENERATE && r->max_new_tokens >= 0 &&
+           jscan_get(root, "input_ids", &in) && in.type == 'a' &&
+           jscan_path(root, "sampling_params.max_new_tokens", &budget);
+}
+
 char *gw_resume_body(const char *body, size_t len, const struct gw_request *r, const char *ids,
                      size_t ids_len, int64_t n_more, size_t *out_len)
 {
-    struct jscan_value root = jscan_root(body, len), in, budget;
-    if (r->api != GW_SGLANG_GENERATE || r->max_new_tokens < 0 ||
-        !jscan_get(root, "input_ids", &in) || in.type != 'a' ||
-        !jscan_path(root, "sampling_params.max_new_tokens", &budget))
+    if (!gw_resume_fits(body, len, r))
         return NULL;
+    struct jscan_value root = jscan_root(body, len), in, budget;
+    jscan_get(root, "input_ids", &in);
+    jscan_path(root, "sampling_params.max_new_tokens", &budget);
     char number[24];
     int64_t left = r->max_new_tokens - n_more;
     snprintf(number, sizeof number, "%lld", (long long)(left > 0 ? left : 0));

@@ -131,8 +131,10 @@ int gw_events_parse(const char *body, size_t len, struct gw_event *out, size_t *
  * answer's output_ids): input_ids with them appended, sampling_params.max_new_tokens lowered by
  * n_more, libra's member cut (with libra.emu: kept, its gen_tokens lowered by n_more, to 1 at
  * least); every other byte as it was. Returns a malloc'd body (*out_len
- * bytes and a NUL), or NULL when r is not an SGLang /generate with token ids and a budget.
+ * bytes and a NUL), or NULL when r is not an SGLang /generate with token ids and a budget
+ * (gw_resume_fits).
  */
+bool gw_resume_fits(const char *body, size_t len, const struct gw_request *r);
 char *gw_resume_body(const char *body, size_t len, const struct gw_request *r, const char *ids,
                      size_t ids_len, int64_t n_more, size_t *out_len);
 

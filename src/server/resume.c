@@ -99,7 +99,7 @@ static void fold(struct gw_resume *s, json_t *answer, int64_t instance)
 char *gw_resume_next(struct gw_resume *s, const struct gw_request *r, const char *body, size_t len,
                      const char *answer, size_t answer_len, int64_t instance, size_t *out_len)
 {
-    if (r->api != GW_SGLANG_GENERATE || !r->resume || r->max_new_tokens < 0)
+    if (!r->resume || !gw_resume_fits(body, len, r)) /* a segment folded is sent again */
         return NULL;
     if (plainly_not_aborted(answer, answer_len))
         return NULL;
