@@ -521,8 +521,9 @@ int cmd_serve(int argc, char **argv)
                                      "uses it)");
     if (rc == 0)
         rc = cli_common_load(&cc, optind < argc ? argv[optind] : NULL, &p, &cfg);
-    if (rc == 0 && cfg.ehp.signal != SPEC_EHP_BALANCE && !o->gw.pool_steer)
-        rc = cli_usage_error(cc.cmd, "ehp.signal: needs --pool-steer (only the signal uses it)");
+    const char *signal = cli_common_flag(&cc, "ehp.signal"); /* a file's serves its sim runs */
+    if (rc == 0 && signal && cfg.ehp.signal != SPEC_EHP_BALANCE && !o->gw.pool_steer)
+        rc = cli_usage_error(cc.cmd, "%s: needs --pool-steer (only the signal uses it)", signal);
     if (rc == 0)
         rc = resolve_mode(cc.cmd, &cfg, o);
     if (rc == 0)

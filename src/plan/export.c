@@ -272,8 +272,9 @@ void export_engine_argv(const struct export_ctx *x, enum export_engine e,
 static void serve_settings(struct strbuf *b, const struct export_ctx *x, const char *sep,
                            void (*word)(struct strbuf *, const char *))
 {
+    /* given otherwise, or (ehp.signal) acting with --pool-steer alone, which the line lacks */
     static const char *const named[] = {"cluster.hardware", "model.name", "cluster.gpus",
-                                        "sched.buckets"};
+                                        "sched.buckets", "ehp.signal"};
     for (int i = 0; i < x->argc; i++) {
         const char *file = NULL;
         if (strcmp(x->argv[i], "--presets") == 0 && i + 1 < x->argc)

@@ -250,7 +250,9 @@ def test_the_gateway_decides_on_the_planned_experiment(stubs, tmp_path):
     base["name"] = "lab-a800"
     presets = tmp_path / "lab presets.json"  # a word the script must quote
     presets.write_text(json.dumps({"schema": "libra.presets/1", "hardware": [base]}))
-    args = ["--presets", str(presets), "--hardware", "lab-a800", "--set",
+    config = tmp_path / "signal.json"  # a key that acts with --pool-steer alone
+    config.write_text('{"ehp": {"signal": "reference"}}')
+    args = [str(config), "--presets", str(presets), "--hardware", "lab-a800", "--set",
             "sched.policy=load_balance", "--set", "rl.max_staleness=6", "--batch", "64"]
     r = run_script(export("sglang", args), ["serve"], stubs, tmp_path,
                    LIBRA_HOSTS=" ".join(f"node-{k}" for k in range(6)))
@@ -263,6 +265,7 @@ def test_the_gateway_decides_on_the_planned_experiment(stubs, tmp_path):
     assert {"sched.policy=load_balance", "rl.max_staleness=6",
             "rl.batch_trajectories=64"} <= settings, settings
     assert "sim.seed=1" not in settings and not any(s.startswith("rl.steps=") for s in settings)
+    assert not any(s.startswith("ehp.signal=") for s in settings), settings
     # libra serve takes the line: it resolves the config, then finds no engine (exit 3)
     line = words[:words.index("--engine")]
     line[line.index("--listen") + 1] = "127.0.0.1:0"

@@ -379,7 +379,7 @@ def test_a_vllm_replica_sleeps_and_wakes_up():
     engine.shutdown()
 
 
-def test_bad_calls_are_refused_and_change_nothing():
+def test_bad_calls_are_refused_and_change_nothing(tmp_path):
     with Emu("--instances", "tp1x2", scale=SCALE) as emu:
         urls = [i["url"] for i in emu.instances]
         with Serve(urls[0], args=BUCKETS) as plain:
@@ -448,6 +448,13 @@ def test_bad_calls_are_refused_and_change_nothing():
     p = subprocess.run([LIBRA, "load", "--engines", "http://127.0.0.1:9,http://127.0.0.1:10",
                         "--trainer"], capture_output=True, text=True, timeout=30)
     assert p.returncode == 2 and "one gateway" in p.stderr, p.stderr
+    # a config file's signal rule serves its simulator runs too: taken, as config check takes
+    # it (serve refused the file, and with it every plan --export gateway line of it)
+    config = tmp_path / "signal.json"
+    config.write_text('{"ehp": {"signal": "reference"}}')
+    p = subprocess.run([LIBRA, "serve", str(config), "--engine", "http://127.0.0.1:9,tp=1"],
+                       capture_output=True, text=True, timeout=30)
+    assert p.returncode == 3 and "ehp.signal" not in p.stderr, p.stderr  # engine unreachable
 
 
 def test_a_long_poll_answers_when_the_pool_changes():
