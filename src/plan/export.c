@@ -344,6 +344,12 @@ static bool needs_own_gpus(enum plan_export_format f)
     return f != PLAN_EXPORT_VERL && f != PLAN_EXPORT_MEGATRON;
 }
 
+/* Formats that register the engines with a libra serve gateway. */
+static bool has_gateway(enum plan_export_format f)
+{
+    return needs_own_gpus(f) && f != PLAN_EXPORT_RAY;
+}
+
 static int write_format(const struct export_ctx *x, struct strbuf *b, struct libra_error *err)
 {
     switch (x->format) {
@@ -403,6 +409,12 @@ int plan_export(enum plan_export_format f, const struct plan_export_input *in, c
      * bytes makes the whole file unreadable to their parsers */
     x.command = ujson_utf8_repair(strbuf_detach(&command));
     int rc = plan_export_layout(r, &x.layout, err);
+    if (rc == 0 && has_gateway(f) && x.layout.n_engines > PLAN_EXPORT_GATEWAY_ENGINES)
+        rc = error_set(err, NULL, 0, 0,
+                       "the plan's %d rollout engines are more than one libra serve gateway "
+                       "registers (%d), and the %s export puts them all behind one: export ray "
+                       "(placement groups alone), or plan fewer GPUs",
+                       x.layout.n_engines, PLAN_EXPORT_GATEWAY_ENGINES, format_names[f]);
     struct strbuf b = {0};
     if (rc == 0)
         rc = write_format(&x, &b, err);

@@ -48,8 +48,9 @@ const char *plan_export_format_name(enum plan_export_format f);
 /* The engines' memory fraction when the plan carries none (plan_result.rollout_mem_util 0):
  * the KV model's default share of HBM (cost/rollout.h), vLLM's own default. */
 #define PLAN_EXPORT_MEM_FRACTION 0.9
-#define PLAN_EXPORT_GATEWAY_PORT 30000 /* libra serve's port */
-#define PLAN_EXPORT_ENGINE_PORT 30001  /* the engine of instance k listens on this + k */
+#define PLAN_EXPORT_GATEWAY_PORT 30000  /* libra serve's port */
+#define PLAN_EXPORT_GATEWAY_ENGINES 256 /* the most engines one libra serve registers */
+#define PLAN_EXPORT_ENGINE_PORT 30001   /* the engine of instance k listens on this + k */
 
 /* GPUs of one node that one process uses: a rollout engine or the node's share of training. */
 struct plan_export_group {

@@ -27,6 +27,7 @@
 #include <stddef.h>
 
 #include "net/http.h"
+#include "plan/export.h"
 #include "plan/fleet.h"
 #include "sched/router.h"
 #include "server/admin.h"
@@ -34,7 +35,7 @@
 #include "spec/config.h"
 #include "spec/preset.h"
 
-#define GW_ENGINES_MAX 256
+#define GW_ENGINES_MAX PLAN_EXPORT_GATEWAY_ENGINES /* an exported plan's gateway takes them all */
 
 struct gw_options {
     const char *host; /* listen address (default 127.0.0.1); another than a loopback address

@@ -98,10 +98,24 @@ def test_a_cased_model_name_is_written_as_its_preset(tmp_path):
 
 
 @pytest.mark.parametrize("fmt", ["sglang", "vllm", "slurm"])
-def test_largest_cluster_gives_scripts_sh_reads(tmp_path, fmt):
+def test_a_large_cluster_gives_scripts_sh_reads(tmp_path, fmt):
+    """4096 GPUs: 160 engines, within one gateway's 256 (the largest cluster is refused below)."""
     out = tmp_path / "x.sh"
-    r = libra("plan", *FAST, "--gpus", "65536", "--export", fmt, "-o", str(out))
+    r = libra("plan", *FAST, "--gpus", "4096", "--export", fmt, "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert subprocess.run(["sh", "-n", str(out)]).returncode == 0
     r = libra("plan", *FAST, "--gpus", "65537", "--export", fmt)
     assert r.returncode == 2 and b"1..65536" in r.stderr
+
+
+@pytest.mark.parametrize("fmt", ["sglang", "vllm", "slurm", "k8s", "ray"])
+def test_more_engines_than_one_gateway_registers_are_refused_where_one_serves_them(fmt):
+    """8192 GPUs plan 672 engines; libra serve registers 256, so the formats that put every
+    engine behind one gateway wrote a script whose gateway exited 2 (ray starts none)."""
+    r = libra("plan", "--gpus", "8192", *FAST, "--export", fmt)
+    if fmt == "ray":
+        assert r.returncode == 0, r.stderr
+        return
+    assert r.returncode == 2 and r.stdout == b"", r.stderr
+    assert (f"--export {fmt}: the plan's 672 rollout engines are more than one libra serve "
+            "gateway registers (256)").encode() in r.stderr, r.stderr
