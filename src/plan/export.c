@@ -308,11 +308,23 @@ static void serve_settings(struct strbuf *b, const struct export_ctx *x, const c
     }
 }
 
+/* w as a sh word inside a comment (the k8s YAML's copyable gateway line): quoted as the scripts
+ * quote it, its control bytes as spaces and bytes that are not UTF-8 as '?', as the command
+ * line of the header is written. */
+static void comment_word(struct strbuf *b, const char *w)
+{
+    struct strbuf q = {0};
+    export_sh_word(&q, w);
+    char *text = ujson_utf8_repair(strbuf_detach(&q));
+    put_comment_text(b, text);
+    free(text);
+}
+
 void export_serve_args(struct strbuf *b, const struct export_ctx *x, const char *listen,
                        const char *sep, bool shell,
                        void (*url)(struct strbuf *b, const struct plan_export_group *g))
 {
-    void (*word)(struct strbuf *, const char *) = shell ? export_sh_word : strbuf_puts;
+    void (*word)(struct strbuf *, const char *) = shell ? export_sh_word : comment_word;
     char buckets[SPEC_BUCKET_TEXT_MAX + 32];
     strbuf_printf(b, "--listen %s%s--hardware ", listen, sep);
     word(b, x->cfg->cluster.hardware);

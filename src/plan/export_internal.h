@@ -65,7 +65,8 @@ void export_sh_word(struct strbuf *b, const char *s);
  * cluster's hardware, model and GPUs, the plan's buckets without their instance counts
  * (sched.buckets: the registered engines are the instances) and one
  * --engine URL,tp=N per engine in instance order, separated by sep. url writes engine g's URL
- * (a shell expression or a literal); shell says whether the words are shell words (quoted).
+ * (a shell expression or a literal); shell says whether the words are a script's (quoted), or
+ * a comment's (quoted too, with the bytes a comment cannot hold replaced).
  */
 void export_serve_args(struct strbuf *b, const struct export_ctx *x, const char *listen,
                        const char *sep, bool shell,

@@ -73,6 +73,25 @@ def test_a_command_that_is_not_utf8_gives_whole_utf8_outputs(tmp_path, fmt):
     assert same.stdout == r.stdout  # still a pure function of the command
 
 
+@pytest.mark.parametrize("odd", [b"nl\ntouch PWNED\n.json", b'q"$(touch PWNED)".json',
+                                 b"caf\xe9.json"])
+def test_the_k8s_gateway_comment_quotes_the_preset_files(tmp_path, odd):
+    """The YAML's header shows the gateway's command to copy: a --presets path was written raw,
+    so a newline ended the comment (another YAML document), a byte that is not UTF-8 made the
+    file unreadable, and $(...) ran when pasted. It is quoted as sh words are, control bytes and
+    bytes that are not UTF-8 as in the command line above it."""
+    presets = os.path.join(os.fsencode(tmp_path), odd)
+    with open(presets, "w") as f:
+        f.write('{"schema": "libra.presets/1"}')
+    r = libra("plan", *FAST, "--presets", presets, "--export", "k8s")
+    assert r.returncode == 0, r.stderr
+    text = r.stdout.decode("utf-8")
+    objects = [d for d in yaml.safe_load_all(text) if d]
+    assert all(isinstance(d, dict) for d in objects), objects[0]
+    (line,) = [x for x in text.splitlines() if x.startswith("#       --presets ")]
+    assert line.split("--presets ", 1)[1].startswith("'"), line
+
+
 @pytest.mark.parametrize("name", ["my model", "it's", "a\"b", "$(id)", "`id`", "a\nb", "x;y",
                                   "a}b", "-dash", "UPPER"])
 def test_preset_names_that_need_quoting_are_refused(tmp_path, name):
