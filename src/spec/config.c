@@ -177,7 +177,8 @@ static const struct spec_field fields[] = {
     BOOL(PLANNER, plan.group_integrity, 0,
          "keep GRPO groups whole per DP replica (needed only for rank-local advantages)"),
     BOOL(PLANNER, plan.homogeneous_rollout, 0,
-         "use one TP size for every rollout instance (not with a plan.tp_pattern of several)"),
+         "use one TP size for every rollout instance (not with a plan.tp_pattern of several or "
+         "plan.min_tp_sizes above 1)"),
     INT(SIMULATED, plan.verify_candidates, "", 16, 0, 64, NULL,
         "async plans (libra plan, libra sim's libra mode): the planner's candidates (its best "
         "plans at and near its optimum's split, heterogeneous and of each single TP size) "
@@ -203,7 +204,7 @@ static const struct spec_field fields[] = {
          "fallback (for each split, only when no layout of its GPUs fits without the fallback "
          "options) or search (always a candidate)"),
     INT(PLANNER, plan.min_tp_sizes, "", 1, 1, 4, NULL,
-        "fewest distinct rollout TP sizes in a plan"),
+        "fewest distinct rollout TP sizes in a plan (at most the sizes of a plan.tp_pattern)"),
     STR(PLANNER, plan.tp_pattern, "", NULL,
         "TP sizes of the instances on every rollout node, e.g. \"1,1,2,4\", summing to "
         "cluster.gpus_per_node; \"\" leaves them free"),
@@ -989,6 +990,17 @@ static int check(const struct libra_config *cfg, const struct spec_config_source
                                      "plan.tp_pattern '%s', which puts %d TP sizes on every "
                                      "rollout node",
                                      cfg->plan.tp_pattern, sizes);
+    int least = (int)cfg->plan.min_tp_sizes; /* two rules of the fleet's sizes, never both */
+    if (cfg->plan.homogeneous_rollout && least > 1)
+        return spec_config_key_error(err, src, "plan.homogeneous_rollout",
+                                     "one TP size for every rollout instance contradicts "
+                                     "plan.min_tp_sizes %d",
+                                     least);
+    if (sizes && least > sizes)
+        return spec_config_key_error(err, src, "plan.min_tp_sizes",
+                                     "%d TP sizes contradicts plan.tp_pattern '%s', which puts %d "
+                                     "on every rollout node",
+                                     least, cfg->plan.tp_pattern, sizes);
     int64_t first, last;
     if (spec_timeline_steps_parse(cfg->sim.timeline_steps, &first, &last, &why) != 0)
         return spec_config_key_error(err, src, "sim.timeline_steps", "%s", why.msg);

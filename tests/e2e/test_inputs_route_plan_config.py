@@ -151,6 +151,20 @@ def test_homogeneous_rollout_with_a_mixed_tp_pattern_is_refused(tmp_path):
     assert r.returncode == 0, r.stderr
 
 
+@pytest.mark.parametrize("args,said", [
+    (("--homogeneous-rollout", "--set", "plan.min_tp_sizes=2"),
+     "libra: --homogeneous-rollout: one TP size for every rollout instance contradicts "
+     "plan.min_tp_sizes 2\n"),
+    (("--set", "plan.tp_pattern=4,4", "--set", "plan.min_tp_sizes=2"),
+     "libra: --set plan.min_tp_sizes: 2 TP sizes contradicts plan.tp_pattern '4,4', which puts "
+     "1 on every rollout node\n"),
+])
+def test_a_least_count_of_tp_sizes_no_fleet_can_have_is_refused(args, said):
+    """They were searched and answered exit 1, 'no feasible plan', blaming the other key (no
+    single TP size serves every request), where one TP8 size does."""
+    assert refused(run("plan", "--verify", "0", *args)) == said
+
+
 # ---- config: negative zero -------------------------------------------------------------------
 
 def show(*args):
