@@ -35,8 +35,9 @@ static const char *const confidence_names[] = {
 /* Rows every preset kind shares: its name and where its numbers come from. */
 #define NAME_ROW(T)                                                                                \
     SPEC_STRING_ROW(T, name, SPEC_REQUIRED, "", NULL, 0,                                           \
-                    "preset name: lower-case letters, digits, '.', '-', '_'; a config or flag "    \
-                    "may write it in any case (`A800-80G` names `a800-80g`)")
+                    "preset name: lower-case letters, digits, '.', '-', '_', starting with a "     \
+                    "letter or digit; a config or flag may write it in any case (`A800-80G` "      \
+                    "names `a800-80g`)")
 #define PROVENANCE_ROWS(T)                                                                         \
     SPEC_ENUM_ROW(T, confidence, 0, confidence_names, SPEC_CONF_LOW, NULL, 0,                      \
                   "H, M or L as in calibration.md, for the values not listed in assumed"),         \
