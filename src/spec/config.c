@@ -162,7 +162,9 @@ static const struct spec_field fields[] = {
     ENUM(PLANNER & ~(SPEC_READ_SIM | SPEC_READ_LOAD), plan.mode, plan_mode_names, SPEC_PLAN_ASYNC,
          "mode", "colocated (stages take turns on all GPUs) or disaggregated async"),
     DOUBLE(SPEC_READ_PLAN | SPEC_READ_SERVE, plan.time_limit_s, SPEC_ABOVE_MIN, "s", 10, 0, 86400,
-           "time-limit-s", "planner search budget"),
+           "time-limit-s",
+           "planner search budget: the exact search's, not the length sample's or the "
+           "verification's (docs/planner.md §3.6)"),
     DOUBLE(PLANNER, plan.gap_tolerance, 0, "", 0, 0, 0.1, "gap-tolerance",
            "relative optimality gap the planner may leave to finish sooner (0: exact)"),
     INT(PLANNER, plan.max_scored, "multisets", 20000, 0, 1000000000, NULL,
