@@ -20,8 +20,12 @@
 struct run;
 struct group;
 
-#define LOAD_RETRIES_MAX 50       /* 502/503 answers to one turn before the run stops */
-#define LOAD_RETRY_WAIT_US 100000 /* wall wait before sending such a turn again */
+/* Answers in a row that a turn gets nothing from (502, 503, an abort without a token outside a
+ * weight update) before the run stops. */
+#define LOAD_RETRIES_MAX 50
+#define LOAD_RETRY_WAIT_US 100000                /* wall wait before sending such a turn again */
+#define LOAD_ANSWER_MAX_BYTES ((size_t)64 << 20) /* a turn's answer held, at most */
+#define LOAD_FINISH_WAIT_S 5.0 /* wall wait for the answer to a trajectory's finish event */
 
 /* One trajectory in flight. */
 struct traj {
@@ -181,7 +185,8 @@ static void send_finish(struct traj *t)
     char url[512];
     snprintf(url, sizeof url, "%s%s", r->c->urls[t->engine], q.path);
     r->finishing++;
-    net_client_request(r->client, "POST", url, NULL, q.body, q.len, on_finish_event, r);
+    net_client_request_within(r->client, "POST", url, NULL, q.body, q.len, LOAD_FINISH_WAIT_S,
+                              on_finish_event, r);
     free(q.body);
 }
 
@@ -251,62 +256,117 @@ static void next_turn(struct traj *t)
     evtimer_add(t->tool_timer, &tv);
 }
 
-static void on_turn(void *arg, int status, const char *body, size_t len, const char *error)
+/* The turn t sends next, as the styles read it. */
+static struct load_turn turn_of(const struct traj *t)
 {
-    struct traj *t = arg;
+    return (struct load_turn){.ctx = t->ctx,
+                              .n_ctx = t->n_ctx,
+                              .gen_tokens = t->left,
+                              .trajectory = t->index,
+                              .turn = t->turn,
+                              .rec = t->rec,
+                              .model = t->run->c->model,
+                              .vocab = t->run->c->vocab};
+}
+
+/* The turn's engine could not be reached: it is dead, and the turn goes elsewhere, whole. */
+static void turn_lost(struct traj *t, const char *error)
+{
     struct run *r = t->run;
-    t->req = NULL;
-    r->in_flight[t->engine]--;
-    if (r->failed)
-        return;
-    if (status == 0) { /* the engine is gone: the turn goes elsewhere, whole */
-        r->res->dead[t->engine] = 1;
-        t->group->tally.resubmitted++;
-        t->engine = least_loaded(r);
-        if (t->engine < 0) {
-            stop(r, "every engine stopped answering (last: %s)", error);
-            return;
-        }
-        send_turn(t);
+    r->res->dead[t->engine] = 1;
+    t->group->tally.resubmitted++;
+    t->engine = least_loaded(r);
+    if (t->engine < 0) {
+        stop(r, "every engine stopped answering (last: %s)", error);
         return;
     }
-    if (status == 502 || status == 503) { /* a gateway lost the turn's engine: again, soon */
-        if (++t->retries > LOAD_RETRIES_MAX) {
-            stop(r, "a turn was answered %d %d times in a row: %.160s", status, t->retries, body);
-            return;
-        }
-        t->group->tally.resubmitted++;
-        struct timeval tv = {0, LOAD_RETRY_WAIT_US};
-        evtimer_add(t->tool_timer, &tv);
+    send_turn(t);
+}
+
+/* Nothing came of the turn (a 502 or 503, an abort without a token): it is sent again after
+ * LOAD_RETRY_WAIT_US, at most LOAD_RETRIES_MAX times in a row; then the run stops with "engine
+ * URL <what> a turn N times in a row<tail>". */
+static void retry_later(struct traj *t, const char *what, const char *tail)
+{
+    struct run *r = t->run;
+    if (++t->retries > LOAD_RETRIES_MAX) {
+        stop(r, "engine %s %s a turn %d times in a row%s", r->c->urls[t->engine], what, t->retries,
+             tail);
         return;
     }
-    t->retries = 0;
-    struct load_answer a;
-    if (status != 200 || load_turn_answer(r->c->style, body, len, &a) != 0) {
-        stop(r, "an engine answered a turn with status %d: %.160s", status, body);
-        return;
-    }
+    t->group->tally.resubmitted++;
+    struct timeval tv = {0, LOAD_RETRY_WAIT_US};
+    evtimer_add(t->tool_timer, &tv);
+}
+
+/* Counts a good answer into the turn and the group, and goes on: the rest of an aborted turn,
+ * or the next turn. */
+static void take_answer(struct traj *t, struct load_answer *a)
+{
+    struct run *r = t->run;
     struct load_step *st = &t->group->tally;
     st->turns++;
     struct trace_turn *seen = &t->seen[t->turn];
     if (seen->prompt_tokens == 0) /* a resubmission adds to the turn, it is not another */
         seen->prompt_tokens = (int64_t)t->n_ctx;
-    seen->cached_tokens += a.cached_tokens;
-    seen->generated_tokens += (int64_t)a.n;
+    seen->cached_tokens += a->cached_tokens;
+    seen->generated_tokens += (int64_t)a->n;
     st->prompt_tokens += (int64_t)t->n_ctx;
-    st->cached_tokens += a.cached_tokens;
+    st->cached_tokens += a->cached_tokens;
     r->res->served[t->engine]++;
-    for (size_t i = 0; i < a.n; i++)
-        ctx_push(t, a.ids[i]);
-    free(a.ids);
-    st->generated_tokens += (int64_t)a.n;
-    t->left -= (int64_t)a.n;
-    if (a.aborted && t->left > 0) { /* resubmit what is left, the partial output in context */
-        st->resubmitted++;
+    for (size_t i = 0; i < a->n; i++)
+        ctx_push(t, a->ids[i]);
+    st->generated_tokens += (int64_t)a->n;
+    t->left -= (int64_t)a->n; /* the answer had at most left (load_turn_read) */
+    if (!a->aborted || t->left == 0) {
+        t->retries = 0;
+        next_turn(t);
+    } else if (a->n > 0 || r->updates_left > 0) { /* progress, or the update's pause */
+        t->retries = 0;
+        st->resubmitted++; /* the rest, the partial output in context */
         send_turn(t);
+    } else {
+        retry_later(t, "aborted", " without a token, outside a weight update");
+    }
+}
+
+static void on_turn(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct traj *t = arg;
+    struct run *r = t->run;
+    const char *url = r->c->urls[t->engine];
+    t->req = NULL;
+    r->in_flight[t->engine]--;
+    if (r->failed)
+        return;
+    if (status == 0) {
+        turn_lost(t, error);
         return;
     }
-    next_turn(t);
+    if (error) { /* it answered, with more than a turn's answer may hold */
+        stop(r, "engine %s answered a turn with more than %zu bytes", url, LOAD_ANSWER_MAX_BYTES);
+        return;
+    }
+    if (status == 502 || status == 503) { /* a gateway lost the turn's engine: again, soon */
+        char what[32], tail[168];
+        snprintf(what, sizeof what, "answered %d to", status);
+        snprintf(tail, sizeof tail, "%s%.160s", *body ? ": " : "", body);
+        retry_later(t, what, tail);
+        return;
+    }
+    if (status != 200) {
+        stop(r, "engine %s answered a turn with status %d: %.160s", url, status, body);
+        return;
+    }
+    struct load_answer a;
+    struct load_turn turn = turn_of(t);
+    char why[192];
+    if (load_turn_read(r->c->style, &turn, body, len, &a, why, sizeof why) != 0) {
+        stop(r, "engine %s: its answer to a turn is not one: %s", url, why);
+        return;
+    }
+    take_answer(t, &a);
+    free(a.ids);
 }
 
 static void send_turn(struct traj *t)
@@ -318,19 +378,14 @@ static void send_turn(struct traj *t)
         stop(r, "every engine stopped answering");
         return;
     }
-    struct load_turn turn = {.ctx = t->ctx,
-                             .n_ctx = t->n_ctx,
-                             .gen_tokens = t->left,
-                             .trajectory = t->index,
-                             .turn = t->turn,
-                             .rec = t->rec,
-                             .model = r->c->model};
+    struct load_turn turn = turn_of(t);
     struct load_request q;
     load_turn_request(r->c->style, &turn, &q);
     char url[512];
     snprintf(url, sizeof url, "%s%s", r->c->urls[t->engine], q.path);
     r->in_flight[t->engine]++;
-    t->req = net_client_request(r->client, "POST", url, q.header, q.body, q.len, on_turn, t);
+    t->req = net_client_request_capped(r->client, "POST", url, q.header, q.body, q.len,
+                                       LOAD_ANSWER_MAX_BYTES, on_turn, t);
     free(q.body);
 }
 

@@ -27,7 +27,11 @@
  * comes back aborted (an engine paused with abort) is resubmitted with its partial output
  * appended and the rest of its script (AReaL's interruptible generation), so no trajectory is
  * lost — unless config.trajectory_timeout_s stops it, as the simulator does: its turn in
- * flight cancelled, it is masked (its group trains without it).
+ * flight cancelled, it is masked (its group trains without it). An abort without a token,
+ * outside the run's own weight update, counts as a 502 does: sent again after a wait, a bounded
+ * number of times in a row. An answer no engine could give (not the style's shape, more tokens
+ * than asked, ids outside config.vocab, more cached tokens than the prompt, past 64 MiB) stops
+ * the run with the engine named.
  *
  * With pool_trainer the trainer also plays the elastic pool's handshake (load/trainer.h): it
  * reports each step to the gateway and, at each step boundary, confirms the lends and reclaims
@@ -140,7 +144,7 @@ struct load_result {
      * as the client saw them, the step that took them or was filling when they were dropped
      * (dynamic sampling: the completed ones filtered; too stale: every one aborted), no header */
     struct trace_text trace;
-    char error[256];                 /* why the run stopped early ("" when it did not) */
+    char error[512];                 /* why the run stopped early ("" when it did not) */
     struct load_trainer_counts pool; /* with config.pool_trainer */
 };
 
@@ -153,11 +157,11 @@ int load_check_source(const struct load_config *c, char *why, size_t size);
 
 /*
  * Runs the job on base (dispatching it until done) with client for the requests. Returns 0,
- * or -1 with result->error set (every engine dead, an engine refused a request with a 4xx, a
- * weight update failed, every trajectory reached config.trajectory_timeout_s so nothing
- * trained, load_check_source refused c, or the caller broke base's loop, from a signal's event
- * say: "interrupted after N of M steps"); the steps finished are in *result either way. Free
- * with load_result_free.
+ * or -1 with result->error set (every engine dead, an engine refused a request with a 4xx or
+ * answered a turn with garbage, a turn got nothing 50 times in a row, a weight update failed, every
+ * trajectory reached config.trajectory_timeout_s so nothing trained, load_check_source refused c,
+ * or the caller broke base's loop, from a signal's event say: "interrupted after N of M steps");
+ * the steps finished are in *result either way. Free with load_result_free.
  */
 int load_run(const struct load_config *c, struct event_base *base, struct net_client *client,
              struct load_result *result);

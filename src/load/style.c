@@ -2,6 +2,7 @@
 #include "load/style.h"
 
 #include <jansson.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -127,43 +128,168 @@ bool load_finish_request(enum load_style s, size_t trajectory, const struct trac
     return true;
 }
 
-/* Copies a JSON array of token ids; false when it is not one. */
-static bool read_ids(const json_t *a, struct load_answer *out)
+/* Writes why an answer is not one; returns false. */
+__attribute__((format(printf, 3, 4))) static bool refuse(char *why, size_t size, const char *fmt,
+                                                         ...)
 {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, size, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+/* "an array", "a string", ...: what a member is, for a message. */
+static const char *type_name(const json_t *v)
+{
+    switch (json_typeof(v)) {
+    case JSON_OBJECT:
+        return "an object";
+    case JSON_ARRAY:
+        return "an array";
+    case JSON_STRING:
+        return "a string";
+    case JSON_INTEGER:
+        return "an integer";
+    case JSON_REAL:
+        return "a real number";
+    case JSON_TRUE:
+    case JSON_FALSE:
+        return "a boolean";
+    default:
+        return "null";
+    }
+}
+
+/* The member name of doc, which must be an object (absent or null: *out NULL, when optional). */
+static bool get_object(const json_t *doc, const char *key, const char *member, bool optional,
+                       const json_t **out, char *why, size_t size)
+{
+    *out = json_object_get(doc, key);
+    if (json_is_object(*out))
+        return true;
+    if (!*out || json_is_null(*out)) {
+        *out = NULL;
+        return optional || refuse(why, size, "no %s", member);
+    }
+    return refuse(why, size, "%s: expected an object, not %s", member, type_name(*out));
+}
+
+/* Copies the turn's generated token ids from a (member, capped by the turn's cap_name): at most
+ * what the turn asked for, each below the model's vocabulary. */
+static bool read_ids(const json_t *a, const char *member, const char *cap_name,
+                     const struct load_turn *t, struct load_answer *out, char *why, size_t size)
+{
+    if (!a)
+        return refuse(why, size, "no %s", member);
     if (!json_is_array(a))
-        return false;
-    out->n = json_array_size(a);
-    out->ids = xmallocarray(out->n ? out->n : 1, sizeof *out->ids);
-    for (size_t i = 0; i < out->n; i++) {
-        const json_t *v = json_array_get(a, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0)
-            return false;
-        out->ids[i] = (uint32_t)json_integer_value(v);
+        return refuse(why, size, "%s: expected an array of token ids, not %s", member,
+                      type_name(a));
+    size_t n = json_array_size(a);
+    if ((int64_t)n > t->gen_tokens)
+        return refuse(why, size, "%s: %zu tokens, more than the turn's %s (%lld)", member, n,
+                      cap_name, (long long)t->gen_tokens);
+    out->ids = xmallocarray(n ? n : 1, sizeof *out->ids);
+    for (; out->n < n; out->n++) {
+        const json_t *v = json_array_get(a, out->n);
+        if (!json_is_integer(v))
+            return refuse(why, size, "%s[%zu]: expected a token id, not %s", member, out->n,
+                          type_name(v));
+        json_int_t id = json_integer_value(v);
+        if (id < 0 || id >= (json_int_t)t->vocab)
+            return refuse(why, size,
+                          "%s[%zu]: %lld is not a token id (the model's vocabulary holds %u)",
+                          member, out->n, (long long)id, t->vocab);
+        out->ids[out->n] = (uint32_t)id;
     }
     return true;
 }
 
-int load_turn_answer(enum load_style s, const char *body, size_t len, struct load_answer *out)
+/* The prompt tokens the engine's prefix cache served: absent or null is 0 (an engine that does
+ * not report them, vLLM without --enable-prompt-tokens-details), else a count within the
+ * prompt. */
+static bool read_cached(const json_t *v, const char *member, const struct load_turn *t,
+                        int64_t *out, char *why, size_t size)
+{
+    if (!v || json_is_null(v))
+        return true;
+    if (!json_is_integer(v))
+        return refuse(why, size, "%s: expected a count of tokens, not %s", member, type_name(v));
+    json_int_t n = json_integer_value(v);
+    if (n < 0)
+        return refuse(why, size, "%s: expected a count of tokens, not %lld", member, (long long)n);
+    if ((uint64_t)n > t->n_ctx)
+        return refuse(why, size, "%s: %lld is more than the %zu tokens of the prompt", member,
+                      (long long)n, t->n_ctx);
+    *out = n;
+    return true;
+}
+
+/* A finish reason (absent or null: none, else a string): whether it says abort. */
+static bool read_reason(const json_t *v, const char *member, bool *aborted, char *why, size_t size)
+{
+    if (!v || json_is_null(v))
+        return true;
+    if (!json_is_string(v))
+        return refuse(why, size, "%s: expected a string, not %s", member, type_name(v));
+    *aborted = strcmp(json_string_value(v), "abort") == 0;
+    return true;
+}
+
+/* SGLang's /generate answer: output_ids, meta_info {finish_reason {type}, cached_tokens}. */
+static bool read_sglang(const json_t *doc, const struct load_turn *t, struct load_answer *out,
+                        char *why, size_t size)
+{
+    const json_t *meta, *reason;
+    return read_ids(json_object_get(doc, "output_ids"), "output_ids", "max_new_tokens", t, out, why,
+                    size) &&
+           get_object(doc, "meta_info", "meta_info", false, &meta, why, size) &&
+           get_object(meta, "finish_reason", "meta_info.finish_reason", true, &reason, why, size) &&
+           read_reason(json_object_get(reason, "type"), "meta_info.finish_reason.type",
+                       &out->aborted, why, size) &&
+           read_cached(json_object_get(meta, "cached_tokens"), "meta_info.cached_tokens", t,
+                       &out->cached_tokens, why, size);
+}
+
+/* vLLM's /v1/completions answer: choices[0] {token_ids, finish_reason},
+ * usage.prompt_tokens_details.cached_tokens. */
+static bool read_vllm(const json_t *doc, const struct load_turn *t, struct load_answer *out,
+                      char *why, size_t size)
+{
+    const json_t *choices = json_object_get(doc, "choices"), *choice = json_array_get(choices, 0);
+    const json_t *usage, *details = NULL;
+    if (choices && !json_is_array(choices))
+        return refuse(why, size, "choices: expected an array, not %s", type_name(choices));
+    if (!choice)
+        return refuse(why, size, "no choices[0]");
+    if (!json_is_object(choice))
+        return refuse(why, size, "choices[0]: expected an object, not %s", type_name(choice));
+    return read_ids(json_object_get(choice, "token_ids"), "choices[0].token_ids", "max_tokens", t,
+                    out, why, size) &&
+           read_reason(json_object_get(choice, "finish_reason"), "choices[0].finish_reason",
+                       &out->aborted, why, size) &&
+           get_object(doc, "usage", "usage", true, &usage, why, size) &&
+           get_object(usage, "prompt_tokens_details", "usage.prompt_tokens_details", true, &details,
+                      why, size) &&
+           read_cached(json_object_get(details, "cached_tokens"),
+                       "usage.prompt_tokens_details.cached_tokens", t, &out->cached_tokens, why,
+                       size);
+}
+
+int load_turn_read(enum load_style s, const struct load_turn *t, const char *body, size_t len,
+                   struct load_answer *out, char *why, size_t size)
 {
     memset(out, 0, sizeof *out);
     json_error_t je;
     json_t *doc = json_loadb(body, len, 0, &je);
     bool ok;
-    if (s == LOAD_SKYRL) {
-        json_t *choice = json_array_get(json_object_get(doc, "choices"), 0);
-        ok = read_ids(json_object_get(choice, "token_ids"), out);
-        const char *reason = json_string_value(json_object_get(choice, "finish_reason"));
-        out->aborted = reason && strcmp(reason, "abort") == 0;
-        json_t *details = json_object_get(json_object_get(doc, "usage"), "prompt_tokens_details");
-        out->cached_tokens = json_integer_value(json_object_get(details, "cached_tokens"));
-    } else {
-        json_t *meta = json_object_get(doc, "meta_info");
-        ok = json_is_object(meta) && read_ids(json_object_get(doc, "output_ids"), out);
-        const char *reason =
-            json_string_value(json_object_get(json_object_get(meta, "finish_reason"), "type"));
-        out->aborted = reason && strcmp(reason, "abort") == 0;
-        out->cached_tokens = json_integer_value(json_object_get(meta, "cached_tokens"));
-    }
+    if (!doc)
+        ok = refuse(why, size, "not JSON (at byte %d: %s)", je.position, je.text);
+    else if (!json_is_object(doc))
+        ok = refuse(why, size, "expected a JSON object, not %s", type_name(doc));
+    else
+        ok = s == LOAD_SKYRL ? read_vllm(doc, t, out, why, size)
+                             : read_sglang(doc, t, out, why, size);
     json_decref(doc);
     if (!ok) {
         free(out->ids);
@@ -171,6 +297,13 @@ int load_turn_answer(enum load_style s, const char *body, size_t len, struct loa
         return -1;
     }
     return 0;
+}
+
+int load_turn_answer(enum load_style s, const char *body, size_t len, struct load_answer *out)
+{
+    const struct load_turn any = {.n_ctx = SIZE_MAX, .gen_tokens = INT64_MAX, .vocab = UINT32_MAX};
+    char why[8];
+    return load_turn_read(s, &any, body, len, out, why, sizeof why);
 }
 
 static void call(struct load_call *c, const char *method, const char *path, const char *body)

@@ -43,6 +43,7 @@ struct load_turn {
     size_t trajectory, turn;      /* indices */
     const struct trace_traj *rec; /* identity (prompt, sample) and the previous turn's calls */
     const char *model;            /* served model name (vLLM checks it) */
+    uint32_t vocab;               /* token ids are below it: the answer's are checked */
 };
 
 /* A request to send: path, body (malloc'd) and one optional header line ("Name: value"). */
@@ -72,7 +73,18 @@ struct load_answer {
     bool aborted; /* finish reason abort: resubmit the rest */
 };
 
-/* Reads a 200 answer of style s; returns 0, or -1 when it is not one (out is then empty). */
+/*
+ * Reads a 200 answer of style s to turn t; returns 0, or -1 when it is not one, with why (size
+ * bytes at most) naming what is wrong and where — "not JSON (...)", "no meta_info",
+ * "output_ids[3]: 200000 is not a token id (...)" — and out empty. Refused too: more tokens
+ * than the turn asked for (t->gen_tokens), ids outside the model's vocabulary (t->vocab), a
+ * cached-token count that is not one or exceeds the prompt (t->n_ctx; absent or null is 0, as
+ * engines that do not report it send), a finish reason of the wrong type.
+ */
+int load_turn_read(enum load_style s, const struct load_turn *t, const char *body, size_t len,
+                   struct load_answer *out, char *why, size_t size);
+
+/* load_turn_read of the answer's shape alone, for any turn (no count or vocabulary to meet). */
 int load_turn_answer(enum load_style s, const char *body, size_t len, struct load_answer *out);
 
 /* One call of a weight update. */

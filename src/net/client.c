@@ -899,28 +899,50 @@ long long net_transfer_length(const struct net_transfer *t)
 
 /* ---- buffered requests ---------------------------------------------------------------------- */
 
-/* One net_client_request: the body it copied and the response as it arrives. */
+/* One net_client_request: the body it copied and the response as it arrives, held up to max
+ * bytes. */
 struct buffered {
-    net_response_fn fn;
+    net_response_fn fn; /* NULL once called */
     void *arg;
     char *body;
     int status;
     char *out;
     size_t out_n, out_cap;
+    size_t max;              /* of the answer's body */
+    bool keep_status;        /* an answer past max reports its status (_capped), else 0 */
+    struct net_transfer *xf; /* for its host's name */
 };
+
+/* The answer passed b->max: fn hears it now, and the transfer ends (its connection closed). */
+static bool buffered_over(struct buffered *b)
+{
+    char why[NET_ERROR_BYTES];
+    snprintf(why, sizeof why, "%s answered more than %zu bytes", b->xf->host->label, b->max);
+    net_response_fn fn = b->fn;
+    b->fn = NULL; /* the release that follows frees b, nothing more */
+    fn(b->arg, b->keep_status ? b->status : 0, "", 0, why);
+    return false;
+}
 
 static bool buffered_head(void *arg, int status, const char *content_type)
 {
     struct buffered *b = arg;
     b->status = status;
-    return true;
+    long long announced = net_transfer_length(b->xf); /* a HEAD's announces no body */
+    bool head = strncmp(b->xf->head, "HEAD ", 5) == 0;
+    return !head && announced >= 0 && (unsigned long long)announced > b->max ? buffered_over(b)
+                                                                             : true;
 }
 
 static bool buffered_data(void *arg, const char *data, size_t len)
 {
     struct buffered *b = arg;
+    if (len > b->max - b->out_n)
+        return buffered_over(b);
     if (b->out_n + len + 1 > b->out_cap) {
         b->out_cap = 2 * (b->out_n + len + 1);
+        if (b->out_cap > b->max + 1)
+            b->out_cap = b->max + 1;
         b->out = xrealloc(b->out, b->out_cap);
     }
     memcpy(b->out + b->out_n, data, len);
@@ -952,21 +974,11 @@ static void buffered_done(void *arg, const char *error)
 
 static const struct net_stream_ops buffered_ops = {buffered_head, buffered_data, buffered_done};
 
-struct net_transfer *net_client_request(struct net_client *c, const char *method, const char *url,
-                                        const char *header, const char *body, size_t len,
-                                        net_response_fn fn, void *arg)
+/* A buffered request: the body copied, the answer held up to max bytes, a limit of limit_s. */
+static struct net_transfer *buffered_send(struct net_client *c, const char *method, const char *url,
+                                          const char *header, const char *body, size_t len,
+                                          double limit_s, struct buffered *b)
 {
-    return net_client_request_within(c, method, url, header, body, len, 0, fn, arg);
-}
-
-struct net_transfer *net_client_request_within(struct net_client *c, const char *method,
-                                               const char *url, const char *header,
-                                               const char *body, size_t len, double limit_s,
-                                               net_response_fn fn, void *arg)
-{
-    struct buffered *b = xcalloc(1, sizeof *b);
-    b->fn = fn;
-    b->arg = arg;
     struct net_iov piece = {0};
     if (body) {
         b->body = xmalloc(len + 1);
@@ -980,5 +992,34 @@ struct net_transfer *net_client_request_within(struct net_client *c, const char 
         send_within(c, method, url, has_header ? &header : NULL, has_header ? 1 : 0, &piece,
                     body ? 1 : 0, &buffered_ops, b, limit_ms);
     t->release = buffered_free; /* when it is cancelled, or net_client_free cancels it */
+    b->xf = t;                  /* head and data come from the loop, after this */
     return t;
+}
+
+struct net_transfer *net_client_request(struct net_client *c, const char *method, const char *url,
+                                        const char *header, const char *body, size_t len,
+                                        net_response_fn fn, void *arg)
+{
+    return net_client_request_within(c, method, url, header, body, len, 0, fn, arg);
+}
+
+struct net_transfer *net_client_request_within(struct net_client *c, const char *method,
+                                               const char *url, const char *header,
+                                               const char *body, size_t len, double limit_s,
+                                               net_response_fn fn, void *arg)
+{
+    struct buffered *b = xcalloc(1, sizeof *b);
+    *b = (struct buffered){.fn = fn, .arg = arg, .max = NET_ANSWER_MAX_BYTES};
+    return buffered_send(c, method, url, header, body, len, limit_s, b);
+}
+
+struct net_transfer *net_client_request_capped(struct net_client *c, const char *method,
+                                               const char *url, const char *header,
+                                               const char *body, size_t len, size_t max_bytes,
+                                               net_response_fn fn, void *arg)
+{
+    struct buffered *b = xcalloc(1, sizeof *b);
+    *b = (struct buffered){.fn = fn, .arg = arg, .keep_status = true};
+    b->max = max_bytes > 0 && max_bytes < NET_ANSWER_MAX_BYTES ? max_bytes : NET_ANSWER_MAX_BYTES;
+    return buffered_send(c, method, url, header, body, len, 0, b);
 }

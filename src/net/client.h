@@ -7,8 +7,8 @@
  * One transfer engine, two ways to use it: net_client_send streams a response to callbacks as
  * it arrives and returns a handle to pause or abort it (a proxy forwards an engine's answer to
  * its client byte for byte, stops reading while that client is slow, and aborts the upstream
- * transfer when the client goes away); net_client_request buffers the whole answer (the
- * emulator's and the load generator's control calls and turns).
+ * transfer when the client goes away); net_client_request buffers the whole answer, up to
+ * NET_ANSWER_MAX_BYTES (the emulator's and the load generator's control calls and turns).
  *
  * Requests have no timeout by default (an RL turn may take half an hour without a byte).
  * Connections to the same host:port are kept alive and reused (up to 1024 idle ones per
@@ -116,6 +116,15 @@ long long net_transfer_length(const struct net_transfer *t);
 /* ---- buffered requests ---------------------------------------------------------------------- */
 
 /*
+ * The largest answer body a buffered request holds (256 MiB): an answer that announces more
+ * (Content-Length) or sends more is abandoned as it does, its connection closed, and its
+ * net_response_fn gets status 0 and an error such as "127.0.0.1:8000 answered more than
+ * 268435456 bytes" — a peer that sends without end does not grow the process until it is
+ * killed. (A proxied answer, net_client_send, is the owner's to bound.)
+ */
+#define NET_ANSWER_MAX_BYTES ((size_t)256 << 20)
+
+/*
  * The outcome of one buffered request: status is the HTTP status (0 when the transfer failed:
  * then error says why, e.g. "connect to 127.0.0.1:9: Connection refused", and body is empty); body
  * is the response body, NUL-terminated, valid only during the call.
@@ -168,6 +177,19 @@ struct net_transfer *net_client_request(struct net_client *c, const char *method
 struct net_transfer *net_client_request_within(struct net_client *c, const char *method,
                                                const char *url, const char *header,
                                                const char *body, size_t len, double limit_s,
+                                               net_response_fn fn, void *arg);
+
+/*
+ * net_client_request for an answer the caller reads whole (an engine's generation), held up to
+ * max_bytes (0, or more than NET_ANSWER_MAX_BYTES: that). An answer that passes it is abandoned
+ * as it does, its connection closed, and fn gets the answer's HTTP status, an empty body and an
+ * error ("127.0.0.1:8000 answered more than 67108864 bytes"): error not NULL with a status
+ * that is not 0 says the peer answered, with more than the caller takes — a broken server, not
+ * a lost one. Otherwise as net_client_request.
+ */
+struct net_transfer *net_client_request_capped(struct net_client *c, const char *method,
+                                               const char *url, const char *header,
+                                               const char *body, size_t len, size_t max_bytes,
                                                net_response_fn fn, void *arg);
 
 #endif

@@ -9,7 +9,7 @@ import pytest
 import threading
 import time
 
-from emu_util import LIBRA, Emu, get, post
+from emu_util import LIBRA, Emu, FakeEngine, QuietHandler, get, post
 
 SCALE = "0.005"  # 200x faster than real time: functional runs, not timing
 QUICK = ["--time-scale", SCALE, "--steps", "3", "--batch", "8", "--set", "rl.sync_interval=2"]
@@ -415,3 +415,266 @@ def test_a_trainer_without_a_pool_to_play_is_refused():
         p = load(emu, "--trainer", "--model", "qwen3-4b", timeout=60)  # a layout that lends
     assert p.returncode == 1, p.stderr
     assert "--trainer: GET " in p.stderr and "answered 404" in p.stderr, p.stderr
+
+
+# ---- engines that answer what no engine should --------------------------------------------------
+# A fake SGLang engine over a real socket: reply(handler, request) answers each /generate as the
+# test says; the update's calls answer 200 {}, anything else 404 (as SGLang does). Garbage from
+# an engine stops the run with what was wrong and which engine, exit 1 (docs/load.md "Engines
+# that answer garbage"): never a hang, unbounded memory or numbers taken into the report.
+
+FAKE = ["--time-scale", "0.001", "--batch", "4"]
+ABORTED = {"type": "abort", "message": "x"}
+
+
+class FakeSglang(FakeEngine):
+    """Records every request as (method, path, parsed JSON body or None) in .seen."""
+
+    def __init__(self, reply, handler=None):
+        self.seen, self.reply = [], reply
+        super().__init__(handler or _FakeSglangHandler)
+
+    def handle_error(self, request, client_address):
+        pass  # the client left mid-answer: it stopped, as the test wants
+
+
+class _FakeSglangHandler(QuietHandler):
+
+    def do_GET(self):
+        self.server.seen.append(("GET", self.path, None))
+        self.send_answer(404, b'{"detail": "Not Found"}')
+
+    def do_POST(self):
+        raw = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        body = json.loads(raw) if raw else None
+        self.server.seen.append(("POST", self.path, body))
+        if self.path in ("/generate", "/v1/completions"):  # a turn: SGLang's or vLLM's
+            self.server.reply(self, body)
+        elif self.path.startswith("/libra/"):
+            self.send_answer(404, b'{"detail": "Not Found"}')
+        else:
+            self.send_answer(200, b"{}")
+
+    def send_answer(self, status, body):
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        self.wfile.write(body)
+
+
+def sglang_answer(request, ids=None, **meta):
+    """A well-formed answer to a /generate request: max_new_tokens ids (or ids), finish reason
+    length, meta_info's members overridden by meta (None leaves one out)."""
+    n = request["sampling_params"]["max_new_tokens"]
+    ids = [7] * n if ids is None else ids
+    info = {"finish_reason": {"type": "length", "length": len(ids)},
+            "prompt_tokens": len(request["input_ids"]), "completion_tokens": len(ids),
+            "cached_tokens": 0}
+    info.update(meta)
+    return {"output_ids": ids, "meta_info": {k: v for k, v in info.items() if v is not None}}
+
+
+def replying(make):
+    """A reply that answers 200 with the JSON make(request) returns."""
+    return lambda h, request: h.send_answer(200, json.dumps(make(request)).encode())
+
+
+def load_fake(engine, *args, steps=2, timeout=60):
+    return subprocess.run([LIBRA, "load", "--engines", engine.url, *FAKE, "--steps", str(steps),
+                           *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def generates(engine):
+    return sum(1 for method, path, _ in engine.seen if path == "/generate")
+
+
+def test_a_fake_engine_that_answers_well_runs_the_job():
+    """The fake engines below are well formed but for what each test changes: one that answers
+    as SGLang does runs the job. An engine that reports no cached_tokens reports no hits. The
+    plain style's finish events are sent to the engine too; its 404 is not an error."""
+    engine = FakeSglang(replying(lambda q: sglang_answer(q, cached_tokens=None)))
+    p = load_fake(engine, "--json")
+    assert p.returncode == 0, p.stderr
+    doc = json.loads(p.stdout)
+    assert [s["trajectories"] for s in doc["steps"]] == [4, 4]
+    assert sum(s["cached_tokens"] for s in doc["steps"]) == 0
+    finishes = [b for m, path, b in engine.seen
+                if path.startswith("/libra/v1/trajectories/") and path.endswith("/events")]
+    assert len(finishes) == 8 and all(b["kind"] == "finish" for b in finishes), finishes
+
+
+class SilentOnEventsHandler(_FakeSglangHandler):
+    """Takes the finish events and never answers them (until long after the test)."""
+
+    def do_POST(self):
+        if self.path.startswith("/libra/"):
+            self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            time.sleep(60)
+            return
+        super().do_POST()
+
+
+def test_an_engine_silent_on_finish_events_does_not_hold_the_run():
+    """The finish event is a notice: the run waits at most 5 s for its answers at the end."""
+    engine = FakeSglang(replying(sglang_answer), SilentOnEventsHandler)
+    t0 = time.monotonic()
+    p = load_fake(engine, timeout=60)
+    assert p.returncode == 0, p.stderr
+    assert time.monotonic() - t0 < 20
+
+
+def test_an_engine_that_aborts_every_turn_stops_the_run():
+    """An abort that generated nothing, outside a weight update, counts against the retry cap
+    and waits as a 502 does: the run stops, not a resubmission loop."""
+    engine = FakeSglang(replying(lambda q: sglang_answer(q, ids=[], finish_reason=ABORTED)))
+    t0 = time.monotonic()
+    p = load_fake(engine, timeout=60)
+    assert p.returncode == 1, p.stderr
+    assert time.monotonic() - t0 < 30
+    assert (f"engine {engine.url} aborted a turn 51 times in a row without a token, outside a "
+            "weight update") in p.stderr, p.stderr
+    assert generates(engine) <= 8 * 51, generates(engine)  # both groups start at once
+
+
+def test_an_abort_that_generates_is_resubmitted_until_the_turn_is_whole():
+    """An abort with tokens is progress (AReaL's interruptible generation): the rest is sent
+    at once, however many times, and the turn counts every token once. Here every answer is an
+    abort with half of what was asked (at least one token)."""
+    def half(q):
+        ids = [5] * max(1, q["sampling_params"]["max_new_tokens"] // 2)
+        return sglang_answer(q, ids=ids, finish_reason=ABORTED)
+    engine = FakeSglang(replying(half))
+    p = load_fake(engine, "--json", steps=1, timeout=120)
+    assert p.returncode == 0, p.stderr
+    step = json.loads(p.stdout)["steps"][0]
+    asked = [b["sampling_params"]["max_new_tokens"] for m, path, b in engine.seen
+             if path == "/generate"]
+    assert step["resubmitted"] > 0 and step["turns"] <= len(asked), (step, len(asked))
+    assert step["generated_tokens"] <= sum(max(1, n // 2) for n in asked)
+
+
+class EndlessHandler(_FakeSglangHandler):
+    """Answers /generate 200 with an endless chunked body of 1 MiB chunks."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        chunk = b"%x\r\n" % (1 << 20) + b" " * (1 << 20) + b"\r\n"
+        try:
+            while True:
+                self.wfile.write(chunk)
+        except OSError:
+            pass
+
+
+class HugeLengthHandler(_FakeSglangHandler):
+    """Announces a 1 TiB answer to /generate and sends a little of it."""
+
+    def do_POST(self):
+        self.rfile.read(int(self.headers.get("Content-Length", "0")))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(1 << 40))
+        self.end_headers()
+        try:
+            self.wfile.write(b"{" * 4096)
+        except OSError:
+            pass
+
+
+@pytest.mark.parametrize("handler", [EndlessHandler, HugeLengthHandler])
+def test_an_answer_too_large_to_hold_stops_the_run(handler):
+    """An engine's answer is held whole up to 64 MiB: beyond, the turn fails with the engine
+    named, whatever the engine sends next (docs/load.md)."""
+    engine = FakeSglang(None, handler)
+    p = subprocess.Popen([LIBRA, "load", "--engines", engine.url, *FAKE, "--steps", "2"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        out, err = p.communicate(timeout=30)
+    finally:
+        if p.poll() is None:
+            p.kill()
+            p.wait()
+    assert p.returncode == 1, err
+    assert f"engine {engine.url} answered a turn with more than 67108864 bytes" in err, err
+
+
+@pytest.mark.parametrize("make,why", [
+    (lambda q: sglang_answer(q, ids=[7] * (q["sampling_params"]["max_new_tokens"] + 1000)),
+     "output_ids: 1"),  # the count follows
+    (lambda q: sglang_answer(q, ids=[7] * (q["sampling_params"]["max_new_tokens"] + 1),
+                             finish_reason=ABORTED), "output_ids: "),
+    (lambda q: sglang_answer(q, cached_tokens=1_000_000_000),
+     "meta_info.cached_tokens: 1000000000 is more than the "),
+    (lambda q: sglang_answer(q, cached_tokens="5"),
+     "meta_info.cached_tokens: expected a count of tokens, not a string"),
+    (lambda q: sglang_answer(q, cached_tokens=-1),
+     "meta_info.cached_tokens: expected a count of tokens, not -1"),
+    (lambda q: sglang_answer(q, cached_tokens=1.5),
+     "meta_info.cached_tokens: expected a count of tokens, not a real number"),
+    (lambda q: sglang_answer(q, ids=[7, 151936]),
+     "output_ids[1]: 151936 is not a token id (the model's vocabulary holds 151936)"),
+    (lambda q: sglang_answer(q, ids=[1 << 32]),
+     "output_ids[0]: 4294967296 is not a token id (the model's vocabulary holds 151936)"),
+    (lambda q: sglang_answer(q, ids=[-3]),
+     "output_ids[0]: -3 is not a token id"),
+    (lambda q: sglang_answer(q, ids=[7, "8"]),
+     "output_ids[1]: expected a token id, not a string"),
+])
+def test_impossible_numbers_in_an_answer_stop_the_run(make, why):
+    """More tokens than asked, more cached tokens than the prompt held, ids outside the
+    model's vocabulary: refused, with the engine and the member named, nothing reported."""
+    engine = FakeSglang(replying(make))
+    p = load_fake(engine, "--json")
+    assert p.returncode == 1, p.stderr
+    assert f"engine {engine.url}: its answer to a turn is not one: " in p.stderr, p.stderr
+    assert why in p.stderr, p.stderr
+    assert json.loads(p.stdout)["steps"] == []
+
+
+def test_more_tokens_than_asked_are_named_with_the_cap():
+    engine = FakeSglang(replying(lambda q: sglang_answer(
+        q, ids=[7] * (q["sampling_params"]["max_new_tokens"] + 1000))))
+    p = load_fake(engine)
+    assert p.returncode == 1, p.stderr
+    caps = {b["sampling_params"]["max_new_tokens"] for m, path, b in engine.seen
+            if path == "/generate"}
+    assert any(f"output_ids: {cap + 1000} tokens, more than the turn's max_new_tokens ({cap})"
+               in p.stderr for cap in caps), (caps, p.stderr)
+
+
+@pytest.mark.parametrize("body,why", [
+    (b"<html>busy</html>", "not JSON ("),
+    (b"[1, 2]", "expected a JSON object, not an array"),
+    (b'{"meta_info": {}}', "no output_ids"),
+    (b'{"output_ids": "7 8", "meta_info": {}}',
+     "output_ids: expected an array of token ids, not a string"),
+    (b'{"output_ids": [7]}', "no meta_info"),
+    (b'{"output_ids": [7], "meta_info": [1]}', "meta_info: expected an object, not an array"),
+    (b'{"output_ids": [7], "meta_info": {"finish_reason": "abort"}}',
+     "meta_info.finish_reason: expected an object, not a string"),
+])
+def test_a_shapeless_answer_says_what_is_wrong(body, why):
+    engine = FakeSglang(lambda h, request: h.send_answer(200, body))
+    p = load_fake(engine)
+    assert p.returncode == 1, p.stderr
+    assert f"engine {engine.url}: its answer to a turn is not one: {why}" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("body,why", [
+    (b'{"choices": []}', "no choices[0]"),
+    (b'{"choices": [{"token_ids": [7], "finish_reason": "length"}], '
+     b'"usage": {"prompt_tokens_details": {"cached_tokens": "3"}}}',
+     "usage.prompt_tokens_details.cached_tokens: expected a count of tokens, not a string"),
+    (b'{"choices": [{"token_ids": null}]}', "choices[0].token_ids: expected an array"),
+])
+def test_a_shapeless_vllm_answer_says_what_is_wrong(body, why):
+    engine = FakeSglang(lambda h, request: h.send_answer(200, body))
+    p = load_fake(engine, "--style", "skyrl")
+    assert p.returncode == 1, p.stderr
+    assert f"engine {engine.url}: its answer to a turn is not one: {why}" in p.stderr, p.stderr
