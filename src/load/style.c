@@ -299,13 +299,6 @@ int load_turn_read(enum load_style s, const struct load_turn *t, const char *bod
     return 0;
 }
 
-int load_turn_answer(enum load_style s, const char *body, size_t len, struct load_answer *out)
-{
-    const struct load_turn any = {.n_ctx = SIZE_MAX, .gen_tokens = INT64_MAX, .vocab = UINT32_MAX};
-    char why[8];
-    return load_turn_read(s, &any, body, len, out, why, sizeof why);
-}
-
 static void call(struct load_call *c, const char *method, const char *path, const char *body)
 {
     *c = (struct load_call){.method = method};

@@ -84,9 +84,6 @@ struct load_answer {
 int load_turn_read(enum load_style s, const struct load_turn *t, const char *body, size_t len,
                    struct load_answer *out, char *why, size_t size);
 
-/* load_turn_read of the answer's shape alone, for any turn (no count or vocabulary to meet). */
-int load_turn_answer(enum load_style s, const char *body, size_t len, struct load_answer *out);
-
 /* One call of a weight update. */
 struct load_call {
     const char *method; /* "POST" or "GET" */
