@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "util/alloc.h"
+#include "util/json.h"
 
 static const char *const names[] = {"plain", "areal", "slime", "skyrl"};
 
@@ -139,28 +140,6 @@ __attribute__((format(printf, 3, 4))) static bool refuse(char *why, size_t size,
     return false;
 }
 
-/* "an array", "a string", ...: what a member is, for a message. */
-static const char *type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "an array";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-        return "an integer";
-    case JSON_REAL:
-        return "a real number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    default:
-        return "null";
-    }
-}
-
 /* The member name of doc, which must be an object (absent or null: *out NULL, when optional). */
 static bool get_object(const json_t *doc, const char *key, const char *member, bool optional,
                        const json_t **out, char *why, size_t size)
@@ -172,7 +151,7 @@ static bool get_object(const json_t *doc, const char *key, const char *member, b
         *out = NULL;
         return optional || refuse(why, size, "no %s", member);
     }
-    return refuse(why, size, "%s: expected an object, not %s", member, type_name(*out));
+    return refuse(why, size, "%s: expected an object, not %s", member, ujson_type_name(*out));
 }
 
 /* Copies the turn's generated token ids from a (member, capped by the turn's cap_name): at most
@@ -184,7 +163,7 @@ static bool read_ids(const json_t *a, const char *member, const char *cap_name,
         return refuse(why, size, "no %s", member);
     if (!json_is_array(a))
         return refuse(why, size, "%s: expected an array of token ids, not %s", member,
-                      type_name(a));
+                      ujson_type_name(a));
     size_t n = json_array_size(a);
     if ((int64_t)n > t->gen_tokens)
         return refuse(why, size, "%s: %zu tokens, more than the turn's %s (%lld)", member, n,
@@ -194,7 +173,7 @@ static bool read_ids(const json_t *a, const char *member, const char *cap_name,
         const json_t *v = json_array_get(a, out->n);
         if (!json_is_integer(v))
             return refuse(why, size, "%s[%zu]: expected a token id, not %s", member, out->n,
-                          type_name(v));
+                          ujson_type_name(v));
         json_int_t id = json_integer_value(v);
         if (id < 0 || id >= (json_int_t)t->vocab)
             return refuse(why, size,
@@ -214,7 +193,8 @@ static bool read_cached(const json_t *v, const char *member, const struct load_t
     if (!v || json_is_null(v))
         return true;
     if (!json_is_integer(v))
-        return refuse(why, size, "%s: expected a count of tokens, not %s", member, type_name(v));
+        return refuse(why, size, "%s: expected a count of tokens, not %s", member,
+                      ujson_type_name(v));
     json_int_t n = json_integer_value(v);
     if (n < 0)
         return refuse(why, size, "%s: expected a count of tokens, not %lld", member, (long long)n);
@@ -231,7 +211,7 @@ static bool read_reason(const json_t *v, const char *member, bool *aborted, char
     if (!v || json_is_null(v))
         return true;
     if (!json_is_string(v))
-        return refuse(why, size, "%s: expected a string, not %s", member, type_name(v));
+        return refuse(why, size, "%s: expected a string, not %s", member, ujson_type_name(v));
     *aborted = strcmp(json_string_value(v), "abort") == 0;
     return true;
 }
@@ -259,11 +239,11 @@ static bool read_vllm(const json_t *doc, const struct load_turn *t, struct load_
     const json_t *choices = json_object_get(doc, "choices"), *choice = json_array_get(choices, 0);
     const json_t *usage, *details = NULL;
     if (choices && !json_is_array(choices))
-        return refuse(why, size, "choices: expected an array, not %s", type_name(choices));
+        return refuse(why, size, "choices: expected an array, not %s", ujson_type_name(choices));
     if (!choice)
         return refuse(why, size, "no choices[0]");
     if (!json_is_object(choice))
-        return refuse(why, size, "choices[0]: expected an object, not %s", type_name(choice));
+        return refuse(why, size, "choices[0]: expected an object, not %s", ujson_type_name(choice));
     return read_ids(json_object_get(choice, "token_ids"), "choices[0].token_ids", "max_tokens", t,
                     out, why, size) &&
            read_reason(json_object_get(choice, "finish_reason"), "choices[0].finish_reason",
@@ -286,7 +266,7 @@ int load_turn_read(enum load_style s, const struct load_turn *t, const char *bod
     if (!doc)
         ok = refuse(why, size, "not JSON (at byte %d: %s)", je.position, je.text);
     else if (!json_is_object(doc))
-        ok = refuse(why, size, "expected a JSON object, not %s", type_name(doc));
+        ok = refuse(why, size, "expected a JSON object, not %s", ujson_type_name(doc));
     else
         ok = s == LOAD_SKYRL ? read_vllm(doc, t, out, why, size)
                              : read_sglang(doc, t, out, why, size);

@@ -364,28 +364,6 @@ static int failf(const struct trace_parser *p, struct libra_error *err, long tur
     return report(p, &w, msg, err);
 }
 
-static const char *type_name(const json_t *v)
-{
-    switch (json_typeof(v)) {
-    case JSON_OBJECT:
-        return "an object";
-    case JSON_ARRAY:
-        return "an array";
-    case JSON_STRING:
-        return "a string";
-    case JSON_INTEGER:
-        return "an integer";
-    case JSON_REAL:
-        return "a number";
-    case JSON_TRUE:
-    case JSON_FALSE:
-        return "a boolean";
-    case JSON_NULL:
-        break;
-    }
-    return "null";
-}
-
 /* One object being read: which keys were recognised, to find an unknown one afterwards. */
 struct obj {
     const json_t *o;
@@ -409,7 +387,7 @@ static int missing(const struct trace_parser *p, const struct obj *ob, const cha
 static int wrong_type(const struct trace_parser *p, const struct obj *ob, const char *key,
                       const char *want, const json_t *v, struct libra_error *err)
 {
-    return failf(p, err, ob->turn, ob->call, key, "expected %s, got %s", want, type_name(v));
+    return failf(p, err, ob->turn, ob->call, key, "expected %s, got %s", want, ujson_type_name(v));
 }
 
 /*
@@ -538,7 +516,7 @@ static int parse_call(struct trace_parser *p, const json_t *v, long ti, long ci,
                       struct trace_tool_call *c, struct libra_error *err)
 {
     if (!json_is_object(v))
-        return failf(p, err, ti, ci, NULL, "expected an object, got %s", type_name(v));
+        return failf(p, err, ti, ci, NULL, "expected an object, got %s", ujson_type_name(v));
     struct obj ob = {v, ti, ci, 0};
     const char *tool = NULL;
     int status = 0;
@@ -593,7 +571,7 @@ static int parse_turn(struct trace_parser *p, const json_t *v, long ti, struct t
                       struct libra_error *err)
 {
     if (!json_is_object(v))
-        return failf(p, err, ti, -1, NULL, "expected an object, got %s", type_name(v));
+        return failf(p, err, ti, -1, NULL, "expected an object, got %s", ujson_type_name(v));
     struct obj ob = {v, ti, -1, 0};
     int rc = get_int(p, &ob, "prompt_tokens", true, &u->prompt_tokens, err);
     if (!rc)
@@ -718,7 +696,7 @@ int trace_parser_traj(struct trace_parser *p, const char *line, size_t len, int6
         return rc;
     if (!json_is_object(p->root))
         return failf(p, err, -1, -1, NULL, "expected a trajectory object, got %s",
-                     type_name(p->root));
+                     ujson_type_name(p->root));
     memset(&p->traj, 0, sizeof p->traj);
     struct obj ob = {p->root, -1, -1, 0};
     if (json_object_get(p->root, "libra_trace"))
@@ -798,7 +776,7 @@ int trace_parser_header(struct trace_parser *p, const char *line, size_t len, in
         return rc;
     if (!json_is_object(p->header_root))
         return failf(p, err, -1, -1, NULL, "expected the trace header object, got %s",
-                     type_name(p->header_root));
+                     ujson_type_name(p->header_root));
     struct obj ob = {p->header_root, -1, -1, 0};
     if ((rc = parse_header_fields(p, &ob, &p->header, err)))
         return rc;

@@ -105,4 +105,8 @@ char *ujson_utf8_repair(char *s);
  * bytes): what a file libra writes as JSON may hold. */
 bool ujson_utf8_valid(const char *s);
 
+/* What v is, for a message ("expected a count, not a string"): "an object", "an array", "a
+ * string", "an integer", "a real number", "a boolean" or "null". */
+const char *ujson_type_name(const json_t *v);
+
 #endif

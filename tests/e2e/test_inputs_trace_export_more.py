@@ -154,7 +154,7 @@ def test_a_table_trajectory_starting_past_turn_zero_is_named(tmp_path):
 @pytest.mark.parametrize("value,says", [
     ("1e18", "expected an integer, got 1e+18: a number with a decimal point or an exponent is "
      "read as one only below 9e15"),
-    ("12.5", "expected an integer, got a number"),
+    ("12.5", "expected an integer, got a real number"),
 ])
 def test_a_whole_number_past_exact_reals_says_why(tmp_path, value, says):
     path = tmp_path / "t.jsonl"

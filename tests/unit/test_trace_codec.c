@@ -361,7 +361,8 @@ static void test_wrong_type(void **state)
     traj_fails("{\"step\":\"0\"}", "\"step\"", "step: expected an integer, got a string");
     traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[{\"prompt_tokens\":10.5,"
                       "\"generated_tokens\":5}]}",
-               "\"prompt_tokens\"", "turns.0.prompt_tokens: expected an integer, got a number");
+               "\"prompt_tokens\"",
+               "turns.0.prompt_tokens: expected an integer, got a real number");
     traj_fails(PREFIX "\"finish\":\"done\",\"turns\":[" LAST_TURN "]}", "\"finish\"",
                "finish: unknown value 'done' (expected completed, truncated, aborted, filtered)");
     traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[" LAST_TURN "],\"extra\":[]}",
