@@ -133,7 +133,7 @@ static int own_flag(const struct cli_common *cc, int c, struct opts *o)
         return rc;
     }
     case OPT_MICRO:
-        rc = int_flag(cc, "micro-batch-tokens", optarg, 1, LONG_MAX, &v);
+        rc = int_flag(cc, "micro-batch-tokens", optarg, 1, INT64_C(1) << 31, &v); /* as logs */
         t->micro_batch_tokens = (double)v;
         return rc;
     case OPT_ZERO:

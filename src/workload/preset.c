@@ -462,8 +462,13 @@ static int read_preset(const struct ctx *c, const json_t *obj, const struct work
     if (base) {
         const struct workload_preset *b =
             json_is_string(base) ? indexed(p, at, json_string_value(base)) : NULL;
+        if (!b && !json_is_string(base))
+            return fail(c, "base", "expected a preset's name (a string)");
         if (!b)
-            return fail(c, "base", "no such workload preset");
+            return fail(c, "base",
+                        "no workload preset '%s' before this one (a base is built in, or "
+                        "defined earlier in this file or in an earlier --presets file)",
+                        json_string_value(base));
         *w = *b;
     }
     strcpy(w->name, json_string_value(name));
@@ -699,9 +704,10 @@ json_t *workload_preset_summary(const struct workload_preset *w)
     json_t *tools = json_array();
     for (size_t i = 0; i < w->n_tools; i++)
         json_array_append_new(tools, json_string(w->tools[i].name));
-    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:o}", "name", w->name, "origin",
+    return json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:o}", "name", w->name, "origin",
                      w->origin, "prompts", (json_int_t)w->prompts, "samples",
-                     (json_int_t)w->samples, "max_turns", (json_int_t)w->max_turns,
+                     (json_int_t)w->samples, "batch_trajectories",
+                     (json_int_t)w->batch_trajectories, "max_turns", (json_int_t)w->max_turns,
                      "max_generated_tokens", (json_int_t)w->max_generated_tokens, "context_tokens",
                      (json_int_t)w->context_tokens, "tools", tools);
 }

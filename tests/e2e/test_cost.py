@@ -221,3 +221,13 @@ def test_a_file_batch_of_partial_groups_is_taken_by_cost_and_refused_by_check(tm
     r = subprocess.run([LIBRA, "config", "check", str(path)], capture_output=True, text=True)
     assert r.returncode == 1, r.stderr
     assert "30 is not a multiple of rl.samples (4)" in r.stderr
+
+
+def test_a_micro_batch_budget_past_what_a_log_may_give_is_refused():
+    """2^31 tokens, the most libra calibrate reads from a trainer's log; 2^63 - 1 was taken and
+    echoed as 9223372036854775808 (through a double), with activations of 1.4e15 GB."""
+    assert run("--micro-batch-tokens", str(2 ** 31)).returncode == 0
+    r = run("--micro-batch-tokens", str(2 ** 63 - 1))
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr == ("libra: cost: --micro-batch-tokens: expected an integer in [1, "
+                        f"2147483648], not '{2 ** 63 - 1}'\n"), r.stderr

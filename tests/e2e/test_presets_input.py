@@ -195,3 +195,22 @@ def test_a_workload_at_the_config_limits_is_taken(tmp_path):
     assert r.returncode == 0, r.stderr
     rl = json.loads(r.stdout)["rl"]
     assert (rl["samples"], rl["batch_trajectories"]) == (1024, 2 ** 20)
+    presets = json.loads(run("presets", "--json", "--presets", path).stdout)["workloads"]
+    (big,) = [w for w in presets if w["name"] == "big"]
+    assert big["batch_trajectories"] == 2 ** 20, big  # the table's batch column, in the JSON too
+
+
+@pytest.mark.parametrize("base,why", [
+    ('"later"', "no workload preset 'later' before this one (a base is built in, or defined "
+                "earlier in this file or in an earlier --presets file)"),
+    ("3", "expected a preset's name (a string)"),
+])
+def test_a_base_not_defined_before_its_preset_says_so(tmp_path, base, why):
+    """A base names a preset before it (built in, earlier in the file, an earlier file); one
+    named later, or of another type, was "no such workload preset", though it was there."""
+    path = tmp_path / "w.json"
+    path.write_text('{"workloads": [\n{"name": "first", "base": ' + base + '},\n'
+                    '{"name": "later", "base": "search-r1"}\n]}\n')
+    line, col = position(str(path), '"base"')
+    err = refused(run("presets", "--presets", str(path)))
+    assert err == f"libra: {path}:{line}:{col}: workloads.0.base: {why}\n", err
