@@ -108,15 +108,31 @@ static int read_instances(struct plan_fleet *out, const struct ujson_doc *doc,
                                 SPEC_BUCKET_INSTANCES_MAX);
         out->counts[t] = (int)n;
     }
+    int gpus = 0;
+    for (int t = 0; t < PLAN_NTP; t++)
+        gpus += out->counts[t] << t;
+    if (gpus != out->rollout_gpus) /* the planner's instances fill its rollout GPUs */
+        return ujson_errorf(err, doc, "rollout/gpus", "%d, but rollout.instances hold %d GPUs",
+                            out->rollout_gpus, gpus);
     return 0;
 }
 
-/* The layout, which must serve every TP size the instances have. */
+/* The layout, which must serve every TP size the instances have, with the instances' counts
+ * where it gives counts (the planner's layout does). */
 static int read_layout(struct plan_fleet *out, const struct ujson_doc *doc, struct libra_error *err)
 {
     int rc = spec_bucket_from_json(&out->layout, doc, "rollout/buckets", err);
     if (rc)
         return rc;
+    int counted[PLAN_NTP] = {0}, any = 0;
+    for (int b = 0; b < out->layout.n; b++)
+        for (int k = 0; k < out->layout.bucket[b].n_tp; k++) {
+            int t = 0, tp = out->layout.bucket[b].tp[k];
+            while (t < PLAN_NTP && 1 << t != tp)
+                t++;
+            counted[t < PLAN_NTP ? t : 0] += out->layout.bucket[b].instances[k];
+            any += out->layout.bucket[b].instances[k];
+        }
     for (int t = 0; t < PLAN_NTP; t++) {
         bool served = false;
         for (int b = 0; b < out->layout.n; b++)
@@ -125,6 +141,10 @@ static int read_layout(struct plan_fleet *out, const struct ujson_doc *doc, stru
             return ujson_errorf(err, doc, "rollout/buckets",
                                 "no bucket is served by TP%d, but rollout.instances has %d", 1 << t,
                                 out->counts[t]);
+        if (any && counted[t] != out->counts[t])
+            return ujson_errorf(err, doc, "rollout/buckets",
+                                "TP%d has %d instances, but rollout.instances has %d", 1 << t,
+                                counted[t], out->counts[t]);
     }
     return 0;
 }

@@ -219,6 +219,20 @@ def test_a_bad_plan_file_is_refused_with_its_location():
                  (os.path.join(tmp, "cut.json"), "cut.json:", "end of file")]
         with open(cases[1][0], "w", encoding="utf-8") as f:
             f.write(open(path, encoding="utf-8").read()[:200])
+        # members that contradict one another (they were taken, and the warning used one)
+        for name, edit, why in (
+                ("gpus.json", lambda r: r.update(gpus=99),
+                 "rollout.gpus: 99, but rollout.instances hold 8 GPUs"),
+                ("counts.json", lambda r: r["instances"].update(tp1=7),
+                 "rollout.buckets: TP1 has 2 instances, but rollout.instances has 7")):
+            with open(path, encoding="utf-8") as f:
+                doc = json.load(f)
+            edit(doc["rollout"])
+            if name == "counts.json":
+                doc["rollout"]["gpus"] += 5
+            cases.append((os.path.join(tmp, name), name + ":", why))
+            with open(cases[-1][0], "w", encoding="utf-8") as f:
+                json.dump(doc, f, indent=1, sort_keys=True)
         for file, where, why in cases:
             p = subprocess.run([LIBRA, "serve", "--engine", "http://127.0.0.1:9,tp=1", "--plan",
                                 file], capture_output=True, text=True, timeout=30)
