@@ -109,6 +109,10 @@ static void collect_meta(struct gw *g, struct gw_store *st)
     put_meta(st, "pool", pool);
     gw_pool_steering(g, pool, sizeof pool);
     put_meta(st, "pool_steer", pool);
+    if (g->opt.n_pool) { /* the journal's deadlines replay by it */
+        snprintf(pool, sizeof pool, "%.17g", g->opt.pool_timeout_s);
+        put_meta(st, "pool_timeout", pool);
+    }
 }
 
 void gw_persist_collect(void *arg)

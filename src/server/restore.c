@@ -94,6 +94,15 @@ static int read_meta(void *arg, const struct gw_store_row *row)
                              "replays the signals by it); give the same --pool-steer, "
                              "--pool-core-replicas and tp= (now '%s')",
                              row->body ? row->body : "", mine);
+    } else if (strcmp(row->key, "pool_timeout") == 0) {
+        char mine[32];
+        snprintf(mine, sizeof mine, "%.17g", g->opt.pool_timeout_s);
+        if (!row->body || strcmp(row->body, mine) != 0)
+            return row_error(rd,
+                             "meta.pool_timeout: the state's pool gave a handshake %s s (its "
+                             "journal replays their deadlines by it); give the same "
+                             "--pool-timeout-s (now %s)",
+                             row->body ? row->body : "", mine);
     } else if (strcmp(row->key, "update") == 0) {
         char msg[256];
         gw_update_rec_free(&g->persist->update);

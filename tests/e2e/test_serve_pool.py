@@ -258,6 +258,13 @@ def test_the_gateway_steers_by_the_signal_and_a_restart_replays_it(tmp_path):
                             urls[3] + ",tp=1", "--state-dir", str(tmp_path / "state")],
                            capture_output=True, text=True, timeout=30)
         assert p.returncode != 0 and "meta.pool_steer" in p.stderr, p.stderr
+        # ... and their deadlines under the timeout they had: a failed join came back pending
+        p = subprocess.run([LIBRA, "serve", *BUCKETS, *args, "--pool-timeout-s", "60",
+                            "--engine", urls[0], "--engine", urls[1], "--pool-replica",
+                            urls[2] + ",tp=1", "--pool-replica", urls[3] + ",tp=1"],
+                           capture_output=True, text=True, timeout=30)
+        assert p.returncode == 2 and "meta.pool_timeout: the state's pool gave a handshake " \
+            "180 s" in p.stderr and "--pool-timeout-s (now 60)" in p.stderr, p.stderr
         p = subprocess.run([LIBRA, "serve", *BUCKETS, *args, "--set", "ehp.signal=reference",
                             "--engine", urls[0], "--engine", urls[1], "--pool-replica",
                             urls[2] + ",tp=1", "--pool-replica", urls[3] + ",tp=1"],
