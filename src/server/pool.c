@@ -1007,7 +1007,11 @@ void gw_pool_post(void *ctx, struct net_call *c)
     rc.t_s = t;
     if (step_end && pl->steer && rc.train_s > 0)
         measure(pl, wall, &rc);
-    int st = apply(pl, &rc, msg, sizeof msg);
+    const struct ehp_step *open = ehp_pool_step(pl->pool);
+    int st = step_end && open->open && open->step == rc.step && rc.version != open->version
+                 ? conflict(msg, sizeof msg, "version: step %lld began at version %lld, not %lld",
+                            (long long)rc.step, (long long)open->version, (long long)rc.version)
+                 : apply(pl, &rc, msg, sizeof msg);
     if (st == 0 && step_end)
         mark(pl, wall);
     if (ticked || st == 0)

@@ -438,6 +438,9 @@ def test_bad_calls_are_refused_and_change_nothing(tmp_path):
                 assert status == 400 and text in doc["error"]["message"], (body, doc)
             # a step without rollout work has nothing to weigh its training against
             assert step(gw, 0, 0, "begin")[0] == 200
+            status, doc = step(gw, 0, 7, "end")  # the version was taken and dropped
+            assert status == 409 and doc["error"]["message"] == \
+                "version: step 0 began at version 0, not 7", doc
             status, doc = step(gw, 0, 0, "end", train_s=5.0)
             assert status == 200 and doc["signal"] is None and doc["requests"] == [], doc
     for args, text in [(["--pool-timeout-s", "5"], "needs --pool-replica"),
