@@ -151,7 +151,8 @@ static const struct bad_case bad_cases[] = {
      2, 13, "causal.strength: out of range"},
     {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\",\n \"setup\": {\"median_s\": -1}}]}",
      2, 12, "setup.median_s: out of range"},
-    {"{\"workloads\": [{\"name\": \"x\", \"base\": \"nope\"}]}", 1, 30, "base: no such workload"},
+    {"{\"workloads\": [{\"name\": \"x\", \"base\": \"nope\"}]}", 1, 30,
+     "base: no workload preset 'nope' before this one"},
     {"{\"workloads\": [\n {\"name\": \"x\", \"prompts\": 5}]}", 2, 2, "missing field 'samples'"},
     {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\",\n \"samples\": 5}]}", 1, 16,
      "batch_trajectories: must be a multiple of samples"},
@@ -212,7 +213,8 @@ static void test_summary_lists_caps(void **state)
     struct workload_presets p = builtins();
     json_t *j = workload_preset_summary(workload_preset_find(&p, "r2e-gym"));
     char *s = ujson_dump(j, false);
-    assert_string_equal(s, "{\"context_tokens\":32768,\"max_generated_tokens\":30000,"
+    assert_string_equal(s, "{\"batch_trajectories\":32,\"context_tokens\":32768,"
+                           "\"max_generated_tokens\":30000,"
                            "\"max_turns\":12,\"name\":\"r2e-gym\",\"origin\":\"builtin\","
                            "\"prompts\":4578,\"samples\":4,\"tools\":[\"execute_bash\","
                            "\"file_editor\",\"search\",\"validator\"]}");
