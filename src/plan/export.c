@@ -427,6 +427,14 @@ int plan_export(enum plan_export_format f, const struct plan_export_input *in, c
                        "registers (%d), and the %s export puts them all behind one: export ray "
                        "(placement groups alone), or plan fewer GPUs",
                        x.layout.n_engines, PLAN_EXPORT_GATEWAY_ENGINES, format_names[f]);
+    if (rc == 0 && needs_own_gpus(f) &&
+        x.layout.n_engines > PLAN_EXPORT_PORT_MAX - PLAN_EXPORT_ENGINE_PORT + 1)
+        rc = error_set(err, NULL, 0, 0,
+                       "the plan's %d rollout engines would listen on ports %d to %d (instance k "
+                       "on %d + k), past %d: plan fewer GPUs or larger TP sizes",
+                       x.layout.n_engines, PLAN_EXPORT_ENGINE_PORT,
+                       PLAN_EXPORT_ENGINE_PORT + x.layout.n_engines - 1, PLAN_EXPORT_ENGINE_PORT,
+                       PLAN_EXPORT_PORT_MAX);
     struct strbuf b = {0};
     if (rc == 0)
         rc = write_format(&x, &b, err);

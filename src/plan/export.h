@@ -51,6 +51,7 @@ const char *plan_export_format_name(enum plan_export_format f);
 #define PLAN_EXPORT_GATEWAY_PORT 30000  /* libra serve's port */
 #define PLAN_EXPORT_GATEWAY_ENGINES 256 /* the most engines one libra serve registers */
 #define PLAN_EXPORT_ENGINE_PORT 30001   /* the engine of instance k listens on this + k */
+#define PLAN_EXPORT_PORT_MAX 65535      /* the last TCP port */
 
 /* GPUs of one node that one process uses: a rollout engine or the node's share of training. */
 struct plan_export_group {

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "plan/export.h"
+#include "util/alloc.h"
 
 #define NODE_GPUS 4
 
@@ -217,6 +218,59 @@ static void test_formats_refuse_what_they_cannot_express(void **state)
     free(out);
 }
 
+/* A plan of n TP1 engines beside no training, on nodes of NODE_GPUS: gpu owns the GPUs. */
+static struct plan_result many_engines(int n, struct plan_gpu **gpu)
+{
+    *gpu = xcalloc((size_t)n, sizeof **gpu);
+    for (int g = 0; g < n; g++)
+        (*gpu)[g] = (struct plan_gpu){.node = g / NODE_GPUS,
+                                      .local = g % NODE_GPUS,
+                                      .role = PLAN_ROLE_ROLLOUT,
+                                      .instance = g,
+                                      .instance_tp = 1};
+    return (struct plan_result){
+        .feasible = true,
+        .gpus = n,
+        .gpus_per_node = NODE_GPUS,
+        .gpu = *gpu,
+        .n_rollout = n,
+        .instances = n,
+        .counts = {n},
+        .layout = {.n = 1, .bucket = {{.max_tokens = 1000, .n_tp = 1, .tp = {1}}}},
+    };
+}
+
+/* Engine k listens on 30001 + k: ray, which starts no gateway and so takes more engines than
+ * one registers, wrote ports past 65535 for a plan of more than 35,535 engines. */
+static void test_engines_past_the_last_port_are_refused(void **state)
+{
+    (void)state;
+    struct libra_config cfg;
+    spec_config_defaults(&cfg);
+    const int fit = PLAN_EXPORT_PORT_MAX - PLAN_EXPORT_ENGINE_PORT + 1;
+    for (int n = fit; n <= fit + 1; n++) {
+        struct plan_gpu *gpu;
+        struct plan_result r = many_engines(n, &gpu);
+        char *argv[] = {"plan", "--export", "ray"};
+        struct plan_export_input in = {.plan = &r, .cfg = &cfg, .argc = 3, .argv = argv};
+        struct libra_error err = {0};
+        char *out = NULL;
+        int rc = plan_export(PLAN_EXPORT_RAY, &in, &out, &err);
+        if (n == fit) {
+            assert_int_equal(rc, 0);
+            assert_non_null(strstr(out, "\"port\": 65535"));
+            assert_null(strstr(out, "\"port\": 65536"));
+        } else {
+            assert_int_equal(rc, LIBRA_EINVAL);
+            assert_null(out);
+            assert_non_null(strstr(err.msg, "35536 rollout engines would listen on ports 30001 "
+                                            "to 65536 (instance k on 30001 + k), past 65535"));
+        }
+        free(out);
+        free(gpu);
+    }
+}
+
 static void test_memory_fraction_from_the_plan_else_the_default(void **state)
 {
     (void)state;
@@ -269,6 +323,7 @@ int main(void)
         cmocka_unit_test(test_broken_placements_are_internal_errors),
         cmocka_unit_test(test_format_names),
         cmocka_unit_test(test_formats_refuse_what_they_cannot_express),
+        cmocka_unit_test(test_engines_past_the_last_port_are_refused),
         cmocka_unit_test(test_memory_fraction_from_the_plan_else_the_default),
         cmocka_unit_test(test_header_names_the_command_on_its_line),
     };
