@@ -252,38 +252,7 @@ static void note_flag(int c, const struct option *longopts, int index)
     }
 }
 
-/* Refuses output o naming another output before it, an input flag's file or an operand file.
- * Returns 0, or '?' after the usage error. */
-static int check_output(const struct cli_command *cmd, size_t o, int argc, char **argv)
-{
-    const struct named_file *out = &seen.outputs[o];
-    for (size_t i = 0; i < o; i++)
-        if (cli_same_output(out->path, seen.outputs[i].path)) {
-            cli_usage_error(cmd, "%s and %s name one file, '%s': one would replace the other",
-                            seen.outputs[i].label, out->label, out->path);
-            return '?';
-        }
-    for (size_t i = 0; i < seen.n_inputs; i++)
-        if (cli_same_regular_file(out->path, seen.inputs[i].path)) {
-            cli_usage_error(cmd,
-                            "%s '%s' names the %s file '%s': writing it would replace the input",
-                            out->label, out->path, seen.inputs[i].label, seen.inputs[i].path);
-            return '?';
-        }
-    char buf[4096];
-    for (int i = optind; i < argc; i++) {
-        const char *in = operand_file(cmd, argv[0], argv[i], buf, sizeof buf);
-        if (in && cli_same_regular_file(out->path, in)) {
-            cli_usage_error(cmd,
-                            "%s '%s' names the input file '%s': writing it would replace the input",
-                            out->label, out->path, argv[i]);
-            return '?';
-        }
-    }
-    return 0;
-}
-
-/* Whether inputs a and b are one stream, which can be read once: standard input ('-') twice, or
+/* Whether files a and b are one stream, which can be read once: standard input ('-') twice, or
  * one pipe, FIFO or socket (standard input's too, as '-' or /dev/stdin) by device and inode. */
 static bool one_stream(const char *a, const char *b)
 {
@@ -295,6 +264,53 @@ static bool one_stream(const char *a, const char *b)
         return false;
     return (S_ISFIFO(x.st_mode) || S_ISSOCK(x.st_mode)) && x.st_dev == y.st_dev &&
            x.st_ino == y.st_ino;
+}
+
+/* Refuses output out naming input in (written as shown, described as in_label: "the --presets
+ * file"): one regular file, which writing would replace, or one pipe, FIFO or socket (standard
+ * input's as '-'), which the command would wait on or read its own output from. Returns 0, or
+ * '?' after the usage error. */
+static int check_output_input(const struct cli_command *cmd, const struct named_file *out,
+                              const char *in, const char *shown, const char *in_label)
+{
+    if (strcmp(in, "-") != 0 && cli_same_regular_file(out->path, in)) {
+        cli_usage_error(cmd, "%s '%s' names %s '%s': writing it would replace the input",
+                        out->label, out->path, in_label, shown);
+        return '?';
+    }
+    if (one_stream(out->path, in)) {
+        cli_usage_error(cmd,
+                        "%s '%s' is the input '%s', a pipe or FIFO: the command would wait on "
+                        "it or read what it writes",
+                        out->label, out->path, shown);
+        return '?';
+    }
+    return 0;
+}
+
+/* Refuses output o naming another output before it, an input flag's file or an operand file.
+ * Returns 0, or '?' after the usage error. */
+static int check_output(const struct cli_command *cmd, size_t o, int argc, char **argv)
+{
+    const struct named_file *out = &seen.outputs[o];
+    for (size_t i = 0; i < o; i++)
+        if (cli_same_output(out->path, seen.outputs[i].path)) {
+            cli_usage_error(cmd, "%s and %s name one file, '%s': one would replace the other",
+                            seen.outputs[i].label, out->label, out->path);
+            return '?';
+        }
+    char buf[4096], label[48];
+    for (size_t i = 0; i < seen.n_inputs; i++) {
+        snprintf(label, sizeof label, "the %s file", seen.inputs[i].label);
+        if (check_output_input(cmd, out, seen.inputs[i].path, seen.inputs[i].path, label))
+            return '?';
+    }
+    for (int i = optind; i < argc; i++) {
+        const char *in = operand_file(cmd, argv[0], argv[i], buf, sizeof buf);
+        if (in && check_output_input(cmd, out, in, argv[i], "the input file"))
+            return '?';
+    }
+    return 0;
 }
 
 /* Refuses a stream named by two input flags or operands (the second read would find it empty,
@@ -514,6 +530,11 @@ static void arm(const char *path)
 int cli_trace_open(struct trace_writer **w, const char *path, const struct trace_header *h,
                    struct libra_error *err)
 {
+    char *target = strcmp(path, "-") != 0 ? fileio_replace_target(path) : NULL;
+    bool in_place = !target; /* nothing to remove, and opening a FIFO waits for its reader */
+    free(target);
+    if (in_place)
+        return trace_writer_open(w, path, h, err);
     sigset_t stop, old; /* held while the file is created and the removal armed: no window */
     sigemptyset(&stop);
     for (size_t i = 0; i < N_STOP_SIGNALS; i++)

@@ -175,3 +175,45 @@ def test_a_sweep_reads_a_config_on_standard_input_once(files):
     from_stdin = run("sim", "-", *args, cwd=files, stdin=(files / "exp.json").read_text())
     assert from_file.returncode == 0 and from_stdin.returncode == 0, from_stdin.stderr
     assert from_stdin.stdout == from_file.stdout
+
+
+@pytest.mark.parametrize("args", [("trace", "stats", "{f}", "-o", "{f}"),
+                                  ("config", "show", "{f}", "-o", "{f}"),
+                                  ("trace", "import", "--from", "jsonl", "{f}", "-o", "{f}")])
+def test_an_output_naming_the_input_fifo_is_refused(tmp_path, args):
+    """-o naming the FIFO the command reads: it waited for a writer (or read its own output)."""
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    r = subprocess.run([LIBRA, *[a.format(f=fifo) for a in args]], capture_output=True,
+                       text=True, timeout=20, stdin=subprocess.DEVNULL)
+    assert r.returncode == 2, r.stderr
+    assert f"-o '{fifo}' is the input '{fifo}', a pipe or FIFO: " in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args", [("trace", "stats", "-"), ("config", "show", "-")])
+def test_an_output_into_the_standard_input_pipe_is_refused(args):
+    """-o /dev/stdin while standard input is the input pipe: exit 0 and the result lost in a
+    pipe nobody reads (a larger one would block forever)."""
+    text = '{"libra_trace":1,"workload":"x"}\n' if args[0] == "trace" else "{}\n"
+    r = subprocess.run([LIBRA, *args, "-o", "/dev/stdin"], input=text, capture_output=True,
+                       text=True, timeout=20)
+    assert r.returncode == 2, r.stderr
+    assert "-o '/dev/stdin' is the input '-', a pipe or FIFO: " in r.stderr, r.stderr
+
+
+def test_a_trace_waiting_for_its_output_fifos_reader_stops_on_a_signal(tmp_path):
+    """trace gen -o FIFO with no reader waited to open it with the stop signals blocked: only
+    SIGKILL ended it."""
+    import signal
+    import time
+    fifo = tmp_path / "out"
+    os.mkfifo(fifo)
+    p = subprocess.Popen([LIBRA, "trace", "gen", "search-r1", "--steps", "1", "-o", str(fifo)],
+                         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        time.sleep(1)
+        p.send_signal(signal.SIGTERM)
+        assert p.wait(timeout=20) == -signal.SIGTERM
+    finally:
+        p.kill()
+    assert sorted(os.listdir(tmp_path)) == ["out"]
