@@ -169,6 +169,7 @@ int gw_mode_body_parse(const char *body, size_t len, const char *policy, bool *s
     json_t *doc = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
     const char *key, *mode = NULL;
     json_t *v;
+    bool has_mode = false;
     int rc = 0;
     if (!doc) {
         snprintf(err, err_size, "body:%d: %s", je.position, ujson_error_text(&je));
@@ -183,9 +184,12 @@ int gw_mode_body_parse(const char *body, size_t len, const char *policy, bool *s
             break;
         }
         mode = json_string_value(v);
+        has_mode = true;
     }
     bool is_shadow = mode && strcmp(mode, "shadow") == 0;
-    if (rc == 0 && !is_shadow && !(mode && strcmp(mode, policy) == 0))
+    if (rc == 0 && !has_mode)
+        rc = error_text(err, err_size, "mode: missing (expected \"shadow\" or \"%s\")", policy);
+    else if (rc == 0 && !is_shadow && !(mode && strcmp(mode, policy) == 0))
         rc =
             error_text(err, err_size, "mode: expected \"shadow\" or \"%s\" (sched.policy)", policy);
     if (rc == 0)

@@ -50,6 +50,9 @@
 #define POOL_TICK_S 0.1     /* deadlines and retries are looked at this often */
 #define POOL_RETRY_S 0.2    /* a sleep or wake call that failed is tried again after this */
 #define POOL_WAIT_MAX_S 300 /* a long poll waits at most this long */
+/* A restart resumes `changes` this far past the count its state dir kept: the changes shown
+ * after the last commit and lost with a crash are far fewer (each asks for a commit). */
+#define POOL_RESTART_CHANGES (UINT64_C(1) << 20)
 
 enum engine_state { ENGINE_UNKNOWN, ENGINE_AWAKE, ENGINE_ASLEEP };
 
@@ -260,11 +263,22 @@ static int apply_reclaim(struct gw_pool *pl, const struct gw_pool_rec *rc, char 
     return 0;
 }
 
+/* The reclaim a lend of rc's replica would cancel (one not yet taken), or -1: such a lend
+ * asks the trainer nothing, so it takes no request id of its own. */
+static int64_t reclaim_cancelled(const struct gw_pool *pl, const struct gw_pool_rec *rc)
+{
+    if (rc->op != GW_POOL_OP_LEND || rc->replica < 0 || rc->replica >= pl->n)
+        return -1;
+    const struct replica *r = &pl->rep[rc->replica];
+    bool taken = hybrid(pl, r->index)->join != EHP_JOIN_REQUESTED;
+    return r->req == GW_POOL_OP_RECLAIM && !taken ? r->req_id : -1;
+}
+
 static int apply_lend(struct gw_pool *pl, const struct gw_pool_rec *rc, char *msg, size_t size)
 {
     struct replica *r = &pl->rep[rc->replica];
     const struct ehp_hybrid *hy = hybrid(pl, r->index);
-    if (r->req == GW_POOL_OP_RECLAIM && hy->join == EHP_JOIN_REQUESTED) {
+    if (reclaim_cancelled(pl, rc) >= 1) {
         ehp_pool_release(pl->pool, rc->t_s, r->index, &pl->dec); /* CANCELLED */
         return 0;
     }
@@ -418,7 +432,9 @@ static int apply(struct gw_pool *pl, const struct gw_pool_rec *rc, char *msg, si
 {
     pl->dec.n = 0;
     bool needs_replica = rc->op != GW_POOL_OP_STEP && rc->op != GW_POOL_OP_TICK;
-    if (needs_replica && (rc->replica < 0 || rc->replica >= pl->n))
+    if (needs_replica && rc->replica < 0)
+        return snprintf(msg, size, "replica: missing"), 400;
+    if (needs_replica && rc->replica >= pl->n)
         return snprintf(msg, size, "replica: expected 0 to %d", pl->n - 1), 400;
     if ((rc->op == GW_POOL_OP_RELEASED || rc->op == GW_POOL_OP_RETAKEN ||
          rc->op == GW_POOL_OP_EXPIRE || rc->op == GW_POOL_OP_LEND ||
@@ -757,11 +773,24 @@ static void answer_all(struct gw_pool *pl)
     }
 }
 
-/* Something changed: long polls are answered. */
+/* Something changed: long polls are answered. The count goes into the state dir's next commit
+ * (a restart resumes past it): written here, as a change is made, so that a stop's last
+ * commit, made once the pool is freed, has it too. */
 static void changed(struct gw_pool *pl)
 {
     pl->changes++;
+    if (pl->g->persist) {
+        char text[32];
+        snprintf(text, sizeof text, "%llu", (unsigned long long)pl->changes);
+        gw_store_put(pl->g->persist->st, GW_STORE_META, "pool_changes", 0, xstrdup(text));
+    }
     answer_all(pl);
+}
+
+void gw_pool_resume_changes(struct gw *g, uint64_t kept)
+{
+    if (g->pool)
+        g->pool->changes = kept + POOL_RESTART_CHANGES;
 }
 
 void gw_pool_stop(struct gw *g)
@@ -973,6 +1002,25 @@ static bool confirm_ok(const char *path, const struct gw_pool_rec *rc, char *msg
     return rc->event && !(rc->event == GW_POOL_OP_RELEASED && rc->version >= 0);
 }
 
+/* The answer to the pool call rc, accepted: the pool with the request it made, or the reclaim
+ * it cancelled (cancelled >= 1; it made none); an error when it failed a join. */
+static json_t *answer_json(const struct gw_pool *pl, const struct gw_pool_rec *rc,
+                           int64_t cancelled, bool failed)
+{
+    if (failed) /* a retaken at another version than the core's: rolled back, journalled */
+        return json_pack("{s:{s:s, s:s, s:n, s:i}}", "error", "message",
+                         "the join failed: the version retaken is not the core's (the replica "
+                         "is back in rollout; do not train on it)",
+                         "type", "conflict_error", "param", "code", 409);
+    json_t *out = pool_json(pl);
+    json_object_set_new(out, "accepted", json_string(gw_pool_op_name(rc->op)));
+    if (cancelled >= 1)
+        json_object_set_new(out, "cancelled", json_integer(cancelled));
+    else if (rc->request >= 1)
+        json_object_set_new(out, "request", json_integer(rc->request));
+    return out;
+}
+
 /* POST /libra/v1/pool/{lend,reclaim,step,confirm} (admin). */
 void gw_pool_post(void *ctx, struct net_call *c)
 {
@@ -1000,11 +1048,13 @@ void gw_pool_post(void *ctx, struct net_call *c)
     rc.op = route_op(path, &rc);
     if (gw_durable_refused(g, c))
         return;
-    if (rc.op == GW_POOL_OP_LEND || rc.op == GW_POOL_OP_RECLAIM)
-        rc.request = pl->next_request;
     double t = clock_now(pl), wall = gw_now();
     bool ticked = tick_to(pl, t), step_end = rc.op == GW_POOL_OP_STEP && rc.phase == 2;
     rc.t_s = t;
+    /* after the tick: a reclaim past its deadline has failed and is not cancelled */
+    int64_t cancelled = reclaim_cancelled(pl, &rc);
+    if (rc.op == GW_POOL_OP_LEND || rc.op == GW_POOL_OP_RECLAIM)
+        rc.request = cancelled >= 1 ? cancelled : pl->next_request;
     if (step_end && pl->steer && rc.train_s > 0)
         measure(pl, wall, &rc);
     const struct ehp_step *open = ehp_pool_step(pl->pool);
@@ -1026,19 +1076,7 @@ void gw_pool_post(void *ctx, struct net_call *c)
     for (size_t i = 0; i < pl->dec.n; i++)
         failed |= pl->dec.v[i].kind == EHP_DEC_FAILED;
     reconcile(pl);
-    json_t *out = pool_json(pl);
-    if (failed) { /* a retaken at another version than the core's: rolled back, journalled */
-        json_decref(out);
-        out = json_pack("{s:{s:s, s:s, s:n, s:i}}", "error", "message",
-                        "the join failed: the version retaken is not the core's (the replica "
-                        "is back in rollout; do not train on it)",
-                        "type", "conflict_error", "param", "code", 409);
-    } else {
-        json_object_set_new(out, "accepted", json_string(gw_pool_op_name(rc.op)));
-        if (rc.request >= 1)
-            json_object_set_new(out, "request", json_integer(rc.request));
-    }
-    gw_reply_durable(g, c, failed ? 409 : 200, out);
+    gw_reply_durable(g, c, failed ? 409 : 200, answer_json(pl, &rc, cancelled, failed));
 }
 
 bool gw_pool_engine_off(const struct gw *g, const struct gw_engine *e)

@@ -94,6 +94,10 @@ static int read_meta(void *arg, const struct gw_store_row *row)
                              "replays the signals by it); give the same --pool-steer, "
                              "--pool-core-replicas and tp= (now '%s')",
                              row->body ? row->body : "", mine);
+    } else if (strcmp(row->key, "pool_changes") == 0) {
+        if (!counter_value(row->body, &n))
+            return row_error(rd, "meta.pool_changes: expected a count from 0 to 2^62");
+        gw_pool_resume_changes(g, (uint64_t)n);
     } else if (strcmp(row->key, "pool_timeout") == 0) {
         char mine[32];
         snprintf(mine, sizeof mine, "%.17g", g->opt.pool_timeout_s);

@@ -359,11 +359,17 @@ def test_unconfirmed_requests_are_cancelled_and_the_engine_serves_again():
             assert doc["replicas"][1]["role"] == "hybrid_training" and doc["requests"] == []
 
         with serve(urls, 1) as gw:
-            post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0}, headers=ADMIN)
+            reclaim = post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0},
+                           headers=ADMIN)[1]["request"]
             status, doc = post(gw.port, "/libra/v1/pool/lend", {"replica": 0}, headers=ADMIN)
             assert status == 200 and doc["requests"] == [], doc
+            # the answer names the reclaim it cancelled, and no request of its own
+            assert doc["cancelled"] == reclaim and "request" not in doc, doc
             assert doc["replicas"][0]["join"] == "none"
             until(lambda: pool(gw)["replicas"][0]["engine"] == "serving", "the engine serves")
+            # no id was taken for it: the next request is the one after the reclaim
+            status, doc = post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0}, headers=ADMIN)
+            assert status == 200 and doc["request"] == reclaim + 1, doc
 
 
 def test_a_vllm_replica_sleeps_and_wakes_up():
@@ -398,6 +404,9 @@ def test_bad_calls_are_refused_and_change_nothing(tmp_path):
             assert post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0})[0] == 401
             cases = [
                 ("reclaim", {"replica": 5}, 400, "replica: expected 0 to 0"),
+                ("reclaim", {}, 400, "replica: missing"),
+                ("lend", {"reason": "r"}, 400, "replica: missing"),
+                ("confirm", {"event": "released", "request": 9}, 400, "replica: missing"),
                 ("reclaim", {"replica": -1}, 400, "replica: expected an integer"),
                 ("reclaim", {"replica": 0, "request": 3}, 400,
                  "reclaim takes replica, reason only, not 'request'"),
@@ -569,3 +578,29 @@ def test_a_restart_mid_handshake_resumes_it(tmp_path):
         p = subprocess.run([LIBRA, "serve", "--engine", urls[0], "--pool-replica", urls[2],
                             *args, *BUCKETS], capture_output=True, text=True, timeout=30)
         assert p.returncode != 0 and "meta.pool" in p.stderr, p.stderr
+
+
+def test_changes_go_on_past_a_restart(tmp_path):
+    """`changes` never goes back: after a kill -9 and after a graceful stop, the restarted
+    gateway's count is past every count shown before, so a long poll from before the restart
+    is answered at once, and not held until the count happens to pass it again."""
+    with Emu("--instances", "tp1x2", scale=SCALE) as emu:
+        urls = [i["url"] for i in emu.instances]
+        args = ["--state-dir", str(tmp_path / "state")]
+        with killed_when_done(serve(urls, 1, *args)) as gw:
+            first = post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0},
+                         headers=ADMIN)[1]["request"]
+            post(gw.port, "/libra/v1/pool/lend", {"replica": 0}, headers=ADMIN)  # cancels it
+            post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0}, headers=ADMIN)
+            ready(gw, 0, "reclaim")  # the engine let go: a change the journal does not hold
+            seen = pool(gw)["changes"]
+        with serve(urls, 1, *args) as again:
+            status, doc = get(again.port, "/libra/v1/pool?after=%d&wait_s=60" % seen)
+            assert status == 200 and doc["changes"] > seen, (seen, doc)
+            assert request_of(doc, 0, "reclaim")["request"] == first + 1, doc  # replayed
+            seen = until(lambda: (lambda d: d["changes"] if d["replicas"][0]["engine"]
+                                  == "released" else None)(pool(again)), "the engine let go")
+            again.proc.send_signal(signal.SIGTERM)
+            assert again.proc.wait(timeout=30) == 0
+        with serve(urls, 1, *args) as third:
+            assert pool(third)["changes"] > seen

@@ -107,6 +107,8 @@ static void test_the_mode_is_shadow_or_the_policy(void **state)
     assert_non_null(strstr(err, "\"shadow\" or \"cmlfq\""));
     assert_int_equal(mode("{\"mode\": \"shadow\", \"policy\": \"x\"}", &shadow, err), -1);
     assert_non_null(strstr(err, "unknown member 'policy'"));
+    assert_int_equal(mode("{}", &shadow, err), -1);
+    assert_string_equal(err, "mode: missing (expected \"shadow\" or \"cmlfq\")");
     assert_int_equal(mode("[\"shadow\"]", &shadow, err), -1);
     assert_int_equal(mode("{\"mode\": ", &shadow, err), -1);
     assert_non_null(strstr(err, "body:"));
