@@ -3,8 +3,10 @@
  *
  * The text form is typed on command lines ("--buckets tp1:4000,tp2:12000") and printed in
  * reports, so the parser reports the byte column of the first fault and says which rule it
- * broke. A layout is at most 8 buckets of 4 TP sizes; everything is fixed-size and the parser
- * is a single left-to-right pass with no allocation.
+ * broke. It has one spelling (lower case, no spaces, no leading zeros): a layout is a config
+ * value that digests and sweeps compare, and a near miss ("TP1", "tp01", a stray space) is more
+ * likely a typo than a layout. A layout is at most 8 buckets of 4 TP sizes; everything is
+ * fixed-size and the parser is a single left-to-right pass with no allocation.
  */
 #include "spec/bucket.h"
 
@@ -72,6 +74,7 @@ struct cursor {
     const char *s;
     const char *name;
     struct libra_error *err;
+    bool strict; /* a bucket layout: one spelling; a fleet also takes spaces and "TP" */
 };
 
 static void skip_spaces(struct cursor *c)
@@ -90,12 +93,46 @@ __attribute__((format(printf, 2, 3))) static int fail_at(struct cursor *c, const
     return error_set(c->err, c->name, 1, (int)(c->s - c->start) + 1, "%s", msg);
 }
 
+/* Skips spaces where the grammar allows them (fleets); in a layout, refuses them. */
+static int spaces(struct cursor *c)
+{
+    if (!c->strict) {
+        skip_spaces(c);
+        return 0;
+    }
+    if (!isspace((unsigned char)*c->s))
+        return 0;
+    return fail_at(c,
+                   "%s is not allowed in a bucket layout (it is written without spaces: "
+                   "tp1:4000,tp2:12000)",
+                   *c->s == ' '    ? "a space"
+                   : *c->s == '\t' ? "a tab"
+                                   : "whitespace");
+}
+
+/* In a layout, refuses a number written with a leading zero ("tp01", ":04000"): it would read as
+ * another spelling of the number. */
+static int no_leading_zero(struct cursor *c, const char *what)
+{
+    if (!c->strict || c->s[0] != '0' || !isdigit((unsigned char)c->s[1]))
+        return 0;
+    int n = 0;
+    while (n < 24 && isdigit((unsigned char)c->s[n]))
+        n++;
+    return fail_at(c, "%s '%.*s%s' has a leading zero", what, n, c->s,
+                   isdigit((unsigned char)c->s[n]) ? "..." : "");
+}
+
 /* Reads a decimal integer in 0..limit; what names it in the message. */
 static int read_int(struct cursor *c, int64_t limit, const char *what, int64_t *out)
 {
-    skip_spaces(c);
+    int rc = spaces(c);
+    if (rc)
+        return rc;
     if (!isdigit((unsigned char)*c->s))
         return fail_at(c, "expected %s (a decimal number)", what);
+    if ((rc = no_leading_zero(c, what)))
+        return rc;
     int64_t v = 0;
     const char *at = c->s;
     while (isdigit((unsigned char)*c->s)) {
@@ -109,24 +146,38 @@ static int read_int(struct cursor *c, int64_t limit, const char *what, int64_t *
     return 0;
 }
 
+/* Reads "tp", refusing another case in a layout. */
+static int read_tp_prefix(struct cursor *c)
+{
+    int rc = spaces(c);
+    if (rc)
+        return rc;
+    if (strncasecmp(c->s, "tp", 2) != 0)
+        return fail_at(c, "expected 'tp' followed by a tp size");
+    if (c->strict && strncmp(c->s, "tp", 2) != 0)
+        return fail_at(c, "'%.2s' must be lower case ('tp')", c->s);
+    c->s += 2;
+    return 0;
+}
+
 /* Reads "tpN" or "tpNxM" into slot k of b. */
 static int read_tp(struct cursor *c, struct spec_bucket *b)
 {
-    skip_spaces(c);
-    if (strncasecmp(c->s, "tp", 2) != 0)
-        return fail_at(c, "expected 'tp' followed by a tp size");
-    c->s += 2;
+    int rc = read_tp_prefix(c);
+    if (rc)
+        return rc;
     if (b->n_tp == SPEC_BUCKET_TPS_MAX)
         return fail_at(c, "a bucket has at most %d tp sizes", SPEC_BUCKET_TPS_MAX);
     const char *at = c->s;
     int64_t tp, count = 0;
-    int rc = read_int(c, 8, "tp size", &tp);
-    if (rc)
+    if ((rc = read_int(c, 8, "tp size", &tp)))
         return rc;
     if (!tp_allowed(tp)) {
         c->s = at;
         return fail_at(c, "tp size %lld is not one of 1, 2, 4, 8", (long long)tp);
     }
+    if (c->strict && *c->s == 'X')
+        return fail_at(c, "'X' must be lower case ('x')");
     if (*c->s == 'x' || *c->s == 'X') {
         c->s++;
         const char *n = c->s;
@@ -159,9 +210,8 @@ static int read_bucket(struct cursor *c, struct spec_bucket *b, int64_t prev_max
     memset(b, 0, sizeof *b);
     int rc;
     for (;;) {
-        if ((rc = read_tp(c, b)))
+        if ((rc = read_tp(c, b)) || (rc = spaces(c)))
             return rc;
-        skip_spaces(c);
         if (*c->s != '+')
             break;
         c->s++;
@@ -169,7 +219,8 @@ static int read_bucket(struct cursor *c, struct spec_bucket *b, int64_t prev_max
     if (*c->s != ':')
         return fail_at(c, "expected '+' or ':' after a tp size");
     c->s++;
-    skip_spaces(c);
+    if ((rc = spaces(c)))
+        return rc;
     const char *at = c->s;
     if ((rc = read_int(c, SPEC_BUCKET_TOKENS_MAX, "max_tokens", &b->max_tokens)))
         return rc;
@@ -185,7 +236,7 @@ static int read_bucket(struct cursor *c, struct spec_bucket *b, int64_t prev_max
 int spec_bucket_parse(struct spec_bucket_layout *out, const char *text, const char *name,
                       struct libra_error *err)
 {
-    struct cursor c = {.start = text, .s = text, .name = name, .err = err};
+    struct cursor c = {.start = text, .s = text, .name = name, .err = err, .strict = true};
     memset(out, 0, sizeof *out);
     int64_t prev = 0;
     for (;;) {
@@ -195,7 +246,8 @@ int spec_bucket_parse(struct spec_bucket_layout *out, const char *text, const ch
         if (rc)
             return rc;
         prev = out->bucket[out->n++].max_tokens;
-        skip_spaces(&c);
+        if ((rc = spaces(&c)))
+            return rc;
         if (*c.s == '\0')
             return 0;
         if (*c.s != ',')
@@ -429,6 +481,36 @@ bool spec_bucket_has_tp(const struct spec_bucket *b, int tp)
         if (b->tp[k] == tp)
             return true;
     return false;
+}
+
+/* The most GPUs one instance may take on the cluster, and the key that bounds it. */
+static int instance_gpus_max(int gpus, int gpus_per_node, const char **key)
+{
+    *key = gpus <= gpus_per_node ? "cluster.gpus" : "cluster.gpus_per_node";
+    return gpus <= gpus_per_node ? gpus : gpus_per_node;
+}
+
+int spec_bucket_check_cluster(const struct spec_bucket_layout *l, int gpus, int gpus_per_node,
+                              struct libra_error *err)
+{
+    const char *key;
+    int most = instance_gpus_max(gpus, gpus_per_node, &key);
+    for (int i = 0; i < l->n; i++)
+        for (int k = 0; k < l->bucket[i].n_tp; k++) {
+            int tp = l->bucket[i].tp[k];
+            if (tp <= most)
+                continue;
+            struct spec_bucket_layout one = {.n = 1, .bucket = {l->bucket[i]}};
+            char text[SPEC_BUCKET_TEXT_MAX];
+            spec_bucket_format(&one, text, sizeof text);
+            return error_set(err, NULL, 0, 0,
+                             "bucket %d (%s) is served by TP%d, but %s %d GPU%s (%s): a TP%d "
+                             "instance takes %d GPUs of one node",
+                             i + 1, text, tp,
+                             strcmp(key, "cluster.gpus") == 0 ? "the cluster has" : "a node has",
+                             most, most == 1 ? "" : "s", key, tp, tp);
+        }
+    return 0;
 }
 
 /* ---- per-node TP patterns ----------------------------------------------------------------- */

@@ -52,8 +52,13 @@ struct spec_bucket_layout {
 int spec_bucket_validate(const struct spec_bucket_layout *l, struct libra_error *err);
 
 /*
- * Parses the text form (NUL-terminated; spaces around tokens allowed, "TP" in either case).
- * TP sizes listed out of order within a bucket are sorted. name labels messages (a file, or
+ * Parses the text form (NUL-terminated), in its one spelling:
+ *
+ *   layout := bucket ("," bucket)*      bucket := tp ("+" tp)* ":" number
+ *   tp     := "tp" ("1"|"2"|"4"|"8") ("x" number)?     number := [1-9][0-9]*
+ *
+ * lower case, no spaces, no leading zeros; anything else is refused at its byte, quoted. TP
+ * sizes listed out of order within a bucket are sorted. name labels messages (a file, or
  * "--buckets"); err gets name:1:COL with COL the 1-based byte column of the fault. Returns 0
  * with *out valid, or LIBRA_EINVAL (*out unspecified).
  */
@@ -129,5 +134,15 @@ int spec_bucket_index(const struct spec_bucket_layout *l, int64_t tokens);
 
 /* Whether bucket b of l is served by TP size tp. */
 bool spec_bucket_has_tp(const struct spec_bucket *b, int tp);
+
+/*
+ * Whether a cluster of gpus GPUs in nodes of gpus_per_node can run an instance of every TP size
+ * l serves: an instance takes tp GPUs of one node (the planner's fleets, the simulator's
+ * placement). A layout that fails is one no fleet of that cluster can serve, so scoring routes
+ * over it would price buckets that cannot exist. Returns 0, or LIBRA_EINVAL with err naming the
+ * first such bucket and the bound (cluster.gpus, else cluster.gpus_per_node).
+ */
+int spec_bucket_check_cluster(const struct spec_bucket_layout *l, int gpus, int gpus_per_node,
+                              struct libra_error *err);
 
 #endif

@@ -1023,7 +1023,8 @@ int spec_config_peek(struct libra_config *cfg, const struct spec_config_sources 
 }
 
 /* sched.buckets in its one spelling (spec_bucket_format), as the preset names are: two
- * spellings of one layout ("tp1:4000, tp2:30000") are one config, digest and sweep point. */
+ * spellings of one layout ("tp2+tp1:5000", "tp1+tp2:5000") are one config, digest and sweep
+ * point. */
 static void canonical_buckets(struct libra_config *cfg)
 {
     struct spec_bucket_layout l;

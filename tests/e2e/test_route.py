@@ -252,6 +252,47 @@ def test_buckets_with_instance_counts_is_refused(tmp_path):
         assert f'give the buckets alone ("{BUCKETS}")' in err, err
 
 
+@pytest.mark.parametrize("spec, col, why", [
+    ("tp01:1000,tp4:20000", 3, "tp size '01' has a leading zero"),
+    ("TP1:1000,tp4:20000", 1, "'TP' must be lower case"),
+    ("tp1:1000,tp4:20000 ", 19, "a space is not allowed"),
+    ("tp1:1000, tp4:20000", 10, "a space is not allowed"),
+    ("tp1:01000,tp4:20000", 5, "max_tokens '01000' has a leading zero"),
+])
+def test_bucket_spellings_outside_the_grammar_are_refused(tmp_path, spec, col, why):
+    """The text form is written one way (docs/routing.md); another spelling is refused at its
+    column by every way of setting sched.buckets, not read as the layout it resembles."""
+    trace = str(tmp_path / "toy.jsonl")
+    toy_trace(trace, steps=2)
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"sched": {"buckets": spec}}))
+    for args, where in ((["--buckets", spec], "--buckets: "),
+                        (["--set", "sched.buckets=" + spec], "--set sched.buckets: "),
+                        (["--config", str(config)], f"{config}:1:")):
+        err = refused(trace, *args)
+        assert err.startswith("libra: " + where), (args, err)
+        assert f"column {col}: {why}" in err, (args, err)
+
+
+@pytest.mark.parametrize("flags, why", [
+    (["--gpus", "4"], "the cluster has 4 GPUs (cluster.gpus)"),
+    (["--set", "cluster.gpus_per_node=4"], "a node has 4 GPUs (cluster.gpus_per_node)"),
+])
+def test_a_bucket_no_instance_of_the_cluster_can_serve_is_refused(tmp_path, flags, why):
+    """A TP8 bucket on a cluster that cannot hold a TP8 instance would be scored as if it could
+    (on a 4-GPU cluster, with no deadline): it is refused, naming the bucket and the limit."""
+    trace = str(tmp_path / "toy.jsonl")
+    toy_trace(trace, steps=2)
+    layout = "tp1:1000,tp2:5000,tp8:20000"
+    for args, where in ((["--buckets", layout], "--buckets"),
+                        (["--set", "sched.buckets=" + layout], "--set sched.buckets")):
+        err = refused(trace, *args, *flags)
+        assert err.startswith(f"libra: {where}: bucket 3 (tp8:20000) is served by TP8, but "
+                              + why), err
+    ok = route("eval", trace, "--buckets", BUCKETS, "--policy", "oracle", *flags)
+    assert ok.returncode == 0, ok.stderr
+
+
 def test_buckets_and_set_buckets_both_set_the_key(tmp_path):
     trace = str(tmp_path / "toy.jsonl")
     toy_trace(trace, steps=2)

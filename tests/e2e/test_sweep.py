@@ -192,8 +192,8 @@ def test_attribution_refuses_what_it_cannot_measure(args, message):
      "--sweep: 'rl.max_staleness=4' and 'rl.max_staleness=4.0' are one experiment"),
     # a bucket layout in two spellings is one layout (its config holds the one spelling)
     (["--set", "sim.modes=async,libra", "--sweep",
-      "sched.buckets=tp1:4000\\,tp2:30000,TP1:4000\\, tp2:30000"],
-     "--sweep: 'sched.buckets=tp1:4000,tp2:30000' and 'sched.buckets=TP1:4000, tp2:30000' are "
+      "sched.buckets=tp1+tp2:30000,tp2+tp1:30000"],
+     "--sweep: 'sched.buckets=tp1+tp2:30000' and 'sched.buckets=tp2+tp1:30000' are "
      "one experiment"),
     (["--sweep", "rl.transport=nccl,reshard"],
      "--sweep: 'rl.transport=reshard': rl.transport: reshard moves weights in place"),

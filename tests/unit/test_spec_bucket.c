@@ -44,10 +44,10 @@ static void test_parse_reference_form(void **state)
     assert_int_equal(l.bucket[1].instances[0], 0);
 }
 
-static void test_parse_multi_tp_counts_and_spaces(void **state)
+static void test_parse_multi_tp_counts(void **state)
 {
     struct spec_bucket_layout l;
-    parse_ok(" TP2x3 + tp1x2 : 5000 , tp8:40960 ", &l);
+    parse_ok("tp2x3+tp1x2:5000,tp8:40960", &l);
     assert_int_equal(l.n, 2);
     assert_int_equal(l.bucket[0].n_tp, 2);
     assert_int_equal(l.bucket[0].tp[0], 1); /* sorted */
@@ -59,6 +59,26 @@ static void test_parse_multi_tp_counts_and_spaces(void **state)
     assert_string_equal(buf, "tp1x2+tp2x3:5000,tp8:40960");
 }
 
+/* The text form has one spelling (docs/routing.md): lower case, no spaces, no leading zeros.
+ * Anything else is refused at the offending byte, quoting it, rather than read as a layout. */
+static void test_parse_refuses_other_spellings(void **state)
+{
+    parse_fails("tp01:100", 3, "'01' has a leading zero");
+    parse_fails("tp1:0100", 5, "'0100' has a leading zero");
+    parse_fails("tp2x03:100", 5, "'03' has a leading zero");
+    parse_fails("TP1:100", 1, "'TP' must be lower case");
+    parse_fails("tp1:100,Tp2:200", 9, "'Tp' must be lower case");
+    parse_fails("tp2X3:100", 4, "'X' must be lower case");
+    parse_fails("tp1:100 ", 8, "a space is not allowed");
+    parse_fails(" tp1:100", 1, "a space is not allowed");
+    parse_fails("tp1 :100", 4, "a space is not allowed");
+    parse_fails("tp1: 100", 5, "a space is not allowed");
+    parse_fails("tp1:100, tp2:200", 9, "a space is not allowed");
+    parse_fails("tp1 + tp2:100", 4, "a space is not allowed");
+    parse_fails("tp1:100,\ttp2:200", 9, "a tab is not allowed");
+    parse_fails("tp 1:100", 3, "a space is not allowed");
+}
+
 static void test_parse_errors_name_the_column(void **state)
 {
     parse_fails("", 1, "expected 'tp'");
@@ -67,7 +87,7 @@ static void test_parse_errors_name_the_column(void **state)
     parse_fails("tp1:4000,tp2:3000", 14, "above the previous bucket's 4000");
     parse_fails("tp1:0", 5, "must be positive");
     parse_fails("tp1:4000;tp2:5000", 9, "expected ',' or the end");
-    parse_fails("tp1 4000", 5, "expected '+' or ':'");
+    parse_fails("tp1;4000", 4, "expected '+' or ':'");
     parse_fails("tp1+tp1:4000", 7, "tp1 appears twice");
     parse_fails("tp1:", 5, "expected max_tokens");
     parse_fails("tp1:4000,", 10, "expected 'tp'");
@@ -229,11 +249,32 @@ static void test_bucket_index_and_tp(void **state)
     assert_false(spec_bucket_has_tp(&l.bucket[0], 4));
 }
 
+/* A layout a cluster cannot hold an instance of is refused, naming the bucket and the bound. */
+static void test_check_cluster(void **state)
+{
+    struct spec_bucket_layout l;
+    parse_ok("tp2:5000,tp4:15000,tp8:40960", &l);
+    struct libra_error err = {0};
+    assert_int_equal(spec_bucket_check_cluster(&l, 48, 8, &err), 0);
+    assert_int_equal(spec_bucket_check_cluster(&l, 8, 8, &err), 0);
+    assert_int_equal(spec_bucket_check_cluster(&l, 4, 8, &err), LIBRA_EINVAL);
+    assert_non_null(strstr(err.msg, "bucket 3 (tp8:40960) is served by TP8, but the cluster has "
+                                    "4 GPUs (cluster.gpus)"));
+    assert_int_equal(spec_bucket_check_cluster(&l, 48, 4, &err), LIBRA_EINVAL);
+    assert_non_null(strstr(err.msg, "but a node has 4 GPUs (cluster.gpus_per_node)"));
+    parse_ok("tp1x2+tp4:5000", &l);
+    assert_int_equal(spec_bucket_check_cluster(&l, 2, 2, &err), LIBRA_EINVAL);
+    assert_non_null(strstr(err.msg, "bucket 1 (tp1x2+tp4:5000) is served by TP4, but the cluster "
+                                    "has 2 GPUs"));
+    assert_int_equal(spec_bucket_check_cluster(&l, 4, 4, &err), 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_parse_reference_form),
-        cmocka_unit_test(test_parse_multi_tp_counts_and_spaces),
+        cmocka_unit_test(test_parse_multi_tp_counts),
+        cmocka_unit_test(test_parse_refuses_other_spellings),
         cmocka_unit_test(test_parse_errors_name_the_column),
         cmocka_unit_test(test_format_round_trip_and_truncation),
         cmocka_unit_test(test_validate_rules),
@@ -241,6 +282,7 @@ int main(void)
         cmocka_unit_test(test_json_string_form_and_errors),
         cmocka_unit_test(test_reference_layouts),
         cmocka_unit_test(test_bucket_index_and_tp),
+        cmocka_unit_test(test_check_cluster),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
