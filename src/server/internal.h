@@ -570,6 +570,10 @@ void gw_pool_free(struct gw *g);
  * replayed so far (the start then fails: journal seq N: ...). */
 int gw_pool_replay(struct gw *g, const char *body, size_t len, char *err, size_t err_size);
 
+/* A start on a state dir resumes the pool's clock at the time its last graceful stop kept
+ * (meta "pool_clock"), or at its last journal record when that is later (a crash since). */
+void gw_pool_resume_clock(struct gw *g, double t_s);
+
 /* A start on a state dir resumes the pool's count of changes (a long poll's cursor) from the
  * count its meta "pool_changes" kept, past every count shown before (a no-op without a pool). */
 void gw_pool_resume_changes(struct gw *g, uint64_t kept);

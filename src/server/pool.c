@@ -86,6 +86,7 @@ struct gw_pool {
     bool live;           /* false while the journal is replayed */
     double clock_base_s; /* the pool's clock at wall_base_s */
     double wall_base_s;
+    double resume_s; /* the clock a graceful stop kept (meta.pool_clock); 0: none */
     double last_t_s; /* of the last record applied */
     int64_t next_request;
     uint64_t changes; /* every change, for long polls */
@@ -162,11 +163,24 @@ int gw_pool_new(struct gw *g, char *err, size_t err_size)
     return 0;
 }
 
+/* ---- the pool's clock ----------------------------------------------------------------------- */
+
+static double clock_now(const struct gw_pool *pl)
+{
+    double t = pl->clock_base_s + (gw_now() - pl->wall_base_s);
+    return t > pl->last_t_s ? t : pl->last_t_s;
+}
+
 void gw_pool_free(struct gw *g)
 {
     struct gw_pool *pl = g->pool;
     if (!pl)
         return;
+    if (pl->live && g->persist) { /* goes into the stop's last commit: the clock resumes here */
+        char text[32];
+        snprintf(text, sizeof text, "%.17g", clock_now(pl));
+        gw_store_put(g->persist->st, GW_STORE_META, "pool_clock", 0, xstrdup(text));
+    }
     for (size_t i = 0; i < pl->waiters.n; i++) { /* none once the server is freed */
         event_free(pl->waiters.v[i]->timer);
         free(pl->waiters.v[i]);
@@ -181,14 +195,6 @@ void gw_pool_free(struct gw *g)
     free(pl->rep);
     free(pl);
     g->pool = NULL;
-}
-
-/* ---- the pool's clock ----------------------------------------------------------------------- */
-
-static double clock_now(const struct gw_pool *pl)
-{
-    double t = pl->clock_base_s + (gw_now() - pl->wall_base_s);
-    return t > pl->last_t_s ? t : pl->last_t_s;
 }
 
 /* ---- applying a change: the live gateway and the replay ------------------------------------- */
@@ -787,6 +793,12 @@ static void changed(struct gw_pool *pl)
     answer_all(pl);
 }
 
+void gw_pool_resume_clock(struct gw *g, double t_s)
+{
+    if (g->pool)
+        g->pool->resume_s = t_s;
+}
+
 void gw_pool_resume_changes(struct gw *g, uint64_t kept)
 {
     if (g->pool)
@@ -934,7 +946,7 @@ void gw_pool_start(struct gw *g)
     if (!pl)
         return;
     pl->live = true;
-    pl->clock_base_s = pl->last_t_s;
+    pl->clock_base_s = fmax(pl->last_t_s, pl->resume_s);
     pl->wall_base_s = gw_now();
     mark(pl, pl->wall_base_s);
     pl->tick = event_new(g->base, -1, EV_PERSIST, on_pool_tick, pl);

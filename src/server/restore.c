@@ -21,6 +21,7 @@
 
 #include "server/internal.h"
 #include "util/alloc.h"
+#include "util/parse.h"
 
 /* What a row reader needs: the gateway and where to say what is wrong. */
 struct reader {
@@ -98,6 +99,12 @@ static int read_meta(void *arg, const struct gw_store_row *row)
         if (!counter_value(row->body, &n))
             return row_error(rd, "meta.pool_changes: expected a count from 0 to 2^62");
         gw_pool_resume_changes(g, (uint64_t)n);
+    } else if (strcmp(row->key, "pool_clock") == 0) {
+        double t;
+        char why[64 + PARSE_WHY_EXTRA];
+        if (parse_double(row->body ? row->body : "", 0, 9007199254740992.0, &t, why, sizeof why))
+            return row_error(rd, "meta.pool_clock: %s", why);
+        gw_pool_resume_clock(g, t);
     } else if (strcmp(row->key, "pool_timeout") == 0) {
         char mine[32];
         snprintf(mine, sizeof mine, "%.17g", g->opt.pool_timeout_s);

@@ -604,3 +604,23 @@ def test_changes_go_on_past_a_restart(tmp_path):
             assert again.proc.wait(timeout=30) == 0
         with serve(urls, 1, *args) as third:
             assert pool(third)["changes"] > seen
+
+
+def test_a_graceful_restart_resumes_the_pool_clock_where_it_stopped(tmp_path):
+    """A request's deadline counts the time the gateway ran after the last change: the clock
+    resumed at the last journal record, so a restart gave a pending reclaim back the time
+    since it was made (here: its deadline after the restart was later than before the stop)."""
+    with Emu("--instances", "tp1x2", scale=SCALE) as emu:
+        urls = [i["url"] for i in emu.instances]
+        args = ["--state-dir", str(tmp_path / "state"), "--pool-timeout-s", "600"]
+        with serve(urls, 1, *args) as gw:
+            post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0}, headers=ADMIN)
+            made = request_of(pool(gw), 0, "reclaim")["deadline_in_s"]
+            before = until(lambda: (lambda r: r if r["deadline_in_s"] < made - 1 else None)(
+                request_of(pool(gw), 0, "reclaim")), "a second of the deadline gone")
+            gw.proc.send_signal(signal.SIGTERM)
+            assert gw.proc.wait(timeout=30) == 0
+        with serve(urls, 1, *args) as again:
+            after = request_of(pool(again), 0, "reclaim")
+            assert after["request"] == before["request"], after
+            assert after["deadline_in_s"] <= before["deadline_in_s"], (before, after)
