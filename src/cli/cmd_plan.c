@@ -20,6 +20,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "plan/export.h"
+#include "util/alloc.h"
 #include "util/error.h"
 
 static const char help[] =
@@ -322,13 +323,31 @@ struct export_opt {
     char **argv;
 };
 
+/* The command line less --jobs and --progress into words (argc of them at most): they change
+ * nothing written, and the same plan exports the same bytes. Returns how many are kept. */
+static int written_words(const struct export_opt *ex, char **words)
+{
+    int n = 0;
+    for (int i = 0; i < ex->argc; i++) {
+        const char *w = ex->argv[i];
+        if (strcmp(w, "--jobs") == 0 && i + 1 < ex->argc)
+            i++; /* and its value */
+        else if (strcmp(w, "--progress") != 0 && strncmp(w, "--jobs=", 7) != 0)
+            words[n++] = ex->argv[i];
+    }
+    return n;
+}
+
 static int export_output(const struct cli_common *cc, const struct libra_config *cfg,
                          const struct plan_result *r, const struct export_opt *ex)
 {
-    struct plan_export_input in = {.plan = r, .cfg = cfg, .argc = ex->argc, .argv = ex->argv};
+    char **words = xcalloc((size_t)ex->argc + 1, sizeof *words);
+    struct plan_export_input in = {
+        .plan = r, .cfg = cfg, .argc = written_words(ex, words), .argv = words};
     struct libra_error err = {0};
     char *text = NULL;
     int rc = plan_export(ex->format, &in, &text, &err);
+    free(words);
     if (rc != 0) {
         cli_errorf("plan: --export %s: %s", plan_export_format_name(ex->format), err.msg);
         return rc == LIBRA_EINTERNAL ? LIBRA_EXIT_INTERNAL : LIBRA_EXIT_USAGE;

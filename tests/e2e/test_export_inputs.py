@@ -138,3 +138,15 @@ def test_more_engines_than_one_gateway_registers_are_refused_where_one_serves_th
     assert r.returncode == 2 and r.stdout == b"", r.stderr
     assert (f"--export {fmt}: the plan's 672 rollout engines are more than one libra serve "
             "gateway registers (256)").encode() in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("fmt", ["sglang", "ray"])
+def test_jobs_and_progress_change_no_byte_of_an_export(fmt):
+    """The header names the command that made the plan: --jobs and --progress, which change
+    nothing of it, made the same plan export other bytes."""
+    plain = libra("plan", *FAST, "--export", fmt)
+    assert plain.returncode == 0, plain.stderr
+    for extra in (["--jobs", "1", "--progress"], ["--jobs=2"]):
+        r = libra("plan", *FAST, *extra, "--export", fmt)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == plain.stdout
