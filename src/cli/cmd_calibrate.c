@@ -10,6 +10,7 @@
  */
 #include <errno.h>
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -120,20 +121,41 @@ struct calibration {
 
 /* ---- flags and inputs --------------------------------------------------------------------- */
 
+/* Reports a bad value (a flag's, an input's or its options') as "libra: calibrate: MSG", without
+ * the usage line docs/cli.md keeps for flags the command does not take. Returns
+ * LIBRA_EXIT_USAGE. */
+static int value_error(const struct calibration *c, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+static int value_error(const struct calibration *c, const char *fmt, ...)
+{
+    va_list ap, again;
+    va_start(ap, fmt);
+    va_copy(again, ap);
+    int n = vsnprintf(NULL, 0, fmt, again);
+    va_end(again);
+    char *text = xmalloc(n > 0 ? (size_t)n + 1 : 1);
+    vsnprintf(text, n > 0 ? (size_t)n + 1 : 1, fmt, ap);
+    va_end(ap);
+    cli_errorf("%s: %s", c->cc->cmd->name, text);
+    free(text);
+    return LIBRA_EXIT_USAGE;
+}
+
 /* Holds the constant an item of --hold's list names; an empty item ("a,", "a,,b") is refused,
  * as every list flag refuses one, rather than passed over. */
 static int hold_one(struct calibration *c, const char *list, const char *name)
 {
     int k = cost_constant_find(name);
     if (!*name)
-        return cli_usage_error(c->cc->cmd, "--hold: an empty value in '%s'", list);
+        return value_error(c, "--hold: an empty value in '%s'", list);
     if (k < 0)
-        return cli_usage_error(c->cc->cmd,
-                               "--hold: unknown constant '%s' (decode_t_fix_s, decode_t_seq_s, "
-                               "train_mfu)",
-                               name);
+        return value_error(c,
+                           "--hold: unknown constant '%s' (decode_t_fix_s, decode_t_seq_s, "
+                           "train_mfu)",
+                           name);
     if (c->hold & (1u << k))
-        return cli_usage_error(c->cc->cmd, "--hold: '%s' is named twice", name);
+        return value_error(c, "--hold: '%s' is named twice", name);
     c->hold |= 1u << k;
     return 0;
 }
@@ -160,10 +182,9 @@ static int split_input(struct calibration *c, struct input *in)
     char why[160];
     in->path = comma ? xstrndup(in->arg, (size_t)(comma - in->arg)) : xstrdup(in->arg);
     if (comma && !comma[1]) /* "FILE,": the parser takes "" as no option */
-        return cli_usage_error(c->cc->cmd, "input '%s': an option is empty (a trailing comma)",
-                               in->arg);
+        return value_error(c, "input '%s': an option is empty (a trailing comma)", in->arg);
     if (cost_import_options_parse(comma ? comma + 1 : "", &in->opt, why, sizeof why))
-        return cli_usage_error(c->cc->cmd, "input '%s': %s", in->arg, why);
+        return value_error(c, "input '%s': %s", in->arg, why);
     return 0;
 }
 
@@ -174,11 +195,11 @@ static int check_options(struct calibration *c, const struct input *in)
     unsigned allowed = trace ? 0u : in->kind == COST_IMPORT_SERVING ? 1u << COST_OPT_TP : ~0u;
     for (int k = 0; k < COST_N_OPTIONS; k++)
         if ((in->opt.given & (1u << k)) && !(allowed & (1u << k)))
-            return cli_usage_error(c->cc->cmd, "input '%s': option %s %s", in->arg,
-                                   cost_import_option_name((enum cost_import_option)k),
-                                   trace ? "does not apply to a libra serve capture (each turn "
-                                           "records its engine's TP size)"
-                                         : "applies to trainers' logs, not serving results");
+            return value_error(c, "input '%s': option %s %s", in->arg,
+                               cost_import_option_name((enum cost_import_option)k),
+                               trace ? "does not apply to a libra serve capture (each turn "
+                                       "records its engine's TP size)"
+                                     : "applies to trainers' logs, not serving results");
     return 0;
 }
 
@@ -187,8 +208,8 @@ static int add_serving(struct calibration *c, size_t idx, const char *text, size
     struct input *in = &c->inputs[idx];
     int tp = in->opt.given & (1u << COST_OPT_TP) ? (int)in->opt.value[COST_OPT_TP] : 1;
     if (c->model->heads % tp != 0)
-        return cli_usage_error(c->cc->cmd, "input '%s': tp %d does not divide %s's %d heads",
-                               in->arg, tp, c->model->name, c->model->heads);
+        return value_error(c, "input '%s': tp %d does not divide %s's %d heads", in->arg, tp,
+                           c->model->name, c->model->heads);
     cost_serving_runs runs = {0};
     struct libra_error err = {0};
     int rc = cost_import_serving(in->path, text, len, &runs, &err);
@@ -269,10 +290,10 @@ static int prefill_times(struct calibration *c, const struct input *in, timed_ve
     for (size_t i = 0; i < turns->n; i++) {
         struct cost_timed_turn *t = &turns->v[i];
         if (t->tp != pre_tp && cost_rollout_pre_init(&pre, &c->shape, c->hw, &q, t->tp))
-            return cli_usage_error(c->cc->cmd,
-                                   "input '%s': an engine of tp %d, which does not divide %s's "
-                                   "%d heads",
-                                   in->arg, t->tp, c->model->name, c->model->heads);
+            return value_error(c,
+                               "input '%s': an engine of tp %d, which does not divide %s's "
+                               "%d heads",
+                               in->arg, t->tp, c->model->name, c->model->heads);
         pre_tp = t->tp;
         t->prefill_s =
             cost_prefill_time(&pre, t->prompt_tokens - t->uncached_tokens, t->uncached_tokens, 0.0);
@@ -331,7 +352,7 @@ static int check_point(struct calibration *c, const struct input *in,
     }
     char why[240];
     if (cost_train_config_check(&c->shape, l, m->name, why, sizeof why))
-        return cli_usage_error(c->cc->cmd, "input '%s': %s", in->arg, why);
+        return value_error(c, "input '%s': %s", in->arg, why);
     return 0;
 }
 
@@ -594,14 +615,13 @@ static void calibrated_hardware(const struct calibration *c, struct spec_hardwar
     calibration_text(c, h->calibration, sizeof h->calibration);
 }
 
-static char *preset_text(const struct calibration *c)
+/* The preset file that holds h alone. */
+static char *preset_text(const struct spec_hardware *h)
 {
-    struct spec_hardware h;
     size_t n;
-    calibrated_hardware(c, &h);
     const struct spec_field *fields = spec_hardware_fields(&n);
     json_t *doc = json_pack("{s:s, s:[o]}", "schema", "libra.presets/1", "hardware",
-                            spec_fields_to_json(fields, n, "", &h));
+                            spec_fields_to_json(fields, n, "", h));
     char *text = ujson_dump(doc, true);
     json_decref(doc);
     size_t len = strlen(text);
@@ -610,18 +630,51 @@ static char *preset_text(const struct calibration *c)
     return text;
 }
 
+/* Whether h reads back as a preset file (err says why not). */
+static int reads_back(const struct spec_hardware *h, const char *file, char **text,
+                      struct libra_error *err)
+{
+    *text = preset_text(h);
+    struct spec_presets check = {0};
+    int rc = spec_presets_add_text(&check, file, *text, strlen(*text), err);
+    spec_presets_free(&check);
+    return rc;
+}
+
+/*
+ * Refuses a --name no preset can have, before the inputs are read: one that does not fit a
+ * preset name's bytes (it would be cut, and the name printed for --hardware would not be the
+ * preset's), or one the preset file's rules refuse, found by reading back the resolved
+ * hardware under that name.
+ */
+static int check_name(const struct calibration *c)
+{
+    struct spec_hardware h = *c->hw;
+    if (strlen(c->name) >= sizeof h.name)
+        return value_error(c, "--name: must be shorter than %zu bytes", sizeof h.name);
+    snprintf(h.name, sizeof h.name, "%s", c->name);
+    char *text;
+    struct libra_error err = {0};
+    int rc = reads_back(&h, "--name", &text, &err);
+    free(text);
+    if (rc) { /* the rule the name breaks, without the path of a file the user never saw */
+        const char *why = err.msg, *at = "hardware.0.name: ";
+        if (strncmp(why, at, strlen(at)) == 0)
+            why += strlen(at);
+        return value_error(c, "--name: %s", why);
+    }
+    return 0;
+}
+
 /* Checks the preset reads back as a preset file, then writes it whole. */
 static int write_preset(const struct calibration *c)
 {
-    char *text = preset_text(c);
-    struct spec_presets check = {0};
+    struct spec_hardware h;
+    calibrated_hardware(c, &h);
+    char *text;
     struct libra_error err = {0};
-    int rc = spec_presets_add_text(&check, c->output, text, strlen(text), &err);
-    spec_presets_free(&check);
-    if (rc && c->name) {
-        rc =
-            cli_usage_error(c->cc->cmd, "--name: '%s' is not a preset name (%s)", c->name, err.msg);
-    } else if (rc) {
+    int rc = reads_back(&h, c->output, &text, &err);
+    if (rc) {
         cli_errorf("calibrate: internal: the preset does not read back: %s", err.msg);
         rc = LIBRA_EXIT_INTERNAL;
     } else {
@@ -958,6 +1011,8 @@ int cmd_calibrate(int argc, char **argv)
         rc = cli_usage_error(cc.cmd, "--name names the preset that -o writes: give -o PRESETS");
     if (rc == 0)
         rc = resolve(&c, &p, &cfg);
+    if (rc == 0 && c.name)
+        rc = check_name(&c);
     c.n_inputs = rc == 0 ? (size_t)(argc - optind) : 0;
     c.inputs = xcalloc(c.n_inputs + 1, sizeof *c.inputs);
     for (size_t i = 0; i < c.n_inputs; i++)

@@ -476,49 +476,79 @@ static int input_paths(const struct cli_command *cmd, const struct import_flags 
     return check_not_again(cmd, paths);
 }
 
-/* The longest line an importer is given: a trace's for the formats read by lines, and for
- * tau-bench and SWE-agent, whose files are documents read whole, the most a file read whole
- * may hold, which bounds the whole file too. */
-static size_t import_max_bytes(const struct import_flags *f)
+/* Whether --from's files are documents read whole (tau-bench, SWE-agent), which hold at most
+ * API_MAX_FILE_BYTES, rather than read a line of at most TRACE_MAX_LINE_BYTES at a time. */
+static bool reads_whole(const struct import_flags *f)
 {
-    return f->o.format == TRACE_IMPORT_TAU_BENCH || f->o.format == TRACE_IMPORT_SWE_AGENT
-               ? API_MAX_FILE_BYTES
-               : TRACE_MAX_LINE_BYTES;
+    return f->o.format == TRACE_IMPORT_TAU_BENCH || f->o.format == TRACE_IMPORT_SWE_AGENT;
+}
+
+/* The size of path when it is a regular file (standard input too), else -1: a pipe or a
+ * device has none. */
+static off_t regular_size(const char *path)
+{
+    struct stat st;
+    int rc = strcmp(path, "-") == 0 ? fstat(0, &st) : stat(path, &st);
+    return rc == 0 && S_ISREG(st.st_mode) ? st.st_size : -1;
+}
+
+static int larger_than_whole(const char *path, struct libra_error *err)
+{
+    return error_set(err, strcmp(path, "-") == 0 ? "<stdin>" : path, 0, 0,
+                     "larger than %zu bytes, the most a file read whole may hold",
+                     API_MAX_FILE_BYTES);
+}
+
+/*
+ * The longest next line of a document read whole, used bytes of it read (newlines included):
+ * what the file may still hold. A stream's stops a byte short, since a line of all that is left
+ * would end past the limit unless the stream ends there, and reading on to tell would grow the
+ * reader's buffer (doubled when full) to twice the limit: a stream that ends exactly at the
+ * limit without a newline is refused too. A regular file's size is known to be within it.
+ */
+static size_t whole_line_max(bool sized, size_t used)
+{
+    size_t left = used < API_MAX_FILE_BYTES ? API_MAX_FILE_BYTES - used : 0;
+    return sized || left == 0 ? left : left - 1;
 }
 
 /* Feeds the lines of r through the importer into the writer; a document read whole stops at
- * API_MAX_FILE_BYTES. */
+ * API_MAX_FILE_BYTES, a regular file's before it is read. */
 static int import_lines(struct trace_importer *im, struct trace_writer *w, struct trace_reader *r,
-                        const char *path, size_t max, int64_t *written, struct libra_error *err)
+                        const char *path, bool whole, int64_t *written, struct libra_error *err)
 {
+    off_t size = whole ? regular_size(path) : -1;
+    if (size > (off_t)API_MAX_FILE_BYTES)
+        return larger_than_whole(path, err);
     const char *line;
-    size_t len, total = 0;
+    size_t len, used = 0;
     const struct trace_traj *t;
-    int rc;
-    while ((rc = trace_reader_text_line(r, max, &line, &len, err)) == 1) {
-        total += len + 1;
-        if (max == API_MAX_FILE_BYTES && total > max + 1)
-            return error_set(err, path, 0, 0,
-                             "larger than %zu bytes, the most a file read whole may hold", max);
+    for (;;) {
+        size_t max = whole ? whole_line_max(size >= 0, used) : TRACE_MAX_LINE_BYTES;
+        int rc = trace_reader_text_line(r, max, &line, &len, err);
+        if (whole && (rc == LIBRA_EINVAL || (rc == 1 && used >= API_MAX_FILE_BYTES)))
+            return larger_than_whole(path, err); /* its only EINVAL: a line past max */
+        if (rc != 1)
+            return rc;
+        used += len + 1;
         rc = trace_importer_line(im, line, len, &t, err);
         if (rc == 1 && (rc = trace_writer_put(w, t, err)) == 0)
             ++*written;
         if (rc < 0)
             return rc;
     }
-    return rc;
 }
 
 /* Feeds one input file through the importer into the writer. */
 static int import_file(struct trace_importer *im, struct trace_writer *w, const char *path,
-                       size_t max, int64_t *written, struct libra_error *err)
+                       bool whole, int64_t *written, struct libra_error *err)
 {
     struct trace_reader *r;
     if (trace_reader_open(&r, path, err))
         return LIBRA_EIO;
     trace_importer_begin(im, path);
     const struct trace_traj *t;
-    int rc = import_lines(im, w, r, path, max, written, err);
+    int rc = import_lines(im, w, r, path, whole, written, err);
     while (rc >= 0 && (rc = trace_importer_end(im, &t, err)) == 1)
         if ((rc = trace_writer_put(w, t, err)) == 0)
             ++*written;
@@ -532,13 +562,15 @@ static int run_import(struct cli_common *cc, const struct import_flags *f, path_
     struct trace_writer *w = NULL;
     struct libra_error err = {0};
     int rc = trace_importer_new(&im, &f->o, &err);
-    if (rc)
-        return cli_usage_error(cc->cmd, "%s", err.msg);
+    if (rc) { /* a flag's bad value: the message names the flag */
+        cli_errorf("%s: %s", cc->cmd->name, err.msg);
+        return LIBRA_EXIT_USAGE;
+    }
     const char *out = cc->output ? cc->output : "-";
     rc = cli_trace_open(&w, out, trace_importer_header(im), &err);
     int64_t written = 0;
     for (size_t i = 0; rc == 0 && i < paths->n; i++)
-        rc = import_file(im, w, paths->v[i], import_max_bytes(f), &written, &err);
+        rc = import_file(im, w, paths->v[i], reads_whole(f), &written, &err);
     if (rc == 0 && written == 0) { /* a header alone is a trace no command can run */
         error_set(&err, NULL, 0, 0, "%s%s: nothing to import: no trajectory in the input",
                   paths->v[0], paths->n > 1 ? " ..." : "");
@@ -563,7 +595,8 @@ static int import_flag(struct cli_common *cc, struct import_flags *f, int c, con
                 return 0;
             }
         }
-        return cli_usage_error(cc->cmd, "--from: expected " FORMATS ", not '%s'", arg);
+        cli_errorf("%s: --from: expected " FORMATS ", not '%s'", cc->cmd->name, arg);
+        return LIBRA_EXIT_USAGE;
     case 'x':
         f->o.failure_text = arg;
         return 0;
@@ -576,11 +609,10 @@ static int import_flag(struct cli_common *cc, struct import_flags *f, int c, con
     case 'w':
     case 'm': /* checked here, where the error can name the flag */
         if (!ujson_utf8_valid(arg))
-            return cli_usage_error(cc->cmd, "%s: must be valid UTF-8",
-                                   c == 'w' ? "--workload" : "--model");
+            return cli_value_error(cc->cmd, c == 'w' ? "--workload" : "--model",
+                                   "must be valid UTF-8");
         if (trace_name_has_control(arg))
-            return cli_usage_error(cc->cmd, "%s: " TRACE_NO_CONTROL,
-                                   c == 'w' ? "--workload" : "--model");
+            return cli_value_error(cc->cmd, c == 'w' ? "--workload" : "--model", TRACE_NO_CONTROL);
         if (c == 'w')
             f->o.workload = arg;
         else
@@ -706,7 +738,10 @@ static const struct {
 int cmd_trace(int argc, char **argv)
 {
     const struct cli_command *cmd = cli_find("trace");
-    const char *name = argc > 1 ? argv[1] : "";
+    if (argc < 2 || !*argv[1])
+        return cli_usage_error(cmd, "%s subcommand: expected validate, stats, import or gen",
+                               argc < 2 ? "no" : "an empty");
+    const char *name = argv[1];
     for (size_t i = 0; i < sizeof subcommands / sizeof *subcommands; i++)
         if (strcmp(subcommands[i].name, name) == 0) {
             struct cli_command sub = *cmd;

@@ -136,9 +136,10 @@ static int run(const struct cli_common *cc, const char *name, struct gen_flags *
     const struct workload_preset *w = rc ? NULL : workload_preset_find(&p.workloads, name);
     if (!w) {
         api_presets_free(&p);
-        return rc ? rc
-                  : cli_usage_error(
-                        cc->cmd, "unknown workload preset '%s' (libra presets lists them)", name);
+        if (!rc)
+            cli_errorf("%s: unknown workload preset '%s' (libra presets lists them)", cc->cmd->name,
+                       name);
+        return rc ? rc : LIBRA_EXIT_USAGE;
     }
     if (!f->samples)
         f->samples = w->samples;
@@ -146,17 +147,18 @@ static int run(const struct cli_common *cc, const char *name, struct gen_flags *
     key_range("rl.batch_trajectories", &lo, &hi);
     if (!f->batch && prompts > hi / f->samples) {
         api_presets_free(&p);
-        return cli_usage_error(cc->cmd,
-                               "--samples %lld: the preset's %lld prompts per step would make a "
-                               "batch past rl.batch_trajectories' %lld: give --batch",
-                               (long long)f->samples, (long long)prompts, (long long)hi);
+        cli_errorf("%s: --samples %lld: the preset's %lld prompts per step would make a batch "
+                   "past rl.batch_trajectories' %lld: give --batch",
+                   cc->cmd->name, (long long)f->samples, (long long)prompts, (long long)hi);
+        return LIBRA_EXIT_USAGE;
     }
     if (!f->batch) /* the preset's prompts per step, each with f->samples trajectories */
         f->batch = prompts * f->samples;
     if (f->batch % f->samples) {
         api_presets_free(&p);
-        return cli_usage_error(cc->cmd, "--batch %lld is not a multiple of --samples %lld",
-                               (long long)f->batch, (long long)f->samples);
+        cli_errorf("%s: --batch %lld is not a multiple of --samples %lld", cc->cmd->name,
+                   (long long)f->batch, (long long)f->samples);
+        return LIBRA_EXIT_USAGE;
     }
     struct trace_header h = {.version = TRACE_SCHEMA_VERSION,
                              .workload = (char *)w->name,

@@ -72,6 +72,18 @@ static long find(const char *line, size_t len, const char *needle)
     return -1;
 }
 
+/* Offset of the "step:" of a line with an actor update (verl prints one a training step) whose
+ * step is not a number ("step:-1 - "), or -1: a verl line all the same, to refuse at its step. */
+static long verl_bad_step_at(const char *line, size_t len)
+{
+    if (verl_step_at(line, len) >= 0 || find(line, len, "timing_s/update_actor:") < 0)
+        return -1;
+    for (size_t p = 0; p + 5 <= len; p++)
+        if (step_word_at(line, p))
+            return (long)p;
+    return -1;
+}
+
 #define MEGATRON_ARGS_BEGIN "------------------------ arguments ------------------------"
 #define MEGATRON_ARGS_END "-------------------- end of arguments ---------------------"
 
@@ -112,7 +124,7 @@ enum cost_import_kind cost_import_detect(const char *text, size_t len)
     bool megatron = false;
     for (size_t p = 0; p < len;) {
         size_t n = line_len(text + p, len - p);
-        if (verl_step_at(text + p, n) >= 0)
+        if (verl_step_at(text + p, n) >= 0 || verl_bad_step_at(text + p, n) >= 0)
             return COST_IMPORT_VERL_LOG;
         megatron = megatron || megatron_iteration_at(text + p, n) >= 0 ||
                    find(text + p, n, MEGATRON_ARGS_BEGIN) >= 0;
@@ -699,19 +711,15 @@ static int verl_line(struct verl_line *v, cost_log_steps *out, bool *found)
 static int verl_bad_step(const struct verl_line *v)
 {
     const char *t = v->l.text;
-    size_t len = v->l.len;
-    if (verl_step_at(t, len) >= 0 || find(t, len, "timing_s/update_actor:") < 0)
+    long p = verl_bad_step_at(t, v->l.len);
+    if (p < 0)
         return 0;
-    for (size_t p = 0; p + 5 <= len; p++) {
-        if (!step_word_at(t, p))
-            continue;
-        long dash = find(t + p + 5, len - p - 5, " - ");
-        size_t n = dash >= 0 ? (size_t)dash : len - p - 5;
-        return line_error(&v->l, p,
-                          "step: expected a step number (digits) before ' - ', got '%.*s'",
-                          (int)(n < 40 ? n : 40), t + p + 5);
-    }
-    return 0;
+    size_t len = v->l.len - (size_t)p - 5;
+    long dash = find(t + p + 5, len, " - ");
+    size_t n = dash >= 0 ? (size_t)dash : len;
+    return line_error(&v->l, (size_t)p,
+                      "step: expected a step number (digits) before ' - ', got '%.*s'",
+                      (int)(n < 40 ? n : 40), t + p + 5);
 }
 
 int cost_import_verl(const char *name, const char *text, size_t len, cost_log_steps *out,

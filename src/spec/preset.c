@@ -218,6 +218,8 @@ static int check_assumed(const struct spec_field *fields, size_t n, const char *
                          struct libra_error *err)
 {
     char copy[256];
+    const struct spec_field *seen[sizeof copy / 2]; /* each member and its comma */
+    size_t n_seen = 0;
     snprintf(copy, sizeof copy, "%s", assumed);
     for (char *save = NULL, *tok = strtok_r(copy, ",", &save); tok;
          tok = strtok_r(NULL, ",", &save)) {
@@ -225,6 +227,10 @@ static int check_assumed(const struct spec_field *fields, size_t n, const char *
         if (!f || f == fields || f->type == SPEC_ENUM || f->type == SPEC_STRING ||
             f->type == SPEC_LIST)
             return member_error(err, doc, path, obj, "assumed", "'%s' is not a value field", tok);
+        for (size_t i = 0; i < n_seen; i++) /* as a config list, a member given once */
+            if (seen[i] == f)
+                return member_error(err, doc, path, obj, "assumed", "'%s' is listed twice", tok);
+        seen[n_seen++] = f;
     }
     return 0;
 }

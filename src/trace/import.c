@@ -27,6 +27,7 @@
 #include "util/error.h"
 #include "util/json.h"
 #include "util/map.h"
+#include "util/parse.h"
 #include "util/vec.h"
 
 /* ---- the columns ------------------------------------------------------------------------- */
@@ -358,16 +359,16 @@ static int set_text(const struct trace_importer *im, struct row *r, enum col c, 
     case T_STR:
         r->s[c] = text;
         break;
-    case T_INT:
+    case T_INT: /* as JSON writes one, as --from jsonl reads it: no "+1", "01", blank, hex */
         errno = 0;
         r->i[c] = strtoll(text, &end, 10);
-        if (end == text || *end || errno || !strchr("-0123456789", *text))
+        if (!parse_number_text(text) || *end || errno)
             return row_error(im, r, c, err, "expected an integer, got '%s'", text);
         break;
-    case T_REAL: /* decimal, as a spreadsheet writes one ("+1", ".5"): no hex, blank, inf, nan */
+    case T_REAL: /* as JSON writes one: no "+1", ".5", "1.", "01", hex, blank, inf, nan */
         errno = 0;
         r->real = strtod(text, &end);
-        if (end == text || *end || errno || strspn(text, "+-0123456789.eE") != strlen(text))
+        if (!parse_number_text(text) || errno)
             return row_error(im, r, c, err, "expected a number, got '%s'", text);
         break;
     }

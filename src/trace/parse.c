@@ -22,6 +22,9 @@
 #include "util/json.h"
 #include "util/vec.h"
 
+/* Why a turn before the last needs a call, whether its calls are missing or given empty. */
+#define CALLS_NEEDED "every turn but the last ends in a tool call"
+
 static const char *const status_names[TRACE_TOOL_STATUS_COUNT] = {"success", "failure", "timeout",
                                                                   "other"};
 static const char *const finish_names[TRACE_FINISH_COUNT] = {"completed", "truncated", "aborted",
@@ -203,7 +206,7 @@ static int check_turn(struct fault *f, const struct trace_traj *t, long ti, stru
                      (long long)u->cached_tokens, (long long)u->prompt_tokens);
     bool last = (size_t)ti + 1 == t->n_turns;
     if (!last && u->n_calls == 0)
-        return fault(f, ti, -1, "calls", "missing: every turn but the last ends in a tool call");
+        return fault(f, ti, -1, "calls", "missing: " CALLS_NEEDED);
     if (last && u->n_calls > 0 && t->finish != TRACE_FINISH_TRUNCATED &&
         t->finish != TRACE_FINISH_ABORTED)
         return fault(f, ti, -1, "calls",
@@ -566,9 +569,10 @@ static int parse_timing(struct trace_parser *p, struct obj *ob, struct trace_tur
     return 0;
 }
 
-/* Parses turn ti; its calls are appended to p->calls and linked by trace_parser_traj. */
-static int parse_turn(struct trace_parser *p, const json_t *v, long ti, struct trace_turn *u,
-                      struct libra_error *err)
+/* Parses turn ti (last: the trajectory's last); its calls are appended to p->calls and linked
+ * by trace_parser_traj. */
+static int parse_turn(struct trace_parser *p, const json_t *v, long ti, bool last,
+                      struct trace_turn *u, struct libra_error *err)
 {
     if (!json_is_object(v))
         return failf(p, err, ti, -1, NULL, "expected an object, got %s", ujson_type_name(v));
@@ -587,6 +591,8 @@ static int parse_turn(struct trace_parser *p, const json_t *v, long ti, struct t
     u->n_calls = 0;
     if (calls && !json_is_array(calls))
         return wrong_type(p, &ob, "calls", "an array", calls, err);
+    if (calls && json_array_size(calls) == 0 && !last) /* given, unlike the checker's "missing" */
+        return failf(p, err, ti, -1, "calls", "empty: " CALLS_NEEDED);
     for (size_t ci = 0; ci < json_array_size(calls); ci++) {
         vec_reserve(&p->calls, p->calls.n + 1);
         struct trace_tool_call *c = &p->calls.v[p->calls.n];
@@ -609,7 +615,8 @@ static int parse_turns(struct trace_parser *p, struct obj *ob, struct libra_erro
     p->turns.n = p->calls.n = 0;
     vec_reserve(&p->turns, n);
     for (size_t ti = 0; ti < n; ti++) {
-        int rc = parse_turn(p, json_array_get(turns, ti), (long)ti, &p->turns.v[ti], err);
+        int rc =
+            parse_turn(p, json_array_get(turns, ti), (long)ti, ti + 1 == n, &p->turns.v[ti], err);
         if (rc)
             return rc;
     }

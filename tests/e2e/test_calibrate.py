@@ -161,7 +161,7 @@ def test_name_writes_a_new_preset(benchmarks, tmp_path):
                         "--json"))
     assert doc["hardware"] == "my-a800" and doc["calibration"].startswith("libra calibrate")
     proc = libra("calibrate", *benchmarks, "--model", MODEL, "-o", preset, "--name", "Bad Name")
-    assert proc.returncode == 2 and "--name: 'Bad Name' is not a preset name" in proc.stderr
+    assert proc.returncode == 2 and "--name: 'Bad Name' must be lower-case" in proc.stderr
 
 
 def write_lines(path, lines):

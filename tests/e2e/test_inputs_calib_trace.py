@@ -20,6 +20,15 @@ import` (docs/calibrate.md, docs/routing.md, docs/trace-format.md, docs/cli.md).
 - `trace import` refuses `--workload`, `--model` and a tool-status list that are not valid UTF-8
   (the header would be a line no command can read, or the list would lose the member), naming
   the flag, and a list that gives a text twice, as the config's lists do.
+- `calibrate --name` is refused (naming the flag) unless a preset can have it: past 47 bytes it
+  was cut, and the `--hardware` name printed then named no preset.
+- A bad value (a flag's, an input's option, a workload preset) is named without the usage line,
+  which docs/cli.md keeps for flag errors; `trace` without a subcommand says it is missing.
+- `trace import --from csv` reads numbers as JSON writes them (no `+1`, `.5`, `1.`, `01`), as
+  `--from jsonl` does; `--from verl` refuses a step 0 (verl's steps count from 1); a verl log
+  whose only step line has no step number is refused at it, not as an unknown input; a
+  tau-bench or SWE-agent document past the 1 GiB whole-file limit says so (a regular file by
+  its size, unread).
 
 Needs LIBRA_BIN.
 """
@@ -256,3 +265,131 @@ def test_trace_import_keeps_utf8_header_text(tmp_path):
         header = json.loads(f.readline())
     assert (header["workload"], header["model"]) == ("r\u00e9sum\u00e9", "\u6a21\u578b")
     assert header["import"]["failure_text"] == ["Error", "\u00e9chec"]
+
+
+# ---- calibrate --name: a name the presets can hold ---------------------------------------------
+
+PRESET_NAME_RULE = ("must be lower-case letters, digits, '.', '-', '_', starting with a letter or "
+                    "digit")
+
+
+@pytest.mark.parametrize("name,why", [
+    ("b" * 48, "must be shorter than 48 bytes"),
+    ("b" * 60, "must be shorter than 48 bytes"),
+    ("Abc", f"'Abc' {PRESET_NAME_RULE}"),
+    ("a b", f"'a b' {PRESET_NAME_RULE}"),
+    ("-x", f"'-x' {PRESET_NAME_RULE}"),
+])
+def test_calibrate_refuses_a_name_no_preset_can_have(tmp_path, name, why):
+    """A name past 47 bytes was cut to 47 in the preset, so the `--hardware NAME` it printed
+    was refused; a bad value is named without the usage line (docs/cli.md)."""
+    out = tmp_path / "y.json"
+    r = run("calibrate", "vllm-c1.json", "vllm-c8.json", "--model", "qwen2.5-7b", "--name", name,
+            "-o", str(out), cwd=CALIB)
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr == f"libra: calibrate: --name: {why}\n"
+    assert not out.exists()
+
+
+def test_calibrate_name_of_47_bytes_is_the_preset_cost_finds(tmp_path):
+    out, name = tmp_path / "y.json", "b" * 47
+    r = run("calibrate", "vllm-c1.json", "vllm-c8.json", "--model", "qwen2.5-7b", "--name", name,
+            "-o", str(out), cwd=CALIB)
+    assert r.returncode == 0, r.stderr
+    r = run("cost", "--presets", str(out), "--hardware", name, "--model", "qwen2.5-7b")
+    assert r.returncode == 0, r.stderr
+
+
+# ---- bad values say why without the usage line ------------------------------------------------
+
+@pytest.mark.parametrize("args,message", [
+    (("trace", "import", "--from", "openai-chat", "--timeout-text", "a,,b", CHAT),
+     "libra: trace: --timeout-text: an empty or blank text in 'a,,b' would match every output"),
+    (("trace", "import", "--from", "jsonl", "--workload", "a\tb", TURNS),
+     "libra: trace: --workload: must not hold control characters"),
+    (("trace", "import", "--from", "xml", TURNS), "libra: trace: --from: expected jsonl, csv"),
+    (("calibrate", "v.log,gpus=0"),
+     "libra: calibrate: input 'v.log,gpus=0': gpus: expected an integer in 1..1048576"),
+    (("calibrate", "vllm-c1.json", "vllm-c8.json", "--model", "qwen2.5-7b", "--hold", "t_fix"),
+     "libra: calibrate: --hold: unknown constant 't_fix'"),
+    (("calibrate", "vllm-c1.json,tp=3", "--model", "qwen2.5-7b"),
+     "libra: calibrate: input 'vllm-c1.json,tp=3': tp 3 does not divide"),
+    (("trace", "gen", "nosuch"), "libra: trace: unknown workload preset 'nosuch'"),
+    (("trace", "gen", "r2e-gym", "--batch", "30"),
+     "libra: trace: --batch 30 is not a multiple of --samples 4"),
+])
+def test_a_bad_value_prints_no_usage_line(args, message):
+    r = run(*args, cwd=CALIB)
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr.startswith(message) and "usage:" not in r.stderr, r.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    ((), "libra: trace: no subcommand: expected validate, stats, import or gen\n"),
+    (("",), "libra: trace: an empty subcommand: expected validate, stats, import or gen\n"),
+])
+def test_trace_without_a_subcommand_says_so(args, message):
+    r = run("trace", *args)
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr.startswith(message) and r.stderr.count("usage:") == 1, r.stderr
+
+
+# ---- trace import: numbers, steps and whole documents ------------------------------------------
+
+@pytest.mark.parametrize("column,value", [
+    ("reward", "1."), ("reward", ".5"), ("reward", "+1"), ("reward", "01"), ("reward", "00.5"),
+    ("reward", "1.e5"), ("generated_tokens", "01"), ("prompt_tokens", "00"),
+])
+def test_trace_import_csv_numbers_are_written_as_json_writes_them(tmp_path, column, value):
+    """docs/trace-format.md: a number as JSON writes one, as `--from jsonl` reads it."""
+    row = {"traj_id": "r0", "turn": "0", "prompt_tokens": "10", "generated_tokens": "5",
+           "step": "0", "prompt_id": "0", "reward": "0.5"}
+    row[column] = value
+    table = tmp_path / "r.csv"
+    table.write_text(",".join(row) + "\n" + ",".join(row.values()) + "\n")
+    r = run("trace", "import", "--from", "csv", str(table))
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    kind = "a number" if column == "reward" else "an integer"
+    assert f": {column}: expected {kind}, got '{value}'" in r.stderr, r.stderr
+
+
+def test_trace_import_csv_reads_json_numbers(tmp_path):
+    table = tmp_path / "r.csv"
+    table.write_text("traj_id,turn,prompt_tokens,generated_tokens,step,prompt_id,reward\n"
+                     "r0,0,10,5,0,0,-0.5e1\nr1,0,0,5,0,0,1E3\n")
+    r = run("trace", "import", "--from", "csv", str(table))
+    assert r.returncode == 0, r.stderr
+    rewards = [json.loads(line)["reward"] for line in r.stdout.splitlines()[1:]]
+    assert rewards == [-5.0, 1000.0]
+
+
+def test_trace_import_verl_refuses_step_zero(tmp_path):
+    """verl numbers training steps from 1 (version_start = step - 1); a 0.jsonl is validation's."""
+    dump = tmp_path / "v0.jsonl"
+    dump.write_text('{"input":"a","output":"b","step":0}\n')
+    r = run("trace", "import", "--from", "verl", str(dump))
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr.startswith(f"libra: {dump}:1:27: step: expected an integer >= 1"), r.stderr
+
+
+def test_calibrate_verl_log_of_one_bad_step_is_refused_at_the_step(tmp_path):
+    """The only step line's step is not a number: the log is still verl's, and said so."""
+    log = tmp_path / "v.log"
+    log.write_text(VERL_LINE.format(thr="347.3227").replace("step:1 ", "step:-1 "))
+    r = run("calibrate", str(log))
+    assert r.returncode == 2, r.stderr
+    assert r.stderr.startswith(f"libra: {log}:1:20: step: expected a step number (digits) before "
+                               "' - ', got '-1'"), r.stderr
+
+
+@pytest.mark.parametrize("fmt", ["swe-agent", "tau-bench"])
+def test_trace_import_document_past_the_whole_file_limit(tmp_path, fmt):
+    """A document read whole holds at most 1 GiB (docs/cli.md); a sparse file one byte past it
+    is refused by its size, unread."""
+    doc = tmp_path / "big.json"
+    with open(doc, "wb") as f:
+        f.truncate((1 << 30) + 1)
+    r = run("trace", "import", "--from", fmt, str(doc))
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert r.stderr == (f"libra: {doc}: larger than 1073741824 bytes, the most a file read "
+                        "whole may hold\n")

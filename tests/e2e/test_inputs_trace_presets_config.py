@@ -2,8 +2,8 @@
 (docs/cli.md, docs/trace-format.md, docs/config.md).
 
 - `trace import --from csv` reads a `reward` cell as a decimal number, as JSON writes one:
-  hexadecimal (`0x10`, which C's strtod reads as 16) and blanks around it are refused naming
-  the cell, as the integer columns refuse them.
+  hexadecimal (`0x10`, which C's strtod reads as 16), blanks around it and what JSON does not
+  write (`+1`, `.5`, `1.`, `01`) are refused naming the cell, as `--from jsonl` refuses them.
 - A NUL byte in a CSV line is refused at its column: it would end the cell's text, so two
   trajectory ids that differ after it (`r<NUL>a`, `r<NUL>b`) were read as one.
 - A trace trajectory longer than 2^32 tokens (a trace holds up to 2^40 of each kind) makes
@@ -40,7 +40,7 @@ def clean(r):
 
 # ---- trace import --from csv ------------------------------------------------------------------
 
-@pytest.mark.parametrize("reward", ["0x10", "0x1p3", " 1", "1 "])
+@pytest.mark.parametrize("reward", ["0x10", "0x1p3", " 1", "1 ", "+1", ".5", "1.", "01"])
 def test_csv_reward_not_written_as_a_decimal_number_is_refused(tmp_path, reward):
     path = tmp_path / "t.csv"
     path.write_text(f"{CSV_HEADER},reward\nr0,0,1,0,10,5,{reward}\n")
@@ -48,8 +48,8 @@ def test_csv_reward_not_written_as_a_decimal_number_is_refused(tmp_path, reward)
     assert err.startswith(f"libra: {path}:2:15: reward: expected a number, got '{reward}'"), err
 
 
-@pytest.mark.parametrize("reward,want", [("1e3", 1000.0), ("-0.25", -0.25), ("+1", 1.0),
-                                         (".5", 0.5)])
+@pytest.mark.parametrize("reward,want", [("1e3", 1000.0), ("-0.25", -0.25), ("1", 1.0),
+                                         ("0.5", 0.5)])
 def test_csv_decimal_rewards_are_taken(tmp_path, reward, want):
     path = tmp_path / "t.csv"
     path.write_text(f"{CSV_HEADER},reward\nr0,0,1,0,10,5,{reward}\n")

@@ -47,6 +47,8 @@ static void test_detect(void **state)
         {"validation loss at iteration 100 | lm loss value: 2.1 |\n", COST_IMPORT_UNKNOWN},
         {"iteration 2/x |\n", COST_IMPORT_UNKNOWN},
         {"step:x - a:1\n", COST_IMPORT_UNKNOWN},
+        /* an actor update whose step is not a number is a verl line, refused at its step */
+        {"step:-1 - timing_s/update_actor:1.5\n", COST_IMPORT_VERL_LOG},
         {"", COST_IMPORT_UNKNOWN},
         {"hello\n", COST_IMPORT_UNKNOWN},
     };
@@ -300,6 +302,8 @@ static void test_verl_errors(void **state)
     assert_verl_error("step:1 - timing_s/update_actor:5 - timing_s/update_actor:6\n", 1, 36,
                       "given twice");
     assert_verl_error("step:1 - nocolon - x:1\n", 1, 10, "expected KEY:VALUE");
+    assert_verl_error("x\n(TaskRunner pid=1) step:-1 - timing_s/update_actor:5\n", 2, 20,
+                      "step: expected a step number (digits) before ' - ', got '-1'");
     assert_verl_error("step:1 - timing_s/update_actor:0 - perf/total_num_tokens:1 - "
                       "prompt_length/mean:1 - response_length/mean:1\n",
                       1, 32, "timing_s/update_actor: expected a number > 0");

@@ -313,6 +313,10 @@ static void test_errors(void **state)
     expect_error(MODEL("\"heads\": 4, \"kv_heads\": 1, \"head_dim\": 8, \"ffn\": 8, "
                        "\"assumed\": [\"hedas\"]"),
                  2, 108, "'hedas' is not a value field");
+    /* as a config list, "assumed" names a field once */
+    expect_error(HW("\"allreduce_bus_bw_bytes_per_s\": 1e6, \"assumed\": [\"hbm_bytes\", "
+                    "\"hbm_bytes\"]"),
+                 2, 236, "hardware.0.assumed: 'hbm_bytes' is listed twice");
     expect_error(HW("\"allreduce_bus_bw_bytes_per_s\": -5"), 2, 199,
                  "allreduce_bus_bw_bytes_per_s: must be in 1000000..1e+15");
     expect_error(HW("\"allreduce_bus_bw_bytes_per_s\": 0"), 2, 199, "must be in 1000000..1e+15");

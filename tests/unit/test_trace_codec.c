@@ -458,6 +458,9 @@ static void test_semantic_rules(void **state)
     traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[" LAST_TURN "," LAST_TURN "]}",
                "{\"prompt_tokens\"",
                "turns.0.calls: missing: every turn but the last ends in a tool call");
+    traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[{\"prompt_tokens\":10,"
+                      "\"generated_tokens\":5,\"calls\":[]}," LAST_TURN "]}",
+               "\"calls\"", "turns.0.calls: empty: every turn but the last ends in a tool call");
     traj_fails(PREFIX "\"finish\":\"completed\",\"turns\":[" CALL("3") "]}", "\"calls\"",
                "turns.0.calls: the last turn of a completed trajectory makes no tool call (only "
                "a truncated or aborted one may end after a call)");

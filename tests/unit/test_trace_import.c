@@ -187,6 +187,22 @@ static void test_table_errors_csv(void **state)
     snprintf(text, sizeof text, "%sa,0,1,0,5,5x\n", head);
     import_fails(TRACE_IMPORT_CSV, text, 2, "5x",
                  "generated_tokens: expected an integer, got '5x'");
+    /* numbers as JSON writes them, as --from jsonl reads them */
+    static const char *const reals[] = {"1.", ".5", "+1", "01", "00.5", "1.e5", "-.5", "0x1"};
+    for (size_t i = 0; i < sizeof reals / sizeof *reals; i++) {
+        char why[64];
+        snprintf(text, sizeof text, "%.*s,reward\na,0,1,0,5,5,%s\n", (int)strlen(head) - 1, head,
+                 reals[i]);
+        snprintf(why, sizeof why, "reward: expected a number, got '%s'", reals[i]);
+        import_fails(TRACE_IMPORT_CSV, text, 2, reals[i], why);
+    }
+    static const char *const ints[] = {"01", "00", "-01", "1.0", "1e1"};
+    for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
+        char why[64];
+        snprintf(text, sizeof text, "%sa,0,1,0,5,%s\n", head, ints[i]);
+        snprintf(why, sizeof why, "generated_tokens: expected an integer, got '%s'", ints[i]);
+        import_fails(TRACE_IMPORT_CSV, text, 2, ints[i], why);
+    }
     snprintf(text, sizeof text, "%s\"a,0,1,0,5,5\n", head);
     import_fails(TRACE_IMPORT_CSV, text, 2, "\"",
                  "unterminated quoted field (a field may not span lines)");
@@ -328,6 +344,10 @@ static void test_verl_errors(void **state)
                  "output: expected a string");
     import_fails(TRACE_IMPORT_VERL, "{\"input\":\"a\",\"output\":\"\",\"step\":1,\"score\":\"x\"}",
                  1, "\"score\"", "score: expected a number");
+    /* verl numbers training steps from 1: a step 0 is no rollout step's */
+    import_fails(TRACE_IMPORT_VERL, "{\"input\":\"a\",\"output\":\"b\",\"step\":0}", 1, "\"step\"",
+                 "step: expected an integer >= 1 (verl numbers training steps from 1; a step 0 "
+                 "dump is validation's, before training)");
     import_fails(TRACE_IMPORT_VERL,
                  "{\"input\":\"a\",\"output\":\"\",\"step\":2}\n"
                  "{\"input\":\"a\",\"output\":\"\",\"step\":1}",
