@@ -48,15 +48,36 @@ static int parse_flags(struct cli_common *cc, int argc, char **argv, int max_arg
     return -1;
 }
 
+/* The trace cfg names (workload.trace), read as libra plan and libra sim read it, and what they
+ * refuse of it beside the config (its groups against rl.samples, fewer trajectories than a
+ * group). Returns 0, the exit code of a trace that cannot be read, or -1 after the error. */
+static int trace_refused(const struct api_presets *p, const struct libra_config *cfg)
+{
+    if (!cfg->workload.trace[0])
+        return 0;
+    struct api_traces ts = {0};
+    struct sim_input in;
+    struct libra_error err = {0};
+    int rc = api_sim_input(p, &ts, cfg, false, &in, &err);
+    if (rc == 0)
+        rc = sim_input_check(&in, &err);
+    api_traces_free(&ts);
+    if (rc == 0)
+        return 0;
+    int code = cli_report(rc, &err);
+    return rc == LIBRA_EIO ? code : -1;
+}
+
 /* What the commands refuse of a config beyond its keys' own checks: libra sim's rules before a
- * run, and the update rules libra load (and plan, route eval with plan.mode async) refuse.
- * Prints the error against label (the file, or "config" for flags alone); 0 when cfg passes. */
-static int refused(const struct libra_config *cfg, const char *label)
+ * run (its trace's too), and the update rules libra load (and plan, route eval with plan.mode
+ * async) refuse. Prints the error against label (the file, or "config" for flags alone).
+ * Returns 0 when cfg passes, the exit code of a trace that cannot be read, or -1. */
+static int refused(const struct api_presets *p, const struct libra_config *cfg, const char *label)
 {
     struct libra_error err = {0};
     if (sim_config_check(cfg, &err) != 0) {
         cli_errorf("%s: %s", label, err.msg);
-        return 1;
+        return -1;
     }
     /* libra load (and libra plan and route eval with plan.mode async) run the job
      * asynchronously whatever sim.modes: update rules that only a colocated or rollout run
@@ -65,9 +86,9 @@ static int refused(const struct libra_config *cfg, const char *label)
         cli_errorf(
             "%s: %s (libra load refuses it, as libra plan and route eval do with plan.mode async)",
             label, err.msg);
-        return 1;
+        return -1;
     }
-    return 0;
+    return trace_refused(p, cfg);
 }
 
 static int show(struct cli_common *cc, const char *file)
@@ -75,8 +96,9 @@ static int show(struct cli_common *cc, const char *file)
     struct api_presets p = {0};
     struct libra_config cfg;
     int rc = cli_common_load(cc, file, &p, &cfg);
-    if (rc == 0 && refused(&cfg, file ? file : "config"))
-        rc = LIBRA_EXIT_USAGE; /* its output would be a config the commands refuse */
+    int why = rc == 0 ? refused(&p, &cfg, file ? file : "config") : 0;
+    if (why)
+        rc = why > 0 ? why : LIBRA_EXIT_USAGE; /* its output would be a config they refuse */
     if (rc == 0) {
         json_t *doc = spec_config_envelope(SCHEMA, &cfg);
         json_t *sections = spec_config_to_json(&cfg);
@@ -96,11 +118,12 @@ static int check(struct cli_common *cc, const char *file)
     struct api_presets p = {0};
     struct libra_config cfg;
     int rc = cli_common_load(cc, file, &p, &cfg);
+    int why = rc == 0 ? refused(&p, &cfg, file) : 0;
     api_presets_free(&p);
-    if (rc == LIBRA_EXIT_USAGE)
+    if (rc == LIBRA_EXIT_USAGE || why < 0)
         return LIBRA_EXIT_NEGATIVE; /* the input is invalid: check's negative result */
-    if (rc == 0 && refused(&cfg, file))
-        return LIBRA_EXIT_NEGATIVE;
+    if (why)
+        return why;
     if (rc == 0)
         rc = cli_write_output(NULL, "ok\n");
     return rc;

@@ -159,3 +159,24 @@ def test_never_and_time_zero_are_taken(tmp_path, value):
     path.write_text('{"sim": {"fail_time_s": %s}}\n' % value)
     r = run("config", "check", str(path))
     assert r.returncode == 0 and r.stdout == "ok\n", r.stderr
+
+
+# ---- config check of a config naming a trace ----------------------------------------------------
+
+def test_config_check_refuses_the_trace_plan_and_sim_refuse(tmp_path):
+    """check said ok of a trace whose groups are not rl.samples (plan and sim exit 2) and of a
+    trace that does not exist (plan exits 3): it now reads the trace as they do."""
+    trace = tmp_path / "g.jsonl"
+    assert run("trace", "gen", "search-r1", "--steps", "2", "--batch", "8", "--samples", "2",
+               "-o", str(trace)).returncode == 0
+    config = tmp_path / "c.json"
+    config.write_text(json.dumps({"workload": {"trace": str(trace)}}))
+    for cmd in (("plan", str(config), "--verify", "0"), ("sim", str(config), "--steps", "2")):
+        assert run(*cmd).returncode == 2
+    r = run("config", "check", str(config))
+    assert r.returncode == 1 and "group_size), not rl.samples = 4" in r.stderr, r.stderr
+    assert run("config", "show", str(config)).returncode == 2
+    assert run("config", "check", str(config), "--samples", "2").returncode == 0
+    config.write_text(json.dumps({"workload": {"trace": str(tmp_path / "none.jsonl")}}))
+    r = run("config", "check", str(config))
+    assert r.returncode == 3 and "none.jsonl" in r.stderr, r.stderr
