@@ -100,6 +100,7 @@ struct route_flags {
 /* The trace as the evaluator takes it, and what the report says of it. */
 struct ev_trace {
     char *workload, *model;
+    int64_t group_size; /* the header's GRPO group size; 0: none given */
     struct sched_eval_trace ev;
 };
 
@@ -413,6 +414,7 @@ static int load_trace(const struct api_presets *p, const struct libra_config *cf
         const struct sim_trace *t = in.trace;
         ev->workload = xstrdup(t->workload);
         ev->model = t->model ? xstrdup(t->model) : NULL;
+        ev->group_size = t->group_size;
         struct sched_obs_config oc;
         sched_obs_defaults(&oc, t->workload, t->model);
         for (size_t i = 0; i < t->n; i++) {
@@ -534,9 +536,9 @@ static const char *flag_changing(const struct cli_common *cc, const struct libra
 }
 
 /* Refuses a flag that tunes only what the run leaves out (policies, the placebo's shuffle, the
- * steps' rebuilds): it would change nothing. */
+ * steps' rebuilds, a group size the trace gives): it would change nothing. */
 static int check_inert_flags(const struct cli_common *cc, const struct route_flags *f,
-                             const struct libra_config *cfg)
+                             const struct libra_config *cfg, const struct ev_trace *ev)
 {
     unsigned run = f->policies | (f->placebo ? 1u << SCHED_CMLFQ : 0);
     if (f->min_visits != 1 && !(run & TREE_POLICIES))
@@ -563,6 +565,14 @@ static int check_inert_flags(const struct cli_common *cc, const struct route_fla
                                "%s: sched.rebuild_interval has no effect with --folds: a fold's "
                                "models learn each trajectory once and are never rebuilt",
                                label);
+    if ((label = cli_common_flag(cc, "rl.samples")) && ev->group_size > 0 &&
+        cfg->rl.samples != ev->group_size) { /* the trace's groups are replayed as recorded */
+        cli_errorf("%s: the trace's GRPO groups are %lld trajectories (its header's group_size), "
+                   "not rl.samples = %d: route eval replays them as they are; leave rl.samples "
+                   "out or give %lld",
+                   label, (long long)ev->group_size, cfg->rl.samples, (long long)ev->group_size);
+        return LIBRA_EXIT_USAGE;
+    }
     /* the trace's trajectories are replayed as recorded: the seed draws nothing else */
     if ((label = flag_changing(cc, cfg, "sim.seed")) && !f->placebo)
         return cli_usage_error(cc->cmd,
@@ -652,7 +662,7 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     if (rc == 0)
         rc = load_trace(&p, &cfg, path, f->truncated_exact, &ev, &plan, &progress.trajs_read);
     if (rc == 0) /* after the trace: an unreadable one is the first error, whatever the flags */
-        rc = check_inert_flags(cc, f, &cfg);
+        rc = check_inert_flags(cc, f, &cfg, &ev);
     if (rc == 0)
         rc = resolve_layout(cc, f->config, &cfg, &plan, &l);
     int64_t steps = (int64_t)sched_eval_steps(&ev.ev);

@@ -460,3 +460,15 @@ def test_the_fixed_k_fails_it_on_seed_1(tmp_path):
     assert doc["empirical_shrink"] is False
     assert not doc["placebo"]["within_tolerance"]
     assert doc["placebo"]["difference_points"] > 3
+
+
+def test_samples_other_than_the_traces_groups_are_refused(tmp_path):
+    """route eval replays the trace's groups (its header's group_size): --samples 8 ran as 4,
+    whatever was asked, where plan and sim refuse the mismatch."""
+    trace = str(tmp_path / "t.jsonl")
+    toy_trace(trace, samples=4)
+    for flag in (["--samples", "8"], ["--set", "rl.samples=2"]):
+        err = refused(trace, "--buckets", BUCKETS, *flag)
+        assert ("the trace's GRPO groups are 4 trajectories (its header's group_size), not "
+                "rl.samples = %s" % flag[1][-1]) in err, err
+    assert eval_json(trace, "--samples", "4")[1] == eval_json(trace)[1]
