@@ -292,11 +292,13 @@ int cost_train_config_check(const struct cost_shape *s, const struct cost_train_
         c->micro_batch_tokens <= 0.0 || c->zero_stage < 0 || c->zero_stage > 3 || c->shard_dp < 0 ||
         (c->shard_dp && c->dp % c->shard_dp != 0) || c->ep < 0)
         return layout_fault(why, size, "an invalid training layout");
-    if (fmod(s->heads, c->tp) != 0.0 || c->pp > s->layers)
+    /* Megatron splits the KV heads (query groups) over TP as it splits the heads */
+    if (fmod(s->heads, c->tp) != 0.0 || fmod(s->kv_heads, c->tp) != 0.0 || c->pp > s->layers)
         return layout_fault(why, size,
                             "training layout tp %d pp %d cp %d dp %d does not suit %s (tp must "
-                            "divide its %.0f heads, pp at most its %.0f layers)",
-                            c->tp, c->pp, c->cp, c->dp, model, s->heads, s->layers);
+                            "divide its %.0f heads and its %.0f KV heads, pp at most its %.0f "
+                            "layers)",
+                            c->tp, c->pp, c->cp, c->dp, model, s->heads, s->kv_heads, s->layers);
     int ep = ep_of(c);
     if (ep > 1 && !s->moe)
         return layout_fault(why, size, "ep %d: %s is dense (expert parallelism needs an MoE model)",

@@ -582,8 +582,12 @@ static void test_config_check_says_why(void **state)
     assert_int_equal(cost_train_config_check(&dense, &c, "7b", NULL, 0), 0);
     c.tp = 3;
     refused(&dense, &c, "7b",
-            "training layout tp 3 pp 1 cp 1 dp 16 does not suit 7b (tp must divide its 28 heads, "
-            "pp at most its 28 layers)");
+            "training layout tp 3 pp 1 cp 1 dp 16 does not suit 7b (tp must divide its 28 heads "
+            "and its 4 KV heads, pp at most its 28 layers)");
+    c.tp = 7; /* divides the heads, not the KV heads: a TP rank would hold part of a KV head */
+    refused(&dense, &c, "7b",
+            "training layout tp 7 pp 1 cp 1 dp 16 does not suit 7b (tp must divide its 28 heads "
+            "and its 4 KV heads, pp at most its 28 layers)");
     c.tp = 1;
     c.ep = 8;
     refused(&dense, &c, "7b", "ep 8: 7b is dense (expert parallelism needs an MoE model)");

@@ -142,13 +142,14 @@ static void test_replica_fits_a_node(void **state)
     assert_false(e.can_lend);
 }
 
-/* Under EP a replica lends whole expert groups only: EP 8 over TP 8 is one replica's, EP 8 over
- * TP 2 spans four replicas. */
+/* Under EP a replica lends whole expert groups only: EP 8 over TP 4 × CP 2 is one replica's
+ * (the model's 4 KV heads bound TP at 4), EP 8 over TP 2 spans four replicas. */
 static void test_replica_holds_whole_expert_groups(void **state)
 {
     struct cost_shape moe;
     assert_int_equal(cost_shape_init(&moe, spec_model_find(&presets, "qwen3-30b-a3b")), 0);
-    struct plan_train_layout l = megatron(8, 1, 4);
+    struct plan_train_layout l = megatron(4, 1, 4);
+    l.cp = 2;
     l.ep = 8;
     struct ehp_lend e;
     assert_int_equal(ehp_lend_layout(&l, &settings, &moe, hw, &e), 0);
