@@ -412,7 +412,7 @@ int cli_common_load_doc(const struct cli_common *cc, const char *config_file, st
         if (rc)
             return cli_report_error(&err);
     }
-    return cli_common_resolve(cc, config, p, NULL, 0, deferred, cfg);
+    return cli_common_resolve(cc, config, p, NULL, 0, NULL, deferred, cfg);
 }
 
 int cli_common_load(const struct cli_common *cc, const char *config_file, struct api_presets *p,
@@ -426,7 +426,8 @@ int cli_common_load(const struct cli_common *cc, const char *config_file, struct
 
 int cli_common_resolve(const struct cli_common *cc, const struct ujson_doc *config,
                        const struct api_presets *p, const struct spec_config_override *extra,
-                       size_t n_extra, struct spec_deferred *deferred, struct libra_config *cfg)
+                       size_t n_extra, const char *where, struct spec_deferred *deferred,
+                       struct libra_config *cfg)
 {
     struct libra_error err = {0};
     struct spec_config_override *flags = xmallocarray(cc->n_overrides + n_extra + 1, sizeof *flags);
@@ -438,6 +439,8 @@ int cli_common_resolve(const struct cli_common *cc, const struct ujson_doc *conf
     int rc = api_config_resolve(p, file, flags, cc->n_overrides + n_extra, cc->cmd->reads, deferred,
                                 cfg, &err);
     free(flags);
+    if (rc && where && *where)
+        error_prefix(&err, where);
     return rc ? cli_report_error(&err) : trace_guard(cc, file ? file->name : NULL, cfg);
 }
 

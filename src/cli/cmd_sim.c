@@ -9,6 +9,7 @@
  * file of one step. --timeline is sim.timeline_steps, so that sweep cells record it too.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -83,6 +84,21 @@ static void flags_free(struct sim_flags *f)
     vec_free(&f->seed_list);
 }
 
+/* A bad value of --sweep KEY: "--sweep KEY: WHY", without the usage line (docs/cli.md). */
+static int sweep_value_error(const struct cli_command *cmd, const char *key, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
+static int sweep_value_error(const struct cli_command *cmd, const char *key, const char *fmt, ...)
+{
+    char flag[160], why[1024];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, sizeof why, fmt, ap);
+    va_end(ap);
+    snprintf(flag, sizeof flag, "--sweep %s", key);
+    return cli_value_error(cmd, flag, why);
+}
+
 static int add_sweep(const struct cli_command *cmd, struct sim_flags *f, const char *arg)
 {
     const char *eq = strchr(arg, '=');
@@ -104,10 +120,10 @@ static int add_sweep(const struct cli_command *cmd, struct sim_flags *f, const c
     vec_push(&f->keys, ((struct sim_sweep_key){key, (const char *const *)values, n}));
     for (size_t i = 0; i < n; i++) {
         if (!values[i][0])
-            return cli_usage_error(cmd, "--sweep %s: an empty value in '%s'", key, eq + 1);
+            return sweep_value_error(cmd, key, "an empty value in '%s'", eq + 1);
         for (size_t j = 0; j < i; j++)
             if (strcmp(values[i], values[j]) == 0) /* two cells of one config */
-                return cli_usage_error(cmd, "--sweep %s: '%s' is listed twice", key, values[i]);
+                return sweep_value_error(cmd, key, "'%s' is listed twice", values[i]);
     }
     return 0;
 }
@@ -122,7 +138,7 @@ static int add_seed_list(const struct cli_command *cmd, struct sim_flags *f, con
     if (rc == 0)
         f->seed_list.cap = f->seed_list.n;
     else
-        rc = cli_usage_error(cmd, "--seed-list: %s", why);
+        rc = cli_value_error(cmd, "--seed-list", why);
     free(why);
     return rc;
 }
@@ -332,12 +348,26 @@ static void point_text(const struct sim_sweep *sw, size_t point, char *buf, size
                                 sim_sweep_value(sw, point, k));
 }
 
+/* Into buf: what names point's errors, "--sweep: 'KEY=VALUE, ...'" (as check_points names
+ * them). */
+static void point_where(const struct sim_sweep *sw, size_t point, char *buf, size_t size)
+{
+    char x[256];
+    point_text(sw, point, x, sizeof x);
+    snprintf(buf, size, "--sweep: '%s'", x);
+}
+
 /* cfg's digest but for its trace, which same_trace compares: a file spelled two ways (a.jsonl
- * and ./a.jsonl) is one. */
+ * and ./a.jsonl) is one; with the warm-up and tuning steps a short run takes (sim.warmup_steps
+ * and sim.tune_steps: their defaults are capped at rl.steps, so a point giving the capped value
+ * runs the default's experiment). */
 static uint64_t digest_but_trace(const struct libra_config *cfg)
 {
     struct libra_config c = *cfg;
     c.workload.trace[0] = '\0';
+    c.sim.warmup_steps = sim_warmup_steps(cfg, cfg->rl.steps);
+    if (c.sim.tune_steps > c.rl.steps)
+        c.sim.tune_steps = c.rl.steps;
     return spec_config_digest(&c);
 }
 
@@ -354,8 +384,7 @@ static bool same_trace(const struct libra_config *a, const struct libra_config *
  * key was inert and took its default (an attribution's colocated bar under a swept
  * rl.sync_interval) are one experiment by design: each is its own point's bar. cfgs: every cell's,
  * the first seed's cell of point p at p · n_seeds. */
-static int check_points(const struct cli_common *cc, const struct sim_sweep *sw,
-                        const struct libra_config *cfgs)
+static int check_points(const struct sim_sweep *sw, const struct libra_config *cfgs)
 {
     size_t points = sw->n_cells / sw->n_seeds;
     uint64_t *digest = xcalloc(points, sizeof *digest);
@@ -380,7 +409,8 @@ static int check_points(const struct cli_common *cc, const struct sim_sweep *sw,
                 char x[256], y[256];
                 point_text(sw, b, x, sizeof x);
                 point_text(sw, a, y, sizeof y);
-                rc = cli_usage_error(cc->cmd, "--sweep: '%s' and '%s' are one experiment", x, y);
+                cli_errorf("sim: --sweep: '%s' and '%s' are one experiment", x, y); /* no usage */
+                rc = LIBRA_EXIT_USAGE;
             }
     }
     free(digest);
@@ -388,9 +418,11 @@ static int check_points(const struct cli_common *cc, const struct sim_sweep *sw,
 }
 
 /* What resolving a sweep's cells shares: the flags each cell adds (its point's values, its
- * seed) and the keys deferred as inert (common: at every point so far; cell: the cell's). */
+ * seed where seed_flag gave the seeds) and the keys deferred as inert (common: at every point
+ * so far; cell: the cell's). */
 struct cell_build {
     const struct cli_common *cc;
+    const char *seed_flag; /* --seeds or --seed-list; NULL: the config's sim.seed, untouched */
     const struct ujson_doc *config;
     const struct api_presets *p;
     struct sim_sweep *sw;
@@ -421,21 +453,93 @@ static int resolve_cell(struct cell_build *b, size_t i, struct spec_deferred *de
         snprintf(b->labels[k], sizeof b->labels[k], "--sweep %s", sw->keys[k].key);
         b->extra[n++] = (struct spec_config_override){sw->keys[k].key, value, b->labels[k]};
     }
-    char seed[32];
+    /* only a flag's seed is judged as a flag: a config file's, inert beside a trace, is taken */
+    char seed[32], where[256] = "";
     snprintf(seed, sizeof seed, "%lld", (long long)c->seed);
-    b->extra[n++] = (struct spec_config_override){"sim.seed", seed, "--seeds"};
+    if (b->seed_flag)
+        b->extra[n++] = (struct spec_config_override){"sim.seed", seed, b->seed_flag};
+    if (sw->n_keys)
+        point_where(sw, c->point, where, sizeof where);
     deferred->n = 0;
-    int rc = cli_common_resolve(b->cc, b->config, b->p, b->extra, n, deferred, &b->cfgs[i]);
+    int rc = cli_common_resolve(b->cc, b->config, b->p, b->extra, n, where, deferred, &b->cfgs[i]);
     c->reset = deferred->n > 0;
     return rc;
+}
+
+/* A swept value across the grid's points: whether it acts at one (or takes its default
+ * there), else at how many it is inert and the first. */
+struct value_seen {
+    bool acts;
+    size_t inert, first;
+};
+
+/* The item of deferred that holds key, or NULL. */
+static const struct libra_error *deferred_error(const struct spec_deferred *deferred,
+                                                const char *key, bool *differs)
+{
+    for (size_t i = 0; i < deferred->n; i++)
+        if (strcmp(deferred->item[i].key, key) == 0) {
+            *differs = deferred->item[i].differs;
+            return &deferred->item[i].err;
+        }
+    return NULL;
+}
+
+/* Notes, for each swept value of grid point p, whether it acts there (deferred: p's inert
+ * keys). seen: by key, then value (slots from first[k]). */
+static void note_values(const struct sim_sweep *sw, size_t p, const struct spec_deferred *deferred,
+                        const size_t *first, struct value_seen *seen)
+{
+    for (size_t k = 0; k < sw->n_keys; k++) {
+        if (strcmp(sw->keys[k].key, SIM_ATTRIBUTION_KEY) == 0)
+            continue;
+        struct value_seen *v = &seen[first[k] + sim_sweep_value_index(sw, p, k)];
+        bool differs = false;
+        if (!deferred_error(deferred, sw->keys[k].key, &differs) || !differs)
+            v->acts = true;
+        else if (!v->inert++)
+            v->first = p;
+    }
+}
+
+/* Refuses a swept value inert at every point that sets it, as a single run refuses its flag
+ * (another value of the key acting elsewhere does not make it act: verification's 0 acts
+ * whatever the modes, its 4 not without libra), naming the value: the deferred message of a
+ * swept key names none, each of its points taking its own. */
+static int refuse_inert_values(struct cell_build *b, const size_t *first,
+                               const struct value_seen *seen)
+{
+    const struct sim_sweep *sw = b->sw;
+    for (size_t k = 0; k < sw->n_keys; k++)
+        for (size_t i = 0; i < sw->keys[k].n; i++) {
+            const struct value_seen *v = &seen[first[k] + i];
+            if (v->acts || !v->inert || strcmp(sw->keys[k].key, SIM_ATTRIBUTION_KEY) == 0)
+                continue;
+            bool differs;
+            /* resolved before, deferring the key: the same again */
+            resolve_cell(b, v->first * sw->n_seeds, b->cell);
+            struct libra_error err = *deferred_error(b->cell, sw->keys[k].key, &differs);
+            char named[sizeof err.msg + 64];
+            size_t len = (size_t)snprintf(named, sizeof named, "--sweep %s: %s", sw->keys[k].key,
+                                          sw->keys[k].key);
+            if (strncmp(err.msg, named, len) == 0)
+                snprintf(named + len, sizeof named - len, "=%s%s", sw->keys[k].values[i],
+                         err.msg + len);
+            else
+                snprintf(named, sizeof named, "%s", err.msg);
+            snprintf(err.msg, sizeof err.msg, "%s%s", named,
+                     v->inert > 1 ? ", nor at any other point of the grid that sets it" : "");
+            return cli_report_error(&err);
+        }
+    return 0;
 }
 
 /* Resolves every cell's config and input, all before any runs: each grid point's first seed's
  * cell, checked (refuse_inert, check_points) before the other seeds' are made, so that a bad
  * setting stops even a sweep of many seeds at once; then the rest. */
-static int build_cells(const struct cli_common *cc, const struct ujson_doc *config,
-                       const struct api_presets *p, struct api_traces *ts, struct sim_sweep *sw,
-                       struct libra_config *cfgs)
+static int build_cells(const struct cli_common *cc, const char *seed_flag,
+                       const struct ujson_doc *config, const struct api_presets *p,
+                       struct api_traces *ts, struct sim_sweep *sw, struct libra_config *cfgs)
 {
     size_t n_bars, most = 1; /* settings a key sets at most */
     const struct sim_bar *bars = sim_attribution_bars(&n_bars);
@@ -443,6 +547,7 @@ static int build_cells(const struct cli_common *cc, const struct ujson_doc *conf
         most = bars[b].n_sets > most ? bars[b].n_sets : most;
     struct spec_deferred *common = xcalloc(2, sizeof *common);
     struct cell_build b = {cc,
+                           seed_flag,
                            config,
                            p,
                            sw,
@@ -457,21 +562,31 @@ static int build_cells(const struct cli_common *cc, const struct ujson_doc *conf
             grid[common->n_grid++] = sw->keys[k].key;
     b.cell->grid = common->grid = grid;
     b.cell->n_grid = common->n_grid;
+    size_t *first = xcalloc(sw->n_keys + 1, sizeof *first); /* each key's values' slots */
+    for (size_t k = 0; k < sw->n_keys; k++)
+        first[k + 1] = first[k] + sw->keys[k].n;
+    struct value_seen *seen = xcalloc(first[sw->n_keys] + 1, sizeof *seen);
     int rc = 0;
     for (size_t i = 0; i < sw->n_cells && rc == 0; i += sw->n_seeds) {
         rc = resolve_cell(&b, i, i ? b.cell : common);
+        if (rc == 0)
+            note_values(sw, i / sw->n_seeds, i ? b.cell : common, first, seen);
         if (rc == 0 && i)
             keep_common(common, b.cell);
     }
     if (rc == 0)
         rc = refuse_inert(sw, common);
     if (rc == 0)
-        rc = check_points(cc, sw, cfgs);
+        rc = refuse_inert_values(&b, first, seen);
+    if (rc == 0)
+        rc = check_points(sw, cfgs);
     for (size_t i = 0; i < sw->n_cells && rc == 0; i++)
         if (i % sw->n_seeds)
             rc = resolve_cell(&b, i, b.cell);
     for (size_t i = 0; i < sw->n_cells && rc == 0; i++)
         rc = cli_sim_input(p, ts, &cfgs[i], false, &sw->cells[i].in);
+    free(seen);
+    free(first);
     free(grid);
     free(common);
     free(b.labels);
@@ -575,7 +690,8 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f,
     sw.cells = xcalloc(sw.n_cells, sizeof *sw.cells);
     struct libra_config *cfgs = xcalloc(sw.n_cells, sizeof *cfgs);
     struct api_traces ts = {0};
-    int rc = build_cells(cc, config, p, &ts, &sw, cfgs);
+    const char *seeds_by = f->seed_list.n ? "--seed-list" : f->n_seeds ? "--seeds" : NULL;
+    int rc = build_cells(cc, seeds_by, config, p, &ts, &sw, cfgs);
     if (rc == 0) {
         struct watched w = {.cells = (long long)sw.n_cells};
         struct workers *workers = workers_new(cc->jobs);
@@ -583,11 +699,13 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f,
         size_t failed = sim_sweep_run(&sw, workers, &w.counts);
         cli_progress_stop(line);
         workers_free(workers);
-        size_t shortest = 0; /* speaks for all */
-        for (size_t i = 1; i < sw.n_cells; i++)
-            if (measured_steps(&cfgs[i]) < measured_steps(&cfgs[shortest]))
+        size_t shortest = SIZE_MAX; /* of the runs that have rates, speaks for all */
+        for (size_t i = 0; i < sw.n_cells; i++)
+            if (!sw.cells[i].rc && (shortest == SIZE_MAX ||
+                                    measured_steps(&cfgs[i]) < measured_steps(&cfgs[shortest])))
                 shortest = i;
-        warn_if_short(&cfgs[shortest]);
+        if (shortest != SIZE_MAX)
+            warn_if_short(&cfgs[shortest]);
         warn_if_unsettled_cells(&sw);
         rc = emit(cc, cc->json ? sim_sweep_to_json(&sw, base) : NULL,
                   cc->json    ? NULL

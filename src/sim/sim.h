@@ -560,6 +560,9 @@ struct sim_sweep {
 /* Grid points: the product of the keys' value counts (1 without keys). */
 size_t sim_sweep_points(const struct sim_sweep *sw);
 
+/* The index into key k's values of the one it takes at grid point p. */
+size_t sim_sweep_value_index(const struct sim_sweep *sw, size_t p, size_t k);
+
 /* The value key k takes at grid point p. */
 const char *sim_sweep_value(const struct sim_sweep *sw, size_t p, size_t k);
 

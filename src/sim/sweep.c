@@ -27,12 +27,17 @@ size_t sim_sweep_points(const struct sim_sweep *sw)
     return n;
 }
 
-const char *sim_sweep_value(const struct sim_sweep *sw, size_t p, size_t k)
+size_t sim_sweep_value_index(const struct sim_sweep *sw, size_t p, size_t k)
 {
     size_t stride = 1;
     for (size_t j = k + 1; j < sw->n_keys; j++)
         stride *= sw->keys[j].n;
-    return sw->keys[k].values[p / stride % sw->keys[k].n];
+    return p / stride % sw->keys[k].n;
+}
+
+const char *sim_sweep_value(const struct sim_sweep *sw, size_t p, size_t k)
+{
+    return sw->keys[k].values[sim_sweep_value_index(sw, p, k)];
 }
 
 /* ---- running ------------------------------------------------------------------------------ */

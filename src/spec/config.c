@@ -251,9 +251,13 @@ static const struct spec_field fields[] = {
     INT(SAMPLED | SIMULATED | SPEC_READ_ROUTE | SPEC_READ_EMU, sim.seed, "", 1, 0,
         9007199254740991.0, "seed", "seed of every random draw (0..2^53-1)"),
     INT(SIMULATED, sim.warmup_steps, "steps", 2, 0, 1000000, NULL,
-        "steps excluded from the rates (at most rl.steps - 1: a run keeps one measured step)"),
+        "steps excluded from the rates, at most rl.steps - 1: a run keeps one measured step, so "
+        "a larger value warms up rl.steps - 1 (a sweep's points that differ only there are one "
+        "experiment)"),
     INT(SPEC_READ_SIM, sim.tune_steps, "steps", 10, 1, 1000000, NULL,
-        "steps each candidate of a tuning sweep is simulated for"),
+        "steps each candidate of a tuning sweep is simulated for, at most rl.steps: a larger "
+        "value tunes over rl.steps (a sweep's points that differ only there are one "
+        "experiment)"),
     INT(SPEC_READ_SIM, sim.tune_grid, "", 16, 3, 1000000, NULL,
         "async splits a tuning round tries per rollout TP: with more, evenly spaced ones first, "
         "then every split between the best one's neighbours (coarse to fine)"),
@@ -870,8 +874,10 @@ static int check_fleet_counts(struct libra_config *cfg, const struct libra_confi
         snprintf(where, sizeof where, "with sim.planner true and no rollout mode");
     struct spec_deferred *later = src->deferred;
     bool defer = later && later->n < SPEC_DEFERRED_MAX;
-    if (defer)
+    if (defer) {
         later->item[later->n].key = f->key;
+        later->item[later->n].differs = true;
+    }
     int rc = spec_config_key_error(defer ? &later->item[later->n++].err : err, src, f->key,
                                    "instance counts have no effect %s: only libra sim's rollout "
                                    "mode and libra with sim.planner false run a fleet of them; "
@@ -926,8 +932,10 @@ static int check_inert(struct libra_config *cfg, const struct libra_config *defa
         }
         struct spec_deferred *later = src->deferred;
         bool defer = later && later->n < SPEC_DEFERRED_MAX;
-        if (defer)
+        if (defer) {
             later->item[later->n].key = d->key;
+            later->item[later->n].differs = differs;
+        }
         int rc = spec_config_key_error(defer ? &later->item[later->n++].err : err, src, d->key,
                                        "%s%s%s has no effect %s%s", d->key, gridded ? "" : "=",
                                        gridded ? "" : set, why, shown); /* a grid's: each */
@@ -1353,11 +1361,12 @@ char *spec_config_doc_markdown(void)
     return text;
 }
 
-/* A step of sim.timeline_steps: digits only, at most the largest rl.steps. */
+/* A step of sim.timeline_steps: digits only, no leading zero (01:2 would be another config
+ * of 1:2's run), at most the largest rl.steps. */
 static bool step_number(const char *s, size_t len, int64_t *out)
 {
     int64_t v = 0;
-    if (len == 0 || len > 8)
+    if (len == 0 || len > 8 || (len > 1 && s[0] == '0'))
         return false;
     for (size_t i = 0; i < len; i++) {
         if (s[i] < '0' || s[i] > '9')
@@ -1380,7 +1389,7 @@ int spec_timeline_steps_parse(const char *text, int64_t *first, int64_t *last,
         !step_number(colon + 1, strlen(colon + 1), last))
         return error_set(err, NULL, 0, 0,
                          "expected A:B, the first and last step (numbered from 0, at most "
-                         "10000000), not '%s'",
+                         "10000000, without leading zeros), not '%s'",
                          text);
     if (*first > *last)
         return error_set(err, NULL, 0, 0, "'%s' ends before it starts", text);

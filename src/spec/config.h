@@ -241,6 +241,8 @@ struct spec_deferred {
     struct {
         const char *key; /* the schema's */
         struct libra_error err;
+        bool differs; /* the point's value is not the key's default: a flag giving it alone is
+                       * refused (a grid's key is deferred at its default too) */
     } item[SPEC_DEFERRED_MAX];
     /* the keys the grid sets (its sweep's): one inert at a point is deferred even at its
      * default, so that a key inert at every point is refused whatever values it takes */

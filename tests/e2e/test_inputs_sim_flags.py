@@ -153,3 +153,20 @@ def test_a_flag_with_two_spellings_is_named_by_both(args, flag):
     """A message about a flag's value names both of its spellings where it has two: it cannot
     tell which one was typed (`-o ''` was named `--output` alone)."""
     assert refused(run("sim", *args)).startswith(f"libra: sim: {flag}\n")
+
+
+# ---- steps of a run ---------------------------------------------------------------------------
+
+@pytest.mark.parametrize("args,message", [
+    (["--json", "--timeline", "01:2"], "--timeline: expected A:B"),
+    (["--json", "--timeline", "1:02"], "--timeline: expected A:B"),
+])
+def test_a_timeline_step_with_a_leading_zero_is_refused(args, message):
+    """01:2 ran 1:2's run under another config digest, as 032 would be another batch of 32."""
+    assert message in refused(run("sim", "--steps", "3", *args))
+
+
+def test_the_default_warm_up_is_capped_for_a_short_run():
+    r = run("sim", "--steps", "1", "--set", "sim.modes=libra")
+    assert r.returncode == 0, r.stderr
+    assert "1 steps (0 warm-up)" in r.stdout.splitlines()[0]

@@ -283,3 +283,96 @@ def test_a_trace_takes_no_seeds(tmp_path):
     config = tmp_path / "x.json"
     config.write_text(json.dumps({"sim": {"seed": 7}}))
     assert sim(str(config), *shape, "--steps", "3").returncode == 0
+
+
+def trace_experiment(tmp_path, doc):
+    """A trace of 3 steps of batch 32 and a config file doc naming it (workload.trace)."""
+    trace = tmp_path / "t.jsonl"
+    subprocess.run([LIBRA, "trace", "gen", "r2e-gym", "--steps", "3", "--batch", "32",
+                    "--samples", "4", "-o", str(trace)], check=True, timeout=60)
+    path = tmp_path / "exp.json"
+    path.write_text(json.dumps(doc).replace("TRACE", str(trace)))
+    return str(path), str(trace)
+
+
+def test_a_config_files_seed_is_left_aside_by_a_sweep_over_a_trace(tmp_path):
+    """A file's sim.seed inert beside a trace is taken, as the single run takes it: a sweep gives
+    a cell's seed only where --seeds or --seed-list does (a sweep without them refused the
+    file's seed as if --seeds had given it), and names the flag that gave it."""
+    path, trace = trace_experiment(
+        tmp_path, {"workload": {"trace": "TRACE"}, "sim": {"seed": 5}, "rl": {"steps": 3}})
+    assert subprocess.run([LIBRA, "config", "check", path], capture_output=True).returncode == 0
+    assert sim(path, "--sweep", "sim.queue_cap=50,100").returncode == 0
+    assert sim(path, "--set", "sim.tune_steps=2", "--attribution").returncode == 0
+    seed_only = tmp_path / "seed.json"
+    seed_only.write_text(json.dumps({"sim": {"seed": 5}}))
+    assert sim(str(seed_only), "--trace", trace, "--steps", "3", "--sweep",
+               "sim.queue_cap=50,100").returncode == 0
+    p = sim(path, "--seed-list", "9", check=False)
+    assert p.returncode == 2 and p.stderr.startswith(
+        "libra: --seed-list: sim.seed=9 has no effect without generated trajectories"), p.stderr
+
+
+def test_a_swept_value_inert_wherever_it_is_set_is_refused():
+    """A value of a swept key that has no effect at any point it is set is refused as the single
+    run's flag is, though another value of the key acts (0 turns verification off whatever the
+    modes; 4 ran as the default there, and its cell was 0's)."""
+    p = sim("--steps", "3", "--set", "sim.modes=async", "--sweep",
+            "plan.verify_candidates=0,4", check=False)
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    assert p.stderr == ("libra: --sweep plan.verify_candidates: plan.verify_candidates=4 has no "
+                        "effect without libra in sim.modes (sim.modes is [\"async\"], from --set "
+                        "sim.modes)\n")
+    p = sim("--steps", "3", "--set", "sim.modes=async", "--sweep", "rl.sync_interval=1,5",
+            "--sweep", "plan.verify_candidates=0,4", check=False)
+    assert p.returncode == 2 and p.stderr.endswith(
+        "plan.verify_candidates=4 has no effect without libra in sim.modes (sim.modes is "
+        "[\"async\"], from --set sim.modes), nor at any other point of the grid that sets it\n")
+
+
+def test_points_that_run_one_capped_warm_up_or_tuning_are_one_experiment():
+    """sim.warmup_steps runs at most rl.steps - 1 steps, sim.tune_steps at most rl.steps
+    (docs/config.md): points whose values differ only past that cap ran one experiment under
+    different digests, the defaults' included (2 steps of warm-up, 10 of tuning)."""
+    for steps, key, a, b in (("3", "sim.warmup_steps", "2", "3"),
+                             ("1", "sim.warmup_steps", "0", "2"),
+                             ("3", "sim.tune_steps", "3", "50"),
+                             ("1", "sim.tune_steps", "1", "10")):
+        values = f"{a},{b},50" if key == "sim.warmup_steps" else f"{a},{b}"
+        p = sim("--steps", steps, "--sweep", f"{key}={values}", check=False)
+        assert p.returncode == 2 and p.stdout == "" and p.stderr == (
+            f"libra: sim: --sweep: '{key}={a}' and '{key}={b}' are one experiment\n"), p.stderr
+    assert sim("--steps", "3", "--sweep", "sim.warmup_steps=1,2").returncode == 0
+
+
+def test_a_timeline_with_leading_zeros_is_refused():
+    p = sim("--steps", "3", "--json", "--sweep", "sim.timeline_steps=1:2,01:2", check=False)
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    assert "not '01:2'" in p.stderr and "leading zero" in p.stderr, p.stderr
+
+
+def test_an_error_at_a_point_names_the_point():
+    p = sim("--steps", "3", "--sweep", "rl.samples=3,4", check=False)
+    assert p.returncode == 2 and p.stderr.startswith(
+        "libra: --sweep: 'rl.samples=3': rl.batch_trajectories: 32 is not a multiple of "
+        "rl.samples (3)"), p.stderr
+
+
+def test_no_note_on_rates_when_no_run_has_any():
+    p = sim("--steps", "3", "--set", "rl.trajectory_timeout_s=1", "--sweep",
+            "rl.batch_trajectories=16,32", check=False)
+    assert p.returncode != 0 and "2 of 2 runs failed" in p.stderr, p.stderr
+    assert "the rates cover" not in p.stderr
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--seed-list", "-1"], "--seed-list: expected an integer in [0, 9007199254740991], not '-1'"),
+    (["--sweep", "rl.batch_trajectories=32,32"], "--sweep rl.batch_trajectories: '32' is listed"
+     " twice"),
+    (["--sweep", "rl.batch_trajectories=32,,64"], "--sweep rl.batch_trajectories: an empty value"
+     " in '32,,64'"),
+])
+def test_a_bad_value_has_no_usage_line(args, message):
+    """docs/cli.md: a bad value says which flag and why, without the usage line."""
+    p = sim("--steps", "1", *args, check=False)
+    assert p.returncode == 2 and p.stderr == f"libra: sim: {message}\n", p.stderr

@@ -269,12 +269,16 @@ static void test_file_errors(void **state)
                  "at least one token for every running sequence");
     expect_error("{\"sim\": {\"timeline_steps\": \"3\"}}", NULL, 0, 1, 10,
                  "sim.timeline_steps: expected A:B, the first and last step (numbered from 0, at "
-                 "most 10000000), not '3'");
+                 "most 10000000, without leading zeros), not '3'");
     expect_error("{\"sim\": {\"timeline_steps\": \"4:2\"}}", NULL, 0, 1, 10,
                  "sim.timeline_steps: '4:2' ends before it starts");
     expect_error("{\"sim\": {\"timeline_steps\": \"-1:2\"}}", NULL, 0, 1, 10,
                  "sim.timeline_steps: expected A:B, the first and last step (numbered from 0, at "
-                 "most 10000000), not '-1:2'");
+                 "most 10000000, without leading zeros), not '-1:2'");
+    /* 01:2 would be 1:2's run under another config digest */
+    expect_error("{\"sim\": {\"timeline_steps\": \"01:2\"}}", NULL, 0, 1, 10,
+                 "sim.timeline_steps: expected A:B, the first and last step (numbered from 0, at "
+                 "most 10000000, without leading zeros), not '01:2'");
     expect_error("{\"schema\": \"libra.plan/1\"}", NULL, 0, 1, 2,
                  "schema: must be \"libra.config/1\"");
     expect_error("{\"seed\": 7}", NULL, 0, 1, 2,
@@ -419,7 +423,10 @@ static void test_flag_types(void **state)
     assert_int_equal(spec_timeline_steps_parse(c.sim.timeline_steps, &first, &last, NULL), 0);
     assert_true(first == 0 && last == 10000000);
     assert_int_equal(spec_timeline_steps_parse("", &first, &last, NULL), 0);
-    assert_true(first == 0 && last == -1); /* none */
+    assert_true(first == 0 && last == -1);                                      /* none */
+    assert_int_equal(spec_timeline_steps_parse("0:0", &first, &last, NULL), 0); /* a lone 0 */
+    assert_true(first == 0 && last == 0);
+    assert_int_not_equal(spec_timeline_steps_parse("1:02", &first, &last, NULL), 0);
     assert_true(c.plan.homogeneous_rollout);
     assert_true(c.plan.time_limit_s == 2.5);
     assert_int_equal(c.sim.modes, SPEC_SIM_LIBRA | SPEC_SIM_ASYNC);
