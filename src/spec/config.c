@@ -192,9 +192,10 @@ static const struct spec_field fields[] = {
         "sample's, the measured ones after sim.warmup_steps rounded up to whole "
         "rl.sync_interval, at most rl.steps (libra plan --verify-steps)"),
     INT(SAMPLED, plan.sample_seed, "", 0, 0, 9007199254740991.0, NULL,
-        "seed of the planner's length sample drawn from a workload preset (libra plan, "
-        "libra sim's libra mode; a trace's sample is its own batches); 0: sim.seed, the "
-        "run's own trajectories"),
+        "seed of the planner's length sample drawn from a workload preset (libra plan; libra "
+        "sim, whose libra mode plans on it and whose baselines take their training layouts "
+        "from it; a trace's sample is its own batches); 0: sim.seed, the run's own "
+        "trajectories"),
     ENUM(PLANNER, plan.recompute, option_names, SPEC_OPTION_FALLBACK, NULL,
          "full activation recompute in training layouts: off, fallback (for each split, only "
          "when no layout of its GPUs fits without the fallback options) or search (always a "
