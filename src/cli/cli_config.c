@@ -424,6 +424,17 @@ int cli_common_load(const struct cli_common *cc, const char *config_file, struct
     return rc;
 }
 
+/* Whether err opens with the label of one of the n settings (it names them already). */
+static bool names_one(const struct libra_error *err, const struct spec_config_override *o, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        size_t len = strlen(o[i].label);
+        if (strncmp(err->msg, o[i].label, len) == 0 && err->msg[len] == ':')
+            return true;
+    }
+    return false;
+}
+
 int cli_common_resolve(const struct cli_common *cc, const struct ujson_doc *config,
                        const struct api_presets *p, const struct spec_config_override *extra,
                        size_t n_extra, const char *where, struct spec_deferred *deferred,
@@ -439,7 +450,7 @@ int cli_common_resolve(const struct cli_common *cc, const struct ujson_doc *conf
     int rc = api_config_resolve(p, file, flags, cc->n_overrides + n_extra, cc->cmd->reads, deferred,
                                 cfg, &err);
     free(flags);
-    if (rc && where && *where)
+    if (rc && where && *where && !names_one(&err, extra, n_extra))
         error_prefix(&err, where);
     return rc ? cli_report_error(&err) : trace_guard(cc, file ? file->name : NULL, cfg);
 }

@@ -127,9 +127,10 @@ int cli_common_load_doc(const struct cli_common *cc, const char *config_file, st
  * Resolves another config from cli_common_load_doc's sources (p and config as it loaded them),
  * with extra settings after the flags, which they override (a sweep cell's; label names each in
  * errors), and, with deferred, the keys inert there taken and listed (a grid's point: struct
- * spec_deferred). where (NULL or "": none) prefixes a config error, naming what the extra
- * settings are (a grid's point: an error of another key, such as rl.batch_trajectories under a
- * swept rl.samples, does not name them). Returns and prints as cli_common_load.
+ * spec_deferred). where (NULL or "": none) prefixes a config error that does not open with an
+ * extra setting's label, naming what the extra settings are (a grid's point: an error of another
+ * key, such as a preset's value against a swept one, does not name them). Returns and prints as
+ * cli_common_load.
  */
 int cli_common_resolve(const struct cli_common *cc, const struct ujson_doc *config,
                        const struct api_presets *p, const struct spec_config_override *extra,

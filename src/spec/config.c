@@ -437,6 +437,25 @@ static const char *set_by(const struct spec_config_override *o, size_t n, const 
     return NULL;
 }
 
+/* key ("rl.samples") as a JSON pointer into a config file ("rl/samples"). */
+static void key_path(const char *key, char *path, size_t size)
+{
+    snprintf(path, size, "%s", key);
+    for (char *s = path; *s; s++)
+        if (*s == '.')
+            *s = '/';
+}
+
+/* Whether a flag or the config file gives key (not a default or a preset). */
+static bool given(const struct spec_config_sources *src, const char *key)
+{
+    char path[128];
+    int line, col;
+    key_path(key, path, sizeof path);
+    return set_by(src->flags, src->n_flags, key) ||
+           (src->doc && ujson_locate(src->doc, path, &line, &col) == 0);
+}
+
 int spec_config_key_error(struct libra_error *err, const struct spec_config_sources *src,
                           const char *key, const char *fmt, ...)
 {
@@ -448,10 +467,7 @@ int spec_config_key_error(struct libra_error *err, const struct spec_config_sour
     const char *label = set_by(src->flags, src->n_flags, key);
     if (label)
         return error_set(err, NULL, 0, 0, "%s: %s", label, msg);
-    snprintf(path, sizeof path, "%s", key);
-    for (char *s = path; *s; s++)
-        if (*s == '.')
-            *s = '/';
+    key_path(key, path, sizeof path);
     int line, col;
     if (src->doc && ujson_locate(src->doc, path, &line, &col) == 0)
         return ujson_errorf(err, src->doc, path, "%s", msg);
@@ -949,6 +965,24 @@ static int check_inert(struct libra_config *cfg, const struct libra_config *defa
     return 0;
 }
 
+/* A batch of part of a group, blamed on the key the user gave: rl.samples where only it is
+ * given (the batch then comes from a preset or the default, and is named with its source). */
+static int groups_error(const struct libra_config *cfg, const struct spec_config_sources *src,
+                        struct libra_error *err)
+{
+    const struct spec_rl_config *rl = &cfg->rl;
+    if (given(src, "rl.batch_trajectories") || !given(src, "rl.samples"))
+        return spec_config_key_error(
+            err, src, "rl.batch_trajectories",
+            "%d is not a multiple of rl.samples (%d): training takes whole groups",
+            rl->batch_trajectories, rl->samples);
+    const char *from = set_by(src->preset_values, src->n_preset_values, "rl.batch_trajectories");
+    return spec_config_key_error(
+        err, src, "rl.samples",
+        "%d does not divide rl.batch_trajectories (%d%s%s): training takes whole groups",
+        rl->samples, rl->batch_trajectories, from ? ", from " : ", its default", from ? from : "");
+}
+
 static int check(const struct libra_config *cfg, const struct spec_config_sources *src,
                  struct libra_error *err)
 {
@@ -959,10 +993,7 @@ static int check(const struct libra_config *cfg, const struct spec_config_source
     const struct spec_field *samples = spec_field_find(fields, N_FIELDS, "rl.samples");
     bool groups = !src->reader || (samples->readers & src->reader) != 0;
     if (groups && rl->batch_trajectories % rl->samples != 0)
-        return spec_config_key_error(
-            err, src, "rl.batch_trajectories",
-            "%d is not a multiple of rl.samples (%d): training takes whole groups",
-            rl->batch_trajectories, rl->samples);
+        return groups_error(cfg, src, err);
     if (cfg->sim.fail_time_s < 0 && cfg->sim.fail_time_s != -1) /* the range holds -1 for never */
         return spec_config_key_error(err, src, "sim.fail_time_s",
                                      "%g is neither -1 (never) nor a time >= 0",

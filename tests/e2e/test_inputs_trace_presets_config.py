@@ -180,3 +180,16 @@ def test_config_check_refuses_the_trace_plan_and_sim_refuse(tmp_path):
     config.write_text(json.dumps({"workload": {"trace": str(tmp_path / "none.jsonl")}}))
     r = run("config", "check", str(config))
     assert r.returncode == 3 and "none.jsonl" in r.stderr, r.stderr
+
+
+def test_a_groups_error_names_the_key_the_file_gives(tmp_path):
+    """A file's rl.samples not dividing the preset's batch blamed rl.batch_trajectories, which
+    the file does not hold, without the file or a position."""
+    config = tmp_path / "s3.json"
+    config.write_text('{"rl": {"samples": 3}}\n')
+    for cmd, code in ((("config", "check"), 1), (("plan",), 2)):
+        r = run(*cmd, str(config))
+        assert r.returncode == code, r.stderr
+        assert r.stderr.startswith(
+            f"libra: {config}:1:9: rl.samples: 3 does not divide rl.batch_trajectories (32, "
+            "from workload preset 'r2e-gym'): training takes whole groups"), r.stderr

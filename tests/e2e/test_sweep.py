@@ -352,10 +352,15 @@ def test_a_timeline_with_leading_zeros_is_refused():
 
 
 def test_an_error_at_a_point_names_the_point():
-    p = sim("--steps", "3", "--sweep", "rl.samples=3,4", check=False)
+    p = sim("--steps", "3", "--set", "plan.tp_pattern=4,4", "--sweep",
+            "cluster.gpus_per_node=4,8", check=False)
     assert p.returncode == 2 and p.stderr.startswith(
-        "libra: --sweep: 'rl.samples=3': rl.batch_trajectories: 32 is not a multiple of "
-        "rl.samples (3)"), p.stderr
+        "libra: --sweep: 'cluster.gpus_per_node=4': --set plan.tp_pattern: its instances take 8 "
+        "GPUs, a node has 4"), p.stderr
+    p = sim("--steps", "3", "--sweep", "rl.samples=3,4", check=False)  # the error names it
+    assert p.returncode == 2 and p.stderr.startswith(
+        "libra: --sweep rl.samples: 3 does not divide rl.batch_trajectories (32, from workload "
+        "preset 'r2e-gym')"), p.stderr
 
 
 def test_no_note_on_rates_when_no_run_has_any():

@@ -200,8 +200,8 @@ static void test_preset_values_layer(void **state)
     /* an inconsistency caused by a preset value names the preset */
     struct spec_config_override odd = {"rl.samples", "5", "--samples"};
     assert_int_equal(resolve(&c, NULL, &odd, 1, values, 2, &err), LIBRA_EINVAL);
-    assert_string_equal(err.msg, "rl.batch_trajectories: 64 is not a multiple of rl.samples (5): "
-                                 "training takes whole groups, from workload preset 'w'");
+    assert_string_equal(err.msg, "--samples: 5 does not divide rl.batch_trajectories (64, from "
+                                 "workload preset 'w'): training takes whole groups");
 }
 
 static void expect_error(const char *text, const struct spec_config_override *flags, size_t n_flags,
