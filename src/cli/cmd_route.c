@@ -849,6 +849,8 @@ int cmd_route(int argc, char **argv)
     if (rc == 0 && f.folds && f.train_steps_given)
         rc = cli_usage_error(cc.cmd, "--train-steps and --folds exclude each other (--folds "
                                      "evaluates every step, each fold trained on the others)");
+    if (rc == 0 && argc - optind > 2 && strcmp(argv[optind], "eval") == 0)
+        rc = cli_usage_error(cc.cmd, "unexpected argument '%s'", argv[optind + 2]);
     if (rc == 0 && (argc - optind != 2 || strcmp(argv[optind], "eval") != 0))
         rc = cli_usage_error(cc.cmd, "expected 'eval TRACE'");
     if (rc == 0)

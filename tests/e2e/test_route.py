@@ -472,3 +472,13 @@ def test_samples_other_than_the_traces_groups_are_refused(tmp_path):
         assert ("the trace's GRPO groups are 4 trajectories (its header's group_size), not "
                 "rl.samples = %s" % flag[1][-1]) in err, err
     assert eval_json(trace, "--samples", "4")[1] == eval_json(trace)[1]
+
+
+def test_an_argument_after_the_trace_is_named(tmp_path):
+    """route eval T T said "expected 'eval TRACE'", as if the trace were missing."""
+    trace = str(tmp_path / "t.jsonl")
+    toy_trace(trace)
+    r = route("eval", trace, "extra")
+    assert r.returncode == 2 and r.stderr.startswith(
+        "libra: route: unexpected argument 'extra'\n"), r.stderr
+    assert route("eval").stderr.startswith("libra: route: expected 'eval TRACE'\n")
