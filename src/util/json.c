@@ -51,6 +51,15 @@ int ujson_doc_parse(struct ujson_doc *doc, const char *name, const char *text, s
         return error_set(err, name, 1, 1, "empty: no JSON value");
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
+    if (!root && json_error_code(&jerr) == json_error_numeric_overflow && jerr.position > 0 &&
+        (size_t)jerr.position <= len) { /* jansson is past the number: point at its start */
+        const char *at = text + jerr.position;
+        while (at > text && strchr("0123456789+-.eE", at[-1]))
+            at--;
+        int line, col;
+        position(text, at, &line, &col);
+        return error_set(err, name, line, col, "%s", ujson_error_text(&jerr));
+    }
     if (!root) {
         /* jansson reports line/column 1-based; column -1 when it has none. */
         return error_set(err, name, jerr.line > 0 ? jerr.line : 1,

@@ -45,6 +45,9 @@ static void test_parse_errors(void **state)
     /* A NUL byte is an error at its position, not an early end of the document. */
     EXPECT_SYNTAX_ERROR("{\"a\":\n 1}\0{", 2, 4);
     EXPECT_SYNTAX_ERROR("1\0", 1, 2);
+    /* a number out of range: at its start (jansson is past it) */
+    EXPECT_SYNTAX_ERROR("{\"gpus\":\n  99999999999999999999999}", 2, 3);
+    EXPECT_SYNTAX_ERROR("{\"\xc3\xa9\": -1e999}", 1, 7);
 
     struct ujson_doc doc;
     struct libra_error err;
