@@ -739,6 +739,21 @@ static void take_head(struct net_call *c, const struct net_conn *conn)
     ((char *)c->head.start[1].p)[c->head.start[1].n] = '\0';
 }
 
+/* The request target parsed: an origin-form target (RFC 9112 3.2.1: "/path?query") as a path
+ * whatever it opens with — a URI parser reads "//x/pause" as host x and path /pause, another
+ * endpoint than the one asked — and an absolute-form one ("http://h/path") as a URI. */
+static struct evhttp_uri *parse_target(const char *target)
+{
+    if (target[0] != '/')
+        return evhttp_uri_parse_with_flags(target, 0);
+    size_t n = strlen(target) + sizeof "http://h";
+    char *uri_text = xmalloc(n);
+    snprintf(uri_text, n, "http://h%s", target);
+    struct evhttp_uri *uri = evhttp_uri_parse_with_flags(uri_text, 0);
+    free(uri_text);
+    return uri;
+}
+
 /* The call for the request whose head and body[0..body_len) are read; NULL after answering
  * 400 itself for a malformed target. */
 static struct net_call *call_new(struct net_conn *conn, size_t body_len, size_t consumed)
@@ -760,7 +775,7 @@ static struct net_call *call_new(struct net_conn *conn, size_t body_len, size_t 
     body[body_len] = '\0'; /* in_cap always keeps a byte past what was read */
     c->body = body;
     c->body_len = body_len;
-    struct evhttp_uri *uri = evhttp_uri_parse_with_flags(c->head.start[1].p, 0);
+    struct evhttp_uri *uri = parse_target(c->head.start[1].p);
     const char *path = uri ? evhttp_uri_get_path(uri) : NULL;
     const char *query = uri ? evhttp_uri_get_query(uri) : NULL;
     c->path = uri ? evhttp_uridecode(path && *path ? path : "/", 0, NULL) : NULL;

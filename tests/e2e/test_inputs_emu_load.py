@@ -175,3 +175,19 @@ def test_emu_refuses_a_host_with_stray_brackets(host):
 def test_emu_still_listens_on_a_bracketed_or_bare_ipv6_host(host):
     with Emu("--host", host) as emu:
         assert emu.instances[0]["url"].startswith("http://[::1]:")
+
+
+@pytest.mark.parametrize("target,path", [("//x/pause_generation", "//x/pause_generation"),
+                                         ("//v1/models", "//v1/models"),
+                                         ("//h/health", "//h/health")])
+def test_a_path_opening_with_two_slashes_is_that_path(target, path):
+    """A request target "//x/pause_generation" was read as host x and path /pause_generation:
+    it paused the engine (and //v1/models answered about /models)."""
+    with Emu(scale=SCALE) as emu:
+        c = http.client.HTTPConnection("127.0.0.1", emu.instances[0]["port"], timeout=30)
+        c.request("POST" if "pause" in target else "GET", target, body=b"{}")
+        r = c.getresponse()
+        body = r.read().decode()
+        assert r.status == 404 and path in body, (r.status, body)
+        c.request("GET", "/v1/models")
+        assert c.getresponse().status == 200
