@@ -453,11 +453,12 @@ static char *tmp_name(const char *target)
 }
 
 /* Reports that tmp, made beside path to replace it whole, cannot be created (errno's why),
- * naming tmp where path exists (it may be writable itself). Returns LIBRA_EXIT_IO. */
+ * naming tmp where path exists (it may be writable itself) or tmp is in the way. Returns
+ * LIBRA_EXIT_IO. */
 static int tmp_error(const char *path, const char *tmp)
 {
     int why = errno;
-    if (access(path, F_OK) == 0)
+    if (access(path, F_OK) == 0 || access(tmp, F_OK) == 0)
         cli_errorf("cannot write '%s': cannot create '%s' beside it to replace it whole: %s", path,
                    tmp, error_strerror(why));
     else

@@ -217,3 +217,14 @@ def test_a_trace_waiting_for_its_output_fifos_reader_stops_on_a_signal(tmp_path)
     finally:
         p.kill()
     assert sorted(os.listdir(tmp_path)) == ["out"]
+
+
+def test_a_temporary_file_in_the_way_is_named(tmp_path):
+    """-o FILE where FILE.tmp is a directory said "cannot write 'FILE': is a directory", naming a
+    file that does not exist."""
+    (tmp_path / "out.md.tmp").mkdir()
+    r = run("config", "doc", "-o", str(tmp_path / "out.md"))
+    assert r.returncode == 3, r.stderr
+    assert r.stderr == (f"libra: cannot write '{tmp_path}/out.md': cannot create "
+                        f"'{tmp_path}/out.md.tmp' beside it to replace it whole: "
+                        "is a directory\n"), r.stderr
