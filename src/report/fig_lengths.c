@@ -13,26 +13,16 @@
 #include "report/internal.h"
 #include "sim/sim.h"
 
-/* The histogram at member of mode's run.trajectory_lengths, when it reads as libra writes it:
- * edges one more than counts, every count a non-negative number. */
+/* The histogram at member of mode's run.trajectory_lengths, false when it holds nothing. The
+ * shape check (report_check_shape) made it as libra writes it: edges one more than counts,
+ * above 0 and increasing, every count an integer from 0. */
 static bool histogram(const json_t *mode, const char *member, const json_t **edges,
                       const json_t **counts)
 {
     const json_t *h = report_get(report_get(mode, "run/trajectory_lengths"), member);
     *edges = json_object_get(h, "bin_edges");
     *counts = json_object_get(h, "counts");
-    size_t n = json_array_size(*counts);
-    if (n == 0 || json_array_size(*edges) != n + 1)
-        return false;
-    for (size_t i = 0; i <= n; i++) {
-        double e = json_number_value(json_array_get(*edges, i));
-        if (!json_is_number(json_array_get(*edges, i)) || !isfinite(e) || e <= 0 ||
-            (i && !(e > json_number_value(json_array_get(*edges, i - 1)))))
-            return false;
-        if (i < n && !(json_number_value(json_array_get(*counts, i)) >= 0))
-            return false;
-    }
-    return true;
+    return json_array_size(*counts) > 0;
 }
 
 /* Whether a and b are one edge of the shared grid (they come from the same formula). */

@@ -61,9 +61,9 @@ static rules sim = {
     "modes/*/run/tail_share:f",
     "modes/*/run/trajectory_lengths:o",
     "modes/*/run/trajectory_lengths/*:o",
-    "modes/*/run/trajectory_lengths/*/bin_edges:a",
+    "modes/*/run/trajectory_lengths/*/bin_edges:a!",
     "modes/*/run/trajectory_lengths/*/bin_edges/*:q",
-    "modes/*/run/trajectory_lengths/*/counts:a",
+    "modes/*/run/trajectory_lengths/*/counts:a!",
     "modes/*/run/trajectory_lengths/*/counts/*:i",
     "modes/*/layout:o",
     "modes/*/layout/train_gpus:i",
@@ -167,8 +167,8 @@ static rules sweep = {
 static rules load = {
     "steps:a!",
     "steps/*:o",
-    "steps/*/step:i",
-    "steps/*/wall_s:q",
+    "steps/*/step:i!",
+    "steps/*/wall_s:q!",
     "steps/*/prompt_tokens:i",
     "steps/*/cached_tokens:i",
     "steps/*/generated_tokens:i",
@@ -238,6 +238,11 @@ static rules route = {
     "policies/*/confusion/*/*:i",
     NULL,
 };
+
+/* The members route eval always writes, of a type the rules above checked: checked last, so a
+ * member of another type is named before one missing beside it. A policy without its totals
+ * would lose its bars. */
+static rules route_written = {"policies/*/all:o!", NULL};
 
 /* Every result's envelope. */
 static rules envelope = {"config_digest:s", "libra_version:s", "seed:i", NULL};
@@ -464,40 +469,118 @@ static int check_row(struct walk *w, const json_t *row, size_t len)
     return 0;
 }
 
-/* The intervals of every mode's GPU timeline in the sim result at base (check_row). */
-static int check_timelines(struct walk *w, const json_t *result, const char *base)
+/* Each value of the array a at w's path (len characters), an element or the element's member
+ * key, is more than the one before it, the first more than least: bin edges and step numbers
+ * increase as libra writes them (counts between reversed edges fit no bin, two steps of one
+ * number would draw on top of each other). noun names the value in the error. */
+static int check_increasing(struct walk *w, const json_t *a, size_t len, const char *key,
+                            double least, const char *noun)
+{
+    double before = least;
+    for (size_t i = 0; len && i < json_array_size(a); i++) {
+        const json_t *e = json_array_get(a, i), *v = key ? json_object_get(e, key) : e;
+        double x = json_number_value(v);
+        if (!json_is_number(v) || x > before) { /* the rules named any other type */
+            before = json_is_number(v) ? x : before;
+            continue;
+        }
+        char index[24];
+        snprintf(index, sizeof index, "%zu", i);
+        size_t at = push(w, len, index);
+        if (at && key)
+            at = push(w, at, key);
+        if (!at)
+            return 0; /* a path too long to name is not libra's */
+        return i ? ujson_errorf(w->err, w->doc, w->path,
+                                "must be more than the %s before it, %.10g, not %.10g", noun,
+                                before, x)
+                 : ujson_errorf(w->err, w->doc, w->path, "must be more than %.10g, not %.10g",
+                                least, x);
+    }
+    return 0;
+}
+
+/* The histogram at w's path (len characters) as libra sim writes it: a count per bin, so one
+ * fewer than bin_edges (both empty when it holds nothing), the edges above 0 and increasing.
+ * Counts that fit no bin would leave the mode's line out of its length CDF. */
+static int check_histogram(struct walk *w, const json_t *h, size_t len)
+{
+    const json_t *edges = json_object_get(h, "bin_edges");
+    size_t n_edges = json_array_size(edges);
+    size_t n_counts = json_array_size(json_object_get(h, "counts"));
+    size_t at = len ? push(w, len, "counts") : 0;
+    if (at && n_counts + (n_edges || n_counts) != n_edges)
+        return ujson_errorf(w->err, w->doc, w->path,
+                            "must hold one count fewer than bin_edges (%zu), not %zu", n_edges,
+                            n_counts);
+    at = len ? push(w, len, "bin_edges") : 0;
+    return check_increasing(w, edges, at, NULL, 0, "edge");
+}
+
+/* The histograms of the mode at w's path (len characters): run.trajectory_lengths. */
+static int check_lengths(struct walk *w, const json_t *mode, size_t len)
+{
+    const char *name;
+    const json_t *h;
+    size_t at = len ? push(w, len, "run") : 0;
+    at = at ? push(w, at, "trajectory_lengths") : 0;
+    int rc = 0;
+    json_object_foreach((json_t *)report_get(mode, "run/trajectory_lengths"), name, h)
+    {
+        if (at && (rc = check_histogram(w, h, push(w, at, name))) != 0)
+            return rc;
+    }
+    return 0;
+}
+
+/* The GPU timeline of the mode at w's path (len characters): its steps a range, first to
+ * last (a caption of "steps 2 to 1" is none), and each row's intervals (check_row). */
+static int check_timeline(struct walk *w, const json_t *mode, size_t len)
+{
+    const json_t *tl = json_object_get(mode, "timeline"), *inst;
+    const json_t *steps = json_object_get(tl, "steps");
+    double first = json_number_value(json_object_get(steps, "first"));
+    double last = json_number_value(json_object_get(steps, "last"));
+    size_t at = len ? push(w, len, "timeline") : 0, rows;
+    if (!at) /* a name too long to name (not libra's) */
+        return 0;
+    size_t end = last < first ? push(w, at, "steps") : 0;
+    if (end && push(w, end, "last"))
+        return ujson_errorf(w->err, w->doc, w->path,
+                            "must be at least steps.first, %.10g, not %.10g", first, last);
+    int rc = check_row(w, json_object_get(tl, "trainer"), push(w, at, "trainer"));
+    inst = json_object_get(tl, "instances");
+    for (size_t i = 0; rc == 0 && i < json_array_size(inst); i++) {
+        char index[24];
+        snprintf(index, sizeof index, "%zu", i);
+        rows = push(w, at, "instances");
+        rc = check_row(w, json_array_get(inst, i), rows ? push(w, rows, index) : 0);
+    }
+    return rc;
+}
+
+/* Every mode of the sim result at base: its timeline and its histograms. */
+static int check_modes(struct walk *w, const json_t *result, const char *base)
 {
     const char *name;
     const json_t *mode;
     int rc = 0;
     json_object_foreach((json_t *)json_object_get(result, "modes"), name, mode)
     {
-        const json_t *tl = json_object_get(mode, "timeline"), *inst;
         snprintf(w->path, sizeof w->path, "%s", base);
-        size_t at = push(w, strlen(base), "modes"), rows;
+        size_t at = push(w, strlen(base), "modes");
         at = at ? push(w, at, name) : 0;
-        at = at ? push(w, at, "timeline") : 0; /* 0: a name too long to name (not libra's) */
-        if (!at)
-            continue;
-        rc = check_row(w, json_object_get(tl, "trainer"), push(w, at, "trainer"));
-        inst = json_object_get(tl, "instances");
-        for (size_t i = 0; rc == 0 && i < json_array_size(inst); i++) {
-            char index[24];
-            snprintf(index, sizeof index, "%zu", i);
-            rows = push(w, at, "instances");
-            rc = check_row(w, json_array_get(inst, i), rows ? push(w, rows, index) : 0);
-        }
-        if (rc)
+        if ((rc = check_timeline(w, mode, at)) != 0 || (rc = check_lengths(w, mode, at)) != 0)
             return rc;
     }
     return 0;
 }
 
-/* A libra.sim/1 result at base: the rules, then its timelines' intervals. */
+/* A libra.sim/1 result at base: the rules, then each mode's timeline and histograms. */
 static int check_sim(struct walk *w, const json_t *result, const char *base)
 {
     int rc = check_rules(w, result, base, sim);
-    return rc ? rc : check_timelines(w, result, base);
+    return rc ? rc : check_modes(w, result, base);
 }
 
 /* Each grid point's cells run the sweep's seeds, each once: one cell a seed repeats (or that
@@ -603,6 +686,9 @@ int report_check_shape(const struct ujson_doc *doc, enum report_kind kind, struc
         rc = check_sim(&w, doc->root, "");
     else if (rc == 0)
         rc = check_rules(&w, doc->root, "", by_kind[kind]);
+    if (rc == 0 && kind == REPORT_LOAD)
+        rc = check_increasing(&w, json_object_get(doc->root, "steps"), push(&w, 0, "steps"), "step",
+                              -1, "step");
     const json_t *cells = json_object_get(doc->root, "cells");
     for (size_t i = 0; rc == 0 && kind == REPORT_SWEEP && i < json_array_size(cells); i++) {
         char base[40];
@@ -615,5 +701,7 @@ int report_check_shape(const struct ujson_doc *doc, enum report_kind kind, struc
         rc = check_cells(doc, err);
     if (rc == 0 && kind == REPORT_ROUTE)
         rc = check_confusion(doc, err);
+    if (rc == 0 && kind == REPORT_ROUTE)
+        rc = check_rules(&w, doc->root, "", route_written);
     return rc;
 }

@@ -221,6 +221,85 @@ def test_a_timeline_member_libra_never_writes_is_refused(results, tmp_path, edit
     refused(results["run"], tmp_path, edit, member, says)
 
 
+def lengths(doc, member="generated_tokens"):
+    return mode(doc)["run"]["trajectory_lengths"][member]
+
+
+LEN = "modes.libra.run.trajectory_lengths"
+
+
+def swapped(edges):
+    edges[1], edges[2] = edges[2], edges[1]
+
+
+@pytest.mark.parametrize("member", ["generated_tokens", "duration_s"])
+@pytest.mark.parametrize("edit,at,says", [
+    (lambda h: h.update(counts=[1, 2]), "counts",
+     "must hold one count fewer than bin_edges ({edges}), not 2"),
+    (lambda h: h["counts"].append(1), "counts",
+     "must hold one count fewer than bin_edges ({edges}), not {edges}"),
+    (lambda h: h.update(counts=[]), "counts",
+     "must hold one count fewer than bin_edges ({edges}), not 0"),
+    (lambda h: h.update(bin_edges=[]), "counts",
+     "must hold one count fewer than bin_edges (0), not {counts}"),
+    (lambda h: h["bin_edges"].reverse(), "bin_edges.1",
+     "must be more than the edge before it, {last:.10g}, not {before_last:.10g}"),
+    (lambda h: swapped(h["bin_edges"]), "bin_edges.2",
+     "must be more than the edge before it, {2:.10g}, not {1:.10g}"),
+    (lambda h: h["bin_edges"].__setitem__(1, h["bin_edges"][0]), "bin_edges.1",
+     "must be more than the edge before it, {0:.10g}, not {0:.10g}"),
+    (lambda h: h["bin_edges"].__setitem__(0, 0), "bin_edges.0",
+     "must be more than 0, not 0"),
+])
+def test_a_histogram_libra_never_writes_is_refused(results, tmp_path, member, edit, at, says):
+    """A length CDF reads each mode's histogram: counts that do not fit its edges, or edges
+    out of order, are refused, never a mode's line left out of the figure."""
+    h = lengths(json.loads(results["run"].read_text()), member)
+    e = h["bin_edges"]
+    assert len(e) >= 3 and len(h["counts"]) == len(e) - 1
+    says = says.format(*e, edges=len(e), counts=len(h["counts"]), last=e[-1],
+                       before_last=e[-2])
+    refused(results["run"], tmp_path, lambda d: edit(lengths(d, member)),
+            f"{LEN}.{member}.{at}", says)
+
+
+def test_an_empty_histogram_draws(results, tmp_path):
+    """A mode with no trajectory trained after warm-up writes empty arrays: no refusal."""
+    doc = json.loads(results["run"].read_text())
+    lengths(doc).update(bin_edges=[], counts=[])
+    path = tmp_path / "empty.json"
+    path.write_text(json.dumps(doc))
+    assert page(path)[0] == 0
+
+
+def test_a_sweep_cells_histogram_is_checked(results, tmp_path):
+    """Each cell's result is a run's: the same check."""
+    def edit(d):
+        lengths(d["cells"][1]["result"]).update(counts=[1, 2])
+    n = len(lengths(json.loads(results["sweep"].read_text())["cells"][1]["result"])["bin_edges"])
+    refused(results["sweep"], tmp_path, edit, f"cells.1.result.{LEN}.generated_tokens.counts",
+            f"must hold one count fewer than bin_edges ({n}), not 2")
+
+
+@pytest.mark.parametrize("kind,edit,member,says", [
+    ("load", lambda d: d["steps"][0].pop("wall_s"), "steps.0", "wall_s: missing"),
+    ("load", lambda d: d["steps"][1].pop("step"), "steps.1", "step: missing"),
+    ("load", lambda d: d["steps"][1].update(step=0), "steps.1.step",
+     "must be more than the step before it, 0, not 0"),
+    ("load", lambda d: d["steps"][2].update(step=0), "steps.2.step",
+     "must be more than the step before it, 1, not 0"),
+    ("route", lambda d: d["policies"]["cmlfq"].pop("all"), "policies.cmlfq", "all: missing"),
+    ("run", lambda d: timeline(d)["steps"].update(first=2, last=1), f"{TL}.steps.last",
+     "must be at least steps.first, 2, not 1"),
+])
+def test_a_member_libra_always_writes_is_refused_when_missing_or_out_of_order(
+        results, tmp_path, kind, edit, member, says):
+    """A load step's wall time, a policy's totals and a step's number are always written, in
+    order: one missing would leave a hole or a policy's bars out, two steps of one number draw
+    on top of each other, a timeline's steps 2 to 1 are no range."""
+    refused(results[kind], tmp_path, edit, member, says)
+
+
 def regret(doc, baseline):
     return doc["policies"]["cmlfq"]["all"]["regret"][baseline]
 

@@ -390,7 +390,7 @@ static void test_odd_values(void **state)
         "[{\"step\": 0}], \"run\": {\"trained_tokens_per_s\": 0}}}}",
         "{\"schema\": \"libra.sim/1\", \"modes\": {\"async\": {\"timeline\": {\"steps\": "
         "{\"first\": 0, \"last\": 9007199254740991}, \"from_s\": 0, \"to_s\": "
-        "9007199254740992}}, \"x\": {\"timeline\": {\"steps\": {\"first\": 3, \"last\": 1}, "
+        "9007199254740992}}, \"x\": {\"timeline\": {\"steps\": {\"first\": 3, \"last\": 3}, "
         "\"from_s\": 5, \"to_s\": 1, \"instances\": [{\"busy_share\": 1}, {\"tp\": 0, "
         "\"requests\": 0, \"intervals\": [[0, 1, \"sync\"], [2, 2, \"sync\"]]}]}}}}",
         "{\"schema\": \"libra.sim-sweep/1\", \"summary\": [{}], \"cells\": [{}]}",
