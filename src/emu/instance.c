@@ -175,6 +175,9 @@ static void answer(struct emu_instance *in, struct emu_req *r, const struct engi
     if (r->g.stream) {
         in->n_streaming--;
         send_json_event(c, emu_stream_chunk(r, r->streamed, d->gen_tokens, d));
+        json_t *usage = r->g.api == EMU_SGLANG_GENERATE ? NULL : emu_vllm_usage_chunk(r, d);
+        if (usage)
+            send_json_event(c, usage);
         net_stream_write(c, sse_done, sizeof sse_done - 1);
         net_stream_end(c);
         return;

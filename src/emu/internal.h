@@ -191,6 +191,9 @@ json_t *emu_vllm_answer(const struct emu_req *r, const struct engine_done *d);
 json_t *emu_sglang_stream_chunk(const struct emu_req *r, int64_t to, const struct engine_done *d);
 json_t *emu_vllm_stream_chunk(const struct emu_req *r, int64_t from, int64_t to,
                               const struct engine_done *d);
+/* vLLM's chunk after the last one when stream_options.include_usage asks for it: no choices,
+ * the usage; NULL when not asked. */
+json_t *emu_vllm_usage_chunk(const struct emu_req *r, const struct engine_done *d);
 
 /* A streamed chunk of r with the tokens generated up to to, those since from being new, in
  * r's API; d is the final record, NULL before the end (emu.c). */

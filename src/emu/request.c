@@ -82,13 +82,15 @@ static int opt_count(const json_t *obj, const char *key, const char *label, int6
     return 0;
 }
 
-static int opt_bool(const json_t *obj, const char *key, bool *out, char *err, size_t size)
+/* Reads an optional boolean member key of obj, named label in a refusal. */
+static int opt_bool(const json_t *obj, const char *key, const char *label, bool *out, char *err,
+                    size_t size)
 {
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v))
         return 0;
     if (!json_is_boolean(v))
-        return fail(err, size, "%s: expected true or false", key);
+        return fail(err, size, "%s: expected true or false", label);
     *out = json_is_true(v);
     return 0;
 }
@@ -110,6 +112,44 @@ static int opt_id(const json_t *obj, const char *key, char **out, char *err, siz
         return 0;
     }
     return fail(err, size, "%s: expected a string or an integer", key);
+}
+
+/* The number of samples, n: absent, null or 1. More changes the answer's shape (n choices) as a
+ * batch does, so it is refused the same way. */
+static int one_sample(const json_t *obj, const char *label, char *err, size_t size)
+{
+    const json_t *v = obj ? json_object_get(obj, "n") : NULL;
+    if (!v || json_is_null(v))
+        return 0;
+    if (!json_is_integer(v) || json_integer_value(v) < 1)
+        return fail(err, size, "%s: expected an integer >= 1", label);
+    if (json_integer_value(v) > 1)
+        return fail(err, size,
+                    "%s: more than one sample per request is not emulated; send one request "
+                    "per sample",
+                    label);
+    return 0;
+}
+
+/* OpenAI's stream_options: include_usage (honoured: a last chunk with the usage) and
+ * continuous_usage_stats (vLLM's usage in every chunk, not emulated). */
+static int stream_options(const json_t *root, struct emu_gen_request *r, char *err, size_t size)
+{
+    const json_t *so = json_object_get(root, "stream_options");
+    if (!so || json_is_null(so))
+        return 0;
+    if (!json_is_object(so))
+        return fail(err, size, "stream_options: expected an object");
+    bool every = false;
+    if (opt_bool(so, "include_usage", "stream_options.include_usage", &r->usage, err, size) ||
+        opt_bool(so, "continuous_usage_stats", "stream_options.continuous_usage_stats", &every, err,
+                 size))
+        return -1;
+    if (every)
+        return fail(err, size,
+                    "stream_options.continuous_usage_stats: usage in every chunk is not "
+                    "emulated; use include_usage");
+    return 0;
 }
 
 /* Whether the array a holds prompts (strings or arrays), as a batched request sends them. */
@@ -291,11 +331,12 @@ static int sglang(const json_t *root, uint32_t vocab, struct emu_gen_request *r,
     if (sp && !json_is_null(sp) && !json_is_object(sp))
         return fail(err, size, "sampling_params: expected an object");
     if (opt_count(sp, "max_new_tokens", "sampling_params.max_new_tokens", &r->max_new_tokens, err,
-                  size))
+                  size) ||
+        one_sample(sp, "sampling_params.n", err, size))
         return -1;
     r->token_ids = true;
     return opt_id(root, "rid", &r->rid, err, size) ||
-                   opt_bool(root, "return_logprob", &r->logprobs, err, size)
+                   opt_bool(root, "return_logprob", "return_logprob", &r->logprobs, err, size)
                ? -1
                : 0;
 }
@@ -318,7 +359,7 @@ static int completion_logprobs(const json_t *root, struct emu_gen_request *r, ch
  * takes only with logprobs true unless it is 0. */
 static int chat_logprobs(const json_t *root, struct emu_gen_request *r, char *err, size_t size)
 {
-    if (opt_bool(root, "logprobs", &r->logprobs, err, size))
+    if (opt_bool(root, "logprobs", "logprobs", &r->logprobs, err, size))
         return -1;
     const json_t *top = json_object_get(root, "top_logprobs");
     if (!top || json_is_null(top))
@@ -341,7 +382,10 @@ static int vllm_cap(enum emu_api api, const json_t *root, struct emu_gen_request
     const json_t *mct = json_object_get(root, "max_completion_tokens");
     const char *cap =
         api == EMU_VLLM_CHAT && mct && !json_is_null(mct) ? "max_completion_tokens" : "max_tokens";
-    return opt_count(sp, cap, cap, &r->max_new_tokens, err, size);
+    return opt_count(sp, cap, cap, &r->max_new_tokens, err, size) ||
+                   one_sample(sp, api == EMU_VLLM_GENERATE ? "sampling_params.n" : "n", err, size)
+               ? -1
+               : 0;
 }
 
 static int vllm_logprobs(enum emu_api api, const json_t *root, struct emu_gen_request *r, char *err,
@@ -373,9 +417,11 @@ static int vllm(enum emu_api api, const json_t *root, uint32_t vocab, struct emu
     r->token_ids = api == EMU_VLLM_GENERATE;
     return vllm_logprobs(api, root, r, err, size) ||
                    opt_id(root, "request_id", &r->rid, err, size) ||
-                   opt_bool(root, "stream", &r->stream, err, size) ||
+                   opt_bool(root, "stream", "stream", &r->stream, err, size) ||
+                   stream_options(root, r, err, size) ||
                    (api != EMU_VLLM_GENERATE &&
-                    opt_bool(root, "return_token_ids", &r->token_ids, err, size))
+                    opt_bool(root, "return_token_ids", "return_token_ids", &r->token_ids, err,
+                             size))
                ? -1
                : 0;
 }
@@ -396,7 +442,7 @@ int emu_request_parse(enum emu_api api, const char *body, size_t len, uint32_t v
         rc = fail(err, err_size, "expected a JSON object");
     else if (api == EMU_SGLANG_GENERATE)
         rc = sglang(root, vocab, out, err, err_size) ||
-             opt_bool(root, "stream", &out->stream, err, err_size);
+             opt_bool(root, "stream", "stream", &out->stream, err, err_size);
     else
         rc = vllm(api, root, vocab, out, err, err_size);
     if (!rc)

@@ -37,6 +37,7 @@ struct emu_gen_request {
     char *rid;              /* the client's request id (SGLang rid, vLLM request_id); owned,
                              * NULL when absent */
     bool stream;            /* answer as Server-Sent Events */
+    bool usage;             /* vLLM: stream_options.include_usage, a last chunk with the usage */
     bool logprobs;          /* return a log-probability per generated token */
     bool token_ids;         /* vLLM: return the prompt's and the output's token ids */
     char model[128];        /* vLLM: the "model" member ("" when absent) */

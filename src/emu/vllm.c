@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 
 #include "emu/internal.h"
@@ -87,9 +88,12 @@ static json_t *envelope(const struct emu_req *r, json_t *choice_v, bool chunk)
     bool chat = r->g.api == EMU_VLLM_CHAT;
     const char *object =
         chat ? (chunk ? "chat.completion.chunk" : "chat.completion") : "text_completion";
-    return json_pack("{s:o, s:s, s:I, s:s, s:[o]}", "id", id_of(r, chat ? "chatcmpl-" : "cmpl-"),
+    json_t *choices = json_array();
+    if (choice_v) /* none: the usage chunk */
+        json_array_append_new(choices, choice_v);
+    return json_pack("{s:o, s:s, s:I, s:s, s:o}", "id", id_of(r, chat ? "chatcmpl-" : "cmpl-"),
                      "object", object, "created", (json_int_t)time(NULL), "model",
-                     r->inst->emu->cfg.model, "choices", choice_v);
+                     r->inst->emu->cfg.model, "choices", choices);
 }
 
 json_t *emu_vllm_answer(const struct emu_req *r, const struct engine_done *d)
@@ -107,6 +111,15 @@ json_t *emu_vllm_stream_chunk(const struct emu_req *r, int64_t from, int64_t to,
                               const struct engine_done *d)
 {
     return envelope(r, choice(r, from, to, d, true), true);
+}
+
+json_t *emu_vllm_usage_chunk(const struct emu_req *r, const struct engine_done *d)
+{
+    if (!r->g.usage)
+        return NULL;
+    json_t *out = envelope(r, NULL, true);
+    json_object_set_new(out, "usage", usage(r, d->gen_tokens));
+    return out;
 }
 
 /* ---- generation ----------------------------------------------------------------------------- */
@@ -166,10 +179,28 @@ static void empty_ok(struct net_call *c)
     net_reply_raw(c, 200, "application/json", "", 0);
 }
 
-static bool query_flag(struct net_call *c, const char *key)
+/* Whether v is one of words (NULL-ended), in any case. */
+static bool is_word(const char *v, const char *const *words)
 {
+    for (; *words; words++)
+        if (strcasecmp(v, *words) == 0)
+            return true;
+    return false;
+}
+
+/* A boolean query parameter, false when absent, read as vLLM's FastAPI reads one (pydantic's
+ * words in any case); any other value is answered 400 naming it, and -1 returned, rather than
+ * taken as false. */
+static int query_bool(struct net_call *c, const char *key, bool *out)
+{
+    static const char *const yes[] = {"1", "t", "true", "y", "yes", "on", NULL};
+    static const char *const no[] = {"0", "f", "false", "n", "no", "off", NULL};
     const char *v = net_call_query(c, key);
-    return v && (strcmp(v, "true") == 0 || strcmp(v, "1") == 0 || strcmp(v, "True") == 0);
+    *out = v && is_word(v, yes);
+    if (!v || *out || is_word(v, no))
+        return 0;
+    net_reply_error(c, 400, "BadRequestError", "%s: expected true or false", key);
+    return -1;
 }
 
 void emu_vllm_pause(void *ctx, struct net_call *c)
@@ -178,7 +209,9 @@ void emu_vllm_pause(void *ctx, struct net_call *c)
     if (!dev_call(in, c))
         return;
     const char *mode = net_call_query(c, "mode");
-    bool clear = query_flag(c, "clear_cache");
+    bool clear;
+    if (query_bool(c, "clear_cache", &clear))
+        return;
     if (mode && strcmp(mode, "wait") == 0) {
         struct emu_op *op = xcalloc(1, sizeof *op);
         *op = (struct emu_op){.kind = EMU_OP_PAUSE_WAIT, .call = c, .flush = clear};

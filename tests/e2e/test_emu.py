@@ -405,6 +405,29 @@ def test_vllm_development_endpoints_need_dev_mode():
         assert post(p, "/pause?mode=sideways")[0] == 400
 
 
+@pytest.mark.parametrize("value,clears", [
+    ("true", True), ("True", True), ("1", True), ("yes", True), ("TRUE", True), ("On", True),
+    ("t", True), ("y", True), ("false", False), ("0", False), ("no", False), ("OFF", False),
+    ("f", False), ("N", False), ("maybe", None), ("", None), ("2", None), ("tru", None),
+    ("yes ", None), ("truee", None),
+])
+def test_pause_clear_cache_is_a_strict_boolean(value, clears):
+    """clear_cache parses as vLLM's FastAPI bool (pydantic's words, any case); any other value
+    is a 400 naming it, and the engine is left as it was (not paused, cache kept)."""
+    with Emu("--dev-mode") as emu:
+        p = emu.port()
+        assert generate(p, PROMPT, 3)[0] == 200
+        status, out = post(p, "/pause?mode=abort&clear_cache=" + value.replace(" ", "%20"))
+        if clears is None:
+            assert status == 400, out
+            assert out["error"]["message"] == "clear_cache: expected true or false", out
+            assert get(p, "/is_paused")[1] == {"is_paused": False}
+        else:
+            assert status == 200 and post(p, "/resume")[0] == 200, out
+        _, again = generate(p, PROMPT, 3, rid="again")
+        assert again["meta_info"]["cached_tokens"] == (0 if clears else 32), again
+
+
 MALFORMED = [
     b'{"input_ids": [1, 2', b'{"input_ids": "abc"}', b'{"input_ids": []}',
     b'{"input_ids": [1.5]}', b'{"input_ids": [-1]}', b'{"input_ids": [99999999999]}',
@@ -450,6 +473,79 @@ def test_a_batch_of_prompts_is_refused_as_a_batch(path, body, field):
         status, out = post(emu.port(), path, body)
         msg = out["error"]["message"]
         assert status == 400 and msg.startswith(field + ": a batch of prompts"), msg
+
+
+SAMPLES = [
+    ("/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 3}, "n"),
+    ("/v1/chat/completions", {"messages": [{"role": "user", "content": "hi"}], "max_tokens": 3},
+     "n"),
+]
+
+
+@pytest.mark.parametrize("path,body,member", SAMPLES + [
+    ("/generate", {"input_ids": [1, 2, 3], "sampling_params": {}}, "sampling_params.n"),
+    ("/inference/v1/generate", {"token_ids": [1, 2, 3], "sampling_params": {}},
+     "sampling_params.n"),
+])
+@pytest.mark.parametrize("n,says", [
+    (2, "more than one sample"), (3, "more than one sample"), (0, "expected an integer"),
+    ("2", "expected an integer"), (1.0, "expected an integer"), (True, "expected an integer"),
+])
+def test_more_than_one_sample_is_refused_as_batches_are(path, body, member, n, says):
+    """n other than 1 changes the answer's shape (n choices) as a batch does: refused with a 400
+    naming the member, not answered with one sample."""
+    body = json.loads(json.dumps(body))
+    (body["sampling_params"] if "sampling_params" in body else body)["n"] = n
+    with Emu() as emu:
+        status, out = post(emu.port(), path, body)
+        msg = out["error"]["message"]
+        assert status == 400 and msg.startswith(member + ": ") and says in msg, msg
+
+
+@pytest.mark.parametrize("path,body,member", SAMPLES)
+@pytest.mark.parametrize("n", [None, 1])
+def test_one_sample_is_taken(path, body, member, n):
+    with Emu() as emu:
+        status, out = post(emu.port(), path, {**body, member: n})
+        assert status == 200 and len(out["choices"]) == 1, out
+
+
+@pytest.mark.parametrize("path,body", [s[:2] for s in SAMPLES])
+@pytest.mark.parametrize("options,member", [
+    (5, "stream_options"), ("x", "stream_options"), ([], "stream_options"),
+    ({"include_usage": "yes"}, "stream_options.include_usage"),
+    ({"continuous_usage_stats": 1}, "stream_options.continuous_usage_stats"),
+    ({"continuous_usage_stats": True}, "stream_options.continuous_usage_stats"),
+])
+def test_stream_options_of_another_type_are_refused_naming_the_member(path, body, member,
+                                                                       options):
+    with Emu() as emu:
+        status, out = post(emu.port(), path, {**body, "stream": True,
+                                              "stream_options": options})
+        msg = out["error"]["message"]
+        assert status == 400 and msg.startswith(member + ": "), msg
+
+
+@pytest.mark.parametrize("path,body", [s[:2] for s in SAMPLES])
+@pytest.mark.parametrize("options,usage", [
+    (None, False), ({}, False), ({"include_usage": False}, False),
+    ({"include_usage": True}, True), ({"include_usage": True, "continuous_usage_stats": False},
+                                      True),
+])
+def test_include_usage_ends_a_stream_with_a_usage_chunk(path, body, options, usage):
+    """As vLLM and OpenAI: with include_usage true, one last chunk before [DONE] has no choices
+    and the usage; the chunks before it have none."""
+    with Emu() as emu:
+        status, events, whole = stream(emu.port(), path, {**body, "max_tokens": 3, "stream": True,
+                                                          "stream_options": options})
+        assert status == 200 and whole and events[-1] == "[DONE]", events
+        chunks = [json.loads(e) for e in events[:-1]]
+        assert all("usage" not in c for c in chunks[:-1]), chunks
+        assert ("usage" in chunks[-1]) == usage, chunks
+        if usage:
+            assert chunks[-1]["choices"] == [] and chunks[-2]["choices"][0]["finish_reason"]
+            assert chunks[-1]["usage"]["completion_tokens"] == 3, chunks[-1]
+            assert chunks[-1]["object"] == chunks[0]["object"]
 
 
 def test_body_limit_is_64_mib():
