@@ -539,12 +539,14 @@ static int check_timeline(struct walk *w, const json_t *mode, size_t len)
 {
     const json_t *tl = json_object_get(mode, "timeline"), *inst;
     const json_t *steps = json_object_get(tl, "steps");
-    double first = json_number_value(json_object_get(steps, "first"));
-    double last = json_number_value(json_object_get(steps, "last"));
+    const json_t *first_v = json_object_get(steps, "first"),
+                 *last_v = json_object_get(steps, "last");
+    double first = json_number_value(first_v), last = json_number_value(last_v);
     size_t at = len ? push(w, len, "timeline") : 0, rows;
     if (!at) /* a name too long to name (not libra's) */
         return 0;
-    size_t end = last < first ? push(w, at, "steps") : 0;
+    /* without both ends there is no range: the figure says it has no usable steps */
+    size_t end = first_v && last_v && last < first ? push(w, at, "steps") : 0;
     if (end && push(w, end, "last"))
         return ujson_errorf(w->err, w->doc, w->path,
                             "must be at least steps.first, %.10g, not %.10g", first, last);

@@ -300,6 +300,19 @@ def test_a_member_libra_always_writes_is_refused_when_missing_or_out_of_order(
     refused(results[kind], tmp_path, edit, member, says)
 
 
+@pytest.mark.parametrize("gone", ["first", "last"])
+def test_a_timeline_missing_an_end_of_its_steps_is_drawn_without_them(results, tmp_path, gone):
+    """Only two steps that are there make a range to check: without one of them the timeline
+    says it has no usable steps, as it does for a missing from_s."""
+    doc = json.loads(results["run"].read_text())
+    timeline(doc)["steps"].pop(gone)
+    path = tmp_path / "no_end.json"
+    path.write_text(json.dumps(doc))
+    rc, html, err = page(path)
+    assert (rc, err) == (0, "")
+    assert "the timeline has no usable steps" in html
+
+
 def regret(doc, baseline):
     return doc["policies"]["cmlfq"]["all"]["regret"][baseline]
 
