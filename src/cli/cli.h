@@ -46,6 +46,11 @@ int cli_usage_error(const struct cli_command *cmd, const char *fmt, ...)
  * (docs/cli.md). Returns LIBRA_EXIT_USAGE. */
 int cli_value_error(const struct cli_command *cmd, const char *flag, const char *why);
 
+/* cli_value_error with the message after "libra: CMD: " formatted whole by the caller (a value
+ * that is not one flag's: an input's options, a swept key's list). Returns LIBRA_EXIT_USAGE. */
+int cli_value_errorf(const struct cli_command *cmd, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* Parses a flag's value (flag as typed, "--steps") as an integer in [lo, hi] into *out. Returns
  * 0, or LIBRA_EXIT_USAGE after printing "libra: CMD: FLAG: expected an integer in [LO, HI], not
  * 'ARG'" (a bad value: no usage line). */

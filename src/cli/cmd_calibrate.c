@@ -10,7 +10,6 @@
  */
 #include <errno.h>
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -121,41 +120,20 @@ struct calibration {
 
 /* ---- flags and inputs --------------------------------------------------------------------- */
 
-/* Reports a bad value (a flag's, an input's or its options') as "libra: calibrate: MSG", without
- * the usage line docs/cli.md keeps for flags the command does not take. Returns
- * LIBRA_EXIT_USAGE. */
-static int value_error(const struct calibration *c, const char *fmt, ...)
-    __attribute__((format(printf, 2, 3)));
-
-static int value_error(const struct calibration *c, const char *fmt, ...)
-{
-    va_list ap, again;
-    va_start(ap, fmt);
-    va_copy(again, ap);
-    int n = vsnprintf(NULL, 0, fmt, again);
-    va_end(again);
-    char *text = xmalloc(n > 0 ? (size_t)n + 1 : 1);
-    vsnprintf(text, n > 0 ? (size_t)n + 1 : 1, fmt, ap);
-    va_end(ap);
-    cli_errorf("%s: %s", c->cc->cmd->name, text);
-    free(text);
-    return LIBRA_EXIT_USAGE;
-}
-
 /* Holds the constant an item of --hold's list names; an empty item ("a,", "a,,b") is refused,
  * as every list flag refuses one, rather than passed over. */
 static int hold_one(struct calibration *c, const char *list, const char *name)
 {
     int k = cost_constant_find(name);
     if (!*name)
-        return value_error(c, "--hold: an empty value in '%s'", list);
+        return cli_value_errorf(c->cc->cmd, "--hold: an empty value in '%s'", list);
     if (k < 0)
-        return value_error(c,
-                           "--hold: unknown constant '%s' (decode_t_fix_s, decode_t_seq_s, "
-                           "train_mfu)",
-                           name);
+        return cli_value_errorf(c->cc->cmd,
+                                "--hold: unknown constant '%s' (decode_t_fix_s, decode_t_seq_s, "
+                                "train_mfu)",
+                                name);
     if (c->hold & (1u << k))
-        return value_error(c, "--hold: '%s' is named twice", name);
+        return cli_value_errorf(c->cc->cmd, "--hold: '%s' is named twice", name);
     c->hold |= 1u << k;
     return 0;
 }
@@ -182,9 +160,10 @@ static int split_input(struct calibration *c, struct input *in)
     char why[160];
     in->path = comma ? xstrndup(in->arg, (size_t)(comma - in->arg)) : xstrdup(in->arg);
     if (comma && !comma[1]) /* "FILE,": the parser takes "" as no option */
-        return value_error(c, "input '%s': an option is empty (a trailing comma)", in->arg);
+        return cli_value_errorf(c->cc->cmd, "input '%s': an option is empty (a trailing comma)",
+                                in->arg);
     if (cost_import_options_parse(comma ? comma + 1 : "", &in->opt, why, sizeof why))
-        return value_error(c, "input '%s': %s", in->arg, why);
+        return cli_value_errorf(c->cc->cmd, "input '%s': %s", in->arg, why);
     return 0;
 }
 
@@ -195,11 +174,11 @@ static int check_options(struct calibration *c, const struct input *in)
     unsigned allowed = trace ? 0u : in->kind == COST_IMPORT_SERVING ? 1u << COST_OPT_TP : ~0u;
     for (int k = 0; k < COST_N_OPTIONS; k++)
         if ((in->opt.given & (1u << k)) && !(allowed & (1u << k)))
-            return value_error(c, "input '%s': option %s %s", in->arg,
-                               cost_import_option_name((enum cost_import_option)k),
-                               trace ? "does not apply to a libra serve capture (each turn "
-                                       "records its engine's TP size)"
-                                     : "applies to trainers' logs, not serving results");
+            return cli_value_errorf(c->cc->cmd, "input '%s': option %s %s", in->arg,
+                                    cost_import_option_name((enum cost_import_option)k),
+                                    trace ? "does not apply to a libra serve capture (each turn "
+                                            "records its engine's TP size)"
+                                          : "applies to trainers' logs, not serving results");
     return 0;
 }
 
@@ -208,8 +187,8 @@ static int add_serving(struct calibration *c, size_t idx, const char *text, size
     struct input *in = &c->inputs[idx];
     int tp = in->opt.given & (1u << COST_OPT_TP) ? (int)in->opt.value[COST_OPT_TP] : 1;
     if (c->model->heads % tp != 0)
-        return value_error(c, "input '%s': tp %d does not divide %s's %d heads", in->arg, tp,
-                           c->model->name, c->model->heads);
+        return cli_value_errorf(c->cc->cmd, "input '%s': tp %d does not divide %s's %d heads",
+                                in->arg, tp, c->model->name, c->model->heads);
     cost_serving_runs runs = {0};
     struct libra_error err = {0};
     int rc = cost_import_serving(in->path, text, len, &runs, &err);
@@ -290,10 +269,10 @@ static int prefill_times(struct calibration *c, const struct input *in, timed_ve
     for (size_t i = 0; i < turns->n; i++) {
         struct cost_timed_turn *t = &turns->v[i];
         if (t->tp != pre_tp && cost_rollout_pre_init(&pre, &c->shape, c->hw, &q, t->tp))
-            return value_error(c,
-                               "input '%s': an engine of tp %d, which does not divide %s's "
-                               "%d heads",
-                               in->arg, t->tp, c->model->name, c->model->heads);
+            return cli_value_errorf(c->cc->cmd,
+                                    "input '%s': an engine of tp %d, which does not divide %s's "
+                                    "%d heads",
+                                    in->arg, t->tp, c->model->name, c->model->heads);
         pre_tp = t->tp;
         t->prefill_s =
             cost_prefill_time(&pre, t->prompt_tokens - t->uncached_tokens, t->uncached_tokens, 0.0);
@@ -352,7 +331,7 @@ static int check_point(struct calibration *c, const struct input *in,
     }
     char why[240];
     if (cost_train_config_check(&c->shape, l, m->name, why, sizeof why))
-        return value_error(c, "input '%s': %s", in->arg, why);
+        return cli_value_errorf(c->cc->cmd, "input '%s': %s", in->arg, why);
     return 0;
 }
 
@@ -651,7 +630,8 @@ static int check_name(const struct calibration *c)
 {
     struct spec_hardware h = *c->hw;
     if (strlen(c->name) >= sizeof h.name)
-        return value_error(c, "--name: must be shorter than %zu bytes", sizeof h.name);
+        return cli_value_errorf(c->cc->cmd, "--name: must be shorter than %zu bytes",
+                                sizeof h.name);
     snprintf(h.name, sizeof h.name, "%s", c->name);
     char *text;
     struct libra_error err = {0};
@@ -661,7 +641,7 @@ static int check_name(const struct calibration *c)
         const char *why = err.msg, *at = "hardware.0.name: ";
         if (strncmp(why, at, strlen(at)) == 0)
             why += strlen(at);
-        return value_error(c, "--name: %s", why);
+        return cli_value_errorf(c->cc->cmd, "--name: %s", why);
     }
     return 0;
 }

@@ -9,7 +9,6 @@
  * file of one step. --timeline is sim.timeline_steps, so that sweep cells record it too.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -84,21 +83,6 @@ static void flags_free(struct sim_flags *f)
     vec_free(&f->seed_list);
 }
 
-/* A bad value of --sweep KEY: "--sweep KEY: WHY", without the usage line (docs/cli.md). */
-static int sweep_value_error(const struct cli_command *cmd, const char *key, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
-
-static int sweep_value_error(const struct cli_command *cmd, const char *key, const char *fmt, ...)
-{
-    char flag[160], why[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof why, fmt, ap);
-    va_end(ap);
-    snprintf(flag, sizeof flag, "--sweep %s", key);
-    return cli_value_error(cmd, flag, why);
-}
-
 static int add_sweep(const struct cli_command *cmd, struct sim_flags *f, const char *arg)
 {
     const char *eq = strchr(arg, '=');
@@ -120,10 +104,10 @@ static int add_sweep(const struct cli_command *cmd, struct sim_flags *f, const c
     vec_push(&f->keys, ((struct sim_sweep_key){key, (const char *const *)values, n}));
     for (size_t i = 0; i < n; i++) {
         if (!values[i][0])
-            return sweep_value_error(cmd, key, "an empty value in '%s'", eq + 1);
+            return cli_value_errorf(cmd, "--sweep %s: an empty value in '%s'", key, eq + 1);
         for (size_t j = 0; j < i; j++)
             if (strcmp(values[i], values[j]) == 0) /* two cells of one config */
-                return sweep_value_error(cmd, key, "'%s' is listed twice", values[i]);
+                return cli_value_errorf(cmd, "--sweep %s: '%s' is listed twice", key, values[i]);
     }
     return 0;
 }

@@ -65,7 +65,17 @@ int cli_usage_error(const struct cli_command *cmd, const char *fmt, ...)
 
 int cli_value_error(const struct cli_command *cmd, const char *flag, const char *why)
 {
-    cli_errorf("%s: %s: %s", cmd->name, flag, why);
+    return cli_value_errorf(cmd, "%s: %s", flag, why);
+}
+
+int cli_value_errorf(const struct cli_command *cmd, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fprintf(stderr, "libra: %s: ", cmd->name);
+    put_diagnostic(fmt, ap);
+    fputc('\n', stderr);
+    va_end(ap);
     return LIBRA_EXIT_USAGE;
 }
 
