@@ -453,6 +453,22 @@ void emu_release(struct emu_instance *in)
 
 /* ---- control calls that wait ---------------------------------------------------------------- */
 
+bool emu_group_known(const struct emu_instance *in, const char *name)
+{
+    for (size_t i = 0; i < in->n_groups; i++)
+        if (strcmp(in->groups[i], name) == 0)
+            return true;
+    return false;
+}
+
+void emu_group_add(struct emu_instance *in, const char *name)
+{
+    if (emu_group_known(in, name))
+        return;
+    in->groups = xreallocarray(in->groups, in->n_groups + 1, sizeof *in->groups);
+    in->groups[in->n_groups++] = xstrdup(name);
+}
+
 static double op_duration(const struct emu_instance *in, enum emu_op_kind k)
 {
     const struct emu_times *t = &in->cfg.times;
@@ -714,6 +730,9 @@ void emu_instance_fini(struct emu_instance *in)
     while (in->first)
         free_req(in, in->first);
     free(in->held);
+    for (size_t i = 0; i < in->n_groups; i++)
+        free(in->groups[i]);
+    free(in->groups);
     if (in->tick)
         event_free(in->tick);
     if (in->stream)

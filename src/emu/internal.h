@@ -85,6 +85,8 @@ struct emu_instance {
     struct emu_held_call *held;
     size_t n_held, cap_held;
     struct emu_op *ops;
+    char **groups; /* SGLang's weight-update groups set up, by group_name */
+    size_t n_groups;
     char weight_version[64];
     int64_t prompt_tokens_total, generated_tokens_total, requests_total;
 };
@@ -133,6 +135,12 @@ int emu_live(const struct emu_instance *in);
 
 /* Starts a waiting control call: it completes when its work is done (answering call). */
 void emu_op_start(struct emu_instance *in, struct emu_op *op);
+
+/* Whether the weight-update group name was set up (struct emu_instance's groups). */
+bool emu_group_known(const struct emu_instance *in, const char *name);
+
+/* Records the weight-update group name as set up (a group set up again stays one). */
+void emu_group_add(struct emu_instance *in, const char *name);
 
 /* Memory release (SGLang) / sleep (vLLM): KV and cache dropped, the gate closed. */
 void emu_release(struct emu_instance *in);

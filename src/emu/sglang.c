@@ -230,6 +230,32 @@ static void start_op(struct emu_instance *in, struct net_call *c, const json_t *
     emu_op_start(in, op);
 }
 
+/* SGLang's group_name where a weight-update call leaves it out */
+#define DEFAULT_GROUP "weight_update_group"
+
+/* Whether body b's group fits operation k, else answers as SGLang does (400, success false): a
+ * set-up needs a name, which it records; a broadcast needs a group set up, for without one
+ * SGLang's receive finds no process group. */
+static bool group_ok(struct emu_instance *in, struct net_call *c, const json_t *b,
+                     enum emu_op_kind k)
+{
+    const char *name = opt_string(b, "group_name");
+    name = name ? name : DEFAULT_GROUP;
+    char why[256] = "";
+    if (k == EMU_OP_GROUP_INIT && !*name)
+        snprintf(why, sizeof why, "Group name cannot be empty");
+    else if (k == EMU_OP_GROUP_INIT)
+        emu_group_add(in, name);
+    else if (k == EMU_OP_UPDATE_BROADCAST && !emu_group_known(in, name))
+        snprintf(why, sizeof why,
+                 "Failed to update parameter online: no group '%.128s' was set up "
+                 "(POST /init_weights_update_group)",
+                 name);
+    if (why[0])
+        net_reply_json(c, 400, json_pack("{s:b, s:s}", "success", 0, "message", why));
+    return !why[0];
+}
+
 /* Starts weight operation k for call c once its body has the call's members ms and those
  * start_op reads. */
 static void weight_call(struct emu_instance *in, struct net_call *c, enum emu_op_kind k,
@@ -242,7 +268,7 @@ static void weight_call(struct emu_instance *in, struct net_call *c, enum emu_op
     json_t *b = checked_body(c, ms);
     if (!b)
         return;
-    if (members_ok(c, b, common))
+    if (members_ok(c, b, common) && group_ok(in, c, b, k))
         start_op(in, c, b, k);
     json_decref(b);
 }

@@ -379,6 +379,29 @@ def test_distributed_update_and_memory_release():
         assert held.result()[1]["meta_info"]["completion_tokens"] == 5
 
 
+GROUP = {"master_address": "127.0.0.1", "master_port": 29500, "rank_offset": 1, "world_size": 2}
+BROADCAST = {"names": ["w"], "dtypes": ["bfloat16"], "shapes": [[1]], "weight_version": "9"}
+
+
+def test_a_broadcast_needs_its_group_set_up_first():
+    """SGLang receives the broadcast on the process group init_weights_update_group made under
+    group_name (default "weight_update_group"); without it the update fails with 400 and
+    success false, and nothing changes. A set-up needs a name."""
+    with Emu() as emu:
+        p = emu.port()
+        status, out = post(p, "/update_weights_from_distributed", BROADCAST)
+        assert status == 400 and out["success"] is False
+        assert "'weight_update_group'" in out["message"], out
+        assert post(p, "/init_weights_update_group", dict(GROUP, group_name=""))[0] == 400
+        assert post(p, "/init_weights_update_group", dict(GROUP, group_name="g"))[0] == 200
+        status, out = post(p, "/update_weights_from_distributed", BROADCAST)
+        assert status == 400 and "'weight_update_group'" in out["message"]
+        assert get(p, "/get_weight_version")[1] == {"weight_version": "default"}
+        status, out = post(p, "/update_weights_from_distributed", dict(BROADCAST, group_name="g"))
+        assert status == 200 and out["success"] is True
+        assert get(p, "/get_weight_version")[1] == {"weight_version": "9"}
+
+
 def test_vllm_development_endpoints_need_dev_mode():
     with Emu() as emu:
         assert post(emu.port(), "/pause")[0] == 404
