@@ -988,7 +988,7 @@ int cmd_calibrate(int argc, char **argv)
         rc = cli_usage_error(cc.cmd, "-o: the preset needs a file (the report is on standard "
                                      "output)");
     if (rc == 0 && c.name && !c.output)
-        rc = cli_usage_error(cc.cmd, "--name names the preset that -o writes: give -o PRESETS");
+        rc = cli_value_errorf(cc.cmd, "--name names the preset that -o writes: give -o PRESETS");
     if (rc == 0)
         rc = resolve(&c, &p, &cfg);
     if (rc == 0 && c.name)

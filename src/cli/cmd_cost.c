@@ -438,15 +438,15 @@ static int resolve_layout(const struct cli_common *cc, struct opts *o,
 {
     struct cost_train_config *t = &o->train;
     if (t->balance_each_minibatch && t->minibatches == 1)
-        return cli_usage_error(cc->cmd, "--balance-minibatch balances each of --minibatches N "
-                                        "(> 1) mini-batches; one is the batch, balanced already");
+        return cli_value_errorf(cc->cmd, "--balance-minibatch balances each of --minibatches N "
+                                         "(> 1) mini-batches; one is the batch, balanced already");
     long replica = (long)t->tp * t->pp * t->cp; /* at most 2^48: each flag is at most 2^16 */
     if (t->dp == 0)
         t->dp = (int)(cfg->cluster.gpus / replica);
     /* compared by division: replica * DP may pass even 64 bits (2^16 each) */
     if (t->dp < 1 || t->dp > cfg->cluster.gpus / replica)
-        return cli_usage_error(cc->cmd, "the layout needs %.0f GPUs, the cluster has %d",
-                               (double)replica * (t->dp < 1 ? 1 : t->dp), cfg->cluster.gpus);
+        return cli_value_errorf(cc->cmd, "the layout needs %.0f GPUs, the cluster has %d",
+                                (double)replica * (t->dp < 1 ? 1 : t->dp), cfg->cluster.gpus);
     return 0;
 }
 

@@ -542,29 +542,29 @@ static int check_inert_flags(const struct cli_common *cc, const struct route_fla
 {
     unsigned run = f->policies | (f->placebo ? 1u << SCHED_CMLFQ : 0);
     if (f->min_visits != 1 && !(run & TREE_POLICIES))
-        return cli_usage_error(cc->cmd,
-                               "--min-visits %lld has no effect with --policy %s: only cmlfq and "
-                               "cmlfq_h look nodes up in the prefix trees",
-                               (long long)f->min_visits, f->policy);
+        return cli_value_errorf(cc->cmd,
+                                "--min-visits %lld has no effect with --policy %s: only cmlfq and "
+                                "cmlfq_h look nodes up in the prefix trees",
+                                (long long)f->min_visits, f->policy);
     if (f->truncated_exact && !(run & TREE_POLICIES)) /* censoring acts on the trees alone */
-        return cli_usage_error(cc->cmd,
-                               "--truncated exact has no effect with --policy %s: only cmlfq and "
-                               "cmlfq_h learn from the prefix trees, where a truncated trajectory "
-                               "is censored",
-                               f->policy);
+        return cli_value_errorf(cc->cmd,
+                                "--truncated exact has no effect with --policy %s: only cmlfq and "
+                                "cmlfq_h learn from the prefix trees, where a truncated trajectory "
+                                "is censored",
+                                f->policy);
     for (size_t k = 0; k < sizeof policy_keys / sizeof *policy_keys; k++) {
         const char *label = flag_changing(cc, cfg, policy_keys[k].key);
         if (label && !(run & policy_keys[k].policies))
-            return cli_usage_error(cc->cmd,
-                                   "%s: %s has no effect with --policy %s: it acts on %s only",
-                                   label, policy_keys[k].key, f->policy, policy_keys[k].names);
+            return cli_value_errorf(cc->cmd,
+                                    "%s: %s has no effect with --policy %s: it acts on %s only",
+                                    label, policy_keys[k].key, f->policy, policy_keys[k].names);
     }
     const char *label = flag_changing(cc, cfg, "sched.rebuild_interval");
     if (label && f->folds) /* sched_router_tick is the steps' alone */
-        return cli_usage_error(cc->cmd,
-                               "%s: sched.rebuild_interval has no effect with --folds: a fold's "
-                               "models learn each trajectory once and are never rebuilt",
-                               label);
+        return cli_value_errorf(cc->cmd,
+                                "%s: sched.rebuild_interval has no effect with --folds: a fold's "
+                                "models learn each trajectory once and are never rebuilt",
+                                label);
     if ((label = cli_common_flag(cc, "rl.samples")) && ev->group_size > 0 &&
         cfg->rl.samples != ev->group_size) { /* the trace's groups are replayed as recorded */
         cli_errorf("%s: the trace's GRPO groups are %lld trajectories (its header's group_size), "
@@ -575,10 +575,10 @@ static int check_inert_flags(const struct cli_common *cc, const struct route_fla
     }
     /* the trace's trajectories are replayed as recorded: the seed draws nothing else */
     if ((label = flag_changing(cc, cfg, "sim.seed")) && !f->placebo)
-        return cli_usage_error(cc->cmd,
-                               "%s: sim.seed has no effect without --placebo: only --placebo's "
-                               "shuffle takes a seed",
-                               label);
+        return cli_value_errorf(cc->cmd,
+                                "%s: sim.seed has no effect without --placebo: only --placebo's "
+                                "shuffle takes a seed",
+                                label);
     return 0;
 }
 
@@ -667,18 +667,18 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
         rc = resolve_layout(cc, f->config, &cfg, &plan, &l);
     int64_t steps = (int64_t)sched_eval_steps(&ev.ev);
     if (rc == 0 && !f->folds && f->train_steps >= steps)
-        rc = cli_usage_error(cc->cmd,
-                             "--train-steps %lld leaves nothing to evaluate (the trace "
-                             "has %lld step%s)",
-                             (long long)f->train_steps, (long long)(steps > 0 ? steps : 0),
-                             steps == 1 ? "" : "s");
+        rc = cli_value_errorf(cc->cmd,
+                              "--train-steps %lld leaves nothing to evaluate (the trace "
+                              "has %lld step%s)",
+                              (long long)f->train_steps, (long long)(steps > 0 ? steps : 0),
+                              steps == 1 ? "" : "s");
     size_t prompts = sched_eval_prompts(&ev.ev);
     if (rc == 0 && f->folds && (size_t)f->folds > prompts) /* a fold would hold no prompt */
-        rc = cli_usage_error(cc->cmd,
-                             "--folds %lld: the trace has %zu prompt%s, so at most %zu fold%s "
-                             "(each fold holds whole prompts)",
-                             (long long)f->folds, prompts, prompts == 1 ? "" : "s", prompts,
-                             prompts == 1 ? "" : "s");
+        rc = cli_value_errorf(cc->cmd,
+                              "--folds %lld: the trace has %zu prompt%s, so at most %zu fold%s "
+                              "(each fold holds whole prompts)",
+                              (long long)f->folds, prompts, prompts == 1 ? "" : "s", prompts,
+                              prompts == 1 ? "" : "s");
     struct cost_move_model move;
     struct sched_costs costs;
     if (rc == 0)

@@ -227,3 +227,28 @@ def test_route_eval_plans_a_cluster_of_more_than_4096_instances_of_one_tp_size()
     r = run("route", "eval", SMALL, "--gpus", "40000", "--policy", "oracle", "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["schema"] == "libra.route-eval/1"
+
+
+# ---- a bad value has no usage line ----------------------------------------------------------------
+
+@pytest.mark.parametrize("args,says", [
+    (("cost", "--tp", "4", "--dp", "100"), "libra: cost: the layout needs 400 GPUs"),
+    (("cost", "--gpus", "1", "--model", "qwen3-235b-a22b"), "libra: cost: the layout needs"),
+    (("cost", "--balance-minibatch"), "libra: cost: --balance-minibatch balances each"),
+    (("route", "eval", SMALL, "--buckets", BUCKETS, "--folds", "100"),
+     "libra: route: --folds 100: the trace has 5 prompts"),
+    (("route", "eval", SMALL, "--buckets", BUCKETS, "--train-steps", "10"),
+     "libra: route: --train-steps 10 leaves nothing to evaluate"),
+    (("route", "eval", SMALL, "--buckets", BUCKETS, "--seed", "5"),
+     "libra: route: --seed: sim.seed has no effect without --placebo"),
+    (("route", "eval", SMALL, "--buckets", BUCKETS, "--policy", "load_balance", "--set",
+      "sched.rebuild_interval=7"), "libra: route: --set sched.rebuild_interval"),
+    (("calibrate", os.path.join(CALIB, "verl.log"), "--name", "my-a800"),
+     "libra: calibrate: --name names the preset that -o writes"),
+])
+def test_a_bad_value_is_one_line_without_the_usage_line(args, says):
+    """docs/cli.md: a bad value — out of range, or one that changes nothing where it is given —
+    says which flag and why, without the usage line kept for a flag the command does not
+    take."""
+    err = refused(run(*args))
+    assert err.startswith(says) and err.count("\n") == 1 and "usage:" not in err, err
