@@ -42,8 +42,8 @@ const char *plan_why_text(enum plan_why why)
         return "no constraint";
     case PLAN_WHY_SPLIT:
         return "plan.min_train_gpus, plan.min_rollout_gpus and plan.granularity_gpus leave no "
-               "split of cluster.gpus (colocated too: every GPU trains and rolls out, so "
-               "cluster.gpus must meet both minima)";
+               "split of cluster.gpus (a split needs the two minima side by side; colocated, "
+               "where every GPU trains and rolls out, needs cluster.gpus to meet each)";
     case PLAN_WHY_TP:
         return "no training TP divides the model's heads and a node (or PP exceeds its layers)";
     case PLAN_WHY_DP:

@@ -205,6 +205,15 @@ def test_infeasible_names_the_constraint_and_exits_1():
     assert r.returncode == 1 and doc["feasible"] is False and "min_train_gpus" in doc["why"]
 
 
+def test_no_split_does_not_say_colocated_fails_where_it_plans():
+    """8 GPUs meet each minimum of 8 but not both side by side: the split fails, colocated
+    plans, and the reason says which needs what (it said colocated fails too)."""
+    r = run("plan", "--gpus", "8")
+    assert "a split needs the two minima side by side; colocated, where every GPU trains and " \
+        "rolls out, needs cluster.gpus to meet each" in r.stderr, r.stderr
+    assert run("plan", "--gpus", "8", "--mode", "colocated").returncode == 0
+
+
 def test_bad_input_exits_2():
     for args, needle in ((["--mode", "sideways"], "--mode"),
                          (["--set", "plan.tp_pattern=1,3"], "plan.tp_pattern: column 3"),
