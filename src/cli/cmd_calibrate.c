@@ -544,6 +544,16 @@ static const char *input_name(const struct calibration *c, size_t idx)
     return c->inputs[idx].path;
 }
 
+/* The width of the tables' input column: 24, or the longest input's name, so that a long path
+ * does not push its row's columns out from under the header. */
+static int input_width(const struct calibration *c)
+{
+    size_t w = 24;
+    for (size_t i = 0; i < c->n_inputs; i++)
+        w = strlen(input_name(c, i)) > w ? strlen(input_name(c, i)) : w;
+    return w > 4096 ? 4096 : (int)w;
+}
+
 /* Appends the files of the decode points (serving results, captures), or of the trainers'
  * logs, "a.json, b.jsonl", to b. */
 static void files_of(const struct calibration *c, bool logs, struct strbuf *b)
@@ -717,15 +727,15 @@ static void print_decode(FILE *out, const struct calibration *c)
         capture |= c->decode_from.v[i].turns > 0;
     fprintf(out,
             "\ndecode points: the mean iteration a decoding request saw (ms); batch and prefill "
-            "per iteration%s\n%-24s %5s %-8s %3s %8s %8s %9s %9s %9s %8s\n",
+            "per iteration%s\n%-*s %5s %-8s %3s %8s %8s %9s %9s %9s %8s\n",
             capture ? " (a capture's: a band of batch, its timed turns in place of a line)" : "",
-            "input", "line", "backend", "TP", "batch", "context", "prefill", "measured", "modelled",
-            "error");
+            input_width(c), "input", "line", "backend", "TP", "batch", "context", "prefill",
+            "measured", "modelled", "error");
     for (size_t i = 0; i < c->decode.n; i++) {
         const struct cost_decode_point *p = &c->decode.v[i];
         const struct origin *o = &c->decode_from.v[i];
         double m = c->out.decode_modelled[i];
-        fprintf(out, "%-24s %5zu %-8s %3d %8.2f %8.0f %9.1f %9.3f %9.3f %+7.2f%%\n",
+        fprintf(out, "%-*s %5zu %-8s %3d %8.2f %8.0f %9.1f %9.3f %9.3f %+7.2f%%\n", input_width(c),
                 input_name(c, o->input), o->turns ? o->turns : (size_t)o->line, o->backend, p->tp,
                 p->decode_seqs, p->ctx_tokens, p->prefill_tokens, p->measured_s * 1e3, m * 1e3,
                 point_error(m, p->measured_s) * 100.0);
@@ -738,30 +748,42 @@ static void print_decode(FILE *out, const struct calibration *c)
                     input_name(c, i), c->inputs[i].unused, CAPTURE_MIN_TURNS);
 }
 
+/* Into buf: a training point's layout, "tp1 pp1 cp1 dp32 z3" (and " ep8" with EP). Returns its
+ * length. */
+static int layout_text(const struct cost_train_config *l, char *buf, size_t size)
+{
+    int n =
+        snprintf(buf, size, "tp%d pp%d cp%d dp%d z%d", l->tp, l->pp, l->cp, l->dp, l->zero_stage);
+    if (l->ep > 1 && n > 0 && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n, " ep%d", l->ep);
+    return n;
+}
+
 static void print_train(FILE *out, const struct calibration *c)
 {
     if (!c->train.n)
         return;
+    char layout[64], seqs[40];
+    int width = 19; /* the layout column: its longest */
+    for (size_t i = 0; i < c->train.n; i++) {
+        int n = layout_text(&c->train.v[i].config, layout, sizeof layout);
+        width = n > width ? n : width;
+    }
     fprintf(out,
             "\ntraining points: seconds per step (verl: timing_s/update_actor; Megatron-LM: the "
-            "elapsed time per iteration)\n%-24s %6s %6s %5s %-18s %14s %9s "
-            "%9s %8s\n",
-            "input", "line", "step", "GPUs", "layout", "seqs x tokens", "measured", "modelled",
-            "error");
+            "elapsed time per iteration)\n%-*s %6s %6s %5s %-*s %14s %9s %9s %8s\n",
+            input_width(c), "input", "line", "step", "GPUs", width, "layout", "seqs x tokens",
+            "measured", "modelled", "error");
     for (size_t i = 0; i < c->train.n; i++) {
         const struct cost_train_point *p = &c->train.v[i];
         const struct cost_train_config *l = &p->config;
         const struct origin *o = &c->train_from.v[i];
-        char layout[64], seqs[40];
-        int n = snprintf(layout, sizeof layout, "tp%d pp%d cp%d dp%d z%d", l->tp, l->pp, l->cp,
-                         l->dp, l->zero_stage);
-        if (l->ep > 1 && n > 0 && (size_t)n < sizeof layout)
-            snprintf(layout + n, sizeof layout - (size_t)n, " ep%d", l->ep);
+        layout_text(l, layout, sizeof layout);
         snprintf(seqs, sizeof seqs, "%zu x %.0f", p->seqs->n, p->seqs->tokens[0]);
         double m = c->out.train_modelled[i];
-        fprintf(out, "%-24s %6d %6lld %5d %-18s %14s %9.2f %9.2f %+7.2f%%\n",
+        fprintf(out, "%-*s %6d %6lld %5d %-*s %14s %9.2f %9.2f %+7.2f%%\n", input_width(c),
                 input_name(c, o->input), o->line, (long long)o->step, l->tp * l->pp * l->cp * l->dp,
-                layout, seqs, p->measured_s, m, point_error(m, p->measured_s) * 100.0);
+                width, layout, seqs, p->measured_s, m, point_error(m, p->measured_s) * 100.0);
     }
 }
 

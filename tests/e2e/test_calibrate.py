@@ -382,3 +382,21 @@ def test_documented_example(name, tmp_path):
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.replace(written, "/tmp/my-a800.json") == "".join(lines[2:])
     assert os.path.exists(written) == ("-o" in args)
+
+
+def test_tables_keep_their_columns_under_long_paths(tmp_path):
+    """The input column is as wide as the longest input's name: each row of the decode and
+    training tables is as long as its header (a path past 24 bytes pushed its row out)."""
+    data = os.path.join(os.environ.get("LIBRA_SOURCE_DIR", "."), "tests", "data", "calibrate")
+    names = ("vllm-c1.json", "vllm-c8.json", "verl.log")
+    deep = tmp_path / "a-directory-name-long-enough-to-matter"
+    deep.mkdir()
+    for name in names:
+        (deep / name).write_bytes(open(os.path.join(data, name), "rb").read())
+    out = ok("calibrate", *(str(deep / n) for n in names), "--model", "qwen2.5-7b")
+    tables = [t.split("\n")[1:] for t in out.split("\n\n") if t.startswith(("decode points",
+                                                                             "training points"))]
+    assert len(tables) == 2, out
+    for header, *rows in tables:
+        rows = [r for r in rows if r.startswith(str(deep))]
+        assert rows and all(len(r) == len(header) for r in rows), (header, rows)
