@@ -112,7 +112,7 @@ bool cli_is_stdout(const char *path);
  * is written in place. Returns 0 or LIBRA_EXIT_IO after printing why. */
 int cli_write_output(const char *path, const char *text);
 
-/* Opens a trace writer at path (trace_writer_open) whose temporary file, FILE.tmpPID, is
+/* Opens a trace writer at path (trace_writer_open) whose temporary file, FILE.tmpPID.N, is
  * removed if SIGINT, SIGTERM or SIGHUP stops the process before cli_trace_close, from the
  * moment it exists; the signal then ends the process as it would have. A signal ignored
  * (nohup's SIGHUP) stays ignored. One writer at a time. */

@@ -9,6 +9,7 @@
 #include "trace/file.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,10 +248,12 @@ int trace_writer_open(struct trace_writer **out, const char *path, const struct 
     w->group_size = h->group_size;
     if (strcmp(path, "-") != 0) {
         w->target = fileio_replace_target(path);
-        if (w->target) {
-            size_t n = strlen(w->target) + 32;
+        if (w->target) { /* a name of this writer's own: threads may write one path at once */
+            static atomic_uint writers;
+            size_t n = strlen(w->target) + 48;
             w->tmp = xmalloc(n);
-            snprintf(w->tmp, n, "%s.tmp%ld", w->target, (long)getpid());
+            snprintf(w->tmp, n, "%s.tmp%ld.%u", w->target, (long)getpid(),
+                     atomic_fetch_add(&writers, 1));
         }
         /* a device or FIFO is written in place: a rename would replace it */
         if (!(w->f = w->tmp ? fopen(w->tmp, "wbx") : fopen(path, "wb"))) {

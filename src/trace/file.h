@@ -70,9 +70,11 @@ struct trace_writer;
 
 /*
  * Starts a trace at path with header h (checked by trace_check_header). A file is written
- * under a temporary name and renamed into place by trace_writer_close, so a failed run never
- * leaves a partial trace; "-" collects the output in memory and writes it to standard output
- * at close. Returns 0 with *out set, LIBRA_EINVAL (bad header) or LIBRA_EIO, with err.
+ * under a temporary name of this writer's own (PATH.tmpPID.N) and renamed into place by
+ * trace_writer_close, so a failed run never leaves a partial trace and two writers of one path
+ * (threads) each publish a whole file, the last to close staying; "-" collects the output in memory
+ * and writes it to standard output at close. Returns 0 with *out set, LIBRA_EINVAL (bad header) or
+ * LIBRA_EIO, with err.
  */
 int trace_writer_open(struct trace_writer **out, const char *path, const struct trace_header *h,
                       struct libra_error *err);

@@ -146,7 +146,7 @@ def wait_for_file(directory, timeout_s=60.0):
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
 def test_a_stopped_gen_leaves_no_partial_file(tmp_path, sig):
-    """The trace streams into OUT.tmpPID, renamed into place at the end: a signal that stops
+    """The trace streams into OUT.tmpPID.0, renamed into place at the end: a signal that stops
     the run first removes it, and still ends the process by that signal."""
     out = tmp_path / "out"
     out.mkdir()
@@ -154,7 +154,7 @@ def test_a_stopped_gen_leaves_no_partial_file(tmp_path, sig):
                           str(out / "t.jsonl")], stdout=subprocess.DEVNULL,
                          stderr=subprocess.DEVNULL)
     try:
-        assert wait_for_file(out) == f"t.jsonl.tmp{p.pid}"
+        assert wait_for_file(out) == f"t.jsonl.tmp{p.pid}.0"
         p.send_signal(sig)
         assert p.wait(timeout=60) == -sig
     finally:
@@ -171,7 +171,7 @@ def test_an_ignored_hangup_stays_ignored(tmp_path):
                          stderr=subprocess.DEVNULL,
                          preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
     try:
-        assert wait_for_file(out) == f"t.jsonl.tmp{p.pid}"
+        assert wait_for_file(out) == f"t.jsonl.tmp{p.pid}.0"
         p.send_signal(signal.SIGHUP)
         time.sleep(0.3)
         assert p.poll() is None
@@ -196,7 +196,7 @@ def test_a_stopped_import_leaves_no_partial_file(tmp_path):
         with open(fifo, "w") as w:
             w.write("traj_id,step,prompt_id,turn,prompt_tokens,generated_tokens\n")
             w.flush()
-            assert wait_for_file(out) == f"t.jsonl.tmp{p.pid}"
+            assert wait_for_file(out) == f"t.jsonl.tmp{p.pid}.0"
             p.send_signal(signal.SIGTERM)
             assert p.wait(timeout=60) == -signal.SIGTERM
     finally:

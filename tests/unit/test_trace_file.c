@@ -294,6 +294,31 @@ static void test_writer_all_or_nothing(void **state)
     assert_null(w);
 }
 
+/* Two writers of one path at once (two threads of a library caller) each write a whole file
+ * under a temporary name of their own; the last to close is the file. The name was the
+ * process's alone, so the second open failed with "file exists". */
+static void test_two_writers_of_one_path(void **state)
+{
+    const char *path = tmp_path("both.jsonl");
+    struct trace_writer *a, *b;
+    struct trace_traj t;
+    struct trace_turn turns[2];
+    struct trace_tool_call calls[2];
+    make_traj(&t, turns, calls, 2, 0);
+    assert_int_equal(trace_writer_open(&a, path, &header, NULL), 0);
+    assert_int_equal(trace_writer_open(&b, path, &header, NULL), 0);
+    assert_string_not_equal(trace_writer_tmp(a), trace_writer_tmp(b));
+    assert_int_equal(trace_writer_put(a, &t, NULL), 0);
+    assert_int_equal(trace_writer_close(a, NULL), 0);
+    assert_int_equal(trace_writer_close(b, NULL), 0); /* b holds the header alone */
+    size_t n;
+    char *text = test_read_file(path, &n);
+    assert_non_null(memchr(text, '\n', n));
+    assert_null(memchr(text, '\n', n - 1)); /* one line: b's */
+    free(text);
+    remove(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -305,6 +330,7 @@ int main(void)
         cmocka_unit_test(test_endless_line),
         cmocka_unit_test(test_reader_open_missing_file),
         cmocka_unit_test(test_writer_all_or_nothing),
+        cmocka_unit_test(test_two_writers_of_one_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
