@@ -271,6 +271,10 @@ static int chat_prompt(const json_t *msgs, uint32_t vocab, struct emu_gen_reques
     char *text = xmalloc(cap);
     for (size_t i = 0; i < json_array_size(msgs); i++) {
         const json_t *m = json_array_get(msgs, i);
+        if (!json_is_object(m)) {
+            free(text);
+            return fail(err, size, "messages[%zu]: expected an object", i);
+        }
         const json_t *role = json_object_get(m, "role");
         if (!json_is_string(role)) {
             free(text);

@@ -105,15 +105,18 @@ static bool status_line(struct net_span line, struct net_head *h)
     return h->status >= 100;
 }
 
-static bool field_line(struct net_span line, struct net_field *f)
+/* Reads a field line into f; NULL, or why it is not one (h->why's text). *bad_value: its name
+ * is whole and its value holds a control byte. */
+static const char *field_line(struct net_span line, struct net_field *f, bool *bad_value)
 {
+    static const char no_name[] = "malformed header field: expected Name: value";
     const char *colon = memchr(line.p, ':', line.n);
     if (!colon || colon == line.p)
-        return false;
+        return no_name;
     f->name = (struct net_span){line.p, (size_t)(colon - line.p)};
     for (size_t i = 0; i < f->name.n; i++)
         if (!tchar((unsigned char)f->name.p[i]))
-            return false; /* whitespace before the colon, or a folded line */
+            return no_name; /* whitespace before the colon, or a folded line */
     const char *v = colon + 1, *end = line.p + line.n;
     while (v < end && (*v == ' ' || *v == '\t'))
         v++;
@@ -121,9 +124,11 @@ static bool field_line(struct net_span line, struct net_field *f)
         end--;
     f->value = (struct net_span){v, (size_t)(end - v)};
     for (size_t i = 0; i < f->value.n; i++)
-        if (!vchar((unsigned char)v[i]))
-            return false;
-    return true;
+        if (!vchar((unsigned char)v[i])) {
+            *bad_value = true;
+            return "malformed header field: its value holds a control byte";
+        }
+    return NULL;
 }
 
 /* A Content-Length value: digits only, at most 2^62. */
@@ -204,6 +209,7 @@ enum net_head_status net_head_parse(const char *buf, size_t len, bool response, 
     memset(h, 0, offsetof(struct net_head, field));
     h->n_fields = 0;
     h->why = NULL;
+    h->bad_value = false;
     size_t at = 0;
     struct net_span line;
     do { /* a request may follow the empty line some clients send after a body */
@@ -223,10 +229,8 @@ enum net_head_status net_head_parse(const char *buf, size_t len, bool response, 
             break;
         if (h->n_fields == NET_HEAD_FIELDS)
             return NET_HEAD_MANY;
-        if (!field_line(line, &h->field[h->n_fields++])) {
-            h->why = "malformed header field: expected Name: value";
+        if ((h->why = field_line(line, &h->field[h->n_fields++], &h->bad_value)) != NULL)
             return NET_HEAD_BAD;
-        }
     }
     h->length = at;
     return framing(h) ? NET_HEAD_OK : NET_HEAD_BAD;

@@ -49,6 +49,8 @@ struct net_head {
                              * or HTTP/1.0 without keep-alive) */
     bool expect_continue;   /* Expect: 100-continue */
     const char *why;        /* NET_HEAD_BAD: what is wrong, a static text */
+    bool bad_value;         /* NET_HEAD_BAD: field[n_fields - 1], its name whole, is refused
+                             * for a control byte in its value */
 };
 
 enum net_head_status {

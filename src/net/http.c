@@ -979,12 +979,24 @@ static void refuse_twice(struct net_conn *conn, struct net_span name)
     refuse(conn, 400, why);
 }
 
+/* A refused head's reason: head.why, naming the field whose value was refused (into buf). */
+static const char *head_refusal(const struct net_head *h, char *buf, size_t size)
+{
+    if (!h->bad_value)
+        return h->why;
+    struct net_span name = h->field[h->n_fields - 1].name; /* token characters: safe to echo */
+    snprintf(buf, size, "malformed header field: the value of %.*s%s holds a control byte",
+             (int)(name.n < 64 ? name.n : 64), name.p, name.n > 64 ? "..." : "");
+    return buf;
+}
+
 /* Reads the head of the next request; false when it has not come whole (or was refused). */
 static bool head_ready(struct net_conn *conn)
 {
     const struct net_limits *l = &conn->server->limits;
     enum net_head_status st = net_head_parse(conn->in, conn->in_len, false, &conn->head);
     size_t head_bytes = st == NET_HEAD_OK ? conn->head.length : conn->in_len;
+    char why[160];
     struct net_span twice =
         st == NET_HEAD_OK ? twice_field(&conn->head, l->single_fields) : (struct net_span){0};
     if (st == NET_HEAD_MANY)
@@ -992,7 +1004,7 @@ static bool head_ready(struct net_conn *conn)
     else if (st != NET_HEAD_BAD && head_bytes > (size_t)l->max_header_bytes)
         refuse(conn, 400, "request line and headers over the limit");
     else if (st == NET_HEAD_BAD)
-        refuse(conn, 400, conn->head.why);
+        refuse(conn, 400, head_refusal(&conn->head, why, sizeof why));
     else if (twice.n)
         refuse_twice(conn, twice);
     else if (st == NET_HEAD_OK && conn->head.content_length > l->max_body_bytes)

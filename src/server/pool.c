@@ -75,6 +75,7 @@ struct waiter {
     struct gw_pool *pl;
     struct net_call *call;
     struct event *timer;
+    uint64_t after; /* answered once `changes` is past it (or at its timer, or a stop) */
 };
 
 struct gw_pool {
@@ -767,12 +768,18 @@ static void on_wait_timer(evutil_socket_t fd, short what, void *arg)
     waiter_free(w);
 }
 
-/* Answers every long poll held with the pool as it is now. */
-static void answer_all(struct gw_pool *pl)
+/* Answers the long polls held whose `after` the count of changes is past (every one with all,
+ * as a stop does) with the pool as it is now. */
+static void answer_held(struct gw_pool *pl, bool all)
 {
-    while (pl->waiters.n > 0) {
-        struct waiter *w = pl->waiters.v[pl->waiters.n - 1];
-        pl->waiters.n--; /* before the answer: it is no longer held */
+    size_t i = 0;
+    while (i < pl->waiters.n) {
+        struct waiter *w = pl->waiters.v[i];
+        if (!all && pl->changes <= w->after) {
+            i++;
+            continue;
+        }
+        pl->waiters.v[i] = pl->waiters.v[--pl->waiters.n]; /* before the answer: not held */
         net_reply_json(w->call, 200, pool_json(pl));
         event_free(w->timer);
         free(w);
@@ -790,7 +797,7 @@ static void changed(struct gw_pool *pl)
         snprintf(text, sizeof text, "%llu", (unsigned long long)pl->changes);
         gw_store_put(pl->g->persist->st, GW_STORE_META, "pool_changes", 0, xstrdup(text));
     }
-    answer_all(pl);
+    answer_held(pl, false);
 }
 
 void gw_pool_resume_clock(struct gw *g, double t_s)
@@ -808,7 +815,7 @@ void gw_pool_resume_changes(struct gw *g, uint64_t kept)
 void gw_pool_stop(struct gw *g)
 {
     if (g->pool)
-        answer_all(g->pool);
+        answer_held(g->pool, true);
 }
 
 static bool no_pool(struct gw *g, struct net_call *c)
@@ -820,7 +827,8 @@ static bool no_pool(struct gw *g, struct net_call *c)
     return true;
 }
 
-/* GET /libra/v1/pool[?after=N&wait_s=S]: at once, or once `changes` passes N (a long poll). */
+/* GET /libra/v1/pool[?after=N&wait_s=S]: at once, or once `changes` is past N (a long poll:
+ * an N at or above the count is held until the count passes it, or for S seconds). */
 void gw_pool_call(void *ctx, struct net_call *c)
 {
     struct gw *g = ctx;
@@ -841,13 +849,14 @@ void gw_pool_call(void *ctx, struct net_call *c)
                         POOL_WAIT_MAX_S);
         return;
     }
-    if (!after || (uint64_t)seen != pl->changes || wait_s == 0.0 || g->stop) {
+    if (!after || pl->changes > (uint64_t)seen || wait_s == 0.0 || g->stop) {
         net_reply_json(c, 200, pool_json(pl));
         return;
     }
     struct waiter *w = xcalloc(1, sizeof *w);
     w->pl = pl;
     w->call = c;
+    w->after = (uint64_t)seen;
     w->timer = evtimer_new(g->base, on_wait_timer, w);
     struct timeval tv = {(time_t)wait_s, (suseconds_t)((wait_s - floor(wait_s)) * 1e6)};
     evtimer_add(w->timer, &tv);

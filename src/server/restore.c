@@ -72,7 +72,8 @@ static int read_meta(void *arg, const struct gw_store_row *row)
         g->shadow = shadow;
     } else if (strcmp(row->key, "layout") == 0) {
         if (spec_bucket_parse(&g->persist->layout, row->body ? row->body : "", "meta.layout", &e))
-            return row_error(rd, "%s", e.msg);
+            return row_error(rd, "meta.layout '%.200s': column %d: %s", row->body ? row->body : "",
+                             e.col, e.msg);
         g->persist->has_layout = true;
     } else if (strcmp(row->key, "step") == 0) {
         if (!counter_value(row->body, &n))

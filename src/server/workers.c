@@ -240,6 +240,12 @@ void gw_engine_action(void *ctx, struct net_call *c)
                         (long long)id, gw_engine_state_name(s));
         return;
     }
+    if (strcmp(action, "reclaim") == 0 && !e->lent) { /* a lent engine may also be dead */
+        net_reply_error(c, 409, "conflict_error",
+                        "engine %lld is %s: it is not lent, so it cannot be reclaimed",
+                        (long long)id, gw_engine_state_name(s));
+        return;
+    }
     if (gw_durable_refused(g, c))
         return;
     e->lent = strcmp(action, "lend") == 0;
