@@ -32,6 +32,129 @@ const char *gw_api_path(enum gw_api api)
     return (unsigned)api < sizeof paths / sizeof paths[0] ? paths[api] : "?";
 }
 
+/* ---- text as a client means it ------------------------------------------------------------- */
+
+/* Where the text read goes: the first max bytes of it, copied to out or, with out NULL, hashed
+ * into h; n counts what went. */
+struct text_sink {
+    char *out;
+    uint64_t h;
+    size_t n, max;
+};
+
+static void sink_put(struct text_sink *s, const char *b, size_t m)
+{
+    if (m > s->max - s->n)
+        m = s->max - s->n;
+    if (s->out)
+        memcpy(s->out + s->n, b, m);
+    else
+        s->h = gw_hash(s->h, b, m);
+    s->n += m;
+}
+
+static bool high_surrogate(const char *p)
+{
+    return (p[2] == 'd' || p[2] == 'D') && strchr("89abAB", p[3]) && p[3];
+}
+
+/* The text of the JSON string v (its escapes undone: "\u0065" and "e" are one text; \u0000 a
+ * zero byte) into s, as far as s->max. Only as much of v is read as that takes. False when v is
+ * not a string or an escape on the way is malformed (a lone surrogate). */
+static bool string_text(struct jscan_value v, struct text_sink *s)
+{
+    if (v.type != 's' || v.len < 2)
+        return false;
+    const char *p = v.p + 1, *end = v.p + v.len - 1;
+    while (p < end && s->n < s->max) {
+        const char *bs = memchr(p, '\\', (size_t)(end - p));
+        size_t run = (size_t)((bs ? bs : end) - p);
+        sink_put(s, p, run);
+        p += run;
+        if (!bs || s->n == s->max)
+            break;
+        size_t k = end - p >= 6 && p[1] == 'u' ? 6 : 2;
+        if (k == 6 && end - p >= 12 && high_surrogate(p) && p[6] == '\\' && p[7] == 'u')
+            k = 12; /* a pair is one character */
+        if ((size_t)(end - p) < k)
+            return false;
+        char esc[14], u[8];
+        if (k == 6 && memcmp(p, "\\u0000", 6) == 0) { /* jscan_string refuses it */
+            u[0] = '\0';
+            sink_put(s, u, 1);
+        } else {
+            esc[0] = '"';
+            memcpy(esc + 1, p, k);
+            esc[k + 1] = '"';
+            if (!jscan_string((struct jscan_value){esc, k + 2, 's'}, u, sizeof u))
+                return false;
+            sink_put(s, u, strlen(u));
+        }
+        p += k;
+    }
+    return true;
+}
+
+/* Hashes into s a canonical spelling of the JSON value v, as far as s->max: whitespace between
+ * tokens dropped, strings as their text between quotes (string_text; as written when
+ * malformed), integers in decimal ("-0", "1" and "1 " alike), other numbers and literals as
+ * written. Two spellings of one value have one key. */
+static void canonical(struct jscan_value v, struct text_sink *s)
+{
+    const char *p = v.p, *end = v.p + v.len;
+    while (p < end && s->n < s->max) {
+        if (*p == ' ' || *p == '\t' || *p == '\n' || *p == '\r') {
+            p++;
+        } else if (*p == '"') {
+            const char *q = p + 1;
+            while (q < end && *q != '"')
+                q += *q == '\\' ? 2 : 1;
+            q = q < end ? q + 1 : end;
+            struct jscan_value str = {p, (size_t)(q - p), 's'};
+            sink_put(s, "\"", 1);
+            struct text_sink t = *s;
+            if (string_text(str, &t))
+                *s = t;
+            else
+                sink_put(s, p + 1, q - p >= 2 ? (size_t)(q - p) - 2 : 0);
+            sink_put(s, "\"", 1);
+            p = q;
+        } else if (*p == '-' || (*p >= '0' && *p <= '9')) {
+            const char *q = p;
+            while (q < end && strchr("+-.eE0123456789", *q) && *q)
+                q++;
+            struct jscan_value num = {p, (size_t)(q - p), 'n'};
+            int64_t i;
+            char text[24];
+            if (jscan_int(num, &i)) {
+                snprintf(text, sizeof text, "%lld", (long long)i);
+                sink_put(s, text, strlen(text));
+            } else {
+                sink_put(s, p, (size_t)(q - p));
+            }
+            p = q;
+        } else {
+            sink_put(s, p++, 1);
+        }
+    }
+}
+
+/* A tool name as an observation keeps it (docs/routing.md): the first SCHED_TOOL_NAME_MAX - 1
+ * bytes of the string v's text, cut as sched_obs_classify cuts, which cleans it (':', '|', ','
+ * and control bytes become '_'); a \u0000 is kept as another control byte (0x01) so that the
+ * C string holds what follows it and the classifier cleans it alike. False when v is not a
+ * string or an escape in the part read is malformed; out is then "". */
+static bool read_tool(struct jscan_value v, char out[SCHED_TOOL_NAME_MAX])
+{
+    struct text_sink s = {.out = out, .max = SCHED_TOOL_NAME_MAX - 1};
+    bool ok = string_text(v, &s);
+    for (size_t i = 0; i < s.n; i++)
+        if (out[i] == '\0')
+            out[i] = '\x01';
+    out[ok ? s.n : 0] = '\0';
+    return ok;
+}
+
 /* ---- events ----------------------------------------------------------------------------- */
 
 /* Refuses a member of the object o (named where) that is not one of keys (NULL-terminated):
@@ -91,9 +214,9 @@ static int parse_tool_return(struct jscan_value o, const char *where, struct gw_
                              size_t size)
 {
     struct jscan_value v;
-    if (jscan_get(o, "tool", &v) && !jscan_string(v, e->tool, sizeof e->tool))
-        return error_text(err, size, "%s.tool: expected a string of at most %d bytes", where,
-                          SCHED_TOOL_NAME_MAX - 1);
+    /* a longer name is cut (docs/routing.md): the name is the client's, not a mistake */
+    if (jscan_get(o, "tool", &v) && v.type != 'z' && !read_tool(v, e->tool))
+        return error_text(err, size, "%s.tool: expected a string", where);
     if (jscan_get(o, "status", &v) && v.type != 'z' &&
         parse_status(v, where, &e->status, err, size))
         return -1;
@@ -184,6 +307,9 @@ int gw_events_parse(const char *body, size_t len, struct gw_event *out, size_t *
                     size_t err_size)
 {
     static const char *const keys[] = {"events", NULL};
+    /* a body of neither shape: its member that neither takes is the one misspelt */
+    static const char *const any_keys[] = {"events",         "kind",   "tool",   "status",
+                                           "payload_tokens", "exec_s", "reward", NULL};
     *n = 0;
     struct jscan_value root = jscan_root(body, len), a;
     if (check_body(body, len, err, err_size))
@@ -193,6 +319,9 @@ int gw_events_parse(const char *body, size_t len, struct gw_event *out, size_t *
             return -1;
         return parse_event_array(a, "events", out, n, err, err_size);
     }
+    if (root.type == 'o' && !jscan_get(root, "kind", &a) &&
+        check_members(root, any_keys, "", err, err_size))
+        return -1;
     *n = 1;
     return parse_event(root, "event", out, err, err_size);
 }
@@ -336,21 +465,33 @@ static int read_prompt(enum gw_api api, const struct jscan_value *m,
                           api == GW_CHAT              ? "messages"
                           : api == GW_SGLANG_GENERATE ? "input_ids"
                                                       : "prompt");
-    uint64_t h = GW_HASH_SEED;
+    /* The key is libra_prompt_key of what the client means, however its JSON library spelt
+     * it: of the first ids in decimal joined by ',' ("1,2,3"), of a text's first bytes, of the
+     * chat messages' first bytes written without whitespace, their strings unescaped. */
+    struct text_sink s = {.h = GW_HASH_SEED, .max = SIZE_MAX};
     if (ids) {
         r->prompt_tokens = jscan_count(p);
         struct jscan_iter it = {0};
         struct jscan_value e;
-        for (int i = 0; i < c->prompt_tokens && jscan_next(p, &it, &e); i++)
-            h = gw_hash(h, e.p, e.len + 1); /* the separator after it too: "1,2" is not "12" */
+        for (int i = 0; i < c->prompt_tokens && jscan_next(p, &it, &e); i++) {
+            if (i > 0) /* between them: "1,2" is not "12" */
+                sink_put(&s, ",", 1);
+            canonical(e, &s);
+        }
     } else {
         size_t n = p.len / BYTES_PER_TOKEN;
         r->prompt_tokens = (int64_t)(n ? n : 1);
-        size_t take = (size_t)c->prompt_tokens * BYTES_PER_TOKEN;
-        h = gw_hash(h, p.p, p.len < take ? p.len : take);
+        s.max = (size_t)c->prompt_tokens * BYTES_PER_TOKEN;
+        struct text_sink t = s;
+        if (p.type == 's' && string_text(p, &t))
+            s = t;
+        else if (p.type == 's') /* a malformed escape: its bytes as written */
+            sink_put(&s, p.p + 1, p.len - 2);
+        else
+            canonical(p, &s);
     }
     if (!r->has_prompt)
-        r->prompt = h & GW_PROMPT_MASK;
+        r->prompt = s.h & GW_PROMPT_MASK;
     return 0;
 }
 
@@ -396,14 +537,15 @@ static bool member_is(struct jscan_value o, const char *key, const char *want)
 }
 
 /* The function name of the call with id in an assistant message's tool_calls. */
-static void call_name(struct jscan_value calls, struct jscan_value id, char *out, size_t size)
+static void call_name(struct jscan_value calls, struct jscan_value id,
+                      char out[SCHED_TOOL_NAME_MAX])
 {
     struct jscan_iter it = {0};
     struct jscan_value call, v;
     while (jscan_next(calls, &it, &call)) {
         if (call.type == 'o' && jscan_get(call, "id", &v) && v.len == id.len &&
             memcmp(v.p, id.p, id.len) == 0 && jscan_path(call, "function.name", &v) &&
-            jscan_string(v, out, size))
+            read_tool(v, out))
             return;
     }
     out[0] = '\0';
@@ -434,7 +576,7 @@ static void read_chat_returns(struct jscan_value messages, struct gw_request *r)
     }
     for (size_t i = 0; i < r->n_chat; i++)
         if (calls.type == 'a' && ids[i].type)
-            call_name(calls, ids[i], r->chat[i].tool, sizeof r->chat[i].tool);
+            call_name(calls, ids[i], r->chat[i].tool);
 }
 
 /* ---- libra's object ------------------------------------------------------------------------- */
@@ -471,10 +613,12 @@ static int read_libra(struct jscan_value lo, struct gw_request *r, char *err, si
     }
     if (jscan_get(lo, "prompt", &v) && v.type != 'z') {
         int64_t id;
+        struct text_sink key = {.h = GW_HASH_SEED, .max = SIZE_MAX};
         if (jscan_int(v, &id) && id >= 0)
             r->prompt = (uint64_t)id;
-        else if (v.type == 's')
-            r->prompt = gw_hash(GW_HASH_SEED, v.p, v.len) & GW_PROMPT_MASK;
+        else if (v.type == 's') /* libra_prompt_key of its text; a malformed one as written */
+            r->prompt = (string_text(v, &key) ? key.h : gw_hash(GW_HASH_SEED, v.p + 1, v.len - 2)) &
+                        GW_PROMPT_MASK;
         else
             return error_text(err, size, "libra.prompt: expected an integer >= 0 or a string");
         r->has_prompt = true;
