@@ -81,11 +81,12 @@ LIBRA_API void libra_free(void *p);
 
 /*
  * Plans the experiment of config_json (name labels it in errors, e.g. its file's path; NULL or
- * "": "config") as `libra plan CONFIG --json` does: the planner on the simulator's length sample,
- * its best candidates verified by short simulations on the machine's cores (the result does
- * not depend on their number), and *out gets the document (schema libra.plan/1) the command
- * prints. Returns 0; LIBRA_EINFEAS when no plan is feasible, with *out set all the same (its
- * "feasible" is false, "why" says which constraint) and err saying why; LIBRA_EINVAL (bad
+ * "": "config"; it may start with a UTF-8 byte order mark, which LINE:COL count from past, as
+ * the commands read a file) as `libra plan CONFIG --json` does: the planner on the simulator's
+ * length sample, its best candidates verified by short simulations on the machine's cores (the
+ * result does not depend on their number), and *out gets the document (schema libra.plan/1) the
+ * command prints. Returns 0; LIBRA_EINFEAS when no plan is feasible, with *out set all the same
+ * (its "feasible" is false, "why" says which constraint) and err saying why; LIBRA_EINVAL (bad
  * JSON, an unknown key, a wrong type or range: err at name:LINE:COL), LIBRA_EIO (a trace or
  * preset file it names cannot be read) or LIBRA_EINTERNAL, with *out NULL. Free *out with
  * libra_free.
@@ -133,12 +134,13 @@ struct libra_decision {
 
 /*
  * Creates a router for the experiment of config_json (name as libra_plan's): the policy and
- * settings of its sched section, the bucket layout sched.buckets (e.g. the "buckets" text of a
- * plan's document), else the reference layout of its workload on its model, the costs of its
- * hardware and model for cache-aware moves, and the tool-return classification of its
- * workload. Returns 0 with *out set, or LIBRA_EINVAL / LIBRA_EIO / LIBRA_EINTERNAL with err
- * (an invalid config, or a workload without a reference layout and no sched.buckets) and *out
- * NULL. Free with libra_router_free.
+ * settings of its sched section, the bucket layout sched.buckets (bounds and TP sizes alone,
+ * "tp8:30000", as a plan document's rollout.routing_buckets; instance counts, "tp8x2:30000",
+ * are refused where no command runs a fleet of them), else the reference
+ * layout of its workload on its model, the costs of its hardware and model for cache-aware
+ * moves, and the tool-return classification of its workload. Returns 0 with *out set, or
+ * LIBRA_EINVAL / LIBRA_EIO / LIBRA_EINTERNAL with err (an invalid config, or a workload without a
+ * reference layout and no sched.buckets) and *out NULL. Free with libra_router_free.
  */
 LIBRA_API int libra_router_new(const char *config_json, const char *name, struct libra_router **out,
                                struct libra_error *err);
@@ -151,10 +153,10 @@ LIBRA_API void libra_router_free(struct libra_router *r);
 LIBRA_API const char *libra_router_buckets(const struct libra_router *r);
 
 /*
- * Registers an engine: instance id (the caller's, unique) of tensor-parallel size tp, which
- * serves the first bucket of the layout that lists tp; *bucket (may be NULL) gets its index.
- * Returns 0, LIBRA_EINVAL (id taken, or no bucket is served by tp) or LIBRA_ENOMEM (more
- * than 4096 instances), with err.
+ * Registers an engine: instance id (the caller's, unique, 0 to INT64_MAX: a decision's -1
+ * means "none") of tensor-parallel size tp, which serves the first bucket of the layout that
+ * lists tp; *bucket (may be NULL) gets its index. Returns 0, LIBRA_EINVAL (id negative or
+ * taken, or no bucket is served by tp) or LIBRA_ENOMEM (more than 4096 instances), with err.
  */
 LIBRA_API int libra_router_add_instance(struct libra_router *r, int64_t id, int tp, int *bucket,
                                         struct libra_error *err);
@@ -172,10 +174,10 @@ LIBRA_API int libra_router_start(struct libra_router *r, const char *trajectory,
 /*
  * A tool return of the trajectory's last turn arrived: the tool's name (NULL: unknown), its
  * status ("success", "failure", "timeout", "other"; NULL when the caller does not know, so
- * that the workload's rule or "success" applies) and its size in tokens (-1: unknown; at most
+ * that the workload's rule or "success" applies) and its size in tokens (-1: unknown; else 0 to
  * 2^40, the most a trace holds). It is observed when the next turn is routed. Returns 0,
- * LIBRA_ENOENT (not a live trajectory) or LIBRA_EINVAL (an unknown status, a size past 2^40, or
- * no turn routed yet), with err.
+ * LIBRA_ENOENT (not a live trajectory) or LIBRA_EINVAL (an unknown status, a size below -1 or
+ * past 2^40, or no turn routed yet), with err.
  */
 LIBRA_API int libra_router_tool_return(struct libra_router *r, const char *trajectory,
                                        const char *tool, const char *status, int64_t payload_tokens,
@@ -183,25 +185,25 @@ LIBRA_API int libra_router_tool_return(struct libra_router *r, const char *traje
 
 /*
  * Routes the trajectory's next turn, whose request holds context_tokens tokens (the whole
- * context; -1 when unknown, routed as 0; at most 2^40), at now_s seconds on a monotonic clock
+ * context; -1 when unknown, routed as 0; else 0 to 2^40), at now_s seconds on a monotonic clock
  * (finite; NAN: the library reads CLOCK_MONOTONIC; only the cmlfq_h policy weighs time). The first
  * turn is placed by the policy's start rule; a later one on the returns since the previous turn
  * (none announced: one return of an unknown tool, sized by the context's growth, as the gateway
  * derives it); a failed turn (libra_router_turn_done with -1) is placed again. The turn counts as
  * load on its instance until libra_router_turn_done. Returns 0 with *out set; LIBRA_ENOENT (not a
- * live trajectory, or no instance registered); LIBRA_EINVAL (a turn of it is in flight, more than
- * 2^40 tokens, or an infinite now_s), with err; a refused call changes nothing.
+ * live trajectory, or no instance registered); LIBRA_EINVAL (a turn of it is in flight, tokens
+ * below -1 or past 2^40, or an infinite now_s), with err; a refused call changes nothing.
  */
 LIBRA_API int libra_router_route(struct libra_router *r, const char *trajectory,
                                  int64_t context_tokens, double now_s, struct libra_decision *out,
                                  struct libra_error *err);
 
 /*
- * The trajectory's turn in flight ended having generated generated_tokens tokens; -1 says
- * it failed (no answer), so that the next libra_router_route places it again. The tokens of a
- * trajectory's turns add up to at most 2^40, the most a trace holds. Returns 0, LIBRA_ENOENT
- * (not a live trajectory) or LIBRA_EINVAL (no turn in flight, or the sum would pass 2^40: the
- * turn stays in flight), with err.
+ * The trajectory's turn in flight ended having generated generated_tokens tokens (0 or more);
+ * -1 says it failed (no answer), so that the next libra_router_route places it again. The
+ * tokens of a trajectory's turns add up to at most 2^40, the most a trace holds. Returns 0,
+ * LIBRA_ENOENT (not a live trajectory) or LIBRA_EINVAL (no turn in flight, a count below -1,
+ * or the sum would pass 2^40: the turn stays in flight), with err.
  */
 LIBRA_API int libra_router_turn_done(struct libra_router *r, const char *trajectory,
                                      int64_t generated_tokens, struct libra_error *err);

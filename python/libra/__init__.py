@@ -41,6 +41,12 @@ class Error(Exception):
         self.col = col
         super().__init__(self.location() + message)
 
+    def __reduce__(self):
+        # pickle and copy rebuild it from these, not from args (the one string str() reads),
+        # so that an Error crosses processes (multiprocessing, Ray) whole
+        return (type(self), (self.code, self.message, self.file, self.line, self.col),
+                self.__dict__)
+
     def location(self):
         """"FILE:LINE:COL: " (as much as is known), or ""."""
         if not self.file:
@@ -98,6 +104,40 @@ def _now(now_s):
     return now
 
 
+def _not_finite(value, path=""):
+    """(path, value) of the first float in value that JSON has no number for (NaN, inf), as
+    "rl.steps" or "turns[1].generated_tokens"; None when there is none."""
+    if isinstance(value, float):
+        return None if math.isfinite(value) else (path, value)
+    if isinstance(value, dict):
+        items = ((k if isinstance(k, str) else json.dumps(k), v) for k, v in value.items())
+        items = ((f"{path}.{k}" if path else k, v) for k, v in items)
+    elif isinstance(value, (list, tuple)):
+        items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
+    else:
+        return None
+    for where, v in items:
+        found = _not_finite(v, where)
+        if found:
+            return found
+    return None
+
+
+def _dumps(what, value):
+    """The JSON text (bytes) of value; NaN or an infinity inside raises ValueError naming what
+    and the field ("config: rl.steps: NaN is not a JSON number")."""
+    try:
+        return json.dumps(value, allow_nan=False).encode()
+    except ValueError:
+        found = _not_finite(value)
+        if not found:
+            raise
+        where, bad = found
+        name = "NaN" if math.isnan(bad) else "inf" if bad > 0 else "-inf"
+        raise ValueError(f"{what}: {where + ': ' if where else ''}{name} is not a JSON "
+                         "number") from None
+
+
 def _read_config(path):
     """The bytes of the config file at path: refused at its first NUL or past _MAX_FILE_BYTES,
     so that an endless stream (/dev/zero) is not read until memory runs out."""
@@ -122,7 +162,7 @@ def _config(config):
     if config is None:
         return None, None
     if isinstance(config, dict):
-        return json.dumps(config, allow_nan=False).encode(), None
+        return _dumps("config", config), None
     if isinstance(config, os.PathLike):
         return _read_config(config), _bytes("config", os.fsencode(config))
     return _bytes("config", config), None
@@ -224,10 +264,10 @@ class Router:
             return lib.libra_router_buckets(self._handle).decode()
 
     def add_instance(self, instance, tp):
-        """Registers an engine: its id (int) and TP size. Returns the bucket it serves."""
+        """Registers an engine: its id (an int from 0) and TP size. Returns the bucket it
+        serves."""
         bucket = ctypes.c_int()
-        self._call(lib.libra_router_add_instance, _int("instance", instance, -_INT64_MAX - 1,
-                                                       _INT64_MAX),
+        self._call(lib.libra_router_add_instance, _int("instance", instance, 0, _INT64_MAX),
                    _int("tp", tp, -2**31, 2**31 - 1), ctypes.byref(bucket))
         return bucket.value
 

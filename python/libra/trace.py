@@ -13,7 +13,7 @@ import ctypes
 import json
 import os
 
-from . import _bytes, _check, _lib
+from . import _bytes, _check, _dumps, _lib
 from ._lib import lib
 
 __all__ = ["Reader", "read", "write"]
@@ -27,7 +27,7 @@ def _path(path):
 
 def _json(what, value):
     if isinstance(value, dict):
-        return json.dumps(value, allow_nan=False).encode()
+        return _dumps(what, value)
     return _bytes(what, value)
 
 

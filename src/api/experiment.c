@@ -168,6 +168,10 @@ int api_config_from_text(const char *text, const char *name, struct api_presets 
     if (rc)
         return rc;
     struct ujson_doc doc = {0};
+    /* a UTF-8 byte order mark is no part of the text, as the commands read a file
+     * (fileio_open): LINE:COL count from past it */
+    if (text && strncmp(text, "\xEF\xBB\xBF", 3) == 0)
+        text += 3;
     /* "" labels as NULL does: an error's LINE:COL needs a file name to be followed */
     if (text &&
         (rc = ujson_doc_parse(&doc, name && name[0] ? name : "config", text, strlen(text), err)))

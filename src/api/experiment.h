@@ -86,8 +86,9 @@ int api_config_resolve(const struct api_presets *p, const struct ujson_doc *doc,
                        struct libra_error *err);
 
 /*
- * The effective config of a config text (the JSON a config file holds; NULL: none, the built-in
- * default experiment) named name in errors (NULL or "": "config"), with the presets
+ * The effective config of a config text (the JSON a config file holds, past a UTF-8 byte order
+ * mark at its start as the commands read a file; NULL: none, the built-in default experiment)
+ * named name in errors (NULL or "": "config"), with the presets
  * api_presets_load(p, NULL, 0) loads into p (zeroed; the caller frees it in every case). Returns as
  * the two.
  */

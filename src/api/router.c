@@ -74,17 +74,16 @@ static int check_now(double now_s, struct libra_error *err)
                      now_s);
 }
 
-/* Checks a token count argument (negative: unknown): at most what a trace holds
- * (TRACE_MAX_TOKENS), so that sums over a trajectory stay exact. Returns 0, or LIBRA_EINVAL
- * naming what. */
+/* Checks a token count argument: -1 (unknown), or 0 to what a trace holds (TRACE_MAX_TOKENS),
+ * so that sums over a trajectory stay exact. Returns 0, or LIBRA_EINVAL naming what. */
 static int check_tokens(const char *trajectory, const char *what, int64_t tokens,
                         struct libra_error *err)
 {
-    if (tokens <= TRACE_MAX_TOKENS)
+    if (tokens >= -1 && tokens <= TRACE_MAX_TOKENS)
         return 0;
     return error_set(err, NULL, 0, 0,
-                     "trajectory '%s': %s: expected at most 2^40 (-1: unknown), not %lld",
-                     trajectory, what, (long long)tokens);
+                     "trajectory '%s': %s: expected 0 to 2^40 (-1: unknown), not %lld", trajectory,
+                     what, (long long)tokens);
 }
 
 static double clock_or(double now_s)
@@ -179,6 +178,10 @@ int libra_router_add_instance(struct libra_router *r, int64_t id, int tp, int *b
     err = api_error_init(err, &scratch);
     if (!r)
         return error_set(err, NULL, 0, 0, "router: expected a router");
+    /* the router takes a negative id for "no previous instance" (prev_instance -1) */
+    if (id < 0)
+        return error_set(err, NULL, 0, 0, "instance %lld: expected an id from 0 to %lld",
+                         (long long)id, (long long)INT64_MAX);
     if (r->inst.n >= INSTANCES_MAX) {
         error_set(err, NULL, 0, 0, "instance %lld: more than %d instances", (long long)id,
                   INSTANCES_MAX);
@@ -423,6 +426,11 @@ int libra_router_turn_done(struct libra_router *r, const char *trajectory, int64
         return rc;
     if (!t->in_flight)
         return error_set(err, NULL, 0, 0, "trajectory '%s': no turn is in flight", trajectory);
+    if (generated_tokens < -1)
+        return error_set(err, NULL, 0, 0,
+                         "trajectory '%s': generated_tokens: expected 0 to 2^40 (-1: failed), not "
+                         "%lld",
+                         trajectory, (long long)generated_tokens);
     if (generated_tokens > TRACE_MAX_TOKENS - t->generated_sum)
         return error_set(err, NULL, 0, 0,
                          "trajectory '%s': generated_tokens: %lld would take its turns' total "

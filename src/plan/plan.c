@@ -343,13 +343,19 @@ static json_t *rollout_json(const struct plan_result *r)
                                         "max_generated_tokens", (json_int_t)b->max_generated,
                                         "work_s", b->work_s, "load_s", b->load_s));
     }
-    char text[SPEC_BUCKET_TEXT_MAX];
+    /* the layout with its fleet, and without it: what sched.buckets takes to route over the
+     * fleet (a router, the gateway), where instance counts are refused */
+    char text[SPEC_BUCKET_TEXT_MAX], routing[SPEC_BUCKET_TEXT_MAX];
     spec_bucket_format(&r->layout, text, sizeof text);
-    json_t *o =
-        json_pack("{s:i, s:o, s:i, s:f, s:f, s:f, s:o, s:o, s:s}", "gpus", r->n_rollout,
-                  "instances", counts, "instance_count", r->instances, "rollout_s", r->rollout_s,
-                  "banded_batch_s", r->banded_batch_s, "greedy_batch_s", r->greedy_batch_s, "bands",
-                  bands, "buckets", spec_bucket_to_json(&r->layout), "buckets_text", text);
+    struct spec_bucket_layout bounds = r->layout;
+    for (int b = 0; b < bounds.n; b++)
+        memset(bounds.bucket[b].instances, 0, sizeof bounds.bucket[b].instances);
+    spec_bucket_format(&bounds, routing, sizeof routing);
+    json_t *o = json_pack(
+        "{s:i, s:o, s:i, s:f, s:f, s:f, s:o, s:o, s:s, s:s}", "gpus", r->n_rollout, "instances",
+        counts, "instance_count", r->instances, "rollout_s", r->rollout_s, "banded_batch_s",
+        r->banded_batch_s, "greedy_batch_s", r->greedy_batch_s, "bands", bands, "buckets",
+        spec_bucket_to_json(&r->layout), "buckets_text", text, "routing_buckets", routing);
     if (!r->colocated) {
         json_object_set_new(o, "rate_traj_per_s", json_real(r->rate_traj_per_s));
         json_object_set_new(o, "f_stale", json_real(r->f_stale));

@@ -49,7 +49,10 @@ static void test_token_counts_past_a_traces_are_refused(void **state)
     assert_int_equal(libra_router_turn_done(r, "a", TRACE_MAX_TOKENS, &err), 0);
     assert_refused(libra_router_tool_return(r, "a", "bash", "success", TRACE_MAX_TOKENS + 1, &err),
                    &err, "payload_tokens");
-    assert_int_equal(libra_router_tool_return(r, "a", "bash", "success", -5, &err), 0);
+    /* -1 is unknown; below it no count */
+    assert_refused(libra_router_tool_return(r, "a", "bash", "success", -5, &err), &err,
+                   "payload_tokens");
+    assert_int_equal(libra_router_tool_return(r, "a", "bash", "success", -1, &err), 0);
     assert_int_equal(libra_router_route(r, "a", TRACE_MAX_TOKENS, 1.0, &d, &err), 0);
     /* the trajectory's generated tokens, summed over its turns, stay within a trace's */
     assert_refused(libra_router_turn_done(r, "a", 1, &err), &err, "generated_tokens");
