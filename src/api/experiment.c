@@ -250,10 +250,9 @@ static void loaded_trace_free(struct api_loaded_trace *lt)
     free(lt->model);
 }
 
-/* The trace at path, read on first use; each stays where it was read, as inputs made before
- * hold it. */
-static int trace_for(struct api_traces *ts, const char *path, const struct sim_trace **out,
-                     struct libra_error *err)
+/* Each trace stays where it was read, as inputs made before hold it. */
+int api_traces_get(struct api_traces *ts, const char *path, const struct sim_trace **out,
+                   struct libra_error *err)
 {
     for (size_t i = 0; i < ts->n; i++)
         if (strcmp(ts->v[i]->path, path) == 0) {
@@ -285,7 +284,10 @@ int api_sim_input(const struct api_presets *p, struct api_traces *ts,
                              .model = spec_model_find(&p->spec, cfg->model.name),
                              .workload = workload_preset_find(&p->workloads, cfg->workload.name),
                              .perfetto = perfetto};
-    return cfg->workload.trace[0] ? trace_for(ts, cfg->workload.trace, &in->trace, err) : 0;
+    int rc = cfg->workload.trace[0] ? api_traces_get(ts, cfg->workload.trace, &in->trace, err) : 0;
+    if (rc && !err->file[0]) /* not a line of the trace: its file, which the key names */
+        error_prefix(err, "workload.trace");
+    return rc;
 }
 
 /* ---- routers -------------------------------------------------------------------------------- */

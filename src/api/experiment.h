@@ -110,10 +110,17 @@ struct api_traces {
 
 void api_traces_free(struct api_traces *ts);
 
+/* The trace at path into *out, read into ts on first use (later calls, api_sim_input's too,
+ * find it there). Returns 0, or the trace's error: LIBRA_EIO, or LIBRA_EINVAL at
+ * FILE:LINE:COL. */
+int api_traces_get(struct api_traces *ts, const char *path, const struct sim_trace **out,
+                   struct libra_error *err);
+
 /*
  * Fills *in for cfg (borrowed: it must outlive *in) with the presets of p and the trace cfg
- * names (workload.trace), reading it into ts on first use; in->workers and in->progress are
- * NULL. Returns 0, or the trace's error: LIBRA_EIO, or LIBRA_EINVAL at FILE:LINE:COL.
+ * names (workload.trace), reading it into ts on first use (api_traces_get); in->workers and
+ * in->progress are NULL. Returns 0, or the trace's error: LIBRA_EIO, with the message naming
+ * workload.trace where the file cannot be read, or LIBRA_EINVAL at FILE:LINE:COL.
  */
 int api_sim_input(const struct api_presets *p, struct api_traces *ts,
                   const struct libra_config *cfg, bool perfetto, struct sim_input *in,

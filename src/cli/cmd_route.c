@@ -405,7 +405,11 @@ static int load_trace(const struct api_presets *p, const struct libra_config *cf
     snprintf(pc.workload.trace, sizeof pc.workload.trace, "%s", path);
     struct api_traces ts = {0};
     struct sim_input in;
-    int rc = cli_sim_input(p, &ts, &pc, false, &in);
+    struct libra_error err = {0};
+    const struct sim_trace *first;
+    /* read first: an error names TRACE, not the key the input then finds it under */
+    int rc = api_traces_get(&ts, path, &first, &err);
+    rc = rc ? cli_report(rc, &err) : cli_sim_input(p, &ts, &pc, false, &in);
     if (rc == 0 && in.trace->n == 0) {
         cli_errorf("route eval: %s holds no trajectories: nothing to evaluate", path);
         rc = LIBRA_EXIT_USAGE;

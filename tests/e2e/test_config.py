@@ -130,8 +130,24 @@ def test_a_directory_for_a_file_says_so(tmp_path):
     for args in (("config", "check"), ("trace", "stats"), ("report",), ("sim",),
                  ("route", "eval"), ("sim", "--trace"), ("presets", "--presets")):
         r = run(*args, str(tmp_path))
+        key = "workload.trace: " if args[-1] == "--trace" else ""  # a key's file: the key named
         assert r.returncode == 3 and r.stdout == "", (args, r.stderr)
-        assert r.stderr == f"libra: cannot read '{tmp_path}': is a directory\n", (args, r.stderr)
+        assert r.stderr == f"libra: {key}cannot read '{tmp_path}': is a directory\n", \
+            (args, r.stderr)
+
+
+def test_a_trace_a_config_names_that_cannot_be_read_names_the_key(tmp_path):
+    """workload.trace, from a config file or --set, names its key when its file cannot
+    be read, from plan, sim and config check alike."""
+    config = tmp_path / "c.json"
+    missing = tmp_path / "none.jsonl"
+    config.write_text(json.dumps({"workload": {"trace": str(missing)}}))
+    for args in (("plan", str(config)), ("sim", "--set", f"workload.trace={missing}"),
+                 ("config", "check", str(config))):
+        r = run(*args)
+        assert r.returncode == 3 and r.stderr == (f"libra: workload.trace: cannot read "
+                                                  f"'{missing}': no such file or directory\n"), \
+            (args, r.stderr)
 
 
 def test_presets_json_lists_origin_and_confidence(tmp_path):
