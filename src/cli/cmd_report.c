@@ -135,13 +135,27 @@ static int write_svgs(const struct cli_common *cc, const char *dir, const struct
     return rc;
 }
 
+/* Refuses an input that is the file of an earlier one (by device and inode, or by name): its
+ * runs would be drawn twice, as two. */
+static int check_inputs_distinct(const struct cli_common *cc, char **files, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = 0; j < i; j++)
+            if (cli_same_file(files[j], files[i]))
+                return cli_value_errorf(cc->cmd,
+                                        "'%s' is the file of '%s' again: its runs would be drawn "
+                                        "twice",
+                                        files[i], files[j]);
+    return 0;
+}
+
 static int run(const struct cli_common *cc, const struct report_flags *f, char **files, int n)
 {
     struct report r;
     report_init(&r, &f->opt);
     struct report_output out = {0};
     struct libra_error err = {0};
-    int rc = 0;
+    int rc = check_inputs_distinct(cc, files, n);
     for (int i = 0; i < n && rc == 0; i++) {
         char *text;
         size_t len;

@@ -547,6 +547,19 @@ def test_steps_without_a_sim_result_is_refused(inputs):
     assert "--steps: no libra sim result among the inputs" in p.stderr, p.stderr
 
 
+def test_an_input_given_twice_is_refused(inputs, tmp_path):
+    """One result named twice (by any spelling of its path) would draw its runs twice."""
+    run = inputs["run"]
+    link = tmp_path / "link.json"
+    link.symlink_to(run)
+    for again in (str(run), str(link)):
+        p = libra("report", str(run), again, "-o", str(tmp_path / "out.html"), check=False)
+        assert p.returncode == 2 and p.stdout == "", p.stderr
+        assert p.stderr == (f"libra: report: '{again}' is the file of '{run}' again: its runs "
+                            "would be drawn twice\n"), p.stderr
+    assert not (tmp_path / "out.html").exists()
+
+
 def test_bad_input_is_refused_with_its_position(inputs, tmp_path):
     out = tmp_path / "out.html"
     bad = tmp_path / "bad.json"
