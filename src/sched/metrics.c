@@ -45,6 +45,7 @@ struct split_acc {
 
 struct sched_metrics {
     struct spec_bucket_layout layout;
+    uint64_t trajectories; /* counted once each, whatever splits their decisions fall in */
     struct split_acc split[SCHED_SPLIT_COUNT];
     struct pairs all; /* every split's, for when they do not fit together */
 };
@@ -89,6 +90,12 @@ void sched_metrics_free(struct sched_metrics *m)
 }
 
 void sched_metrics_add_traj(struct sched_metrics *m, enum sched_split split)
+{
+    m->trajectories++;
+    m->split[split].trajectories++;
+}
+
+void sched_metrics_add_traj_split(struct sched_metrics *m, enum sched_split split)
 {
     m->split[split].trajectories++;
 }
@@ -148,10 +155,10 @@ static void pairs_append(struct pairs *to, const struct pairs *from)
 static void sum_splits(const struct sched_metrics *m, struct split_acc *out)
 {
     memset(out, 0, sizeof *out);
+    out->trajectories = m->trajectories;
     bool fit = m->all.seen <= SAMPLE_MAX;
     for (int s = 0; s < SCHED_SPLIT_COUNT; s++) {
         const struct split_acc *a = &m->split[s];
-        out->trajectories += a->trajectories;
         out->decisions += a->decisions;
         out->correct += a->correct;
         out->moves += a->moves;
@@ -284,7 +291,7 @@ json_t *sched_metrics_to_json(const struct sched_metrics *m, bool bucketless)
     json_object_set_new(o, "all", split_json(m, &sum, bucketless));
     pairs_free(&sum.pairs);
     for (int s = 0; s < SCHED_SPLIT_COUNT; s++) {
-        if (s == SCHED_SPLIT_SIBLINGS && m->split[s].trajectories == 0)
+        if (s == SCHED_SPLIT_SIBLINGS && m->split[s].decisions == 0) /* route eval's have none */
             continue;
         json_object_set_new(o, names[s], split_json(m, &m->split[s], bucketless));
     }

@@ -59,8 +59,14 @@ struct sched_metrics *sched_metrics_new(const struct spec_bucket_layout *layout)
 /* Frees m; NULL is a no-op. */
 void sched_metrics_free(struct sched_metrics *m);
 
-/* Counts one trajectory of a split (the denominator of moves per trajectory). */
+/* Counts one trajectory, in the split of its first decision (the denominators of moves per
+ * trajectory: the split's and the whole's). */
 void sched_metrics_add_traj(struct sched_metrics *m, enum sched_split split);
+
+/* Counts a trajectory counted already in a further split its later decisions fall in (the
+ * simulator splits by decision: a turn after a sibling finished is "siblings"); the whole's
+ * count stays one per trajectory. */
+void sched_metrics_add_traj_split(struct sched_metrics *m, enum sched_split split);
 
 /* One scored trajectory's regrets, GPU-s: the sum of its decisions' and its path's; const_*[b]:
  * always bucket b's (one per bucket of the layout). */

@@ -148,6 +148,7 @@ struct sim_traj {
     struct sim_turn *turns; /* one block with calls; freed when the trajectory ends */
     struct sim_call *calls;
     uint32_t n_turns, turn; /* turns, and the current one */
+    uint8_t splits;         /* bit per sched_split its scored decisions fell in */
     enum sim_traj_state state;
     int inst;               /* instance of the current or last turn; -1 before the first */
     uint64_t req;           /* live request id */

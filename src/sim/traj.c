@@ -146,14 +146,20 @@ static void note_finished(struct sim *s, const struct sim_traj *t)
         intmap_put(&s->prompt_seen, (uint64_t)t->prompt, group << 1 | 1);
 }
 
-/* Scores decision d of t (a rates-only run keeps no routing figures). */
-static void score(struct sim *s, const struct sim_traj *t, bool first,
-                  const struct sched_decision *d)
+/* Scores decision d of t (a rates-only run keeps no routing figures), counting t in its split
+ * the first time one of its decisions falls there. */
+static void score(struct sim *s, struct sim_traj *t, bool first, const struct sched_decision *d)
 {
     if (!s->rmetrics)
         return;
+    enum sched_split split = split_of(s, t);
+    if (first)
+        sched_metrics_add_traj(s->rmetrics, split);
+    else if (!(t->splits & 1u << split))
+        sched_metrics_add_traj_split(s->rmetrics, split);
+    t->splits |= (uint8_t)(1u << split);
     struct sched_metric_point p = {
-        .split = split_of(s, t),
+        .split = split,
         .first = first,
         .from_bucket = d->from_bucket,
         .chosen_bucket = d->to_bucket,
@@ -216,8 +222,6 @@ static void traj_start(struct sim *s, struct sim_traj *t)
                  (unsigned long long)id);
         return;
     }
-    if (s->rmetrics)
-        sched_metrics_add_traj(s->rmetrics, split_of(s, t));
     score(s, t, true, &d);
     place(s, t, &d);
 }

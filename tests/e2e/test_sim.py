@@ -191,6 +191,21 @@ def test_simulator_rebuilds_the_trees():
     assert every["libra"]["routing"] != never["libra"]["routing"]
 
 
+def test_routing_splits_add_up_to_every_decision():
+    """The simulator splits decisions by what its prompt had seen when each was made: a turn
+    after a sibling finished is "siblings", a split shown wherever it holds a decision (it was
+    left out when no trajectory began in it, 72 % of the decisions in none of the splits); a
+    split's trajectories are those with a decision in it, all's each once."""
+    doc = json.loads(sim("--json", "--steps", "10").stdout)
+    for mode in ("async", "libra"):
+        r = doc["modes"][mode]["routing"]
+        splits = [r[k] for k in ("seen", "never", "siblings")]
+        assert r["siblings"]["decisions"] > 0, r
+        assert sum(x["decisions"] for x in splits) == r["all"]["decisions"], r
+        assert max(x["trajectories"] for x in splits) <= r["all"]["trajectories"], r
+        assert sum(x["trajectories"] for x in splits) >= r["all"]["trajectories"], r
+
+
 def test_jsonl_header_and_steps():
     lines = sim("--jsonl", *QUICK).stdout.splitlines()
     head = json.loads(lines[0])
