@@ -661,6 +661,13 @@ static bool attempts_weighed(const struct libra_config *c)
     return routed_on(c) && c->sched.policy == SCHED_CMLFQ_H;
 }
 
+/* cmlfq_h's prior over a prompt's attempts, wherever the policy routes (plan's verification,
+ * the gateway). */
+static bool cmlfq_h_on(const struct libra_config *c)
+{
+    return c->sched.policy == SCHED_CMLFQ_H;
+}
+
 /* async's splits are searched (sim/experiment.c's tune): sim.tune_grid bounds the search. */
 static bool async_splits_tuned(const struct libra_config *c)
 {
@@ -808,6 +815,8 @@ static const struct spec_dependent dependents[] = {
     PLAN_SIMULATED("sched.shrink_visits"),
     PLAN_SIMULATED("sched.empirical_shrink"),
     PLAN_SIMULATED("sched.attempt_shrink"),
+    {"sched.attempt_shrink", cmlfq_h_on, "sched.policy cmlfq_h", SPEC_READ_PLAN | SPEC_READ_SERVE,
+     NULL, NULL},
     PLAN_SIMULATED("sim.warmup_steps"),
     PLAN_SIMULATED("sim.context_mode"),
     PLAN_SIMULATED("sim.prefix_cache"),

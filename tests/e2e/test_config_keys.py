@@ -405,12 +405,28 @@ def dependent_rows():
             if line.startswith("| `")}
 
 
+# rows of the table tested on their own (test_attempt_shrink_without_cmlfq_h_is_refused)
+OWN_ROWS = {("sched.attempt_shrink", "libra plan and libra serve, from a flag")}
+
+
 def test_every_dependent_key_has_its_cases():
     rows = dependent_rows()
     assert {k for k, by in rows if by == "every command that reads it"} == set(SWITCHED_OFF)
     joint = {"sim.seed": "libra plan and libra sim"}  # one row of the table for both commands
     assert {(k, by) for k, by in rows if by != "every command that reads it"} == {
-        (k, f"{joint.get(k, 'libra ' + c)}, from a flag") for k, c in PARTLY_OFF}
+        (k, f"{joint.get(k, 'libra ' + c)}, from a flag") for k, c in PARTLY_OFF} | OWN_ROWS
+
+
+@pytest.mark.parametrize("command", [("plan", "--gpus", "16", "--set", "rl.steps=6"),
+                                     ("serve", "--engine", "http://127.0.0.1:9")])
+def test_attempt_shrink_without_cmlfq_h_is_refused(command):
+    """cmlfq_h alone weighs a prompt's attempts: libra plan's verification and the gateway
+    under another policy would take the flag to no effect (libra sim and route eval refuse it
+    by their own rows)."""
+    proc = libra(*command, "--set", "sched.attempt_shrink=5")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr == ("libra: --set sched.attempt_shrink: sched.attempt_shrink=5.0 has no "
+                           "effect without sched.policy cmlfq_h\n"), proc.stderr
 
 
 def file_value(key, text):
