@@ -88,6 +88,9 @@ static void rollout_done(struct sim *s)
     m->rollout_s = s->now - m->phase_start_s;
     if (!sim_mode_desc(s->lay->mode)->trains) {
         struct sim_step st = {0};
+        /* one policy rolls out every batch: each is of staleness 0, as colocated's */
+        for (size_t i = 0; i < m->accepted.n; i++)
+            s->out->staleness[0] += sim_group_kept(s, &s->groups.v[m->accepted.v[i]]);
         sim_batch_stats(s, m->accepted.v, m->accepted.n, m->phase_start_s, &st);
         record(s, &st);
         return;

@@ -206,6 +206,16 @@ def test_routing_splits_add_up_to_every_decision():
         assert sum(x["trajectories"] for x in splits) >= r["all"]["trajectories"], r
 
 
+def test_rollout_modes_staleness_counts_every_batch():
+    """A fixed fleet without a trainer rolls out under one policy: every batch it accepts is of
+    staleness 0, as colocated's (its histogram was all zeros)."""
+    doc = json.loads(sim("--json", "--steps", "4", "--set", "sim.modes=rollout", "--set",
+                         "sched.buckets=tp1x4:4000,tp2x2:12000,tp4x2:30000").stdout)
+    mode = doc["modes"]["rollout"]
+    hist = mode["run"]["staleness_histogram"]
+    assert hist[0] == sum(s["trajectories"] for s in mode["steps"]) > 0 and sum(hist[1:]) == 0
+
+
 def test_jsonl_header_and_steps():
     lines = sim("--jsonl", *QUICK).stdout.splitlines()
     head = json.loads(lines[0])
