@@ -427,8 +427,11 @@ static void modes_text(struct strbuf *b, const struct sim_sweep *sw)
         }
         row_end(b);
     }
-    strbuf_printf(b, "\ntrained tokens/s (and libra's ratios) across seeds: median [first "
-                     "quartile, third quartile]; --json has every run.\n");
+    strbuf_printf(b,
+                  "\ntrained tokens/s%s across seeds: median [first quartile, third quartile]; "
+                  "--json has every run.\n",
+                  shown[FIG_RATIO_COLOCATED] || shown[FIG_RATIO_ASYNC] ? " (and libra's ratios)"
+                                                                       : "");
 }
 
 /* One row of an attribution table: bar b at point q of the other keys, with its trained
@@ -478,18 +481,43 @@ static void attribution_text(struct strbuf *b, const struct sim_sweep *sw)
                      "ratios taken seed by seed; --json has every run.\n");
 }
 
+/* text, or where key is a key of the grid (the base config's value is none of its runs') its
+ * values, "{8,16}", into buf. */
+static const char *unless_swept(const struct sim_sweep *sw, const char *key, const char *text,
+                                char *buf, size_t size)
+{
+    for (size_t k = 0; k < sw->n_keys; k++) {
+        if (strcmp(sw->keys[k].key, key) != 0)
+            continue;
+        size_t len = 0;
+        for (size_t i = 0; i < sw->keys[k].n && len < size; i++)
+            len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? "," : "{",
+                                    sw->keys[k].values[i]);
+        if (len < size)
+            snprintf(buf + len, size - len, "}");
+        return buf;
+    }
+    return text;
+}
+
 char *sim_sweep_text(const struct sim_sweep *sw, const struct libra_config *base)
 {
     struct strbuf b = {0};
     size_t points = sim_sweep_points(sw), failed = 0;
     for (size_t i = 0; i < sw->n_cells; i++)
         failed += sw->cells[i].rc != 0;
-    strbuf_printf(&b, "libra sim: sweep of %zu grid point%s x %zu seed%s = %zu runs (%zu failed)",
+    char gpus[24], v[4][160];
+    snprintf(gpus, sizeof gpus, "%d", base->cluster.gpus);
+    strbuf_printf(&b, "libra sim: sweep of %zu grid point%s x %zu seed%s = %zu run%s (%zu failed)",
                   points, points == 1 ? "" : "s", sw->n_seeds, sw->n_seeds == 1 ? "" : "s",
-                  sw->n_cells, failed);
-    strbuf_printf(&b, "; %s on %s, %d x %s\n\n",
-                  base->workload.trace[0] ? base->workload.trace : base->workload.name,
-                  base->model.name, base->cluster.gpus, base->cluster.hardware);
+                  sw->n_cells, sw->n_cells == 1 ? "" : "s", failed);
+    strbuf_printf(&b, "; %s on %s, %s x %s\n\n",
+                  base->workload.trace[0]
+                      ? unless_swept(sw, "workload.trace", base->workload.trace, v[0], sizeof v[0])
+                      : unless_swept(sw, "workload.name", base->workload.name, v[0], sizeof v[0]),
+                  unless_swept(sw, "model.name", base->model.name, v[1], sizeof v[1]),
+                  unless_swept(sw, "cluster.gpus", gpus, v[2], sizeof v[2]),
+                  unless_swept(sw, "cluster.hardware", base->cluster.hardware, v[3], sizeof v[3]));
     if (has_attribution(sw))
         attribution_text(&b, sw);
     else

@@ -381,3 +381,21 @@ def test_a_bad_value_has_no_usage_line(args, message):
     """docs/cli.md: a bad value says which flag and why, without the usage line."""
     p = sim("--steps", "1", *args, check=False)
     assert p.returncode == 2 and p.stderr == f"libra: sim: {message}\n", p.stderr
+
+
+def test_the_text_header_names_the_swept_values_and_counts_in_the_singular():
+    """The header's cluster and model show the grid's values where a key sweeps them (it showed
+    the base config's, which no run had); one run is "1 run"; the footer mentions libra's
+    ratios only where the table has them."""
+    p = subprocess.run([LIBRA, "sim", "--set", "sim.modes=colocated", "--steps", "2",
+                        "--sweep", "cluster.gpus=8,16", "--sweep", "model.name=qwen3-4b,qwen3-8b"],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.startswith("libra sim: sweep of 4 grid points x 1 seed = 4 runs (0 failed); "
+                               "r2e-gym on {qwen3-4b,qwen3-8b}, {8,16} x a800-80g\n"), p.stdout
+    assert p.stdout.endswith("\ntrained tokens/s across seeds: median [first quartile, third "
+                             "quartile]; --json has every run.\n"), p.stdout
+    p = subprocess.run([LIBRA, "sim", "--set", "sim.modes=colocated", "--steps", "2",
+                        "--seeds", "1"], capture_output=True, text=True, timeout=600)
+    assert p.stdout.startswith("libra sim: sweep of 1 grid point x 1 seed = 1 run (0 failed)"), \
+        p.stdout
