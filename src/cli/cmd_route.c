@@ -404,18 +404,17 @@ static int load_trace(const struct api_presets *p, const struct libra_config *cf
     struct libra_config pc = *cfg;
     snprintf(pc.workload.trace, sizeof pc.workload.trace, "%s", path);
     struct api_traces ts = {0};
-    struct sim_input in;
+    struct sim_input in = {0};
     struct libra_error err = {0};
-    const struct sim_trace *first;
+    const struct sim_trace *t; /* the input finds it in ts */
     /* read first: an error names TRACE, not the key the input then finds it under */
-    int rc = api_traces_get(&ts, path, &first, &err);
+    int rc = api_traces_get(&ts, path, &t, &err);
     rc = rc ? cli_report(rc, &err) : cli_sim_input(p, &ts, &pc, false, &in);
-    if (rc == 0 && in.trace->n == 0) {
+    if (rc == 0 && t->n == 0) {
         cli_errorf("route eval: %s holds no trajectories: nothing to evaluate", path);
         rc = LIBRA_EXIT_USAGE;
     }
     if (rc == 0) {
-        const struct sim_trace *t = in.trace;
         ev->workload = xstrdup(t->workload);
         ev->model = t->model ? xstrdup(t->model) : NULL;
         ev->group_size = t->group_size;
