@@ -269,10 +269,12 @@ static char *text_output(const struct libra_config *cfg, const struct api_planne
     FILE *out = open_memstream(&text, &len);
     if (!out)
         abort();
-    fprintf(out, "%d × %s (%d per node), %s, %s, batch %d (%d per prompt), staleness %d\n",
-            cfg->cluster.gpus, cfg->cluster.hardware, cfg->cluster.gpus_per_node, cfg->model.name,
-            r->colocated ? "colocated" : "async", cfg->rl.batch_trajectories, cfg->rl.samples,
-            cfg->rl.max_staleness);
+    fprintf(out, "%d × %s (%d per node), %s, %s, batch %d (%d per prompt)", cfg->cluster.gpus,
+            cfg->cluster.hardware, cfg->cluster.gpus_per_node, cfg->model.name,
+            r->colocated ? "colocated" : "async", cfg->rl.batch_trajectories, cfg->rl.samples);
+    if (!r->colocated) /* a colocated step trains on the rollouts it made */
+        fprintf(out, ", staleness %d", cfg->rl.max_staleness);
+    fputc('\n', out);
     fprintf(out,
             "length sample: %s, %zu trajectories (%d batches), %.1f s of tool time per "
             "trajectory on average\n",

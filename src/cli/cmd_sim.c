@@ -229,6 +229,23 @@ static void warn_if_unsettled(const struct sim_experiment *e)
     strbuf_free(&b);
 }
 
+/* Says on stderr which modes of e ended before cfg's failure injection: nothing failed there. */
+static void warn_if_no_failure(const struct libra_config *cfg, const struct sim_experiment *e)
+{
+    if (cfg->sim.fail_time_s < 0)
+        return;
+    struct strbuf b = {0};
+    for (int i = 0; i < e->n; i++)
+        if (e->mode[i].run.end_s <= cfg->sim.fail_time_s)
+            strbuf_printf(&b, "%s%s at %.1f s", b.len ? ", " : "", sim_mode_name(e->mode[i].mode),
+                          e->mode[i].run.end_s);
+    if (b.len)
+        cli_errorf("sim: note: sim.fail_time_s is %.9g s, after these runs ended (%s): no "
+                   "instance failed in them",
+                   cfg->sim.fail_time_s, b.data);
+    strbuf_free(&b);
+}
+
 /* The same for a sweep: how many of its runs have a mode that has not settled. */
 static void warn_if_unsettled_cells(const struct sim_sweep *sw)
 {
@@ -277,6 +294,7 @@ static int run_one(const struct cli_common *cc, const struct sim_flags *f,
     if (rc == 0) {
         warn_if_short(cfg);
         warn_if_unsettled(&e);
+        warn_if_no_failure(cfg, &e);
     }
     if (rc == 0 && f->perfetto) /* first: one that fails leaves no result on stdout */
         rc = write_perfetto(&e, f->perfetto);

@@ -731,6 +731,20 @@ static const char *plan_simulates_nothing(const struct libra_config *c)
                : "with plan.mode colocated: libra plan simulates async plans only";
 }
 
+/* libra plan plans an async job: a colocated plan reshards the weights into rollout after every
+ * step, so staleness, the update interval, mode and transport do not apply there. */
+static bool plan_async(const struct libra_config *c)
+{
+    return c->plan.mode == SPEC_PLAN_ASYNC;
+}
+
+/* libra sim searches splits of training and rollout GPUs: libra's planner, and async's tuning
+ * where sim.async_train_gpus leaves its split free (colocated trains on every GPU). */
+static bool splits_searched(const struct libra_config *c)
+{
+    return libra_planned(c) || async_splits_tuned(c);
+}
+
 /* A count of candidates to simulate acts in libra plan on async plans only (0 is verification
  * off, whatever the mode). */
 static bool plan_verify_count_acts(const struct libra_config *c)
@@ -744,6 +758,7 @@ static bool plan_verify_count_acts(const struct libra_config *c)
 #define UPDATES "async or libra in sim.modes"
 #define ROUTING_MODES "libra or rollout in sim.modes"
 #define TRAINING "colocated, async or libra in sim.modes"
+#define SPLITS_SEARCHED LIBRA_PLANNED ", or async in sim.modes with sim.async_train_gpus 0"
 /* A key of libra sim's weight updates or trainer; the other commands that read it act on it
  * whatever sim.modes (libra plan plans its async job). */
 #define SIM_MODE_KEY(key, on, needs)                                                               \
@@ -754,6 +769,16 @@ static bool plan_verify_count_acts(const struct libra_config *c)
 #define LIBRA_PLANNED_KEY(key, on)                                                                 \
     {                                                                                              \
         key, on, LIBRA_PLANNED, SPEC_READ_SIM, "sim.modes", libra_unplanned                        \
+    }
+/* A key of the weight updates that libra plan reads for an async plan alone. */
+#define PLAN_ASYNC_KEY(key)                                                                        \
+    {                                                                                              \
+        key, plan_async, "plan.mode async", SPEC_READ_PLAN, "plan.mode", NULL                      \
+    }
+/* A key of the async splits libra sim searches (libra's planner, async's tuning). */
+#define SPLITS_KEY(key)                                                                            \
+    {                                                                                              \
+        key, splits_searched, SPLITS_SEARCHED, SPEC_READ_SIM, "sim.modes", NULL                    \
     }
 /* A key libra plan reads only to simulate (the readers table: plan's simulated keys). */
 #define PLAN_SIMULATED(key)                                                                        \
@@ -806,6 +831,13 @@ static const struct spec_dependent dependents[] = {
     LIBRA_PLANNED_KEY("plan.homogeneous_rollout", libra_planned),
     LIBRA_PLANNED_KEY("plan.verify_candidates", sim_verify_count_acts),
     LIBRA_PLANNED_KEY("plan.verify_steps", libra_planned),
+    LIBRA_PLANNED_KEY("plan.max_scored", libra_planned),
+    LIBRA_PLANNED_KEY("plan.gap_tolerance", libra_planned),
+    LIBRA_PLANNED_KEY("plan.min_tp_sizes", libra_planned),
+    LIBRA_PLANNED_KEY("plan.tp_pattern", libra_planned),
+    SPLITS_KEY("plan.min_train_gpus"),
+    SPLITS_KEY("plan.min_rollout_gpus"),
+    SPLITS_KEY("plan.granularity_gpus"),
     {"ehp.signal", pool_on, "ehp.enabled", ~(unsigned)SPEC_READ_SERVE, NULL, NULL},
     {"plan.verify_candidates", plan_verify_count_acts, "plan.mode async", SPEC_READ_PLAN, NULL,
      plan_simulates_nothing},
@@ -823,6 +855,12 @@ static const struct spec_dependent dependents[] = {
     PLAN_SIMULATED("sim.queue_cap"),
     PLAN_SIMULATED("sim.fail_time_s"),
     PLAN_SIMULATED("sim.fail_instance"),
+    PLAN_SIMULATED("rl.overprovision_frac"),
+    PLAN_SIMULATED("rl.trajectory_timeout_s"),
+    PLAN_ASYNC_KEY("rl.max_staleness"),
+    PLAN_ASYNC_KEY("rl.sync_interval"),
+    PLAN_ASYNC_KEY("rl.sync_mode"),
+    PLAN_ASYNC_KEY("rl.transport"),
 };
 #define N_DEPENDENTS (sizeof dependents / sizeof *dependents)
 

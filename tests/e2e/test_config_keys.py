@@ -372,7 +372,8 @@ SWITCHED_OFF = {
 PLAN_SIMULATED = ("plan.verify_steps", "sched.policy",
                   "sched.rebuild_interval", "sched.shrink_visits", "sched.empirical_shrink",
                   "sched.attempt_shrink", "sim.warmup_steps", "sim.context_mode",
-                  "sim.prefix_cache", "sim.queue_cap", "sim.fail_time_s", "sim.fail_instance")
+                  "sim.prefix_cache", "sim.queue_cap", "sim.fail_time_s", "sim.fail_instance",
+                  "rl.overprovision_frac", "rl.trajectory_timeout_s")
 PARTLY_OFF = {
     ("ehp.signal", "sim"): (),
     # a trace's runs replay it whatever the seed; load's token ids and route eval's placebo
@@ -381,6 +382,9 @@ PARTLY_OFF = {
     ("sim.seed", "plan"): SMALL_TRACE,
     **{(key, "plan"): ("plan.verify_candidates=0",) for key in PLAN_SIMULATED},
     ("plan.verify_candidates", "plan"): ("plan.mode=colocated",),
+    # a colocated plan reshards after every step: no staleness, update interval, mode or transport
+    **{(key, "plan"): ("plan.mode=colocated",) for key in (
+        "rl.max_staleness", "rl.sync_interval", "rl.sync_mode", "rl.transport")},
     **{(key, "sim"): ("sim.modes=colocated",) for key in (
         "rl.max_staleness", "rl.sync_interval", "rl.sync_mode", "rl.transport")},
     **{(key, "sim"): ("sim.modes=rollout", FLEET_SET) for key in (
@@ -389,12 +393,16 @@ PARTLY_OFF = {
     **{(key, "sim"): ("sim.modes=colocated",) for key in (
         "sched.policy", "sched.buckets", "sched.rebuild_interval", "sched.shrink_visits",
         "sched.empirical_shrink", "sched.attempt_shrink", "sim.planner",
-        "plan.homogeneous_rollout", "plan.verify_candidates", "plan.verify_steps")},
+        "plan.homogeneous_rollout", "plan.verify_candidates", "plan.verify_steps",
+        "plan.max_scored", "plan.gap_tolerance", "plan.min_tp_sizes", "plan.tp_pattern")},
+    # the splits' bounds act where splits are searched: libra's planner, async's tuning
+    **{(key, "sim"): ("sim.modes=colocated",) for key in (
+        "plan.min_train_gpus", "plan.min_rollout_gpus", "plan.granularity_gpus")},
 }
 # the value set where CHANGES's would act even with the switch off (0: verification off)
 PARTLY_VALUE = {("plan.verify_candidates", "plan"): "4", ("plan.verify_candidates", "sim"): "4",
                 # CHANGES's 0 is below the sync interval: libra plan refuses the file's value
-                ("rl.max_staleness", "sim"): "8"}
+                ("rl.max_staleness", "sim"): "8", ("rl.max_staleness", "plan"): "8"}
 
 
 def dependent_rows():

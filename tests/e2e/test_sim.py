@@ -8,6 +8,7 @@ replaying a trace, the examples, and clear errors (and exit codes) for bad exper
 
 import json
 import os
+import re
 import subprocess
 
 from pytest import approx
@@ -354,6 +355,17 @@ def test_rollout_mode_with_a_fleet_and_failure():
     assert run["trained_tokens_all"] == run["generated_tokens"] - run["wasted_tokens"]["failure"]
 
 
+def test_a_failure_after_the_run_ended_is_noted():
+    """A failure time past a mode's end changes nothing there: stderr names the modes that ended
+    before it; one that fired is not named."""
+    base = ("--steps", "3", "--set", "sim.modes=rollout", "--set",
+            "sched.buckets=tp1x4:4000,tp2x2:12000,tp4x2:30000", "--set", "sim.warmup_steps=0")
+    p = sim(*base, "--set", "sim.fail_time_s=1000000")
+    assert re.search(r"libra: sim: note: sim\.fail_time_s is 1000000 s, after these runs ended "
+                     r"\(rollout at [0-9.]+ s\): no instance failed in them\n", p.stderr), p.stderr
+    assert "fail_time_s" not in sim(*base, "--set", "sim.fail_time_s=30").stderr
+
+
 def test_trace_replay(tmp_path):
     trace = str(tmp_path / "t.jsonl")
     subprocess.run([LIBRA, "trace", "gen", "search-r1", "--steps", "2", "--batch", "20", "-o",
@@ -632,7 +644,8 @@ def test_replans_need_a_model_that_fits_the_running_fleet():
 def test_a_trajectory_timeout_stops_and_masks_the_slow_ones():
     """rl.trajectory_timeout_s: R2E-Gym's long tail stopped at 60 s in every mode, its tokens
     counted as aborted waste, none of the stopped trained; the table's header says so, and
-    libra plan says its predicted steps do not cut at it."""
+    libra plan says its predicted steps do not cut at it (only its verification's simulations
+    do: without one the flag is refused)."""
     args = (*QUICK, "--set", "rl.trajectory_timeout_s=60")
     doc = json.loads(sim(*args, "--json").stdout)
     for name, mode in doc["modes"].items():
@@ -643,10 +656,15 @@ def test_a_trajectory_timeout_stops_and_masks_the_slow_ones():
     plain = json.loads(sim(*QUICK, "--json").stdout)
     assert all(m["run"]["counts"]["timed_out"] == 0 for m in plain["modes"].values())
     assert "trajectories stopped and masked after 60 s" in sim(*args).stdout.splitlines()[0]
-    p = subprocess.run([LIBRA, "plan", "--set", "rl.trajectory_timeout_s=60", "--set",
-                        "plan.verify_candidates=0"], capture_output=True, text=True, timeout=60)
+    plan = (LIBRA, "plan", "--gpus", "16", "--set", "rl.steps=4", "--set",
+            "rl.trajectory_timeout_s=60")
+    p = subprocess.run([*plan, "--verify", "1"], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and "trajectory timeout 60 s: the verification's simulations" in (
         p.stdout)
+    p = subprocess.run([*plan, "--verify", "0"], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and p.stderr == (
+        "libra: --set rl.trajectory_timeout_s: rl.trajectory_timeout_s=60.0 has no effect with "
+        "plan.verify_candidates 0: libra plan simulates nothing\n"), p.stderr
 
 
 def test_the_pool_lends_an_hsdp_layouts_shard_groups():
