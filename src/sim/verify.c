@@ -94,37 +94,109 @@ static long find_same(const struct candidate *x, const struct candidate *c, size
     return -1;
 }
 
-/* Adds the planner's plan at split (0: free) with every instance of TP tp (0: free), proposed
- * without the pool when twin, unless it fails (-1) or repeats one already there (its index).
- * Returns the index of the candidate in c. */
-static long propose(const struct sim_input *in, int split, int tp, bool twin, struct candidate *c,
-                    size_t *n)
+/*
+ * A plan to propose: the planner's at training split `split` (0: its own choice) with every
+ * instance of TP tp (0: a free fleet), or its colocated plan with every instance of TP tp (every
+ * GPU trains, then rolls out: the simulator's colocated mode on the planner's training layout
+ * and prediction); without the pool when twin. Planned into x (ok) on a worker.
+ */
+struct proposal {
+    int split, tp;
+    bool colocated, twin;
+    bool ok;
+    struct candidate x;
+};
+
+struct proposing {
+    const struct sim_input *in;
+    struct proposal *p;
+};
+
+/* Plans x as the colocated plan of cfg (pinned to x->tp); returns whether it is feasible. */
+static bool plan_colocated(const struct sim_input *in, const struct libra_config *cfg,
+                           struct candidate *x)
 {
-    struct candidate x = {
-        .split = split, .tp = tp, .tokens_per_s = NAN, .second_tokens_per_s = NAN};
-    struct libra_config cfg;
-    sim_verified_config(in->cfg, &(struct sim_verified){.split = split, .tp = tp}, &cfg);
-    if (sim_layout_plan(in, &cfg, &x.layout, NULL) != 0) {
-        sim_layout_free(&x.layout);
-        return -1;
+    struct plan_result r;
+    bool ok = sim_plan(in, cfg, NULL, NULL, &r, NULL) == 0 && r.feasible &&
+              sim_layout_make(in, SIM_COLOCATED, 0, x->tp, &x->layout, NULL) == 0;
+    if (ok) {
+        x->layout.train = r.train;
+        x->layout.planned = true;
+        x->layout.pred_step_s = r.step_s;
+        x->layout.pred_train_s = r.train_s;
+        x->layout.pred_rollout_s = r.rollout_s;
+        x->layout.pred_switch_s = r.switch_s;
     }
+    plan_result_free(&r);
+    return ok;
+}
+
+/* Names x by what proposed it ("optimum", "best at 24", "all TP4 at 24", "colocated TP8"). */
+static void name_proposal(const struct proposal *p, struct candidate *x)
+{
     char where[24] = "";
-    if (split)
-        snprintf(where, sizeof where, " at %d", split);
-    if (tp)
-        snprintf(x.origin, sizeof x.origin, "all TP%d%s", tp, where);
+    if (p->split)
+        snprintf(where, sizeof where, " at %d", p->split);
+    if (p->colocated)
+        snprintf(x->origin, sizeof x->origin, "colocated TP%d", p->tp);
+    else if (p->tp)
+        snprintf(x->origin, sizeof x->origin, "all TP%d%s", p->tp, where);
     else
-        snprintf(x.origin, sizeof x.origin, "%s%s", split ? "best" : "optimum", where);
-    if (twin)
-        mark_twin(&x);
-    long same = find_same(&x, c, *n);
+        snprintf(x->origin, sizeof x->origin, "%s%s", p->split ? "best" : "optimum", where);
+    if (p->twin)
+        mark_twin(x);
+}
+
+/* Plans proposal i (a loop body of the workers: it touches its own slot alone). */
+static void plan_proposal(void *arg, size_t i)
+{
+    const struct proposing *g = arg;
+    struct proposal *p = &g->p[i];
+    struct candidate *x = &p->x;
+    *x = (struct candidate){.split = p->split,
+                            .tp = p->tp,
+                            .colocated = p->colocated,
+                            .tokens_per_s = NAN,
+                            .second_tokens_per_s = NAN};
+    struct libra_config cfg;
+    sim_verified_config(
+        g->in->cfg,
+        &(struct sim_verified){.split = p->split, .tp = p->tp, .colocated = p->colocated}, &cfg);
+    p->ok = p->colocated ? plan_colocated(g->in, &cfg, x)
+                         : sim_layout_plan(g->in, &cfg, &x->layout, NULL) == 0;
+    if (p->ok)
+        name_proposal(p, x);
+    else
+        sim_layout_free(&x->layout);
+}
+
+/* Adds p's candidate to c[0, *n) unless it failed (-1) or repeats one already there (that
+ * one's index). Returns the index of the candidate in c. */
+static long add_proposal(struct proposal *p, struct candidate *c, size_t *n)
+{
+    if (!p->ok)
+        return -1;
+    long same = find_same(&p->x, c, *n);
     if (same >= 0) {
-        sim_layout_free(&x.layout);
+        sim_layout_free(&p->x.layout);
         return same;
     }
-    x.proposed = *n;
-    c[*n] = x;
+    p->x.proposed = *n;
+    c[*n] = p->x;
     return (long)(*n)++;
+}
+
+/* Plans p[0, k) on in's workers, then adds each in order (add_proposal, its index into at when
+ * at is not NULL): the candidates are the same whatever the threads. */
+static void propose(const struct sim_input *in, struct proposal *p, size_t k, struct candidate *c,
+                    size_t *n, long *at)
+{
+    workers_for(in->workers, k, plan_proposal, &(struct proposing){in, p});
+    for (size_t i = 0; i < k; i++) {
+        long index = add_proposal(&p[i], c, n);
+        if (at)
+            at[i] = index;
+    }
 }
 
 /* Whether the planner may train on n of cfg's GPUs. */
@@ -165,43 +237,19 @@ static bool node_of_tp(int gpn, int tp)
     return gpn % tp == 0 && gpn / tp <= SPEC_PATTERN_MAX;
 }
 
-/* Proposes, at training split n (0: the planner's choice), the best heterogeneous plan and,
- * when the fleet is free, the best of one TP size for each size that fits a node. */
-static void propose_at(const struct sim_input *in, int n, struct candidate *c, size_t *k)
+/* Appends to p[0, k), at training split n (0: the planner's choice), the best heterogeneous
+ * plan and, when the fleet is free, the best of one TP size for each size that fits a node;
+ * returns the new count. */
+static size_t at_split(const struct libra_config *cfg, int n, struct proposal *p, size_t k)
 {
-    propose(in, n, 0, false, c, k);
-    if (in->cfg->plan.tp_pattern[0])
-        return; /* the fleet is pinned */
-    int gpn = in->cfg->cluster.gpus_per_node;
+    p[k++] = (struct proposal){.split = n};
+    if (cfg->plan.tp_pattern[0])
+        return k; /* the fleet is pinned */
+    int gpn = cfg->cluster.gpus_per_node;
     for (int tp = 1; tp <= 8 && tp <= gpn; tp *= 2)
         if (node_of_tp(gpn, tp))
-            propose(in, n, tp, false, c, k);
-}
-
-/* Adds the planner's colocated plan with every instance of TP tp: every GPU trains, then rolls
- * out, the simulator's colocated mode on the planner's training layout and prediction. */
-static void propose_colocated(const struct sim_input *in, int tp, struct candidate *c, size_t *n)
-{
-    struct candidate x = {
-        .tp = tp, .colocated = true, .tokens_per_s = NAN, .second_tokens_per_s = NAN};
-    struct libra_config cfg;
-    sim_verified_config(in->cfg, &(struct sim_verified){.tp = tp, .colocated = true}, &cfg);
-    struct plan_result r;
-    if (sim_plan(in, &cfg, NULL, NULL, &r, NULL) == 0 && r.feasible &&
-        sim_layout_make(in, SIM_COLOCATED, 0, tp, &x.layout, NULL) == 0) {
-        x.layout.train = r.train;
-        x.layout.planned = true;
-        x.layout.pred_step_s = r.step_s;
-        x.layout.pred_train_s = r.train_s;
-        x.layout.pred_rollout_s = r.rollout_s;
-        x.layout.pred_switch_s = r.switch_s;
-        snprintf(x.origin, sizeof x.origin, "colocated TP%d", tp);
-        x.proposed = *n;
-        c[(*n)++] = x;
-    } else {
-        sim_layout_free(&x.layout);
-    }
-    plan_result_free(&r);
+            p[k++] = (struct proposal){.split = n, .tp = tp};
+    return k;
 }
 
 /* The fleet's one TP size, or 0 for a fleet of several. */
@@ -257,22 +305,35 @@ static size_t keep_diverse(struct candidate *c, size_t n, size_t keep)
     return k;
 }
 
-/* The planner's candidates, best analytic objective first (ties: the order proposed). */
+/* The planner's candidates, best analytic objective first (ties: the order proposed): its
+ * optimum's and each colocated plan, then those at the optimum's split and the splits nearest
+ * it. */
 static size_t proposals(const struct sim_input *in, struct candidate *c, size_t max)
 {
-    size_t n = 0;
-    propose_at(in, 0, c, &n);
+    const struct libra_config *cfg = in->cfg;
+    struct proposal *p = xcalloc(PROPOSALS_MAX, sizeof *p);
+    size_t free_k = at_split(cfg, 0, p, 0), k = free_k, n = 0;
+    int gpn = cfg->cluster.gpus_per_node;
+    for (int tp = 1; tp <= 8 && tp <= gpn && !cfg->plan.tp_pattern[0]; tp *= 2)
+        if (node_of_tp(gpn, tp))
+            p[k++] = (struct proposal){.tp = tp, .colocated = true};
+    workers_for(in->workers, k, plan_proposal, &(struct proposing){in, p});
+    for (size_t i = 0; i < k; i++)
+        if (i < free_k || n > 0) /* no colocated plan without an async one */
+            add_proposal(&p[i], c, &n);
+        else if (p[i].ok)
+            sim_layout_free(&p[i].x.layout);
+    if (n > 0) {
+        int splits[NEAREST_SPLITS];
+        int near = nearest_splits(cfg, c[0].layout.n_train, splits, NEAREST_SPLITS);
+        k = at_split(cfg, c[0].layout.n_train, p, 0);
+        for (int i = 0; i < near; i++)
+            k = at_split(cfg, splits[i], p, k);
+        propose(in, p, k, c, &n, NULL);
+    }
+    free(p);
     if (n == 0)
         return 0;
-    int gpn = in->cfg->cluster.gpus_per_node;
-    for (int tp = 1; tp <= 8 && tp <= gpn && !in->cfg->plan.tp_pattern[0]; tp *= 2)
-        if (node_of_tp(gpn, tp))
-            propose_colocated(in, tp, c, &n);
-    int splits[NEAREST_SPLITS];
-    int k = nearest_splits(in->cfg, c[0].layout.n_train, splits, NEAREST_SPLITS);
-    propose_at(in, c[0].layout.n_train, c, &n);
-    for (int i = 0; i < k; i++)
-        propose_at(in, splits[i], c, &n);
     qsort(c, n, sizeof *c, by_prediction);
     size_t keep = n < max ? n : max;
     keep = keep_diverse(c, n, keep);
@@ -388,9 +449,15 @@ static void climb(struct verification *v)
         at[i] = -2; /* not proposed */
     for (int wave = 0; wave < CLIMB_WAVES; wave++) {
         int x = v->c[centre].layout.n_train, s[2] = {x - step, x + step};
-        for (int k = 0; k < 2; k++)
-            if (allowed_split(cfg, s[k]) && at[s[k] / g] == -2)
-                at[s[k] / g] = propose(&in, s[k], tp, twin, v->c, &v->n);
+        struct proposal p[2];
+        long index[2];
+        size_t n_p = 0;
+        for (int j = 0; j < 2; j++)
+            if (allowed_split(cfg, s[j]) && at[s[j] / g] == -2)
+                p[n_p++] = (struct proposal){.split = s[j], .tp = tp, .twin = twin};
+        propose(&in, p, n_p, v->c, &v->n, index);
+        for (size_t j = 0; j < n_p; j++)
+            at[p[j].split / g] = index[j];
         run_wave(v);
         size_t was = centre;
         for (int k = 0; k < 2; k++)

@@ -397,3 +397,15 @@ def test_verification_searches_around_the_fastest():
     assert {x["train_gpus"] for x in cands if not x["colocated"]} >= {16, 24, 32}
     origins = [x["origin"] for x in cands]
     assert "best at 16" in origins and "best at 32" in origins  # proposed by the search alone
+
+
+def test_the_verified_plan_is_the_same_whatever_the_threads():
+    """The proposals are planned, and the candidates simulated, on the worker threads; each is
+    added in the order proposed, so the candidates, their figures and the winner do not depend
+    on how many threads ran them."""
+    runs = [run("plan", "--gpus", "64", "--verify-steps", "4", "--json", "--jobs", jobs)
+            for jobs in ("1", "3")]
+    assert all(p.returncode == 0 for p in runs), runs[0].stderr
+    assert runs[0].stdout == runs[1].stdout
+    origins = [c["origin"] for c in json.loads(runs[0].stdout)["verification"]["candidates"]]
+    assert "optimum" in origins and "colocated TP8" in origins and len(origins) > 10
