@@ -409,3 +409,25 @@ def test_the_verified_plan_is_the_same_whatever_the_threads():
     assert runs[0].stdout == runs[1].stdout
     origins = [c["origin"] for c in json.loads(runs[0].stdout)["verification"]["candidates"]]
     assert "optimum" in origins and "colocated TP8" in origins and len(origins) > 10
+
+
+def test_a_trajectory_longer_than_any_budget_is_named_as_such(tmp_path):
+    """A trace may hold 2^40 tokens in a turn (docs/trace-format.md); a trajectory past every
+    micro-batch budget makes no plan for that reason, not as 'impossible lengths' of an index
+    into the length sample (there was a cap of 10^8 tokens the docs did not state)."""
+    rows = [{"libra_trace": 1, "workload": "x", "group_size": 2}]
+    for step in range(3):
+        for prompt in range(2):
+            for sample in range(2):
+                long = (step, prompt, sample) == (2, 1, 1)
+                rows.append({"step": step, "prompt_id": prompt, "epoch": 0, "sample": sample,
+                             "version_start": step, "finish": "completed",
+                             "turns": [{"prompt_tokens": 100,
+                                        "generated_tokens": 10**12 if long else 50}]})
+    trace = tmp_path / "long.jsonl"
+    trace.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    p = run("plan", "--trace", str(trace), "--set", "rl.samples=2", "--set",
+            "rl.batch_trajectories=4", "--verify", "0")
+    assert p.returncode == 1 and p.stderr.endswith(
+        "libra: plan: no feasible plan: the longest sequence exceeds every micro-batch token "
+        "budget (8192..32768 per GPU, times CP)\n"), p.stderr
