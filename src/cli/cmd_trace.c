@@ -363,30 +363,26 @@ struct import_flags {
     bool have_format;
 };
 
-typedef VEC(char *) path_vec;
+/* An input file: an operand, or a file of the verl dump directory an operand names. */
+struct input {
+    char *path;
+    const char *arg; /* the operand it came from (path itself, or its dump directory) */
+};
+
+typedef VEC(struct input) input_vec;
 
 /* scandir filter: a verl dump file, named {step}.jsonl. */
 static int is_step_file(const struct dirent *e)
 {
-    size_t digits = strspn(e->d_name, "0123456789");
-    return digits > 0 && strcmp(e->d_name + digits, ".jsonl") == 0;
-}
-
-/* The step of a dump file's name: its leading digits without leading zeros ("01.jsonl": "1"),
- * *n bytes. Compared as text, so that no number is too long to order. */
-static const char *step_digits(const char *name, size_t *n)
-{
-    size_t digits = strspn(name, "0123456789"), zeros = strspn(name, "0");
-    zeros = zeros < digits ? zeros : digits - 1; /* "0.jsonl" is step 0 */
-    *n = digits - zeros;
-    return name + zeros;
+    size_t n;
+    return trace_verl_file_step(e->d_name, &n) != NULL;
 }
 
 /* Orders the steps of two dump file names; 0 when they are the same step. */
 static int step_order(const char *a, const char *b)
 {
     size_t m, n;
-    const char *x = step_digits(a, &m), *y = step_digits(b, &n);
+    const char *x = trace_verl_file_step(a, &m), *y = trace_verl_file_step(b, &n);
     return m != n ? (m > n) - (m < n) : memcmp(x, y, m);
 }
 
@@ -405,7 +401,7 @@ static int check_steps(const char *dir, struct dirent **names, int n)
     for (int i = 1; i < n; i++) {
         if (step_order(names[i - 1]->d_name, names[i]->d_name) == 0) {
             size_t len;
-            const char *step = step_digits(names[i]->d_name, &len);
+            const char *step = trace_verl_file_step(names[i]->d_name, &len);
             cli_errorf("%s: '%s' and '%s' are both step %.*s (one file per step)", dir,
                        names[i - 1]->d_name, names[i]->d_name, (int)len, step);
             return LIBRA_EXIT_USAGE;
@@ -415,7 +411,7 @@ static int check_steps(const char *dir, struct dirent **names, int n)
 }
 
 /* Adds the verl dump files of directory dir ({step}.jsonl) in step order. */
-static int add_dump_dir(path_vec *paths, const char *dir)
+static int add_dump_dir(input_vec *in, const char *dir)
 {
     struct dirent **names;
     int n = scandir(dir, &names, is_step_file, by_step);
@@ -428,7 +424,7 @@ static int add_dump_dir(path_vec *paths, const char *dir)
         size_t len = strlen(dir) + strlen(names[i]->d_name) + 2;
         char *path = xmalloc(len);
         snprintf(path, len, "%s/%s", dir, names[i]->d_name);
-        vec_push(paths, path);
+        vec_push(in, ((struct input){path, dir}));
         free(names[i]);
     }
     free(names);
@@ -439,24 +435,49 @@ static int add_dump_dir(path_vec *paths, const char *dir)
     return rc;
 }
 
-/* Refuses a regular file given again (by device and inode: "x", "./x", a link to x; a verl
- * dump directory and a file of it too): its trajectories would be imported twice. */
-static int check_not_again(const struct cli_command *cmd, const path_vec *paths)
+/* How an error names input x: "input 'P'", or "'P' of input 'DIR'" for a dump directory's. */
+static const char *input_name(const struct input *x, char *buf, size_t size)
 {
-    for (size_t i = 1; i < paths->n; i++)
+    if (x->path == x->arg || strcmp(x->path, x->arg) == 0)
+        snprintf(buf, size, "input '%s'", x->path);
+    else
+        snprintf(buf, size, "'%s' of input '%s'", x->path, x->arg);
+    return buf;
+}
+
+/* Refuses a regular file given again (by device and inode: "x", "./x", a link to x; a verl
+ * dump directory and a file of it too), naming the operand that brought it first: its
+ * trajectories would be imported twice. */
+static int check_not_again(const struct cli_command *cmd, const input_vec *in)
+{
+    char name[4200];
+    for (size_t i = 1; i < in->n; i++)
         for (size_t j = 0; j < i; j++)
-            if (strcmp(paths->v[i], "-") != 0 && strcmp(paths->v[j], "-") != 0 &&
-                cli_same_regular_file(paths->v[j], paths->v[i]))
+            if (strcmp(in->v[i].path, "-") != 0 && strcmp(in->v[j].path, "-") != 0 &&
+                cli_same_regular_file(in->v[j].path, in->v[i].path))
                 return cli_usage_error(cmd,
-                                       "input '%s' is the file of input '%s' again: its "
-                                       "trajectories would be imported twice",
-                                       paths->v[i], paths->v[j]);
+                                       "%s is the file of input '%s' again: its trajectories "
+                                       "would be imported twice",
+                                       input_name(&in->v[i], name, sizeof name), in->v[j].arg);
     return 0;
 }
 
-/* The input files: the arguments, a verl dump directory expanded. */
-static int input_paths(const struct cli_command *cmd, const struct import_flags *f, int argc,
-                       char **argv, path_vec *paths)
+/* Refuses -o naming a file of a dump directory (the operands themselves are checked with every
+ * command's): writing it would replace the input. */
+static int check_output_not_input(const struct cli_common *cc, const input_vec *in)
+{
+    for (size_t i = 0; cc->output && i < in->n; i++)
+        if (in->v[i].path != in->v[i].arg && cli_same_regular_file(cc->output, in->v[i].path))
+            return cli_usage_error(cc->cmd,
+                                   "-o '%s' names the file '%s' of input '%s': writing it would "
+                                   "replace the input",
+                                   cc->output, in->v[i].path, in->v[i].arg);
+    return 0;
+}
+
+/* The input files: the operands, a verl dump directory expanded. */
+static int input_paths(const struct cli_common *cc, const struct import_flags *f, int argc,
+                       char **argv, input_vec *in)
 {
     for (int i = 0; i < argc; i++) {
         struct stat st;
@@ -466,14 +487,16 @@ static int input_paths(const struct cli_command *cmd, const struct import_flags 
                            argv[i], error_strerror(EISDIR));
                 return LIBRA_EXIT_IO;
             }
-            int rc = add_dump_dir(paths, argv[i]);
+            int rc = add_dump_dir(in, argv[i]);
             if (rc)
                 return rc;
         } else {
-            vec_push(paths, xstrdup(argv[i]));
+            char *path = xstrdup(argv[i]);
+            vec_push(in, ((struct input){path, path}));
         }
     }
-    return check_not_again(cmd, paths);
+    int rc = check_not_again(cc->cmd, in);
+    return rc ? rc : check_output_not_input(cc, in);
 }
 
 /* Whether --from's files are documents read whole (tau-bench, SWE-agent), which hold at most
@@ -556,7 +579,7 @@ static int import_file(struct trace_importer *im, struct trace_writer *w, const 
     return rc < 0 ? rc : 0;
 }
 
-static int run_import(struct cli_common *cc, const struct import_flags *f, path_vec *paths)
+static int run_import(struct cli_common *cc, const struct import_flags *f, const input_vec *in)
 {
     struct trace_importer *im;
     struct trace_writer *w = NULL;
@@ -569,11 +592,11 @@ static int run_import(struct cli_common *cc, const struct import_flags *f, path_
     const char *out = cc->output ? cc->output : "-";
     rc = cli_trace_open(&w, out, trace_importer_header(im), &err);
     int64_t written = 0;
-    for (size_t i = 0; rc == 0 && i < paths->n; i++)
-        rc = import_file(im, w, paths->v[i], reads_whole(f), &written, &err);
+    for (size_t i = 0; rc == 0 && i < in->n; i++)
+        rc = import_file(im, w, in->v[i].path, reads_whole(f), &written, &err);
     if (rc == 0 && written == 0) { /* a header alone is a trace no command can run */
         error_set(&err, NULL, 0, 0, "%s%s: nothing to import: no trajectory in the input",
-                  paths->v[0], paths->n > 1 ? " ..." : "");
+                  in->v[0].path, in->n > 1 ? " ..." : "");
         rc = LIBRA_EINVAL;
     }
     rc = cli_trace_close(w, rc, &err);
@@ -644,7 +667,7 @@ static int import(const struct cli_command *cmd, int argc, char **argv)
     };
     struct cli_common cc;
     struct import_flags f = {0};
-    path_vec paths = {0};
+    input_vec in = {0};
     cli_common_init(&cc, cmd, CLI_FLAGS_OUTPUT, "", own);
     int c, rc = 0;
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
@@ -659,13 +682,13 @@ static int import(const struct cli_command *cmd, int argc, char **argv)
     if (rc == 0 && optind >= argc)
         rc = cli_usage_error(cmd, "import needs at least one input file");
     if (rc == 0)
-        rc = input_paths(cmd, &f, argc - optind, argv + optind, &paths);
+        rc = input_paths(&cc, &f, argc - optind, argv + optind, &in);
     if (rc == 0)
-        rc = run_import(&cc, &f, &paths);
+        rc = run_import(&cc, &f, &in);
 out:
-    for (size_t i = 0; i < paths.n; i++)
-        free(paths.v[i]);
-    vec_free(&paths);
+    for (size_t i = 0; i < in.n; i++)
+        free(in.v[i].path);
+    vec_free(&in);
     cli_common_free(&cc);
     return rc;
 }

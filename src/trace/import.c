@@ -264,7 +264,7 @@ int trace_importer_new(struct trace_importer **out, const struct trace_import_op
             im->opt.chars_per_token, "estimated", "turns", "prompt_tokens", "generated_tokens",
             "payload_tokens", "finish", "derived", "prompt_id", "epoch", "sample", "version_start",
             "version_end", "unknown", "cached_tokens", "status", "queue_us", "exec_us");
-        im->verl = trace_verl_new(im->opt.chars_per_token);
+        im->verl = trace_verl_new(im->opt.chars_per_token, o->group_size);
     } else if (o->format == TRACE_IMPORT_TAU_BENCH || o->format == TRACE_IMPORT_SWE_AGENT ||
                o->format == TRACE_IMPORT_OPENAI_CHAT) {
         im->agentlog =
@@ -349,6 +349,16 @@ static int traj_error(const struct trace_importer *im, const struct build *b,
 
 /* ---- reading a row ----------------------------------------------------------------------- */
 
+/* Reads text as the JSON number it spells, by the rule a JSON Lines row's integer is read by
+ * (ujson_as_int64: a real with no fraction is accepted); false for any other text. */
+static bool text_int64(const char *text, int64_t *out)
+{
+    json_t *v = parse_number_text(text) ? json_loads(text, JSON_DECODE_ANY, NULL) : NULL;
+    bool ok = v && ujson_as_int64(v, out);
+    json_decref(v);
+    return ok;
+}
+
 /* Stores text (a JSON string or a CSV cell) as the value of column c. */
 static int set_text(const struct trace_importer *im, struct row *r, enum col c, const char *text,
                     struct libra_error *err)
@@ -359,10 +369,8 @@ static int set_text(const struct trace_importer *im, struct row *r, enum col c, 
     case T_STR:
         r->s[c] = text;
         break;
-    case T_INT: /* as JSON writes one, as --from jsonl reads it: no "+1", "01", blank, hex */
-        errno = 0;
-        r->i[c] = strtoll(text, &end, 10);
-        if (!parse_number_text(text) || *end || errno)
+    case T_INT: /* as --from jsonl reads one (3.0 is 3): no "+1", "01", blank, hex */
+        if (!text_int64(text, &r->i[c]))
             return row_error(im, r, c, err, "expected an integer, got '%s'", text);
         break;
     case T_REAL: /* as JSON writes one: no "+1", ".5", "1.", "01", hex, blank, inf, nan */

@@ -16,6 +16,7 @@
 #ifndef TRACE_IMPORT_H
 #define TRACE_IMPORT_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "trace/trace.h"
@@ -61,6 +62,14 @@ struct trace_import_options {
     const char *timeout_text;      /* a matching output is a timeout */
     const char *exit_code_pattern; /* a text followed by the command's exit code */
 };
+
+/*
+ * The step a verl dump file's name gives: name, after its last '/', is {step}.jsonl as verl
+ * writes it (digits only, of any length). Returns the step's digits without leading zeros
+ * ("01.jsonl": "1", "0.jsonl": "0"), *n bytes of them, pointing into name; NULL for any other
+ * name. Compared as text, so that no step is too long to order.
+ */
+const char *trace_verl_file_step(const char *name, size_t *n);
 
 /* The --from name of a format ("tau-bench"); static storage. */
 const char *trace_import_format_name(enum trace_import_format f);

@@ -31,6 +31,7 @@ struct prompt {
 
 struct trace_verl {
     double chars_per_token;
+    int64_t group_size; /* the header's; 0: unknown */
     struct map prompts; /* input text -> struct prompt * */
     int64_t last_step;  /* -1 before the first line */
     /* the last trajectory and what it points into */
@@ -51,14 +52,27 @@ static const struct {
 };
 #define N_OBS_TAGS (sizeof obs_tags / sizeof obs_tags[0])
 
-struct trace_verl *trace_verl_new(double chars_per_token)
+struct trace_verl *trace_verl_new(double chars_per_token, int64_t group_size)
 {
     struct trace_verl *v = xcalloc(1, sizeof *v);
     v->chars_per_token = chars_per_token;
+    v->group_size = group_size;
     v->last_step = -1;
     map_init(&v->prompts);
     arena_init(&v->names, 0);
     return v;
+}
+
+const char *trace_verl_file_step(const char *name, size_t *n)
+{
+    const char *base = strrchr(name, '/');
+    base = base ? base + 1 : name;
+    size_t digits = strspn(base, "0123456789"), zeros = strspn(base, "0");
+    if (digits == 0 || strcmp(base + digits, ".jsonl") != 0)
+        return NULL;
+    zeros = zeros < digits ? zeros : digits - 1; /* "0.jsonl" is step 0 */
+    *n = digits - zeros;
+    return base + zeros;
 }
 
 void trace_verl_free(struct trace_verl *v)
@@ -302,6 +316,22 @@ static int fail(const char *name, int64_t lineno, const char *line, size_t len, 
     return error_set(err, name, (int)lineno, col, "%s", msg);
 }
 
+/* Refuses a row whose step is not the one its file is named for: verl names each dump by
+ * its step, so a mismatch is a renamed or merged file, whose order would be a guess. */
+static int check_name_step(const struct trace_verl *v, const char *name, int64_t lineno,
+                           const char *line, size_t len, struct libra_error *err)
+{
+    size_t n;
+    const char *want = trace_verl_file_step(name, &n);
+    char have[24], msg[384];
+    int k = snprintf(have, sizeof have, "%lld", (long long)v->traj.step);
+    if (!want || ((size_t)k == n && memcmp(have, want, n) == 0))
+        return 0;
+    snprintf(msg, sizeof msg, "%s in a file named for step %.*s (verl names a dump by its step)",
+             have, n > 255 ? 255 : (int)n, want);
+    return fail(name, lineno, line, len, "step", msg, err);
+}
+
 /* Assigns prompt id, epoch and sample from the input text's history. */
 static void identify(struct trace_verl *v, const char *input, int64_t step)
 {
@@ -392,7 +422,7 @@ int trace_verl_line(struct trace_verl *v, const char *name, int64_t lineno, cons
         return fail(name, lineno, line, len, NULL, "expected a JSON object", err);
     const char *input = NULL, *output = NULL, *reward_key = NULL;
     int rc = read_fields(v, name, lineno, line, len, &input, &output, &reward_key, err);
-    if (rc)
+    if (rc || (rc = check_name_step(v, name, lineno, line, len, err)))
         return rc;
     if (v->traj.step < v->last_step) {
         char msg[160];
@@ -410,6 +440,9 @@ int trace_verl_line(struct trace_verl *v, const char *name, int64_t lineno, cons
     v->traj.n_turns = v->turns.n;
     v->traj.finish = ended_on_call ? TRACE_FINISH_TRUNCATED : TRACE_FINISH_COMPLETED;
     v->traj.extra = extra_of(v->root, reward_key);
+    struct libra_error why = {0};
+    if (trace_check_traj(&v->traj, v->group_size, &why)) /* the row is the whole trajectory */
+        return fail(name, lineno, line, len, NULL, why.msg, err);
     *out = &v->traj;
     return 1;
 }

@@ -33,13 +33,15 @@ int trace_line_nul(const char *name, int64_t lineno, const char *line, size_t le
 /* The verl rollout-dump importer (import_verl.c); see trace_importer_* in import.h. */
 struct trace_verl;
 
-/* chars_per_token > 0. Never returns NULL. */
-struct trace_verl *trace_verl_new(double chars_per_token);
+/* chars_per_token > 0; group_size is the header's (0: unknown; a trajectory whose sample is not
+ * below it is an error). Never returns NULL. */
+struct trace_verl *trace_verl_new(double chars_per_token, int64_t group_size);
 void trace_verl_free(struct trace_verl *v);
 
 /*
  * Converts one dump line (line lineno of file name) into a trajectory valid until the next
- * call. Returns 1 with *out set, or LIBRA_EINVAL with err at name:lineno:col.
+ * call, checked as a trace's (trace_check_traj). A file named {step}.jsonl holds only rows of
+ * that step. Returns 1 with *out set, or LIBRA_EINVAL with err at name:lineno:col.
  */
 int trace_verl_line(struct trace_verl *v, const char *name, int64_t lineno, const char *line,
                     size_t len, const struct trace_traj **out, struct libra_error *err);

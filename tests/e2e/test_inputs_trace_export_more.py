@@ -65,7 +65,7 @@ def test_import_refuses_a_verl_file_and_its_dump_directory(tmp_path):
     dump = tmp_path / "dump"
     shutil.copytree(os.path.join(DATA, "verl"), dump)
     err = refused(run("trace", "import", "--from", "verl", str(dump), str(dump / "2.jsonl")))
-    assert f"input '{dump / '2.jsonl'}' is the file of input '{dump}/2.jsonl' again" in err, err
+    assert f"input '{dump / '2.jsonl'}' is the file of input '{dump}' again" in err, err
 
 
 # ---- trace import: a header name from a flag ------------------------------------------------------

@@ -196,7 +196,7 @@ static void test_table_errors_csv(void **state)
         snprintf(why, sizeof why, "reward: expected a number, got '%s'", reals[i]);
         import_fails(TRACE_IMPORT_CSV, text, 2, reals[i], why);
     }
-    static const char *const ints[] = {"01", "00", "-01", "1.0", "1e1"};
+    static const char *const ints[] = {"01", "00", "-01", "1.5", "+1", "1e400"}; /* 1.0 is 1 */
     for (size_t i = 0; i < sizeof ints / sizeof *ints; i++) {
         char why[64];
         snprintf(text, sizeof text, "%sa,0,1,0,5,%s\n", head, ints[i]);
