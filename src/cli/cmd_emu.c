@@ -28,7 +28,7 @@
 
 static const char help[] =
     "usage: libra emu [EXPERIMENT] [--instances LIST] [--time-scale F] [--host ADDR]\n"
-    "                 [--base-port P | --ports-file FILE] [--dev-mode] [--fail SPEC]...\n"
+    "                 [--base-port P] [--ports-file FILE] [--dev-mode] [--fail SPEC]...\n"
     "                 [--stall SPEC]... [--max-body-bytes N] [--request-cap-s S]\n"
     "                 [--request-read-s S] [--max-connections N] [flags]\n"
     "\n"
@@ -94,15 +94,14 @@ struct opts {
     int n_faults;
 };
 
-/* Whether item (a key of a fault flag) already has a value in f. */
-/* "instance=I,after_s=T[,for_s=D]" (emu_fault_parse), refused naming the flag */
+/* "instance=I,after_s=T[,for_s=D]" (emu_fault_parse), refused naming the flag and the key */
 static int parse_fault(const struct cli_command *cmd, const char *arg, bool stall,
                        struct emu_fault_flag *f)
 {
     size_t size = strlen(arg) + PARSE_WHY_EXTRA;
     char *why = xmalloc(size);
     int rc = emu_fault_parse(arg, stall, f, why, size) != 0
-                 ? cli_usage_error(cmd, "%s: %s", stall ? "--stall" : "--fail", why)
+                 ? cli_value_error(cmd, stall ? "--stall" : "--fail", why)
                  : 0;
     free(why);
     return rc;
@@ -134,15 +133,15 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
         size_t n = strlen(optarg);
         bool bracketed = n >= 2 && optarg[0] == '[' && optarg[n - 1] == ']';
         if (n >= sizeof o->host_buf)
-            return cli_usage_error(cmd, "--host: longer than %zu bytes", sizeof o->host_buf - 1);
+            return cli_value_errorf(cmd, "--host: longer than %zu bytes", sizeof o->host_buf - 1);
         if (bracketed ? n == 2 : strpbrk(optarg, "[]") != NULL) /* else "cannot listen on :0" */
-            return cli_usage_error(cmd, "--host: '%s' is not an address%s", optarg,
-                                   bracketed ? "" : " (an IPv6 one is bracketed whole: [::1])");
+            return cli_value_errorf(cmd, "--host: '%s' is not an address%s", optarg,
+                                    bracketed ? "" : " (an IPv6 one is bracketed whole: [::1])");
         snprintf(o->host_buf, sizeof o->host_buf, "%.*s", (int)n - (bracketed ? 2 : 0),
                  optarg + bracketed);
         if (strchr(o->host_buf, ':') && !ipv6_literal(o->host_buf)) /* "127.0.0.1:8000" */
-            return cli_usage_error(cmd, "--host: '%s' is not an address (a port is --base-port's)",
-                                   optarg);
+            return cli_value_errorf(cmd, "--host: '%s' is not an address (a port is --base-port's)",
+                                    optarg);
         o->host = o->host_buf;
         return 0;
     }
@@ -150,8 +149,8 @@ static int own_flag(const struct cli_command *cmd, int c, struct opts *o)
         return cli_parse_int(cmd, "--base-port", optarg, 1, 65535, &o->base_port);
     case OPT_PORTS_FILE:
         if (strcmp(optarg, "-") == 0) /* the lines would come twice, as twice the instances */
-            return cli_usage_error(cmd, "--ports-file: '-' is standard output, where the lines "
-                                        "go already");
+            return cli_value_error(cmd, "--ports-file",
+                                   "'-' is standard output, where the lines go already");
         o->ports_file = optarg;
         return 0;
     case OPT_DEV_MODE:
@@ -226,13 +225,13 @@ static int instance_configs(const struct api_presets *p, const struct libra_conf
     for (int k = 0; k < o->n_faults; k++) {
         const struct emu_fault_flag *f = &o->faults[k];
         if (f->instance >= n) {
-            cli_errorf("emu: %s: instance %d does not exist (there are %d)",
+            cli_errorf("emu: %s: instance: %d does not exist (there are %d instances)",
                        f->stall ? "--stall" : "--fail", f->instance, n);
             return LIBRA_EXIT_USAGE;
         }
         struct emu_fault *ef = &inst[f->instance].fault;
         if ((f->stall ? ef->stall_after_s : ef->fail_after_s) >= 0) { /* one would be lost */
-            cli_errorf("emu: %s: instance %d is given two (an instance %s once)",
+            cli_errorf("emu: %s: instance: %d is given two (an instance %s once)",
                        f->stall ? "--stall" : "--fail", f->instance, f->stall ? "stalls" : "fails");
             return LIBRA_EXIT_USAGE;
         }
@@ -243,9 +242,10 @@ static int instance_configs(const struct api_presets *p, const struct libra_conf
             ef->fail_after_s = f->after_s;
         }
         if (ef->fail_after_s >= 0 && ef->stall_after_s >= ef->fail_after_s) {
-            cli_errorf("emu: --stall: instance %d would stall at %g s, at or after it fails at "
-                       "%g s (--fail): the stall would never begin",
-                       f->instance, ef->stall_after_s, ef->fail_after_s);
+            cli_errorf(
+                "emu: --stall: after_s: instance %d would stall at %g s, at or after it fails at "
+                "%g s (--fail): the stall would never begin",
+                f->instance, ef->stall_after_s, ef->fail_after_s);
             return LIBRA_EXIT_USAGE;
         }
     }

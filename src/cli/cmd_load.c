@@ -100,18 +100,18 @@ static int parse_engines(const struct cli_command *cmd, const char *arg, struct 
     char *why = xmalloc(size);
     int rc = net_base_urls_parse(o->engines, o->urls, MAX_ENGINES, &o->n_urls, why, size);
     if (rc != 0)
-        rc = cli_usage_error(cmd, "--engines: %s", why);
+        rc = cli_value_error(cmd, "--engines", why);
     free(why);
     if (rc != 0)
         return rc;
     size_t a, b; /* one server under two spellings: localhost and 127.0.0.1 */
     if (net_urls_twins(o->urls, (size_t)o->n_urls, &a, &b)) {
         if (strcmp(o->urls[a], o->urls[b]) == 0)
-            return cli_usage_error(cmd, "--engines: '%s' given twice", o->urls[b]);
+            return cli_value_errorf(cmd, "--engines: '%s' given twice", o->urls[b]);
         char key[1024]; /* for the message: a longer one is cut */
         net_url_endpoint(o->urls[b], key, sizeof key);
-        return cli_usage_error(cmd, "--engines: '%s' and '%s' are one engine (both reach %s)",
-                               o->urls[a], o->urls[b], key);
+        return cli_value_errorf(cmd, "--engines: '%s' and '%s' are one engine (both reach %s)",
+                                o->urls[a], o->urls[b], key);
     }
     return 0;
 }
@@ -132,8 +132,8 @@ static int own_flag(struct cli_common *cc, int c, struct opts *o)
     case OPT_STYLE:
         if (load_style_parse(optarg, &o->style) == 0)
             return 0;
-        return cli_usage_error(cc->cmd, "--style: expected plain, areal, slime or skyrl, not '%s'",
-                               optarg);
+        return cli_value_errorf(cc->cmd, "--style: expected plain, areal, slime or skyrl, not '%s'",
+                                optarg);
     default:
         return LIBRA_EXIT_USAGE; /* '?': the usage error is printed */
     }
@@ -354,7 +354,9 @@ static int check_job(const struct libra_config *cfg, const struct sim_input *in)
 
 /* Refuses rl.sync_mode keep from a flag with a style whose framework aborts the turns in flight
  * for a weight update its own way (areal, slime: docs/load.md "Client styles"): keep would
- * change nothing. A file's value is taken: the file describes the job for libra sim as well. */
+ * change nothing. A file's value is taken: the file describes the job for libra sim as well.
+ * Checked before the job's rules, so that this reason, the flag's own, is the one given whatever
+ * the transport (keep with the default disk_restart is refused by the rules too). */
 static int check_sync_mode(const struct cli_common *cc, enum load_style style,
                            const struct libra_config *cfg)
 {
@@ -362,19 +364,22 @@ static int check_sync_mode(const struct cli_common *cc, enum load_style style,
     if ((style != LOAD_AREAL && style != LOAD_SLIME) || cfg->rl.sync_mode != SPEC_SYNC_KEEP ||
         !flag)
         return 0;
-    return cli_usage_error(cc->cmd,
-                           "%s: rl.sync_mode keep has no effect with --style %s: its client "
-                           "aborts the turns in flight for a weight update",
-                           flag, load_style_name(style));
+    return cli_value_errorf(cc->cmd,
+                            "%s: rl.sync_mode keep has no effect with --style %s: its client "
+                            "aborts the turns in flight for a weight update",
+                            flag, load_style_name(style));
 }
 
 /* Writes the header and the recorded trajectories to path. Returns 0 or an exit code. */
 static int write_trace(const char *path, const struct libra_config *cfg, const char *workload,
                        const struct load_config *lc, const struct load_result *r)
 {
+    json_t *engines = json_array(); /* which engines produced the trace, in --engines order */
+    for (int i = 0; i < lc->n_urls; i++)
+        json_array_append_new(engines, json_string(lc->urls[i]));
     json_t *how =
-        json_pack("{s:s, s:s, s:i, s:f}", "source", "libra load", "style",
-                  load_style_name(lc->style), "engines", lc->n_urls, "time_scale", lc->time_scale);
+        json_pack("{s:s, s:s, s:o, s:f}", "source", "libra load", "style",
+                  load_style_name(lc->style), "engines", engines, "time_scale", lc->time_scale);
     struct trace_header h = {.version = TRACE_SCHEMA_VERSION,
                              .workload = (char *)workload,
                              .model = (char *)cfg->model.name,
@@ -407,35 +412,53 @@ static void read_progress(void *ctx, struct cli_progress_state *out)
     out->total = w->total;
 }
 
-/* SIGINT or SIGTERM during the run: the signal, and the loop it stops. */
+/*
+ * SIGINT and SIGTERM, caught from the run's start until its report is written. The first stops
+ * the run as an engine's failure does (the turns in flight cancelled, the steps finished
+ * reported) rather than killing it without a word. Later ones are caught too, until the report,
+ * the trace and the message are whole: restoring the default action once the loop stopped
+ * would let a second signal (`timeout`, an impatient driver) cut them.
+ */
 struct interrupt {
     struct event_base *base;
-    int sig; /* 0: none came */
+    struct event *sigint, *sigterm;
+    int sig; /* the first that came, or 0 */
 };
 
 static void on_signal(evutil_socket_t sig, short what, void *arg)
 {
     struct interrupt *in = arg;
-    in->sig = (int)sig;
+    if (!in->sig)
+        in->sig = (int)sig;
     event_base_loopbreak(in->base);
 }
 
-/* Runs the job on base, stopped by SIGINT or SIGTERM as by an engine's failure (the turns in
- * flight cancelled, the steps finished reported) rather than killed without a word; *sig is
- * the signal that stopped it, or 0. Returns load_run's result. */
-static int run_interruptible(const struct load_config *lc, struct event_base *base,
-                             struct net_client *client, struct load_result *r, int *sig)
+static void interrupt_catch(struct interrupt *in, struct event_base *base)
 {
-    struct interrupt in = {.base = base};
-    struct event *sigint = evsignal_new(base, SIGINT, on_signal, &in);
-    struct event *sigterm = evsignal_new(base, SIGTERM, on_signal, &in);
-    event_add(sigint, NULL);
-    event_add(sigterm, NULL);
-    int rc = load_run(lc, base, client, r);
-    event_free(sigint);
-    event_free(sigterm);
-    *sig = rc ? in.sig : 0; /* one that came once the run was done stopped nothing */
-    return rc;
+    *in = (struct interrupt){.base = base};
+    in->sigint = evsignal_new(base, SIGINT, on_signal, in);
+    in->sigterm = evsignal_new(base, SIGTERM, on_signal, in);
+    event_add(in->sigint, NULL);
+    event_add(in->sigterm, NULL);
+}
+
+/* Stops catching. Once a signal came, the later ones are ignored to the end, so that the exit
+ * status is the first's (the default action would kill the process with the second's); freeing
+ * the events restores the default, so the signals are held off while it is replaced. */
+static void interrupt_release(struct interrupt *in)
+{
+    sigset_t both, was;
+    sigemptyset(&both);
+    sigaddset(&both, SIGINT);
+    sigaddset(&both, SIGTERM);
+    sigprocmask(SIG_BLOCK, &both, &was);
+    event_free(in->sigint);
+    event_free(in->sigterm);
+    if (in->sig) {
+        signal(SIGINT, SIG_IGN);
+        signal(SIGTERM, SIG_IGN);
+    }
+    sigprocmask(SIG_SETMASK, &was, NULL);
 }
 
 /* Runs the job; returns an exit code: LIBRA_EXIT_INTERRUPTED or _TERMINATED when SIGINT or
@@ -451,8 +474,10 @@ static int run(const struct cli_common *cc, const struct libra_config *cfg, cons
     struct load_config counted = *lc;
     counted.steps_done = &w.done;
     struct cli_progress *line = cli_progress_start("load", read_progress, &w, cc->progress);
-    int sig = 0;
-    int rc = client ? run_interruptible(&counted, base, client, &r, &sig) : -1;
+    struct interrupt in;
+    interrupt_catch(&in, base);
+    int rc = client ? load_run(&counted, base, client, &r) : -1;
+    int sig = rc ? in.sig : 0; /* one that came once the run was done stopped nothing */
     cli_progress_stop(line);
     if (!client) {
         cli_errorf("load: cannot start an HTTP client");
@@ -478,6 +503,7 @@ static int run(const struct cli_common *cc, const struct libra_config *cfg, cons
         rc = rc ? rc : wrc;
         load_result_free(&r);
     }
+    interrupt_release(&in);
     net_client_free(client);
     event_base_free(base);
     return rc;
@@ -517,9 +543,9 @@ int cmd_load(int argc, char **argv)
     if (rc == 0)
         rc = cli_sim_input(&p, &ts, &cfg, false, &in);
     if (rc == 0)
-        rc = check_job(&cfg, &in);
-    if (rc == 0)
         rc = check_sync_mode(&cc, o.style, &cfg);
+    if (rc == 0)
+        rc = check_job(&cfg, &in);
     if (rc == 0) {
         struct load_config lc = {.style = o.style,
                                  .model = cfg.model.name,

@@ -3,6 +3,7 @@
  * APIs, and what they share — health, Prometheus metrics, the model list — plus the pieces of
  * answers both API files build (generated text and ids).
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,8 +25,8 @@ json_t *emu_body(struct net_call *c)
     json_t *v = json_loadb(text, len, 0, &je);
     if (!v || !json_is_object(v)) {
         json_decref(v);
-        net_reply_error(c, 400, "BadRequestError", "the body is not a JSON object%s%s",
-                        v ? "" : ": ", v ? "" : je.text);
+        emu_reply_error(c, 400, "the body is not a JSON object%s%s", v ? "" : ": ",
+                        v ? "" : je.text);
         return NULL;
     }
     return v;
@@ -67,9 +68,20 @@ json_t *emu_stream_chunk(const struct emu_req *r, int64_t from, int64_t to,
                                            : emu_vllm_stream_chunk(r, from, to, d);
 }
 
+void emu_reply_error(struct net_call *c, int status, const char *fmt, ...)
+{
+    char msg[512]; /* net_reply_error's own bound on a message */
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    net_reply_error(c, status, status == 404 ? "not_found_error" : "invalid_request_error", "%s",
+                    msg);
+}
+
 void emu_not_found(struct net_call *c)
 {
-    net_reply_error(c, 404, "NotFoundError", "not found: %s", net_call_path(c));
+    emu_reply_error(c, 404, "no such path: %s", net_call_path(c));
 }
 
 /* ---- endpoints both engines have ------------------------------------------------------------ */

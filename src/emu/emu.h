@@ -48,7 +48,8 @@ struct emu_fault_flag {
 /*
  * Parses text, "instance=I,after_s=T" (a stall: ",for_s=D"), items in any order, each once,
  * numbers in [0, 1e9] and I an integer, into *out. Returns 0, or -1 with *out untouched and the
- * reason in why (size bytes, cut there; it quotes an item of the text, so strlen(text) +
+ * reason in why, starting with the key it is about ("after_s: ...") where there is one (size
+ * bytes, cut there; it quotes an item of the text, so strlen(text) +
  * PARSE_WHY_EXTRA bytes, util/parse.h, hold it whole).
  */
 int emu_fault_parse(const char *text, bool stall, struct emu_fault_flag *out, char *why,

@@ -364,7 +364,7 @@ void emu_generate(struct emu_instance *in, struct net_call *call, struct emu_gen
     int64_t target = g->gen_tokens >= 1 && g->gen_tokens < max ? g->gen_tokens : max;
     int64_t limit = in->cfg.engine.max_model_tokens;
     if (target < 1 || (int64_t)g->n_ids + target > limit) { /* < 1: the prompt fills it */
-        net_reply_error(call, 400, "BadRequestError",
+        emu_reply_error(call, 400,
                         "this model's maximum context length is %lld tokens; the request has "
                         "%zu prompt tokens and asks for %s%lld more",
                         (long long)limit, g->n_ids, target < 1 ? "at least " : "",

@@ -227,8 +227,14 @@ const char *emu_req_id(const struct emu_req *r, char buf[EMU_ID_SIZE]);
 /* Generated ids [from, to) of r as a JSON array. */
 json_t *emu_ids(const struct emu_req *r, int64_t from, int64_t to);
 
+/* Answers status (400 or 404) with OpenAI's error object, its type the one src/net/ gives that
+ * status for the errors it answers itself ("invalid_request_error", 404 "not_found_error"), so
+ * that every error of the emulator's own spells one type per status (docs/emu.md "Errors"). */
+void emu_reply_error(struct net_call *c, int status, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+
 /* Answers 404 as the engine does for an endpoint it does not expose (vLLM's development-mode
- * endpoints without the switch). */
+ * endpoints without the switch): as for a path that does not exist. */
 void emu_not_found(struct net_call *c);
 
 #endif

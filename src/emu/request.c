@@ -95,23 +95,16 @@ static int opt_bool(const json_t *obj, const char *key, const char *label, bool 
     return 0;
 }
 
-/* A request id: a string, or an integer written in decimal. */
+/* A request id: a string, as SGLang's rid (GenerateReqInput, AbortReq) and vLLM's request_id. */
 static int opt_id(const json_t *obj, const char *key, char **out, char *err, size_t size)
 {
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v))
         return 0;
-    if (json_is_string(v)) {
-        *out = xstrdup(json_string_value(v));
-        return 0;
-    }
-    if (json_is_integer(v)) {
-        char buf[32];
-        snprintf(buf, sizeof buf, "%lld", (long long)json_integer_value(v));
-        *out = xstrdup(buf);
-        return 0;
-    }
-    return fail(err, size, "%s: expected a string or an integer", key);
+    if (!json_is_string(v)) /* SGLang's rid and vLLM's request_id are str (pydantic: no int) */
+        return fail(err, size, "%s: expected a string", key);
+    *out = xstrdup(json_string_value(v));
+    return 0;
 }
 
 /* The number of samples, n: absent, null or 1. More changes the answer's shape (n choices) as a

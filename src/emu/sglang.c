@@ -68,7 +68,7 @@ void emu_sglang_generate(void *ctx, struct net_call *c)
     char err[256];
     if (emu_request_parse(EMU_SGLANG_GENERATE, body, len, in->emu->cfg.vocab, &g, err,
                           sizeof err)) {
-        net_reply_error(c, 400, "BadRequestError", "%s", err);
+        emu_reply_error(c, 400, "%s", err);
         return;
     }
     emu_generate(in, c, &g);
@@ -110,11 +110,10 @@ static bool members_ok(struct net_call *c, const json_t *b, const struct member 
         if (absent ? !m->required : of_kind(v, m))
             continue;
         if (m->kind == KIND_INT)
-            net_reply_error(c, 400, "BadRequestError", "%s: %sexpected an integer in [%lld, %lld]",
-                            m->key, absent ? "missing; " : "", m->min, m->max);
+            emu_reply_error(c, 400, "%s: %sexpected an integer in [%lld, %lld]", m->key,
+                            absent ? "missing; " : "", m->min, m->max);
         else
-            net_reply_error(c, 400, "BadRequestError", "%s: %sexpected %s", m->key,
-                            absent ? "missing; " : "",
+            emu_reply_error(c, 400, "%s: %sexpected %s", m->key, absent ? "missing; " : "",
                             m->kind == KIND_STRING ? "a string"
                             : m->kind == KIND_BOOL ? "true or false"
                                                    : "an array");
@@ -187,8 +186,7 @@ void emu_sglang_pause(void *ctx, struct net_call *c)
         emu_pause(in, true);
     } else {
         json_decref(b);
-        net_reply_error(c, 400, "BadRequestError",
-                        "mode: expected \"abort\", \"retract\" or \"in_place\"");
+        emu_reply_error(c, 400, "mode: expected \"abort\", \"retract\" or \"in_place\"");
         return;
     }
     json_decref(b);
@@ -323,7 +321,7 @@ static bool tags_ok(struct net_call *c)
     }
     json_decref(b);
     if (!ok)
-        net_reply_error(c, 400, "BadRequestError",
+        emu_reply_error(c, 400,
                         "tags: expected an array of \"kv_cache\", \"weights\" or \"cuda_graph\"");
     return ok;
 }
@@ -334,7 +332,7 @@ void emu_sglang_release(void *ctx, struct net_call *c)
     if (!tags_ok(c))
         return;
     if (emu_live(in) > 0) {
-        net_reply_error(c, 400, "BadRequestError",
+        emu_reply_error(c, 400,
                         "release_memory_occupation should be called only when server is idle.");
         return;
     }

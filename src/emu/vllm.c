@@ -131,17 +131,16 @@ static void generate(struct emu_instance *in, struct net_call *c, enum emu_api a
     struct emu_gen_request g;
     char err[256];
     if (emu_request_parse(api, body, len, in->emu->cfg.vocab, &g, err, sizeof err)) {
-        net_reply_error(c, 400, "BadRequestError", "%s", err);
+        emu_reply_error(c, 400, "%s", err);
         return;
     }
     if (g.model[0] && strcmp(g.model, in->emu->cfg.model) != 0) {
-        net_reply_error(c, 404, "NotFoundError", "The model `%s` does not exist.", g.model);
+        emu_reply_error(c, 404, "The model `%s` does not exist.", g.model);
         emu_request_free(&g);
         return;
     }
     if (g.stream && api == EMU_VLLM_GENERATE) {
-        net_reply_error(c, 400, "BadRequestError",
-                        "stream: streaming is not emulated on /inference/v1/generate");
+        emu_reply_error(c, 400, "stream: streaming is not emulated on /inference/v1/generate");
         emu_request_free(&g);
         return;
     }
@@ -199,7 +198,7 @@ static int query_bool(struct net_call *c, const char *key, bool *out)
     *out = v && is_word(v, yes);
     if (!v || *out || is_word(v, no))
         return 0;
-    net_reply_error(c, 400, "BadRequestError", "%s: expected true or false", key);
+    emu_reply_error(c, 400, "%s: expected true or false", key);
     return -1;
 }
 
@@ -224,7 +223,7 @@ void emu_vllm_pause(void *ctx, struct net_call *c)
     } else if (strcmp(mode, "keep") == 0) {
         emu_pause(in, true);
     } else {
-        net_reply_error(c, 400, "BadRequestError", "mode: expected abort, wait or keep");
+        emu_reply_error(c, 400, "mode: expected abort, wait or keep");
         return;
     }
     if (clear)
@@ -256,8 +255,7 @@ void emu_vllm_sleep(void *ctx, struct net_call *c)
     const char *mode = net_call_query(c, "mode"), *level = net_call_query(c, "level");
     if ((mode && strcmp(mode, "abort") != 0) ||
         (level && strcmp(level, "1") != 0 && strcmp(level, "2") != 0)) {
-        net_reply_error(c, 400, "BadRequestError",
-                        "expected level 1 or 2 and mode abort (the modes emulated)");
+        emu_reply_error(c, 400, "expected level 1 or 2 and mode abort (the modes emulated)");
         return;
     }
     emu_abort(in, NULL);
@@ -305,7 +303,7 @@ static void transfer(struct emu_instance *in, struct net_call *c, const char *ke
     bool ok = json_is_object(json_object_get(b, key));
     json_decref(b);
     if (!ok) {
-        net_reply_error(c, 400, "BadRequestError", "%s: expected an object", key);
+        emu_reply_error(c, 400, "%s: expected an object", key);
         return;
     }
     struct emu_op *op = xcalloc(1, sizeof *op);

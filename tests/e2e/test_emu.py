@@ -76,7 +76,7 @@ def test_vllm_endpoints_answer_as_vllm_does():
                       {"token_ids": PROMPT, "sampling_params": {"max_tokens": 4}})
         assert len(gen["choices"][0]["token_ids"]) == 4
         status, err = post(p, "/v1/completions", {"model": "other", "prompt": "x"})
-        assert status == 404 and err["error"]["type"] == "NotFoundError"
+        assert status == 404 and err["error"]["type"] == "not_found_error"
         _, models = get(p, "/v1/models")
         assert models["data"][0]["id"] == "qwen3-14b"
 
