@@ -502,10 +502,11 @@ static int implausible(const struct calibration *c)
             continue;
         char text[32];
         show(text, sizeof text, (enum cost_constant)k, v);
-        cli_errorf("calibrate: the fit gives %s = %s, outside (0, %g] %s: the points contradict "
-                   "the cost model (docs/calibrate.md, \"When it refuses\"); check the inputs' "
-                   "--model, --hardware and options, or --hold it",
-                   cost_constant_name((enum cost_constant)k), text, hi[k],
+        bool bound = k == COST_CONST_TRAIN_MFU && v > 1.0; /* the fit stops past 1 */
+        cli_errorf("calibrate: the fit gives %s = %s%s, outside (0, %g] %s: the points "
+                   "contradict the cost model (docs/calibrate.md, \"When it refuses\"); check the "
+                   "inputs' --model, --hardware and options, or --hold it",
+                   cost_constant_name((enum cost_constant)k), text, bound ? " or more" : "", hi[k],
                    constant_unit((enum cost_constant)k));
         return LIBRA_EXIT_NEGATIVE;
     }

@@ -340,12 +340,15 @@ static int written_words(const struct export_opt *ex, char **words)
     return n;
 }
 
-static int export_output(const struct cli_common *cc, const struct libra_config *cfg,
+static int export_output(const struct cli_common *cc, const struct sim_input *si,
                          const struct plan_result *r, const struct export_opt *ex)
 {
     char **words = xcalloc((size_t)ex->argc + 1, sizeof *words);
-    struct plan_export_input in = {
-        .plan = r, .cfg = cfg, .argc = written_words(ex, words), .argv = words};
+    struct plan_export_input in = {.plan = r,
+                                   .cfg = si->cfg,
+                                   .model = si->model,
+                                   .argc = written_words(ex, words),
+                                   .argv = words};
     struct libra_error err = {0};
     char *text = NULL;
     int rc = plan_export(ex->format, &in, &text, &err);
@@ -410,7 +413,7 @@ static int run(const struct cli_common *cc, const char *input, const struct expo
     if (rc == 0) {
         if (ex->on) {
             if (pl.plan.feasible) /* else nothing to export: the error below says why */
-                rc = export_output(cc, &cfg, &pl.plan, ex);
+                rc = export_output(cc, &in, &pl.plan, ex);
         } else if (cc->json) {
             json_t *doc = api_plan_json(&cfg, &pl);
             rc = cli_emit_json(cc, doc);

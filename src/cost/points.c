@@ -214,7 +214,10 @@ static int fit_mfu(const struct train_state *t, struct cost_fit_outcome *out)
     for (int it = 0; it < 50; it++) {
         rc = train_linear_fit(t, inv, y, base, x, &out->train);
         double next = out->train.value[0];
-        if (rc || !(next > 0.0)) {
+        /* an estimate past MFU 1 is refused, and the fit lies further out still (the step
+         * rises with 1/MFU, convexly): beyond MFU 1 the compute hides behind the gathers, the
+         * step stops depending on 1/MFU and the next iterate would divide by a slope near 0 */
+        if (rc || !(next >= 1.0)) {
             inv = rc ? inv : next;
             break;
         }

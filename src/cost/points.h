@@ -100,15 +100,17 @@ struct cost_fit_input {
 /* What cost_fit_constants found. */
 struct cost_fit_outcome {
     bool fitted[COST_N_CONSTANTS];
-    double value[COST_N_CONSTANTS]; /* fitted, or held at the input's value */
-    double sd[COST_N_CONSTANTS];    /* standard error of a fitted constant; NAN otherwise or
-                                     * when the fit is exact */
-    struct cost_fit_result decode;  /* the fit over the decode points (when one ran) */
-    struct cost_fit_result train;   /* over the training points */
-    double *decode_modelled;        /* per decode point, under value[]; owned */
-    double *train_modelled;         /* per training point; owned */
-    int undetermined;               /* the constant the points do not determine, or -1 */
-    double independence;            /* its independence (cost_fit_result) */
+    /* fitted, or held at the input's value; a train_mfu fitted past 1 is the first estimate
+     * past 1, a lower bound of the fit (points.c fit_mfu) */
+    double value[COST_N_CONSTANTS];
+    double sd[COST_N_CONSTANTS];   /* standard error of a fitted constant; NAN otherwise or
+                                    * when the fit is exact */
+    struct cost_fit_result decode; /* the fit over the decode points (when one ran) */
+    struct cost_fit_result train;  /* over the training points */
+    double *decode_modelled;       /* per decode point, under value[]; owned */
+    double *train_modelled;        /* per training point; owned */
+    int undetermined;              /* the constant the points do not determine, or -1 */
+    double independence;           /* its independence (cost_fit_result) */
 };
 
 /*

@@ -379,11 +379,9 @@ static int write_format(const struct export_ctx *x, struct strbuf *b, struct lib
         export_k8s(x, b);
         return 0;
     case PLAN_EXPORT_VERL:
-        export_verl(x, b);
-        return 0;
+        return export_verl(x, b, err);
     case PLAN_EXPORT_MEGATRON:
-        export_megatron(x, b);
-        return 0;
+        return export_megatron(x, b, err);
     case PLAN_EXPORT_FORMATS:
         break;
     }
@@ -406,6 +404,7 @@ int plan_export(enum plan_export_format f, const struct plan_export_input *in, c
         .format = f,
         .plan = r,
         .cfg = in->cfg,
+        .model = in->model,
         .argc = in->argc,
         .argv = in->argv,
         .mem_fraction = r->rollout_mem_util > 0.0 ? r->rollout_mem_util : PLAN_EXPORT_MEM_FRACTION,

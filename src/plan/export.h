@@ -90,6 +90,7 @@ void plan_export_layout_free(struct plan_export_layout *l);
 struct plan_export_input {
     const struct plan_result *plan; /* feasible */
     const struct libra_config *cfg; /* the effective config that planned it */
+    const struct spec_model *model; /* its model: the layers a pipeline splits into stages */
     int argc;                       /* the command that made it, for the header: its words */
     char *const *argv;              /* after "libra" ("plan", "--export", "sglang", ...) */
 };

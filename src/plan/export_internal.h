@@ -18,6 +18,7 @@ struct export_ctx {
     enum plan_export_format format;
     const struct plan_result *plan;
     const struct libra_config *cfg;
+    const struct spec_model *model;
     int argc; /* the command's words after "libra" (plan_export_input) */
     char *const *argv;
     char *command; /* "libra plan ...", its words shell-quoted, valid UTF-8 (a byte that is not
@@ -73,13 +74,14 @@ void export_serve_args(struct strbuf *b, const struct export_ctx *x, const char 
                        void (*url)(struct strbuf *b, const struct plan_export_group *g));
 
 /* The formats (export_shell.c, export_cluster.c, export_trainer.c). Each appends the whole
- * output to b; slurm, which can refuse, returns LIBRA_EINVAL with err set; ray returns
+ * output to b; slurm, verl and megatron, which can refuse (a pool no launcher can place
+ * as planned), return LIBRA_EINVAL with err set; ray returns
  * LIBRA_EINTERNAL with err set (and appends nothing) when a member could not be packed. */
 void export_engines_sh(const struct export_ctx *x, enum export_engine e, struct strbuf *b);
 int export_slurm(const struct export_ctx *x, struct strbuf *b, struct libra_error *err);
 int export_ray(const struct export_ctx *x, struct strbuf *b, struct libra_error *err);
 void export_k8s(const struct export_ctx *x, struct strbuf *b);
-void export_verl(const struct export_ctx *x, struct strbuf *b);
-void export_megatron(const struct export_ctx *x, struct strbuf *b);
+int export_verl(const struct export_ctx *x, struct strbuf *b, struct libra_error *err);
+int export_megatron(const struct export_ctx *x, struct strbuf *b, struct libra_error *err);
 
 #endif

@@ -13,34 +13,72 @@
  * nodes) the output says what is lost and how to get the plan anyway.
  */
 #include "plan/export_internal.h"
+#include "util/error.h"
 
-/* How verl lays out a pool of n GPUs on nodes of node_gpus: the same count per node, so
- * whole nodes, one partial node, or else the largest count per node that divides n (which
- * spreads the pool over more nodes than the plan). Returns whether that is the plan's
- * placement. */
-static bool pool_shape(int n, int node_gpus, int *nodes, int *per_node)
+/* How a launcher that takes the same GPU count on every node (verl's pools, torchrun's
+ * --nproc-per-node) lays out a pool of n GPUs on nodes of node_gpus: the largest count per
+ * node that divides n and is a multiple of tp, so that no TP group straddles two nodes, as none
+ * does in the plan (docs/planner.md). Whole nodes or one partial node are the plan's own
+ * placement; a smaller count spreads the pool over more nodes. Returns LIBRA_EINVAL with err
+ * set, naming the pool by what, when no count fits. */
+static int pool_shape(int n, int node_gpus, int tp, const char *what, int *nodes, int *per_node,
+                      struct libra_error *err)
 {
     int d = n < node_gpus ? n : node_gpus;
-    while (n % d)
+    while (d > 0 && (n % d || (tp > 1 && d % tp))) /* any count holds TP 1 */
         d--;
+    if (d <= 0) {
+        error_set(err, NULL, 0, 0,
+                  "the plan's %d %sGPUs have no count per node that divides them and is a "
+                  "multiple of TP %d on nodes of %d, and every node of a pool takes the same count",
+                  n, what, tp, node_gpus);
+        return LIBRA_EINVAL;
+    }
     *per_node = d;
     *nodes = n / d;
-    return d == node_gpus || n < node_gpus;
+    return 0;
 }
 
-static void verl_pool(struct strbuf *b, const char *prefix, const char *what, int n, int node_gpus)
+static int verl_pool(struct strbuf *b, const char *prefix, const char *what, int n, int node_gpus,
+                     int tp, struct libra_error *err)
 {
     int nodes, per_node;
-    if (!pool_shape(n, node_gpus, &nodes, &per_node))
+    if (pool_shape(n, node_gpus, tp, what, &nodes, &per_node, err))
+        return LIBRA_EINVAL;
+    if (nodes != (n + node_gpus - 1) / node_gpus) /* more nodes than the plan's */
         strbuf_printf(b,
                       "# the plan's %d %sGPUs are not whole nodes of %d, and verl takes the same\n"
-                      "# count on every node: %d nodes of %d\n",
-                      n, what, node_gpus, nodes, per_node);
+                      "# count on every node, a multiple of TP %d: %d nodes of %d\n",
+                      n, what, node_gpus, tp, nodes, per_node);
     strbuf_printf(b, "%s.nnodes=%d\n%s.n_gpus_per_node=%d\n", prefix, nodes, prefix, per_node);
+    return 0;
 }
 
-static void verl_training(struct strbuf *b, const struct plan_train_layout *t)
+/*
+ * The layers of the first and last of pp stages where pp does not divide layers (false where
+ * it does: every stage takes layers / pp). Megatron builds layers / pp on each stage unless told
+ * how to split them unevenly (Megatron-LM's --decoder-first/last-pipeline-num-layers, its
+ * TransformerConfig's num_layers_in_first/last_pipeline_stage); the middle stages take the
+ * cost model's ceil(layers / pp), or its floor where that leaves the ends fewer than one each,
+ * and the ends share the rest.
+ */
+static bool uneven_stages(int layers, int pp, int *first, int *last)
 {
+    if (pp < 2 || layers % pp == 0)
+        return false;
+    int middle = (layers + pp - 1) / pp, rest = layers - middle * (pp - 2);
+    if (rest < 2) {
+        middle = layers / pp;
+        rest = layers - middle * (pp - 2);
+    }
+    *first = rest / 2;
+    *last = rest - *first;
+    return true;
+}
+
+static void verl_training(struct strbuf *b, const struct export_ctx *x)
+{
+    const struct plan_train_layout *t = &x->plan->train;
     const char *actor = "actor_rollout_ref.actor";
     if (t->fsdp) {
         strbuf_printf(b,
@@ -72,6 +110,13 @@ static void verl_training(struct strbuf *b, const struct plan_train_layout *t)
                           mc, mc, mc);
         else
             strbuf_printf(b, "%s.override_transformer_config.recompute_granularity=null\n", mc);
+        int first, last;
+        if (uneven_stages(x->model->layers, t->pp, &first, &last))
+            strbuf_printf(b,
+                          "# %d layers over PP %d: the first stage %d, the last %d\n"
+                          "+%s.override_transformer_config.num_layers_in_first_pipeline_stage=%d\n"
+                          "+%s.override_transformer_config.num_layers_in_last_pipeline_stage=%d\n",
+                          x->model->layers, t->pp, first, last, mc, first, mc, last);
         if (t->ep > 1)
             strbuf_printf(b,
                           "# experts: each layer's split over %d GPUs, not tensor-split\n"
@@ -125,7 +170,15 @@ static void verl_rollout(struct strbuf *b, const struct export_ctx *x)
                   tp, x->mem_fraction);
 }
 
-void export_verl(const struct export_ctx *x, struct strbuf *b)
+/* The TP a pool's groups keep on one node: the trainer's, and in a colocated plan also the
+ * engines' that run on the same GPUs in turn (sizes are powers of two: the larger). */
+static int trainer_tp(const struct plan_result *r)
+{
+    int tp = r->train.tp;
+    return r->colocated && largest_tp(r) > tp ? largest_tp(r) : tp;
+}
+
+int export_verl(const struct export_ctx *x, struct strbuf *b, struct libra_error *err)
 {
     const struct plan_result *r = x->plan;
     export_header(b, x);
@@ -144,20 +197,25 @@ void export_verl(const struct export_ctx *x, struct strbuf *b)
         strbuf_puts(b, "# async: training and rollout on GPUs of their own, which verl runs with "
                        "its fully\n# async recipe (the trainer.* and rollout.* pools below); its "
                        "standard trainer\n# colocates them\n");
-    verl_training(b, &r->train);
-    verl_pool(b, "trainer", r->colocated ? "" : "training ", r->colocated ? r->gpus : r->n_train,
-              r->gpus_per_node);
+    verl_training(b, x);
+    if (verl_pool(b, "trainer", r->colocated ? "" : "training ",
+                  r->colocated ? r->gpus : r->n_train, r->gpus_per_node, trainer_tp(r), err))
+        return LIBRA_EINVAL;
     verl_rollout(b, x);
     if (!r->colocated)
-        verl_pool(b, "rollout", "rollout ", r->n_rollout, r->gpus_per_node);
+        return verl_pool(b, "rollout", "rollout ", r->n_rollout, r->gpus_per_node, largest_tp(r),
+                         err);
+    return 0;
 }
 
-void export_megatron(const struct export_ctx *x, struct strbuf *b)
+int export_megatron(const struct export_ctx *x, struct strbuf *b, struct libra_error *err)
 {
     const struct plan_result *r = x->plan;
     const struct plan_train_layout *t = &r->train;
     int nodes, per_node, gpus = r->colocated ? r->gpus : r->n_train;
-    pool_shape(gpus, r->gpus_per_node, &nodes, &per_node);
+    if (pool_shape(gpus, r->gpus_per_node, trainer_tp(r), r->colocated ? "" : "training ", &nodes,
+                   &per_node, err))
+        return LIBRA_EINVAL;
     export_header(b, x);
     strbuf_printf(b,
                   "#\n"
@@ -187,6 +245,13 @@ void export_megatron(const struct export_ctx *x, struct strbuf *b)
                       "# --use-torch-fsdp2 shards it over every DP rank instead: less memory\n"
                       "# and more gradient traffic than planned\n",
                       t->shard_dp * t->cp);
+    int first, last;
+    if (uneven_stages(x->model->layers, t->pp, &first, &last))
+        strbuf_printf(b,
+                      "# %d layers over PP %d: the first stage %d, the last %d\n"
+                      "--decoder-first-pipeline-num-layers %d\n"
+                      "--decoder-last-pipeline-num-layers %d\n",
+                      x->model->layers, t->pp, first, last, first, last);
     if (t->recompute)
         strbuf_puts(b, "--recompute-granularity full\n"
                        "--recompute-method uniform\n"
@@ -194,4 +259,5 @@ void export_megatron(const struct export_ctx *x, struct strbuf *b)
     if (t->ep > 1)
         strbuf_printf(b, "--expert-model-parallel-size %d\n--expert-tensor-parallel-size 1\n",
                       t->ep);
+    return 0;
 }

@@ -12,6 +12,7 @@
  * libra versions with more members still draw.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -185,6 +186,7 @@ static rules plan = {
     "feasible:b!",
     "why:s",
     "mode:s",
+    "gpus:i",
     "gpus_per_node:i",
     "train:o",
     "train/tp:i",
@@ -618,23 +620,62 @@ static int check_seeds(const struct ujson_doc *doc, struct libra_error *err, siz
     return rc;
 }
 
-/* A sweep's cells against its grid: each cell at a point of the summary, and each point with a
- * run per seed (check_seeds). A sweep libra writes has them all (a failed run is a cell with
- * its error); one cut short would draw medians of fewer seeds than its captions say, or leave
- * points out. */
+/* A sweep libra writes runs one seed or more (--seeds N, N >= 1) at one grid point or more:
+ * without them its cells would be drawn as medians over seeds and points the captions do not
+ * name, so an empty or missing seeds or summary is an edited sweep, never an empty one. */
+static int check_grid(const struct ujson_doc *doc, struct libra_error *err, size_t points,
+                      size_t seeds)
+{
+    size_t cells = json_array_size(json_object_get(doc->root, "cells"));
+    if (seeds == 0)
+        return ujson_errorf(err, doc, "seeds",
+                            "no seed, where a sweep runs one or more (its cells hold %zu run%s): "
+                            "the sweep is edited",
+                            cells, cells == 1 ? "" : "s");
+    if (points == 0)
+        return ujson_errorf(err, doc, "summary",
+                            "no grid point, where a sweep has one or more (its cells hold %zu "
+                            "run%s): the sweep is edited",
+                            cells, cells == 1 ? "" : "s");
+    return 0;
+}
+
+/* A cell is a run: its result, or its error when the run failed (sim/sweep.c writes one of
+ * them). A cell with neither would count as a run of its seed while its figures draw the
+ * other seeds' medians alone. */
+static int check_run(const struct ujson_doc *doc, struct libra_error *err, size_t i)
+{
+    const json_t *cell = json_array_get(json_object_get(doc->root, "cells"), i);
+    bool result = json_is_object(json_object_get(cell, "result"));
+    if (result != json_is_object(json_object_get(cell, "error")))
+        return 0;
+    char path[40];
+    snprintf(path, sizeof path, "cells/%zu/%s", i, result ? "error" : "result");
+    return ujson_errorf(err, doc, path,
+                        result ? "a cell holds its run's result or its error, not both"
+                               : "missing: a cell holds its run's result, or its error where "
+                                 "the run failed");
+}
+
+/* A sweep's cells against its grid: each cell a run (check_run) at a point of the summary, and
+ * each point with a run per seed (check_seeds). A sweep libra writes has them all (a failed
+ * run is a cell with its error); one cut short would draw medians of fewer seeds than its
+ * captions say, or leave points out. */
 static int check_cells(const struct ujson_doc *doc, struct libra_error *err)
 {
     const json_t *cells = json_object_get(doc->root, "cells");
     size_t points = json_array_size(json_object_get(doc->root, "summary"));
     size_t seeds = json_array_size(json_object_get(doc->root, "seeds"));
-    if (points == 0 || seeds == 0)
-        return 0; /* the page says what it cannot draw */
+    int rc = check_grid(doc, err, points, seeds);
+    if (rc)
+        return rc;
     size_t *runs = xcalloc(points, sizeof *runs);
-    int rc = 0;
     for (size_t i = 0; rc == 0 && i < json_array_size(cells); i++) {
         const json_t *p = json_object_get(json_array_get(cells, i), "point");
         char path[40];
         snprintf(path, sizeof path, "cells/%zu/point", i);
+        if ((rc = check_run(doc, err, i)) != 0)
+            break;
         if (!json_is_number(p)) /* 'i' where present: a cell without a point is no run of it */
             rc = ujson_errorf(err, doc, path, "missing: a cell is the run of a grid point");
         else if (json_number_value(p) >= (double)points)
@@ -651,6 +692,207 @@ static int check_cells(const struct ujson_doc *doc, struct libra_error *err)
                               p, runs[p], runs[p] == 1 ? "" : "s", seeds);
     free(runs);
     return rc ? rc : check_seeds(doc, err, points);
+}
+
+/* A plan's rollout engine as its placement's GPUs give it. */
+struct engine_seen {
+    double tp, node;
+    size_t gpus, at_node, at_gpu; /* the first GPU's placement/AT_NODE/gpus/AT_GPU */
+};
+
+/* What the placement must agree with: the plan's GPUs per node and its engines. */
+struct placement_walk {
+    const struct ujson_doc *doc;
+    struct libra_error *err;
+    const json_t *tps;           /* rollout.instances: {"tpN": count}, or NULL */
+    size_t n_engines;            /* the sum of tps' counts */
+    struct engine_seen *engines; /* by instance id */
+    char path[80];
+};
+
+/* Refuses the member of placement/I (or of its GPU G, G >= 0). */
+__attribute__((format(printf, 5, 6))) static int placement_errorf(struct placement_walk *p,
+                                                                  size_t i, long g,
+                                                                  const char *member,
+                                                                  const char *fmt, ...)
+{
+    char msg[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (g < 0)
+        snprintf(p->path, sizeof p->path, "placement/%zu/%s", i, member);
+    else
+        snprintf(p->path, sizeof p->path, "placement/%zu/gpus/%ld/%s", i, g, member);
+    return ujson_errorf(p->err, p->doc, p->path, "%s", msg);
+}
+
+/* The engine a GPU of node i serves, if any: an instance id of the plan, of a TP it plans, on
+ * one node with the engine's other GPUs (an engine's TP group never straddles nodes). */
+static int check_engine_gpu(struct placement_walk *p, const json_t *x, size_t i, size_t g,
+                            double node)
+{
+    const json_t *inst = json_object_get(x, "instance"), *tp = json_object_get(x, "instance_tp");
+    if (!inst && !tp)
+        return 0;
+    if (!inst || !tp) { /* placed at the GPU, as the rules place a missing member */
+        snprintf(p->path, sizeof p->path, "placement/%zu/gpus/%zu", i, g);
+        return ujson_errorf(p->err, p->doc, p->path,
+                            "%s: missing: a GPU of an engine carries its instance and its TP",
+                            inst ? "instance_tp" : "instance");
+    }
+    double id = json_number_value(inst), t = json_number_value(tp);
+    char key[32];
+    snprintf(key, sizeof key, "tp%.0f", t);
+    if (!(id < (double)p->n_engines))
+        return placement_errorf(p, i, (long)g, "instance",
+                                "%.0f is no instance of the plan's %zu (rollout.instances)", id,
+                                p->n_engines);
+    if (!(json_number_value(json_object_get(p->tps, key)) > 0))
+        return placement_errorf(p, i, (long)g, "instance_tp",
+                                "%.0f is no TP of the plan's instances (rollout.instances)", t);
+    struct engine_seen *e = &p->engines[(size_t)id];
+    if (e->gpus == 0)
+        *e = (struct engine_seen){t, node, 0, i, g};
+    if (e->tp != t)
+        return placement_errorf(p, i, (long)g, "instance_tp",
+                                "%.0f where the other GPUs of instance %.0f say %.0f", t, id,
+                                e->tp);
+    if (e->node != node)
+        return placement_errorf(p, i, (long)g, "instance",
+                                "instance %.0f on node %.0f, its other GPUs on node %.0f: an "
+                                "engine's TP group is on one node",
+                                id, node, e->node);
+    e->gpus++;
+    return 0;
+}
+
+/* Node i: a number below the placement's node count, once; its GPUs each below gpus_per_node
+ * (gpn, NAN when absent), once, with their engines. */
+static int check_node(struct placement_walk *p, const json_t *nodes, size_t i, double gpn,
+                      size_t *node_at, size_t *placed)
+{
+    const json_t *node = json_array_get(nodes, i), *gpus = json_object_get(node, "gpus");
+    double n = json_number_value(json_object_get(node, "node"));
+    size_t count = json_array_size(nodes);
+    if (!(n < (double)count))
+        return placement_errorf(p, i, -1, "node", "%.0f is no node of the placement's %zu", n,
+                                count);
+    if (node_at[(size_t)n])
+        return placement_errorf(p, i, -1, "node",
+                                "node %.0f is placed twice (placement %zu and %zu)", n,
+                                node_at[(size_t)n] - 1, i);
+    node_at[(size_t)n] = i + 1;
+    size_t slots = json_array_size(gpus);
+    size_t *gpu_at = xcalloc(slots + 1, sizeof *gpu_at);
+    int rc = 0;
+    for (size_t g = 0; rc == 0 && g < slots; g++) {
+        const json_t *x = json_array_get(gpus, g);
+        double k = json_number_value(json_object_get(x, "gpu"));
+        if (!(k < gpn) && !isnan(gpn))
+            rc = placement_errorf(p, i, (long)g, "gpu",
+                                  "%.0f is no GPU of a node of %.0f (gpus_per_node)", k, gpn);
+        else if (!(k < (double)slots))
+            rc = placement_errorf(p, i, (long)g, "gpu",
+                                  "%.0f is no GPU of node %.0f, which places %zu numbered from 0",
+                                  k, n, slots);
+        else if (gpu_at[(size_t)k])
+            rc = placement_errorf(p, i, (long)g, "gpu",
+                                  "GPU %.0f of node %.0f is placed twice (gpus %zu and %zu)", k, n,
+                                  gpu_at[(size_t)k] - 1, g);
+        else if (!p->tps || (rc = check_engine_gpu(p, x, i, g, n)) == 0)
+            gpu_at[(size_t)k] = g + 1;
+    }
+    free(gpu_at);
+    *placed += slots;
+    return rc;
+}
+
+/* Every engine of rollout.instances is placed whole: as many GPUs as its TP, and as many
+ * engines of each TP as the plan has. */
+static int check_engines_placed(struct placement_walk *p)
+{
+    for (size_t k = 0; k < p->n_engines; k++) {
+        const struct engine_seen *e = &p->engines[k];
+        if (e->gpus != 0 && (double)e->gpus == e->tp)
+            continue;
+        if (e->gpus == 0)
+            return ujson_errorf(p->err, p->doc, "placement",
+                                "instance %zu of the plan's %zu (rollout.instances) has no GPU", k,
+                                p->n_engines);
+        return placement_errorf(p, e->at_node, (long)e->at_gpu, "instance",
+                                "instance %zu holds %zu GPUs where its TP is %.0f", k, e->gpus,
+                                e->tp);
+    }
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)p->tps, key, v)
+    {
+        size_t n = 0;
+        char tp[32];
+        for (size_t k = 0; k < p->n_engines; k++) {
+            snprintf(tp, sizeof tp, "tp%.0f", p->engines[k].tp);
+            n += strcmp(tp, key) == 0;
+        }
+        if ((double)n != json_number_value(v))
+            return ujson_errorf(p->err, p->doc, "placement",
+                                "%zu instances of TP %s placed where rollout.instances has %.0f", n,
+                                key + 2, json_number_value(v));
+    }
+    return 0;
+}
+
+/* The plan's engines (the sum of rollout.instances), at most one per GPU placed: a count
+ * libra never writes is refused before anything the size of it is made. */
+static int count_engines(struct placement_walk *p, const json_t *nodes)
+{
+    double engines = 0, slots = 0;
+    const char *key;
+    const json_t *v;
+    json_object_foreach((json_t *)p->tps, key, v)
+    {
+        engines += json_number_value(v);
+    }
+    for (size_t i = 0; i < json_array_size(nodes); i++)
+        slots += (double)json_array_size(json_object_get(json_array_get(nodes, i), "gpus"));
+    if (engines > slots)
+        return ujson_errorf(p->err, p->doc, "rollout/instances",
+                            "%.0f instances where the placement has %.0f GPUs", engines, slots);
+    p->n_engines = (size_t)engines;
+    return 0;
+}
+
+/* A feasible plan's placement against the plan: each node and GPU once and in range, every
+ * GPU of the plan placed, every engine whole on one node. A value libra never writes would
+ * draw a GPU off its node's row, two cells in one, or an engine of a TP the plan has not. */
+static int check_placement(const struct ujson_doc *doc, struct libra_error *err)
+{
+    const json_t *root = doc->root, *nodes = json_object_get(root, "placement");
+    if (!json_is_true(json_object_get(root, "feasible")) || !json_is_array(nodes))
+        return 0;
+    struct placement_walk p = {.doc = doc, .err = err};
+    p.tps = json_object_get(json_object_get(root, "rollout"), "instances");
+    p.tps = json_is_object(p.tps) ? p.tps : NULL;
+    const json_t *gpn = json_object_get(root, "gpus_per_node"),
+                 *gpus = json_object_get(root, "gpus");
+    size_t n = json_array_size(nodes), placed = 0;
+    int rc = count_engines(&p, nodes);
+    if (rc)
+        return rc;
+    size_t *node_at = xcalloc(n + 1, sizeof *node_at);
+    p.engines = xcalloc(p.n_engines + 1, sizeof *p.engines);
+    for (size_t i = 0; rc == 0 && i < n; i++)
+        rc = check_node(&p, nodes, i, json_is_number(gpn) ? json_number_value(gpn) : NAN, node_at,
+                        &placed);
+    if (rc == 0 && json_is_number(gpus) && (double)placed != json_number_value(gpus))
+        rc = ujson_errorf(err, doc, "placement", "%zu GPUs placed where the plan has %.0f (gpus)",
+                          placed, json_number_value(gpus));
+    if (rc == 0 && p.tps)
+        rc = check_engines_placed(&p);
+    free(node_at);
+    free(p.engines);
+    return rc;
 }
 
 /* Each policy's confusion matrix is square: a row per true bucket, a count per chosen one. */
@@ -701,6 +943,8 @@ int report_check_shape(const struct ujson_doc *doc, enum report_kind kind, struc
     }
     if (rc == 0 && kind == REPORT_SWEEP)
         rc = check_cells(doc, err);
+    if (rc == 0 && kind == REPORT_PLAN)
+        rc = check_placement(doc, err);
     if (rc == 0 && kind == REPORT_ROUTE)
         rc = check_confusion(doc, err);
     if (rc == 0 && kind == REPORT_ROUTE)

@@ -276,10 +276,15 @@ def test_the_gateway_decides_on_the_planned_experiment(stubs, tmp_path):
     assert r.returncode == 3, r.stderr
 
 
+ONE_ENGINE = ["--gpus", "16", "--set", "plan.verify_candidates=0"]  # 8 train + 1 x TP8
+
+
 @pytest.mark.parametrize("fmt", ["sglang", "vllm", "slurm"])
-def test_scripts_are_posix_sh(fmt, tmp_path):
+@pytest.mark.parametrize("plan", [HETERO, ONE_ENGINE], ids=["hetero", "one-engine"])
+def test_scripts_are_posix_sh(fmt, plan, tmp_path):
+    """shellcheck passes the scripts of a fleet of several engines and of one."""
     script = tmp_path / "export.sh"
-    script.write_text(export(fmt, HETERO))
+    script.write_text(export(fmt, plan))
     r = subprocess.run(["shellcheck", "-s", "sh", str(script)], capture_output=True, text=True)
     assert r.returncode == 0, r.stdout
 

@@ -175,12 +175,16 @@ static void test_format_names(void **state)
     assert_int_equal(plan_export_format_parse("", &f), LIBRA_EINVAL);
 }
 
+/* The fixtures' model: layers that their pipelines (PP 1) take whole. */
+static const struct spec_model model = {.name = "m", .layers = 40};
+
 /* Exports fixture f as format; returns the code, *out the text (NULL on error). */
 static int export_as(const struct fixture *f, enum plan_export_format format, char **out,
                      struct libra_error *err)
 {
     char *argv[] = {"plan", "--export", (char *)plan_export_format_name(format)};
-    struct plan_export_input in = {.plan = &f->r, .cfg = &f->cfg, .argc = 3, .argv = argv};
+    struct plan_export_input in = {
+        .plan = &f->r, .cfg = &f->cfg, .model = &model, .argc = 3, .argv = argv};
     return plan_export(format, &in, out, err);
 }
 
@@ -302,7 +306,8 @@ static void test_header_names_the_command_on_its_line(void **state)
          "0011",
          false);
     char *argv[] = {"plan", "my config.json", "--set", "a=it's", "x\ny", "--export", "verl"};
-    struct plan_export_input in = {.plan = &f.r, .cfg = &f.cfg, .argc = 7, .argv = argv};
+    struct plan_export_input in = {
+        .plan = &f.r, .cfg = &f.cfg, .model = &model, .argc = 7, .argv = argv};
     struct libra_error err = {0};
     char *out;
     assert_int_equal(plan_export(PLAN_EXPORT_VERL, &in, &out, &err), 0);

@@ -393,9 +393,11 @@ static void test_odd_values(void **state)
         "9007199254740992}}, \"x\": {\"timeline\": {\"steps\": {\"first\": 3, \"last\": 3}, "
         "\"from_s\": 5, \"to_s\": 1, \"instances\": [{\"busy_share\": 1}, {\"tp\": 0, "
         "\"requests\": 0, \"intervals\": [[0, 1, \"sync\"], [2, 2, \"sync\"]]}]}}}}",
-        "{\"schema\": \"libra.sim-sweep/1\", \"summary\": [{}], \"cells\": [{}]}",
-        "{\"schema\": \"libra.sim-sweep/1\", \"grid\": [{\"key\": \"k\"}], \"summary\": [{}, {}],"
-        " \"cells\": [{\"point\": 1, \"result\": {\"modes\": {\"libra\": {\"run\": "
+        "{\"schema\": \"libra.sim-sweep/1\", \"seeds\": [1], \"summary\": [{}], \"cells\": "
+        "[{\"point\": 0, \"seed\": 1, \"result\": {\"modes\": {}}}]}",
+        "{\"schema\": \"libra.sim-sweep/1\", \"grid\": [{\"key\": \"k\"}], \"seeds\": [1], "
+        "\"summary\": [{}, {}], \"cells\": [{\"point\": 0, \"seed\": 1, \"error\": {}}, "
+        "{\"point\": 1, \"seed\": 1, \"result\": {\"modes\": {\"libra\": {\"run\": "
         "{\"mean_step_s\": 3}}}}}]}",
     };
     for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
