@@ -268,7 +268,8 @@ static int open_capture(struct gw *g)
                              .workload = (char *)cfg->workload.name,
                              .model = (char *)cfg->model.name};
     char err[768];
-    int rc = gw_outfile_open(&g->capture, g->opt.capture_path, err, sizeof err);
+    int rc = gw_outfile_open(&g->capture, g->opt.capture_path, "{\"libra_trace\":", "--capture",
+                             err, sizeof err);
     if (rc == 0 && g->capture.head)
         rc = same_trace(&g->capture, &h, err, sizeof err);
     if (rc == 0 && g->capture.head) {
@@ -289,7 +290,8 @@ static int open_decisions(struct gw *g)
 {
     char err[768];
     struct gw_outfile *f = &g->decisions;
-    int rc = gw_outfile_open(f, g->opt.decisions_path, err, sizeof err);
+    int rc = gw_outfile_open(f, g->opt.decisions_path, "{\"trajectory\":", "--decisions", err,
+                             sizeof err);
     json_t *first = rc == 0 && f->head ? json_loads(f->head, 0, NULL) : NULL;
     if (rc == 0 && f->head && !json_object_get(first, "trajectory")) {
         snprintf(err, sizeof err,

@@ -34,8 +34,31 @@ static ssize_t read_at(int fd, char *buf, size_t size, off_t offset)
     return (ssize_t)got;
 }
 
+/* Whether the n bytes of buf, a whole file without a newline, are the start of a first line
+ * the gateway writes (one that begins with opening). */
+static bool cut_first_line(const char *buf, ssize_t n, const char *opening)
+{
+    size_t len = strlen(opening), k = (size_t)n < len ? (size_t)n : len;
+    return n < GW_OUTFILE_HEAD_MAX && memcmp(buf, opening, k) == 0;
+}
+
+/* Empties f, a first line cut short, saying so for what. */
+static int empty_cut(struct gw_outfile *f, ssize_t n, const char *what, char *err, size_t err_size)
+{
+    if (ftruncate(f->fd, 0) != 0) {
+        error_text(err, err_size, "cannot mend '%s': %s", f->path, error_strerror(errno));
+        return LIBRA_EIO;
+    }
+    fprintf(stderr,
+            "libra: serve: %s '%s': its first line was cut short (a stop while it was written): "
+            "its %lld bytes are removed\n",
+            what, f->path, (long long)n);
+    return 0;
+}
+
 /* The kept file's first line into f->head. */
-static int read_head(struct gw_outfile *f, char *err, size_t err_size)
+static int read_head(struct gw_outfile *f, const char *opening, const char *what, char *err,
+                     size_t err_size)
 {
     char *buf = xmalloc(GW_OUTFILE_HEAD_MAX);
     ssize_t n = read_at(f->fd, buf, GW_OUTFILE_HEAD_MAX, 0);
@@ -44,6 +67,8 @@ static int read_head(struct gw_outfile *f, char *err, size_t err_size)
     if (n < 0) {
         error_text(err, err_size, "cannot read '%s': %s", f->path, error_strerror(errno));
         rc = LIBRA_EIO;
+    } else if (!nl && cut_first_line(buf, n, opening)) {
+        rc = empty_cut(f, n, what, err, err_size);
     } else if (!nl) {
         error_text(err, err_size,
                    "'%s': no whole line in its first %d KiB: not a file of lines to append to",
@@ -56,7 +81,8 @@ static int read_head(struct gw_outfile *f, char *err, size_t err_size)
     return rc;
 }
 
-int gw_outfile_open(struct gw_outfile *f, const char *path, char *err, size_t err_size)
+int gw_outfile_open(struct gw_outfile *f, const char *path, const char *opening, const char *what,
+                    char *err, size_t err_size)
 {
     *f = (struct gw_outfile){.fd = -1, .path = path};
     struct stat st;
@@ -72,7 +98,7 @@ int gw_outfile_open(struct gw_outfile *f, const char *path, char *err, size_t er
     }
     f->fd = fd;
     f->regular = S_ISREG(st.st_mode);
-    int rc = f->regular && st.st_size > 0 ? read_head(f, err, err_size) : 0;
+    int rc = f->regular && st.st_size > 0 ? read_head(f, opening, what, err, err_size) : 0;
     if (rc != 0)
         gw_outfile_close(f);
     return rc;

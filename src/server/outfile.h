@@ -30,12 +30,16 @@ struct gw_outfile {
 
 /*
  * Opens path for appending, created when absent. When it is a regular file that is not empty,
- * f->head is its first line, for the caller to judge before anything is written or cut. Returns
- * 0; LIBRA_EIO with err when it cannot be opened or read; LIBRA_EINVAL when it is not empty but
- * its first GW_OUTFILE_HEAD_MAX bytes hold no whole line (not a file of lines). *f is closed
- * (fd -1) on error.
+ * f->head is its first line, for the caller to judge before anything is written or cut. A file
+ * that is only a first line cut short (no newline, and its bytes the start of one that begins
+ * with opening: the gateway's own, stopped while it wrote it) is emptied, saying so on standard
+ * error for `what` ("--capture"), and f->head is NULL. Returns 0; LIBRA_EIO with err when it
+ * cannot be opened, read or emptied; LIBRA_EINVAL when it is not empty but its first
+ * GW_OUTFILE_HEAD_MAX bytes hold no whole line (not a file of lines). *f is closed (fd -1) on
+ * error.
  */
-int gw_outfile_open(struct gw_outfile *f, const char *path, char *err, size_t err_size);
+int gw_outfile_open(struct gw_outfile *f, const char *path, const char *opening, const char *what,
+                    char *err, size_t err_size);
 
 /*
  * Cuts off the last line of a kept file when it is cut short (no newline at its end: the

@@ -104,6 +104,7 @@ static void collect_meta(struct gw *g, struct gw_store *st)
     put_meta(st, "layout", layout);
     put_meta_int(st, "step", (long long)g->step);
     put_meta_int(st, "updates", (long long)g->updates);
+    put_meta_int(st, "next_engine_id", (long long)g->next_engine_id); /* ids are never reused */
     char pool[GW_POOL_REPLICAS_MAX * (GW_URL_MAX + 1)];
     gw_pool_urls(g, pool, sizeof pool);
     put_meta(st, "pool", pool);

@@ -121,6 +121,11 @@ static int read_meta(void *arg, const struct gw_store_row *row)
         if (gw_update_rec_parse(row->body ? row->body : "", row->len, &g->persist->update, msg,
                                 sizeof msg) != 0)
             return row_error(rd, "meta.update.%s", msg);
+    } else if (strcmp(row->key, "next_engine_id") == 0) {
+        if (!counter_value(row->body, &n))
+            return row_error(rd, "meta.next_engine_id: expected an id from 0 to 2^62");
+        if (n > g->next_engine_id) /* a removed engine's id is not given again */
+            g->next_engine_id = n;
     } else if (strcmp(row->key, "updates") == 0) {
         if (!counter_value(row->body, &n))
             return row_error(rd, "meta.updates: expected a count from 0 to 2^62");
@@ -376,11 +381,10 @@ int gw_persist_restore(struct gw *g, char *err, size_t err_size)
         return rc;
     new_versions(g);
     p->replay_ms = (gw_now() - t0) * 1e3;
-    if (p->replayed_trajs || p->replayed_steps || p->restored_live)
-        fprintf(stderr,
-                "libra: serve: state: %s: replayed %lld learnt trajectories and %lld steps, "
-                "restored %lld live trajectories, in %.0f ms\n",
-                g->opt.state_dir, (long long)p->replayed_trajs, (long long)p->replayed_steps,
-                (long long)p->restored_live, p->replay_ms);
+    fprintf(stderr, /* nothing replayed too: the operator sees which state dir was taken */
+            "libra: serve: state: %s: replayed %lld learnt trajectories and %lld steps, "
+            "restored %lld live trajectories, in %.0f ms\n",
+            g->opt.state_dir, (long long)p->replayed_trajs, (long long)p->replayed_steps,
+            (long long)p->restored_live, p->replay_ms);
     return gw_store_start(p->st, g->base, gw_persist_collect, g, err, err_size);
 }

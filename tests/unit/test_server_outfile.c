@@ -52,12 +52,12 @@ static void test_a_new_file_is_made_and_a_kept_one_appended_to(void **state)
     const char *path = fresh("kept");
     struct gw_outfile f;
     char err[512];
-    assert_int_equal(gw_outfile_open(&f, path, err, sizeof err), 0);
+    assert_int_equal(gw_outfile_open(&f, path, "{\"x\":", "--x", err, sizeof err), 0);
     assert_null(f.head); /* nothing kept */
     assert_true(f.regular);
     append(&f, "{\"a\": 1}\n");
     assert_int_equal(gw_outfile_close(&f), 0);
-    assert_int_equal(gw_outfile_open(&f, path, err, sizeof err), 0);
+    assert_int_equal(gw_outfile_open(&f, path, "{\"x\":", "--x", err, sizeof err), 0);
     assert_string_equal(f.head, "{\"a\": 1}");
     assert_int_equal(gw_outfile_mend(&f, "--test", err, sizeof err), 0);
     append(&f, "{\"b\": 2}\n");
@@ -72,7 +72,7 @@ static void test_only_a_last_line_cut_short_is_cut_off(void **state)
     struct gw_outfile f;
     char err[512];
     put(path, "head\nwhole\ncut sho");
-    assert_int_equal(gw_outfile_open(&f, path, err, sizeof err), 0);
+    assert_int_equal(gw_outfile_open(&f, path, "{\"x\":", "--x", err, sizeof err), 0);
     assert_string_equal(f.head, "head");
     assert_int_equal(gw_outfile_mend(&f, "--test", err, sizeof err), 0);
     append(&f, "next\n");
@@ -86,7 +86,7 @@ static void test_only_a_last_line_cut_short_is_cut_off(void **state)
     FILE *out = fopen(path, "a");
     fputs(long_line, out);
     fclose(out);
-    assert_int_equal(gw_outfile_open(&f, path, err, sizeof err), 0);
+    assert_int_equal(gw_outfile_open(&f, path, "{\"x\":", "--x", err, sizeof err), 0);
     assert_int_equal(gw_outfile_mend(&f, "--test", err, sizeof err), 0);
     assert_int_equal(gw_outfile_close(&f), 0);
     assert_string_equal(content(path), "head\n");
@@ -100,12 +100,13 @@ static void test_a_file_without_a_line_is_refused_untouched(void **state)
     struct gw_outfile f;
     char err[512];
     put(path, "no newline at all");
-    assert_int_equal(gw_outfile_open(&f, path, err, sizeof err), LIBRA_EINVAL);
+    assert_int_equal(gw_outfile_open(&f, path, "{\"x\":", "--x", err, sizeof err), LIBRA_EINVAL);
     assert_non_null(strstr(err, "no whole line in its first 64 KiB"));
     assert_int_equal(f.fd, -1);
     assert_string_equal(content(path), "no newline at all");
     remove(path);
-    assert_int_equal(gw_outfile_open(&f, "/nonexistent-dir/x", err, sizeof err), LIBRA_EIO);
+    assert_int_equal(gw_outfile_open(&f, "/nonexistent-dir/x", "{\"x\":", "--x", err, sizeof err),
+                     LIBRA_EIO);
     assert_string_equal(err, "cannot open '/nonexistent-dir/x': no such file or directory");
 }
 
@@ -113,16 +114,38 @@ static void test_a_failed_write_stops_the_file_with_why(void **state)
 {
     struct gw_outfile f;
     char err[512];
-    assert_int_equal(gw_outfile_open(&f, "/dev/full", err, sizeof err), 0);
+    assert_int_equal(gw_outfile_open(&f, "/dev/full", "{\"x\":", "--x", err, sizeof err), 0);
     assert_false(f.regular); /* a device: written in place, never read */
     assert_null(f.head);
     assert_int_equal(gw_outfile_write(&f, "x\n", 2), -1);
     assert_string_equal(f.error, "cannot write '/dev/full': no space left on device");
     assert_int_equal(gw_outfile_write(&f, "y\n", 2), -1); /* nothing more */
     assert_int_equal(gw_outfile_close(&f), -1);
-    assert_int_equal(gw_outfile_open(&f, "/dev/null", err, sizeof err), 0);
+    assert_int_equal(gw_outfile_open(&f, "/dev/null", "{\"x\":", "--x", err, sizeof err), 0);
     append(&f, "x\n");
     assert_int_equal(gw_outfile_close(&f), 0);
+}
+
+/* A file that is only the start of a first line of the gateway's own (a stop while it wrote
+ * it) is emptied and taken as new; any other file without a line stays refused. */
+static void test_a_first_line_cut_short_is_removed(void **state)
+{
+    (void)state;
+    const char *path = fresh("cuthead");
+    struct gw_outfile f;
+    char err[512];
+    for (size_t i = 0; i < 2; i++) {
+        put(path, i ? "{\"x\"" : "{\"x\":1,\"y\":");
+        assert_int_equal(gw_outfile_open(&f, path, "{\"x\":", "--x", err, sizeof err), 0);
+        assert_null(f.head);
+        append(&f, "{\"x\":2}\n");
+        assert_int_equal(gw_outfile_close(&f), 0);
+        assert_string_equal(content(path), "{\"x\":2}\n");
+    }
+    put(path, "{\"z\":1");
+    assert_int_equal(gw_outfile_open(&f, path, "{\"x\":", "--x", err, sizeof err), LIBRA_EINVAL);
+    assert_string_equal(content(path), "{\"z\":1");
+    remove(path);
 }
 
 int main(void)
@@ -131,6 +154,7 @@ int main(void)
         cmocka_unit_test(test_a_new_file_is_made_and_a_kept_one_appended_to),
         cmocka_unit_test(test_only_a_last_line_cut_short_is_cut_off),
         cmocka_unit_test(test_a_file_without_a_line_is_refused_untouched),
+        cmocka_unit_test(test_a_first_line_cut_short_is_removed),
         cmocka_unit_test(test_a_failed_write_stops_the_file_with_why),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
