@@ -290,7 +290,7 @@ def test_kill_9_under_load_loses_no_acknowledged_event_and_replays_to_the_same_t
           % (load_s, kills, learns, steps, feed_s))
 
 
-# ---- restarts, schema, failures, graceful stop -----------------------------------------------------
+# ---- restarts, schema, failures, graceful stop ----------------------------------------------
 
 def turn(port, tid, ids, gen):
     """One turn of trajectory tid; returns (status, the router's X-Libra-Decision)."""
