@@ -19,6 +19,8 @@ import os
 import re
 import subprocess
 
+import pytest
+
 LIBRA = os.environ["LIBRA_BIN"]
 
 
@@ -94,15 +96,20 @@ def test_verl_row_checks_name_the_row_in_a_later_file(tmp_path):
 # ---- missing keys in nested objects -------------------------------------------------------------
 
 
-def test_tau_bench_missing_role_points_at_its_message(tmp_path):
-    """A tau-bench message without a role is reported at the message object's line and
-    column."""
-    doc = tmp_path / "nm.json"
-    doc.write_text('[{"task_id":1,"trial":0,"traj":[{"content":"x"},'
-                   '{"role":"assistant","content":"a"}]}]\n')
-    r = run("trace", "import", "--from", "tau-bench", str(doc))
+@pytest.mark.parametrize("fmt,name,text,where", [
+    ("tau-bench", "nm.json", '[{"task_id":1,"trial":0,"traj":[{"content":"x"},'
+     '{"role":"assistant","content":"a"}]}]\n', "1:33: 0.traj.0.role"),
+    ("swe-agent", "nm.traj", '{"trajectory":[{"observation":"x","response":"r"}],"history":[],'
+     '"info":{}}\n', "1:16: trajectory.0.action"),
+])
+def test_a_missing_key_points_at_the_object_lacking_it(tmp_path, fmt, name, text, where):
+    """A tau-bench message without a role, a SWE-agent step without an action: reported at the
+    line and column of the object that lacks the key."""
+    doc = tmp_path / name
+    doc.write_text(text)
+    r = run("trace", "import", "--from", fmt, str(doc))
     assert r.returncode == 2, r.stderr
-    assert f"libra: {doc}:1:33: 0.traj.0.role: missing" in r.stderr
+    assert f"libra: {doc}:{where}: missing" in r.stderr
 
 
 def test_tau_bench_missing_key_on_a_later_line(tmp_path):
@@ -118,16 +125,6 @@ def test_tau_bench_missing_key_on_a_later_line(tmp_path):
     r = run("trace", "import", "--from", "tau-bench", str(doc))
     assert r.returncode == 2, r.stderr
     assert f"libra: {doc}:{line}:{col}: 0.traj.1.role: missing" in r.stderr
-
-
-def test_swe_agent_missing_action_points_at_its_step(tmp_path):
-    """A SWE-agent step without an action is reported at the step object's line and column."""
-    doc = tmp_path / "nm.traj"
-    doc.write_text('{"trajectory":[{"observation":"x","response":"r"}],"history":[],'
-                   '"info":{}}\n')
-    r = run("trace", "import", "--from", "swe-agent", str(doc))
-    assert r.returncode == 2, r.stderr
-    assert f"libra: {doc}:1:16: trajectory.0.action: missing" in r.stderr
 
 
 def test_openai_chat_missing_function_name_points_at_the_function(tmp_path):
