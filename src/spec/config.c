@@ -745,6 +745,13 @@ static bool splits_searched(const struct libra_config *c)
     return libra_planned(c) || async_splits_tuned(c);
 }
 
+/* The rollout GPUs kept bind where splits are searched, and where libra's elastic pool lends
+ * hybrids (it keeps that many rolling out when it reclaims). */
+static bool rollout_floor_on(const struct libra_config *c)
+{
+    return splits_searched(c) || (libra_on(c) && c->ehp.enabled);
+}
+
 /* A count of candidates to simulate acts in libra plan on async plans only (0 is verification
  * off, whatever the mode). */
 static bool plan_verify_count_acts(const struct libra_config *c)
@@ -836,7 +843,8 @@ static const struct spec_dependent dependents[] = {
     LIBRA_PLANNED_KEY("plan.min_tp_sizes", libra_planned),
     LIBRA_PLANNED_KEY("plan.tp_pattern", libra_planned),
     SPLITS_KEY("plan.min_train_gpus"),
-    SPLITS_KEY("plan.min_rollout_gpus"),
+    {"plan.min_rollout_gpus", rollout_floor_on, SPLITS_SEARCHED ", or libra with ehp.enabled",
+     SPEC_READ_SIM, "sim.modes", NULL},
     SPLITS_KEY("plan.granularity_gpus"),
     {"ehp.signal", pool_on, "ehp.enabled", ~(unsigned)SPEC_READ_SERVE, NULL, NULL},
     {"plan.verify_candidates", plan_verify_count_acts, "plan.mode async", SPEC_READ_PLAN, NULL,
