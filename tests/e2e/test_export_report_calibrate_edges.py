@@ -86,6 +86,11 @@ ROLLOUT_NODE = 3  # the default plan: training on nodes 0-2, three TP8 engines o
     (lambda d: gpu(d, ROLLOUT_NODE, 7).update(instance=1), "placement.4.gpus.0.instance",
      "an engine's TP group is on one node"),
     (lambda d: d["placement"].pop(), "placement", "40 GPUs placed where the plan has 48"),
+    (lambda d: gpu(d, 1, 5).pop("gpu"), "placement.1.gpus.5",
+     "gpu: missing: libra numbers every GPU of a node"),
+    (lambda d: d["placement"][2].pop("node"), "placement.2", "node: missing"),
+    (lambda d: gpu(d, ROLLOUT_NODE, 2).pop("instance_tp"), "placement.3.gpus.2",
+     "instance_tp: missing: a GPU of an engine carries its instance and its TP"),
 ])
 def test_a_placement_libra_never_writes_is_refused(made, tmp_path, edit, member, says):
     """Each node and GPU once and in range, every GPU placed, each engine whole on one node and
