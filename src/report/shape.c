@@ -728,16 +728,28 @@ __attribute__((format(printf, 5, 6))) static int placement_errorf(struct placeme
     return ujson_errorf(p->err, p->doc, p->path, "%s", msg);
 }
 
-/* Refuses placement/I (or its GPU G, G >= 0) for lacking member, placed at the object as the
- * rules place a missing member: libra writes it for every node and GPU. */
-static int placement_missing(struct placement_walk *p, size_t i, long g, const char *member,
+/* Refuses the GPU G of placement/I for lacking member, placed at the GPU as the rules place a
+ * missing member. */
+static int placement_missing(struct placement_walk *p, size_t i, size_t g, const char *member,
                              const char *why)
 {
-    if (g < 0)
-        snprintf(p->path, sizeof p->path, "placement/%zu", i);
-    else
-        snprintf(p->path, sizeof p->path, "placement/%zu/gpus/%ld", i, g);
+    snprintf(p->path, sizeof p->path, "placement/%zu/gpus/%zu", i, g);
     return ujson_errorf(p->err, p->doc, p->path, "%s: missing: %s", member, why);
+}
+
+/* Whether every node and GPU of the placement has its number: where one has not, the layout's
+ * figure is left out with a note saying which (fig_plan.c), and nothing here can be judged. */
+static bool placement_numbered(const json_t *nodes)
+{
+    for (size_t i = 0; i < json_array_size(nodes); i++) {
+        const json_t *node = json_array_get(nodes, i), *gpus = json_object_get(node, "gpus");
+        if (!json_is_number(json_object_get(node, "node")))
+            return false;
+        for (size_t g = 0; g < json_array_size(gpus); g++)
+            if (!json_is_number(json_object_get(json_array_get(gpus, g), "gpu")))
+                return false;
+    }
+    return true;
 }
 
 /* The engine a GPU of node i serves, if any: an instance id of the plan, of a TP it plans, on
@@ -749,7 +761,7 @@ static int check_engine_gpu(struct placement_walk *p, const json_t *x, size_t i,
     if (!inst && !tp)
         return 0;
     if (!inst || !tp)
-        return placement_missing(p, i, (long)g, inst ? "instance_tp" : "instance",
+        return placement_missing(p, i, g, inst ? "instance_tp" : "instance",
                                  "a GPU of an engine carries its instance and its TP");
     double id = json_number_value(inst), t = json_number_value(tp);
     char key[32];
@@ -783,8 +795,6 @@ static int check_node(struct placement_walk *p, const json_t *nodes, size_t i, d
                       size_t *node_at, size_t *placed)
 {
     const json_t *node = json_array_get(nodes, i), *gpus = json_object_get(node, "gpus");
-    if (!json_is_number(json_object_get(node, "node")))
-        return placement_missing(p, i, -1, "node", "libra numbers every node");
     double n = json_number_value(json_object_get(node, "node"));
     size_t count = json_array_size(nodes);
     if (!(n < (double)count))
@@ -801,9 +811,7 @@ static int check_node(struct placement_walk *p, const json_t *nodes, size_t i, d
     for (size_t g = 0; rc == 0 && g < slots; g++) {
         const json_t *x = json_array_get(gpus, g);
         double k = json_number_value(json_object_get(x, "gpu"));
-        if (!json_is_number(json_object_get(x, "gpu")))
-            rc = placement_missing(p, i, (long)g, "gpu", "libra numbers every GPU of a node");
-        else if (!(k < gpn) && !isnan(gpn))
+        if (!(k < gpn) && !isnan(gpn))
             rc = placement_errorf(p, i, (long)g, "gpu",
                                   "%.0f is no GPU of a node of %.0f (gpus_per_node)", k, gpn);
         else if (!(k < (double)slots))
@@ -882,7 +890,8 @@ static int count_engines(struct placement_walk *p, const json_t *nodes)
 static int check_placement(const struct ujson_doc *doc, struct libra_error *err)
 {
     const json_t *root = doc->root, *nodes = json_object_get(root, "placement");
-    if (!json_is_true(json_object_get(root, "feasible")) || !json_is_array(nodes))
+    if (!json_is_true(json_object_get(root, "feasible")) || !json_is_array(nodes) ||
+        !placement_numbered(nodes))
         return 0;
     struct placement_walk p = {.doc = doc, .err = err};
     p.tps = json_object_get(json_object_get(root, "rollout"), "instances");
