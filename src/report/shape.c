@@ -623,21 +623,24 @@ static int check_seeds(const struct ujson_doc *doc, struct libra_error *err, siz
 /* A sweep libra writes runs one seed or more (--seeds N, N >= 1) at one grid point or more:
  * without them its cells would be drawn as medians over seeds and points the captions do not
  * name, so an empty or missing seeds or summary is an edited sweep, never an empty one. */
+static int grid_error(const struct ujson_doc *doc, struct libra_error *err, const char *key,
+                      const char *what)
+{
+    size_t cells = json_array_size(json_object_get(doc->root, "cells"));
+    bool here = json_object_get(doc->root, key) != NULL; /* else at the document, as missing */
+    return ujson_errorf(err, doc, here ? key : "",
+                        "%s%s%s, where a sweep has one or more (its cells hold %zu run%s): the "
+                        "sweep is edited",
+                        here ? "" : key, here ? "" : ": missing: ", what, cells,
+                        cells == 1 ? "" : "s");
+}
+
 static int check_grid(const struct ujson_doc *doc, struct libra_error *err, size_t points,
                       size_t seeds)
 {
-    size_t cells = json_array_size(json_object_get(doc->root, "cells"));
     if (seeds == 0)
-        return ujson_errorf(err, doc, "seeds",
-                            "no seed, where a sweep runs one or more (its cells hold %zu run%s): "
-                            "the sweep is edited",
-                            cells, cells == 1 ? "" : "s");
-    if (points == 0)
-        return ujson_errorf(err, doc, "summary",
-                            "no grid point, where a sweep has one or more (its cells hold %zu "
-                            "run%s): the sweep is edited",
-                            cells, cells == 1 ? "" : "s");
-    return 0;
+        return grid_error(doc, err, "seeds", "no seed");
+    return points == 0 ? grid_error(doc, err, "summary", "no grid point") : 0;
 }
 
 /* A cell is a run: its result, or its error when the run failed (sim/sweep.c writes one of
@@ -649,12 +652,12 @@ static int check_run(const struct ujson_doc *doc, struct libra_error *err, size_
     bool result = json_is_object(json_object_get(cell, "result"));
     if (result != json_is_object(json_object_get(cell, "error")))
         return 0;
-    char path[40];
-    snprintf(path, sizeof path, "cells/%zu/%s", i, result ? "error" : "result");
+    char path[40]; /* a missing result is placed at its cell, as the rules place one */
+    snprintf(path, sizeof path, result ? "cells/%zu/error" : "cells/%zu", i);
     return ujson_errorf(err, doc, path,
                         result ? "a cell holds its run's result or its error, not both"
-                               : "missing: a cell holds its run's result, or its error where "
-                                 "the run failed");
+                               : "result: missing: a cell holds its run's result, or its error "
+                                 "where the run failed");
 }
 
 /* A sweep's cells against its grid: each cell a run (check_run) at a point of the summary, and

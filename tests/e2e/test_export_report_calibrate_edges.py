@@ -48,9 +48,10 @@ def refused(src, tmp_path, edit, member, says):
 
 
 @pytest.mark.parametrize("edit,member,says", [
-    (lambda d: d.update(seeds=[]), "seeds", "no seed, where a sweep runs one or more"),
-    (lambda d: d["cells"][0].update(result=None), "cells.0.result",
-     "missing: a cell holds its run's result, or its error"),
+    (lambda d: d.update(seeds=[]), "seeds", "no seed, where a sweep has one or more"),
+    (lambda d: d.pop("seeds"), "seeds", "seeds: missing: no seed"),  # placed at the document
+    (lambda d: d["cells"][0].update(result=None), "cells.0",
+     "result: missing: a cell holds its run's result, or its error"),
     (lambda d: d.update(summary=[]), "summary", "no grid point, where a sweep has one or more"),
     (lambda d: d["cells"][1].update(error={"message": "x", "kind": "input"}), "cells.1.error",
      "a cell holds its run's result or its error, not both"),
