@@ -192,8 +192,12 @@ def test_show_default_matches_the_example():
     assert ENVELOPE <= set(default)
     assert default["schema"] == "libra.config/1"
     assert re.fullmatch(r"[0-9a-f]{16}", default["config_digest"])
-    example = config_show(os.path.join(SOURCE_DIR, "examples", "default.json"))
+    path = os.path.join(SOURCE_DIR, "examples", "default.json")
+    example = config_show(path)
     assert example == default
+    with open(path, encoding="utf-8") as f:
+        spelt = json.load(f)  # every key spelt out, as docs/config.md says
+    assert spelt == {k: v for k, v in default.items() if k not in ENVELOPE}
     assert default["cluster"] == {"hardware": "a800-80g", "gpus": 48, "gpus_per_node": 8}
     assert default["model"]["name"] == "qwen3-14b"
     assert default["rl"]["batch_trajectories"] == 32 and default["rl"]["samples"] == 4
