@@ -160,11 +160,6 @@ static int common_option(struct cli_common *cc, int c, const char *arg)
 static const char *const repeatable[] = {"set",          "presets", "sweep", "engine",
                                          "pool-replica", "fail",    "stall"};
 
-/*
- * Refuses a flag that takes one value when it was given before: taking the last would let a
- * script's default and an override both look effective. Returns 0, or '?' after the usage
- * error.
- */
 /* The long name of option c, or NULL when it has none. */
 static const char *option_name(const struct cli_common *cc, int c)
 {
@@ -207,6 +202,11 @@ static int not_empty(struct cli_common *cc, int c, const char *value)
     return '?';
 }
 
+/*
+ * Refuses a flag that takes one value when it was given before: taking the last would let a
+ * script's default and an override both look effective (a switch may be repeated: it says one
+ * thing). Returns 0, or '?' after the usage error.
+ */
 static int given_once(struct cli_common *cc, int c)
 {
     const char *name = option_name(cc, c);
