@@ -17,7 +17,6 @@
  * memory is the document's tree plus one trajectory; a chat line is parsed and converted alone.
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -148,34 +147,6 @@ static int64_t tokens_of(const struct trace_agentlog *a, const char *s)
     return s ? trace_estimate_tokens(s, strlen(s), a->chars_per_token) : 0;
 }
 
-/*
- * ujson_errorf at path in the current document, except that a path that is absent (a missing
- * key) is placed at the nearest enclosing value present, the object that lacks the key:
- * ujson_errorf would give it no line or column at all.
- */
-static int fail_at(const struct trace_agentlog *a, struct libra_error *err, const char *path,
-                   const char *fmt, ...) __attribute__((format(printf, 4, 5)));
-
-static int fail_at(const struct trace_agentlog *a, struct libra_error *err, const char *path,
-                   const char *fmt, ...)
-{
-    char msg[sizeof err->msg];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    int rc = ujson_errorf(err, &a->doc, path, "%s", msg);
-    char at[256];
-    snprintf(at, sizeof at, "%s", path);
-    while (err && err->line == 0 && *at) {
-        char *slash = strrchr(at, '/');
-        *(slash ? slash : at) = '\0';
-        if (ujson_locate(&a->doc, at, &err->line, &err->col) != 0)
-            err->line = err->col = 0;
-    }
-    return rc;
-}
-
 /* The status of a tool output by the rules (import_status.c). */
 static enum trace_tool_status status_of(const struct trace_agentlog *a, const char *out)
 {
@@ -193,7 +164,7 @@ static int get_text(const struct trace_agentlog *a, const json_t *obj, const cha
     *out = json_string_value(v);
     if (json_is_string(v) || ((!v || json_is_null(v)) && optional))
         return 0;
-    return fail_at(a, err, at, "%s", v ? "expected a string" : "missing");
+    return ujson_errorf(err, &a->doc, at, "%s", v ? "expected a string" : "missing");
 }
 
 static void reset_traj(struct trace_agentlog *a)
@@ -250,7 +221,7 @@ static int finish_traj(struct trace_agentlog *a, const char *path, const struct 
     a->traj.n_turns = a->turns.n;
     struct libra_error why = {0};
     if (trace_check_traj(&a->traj, a->group_size, &why))
-        return fail_at(a, err, path, "%s", why.msg);
+        return ujson_errorf(err, &a->doc, path, "%s", why.msg);
     *out = &a->traj;
     return 1;
 }
@@ -319,8 +290,9 @@ static int check_parts(const struct trace_agentlog *a, const json_t *parts, cons
         char at[300];
         snprintf(at, sizeof at, "%s/%zu", path, i);
         const char *text;
-        int rc = json_is_object(part) ? get_text(a, part, at, "text", true, &text, err)
-                                      : fail_at(a, err, at, "expected a content part object");
+        int rc = json_is_object(part)
+                     ? get_text(a, part, at, "text", true, &text, err)
+                     : ujson_errorf(err, &a->doc, at, "expected a content part object");
         if (rc)
             return rc;
     }
@@ -338,7 +310,7 @@ static int check_content(const struct trace_agentlog *a, const json_t *m, const 
         return check_parts(a, *out, at, err);
     if (!*out || json_is_null(*out) || json_is_string(*out))
         return 0;
-    return fail_at(a, err, at, "expected a string, an array of content parts or null");
+    return ujson_errorf(err, &a->doc, at, "expected a string, an array of content parts or null");
 }
 
 /* Tokens of a JSON value: a string's text (function arguments as OpenAI sends them), else the
@@ -358,7 +330,7 @@ static int check_function(const struct trace_agentlog *a, const json_t *fn, cons
                           int64_t *gen, struct libra_error *err)
 {
     if (!json_is_object(fn))
-        return fail_at(a, err, path, "expected an object");
+        return ujson_errorf(err, &a->doc, path, "expected an object");
     const char *name;
     int rc = get_text(a, fn, path, "name", false, &name, err);
     if (rc)
@@ -367,7 +339,7 @@ static int check_function(const struct trace_agentlog *a, const json_t *fn, cons
     if (args && !json_is_string(args) && !json_is_object(args) && !json_is_null(args)) {
         char at[256];
         snprintf(at, sizeof at, "%s/arguments", path);
-        return fail_at(a, err, at, "expected a string, an object or null");
+        return ujson_errorf(err, &a->doc, at, "expected a string, an object or null");
     }
     *gen += value_tokens(a, args);
     return 0;
@@ -383,7 +355,7 @@ static int opt_count(const struct trace_agentlog *a, const json_t *obj, const ch
     char at[256];
     snprintf(at, sizeof at, "%s/%s", path, key);
     if (!ujson_as_int64(v, out) || *out < 0)
-        return fail_at(a, err, at, "expected an integer >= 0");
+        return ujson_errorf(err, &a->doc, at, "expected an integer >= 0");
     return 0;
 }
 
@@ -402,7 +374,7 @@ static int read_usage(const struct trace_agentlog *a, const json_t *obj, const c
     char at[256];
     snprintf(at, sizeof at, "%s%susage", path, *path ? "/" : "");
     if (!json_is_object(usage))
-        return fail_at(a, err, at, "expected an object");
+        return ujson_errorf(err, &a->doc, at, "expected an object");
     int rc;
     if ((rc = opt_count(a, usage, at, "prompt_tokens", &u->prompt, err)) ||
         (rc = opt_count(a, usage, at, "completion_tokens", &u->completion, err)))
@@ -418,8 +390,8 @@ static int read_usage(const struct trace_agentlog *a, const json_t *obj, const c
         u->cached = -1; /* a share of an unknown count */
     if (u->cached > u->prompt) {
         snprintf(dat, sizeof dat, "%s/prompt_tokens_details/cached_tokens", at);
-        return fail_at(a, err, dat, "%lld exceeds prompt_tokens %lld", (long long)u->cached,
-                       (long long)u->prompt);
+        return ujson_errorf(err, &a->doc, dat, "%lld exceeds prompt_tokens %lld",
+                            (long long)u->cached, (long long)u->prompt);
     }
     return 0;
 }
@@ -442,7 +414,7 @@ static int chat_assistant(struct trace_agentlog *a, const json_t *m, const char 
         calls = NULL;
     if (calls && !json_is_array(calls)) {
         snprintf(at, sizeof at, "%s/tool_calls", path);
-        return fail_at(a, err, at, "expected an array");
+        return ujson_errorf(err, &a->doc, at, "expected an array");
     }
     size_t i;
     const json_t *c;
@@ -451,7 +423,7 @@ static int chat_assistant(struct trace_agentlog *a, const json_t *m, const char 
         const char *id;
         snprintf(at, sizeof at, "%s/tool_calls/%zu", path, i);
         if (!json_is_object(c))
-            return fail_at(a, err, at, "expected a tool call object");
+            return ujson_errorf(err, &a->doc, at, "expected a tool call object");
         if ((rc = get_text(a, c, at, "id", true, &id, err)))
             return rc;
         snprintf(at, sizeof at, "%s/tool_calls/%zu/function", path, i);
@@ -516,7 +488,7 @@ static int chat_message(struct trace_agentlog *a, const json_t *m, const char *p
     const json_t *content;
     int rc;
     if (!json_is_object(m))
-        return fail_at(a, err, path, "expected a message object");
+        return ujson_errorf(err, &a->doc, path, "expected a message object");
     if ((rc = get_text(a, m, path, "role", false, &role, err)))
         return rc;
     if (strcmp(role, "assistant") == 0)
@@ -541,10 +513,10 @@ static int chat_message(struct trace_agentlog *a, const json_t *m, const char *p
     char at[256];
     if (!function && strcmp(role, "tool") != 0) {
         snprintf(at, sizeof at, "%s/role", path);
-        return fail_at(a, err, at,
-                       "unknown role '%s' (expected system, developer, user, assistant, "
-                       "tool or function)",
-                       role);
+        return ujson_errorf(err, &a->doc, at,
+                            "unknown role '%s' (expected system, developer, user, assistant, "
+                            "tool or function)",
+                            role);
     }
     const char *id = NULL, *name = NULL;
     if ((rc = get_text(a, m, path, function ? "name" : "tool_call_id", true, function ? &name : &id,
@@ -555,14 +527,14 @@ static int chat_message(struct trace_agentlog *a, const json_t *m, const char *p
         const char *key = function ? "name" : "tool_call_id", *val = function ? name : id;
         snprintf(at, sizeof at, "%s%s%s", path, val ? "/" : "", val ? key : "");
         if (val)
-            return fail_at(a, err, at,
-                           "'%s' answers no open %s of the last assistant "
-                           "message",
-                           val, function ? "function_call" : "tool call");
-        return fail_at(a, err, at,
-                       "%s message answers no open %s of the last "
-                       "assistant message",
-                       role, function ? "function_call" : "tool call");
+            return ujson_errorf(err, &a->doc, at,
+                                "'%s' answers no open %s of the last assistant "
+                                "message",
+                                val, function ? "function_call" : "tool call");
+        return ujson_errorf(err, &a->doc, at,
+                            "%s message answers no open %s of the last "
+                            "assistant message",
+                            role, function ? "function_call" : "tool call");
     }
     a->calls.v[k].payload_tokens = size;
     a->calls.v[k].status = status_of(a, content_text(a, content));
@@ -580,9 +552,9 @@ static int run_int(const struct trace_agentlog *a, const json_t *run, const char
     char at[256];
     snprintf(at, sizeof at, "%s/%s", path, key);
     if (!v)
-        return fail_at(a, err, path, "%s: missing", key);
+        return ujson_errorf(err, &a->doc, path, "%s: missing", key);
     if (!ujson_as_int64(v, out) || *out < 0)
-        return fail_at(a, err, at, "expected an integer >= 0");
+        return ujson_errorf(err, &a->doc, at, "expected an integer >= 0");
     return 0;
 }
 
@@ -593,7 +565,7 @@ static int tau_run(struct trace_agentlog *a, const json_t *run, size_t index,
     snprintf(path, sizeof path, "%zu", index);
     reset_traj(a);
     if (!json_is_object(run))
-        return fail_at(a, err, path, "expected a run object");
+        return ujson_errorf(err, &a->doc, path, "expected a run object");
     int64_t task, trial;
     int rc;
     if ((rc = run_int(a, run, path, "task_id", &task, err)) ||
@@ -602,13 +574,13 @@ static int tau_run(struct trace_agentlog *a, const json_t *run, size_t index,
     const json_t *reward = json_object_get(run, "reward");
     snprintf(at, sizeof at, "%s/reward", path);
     if (reward && !json_is_null(reward) && !ujson_as_double(reward, &a->traj.reward))
-        return fail_at(a, err, at, "expected a number");
+        return ujson_errorf(err, &a->doc, at, "expected a number");
     a->traj.has_reward = reward && !json_is_null(reward);
     const json_t *msgs = json_object_get(run, "traj");
     snprintf(at, sizeof at, "%s/traj", path);
     if (!json_is_array(msgs))
-        return msgs ? fail_at(a, err, at, "expected an array of messages")
-                    : fail_at(a, err, path, "traj: missing");
+        return msgs ? ujson_errorf(err, &a->doc, at, "expected an array of messages")
+                    : ujson_errorf(err, &a->doc, path, "traj: missing");
     int64_t context = 0;
     size_t i;
     const json_t *m;
@@ -619,7 +591,7 @@ static int tau_run(struct trace_agentlog *a, const json_t *run, size_t index,
             return rc;
     }
     if (a->turns.n == 0)
-        return fail_at(a, err, path, "traj: no assistant message (nothing to import)");
+        return ujson_errorf(err, &a->doc, path, "traj: no assistant message (nothing to import)");
     a->traj.prompt_id = task;
     a->traj.sample = trial;
     a->traj.extra = json_pack("{s:I,s:I}", "task_id", (json_int_t)task, "trial", (json_int_t)trial);
@@ -758,7 +730,7 @@ static int swe_exec_time(const struct trace_agentlog *a, const json_t *st, const
     if (!ujson_as_double(t, &secs) || !(secs >= 0 && secs <= most)) {
         char at[96];
         snprintf(at, sizeof at, "%s/execution_time", path);
-        return fail_at(a, err, at, "expected seconds from 0 to %.0f", most);
+        return ujson_errorf(err, &a->doc, at, "expected seconds from 0 to %.0f", most);
     }
     *exec_us = llround(secs * 1e6);
     return 0;
@@ -770,7 +742,7 @@ static int swe_step(struct trace_agentlog *a, const json_t *st, size_t i, int64_
     char path[64];
     snprintf(path, sizeof path, "trajectory/%zu", i);
     if (!json_is_object(st))
-        return fail_at(a, err, path, "expected a step object");
+        return ujson_errorf(err, &a->doc, path, "expected a step object");
     const char *action, *obs, *response, *thought;
     int rc;
     if ((rc = get_text(a, st, path, "action", false, &action, err)) ||
@@ -799,13 +771,13 @@ static int swe_run(struct trace_agentlog *a, const struct trace_traj **out, stru
     const json_t *root = a->doc.root;
     reset_traj(a);
     if (!json_is_object(root))
-        return fail_at(a, err, "", "expected a .traj object");
+        return ujson_errorf(err, &a->doc, "", "expected a .traj object");
     const json_t *steps = json_object_get(root, "trajectory");
     if (!json_is_array(steps))
-        return steps ? fail_at(a, err, "trajectory", "expected an array of steps")
-                     : fail_at(a, err, "", "trajectory: missing");
+        return steps ? ujson_errorf(err, &a->doc, "trajectory", "expected an array of steps")
+                     : ujson_errorf(err, &a->doc, "", "trajectory: missing");
     if (json_array_size(steps) == 0)
-        return fail_at(a, err, "trajectory", "no steps (nothing to import)");
+        return ujson_errorf(err, &a->doc, "trajectory", "no steps (nothing to import)");
     const json_t *history = json_object_get(root, "history");
     int64_t context = json_is_array(history) ? messages_tokens(a, history, true) : 0;
     size_t i;
@@ -814,7 +786,7 @@ static int swe_run(struct trace_agentlog *a, const struct trace_traj **out, stru
     json_array_foreach(steps, i, st) if ((rc = swe_step(a, st, i, &context, err))) return rc;
     const json_t *info = json_object_get(root, "info");
     if (info && !json_is_object(info))
-        return fail_at(a, err, "info", "expected an object");
+        return ujson_errorf(err, &a->doc, "info", "expected an object");
     const char *status;
     if ((rc = get_text(a, info, "info", "exit_status", true, &status, err)))
         return rc;
@@ -833,7 +805,7 @@ static int swe_run(struct trace_agentlog *a, const struct trace_traj **out, stru
     const json_t *stats = json_object_get(info, "model_stats");
     int64_t sent = 0, received = 0, api_calls = -1;
     if (stats && !json_is_object(stats) && !json_is_null(stats))
-        rc = fail_at(a, err, "info/model_stats", "expected an object");
+        rc = ujson_errorf(err, &a->doc, "info/model_stats", "expected an object");
     if (!rc)
         rc = opt_count(a, stats, "info/model_stats", "api_calls", &api_calls, err);
     if (!rc)
@@ -908,7 +880,7 @@ static int chat_identity(struct trace_agentlog *a, const json_t *root, const jso
     if (id) {
         char text[32];
         if (!json_is_string(id) && !ujson_as_int64(id, &n))
-            return fail_at(a, err, id_key, "expected a string or an integer");
+            return ujson_errorf(err, &a->doc, id_key, "expected a string or an integer");
         if (!json_is_string(id))
             snprintf(text, sizeof text, "%lld", (long long)n);
         key_add(a, "#", 1); /* never the first byte of the text form below */
@@ -929,7 +901,7 @@ static int chat_identity(struct trace_agentlog *a, const json_t *root, const jso
     }
     int64_t s = 0;
     if (sample && (!ujson_as_int64(sample, &s) || s < 0))
-        return fail_at(a, err, sample_key, "expected an integer >= 0");
+        return ujson_errorf(err, &a->doc, sample_key, "expected an integer >= 0");
     int64_t index;
     a->traj.prompt_id = prompt_of(a, a->key.v, &index);
     a->traj.sample = sample ? s : index;
@@ -952,7 +924,7 @@ static int chat_reward(struct trace_agentlog *a, const json_t *root, struct libr
     if (json_is_boolean(v))
         a->traj.reward = json_is_true(v);
     else if (!ujson_as_double(v, &a->traj.reward))
-        return fail_at(a, err, key, "expected a number or a boolean");
+        return ujson_errorf(err, &a->doc, key, "expected a number or a boolean");
     return 0;
 }
 
@@ -989,20 +961,20 @@ static int check_total(const struct trace_agentlog *a, int field, int64_t want,
     struct field_sums s = field_sums(a, field);
     const char *at = field ? "usage/completion_tokens" : "usage/prompt_tokens";
     if (s.n_estimated == 0 && want != s.known)
-        return fail_at(a, err, at,
-                       "%lld differs from the %lld that the assistant messages' own usage "
-                       "sums to",
-                       (long long)want, (long long)s.known);
+        return ujson_errorf(err, &a->doc, at,
+                            "%lld differs from the %lld that the assistant messages' own usage "
+                            "sums to",
+                            (long long)want, (long long)s.known);
     if (s.n_estimated > 0 && want <= s.known)
-        return fail_at(a, err, at,
-                       "%lld leaves no tokens for the %zu turns without a usage of their own "
-                       "(those with one count %lld)",
-                       (long long)want, s.n_estimated, (long long)s.known);
+        return ujson_errorf(err, &a->doc, at,
+                            "%lld leaves no tokens for the %zu turns without a usage of their own "
+                            "(those with one count %lld)",
+                            (long long)want, s.n_estimated, (long long)s.known);
     if (s.n_estimated > 0 && s.estimated == 0)
-        return fail_at(a, err, at,
-                       "%lld cannot be shared: the turns without a usage of their own are "
-                       "estimated at 0 tokens",
-                       (long long)want);
+        return ujson_errorf(err, &a->doc, at,
+                            "%lld cannot be shared: the turns without a usage of their own are "
+                            "estimated at 0 tokens",
+                            (long long)want);
     return 0;
 }
 
@@ -1033,7 +1005,7 @@ static int chat_run(struct trace_agentlog *a, const struct trace_traj **out,
     const json_t *root = a->doc.root;
     reset_traj(a);
     if (!json_is_object(root))
-        return fail_at(a, err, "", "expected a JSON object (one trajectory per line)");
+        return ujson_errorf(err, &a->doc, "", "expected a JSON object (one trajectory per line)");
     const char *key = "messages";
     const json_t *msgs = json_object_get(root, key);
     if (!msgs || json_is_null(msgs)) {
@@ -1041,8 +1013,9 @@ static int chat_run(struct trace_agentlog *a, const struct trace_traj **out,
         msgs = json_object_get(root, key);
     }
     if (!json_is_array(msgs))
-        return msgs && !json_is_null(msgs) ? fail_at(a, err, key, "expected an array of messages")
-                                           : fail_at(a, err, "", "messages: missing");
+        return msgs && !json_is_null(msgs)
+                   ? ujson_errorf(err, &a->doc, key, "expected an array of messages")
+                   : ujson_errorf(err, &a->doc, "", "messages: missing");
     int rc;
     if ((rc = chat_identity(a, root, msgs, err)) || (rc = chat_reward(a, root, err)))
         return rc;
@@ -1062,7 +1035,7 @@ static int chat_run(struct trace_agentlog *a, const struct trace_traj **out,
             return rc;
     }
     if (a->turns.n == 0)
-        return fail_at(a, err, key, "no assistant message (nothing to import)");
+        return ujson_errorf(err, &a->doc, key, "no assistant message (nothing to import)");
     chat_finish(a);
     if ((rc = chat_scale(a, root, err)))
         return rc;
@@ -1114,7 +1087,7 @@ int trace_agentlog_next(struct trace_agentlog *a, const struct trace_traj **out,
     }
     if (!json_is_array(a->doc.root)) {
         a->done = true;
-        return fail_at(a, err, "", "expected an array of runs (tau-bench results)");
+        return ujson_errorf(err, &a->doc, "", "expected an array of runs (tau-bench results)");
     }
     if (a->next >= json_array_size(a->doc.root)) {
         a->done = true;

@@ -290,13 +290,27 @@ const char *ujson_member_path(char *out, size_t size, const char *path, const ch
     return out;
 }
 
+/* Locates path, or where it is absent (a missing member) its nearest ancestor present: the
+ * object that lacks it. Returns -1 only without a document. */
+static int locate_nearest(const struct ujson_doc *doc, const char *path, int *line, int *col)
+{
+    char *at = xstrdup(path ? path : "");
+    int rc;
+    while ((rc = ujson_locate(doc, at, line, col)) != 0 && *at) {
+        char *slash = strrchr(at, '/');
+        *(slash ? slash : at) = '\0';
+    }
+    free(at);
+    return rc;
+}
+
 int ujson_errorf(struct libra_error *err, const struct ujson_doc *doc, const char *path,
                  const char *fmt, ...)
 {
     if (!err)
         return LIBRA_EINVAL;
     int line = 0, col = 0;
-    if (ujson_locate(doc, path, &line, &col) != 0)
+    if (locate_nearest(doc, path, &line, &col) != 0)
         line = col = 0;
     char msg[sizeof err->msg];
     va_list ap;

@@ -62,7 +62,8 @@ int ujson_locate(const struct ujson_doc *doc, const char *path, int *line, int *
 const char *ujson_member_path(char *out, size_t size, const char *path, const char *key);
 
 /*
- * Fills err with doc's name, the position of path (0:0 when doc is NULL or the path is absent)
+ * Fills err with doc's name, the position of path (where it is absent, a missing member, the
+ * position of its nearest ancestor present: the object that lacks it; 0:0 when doc is NULL)
  * and a message "PATH: MSG" (path shown with '.' separators, e.g. "cluster.gpus"). Returns
  * LIBRA_EINVAL.
  */

@@ -208,9 +208,16 @@ static void test_errorf(void **state)
     ujson_errorf(&err, &doc, "cluster/a~1b/1/x~0y", "unknown key");
     assert_string_equal(error_format(&err, buf, sizeof buf),
                         "f.json:4:18: cluster.a/b.1.x~y: unknown key");
+    /* an absent member is placed at the nearest value present: the object that lacks it */
     ujson_errorf(&err, &doc, "cluster/nope", "missing");
-    assert_int_equal(err.line, 0);
-    assert_string_equal(error_format(&err, buf, sizeof buf), "f.json: cluster.nope: missing");
+    assert_string_equal(error_format(&err, buf, sizeof buf), "f.json:2:3: cluster.nope: missing");
+    ujson_errorf(&err, &doc, "cluster/a~1b/1/x~0y/z/4", "missing");
+    assert_string_equal(error_format(&err, buf, sizeof buf),
+                        "f.json:4:18: cluster.a/b.1.x~y.z.4: missing");
+    ujson_errorf(&err, &doc, "list/7", "missing");
+    assert_string_equal(error_format(&err, buf, sizeof buf), "f.json:9:3: list.7: missing");
+    ujson_errorf(&err, &doc, "nope/x", "missing");
+    assert_string_equal(error_format(&err, buf, sizeof buf), "f.json:1:1: nope.x: missing");
     ujson_errorf(&err, &doc, "", "expected an object");
     assert_string_equal(error_format(&err, buf, sizeof buf), "f.json:1:1: expected an object");
     ujson_errorf(&err, NULL, "a/b", "no document");
