@@ -58,9 +58,10 @@ static int verl_pool(struct strbuf *b, const char *prefix, const char *what, int
  * The layers of the first and last of pp stages where pp does not divide layers (false where
  * it does: every stage takes layers / pp). Megatron builds layers / pp on each stage unless told
  * how to split them unevenly (Megatron-LM's --decoder-first/last-pipeline-num-layers, its
- * TransformerConfig's num_layers_in_first/last_pipeline_stage); the middle stages take the
- * cost model's ceil(layers / pp), or its floor where that leaves the ends fewer than one each,
- * and the ends share the rest.
+ * TransformerConfig's num_layers_in_first/last_pipeline_stage); the middle stages take
+ * ceil(layers / pp), or its floor where that leaves the ends fewer than one each, and the ends
+ * share the rest. The cost model charges every stage layers / pp, fractions kept: the stage
+ * time it plans with is the mean of these.
  */
 static bool uneven_stages(int layers, int pp, int *first, int *last)
 {
