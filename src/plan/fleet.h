@@ -46,7 +46,7 @@ bool plan_layout_same(const struct spec_bucket_layout *a, const struct spec_buck
 bool plan_fleet_matches(const struct plan_fleet *f, const int engines[PLAN_NTP]);
 
 /*
- * How a running fleet differs from f: engines (registered engines by log2(TP)) routed over
+ * How a running fleet differs from f: engines (rollout's engines by log2(TP)) routed over
  * layout. A new JSON object:
  *   {"matches": bool (same instances and same buckets),
  *    "instances": [{"tp", "plan", "engines", "change": plan - engines}, ...] (each TP size

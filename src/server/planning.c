@@ -198,12 +198,16 @@ static void job_free(struct job *j)
 
 /* ---- GET /libra/v1/plan --------------------------------------------------------------------- */
 
-/* The registered engines by log2(TP). */
+/* Rollout's own engines by log2(TP), what a plan's instances are: registered, neither dead nor
+ * draining, and not a pool replica's (training's GPUs, lent). */
 static void engine_counts(const struct gw *g, int counts[PLAN_NTP])
 {
     memset(counts, 0, PLAN_NTP * sizeof *counts);
-    for (size_t i = 0; i < g->engines.n; i++)
-        counts[spec_tp_index(g->engines.v[i]->tp)]++;
+    for (size_t i = 0; i < g->engines.n; i++) {
+        const struct gw_engine *e = g->engines.v[i];
+        if (!e->dead && !e->draining && !gw_pool_serves(g, e->url))
+            counts[spec_tp_index(e->tp)]++;
+    }
 }
 
 static json_t *fleet_diff(const struct gw *g, const struct plan_fleet *f)

@@ -206,6 +206,13 @@ def test_a_plan_file_gives_the_layout_and_mismatched_engines_are_named():
         assert rc == 0, err
         assert "warning: the engines are not --plan's instances: " \
                "TP1: 2 in the plan, 1 registered (add 1)" in err, err
+        # a pool replica's engine is training's, lent: not one of the plan's rollout instances
+        gw = Serve(*urls(emu)[1:], args=[*EXPERIMENT, "--plan", path,
+                                         "--pool-replica", urls(emu)[0]])
+        rc, err = gw.stop()
+        assert rc == 0, err
+        assert "warning: the engines are not --plan's instances: " \
+               "TP1: 2 in the plan, 1 registered (add 1)" in err, err
 
 
 def test_a_bad_plan_file_is_refused_with_its_location():
