@@ -36,31 +36,63 @@ static void cell(char *out, size_t size, double v, double scale, const char *ass
     snprintf(out, size, "%.4g%s", v / scale, marked ? "*" : "");
 }
 
-/* The constants `libra calibrate` fitted, for the hardware that has them ("-": built in). */
-static void calibrated_table(FILE *out, const struct spec_presets *p)
+/* The constants of the hardware presets that set them ("-": built in): with calibrated, those
+ * `libra calibrate` fitted (the preset's `calibration` names what on); else those a preset file
+ * sets by hand, without a calibration record, which were fitted on nothing. */
+static void constants_table(FILE *out, const struct spec_presets *p, bool calibrated)
 {
     bool header = false;
     for (size_t i = 0; i < p->n_hardware; i++) {
         const struct spec_hardware *h = &p->hardware[i];
-        if (!h->calibration[0] && !h->decode_t_fix_s && !h->decode_t_seq_s && !h->train_mfu)
+        bool set = h->decode_t_fix_s || h->decode_t_seq_s || h->train_mfu;
+        if (calibrated ? !h->calibration[0] : (h->calibration[0] || !set))
             continue;
         if (!header)
-            fprintf(out,
-                    "\ncalibrated constants (libra calibrate; -: built in):\n%-14s %9s %9s "
-                    "%9s  %s\n%-14s %9s %9s %9s\n",
-                    "hardware", "t_fix", "t_seq", "train", "fitted on", "", "ms", "us", "MFU");
+            fprintf(out, "\n%s; -: built in):\n%-14s %9s %9s %9s  %s\n%-14s %9s %9s %9s\n",
+                    calibrated ? "calibrated constants (libra calibrate"
+                               : "constants set by hand (in a preset file, without calibration",
+                    "hardware", "t_fix", "t_seq", "train", calibrated ? "fitted on" : "preset file",
+                    "", "ms", "us", "MFU");
         header = true;
         char c[3][24];
         snprintf(c[0], 24, h->decode_t_fix_s ? "%.4g" : "-", h->decode_t_fix_s * 1e3);
         snprintf(c[1], 24, h->decode_t_seq_s ? "%.4g" : "-", h->decode_t_seq_s * 1e6);
         snprintf(c[2], 24, h->train_mfu ? "%.4g" : "-", h->train_mfu);
-        fprintf(out, "%-14s %9s %9s %9s  %s\n", h->name, c[0], c[1], c[2], h->calibration);
+        fprintf(out, "%-14s %9s %9s %9s  %s\n", h->name, c[0], c[1], c[2],
+                calibrated ? h->calibration : h->origin);
     }
 }
 
+/* Where h's decode constant of value v comes from: built in (0), `libra calibrate` when the
+ * preset records a calibration, else the preset file that sets it by hand. */
+static const char *constant_from(const struct spec_hardware *h, double v, char *buf, size_t size)
+{
+    if (v <= 0)
+        return "built in";
+    if (h->calibration[0])
+        return "libra calibrate (below)";
+    snprintf(buf, size, "preset file %s", h->origin);
+    return buf;
+}
+
+/* The "from" column: one source for both constants, else each constant's; built-in ones point
+ * to the table below of what they rest on. */
+static void decode_from(FILE *out, const struct spec_hardware *h)
+{
+    char fix_buf[SPEC_ORIGIN_MAX + 16], seq_buf[SPEC_ORIGIN_MAX + 16];
+    const char *fix = constant_from(h, h->decode_t_fix_s, fix_buf, sizeof fix_buf);
+    const char *seq = constant_from(h, h->decode_t_seq_s, seq_buf, sizeof seq_buf);
+    if (strcmp(fix, seq) != 0)
+        fprintf(out, "t_fix: %s; t_seq: %s\n", fix, seq);
+    else if (h->decode_t_fix_s > 0)
+        fprintf(out, "%s\n", fix);
+    else
+        fprintf(out, "built in: t_fix, t_seq as below\n");
+}
+
 /* The engine model's decode constants: t_fix and t_seq per hardware as the cost model uses
- * them (a preset's calibrated values, else the built-in ones), then what each constant rests
- * on and the serving engine behind it. */
+ * them (a preset's values, else the built-in ones) and where each came from, then what each
+ * built-in constant rests on and the serving engine behind it. */
 static void decode_table(FILE *out, const struct spec_presets *p)
 {
     fprintf(out, "\ndecode constants per hardware (docs/calibration.md):\n%-14s %9s %9s  %s\n",
@@ -69,9 +101,8 @@ static void decode_table(FILE *out, const struct spec_presets *p)
         const struct spec_hardware *h = &p->hardware[i];
         struct cost_rollout_params rp;
         cost_rollout_params_default(&rp, h);
-        bool calibrated = h->decode_t_fix_s > 0 || h->decode_t_seq_s > 0;
-        fprintf(out, "%-14s %9.3g %9.3g  %s\n", h->name, rp.t_fix_s * 1e3, rp.t_seq_s * 1e6,
-                calibrated ? "libra calibrate (below)" : "built in: t_fix, t_seq as below");
+        fprintf(out, "%-14s %9.3g %9.3g  ", h->name, rp.t_fix_s * 1e3, rp.t_seq_s * 1e6);
+        decode_from(out, h);
     }
     size_t n;
     const struct cost_decode_source *src = cost_decode_sources(&n);
@@ -109,7 +140,8 @@ static void hardware_table(FILE *out, const struct spec_presets *p)
         fprintf(out, "%-14s %13.0f  %s\n", p->hardware[i].name, p->hardware[i].hbm_bytes,
                 p->hardware[i].hbm_source);
     decode_table(out, p);
-    calibrated_table(out, p);
+    constants_table(out, p, true);
+    constants_table(out, p, false);
 }
 
 static void model_table(FILE *out, const struct spec_presets *p)

@@ -100,7 +100,8 @@ struct route_flags {
 /* The trace as the evaluator takes it, and what the report says of it. */
 struct ev_trace {
     char *workload, *model;
-    int64_t group_size; /* the header's GRPO group size; 0: none given */
+    int64_t group_size;  /* the header's GRPO group size; 0: none given */
+    size_t trajectories; /* the trace's records */
     struct sched_eval_trace ev;
 };
 
@@ -418,6 +419,7 @@ static int load_trace(const struct api_presets *p, const struct libra_config *cf
         ev->workload = xstrdup(t->workload);
         ev->model = t->model ? xstrdup(t->model) : NULL;
         ev->group_size = t->group_size;
+        ev->trajectories = t->n;
         struct sched_obs_config oc;
         sched_obs_defaults(&oc, t->workload, t->model);
         for (size_t i = 0; i < t->n; i++) {
@@ -538,8 +540,45 @@ static const char *flag_changing(const struct cli_common *cc, const struct libra
     return differs ? label : NULL;
 }
 
+/* Whether rl.samples can change the report on a trace without group_size. The routers score
+ * each trajectory as recorded, whatever its group; only the planner (the default layout, the
+ * regret's deadline) cuts the trace into groups of rl.samples: to judge dynamic sampling, to
+ * keep groups whole per DP rank, and to cycle a trace shorter than one batch, whose last
+ * partial group it leaves out (sim_layout_sample, plan/train.c). */
+static bool samples_act(const struct libra_config *cfg, const struct ev_trace *ev)
+{
+    return cfg->rl.dynamic_sampling != SPEC_DS_OFF || cfg->plan.group_integrity ||
+           ev->trajectories < (size_t)cfg->rl.batch_trajectories;
+}
+
+/* Refuses a flag's rl.samples that the trace's groups contradict, or that would change nothing
+ * (a file's value is taken, as for policy_keys). */
+static int check_samples(const struct cli_common *cc, const struct libra_config *cfg,
+                         const struct ev_trace *ev)
+{
+    const char *label = cli_common_flag(cc, "rl.samples");
+    if (!label)
+        return 0;
+    if (ev->group_size > 0 && cfg->rl.samples != ev->group_size) { /* replayed as recorded */
+        cli_errorf("%s: the trace's GRPO groups are %lld trajectories (its header's group_size), "
+                   "not rl.samples = %d: route eval replays them as they are; leave rl.samples "
+                   "out or give %lld",
+                   label, (long long)ev->group_size, cfg->rl.samples, (long long)ev->group_size);
+        return LIBRA_EXIT_USAGE;
+    }
+    if (ev->group_size == 0 && !samples_act(cfg, ev))
+        return cli_value_errorf(cc->cmd,
+                                "%s: rl.samples has no effect here: the trace's header gives no "
+                                "group_size, the routers score its trajectories as recorded, and "
+                                "the planner groups them only under rl.dynamic_sampling, "
+                                "plan.group_integrity or a trace shorter than one batch",
+                                label);
+    return 0;
+}
+
 /* Refuses a flag that tunes only what the run leaves out (policies, the placebo's shuffle, the
- * steps' rebuilds, a group size the trace gives): it would change nothing. */
+ * steps' rebuilds, a group size the trace gives or the planner does not use): it would change
+ * nothing. */
 static int check_inert_flags(const struct cli_common *cc, const struct route_flags *f,
                              const struct libra_config *cfg, const struct ev_trace *ev)
 {
@@ -568,14 +607,9 @@ static int check_inert_flags(const struct cli_common *cc, const struct route_fla
                                 "%s: sched.rebuild_interval has no effect with --folds: a fold's "
                                 "models learn each trajectory once and are never rebuilt",
                                 label);
-    if ((label = cli_common_flag(cc, "rl.samples")) && ev->group_size > 0 &&
-        cfg->rl.samples != ev->group_size) { /* the trace's groups are replayed as recorded */
-        cli_errorf("%s: the trace's GRPO groups are %lld trajectories (its header's group_size), "
-                   "not rl.samples = %d: route eval replays them as they are; leave rl.samples "
-                   "out or give %lld",
-                   label, (long long)ev->group_size, cfg->rl.samples, (long long)ev->group_size);
-        return LIBRA_EXIT_USAGE;
-    }
+    int rc = check_samples(cc, cfg, ev);
+    if (rc)
+        return rc;
     /* the trace's trajectories are replayed as recorded: the seed draws nothing else */
     if ((label = flag_changing(cc, cfg, "sim.seed")) && !f->placebo)
         return cli_value_errorf(cc->cmd,
@@ -609,7 +643,7 @@ static int open_decisions(const struct cli_common *cc, const struct route_flags 
     if (!f->decisions)
         return 0;
     if (n_arms != 1)
-        return cli_usage_error(cc->cmd, "--decisions needs one --policy (and no --placebo)");
+        return cli_value_errorf(cc->cmd, "--decisions needs one --policy (and no --placebo)");
     if (!(d->out = open_memstream(&d->text, &d->len)))
         abort();
     arms[0].on_decision = write_decision;
@@ -637,10 +671,10 @@ static int check_decisions_not_stdout(const struct cli_common *cc, const struct 
     if (!f->decisions || (cc->output && strcmp(cc->output, "-") != 0) ||
         !cli_is_stdout(f->decisions))
         return 0;
-    return cli_usage_error(cc->cmd,
-                           "--decisions '%s' is standard output, which the report is written to "
-                           "(give it -o FILE)",
-                           f->decisions);
+    return cli_value_errorf(cc->cmd,
+                            "--decisions '%s' is standard output, which the report is written to "
+                            "(give it -o FILE)",
+                            f->decisions);
 }
 
 static int run(const struct cli_common *cc, const struct route_flags *f, const char *path)
@@ -760,10 +794,10 @@ static int parse_policy(const struct cli_command *cmd, const char *arg, struct r
     if (strcmp(arg, "all") == 0)
         return 0;
     if (sched_policy_parse(arg, &one))
-        return cli_usage_error(cmd,
-                               "--policy: unknown policy '%s' (cmlfq, load_balance, length_aware, "
-                               "la_mlfq, oracle, plas, predictor, cmlfq_h, all)",
-                               arg);
+        return cli_value_errorf(cmd,
+                                "--policy: unknown policy '%s' (cmlfq, load_balance, "
+                                "length_aware, la_mlfq, oracle, plas, predictor, cmlfq_h, all)",
+                                arg);
     f->policies = 1u << one;
     return 0;
 }
@@ -771,7 +805,7 @@ static int parse_policy(const struct cli_command *cmd, const char *arg, struct r
 static int parse_truncated(const struct cli_command *cmd, const char *arg, bool *exact)
 {
     if (strcmp(arg, "censored") != 0 && strcmp(arg, "exact") != 0)
-        return cli_usage_error(cmd, "--truncated: expected censored or exact, not '%s'", arg);
+        return cli_value_errorf(cmd, "--truncated: expected censored or exact, not '%s'", arg);
     *exact = strcmp(arg, "exact") == 0;
     return 0;
 }

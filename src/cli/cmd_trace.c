@@ -202,10 +202,14 @@ static void mix_row(FILE *out, const char *label, const json_t *counts)
     fprintf(out, "\n");
 }
 
-static double share(const json_t *block, const char *key)
+/* A token share as a percentage into buf, "-" where the JSON has null (nothing generated). */
+static const char *share(char *buf, size_t size, const json_t *block, const char *key)
 {
     const json_t *v = json_object_get(block, key);
-    return json_is_number(v) ? 100.0 * json_number_value(v) : 0.0;
+    if (!json_is_number(v))
+        return "-";
+    snprintf(buf, size, "%.1f%%", 100.0 * json_number_value(v));
+    return buf;
 }
 
 /* One pooled correlation: "  LABEL  +0.123  (N returns, D depths WHERE)", "-" when null. */
@@ -282,10 +286,12 @@ static char *stats_text(const char *path, const json_t *doc)
     fprintf(out, "\n");
     mix_row(out, "finish", json_object_get(all, "finish"));
     mix_row(out, "tool status", json_object_get(all, "tool_status"));
+    char s5[16], s10[16];
     fprintf(out,
-            "tail: the longest 5%% of trajectories hold %.1f%% of generated tokens, the "
-            "longest 10%% %.1f%%\n",
-            share(all, "longest_5pct_token_share"), share(all, "longest_10pct_token_share"));
+            "tail: the longest 5%% of trajectories hold %s of generated tokens, the longest "
+            "10%% %s\n",
+            share(s5, sizeof s5, all, "longest_5pct_token_share"),
+            share(s10, sizeof s10, all, "longest_10pct_token_share"));
     fprintf(out,
             "prompts: %lld distinct, %lld seen in more than one step, %lld in more than one "
             "epoch\n",

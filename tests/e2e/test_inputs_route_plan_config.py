@@ -133,7 +133,7 @@ def test_a_config_file_s_tree_settings_are_taken_whatever_the_policy(tmp_path):
 
 def test_an_unknown_policy_is_a_usage_error_before_the_trace_is_read(tmp_path):
     err = refused(run("route", "eval", str(tmp_path / "missing.jsonl"), "--policy", "bogus"))
-    assert "--policy: unknown policy 'bogus'" in err and "usage: libra route" in err, err
+    assert "--policy: unknown policy 'bogus'" in err and "usage:" not in err, err
 
 
 # ---- plan: contradictory settings ------------------------------------------------------------
