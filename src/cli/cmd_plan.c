@@ -37,14 +37,16 @@ static const char help[] =
     "(docs/planner.md). The length sample is the one libra sim's libra mode plans on: the\n"
     "fewest whole batches holding 256 trajectories (at most 8) at evenly spaced steps of the\n"
     "run, from the workload preset (workload.name, seed plan.sample_seed or sim.seed) or\n"
-    "spread over --trace FILE (workload.trace). The search is exact for its analytic step;\n"
-    "--time-limit-s (plan.time_limit_s) bounds it (the search alone) and the output then\n"
-    "states the proven optimality gap.\n"
+    "spread over --trace FILE (workload.trace). The search is exact for its analytic step\n"
+    "unless --time-limit-s (plan.time_limit_s) or plan.max_scored (20000 scored rollout\n"
+    "multisets; 0: no limit) stops it (the search alone); the output then states the proven\n"
+    "optimality gap.\n"
     "An async plan is then verified: the K best of the planner's candidates by analytic step\n"
     "(its optimum, its best heterogeneous and single-TP fleets at and near the optimum's split)\n"
-    "run N steps of libra sim on another seed; those within 5 % of the fastest run again on a\n"
-    "second seed, and the best mean of the two is the plan. Exit 1 when no plan is feasible,\n"
-    "naming the constraint; --json prints one document (schema libra.plan/1).\n"
+    "run N steps of libra sim on another seed; the fastest is the plan, unless others come\n"
+    "within 5 % of it: those run again on a second seed, and the best mean of the two is the\n"
+    "plan. Exit 1 when no plan is feasible, naming the constraint; --json prints one\n"
+    "document (schema libra.plan/1).\n"
     "\n"
     "flags:\n"
     "  --trace FILE           take the length sample from a trace (docs/trace-format.md)\n"
@@ -137,8 +139,8 @@ static void print_rollout(FILE *out, const struct plan_result *r)
     else
         fprintf(out,
                 "            rollout side %.2f s per step, %.3f trajectories/s at the "
-                "concurrency limit\n",
-                r->rollout_s, r->rate_traj_per_s);
+                "concurrency limit, %.1f %% of the sample predicted stale at the step time\n",
+                r->rollout_s, r->rate_traj_per_s, 100.0 * r->f_stale);
     char text[SPEC_BUCKET_TEXT_MAX];
     spec_bucket_format(&r->layout, text, sizeof text);
     fprintf(out, "  buckets   %s\n", text);
@@ -213,6 +215,103 @@ static void figure_text(double tokens_per_s, char *out, size_t size)
         snprintf(out, size, "%.1f", tokens_per_s);
 }
 
+/* A fleet's kind from its text ("tp8x3", "tp4x4,tp8x1"): its one TP size, or 0 when mixed. */
+static int fleet_kind(const char *instances)
+{
+    return strchr(instances, ',') ? 0 : (int)strtol(instances + 2, NULL, 10);
+}
+
+/* The header names what was simulated: the kinds of fleet and the colocated plans the
+ * candidates hold, not every kind the verification proposes (plan.min_tp_sizes, for one,
+ * leaves single TP sizes and colocated plans out). */
+static void print_verify_header(FILE *out, const struct sim_mode_result *v)
+{
+    int colocated = 0;
+    bool kind[PLAN_NTP + 1] = {false}; /* [t]: every instance TP 2^t; [PLAN_NTP]: mixed */
+    for (int i = 0; i < v->n_verified; i++) {
+        int tp = fleet_kind(v->verified[i].instances);
+        if (v->verified[i].colocated)
+            colocated++;
+        else
+            kind[tp ? __builtin_ctz((unsigned)tp) : PLAN_NTP] = true;
+    }
+    fprintf(out,
+            "\nverification: %d candidates (the best by analytic step; the best fleet of each "
+            "kind simulated:",
+            v->n_verified);
+    const char *sep = " ";
+    for (int t = 0; t <= PLAN_NTP; t++)
+        if (kind[t]) {
+            if (t < PLAN_NTP)
+                fprintf(out, "%sall TP%d", sep, 1 << t);
+            else
+                fprintf(out, "%smixed TP", sep);
+            sep = ", ";
+        }
+    if (colocated)
+        fprintf(out, "; %d colocated plan%s", colocated, colocated == 1 ? "" : "s");
+    else
+        fprintf(out, "; no colocated plan");
+    fprintf(out,
+            "; and the splits a search around the fastest added), each simulated for %d steps on "
+            "seed %lld; those within 5 %% of the fastest again on seed %lld, and the best mean "
+            "wins\n  %-20s %6s %-28s %12s %14s %14s\n",
+            v->verify_steps, (long long)v->verify_seed, (long long)v->race_seed, "candidate",
+            "train", "instances", "predicted s", "sim tokens/s", "2nd seed");
+}
+
+/* The fastest candidate on the first seed (ties: the better analytic rank, as sim_verify's). */
+static const struct sim_verified *first_seed_fastest(const struct sim_mode_result *v)
+{
+    const struct sim_verified *best = NULL;
+    for (int i = 0; i < v->n_verified; i++) {
+        const struct sim_verified *c = &v->verified[i];
+        if (!isnan(c->tokens_per_s) && (!best || c->tokens_per_s > best->tokens_per_s))
+            best = c;
+    }
+    return best;
+}
+
+/* On what the chosen candidate won: the first seed alone when no other came within 5 % of it,
+ * else the mean of both seeds among those that did (which the first seed's fastest may lose). */
+static void print_won_on(FILE *out, const struct sim_mode_result *v,
+                         const struct sim_verified *chosen)
+{
+    const struct sim_verified *first = first_seed_fastest(v);
+    int raced = 0;
+    for (int i = 0; i < v->n_verified; i++)
+        raced += v->verified[i].raced;
+    if (!chosen->raced)
+        fprintf(out, "the fastest in simulation, with no other candidate within 5 %% of it");
+    else if (isnan(chosen->second_tokens_per_s)) /* it wins so only when every such run failed */
+        fprintf(out, "the fastest on the first seed (every run on the second failed)");
+    else {
+        fprintf(out,
+                "the best mean of the two seeds among the %d candidates within 5 %% of the "
+                "fastest on the first seed",
+                raced);
+        if (first == chosen)
+            fprintf(out, ", and the fastest on the first seed too");
+        else
+            fprintf(out, "; %s was fastest on the first seed alone", first->origin);
+    }
+}
+
+/* What the chosen candidate gained over the analytic optimum, on the figures both have. */
+static void print_gain(FILE *out, const struct sim_verified *chosen, const struct sim_verified *opt)
+{
+    if (isnan(opt->tokens_per_s)) {
+        fprintf(out, "; the analytic optimum failed to simulate");
+        return;
+    }
+    bool both = chosen->raced && opt->raced && !isnan(chosen->second_tokens_per_s) &&
+                !isnan(opt->second_tokens_per_s);
+    double a = chosen->tokens_per_s + (both ? chosen->second_tokens_per_s : 0),
+           b = opt->tokens_per_s + (both ? opt->second_tokens_per_s : 0);
+    fprintf(out, "; %.1f %% more trained tokens/s than the analytic optimum %s",
+            100.0 * (a / b - 1.0), both ? "on the mean of both seeds" : "on the first seed");
+}
+
 static void print_verification(FILE *out, const struct api_planned *pl)
 {
     const struct sim_mode_result *v = &pl->verification;
@@ -220,13 +319,7 @@ static void print_verification(FILE *out, const struct api_planned *pl)
         fprintf(out, "\nverification: none (%s)\n", pl->unverified_why);
         return;
     }
-    fprintf(out,
-            "\nverification: %d candidates (the best by analytic step, the best of each kind of "
-            "fleet, every colocated plan and a search of splits around the fastest), each "
-            "simulated for %d steps on seed %lld; those within 5 %% of the fastest again on seed "
-            "%lld, and the best mean wins\n  %-20s %6s %-28s %12s %14s %14s\n",
-            v->n_verified, v->verify_steps, (long long)v->verify_seed, (long long)v->race_seed,
-            "candidate", "train", "instances", "predicted s", "sim tokens/s", "2nd seed");
+    print_verify_header(out, v);
     const struct sim_verified *chosen = NULL, *opt = NULL;
     for (int i = 0; i < v->n_verified; i++) {
         const struct sim_verified *c = &v->verified[i];
@@ -243,21 +336,16 @@ static void print_verification(FILE *out, const struct api_planned *pl)
         if (c->chosen)
             chosen = c;
     }
-    if (chosen && isnan(chosen->tokens_per_s))
+    if (chosen && isnan(chosen->tokens_per_s)) {
         fprintf(out, "every candidate failed to simulate (libra sim names why); the plan is the "
                      "analytic optimum\n");
-    else if (chosen == opt)
-        fprintf(out, "the analytic optimum simulated fastest and is the plan\n");
-    else if (chosen && opt && !isnan(opt->tokens_per_s)) {
-        bool both = chosen->raced && opt->raced && !isnan(opt->second_tokens_per_s);
-        double a = chosen->tokens_per_s + (both ? chosen->second_tokens_per_s : 0),
-               b = opt->tokens_per_s + (both ? opt->second_tokens_per_s : 0);
-        fprintf(out,
-                "the plan: %s, %.1f %% more trained tokens/s in simulation than the "
-                "analytic optimum%s\n",
-                chosen->origin, 100.0 * (a / b - 1.0), both ? " (both seeds)" : "");
-    } else if (chosen)
-        fprintf(out, "the plan: %s (the analytic optimum failed to simulate)\n", chosen->origin);
+    } else if (chosen) {
+        fprintf(out, "the plan: %s, ", chosen == opt ? "the analytic optimum" : chosen->origin);
+        print_won_on(out, v, chosen);
+        if (opt && chosen != opt)
+            print_gain(out, chosen, opt);
+        fputc('\n', out);
+    }
 }
 
 static char *text_output(const struct libra_config *cfg, const struct api_planned *pl)

@@ -914,7 +914,8 @@ static bool solve_split(struct plan_solver *s, struct plan_split *sp, unsigned c
 /*
  * A first incumbent, so that a search the budget stops early still has a plan: on split sp
  * (the one with the least bound), every valid class's multiset with the most large instances
- * (each size from the largest down at the most that packs).
+ * (each size from the largest down at the most that packs). They are scored whatever the
+ * budget only until one gives a plan, so that plan.max_scored stops the search where it says.
  */
 static void seed(struct plan_solver *s, struct plan_split *sp, unsigned classes,
                  struct incumbent *inc)
@@ -934,6 +935,8 @@ static void seed(struct plan_solver *s, struct plan_split *sp, unsigned classes,
         }
         if (!ok)
             continue;
+        if (inc->sp && budget_gone(s))
+            break;
         double cd[PLAN_NTP];
         int c[PLAN_NTP];
         corner(sp, &b, cd);

@@ -28,9 +28,9 @@ def test_default_plan_is_feasible_and_printed():
     out = r.stdout
     assert out.startswith("48 × a800-80g (8 per node), qwen3-14b, async, batch 32")
     for needle in ("step time", "training ", "rollout ", "buckets ", "nodes (GPU: role)",
-                   "verification: 21 candidates (the best by analytic step, the best of each kind "
-                   "of fleet, every colocated plan and a search of splits around the fastest), "
-                   "each simulated for 17",
+                   "verification: 21 candidates (the best by analytic step; the best fleet of "
+                   "each kind simulated: all TP1, all TP2, all TP4, all TP8; 4 colocated plans; "
+                   "and the splits a search around the fastest added), each simulated for 17",
                    "optimality gap 0 % of the analytic step (proven optimal)"):
         assert needle in out, needle
     assert re.search(r"libra: plan: searched in [0-9.]+ ms", r.stderr)
@@ -277,9 +277,9 @@ def test_verification_chooses_as_libra_sim_does():
     assert fleet_text(doc["rollout"]["instances"]) == chosen[0]["instances"]
     assert abs(doc["objective"]["step_s"] - chosen[0]["predicted_step_s"]) < 1e-9
     text = run("plan", "--verify", "6", "--verify-steps", "4", "--steps", "20").stdout
-    assert (f"verification: {len(c)} candidates (the best by analytic step, the best of each "
-            "kind of fleet, every colocated plan and a search of splits around the fastest), "
-            "each simulated for 7 steps") in text
+    assert (f"verification: {len(c)} candidates (the best by analytic step; the best fleet of "
+            "each kind simulated: all TP1, all TP2, all TP4, all TP8; 4 colocated plans; and the "
+            "splits a search around the fastest added), each simulated for 7 steps") in text
     assert text.count("\n* ") == 1
 
 
