@@ -39,8 +39,14 @@ static const char help[] =
     "tokens' top-k copies (all-to-all).\n"
     "\n"
     "training layout:\n"
-    "  --tp N, --pp N, --cp N        tensor, pipeline and context parallel sizes (4, 1, 1)\n"
-    "  --dp N                        data-parallel replicas (default: the GPUs left)\n"
+    "  --tp N                        tensor parallel size (default: the largest of 4, 2, 1\n"
+    "                                that fits a node and the cluster and divides the\n"
+    "                                model's heads)\n"
+    "  --pp N, --cp N                pipeline and context parallel sizes (1, 1)\n"
+    "  --dp N                        data-parallel replicas (default: the most that the GPUs\n"
+    "                                left and the sequences of a mini-batch allow, with --ep\n"
+    "                                dividing TP·CP·DP; a default below TP 4 or the GPUs\n"
+    "                                left is noted under the step)\n"
     "  --ep N                        expert parallel size (MoE: divides TP·CP·DP and the\n"
     "                                experts; the experts are then not split by TP) (1)\n"
     "  --micro-batch-tokens N        token budget of a micro-batch per replica (32768)\n"
@@ -95,12 +101,15 @@ static const int batches[] = {1, 8, 32, 64, 128, 256};
 static const int linear_tokens[] = {1, 8, 32, 64, 128, 256, 512, 2048, 8192};
 #define N_LINEAR (sizeof linear_tokens / sizeof linear_tokens[0])
 #define MAX_TP 8
+#define DEFAULT_TP 4 /* the training TP when --tp is not given and it fits */
 #define GIB 1073741824.0
 
 struct opts {
-    struct cost_train_config train;
+    struct cost_train_config train; /* tp, dp 0 until given or defaulted */
     long seq_tokens;
     long context_tokens;
+    bool tp_given, dp_given;
+    bool narrowed; /* a defaulted TP or DP is below its nominal value (TP 4, all GPUs left) */
 };
 
 /* Parses --flag's value as an integer in [lo, hi]; prints the usage error otherwise. */
@@ -181,7 +190,43 @@ struct answers {
     struct cost_train_step step;
     struct cost_train_memory mem;
     size_t n_seqs;
+    int gpus; /* the cluster's */
 };
+
+/* Joins the names that are not NULL as "a, b or c" into buf: the flags a refusal asks to
+ * change. */
+static const char *flag_list(char *buf, size_t size, const char *const names[], size_t n)
+{
+    size_t left = 0, len = 0;
+    for (size_t i = 0; i < n; i++)
+        left += names[i] != NULL;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && len < size; i++) {
+        if (!names[i])
+            continue;
+        left--;
+        len += (size_t)snprintf(buf + len, size - len, "%s%s",
+                                len == 0    ? ""
+                                : left == 0 ? " or "
+                                            : ", ",
+                                names[i]);
+    }
+    return buf;
+}
+
+/* Where a constant of h with value v comes from: built_in's word where 0 (the built-in one),
+ * "calibrated" where the preset records a calibration, else the preset file that set it by hand
+ * (written into buf, SPEC_ORIGIN_MAX + 16 bytes). */
+static const char *constant_from(const struct spec_hardware *h, double v, const char *built_in,
+                                 char *buf)
+{
+    if (v <= 0.0)
+        return built_in;
+    if (h->calibration[0])
+        return "calibrated";
+    snprintf(buf, SPEC_ORIGIN_MAX + 16, "preset file %s", h->origin);
+    return buf;
+}
 
 static void rollout_answers(struct answers *a, double context)
 {
@@ -198,6 +243,24 @@ static void rollout_answers(struct answers *a, double context)
         }
         a->n_rows++;
     }
+}
+
+/* Says why the sequences could not be dealt, naming the flags that would change it. */
+static void deal_refusal(const struct answers *a, const struct opts *o)
+{
+    const struct cost_train_config *c = &o->train;
+    if (o->seq_tokens > c->micro_batch_tokens) {
+        cli_errorf("cost: sequences of %ld tokens do not fit a micro-batch of %.0f tokens; "
+                   "change --seq-tokens or --micro-batch-tokens",
+                   o->seq_tokens, c->micro_batch_tokens);
+        return;
+    }
+    char flags[64];
+    const char *names[] = {o->dp_given ? "--dp" : NULL, c->minibatches > 1 ? "--minibatches" : NULL,
+                           "--batch"};
+    cli_errorf("cost: %zu sequences do not fit: each of %d DP ranks needs a sequence in each of "
+               "%d mini-batches; change %s",
+               a->n_seqs, c->dp, c->minibatches, flag_list(flags, sizeof flags, names, 3));
 }
 
 /* Deals the training sequences; returns 0 or an exit code after printing why. */
@@ -224,10 +287,7 @@ static int train_answers(struct answers *a, const struct opts *o)
     cost_train_seqs_free(&seqs);
     cost_train_scratch_free(&sc);
     if (rc == LIBRA_EINFEAS) {
-        cli_errorf("cost: %zu sequences of %ld tokens do not fit: a sequence must fit one "
-                   "micro-batch (%.0f tokens) and each of %d ranks needs a sequence in each of "
-                   "%d mini-batches",
-                   a->n_seqs, o->seq_tokens, c->micro_batch_tokens, c->dp, c->minibatches);
+        deal_refusal(a, o);
         return LIBRA_EXIT_USAGE;
     }
     cost_train_step_time(&a->shape, a->hw, &a->tp, c, &a->load, &a->step);
@@ -270,16 +330,35 @@ static void print_rollout(FILE *out, const struct answers *a, double context)
         }
         fputc('\n', out);
     }
+    char fix[SPEC_ORIGIN_MAX + 16], seq[SPEC_ORIGIN_MAX + 16];
     fprintf(out,
             "* batch × context exceeds the instance's KV capacity\n"
             "constants: t_fix %.2f ms (%s), t_seq %.0f us (%s), eta_kv %.2f (assumed), "
             "all-reduce %.0f us + %.0f GB/s; docs/calibration.md\n",
-            a->rp.t_fix_s * 1e3, a->hw->decode_t_fix_s > 0.0 ? "calibrated" : "fitted",
-            a->rp.t_seq_s * 1e6, a->hw->decode_t_seq_s > 0.0 ? "calibrated" : "assumed",
+            a->rp.t_fix_s * 1e3, constant_from(a->hw, a->hw->decode_t_fix_s, "fitted", fix),
+            a->rp.t_seq_s * 1e6, constant_from(a->hw, a->hw->decode_t_seq_s, "assumed", seq),
             a->rp.eta_kv, a->rp.ar_latency_s * 1e6, a->rp.ar_bus_bw_bytes_per_s / 1e9);
     if (a->hw->calibration[0])
         fprintf(out, "calibrated: %s\n", a->hw->calibration);
     fputc('\n', out);
+}
+
+/* Says which parts of the layout were defaulted when they are below their nominal values, so that
+ * a TP or DP the user did not choose is not mistaken for the documented default. */
+static void print_defaulted(FILE *out, const struct answers *a, const struct opts *o)
+{
+    const struct cost_train_config *c = &o->train;
+    char parts[32];
+    int len = o->tp_given ? 0 : snprintf(parts, sizeof parts, "TP %d", c->tp);
+    if (!o->dp_given)
+        snprintf(parts + len, sizeof parts - (size_t)len, "%sDP %d", len ? ", " : "", c->dp);
+    fprintf(out,
+            "  layout defaulted (no %s given): %s, the largest that fit the cluster (%d GPUs, "
+            "%d per node), the model and the batch (%zu sequences per mini-batch)\n",
+            o->tp_given   ? "--dp"
+            : o->dp_given ? "--tp"
+                          : "--tp, --dp",
+            parts, a->gpus, a->hw->gpus_per_node, a->n_seqs / (size_t)c->minibatches);
 }
 
 static void print_train(FILE *out, const struct answers *a, const struct opts *o)
@@ -292,6 +371,8 @@ static void print_train(FILE *out, const struct answers *a, const struct opts *o
             "micro-batch %.0f tokens, %d mini-batch(es), ZeRO %d\n",
             c->tp, c->pp, c->cp, c->dp, c->ep, c->tp * c->pp * c->cp * c->dp, a->n_seqs,
             o->seq_tokens, c->micro_batch_tokens, c->minibatches, c->zero_stage);
+    if (o->narrowed)
+        print_defaulted(out, a, o);
     fprintf(out,
             "  FLOPs per token: k = %g (update) + %g (recompute) + %g (old log-prob) + %g "
             "(reference) times N = %.3g, plus attention (%.0f %% of %.3g FLOPs)\n",
@@ -302,8 +383,9 @@ static void print_train(FILE *out, const struct answers *a, const struct opts *o
             "+ EP %.2f + DP %.2f + ZeRO-3 %.2f + optimizer %.2f + micro-batches %.2f\n",
             s->step_s, s->compute_s, s->pp_bubble_s, s->pp_p2p_s, s->tp_comm_s, s->cp_comm_s,
             s->ep_comm_s, s->dp_comm_s, s->zero3_gather_s, s->optimizer_s, s->microbatch_s);
+    char mfu[SPEC_ORIGIN_MAX + 16];
     fprintf(out, "  rank imbalance %.3f, effective MFU %.3f (model MFU %.2f, %s)\n", s->imbalance,
-            s->mfu_effective, a->tp.mfu, a->hw->train_mfu > 0.0 ? "calibrated" : "assumed");
+            s->mfu_effective, a->tp.mfu, constant_from(a->hw, a->hw->train_mfu, "assumed", mfu));
     fprintf(out,
             "memory per GPU, GB: weights %.1f + grads %.1f + optimizer %.1f + activations "
             "%.1f + logits %.1f + workspace %.1f = %.1f of %.1f: %s by %.1f GB\n",
@@ -432,22 +514,57 @@ static int calibration(struct cli_common *cc, int argc, char **argv)
     return rc;
 }
 
-/* Completes the layout from the config: DP from the GPUs left when not given. */
-static int resolve_layout(const struct cli_common *cc, struct opts *o,
-                          const struct libra_config *cfg)
+/* TP when --tp is not given: the largest of 4, 2, 1 that a node holds, that divides the model's
+ * heads and KV heads, and whose replicas (with --pp, --cp and any --dp) the cluster holds; 1
+ * when none does, which resolve_layout then refuses naming the flags given. */
+static int default_tp(const struct answers *a, const struct cost_train_config *t)
+{
+    long others = (long)t->pp * t->cp * (t->dp ? t->dp : 1); /* at most 2^48 */
+    for (int tp = DEFAULT_TP; tp > 1; tp /= 2)
+        if (tp <= a->hw->gpus_per_node && fmod(a->shape.heads, tp) == 0.0 &&
+            fmod(a->shape.kv_heads, tp) == 0.0 && others <= a->gpus / tp)
+            return tp;
+    return 1;
+}
+
+/* DP when --dp is not given: the GPUs the replicas leave, at most the sequences of a mini-batch
+ * (each rank needs one in each), the largest such that --ep divides a stage's TP·CP·DP GPUs.
+ * When none does, the cap, which the checks refuse naming the flags. */
+static int default_dp(const struct cost_train_config *t, long left, long per_minibatch)
+{
+    long cap = left < per_minibatch ? left : per_minibatch;
+    long ep = t->ep > 1 ? t->ep : 1, stage = (long)t->tp * t->cp % ep; /* mod ep: no overflow */
+    for (long dp = cap; dp >= 1; dp--) /* at most ep steps: a multiple of ep suits */
+        if (stage * dp % ep == 0)
+            return (int)dp;
+    return cap < 1 ? 1 : (int)cap;
+}
+
+/* Completes the layout: TP and DP where not given, to fit the cluster, the model and the batch. */
+static int resolve_layout(const struct cli_common *cc, struct opts *o, const struct answers *a)
 {
     struct cost_train_config *t = &o->train;
     if (t->balance_each_minibatch && t->minibatches == 1)
         return cli_value_errorf(cc->cmd, "--balance-minibatch balances each of --minibatches N "
                                          "(> 1) mini-batches; one is the batch, balanced already");
+    o->tp_given = t->tp != 0;
+    o->dp_given = t->dp != 0;
+    if (!o->tp_given)
+        t->tp = default_tp(a, t);
     long replica = (long)t->tp * t->pp * t->cp; /* at most 2^48: each flag is at most 2^16 */
-    if (t->dp == 0)
-        t->dp = (int)(cfg->cluster.gpus / replica);
+    long left = a->gpus / replica;
+    if (!o->dp_given)
+        t->dp = default_dp(t, left, (long)(a->n_seqs / (size_t)t->minibatches));
+    o->narrowed = (!o->tp_given && t->tp < DEFAULT_TP) || (!o->dp_given && t->dp < left);
     /* compared by division: replica * DP may pass even 64 bits (2^16 each) */
-    if (t->dp < 1 || t->dp > cfg->cluster.gpus / replica)
-        return cli_value_errorf(cc->cmd, "the layout needs %.0f GPUs, the cluster has %d",
-                                (double)replica * (t->dp < 1 ? 1 : t->dp), cfg->cluster.gpus);
-    return 0;
+    if (t->dp <= left)
+        return 0;
+    char flags[64];
+    const char *names[] = {o->tp_given ? "--tp" : NULL, t->pp > 1 ? "--pp" : NULL,
+                           t->cp > 1 ? "--cp" : NULL, o->dp_given ? "--dp" : NULL, "--gpus"};
+    return cli_value_errorf(cc->cmd, "the layout needs %.0f GPUs, the cluster has %d; change %s",
+                            (double)replica * t->dp, a->gpus,
+                            flag_list(flags, sizeof flags, names, 5));
 }
 
 int cmd_cost(int argc, char **argv)
@@ -456,8 +573,7 @@ int cmd_cost(int argc, char **argv)
     cli_common_init(&cc, cli_find("cost"),
                     CLI_FLAGS_CONFIG | CLI_FLAGS_PRESETS | CLI_FLAGS_JSON | CLI_FLAGS_OUTPUT, "",
                     own_options);
-    struct opts o = {.train = {.tp = 4,
-                               .pp = 1,
+    struct opts o = {.train = {.pp = 1,
                                .cp = 1,
                                .ep = 1,
                                .micro_batch_tokens = 32768,
@@ -487,8 +603,6 @@ int cmd_cost(int argc, char **argv)
     }
     if (rc == 0)
         rc = cli_common_load(&cc, input, &p, &cfg);
-    if (rc == 0)
-        rc = resolve_layout(&cc, &o, &cfg);
     if (rc == 0) {
         a.hw = spec_hardware_find(&p.spec, cfg.cluster.hardware);
         a.model = spec_model_find(&p.spec, cfg.model.name);
@@ -500,6 +614,10 @@ int cmd_cost(int argc, char **argv)
     }
     if (rc == 0) {
         a.n_seqs = (size_t)cfg.rl.batch_trajectories;
+        a.gpus = cfg.cluster.gpus;
+        rc = resolve_layout(&cc, &o, &a);
+    }
+    if (rc == 0) {
         rollout_answers(&a, (double)o.context_tokens);
         rc = train_answers(&a, &o);
     }

@@ -67,6 +67,23 @@ def test_a_preset_without_a_source_says_so(tmp_path):
     assert "memory per GPU: 68719476736 bytes (64.00 GiB), source: not given" in r.stdout
 
 
+def test_a_constant_set_by_hand_is_named_as_the_preset_file_s(tmp_path):
+    """Only a preset with a `calibration` row was fitted; a constant a file sets by hand is
+    the file's (as `libra presets` names it), and the others stay the built-in ones."""
+    path = tmp_path / "hand.json"
+    path.write_text(json.dumps({"hardware": [{
+        "name": "mine", "bf16_flops_per_s": 1e15, "hbm_bytes": 2**36,
+        "hbm_bw_bytes_per_s": 3e12, "nvlink_bw_bytes_per_s": 9e11,
+        "allreduce_bus_bw_bytes_per_s": 3e11, "allreduce_latency_s": 3e-5,
+        "inter_node_bw_bytes_per_s": 2.5e10, "gpus_per_node": 8,
+        "decode_t_fix_s": 0.005, "train_mfu": 0.4}]}))
+    r = run("--presets", str(path), "--hardware", "mine", "--model", "qwen2.5-7b", "--gpus", "8")
+    assert r.returncode == 0, r.stderr
+    assert f"t_fix 5.00 ms (preset file {path})" in r.stdout, r.stdout
+    assert "us (assumed), eta_kv" in r.stdout and "calibrated" not in r.stdout, r.stdout
+    assert f"(model MFU 0.40, preset file {path})" in r.stdout, r.stdout
+
+
 def test_same_input_same_bytes():
     assert run("--json").stdout == run("--json").stdout
 
@@ -118,7 +135,7 @@ def test_calibration_takes_only_an_output_file(tmp_path):
 
 def test_layouts_that_cannot_run_are_usage_errors():
     for args, needle in ((("--tp", "3"), "tp must divide"),
-                         (("--dp", "100"), "needs 400 GPUs"),
+                         (("--dp", "100"), "needs 100 GPUs"),
                          (("--seq-tokens", "40000"), "do not fit"),
                          (("--zero", "4"), "--zero"),
                          (("--ep", "2"), "is dense"),

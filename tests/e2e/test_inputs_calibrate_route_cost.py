@@ -233,7 +233,7 @@ def test_route_eval_plans_a_cluster_of_more_than_4096_instances_of_one_tp_size()
 
 @pytest.mark.parametrize("args,says", [
     (("cost", "--tp", "4", "--dp", "100"), "libra: cost: the layout needs 400 GPUs"),
-    (("cost", "--gpus", "1", "--model", "qwen3-235b-a22b"), "libra: cost: the layout needs"),
+    (("cost", "--gpus", "1", "--tp", "2"), "libra: cost: the layout needs 2 GPUs"),
     (("cost", "--balance-minibatch"), "libra: cost: --balance-minibatch balances each"),
     (("route", "eval", SMALL, "--buckets", BUCKETS, "--folds", "100"),
      "libra: route: --folds 100: the trace has 5 prompts"),
