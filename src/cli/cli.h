@@ -89,9 +89,10 @@ int cli_read_file(const char *path, char **text, size_t *len);
  * is known only once the config is read, after the loop's own check of its inputs. */
 bool cli_output_naming(const char *path, const char **output, const char **label);
 
-/* Whether paths a and b name one file: the same file (device and inode), or, where none is
- * there yet, the same name in the same directory (/tmp/x and /tmp/./x). */
-bool cli_same_file(const char *a, const char *b);
+/* Whether paths path_a and path_b name one file: the same file (device and inode), or, where
+ * none is there yet, the same name in the same directory (/tmp/x and /tmp/./x), a dangling
+ * symbolic link standing for the name it points to. */
+bool cli_same_file(const char *path_a, const char *path_b);
 
 /* Whether a is a regular file and b names it too (device and inode: "./x", "x" and a link to x
  * are): an output b that would replace the input a. */

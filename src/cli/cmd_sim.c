@@ -715,9 +715,10 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f,
                               : sim_sweep_text(&sw, base));
         for (size_t i = 0; i < sw.n_cells && failed && rc == 0; i++)
             if (sw.cells[i].rc) {
-                char buf[1024];
-                cli_errorf("sim: %zu of %zu runs failed, the first: seed %lld: %s", failed,
-                           sw.n_cells, (long long)sw.cells[i].seed,
+                char buf[1024], point[512];
+                point_text(&sw, sw.cells[i].point, point, sizeof point);
+                cli_errorf("sim: %zu of %zu runs failed, the first: %s%sseed %lld: %s", failed,
+                           sw.n_cells, point, point[0] ? ", " : "", (long long)sw.cells[i].seed,
                            error_format(&sw.cells[i].err, buf, sizeof buf));
                 rc = exit_code(sw.cells[i].rc);
             }

@@ -212,9 +212,38 @@ static const char *split_dir(const char *path, char *dir, size_t size)
     return slash + 1;
 }
 
-bool cli_same_file(const char *a, const char *b)
+/*
+ * Into buf: where writing path lands when path is a symbolic link whose target does not exist
+ * yet (followed, each relative target from its link's directory, up to 40 links as the kernel
+ * does); path itself otherwise. A dangling link and the name it points to are one file to come.
+ */
+static const char *dangling_target(const char *path, char *buf, size_t size)
 {
-    char da[4096], db[4096];
+    char cur[4096], link[4096], dir[4096];
+    struct stat st;
+    snprintf(cur, sizeof cur, "%s", path);
+    for (int hops = 0; hops < 40 && lstat(cur, &st) == 0 && S_ISLNK(st.st_mode); hops++) {
+        if (stat(cur, &st) == 0) /* it resolves: compared by inode */
+            break;
+        ssize_t n = readlink(cur, link, sizeof link - 1);
+        if (n < 0)
+            break;
+        link[n] = '\0';
+        split_dir(cur, dir, sizeof dir);
+        if (link[0] == '/' || strcmp(dir, ".") == 0)
+            snprintf(cur, sizeof cur, "%s", link);
+        else
+            snprintf(cur, sizeof cur, "%.2000s/%.2000s", dir, link);
+    }
+    snprintf(buf, size, "%s", cur);
+    return buf;
+}
+
+bool cli_same_file(const char *path_a, const char *path_b)
+{
+    char ra[4096], rb[4096], da[4096], db[4096];
+    const char *a = dangling_target(path_a, ra, sizeof ra);
+    const char *b = dangling_target(path_b, rb, sizeof rb);
     const char *na = split_dir(a, da, sizeof da), *nb = split_dir(b, db, sizeof db);
     return strcmp(a, b) == 0 || same_inode(a, b) || (strcmp(na, nb) == 0 && same_inode(da, db));
 }

@@ -490,17 +490,24 @@ char *sim_experiment_text(const struct sim_experiment *e, const struct libra_con
     if (rl->trajectory_timeout_s > 0)
         strbuf_printf(&b, "; trajectories stopped and masked after %g s", rl->trajectory_timeout_s);
     strbuf_printf(&b, "; seed %lld\n\n", (long long)cfg->sim.seed);
-    strbuf_printf(&b, "%-10s %-36s %10s %8s %8s %7s %7s %7s %7s\n", "mode", "layout", "tokens/s",
-                  "traj/s", "step s", "roll %", "train %", "tail %", "disc %");
+    /* the layout column is as wide as its longest layout (at least 36), so that a long one,
+     * "32 train + tp1x4,tp2x2,tp4x2 (verified)", leaves the numbers under their headers */
+    char lay[SIM_MODES][96];
+    int width = 36;
+    for (int i = 0; i < e->n; i++) {
+        sim_layout_text(&e->mode[i].layout, lay[i], sizeof lay[i]);
+        if ((int)strlen(lay[i]) > width)
+            width = (int)strlen(lay[i]);
+    }
+    strbuf_printf(&b, "%-10s %-*s %10s %8s %8s %7s %7s %7s %7s\n", "mode", width, "layout",
+                  "tokens/s", "traj/s", "step s", "roll %", "train %", "tail %", "disc %");
     for (int i = 0; i < e->n; i++) {
         const struct sim_mode_result *mr = &e->mode[i];
         const struct sim_result *r = &mr->run;
-        char lay[96];
-        sim_layout_text(&mr->layout, lay, sizeof lay);
-        strbuf_printf(&b, "%-10s %-36s %10.0f %8.3f %8.1f %7.1f %7.1f %7.1f %7.1f\n",
-                      sim_mode_name(mr->mode), lay, r->tokens_per_s, r->trajectories_per_s,
-                      r->mean_step_s, 100 * r->rollout_util, 100 * r->train_util,
-                      100 * r->tail_share, 100 * discarded_share(r));
+        strbuf_printf(&b, "%-10s %-*s %10.0f %8.3f %8.1f %7.1f %7.1f %7.1f %7.1f\n",
+                      sim_mode_name(mr->mode), width, lay[i], r->tokens_per_s,
+                      r->trajectories_per_s, r->mean_step_s, 100 * r->rollout_util,
+                      100 * r->train_util, 100 * r->tail_share, 100 * discarded_share(r));
     }
     double rc = sim_libra_ratio(e, SIM_COLOCATED, false), ra = sim_libra_ratio(e, SIM_ASYNC, false);
     if (!isnan(rc) || !isnan(ra)) {

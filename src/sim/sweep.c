@@ -396,6 +396,17 @@ static void spread_text(struct spread s, int digits, char *out, size_t size)
 }
 
 /* Per grid point, each mode's trained tokens/s and libra's ratios. */
+/* The width of key k's column: its name's and its longest value's, at least 22, so that a long
+ * value (a trace's path) leaves the figures under their headers. */
+static int key_width(const struct sim_sweep *sw, size_t k)
+{
+    size_t width = strlen(sw->keys[k].key) > 22 ? strlen(sw->keys[k].key) : 22;
+    for (size_t i = 0; i < sw->keys[k].n; i++)
+        if (strlen(sw->keys[k].values[i]) > width)
+            width = strlen(sw->keys[k].values[i]);
+    return (int)width;
+}
+
 static void modes_text(struct strbuf *b, const struct sim_sweep *sw)
 {
     size_t points = sim_sweep_points(sw);
@@ -404,7 +415,7 @@ static void modes_text(struct strbuf *b, const struct sim_sweep *sw)
         for (size_t p = 0; p < points && !shown[f]; p++)
             shown[f] = spread_of(sw, p, f).n > 0;
     for (size_t k = 0; k < sw->n_keys; k++)
-        strbuf_printf(b, "%-22s ", sw->keys[k].key);
+        strbuf_printf(b, "%-*s ", key_width(sw, k), sw->keys[k].key);
     for (int f = 0; f < SIM_MODES; f++)
         if (shown[f])
             strbuf_printf(b, "%-24s ", sim_mode_name((enum sim_mode)f));
@@ -414,7 +425,7 @@ static void modes_text(struct strbuf *b, const struct sim_sweep *sw)
     for (size_t p = 0; p < points; p++) {
         char cell[64];
         for (size_t k = 0; k < sw->n_keys; k++)
-            strbuf_printf(b, "%-22s ", sim_sweep_value(sw, p, k));
+            strbuf_printf(b, "%-*s ", key_width(sw, k), sim_sweep_value(sw, p, k));
         for (int f = 0; f < SIM_MODES; f++) {
             if (!shown[f])
                 continue;

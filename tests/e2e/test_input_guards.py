@@ -249,6 +249,18 @@ def test_perfetto_and_output_keep_their_own_message(files):
     assert "--perfetto and -o name one file, 'same.json'" in r.stderr
 
 
+@pytest.mark.parametrize("perfetto,out", [("new.json", "link.json"), ("link.json", "new.json")])
+def test_outputs_one_through_a_dangling_link_are_refused(files, perfetto, out):
+    """A link whose target is not there yet writes that target: the two outputs are one."""
+    (files / "link.json").unlink()
+    (files / "link.json").symlink_to("sub/../new.json")
+    (files / "sub").mkdir()
+    r = run("sim", "exp.json", "--perfetto", perfetto, "-o", out, cwd=files)
+    assert r.returncode == 2 and r.stdout == "", r.stderr
+    assert "--perfetto and -o name one file" in r.stderr, r.stderr
+    assert not (files / "new.json").exists()
+
+
 # ---- numbers as a config file writes them ------------------------------------------------------
 
 @pytest.mark.parametrize("args,want", [

@@ -83,7 +83,7 @@ def test_text_table_and_jsonl():
 def test_a_failed_cell_does_not_stop_the_others():
     p = sim("--json", *QUICK, "--sweep", "cluster.gpus=2,48", "--seeds", "2", check=False)
     assert p.returncode == 1  # the failed cells' exit: no layout can run (a negative result)
-    assert "2 of 4 runs failed" in p.stderr
+    assert "2 of 4 runs failed, the first: cluster.gpus=2, seed " in p.stderr, p.stderr
     doc = json.loads(p.stdout)
     failed = [c for c in doc["cells"] if "error" in c]
     assert len(failed) == 2 and all(c["set"]["cluster.gpus"] == "2" for c in failed)
@@ -399,3 +399,11 @@ def test_the_text_header_names_the_swept_values_and_counts_in_the_singular():
                         "--seeds", "1"], capture_output=True, text=True, timeout=600)
     assert p.stdout.startswith("libra sim: sweep of 1 grid point x 1 seed = 1 run (0 failed)"), \
         p.stdout
+
+
+def test_an_attribution_bar_that_contradicts_the_settings_is_refused_before_any_run():
+    """docs/sim.md "Attribution": settings are checked first; the bar is named."""
+    p = sim(*QUICK, "--attribution", "--set", "plan.min_tp_sizes=2", check=False)
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    assert "libra: --attribution (+planner): one TP size for every rollout instance " \
+           "contradicts plan.min_tp_sizes 2" in p.stderr, p.stderr
