@@ -71,30 +71,53 @@ def _check(rc, err):
     return rc
 
 
-def _bytes(what, value):
-    """A C string from str or bytes (no NUL inside)."""
+def _type_error(what, value, accepts):
+    """The TypeError of an argument what given value, naming every kind it accepts (a tuple:
+    ("str", "bytes", "None") reads "str, bytes or None"), so that the message is the argument's
+    whole contract (docs/python.md), not the part of it one helper checks."""
+    names = accepts[0] if len(accepts) == 1 else ", ".join(accepts[:-1]) + " or " + accepts[-1]
+    return TypeError(f"{what}: expected {names}, not {type(value).__name__}")
+
+
+_STR = ("str", "bytes")
+
+
+def _bytes(what, value, accepts=_STR):
+    """A C string from str or bytes (no NUL inside). accepts names what the argument takes,
+    for the TypeError: a caller that takes more than str or bytes says what."""
     if isinstance(value, str):
         value = value.encode("utf-8", "surrogateescape")
     elif not isinstance(value, (bytes, bytearray)):
-        raise TypeError(f"{what}: expected str or bytes, not {type(value).__name__}")
+        raise _type_error(what, value, accepts)
     if b"\0" in value:
         raise ValueError(f"{what}: contains a NUL character")
     return bytes(value)
 
 
-def _int(what, value, lo, hi):
+def _bytes_or_none(what, value):
+    """_bytes, with None (not known) passed on as a NULL."""
+    return None if value is None else _bytes(what, value, _STR + ("None",))
+
+
+def _int(what, value, lo, hi, accepts=("an int",)):
+    """value, an int in lo..hi; accepts as for _bytes."""
     if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{what}: expected an int, not {type(value).__name__}")
+        raise _type_error(what, value, accepts)
     if not lo <= value <= hi:
         raise ValueError(f"{what}: expected {lo}..{hi}, not {value}")
     return value
+
+
+def _tokens(what, value):
+    """A token count from 0, or None (not known, or a failed turn) as the library's -1."""
+    return -1 if value is None else _int(what, value, 0, _INT64_MAX, ("an int", "None"))
 
 
 def _now(now_s):
     if now_s is None:
         return math.nan
     if isinstance(now_s, bool) or not isinstance(now_s, (int, float)):
-        raise TypeError(f"now_s: expected a number, not {type(now_s).__name__}")
+        raise _type_error("now_s", now_s, ("a number", "None"))
     try:
         now = float(now_s)
     except OverflowError:
@@ -165,7 +188,8 @@ def _config(config):
         return _dumps("config", config), None
     if isinstance(config, os.PathLike):
         return _read_config(config), _bytes("config", os.fsencode(config))
-    return _bytes("config", config), None
+    return _bytes("config", config,
+                  ("a dict", "JSON text (str or bytes)", "an os.PathLike", "None")), None
 
 
 def _document(fn, config):
@@ -275,7 +299,7 @@ class Router:
         """A trajectory starts: its id (str or bytes), and its prompt's key (an int in
         0..2**63-1 shared by the samples of a group, or a str/bytes hashed by prompt_key)."""
         key = prompt_key(prompt) if isinstance(prompt, (str, bytes, bytearray)) else \
-            _int("prompt", prompt, 0, _INT64_MAX)
+            _int("prompt", prompt, 0, _INT64_MAX, ("an int",) + _STR)
         self._call(lib.libra_router_start, _bytes("trajectory", trajectory), key)
 
     def tool_return(self, trajectory, tool, status=None, payload_tokens=None):
@@ -283,10 +307,8 @@ class Router:
         "failure", "timeout", "other"; None: not known) and size in tokens (None: not
         known)."""
         self._call(lib.libra_router_tool_return, _bytes("trajectory", trajectory),
-                   None if tool is None else _bytes("tool", tool),
-                   None if status is None else _bytes("status", status),
-                   -1 if payload_tokens is None else
-                   _int("payload_tokens", payload_tokens, 0, _INT64_MAX))
+                   _bytes_or_none("tool", tool), _bytes_or_none("status", status),
+                   _tokens("payload_tokens", payload_tokens))
 
     def route(self, trajectory, context_tokens=None, now_s=None):
         """Routes the trajectory's next turn, whose request holds context_tokens (None: not
@@ -294,9 +316,7 @@ class Router:
         Decision."""
         d = _lib.CDecision()
         self._call(lib.libra_router_route, _bytes("trajectory", trajectory),
-                   -1 if context_tokens is None else
-                   _int("context_tokens", context_tokens, 0, _INT64_MAX),
-                   _now(now_s), ctypes.byref(d))
+                   _tokens("context_tokens", context_tokens), _now(now_s), ctypes.byref(d))
         return Decision(d.instance, d.bucket, d.policy_bucket, d.from_bucket, d.prev_instance,
                         d.reason.decode(), d.place.decode())
 
@@ -304,14 +324,13 @@ class Router:
         """The turn in flight answered with generated_tokens; None says it failed, and the
         next route places it again."""
         self._call(lib.libra_router_turn_done, _bytes("trajectory", trajectory),
-                   -1 if generated_tokens is None else
-                   _int("generated_tokens", generated_tokens, 0, _INT64_MAX))
+                   _tokens("generated_tokens", generated_tokens))
 
     def finish(self, trajectory, status="completed"):
         """The trajectory ended: "completed", "truncated", "aborted" or "filtered" (None:
         completed)."""
         self._call(lib.libra_router_finish, _bytes("trajectory", trajectory),
-                   None if status is None else _bytes("status", status))
+                   _bytes_or_none("status", status))
 
     def step(self, now_s=None):
         """A training step ended: learn the trajectories finished in it."""

@@ -22,13 +22,15 @@ __all__ = ["Reader", "read", "write"]
 def _path(path):
     """A C string of a path: str, bytes or os.PathLike, without a NUL (which would end it
     early, naming another file)."""
-    return _bytes("path", os.fsencode(path) if isinstance(path, os.PathLike) else path)
+    return _bytes("path", os.fsencode(path) if isinstance(path, os.PathLike) else path,
+                  ("str", "bytes", "an os.PathLike"))
 
 
 def _json(what, value):
+    """The JSON text of a header or record: a dict, or JSON text as it is."""
     if isinstance(value, dict):
         return _dumps(what, value)
-    return _bytes(what, value)
+    return _bytes(what, value, ("a dict", "JSON text (str or bytes)"))
 
 
 class Reader:

@@ -121,6 +121,19 @@ static int make_layout(struct libra_router *r, struct libra_error *err)
     return rc;
 }
 
+/* Refuses a policy that cannot act here: oracle routes by each trajectory's true remaining
+ * tokens, which a live router is never told (it would answer the shortest bucket every time).
+ * Returns 0, or LIBRA_EINVAL naming sched.policy where the config came from. */
+static int check_policy(const struct libra_config *cfg, const char *name, struct libra_error *err)
+{
+    if (cfg->sched.policy != SCHED_ORACLE)
+        return 0;
+    return error_set(err, name && name[0] ? name : "config", 0, 0,
+                     "sched.policy: oracle routes by each trajectory's true remaining tokens, "
+                     "which a live router is never given (libra route eval and libra sim have "
+                     "them): choose another policy");
+}
+
 int libra_router_new(const char *config_json, const char *name, struct libra_router **out,
                      struct libra_error *err)
 {
@@ -133,6 +146,8 @@ int libra_router_new(const char *config_json, const char *name, struct libra_rou
     r->first_step_s = NAN;
     r->last_step_s = NAN;
     int rc = api_config_from_text(config_json, name, &r->presets, &r->cfg, err);
+    if (rc == 0)
+        rc = check_policy(&r->cfg, name, err);
     if (rc == 0)
         rc = make_layout(r, err);
     if (rc == 0)

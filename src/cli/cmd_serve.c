@@ -414,6 +414,22 @@ static int resolve_mode(const struct cli_command *cmd, const struct libra_config
     return 0;
 }
 
+/* Refuses a policy the gateway cannot act on: oracle routes by each trajectory's true remaining
+ * tokens, which a live gateway never learns (it would answer the shortest bucket every time).
+ * Names the flag that set sched.policy, else the config file (the default is not oracle). */
+static int check_policy(const struct cli_common *cc, const char *config_file,
+                        const struct libra_config *cfg)
+{
+    if (cfg->sched.policy != SCHED_ORACLE)
+        return 0;
+    const char *flag = cli_common_flag(cc, "sched.policy");
+    return cli_value_errorf(cc->cmd,
+                            "%s%s: oracle routes by each trajectory's true remaining tokens, "
+                            "which a live gateway never learns (libra route eval and libra sim "
+                            "have them): choose another policy",
+                            flag ? flag : config_file, flag ? "" : ": sched.policy");
+}
+
 /* ---- the event loop ------------------------------------------------------------------------- */
 
 struct run {
@@ -524,6 +540,8 @@ int cmd_serve(int argc, char **argv)
     const char *signal = cli_common_flag(&cc, "ehp.signal"); /* a file's serves its sim runs */
     if (rc == 0 && signal && cfg.ehp.signal != SPEC_EHP_BALANCE && !o->gw.pool_steer)
         rc = cli_usage_error(cc.cmd, "%s: needs --pool-steer (only the signal uses it)", signal);
+    if (rc == 0)
+        rc = check_policy(&cc, optind < argc ? argv[optind] : NULL, &cfg);
     if (rc == 0)
         rc = resolve_mode(cc.cmd, &cfg, o);
     if (rc == 0)
