@@ -189,16 +189,26 @@ static void print_nodes(FILE *out, const struct plan_result *r)
     }
 }
 
+/* A count into buf: every digit while a double holds it exactly (below 2^53), else 6 of them. */
+static const char *count_text(double n, char buf[32])
+{
+    snprintf(buf, 32, n < 9007199254740992.0 ? "%.0f" : "%.6g", n);
+    return buf;
+}
+
 static void print_stats(FILE *out, const struct plan_result *r)
 {
     const struct plan_stats *s = &r->stats;
+    char c[8][32];
     fprintf(out,
-            "\nanalytic search: %.6g (training layout, rollout multiset) pairs over %.0f splits "
-            "(%.6g layouts, %.6g multisets)\n"
-            "  scored %.0f layouts and %.0f multisets; pruned %.6g layouts and %.6g multisets "
+            "\nanalytic search: %s (training layout, rollout multiset) pairs over %s splits "
+            "(%s layouts, %s multisets)\n"
+            "  scored %s layouts and %s multisets; pruned %s layouts and %s multisets "
             "by bounds and constraints\n",
-            s->space, s->splits, s->train_space, s->rollout_space, s->train_scored,
-            s->rollout_scored, s->train_pruned, s->rollout_pruned);
+            count_text(s->space, c[0]), count_text(s->splits, c[1]),
+            count_text(s->train_space, c[2]), count_text(s->rollout_space, c[3]),
+            count_text(s->train_scored, c[4]), count_text(s->rollout_scored, c[5]),
+            count_text(s->train_pruned, c[6]), count_text(s->rollout_pruned, c[7]));
     if (r->feasible)
         fprintf(out, "  optimality gap %.4g %% of the analytic step%s\n", 100.0 * s->gap,
                 s->stopped_by_count ? " (stopped by plan.max_scored)"

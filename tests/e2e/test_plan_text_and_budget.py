@@ -104,3 +104,15 @@ def test_rollout_line_carries_the_stale_share():
     r = run("plan", "--verify", "0")
     assert (f"trajectories/s at the concurrency limit, {stale:.1f} % of the sample predicted "
             "stale at the step time") in r.stdout
+
+
+def test_search_counts_are_printed_whole():
+    """Counts a double holds exactly are printed with every digit, as the JSON has them."""
+    r = run("plan", "--gpus", "1024", "--workload", "search-r1", "--verify", "0")
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(run("plan", "--gpus", "1024", "--workload", "search-r1", "--verify", "0",
+                         "--json").stdout)["search"]
+    assert "e+" not in r.stdout, r.stdout
+    assert f"analytic search: {doc['space']:.0f} (training layout" in r.stdout, r.stdout
+    assert f"pruned {doc['train_pruned']:.0f} layouts and {doc['rollout_pruned']:.0f} multisets" \
+        in r.stdout, r.stdout
