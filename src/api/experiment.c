@@ -125,6 +125,22 @@ int api_presets_load(struct api_presets *p, const char *const *files, size_t n_f
 
 /* ---- the config ----------------------------------------------------------------------------- */
 
+/* The digest of the presets a resolved cfg names (w: its workload preset): their values, not
+ * their origin, since one preset read from two files is one input. */
+static uint64_t presets_digest(const struct api_presets *p, const struct libra_config *cfg,
+                               const struct workload_preset *w)
+{
+    json_t *hw = spec_hardware_to_json(spec_hardware_find(&p->spec, cfg->cluster.hardware));
+    json_t *model = spec_model_to_json(spec_model_find(&p->spec, cfg->model.name));
+    json_object_del(hw, "origin");
+    json_object_del(model, "origin");
+    json_t *all = json_pack("{s:o,s:o,s:o}", "hardware", hw, "model", model, "workload",
+                            workload_preset_to_json(w));
+    uint64_t h = spec_json_digest(all);
+    json_decref(all);
+    return h;
+}
+
 int api_config_resolve(const struct api_presets *p, const struct ujson_doc *doc,
                        const struct spec_config_override *flags, size_t n_flags, unsigned reader,
                        struct spec_deferred *deferred, struct libra_config *cfg,
@@ -156,9 +172,11 @@ int api_config_resolve(const struct api_presets *p, const struct ujson_doc *doc,
     src.preset_values = values;
     src.n_preset_values = sizeof values / sizeof *values;
     rc = spec_config_resolve(cfg, &p->spec, &src, err);
-    if (rc == 0)
-        snprintf(cfg->workload.name, sizeof cfg->workload.name, "%s", w->name);
-    return rc;
+    if (rc)
+        return rc;
+    snprintf(cfg->workload.name, sizeof cfg->workload.name, "%s", w->name);
+    cfg->presets_digest = presets_digest(p, cfg, w);
+    return 0;
 }
 
 int api_config_from_text(const char *text, const char *name, struct api_presets *p,

@@ -76,7 +76,9 @@ int api_read_file_max(const char *path, size_t max_bytes, char **text, size_t *l
  * result names (its rl.samples and rl.batch_trajectories) < doc (NULL: none) < flags, in order
  * (labels name them in errors); reader is the SPEC_READ_* bit of the command resolving (a flag
  * setting a key it does not read to other than its default is refused; 0: any key); deferred
- * is NULL, or a grid point's list of the keys inert there (struct spec_deferred). Returns 0,
+ * is NULL, or a grid point's list of the keys inert there (struct spec_deferred). Sets
+ * cfg->presets_digest from the values of the presets cfg names, so that its digest covers
+ * them wherever it is computed. Returns 0,
  * or LIBRA_EINVAL with err where the offending value came from (an unknown key at
  * FILE:LINE:COL, an unknown workload preset naming the known ones).
  */

@@ -227,7 +227,8 @@ static const struct spec_field fields[] = {
         "most the steps the run has left)"),
     ENUM(SIMULATED | SPEC_READ_SERVE, sched.policy, spec_policy_names, SCHED_CMLFQ, NULL,
          "turn router: C-MLFQ or a baseline of the reference (oracle, plas and predictor are "
-         "libra's own comparisons)"),
+         "libra's own comparisons; oracle needs each trajectory's true length, so libra serve "
+         "and the Python router refuse it)"),
     STR(PLANNER, sched.buckets, "", NULL,
         "bucket layout in text form (\"tp1:4000,tp2:12000,tp4:30000\"); \"\" takes "
         "the plan's; instance counts (\"tp1x4:4000\") where a fleet is built of them (see "
@@ -446,14 +447,22 @@ static void key_path(const char *key, char *path, size_t size)
             *s = '/';
 }
 
-/* Whether a flag or the config file gives key (not a default or a preset). */
-static bool given(const struct spec_config_sources *src, const char *key)
+/* Which layer gave key its value: 0 none (a default or a preset), 1 the file, 2 + i flag i. */
+static size_t applied_at(const struct spec_config_sources *src, const char *key)
 {
+    for (size_t i = src->n_flags; i-- > 0;)
+        if (strcmp(src->flags[i].key, key) == 0)
+            return 2 + i;
     char path[128];
     int line, col;
     key_path(key, path, sizeof path);
-    return set_by(src->flags, src->n_flags, key) ||
-           (src->doc && ujson_locate(src->doc, path, &line, &col) == 0);
+    return src->doc && ujson_locate(src->doc, path, &line, &col) == 0;
+}
+
+/* Whether a flag or the config file gives key (not a default or a preset). */
+static bool given(const struct spec_config_sources *src, const char *key)
+{
+    return applied_at(src, key) > 0;
 }
 
 int spec_config_key_error(struct libra_error *err, const struct spec_config_sources *src,
@@ -474,6 +483,29 @@ int spec_config_key_error(struct libra_error *err, const struct spec_config_sour
     label = set_by(src->preset_values, src->n_preset_values, key);
     return error_set(err, NULL, 0, 0, "%s: %s%s%s", key, msg, label ? ", from " : "",
                      label ? label : "");
+}
+
+/*
+ * Reports a rule between key and other (NULL: none) that the config breaks, msg (fmt) saying
+ * why key's value is wrong: where the user put the value that broke it, the later-applied of
+ * the two they gave (key where both come from the file), so that the error points at a value
+ * they set rather than at a default; key where they gave neither.
+ */
+static int rule_error(struct libra_error *err, const struct spec_config_sources *src,
+                      const char *key, const char *other, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+
+static int rule_error(struct libra_error *err, const struct spec_config_sources *src,
+                      const char *key, const char *other, const char *fmt, ...)
+{
+    char msg[400];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    if (!other || applied_at(src, other) <= applied_at(src, key))
+        return spec_config_key_error(err, src, key, "%s", msg);
+    return spec_config_key_error(err, src, other, "%s: %s", key, msg); /* the rule's own key */
 }
 
 /* "a, b, c": the names of n presets of stride bytes, the first at first (names lead each
@@ -731,6 +763,25 @@ static const char *plan_simulates_nothing(const struct libra_config *c)
                : "with plan.mode colocated: libra plan simulates async plans only";
 }
 
+#define SEED_DRAWS                                                                                 \
+    "generated trajectories (workload.trace unset: a trace's runs replay its recorded "            \
+    "trajectories whatever the seed)"
+
+/* sim.seed in libra plan: it keys the verification's runs, and the length sample where
+ * plan.sample_seed leaves it to the seed; a trace is its own sample and replays alike. */
+static bool plan_seeded(const struct libra_config *c)
+{
+    return sample_drawn(c) && (plan_simulates(c) || c->plan.sample_seed == 0);
+}
+
+static const char *plan_unseeded(const struct libra_config *c)
+{
+    return sample_drawn(c) ? "with plan.sample_seed set and nothing simulated "
+                             "(plan.verify_candidates 0 or plan.mode colocated): libra plan draws "
+                             "only its length sample, from plan.sample_seed"
+                           : "without " SEED_DRAWS; /* as libra sim says it */
+}
+
 /* libra plan plans an async job: a colocated plan reshards the weights into rollout after every
  * step, so staleness, the update interval, mode and transport do not apply there. */
 static bool plan_async(const struct libra_config *c)
@@ -806,10 +857,11 @@ static const struct spec_dependent dependents[] = {
      "generated trajectories (workload.trace unset: a trace's own batches are its sample)", 0, NULL,
      NULL},
     /* libra load's token ids and route eval's placebo order take the seed with a trace too */
-    {"sim.seed", sample_drawn,
-     "generated trajectories (workload.trace unset: a trace's runs replay its recorded "
-     "trajectories whatever the seed)",
-     SPEC_READ_SIM | SPEC_READ_PLAN, NULL, NULL},
+    {"sim.seed", sample_drawn, SEED_DRAWS, SPEC_READ_SIM, NULL, NULL},
+    {"sim.seed", plan_seeded,
+     "generated trajectories, and plan.sample_seed 0 or " PLAN_SIMULATES " (the seed keys "
+     "the verification's runs and the length sample plan.sample_seed leaves to it)",
+     SPEC_READ_PLAN, NULL, plan_unseeded},
     {"sim.tune_steps", tuning_on,
      "colocated in sim.modes with sim.colocated_tp 0, or async with sim.async_tp or "
      "sim.async_train_gpus 0",
@@ -1020,6 +1072,59 @@ static int check_inert(struct libra_config *cfg, const struct libra_config *defa
     return 0;
 }
 
+/* The first rule of weight updates rl breaks, for a job in mode: its key (NULL: none), the other
+ * key it involves in *other (NULL: none), and why key's value is wrong into msg. */
+static const char *update_rule_broken(const struct spec_rl_config *rl, const char *mode,
+                                      const char **other, char *msg, size_t size)
+{
+    *other = "rl.transport";
+    if (rl->transport == SPEC_TRANSPORT_RESHARD) {
+        snprintf(msg, size,
+                 "reshard moves weights in place on the same GPUs, which only the colocated "
+                 "mode does; the %s mode needs nccl, disk_reload or disk_restart",
+                 mode);
+        *other = NULL;
+        return "rl.transport";
+    }
+    if (rl->sync_mode == SPEC_SYNC_KEEP && rl->transport == SPEC_TRANSPORT_DISK_RESTART) {
+        snprintf(msg, size,
+                 "keep generates through the update, but disk_restart restarts the engines; use "
+                 "nccl or disk_reload, or sync_mode drain or abort_resume");
+        return "rl.sync_mode";
+    }
+    *other = "rl.sync_interval";
+    if (rl->max_staleness < rl->sync_interval - 1) {
+        snprintf(msg, size,
+                 "%d is below rl.sync_interval - 1 = %d: the batches trained between two weight "
+                 "updates start on the weights of the first, so the %s mode would wait forever",
+                 rl->max_staleness, rl->sync_interval - 1, mode);
+        return "rl.max_staleness";
+    }
+    return NULL;
+}
+
+/*
+ * The rules of weight updates (spec_rl_async_check) where the command resolving runs them:
+ * libra sim's async and libra modes, libra plan's async plans, and `libra config` wherever
+ * libra sim would (what only libra load would refuse it checks after, as load does). Checked
+ * here, where the sources are known, so that the error names the value the user set. A grid's
+ * points are left to the grid, which checks every point before its deferred refusals (a key
+ * inert at every point) and names the point; seeds alone are checked as their single run is.
+ */
+static int check_updates(const struct libra_config *cfg, const struct spec_config_sources *src,
+                         struct libra_error *err)
+{
+    bool plan = src->reader == SPEC_READ_PLAN, sim = !src->reader || src->reader == SPEC_READ_SIM;
+    if ((src->deferred && src->deferred->n_grid) ||
+        !(plan ? plan_async(cfg) : sim && updates_on(cfg)))
+        return 0;
+    char msg[400];
+    const char *other,
+        *key = update_rule_broken(&cfg->rl, plan || async_on(cfg) ? "async" : "libra", &other, msg,
+                                  sizeof msg);
+    return key ? rule_error(err, src, key, other, "%s", msg) : 0;
+}
+
 /* A batch of part of a group, blamed on the key the user gave: rl.samples where only it is
  * given (the batch then comes from a preset or the default, and is named with its source). */
 static int groups_error(const struct libra_config *cfg, const struct spec_config_sources *src,
@@ -1102,8 +1207,8 @@ static int check(const struct libra_config *cfg, const struct spec_config_source
     if (spec_timeline_steps_parse(cfg->sim.timeline_steps, &first, &last, &why) != 0)
         return spec_config_key_error(err, src, "sim.timeline_steps", "%s", why.msg);
     if (cfg->sim.max_batched_tokens < cfg->sim.max_seqs)
-        return spec_config_key_error(
-            err, src, "sim.max_batched_tokens",
+        return rule_error(
+            err, src, "sim.max_batched_tokens", "sim.max_seqs",
             "%d is below sim.max_seqs (%d): an iteration computes at least one token for every "
             "running sequence",
             cfg->sim.max_batched_tokens, cfg->sim.max_seqs);
@@ -1177,6 +1282,8 @@ int spec_config_resolve(struct libra_config *cfg, const struct spec_presets *p,
     if (rc == 0)
         rc = check_fleet_counts(cfg, &experiment, src, err);
     if (rc == 0)
+        rc = check_updates(cfg, src, err);
+    if (rc == 0)
         canonical_buckets(cfg);
     return rc;
 }
@@ -1195,17 +1302,26 @@ json_t *spec_config_to_json(const struct libra_config *cfg)
     return o;
 }
 
-uint64_t spec_config_digest(const struct libra_config *cfg)
+uint64_t spec_json_digest(const json_t *o)
 {
-    json_t *o = spec_config_to_json(cfg);
     char *text = ujson_dump(o, false);
-    json_decref(o);
     uint64_t h = 0xcbf29ce484222325ull; /* FNV-1a 64 offset basis */
     for (const unsigned char *s = (const unsigned char *)text; *s; s++) {
         h ^= *s;
         h *= 0x100000001b3ull; /* FNV-1a 64 prime */
     }
     free(text);
+    return h;
+}
+
+uint64_t spec_config_digest(const struct libra_config *cfg)
+{
+    json_t *o = spec_config_to_json(cfg);
+    char presets[17];
+    snprintf(presets, sizeof presets, "%016llx", (unsigned long long)cfg->presets_digest);
+    json_object_set_new(o, "presets", json_string(presets));
+    uint64_t h = spec_json_digest(o);
+    json_decref(o);
     return h;
 }
 
@@ -1485,22 +1601,7 @@ int spec_timeline_steps_parse(const char *text, int64_t *first, int64_t *last,
 
 int spec_rl_async_check(const struct spec_rl_config *rl, const char *mode, struct libra_error *err)
 {
-    if (rl->transport == SPEC_TRANSPORT_RESHARD)
-        return error_set(err, NULL, 0, 0,
-                         "rl.transport: reshard moves weights in place on the same GPUs, which "
-                         "only the colocated mode does; the %s mode needs nccl, disk_reload or "
-                         "disk_restart",
-                         mode);
-    if (rl->sync_mode == SPEC_SYNC_KEEP && rl->transport == SPEC_TRANSPORT_DISK_RESTART)
-        return error_set(err, NULL, 0, 0,
-                         "rl.sync_mode: keep generates through the update, but disk_restart "
-                         "restarts the engines; use nccl or disk_reload, or sync_mode drain or "
-                         "abort_resume");
-    if (rl->max_staleness < rl->sync_interval - 1)
-        return error_set(err, NULL, 0, 0,
-                         "rl.max_staleness: %d is below rl.sync_interval - 1 = %d: the batches "
-                         "trained between two weight updates start on the weights of the first, "
-                         "so the %s mode would wait forever",
-                         rl->max_staleness, rl->sync_interval - 1, mode);
-    return 0;
+    char msg[400];
+    const char *other, *key = update_rule_broken(rl, mode, &other, msg, sizeof msg);
+    return key ? error_set(err, NULL, 0, 0, "%s: %s", key, msg) : 0;
 }

@@ -195,6 +195,10 @@ struct libra_config {
     struct spec_sched_config sched;
     struct spec_sim_config sim;
     struct spec_ehp_config ehp;
+    /* Not a key: spec_json_digest of the values of the hardware, model and workload presets the
+     * config names, set by whoever resolves them (api/experiment.c: spec/ cannot see workload
+     * presets), so that spec_config_digest covers every input; 0 until then. */
+    uint64_t presets_digest;
 };
 
 /*
@@ -296,11 +300,14 @@ int spec_config_peek(struct libra_config *cfg, const struct spec_config_sources 
  * acts only while another setting is on, with that setting off: a mode of sim.modes that reads
  * it (sim.async_tp without async), libra plan's verification (sim.queue_cap with
  * plan.verify_candidates 0), or its own switch (rl.gen_batch_factor without gen_batch; the table
- * of docs/config.md "Keys that act only with another setting"). Each is reported where the
- * offending value came from (spec_config_key_error). The file's values of keys src->reader does
- * not read are taken, and so are those of keys inert for src->reader alone while another command
- * that reads them acts on them: one experiment file serves every command. Returns 0 or
- * LIBRA_EINVAL.
+ * of docs/config.md "Keys that act only with another setting"), or a value breaking the rules of
+ * weight updates (spec_rl_async_check) where the command runs them: libra sim's async and libra
+ * modes, libra plan's async plans, and reader 0 wherever libra sim would (not at the point of a
+ * grid of keys: src->deferred->n_grid; the grid checks its points). Each is reported where the
+ * offending value came from (spec_config_key_error); a rule across two keys at the one the user
+ * set, the later-applied where both were. The file's values of keys src->reader does not read are
+ * taken, and so are those of keys inert for src->reader alone while another command that reads them
+ * acts on them: one experiment file serves every command. Returns 0 or LIBRA_EINVAL.
  */
 int spec_config_resolve(struct libra_config *cfg, const struct spec_presets *p,
                         const struct spec_config_sources *src, struct libra_error *err);
@@ -336,7 +343,11 @@ int spec_timeline_steps_parse(const char *text, int64_t *first, int64_t *last,
 /* The config as a new JSON object {"cluster": {...}, ...} with every key. */
 json_t *spec_config_to_json(const struct libra_config *cfg);
 
-/* FNV-1a 64 of the compact canonical JSON (ujson_dump) of spec_config_to_json(cfg). */
+/* FNV-1a 64 of the compact canonical JSON (ujson_dump) of o. */
+uint64_t spec_json_digest(const json_t *o);
+
+/* spec_json_digest of spec_config_to_json(cfg) with cfg->presets_digest as member "presets":
+ * two configs of equal keys naming presets of other values differ. */
 uint64_t spec_config_digest(const struct libra_config *cfg);
 
 /* The digest as 16 lower-case hex digits into out. */

@@ -237,7 +237,7 @@ def test_show_output_is_a_valid_config(tmp_path):
     again = config_show(str(out))
     assert again == json.loads(out.read_text())
     # a config check refuses is not shown: its output would not be a valid config
-    for args, why in ((["--set", "rl.max_staleness=0"], "libra: config: rl.max_staleness: 0 is "
+    for args, why in ((["--set", "rl.max_staleness=0"], "libra: --set rl.max_staleness: 0 is "
                        "below rl.sync_interval - 1"),
                       (["--gpus", "16", "--set", "sim.async_train_gpus=16"],
                        "libra: config: sim.async_train_gpus: 16 of 16 GPUs")):
@@ -341,3 +341,78 @@ def test_check_refuses_what_sim_refuses_before_a_run(tmp_path, sets, why):
     perfetto = ["--perfetto", str(tmp_path / "p.json")] if "sim.trace_step" in why else []
     r = run("sim", str(path), "--json", *perfetto, *args)
     assert r.returncode == 2 and r.stdout == "" and why in r.stderr, r.stderr
+
+
+SMALL_A800 = {
+    "name": "a800-80g", "bf16_flops_per_s": 312e12, "hbm_bytes": 60e9,
+    "hbm_bw_bytes_per_s": 2.039e12, "nvlink_bw_bytes_per_s": 400e9,
+    "allreduce_bus_bw_bytes_per_s": 150e9, "allreduce_latency_s": 30e-6,
+    "inter_node_bw_bytes_per_s": 12.5e9, "gpus_per_node": 8,
+}
+
+
+def digest_of(*args, env=None):
+    r = run(*args, "--json", env=env)
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)["config_digest"]
+
+
+@pytest.mark.parametrize("command", [("plan", "--verify", "0"), ("cost",), ("config", "show")])
+def test_digest_covers_the_presets_values(tmp_path, command):
+    """docs/cli.md: the digest hashes the effective configuration with the presets applied, so
+    a preset file redefining the hardware the config names gives another digest."""
+    presets = preset_file(tmp_path, "small.json", hardware=[SMALL_A800])
+    built_in = digest_of(*command)
+    from_file = digest_of(*command, "--presets", presets)
+    assert from_file != built_in
+    assert digest_of(*command, env={"LIBRA_PRESETS": presets}) == from_file
+    assert digest_of(*command, "--presets", presets) == from_file
+
+
+def test_digest_is_one_for_the_same_inputs_in_every_command(tmp_path):
+    presets = preset_file(tmp_path, "small.json", hardware=[SMALL_A800])
+    cfg = tmp_path / "exp.json"
+    cfg.write_text(json.dumps({"rl": {"steps": 2}, "plan": {"verify_candidates": 0},
+                               "sim": {"modes": ["colocated"]}}))
+    digests = {c: digest_of(c, str(cfg), "--presets", presets)
+               for c in ("plan", "cost", "sim")}
+    assert set(digests.values()) == {digest_of("config", "show", str(cfg), "--presets", presets)}
+
+
+@pytest.mark.parametrize("extra,name", [
+    ((), "ok.json"),
+    (("--set", "rl.sync_interval=9"), "ok.json"),
+])
+def test_staleness_rule_names_the_flag_that_set_it(tmp_path, extra, name):
+    cfg = tmp_path / name
+    cfg.write_text("{}")
+    for args in (("config", "check", str(cfg)), ("config", "show")):
+        r = run(*args, *extra, "--set", "rl.max_staleness=0")
+        assert r.returncode in (1, 2) and r.stdout == "", r.stderr
+        assert r.stderr.startswith("libra: --set rl.max_staleness: "), r.stderr
+        assert str(cfg) not in r.stderr
+
+
+def test_staleness_rule_names_the_file_position(tmp_path):
+    cfg = tmp_path / "x.json"
+    cfg.write_text('{"rl": {"max_staleness": 0}}')
+    r = run("config", "check", str(cfg))
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith(f"libra: {cfg}:1:9: rl.max_staleness: 0 is below"), r.stderr
+
+
+def test_max_seqs_rule_blames_the_key_set(tmp_path):
+    cfg = tmp_path / "ok.json"
+    cfg.write_text("{}")
+    want = "libra: --set sim.max_seqs: "
+    for args, code in ((("config", "check", str(cfg)), 1), (("plan", "--verify", "0"), 2)):
+        r = run(*args, "--set", "sim.max_seqs=9000")
+        assert r.returncode == code and r.stderr.startswith(want), r.stderr
+        assert "sim.max_batched_tokens: 8192 is below sim.max_seqs (9000)" in r.stderr
+    cfg.write_text('{"sim": {"max_seqs": 9000}}')
+    r = run("config", "check", str(cfg))
+    assert r.returncode == 1 and r.stderr.startswith(f"libra: {cfg}:1:10: "), r.stderr
+    # both set: the later-applied one is blamed (the flag over the file)
+    r = run("config", "check", str(cfg), "--set", "sim.max_batched_tokens=4096")
+    assert r.returncode == 1, r.stderr
+    assert r.stderr.startswith("libra: --set sim.max_batched_tokens: "), r.stderr

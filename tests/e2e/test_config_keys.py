@@ -261,6 +261,8 @@ STOP = {
 FLAG_SWITCHES = {
     ("serve", "ehp.signal"): ("--pool-replica", f"http://127.0.0.1:{closed_port()},tp=1",
                               "--pool-steer"),
+    # CHANGES's staleness 0 is below the default interval's - 1: the update rules refuse it
+    **{(c, "rl.max_staleness"): ("--set", "rl.sync_interval=1") for c in ("plan", "sim")},
 }
 
 
@@ -420,9 +422,8 @@ OWN_ROWS = {("sched.attempt_shrink", "libra plan and libra serve, from a flag")}
 def test_every_dependent_key_has_its_cases():
     rows = dependent_rows()
     assert {k for k, by in rows if by == "every command that reads it"} == set(SWITCHED_OFF)
-    joint = {"sim.seed": "libra plan and libra sim"}  # one row of the table for both commands
     assert {(k, by) for k, by in rows if by != "every command that reads it"} == {
-        (k, f"{joint.get(k, 'libra ' + c)}, from a flag") for k, c in PARTLY_OFF} | OWN_ROWS
+        (k, f"libra {c}, from a flag") for k, c in PARTLY_OFF} | OWN_ROWS
 
 
 @pytest.mark.parametrize("command", [("plan", "--gpus", "16", "--set", "rl.steps=6"),
@@ -536,3 +537,16 @@ def test_every_command_takes_an_experiment_file(command, path):
     experiment = ("--config", path) if command in ("route eval", "calibrate") else (path,)
     proc, code = stop_run(command, *experiment)
     assert proc.returncode == code, proc.stderr
+
+
+@pytest.mark.parametrize("off", [("--verify", "0"), ("--mode", "colocated")])
+def test_plan_refuses_a_seed_where_plan_sample_seed_draws_the_sample(off):
+    """libra plan simulating nothing draws only its length sample, from plan.sample_seed when
+    set: --seed would change nothing but the echoed seed and the digest."""
+    proc = libra("plan", *off, "--set", "plan.sample_seed=3", "--seed", "7")
+    assert proc.returncode == 2 and proc.stdout == "", proc.stderr
+    assert proc.stderr.startswith("libra: --seed: sim.seed=7 has no effect"), proc.stderr
+    assert libra("plan", *off, "--seed", "7").returncode == 0  # it seeds the sample
+    proc = libra("plan", "--set", "plan.sample_seed=3", "--seed", "7", "--set", "rl.steps=2",
+                 "--set", "plan.verify_steps=1", "--set", "plan.verify_candidates=1")
+    assert proc.returncode == 0, proc.stderr  # it seeds the verification

@@ -225,17 +225,23 @@ def test_one_trace_spelled_two_ways_is_one_experiment(tmp_path):
 
 def test_a_config_the_simulator_refuses_is_named_as_the_run_names_it(tmp_path):
     """Seeds alone: the error a single run gives, not "--sweep: '': ..." (no key was swept);
-    a grid: the point's swept values. Neither is a usage error."""
+    a grid: the single run's where the file breaks the rule before any point is made, the
+    point's swept values where a swept value does. Neither is a usage error."""
     path = tmp_path / "keep.json"
     path.write_text(json.dumps({"rl": {"sync_mode": "keep", "transport": "disk_restart"}}))
     single = sim(str(path), check=False)
-    assert single.returncode == 2 and single.stderr.startswith("libra: sim: rl.sync_mode: keep ")
+    assert single.returncode == 2, single.stderr
+    assert single.stderr.startswith(f"libra: {path}:1:9: rl.sync_mode: keep "), single.stderr
     seeds = sim(str(path), "--seed-list", "2,3", check=False)
     assert seeds.returncode == 2 and seeds.stdout == "" and seeds.stderr == single.stderr
+    # a grid: at the file where the file's value breaks the rule, at the point where the swept
+    # value does
     grid = sim(str(path), "--sweep", "rl.batch_trajectories=32,64", check=False)
+    assert grid.returncode == 2 and grid.stdout == "" and grid.stderr == single.stderr
+    grid = sim("--sweep", "rl.sync_interval=1,9", check=False)
     assert grid.returncode == 2 and grid.stdout == ""
-    assert grid.stderr == single.stderr.replace(
-        "libra: sim: ", "libra: sim: --sweep: 'rl.batch_trajectories=32': ", 1)
+    assert grid.stderr.startswith("libra: sim: --sweep: 'rl.sync_interval=9': rl.max_staleness: "
+                                  "4 is below rl.sync_interval - 1 = 8"), grid.stderr
 
 
 def test_progress_only_when_asked_off_a_terminal():

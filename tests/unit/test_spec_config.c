@@ -322,6 +322,29 @@ static void test_flag_errors(void **state)
  * A flag may give a key a value other than its default only for a command that reads it; the
  * file's values are taken whatever the command (one experiment file serves them all).
  */
+/* A rule between two keys blames the one the user set, the later-applied of the two, where
+ * they set it. */
+static void test_cross_key_rules_blame_the_value_set(void **state)
+{
+    expect_error("{\"sim\": {\"max_seqs\": 9000}}", NULL, 0, 1, 10,
+                 "sim.max_seqs: sim.max_batched_tokens: 8192 is below sim.max_seqs (9000): an "
+                 "iteration computes at least one token for every running sequence");
+    struct spec_config_override tokens = {"sim.max_batched_tokens", "100",
+                                          "--set sim.max_batched_tokens"};
+    expect_error("{\"sim\": {\"max_seqs\": 200}}", &tokens, 1, 0, 0,
+                 "--set sim.max_batched_tokens: 100 is below sim.max_seqs (200): an iteration "
+                 "computes at least one token for every running sequence");
+    expect_error("{\"rl\": {\"max_staleness\": 0}}", NULL, 0, 1, 9,
+                 "rl.max_staleness: 0 is below rl.sync_interval - 1 = 4: the batches trained "
+                 "between two weight updates start on the weights of the first, so the async "
+                 "mode would wait forever");
+    struct spec_config_override interval = {"rl.sync_interval", "9", "--set rl.sync_interval"};
+    expect_error(NULL, &interval, 1, 0, 0,
+                 "--set rl.sync_interval: rl.max_staleness: 4 is below rl.sync_interval - 1 = 8: "
+                 "the batches trained between two weight updates start on the weights of the "
+                 "first, so the async mode would wait forever");
+}
+
 static void test_flags_only_for_readers(void **state)
 {
     struct libra_config c;
@@ -473,6 +496,10 @@ static void test_digest(void **state)
         if (spec_config_digest(&c) == spec_config_digest(&a))
             fail_msg("changing %s leaves the digest unchanged", f[i].key);
     }
+    /* and so do the presets' values, which api/ digests where it resolves them */
+    struct libra_config c = a;
+    c.presets_digest ^= 1;
+    assert_true(spec_config_digest(&c) != spec_config_digest(&a));
     /* the envelope carries it */
     json_t *env = spec_config_envelope("libra.test/1", &a);
     assert_string_equal(json_string_value(json_object_get(env, "config_digest")), ha);
@@ -548,6 +575,7 @@ int main(void)
         cmocka_unit_test(test_readers),
         cmocka_unit_test(test_flag_types),
         cmocka_unit_test(test_digest),
+        cmocka_unit_test(test_cross_key_rules_blame_the_value_set),
         cmocka_unit_test(test_show_output_round_trips),
         cmocka_unit_test(test_examples_default_is_the_default),
         cmocka_unit_test(test_doc_is_generated),
