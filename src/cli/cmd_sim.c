@@ -806,6 +806,8 @@ static int run(const struct cli_common *cc, const char *file, struct sim_flags *
     struct libra_config cfg;
     bool sweep = f->keys.n || f->n_seeds || f->seed_list.n || f->attribution;
     struct spec_deferred *inert = sweep ? xcalloc(1, sizeof *inert) : NULL; /* cells judge */
+    if (inert)
+        inert->base = f->keys.n > 0;
     int rc = cli_common_load_doc(cc, file, &p, &config, inert, &cfg);
     free(inert);
     if (rc == 0)

@@ -1115,7 +1115,7 @@ static int check_updates(const struct libra_config *cfg, const struct spec_confi
                          struct libra_error *err)
 {
     bool plan = src->reader == SPEC_READ_PLAN, sim = !src->reader || src->reader == SPEC_READ_SIM;
-    if ((src->deferred && src->deferred->n_grid) ||
+    if ((src->deferred && (src->deferred->n_grid || src->deferred->base)) ||
         !(plan ? plan_async(cfg) : sim && updates_on(cfg)))
         return 0;
     char msg[400];
@@ -1206,7 +1206,7 @@ static int check(const struct libra_config *cfg, const struct spec_config_source
     int64_t first, last;
     if (spec_timeline_steps_parse(cfg->sim.timeline_steps, &first, &last, &why) != 0)
         return spec_config_key_error(err, src, "sim.timeline_steps", "%s", why.msg);
-    if (cfg->sim.max_batched_tokens < cfg->sim.max_seqs)
+    if (cfg->sim.max_batched_tokens < cfg->sim.max_seqs && !(src->deferred && src->deferred->base))
         return rule_error(
             err, src, "sim.max_batched_tokens", "sim.max_seqs",
             "%d is below sim.max_seqs (%d): an iteration computes at least one token for every "

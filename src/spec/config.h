@@ -252,6 +252,9 @@ struct spec_deferred {
      * default, so that a key inert at every point is refused whatever values it takes */
     const char *const *grid;
     size_t n_grid;
+    /* the base config of a grid of keys, never run itself: rules across keys are left to its
+     * points, each resolved and checked with its own values (a swept key may mend the base) */
+    bool base;
 };
 
 struct spec_config_sources {

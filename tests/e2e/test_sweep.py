@@ -225,8 +225,8 @@ def test_one_trace_spelled_two_ways_is_one_experiment(tmp_path):
 
 def test_a_config_the_simulator_refuses_is_named_as_the_run_names_it(tmp_path):
     """Seeds alone: the error a single run gives, not "--sweep: '': ..." (no key was swept);
-    a grid: the single run's where the file breaks the rule before any point is made, the
-    point's swept values where a swept value does. Neither is a usage error."""
+    a grid: the point's swept values (a swept value may mend the base, so the points are
+    judged). Neither is a usage error."""
     path = tmp_path / "keep.json"
     path.write_text(json.dumps({"rl": {"sync_mode": "keep", "transport": "disk_restart"}}))
     single = sim(str(path), check=False)
@@ -234,10 +234,10 @@ def test_a_config_the_simulator_refuses_is_named_as_the_run_names_it(tmp_path):
     assert single.stderr.startswith(f"libra: {path}:1:9: rl.sync_mode: keep "), single.stderr
     seeds = sim(str(path), "--seed-list", "2,3", check=False)
     assert seeds.returncode == 2 and seeds.stdout == "" and seeds.stderr == single.stderr
-    # a grid: at the file where the file's value breaks the rule, at the point where the swept
-    # value does
     grid = sim(str(path), "--sweep", "rl.batch_trajectories=32,64", check=False)
-    assert grid.returncode == 2 and grid.stdout == "" and grid.stderr == single.stderr
+    assert grid.returncode == 2 and grid.stdout == ""
+    assert grid.stderr == single.stderr.replace(
+        f"libra: {path}:1:9: ", "libra: sim: --sweep: 'rl.batch_trajectories=32': ", 1)
     grid = sim("--sweep", "rl.sync_interval=1,9", check=False)
     assert grid.returncode == 2 and grid.stdout == ""
     assert grid.stderr.startswith("libra: sim: --sweep: 'rl.sync_interval=9': rl.max_staleness: "
@@ -413,3 +413,22 @@ def test_an_attribution_bar_that_contradicts_the_settings_is_refused_before_any_
     assert p.returncode == 2 and p.stdout == "", p.stderr
     assert "libra: --attribution (+planner): one TP size for every rollout instance " \
            "contradicts plan.min_tp_sizes 2" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("base, sweep", [
+    ({"rl": {"sync_mode": "keep"}}, "rl.transport=nccl,disk_reload"),
+    ({"rl": {"max_staleness": 0}}, "rl.sync_interval=1"),
+    ({"rl": {"max_staleness": 0}}, "sim.modes=colocated"),
+    ({"sim": {"max_seqs": 9000}}, "sim.max_batched_tokens=9000,10000"),
+])
+def test_a_base_config_a_swept_key_mends_runs(tmp_path, base, sweep):
+    """A cell is exactly the single run with its settings: a base config that breaks a rule
+    across keys is not refused where every point's swept value mends it."""
+    cfg = {"rl": {"steps": 3}, "cluster": {"gpus": 16}, "sim": {"modes": ["async"]},
+           "plan": {"verify_candidates": 0}}
+    for section, values in base.items():
+        cfg[section].update(values)
+    path = tmp_path / "base.json"
+    path.write_text(json.dumps(cfg))
+    p = sim(str(path), "--sweep", sweep, check=False)
+    assert p.returncode == 0, p.stderr
