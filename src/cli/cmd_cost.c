@@ -270,7 +270,11 @@ static int train_answers(struct answers *a, const struct opts *o)
     char why[240];
     cost_train_params_for(&a->tp, a->hw);
     if (cost_train_config_check(&a->shape, c, a->model->name, why, sizeof why)) {
-        cli_errorf("cost: %s", why);
+        char flags[64];
+        const char *names[] = {o->tp_given ? "--tp" : NULL, c->pp > 1 ? "--pp" : NULL,
+                               c->cp > 1 ? "--cp" : NULL,   o->dp_given ? "--dp" : NULL,
+                               c->ep > 1 ? "--ep" : NULL,   "--model"};
+        cli_errorf("cost: %s; change %s", why, flag_list(flags, sizeof flags, names, 6));
         return LIBRA_EXIT_USAGE;
     }
     if (cost_train_memory(&a->shape, a->hw, &a->tp, c, &a->mem))

@@ -203,12 +203,15 @@ static void print_stats(FILE *out, const struct plan_result *r)
     fprintf(out,
             "\nanalytic search: %s (training layout, rollout multiset) pairs over %s splits "
             "(%s layouts, %s multisets)\n"
-            "  scored %s layouts and %s multisets; pruned %s layouts and %s multisets "
-            "by bounds and constraints\n",
+            "  scored %s layouts and %s multisets; %s %s layouts and %s multisets %s\n",
             count_text(s->space, c[0]), count_text(s->splits, c[1]),
             count_text(s->train_space, c[2]), count_text(s->rollout_space, c[3]),
             count_text(s->train_scored, c[4]), count_text(s->rollout_scored, c[5]),
-            count_text(s->train_pruned, c[6]), count_text(s->rollout_pruned, c[7]));
+            s->stopped ? "left" : "pruned", count_text(s->train_pruned, c[6]),
+            count_text(s->rollout_pruned, c[7]),
+            s->stopped ? "unscored (pruned by bounds and constraints, or not reached before the "
+                         "search stopped)"
+                       : "by bounds and constraints");
     if (r->feasible)
         fprintf(out, "  optimality gap %.4g %% of the analytic step%s\n", 100.0 * s->gap,
                 s->stopped_by_count ? " (stopped by plan.max_scored)"

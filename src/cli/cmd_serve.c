@@ -408,8 +408,8 @@ static int resolve_mode(const struct cli_command *cmd, const struct libra_config
     if (!o->mode || strcmp(o->mode, policy) == 0)
         return 0;
     if (strcmp(o->mode, "shadow") != 0)
-        return cli_usage_error(cmd, "--mode: expected shadow or %s (sched.policy), not '%s'",
-                               policy, o->mode);
+        return cli_value_errorf(cmd, "--mode: expected shadow or %s (sched.policy), not '%s'",
+                                policy, o->mode);
     o->gw.shadow = true;
     return 0;
 }

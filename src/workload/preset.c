@@ -138,8 +138,8 @@ struct ctx {
 static int fail(const struct ctx *c, const char *rel, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
 
-/* Reports MSG at the document path c->base/rel (at c->base when rel is absent from the text).
- * Returns LIBRA_EINVAL. */
+/* Reports MSG at the document path c->base/rel (where rel is absent, a missing field, at the
+ * nearest object present: ujson_errorf). Returns LIBRA_EINVAL. */
 static int fail(const struct ctx *c, const char *rel, const char *fmt, ...)
 {
     char path[512], msg[400];
@@ -148,15 +148,6 @@ static int fail(const struct ctx *c, const char *rel, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    int line, col;
-    if (*rel && ujson_locate(c->doc, path, &line, &col) != 0) {
-        /* An absent field (a relation checked after reading): point at its object. */
-        char dotted[256];
-        snprintf(dotted, sizeof dotted, "%s", rel);
-        for (char *q = dotted; *q; q++)
-            *q = *q == '/' ? '.' : *q;
-        return ujson_errorf(c->err, c->doc, c->base, "%s: %s", dotted, msg);
-    }
     return ujson_errorf(c->err, c->doc, path, "%s", msg);
 }
 
@@ -308,13 +299,7 @@ static int read_fields(const struct ctx *c, const json_t *obj, const struct fiel
         if (!v) {
             if (partial || t[i].optional)
                 continue;
-            {
-                char dotted[64];
-                snprintf(dotted, sizeof dotted, "%s", t[i].path);
-                for (char *q = strchr(dotted, '/'); q; q = strchr(q, '/'))
-                    *q = '.';
-                return fail(c, "", "missing field '%s'", dotted);
-            }
+            return fail(c, t[i].path, "missing");
         }
         int rc = read_field(c, &t[i], v, (char *)dst + t[i].offset);
         if (rc)
@@ -447,7 +432,7 @@ static int read_preset(const struct ctx *c, const json_t *obj, const struct work
         return rc;
     const json_t *name = json_object_get(obj, "name"), *base = json_object_get(obj, "base");
     if (!name)
-        return fail(c, "", "missing field 'name'");
+        return fail(c, "name", "missing");
     if (!json_is_string(name) || strlen(json_string_value(name)) != json_string_length(name))
         return fail(c, "name", "expected a string");
     if (json_string_length(name) >= WORKLOAD_NAME_MAX)

@@ -145,6 +145,12 @@ def test_layouts_that_cannot_run_are_usage_errors():
         assert r.returncode == 2, (args, r.stderr)
         assert r.stdout == ""
         assert r.stderr.startswith("libra: cost: ") and needle in r.stderr, r.stderr
+    # a layout the model cannot take names the flags that would change it
+    for args, change in ((("--tp", "3"), "change --tp or --model"),
+                         (("--model", "qwen3-30b-a3b", "--dp", "6", "--ep", "16"),
+                          "change --dp, --ep or --model")):
+        r = run(*args)
+        assert r.returncode == 2 and r.stderr.endswith(f"; {change}\n"), r.stderr
 
 
 def test_decode_parts_add_up_and_linear_layers_grow_with_tokens():

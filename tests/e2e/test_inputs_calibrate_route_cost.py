@@ -245,6 +245,8 @@ def test_route_eval_plans_a_cluster_of_more_than_4096_instances_of_one_tp_size()
       "sched.rebuild_interval=7"), "libra: route: --set sched.rebuild_interval"),
     (("calibrate", os.path.join(CALIB, "verl.log"), "--name", "my-a800"),
      "libra: calibrate: --name names the preset that -o writes"),
+    (("serve", "--engine", "http://127.0.0.1:9", "--listen", "127.0.0.1:0", "--mode", "bogus"),
+     "libra: serve: --mode: expected shadow or cmlfq (sched.policy), not 'bogus'"),
 ])
 def test_a_bad_value_is_one_line_without_the_usage_line(args, says):
     """docs/cli.md: a bad value — out of range, or one that changes nothing where it is given —

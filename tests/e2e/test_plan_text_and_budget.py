@@ -116,3 +116,13 @@ def test_search_counts_are_printed_whole():
     assert f"analytic search: {doc['space']:.0f} (training layout" in r.stdout, r.stdout
     assert f"pruned {doc['train_pruned']:.0f} layouts and {doc['rollout_pruned']:.0f} multisets" \
         in r.stdout, r.stdout
+
+
+def test_a_stopped_search_does_not_call_what_it_never_reached_pruned():
+    r = run("plan", "--verify", "0", "--set", "plan.max_scored=1")
+    assert r.returncode == 0, r.stderr
+    assert "multisets unscored (pruned by bounds and constraints, or not reached before the " \
+           "search stopped)" in r.stdout, r.stdout
+    assert "(stopped by plan.max_scored)" in r.stdout
+    r = run("plan", "--verify", "0")
+    assert "multisets by bounds and constraints" in r.stdout and "unscored" not in r.stdout

@@ -153,7 +153,12 @@ static const struct bad_case bad_cases[] = {
      2, 12, "setup.median_s: out of range"},
     {"{\"workloads\": [{\"name\": \"x\", \"base\": \"nope\"}]}", 1, 30,
      "base: no workload preset 'nope' before this one"},
-    {"{\"workloads\": [\n {\"name\": \"x\", \"prompts\": 5}]}", 2, 2, "missing field 'samples'"},
+    {"{\"workloads\": [\n {\"name\": \"x\", \"prompts\": 5}]}", 2, 2,
+     "workloads.0.samples: missing"},
+    /* a missing field of an object present: placed at that object */
+    {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\", \"tools\": [\n"
+     "  {\"name\": \"t\", \"weight\": 1,\n   \"bad\": {}}]}]}",
+     3, 4, "tools.0.bad.logit: missing"},
     {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\",\n \"samples\": 5}]}", 1, 16,
      "batch_trajectories: must be a multiple of samples"},
     {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\",\n"
@@ -161,7 +166,7 @@ static const struct bad_case bad_cases[] = {
      2, 2, "prompt_tokens: needs min <= median <= max"},
     {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\", \"tools\": [\n"
      "  {\"name\": \"t\", \"weight\": 1}]}]}",
-     2, 3, "tools.0: missing field 'bad.logit'"},
+     2, 3, "tools.0.bad.logit: missing"},
     {"{\"workloads\": [{\"name\": \"x\", \"base\": \"r2e-gym\",\n"
      " \"finish\": {\"means\": \"maybe\"}}]}",
      2, 13, "finish.means: expected one of answer, correct"},
