@@ -68,24 +68,41 @@ static int trace_refused(const struct api_presets *p, const struct libra_config 
     return rc == LIBRA_EIO ? code : -1;
 }
 
+/* Prints a refusal msg, "KEY: why", where its value came from: "FLAG: why" for the flag that
+ * set KEY (as the key checks name a flag's value), else "LABEL: KEY: why"; then suffix. */
+static void report_refusal(const struct cli_common *cc, const char *msg, const char *label,
+                           const char *suffix)
+{
+    char key[64];
+    size_t len = strcspn(msg, ":");
+    snprintf(key, sizeof key, "%.*s", (int)len, msg);
+    const char *flag = cli_common_flag(cc, key);
+    if (flag && msg[len])
+        cli_errorf("%s%s%s", flag, msg + len, suffix);
+    else
+        cli_errorf("%s: %s%s", label, msg, suffix);
+}
+
 /* What the commands refuse of a config beyond its keys' own checks: libra sim's rules before a
  * run (its trace's too), and the update rules libra load (and plan, route eval with plan.mode
- * async) refuse. Prints the error against label (the file, or "config" for flags alone).
- * Returns 0 when cfg passes, the exit code of a trace that cannot be read, or -1. */
-static int refused(const struct api_presets *p, const struct libra_config *cfg, const char *label)
+ * async) refuse. Prints the error against the flag that set the key at fault, else label (the
+ * file, or "config" for flags alone). Returns 0 when cfg passes, the exit code of a trace that
+ * cannot be read, or -1. */
+static int refused(const struct cli_common *cc, const struct api_presets *p,
+                   const struct libra_config *cfg, const char *label)
 {
     struct libra_error err = {0};
     if (sim_config_check(cfg, &err) != 0) {
-        cli_errorf("%s: %s", label, err.msg);
+        report_refusal(cc, err.msg, label, "");
         return -1;
     }
     /* libra load (and libra plan and route eval with plan.mode async) run the job
      * asynchronously whatever sim.modes: update rules that only a colocated or rollout run
      * would take are refused by them */
     if (spec_rl_async_check(&cfg->rl, "async", &err) != 0) {
-        cli_errorf(
-            "%s: %s (libra load refuses it, as libra plan and route eval do with plan.mode async)",
-            label, err.msg);
+        report_refusal(
+            cc, err.msg, label,
+            " (libra load refuses it, as libra plan and route eval do with plan.mode async)");
         return -1;
     }
     return trace_refused(p, cfg);
@@ -96,7 +113,7 @@ static int show(struct cli_common *cc, const char *file)
     struct api_presets p = {0};
     struct libra_config cfg;
     int rc = cli_common_load(cc, file, &p, &cfg);
-    int why = rc == 0 ? refused(&p, &cfg, file ? file : "config") : 0;
+    int why = rc == 0 ? refused(cc, &p, &cfg, file ? file : "config") : 0;
     if (why)
         rc = why > 0 ? why : LIBRA_EXIT_USAGE; /* its output would be a config they refuse */
     if (rc == 0) {
@@ -118,7 +135,7 @@ static int check(struct cli_common *cc, const char *file)
     struct api_presets p = {0};
     struct libra_config cfg;
     int rc = cli_common_load(cc, file, &p, &cfg);
-    int why = rc == 0 ? refused(&p, &cfg, file) : 0;
+    int why = rc == 0 ? refused(cc, &p, &cfg, file) : 0;
     api_presets_free(&p);
     if (rc == LIBRA_EXIT_USAGE || why < 0)
         return LIBRA_EXIT_NEGATIVE; /* the input is invalid: check's negative result */

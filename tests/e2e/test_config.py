@@ -240,7 +240,7 @@ def test_show_output_is_a_valid_config(tmp_path):
     for args, why in ((["--set", "rl.max_staleness=0"], "libra: --set rl.max_staleness: 0 is "
                        "below rl.sync_interval - 1"),
                       (["--gpus", "16", "--set", "sim.async_train_gpus=16"],
-                       "libra: config: sim.async_train_gpus: 16 of 16 GPUs")):
+                       "libra: --set sim.async_train_gpus: 16 of 16 GPUs")):
         refused = tmp_path / "refused.json"
         r = run("config", "show", *args, "-o", str(refused))
         assert r.returncode == 2 and r.stderr.startswith(why), r.stderr
@@ -391,6 +391,20 @@ def test_staleness_rule_names_the_flag_that_set_it(tmp_path, extra, name):
         assert r.returncode in (1, 2) and r.stdout == "", r.stderr
         assert r.stderr.startswith("libra: --set rl.max_staleness: "), r.stderr
         assert str(cfg) not in r.stderr
+
+
+def test_a_rule_only_load_refuses_names_the_flag_too(tmp_path):
+    """Without async in sim.modes the update rules are libra load's (docs/cli.md): still
+    reported at the flag that set the value, not at the file that did not."""
+    cfg = tmp_path / "colocated.json"
+    cfg.write_text('{"sim": {"modes": ["colocated"]}}')
+    r = run("config", "check", str(cfg), "--set", "rl.max_staleness=0")
+    assert r.returncode == 1 and r.stderr.startswith("libra: --set rl.max_staleness: 0 is below"), \
+        r.stderr
+    cfg.write_text('{"sim": {"modes": ["colocated"]}, "rl": {"max_staleness": 0}}')
+    r = run("config", "check", str(cfg))
+    assert r.returncode == 1 and r.stderr.startswith(f"libra: {cfg}: rl.max_staleness: 0 is"), \
+        r.stderr
 
 
 def test_staleness_rule_names_the_file_position(tmp_path):
