@@ -262,7 +262,8 @@ FLAG_SWITCHES = {
     ("serve", "ehp.signal"): ("--pool-replica", f"http://127.0.0.1:{closed_port()},tp=1",
                               "--pool-steer"),
     # CHANGES's staleness 0 is below the default interval's - 1: the update rules refuse it
-    **{(c, "rl.max_staleness"): ("--set", "rl.sync_interval=1") for c in ("plan", "sim")},
+    **{(c, "rl.max_staleness"): ("--set", "rl.sync_interval=1")
+       for c in ("plan", "sim", "route eval")},
 }
 
 

@@ -184,3 +184,14 @@ def test_a_calibrated_decode_constant_is_listed_as_calibrated(tmp_path):
     assert titles == ["calibrated constants (libra calibrate; -: built in):"], titles
     assert more[0].split()[1:4] == ["5", "40", "-"], more
     assert more[0].endswith("  libra calibrate: 5 decode points"), more
+
+
+@pytest.mark.parametrize("buckets", [[], ["--buckets", "tp1:4000,tp2:30000"]])
+def test_route_eval_refuses_a_broken_update_rule_where_the_value_was_set(tmp_path, buckets):
+    """With plan.mode async route eval refuses the update rules as plan does, whether or not
+    --buckets spares it the planner, at the file's line and column."""
+    config = tmp_path / "stale.json"
+    config.write_text('{\n  "rl": {"max_staleness": 0}\n}\n')
+    err = refused(run("route", "eval", no_group_trace(tmp_path), "--config", str(config),
+                      "--policy", "cmlfq", *buckets))
+    assert err.startswith(f"libra: {config}:2:10: rl.max_staleness: 0 is below"), err
