@@ -416,18 +416,22 @@ static int resolve_mode(const struct cli_command *cmd, const struct libra_config
 
 /* Refuses a policy the gateway cannot act on: oracle routes by each trajectory's true remaining
  * tokens, which a live gateway never learns (it would answer the shortest bucket every time).
- * Names the flag that set sched.policy, else the config file (the default is not oracle). */
-static int check_policy(const struct cli_common *cc, const char *config_file,
+ * Names the flag that set sched.policy, else its place in the config file (the default is not
+ * oracle). */
+static int check_policy(const struct cli_common *cc, const struct ujson_doc *config,
                         const struct libra_config *cfg)
 {
+    static const char why[] = "oracle routes by each trajectory's true remaining tokens, which a "
+                              "live gateway never learns (libra route eval and libra sim have "
+                              "them): choose another policy";
     if (cfg->sched.policy != SCHED_ORACLE)
         return 0;
     const char *flag = cli_common_flag(cc, "sched.policy");
-    return cli_value_errorf(cc->cmd,
-                            "%s%s: oracle routes by each trajectory's true remaining tokens, "
-                            "which a live gateway never learns (libra route eval and libra sim "
-                            "have them): choose another policy",
-                            flag ? flag : config_file, flag ? "" : ": sched.policy");
+    if (flag)
+        return cli_value_errorf(cc->cmd, "%s: %s", flag, why);
+    struct libra_error err;
+    ujson_errorf(&err, config, "sched/policy", "%s", why);
+    return cli_report_error(&err);
 }
 
 /* ---- the event loop ------------------------------------------------------------------------- */
@@ -516,6 +520,7 @@ int cmd_serve(int argc, char **argv)
     o->gw.engines = o->engines;
     o->gw.pool = o->pool;
     struct api_presets p = {0};
+    struct ujson_doc config = {0};
     struct libra_config cfg;
     int c, rc = 0;
     while (rc == 0 && (c = cli_common_getopt(&cc, argc, argv)) != -1) {
@@ -536,12 +541,12 @@ int cmd_serve(int argc, char **argv)
         rc = cli_usage_error(cc.cmd, "--pool-core-replicas: needs --pool-steer (only the signal "
                                      "uses it)");
     if (rc == 0)
-        rc = cli_common_load(&cc, optind < argc ? argv[optind] : NULL, &p, &cfg);
+        rc = cli_common_load_doc(&cc, optind < argc ? argv[optind] : NULL, &p, &config, NULL, &cfg);
     const char *signal = cli_common_flag(&cc, "ehp.signal"); /* a file's serves its sim runs */
     if (rc == 0 && signal && cfg.ehp.signal != SPEC_EHP_BALANCE && !o->gw.pool_steer)
         rc = cli_usage_error(cc.cmd, "%s: needs --pool-steer (only the signal uses it)", signal);
     if (rc == 0)
-        rc = check_policy(&cc, optind < argc ? argv[optind] : NULL, &cfg);
+        rc = check_policy(&cc, &config, &cfg);
     if (rc == 0)
         rc = resolve_mode(cc.cmd, &cfg, o);
     if (rc == 0)
@@ -560,6 +565,7 @@ int cmd_serve(int argc, char **argv)
 out:
     free(o->token);
     free(o);
+    ujson_doc_free(&config);
     api_presets_free(&p);
     cli_common_free(&cc);
     return rc;

@@ -79,8 +79,8 @@ def test_serve_refuses_oracle_at_start_up(tmp_path, how):
         r = run("serve", "--listen", "127.0.0.1:0", "--engine",
                 f"http://127.0.0.1:{emu.port()}", *args, timeout=30)
     err = refused(r)
-    where = "--set sched.policy" if how[0] == "--set" else f"{config}: sched.policy"
-    assert err.startswith(f"libra: serve: {where}: oracle"), err
+    where = "serve: --set sched.policy" if how[0] == "--set" else f"{config}:1:12: sched.policy"
+    assert err.startswith(f"libra: {where}: oracle"), err
     assert "true remaining tokens" in err and "usage:" not in err
 
 
