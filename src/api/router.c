@@ -8,6 +8,7 @@
  */
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -19,6 +20,7 @@
 #include "trace/trace.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/json.h"
 #include "util/map.h"
 #include "util/vec.h"
 
@@ -123,15 +125,27 @@ static int make_layout(struct libra_router *r, struct libra_error *err)
 
 /* Refuses a policy that cannot act here: oracle routes by each trajectory's true remaining
  * tokens, which a live router is never told (it would answer the shortest bucket every time).
- * Returns 0, or LIBRA_EINVAL naming sched.policy where the config came from. */
-static int check_policy(const struct libra_config *cfg, const char *name, struct libra_error *err)
+ * Returns 0, or LIBRA_EINVAL naming sched.policy at its place in config_json (parsed again:
+ * the error path alone pays for it). */
+static int check_policy(const struct libra_config *cfg, const char *config_json, const char *name,
+                        struct libra_error *err)
 {
     if (cfg->sched.policy != SCHED_ORACLE)
         return 0;
-    return error_set(err, name && name[0] ? name : "config", 0, 0,
-                     "sched.policy: oracle routes by each trajectory's true remaining tokens, "
-                     "which a live router is never given (libra route eval and libra sim have "
-                     "them): choose another policy");
+    struct ujson_doc doc = {0}; /* left empty where the text does not parse alone (a BOM
+                                   api_config_from_text skipped): the error at the label */
+    struct libra_error ignored;
+    const char *label = name && name[0] ? name : "config";
+    if (config_json)
+        (void)ujson_doc_parse(&doc, label, config_json, strlen(config_json), &ignored);
+    ujson_errorf(err, &doc, "sched/policy",
+                 "oracle routes by each trajectory's true remaining tokens, which a live router "
+                 "is never given (libra route eval and libra sim have them): choose another "
+                 "policy");
+    if (!doc.text)
+        snprintf(err->file, sizeof err->file, "%s", label);
+    ujson_doc_free(&doc);
+    return LIBRA_EINVAL;
 }
 
 int libra_router_new(const char *config_json, const char *name, struct libra_router **out,
@@ -147,7 +161,7 @@ int libra_router_new(const char *config_json, const char *name, struct libra_rou
     r->last_step_s = NAN;
     int rc = api_config_from_text(config_json, name, &r->presets, &r->cfg, err);
     if (rc == 0)
-        rc = check_policy(&r->cfg, name, err);
+        rc = check_policy(&r->cfg, config_json, name, err);
     if (rc == 0)
         rc = make_layout(r, err);
     if (rc == 0)

@@ -54,11 +54,11 @@ def test_the_python_router_refuses_oracle():
             libra.Router({{"sched": {{"policy": "oracle", "buckets": "{BUCKETS}"}}}})
             print(json.dumps(None))
         except libra.Error as e:
-            print(json.dumps([e.code_name, e.message]))
+            print(json.dumps([e.code_name, e.message, e.line, e.col]))
     """)
     assert got is not None, "libra.Router took sched.policy oracle"
-    code, message = got
-    assert code == "EINVAL"
+    code, message, line, col = got
+    assert code == "EINVAL" and (line, col) == (1, 12), got  # at "policy" in the config's JSON
     assert message.startswith("sched.policy: oracle") and "true remaining tokens" in message
 
 
