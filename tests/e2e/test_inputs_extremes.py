@@ -186,8 +186,9 @@ def test_route_eval_prints_the_planners_whole_reason(tmp_path):
     r = run("trace", "gen", "r2e-gym", "--steps", "2", "--batch", "4", "--samples", "2", "-o",
             str(trace))
     assert r.returncode == 0, r.stderr
-    err = refused(run("route", "eval", str(trace), "--set", "rl.max_staleness=0"))
-    assert "so the async mode would wait forever): give --buckets" in err, err
+    err = refused(run("route", "eval", str(trace), "--gpus", "2"))
+    assert "colocated, where every GPU trains and rolls out, needs cluster.gpus to meet " \
+           "each)): give --buckets" in err, err
 
 
 # ---- a timeout that stops every trajectory ----------------------------------------------------
