@@ -627,12 +627,11 @@ static int grid_error(const struct ujson_doc *doc, struct libra_error *err, cons
                       const char *what)
 {
     size_t cells = json_array_size(json_object_get(doc->root, "cells"));
-    bool here = json_object_get(doc->root, key) != NULL; /* else at the document, as missing */
-    return ujson_errorf(err, doc, here ? key : "",
-                        "%s%s%s, where a sweep has one or more (its cells hold %zu run%s): the "
+    bool here = json_object_get(doc->root, key) != NULL; /* else missing, placed at the document */
+    return ujson_errorf(err, doc, key,
+                        "%s%s, where a sweep has one or more (its cells hold %zu run%s): the "
                         "sweep is edited",
-                        here ? "" : key, here ? "" : ": missing: ", what, cells,
-                        cells == 1 ? "" : "s");
+                        here ? "" : "missing: ", what, cells, cells == 1 ? "" : "s");
 }
 
 static int check_grid(const struct ujson_doc *doc, struct libra_error *err, size_t points,
