@@ -478,3 +478,14 @@ int cli_move_costs(const struct api_presets *p, const struct libra_config *cfg,
     int rc = api_move_costs(p, cfg, m, out, &err);
     return rc ? cli_report(rc, &err) : 0;
 }
+
+const char *cli_constant_source(const struct spec_hardware *h, double v, const char *built_in,
+                                const char *calibrated, char buf[CLI_CONSTANT_SOURCE_MAX])
+{
+    if (v <= 0.0)
+        return built_in;
+    if (h->calibration[0])
+        return calibrated;
+    snprintf(buf, CLI_CONSTANT_SOURCE_MAX, "preset file %s", h->origin);
+    return buf;
+}

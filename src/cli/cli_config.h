@@ -94,6 +94,15 @@ void cli_common_set(struct cli_common *cc, const char *key, const char *value, c
  * or NULL when no flag did. */
 const char *cli_common_flag(const struct cli_common *cc, const char *key);
 
+/* Bytes cli_constant_source may write: "preset file " and a preset's origin. */
+#define CLI_CONSTANT_SOURCE_MAX (SPEC_ORIGIN_MAX + 16)
+
+/* Where hardware h's constant of value v comes from, as `libra presets` and `libra cost` name
+ * it: built_in where v is 0 (the built-in one), calibrated where the preset records a
+ * calibration, else "preset file FILE" (written into buf): set by hand, fitted on nothing. */
+const char *cli_constant_source(const struct spec_hardware *h, double v, const char *built_in,
+                                const char *calibrated, char buf[CLI_CONSTANT_SOURCE_MAX]);
+
 /* Prints a command's --help: its own text, then the accepted common flags, one per line under
  * "common flags:" (the experiment flags of the keys the command reads, less those its own
  * options shadow). */

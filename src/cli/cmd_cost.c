@@ -214,20 +214,6 @@ static const char *flag_list(char *buf, size_t size, const char *const names[], 
     return buf;
 }
 
-/* Where a constant of h with value v comes from: built_in's word where 0 (the built-in one),
- * "calibrated" where the preset records a calibration, else the preset file that set it by hand
- * (written into buf, SPEC_ORIGIN_MAX + 16 bytes). */
-static const char *constant_from(const struct spec_hardware *h, double v, const char *built_in,
-                                 char *buf)
-{
-    if (v <= 0.0)
-        return built_in;
-    if (h->calibration[0])
-        return "calibrated";
-    snprintf(buf, SPEC_ORIGIN_MAX + 16, "preset file %s", h->origin);
-    return buf;
-}
-
 static void rollout_answers(struct answers *a, double context)
 {
     cost_rollout_params_default(&a->rp, a->hw);
@@ -334,13 +320,15 @@ static void print_rollout(FILE *out, const struct answers *a, double context)
         }
         fputc('\n', out);
     }
-    char fix[SPEC_ORIGIN_MAX + 16], seq[SPEC_ORIGIN_MAX + 16];
+    char fix[CLI_CONSTANT_SOURCE_MAX], seq[CLI_CONSTANT_SOURCE_MAX];
     fprintf(out,
             "* batch × context exceeds the instance's KV capacity\n"
             "constants: t_fix %.2f ms (%s), t_seq %.0f us (%s), eta_kv %.2f (assumed), "
             "all-reduce %.0f us + %.0f GB/s; docs/calibration.md\n",
-            a->rp.t_fix_s * 1e3, constant_from(a->hw, a->hw->decode_t_fix_s, "fitted", fix),
-            a->rp.t_seq_s * 1e6, constant_from(a->hw, a->hw->decode_t_seq_s, "assumed", seq),
+            a->rp.t_fix_s * 1e3,
+            cli_constant_source(a->hw, a->hw->decode_t_fix_s, "fitted", "calibrated", fix),
+            a->rp.t_seq_s * 1e6,
+            cli_constant_source(a->hw, a->hw->decode_t_seq_s, "assumed", "calibrated", seq),
             a->rp.eta_kv, a->rp.ar_latency_s * 1e6, a->rp.ar_bus_bw_bytes_per_s / 1e9);
     if (a->hw->calibration[0])
         fprintf(out, "calibrated: %s\n", a->hw->calibration);
@@ -387,9 +375,10 @@ static void print_train(FILE *out, const struct answers *a, const struct opts *o
             "+ EP %.2f + DP %.2f + ZeRO-3 %.2f + optimizer %.2f + micro-batches %.2f\n",
             s->step_s, s->compute_s, s->pp_bubble_s, s->pp_p2p_s, s->tp_comm_s, s->cp_comm_s,
             s->ep_comm_s, s->dp_comm_s, s->zero3_gather_s, s->optimizer_s, s->microbatch_s);
-    char mfu[SPEC_ORIGIN_MAX + 16];
+    char mfu[CLI_CONSTANT_SOURCE_MAX];
     fprintf(out, "  rank imbalance %.3f, effective MFU %.3f (model MFU %.2f, %s)\n", s->imbalance,
-            s->mfu_effective, a->tp.mfu, constant_from(a->hw, a->hw->train_mfu, "assumed", mfu));
+            s->mfu_effective, a->tp.mfu,
+            cli_constant_source(a->hw, a->hw->train_mfu, "assumed", "calibrated", mfu));
     fprintf(out,
             "memory per GPU, GB: weights %.1f + grads %.1f + optimizer %.1f + activations "
             "%.1f + logits %.1f + workspace %.1f = %.1f of %.1f: %s by %.1f GB\n",

@@ -63,25 +63,15 @@ static void constants_table(FILE *out, const struct spec_presets *p, bool calibr
     }
 }
 
-/* Where h's decode constant of value v comes from: built in (0), `libra calibrate` when the
- * preset records a calibration, else the preset file that sets it by hand. */
-static const char *constant_from(const struct spec_hardware *h, double v, char *buf, size_t size)
-{
-    if (v <= 0)
-        return "built in";
-    if (h->calibration[0])
-        return "libra calibrate (below)";
-    snprintf(buf, size, "preset file %s", h->origin);
-    return buf;
-}
-
 /* The "from" column: one source for both constants, else each constant's; built-in ones point
  * to the table below of what they rest on. */
 static void decode_from(FILE *out, const struct spec_hardware *h)
 {
-    char fix_buf[SPEC_ORIGIN_MAX + 16], seq_buf[SPEC_ORIGIN_MAX + 16];
-    const char *fix = constant_from(h, h->decode_t_fix_s, fix_buf, sizeof fix_buf);
-    const char *seq = constant_from(h, h->decode_t_seq_s, seq_buf, sizeof seq_buf);
+    char fix_buf[CLI_CONSTANT_SOURCE_MAX], seq_buf[CLI_CONSTANT_SOURCE_MAX];
+    const char *fix =
+        cli_constant_source(h, h->decode_t_fix_s, "built in", "libra calibrate (below)", fix_buf);
+    const char *seq =
+        cli_constant_source(h, h->decode_t_seq_s, "built in", "libra calibrate (below)", seq_buf);
     if (strcmp(fix, seq) != 0)
         fprintf(out, "t_fix: %s; t_seq: %s\n", fix, seq);
     else if (h->decode_t_fix_s > 0)
