@@ -130,7 +130,8 @@ static int make_layout(struct libra_router *r, struct libra_error *err)
 static int check_policy(const struct libra_config *cfg, const char *config_json, const char *name,
                         struct libra_error *err)
 {
-    if (cfg->sched.policy != SCHED_ORACLE)
+    const char *why = spec_policy_live_refusal(cfg->sched.policy);
+    if (!why)
         return 0;
     struct ujson_doc doc = {0}; /* left empty where the text does not parse alone (a BOM
                                    api_config_from_text skipped): the error at the label */
@@ -138,10 +139,7 @@ static int check_policy(const struct libra_config *cfg, const char *config_json,
     const char *label = name && name[0] ? name : "config";
     if (config_json)
         (void)ujson_doc_parse(&doc, label, config_json, strlen(config_json), &ignored);
-    ujson_errorf(err, &doc, "sched/policy",
-                 "oracle routes by each trajectory's true remaining tokens, which a live router "
-                 "is never given (libra route eval and libra sim have them): choose another "
-                 "policy");
+    ujson_errorf(err, &doc, "sched/policy", "%s", why);
     if (!doc.text)
         snprintf(err->file, sizeof err->file, "%s", label);
     ujson_doc_free(&doc);

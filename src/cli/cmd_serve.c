@@ -421,10 +421,8 @@ static int resolve_mode(const struct cli_command *cmd, const struct libra_config
 static int check_policy(const struct cli_common *cc, const struct ujson_doc *config,
                         const struct libra_config *cfg)
 {
-    static const char why[] = "oracle routes by each trajectory's true remaining tokens, which a "
-                              "live gateway never learns (libra route eval and libra sim have "
-                              "them): choose another policy";
-    if (cfg->sched.policy != SCHED_ORACLE)
+    const char *why = spec_policy_live_refusal(cfg->sched.policy);
+    if (!why)
         return 0;
     const char *flag = cli_common_flag(cc, "sched.policy");
     if (flag)

@@ -17,3 +17,11 @@ const char *const spec_policy_names[SCHED_POLICY_COUNT + 1] = {
     [SCHED_CMLFQ_H] = "cmlfq_h",
     [SCHED_POLICY_COUNT] = NULL,
 };
+
+const char *spec_policy_live_refusal(enum sched_policy p)
+{
+    if (p != SCHED_ORACLE)
+        return NULL;
+    return "oracle routes by each trajectory's true remaining tokens, which a live router never "
+           "learns (libra route eval and libra sim have them): choose another policy";
+}

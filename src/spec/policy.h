@@ -26,4 +26,8 @@ enum sched_policy {
  * NULL-terminated (a names table of spec/schema.h): what the config, the CLI and JSON say. */
 extern const char *const spec_policy_names[SCHED_POLICY_COUNT + 1];
 
+/* Why policy p cannot route live turns (the gateway's, a client library's), or NULL where it
+ * can: the one reason every live entry point gives. */
+const char *spec_policy_live_refusal(enum sched_policy p);
+
 #endif
