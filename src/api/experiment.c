@@ -112,10 +112,17 @@ static int load_env_file(void *ctx, const char *path)
     return add_preset_file(l->p, path, l->err);
 }
 
+int api_presets_builtin(struct api_presets *p, struct libra_error *err)
+{
+    if (spec_presets_init(&p->spec, err) != 0 || workload_presets_init(&p->workloads, err) != 0)
+        return LIBRA_EINTERNAL;
+    return 0;
+}
+
 int api_presets_load(struct api_presets *p, const char *const *files, size_t n_files,
                      struct libra_error *err)
 {
-    if (spec_presets_init(&p->spec, err) != 0 || workload_presets_init(&p->workloads, err) != 0)
+    if (api_presets_builtin(p, err) != 0)
         return LIBRA_EINTERNAL;
     int rc = api_env_preset_files(load_env_file, &(struct preset_load){p, err});
     for (size_t i = 0; i < n_files && !rc; i++)

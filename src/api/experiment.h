@@ -45,6 +45,11 @@ struct api_presets {
 int api_presets_load(struct api_presets *p, const char *const *files, size_t n_files,
                      struct libra_error *err);
 
+/* Loads into p (zeroed) the built-in presets alone, for what reads no preset file (the default
+ * config's digest of `libra trace stats`). Returns 0 or LIBRA_EINTERNAL (a built-in preset is
+ * broken); the caller frees p in every case. */
+int api_presets_builtin(struct api_presets *p, struct libra_error *err);
+
 /* Calls visit(ctx, path) for each file of LIBRA_PRESETS (colon-separated; empty items skipped),
  * in order, until one returns non-zero; returns that, or 0. */
 int api_env_preset_files(int (*visit)(void *ctx, const char *path), void *ctx);

@@ -324,6 +324,18 @@ static char *stats_text(const char *path, const json_t *doc)
     return text;
 }
 
+/* The default config, which stats' envelope names: stats takes no presets, so LIBRA_PRESETS is
+ * not read (a broken one elsewhere must not fail it). */
+static int default_config(const struct cli_common *cc, struct api_presets *p,
+                          struct libra_config *cfg)
+{
+    struct libra_error err = {0};
+    int rc = api_presets_builtin(p, &err);
+    if (rc)
+        return cli_report(rc, &err);
+    return cli_common_resolve(cc, NULL, p, NULL, 0, NULL, NULL, cfg);
+}
+
 static int stats(struct cli_common *cc, const char *path)
 {
     struct api_presets p = {0};
@@ -336,7 +348,7 @@ static int stats(struct cli_common *cc, const char *path)
     int rc = read_stats(path, s, &hdr, &read);
     cli_progress_stop(line);
     if (rc == 0)
-        rc = cli_common_load(cc, NULL, &p, &cfg);
+        rc = default_config(cc, &p, &cfg);
     if (rc == 0) {
         json_t *doc = spec_config_envelope(STATS_SCHEMA, &cfg);
         /* no randomness is involved: the seed reported is the generator's, if any */

@@ -249,6 +249,20 @@ def test_stats_seed_is_the_generators_integer_seed(tmp_path, seed, want):
     assert json.loads(r.stdout)["seed"] == want
 
 
+@pytest.mark.parametrize("presets", ["missing.json", "dup.json"])
+def test_stats_reads_no_presets(tmp_path, presets):
+    """docs/workloads.md: trace stats takes no presets, so LIBRA_PRESETS (a missing file, a
+    broken one) changes nothing: the envelope's digest is the default config's."""
+    (tmp_path / "dup.json").write_text('{"workloads": [{"name": "m", "base": "r2e-gym"},'
+                                       ' {"name": "m", "base": "r2e-gym"}]}\n')
+    clean = run("stats", data("small.jsonl"), "--json")
+    env = dict(os.environ, LIBRA_PRESETS=str(tmp_path / presets))
+    r = subprocess.run([LIBRA, "trace", "stats", data("small.jsonl"), "--json"],
+                       capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == clean.returncode == 0, r.stderr
+    assert r.stdout == clean.stdout
+
+
 def test_stats_output_through_a_dangling_symlink_creates_its_target(tmp_path):
     """docs/cli.md: a symbolic link keeps pointing at the file it names, which is the one
     written, also when that file does not exist yet."""
