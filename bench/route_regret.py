@@ -6,7 +6,7 @@ Each preset's trace is `libra trace gen PRESET --steps STEPS --seed SEED`, evalu
 prequentially after TRAIN steps under its paper setup (examples/sim-*.json) twice: with the
 paper's bucket layout (the setup's sched.buckets, where it names one), and with the layout the
 planner bands from the trace's own lengths on that cluster (`--set sched.buckets=`). The real
-set is tau-bench's airline runs (../shared/data/real/tau-bench), imported, cross-validated
+set is tau-bench's airline runs (bench/data/tau-bench), imported, cross-validated
 leaving tasks out (`--folds 5`) under the R2E-Gym paper setup's cluster: its paper layout and
 the planner's banding. Prints one markdown table per trace
 and, last, whether cmlfq_h's mean regret per decision is at most the majority class's, PLAS's
@@ -23,7 +23,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-REAL = os.path.join(ROOT, "..", "shared", "data", "real", "tau-bench", "gpt-4o-airline.json")
+REAL = os.path.join(ROOT, "bench", "data", "tau-bench", "gpt-4o-airline.json")
 PRESETS = [  # preset, its paper setup
     ("search-r1", "examples/sim-search-r1-qwen3-14b.json"),
     ("dapo-math", "examples/sim-dapo-math-qwen3-4b.json"),
@@ -82,18 +82,15 @@ def main():
                                      str(a.train), "--json"))
                 results[f"{preset}, {how}"] = table(
                     f"{preset} ({setup}, {a.steps} steps, seed {a.seed}), {how}", doc)
-        if os.path.exists(REAL):
-            trace = os.path.join(tmp, "tau.jsonl")
-            run(a.libra, "trace", "import", "--from", "tau-bench", REAL, "-o", trace)
-            for how, extra in LAYOUTS:
-                doc = json.loads(run(a.libra, "route", "eval", trace, "--folds", "5", "--config",
-                                     os.path.join(ROOT, PRESETS[3][1]), *extra, "--json"))
-                results[f"tau-bench airline (real), {how}"] = table(
-                    f"tau-bench airline, GPT-4o (real; 5-fold leave-tasks-out), {how}", doc)
+        trace = os.path.join(tmp, "tau.jsonl")
+        run(a.libra, "trace", "import", "--from", "tau-bench", REAL, "-o", trace)
+        for how, extra in LAYOUTS:
+            doc = json.loads(run(a.libra, "route", "eval", trace, "--folds", "5", "--config",
+                                 os.path.join(ROOT, PRESETS[3][1]), *extra, "--json"))
+            results[f"tau-bench airline (real), {how}"] = table(
+                f"tau-bench airline, GPT-4o (real; 5-fold leave-tasks-out), {how}", doc)
     print()
     ok = True
-    if not os.path.exists(REAL):
-        print(f"tau-bench airline (real): not checked: {REAL} is not there")
     for trace, r in results.items():
         worse = [b for b in BASELINES if r["cmlfq_h"] > r[b] + 1e-9]
         ok &= not worse
