@@ -538,3 +538,19 @@ def test_bad_export_requests():
     assert r.returncode == 2 and "--export and --json exclude each other" in r.stderr
     r = run("plan", "--gpus", "8", "--export", "sglang")  # infeasible: nothing to export
     assert r.returncode == 1 and r.stdout == "" and "no feasible plan" in r.stderr
+
+
+def test_the_documented_examples_are_the_default_plans_exports():
+    """docs/export.md shows each format's export of the default plan whole: it must be what the
+    command prints today (a stale config digest there went unseen)."""
+    path = os.path.join(os.environ["LIBRA_SOURCE_DIR"], "docs", "export.md")
+    with open(path, encoding="utf-8") as f:
+        blocks = re.findall(r"```\w*\n(.*?)```", f.read(), re.S)
+    shown = {}
+    for b in blocks:
+        m = re.search(r'plan export \((\w+)\)|"command": "libra plan --export (\w+)"', b)
+        if m:
+            shown[m.group(1) or m.group(2)] = b
+    assert sorted(shown) == sorted(set(FORMATS) - {"vllm"}), sorted(shown)
+    for fmt, text in shown.items():
+        assert export(fmt, []) == text, fmt
