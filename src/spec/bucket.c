@@ -74,7 +74,8 @@ struct cursor {
     const char *s;
     const char *name;
     struct libra_error *err;
-    bool strict; /* a bucket layout: one spelling; a fleet also takes spaces and "TP" */
+    bool strict;       /* a bucket layout: one spelling; a fleet also takes spaces and "TP" */
+    int64_t max_count; /* an instance count at most (a fleet's own cap); 0: a layout's */
 };
 
 static void skip_spaces(struct cursor *c)
@@ -110,11 +111,11 @@ static int spaces(struct cursor *c)
                                    : "whitespace");
 }
 
-/* In a layout, refuses a number written with a leading zero ("tp01", ":04000"): it would read as
- * another spelling of the number. */
+/* Refuses a number written with a leading zero ("tp01", ":04000"): it would read as another
+ * spelling of the number (docs/cli.md), in a fleet as in a layout. */
 static int no_leading_zero(struct cursor *c, const char *what)
 {
-    if (!c->strict || c->s[0] != '0' || !isdigit((unsigned char)c->s[1]))
+    if (c->s[0] != '0' || !isdigit((unsigned char)c->s[1]))
         return 0;
     int n = 0;
     while (n < 24 && isdigit((unsigned char)c->s[n]))
@@ -181,7 +182,8 @@ static int read_tp(struct cursor *c, struct spec_bucket *b)
     if (*c->s == 'x' || *c->s == 'X') {
         c->s++;
         const char *n = c->s;
-        if ((rc = read_int(c, SPEC_BUCKET_INSTANCES_MAX, "instance count", &count)))
+        int64_t most = c->max_count ? c->max_count : SPEC_BUCKET_INSTANCES_MAX;
+        if ((rc = read_int(c, most, "instance count", &count)))
             return rc;
         if (count == 0) { /* no count means none given; an explicit 0 would read as that */
             c->s = n;
@@ -557,7 +559,7 @@ int spec_tp_pattern_parse(const char *text, const char *name, int counts[SPEC_TP
 int spec_fleet_parse(const char *text, const char *name, int *tp, int max, int *n,
                      struct libra_error *err)
 {
-    struct cursor c = {.start = text, .s = text, .name = name, .err = err};
+    struct cursor c = {.start = text, .s = text, .name = name, .err = err, .max_count = max};
     *n = 0;
     for (;;) {
         struct spec_bucket one = {0};

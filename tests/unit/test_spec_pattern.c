@@ -62,9 +62,15 @@ static void test_fleet(void **state)
     assert_int_equal(n, 4);
     int want[] = {1, 1, 4, 2};
     assert_memory_equal(tp, want, sizeof want);
-    const char *bad[][2] = {{"tp3", "not one of"},       {"tp2x0", "at least 1"},
-                            {"tp1x9", "more than 8"},    {"tp1,", "expected 'tp'"},
-                            {"tp1 tp2", "expected ','"}, {"", "expected 'tp'"}};
+    const char *bad[][2] = {{"tp3", "not one of"},
+                            {"tp2x0", "at least 1"},
+                            {"tp1x4,tp2x5", "more than 8"},
+                            {"tp1,", "expected 'tp'"},
+                            {"tp1 tp2", "expected ','"},
+                            {"", "expected 'tp'"},
+                            {"tp01", "leading zero"},
+                            {"tp1x04", "leading zero"},
+                            {"tp1x9", "instance count is larger than 8"}};
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         assert_int_equal(spec_fleet_parse(bad[i][0], "--instances", tp, 8, &n, &err), LIBRA_EINVAL);
         if (!strstr(err.msg, bad[i][1]))
