@@ -253,9 +253,12 @@ void emu_vllm_sleep(void *ctx, struct net_call *c)
     if (!dev_call(in, c))
         return;
     const char *mode = net_call_query(c, "mode"), *level = net_call_query(c, "level");
-    if ((mode && strcmp(mode, "abort") != 0) ||
-        (level && strcmp(level, "1") != 0 && strcmp(level, "2") != 0)) {
-        emu_reply_error(c, 400, "expected level 1 or 2 and mode abort (the modes emulated)");
+    if (level && strcmp(level, "1") != 0 && strcmp(level, "2") != 0) {
+        emu_reply_error(c, 400, "level: expected 1 or 2");
+        return;
+    }
+    if (mode && strcmp(mode, "abort") != 0) {
+        emu_reply_error(c, 400, "mode: expected abort (the mode emulated)");
         return;
     }
     emu_abort(in, NULL);

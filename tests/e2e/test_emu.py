@@ -426,6 +426,9 @@ def test_vllm_development_endpoints_need_dev_mode():
         assert post(p, "/wake_up")[0] == 200
         assert post(p, "/update_weights", {"update_info": {}})[1] == {"message": "Weights updated"}
         assert post(p, "/pause?mode=sideways")[0] == 400
+        for query, member in (("level=3", "level"), ("level=1&mode=wait", "mode")):
+            status, body = post(p, f"/sleep?{query}")  # emu.md: the message opens with it
+            assert status == 400 and body["error"]["message"].startswith(f"{member}: "), body
 
 
 @pytest.mark.parametrize("value,clears", [
