@@ -367,6 +367,9 @@ struct id_source {
     enum gw_id_source src;
     const char *field; /* named in errors */
     struct jscan_value v;
+    const char *types;    /* the jscan types docs/serve.md "Identity" allows; NULL: checked
+                             elsewhere (libra.trajectory) or a header's text */
+    const char *expected; /* those types, in words */
 };
 
 /* Sets the identity from s's value: a string's text unescaped, any other value as written.
@@ -414,7 +417,9 @@ enum root_key {
     KEY_COUNT
 };
 
-/* The first present source, in the order of precedence (request.h); null counts as absent. */
+/* The first present source, in the order of precedence (request.h); null counts as absent.
+ * Every present source is of a type its client sends, the ones outranked too: a value of
+ * another type is a client's mistake, not an identity ("trajectory_id:5"). */
 static int find_identity(const struct jscan_value *m, gw_header_fn header, void *hctx,
                          const struct gw_parse_config *c, struct gw_request *r, char *err,
                          size_t size)
@@ -423,17 +428,24 @@ static int find_identity(const struct jscan_value *m, gw_header_fn header, void 
     if (m[KEY_LIBRA].type == 'o')
         jscan_get(m[KEY_LIBRA], "trajectory", &in_libra);
     const struct id_source sources[] = {
-        {GW_ID_LIBRA, "libra.trajectory", in_libra},
-        {GW_ID_TRAJECTORY, "trajectory_id", m[KEY_TRAJECTORY_ID]},
+        {GW_ID_LIBRA, "libra.trajectory", in_libra, NULL, NULL},
+        {GW_ID_TRAJECTORY, "trajectory_id", m[KEY_TRAJECTORY_ID], "so", "a string or an object"},
         {GW_ID_ROUTING_KEY, "header X-SMG-Routing-Key",
-         header_value(header, hctx, "X-SMG-Routing-Key")},
-        {GW_ID_PROGRAM, "program_id", m[KEY_PROGRAM_ID]},
-        {GW_ID_SESSION, "header X-Session-ID", header_value(header, hctx, "X-Session-ID")},
-        {GW_ID_RID, "rid", c->rid_identity ? m[KEY_RID] : (struct jscan_value){0}},
+         header_value(header, hctx, "X-SMG-Routing-Key"), NULL, NULL},
+        {GW_ID_PROGRAM, "program_id", m[KEY_PROGRAM_ID], "s", "a string"},
+        {GW_ID_SESSION, "header X-Session-ID", header_value(header, hctx, "X-Session-ID"), NULL,
+         NULL},
+        {GW_ID_RID, "rid", c->rid_identity ? m[KEY_RID] : (struct jscan_value){0}, NULL, NULL},
     };
-    for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++)
-        if (sources[i].v.type && sources[i].v.type != 'z')
-            return set_id(r, c, &sources[i], err, size);
+    for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
+        const struct id_source *s = &sources[i];
+        if (!s->v.type || s->v.type == 'z')
+            continue;
+        if (s->types && !strchr(s->types, s->v.type))
+            return error_text(err, size, "%s: expected %s", s->field, s->expected);
+        if (r->id_source == GW_ID_NONE && set_id(r, c, s, err, size))
+            return -1;
+    }
     return 0;
 }
 

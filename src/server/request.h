@@ -7,14 +7,15 @@
  *
  * Read: the trajectory identity (the first present of libra.trajectory, trajectory_id (SkyRL),
  * header X-SMG-Routing-Key (slime), program_id (ThunderAgent), header X-Session-ID, and, when
- * the gateway opts in, rid (AReaL)); the prompt identity (libra.prompt, else, by a rule the
- * gateway is given, the trajectory id up to a separator, else a hash of the first prompt
- * tokens: GRPO siblings share their prompt); the prompt length in tokens (token
- * ids counted; chat messages at four bytes per token); the generation budget; whether the
- * answer streams; and libra's events (tool returns, the end of a trajectory), which may also
- * arrive alone at POST /libra/v1/trajectories/{id}/events (gw_events_parse); for chat requests,
- * the tool messages after the last assistant message, named through their tool_call_id (the
- * fallback for chat clients that send no events).
+ * the gateway opts in, rid (AReaL); trajectory_id of another type than a string or an object,
+ * program_id of another than a string, is refused, outranked or not); the prompt identity
+ * (libra.prompt, else, by a rule the gateway is given, the trajectory id up to a separator,
+ * else a hash of the first prompt tokens: GRPO siblings share their prompt); the prompt length
+ * in tokens (token ids counted; chat messages at four bytes per token); the generation budget;
+ * whether the answer streams; and libra's events (tool returns, the end of a trajectory), which
+ * may also arrive alone at POST /libra/v1/trajectories/{id}/events (gw_events_parse); for chat
+ * requests, the tool messages after the last assistant message, named through their
+ * tool_call_id (the fallback for chat clients that send no events).
  *
  * Pure: memory in, memory out (tests/fuzz/fuzz_serve_request.c).
  */

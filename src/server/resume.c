@@ -3,10 +3,11 @@
  * (a weight update, a drain) answers the turn with finish_reason "abort" and the tokens it had
  * generated; the gateway sends input_ids plus those tokens again with the rest of the budget,
  * and answers the client once, with every segment merged: output ids, text and log-probs
- * concatenated in order, completion_tokens summed, and meta_info.libra_segments listing each
- * segment's engine, weight version and tokens — a trainer's importance ratios depend on which
- * weights produced which token. The merged answer is the gateway's own, so it is written anew;
- * every other answer passes as the engine sent it.
+ * concatenated in order, completion_tokens summed, finish_reason the last segment's (a length
+ * end at the client's cap), and meta_info.libra_segments listing each segment's engine, weight
+ * version and tokens — a trainer's importance ratios depend on which weights produced which
+ * token. The merged answer is the gateway's own, so it is written anew; every other answer
+ * passes as the engine sent it.
  */
 #include <string.h>
 
@@ -15,12 +16,33 @@
 
 #define RESUME_SEGMENTS_MAX 16 /* aborts of one turn followed, beyond: the last is answered */
 
-/* A segment's completion_tokens; 0 unless from 0 to TRACE_MAX_TOKENS, so that an engine's
- * bogus count cannot overflow the sum of the segments. */
+/* v's integer when from 0 to TRACE_MAX_TOKENS, else -1: an engine's bogus count must not
+ * overflow a sum over the segments. */
+static json_int_t tokens_of(const json_t *v)
+{
+    json_int_t n = json_integer_value(v);
+    return json_is_integer(v) && n >= 0 && n <= TRACE_MAX_TOKENS ? n : -1;
+}
+
+/* A segment's completion_tokens; 0 when bogus. */
 static json_int_t segment_tokens(const json_t *meta)
 {
-    json_int_t n = json_integer_value(json_object_get(meta, "completion_tokens"));
-    return n >= 0 && n <= TRACE_MAX_TOKENS ? n : 0;
+    json_int_t n = tokens_of(json_object_get(meta, "completion_tokens"));
+    return n >= 0 ? n : 0;
+}
+
+/* The merged answer's finish reason: the last segment's, but a length end counted from the
+ * turn's start. The segment was sent the budget left after the before tokens of the earlier
+ * segments, and its engine names that cap; the client asked for the whole, which the engine
+ * would have named had the turn run unaborted. */
+static json_t *turn_finish(json_t *why, json_int_t before)
+{
+    json_t *out = json_copy(why);
+    json_int_t cap = tokens_of(json_object_get(out, "length"));
+    const char *type = json_string_value(json_object_get(out, "type"));
+    if (type && strcmp(type, "length") == 0 && cap >= 0)
+        json_object_set_new(out, "length", json_integer(cap + before));
+    return out;
 }
 
 /* Whether answer says abort, with budget left for r. */
@@ -90,7 +112,8 @@ static void fold(struct gw_resume *s, json_t *answer, int64_t instance)
         json_object_set_new(m, "text", json_string(text));
         free(text);
     }
-    json_object_set(mm, "finish_reason", json_object_get(meta, "finish_reason"));
+    json_object_set_new(mm, "finish_reason",
+                        turn_finish(json_object_get(meta, "finish_reason"), s->tokens - n));
     json_object_set(mm, "weight_version", json_object_get(meta, "weight_version"));
     json_object_set_new(mm, "completion_tokens", json_integer(s->tokens));
     json_array_append_new(json_object_get(mm, "libra_segments"), segment);

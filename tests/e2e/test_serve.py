@@ -282,8 +282,10 @@ def test_an_identity_of_up_to_4096_bytes_generates_and_takes_its_events():
     ids = ["L" * 240, "L" * 250, "M" * 4096, "\u00e9\"/" * 100, 7 ** 30]
     with Serve(engine.url + ",tp=1", args=[*BUCKETS, "--prompt-from-id", "-"]) as gw:
         for tid in ids:
-            for source, extra in (("libra", {"libra": {"trajectory": tid}}),
-                                  ("trajectory_id", {"trajectory_id": tid})):
+            sources = [("libra", {"libra": {"trajectory": tid}})]
+            if isinstance(tid, str):  # trajectory_id is a string or an object, not an integer
+                sources.append(("trajectory_id", {"trajectory_id": tid}))
+            for source, extra in sources:
                 body = {"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 2}, **extra}
                 status, doc = post(gw.port, "/generate", body)
                 assert status == 200, (source, doc)

@@ -210,6 +210,19 @@ static void test_errors_name_the_field(void **state)
          "libra.trajectory: expected a string or an integer"},
         {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"libra\": {\"trajectory\": true}}",
          "libra.trajectory: expected a string or an integer"},
+        /* docs/serve.md "Identity": 5 once made "trajectory_id:5" */
+        {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"trajectory_id\": 5}",
+         "trajectory_id: expected a string or an object"},
+        {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"trajectory_id\": [1, 2]}",
+         "trajectory_id: expected a string or an object"},
+        {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"program_id\": 7.5}",
+         "program_id: expected a string"},
+        {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"program_id\": {\"a\": 1}}",
+         "program_id: expected a string"},
+        /* outranked, it is still a client's mistake */
+        {GW_SGLANG_GENERATE,
+         "{\"input_ids\": [1], \"libra\": {\"trajectory\": \"t\"}, \"program_id\": true}",
+         "program_id: expected a string"},
         /* no path could name it */
         {GW_SGLANG_GENERATE, "{\"input_ids\": [1], \"trajectory_id\": \"a\\u0000b\"}",
          "trajectory_id: expected an identity of at most 4096 bytes"},

@@ -54,10 +54,36 @@ static void test_bogus_segment_counts_are_taken_as_zero(void **state)
     gw_resume_free(&s);
 }
 
+/* The last segment was sent the budget left; the merged answer ends at the client's cap, as the
+ * engine would have answered the turn unaborted (it once said the last segment's cap). */
+static void test_a_length_end_names_the_clients_cap(void **state)
+{
+    struct gw_parse_config config = {.prompt_tokens = 4};
+    struct gw_request r;
+    char err[256];
+    assert_int_equal(gw_request_parse(GW_SGLANG_GENERATE, body, strlen(body), no_header, NULL,
+                                      &config, &r, err, sizeof err),
+                     0);
+    struct gw_resume s = {0};
+    size_t n;
+    const char *a = answer("abort", "3");
+    free(gw_resume_next(&s, &r, body, strlen(body), a, strlen(a), 0, &n));
+    const char *last = "{\"output_ids\": [7], \"meta_info\": {\"finish_reason\": "
+                       "{\"type\": \"length\", \"length\": 7}, \"completion_tokens\": 7}}";
+    int64_t total = -1;
+    char *merged = gw_resume_finish(&s, last, strlen(last), 0, &n, &total);
+    assert_non_null(merged);
+    assert_int_equal(total, 10);
+    assert_non_null(strstr(merged, "\"finish_reason\":{\"type\":\"length\",\"length\":10}"));
+    free(merged);
+    gw_resume_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bogus_segment_counts_are_taken_as_zero),
+        cmocka_unit_test(test_a_length_end_names_the_clients_cap),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
