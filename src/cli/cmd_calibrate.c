@@ -60,7 +60,7 @@ static const char help[] =
     "  --hold LIST            constants to keep at their current value: decode_t_fix_s,\n"
     "                         decode_t_seq_s, train_mfu\n"
     "  --name NAME            name of the hardware preset written (default: --hardware's, which\n"
-    "                         it then replaces)\n"
+    "                         it then replaces; not another hardware preset's)\n"
     "  --config FILE          the experiment whose hardware and model to use\n";
 
 enum { OPT_HOLD = 0x100, OPT_NAME, OPT_CONFIG };
@@ -442,6 +442,11 @@ static bool has_points(const struct calibration *c, enum cost_constant k)
     return k == COST_CONST_TRAIN_MFU ? c->train.n > 0 : c->decode.n > 0;
 }
 
+static size_t points_of(const struct calibration *c, enum cost_constant k)
+{
+    return k == COST_CONST_TRAIN_MFU ? c->train.n : c->decode.n;
+}
+
 static void fit_input(struct calibration *c)
 {
     struct cost_fit_input *f = &c->fit;
@@ -500,14 +505,18 @@ static int implausible(const struct calibration *c)
         double v = c->out.value[k];
         if (!c->out.fitted[k] || (v > 0.0 && v <= hi[k]))
             continue;
-        char text[32];
+        char text[96];
         show(text, sizeof text, (enum cost_constant)k, v);
-        bool bound = k == COST_CONST_TRAIN_MFU && v > 1.0; /* the fit stops past 1 */
-        cli_errorf("calibrate: the fit gives %s = %s%s, outside (0, %g] %s: the points "
+        if (isinf(v)) /* fit_mfu: 1/MFU <= 0 */
+            snprintf(text, sizeof text,
+                     "past 1 (the steps are shorter than the model gives at "
+                     "any MFU, bf16 peak included)");
+        bool bound = k == COST_CONST_TRAIN_MFU && isfinite(v) && v > 1.0; /* stops past 1 */
+        cli_errorf("calibrate: the fit gives %s %s%s%s, outside (0, %g] %s: the points "
                    "contradict the cost model (docs/calibrate.md, \"When it refuses\"); check the "
                    "inputs' --model, --hardware and options, or --hold it",
-                   cost_constant_name((enum cost_constant)k), text, bound ? " or more" : "", hi[k],
-                   constant_unit((enum cost_constant)k));
+                   cost_constant_name((enum cost_constant)k), isinf(v) ? "" : "= ", text,
+                   bound ? " or more" : "", hi[k], constant_unit((enum cost_constant)k));
         return LIBRA_EXIT_NEGATIVE;
     }
     return 0;
@@ -569,39 +578,132 @@ static void files_of(const struct calibration *c, bool logs, struct strbuf *b)
     }
 }
 
-/* What the constants were fitted on, into out (size bytes, truncated). */
+/* The value constant k had before the fit: the preset's, or the built-in one where it has 0. */
+static double before(const struct calibration *c, enum cost_constant k)
+{
+    return k == COST_CONST_TRAIN_MFU ? c->fit.train.mfu
+           : k == COST_CONST_T_FIX   ? c->fit.rollout.t_fix_s
+                                     : c->fit.rollout.t_seq_s;
+}
+
+/* The preset's own value of constant k: 0 where it takes the built-in one. */
+static double preset_value(const struct spec_hardware *h, enum cost_constant k)
+{
+    return k == COST_CONST_TRAIN_MFU ? h->train_mfu
+           : k == COST_CONST_T_FIX   ? h->decode_t_fix_s
+                                     : h->decode_t_seq_s;
+}
+
+/* The source of constant k an earlier calibration row (as calibration_text writes it) gives,
+ * less the constant's name and any "held at VALUE, " ("from 5 training steps of verl.log (rms
+ * error 0.30 %)"), appended to b; false where the row names none. Its parts are split at "; ";
+ * a part "decode constants ..." is the source of both decode constants. */
+static bool earlier_source(const char *row, enum cost_constant k, struct strbuf *b)
+{
+    static const char lead[] = "libra calibrate, ", held[] = "held at ";
+    const char *p = strstr(row, ": ");
+    if (strncmp(row, lead, strlen(lead)) != 0 || !p)
+        return false;
+    for (p += 2; *p;) {
+        const char *end = strstr(p, "; "), *stop = end ? end : p + strlen(p);
+        const char *name = cost_constant_name(k), *group = "decode constants";
+        const char *rest = strncmp(p, name, strlen(name)) == 0 ? p + strlen(name)
+                           : k != COST_CONST_TRAIN_MFU && strncmp(p, group, strlen(group)) == 0
+                               ? p + strlen(group)
+                               : NULL;
+        if (rest && *rest == ' ') {
+            const char *comma = strstr(rest, ", ");
+            if (strncmp(rest + 1, held, strlen(held)) == 0 && comma && comma < stop)
+                rest = comma + 1; /* held then too: the source is what follows */
+            strbuf_add(b, rest, (size_t)(stop - rest));
+            return true;
+        }
+        p = end ? end + 2 : stop;
+    }
+    return false;
+}
+
+/* Appends the part of the calibration row for a fitted constant k ("train_mfu from 9 training
+ * steps of verl.log (rms error 0.30 %)"; "decode constants" where both decode ones were). */
+static void fitted_part(const struct calibration *c, enum cost_constant k, struct strbuf *b)
+{
+    bool decode = k != COST_CONST_TRAIN_MFU;
+    bool both = c->out.fitted[COST_CONST_T_FIX] && c->out.fitted[COST_CONST_T_SEQ];
+    strbuf_printf(b, "%s from %zu %s of ",
+                  decode && both ? "decode constants" : cost_constant_name(k), points_of(c, k),
+                  decode ? "decode points" : "training steps");
+    files_of(c, !decode, b);
+    strbuf_printf(b, " (rms error %.2f %%)",
+                  (decode ? c->out.decode.rms_error : c->out.train.rms_error) * 100.0);
+}
+
+/* Whether constant k, not fitted, has a part in the row: held, or kept at a value the preset
+ * sets. A built-in value not held has none: the readers call it built in already. */
+static bool has_kept_part(const struct calibration *c, enum cost_constant k)
+{
+    return (c->hold & (1u << k)) || preset_value(c->hw, k) > 0.0;
+}
+
+/* Appends the part for constant k, not fitted, that keeps a value of the preset: held or not,
+ * where the value came from (built in, set in a preset file, or the part of the preset's
+ * calibration row naming it, carried over so that the row names the source of every value it
+ * keeps). */
+static void kept_part(const struct calibration *c, enum cost_constant k, struct strbuf *b)
+{
+    double v = preset_value(c->hw, k);
+    bool held = c->hold & (1u << k);
+    strbuf_puts(b, cost_constant_name(k));
+    if (held) {
+        char text[32];
+        show(text, sizeof text, k, before(c, k));
+        strbuf_printf(b, " held at %s,", text);
+    }
+    if (v <= 0.0)
+        strbuf_puts(b, " built in");
+    else if (!c->hw->calibration[0])
+        strbuf_printf(b, " set in preset file %s", c->hw->origin);
+    else if (!earlier_source(c->hw->calibration, k, b))
+        strbuf_printf(b, " as the calibration row of preset file %s gives it", c->hw->origin);
+}
+
+/* What the constants were fitted on, and where the values kept come from, into out (size
+ * bytes, truncated): "libra calibrate, MODEL: PART; PART ...". */
 static void calibration_text(const struct calibration *c, char *out, size_t size)
 {
     struct strbuf b = {0};
+    const char *sep = " ";
     strbuf_printf(&b, "libra calibrate, %s:", c->model->name);
-    if (c->decode.n) {
-        strbuf_printf(&b, " decode constants from %zu decode points of ", c->decode.n);
-        files_of(c, false, &b);
-        strbuf_printf(&b, " (rms error %.2f %%)%s", c->out.decode.rms_error * 100.0,
-                      c->train.n ? ";" : "");
-    }
-    if (c->train.n) {
-        strbuf_printf(&b, " train_mfu from %zu training steps of ", c->train.n);
-        files_of(c, true, &b);
-        strbuf_printf(&b, " (rms error %.2f %%)", c->out.train.rms_error * 100.0);
+    for (int k = 0; k < COST_N_CONSTANTS; k++) {
+        enum cost_constant kk = (enum cost_constant)k;
+        if (kk == COST_CONST_T_SEQ && c->out.fitted[COST_CONST_T_FIX] && c->out.fitted[kk])
+            continue; /* one part with decode_t_fix_s */
+        if (!c->out.fitted[k] && !has_kept_part(c, kk))
+            continue;
+        strbuf_puts(&b, sep);
+        sep = "; ";
+        if (c->out.fitted[k])
+            fitted_part(c, kk, &b);
+        else
+            kept_part(c, kk, &b);
     }
     char *text = strbuf_detach(&b);
     snprintf(out, size, "%s", text);
     free(text);
 }
 
-/* The hardware preset with the constants of every kind of point given: fitted, or held at
- * their current values so the preset is whole. */
+/* The hardware preset with the fitted constants; the others keep the preset's values (0, the
+ * built-in one, where it had none), so that a held constant is not written as calibrated. */
 static void calibrated_hardware(const struct calibration *c, struct spec_hardware *h)
 {
+    const struct cost_fit_outcome *o = &c->out;
     *h = *c->hw;
     snprintf(h->name, sizeof h->name, "%s", c->name ? c->name : c->hw->name);
-    if (c->decode.n) {
-        h->decode_t_fix_s = c->out.value[COST_CONST_T_FIX];
-        h->decode_t_seq_s = c->out.value[COST_CONST_T_SEQ];
-    }
-    if (c->train.n)
-        h->train_mfu = c->out.value[COST_CONST_TRAIN_MFU];
+    if (o->fitted[COST_CONST_T_FIX])
+        h->decode_t_fix_s = o->value[COST_CONST_T_FIX];
+    if (o->fitted[COST_CONST_T_SEQ])
+        h->decode_t_seq_s = o->value[COST_CONST_T_SEQ];
+    if (o->fitted[COST_CONST_TRAIN_MFU])
+        h->train_mfu = o->value[COST_CONST_TRAIN_MFU];
     calibration_text(c, h->calibration, sizeof h->calibration);
 }
 
@@ -634,12 +736,18 @@ static int reads_back(const struct spec_hardware *h, const char *file, char **te
 /*
  * Refuses a --name no preset can have, before the inputs are read: one that does not fit a
  * preset name's bytes (it would be cut, and the name printed for --hardware would not be the
- * preset's), or one the preset file's rules refuse, found by reading back the resolved
- * hardware under that name.
+ * preset's), one the preset file's rules refuse, found by reading back the resolved hardware
+ * under that name, or the name of another hardware preset, built in or loaded (loading the file
+ * would replace that preset with the calibrated one's specs).
  */
-static int check_name(const struct calibration *c)
+static int check_name(const struct calibration *c, const struct spec_presets *presets)
 {
     struct spec_hardware h = *c->hw;
+    if (strcmp(c->name, c->hw->name) != 0 && spec_hardware_find(presets, c->name))
+        return cli_value_errorf(c->cc->cmd,
+                                "--name: '%s' is another hardware preset (the file would replace "
+                                "it with %s's specs); name a new one, or %s itself",
+                                c->name, c->hw->name, c->hw->name);
     if (strlen(c->name) >= sizeof h.name)
         return cli_value_errorf(c->cc->cmd, "--name: must be shorter than %zu bytes",
                                 sizeof h.name);
@@ -682,24 +790,16 @@ static double point_error(double modelled, double measured)
     return (modelled - measured) / measured;
 }
 
-static size_t points_of(const struct calibration *c, enum cost_constant k)
-{
-    return k == COST_CONST_TRAIN_MFU ? c->train.n : c->decode.n;
-}
-
 static void print_constants(FILE *out, const struct calibration *c)
 {
     fprintf(out, "%-16s %14s %14s %14s  %s\n", "constant", "value", "sd", "before", "from");
     for (int k = 0; k < COST_N_CONSTANTS; k++) {
         enum cost_constant kk = (enum cost_constant)k;
         const struct cost_fit_outcome *o = &c->out;
-        char value[32], sd[32], before[32], from[64];
+        char value[32], sd[32], was[32], from[64];
         show(value, sizeof value, kk, o->value[k]);
         show(sd, sizeof sd, kk, o->sd[k]);
-        show(before, sizeof before, kk,
-             k == COST_CONST_TRAIN_MFU ? c->fit.train.mfu
-             : k == COST_CONST_T_FIX   ? c->fit.rollout.t_fix_s
-                                       : c->fit.rollout.t_seq_s);
+        show(was, sizeof was, kk, before(c, kk));
         if (o->fitted[k] && !isfinite(o->sd[k]))
             snprintf(sd, sizeof sd, "exact");
         if (o->fitted[k])
@@ -709,7 +809,7 @@ static void print_constants(FILE *out, const struct calibration *c)
             snprintf(from, sizeof from, "%s",
                      (c->hold & (1u << k)) && has_points(c, kk) ? "held (--hold)"
                                                                 : "kept: no point of its kind");
-        fprintf(out, "%-16s %14s %14s %14s  %s\n", cost_constant_name(kk), value, sd, before, from);
+        fprintf(out, "%-16s %14s %14s %14s  %s\n", cost_constant_name(kk), value, sd, was, from);
     }
     if (c->fit.fit & 3u)
         fprintf(out, "fit error over the decode points: rms %.2f %%, max %.2f %%\n",
@@ -822,15 +922,13 @@ static char *text_report(const struct calibration *c)
 static json_t *constants_json(const struct calibration *c)
 {
     json_t *a = json_array();
-    const double before[COST_N_CONSTANTS] = {c->fit.rollout.t_fix_s, c->fit.rollout.t_seq_s,
-                                             c->fit.train.mfu};
     for (int k = 0; k < COST_N_CONSTANTS; k++)
         json_array_append_new(
             a, json_pack("{s:s, s:s, s:o, s:o, s:f, s:b, s:b, s:I}", "name",
                          cost_constant_name((enum cost_constant)k), "unit",
                          k == COST_CONST_TRAIN_MFU ? "" : "s", "value", ujson_real(c->out.value[k]),
-                         "sd", ujson_real(c->out.sd[k]), "before", before[k], "fitted",
-                         c->out.fitted[k], "held", (c->hold & (1u << k)) != 0, "points",
+                         "sd", ujson_real(c->out.sd[k]), "before", before(c, (enum cost_constant)k),
+                         "fitted", c->out.fitted[k], "held", (c->hold & (1u << k)) != 0, "points",
                          (json_int_t)points_of(c, (enum cost_constant)k)));
     return a;
 }
@@ -1015,7 +1113,7 @@ int cmd_calibrate(int argc, char **argv)
     if (rc == 0)
         rc = resolve(&c, &p, &cfg);
     if (rc == 0 && c.name)
-        rc = check_name(&c);
+        rc = check_name(&c, &p.spec);
     c.n_inputs = rc == 0 ? (size_t)(argc - optind) : 0;
     c.inputs = xcalloc(c.n_inputs + 1, sizeof *c.inputs);
     for (size_t i = 0; i < c.n_inputs; i++)

@@ -18,10 +18,9 @@
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/json.h"
+#include "util/strbuf.h"
 
 /* ---- detection ---------------------------------------------------------------------------- */
-
-#define TRACE_HEADER_MAX (1u << 20)
 
 /* Length of the line at text (without its newline). */
 static size_t line_len(const char *text, size_t len)
@@ -110,17 +109,51 @@ static long megatron_iteration_at(const char *line, size_t len)
     return -1;
 }
 
+static char *python_floats(const char *text, size_t len, const char *nan, size_t *n);
+
+/* Members every serving result has (read_run, run_arrays): an object with none is not one. */
+static const char *const serving_members[] = {"duration", "input_lens", "output_lens", "ttfts",
+                                              "itls"};
+
+/* len bytes of text parsed as a JSON object (Python's floats read as read_run reads them), or
+ * NULL. */
+static json_t *json_object_of(const char *text, size_t len)
+{
+    size_t n;
+    char *fixed = python_floats(text, len, "null", &n);
+    json_t *doc = json_loadb(fixed ? fixed : text, fixed ? n : len, 0, NULL);
+    free(fixed);
+    if (!json_is_object(doc)) {
+        json_decref(doc);
+        return NULL;
+    }
+    return doc;
+}
+
+/* The kind of an input that opens with '{': of its first line (a trace's header; JSON Lines) or
+ * else of the whole text (a result written with indentation), an object; one that does not
+ * parse is taken as a serving result, whose reader names the syntax error. */
+static enum cost_import_kind json_kind(const char *text, size_t len)
+{
+    json_t *doc = json_object_of(text, line_len(text, len));
+    if (!doc && line_len(text, len) < len)
+        doc = json_object_of(text, len);
+    enum cost_import_kind kind = doc ? COST_IMPORT_UNKNOWN : COST_IMPORT_SERVING;
+    if (json_object_get(doc, "libra_trace"))
+        kind = COST_IMPORT_TRACE;
+    for (size_t i = 0;
+         kind == COST_IMPORT_UNKNOWN && i < sizeof serving_members / sizeof serving_members[0]; i++)
+        if (json_object_get(doc, serving_members[i]))
+            kind = COST_IMPORT_SERVING;
+    json_decref(doc);
+    return kind;
+}
+
 enum cost_import_kind cost_import_detect(const char *text, size_t len)
 {
     size_t at = skip_blank(text, len, 0);
-    if (at < len && text[at] == '{') {
-        size_t n = line_len(text + at, len - at);
-        /* a trace's first line is its header, far shorter than a benchmark result */
-        json_t *first = n < TRACE_HEADER_MAX ? json_loadb(text + at, n, 0, NULL) : NULL;
-        bool trace = json_is_object(first) && json_object_get(first, "libra_trace");
-        json_decref(first);
-        return trace ? COST_IMPORT_TRACE : COST_IMPORT_SERVING;
-    }
+    if (at < len && text[at] == '{')
+        return json_kind(text + at, len - at);
     bool megatron = false;
     for (size_t p = 0; p < len;) {
         size_t n = line_len(text + p, len - p);
@@ -425,17 +458,18 @@ static int read_run(const struct ujson_doc *doc, int line, struct cost_serving_r
 
 /*
  * Python's json module writes the floats JSON lacks as Infinity, -Infinity and NaN (SGLang's
- * "request_rate" when unlimited). A copy of text with each such word outside strings replaced,
- * in place and padded to its length so that positions stay true: the infinities by the strings
- * "inf" and "-inf" (as vLLM writes them), NaN by an empty array (no number: a field that needs
- * one is refused). NULL when text has none.
+ * "request_rate" when unlimited). A copy of text with each such word outside strings replaced:
+ * the infinities by the strings "inf" and "-inf" (as vLLM writes them), padded to the word's
+ * length, and NaN by nan: "null" (no value: a field that needs a number is refused), or "[] "
+ * where positions must stay true. NULL when text has none; *n the copy's length.
  */
-static char *python_floats(const char *text, size_t len)
+static char *python_floats(const char *text, size_t len, const char *nan, size_t *n)
 {
-    static const struct {
+    const struct {
         const char *word, *as;
-    } words[] = {{"-Infinity", "\"-inf\"   "}, {"Infinity", "\"inf\"   "}, {"NaN", "[] "}};
-    char *copy = NULL;
+    } words[] = {{"-Infinity", "\"-inf\"   "}, {"Infinity", "\"inf\"   "}, {"NaN", nan}};
+    struct strbuf copy = {0};
+    size_t from = 0; /* text before it is in copy */
     bool in_string = false;
     for (size_t i = 0; i < len; i++) {
         if (in_string) {
@@ -447,20 +481,42 @@ static char *python_floats(const char *text, size_t len)
         }
         in_string = text[i] == '"';
         for (size_t w = 0; w < sizeof words / sizeof words[0]; w++) {
-            size_t n = strlen(words[w].word);
-            if (n > len - i || memcmp(text + i, words[w].word, n) != 0)
+            size_t k = strlen(words[w].word);
+            if (k > len - i || memcmp(text + i, words[w].word, k) != 0)
                 continue;
-            if (!copy) { /* the text may hold NUL bytes (refused later): copy it all */
-                copy = xmalloc(len + 1);
-                memcpy(copy, text, len);
-                copy[len] = '\0';
-            }
-            memcpy(copy + i, words[w].as, n);
-            i += n - 1;
+            strbuf_add(&copy, text + from, i - from); /* NUL bytes too: refused later */
+            strbuf_puts(&copy, words[w].as);
+            from = i + k;
+            i += k - 1;
             break;
         }
     }
-    return copy;
+    if (from == 0)
+        return NULL;
+    strbuf_add(&copy, text + from, len - from);
+    *n = copy.len;
+    return strbuf_detach(&copy);
+}
+
+/*
+ * Parses len bytes of text into doc: with NaN as "[] ", so that the positions of doc's text,
+ * which the messages give, are the file's; then, where a NaN was, its root again with NaN as
+ * null, the value docs/calibrate.md reads it as.
+ */
+static int parse_python(struct ujson_doc *doc, const char *name, const char *text, size_t len,
+                        struct libra_error *err)
+{
+    size_t n = len;
+    char *fixed = python_floats(text, len, "[] ", &n);
+    int rc = ujson_doc_parse(doc, name, fixed ? fixed : text, len, err);
+    free(fixed);
+    fixed = rc == 0 ? python_floats(text, len, "null", &n) : NULL;
+    if (fixed && n != len) { /* a NaN: only it changes the length */
+        json_decref(doc->root);
+        doc->root = json_loadb(fixed, n, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, NULL);
+    }
+    free(fixed);
+    return rc;
 }
 
 /* Parses one JSON document, a whole file (line 0) or its line `line`, and appends its run. */
@@ -469,9 +525,7 @@ static int parse_run(const char *name, const char *text, size_t len, int line,
 {
     struct ujson_doc doc;
     struct cost_serving_run run;
-    char *fixed = python_floats(text, len);
-    int rc = ujson_doc_parse(&doc, name, fixed ? fixed : text, len, err);
-    free(fixed);
+    int rc = parse_python(&doc, name, text, len, err);
     if (rc)
         error_prefix(err, "invalid JSON");
     else
@@ -492,11 +546,9 @@ static bool json_lines(const char *text, size_t len)
     size_t at = skip_blank(text, len, 0), n = line_len(text + at, len - at);
     if (skip_blank(text, len, at + n) >= len)
         return false;
-    char *fixed = python_floats(text + at, n);
-    json_t *first = json_loadb(fixed ? fixed : text + at, n, 0, NULL);
-    bool object = json_is_object(first);
+    json_t *first = json_object_of(text + at, n);
+    bool object = first != NULL;
     json_decref(first);
-    free(fixed);
     return object;
 }
 

@@ -45,8 +45,10 @@ enum cost_import_kind {
     COST_IMPORT_UNKNOWN,
 };
 
-/* What text holds, from its first line: a JSON object (a trace when it has "libra_trace", else
- * a serving result), or lines of which one is a verl step line, else one is a Megatron-LM
+/* What text holds: a JSON object, its first line's or the whole text's (a trace when it has
+ * "libra_trace", a serving result when it has a member every one has, "duration", "input_lens",
+ * "output_lens", "ttfts" or "itls", or when it does not parse, so that the reader names the
+ * error; else unknown), or lines of which one is a verl step line, else one is a Megatron-LM
  * iteration line or its arguments block's first. */
 enum cost_import_kind cost_import_detect(const char *text, size_t len);
 

@@ -229,7 +229,9 @@ static int fit_mfu(const struct train_state *t, struct cost_fit_outcome *out)
     if (rc == LIBRA_EINFEAS)
         record_undetermined(out, &out->train, COST_CONST_TRAIN_MFU);
     out->fitted[COST_CONST_TRAIN_MFU] = rc == 0;
-    out->value[COST_CONST_TRAIN_MFU] = 1.0 / inv;
+    /* 1/MFU <= 0: the steps are shorter than the model gives with no compute time at all, so
+     * no MFU gives them; INFINITY says so rather than a negative MFU */
+    out->value[COST_CONST_TRAIN_MFU] = inv > 0.0 ? 1.0 / inv : INFINITY;
     out->sd[COST_CONST_TRAIN_MFU] = out->train.sd[0] / (inv * inv);
     free(y);
     free(base);

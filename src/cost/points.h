@@ -101,7 +101,8 @@ struct cost_fit_input {
 struct cost_fit_outcome {
     bool fitted[COST_N_CONSTANTS];
     /* fitted, or held at the input's value; a train_mfu fitted past 1 is the first estimate
-     * past 1, a lower bound of the fit (points.c fit_mfu) */
+     * past 1, a lower bound of the fit (points.c fit_mfu), INFINITY where that estimate of
+     * 1/MFU is <= 0 (no MFU gives steps that short) */
     double value[COST_N_CONSTANTS];
     double sd[COST_N_CONSTANTS];   /* standard error of a fitted constant; NAN otherwise or
                                     * when the fit is exact */

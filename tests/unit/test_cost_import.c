@@ -37,7 +37,13 @@ static void test_detect(void **state)
         enum cost_import_kind kind;
     } cases[] = {
         {"{\"duration\": 1}", COST_IMPORT_SERVING},
-        {"\n  {\"a\": 1}\n{\"b\": 2}\n", COST_IMPORT_SERVING},
+        /* a JSON object is a serving result by a member every one has (another libra
+         * command's output is none); one that does not parse goes to the reader's message */
+        {"\n  {\"a\": 1}\n{\"b\": 2}\n", COST_IMPORT_UNKNOWN},
+        {"{\"schema\": \"libra.plan/1\", \"feasible\": true}", COST_IMPORT_UNKNOWN},
+        {"{\n  \"backend\": \"vllm\",\n  \"itls\": []\n}\n", COST_IMPORT_SERVING},
+        {"{\"request_rate\": Infinity, \"ttfts\": [NaN]}\n{\"b\": 2}\n", COST_IMPORT_SERVING},
+        {"{\"duration\": 1,", COST_IMPORT_SERVING},
         {"{\"libra_trace\":1,\"workload\":\"x\"}\n{\"step\":0}\n", COST_IMPORT_TRACE},
         {"boot\n(TaskRunner pid=7) step:3 - timing_s/update_actor:1.5\n", COST_IMPORT_VERL_LOG},
         {"global_step:3 - x:1\n", COST_IMPORT_UNKNOWN},
@@ -127,6 +133,8 @@ static void test_prefill_share(void **state)
         {"\"request_rate\": \"inf\", \"max_concurrency\": 9,", 0.0},
         {"\"request_rate\": 2.5,", 0.0}, /* set below: 1 − exp(−batch) */
         {"\"request_rate\": Infinity, \"max_concurrency\": 2, \"p99\": NaN,", 0.5},
+        /* NaN is null where null is taken: no limit, no backend */
+        {"\"request_rate\": \"inf\", \"max_concurrency\": NaN, \"backend\": NaN,", 0.0},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char text[512];
@@ -150,6 +158,12 @@ static void test_prefill_share(void **state)
                          1, 2, "max_concurrency: expected an integer >= 1 or null");
     /* NaN stands for no value: where a number is needed it is refused, at its position */
     assert_serving_error("{\"duration\": NaN}", 1, 2, "duration: expected seconds");
+    assert_serving_error("{\"max_concurrency\": NaN, \"duration\": 0}", 1, 26,
+                         "duration: expected seconds");
+    /* an empty array is not null */
+    assert_serving_error("{\"max_concurrency\": [], \"duration\": 1, \"input_lens\": [1], "
+                         "\"output_lens\": [3], \"ttfts\": [0.1], \"itls\": [[0.5, 0.5]]}",
+                         1, 2, "max_concurrency: expected an integer >= 1 or null");
     /* the words inside strings are text */
     cost_serving_runs runs = {0};
     struct libra_error err;

@@ -236,6 +236,14 @@ static void test_train_recovers_known_mfu(void **state)
     assert_true(fabs(mfu - TRUE_MFU) <= 3.0 * sd && sd < 0.02 * TRUE_MFU);
     assert_true(o.train.rms_error < 1.5 * NOISE);
     cost_fit_outcome_free(&o);
+    /* steps shorter than any MFU gives: the estimate of 1/MFU is < 0, the MFU no negative
+     * number but past every bound */
+    for (int i = 0; i < STEPS; i++)
+        pts[i].measured_s *= 1e-3;
+    assert_int_equal(cost_fit_constants(&b.in, &o), 0);
+    print_message("mfu of steps 1000 times shorter: %g\n", o.value[COST_CONST_TRAIN_MFU]);
+    assert_true(isinf(o.value[COST_CONST_TRAIN_MFU]) && o.value[COST_CONST_TRAIN_MFU] > 0.0);
+    cost_fit_outcome_free(&o);
     for (int i = 0; i < STEPS; i++)
         cost_train_seqs_free(&seqs[i]);
 }
