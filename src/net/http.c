@@ -94,6 +94,7 @@ struct net_server {
     int n_conns;
     struct event *sweep; /* checks the reading deadline */
     bool draining;       /* net_server_drain: new requests answer 503 */
+    struct net_errors errors;
 };
 
 struct net_call {
@@ -118,8 +119,11 @@ struct net_call {
     char *content_type; /* added with net_call_add_header */
     bool has_cache_control;
     bool deferred, streaming;
-    bool sse;    /* the stream is text/event-stream */
-    char end[2]; /* the stream's last two bytes written ("\n\n" before any) */
+    bool by_server; /* answered by the server itself: before its handler, or at the cap */
+    bool capped;    /* ... at the cap */
+    bool failed;    /* an error answer counted in net_errors */
+    bool sse;       /* the stream is text/event-stream */
+    char end[2];    /* the stream's last two bytes written ("\n\n" before any) */
     net_cancel_fn cancel;
     void *cancel_arg;
     struct event *cap_timer; /* while deferred */
@@ -399,6 +403,7 @@ static void cap_passed(evutil_socket_t fd, short what, void *arg)
     if (c->cancel)
         c->cancel(c->cancel_arg, c, NET_CANCEL_CAP);
     c->cancel = NULL;
+    c->by_server = c->capped = true;
     double cap = c->server->limits.request_cap_s;
     if (c->streaming) /* the status is sent: the stream can only say it is cut */
         net_stream_fail(c, 504, "timeout", "the request ran past the server's cap of %g s", cap);
@@ -499,10 +504,28 @@ static char *head_of(const struct net_call *c, int status, const char *content_t
     return strbuf_detach(&b);
 }
 
+/* Counts c's error answer (status >= 400, or a stream cut) once, by who gave it; a call whose
+ * client is gone gets no answer and is not counted. */
+static void count_error(struct net_call *c)
+{
+    if (!c->conn || c->failed)
+        return;
+    c->failed = true;
+    struct net_errors *e = &c->server->errors;
+    if (c->capped)
+        e->capped++;
+    else if (c->by_server)
+        e->refused++;
+    else
+        e->handled++;
+}
+
 /* Queues c's whole answer (the body taken, may be NULL for none) and ends the call. */
 static void answer(struct net_call *c, int status, const char *content_type, char *body, size_t len)
 {
     struct net_conn *conn = c->conn;
+    if (status >= 400)
+        count_error(c);
     if (conn) {
         const char *type = content_type ? content_type : c->content_type;
         bool bodiless = status < 200 || status == 204 || status == 304;
@@ -587,6 +610,8 @@ void net_stream_start(struct net_call *c, int status, const char *content_type)
 {
     const char *type = content_type ? content_type : c->content_type;
     c->streaming = true;
+    if (status >= 400)
+        count_error(c);
     c->sse = type && strncasecmp(type, "text/event-stream", 17) == 0;
     memcpy(c->end, "\n\n", 2);
     if (!c->has_cache_control)
@@ -641,6 +666,7 @@ static const char *sse_break(const struct net_call *c)
 
 void net_stream_fail(struct net_call *c, int status, const char *type, const char *fmt, ...)
 {
+    count_error(c);
     if (c->conn && c->sse) {
         size_t len;
         va_list ap;
@@ -760,7 +786,8 @@ static struct net_call *call_new(struct net_conn *conn, size_t body_len, size_t 
 {
     struct net_server *s = conn->server;
     struct net_call *c = xcalloc(1, sizeof *c);
-    *c = (struct net_call){.server = s, .conn = conn, .consumed = consumed};
+    /* the server's own until dispatch hands it to a handler */
+    *c = (struct net_call){.server = s, .conn = conn, .consumed = consumed, .by_server = true};
     conn->call = c;
     take_head(c, conn);
     c->head_only = c->head.start[0].n == 4 && memcmp(c->head.start[0].p, "HEAD", 4) == 0;
@@ -861,6 +888,7 @@ static void dispatch(struct net_server *s, struct net_call *c)
     }
     if (r->query && refused_query(r, c))
         return;
+    c->by_server = false;
     if (!s->gate || !s->gate(s->ctx, c, r->fn))
         r->fn(s->ctx, c);
 }
@@ -869,6 +897,7 @@ static void dispatch(struct net_server *s, struct net_call *c)
 static void refuse(struct net_conn *conn, int status, const char *msg)
 {
     size_t body_len, head_len;
+    conn->server->errors.refused++;
     char *body = error_body(status, "invalid_request_error", msg, &body_len);
     const struct net_call bare = {.close = true}; /* no call: the request was never read */
     char *head = head_of(&bare, status, "application/json", (long long)body_len, &head_len);
@@ -1279,6 +1308,11 @@ void net_server_drain(struct net_server *s)
         evconnlistener_free(s->listener); /* closes the listening socket */
     s->listener = NULL;
     s->draining = true;
+}
+
+struct net_errors net_server_errors(const struct net_server *s)
+{
+    return s->errors;
 }
 
 size_t net_server_held(const struct net_server *s)

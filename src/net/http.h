@@ -128,6 +128,19 @@ void net_server_drain(struct net_server *s);
  * writing an answer the client has not taken yet. A graceful stop waits for none. */
 size_t net_server_held(const struct net_server *s);
 
+/* The error answers a server gave (a status of 400 or more, or a stream cut), each request
+ * counted once, by who answered: what a gateway's error counts are made of. */
+struct net_errors {
+    uint64_t refused; /* the server itself, no handler run: a request it could not frame or
+                         that passed a limit, an unknown path or method, a refused query, too
+                         many connections, a draining server */
+    uint64_t capped;  /* the cap: answered 504, or the stream cut */
+    uint64_t handled; /* a handler's answer (net_reply_*, net_stream_start, net_stream_fail) */
+};
+
+/* The error answers s gave so far. */
+struct net_errors net_server_errors(const struct net_server *s);
+
 /* Closes the listener and every connection; kept calls are cancelled (NET_CANCEL_SHUTDOWN)
  * first. s may be NULL. */
 void net_server_free(struct net_server *s);

@@ -326,7 +326,7 @@ void gw_fan_out(void *ctx, struct net_call *c)
         }
     }
     if (f->n == 0) {
-        net_reply_error(c, 503, "service_unavailable", "no engine is alive");
+        net_reply_error(c, 503, "server_error", "no engine is alive");
         fan_free(f);
         return;
     }
@@ -396,7 +396,8 @@ void gw_events_call(void *ctx, struct net_call *c)
         return;
     int rc = events_for(g, id, id_len, ev, n_ev);
     if (rc == -2) {
-        net_reply_error(c, 409, "conflict",
+        g->errors_bad_request++;
+        net_reply_error(c, 409, "conflict_error",
                         "trajectory '%s' has a turn in flight: post its finish once that turn is "
                         "answered; nothing was changed",
                         id);
@@ -567,10 +568,36 @@ static void metrics_routing(const struct gw *g, FILE *out)
             "# TYPE libra_parallel_turns_total counter\n"
             "libra_parallel_turns_total %llu\n",
             (unsigned long long)g->single_turn, (unsigned long long)g->parallel);
-    per_bucket(g, out, "libra_decisions_total", "Turns routed, by the bucket of the engine chosen.",
+    per_bucket(g, out, "libra_decisions_total",
+               "Routing decisions (a turn sent again to another engine is decided again), by the "
+               "bucket of the engine chosen.",
                g->decisions_by_bucket);
     per_bucket(g, out, "libra_moves_total",
                "Turns sent to another engine than the previous turn's.", g->moves_by_bucket);
+}
+
+/* Every request answered with an error, once, and every one whose client left: the gateway's
+ * causes, the HTTP layer's refusals and caps, and the rest of its handlers' error answers. */
+static void metrics_errors(const struct gw *g, FILE *out)
+{
+    struct net_errors net = net_server_errors(g->server);
+    uint64_t own = g->errors_bad_request + g->errors_upstream + g->errors_no_engine;
+    const struct {
+        const char *cause;
+        uint64_t n;
+    } by[] = {{"bad_request", g->errors_bad_request},
+              {"upstream", g->errors_upstream},
+              {"no_engine", g->errors_no_engine},
+              {"client_gone", g->errors_client_gone},
+              {"refused", net.refused},
+              {"cap", net.capped},
+              {"other", net.handled - own}};
+    fputs("# HELP libra_errors_total Requests that failed, by cause.\n"
+          "# TYPE libra_errors_total counter\n",
+          out);
+    for (size_t i = 0; i < sizeof by / sizeof *by; i++)
+        fprintf(out, "libra_errors_total{cause=\"%s\"} %llu\n", by[i].cause,
+                (unsigned long long)by[i].n);
 }
 
 void gw_metrics(void *ctx, struct net_call *c)
@@ -582,12 +609,8 @@ void gw_metrics(void *ctx, struct net_call *c)
     metrics_routing(g, out);
     metrics_engines(g, out);
     gw_pool_metrics(g, out);
+    metrics_errors(g, out);
     fprintf(out,
-            "# HELP libra_errors_total Requests that failed, by cause.\n"
-            "# TYPE libra_errors_total counter\n"
-            "libra_errors_total{cause=\"bad_request\"} %llu\n"
-            "libra_errors_total{cause=\"upstream\"} %llu\n"
-            "libra_errors_total{cause=\"client_gone\"} %llu\n"
             "# HELP libra_turns_resubmitted_total Turns sent again after their engine failed.\n"
             "# TYPE libra_turns_resubmitted_total counter\n"
             "libra_turns_resubmitted_total %llu\n"
@@ -606,10 +629,9 @@ void gw_metrics(void *ctx, struct net_call *c)
             "# HELP libra_requests_held Generation requests held while the fleet is paused.\n"
             "# TYPE libra_requests_held gauge\n"
             "libra_requests_held %zu\n",
-            (unsigned long long)g->errors_bad_request, (unsigned long long)g->errors_upstream,
-            (unsigned long long)g->errors_client_gone, (unsigned long long)g->resumed,
-            (unsigned long long)g->resumed_aborts, map_size(&g->trajs),
-            (unsigned long long)g->trajectories_finished, (long long)g->step, g->n_held);
+            (unsigned long long)g->resumed, (unsigned long long)g->resumed_aborts,
+            map_size(&g->trajs), (unsigned long long)g->trajectories_finished, (long long)g->step,
+            g->n_held);
     fclose(out);
     net_reply_raw(c, 200, "text/plain; version=0.0.4", text, len);
     free(text);

@@ -100,6 +100,8 @@ struct gw_traj {
                          turn is in flight or failed), how many the events call had announced */
     bool in_flight;
     bool failed; /* its last turn got no answer: the next request sends that turn again */
+    struct sched_decision other; /* the other mode's decision on its last routed turn: logged
+                                    again beside the turn's move (gw_turn_moved) */
     double last_active_s;
     VEC(struct trace_turn) turns;        /* what the capture records */
     VEC(struct sched_obs) obs;           /* every return, in order */
@@ -159,7 +161,15 @@ struct gw {
     uint64_t single_turn; /* requests without an identity */
     uint64_t parallel;    /* turns sent while their trajectory had one in flight: not recorded */
     uint64_t decisions_by_bucket[SPEC_BUCKETS_MAX], moves_by_bucket[SPEC_BUCKETS_MAX];
-    uint64_t errors_bad_request, errors_upstream, errors_client_gone, trajectories_finished;
+    /* failed requests the gateway answers itself, by cause (docs/serve.md "Outputs"); each
+     * counts one error answer but client_gone, which gets none: the HTTP layer's count of its
+     * handlers' error answers less these is cause "other" (gw_metrics) */
+    uint64_t errors_bad_request; /* a malformed generation, events or buckets body (400), or a
+                                    finish while the trajectory's turn is in flight (409) */
+    uint64_t errors_upstream;    /* a turn's engine gave no whole answer: 502, or a stream cut */
+    uint64_t errors_no_engine;   /* no engine takes turns: 503 */
+    uint64_t errors_client_gone; /* the client left while its turn ran or was held */
+    uint64_t trajectories_finished;
     uint64_t resumed;        /* turns sent again after an engine failed */
     uint64_t resumed_aborts; /* turns continued after an abort (abort-and-resume) */
     uint64_t updates;        /* weight updates passed through without a version of their own */
@@ -390,6 +400,12 @@ struct gw_engine *gw_route_turn(struct gw *g, const struct gw_request *r, struct
 void gw_turn_end(struct gw *g, struct gw_traj *t, const struct gw_request *r,
                  const struct gw_engine *e, int64_t generated, int64_t cached,
                  const struct trace_turn_timing *timing);
+
+/* The turn of t (NULL: one beside its trajectory's running turn), decided d, moves to engine e
+ * (its own failed it, or takes turns no more): d names e, and the move is logged ("again") and
+ * counted as a decision, so that --decisions names the engine that served the turn. */
+void gw_turn_moved(struct gw *g, struct gw_traj *t, struct sched_decision *d,
+                   const struct gw_engine *e);
 
 /* Whether events ev end with a finish (request.c refuses events after one). */
 bool gw_events_finish(const struct gw_event *ev, size_t n);

@@ -168,7 +168,7 @@ static void on_durable(void *arg, bool ok)
         net_reply_json(d->call, d->status, d->body);
         d->body = NULL;
     } else if (d->call) {
-        net_reply_error(d->call, 503, "service_unavailable",
+        net_reply_error(d->call, 503, "server_error",
                         "state: the commit failed: the change is made but not on disk (it is "
                         "retried; GET /libra/v1/state says when commits succeed again)");
     }
@@ -181,8 +181,7 @@ bool gw_durable_refused(struct gw *g, struct net_call *c)
     const char *why = g->persist ? gw_store_failing(g->persist->st) : NULL;
     if (!why)
         return false;
-    net_reply_error(c, 503, "service_unavailable", "state: commits fail (%s): nothing was changed",
-                    why);
+    net_reply_error(c, 503, "server_error", "state: commits fail (%s): nothing was changed", why);
     return true;
 }
 

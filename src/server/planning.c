@@ -281,7 +281,7 @@ static bool start_job(struct gw_planning *p, struct net_call *c)
     if (thrd_create(&p->thread, solve, j) != thrd_success) {
         p->job = NULL;
         job_free(j);
-        net_reply_error(c, 503, "service_unavailable", "cannot start the planner's thread");
+        net_reply_error(c, 503, "server_error", "cannot start the planner's thread");
         return false;
     }
     return true;

@@ -14,6 +14,7 @@
  * when the fleet carries on (gw_release) — routed then, on the engines as they are then.
  */
 #include <math.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <stddef.h>
 #include <string.h>
@@ -214,6 +215,25 @@ static void add_headers(struct proxy *p)
     net_call_add_header(p->call, "X-Libra-Decision", sched_reason_name(p->decision.reason));
 }
 
+/* The turn failed for want of an engine's whole answer: the client gets 502, or a stream
+ * already started is cut (net_stream_fail). */
+static void fail_upstream(struct proxy *p, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+static void fail_upstream(struct proxy *p, const char *fmt, ...)
+{
+    char msg[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    p->g->errors_upstream++;
+    if (p->started) /* the client must not take the cut answer for a whole one */
+        net_stream_fail(p->call, 502, "upstream_error", "%s; the answer is cut", msg);
+    else
+        net_reply_error(p->call, 502, "upstream_error", "%s", msg);
+    end_turn(p, -1);
+}
+
 /* ---- the engine's transfer ------------------------------------------------------------------ */
 
 /* An answer held whole has passed --max-answer-bytes: the transfer stops (cancelled, so done
@@ -221,15 +241,11 @@ static void add_headers(struct proxy *p)
  * sending. */
 static bool answer_too_long(struct proxy *p)
 {
-    struct gw *g = p->g;
     p->xfer = NULL;
     engine_done(p);
     p->engine->errors++;
-    g->errors_upstream++;
-    net_reply_error(p->call, 502, "upstream_error",
-                    "engine %s: its answer passed --max-answer-bytes (%lld)", p->engine->url,
-                    (long long)g->opt.max_answer_bytes);
-    end_turn(p, -1);
+    fail_upstream(p, "engine %s: its answer passed --max-answer-bytes (%lld)", p->engine->url,
+                  (long long)p->g->opt.max_answer_bytes);
     return false;
 }
 
@@ -296,7 +312,6 @@ static bool resubmit(struct proxy *p, const char *error)
     struct gw_engine *e = p->engine;
     gw_engine_failed(e);
     e->errors++;
-    g->errors_upstream++;
     if (!p->req.resume || p->started || ++p->tries >= PROXY_RESUBMITS_MAX)
         return false;
     if (!g->holding && !gw_engine_pick(g, e))
@@ -359,20 +374,13 @@ static void on_done(void *arg, const char *error)
     engine_done(p);
     if (error && resubmit(p, error))
         return;
-    if (p->started && error) { /* the client must not take the cut answer for a whole one */
-        net_stream_fail(p->call, 502, "upstream_error", "engine %s: %s; the answer is cut",
-                        p->engine->url, error);
-        end_turn(p, -1);
+    if (error) {
+        fail_upstream(p, "engine %s: %s", p->engine->url, error);
         return;
     }
     if (p->started) {
         net_stream_end(p->call);
         end_turn(p, p->generated >= 0 ? p->generated : p->sse_chunks);
-        return;
-    }
-    if (error) {
-        net_reply_error(p->call, 502, "upstream_error", "engine %s: %s", p->engine->url, error);
-        end_turn(p, -1);
         return;
     }
     if (p->status == 200 && resume(p))
@@ -437,7 +445,8 @@ void gw_engine_turns_fail(struct gw_engine *e)
 static void route_new(struct proxy *p)
 {
     if (gw_route_busy(p->g, &p->req)) {
-        net_reply_error(p->call, 409, "conflict",
+        p->g->errors_bad_request++;
+        net_reply_error(p->call, 409, "conflict_error",
                         "the request finishes a trajectory whose turn is in flight: send it "
                         "once that turn is answered");
         proxy_free(p);
@@ -445,7 +454,8 @@ static void route_new(struct proxy *p)
     }
     struct gw_engine *e = gw_route_turn(p->g, &p->req, &p->traj, &p->decision);
     if (!e) {
-        net_reply_error(p->call, 503, "service_unavailable",
+        p->g->errors_no_engine++;
+        net_reply_error(p->call, 503, "server_error",
                         "no engine takes turns (every one is dead, draining or lent)");
         proxy_free(p);
         return;
@@ -459,10 +469,7 @@ static void move_to(struct proxy *p, struct gw_engine *e)
 {
     gw_engine_unref(p->engine);
     p->engine = gw_engine_ref(e);
-    p->decision.instance_id = e->id;
-    p->decision.placed_bucket = e->bucket;
-    if (p->traj)
-        p->traj->instance = e->id;
+    gw_turn_moved(p->g, p->traj, &p->decision, e);
 }
 
 /* Sends the turn where it goes now, or holds it while the gateway holds turns. */
@@ -482,10 +489,8 @@ static void go(struct proxy *p)
     if (p->elsewhere || !gw_engine_routable(p->engine)) {
         struct gw_engine *next = gw_engine_pick(g, p->engine);
         if (!next) {
-            net_reply_error(p->call, 502, "upstream_error",
-                            "engine %s cannot take the turn, and no other engine takes turns",
-                            p->engine->url);
-            end_turn(p, -1);
+            fail_upstream(p, "engine %s cannot take the turn, and no other engine takes turns",
+                          p->engine->url);
             return;
         }
         move_to(p, next);

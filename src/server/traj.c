@@ -56,13 +56,26 @@ static void log_decision(struct gw *g, const struct gw_traj *t, size_t turn, boo
     const struct gw_engine *e = gw_engine_by_id(g, routed->instance_id);
     if (e) /* the gateway step of the weights it holds */
         json_object_set_new(o, "step", json_integer(e->generation));
-    if (again) /* the turn's first decision found no engine that answered */
+    if (again) /* the turn's engine failed it, or takes turns no more */
         json_object_set_new(o, "again", json_true());
     if (g->shadow)
         json_object_set_new(o, "sticky",
                             json_pack("{s:I, s:s}", "instance", (json_int_t)routed->instance_id,
                                       "reason", sched_place_name(routed->place)));
     output_json(&g->decisions, "--decisions", o);
+}
+
+/* Logs decision d (the other mode's beside it) and counts it: a line of --decisions for each
+ * decision counted. */
+static void record(struct gw *g, const struct gw_traj *t, size_t turn, bool again,
+                   const struct sched_decision *d, const struct sched_decision *other)
+{
+    log_decision(g, t, turn, again, d, other);
+    if (d->placed_bucket >= 0 && d->placed_bucket < SPEC_BUCKETS_MAX) {
+        g->decisions_by_bucket[d->placed_bucket]++;
+        if (d->prev_instance_id >= 0 && d->prev_instance_id != d->instance_id)
+            g->moves_by_bucket[d->placed_bucket]++;
+    }
 }
 
 /* Carries out a pair of decisions made on r: the mode's applies, the other is logged beside
@@ -73,13 +86,20 @@ static struct gw_engine *apply(struct gw *g, const struct gw_registry *r, struct
 {
     const struct sched_decision *d = g->shadow ? sticky : pol;
     *applied = *d;
-    log_decision(g, t, turn, again, d, g->shadow ? pol : sticky);
-    if (d->placed_bucket >= 0 && d->placed_bucket < SPEC_BUCKETS_MAX) {
-        g->decisions_by_bucket[d->placed_bucket]++;
-        if (d->prev_instance_id >= 0 && d->prev_instance_id != d->instance_id)
-            g->moves_by_bucket[d->placed_bucket]++;
-    }
+    t->other = g->shadow ? *pol : *sticky;
+    record(g, t, turn, again, d, &t->other);
     return r->engine[d->instance];
+}
+
+void gw_turn_moved(struct gw *g, struct gw_traj *t, struct sched_decision *d,
+                   const struct gw_engine *e)
+{
+    d->instance_id = e->id;
+    d->placed_bucket = e->bucket;
+    if (!t) /* a turn beside its trajectory's running one: not recorded */
+        return;
+    t->instance = e->id;
+    record(g, t, t->turns.n, true, d, &t->other);
 }
 
 /* ---- trajectories --------------------------------------------------------------------------- */
