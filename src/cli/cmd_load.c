@@ -509,6 +509,30 @@ static int run(const struct cli_common *cc, const struct libra_config *cfg, cons
     return rc;
 }
 
+/* -o naming standard output, where the table or --json goes: two outputs in one stream, or a
+ * file renamed over the one holding the table (cli_is_stdout). */
+static int check_output_not_stdout(const struct cli_common *cc)
+{
+    if (!cc->output || !cli_is_stdout(cc->output))
+        return 0;
+    return cli_value_errorf(cc->cmd,
+                            "-o '%s' is standard output, which the table or --json is written to "
+                            "(give -o a file)",
+                            cc->output);
+}
+
+/* The trace's records past its last whole group are never drawn (load_config.trace), as
+ * `libra sim` draws none of them: said, since the user may have meant them to be played. */
+static void note_leftover(const struct load_config *lc)
+{
+    size_t left = lc->trace ? lc->n_trace % (size_t)lc->group_size : 0;
+    if (left > 0)
+        cli_errorf("load: note: the trace's last %zu trajector%s fill%s no group of %d "
+                   "(rl.samples): %s not played",
+                   left, left == 1 ? "y" : "ies", left == 1 ? "s" : "", lc->group_size,
+                   left == 1 ? "it is" : "they are");
+}
+
 int cmd_load(int argc, char **argv)
 {
     struct cli_common cc;
@@ -538,6 +562,8 @@ int cmd_load(int argc, char **argv)
         rc = cli_usage_error(cc.cmd, "--engines is required");
     if (rc == 0 && o.trainer && o.n_urls != 1)
         rc = cli_usage_error(cc.cmd, "--trainer speaks to one gateway: give --engines its one URL");
+    if (rc == 0)
+        rc = check_output_not_stdout(&cc);
     if (rc == 0)
         rc = cli_common_load(&cc, optind < argc ? argv[optind] : NULL, &p, &cfg);
     if (rc == 0)
@@ -576,6 +602,7 @@ int cmd_load(int argc, char **argv)
             cli_errorf("load: %s", why);
             rc = LIBRA_EXIT_USAGE;
         } else if ((rc = cli_check_output(cc.output)) == 0) {
+            note_leftover(&lc);
             rc = run(&cc, &cfg, in.trace ? in.trace->workload : cfg.workload.name, &lc, &m);
         }
         trainer_model_free(&m);

@@ -36,9 +36,10 @@ struct traj {
     size_t turn;   /* the turn being generated or next */
     uint32_t *ctx; /* the context: prompt, outputs, tool payloads */
     size_t n_ctx, cap_ctx;
-    int64_t left; /* tokens the current turn still generates (after an abort: the rest) */
-    int engine;   /* sticky; -1 before the first turn */
-    int retries;  /* the current turn's answers 502/503 in a row (a gateway without engine) */
+    int64_t left;  /* tokens the current turn still generates (after an abort: the rest) */
+    int engine;    /* sticky; -1 before the first turn */
+    int retries;   /* the current turn's answers 502/503 in a row (a gateway without engine) */
+    bool answered; /* the current turn has had an answer: a resubmission continues it */
     int64_t version_end; /* the fleet's version when its last turn was answered */
     struct event *tool_timer;
     struct net_transfer *req; /* the turn in flight; NULL between turns */
@@ -131,6 +132,13 @@ static void ctx_fill(struct traj *t, int64_t n, uint64_t what, uint64_t a, uint6
         uint64_t keys[4] = {what, a, b, (uint64_t)i};
         ctx_push(t, (uint32_t)(rng_hash(c->seed, keys, 4) % c->vocab));
     }
+}
+
+/* A record's token count as played: at least 1, as the simulator plays it (copy_record in
+ * sim/traj.c), since an engine takes no empty prompt and generates at least one token. */
+static int64_t played_tokens(int64_t n)
+{
+    return n > 0 ? n : 1;
 }
 
 /* The engine with the fewest requests in flight among the live ones; -1 when none is. */
@@ -242,16 +250,18 @@ static void next_turn(struct traj *t)
         finish_traj(t);
         return;
     }
-    const struct trace_turn *turn = &rec->turns[t->turn];
-    double tool_s = (double)trace_turn_tool_us(turn) * 1e-6;
-    int64_t payload = 0;
-    for (size_t k = 0; k < turn->n_calls; k++)
-        payload += turn->calls[k].payload_tokens;
+    double tool_s = (double)trace_turn_tool_us(&rec->turns[t->turn]) * 1e-6;
     t->turn++;
-    /* The next prompt is the record's: what the context grew to, the tools' returns included. */
-    int64_t grow = rec->turns[t->turn].prompt_tokens - (int64_t)t->n_ctx;
-    ctx_fill(t, grow > 0 ? grow : payload, 2, t->index, t->turn);
-    t->left = rec->turns[t->turn].generated_tokens;
+    t->answered = false;
+    /* The next prompt is the record's size: what the context grew to, the tools' returns
+     * included, or — a client that condensed it — the context's first tokens, a prefix the
+     * engine may still hold (the simulator's reusable prefix is as long). */
+    int64_t prompt = played_tokens(rec->turns[t->turn].prompt_tokens);
+    if (prompt < (int64_t)t->n_ctx)
+        t->n_ctx = (size_t)prompt;
+    else
+        ctx_fill(t, prompt - (int64_t)t->n_ctx, 2, t->index, t->turn);
+    t->left = played_tokens(rec->turns[t->turn].generated_tokens);
     struct timeval tv = load_wall_tv(tool_s * t->run->c->time_scale);
     evtimer_add(t->tool_timer, &tv);
 }
@@ -306,10 +316,12 @@ static void take_answer(struct traj *t, struct load_answer *a)
     struct run *r = t->run;
     struct load_step *st = &t->group->tally;
     st->turns++;
+    /* A resubmission continues the turn: the record keeps the prompt it first sent (send_turn)
+     * and the cache hits of that prompt, and counts every token generated. */
     struct trace_turn *seen = &t->seen[t->turn];
-    if (seen->prompt_tokens == 0) /* a resubmission adds to the turn, it is not another */
-        seen->prompt_tokens = (int64_t)t->n_ctx;
-    seen->cached_tokens += a->cached_tokens;
+    if (!t->answered)
+        seen->cached_tokens = a->cached_tokens;
+    t->answered = true;
     seen->generated_tokens += (int64_t)a->n;
     st->prompt_tokens += (int64_t)t->n_ctx;
     st->cached_tokens += a->cached_tokens;
@@ -378,6 +390,8 @@ static void send_turn(struct traj *t)
         stop(r, "every engine stopped answering");
         return;
     }
+    if (t->seen[t->turn].prompt_tokens == 0) /* its first send (a context is never empty) */
+        t->seen[t->turn].prompt_tokens = (int64_t)t->n_ctx;
     struct load_turn turn = turn_of(t);
     struct load_request q;
     load_turn_request(r->c->style, &turn, &q);
@@ -430,7 +444,7 @@ static void launch_group(struct run *r)
         t->index = (size_t)g->index * n + k;
         t->rec = &g->recs[k];
         t->engine = -1;
-        t->left = t->rec->turns[0].generated_tokens;
+        t->left = played_tokens(t->rec->turns[0].generated_tokens);
         t->tool_timer = evtimer_new(r->base, on_tool_done, t);
         if (c->trajectory_timeout_s > 0) {
             t->timeout = evtimer_new(r->base, on_timeout, t);
@@ -439,7 +453,8 @@ static void launch_group(struct run *r)
         }
         t->seen = xcalloc(t->rec->n_turns, sizeof *t->seen);
         /* Every sample of a group gets the same prompt: the engines' prefix cache shares it. */
-        ctx_fill(t, t->rec->turns[0].prompt_tokens, 1, (uint64_t)t->rec->prompt_id, 0);
+        ctx_fill(t, played_tokens(t->rec->turns[0].prompt_tokens), 1, (uint64_t)t->rec->prompt_id,
+                 0);
     }
     for (size_t k = 0; k < n && !r->failed; k++) {
         struct traj *t = &g->trajs[k];
@@ -452,11 +467,17 @@ static void launch_group(struct run *r)
     }
 }
 
-/* Appends t as the client saw it to the result's trace: its record with the turns' prompt,
- * cached and generated tokens measured, its versions, the step and how it ended. */
+/* Appends t as the client saw it to the result's trace: its record with the turns it played
+ * — every one, or up to the one its timeout cut (sent: without its calls, which it never made;
+ * not yet sent: the turns before it) — their prompt, cached and generated tokens measured, its
+ * versions, the step and how it ended. One stopped in its setup keeps its first turn, unsent,
+ * so that its group stays whole in the trace. */
 static void record_traj(struct run *r, const struct traj *t, int64_t step, enum trace_finish finish)
 {
     struct trace_traj out = *t->rec;
+    bool sent = t->seen[t->turn].prompt_tokens > 0;
+    if (t->timed_out)
+        out.n_turns = t->turn + (sent || t->turn == 0);
     struct trace_turn *turns = xmallocarray(out.n_turns, sizeof *turns);
     for (size_t k = 0; k < out.n_turns; k++) {
         turns[k] = t->rec->turns[k];
@@ -464,6 +485,12 @@ static void record_traj(struct run *r, const struct traj *t, int64_t step, enum 
         turns[k].cached_tokens = t->seen[k].cached_tokens;
         turns[k].generated_tokens = t->seen[k].generated_tokens;
         turns[k].timing = (struct trace_turn_timing){0}; /* the input's, not this run's */
+    }
+    if (t->timed_out && t->turn + 1 == out.n_turns) { /* cut: its calls never made */
+        turns[t->turn].n_calls = 0;
+        turns[t->turn].calls = NULL;
+        if (!sent) /* stopped in its setup: the prompt it had ready */
+            turns[0].prompt_tokens = (int64_t)t->n_ctx;
     }
     out.turns = turns;
     out.step = step;

@@ -4,7 +4,9 @@
  *
  * Trajectories come as trace records (a trace's, or the workload generator's, drawn group by
  * group as they are launched): each turn sends the whole context as token ids — the previous
- * context, the tokens the engine generated, the tool's payload — with libra's request object
+ * context, the tokens the engine generated, the tool's payload, to the record's size (a smaller
+ * one cuts the context to its first tokens; counts of 0 are played as 1, as the simulator
+ * plays them) — with libra's request object
  * carrying the trajectory's identity, the tool returns since the previous turn and the turn's
  * script (docs/emu.md "libra's request object"); between turns it waits the record's tool
  * time, scaled like the emulator's clock.
@@ -141,8 +143,10 @@ struct load_result {
     int *dead;       /* per URL: 1 when it stopped answering (owned) */
     int weight_updates;
     /* with config.record: one line per trajectory of the groups trained or dropped, the turns
-     * as the client saw them, the step that took them or was filling when they were dropped
-     * (dynamic sampling: the completed ones filtered; too stale: every one aborted), no header */
+     * as the client saw them (a resubmitted turn: its first prompt and cache hits, every token
+     * generated; one stopped by its timeout: the turns it played), the step that took them or was
+     * filling when they were dropped (dynamic sampling: the completed ones filtered; too stale:
+     * every one aborted), no header */
     struct trace_text trace;
     char error[512];                 /* why the run stopped early ("" when it did not) */
     struct load_trainer_counts pool; /* with config.pool_trainer */
