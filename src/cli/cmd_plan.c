@@ -92,21 +92,27 @@ static void print_train(FILE *out, const struct plan_result *r)
         snprintf(sharding, sizeof sharding, "HSDP (ZeRO-3 within %d ranks)", r->train.shard_dp);
     else if (r->train.fsdp)
         snprintf(sharding, sizeof sharding, "FSDP (ZeRO-3)");
-    char ep[48] = "", ep_s[32] = ""; /* expert parallelism, where the plan has it */
+    /* The terms of layouts that have them (the rest are 0), so that the parts add up to
+     * T_train: pipeline sends, the experts' all-to-all, the sharded weights' gathers. */
+    char ep[48] = "", pp_s[32] = "", ep_s[32] = "", zero3_s[32] = "";
+    if (r->train.pp > 1)
+        snprintf(pp_s, sizeof pp_s, ", pipeline sends %.2f", s->pp_p2p_s);
     if (r->train.ep > 1) {
         snprintf(ep, sizeof ep, ", experts over EP %d", r->train.ep);
         snprintf(ep_s, sizeof ep_s, ", EP all-to-all %.2f", s->ep_comm_s);
     }
+    if (r->train.fsdp || r->train.shard_dp)
+        snprintf(zero3_s, sizeof zero3_s, ", ZeRO-3 gathers %.2f", s->zero3_gather_s);
     fprintf(out,
             "  training  %4d GPUs  TP%d PP%d CP%d DP%d, micro-batch %d tokens per GPU, %s%s, %s\n"
-            "            T_train %.2f s (compute %.2f, pipeline bubble %.2f, TP %.2f, CP %.2f%s, "
-            "DP %.2f, optimizer %.2f, micro-batches %.2f; imbalance %.2f)\n"
+            "            T_train %.2f s (compute %.2f, pipeline bubble %.2f%s, TP %.2f, CP %.2f%s, "
+            "DP %.2f%s, optimizer %.2f, micro-batches %.2f; imbalance %.2f)\n"
             "            memory %.1f of %.1f GB per GPU\n",
             r->n_train, r->train.tp, r->train.pp, r->train.cp, r->train.dp, r->train.budget_tokens,
             sharding, ep,
             r->train.recompute ? "full activation recompute" : "no activation recompute",
-            r->train_s, s->compute_s, s->pp_bubble_s, s->tp_comm_s, s->cp_comm_s, ep_s,
-            s->dp_comm_s, s->optimizer_s, s->microbatch_s, s->imbalance,
+            r->train_s, s->compute_s, s->pp_bubble_s, pp_s, s->tp_comm_s, s->cp_comm_s, ep_s,
+            s->dp_comm_s, zero3_s, s->optimizer_s, s->microbatch_s, s->imbalance,
             r->train_mem.total_bytes / 1e9, r->train_mem.capacity_bytes / 1e9);
 }
 

@@ -8,6 +8,9 @@ Needs LIBRA_BIN (the built binary) and LIBRA_SOURCE_DIR.
 
 import json
 import os
+import re
+
+import pytest
 
 from cli_run import run
 
@@ -126,3 +129,17 @@ def test_a_stopped_search_does_not_call_what_it_never_reached_pruned():
     assert "(stopped by plan.max_scored)" in r.stdout
     r = run("plan", "--verify", "0")
     assert "multisets by bounds and constraints" in r.stdout and "unscored" not in r.stdout
+
+
+@pytest.mark.parametrize("args", [
+    [],                                                                   # distributed optimizer
+    ["--model", "qwen3-235b-a22b", "--gpus", "64", "--hardware", "h200"],  # FSDP: ZeRO-3 gathers
+])
+def test_the_training_terms_add_up_to_t_train(args):
+    """Every term of the training step the JSON sums to step_s is in the text's T_train line."""
+    r = run("plan", *args, "--verify", "0")
+    assert r.returncode == 0, r.stderr
+    line = next(l for l in r.stdout.splitlines() if "T_train " in l and "; imbalance" in l)
+    total = float(re.search(r"T_train ([\d.]+) s", line).group(1))
+    parts = re.search(r"\((.*); imbalance", line).group(1).split(", ")
+    assert abs(sum(float(p.rsplit(" ", 1)[1]) for p in parts) - total) < 0.01 * len(parts), line
