@@ -3,8 +3,9 @@
  * (a weight update, a drain) answers the turn with finish_reason "abort" and the tokens it had
  * generated; the gateway sends input_ids plus those tokens again with the rest of the budget,
  * and answers the client once, with every segment merged: output ids, text and log-probs
- * concatenated in order, completion_tokens summed, finish_reason the last segment's (a length
- * end at the client's cap), and meta_info.libra_segments listing each segment's engine, weight
+ * concatenated in order, completion_tokens and e2e_latency summed, finish_reason the last
+ * segment's (a length end at the client's cap), the other members the first segment's (the
+ * client's prompt), and meta_info.libra_segments listing each segment's engine, weight
  * version and tokens — a trainer's importance ratios depend on which weights produced which
  * token. The merged answer is the gateway's own, so it is written anew; every other answer
  * passes as the engine sent it.
@@ -116,6 +117,10 @@ static void fold(struct gw_resume *s, json_t *answer, int64_t instance)
                         turn_finish(json_object_get(meta, "finish_reason"), s->tokens - n));
     json_object_set(mm, "weight_version", json_object_get(meta, "weight_version"));
     json_object_set_new(mm, "completion_tokens", json_integer(s->tokens));
+    json_t *was = json_object_get(mm, "e2e_latency"), *more = json_object_get(meta, "e2e_latency");
+    if (json_is_number(was) && json_is_number(more)) /* the engines' time on the turn */
+        json_object_set_new(mm, "e2e_latency",
+                            json_real(json_number_value(was) + json_number_value(more)));
     json_array_append_new(json_object_get(mm, "libra_segments"), segment);
 }
 

@@ -79,11 +79,37 @@ static void test_a_length_end_names_the_clients_cap(void **state)
     gw_resume_free(&s);
 }
 
+/* The engines' time on the turn is every segment's: e2e_latency summed like completion_tokens
+ * (it once kept the first segment's alone). */
+static void test_the_latency_is_every_segments(void **state)
+{
+    struct gw_parse_config config = {.prompt_tokens = 4};
+    struct gw_request r;
+    char err[256];
+    assert_int_equal(gw_request_parse(GW_SGLANG_GENERATE, body, strlen(body), no_header, NULL,
+                                      &config, &r, err, sizeof err),
+                     0);
+    struct gw_resume s = {0};
+    size_t n;
+    const char *first = "{\"output_ids\": [7], \"meta_info\": {\"finish_reason\": {\"type\": "
+                        "\"abort\"}, \"completion_tokens\": 3, \"e2e_latency\": 0.5}}";
+    free(gw_resume_next(&s, &r, body, strlen(body), first, strlen(first), 0, &n));
+    const char *last = "{\"output_ids\": [7], \"meta_info\": {\"finish_reason\": {\"type\": "
+                       "\"stop\"}, \"completion_tokens\": 2, \"e2e_latency\": 0.25}}";
+    int64_t total = -1;
+    char *merged = gw_resume_finish(&s, last, strlen(last), 0, &n, &total);
+    assert_non_null(merged);
+    assert_non_null(strstr(merged, "\"e2e_latency\":0.75"));
+    free(merged);
+    gw_resume_free(&s);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_bogus_segment_counts_are_taken_as_zero),
         cmocka_unit_test(test_a_length_end_names_the_clients_cap),
+        cmocka_unit_test(test_the_latency_is_every_segments),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
