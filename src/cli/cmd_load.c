@@ -521,18 +521,6 @@ static int check_output_not_stdout(const struct cli_common *cc)
                             cc->output);
 }
 
-/* The trace's records past its last whole group are never drawn (load_config.trace), as
- * `libra sim` draws none of them: said, since the user may have meant them to be played. */
-static void note_leftover(const struct load_config *lc)
-{
-    size_t left = lc->trace ? lc->n_trace % (size_t)lc->group_size : 0;
-    if (left > 0)
-        cli_errorf("load: note: the trace's last %zu trajector%s fill%s no group of %d "
-                   "(rl.samples): %s not played",
-                   left, left == 1 ? "y" : "ies", left == 1 ? "s" : "", lc->group_size,
-                   left == 1 ? "it is" : "they are");
-}
-
 int cmd_load(int argc, char **argv)
 {
     struct cli_common cc;
@@ -602,7 +590,7 @@ int cmd_load(int argc, char **argv)
             cli_errorf("load: %s", why);
             rc = LIBRA_EXIT_USAGE;
         } else if ((rc = cli_check_output(cc.output)) == 0) {
-            note_leftover(&lc);
+            cli_note_leftover_records("load", &in, lc.group_size);
             rc = run(&cc, &cfg, in.trace ? in.trace->workload : cfg.workload.name, &lc, &m);
         }
         trainer_model_free(&m);

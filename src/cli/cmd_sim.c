@@ -277,6 +277,7 @@ static int run_one(const struct cli_common *cc, const struct sim_flags *f,
     struct sim_experiment e = {0};
     int rc = cli_sim_input(p, &ts, cfg, f->perfetto != NULL, &in);
     if (rc == 0) {
+        cli_note_leftover_records("sim", &in, cfg->rl.samples);
         struct watched w = {0};
         in.workers = workers_new(cc->jobs);
         in.progress = &w.counts;
@@ -585,8 +586,12 @@ static int build_cells(const struct cli_common *cc, const char *seed_flag,
     for (size_t i = 0; i < sw->n_cells && rc == 0; i++)
         if (i % sw->n_seeds)
             rc = resolve_cell(&b, i, b.cell);
-    for (size_t i = 0; i < sw->n_cells && rc == 0; i++)
+    bool noted = false; /* once: the cells share the trace, if not its samples */
+    for (size_t i = 0; i < sw->n_cells && rc == 0; i++) {
         rc = cli_sim_input(p, ts, &cfgs[i], false, &sw->cells[i].in);
+        if (rc == 0 && !noted)
+            noted = cli_note_leftover_records("sim", &sw->cells[i].in, cfgs[i].rl.samples);
+    }
     free(seen);
     free(first);
     free(grid);

@@ -124,5 +124,5 @@ def test_records_that_fill_no_whole_group_are_noted_as_sim_ignores_them(tmp_path
                   "-o", str(tmp_path / "out.jsonl"))
     assert p.returncode == 0, p.stderr
     assert ("libra: load: note: the trace's last 1 trajectory fills no group of 2 "
-            "(rl.samples): it is not played") in p.stderr, p.stderr
+            "(rl.samples): it is never played") in p.stderr, p.stderr
     assert {r["prompt_id"] for r in read_records(tmp_path / "out.jsonl")} == {7}

@@ -689,3 +689,20 @@ def test_the_pool_lends_an_hsdp_layouts_shard_groups():
     assert list(run_pool) == ["decisions"], run_pool
     for k, v in run_pool["decisions"].items():
         assert v == sum(s["pool"]["decisions"][k] for s in libra["steps"]), k
+
+
+def test_a_traces_records_past_its_last_whole_group_are_noted(tmp_path):
+    """docs/sim.md: groups are consecutive runs of rl.samples records; those past the last whole
+    group are never drawn, which a run says (as libra load does) rather than drop silently."""
+    with open(os.path.join(SOURCE_DIR, "docs", "trace-format.md"), encoding="utf-8") as f:
+        example = f.read().split("group size 2):\n\n```\n", 1)[1].split("```", 1)[0]
+    trace = tmp_path / "three.jsonl"  # the documented example: 3 records, groups of 2
+    trace.write_text(example)
+    args = [LIBRA, "sim", "--trace", str(trace), "--steps", "2", "--batch", "2", "--samples",
+            "2", "--gpus", "16", "--set", "sim.modes=async"]
+    for extra in ([], ["--sweep", "rl.max_staleness=4,5"]):
+        r = subprocess.run(args + extra, capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        note = ("libra: sim: note: the trace's last 1 trajectory fills no group of 2 "
+                "(rl.samples): it is never played")
+        assert r.stderr.count(note) == 1, r.stderr
