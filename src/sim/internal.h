@@ -654,7 +654,8 @@ void sim_trace_train(struct sim *s, const struct sim_step *st);
 /* Rows of sim_trace_phase. */
 enum { SIM_ROW_TRAINER = 1, SIM_ROW_FLEET = 2 };
 
-/* The trainer and/or every live instance (rows, SIM_ROW_*) spent [from_s, now] on use u. */
+/* The trainer and/or every instance in the fleet (rows, SIM_ROW_*; sim_timeline_fleet) spent
+ * [from_s, now] on use u. */
 void sim_trace_phase(struct sim *s, enum sim_use u, double from_s, unsigned rows);
 
 /* The run ended: moves what was recorded into s->out (perfetto, timeline). */
@@ -683,7 +684,8 @@ void sim_timeline_catch_up(struct sim *s, int i);
  * window; row 0 does nothing without a trainer. */
 void sim_timeline_add(struct sim *s, int row, enum sim_use u, double from_s, double to_s);
 
-/* Adds [from_s, now] of use u to every live instance's row, after its last iteration. */
+/* Adds [from_s, now] of use u to the row of every instance in the fleet (a live engine, or a
+ * failed instance in colocated mode, whose GPUs still train), after its last iteration. */
 void sim_timeline_fleet(struct sim *s, enum sim_use u, double from_s);
 
 /* Adds [from_s, now] of training to instance i's row after its last iteration: the GPUs of a

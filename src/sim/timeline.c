@@ -18,7 +18,8 @@
  * The trainer's intervals and the fleet's (a step, the trainer's share of a weight update, the
  * fleet held by one, a colocated switch) are recorded when they end, from their true start,
  * clipped to the window; on an instance's row a fleet-wide interval starts no earlier than its
- * last iteration ended (an iteration running when the fleet is quiesced completes). When the
+ * last iteration ended (an iteration running when the fleet is quiesced completes), and it is
+ * on the rows of live engines, and of failed instances in colocated mode (in_fleet). When the
  * run ends, rows are sorted, touching intervals of one use merged, and any overlap is an
  * internal error.
  *
@@ -171,11 +172,20 @@ void sim_timeline_borrowed(struct sim *s, int i, double from_s)
     sim_timeline_add(s, 1 + i, SIM_USE_TRAIN, fmax(from_s, r->inst[i].busy_end_s), s->now);
 }
 
+/* Whether instance i's GPUs take part in a fleet-wide phase: a live engine's, and in colocated
+ * mode a failed instance's too (its GPUs stay in the fleet, and there every GPU trains and
+ * switches: the trainer's GPU count and step times do not change with a failure). */
+static bool in_fleet(const struct sim *s, int i)
+{
+    return s->inst[i].eng ||
+           (s->inst[i].state == SIM_INST_FAILED && sim_mode_desc(s->lay->mode)->colocated);
+}
+
 void sim_timeline_fleet(struct sim *s, enum sim_use u, double from_s)
 {
     struct sim_timeline_rec *r = &s->trace.timeline;
     for (int i = 0; i < s->n_inst && r->on; i++) {
-        if (!s->inst[i].eng)
+        if (!in_fleet(s, i))
             continue;
         sim_timeline_catch_up(s, i);
         sim_timeline_add(s, 1 + i, u, fmax(from_s, r->inst[i].busy_end_s), s->now);
