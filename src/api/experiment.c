@@ -186,6 +186,11 @@ int api_config_resolve(const struct api_presets *p, const struct ujson_doc *doc,
     return 0;
 }
 
+const char *api_config_text(const char *text)
+{
+    return text && strncmp(text, "\xEF\xBB\xBF", 3) == 0 ? text + 3 : text;
+}
+
 int api_config_from_text(const char *text, const char *name, struct api_presets *p,
                          struct libra_config *cfg, struct libra_error *err)
 {
@@ -193,10 +198,7 @@ int api_config_from_text(const char *text, const char *name, struct api_presets 
     if (rc)
         return rc;
     struct ujson_doc doc = {0};
-    /* a UTF-8 byte order mark is no part of the text, as the commands read a file
-     * (fileio_open): LINE:COL count from past it */
-    if (text && strncmp(text, "\xEF\xBB\xBF", 3) == 0)
-        text += 3;
+    text = api_config_text(text);
     /* "" labels as NULL does: an error's LINE:COL needs a file name to be followed */
     if (text &&
         (rc = ujson_doc_parse(&doc, name && name[0] ? name : "config", text, strlen(text), err)))

@@ -92,6 +92,10 @@ int api_config_resolve(const struct api_presets *p, const struct ujson_doc *doc,
                        struct spec_deferred *deferred, struct libra_config *cfg,
                        struct libra_error *err);
 
+/* text past a UTF-8 byte order mark at its start, as the commands read a file (fileio_open):
+ * LINE:COL count from past it. NULL stays NULL. */
+const char *api_config_text(const char *text);
+
 /*
  * The effective config of a config text (the JSON a config file holds, past a UTF-8 byte order
  * mark at its start as the commands read a file; NULL: none, the built-in default experiment)

@@ -133,15 +133,12 @@ static int check_policy(const struct libra_config *cfg, const char *config_json,
     const char *why = spec_policy_live_refusal(cfg->sched.policy);
     if (!why)
         return 0;
-    struct ujson_doc doc = {0}; /* left empty where the text does not parse alone (a BOM
-                                   api_config_from_text skipped): the error at the label */
+    /* oracle is set by the text, which api_config_from_text parsed already */
+    const char *text = api_config_text(config_json);
+    struct ujson_doc doc = {0};
     struct libra_error ignored;
-    const char *label = name && name[0] ? name : "config";
-    if (config_json)
-        (void)ujson_doc_parse(&doc, label, config_json, strlen(config_json), &ignored);
+    (void)ujson_doc_parse(&doc, name && name[0] ? name : "config", text, strlen(text), &ignored);
     ujson_errorf(err, &doc, "sched/policy", "%s", why);
-    if (!doc.text)
-        snprintf(err->file, sizeof err->file, "%s", label);
     ujson_doc_free(&doc);
     return LIBRA_EINVAL;
 }

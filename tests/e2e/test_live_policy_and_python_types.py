@@ -67,6 +67,19 @@ def test_the_python_router_refuses_oracle():
     assert message.endswith(ORACLE_REASON), message
 
 
+def test_the_python_router_places_oracle_past_a_byte_order_mark():
+    """libra.h: a config may start with a BOM, which LINE:COL count from past (it once gave the
+    refusal no place at all)."""
+    got = python(f"""
+        try:
+            libra.Router("\\ufeff{{\\n \\"sched\\": {{\\"policy\\": \\"oracle\\", "
+                         "\\"buckets\\": \\"{BUCKETS}\\"}}}}")
+        except libra.Error as e:
+            print(json.dumps([e.file, e.line, e.col]))
+    """)
+    assert got == ["config", 2, 12], got
+
+
 def test_the_python_router_takes_the_other_policies():
     got = python(f"""
         print(json.dumps([libra.Router({{"sched": {{"policy": p, "buckets": "{BUCKETS}"}}}})
