@@ -41,6 +41,11 @@ def run(libra, *args):
     return p.stdout
 
 
+def cell(x, digits):
+    """A regret as text: N/A where null (load_balance's own, docs/routing.md "Metrics")."""
+    return "N/A" if x is None else f"{x:.{digits}f}"
+
+
 def table(title, doc):
     """Prints the regret table of one route eval document; returns {row: per-decision regret}."""
     pol = doc["policies"]
@@ -57,8 +62,8 @@ def table(title, doc):
     out = {}
     for name, r in rows:
         label = name + (f" (bucket {r['bucket']})" if "bucket" in r else "")
-        print(f"| {label} | {r['per_decision_gpu_s']:.3f} | {r['per_trajectory_gpu_s']:.2f} | "
-              f"{r['path_per_trajectory_gpu_s']:.2f} |")
+        print(f"| {label} | {cell(r['per_decision_gpu_s'], 3)} | "
+              f"{cell(r['per_trajectory_gpu_s'], 2)} | {cell(r['path_per_trajectory_gpu_s'], 2)} |")
         out[name] = r["per_decision_gpu_s"]
     return out
 

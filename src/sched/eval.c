@@ -139,6 +139,7 @@ int sched_eval_arm_init(struct sched_eval_arm *a, const char *name,
     a->depth_only = opt && opt->depth_only;
     a->layout = *layout;
     a->metrics = sched_metrics_new(layout);
+    sched_metrics_without_siblings(a->metrics); /* a trajectory is seen or never, by step */
     a->sc = *sc;
     if (opt)
         a->opt = *opt;
@@ -296,7 +297,10 @@ static void score(struct sched_eval_arm *a, const struct sched_eval_traj *t, siz
         .true_remaining_tokens = remaining,
         .predicted_tokens = d->est.found && d->est.exact ? d->est.mean_tokens : NAN,
     };
-    if (p->m) /* from where the last turn ran (load_balance's policy bucket is always -1) */
+    /* from where the last turn ran; load_balance chooses no bucket (-1) and is charged the one
+     * the idle registry placed it in, an artefact its JSON leaves null (bucketless); the
+     * constant buckets' regrets charged beside it are real */
+    if (p->m)
         paths_charge(p, p->bucket, chosen, (double)remaining, &pt);
     sched_metrics_add(a->metrics, &pt);
 }

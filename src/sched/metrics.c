@@ -48,6 +48,7 @@ struct sched_metrics {
     uint64_t trajectories; /* counted once each, whatever splits their decisions fall in */
     struct split_acc split[SCHED_SPLIT_COUNT];
     struct pairs all; /* every split's, for when they do not fit together */
+    bool siblings;    /* the JSON has the siblings split */
 };
 
 static void pairs_free(struct pairs *p)
@@ -76,7 +77,13 @@ struct sched_metrics *sched_metrics_new(const struct spec_bucket_layout *layout)
 {
     struct sched_metrics *m = xcalloc(1, sizeof *m);
     m->layout = *layout;
+    m->siblings = true;
     return m;
+}
+
+void sched_metrics_without_siblings(struct sched_metrics *m)
+{
+    m->siblings = false;
 }
 
 void sched_metrics_free(struct sched_metrics *m)
@@ -213,8 +220,9 @@ static json_t *ratio(double num, double den, bool defined)
     return defined && den > 0 ? json_real(num / den) : json_null();
 }
 
-/* The means of one row's regrets (b < 0: the policy's, else always bucket b's) into o. */
-static void regret_means(json_t *o, const struct split_acc *a, int b)
+/* The means of one row's regrets (b < 0: the policy's, else always bucket b's) into o; null
+ * when undefined (the policy's own, when it chooses no bucket). */
+static void regret_means(json_t *o, const struct split_acc *a, int b, bool defined)
 {
     const struct regret_acc *acc[3] = {&a->regret, &a->traj_regret, &a->path_regret};
     static const char *const names[3] = {"per_decision_gpu_s", "per_trajectory_gpu_s",
@@ -222,17 +230,19 @@ static void regret_means(json_t *o, const struct split_acc *a, int b)
     for (int k = 0; k < 3; k++)
         json_object_set_new(
             o, names[k],
-            ratio(b < 0 ? acc[k]->sum : acc[k]->const_sum[b], (double)acc[k]->n, true));
+            ratio(b < 0 ? acc[k]->sum : acc[k]->const_sum[b], (double)acc[k]->n, defined));
 }
 
 static json_t *constant_json(const struct split_acc *a, int b)
 {
     json_t *o = json_pack("{s:i}", "bucket", b);
-    regret_means(o, a, b);
+    regret_means(o, a, b, true);
     return o;
 }
 
-static json_t *regret_json(const struct sched_metrics *m, const struct split_acc *a, int major)
+/* A bucketless policy's own regrets would charge the bucket its caller placed it in: null. */
+static json_t *regret_json(const struct sched_metrics *m, const struct split_acc *a, int major,
+                           bool bucketless)
 {
     int best = 0;
     for (int b = 1; b < m->layout.n; b++)
@@ -241,7 +251,7 @@ static json_t *regret_json(const struct sched_metrics *m, const struct split_acc
     json_t *o = json_object();
     json_object_set_new(o, "decisions", json_integer((json_int_t)a->regret.n));
     json_object_set_new(o, "trajectories", json_integer((json_int_t)a->traj_regret.n));
-    regret_means(o, a, -1);
+    regret_means(o, a, -1, !bucketless);
     json_object_set_new(o, "majority_class", constant_json(a, major));
     json_object_set_new(o, "best_constant", constant_json(a, best));
     return o;
@@ -278,7 +288,7 @@ static json_t *split_json(const struct sched_metrics *m, const struct split_acc 
                         json_pack("{s:I,s:o}", "n", (json_int_t)a->first, "accuracy",
                                   ratio((double)a->first_correct, (double)a->first, acc)));
     if (a->regret.n)
-        json_object_set_new(o, "regret", regret_json(m, a, major));
+        json_object_set_new(o, "regret", regret_json(m, a, major, bucketless));
     return o;
 }
 
@@ -291,9 +301,8 @@ json_t *sched_metrics_to_json(const struct sched_metrics *m, bool bucketless)
     json_object_set_new(o, "all", split_json(m, &sum, bucketless));
     pairs_free(&sum.pairs);
     for (int s = 0; s < SCHED_SPLIT_COUNT; s++) {
-        if (s == SCHED_SPLIT_SIBLINGS && m->split[s].decisions == 0) /* route eval's have none */
-            continue;
-        json_object_set_new(o, names[s], split_json(m, &m->split[s], bucketless));
+        if (s != SCHED_SPLIT_SIBLINGS || m->siblings)
+            json_object_set_new(o, names[s], split_json(m, &m->split[s], bucketless));
     }
     return o;
 }

@@ -53,8 +53,13 @@ struct sched_metric_point {
 
 struct sched_metrics;
 
-/* Creates an empty accumulator for decisions over layout. Never returns NULL. */
+/* Creates an empty accumulator for decisions over layout, its JSON with every split (the
+ * simulator's). Never returns NULL. */
 struct sched_metrics *sched_metrics_new(const struct spec_bucket_layout *layout);
+
+/* Leaves the siblings split out of m's JSON, for a caller none of whose decisions can fall in
+ * it (route eval splits by step alone), so that its documents show no split it never has. */
+void sched_metrics_without_siblings(struct sched_metrics *m);
 
 /* Frees m; NULL is a no-op. */
 void sched_metrics_free(struct sched_metrics *m);
@@ -89,14 +94,16 @@ double sched_metrics_accuracy(const struct sched_metrics *m);
 uint64_t sched_metrics_decisions(const struct sched_metrics *m);
 
 /*
- * The metrics as JSON: {"all": S, "seen": S, "never": S[, "siblings": S]} (siblings only when
- * it has trajectories), each S = {trajectories, decisions, accuracy, majority_class {bucket,
- * accuracy}, per_bucket_recall [..], token_weighted_accuracy, spearman, spearman_points,
- * moves_per_trajectory, first_placements {n, accuracy}, regret}, regret only when decisions were
- * scored: {decisions, trajectories, per_decision_gpu_s, per_trajectory_gpu_s (its decisions'
- * sum), path_per_trajectory_gpu_s, majority_class {bucket, the same three}, best_constant
- * {bucket, the same three}} (best_constant: the least per-decision regret). Undefined values (no
- * data, or bucket accuracy of a bucketless policy when bucketless) are null. Returns a new
+ * The metrics as JSON: {"all": S, "seen": S, "never": S[, "siblings": S]} (siblings unless
+ * sched_metrics_without_siblings, whatever its count), each S = {trajectories, decisions,
+ * accuracy, majority_class {bucket, accuracy}, per_bucket_recall [..], token_weighted_accuracy,
+ * spearman, spearman_points, moves_per_trajectory, first_placements {n, accuracy}, regret},
+ * regret only when decisions were scored: {decisions, trajectories, per_decision_gpu_s,
+ * per_trajectory_gpu_s (its decisions' sum), path_per_trajectory_gpu_s, majority_class {bucket,
+ * the same three}, best_constant {bucket, the same three}} (best_constant: the least
+ * per-decision regret). Undefined values are null: those of no data, and when bucketless (a
+ * policy with no bucket of its own) whatever is computed from the policy's bucket: its
+ * accuracies, recall, moves and its own three regrets (the baselines' rows stay). Returns a new
  * reference.
  */
 json_t *sched_metrics_to_json(const struct sched_metrics *m, bool bucketless);

@@ -147,8 +147,8 @@ def test_policies_on_any_number_of_threads_and_progress(tmp_path):
 
 def test_regret(tmp_path):
     """Every decision is charged what its bucket costs over the best one in hindsight
-    (docs/routing.md "Cost and regret"): never negative; load_balance, which the evaluator's idle
-    fleet keeps on bucket 0, costs exactly what always-bucket-0 does, in both accountings; the best
+    (docs/routing.md "Cost and regret"): never negative; load_balance chooses no bucket, so its
+    own regrets are null (the evaluator's idle fleet keeps it on bucket 0, an artefact); the best
     constant is the least of the constants; and cmlfq_h, which follows whichever of its experts
     (the constants among them) has cost least, does no worse than the majority class here."""
     trace = str(tmp_path / "toy.jsonl")
@@ -161,15 +161,16 @@ def test_regret(tmp_path):
     for name, r in rows.items():
         a = pol[name]["all"]
         assert r["decisions"] == a["decisions"] + a["first_placements"]["n"]
-        assert r["per_decision_gpu_s"] >= 0 and r["per_trajectory_gpu_s"] >= 0, name
+        if name != "load_balance":
+            assert r["per_decision_gpu_s"] >= 0 and r["per_trajectory_gpu_s"] >= 0, name
     zero = rows["load_balance"]
-    assert zero["majority_class"]["bucket"] == 0
     for key in ("per_decision_gpu_s", "per_trajectory_gpu_s", "path_per_trajectory_gpu_s"):
-        assert abs(zero[key] - zero["majority_class"][key]) < 1e-6 * (1 + zero[key]), key
-    best = zero["best_constant"]
-    assert best["per_decision_gpu_s"] <= zero["majority_class"]["per_decision_gpu_s"]
-    assert rows["cmlfq_h"]["per_decision_gpu_s"] <= zero["majority_class"]["per_decision_gpu_s"]
-    assert rows["oracle"]["path_per_trajectory_gpu_s"] <= zero["path_per_trajectory_gpu_s"]
+        assert zero[key] is None, key
+    major = zero["majority_class"]
+    assert major["bucket"] == 0
+    assert zero["best_constant"]["per_decision_gpu_s"] <= major["per_decision_gpu_s"]
+    assert rows["cmlfq_h"]["per_decision_gpu_s"] <= major["per_decision_gpu_s"]
+    assert rows["oracle"]["path_per_trajectory_gpu_s"] <= major["path_per_trajectory_gpu_s"]
 
 
 def test_planner_layout_and_folds(tmp_path):

@@ -61,7 +61,14 @@ static void test_hand_counted(void **state)
     assert_close(num(first, "accuracy"), 0.5, 1e-12);
     json_t *seen = json_object_get(j, "seen");
     assert_close(num(seen, "accuracy"), 0.5, 1e-12);
-    assert_null(json_object_get(j, "siblings")); /* no trajectories there */
+    /* the siblings split is there with no decisions (the document's shape is not a count's),
+     * unless left out (route eval) */
+    assert_int_equal(num(json_object_get(j, "siblings"), "decisions"), 0);
+    json_decref(j);
+    sched_metrics_without_siblings(m);
+    j = sched_metrics_to_json(m, false);
+    assert_null(json_object_get(j, "siblings"));
+    assert_non_null(json_object_get(j, "never"));
     json_decref(j);
 
     /* true bucket by row, chosen by column, first placements left out: the seen split's wrong
@@ -134,6 +141,18 @@ static void test_regret_rows(void **state)
     assert_close(num(best, "per_trajectory_gpu_s"), 6, 1e-12);
     assert_true(json_object_get(json_object_get(j, "never"), "regret") != NULL);
     assert_null(json_object_get(json_object_get(j, "seen"), "regret"));
+    json_decref(j);
+
+    /* bucketless: the policy's own regrets charged a bucket it did not choose: null; the counts
+     * and the constant rows stay */
+    j = sched_metrics_to_json(m, true);
+    r = json_object_get(json_object_get(j, "all"), "regret");
+    assert_true(json_is_null(json_object_get(r, "per_decision_gpu_s")));
+    assert_true(json_is_null(json_object_get(r, "per_trajectory_gpu_s")));
+    assert_true(json_is_null(json_object_get(r, "path_per_trajectory_gpu_s")));
+    assert_int_equal(num(r, "decisions"), 2);
+    assert_close(num(json_object_get(r, "majority_class"), "per_decision_gpu_s"), 5, 1e-12);
+    assert_close(num(json_object_get(r, "best_constant"), "per_decision_gpu_s"), 3, 1e-12);
     json_decref(j);
     sched_metrics_free(m);
 }
