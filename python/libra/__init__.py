@@ -127,11 +127,17 @@ def _now(now_s):
     return now
 
 
-def _not_finite(value, path=""):
-    """(path, value) of the first float in value that JSON has no number for (NaN, inf), as
-    "rl.steps" or "turns[1].generated_tokens"; None when there is none."""
+_JSON_TYPES = (dict, list, tuple, str, int, float, bool, type(None))
+
+
+def _unencodable(value, path="", inside=()):
+    """(path, why, value) of the first part of value JSON cannot hold — a float it has no number
+    for (NaN, inf), a value of a type it has no form for, a container that contains itself —
+    as "rl.steps" or "turns[1].generated_tokens"; None when there is none."""
     if isinstance(value, float):
-        return None if math.isfinite(value) else (path, value)
+        return None if math.isfinite(value) else (path, "not_finite", value)
+    if not isinstance(value, _JSON_TYPES):
+        return (path, "type", value)
     if isinstance(value, dict):
         items = ((k if isinstance(k, str) else json.dumps(k), v) for k, v in value.items())
         items = ((f"{path}.{k}" if path else k, v) for k, v in items)
@@ -139,26 +145,34 @@ def _not_finite(value, path=""):
         items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
     else:
         return None
+    if any(value is outer for outer in inside):
+        return (path, "cycle", value)
     for where, v in items:
-        found = _not_finite(v, where)
+        found = _unencodable(v, where, inside + (value,))
         if found:
             return found
     return None
 
 
 def _dumps(what, value):
-    """The JSON text (bytes) of value; NaN or an infinity inside raises ValueError naming what
+    """The JSON text (bytes) of value; a part JSON cannot hold raises ValueError (NaN, an
+    infinity, a container inside itself) or TypeError (a type JSON has no form for) naming what
     and the field ("config: rl.steps: NaN is not a JSON number")."""
     try:
         return json.dumps(value, allow_nan=False).encode()
-    except ValueError:
-        found = _not_finite(value)
+    except (ValueError, TypeError, RecursionError):
+        found = _unencodable(value)
         if not found:
             raise
-        where, bad = found
-        name = "NaN" if math.isnan(bad) else "inf" if bad > 0 else "-inf"
-        raise ValueError(f"{what}: {where + ': ' if where else ''}{name} is not a JSON "
-                         "number") from None
+    where, why, bad = found
+    at = f"{what}: {where + ': ' if where else ''}"
+    if why == "type":
+        raise TypeError(f"{at}expected a dict, list, str, int, float, bool or None, not "
+                        f"{type(bad).__name__}") from None
+    if why == "cycle":
+        raise ValueError(f"{at}contains itself") from None
+    name = "NaN" if math.isnan(bad) else "inf" if bad > 0 else "-inf"
+    raise ValueError(f"{at}{name} is not a JSON number") from None
 
 
 def _read_config(path):

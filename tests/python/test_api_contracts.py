@@ -169,6 +169,27 @@ def test_nan_in_a_trace_record_names_its_field(tmp_path):
     assert not out.exists() and list(pathlib.Path(tmp_path).iterdir()) == []
 
 
+def test_a_value_json_cannot_hold_is_named_by_its_field(tmp_path):
+    """Like NaN: a value of a type JSON has no form for, or one that contains itself, is refused
+    naming the argument and the field (they once raised json's bare TypeError and, for a cycle,
+    RecursionError)."""
+    with pytest.raises(TypeError) as e:
+        libra.plan({"workload": {"trace": pathlib.Path("t.jsonl")}})
+    assert str(e.value) == ("config: workload.trace: expected a dict, list, str, int, float, "
+                            "bool or None, not PosixPath")
+    cyclic = {"rl": {}}
+    cyclic["rl"]["x"] = cyclic
+    with pytest.raises(ValueError, match=r"^config: rl\.x: contains itself$"):
+        libra.plan(cyclic)
+    turns = []
+    turns.append(turns)
+    header = {"libra_trace": 1, "workload": "x"}
+    with pytest.raises(ValueError, match=r"^record: turns\[0\]: contains itself$"):
+        libra.trace.write(tmp_path / "o.jsonl", header, [{"turns": turns}])
+    with pytest.raises(TypeError, match=r"^header: generator: expected .*, not set$"):
+        libra.trace.write(tmp_path / "o.jsonl", dict(header, generator={1}), [])
+
+
 # ---- a plan's buckets and route eval's order (docs/python.md) ----------------------------------
 
 def test_a_plans_routing_buckets_feed_the_router():
