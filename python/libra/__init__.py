@@ -62,7 +62,8 @@ def _text(raw):
 
 
 def _raise(rc, err):
-    raise Error(rc, _text(err.msg), _text(err.file), err.line, err.col)
+    # the file is a path: its bytes as the OS gives them back (os.fsencode reopens it)
+    raise Error(rc, _text(err.msg), os.fsdecode(err.file), err.line, err.col)
 
 
 def _check(rc, err):

@@ -19,10 +19,6 @@ _NAME = "liblibra.so"
 
 
 def _candidates():
-    env = os.environ.get("LIBRA_LIBRARY")
-    if env:
-        yield Path(env)
-        return
     yield _HERE / _NAME
     yield _HERE.parents[2] / _NAME  # PREFIX/lib/python3/dist-packages/libra -> PREFIX/lib
     for build in ("release", "dev", "asan"):
@@ -33,6 +29,12 @@ def _candidates():
 
 
 def _load():
+    env = os.environ.get("LIBRA_LIBRARY")
+    if env:  # a path, a bare name one in the working directory (not the loader's to look for)
+        path = Path(env).absolute()
+        if not path.exists():
+            raise ImportError(f"libra: LIBRA_LIBRARY: {env} does not exist")
+        return ctypes.CDLL(str(path)), str(path)
     tried = []
     for path in _candidates():
         # a bare name from find_library is the loader's to resolve

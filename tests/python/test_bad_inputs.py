@@ -8,6 +8,8 @@ Needs LIBRA_LIBRARY (liblibra.so of the build) and python/ on PYTHONPATH (tests/
 
 import os
 import pathlib
+import subprocess
+import sys
 
 import pytest
 
@@ -207,3 +209,35 @@ def test_trace_files_that_are_not_traces(tmp_path):
     with pytest.raises(TypeError):
         libra.trace.write(tmp_path / "o.jsonl", HEADER, [None])
     assert not (tmp_path / "o.jsonl").exists()
+
+
+# ---- the library and the error's file ----------------------------------------------------------
+
+def import_libra_in(cwd, library):
+    """What `import libra` says in a fresh interpreter run in cwd with LIBRA_LIBRARY=library."""
+    env = dict(os.environ, LIBRA_LIBRARY=library,
+               PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    return subprocess.run([sys.executable, "-c", "import libra; print(libra._lib.path)"],
+                          cwd=cwd, env=env, capture_output=True, text=True, timeout=60)
+
+
+def test_libra_library_is_a_path_even_when_a_bare_name(tmp_path):
+    """docs/cli.md: LIBRA_LIBRARY is the path of liblibra.so to load; a bare name is one in the
+    working directory (it was handed to the system loader, which looks elsewhere)."""
+    library = pathlib.Path(os.environ["LIBRA_LIBRARY"]).resolve()
+    r = import_libra_in(library.parent, library.name)
+    assert r.returncode == 0, r.stderr
+    assert pathlib.Path(r.stdout.strip()) == library
+    r = import_libra_in(tmp_path, str(tmp_path / "none.so"))
+    assert r.returncode != 0
+    assert f"LIBRA_LIBRARY: {tmp_path / 'none.so'} does not exist" in r.stderr, r.stderr
+
+
+def test_an_errors_file_names_a_path_of_any_bytes(tmp_path):
+    """Error.file is the config's path as the OS has it, not with its undecodable bytes
+    replaced: os.fsencode(e.file) opens the file again."""
+    path = pathlib.Path(os.fsdecode(bytes(tmp_path) + b"/bad_\xff.json"))
+    path.write_text('{\n "rl": {\n  "steps": "x"}}\n')
+    with pytest.raises(libra.Error) as e:
+        libra.plan(path)
+    assert e.value.file == str(path) and (e.value.line, e.value.col) == (3, 3), e.value
