@@ -102,9 +102,10 @@ bool cli_same_regular_file(const char *a, const char *b);
  * both; a device such as /dev/null takes both. */
 bool cli_same_output(const char *a, const char *b);
 
-/* Whether path is standard output: "-", or the regular file standard output is redirected to,
- * which a second output renamed over it would replace. A device (a terminal, /dev/null) is not:
- * it takes two outputs as it takes any. */
+/* Whether path is standard output: "-", or the regular file standard output is redirected to
+ * (which a second output renamed over it would replace), or the pipe it writes to (/dev/stdout:
+ * two outputs would interleave there). A device (a terminal, /dev/null) is not: it takes two
+ * outputs as it takes any. */
 bool cli_is_stdout(const char *path);
 
 /* Writes text to path ("-" or NULL: stdout) whole: into "PATH.tmp", renamed over path (a

@@ -609,8 +609,8 @@ bool cli_is_stdout(const char *path)
 {
     struct stat a, b;
     return strcmp(path, "-") == 0 ||
-           (stat(path, &a) == 0 && S_ISREG(a.st_mode) && fstat(STDOUT_FILENO, &b) == 0 &&
-            a.st_dev == b.st_dev && a.st_ino == b.st_ino);
+           (stat(path, &a) == 0 && (S_ISREG(a.st_mode) || S_ISFIFO(a.st_mode)) &&
+            fstat(STDOUT_FILENO, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino);
 }
 
 int cli_check_output(const char *path)

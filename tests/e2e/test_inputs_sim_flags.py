@@ -125,6 +125,15 @@ def test_perfetto_on_stdout_beside_the_result_is_refused(extra):
     assert "--perfetto '-' is standard output" in err, err
 
 
+def test_perfetto_on_the_pipe_standard_output_is_refused():
+    """/dev/stdout on a pipe is standard output too: the trace and the table would interleave in
+    it (only a regular file was recognised)."""
+    r = subprocess.run(f"{LIBRA} sim {' '.join(SMALL)} --perfetto /dev/stdout | cat", shell=True,
+                       capture_output=True, text=True, timeout=120)
+    assert "--perfetto '/dev/stdout' is standard output" in r.stderr, (r.stderr, r.stdout[:200])
+    assert r.stdout == ""
+
+
 def test_perfetto_on_stdout_with_the_result_in_a_file(tmp_path):
     out = tmp_path / "result.json"
     r = run("sim", *SMALL, "--json", "--perfetto", "-", "-o", str(out))
