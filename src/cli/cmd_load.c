@@ -342,10 +342,12 @@ static json_t *result_json(const struct libra_config *cfg, const struct load_con
 
 /* Refuses what the job's rules cannot run (as libra sim's async modes do) and an input with
  * nothing to draw groups from. Returns 0 or LIBRA_EXIT_USAGE. */
-static int check_job(const struct libra_config *cfg, const struct sim_input *in)
+/* The job's input (its weight-update rules are the config's, checked as it resolves, where the
+ * value that breaks one was set). */
+static int check_job(const struct sim_input *in)
 {
     struct libra_error err = {0};
-    if (sim_input_check(in, &err) == 0 && spec_rl_async_check(&cfg->rl, "async", &err) == 0)
+    if (sim_input_check(in, &err) == 0)
         return 0;
     char buf[1024];
     cli_errorf("load: %s", error_format(&err, buf, sizeof buf));
@@ -355,14 +357,18 @@ static int check_job(const struct libra_config *cfg, const struct sim_input *in)
 /* Refuses rl.sync_mode keep from a flag with a style whose framework aborts the turns in flight
  * for a weight update its own way (areal, slime: docs/load.md "Client styles"): keep would
  * change nothing. A file's value is taken: the file describes the job for libra sim as well.
- * Checked before the job's rules, so that this reason, the flag's own, is the one given whatever
- * the transport (keep with the default disk_restart is refused by the rules too). */
-static int check_sync_mode(const struct cli_common *cc, enum load_style style,
-                           const struct libra_config *cfg)
+ * Checked on the flag's text before the config resolves, so that this reason, the flag's own,
+ * is the one given whatever the transport (keep with the default disk_restart breaks an update
+ * rule too, which resolving refuses). */
+static int check_sync_mode(const struct cli_common *cc, enum load_style style)
 {
-    const char *flag = cli_common_flag(cc, "rl.sync_mode");
-    if ((style != LOAD_AREAL && style != LOAD_SLIME) || cfg->rl.sync_mode != SPEC_SYNC_KEEP ||
-        !flag)
+    const char *flag = NULL, *value = NULL;
+    for (size_t i = 0; i < cc->n_overrides; i++)
+        if (strcmp(cc->overrides[i].key, "rl.sync_mode") == 0) {
+            flag = cc->overrides[i].label;
+            value = cc->overrides[i].value;
+        }
+    if ((style != LOAD_AREAL && style != LOAD_SLIME) || !value || strcmp(value, "keep") != 0)
         return 0;
     return cli_value_errorf(cc->cmd,
                             "%s: rl.sync_mode keep has no effect with --style %s: its client "
@@ -553,13 +559,13 @@ int cmd_load(int argc, char **argv)
     if (rc == 0)
         rc = check_output_not_stdout(&cc);
     if (rc == 0)
+        rc = check_sync_mode(&cc, o.style);
+    if (rc == 0)
         rc = cli_common_load(&cc, optind < argc ? argv[optind] : NULL, &p, &cfg);
     if (rc == 0)
         rc = cli_sim_input(&p, &ts, &cfg, false, &in);
     if (rc == 0)
-        rc = check_sync_mode(&cc, o.style, &cfg);
-    if (rc == 0)
-        rc = check_job(&cfg, &in);
+        rc = check_job(&in);
     if (rc == 0) {
         struct load_config lc = {.style = o.style,
                                  .model = cfg.model.name,

@@ -1105,8 +1105,9 @@ static const char *update_rule_broken(const struct spec_rl_config *rl, const cha
 
 /*
  * The rules of weight updates (spec_rl_async_check) where the command resolving runs them:
- * libra sim's async and libra modes, libra plan's and route eval's async plans, and `libra config`
- * wherever libra sim would (what only libra load would refuse it checks after, as load does).
+ * libra sim's async and libra modes, libra plan's and route eval's async plans, libra load's job
+ * (async whatever sim.modes), and `libra config` wherever libra sim would (what only libra load
+ * would refuse it checks after, as load does).
  * Checked here, where the sources are known, so that the error names the value the user set. A
  * grid's points are left to the grid, which checks every point before its deferred refusals (a key
  * inert at every point) and names the point; seeds alone are checked as their single run is.
@@ -1115,14 +1116,14 @@ static int check_updates(const struct libra_config *cfg, const struct spec_confi
                          struct libra_error *err)
 {
     bool plan = src->reader == SPEC_READ_PLAN || src->reader == SPEC_READ_ROUTE,
-         sim = !src->reader || src->reader == SPEC_READ_SIM;
+         load = src->reader == SPEC_READ_LOAD, sim = !src->reader || src->reader == SPEC_READ_SIM;
     if ((src->deferred && (src->deferred->n_grid || src->deferred->base)) ||
-        !(plan ? plan_async(cfg) : sim && updates_on(cfg)))
+        !(plan ? plan_async(cfg) : load || (sim && updates_on(cfg))))
         return 0;
     char msg[400];
     const char *other,
-        *key = update_rule_broken(&cfg->rl, plan || async_on(cfg) ? "async" : "libra", &other, msg,
-                                  sizeof msg);
+        *key = update_rule_broken(&cfg->rl, plan || load || async_on(cfg) ? "async" : "libra",
+                                  &other, msg, sizeof msg);
     return key ? rule_error(err, src, key, other, "%s", msg) : 0;
 }
 

@@ -263,7 +263,7 @@ FLAG_SWITCHES = {
                               "--pool-steer"),
     # CHANGES's staleness 0 is below the default interval's - 1: the update rules refuse it
     **{(c, "rl.max_staleness"): ("--set", "rl.sync_interval=1")
-       for c in ("plan", "sim", "route eval")},
+       for c in ("plan", "sim", "route eval", "load")},
 }
 
 

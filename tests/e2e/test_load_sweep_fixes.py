@@ -126,3 +126,28 @@ def test_records_that_fill_no_whole_group_are_noted_as_sim_ignores_them(tmp_path
     assert ("libra: load: note: the trace's last 1 trajectory fills no group of 2 "
             "(rl.samples): it is never played") in p.stderr, p.stderr
     assert {r["prompt_id"] for r in read_records(tmp_path / "out.jsonl")} == {7}
+
+
+@pytest.mark.parametrize("config,args,where", [
+    ('{"rl": {"sync_mode": "keep"}}', [], "CONFIG:1:9"),
+    ("{}", ["--set", "rl.max_staleness=0", "--set", "rl.sync_interval=5"],
+     "--set rl.sync_interval"),
+])
+def test_the_update_rules_name_where_the_value_was_set(tmp_path, config, args, where):
+    """A weight-update rule load refuses is placed as libra sim places it: at the file's value
+    or the flag that broke it (load once gave no place)."""
+    path = tmp_path / "job.json"
+    path.write_text(config + "\n")
+    r = libra("load", str(path), "--engines", "http://127.0.0.1:9", *args)
+    assert r.returncode == 2, r.stderr
+    where = where.replace("CONFIG", str(path))
+    assert r.stderr.startswith(f"libra: {where}: rl."), r.stderr
+
+
+def test_keep_with_a_style_that_aborts_is_refused_for_that_first():
+    """keep from a flag with slime names the style's reason, whatever the transport (the
+    default disk_restart breaks an update rule too)."""
+    r = libra("load", "--engines", "http://127.0.0.1:9", "--style", "slime", "--set",
+              "rl.sync_mode=keep")
+    assert r.returncode == 2, r.stderr
+    assert "rl.sync_mode keep has no effect with --style slime" in r.stderr, r.stderr
