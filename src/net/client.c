@@ -655,6 +655,20 @@ const char *net_url_problem(const char *url)
     return parse_url(url, &host, &host_len, &port, &target);
 }
 
+/* a's address as numbers into out ("" when it has none); an IPv4-mapped IPv6 address
+ * (::ffff:127.0.0.1) as the IPv4 one, which is the listener a connection to it reaches. */
+static void numeric_address(const struct addrinfo *a, char *out, size_t size)
+{
+    const struct sockaddr_in6 *v6 = (const struct sockaddr_in6 *)(const void *)a->ai_addr;
+    if (a->ai_family == AF_INET6 && IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr)) {
+        if (!inet_ntop(AF_INET, v6->sin6_addr.s6_addr + 12, out, (socklen_t)size))
+            out[0] = '\0';
+    } else if (getnameinfo(a->ai_addr, a->ai_addrlen, out, (socklen_t)size, NULL, 0,
+                           NI_NUMERICHOST) != 0) {
+        out[0] = '\0';
+    }
+}
+
 void net_url_endpoint(const char *url, char *out, size_t size)
 {
     const char *host, *target;
@@ -676,9 +690,7 @@ void net_url_endpoint(const char *url, char *out, size_t size)
                 pick = a;
                 break;
             }
-        if (!pick || getnameinfo(pick->ai_addr, pick->ai_addrlen, addr, sizeof addr, NULL, 0,
-                                 NI_NUMERICHOST) != 0)
-            addr[0] = '\0';
+        numeric_address(pick, addr, sizeof addr);
         freeaddrinfo(res);
     }
     size_t path_len = target ? strcspn(target, "?#") : 0;

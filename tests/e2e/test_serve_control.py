@@ -8,6 +8,7 @@ import json
 import socket
 import subprocess
 import time
+from urllib.parse import quote
 
 from emu_util import (ADMIN, LIBRA, TOKEN, Background, Emu, FakeEngine, QuietHandler, Serve, get,
                       post, request)
@@ -241,9 +242,11 @@ def test_the_gateway_itself_is_refused_as_an_engine_under_any_spelling():
         with Serve(emu.instances[0]["url"], args=ONE_BUCKET) as gw:
             port = gw.port
             # a connection to the wildcard address reaches the loopback one
+            # and one to an IPv4-mapped IPv6 address reaches the IPv4 listener
             for url in ("http://127.0.0.1:%d" % port, "http://localhost:%d/" % port,
-                        "http://0.0.0.0:%d" % port):
-                status, doc = post(gw.port, "/add_worker?url=" + url, headers=ADMIN)
+                        "http://0.0.0.0:%d" % port, "http://[::ffff:127.0.0.1]:%d" % port):
+                status, doc = post(gw.port, "/add_worker?url=" + quote(url, safe=":/"),
+                                   headers=ADMIN)
                 assert status == 400, doc
                 assert doc["error"]["message"] == \
                     "url: %s is this gateway (it listens on 127.0.0.1:%d), not an engine" % (

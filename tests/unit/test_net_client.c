@@ -557,6 +557,8 @@ static void test_url_endpoint_keys(void **state)
         {"http://127.0.0.1:80/v1//", "127.0.0.1:80/v1"},
         {"http://127.0.0.1:80/v1?x=1#y", "127.0.0.1:80/v1"},
         {"http://[::1]:9/a", "[::1]:9/a"},
+        {"http://[::ffff:127.0.0.1]:8000", "127.0.0.1:8000"}, /* reaches the IPv4 listener */
+        {"http://[::FFFF:7f00:1]:8000/", "127.0.0.1:8000"},
         {"http://127.0.0.1:0", "http://127.0.0.1:0"}, /* refused by net_url_problem: itself */
     };
     char key[128];
