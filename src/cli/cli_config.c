@@ -463,7 +463,7 @@ int cli_sim_input(const struct api_presets *p, struct api_traces *ts,
     return rc ? cli_report(rc, &err) : 0;
 }
 
-bool cli_note_leftover_records(const char *cmd, const struct sim_input *in, int samples)
+void cli_note_leftover_records(const char *cmd, const struct sim_input *in, int samples)
 {
     size_t n = in->trace ? in->trace->n : 0; /* fewer than a group: an error of the run's */
     size_t left = samples > 0 && n >= (size_t)samples ? n % (size_t)samples : 0;
@@ -472,7 +472,6 @@ bool cli_note_leftover_records(const char *cmd, const struct sim_input *in, int 
                    "(rl.samples): %s never played",
                    cmd, left, left == 1 ? "y" : "ies", left == 1 ? "s" : "", samples,
                    left == 1 ? "it is" : "they are");
-    return left > 0;
 }
 
 int cli_emit_json(const struct cli_common *cc, const json_t *doc)

@@ -147,9 +147,9 @@ int cli_common_resolve(const struct cli_common *cc, const struct ujson_doc *conf
                        struct libra_config *cfg);
 
 /* Notes on standard error ("CMD: note: ...") the records of in's trace past its last whole
- * group of samples, which neither libra sim nor libra load ever draws; returns whether it did
- * (nothing without a trace or leftover). */
-bool cli_note_leftover_records(const char *cmd, const struct sim_input *in, int samples);
+ * group of samples, which neither libra sim nor libra load ever draws (nothing without a trace
+ * or leftover). */
+void cli_note_leftover_records(const char *cmd, const struct sim_input *in, int samples);
 
 /* api_sim_input, printing the trace's error (FILE:LINE:COL). Returns 0 or an exit code. */
 int cli_sim_input(const struct api_presets *p, struct api_traces *ts,

@@ -267,6 +267,25 @@ static void warn_if_unsettled_cells(const struct sim_sweep *sw)
                    n, ran, 100 * UNSETTLED_FRAC);
 }
 
+/* The trace's records a sweep's runs never drew: noted once per rl.samples its runs had (the
+ * cells share the trace, not always its grouping); a run that failed gets its error alone. */
+static void note_leftover_cells(const struct sim_sweep *sw, const struct libra_config *cfgs)
+{
+    int *noted = xcalloc(sw->n_cells, sizeof *noted);
+    size_t n = 0;
+    for (size_t i = 0; i < sw->n_cells; i++) {
+        int samples = cfgs[i].rl.samples;
+        bool seen = false;
+        for (size_t k = 0; k < n && !seen; k++)
+            seen = noted[k] == samples;
+        if (sw->cells[i].rc || seen)
+            continue;
+        noted[n++] = samples;
+        cli_note_leftover_records("sim", &sw->cells[i].in, samples);
+    }
+    free(noted);
+}
+
 /* ---- one run ------------------------------------------------------------------------------ */
 
 static int run_one(const struct cli_common *cc, const struct sim_flags *f,
@@ -277,7 +296,6 @@ static int run_one(const struct cli_common *cc, const struct sim_flags *f,
     struct sim_experiment e = {0};
     int rc = cli_sim_input(p, &ts, cfg, f->perfetto != NULL, &in);
     if (rc == 0) {
-        cli_note_leftover_records("sim", &in, cfg->rl.samples);
         struct watched w = {0};
         in.workers = workers_new(cc->jobs);
         in.progress = &w.counts;
@@ -292,7 +310,8 @@ static int run_one(const struct cli_common *cc, const struct sim_flags *f,
             rc = exit_code(src);
         }
     }
-    if (rc == 0) {
+    if (rc == 0) { /* after the run: a trace it refused gets its error alone */
+        cli_note_leftover_records("sim", &in, cfg->rl.samples);
         warn_if_short(cfg);
         warn_if_unsettled(&e);
         warn_if_no_failure(cfg, &e);
@@ -586,12 +605,8 @@ static int build_cells(const struct cli_common *cc, const char *seed_flag,
     for (size_t i = 0; i < sw->n_cells && rc == 0; i++)
         if (i % sw->n_seeds)
             rc = resolve_cell(&b, i, b.cell);
-    bool noted = false; /* once: the cells share the trace, if not its samples */
-    for (size_t i = 0; i < sw->n_cells && rc == 0; i++) {
+    for (size_t i = 0; i < sw->n_cells && rc == 0; i++)
         rc = cli_sim_input(p, ts, &cfgs[i], false, &sw->cells[i].in);
-        if (rc == 0 && !noted)
-            noted = cli_note_leftover_records("sim", &sw->cells[i].in, cfgs[i].rl.samples);
-    }
     free(seen);
     free(first);
     free(grid);
@@ -714,6 +729,7 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f,
         if (shortest != SIZE_MAX)
             warn_if_short(&cfgs[shortest]);
         warn_if_unsettled_cells(&sw);
+        note_leftover_cells(&sw, cfgs);
         rc = emit(cc, cc->json ? sim_sweep_to_json(&sw, base) : NULL,
                   cc->json    ? NULL
                   : cc->jsonl ? sim_sweep_jsonl(&sw, base)

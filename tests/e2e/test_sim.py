@@ -706,3 +706,41 @@ def test_a_traces_records_past_its_last_whole_group_are_noted(tmp_path):
         note = ("libra: sim: note: the trace's last 1 trajectory fills no group of 2 "
                 "(rl.samples): it is never played")
         assert r.stderr.count(note) == 1, r.stderr
+
+
+def records_file(path, n, header):
+    """n records of one one-turn trajectory each, in groups of 2, after header."""
+    lines = [json.dumps(header)]
+    for i in range(n):
+        lines.append(json.dumps({"step": 0, "prompt_id": i // 2, "epoch": 0, "sample": i % 2,
+                                 "version_start": 0, "version_end": 0, "finish": "completed",
+                                 "reward": float(i % 2), "turns": [
+                                     {"prompt_tokens": 100, "generated_tokens": 50}]}))
+    path.write_text("\n".join(lines) + "\n")
+
+
+def test_each_grouping_of_a_sweep_notes_its_leftover_records(tmp_path):
+    """A sweep over rl.samples leaves a different tail of the trace undrawn in each: every one
+    is noted (only the first cell's was)."""
+    trace = tmp_path / "seven.jsonl"
+    records_file(trace, 7, {"libra_trace": 1, "workload": "r2e-gym", "model": "qwen3-14b"})
+    r = subprocess.run([LIBRA, "sim", "--trace", str(trace), "--sweep", "rl.samples=2,4",
+                        "--set", "rl.batch_trajectories=4", "--steps", "1", "--gpus", "16",
+                        "--set", "sim.modes=async"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    for left, samples in ((1, 2), (3, 4)):
+        assert f"the trace's last {left} trajector" in r.stderr, r.stderr
+        assert f"no group of {samples} (rl.samples)" in r.stderr, r.stderr
+
+
+def test_a_refused_trace_gets_its_error_alone(tmp_path):
+    """A trace the run refuses (its header's groups are not rl.samples) is not also told what
+    a run would have left undrawn."""
+    trace = tmp_path / "five.jsonl"
+    records_file(trace, 5, {"libra_trace": 1, "workload": "r2e-gym", "model": "qwen3-14b",
+                            "group_size": 2})
+    r = subprocess.run([LIBRA, "sim", "--trace", str(trace), "--set", "rl.samples=4", "--steps",
+                        "1", "--set", "rl.batch_trajectories=4"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 2, r.stderr
+    assert "note:" not in r.stderr and "rl.samples = 4" in r.stderr, r.stderr
