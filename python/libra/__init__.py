@@ -13,6 +13,7 @@ import ctypes
 import json
 import math
 import os
+import sys
 import threading
 from typing import NamedTuple
 
@@ -129,17 +130,32 @@ def _now(now_s):
 
 
 _JSON_TYPES = (dict, list, tuple, str, int, float, bool, type(None))
+_KEY_TYPES = (str, int, float, bool, type(None))
+
+
+def _key_problem(k, path):
+    """(path, why, key) when dict key k has no JSON form (a type JSON keys cannot be, NaN or
+    an infinity), else None."""
+    if not isinstance(k, _KEY_TYPES):
+        return (f"{path + ': ' if path else ''}key {k!r}", "key", k)
+    if isinstance(k, float) and not math.isfinite(k):
+        return (f"{path + ': ' if path else ''}key {k!r}", "not_finite", k)
+    return None
 
 
 def _unencodable(value, path="", inside=()):
     """(path, why, value) of the first part of value JSON cannot hold — a float it has no number
-    for (NaN, inf), a value of a type it has no form for, a container that contains itself —
-    as "rl.steps" or "turns[1].generated_tokens"; None when there is none."""
+    for (NaN, inf), a value or key of a type it has no form for, a container that contains
+    itself — as "rl.steps" or "turns[1].generated_tokens"; None when there is none."""
     if isinstance(value, float):
         return None if math.isfinite(value) else (path, "not_finite", value)
     if not isinstance(value, _JSON_TYPES):
         return (path, "type", value)
     if isinstance(value, dict):
+        for k in value:
+            found = _key_problem(k, path)
+            if found:
+                return found
         items = ((k if isinstance(k, str) else json.dumps(k), v) for k, v in value.items())
         items = ((f"{path}.{k}" if path else k, v) for k, v in items)
     elif isinstance(value, (list, tuple)):
@@ -157,19 +173,24 @@ def _unencodable(value, path="", inside=()):
 
 def _dumps(what, value):
     """The JSON text (bytes) of value; a part JSON cannot hold raises ValueError (NaN, an
-    infinity, a container inside itself) or TypeError (a type JSON has no form for) naming what
-    and the field ("config: rl.steps: NaN is not a JSON number")."""
+    infinity, a container inside itself, nesting past Python's recursion limit) or TypeError (a
+    value or key of a type JSON has no form for) naming what and the field ("config: rl.steps:
+    NaN is not a JSON number")."""
     try:
         return json.dumps(value, allow_nan=False).encode()
-    except (ValueError, TypeError, RecursionError):
+    except RecursionError:
+        raise ValueError(f"{what}: nested deeper than {sys.getrecursionlimit()} levels, more "
+                         "than can be encoded") from None
+    except (ValueError, TypeError):
         found = _unencodable(value)
         if not found:
             raise
     where, why, bad = found
     at = f"{what}: {where + ': ' if where else ''}"
-    if why == "type":
-        raise TypeError(f"{at}expected a dict, list, str, int, float, bool or None, not "
-                        f"{type(bad).__name__}") from None
+    if why in ("type", "key"):
+        kinds = "str, int, float, bool or None" if why == "key" else \
+            "dict, list, str, int, float, bool or None"
+        raise TypeError(f"{at}expected a {kinds}, not {type(bad).__name__}") from None
     if why == "cycle":
         raise ValueError(f"{at}contains itself") from None
     name = "NaN" if math.isnan(bad) else "inf" if bad > 0 else "-inf"

@@ -188,6 +188,16 @@ def test_a_value_json_cannot_hold_is_named_by_its_field(tmp_path):
         libra.trace.write(tmp_path / "o.jsonl", header, [{"turns": turns}])
     with pytest.raises(TypeError, match=r"^header: generator: expected .*, not set$"):
         libra.trace.write(tmp_path / "o.jsonl", dict(header, generator={1}), [])
+    with pytest.raises(TypeError, match=r"^config: rl: key \(1, 2\): expected a str, int, "
+                                        r"float, bool or None, not tuple$"):
+        libra.plan({"rl": {(1, 2): 3}})
+    with pytest.raises(ValueError, match=r"^config: rl: key nan: NaN is not a JSON number$"):
+        libra.plan({"rl": {float("nan"): 3}})
+    deep = []
+    for _ in range(5000):
+        deep = [deep]
+    with pytest.raises(ValueError, match=r"^config: nested deeper than \d+ levels"):
+        libra.plan({"rl": {"x": deep}})
 
 
 # ---- a plan's buckets and route eval's order (docs/python.md) ----------------------------------
