@@ -9,6 +9,7 @@ import socket
 import sys
 import subprocess
 import threading
+import time
 
 LIBRA = os.environ["LIBRA_BIN"]
 
@@ -229,6 +230,16 @@ class Background:
         self.thread.join(timeout)
         assert not self.thread.is_alive(), "request did not finish"
         return self.value
+
+
+def wait_for(cond, timeout=10, what="the condition"):
+    """Polls cond every 20 ms until it is true; fails the test after timeout seconds."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return
+        time.sleep(0.02)
+    raise AssertionError("timed out waiting for " + what)
 
 
 def running(port):

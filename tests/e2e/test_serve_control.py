@@ -11,20 +11,10 @@ import time
 from urllib.parse import quote
 
 from emu_util import (ADMIN, LIBRA, TOKEN, Background, Emu, FakeEngine, QuietHandler, Serve, get,
-                      post, request)
+                      post, request, wait_for)
 
 ONE_BUCKET = ["--set", "sched.buckets=tp1:40960"]
 PROMPT = list(range(1, 65))
-
-
-def wait_for(cond, timeout=10, what="the condition"):
-    """Polls cond every 20 ms until it is true; fails the test after timeout seconds."""
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def running(port):

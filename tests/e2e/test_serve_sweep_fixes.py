@@ -9,19 +9,10 @@ import socket
 import tempfile
 import time
 
-from emu_util import (ADMIN, Background, Emu, ScriptedVllm, Serve, answer, get, post,
-                      raw_request, stream)
+from emu_util import (ADMIN, Background, Emu, ScriptedVllm, Serve, answer, get, post, raw_request,
+                      stream, wait_for)
 
 ONE_BUCKET = ["--set", "sched.buckets=tp1:40000"]
-
-
-def wait_for(cond, timeout=10, what="the condition"):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        if cond():
-            return
-        time.sleep(0.02)
-    raise AssertionError("timed out waiting for " + what)
 
 
 def closed(port):

@@ -16,6 +16,16 @@ static const char *no_header(void *ctx, const char *name)
     return NULL;
 }
 
+/* r from body, the turn that opts in to resuming. */
+static void parse_body(struct gw_request *r)
+{
+    struct gw_parse_config config = {.prompt_tokens = 4};
+    char err[256];
+    assert_int_equal(gw_request_parse(GW_SGLANG_GENERATE, body, strlen(body), no_header, NULL,
+                                      &config, r, err, sizeof err),
+                     0);
+}
+
 /* An SGLang answer of one token that ended as type says, counting count tokens. */
 static char *answer(const char *type, const char *count)
 {
@@ -29,12 +39,8 @@ static char *answer(const char *type, const char *count)
 
 static void test_bogus_segment_counts_are_taken_as_zero(void **state)
 {
-    struct gw_parse_config config = {.prompt_tokens = 4};
     struct gw_request r;
-    char err[256];
-    assert_int_equal(gw_request_parse(GW_SGLANG_GENERATE, body, strlen(body), no_header, NULL,
-                                      &config, &r, err, sizeof err),
-                     0);
+    parse_body(&r);
     struct gw_resume s = {0};
     size_t n;
     const char *segments[] = {"1", "9223372036854775807", "-5"};
@@ -58,12 +64,8 @@ static void test_bogus_segment_counts_are_taken_as_zero(void **state)
  * engine would have answered the turn unaborted (it once said the last segment's cap). */
 static void test_a_length_end_names_the_clients_cap(void **state)
 {
-    struct gw_parse_config config = {.prompt_tokens = 4};
     struct gw_request r;
-    char err[256];
-    assert_int_equal(gw_request_parse(GW_SGLANG_GENERATE, body, strlen(body), no_header, NULL,
-                                      &config, &r, err, sizeof err),
-                     0);
+    parse_body(&r);
     struct gw_resume s = {0};
     size_t n;
     const char *a = answer("abort", "3");
@@ -83,12 +85,8 @@ static void test_a_length_end_names_the_clients_cap(void **state)
  * (it once kept the first segment's alone). */
 static void test_the_latency_is_every_segments(void **state)
 {
-    struct gw_parse_config config = {.prompt_tokens = 4};
     struct gw_request r;
-    char err[256];
-    assert_int_equal(gw_request_parse(GW_SGLANG_GENERATE, body, strlen(body), no_header, NULL,
-                                      &config, &r, err, sizeof err),
-                     0);
+    parse_body(&r);
     struct gw_resume s = {0};
     size_t n;
     const char *first = "{\"output_ids\": [7], \"meta_info\": {\"finish_reason\": {\"type\": "
