@@ -609,8 +609,9 @@ void gw_pool_post(void *ctx, struct net_call *c);
 void gw_pool_urls(const struct gw *g, char *out, size_t size);
 
 /* How the pool is steered, as the state dir keeps it: "" without a pool, "off", or "core=N
- * tp=T" (--pool-steer, --pool-core-replicas, the replicas' TP): a replay's signals depend on
- * it, so a restart must give the same. */
+ * tp=T" and " ehp.signal=reference" where that rule steers (--pool-steer, --pool-core-replicas,
+ * the replicas' TP, ehp.signal): a replay's signals depend on it, so a restart must give the
+ * same. */
 void gw_pool_steering(const struct gw *g, char *out, size_t size);
 
 /* The pool's families of GET /metrics (nothing without a pool). */

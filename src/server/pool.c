@@ -50,6 +50,9 @@
 #define POOL_TICK_S 0.1     /* deadlines and retries are looked at this often */
 #define POOL_RETRY_S 0.2    /* a sleep or wake call that failed is tried again after this */
 #define POOL_WAIT_MAX_S 300 /* a long poll waits at most this long */
+/* `after` without wait_s: a long poll still (what a client giving `after` wants), within the
+ * minute most HTTP clients wait for an answer */
+#define POOL_WAIT_DEFAULT_S 30
 /* A restart resumes `changes` this far past the count its state dir kept: the changes shown
  * after the last commit and lost with a crash are far fewer (each asks for a commit). */
 #define POOL_RESTART_CHANGES (UINT64_C(1) << 20)
@@ -60,12 +63,16 @@ struct replica {
     struct gw_pool *pl;
     int index;
     char url[GW_URL_MAX];
-    enum engine_state engine;  /* as its last sleep or wake call left it */
+    enum engine_state engine; /* as its last sleep or wake call left it */
+    /* the listed engine `engine` is of: one listed anew at the URL (removed and added back)
+     * is in an unknown state, and takes no turn until put in its replica's role */
+    int64_t engine_id;
     struct gw_engine *calling; /* the engine a sleep or wake call is in flight to (a ref) */
     double retry_at_s;         /* gw_now() before which no call is tried again */
     /* the request the trainer is to act on: GW_POOL_OP_LEND, GW_POOL_OP_RECLAIM or NONE */
     enum gw_pool_op req;
     int64_t req_id;
+    int64_t confirmed_id;    /* the last request confirmed (a late repeat is told so), or 0 */
     uint64_t req_generation; /* the replica's generation when it was made */
     double req_deadline_s;   /* the pool's clock: a lend expires then */
     char reason[GW_POOL_REASON_MAX];
@@ -158,6 +165,7 @@ int gw_pool_new(struct gw *g, char *err, size_t err_size)
     for (int h = 0; h < n; h++) {
         pl->rep[h].pl = pl;
         pl->rep[h].index = h;
+        pl->rep[h].engine_id = -1;
         snprintf(pl->rep[h].url, sizeof pl->rep[h].url, "%s", o->pool[h].url);
     }
     g->pool = pl;
@@ -309,8 +317,14 @@ static int pending(const struct gw_pool *pl, const struct gw_pool_rec *rc, enum 
                    char *msg, size_t size)
 {
     const struct replica *r = &pl->rep[rc->replica];
-    if (r->req != want || r->req_id != rc->request ||
-        (rc->generation >= 0 && (uint64_t)rc->generation != r->req_generation))
+    bool stale = r->req != want || r->req_id != rc->request ||
+                 (rc->generation >= 0 && (uint64_t)rc->generation != r->req_generation);
+    if (stale && rc->request == r->confirmed_id)
+        return conflict(msg, size,
+                        "request %lld of replica %d was confirmed already: the replica is %s "
+                        "now (GET /libra/v1/pool)",
+                        (long long)rc->request, r->index, role_name(role_of(pl, r->index)));
+    if (stale)
         return conflict(msg, size,
                         "no %s request %lld is pending for replica %d (it was cancelled, expired "
                         "or confirmed): do not act on it",
@@ -329,6 +343,7 @@ static int apply_released(struct gw_pool *pl, const struct gw_pool_rec *rc, char
     if (ehp_pool_release(pl->pool, rc->t_s, rc->replica, &pl->dec) != 0)
         return conflict(msg, size, "replica %d cannot leave training now", rc->replica);
     pl->rep[rc->replica].req = GW_POOL_OP_NONE;
+    pl->rep[rc->replica].confirmed_id = rc->request;
     return 0;
 }
 
@@ -359,6 +374,7 @@ static int apply_retaken(struct gw_pool *pl, const struct gw_pool_rec *rc, char 
     ev.kind = EHP_EV_SYNCED;
     ehp_pool_event(pl->pool, &ev, &pl->dec);
     r->req = GW_POOL_OP_NONE;
+    r->confirmed_id = rc->request;
     return 0;
 }
 
@@ -416,6 +432,11 @@ static int apply_step(struct gw_pool *pl, const struct gw_pool_rec *rc, char *ms
                            .version = rc->version};
     if (rc->phase == 1 && rc->train_s > 0)
         return snprintf(msg, size, "train_s: only at a step's end"), 400;
+    if (rc->phase == 1 && rc->version >= GW_POOL_VERSION_MAX) /* its end would pass it */
+        return snprintf(msg, size,
+                        "version: a step begins at 0 to %lld (its end makes the next version)",
+                        (long long)GW_POOL_VERSION_MAX - 1),
+               400;
     if (ehp_pool_event(pl->pool, &ev, &pl->dec) == 0) {
         if (pl->steer && rc->phase == 2 && rc->train_s > 0 && rc->rollout_s >= 0)
             steer(pl, rc);
@@ -442,7 +463,7 @@ static int apply(struct gw_pool *pl, const struct gw_pool_rec *rc, char *msg, si
     if (needs_replica && rc->replica < 0)
         return snprintf(msg, size, "replica: missing"), 400;
     if (needs_replica && rc->replica >= pl->n)
-        return snprintf(msg, size, "replica: expected 0 to %d", pl->n - 1), 400;
+        return snprintf(msg, size, "replica: expected an integer from 0 to %d", pl->n - 1), 400;
     if ((rc->op == GW_POOL_OP_RELEASED || rc->op == GW_POOL_OP_RETAKEN ||
          rc->op == GW_POOL_OP_EXPIRE || rc->op == GW_POOL_OP_LEND ||
          rc->op == GW_POOL_OP_RECLAIM) &&
@@ -666,6 +687,10 @@ static void reconcile(struct gw_pool *pl)
         struct gw_engine *e = gw_engine_by_url(pl->g, r->url);
         if (!e || r->calling || e->dead || now < r->retry_at_s)
             continue;
+        if (e->id != r->engine_id) { /* listed anew: whatever the last one was, not known */
+            r->engine = ENGINE_UNKNOWN;
+            r->engine_id = e->id;
+        }
         bool serve = should_serve(pl, h);
         if (serve && (r->engine != ENGINE_AWAKE || e->lent))
             start_call(r, e, true);
@@ -828,7 +853,8 @@ static bool no_pool(struct gw *g, struct net_call *c)
 }
 
 /* GET /libra/v1/pool[?after=N&wait_s=S]: at once, or once `changes` is past N (a long poll:
- * an N at or above the count is held until the count passes it, or for S seconds). */
+ * an N at or above the count is held until the count passes it, or for S seconds, by default
+ * POOL_WAIT_DEFAULT_S). */
 void gw_pool_call(void *ctx, struct net_call *c)
 {
     struct gw *g = ctx;
@@ -843,7 +869,7 @@ void gw_pool_call(void *ctx, struct net_call *c)
         net_reply_error(c, 400, "invalid_request_error", "after: expected a count >= 0");
         return;
     }
-    double wait_s = wait ? strtod(wait, &end) : 0.0;
+    double wait_s = wait ? strtod(wait, &end) : POOL_WAIT_DEFAULT_S;
     if (wait && (end == wait || *end || !(wait_s >= 0.0 && wait_s <= POOL_WAIT_MAX_S))) {
         net_reply_error(c, 400, "invalid_request_error", "wait_s: expected 0 to %d seconds",
                         POOL_WAIT_MAX_S);
@@ -980,9 +1006,12 @@ static enum gw_pool_op route_op(const char *path, const struct gw_pool_rec *rc)
 }
 
 /* Whether the body of the pool call at path names only members that call takes (docs/serve.md
- * "The elastic pool"): any other, the journal's own among them, is refused by name in msg. A
- * body that is not an object passes: the record's parse says what it is. */
-static bool call_keys_ok(const char *path, const char *body, size_t len, char *msg, size_t size)
+ * "The elastic pool"), and an integer `replica` only of the pool's n: any other member, the
+ * journal's own among them, is refused by name in msg, and another replica with the pool's
+ * range (the record's parse knows only the most a pool has). A body that is not an object
+ * passes: the record's parse says what it is. */
+static bool call_keys_ok(const char *path, const char *body, size_t len, int n, char *msg,
+                         size_t size)
 {
     static const char *const step[] = {"step", "version", "phase", "train_s", NULL};
     static const char *const confirm[] = {"event",      "request", "replica",
@@ -1009,8 +1038,13 @@ static bool call_keys_ok(const char *path, const char *body, size_t len, char *m
         snprintf(msg, size, "%s takes %s only, not '%.64s'", path, list.data, unknown);
         strbuf_free(&list);
     }
+    json_t *h = json_object_get(doc, "replica");
+    bool out =
+        !unknown && json_is_integer(h) && (json_integer_value(h) < 0 || json_integer_value(h) >= n);
+    if (out)
+        snprintf(msg, size, "replica: expected an integer from 0 to %d", n - 1);
     json_decref(doc);
-    return !unknown;
+    return !unknown && !out;
 }
 
 /* Whether a confirm's record rc names its event, and a version only when retaken. */
@@ -1060,7 +1094,7 @@ void gw_pool_post(void *ctx, struct net_call *c)
     const char *body = net_call_body(c, &len);
     struct gw_pool_rec rc;
     char msg[512];
-    if (!call_keys_ok(path, body ? body : "", len, msg, sizeof msg) ||
+    if (!call_keys_ok(path, body ? body : "", len, pl->n, msg, sizeof msg) ||
         gw_pool_rec_parse(body ? body : "", len, &rc, msg, sizeof msg) != 0 ||
         (strcmp(s, "confirm") == 0 && !confirm_ok(path, &rc, msg, sizeof msg))) {
         net_reply_error(c, 400, "invalid_request_error", "%s", msg);
@@ -1104,9 +1138,11 @@ bool gw_pool_engine_off(const struct gw *g, const struct gw_engine *e)
 {
     if (!g->pool)
         return false;
-    for (int h = 0; h < g->pool->n; h++)
-        if (strcmp(g->pool->rep[h].url, e->url) == 0)
-            return g->pool->rep[h].engine != ENGINE_AWAKE || e->lent;
+    for (int h = 0; h < g->pool->n; h++) {
+        const struct replica *r = &g->pool->rep[h];
+        if (gw_engine_by_url(g, r->url) == e)
+            return r->engine_id != e->id || r->engine != ENGINE_AWAKE || e->lent;
+    }
     return false;
 }
 
@@ -1114,9 +1150,13 @@ bool gw_pool_serves(const struct gw *g, const char *url)
 {
     if (!g->pool)
         return false;
-    for (int h = 0; h < g->pool->n; h++)
-        if (strcmp(g->pool->rep[h].url, url) == 0)
+    char key[GW_URL_MAX + 64], mine[GW_URL_MAX + 64]; /* any spelling of a replica's URL */
+    net_url_endpoint(url, key, sizeof key);
+    for (int h = 0; h < g->pool->n; h++) {
+        net_url_endpoint(g->pool->rep[h].url, mine, sizeof mine);
+        if (strcmp(mine, key) == 0)
             return true;
+    }
     return false;
 }
 
@@ -1137,7 +1177,7 @@ void gw_pool_steering(const struct gw *g, char *out, size_t size)
         snprintf(out, size, "%s", o->n_pool ? "off" : "");
     else
         snprintf(out, size, "core=%d tp=%d%s", o->pool_core_replicas, o->pool[0].tp,
-                 g->cfg->ehp.signal == SPEC_EHP_REFERENCE ? " rule=reference" : "");
+                 g->cfg->ehp.signal == SPEC_EHP_REFERENCE ? " ehp.signal=reference" : "");
 }
 
 void gw_pool_metrics(const struct gw *g, FILE *out)

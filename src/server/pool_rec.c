@@ -105,7 +105,7 @@ static int member(const char *key, json_t *v, struct gw_pool_rec *out, char *err
     } else if (strcmp(key, "step") == 0) {
         return int_member(v, key, INT64_MAX / 2, &out->step, err, err_size);
     } else if (strcmp(key, "version") == 0) {
-        return int_member(v, key, INT64_MAX / 2, &out->version, err, err_size);
+        return int_member(v, key, GW_POOL_VERSION_MAX, &out->version, err, err_size);
     } else if (strcmp(key, "phase") == 0) {
         const char *s = json_is_string(v) ? json_string_value(v) : "";
         out->phase = strcmp(s, "begin") == 0 ? 1 : strcmp(s, "end") == 0 ? 2 : 0;

@@ -13,7 +13,7 @@
  *   request     a request's id, >= 1
  *   generation  the replica's generation a confirmation belongs to, >= 0
  *   step        a trainer's step number, >= 0
- *   version     the trainer's state version (batches trained), >= 0
+ *   version     the trainer's state version (batches trained), 0 .. GW_POOL_VERSION_MAX
  *   phase       "begin" or "end" (a step report)
  *   event       "released" or "retaken" (a confirmation)
  *   reason      free text of at most GW_POOL_REASON_MAX - 1 bytes, no control character
@@ -32,8 +32,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define GW_POOL_REPLICAS_MAX 64 /* --pool-replica flags at most */
-#define GW_POOL_REASON_MAX 128  /* bytes of a reason, with its NUL */
+#define GW_POOL_REPLICAS_MAX 64             /* --pool-replica flags at most */
+#define GW_POOL_REASON_MAX 128              /* bytes of a reason, with its NUL */
+#define GW_POOL_VERSION_MAX (INT64_MAX / 2) /* a version a call names at most */
 
 enum gw_pool_op {
     GW_POOL_OP_NONE,

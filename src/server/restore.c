@@ -94,7 +94,7 @@ static int read_meta(void *arg, const struct gw_store_row *row)
             return row_error(rd,
                              "meta.pool_steer: the state's pool was steered '%s' (its journal "
                              "replays the signals by it); give the same --pool-steer, "
-                             "--pool-core-replicas and tp= (now '%s')",
+                             "--pool-core-replicas, tp= and ehp.signal (now '%s')",
                              row->body ? row->body : "", mine);
     } else if (strcmp(row->key, "pool_changes") == 0) {
         if (!counter_value(row->body, &n))

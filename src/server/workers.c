@@ -43,6 +43,12 @@ static void on_adding_cancel(void *arg, struct net_call *c, enum net_cancel why)
 static void on_added(void *arg, struct gw_engine *e, int status, const char *msg)
 {
     struct adding *a = arg;
+    /* a pool replica's engine listed anew is not known to serve: it takes turns once the pool
+     * wakes it, if its replica serves rollout */
+    if (e && gw_pool_engine_off(a->g, e)) {
+        e->lent = true;
+        gw_persist_engines(a->g);
+    }
     if (a->call && e) {
         char text[GW_URL_MAX + 64];
         snprintf(text, sizeof text, "added %s as engine %lld", e->url, (long long)e->id);

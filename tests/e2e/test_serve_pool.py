@@ -403,7 +403,7 @@ def test_bad_calls_are_refused_and_change_nothing(tmp_path):
             before = pool(gw)["changes"]
             assert post(gw.port, "/libra/v1/pool/reclaim", {"replica": 0})[0] == 401
             cases = [
-                ("reclaim", {"replica": 5}, 400, "replica: expected 0 to 0"),
+                ("reclaim", {"replica": 5}, 400, "replica: expected an integer from 0 to 0"),
                 ("reclaim", {}, 400, "replica: missing"),
                 ("lend", {"reason": "r"}, 400, "replica: missing"),
                 ("confirm", {"event": "released", "request": 9}, 400, "replica: missing"),
