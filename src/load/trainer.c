@@ -61,6 +61,7 @@ struct load_trainer {
     double loaded_at_s[REPLICAS_MAX]; /* wall: a reclaimed replica trains again from then */
     struct event *release_timer, *poll_timer, *flush_timer;
     bool flushing;
+    bool stopped; /* a call was refused for good (hooks.failed): nothing more is sent */
     struct load_trainer_counts counts;
     bool held[REPLICAS_MAX]; /* the hybrid replicas it trains on: the first snapshot's active
                               * and activating ones, then those it retook and has not lent */
@@ -85,37 +86,77 @@ struct timeval load_wall_tv(double s)
 
 static void send_next(struct load_trainer *t);
 
+static const char *call_path(enum call_kind kind)
+{
+    return kind == CALL_STEP ? "step" : "confirm";
+}
+
+/* The gateway's error message in body (its error.message, else other) into out. */
+static void error_message(const char *body, size_t len, const char *other, char *out, size_t size)
+{
+    json_t *doc = body ? json_loadb(body, len, 0, NULL) : NULL;
+    const char *msg = json_string_value(json_object_get(json_object_get(doc, "error"), "message"));
+    snprintf(out, size, "%.200s", msg ? msg : other);
+    json_decref(doc);
+}
+
+/* A refusal no retry can change: the call is not the trainer's to make (401, 403), is
+ * malformed (400) or has nowhere to go (404). A conflict (409) is the pool's state of the
+ * moment, and a failure (no answer, 5xx) may pass: those are counted and the trainer goes on. */
+static bool lasting(int status)
+{
+    return status >= 400 && status < 500 && status != 409;
+}
+
+/* Call c was refused (or failed): counts it and goes on, or, when no retry can change the
+ * refusal, stops the trainer through hooks.failed. Returns whether it goes on. */
+static bool refused(struct load_trainer *t, const struct call *c, int status, const char *body,
+                    size_t len, const char *error)
+{
+    char msg[208], why[800];
+    error_message(body, len, body && *body ? body : error ? error : "", msg, sizeof msg);
+    t->counts.refused++;
+    if (lasting(status)) { /* the trainer cannot play its side: the run stops here */
+        t->stopped = true;
+        snprintf(why, sizeof why,
+                 "--trainer: the gateway refused POST %s/libra/v1/pool/%s (%d): %s", t->c.url,
+                 call_path(c->kind), status, msg);
+        t->hooks.failed(t->hooks.arg, why);
+        return false;
+    }
+    if (c->kind == CALL_RETAKEN) /* the reclaim was cancelled or expired: not ours */
+        t->held[c->replica] = false;
+    fprintf(stderr, "libra: load: trainer: the gateway refused a pool call (%d): %s\n", status,
+            msg);
+    return true;
+}
+
 static void on_sent(void *arg, int status, const char *body, size_t len, const char *error)
 {
     struct load_trainer *t = arg;
     struct call c = t->queue.v[0];
-    (void)len;
     t->sending = false;
     memmove(t->queue.v, t->queue.v + 1, (t->queue.n - 1) * sizeof *t->queue.v);
     t->queue.n--;
     if (status == 200) {
         t->counts.released += c.kind == CALL_RELEASED;
         t->counts.retaken += c.kind == CALL_RETAKEN;
-    } else {
-        t->counts.refused++;
-        if (c.kind == CALL_RETAKEN) /* the reclaim was cancelled or expired: not ours */
-            t->held[c.replica] = false;
-        fprintf(stderr, "libra: load: trainer: the gateway refused a pool call (%d): %.200s%s\n",
-                status, body && *body ? body : "", error ? error : "");
+        t->counts.steps += c.kind == CALL_STEP;
+    } else if (!refused(t, &c, status, body, len, error)) {
+        return;
     }
     send_next(t);
 }
 
 static void send_next(struct load_trainer *t)
 {
-    if (t->sending || !t->started || t->queue.n == 0) {
+    if (t->stopped || t->sending || !t->started || t->queue.n == 0) {
         if (t->flushing && t->queue.n == 0 && !t->sending)
             event_base_loopbreak(t->base);
         return;
     }
     const struct call *c = &t->queue.v[0];
     char url[512], body[256], auth[300] = "", train[64] = "";
-    const char *path = c->kind == CALL_STEP ? "step" : "confirm";
     int64_t step = c->absolute ? c->step : t->step_base + c->step;
     int64_t version = c->absolute ? c->version : t->version_base + c->version;
     if (c->kind == CALL_STEP && c->train_s > 0)
@@ -133,11 +174,10 @@ static void send_next(struct load_trainer *t)
                  "{\"event\": \"retaken\", \"request\": %lld, \"replica\": %d, "
                  "\"generation\": %lld, \"version\": %lld}",
                  (long long)c->request, c->replica, (long long)c->generation, (long long)version);
-    snprintf(url, sizeof url, "%s/libra/v1/pool/%s", t->c.url, path);
+    snprintf(url, sizeof url, "%s/libra/v1/pool/%s", t->c.url, call_path(c->kind));
     if (t->c.admin_token)
         snprintf(auth, sizeof auth, "Authorization: Bearer %s", t->c.admin_token);
     t->sending = true;
-    t->counts.steps += c->kind == CALL_STEP;
     net_client_request(t->client, "POST", url, auth[0] ? auth : NULL, body, strlen(body), on_sent,
                        t);
 }
@@ -228,13 +268,10 @@ static void on_pool(void *arg, int status, const char *body, size_t len, const c
     struct load_trainer *t = arg;
     (void)error;
     if (status == 404) { /* nothing there will ever answer: no pool to play the trainer of */
-        json_t *err = json_loadb(body, len, 0, NULL);
-        const char *msg =
-            json_string_value(json_object_get(json_object_get(err, "error"), "message"));
-        char why[320];
-        snprintf(why, sizeof why, "--trainer: GET %s/libra/v1/pool answered 404: %.200s", t->c.url,
-                 msg ? msg : "no elastic pool there");
-        json_decref(err);
+        char msg[208], why[800];
+        error_message(body, len, "no elastic pool there", msg, sizeof msg);
+        snprintf(why, sizeof why, "--trainer: GET %s/libra/v1/pool answered 404: %s", t->c.url,
+                 msg);
         t->hooks.failed(t->hooks.arg, why);
         return;
     }

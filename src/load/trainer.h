@@ -12,7 +12,8 @@
  * fetch the state (a lend of it waits until then). Its calls
  * go one at a time, in the order made, so the gateway sees them in the trainer's order; training
  * never waits for their answers. A refused confirmation (the request was cancelled or expired)
- * is counted, and the trainer keeps (or gives back) the GPUs as the gateway's state says.
+ * is counted, and the trainer keeps (or gives back) the GPUs as the gateway's state says; a
+ * call refused for a reason no retry changes (401, 403, 400, 404) stops the trainer (hooks).
  *
  * At start it reads the pool first and numbers its steps after the gateway's last (ending one
  * left open by a trainer that stopped), so a restarted trainer carries on.
@@ -39,15 +40,17 @@ struct load_trainer_config {
 /* What the trainer did, for the report. */
 struct load_trainer_counts {
     int64_t released, retaken; /* confirmations accepted */
-    int64_t refused;           /* confirmations and step reports refused (409), or failed */
-    int64_t steps;             /* step reports sent */
+    int64_t refused;           /* confirmations and step reports refused, or failed */
+    int64_t steps;             /* step reports accepted */
 };
 
 struct load_trainer;
 
 /* What the trainer tells its caller: boundary_done(arg) when a release the trainer waited for
  * is over; failed(arg, why) when the gateway has no pool to play the trainer of (its GET
- * /libra/v1/pool answers 404: a plain engine, or a gateway without --pool-replica). */
+ * /libra/v1/pool answers 404: a plain engine, or a gateway without --pool-replica) or refuses
+ * a pool call for a reason no retry changes (401 or 403: the admin token; 400, 404): the
+ * trainer then sends nothing more, and the caller stops the run. */
 struct load_trainer_hooks {
     void (*boundary_done)(void *arg);
     void (*failed)(void *arg, const char *why);
