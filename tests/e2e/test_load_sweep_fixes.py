@@ -3,6 +3,7 @@ turns in the -o trace, trace turns of 0 tokens, a context that shrinks, -o on st
 and a trace's records that fill no whole group."""
 
 import json
+import os
 import subprocess
 
 import pytest
@@ -116,8 +117,9 @@ def test_o_on_standard_output_is_refused(tmp_path):
 
 def test_records_that_fill_no_whole_group_are_noted_as_sim_ignores_them(tmp_path):
     src = tmp_path / "three.jsonl"
-    lines = open("docs/trace-format.md").read().splitlines()[23:27]
-    src.write_text("\n".join(lines) + "\n")
+    doc = os.path.join(os.environ["LIBRA_SOURCE_DIR"], "docs", "trace-format.md")
+    with open(doc, encoding="utf-8") as f:  # its example: 3 records, groups of 2
+        src.write_text(f.read().split("group size 2):\n\n```\n", 1)[1].split("```", 1)[0])
     with Emu("--instances", "tp1x4", scale="0.01") as emu:
         p = libra("load", "--engines", urls(emu), "--time-scale", "0.01", "--trace", str(src),
                   "--samples", "2", "--batch", "2", "--steps", "2",
