@@ -283,14 +283,22 @@ static void attribution_figures(struct report_ctx *ctx, const json_t *attributio
         ladder_across(ctx, attribution, grid, seeds);
 }
 
-void report_sweep_figures(struct report_ctx *ctx, const json_t *doc)
+/* Counts the cells whose run failed: they are in no median and no bar, so the page says how
+ * many there are (an attribution's as a plain sweep's). */
+static void failed_cells(struct report_ctx *ctx, const json_t *cells)
 {
-    const json_t *attribution = json_object_get(doc, "attribution");
-    if (json_array_size(attribution)) {
-        attribution_figures(ctx, attribution, json_object_get(doc, "grid"),
-                            (double)json_array_size(json_object_get(doc, "seeds")));
-        return;
-    }
+    size_t failed = 0;
+    for (size_t c = 0; c < json_array_size(cells); c++)
+        failed += json_object_get(json_array_get(cells, c), "error") != NULL;
+    if (failed)
+        report_note(ctx, "failed cells",
+                    "%zu of %zu runs failed and are in no median (cells[].error)", failed,
+                    json_array_size(cells));
+}
+
+/* The per-mode figures of a plain sweep. */
+static void mode_figures(struct report_ctx *ctx, const json_t *doc)
+{
     const json_t *summary = json_object_get(doc, "summary"), *grid = json_object_get(doc, "grid");
     const json_t *cells = json_object_get(doc, "cells");
     struct sweep sw = {.points = json_array_size(summary),
@@ -317,11 +325,15 @@ void report_sweep_figures(struct report_ctx *ctx, const json_t *doc)
         metric_figure(ctx, &sw, &metrics[i], names, n);
     ratio_figure(ctx, &sw);
     json_decref(modes); /* names point into it: nothing uses them past here */
-    size_t failed = 0;
-    for (size_t c = 0; c < json_array_size(cells); c++)
-        failed += json_object_get(json_array_get(cells, c), "error") != NULL;
-    if (failed)
-        report_note(ctx, "failed cells",
-                    "%zu of %zu runs failed and are in no median (cells[].error)", failed,
-                    json_array_size(cells));
+}
+
+void report_sweep_figures(struct report_ctx *ctx, const json_t *doc)
+{
+    const json_t *attribution = json_object_get(doc, "attribution");
+    if (json_array_size(attribution))
+        attribution_figures(ctx, attribution, json_object_get(doc, "grid"),
+                            (double)json_array_size(json_object_get(doc, "seeds")));
+    else
+        mode_figures(ctx, doc);
+    failed_cells(ctx, json_object_get(doc, "cells"));
 }

@@ -316,18 +316,59 @@ static const char *sweep_flags(struct report_ctx *ctx, const json_t *doc)
     return out;
 }
 
-/* route eval's flags that its JSON records when they differ from the defaults. */
+/* " --buckets LAYOUT" when the layout route eval scored was given (sched.buckets, whose
+ * instance counts route eval refuses or drops), "" when the planner chose it: its layout alone
+ * holds counts, and the command without --buckets plans it again under the digest cited, which
+ * a --buckets flag would change (the digest covers sched.buckets). */
+static const char *buckets_flag(struct report_ctx *ctx, const json_t *doc)
+{
+    const char *buckets = report_str(doc, "buckets");
+    if (!buckets || strchr(buckets, 'x'))
+        return "";
+    return report_fmt(ctx, " --buckets %s", shell_word(ctx, buckets));
+}
+
+/* " --policy NAME" when route eval scored one policy, "" for --policy all (the default).
+ * --placebo adds cmlfq and its controls, cmlfq_shuffled and depth_only, to the policy asked
+ * for: with them left out, none left is --policy cmlfq. */
+static const char *policy_flag(struct report_ctx *ctx, const json_t *doc, bool placebo)
+{
+    const char *key, *one = NULL;
+    json_t *v;
+    size_t n = 0;
+    json_object_foreach(json_object_get(doc, "policies"), key, v)
+    {
+        bool control = strcmp(key, "cmlfq") == 0 || strcmp(key, "cmlfq_shuffled") == 0 ||
+                       strcmp(key, "depth_only") == 0;
+        if (!placebo || !control) {
+            one = key;
+            n++;
+        }
+    }
+    if (placebo && n == 0)
+        return " --policy cmlfq";
+    return n == 1 ? report_fmt(ctx, " --policy %s", shell_word(ctx, one)) : "";
+}
+
+/* route eval's flags that its JSON records when they differ from the defaults; --placebo with
+ * the seed its shuffle takes. With --folds it records train_steps 0, but refuses --train-steps
+ * beside --folds. */
 static const char *route_flags(struct report_ctx *ctx, const json_t *doc)
 {
     double train = report_num(doc, "train_steps"), folds = report_num(doc, "folds");
-    double visits = report_num(doc, "min_visits");
+    double visits = report_num(doc, "min_visits"), seed = report_num(doc, "seed");
     const char *truncated = report_str(doc, "truncated");
+    bool placebo = json_object_get(doc, "placebo") != NULL, by_folds = folds > 0;
     return report_fmt(
-        ctx, "%s%s%s%s",
-        isfinite(train) && train != 1 ? report_fmt(ctx, " --train-steps %.0f", train) : "",
-        isfinite(folds) && folds > 0 ? report_fmt(ctx, " --folds %.0f", folds) : "",
+        ctx, "%s%s%s%s%s%s", policy_flag(ctx, doc, placebo),
+        !by_folds && isfinite(train) && train != 1 ? report_fmt(ctx, " --train-steps %.0f", train)
+                                                   : "",
+        by_folds ? report_fmt(ctx, " --folds %.0f", folds) : "",
         isfinite(visits) && visits != 1 ? report_fmt(ctx, " --min-visits %.0f", visits) : "",
-        truncated && strcmp(truncated, "exact") == 0 ? " --truncated exact" : "");
+        truncated && strcmp(truncated, "exact") == 0 ? " --truncated exact" : "",
+        placebo ? report_fmt(ctx, " --placebo%s",
+                             isfinite(seed) ? report_fmt(ctx, " --seed %.0f", seed) : "")
+                : "");
 }
 
 /* " --timeline A:B" when a mode of a sim result holds a timeline of steps A to B, else "". */
@@ -371,10 +412,9 @@ static const char *source(struct report_ctx *ctx, const struct report_input *in)
     case REPORT_PLAN:
         return report_fmt(ctx, "libra plan CONFIG --json%s", envelope(ctx, doc));
     case REPORT_ROUTE: {
-        const char *trace = report_str(doc, "trace/path"), *buckets = report_str(doc, "buckets");
+        const char *trace = report_str(doc, "trace/path");
         return report_fmt(ctx, "libra route eval %s%s%s --config CONFIG --json%s",
-                          shell_word(ctx, trace ? trace : "TRACE"),
-                          buckets ? report_fmt(ctx, " --buckets %s", shell_word(ctx, buckets)) : "",
+                          shell_word(ctx, trace ? trace : "TRACE"), buckets_flag(ctx, doc),
                           route_flags(ctx, doc), envelope(ctx, doc));
     }
     }

@@ -220,6 +220,7 @@ static rules route = {
     "folds:i",
     "min_visits:i",
     "truncated:s=exact|censored",
+    "placebo:o",
     "policies:o!",
     "policies/*:o",
     "policies/*/all:o",
