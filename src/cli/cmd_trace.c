@@ -162,9 +162,10 @@ static int read_stats(const char *path, struct trace_stats *s, json_t **hdr_json
         const json_t *seed = json_object_get(h->generator, "seed");
         if (!json_is_integer(seed) || json_integer_value(seed) < 0)
             seed = NULL;
-        *hdr_json =
-            json_pack("{s:s,s:s?,s:b,s:I,s:O?}", "workload", h->workload, "model", h->model,
-                      "lossy", h->lossy, "group_size", (json_int_t)h->group_size, "seed", seed);
+        /* an unknown group size (0 in memory) is absent from the header: null, as model */
+        json_t *group = h->group_size ? json_integer(h->group_size) : NULL;
+        *hdr_json = json_pack("{s:s,s:s?,s:b,s:o?,s:O?}", "workload", h->workload, "model",
+                              h->model, "lossy", h->lossy, "group_size", group, "seed", seed);
         while ((rc = trace_reader_next(r, &t, &err)) == 1) {
             trace_stats_add(s, t);
             atomic_fetch_add(read, 1);
@@ -193,11 +194,14 @@ static void mix_row(FILE *out, const char *label, const json_t *counts)
     const char *k;
     json_t *v;
     json_object_foreach((json_t *)counts, k, v) total += (double)json_integer_value(v);
+    if (total == 0) { /* no trajectory or no call: a share of none is undefined */
+        fprintf(out, "%s: -\n", label);
+        return;
+    }
     fprintf(out, "%s:", label);
     json_object_foreach((json_t *)counts, k, v)
     {
-        double n = (double)json_integer_value(v);
-        fprintf(out, " %s %.1f%%", k, total > 0 ? 100.0 * n / total : 0.0);
+        fprintf(out, " %s %.1f%%", k, 100.0 * (double)json_integer_value(v) / total);
     }
     fprintf(out, "\n");
 }
@@ -553,10 +557,11 @@ static size_t whole_line_max(bool sized, size_t used)
     return sized || left == 0 ? left : left - 1;
 }
 
-/* Feeds the lines of r through the importer into the writer; a document read whole stops at
+/* Feeds the lines of r through the importer into held; a document read whole stops at
  * API_MAX_FILE_BYTES, a regular file's before it is read. */
-static int import_lines(struct trace_importer *im, struct trace_writer *w, struct trace_reader *r,
-                        const char *path, bool whole, int64_t *written, struct libra_error *err)
+static int import_lines(struct trace_importer *im, struct trace_groups *held,
+                        struct trace_reader *r, const char *path, bool whole,
+                        struct libra_error *err)
 {
     off_t size = whole ? regular_size(path) : -1;
     if (size > (off_t)API_MAX_FILE_BYTES)
@@ -572,27 +577,25 @@ static int import_lines(struct trace_importer *im, struct trace_writer *w, struc
         if (rc != 1)
             return rc;
         used += len + 1;
-        rc = trace_importer_line(im, line, len, &t, err);
-        if (rc == 1 && (rc = trace_writer_put(w, t, err)) == 0)
-            ++*written;
-        if (rc < 0)
+        if ((rc = trace_importer_line(im, line, len, &t, err)) < 0)
             return rc;
+        if (rc == 1)
+            trace_groups_add(held, t);
     }
 }
 
-/* Feeds one input file through the importer into the writer. */
-static int import_file(struct trace_importer *im, struct trace_writer *w, const char *path,
-                       bool whole, int64_t *written, struct libra_error *err)
+/* Feeds one input file through the importer into held. */
+static int import_file(struct trace_importer *im, struct trace_groups *held, const char *path,
+                       bool whole, struct libra_error *err)
 {
     struct trace_reader *r;
     if (trace_reader_open(&r, path, err))
         return LIBRA_EIO;
     trace_importer_begin(im, path);
     const struct trace_traj *t;
-    int rc = import_lines(im, w, r, path, whole, written, err);
+    int rc = import_lines(im, held, r, path, whole, err);
     while (rc >= 0 && (rc = trace_importer_end(im, &t, err)) == 1)
-        if ((rc = trace_writer_put(w, t, err)) == 0)
-            ++*written;
+        trace_groups_add(held, t);
     trace_reader_close(r);
     return rc < 0 ? rc : 0;
 }
@@ -609,9 +612,15 @@ static int run_import(struct cli_common *cc, const struct import_flags *f, const
     }
     const char *out = cc->output ? cc->output : "-";
     rc = cli_trace_open(&w, out, trace_importer_header(im), &err);
-    int64_t written = 0;
+    /* held to the end: the logs' order need not keep a GRPO group's records together */
+    struct trace_groups *held = trace_groups_new();
     for (size_t i = 0; rc == 0 && i < in->n; i++)
-        rc = import_file(im, w, in->v[i].path, reads_whole(f), &written, &err);
+        rc = import_file(im, held, in->v[i].path, reads_whole(f), &err);
+    const struct trace_traj *t;
+    size_t written = 0;
+    while (rc == 0 && (t = trace_groups_get(held, written)) && !(rc = trace_writer_put(w, t, &err)))
+        written++;
+    trace_groups_free(held);
     if (rc == 0 && written == 0) { /* a header alone is a trace no command can run */
         error_set(&err, NULL, 0, 0, "%s%s: nothing to import: no trajectory in the input",
                   in->v[0].path, in->n > 1 ? " ..." : "");

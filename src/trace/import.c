@@ -388,8 +388,8 @@ static int set_text(const struct trace_importer *im, struct row *r, enum col c, 
 static int set_json(struct trace_importer *im, struct row *r, enum col c, const json_t *v,
                     struct libra_error *err)
 {
-    if (json_is_null(v))
-        return 0;
+    if (json_is_null(v) || (c == C_TOOL && json_is_string(v) && !json_string_length(v)))
+        return 0; /* null, and a tool "", are absent: no call, as an empty CSV cell */
     bool ok = false;
     switch (cols[c].type) {
     case T_ID:
@@ -574,8 +574,6 @@ static int check_row(const struct trace_importer *im, struct row *r, struct libr
     for (int c = 0; c < N_COLS; c++)
         if (r->has[c] && cols[c].type == T_INT && r->i[c] < 0)
             return row_error(im, r, (enum col)c, err, "must be >= 0, got %lld", (long long)r->i[c]);
-    if (r->has[C_TOOL] && !*r->s[C_TOOL])
-        return row_error(im, r, C_TOOL, err, "must be a non-empty string");
     if (r->has[C_FINISH]) {
         int rc = enum_of(im, r, C_FINISH, TRACE_FINISH_COUNT, finish_name, err);
         if (rc)

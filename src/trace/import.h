@@ -115,4 +115,25 @@ int trace_importer_line(struct trace_importer *im, const char *line, size_t len,
 int trace_importer_end(struct trace_importer *im, const struct trace_traj **out,
                        struct libra_error *err);
 
+/*
+ * The trajectories of an import, held so that each GRPO group's records are written together:
+ * readers take consecutive runs of group_size records as one group (docs/trace-format.md).
+ * A group is a (step, prompt_id); groups come in the order of their first record, a group's
+ * records by sample (equal samples as they came). Not thread-safe.
+ */
+struct trace_groups;
+
+/* Never returns NULL. */
+struct trace_groups *trace_groups_new(void);
+
+/* Frees g and every record it returned. NULL is a no-op. */
+void trace_groups_free(struct trace_groups *g);
+
+/* Holds a copy of t (its extra deep-copied): t need not outlive the call. */
+void trace_groups_add(struct trace_groups *g, const struct trace_traj *t);
+
+/* The i-th record held, in group order (ordered on the first call after an add); NULL when
+ * i is past the last. Owned by g, valid until the next add or the free. */
+const struct trace_traj *trace_groups_get(struct trace_groups *g, size_t i);
+
 #endif

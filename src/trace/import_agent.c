@@ -226,6 +226,18 @@ static int finish_traj(struct trace_agentlog *a, const char *path, const struct 
     return 1;
 }
 
+/* Refuses a sample that the member at path gave (a run's "trial") when it is not below the
+ * header's group size, naming that member rather than the record's "sample" that
+ * trace_check_traj would. Returns 0 or LIBRA_EINVAL. */
+static int check_sample(const struct trace_agentlog *a, const char *path, int64_t sample,
+                        struct libra_error *err)
+{
+    if (a->group_size > 0 && sample >= a->group_size)
+        return ujson_errorf(err, &a->doc, path, "%lld is not below the header's group_size %lld",
+                            (long long)sample, (long long)a->group_size);
+    return 0;
+}
+
 /* The prompt id of identity key (numbered by first appearance) and the number of trajectories
  * of that prompt seen before this one. */
 static int64_t prompt_of(struct trace_agentlog *a, const char *key, int64_t *seen)
@@ -568,8 +580,10 @@ static int tau_run(struct trace_agentlog *a, const json_t *run, size_t index,
         return ujson_errorf(err, &a->doc, path, "expected a run object");
     int64_t task, trial;
     int rc;
+    snprintf(at, sizeof at, "%s/trial", path);
     if ((rc = run_int(a, run, path, "task_id", &task, err)) ||
-        (rc = run_int(a, run, path, "trial", &trial, err)))
+        (rc = run_int(a, run, path, "trial", &trial, err)) ||
+        (rc = check_sample(a, at, trial, err)))
         return rc;
     const json_t *reward = json_object_get(run, "reward");
     snprintf(at, sizeof at, "%s/reward", path);
@@ -590,8 +604,9 @@ static int tau_run(struct trace_agentlog *a, const json_t *run, size_t index,
         if ((rc = chat_message(a, m, at, &context, err)))
             return rc;
     }
+    snprintf(at, sizeof at, "%s/traj", path);
     if (a->turns.n == 0)
-        return ujson_errorf(err, &a->doc, path, "traj: no assistant message (nothing to import)");
+        return ujson_errorf(err, &a->doc, at, "no assistant message (nothing to import)");
     a->traj.prompt_id = task;
     a->traj.sample = trial;
     a->traj.extra = json_pack("{s:I,s:I}", "task_id", (json_int_t)task, "trial", (json_int_t)trial);
@@ -902,6 +917,9 @@ static int chat_identity(struct trace_agentlog *a, const json_t *root, const jso
     int64_t s = 0;
     if (sample && (!ujson_as_int64(sample, &s) || s < 0))
         return ujson_errorf(err, &a->doc, sample_key, "expected an integer >= 0");
+    int rc = sample ? check_sample(a, sample_key, s, err) : 0;
+    if (rc)
+        return rc;
     int64_t index;
     a->traj.prompt_id = prompt_of(a, a->key.v, &index);
     a->traj.sample = sample ? s : index;

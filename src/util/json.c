@@ -60,6 +60,16 @@ int ujson_doc_parse(struct ujson_doc *doc, const char *name, const char *text, s
         position(text, at, &line, &col);
         return error_set(err, name, line, col, "%s", ujson_error_text(&jerr));
     }
+    if (!root && json_error_code(&jerr) == json_error_premature_end_of_input) {
+        /* jansson names the last character it read: the value missing is after it, past the
+         * white space that ends the text (a file's last newline among it) */
+        const char *at = text + len;
+        while (at > text && strchr(" \t\r\n", at[-1]))
+            at--;
+        int line, col;
+        position(text, at, &line, &col);
+        return error_set(err, name, line, col, "%s", ujson_error_text(&jerr));
+    }
     if (!root) {
         /* jansson reports line/column 1-based; column -1 when it has none. */
         return error_set(err, name, jerr.line > 0 ? jerr.line : 1,

@@ -242,7 +242,7 @@ static void test_serving_errors(void **state)
     assert_serving_error("{\"backend\": 5, \"duration\": 10}", 1, 2, "backend: expected a string");
     assert_serving_error("{\"model_id\": [], \"duration\": 10}", 1, 2,
                          "model_id: expected a string");
-    assert_serving_error("{\"duration\": 1,", 1, 15, "invalid JSON");
+    assert_serving_error("{\"duration\": 1,", 1, 16, "invalid JSON");
     assert_serving_error("[1, 2]", 1, 1, "expected a benchmark result");
     /* in JSON Lines, the line of the run and the column within it */
     assert_serving_error("{\"a\": 1}\n{\"duration\": 1, \"input_lens\": [1]}\n", 1, 1,

@@ -416,13 +416,14 @@ static void test_tau_bench_errors(void **state)
                  2, "\"role\"",
                  "0.traj.0.role: unknown role 'critic' (expected system, developer, user, "
                  "assistant, tool or function)");
-    import_fails(TRACE_IMPORT_TAU_BENCH, "[{\"task_id\": 1, \"trial\": 0, \"traj\": []}]\n", 1, "{",
-                 "0: traj: no assistant message (nothing to import)");
+    import_fails(TRACE_IMPORT_TAU_BENCH, "[{\"task_id\": 1, \"trial\": 0, \"traj\": []}]\n", 1,
+                 "\"traj\"", "0.traj: no assistant message (nothing to import)");
     /* a trial the header's group size (4) cannot hold */
     import_fails(TRACE_IMPORT_TAU_BENCH,
                  "[{\"task_id\": 1, \"trial\": 4, \"traj\": [{\"role\": \"assistant\"}]}]\n", 1,
-                 "{", "0: sample: 4 is not below the header's group_size 4");
-    import_fails(TRACE_IMPORT_TAU_BENCH, "[{\"task_id\": 1,\n", 2, NULL,
+                 "\"trial\"", "0.trial: 4 is not below the header's group_size 4");
+    /* cut short: after its last byte, on its last line */
+    import_fails(TRACE_IMPORT_TAU_BENCH, "[{\"task_id\": 1,\n", 1, "\n",
                  "invalid JSON: string or '}' expected near end of file");
 }
 
@@ -583,8 +584,8 @@ static void test_openai_chat_errors(void **state)
                  "{\"attempt\": -1, \"messages\": [{\"role\": \"assistant\"}]}\n", 1, "\"attempt",
                  "attempt: expected an integer >= 0");
     import_fails(TRACE_IMPORT_OPENAI_CHAT,
-                 "{\"trial\": 4, \"messages\": [{\"role\": \"assistant\"}]}\n", 1, NULL,
-                 "sample: 4 is not below the header's group_size 4");
+                 "{\"trial\": 4, \"messages\": [{\"role\": \"assistant\"}]}\n", 1, "\"trial",
+                 "trial: 4 is not below the header's group_size 4");
     import_fails(TRACE_IMPORT_OPENAI_CHAT,
                  "{\"resolved\": \"yes\", \"messages\": [{\"role\": \"assistant\"}]}\n", 1,
                  "\"resolved", "resolved: expected a number or a boolean");
@@ -719,6 +720,42 @@ static void test_options(void **state)
     trace_importer_free(im);
 }
 
+/* trace_groups: groups by first appearance of (step, prompt_id), then sample, equal samples as
+ * they came; copies outlive the records added (extra deep-copied). */
+static void test_groups_order(void **state)
+{
+    (void)state;
+    static const int64_t in[][3] = {/* step, prompt_id, sample */
+                                    {0, 7, 1},
+                                    {0, 3, 0},
+                                    {1, 7, 0},
+                                    {0, 7, 0},
+                                    {0, 3, 0}};
+    static const size_t want[] = {3, 0, 1, 4, 2}; /* indexes into in */
+    struct trace_groups *g = trace_groups_new();
+    for (size_t i = 0; i < 5; i++) {
+        struct trace_tool_call call = {.tool = "bash"};
+        struct trace_turn turn = {.prompt_tokens = 1, .calls = &call, .n_calls = 1};
+        struct trace_traj t = {.step = in[i][0],
+                               .prompt_id = in[i][1],
+                               .sample = in[i][2],
+                               .turns = &turn,
+                               .n_turns = 1,
+                               .extra = json_integer((int)i)};
+        trace_groups_add(g, &t);
+        json_decref(t.extra);
+    }
+    for (size_t i = 0; i < 5; i++) {
+        const struct trace_traj *t = trace_groups_get(g, i);
+        assert_non_null(t);
+        assert_int_equal(json_integer_value(t->extra), want[i]);
+        assert_int_equal(t->step, in[want[i]][0]);
+        assert_string_equal(t->turns[0].calls[0].tool, "bash");
+    }
+    assert_null(trace_groups_get(g, 5));
+    trace_groups_free(g);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -740,6 +777,7 @@ int main(void)
         cmocka_unit_test(test_status_rules),
         cmocka_unit_test(test_status_rules_refused),
         cmocka_unit_test(test_options),
+        cmocka_unit_test(test_groups_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

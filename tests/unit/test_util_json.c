@@ -39,7 +39,12 @@ static void test_parse_errors(void **state)
 {
     EXPECT_SYNTAX_ERROR("{\n  \"a\": 1,\n  \"b\": }\n", 3, 8);
     EXPECT_SYNTAX_ERROR("{\"\xc3\xa9\": x}", 1, 7); /* columns count characters */
-    EXPECT_SYNTAX_ERROR("[1,\n2,", 2, 2);           /* jansson: the last character read */
+    /* a text cut short: after its last character (jansson names that character itself),
+     * past the white space that ends it */
+    EXPECT_SYNTAX_ERROR("[1,\n2,", 2, 3);
+    EXPECT_SYNTAX_ERROR("{\"cluster\":", 1, 12);
+    EXPECT_SYNTAX_ERROR("{\"cluster\":\n \r\n", 1, 12);
+    EXPECT_SYNTAX_ERROR("[", 1, 2);
     EXPECT_SYNTAX_ERROR("", 1, 1);
     EXPECT_SYNTAX_ERROR("{\"a\": 1, \"a\": 2}", 1, 12); /* duplicate keys rejected */
     /* A NUL byte is an error at its position, not an early end of the document. */
