@@ -293,7 +293,7 @@ BAD = [
     ('{"duration": 1, "input_lens": [1], "output_lens": [3], "ttfts": [0.1]}', 2,
      "bad.json:1:1: itls: missing: the run has no per-request records (vLLM: --save-result "
      "--save-detailed; SGLang: --output-details)"),
-    ('{"duration": 1,\n', 2, "bad.json:2:1: invalid JSON"),
+    ('{"duration": 1,\n', 2, "bad.json:1:16: invalid JSON"),
     ("step:1 - timing_s/update_actor:5 - prompt_length/mean:1\n", 2,
      "bad.json:1:1: perf/total_num_tokens: missing"),
     ('{"libra_trace":1,"workload":"search-r1"}\n', 2,
