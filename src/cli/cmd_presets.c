@@ -3,6 +3,7 @@
  * numbers, where each came from (built in, or which --presets file) and how sure the values are,
  * so a user can see what the cost model will assume before running anything.
  */
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,21 +20,34 @@ static const char help[] =
     "Lists the hardware, model and workload presets a config can name: the built-in ones\n"
     "(data/presets/, values from calibration.md) and those added or replaced by preset files\n"
     "(--presets, LIBRA_PRESETS). Each row shows the key numbers, the confidence of the values\n"
-    "(H, M, L) and its origin. A '*' marks a value the calibration sheet says to assume. MoE\n"
-    "models compute with their active parameters and hold their total parameters; inference\n"
-    "streams every expert its batch selects; training computes with the active parameters,\n"
-    "its experts split over expert-parallel ranks where the plan says. --json prints one\n"
-    "document (schema libra.presets/1).\n";
+    "(H, M, L) and its origin. A '*' marks every value shown whose field the preset lists in\n"
+    "`assumed` (built in: what the calibration sheet says to assume). MoE models compute with\n"
+    "their active parameters and hold their total parameters; inference streams every expert\n"
+    "its batch selects; training computes with the active parameters, its experts split over\n"
+    "expert-parallel ranks where the plan says. --json prints one document (schema\n"
+    "libra.presets/1).\n";
 
-/* A number scaled to the table's unit, with '*' when field is listed in assumed. */
-static void cell(char *out, size_t size, double v, double scale, const char *assumed,
-                 const char *field)
+/* "*" when field is listed in assumed (comma-separated), else "": every value the tables show
+ * is printed with it, so that each assumed field is marked wherever it appears. */
+static const char *mark(const char *assumed, const char *field)
 {
     size_t n = strlen(field);
-    bool marked = false;
     for (const char *s = assumed; (s = strstr(s, field)); s += n)
-        marked |= (s == assumed || s[-1] == ',') && (s[n] == ',' || s[n] == '\0');
-    snprintf(out, size, "%.4g%s", v / scale, marked ? "*" : "");
+        if ((s == assumed || s[-1] == ',') && (s[n] == ',' || s[n] == '\0'))
+            return "*";
+    return "";
+}
+
+/* A table cell: printf's fmt of the value, then field's mark. */
+static __attribute__((format(printf, 5, 6))) void cell(char *out, size_t size, const char *assumed,
+                                                       const char *field, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(out, size, fmt, ap);
+    va_end(ap);
+    if (n >= 0 && (size_t)n < size)
+        snprintf(out + n, size - (size_t)n, "%s", mark(assumed, field));
 }
 
 /* The constants of the hardware presets that set them ("-": built in): with calibrated, those
@@ -55,9 +69,11 @@ static void constants_table(FILE *out, const struct spec_presets *p, bool calibr
                     "", "ms", "us", "MFU");
         header = true;
         char c[3][24];
-        snprintf(c[0], 24, h->decode_t_fix_s ? "%.4g" : "-", h->decode_t_fix_s * 1e3);
-        snprintf(c[1], 24, h->decode_t_seq_s ? "%.4g" : "-", h->decode_t_seq_s * 1e6);
-        snprintf(c[2], 24, h->train_mfu ? "%.4g" : "-", h->train_mfu);
+        cell(c[0], 24, h->assumed, "decode_t_fix_s", h->decode_t_fix_s ? "%.4g" : "-",
+             h->decode_t_fix_s * 1e3);
+        cell(c[1], 24, h->assumed, "decode_t_seq_s", h->decode_t_seq_s ? "%.4g" : "-",
+             h->decode_t_seq_s * 1e6);
+        cell(c[2], 24, h->assumed, "train_mfu", h->train_mfu ? "%.4g" : "-", h->train_mfu);
         fprintf(out, "%-14s %9s %9s %9s  %s\n", h->name, c[0], c[1], c[2],
                 calibrated ? h->calibration : h->origin);
     }
@@ -91,7 +107,10 @@ static void decode_table(FILE *out, const struct spec_presets *p)
         const struct spec_hardware *h = &p->hardware[i];
         struct cost_rollout_params rp;
         cost_rollout_params_default(&rp, h);
-        fprintf(out, "%-14s %9.3g %9.3g  ", h->name, rp.t_fix_s * 1e3, rp.t_seq_s * 1e6);
+        char fix[24], seq[24];
+        cell(fix, sizeof fix, h->assumed, "decode_t_fix_s", "%.3g", rp.t_fix_s * 1e3);
+        cell(seq, sizeof seq, h->assumed, "decode_t_seq_s", "%.3g", rp.t_seq_s * 1e6);
+        fprintf(out, "%-14s %9s %9s  ", h->name, fix, seq);
         decode_from(out, h);
     }
     size_t n;
@@ -112,23 +131,32 @@ static void hardware_table(FILE *out, const struct spec_presets *p)
             "GB/s", "GB/s", "us", "GB/s/GPU", "/node", "");
     for (size_t i = 0; i < p->n_hardware; i++) {
         const struct spec_hardware *h = &p->hardware[i];
-        char c[7][24];
-        cell(c[0], 24, h->bf16_flops_per_s, 1e12, h->assumed, "bf16_flops_per_s");
-        cell(c[1], 24, h->hbm_bytes, 1073741824.0, h->assumed, "hbm_bytes");
-        cell(c[2], 24, h->hbm_bw_bytes_per_s, 1e12, h->assumed, "hbm_bw_bytes_per_s");
-        cell(c[3], 24, h->nvlink_bw_bytes_per_s, 1e9, h->assumed, "nvlink_bw_bytes_per_s");
-        cell(c[4], 24, h->allreduce_bus_bw_bytes_per_s, 1e9, h->assumed,
-             "allreduce_bus_bw_bytes_per_s");
-        cell(c[5], 24, h->allreduce_latency_s, 1e-6, h->assumed, "allreduce_latency_s");
-        cell(c[6], 24, h->inter_node_bw_bytes_per_s, 1e9, h->assumed, "inter_node_bw_bytes_per_s");
-        fprintf(out, "%-14s %8s %6s %7s %7s %9s %8s %9s %5d %4s  %s\n", h->name, c[0], c[1], c[2],
-                c[3], c[4], c[5], c[6], h->gpus_per_node, spec_confidence_name(h->confidence),
-                h->origin);
+        const struct {
+            const char *field;
+            double v, unit;
+        } col[7] = {
+            {"bf16_flops_per_s", h->bf16_flops_per_s, 1e12},
+            {"hbm_bytes", h->hbm_bytes, 1073741824.0},
+            {"hbm_bw_bytes_per_s", h->hbm_bw_bytes_per_s, 1e12},
+            {"nvlink_bw_bytes_per_s", h->nvlink_bw_bytes_per_s, 1e9},
+            {"allreduce_bus_bw_bytes_per_s", h->allreduce_bus_bw_bytes_per_s, 1e9},
+            {"allreduce_latency_s", h->allreduce_latency_s, 1e-6},
+            {"inter_node_bw_bytes_per_s", h->inter_node_bw_bytes_per_s, 1e9},
+        };
+        char c[8][24];
+        for (size_t k = 0; k < 7; k++)
+            cell(c[k], 24, h->assumed, col[k].field, "%.4g", col[k].v / col[k].unit);
+        cell(c[7], 24, h->assumed, "gpus_per_node", "%d", h->gpus_per_node);
+        fprintf(out, "%-14s %8s %6s %7s %7s %9s %8s %9s %5s %4s  %s\n", h->name, c[0], c[1], c[2],
+                c[3], c[4], c[5], c[6], c[7], spec_confidence_name(h->confidence), h->origin);
     }
     fprintf(out, "\nmemory per GPU as the device reports it, bytes, and where it comes from:\n");
-    for (size_t i = 0; i < p->n_hardware; i++)
-        fprintf(out, "%-14s %13.0f  %s\n", p->hardware[i].name, p->hardware[i].hbm_bytes,
-                p->hardware[i].hbm_source);
+    for (size_t i = 0; i < p->n_hardware; i++) {
+        const struct spec_hardware *h = &p->hardware[i];
+        char bytes[32];
+        cell(bytes, sizeof bytes, h->assumed, "hbm_bytes", "%.0f", h->hbm_bytes);
+        fprintf(out, "%-14s %13s  %s\n", h->name, bytes, h->hbm_source);
+    }
     decode_table(out, p);
     constants_table(out, p, true);
     constants_table(out, p, false);
@@ -143,17 +171,30 @@ static void model_table(FILE *out, const struct spec_presets *p)
             "", "", "", "qkv", "top-k", "B", "B");
     for (size_t i = 0; i < p->n_models; i++) {
         const struct spec_model *m = &p->models[i];
-        char experts[24], total[24], active[24];
+        const char *a = m->assumed;
+        const struct {
+            const char *field;
+            int v;
+        } col[7] = {
+            {"layers", m->layers},     {"hidden", m->hidden},     {"heads", m->heads},
+            {"kv_heads", m->kv_heads}, {"head_dim", m->head_dim}, {"ffn", m->ffn},
+            {"vocab", m->vocab},
+        };
+        char c[7][24], tied[8], bias[8], experts[32], total[24], active[24];
+        for (size_t k = 0; k < 7; k++)
+            cell(c[k], 24, a, col[k].field, "%d", col[k].v);
+        cell(tied, sizeof tied, a, "tied_embeddings", "%s", m->tied_embeddings ? "yes" : "no");
+        cell(bias, sizeof bias, a, "qkv_bias", "%s", m->qkv_bias ? "yes" : "no");
         if (m->experts)
-            snprintf(experts, sizeof experts, "%d/%d", m->experts, m->top_k);
+            snprintf(experts, sizeof experts, "%d%s/%d%s", m->experts, mark(a, "experts"), m->top_k,
+                     mark(a, "top_k"));
         else
-            snprintf(experts, sizeof experts, "-");
-        cell(total, sizeof total, m->params_total, 1e9, m->assumed, "params_total");
-        cell(active, sizeof active, m->params_active, 1e9, m->assumed, "params_active");
-        fprintf(out, "%-14s %6d %6d %5d %3d %4d %6d %6d %4s %4s %9s %8s %8s %4s  %s\n", m->name,
-                m->layers, m->hidden, m->heads, m->kv_heads, m->head_dim, m->ffn, m->vocab,
-                m->tied_embeddings ? "yes" : "no", m->qkv_bias ? "yes" : "no", experts, total,
-                active, spec_confidence_name(m->confidence), m->origin);
+            cell(experts, sizeof experts, a, "experts", "-");
+        cell(total, sizeof total, a, "params_total", "%.4g", m->params_total / 1e9);
+        cell(active, sizeof active, a, "params_active", "%.4g", m->params_active / 1e9);
+        fprintf(out, "%-14s %6s %6s %5s %3s %4s %6s %6s %4s %4s %9s %8s %8s %4s  %s\n", m->name,
+                c[0], c[1], c[2], c[3], c[4], c[5], c[6], tied, bias, experts, total, active,
+                spec_confidence_name(m->confidence), m->origin);
     }
 }
 
@@ -185,7 +226,8 @@ static char *table_text(const struct api_presets *p)
     model_table(out, &p->spec);
     fprintf(out, "\n");
     workload_table(out, &p->workloads);
-    fprintf(out, "\n* assumed (calibration.md says to assume it); conf rates the other values.\n"
+    fprintf(out, "\n* assumed (listed in the preset's `assumed`; built in: calibration.md says to "
+                 "assume it); conf rates the other values.\n"
                  "MoE: compute uses active parameters, memory the total; decode streams every "
                  "expert its batch selects; training may split the experts over expert-parallel "
                  "ranks (their all-to-alls costed).\n");

@@ -171,6 +171,16 @@ static void deal_group(const struct cost_train_seqs *seqs, size_t lo, size_t hi,
     }
 }
 
+/*
+ * The mini-batch of the k-th of n sequences (in order) split into mb: k·mb/n. The one definition
+ * of a mini-batch, used for dealing and for counting alike, so that a sequence is counted in the
+ * mini-batch it was dealt with.
+ */
+static size_t minibatch_of(size_t k, size_t n, size_t mb)
+{
+    return k * mb / n;
+}
+
 void cost_train_assign(const struct cost_train_seqs *seqs, int dp, int minibatches,
                        bool balance_each_minibatch, struct cost_train_scratch *sc, uint32_t *rank)
 {
@@ -178,8 +188,11 @@ void cost_train_assign(const struct cost_train_seqs *seqs, int dp, int minibatch
     scratch_reserve(sc, mb * (size_t)dp, n, (size_t)dp);
     /* per mini-batch (balanced) or once over the step (then split in order) */
     if (balance_each_minibatch) {
-        for (size_t m = 0; m < mb; m++)
-            deal_group(seqs, m * n / mb, (m + 1) * n / mb, dp, sc->cell, sc->heap, rank);
+        for (size_t lo = 0, hi = 0; lo < n; lo = hi) {
+            while (hi < n && minibatch_of(hi, n, mb) == minibatch_of(lo, n, mb))
+                hi++;
+            deal_group(seqs, lo, hi, dp, sc->cell, sc->heap, rank);
+        }
     } else {
         deal_group(seqs, 0, n, dp, sc->cell, sc->heap, rank);
     }
@@ -219,7 +232,8 @@ int cost_train_deal_ranks(const struct cost_train_seqs *seqs, const struct cost_
     double half = micro_batch_tokens / 2.0, attn_total = 0.0;
     for (size_t i = 0; i < n; i++) {
         uint32_t r = rank[i];
-        size_t m = balance_each_minibatch ? i * mb / n : (size_t)seen[r]++ * mb / sc->count[r];
+        size_t m = balance_each_minibatch ? minibatch_of(i, n, mb)
+                                          : minibatch_of(seen[r]++, sc->count[r], mb);
         double attn = seqs->work[i] - 2.0 * s->params_active * seqs->tokens[i];
         attn_total += attn;
         cell_add(&sc->cell[m * ranks + r], seqs->tokens[i], seqs->work[i], attn, half);

@@ -74,7 +74,8 @@ struct cursor {
     const char *s;
     const char *name;
     struct libra_error *err;
-    bool strict;       /* a bucket layout: one spelling; a fleet also takes spaces and "TP" */
+    bool strict;       /* no spaces (a layout, a TP pattern); a layout: "tp", "x" lower case */
+    const char *form;  /* what refused spaces are not allowed in, and how it is written */
     int64_t max_count; /* an instance count at most (a fleet's own cap); 0: a layout's */
 };
 
@@ -103,12 +104,11 @@ static int spaces(struct cursor *c)
     }
     if (!isspace((unsigned char)*c->s))
         return 0;
-    return fail_at(c,
-                   "%s is not allowed in a bucket layout (it is written without spaces: "
-                   "tp1:4000,tp2:12000)",
+    return fail_at(c, "%s is not allowed in %s",
                    *c->s == ' '    ? "a space"
                    : *c->s == '\t' ? "a tab"
-                                   : "whitespace");
+                                   : "whitespace",
+                   c->form);
 }
 
 /* Refuses a number written with a leading zero ("tp01", ":04000"): it would read as another
@@ -238,7 +238,13 @@ static int read_bucket(struct cursor *c, struct spec_bucket *b, int64_t prev_max
 int spec_bucket_parse(struct spec_bucket_layout *out, const char *text, const char *name,
                       struct libra_error *err)
 {
-    struct cursor c = {.start = text, .s = text, .name = name, .err = err, .strict = true};
+    struct cursor c = {.start = text,
+                       .s = text,
+                       .name = name,
+                       .err = err,
+                       .strict = true,
+                       .form =
+                           "a bucket layout (it is written without spaces: tp1:4000,tp2:12000)"};
     memset(out, 0, sizeof *out);
     int64_t prev = 0;
     for (;;) {
@@ -520,12 +526,18 @@ int spec_bucket_check_cluster(const struct spec_bucket_layout *l, int gpus, int 
 int spec_tp_pattern_parse(const char *text, const char *name, int counts[SPEC_TP_SIZES], int *gpus,
                           struct libra_error *err)
 {
-    struct cursor c = {.start = text, .s = text, .name = name, .err = err};
+    /* no spaces, as in a layout: the same pattern spaced otherwise would digest otherwise */
+    struct cursor c = {.start = text,
+                       .s = text,
+                       .name = name,
+                       .err = err,
+                       .strict = true,
+                       .form = "a TP pattern (it is written without spaces: 1,1,2,4)"};
     memset(counts, 0, SPEC_TP_SIZES * sizeof *counts);
     *gpus = 0;
-    skip_spaces(&c);
-    if (!*c.s)
-        return 0;
+    int rc = spaces(&c);
+    if (rc || !*c.s)
+        return rc;
     for (int n = 0;; n++) {
         if (n == SPEC_PATTERN_MAX)
             return fail_at(&c, "more than %d instances on one node", SPEC_PATTERN_MAX);
@@ -544,13 +556,13 @@ int spec_tp_pattern_parse(const char *text, const char *name, int counts[SPEC_TP
         counts[t]++;
         *gpus += 1 << t;
         c.s++;
-        skip_spaces(&c);
-        if (!*c.s)
-            return 0;
+        if ((rc = spaces(&c)) || !*c.s)
+            return rc;
         if (*c.s != ',')
             return fail_at(&c, "expected ',' between TP sizes");
         c.s++;
-        skip_spaces(&c);
+        if ((rc = spaces(&c)))
+            return rc;
     }
 }
 

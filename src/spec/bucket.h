@@ -105,8 +105,9 @@ static inline int spec_tp_index(int tp)
  * chooses the split and the training layout.
  *
  * Parses text (NUL-terminated): TP sizes in {1, 2, 4, 8}, optionally written "tp4", separated
- * by commas, spaces allowed around them, at most SPEC_PATTERN_MAX. Fills counts (instances by
- * log2(TP)) and *gpus (their sum); "" (or only spaces) is no pattern: zero counts and gpus.
+ * by commas, without spaces (as a bucket layout: a spaced pattern would be the same plan under
+ * another config digest), at most SPEC_PATTERN_MAX. Fills counts (instances by log2(TP)) and
+ * *gpus (their sum); "" is no pattern: zero counts and gpus.
  * Returns 0, or LIBRA_EINVAL with err at name:1:COL (COL the 1-based byte column of the fault).
  */
 int spec_tp_pattern_parse(const char *text, const char *name, int counts[SPEC_TP_SIZES], int *gpus,

@@ -1,7 +1,8 @@
 /*
  * Fuzz harness for the plan.tp_pattern parser (src/spec/bucket.c). Besides not crashing: an
  * accepted pattern has at most SPEC_PATTERN_MAX instances whose sizes add up to the GPUs it
- * reports, and a refusal points inside the text (or just past its end).
+ * reports and holds no white space (one spelling, one digest), and a refusal points inside the
+ * text (or just past its end).
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -23,7 +24,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             n += counts[t];
             sum += counts[t] << t;
         }
-        if (n > SPEC_PATTERN_MAX || sum != gpus || (n == 0) != (gpus == 0))
+        if (n > SPEC_PATTERN_MAX || sum != gpus || (n == 0) != (gpus == 0) ||
+            strpbrk(text, " \t\n\v\f\r"))
             abort();
     } else if (err.col < 1 || (size_t)err.col > strlen(text) + 1) {
         abort();

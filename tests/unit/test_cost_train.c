@@ -29,11 +29,19 @@ static void naive_deal(const struct cost_train_seqs *q, const struct cost_shape 
                        double budget, bool each, struct naive *out)
 {
     size_t n = q->n;
-    int *rank = calloc(n, sizeof *rank);
+    int *rank = calloc(n, sizeof *rank), *group = calloc(n, sizeof *group);
     double *cell = calloc((size_t)mb * dp * 5, sizeof *cell); /* work, tokens, attn, big, cnt */
     int groups = each ? mb : 1;
     for (int g = 0; g < groups; g++) {
-        size_t lo = each ? (size_t)g * n / mb : 0, hi = each ? (size_t)(g + 1) * n / mb : n;
+        /* mini-batch g: the sequences i with i·mb/n == g */
+        size_t lo = 0, hi = n;
+        if (each) {
+            while (lo * mb / n < (size_t)g)
+                lo++;
+            hi = lo;
+            while (hi < n && hi * mb / n == (size_t)g)
+                hi++;
+        }
         size_t cap = (hi - lo + dp - 1) / dp;
         double *load = calloc(dp, sizeof *load);
         size_t *count = calloc(dp, sizeof *count);
@@ -46,6 +54,7 @@ static void naive_deal(const struct cost_train_seqs *q, const struct cost_shape 
                 if (count[r] < cap && (best < 0 || load[r] < load[best]))
                     best = r;
             rank[i] = best;
+            group[i] = g;
             load[best] += q->work[i];
             count[best]++;
         }
@@ -57,7 +66,7 @@ static void naive_deal(const struct cost_train_seqs *q, const struct cost_shape 
         total[rank[i]]++;
     for (size_t i = 0; i < n; i++) {
         int r = rank[i];
-        size_t m = each ? i * mb / n : seen[r]++ * mb / total[r];
+        size_t m = each ? (size_t)group[i] : seen[r]++ * mb / total[r]; /* where it was dealt */
         double *c = &cell[(m * dp + r) * 5];
         c[0] += q->work[i];
         c[1] += q->tokens[i];
@@ -81,6 +90,7 @@ static void naive_deal(const struct cost_train_seqs *q, const struct cost_shape 
         out->micro += micro;
     }
     free(rank);
+    free(group);
     free(cell);
     free(total);
     free(seen);
@@ -150,6 +160,25 @@ static void test_deal_rejects_what_cannot_run(void **state)
     cost_train_scratch_free(&sc);
     uint32_t zero[2] = {10, 0};
     assert_int_equal(cost_train_seqs_init(&q, &s, zero, 2), LIBRA_EINVAL);
+}
+
+/* 27 equal sequences, 2 mini-batches of 14 and 13 on 12 ranks: at most 2 a rank in each, so
+ * the slowest rank runs 4 sequences (counted in the mini-batch they were dealt with). */
+static void test_uneven_minibatches_count_where_dealt(void **state)
+{
+    struct cost_shape s = qwen7b();
+    uint32_t len[27];
+    for (size_t i = 0; i < 27; i++)
+        len[i] = 4000;
+    struct cost_train_seqs q;
+    struct cost_train_scratch sc = {0};
+    struct cost_train_load load;
+    assert_int_equal(cost_train_seqs_init(&q, &s, len, 27), 0);
+    assert_int_equal(cost_train_deal(&q, &s, 12, 2, 16384, true, &sc, &load), 0);
+    assert_close(load.work_max, 4.0 * q.work[0], 1e-12);
+    assert_close(load.tokens_max, 4.0 * 4000, 0.0);
+    cost_train_seqs_free(&q);
+    cost_train_scratch_free(&sc);
 }
 
 /* ---- step time ----------------------------------------------------------------------------- */
@@ -608,6 +637,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_deal_matches_naive_reference),
         cmocka_unit_test(test_deal_rejects_what_cannot_run),
+        cmocka_unit_test(test_uneven_minibatches_count_where_dealt),
         cmocka_unit_test(test_single_gpu_step_by_hand),
         cmocka_unit_test(test_flop_terms_switch),
         cmocka_unit_test(test_more_gpus_less_compute),
