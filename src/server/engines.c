@@ -622,6 +622,15 @@ static void check_done(struct gw_engine *e)
     gw_engine_unref(e);
 }
 
+/* e is dead: final (an engine that comes back is registered anew). */
+static void die(struct gw_engine *e)
+{
+    e->dead = true;
+    gw_engine_turns_fail(e);
+    if (e->draining && e->listed)
+        unlist(e);
+}
+
 /* One more failed health check (error: why, when the engine gave no answer). The check's own
  * reference keeps e alive through the failing of its turns, which may unlist it. */
 static void check_failed(struct gw_engine *e, const char *error)
@@ -632,12 +641,9 @@ static void check_failed(struct gw_engine *e, const char *error)
                 e->url, error ? error : "did not answer 200");
     if (e->fails < GW_DEAD_CHECKS || (held && gw_now() - e->held_s < GW_UPDATE_GRACE_S))
         return;
-    e->dead = true;
     fprintf(stderr, "libra: serve: engine %lld (%s) is dead: %d health checks failed in a row\n",
             (long long)e->id, e->url, e->fails);
-    gw_engine_turns_fail(e);
-    if (e->draining && e->listed)
-        unlist(e);
+    die(e);
 }
 
 /* Reads an answer of /get_weight_version. */
@@ -680,6 +686,43 @@ static void poll(struct gw_engine *e, const char *path, net_response_fn fn)
     net_client_request_within(e->g->client, "GET", url, NULL, NULL, 0, GW_CHECK_LIMIT_S, fn, e);
 }
 
+/* A health check passed: then the engine's weight version, or whether it is paused. */
+static void check_passed(struct gw_engine *e)
+{
+    e->fails = 0;
+    e->unverified = false;
+    if (e->kind == GW_KIND_SGLANG)
+        poll(e, "/get_weight_version", on_poll_version);
+    else if (e->polls_pause)
+        poll(e, "/is_paused", on_poll_paused);
+    else
+        check_done(e);
+}
+
+/* An engine listed from its state-dir row (it did not answer at start) answers its health
+ * check: one restarted with another TP than its row's would be routed to a wrong bucket, so it
+ * is dead instead (registered anew, it is asked everything). No answer: asked at the next. */
+static void on_poll_info(void *arg, int status, const char *body, size_t len, const char *error)
+{
+    struct gw_engine *e = arg;
+    json_t *doc = e->listed && !e->dead ? object_of(status, body, len) : NULL;
+    bool answered = doc != NULL;
+    json_int_t tp = json_integer_value(json_object_get(doc, "tp_size"));
+    json_decref(doc);
+    if (!answered) {
+        check_done(e);
+    } else if (tp && tp != e->tp) { /* one that does not say was given it */
+        fprintf(stderr,
+                "libra: serve: engine %lld (%s) of the state dir says it is TP%lld, not TP%d as "
+                "its row lists it: dead (register it anew)\n",
+                (long long)e->id, e->url, (long long)tp, e->tp);
+        die(e);
+        check_done(e);
+    } else {
+        check_passed(e);
+    }
+}
+
 static void on_check(void *arg, int status, const char *body, size_t len, const char *error)
 {
     struct gw_engine *e = arg;
@@ -692,13 +735,10 @@ static void on_check(void *arg, int status, const char *body, size_t len, const 
         check_done(e);
         return;
     }
-    e->fails = 0;
-    if (e->kind == GW_KIND_SGLANG)
-        poll(e, "/get_weight_version", on_poll_version);
-    else if (e->polls_pause)
-        poll(e, "/is_paused", on_poll_paused);
+    if (e->unverified && e->kind == GW_KIND_SGLANG) /* vLLM does not say its TP */
+        poll(e, "/get_server_info", on_poll_info);
     else
-        check_done(e);
+        check_passed(e);
 }
 
 void gw_engine_ask_version(struct gw_engine *e)

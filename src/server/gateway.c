@@ -232,30 +232,49 @@ static int make_routers(struct gw *g, char *err, size_t err_size)
     return 0;
 }
 
-/* Whether the first line of a kept capture is the header of the trace this gateway writes (its
- * workload and model): records appended to another trace would be read as that one's. Returns
- * 0, or LIBRA_EINVAL with err. */
+/* A kept capture, read line by line: it must be the trace this gateway writes (its header's
+ * workload and model) and hold nothing else than its trajectories, or what is appended would
+ * be read as another trace's, or not read at all. */
+struct kept_trace {
+    struct trace_parser *p;
+    const struct gw_outfile *f;
+    const struct trace_header *h;
+    char *err;
+    size_t err_size;
+};
+
+static int kept_trace_line(void *arg, const char *line, size_t len, int64_t lineno)
+{
+    struct kept_trace *k = arg;
+    const struct trace_header *kept;
+    const struct trace_traj *traj;
+    struct libra_error e = {0};
+    char where[512];
+    if (lineno == 1 ? trace_parser_header(k->p, line, len, 1, &kept, &e) != 0
+                    : trace_parser_traj(k->p, line, len, lineno, &traj, &e) != 0) {
+        snprintf(k->err, k->err_size, "%s: not a trace to append to",
+                 error_format(&e, where, sizeof where));
+        return LIBRA_EINVAL;
+    }
+    if (lineno == 1 && (strcmp(kept->workload, k->h->workload) != 0 ||
+                        strcmp(kept->model ? kept->model : "", k->h->model) != 0)) {
+        snprintf(k->err, k->err_size,
+                 "'%s' is a trace of workload '%s' and model '%s', not of this gateway's '%s' "
+                 "and '%s': give another file",
+                 k->f->path, kept->workload, kept->model ? kept->model : "", k->h->workload,
+                 k->h->model);
+        return LIBRA_EINVAL;
+    }
+    return 0;
+}
+
+/* Returns 0, or LIBRA_EINVAL (another file) or LIBRA_EIO with err. */
 static int same_trace(const struct gw_outfile *f, const struct trace_header *h, char *err,
                       size_t err_size)
 {
-    struct trace_parser *p = trace_parser_new(f->path);
-    const struct trace_header *kept;
-    struct libra_error e = {0};
-    int rc = 0;
-    if (trace_parser_header(p, f->head, strlen(f->head), 1, &kept, &e) != 0) {
-        char where[512];
-        snprintf(err, err_size, "%s: not a trace to append to",
-                 error_format(&e, where, sizeof where));
-        rc = LIBRA_EINVAL;
-    } else if (strcmp(kept->workload, h->workload) != 0 ||
-               strcmp(kept->model ? kept->model : "", h->model) != 0) {
-        snprintf(err, err_size,
-                 "'%s' is a trace of workload '%s' and model '%s', not of this gateway's '%s' "
-                 "and '%s': give another file",
-                 f->path, kept->workload, kept->model ? kept->model : "", h->workload, h->model);
-        rc = LIBRA_EINVAL;
-    }
-    trace_parser_free(p);
+    struct kept_trace k = {trace_parser_new(f->path), f, h, err, err_size};
+    int rc = gw_outfile_lines(f, kept_trace_line, &k, err, err_size);
+    trace_parser_free(k.p);
     return rc;
 }
 
@@ -284,22 +303,43 @@ static int open_capture(struct gw *g)
     return rc ? fail(g, rc, "--capture: %s", err) : 0;
 }
 
-/* --decisions: a kept file must be a decisions log (its first line an object naming a
- * trajectory), and its last line is mended. */
+/* A kept decisions log, read line by line: every line an object naming a trajectory. */
+struct kept_log {
+    const struct gw_outfile *f;
+    char *err;
+    size_t err_size;
+};
+
+static int kept_decision(void *arg, const char *line, size_t len, int64_t lineno)
+{
+    struct kept_log *k = arg;
+    json_error_t je;
+    json_t *d = json_loadb(line, len, 0, &je);
+    bool json = d != NULL, ok = json_object_get(d, "trajectory") != NULL;
+    json_decref(d);
+    if (ok)
+        return 0;
+    if (lineno == 1)
+        snprintf(k->err, k->err_size,
+                 "'%s': its first line is not a decision: not a decisions log to append to",
+                 k->f->path);
+    else
+        snprintf(k->err, k->err_size, "%s:%lld:%d: %s: not a decisions log to append to",
+                 k->f->path, (long long)lineno, json ? 1 : je.column,
+                 json ? "not a decision (an object with \"trajectory\")" : je.text);
+    return LIBRA_EINVAL;
+}
+
+/* --decisions: a kept file must be a decisions log, and its last line is mended. */
 static int open_decisions(struct gw *g)
 {
     char err[768];
     struct gw_outfile *f = &g->decisions;
     int rc = gw_outfile_open(f, g->opt.decisions_path, "{\"trajectory\":", "--decisions", err,
                              sizeof err);
-    json_t *first = rc == 0 && f->head ? json_loads(f->head, 0, NULL) : NULL;
-    if (rc == 0 && f->head && !json_object_get(first, "trajectory")) {
-        snprintf(err, sizeof err,
-                 "'%s': its first line is not a decision: not a decisions log to append to",
-                 f->path);
-        rc = LIBRA_EINVAL;
-    }
-    json_decref(first);
+    struct kept_log k = {f, err, sizeof err};
+    if (rc == 0 && f->head)
+        rc = gw_outfile_lines(f, kept_decision, &k, err, sizeof err);
     if (rc == 0)
         rc = gw_outfile_mend(f, "--decisions", err, sizeof err);
     return rc ? fail(g, rc, "--decisions: %s", err) : 0;
@@ -331,6 +371,16 @@ static int restore(struct gw *g)
     return rc ? fail(g, rc, "%s", err) : 0;
 }
 
+/* The store's commits begin: what the start changed (the registry, a step) is written. */
+static int start_commits(struct gw *g)
+{
+    char err[256];
+    int rc = g->persist
+                 ? gw_store_start(g->persist->st, g->base, gw_persist_collect, g, err, sizeof err)
+                 : 0;
+    return rc ? fail(g, rc, "%s", err) : 0;
+}
+
 /* Every engine registered: listed (the state dir's under their ids first), the state restored,
  * and the gateway listens. */
 static void started(struct gw *g)
@@ -342,12 +392,15 @@ static void started(struct gw *g)
         if (e->draining) /* removed while it drained: idle now, so gone */
             gw_engine_remove(e);
     }
+    /* listening first (nothing is served before this returns to the loop), committing last:
+     * a start refused on the way changes nothing in the state dir */
     char err[256] = "";
-    if (restore(g) || open_outputs(g) ||
-        net_server_new(&g->server, g->base, g->opt.host, g->opt.port, &g->opt.limits, routes, NULL,
-                       g, err, sizeof err) != 0) {
-        if (err[0])
-            fail(g, LIBRA_EIO, "%s", err); /* "cannot listen on HOST:PORT: why" */
+    if (net_server_new(&g->server, g->base, g->opt.host, g->opt.port, &g->opt.limits, routes, NULL,
+                       g, err, sizeof err) != 0)
+        fail(g, LIBRA_EIO, "%s", err); /* "cannot listen on HOST:PORT: why" */
+    else if (restore(g) == 0 && open_outputs(g) == 0)
+        start_commits(g);
+    if (g->start_error[0]) {
         g->ready(g->ready_arg, g->start_rc, g->start_error);
         return;
     }
@@ -365,17 +418,27 @@ static void on_registered(void *arg, struct gw_engine *e, int status, const char
     struct gw_start *s = arg;
     struct gw *g = s->g;
     if (!e && status == 0)
-        return;           /* the gateway stops before it started */
-    if (e && s->stored) { /* the same engine: its id and the admin's settings stay */
+        return; /* the gateway stops before it started */
+    if (e && s->stored && s->spec.tp == 0 && e->tp != s->stored->tp) {
+        /* restarted with another TP while the gateway was down: its row's bucket is wrong */
+        fail(g, LIBRA_EINVAL,
+             "state dir '%s': engine %lld (%s) says it is TP%d, not TP%d as the state dir lists "
+             "it: restart it as TP%d, or give --engine %s,tp=%d to keep it as engine %lld with "
+             "the TP it has now",
+             g->opt.state_dir, (long long)s->stored->id, e->url, e->tp, s->stored->tp,
+             s->stored->tp, e->url, e->tp, (long long)s->stored->id);
+    } else if (e && s->stored) { /* the same engine: its id and the admin's settings stay */
         e->id = s->stored->id;
         e->lent = s->stored->lent;
         e->draining = s->stored->draining;
         e->missed_update = s->stored->missed_update;
-    } else if (!e && s->stored && !s->flag && gw_bucket_of(&g->layout, s->stored->tp) >= 0) {
+    } else if (!e && status == 502 && s->stored && !s->flag &&
+               gw_bucket_of(&g->layout, s->stored->tp) >= 0) { /* it did not answer */
         fprintf(stderr, "libra: serve: engine %lld (%s) of the state dir: %s; listed as suspect\n",
                 (long long)s->stored->id, s->stored->url, msg);
         e = gw_engine_ref(s->stored); /* listed from its record, suspect */
         e->fails = GW_SUSPECT_CHECKS;
+        e->unverified = true;
         e->bucket = gw_bucket_of(&g->layout, e->tp);
     }
     gw_engine_unref(s->stored);
@@ -506,8 +569,17 @@ static int check_options(const struct gw_options *o, char *err, size_t err_size)
     return 0;
 }
 
-/* The start-up registrations: the state dir's engines (an --engine with the same URL gives its
- * TP), then the other --engine flags. Returns 0, or -1 with err when there is none. */
+/* Whether URLs a and b reach one server (net_urls_twins: localhost and 127.0.0.1 are one). */
+static bool one_server(const char *a, const char *b)
+{
+    const char *urls[] = {a, b};
+    size_t i, k;
+    return net_urls_twins(urls, 2, &i, &k);
+}
+
+/* The start-up registrations: the state dir's engines (an --engine that reaches one, under any
+ * spelling of its URL, gives its TP), then the other --engine flags. Returns 0, or -1 with err
+ * when there is none. */
 static int plan_start(struct gw *g, char *err, size_t err_size)
 {
     const struct gw_options *o = &g->opt;
@@ -525,20 +597,23 @@ static int plan_start(struct gw *g, char *err, size_t err_size)
         struct gw_start *s = &g->starting[g->n_starting++];
         s->stored = g->persist->engines.v[i];
         snprintf(s->spec.url, sizeof s->spec.url, "%s", s->stored->url);
-        s->spec.tp = s->stored->tp;
+        /* an SGLang engine is asked its TP, so one restarted with another is caught
+         * (on_registered); vLLM does not say it */
+        s->spec.tp = s->stored->kind == GW_KIND_VLLM ? s->stored->tp : 0;
     }
     if (g->persist)
         g->persist->engines.n = 0; /* the slots hold them now */
     for (size_t i = 0; i < o->n_engines; i++) {
         struct gw_start *s = NULL;
         for (size_t k = 0; k < n_stored && !s; k++)
-            if (strcmp(g->starting[k].spec.url, o->engines[i].url) == 0)
+            if (one_server(g->starting[k].spec.url, o->engines[i].url))
                 s = &g->starting[k];
         if (!s) {
             s = &g->starting[g->n_starting++];
             snprintf(s->spec.url, sizeof s->spec.url, "%s", o->engines[i].url);
         }
-        s->spec.tp = o->engines[i].tp;
+        if (o->engines[i].tp) /* a flag's tp= wins; else the row's, or the engine's own */
+            s->spec.tp = o->engines[i].tp;
         s->flag = true;
     }
     for (size_t i = 0; i < g->n_starting; i++)

@@ -75,6 +75,7 @@ struct gw_engine {
     bool missed_update; /* a pool replica's engine left out of a disk weight update while its
                            GPUs were the trainer's: it loads the last one when it wakes */
     bool checking;      /* its health check (and poll) is in flight */
+    bool unverified;    /* listed from its state-dir row, not asked yet (gateway.c) */
     int in_flight;      /* turns being proxied to it */
     double busy_s;      /* seconds it had a turn in flight, up to busy_from_s while it has one */
     double busy_from_s; /* gw_now() when in_flight last rose from 0 */
@@ -530,8 +531,9 @@ struct gw_replay {
 int gw_journal_replay(struct gw_store *st, struct gw_replay *rp, char *err, size_t err_size);
 
 /* Once the routers are made: replays the journal into the trees, restores the live
- * trajectories, makes each weight version new at this start a step, and starts the store's
- * worker. Returns 0, or LIBRA_EINVAL / LIBRA_EIO with err. */
+ * trajectories and makes each weight version new at this start a step. The store's worker is
+ * the caller's to start (gw_store_start) once the start can no longer be refused: until then
+ * nothing is committed. Returns 0, or LIBRA_EINVAL / LIBRA_EIO with err. */
 int gw_persist_restore(struct gw *g, char *err, size_t err_size);
 
 /* ---- persist.c: what changes, and calls answered once it is on disk ----------------------- */

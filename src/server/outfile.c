@@ -15,6 +15,7 @@
 #include "libra/libra.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/strbuf.h"
 
 /* Reads up to size bytes at offset into buf; returns how many (fewer at the end of the file),
  * or -1 with errno. */
@@ -140,6 +141,34 @@ int gw_outfile_mend(struct gw_outfile *f, const char *what, char *err, size_t er
                 "written): its %lld bytes are removed\n",
                 what, f->path, (long long)(st.st_size - end));
     return 0;
+}
+
+int gw_outfile_lines(const struct gw_outfile *f, gw_outfile_line_fn fn, void *arg, char *err,
+                     size_t err_size)
+{
+    char *buf = xmalloc(GW_OUTFILE_HEAD_MAX);
+    struct strbuf line = {0}; /* the line being read, across reads */
+    int64_t lineno = 0;
+    off_t pos = 0;
+    ssize_t n = 0;
+    int rc = 0;
+    while (rc == 0 && (n = read_at(f->fd, buf, GW_OUTFILE_HEAD_MAX, pos)) > 0) {
+        pos += n;
+        const char *p = buf, *end = buf + n, *nl;
+        for (; rc == 0 && (nl = memchr(p, '\n', (size_t)(end - p))); p = nl + 1) {
+            strbuf_add(&line, p, (size_t)(nl - p));
+            rc = fn(arg, line.data ? line.data : "", line.len, ++lineno);
+            line.len = 0;
+        }
+        strbuf_add(&line, p, (size_t)(end - p)); /* a last line cut short is not one */
+    }
+    if (rc == 0 && n < 0) {
+        error_text(err, err_size, "cannot read '%s': %s", f->path, error_strerror(errno));
+        rc = LIBRA_EIO;
+    }
+    strbuf_free(&line);
+    free(buf);
+    return rc;
 }
 
 int gw_outfile_write(struct gw_outfile *f, const char *data, size_t len)

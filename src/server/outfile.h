@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 
 #define GW_OUTFILE_HEAD_MAX (64 << 10) /* bytes of a kept file read for its first line */
 
@@ -47,6 +48,17 @@ int gw_outfile_open(struct gw_outfile *f, const char *path, const char *opening,
  * ("--capture"). Returns 0, or LIBRA_EIO with err.
  */
 int gw_outfile_mend(struct gw_outfile *f, const char *what, char *err, size_t err_size);
+
+/*
+ * Calls fn(arg, line, len, lineno) on every whole line of the kept file, from its first (line
+ * 1; without its newline, NUL-terminated), until fn returns nonzero, which is returned: a
+ * file appended to must hold nothing else than its lines, and the caller judges each. A last
+ * line cut short is not passed (gw_outfile_mend cuts it off). Returns 0, fn's value, or
+ * LIBRA_EIO with err when the file cannot be read.
+ */
+typedef int (*gw_outfile_line_fn)(void *arg, const char *line, size_t len, int64_t lineno);
+int gw_outfile_lines(const struct gw_outfile *f, gw_outfile_line_fn fn, void *arg, char *err,
+                     size_t err_size);
 
 /*
  * Appends len bytes (whole lines) in one write(2) where the kernel takes them so, else in as

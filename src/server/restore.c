@@ -158,10 +158,12 @@ static int read_engine(void *arg, const struct gw_store_row *row)
     struct gw_persist *p = g->persist;
     char msg[256], url[GW_URL_MAX];
     int64_t last = p->engines.n ? p->engines.v[p->engines.n - 1]->id : -1;
-    if (row->num <= last || p->engines.n == GW_ENGINES_MAX)
+    if (row->num < 0 || row->num > GW_COUNTER_MAX) /* the next one registered takes the next */
+        return row_error(rd, "engines: id %lld is outside 0 to 2^62", (long long)row->num);
+    if (row->num <= last)
         return row_error(rd, "engines: ids are not ascending (id %lld)", (long long)row->num);
-    if (row->num > GW_COUNTER_MAX) /* the next engine registered takes the id after it */
-        return row_error(rd, "engines: id %lld is above 2^62", (long long)row->num);
+    if (p->engines.n == GW_ENGINES_MAX)
+        return row_error(rd, "engines: more than %d rows", GW_ENGINES_MAX);
     if (!row->key || gw_engine_url(row->key, strlen(row->key), url, msg, sizeof msg) != 0)
         return row_error(rd, "engines.%lld: %s", (long long)row->num, row->key ? msg : "no URL");
     struct gw_engine *e = gw_engine_stored(g, row->num, url);
@@ -386,5 +388,5 @@ int gw_persist_restore(struct gw *g, char *err, size_t err_size)
             "restored %lld live trajectories, in %.0f ms\n",
             g->opt.state_dir, (long long)p->replayed_trajs, (long long)p->replayed_steps,
             (long long)p->restored_live, p->replay_ms);
-    return gw_store_start(p->st, g->base, gw_persist_collect, g, err, err_size);
+    return 0;
 }

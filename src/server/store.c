@@ -492,12 +492,17 @@ static int schema_of(struct gw_store *st, int64_t *version, char *err, size_t si
     char *end = NULL;
     long long n = v ? strtoll(v, &end, 10) : 0;
     bool ok = v && end != v && !*end && n > 0;
-    sqlite3_finalize(s);
-    if (!ok) {
+    if (!v)
         snprintf(err, size, "state dir '%s': %s is not a libra state database (no schema_version)",
                  st->dir, GW_STORE_FILE);
+    else if (!ok)
+        snprintf(err, size,
+                 "state dir '%s': meta.schema_version: '%.40s' is not a schema version (a whole "
+                 "number from 1)",
+                 st->dir, v);
+    sqlite3_finalize(s);
+    if (!ok)
         return LIBRA_EINVAL;
-    }
     *version = n;
     return 0;
 }
@@ -588,6 +593,11 @@ static int open_db(struct gw_store *st, char *err, size_t size)
     if (sqlite3_open_v2(path, &st->db, SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE, NULL) !=
         SQLITE_OK)
         return fail_db(st, LIBRA_EIO, err, size, "cannot open " GW_STORE_FILE);
+    if (sqlite3_db_readonly(st->db, "main") == 1) { /* SQLite opens such a file read-only */
+        snprintf(err, size, "state dir '%s': %s is read-only (this user cannot write it)", st->dir,
+                 GW_STORE_FILE);
+        return LIBRA_EIO;
+    }
     sqlite3_busy_timeout(st->db, 5000);
     sqlite3_stmt *s = NULL;
     int rc = sqlite3_prepare_v2(st->db, "PRAGMA journal_mode=WAL", -1, &s, NULL);

@@ -513,7 +513,8 @@ STEP_ROW = '{"step":1,"learnt":0,"deadline_s":null}'
     ("UPDATE meta SET value = ? WHERE key = 'updates'", ("99999999999999999999999",),
      "meta.updates: expected a count from 0 to 2^62"),
     ("UPDATE versions SET step = ?", (2 ** 63 - 1,), "versions: a version of at most"),
-    ("UPDATE engines SET id = ?", (2 ** 63 - 1,), "engines: id 9223372036854775807 is above"),
+    ("UPDATE engines SET id = ?", (2 ** 63 - 1,),
+     "engines: id 9223372036854775807 is outside 0 to 2^62"),
     ("INSERT INTO journal VALUES (?, 'step', ?)", (2 ** 63 - 1, STEP_ROW),
      "journal: 1 rows with seq from 9223372036854775807 to 9223372036854775807: seq counts "
      "from 1 without holes"),

@@ -148,6 +148,37 @@ static void test_a_first_line_cut_short_is_removed(void **state)
     remove(path);
 }
 
+/* Collects the lines it is called with, "|"-joined, up to the line numbered stop_at. */
+struct seen {
+    char text[256];
+    int64_t stop_at;
+};
+
+static int see(void *arg, const char *line, size_t len, int64_t lineno)
+{
+    struct seen *s = arg;
+    size_t n = strlen(s->text);
+    snprintf(s->text + n, sizeof s->text - n, "%lld:%.*s|", (long long)lineno, (int)len, line);
+    return lineno == s->stop_at ? 7 : 0;
+}
+
+static void test_every_whole_line_is_read_until_one_is_refused(void **state)
+{
+    const char *path = fresh("lines");
+    struct gw_outfile f;
+    char err[512];
+    put(path, "head\n\nsecond\ncut sho");
+    assert_int_equal(gw_outfile_open(&f, path, "{\"x\":", "--x", err, sizeof err), 0);
+    struct seen all = {"", 0}, two = {"", 2};
+    assert_int_equal(gw_outfile_lines(&f, see, &all, err, sizeof err), 0);
+    assert_string_equal(all.text, "1:head|2:|3:second|"); /* the line cut short is not one */
+    assert_int_equal(gw_outfile_lines(&f, see, &two, err, sizeof err), 7);
+    assert_string_equal(two.text, "1:head|2:|");
+    assert_int_equal(gw_outfile_close(&f), 0);
+    assert_string_equal(content(path), "head\n\nsecond\ncut sho"); /* only read */
+    remove(path);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -156,6 +187,7 @@ int main(void)
         cmocka_unit_test(test_a_file_without_a_line_is_refused_untouched),
         cmocka_unit_test(test_a_first_line_cut_short_is_removed),
         cmocka_unit_test(test_a_failed_write_stops_the_file_with_why),
+        cmocka_unit_test(test_every_whole_line_is_read_until_one_is_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
