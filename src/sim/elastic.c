@@ -39,6 +39,7 @@ struct sim_elastic {
     double *borrowed_s;       /* per replica: since when training has it back; NaN: serving */
     double *phase_s;          /* per replica: when the phase the trace shows began */
     const char **phase;       /* ... and its name, NULL when none is shown */
+    int step_gpus;            /* GPUs training the step as frozen at its start (the signal) */
     struct sim_pool_step cur; /* decisions since the last step ended */
 };
 
@@ -66,6 +67,14 @@ static void phase_to(struct sim *s, int h, const char *next)
         sim_trace_slice(s, SIM_PID_POOL, (uint64_t)h, e->phase[h], e->phase_s[h], s->now, NULL);
     e->phase[h] = next;
     e->phase_s[h] = s->now;
+}
+
+void sim_elastic_trace_end(struct sim *s)
+{
+    struct sim_elastic *e = s->elastic;
+    for (int h = 0; h < s->lay->n_hybrid; h++)
+        if (e->phase[h])
+            sim_trace_slice(s, SIM_PID_POOL, (uint64_t)h, e->phase[h], e->phase_s[h], s->now, NULL);
 }
 
 /* ---- decisions ------------------------------------------------------------------------ */
@@ -265,8 +274,7 @@ int sim_elastic_step_begin(struct sim *s, const struct ehp_lend **lend)
     pool_event(s, (struct ehp_event){
                       .kind = EHP_EV_STEP_BEGIN, .step = s->version, .version = s->version});
     const struct ehp_step *step = ehp_pool_step(e->pool);
-    e->cur.hybrid_gpus = step->active * e->lend.replica_gpus;
-    e->cur.train_gpus = s->lay->n_train + e->cur.hybrid_gpus;
+    e->step_gpus = s->lay->n_train + step->active * e->lend.replica_gpus;
     *lend = &e->lend;
     return step->active;
 }
@@ -275,8 +283,12 @@ void sim_elastic_step_end(struct sim *s, struct sim_step *st)
 {
     struct sim_elastic *e = s->elastic;
     pool_event(s, (struct ehp_event){.kind = EHP_EV_STEP_END, .step = st->step});
+    /* every count at the step's end: a member failing mid-step moves its replica's GPUs from
+     * training to rollout at once */
     for (int h = 0; h < s->lay->n_hybrid; h++)
         e->cur.replicas[ehp_pool_hybrid(e->pool, h)->join]++;
+    e->cur.hybrid_gpus = e->cur.replicas[EHP_JOIN_ACTIVE] * e->lend.replica_gpus;
+    e->cur.train_gpus = s->lay->n_train + e->cur.hybrid_gpus;
     e->cur.rollout_gpus = s->rollout_gpus;
     st->pool = e->cur;
     s->out->pool.joins += e->cur.joins;
@@ -296,7 +308,7 @@ void sim_elastic_steer(struct sim *s, const struct sim_step *st)
                                   .rollout_s = st->rollout_util * st->step_s,
                                   .queue_pressure = sim_queue_pressure(s),
                                   .active_pressure = sim_active_pressure(s),
-                                  .train_replicas = st->pool.train_gpus / s->lay->replica_gpus,
+                                  .train_replicas = e->step_gpus / s->lay->replica_gpus,
                                   .rollout_gpus = st->pool.rollout_gpus};
     if (ehp_pool_signal(e->pool, s->now, &in, &e->dec) != 0 ||
         ehp_pool_steer(e->pool, s->now, &e->dec) != 0) {

@@ -554,7 +554,8 @@ double sim_train_begin(struct sim *s, const uint32_t *g, size_t n);
 void sim_batch_stats(struct sim *s, const uint32_t *g, size_t n, double first_start_s,
                      struct sim_step *st);
 
-/* Appends the record of the step that just ended (the trainer's version is its index). */
+/* Appends the record of the step that just ended (the trainer's version is its index). The
+ * mode then plays what the step's end decides and calls sim_trace_step_done. */
 void sim_step_record(struct sim *s, struct sim_step *st);
 
 /* Whether group g is too stale for the trainer's version (then rejected, counted and
@@ -611,6 +612,9 @@ void sim_elastic_event(struct sim *s, uint32_t gen, uint64_t arg);
  * back). Returns whether i belongs to a hybrid replica. */
 bool sim_elastic_member_failed(struct sim *s, int i);
 
+/* The recorded step ends now: each replica's phase still open goes into the trace up to now. */
+void sim_elastic_trace_end(struct sim *s);
+
 /* The GPU timeline's window closes now: each replica borrowed back by training adds its time
  * so far to its instances' rows. */
 void sim_elastic_timeline_end(struct sim *s);
@@ -635,8 +639,8 @@ void sim_replan_steer(struct sim *s, const struct sim_step *st);
 /* Sets up what opts asks to record (the trace-event document, the timeline). */
 void sim_trace_init(struct sim *s);
 
-/* The run starts; step `step` has just ended (its record is in s->steps). Open and close the
- * recorded step and the timeline's window. */
+/* The run starts; step `step` has just ended (its record is in s->steps) and what its end
+ * decides was played. Open and close the recorded step and the timeline's window. */
 void sim_trace_start(struct sim *s);
 void sim_trace_step_done(struct sim *s, int64_t step);
 

@@ -147,12 +147,13 @@ static void trained(struct sim *s)
     if (s->elastic)
         sim_elastic_step_end(s, &st);
     sim_step_record(s, &st);
+    if (!s->finished && s->elastic)
+        sim_elastic_steer(s, &st);
+    if (!s->finished && s->replan)
+        sim_replan_steer(s, &st);
+    sim_trace_step_done(s, st.step); /* what was decided at the step's end is of the step */
     if (s->finished)
         return;
-    if (s->elastic)
-        sim_elastic_steer(s, &st);
-    if (s->replan)
-        sim_replan_steer(s, &st);
     if (job_sync_due(&s->job, s->version)) {
         sim_sync_begin(s);
         return;

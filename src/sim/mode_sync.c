@@ -78,6 +78,7 @@ static void record(struct sim *s, struct sim_step *st)
     st->switch_s = m->switch_s;
     s->last_step_end_s = s->now;
     sim_step_record(s, st);
+    sim_trace_step_done(s, st->step);
     if (!s->finished)
         start_step(s);
 }
@@ -162,13 +163,22 @@ static double reshard_s(const struct sim *s)
                                 s->cfg->cluster.gpus_per_node, s->lay->inst[0].tp);
 }
 
+/* A switch of every GPU between rollout and training ended now: the trainer's weight-update
+ * track and the timeline's rows show it. */
+static void switched(struct sim *s, const char *name)
+{
+    struct sync_mode *m = state(s);
+    sim_trace_phase(s, SIM_USE_SYNC, m->phase_from_s, SIM_ROW_TRAINER | SIM_ROW_FLEET);
+    sim_trace_slice(s, SIM_PID_TRAINER, 1, name, m->phase_from_s, s->now, NULL);
+    m->phase_from_s = s->now;
+}
+
 static void timer(struct sim *s, uint64_t what)
 {
     struct sync_mode *m = state(s);
     switch (what) {
     case TIMER_TO_TRAIN: {
-        sim_trace_phase(s, SIM_USE_SYNC, m->phase_from_s, SIM_ROW_TRAINER | SIM_ROW_FLEET);
-        m->phase_from_s = s->now;
+        switched(s, "switch to training");
         double d = m->accepted.n ? sim_train_begin(s, m->accepted.v, m->accepted.n) : 0;
         if (!m->accepted.n)
             memset(&s->cur, 0, sizeof s->cur);
@@ -184,7 +194,7 @@ static void timer(struct sim *s, uint64_t what)
         break;
     }
     case TIMER_TO_ROLLOUT: {
-        sim_trace_phase(s, SIM_USE_SYNC, m->phase_from_s, SIM_ROW_TRAINER | SIM_ROW_FLEET);
+        switched(s, "reshard to rollout");
         s->version++;
         sim_fleet_update(s, s->version);
         struct sim_step st = s->cur;

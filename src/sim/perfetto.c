@@ -10,8 +10,10 @@
  * (training steps, weight updates); a fourth with the elastic pool, a track per hybrid
  * replica (its join's phases and its training as slices, its returns and rollbacks as instant
  * events). The
- * step recorded runs from the end of the previous step to the end of its own; a slice is
- * recorded when it ends, so work that began earlier shows from its true start. Times are
+ * step recorded runs from the end of the previous step to the end of its own, what is decided
+ * at that end included; a slice is recorded when it ends, so work that began earlier shows
+ * from its true start, and a pool phase still open at the end is recorded up to it (work on
+ * the instances and trajectories still open is not). Times are
  * microseconds of simulated time. The GPU timeline (timeline.c, sim.timeline_steps) holds a
  * range of steps as busy intervals per row — the trainer, each instance — over the same kind
  * of window, fed by the same hooks: an instance's changes, a training step, and the phases the
@@ -41,9 +43,11 @@ void sim_trace_start(struct sim *s)
 
 void sim_trace_step_done(struct sim *s, int64_t step)
 {
-    if (s->trace.events && step == s->trace.step)
+    if (s->trace.events && step == s->trace.step) {
+        if (s->elastic)
+            sim_elastic_trace_end(s);
         s->trace.on = false;
-    else if (s->trace.events && step + 1 == s->trace.step)
+    } else if (s->trace.events && step + 1 == s->trace.step)
         s->trace.on = true;
     if (!s->opts->timeline)
         return;

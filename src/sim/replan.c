@@ -448,12 +448,12 @@ static void decide(struct sim *s, const struct plan_result *cur, const struct pl
     next_free(&n);
 }
 
-/* Plans the window after trigger `why`, and decides. */
-static void evaluate(struct sim *s, const char *why)
+/* Plans the window after trigger `why` fired at the end of step st, and decides. */
+static void evaluate(struct sim *s, const struct sim_step *st, const char *why)
 {
     struct sim_replan *r = s->replan;
     struct sim_replan_eval ev = {
-        .step = s->version, .trigger = why, .correction = 1.0, .measured_ratio = NAN};
+        .step = st->step, .trigger = why, .correction = 1.0, .measured_ratio = NAN};
     for (int i = 0; i < s->n_inst; i++)
         if (core_live(s, i))
             ev.cur[spec_tp_index(s->inst[i].tp)]++;
@@ -479,5 +479,5 @@ void sim_replan_steer(struct sim *s, const struct sim_step *st)
 {
     const char *why = trigger(s, st);
     if (why)
-        evaluate(s, why);
+        evaluate(s, st, why);
 }

@@ -416,11 +416,11 @@ static void pool_text(struct strbuf *b, const struct sim_mode_result *mr)
     strbuf_printf(b,
                   "elastic pool (%s): %d hybrid replica%s of %d GPUs beside %d core; %d joins "
                   "(%d trained, %d cancelled, %d failed), %d returns; mean GPUs training %.1f, "
-                  "in rollout %.1f\n",
+                  "in rollout %.1f%s%s\n",
                   sim_mode_name(l->mode), l->n_hybrid, l->n_hybrid == 1 ? "" : "s", l->replica_gpus,
                   l->train.dp / ehp_replica_ranks(&l->train), r->pool.joins, r->pool.activated,
                   r->pool.cancelled, r->pool.failed, r->pool.returned, n ? train / n : 0,
-                  n ? roll / n : 0);
+                  n ? roll / n : 0, *l->pool_note ? "; " : "", l->pool_note);
 }
 
 /* Online replanning's line: evaluations by trigger, and each accepted replan. */

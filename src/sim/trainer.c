@@ -164,7 +164,6 @@ void sim_step_record(struct sim *s, struct sim_step *st)
     /* cmlfq_h's deadline: k + 1 of the steps simulated so far (the planner's guess before) */
     sched_router_set_deadline(s->router,
                               (s->cfg->rl.max_staleness + 1) * st->end_s / (double)s->steps.n);
-    sim_trace_step_done(s, st->step);
     if (st->step + 1 == s->opts->warmup)
         sim_measure_begin(s);
     if (st->step + 1 >= s->opts->steps)

@@ -154,7 +154,8 @@ static const struct spec_field fields[] = {
         "gen_batch: groups each generation round launches per group of the batch (verl's "
         "data.gen_batch_size / data.train_batch_size: 1536 / 512 in its DAPO recipe)"),
     INT(SIMULATED, rl.max_gen_batches, "", 10, 1, 1000, NULL,
-        "generation rounds per step while dynamic sampling leaves the batch short (colocated)"),
+        "generation rounds per step while dynamic sampling leaves the batch short (colocated, "
+        "rollout; libra's planner costs them)"),
     INT(PLANNER, rl.minibatches, "", 1, 1, 4096, NULL, "optimizer steps per training step"),
     BOOL(PLANNER, rl.old_logprob, 1,
          "the trainer recomputes old log-probs (a forward pass per step)"),
@@ -631,6 +632,27 @@ static bool libra_planned(const struct libra_config *c)
     return (c->sim.modes & SPEC_SIM_LIBRA) && c->sim.planner;
 }
 
+#define ROUNDS_READ "colocated or rollout in sim.modes, or libra with sim.planner"
+/* libra sim's modes that bound dynamic sampling's rounds: colocated's and rollout's steps run
+ * them, and libra's planner costs them in its rollout model (the async modes replace each
+ * dropped group). */
+static bool rounds_read(const struct libra_config *c)
+{
+    return (c->sim.modes & (SPEC_SIM_COLOCATED | SPEC_SIM_ROLLOUT)) || libra_planned(c);
+}
+
+/* gen_batch differs from regenerate only in the rounds (rounds_read). */
+static bool gen_batch_read(const struct libra_config *c)
+{
+    return !gen_batch_on(c) || rounds_read(c);
+}
+
+static const char *gen_batch_unread(const struct libra_config *c)
+{
+    (void)c;
+    return "beyond regenerate's without " ROUNDS_READ;
+}
+
 /* Why libra's planner does not run: no libra mode, or libra on sched.buckets' own fleet. */
 static const char *libra_unplanned(const struct libra_config *c)
 {
@@ -876,6 +898,10 @@ static const struct spec_dependent dependents[] = {
     SIM_MODE_KEY("rl.sync_interval", updates_on, UPDATES),
     SIM_MODE_KEY("rl.sync_mode", updates_on, UPDATES),
     SIM_MODE_KEY("rl.transport", updates_on, UPDATES),
+    {"rl.dynamic_sampling", gen_batch_read, "(gen_batch) " ROUNDS_READ, SPEC_READ_SIM, "sim.modes",
+     gen_batch_unread},
+    SIM_MODE_KEY("rl.max_gen_batches", rounds_read, ROUNDS_READ),
+    SIM_MODE_KEY("rl.gen_batch_factor", rounds_read, ROUNDS_READ),
     SIM_MODE_KEY("rl.minibatches", training_on, TRAINING),
     SIM_MODE_KEY("rl.old_logprob", training_on, TRAINING),
     SIM_MODE_KEY("rl.reference", training_on, TRAINING),
@@ -887,6 +913,13 @@ static const struct spec_dependent dependents[] = {
     SIM_MODE_KEY("sched.attempt_shrink", attempts_weighed,
                  ROUTING_MODES " and sched.policy cmlfq_h"),
     SIM_MODE_KEY("sim.planner", libra_on, "libra in sim.modes"),
+    SIM_MODE_KEY("ehp.enabled", libra_on, "libra in sim.modes"),
+    /* the training space of the layouts the training modes take from the planner */
+    SIM_MODE_KEY("plan.sample_seed", training_on, TRAINING),
+    SIM_MODE_KEY("plan.recompute", training_on, TRAINING),
+    SIM_MODE_KEY("plan.fsdp", training_on, TRAINING),
+    SIM_MODE_KEY("plan.cp_min_seq_tokens", training_on, TRAINING),
+    SIM_MODE_KEY("plan.group_integrity", training_on, TRAINING),
     LIBRA_PLANNED_KEY("plan.homogeneous_rollout", libra_planned),
     LIBRA_PLANNED_KEY("plan.verify_candidates", sim_verify_count_acts),
     LIBRA_PLANNED_KEY("plan.verify_steps", libra_planned),

@@ -391,7 +391,13 @@ PARTLY_OFF = {
     **{(key, "sim"): ("sim.modes=colocated",) for key in (
         "rl.max_staleness", "rl.sync_interval", "rl.sync_mode", "rl.transport")},
     **{(key, "sim"): ("sim.modes=rollout", FLEET_SET) for key in (
-        "rl.minibatches", "rl.old_logprob", "rl.reference")},
+        "rl.minibatches", "rl.old_logprob", "rl.reference", "plan.sample_seed", "plan.recompute",
+        "plan.fsdp", "plan.cp_min_seq_tokens", "plan.group_integrity")},
+    # dynamic sampling's rounds act in colocated, rollout and libra's planner, not in async
+    ("rl.dynamic_sampling", "sim"): ("sim.modes=async",),
+    ("rl.max_gen_batches", "sim"): ("sim.modes=async", "rl.dynamic_sampling=regenerate"),
+    ("rl.gen_batch_factor", "sim"): ("sim.modes=async",),
+    ("ehp.enabled", "sim"): ("sim.modes=colocated",),
     # the router's keys act in the modes that route over buckets, the planner's in libra's
     **{(key, "sim"): ("sim.modes=colocated",) for key in (
         "sched.policy", "sched.buckets", "sched.rebuild_interval", "sched.shrink_visits",
@@ -404,6 +410,8 @@ PARTLY_OFF = {
 }
 # the value set where CHANGES's would act even with the switch off (0: verification off)
 PARTLY_VALUE = {("plan.verify_candidates", "plan"): "4", ("plan.verify_candidates", "sim"): "4",
+                # regenerate acts in async too; gen_batch differs from it only in the rounds
+                ("rl.dynamic_sampling", "sim"): "gen_batch",
                 # CHANGES's 0 is below the sync interval: libra plan refuses the file's value
                 ("rl.max_staleness", "sim"): "8", ("rl.max_staleness", "plan"): "8"}
 
