@@ -424,9 +424,12 @@ static int jsonl_row(struct trace_importer *im, struct row *r, struct libra_erro
     json_decref(im->root);
     json_error_t jerr;
     im->root = json_loadb(im->line, im->len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!im->root)
-        return error_set(err, im->name, (int)im->lineno, jerr.column > 0 ? jerr.column : 1,
-                         "invalid JSON: %s", ujson_error_text(&jerr));
+    if (!im->root) {
+        int line, col; /* a row is one line */
+        ujson_error_at(im->line, im->len, &jerr, &line, &col);
+        return error_set(err, im->name, (int)im->lineno, col, "invalid JSON: %s",
+                         ujson_error_text(&jerr));
+    }
     if (!json_is_object(im->root))
         return error_set(err, im->name, (int)im->lineno, 1, "expected a JSON object per row");
     const char *key;

@@ -415,9 +415,11 @@ int trace_verl_line(struct trace_verl *v, const char *name, int64_t lineno, cons
     memset(&v->traj, 0, sizeof v->traj);
     json_error_t jerr;
     v->root = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!v->root)
-        return error_set(err, name, (int)lineno, jerr.column > 0 ? jerr.column : 1,
-                         "invalid JSON: %s", ujson_error_text(&jerr));
+    if (!v->root) {
+        int at_line, col; /* a record is one line */
+        ujson_error_at(line, len, &jerr, &at_line, &col);
+        return error_set(err, name, (int)lineno, col, "invalid JSON: %s", ujson_error_text(&jerr));
+    }
     if (!json_is_object(v->root))
         return fail(name, lineno, line, len, NULL, "expected a JSON object", err);
     const char *input = NULL, *output = NULL, *reward_key = NULL;

@@ -651,9 +651,12 @@ static int load_line(struct trace_parser *p, json_t **root, const char *line, si
         return error_set(err, p->name, (int)lineno, 1, "empty line");
     json_error_t jerr;
     json_t *v = json_loadb(line, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!v)
-        return error_set(err, p->name, (int)lineno, jerr.column > 0 ? jerr.column : 1,
-                         "invalid JSON: %s", ujson_error_text(&jerr));
+    if (!v) {
+        int at_line, col; /* a record is one line */
+        ujson_error_at(line, len, &jerr, &at_line, &col);
+        return error_set(err, p->name, (int)lineno, col, "invalid JSON: %s",
+                         ujson_error_text(&jerr));
+    }
     *root = v;
     return 0;
 }

@@ -32,6 +32,43 @@ static void position(const char *text, const char *at, int *line, int *col)
     *col = c;
 }
 
+/* Whether the text ends inside a value: jansson wanted more (premature end), or stopped at its
+ * end, past the white space that ends it (a file's last newline among it), within a token that
+ * had not ended (a string, a literal, an escape) rather than at a bracket or separator it
+ * rejected. end is the text less that white space. */
+static bool cut_short(const char *text, const char *end, const json_error_t *e)
+{
+    enum json_error_code code = json_error_code(e);
+    if (code == json_error_premature_end_of_input)
+        return true;
+    return (code == json_error_invalid_syntax || code == json_error_invalid_utf8) && end > text &&
+           e->position >= end - text && !strchr("[]{}:,", end[-1]);
+}
+
+void ujson_error_at(const char *text, size_t len, const json_error_t *e, int *line, int *col)
+{
+    const char *at = NULL;
+    if (json_error_code(e) == json_error_numeric_overflow && e->position > 0 &&
+        (size_t)e->position <= len) { /* jansson is past the number: point at its start */
+        at = text + e->position;
+        while (at > text && strchr("0123456789+-.eE", at[-1]))
+            at--;
+    } else {
+        const char *end = text + len;
+        while (end > text && strchr(" \t\r\n", end[-1]))
+            end--;
+        if (cut_short(text, end, e)) /* the value missing is after its last character */
+            at = end;
+    }
+    if (at) {
+        position(text, at, line, col);
+        return;
+    }
+    /* jansson reports line/column 1-based; column -1 when it has none. */
+    *line = e->line > 0 ? e->line : 1;
+    *col = e->column > 0 ? e->column : 1;
+}
+
 int ujson_doc_parse(struct ujson_doc *doc, const char *name, const char *text, size_t len,
                     struct libra_error *err)
 {
@@ -51,29 +88,10 @@ int ujson_doc_parse(struct ujson_doc *doc, const char *name, const char *text, s
         return error_set(err, name, 1, 1, "empty: no JSON value");
     json_error_t jerr;
     json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES | JSON_DECODE_ANY, &jerr);
-    if (!root && json_error_code(&jerr) == json_error_numeric_overflow && jerr.position > 0 &&
-        (size_t)jerr.position <= len) { /* jansson is past the number: point at its start */
-        const char *at = text + jerr.position;
-        while (at > text && strchr("0123456789+-.eE", at[-1]))
-            at--;
-        int line, col;
-        position(text, at, &line, &col);
-        return error_set(err, name, line, col, "%s", ujson_error_text(&jerr));
-    }
-    if (!root && json_error_code(&jerr) == json_error_premature_end_of_input) {
-        /* jansson names the last character it read: the value missing is after it, past the
-         * white space that ends the text (a file's last newline among it) */
-        const char *at = text + len;
-        while (at > text && strchr(" \t\r\n", at[-1]))
-            at--;
-        int line, col;
-        position(text, at, &line, &col);
-        return error_set(err, name, line, col, "%s", ujson_error_text(&jerr));
-    }
     if (!root) {
-        /* jansson reports line/column 1-based; column -1 when it has none. */
-        return error_set(err, name, jerr.line > 0 ? jerr.line : 1,
-                         jerr.column > 0 ? jerr.column : 1, "%s", ujson_error_text(&jerr));
+        int line, col;
+        ujson_error_at(text, len, &jerr, &line, &col);
+        return error_set(err, name, line, col, "%s", ujson_error_text(&jerr));
     }
     doc->root = root;
     doc->name = xstrdup(name ? name : "");

@@ -40,6 +40,12 @@ struct ujson_doc {
 int ujson_doc_parse(struct ujson_doc *doc, const char *name, const char *text, size_t len,
                     struct libra_error *err);
 
+/* Where in text (len bytes, line and column 1-based, columns in characters) the failed parse
+ * that gave e is at fault: jansson's place, but a number out of range at its start and a text
+ * cut short (in a value: a string, a literal, or wanting more) after its last character, past
+ * the white space that ends it. Every parse error is placed by it. */
+void ujson_error_at(const char *text, size_t len, const json_error_t *e, int *line, int *col);
+
 /* The reason jansson gives for a failed parse, in our words where its own would name one of its
  * options ("\u0000 is not allowed without JSON_ALLOW_NUL"). Every parse error goes through it. */
 const char *ujson_error_text(const json_error_t *e);

@@ -67,7 +67,7 @@ def test_validate_all_reports_every_bad_line():
     lines = r.stderr.splitlines()
     where = [line.split(": ", 2)[1] for line in lines[:-1]]
     prefix = data("bad.jsonl")
-    assert where == [f"{prefix}:3:115", f"{prefix}:4:139", f"{prefix}:5:136",
+    assert where == [f"{prefix}:3:115", f"{prefix}:4:139", f"{prefix}:5:137",
                      f"{prefix}:6:115", f"{prefix}:7:1", f"{prefix}:8:2"]
     assert "note: unknown key" in lines[1]
     assert "invalid JSON" in lines[2]

@@ -45,6 +45,14 @@ static void test_parse_errors(void **state)
     EXPECT_SYNTAX_ERROR("{\"cluster\":", 1, 12);
     EXPECT_SYNTAX_ERROR("{\"cluster\":\n \r\n", 1, 12);
     EXPECT_SYNTAX_ERROR("[", 1, 2);
+    /* ... within a token that had not ended: a literal, an escape, a string whose line ends */
+    EXPECT_SYNTAX_ERROR("{\"a\": tr", 1, 9);
+    EXPECT_SYNTAX_ERROR("{\"a\": \"x\\", 1, 10);
+    EXPECT_SYNTAX_ERROR("{\"model\": {\"name\": \"Qwen\n", 1, 25);
+    EXPECT_SYNTAX_ERROR("{\n  \"note\": \"abc\r\n", 2, 15);
+    /* a bracket or separator rejected at the end is where it stands */
+    EXPECT_SYNTAX_ERROR("{\"a\": 1,}", 1, 9);
+    EXPECT_SYNTAX_ERROR("{\"a\": 1}}\n", 1, 9);
     EXPECT_SYNTAX_ERROR("", 1, 1);
     EXPECT_SYNTAX_ERROR("{\"a\": 1, \"a\": 2}", 1, 12); /* duplicate keys rejected */
     /* A NUL byte is an error at its position, not an early end of the document. */
