@@ -4,6 +4,7 @@
  */
 #include "api/plan.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <time.h>
 
@@ -44,6 +45,25 @@ static int solve(const struct sim_input *in, const struct libra_config *plan_cfg
     return rc;
 }
 
+/* A verification whose every candidate failed to simulate, some for a setting (not for want of
+ * room: LIBRA_EINFEAS), is the input's fault, as libra sim judges its runs: LIBRA_EINVAL with
+ * the best ranked such candidate's cause. Else 0: the analytic optimum stands. */
+static int every_failed(const struct sim_mode_result *v, struct libra_error *err)
+{
+    const struct sim_verified *why = NULL;
+    for (int i = 0; i < v->n_verified; i++) {
+        const struct sim_verified *c = &v->verified[i];
+        if (!isnan(c->tokens_per_s))
+            return 0;
+        if (!why && c->error_rc != LIBRA_EINFEAS)
+            why = c;
+    }
+    if (!why)
+        return 0;
+    return error_set(err, NULL, 0, 0, "all %d candidates failed to simulate: %s", v->n_verified,
+                     why->error);
+}
+
 /* Chooses among the planner's candidates by simulation (plan.verify_candidates > 0, async):
  * the chosen one's plan replaces pl->plan, which is kept as pl->analytic when they differ. */
 static int verify(const struct sim_input *in, int jobs, struct api_planned *pl,
@@ -55,7 +75,8 @@ static int verify(const struct sim_input *in, int jobs, struct api_planned *pl,
         return 0;
     }
     if (pl->plan.colocated) {
-        pl->unverified_why = "plan.mode colocated: the simulator verifies async plans only";
+        pl->unverified_why = "plan.mode colocated is not verified: the verification of plan.mode "
+                             "async simulates colocated candidates beside its async ones";
         return 0;
     }
     double start = now_s();
@@ -64,6 +85,8 @@ static int verify(const struct sim_input *in, int jobs, struct api_planned *pl,
     int rc = sim_verify(&vin, &pl->verification, err);
     workers_free(vin.workers);
     pl->verify_ms = 1e3 * (now_s() - start);
+    if (rc == 0)
+        rc = every_failed(&pl->verification, err);
     if (rc != 0) {
         error_prefix(err, "verification");
         return rc;

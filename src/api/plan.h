@@ -33,14 +33,14 @@ struct api_planned {
  * Plans in->cfg on in's length sample into *pl, verifying async plans with jobs threads
  * (results do not depend on jobs). A plan that is not feasible is a result (pl->plan.feasible
  * false, why in pl->plan.why), not an error. Returns 0, or LIBRA_EINVAL / LIBRA_EINTERNAL
- * with err (a verification error prefixed "verification: "). Free *pl with api_planned_free
- * in every case.
+ * with err (a verification error prefixed "verification: ", among them every candidate failing
+ * to simulate, some for a setting). Free *pl with api_planned_free in every case.
  */
 int api_plan_run(const struct sim_input *in, int jobs, struct api_planned *pl,
                  struct libra_error *err);
 
-/* The plan document of `libra plan --json` (schema libra.plan/1) for pl under cfg. Returns a
- * new reference. */
+/* The plan document of `libra plan --json` (schema libra.plan/1) for pl under cfg, each failed
+ * verification candidate with its cause ("error"). Returns a new reference. */
 json_t *api_plan_json(const struct libra_config *cfg, const struct api_planned *pl);
 
 /* Releases what pl owns; a zeroed pl is fine. */

@@ -5,7 +5,8 @@
  * --trace), plans, verifies the planner's best candidates by a short simulation
  * (plan.verify_candidates, async), and prints the chosen plan's training layout, rollout
  * instances and buckets, predicted times, node layout, the verification's candidates and the
- * search statistics — or one JSON document with --json. Exit 1 when no plan is feasible.
+ * search statistics — or one JSON document with --json. Exit 1 when no plan is feasible; 2 when
+ * every candidate failed to simulate, some for a setting (api_plan_run's error).
  *
  * Planning itself is api/plan.h's, which libra_plan() shares; this file adds the flags, the
  * text output and the wall-clock figures, which go to stderr only.
@@ -45,8 +46,9 @@ static const char help[] =
     "(its optimum, its best heterogeneous and single-TP fleets at and near the optimum's split)\n"
     "run N steps of libra sim on another seed; the fastest is the plan, unless others come\n"
     "within 5 % of it: those run again on a second seed, and the best mean of the two is the\n"
-    "plan. Exit 1 when no plan is feasible, naming the constraint; --json prints one\n"
-    "document (schema libra.plan/1).\n"
+    "plan; a failed candidate's cause is printed under the table. Exit 1 when no plan is\n"
+    "feasible, naming the constraint; 2 when every candidate failed to simulate, some for a\n"
+    "setting, naming it; --json prints one document (schema libra.plan/1).\n"
     "\n"
     "flags:\n"
     "  --trace FILE           take the length sample from a trace (docs/trace-format.md)\n"
@@ -226,12 +228,48 @@ static void print_stats(FILE *out, const struct plan_result *r)
                                     : " (proven optimal)");
 }
 
-static void figure_text(double tokens_per_s, char *out, size_t size)
+/* A figure, or "failed [k]" for a run that failed of the k-th cause (cause 0: none kept, as on
+ * the second seed). */
+static void figure_text(double tokens_per_s, int cause, char *out, size_t size)
 {
-    if (isnan(tokens_per_s))
-        snprintf(out, size, "failed");
-    else
+    if (!isnan(tokens_per_s))
         snprintf(out, size, "%.1f", tokens_per_s);
+    else if (cause)
+        snprintf(out, size, "failed [%d]", cause);
+    else
+        snprintf(out, size, "failed");
+}
+
+/* The distinct causes of the failed candidates, in rank order, into cause[]; the 1-based number
+ * of each candidate's into number[] (0: it ran). Returns how many. */
+static int failure_causes(const struct sim_mode_result *v, const char **cause, int *number)
+{
+    int n = 0;
+    for (int i = 0; i < v->n_verified; i++) {
+        const struct sim_verified *c = &v->verified[i];
+        number[i] = 0;
+        if (!isnan(c->tokens_per_s))
+            continue;
+        int k = 0;
+        while (k < n && strcmp(cause[k], c->error) != 0)
+            k++;
+        if (k == n)
+            cause[n++] = c->error;
+        number[i] = k + 1;
+    }
+    return n;
+}
+
+/* The width of the candidate column: the longest origin's (the pool's ", no pool" lengthens
+ * them). */
+static int origin_width(const struct sim_mode_result *v)
+{
+    int width = (int)strlen("candidate");
+    for (int i = 0; i < v->n_verified; i++) {
+        int len = (int)strlen(v->verified[i].origin);
+        width = len > width ? len : width;
+    }
+    return width;
 }
 
 /* A fleet's kind from its text ("tp8x3", "tp4x4,tp8x1"): its one TP size, or 0 when mixed. */
@@ -243,7 +281,7 @@ static int fleet_kind(const char *instances)
 /* The header names what was simulated: the kinds of fleet and the colocated plans the
  * candidates hold, not every kind the verification proposes (plan.min_tp_sizes, for one,
  * leaves single TP sizes and colocated plans out). */
-static void print_verify_header(FILE *out, const struct sim_mode_result *v)
+static void print_verify_header(FILE *out, const struct sim_mode_result *v, int width)
 {
     int colocated = 0;
     bool kind[PLAN_NTP + 1] = {false}; /* [t]: every instance TP 2^t; [PLAN_NTP]: mixed */
@@ -274,8 +312,8 @@ static void print_verify_header(FILE *out, const struct sim_mode_result *v)
     fprintf(out,
             "; and the splits a search around the fastest added), each simulated for %d steps on "
             "seed %lld; those within 5 %% of the fastest again on seed %lld, and the best mean "
-            "wins\n  %-20s %6s %-28s %12s %14s %14s\n",
-            v->verify_steps, (long long)v->verify_seed, (long long)v->race_seed, "candidate",
+            "wins\n  %-*s %6s %-28s %12s %14s %14s\n",
+            v->verify_steps, (long long)v->verify_seed, (long long)v->race_seed, width, "candidate",
             "train", "instances", "predicted s", "sim tokens/s", "2nd seed");
 }
 
@@ -338,26 +376,34 @@ static void print_verification(FILE *out, const struct api_planned *pl)
         fprintf(out, "\nverification: none (%s)\n", pl->unverified_why);
         return;
     }
-    print_verify_header(out, v);
+    int width = origin_width(v);
+    print_verify_header(out, v, width);
+    const char **cause = xcalloc((size_t)v->n_verified, sizeof *cause);
+    int *number = xcalloc((size_t)v->n_verified, sizeof *number);
+    int n_causes = failure_causes(v, cause, number);
     const struct sim_verified *chosen = NULL, *opt = NULL;
     for (int i = 0; i < v->n_verified; i++) {
         const struct sim_verified *c = &v->verified[i];
         if (!opt && c->split == 0 && c->tp == 0) /* the first: its twin without the pool follows */
             opt = c;
         char sim[32], second[32];
-        figure_text(c->tokens_per_s, sim, sizeof sim);
+        figure_text(c->tokens_per_s, number[i], sim, sizeof sim);
         if (c->raced)
-            figure_text(c->second_tokens_per_s, second, sizeof second);
+            figure_text(c->second_tokens_per_s, 0, second, sizeof second);
         else
             snprintf(second, sizeof second, "-");
-        fprintf(out, "%s %-20s %6d %-28s %12.2f %14s %14s\n", c->chosen ? "*" : " ", c->origin,
-                c->n_train, c->instances, c->pred_step_s, sim, second);
+        fprintf(out, "%s %-*s %6d %-28s %12.2f %14s %14s\n", c->chosen ? "*" : " ", width,
+                c->origin, c->n_train, c->instances, c->pred_step_s, sim, second);
         if (c->chosen)
             chosen = c;
     }
+    for (int k = 0; k < n_causes; k++)
+        fprintf(out, "  [%d] %s\n", k + 1, cause[k]);
+    free(number);
+    free(cause);
     if (chosen && isnan(chosen->tokens_per_s)) {
-        fprintf(out, "every candidate failed to simulate (libra sim names why); the plan is the "
-                     "analytic optimum\n");
+        fprintf(out, "every candidate failed to simulate (the causes above); the plan is "
+                     "the analytic optimum\n");
     } else if (chosen) {
         fprintf(out, "the plan: %s, ", chosen == opt ? "the analytic optimum" : chosen->origin);
         print_won_on(out, v, chosen);
@@ -568,8 +614,8 @@ int cmd_plan(int argc, char **argv)
         else if (c == OPT_VERIFY_STEPS)
             cli_common_set(&cc, "plan.verify_steps", optarg, "--verify-steps");
         else if (c == OPT_EXPORT && plan_export_format_parse(optarg, &ex.format) != 0)
-            rc = cli_usage_error(cc.cmd, "--export: unknown format '%s' (one of %s)", optarg,
-                                 PLAN_EXPORT_FORMAT_LIST);
+            rc = cli_value_errorf(cc.cmd, "--export: unknown format '%s' (one of %s)", optarg,
+                                  PLAN_EXPORT_FORMAT_LIST);
         else if (c == OPT_EXPORT)
             ex.on = true;
         else

@@ -259,6 +259,8 @@ json_t *sim_verification_to_json(const struct sim_mode_result *mr)
         if (v->raced)
             json_object_set_new(o, "second_seed_trained_tokens_per_s",
                                 ujson_real(v->second_tokens_per_s));
+        if (isnan(v->tokens_per_s)) /* why its run failed */
+            json_object_set_new(o, "error", json_string(v->error));
         json_array_append_new(c, o);
     }
     return json_pack("{s:i,s:I,s:I,s:o}", "steps", mr->verify_steps, "seed",

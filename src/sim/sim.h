@@ -448,6 +448,8 @@ struct sim_verified {
     char instances[64];  /* the fleet, "tp1x4,tp8x2" */
     double pred_step_s;  /* the planner's analytic step */
     double tokens_per_s; /* the short simulation's trained tokens/s; NAN when it failed */
+    int error_rc;        /* when it failed: sim_run's return, LIBRA_EINFEAS where nothing fits */
+    char error[512];     /* and why ("" when it ran) */
     bool raced;          /* close to the fastest: run again on the second seed (sim_verify) */
     double second_tokens_per_s; /* raced: the second seed's figure; NAN when it failed */
     bool chosen;
@@ -508,8 +510,8 @@ void sim_mode_result_free(struct sim_mode_result *mr);
  * from sim.seed, then a search of splits walks from the fastest; those within 5 % of the
  * fastest (at most 4) run again on a second derived seed and the best mean of the two wins.
  * Fills mr->layout (origin "verified") and
- * mr->verified (every candidate, by analytic rank). Returns as sim_layout_make (the planner's
- * error when it finds no plan).
+ * mr->verified (every candidate, by analytic rank, a failed one with its cause). Returns as
+ * sim_layout_make (the planner's error when it finds no plan).
  */
 int sim_verify(const struct sim_input *in, struct sim_mode_result *mr, struct libra_error *err);
 

@@ -25,6 +25,7 @@
 #include "sim/internal.h"
 #include "util/alloc.h"
 #include "util/error.h"
+#include "util/json.h"
 #include "util/rng.h"
 #include "util/workers.h"
 
@@ -47,7 +48,10 @@ struct candidate {
     bool twin;       /* with the pool on, a candidate without it: ranked after a pooled tie */
     bool simulated;  /* tokens_per_s is its figure (NAN: the run failed) */
     double tokens_per_s;
-    bool raced;                 /* run again on the second seed */
+    int error_rc; /* the run's failure (struct sim_verified) */
+    char error[512];
+    bool near;  /* proposed at the optimum's split or one nearest it (first_of_kind) */
+    bool raced; /* run again on the second seed */
     double second_tokens_per_s; /* its figure there (NAN: the run failed) */
 };
 
@@ -263,14 +267,14 @@ static int fleet_tp(const struct sim_layout *l)
 
 /* Whether c[i] of c[0, n) (sorted by prediction) is the best ranked of its kind of fleet (one
  * TP size, each size its own kind, or several) among the plans proposed at the optimum's split
- * and the splits nearest it. */
+ * and the splits nearest it (near: a free optimum that such a proposal repeats counts too). */
 static bool first_of_kind(const struct candidate *c, size_t i)
 {
-    if (c[i].colocated || c[i].split == 0)
+    if (!c[i].near)
         return false;
     int tp = fleet_tp(&c[i].layout);
     for (size_t j = 0; j < i; j++)
-        if (!c[j].colocated && c[j].split && fleet_tp(&c[j].layout) == tp)
+        if (c[j].near && fleet_tp(&c[j].layout) == tp)
             return false;
     return true;
 }
@@ -329,7 +333,11 @@ static size_t proposals(const struct sim_input *in, struct candidate *c, size_t 
         k = at_split(cfg, c[0].layout.n_train, p, 0);
         for (int i = 0; i < near; i++)
             k = at_split(cfg, splits[i], p, k);
-        propose(in, p, k, c, &n, NULL);
+        long at[PROPOSALS_MAX];
+        propose(in, p, k, c, &n, at);
+        for (size_t i = 0; i < k; i++)
+            if (at[i] >= 0)
+                c[at[i]].near = true;
     }
     free(p);
     if (n == 0)
@@ -379,9 +387,16 @@ static void simulate(void *arg, size_t i)
     struct sim_run_opts o = {
         .steps = v->steps, .warmup = v->warmup, .perfetto_step = -1, .rates_only = true};
     struct sim_result r;
+    struct libra_error err = {0};
     double *figure = v->racing ? &c->second_tokens_per_s : &c->tokens_per_s;
-    if (sim_run(v->racing ? v->second : v->in, &c->layout, &o, &r, NULL) == 0)
+    int rc = sim_run(v->racing ? v->second : v->in, &c->layout, &o, &r, &err);
+    if (rc == 0)
         *figure = r.tokens_per_s;
+    else if (!v->racing) { /* the first seed's failure: the one a NAN figure reports */
+        c->error_rc = rc;
+        snprintf(c->error, sizeof c->error, "%s", err.msg);
+        ujson_utf8_repair(c->error); /* cut to its size: whole characters for its JSON */
+    }
     c->simulated = true;
     sim_result_free(&r);
 }
@@ -627,6 +642,8 @@ int sim_verify(const struct sim_input *in, struct sim_mode_result *mr, struct li
         sim_fleet_text(&c[i].layout, out->instances, sizeof out->instances);
         out->pred_step_s = c[i].layout.pred_step_s;
         out->tokens_per_s = c[i].tokens_per_s;
+        out->error_rc = c[i].error_rc;
+        snprintf(out->error, sizeof out->error, "%s", c[i].error);
         out->raced = c[i].raced;
         out->second_tokens_per_s = c[i].second_tokens_per_s;
         out->chosen = i == best;

@@ -782,7 +782,8 @@ static const char *plan_simulates_nothing(const struct libra_config *c)
 {
     return c->plan.verify_candidates == 0
                ? "with plan.verify_candidates 0: libra plan simulates nothing"
-               : "with plan.mode colocated: libra plan simulates async plans only";
+               : "with plan.mode colocated: libra plan verifies nothing (it simulates candidates "
+                 "for plan.mode async)";
 }
 
 #define SEED_DRAWS                                                                                 \

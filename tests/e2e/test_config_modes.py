@@ -340,8 +340,8 @@ def test_a_simulated_key_is_refused_by_plan_without_verification(key):
     value, _ = SIMULATED[key]
     for off, why in ((("--verify", "0"), "with plan.verify_candidates 0: libra plan simulates "
                       "nothing"),
-                     (("--mode", "colocated"), "with plan.mode colocated: libra plan simulates "
-                      "async plans only")):
+                     (("--mode", "colocated"), "with plan.mode colocated: libra plan verifies "
+                      "nothing (it simulates candidates for plan.mode async)")):
         proc, _ = stop_run("plan", *off, "--set", f"{key}={value}")
         assert proc.returncode == 2 and proc.stdout == "", proc.stderr
         assert proc.stderr.startswith(f"libra: --set {key}: {key}="), proc.stderr

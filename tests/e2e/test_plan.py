@@ -28,7 +28,7 @@ def test_default_plan_is_feasible_and_printed():
     out = r.stdout
     assert out.startswith("48 × a800-80g (8 per node), qwen3-14b, async, batch 32")
     for needle in ("step time", "training ", "rollout ", "buckets ", "nodes (GPU: role)",
-                   "verification: 21 candidates (the best by analytic step; the best fleet of "
+                   "verification: 20 candidates (the best by analytic step; the best fleet of "
                    "each kind simulated: all TP1, all TP2, all TP4, all TP8; 4 colocated plans; "
                    "and the splits a search around the fastest added), each simulated for 17",
                    "optimality gap 0 % of the analytic step (proven optimal)"):
@@ -333,7 +333,7 @@ def test_verify_0_is_the_analytic_optimum():
     assert doc["train"]["gpus"] == optimum["train_gpus"]
     assert "verification: none (plan.verify_candidates 0" in run("plan", "--verify", "0").stdout
     colocated = run("plan", "--mode", "colocated", "--gpus", "16").stdout
-    assert "verification: none (plan.mode colocated: the simulator verifies async plans" in colocated
+    assert "verification: none (plan.mode colocated is not verified: the verification" in colocated
     for flag, value in (("--verify", "-1"), ("--verify-steps", "0"), ("--verify", "x")):
         bad = run("plan", flag, value)
         assert bad.returncode == 2 and flag in bad.stderr and bad.stdout == "", (flag, bad.stderr)
