@@ -188,9 +188,22 @@ static int fail(struct gw *g, int rc, const char *fmt, ...)
     return -1;
 }
 
+/* The built-in models workload has a reference layout for, written "a, b" into b (nothing:
+ * none). The model presets are the names a user can give --model. */
+static void reference_models(const char *workload, struct strbuf *b)
+{
+    struct spec_presets p = {0};
+    struct spec_bucket_layout l;
+    if (spec_presets_init(&p, NULL) == 0)
+        for (size_t i = 0; i < p.n_models; i++)
+            if (spec_bucket_default(&l, workload, p.models[i].name) == 0)
+                strbuf_printf(b, "%s%s", b->len ? ", " : "", p.models[i].name);
+    spec_presets_free(&p);
+}
+
 /* The layout: the state dir's (what the gateway ran with, re-bucketing included), else
- * --plan's (over sched.buckets), else sched.buckets, else the workload's reference. Returns 0,
- * or -1 with err. */
+ * --plan's (over sched.buckets), else sched.buckets, else the reference of the workload on the
+ * model. Returns 0, or -1 with err. */
 static int make_layout(struct gw *g, char *err, size_t err_size)
 {
     struct libra_error e = {0};
@@ -209,10 +222,15 @@ static int make_layout(struct gw *g, char *err, size_t err_size)
     }
     if (spec_bucket_default(&g->layout, cfg->workload.name, cfg->model.name) == 0)
         return 0;
+    struct strbuf models = {0};
+    reference_models(cfg->workload.name, &models);
     snprintf(err, err_size,
-             "no reference bucket layout for workload '%s': give --set "
-             "sched.buckets",
-             cfg->workload.name);
+             "no reference bucket layout for workload '%s' on model '%s' (it has %s%s): give "
+             "the layout, --set sched.buckets=tp1:4000,tp2:12000,tp4:30000 say, or %s with one "
+             "(docs/routing.md \"Bucket layouts\")",
+             cfg->workload.name, cfg->model.name, models.len ? "one for " : "none for any model",
+             models.len ? models.data : "", models.len ? "a --model" : "a --workload and --model");
+    strbuf_free(&models);
     return -1;
 }
 

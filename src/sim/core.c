@@ -282,6 +282,11 @@ static int inst_engine(struct sim *s, int i)
     c.max_seqs = s->st.max_seqs;
     c.max_batched_tokens = (int64_t)s->st.chunk_tokens;
     c.prefix_cache = s->cfg->sim.prefix_cache; /* max_batched_tokens >= max_seqs: config */
+    if (pre->tp != in->tp) /* cost_rollout_pre_init refused the TP: it splits heads evenly */
+        return sim_fail(s, LIBRA_EINVAL,
+                        "model %s does not take a TP%d rollout instance: TP %d does not divide "
+                        "its %.0f attention heads",
+                        s->in->model->name, in->tp, in->tp, s->shape.heads);
     if (pre->kv_capacity_tokens < 1 || engine_new(&in->eng, &c) != 0)
         return sim_fail(s, LIBRA_EINVAL,
                         "model %s does not fit a TP%d rollout instance on %s (no KV left after "

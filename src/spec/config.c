@@ -208,10 +208,12 @@ static const struct spec_field fields[] = {
          "fallback (for each split, only when no layout of its GPUs fits without the fallback "
          "options) or search (always a candidate)"),
     INT(PLANNER, plan.min_tp_sizes, "", 1, 1, 4, NULL,
-        "fewest distinct rollout TP sizes in a plan (at most the sizes of a plan.tp_pattern)"),
+        "fewest distinct rollout TP sizes in a plan (at most the sizes of a plan.tp_pattern, "
+        "and the sizes up to cluster.gpus_per_node that divide the model's attention heads)"),
     STR(PLANNER, plan.tp_pattern, "", NULL,
         "TP sizes of the instances on every rollout node, e.g. \"1,1,2,4\", summing to "
-        "cluster.gpus_per_node; \"\" leaves them free"),
+        "cluster.gpus_per_node, each dividing the model's attention heads; \"\" leaves them "
+        "free"),
     INT(SPEC_READ_SIM, plan.replan_interval_steps, "steps", 10, 0, 1000000, NULL,
         "libra sim's libra mode (the planner's layout): plan the rollout fleet again on the "
         "trajectories that finished last every this many steps, the split and training layout "
@@ -231,7 +233,8 @@ static const struct spec_field fields[] = {
          "libra's own comparisons; oracle needs each trajectory's true length, so libra serve "
          "and the Python router refuse it)"),
     STR(PLANNER, sched.buckets, "", NULL,
-        "bucket layout in text form (\"tp1:4000,tp2:12000,tp4:30000\"); \"\" takes "
+        "bucket layout in text form (\"tp1:4000,tp2:12000,tp4:30000\"; each TP size dividing "
+        "the model's attention heads); \"\" takes "
         "the plan's; instance counts (\"tp1x4:4000\") where a fleet is built of them (see "
         "below)"),
     INT(ROUTED, sched.rebuild_interval, "steps", 50, 1, 1000000, NULL,
@@ -264,10 +267,12 @@ static const struct spec_field fields[] = {
     INT(SPEC_READ_SIM, sim.tune_grid, "", 16, 3, 1000000, NULL,
         "async splits a tuning round tries per rollout TP: with more, evenly spaced ones first, "
         "then every split between the best one's neighbours (coarse to fine)"),
-    INT(SPEC_READ_SIM, sim.colocated_tp, "", 0, 0, 8, NULL, "colocated rollout TP; 0 tunes it"),
+    INT(SPEC_READ_SIM, sim.colocated_tp, "", 0, 0, 8, NULL,
+        "colocated rollout TP, dividing the model's attention heads; 0 tunes it"),
     INT(SPEC_READ_SIM, sim.async_train_gpus, "GPUs", 0, 0, GPUS, NULL,
         "async training GPUs; 0 tunes them"),
-    INT(SPEC_READ_SIM, sim.async_tp, "", 0, 0, 8, NULL, "async rollout TP; 0 tunes it"),
+    INT(SPEC_READ_SIM, sim.async_tp, "", 0, 0, 8, NULL,
+        "async rollout TP, dividing the model's attention heads; 0 tunes it"),
     BOOL(SPEC_READ_SIM | SPEC_READ_LOAD, sim.planner, 1,
          "libra's split and instances come from the planner (else the fleet of sched.buckets' "
          "instance counts, the rest training); libra load's trainer trains on libra's split"),
@@ -1251,6 +1256,79 @@ static int check(const struct libra_config *cfg, const struct spec_config_source
     return 0;
 }
 
+/* The rollout TP sizes model m takes on a node of gpn GPUs, written "1, 2, 4" into text: those
+ * that split its query heads evenly (the cost model's rule, cost_rollout_pre_init: each GPU
+ * computes whole heads; KV heads may be replicated). Returns how many. */
+static int model_tps(const struct spec_model *m, int gpn, char *text, size_t size)
+{
+    int n = 0;
+    text[0] = '\0';
+    for (int tp = 1; tp <= gpn && tp <= 1 << (SPEC_TP_SIZES - 1); tp *= 2)
+        if (m->heads % tp == 0)
+            snprintf(text + strlen(text), size - strlen(text), "%s%d", n++ ? ", " : "", tp);
+    return n;
+}
+
+/* Refuses TP size tp (0: none) that key gives when model m cannot run it. A value that is no
+ * TP size at all (sim.colocated_tp 3) is left to the rule that names the sizes
+ * (sim_config_check). */
+static int check_tp_heads(int tp, const char *key, const struct libra_config *cfg,
+                          const struct spec_model *m, const struct spec_config_sources *src,
+                          struct libra_error *err)
+{
+    if (tp == 0 || (tp & (tp - 1)) != 0 || m->heads % tp == 0)
+        return 0;
+    char takes[32];
+    model_tps(m, cfg->cluster.gpus_per_node, takes, sizeof takes);
+    return spec_config_key_error(err, src, key,
+                                 "TP %d does not divide the %d attention heads of %s, which takes "
+                                 "TP %s",
+                                 tp, m->heads, m->name, takes);
+}
+
+/* Whether the command resolving (src->reader; 0: every one) reads key. */
+static bool read_here(const struct spec_config_sources *src, const char *key)
+{
+    return !src->reader || (spec_field_find(fields, N_FIELDS, key)->readers & src->reader);
+}
+
+/*
+ * The rollout TP sizes the config gives, against model m: the pinned ones of the modes that run
+ * (sim_config_check's, read by libra sim), every instance of sched.buckets and plan.tp_pattern,
+ * and plan.min_tp_sizes against the sizes m takes on a node. Checked here, where the model is
+ * known, so that libra config check and every command refuse them with one message; a run
+ * would otherwise fail on them, or the planner find no plan, without naming the heads.
+ */
+static int check_model_tps(const struct libra_config *cfg, const struct spec_model *m,
+                           const struct spec_config_sources *src, struct libra_error *err)
+{
+    const struct spec_sim_config *sc = &cfg->sim;
+    if ((colocated_on(cfg) && read_here(src, "sim.colocated_tp") &&
+         check_tp_heads(sc->colocated_tp, "sim.colocated_tp", cfg, m, src, err)) ||
+        (async_on(cfg) && read_here(src, "sim.async_tp") &&
+         check_tp_heads(sc->async_tp, "sim.async_tp", cfg, m, src, err)))
+        return LIBRA_EINVAL;
+    struct spec_bucket_layout l; /* both parse: check */
+    if (cfg->sched.buckets[0] && spec_bucket_parse(&l, cfg->sched.buckets, NULL, NULL) == 0)
+        for (int b = 0; b < l.n; b++)
+            for (int k = 0; k < l.bucket[b].n_tp; k++)
+                if (check_tp_heads(l.bucket[b].tp[k], "sched.buckets", cfg, m, src, err))
+                    return LIBRA_EINVAL;
+    int counts[SPEC_TP_SIZES], gpus;
+    if (spec_tp_pattern_parse(cfg->plan.tp_pattern, NULL, counts, &gpus, NULL) == 0)
+        for (int t = 0; t < SPEC_TP_SIZES; t++)
+            if (counts[t] && check_tp_heads(1 << t, "plan.tp_pattern", cfg, m, src, err))
+                return LIBRA_EINVAL;
+    char takes[32];
+    int gpn = cfg->cluster.gpus_per_node, n = model_tps(m, gpn, takes, sizeof takes);
+    if (cfg->plan.min_tp_sizes > n)
+        return spec_config_key_error(err, src, "plan.min_tp_sizes",
+                                     "%d TP sizes, but %s takes %d on a node of %d GPUs: TP %s "
+                                     "(a TP size divides its %d attention heads)",
+                                     cfg->plan.min_tp_sizes, m->name, n, gpn, takes, m->heads);
+    return 0;
+}
+
 int spec_config_peek(struct libra_config *cfg, const struct spec_config_sources *src,
                      struct libra_error *err)
 {
@@ -1319,6 +1397,8 @@ int spec_config_resolve(struct libra_config *cfg, const struct spec_presets *p,
         rc = check_fleet_counts(cfg, &experiment, src, err);
     if (rc == 0)
         rc = check_updates(cfg, src, err);
+    if (rc == 0)
+        rc = check_model_tps(cfg, model, src, err);
     if (rc == 0)
         canonical_buckets(cfg);
     return rc;

@@ -557,6 +557,28 @@ static void test_lend_return(void **state)
     }
 }
 
+/* An instance of a TP that does not divide the model's heads (qwen2.5-7b has 28) is refused
+ * for that reason, not for the KV a never-derived cost model leaves it. */
+static void test_tp_not_dividing_heads(void **state)
+{
+    struct fixture *f = *state;
+    traj(f, 0, 1, (const int64_t[][2]){{1000, 100}}, 0, 0);
+    struct sim_layout l;
+    struct sim_instance_spec inst[1];
+    fleet(&l, SIM_ROLLOUT, 1, inst);
+    inst[0].tp = 8;
+    l.buckets.bucket[0].tp[0] = 8;
+    f->cfg.cluster.gpus = 8;
+    f->in.model = spec_model_find(&f->presets, "qwen2.5-7b");
+    struct sim_run_opts o = {.steps = 1, .warmup = 0, .perfetto_step = -1};
+    struct sim_result r;
+    struct libra_error err = {0};
+    assert_int_equal(sim_run(&f->in, &l, &o, &r, &err), LIBRA_EINVAL);
+    assert_non_null(strstr(err.msg, "TP 8 does not divide its 28 attention heads"));
+    assert_null(strstr(err.msg, "no KV left"));
+    sim_result_free(&r);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -571,6 +593,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_failure_during_drain, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lend_mid_turn, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lend_return, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_tp_not_dividing_heads, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

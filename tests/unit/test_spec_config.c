@@ -264,6 +264,19 @@ static void test_file_errors(void **state)
     expect_error("{\"plan\": {\"tp_pattern\": \"1,1,2\"}}", NULL, 0, 1, 11,
                  "plan.tp_pattern: its instances take 4 GPUs, a node has 8 "
                  "(cluster.gpus_per_node)");
+    /* a rollout TP size splits the model's query heads evenly (qwen2.5-7b has 28) */
+    expect_error("{\"model\": {\"name\": \"qwen2.5-7b\"}, \"plan\": {\"tp_pattern\": \"8\"}}", NULL,
+                 0, 1, 44,
+                 "plan.tp_pattern: TP 8 does not divide the 28 attention heads of qwen2.5-7b, "
+                 "which takes TP 1, 2, 4");
+    expect_error("{\"model\": {\"name\": \"qwen2.5-7b\"}, \"sched\": {\"buckets\": \"tp8:9\"}}",
+                 NULL, 0, 1, 45,
+                 "sched.buckets: TP 8 does not divide the 28 attention heads of qwen2.5-7b, "
+                 "which takes TP 1, 2, 4");
+    expect_error("{\"model\": {\"name\": \"qwen2.5-7b\"}, \"plan\": {\"min_tp_sizes\": 4}}", NULL,
+                 0, 1, 44,
+                 "plan.min_tp_sizes: 4 TP sizes, but qwen2.5-7b takes 3 on a node of 8 GPUs: TP "
+                 "1, 2, 4 (a TP size divides its 28 attention heads)");
     expect_error("{\"sim\": {\"max_batched_tokens\": 255}}", NULL, 0, 1, 10,
                  "sim.max_batched_tokens: 255 is below sim.max_seqs (256): an iteration computes "
                  "at least one token for every running sequence");
