@@ -401,7 +401,7 @@ int ehp_pool_join(struct ehp_pool *p, double now_s, int replica, struct ehp_hand
     if (!time_ok(p, now_s) || replica < 0 || replica >= p->c.hybrid_replicas)
         return LIBRA_EINVAL;
     advance(p, now_s, out);
-    if (p->hybrid[replica].join != EHP_JOIN_NONE)
+    if (p->hybrid[replica].join != EHP_JOIN_NONE || p->hybrid[replica].lost)
         return LIBRA_EINVAL;
     request(p, replica, h, out);
     return 0;
@@ -528,6 +528,18 @@ static void fail(struct ehp_pool *p, int h, enum ehp_why why, int member, ehp_de
     roll_back(p, h, EHP_DEC_FAILED, why, member, p->now_s, out);
 }
 
+/* Member `member` of hybrid replica h failed: its join (if any) fails, and since a replica
+ * trains only whole, it leaves the pool for good. */
+static void lose(struct ehp_pool *p, int h, int member, uint64_t generation, ehp_decision_vec *out)
+{
+    if (p->hybrid[h].join != EHP_JOIN_NONE)
+        fail(p, h, EHP_WHY_MEMBER_FAILED, member, out);
+    p->hybrid[h].lost = true;
+    struct ehp_decision *d = record(p, out, EHP_DEC_LOST, h);
+    d->member = member;
+    d->generation = generation;
+}
+
 static void fetched(struct ehp_pool *p, const struct ehp_event *ev, ehp_decision_vec *out)
 {
     int h = ev->replica;
@@ -556,7 +568,8 @@ static void replica_event(struct ehp_pool *p, const struct ehp_event *ev, ehp_de
 {
     int h = ev->replica;
     struct ehp_hybrid *hy = &p->hybrid[h];
-    if (ev->generation != hy->generation || hy->join == EHP_JOIN_NONE) {
+    bool serving = hy->join == EHP_JOIN_NONE && ev->kind != EHP_EV_MEMBER_FAILED;
+    if (ev->generation != hy->generation || hy->lost || serving) {
         drop(p, ev, EHP_WHY_STALE, out);
         return;
     }
@@ -587,7 +600,7 @@ static void replica_event(struct ehp_pool *p, const struct ehp_event *ev, ehp_de
         }
         return;
     default: /* EHP_EV_MEMBER_FAILED */
-        fail(p, h, EHP_WHY_MEMBER_FAILED, ev->member, out);
+        lose(p, h, ev->member, ev->generation, out);
         return;
     }
 }
@@ -664,9 +677,11 @@ int ehp_pool_signal(struct ehp_pool *p, double now_s, const struct ehp_signal_in
     const struct ehp_pool_config *c = &p->c;
     int64_t spare = (int64_t)p->count[EHP_ROLE_CORE_ROLLOUT] +
                     (int64_t)c->hybrid_replicas * c->replica_gpus - c->min_rollout_gpus;
-    int capacity = spare <= 0 ? 0 : (int)(spare / c->replica_gpus);
-    if (capacity > c->hybrid_replicas)
-        capacity = c->hybrid_replicas;
+    int capacity = spare <= 0 ? 0 : (int)(spare / c->replica_gpus), left = 0;
+    for (int h = 0; h < c->hybrid_replicas; h++)
+        left += !p->hybrid[h].lost;
+    if (capacity > left)
+        capacity = left;
     ehp_signal_decide(&c->params, in, capacity, c->replica_gpus, c->core_replicas,
                       committed(p, NULL), p->last_step, &p->signal);
     record(p, out, EHP_DEC_SIGNAL, -1)->active = p->signal.target;
@@ -677,7 +692,7 @@ int ehp_pool_moves(const struct ehp_pool *p, const bool *leaving, struct ehp_mov
 {
     int target = p->signal.live ? p->signal.target : 0, have = committed(p, leaving), n = 0;
     for (int h = 0; h < p->c.hybrid_replicas && have < target; h++)
-        if (p->hybrid[h].join == EHP_JOIN_NONE && !(leaving && leaving[h])) {
+        if (p->hybrid[h].join == EHP_JOIN_NONE && !p->hybrid[h].lost && !(leaving && leaving[h])) {
             out[n++] = (struct ehp_move){h, true};
             have++;
         }

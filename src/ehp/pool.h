@@ -27,6 +27,9 @@
  * state. Every reversal (cancel, failure, return) and every request bumps the replica's
  * generation; an event of an older generation is dropped (EHP_DEC_DROPPED), so a stale join
  * cannot advance a newer one, and a handle older than the last join to end reads FAILED.
+ * A member's failure also loses the replica for good (EHP_DEC_LOST), whatever its phase, serving
+ * rollout included: a replica trains only whole, so it is never joined again; its GPUs stay
+ * HYBRID_ROLLOUT, where the caller serves rollout on the members still alive.
  *
  * Per step, membership is frozen at EHP_EV_STEP_BEGIN (struct ehp_step): the core, the active
  * hybrids, each with its share of the batch, and the joining replicas whose trainers are up as
@@ -159,6 +162,7 @@ struct ehp_hybrid {
     double rollout_ready_s;     /* its engine serves rollout again from then on */
     uint64_t ended_generation;  /* the last join that ended, and how (CANCELLED, FAILED, or */
     enum ehp_join ended;        /* ACTIVE for one that trained and was released) */
+    bool lost;                  /* a member failed: out of the pool for good (never joined) */
     const int *gpu;             /* its replica_gpus GPU ids */
     const bool *member_fetched; /* per member: holds its shard */
 };
@@ -221,7 +225,7 @@ struct ehp_signal {
     int target; /* hybrid replicas that should train, 0 .. capacity */
     enum ehp_signal_why why;
     int capacity;         /* replicas rollout can spare: (core rollout + hybrid GPUs − min rollout
-                           * GPUs) / replica GPUs, at most the hybrid replicas */
+                           * GPUs) / replica GPUs, at most the hybrid replicas not lost */
     double ratio;         /* T_train / T_rollout */
     double pressure;      /* max(queue, active-rollout pressure) */
     int64_t issued_step;  /* the last step begun when issued (-1 before the first) */
@@ -257,6 +261,8 @@ enum ehp_decision_kind {
     EHP_DEC_STEP_END,   /* a step ended (active, lost, trajectories) */
     EHP_DEC_SIGNAL,     /* a signal was issued (target) */
     EHP_DEC_SIGNAL_EXPIRED,
+    EHP_DEC_LOST, /* a member failed (member): the replica leaves the pool for good, after the
+                   * FAILED of its join if it had one */
 };
 
 enum ehp_why {
@@ -298,8 +304,8 @@ enum ehp_event_kind {
     EHP_EV_STARTED,       /* replica, generation: engine stopped, trainers up on every member */
     EHP_EV_FETCHED,       /* replica, member, generation, version: the member holds its shard */
     EHP_EV_SYNCED,        /* replica, generation, version: in lockstep at that version */
-    EHP_EV_MEMBER_FAILED, /* replica, member, generation: a member of a join or of an active
-                           * replica failed */
+    EHP_EV_MEMBER_FAILED, /* replica, member, generation: a member failed (of a join, an
+                           * active replica or one serving rollout): the replica is lost */
 };
 
 struct ehp_event {
@@ -335,7 +341,7 @@ int ehp_pool_event(struct ehp_pool *p, const struct ehp_event *ev, ehp_decision_
 /*
  * Requests that hybrid replica `replica` join training at now_s: REQUESTED, deadline now_s +
  * join_timeout_s, its engine to stop (EHP_DEC_JOIN). Sets *h. Returns 0, or LIBRA_EINVAL when
- * the replica is out of range or not serving rollout.
+ * the replica is out of range, not serving rollout, or lost.
  */
 int ehp_pool_join(struct ehp_pool *p, double now_s, int replica, struct ehp_handle *h,
                   ehp_decision_vec *out);
@@ -363,9 +369,9 @@ int ehp_pool_signal(struct ehp_pool *p, double now_s, const struct ehp_signal_in
 
 /*
  * Moves the pool toward the live signal's target (none training when no signal is live): joins
- * the lowest-numbered replicas serving rollout, or cancels the highest-numbered joins and then
- * releases the highest-numbered active replicas not yet leaving. Call it between steps so that
- * releases take effect at once. Returns 0, or LIBRA_EINVAL on a time before the clock.
+ * the lowest-numbered replicas serving rollout and not lost, or cancels the highest-numbered joins
+ * and then releases the highest-numbered active replicas not yet leaving. Call it between steps so
+ * that releases take effect at once. Returns 0, or LIBRA_EINVAL on a time before the clock.
  */
 int ehp_pool_steer(struct ehp_pool *p, double now_s, ehp_decision_vec *out);
 

@@ -485,8 +485,7 @@ static void flush_dirty(struct sim *s)
 static void on_fail(struct sim *s, int i)
 {
     struct sim_inst *in = &s->inst[i];
-    if (in->state == SIM_INST_LENT) /* its GPUs hold a hybrid replica's trainer */
-        sim_elastic_member_failed(s, i);
+    sim_elastic_member_failed(s, i); /* lent or serving, a hybrid replica's is lost */
     if (!in->eng)
         return;
     uint32_t *hit;

@@ -19,7 +19,8 @@
  * to the core's and the active hybrids' ranks, plus the gradient exchanges; joining replicas
  * are placeholders, so training never waits for a join. A return, a cancel or a failed join
  * brings the replica's instances back through a cold start; every change of the rollout fleet
- * owes the NCCL weight-update group a rebuild, paid by the next update.
+ * owes the NCCL weight-update group a rebuild, paid by the next update. A failed member loses
+ * its replica for good (the pool never lends it again): its other instances serve on.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -165,6 +166,9 @@ static void play(struct sim *s, const struct ehp_decision *d)
         e->cur.returned++;
         return_replica(s, d->replica, d->expect_s, "returned to rollout");
         break;
+    case EHP_DEC_LOST:
+        sim_trace_instant(s, SIM_PID_POOL, (uint64_t)d->replica, "replica lost", NULL);
+        break;
     default:
         break;
     }
@@ -279,6 +283,16 @@ int sim_elastic_step_begin(struct sim *s, const struct ehp_lend **lend)
     return step->active;
 }
 
+/* GPUs serving rollout or starting: the fleet's count less the failed instances', which it
+ * keeps (idle, for utilisation) though they can neither serve nor train. */
+static int live_rollout_gpus(const struct sim *s)
+{
+    int n = s->rollout_gpus;
+    for (int i = 0; i < s->n_inst; i++)
+        n -= s->inst[i].state == SIM_INST_FAILED ? s->inst[i].tp : 0;
+    return n;
+}
+
 void sim_elastic_step_end(struct sim *s, struct sim_step *st)
 {
     struct sim_elastic *e = s->elastic;
@@ -289,7 +303,7 @@ void sim_elastic_step_end(struct sim *s, struct sim_step *st)
         e->cur.replicas[ehp_pool_hybrid(e->pool, h)->join]++;
     e->cur.hybrid_gpus = e->cur.replicas[EHP_JOIN_ACTIVE] * e->lend.replica_gpus;
     e->cur.train_gpus = s->lay->n_train + e->cur.hybrid_gpus;
-    e->cur.rollout_gpus = s->rollout_gpus;
+    e->cur.rollout_gpus = live_rollout_gpus(s);
     st->pool = e->cur;
     s->out->pool.joins += e->cur.joins;
     s->out->pool.activated += e->cur.activated;
@@ -319,16 +333,15 @@ void sim_elastic_steer(struct sim *s, const struct sim_step *st)
     play_all(s);
 }
 
-bool sim_elastic_member_failed(struct sim *s, int i)
+void sim_elastic_member_failed(struct sim *s, int i)
 {
     struct sim_elastic *e = s->elastic;
     int h = s->inst[i].hybrid - 1;
     if (!e || h < 0)
-        return false;
+        return;
     int first = s->lay->n_train + h * s->lay->replica_gpus;
     pool_event(s, (struct ehp_event){.kind = EHP_EV_MEMBER_FAILED,
                                      .replica = h,
                                      .member = s->inst[i].gpu - first,
                                      .generation = ehp_pool_hybrid(e->pool, h)->generation});
-    return true;
 }

@@ -608,9 +608,9 @@ void sim_elastic_steer(struct sim *s, const struct sim_step *st);
 /* A SIM_EV_POOL event: a join's phase ended, or its deadline came. */
 void sim_elastic_event(struct sim *s, uint32_t gen, uint64_t arg);
 
-/* Failure injection on lent instance i: its hybrid replica's member fails (a join rolls
- * back). Returns whether i belongs to a hybrid replica. */
-bool sim_elastic_member_failed(struct sim *s, int i);
+/* Failure injection on instance i: where it belongs to a hybrid replica, lent to training or
+ * serving rollout, the replica's member fails (a join rolls back) and the replica is lost. */
+void sim_elastic_member_failed(struct sim *s, int i);
 
 /* The recorded step ends now: each replica's phase still open goes into the trace up to now. */
 void sim_elastic_trace_end(struct sim *s);

@@ -69,23 +69,32 @@ def test_a_hybrid_training_at_the_steps_end_shows_in_its_trace(tmp_path):
     assert any(e["name"] == "returned to rollout" for e in events), events
 
 
-# an active hybrid's GPU fails in step 5; 20 steps: from step 24 the pool lends the replica
-# of the dead GPU again (ehp/pool.h has no replica lost for good), which this does not test
-FAILED = ("--set", "sim.fail_time_s=294", "--set", "sim.fail_instance=3", "--steps", "20")
+# a hybrid's GPU fails: in step 5 while the replica trains (294 s), or at 100 s while it serves
+# rollout; either way it leaves the pool for good (docs/ehp.md "A failed member"), so no later
+# step trains it or counts the dead instance's GPUs
+SERVING = 100
 
 
-def test_a_steps_pool_record_counts_one_instant_within_the_cluster():
-    doc = json.loads(ok(*POOL, *FAILED, "--json"))
+def failed(fail_s):
+    return ("--set", f"sim.fail_time_s={fail_s}", "--set", "sim.fail_instance=3", "--steps", "40")
+
+
+@pytest.mark.parametrize("fail_s", [294, SERVING])
+def test_a_steps_pool_record_counts_one_instant_within_the_cluster(fail_s):
+    doc = json.loads(ok(*POOL, *failed(fail_s), "--json"))
     libra = doc["modes"]["libra"]
     gpus, core = 48, libra["layout"]["train_gpus"]
     replica = libra["layout"]["pool"]["replica_gpus"]
+    dead = int(libra["layout"]["instances"].split("x")[0][2:])  # one TP size: the dead one's
     for st in libra["steps"]:
         p = st["pool"]
+        alive = gpus - (dead if st["end_s"] > fail_s else 0)
         assert p["hybrid_gpus"] == p["hybrid_replicas"]["active"] * replica, st["step"]
         assert p["train_gpus"] == core + p["hybrid_gpus"], st["step"]
-        assert p["train_gpus"] + p["rollout_gpus"] <= gpus, st["step"]
-    assert libra["steps"][5]["pool"]["train_gpus"] == core
-    text = ok(*POOL, *FAILED)
+        assert p["train_gpus"] + p["rollout_gpus"] <= alive, (st["step"], p)
+    if fail_s == 294:  # the replica that failed mid-step is out of training at its end
+        assert libra["steps"][5]["pool"]["train_gpus"] == core
+    text = ok(*POOL, *failed(fail_s))
     line = next(s for s in text.splitlines() if s.startswith("elastic pool"))
     training = float(line.split("mean GPUs training ")[1].split(",")[0])
     rollout = float(line.split("in rollout ")[1].split()[0])

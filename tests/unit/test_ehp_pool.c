@@ -250,7 +250,7 @@ static void test_member_failure_rolls_back(void **state)
     assert_int_equal(ev(p, EHP_EV_FETCHED, 12.0, 3, 0, hd.generation, 0, 0, &d), 0);
     assert_int_equal(ev(p, EHP_EV_FETCHED, 12.0, 3, 2, hd.generation, 0, 0, &d), 0);
     assert_int_equal(ev(p, EHP_EV_MEMBER_FAILED, 14.0, 3, 1, hd.generation, 0, 0, &d), 0);
-    const struct ehp_decision *f = last(&d);
+    const struct ehp_decision *f = &d.v[d.n - 2]; /* then EHP_DEC_LOST */
     assert_int_equal(f->kind, EHP_DEC_FAILED);
     assert_int_equal(f->why, EHP_WHY_MEMBER_FAILED);
     assert_int_equal(f->member, 1);
@@ -265,17 +265,53 @@ static void test_member_failure_rolls_back(void **state)
     assert_true(hy->rollout_ready_s == 54.0);
     assert_int_equal(ehp_pool_join_state(p, hd), EHP_JOIN_FAILED);
 
-    /* a late shard of the failed join, then a new join that the late one must not advance */
+    /* a late shard of the failed join is dropped; the replica is lost (below) */
     assert_int_equal(ev(p, EHP_EV_FETCHED, 15.0, 3, 3, hd.generation, 0, 0, &d), 0);
     assert_int_equal(last(&d)->kind, EHP_DEC_DROPPED);
     assert_int_equal(last(&d)->why, EHP_WHY_STALE);
-    struct ehp_handle again;
-    assert_int_equal(ehp_pool_join(p, 16.0, 3, &again, &d), 0);
-    assert_true(again.generation > hd.generation);
-    assert_int_equal(ev(p, EHP_EV_STARTED, 17.0, 3, 0, hd.generation, 0, 0, &d), 0);
-    assert_int_equal(last(&d)->why, EHP_WHY_STALE);
-    assert_int_equal(ehp_pool_join_state(p, again), EHP_JOIN_REQUESTED);
     assert_int_equal(ehp_pool_join_state(p, hd), EHP_JOIN_FAILED);
+    vec_free(&d);
+    ehp_pool_free(p);
+}
+
+/* A replica with a failed member leaves the pool for good, whether it was joining, training or
+ * serving rollout: it is never joined again, steering and capacity pass it by, and its events
+ * are dropped. */
+static void test_failed_member_loses_its_replica(void **state)
+{
+    struct ehp_pool *p = new_pool();
+    ehp_decision_vec d = {0};
+    struct ehp_handle hd = to_activating(p, 3, 0.0, &d);
+    assert_int_equal(ev(p, EHP_EV_MEMBER_FAILED, 1.0, 3, 2, hd.generation, 0, 0, &d), 0);
+    assert_int_equal(d.v[d.n - 2].kind, EHP_DEC_FAILED);
+    assert_int_equal(last(&d)->kind, EHP_DEC_LOST);
+    assert_int_equal(last(&d)->replica, 3);
+    assert_int_equal(last(&d)->member, 2);
+    assert_true(ehp_pool_hybrid(p, 3)->lost);
+    assert_roles(p, 3, EHP_ROLE_HYBRID_ROLLOUT);
+    assert_int_equal(ehp_pool_join(p, 2.0, 3, NULL, &d), LIBRA_EINVAL);
+
+    /* a member of a replica serving rollout: lost at once, nothing to roll back */
+    uint64_t gen = ehp_pool_hybrid(p, 1)->generation;
+    size_t n = d.n;
+    assert_int_equal(ev(p, EHP_EV_MEMBER_FAILED, 3.0, 1, 0, gen, 0, 0, &d), 0);
+    assert_int_equal(d.n, n + 1);
+    assert_int_equal(last(&d)->kind, EHP_DEC_LOST);
+    assert_true(ehp_pool_hybrid(p, 1)->lost);
+    assert_int_equal(ehp_pool_hybrid(p, 1)->generation, gen);
+    assert_int_equal(ev(p, EHP_EV_MEMBER_FAILED, 3.0, 1, 1, gen, 0, 0, &d), 0);
+    assert_int_equal(last(&d)->kind, EHP_DEC_DROPPED);
+    assert_int_equal(last(&d)->why, EHP_WHY_STALE);
+    assert_int_equal(ehp_pool_join(p, 3.0, 1, NULL, &d), LIBRA_EINVAL);
+
+    /* every replica wanted: only the two left can train */
+    struct ehp_signal_input in = {.train_s = 1.0, .rollout_s = 1.0, .want_train_gpus = 16};
+    assert_int_equal(ehp_pool_signal(p, 4.0, &in, &d), 0);
+    assert_int_equal(ehp_pool_signal_now(p)->capacity, 2);
+    assert_int_equal(ehp_pool_steer(p, 4.0, &d), 0);
+    for (int h = 0; h < HYB; h++)
+        assert_int_equal(ehp_pool_hybrid(p, h)->join,
+                         h == 0 || h == 2 ? EHP_JOIN_REQUESTED : EHP_JOIN_NONE);
     vec_free(&d);
     ehp_pool_free(p);
 }
@@ -317,7 +353,12 @@ static void test_versions(void **state)
     assert_int_equal(last(&d)->kind, EHP_DEC_FAILED);
     assert_int_equal(last(&d)->why, EHP_WHY_VERSION);
 
+    struct ehp_handle old = hd; /* its late events must not move the new join */
     assert_int_equal(ehp_pool_join(p, 3.0, 0, &hd, &d), 0);
+    assert_true(hd.generation > old.generation);
+    assert_int_equal(ev(p, EHP_EV_STARTED, 3.0, 0, 0, old.generation, 0, 0, &d), 0);
+    assert_int_equal(last(&d)->why, EHP_WHY_STALE);
+    assert_int_equal(ehp_pool_join_state(p, old), EHP_JOIN_FAILED);
     assert_int_equal(ev(p, EHP_EV_SYNCED, 3.0, 0, 0, hd.generation, 0, 0, &d), 0);
     assert_int_equal(last(&d)->why, EHP_WHY_PHASE); /* not zero-syncing yet */
     assert_int_equal(ev(p, EHP_EV_STARTED, 4.0, 0, 0, hd.generation, 0, 0, &d), 0);
@@ -379,7 +420,8 @@ static void test_active_failure_mid_step(void **state)
     int share = s->share[CORE + 2];
     assert_int_equal(share, 10);
     assert_int_equal(ev(p, EHP_EV_MEMBER_FAILED, 2.0, 2, 3, hd.generation, 0, 0, &d), 0);
-    assert_int_equal(last(&d)->kind, EHP_DEC_FAILED);
+    assert_int_equal(d.v[d.n - 2].kind, EHP_DEC_FAILED);
+    assert_int_equal(last(&d)->kind, EHP_DEC_LOST);
     assert_roles(p, 2, EHP_ROLE_HYBRID_ROLLOUT);
     assert_int_equal(s->member[2], EHP_MEMBER_ACTIVE);
     assert_true(s->lost[2]);
@@ -699,16 +741,15 @@ static struct act draw(struct rng *r, const struct ehp_pool *p, double *now, boo
         a.kind = ACT_JOIN;
     } else if (k < 0.41) {
         a.kind = ACT_RELEASE;
-    } else if (k < 0.93) {
-        /* mostly the event the join's phase waits for, else any */
+    } else if (k < 0.937) {
+        /* mostly the event the join's phase waits for, else any but a failure */
         static const enum ehp_event_kind next[] = {
             [EHP_JOIN_NONE] = EHP_EV_STARTED,           [EHP_JOIN_REQUESTED] = EHP_EV_STARTED,
             [EHP_JOIN_FETCHING_STATE] = EHP_EV_FETCHED, [EHP_JOIN_ZERO_SYNC] = EHP_EV_SYNCED,
             [EHP_JOIN_ACTIVATING] = EHP_EV_SYNCED,      [EHP_JOIN_ACTIVE] = EHP_EV_SYNCED,
         };
-        static const enum ehp_event_kind any[] = {EHP_EV_STARTED, EHP_EV_FETCHED, EHP_EV_SYNCED,
-                                                  EHP_EV_MEMBER_FAILED};
-        a.ev.kind = rng_bernoulli(r, 0.9) ? next[y->join] : any[rng_uniform_int(r, 4)];
+        static const enum ehp_event_kind any[] = {EHP_EV_STARTED, EHP_EV_FETCHED, EHP_EV_SYNCED};
+        a.ev.kind = rng_bernoulli(r, 0.9) ? next[y->join] : any[rng_uniform_int(r, 3)];
         if (y->join == EHP_JOIN_NONE && rng_bernoulli(r, 0.7))
             a.kind = ACT_JOIN; /* nothing to move on: start something */
         if (a.ev.kind == EHP_EV_FETCHED && rng_bernoulli(r, 0.9))
@@ -718,7 +759,7 @@ static struct act draw(struct rng *r, const struct ehp_pool *p, double *now, boo
                     break;
                 }
     } else if (k < 0.94) {
-        a.ev.kind = EHP_EV_MEMBER_FAILED;
+        a.ev.kind = EHP_EV_MEMBER_FAILED; /* rare: it loses the replica for good */
     } else if (k < 0.97) {
         a.kind = ACT_SIGNAL;
         a.in = (struct ehp_signal_input){
@@ -759,6 +800,7 @@ static uint64_t digest(const struct ehp_pool *p)
         h = mix(h, y->join);
         h = mix(h, y->generation);
         h = mix(h, y->leaving);
+        h = mix(h, y->lost);
         h = mix(h, dbl(y->requested_s));
         h = mix(h, dbl(y->deadline_s));
         h = mix(h, (uint64_t)y->fetched);
@@ -854,6 +896,8 @@ static void check(const struct ehp_pool *p, const struct ehp_pool_config *c, dou
         for (int m = 1; m < R; m++)
             if (ehp_pool_role(p, y->gpu[m]) != ehp_pool_role(p, y->gpu[0]))
                 fail_msg("%s: replica %d split between roles", where, h);
+        if (y->lost && y->join != EHP_JOIN_NONE)
+            fail_msg("%s: replica %d lost, yet joining or training", where, h);
         /* no trace of a join that ended, none of one that never was */
         if (y->join == EHP_JOIN_NONE) {
             bool any = false;
@@ -923,7 +967,7 @@ static void check(const struct ehp_pool *p, const struct ehp_pool_config *c, dou
  * refused call changes nothing. Both batch modes. */
 static void test_invariants_under_random_calls(void **state)
 {
-    int seen[EHP_DEC_SIGNAL_EXPIRED + 1] = {0}, lost = 0;
+    int seen[EHP_DEC_LOST + 1] = {0}, lost = 0;
     for (uint64_t seed = 1; seed <= 300; seed++) {
         struct ehp_pool_config c = config();
         c.params.batch = seed % 3 == 0 ? EHP_BATCH_GROW : EHP_BATCH_FIXED;
@@ -981,7 +1025,7 @@ static void test_invariants_under_random_calls(void **state)
         ehp_pool_free(p);
     }
     /* the sequences reach every decision, so every invariant was put to the test */
-    for (int k = 0; k <= EHP_DEC_SIGNAL_EXPIRED; k++)
+    for (int k = 0; k <= EHP_DEC_LOST; k++)
         if (seen[k] < 10)
             fail_msg("decision %d made only %d times", k, seen[k]);
     assert_true(lost >= 10);
@@ -996,6 +1040,7 @@ struct model_rep {
     int64_t version;
     double deadline_s;
     bool leaving;
+    bool lost; /* a member failed: never joins again */
 };
 
 struct model {
@@ -1048,7 +1093,7 @@ static int model_apply(struct model *md, const struct act *a)
             model_end(&md->rep[h]);
     struct model_rep *m = replica_ok ? &md->rep[e->replica] : NULL;
     if (a->kind == ACT_JOIN) {
-        if (m->join != EHP_JOIN_NONE)
+        if (m->join != EHP_JOIN_NONE || m->lost)
             return LIBRA_EINVAL;
         m->gen++;
         m->join = EHP_JOIN_REQUESTED;
@@ -1085,10 +1130,14 @@ static int model_apply(struct model *md, const struct act *a)
     default:
         break;
     }
-    if (e->generation != m->gen || m->join == EHP_JOIN_NONE)
+    if (e->generation != m->gen || m->lost)
         return 0; /* stale */
     if (e->kind == EHP_EV_MEMBER_FAILED) {
-        model_end(m);
+        if (m->join != EHP_JOIN_NONE)
+            model_end(m);
+        m->lost = true;
+    } else if (m->join == EHP_JOIN_NONE) {
+        return 0; /* stale */
     } else if (e->kind == EHP_EV_STARTED && m->join == EHP_JOIN_REQUESTED) {
         m->join = EHP_JOIN_FETCHING_STATE;
     } else if (e->kind == EHP_EV_FETCHED && m->join == EHP_JOIN_FETCHING_STATE) {
@@ -1135,7 +1184,7 @@ static void test_pool_matches_a_naive_model(void **state)
                     mask |= (unsigned)y->member_fetched[k] << k;
                 if (y->join != m->join || y->generation != m->gen || mask != m->mask ||
                     y->fetch_version != m->version || y->leaving != m->leaving ||
-                    dbl(y->deadline_s) != dbl(m->deadline_s))
+                    y->lost != m->lost || dbl(y->deadline_s) != dbl(m->deadline_s))
                     fail_msg("seed %llu call %d: replica %d is (%d, gen %llu), the model says "
                              "(%d, gen %llu)",
                              (unsigned long long)seed, i, h, y->join,
@@ -1292,6 +1341,7 @@ int main(void)
         cmocka_unit_test(test_join_phases),
         cmocka_unit_test(test_placeholders_and_frozen_steps),
         cmocka_unit_test(test_member_failure_rolls_back),
+        cmocka_unit_test(test_failed_member_loses_its_replica),
         cmocka_unit_test(test_timeout),
         cmocka_unit_test(test_versions),
         cmocka_unit_test(test_release),

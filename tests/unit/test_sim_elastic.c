@@ -4,8 +4,8 @@
  * a TP2 instance until borrowed, and a core rollout instance (GPUs 4-5). Short turns make the
  * run training-bound, so the signal borrows the hybrid after the first step: its instance is
  * lent, its join runs through the pool's phases (ehp/pool.h) and it trains from a later step,
- * the batch shared with the core. A failure of a member mid-join rolls the join back: the
- * replica serves rollout again, and training never waits for it.
+ * the batch shared with the core. A failure of a member mid-join rolls the join back and loses
+ * the replica for good: it is never lent again, and training never waits for it.
  */
 #include "testutil.h"
 
@@ -170,11 +170,11 @@ static void test_no_hybrid(void **state)
     sim_result_free(&r);
 }
 
-/* A member of the hybrid fails while it joins: the join rolls back (the replica serves
- * rollout again after a cold start) and no step waits: every step until the failed join
- * would have activated ends when it ends without the failure. (Weights go by disk here: an
- * NCCL update would rebuild its group for the fleet that changed back, a cost of the update,
- * not of the join.) */
+/* A member of the hybrid fails while it joins: the join rolls back, the replica leaves the pool
+ * (never lent again; its dead GPUs counted nowhere) and no step waits: every step until the
+ * failed join would have activated ends when it ends without the failure. (Weights go by disk here:
+ * an NCCL update would rebuild its group for the fleet that changed back, a cost of the update, not
+ * of the join.) */
 static void test_member_fails_mid_join(void **state)
 {
     struct fixture *f = *state;
@@ -191,8 +191,13 @@ static void test_member_fails_mid_join(void **state)
     assert_int_equal(r.failed_turns, 0); /* its engine was stopped already: no turn lost */
     for (int s = 0; s < k; s++)
         assert_close(r.steps[s].end_s, base.steps[s].end_s, 1e-12);
-    assert_true(first_borrowed(&r) != k); /* the failed join never trained */
+    assert_int_equal(first_borrowed(&r), -1); /* the lost replica never trained */
+    assert_int_equal(r.pool.joins, 1);
     assert_int_equal(r.steps_run, 8);
+    for (int s = 0; s < r.steps_run; s++) {
+        int dead = r.steps[s].end_s > f->cfg.sim.fail_time_s ? 2 : 0;
+        assert_true(r.steps[s].pool.train_gpus + r.steps[s].pool.rollout_gpus <= 6 - dead);
+    }
     assert_books(&r);
     sim_result_free(&base);
     sim_result_free(&r);
