@@ -179,25 +179,43 @@ static int trainer_tp(const struct plan_result *r)
     return r->colocated && largest_tp(r) > tp ? largest_tp(r) : tp;
 }
 
-int export_verl(const struct export_ctx *x, struct strbuf *b, struct libra_error *err)
+/* The verl entry point and config an export's overrides are for. verl's standard trainer
+ * (verl.trainer.main_ppo) colocates training and rollout, and its configs
+ * (verl/trainer/config/ppo_megatron_trainer.yaml, ppo_trainer.yaml) have no top-level rollout
+ * group, so Hydra refuses rollout.* keys there; an async plan's separate pools are those of the
+ * fully async trainer, whose configs (verl/experimental/fully_async_policy/config/
+ * fully_async_ppo_megatron_trainer.yaml, fully_async_ppo_trainer.yaml) add rollout.nnodes and
+ * rollout.n_gpus_per_node and whose main copies them into the rollout workers' config. */
+static void verl_command(struct strbuf *b, const struct plan_result *r)
 {
-    const struct plan_result *r = x->plan;
-    export_header(b, x);
+    const char *strategy = r->train.fsdp ? "ppo_trainer" : "ppo_megatron_trainer";
     strbuf_printf(b,
                   "#\n"
-                  "# Hydra overrides for verl's trainer (docs/export.md), one key=value a line:\n"
-                  "#   python3 -m verl.trainer.main_ppo --config-name=%s \\\n"
-                  "#       $(grep -v '^#' THIS) ...\n",
-                  r->train.fsdp ? "ppo_trainer" : "ppo_megatron_trainer");
+                  "# Hydra overrides for verl's %s trainer (docs/export.md), one key=value a "
+                  "line:\n"
+                  "#   python3 -m %s \\\n"
+                  "#       --config-name=%s%s $(grep -v '^#' THIS) ...\n",
+                  r->colocated ? "standard" : "fully async",
+                  r->colocated ? "verl.trainer.main_ppo"
+                               : "verl.experimental.fully_async_policy.fully_async_main",
+                  r->colocated ? "" : "fully_async_", strategy);
     if (r->colocated)
         strbuf_puts(b, "# colocated: verl's hybrid engine, every GPU trains and rolls out in "
                        "turn; the memory\n# fraction is the planner's share of HBM for the "
                        "engines, so lower it if the\n# training state stays on the GPUs during "
                        "rollout\n");
     else
-        strbuf_puts(b, "# async: training and rollout on GPUs of their own, which verl runs with "
-                       "its fully\n# async recipe (the trainer.* and rollout.* pools below); its "
-                       "standard trainer\n# colocates them\n");
+        strbuf_puts(b, "# async: training and rollout on GPUs of their own (the trainer.* and "
+                       "rollout.*\n# pools below), which verl's fully async trainer runs; its "
+                       "standard trainer\n# (verl.trainer.main_ppo) colocates them and has no "
+                       "rollout.* keys\n");
+}
+
+int export_verl(const struct export_ctx *x, struct strbuf *b, struct libra_error *err)
+{
+    const struct plan_result *r = x->plan;
+    export_header(b, x);
+    verl_command(b, r);
     verl_training(b, x);
     if (verl_pool(b, "trainer", r->colocated ? "" : "training ",
                   r->colocated ? r->gpus : r->n_train, r->gpus_per_node, trainer_tp(r), err))

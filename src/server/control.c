@@ -34,6 +34,7 @@ struct fan {
     char path[128];
     enum fan_kind kind;
     bool sglang_update; /* SGLang's (/update_weights_from_*): the engine names the version */
+    bool numbered;      /* the update names no version: version is the gateway's number */
     char version[GW_VERSION_MAX];
     int waiting;
     struct fan_answer {
@@ -171,6 +172,8 @@ static void took(struct fan *f, struct gw_engine *e)
 {
     if (f->kind == FAN_PAUSE || f->kind == FAN_CONTINUE)
         gw_engine_pause(e, f->kind == FAN_PAUSE);
+    else if (f->kind == FAN_UPDATE && f->numbered)
+        gw_engine_numbered(f->g, e, f->version);
     else if (f->kind == FAN_UPDATE && f->sglang_update && e->kind == GW_KIND_SGLANG)
         gw_engine_ask_version(e); /* it names its new version */
     else if (f->kind == FAN_UPDATE)
@@ -250,18 +253,24 @@ static void on_fan_cancel(void *arg, struct net_call *c, enum net_cancel why)
     f->call = NULL; /* the answers still arrive; nobody to tell */
 }
 
-/* The weight version an update names ("weight_version" in its body), else one of the
- * gateway's own, for engines that cannot be asked theirs (vLLM): the step still changes. */
-static void update_version(struct fan *f, const char *body, size_t len)
+bool gw_update_named(const char *body, size_t len, char version[GW_VERSION_MAX])
 {
     json_t *doc = json_loadb(body, len, 0, NULL);
     const char *v = json_string_value(json_object_get(doc, "weight_version"));
     if (v)
-        gw_version_key(f->version, v, strlen(v));
-    else
+        gw_version_key(version, v, strlen(v));
+    json_decref(doc);
+    return v != NULL;
+}
+
+/* The weight version an update names, else one of the gateway's own (vLLM's updates name none,
+ * SGLang's may not): the step still changes. */
+static void update_version(struct fan *f, const char *body, size_t len)
+{
+    f->numbered = !gw_update_named(body, len, f->version);
+    if (f->numbered)
         snprintf(f->version, sizeof f->version, "libra-update-%llu",
                  (unsigned long long)++f->g->updates);
-    json_decref(doc);
 }
 
 /* The engine a read goes to: the first active one, else the first that is not dead. */

@@ -14,6 +14,7 @@
 #include <time.h>
 
 #include "server/internal.h"
+#include "spec/preset.h"
 #include "util/alloc.h"
 #include "util/error.h"
 #include "util/strbuf.h"
@@ -71,8 +72,9 @@ void gw_engine_version(struct gw *g, struct gw_engine *e, const char *text)
 {
     char v[GW_VERSION_MAX];
     gw_version_key(v, text, strlen(text));
-    if (strcmp(e->version, v) == 0)
-        return;
+    if (strcmp(e->version, v) == 0 || (e->reported[0] && strcmp(e->reported, v) == 0))
+        return; /* a number the gateway gave stands while the engine says what it said before */
+    e->reported[0] = '\0';
     snprintf(e->version, sizeof e->version, "%s", v);
     int64_t step = version_step(g, v);
     if (step < 0) { /* new to the fleet: the next step (at start-up, the first) */
@@ -86,6 +88,26 @@ void gw_engine_version(struct gw *g, struct gw_engine *e, const char *text)
     }
     e->generation = step;
     gw_persist_engines(g);
+}
+
+void gw_engine_numbered(struct gw *g, struct gw_engine *e, const char *number)
+{
+    char before[GW_VERSION_MAX];
+    snprintf(before, sizeof before, "%s", e->reported[0] ? e->reported : e->version);
+    gw_engine_version(g, e, number);
+    snprintf(e->reported, sizeof e->reported, "%s", before);
+}
+
+/* e registered at start is the engine of the state dir's row stored: the row's version stands
+ * when the engine reports none (vLLM) or what it reported before the update the gateway
+ * numbered, so no acknowledged step is lost (docs/serve.md "Steps and learning"). */
+static void keep_version(struct gw_engine *e, const struct gw_engine *stored)
+{
+    if (e->kind == GW_KIND_SGLANG && (!stored->reported[0] || strcmp(e->version, stored->reported)))
+        return; /* it reports its own: that is taken */
+    snprintf(e->version, sizeof e->version, "%s", stored->version);
+    snprintf(e->reported, sizeof e->reported, "%s", stored->reported);
+    e->generation = stored->generation;
 }
 
 /* ---- routes --------------------------------------------------------------------------------- */
@@ -450,6 +472,7 @@ static void on_registered(void *arg, struct gw_engine *e, int status, const char
         e->lent = s->stored->lent;
         e->draining = s->stored->draining;
         e->missed_update = s->stored->missed_update;
+        keep_version(e, s->stored);
     } else if (!e && status == 502 && s->stored && !s->flag &&
                gw_bucket_of(&g->layout, s->stored->tp) >= 0) { /* it did not answer */
         fprintf(stderr, "libra: serve: engine %lld (%s) of the state dir: %s; listed as suspect\n",

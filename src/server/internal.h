@@ -64,9 +64,11 @@ struct gw_engine {
     char software[64]; /* the engine's own version ("0.5.4", "libra-emu 0.9.0") */
     char model[128];   /* the model it serves, "" when it does not say */
     int tp;
-    int bucket;                   /* in the router's layout */
-    char version[GW_VERSION_MAX]; /* weight version as the engine names it */
-    int64_t generation;           /* the gateway step its weights belong to */
+    int bucket;                    /* in the router's layout */
+    char version[GW_VERSION_MAX];  /* weight version as the engine names it */
+    char reported[GW_VERSION_MAX]; /* under a version the gateway numbered, the one the engine
+                                      reported before it, which does not undo it; else "" */
+    int64_t generation;            /* the gateway step its weights belong to */
     bool dead, draining, lent, paused;
     int loading;        /* weight updates in flight to it */
     int fails;          /* consecutive failed health checks */
@@ -216,8 +218,15 @@ void gw_version_key(char out[GW_VERSION_MAX], const char *v, size_t len);
 
 /* An engine reported weight version text (from a response, a poll or an update that passed
  * through; any length: it is keyed by gw_version_key): a version new to the fleet is the next
- * step (learns, ticks). */
+ * step (learns, ticks). Text equal to e->reported is not a change: it is what the engine said
+ * before the update the gateway numbered. */
 void gw_engine_version(struct gw *g, struct gw_engine *e, const char *text);
+
+/* Engine e took an update the gateway numbered (number). An update that names no version leaves
+ * the engine's own as it was (SGLang keeps its weight_version; vLLM has none), so the polls and
+ * answers that follow still name that one: the number stands until the engine reports another
+ * (docs/serve.md "Steps and learning"). */
+void gw_engine_numbered(struct gw *g, struct gw_engine *e, const char *number);
 
 /* ---- engines.c ---------------------------------------------------------------------------- */
 
@@ -506,6 +515,10 @@ void gw_fan_free_all(struct gw *g);
 
 /* Counts one upstream answer of seconds on e. */
 void gw_observe_latency(struct gw_engine *e, double seconds);
+
+/* Whether a weight update's body names its version ("weight_version"), keyed into version;
+ * false: it names none, and the gateway numbers it. */
+bool gw_update_named(const char *body, size_t len, char version[GW_VERSION_MAX]);
 
 /* ---- restore.c: the state dir at start-up ------------------------------------------------ */
 

@@ -583,19 +583,24 @@ static void call_ended(struct replica *r, bool ok, enum engine_state now)
     reconcile(r->pl);
 }
 
-/* The engine loaded the weight update it missed while asleep: it has the fleet's weights. */
+/* The engine loaded the weight update it missed while asleep: it has the fleet's weights, and
+ * takes the update's version as the engines that took it did (control.c's took). */
 static void on_caught_up(void *arg, int status, const char *body, size_t len, const char *error)
 {
     struct replica *r = arg;
     struct gw_engine *e = r->calling;
+    const struct gw_update_rec *u = &e->g->update;
+    char named[GW_VERSION_MAX];
     (void)body;
     (void)len;
     (void)error;
     if (status == 200) {
         e->missed_update = false;
         gw_persist_update(e->g);
-        if (e->kind == GW_KIND_VLLM) /* an SGLang engine names its own (asked at the end) */
-            gw_engine_version(e->g, e, e->g->update.version);
+        if (!gw_update_named(u->body, u->len, named))
+            gw_engine_numbered(e->g, e, u->version);
+        else if (e->kind == GW_KIND_VLLM) /* an SGLang engine names its own (asked at the end) */
+            gw_engine_version(e->g, e, u->version);
     }
     call_ended(r, status == 200, ENGINE_AWAKE);
 }

@@ -306,7 +306,8 @@ static int read_return(const json_t *v, const char *path, struct ret *out, char 
     return 0;
 }
 
-/* Parses text as one JSON object with exactly the members keys (NULL-terminated). */
+/* Parses text as one JSON object with exactly the members keys (NULL-terminated); a key written
+ * "?name" is optional (a member added since the format began: older rows lack it). */
 static json_t *load_object(const char *text, size_t len, const char *const *keys, char *err,
                            size_t size)
 {
@@ -318,7 +319,7 @@ static json_t *load_object(const char *text, size_t len, const char *const *keys
     }
     size_t n = 0;
     for (const char *const *k = keys; *k; k++, n++)
-        if (!json_object_get(o, *k)) {
+        if (**k != '?' && !json_object_get(o, *k)) {
             bad(err, size, *k, "missing");
             json_decref(o);
             return NULL;
@@ -329,7 +330,7 @@ static json_t *load_object(const char *text, size_t len, const char *const *keys
     {
         bool known = false;
         for (const char *const *k = keys; *k && !known; k++)
-            known = strcmp(*k, key) == 0;
+            known = strcmp(*k + (**k == '?'), key) == 0;
         if (!known) {
             bad(err, size, key, "unknown member");
             json_decref(o);
@@ -566,17 +567,18 @@ int gw_traj_rec_parse(const char *text, size_t len, struct gw_traj *t, char *err
 
 char *gw_engine_rec_text(const struct gw_engine *e)
 {
-    return dump(json_pack("{s:i, s:s, s:o, s:I, s:b, s:b}", "tp", e->tp, "kind",
+    return dump(json_pack("{s:i, s:s, s:o, s:o, s:I, s:b, s:b}", "tp", e->tp, "kind",
                           e->kind == GW_KIND_SGLANG ? "sglang" : "vllm", "weight_version",
-                          gw_bytes_json(e->version), "step", (json_int_t)e->generation, "lent",
-                          e->lent, "draining", e->draining));
+                          gw_bytes_json(e->version), "reported", gw_bytes_json(e->reported), "step",
+                          (json_int_t)e->generation, "lent", e->lent, "draining", e->draining));
 }
 
 int gw_engine_rec_parse(const char *text, size_t len, struct gw_engine *e, char *err,
                         size_t err_size)
 {
-    static const char *const keys[] = {"tp",       "kind", "weight_version", "step", "lent",
-                                       "draining", NULL};
+    static const char *const keys[] = {"tp",   "kind", "weight_version", "?reported",
+                                       "step", "lent", "draining",       NULL};
+    const json_t *reported;
     json_t *o = load_object(text, len, keys, err, err_size);
     if (!o)
         return -1;
@@ -590,6 +592,10 @@ int gw_engine_rec_parse(const char *text, size_t len, struct gw_engine *e, char 
         rc = bad(err, err_size, "kind", "expected \"sglang\" or \"vllm\"");
     else if (!bytes_read(json_object_get(o, "weight_version"), e->version, sizeof e->version))
         rc = bad(err, err_size, "weight_version", "expected a version of at most %d bytes",
+                 GW_VERSION_MAX - 1);
+    else if ((reported = json_object_get(o, "reported")) &&
+             !bytes_read(reported, e->reported, sizeof e->reported))
+        rc = bad(err, err_size, "reported", "expected a version of at most %d bytes",
                  GW_VERSION_MAX - 1);
     else if (!int_in(json_object_get(o, "step"), 0, GW_COUNTER_MAX, &e->generation))
         rc = bad(err, err_size, "step", "expected a step number up to 2^62");

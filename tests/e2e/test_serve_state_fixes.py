@@ -153,6 +153,8 @@ def test_a_kept_file_with_a_line_of_something_else_is_refused_where_it_is(tmp_pa
     ("UPDATE meta SET value = 'abc' WHERE key = 'schema_version'",
      "meta.schema_version: 'abc' is not a schema version"),
     ("UPDATE engines SET id = -5 WHERE id = 1", "engines: id -5 is outside 0 to 2^62"),
+    ("UPDATE engines SET body = json_set(body, '$.reported', 7) WHERE id = 0",
+     "engines.0.reported: expected a version of at most 63 bytes"),
 ])
 def test_a_bad_row_is_named_by_its_fault(sql, says):
     with tempfile.TemporaryDirectory() as tmp, \
@@ -162,3 +164,14 @@ def test_a_bad_row_is_named_by_its_fault(sql, says):
         p = serve("--state-dir", state_dir)
     assert p.returncode == 2 and p.stdout == "", p
     assert says in p.stderr, p.stderr
+
+
+def test_an_engine_row_from_before_reported_is_read():
+    """An engines row written before its "reported" member (docs/serve.md "The state
+    format") is read as one without a number the gateway gave."""
+    with tempfile.TemporaryDirectory() as tmp, Emu(scale=SCALE) as emu:
+        state_dir, db = left_state_dir(tmp, emu.instances[0]["url"])
+        edit(db, "UPDATE engines SET body = json_remove(body, '$.reported')")
+        with Serve(args=[*BUCKETS, "--state-dir", state_dir]) as gw:
+            assert [(e["id"], e["weight_version"], e["step"]) for e in engines(gw.port)
+                    ["engines"]] == [(0, "default", 0)]

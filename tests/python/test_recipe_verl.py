@@ -18,14 +18,18 @@ replicas yield to the event loop once per turn, so a batch's trajectories interl
 import asyncio
 import json
 import re
+import subprocess
 import sys
+import time
 import types
+import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
 
 import libra
+from cli import LIBRA, env
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "recipes" / "verl.md"
 BUCKETS = "tp2:100000"
@@ -406,3 +410,51 @@ def test_a_layout_without_the_rollout_tp_is_refused_at_start(recipe, tmp_path, m
     monkeypatch.setenv("LIBRA_CONFIG", str(experiment))
     with pytest.raises(libra.Error, match="TP2"):
         libra_verl.LibraAgentLoopManager.create(CONFIG)
+
+
+def post(url, doc):
+    req = urllib.request.Request(url, json.dumps(doc).encode(),
+                                 {"Content-Type": "application/json"})
+    with urllib.request.urlopen(req, timeout=60) as r:
+        return json.loads(r.read() or b"null")
+
+
+def gateway_prompt_id(ids, tmp_path):
+    """The prompt_id `libra serve --capture` records for a trajectory whose first turn sends ids
+    as SGLang's input_ids (to one `libra emu` engine)."""
+    capture = tmp_path / "capture.jsonl"
+    procs = []
+    try:
+        procs.append(subprocess.Popen([LIBRA, "emu", "--time-scale", "0.005"], env=env(),
+                                      stdout=subprocess.PIPE, text=True))
+        engine = json.loads(procs[0].stdout.readline())["url"]
+        procs.append(subprocess.Popen(
+            [LIBRA, "serve", "--listen", "127.0.0.1:0", "--engine", engine, "--set",
+             "sched.buckets=tp1:40960", "--capture", str(capture)],
+            env=env(), stdout=subprocess.PIPE, text=True))
+        url = json.loads(procs[1].stdout.readline())["url"]
+        post(url + "/generate", {"input_ids": ids, "sampling_params": {"max_new_tokens": 2},
+                                 "libra": {"trajectory": "K"}})
+        post(url + "/libra/v1/trajectories/K/events", {"kind": "finish"})
+        for _ in range(500):  # a header line, then the trajectory's
+            text = capture.read_text() if capture.exists() else ""
+            lines = text.splitlines()
+            if len(lines) > 1 and text.endswith("\n"):
+                return json.loads(lines[1])["prompt_id"]
+            time.sleep(0.01)
+        raise AssertionError("the gateway captured nothing")
+    finally:
+        for p in procs:
+            p.terminate()
+            p.wait(timeout=30)
+
+
+def test_the_prompt_key_is_the_gateways(recipe, tmp_path):
+    """The balancer keys a trajectory's prompt as `libra serve` keys the same token ids
+    (docs/serve.md "Identity"), so routers fed by either share per-prompt history."""
+    libra_verl, ray, replicas = recipe
+    manager = libra_verl.LibraAgentLoopManager.create(CONFIG)
+    ids, turns = group(1000)
+    manager.generate_sequences(batch(1, [(ids, turns)]))
+    keys = {libra.prompt_key(c[2]) for c in Recorder.calls if c[0] == "start"}
+    assert keys == {gateway_prompt_id(ids, tmp_path)}
