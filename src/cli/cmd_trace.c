@@ -70,7 +70,8 @@ static const char help[] =
     "  --workload NAME        import: workload named in the header (default unknown)\n"
     "  --model NAME           import: model named in the header\n"
     "  --samples N            import: GRPO group size for the header, 1 to 1024 (as\n"
-    "                         rl.samples); samples must be below it\n"
+    "                         rl.samples); samples must be below it, and every prompt\n"
+    "                         of a step must have exactly N trajectories\n"
     "  --chars-per-token X    import --from verl|tau-bench|swe-agent|openai-chat: characters\n"
     "                         per estimated token, 0.01 to 1000 (default 4); refused by\n"
     "                         jsonl and csv, which give token counts\n"
@@ -537,9 +538,15 @@ static off_t regular_size(const char *path)
     return rc == 0 && S_ISREG(st.st_mode) ? st.st_size : -1;
 }
 
+/* An input's name in errors: standard input's as the reader names it. */
+static const char *error_name(const char *path)
+{
+    return strcmp(path, "-") == 0 ? "<stdin>" : path;
+}
+
 static int larger_than_whole(const char *path, struct libra_error *err)
 {
-    return error_set(err, strcmp(path, "-") == 0 ? "<stdin>" : path, 0, 0,
+    return error_set(err, error_name(path), 0, 0,
                      "larger than %zu bytes, the most a file read whole may hold",
                      API_MAX_FILE_BYTES);
 }
@@ -557,12 +564,19 @@ static size_t whole_line_max(bool sized, size_t used)
     return sized || left == 0 ? left : left - 1;
 }
 
+/* Whether each trajectory of the format is one input line, which its errors can name. */
+static bool line_per_traj(const struct import_flags *f)
+{
+    return f->o.format == TRACE_IMPORT_VERL || f->o.format == TRACE_IMPORT_OPENAI_CHAT;
+}
+
 /* Feeds the lines of r through the importer into held; a document read whole stops at
  * API_MAX_FILE_BYTES, a regular file's before it is read. */
 static int import_lines(struct trace_importer *im, struct trace_groups *held,
-                        struct trace_reader *r, const char *path, bool whole,
+                        struct trace_reader *r, const char *path, const struct import_flags *f,
                         struct libra_error *err)
 {
+    bool whole = reads_whole(f);
     off_t size = whole ? regular_size(path) : -1;
     if (size > (off_t)API_MAX_FILE_BYTES)
         return larger_than_whole(path, err);
@@ -579,21 +593,25 @@ static int import_lines(struct trace_importer *im, struct trace_groups *held,
         used += len + 1;
         if ((rc = trace_importer_line(im, line, len, &t, err)) < 0)
             return rc;
-        if (rc == 1)
+        if (rc == 1) {
+            trace_groups_source(held, error_name(path),
+                                line_per_traj(f) ? trace_reader_line(r) : 0);
             trace_groups_add(held, t);
+        }
     }
 }
 
 /* Feeds one input file through the importer into held. */
 static int import_file(struct trace_importer *im, struct trace_groups *held, const char *path,
-                       bool whole, struct libra_error *err)
+                       const struct import_flags *f, struct libra_error *err)
 {
     struct trace_reader *r;
     if (trace_reader_open(&r, path, err))
         return LIBRA_EIO;
     trace_importer_begin(im, path);
     const struct trace_traj *t;
-    int rc = import_lines(im, held, r, path, whole, err);
+    int rc = import_lines(im, held, r, path, f, err);
+    trace_groups_source(held, error_name(path), 0); /* a document's records: no line */
     while (rc >= 0 && (rc = trace_importer_end(im, &t, err)) == 1)
         trace_groups_add(held, t);
     trace_reader_close(r);
@@ -615,7 +633,9 @@ static int run_import(struct cli_common *cc, const struct import_flags *f, const
     /* held to the end: the logs' order need not keep a GRPO group's records together */
     struct trace_groups *held = trace_groups_new();
     for (size_t i = 0; rc == 0 && i < in->n; i++)
-        rc = import_file(im, held, in->v[i].path, reads_whole(f), &err);
+        rc = import_file(im, held, in->v[i].path, f, &err);
+    if (rc == 0 && f->o.group_size) /* readers take runs of group_size records as groups */
+        rc = trace_groups_check(held, f->o.group_size, &err);
     const struct trace_traj *t;
     size_t written = 0;
     while (rc == 0 && (t = trace_groups_get(held, written)) && !(rc = trace_writer_put(w, t, &err)))

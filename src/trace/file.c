@@ -9,6 +9,7 @@
 #include "trace/file.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -33,6 +34,9 @@ struct trace_reader {
     bool eof;
     bool borrowed; /* buf is the caller's text (trace_reader_from_text) */
     int io_errno;  /* errno of a failed read; 0: none */
+    /* The run of group_size records being read (group_size 0: not checked): records in it,
+     * its first's line and (step, prompt_id). */
+    int64_t group_size, in_run, run_line, run_step, run_prompt;
 };
 
 int trace_reader_open(struct trace_reader **out, const char *path, struct libra_error *err)
@@ -198,7 +202,33 @@ int trace_reader_header(struct trace_reader *r, const struct trace_header **hdr,
                          TRACE_SCHEMA_VERSION);
     if (rc < 0)
         return rc;
-    return trace_parser_header(r->parser, line, len, r->lineno, hdr, err);
+    if ((rc = trace_parser_header(r->parser, line, len, r->lineno, hdr, err)) == 0)
+        r->group_size = (*hdr)->group_size;
+    return rc;
+}
+
+/* Whether t, the record of line r->lineno, belongs to the group of the run it is in: readers
+ * take each run of group_size consecutive records as one GRPO group (`libra sim --trace`),
+ * which would silently mix prompts. */
+static int check_group(struct trace_reader *r, const struct trace_traj *t, struct libra_error *err)
+{
+    if (r->group_size == 0)
+        return 0;
+    if (r->in_run++ % r->group_size == 0) {
+        r->run_line = r->lineno;
+        r->run_step = t->step;
+        r->run_prompt = t->prompt_id;
+        return 0;
+    }
+    if (t->step == r->run_step && t->prompt_id == r->run_prompt)
+        return 0;
+    return error_set(err, r->name, (int)r->lineno, 1,
+                     "step %" PRId64 ", prompt_id %" PRId64 ": not the group (step %" PRId64
+                     ", prompt_id %" PRId64 ") of line %" PRId64 ": with group_size %" PRId64
+                     " each run of %" PRId64 " consecutive records is one group, so a group's "
+                     "records must be whole and together",
+                     t->step, t->prompt_id, r->run_step, r->run_prompt, r->run_line, r->group_size,
+                     r->group_size);
 }
 
 int trace_reader_next(struct trace_reader *r, const struct trace_traj **traj,
@@ -210,6 +240,8 @@ int trace_reader_next(struct trace_reader *r, const struct trace_traj **traj,
     if (rc <= 0)
         return rc;
     rc = trace_parser_traj(r->parser, line, len, r->lineno, traj, err);
+    if (rc == 0)
+        rc = check_group(r, *traj, err);
     return rc ? rc : 1;
 }
 

@@ -132,6 +132,18 @@ void trace_groups_free(struct trace_groups *g);
 /* Holds a copy of t (its extra deep-copied): t need not outlive the call. */
 void trace_groups_add(struct trace_groups *g, const struct trace_traj *t);
 
+/* Where the records added next come from, for trace_groups_check's error: file (NULL: none;
+ * it must outlive g) and line (0: unknown). */
+void trace_groups_source(struct trace_groups *g, const char *file, int64_t line);
+
+/*
+ * Checks that every group holds exactly group_size records, as readers of a trace with that
+ * group_size need. Returns 0, or LIBRA_EINVAL with err at the first short or long group's first
+ * record (file, line when known) naming the prompt (by the name its log gives it, when the
+ * record's extra keeps one), its count and group_size (as --samples) and what to do.
+ */
+int trace_groups_check(struct trace_groups *g, int64_t group_size, struct libra_error *err);
+
 /* The i-th record held, in group order (ordered on the first call after an add); NULL when
  * i is past the last. Owned by g, valid until the next add or the free. */
 const struct trace_traj *trace_groups_get(struct trace_groups *g, size_t i);

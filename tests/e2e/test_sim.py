@@ -429,6 +429,8 @@ def test_a_trace_whose_groups_no_rl_samples_can_be_is_refused(tmp_path):
         header, *records = f.read().splitlines()
     doc = json.loads(header)
     doc["group_size"] = 2**63 - 1
+    # one group, as a group_size asks of its runs (docs/trace-format.md, rule 7)
+    records = [json.dumps({**json.loads(r), "step": 0, "prompt_id": 0}) for r in records]
     path = tmp_path / "t.jsonl"
     path.write_text("\n".join([json.dumps(doc), *records]) + "\n", encoding="utf-8")
     for command in ("sim", "plan"):

@@ -397,17 +397,18 @@ def test_stats_return_signal_and_task_effect_match_an_independent_computation(tm
 
 def test_import_csv_and_jsonl_tables_agree(tmp_path):
     out_csv, out_jsonl = tmp_path / "csv.jsonl", tmp_path / "jsonl.jsonl"
-    r = run("import", "--from", "csv", data("turns.csv"), "--workload", "r2e-gym", "--samples",
-            "2", "-o", str(out_csv))
+    # no --samples: step 1's prompt has one trajectory, a group --samples 2 would refuse
+    r = run("import", "--from", "csv", data("turns.csv"), "--workload", "r2e-gym",
+            "-o", str(out_csv))
     assert r.returncode == 0, r.stderr
     r = run("import", "--from", "jsonl", data("turns.jsonl"), "--workload", "r2e-gym",
-            "--samples", "2", "-o", str(out_jsonl))
+            "-o", str(out_jsonl))
     assert r.returncode == 0, r.stderr
     h_csv, t_csv = records(out_csv)
     h_jsonl, t_jsonl = records(out_jsonl)
     assert t_csv == t_jsonl
     assert h_csv["import"] == {"from": "csv"} and h_jsonl["import"] == {"from": "jsonl"}
-    assert h_csv["lossy"] is False and h_csv["group_size"] == 2
+    assert h_csv["lossy"] is False and "group_size" not in h_csv
     assert len(t_csv) == 3
     r0, r1, r2 = t_csv
     assert [len(t.get("calls", [])) for t in r0["turns"]] == [1, 1, 0]
@@ -542,12 +543,12 @@ def est(text, cpt=4):
 def test_import_tau_bench_sample(tmp_path):
     path = data("tau-bench/airline-sample.json")
     out = tmp_path / "tau.jsonl"
-    r = run("import", "--from", "tau-bench", path, "--workload", "tau-airline", "--samples", "4",
-            "-o", str(out))
+    # no --samples: each task has one trial here, a group --samples 4 would refuse
+    r = run("import", "--from", "tau-bench", path, "--workload", "tau-airline", "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert run("validate", str(out)).returncode == 0
     header, trajs = records(out)
-    assert header["lossy"] is True and header["group_size"] == 4
+    assert header["lossy"] is True and "group_size" not in header
     assert header["import"]["from"] == "tau-bench"
     assert header["import"]["failure_text"] == ["^Error:"]
     assert "setup_us" in header["import"]["unknown"]  # the log does not say
@@ -779,13 +780,14 @@ def import_chat(*args):
 
 def test_import_openai_chat_sample(tmp_path):
     out = tmp_path / "chat.jsonl"
-    r = run("import", "--from", "openai-chat", data(CHAT), "--samples", "2", "-o", str(out))
+    # no --samples: parse-7 has one attempt, a group --samples 2 would refuse
+    r = run("import", "--from", "openai-chat", data(CHAT), "-o", str(out))
     assert r.returncode == 0, r.stderr
     assert run("validate", str(out)).returncode == 0
     header, trajs = records(out)
     lines = chat_lines()
     imp = header["import"]
-    assert header["lossy"] is True and header["group_size"] == 2
+    assert header["lossy"] is True and "group_size" not in header
     assert imp["from"] == "openai-chat" and imp["chars_per_token"] == 4.0
     assert imp["failure_text"] == ["Traceback", "Error", "command not found"]
     assert imp["timeout_text"] == ["timed out", "TimeoutError",

@@ -6,7 +6,10 @@
 - a whole-document import cut short without a final newline is reported on its last line;
 - `trace stats` prints undefined shares (no trajectories, no tool calls) as `-`;
 - `--from jsonl` reads `"tool": ""` as no call, as an empty CSV cell;
-- tau-bench errors name the JSON path of the member at fault ("150.trial: ...").
+- tau-bench errors name the JSON path of the member at fault ("150.trial: ...");
+- an import with --samples K refuses a (step, prompt) group of other than K trajectories;
+- readers of a trace whose header gives group_size refuse a run of group_size consecutive
+  records that names more than one (step, prompt_id), and every producer writes none.
 
 Needs LIBRA_BIN and LIBRA_SOURCE_DIR.
 """
@@ -135,3 +138,76 @@ def test_tau_bench_no_assistant_names_the_traj(tmp_path):
     assert r.returncode == 2
     col = f.read_text().index('"traj"') + 1
     assert f"{f}:1:{col}: 0.traj: no assistant message" in r.stderr, r.stderr
+
+
+def tau_without(tmp_path, task, trial):
+    runs = [r for r in json.load(open(TAU)) if not (r["task_id"] == task and r["trial"] == trial)]
+    f = tmp_path / "miss.json"
+    f.write_text(json.dumps(runs))
+    return f
+
+
+def test_import_refuses_a_group_short_of_samples(tmp_path):
+    f = tau_without(tmp_path, 0, 1)
+    r = run("trace", "import", "--from", "tau-bench", str(f), "--samples", "4")
+    assert r.returncode == 2
+    assert r.stdout == ""
+    assert f"libra: {f}: step 0, task_id 0 (prompt_id 0): 3 trajectories, not --samples 4" \
+        in r.stderr, r.stderr
+    assert "give --samples N that every prompt has, or complete the log" in r.stderr
+    assert "usage" not in r.stderr
+    # without --samples nothing is checked
+    assert run("trace", "import", "--from", "tau-bench", str(f)).returncode == 0
+
+
+def test_import_names_the_line_of_a_short_group(tmp_path):
+    lines = [{"task_id": t, "trial": k, "messages": [
+        {"role": "user", "content": "q"}, {"role": "assistant", "content": "x"}]}
+        for t, k in (("a", 0), ("a", 1), ("b", 0))]
+    f = tmp_path / "c.jsonl"
+    f.write_text("".join(json.dumps(x) + "\n" for x in lines))
+    r = run("trace", "import", "--from", "openai-chat", str(f), "--samples", "2")
+    assert r.returncode == 2
+    assert f"libra: {f}:3:1: step 0, task_id b (prompt_id 1): 1 trajectories, not --samples 2" \
+        in r.stderr, r.stderr
+
+
+def mixed_trace(tmp_path):
+    recs = [records(run("trace", "gen", "r2e-gym", "--steps", "1", "--batch", "4",
+                        "--samples", "2").stdout)]
+    head = '{"libra_trace":1,"workload":"r2e-gym","model":"qwen3-14b","group_size":2}\n'
+    a, b, c, d = recs[0]
+    f = tmp_path / "mixed.jsonl"
+    f.write_text(head + "".join(json.dumps(x) + "\n" for x in (a, c, b, d)))
+    return f, c
+
+
+def test_readers_refuse_a_run_of_group_size_records_of_two_groups(tmp_path):
+    f, c = mixed_trace(tmp_path)
+    msg = (f"{f}:3:1: step 0, prompt_id {c['prompt_id']}: not the group (step 0, prompt_id ")
+    r = run("trace", "validate", str(f))
+    assert r.returncode == 1 and msg in r.stdout + r.stderr, r.stdout + r.stderr
+    for args in (["sim", "--trace", str(f), "--samples", "2", "--batch", "4", "--steps", "1",
+                  "--set", "sim.modes=libra"], ["route", "eval", str(f), "--policy", "cmlfq"]):
+        r = run(*args)
+        assert r.returncode == 2 and msg in r.stderr, (args, r.stderr)
+
+
+def test_a_trace_without_group_size_is_not_checked(tmp_path):
+    f, _ = mixed_trace(tmp_path)
+    lines = f.read_text().splitlines(True)
+    f.write_text('{"libra_trace":1,"workload":"r2e-gym"}\n' + "".join(lines[1:]))
+    r = run("trace", "validate", str(f))
+    assert r.returncode == 0, r.stdout + r.stderr
+
+
+@pytest.mark.parametrize("preset", ["search-r1", "dapo-math", "dapo-math-verl", "r2e-gym",
+                                    "r2e-gym-drift"])
+def test_every_generated_trace_keeps_its_groups_whole(tmp_path, preset):
+    f = tmp_path / "g.jsonl"
+    r = run("trace", "gen", preset, "--steps", "3", "-o", str(f))
+    assert r.returncode == 0, r.stderr
+    v = run("trace", "validate", str(f))
+    assert v.returncode == 0, v.stdout + v.stderr
+    recs = records(f.read_text())
+    assert_grouped(recs, json.loads(f.read_text().splitlines()[0])["group_size"])

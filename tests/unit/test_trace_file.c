@@ -31,15 +31,16 @@ static void write_text(const char *path, const char *text, size_t len)
 
 static const struct trace_header header = {.version = 1, .workload = "test", .group_size = 2};
 
-/* A trajectory of n turns; turns/calls are caller storage of n elements. */
+/* The index-th trajectory, of n turns, of a trace of groups of 2 (the header's); turns/calls
+ * are caller storage of n elements. */
 static void make_traj(struct trace_traj *t, struct trace_turn *turns, struct trace_tool_call *calls,
-                      size_t n, int64_t step)
+                      size_t n, int64_t index)
 {
     memset(t, 0, sizeof *t);
-    t->step = step;
-    t->prompt_id = step * 7;
-    t->sample = step % 2;
-    t->version_start = step;
+    t->step = index / 2;
+    t->prompt_id = index / 2 * 7;
+    t->sample = index % 2;
+    t->version_start = t->step;
     t->version_end = -1;
     t->turns = turns;
     t->n_turns = n;
@@ -166,7 +167,7 @@ static void test_reader_continues_after_bad_lines(void **state)
     const char *text = "{\"libra_trace\":1,\"workload\":\"w\",\"group_size\":2}\n" TRAJ(
         0) "\n"
            "{\"step\":\n"
-           "\n" TRAJ(1) "\n" TRAJ(2) "\n"
+           "\n" TRAJ(0) "\n" TRAJ(1) "\n"
                                      "{\"step\":3,\"prompt_id\":1,\"epoch\":0,\"sample\":2";
     const char *path = tmp_path("bad.jsonl");
     write_text(path, text, strlen(text));
@@ -179,6 +180,25 @@ static void test_reader_continues_after_bad_lines(void **state)
     assert_non_null(strstr(errors[0], ": invalid JSON: "));
     assert_string_equal(errors[1], "4:1: empty line");
     assert_string_equal(errors[2], "7:1: truncated line: no newline at end of file");
+    remove(path);
+}
+
+/* With group_size 2, each run of 2 consecutive records is one (step, prompt_id): a record of
+ * another is an error at its line, and the runs go on from it. */
+static void test_reader_refuses_a_split_group(void **state)
+{
+    const char *text = "{\"libra_trace\":1,\"workload\":\"w\",\"group_size\":2}\n" TRAJ(
+        0) "\n" TRAJ(1) "\n" TRAJ(1) "\n" TRAJ(1) "\n" TRAJ(2) "\n";
+    const char *path = tmp_path("split.jsonl");
+    write_text(path, text, strlen(text));
+    char errors[8][256];
+    int n;
+    assert_int_equal(read_all(path, errors, &n), 4);
+    assert_int_equal(n, 1);
+    assert_string_equal(errors[0], "3:1: step 1, prompt_id 1: not the group (step 0, prompt_id "
+                                   "1) of line 2: with group_size 2 each run of 2 consecutive "
+                                   "records is one group, so a group's records must be whole "
+                                   "and together");
     remove(path);
 }
 
@@ -325,6 +345,7 @@ int main(void)
         cmocka_unit_test(test_write_read_write_identical),
         cmocka_unit_test(test_lines_longer_than_a_chunk),
         cmocka_unit_test(test_reader_continues_after_bad_lines),
+        cmocka_unit_test(test_reader_refuses_a_split_group),
         cmocka_unit_test(test_header_errors),
         cmocka_unit_test(test_line_too_long),
         cmocka_unit_test(test_endless_line),
