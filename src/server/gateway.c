@@ -103,7 +103,8 @@ void gw_engine_numbered(struct gw *g, struct gw_engine *e, const char *number)
  * numbered, so no acknowledged step is lost (docs/serve.md "Steps and learning"). */
 static void keep_version(struct gw_engine *e, const struct gw_engine *stored)
 {
-    if (e->kind == GW_KIND_SGLANG && (!stored->reported[0] || strcmp(e->version, stored->reported)))
+    if (e->kind == GW_KIND_SGLANG &&
+        (!stored->reported[0] || strcmp(e->version, stored->reported) != 0))
         return; /* it reports its own: that is taken */
     snprintf(e->version, sizeof e->version, "%s", stored->version);
     snprintf(e->reported, sizeof e->reported, "%s", stored->reported);
