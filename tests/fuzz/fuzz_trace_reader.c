@@ -3,8 +3,10 @@
  * and records), differential against the line parser it feeds (fuzz_trace checks that one). The
  * input is the file. Besides not crashing or leaking: the reader splits the file into the lines
  * a plain split at '\n' gives, numbered from 1; each line reads as the parser alone reads it
- * (same outcome, same position); a last line without its newline is refused as truncated at its
- * own number; every refusal names the file; the end comes once and then stays.
+ * (same outcome, same position), but for a record the parser takes that breaks rule 7 (with a
+ * header's group_size N, each run of N records parsed is one step and prompt), which the reader
+ * alone refuses; a last line without its newline is refused as truncated at its own number;
+ * every refusal names the file; the end comes once and then stays.
  */
 #include <stdint.h>
 #include <stdio.h>
@@ -14,6 +16,22 @@
 #include "fuzz.h"
 
 #include "trace/file.h"
+
+/* Rule 7 as the reader applies it: the runs of group_size records the parser takes. */
+struct runs {
+    int64_t group_size, seen, step, prompt;
+};
+
+/* Whether record t, which the parser took, keeps its run's step and prompt. */
+static bool in_its_run(struct runs *g, const struct trace_traj *t)
+{
+    if (g->group_size == 0 || g->seen++ % g->group_size == 0) {
+        g->step = t->step;
+        g->prompt = t->prompt_id;
+        return true;
+    }
+    return t->step == g->step && t->prompt_id == g->prompt;
+}
 
 static void same_error(const struct libra_error *a, const struct libra_error *b)
 {
@@ -27,6 +45,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct trace_reader *r = trace_reader_from_text("fuzz.trace", text, size);
     struct trace_parser *p = trace_parser_new("fuzz.trace");
     struct libra_error err, want;
+    struct runs runs = {0};
     const char *s = text;
     for (int64_t lineno = 1;; lineno++) {
         memset(&err, 0, sizeof err);
@@ -65,11 +84,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             const struct trace_header *h;
             want_rc = trace_parser_header(p, s, len, lineno, &h, &want);
             fuzz_require(rc == want_rc, "the reader and the parser disagree on the header");
+            runs.group_size = want_rc == 0 ? h->group_size : 0;
         } else {
             const struct trace_traj *t;
             want_rc = trace_parser_traj(p, s, len, lineno, &t, &want);
-            fuzz_require((rc == 1) == (want_rc == 0),
-                         "the reader and the parser disagree on a line");
+            bool kept = want_rc == 0 && in_its_run(&runs, t);
+            fuzz_require((rc == 1) == kept, "the reader and the parser disagree on a line");
+            bool rule7 = err.line == lineno && strstr(err.msg, "not the group");
+            fuzz_require(want_rc != 0 || kept || rule7,
+                         "a record breaking rule 7 is refused otherwise");
         }
         if (want_rc != 0)
             same_error(&err, &want);
