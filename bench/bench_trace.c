@@ -38,9 +38,11 @@ static void synth(uint64_t i, struct trace_traj *t, struct trace_turn *turns,
                   struct trace_tool_call *calls)
 {
     static const double status_w[] = {0.7, 0.2, 0.05, 0.05};
-    struct rng r = rng_keyed(1, i, 0, 0);
+    /* a group's 4 samples share its first's prompt (rule 7 of the header's group_size) */
+    struct rng r = rng_keyed(1, i, 0, 0), first = rng_keyed(1, i - i % 4, 0, 0);
+    (void)rng_uniform_int(&r, 4578); /* the prompt's draw: the rest is drawn as for the first */
     *t = (struct trace_traj){.step = (int64_t)(i / 32),
-                             .prompt_id = (int64_t)rng_uniform_int(&r, 4578),
+                             .prompt_id = (int64_t)rng_uniform_int(&first, 4578),
                              .sample = (int64_t)(i % 4),
                              .version_start = (int64_t)(i / 32),
                              .version_end = (int64_t)(i / 32),

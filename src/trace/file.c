@@ -207,14 +207,19 @@ int trace_reader_header(struct trace_reader *r, const struct trace_header **hdr,
     return rc;
 }
 
-/* Whether t, the record of line r->lineno, belongs to the group of the run it is in: readers
- * take each run of group_size consecutive records as one GRPO group (`libra sim --trace`),
- * which would silently mix prompts. */
+/* Whether t, the record of line r->lineno (NULL: a bad one, which still holds its place), belongs
+ * to the group of the run it is in: readers take each run of group_size consecutive records as
+ * one GRPO group (`libra sim --trace`), which would silently mix prompts. A run's group is its
+ * first good record's. */
 static int check_group(struct trace_reader *r, const struct trace_traj *t, struct libra_error *err)
 {
     if (r->group_size == 0)
         return 0;
-    if (r->in_run++ % r->group_size == 0) {
+    if (r->in_run++ % r->group_size == 0)
+        r->run_line = 0;
+    if (!t)
+        return 0;
+    if (r->run_line == 0) {
         r->run_line = r->lineno;
         r->run_step = t->step;
         r->run_prompt = t->prompt_id;
@@ -240,9 +245,8 @@ int trace_reader_next(struct trace_reader *r, const struct trace_traj **traj,
     if (rc <= 0)
         return rc;
     rc = trace_parser_traj(r->parser, line, len, r->lineno, traj, err);
-    if (rc == 0)
-        rc = check_group(r, *traj, err);
-    return rc ? rc : 1;
+    int in_group = check_group(r, rc == 0 ? *traj : NULL, err);
+    return rc ? rc : in_group ? in_group : 1;
 }
 
 /* ---- writing ----------------------------------------------------------------------------- */

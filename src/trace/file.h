@@ -43,7 +43,8 @@ int trace_reader_header(struct trace_reader *r, const struct trace_header **hdr,
  * next call), 0 at the end of the file, LIBRA_EINVAL with err at FILE:LINE:COL and "FIELD:
  * REASON" for a bad line (calling again continues with the next line), or LIBRA_EIO.
  * When the header gives group_size N, a record naming another (step, prompt_id) than the first
- * of its run of N consecutive good records is a bad line too (docs/trace-format.md, rule 7).
+ * good one of its run of N consecutive record lines (a bad line holds its place) is a bad line
+ * too (docs/trace-format.md, rule 7).
  * A last line without its newline is reported as truncated; a line longer than
  * TRACE_MAX_LINE_BYTES as too long, and then the reader stops (the line may never end, as on a
  * stream of zeros): later calls return 0.

@@ -17,15 +17,25 @@
 
 #include "trace/file.h"
 
-/* Rule 7 as the reader applies it: the runs of group_size records the parser takes. */
+/* Rule 7 as the reader applies it: runs of group_size record lines, each run's group its first
+ * good record's. */
 struct runs {
     int64_t group_size, seen, step, prompt;
+    bool known;
 };
 
-/* Whether record t, which the parser took, keeps its run's step and prompt. */
+/* Whether record t (NULL: one the parser refused, which holds its place) keeps its run's step
+ * and prompt. */
 static bool in_its_run(struct runs *g, const struct trace_traj *t)
 {
-    if (g->group_size == 0 || g->seen++ % g->group_size == 0) {
+    if (g->group_size == 0)
+        return true;
+    if (g->seen++ % g->group_size == 0)
+        g->known = false;
+    if (!t)
+        return true;
+    if (!g->known) {
+        g->known = true;
         g->step = t->step;
         g->prompt = t->prompt_id;
         return true;
@@ -88,7 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         } else {
             const struct trace_traj *t;
             want_rc = trace_parser_traj(p, s, len, lineno, &t, &want);
-            bool kept = want_rc == 0 && in_its_run(&runs, t);
+            bool kept = in_its_run(&runs, want_rc == 0 ? t : NULL) && want_rc == 0;
             fuzz_require((rc == 1) == kept, "the reader and the parser disagree on a line");
             bool rule7 = err.line == lineno && strstr(err.msg, "not the group");
             fuzz_require(want_rc != 0 || kept || rule7,
