@@ -496,6 +496,7 @@ static void on_fail(struct sim *s, int i)
         s->out->failed_turns++;
     }
     inst_stop(s, i, SIM_INST_FAILED);
+    s->failed_gpus += in->tp;
     sim_trace_instant(s, SIM_PID_INSTANCES, (uint64_t)i, "instance failed", NULL);
     for (size_t k = 0; k < n && !s->rc; k++)
         sim_reroute(s, &s->traj.v[hit[k]]);

@@ -283,16 +283,6 @@ int sim_elastic_step_begin(struct sim *s, const struct ehp_lend **lend)
     return step->active;
 }
 
-/* GPUs serving rollout or starting: the fleet's count less the failed instances', which it
- * keeps (idle, for utilisation) though they can neither serve nor train. */
-static int live_rollout_gpus(const struct sim *s)
-{
-    int n = s->rollout_gpus;
-    for (int i = 0; i < s->n_inst; i++)
-        n -= s->inst[i].state == SIM_INST_FAILED ? s->inst[i].tp : 0;
-    return n;
-}
-
 void sim_elastic_step_end(struct sim *s, struct sim_step *st)
 {
     struct sim_elastic *e = s->elastic;
@@ -303,7 +293,8 @@ void sim_elastic_step_end(struct sim *s, struct sim_step *st)
         e->cur.replicas[ehp_pool_hybrid(e->pool, h)->join]++;
     e->cur.hybrid_gpus = e->cur.replicas[EHP_JOIN_ACTIVE] * e->lend.replica_gpus;
     e->cur.train_gpus = s->lay->n_train + e->cur.hybrid_gpus;
-    e->cur.rollout_gpus = live_rollout_gpus(s);
+    /* the fleet keeps its failed GPUs (idle, for utilisation); they neither serve nor train */
+    e->cur.rollout_gpus = s->rollout_gpus - s->failed_gpus;
     st->pool = e->cur;
     s->out->pool.joins += e->cur.joins;
     s->out->pool.activated += e->cur.activated;

@@ -313,6 +313,7 @@ struct sim {
     struct sched_instance *reg;
     int n_inst;
     int rollout_gpus;                    /* Σ TP of the instances serving, starting or failed */
+    int failed_gpus;                     /* ... of the failed ones: idle for good */
     struct sim_gpu_window step_avail;    /* rollout GPU-seconds since the last step ended */
     struct sim_gpu_window measure_avail; /* ... since the measured window began */
     bool fleet_paused;                   /* keep mode: serving engines paused for an update */
