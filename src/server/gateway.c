@@ -68,12 +68,19 @@ void gw_version_key(char out[GW_VERSION_MAX], const char *v, size_t len)
              (unsigned long long)gw_hash(GW_HASH_SEED, v, len));
 }
 
+/* Whether an engine saying version v says what it said before the gateway numbered its
+ * update: the number the gateway gave then stands. */
+static bool says_before_numbered(const struct gw_engine *e, const char *v)
+{
+    return e->reported[0] && strcmp(e->reported, v) == 0;
+}
+
 void gw_engine_version(struct gw *g, struct gw_engine *e, const char *text)
 {
     char v[GW_VERSION_MAX];
     gw_version_key(v, text, strlen(text));
-    if (strcmp(e->version, v) == 0 || (e->reported[0] && strcmp(e->reported, v) == 0))
-        return; /* a number the gateway gave stands while the engine says what it said before */
+    if (strcmp(e->version, v) == 0 || says_before_numbered(e, v))
+        return;
     e->reported[0] = '\0';
     snprintf(e->version, sizeof e->version, "%s", v);
     int64_t step = version_step(g, v);
@@ -103,8 +110,7 @@ void gw_engine_numbered(struct gw *g, struct gw_engine *e, const char *number)
  * numbered, so no acknowledged step is lost (docs/serve.md "Steps and learning"). */
 static void keep_version(struct gw_engine *e, const struct gw_engine *stored)
 {
-    if (e->kind == GW_KIND_SGLANG &&
-        (!stored->reported[0] || strcmp(e->version, stored->reported) != 0))
+    if (e->kind == GW_KIND_SGLANG && !says_before_numbered(stored, e->version))
         return; /* it reports its own: that is taken */
     snprintf(e->version, sizeof e->version, "%s", stored->version);
     snprintf(e->reported, sizeof e->reported, "%s", stored->reported);
