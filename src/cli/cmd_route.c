@@ -345,7 +345,9 @@ static char *text_report(const json_t *doc)
                  "token-weighted and first-placement accuracy in %%;\nN/A: undefined here "
                  "(load-dependent policy or no data).\n");
     const json_t *pl = json_object_get(doc, "placebo");
-    if (pl)
+    if (pl && !json_is_number(json_object_get(pl, "cmlfq_accuracy")))
+        fprintf(out, "placebo: N/A: no decisions scored, nothing to compare\n");
+    else if (pl)
         fprintf(out,
                 "placebo: C-MLFQ %.1f%% on the real returns, %.1f%% on shuffled ones (signal "
                 "%+.1f points), depth-only tree %.1f%%;\nshuffled vs depth-only: %.1f points "
@@ -438,37 +440,16 @@ static int load_trace(const struct api_presets *p, const struct libra_config *cf
     return rc;
 }
 
-/* Refuses a sched.buckets layout the cluster cannot serve (spec_bucket_check_cluster), naming
- * where the key was set: the flag that set it last, else the config file. The planner and the
- * simulator take the layout's TP sizes as those their fleets may use and place only instances
- * that fit; route eval scores the layout as given, so it refuses what no fleet could run. */
-static int check_layout_fits(const struct cli_common *cc, const char *config_file,
-                             const struct libra_config *cfg, const struct spec_bucket_layout *l)
-{
-    struct libra_error err = {0};
-    if (spec_bucket_check_cluster(l, cfg->cluster.gpus, cfg->cluster.gpus_per_node, &err) == 0)
-        return 0;
-    for (size_t i = cc->n_overrides; i-- > 0;)
-        if (strcmp(cc->overrides[i].key, "sched.buckets") == 0) {
-            cli_errorf("%s: %s", cc->overrides[i].label, err.msg);
-            return LIBRA_EXIT_USAGE;
-        }
-    if (config_file)
-        cli_errorf("%s: sched.buckets: %s", config_file, err.msg);
-    else
-        cli_errorf("sched.buckets: %s", err.msg);
-    return LIBRA_EXIT_USAGE;
-}
-
-static int resolve_layout(const struct cli_common *cc, const char *config_file,
-                          const struct libra_config *cfg, const struct route_plan *plan,
+/* The layout scored: sched.buckets as given (the config refused one the cluster cannot
+ * serve), else the planner's. */
+static int resolve_layout(const struct libra_config *cfg, const struct route_plan *plan,
                           struct spec_bucket_layout *l)
 {
     struct libra_error err = {0};
     if (cfg->sched.buckets[0])
         return spec_bucket_parse(l, cfg->sched.buckets, "sched.buckets", &err)
                    ? cli_report_error(&err)
-                   : check_layout_fits(cc, config_file, cfg, l);
+                   : 0;
     if (!plan->planned) {
         cli_errorf("route eval: the planner gives no bucket layout for this trace (%s): give "
                    "--buckets",
@@ -701,7 +682,7 @@ static int run(const struct cli_common *cc, const struct route_flags *f, const c
     if (rc == 0) /* after the trace: an unreadable one is the first error, whatever the flags */
         rc = check_inert_flags(cc, f, &cfg, &ev);
     if (rc == 0)
-        rc = resolve_layout(cc, f->config, &cfg, &plan, &l);
+        rc = resolve_layout(&cfg, &plan, &l);
     int64_t steps = (int64_t)sched_eval_steps(&ev.ev);
     if (rc == 0 && !f->folds && f->train_steps >= steps)
         rc = cli_value_errorf(cc->cmd,

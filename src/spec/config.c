@@ -1215,6 +1215,13 @@ static int check(const struct libra_config *cfg, const struct spec_config_source
     struct libra_error why = {0};
     if (cfg->sched.buckets[0] && spec_bucket_parse(&layout, cfg->sched.buckets, NULL, &why) != 0)
         return spec_config_key_error(err, src, "sched.buckets", "column %d: %s", why.col, why.msg);
+    /* route eval scores the layout as given: a bucket no instance could serve is refused there
+     * (the planner and the simulator build only the fleets that fit) */
+    if (cfg->sched.buckets[0] && (!src->reader || src->reader == SPEC_READ_ROUTE) &&
+        spec_bucket_check_cluster(&layout, cfg->cluster.gpus, cfg->cluster.gpus_per_node, &why) !=
+            0)
+        return spec_config_key_error(err, src, "sched.buckets", "%s%s", why.msg,
+                                     src->reader ? "" : " (libra route eval refuses it)");
     int counts[SPEC_TP_SIZES], pattern_gpus;
     if (spec_tp_pattern_parse(cfg->plan.tp_pattern, NULL, counts, &pattern_gpus, &why) != 0)
         return spec_config_key_error(err, src, "plan.tp_pattern", "column %d: %s", why.col,
