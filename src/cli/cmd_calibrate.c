@@ -73,13 +73,17 @@ static const struct option own_options[] = {
     {0},
 };
 
+/* Bytes of a point's model name, its NUL included. */
+#define ORIGIN_MODEL_MAX 128
+
 /* Where a point comes from. */
 struct origin {
     size_t input; /* index into the inputs */
     int line;
-    int64_t step;     /* a trainer's log: its step or iteration */
-    char backend[32]; /* serving */
-    size_t turns;     /* a capture: the timed turns of the point; 0 otherwise */
+    int64_t step;                 /* a trainer's log: its step or iteration */
+    char backend[32];             /* serving */
+    char model[ORIGIN_MODEL_MAX]; /* model_id, or a capture header's model; "": none */
+    size_t turns;                 /* a capture: the timed turns of the point; 0 otherwise */
 };
 
 typedef VEC(struct cost_decode_point) decode_vec;
@@ -186,9 +190,13 @@ static int add_serving(struct calibration *c, size_t idx, const char *text, size
 {
     struct input *in = &c->inputs[idx];
     int tp = in->opt.given & (1u << COST_OPT_TP) ? (int)in->opt.value[COST_OPT_TP] : 1;
-    if (c->model->heads % tp != 0)
-        return cli_value_errorf(c->cc->cmd, "input '%s': tp %d does not divide %s's %d heads",
-                                in->arg, tp, c->model->name, c->model->heads);
+    /* the engine's TP as a layout of its own: the rule (and message) `libra cost --tp` and a
+     * trainer's tp option get */
+    struct cost_train_config engine = {
+        .tp = tp, .pp = 1, .cp = 1, .dp = 1, .minibatches = 1, .micro_batch_tokens = 1.0};
+    char why[240];
+    if (cost_train_config_check(&c->shape, &engine, c->model->name, why, sizeof why))
+        return cli_value_errorf(c->cc->cmd, "input '%s': %s", in->arg, why);
     cost_serving_runs runs = {0};
     struct libra_error err = {0};
     int rc = cost_import_serving(in->path, text, len, &runs, &err);
@@ -196,6 +204,10 @@ static int add_serving(struct calibration *c, size_t idx, const char *text, size
         struct cost_decode_point pt;
         struct origin o = {.input = idx, .line = runs.v[i].line};
         snprintf(o.backend, sizeof o.backend, "%s", runs.v[i].backend[0] ? runs.v[i].backend : "-");
+        snprintf(o.model, sizeof o.model, "%s", runs.v[i].model);
+        /* the reader cut them to their buffers, maybe inside a character */
+        ujson_utf8_repair(o.backend);
+        ujson_utf8_repair(o.model);
         cost_serving_point(&runs.v[i], tp, &pt);
         vec_push(&c->decode, pt);
         vec_push(&c->decode_from, o);
@@ -227,14 +239,19 @@ static double uncached(const struct trace_traj *t, size_t k)
 typedef VEC(struct cost_timed_turn) timed_vec;
 
 /* Appends the timed turns of the trace read from path (its len bytes at text: standard input
- * cannot be read twice) to *out. */
-static int read_timed(const char *path, const char *text, size_t len, timed_vec *out)
+ * cannot be read twice) to *out, and its header's model (or "") to model. */
+static int read_timed(const char *path, const char *text, size_t len, timed_vec *out, char *model,
+                      size_t size)
 {
     struct trace_reader *r = trace_reader_from_text(path, text, len);
     struct libra_error err = {0};
     const struct trace_header *h;
     const struct trace_traj *t;
     int rc = trace_reader_header(r, &h, &err);
+    if (rc == 0) {
+        snprintf(model, size, "%s", h->model ? h->model : "");
+        ujson_utf8_repair(model); /* cut to size, maybe inside a character */
+    }
     while (rc == 0 && (rc = trace_reader_next(r, &t, &err)) == 1) {
         rc = 0;
         for (size_t k = 0; k < t->n_turns; k++) {
@@ -287,7 +304,14 @@ static int add_capture(struct calibration *c, size_t idx, const char *text, size
     timed_vec turns = {0};
     struct cost_timed_point *pts = NULL;
     size_t n = 0;
-    int rc = read_timed(in->path, text, len, &turns);
+    char model[ORIGIN_MODEL_MAX];
+    int rc = read_timed(in->path, text, len, &turns, model, sizeof model);
+    if (rc == 0 && model[0] && strcmp(model, c->model->name) != 0) {
+        cli_errorf("calibrate: %s: the capture's header names model '%s', not --model %s: the "
+                   "measurements must be of --model (give --model %s for this capture)",
+                   in->path, model, c->model->name, model);
+        rc = LIBRA_EXIT_USAGE;
+    }
     if (rc == 0)
         rc = prefill_times(c, in, &turns);
     if (rc == 0 && turns.n == 0) {
@@ -307,6 +331,7 @@ static int add_capture(struct calibration *c, size_t idx, const char *text, size
     for (size_t i = 0; rc == 0 && i < n; i++) {
         struct origin o = {.input = idx, .turns = pts[i].turns};
         snprintf(o.backend, sizeof o.backend, "capture");
+        snprintf(o.model, sizeof o.model, "%s", model);
         vec_push(&c->decode, pts[i].point);
         vec_push(&c->decode_from, o);
     }
@@ -594,16 +619,35 @@ static double preset_value(const struct spec_hardware *h, enum cost_constant k)
                                      : h->decode_t_seq_s;
 }
 
+/* Appends to b the source [from, stop) of a calibration row of the model named by the len bytes
+ * at row_model; a fit's (" from ...") marked " on model NAME" where that is not model and it has
+ * no mark yet: the row names its model once, so the part would be credited to the new one. */
+static void carried_part(const char *from, const char *stop, const char *row_model, size_t len,
+                         const char *model, struct strbuf *b)
+{
+    static const char mark[] = " on model ", fit[] = " from ";
+    const char *marked = strstr(from, mark);
+    strbuf_add(b, from, (size_t)(stop - from));
+    if (strncmp(from, fit, strlen(fit)) == 0 && !(marked && marked < stop) &&
+        (strlen(model) != len || strncmp(model, row_model, len) != 0)) {
+        strbuf_puts(b, mark);
+        strbuf_add(b, row_model, len);
+    }
+}
+
 /* The source of constant k an earlier calibration row (as calibration_text writes it) gives,
  * less the constant's name and any "held at VALUE, " ("from 5 training steps of verl.log (rms
- * error 0.30 %)"), appended to b; false where the row names none. Its parts are split at "; ";
- * a part "decode constants ..." is the source of both decode constants. */
-static bool earlier_source(const char *row, enum cost_constant k, struct strbuf *b)
+ * error 0.30 %)", and " on model NAME" where it was fitted on a model other than model),
+ * appended to b; false where the row names none. Its parts are split at "; "; a part "decode
+ * constants ..." is the source of both decode constants. */
+static bool earlier_source(const char *row, enum cost_constant k, const char *model,
+                           struct strbuf *b)
 {
     static const char lead[] = "libra calibrate, ", held[] = "held at ";
-    const char *p = strstr(row, ": ");
+    const char *p = strstr(row, ": "), *row_model = row + strlen(lead);
     if (strncmp(row, lead, strlen(lead)) != 0 || !p)
         return false;
+    size_t model_len = (size_t)(p - row_model);
     for (p += 2; *p;) {
         const char *end = strstr(p, "; "), *stop = end ? end : p + strlen(p);
         const char *name = cost_constant_name(k), *group = "decode constants";
@@ -615,7 +659,7 @@ static bool earlier_source(const char *row, enum cost_constant k, struct strbuf 
             const char *comma = strstr(rest, ", ");
             if (strncmp(rest + 1, held, strlen(held)) == 0 && comma && comma < stop)
                 rest = comma + 1; /* held then too: the source is what follows */
-            strbuf_add(b, rest, (size_t)(stop - rest));
+            carried_part(rest, stop, row_model, model_len, model, b);
             return true;
         }
         p = end ? end + 2 : stop;
@@ -662,13 +706,15 @@ static void kept_part(const struct calibration *c, enum cost_constant k, struct 
         strbuf_puts(b, " built in");
     else if (!c->hw->calibration[0])
         strbuf_printf(b, " set in preset file %s", c->hw->origin);
-    else if (!earlier_source(c->hw->calibration, k, b))
+    else if (!earlier_source(c->hw->calibration, k, c->model->name, b))
         strbuf_printf(b, " as the calibration row of preset file %s gives it", c->hw->origin);
 }
 
 /* What the constants were fitted on, and where the values kept come from, into out (size
- * bytes, truncated): "libra calibrate, MODEL: PART; PART ...". */
-static void calibration_text(const struct calibration *c, char *out, size_t size)
+ * bytes): "libra calibrate, MODEL: PART; PART ...". A row that does not fit is refused, not cut:
+ * a cut could drop a constant's source, or split a character and leave the row invalid UTF-8.
+ * Returns 0 or an exit code. */
+static int calibration_text(const struct calibration *c, char *out, size_t size)
 {
     struct strbuf b = {0};
     const char *sep = " ";
@@ -686,14 +732,42 @@ static void calibration_text(const struct calibration *c, char *out, size_t size
         else
             kept_part(c, kk, &b);
     }
-    char *text = strbuf_detach(&b);
-    snprintf(out, size, "%s", text);
-    free(text);
+    int rc = 0;
+    if (b.len >= size) {
+        cli_errorf("calibrate: the preset's calibration row, which names every input file, would "
+                   "be %zu bytes, past the %zu bytes it holds: give the inputs shorter names (run "
+                   "from their directory, or link them under short names)",
+                   b.len, size - 1);
+        rc = LIBRA_EXIT_USAGE;
+    } else {
+        memcpy(out, b.data, b.len + 1);
+    }
+    strbuf_free(&b);
+    return rc;
 }
 
-/* The hardware preset with the fitted constants; the others keep the preset's values (0, the
- * built-in one, where it had none), so that a held constant is not written as calibrated. */
-static void calibrated_hardware(const struct calibration *c, struct spec_hardware *h)
+/* Removes name from the comma-separated list of assumed fields: a fitted value is measured. */
+static void drop_assumed(char *assumed, const char *name)
+{
+    size_t n = strlen(name);
+    for (char *p = assumed; *p;) {
+        char *end = strchr(p, ',');
+        size_t len = end ? (size_t)(end - p) : strlen(p);
+        if (len == n && strncmp(p, name, n) == 0) {
+            char *rest = end ? end + 1 : p + len;
+            if (!end && p > assumed)
+                p--; /* the last member: its leading comma goes with it */
+            memmove(p, rest, strlen(rest) + 1);
+            return;
+        }
+        p += len + (end != NULL);
+    }
+}
+
+/* The hardware preset with the fitted constants, none of them listed as assumed; the others
+ * keep the preset's values (0, the built-in one, where it had none) and their place in
+ * `assumed`, so that a held constant is not written as calibrated. Returns 0 or an exit code. */
+static int calibrated_hardware(const struct calibration *c, struct spec_hardware *h)
 {
     const struct cost_fit_outcome *o = &c->out;
     *h = *c->hw;
@@ -704,7 +778,10 @@ static void calibrated_hardware(const struct calibration *c, struct spec_hardwar
         h->decode_t_seq_s = o->value[COST_CONST_T_SEQ];
     if (o->fitted[COST_CONST_TRAIN_MFU])
         h->train_mfu = o->value[COST_CONST_TRAIN_MFU];
-    calibration_text(c, h->calibration, sizeof h->calibration);
+    for (int k = 0; k < COST_N_CONSTANTS; k++)
+        if (o->fitted[k])
+            drop_assumed(h->assumed, cost_constant_name((enum cost_constant)k));
+    return calibration_text(c, h->calibration, sizeof h->calibration);
 }
 
 /* The preset file that holds h alone. */
@@ -738,16 +815,12 @@ static int reads_back(const struct spec_hardware *h, const char *file, char **te
  * preset name's bytes (it would be cut, and the name printed for --hardware would not be the
  * preset's), one the preset file's rules refuse, found by reading back the resolved hardware
  * under that name, or the name of another hardware preset, built in or loaded (loading the file
- * would replace that preset with the calibrated one's specs).
+ * would replace that preset with the calibrated one's specs). The form comes first: presets are
+ * found whatever the case, so "A800-80G" would otherwise be called another preset's name.
  */
 static int check_name(const struct calibration *c, const struct spec_presets *presets)
 {
     struct spec_hardware h = *c->hw;
-    if (strcmp(c->name, c->hw->name) != 0 && spec_hardware_find(presets, c->name))
-        return cli_value_errorf(c->cc->cmd,
-                                "--name: '%s' is another hardware preset (the file would replace "
-                                "it with %s's specs); name a new one, or %s itself",
-                                c->name, c->hw->name, c->hw->name);
     if (strlen(c->name) >= sizeof h.name)
         return cli_value_errorf(c->cc->cmd, "--name: must be shorter than %zu bytes",
                                 sizeof h.name);
@@ -762,6 +835,11 @@ static int check_name(const struct calibration *c, const struct spec_presets *pr
             why += strlen(at);
         return cli_value_errorf(c->cc->cmd, "--name: %s", why);
     }
+    if (strcmp(c->name, c->hw->name) != 0 && spec_hardware_find(presets, c->name))
+        return cli_value_errorf(c->cc->cmd,
+                                "--name: '%s' is another hardware preset (the file would replace "
+                                "it with %s's specs); name a new one, or %s itself",
+                                c->name, c->hw->name, c->hw->name);
     return 0;
 }
 
@@ -769,10 +847,12 @@ static int check_name(const struct calibration *c, const struct spec_presets *pr
 static int write_preset(const struct calibration *c)
 {
     struct spec_hardware h;
-    calibrated_hardware(c, &h);
-    char *text;
+    char *text = NULL;
     struct libra_error err = {0};
-    int rc = reads_back(&h, c->output, &text, &err);
+    int rc = calibrated_hardware(c, &h);
+    if (rc)
+        return rc;
+    rc = reads_back(&h, c->output, &text, &err);
     if (rc) {
         cli_errorf("calibrate: internal: the preset does not read back: %s", err.msg);
         rc = LIBRA_EXIT_INTERNAL;
@@ -824,21 +904,26 @@ static void print_decode(FILE *out, const struct calibration *c)
     if (!c->decode.n)
         return;
     bool capture = false;
-    for (size_t i = 0; i < c->decode.n; i++)
+    int model_width = 5; /* the model column: as wide as its longest, as the input column */
+    for (size_t i = 0; i < c->decode.n; i++) {
         capture |= c->decode_from.v[i].turns > 0;
+        int n = (int)strlen(c->decode_from.v[i].model);
+        model_width = n > model_width ? n : model_width;
+    }
     fprintf(out,
             "\ndecode points: the mean iteration a decoding request saw (ms); batch and prefill "
-            "per iteration%s\n%-*s %5s %-8s %3s %8s %8s %9s %9s %9s %8s\n",
+            "per iteration%s\n%-*s %5s %-8s %-*s %3s %8s %8s %9s %9s %9s %8s\n",
             capture ? " (a capture's: a band of batch, its timed turns in place of a line)" : "",
-            input_width(c), "input", "line", "backend", "TP", "batch", "context", "prefill",
-            "measured", "modelled", "error");
+            input_width(c), "input", "line", "backend", model_width, "model", "TP", "batch",
+            "context", "prefill", "measured", "modelled", "error");
     for (size_t i = 0; i < c->decode.n; i++) {
         const struct cost_decode_point *p = &c->decode.v[i];
         const struct origin *o = &c->decode_from.v[i];
         double m = c->out.decode_modelled[i];
-        fprintf(out, "%-*s %5zu %-8s %3d %8.2f %8.0f %9.1f %9.3f %9.3f %+7.2f%%\n", input_width(c),
-                input_name(c, o->input), o->turns ? o->turns : (size_t)o->line, o->backend, p->tp,
-                p->decode_seqs, p->ctx_tokens, p->prefill_tokens, p->measured_s * 1e3, m * 1e3,
+        fprintf(out, "%-*s %5zu %-8s %-*s %3d %8.2f %8.0f %9.1f %9.3f %9.3f %+7.2f%%\n",
+                input_width(c), input_name(c, o->input), o->turns ? o->turns : (size_t)o->line,
+                o->backend, model_width, o->model[0] ? o->model : "-", p->tp, p->decode_seqs,
+                p->ctx_tokens, p->prefill_tokens, p->measured_s * 1e3, m * 1e3,
                 point_error(m, p->measured_s) * 100.0);
     }
     for (size_t i = 0; i < c->n_inputs; i++)
@@ -943,13 +1028,14 @@ static json_t *decode_json(const struct calibration *c)
         /* a capture's band: its turns in place of a line */
         json_array_append_new(
             a,
-            json_pack("{s:s, s:I, s:s, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:o}", "input",
+            json_pack("{s:s, s:I, s:s, s:o, s:i, s:f, s:f, s:f, s:f, s:f, s:f, s:o, s:o}", "input",
                       input_name(c, o->input), o->turns ? "turns" : "line",
                       o->turns ? (json_int_t)o->turns : (json_int_t)o->line, "backend", o->backend,
-                      "tp", p->tp, "decode_seqs", p->decode_seqs, "ctx_tokens", p->ctx_tokens,
-                      "prefill_tokens", p->prefill_tokens, "prefill_seqs", p->prefill_seqs,
-                      "prefill_pairs", p->prefill_pairs, "measured_s", p->measured_s, "modelled_s",
-                      ujson_real(m), "error", ujson_real(point_error(m, p->measured_s))));
+                      "model_id", o->model[0] ? json_string(o->model) : json_null(), "tp", p->tp,
+                      "decode_seqs", p->decode_seqs, "ctx_tokens", p->ctx_tokens, "prefill_tokens",
+                      p->prefill_tokens, "prefill_seqs", p->prefill_seqs, "prefill_pairs",
+                      p->prefill_pairs, "measured_s", p->measured_s, "modelled_s", ujson_real(m),
+                      "error", ujson_real(point_error(m, p->measured_s))));
     }
     return a;
 }

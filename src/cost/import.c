@@ -130,9 +130,9 @@ static json_t *json_object_of(const char *text, size_t len)
     return doc;
 }
 
-/* The kind of an input that opens with '{': of its first line (a trace's header; JSON Lines) or
- * else of the whole text (a result written with indentation), an object; one that does not
- * parse is taken as a serving result, whose reader names the syntax error. */
+/* The kind of an input that opens as a JSON object: of its first line (a trace's header; JSON
+ * Lines) or else of the whole text (a result written with indentation), an object; one that does
+ * not parse is taken as a serving result, whose reader names the syntax error. */
 static enum cost_import_kind json_kind(const char *text, size_t len)
 {
     json_t *doc = json_object_of(text, line_len(text, len));
@@ -149,10 +149,21 @@ static enum cost_import_kind json_kind(const char *text, size_t len)
     return kind;
 }
 
+/* Whether text at `at` opens a JSON object: '{', then, after blanks, a key's '"' or the '}' of
+ * an empty one. A JSON document cut short still does; a Python dict a trainer prints ("{'actor':
+ * ...") does not, so its log is read by its lines. */
+static bool json_object_start(const char *text, size_t len, size_t at)
+{
+    if (at >= len || text[at] != '{')
+        return false;
+    at = skip_blank(text, len, at + 1);
+    return at < len && (text[at] == '"' || text[at] == '}');
+}
+
 enum cost_import_kind cost_import_detect(const char *text, size_t len)
 {
     size_t at = skip_blank(text, len, 0);
-    if (at < len && text[at] == '{')
+    if (json_object_start(text, len, at))
         return json_kind(text + at, len - at);
     bool megatron = false;
     for (size_t p = 0; p < len;) {
@@ -379,9 +390,9 @@ static int traffic(struct run_reader *r, double *rate, int64_t *limit)
     const json_t *v = json_object_get(r->obj, "request_rate");
     *rate = INFINITY;
     *limit = 0;
-    if (json_is_number(v) && !(ujson_as_double(v, rate) && *rate > 0.0))
-        return run_error(r, "request_rate", "expected requests per second (> 0) or \"inf\"");
-    if (json_is_string(v) && strcmp(json_string_value(v), "inf") != 0)
+    /* absent: "inf", as vLLM's default; any other type is no rate, not "inf" */
+    bool inf = !v || (json_is_string(v) && strcmp(json_string_value(v), "inf") == 0);
+    if (!inf && !(json_is_number(v) && ujson_as_double(v, rate) && *rate > 0.0))
         return run_error(r, "request_rate", "expected requests per second (> 0) or \"inf\"");
     v = json_object_get(r->obj, "max_concurrency");
     if (v && !json_is_null(v) && !(ujson_as_int64(v, limit) && *limit >= 1))
@@ -404,7 +415,13 @@ static double interleaved_share(const struct cost_serving_run *run, double rate,
     return (run->prompts - first) / run->prompts;
 }
 
-/* The checks across a run: something decoded, within what the duration allows. */
+/* The shortest mean iteration a run may time (s): an engine iteration runs every layer's kernels
+ * on a GPU, which takes far longer; a shorter one is a unit slip (milliseconds as seconds) or
+ * counts that are not the run's, and one such point would outweigh every other in the fit. */
+#define MIN_ITERATION_S 1e-5
+
+/* The checks across a run: something decoded, within what the duration allows, in iterations
+ * an engine can run. */
 static int run_totals(struct run_reader *r)
 {
     struct cost_serving_run *run = r->run;
@@ -417,6 +434,13 @@ static int run_totals(struct run_reader *r)
         return run_error(r, r->latency ? "latencies" : "itls",
                          "the requests' decode times sum past the largest number (a time in "
                          "seconds is far less)");
+    double iteration = run->decode_s / run->decode_tokens;
+    if (iteration < MIN_ITERATION_S)
+        return run_error(r, "output_lens",
+                         "%.6g s per iteration (%.6g s of decoding over %.6g tokens after the "
+                         "first) is shorter than any engine's (%g s): check output_lens and the "
+                         "times' unit (seconds)",
+                         iteration, run->decode_s, run->decode_tokens, MIN_ITERATION_S);
     double batch = run->decode_s / run->duration_s;
     if (batch > (double)run->decoded * (1.0 + 1e-9))
         return run_error(r, "duration",

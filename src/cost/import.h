@@ -45,11 +45,12 @@ enum cost_import_kind {
     COST_IMPORT_UNKNOWN,
 };
 
-/* What text holds: a JSON object, its first line's or the whole text's (a trace when it has
- * "libra_trace", a serving result when it has a member every one has, "duration", "input_lens",
- * "output_lens", "ttfts" or "itls", or when it does not parse, so that the reader names the
- * error; else unknown), or lines of which one is a verl step line, else one is a Megatron-LM
- * iteration line or its arguments block's first. */
+/* What text holds: where it opens as a JSON object does ('{', then a key's '"' or '}'), that
+ * object, its first line's or the whole text's (a trace when it has "libra_trace", a serving
+ * result when it has a member every one has, "duration", "input_lens", "output_lens", "ttfts"
+ * or "itls", or when it does not parse, so that the reader names the error; else unknown);
+ * otherwise (a log may open with a Python dict, "{'key': ...") lines of which one is a verl
+ * step line, else one is a Megatron-LM iteration line or its arguments block's first. */
 enum cost_import_kind cost_import_detect(const char *text, size_t len);
 
 /* One serving benchmark run, summed over its requests. */

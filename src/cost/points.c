@@ -203,6 +203,22 @@ static int train_linear_fit(const struct train_state *t, double inv, double *y, 
     return cost_fit_linear(&s, r);
 }
 
+/*
+ * Where no step depends on 1/MFU at *inv (the compute hides behind the ZeRO-3 gathers or the
+ * pipeline), none does at a smaller one either: the step rises with 1/MFU, convexly. So the
+ * starting MFU does not decide the outcome: steps longer than modelled there (in sum of relative
+ * differences) are looked for at half the MFU (*inv doubled, true returned); shorter ones no MFU
+ * gives (*inv = 0, false returned).
+ */
+static bool flat_steps(const double *y, const double *modelled, size_t n, double *inv)
+{
+    double longer = 0.0;
+    for (size_t i = 0; i < n; i++)
+        longer += (y[i] - modelled[i]) / y[i];
+    *inv = longer > 0.0 ? *inv * 2.0 : 0.0;
+    return longer > 0.0;
+}
+
 /* Re-linearises until 1/MFU stops moving (it is exact on each linear piece). */
 static int fit_mfu(const struct train_state *t, struct cost_fit_outcome *out)
 {
@@ -213,6 +229,12 @@ static int fit_mfu(const struct train_state *t, struct cost_fit_outcome *out)
     int rc = 0;
     for (int it = 0; it < 50; it++) {
         rc = train_linear_fit(t, inv, y, base, x, &out->train);
+        if (rc == LIBRA_EINFEAS && flat_steps(y, base, n, &inv))
+            continue; /* longer than modelled: at a lower MFU */
+        if (rc == LIBRA_EINFEAS) {
+            rc = 0; /* shorter than modelled: no MFU gives them (inv 0) */
+            break;
+        }
         double next = out->train.value[0];
         /* an estimate past MFU 1 is refused, and the fit lies further out still (the step
          * rises with 1/MFU, convexly): beyond MFU 1 the compute hides behind the gathers, the

@@ -50,7 +50,9 @@ def trajectory(port, traj, rng, stream):
 def test_a_capture_calibrates_the_engine_it_timed(tmp_path):
     capture = tmp_path / "capture.jsonl"
     with Emu("--instances", "tp1", "--model", MODEL, scale="1") as emu, \
-            Serve(emu.instances[0]["url"], args=["--capture", str(capture)]) as gw:
+            Serve(emu.instances[0]["url"],
+                  args=["--capture", str(capture), "--model", MODEL,
+                        "--set", "sched.buckets=tp1:32768"]) as gw:
         rng = random.Random(7)
         threads = [threading.Thread(target=trajectory,
                                     args=(gw.port, t, random.Random(rng.random()), t % 4 == 0))
@@ -98,7 +100,9 @@ def test_a_turn_an_engine_call_disturbed_is_not_timed(tmp_path):
     records it without a timing; a turn sent afterwards is timed."""
     capture = tmp_path / "capture.jsonl"
     with Emu("--instances", "tp1", "--model", MODEL, scale="1") as emu, \
-            Serve(emu.instances[0]["url"], args=["--capture", str(capture)]) as gw:
+            Serve(emu.instances[0]["url"],
+                  args=["--capture", str(capture), "--model", MODEL,
+                        "--set", "sched.buckets=tp1:32768"]) as gw:
         long_turn = Background(turn, gw.port, 1, list(range(1, 200)), 400, False, [])
         time.sleep(0.3)
         post(gw.port, "/flush_cache", {}, headers=ADMIN)

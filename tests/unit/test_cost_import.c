@@ -44,6 +44,13 @@ static void test_detect(void **state)
         {"{\n  \"backend\": \"vllm\",\n  \"itls\": []\n}\n", COST_IMPORT_SERVING},
         {"{\"request_rate\": Infinity, \"ttfts\": [NaN]}\n{\"b\": 2}\n", COST_IMPORT_SERVING},
         {"{\"duration\": 1,", COST_IMPORT_SERVING},
+        {"{\n    \"duration\": 1,\n    \"itls\": [", COST_IMPORT_SERVING},
+        {"{}", COST_IMPORT_UNKNOWN},
+        /* a '{' that opens no JSON object (a Python dict verl prints) leaves the text to its
+         * lines */
+        {"{'actor': {'ppo_mini_batch_size': 256}}\nstep:1 - timing_s/update_actor:1.5\n",
+         COST_IMPORT_VERL_LOG},
+        {"{'actor': 1}\n", COST_IMPORT_UNKNOWN},
         {"{\"libra_trace\":1,\"workload\":\"x\"}\n{\"step\":0}\n", COST_IMPORT_TRACE},
         {"boot\n(TaskRunner pid=7) step:3 - timing_s/update_actor:1.5\n", COST_IMPORT_VERL_LOG},
         {"global_step:3 - x:1\n", COST_IMPORT_UNKNOWN},
