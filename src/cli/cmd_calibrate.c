@@ -190,13 +190,11 @@ static int add_serving(struct calibration *c, size_t idx, const char *text, size
 {
     struct input *in = &c->inputs[idx];
     int tp = in->opt.given & (1u << COST_OPT_TP) ? (int)in->opt.value[COST_OPT_TP] : 1;
-    /* the engine's TP as a layout of its own: the rule (and message) `libra cost --tp` and a
-     * trainer's tp option get */
-    struct cost_train_config engine = {
-        .tp = tp, .pp = 1, .cp = 1, .dp = 1, .minibatches = 1, .micro_batch_tokens = 1.0};
-    char why[240];
-    if (cost_train_config_check(&c->shape, &engine, c->model->name, why, sizeof why))
-        return cli_value_errorf(c->cc->cmd, "input '%s': %s", in->arg, why);
+    /* the rollout model's rule (cost_rollout_pre_init): an engine splits the attention heads
+     * evenly and replicates KV heads where it has more GPUs than them, as vLLM does */
+    if (c->model->heads % tp != 0)
+        return cli_value_errorf(c->cc->cmd, "input '%s': tp %d does not divide %s's %d heads",
+                                in->arg, tp, c->model->name, c->model->heads);
     cost_serving_runs runs = {0};
     struct libra_error err = {0};
     int rc = cost_import_serving(in->path, text, len, &runs, &err);

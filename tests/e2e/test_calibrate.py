@@ -322,7 +322,7 @@ def test_usage_and_io_errors(benchmarks, tmp_path):
         (("calibrate",), 2, "no INPUT"),
         (("calibrate", benchmarks[0] + ",gpus=8"), 2,
          "option gpus applies to trainers' logs, not serving results"),
-        (("calibrate", benchmarks[0] + ",tp=3"), 2, "tp must divide its 28 heads and its 4 KV"),
+        (("calibrate", benchmarks[0] + ",tp=3"), 2, "tp 3 does not divide qwen2.5-7b's 28 heads"),
         (("calibrate", benchmarks[0] + ",tp=0"), 2, "tp: expected an integer in 1..1024"),
         (("calibrate", *benchmarks, "--hold", "t_fix"), 2, "--hold: unknown constant 't_fix'"),
         (("calibrate", *benchmarks, "--hold", ""), 2, "--hold: an empty value"),

@@ -313,7 +313,7 @@ def test_calibrate_name_of_47_bytes_is_the_preset_cost_finds(tmp_path):
     (("calibrate", "vllm-c1.json", "vllm-c8.json", "--model", "qwen2.5-7b", "--hold", "t_fix"),
      "libra: calibrate: --hold: unknown constant 't_fix'"),
     (("calibrate", "vllm-c1.json,tp=3", "--model", "qwen2.5-7b"),
-     "libra: calibrate: input 'vllm-c1.json,tp=3': training layout tp 3 pp 1"),
+     "libra: calibrate: input 'vllm-c1.json,tp=3': tp 3 does not divide"),
     (("trace", "gen", "nosuch"), "libra: trace: unknown workload preset 'nosuch'"),
     (("trace", "gen", "r2e-gym", "--batch", "30"),
      "libra: trace: --batch 30 is not a multiple of --samples 4"),
