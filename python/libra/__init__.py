@@ -24,6 +24,7 @@ __all__ = ["Error", "Decision", "Router", "plan", "sim", "prompt_key", "version"
 
 _CODES = {-1: "EINVAL", -2: "ENOENT", -3: "EIO", -4: "ENOMEM", -5: "EINFEAS", -6: "EINTERNAL"}
 _INT64_MAX = (1 << 63) - 1
+_INT64_MIN = -1 << 63  # with _INT64_MAX, the integers libra's JSON reads (jansson's json_int_t)
 # the most bytes a config file read whole may hold (API_MAX_FILE_BYTES, as the commands read)
 _MAX_FILE_BYTES = 1 << 30
 
@@ -84,11 +85,21 @@ def _type_error(what, value, accepts):
 _STR = ("str", "bytes")
 
 
+def _surrogate(ch):
+    """Why a str holding surrogate ch is refused."""
+    return f"contains {ch!r}, a surrogate, which is no character"
+
+
 def _bytes(what, value, accepts=_STR):
-    """A C string from str or bytes (no NUL inside). accepts names what the argument takes,
+    """A C string from str or bytes (no NUL inside). A str is UTF-8, its surrogates U+DC80..
+    U+DCFF the bytes 0x80..0xff they stand for (as os.fsdecode made them from a path or an
+    argument the OS gave), other surrogates refused. accepts names what the argument takes,
     for the TypeError: a caller that takes more than str or bytes says what."""
     if isinstance(value, str):
-        value = value.encode("utf-8", "surrogateescape")
+        try:
+            value = value.encode("utf-8", "surrogateescape")
+        except UnicodeEncodeError as e:
+            raise ValueError(f"{what}: {_surrogate(value[e.start])}") from None
     elif not isinstance(value, (bytes, bytearray)):
         raise _type_error(what, value, accepts)
     if b"\0" in value:
@@ -101,12 +112,23 @@ def _bytes_or_none(what, value):
     return None if value is None else _bytes(what, value, _STR + ("None",))
 
 
+def _int_text(n):
+    """int n in digits, or its size where the digits would be many more than a reader reads
+    (past 128 bits; Python refuses to print one of 4300 digits)."""
+    return str(n) if n.bit_length() <= 128 else f"an int of {n.bit_length()} bits"
+
+
+def _out_of_range(n, lo, hi):
+    """Why int n, outside lo..hi, is refused."""
+    return f"expected {lo}..{hi}, not {_int_text(n)}"
+
+
 def _int(what, value, lo, hi, accepts=("an int",)):
     """value, an int in lo..hi; accepts as for _bytes."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise _type_error(what, value, accepts)
     if not lo <= value <= hi:
-        raise ValueError(f"{what}: expected {lo}..{hi}, not {value}")
+        raise ValueError(f"{what}: {_out_of_range(value, lo, hi)}")
     return value
 
 
@@ -122,8 +144,8 @@ def _now(now_s):
         raise _type_error("now_s", now_s, ("a number", "None"))
     try:
         now = float(now_s)
-    except OverflowError:
-        raise ValueError(f"now_s: {now_s} is out of a double's range") from None
+    except OverflowError:  # an int past a double's range: the infinity the library refuses
+        now = math.inf if now_s > 0 else -math.inf
     if math.isnan(now):  # the library's "no clock given": None says that
         raise ValueError("now_s: NaN is not a time (None reads the library's clock)")
     return now
@@ -133,24 +155,58 @@ _JSON_TYPES = (dict, list, tuple, str, int, float, bool, type(None))
 _KEY_TYPES = (str, int, float, bool, type(None))
 
 
-def _key_problem(k, path):
-    """(path, why, key) when dict key k has no JSON form (a type JSON keys cannot be, NaN or
-    an infinity), else None."""
-    if not isinstance(k, _KEY_TYPES):
-        return (f"{path + ': ' if path else ''}key {k!r}", "key", k)
-    if isinstance(k, float) and not math.isfinite(k):
-        return (f"{path + ': ' if path else ''}key {k!r}", "not_finite", k)
+def _not_a_number(x):
+    """Why float x, NaN or an infinity, is refused."""
+    return f"{'NaN' if math.isnan(x) else repr(x)} is not a JSON number"
+
+
+def _str_problem(s):
+    """Why libra's JSON cannot hold str s (jansson refuses \\u0000 and a surrogate's escape,
+    which json.dumps writes for a NUL and for a str that is not Unicode text), or None."""
+    if "\0" in s:
+        return "contains a NUL character"
+    try:
+        s.encode("utf-8")
+    except UnicodeEncodeError as e:
+        return _surrogate(s[e.start])
     return None
 
 
-def _unencodable(value, path="", inside=()):
-    """(path, why, value) of the first part of value JSON cannot hold — a float it has no number
-    for (NaN, inf), a value or key of a type it has no form for, a container that contains
-    itself — as "rl.steps" or "turns[1].generated_tokens"; None when there is none."""
+def _key_problem(k, path):
+    """(path, exception class, why) when dict key k has no JSON form libra reads (a type JSON
+    keys cannot be, NaN or an infinity, a str _str_problem refuses), else None."""
+    where = f"{path + ': ' if path else ''}key {k!r}"
+    if not isinstance(k, _KEY_TYPES):
+        return (where, TypeError,
+                f"expected a str, int, float, bool or None, not {type(k).__name__}")
+    if isinstance(k, float) and not math.isfinite(k):
+        return (where, ValueError, _not_a_number(k))
+    why = _str_problem(k) if isinstance(k, str) else None
+    return (where, ValueError, why) if why else None
+
+
+def _scalar_problem(value, path):
+    """(path, exception class, why) when a value that is no list or dict has no JSON form
+    libra reads (NaN or an infinity, an int past int64, a str _str_problem refuses, a type JSON
+    has no form for), else None."""
+    why = None
     if isinstance(value, float):
-        return None if math.isfinite(value) else (path, "not_finite", value)
-    if not isinstance(value, _JSON_TYPES):
-        return (path, "type", value)
+        why = None if math.isfinite(value) else _not_a_number(value)
+    elif isinstance(value, int):
+        why = None if _INT64_MIN <= value <= _INT64_MAX else \
+            _out_of_range(value, _INT64_MIN, _INT64_MAX)
+    elif isinstance(value, str):
+        why = _str_problem(value)
+    elif not isinstance(value, _JSON_TYPES):
+        return (path, TypeError, "expected a dict, list, str, int, float, bool or None, not "
+                + type(value).__name__)
+    return (path, ValueError, why) if why else None
+
+
+def _unencodable(value, path="", inside=()):
+    """(path, exception class, why) of the first part of value libra's JSON cannot hold —
+    what _scalar_problem and _key_problem refuse, a container that contains itself — its path
+    as "rl.steps" or "turns[1].generated_tokens"; None when there is none."""
     if isinstance(value, dict):
         for k in value:
             found = _key_problem(k, path)
@@ -161,9 +217,9 @@ def _unencodable(value, path="", inside=()):
     elif isinstance(value, (list, tuple)):
         items = ((f"{path}[{i}]", v) for i, v in enumerate(value))
     else:
-        return None
+        return _scalar_problem(value, path)
     if any(value is outer for outer in inside):
-        return (path, "cycle", value)
+        return (path, ValueError, "contains itself")
     for where, v in items:
         found = _unencodable(v, where, inside + (value,))
         if found:
@@ -172,29 +228,20 @@ def _unencodable(value, path="", inside=()):
 
 
 def _dumps(what, value):
-    """The JSON text (bytes) of value; a part JSON cannot hold raises ValueError (NaN, an
-    infinity, a container inside itself, nesting past Python's recursion limit) or TypeError (a
-    value or key of a type JSON has no form for) naming what and the field ("config: rl.steps:
-    NaN is not a JSON number")."""
+    """The JSON text (bytes) of value, checked first for what libra's JSON cannot hold, which
+    the library would refuse at a column of text the caller never saw: ValueError (NaN, an
+    infinity, an int past int64, a NUL or a surrogate in a str, a container inside itself,
+    nesting past Python's recursion limit) or TypeError (a value or key of a type JSON has no
+    form for), naming what and the field ("config: rl.steps: NaN is not a JSON number")."""
     try:
-        return json.dumps(value, allow_nan=False).encode()
+        found = _unencodable(value)
+        if not found:
+            return json.dumps(value, allow_nan=False).encode()
     except RecursionError:
         raise ValueError(f"{what}: nested deeper than {sys.getrecursionlimit()} levels, more "
                          "than can be encoded") from None
-    except (ValueError, TypeError):
-        found = _unencodable(value)
-        if not found:
-            raise
-    where, why, bad = found
-    at = f"{what}: {where + ': ' if where else ''}"
-    if why in ("type", "key"):
-        kinds = "str, int, float, bool or None" if why == "key" else \
-            "dict, list, str, int, float, bool or None"
-        raise TypeError(f"{at}expected a {kinds}, not {type(bad).__name__}") from None
-    if why == "cycle":
-        raise ValueError(f"{at}contains itself") from None
-    name = "NaN" if math.isnan(bad) else "inf" if bad > 0 else "-inf"
-    raise ValueError(f"{at}{name} is not a JSON number") from None
+    where, exc, why = found
+    raise exc(f"{what}: {where + ': ' if where else ''}{why}")
 
 
 def _read_config(path):

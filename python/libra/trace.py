@@ -36,7 +36,8 @@ def _json(what, value):
 class Reader:
     """The records of a trace, one dict per trajectory, in file order. header is line 1 as a
     dict. A bad line raises Error (FILE:LINE:COL: FIELD: REASON); iterating on reads the line
-    after it. Close it (or use it as a context manager) to release the file."""
+    after it. Close it (or use it as a context manager) to release the file; reading it then
+    raises ValueError, as a closed file does (header stays)."""
 
     def __init__(self, path):
         handle = ctypes.c_void_p()
@@ -51,8 +52,8 @@ class Reader:
         return self
 
     def __next__(self):
-        if not self._handle:
-            raise StopIteration
+        if not self._handle:  # not the end: a half-read trace must not pass for a short one
+            raise ValueError("libra.trace.Reader: closed")
         record = ctypes.c_char_p()
         err = _lib.CError()
         if _check(lib.libra_trace_reader_next(self._handle, ctypes.byref(record),
@@ -61,6 +62,7 @@ class Reader:
         return json.loads(record.value)
 
     def close(self):
+        """Releases the file; later reads raise ValueError."""
         if self._handle:
             lib.libra_trace_reader_close(self._handle)
             self._handle = None

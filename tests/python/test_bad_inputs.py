@@ -106,13 +106,11 @@ def test_token_counts_past_a_traces_raise_the_librarys_error():
 def test_clocks_must_be_finite_and_steps_ordered():
     r = router()
     r.start("t", 1)
-    for bad in (float("inf"), float("-inf")):
+    for bad in (float("inf"), float("-inf"), 10**400, -10**400):  # an int past a double: inf
         with pytest.raises(libra.Error, match="now_s"):
             r.route("t", now_s=bad)
         with pytest.raises(libra.Error, match="now_s"):
             r.step(now_s=bad)
-    with pytest.raises(ValueError, match="now_s"):
-        r.step(10**400)
     for call in (lambda: r.route("t", now_s=float("nan")), lambda: r.step(now_s=float("nan"))):
         with pytest.raises(ValueError, match="now_s: NaN is not a time"):
             call()  # NaN was taken as no time given: the library's clock
@@ -180,7 +178,7 @@ def test_plan_refuses_bad_configs_with_the_librarys_message():
     for config, want in [("", "empty: no JSON value"), (b"\xff", "unable to decode byte 0xff"),
                          ("[]", "must be a JSON object"),
                          ({"cluster": {"gpus": -8}}, "cluster.gpus: must be in 1..65536"),
-                         ({"cluster": {"gpus": 10**30}}, "too big integer")]:
+                         ('{"cluster": {"gpus": ' + "1" * 31 + "}}", "too big integer")]:
         with pytest.raises(libra.Error, match=want) as e:
             libra.plan(config)
         assert e.value.code_name == "EINVAL" and e.value.file == "config"
