@@ -60,7 +60,8 @@ enum {
 };
 
 /*
- * Where and why something failed. file is the config's name or a file's path ("" when none);
+ * Where and why something failed. file is the config's name or a file's path ("" when none;
+ * a path of 256 bytes or more as "..." and its last bytes, from a character's start);
  * line and col are 1-based, 0 when unknown (for instance a semantic error reported by field
  * name only, "rl.steps: must be >= 1"). msg is lower case, without a full stop.
  */

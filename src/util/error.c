@@ -6,11 +6,26 @@
 #include <stdio.h>
 #include <string.h>
 
+/* file into out (size bytes): whole where it fits, else "..." and its end, the file's own name,
+ * from a character's first byte on (its start would name a file that does not exist). */
+static void set_path(char *out, size_t size, const char *file)
+{
+    size_t len = strlen(file);
+    if (len < size) {
+        memcpy(out, file, len + 1);
+        return;
+    }
+    const char *tail = file + len - (size - 4);
+    while (((unsigned char)*tail & 0xC0) == 0x80)
+        tail++;
+    snprintf(out, size, "...%s", tail);
+}
+
 int error_set(struct libra_error *err, const char *file, int line, int col, const char *fmt, ...)
 {
     if (!err)
         return LIBRA_EINVAL;
-    snprintf(err->file, sizeof err->file, "%s", file ? file : "");
+    set_path(err->file, sizeof err->file, file ? file : "");
     err->line = line;
     err->col = col;
     va_list ap;
