@@ -231,7 +231,7 @@ static int instance_configs(const struct api_presets *p, const struct libra_conf
         }
         struct emu_fault *ef = &inst[f->instance].fault;
         if ((f->stall ? ef->stall_after_s : ef->fail_after_s) >= 0) { /* one would be lost */
-            cli_errorf("emu: %s: instance: %d is given two (an instance %s once)",
+            cli_errorf("emu: %s: instance: %d is given twice (an instance %s once)",
                        f->stall ? "--stall" : "--fail", f->instance, f->stall ? "stalls" : "fails");
             return LIBRA_EXIT_USAGE;
         }

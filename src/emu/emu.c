@@ -21,14 +21,10 @@ json_t *emu_body(struct net_call *c)
     const char *text = net_call_body(c, &len);
     if (len == 0)
         return json_object();
-    json_error_t je;
-    json_t *v = json_loadb(text, len, 0, &je);
-    if (!v || !json_is_object(v)) {
-        json_decref(v);
-        emu_reply_error(c, 400, "the body is not a JSON object%s%s", v ? "" : ": ",
-                        v ? "" : je.text);
-        return NULL;
-    }
+    char err[256];
+    json_t *v = emu_body_parse(text, len, 0, err, sizeof err);
+    if (!v)
+        emu_reply_error(c, 400, "%s", err);
     return v;
 }
 

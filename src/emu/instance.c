@@ -523,14 +523,26 @@ static void op_answer(struct emu_instance *in, struct emu_op *op)
     net_reply_json(c, 200, body);
 }
 
+/* Frees op with its timer and the version it did not hand to the instance. */
+static void op_free(struct emu_op *op)
+{
+    if (op->timer)
+        event_free(op->timer);
+    free(op->version);
+    free(op);
+}
+
 /* The head op's work is done: apply its effect, answer, and start the next. */
 static void op_finish(struct emu_instance *in)
 {
     struct emu_op *op = in->ops;
     in->ops = op->next;
     if (op->kind == EMU_OP_UPDATE_DISK || op->kind == EMU_OP_UPDATE_BROADCAST) {
-        if (op->version[0])
-            snprintf(in->weight_version, sizeof in->weight_version, "%s", op->version);
+        if (op->version && op->version[0]) {
+            free(in->weight_version);
+            in->weight_version = op->version;
+            op->version = NULL;
+        }
         if (op->flush)
             emu_flush(in);
     } else if (op->kind == EMU_OP_WAKE) {
@@ -539,9 +551,7 @@ static void op_finish(struct emu_instance *in)
         in->paused = true;
     }
     op_answer(in, op);
-    if (op->timer)
-        event_free(op->timer);
-    free(op);
+    op_free(op);
     apply_state(in);
     ops_check(in);
 }
@@ -694,7 +704,7 @@ int emu_instance_init(struct emu_instance *in, struct emu *e, int index, char *e
     in->index = index;
     in->cfg = e->inst_cfg[index];
     in->stall_until_s = -1;
-    snprintf(in->weight_version, sizeof in->weight_version, "default");
+    in->weight_version = xstrdup("default");
     if (engine_new(&in->eng, &in->cfg.engine) != 0) {
         snprintf(err, n, "instance %d: the engine limits are inconsistent", index);
         return -1;
@@ -723,9 +733,7 @@ void emu_instance_fini(struct emu_instance *in)
     while (in->ops) {
         struct emu_op *op = in->ops;
         in->ops = op->next;
-        if (op->timer)
-            event_free(op->timer);
-        free(op);
+        op_free(op);
     }
     while (in->first)
         free_req(in, in->first);
@@ -733,6 +741,7 @@ void emu_instance_fini(struct emu_instance *in)
     for (size_t i = 0; i < in->n_groups; i++)
         free(in->groups[i]);
     free(in->groups);
+    free(in->weight_version);
     if (in->tick)
         event_free(in->tick);
     if (in->stream)

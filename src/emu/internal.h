@@ -50,10 +50,10 @@ enum emu_op_kind {
 struct emu_op {
     enum emu_op_kind kind;
     struct net_call *call;
-    bool sglang;      /* answer in SGLang's shape */
-    bool flush;       /* flush the prefix cache when done */
-    char version[64]; /* weight version to set when done ("" keeps it) */
-    double until_s;   /* emulated end of its work; < 0 while it waits for the drain */
+    bool sglang;    /* answer in SGLang's shape */
+    bool flush;     /* flush the prefix cache when done */
+    char *version;  /* weight version to set when done, owned (NULL or "" keeps it) */
+    double until_s; /* emulated end of its work; < 0 while it waits for the drain */
     struct event *timer;
     struct emu_op *next;
 };
@@ -87,7 +87,7 @@ struct emu_instance {
     struct emu_op *ops;
     char **groups; /* SGLang's weight-update groups set up, by group_name */
     size_t n_groups;
-    char weight_version[64];
+    char *weight_version; /* owned, whole: a checkpoint path is a usual version */
     int64_t prompt_tokens_total, generated_tokens_total, requests_total;
 };
 

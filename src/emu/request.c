@@ -66,6 +66,27 @@ __attribute__((format(printf, 3, 4))) static int fail(char *err, size_t size, co
     return -1;
 }
 
+json_t *emu_body_parse(const char *body, size_t len, size_t flags, char *err, size_t size)
+{
+    if (len == 0) {
+        fail(err, size, "body: expected a JSON object, got an empty body");
+        return NULL;
+    }
+    json_error_t je;
+    json_t *root = json_loadb(body, len, flags, &je);
+    if (!root) { /* placed as every file reader places it */
+        int line, col;
+        ujson_error_at(body, len, &je, &line, &col);
+        fail(err, size, "body: invalid JSON at line %d column %d: %s", line, col,
+             ujson_error_text(&je));
+    } else if (!json_is_object(root)) {
+        json_decref(root);
+        root = NULL;
+        fail(err, size, "body: expected a JSON object");
+    }
+    return root;
+}
+
 /* Reads an optional positive integer member (a count of tokens to generate: none is no turn;
  * SGLang's prompt-only max_new_tokens 0 is not emulated); -1 when absent or null. */
 static int opt_count(const json_t *obj, const char *key, const char *label, int64_t *out, char *err,
@@ -145,13 +166,13 @@ static int stream_options(const json_t *root, struct emu_gen_request *r, char *e
     return 0;
 }
 
-/* Whether the array a holds prompts (strings or arrays), as a batched request sends them. */
+/* Whether the array a holds prompts, as a batched request sends them: its first element is one
+ * (a string or an array), as the engines tell a batch from one prompt of ids. A later element
+ * that is no id is a bad id of one prompt. */
 static bool is_batch(const json_t *a)
 {
-    for (size_t i = 0; i < json_array_size(a); i++)
-        if (json_is_string(json_array_get(a, i)) || json_is_array(json_array_get(a, i)))
-            return true;
-    return false;
+    const json_t *first = json_array_get(a, 0);
+    return json_is_string(first) || json_is_array(first);
 }
 
 static int token_array(const json_t *a, const char *label, uint32_t vocab,
@@ -167,8 +188,10 @@ static int token_array(const json_t *a, const char *label, uint32_t vocab,
     r->n_ids = n;
     for (size_t i = 0; i < n; i++) {
         const json_t *v = json_array_get(a, i);
-        if (!json_is_integer(v) || json_integer_value(v) < 0 ||
-            json_integer_value(v) >= (json_int_t)vocab)
+        if (!json_is_integer(v))
+            return fail(err, size, "%s[%zu]: expected an integer token id, not %s", label, i,
+                        ujson_type_name(v));
+        if (json_integer_value(v) < 0 || json_integer_value(v) >= (json_int_t)vocab)
             return fail(err, size, "%s[%zu]: expected a token id in [0, %u)", label, i, vocab);
         r->ids[i] = (uint32_t)json_integer_value(v);
     }
@@ -320,7 +343,7 @@ static int sglang(const json_t *root, uint32_t vocab, struct emu_gen_request *r,
 {
     const json_t *ids = json_object_get(root, "input_ids"), *text = json_object_get(root, "text");
     if ((ids && !json_is_null(ids)) == (text && !json_is_null(text)))
-        return fail(err, size, "expected exactly one of input_ids and text");
+        return fail(err, size, "input_ids, text: expected exactly one of them");
     if (ids && !json_is_null(ids) ? token_array(ids, "input_ids", vocab, r, err, size)
                                   : prompt(text, "text", vocab, r, err, size))
         return -1;
@@ -429,14 +452,10 @@ int emu_request_parse(enum emu_api api, const char *body, size_t len, uint32_t v
     memset(out, 0, sizeof *out);
     out->api = api;
     out->max_new_tokens = out->gen_tokens = -1;
-    json_error_t je;
-    json_t *root = json_loadb(body, len, JSON_REJECT_DUPLICATES, &je);
+    json_t *root = emu_body_parse(body, len, JSON_REJECT_DUPLICATES, err, err_size);
     int rc;
     if (!root)
-        rc = fail(err, err_size, "invalid JSON at line %d column %d: %s", je.line, je.column,
-                  je.text);
-    else if (!json_is_object(root))
-        rc = fail(err, err_size, "expected a JSON object");
+        rc = -1;
     else if (api == EMU_SGLANG_GENERATE)
         rc = sglang(root, vocab, out, err, err_size) ||
              opt_bool(root, "stream", "stream", &out->stream, err, err_size);

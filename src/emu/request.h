@@ -51,6 +51,14 @@ struct emu_gen_request {
 int emu_request_parse(enum emu_api api, const char *body, size_t len, uint32_t vocab,
                       struct emu_gen_request *out, char *err, size_t err_size);
 
+/*
+ * Parses len bytes of body (jansson's decoding flags) as a JSON object. Returns it, or NULL
+ * with err saying why, starting "body: ": empty, not an object, or not JSON, at the 1-based
+ * line and column (in characters) where every file reader places it (ujson_error_at;
+ * docs/emu.md "The endpoints").
+ */
+struct json_t *emu_body_parse(const char *body, size_t len, size_t flags, char *err, size_t size);
+
 /* Frees what r owns; r may be zeroed. */
 void emu_request_free(struct emu_gen_request *r);
 

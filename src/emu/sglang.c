@@ -224,7 +224,7 @@ static void start_op(struct emu_instance *in, struct net_call *c, const json_t *
     op->sglang = true;
     op->flush = opt_flag(b, "flush_cache", true);
     const char *v = opt_string(b, "weight_version");
-    snprintf(op->version, sizeof op->version, "%s", v ? v : "");
+    op->version = v ? xstrdup(v) : NULL;
     emu_op_start(in, op);
 }
 

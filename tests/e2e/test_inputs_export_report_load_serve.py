@@ -37,10 +37,10 @@ from emu_util import Emu
 
 @pytest.mark.parametrize("args,said", [
     (["--fail", "instance=0,after_s=1", "--fail", "instance=0,after_s=2"],
-     "libra: emu: --fail: instance: 0 is given two (an instance fails once)\n"),
+     "libra: emu: --fail: instance: 0 is given twice (an instance fails once)\n"),
     (["--instances", "tp1x2", "--stall", "instance=1,after_s=1,for_s=2",
       "--stall", "instance=1,after_s=5,for_s=1"],
-     "libra: emu: --stall: instance: 1 is given two (an instance stalls once)\n"),
+     "libra: emu: --stall: instance: 1 is given twice (an instance stalls once)\n"),
     (["--stall", "instance=0,after_s=2,for_s=1", "--fail", "instance=0,after_s=1"],
      "libra: emu: --stall: after_s: instance 0 would stall at 2 s, at or after it fails at 1 s "
      "(--fail): the stall would never begin\n"),
