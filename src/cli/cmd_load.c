@@ -188,7 +188,7 @@ static int trainer_model_init(struct trainer_model *m, const struct sim_input *i
                               char *why, size_t size)
 {
     struct libra_config lcfg = *cfg;
-    lcfg.ehp.enabled = pool;
+    lcfg.ehp.enabled = pool; /* a file's value left alone: check_ehp refuses a flag's */
     struct sim_input lin = *in;
     lin.cfg = &lcfg;
     struct libra_error err = {0};
@@ -341,9 +341,8 @@ static json_t *result_json(const struct libra_config *cfg, const struct load_con
 }
 
 /* Refuses what the job's rules cannot run (as libra sim's async modes do) and an input with
- * nothing to draw groups from. Returns 0 or LIBRA_EXIT_USAGE. */
-/* The job's input (its weight-update rules are the config's, checked as it resolves, where the
- * value that breaks one was set). */
+ * nothing to draw groups from (its weight-update rules are the config's, checked as it
+ * resolves, where the value that breaks one was set). Returns 0 or LIBRA_EXIT_USAGE. */
 static int check_job(const struct sim_input *in)
 {
     struct libra_error err = {0};
@@ -354,12 +353,13 @@ static int check_job(const struct sim_input *in)
     return LIBRA_EXIT_USAGE;
 }
 
-/* Refuses rl.sync_mode keep from a flag with a style whose framework aborts the turns in flight
- * for a weight update its own way (areal, slime: docs/load.md "Client styles"): keep would
- * change nothing. A file's value is taken: the file describes the job for libra sim as well.
- * Checked on the flag's text before the config resolves, so that this reason, the flag's own,
- * is the one given whatever the transport (keep with the default disk_restart breaks an update
- * rule too, which resolving refuses). */
+/* Refuses rl.sync_mode from a flag, but for abort_resume, with a style whose framework aborts
+ * the turns in flight for a weight update its own way (areal, slime: docs/load.md "Client
+ * styles"): their flow is abort_resume whatever the mode, so another value would change
+ * nothing. A file's value is taken: the file describes the job for libra sim as well. Checked
+ * on the flag's text before the config resolves, so that this reason, the flag's own, is the
+ * one given whatever the transport (keep with the default disk_restart breaks an update rule
+ * too, which resolving refuses); a text that names no mode is left to resolving. */
 static int check_sync_mode(const struct cli_common *cc, enum load_style style)
 {
     const char *flag = NULL, *value = NULL;
@@ -368,12 +368,33 @@ static int check_sync_mode(const struct cli_common *cc, enum load_style style)
             flag = cc->overrides[i].label;
             value = cc->overrides[i].value;
         }
-    if ((style != LOAD_AREAL && style != LOAD_SLIME) || !value || strcmp(value, "keep") != 0)
+    if ((style != LOAD_AREAL && style != LOAD_SLIME) || !value ||
+        (strcmp(value, "drain") != 0 && strcmp(value, "keep") != 0))
         return 0;
     return cli_value_errorf(cc->cmd,
-                            "%s: rl.sync_mode keep has no effect with --style %s: its client "
-                            "aborts the turns in flight for a weight update",
-                            flag, load_style_name(style));
+                            "%s: rl.sync_mode %s has no effect with --style %s: its client "
+                            "aborts the turns in flight for a weight update (abort_resume)",
+                            flag, value, load_style_name(style));
+}
+
+/* Refuses ehp.enabled from a flag that disagrees with --trainer: the trainer's layout is split
+ * into a core and hybrid replicas exactly when it plays the pool's handshake (docs/load.md "The
+ * trainer's side of the elastic pool"); without it no replica is ever lent, with it the pool
+ * needs the split. A file's value is left alone, as for rl.sync_mode above. */
+static int check_ehp(const struct cli_common *cc, const struct libra_config *cfg, bool trainer)
+{
+    const char *flag = cli_common_flag(cc, "ehp.enabled");
+    if (!flag || cfg->ehp.enabled == trainer)
+        return 0;
+    if (!trainer)
+        return cli_value_errorf(cc->cmd,
+                                "%s: ehp.enabled true has no effect without --trainer: the "
+                                "trainer lends hybrid replicas only through the pool's handshake",
+                                flag);
+    return cli_value_errorf(cc->cmd,
+                            "%s: ehp.enabled false cannot hold with --trainer: the trainer's side "
+                            "of the elastic pool splits its layout into a core and hybrid replicas",
+                            flag);
 }
 
 /* Writes the header and the recorded trajectories to path. Returns 0 or an exit code. */
@@ -566,6 +587,8 @@ int cmd_load(int argc, char **argv)
         rc = cli_sim_input(&p, &ts, &cfg, false, &in);
     if (rc == 0)
         rc = check_job(&in);
+    if (rc == 0)
+        rc = check_ehp(&cc, &cfg, o.trainer);
     if (rc == 0) {
         struct load_config lc = {.style = o.style,
                                  .model = cfg.model.name,

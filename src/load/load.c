@@ -679,6 +679,10 @@ static void on_fleet(void *arg, int status, const char *body, size_t len, const 
 {
     struct update *u = arg;
     struct run *r = u->run;
+    if (r->failed) { /* it sends no more of the update: its end frees it */
+        update_next(u);
+        return;
+    }
     const struct load_call *c = &u->calls[u->phase];
     json_t *doc = status == 200 ? json_loadb(body, len, 0, NULL) : NULL;
     json_t *engines = json_object_get(doc, "engines");
@@ -1043,6 +1047,36 @@ static void resume_owed(struct run *r)
                  "; %d of the %d engines paused for the weight update did not resume", left, owed);
 }
 
+/* A stopped run: its turns in flight are cancelled (the engines see their client leave) and the
+ * timers that would carry the job on are disarmed, so that its loop may run for what is left
+ * to deliver. */
+static void halt(struct run *r)
+{
+    for (size_t i = 0; i < r->flying.n; i++)
+        for (int k = 0; k < r->c->group_size; k++) {
+            struct traj *t = &r->flying.v[i]->trajs[k];
+            if (t->req)
+                net_transfer_cancel(t->req);
+            t->req = NULL;
+            evtimer_del(t->tool_timer);
+            if (t->timeout)
+                evtimer_del(t->timeout);
+        }
+    evtimer_del(r->train_timer);
+    evtimer_del(r->save_timer);
+}
+
+/* A stopped run tells the gateway of the trajectories that ended before it stopped, as a
+ * finished one does: the loop runs, the job halted, until their finish events are answered,
+ * each within LOAD_FINISH_WAIT_S of its sending (a signal meanwhile changes nothing). */
+static void deliver_finishes(struct run *r)
+{
+    halt(r);
+    int rc = 0; /* 1: nothing left pending, -1: the loop failed; neither brings an answer */
+    while (r->finishing > 0 && rc == 0)
+        rc = event_base_loop(r->base, EVLOOP_ONCE);
+}
+
 /* A run whose every trajectory reached the timeout trained nothing, which its zeros would not
  * say: an error naming the key, as libra sim's. */
 static void check_some_trained(struct run *r)
@@ -1097,13 +1131,15 @@ int load_run(const struct load_config *c, struct event_base *base, struct net_cl
     }
     if (!r.failed)
         check_some_trained(&r);
-    if (r.failed)
-        resume_owed(&r);
-    if (r.trainer) {
+    if (r.trainer) {   /* first: a stopped run's loop runs on for the finish events alone */
         if (!r.failed) /* the last step's end reaches the gateway */
             load_trainer_flush(r.trainer, 5.0);
         load_trainer_counts(r.trainer, &res->pool);
         load_trainer_free(r.trainer);
+    }
+    if (r.failed) {
+        deliver_finishes(&r);
+        resume_owed(&r);
     }
     free_groups(&r, &r.flying);
     free_groups(&r, &r.buffer);

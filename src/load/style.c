@@ -256,6 +256,28 @@ static bool read_vllm(const json_t *doc, const struct load_turn *t, struct load_
                        size);
 }
 
+/* The byte of body where the token jansson failed at starts: its position is past the token,
+ * which its text quotes ("... near 'hello'"), cut when long (the text holds 160 bytes), so the
+ * quoted part is then looked for before. Its position when it quotes no token ("near end of
+ * file"). */
+static long bad_token_at(const char *body, const json_error_t *je)
+{
+    static const char near_quote[] = " near '";
+    long end = je->position;
+    const char *near = strstr(je->text, near_quote);
+    if (!near)
+        return end;
+    near += sizeof near_quote - 1;
+    long n = (long)strlen(near);
+    if (n > 0 && near[n - 1] == '\'' && n - 1 <= end &&
+        memcmp(body + end - (n - 1), near, (size_t)(n - 1)) == 0)
+        return end - (n - 1); /* quoted whole */
+    for (long at = end - n; at >= 0; at--)
+        if (memcmp(body + at, near, (size_t)n) == 0)
+            return at;
+    return end;
+}
+
 int load_turn_read(enum load_style s, const struct load_turn *t, const char *body, size_t len,
                    struct load_answer *out, char *why, size_t size)
 {
@@ -264,7 +286,7 @@ int load_turn_read(enum load_style s, const struct load_turn *t, const char *bod
     json_t *doc = json_loadb(body, len, 0, &je);
     bool ok;
     if (!doc)
-        ok = refuse(why, size, "not JSON (at byte %d: %s)", je.position, je.text);
+        ok = refuse(why, size, "not JSON (at byte %ld: %s)", bad_token_at(body, &je), je.text);
     else if (!json_is_object(doc))
         ok = refuse(why, size, "expected a JSON object, not %s", ujson_type_name(doc));
     else
