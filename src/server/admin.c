@@ -155,11 +155,13 @@ int gw_engine_action_parse(const char *text, int64_t *id, char *action, char *er
     if (!slash || !read_id(text, (size_t)(slash - text), id))
         return error_text(err, err_size,
                           "expected /libra/v1/engines/{id}/{action}, not '.../%.64s'", text);
-    size_t n = strlen(slash + 1);
-    if (n == 0 || n >= GW_ACTION_MAX || strspn(slash + 1, "abcdefghijklmnopqrstuvwxyz") != n)
-        return error_text(err, err_size, "unknown engine action '%.32s'", slash + 1);
-    memcpy(action, slash + 1, n + 1);
-    return 0;
+    static const char *const actions[] = {"drain", "lend", "reclaim"};
+    for (size_t i = 0; i < sizeof actions / sizeof *actions; i++)
+        if (strcmp(slash + 1, actions[i]) == 0) {
+            memcpy(action, actions[i], strlen(actions[i]) + 1);
+            return 0;
+        }
+    return error_text(err, err_size, "unknown engine action '%.32s'", slash + 1);
 }
 
 int gw_mode_body_parse(const char *body, size_t len, const char *policy, bool *shadow, char *err,

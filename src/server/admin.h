@@ -56,9 +56,8 @@ int gw_worker_query_parse(const char *url, const char *tp, const char *type,
 int gw_engine_ref_parse(const char *text, int64_t *id, char *url, char *err, size_t err_size);
 
 /*
- * Reads "{id}/{action}", the rest of /libra/v1/engines/{id}/{action}: a decimal id and an action
- * of letters (GW_ACTION_MAX bytes with the NUL; which actions exist is the caller's). Returns 0,
- * or -1 with err.
+ * Reads "{id}/{action}", the rest of /libra/v1/engines/{id}/{action}: a decimal id and an action,
+ * drain, lend or reclaim (GW_ACTION_MAX bytes with the NUL). Returns 0, or -1 with err.
  */
 int gw_engine_action_parse(const char *text, int64_t *id, char *action, char *err, size_t err_size);
 

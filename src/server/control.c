@@ -232,7 +232,7 @@ static void on_answer(void *arg, int status, const char *body, size_t len, const
     struct fan_answer *a = arg;
     struct fan *f = a->f;
     if (status == 0) {
-        gw_engine_failed(a->engine);
+        gw_engine_failed(a->engine, error);
         body = error;
         len = strlen(error);
     }
@@ -488,14 +488,12 @@ void gw_status(void *ctx, struct net_call *c)
 {
     struct gw *g = ctx;
     json_t *o = mode_json(g);
-    json_t *fleet = gw_engines_json(g);
     json_object_set_new(o, "step", json_integer(g->step));
     json_object_set_new(o, "live_trajectories", json_integer((json_int_t)map_size(&g->trajs)));
     json_object_set_new(o, "learn_pending", json_integer((json_int_t)g->finished.trajs.n));
     json_object_set_new(o, "holding", json_boolean(g->holding));
     json_object_set_new(o, "held", json_integer((json_int_t)g->n_held));
-    json_object_set(o, "engines", json_object_get(fleet, "engines"));
-    json_decref(fleet);
+    json_object_set_new(o, "engines", gw_engines_list(g));
     net_reply_json(c, 200, o);
 }
 
@@ -590,7 +588,8 @@ static void metrics_routing(const struct gw *g, FILE *out)
 static void metrics_errors(const struct gw *g, FILE *out)
 {
     struct net_errors net = net_server_errors(g->server);
-    uint64_t own = g->errors_bad_request + g->errors_upstream + g->errors_no_engine;
+    uint64_t own =
+        g->errors_bad_request + g->errors_upstream + g->errors_no_engine + g->errors_no_route;
     const struct {
         const char *cause;
         uint64_t n;
@@ -598,7 +597,7 @@ static void metrics_errors(const struct gw *g, FILE *out)
               {"upstream", g->errors_upstream},
               {"no_engine", g->errors_no_engine},
               {"client_gone", g->errors_client_gone},
-              {"refused", net.refused},
+              {"refused", net.refused + g->errors_no_route},
               {"cap", net.capped},
               {"other", net.handled - own}};
     fputs("# HELP libra_errors_total Requests that failed, by cause.\n"

@@ -10,12 +10,12 @@
  *
  * Health: every tick (--poll-s) each listed engine is asked GET /health with a limit of
  * GW_CHECK_LIMIT_S; GW_SUSPECT_CHECKS failures in a row make it suspect (a transfer to it that
- * fails makes it suspect at once), GW_DEAD_CHECKS make it dead — except while it is paused or
- * loading weights, for up to GW_UPDATE_GRACE_S from the pause or the update's start: an engine
- * busy with a 30-100 s update may not answer. A check that passes clears the count. Dead is
- * final: an engine that comes back is registered again (its weights and TP are asked anew).
- * After a check that passes, an SGLang engine is asked its weight version and a vLLM engine
- * (when it has the call) whether it is paused: trainers may talk to engines directly.
+ * fails makes it suspect at once, without counting as a check), GW_DEAD_CHECKS make it dead —
+ * except while it is paused or loading weights, for up to GW_UPDATE_GRACE_S from the pause or the
+ * update's start: an engine busy with a 30-100 s update may not answer. A check that passes clears
+ * the count. Dead is final: an engine that comes back is registered again (its weights and TP are
+ * asked anew). After a check that passes, an SGLang engine is asked its weight version and a vLLM
+ * engine (when it has the call) whether it is paused: trainers may talk to engines directly.
  */
 #include <arpa/inet.h>
 #include <jansson.h>
@@ -170,7 +170,7 @@ enum gw_engine_state gw_engine_state(const struct gw_engine *e)
         return GW_ENGINE_DRAINING;
     if (e->lent)
         return GW_ENGINE_LENT;
-    if (e->fails >= GW_SUSPECT_CHECKS)
+    if (gw_engine_suspect(e))
         return GW_ENGINE_SUSPECT;
     if (e->loading > 0)
         return GW_ENGINE_LOADING;
@@ -193,21 +193,25 @@ bool gw_engine_routable(const struct gw_engine *e)
     return e->listed && !e->dead && !e->draining && !e->lent;
 }
 
+bool gw_engine_suspect(const struct gw_engine *e)
+{
+    return e->cut || e->fails >= GW_SUSPECT_CHECKS;
+}
+
 void gw_registry(const struct gw *g, const struct gw_traj *t, struct gw_registry *r)
 {
     size_t n = 0;
     for (size_t i = 0; i < g->engines.n; i++) {
         struct gw_engine *e = g->engines.v[i];
-        if (!gw_engine_routable(e))
+        if (!gw_engine_routable(e) || (t && e->generation < t->generation))
             continue;
-        bool fresh = !t || e->generation >= t->generation;
         r->inst[n] = (struct sched_instance){
             .id = e->id,
             .tp = e->tp,
             .bucket = e->bucket,
             .running = e->in_flight,
             .cap = INT_MAX,
-            .ready = fresh && e->fails < GW_SUSPECT_CHECKS,
+            .ready = !gw_engine_suspect(e),
         };
         r->engine[n++] = e;
     }
@@ -215,15 +219,15 @@ void gw_registry(const struct gw *g, const struct gw_traj *t, struct gw_registry
     r->reg.n = n;
 }
 
-struct gw_engine *gw_engine_pick(const struct gw *g, const struct gw_engine *except)
+struct gw_engine *gw_engine_pick(const struct gw *g, int64_t step, const struct gw_engine *except)
 {
     struct gw_engine *best = NULL;
     bool best_healthy = false;
     for (size_t i = 0; i < g->engines.n; i++) {
         struct gw_engine *e = g->engines.v[i];
-        if (e == except || !gw_engine_routable(e))
+        if (e == except || !gw_engine_routable(e) || e->generation < step)
             continue;
-        bool healthy = e->fails < GW_SUSPECT_CHECKS;
+        bool healthy = !gw_engine_suspect(e);
         if (!best || healthy > best_healthy ||
             (healthy == best_healthy && e->in_flight < best->in_flight)) {
             best = e;
@@ -233,10 +237,12 @@ struct gw_engine *gw_engine_pick(const struct gw *g, const struct gw_engine *exc
     return best;
 }
 
-void gw_engine_failed(struct gw_engine *e)
+void gw_engine_failed(struct gw_engine *e, const char *why)
 {
-    if (e->fails < GW_SUSPECT_CHECKS)
-        e->fails = GW_SUSPECT_CHECKS;
+    if (!gw_engine_suspect(e))
+        fprintf(stderr, "libra: serve: engine %lld (%s) is suspect: a transfer failed (%s)\n",
+                (long long)e->id, e->url, why);
+    e->cut = true; /* the health checks count on: dead after GW_DEAD_CHECKS of them */
 }
 
 void gw_engine_pause(struct gw_engine *e, bool paused)
@@ -381,6 +387,14 @@ json_t *gw_engines_json(const struct gw *g)
     int64_t world = 1 + ranks; /* rank 0 is the trainer */
     return json_pack("{s:o, s:I, s:I}", "engines", list, "total", (json_int_t)g->engines.n,
                      "world_size", (json_int_t)world);
+}
+
+json_t *gw_engines_list(const struct gw *g)
+{
+    json_t *fleet = gw_engines_json(g);
+    json_t *list = json_incref(json_object_get(fleet, "engines"));
+    json_decref(fleet);
+    return list;
 }
 
 /* ---- registration --------------------------------------------------------------------------- */
@@ -636,7 +650,7 @@ static void die(struct gw_engine *e)
 static void check_failed(struct gw_engine *e, const char *error)
 {
     bool held = e->paused || e->loading > 0;
-    if (++e->fails == GW_SUSPECT_CHECKS)
+    if (++e->fails == GW_SUSPECT_CHECKS && !e->cut)
         fprintf(stderr, "libra: serve: engine %lld (%s) is suspect: /health %s\n", (long long)e->id,
                 e->url, error ? error : "did not answer 200");
     if (e->fails < GW_DEAD_CHECKS || (held && gw_now() - e->held_s < GW_UPDATE_GRACE_S))
@@ -690,6 +704,7 @@ static void poll(struct gw_engine *e, const char *path, net_response_fn fn)
 static void check_passed(struct gw_engine *e)
 {
     e->fails = 0;
+    e->cut = false;
     e->unverified = false;
     if (e->kind == GW_KIND_SGLANG)
         poll(e, "/get_weight_version", on_poll_version);

@@ -119,10 +119,32 @@ static void keep_version(struct gw_engine *e, const struct gw_engine *stored)
 
 /* ---- routes --------------------------------------------------------------------------------- */
 
+/* Another method than POST on /libra/v1/engines/...: the route takes every method, or its '*'
+ * would answer 405 for paths that are no route; those (no {id}/{action}) are 404 as any unknown
+ * path, and an action is 405 as a route taking POST alone. */
+static void engine_path_not_posted(struct gw *g, struct net_call *c)
+{
+    g->errors_no_route++;
+    const char *path = net_call_path(c);
+    int64_t id;
+    char action[GW_ACTION_MAX], err[160];
+    if (gw_engine_action_parse(path + strlen("/libra/v1/engines/"), &id, action, err, sizeof err) !=
+        0) {
+        net_reply_error(c, 404, "not_found_error", "no such path: %s", path);
+        return;
+    }
+    net_call_add_header(c, "Allow", "POST");
+    net_reply_error(c, 405, "invalid_request_error", "method not allowed on %s", path);
+}
+
 /* POST /libra/v1/engines/{id}/{action} takes no body (docs/serve.md): one sent is refused, once
  * the caller is known to be an admin, rather than ignored. */
 static void engine_action(void *ctx, struct net_call *c)
 {
+    if (net_call_method(c) != NET_POST) {
+        engine_path_not_posted(ctx, c);
+        return;
+    }
     size_t len;
     net_call_body(c, &len);
     if (len == 0)
@@ -144,7 +166,7 @@ static const struct net_route routes[] = {
     {"/libra/v1/status", NET_GET, gw_status, ""},
     {"/libra/v1/state", NET_GET, gw_state, "trees,limit"},
     {"/libra/v1/engines", NET_GET, gw_engines, ""},
-    {"/libra/v1/engines/*", NET_POST, engine_action, ""},
+    {"/libra/v1/engines/*", NET_GET | NET_POST | NET_PUT | NET_DELETE, engine_action, ""},
     {"/libra/v1/plan", NET_GET, gw_plan_call, ""},
     {"/libra/v1/buckets", NET_POST, gw_buckets_call, ""},
     {"/libra/v1/pool", NET_GET, gw_pool_call, "after,wait_s"},
@@ -485,7 +507,7 @@ static void on_registered(void *arg, struct gw_engine *e, int status, const char
         fprintf(stderr, "libra: serve: engine %lld (%s) of the state dir: %s; listed as suspect\n",
                 (long long)s->stored->id, s->stored->url, msg);
         e = gw_engine_ref(s->stored); /* listed from its record, suspect */
-        e->fails = GW_SUSPECT_CHECKS;
+        e->cut = true;                /* said just above: not gw_engine_failed's note */
         e->unverified = true;
         e->bucket = gw_bucket_of(&g->layout, e->tp);
     }

@@ -72,6 +72,8 @@ struct gw_engine {
     bool dead, draining, lent, paused;
     int loading;        /* weight updates in flight to it */
     int fails;          /* consecutive failed health checks */
+    bool cut;           /* a transfer to it failed (or, listed from the state dir, it did not
+                           answer at start): suspect until a health check passes */
     double held_s;      /* gw_now() when it was paused or began loading (the grace's start) */
     bool polls_pause;   /* vLLM: it answered /is_paused at registration, so it is polled */
     bool missed_update; /* a pool replica's engine left out of a disk weight update while its
@@ -170,7 +172,10 @@ struct gw {
     uint64_t errors_bad_request; /* a malformed generation, events or buckets body (400), or a
                                     finish while the trajectory's turn is in flight (409) */
     uint64_t errors_upstream;    /* a turn's engine gave no whole answer: 502, or a stream cut */
-    uint64_t errors_no_engine;   /* no engine takes turns: 503 */
+    uint64_t errors_no_engine;   /* no engine takes turns (or none new enough): 503 */
+    uint64_t errors_no_route;    /* a path under /libra/v1/engines/ that is no route (404), or
+                                    an action by another method than POST (405): refused, as
+                                    the HTTP layer counts its own 404s and 405s */
     uint64_t errors_client_gone; /* the client left while its turn ran or was held */
     uint64_t trajectories_finished;
     uint64_t resumed;        /* turns sent again after an engine failed */
@@ -239,9 +244,11 @@ struct gw_registry {
 
 /*
  * Fills r for traj t (NULL: a single turn): every listed engine that is not dead, draining or
- * lent; ready are those not suspect whose weights are not older than those t's last turn ran
- * on (the router places on others only when no engine is ready). A paused or loading engine is
- * ready: it holds the turn until it carries on, as it would without the gateway.
+ * lent and whose weights are not older than those t's last turn ran on (a trajectory's weights
+ * never go back, so the router must not see older engines even as a last resort); ready are
+ * those not suspect (the router places on the others only when no engine is ready). A paused
+ * or loading engine is ready: it holds the turn until it carries on, as it would without the
+ * gateway.
  */
 void gw_registry(const struct gw *g, const struct gw_traj *t, struct gw_registry *r);
 
@@ -275,12 +282,17 @@ const char *gw_engine_state_name(enum gw_engine_state s);
 /* Whether e takes new turns at all (listed and not dead, draining or lent). */
 bool gw_engine_routable(const struct gw_engine *e);
 
-/* The least loaded routable engine other than except (NULL: any), those not suspect first;
- * NULL when none is routable. Where a turn goes when its own engine failed it. */
-struct gw_engine *gw_engine_pick(const struct gw *g, const struct gw_engine *except);
+/* Whether e is suspect: GW_SUSPECT_CHECKS failed health checks in a row, or e->cut. */
+bool gw_engine_suspect(const struct gw_engine *e);
 
-/* A transfer to e failed (no answer, or one cut): it is suspect until a health check passes. */
-void gw_engine_failed(struct gw_engine *e);
+/* The least loaded routable engine other than except (NULL: any) whose weights are of step
+ * `step` or later, those not suspect first; NULL when there is none. Where a turn goes when
+ * its own engine failed it (step: its trajectory's, whose weights never go back). */
+struct gw_engine *gw_engine_pick(const struct gw *g, int64_t step, const struct gw_engine *except);
+
+/* A transfer to e failed (why: the transfer's error): it is suspect until a health check
+ * passes, and standard error says so when it was not already. */
+void gw_engine_failed(struct gw_engine *e, const char *why);
 
 /* e is paused (true) or carries on (false): a pause or continue it accepted. */
 void gw_engine_pause(struct gw_engine *e, bool paused);
@@ -355,6 +367,8 @@ int64_t gw_engine_rank_offset(const struct gw *g, const struct gw_engine *e);
  * group's world_size (1 + every engine's ranks: rank 0 is the trainer). */
 json_t *gw_engine_json(const struct gw_engine *e, int64_t rank_offset);
 json_t *gw_engines_json(const struct gw *g);
+/* The listing's engines alone (its "engines" array): /libra/v1/status's and /state's. */
+json_t *gw_engines_list(const struct gw *g);
 
 /* Frees every engine, and every registration after telling its caller (at shutdown, once no
  * answer can come). */
@@ -396,11 +410,16 @@ void gw_release(struct gw *g);
 
 /* ---- traj.c ------------------------------------------------------------------------------- */
 
+/* The step of the engines r's turn may go to: that of the engine its trajectory's last turn
+ * ran on (a trajectory's weights never go back), 0 for a new trajectory. */
+int64_t gw_route_step(struct gw *g, const struct gw_request *r);
+
 /*
  * Routes one turn of the request r: starts its trajectory or continues it after its returns.
- * Returns the engine, or NULL when none takes turns. *traj is the trajectory (for a request
- * without identity, a single-turn one that gw_turn_end ends); *applied the decision carried
- * out.
+ * The caller has checked that an engine of gw_route_step(r) or later takes turns (gw_engine_pick:
+ * nothing of r is read otherwise). Returns the engine, or NULL when none takes turns. *traj is the
+ * trajectory (for a request without identity, a single-turn one that gw_turn_end ends); *applied
+ * the decision carried out.
  */
 struct gw_engine *gw_route_turn(struct gw *g, const struct gw_request *r, struct gw_traj **traj,
                                 struct sched_decision *applied);

@@ -228,10 +228,10 @@ static json_t *trees_json(struct gw *g, bool full)
     free(text);
     struct sched_model_stats ms;
     sched_model_stats(m, &ms);
-    json_t *o = json_pack("{s:s, s:I, s:I, s:f, s:I, s:I}", "digest", digest, "prompts",
-                          (json_int_t)ms.trees, "nodes", (json_int_t)ms.nodes, "learnt", g->learnt,
-                          "learn_pending", (json_int_t)g->finished.trajs.n, "steps",
-                          (json_int_t)g->learn_steps);
+    json_t *o = json_pack("{s:s, s:I, s:I, s:I, s:I, s:I}", "digest", digest, "prompts",
+                          (json_int_t)ms.trees, "nodes", (json_int_t)ms.nodes, "learnt",
+                          (json_int_t)g->learnt, "learn_pending", (json_int_t)g->finished.trajs.n,
+                          "steps", (json_int_t)g->learn_steps);
     if (full)
         json_object_set_new(o, "json", doc);
     else
@@ -307,7 +307,7 @@ void gw_state(void *ctx, struct net_call *c)
         json_pack("{s:s, s:s, s:s, s:I, s:s, s:o, s:o, s:I, s:o, s:o}", "schema", "libra.state/1",
                   "mode", g->shadow ? "shadow" : sched_policy_name(g->cfg->sched.policy), "policy",
                   sched_policy_name(g->cfg->sched.policy), "step", (json_int_t)g->step, "layout",
-                  layout, "engines", gw_engines_json(g), "trees", trees_json(g, full),
+                  layout, "engines", gw_engines_list(g), "trees", trees_json(g, full),
                   "live_trajectories", (json_int_t)map_size(&g->trajs), "trajectories",
                   trajs_json(g, limit), "store", store_json(g));
     net_reply_json(c, 200, o);

@@ -40,6 +40,7 @@ struct proxy {
     bool held;                  /* in gw.held */
     struct list_node held_link; /* ... */
     struct list_node turn_link; /* in engine->turns while xfer runs */
+    int64_t step; /* the turn goes to engines of this step or later: its trajectory's */
     int tries;
     int sends;      /* to an engine: a turn sent once is timed (the capture's timing) ... */
     bool disturbed; /* ... unless a control call reached its engine meanwhile */
@@ -212,7 +213,9 @@ static void add_headers(struct proxy *p)
     net_call_add_header(p->call, "X-Libra-Instance", v);
     snprintf(v, sizeof v, "%d", p->decision.placed_bucket);
     net_call_add_header(p->call, "X-Libra-Bucket", v);
-    net_call_add_header(p->call, "X-Libra-Decision", sched_reason_name(p->decision.reason));
+    /* a turn beside its trajectory's running one (no trajectory of its own) had no decision */
+    net_call_add_header(p->call, "X-Libra-Decision",
+                        p->traj ? sched_reason_name(p->decision.reason) : "none");
 }
 
 /* The turn failed for want of an engine's whole answer: the client gets 502, or a stream
@@ -310,11 +313,11 @@ static bool resubmit(struct proxy *p, const char *error)
 {
     struct gw *g = p->g;
     struct gw_engine *e = p->engine;
-    gw_engine_failed(e);
+    gw_engine_failed(e, error);
     e->errors++;
     if (!p->req.resume || p->started || ++p->tries >= PROXY_RESUBMITS_MAX)
         return false;
-    if (!g->holding && !gw_engine_pick(g, e))
+    if (!g->holding && !gw_engine_pick(g, p->step, e))
         return false;
     fprintf(stderr, "libra: serve: %s failed (%s); the turn goes to another engine\n", e->url,
             error);
@@ -441,6 +444,22 @@ void gw_engine_turns_fail(struct gw_engine *e)
 
 /* ---- routing, and holding while paused ------------------------------------------------------ */
 
+/* No engine takes the turn: 503, nothing of the request read. */
+static void no_engine(struct proxy *p)
+{
+    p->g->errors_no_engine++;
+    if (gw_engine_pick(p->g, 0, NULL)) /* engines take turns, all older than its trajectory's */
+        net_reply_error(p->call, 503, "server_error",
+                        "no engine that takes turns has weights of step %lld or later, as the "
+                        "engine of the trajectory's last turn had: send the turn again once one "
+                        "has",
+                        (long long)p->step);
+    else
+        net_reply_error(p->call, 503, "server_error",
+                        "no engine takes turns (every one is dead, draining or lent)");
+    proxy_free(p);
+}
+
 /* Routes a new turn and sends it. */
 static void route_new(struct proxy *p)
 {
@@ -452,12 +471,12 @@ static void route_new(struct proxy *p)
         proxy_free(p);
         return;
     }
-    struct gw_engine *e = gw_route_turn(p->g, &p->req, &p->traj, &p->decision);
+    p->step = gw_route_step(p->g, &p->req);
+    struct gw_engine *e = NULL;
+    if (gw_engine_pick(p->g, p->step, NULL))
+        e = gw_route_turn(p->g, &p->req, &p->traj, &p->decision);
     if (!e) {
-        p->g->errors_no_engine++;
-        net_reply_error(p->call, 503, "server_error",
-                        "no engine takes turns (every one is dead, draining or lent)");
-        proxy_free(p);
+        no_engine(p);
         return;
     }
     p->engine = gw_engine_ref(e);
@@ -487,10 +506,12 @@ static void go(struct proxy *p)
         return;
     }
     if (p->elsewhere || !gw_engine_routable(p->engine)) {
-        struct gw_engine *next = gw_engine_pick(g, p->engine);
+        struct gw_engine *next = gw_engine_pick(g, p->step, p->engine);
         if (!next) {
-            fail_upstream(p, "engine %s cannot take the turn, and no other engine takes turns",
-                          p->engine->url);
+            fail_upstream(p,
+                          "engine %s cannot take the turn, and no other engine of step %lld or "
+                          "later (its trajectory's) takes turns",
+                          p->engine->url, (long long)p->step);
             return;
         }
         move_to(p, next);

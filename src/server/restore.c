@@ -298,7 +298,9 @@ static void rejoin(struct gw *g, struct sched_router *r, const struct gw_traj *t
 {
     struct gw_registry gr;
     struct sched_decision d;
-    gw_registry(g, t, &gr);
+    /* any engine that takes turns, older ones too: the placements made here only rebuild the
+     * path (t's next turn is placed anew, without them), and an empty registry would lose t */
+    gw_registry(g, NULL, &gr);
     const struct sched_registry *regp = &gr.reg;
     struct sched_start s = {.traj = t->rid,
                             .prompt = t->prompt,

@@ -275,19 +275,28 @@ bool gw_route_busy(struct gw *g, const struct gw_request *r)
            map_get(&g->trajs, r->id, &v) && ((struct gw_traj *)v.ptr)->in_flight;
 }
 
+int64_t gw_route_step(struct gw *g, const struct gw_request *r)
+{
+    union map_value v;
+    if (r->id_source == GW_ID_NONE || gw_events_finish(r->events, r->n_events) ||
+        !map_get(&g->trajs, r->id, &v))
+        return 0; /* a new trajectory (or one reusing the id of one r ends) */
+    return ((struct gw_traj *)v.ptr)->generation;
+}
+
 /* A second turn of t while one runs (parallel sampling): where the first runs, while that
- * engine takes turns. It is counted, not recorded: t's record is one sequence of turns. */
+ * engine takes turns. It is counted, not recorded: t's record is one sequence of turns; no
+ * routing decision is made for it (its X-Libra-Decision is "none"). */
 static struct gw_engine *route_beside(struct gw *g, const struct gw_traj *t,
                                       struct sched_decision *applied)
 {
     g->parallel++;
     struct gw_engine *e = gw_engine_by_id(g, t->instance);
     if (!e || !gw_engine_routable(e))
-        e = gw_engine_pick(g, NULL);
+        e = gw_engine_pick(g, t->generation, NULL);
     memset(applied, 0, sizeof *applied);
     applied->instance_id = e ? e->id : -1;
     applied->placed_bucket = e ? e->bucket : -1;
-    applied->reason = SCHED_REASON_STAY;
     return e;
 }
 
@@ -295,8 +304,6 @@ struct gw_engine *gw_route_turn(struct gw *g, const struct gw_request *r, struct
                                 struct sched_decision *applied)
 {
     *out = NULL;
-    if (!gw_engine_pick(g, NULL)) /* no engine takes turns: nothing of the request is read */
-        return NULL;
     union map_value v;
     struct gw_traj *t = NULL;
     if (r->id_source != GW_ID_NONE && map_get(&g->trajs, r->id, &v))

@@ -216,12 +216,8 @@ void gw_engine_action(void *ctx, struct net_call *c)
     if (!gw_admin(g, c))
         return;
     const char *rest = net_call_path(c) + strlen("/libra/v1/engines/");
-    bool known = gw_engine_action_parse(rest, &id, action, err, sizeof err) == 0 &&
-                 (strcmp(action, "drain") == 0 || strcmp(action, "lend") == 0 ||
-                  strcmp(action, "reclaim") == 0);
-    if (!known) {
-        net_reply_error(c, 404, "not_found_error", "%s (actions: drain, lend, reclaim)",
-                        err[0] ? err : "unknown engine action");
+    if (gw_engine_action_parse(rest, &id, action, err, sizeof err) != 0) {
+        net_reply_error(c, 404, "not_found_error", "%s (actions: drain, lend, reclaim)", err);
         return;
     }
     struct gw_engine *e = gw_engine_by_id(g, id);
