@@ -25,8 +25,10 @@ struct cli_command {
     const char *summary;               /* one line for `libra --help` */
     const char *usage;                 /* one line, e.g. "libra plan [CONFIG] [flags]" */
     int (*run)(int argc, char **argv); /* argv[0] is the command name; returns an exit code */
-    unsigned reads; /* its SPEC_READ_* bit (spec/config.h): flags may set only keys it reads;
-                     * 0: any key (config), or it takes no experiment flags */
+    unsigned reads;   /* its SPEC_READ_* bit (spec/config.h): flags may set only keys it reads;
+                       * 0: any key (config), or it takes no experiment flags */
+    const char *help; /* the command line whose --help lists its flags, where that is not
+                       * "libra NAME" (a subcommand's own: "libra trace gen") */
 };
 
 /* The command table, terminated by an entry whose name is NULL (commands.c). */

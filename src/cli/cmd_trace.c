@@ -798,11 +798,12 @@ static const struct {
     const char *name;
     const char *usage;
     int (*run)(const struct cli_command *cmd, int argc, char **argv);
+    const char *help; /* its own --help, where `libra trace --help` does not list its flags */
 } subcommands[] = {
-    {"validate", "libra trace validate FILE [--all] [--progress]", validate_cmd},
-    {"stats", "libra trace stats FILE [--json] [-o FILE] [--progress]", stats_cmd},
-    {"import", "libra trace import --from FORMAT IN... [-o FILE] [flags]", import},
-    {"gen", "libra trace gen WORKLOAD [flags]", cmd_trace_gen},
+    {"validate", "libra trace validate FILE [--all] [--progress]", validate_cmd, NULL},
+    {"stats", "libra trace stats FILE [--json] [-o FILE] [--progress]", stats_cmd, NULL},
+    {"import", "libra trace import --from FORMAT IN... [-o FILE] [flags]", import, NULL},
+    {"gen", "libra trace gen WORKLOAD [flags]", cmd_trace_gen, "libra trace gen"},
 };
 
 int cmd_trace(int argc, char **argv)
@@ -816,6 +817,7 @@ int cmd_trace(int argc, char **argv)
         if (strcmp(subcommands[i].name, name) == 0) {
             struct cli_command sub = *cmd;
             sub.usage = subcommands[i].usage;
+            sub.help = subcommands[i].help;
             return subcommands[i].run(&sub, argc - 1, argv + 1);
         }
     if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) {

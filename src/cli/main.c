@@ -58,7 +58,10 @@ int cli_usage_error(const struct cli_command *cmd, const char *fmt, ...)
     va_start(ap, fmt);
     fprintf(stderr, "libra: %s: ", cmd->name);
     put_diagnostic(fmt, ap);
-    fprintf(stderr, "\nusage: %s (see libra %s --help)\n", cmd->usage, cmd->name);
+    if (cmd->help)
+        fprintf(stderr, "\nusage: %s (see %s --help)\n", cmd->usage, cmd->help);
+    else
+        fprintf(stderr, "\nusage: %s (see libra %s --help)\n", cmd->usage, cmd->name);
     va_end(ap);
     return LIBRA_EXIT_USAGE;
 }

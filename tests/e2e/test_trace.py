@@ -154,6 +154,11 @@ def test_usage_errors():
         assert r.stderr.startswith("libra: trace: ")
 
 
+def help_of(sub):
+    """The help that lists sub's flags: trace's, but gen's own."""
+    return "libra trace gen" if sub == "gen" else "libra trace"
+
+
 def test_a_subcommands_usage_error_prints_its_own_usage():
     for sub, usage in (("validate", "libra trace validate FILE [--all] [--progress]"),
                        ("stats", "libra trace stats FILE [--json] [-o FILE] [--progress]"),
@@ -162,7 +167,7 @@ def test_a_subcommands_usage_error_prints_its_own_usage():
         r = run(sub, "--bogus")
         assert r.returncode == 2, (sub, r.stderr)
         assert r.stderr == ("libra: trace: unknown or malformed flag '--bogus'\n"
-                            f"usage: {usage} (see libra trace --help)\n"), r.stderr
+                            f"usage: {usage} (see {help_of(sub)} --help)\n"), r.stderr
 
 
 # ---- stats ------------------------------------------------------------------------------------
