@@ -97,6 +97,19 @@ static const char *caption(struct report_ctx *ctx, const struct sweep *sw, const
                       what, sw->seeds);
 }
 
+/* Whether series s[0..n) draw a point; else notes figure name as not drawn, and why: a chart
+ * of axes alone would read as a sweep that measured nothing. */
+static bool drawn(struct report_ctx *ctx, const struct sweep *sw, const char *name,
+                  const struct chart_series *s, size_t n, const char *why)
+{
+    for (size_t k = 0; k < n; k++)
+        for (size_t p = 0; p < sw->points; p++)
+            if (isfinite(s[k].y[p]))
+                return true;
+    report_note(ctx, name, "%s", why);
+    return false;
+}
+
 static void metric_figure(struct report_ctx *ctx, const struct sweep *sw, const struct metric *m,
                           const char **modes, size_t n_modes)
 {
@@ -106,6 +119,10 @@ static void metric_figure(struct report_ctx *ctx, const struct sweep *sw, const 
         s[k].name = modes[k];
         s[k].color = report_color(modes[k], k);
     }
+    if (!drawn(ctx, sw, m->name, s, n_modes,
+               report_fmt(ctx, "no run of the sweep has a mode's %s: a failed run has none",
+                          m->y_label)))
+        return;
     report_chart(
         ctx,
         &(struct chart){m->name, report_fmt(ctx, "%s across the sweep", m->title),
@@ -122,6 +139,10 @@ static void ratio_figure(struct report_ctx *ctx, const struct sweep *sw)
         s[k].name = ratios[k].name;
         s[k].color = report_color(NULL, k == 0 ? 0 : 1);
     }
+    if (!drawn(ctx, sw, "ratios", s, 2,
+               "no run of the sweep has libra beside colocated or async (ratios."
+               "libra_over_colocated_tokens, ratios.libra_over_async_tokens)"))
+        return;
     report_chart(ctx,
                  &(struct chart){"ratios", "libra's trained tokens/s over the baselines'",
                                  caption(ctx, sw,

@@ -278,7 +278,8 @@ static const char *envelope(struct report_ctx *ctx, const json_t *doc)
 }
 
 /* --sweep KEY=V1,V2 per grid key (--attribution for its bars) and the seeds, as `libra sim`
- * takes them. */
+ * takes them: none for the config's own seed alone, as a sweep without --seeds runs it (and a
+ * sweep of a trace, which --seeds and --seed-list are refused with, can only run it). */
 static const char *sweep_flags(struct report_ctx *ctx, const json_t *doc)
 {
     struct strbuf b = {0};
@@ -306,7 +307,7 @@ static const char *sweep_flags(struct report_ctx *ctx, const json_t *doc)
     double base = report_num(doc, "seed");
     for (size_t i = 0; i < n && consecutive; i++)
         consecutive = json_number_value(json_array_get(seeds, i)) == base + (double)i;
-    if (consecutive)
+    if (consecutive && n > 1)
         strbuf_printf(&b, " --seeds %zu", n);
     for (size_t i = 0; i < n && !consecutive; i++)
         strbuf_printf(&b, "%s%.0f", i ? "," : " --seed-list ",
@@ -371,20 +372,10 @@ static const char *route_flags(struct report_ctx *ctx, const json_t *doc)
                 : "");
 }
 
-/* " --timeline A:B" when a mode of a sim result holds a timeline of steps A to B, else "". */
-static const char *timeline_flag(struct report_ctx *ctx, const json_t *modes, const char **names,
-                                 size_t n)
-{
-    for (size_t m = 0; m < n; m++) {
-        const json_t *tl = report_get(json_object_get(modes, names[m]), "timeline");
-        double a = report_num(tl, "steps/first"), b = report_num(tl, "steps/last");
-        if (isfinite(a) && isfinite(b)) /* report_check_shape bounds them */
-            return report_fmt(ctx, " --timeline %.0f:%.0f", a, b);
-    }
-    return "";
-}
-
-/* The command line that made doc, with what identifies its config. */
+/* The command line that made doc, with what identifies its config. CONFIG is the config whose
+ * digest the result cites, so it holds sim.timeline_steps (--timeline's key): no --timeline is
+ * named, as the steps a timeline records are cut to those the run has, and a range asked past
+ * them would name a config of another digest. */
 static const char *source(struct report_ctx *ctx, const struct report_input *in)
 {
     const json_t *doc = in->doc.root;
@@ -396,9 +387,9 @@ static const char *source(struct report_ctx *ctx, const struct report_input *in)
         size_t n = report_keys(ctx, modes, report_mode_order, &names);
         if (n)
             steps = report_num(json_object_get(modes, names[0]), "run/steps");
-        return report_fmt(ctx, "libra sim CONFIG%s%s --json%s",
+        return report_fmt(ctx, "libra sim CONFIG%s --json%s",
                           isfinite(steps) ? report_fmt(ctx, " --steps %.0f", steps) : "",
-                          timeline_flag(ctx, modes, names, n), envelope(ctx, doc));
+                          envelope(ctx, doc));
     }
     case REPORT_SWEEP:
         return report_fmt(ctx, "libra sim CONFIG%s --json%s", sweep_flags(ctx, doc),

@@ -631,12 +631,41 @@ static int grid_error(const struct ujson_doc *doc, struct libra_error *err, cons
                         here ? "" : "missing: ", what, cells, cells == 1 ? "" : "s");
 }
 
+/* The grid's values make the product of their counts of points (the first key varies slowest),
+ * each run once per seed: a grid that makes other points than the summary holds names, in the
+ * captions' --sweep flags, points that are not drawn (or leaves drawn ones out). A key without
+ * its values counts nothing: its flag is left unnamed, as a missing member is. */
+static int check_grid_values(const struct ujson_doc *doc, struct libra_error *err, size_t points,
+                             size_t seeds)
+{
+    const json_t *grid = json_object_get(doc->root, "grid");
+    double made = 1; /* a double: a crafted grid's product may pass SIZE_MAX */
+    for (size_t k = 0; k < json_array_size(grid); k++) {
+        const json_t *values = json_object_get(json_array_get(grid, k), "values");
+        if (!json_is_array(values))
+            return 0;
+        made *= (double)json_array_size(values);
+    }
+    if (json_array_size(grid) == 0 || made == (double)points)
+        return 0;
+    size_t cells = json_array_size(json_object_get(doc->root, "cells"));
+    return ujson_errorf(err, doc, "grid",
+                        "its values make %.0f grid point%s, %.0f cells with the %zu seed%s, "
+                        "where the sweep holds %zu cell%s at %zu grid point%s (summary): the "
+                        "sweep is edited",
+                        made, made == 1 ? "" : "s", made * (double)seeds, seeds,
+                        seeds == 1 ? "" : "s", cells, cells == 1 ? "" : "s", points,
+                        points == 1 ? "" : "s");
+}
+
 static int check_grid(const struct ujson_doc *doc, struct libra_error *err, size_t points,
                       size_t seeds)
 {
     if (seeds == 0)
         return grid_error(doc, err, "seeds", "no seed");
-    return points == 0 ? grid_error(doc, err, "summary", "no grid point") : 0;
+    if (points == 0)
+        return grid_error(doc, err, "summary", "no grid point");
+    return check_grid_values(doc, err, points, seeds);
 }
 
 /* A cell is a run: its result, or its error when the run failed (sim/sweep.c writes one of

@@ -92,7 +92,7 @@ def test_every_figure_is_xml_with_its_data(report, inputs):
         assert root.tag == SVG + "svg" and root.get("id") == name
         data = json.loads(root.find(SVG + "desc").text)
         assert data["figure"] == name
-        assert data["source"].startswith("libra sim CONFIG --steps 6 --timeline 1:4 --json "
+        assert data["source"].startswith("libra sim CONFIG --steps 6 --json "
                                          "(config digest " + doc["config_digest"])
         assert root.find(SVG + "title").text
         captions = [t.text for t in root.iter(SVG + "text") if t.get("class") == "caption"]
