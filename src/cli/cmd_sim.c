@@ -379,6 +379,19 @@ static void point_where(const struct sim_sweep *sw, size_t point, char *buf, siz
     snprintf(buf, size, "--sweep: '%s'", x);
 }
 
+/* Reports msg, an error of grid point p's settings, named by its swept values (seeds alone: as
+ * the single run says it). Returns the exit code. */
+static int refuse_point(const struct sim_sweep *sw, size_t p, const char *msg)
+{
+    char x[256];
+    point_text(sw, p, x, sizeof x);
+    if (sw->n_keys)
+        cli_errorf("sim: --sweep: '%s': %s", x, msg);
+    else
+        cli_errorf("sim: %s", msg);
+    return LIBRA_EXIT_USAGE;
+}
+
 /* cfg's digest but for its trace, which same_trace compares: a file spelled two ways (a.jsonl
  * and ./a.jsonl) is one; with the warm-up and tuning steps a short run takes (sim.warmup_steps
  * and sim.tune_steps: their defaults are capped at rl.steps, so a point giving the capped value
@@ -414,13 +427,7 @@ static int check_points(const struct sim_sweep *sw, const struct libra_config *c
     for (size_t a = 0; a < points && rc == 0; a++) {
         struct libra_error err = {0};
         if (sim_config_check(&cfgs[a * sw->n_seeds], &err) != 0) {
-            char x[256];
-            point_text(sw, a, x, sizeof x);
-            if (sw->n_keys)
-                cli_errorf("sim: --sweep: '%s': %s", x, err.msg);
-            else
-                cli_errorf("sim: %s", err.msg);
-            rc = LIBRA_EXIT_USAGE;
+            rc = refuse_point(sw, a, err.msg);
             break;
         }
         digest[a] = digest_but_trace(&cfgs[a * sw->n_seeds]);
@@ -556,6 +563,15 @@ static int refuse_inert_values(struct cell_build *b, const size_t *first,
     return 0;
 }
 
+/* Grid point p's input (its first seed's: the seeds share its trace) as the single run checks
+ * it, so that a trace the point's settings cannot replay stops the sweep before any runs. */
+static int check_input(const struct sim_sweep *sw, size_t p, const struct sim_input *in)
+{
+    struct libra_error err = {0};
+    char buf[1024];
+    return sim_input_check(in, &err) ? refuse_point(sw, p, error_format(&err, buf, sizeof buf)) : 0;
+}
+
 /* Resolves every cell's config and input, all before any runs: each grid point's first seed's
  * cell, checked (refuse_inert, check_points) before the other seeds' are made, so that a bad
  * setting stops even a sweep of many seeds at once; then the rest. */
@@ -605,8 +621,11 @@ static int build_cells(const struct cli_common *cc, const char *seed_flag,
     for (size_t i = 0; i < sw->n_cells && rc == 0; i++)
         if (i % sw->n_seeds)
             rc = resolve_cell(&b, i, b.cell);
-    for (size_t i = 0; i < sw->n_cells && rc == 0; i++)
+    for (size_t i = 0; i < sw->n_cells && rc == 0; i++) {
         rc = cli_sim_input(p, ts, &cfgs[i], false, &sw->cells[i].in);
+        if (rc == 0 && i % sw->n_seeds == 0) /* its trace against its settings, as a run checks */
+            rc = check_input(sw, i / sw->n_seeds, &sw->cells[i].in);
+    }
     free(seen);
     free(first);
     free(grid);
@@ -667,6 +686,25 @@ static int add_attribution(const struct cli_common *cc, struct sim_flags *f,
 /* The most cells a sweep runs (--seeds' most, on one grid point). */
 #define SWEEP_RUNS_MAX 100000
 
+/* Refuses the seed flags beside base's trace: its runs replay the trace's trajectories, which no
+ * seed draws. Several seeds would be one run; one is refused as an inert flag is, by the reason
+ * that holds here (the trace is set). */
+static int refuse_trace_seeds(const struct cli_common *cc, const struct sim_flags *f,
+                              const struct libra_config *base, size_t n_seeds)
+{
+    const char *flag = f->seed_list.n ? "--seed-list" : "--seeds";
+    if (n_seeds > 1)
+        return cli_usage_error(cc->cmd,
+                               "%s: a trace's runs replay its recorded trajectories whatever the "
+                               "seed, so its seeds would be one run",
+                               flag);
+    cli_errorf("%s: sim.seed=%lld has no effect without generated trajectories: the trajectories "
+               "are the trace's (workload.trace %s), replayed whatever the seed",
+               flag, (long long)(f->seed_list.n ? f->seed_list.v[0] : base->sim.seed),
+               base->workload.trace);
+    return LIBRA_EXIT_USAGE;
+}
+
 static int run_sweep(const struct cli_common *cc, const struct sim_flags *f,
                      const struct ujson_doc *config, const struct api_presets *p,
                      const struct libra_config *base)
@@ -684,11 +722,8 @@ static int run_sweep(const struct cli_common *cc, const struct sim_flags *f,
     bool traces_swept = false;
     for (size_t k = 0; k < f->keys.n; k++)
         traces_swept |= strcmp(f->keys.v[k].key, "workload.trace") == 0;
-    if (n_seeds > 1 && base->workload.trace[0] && !traces_swept)
-        return cli_usage_error(cc->cmd,
-                               "%s: a trace's runs replay its recorded trajectories whatever the "
-                               "seed, so its seeds would be one run",
-                               f->seed_list.n ? "--seed-list" : "--seeds");
+    if ((f->seed_list.n || f->n_seeds) && base->workload.trace[0] && !traces_swept)
+        return refuse_trace_seeds(cc, f, base, n_seeds);
     size_t runs = n_seeds; /* counted without overflow: every cell's config is made at once */
     for (size_t k = 0; k < f->keys.n; k++) {
         if (f->keys.v[k].n > SWEEP_RUNS_MAX / runs)

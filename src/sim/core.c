@@ -763,26 +763,41 @@ static void teardown(struct sim *s)
     sim_trace_release(s);
 }
 
-/* A run that trained nothing is an error naming the key that made it so, not a table of zeros:
- * a timeout that stopped every trajectory, or dynamic sampling that dropped every group (a
- * synchronous step's rounds end at rl.max_gen_batches; the async modes stop sooner). */
+/* A run whose measured steps trained nothing is an error naming the key that made it so, not a
+ * table of zeros (its figures are the measured steps'; warm-up steps may have trained). A step
+ * trains every group it takes but the trajectories masked by the timeout and the groups dynamic
+ * sampling dropped (a synchronous step's rounds end at rl.max_gen_batches; the async modes stop
+ * sooner), so those two keys are the only ways to train nothing. */
 static void check_something_trained(struct sim *s)
 {
     const struct sim_result *o = s->out;
     int64_t trained = 0;
     for (size_t i = 0; i < s->steps.n; i++)
-        trained += s->steps.v[i].trained_tokens;
-    if (o->finished == 0 && o->timed_out > 0)
-        sim_fail(s, LIBRA_EINVAL,
-                 "rl.trajectory_timeout_s %g s stopped every trajectory the run started (%lld): "
-                 "none finished, so nothing trained; the limit must exceed the workload's "
-                 "trajectories (run.trajectory_lengths.duration_s of libra sim --json without it)",
-                 s->cfg->rl.trajectory_timeout_s, (long long)o->started);
-    else if (trained == 0 && o->waste[SIM_WASTE_FILTERED] > 0)
+        if (s->steps.v[i].step >= s->opts->warmup)
+            trained += s->steps.v[i].trained_tokens;
+    if (trained > 0)
+        return;
+    if (o->timed_out == 0) {
         sim_fail(s, LIBRA_EINVAL,
                  "rl.dynamic_sampling %s dropped every group the run generated: their rewards "
                  "are all equal (a workload whose reward never varies), so nothing trained",
                  spec_dynamic_sampling_names[s->cfg->rl.dynamic_sampling]);
+        return;
+    }
+    char stopped[160];
+    if (o->finished == 0)
+        snprintf(stopped, sizeof stopped, "every trajectory the run started (%lld): none finished",
+                 (long long)o->started);
+    else
+        snprintf(stopped, sizeof stopped,
+                 "%lld of the %lld trajectories the run started: the steps measured (after "
+                 "sim.warmup_steps) took none that finished",
+                 (long long)o->timed_out, (long long)o->started);
+    sim_fail(s, LIBRA_EINVAL,
+             "rl.trajectory_timeout_s %g s stopped %s, so nothing trained; the limit must exceed "
+             "the workload's trajectories (run.trajectory_lengths.duration_s of libra sim --json "
+             "without it)",
+             s->cfg->rl.trajectory_timeout_s, stopped);
 }
 
 int sim_run(const struct sim_input *in, const struct sim_layout *l, const struct sim_run_opts *opts,

@@ -411,12 +411,14 @@ static void run_mode(void *arg, size_t i)
         o.perfetto_step = cfg->sim.trace_step >= 0 && cfg->sim.trace_step < o.steps
                               ? cfg->sim.trace_step
                               : o.warmup;
+    o.perfetto_mode = sim_mode_name(mr->mode);
     int64_t first, last; /* checked by sim_experiment_run */
     spec_timeline_steps_parse(cfg->sim.timeline_steps, &first, &last, NULL);
     if (last >= 0)
         o = (struct sim_run_opts){.steps = o.steps,
                                   .warmup = o.warmup,
                                   .perfetto_step = o.perfetto_step,
+                                  .perfetto_mode = o.perfetto_mode,
                                   .timeline = true,
                                   .timeline_first = first,
                                   .timeline_last = last < o.steps ? last : o.steps - 1};

@@ -153,9 +153,11 @@ static char *perfetto_text(struct sim *s)
         snprintf(name, sizeof name, "hybrid replica %d", h);
         name_thread(events, SIM_PID_POOL, h, name);
     }
+    const char *mode =
+        s->opts->perfetto_mode ? s->opts->perfetto_mode : sim_mode_name(s->lay->mode);
     json_t *doc = json_pack("{s:O,s:s,s:{s:s,s:I,s:s}}", "traceEvents", events, "displayTimeUnit",
-                            "ms", "otherData", "mode", sim_mode_name(s->lay->mode), "step",
-                            (json_int_t)s->trace.step, "source", "libra sim (simulated time)");
+                            "ms", "otherData", "mode", mode, "step", (json_int_t)s->trace.step,
+                            "source", "libra sim (simulated time)");
     char *text = ujson_dump(doc, false);
     json_decref(doc);
     return text;

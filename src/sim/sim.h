@@ -372,12 +372,14 @@ struct sim_fleet_change {
 
 /* Options of one run. */
 struct sim_run_opts {
-    int steps;         /* training steps (batches in rollout mode) */
-    int warmup;        /* steps excluded from the rates */
-    int perfetto_step; /* record this step as a trace-event document; -1 none */
-    bool rates_only;   /* a tuning or verification candidate: no routing figures (routing
-                        * NULL), the rest as ever */
-    bool timeline;     /* record the GPU timeline of steps timeline_first..timeline_last */
+    int steps;                 /* training steps (batches in rollout mode) */
+    int warmup;                /* steps excluded from the rates */
+    int perfetto_step;         /* record this step as a trace-event document; -1 none */
+    const char *perfetto_mode; /* the mode the document names: the experiment's (libra on a
+                                * colocated plan is libra); NULL: the layout's */
+    bool rates_only;           /* a tuning or verification candidate: no routing figures (routing
+                                * NULL), the rest as ever */
+    bool timeline;             /* record the GPU timeline of steps timeline_first..timeline_last */
     int64_t timeline_first, timeline_last; /* 0 <= first <= last < steps */
     size_t timeline_max_intervals;         /* 0: SIM_TIMELINE_MAX_INTERVALS */
     /* Fleet changes played at their times (borrowed; n_fleet 0: none): the fleet mechanics

@@ -492,23 +492,35 @@ static void attribution_text(struct strbuf *b, const struct sim_sweep *sw)
                      "ratios taken seed by seed; --json has every run.\n");
 }
 
-/* text, or where key is a key of the grid (the base config's value is none of its runs') its
- * values, "{8,16}", into buf. */
-static const char *unless_swept(const struct sim_sweep *sw, const char *key, const char *text,
-                                char *buf, size_t size)
+/* The grid's key `key`, or NULL. */
+static const struct sim_sweep_key *swept(const struct sim_sweep *sw, const char *key)
 {
-    for (size_t k = 0; k < sw->n_keys; k++) {
-        if (strcmp(sw->keys[k].key, key) != 0)
-            continue;
-        size_t len = 0;
-        for (size_t i = 0; i < sw->keys[k].n && len < size; i++)
-            len += (size_t)snprintf(buf + len, size - len, "%s%s", i ? "," : "{",
-                                    sw->keys[k].values[i]);
-        if (len < size)
-            snprintf(buf + len, size - len, "}");
-        return buf;
+    for (size_t k = 0; k < sw->n_keys; k++)
+        if (strcmp(sw->keys[k].key, key) == 0)
+            return &sw->keys[k];
+    return NULL;
+}
+
+/* Onto b: text, or where key is a key of the grid (the base config's value is none of its runs')
+ * its values, "{8,16}"; more than HEADLINE_VALUES of them as the first HEADLINE_FIRST, "..." and
+ * the last, "{48,56,64,...,600}" (the table lists every point). */
+enum { HEADLINE_VALUES = 6, HEADLINE_FIRST = 3 };
+static void unless_swept(struct strbuf *b, const struct sim_sweep *sw, const char *key,
+                         const char *text)
+{
+    const struct sim_sweep_key *k = swept(sw, key);
+    if (!k) {
+        strbuf_puts(b, text);
+        return;
     }
-    return text;
+    for (size_t i = 0; i < k->n; i++) {
+        bool cut = k->n > HEADLINE_VALUES && i >= HEADLINE_FIRST && i + 1 < k->n;
+        if (!cut)
+            strbuf_printf(b, "%s%s", i ? "," : "{", k->values[i]);
+        else if (i == HEADLINE_FIRST)
+            strbuf_puts(b, ",...");
+    }
+    strbuf_puts(b, "}");
 }
 
 char *sim_sweep_text(const struct sim_sweep *sw, const struct libra_config *base)
@@ -517,18 +529,24 @@ char *sim_sweep_text(const struct sim_sweep *sw, const struct libra_config *base
     size_t points = sim_sweep_points(sw), failed = 0;
     for (size_t i = 0; i < sw->n_cells; i++)
         failed += sw->cells[i].rc != 0;
-    char gpus[24], v[4][160];
+    char gpus[24];
     snprintf(gpus, sizeof gpus, "%d", base->cluster.gpus);
-    strbuf_printf(&b, "libra sim: sweep of %zu grid point%s x %zu seed%s = %zu run%s (%zu failed)",
+    strbuf_printf(&b,
+                  "libra sim: sweep of %zu grid point%s x %zu seed%s = %zu run%s (%zu failed); ",
                   points, points == 1 ? "" : "s", sw->n_seeds, sw->n_seeds == 1 ? "" : "s",
                   sw->n_cells, sw->n_cells == 1 ? "" : "s", failed);
-    strbuf_printf(&b, "; %s on %s, %s x %s\n\n",
-                  base->workload.trace[0]
-                      ? unless_swept(sw, "workload.trace", base->workload.trace, v[0], sizeof v[0])
-                      : unless_swept(sw, "workload.name", base->workload.name, v[0], sizeof v[0]),
-                  unless_swept(sw, "model.name", base->model.name, v[1], sizeof v[1]),
-                  unless_swept(sw, "cluster.gpus", gpus, v[2], sizeof v[2]),
-                  unless_swept(sw, "cluster.hardware", base->cluster.hardware, v[3], sizeof v[3]));
+    /* a trace, the base's or swept, is what the runs replay, as the single run names it */
+    if (base->workload.trace[0] || swept(sw, "workload.trace"))
+        unless_swept(&b, sw, "workload.trace", base->workload.trace);
+    else
+        unless_swept(&b, sw, "workload.name", base->workload.name);
+    strbuf_puts(&b, " on ");
+    unless_swept(&b, sw, "model.name", base->model.name);
+    strbuf_puts(&b, ", ");
+    unless_swept(&b, sw, "cluster.gpus", gpus);
+    strbuf_puts(&b, " x ");
+    unless_swept(&b, sw, "cluster.hardware", base->cluster.hardware);
+    strbuf_puts(&b, "\n\n");
     if (has_attribution(sw))
         attribution_text(&b, sw);
     else
