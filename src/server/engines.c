@@ -376,7 +376,7 @@ json_t *gw_engine_json(const struct gw_engine *e, int64_t rank_offset)
                      gw_engine_ranks(e), "rank_offset", (json_int_t)rank_offset);
 }
 
-json_t *gw_engines_json(const struct gw *g)
+json_t *gw_engines_list(const struct gw *g)
 {
     json_t *list = json_array();
     int64_t ranks = 0; /* of the engines listed so far */
@@ -384,17 +384,16 @@ json_t *gw_engines_json(const struct gw *g)
         json_array_append_new(list, gw_engine_json(g->engines.v[i], ranks));
         ranks += gw_engine_ranks(g->engines.v[i]);
     }
-    int64_t world = 1 + ranks; /* rank 0 is the trainer */
-    return json_pack("{s:o, s:I, s:I}", "engines", list, "total", (json_int_t)g->engines.n,
-                     "world_size", (json_int_t)world);
+    return list;
 }
 
-json_t *gw_engines_list(const struct gw *g)
+json_t *gw_engines_json(const struct gw *g)
 {
-    json_t *fleet = gw_engines_json(g);
-    json_t *list = json_incref(json_object_get(fleet, "engines"));
-    json_decref(fleet);
-    return list;
+    int64_t world = 1; /* rank 0 is the trainer */
+    for (size_t i = 0; i < g->engines.n; i++)
+        world += gw_engine_ranks(g->engines.v[i]);
+    return json_pack("{s:o, s:I, s:I}", "engines", gw_engines_list(g), "total",
+                     (json_int_t)g->engines.n, "world_size", (json_int_t)world);
 }
 
 /* ---- registration --------------------------------------------------------------------------- */
